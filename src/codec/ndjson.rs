@@ -1,0 +1,277 @@
+//! Newline-delimited JSON framing (the stdio transport of both revisions).
+//!
+//! [`LineFramer`] cuts a byte stream into lines. It is indifferent to how the stream is
+//! chunked: the same input yields the same frames whatever the read boundaries. A line longer
+//! than the configured maximum yields one [`Frame::TooLarge`]; the framer then skips to the
+//! next newline without buffering the rest. Blank lines are skipped. Whether a line is JSON is
+//! the decoder's business, not the framer's.
+
+/// How many bytes of an oversize line are kept from each end, so the engine can still find
+/// the JSON-RPC id (Python SDKs write it near the start, TypeScript SDKs at the very end).
+pub const OVERSIZE_SNIPPET: usize = 64;
+
+/// One output of the framer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// A complete line, without `\n` or a trailing `\r`.
+    Line(&'a [u8]),
+    /// A line longer than the maximum ended; it was dropped. Reported once, when its newline
+    /// arrives, with the first and last bytes of the line.
+    TooLarge {
+        /// Up to [`OVERSIZE_SNIPPET`] bytes from the start of the line.
+        head: &'a [u8],
+        /// Up to [`OVERSIZE_SNIPPET`] bytes from the end of the line.
+        tail: &'a [u8],
+    },
+}
+
+/// Incremental line framer with a byte cap per line.
+#[derive(Debug)]
+pub struct LineFramer {
+    buf: Vec<u8>,
+    /// Start of the first unconsumed byte in `buf`.
+    start: usize,
+    /// Bytes after `start` already known to hold no newline (so they are never rescanned).
+    scanned: usize,
+    max_line: usize,
+    /// Inside an oversize line: bytes are dropped until the next newline.
+    discarding: bool,
+    /// An oversize line has ended and is waiting to be reported.
+    oversize_done: bool,
+    /// Bytes of the oversize line seen so far.
+    oversize_len: usize,
+    head: Vec<u8>,
+    tail: Vec<u8>,
+}
+
+impl LineFramer {
+    /// A framer accepting lines of at most `max_line` bytes (excluding the newline).
+    pub fn new(max_line: usize) -> Self {
+        Self {
+            buf: Vec::new(),
+            start: 0,
+            scanned: 0,
+            max_line,
+            discarding: false,
+            oversize_done: false,
+            oversize_len: 0,
+            head: Vec::with_capacity(TAIL_KEPT),
+            tail: Vec::with_capacity(2 * TAIL_KEPT),
+        }
+    }
+
+    /// Appends bytes read from the stream. Call [`next_frame`](Self::next_frame) until `None`
+    /// before pushing more, or memory use grows by one read.
+    pub fn push(&mut self, mut data: &[u8]) {
+        if self.start > 0 {
+            // Compact: consumed bytes are never needed again.
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        if self.discarding {
+            let newline = data.iter().position(|&b| b == b'\n');
+            let dropped = &data[..newline.unwrap_or(data.len())];
+            self.keep_tail(dropped);
+            match newline {
+                None => return,
+                Some(i) => {
+                    self.discarding = false;
+                    self.oversize_done = true;
+                    data = &data[i + 1..];
+                }
+            }
+        }
+        self.buf.extend_from_slice(data);
+    }
+
+    /// Bytes buffered and not yet framed.
+    pub fn buffered(&self) -> usize {
+        self.buf.len() - self.start
+    }
+
+    /// The next frame, or `None` when more input is needed.
+    pub fn next_frame(&mut self) -> Option<Frame<'_>> {
+        if self.oversize_done {
+            self.oversize_done = false;
+            if self.tail.last() == Some(&b'\r') {
+                self.tail.pop();
+                if self.oversize_len <= TAIL_KEPT {
+                    // The head is the whole line: it holds that same `\r`.
+                    self.head.pop();
+                }
+            }
+            let excess = self.tail.len().saturating_sub(OVERSIZE_SNIPPET);
+            self.tail.drain(..excess);
+            self.head.truncate(OVERSIZE_SNIPPET);
+            return Some(Frame::TooLarge {
+                head: &self.head,
+                tail: &self.tail,
+            });
+        }
+        loop {
+            let pending = &self.buf[self.start..];
+            let Some(offset) = pending[self.scanned..].iter().position(|&b| b == b'\n') else {
+                self.scanned = pending.len();
+                // One byte of slack: a full-size line may still end in "\r\n".
+                if pending.len() > self.max_line + 1 {
+                    self.head.clear();
+                    self.head
+                        .extend_from_slice(&pending[..TAIL_KEPT.min(pending.len())]);
+                    self.oversize_len = pending.len();
+                    self.tail.clear();
+                    let from = pending.len().saturating_sub(TAIL_KEPT);
+                    self.tail.extend_from_slice(&pending[from..]);
+                    self.buf.clear();
+                    self.start = 0;
+                    self.scanned = 0;
+                    self.discarding = true;
+                }
+                return None;
+            };
+            let line_start = self.start;
+            let mut end = self.start + self.scanned + offset;
+            self.start = end + 1;
+            self.scanned = 0;
+            if end > line_start && self.buf[end - 1] == b'\r' {
+                end -= 1;
+            }
+            let line = &self.buf[line_start..end];
+            if line.len() > self.max_line {
+                self.head.clear();
+                self.head
+                    .extend_from_slice(&line[..OVERSIZE_SNIPPET.min(line.len())]);
+                self.tail.clear();
+                self.tail
+                    .extend_from_slice(&line[line.len().saturating_sub(OVERSIZE_SNIPPET)..]);
+                return Some(Frame::TooLarge {
+                    head: &self.head,
+                    tail: &self.tail,
+                });
+            }
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            return Some(Frame::Line(&self.buf[line_start..end]));
+        }
+    }
+
+    /// Keeps the first and last bytes of a line being dropped.
+    fn keep_tail(&mut self, dropped: &[u8]) {
+        self.oversize_len += dropped.len();
+        let room = TAIL_KEPT - self.head.len();
+        self.head
+            .extend_from_slice(&dropped[..room.min(dropped.len())]);
+        if dropped.len() >= TAIL_KEPT {
+            self.tail.clear();
+            self.tail
+                .extend_from_slice(&dropped[dropped.len() - TAIL_KEPT..]);
+            return;
+        }
+        self.tail.extend_from_slice(dropped);
+        let excess = self.tail.len().saturating_sub(TAIL_KEPT);
+        self.tail.drain(..excess);
+    }
+}
+
+/// Head and tail keep one byte more than they report, for a `\r` that may precede the newline.
+const TAIL_KEPT: usize = OVERSIZE_SNIPPET + 1;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq)]
+    enum Out {
+        Frame(Vec<u8>),
+        TooLarge(Vec<u8>, Vec<u8>),
+    }
+
+    fn run(max: usize, chunks: &[&[u8]]) -> Vec<Out> {
+        let mut f = LineFramer::new(max);
+        let mut out = Vec::new();
+        for c in chunks {
+            f.push(c);
+            while let Some(r) = f.next_frame() {
+                out.push(match r {
+                    Frame::Line(l) => Out::Frame(l.to_vec()),
+                    Frame::TooLarge { head, tail } => Out::TooLarge(head.to_vec(), tail.to_vec()),
+                });
+            }
+            assert!(
+                f.buffered() <= max + 1 + c.len(),
+                "framer holds more than a line plus one read"
+            );
+        }
+        out
+    }
+
+    /// Each case: max line, input, expected frames. Every case is re-run split at every offset
+    /// and at every pair of offsets, and byte by byte.
+    macro_rules! frames {
+        ($($name:ident: $max:expr, $input:expr => [$($out:expr),* $(,)?];)*) => {$(
+            #[test]
+            fn $name() {
+                let input: &[u8] = $input;
+                let expected: Vec<Out> = vec![$($out),*];
+                assert_eq!(run($max, &[input]), expected, "one chunk");
+                for i in 0..=input.len() {
+                    assert_eq!(run($max, &[&input[..i], &input[i..]]), expected, "split at {i}");
+                    for j in i..=input.len() {
+                        let parts = [&input[..i], &input[i..j], &input[j..]];
+                        assert_eq!(run($max, &parts), expected, "split at {i},{j}");
+                    }
+                }
+                let bytes: Vec<&[u8]> = input.chunks(1).collect();
+                assert_eq!(run($max, &bytes), expected, "byte by byte");
+            }
+        )*};
+    }
+
+    fn f(s: &str) -> Out {
+        Out::Frame(s.as_bytes().to_vec())
+    }
+
+    fn big(head: &str, tail: &str) -> Out {
+        Out::TooLarge(head.as_bytes().to_vec(), tail.as_bytes().to_vec())
+    }
+
+    frames! {
+        single_line: 64, b"{\"a\":1}\n" => [f("{\"a\":1}")];
+        two_lines: 64, b"{}\n[]\n" => [f("{}"), f("[]")];
+        partial_tail_waits: 64, b"{}\n{\"x\"" => [f("{}")];
+        crlf_is_stripped: 64, b"{}\r\n{}\r\n" => [f("{}"), f("{}")];
+        blank_lines_skipped: 64, b"\n\r\n  \n{}\n\n" => [f("{}")];
+        junk_is_framed_for_the_decoder: 64, b"starting up...\n{}\n" => [f("starting up..."), f("{}")];
+        exactly_max_is_fine: 4, b"1234\n" => [f("1234")];
+        exactly_max_with_crlf: 4, b"1234\r\n" => [f("1234")];
+        oversize_line_reported_once_then_resync: 4, b"12345678901\n{}\n" => [big("12345678901", "12345678901"), f("{}")];
+        oversize_then_partial: 4, b"{}\n123456789\n12" => [f("{}"), big("123456789", "123456789")];
+        oversize_by_one_with_crlf: 4, b"12345\r\n1\n" => [big("12345", "12345"), f("1")];
+        oversize_unterminated_waits: 4, b"{}\n1234567" => [f("{}")];
+        utf8_passes_through: 64, "{\"t\":\"héllo 世界\"}\n".as_bytes() => [f("{\"t\":\"héllo 世界\"}")];
+    }
+
+    #[test]
+    fn oversize_line_is_not_buffered_and_keeps_both_ends() {
+        let mut f = LineFramer::new(8);
+        f.push(b"{\"jsonrpc\":\"2.0\",\"id\":5,");
+        assert_eq!(f.next_frame(), None);
+        for _ in 0..1000 {
+            f.push(&[b'x'; 1024]);
+            assert_eq!(f.next_frame(), None);
+            assert_eq!(f.buffered(), 0);
+        }
+        f.push(b",\"id\":9}\r\n{}\n");
+        match f.next_frame() {
+            Some(Frame::TooLarge { head, tail }) => {
+                assert!(head.starts_with(b"{\"jsonrpc\":\"2.0\",\"id\":5,xxx"));
+                assert_eq!(head.len(), OVERSIZE_SNIPPET);
+                assert_eq!(tail.len(), OVERSIZE_SNIPPET);
+                assert!(tail.ends_with(b"xx,\"id\":9}"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(f.next_frame(), Some(Frame::Line(b"{}")));
+        assert_eq!(f.next_frame(), None);
+    }
+}

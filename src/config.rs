@@ -1,0 +1,88 @@
+//! Engine configuration: limits and defaults, checked once by [`Engine::new`](crate::Engine::new).
+
+use std::time::Duration;
+
+use crate::error::ConfigError;
+use crate::proto::version::EraPreference;
+
+/// Everything one server's engine needs to know up front.
+///
+/// Every table and buffer the engine keeps is bounded by a field here; breaching a bound is a
+/// typed error, never growth.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Config {
+    /// Most calls pending at once (the pending table is preallocated to this size).
+    pub max_pending: usize,
+    /// Largest single message accepted from the server, in bytes.
+    pub max_message_bytes: usize,
+    /// Deadline for a call when its options name none.
+    pub default_timeout: Duration,
+    /// How long the `server/discover` probe may take before the server is taken as legacy.
+    pub probe_timeout: Duration,
+    /// Deadline for the legacy `initialize` handshake.
+    pub handshake_timeout: Duration,
+    /// Which protocol era to speak.
+    pub era: EraPreference,
+    /// Client name sent in `clientInfo`.
+    pub client_name: String,
+    /// Client version sent in `clientInfo`.
+    pub client_version: String,
+    /// Client capabilities, as a JSON object (`{}` for none).
+    pub client_capabilities: String,
+    /// Most pages followed by one listing before it fails with `TooManyPages`.
+    pub max_pages: usize,
+    /// Most events held for the host before progress notifications are dropped (terminal
+    /// events are never dropped).
+    pub max_queued_events: usize,
+    /// How many bytes of a child's stderr are kept for diagnostics.
+    pub stderr_tail_bytes: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            max_pending: 256,
+            max_message_bytes: 16 * 1024 * 1024,
+            default_timeout: Duration::from_secs(30),
+            probe_timeout: Duration::from_secs(5),
+            handshake_timeout: Duration::from_secs(10),
+            era: EraPreference::Auto,
+            client_name: "mcpoll".into(),
+            client_version: env!("CARGO_PKG_VERSION").into(),
+            client_capabilities: "{}".into(),
+            max_pages: 1000,
+            max_queued_events: 1024,
+            stderr_tail_bytes: 8 * 1024,
+        }
+    }
+}
+
+/// The most pending calls a table may hold: ids keep the slot in 20 bits.
+pub(crate) const MAX_PENDING_LIMIT: usize = 1 << 20;
+
+impl Config {
+    pub(crate) fn check(&self) -> Result<(), ConfigError> {
+        let err = |field, reason| Err(ConfigError { field, reason });
+        if self.max_pending == 0 || self.max_pending > MAX_PENDING_LIMIT {
+            return err("max_pending", "must be between 1 and 1048576");
+        }
+        if self.max_message_bytes < 1024 {
+            return err("max_message_bytes", "must be at least 1024");
+        }
+        if self.default_timeout.is_zero() || self.probe_timeout.is_zero() {
+            return err("default_timeout", "timeouts must be non-zero");
+        }
+        if self.max_pages == 0 {
+            return err("max_pages", "must be at least 1");
+        }
+        if self.max_queued_events == 0 {
+            return err("max_queued_events", "must be at least 1");
+        }
+        let caps = self.client_capabilities.trim_start();
+        if !caps.starts_with('{') || serde_json::from_str::<serde::de::IgnoredAny>(caps).is_err() {
+            return err("client_capabilities", "must be a JSON object");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,316 @@
+//! Events the engine hands the host, and the queue that holds them.
+//!
+//! Result bytes are copied once into an arena that is reset when the queue drains, so an event
+//! can hand out borrowed JSON without a per-call allocation.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::engine::requests::CallId;
+use crate::error::CallError;
+use crate::proto::mcp::ResultType;
+use crate::proto::version::{Era, ProtocolVersion};
+
+/// Something the host should know; drained with [`Engine::poll_event`](crate::Engine::poll_event).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Event<'a> {
+    /// The era is settled and calls flow: the probe or handshake succeeded.
+    Ready {
+        /// The era the server speaks.
+        era: Era,
+        /// The version in use.
+        version: ProtocolVersion,
+    },
+    /// A call completed (a tool's `isError` result is a completion too).
+    CallDone {
+        /// The call.
+        call: CallId,
+        /// Its result, valid until the next call on the engine.
+        result: CallResult<'a>,
+    },
+    /// A call ended without a result.
+    CallFailed {
+        /// The call.
+        call: CallId,
+        /// Why.
+        error: CallError,
+    },
+    /// The server reported progress on a call that asked for it.
+    Progress {
+        /// The call.
+        call: CallId,
+        /// Progress so far.
+        progress: f64,
+        /// The total, when known.
+        total: Option<f64>,
+        /// A human-readable message, when sent.
+        message: Option<&'a str>,
+    },
+    /// The server says a list changed (tools, prompts or resources).
+    ListChanged(ListKind),
+    /// The server updated a resource the client subscribed to.
+    ResourceUpdated {
+        /// The resource URI.
+        uri: &'a str,
+    },
+    /// The connection is closed and will not come back by itself; all calls have ended.
+    Closed {
+        /// What closed it.
+        error: CallError,
+    },
+}
+
+/// Which list a `list_changed` notification is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    /// `notifications/tools/list_changed`.
+    Tools,
+    /// `notifications/prompts/list_changed`.
+    Prompts,
+    /// `notifications/resources/list_changed`.
+    Resources,
+}
+
+/// A completed call's result: the raw JSON object, with the members mcpoll read from it.
+#[derive(Debug, Clone, Copy)]
+pub struct CallResult<'a> {
+    json: &'a str,
+    result_type: ResultType,
+    is_error: bool,
+}
+
+impl<'a> CallResult<'a> {
+    /// The result object as JSON text, exactly as the server sent it (for listings: the items
+    /// of every page gathered under one key).
+    pub fn json(&self) -> &'a str {
+        self.json
+    }
+
+    /// `true` when a tool reported failure (`isError: true`). The call itself succeeded.
+    pub fn is_error(&self) -> bool {
+        self.is_error
+    }
+
+    /// `Complete`, or `InputRequired` for a multi round-trip interim result.
+    pub fn result_type(&self) -> ResultType {
+        self.result_type
+    }
+
+    /// The result as a borrowed raw JSON value.
+    pub fn raw(&self) -> Option<&'a RawValue> {
+        serde_json::from_str(self.json).ok()
+    }
+
+    /// Deserializes the result into a type of the host's choosing (borrowing where it can).
+    pub fn parse<T: Deserialize<'a>>(&self) -> serde_json::Result<T> {
+        serde_json::from_str(self.json)
+    }
+}
+
+/// An event as stored: borrowed data is kept as ranges into the arena.
+#[derive(Debug)]
+enum Stored {
+    Ready {
+        era: Era,
+        version: ProtocolVersion,
+    },
+    Done {
+        call: CallId,
+        json: Range<usize>,
+        result_type: ResultType,
+        is_error: bool,
+    },
+    Failed {
+        call: CallId,
+        error: CallError,
+    },
+    Progress {
+        call: CallId,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<Range<usize>>,
+    },
+    ListChanged(ListKind),
+    ResourceUpdated {
+        uri: Range<usize>,
+    },
+    Closed {
+        error: CallError,
+    },
+}
+
+impl Stored {
+    fn is_terminal_for(&self, target: CallId) -> bool {
+        matches!(self, Self::Done { call, .. } | Self::Failed { call, .. } if *call == target)
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct EventQueue {
+    queue: VecDeque<Stored>,
+    arena: Vec<u8>,
+    max: usize,
+    pub(crate) dropped: u64,
+}
+
+impl EventQueue {
+    pub(crate) fn new(max: usize) -> Self {
+        Self {
+            queue: VecDeque::with_capacity(max.min(4096)),
+            arena: Vec::new(),
+            max,
+            dropped: 0,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    fn keep(&mut self, bytes: &[u8]) -> Range<usize> {
+        if self.queue.is_empty() {
+            // Nothing refers to the arena any more.
+            self.arena.clear();
+        }
+        let start = self.arena.len();
+        self.arena.extend_from_slice(bytes);
+        start..self.arena.len()
+    }
+
+    pub(crate) fn ready(&mut self, era: Era, version: ProtocolVersion) {
+        self.queue.push_back(Stored::Ready { era, version });
+    }
+
+    pub(crate) fn done(
+        &mut self,
+        call: CallId,
+        json: &[u8],
+        result_type: ResultType,
+        is_error: bool,
+    ) {
+        let json = self.keep(json);
+        self.queue.push_back(Stored::Done {
+            call,
+            json,
+            result_type,
+            is_error,
+        });
+    }
+
+    /// A listing's items from every page, wrapped as `{"<key>":[...]}`.
+    pub(crate) fn done_listing(&mut self, call: CallId, key: &str, items: &[u8]) {
+        let start = self.keep(b"{\"");
+        self.arena.extend_from_slice(key.as_bytes());
+        self.arena.extend_from_slice(b"\":[");
+        self.arena.extend_from_slice(items);
+        self.arena.extend_from_slice(b"]}");
+        let json = start.start..self.arena.len();
+        let (result_type, is_error) = (ResultType::Complete, false);
+        self.queue.push_back(Stored::Done {
+            call,
+            json,
+            result_type,
+            is_error,
+        });
+    }
+
+    pub(crate) fn failed(&mut self, call: CallId, error: CallError) {
+        self.queue.push_back(Stored::Failed { call, error });
+    }
+
+    pub(crate) fn closed(&mut self, error: CallError) {
+        self.queue.push_back(Stored::Closed { error });
+    }
+
+    /// Progress and change notifications are dropped, and counted, past the cap; terminal
+    /// events never are.
+    fn has_room(&mut self) -> bool {
+        if self.queue.len() >= self.max {
+            self.dropped += 1;
+            return false;
+        }
+        true
+    }
+
+    pub(crate) fn progress(
+        &mut self,
+        call: CallId,
+        progress: f64,
+        total: Option<f64>,
+        msg: Option<&str>,
+    ) {
+        if self.has_room() {
+            let message = msg.map(|m| self.keep(m.as_bytes()));
+            self.queue.push_back(Stored::Progress {
+                call,
+                progress,
+                total,
+                message,
+            });
+        }
+    }
+
+    pub(crate) fn list_changed(&mut self, kind: ListKind) {
+        if self.has_room() {
+            self.queue.push_back(Stored::ListChanged(kind));
+        }
+    }
+
+    pub(crate) fn resource_updated(&mut self, uri: &str) {
+        if self.has_room() {
+            let uri = self.keep(uri.as_bytes());
+            self.queue.push_back(Stored::ResourceUpdated { uri });
+        }
+    }
+
+    pub(crate) fn pop(&mut self) -> Option<Event<'_>> {
+        let stored = self.queue.pop_front()?;
+        Some(self.view(stored))
+    }
+
+    /// Removes the terminal event of one call, leaving every other event queued in order.
+    pub(crate) fn take_terminal(&mut self, call: CallId) -> Option<Event<'_>> {
+        let i = self.queue.iter().position(|e| e.is_terminal_for(call))?;
+        let stored = self.queue.remove(i)?;
+        Some(self.view(stored))
+    }
+
+    fn view(&self, stored: Stored) -> Event<'_> {
+        let text = |r: Range<usize>| std::str::from_utf8(&self.arena[r]).unwrap_or_default();
+        match stored {
+            Stored::Ready { era, version } => Event::Ready { era, version },
+            Stored::Done {
+                call,
+                json,
+                result_type,
+                is_error,
+            } => Event::CallDone {
+                call,
+                result: CallResult {
+                    json: text(json),
+                    result_type,
+                    is_error,
+                },
+            },
+            Stored::Failed { call, error } => Event::CallFailed { call, error },
+            Stored::Progress {
+                call,
+                progress,
+                total,
+                message,
+            } => Event::Progress {
+                call,
+                progress,
+                total,
+                message: message.map(text),
+            },
+            Stored::ListChanged(kind) => Event::ListChanged(kind),
+            Stored::ResourceUpdated { uri } => Event::ResourceUpdated { uri: text(uri) },
+            Stored::Closed { error } => Event::Closed { error },
+        }
+    }
+}

@@ -1,0 +1,1046 @@
+//! The per-server protocol state machine: no I/O, no clock, no threads.
+//!
+//! # Call order
+//!
+//! After any input (`handle_*`) or command (`call_tool`, `cancel`, ...):
+//! 1. drain [`Engine::poll_transmit`] until `None`, writing each frame to the transport;
+//! 2. read [`Engine::poll_timeout`] and arrange to call [`Engine::handle_timeout`] then;
+//! 3. drain [`Engine::poll_event`].
+//!
+//! Time moves only through the `now` arguments. `handle_timeout` may be called early or
+//! spuriously; it only acts on deadlines that have passed.
+//!
+//! # DoS warning
+//!
+//! Every table is bounded by [`Config`]: pending calls, message size, listing pages, queued
+//! events. The engine does work proportional to the frames it is given; a driver bounds how
+//! many frames it hands over per readiness event.
+
+mod events;
+mod lifecycle;
+mod requests;
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use serde_json::value::RawValue;
+use smallvec::SmallVec;
+
+pub use events::{CallResult, Event, ListKind};
+pub use lifecycle::ServerState;
+pub use requests::CallId;
+
+use crate::config::Config;
+use crate::error::{
+    CallError, CancelError, ConfigError, LocalError, RequestError, RpcError, TransportError,
+};
+use crate::proto::jsonrpc::{self, write_json_str, write_u64, Message, WireId};
+use crate::proto::mcp::{self, notify, Method, ResultHead};
+use crate::proto::meta::{write_call_meta, StaticMeta, TraceContext};
+use crate::proto::version::{Era, EraPreference, ProtocolVersion};
+use events::EventQueue;
+use lifecycle::{Opening, Phase, ProbeVerdict};
+use requests::{Ended, Lookup, Owner, Requests, SendState};
+
+/// Options for one call.
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    /// The call's deadline, from now (default: `Config::default_timeout`).
+    pub timeout: Option<Duration>,
+    /// Ask the server for progress notifications (the call's id is the progress token).
+    pub progress: bool,
+    /// W3C trace context to carry in `_meta`.
+    pub trace: Option<TraceContext>,
+}
+
+impl CallOptions {
+    /// Options with a deadline.
+    pub fn timeout(timeout: Duration) -> Self {
+        Self {
+            timeout: Some(timeout),
+            ..Self::default()
+        }
+    }
+}
+
+/// Something the transport reports to the engine. Built by drivers; opaque so the driver to
+/// engine protocol can grow without breaking hosts.
+#[derive(Debug, Clone)]
+pub struct TransportEvent(TransportEventInner);
+
+#[derive(Debug, Clone)]
+enum TransportEventInner {
+    Opened,
+    Closed(TransportError),
+}
+
+impl TransportEvent {
+    /// The transport is open (a child was spawned; a connection was made).
+    pub fn opened() -> Self {
+        Self(TransportEventInner::Opened)
+    }
+
+    /// The transport is gone.
+    pub fn closed(error: TransportError) -> Self {
+        Self(TransportEventInner::Closed(error))
+    }
+}
+
+/// One frame [`Engine::poll_transmit`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub struct Transmit {
+    /// Bytes appended to the caller's buffer.
+    pub len: usize,
+    /// The request's method, when the frame is a request (HTTP routes on it).
+    pub method: Option<Method>,
+}
+
+/// Counters of what the engine saw; cheap to read, never reset.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Frames handed to `handle_message`.
+    pub frames_in: u64,
+    /// Frames that were not JSON-RPC messages (junk on stdout, bad shapes); skipped.
+    pub invalid_frames: u64,
+    /// Messages over the size limit.
+    pub too_large: u64,
+    /// Replies whose id was never issued.
+    pub unknown_ids: u64,
+    /// Second replies for an id already answered.
+    pub duplicate_responses: u64,
+    /// Replies for calls that had been cancelled or had timed out.
+    pub late_responses: u64,
+    /// Error replies with `"id": null`.
+    pub errors_without_id: u64,
+    /// Requests from the server answered (`ping` with `{}`, others with -32601).
+    pub server_requests: u64,
+    /// Control frames dropped because their queue was full.
+    pub control_dropped: u64,
+    /// Progress and change events dropped because the host did not drain events.
+    pub events_dropped: u64,
+    /// Requests written.
+    pub requests_sent: u64,
+}
+
+/// A frame that is not a request: notifications and replies to server requests.
+#[derive(Debug)]
+enum Control {
+    Cancelled { id: WireId },
+    Initialized,
+    Reply { id: SmallVec<[u8; 24]>, ok: bool },
+}
+
+const MAX_CONTROL: usize = 256;
+
+/// One server's protocol engine. See the module docs for the call order.
+#[derive(Debug)]
+pub struct Engine {
+    config: Config,
+    phase: Phase,
+    /// Set once a probe killed the process: the next transport goes straight to `initialize`.
+    respawned_for_handshake: bool,
+    wants_transport: bool,
+    requests: Requests,
+    /// Host requests waiting to be written, in call order.
+    send_queue: VecDeque<WireId>,
+    /// The probe or handshake request waiting to be written.
+    lifecycle_send: Option<WireId>,
+    /// The probe or handshake request in flight.
+    lifecycle_slot: Option<usize>,
+    control: VecDeque<Control>,
+    events: EventQueue,
+    meta: Option<StaticMeta>,
+    /// The `server/discover` or `initialize` result, kept for the host.
+    server_info: String,
+    stats: Stats,
+}
+
+impl Engine {
+    /// Builds an engine; checks the config once and preallocates every table.
+    pub fn new(config: Config, _now: Instant) -> Result<Self, ConfigError> {
+        config.check()?;
+        let next = match config.era {
+            EraPreference::LegacyOnly => Opening::Handshake,
+            _ => Opening::Probe,
+        };
+        Ok(Self {
+            phase: Phase::Connecting { next },
+            respawned_for_handshake: false,
+            wants_transport: true,
+            requests: Requests::with_capacity(config.max_pending),
+            send_queue: VecDeque::with_capacity(config.max_pending),
+            lifecycle_send: None,
+            lifecycle_slot: None,
+            control: VecDeque::with_capacity(MAX_CONTROL),
+            events: EventQueue::new(config.max_queued_events),
+            meta: None,
+            server_info: String::new(),
+            stats: Stats::default(),
+            config,
+        })
+    }
+
+    // ----- getters -------------------------------------------------------------------------
+
+    /// Where the engine is: connecting, probing, handshaking, ready (with era), closed.
+    pub fn state(&self) -> ServerState {
+        self.phase.public()
+    }
+
+    /// The era the server speaks, once settled.
+    pub fn era(&self) -> Option<Era> {
+        match self.phase {
+            Phase::Ready { version } => Some(version.era()),
+            _ => None,
+        }
+    }
+
+    /// The raw `server/discover` (modern) or `initialize` (legacy) result, once ready.
+    pub fn server_info(&self) -> Option<&str> {
+        (!self.server_info.is_empty()).then_some(self.server_info.as_str())
+    }
+
+    /// Calls pending (queued or in flight), including the probe or handshake.
+    pub fn pending(&self) -> usize {
+        self.requests.len()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> Stats {
+        Stats {
+            events_dropped: self.events.dropped,
+            ..self.stats
+        }
+    }
+
+    /// `true` when the engine needs a (new) transport: at start, and after a probe killed the
+    /// server process (it is respawned once, for the legacy handshake).
+    pub fn wants_transport(&self) -> bool {
+        self.wants_transport
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    // ----- commands ------------------------------------------------------------------------
+
+    /// Starts `tools/call`. `arguments` must be a JSON object.
+    pub fn call_tool(
+        &mut self,
+        now: Instant,
+        name: &str,
+        arguments: &RawValue,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        if !arguments.get().trim_start().starts_with('{') {
+            return Err(RequestError::ArgumentsNotObject);
+        }
+        self.request(now, Method::ToolsCall, opts, |p| {
+            p.extend_from_slice(b"\"name\":");
+            write_json_str(p, name);
+            p.extend_from_slice(b",\"arguments\":");
+            p.extend_from_slice(arguments.get().as_bytes());
+        })
+    }
+
+    /// Starts a listing (`tools/list`, `resources/list`, `resources/templates/list`,
+    /// `prompts/list`) that follows `nextCursor` to the end and completes with every item.
+    pub fn list(
+        &mut self,
+        now: Instant,
+        method: Method,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        if method.list_key().is_none() {
+            return Err(RequestError::NotSupportedByEra);
+        }
+        self.request(now, method, opts, |_| {})
+    }
+
+    /// Starts `resources/read`.
+    pub fn read_resource(
+        &mut self,
+        now: Instant,
+        uri: &str,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.request(now, Method::ResourcesRead, opts, |p| {
+            p.extend_from_slice(b"\"uri\":");
+            write_json_str(p, uri);
+        })
+    }
+
+    /// Starts `prompts/get`. `arguments` must be a JSON object of strings, or `None`.
+    pub fn get_prompt(
+        &mut self,
+        now: Instant,
+        name: &str,
+        arguments: Option<&RawValue>,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        if arguments.is_some_and(|a| !a.get().trim_start().starts_with('{')) {
+            return Err(RequestError::ArgumentsNotObject);
+        }
+        self.request(now, Method::PromptsGet, opts, |p| {
+            p.extend_from_slice(b"\"name\":");
+            write_json_str(p, name);
+            if let Some(a) = arguments {
+                p.extend_from_slice(b",\"arguments\":");
+                p.extend_from_slice(a.get().as_bytes());
+            }
+        })
+    }
+
+    /// Starts `completion/complete`. `reference` is the `ref` object
+    /// (`{"type":"ref/prompt","name":..}` or `{"type":"ref/resource","uri":..}`).
+    pub fn complete(
+        &mut self,
+        now: Instant,
+        reference: &RawValue,
+        argument_name: &str,
+        argument_value: &str,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        if !reference.get().trim_start().starts_with('{') {
+            return Err(RequestError::ArgumentsNotObject);
+        }
+        self.request(now, Method::Complete, opts, |p| {
+            p.extend_from_slice(b"\"ref\":");
+            p.extend_from_slice(reference.get().as_bytes());
+            p.extend_from_slice(b",\"argument\":{\"name\":");
+            write_json_str(p, argument_name);
+            p.extend_from_slice(b",\"value\":");
+            write_json_str(p, argument_value);
+            p.push(b'}');
+        })
+    }
+
+    /// Sends `server/discover` (modern servers only; the probe's answer is also kept in
+    /// [`server_info`](Self::server_info)).
+    pub fn discover(&mut self, now: Instant, opts: &CallOptions) -> Result<CallId, RequestError> {
+        if self.era() == Some(Era::Legacy) {
+            return Err(RequestError::NotSupportedByEra);
+        }
+        self.request(now, Method::Discover, opts, |_| {})
+    }
+
+    /// Sends `ping` (legacy servers only: 2026-07-28 removed it).
+    pub fn ping(&mut self, now: Instant, opts: &CallOptions) -> Result<CallId, RequestError> {
+        if self.era() == Some(Era::Modern) {
+            return Err(RequestError::NotSupportedByEra);
+        }
+        self.request(now, Method::Ping, opts, |_| {})
+    }
+
+    fn request(
+        &mut self,
+        now: Instant,
+        method: Method,
+        opts: &CallOptions,
+        params: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<CallId, RequestError> {
+        if self.phase == Phase::Closed {
+            return Err(RequestError::Closed);
+        }
+        let deadline = now + opts.timeout.unwrap_or(self.config.default_timeout);
+        let slot = self
+            .requests
+            .insert(method, Owner::Host, deadline, opts.progress)
+            .ok_or(RequestError::Overloaded)?;
+        // SAFETY-style note: `insert` just filled this slot.
+        let call = self
+            .requests
+            .call_id(slot)
+            .ok_or(RequestError::Overloaded)?;
+        let bufs = self.requests.bufs_mut(slot);
+        params(&mut bufs.params);
+        let token = opts.progress.then(|| call.get());
+        write_call_meta(&mut bufs.meta, token, opts.trace.as_ref());
+        if let Some(id) = self.requests.wire_id(slot) {
+            self.send_queue.push_back(id);
+        }
+        Ok(call)
+    }
+
+    /// Cancels a call: the local wait ends at once (a `CallFailed { Cancelled }` event), the
+    /// server is told if the request was written (`notifications/cancelled`), and a reply that
+    /// arrives later is counted as late and never delivered. Side effects are not undone.
+    pub fn cancel(&mut self, _now: Instant, call: CallId) -> Result<(), CancelError> {
+        let slot = self.requests.slot_of(call).ok_or(CancelError::NotPending)?;
+        let Some(p) = self.requests.get(slot) else {
+            return Err(CancelError::NotPending);
+        };
+        if p.owner != Owner::Host {
+            return Err(CancelError::Handshake);
+        }
+        self.abandon(slot, CallError::Local(LocalError::Cancelled));
+        Ok(())
+    }
+
+    /// Closes the engine: every pending call fails, and nothing more is sent.
+    pub fn close(&mut self, _now: Instant) {
+        let error = CallError::Transport(TransportError::Closed(crate::error::CloseReason::Host));
+        self.shut(error);
+    }
+
+    // ----- inputs --------------------------------------------------------------------------
+
+    /// Reports a transport change.
+    pub fn handle_transport(&mut self, now: Instant, event: TransportEvent) {
+        match event.0 {
+            TransportEventInner::Opened => self.on_opened(now),
+            TransportEventInner::Closed(error) => self.on_closed(error),
+        }
+    }
+
+    fn on_opened(&mut self, now: Instant) {
+        self.wants_transport = false;
+        let Phase::Connecting { next } = self.phase else {
+            return;
+        };
+        match next {
+            Opening::Probe => self.start_probe(now, lifecycle::first_probe_version()),
+            Opening::Handshake => self.start_handshake(now),
+        }
+    }
+
+    fn on_closed(&mut self, error: TransportError) {
+        if matches!(self.phase, Phase::Probing { .. })
+            && self.config.era == EraPreference::Auto
+            && !self.respawned_for_handshake
+        {
+            // Some legacy servers exit when the first message is not `initialize` (PROTOCOL.md
+            // U10): take that as the legacy verdict and respawn once for the handshake.
+            log::debug!("server exited during the era probe; respawning for initialize");
+            self.drop_lifecycle_request();
+            self.respawned_for_handshake = true;
+            self.phase = Phase::Connecting {
+                next: Opening::Handshake,
+            };
+            self.wants_transport = true;
+            return;
+        }
+        self.shut(CallError::Transport(error));
+    }
+
+    /// Handles one complete frame from the codec. Never panics, whatever the bytes.
+    pub fn handle_message(&mut self, now: Instant, frame: &[u8]) {
+        self.stats.frames_in += 1;
+        let message = match jsonrpc::decode(frame) {
+            Ok(m) => m,
+            Err(e) => {
+                // Servers print banners and logs to stdout in the wild: skip, count, go on.
+                self.stats.invalid_frames += 1;
+                log::debug!("skipping a frame that is not JSON-RPC: {e}");
+                return;
+            }
+        };
+        match message {
+            Message::Result { id, result } => self.on_result(now, id, result),
+            Message::Error {
+                id: Some(id),
+                error,
+            } => {
+                let rpc = RpcError::from_raw(error.code, &error.message, error.data);
+                self.on_error(now, id, rpc, error.data);
+            }
+            Message::Error { id: None, error } => {
+                self.stats.errors_without_id += 1;
+                log::debug!(
+                    "error reply with a null id: {} ({})",
+                    error.message,
+                    error.code
+                );
+            }
+            Message::Request { id, method, .. } => self.on_server_request(id, &method),
+            Message::Notification { method, params } => self.on_notification(&method, params),
+        }
+    }
+
+    /// Reports a message the codec dropped for size, with the first and last bytes of it: when
+    /// the JSON-RPC id can be read from them, that call fails with `TooLarge`.
+    pub fn handle_oversize(&mut self, _now: Instant, head: &[u8], tail: &[u8]) {
+        self.stats.too_large += 1;
+        let Some(id) = sniff_id(head, tail) else {
+            log::debug!("dropped an oversize message whose id could not be read");
+            return;
+        };
+        if let Lookup::Pending(slot) = self.requests.lookup(id) {
+            match self.requests.get(slot).map(|p| p.owner) {
+                Some(Owner::Host) => self.abandon(slot, CallError::Local(LocalError::TooLarge)),
+                Some(_) => self.lifecycle_failed(LocalError::TooLarge),
+                None => {}
+            }
+        }
+    }
+
+    /// Fires every deadline that has passed. Safe to call early or often.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let expired: SmallVec<[usize; 16]> = self
+            .requests
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(slot, _)| slot)
+            .collect();
+        for slot in expired {
+            let Some(owner) = self.requests.get(slot).map(|p| p.owner) else {
+                continue;
+            };
+            match owner {
+                Owner::Host => self.abandon(slot, CallError::Local(LocalError::DeadlineExceeded)),
+                Owner::Probe => {
+                    log::debug!("era probe timed out; falling back to initialize");
+                    self.drop_lifecycle_request();
+                    self.start_handshake(now);
+                }
+                Owner::Handshake => self.lifecycle_failed(LocalError::DeadlineExceeded),
+            }
+        }
+    }
+
+    // ----- outputs -------------------------------------------------------------------------
+
+    /// Appends the next frame to `buf` (without a newline: framing is the driver's), or
+    /// returns `None` when there is nothing to send.
+    pub fn poll_transmit(&mut self, _now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let start = buf.len();
+        if let Some(c) = self.control.pop_front() {
+            self.write_control(buf, c);
+            return Some(Transmit {
+                len: buf.len() - start,
+                method: None,
+            });
+        }
+        if let Some(id) = self.lifecycle_send.take() {
+            let method = self.write_request(buf, id)?;
+            return Some(Transmit {
+                len: buf.len() - start,
+                method: Some(method),
+            });
+        }
+        if !matches!(self.phase, Phase::Ready { .. }) {
+            return None;
+        }
+        while let Some(id) = self.send_queue.pop_front() {
+            if let Some(method) = self.write_request(buf, id) {
+                return Some(Transmit {
+                    len: buf.len() - start,
+                    method: Some(method),
+                });
+            }
+        }
+        None
+    }
+
+    /// The earliest deadline the engine is waiting for, if any.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.requests.iter().map(|(_, p)| p.deadline).min()
+    }
+
+    /// The next event for the host. Borrowed data in it is valid until the next call on the
+    /// engine.
+    pub fn poll_event(&mut self) -> Option<Event<'_>> {
+        self.events.pop()
+    }
+
+    /// Removes and returns the terminal event (`CallDone` or `CallFailed`) of one call,
+    /// leaving every other event queued in order. For blocking helpers.
+    pub fn take_call_event(&mut self, call: CallId) -> Option<Event<'_>> {
+        self.events.take_terminal(call)
+    }
+
+    /// Events waiting for the host.
+    pub fn queued_events(&self) -> usize {
+        self.events.len()
+    }
+
+    // ----- internals: writing ----------------------------------------------------------------
+
+    /// Writes the request with this wire id, if it is still current and queued.
+    fn write_request(&mut self, buf: &mut Vec<u8>, id: WireId) -> Option<Method> {
+        let slot = id.slot();
+        let p = self.requests.get(slot)?;
+        if p.wire_gen != id.generation() || p.state != SendState::Queued {
+            return None; // cancelled or renewed since it was queued
+        }
+        let method = p.method;
+        let modern = match self.phase {
+            Phase::Probing { .. } => true,
+            Phase::Ready { version } => version.era() == Era::Modern,
+            _ => false,
+        };
+        buf.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+        write_u64(buf, id.get());
+        buf.extend_from_slice(b",\"method\":\"");
+        buf.extend_from_slice(method.as_str().as_bytes());
+        buf.extend_from_slice(b"\",\"params\":{");
+        let bufs = self.requests.bufs(slot);
+        buf.extend_from_slice(&bufs.params);
+        let static_meta = if modern {
+            self.meta.as_ref().map(StaticMeta::bytes)
+        } else {
+            None
+        };
+        let static_meta = static_meta.unwrap_or_default();
+        if !static_meta.is_empty() || !bufs.meta.is_empty() {
+            if !bufs.params.is_empty() {
+                buf.push(b',');
+            }
+            buf.extend_from_slice(b"\"_meta\":{");
+            buf.extend_from_slice(static_meta);
+            if !static_meta.is_empty() && !bufs.meta.is_empty() {
+                buf.push(b',');
+            }
+            buf.extend_from_slice(&bufs.meta);
+            buf.push(b'}');
+        }
+        buf.extend_from_slice(b"}}");
+        if let Some(p) = self.requests.get_mut(slot) {
+            p.state = SendState::Sent;
+        }
+        self.stats.requests_sent += 1;
+        Some(method)
+    }
+
+    fn write_control(&mut self, buf: &mut Vec<u8>, c: Control) {
+        match c {
+            Control::Cancelled { id } => {
+                buf.extend_from_slice(
+                    b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":",
+                );
+                write_u64(buf, id.get());
+                buf.extend_from_slice(b"}}");
+            }
+            Control::Initialized => {
+                buf.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":\"");
+                buf.extend_from_slice(notify::INITIALIZED.as_bytes());
+                buf.extend_from_slice(b"\"}");
+            }
+            Control::Reply { id, ok } => {
+                let id = std::str::from_utf8(&id).unwrap_or("null");
+                if ok {
+                    jsonrpc::write_result(buf, id, "{}");
+                } else {
+                    jsonrpc::write_error(buf, id, RpcError::METHOD_NOT_FOUND, "Method not found");
+                }
+            }
+        }
+    }
+
+    fn push_control(&mut self, c: Control) {
+        if self.control.len() >= MAX_CONTROL {
+            self.stats.control_dropped += 1;
+            return;
+        }
+        self.control.push_back(c);
+    }
+
+    // ----- internals: lifecycle --------------------------------------------------------------
+
+    fn start_probe(&mut self, now: Instant, version: ProtocolVersion) {
+        self.meta = Some(self.static_meta(version));
+        self.phase = Phase::Probing { version };
+        self.start_lifecycle_request(
+            now,
+            Method::Discover,
+            Owner::Probe,
+            self.config.probe_timeout,
+        );
+    }
+
+    fn start_handshake(&mut self, now: Instant) {
+        self.meta = None;
+        self.phase = Phase::Handshaking;
+        self.start_lifecycle_request(
+            now,
+            Method::Initialize,
+            Owner::Handshake,
+            self.config.handshake_timeout,
+        );
+        if let Some(slot) = self.lifecycle_slot {
+            let c = &self.config;
+            let p = &mut self.requests.bufs_mut(slot).params;
+            p.extend_from_slice(b"\"protocolVersion\":");
+            write_json_str(p, ProtocolVersion::LEGACY.as_str());
+            p.extend_from_slice(b",\"capabilities\":");
+            p.extend_from_slice(c.client_capabilities.trim().as_bytes());
+            p.extend_from_slice(b",\"clientInfo\":{\"name\":");
+            write_json_str(p, &c.client_name);
+            p.extend_from_slice(b",\"version\":");
+            write_json_str(p, &c.client_version);
+            p.push(b'}');
+        }
+    }
+
+    fn static_meta(&self, version: ProtocolVersion) -> StaticMeta {
+        let c = &self.config;
+        StaticMeta::new(
+            version,
+            &c.client_capabilities,
+            &c.client_name,
+            &c.client_version,
+        )
+    }
+
+    fn start_lifecycle_request(
+        &mut self,
+        now: Instant,
+        method: Method,
+        owner: Owner,
+        timeout: Duration,
+    ) {
+        self.drop_lifecycle_request();
+        // The lifecycle request must not be refused for a full table: make room by failing
+        // the newest host call, which cannot have been sent before the era was settled.
+        if self.requests.is_full() {
+            if let Some(id) = self.send_queue.pop_back() {
+                self.abandon(id.slot(), CallError::Local(LocalError::HandshakeFailed));
+            }
+        }
+        let Some(slot) = self.requests.insert(method, owner, now + timeout, false) else {
+            self.lifecycle_failed(LocalError::HandshakeFailed);
+            return;
+        };
+        self.lifecycle_slot = Some(slot);
+        self.lifecycle_send = self.requests.wire_id(slot);
+    }
+
+    fn drop_lifecycle_request(&mut self) {
+        if let Some(slot) = self.lifecycle_slot.take() {
+            self.requests.remove(slot, Ended::Abandoned);
+        }
+        self.lifecycle_send = None;
+    }
+
+    fn on_lifecycle_result(&mut self, now: Instant, owner: Owner, result: &RawValue) {
+        match (owner, self.phase) {
+            (Owner::Probe, Phase::Probing { version }) => {
+                let verdict = lifecycle::probe_result(result, version);
+                self.apply_verdict(now, verdict, Some(result));
+            }
+            (Owner::Handshake, Phase::Handshaking) => match lifecycle::handshake_result(result) {
+                Some(version) => {
+                    self.drop_lifecycle_request();
+                    self.server_info.clear();
+                    self.server_info.push_str(result.get());
+                    self.push_control(Control::Initialized);
+                    self.become_ready(version);
+                }
+                None => {
+                    log::debug!("initialize settled on a version mcpoll does not speak");
+                    self.lifecycle_failed(LocalError::NoCommonVersion);
+                }
+            },
+            _ => self.drop_lifecycle_request(),
+        }
+    }
+
+    fn on_lifecycle_error(
+        &mut self,
+        now: Instant,
+        owner: Owner,
+        error: RpcError,
+        data: Option<&RawValue>,
+    ) {
+        match (owner, self.phase) {
+            (Owner::Probe, Phase::Probing { version }) => {
+                let verdict = lifecycle::probe_error(error.code, data, version);
+                self.apply_verdict(now, verdict, None);
+            }
+            _ => {
+                log::debug!("initialize failed: {error}");
+                self.shut(CallError::Protocol(error));
+            }
+        }
+    }
+
+    fn apply_verdict(&mut self, now: Instant, verdict: ProbeVerdict, result: Option<&RawValue>) {
+        let modern_only = self.config.era == EraPreference::ModernOnly;
+        match verdict {
+            ProbeVerdict::Modern(version) => {
+                self.drop_lifecycle_request();
+                if let Some(r) = result {
+                    self.server_info.clear();
+                    self.server_info.push_str(r.get());
+                }
+                self.become_ready(version);
+            }
+            ProbeVerdict::Reprobe(version) => self.start_probe(now, version),
+            ProbeVerdict::Legacy if !modern_only => {
+                self.drop_lifecycle_request();
+                self.start_handshake(now);
+            }
+            ProbeVerdict::Legacy => self.lifecycle_failed(LocalError::NoCommonVersion),
+            ProbeVerdict::NoCommonVersion => self.lifecycle_failed(LocalError::NoCommonVersion),
+        }
+    }
+
+    fn become_ready(&mut self, version: ProtocolVersion) {
+        self.phase = Phase::Ready { version };
+        self.meta = (version.era() == Era::Modern).then(|| self.static_meta(version));
+        self.events.ready(version.era(), version);
+    }
+
+    fn lifecycle_failed(&mut self, error: LocalError) {
+        self.shut(CallError::Local(error));
+    }
+
+    /// Ends everything: every pending call fails with `error`, then a `Closed` event.
+    fn shut(&mut self, error: CallError) {
+        if self.phase == Phase::Closed {
+            return;
+        }
+        self.drop_lifecycle_request();
+        for slot in self.requests.slots() {
+            if let Some(call) = self.requests.call_id(slot) {
+                self.requests.remove(slot, Ended::Abandoned);
+                self.events.failed(call, error.clone());
+            }
+        }
+        self.send_queue.clear();
+        self.control.clear();
+        self.phase = Phase::Closed;
+        self.wants_transport = false;
+        self.events.closed(error);
+    }
+
+    // ----- internals: replies ------------------------------------------------------------------
+
+    /// Ends a host call locally; tells the server if the request was written.
+    fn abandon(&mut self, slot: usize, error: CallError) {
+        let Some(call) = self.requests.call_id(slot) else {
+            return;
+        };
+        let Some(p) = self.requests.remove(slot, Ended::Abandoned) else {
+            return;
+        };
+        if p.state == SendState::Sent {
+            self.push_control(Control::Cancelled {
+                id: WireId::new(slot, p.wire_gen),
+            });
+        }
+        self.events.failed(call, error);
+    }
+
+    fn resolve(&mut self, id: &RawValue) -> Option<(usize, Owner)> {
+        let lookup = WireId::parse(id).map_or(Lookup::Unknown, |w| self.requests.lookup(w));
+        match lookup {
+            Lookup::Pending(slot) => self.requests.get(slot).map(|p| (slot, p.owner)),
+            Lookup::Duplicate => {
+                self.stats.duplicate_responses += 1;
+                None
+            }
+            Lookup::Late => {
+                self.stats.late_responses += 1;
+                None
+            }
+            Lookup::Unknown => {
+                self.stats.unknown_ids += 1;
+                log::debug!("reply with an id mcpoll never issued: {}", id.get());
+                None
+            }
+        }
+    }
+
+    fn on_result(&mut self, now: Instant, id: &RawValue, result: &RawValue) {
+        let Some((slot, owner)) = self.resolve(id) else {
+            return;
+        };
+        if owner != Owner::Host {
+            return self.on_lifecycle_result(now, owner, result);
+        }
+        let Some(method) = self.requests.get(slot).map(|p| p.method) else {
+            return;
+        };
+        if let Some(key) = method.list_key() {
+            return self.on_page(slot, key, result);
+        }
+        let head = serde_json::from_str::<ResultHead<'_>>(result.get());
+        let Some(call) = self.requests.call_id(slot) else {
+            return;
+        };
+        self.requests.remove(slot, Ended::Answered);
+        match head
+            .ok()
+            .and_then(|h| h.result_type().map(|t| (t, h.is_error.unwrap_or(false))))
+        {
+            Some((result_type, is_error)) => {
+                self.events
+                    .done(call, result.get().as_bytes(), result_type, is_error)
+            }
+            None => self
+                .events
+                .failed(call, CallError::Local(LocalError::InvalidResult)),
+        }
+    }
+
+    /// One page of a listing: gather its items, then ask for the next page or finish.
+    fn on_page(&mut self, slot: usize, key: &str, result: &RawValue) {
+        let Some(call) = self.requests.call_id(slot) else {
+            return;
+        };
+        let fail = |this: &mut Self, e: LocalError| {
+            this.requests.remove(slot, Ended::Answered);
+            this.events.failed(call, CallError::Local(e));
+        };
+        let Ok(page) = serde_json::from_str::<mcp::Page<'_>>(result.get()) else {
+            return fail(self, LocalError::InvalidResult);
+        };
+        if !matches!(page.result_type.as_deref(), None | Some("complete")) {
+            return fail(self, LocalError::InvalidResult);
+        }
+        let items = mcp::page_items(result, key).map(|a| a.get().trim());
+        let inner = match items {
+            Some(a) if a.starts_with('[') && a.ends_with(']') => a[1..a.len() - 1].trim(),
+            Some(_) => return fail(self, LocalError::InvalidResult),
+            None => "",
+        };
+        let bufs = self.requests.bufs_mut(slot);
+        if !inner.is_empty() {
+            if !bufs.items.is_empty() {
+                bufs.items.push(b',');
+            }
+            bufs.items.extend_from_slice(inner.as_bytes());
+        }
+        let Some(cursor) = page.next_cursor else {
+            // The last page: an empty cursor is a valid cursor, only absence ends the list.
+            let items = std::mem::take(&mut self.requests.bufs_mut(slot).items);
+            self.requests.remove(slot, Ended::Answered);
+            self.events.done_listing(call, key, &items);
+            self.requests.bufs_mut(slot).items = items;
+            return;
+        };
+        let hash = cursor_hash(&cursor);
+        if bufs.cursors.contains(&hash) {
+            return fail(self, LocalError::CursorRepeated);
+        }
+        bufs.cursors.push(hash);
+        bufs.params.clear();
+        bufs.params.extend_from_slice(b"\"cursor\":");
+        write_json_str(&mut bufs.params, &cursor);
+        let pages = self.requests.get_mut(slot).map(|p| {
+            p.pages += 1;
+            p.pages
+        });
+        if pages.unwrap_or(0) as usize >= self.config.max_pages {
+            return fail(self, LocalError::TooManyPages);
+        }
+        if let Some(id) = self.requests.renew_wire_id(slot) {
+            self.send_queue.push_front(id);
+        }
+    }
+
+    fn on_error(&mut self, now: Instant, id: &RawValue, error: RpcError, data: Option<&RawValue>) {
+        let Some((slot, owner)) = self.resolve(id) else {
+            return;
+        };
+        if owner != Owner::Host {
+            return self.on_lifecycle_error(now, owner, error, data);
+        }
+        if let Some(call) = self.requests.call_id(slot) {
+            self.requests.remove(slot, Ended::Answered);
+            self.events.failed(call, CallError::Protocol(error));
+        }
+    }
+
+    /// Legacy servers send requests: `ping` is answered with `{}`, anything else with -32601
+    /// (this client declares no capabilities that would invite them).
+    fn on_server_request(&mut self, id: &RawValue, method: &str) {
+        self.stats.server_requests += 1;
+        let id = SmallVec::from_slice(id.get().as_bytes());
+        self.push_control(Control::Reply {
+            id,
+            ok: method == "ping",
+        });
+    }
+
+    fn on_notification(&mut self, method: &str, params: Option<&RawValue>) {
+        match method {
+            notify::PROGRESS => self.on_progress(params),
+            notify::TOOLS_CHANGED => self.events.list_changed(ListKind::Tools),
+            notify::PROMPTS_CHANGED => self.events.list_changed(ListKind::Prompts),
+            notify::RESOURCES_CHANGED => self.events.list_changed(ListKind::Resources),
+            notify::RESOURCE_UPDATED => {
+                #[derive(serde::Deserialize)]
+                struct Uri<'a> {
+                    #[serde(borrow)]
+                    uri: std::borrow::Cow<'a, str>,
+                }
+                if let Some(u) = params.and_then(|p| serde_json::from_str::<Uri<'_>>(p.get()).ok())
+                {
+                    self.events.resource_updated(&u.uri);
+                }
+            }
+            notify::CANCELLED | notify::MESSAGE => log::trace!("server notification {method}"),
+            _ => log::debug!("ignoring unknown notification {method}"),
+        }
+    }
+
+    fn on_progress(&mut self, params: Option<&RawValue>) {
+        let Some(p) =
+            params.and_then(|p| serde_json::from_str::<mcp::ProgressParams<'_>>(p.get()).ok())
+        else {
+            self.stats.invalid_frames += 1;
+            return;
+        };
+        // The progress token is the call handle, so it survives new pages and attempts.
+        let Some(token) = WireId::parse(p.token) else {
+            return;
+        };
+        let call = CallId(token);
+        let wants = self
+            .requests
+            .slot_of(call)
+            .and_then(|s| self.requests.get(s))
+            .is_some_and(|r| r.progress);
+        if wants {
+            self.events
+                .progress(call, p.progress, p.total, p.message.as_deref());
+        }
+    }
+}
+
+fn cursor_hash(cursor: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    cursor.hash(&mut h);
+    h.finish()
+}
+
+/// Finds the JSON-RPC id of an oversize message from its ends: `{"jsonrpc":"2.0","id":N,` at
+/// the start (Python SDKs) or `"id":N}` at the very end (TypeScript SDKs).
+fn sniff_id(head: &[u8], tail: &[u8]) -> Option<WireId> {
+    fn digits(s: &[u8]) -> Option<WireId> {
+        let end = s
+            .iter()
+            .position(|b| !b.is_ascii_digit())
+            .unwrap_or(s.len());
+        let raw: &RawValue = serde_json::from_slice(s.get(..end)?).ok()?;
+        WireId::parse(raw)
+    }
+    let compact: SmallVec<[u8; 64]> = head
+        .iter()
+        .copied()
+        .filter(|b| !b.is_ascii_whitespace())
+        .collect();
+    if let Some(rest) = compact.strip_prefix(b"{\"jsonrpc\":\"2.0\",\"id\":".as_slice()) {
+        return digits(rest);
+    }
+    let tail = tail.trim_ascii_end();
+    let body = tail.strip_suffix(b"}")?;
+    let start = body.iter().rposition(|b| !b.is_ascii_digit())? + 1;
+    let prefix = body[..start].trim_ascii_end();
+    let prefix = prefix.strip_suffix(b":")?.trim_ascii_end();
+    prefix
+        .ends_with(b"\"id\"")
+        .then(|| digits(&body[start..]))
+        .flatten()
+}
+
+#[cfg(test)]
+mod tests;

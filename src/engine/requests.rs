@@ -1,0 +1,299 @@
+//! The pending-request table: a preallocated slab, per-slot generations and reusable buffers.
+//!
+//! A slot's generation counter only ever grows, and every wire id (each attempt, each page) and
+//! every host handle takes a fresh value from it. So an id from an earlier occupant of a slot,
+//! or an earlier page of the same listing, never matches the current occupant.
+
+use std::time::Instant;
+
+use slab::Slab;
+use smallvec::SmallVec;
+
+use crate::proto::jsonrpc::WireId;
+use crate::proto::mcp::Method;
+
+/// Handle to a call, stable across the wire ids its pages or attempts use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CallId(pub(crate) WireId);
+
+impl CallId {
+    /// The handle as an integer (also used as the call's progress token).
+    pub fn get(self) -> u64 {
+        self.0.get()
+    }
+}
+
+impl std::fmt::Display for CallId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "call#{}", self.0.get())
+    }
+}
+
+/// Who is waiting for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Owner {
+    /// A host call: its end is an event.
+    Host,
+    /// The era probe (`server/discover`).
+    Probe,
+    /// The legacy `initialize` handshake.
+    Handshake,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SendState {
+    /// Waiting to be written (before the server is ready, or behind other requests).
+    Queued,
+    /// Written; the server may be working on it.
+    Sent,
+}
+
+#[derive(Debug)]
+pub(crate) struct Pending {
+    pub(crate) call_gen: u32,
+    pub(crate) wire_gen: u32,
+    pub(crate) method: Method,
+    pub(crate) owner: Owner,
+    pub(crate) state: SendState,
+    pub(crate) deadline: Instant,
+    pub(crate) progress: bool,
+    pub(crate) pages: u32,
+}
+
+/// Buffers owned by a slot and reused by every call that occupies it, so steady-state calls
+/// allocate nothing.
+#[derive(Debug, Default)]
+pub(crate) struct SlotBufs {
+    /// The members of `params` other than `_meta`, without braces.
+    pub(crate) params: Vec<u8>,
+    /// The per-call `_meta` members, without braces.
+    pub(crate) meta: Vec<u8>,
+    /// Items gathered from earlier pages of a listing, comma-separated.
+    pub(crate) items: Vec<u8>,
+    /// Hashes of cursors a listing has returned, to catch a server that loops.
+    pub(crate) cursors: SmallVec<[u64; 8]>,
+}
+
+/// How a wire id's life ended, for telling late replies from duplicates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ended {
+    Answered,
+    Abandoned,
+}
+
+/// What a reply's id turned out to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    Pending(usize),
+    /// A second reply for an id already answered.
+    Duplicate,
+    /// A reply for an id the engine stopped waiting for (cancelled, timed out, superseded).
+    Late,
+    /// Never issued by this engine.
+    Unknown,
+}
+
+#[derive(Debug)]
+pub(crate) struct Requests {
+    slab: Slab<Pending>,
+    next_gen: Vec<u32>,
+    bufs: Vec<SlotBufs>,
+    ended: Vec<(u32, Ended)>,
+}
+
+impl Requests {
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        Self {
+            slab: Slab::with_capacity(n),
+            next_gen: vec![0; n],
+            bufs: (0..n).map(|_| SlotBufs::default()).collect(),
+            ended: vec![(0, Ended::Answered); n],
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.slab.len()
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.slab.len() >= self.next_gen.len()
+    }
+
+    fn fresh_gen(&mut self, slot: usize) -> u32 {
+        // Generation 0 is never issued, so a zeroed `ended` record matches nothing.
+        let g = &mut self.next_gen[slot];
+        *g = g.wrapping_add(1).max(1);
+        *g
+    }
+
+    /// Takes a slot; the caller fills its buffers. `None` when the table is full.
+    pub(crate) fn insert(
+        &mut self,
+        method: Method,
+        owner: Owner,
+        deadline: Instant,
+        progress: bool,
+    ) -> Option<usize> {
+        if self.is_full() {
+            return None;
+        }
+        let slot = self.slab.vacant_key();
+        let call_gen = self.fresh_gen(slot);
+        let wire_gen = self.fresh_gen(slot);
+        self.slab.insert(Pending {
+            call_gen,
+            wire_gen,
+            method,
+            owner,
+            state: SendState::Queued,
+            deadline,
+            progress,
+            pages: 0,
+        });
+        let bufs = &mut self.bufs[slot];
+        bufs.params.clear();
+        bufs.meta.clear();
+        bufs.items.clear();
+        bufs.cursors.clear();
+        Some(slot)
+    }
+
+    pub(crate) fn call_id(&self, slot: usize) -> Option<CallId> {
+        self.slab
+            .get(slot)
+            .map(|p| CallId(WireId::new(slot, p.call_gen)))
+    }
+
+    pub(crate) fn wire_id(&self, slot: usize) -> Option<WireId> {
+        self.slab.get(slot).map(|p| WireId::new(slot, p.wire_gen))
+    }
+
+    /// Gives a pending request a new wire id (next page, new attempt); the old id becomes late.
+    pub(crate) fn renew_wire_id(&mut self, slot: usize) -> Option<WireId> {
+        let old = self.slab.get(slot)?.wire_gen;
+        self.ended[slot] = (old, Ended::Abandoned);
+        let g = self.fresh_gen(slot);
+        let p = self.slab.get_mut(slot)?;
+        p.wire_gen = g;
+        p.state = SendState::Queued;
+        Some(WireId::new(slot, g))
+    }
+
+    pub(crate) fn get(&self, slot: usize) -> Option<&Pending> {
+        self.slab.get(slot)
+    }
+
+    pub(crate) fn get_mut(&mut self, slot: usize) -> Option<&mut Pending> {
+        self.slab.get_mut(slot)
+    }
+
+    pub(crate) fn bufs(&self, slot: usize) -> &SlotBufs {
+        &self.bufs[slot]
+    }
+
+    pub(crate) fn bufs_mut(&mut self, slot: usize) -> &mut SlotBufs {
+        &mut self.bufs[slot]
+    }
+
+    /// The slot a host handle names, if that call is still pending.
+    pub(crate) fn slot_of(&self, call: CallId) -> Option<usize> {
+        let slot = call.0.slot();
+        let p = self.slab.get(slot)?;
+        (p.call_gen == call.0.generation()).then_some(slot)
+    }
+
+    /// Classifies the id of a reply.
+    pub(crate) fn lookup(&self, id: WireId) -> Lookup {
+        let slot = id.slot();
+        let Some(&issued) = self.next_gen.get(slot) else {
+            return Lookup::Unknown;
+        };
+        let g = id.generation();
+        if let Some(p) = self.slab.get(slot) {
+            if p.wire_gen == g && p.state == SendState::Sent {
+                return Lookup::Pending(slot);
+            }
+        }
+        match self.ended[slot] {
+            (eg, Ended::Answered) if eg == g => Lookup::Duplicate,
+            _ if g != 0 && g <= issued => Lookup::Late,
+            _ => Lookup::Unknown,
+        }
+    }
+
+    /// Frees a slot, remembering how its last wire id ended.
+    pub(crate) fn remove(&mut self, slot: usize, how: Ended) -> Option<Pending> {
+        let p = self.slab.try_remove(slot)?;
+        self.ended[slot] = (p.wire_gen, how);
+        Some(p)
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (usize, &Pending)> {
+        self.slab.iter()
+    }
+
+    pub(crate) fn slots(&self) -> SmallVec<[usize; 16]> {
+        self.slab.iter().map(|(k, _)| k).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_ids_never_match_a_reused_slot() {
+        let now = Instant::now();
+        let mut t = Requests::with_capacity(1);
+        let a = t
+            .insert(Method::ToolsCall, Owner::Host, now, false)
+            .unwrap();
+        t.get_mut(a).unwrap().state = SendState::Sent;
+        let a_wire = t.wire_id(a).unwrap();
+        let a_call = t.call_id(a).unwrap();
+        assert!(
+            t.insert(Method::ToolsCall, Owner::Host, now, false)
+                .is_none(),
+            "full"
+        );
+        assert_eq!(t.lookup(a_wire), Lookup::Pending(a));
+        t.remove(a, Ended::Answered);
+        assert_eq!(t.lookup(a_wire), Lookup::Duplicate);
+
+        let b = t
+            .insert(Method::ToolsCall, Owner::Host, now, false)
+            .unwrap();
+        assert_eq!(a, b, "slot reused");
+        t.get_mut(b).unwrap().state = SendState::Sent;
+        assert_eq!(
+            t.lookup(a_wire),
+            Lookup::Duplicate,
+            "old id does not complete the new call"
+        );
+        assert_eq!(
+            t.slot_of(a_call),
+            None,
+            "old handle does not name the new call"
+        );
+        assert_eq!(t.slot_of(t.call_id(b).unwrap()), Some(b));
+        let b_first = t.wire_id(b).unwrap();
+        let renewed = t.renew_wire_id(b).unwrap();
+        t.get_mut(b).unwrap().state = SendState::Sent;
+        assert_eq!(
+            t.lookup(b_first),
+            Lookup::Late,
+            "a superseded page or attempt id is late"
+        );
+        assert_eq!(t.lookup(renewed), Lookup::Pending(b));
+        assert_eq!(
+            t.lookup(WireId::new(b, 999)),
+            Lookup::Unknown,
+            "never issued"
+        );
+        assert_eq!(
+            t.lookup(WireId::new(5, 1)),
+            Lookup::Unknown,
+            "slot out of range"
+        );
+    }
+}

@@ -1,0 +1,925 @@
+//! Engine scenarios with a scripted peer and simulated time: no I/O, no sleeps.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::*;
+use crate::proto::mcp::ResultType;
+
+/// An engine, the frames it wrote (decoded), and a clock that only moves forward by addition.
+struct Harness {
+    engine: Engine,
+    now: Instant,
+    sent: Vec<Value>,
+    buf: Vec<u8>,
+}
+
+impl Harness {
+    fn new(config: Config) -> Self {
+        let now = Instant::now();
+        let engine = Engine::new(config, now).unwrap();
+        Self {
+            engine,
+            now,
+            sent: Vec::new(),
+            buf: Vec::new(),
+        }
+    }
+
+    /// Collects every frame the engine wants to send.
+    fn flush(&mut self) {
+        loop {
+            self.buf.clear();
+            let Some(t) = self.engine.poll_transmit(self.now, &mut self.buf) else {
+                break;
+            };
+            assert_eq!(t.len, self.buf.len());
+            let v: Value = serde_json::from_slice(&self.buf).expect("engine wrote invalid JSON");
+            assert!(!self.buf.contains(&b'\n'), "a frame must be one line");
+            self.sent.push(v);
+        }
+    }
+
+    fn take_sent(&mut self) -> Vec<Value> {
+        self.flush();
+        std::mem::take(&mut self.sent)
+    }
+
+    /// The one frame sent since the last look; fails if there were none or several.
+    #[track_caller]
+    fn sent_one(&mut self) -> Value {
+        let mut s = self.take_sent();
+        assert_eq!(s.len(), 1, "expected one frame, got {s:#?}");
+        s.remove(0)
+    }
+
+    fn peer(&mut self, v: Value) {
+        let bytes = serde_json::to_vec(&v).unwrap();
+        self.engine.handle_message(self.now, &bytes);
+        self.flush();
+    }
+
+    fn reply(&mut self, to: &Value, result: Value) {
+        self.peer(json!({"jsonrpc": "2.0", "id": to["id"], "result": result}));
+    }
+
+    fn reply_error(&mut self, to: &Value, code: i64, data: Option<Value>) {
+        let mut error = json!({"code": code, "message": "nope"});
+        if let Some(d) = data {
+            error["data"] = d;
+        }
+        self.peer(json!({"jsonrpc": "2.0", "id": to["id"], "error": error}));
+    }
+
+    fn advance(&mut self, d: Duration) {
+        self.now += d;
+        self.engine.handle_timeout(self.now);
+        self.flush();
+    }
+
+    /// Jumps to the next deadline, as a driver would, without sleeping.
+    fn advance_to_next_timeout(&mut self) {
+        let t = self.engine.poll_timeout().expect("no timer armed");
+        assert!(t >= self.now);
+        self.now = t;
+        self.engine.handle_timeout(self.now);
+        self.flush();
+    }
+
+    fn events(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Some(e) = self.engine.poll_event() {
+            out.push(describe(&e));
+        }
+        out
+    }
+
+    fn call(&mut self, name: &str, args: &str) -> CallId {
+        let args: &RawValue = serde_json::from_str(args).unwrap();
+        self.engine
+            .call_tool(self.now, name, args, &CallOptions::default())
+            .unwrap()
+    }
+
+    /// Opens the transport and answers the probe as a modern server.
+    fn ready_modern() -> Self {
+        let mut h = Self::new(Config::default());
+        h.engine.handle_transport(h.now, TransportEvent::opened());
+        let probe = h.sent_one();
+        h.reply(&probe, discover_result());
+        assert_eq!(h.events(), ["ready modern 2026-07-28"]);
+        h
+    }
+
+    /// Opens the transport and walks the legacy handshake.
+    fn ready_legacy() -> Self {
+        let mut h = Self::new(Config::default());
+        h.engine.handle_transport(h.now, TransportEvent::opened());
+        let probe = h.sent_one();
+        h.reply_error(&probe, -32601, None);
+        let init = h.sent_one();
+        assert_eq!(init["method"], "initialize");
+        h.reply(&init, json!({"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}}));
+        let initialized = h.sent_one();
+        assert_eq!(
+            initialized,
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        );
+        assert_eq!(h.events(), ["ready legacy 2025-11-25"]);
+        h
+    }
+}
+
+fn discover_result() -> Value {
+    json!({"resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+           "ttlMs": 0, "cacheScope": "private"})
+}
+
+fn describe(e: &Event<'_>) -> String {
+    match e {
+        Event::Ready { era, version } => format!("ready {era} {version}"),
+        Event::CallDone { call, result } => {
+            format!(
+                "done {} {}{}",
+                call.get(),
+                result.json(),
+                if result.is_error() { " isError" } else { "" }
+            )
+        }
+        Event::CallFailed { call, error } => format!("failed {} {}", call.get(), error.name()),
+        Event::Progress {
+            call,
+            progress,
+            total,
+            message,
+        } => {
+            format!("progress {} {progress} {total:?} {message:?}", call.get())
+        }
+        Event::ListChanged(k) => format!("list_changed {k:?}"),
+        Event::ResourceUpdated { uri } => format!("updated {uri}"),
+        Event::Closed { error } => format!("closed {}", error.name()),
+    }
+}
+
+#[test]
+fn probe_then_modern_calls_carry_full_meta() {
+    let mut h = Harness::new(Config::default());
+    let early = h.call("echo", r#"{"text":"hi"}"#);
+    assert!(
+        h.take_sent().is_empty(),
+        "nothing before the transport opens"
+    );
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    assert_eq!(probe["method"], "server/discover");
+    let meta = &probe["params"]["_meta"];
+    assert_eq!(
+        meta["io.modelcontextprotocol/protocolVersion"],
+        "2026-07-28"
+    );
+    assert_eq!(
+        meta["io.modelcontextprotocol/clientCapabilities"],
+        json!({})
+    );
+    assert_eq!(meta["io.modelcontextprotocol/clientInfo"]["name"], "mcpoll");
+    assert_eq!(h.engine.state(), ServerState::Probing);
+
+    h.reply(&probe, discover_result());
+    let call = h.sent_one();
+    assert_eq!(call["method"], "tools/call");
+    assert_eq!(call["params"]["name"], "echo");
+    assert_eq!(call["params"]["arguments"], json!({"text": "hi"}));
+    assert_eq!(
+        call["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+        "2026-07-28"
+    );
+    assert_ne!(call["id"], probe["id"]);
+    h.reply(
+        &call,
+        json!({"resultType": "complete", "content": [{"type": "text", "text": "hi"}]}),
+    );
+    assert_eq!(
+        h.events(),
+        [
+            "ready modern 2026-07-28".to_string(),
+            format!("done {} {{\"content\":[{{\"text\":\"hi\",\"type\":\"text\"}}],\"resultType\":\"complete\"}}", early.get()),
+        ]
+    );
+    assert_eq!(h.engine.era(), Some(Era::Modern));
+    assert!(h
+        .engine
+        .server_info()
+        .unwrap()
+        .contains("supportedVersions"));
+    assert_eq!(h.engine.pending(), 0);
+}
+
+#[test]
+fn probe_error_falls_back_to_initialize_and_legacy_calls_have_no_modern_meta() {
+    let mut h = Harness::ready_legacy();
+    let c = h.call("add", r#"{"a":1,"b":2}"#);
+    let req = h.sent_one();
+    assert!(
+        req["params"].get("_meta").is_none(),
+        "legacy requests carry no envelope: {req}"
+    );
+    h.reply(
+        &req,
+        json!({"content": [], "structuredContent": {"sum": 3}}),
+    );
+    assert_eq!(
+        h.events(),
+        [format!(
+            "done {} {{\"content\":[],\"structuredContent\":{{\"sum\":3}}}}",
+            c.get()
+        )]
+    );
+    assert!(matches!(
+        h.engine.discover(h.now, &CallOptions::default()),
+        Err(RequestError::NotSupportedByEra)
+    ));
+}
+
+#[test]
+fn probe_fallback_does_not_depend_on_the_error_code() {
+    for code in [-32601, -32602, -32600, -32000, -32020, -32021, 1] {
+        let mut h = Harness::new(Config::default());
+        h.engine.handle_transport(h.now, TransportEvent::opened());
+        let probe = h.sent_one();
+        h.reply_error(&probe, code, None);
+        assert_eq!(h.sent_one()["method"], "initialize", "code {code}");
+    }
+}
+
+#[test]
+fn probe_timeout_falls_back_and_a_late_discover_reply_is_ignored() {
+    let mut h = Harness::new(Config::default());
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    h.advance(Duration::from_millis(4999));
+    assert!(h.take_sent().is_empty());
+    h.advance_to_next_timeout();
+    let init = h.sent_one();
+    assert_eq!(init["method"], "initialize");
+    assert_eq!(init["params"]["protocolVersion"], "2025-11-25");
+    h.reply(&probe, discover_result());
+    assert_eq!(h.engine.stats().late_responses, 1);
+    assert_eq!(h.engine.state(), ServerState::Handshaking);
+    h.reply(
+        &init,
+        json!({"protocolVersion": "2025-11-25", "capabilities": {}}),
+    );
+    assert_eq!(h.sent_one()["method"], "notifications/initialized");
+    assert_eq!(h.engine.era(), Some(Era::Legacy));
+}
+
+#[test]
+fn unsupported_version_error_is_modern_evidence() {
+    // Only handshake revisions in common: -32022 leads to initialize.
+    let mut h = Harness::new(Config::default());
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    h.reply_error(
+        &probe,
+        -32022,
+        Some(json!({"supported": ["2025-11-25"], "requested": "2026-07-28"})),
+    );
+    assert_eq!(h.sent_one()["method"], "initialize");
+
+    // Nothing in common: a typed error, and never a fallback to initialize.
+    let mut h = Harness::new(Config::default());
+    let c = h.call("echo", "{}");
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    h.reply_error(
+        &probe,
+        -32022,
+        Some(json!({"supported": ["2099-01-01"], "requested": "2026-07-28"})),
+    );
+    assert!(h.take_sent().is_empty());
+    assert_eq!(
+        h.events(),
+        [
+            format!("failed {} no_common_version", c.get()),
+            "closed no_common_version".into()
+        ]
+    );
+    assert_eq!(h.engine.state(), ServerState::Closed);
+    assert!(matches!(
+        h.engine
+            .call_tool(h.now, "x", raw("{}"), &CallOptions::default()),
+        Err(RequestError::Closed)
+    ));
+}
+
+#[test]
+fn modern_only_refuses_legacy_servers() {
+    let config = Config {
+        era: EraPreference::ModernOnly,
+        ..Config::default()
+    };
+    let mut h = Harness::new(config);
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    h.reply_error(&probe, -32601, None);
+    assert!(h.take_sent().is_empty());
+    assert_eq!(h.events(), ["closed no_common_version"]);
+}
+
+#[test]
+fn legacy_only_skips_the_probe() {
+    let config = Config {
+        era: EraPreference::LegacyOnly,
+        ..Config::default()
+    };
+    let mut h = Harness::new(config);
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    assert_eq!(h.sent_one()["method"], "initialize");
+}
+
+#[test]
+fn process_exit_during_probe_respawns_once_for_initialize() {
+    let mut h = Harness::new(Config::default());
+    let c = h.call("echo", "{}");
+    assert!(h.engine.wants_transport());
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    assert!(!h.engine.wants_transport());
+    let _probe = h.sent_one();
+    h.engine
+        .handle_transport(h.now, TransportEvent::closed(exit(3)));
+    assert!(
+        h.engine.wants_transport(),
+        "the engine asks for a new process"
+    );
+    assert!(
+        h.events().is_empty(),
+        "queued calls survive the probe's death"
+    );
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let init = h.sent_one();
+    assert_eq!(init["method"], "initialize");
+    // A second death is final: every call fails with the exit, and the engine closes.
+    h.engine
+        .handle_transport(h.now, TransportEvent::closed(exit(3)));
+    assert!(!h.engine.wants_transport());
+    assert_eq!(
+        h.events(),
+        [
+            format!("failed {} process_exit", c.get()),
+            "closed process_exit".into()
+        ]
+    );
+}
+
+#[test]
+fn initialize_error_closes_with_the_protocol_error() {
+    let config = Config {
+        era: EraPreference::LegacyOnly,
+        ..Config::default()
+    };
+    let mut h = Harness::new(config);
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let init = h.sent_one();
+    h.reply_error(&init, -32602, None);
+    assert_eq!(h.events(), ["closed invalid_params"]);
+}
+
+#[test]
+fn initialize_with_unknown_version_fails() {
+    let config = Config {
+        era: EraPreference::LegacyOnly,
+        ..Config::default()
+    };
+    let mut h = Harness::new(config);
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let init = h.sent_one();
+    h.reply(&init, json!({"protocolVersion": "2024-01-01"}));
+    assert_eq!(h.events(), ["closed no_common_version"]);
+}
+
+#[test]
+fn deadline_fails_locally_and_tells_the_server() {
+    let mut h = Harness::ready_modern();
+    let opts = CallOptions::timeout(Duration::from_millis(200));
+    let c = h.engine.call_tool(h.now, "slow", raw("{}"), &opts).unwrap();
+    let req = h.sent_one();
+    assert_eq!(
+        h.engine.poll_timeout(),
+        Some(h.now + Duration::from_millis(200))
+    );
+    h.advance(Duration::from_millis(199));
+    assert!(h.events().is_empty());
+    h.advance_to_next_timeout();
+    let cancel = h.sent_one();
+    assert_eq!(
+        cancel,
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": req["id"]}})
+    );
+    assert_eq!(
+        h.events(),
+        [format!("failed {} deadline_exceeded", c.get())]
+    );
+    assert_eq!(h.engine.poll_timeout(), None);
+    // A reply after the deadline is late, never a second completion.
+    h.reply(&req, json!({"content": []}));
+    assert!(h.events().is_empty());
+    assert_eq!(h.engine.stats().late_responses, 1);
+}
+
+#[test]
+fn deadline_runs_while_queued_and_sends_nothing() {
+    let mut h = Harness::new(Config::default());
+    let opts = CallOptions::timeout(Duration::from_millis(50));
+    let c = h.engine.call_tool(h.now, "echo", raw("{}"), &opts).unwrap();
+    h.advance(Duration::from_millis(50));
+    assert_eq!(
+        h.events(),
+        [format!("failed {} deadline_exceeded", c.get())]
+    );
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    h.reply(&probe, discover_result());
+    assert!(
+        h.take_sent().is_empty(),
+        "the expired call is never written"
+    );
+}
+
+#[test]
+fn cancel_ends_the_wait_at_once_and_a_late_reply_is_counted() {
+    let mut h = Harness::ready_modern();
+    let c = h.call("slow", r#"{"ms":5000}"#);
+    let req = h.sent_one();
+    h.engine.cancel(h.now, c).unwrap();
+    assert_eq!(h.events(), [format!("failed {} cancelled", c.get())]);
+    let note = h.sent_one();
+    assert_eq!(note["method"], "notifications/cancelled");
+    assert_eq!(note["params"]["requestId"], req["id"]);
+    assert_eq!(h.engine.cancel(h.now, c), Err(CancelError::NotPending));
+    h.reply(&req, json!({"content": []}));
+    h.reply_error(&req, -32800, None);
+    assert!(h.events().is_empty());
+    assert_eq!(h.engine.stats().late_responses, 2);
+    assert_eq!(h.engine.pending(), 0);
+}
+
+#[test]
+fn cancel_before_sending_sends_nothing() {
+    let mut h = Harness::new(Config::default());
+    let c = h.call("echo", "{}");
+    h.engine.cancel(h.now, c).unwrap();
+    assert_eq!(h.events(), [format!("failed {} cancelled", c.get())]);
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    h.reply(&probe, discover_result());
+    assert!(h.take_sent().is_empty());
+}
+
+#[test]
+fn the_handshake_cannot_be_cancelled() {
+    let mut h = Harness::new(Config::default());
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    let id = WireId::parse(raw(&probe["id"].to_string())).unwrap();
+    let probe_call = h.engine.requests.call_id(id.slot()).unwrap();
+    assert_eq!(
+        h.engine.cancel(h.now, probe_call),
+        Err(CancelError::Handshake)
+    );
+}
+
+#[test]
+fn reply_racing_a_cancel_is_delivered_once_at_most() {
+    // The reply is already in the engine when the host cancels: the call is done, cancel fails.
+    let mut h = Harness::ready_modern();
+    let c = h.call("echo", "{}");
+    let req = h.sent_one();
+    h.reply(&req, json!({"content": []}));
+    assert_eq!(h.engine.cancel(h.now, c), Err(CancelError::NotPending));
+    assert_eq!(h.events().len(), 1);
+    assert!(
+        h.take_sent().is_empty(),
+        "no cancel notification for a finished call"
+    );
+}
+
+#[test]
+fn out_of_order_duplicate_and_unknown_replies() {
+    let mut h = Harness::ready_modern();
+    let a = h.call("echo", r#"{"text":"a"}"#);
+    let b = h.call("echo", r#"{"text":"b"}"#);
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 2);
+    h.reply(&sent[1], json!({"n": "b"}));
+    h.reply(&sent[0], json!({"n": "a"}));
+    h.reply(&sent[1], json!({"n": "b again"}));
+    h.peer(json!({"jsonrpc": "2.0", "id": 987654321, "result": {}}));
+    h.peer(json!({"jsonrpc": "2.0", "id": "not-ours", "result": {}}));
+    h.peer(json!({"jsonrpc": "2.0", "id": -1, "error": {"code": 1, "message": "x"}}));
+    assert_eq!(
+        h.events(),
+        [
+            format!("done {} {{\"n\":\"b\"}}", b.get()),
+            format!("done {} {{\"n\":\"a\"}}", a.get())
+        ]
+    );
+    let s = h.engine.stats();
+    assert_eq!((s.duplicate_responses, s.unknown_ids), (1, 3));
+}
+
+#[test]
+fn error_reply_is_data_not_a_panic_and_null_id_errors_are_counted() {
+    let mut h = Harness::ready_modern();
+    let c = h.call("nope", "{}");
+    let req = h.sent_one();
+    h.peer(
+        json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": "Bad Request"}}),
+    );
+    h.reply_error(&req, -32602, Some(json!({"tool": "nope"})));
+    let e = h.engine.poll_event().unwrap();
+    match e {
+        Event::CallFailed {
+            call,
+            error: CallError::Protocol(rpc),
+        } => {
+            assert_eq!(call, c);
+            assert_eq!(rpc.code, -32602);
+            assert_eq!(rpc.data.as_deref(), Some(r#"{"tool":"nope"}"#));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(h.engine.stats().errors_without_id, 1);
+}
+
+#[test]
+fn is_error_results_are_completions() {
+    let mut h = Harness::ready_modern();
+    let c = h.call("fail", "{}");
+    let req = h.sent_one();
+    h.reply(
+        &req,
+        json!({"resultType": "complete", "isError": true, "content": []}),
+    );
+    let events = h.events();
+    assert_eq!(events.len(), 1);
+    assert!(events[0].starts_with(&format!("done {}", c.get())) && events[0].ends_with("isError"));
+}
+
+#[test]
+fn result_type_missing_is_complete_unknown_is_invalid_input_required_is_surfaced() {
+    let mut h = Harness::ready_modern();
+    let a = h.call("t", "{}");
+    let b = h.call("t", "{}");
+    let c = h.call("t", "{}");
+    let sent = h.take_sent();
+    h.reply(&sent[0], json!({"content": []}));
+    h.reply(&sent[1], json!({"resultType": "task", "taskId": "x"}));
+    h.reply(
+        &sent[2],
+        json!({"resultType": "input_required", "requestState": "s"}),
+    );
+    let mut kinds = Vec::new();
+    while let Some(e) = h.engine.poll_event() {
+        kinds.push(match e {
+            Event::CallDone { call, result } => (call, Some(result.result_type())),
+            Event::CallFailed { call, error } => {
+                assert_eq!(error, CallError::Local(LocalError::InvalidResult));
+                (call, None)
+            }
+            other => panic!("{other:?}"),
+        });
+    }
+    assert_eq!(
+        kinds,
+        [
+            (a, Some(ResultType::Complete)),
+            (b, None),
+            (c, Some(ResultType::InputRequired))
+        ]
+    );
+}
+
+#[test]
+fn pagination_follows_cursors_including_the_empty_one() {
+    let mut h = Harness::ready_modern();
+    let c = h
+        .engine
+        .list(h.now, Method::ToolsList, &CallOptions::default())
+        .unwrap();
+    let p1 = h.sent_one();
+    assert!(p1["params"].get("cursor").is_none());
+    h.reply(&p1, json!({"resultType": "complete", "tools": [{"name": "a"}, {"name": "b"}], "nextCursor": ""}));
+    let p2 = h.sent_one();
+    assert_eq!(p2["params"]["cursor"], "");
+    assert_ne!(p2["id"], p1["id"], "each page has its own id");
+    assert!(p2["params"]["_meta"].is_object());
+    h.reply(&p2, json!({"tools": [], "nextCursor": "c2"}));
+    let p3 = h.sent_one();
+    assert_eq!(p3["params"]["cursor"], "c2");
+    h.reply(&p3, json!({"tools": [{"name": "c"}], "ttlMs": 0}));
+    assert_eq!(
+        h.events(),
+        [format!(
+            "done {} {{\"tools\":[{{\"name\":\"a\"}},{{\"name\":\"b\"}},{{\"name\":\"c\"}}]}}",
+            c.get()
+        )]
+    );
+    // A reply to an earlier page's id is late, not a second page.
+    h.reply(&p1, json!({"tools": [{"name": "zzz"}]}));
+    assert_eq!(h.engine.stats().late_responses, 1);
+}
+
+#[test]
+fn a_repeated_cursor_is_a_typed_error_not_a_loop() {
+    let mut h = Harness::ready_modern();
+    let c = h
+        .engine
+        .list(h.now, Method::PromptsList, &CallOptions::default())
+        .unwrap();
+    let p1 = h.sent_one();
+    h.reply(&p1, json!({"prompts": [], "nextCursor": "same"}));
+    let p2 = h.sent_one();
+    h.reply(&p2, json!({"prompts": [], "nextCursor": "same"}));
+    assert!(h.take_sent().is_empty());
+    assert_eq!(h.events(), [format!("failed {} cursor_repeated", c.get())]);
+}
+
+#[test]
+fn page_limit_is_enforced() {
+    let config = Config {
+        max_pages: 3,
+        ..Config::default()
+    };
+    let mut h = Harness::new(config);
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    h.reply(&probe, discover_result());
+    h.events();
+    let c = h
+        .engine
+        .list(h.now, Method::ResourcesList, &CallOptions::default())
+        .unwrap();
+    for i in 0..3 {
+        let p = h.sent_one();
+        h.reply(&p, json!({"resources": [], "nextCursor": format!("c{i}")}));
+    }
+    assert_eq!(h.events(), [format!("failed {} too_many_pages", c.get())]);
+}
+
+#[test]
+fn progress_is_routed_to_the_call_that_asked() {
+    let mut h = Harness::ready_modern();
+    let opts = CallOptions {
+        progress: true,
+        ..CallOptions::default()
+    };
+    let c = h.engine.call_tool(h.now, "slow", raw("{}"), &opts).unwrap();
+    let quiet = h.call("slow", "{}");
+    let sent = h.take_sent();
+    assert_eq!(sent[0]["params"]["_meta"]["progressToken"], json!(c.get()));
+    assert!(sent[1]["params"]["_meta"].get("progressToken").is_none());
+    let progress = |token: u64, n: f64| {
+        json!({"jsonrpc": "2.0", "method": "notifications/progress",
+               "params": {"progressToken": token, "progress": n, "total": 3.0, "message": "step"}})
+    };
+    h.peer(progress(c.get(), 1.0));
+    h.peer(progress(quiet.get(), 1.0));
+    h.peer(progress(424242, 1.0));
+    h.peer(json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"bad": 1}}));
+    assert_eq!(
+        h.events(),
+        [format!("progress {} 1 Some(3.0) Some(\"step\")", c.get())]
+    );
+}
+
+#[test]
+fn legacy_server_requests_are_answered() {
+    let mut h = Harness::ready_legacy();
+    h.peer(json!({"jsonrpc": "2.0", "id": "p-1", "method": "ping"}));
+    assert_eq!(
+        h.sent_one(),
+        json!({"jsonrpc": "2.0", "id": "p-1", "result": {}})
+    );
+    h.peer(json!({"jsonrpc": "2.0", "id": 9, "method": "roots/list", "params": {}}));
+    let reply = h.sent_one();
+    assert_eq!(reply["id"], 9);
+    assert_eq!(reply["error"]["code"], -32601);
+    h.peer(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    assert_eq!(h.events(), ["list_changed Tools"]);
+}
+
+#[test]
+fn ping_before_initialized_is_answered_first() {
+    let config = Config {
+        era: EraPreference::LegacyOnly,
+        ..Config::default()
+    };
+    let mut h = Harness::new(config);
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let init = h.sent_one();
+    h.peer(json!({"jsonrpc": "2.0", "id": 0, "method": "ping"}));
+    assert_eq!(
+        h.sent_one(),
+        json!({"jsonrpc": "2.0", "id": 0, "result": {}})
+    );
+    h.reply(&init, json!({"protocolVersion": "2025-11-25"}));
+    assert_eq!(h.sent_one()["method"], "notifications/initialized");
+}
+
+#[test]
+fn junk_frames_are_skipped_and_counted() {
+    let mut h = Harness::ready_modern();
+    for junk in [
+        &b"server starting"[..],
+        b"{",
+        b"[1,2]",
+        b"{\"jsonrpc\":\"1.0\"}",
+        b"\xff\xfe",
+        b"null",
+        b"",
+    ] {
+        h.engine.handle_message(h.now, junk);
+    }
+    assert_eq!(h.engine.stats().invalid_frames, 7);
+    assert!(h.events().is_empty());
+    let c = h.call("echo", "{}");
+    let req = h.sent_one();
+    h.reply(&req, json!({}));
+    assert_eq!(h.events(), [format!("done {} {{}}", c.get())]);
+}
+
+#[test]
+fn oversize_reply_fails_its_call_when_the_id_is_readable() {
+    let mut h = Harness::ready_modern();
+    let c = h.call("big", "{}");
+    let d = h.call("big", "{}");
+    let sent = h.take_sent();
+    // Python SDK layout: the id near the start.
+    let head = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":{{\"content\":[",
+        sent[0]["id"]
+    );
+    h.engine.handle_oversize(h.now, head.as_bytes(), b"xxxx]}}");
+    // TypeScript SDK layout: the id at the very end.
+    let tail = format!("\"}}]}},\"jsonrpc\":\"2.0\",\"id\":{}}}", sent[1]["id"]);
+    h.engine.handle_oversize(
+        h.now,
+        b"{\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"xxxx",
+        tail.as_bytes(),
+    );
+    h.engine.handle_oversize(h.now, b"xxxx", b"xxxx");
+    assert_eq!(
+        h.events(),
+        [
+            format!("failed {} too_large", c.get()),
+            format!("failed {} too_large", d.get())
+        ]
+    );
+    assert_eq!(h.engine.stats().too_large, 3);
+}
+
+#[test]
+fn a_full_table_is_overloaded() {
+    let config = Config {
+        max_pending: 2,
+        ..Config::default()
+    };
+    let mut h = Harness::new(config);
+    h.call("a", "{}");
+    h.call("b", "{}");
+    let args = raw("{}");
+    assert_eq!(
+        h.engine
+            .call_tool(h.now, "c", args, &CallOptions::default()),
+        Err(RequestError::Overloaded)
+    );
+    // The probe still gets a slot: the newest queued call gives way.
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    assert_eq!(h.sent_one()["method"], "server/discover");
+    assert_eq!(h.events().len(), 1);
+}
+
+#[test]
+fn transport_loss_fails_every_call_once() {
+    let mut h = Harness::ready_modern();
+    let a = h.call("a", "{}");
+    let b = h.call("b", "{}");
+    h.take_sent();
+    h.engine
+        .handle_transport(h.now, TransportEvent::closed(exit(1)));
+    assert_eq!(
+        h.events(),
+        [
+            format!("failed {} process_exit", a.get()),
+            format!("failed {} process_exit", b.get()),
+            "closed process_exit".into()
+        ]
+    );
+    assert_eq!(h.engine.pending(), 0);
+    assert_eq!(h.engine.poll_timeout(), None);
+    h.engine
+        .handle_transport(h.now, TransportEvent::closed(exit(1)));
+    assert!(h.events().is_empty(), "closing twice reports nothing new");
+}
+
+#[test]
+fn arguments_must_be_an_object() {
+    let mut h = Harness::ready_modern();
+    for bad in ["[]", "1", "\"x\"", "null"] {
+        assert_eq!(
+            h.engine
+                .call_tool(h.now, "t", raw(bad), &CallOptions::default()),
+            Err(RequestError::ArgumentsNotObject)
+        );
+    }
+}
+
+#[test]
+fn other_methods_encode_their_params() {
+    let mut h = Harness::ready_modern();
+    let o = CallOptions::default();
+    h.engine.read_resource(h.now, "demo://readme", &o).unwrap();
+    h.engine
+        .get_prompt(h.now, "greet", Some(raw(r#"{"name":"Ann"}"#)), &o)
+        .unwrap();
+    h.engine
+        .complete(
+            h.now,
+            raw(r#"{"type":"ref/prompt","name":"greet"}"#),
+            "name",
+            "A",
+            &o,
+        )
+        .unwrap();
+    let trace = TraceContext {
+        traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
+        ..Default::default()
+    };
+    h.engine
+        .call_tool(
+            h.now,
+            "t",
+            raw("{}"),
+            &CallOptions {
+                trace: Some(trace),
+                ..o
+            },
+        )
+        .unwrap();
+    let s = h.take_sent();
+    assert_eq!(s[0]["method"], "resources/read");
+    assert_eq!(s[0]["params"]["uri"], "demo://readme");
+    assert_eq!(s[1]["params"]["arguments"]["name"], "Ann");
+    assert_eq!(
+        s[2]["params"]["argument"],
+        json!({"name": "name", "value": "A"})
+    );
+    assert_eq!(s[2]["params"]["ref"]["type"], "ref/prompt");
+    assert_eq!(
+        s[3]["params"]["_meta"]["traceparent"],
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    );
+}
+
+#[test]
+fn spec_example_tools_call_request_shape_matches() {
+    // The validated example message in shared/spec: our encoding of the same call has the
+    // same members (ids and client info aside).
+    let example: Value = serde_json::from_str(include_str!(
+        "../../../shared/spec/examples/2026-tools-call-request.json"
+    ))
+    .unwrap();
+    let caps = example["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"].to_string();
+    let mut h = Harness::new(Config {
+        client_capabilities: caps,
+        ..Config::default()
+    });
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    h.reply(&probe, discover_result());
+    let args = serde_json::to_string(&example["params"]["arguments"]).unwrap();
+    h.call(example["params"]["name"].as_str().unwrap(), &args);
+    let ours = h.sent_one();
+    assert_eq!(ours["method"], example["method"]);
+    assert_eq!(ours["params"]["arguments"], example["params"]["arguments"]);
+    let (m, e) = (&ours["params"]["_meta"], &example["params"]["_meta"]);
+    for key in [
+        "io.modelcontextprotocol/protocolVersion",
+        "io.modelcontextprotocol/clientCapabilities",
+    ] {
+        assert_eq!(m[key], e[key], "{key}");
+    }
+}
+
+fn raw(s: &str) -> &RawValue {
+    serde_json::from_str(s).unwrap()
+}
+
+fn exit(code: i32) -> TransportError {
+    TransportError::ProcessExit(crate::error::ProcessExit {
+        code: Some(code),
+        signal: None,
+        stderr_tail: "".into(),
+    })
+}

@@ -1,0 +1,329 @@
+//! Typed errors, in three kinds that never blur.
+//!
+//! * [`RpcError`]: the peer answered with a JSON-RPC error object (protocol).
+//! * [`TransportError`]: the pipe or socket failed (process exit, reset, ...).
+//! * [`LocalError`]: mcpoll itself ended the call (cancelled, deadline, overloaded, ...).
+//!
+//! A tool's `isError: true` result is not an error at all: it is a completed call.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
+
+/// Why a call ended without a result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CallError {
+    /// The server answered with a JSON-RPC error.
+    Protocol(RpcError),
+    /// The transport failed before the answer arrived.
+    Transport(TransportError),
+    /// mcpoll ended the call (the server may or may not have acted on it).
+    Local(LocalError),
+}
+
+impl CallError {
+    /// The kind as a short word: `protocol`, `transport` or `local`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Protocol(_) => "protocol",
+            Self::Transport(_) => "transport",
+            Self::Local(_) => "local",
+        }
+    }
+
+    /// The variant name in snake_case, stable for scripts (`deadline_exceeded`, `process_exit`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Protocol(e) => e.name(),
+            Self::Transport(e) => e.name(),
+            Self::Local(e) => e.name(),
+        }
+    }
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Protocol(e) => write!(f, "server error: {e}"),
+            Self::Transport(e) => write!(f, "transport error: {e}"),
+            Self::Local(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
+impl From<CallError> for std::io::Error {
+    fn from(e: CallError) -> Self {
+        let kind = match &e {
+            CallError::Local(LocalError::DeadlineExceeded) => std::io::ErrorKind::TimedOut,
+            CallError::Transport(_) => std::io::ErrorKind::BrokenPipe,
+            _ => std::io::ErrorKind::Other,
+        };
+        std::io::Error::new(kind, e)
+    }
+}
+
+/// A JSON-RPC error object sent by the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RpcError {
+    /// The JSON-RPC error code (for example -32602).
+    pub code: i64,
+    /// The server's message, as sent.
+    pub message: Box<str>,
+    /// The raw `error.data` member, when present.
+    pub data: Option<Box<str>>,
+}
+
+impl RpcError {
+    /// -32700: the server could not parse what we sent.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// -32600: the request was not a valid JSON-RPC request.
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// -32601: the method does not exist or its capability was not advertised.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// -32602: bad arguments, unknown tool or prompt, bad cursor, resource not found (2026).
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// -32603: the server failed internally.
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// -32002: resource not found (2025-11-25 servers).
+    pub const RESOURCE_NOT_FOUND_LEGACY: i64 = -32002;
+    /// -32020: HTTP headers do not match the body (2026-07-28).
+    pub const HEADER_MISMATCH: i64 = -32020;
+    /// -32021: the request lacks a client capability the server needs (2026-07-28).
+    pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
+    /// -32022: the protocol version named in `_meta` is not supported (2026-07-28).
+    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+
+    pub(crate) fn from_raw(code: i64, message: &str, data: Option<&RawValue>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: data.map(|d| d.get().into()),
+        }
+    }
+
+    /// A snake_case name for the code, for scripts and logs.
+    pub fn name(&self) -> &'static str {
+        match self.code {
+            Self::PARSE_ERROR => "parse_error",
+            Self::INVALID_REQUEST => "invalid_request",
+            Self::METHOD_NOT_FOUND => "method_not_found",
+            Self::INVALID_PARAMS => "invalid_params",
+            Self::INTERNAL_ERROR => "internal_error",
+            Self::RESOURCE_NOT_FOUND_LEGACY => "resource_not_found",
+            Self::HEADER_MISMATCH => "header_mismatch",
+            Self::MISSING_REQUIRED_CLIENT_CAPABILITY => "missing_required_client_capability",
+            Self::UNSUPPORTED_PROTOCOL_VERSION => "unsupported_protocol_version",
+            _ => "server_error",
+        }
+    }
+}
+
+impl fmt::Display for RpcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+/// The transport failed; the call's fate on the server is not known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// The server process exited (or closed its stdout).
+    ProcessExit(ProcessExit),
+    /// The transport closed for another reason (the host closed it, a write failed).
+    Closed(CloseReason),
+}
+
+impl TransportError {
+    /// A snake_case name for scripts.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::ProcessExit(_) => "process_exit",
+            Self::Closed(_) => "closed",
+        }
+    }
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ProcessExit(e) => write!(f, "{e}"),
+            Self::Closed(r) => write!(f, "transport closed: {r}"),
+        }
+    }
+}
+
+/// How a server process ended, with the last of what it wrote to stderr.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessExit {
+    /// The exit code, when it exited normally.
+    pub code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
+    /// The tail of its stderr (bounded by `Config::stderr_tail_bytes`), lossily decoded.
+    pub stderr_tail: Arc<str>,
+}
+
+impl fmt::Display for ProcessExit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.code, self.signal) {
+            (Some(c), _) => write!(f, "server process exited with code {c}")?,
+            (None, Some(s)) => write!(f, "server process killed by signal {s}")?,
+            (None, None) => write!(f, "server process closed its output")?,
+        }
+        let tail = self.stderr_tail.trim_end();
+        if !tail.is_empty() {
+            let last = tail.lines().last().unwrap_or_default();
+            write!(f, "; last stderr line: {last}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a transport closed, when no process exit explains it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// The host closed the server.
+    Host,
+    /// Writing to the server failed (broken pipe).
+    WriteFailed,
+    /// Reading from the server failed.
+    ReadFailed,
+    /// The server could not be started.
+    SpawnFailed,
+}
+
+impl fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Host => "closed by the host",
+            Self::WriteFailed => "write to the server failed",
+            Self::ReadFailed => "read from the server failed",
+            Self::SpawnFailed => "the server could not be started",
+        })
+    }
+}
+
+/// mcpoll ended the call itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LocalError {
+    /// The host cancelled the call. The server was told; nothing is promised about side effects.
+    Cancelled,
+    /// The call's deadline passed before an answer arrived.
+    DeadlineExceeded,
+    /// A message from the server exceeded `Config::max_message_bytes`.
+    TooLarge,
+    /// The result carried a `resultType` this client does not know.
+    InvalidResult,
+    /// A paginated listing returned a cursor it had already returned.
+    CursorRepeated,
+    /// A paginated listing went past `Config::max_pages`.
+    TooManyPages,
+    /// No protocol version is common to the server and mcpoll.
+    NoCommonVersion,
+    /// The server failed the era probe and the handshake.
+    HandshakeFailed,
+}
+
+impl LocalError {
+    /// A snake_case name for scripts.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Cancelled => "cancelled",
+            Self::DeadlineExceeded => "deadline_exceeded",
+            Self::TooLarge => "too_large",
+            Self::InvalidResult => "invalid_result",
+            Self::CursorRepeated => "cursor_repeated",
+            Self::TooManyPages => "too_many_pages",
+            Self::NoCommonVersion => "no_common_version",
+            Self::HandshakeFailed => "handshake_failed",
+        }
+    }
+}
+
+impl fmt::Display for LocalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Cancelled => "call cancelled",
+            Self::DeadlineExceeded => "deadline exceeded",
+            Self::TooLarge => "message too large",
+            Self::InvalidResult => "result carried an unknown resultType",
+            Self::CursorRepeated => "server repeated a pagination cursor",
+            Self::TooManyPages => "listing exceeded the page limit",
+            Self::NoCommonVersion => "no protocol version in common with the server",
+            Self::HandshakeFailed => "the server failed the protocol handshake",
+        })
+    }
+}
+
+/// Why a command (starting a call) was refused; nothing was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// The pending table is full (`Config::max_pending`).
+    Overloaded,
+    /// The engine is closed; no further calls are accepted.
+    Closed,
+    /// The arguments were not a JSON object.
+    ArgumentsNotObject,
+    /// The server speaks an era that has no such method (for example `server/discover` on a
+    /// 2025-11-25 server).
+    NotSupportedByEra,
+}
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Overloaded => "too many pending calls",
+            Self::Closed => "the server connection is closed",
+            Self::ArgumentsNotObject => "arguments must be a JSON object",
+            Self::NotSupportedByEra => "method not available in the server's protocol era",
+        })
+    }
+}
+
+impl std::error::Error for RequestError {}
+
+/// Why `cancel` did nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CancelError {
+    /// No such call is pending (it already ended, or the id is stale).
+    NotPending,
+    /// The call is part of the protocol handshake, which must not be cancelled.
+    Handshake,
+}
+
+impl fmt::Display for CancelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::NotPending => "no such call is pending",
+            Self::Handshake => "handshake requests cannot be cancelled",
+        })
+    }
+}
+
+impl std::error::Error for CancelError {}
+
+/// A configuration value is out of range; reported once by `Engine::new`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The field that is wrong.
+    pub field: &'static str,
+    /// What it must be.
+    pub reason: &'static str,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid config `{}`: {}", self.field, self.reason)
+    }
+}
+
+impl std::error::Error for ConfigError {}

@@ -1,0 +1,54 @@
+//! mcpoll: an MCP (Model Context Protocol) client engine for hosts that run their own loop.
+//!
+//! The core, [`Engine`], is a deterministic state machine for one server: it never reads a
+//! clock, never does I/O and never spawns a thread. Every entry point that depends on time
+//! takes `now`, and the engine says when it next needs waking ([`Engine::poll_timeout`]). It
+//! speaks both protocol eras: the stateless 2026-07-28 revision by default, and the 2025-11-25
+//! `initialize` handshake as a fallback chosen per server by probing with `server/discover`.
+//!
+//! Thin drivers on `mio` move the bytes: [`driver::stdio`] runs a server as a child process
+//! over pipes. [`Host`] owns a `mio::Poll` and any number of servers, each with its own engine,
+//! pending table and limits, so one server's failure never touches another's calls.
+//!
+//! # Call order (engine)
+//!
+//! After any `handle_*` input or command: drain [`Engine::poll_transmit`], read
+//! [`Engine::poll_timeout`], drain [`Engine::poll_event`]. See [`Engine`].
+//!
+//! # Features
+//!
+//! | feature | default | adds |
+//! | --- | --- | --- |
+//! | `stdio` | yes | `driver::stdio` (child processes over mio pipes) and [`Host`] |
+//!
+//! The engine, codecs and protocol types build with no features at all.
+#![forbid(unsafe_code)]
+#![cfg_attr(not(fuzzing), warn(missing_docs))]
+#![warn(
+    missing_debug_implementations,
+    unreachable_pub,
+    elided_lifetimes_in_paths
+)]
+
+pub mod codec;
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod proto;
+
+#[cfg(feature = "stdio")]
+pub mod driver;
+#[cfg(feature = "stdio")]
+pub mod host;
+
+pub use config::Config;
+pub use engine::{
+    CallId, CallOptions, CallResult, Engine, Event, ListKind, ServerState, Stats, Transmit,
+    TransportEvent,
+};
+pub use error::{
+    CallError, CancelError, ConfigError, LocalError, RequestError, RpcError, TransportError,
+};
+pub use proto::mcp::{Method, ResultType};
+pub use proto::meta::TraceContext;
+pub use proto::version::{Era, EraPreference, ProtocolVersion};

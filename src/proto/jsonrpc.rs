@@ -1,0 +1,319 @@
+//! The JSON-RPC 2.0 envelope: decoding that borrows from the frame, and generation-tagged ids.
+//!
+//! Decoding never allocates for a well-formed message whose `method` needs no unescaping:
+//! `result`, `params`, `error.data` and `id` stay [`RawValue`] slices of the input frame.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// A wire id: a pending-table slot and that slot's generation, packed into one integer.
+///
+/// The packing keeps the value below 2^53 so JavaScript peers, which read JSON numbers as
+/// doubles, echo it back exactly. A late or forged id names a generation the slot no longer
+/// holds, so it can never complete the wrong call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WireId(u64);
+
+const SLOT_BITS: u32 = 20;
+const GEN_BITS: u32 = 32;
+const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+const GEN_MASK: u64 = (1 << GEN_BITS) - 1;
+
+impl WireId {
+    pub(crate) fn new(slot: usize, generation: u32) -> Self {
+        debug_assert!((slot as u64) <= SLOT_MASK);
+        Self(((generation as u64) << SLOT_BITS) | (slot as u64 & SLOT_MASK))
+    }
+
+    pub(crate) fn slot(self) -> usize {
+        (self.0 & SLOT_MASK) as usize
+    }
+
+    pub(crate) fn generation(self) -> u32 {
+        ((self.0 >> SLOT_BITS) & GEN_MASK) as u32
+    }
+
+    /// The integer sent on the wire.
+    pub fn get(self) -> u64 {
+        self.0
+    }
+
+    /// Reads an id the server echoed. Integers are what mcpoll sends; a string of digits is
+    /// accepted too, since some peers stringify ids.
+    pub fn parse(raw: &RawValue) -> Option<Self> {
+        let s = raw.get().trim();
+        let digits = s
+            .strip_prefix('"')
+            .and_then(|s| s.strip_suffix('"'))
+            .unwrap_or(s);
+        if digits.is_empty() || digits.len() > 16 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let v: u64 = digits.parse().ok()?;
+        (v >> (SLOT_BITS + GEN_BITS) == 0).then_some(Self(v))
+    }
+}
+
+impl fmt::Display for WireId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// One decoded JSON-RPC message, borrowing from its frame.
+#[derive(Debug)]
+pub enum Message<'a> {
+    /// A request from the server (legacy servers only: `ping`, `roots/list`, ...).
+    Request {
+        /// The id exactly as sent, to echo back.
+        id: &'a RawValue,
+        /// The method name.
+        method: Cow<'a, str>,
+        /// The params, if any.
+        params: Option<&'a RawValue>,
+    },
+    /// A notification (no id).
+    Notification {
+        /// The method name.
+        method: Cow<'a, str>,
+        /// The params, if any.
+        params: Option<&'a RawValue>,
+    },
+    /// A successful response.
+    Result {
+        /// The id as sent.
+        id: &'a RawValue,
+        /// The result object.
+        result: &'a RawValue,
+    },
+    /// An error response; `id` is `None` when the server could not read ours (`"id": null`).
+    Error {
+        /// The id as sent, if any.
+        id: Option<&'a RawValue>,
+        /// The error object.
+        error: ErrorObject<'a>,
+    },
+}
+
+/// The `error` member of an error response.
+#[derive(Debug, Deserialize)]
+pub struct ErrorObject<'a> {
+    /// The error code.
+    pub code: i64,
+    /// The message.
+    #[serde(borrow, default)]
+    pub message: Cow<'a, str>,
+    /// The optional data member.
+    #[serde(borrow, default)]
+    pub data: Option<&'a RawValue>,
+}
+
+/// Why a frame is not a JSON-RPC message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// Not JSON, or not a JSON object.
+    NotJson,
+    /// `jsonrpc` is missing or not `"2.0"`.
+    BadVersion,
+    /// A JSON array: batches are not allowed in either revision.
+    Batch,
+    /// The members do not form a request, notification or response.
+    BadShape,
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::NotJson => "not a JSON object",
+            Self::BadVersion => "jsonrpc member is not \"2.0\"",
+            Self::Batch => "JSON-RPC batches are not allowed",
+            Self::BadShape => "not a request, notification or response",
+        })
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    error: Option<ErrorObject<'a>>,
+}
+
+/// Decodes one frame. Never panics, whatever the bytes.
+pub fn decode(frame: &[u8]) -> Result<Message<'_>, DecodeError> {
+    let first = frame.iter().find(|b| !b.is_ascii_whitespace());
+    match first {
+        Some(b'{') => {}
+        Some(b'[') => return Err(DecodeError::Batch),
+        _ => return Err(DecodeError::NotJson),
+    }
+    let env: Envelope<'_> = serde_json::from_slice(frame).map_err(|_| DecodeError::NotJson)?;
+    if env.jsonrpc.as_deref() != Some("2.0") {
+        return Err(DecodeError::BadVersion);
+    }
+    // serde maps `"id": null` to None, which is exactly the "id could not be read" case.
+    match (env.method, env.result, env.error) {
+        (Some(method), None, None) => Ok(match env.id {
+            Some(id) => Message::Request {
+                id,
+                method,
+                params: env.params,
+            },
+            None => Message::Notification {
+                method,
+                params: env.params,
+            },
+        }),
+        (None, Some(result), None) => match env.id {
+            Some(id) => Ok(Message::Result { id, result }),
+            None => Err(DecodeError::BadShape),
+        },
+        (None, None, Some(error)) => Ok(Message::Error { id: env.id, error }),
+        _ => Err(DecodeError::BadShape),
+    }
+}
+
+/// Writes a JSON string literal (with escapes) into `out`; never allocates beyond `out`.
+pub(crate) fn write_json_str(out: &mut Vec<u8>, s: &str) {
+    // SAFETY-style note: serializing a &str into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+/// Writes an unsigned integer in decimal into `out`.
+pub(crate) fn write_u64(out: &mut Vec<u8>, v: u64) {
+    use std::io::Write;
+    let _ = write!(out, "{v}");
+}
+
+/// Appends a response to a server request: `{"jsonrpc":"2.0","id":<id>,"result":<result>}`.
+pub(crate) fn write_result(out: &mut Vec<u8>, id: &str, result: &str) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(b",\"result\":");
+    out.extend_from_slice(result.as_bytes());
+    out.push(b'}');
+}
+
+/// Appends an error response to a server request.
+pub(crate) fn write_error(out: &mut Vec<u8>, id: &str, code: i64, message: &str) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(b",\"error\":{\"code\":");
+    use std::io::Write;
+    let _ = write!(out, "{code}");
+    out.extend_from_slice(b",\"message\":");
+    write_json_str(out, message);
+    out.extend_from_slice(b"}}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> &RawValue {
+        serde_json::from_str(s).unwrap()
+    }
+
+    #[test]
+    fn wire_ids_round_trip_and_stay_below_2_pow_53() {
+        let id = WireId::new((1 << 20) - 1, u32::MAX);
+        assert!(id.get() < (1 << 53));
+        assert_eq!(id.slot(), (1 << 20) - 1);
+        assert_eq!(id.generation(), u32::MAX);
+        assert_eq!(WireId::parse(raw(&id.get().to_string())), Some(id));
+        assert_eq!(WireId::parse(raw(&format!("\"{}\"", id.get()))), Some(id));
+        for bad in [
+            "-1",
+            "1.5",
+            "null",
+            "\"x\"",
+            "1e3",
+            "9007199254740993",
+            "\"\"",
+        ] {
+            assert_eq!(WireId::parse(raw(bad)), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn decodes_each_message_kind() {
+        let m = decode(br#"{"jsonrpc":"2.0","id":7,"result":{"a":1}}"#).unwrap();
+        assert!(
+            matches!(m, Message::Result { id, result } if id.get() == "7" && result.get() == r#"{"a":1}"#)
+        );
+        let m = decode(br#"{"result":{},"id":"x","jsonrpc":"2.0"}"#).unwrap();
+        assert!(matches!(m, Message::Result { .. }));
+        let m = decode(br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"m"}}"#);
+        assert!(matches!(m, Ok(Message::Error { id: None, error }) if error.code == -32000));
+        let m = decode(br#"{"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"x","data":[1]}}"#);
+        assert!(
+            matches!(m, Ok(Message::Error { id: Some(_), error }) if error.data.unwrap().get() == "[1]")
+        );
+        let m = decode(br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#);
+        assert!(
+            matches!(m, Ok(Message::Notification { method, .. }) if method == "notifications/progress")
+        );
+        let m = decode(br#"{"jsonrpc":"2.0","id":"p1","method":"ping"}"#);
+        assert!(matches!(m, Ok(Message::Request { method, params: None, .. }) if method == "ping"));
+        let m = decode(br#"{"jsonrpc":"2.0","method":"a\/b"}"#);
+        assert!(matches!(m, Ok(Message::Notification { method, .. }) if method == "a/b"));
+    }
+
+    #[test]
+    fn rejects_what_is_not_a_message() {
+        assert_eq!(decode(b"").unwrap_err(), DecodeError::NotJson);
+        assert_eq!(decode(b"hello").unwrap_err(), DecodeError::NotJson);
+        assert_eq!(decode(b"[]").unwrap_err(), DecodeError::Batch);
+        assert_eq!(
+            decode(br#"{"jsonrpc":"2.0","id":1"#).unwrap_err(),
+            DecodeError::NotJson
+        );
+        assert_eq!(
+            decode(br#"{"id":1,"result":{}}"#).unwrap_err(),
+            DecodeError::BadVersion
+        );
+        assert_eq!(
+            decode(br#"{"jsonrpc":"1.0","id":1,"result":{}}"#).unwrap_err(),
+            DecodeError::BadVersion
+        );
+        assert_eq!(
+            decode(br#"{"jsonrpc":"2.0","id":1}"#).unwrap_err(),
+            DecodeError::BadShape
+        );
+        assert_eq!(
+            decode(br#"{"jsonrpc":"2.0","result":{}}"#).unwrap_err(),
+            DecodeError::BadShape
+        );
+        let both = br#"{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":""}}"#;
+        assert_eq!(decode(both).unwrap_err(), DecodeError::BadShape);
+        assert_eq!(
+            decode(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\xff}").unwrap_err(),
+            DecodeError::NotJson
+        );
+    }
+
+    #[test]
+    fn writes_replies_to_server_requests() {
+        let mut out = Vec::new();
+        write_result(&mut out, "\"a\"", "{}");
+        assert_eq!(out, br#"{"jsonrpc":"2.0","id":"a","result":{}}"#);
+        out.clear();
+        write_error(&mut out, "4", -32601, "Method \"x\" not found");
+        assert_eq!(out, br#"{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"Method \"x\" not found"}}"#);
+    }
+}

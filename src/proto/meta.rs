@@ -1,0 +1,111 @@
+//! The per-request `_meta` object of 2026-07-28, and trace context.
+
+use crate::proto::jsonrpc::write_json_str;
+use crate::proto::version::ProtocolVersion;
+
+/// W3C trace context to carry in `_meta` (`traceparent`, `tracestate`, `baggage`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TraceContext {
+    /// `traceparent`, e.g. `00-<32 hex>-<16 hex>-01`.
+    pub traceparent: String,
+    /// `tracestate`, when there is one.
+    pub tracestate: Option<String>,
+    /// `baggage`, when there is one.
+    pub baggage: Option<String>,
+}
+
+/// The members of `_meta` that are the same on every request of one engine, pre-encoded once:
+/// protocol version, client capabilities and client info.
+#[derive(Debug, Clone)]
+pub(crate) struct StaticMeta {
+    encoded: Vec<u8>,
+}
+
+impl StaticMeta {
+    pub(crate) fn new(version: ProtocolVersion, capabilities: &str, name: &str, ver: &str) -> Self {
+        let mut encoded = Vec::with_capacity(160 + capabilities.len());
+        encoded.extend_from_slice(b"\"io.modelcontextprotocol/protocolVersion\":");
+        write_json_str(&mut encoded, version.as_str());
+        encoded.extend_from_slice(b",\"io.modelcontextprotocol/clientCapabilities\":");
+        encoded.extend_from_slice(capabilities.trim().as_bytes());
+        encoded.extend_from_slice(b",\"io.modelcontextprotocol/clientInfo\":{\"name\":");
+        write_json_str(&mut encoded, name);
+        encoded.extend_from_slice(b",\"version\":");
+        write_json_str(&mut encoded, ver);
+        encoded.extend_from_slice(b"}");
+        Self { encoded }
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.encoded
+    }
+}
+
+/// Appends the per-call `_meta` members (no braces): progress token and trace context.
+pub(crate) fn write_call_meta(
+    out: &mut Vec<u8>,
+    progress_token: Option<u64>,
+    trace: Option<&TraceContext>,
+) {
+    let mut first = true;
+    let mut sep = |out: &mut Vec<u8>| {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+    };
+    if let Some(token) = progress_token {
+        sep(out);
+        out.extend_from_slice(b"\"progressToken\":");
+        crate::proto::jsonrpc::write_u64(out, token);
+    }
+    if let Some(t) = trace {
+        sep(out);
+        out.extend_from_slice(b"\"traceparent\":");
+        write_json_str(out, &t.traceparent);
+        if let Some(s) = &t.tracestate {
+            out.extend_from_slice(b",\"tracestate\":");
+            write_json_str(out, s);
+        }
+        if let Some(b) = &t.baggage {
+            out.extend_from_slice(b",\"baggage\":");
+            write_json_str(out, b);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn static_meta_is_valid_json_members() {
+        let m = StaticMeta::new(ProtocolVersion::MODERN, "{}", "mc\"poll", "1.0");
+        let obj = format!("{{{}}}", String::from_utf8(m.bytes().to_vec()).unwrap());
+        let v: serde_json::Value = serde_json::from_str(&obj).unwrap();
+        assert_eq!(v["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+        assert_eq!(
+            v["io.modelcontextprotocol/clientCapabilities"],
+            serde_json::json!({})
+        );
+        assert_eq!(v["io.modelcontextprotocol/clientInfo"]["name"], "mc\"poll");
+    }
+
+    #[test]
+    fn call_meta_carries_token_and_trace() {
+        let mut out = Vec::new();
+        let t = TraceContext {
+            traceparent: "00-a-b-01".into(),
+            tracestate: None,
+            baggage: Some("k=v".into()),
+        };
+        write_call_meta(&mut out, Some(42), Some(&t));
+        assert_eq!(
+            out,
+            br#""progressToken":42,"traceparent":"00-a-b-01","baggage":"k=v""#
+        );
+        out.clear();
+        write_call_meta(&mut out, None, None);
+        assert!(out.is_empty());
+    }
+}

@@ -1,0 +1,6 @@
+//! Stateless protocol vocabulary: the JSON-RPC envelope, MCP methods, `_meta` and versions.
+
+pub mod jsonrpc;
+pub mod mcp;
+pub mod meta;
+pub mod version;

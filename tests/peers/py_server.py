@@ -1,0 +1,135 @@
+"""mcpoll test peer on the official MCP Python SDK v2 (PyPI `mcp` 2.3.0).
+
+Speaks 2026-07-28 and 2025-11-25 (the SDK picks the era per connection on stdio, per request on HTTP).
+
+    python py_server.py stdio        newline-delimited JSON-RPC on stdin/stdout, logs on stderr
+    python py_server.py http PORT    Streamable HTTP at http://127.0.0.1:PORT/mcp (loopback only)
+
+The wire-visible names and texts match the recorded lab transcripts, which the Rust tests compare with.
+"""
+from __future__ import annotations
+
+import sys
+
+import anyio
+from pydantic import BaseModel
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+
+SERVER_NAME = "lab-py"
+SERVER_VERSION = "0.1.0"
+HOST = "127.0.0.1"
+
+server = MCPServer(SERVER_NAME, version=SERVER_VERSION)
+
+# Process-wide state: write_note's notes, and how many extra_N tools bump_tools has added.
+notes: list[str] = []
+bumps = 0
+
+
+def log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+@server.tool(
+    description="Echo back the `text` argument.",
+    annotations=ToolAnnotations(readOnlyHint=True),
+)
+def echo(text: str) -> str:
+    return text
+
+
+class AddResult(BaseModel):
+    sum: float
+
+
+@server.tool(
+    description="Add a and b; returns structuredContent {sum}.",
+    annotations=ToolAnnotations(readOnlyHint=True),
+)
+def add(a: float, b: float) -> AddResult:
+    return AddResult(sum=a + b)
+
+
+@server.tool(description="Sleep `ms` milliseconds, reporting progress every 100 ms; cancellable.")
+async def slow(ms: int, ctx: Context) -> str:
+    # Cancellation arrives as an anyio cancellation at one of the awaits below.
+    total = max(1, ms // 100)
+    pause = ms / total / 1000.0
+    for step in range(1, total + 1):
+        await anyio.sleep(pause)
+        log(f"[slow] step {step}/{total}")
+        # The SDK only sends notifications/progress when the request carried a progressToken.
+        await ctx.report_progress(step, total, f"step {step}/{total}")
+    return f"slept {ms} ms"
+
+
+@server.tool(description="Always fails with isError true.")
+def fail() -> str:
+    # ToolError becomes an isError result ("Error executing tool fail: ..."), not a JSON-RPC error.
+    raise ToolError("this tool always fails")
+
+
+@server.tool(
+    description="Append a note to an in-memory list; returns the count (non-idempotent).",
+    annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False),
+)
+def write_note(note: str) -> str:
+    notes.append(note)
+    return str(len(notes))
+
+
+def make_extra(n: int):
+    # The function name gives the schema titles (extraArguments / extraOutput).
+    def extra() -> str:
+        return f"extra tool {n}"
+
+    return extra
+
+
+@server.tool(description="Register a new tool at runtime and emit tools list_changed.")
+async def bump_tools(ctx: Context) -> str:
+    global bumps
+    bumps += 1
+    n = bumps
+    server.add_tool(make_extra(n), name=f"extra_{n}", description=f"Tool added by bump_tools #{n}")
+    # 2026-07-28: this only reaches subscriptions/listen streams.
+    await ctx.notify_tools_changed()
+    # 2025-11-25: the session notification has to be sent separately (stdio or sessionful HTTP).
+    try:
+        await ctx.session.send_tool_list_changed()
+    except Exception as exc:  # noqa: BLE001 - a peer must not crash on this
+        log(f"send_tool_list_changed failed: {exc!r}")
+    return f"added extra_{n}"
+
+
+@server.resource("lab://readme", name="readme", description="A static text resource", mime_type="text/plain")
+def readme() -> str:
+    return "MCP lab resource (python)"
+
+
+@server.prompt(name="greet", description="Greet someone")
+def greet(name: str) -> str:
+    return f"Please greet {name} warmly."
+
+
+def main(argv: list[str]) -> int:
+    mode = argv[1] if len(argv) > 1 else "stdio"
+    if mode == "stdio":
+        server.run("stdio")
+        return 0
+    if mode == "http":
+        if len(argv) < 3 or not argv[2].isdigit():
+            log("usage: py_server.py http PORT")
+            return 2
+        server.run("streamable-http", host=HOST, port=int(argv[2]))
+        return 0
+    log(f"unknown mode {mode!r}; expected stdio or http PORT")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,153 @@
+// mcpoll test peer on the official TypeScript SDK v2 (@modelcontextprotocol/server 2.4.0,
+// @modelcontextprotocol/node 2.1.2). Speaks 2026-07-28 and 2025-11-25.
+//
+//   node ts2_server.mjs stdio        newline-delimited JSON-RPC on stdin/stdout, logs on stderr
+//   node ts2_server.mjs http PORT    Streamable HTTP at http://127.0.0.1:PORT/mcp (loopback only;
+//                                    stateless: the SDK builds one McpServer per request)
+//
+// The wire-visible names and texts match the recorded lab transcripts, which the Rust tests compare with.
+import http from 'node:http';
+import { McpServer, createMcpHandler } from '@modelcontextprotocol/server';
+import { serveStdio } from '@modelcontextprotocol/server/stdio';
+import { toNodeHandler, localhostHostValidation, localhostOriginValidation } from '@modelcontextprotocol/node';
+import * as z from 'zod';
+
+const INFO = { name: 'lab-ts2', version: '0.1.0' };
+const HOST = '127.0.0.1';
+
+// Process-wide state. Over HTTP every request gets a fresh McpServer from makeServer(), so
+// anything that must outlive a request (notes, tools added by bump_tools) lives out here.
+const notes = [];
+let extraCount = 0;
+let announceToolsChanged = () => {}; // HTTP: set to the handler's notifier for subscriptions/listen
+
+const log = (...args) => console.error(...args);
+const text = t => ({ content: [{ type: 'text', text: t }] });
+
+// setTimeout that rejects when the request's AbortSignal fires (notifications/cancelled).
+function pause(ms, signal) {
+    return new Promise((resolve, reject) => {
+        if (signal?.aborted) return reject(signal.reason ?? new Error('aborted'));
+        const timer = setTimeout(resolve, ms);
+        signal?.addEventListener('abort', () => {
+            clearTimeout(timer);
+            reject(signal.reason ?? new Error('aborted'));
+        }, { once: true });
+    });
+}
+
+function addExtraTool(server, n) {
+    server.registerTool(`extra_${n}`, { description: `Tool added by bump_tools #${n}` },
+        async () => text(`extra tool ${n}`));
+}
+
+function makeServer() {
+    const server = new McpServer(INFO, {
+        capabilities: { tools: { listChanged: true }, resources: {}, prompts: {} }
+    });
+
+    server.registerTool('echo', {
+        description: 'Echo back the `text` argument.',
+        inputSchema: z.object({ text: z.string() }),
+        annotations: { readOnlyHint: true }
+    }, async args => text(args.text));
+
+    server.registerTool('add', {
+        description: 'Add a and b; returns structuredContent {sum}.',
+        inputSchema: z.object({ a: z.number(), b: z.number() }),
+        outputSchema: z.object({ sum: z.number() }),
+        annotations: { readOnlyHint: true }
+    }, async ({ a, b }) => {
+        const structuredContent = { sum: a + b };
+        return { ...text(JSON.stringify(structuredContent)), structuredContent };
+    });
+
+    server.registerTool('slow', {
+        description: 'Sleep `ms` milliseconds, reporting progress every 100 ms; cancellable.',
+        inputSchema: z.object({ ms: z.number() })
+    }, async ({ ms }, ctx) => {
+        const req = ctx.mcpReq;
+        const progressToken = req._meta?.progressToken;
+        const total = Math.max(1, Math.floor(ms / 100));
+        for (let step = 1; step <= total; step++) {
+            await pause(ms / total, req.signal);
+            log(`[slow] step ${step}/${total}`);
+            if (progressToken !== undefined) {
+                await req.notify({
+                    method: 'notifications/progress',
+                    params: { progressToken, progress: step, total, message: `step ${step}/${total}` }
+                });
+            }
+        }
+        return text(`slept ${ms} ms`);
+    });
+
+    server.registerTool('fail', { description: 'Always fails with isError true.' },
+        async () => ({ ...text('this tool always fails'), isError: true }));
+
+    server.registerTool('write_note', {
+        description: 'Append a note to an in-memory list; returns the count (non-idempotent).',
+        inputSchema: z.object({ note: z.string() }),
+        annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false }
+    }, async ({ note }) => {
+        notes.push(note);
+        return text(String(notes.length));
+    });
+
+    server.registerTool('bump_tools', {
+        description: 'Register a new tool at runtime and emit tools list_changed.'
+    }, async () => {
+        const n = ++extraCount;
+        // registerTool on a connected McpServer already emits notifications/tools/list_changed
+        // (stdio: to subscriptions/listen when modern, pushed when legacy). Sending it again by
+        // hand would duplicate it.
+        addExtraTool(server, n);
+        announceToolsChanged();
+        return text(`added extra_${n}`);
+    });
+    for (let n = 1; n <= extraCount; n++) addExtraTool(server, n);
+
+    server.registerResource('readme', 'lab://readme',
+        { description: 'A static text resource', mimeType: 'text/plain' },
+        async uri => ({ contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'MCP lab resource (ts2)' }] }));
+
+    server.registerPrompt('greet', {
+        description: 'Greet someone',
+        argsSchema: z.object({ name: z.string() })
+    }, ({ name }) => ({
+        messages: [{ role: 'user', content: { type: 'text', text: `Please greet ${name} warmly.` } }]
+    }));
+
+    return server;
+}
+
+function serveHttp(port) {
+    const handler = createMcpHandler(makeServer, { onerror: e => log('[ts2-http] error:', e?.message ?? e) });
+    announceToolsChanged = () => handler.notify.toolsChanged();
+    const mcp = toNodeHandler(handler);
+    const hostOk = localhostHostValidation();
+    const originOk = localhostOriginValidation();
+    const httpServer = http.createServer((req, res) => {
+        if (!hostOk(req, res) || !originOk(req, res)) return;
+        if (new URL(req.url ?? '/', 'http://localhost').pathname !== '/mcp') {
+            res.writeHead(404).end('not found');
+            return;
+        }
+        mcp(req, res);
+    });
+    httpServer.on('error', e => {
+        log(`[ts2-http] cannot listen on ${HOST}:${port}: ${e?.message ?? e}`);
+        process.exit(1);
+    });
+    httpServer.listen(port, HOST, () => log(`[ts2-http] listening on http://${HOST}:${port}/mcp`));
+}
+
+const [mode = 'stdio', portArg] = process.argv.slice(2);
+if (mode === 'stdio') {
+    serveStdio(makeServer, { onerror: e => log('[ts2-stdio] error:', e?.message ?? e) });
+} else if (mode === 'http' && /^\d+$/.test(portArg ?? '')) {
+    serveHttp(Number(portArg));
+} else {
+    log('usage: node ts2_server.mjs stdio | http PORT');
+    process.exit(2);
+}
