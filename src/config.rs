@@ -8,9 +8,8 @@ use crate::proto::version::EraPreference;
 /// Everything one server's engine needs to know up front.
 ///
 /// Every table and buffer the engine keeps is bounded by a field here; breaching a bound is a
-/// typed error, never growth.
+/// typed error, never growth. Build it with struct-update syntax over `Config::default()`.
 #[derive(Debug, Clone)]
-#[non_exhaustive]
 pub struct Config {
     /// Most calls pending at once (the pending table is preallocated to this size).
     pub max_pending: usize,

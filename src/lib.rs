@@ -52,3 +52,8 @@ pub use error::{
 pub use proto::mcp::{Method, ResultType};
 pub use proto::meta::TraceContext;
 pub use proto::version::{Era, EraPreference, ProtocolVersion};
+
+#[cfg(feature = "stdio")]
+pub use driver::stdio::StdioCommand;
+#[cfg(feature = "stdio")]
+pub use host::{Host, ServerId};

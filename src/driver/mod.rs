@@ -1,1 +1,5 @@
-//! drivers
+//! Drivers: the only code that does I/O. Each moves bytes between one transport and one
+//! [`Engine`](crate::Engine), through a codec, and obeys mio's readiness rules (drain until
+//! `WouldBlock`, treat events as hints, never `write_all` on a non-blocking source).
+
+pub mod stdio;

@@ -1012,8 +1012,9 @@ fn cursor_hash(cursor: &str) -> u64 {
     h.finish()
 }
 
-/// Finds the JSON-RPC id of an oversize message from its ends: `{"jsonrpc":"2.0","id":N,` at
-/// the start (Python SDKs) or `"id":N}` at the very end (TypeScript SDKs).
+/// Finds the JSON-RPC id of an oversize message from its ends: `{"jsonrpc":"2.0","id":N,` or
+/// `{"id":N,` at the start (Python SDKs, sorted-key writers) or `"id":N}` at the very end
+/// (TypeScript SDKs).
 fn sniff_id(head: &[u8], tail: &[u8]) -> Option<WireId> {
     fn digits(s: &[u8]) -> Option<WireId> {
         let end = s
@@ -1028,7 +1029,11 @@ fn sniff_id(head: &[u8], tail: &[u8]) -> Option<WireId> {
         .copied()
         .filter(|b| !b.is_ascii_whitespace())
         .collect();
-    if let Some(rest) = compact.strip_prefix(b"{\"jsonrpc\":\"2.0\",\"id\":".as_slice()) {
+    let after_brace = compact.strip_prefix(b"{".as_slice())?;
+    let after_version = after_brace
+        .strip_prefix(b"\"jsonrpc\":\"2.0\",".as_slice())
+        .unwrap_or(after_brace);
+    if let Some(rest) = after_version.strip_prefix(b"\"id\":".as_slice()) {
         return digits(rest);
     }
     let tail = tail.trim_ascii_end();

@@ -1,1 +1,474 @@
-//! host
+//! A host owning a `mio::Poll` and any number of servers, each with its own engine.
+//!
+//! Servers share nothing but the poll: each has its own pending table, limits, stderr ring and
+//! child process, so one server crashing fails only its own calls.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use mcpoll::{driver::stdio::StdioCommand, CallOptions, Config, Event, Host};
+//!
+//! let mut host = Host::new()?;
+//! let server = host.add_stdio_server(StdioCommand::new("my-mcp-server"), Config::default())?;
+//! let args = serde_json::value::RawValue::from_string(r#"{"text":"hi"}"#.into())?;
+//! let call = host.call_tool(server, "echo", &args, &CallOptions::default())?;
+//! loop {
+//!     host.poll(Some(Duration::from_millis(16)))?; // once per frame in a game loop
+//!     while let Some((_server, event)) = host.poll_event() {
+//!         if let Event::CallDone { call: done, result } = event {
+//!             if done == call {
+//!                 println!("{}", result.json());
+//!             }
+//!         }
+//!     }
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::fmt;
+use std::io;
+use std::time::{Duration, Instant};
+
+use mio::{Events, Poll, Token};
+use serde_json::value::RawValue;
+use slab::Slab;
+
+use crate::config::Config;
+use crate::driver::stdio::{StdioCommand, StdioDriver, TOKENS_PER_DRIVER};
+use crate::engine::{CallId, CallOptions, Engine, Event, ServerState, Stats};
+use crate::error::{CallError, CancelError, ConfigError, LocalError, RequestError};
+use crate::proto::mcp::{Method, ResultType};
+use crate::proto::version::Era;
+
+/// Handle to a server in a [`Host`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ServerId {
+    index: usize,
+    generation: u32,
+}
+
+/// Why a server could not be added.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AddServerError {
+    /// The configuration is invalid.
+    Config(ConfigError),
+    /// The process could not be started (missing program, no permission, ...).
+    Spawn(io::Error),
+}
+
+impl fmt::Display for AddServerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Config(e) => write!(f, "{e}"),
+            Self::Spawn(e) => write!(f, "could not start the server: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for AddServerError {}
+
+/// Why a blocking helper returned without a result.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BlockingError {
+    /// The call could not start.
+    Request(RequestError),
+    /// The call ended without a result.
+    Call(CallError),
+    /// Polling failed.
+    Io(io::Error),
+    /// No such server.
+    UnknownServer,
+}
+
+impl fmt::Display for BlockingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Request(e) => write!(f, "{e}"),
+            Self::Call(e) => write!(f, "{e}"),
+            Self::Io(e) => write!(f, "poll failed: {e}"),
+            Self::UnknownServer => f.write_str("no such server"),
+        }
+    }
+}
+
+impl std::error::Error for BlockingError {}
+
+impl From<RequestError> for BlockingError {
+    fn from(e: RequestError) -> Self {
+        Self::Request(e)
+    }
+}
+
+/// A completed call's result, owned (from the blocking helpers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedResult {
+    /// The result object as JSON text.
+    pub json: String,
+    /// A tool reported failure (`isError: true`).
+    pub is_error: bool,
+    /// `Complete`, or `InputRequired` for an interim result.
+    pub result_type: ResultType,
+}
+
+#[derive(Debug)]
+struct Server {
+    generation: u32,
+    engine: Engine,
+    driver: StdioDriver,
+}
+
+/// Many servers, one `mio::Poll`, no threads.
+#[derive(Debug)]
+pub struct Host {
+    poll: Poll,
+    events: Events,
+    servers: Slab<Server>,
+    next_generation: u32,
+    /// Where `poll_event` looks first, so one busy server cannot starve the others' events.
+    event_cursor: usize,
+}
+
+impl Host {
+    /// A host with its own `mio::Poll`.
+    pub fn new() -> io::Result<Self> {
+        Ok(Self {
+            poll: Poll::new()?,
+            events: Events::with_capacity(256),
+            servers: Slab::new(),
+            next_generation: 0,
+            event_cursor: 0,
+        })
+    }
+
+    /// Starts a server as a child process and begins the era probe. Calls may be made at
+    /// once; they are sent when the server is ready.
+    pub fn add_stdio_server(
+        &mut self,
+        command: StdioCommand,
+        config: Config,
+    ) -> Result<ServerId, AddServerError> {
+        let now = Instant::now();
+        let engine = Engine::new(config, now).map_err(AddServerError::Config)?;
+        let entry = self.servers.vacant_entry();
+        let index = entry.key();
+        let base = Token(index * TOKENS_PER_DRIVER);
+        let driver = StdioDriver::new(command, engine.config(), base);
+        self.next_generation = self.next_generation.wrapping_add(1);
+        let generation = self.next_generation;
+        let server = entry.insert(Server {
+            generation,
+            engine,
+            driver,
+        });
+        if let Err(e) = server
+            .driver
+            .spawn(self.poll.registry(), &mut server.engine, now)
+        {
+            self.servers.remove(index);
+            return Err(AddServerError::Spawn(e));
+        }
+        Ok(ServerId { index, generation })
+    }
+
+    fn server(&self, id: ServerId) -> Option<&Server> {
+        self.servers
+            .get(id.index)
+            .filter(|s| s.generation == id.generation)
+    }
+
+    fn server_mut(&mut self, id: ServerId) -> Option<&mut Server> {
+        self.servers
+            .get_mut(id.index)
+            .filter(|s| s.generation == id.generation)
+    }
+
+    /// Runs a command on a server's engine and writes what it produced right away.
+    fn command<T>(
+        &mut self,
+        id: ServerId,
+        f: impl FnOnce(&mut Engine, Instant) -> Result<T, RequestError>,
+    ) -> Result<T, RequestError> {
+        let registry = self.poll.registry();
+        let s = self
+            .servers
+            .get_mut(id.index)
+            .filter(|s| s.generation == id.generation);
+        let s = s.ok_or(RequestError::Closed)?;
+        let now = Instant::now();
+        let out = f(&mut s.engine, now)?;
+        if let Err(e) = s.driver.flush(registry, &mut s.engine, now) {
+            log::debug!("flush failed: {e}");
+        }
+        Ok(out)
+    }
+
+    /// Calls a tool. `arguments` must be a JSON object.
+    pub fn call_tool(
+        &mut self,
+        server: ServerId,
+        name: &str,
+        arguments: &RawValue,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.command(server, |e, now| e.call_tool(now, name, arguments, opts))
+    }
+
+    /// Lists every tool (following pagination to the end).
+    pub fn list_tools(
+        &mut self,
+        server: ServerId,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.list(server, Method::ToolsList, opts)
+    }
+
+    /// Runs a paginated listing (`tools/list`, `resources/list`, `resources/templates/list`,
+    /// `prompts/list`) to the end.
+    pub fn list(
+        &mut self,
+        server: ServerId,
+        method: Method,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.command(server, |e, now| e.list(now, method, opts))
+    }
+
+    /// Reads a resource.
+    pub fn read_resource(
+        &mut self,
+        server: ServerId,
+        uri: &str,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.command(server, |e, now| e.read_resource(now, uri, opts))
+    }
+
+    /// Gets a prompt.
+    pub fn get_prompt(
+        &mut self,
+        server: ServerId,
+        name: &str,
+        arguments: Option<&RawValue>,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.command(server, |e, now| e.get_prompt(now, name, arguments, opts))
+    }
+
+    /// Asks for completions of a prompt or resource-template argument.
+    pub fn complete(
+        &mut self,
+        server: ServerId,
+        reference: &RawValue,
+        argument: (&str, &str),
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.command(server, |e, now| {
+            e.complete(now, reference, argument.0, argument.1, opts)
+        })
+    }
+
+    /// Cancels a call: its wait ends at once, and the server is told.
+    pub fn cancel(&mut self, server: ServerId, call: CallId) -> Result<(), CancelError> {
+        let registry = self.poll.registry();
+        let s = self
+            .servers
+            .get_mut(server.index)
+            .filter(|s| s.generation == server.generation);
+        let s = s.ok_or(CancelError::NotPending)?;
+        let now = Instant::now();
+        s.engine.cancel(now, call)?;
+        let _ = s.driver.flush(registry, &mut s.engine, now);
+        Ok(())
+    }
+
+    /// Closes a server: its calls fail, its process group is stopped (stdin closed, then
+    /// SIGTERM, then SIGKILL), and its handle becomes invalid once its events are drained.
+    pub fn close_server(&mut self, server: ServerId) {
+        let registry = self.poll.registry();
+        if let Some(s) = self
+            .servers
+            .get_mut(server.index)
+            .filter(|s| s.generation == server.generation)
+        {
+            s.engine.close(Instant::now());
+            s.driver.shutdown(registry, Duration::from_millis(250));
+        }
+    }
+
+    /// Forgets a closed server (after its events are drained).
+    pub fn remove_server(&mut self, server: ServerId) {
+        if self.server(server).is_some() {
+            self.close_server(server);
+            self.servers.remove(server.index);
+        }
+    }
+
+    /// The server's state: probing, handshaking, ready with its era, closed.
+    pub fn state(&self, server: ServerId) -> Option<ServerState> {
+        self.server(server).map(|s| s.engine.state())
+    }
+
+    /// The era the server speaks, once known.
+    pub fn era(&self, server: ServerId) -> Option<Era> {
+        self.server(server).and_then(|s| s.engine.era())
+    }
+
+    /// The raw `server/discover` or `initialize` result.
+    pub fn server_info(&self, server: ServerId) -> Option<&str> {
+        self.server(server).and_then(|s| s.engine.server_info())
+    }
+
+    /// The last of what the server process wrote to stderr.
+    pub fn stderr_tail(&self, server: ServerId) -> Option<String> {
+        self.server(server).map(|s| s.driver.stderr_tail())
+    }
+
+    /// The server's process id, while it runs.
+    pub fn pid(&self, server: ServerId) -> Option<u32> {
+        self.server(server).and_then(|s| s.driver.pid())
+    }
+
+    /// The server engine's counters.
+    pub fn stats(&self, server: ServerId) -> Option<Stats> {
+        self.server(server).map(|s| s.engine.stats())
+    }
+
+    /// Waits at most `timeout` (`None`: until something happens) for I/O or the next engine
+    /// deadline, then does the work that is due and returns. A game loop passes
+    /// `Some(Duration::ZERO)` once per frame.
+    pub fn poll(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        let now = Instant::now();
+        let next_deadline = self
+            .servers
+            .iter()
+            .filter_map(|(_, s)| s.engine.poll_timeout())
+            .min();
+        let until_deadline = next_deadline.map(|d| d.saturating_duration_since(now));
+        let wait = match (timeout, until_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        // An event already queued for the host must not wait for I/O.
+        let wait = if self
+            .servers
+            .iter()
+            .any(|(_, s)| s.engine.queued_events() > 0)
+        {
+            Some(Duration::ZERO)
+        } else {
+            wait
+        };
+        match self.poll.poll(&mut self.events, wait) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        let now = Instant::now();
+        let registry = self.poll.registry();
+        for event in self.events.iter() {
+            let token = event.token();
+            // Unknown tokens (a server removed since) are ignored, as mio's rules ask.
+            let Some(s) = self.servers.get_mut(token.0 / TOKENS_PER_DRIVER) else {
+                continue;
+            };
+            if let Err(e) = s
+                .driver
+                .handle_readiness(registry, token, &mut s.engine, now)
+            {
+                log::debug!("server I/O failed: {e}");
+            }
+        }
+        for (_, s) in self.servers.iter_mut() {
+            if s.engine.poll_timeout().is_some_and(|d| d <= now) {
+                s.engine.handle_timeout(now);
+            }
+            if let Err(e) = s.driver.flush(registry, &mut s.engine, now) {
+                log::debug!("flush failed: {e}");
+            }
+        }
+        Ok(())
+    }
+
+    /// The next event from any server. Servers take turns, so a chatty one cannot starve the
+    /// rest.
+    pub fn poll_event(&mut self) -> Option<(ServerId, Event<'_>)> {
+        let n = self.servers.capacity().max(1);
+        let start = self.event_cursor % n;
+        let index = (0..n).map(|i| (start + i) % n).find(|&i| {
+            self.servers
+                .get(i)
+                .is_some_and(|s| s.engine.queued_events() > 0)
+        })?;
+        self.event_cursor = index + 1;
+        let s = self.servers.get_mut(index)?;
+        let id = ServerId {
+            index,
+            generation: s.generation,
+        };
+        s.engine.poll_event().map(|e| (id, e))
+    }
+
+    /// Polls until `call` ends, leaving every other event queued. For scripts and tests.
+    pub fn wait(&mut self, server: ServerId, call: CallId) -> Result<OwnedResult, BlockingError> {
+        loop {
+            let s = self
+                .server_mut(server)
+                .ok_or(BlockingError::UnknownServer)?;
+            match s.engine.take_call_event(call) {
+                Some(Event::CallDone { result, .. }) => {
+                    return Ok(OwnedResult {
+                        json: result.json().to_owned(),
+                        is_error: result.is_error(),
+                        result_type: result.result_type(),
+                    })
+                }
+                Some(Event::CallFailed { error, .. }) => return Err(BlockingError::Call(error)),
+                Some(_) | None => {}
+            }
+            self.poll(Some(Duration::from_millis(100)))
+                .map_err(BlockingError::Io)?;
+        }
+    }
+
+    /// Polls until the server is ready (or closed, or `timeout` passes) and returns its state.
+    pub fn wait_ready(
+        &mut self,
+        server: ServerId,
+        timeout: Duration,
+    ) -> Result<ServerState, BlockingError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let state = self.state(server).ok_or(BlockingError::UnknownServer)?;
+            if matches!(state, ServerState::Ready(..) | ServerState::Closed) {
+                return Ok(state);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(BlockingError::Call(CallError::Local(
+                    LocalError::DeadlineExceeded,
+                )));
+            }
+            self.poll(Some(left)).map_err(BlockingError::Io)?;
+        }
+    }
+
+    /// Calls a tool and waits for its result.
+    pub fn call_tool_blocking(
+        &mut self,
+        server: ServerId,
+        name: &str,
+        arguments: &RawValue,
+        opts: &CallOptions,
+    ) -> Result<OwnedResult, BlockingError> {
+        let call = self.call_tool(server, name, arguments, opts)?;
+        self.wait(server, call)
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        // Drivers kill their process groups when dropped; dropping the slab does it.
+        self.servers.clear();
+    }
+}

@@ -1,0 +1,461 @@
+//! A server as a child process, over non-blocking pipes registered with mio.
+//!
+//! The child runs in its own process group, so closing the server (or dropping the driver)
+//! signals the whole tree, including anything a wrapper script started. stderr is drained into
+//! a bounded ring so the child can never block on a full pipe, and the ring's tail explains an
+//! exit. No threads: every pipe is a mio source.
+
+use std::collections::VecDeque;
+use std::ffi::{OsStr, OsString};
+use std::io::{self, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::unix::pipe::{Receiver, Sender};
+use mio::{Interest, Registry, Token};
+use rustix::process::{kill_process_group, Pid, Signal};
+
+use crate::codec::ndjson::{Frame, LineFramer};
+use crate::config::Config;
+use crate::engine::{Engine, TransportEvent};
+use crate::error::{ProcessExit, TransportError};
+
+/// What to run: a program, its arguments, environment and working directory. No shell is
+/// involved, so nothing in the arguments is interpreted.
+#[derive(Debug, Clone)]
+pub struct StdioCommand {
+    program: OsString,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    env_clear: bool,
+    cwd: Option<PathBuf>,
+}
+
+impl StdioCommand {
+    /// A command running `program` (looked up on `PATH` when it has no slash).
+    pub fn new(program: impl AsRef<OsStr>) -> Self {
+        Self {
+            program: program.as_ref().into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            env_clear: false,
+            cwd: None,
+        }
+    }
+
+    /// Adds an argument.
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
+        self.args.push(arg.as_ref().into());
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(mut self, args: I) -> Self {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().into()));
+        self
+    }
+
+    /// Sets an environment variable for the child.
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
+        self.env.push((key.as_ref().into(), value.as_ref().into()));
+        self
+    }
+
+    /// Starts the child with an empty environment (plus what [`env`](Self::env) adds), so no
+    /// credential of the host leaks into a server by accident.
+    pub fn env_clear(mut self) -> Self {
+        self.env_clear = true;
+        self
+    }
+
+    /// Sets the child's working directory.
+    pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    /// The program, for diagnostics.
+    pub fn program(&self) -> &OsStr {
+        &self.program
+    }
+
+    fn to_command(&self) -> Command {
+        let mut c = Command::new(&self.program);
+        c.args(&self.args);
+        if self.env_clear {
+            c.env_clear();
+        }
+        c.envs(self.env.iter().map(|(k, v)| (k, v)));
+        if let Some(dir) = &self.cwd {
+            c.current_dir(dir);
+        }
+        use std::os::unix::process::CommandExt;
+        // Its own process group: one signal reaches every process the server started.
+        c.process_group(0);
+        c.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+}
+
+const STDIN: usize = 0;
+const STDOUT: usize = 1;
+const STDERR: usize = 2;
+/// Tokens a driver uses, from its base token.
+pub const TOKENS_PER_DRIVER: usize = 3;
+
+const READ_CHUNK: usize = 64 * 1024;
+
+#[derive(Debug)]
+struct Running {
+    child: Child,
+    stdin: Option<Sender>,
+    stdout: Option<Receiver>,
+    stderr: Option<Receiver>,
+}
+
+/// Drives one server child process for one [`Engine`].
+#[derive(Debug)]
+pub struct StdioDriver {
+    command: StdioCommand,
+    base: Token,
+    running: Option<Running>,
+    framer: LineFramer,
+    out: Vec<u8>,
+    written: usize,
+    read_buf: Box<[u8]>,
+    stderr_tail: VecDeque<u8>,
+    stderr_cap: usize,
+    max_line: usize,
+}
+
+impl StdioDriver {
+    /// A driver for `command` using tokens `base .. base + TOKENS_PER_DRIVER`. Nothing runs
+    /// until [`spawn`](Self::spawn).
+    pub fn new(command: StdioCommand, config: &Config, base: Token) -> Self {
+        Self {
+            command,
+            base,
+            running: None,
+            framer: LineFramer::new(config.max_message_bytes),
+            out: Vec::with_capacity(4096),
+            written: 0,
+            read_buf: vec![0; READ_CHUNK].into_boxed_slice(),
+            stderr_tail: VecDeque::with_capacity(config.stderr_tail_bytes),
+            stderr_cap: config.stderr_tail_bytes,
+            max_line: config.max_message_bytes,
+        }
+    }
+
+    /// `true` when `token` belongs to this driver.
+    pub fn owns(&self, token: Token) -> bool {
+        token.0.wrapping_sub(self.base.0) < TOKENS_PER_DRIVER
+    }
+
+    /// `true` while a child is running.
+    pub fn is_running(&self) -> bool {
+        self.running.is_some()
+    }
+
+    /// The child's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.running.as_ref().map(|r| r.child.id())
+    }
+
+    /// The last bytes the child wrote to stderr (bounded by `Config::stderr_tail_bytes`).
+    pub fn stderr_tail(&self) -> String {
+        let (a, b) = self.stderr_tail.as_slices();
+        let mut v = Vec::with_capacity(a.len() + b.len());
+        v.extend_from_slice(a);
+        v.extend_from_slice(b);
+        String::from_utf8_lossy(&v).into_owned()
+    }
+
+    /// Starts the child, registers its pipes and tells the engine the transport is open.
+    /// A spawn failure (missing program, no permission) is returned, and the engine is left
+    /// waiting for a transport.
+    pub fn spawn(
+        &mut self,
+        registry: &Registry,
+        engine: &mut Engine,
+        now: Instant,
+    ) -> io::Result<()> {
+        let mut child = self.command.to_command().spawn()?;
+        let take = |c: &mut Child| -> io::Result<(Sender, Receiver, Receiver)> {
+            let missing = || io::Error::other("child pipe missing");
+            let stdin = Sender::from(c.stdin.take().ok_or_else(missing)?);
+            let stdout = Receiver::from(c.stdout.take().ok_or_else(missing)?);
+            let stderr = Receiver::from(c.stderr.take().ok_or_else(missing)?);
+            // Pipes made from std handles start out blocking.
+            stdin.set_nonblocking(true)?;
+            stdout.set_nonblocking(true)?;
+            stderr.set_nonblocking(true)?;
+            Ok((stdin, stdout, stderr))
+        };
+        let (mut stdin, mut stdout, mut stderr) = match take(&mut child) {
+            Ok(p) => p,
+            Err(e) => {
+                kill_group(&child, Signal::KILL);
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
+        registry.register(&mut stdin, self.token(STDIN), Interest::WRITABLE)?;
+        registry.register(&mut stdout, self.token(STDOUT), Interest::READABLE)?;
+        registry.register(&mut stderr, self.token(STDERR), Interest::READABLE)?;
+        log::debug!(
+            "spawned server {:?} as pid {}",
+            self.command.program,
+            child.id()
+        );
+        self.running = Some(Running {
+            child,
+            stdin: Some(stdin),
+            stdout: Some(stdout),
+            stderr: Some(stderr),
+        });
+        self.framer = LineFramer::new(self.max_line);
+        self.out.clear();
+        self.written = 0;
+        engine.handle_transport(now, TransportEvent::opened());
+        self.flush(registry, engine, now)
+    }
+
+    fn token(&self, which: usize) -> Token {
+        Token(self.base.0 + which)
+    }
+
+    /// Handles a readiness event for one of this driver's tokens: reads until `WouldBlock`,
+    /// feeds frames to the engine, and writes what the engine has to send.
+    pub fn handle_readiness(
+        &mut self,
+        registry: &Registry,
+        token: Token,
+        engine: &mut Engine,
+        now: Instant,
+    ) -> io::Result<()> {
+        match token.0.wrapping_sub(self.base.0) {
+            STDOUT => self.read_stdout(registry, engine, now)?,
+            STDERR => self.read_stderr(),
+            _ => {}
+        }
+        self.flush(registry, engine, now)
+    }
+
+    /// Moves the engine's outgoing frames into the pipe, one line each, until the pipe is full
+    /// or nothing is left.
+    pub fn flush(
+        &mut self,
+        registry: &Registry,
+        engine: &mut Engine,
+        now: Instant,
+    ) -> io::Result<()> {
+        if self.running.as_ref().is_none_or(|r| r.stdin.is_none()) {
+            return Ok(());
+        }
+        if self.written == self.out.len() {
+            self.out.clear();
+            self.written = 0;
+        }
+        while let Some(t) = engine.poll_transmit(now, &mut self.out) {
+            if t.len > 0 {
+                self.out.push(b'\n');
+            }
+        }
+        let Some(stdin) = self.running.as_mut().and_then(|r| r.stdin.as_mut()) else {
+            return Ok(());
+        };
+        while self.written < self.out.len() {
+            match stdin.write(&self.out[self.written..]) {
+                Ok(0) => break,
+                Ok(n) => self.written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // The child closed stdin or died; its exit shows up as EOF on stdout.
+                    log::debug!("write to server failed: {e}");
+                    if let Some(r) = self.running.as_mut() {
+                        if let Some(mut s) = r.stdin.take() {
+                            let _ = registry.deregister(&mut s);
+                        }
+                    }
+                    self.out.clear();
+                    self.written = 0;
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes written by the engine but not yet accepted by the pipe.
+    pub fn unsent(&self) -> usize {
+        self.out.len() - self.written
+    }
+
+    fn read_stdout(
+        &mut self,
+        registry: &Registry,
+        engine: &mut Engine,
+        now: Instant,
+    ) -> io::Result<()> {
+        loop {
+            let Some(stdout) = self.running.as_mut().and_then(|r| r.stdout.as_mut()) else {
+                return Ok(());
+            };
+            match stdout.read(&mut self.read_buf) {
+                Ok(0) => return self.on_exit(registry, engine, now),
+                Ok(n) => {
+                    self.framer.push(&self.read_buf[..n]);
+                    while let Some(frame) = self.framer.next_frame() {
+                        match frame {
+                            Frame::Line(line) => engine.handle_message(now, line),
+                            Frame::TooLarge { head, tail } => {
+                                engine.handle_oversize(now, head, tail)
+                            }
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    log::debug!("read from server failed: {e}");
+                    return self.on_exit(registry, engine, now);
+                }
+            }
+        }
+    }
+
+    fn read_stderr(&mut self) {
+        loop {
+            let Some(stderr) = self.running.as_mut().and_then(|r| r.stderr.as_mut()) else {
+                return;
+            };
+            match stderr.read(&mut self.read_buf) {
+                Ok(0) => {
+                    if let Some(r) = self.running.as_mut() {
+                        r.stderr = None;
+                    }
+                    return;
+                }
+                Ok(n) => {
+                    let data = &self.read_buf[..n];
+                    let keep = &data[n.saturating_sub(self.stderr_cap)..];
+                    let excess =
+                        (self.stderr_tail.len() + keep.len()).saturating_sub(self.stderr_cap);
+                    self.stderr_tail.drain(..excess);
+                    self.stderr_tail.extend(keep);
+                    log::trace!("server stderr: {} bytes", n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// stdout closed: the child is gone (or going). Reap it, report the exit with the stderr
+    /// tail, and respawn once if the engine asks for it (a probe that killed a legacy server).
+    fn on_exit(
+        &mut self,
+        registry: &Registry,
+        engine: &mut Engine,
+        now: Instant,
+    ) -> io::Result<()> {
+        self.read_stderr();
+        let Some(mut running) = self.running.take() else {
+            return Ok(());
+        };
+        deregister_all(registry, &mut running);
+        let status = reap(&mut running.child);
+        let exit = ProcessExit {
+            code: status.and_then(|s| s.code()),
+            signal: status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)),
+            stderr_tail: Arc::from(self.stderr_tail()),
+        };
+        log::debug!("server {:?} ended: {exit}", self.command.program);
+        engine.handle_transport(
+            now,
+            TransportEvent::closed(TransportError::ProcessExit(exit)),
+        );
+        if engine.wants_transport() {
+            self.spawn(registry, engine, now)?;
+        }
+        Ok(())
+    }
+
+    /// Closes the server: stdin is closed so it can exit by itself; after `grace` the process
+    /// group gets SIGTERM, and SIGKILL shortly after. Blocks for at most about twice `grace`.
+    pub fn shutdown(&mut self, registry: &Registry, grace: Duration) {
+        let Some(mut running) = self.running.take() else {
+            return;
+        };
+        deregister_all(registry, &mut running);
+        running.stdin = None;
+        if wait_for(&mut running.child, grace).is_none() {
+            kill_group(&running.child, Signal::TERM);
+            if wait_for(&mut running.child, grace).is_none() {
+                kill_group(&running.child, Signal::KILL);
+                let _ = running.child.wait();
+            }
+        }
+        // Whatever the server left behind in its group goes too.
+        kill_group(&running.child, Signal::KILL);
+    }
+}
+
+impl Drop for StdioDriver {
+    fn drop(&mut self) {
+        if let Some(mut running) = self.running.take() {
+            kill_group(&running.child, Signal::KILL);
+            let _ = running.child.wait();
+        }
+    }
+}
+
+fn deregister_all(registry: &Registry, r: &mut Running) {
+    if let Some(s) = r.stdin.as_mut() {
+        let _ = registry.deregister(s);
+    }
+    if let Some(s) = r.stdout.as_mut() {
+        let _ = registry.deregister(s);
+    }
+    if let Some(s) = r.stderr.as_mut() {
+        let _ = registry.deregister(s);
+    }
+}
+
+fn kill_group(child: &Child, signal: Signal) {
+    let Some(pid) = Pid::from_raw(child.id() as i32) else {
+        return;
+    };
+    // ESRCH (already gone) is the common, harmless case.
+    let _ = kill_process_group(pid, signal);
+}
+
+fn wait_for(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let start = Instant::now();
+    loop {
+        if let Ok(Some(s)) = child.try_wait() {
+            return Some(s);
+        }
+        if start.elapsed() >= limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// A child that closed stdout is usually exiting: give it a moment to finish before it is
+/// killed, so the reported status is its own.
+fn reap(child: &mut Child) -> Option<ExitStatus> {
+    if let Some(s) = wait_for(child, Duration::from_millis(200)) {
+        kill_group(child, Signal::KILL);
+        return Some(s);
+    }
+    kill_group(child, Signal::KILL);
+    child.wait().ok()
+}

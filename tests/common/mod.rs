@@ -1,0 +1,165 @@
+//! Helpers for the integration tests: where the demo server and the SDK peers live, and
+//! bounded real-time waits (the only tests allowed to wait on the wall clock).
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use mcpoll::host::OwnedResult;
+use mcpoll::{CallError, CallId, CallOptions, Config, Event, Host, ServerId, StdioCommand};
+use serde_json::value::RawValue;
+
+/// The demo server example binary, which `cargo test` builds beside the tests.
+pub fn demo_server() -> StdioCommand {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target profile dir");
+    let path = dir.join("examples").join("demo_server");
+    if !path.exists() {
+        build_demo_server(dir);
+    }
+    assert!(
+        path.exists(),
+        "{} is missing: `cargo test` builds it with the examples",
+        path.display()
+    );
+    StdioCommand::new(path)
+}
+
+/// `cargo test --test NAME` builds no examples: build the demo server once, in the same profile.
+fn build_demo_server(profile_dir: &std::path::Path) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = std::process::Command::new(cargo);
+        cmd.args(["build", "--example", "demo_server"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if profile_dir.ends_with("release") {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("run cargo build --example demo_server");
+        assert!(status.success(), "building the demo server failed");
+    });
+}
+
+/// The folder where `tests/peers/setup.sh` installed the SDK peers, or `None` (said loudly)
+/// when they are not installed. With `MCPOLL_REQUIRE_PEERS=1` (CI) a missing install fails.
+pub fn peers_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("MCPOLL_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("target")
+                .join("peers")
+        });
+    let ready = dir.join("run-py-stdio.sh").exists()
+        && dir.join("node_modules").exists()
+        && dir.join(".venv").exists();
+    if ready {
+        return Some(dir);
+    }
+    let msg = format!(
+        "SDK peers are not installed in {}: run tests/peers/setup.sh (the README's test command does)",
+        dir.display()
+    );
+    if std::env::var("MCPOLL_REQUIRE_PEERS").is_ok_and(|v| v == "1") {
+        panic!("{msg}");
+    }
+    eprintln!("\n!!!!!!!! SKIPPED interop test: {msg} !!!!!!!!\n");
+    None
+}
+
+pub fn raw(s: &str) -> Box<RawValue> {
+    RawValue::from_string(s.to_owned()).expect("valid JSON")
+}
+
+pub fn parse(r: &OwnedResult) -> serde_json::Value {
+    serde_json::from_str(&r.json).expect("result is JSON")
+}
+
+/// Adds a server and waits until its era is settled.
+#[track_caller]
+pub fn start(host: &mut Host, cmd: StdioCommand, config: Config) -> ServerId {
+    let id = host.add_stdio_server(cmd, config).expect("spawn");
+    let state = host.wait_ready(id, Duration::from_secs(20)).expect("ready");
+    assert!(
+        matches!(state, mcpoll::ServerState::Ready(..)),
+        "server not ready: {state:?}, stderr: {:?}",
+        host.stderr_tail(id)
+    );
+    id
+}
+
+#[track_caller]
+pub fn call(host: &mut Host, id: ServerId, name: &str, args: &str) -> OwnedResult {
+    let args = raw(args);
+    host.call_tool_blocking(id, name, &args, &CallOptions::default())
+        .unwrap_or_else(|e| {
+            panic!(
+                "call {name} failed: {e}; stderr: {:?}",
+                host.stderr_tail(id)
+            )
+        })
+}
+
+#[track_caller]
+pub fn call_err(host: &mut Host, id: ServerId, name: &str, args: &str) -> CallError {
+    let args = raw(args);
+    match host.call_tool_blocking(id, name, &args, &CallOptions::default()) {
+        Err(mcpoll::host::BlockingError::Call(e)) => e,
+        other => panic!("expected a call error, got {other:?}"),
+    }
+}
+
+/// Polls until `pred` holds for the host's state, or fails after `limit`.
+#[track_caller]
+pub fn poll_until(host: &mut Host, limit: Duration, mut pred: impl FnMut(&mut Host) -> bool) {
+    let deadline = Instant::now() + limit;
+    while !pred(host) {
+        assert!(
+            Instant::now() < deadline,
+            "condition not met within {limit:?}"
+        );
+        host.poll(Some(Duration::from_millis(20))).expect("poll");
+    }
+}
+
+/// Everything one server emitted, as short strings, until `call` ended (bounded wait).
+#[track_caller]
+pub fn events_until_done(host: &mut Host, call: CallId, limit: Duration) -> Vec<String> {
+    let deadline = Instant::now() + limit;
+    let mut seen = Vec::new();
+    loop {
+        while let Some((_, e)) = host.poll_event() {
+            let (text, done) = match &e {
+                Event::CallDone { call: c, result } => {
+                    (format!("done {}", result.json()), *c == call)
+                }
+                Event::CallFailed { call: c, error } => {
+                    (format!("failed {}", error.name()), *c == call)
+                }
+                Event::Progress {
+                    progress, total, ..
+                } => (format!("progress {progress}/{total:?}"), false),
+                other => (format!("{other:?}"), false),
+            };
+            seen.push(text);
+            if done {
+                return seen;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "call did not end within {limit:?}: {seen:?}"
+        );
+        host.poll(Some(Duration::from_millis(50))).expect("poll");
+    }
+}
+
+/// Whether a process is still alive (signal 0).
+pub fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
+}

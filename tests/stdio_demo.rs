@@ -1,0 +1,373 @@
+//! The stdio driver and host over real pipes, against the crate's own demo server: both eras,
+//! the probe's fallbacks, cancellation, crashes, junk, oversize messages and isolation.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use mcpoll::host::AddServerError;
+use mcpoll::{
+    CallError, CallOptions, Config, Era, EraPreference, Host, LocalError, Method, ServerState,
+    TransportError,
+};
+
+#[test]
+fn modern_server_discover_list_call_fail() {
+    let mut host = Host::new().unwrap();
+    let id = start(&mut host, demo_server(), Config::default());
+    assert_eq!(host.era(id), Some(Era::Modern));
+    let info: serde_json::Value = serde_json::from_str(host.server_info(id).unwrap()).unwrap();
+    assert_eq!(info["supportedVersions"][0], "2026-07-28");
+
+    // The demo server pages its tools two at a time: the listing follows every cursor.
+    let list = host.list_tools(id, &CallOptions::default()).unwrap();
+    let tools = parse(&host.wait(id, list).unwrap());
+    let names: Vec<_> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["echo", "add", "slow", "fail", "write_note"]);
+
+    let echo = call(&mut host, id, "echo", r#"{"text":"héllo\nworld"}"#);
+    assert_eq!(parse(&echo)["content"][0]["text"], "héllo\nworld");
+    assert!(!echo.is_error);
+    let add = call(&mut host, id, "add", r#"{"a":2,"b":3}"#);
+    assert_eq!(parse(&add)["structuredContent"]["sum"], 5);
+    let fail = call(&mut host, id, "fail", "{}");
+    assert!(fail.is_error, "isError is a completed call");
+    match call_err(&mut host, id, "no_such_tool", "{}") {
+        CallError::Protocol(e) => assert_eq!(e.code, -32602),
+        other => panic!("{other:?}"),
+    }
+
+    let o = CallOptions::default();
+    let read = host.read_resource(id, "demo://readme", &o).unwrap();
+    assert_eq!(
+        parse(&host.wait(id, read).unwrap())["contents"][0]["text"],
+        "mcpoll demo server"
+    );
+    let prompt = host
+        .get_prompt(id, "greet", Some(&raw(r#"{"name":"Ann"}"#)), &o)
+        .unwrap();
+    assert!(host.wait(id, prompt).unwrap().json.contains("Ann"));
+    let complete = host
+        .complete(
+            id,
+            &raw(r#"{"type":"ref/prompt","name":"greet"}"#),
+            ("name", "a"),
+            &o,
+        )
+        .unwrap();
+    assert_eq!(
+        parse(&host.wait(id, complete).unwrap())["completion"]["values"][0],
+        "alpha"
+    );
+    let resources = host.list(id, Method::ResourcesList, &o).unwrap();
+    assert_eq!(
+        parse(&host.wait(id, resources).unwrap())["resources"][0]["uri"],
+        "demo://readme"
+    );
+    assert_eq!(host.stats(id).unwrap().invalid_frames, 0);
+}
+
+#[test]
+fn legacy_server_handshake_and_calls() {
+    let mut host = Host::new().unwrap();
+    let id = start(
+        &mut host,
+        demo_server().arg("--legacy-only"),
+        Config::default(),
+    );
+    assert_eq!(host.era(id), Some(Era::Legacy));
+    assert!(host
+        .server_info(id)
+        .unwrap()
+        .contains("\"protocolVersion\":\"2025-11-25\""));
+    assert_eq!(
+        parse(&call(&mut host, id, "echo", r#"{"text":"x"}"#))["content"][0]["text"],
+        "x"
+    );
+    assert!(call(&mut host, id, "fail", "{}").is_error);
+}
+
+#[test]
+fn probe_that_kills_the_server_leads_to_a_respawn_and_initialize() {
+    let mut host = Host::new().unwrap();
+    let id = start(
+        &mut host,
+        demo_server().arg("--exit-on-non-initialize"),
+        Config::default(),
+    );
+    assert_eq!(host.era(id), Some(Era::Legacy));
+    assert_eq!(
+        parse(&call(&mut host, id, "add", r#"{"a":1,"b":1}"#))["structuredContent"]["sum"],
+        2
+    );
+}
+
+#[test]
+fn silent_probe_times_out_into_legacy() {
+    let mut host = Host::new().unwrap();
+    let config = Config {
+        probe_timeout: Duration::from_millis(300),
+        ..Config::default()
+    };
+    let id = start(&mut host, demo_server().arg("--silent-discover"), config);
+    assert_eq!(host.era(id), Some(Era::Legacy));
+    assert_eq!(
+        parse(&call(&mut host, id, "echo", r#"{"text":"late"}"#))["content"][0]["text"],
+        "late"
+    );
+}
+
+#[test]
+fn junk_on_stdout_and_a_flood_on_stderr_do_not_stop_the_server() {
+    let mut host = Host::new().unwrap();
+    let cmd = demo_server().args(["--junk-stdout", "--stderr-noise", "1024"]);
+    let config = Config {
+        stderr_tail_bytes: 4096,
+        ..Config::default()
+    };
+    let id = start(&mut host, cmd, config);
+    assert_eq!(
+        parse(&call(&mut host, id, "echo", r#"{"text":"ok"}"#))["content"][0]["text"],
+        "ok"
+    );
+    assert_eq!(
+        host.stats(id).unwrap().invalid_frames,
+        1,
+        "the banner line was skipped and counted"
+    );
+    let tail = host.stderr_tail(id).unwrap();
+    assert!(
+        tail.len() <= 4096 && tail.len() > 1000,
+        "stderr ring is bounded: {}",
+        tail.len()
+    );
+}
+
+#[test]
+fn cancel_ends_the_wait_tells_the_server_and_the_server_stops() {
+    let mut host = Host::new().unwrap();
+    let id = start(&mut host, demo_server(), Config::default());
+    let opts = CallOptions {
+        progress: true,
+        ..CallOptions::default()
+    };
+    let slow = host
+        .call_tool(id, "slow", &raw(r#"{"ms":5000}"#), &opts)
+        .unwrap();
+    // Wait for the first progress event, then cancel.
+    poll_until(&mut host, Duration::from_secs(5), |h| {
+        matches!(h.poll_event(), Some((_, mcpoll::Event::Progress { .. })))
+    });
+    host.cancel(id, slow).unwrap();
+    let events = events_until_done(&mut host, slow, Duration::from_secs(1));
+    assert_eq!(events.last().unwrap(), "failed cancelled");
+    poll_until(&mut host, Duration::from_secs(5), |h| {
+        h.stderr_tail(id).unwrap().contains("[slow] cancelled")
+    });
+    // The server stays usable, and no late reply ever arrives for the cancelled call.
+    assert_eq!(
+        parse(&call(&mut host, id, "echo", r#"{"text":"after"}"#))["content"][0]["text"],
+        "after"
+    );
+    assert_eq!(host.stats(id).unwrap().late_responses, 0);
+}
+
+#[test]
+fn deadline_on_a_real_server() {
+    let mut host = Host::new().unwrap();
+    let id = start(&mut host, demo_server(), Config::default());
+    let opts = CallOptions::timeout(Duration::from_millis(150));
+    let started = std::time::Instant::now();
+    let err = host
+        .call_tool_blocking(id, "slow", &raw(r#"{"ms":3000}"#), &opts)
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        mcpoll::host::BlockingError::Call(CallError::Local(LocalError::DeadlineExceeded))
+    ));
+    assert!(started.elapsed() < Duration::from_secs(2));
+    poll_until(&mut host, Duration::from_secs(5), |h| {
+        h.stderr_tail(id).unwrap().contains("[slow] cancelled")
+    });
+}
+
+#[test]
+fn progress_events_reach_their_call() {
+    let mut host = Host::new().unwrap();
+    let id = start(&mut host, demo_server(), Config::default());
+    let opts = CallOptions {
+        progress: true,
+        ..CallOptions::default()
+    };
+    let slow = host
+        .call_tool(id, "slow", &raw(r#"{"ms":300}"#), &opts)
+        .unwrap();
+    let events = events_until_done(&mut host, slow, Duration::from_secs(5));
+    assert_eq!(
+        events.iter().filter(|e| e.starts_with("progress")).count(),
+        3,
+        "{events:?}"
+    );
+    assert!(events.last().unwrap().starts_with("done"));
+}
+
+#[test]
+fn a_crash_fails_that_servers_calls_with_exit_status_and_leaves_the_other_server_alone() {
+    let mut host = Host::new().unwrap();
+    let crashing = start(
+        &mut host,
+        demo_server().args(["--crash-on", "add", "--stderr-noise", "1"]),
+        Config::default(),
+    );
+    let healthy = start(&mut host, demo_server(), Config::default());
+    let o = CallOptions::default();
+    let healthy_slow = host
+        .call_tool(healthy, "slow", &raw(r#"{"ms":400}"#), &o)
+        .unwrap();
+    let doomed_slow = host
+        .call_tool(crashing, "slow", &raw(r#"{"ms":5000}"#), &o)
+        .unwrap();
+    let err = call_err(&mut host, crashing, "add", r#"{"a":1,"b":2}"#);
+    match &err {
+        CallError::Transport(TransportError::ProcessExit(exit)) => {
+            assert_eq!(exit.code, Some(7));
+            assert!(
+                !exit.stderr_tail.is_empty(),
+                "the stderr tail explains the exit"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        host.wait(crashing, doomed_slow),
+        Err(mcpoll::host::BlockingError::Call(CallError::Transport(_)))
+    ));
+    assert_eq!(host.state(crashing), Some(ServerState::Closed));
+    assert!(
+        host.wait(healthy, healthy_slow)
+            .unwrap()
+            .json
+            .contains("slept"),
+        "the other server's call is untouched"
+    );
+    assert_eq!(
+        parse(&call(
+            &mut host,
+            healthy,
+            "echo",
+            r#"{"text":"still here"}"#
+        ))["content"][0]["text"],
+        "still here"
+    );
+}
+
+#[test]
+fn oversize_reply_fails_its_call_and_the_stream_resynchronises() {
+    let mut host = Host::new().unwrap();
+    let config = Config {
+        max_message_bytes: 2048,
+        ..Config::default()
+    };
+    let id = start(&mut host, demo_server(), config);
+    let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(8000));
+    assert_eq!(
+        call_err(&mut host, id, "echo", &big),
+        CallError::Local(LocalError::TooLarge)
+    );
+    assert_eq!(
+        parse(&call(&mut host, id, "echo", r#"{"text":"small"}"#))["content"][0]["text"],
+        "small"
+    );
+    assert_eq!(host.stats(id).unwrap().too_large, 1);
+}
+
+#[test]
+fn a_missing_program_is_a_clear_spawn_error() {
+    let mut host = Host::new().unwrap();
+    let err = host.add_stdio_server(
+        mcpoll::StdioCommand::new("/nonexistent/mcp-server"),
+        Config::default(),
+    );
+    match err {
+        Err(AddServerError::Spawn(e)) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn closing_a_server_stops_its_process_and_fails_its_calls() {
+    let mut host = Host::new().unwrap();
+    let id = start(&mut host, demo_server(), Config::default());
+    let pid = host.pid(id).unwrap();
+    assert!(alive(pid));
+    let slow = host
+        .call_tool(id, "slow", &raw(r#"{"ms":5000}"#), &CallOptions::default())
+        .unwrap();
+    host.close_server(id);
+    assert!(!alive(pid), "the child is gone after close");
+    assert!(matches!(
+        host.wait(id, slow),
+        Err(mcpoll::host::BlockingError::Call(CallError::Transport(_)))
+    ));
+    let args = raw("{}");
+    assert_eq!(
+        host.call_tool(id, "echo", &args, &CallOptions::default()),
+        Err(mcpoll::RequestError::Closed)
+    );
+}
+
+#[test]
+fn dropping_the_host_kills_its_children() {
+    let mut host = Host::new().unwrap();
+    let id = start(&mut host, demo_server(), Config::default());
+    let pid = host.pid(id).unwrap();
+    drop(host);
+    assert!(!alive(pid));
+}
+
+#[test]
+fn modern_only_config_refuses_a_legacy_server() {
+    let mut host = Host::new().unwrap();
+    let config = Config {
+        era: EraPreference::ModernOnly,
+        ..Config::default()
+    };
+    let id = host
+        .add_stdio_server(demo_server().arg("--legacy-only"), config)
+        .unwrap();
+    assert_eq!(
+        host.wait_ready(id, Duration::from_secs(10)).unwrap(),
+        ServerState::Closed
+    );
+}
+
+#[test]
+fn many_concurrent_calls_out_of_order() {
+    let mut host = Host::new().unwrap();
+    let id = start(&mut host, demo_server(), Config::default());
+    let o = CallOptions::default();
+    let calls: Vec<_> = (0..20)
+        .map(|i| {
+            let ms = (20 - i) * 10;
+            (
+                i,
+                host.call_tool(id, "slow", &raw(&format!(r#"{{"ms":{ms}}}"#)), &o)
+                    .unwrap(),
+            )
+        })
+        .collect();
+    for (i, c) in calls {
+        let r = host.wait(id, c).unwrap();
+        assert!(
+            r.json.contains(&format!("slept {} ms", (20 - i) * 10)),
+            "{}",
+            r.json
+        );
+    }
+}
