@@ -1,0 +1,174 @@
+//! Interoperability over real pipes with real MCP servers on the official SDKs (`tests/peers/`):
+//! Python SDK v2 and TypeScript SDK v2 (modern), TypeScript SDK v1 (legacy only).
+//!
+//! Without the peers installed these tests say loudly that they were skipped; with
+//! `MCPOLL_REQUIRE_PEERS=1` (CI) a missing install fails them.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use mcpoll::{CallOptions, Config, Era, Event, Host, ServerId, StdioCommand};
+
+fn peer(script: &str) -> Option<StdioCommand> {
+    peers_dir().map(|dir| StdioCommand::new(dir.join(script)))
+}
+
+/// The same scenario against every peer: era, listing, echo, add, fail, cancel of slow.
+fn scenario(script: &str, expected_era: Era) {
+    let Some(cmd) = peer(script) else { return };
+    let mut host = Host::new().unwrap();
+    let id = start(&mut host, cmd, Config::default());
+    assert_eq!(host.era(id), Some(expected_era), "{script}");
+
+    let list = host.list_tools(id, &CallOptions::default()).unwrap();
+    let tools = parse(&host.wait(id, list).unwrap());
+    let names: Vec<_> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    for want in ["echo", "add", "slow", "fail", "write_note", "bump_tools"] {
+        assert!(
+            names.iter().any(|n| n == want),
+            "{script}: {want} missing from {names:?}"
+        );
+    }
+
+    let echo = call(&mut host, id, "echo", r#"{"text":"héllo"}"#);
+    assert_eq!(parse(&echo)["content"][0]["text"], "héllo", "{script}");
+    assert!(!echo.is_error);
+    let add = call(&mut host, id, "add", r#"{"a":2,"b":3}"#);
+    assert_eq!(
+        parse(&add)["structuredContent"]["sum"].as_f64(),
+        Some(5.0),
+        "{script}: {}",
+        add.json
+    );
+    let fail = call(&mut host, id, "fail", "{}");
+    assert!(
+        fail.is_error,
+        "{script}: fail must be an isError result: {}",
+        fail.json
+    );
+
+    cancel_slow(&mut host, id, script);
+}
+
+/// Cancels `slow` after its first progress step and checks, from the server's own stderr,
+/// that it stopped, and that it still serves calls.
+fn cancel_slow(host: &mut Host, id: ServerId, script: &str) {
+    let opts = CallOptions {
+        progress: true,
+        ..CallOptions::default()
+    };
+    let slow = host
+        .call_tool(id, "slow", &raw(r#"{"ms":3000}"#), &opts)
+        .unwrap();
+    poll_until(host, Duration::from_secs(10), |h| {
+        matches!(h.poll_event(), Some((_, Event::Progress { .. })))
+    });
+    host.cancel(id, slow).unwrap();
+    let events = events_until_done(host, slow, Duration::from_secs(1));
+    assert_eq!(
+        events.last().map(String::as_str),
+        Some("failed cancelled"),
+        "{script}"
+    );
+    // Give the server the time the rest of the call would have taken, and read its log.
+    let wait_until = std::time::Instant::now() + Duration::from_millis(3500);
+    poll_until(host, Duration::from_secs(5), |_| {
+        std::time::Instant::now() >= wait_until
+    });
+    let stderr = host.stderr_tail(id).unwrap();
+    assert!(
+        stderr.contains("[slow] step 1/30"),
+        "{script}: the slow call ran: {stderr}"
+    );
+    assert!(
+        !stderr.contains("[slow] step 30/30"),
+        "{script}: the server did not stop the cancelled call: {stderr}"
+    );
+    assert_eq!(
+        host.stats(id).unwrap().late_responses,
+        0,
+        "{script}: no reply for a cancelled call"
+    );
+    assert_eq!(
+        parse(&call(host, id, "echo", r#"{"text":"after"}"#))["content"][0]["text"],
+        "after"
+    );
+}
+
+#[test]
+fn python_sdk_v2_stdio_modern() {
+    scenario("run-py-stdio.sh", Era::Modern);
+}
+
+#[test]
+fn typescript_sdk_v2_stdio_modern() {
+    scenario("run-ts2-stdio.sh", Era::Modern);
+}
+
+#[test]
+fn typescript_sdk_v1_stdio_legacy() {
+    scenario("run-ts1-stdio.sh", Era::Legacy);
+}
+
+#[test]
+fn python_sdk_v2_discover_result_is_kept() {
+    let Some(cmd) = peer("run-py-stdio.sh") else {
+        return;
+    };
+    let mut host = Host::new().unwrap();
+    let id = start(&mut host, cmd, Config::default());
+    let info: serde_json::Value = serde_json::from_str(host.server_info(id).unwrap()).unwrap();
+    assert_eq!(info["supportedVersions"], serde_json::json!(["2026-07-28"]));
+    assert_eq!(
+        info["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "lab-py"
+    );
+}
+
+#[test]
+fn typescript_sdk_v1_resources_and_prompts() {
+    let Some(cmd) = peer("run-ts1-stdio.sh") else {
+        return;
+    };
+    let mut host = Host::new().unwrap();
+    let id = start(&mut host, cmd, Config::default());
+    let o = CallOptions::default();
+    let read = host.read_resource(id, "lab://readme", &o).unwrap();
+    assert!(parse(&host.wait(id, read).unwrap())["contents"][0]["text"].is_string());
+    let prompt = host
+        .get_prompt(id, "greet", Some(&raw(r#"{"name":"Ann"}"#)), &o)
+        .unwrap();
+    assert!(host.wait(id, prompt).unwrap().json.contains("Ann"));
+}
+
+#[test]
+fn legacy_list_changed_reaches_the_host() {
+    // SDK v1 pushes notifications/tools/list_changed on the stdio session after a change.
+    let Some(cmd) = peer("run-ts1-stdio.sh") else {
+        return;
+    };
+    let mut host = Host::new().unwrap();
+    let id = start(&mut host, cmd, Config::default());
+    let bump = host
+        .call_tool(id, "bump_tools", &raw("{}"), &CallOptions::default())
+        .unwrap();
+    let events = events_until_done(&mut host, bump, Duration::from_secs(10));
+    let mut changed = events.iter().any(|e| e.contains("ListChanged(Tools)"));
+    if !changed {
+        poll_until(&mut host, Duration::from_secs(5), |h| {
+            changed |= matches!(
+                h.poll_event(),
+                Some((_, Event::ListChanged(mcpoll::ListKind::Tools)))
+            );
+            changed
+        });
+    }
+    assert!(changed);
+}
