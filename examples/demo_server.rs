@@ -66,7 +66,7 @@ const EXIT_USAGE: i32 = 2;
 const EXIT_NOT_INITIALIZE: i32 = 3;
 const EXIT_CRASH_ON: i32 = 7;
 
-fn main() {
+pub fn main() {
     let flags = match Flags::parse(std::env::args().skip(1)) {
         Ok(flags) => flags,
         Err(FlagError::Help) => {

@@ -1,1 +1,196 @@
-fn main() {}
+// cargo run --release --example mcpoll -- --stdio "CMD ARGS..." discover|tools|call NAME 'JSON'
+//
+//! `mcpoll`, a small command-line MCP client for people and scripts.
+//!
+//! ```text
+//! mcpoll --stdio "CMD ARGS..." [--timeout MS] [--legacy|--modern] COMMAND
+//!
+//! COMMAND:
+//!   discover                 the server/discover (modern) or initialize (legacy) result
+//!   tools                    every tool (pagination followed)
+//!   call NAME [JSON]         call a tool with JSON object arguments (default {})
+//!   resources | templates | prompts
+//!   read URI                 read a resource
+//!   prompt NAME [JSON]       get a prompt with JSON object arguments
+//! ```
+//!
+//! The command string is split into words as a shell would (quotes honoured) and run without a
+//! shell. The result goes to stdout as JSON and the exit code is 0; a tool's `isError` result
+//! is a success that prints `"isError": true`. On failure one JSON line goes to stderr,
+//! `{"error":{"kind":"protocol|transport|local","name":"...","message":"..."}}`, and the exit
+//! code is 1 (2 for bad usage).
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use mcpoll::host::{BlockingError, OwnedResult};
+use mcpoll::{CallError, CallOptions, Config, EraPreference, Host, Method, StdioCommand};
+use serde_json::json;
+use serde_json::value::RawValue;
+
+struct Args {
+    stdio: String,
+    timeout: Duration,
+    era: EraPreference,
+    command: Vec<String>,
+}
+
+const USAGE: &str = "usage: mcpoll --stdio \"CMD ARGS...\" [--timeout MS] [--legacy|--modern] \
+discover | tools | call NAME [JSON] | resources | templates | prompts | read URI | prompt NAME [JSON]";
+
+fn parse_args() -> Result<Args, String> {
+    let mut it = std::env::args().skip(1);
+    let (mut stdio, mut timeout, mut era, mut command) = (
+        None,
+        Duration::from_secs(30),
+        EraPreference::Auto,
+        Vec::new(),
+    );
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--stdio" => stdio = Some(it.next().ok_or("--stdio needs a command")?),
+            "--timeout" => {
+                let ms: u64 = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .ok_or("--timeout needs milliseconds")?;
+                timeout = Duration::from_millis(ms.max(1));
+            }
+            "--legacy" => era = EraPreference::LegacyOnly,
+            "--modern" => era = EraPreference::ModernOnly,
+            "-h" | "--help" => return Err(String::new()),
+            _ => command.push(a),
+        }
+    }
+    let stdio = stdio.ok_or("--stdio is required")?;
+    if command.is_empty() {
+        return Err("no command given".into());
+    }
+    Ok(Args {
+        stdio,
+        timeout,
+        era,
+        command,
+    })
+}
+
+/// Failure, as one JSON line on stderr.
+enum Failure {
+    Usage(String),
+    Call(CallError),
+    Other(&'static str, String),
+}
+
+impl From<BlockingError> for Failure {
+    fn from(e: BlockingError) -> Self {
+        match e {
+            BlockingError::Call(e) => Failure::Call(e),
+            BlockingError::Request(e) => Failure::Other("request_refused", e.to_string()),
+            other => Failure::Other("io", other.to_string()),
+        }
+    }
+}
+
+impl From<mcpoll::RequestError> for Failure {
+    fn from(e: mcpoll::RequestError) -> Self {
+        Failure::Other("request_refused", e.to_string())
+    }
+}
+
+fn object_arg(s: Option<&String>) -> Result<Box<RawValue>, Failure> {
+    let text = s.map_or("{}", String::as_str);
+    let raw = RawValue::from_string(text.to_owned())
+        .map_err(|e| Failure::Usage(format!("arguments are not JSON: {e}")))?;
+    if !raw.get().trim_start().starts_with('{') {
+        return Err(Failure::Usage("arguments must be a JSON object".into()));
+    }
+    Ok(raw)
+}
+
+fn run(args: &Args) -> Result<String, Failure> {
+    let command =
+        StdioCommand::from_command_line(&args.stdio).map_err(|e| Failure::Usage(e.to_string()))?;
+    let config = Config {
+        default_timeout: args.timeout,
+        era: args.era,
+        ..Config::default()
+    };
+    let mut host = Host::new().map_err(|e| Failure::Other("io", e.to_string()))?;
+    let server = host
+        .add_stdio_server(command, config)
+        .map_err(|e| Failure::Other("spawn_failed", e.to_string()))?;
+    let state = host.wait_ready(server, args.timeout + Duration::from_secs(15))?;
+    if !matches!(state, mcpoll::ServerState::Ready(..)) {
+        // The engine closed: the first queued event says why.
+        while let Some((_, event)) = host.poll_event() {
+            if let mcpoll::Event::Closed { error } = event {
+                return Err(Failure::Call(error));
+            }
+        }
+        return Err(Failure::Other(
+            "not_ready",
+            format!("server state: {state}"),
+        ));
+    }
+    let o = CallOptions::default();
+    let cmd: Vec<&String> = args.command.iter().collect();
+    let listing = |c: &str| match c {
+        "tools" => Some(Method::ToolsList),
+        "resources" => Some(Method::ResourcesList),
+        "templates" => Some(Method::ResourceTemplatesList),
+        "prompts" => Some(Method::PromptsList),
+        _ => None,
+    };
+    let call = match cmd.as_slice() {
+        [c] if *c == "discover" => return Ok(host.server_info(server).unwrap_or("{}").to_owned()),
+        [c] if listing(c).is_some() => {
+            host.list(server, listing(c).unwrap_or(Method::ToolsList), &o)?
+        }
+        [c, uri] if *c == "read" => host.read_resource(server, uri, &o)?,
+        [c, name, rest @ ..] if *c == "call" && rest.len() <= 1 => {
+            host.call_tool(server, name, &object_arg(rest.first().copied())?, &o)?
+        }
+        [c, name, rest @ ..] if *c == "prompt" && rest.len() <= 1 => {
+            host.get_prompt(server, name, Some(&object_arg(rest.first().copied())?), &o)?
+        }
+        _ => {
+            return Err(Failure::Usage(format!(
+                "unknown command: {}",
+                args.command.join(" ")
+            )))
+        }
+    };
+    let result: OwnedResult = host.wait(server, call)?;
+    host.close_server(server);
+    Ok(result.json)
+}
+
+fn main() -> ExitCode {
+    let outcome = parse_args().map_err(Failure::Usage).and_then(|a| run(&a));
+    match outcome {
+        Ok(json) => {
+            // Pretty-print when it parses (it always should); raw text otherwise.
+            match serde_json::from_str::<serde_json::Value>(&json) {
+                Ok(v) => println!("{}", serde_json::to_string_pretty(&v).unwrap_or(json)),
+                Err(_) => println!("{json}"),
+            }
+            ExitCode::SUCCESS
+        }
+        Err(f) => {
+            let (kind, name, message, code) = match f {
+                Failure::Usage(m) if m.is_empty() => {
+                    eprintln!("{USAGE}");
+                    return ExitCode::from(2);
+                }
+                Failure::Usage(m) => ("local", "usage".to_owned(), format!("{m}; {USAGE}"), 2),
+                Failure::Call(e) => (e.kind(), e.name().to_owned(), e.to_string(), 1),
+                Failure::Other(name, m) => ("local", name.to_owned(), m, 1),
+            };
+            eprintln!(
+                "{}",
+                json!({"error": {"kind": kind, "name": name, "message": message}})
+            );
+            ExitCode::from(code)
+        }
+    }
+}

@@ -36,6 +36,10 @@ pub mod engine;
 pub mod error;
 pub mod proto;
 
+#[cfg(any(fuzzing, test))]
+#[doc(hidden)]
+pub mod fuzzing;
+
 #[cfg(feature = "stdio")]
 pub mod driver;
 #[cfg(feature = "stdio")]

@@ -45,6 +45,16 @@ impl StdioCommand {
         }
     }
 
+    /// Parses a command line the way a POSIX shell splits words: whitespace separates words,
+    /// single quotes keep text literally, double quotes keep text with `\\"`, `\\\\`, `\\$` and
+    /// `` \\` `` escapes, and a backslash outside quotes escapes the next character. Nothing is
+    /// expanded and no shell runs.
+    pub fn from_command_line(line: &str) -> Result<Self, CommandLineError> {
+        let words = split_words(line)?;
+        let (program, args) = words.split_first().ok_or(CommandLineError::Empty)?;
+        Ok(Self::new(program).args(args))
+    }
+
     /// Adds an argument.
     pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
         self.args.push(arg.as_ref().into());
@@ -100,6 +110,88 @@ impl StdioCommand {
             .stderr(Stdio::piped());
         c
     }
+}
+
+/// Why a command line could not be split into words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CommandLineError {
+    /// No program was named.
+    Empty,
+    /// A quote was opened and never closed.
+    UnclosedQuote,
+    /// The line ends in a lone backslash.
+    TrailingBackslash,
+}
+
+impl std::fmt::Display for CommandLineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Empty => "the command line names no program",
+            Self::UnclosedQuote => "the command line has an unclosed quote",
+            Self::TrailingBackslash => "the command line ends in a backslash",
+        })
+    }
+}
+
+impl std::error::Error for CommandLineError {}
+
+fn split_words(line: &str) -> Result<Vec<String>, CommandLineError> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next().ok_or(CommandLineError::UnclosedQuote)? {
+                        '\'' => break,
+                        c => word.push(c),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next().ok_or(CommandLineError::UnclosedQuote)? {
+                        '"' => break,
+                        '\\' => match chars.next().ok_or(CommandLineError::UnclosedQuote)? {
+                            c @ ('"' | '\\' | '$' | '`') => word.push(c),
+                            '\n' => {}
+                            c => {
+                                word.push('\\');
+                                word.push(c);
+                            }
+                        },
+                        c => word.push(c),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                match chars.next().ok_or(CommandLineError::TrailingBackslash)? {
+                    '\n' => {}
+                    c => word.push(c),
+                }
+            }
+            c => {
+                in_word = true;
+                word.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    Ok(words)
 }
 
 const STDIN: usize = 0;
@@ -458,4 +550,52 @@ fn reap(child: &mut Child) -> Option<ExitStatus> {
     }
     kill_group(child, Signal::KILL);
     child.wait().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_command_lines_like_a_shell() {
+        let cases: &[(&str, &[&str])] = &[
+            ("python3 server.py", &["python3", "server.py"]),
+            ("  a\t b  ", &["a", "b"]),
+            (
+                "node 'my server.mjs' --x",
+                &["node", "my server.mjs", "--x"],
+            ),
+            (
+                r#"sh -c "echo \"hi\" \$HOME""#,
+                &["sh", "-c", r#"echo "hi" $HOME"#],
+            ),
+            (r#"a "b\n" c"#, &["a", r"b\n", "c"]),
+            (r"a\ b c", &["a b", "c"]),
+            ("a '' b", &["a", "", "b"]),
+            (r#"x"y"'z'"#, &["xyz"]),
+            ("'$HOME' *", &["$HOME", "*"]),
+        ];
+        for (line, want) in cases {
+            assert_eq!(split_words(line).unwrap(), *want, "{line}");
+        }
+        assert_eq!(
+            split_words("a 'b").unwrap_err(),
+            CommandLineError::UnclosedQuote
+        );
+        assert_eq!(
+            split_words("a \"b").unwrap_err(),
+            CommandLineError::UnclosedQuote
+        );
+        assert_eq!(
+            split_words("a \\").unwrap_err(),
+            CommandLineError::TrailingBackslash
+        );
+        assert_eq!(
+            StdioCommand::from_command_line("   ").unwrap_err(),
+            CommandLineError::Empty
+        );
+        let c = StdioCommand::from_command_line("srv --port 1").unwrap();
+        assert_eq!(c.program(), "srv");
+        assert_eq!(c.args, ["--port", "1"]);
+    }
 }

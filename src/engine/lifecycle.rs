@@ -48,6 +48,18 @@ pub enum ServerState {
     Closed,
 }
 
+impl std::fmt::Display for ServerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Connecting => f.write_str("connecting"),
+            Self::Probing => f.write_str("probing"),
+            Self::Handshaking => f.write_str("handshaking"),
+            Self::Ready(era, version) => write!(f, "ready ({era}, {version})"),
+            Self::Closed => f.write_str("closed"),
+        }
+    }
+}
+
 impl Phase {
     pub(crate) fn public(self) -> ServerState {
         match self {

@@ -1,0 +1,107 @@
+//! The `mcpoll` command-line example, run as a process: results on stdout, one JSON error line
+//! on stderr, exit codes.
+
+mod common;
+
+use std::process::Command;
+
+fn mcpoll() -> Command {
+    // Built beside the demo server by `cargo test`.
+    let demo = common::demo_server();
+    let dir = std::path::Path::new(demo.program())
+        .parent()
+        .expect("examples dir")
+        .to_path_buf();
+    let exe = dir.join("mcpoll");
+    if !exe.exists() {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let ok = Command::new(cargo)
+            .args(["build", "--example", "mcpoll"])
+            .status()
+            .expect("cargo")
+            .success();
+        assert!(ok);
+    }
+    Command::new(exe)
+}
+
+fn demo(flags: &str) -> String {
+    let path = common::demo_server()
+        .program()
+        .to_string_lossy()
+        .into_owned();
+    format!("'{path}' {flags}")
+}
+
+fn run(args: &[&str]) -> (i32, serde_json::Value, String) {
+    let out = mcpoll().args(args).output().expect("run mcpoll");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let json = serde_json::from_str(&stdout).unwrap_or(serde_json::Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        json,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn error_line(stderr: &str) -> serde_json::Value {
+    let line = stderr.lines().last().expect("an error line");
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+}
+
+#[test]
+fn lists_and_calls_in_both_eras() {
+    for flags in ["", "--legacy-only"] {
+        let server = demo(flags);
+        let (code, tools, err) = run(&["--stdio", &server, "tools"]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(tools["tools"].as_array().map(Vec::len), Some(5));
+        let (code, result, _) = run(&["--stdio", &server, "call", "add", r#"{"a":1,"b":2}"#]);
+        assert_eq!(code, 0);
+        assert_eq!(result["structuredContent"]["sum"], 3);
+    }
+}
+
+#[test]
+fn is_error_is_a_success_and_failures_are_one_json_line() {
+    let server = demo("");
+    let (code, result, _) = run(&["--stdio", &server, "call", "fail"]);
+    assert_eq!((code, &result["isError"]), (0, &serde_json::json!(true)));
+
+    let (code, _, err) = run(&["--stdio", &server, "call", "nope", "{}"]);
+    assert_eq!(code, 1);
+    let e = error_line(&err);
+    assert_eq!(
+        (e["error"]["kind"].as_str(), e["error"]["name"].as_str()),
+        (Some("protocol"), Some("invalid_params"))
+    );
+
+    let (code, _, err) = run(&[
+        "--stdio",
+        &server,
+        "--timeout",
+        "200",
+        "call",
+        "slow",
+        r#"{"ms":3000}"#,
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(error_line(&err)["error"]["name"], "deadline_exceeded");
+
+    let (code, _, err) = run(&["--stdio", &demo("--crash-on echo"), "call", "echo", "{}"]);
+    assert_eq!(code, 1);
+    let e = error_line(&err);
+    assert_eq!(
+        (e["error"]["kind"].as_str(), e["error"]["name"].as_str()),
+        (Some("transport"), Some("process_exit"))
+    );
+
+    let (code, _, err) = run(&["--stdio", "/nonexistent/server", "tools"]);
+    assert_eq!(code, 1);
+    assert_eq!(error_line(&err)["error"]["name"], "spawn_failed");
+
+    let (code, _, _) = run(&["--stdio", &server, "call", "echo", "[1]"]);
+    assert_eq!(code, 2, "bad usage");
+    let (code, _, _) = run(&["--stdio", "'unclosed", "tools"]);
+    assert_eq!(code, 2, "bad command line");
+}
