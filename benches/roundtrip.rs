@@ -100,7 +100,9 @@ fn floor(exe: &std::path::Path) -> Vec<Duration> {
 
 fn mcpoll(exe: &std::path::Path) -> (Vec<Duration>, f64) {
     let mut host = Host::new().expect("host");
-    let server = host.add_stdio_server(StdioCommand::new(exe).env(SERVE, "1"), Config::default()).expect("spawn");
+    let server = host
+        .add_stdio_server(StdioCommand::new(exe).env(SERVE, "1"), Config::default())
+        .expect("spawn");
     host.wait_ready(server, Duration::from_secs(10)).expect("ready");
     let args = RawValue::from_string(r#"{"text":"hi"}"#.into()).expect("json");
     let opts = CallOptions::default();

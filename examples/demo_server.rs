@@ -133,9 +133,7 @@ fn value_arg(flag: &str, value: Option<String>) -> Result<String, FlagError> {
 fn number_arg(flag: &str, value: Option<String>) -> Result<u64, FlagError> {
     let value = value_arg(flag, value)?;
     value.parse().map_err(|_| {
-        FlagError::Bad(format!(
-            "`{flag}` needs a non-negative integer, got `{value}`"
-        ))
+        FlagError::Bad(format!("`{flag}` needs a non-negative integer, got `{value}`"))
     })
 }
 
@@ -220,27 +218,18 @@ enum Incoming {
 /// when it could not be read) and the error.
 fn classify(message: Value) -> Result<Incoming, (Value, RpcError)> {
     let Value::Object(mut object) = message else {
-        return Err((
-            Value::Null,
-            RpcError::invalid_request("a message must be a JSON object"),
-        ));
+        return Err((Value::Null, RpcError::invalid_request("a message must be a JSON object")));
     };
     let id = match object.remove("id") {
         None => None,
         Some(id @ (Value::String(_) | Value::Number(_))) => Some(id),
         Some(_) => {
-            return Err((
-                Value::Null,
-                RpcError::invalid_request("id must be a string or number"),
-            ));
+            return Err((Value::Null, RpcError::invalid_request("id must be a string or number")));
         }
     };
     let reply_id = id.clone().unwrap_or(Value::Null);
     if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err((
-            reply_id,
-            RpcError::invalid_request("jsonrpc must be \"2.0\""),
-        ));
+        return Err((reply_id, RpcError::invalid_request("jsonrpc must be \"2.0\"")));
     }
     let method = match object.remove("method") {
         Some(Value::String(method)) => method,
@@ -248,20 +237,14 @@ fn classify(message: Value) -> Result<Incoming, (Value, RpcError)> {
             return Ok(Incoming::Response);
         }
         _ => {
-            return Err((
-                reply_id,
-                RpcError::invalid_request("method must be a string"),
-            ));
+            return Err((reply_id, RpcError::invalid_request("method must be a string")));
         }
     };
     let params = match object.remove("params") {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(params @ Value::Object(_)) => params,
         Some(_) => {
-            return Err((
-                reply_id,
-                RpcError::invalid_params("params must be an object"),
-            ));
+            return Err((reply_id, RpcError::invalid_params("params must be an object")));
         }
     };
     Ok(match id {
@@ -283,10 +266,7 @@ impl Output {
         let mut line = message.to_string();
         line.push('\n');
         let mut stdout = self.stdout.lock();
-        if let Err(e) = stdout
-            .write_all(line.as_bytes())
-            .and_then(|()| stdout.flush())
-        {
+        if let Err(e) = stdout.write_all(line.as_bytes()).and_then(|()| stdout.flush()) {
             // The client closed our stdout; nobody can hear us any more.
             eprintln!("[demo] stdout write failed: {e}; exiting");
             process::exit(1);
@@ -335,11 +315,7 @@ struct RpcError {
 
 impl RpcError {
     fn new(code: i64, message: impl Into<String>) -> RpcError {
-        RpcError {
-            code,
-            message: message.into(),
-            data: None,
-        }
+        RpcError { code, message: message.into(), data: None }
     }
 
     fn invalid_request(message: &str) -> RpcError {
@@ -410,9 +386,7 @@ impl Server {
         let era = flags.legacy_only.then_some(Era::Legacy);
         Server {
             flags,
-            out: Output {
-                stdout: io::stdout(),
-            },
+            out: Output { stdout: io::stdout() },
             era,
             seen_first_message: false,
             initialized: false,
@@ -439,10 +413,7 @@ impl Server {
             self.fire_due_timers(Instant::now());
         }
         if !self.slow_calls.is_empty() {
-            eprintln!(
-                "[demo] dropping {} unfinished slow call(s)",
-                self.slow_calls.len()
-            );
+            eprintln!("[demo] dropping {} unfinished slow call(s)", self.slow_calls.len());
         }
     }
 
@@ -529,10 +500,7 @@ impl Server {
         if method == "initialize" {
             // The handshake does not exist in 2026-07-28; answer as the spec's version error so
             // the client sees which version this process speaks.
-            let requested = params
-                .get("protocolVersion")
-                .and_then(Value::as_str)
-                .unwrap_or("");
+            let requested = params.get("protocolVersion").and_then(Value::as_str).unwrap_or("");
             return Err(RpcError::unsupported_version(requested));
         }
         check_modern_envelope(params)?;
@@ -651,13 +619,7 @@ impl Server {
             .filter(|t| t.is_string() || t.is_number())
             .cloned();
         eprintln!("[slow] start id={id} ms={ms}");
-        self.slow_calls.push(SlowCall::new(
-            id.clone(),
-            era,
-            ms,
-            progress_token,
-            Instant::now(),
-        ));
+        self.slow_calls.push(SlowCall::new(id.clone(), era, ms, progress_token, Instant::now()));
         Outcome::Deferred
     }
 
@@ -669,8 +631,7 @@ impl Server {
 
     fn fire_due_timers(&mut self, now: Instant) {
         let mut outgoing = Vec::new();
-        self.slow_calls
-            .retain_mut(|call| !call.advance(now, &mut outgoing));
+        self.slow_calls.retain_mut(|call| !call.advance(now, &mut outgoing));
         for message in &outgoing {
             self.out.send(message);
         }
@@ -727,15 +688,7 @@ struct SlowCall {
 impl SlowCall {
     fn new(id: Value, era: Era, ms: u64, progress_token: Option<Value>, now: Instant) -> SlowCall {
         let steps = ms.div_ceil(PROGRESS_INTERVAL_MS);
-        SlowCall {
-            id,
-            era,
-            ms,
-            progress_token,
-            started: now,
-            steps,
-            steps_done: 0,
-        }
+        SlowCall { id, era, ms, progress_token, started: now, steps, steps_done: 0 }
     }
 
     /// When step `step` (1-based) is due. The last step is clamped to `ms`.
@@ -898,11 +851,7 @@ fn make_cursor(key: &str, offset: usize) -> String {
 }
 
 fn parse_cursor(key: &str, cursor: &str, len: usize) -> Option<usize> {
-    let offset = cursor
-        .strip_prefix(key)?
-        .strip_prefix(".page.")?
-        .parse::<usize>()
-        .ok()?;
+    let offset = cursor.strip_prefix(key)?.strip_prefix(".page.")?.parse::<usize>().ok()?;
     // Only offsets this server could have produced: a later page start that still has items.
     (offset > 0 && offset < len && offset % PAGE_SIZE == 0).then_some(offset)
 }
@@ -922,10 +871,7 @@ fn read_resource(params: &Value) -> Result<Value, RpcError> {
 fn get_prompt(params: &Value) -> Result<Value, RpcError> {
     let name = params.get("name").and_then(Value::as_str);
     if name != Some("greet") {
-        return Err(RpcError::invalid_params(format!(
-            "unknown prompt: {}",
-            name.unwrap_or("")
-        )));
+        return Err(RpcError::invalid_params(format!("unknown prompt: {}", name.unwrap_or(""))));
     }
     let who = params
         .get("arguments")

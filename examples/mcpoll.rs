@@ -40,20 +40,14 @@ discover | tools | call NAME [JSON] | resources | templates | prompts | read URI
 
 fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
-    let (mut stdio, mut timeout, mut era, mut command) = (
-        None,
-        Duration::from_secs(30),
-        EraPreference::Auto,
-        Vec::new(),
-    );
+    let (mut stdio, mut timeout, mut era, mut command) =
+        (None, Duration::from_secs(30), EraPreference::Auto, Vec::new());
     while let Some(a) = it.next() {
         match a.as_str() {
             "--stdio" => stdio = Some(it.next().ok_or("--stdio needs a command")?),
             "--timeout" => {
-                let ms: u64 = it
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .ok_or("--timeout needs milliseconds")?;
+                let ms: u64 =
+                    it.next().and_then(|v| v.parse().ok()).ok_or("--timeout needs milliseconds")?;
                 timeout = Duration::from_millis(ms.max(1));
             }
             "--legacy" => era = EraPreference::LegacyOnly,
@@ -66,12 +60,7 @@ fn parse_args() -> Result<Args, String> {
     if command.is_empty() {
         return Err("no command given".into());
     }
-    Ok(Args {
-        stdio,
-        timeout,
-        era,
-        command,
-    })
+    Ok(Args { stdio, timeout, era, command })
 }
 
 /// Failure, as one JSON line on stderr.
@@ -110,11 +99,7 @@ fn object_arg(s: Option<&String>) -> Result<Box<RawValue>, Failure> {
 fn run(args: &Args) -> Result<String, Failure> {
     let command =
         StdioCommand::from_command_line(&args.stdio).map_err(|e| Failure::Usage(e.to_string()))?;
-    let config = Config {
-        default_timeout: args.timeout,
-        era: args.era,
-        ..Config::default()
-    };
+    let config = Config { default_timeout: args.timeout, era: args.era, ..Config::default() };
     let mut host = Host::new().map_err(|e| Failure::Other("io", e.to_string()))?;
     let server = host
         .add_stdio_server(command, config)
@@ -127,10 +112,7 @@ fn run(args: &Args) -> Result<String, Failure> {
                 return Err(Failure::Call(error));
             }
         }
-        return Err(Failure::Other(
-            "not_ready",
-            format!("server state: {state}"),
-        ));
+        return Err(Failure::Other("not_ready", format!("server state: {state}")));
     }
     let o = CallOptions::default();
     let cmd: Vec<&String> = args.command.iter().collect();
@@ -153,12 +135,7 @@ fn run(args: &Args) -> Result<String, Failure> {
         [c, name, rest @ ..] if *c == "prompt" && rest.len() <= 1 => {
             host.get_prompt(server, name, Some(&object_arg(rest.first().copied())?), &o)?
         }
-        _ => {
-            return Err(Failure::Usage(format!(
-                "unknown command: {}",
-                args.command.join(" ")
-            )))
-        }
+        _ => return Err(Failure::Usage(format!("unknown command: {}", args.command.join(" ")))),
     };
     let result: OwnedResult = host.wait(server, call)?;
     host.close_server(server);
@@ -186,10 +163,7 @@ fn main() -> ExitCode {
                 Failure::Call(e) => (e.kind(), e.name().to_owned(), e.to_string(), 1),
                 Failure::Other(name, m) => ("local", name.to_owned(), m, 1),
             };
-            eprintln!(
-                "{}",
-                json!({"error": {"kind": kind, "name": name, "message": message}})
-            );
+            eprintln!("{}", json!({"error": {"kind": kind, "name": name, "message": message}}));
             ExitCode::from(code)
         }
     }

@@ -29,10 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut host = Host::new()?;
     let server = host.add_stdio_server(server_cmd, Config::default())?;
     let state = host.wait_ready(server, Duration::from_secs(10))?;
-    println!(
-        "1. started the demo server (pid {:?}); state: {state}",
-        host.pid(server)
-    );
+    println!("1. started the demo server (pid {:?}); state: {state}", host.pid(server));
 
     let list = host.list_tools(server, &CallOptions::default())?;
     let tools: serde_json::Value = serde_json::from_str(&host.wait(server, list)?.json)?;
@@ -66,12 +63,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         host.poll(Some(Duration::from_millis(16)))?;
         while let Some((_, event)) = host.poll_event() {
             match event {
-                Event::Progress {
-                    call,
-                    progress,
-                    total,
-                    message,
-                } if call == slow => {
+                Event::Progress { call, progress, total, message } if call == slow => {
                     println!(
                         "   progress {progress}/{} {}",
                         total.unwrap_or(0.0),

@@ -98,11 +98,7 @@ impl RpcError {
     pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
     pub(crate) fn from_raw(code: i64, message: &str, data: Option<&RawValue>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            data: data.map(|d| d.get().into()),
-        }
+        Self { code, message: message.into(), data: data.map(|d| d.get().into()) }
     }
 
     /// A snake_case name for the code, for scripts and logs.
@@ -136,6 +132,34 @@ pub enum TransportError {
     ProcessExit(ProcessExit),
     /// The transport closed for another reason (the host closed it, a write failed).
     Closed(CloseReason),
+    /// The server answered with an HTTP status and no JSON-RPC reply.
+    HttpStatus(u16),
+    /// The connection broke (reset, EOF, truncated response) before the reply arrived.
+    ConnectionLost,
+    /// The connection could not be made (refused, unreachable, name not resolved).
+    ConnectFailed(std::io::ErrorKind),
+    /// The TLS handshake or certificate check failed.
+    Tls(TlsFailure),
+    /// The response broke the HTTP or SSE framing (bad head, bad chunk, event too large).
+    BadResponse,
+    /// The legacy session was gone and re-initializing did not help.
+    SessionExpired,
+}
+
+/// Why TLS failed, without naming the TLS library's types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TlsFailure {
+    /// The certificate is not for this host name.
+    WrongHostName,
+    /// The certificate chain does not lead to a trusted root.
+    UnknownIssuer,
+    /// The certificate is expired or not yet valid.
+    Expired,
+    /// Another certificate problem.
+    BadCertificate,
+    /// The handshake failed for another reason.
+    Handshake,
 }
 
 impl TransportError {
@@ -144,6 +168,12 @@ impl TransportError {
         match self {
             Self::ProcessExit(_) => "process_exit",
             Self::Closed(_) => "closed",
+            Self::HttpStatus(_) => "http_status",
+            Self::ConnectionLost => "connection_lost",
+            Self::ConnectFailed(_) => "connect_failed",
+            Self::Tls(_) => "tls",
+            Self::BadResponse => "bad_response",
+            Self::SessionExpired => "session_expired",
         }
     }
 }
@@ -153,6 +183,14 @@ impl fmt::Display for TransportError {
         match self {
             Self::ProcessExit(e) => write!(f, "{e}"),
             Self::Closed(r) => write!(f, "transport closed: {r}"),
+            Self::HttpStatus(s) => write!(f, "HTTP status {s} without a JSON-RPC reply"),
+            Self::ConnectionLost => f.write_str("connection lost before the reply"),
+            Self::ConnectFailed(k) => write!(f, "could not connect: {k}"),
+            Self::Tls(t) => write!(f, "TLS failed: {t:?}"),
+            Self::BadResponse => f.write_str("malformed HTTP response"),
+            Self::SessionExpired => {
+                f.write_str("the server's session expired and could not be renewed")
+            }
         }
     }
 }
@@ -210,9 +248,14 @@ impl fmt::Display for CloseReason {
 }
 
 /// mcpoll ended the call itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LocalError {
+    /// The server wants (other) credentials: HTTP 401 even after asking the token provider
+    /// for a fresh token. Carries the server's `WWW-Authenticate` Bearer parameters.
+    AuthRequired(Box<AuthChallenge>),
+    /// The server refused the credentials (HTTP 403).
+    Forbidden(Box<AuthChallenge>),
     /// The host cancelled the call. The server was told; nothing is promised about side effects.
     Cancelled,
     /// The call's deadline passed before an answer arrived.
@@ -235,6 +278,8 @@ impl LocalError {
     /// A snake_case name for scripts.
     pub fn name(&self) -> &'static str {
         match self {
+            Self::AuthRequired(_) => "auth_required",
+            Self::Forbidden(_) => "forbidden",
             Self::Cancelled => "cancelled",
             Self::DeadlineExceeded => "deadline_exceeded",
             Self::TooLarge => "too_large",
@@ -250,6 +295,8 @@ impl LocalError {
 impl fmt::Display for LocalError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            Self::AuthRequired(_) => "the server requires authorization",
+            Self::Forbidden(_) => "the server refused the credentials",
             Self::Cancelled => "call cancelled",
             Self::DeadlineExceeded => "deadline exceeded",
             Self::TooLarge => "message too large",
@@ -260,6 +307,19 @@ impl fmt::Display for LocalError {
             Self::HandshakeFailed => "the server failed the protocol handshake",
         })
     }
+}
+
+/// The Bearer parameters of a `WWW-Authenticate` challenge (RFC 6750, RFC 9728).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuthChallenge {
+    /// `resource_metadata`: where the protected resource metadata lives.
+    pub resource_metadata: Option<String>,
+    /// `scope`: the scopes the server asks for.
+    pub scope: Option<String>,
+    /// `error`, e.g. `invalid_token` or `insufficient_scope`.
+    pub error: Option<String>,
+    /// `error_description`.
+    pub error_description: Option<String>,
 }
 
 /// Why a command (starting a call) was refused; nothing was sent.

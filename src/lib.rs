@@ -24,11 +24,7 @@
 //! The engine, codecs and protocol types build with no features at all.
 #![forbid(unsafe_code)]
 #![cfg_attr(not(fuzzing), warn(missing_docs))]
-#![warn(
-    missing_debug_implementations,
-    unreachable_pub,
-    elided_lifetimes_in_paths
-)]
+#![warn(missing_debug_implementations, unreachable_pub, elided_lifetimes_in_paths)]
 
 pub mod codec;
 pub mod config;

@@ -8,10 +8,7 @@ use std::process::Command;
 fn mcpoll() -> Command {
     // Built beside the demo server by `cargo test`.
     let demo = common::demo_server();
-    let dir = std::path::Path::new(demo.program())
-        .parent()
-        .expect("examples dir")
-        .to_path_buf();
+    let dir = std::path::Path::new(demo.program()).parent().expect("examples dir").to_path_buf();
     let exe = dir.join("mcpoll");
     if !exe.exists() {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
@@ -26,10 +23,7 @@ fn mcpoll() -> Command {
 }
 
 fn demo(flags: &str) -> String {
-    let path = common::demo_server()
-        .program()
-        .to_string_lossy()
-        .into_owned();
+    let path = common::demo_server().program().to_string_lossy().into_owned();
     format!("'{path}' {flags}")
 }
 
@@ -37,11 +31,7 @@ fn run(args: &[&str]) -> (i32, serde_json::Value, String) {
     let out = mcpoll().args(args).output().expect("run mcpoll");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let json = serde_json::from_str(&stdout).unwrap_or(serde_json::Value::Null);
-    (
-        out.status.code().unwrap_or(-1),
-        json,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (out.status.code().unwrap_or(-1), json, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 fn error_line(stderr: &str) -> serde_json::Value {
@@ -76,15 +66,8 @@ fn is_error_is_a_success_and_failures_are_one_json_line() {
         (Some("protocol"), Some("invalid_params"))
     );
 
-    let (code, _, err) = run(&[
-        "--stdio",
-        &server,
-        "--timeout",
-        "200",
-        "call",
-        "slow",
-        r#"{"ms":3000}"#,
-    ]);
+    let (code, _, err) =
+        run(&["--stdio", &server, "--timeout", "200", "call", "slow", r#"{"ms":3000}"#]);
     assert_eq!(code, 1);
     assert_eq!(error_line(&err)["error"]["name"], "deadline_exceeded");
 

@@ -31,10 +31,7 @@ fn scenario(script: &str, expected_era: Era) {
         .map(|t| t["name"].as_str().unwrap().to_owned())
         .collect();
     for want in ["echo", "add", "slow", "fail", "write_note", "bump_tools"] {
-        assert!(
-            names.iter().any(|n| n == want),
-            "{script}: {want} missing from {names:?}"
-        );
+        assert!(names.iter().any(|n| n == want), "{script}: {want} missing from {names:?}");
     }
 
     let echo = call(&mut host, id, "echo", r#"{"text":"héllo"}"#);
@@ -48,11 +45,7 @@ fn scenario(script: &str, expected_era: Era) {
         add.json
     );
     let fail = call(&mut host, id, "fail", "{}");
-    assert!(
-        fail.is_error,
-        "{script}: fail must be an isError result: {}",
-        fail.json
-    );
+    assert!(fail.is_error, "{script}: fail must be an isError result: {}", fail.json);
 
     cancel_slow(&mut host, id, script);
 }
@@ -60,33 +53,19 @@ fn scenario(script: &str, expected_era: Era) {
 /// Cancels `slow` after its first progress step and checks, from the server's own stderr,
 /// that it stopped, and that it still serves calls.
 fn cancel_slow(host: &mut Host, id: ServerId, script: &str) {
-    let opts = CallOptions {
-        progress: true,
-        ..CallOptions::default()
-    };
-    let slow = host
-        .call_tool(id, "slow", &raw(r#"{"ms":3000}"#), &opts)
-        .unwrap();
+    let opts = CallOptions { progress: true, ..CallOptions::default() };
+    let slow = host.call_tool(id, "slow", &raw(r#"{"ms":3000}"#), &opts).unwrap();
     poll_until(host, Duration::from_secs(10), |h| {
         matches!(h.poll_event(), Some((_, Event::Progress { .. })))
     });
     host.cancel(id, slow).unwrap();
     let events = events_until_done(host, slow, Duration::from_secs(1));
-    assert_eq!(
-        events.last().map(String::as_str),
-        Some("failed cancelled"),
-        "{script}"
-    );
+    assert_eq!(events.last().map(String::as_str), Some("failed cancelled"), "{script}");
     // Give the server the time the rest of the call would have taken, and read its log.
     let wait_until = std::time::Instant::now() + Duration::from_millis(3500);
-    poll_until(host, Duration::from_secs(5), |_| {
-        std::time::Instant::now() >= wait_until
-    });
+    poll_until(host, Duration::from_secs(5), |_| std::time::Instant::now() >= wait_until);
     let stderr = host.stderr_tail(id).unwrap();
-    assert!(
-        stderr.contains("[slow] step 1/30"),
-        "{script}: the slow call ran: {stderr}"
-    );
+    assert!(stderr.contains("[slow] step 1/30"), "{script}: the slow call ran: {stderr}");
     assert!(
         !stderr.contains("[slow] step 30/30"),
         "{script}: the server did not stop the cancelled call: {stderr}"
@@ -126,10 +105,7 @@ fn python_sdk_v2_discover_result_is_kept() {
     let id = start(&mut host, cmd, Config::default());
     let info: serde_json::Value = serde_json::from_str(host.server_info(id).unwrap()).unwrap();
     assert_eq!(info["supportedVersions"], serde_json::json!(["2026-07-28"]));
-    assert_eq!(
-        info["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
-        "lab-py"
-    );
+    assert_eq!(info["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "lab-py");
 }
 
 #[test]
@@ -142,9 +118,7 @@ fn typescript_sdk_v1_resources_and_prompts() {
     let o = CallOptions::default();
     let read = host.read_resource(id, "lab://readme", &o).unwrap();
     assert!(parse(&host.wait(id, read).unwrap())["contents"][0]["text"].is_string());
-    let prompt = host
-        .get_prompt(id, "greet", Some(&raw(r#"{"name":"Ann"}"#)), &o)
-        .unwrap();
+    let prompt = host.get_prompt(id, "greet", Some(&raw(r#"{"name":"Ann"}"#)), &o).unwrap();
     assert!(host.wait(id, prompt).unwrap().json.contains("Ann"));
 }
 
@@ -156,17 +130,13 @@ fn legacy_list_changed_reaches_the_host() {
     };
     let mut host = Host::new().unwrap();
     let id = start(&mut host, cmd, Config::default());
-    let bump = host
-        .call_tool(id, "bump_tools", &raw("{}"), &CallOptions::default())
-        .unwrap();
+    let bump = host.call_tool(id, "bump_tools", &raw("{}"), &CallOptions::default()).unwrap();
     let events = events_until_done(&mut host, bump, Duration::from_secs(10));
     let mut changed = events.iter().any(|e| e.contains("ListChanged(Tools)"));
     if !changed {
         poll_until(&mut host, Duration::from_secs(5), |h| {
-            changed |= matches!(
-                h.poll_event(),
-                Some((_, Event::ListChanged(mcpoll::ListKind::Tools)))
-            );
+            changed |=
+                matches!(h.poll_event(), Some((_, Event::ListChanged(mcpoll::ListKind::Tools))));
             changed
         });
     }

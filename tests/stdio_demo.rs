@@ -23,12 +23,8 @@ fn modern_server_discover_list_call_fail() {
     // The demo server pages its tools two at a time: the listing follows every cursor.
     let list = host.list_tools(id, &CallOptions::default()).unwrap();
     let tools = parse(&host.wait(id, list).unwrap());
-    let names: Vec<_> = tools["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names: Vec<_> =
+        tools["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["echo", "add", "slow", "fail", "write_note"]);
 
     let echo = call(&mut host, id, "echo", r#"{"text":"héllo\nworld"}"#);
@@ -45,62 +41,32 @@ fn modern_server_discover_list_call_fail() {
 
     let o = CallOptions::default();
     let read = host.read_resource(id, "demo://readme", &o).unwrap();
-    assert_eq!(
-        parse(&host.wait(id, read).unwrap())["contents"][0]["text"],
-        "mcpoll demo server"
-    );
-    let prompt = host
-        .get_prompt(id, "greet", Some(&raw(r#"{"name":"Ann"}"#)), &o)
-        .unwrap();
+    assert_eq!(parse(&host.wait(id, read).unwrap())["contents"][0]["text"], "mcpoll demo server");
+    let prompt = host.get_prompt(id, "greet", Some(&raw(r#"{"name":"Ann"}"#)), &o).unwrap();
     assert!(host.wait(id, prompt).unwrap().json.contains("Ann"));
     let complete = host
-        .complete(
-            id,
-            &raw(r#"{"type":"ref/prompt","name":"greet"}"#),
-            ("name", "a"),
-            &o,
-        )
+        .complete(id, &raw(r#"{"type":"ref/prompt","name":"greet"}"#), ("name", "a"), &o)
         .unwrap();
-    assert_eq!(
-        parse(&host.wait(id, complete).unwrap())["completion"]["values"][0],
-        "alpha"
-    );
+    assert_eq!(parse(&host.wait(id, complete).unwrap())["completion"]["values"][0], "alpha");
     let resources = host.list(id, Method::ResourcesList, &o).unwrap();
-    assert_eq!(
-        parse(&host.wait(id, resources).unwrap())["resources"][0]["uri"],
-        "demo://readme"
-    );
+    assert_eq!(parse(&host.wait(id, resources).unwrap())["resources"][0]["uri"], "demo://readme");
     assert_eq!(host.stats(id).unwrap().invalid_frames, 0);
 }
 
 #[test]
 fn legacy_server_handshake_and_calls() {
     let mut host = Host::new().unwrap();
-    let id = start(
-        &mut host,
-        demo_server().arg("--legacy-only"),
-        Config::default(),
-    );
+    let id = start(&mut host, demo_server().arg("--legacy-only"), Config::default());
     assert_eq!(host.era(id), Some(Era::Legacy));
-    assert!(host
-        .server_info(id)
-        .unwrap()
-        .contains("\"protocolVersion\":\"2025-11-25\""));
-    assert_eq!(
-        parse(&call(&mut host, id, "echo", r#"{"text":"x"}"#))["content"][0]["text"],
-        "x"
-    );
+    assert!(host.server_info(id).unwrap().contains("\"protocolVersion\":\"2025-11-25\""));
+    assert_eq!(parse(&call(&mut host, id, "echo", r#"{"text":"x"}"#))["content"][0]["text"], "x");
     assert!(call(&mut host, id, "fail", "{}").is_error);
 }
 
 #[test]
 fn probe_that_kills_the_server_leads_to_a_respawn_and_initialize() {
     let mut host = Host::new().unwrap();
-    let id = start(
-        &mut host,
-        demo_server().arg("--exit-on-non-initialize"),
-        Config::default(),
-    );
+    let id = start(&mut host, demo_server().arg("--exit-on-non-initialize"), Config::default());
     assert_eq!(host.era(id), Some(Era::Legacy));
     assert_eq!(
         parse(&call(&mut host, id, "add", r#"{"a":1,"b":1}"#))["structuredContent"]["sum"],
@@ -111,10 +77,7 @@ fn probe_that_kills_the_server_leads_to_a_respawn_and_initialize() {
 #[test]
 fn silent_probe_times_out_into_legacy() {
     let mut host = Host::new().unwrap();
-    let config = Config {
-        probe_timeout: Duration::from_millis(300),
-        ..Config::default()
-    };
+    let config = Config { probe_timeout: Duration::from_millis(300), ..Config::default() };
     let id = start(&mut host, demo_server().arg("--silent-discover"), config);
     assert_eq!(host.era(id), Some(Era::Legacy));
     assert_eq!(
@@ -127,39 +90,24 @@ fn silent_probe_times_out_into_legacy() {
 fn junk_on_stdout_and_a_flood_on_stderr_do_not_stop_the_server() {
     let mut host = Host::new().unwrap();
     let cmd = demo_server().args(["--junk-stdout", "--stderr-noise", "1024"]);
-    let config = Config {
-        stderr_tail_bytes: 4096,
-        ..Config::default()
-    };
+    let config = Config { stderr_tail_bytes: 4096, ..Config::default() };
     let id = start(&mut host, cmd, config);
-    assert_eq!(
-        parse(&call(&mut host, id, "echo", r#"{"text":"ok"}"#))["content"][0]["text"],
-        "ok"
-    );
+    assert_eq!(parse(&call(&mut host, id, "echo", r#"{"text":"ok"}"#))["content"][0]["text"], "ok");
     assert_eq!(
         host.stats(id).unwrap().invalid_frames,
         1,
         "the banner line was skipped and counted"
     );
     let tail = host.stderr_tail(id).unwrap();
-    assert!(
-        tail.len() <= 4096 && tail.len() > 1000,
-        "stderr ring is bounded: {}",
-        tail.len()
-    );
+    assert!(tail.len() <= 4096 && tail.len() > 1000, "stderr ring is bounded: {}", tail.len());
 }
 
 #[test]
 fn cancel_ends_the_wait_tells_the_server_and_the_server_stops() {
     let mut host = Host::new().unwrap();
     let id = start(&mut host, demo_server(), Config::default());
-    let opts = CallOptions {
-        progress: true,
-        ..CallOptions::default()
-    };
-    let slow = host
-        .call_tool(id, "slow", &raw(r#"{"ms":5000}"#), &opts)
-        .unwrap();
+    let opts = CallOptions { progress: true, ..CallOptions::default() };
+    let slow = host.call_tool(id, "slow", &raw(r#"{"ms":5000}"#), &opts).unwrap();
     // Wait for the first progress event, then cancel.
     poll_until(&mut host, Duration::from_secs(5), |h| {
         matches!(h.poll_event(), Some((_, mcpoll::Event::Progress { .. })))
@@ -184,9 +132,7 @@ fn deadline_on_a_real_server() {
     let id = start(&mut host, demo_server(), Config::default());
     let opts = CallOptions::timeout(Duration::from_millis(150));
     let started = std::time::Instant::now();
-    let err = host
-        .call_tool_blocking(id, "slow", &raw(r#"{"ms":3000}"#), &opts)
-        .unwrap_err();
+    let err = host.call_tool_blocking(id, "slow", &raw(r#"{"ms":3000}"#), &opts).unwrap_err();
     assert!(matches!(
         err,
         mcpoll::host::BlockingError::Call(CallError::Local(LocalError::DeadlineExceeded))
@@ -201,19 +147,10 @@ fn deadline_on_a_real_server() {
 fn progress_events_reach_their_call() {
     let mut host = Host::new().unwrap();
     let id = start(&mut host, demo_server(), Config::default());
-    let opts = CallOptions {
-        progress: true,
-        ..CallOptions::default()
-    };
-    let slow = host
-        .call_tool(id, "slow", &raw(r#"{"ms":300}"#), &opts)
-        .unwrap();
+    let opts = CallOptions { progress: true, ..CallOptions::default() };
+    let slow = host.call_tool(id, "slow", &raw(r#"{"ms":300}"#), &opts).unwrap();
     let events = events_until_done(&mut host, slow, Duration::from_secs(5));
-    assert_eq!(
-        events.iter().filter(|e| e.starts_with("progress")).count(),
-        3,
-        "{events:?}"
-    );
+    assert_eq!(events.iter().filter(|e| e.starts_with("progress")).count(), 3, "{events:?}");
     assert!(events.last().unwrap().starts_with("done"));
 }
 
@@ -227,20 +164,13 @@ fn a_crash_fails_that_servers_calls_with_exit_status_and_leaves_the_other_server
     );
     let healthy = start(&mut host, demo_server(), Config::default());
     let o = CallOptions::default();
-    let healthy_slow = host
-        .call_tool(healthy, "slow", &raw(r#"{"ms":400}"#), &o)
-        .unwrap();
-    let doomed_slow = host
-        .call_tool(crashing, "slow", &raw(r#"{"ms":5000}"#), &o)
-        .unwrap();
+    let healthy_slow = host.call_tool(healthy, "slow", &raw(r#"{"ms":400}"#), &o).unwrap();
+    let doomed_slow = host.call_tool(crashing, "slow", &raw(r#"{"ms":5000}"#), &o).unwrap();
     let err = call_err(&mut host, crashing, "add", r#"{"a":1,"b":2}"#);
     match &err {
         CallError::Transport(TransportError::ProcessExit(exit)) => {
             assert_eq!(exit.code, Some(7));
-            assert!(
-                !exit.stderr_tail.is_empty(),
-                "the stderr tail explains the exit"
-            );
+            assert!(!exit.stderr_tail.is_empty(), "the stderr tail explains the exit");
         }
         other => panic!("{other:?}"),
     }
@@ -250,19 +180,11 @@ fn a_crash_fails_that_servers_calls_with_exit_status_and_leaves_the_other_server
     ));
     assert_eq!(host.state(crashing), Some(ServerState::Closed));
     assert!(
-        host.wait(healthy, healthy_slow)
-            .unwrap()
-            .json
-            .contains("slept"),
+        host.wait(healthy, healthy_slow).unwrap().json.contains("slept"),
         "the other server's call is untouched"
     );
     assert_eq!(
-        parse(&call(
-            &mut host,
-            healthy,
-            "echo",
-            r#"{"text":"still here"}"#
-        ))["content"][0]["text"],
+        parse(&call(&mut host, healthy, "echo", r#"{"text":"still here"}"#))["content"][0]["text"],
         "still here"
     );
 }
@@ -270,16 +192,10 @@ fn a_crash_fails_that_servers_calls_with_exit_status_and_leaves_the_other_server
 #[test]
 fn oversize_reply_fails_its_call_and_the_stream_resynchronises() {
     let mut host = Host::new().unwrap();
-    let config = Config {
-        max_message_bytes: 2048,
-        ..Config::default()
-    };
+    let config = Config { max_message_bytes: 2048, ..Config::default() };
     let id = start(&mut host, demo_server(), config);
     let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(8000));
-    assert_eq!(
-        call_err(&mut host, id, "echo", &big),
-        CallError::Local(LocalError::TooLarge)
-    );
+    assert_eq!(call_err(&mut host, id, "echo", &big), CallError::Local(LocalError::TooLarge));
     assert_eq!(
         parse(&call(&mut host, id, "echo", r#"{"text":"small"}"#))["content"][0]["text"],
         "small"
@@ -290,10 +206,8 @@ fn oversize_reply_fails_its_call_and_the_stream_resynchronises() {
 #[test]
 fn a_missing_program_is_a_clear_spawn_error() {
     let mut host = Host::new().unwrap();
-    let err = host.add_stdio_server(
-        mcpoll::StdioCommand::new("/nonexistent/mcp-server"),
-        Config::default(),
-    );
+    let err = host
+        .add_stdio_server(mcpoll::StdioCommand::new("/nonexistent/mcp-server"), Config::default());
     match err {
         Err(AddServerError::Spawn(e)) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound),
         other => panic!("{other:?}"),
@@ -306,9 +220,7 @@ fn closing_a_server_stops_its_process_and_fails_its_calls() {
     let id = start(&mut host, demo_server(), Config::default());
     let pid = host.pid(id).unwrap();
     assert!(alive(pid));
-    let slow = host
-        .call_tool(id, "slow", &raw(r#"{"ms":5000}"#), &CallOptions::default())
-        .unwrap();
+    let slow = host.call_tool(id, "slow", &raw(r#"{"ms":5000}"#), &CallOptions::default()).unwrap();
     host.close_server(id);
     assert!(!alive(pid), "the child is gone after close");
     assert!(matches!(
@@ -334,17 +246,9 @@ fn dropping_the_host_kills_its_children() {
 #[test]
 fn modern_only_config_refuses_a_legacy_server() {
     let mut host = Host::new().unwrap();
-    let config = Config {
-        era: EraPreference::ModernOnly,
-        ..Config::default()
-    };
-    let id = host
-        .add_stdio_server(demo_server().arg("--legacy-only"), config)
-        .unwrap();
-    assert_eq!(
-        host.wait_ready(id, Duration::from_secs(10)).unwrap(),
-        ServerState::Closed
-    );
+    let config = Config { era: EraPreference::ModernOnly, ..Config::default() };
+    let id = host.add_stdio_server(demo_server().arg("--legacy-only"), config).unwrap();
+    assert_eq!(host.wait_ready(id, Duration::from_secs(10)).unwrap(), ServerState::Closed);
 }
 
 #[test]
@@ -355,19 +259,11 @@ fn many_concurrent_calls_out_of_order() {
     let calls: Vec<_> = (0..20)
         .map(|i| {
             let ms = (20 - i) * 10;
-            (
-                i,
-                host.call_tool(id, "slow", &raw(&format!(r#"{{"ms":{ms}}}"#)), &o)
-                    .unwrap(),
-            )
+            (i, host.call_tool(id, "slow", &raw(&format!(r#"{{"ms":{ms}}}"#)), &o).unwrap())
         })
         .collect();
     for (i, c) in calls {
         let r = host.wait(id, c).unwrap();
-        assert!(
-            r.json.contains(&format!("slept {} ms", (20 - i) * 10)),
-            "{}",
-            r.json
-        );
+        assert!(r.json.contains(&format!("slept {} ms", (20 - i) * 10)), "{}", r.json);
     }
 }

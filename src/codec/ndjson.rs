@@ -103,10 +103,7 @@ impl LineFramer {
             let excess = self.tail.len().saturating_sub(OVERSIZE_SNIPPET);
             self.tail.drain(..excess);
             self.head.truncate(OVERSIZE_SNIPPET);
-            return Some(Frame::TooLarge {
-                head: &self.head,
-                tail: &self.tail,
-            });
+            return Some(Frame::TooLarge { head: &self.head, tail: &self.tail });
         }
         loop {
             let pending = &self.buf[self.start..];
@@ -115,8 +112,7 @@ impl LineFramer {
                 // One byte of slack: a full-size line may still end in "\r\n".
                 if pending.len() > self.max_line + 1 {
                     self.head.clear();
-                    self.head
-                        .extend_from_slice(&pending[..TAIL_KEPT.min(pending.len())]);
+                    self.head.extend_from_slice(&pending[..TAIL_KEPT.min(pending.len())]);
                     self.oversize_len = pending.len();
                     self.tail.clear();
                     let from = pending.len().saturating_sub(TAIL_KEPT);
@@ -138,15 +134,10 @@ impl LineFramer {
             let line = &self.buf[line_start..end];
             if line.len() > self.max_line {
                 self.head.clear();
-                self.head
-                    .extend_from_slice(&line[..OVERSIZE_SNIPPET.min(line.len())]);
+                self.head.extend_from_slice(&line[..OVERSIZE_SNIPPET.min(line.len())]);
                 self.tail.clear();
-                self.tail
-                    .extend_from_slice(&line[line.len().saturating_sub(OVERSIZE_SNIPPET)..]);
-                return Some(Frame::TooLarge {
-                    head: &self.head,
-                    tail: &self.tail,
-                });
+                self.tail.extend_from_slice(&line[line.len().saturating_sub(OVERSIZE_SNIPPET)..]);
+                return Some(Frame::TooLarge { head: &self.head, tail: &self.tail });
             }
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
@@ -159,12 +150,10 @@ impl LineFramer {
     fn keep_tail(&mut self, dropped: &[u8]) {
         self.oversize_len += dropped.len();
         let room = TAIL_KEPT - self.head.len();
-        self.head
-            .extend_from_slice(&dropped[..room.min(dropped.len())]);
+        self.head.extend_from_slice(&dropped[..room.min(dropped.len())]);
         if dropped.len() >= TAIL_KEPT {
             self.tail.clear();
-            self.tail
-                .extend_from_slice(&dropped[dropped.len() - TAIL_KEPT..]);
+            self.tail.extend_from_slice(&dropped[dropped.len() - TAIL_KEPT..]);
             return;
         }
         self.tail.extend_from_slice(dropped);

@@ -63,8 +63,7 @@ impl StdioCommand {
 
     /// Adds arguments.
     pub fn args<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(mut self, args: I) -> Self {
-        self.args
-            .extend(args.into_iter().map(|a| a.as_ref().into()));
+        self.args.extend(args.into_iter().map(|a| a.as_ref().into()));
         self
     }
 
@@ -105,9 +104,7 @@ impl StdioCommand {
         use std::os::unix::process::CommandExt;
         // Its own process group: one signal reaches every process the server started.
         c.process_group(0);
-        c.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         c
     }
 }
@@ -299,17 +296,9 @@ impl StdioDriver {
         registry.register(&mut stdin, self.token(STDIN), Interest::WRITABLE)?;
         registry.register(&mut stdout, self.token(STDOUT), Interest::READABLE)?;
         registry.register(&mut stderr, self.token(STDERR), Interest::READABLE)?;
-        log::debug!(
-            "spawned server {:?} as pid {}",
-            self.command.program,
-            child.id()
-        );
-        self.running = Some(Running {
-            child,
-            stdin: Some(stdin),
-            stdout: Some(stdout),
-            stderr: Some(stderr),
-        });
+        log::debug!("spawned server {:?} as pid {}", self.command.program, child.id());
+        self.running =
+            Some(Running { child, stdin: Some(stdin), stdout: Some(stdout), stderr: Some(stderr) });
         self.framer = LineFramer::new(self.max_line);
         self.out.clear();
         self.written = 0;
@@ -469,10 +458,7 @@ impl StdioDriver {
             stderr_tail: Arc::from(self.stderr_tail()),
         };
         log::debug!("server {:?} ended: {exit}", self.command.program);
-        engine.handle_transport(
-            now,
-            TransportEvent::closed(TransportError::ProcessExit(exit)),
-        );
+        engine.handle_transport(now, TransportEvent::closed(TransportError::ProcessExit(exit)));
         if engine.wants_transport() {
             self.spawn(registry, engine, now)?;
         }
@@ -561,14 +547,8 @@ mod tests {
         let cases: &[(&str, &[&str])] = &[
             ("python3 server.py", &["python3", "server.py"]),
             ("  a\t b  ", &["a", "b"]),
-            (
-                "node 'my server.mjs' --x",
-                &["node", "my server.mjs", "--x"],
-            ),
-            (
-                r#"sh -c "echo \"hi\" \$HOME""#,
-                &["sh", "-c", r#"echo "hi" $HOME"#],
-            ),
+            ("node 'my server.mjs' --x", &["node", "my server.mjs", "--x"]),
+            (r#"sh -c "echo \"hi\" \$HOME""#, &["sh", "-c", r#"echo "hi" $HOME"#]),
             (r#"a "b\n" c"#, &["a", r"b\n", "c"]),
             (r"a\ b c", &["a b", "c"]),
             ("a '' b", &["a", "", "b"]),
@@ -578,22 +558,10 @@ mod tests {
         for (line, want) in cases {
             assert_eq!(split_words(line).unwrap(), *want, "{line}");
         }
-        assert_eq!(
-            split_words("a 'b").unwrap_err(),
-            CommandLineError::UnclosedQuote
-        );
-        assert_eq!(
-            split_words("a \"b").unwrap_err(),
-            CommandLineError::UnclosedQuote
-        );
-        assert_eq!(
-            split_words("a \\").unwrap_err(),
-            CommandLineError::TrailingBackslash
-        );
-        assert_eq!(
-            StdioCommand::from_command_line("   ").unwrap_err(),
-            CommandLineError::Empty
-        );
+        assert_eq!(split_words("a 'b").unwrap_err(), CommandLineError::UnclosedQuote);
+        assert_eq!(split_words("a \"b").unwrap_err(), CommandLineError::UnclosedQuote);
+        assert_eq!(split_words("a \\").unwrap_err(), CommandLineError::TrailingBackslash);
+        assert_eq!(StdioCommand::from_command_line("   ").unwrap_err(), CommandLineError::Empty);
         let c = StdioCommand::from_command_line("srv --port 1").unwrap();
         assert_eq!(c.program(), "srv");
         assert_eq!(c.args, ["--port", "1"]);

@@ -114,33 +114,13 @@ impl<'a> CallResult<'a> {
 /// An event as stored: borrowed data is kept as ranges into the arena.
 #[derive(Debug)]
 enum Stored {
-    Ready {
-        era: Era,
-        version: ProtocolVersion,
-    },
-    Done {
-        call: CallId,
-        json: Range<usize>,
-        result_type: ResultType,
-        is_error: bool,
-    },
-    Failed {
-        call: CallId,
-        error: CallError,
-    },
-    Progress {
-        call: CallId,
-        progress: f64,
-        total: Option<f64>,
-        message: Option<Range<usize>>,
-    },
+    Ready { era: Era, version: ProtocolVersion },
+    Done { call: CallId, json: Range<usize>, result_type: ResultType, is_error: bool },
+    Failed { call: CallId, error: CallError },
+    Progress { call: CallId, progress: f64, total: Option<f64>, message: Option<Range<usize>> },
     ListChanged(ListKind),
-    ResourceUpdated {
-        uri: Range<usize>,
-    },
-    Closed {
-        error: CallError,
-    },
+    ResourceUpdated { uri: Range<usize> },
+    Closed { error: CallError },
 }
 
 impl Stored {
@@ -159,12 +139,7 @@ pub(crate) struct EventQueue {
 
 impl EventQueue {
     pub(crate) fn new(max: usize) -> Self {
-        Self {
-            queue: VecDeque::with_capacity(max.min(4096)),
-            arena: Vec::new(),
-            max,
-            dropped: 0,
-        }
+        Self { queue: VecDeque::with_capacity(max.min(4096)), arena: Vec::new(), max, dropped: 0 }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -193,12 +168,7 @@ impl EventQueue {
         is_error: bool,
     ) {
         let json = self.keep(json);
-        self.queue.push_back(Stored::Done {
-            call,
-            json,
-            result_type,
-            is_error,
-        });
+        self.queue.push_back(Stored::Done { call, json, result_type, is_error });
     }
 
     /// A listing's items from every page, wrapped as `{"<key>":[...]}`.
@@ -210,12 +180,7 @@ impl EventQueue {
         self.arena.extend_from_slice(b"]}");
         let json = start.start..self.arena.len();
         let (result_type, is_error) = (ResultType::Complete, false);
-        self.queue.push_back(Stored::Done {
-            call,
-            json,
-            result_type,
-            is_error,
-        });
+        self.queue.push_back(Stored::Done { call, json, result_type, is_error });
     }
 
     pub(crate) fn failed(&mut self, call: CallId, error: CallError) {
@@ -245,12 +210,7 @@ impl EventQueue {
     ) {
         if self.has_room() {
             let message = msg.map(|m| self.keep(m.as_bytes()));
-            self.queue.push_back(Stored::Progress {
-                call,
-                progress,
-                total,
-                message,
-            });
+            self.queue.push_back(Stored::Progress { call, progress, total, message });
         }
     }
 
@@ -283,31 +243,14 @@ impl EventQueue {
         let text = |r: Range<usize>| std::str::from_utf8(&self.arena[r]).unwrap_or_default();
         match stored {
             Stored::Ready { era, version } => Event::Ready { era, version },
-            Stored::Done {
+            Stored::Done { call, json, result_type, is_error } => Event::CallDone {
                 call,
-                json,
-                result_type,
-                is_error,
-            } => Event::CallDone {
-                call,
-                result: CallResult {
-                    json: text(json),
-                    result_type,
-                    is_error,
-                },
+                result: CallResult { json: text(json), result_type, is_error },
             },
             Stored::Failed { call, error } => Event::CallFailed { call, error },
-            Stored::Progress {
-                call,
-                progress,
-                total,
-                message,
-            } => Event::Progress {
-                call,
-                progress,
-                total,
-                message: message.map(text),
-            },
+            Stored::Progress { call, progress, total, message } => {
+                Event::Progress { call, progress, total, message: message.map(text) }
+            }
             Stored::ListChanged(kind) => Event::ListChanged(kind),
             Stored::ResourceUpdated { uri } => Event::ResourceUpdated { uri: text(uri) },
             Stored::Closed { error } => Event::Closed { error },

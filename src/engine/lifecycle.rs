@@ -164,15 +164,8 @@ mod tests {
             probe_result(raw(r#"{"supportedVersions":["2099-01-01"]}"#), M),
             ProbeVerdict::NoCommonVersion
         );
-        assert_eq!(
-            probe_result(raw("{}"), M),
-            ProbeVerdict::Legacy,
-            "not a DiscoverResult"
-        );
-        assert_eq!(
-            probe_result(raw(r#"{"supportedVersions":7}"#), M),
-            ProbeVerdict::Legacy
-        );
+        assert_eq!(probe_result(raw("{}"), M), ProbeVerdict::Legacy, "not a DiscoverResult");
+        assert_eq!(probe_result(raw(r#"{"supportedVersions":7}"#), M), ProbeVerdict::Legacy);
     }
 
     #[test]
@@ -180,27 +173,12 @@ mod tests {
         assert_eq!(probe_error(-32601, None, M), ProbeVerdict::Legacy);
         assert_eq!(probe_error(-32602, None, M), ProbeVerdict::Legacy);
         assert_eq!(probe_error(-32000, None, M), ProbeVerdict::Legacy);
-        assert_eq!(
-            probe_error(-32020, None, M),
-            ProbeVerdict::Legacy,
-            "not era evidence"
-        );
-        assert_eq!(
-            probe_error(-32022, None, M),
-            ProbeVerdict::Legacy,
-            "no supported list"
-        );
+        assert_eq!(probe_error(-32020, None, M), ProbeVerdict::Legacy, "not era evidence");
+        assert_eq!(probe_error(-32022, None, M), ProbeVerdict::Legacy, "no supported list");
         let data = raw(r#"{"supported":["2026-07-28"],"requested":"2026-07-28"}"#);
-        assert_eq!(
-            probe_error(-32022, Some(data), M),
-            ProbeVerdict::NoCommonVersion,
-            "would loop"
-        );
+        assert_eq!(probe_error(-32022, Some(data), M), ProbeVerdict::NoCommonVersion, "would loop");
         let data = raw(r#"{"supported":["2099-01-01"],"requested":"2026-07-28"}"#);
-        assert_eq!(
-            probe_error(-32022, Some(data), M),
-            ProbeVerdict::NoCommonVersion
-        );
+        assert_eq!(probe_error(-32022, Some(data), M), ProbeVerdict::NoCommonVersion);
         let data = raw(r#"{"supported":["2025-11-25"],"requested":"2026-07-28"}"#);
         assert_eq!(probe_error(-32022, Some(data), M), ProbeVerdict::Legacy);
     }
@@ -215,14 +193,8 @@ mod tests {
             handshake_result(raw(r#"{"protocolVersion":"2025-06-18"}"#)).map(|v| v.as_str()),
             Some("2025-06-18")
         );
-        assert_eq!(
-            handshake_result(raw(r#"{"protocolVersion":"2024-01-01"}"#)),
-            None
-        );
-        assert_eq!(
-            handshake_result(raw(r#"{"protocolVersion":"2026-07-28"}"#)),
-            None
-        );
+        assert_eq!(handshake_result(raw(r#"{"protocolVersion":"2024-01-01"}"#)), None);
+        assert_eq!(handshake_result(raw(r#"{"protocolVersion":"2026-07-28"}"#)), None);
         assert_eq!(handshake_result(raw("{}")), None);
     }
 }

@@ -34,7 +34,8 @@ use crate::config::Config;
 use crate::error::{
     CallError, CancelError, ConfigError, LocalError, RequestError, RpcError, TransportError,
 };
-use crate::proto::jsonrpc::{self, write_json_str, write_u64, Message, WireId};
+pub use crate::proto::jsonrpc::WireId;
+use crate::proto::jsonrpc::{self, write_json_str, write_u64, Message};
 use crate::proto::mcp::{self, notify, Method, ResultHead};
 use crate::proto::meta::{write_call_meta, StaticMeta, TraceContext};
 use crate::proto::version::{Era, EraPreference, ProtocolVersion};
@@ -56,10 +57,7 @@ pub struct CallOptions {
 impl CallOptions {
     /// Options with a deadline.
     pub fn timeout(timeout: Duration) -> Self {
-        Self {
-            timeout: Some(timeout),
-            ..Self::default()
-        }
+        Self { timeout: Some(timeout), ..Self::default() }
     }
 }
 
@@ -70,30 +68,94 @@ pub struct TransportEvent(TransportEventInner);
 
 #[derive(Debug, Clone)]
 enum TransportEventInner {
-    Opened,
+    Opened(TransportKind),
     Closed(TransportError),
+    ExchangeFailed(WireId, ExchangeFailure),
+    SessionExpired(WireId),
+}
+
+/// Which kind of transport carries the engine's messages; it decides how cancellation and
+/// replies to server requests travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TransportKind {
+    /// One child process, newline-delimited JSON both ways.
+    Stdio,
+    /// Streamable HTTP: one POST per message, each reply on its own response.
+    Http,
+}
+
+/// How one HTTP exchange (a POST and its response) ended without a JSON-RPC reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExchangeFailure {
+    /// The transport failed, or the server answered with a bare HTTP status.
+    Transport(TransportError),
+    /// HTTP 401, after the token provider was asked for a fresh token once.
+    Unauthorized(crate::error::AuthChallenge),
+    /// HTTP 403.
+    Forbidden(crate::error::AuthChallenge),
 }
 
 impl TransportEvent {
-    /// The transport is open (a child was spawned; a connection was made).
+    /// A stdio transport is open (a child was spawned).
     pub fn opened() -> Self {
-        Self(TransportEventInner::Opened)
+        Self(TransportEventInner::Opened(TransportKind::Stdio))
+    }
+
+    /// A transport of this kind is open (for HTTP: the server was added; connections are the
+    /// driver's business).
+    pub fn opened_as(kind: TransportKind) -> Self {
+        Self(TransportEventInner::Opened(kind))
     }
 
     /// The transport is gone.
     pub fn closed(error: TransportError) -> Self {
         Self(TransportEventInner::Closed(error))
     }
+
+    /// The exchange that carried request `id` ended without a reply.
+    pub fn exchange_failed(id: WireId, failure: ExchangeFailure) -> Self {
+        Self(TransportEventInner::ExchangeFailed(id, failure))
+    }
+
+    /// The legacy session that request `id` was sent on is gone (HTTP 404 on a request with a
+    /// session id): the request was not processed.
+    pub fn session_expired(id: WireId) -> Self {
+        Self(TransportEventInner::SessionExpired(id))
+    }
 }
 
-/// One frame [`Engine::poll_transmit`] wrote.
+/// One frame [`Engine::poll_transmit`] wrote, or one thing the transport must do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub struct Transmit {
-    /// Bytes appended to the caller's buffer.
+    /// Bytes appended to the caller's buffer (0 for [`TransmitKind::CloseStream`]).
     pub len: usize,
-    /// The request's method, when the frame is a request (HTTP routes on it).
-    pub method: Option<Method>,
+    /// What the frame is.
+    pub kind: TransmitKind,
+}
+
+/// What a [`Transmit`] is, so a driver can route it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TransmitKind {
+    /// A request; its reply will name `id`.
+    Request {
+        /// The wire id.
+        id: WireId,
+        /// The method.
+        method: Method,
+    },
+    /// A notification (`notifications/cancelled`, `notifications/initialized`).
+    Notification,
+    /// A reply to a request the server sent.
+    Response,
+    /// Close the response stream of request `id` (HTTP cancellation); no bytes were written.
+    CloseStream {
+        /// The wire id of the request whose stream to close.
+        id: WireId,
+    },
 }
 
 /// Counters of what the engine saw; cheap to read, never reset.
@@ -122,12 +184,15 @@ pub struct Stats {
     pub events_dropped: u64,
     /// Requests written.
     pub requests_sent: u64,
+    /// Legacy HTTP sessions renewed after the server forgot them.
+    pub sessions_renewed: u64,
 }
 
 /// A frame that is not a request: notifications and replies to server requests.
 #[derive(Debug)]
 enum Control {
     Cancelled { id: WireId },
+    CloseStream { id: WireId },
     Initialized,
     Reply { id: SmallVec<[u8; 24]>, ok: bool },
 }
@@ -142,6 +207,7 @@ pub struct Engine {
     /// Set once a probe killed the process: the next transport goes straight to `initialize`.
     respawned_for_handshake: bool,
     wants_transport: bool,
+    transport: TransportKind,
     requests: Requests,
     /// Host requests waiting to be written, in call order.
     send_queue: VecDeque<WireId>,
@@ -169,6 +235,7 @@ impl Engine {
             phase: Phase::Connecting { next },
             respawned_for_handshake: false,
             wants_transport: true,
+            transport: TransportKind::Stdio,
             requests: Requests::with_capacity(config.max_pending),
             send_queue: VecDeque::with_capacity(config.max_pending),
             lifecycle_send: None,
@@ -209,16 +276,31 @@ impl Engine {
 
     /// Counters.
     pub fn stats(&self) -> Stats {
-        Stats {
-            events_dropped: self.events.dropped,
-            ..self.stats
-        }
+        Stats { events_dropped: self.events.dropped, ..self.stats }
     }
 
     /// `true` when the engine needs a (new) transport: at start, and after a probe killed the
     /// server process (it is respawned once, for the legacy handshake).
     pub fn wants_transport(&self) -> bool {
         self.wants_transport
+    }
+
+    /// The protocol version to name in an HTTP `MCP-Protocol-Version` header: the probe's
+    /// version while probing, the settled version once ready, none during `initialize`.
+    pub fn header_version(&self) -> Option<ProtocolVersion> {
+        match self.phase {
+            Phase::Probing { version } | Phase::Ready { version } => Some(version),
+            _ => None,
+        }
+    }
+
+    /// The `Mcp-Name` of a pending request: the tool or prompt name, or the resource URI.
+    pub fn request_name(&self, id: WireId) -> Option<&str> {
+        let slot = id.slot();
+        let p = self.requests.get(slot)?;
+        (p.wire_gen == id.generation()).then_some(())?;
+        let name = self.requests.bufs(slot).name.as_str();
+        (!name.is_empty()).then_some(name)
     }
 
     /// The configuration.
@@ -239,7 +321,8 @@ impl Engine {
         if !arguments.get().trim_start().starts_with('{') {
             return Err(RequestError::ArgumentsNotObject);
         }
-        self.request(now, Method::ToolsCall, opts, |p| {
+        self.request(now, Method::ToolsCall, opts, |p, n| {
+            n.push_str(name);
             p.extend_from_slice(b"\"name\":");
             write_json_str(p, name);
             p.extend_from_slice(b",\"arguments\":");
@@ -258,7 +341,7 @@ impl Engine {
         if method.list_key().is_none() {
             return Err(RequestError::NotSupportedByEra);
         }
-        self.request(now, method, opts, |_| {})
+        self.request(now, method, opts, |_, _| {})
     }
 
     /// Starts `resources/read`.
@@ -268,7 +351,8 @@ impl Engine {
         uri: &str,
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        self.request(now, Method::ResourcesRead, opts, |p| {
+        self.request(now, Method::ResourcesRead, opts, |p, n| {
+            n.push_str(uri);
             p.extend_from_slice(b"\"uri\":");
             write_json_str(p, uri);
         })
@@ -285,7 +369,8 @@ impl Engine {
         if arguments.is_some_and(|a| !a.get().trim_start().starts_with('{')) {
             return Err(RequestError::ArgumentsNotObject);
         }
-        self.request(now, Method::PromptsGet, opts, |p| {
+        self.request(now, Method::PromptsGet, opts, |p, n| {
+            n.push_str(name);
             p.extend_from_slice(b"\"name\":");
             write_json_str(p, name);
             if let Some(a) = arguments {
@@ -308,7 +393,7 @@ impl Engine {
         if !reference.get().trim_start().starts_with('{') {
             return Err(RequestError::ArgumentsNotObject);
         }
-        self.request(now, Method::Complete, opts, |p| {
+        self.request(now, Method::Complete, opts, |p, _| {
             p.extend_from_slice(b"\"ref\":");
             p.extend_from_slice(reference.get().as_bytes());
             p.extend_from_slice(b",\"argument\":{\"name\":");
@@ -325,7 +410,7 @@ impl Engine {
         if self.era() == Some(Era::Legacy) {
             return Err(RequestError::NotSupportedByEra);
         }
-        self.request(now, Method::Discover, opts, |_| {})
+        self.request(now, Method::Discover, opts, |_, _| {})
     }
 
     /// Sends `ping` (legacy servers only: 2026-07-28 removed it).
@@ -333,7 +418,7 @@ impl Engine {
         if self.era() == Some(Era::Modern) {
             return Err(RequestError::NotSupportedByEra);
         }
-        self.request(now, Method::Ping, opts, |_| {})
+        self.request(now, Method::Ping, opts, |_, _| {})
     }
 
     fn request(
@@ -341,7 +426,7 @@ impl Engine {
         now: Instant,
         method: Method,
         opts: &CallOptions,
-        params: impl FnOnce(&mut Vec<u8>),
+        params: impl FnOnce(&mut Vec<u8>, &mut String),
     ) -> Result<CallId, RequestError> {
         if self.phase == Phase::Closed {
             return Err(RequestError::Closed);
@@ -352,12 +437,9 @@ impl Engine {
             .insert(method, Owner::Host, deadline, opts.progress)
             .ok_or(RequestError::Overloaded)?;
         // SAFETY-style note: `insert` just filled this slot.
-        let call = self
-            .requests
-            .call_id(slot)
-            .ok_or(RequestError::Overloaded)?;
+        let call = self.requests.call_id(slot).ok_or(RequestError::Overloaded)?;
         let bufs = self.requests.bufs_mut(slot);
-        params(&mut bufs.params);
+        params(&mut bufs.params, &mut bufs.name);
         let token = opts.progress.then(|| call.get());
         write_call_meta(&mut bufs.meta, token, opts.trace.as_ref());
         if let Some(id) = self.requests.wire_id(slot) {
@@ -392,12 +474,81 @@ impl Engine {
     /// Reports a transport change.
     pub fn handle_transport(&mut self, now: Instant, event: TransportEvent) {
         match event.0 {
-            TransportEventInner::Opened => self.on_opened(now),
+            TransportEventInner::Opened(kind) => self.on_opened(now, kind),
             TransportEventInner::Closed(error) => self.on_closed(error),
+            TransportEventInner::ExchangeFailed(id, failure) => {
+                self.on_exchange_failed(now, id, failure)
+            }
+            TransportEventInner::SessionExpired(id) => self.on_session_expired(now, id),
         }
     }
 
-    fn on_opened(&mut self, now: Instant) {
+    fn on_exchange_failed(&mut self, now: Instant, id: WireId, failure: ExchangeFailure) {
+        let Lookup::Pending(slot) = self.requests.lookup(id) else { return };
+        let Some(owner) = self.requests.get(slot).map(|p| p.owner) else { return };
+        let error = match failure {
+            ExchangeFailure::Transport(e) => CallError::Transport(e),
+            ExchangeFailure::Unauthorized(c) => {
+                CallError::Local(LocalError::AuthRequired(Box::new(c)))
+            }
+            ExchangeFailure::Forbidden(c) => CallError::Local(LocalError::Forbidden(Box::new(c))),
+        };
+        match owner {
+            Owner::Host => {
+                // The stream is already gone: nothing to signal, the call just ends.
+                if let (Some(call), Some(_)) =
+                    (self.requests.call_id(slot), self.requests.remove(slot, Ended::Abandoned))
+                {
+                    self.events.failed(call, error);
+                }
+            }
+            Owner::Probe => {
+                // PROTOCOL.md §5.3: a 4xx without a recognised modern error is legacy evidence;
+                // 401, 403, 5xx, network errors and timeouts are evidence of nothing.
+                let legacy_evidence = matches!(
+                    error,
+                    CallError::Transport(TransportError::HttpStatus(s)) if (400..500).contains(&s) && s != 401 && s != 403
+                );
+                if legacy_evidence {
+                    self.apply_verdict(now, ProbeVerdict::Legacy, None);
+                } else {
+                    self.shut(error);
+                }
+            }
+            Owner::Handshake => self.shut(error),
+        }
+    }
+
+    /// A legacy HTTP session vanished under request `id`, which the server therefore did not
+    /// process: re-initialize and send it again, once.
+    fn on_session_expired(&mut self, now: Instant, id: WireId) {
+        let Lookup::Pending(slot) = self.requests.lookup(id) else { return };
+        let Some(p) = self.requests.get_mut(slot) else { return };
+        match p.owner {
+            Owner::Host if !p.resent_for_session => {
+                p.resent_for_session = true;
+                if let Some(new_id) = self.requests.renew_wire_id(slot) {
+                    self.send_queue.push_front(new_id);
+                }
+                self.stats.sessions_renewed += 1;
+                if matches!(self.phase, Phase::Ready { .. }) {
+                    log::debug!("legacy session expired; re-initializing");
+                    self.start_handshake(now);
+                }
+            }
+            Owner::Host => {
+                if let (Some(call), Some(_)) =
+                    (self.requests.call_id(slot), self.requests.remove(slot, Ended::Abandoned))
+                {
+                    self.events.failed(call, CallError::Transport(TransportError::SessionExpired));
+                }
+            }
+            _ => self.shut(CallError::Transport(TransportError::SessionExpired)),
+        }
+    }
+
+    fn on_opened(&mut self, now: Instant, kind: TransportKind) {
+        self.transport = kind;
         self.wants_transport = false;
         let Phase::Connecting { next } = self.phase else {
             return;
@@ -418,9 +569,7 @@ impl Engine {
             log::debug!("server exited during the era probe; respawning for initialize");
             self.drop_lifecycle_request();
             self.respawned_for_handshake = true;
-            self.phase = Phase::Connecting {
-                next: Opening::Handshake,
-            };
+            self.phase = Phase::Connecting { next: Opening::Handshake };
             self.wants_transport = true;
             return;
         }
@@ -441,24 +590,33 @@ impl Engine {
         };
         match message {
             Message::Result { id, result } => self.on_result(now, id, result),
-            Message::Error {
-                id: Some(id),
-                error,
-            } => {
+            Message::Error { id: Some(id), error } => {
                 let rpc = RpcError::from_raw(error.code, &error.message, error.data);
                 self.on_error(now, id, rpc, error.data);
             }
             Message::Error { id: None, error } => {
                 self.stats.errors_without_id += 1;
-                log::debug!(
-                    "error reply with a null id: {} ({})",
-                    error.message,
-                    error.code
-                );
+                log::debug!("error reply with a null id: {} ({})", error.message, error.code);
             }
             Message::Request { id, method, .. } => self.on_server_request(id, &method),
             Message::Notification { method, params } => self.on_notification(&method, params),
         }
+    }
+
+    /// Handles one frame that arrived on the response to request `to` (HTTP): like
+    /// [`handle_message`](Self::handle_message), except that an error with `"id": null` (legacy
+    /// servers send those for transport-level rejections) is taken as the answer to `to`.
+    pub fn handle_reply(&mut self, now: Instant, frame: &[u8], to: WireId) {
+        if let Ok(Message::Error { id: None, error }) = jsonrpc::decode(frame) {
+            self.stats.frames_in += 1;
+            let rpc = RpcError::from_raw(error.code, &error.message, error.data);
+            let id_text = itoa_buf(to);
+            if let Ok(id) = serde_json::from_str::<&RawValue>(id_text.as_str()) {
+                self.on_error(now, id, rpc, error.data);
+            }
+            return;
+        }
+        self.handle_message(now, frame);
     }
 
     /// Reports a message the codec dropped for size, with the first and last bytes of it: when
@@ -480,12 +638,8 @@ impl Engine {
 
     /// Fires every deadline that has passed. Safe to call early or often.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let expired: SmallVec<[usize; 16]> = self
-            .requests
-            .iter()
-            .filter(|(_, p)| p.deadline <= now)
-            .map(|(slot, _)| slot)
-            .collect();
+        let expired: SmallVec<[usize; 16]> =
+            self.requests.iter().filter(|(_, p)| p.deadline <= now).map(|(slot, _)| slot).collect();
         for slot in expired {
             let Some(owner) = self.requests.get(slot).map(|p| p.owner) else {
                 continue;
@@ -509,28 +663,21 @@ impl Engine {
     pub fn poll_transmit(&mut self, _now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         let start = buf.len();
         if let Some(c) = self.control.pop_front() {
-            self.write_control(buf, c);
-            return Some(Transmit {
-                len: buf.len() - start,
-                method: None,
-            });
+            let kind = self.write_control(buf, c);
+            return Some(Transmit { len: buf.len() - start, kind });
         }
         if let Some(id) = self.lifecycle_send.take() {
             let method = self.write_request(buf, id)?;
-            return Some(Transmit {
-                len: buf.len() - start,
-                method: Some(method),
-            });
+            let kind = TransmitKind::Request { id, method };
+            return Some(Transmit { len: buf.len() - start, kind });
         }
         if !matches!(self.phase, Phase::Ready { .. }) {
             return None;
         }
         while let Some(id) = self.send_queue.pop_front() {
             if let Some(method) = self.write_request(buf, id) {
-                return Some(Transmit {
-                    len: buf.len() - start,
-                    method: Some(method),
-                });
+                let kind = TransmitKind::Request { id, method };
+                return Some(Transmit { len: buf.len() - start, kind });
             }
         }
         None
@@ -581,11 +728,7 @@ impl Engine {
         buf.extend_from_slice(b"\",\"params\":{");
         let bufs = self.requests.bufs(slot);
         buf.extend_from_slice(&bufs.params);
-        let static_meta = if modern {
-            self.meta.as_ref().map(StaticMeta::bytes)
-        } else {
-            None
-        };
+        let static_meta = if modern { self.meta.as_ref().map(StaticMeta::bytes) } else { None };
         let static_meta = static_meta.unwrap_or_default();
         if !static_meta.is_empty() || !bufs.meta.is_empty() {
             if !bufs.params.is_empty() {
@@ -607,7 +750,7 @@ impl Engine {
         Some(method)
     }
 
-    fn write_control(&mut self, buf: &mut Vec<u8>, c: Control) {
+    fn write_control(&mut self, buf: &mut Vec<u8>, c: Control) -> TransmitKind {
         match c {
             Control::Cancelled { id } => {
                 buf.extend_from_slice(
@@ -615,11 +758,14 @@ impl Engine {
                 );
                 write_u64(buf, id.get());
                 buf.extend_from_slice(b"}}");
+                TransmitKind::Notification
             }
+            Control::CloseStream { id } => TransmitKind::CloseStream { id },
             Control::Initialized => {
                 buf.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":\"");
                 buf.extend_from_slice(notify::INITIALIZED.as_bytes());
                 buf.extend_from_slice(b"\"}");
+                TransmitKind::Notification
             }
             Control::Reply { id, ok } => {
                 let id = std::str::from_utf8(&id).unwrap_or("null");
@@ -628,6 +774,7 @@ impl Engine {
                 } else {
                     jsonrpc::write_error(buf, id, RpcError::METHOD_NOT_FOUND, "Method not found");
                 }
+                TransmitKind::Response
             }
         }
     }
@@ -679,12 +826,7 @@ impl Engine {
 
     fn static_meta(&self, version: ProtocolVersion) -> StaticMeta {
         let c = &self.config;
-        StaticMeta::new(
-            version,
-            &c.client_capabilities,
-            &c.client_name,
-            &c.client_version,
-        )
+        StaticMeta::new(version, &c.client_capabilities, &c.client_name, &c.client_version)
     }
 
     fn start_lifecycle_request(
@@ -820,11 +962,25 @@ impl Engine {
             return;
         };
         if p.state == SendState::Sent {
-            self.push_control(Control::Cancelled {
-                id: WireId::new(slot, p.wire_gen),
-            });
+            self.signal_cancel(WireId::new(slot, p.wire_gen));
         }
         self.events.failed(call, error);
+    }
+
+    /// Tells the server the way its era and transport expect (PROTOCOL.md §7 "Cancellation"):
+    /// stdio sends `notifications/cancelled`; modern HTTP closes the response stream; legacy
+    /// HTTP does both, since a disconnect alone is not a cancellation there.
+    fn signal_cancel(&mut self, id: WireId) {
+        let legacy = matches!(self.phase, Phase::Ready { version } if version.era() == Era::Legacy);
+        match self.transport {
+            TransportKind::Stdio => self.push_control(Control::Cancelled { id }),
+            TransportKind::Http => {
+                if legacy {
+                    self.push_control(Control::Cancelled { id });
+                }
+                self.push_control(Control::CloseStream { id });
+            }
+        }
     }
 
     fn resolve(&mut self, id: &RawValue) -> Option<(usize, Owner)> {
@@ -865,17 +1021,11 @@ impl Engine {
             return;
         };
         self.requests.remove(slot, Ended::Answered);
-        match head
-            .ok()
-            .and_then(|h| h.result_type().map(|t| (t, h.is_error.unwrap_or(false))))
-        {
+        match head.ok().and_then(|h| h.result_type().map(|t| (t, h.is_error.unwrap_or(false)))) {
             Some((result_type, is_error)) => {
-                self.events
-                    .done(call, result.get().as_bytes(), result_type, is_error)
+                self.events.done(call, result.get().as_bytes(), result_type, is_error)
             }
-            None => self
-                .events
-                .failed(call, CallError::Local(LocalError::InvalidResult)),
+            None => self.events.failed(call, CallError::Local(LocalError::InvalidResult)),
         }
     }
 
@@ -953,10 +1103,7 @@ impl Engine {
     fn on_server_request(&mut self, id: &RawValue, method: &str) {
         self.stats.server_requests += 1;
         let id = SmallVec::from_slice(id.get().as_bytes());
-        self.push_control(Control::Reply {
-            id,
-            ok: method == "ping",
-        });
+        self.push_control(Control::Reply { id, ok: method == "ping" });
     }
 
     fn on_notification(&mut self, method: &str, params: Option<&RawValue>) {
@@ -999,9 +1146,39 @@ impl Engine {
             .and_then(|s| self.requests.get(s))
             .is_some_and(|r| r.progress);
         if wants {
-            self.events
-                .progress(call, p.progress, p.total, p.message.as_deref());
+            self.events.progress(call, p.progress, p.total, p.message.as_deref());
         }
+    }
+}
+
+/// An id's decimal text on the stack.
+fn itoa_buf(id: WireId) -> SmallString {
+    let mut s = SmallString::default();
+    use std::fmt::Write;
+    let _ = write!(s, "{}", id.get());
+    s
+}
+
+/// A short string without heap allocation (ids have at most 16 digits).
+#[derive(Default)]
+struct SmallString {
+    buf: [u8; 24],
+    len: usize,
+}
+
+impl SmallString {
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Write for SmallString {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        let dst = self.buf.get_mut(self.len..end).ok_or(std::fmt::Error)?;
+        dst.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
     }
 }
 
@@ -1017,22 +1194,15 @@ fn cursor_hash(cursor: &str) -> u64 {
 /// (TypeScript SDKs).
 fn sniff_id(head: &[u8], tail: &[u8]) -> Option<WireId> {
     fn digits(s: &[u8]) -> Option<WireId> {
-        let end = s
-            .iter()
-            .position(|b| !b.is_ascii_digit())
-            .unwrap_or(s.len());
+        let end = s.iter().position(|b| !b.is_ascii_digit()).unwrap_or(s.len());
         let raw: &RawValue = serde_json::from_slice(s.get(..end)?).ok()?;
         WireId::parse(raw)
     }
-    let compact: SmallVec<[u8; 64]> = head
-        .iter()
-        .copied()
-        .filter(|b| !b.is_ascii_whitespace())
-        .collect();
+    let compact: SmallVec<[u8; 64]> =
+        head.iter().copied().filter(|b| !b.is_ascii_whitespace()).collect();
     let after_brace = compact.strip_prefix(b"{".as_slice())?;
-    let after_version = after_brace
-        .strip_prefix(b"\"jsonrpc\":\"2.0\",".as_slice())
-        .unwrap_or(after_brace);
+    let after_version =
+        after_brace.strip_prefix(b"\"jsonrpc\":\"2.0\",".as_slice()).unwrap_or(after_brace);
     if let Some(rest) = after_version.strip_prefix(b"\"id\":".as_slice()) {
         return digits(rest);
     }
@@ -1041,10 +1211,7 @@ fn sniff_id(head: &[u8], tail: &[u8]) -> Option<WireId> {
     let start = body.iter().rposition(|b| !b.is_ascii_digit())? + 1;
     let prefix = body[..start].trim_ascii_end();
     let prefix = prefix.strip_suffix(b":")?.trim_ascii_end();
-    prefix
-        .ends_with(b"\"id\"")
-        .then(|| digits(&body[start..]))
-        .flatten()
+    prefix.ends_with(b"\"id\"").then(|| digits(&body[start..])).flatten()
 }
 
 #[cfg(test)]

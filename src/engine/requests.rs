@@ -58,6 +58,8 @@ pub(crate) struct Pending {
     pub(crate) deadline: Instant,
     pub(crate) progress: bool,
     pub(crate) pages: u32,
+    /// Already sent again once after its legacy session expired.
+    pub(crate) resent_for_session: bool,
 }
 
 /// Buffers owned by a slot and reused by every call that occupies it, so steady-state calls
@@ -68,6 +70,8 @@ pub(crate) struct SlotBufs {
     pub(crate) params: Vec<u8>,
     /// The per-call `_meta` members, without braces.
     pub(crate) meta: Vec<u8>,
+    /// The `Mcp-Name` value: tool or prompt name, or resource URI.
+    pub(crate) name: String,
     /// Items gathered from earlier pages of a listing, comma-separated.
     pub(crate) items: Vec<u8>,
     /// Hashes of cursors a listing has returned, to catch a server that loops.
@@ -149,19 +153,19 @@ impl Requests {
             deadline,
             progress,
             pages: 0,
+            resent_for_session: false,
         });
         let bufs = &mut self.bufs[slot];
         bufs.params.clear();
         bufs.meta.clear();
+        bufs.name.clear();
         bufs.items.clear();
         bufs.cursors.clear();
         Some(slot)
     }
 
     pub(crate) fn call_id(&self, slot: usize) -> Option<CallId> {
-        self.slab
-            .get(slot)
-            .map(|p| CallId(WireId::new(slot, p.call_gen)))
+        self.slab.get(slot).map(|p| CallId(WireId::new(slot, p.call_gen)))
     }
 
     pub(crate) fn wire_id(&self, slot: usize) -> Option<WireId> {
@@ -245,55 +249,27 @@ mod tests {
     fn stale_ids_never_match_a_reused_slot() {
         let now = Instant::now();
         let mut t = Requests::with_capacity(1);
-        let a = t
-            .insert(Method::ToolsCall, Owner::Host, now, false)
-            .unwrap();
+        let a = t.insert(Method::ToolsCall, Owner::Host, now, false).unwrap();
         t.get_mut(a).unwrap().state = SendState::Sent;
         let a_wire = t.wire_id(a).unwrap();
         let a_call = t.call_id(a).unwrap();
-        assert!(
-            t.insert(Method::ToolsCall, Owner::Host, now, false)
-                .is_none(),
-            "full"
-        );
+        assert!(t.insert(Method::ToolsCall, Owner::Host, now, false).is_none(), "full");
         assert_eq!(t.lookup(a_wire), Lookup::Pending(a));
         t.remove(a, Ended::Answered);
         assert_eq!(t.lookup(a_wire), Lookup::Duplicate);
 
-        let b = t
-            .insert(Method::ToolsCall, Owner::Host, now, false)
-            .unwrap();
+        let b = t.insert(Method::ToolsCall, Owner::Host, now, false).unwrap();
         assert_eq!(a, b, "slot reused");
         t.get_mut(b).unwrap().state = SendState::Sent;
-        assert_eq!(
-            t.lookup(a_wire),
-            Lookup::Duplicate,
-            "old id does not complete the new call"
-        );
-        assert_eq!(
-            t.slot_of(a_call),
-            None,
-            "old handle does not name the new call"
-        );
+        assert_eq!(t.lookup(a_wire), Lookup::Duplicate, "old id does not complete the new call");
+        assert_eq!(t.slot_of(a_call), None, "old handle does not name the new call");
         assert_eq!(t.slot_of(t.call_id(b).unwrap()), Some(b));
         let b_first = t.wire_id(b).unwrap();
         let renewed = t.renew_wire_id(b).unwrap();
         t.get_mut(b).unwrap().state = SendState::Sent;
-        assert_eq!(
-            t.lookup(b_first),
-            Lookup::Late,
-            "a superseded page or attempt id is late"
-        );
+        assert_eq!(t.lookup(b_first), Lookup::Late, "a superseded page or attempt id is late");
         assert_eq!(t.lookup(renewed), Lookup::Pending(b));
-        assert_eq!(
-            t.lookup(WireId::new(b, 999)),
-            Lookup::Unknown,
-            "never issued"
-        );
-        assert_eq!(
-            t.lookup(WireId::new(5, 1)),
-            Lookup::Unknown,
-            "slot out of range"
-        );
+        assert_eq!(t.lookup(WireId::new(b, 999)), Lookup::Unknown, "never issued");
+        assert_eq!(t.lookup(WireId::new(5, 1)), Lookup::Unknown, "slot out of range");
     }
 }

@@ -19,12 +19,7 @@ impl Harness {
     fn new(config: Config) -> Self {
         let now = Instant::now();
         let engine = Engine::new(config, now).unwrap();
-        Self {
-            engine,
-            now,
-            sent: Vec::new(),
-            buf: Vec::new(),
-        }
+        Self { engine, now, sent: Vec::new(), buf: Vec::new() }
     }
 
     /// Collects every frame the engine wants to send.
@@ -97,9 +92,7 @@ impl Harness {
 
     fn call(&mut self, name: &str, args: &str) -> CallId {
         let args: &RawValue = serde_json::from_str(args).unwrap();
-        self.engine
-            .call_tool(self.now, name, args, &CallOptions::default())
-            .unwrap()
+        self.engine.call_tool(self.now, name, args, &CallOptions::default()).unwrap()
     }
 
     /// Opens the transport and answers the probe as a modern server.
@@ -122,10 +115,7 @@ impl Harness {
         assert_eq!(init["method"], "initialize");
         h.reply(&init, json!({"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}}));
         let initialized = h.sent_one();
-        assert_eq!(
-            initialized,
-            json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        );
+        assert_eq!(initialized, json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         assert_eq!(h.events(), ["ready legacy 2025-11-25"]);
         h
     }
@@ -148,12 +138,7 @@ fn describe(e: &Event<'_>) -> String {
             )
         }
         Event::CallFailed { call, error } => format!("failed {} {}", call.get(), error.name()),
-        Event::Progress {
-            call,
-            progress,
-            total,
-            message,
-        } => {
+        Event::Progress { call, progress, total, message } => {
             format!("progress {} {progress} {total:?} {message:?}", call.get())
         }
         Event::ListChanged(k) => format!("list_changed {k:?}"),
@@ -166,22 +151,13 @@ fn describe(e: &Event<'_>) -> String {
 fn probe_then_modern_calls_carry_full_meta() {
     let mut h = Harness::new(Config::default());
     let early = h.call("echo", r#"{"text":"hi"}"#);
-    assert!(
-        h.take_sent().is_empty(),
-        "nothing before the transport opens"
-    );
+    assert!(h.take_sent().is_empty(), "nothing before the transport opens");
     h.engine.handle_transport(h.now, TransportEvent::opened());
     let probe = h.sent_one();
     assert_eq!(probe["method"], "server/discover");
     let meta = &probe["params"]["_meta"];
-    assert_eq!(
-        meta["io.modelcontextprotocol/protocolVersion"],
-        "2026-07-28"
-    );
-    assert_eq!(
-        meta["io.modelcontextprotocol/clientCapabilities"],
-        json!({})
-    );
+    assert_eq!(meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+    assert_eq!(meta["io.modelcontextprotocol/clientCapabilities"], json!({}));
     assert_eq!(meta["io.modelcontextprotocol/clientInfo"]["name"], "mcpoll");
     assert_eq!(h.engine.state(), ServerState::Probing);
 
@@ -190,15 +166,9 @@ fn probe_then_modern_calls_carry_full_meta() {
     assert_eq!(call["method"], "tools/call");
     assert_eq!(call["params"]["name"], "echo");
     assert_eq!(call["params"]["arguments"], json!({"text": "hi"}));
-    assert_eq!(
-        call["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
-        "2026-07-28"
-    );
+    assert_eq!(call["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
     assert_ne!(call["id"], probe["id"]);
-    h.reply(
-        &call,
-        json!({"resultType": "complete", "content": [{"type": "text", "text": "hi"}]}),
-    );
+    h.reply(&call, json!({"resultType": "complete", "content": [{"type": "text", "text": "hi"}]}));
     assert_eq!(
         h.events(),
         [
@@ -207,11 +177,7 @@ fn probe_then_modern_calls_carry_full_meta() {
         ]
     );
     assert_eq!(h.engine.era(), Some(Era::Modern));
-    assert!(h
-        .engine
-        .server_info()
-        .unwrap()
-        .contains("supportedVersions"));
+    assert!(h.engine.server_info().unwrap().contains("supportedVersions"));
     assert_eq!(h.engine.pending(), 0);
 }
 
@@ -220,20 +186,11 @@ fn probe_error_falls_back_to_initialize_and_legacy_calls_have_no_modern_meta() {
     let mut h = Harness::ready_legacy();
     let c = h.call("add", r#"{"a":1,"b":2}"#);
     let req = h.sent_one();
-    assert!(
-        req["params"].get("_meta").is_none(),
-        "legacy requests carry no envelope: {req}"
-    );
-    h.reply(
-        &req,
-        json!({"content": [], "structuredContent": {"sum": 3}}),
-    );
+    assert!(req["params"].get("_meta").is_none(), "legacy requests carry no envelope: {req}");
+    h.reply(&req, json!({"content": [], "structuredContent": {"sum": 3}}));
     assert_eq!(
         h.events(),
-        [format!(
-            "done {} {{\"content\":[],\"structuredContent\":{{\"sum\":3}}}}",
-            c.get()
-        )]
+        [format!("done {} {{\"content\":[],\"structuredContent\":{{\"sum\":3}}}}", c.get())]
     );
     assert!(matches!(
         h.engine.discover(h.now, &CallOptions::default()),
@@ -266,10 +223,7 @@ fn probe_timeout_falls_back_and_a_late_discover_reply_is_ignored() {
     h.reply(&probe, discover_result());
     assert_eq!(h.engine.stats().late_responses, 1);
     assert_eq!(h.engine.state(), ServerState::Handshaking);
-    h.reply(
-        &init,
-        json!({"protocolVersion": "2025-11-25", "capabilities": {}}),
-    );
+    h.reply(&init, json!({"protocolVersion": "2025-11-25", "capabilities": {}}));
     assert_eq!(h.sent_one()["method"], "notifications/initialized");
     assert_eq!(h.engine.era(), Some(Era::Legacy));
 }
@@ -300,25 +254,18 @@ fn unsupported_version_error_is_modern_evidence() {
     assert!(h.take_sent().is_empty());
     assert_eq!(
         h.events(),
-        [
-            format!("failed {} no_common_version", c.get()),
-            "closed no_common_version".into()
-        ]
+        [format!("failed {} no_common_version", c.get()), "closed no_common_version".into()]
     );
     assert_eq!(h.engine.state(), ServerState::Closed);
     assert!(matches!(
-        h.engine
-            .call_tool(h.now, "x", raw("{}"), &CallOptions::default()),
+        h.engine.call_tool(h.now, "x", raw("{}"), &CallOptions::default()),
         Err(RequestError::Closed)
     ));
 }
 
 #[test]
 fn modern_only_refuses_legacy_servers() {
-    let config = Config {
-        era: EraPreference::ModernOnly,
-        ..Config::default()
-    };
+    let config = Config { era: EraPreference::ModernOnly, ..Config::default() };
     let mut h = Harness::new(config);
     h.engine.handle_transport(h.now, TransportEvent::opened());
     let probe = h.sent_one();
@@ -329,10 +276,7 @@ fn modern_only_refuses_legacy_servers() {
 
 #[test]
 fn legacy_only_skips_the_probe() {
-    let config = Config {
-        era: EraPreference::LegacyOnly,
-        ..Config::default()
-    };
+    let config = Config { era: EraPreference::LegacyOnly, ..Config::default() };
     let mut h = Harness::new(config);
     h.engine.handle_transport(h.now, TransportEvent::opened());
     assert_eq!(h.sent_one()["method"], "initialize");
@@ -346,38 +290,24 @@ fn process_exit_during_probe_respawns_once_for_initialize() {
     h.engine.handle_transport(h.now, TransportEvent::opened());
     assert!(!h.engine.wants_transport());
     let _probe = h.sent_one();
-    h.engine
-        .handle_transport(h.now, TransportEvent::closed(exit(3)));
-    assert!(
-        h.engine.wants_transport(),
-        "the engine asks for a new process"
-    );
-    assert!(
-        h.events().is_empty(),
-        "queued calls survive the probe's death"
-    );
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit(3)));
+    assert!(h.engine.wants_transport(), "the engine asks for a new process");
+    assert!(h.events().is_empty(), "queued calls survive the probe's death");
     h.engine.handle_transport(h.now, TransportEvent::opened());
     let init = h.sent_one();
     assert_eq!(init["method"], "initialize");
     // A second death is final: every call fails with the exit, and the engine closes.
-    h.engine
-        .handle_transport(h.now, TransportEvent::closed(exit(3)));
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit(3)));
     assert!(!h.engine.wants_transport());
     assert_eq!(
         h.events(),
-        [
-            format!("failed {} process_exit", c.get()),
-            "closed process_exit".into()
-        ]
+        [format!("failed {} process_exit", c.get()), "closed process_exit".into()]
     );
 }
 
 #[test]
 fn initialize_error_closes_with_the_protocol_error() {
-    let config = Config {
-        era: EraPreference::LegacyOnly,
-        ..Config::default()
-    };
+    let config = Config { era: EraPreference::LegacyOnly, ..Config::default() };
     let mut h = Harness::new(config);
     h.engine.handle_transport(h.now, TransportEvent::opened());
     let init = h.sent_one();
@@ -387,10 +317,7 @@ fn initialize_error_closes_with_the_protocol_error() {
 
 #[test]
 fn initialize_with_unknown_version_fails() {
-    let config = Config {
-        era: EraPreference::LegacyOnly,
-        ..Config::default()
-    };
+    let config = Config { era: EraPreference::LegacyOnly, ..Config::default() };
     let mut h = Harness::new(config);
     h.engine.handle_transport(h.now, TransportEvent::opened());
     let init = h.sent_one();
@@ -404,10 +331,7 @@ fn deadline_fails_locally_and_tells_the_server() {
     let opts = CallOptions::timeout(Duration::from_millis(200));
     let c = h.engine.call_tool(h.now, "slow", raw("{}"), &opts).unwrap();
     let req = h.sent_one();
-    assert_eq!(
-        h.engine.poll_timeout(),
-        Some(h.now + Duration::from_millis(200))
-    );
+    assert_eq!(h.engine.poll_timeout(), Some(h.now + Duration::from_millis(200)));
     h.advance(Duration::from_millis(199));
     assert!(h.events().is_empty());
     h.advance_to_next_timeout();
@@ -416,10 +340,7 @@ fn deadline_fails_locally_and_tells_the_server() {
         cancel,
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": req["id"]}})
     );
-    assert_eq!(
-        h.events(),
-        [format!("failed {} deadline_exceeded", c.get())]
-    );
+    assert_eq!(h.events(), [format!("failed {} deadline_exceeded", c.get())]);
     assert_eq!(h.engine.poll_timeout(), None);
     // A reply after the deadline is late, never a second completion.
     h.reply(&req, json!({"content": []}));
@@ -433,17 +354,11 @@ fn deadline_runs_while_queued_and_sends_nothing() {
     let opts = CallOptions::timeout(Duration::from_millis(50));
     let c = h.engine.call_tool(h.now, "echo", raw("{}"), &opts).unwrap();
     h.advance(Duration::from_millis(50));
-    assert_eq!(
-        h.events(),
-        [format!("failed {} deadline_exceeded", c.get())]
-    );
+    assert_eq!(h.events(), [format!("failed {} deadline_exceeded", c.get())]);
     h.engine.handle_transport(h.now, TransportEvent::opened());
     let probe = h.sent_one();
     h.reply(&probe, discover_result());
-    assert!(
-        h.take_sent().is_empty(),
-        "the expired call is never written"
-    );
+    assert!(h.take_sent().is_empty(), "the expired call is never written");
 }
 
 #[test]
@@ -483,10 +398,7 @@ fn the_handshake_cannot_be_cancelled() {
     let probe = h.sent_one();
     let id = WireId::parse(raw(&probe["id"].to_string())).unwrap();
     let probe_call = h.engine.requests.call_id(id.slot()).unwrap();
-    assert_eq!(
-        h.engine.cancel(h.now, probe_call),
-        Err(CancelError::Handshake)
-    );
+    assert_eq!(h.engine.cancel(h.now, probe_call), Err(CancelError::Handshake));
 }
 
 #[test]
@@ -498,10 +410,7 @@ fn reply_racing_a_cancel_is_delivered_once_at_most() {
     h.reply(&req, json!({"content": []}));
     assert_eq!(h.engine.cancel(h.now, c), Err(CancelError::NotPending));
     assert_eq!(h.events().len(), 1);
-    assert!(
-        h.take_sent().is_empty(),
-        "no cancel notification for a finished call"
-    );
+    assert!(h.take_sent().is_empty(), "no cancel notification for a finished call");
 }
 
 #[test]
@@ -519,10 +428,7 @@ fn out_of_order_duplicate_and_unknown_replies() {
     h.peer(json!({"jsonrpc": "2.0", "id": -1, "error": {"code": 1, "message": "x"}}));
     assert_eq!(
         h.events(),
-        [
-            format!("done {} {{\"n\":\"b\"}}", b.get()),
-            format!("done {} {{\"n\":\"a\"}}", a.get())
-        ]
+        [format!("done {} {{\"n\":\"b\"}}", b.get()), format!("done {} {{\"n\":\"a\"}}", a.get())]
     );
     let s = h.engine.stats();
     assert_eq!((s.duplicate_responses, s.unknown_ids), (1, 3));
@@ -539,10 +445,7 @@ fn error_reply_is_data_not_a_panic_and_null_id_errors_are_counted() {
     h.reply_error(&req, -32602, Some(json!({"tool": "nope"})));
     let e = h.engine.poll_event().unwrap();
     match e {
-        Event::CallFailed {
-            call,
-            error: CallError::Protocol(rpc),
-        } => {
+        Event::CallFailed { call, error: CallError::Protocol(rpc) } => {
             assert_eq!(call, c);
             assert_eq!(rpc.code, -32602);
             assert_eq!(rpc.data.as_deref(), Some(r#"{"tool":"nope"}"#));
@@ -557,10 +460,7 @@ fn is_error_results_are_completions() {
     let mut h = Harness::ready_modern();
     let c = h.call("fail", "{}");
     let req = h.sent_one();
-    h.reply(
-        &req,
-        json!({"resultType": "complete", "isError": true, "content": []}),
-    );
+    h.reply(&req, json!({"resultType": "complete", "isError": true, "content": []}));
     let events = h.events();
     assert_eq!(events.len(), 1);
     assert!(events[0].starts_with(&format!("done {}", c.get())) && events[0].ends_with("isError"));
@@ -575,10 +475,7 @@ fn result_type_missing_is_complete_unknown_is_invalid_input_required_is_surfaced
     let sent = h.take_sent();
     h.reply(&sent[0], json!({"content": []}));
     h.reply(&sent[1], json!({"resultType": "task", "taskId": "x"}));
-    h.reply(
-        &sent[2],
-        json!({"resultType": "input_required", "requestState": "s"}),
-    );
+    h.reply(&sent[2], json!({"resultType": "input_required", "requestState": "s"}));
     let mut kinds = Vec::new();
     while let Some(e) = h.engine.poll_event() {
         kinds.push(match e {
@@ -592,21 +489,14 @@ fn result_type_missing_is_complete_unknown_is_invalid_input_required_is_surfaced
     }
     assert_eq!(
         kinds,
-        [
-            (a, Some(ResultType::Complete)),
-            (b, None),
-            (c, Some(ResultType::InputRequired))
-        ]
+        [(a, Some(ResultType::Complete)), (b, None), (c, Some(ResultType::InputRequired))]
     );
 }
 
 #[test]
 fn pagination_follows_cursors_including_the_empty_one() {
     let mut h = Harness::ready_modern();
-    let c = h
-        .engine
-        .list(h.now, Method::ToolsList, &CallOptions::default())
-        .unwrap();
+    let c = h.engine.list(h.now, Method::ToolsList, &CallOptions::default()).unwrap();
     let p1 = h.sent_one();
     assert!(p1["params"].get("cursor").is_none());
     h.reply(&p1, json!({"resultType": "complete", "tools": [{"name": "a"}, {"name": "b"}], "nextCursor": ""}));
@@ -633,10 +523,7 @@ fn pagination_follows_cursors_including_the_empty_one() {
 #[test]
 fn a_repeated_cursor_is_a_typed_error_not_a_loop() {
     let mut h = Harness::ready_modern();
-    let c = h
-        .engine
-        .list(h.now, Method::PromptsList, &CallOptions::default())
-        .unwrap();
+    let c = h.engine.list(h.now, Method::PromptsList, &CallOptions::default()).unwrap();
     let p1 = h.sent_one();
     h.reply(&p1, json!({"prompts": [], "nextCursor": "same"}));
     let p2 = h.sent_one();
@@ -647,19 +534,13 @@ fn a_repeated_cursor_is_a_typed_error_not_a_loop() {
 
 #[test]
 fn page_limit_is_enforced() {
-    let config = Config {
-        max_pages: 3,
-        ..Config::default()
-    };
+    let config = Config { max_pages: 3, ..Config::default() };
     let mut h = Harness::new(config);
     h.engine.handle_transport(h.now, TransportEvent::opened());
     let probe = h.sent_one();
     h.reply(&probe, discover_result());
     h.events();
-    let c = h
-        .engine
-        .list(h.now, Method::ResourcesList, &CallOptions::default())
-        .unwrap();
+    let c = h.engine.list(h.now, Method::ResourcesList, &CallOptions::default()).unwrap();
     for i in 0..3 {
         let p = h.sent_one();
         h.reply(&p, json!({"resources": [], "nextCursor": format!("c{i}")}));
@@ -670,10 +551,7 @@ fn page_limit_is_enforced() {
 #[test]
 fn progress_is_routed_to_the_call_that_asked() {
     let mut h = Harness::ready_modern();
-    let opts = CallOptions {
-        progress: true,
-        ..CallOptions::default()
-    };
+    let opts = CallOptions { progress: true, ..CallOptions::default() };
     let c = h.engine.call_tool(h.now, "slow", raw("{}"), &opts).unwrap();
     let quiet = h.call("slow", "{}");
     let sent = h.take_sent();
@@ -687,20 +565,14 @@ fn progress_is_routed_to_the_call_that_asked() {
     h.peer(progress(quiet.get(), 1.0));
     h.peer(progress(424242, 1.0));
     h.peer(json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"bad": 1}}));
-    assert_eq!(
-        h.events(),
-        [format!("progress {} 1 Some(3.0) Some(\"step\")", c.get())]
-    );
+    assert_eq!(h.events(), [format!("progress {} 1 Some(3.0) Some(\"step\")", c.get())]);
 }
 
 #[test]
 fn legacy_server_requests_are_answered() {
     let mut h = Harness::ready_legacy();
     h.peer(json!({"jsonrpc": "2.0", "id": "p-1", "method": "ping"}));
-    assert_eq!(
-        h.sent_one(),
-        json!({"jsonrpc": "2.0", "id": "p-1", "result": {}})
-    );
+    assert_eq!(h.sent_one(), json!({"jsonrpc": "2.0", "id": "p-1", "result": {}}));
     h.peer(json!({"jsonrpc": "2.0", "id": 9, "method": "roots/list", "params": {}}));
     let reply = h.sent_one();
     assert_eq!(reply["id"], 9);
@@ -711,18 +583,12 @@ fn legacy_server_requests_are_answered() {
 
 #[test]
 fn ping_before_initialized_is_answered_first() {
-    let config = Config {
-        era: EraPreference::LegacyOnly,
-        ..Config::default()
-    };
+    let config = Config { era: EraPreference::LegacyOnly, ..Config::default() };
     let mut h = Harness::new(config);
     h.engine.handle_transport(h.now, TransportEvent::opened());
     let init = h.sent_one();
     h.peer(json!({"jsonrpc": "2.0", "id": 0, "method": "ping"}));
-    assert_eq!(
-        h.sent_one(),
-        json!({"jsonrpc": "2.0", "id": 0, "result": {}})
-    );
+    assert_eq!(h.sent_one(), json!({"jsonrpc": "2.0", "id": 0, "result": {}}));
     h.reply(&init, json!({"protocolVersion": "2025-11-25"}));
     assert_eq!(h.sent_one()["method"], "notifications/initialized");
 }
@@ -756,10 +622,7 @@ fn oversize_reply_fails_its_call_when_the_id_is_readable() {
     let d = h.call("big", "{}");
     let sent = h.take_sent();
     // Python SDK layout: the id near the start.
-    let head = format!(
-        "{{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":{{\"content\":[",
-        sent[0]["id"]
-    );
+    let head = format!("{{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":{{\"content\":[", sent[0]["id"]);
     h.engine.handle_oversize(h.now, head.as_bytes(), b"xxxx]}}");
     // TypeScript SDK layout: the id at the very end.
     let tail = format!("\"}}]}},\"jsonrpc\":\"2.0\",\"id\":{}}}", sent[1]["id"]);
@@ -771,27 +634,20 @@ fn oversize_reply_fails_its_call_when_the_id_is_readable() {
     h.engine.handle_oversize(h.now, b"xxxx", b"xxxx");
     assert_eq!(
         h.events(),
-        [
-            format!("failed {} too_large", c.get()),
-            format!("failed {} too_large", d.get())
-        ]
+        [format!("failed {} too_large", c.get()), format!("failed {} too_large", d.get())]
     );
     assert_eq!(h.engine.stats().too_large, 3);
 }
 
 #[test]
 fn a_full_table_is_overloaded() {
-    let config = Config {
-        max_pending: 2,
-        ..Config::default()
-    };
+    let config = Config { max_pending: 2, ..Config::default() };
     let mut h = Harness::new(config);
     h.call("a", "{}");
     h.call("b", "{}");
     let args = raw("{}");
     assert_eq!(
-        h.engine
-            .call_tool(h.now, "c", args, &CallOptions::default()),
+        h.engine.call_tool(h.now, "c", args, &CallOptions::default()),
         Err(RequestError::Overloaded)
     );
     // The probe still gets a slot: the newest queued call gives way.
@@ -806,8 +662,7 @@ fn transport_loss_fails_every_call_once() {
     let a = h.call("a", "{}");
     let b = h.call("b", "{}");
     h.take_sent();
-    h.engine
-        .handle_transport(h.now, TransportEvent::closed(exit(1)));
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
     assert_eq!(
         h.events(),
         [
@@ -818,8 +673,7 @@ fn transport_loss_fails_every_call_once() {
     );
     assert_eq!(h.engine.pending(), 0);
     assert_eq!(h.engine.poll_timeout(), None);
-    h.engine
-        .handle_transport(h.now, TransportEvent::closed(exit(1)));
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
     assert!(h.events().is_empty(), "closing twice reports nothing new");
 }
 
@@ -828,8 +682,7 @@ fn arguments_must_be_an_object() {
     let mut h = Harness::ready_modern();
     for bad in ["[]", "1", "\"x\"", "null"] {
         assert_eq!(
-            h.engine
-                .call_tool(h.now, "t", raw(bad), &CallOptions::default()),
+            h.engine.call_tool(h.now, "t", raw(bad), &CallOptions::default()),
             Err(RequestError::ArgumentsNotObject)
         );
     }
@@ -840,41 +693,20 @@ fn other_methods_encode_their_params() {
     let mut h = Harness::ready_modern();
     let o = CallOptions::default();
     h.engine.read_resource(h.now, "demo://readme", &o).unwrap();
+    h.engine.get_prompt(h.now, "greet", Some(raw(r#"{"name":"Ann"}"#)), &o).unwrap();
     h.engine
-        .get_prompt(h.now, "greet", Some(raw(r#"{"name":"Ann"}"#)), &o)
-        .unwrap();
-    h.engine
-        .complete(
-            h.now,
-            raw(r#"{"type":"ref/prompt","name":"greet"}"#),
-            "name",
-            "A",
-            &o,
-        )
+        .complete(h.now, raw(r#"{"type":"ref/prompt","name":"greet"}"#), "name", "A", &o)
         .unwrap();
     let trace = TraceContext {
         traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
         ..Default::default()
     };
-    h.engine
-        .call_tool(
-            h.now,
-            "t",
-            raw("{}"),
-            &CallOptions {
-                trace: Some(trace),
-                ..o
-            },
-        )
-        .unwrap();
+    h.engine.call_tool(h.now, "t", raw("{}"), &CallOptions { trace: Some(trace), ..o }).unwrap();
     let s = h.take_sent();
     assert_eq!(s[0]["method"], "resources/read");
     assert_eq!(s[0]["params"]["uri"], "demo://readme");
     assert_eq!(s[1]["params"]["arguments"]["name"], "Ann");
-    assert_eq!(
-        s[2]["params"]["argument"],
-        json!({"name": "name", "value": "A"})
-    );
+    assert_eq!(s[2]["params"]["argument"], json!({"name": "name", "value": "A"}));
     assert_eq!(s[2]["params"]["ref"]["type"], "ref/prompt");
     assert_eq!(
         s[3]["params"]["_meta"]["traceparent"],
@@ -891,10 +723,7 @@ fn spec_example_tools_call_request_shape_matches() {
     ))
     .unwrap();
     let caps = example["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"].to_string();
-    let mut h = Harness::new(Config {
-        client_capabilities: caps,
-        ..Config::default()
-    });
+    let mut h = Harness::new(Config { client_capabilities: caps, ..Config::default() });
     h.engine.handle_transport(h.now, TransportEvent::opened());
     let probe = h.sent_one();
     h.reply(&probe, discover_result());
@@ -904,10 +733,9 @@ fn spec_example_tools_call_request_shape_matches() {
     assert_eq!(ours["method"], example["method"]);
     assert_eq!(ours["params"]["arguments"], example["params"]["arguments"]);
     let (m, e) = (&ours["params"]["_meta"], &example["params"]["_meta"]);
-    for key in [
-        "io.modelcontextprotocol/protocolVersion",
-        "io.modelcontextprotocol/clientCapabilities",
-    ] {
+    for key in
+        ["io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities"]
+    {
         assert_eq!(m[key], e[key], "{key}");
     }
 }
@@ -922,4 +750,151 @@ fn exit(code: i32) -> TransportError {
         signal: None,
         stderr_tail: "".into(),
     })
+}
+
+// ----- HTTP-facing transport events ----------------------------------------------------------
+
+fn http_harness(era: EraPreference) -> Harness {
+    let mut h = Harness::new(Config { era, ..Config::default() });
+    h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
+    h
+}
+
+fn wire(v: &Value) -> WireId {
+    WireId::parse(raw(&v["id"].to_string())).unwrap()
+}
+
+/// Drains transmits with their kinds (frames decoded when there are bytes).
+fn transmits(h: &mut Harness) -> Vec<(TransmitKind, Option<Value>)> {
+    let mut out = Vec::new();
+    loop {
+        h.buf.clear();
+        let Some(t) = h.engine.poll_transmit(h.now, &mut h.buf) else { break };
+        let frame = (t.len > 0).then(|| serde_json::from_slice(&h.buf).unwrap());
+        out.push((t.kind, frame));
+    }
+    out
+}
+
+#[test]
+fn http_probe_4xx_without_rpc_body_is_legacy_but_auth_and_5xx_are_not_evidence() {
+    for (status, legacy) in [
+        (400, true),
+        (404, true),
+        (405, true),
+        (401, false),
+        (403, false),
+        (500, false),
+        (503, false),
+    ] {
+        let mut h = http_harness(EraPreference::Auto);
+        let probe = h.sent_one();
+        let failure = ExchangeFailure::Transport(TransportError::HttpStatus(status));
+        h.engine.handle_transport(h.now, TransportEvent::exchange_failed(wire(&probe), failure));
+        if legacy {
+            assert_eq!(h.sent_one()["method"], "initialize", "{status}");
+        } else {
+            assert!(h.take_sent().is_empty(), "{status}");
+            assert_eq!(h.engine.state(), ServerState::Closed, "{status}");
+        }
+    }
+}
+
+#[test]
+fn http_unauthorized_is_auth_required_with_the_challenge() {
+    let mut h = http_harness(EraPreference::Auto);
+    let probe = h.sent_one();
+    h.reply(&probe, discover_result());
+    h.events();
+    let c = h.call("echo", "{}");
+    let req = h.sent_one();
+    let challenge =
+        crate::error::AuthChallenge { scope: Some("tools".into()), ..Default::default() };
+    let failure = ExchangeFailure::Unauthorized(challenge.clone());
+    h.engine.handle_transport(h.now, TransportEvent::exchange_failed(wire(&req), failure));
+    match h.engine.poll_event() {
+        Some(Event::CallFailed {
+            call,
+            error: CallError::Local(LocalError::AuthRequired(got)),
+        }) => {
+            assert_eq!(call, c);
+            assert_eq!(*got, challenge);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn http_null_id_error_is_attributed_to_its_exchange() {
+    let mut h = http_harness(EraPreference::Auto);
+    let probe = h.sent_one();
+    let body = br#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: Server not initialized"},"id":null}"#;
+    h.engine.handle_reply(h.now, body, wire(&probe));
+    h.flush();
+    assert_eq!(h.sent_one()["method"], "initialize", "a legacy rejection of the probe");
+}
+
+#[test]
+fn modern_http_cancel_closes_the_stream_and_sends_no_notification() {
+    let mut h = http_harness(EraPreference::Auto);
+    let probe = h.sent_one();
+    h.reply(&probe, discover_result());
+    let c = h.call("slow", "{}");
+    let req = h.sent_one();
+    h.engine.cancel(h.now, c).unwrap();
+    assert_eq!(transmits(&mut h), [(TransmitKind::CloseStream { id: wire(&req) }, None)]);
+}
+
+#[test]
+fn legacy_http_cancel_posts_the_notification_and_closes_the_stream() {
+    let mut h = http_harness(EraPreference::LegacyOnly);
+    let init = h.sent_one();
+    h.reply(&init, json!({"protocolVersion": "2025-11-25"}));
+    h.take_sent();
+    let c = h.call("slow", "{}");
+    let req = h.sent_one();
+    h.engine.cancel(h.now, c).unwrap();
+    let t = transmits(&mut h);
+    assert_eq!(t.len(), 2);
+    assert_eq!(t[0].0, TransmitKind::Notification);
+    assert_eq!(t[0].1.as_ref().unwrap()["params"]["requestId"], req["id"]);
+    assert_eq!(t[1], (TransmitKind::CloseStream { id: wire(&req) }, None));
+}
+
+#[test]
+fn expired_legacy_session_reinitializes_and_resends_once() {
+    let mut h = http_harness(EraPreference::LegacyOnly);
+    let init = h.sent_one();
+    h.reply(&init, json!({"protocolVersion": "2025-11-25"}));
+    h.take_sent();
+    h.events();
+    let c = h.call("echo", r#"{"text":"x"}"#);
+    let first = h.sent_one();
+    h.engine.handle_transport(h.now, TransportEvent::session_expired(wire(&first)));
+    let reinit = h.sent_one();
+    assert_eq!(reinit["method"], "initialize");
+    h.reply(&reinit, json!({"protocolVersion": "2025-11-25"}));
+    let sent = h.take_sent();
+    assert_eq!(sent[0]["method"], "notifications/initialized");
+    assert_eq!(sent[1]["method"], "tools/call");
+    assert_ne!(sent[1]["id"], first["id"], "resent with a new id");
+    // A second expiry for the same call is surfaced, not looped on.
+    h.engine.handle_transport(h.now, TransportEvent::session_expired(wire(&sent[1])));
+    let events = h.events();
+    assert_eq!(events.last().unwrap(), &format!("failed {} session_expired", c.get()));
+    assert_eq!(h.engine.stats().sessions_renewed, 1);
+}
+
+#[test]
+fn header_version_and_request_name_for_http_routing() {
+    let mut h = http_harness(EraPreference::Auto);
+    assert_eq!(h.engine.header_version(), Some(ProtocolVersion::MODERN), "the probe carries it");
+    let probe = h.sent_one();
+    h.reply(&probe, discover_result());
+    h.call("get_weather", "{}");
+    h.engine.read_resource(h.now, "file:///a b", &CallOptions::default()).unwrap();
+    let sent = h.take_sent();
+    assert_eq!(h.engine.request_name(wire(&sent[0])), Some("get_weather"));
+    assert_eq!(h.engine.request_name(wire(&sent[1])), Some("file:///a b"));
+    assert_eq!(h.engine.request_name(WireId::new(wire(&sent[0]).slot(), 12345)), None, "stale id");
 }

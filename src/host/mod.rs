@@ -156,15 +156,8 @@ impl Host {
         let driver = StdioDriver::new(command, engine.config(), base);
         self.next_generation = self.next_generation.wrapping_add(1);
         let generation = self.next_generation;
-        let server = entry.insert(Server {
-            generation,
-            engine,
-            driver,
-        });
-        if let Err(e) = server
-            .driver
-            .spawn(self.poll.registry(), &mut server.engine, now)
-        {
+        let server = entry.insert(Server { generation, engine, driver });
+        if let Err(e) = server.driver.spawn(self.poll.registry(), &mut server.engine, now) {
             self.servers.remove(index);
             return Err(AddServerError::Spawn(e));
         }
@@ -172,15 +165,11 @@ impl Host {
     }
 
     fn server(&self, id: ServerId) -> Option<&Server> {
-        self.servers
-            .get(id.index)
-            .filter(|s| s.generation == id.generation)
+        self.servers.get(id.index).filter(|s| s.generation == id.generation)
     }
 
     fn server_mut(&mut self, id: ServerId) -> Option<&mut Server> {
-        self.servers
-            .get_mut(id.index)
-            .filter(|s| s.generation == id.generation)
+        self.servers.get_mut(id.index).filter(|s| s.generation == id.generation)
     }
 
     /// Runs a command on a server's engine and writes what it produced right away.
@@ -190,10 +179,7 @@ impl Host {
         f: impl FnOnce(&mut Engine, Instant) -> Result<T, RequestError>,
     ) -> Result<T, RequestError> {
         let registry = self.poll.registry();
-        let s = self
-            .servers
-            .get_mut(id.index)
-            .filter(|s| s.generation == id.generation);
+        let s = self.servers.get_mut(id.index).filter(|s| s.generation == id.generation);
         let s = s.ok_or(RequestError::Closed)?;
         let now = Instant::now();
         let out = f(&mut s.engine, now)?;
@@ -263,18 +249,13 @@ impl Host {
         argument: (&str, &str),
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        self.command(server, |e, now| {
-            e.complete(now, reference, argument.0, argument.1, opts)
-        })
+        self.command(server, |e, now| e.complete(now, reference, argument.0, argument.1, opts))
     }
 
     /// Cancels a call: its wait ends at once, and the server is told.
     pub fn cancel(&mut self, server: ServerId, call: CallId) -> Result<(), CancelError> {
         let registry = self.poll.registry();
-        let s = self
-            .servers
-            .get_mut(server.index)
-            .filter(|s| s.generation == server.generation);
+        let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation);
         let s = s.ok_or(CancelError::NotPending)?;
         let now = Instant::now();
         s.engine.cancel(now, call)?;
@@ -286,10 +267,8 @@ impl Host {
     /// SIGTERM, then SIGKILL), and its handle becomes invalid once its events are drained.
     pub fn close_server(&mut self, server: ServerId) {
         let registry = self.poll.registry();
-        if let Some(s) = self
-            .servers
-            .get_mut(server.index)
-            .filter(|s| s.generation == server.generation)
+        if let Some(s) =
+            self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)
         {
             s.engine.close(Instant::now());
             s.driver.shutdown(registry, Duration::from_millis(250));
@@ -339,22 +318,14 @@ impl Host {
     /// `Some(Duration::ZERO)` once per frame.
     pub fn poll(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         let now = Instant::now();
-        let next_deadline = self
-            .servers
-            .iter()
-            .filter_map(|(_, s)| s.engine.poll_timeout())
-            .min();
+        let next_deadline = self.servers.iter().filter_map(|(_, s)| s.engine.poll_timeout()).min();
         let until_deadline = next_deadline.map(|d| d.saturating_duration_since(now));
         let wait = match (timeout, until_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
         // An event already queued for the host must not wait for I/O.
-        let wait = if self
-            .servers
-            .iter()
-            .any(|(_, s)| s.engine.queued_events() > 0)
-        {
+        let wait = if self.servers.iter().any(|(_, s)| s.engine.queued_events() > 0) {
             Some(Duration::ZERO)
         } else {
             wait
@@ -372,10 +343,7 @@ impl Host {
             let Some(s) = self.servers.get_mut(token.0 / TOKENS_PER_DRIVER) else {
                 continue;
             };
-            if let Err(e) = s
-                .driver
-                .handle_readiness(registry, token, &mut s.engine, now)
-            {
+            if let Err(e) = s.driver.handle_readiness(registry, token, &mut s.engine, now) {
                 log::debug!("server I/O failed: {e}");
             }
         }
@@ -395,26 +363,19 @@ impl Host {
     pub fn poll_event(&mut self) -> Option<(ServerId, Event<'_>)> {
         let n = self.servers.capacity().max(1);
         let start = self.event_cursor % n;
-        let index = (0..n).map(|i| (start + i) % n).find(|&i| {
-            self.servers
-                .get(i)
-                .is_some_and(|s| s.engine.queued_events() > 0)
-        })?;
+        let index = (0..n)
+            .map(|i| (start + i) % n)
+            .find(|&i| self.servers.get(i).is_some_and(|s| s.engine.queued_events() > 0))?;
         self.event_cursor = index + 1;
         let s = self.servers.get_mut(index)?;
-        let id = ServerId {
-            index,
-            generation: s.generation,
-        };
+        let id = ServerId { index, generation: s.generation };
         s.engine.poll_event().map(|e| (id, e))
     }
 
     /// Polls until `call` ends, leaving every other event queued. For scripts and tests.
     pub fn wait(&mut self, server: ServerId, call: CallId) -> Result<OwnedResult, BlockingError> {
         loop {
-            let s = self
-                .server_mut(server)
-                .ok_or(BlockingError::UnknownServer)?;
+            let s = self.server_mut(server).ok_or(BlockingError::UnknownServer)?;
             match s.engine.take_call_event(call) {
                 Some(Event::CallDone { result, .. }) => {
                     return Ok(OwnedResult {
@@ -426,8 +387,7 @@ impl Host {
                 Some(Event::CallFailed { error, .. }) => return Err(BlockingError::Call(error)),
                 Some(_) | None => {}
             }
-            self.poll(Some(Duration::from_millis(100)))
-                .map_err(BlockingError::Io)?;
+            self.poll(Some(Duration::from_millis(100))).map_err(BlockingError::Io)?;
         }
     }
 
@@ -445,9 +405,7 @@ impl Host {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(BlockingError::Call(CallError::Local(
-                    LocalError::DeadlineExceeded,
-                )));
+                return Err(BlockingError::Call(CallError::Local(LocalError::DeadlineExceeded)));
             }
             self.poll(Some(left)).map_err(BlockingError::Io)?;
         }

@@ -45,10 +45,7 @@ impl WireId {
     /// accepted too, since some peers stringify ids.
     pub fn parse(raw: &RawValue) -> Option<Self> {
         let s = raw.get().trim();
-        let digits = s
-            .strip_prefix('"')
-            .and_then(|s| s.strip_suffix('"'))
-            .unwrap_or(s);
+        let digits = s.strip_prefix('"').and_then(|s| s.strip_suffix('"')).unwrap_or(s);
         if digits.is_empty() || digits.len() > 16 || !digits.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
@@ -169,15 +166,8 @@ pub fn decode(frame: &[u8]) -> Result<Message<'_>, DecodeError> {
     // serde maps `"id": null` to None, which is exactly the "id could not be read" case.
     match (env.method, env.result, env.error) {
         (Some(method), None, None) => Ok(match env.id {
-            Some(id) => Message::Request {
-                id,
-                method,
-                params: env.params,
-            },
-            None => Message::Notification {
-                method,
-                params: env.params,
-            },
+            Some(id) => Message::Request { id, method, params: env.params },
+            None => Message::Notification { method, params: env.params },
         }),
         (None, Some(result), None) => match env.id {
             Some(id) => Ok(Message::Result { id, result }),
@@ -237,15 +227,7 @@ mod tests {
         assert_eq!(id.generation(), u32::MAX);
         assert_eq!(WireId::parse(raw(&id.get().to_string())), Some(id));
         assert_eq!(WireId::parse(raw(&format!("\"{}\"", id.get()))), Some(id));
-        for bad in [
-            "-1",
-            "1.5",
-            "null",
-            "\"x\"",
-            "1e3",
-            "9007199254740993",
-            "\"\"",
-        ] {
+        for bad in ["-1", "1.5", "null", "\"x\"", "1e3", "9007199254740993", "\"\""] {
             assert_eq!(WireId::parse(raw(bad)), None, "{bad}");
         }
     }
@@ -279,26 +261,14 @@ mod tests {
         assert_eq!(decode(b"").unwrap_err(), DecodeError::NotJson);
         assert_eq!(decode(b"hello").unwrap_err(), DecodeError::NotJson);
         assert_eq!(decode(b"[]").unwrap_err(), DecodeError::Batch);
-        assert_eq!(
-            decode(br#"{"jsonrpc":"2.0","id":1"#).unwrap_err(),
-            DecodeError::NotJson
-        );
-        assert_eq!(
-            decode(br#"{"id":1,"result":{}}"#).unwrap_err(),
-            DecodeError::BadVersion
-        );
+        assert_eq!(decode(br#"{"jsonrpc":"2.0","id":1"#).unwrap_err(), DecodeError::NotJson);
+        assert_eq!(decode(br#"{"id":1,"result":{}}"#).unwrap_err(), DecodeError::BadVersion);
         assert_eq!(
             decode(br#"{"jsonrpc":"1.0","id":1,"result":{}}"#).unwrap_err(),
             DecodeError::BadVersion
         );
-        assert_eq!(
-            decode(br#"{"jsonrpc":"2.0","id":1}"#).unwrap_err(),
-            DecodeError::BadShape
-        );
-        assert_eq!(
-            decode(br#"{"jsonrpc":"2.0","result":{}}"#).unwrap_err(),
-            DecodeError::BadShape
-        );
+        assert_eq!(decode(br#"{"jsonrpc":"2.0","id":1}"#).unwrap_err(), DecodeError::BadShape);
+        assert_eq!(decode(br#"{"jsonrpc":"2.0","result":{}}"#).unwrap_err(), DecodeError::BadShape);
         let both = br#"{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":""}}"#;
         assert_eq!(decode(both).unwrap_err(), DecodeError::BadShape);
         assert_eq!(

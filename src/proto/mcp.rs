@@ -164,19 +164,13 @@ mod tests {
     fn result_type_missing_is_complete_and_unknown_is_invalid() {
         let head = |s: &'static str| serde_json::from_str::<ResultHead<'_>>(s).unwrap();
         assert_eq!(head("{}").result_type(), Some(ResultType::Complete));
-        assert_eq!(
-            head(r#"{"resultType":"complete"}"#).result_type(),
-            Some(ResultType::Complete)
-        );
+        assert_eq!(head(r#"{"resultType":"complete"}"#).result_type(), Some(ResultType::Complete));
         assert_eq!(
             head(r#"{"resultType":"input_required"}"#).result_type(),
             Some(ResultType::InputRequired)
         );
         assert_eq!(head(r#"{"resultType":"task"}"#).result_type(), None);
-        assert_eq!(
-            head(r#"{"isError":true,"content":[]}"#).is_error,
-            Some(true)
-        );
+        assert_eq!(head(r#"{"isError":true,"content":[]}"#).is_error, Some(true));
     }
 
     #[test]

@@ -84,10 +84,7 @@ mod tests {
         let obj = format!("{{{}}}", String::from_utf8(m.bytes().to_vec()).unwrap());
         let v: serde_json::Value = serde_json::from_str(&obj).unwrap();
         assert_eq!(v["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
-        assert_eq!(
-            v["io.modelcontextprotocol/clientCapabilities"],
-            serde_json::json!({})
-        );
+        assert_eq!(v["io.modelcontextprotocol/clientCapabilities"], serde_json::json!({}));
         assert_eq!(v["io.modelcontextprotocol/clientInfo"]["name"], "mc\"poll");
     }
 
@@ -100,10 +97,7 @@ mod tests {
             baggage: Some("k=v".into()),
         };
         write_call_meta(&mut out, Some(42), Some(&t));
-        assert_eq!(
-            out,
-            br#""progressToken":42,"traceparent":"00-a-b-01","baggage":"k=v""#
-        );
+        assert_eq!(out, br#""progressToken":42,"traceparent":"00-a-b-01","baggage":"k=v""#);
         out.clear();
         write_call_meta(&mut out, None, None);
         assert!(out.is_empty());

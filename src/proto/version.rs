@@ -64,11 +64,7 @@ impl ProtocolVersion {
 
     /// Looks a version string up among those mcpoll speaks.
     pub fn known(s: &str) -> Option<Self> {
-        MODERN_VERSIONS
-            .iter()
-            .chain(LEGACY_VERSIONS)
-            .find(|v| **v == s)
-            .map(|v| Self(v))
+        MODERN_VERSIONS.iter().chain(LEGACY_VERSIONS).find(|v| **v == s).map(|v| Self(v))
     }
 }
 
@@ -102,9 +98,6 @@ mod tests {
         );
         assert_eq!(pick_common(["1999-01-01"]), None);
         assert_eq!(pick_common(Vec::<&str>::new()), None);
-        assert_eq!(
-            ProtocolVersion::known("2025-03-26").map(|v| v.era()),
-            Some(Era::Legacy)
-        );
+        assert_eq!(ProtocolVersion::known("2025-03-26").map(|v| v.era()), Some(Era::Legacy));
     }
 }

@@ -12,10 +12,7 @@ use serde_json::value::RawValue;
 /// The demo server example binary, which `cargo test` builds beside the tests.
 pub fn demo_server() -> StdioCommand {
     let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target profile dir");
+    let dir = exe.parent().and_then(|deps| deps.parent()).expect("target profile dir");
     let path = dir.join("examples").join("demo_server");
     if !path.exists() {
         build_demo_server(dir);
@@ -34,8 +31,7 @@ fn build_demo_server(profile_dir: &std::path::Path) {
     ONCE.call_once(|| {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut cmd = std::process::Command::new(cargo);
-        cmd.args(["build", "--example", "demo_server"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        cmd.args(["build", "--example", "demo_server"]).current_dir(env!("CARGO_MANIFEST_DIR"));
         if profile_dir.ends_with("release") {
             cmd.arg("--release");
         }
@@ -49,11 +45,7 @@ fn build_demo_server(profile_dir: &std::path::Path) {
 pub fn peers_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("MCPOLL_PEERS_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("target")
-                .join("peers")
-        });
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target").join("peers"));
     let ready = dir.join("run-py-stdio.sh").exists()
         && dir.join("node_modules").exists()
         && dir.join(".venv").exists();
@@ -96,12 +88,7 @@ pub fn start(host: &mut Host, cmd: StdioCommand, config: Config) -> ServerId {
 pub fn call(host: &mut Host, id: ServerId, name: &str, args: &str) -> OwnedResult {
     let args = raw(args);
     host.call_tool_blocking(id, name, &args, &CallOptions::default())
-        .unwrap_or_else(|e| {
-            panic!(
-                "call {name} failed: {e}; stderr: {:?}",
-                host.stderr_tail(id)
-            )
-        })
+        .unwrap_or_else(|e| panic!("call {name} failed: {e}; stderr: {:?}", host.stderr_tail(id)))
 }
 
 #[track_caller]
@@ -118,10 +105,7 @@ pub fn call_err(host: &mut Host, id: ServerId, name: &str, args: &str) -> CallEr
 pub fn poll_until(host: &mut Host, limit: Duration, mut pred: impl FnMut(&mut Host) -> bool) {
     let deadline = Instant::now() + limit;
     while !pred(host) {
-        assert!(
-            Instant::now() < deadline,
-            "condition not met within {limit:?}"
-        );
+        assert!(Instant::now() < deadline, "condition not met within {limit:?}");
         host.poll(Some(Duration::from_millis(20))).expect("poll");
     }
 }
@@ -140,9 +124,9 @@ pub fn events_until_done(host: &mut Host, call: CallId, limit: Duration) -> Vec<
                 Event::CallFailed { call: c, error } => {
                     (format!("failed {}", error.name()), *c == call)
                 }
-                Event::Progress {
-                    progress, total, ..
-                } => (format!("progress {progress}/{total:?}"), false),
+                Event::Progress { progress, total, .. } => {
+                    (format!("progress {progress}/{total:?}"), false)
+                }
                 other => (format!("{other:?}"), false),
             };
             seen.push(text);
@@ -150,10 +134,7 @@ pub fn events_until_done(host: &mut Host, call: CallId, limit: Duration) -> Vec<
                 return seen;
             }
         }
-        assert!(
-            Instant::now() < deadline,
-            "call did not end within {limit:?}: {seen:?}"
-        );
+        assert!(Instant::now() < deadline, "call did not end within {limit:?}: {seen:?}");
         host.poll(Some(Duration::from_millis(50))).expect("poll");
     }
 }
