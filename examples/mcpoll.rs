@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! mcpoll --stdio "CMD ARGS..." [--timeout MS] [--legacy|--modern] COMMAND
+//! mcpoll --http URL [--header 'K: V']... [--bearer TOKEN] [--timeout MS] COMMAND
 //!
 //! COMMAND:
 //!   discover                 the server/discover (modern) or initialize (legacy) result
@@ -23,28 +24,43 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use mcpoll::driver::http::HttpOptions;
 use mcpoll::host::{BlockingError, OwnedResult};
 use mcpoll::{CallError, CallOptions, Config, EraPreference, Host, Method, StdioCommand};
 use serde_json::json;
 use serde_json::value::RawValue;
 
+enum Target {
+    Stdio(String),
+    Http { url: String, headers: Vec<(String, String)>, bearer: Option<String> },
+}
+
 struct Args {
-    stdio: String,
+    target: Target,
     timeout: Duration,
     era: EraPreference,
     command: Vec<String>,
 }
 
-const USAGE: &str = "usage: mcpoll --stdio \"CMD ARGS...\" [--timeout MS] [--legacy|--modern] \
+const USAGE: &str = "usage: mcpoll (--stdio \"CMD ARGS...\" | --http URL [--header 'K: V'] [--bearer TOKEN]) \
+[--timeout MS] [--legacy|--modern] \
 discover | tools | call NAME [JSON] | resources | templates | prompts | read URI | prompt NAME [JSON]";
 
 fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     let (mut stdio, mut timeout, mut era, mut command) =
         (None, Duration::from_secs(30), EraPreference::Auto, Vec::new());
+    let (mut http, mut headers, mut bearer) = (None, Vec::new(), None);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--stdio" => stdio = Some(it.next().ok_or("--stdio needs a command")?),
+            "--http" => http = Some(it.next().ok_or("--http needs a URL")?),
+            "--bearer" => bearer = Some(it.next().ok_or("--bearer needs a token")?),
+            "--header" => {
+                let h = it.next().ok_or("--header needs 'Name: value'")?;
+                let (name, value) = h.split_once(':').ok_or("--header needs 'Name: value'")?;
+                headers.push((name.trim().to_owned(), value.trim().to_owned()));
+            }
             "--timeout" => {
                 let ms: u64 =
                     it.next().and_then(|v| v.parse().ok()).ok_or("--timeout needs milliseconds")?;
@@ -56,11 +72,15 @@ fn parse_args() -> Result<Args, String> {
             _ => command.push(a),
         }
     }
-    let stdio = stdio.ok_or("--stdio is required")?;
+    let target = match (stdio, http) {
+        (Some(s), None) => Target::Stdio(s),
+        (None, Some(url)) => Target::Http { url, headers, bearer },
+        _ => return Err("give exactly one of --stdio and --http".into()),
+    };
     if command.is_empty() {
         return Err("no command given".into());
     }
-    Ok(Args { stdio, timeout, era, command })
+    Ok(Args { target, timeout, era, command })
 }
 
 /// Failure, as one JSON line on stderr.
@@ -97,13 +117,27 @@ fn object_arg(s: Option<&String>) -> Result<Box<RawValue>, Failure> {
 }
 
 fn run(args: &Args) -> Result<String, Failure> {
-    let command =
-        StdioCommand::from_command_line(&args.stdio).map_err(|e| Failure::Usage(e.to_string()))?;
     let config = Config { default_timeout: args.timeout, era: args.era, ..Config::default() };
     let mut host = Host::new().map_err(|e| Failure::Other("io", e.to_string()))?;
-    let server = host
-        .add_stdio_server(command, config)
-        .map_err(|e| Failure::Other("spawn_failed", e.to_string()))?;
+    let server = match &args.target {
+        Target::Stdio(line) => {
+            let command =
+                StdioCommand::from_command_line(line).map_err(|e| Failure::Usage(e.to_string()))?;
+            host.add_stdio_server(command, config)
+                .map_err(|e| Failure::Other("spawn_failed", e.to_string()))?
+        }
+        Target::Http { url, headers, bearer } => {
+            let mut opts = HttpOptions::new(url.clone());
+            for (n, v) in headers {
+                opts = opts.header(n.clone(), v.clone());
+            }
+            if let Some(t) = bearer {
+                opts = opts.bearer(t.clone());
+            }
+            host.add_http_server(opts, config)
+                .map_err(|e| Failure::Other("setup_failed", e.to_string()))?
+        }
+    };
     let state = host.wait_ready(server, args.timeout + Duration::from_secs(15))?;
     if !matches!(state, mcpoll::ServerState::Ready(..)) {
         // The engine closed: the first queued event says why.

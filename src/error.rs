@@ -144,6 +144,9 @@ pub enum TransportError {
     BadResponse,
     /// The legacy session was gone and re-initializing did not help.
     SessionExpired,
+    /// The server ended the stream itself (stdio: a server-sent `notifications/cancelled` for
+    /// a subscription).
+    ClosedByServer,
 }
 
 /// Why TLS failed, without naming the TLS library's types.
@@ -174,6 +177,7 @@ impl TransportError {
             Self::Tls(_) => "tls",
             Self::BadResponse => "bad_response",
             Self::SessionExpired => "session_expired",
+            Self::ClosedByServer => "closed_by_server",
         }
     }
 }
@@ -191,6 +195,7 @@ impl fmt::Display for TransportError {
             Self::SessionExpired => {
                 f.write_str("the server's session expired and could not be renewed")
             }
+            Self::ClosedByServer => f.write_str("the server ended the stream"),
         }
     }
 }

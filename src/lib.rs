@@ -49,7 +49,7 @@ pub use engine::{
 pub use error::{
     CallError, CancelError, ConfigError, LocalError, RequestError, RpcError, TransportError,
 };
-pub use proto::mcp::{Method, ResultType};
+pub use proto::mcp::{Method, ResultType, SubscriptionFilter};
 pub use proto::meta::TraceContext;
 pub use proto::version::{Era, EraPreference, ProtocolVersion};
 

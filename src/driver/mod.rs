@@ -3,3 +3,10 @@
 //! `WouldBlock`, treat events as hints, never `write_all` on a non-blocking source).
 
 pub mod stdio;
+
+#[cfg(feature = "http")]
+pub mod http;
+#[cfg(feature = "http")]
+pub mod tls;
+#[cfg(feature = "http")]
+pub mod url;

@@ -50,6 +50,15 @@ pub enum Event<'a> {
         /// A human-readable message, when sent.
         message: Option<&'a str>,
     },
+    /// The server acknowledged a `subscriptions/listen` call: notifications follow until the
+    /// call ends (`CallDone` for a graceful end, `CallFailed` when the stream broke, the
+    /// server ended it, or the host cancelled it).
+    Subscribed {
+        /// The listen call.
+        call: CallId,
+        /// The filter the server honours (a subset of what was asked), as JSON.
+        notifications: &'a str,
+    },
     /// The server says a list changed (tools, prompts or resources).
     ListChanged(ListKind),
     /// The server updated a resource the client subscribed to.
@@ -119,6 +128,7 @@ enum Stored {
     Failed { call: CallId, error: CallError },
     Progress { call: CallId, progress: f64, total: Option<f64>, message: Option<Range<usize>> },
     ListChanged(ListKind),
+    Subscribed { call: CallId, notifications: Range<usize> },
     ResourceUpdated { uri: Range<usize> },
     Closed { error: CallError },
 }
@@ -220,6 +230,11 @@ impl EventQueue {
         }
     }
 
+    pub(crate) fn subscribed(&mut self, call: CallId, notifications: &str) {
+        let notifications = self.keep(notifications.as_bytes());
+        self.queue.push_back(Stored::Subscribed { call, notifications });
+    }
+
     pub(crate) fn resource_updated(&mut self, uri: &str) {
         if self.has_room() {
             let uri = self.keep(uri.as_bytes());
@@ -252,6 +267,9 @@ impl EventQueue {
                 Event::Progress { call, progress, total, message: message.map(text) }
             }
             Stored::ListChanged(kind) => Event::ListChanged(kind),
+            Stored::Subscribed { call, notifications } => {
+                Event::Subscribed { call, notifications: text(notifications) }
+            }
             Stored::ResourceUpdated { uri } => Event::ResourceUpdated { uri: text(uri) },
             Stored::Closed { error } => Event::Closed { error },
         }

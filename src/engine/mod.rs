@@ -36,7 +36,7 @@ use crate::error::{
 };
 pub use crate::proto::jsonrpc::WireId;
 use crate::proto::jsonrpc::{self, write_json_str, write_u64, Message};
-use crate::proto::mcp::{self, notify, Method, ResultHead};
+use crate::proto::mcp::{self, notify, ListenNotice, Method, ResultHead, SubscriptionFilter};
 use crate::proto::meta::{write_call_meta, StaticMeta, TraceContext};
 use crate::proto::version::{Era, EraPreference, ProtocolVersion};
 use events::EventQueue;
@@ -413,6 +413,29 @@ impl Engine {
         self.request(now, Method::Discover, opts, |_, _| {})
     }
 
+    /// Opens a `subscriptions/listen` subscription (modern servers). The returned call stays
+    /// pending while the subscription lives: `Subscribed` when the server acknowledges it, then
+    /// `ListChanged` / `ResourceUpdated` events, and finally the call's own terminal event.
+    /// [`cancel`](Self::cancel) ends it the transport's way. It has no deadline unless
+    /// `opts.timeout` sets one.
+    pub fn listen(
+        &mut self,
+        now: Instant,
+        filter: &SubscriptionFilter,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        if self.era() == Some(Era::Legacy) {
+            return Err(RequestError::NotSupportedByEra);
+        }
+        let mut opts = opts.clone();
+        // No deadline by default: ten years stands in for "never" without a special case.
+        opts.timeout = opts.timeout.or(Some(Duration::from_secs(10 * 365 * 86_400)));
+        self.request(now, Method::Listen, &opts, |p, _| {
+            p.extend_from_slice(b"\"notifications\":");
+            filter.write(p);
+        })
+    }
+
     /// Sends `ping` (legacy servers only: 2026-07-28 removed it).
     pub fn ping(&mut self, now: Instant, opts: &CallOptions) -> Result<CallId, RequestError> {
         if self.era() == Some(Era::Modern) {
@@ -431,7 +454,8 @@ impl Engine {
         if self.phase == Phase::Closed {
             return Err(RequestError::Closed);
         }
-        let deadline = now + opts.timeout.unwrap_or(self.config.default_timeout);
+        let timeout = opts.timeout.unwrap_or(self.config.default_timeout);
+        let deadline = now.checked_add(timeout).unwrap_or(now + Duration::from_secs(86_400));
         let slot = self
             .requests
             .insert(method, Owner::Host, deadline, opts.progress)
@@ -1123,8 +1147,44 @@ impl Engine {
                     self.events.resource_updated(&u.uri);
                 }
             }
-            notify::CANCELLED | notify::MESSAGE => log::trace!("server notification {method}"),
+            notify::ACKNOWLEDGED => self.on_acknowledged(params),
+            notify::CANCELLED => self.on_server_cancelled(params),
+            notify::MESSAGE => log::trace!("server notification {method}"),
             _ => log::debug!("ignoring unknown notification {method}"),
+        }
+    }
+
+    /// The pending listen call a subscription id (its wire id) names.
+    fn listen_slot(&self, id: Option<&RawValue>) -> Option<usize> {
+        let id = WireId::parse(id?)?;
+        let Lookup::Pending(slot) = self.requests.lookup(id) else { return None };
+        (self.requests.get(slot)?.method == Method::Listen).then_some(slot)
+    }
+
+    fn on_acknowledged(&mut self, params: Option<&RawValue>) {
+        let Some(n) = params.and_then(|p| serde_json::from_str::<ListenNotice<'_>>(p.get()).ok())
+        else {
+            return;
+        };
+        let id = n.meta.and_then(|m| m.subscription_id);
+        let Some(slot) = self.listen_slot(id) else { return };
+        if let Some(call) = self.requests.call_id(slot) {
+            self.events.subscribed(call, n.notifications.map_or("{}", |r| r.get()));
+        }
+    }
+
+    /// On stdio a server ends a subscription with `notifications/cancelled` naming the listen
+    /// request (PROTOCOL.md §2.9, U3): the first of that and the graceful result ends it.
+    fn on_server_cancelled(&mut self, params: Option<&RawValue>) {
+        let Some(n) = params.and_then(|p| serde_json::from_str::<ListenNotice<'_>>(p.get()).ok())
+        else {
+            return;
+        };
+        let Some(slot) = self.listen_slot(n.request_id) else { return };
+        if let (Some(call), Some(_)) =
+            (self.requests.call_id(slot), self.requests.remove(slot, Ended::Answered))
+        {
+            self.events.failed(call, CallError::Transport(TransportError::ClosedByServer));
         }
     }
 

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::*;
-use crate::proto::mcp::ResultType;
+use crate::proto::mcp::{ResultType, SubscriptionFilter};
 
 /// An engine, the frames it wrote (decoded), and a clock that only moves forward by addition.
 struct Harness {
@@ -142,6 +142,7 @@ fn describe(e: &Event<'_>) -> String {
             format!("progress {} {progress} {total:?} {message:?}", call.get())
         }
         Event::ListChanged(k) => format!("list_changed {k:?}"),
+        Event::Subscribed { .. } => "Subscribed".into(),
         Event::ResourceUpdated { uri } => format!("updated {uri}"),
         Event::Closed { error } => format!("closed {}", error.name()),
     }
@@ -897,4 +898,62 @@ fn header_version_and_request_name_for_http_routing() {
     assert_eq!(h.engine.request_name(wire(&sent[0])), Some("get_weather"));
     assert_eq!(h.engine.request_name(wire(&sent[1])), Some("file:///a b"));
     assert_eq!(h.engine.request_name(WireId::new(wire(&sent[0]).slot(), 12345)), None, "stale id");
+}
+
+// ----- subscriptions/listen --------------------------------------------------------------------
+
+fn listen_all(h: &mut Harness) -> CallId {
+    let filter = SubscriptionFilter { tools_list_changed: true, ..SubscriptionFilter::default() };
+    h.engine.listen(h.now, &filter, &CallOptions::default()).unwrap()
+}
+
+#[test]
+fn listen_acknowledged_then_notifications_then_graceful_end() {
+    let mut h = Harness::ready_modern();
+    let sub = listen_all(&mut h);
+    let req = h.sent_one();
+    assert_eq!(req["method"], "subscriptions/listen");
+    assert_eq!(req["params"]["notifications"], json!({"toolsListChanged": true}));
+    let meta = json!({"io.modelcontextprotocol/subscriptionId": req["id"]});
+    h.peer(json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                  "params": {"notifications": {"toolsListChanged": true}, "_meta": meta}}));
+    h.peer(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": meta}}));
+    // No deadline by default: an hour later it is still open.
+    h.advance(Duration::from_secs(3600));
+    h.reply(&req, json!({"resultType": "complete", "_meta": meta}));
+    let events = h.events();
+    assert_eq!(events[0], "Subscribed".to_owned() + "");
+    assert_eq!(events[1], "list_changed Tools");
+    assert!(events[2].starts_with(&format!("done {}", sub.get())), "{events:?}");
+}
+
+#[test]
+fn listen_ended_by_a_server_cancelled_notification() {
+    let mut h = Harness::ready_modern();
+    let sub = listen_all(&mut h);
+    let req = h.sent_one();
+    h.peer(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": req["id"]}}));
+    assert_eq!(h.events(), [format!("failed {} closed_by_server", sub.get())]);
+    // The graceful result that may follow (U3) is then a duplicate, not a second end.
+    h.reply(&req, json!({"resultType": "complete"}));
+    assert!(h.events().is_empty());
+}
+
+#[test]
+fn listen_cancelled_by_the_host_on_stdio_sends_cancelled() {
+    let mut h = Harness::ready_modern();
+    let sub = listen_all(&mut h);
+    let req = h.sent_one();
+    h.engine.cancel(h.now, sub).unwrap();
+    assert_eq!(h.sent_one()["params"]["requestId"], req["id"]);
+    assert!(matches!(
+        h.engine.listen(h.now, &SubscriptionFilter::default(), &CallOptions::default()),
+        Ok(_)
+    ));
+    let legacy = &mut Harness::ready_legacy();
+    let f = SubscriptionFilter::default();
+    assert_eq!(
+        legacy.engine.listen(legacy.now, &f, &CallOptions::default()),
+        Err(RequestError::NotSupportedByEra)
+    );
 }

@@ -33,7 +33,9 @@ use serde_json::value::RawValue;
 use slab::Slab;
 
 use crate::config::Config;
-use crate::driver::stdio::{StdioCommand, StdioDriver, TOKENS_PER_DRIVER};
+#[cfg(feature = "http")]
+use crate::driver::http::{HttpDriver, HttpOptions, HttpSetupError};
+use crate::driver::stdio::{StdioCommand, StdioDriver};
 use crate::engine::{CallId, CallOptions, Engine, Event, ServerState, Stats};
 use crate::error::{CallError, CancelError, ConfigError, LocalError, RequestError};
 use crate::proto::mcp::{Method, ResultType};
@@ -54,6 +56,11 @@ pub enum AddServerError {
     Config(ConfigError),
     /// The process could not be started (missing program, no permission, ...).
     Spawn(io::Error),
+    /// The HTTP server's URL, name, TLS or headers are not usable.
+    #[cfg(feature = "http")]
+    Http(HttpSetupError),
+    /// The host holds as many servers as its token space allows.
+    TooManyServers,
 }
 
 impl fmt::Display for AddServerError {
@@ -61,6 +68,77 @@ impl fmt::Display for AddServerError {
         match self {
             Self::Config(e) => write!(f, "{e}"),
             Self::Spawn(e) => write!(f, "could not start the server: {e}"),
+            #[cfg(feature = "http")]
+            Self::Http(e) => write!(f, "{e}"),
+            Self::TooManyServers => f.write_str("too many servers in one host"),
+        }
+    }
+}
+
+/// Tokens reserved per server: enough for an HTTP pool; stdio uses three.
+const TOKEN_SPAN: usize = 128;
+
+/// The transport of one server.
+#[derive(Debug)]
+enum Transport {
+    Stdio(StdioDriver),
+    #[cfg(feature = "http")]
+    Http(HttpDriver),
+}
+
+impl Transport {
+    fn handle_readiness(
+        &mut self,
+        registry: &mio::Registry,
+        token: Token,
+        engine: &mut Engine,
+        now: Instant,
+    ) {
+        match self {
+            Self::Stdio(d) => {
+                if let Err(e) = d.handle_readiness(registry, token, engine, now) {
+                    log::debug!("server I/O failed: {e}");
+                }
+            }
+            #[cfg(feature = "http")]
+            Self::Http(d) => d.handle_readiness(registry, token, engine, now),
+        }
+    }
+
+    fn flush(&mut self, registry: &mio::Registry, engine: &mut Engine, now: Instant) {
+        match self {
+            Self::Stdio(d) => {
+                if let Err(e) = d.flush(registry, engine, now) {
+                    log::debug!("flush failed: {e}");
+                }
+            }
+            #[cfg(feature = "http")]
+            Self::Http(d) => d.flush(registry, engine, now),
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            Self::Stdio(_) => None,
+            #[cfg(feature = "http")]
+            Self::Http(d) => d.poll_timeout(),
+        }
+    }
+
+    #[cfg_attr(not(feature = "http"), allow(unused_variables))]
+    fn handle_timeout(&mut self, registry: &mio::Registry, engine: &mut Engine, now: Instant) {
+        match self {
+            Self::Stdio(_) => {}
+            #[cfg(feature = "http")]
+            Self::Http(d) => d.handle_timeout(registry, engine, now),
+        }
+    }
+
+    fn shutdown(&mut self, registry: &mio::Registry, grace: Duration) {
+        match self {
+            Self::Stdio(d) => d.shutdown(registry, grace),
+            #[cfg(feature = "http")]
+            Self::Http(d) => d.shutdown(registry, grace),
         }
     }
 }
@@ -115,7 +193,16 @@ pub struct OwnedResult {
 struct Server {
     generation: u32,
     engine: Engine,
-    driver: StdioDriver,
+    transport: Transport,
+}
+
+impl Server {
+    fn next_deadline(&self) -> Option<Instant> {
+        match (self.engine.poll_timeout(), self.transport.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 /// Many servers, one `mio::Poll`, no threads.
@@ -149,19 +236,38 @@ impl Host {
         config: Config,
     ) -> Result<ServerId, AddServerError> {
         let now = Instant::now();
-        let engine = Engine::new(config, now).map_err(AddServerError::Config)?;
-        let entry = self.servers.vacant_entry();
-        let index = entry.key();
-        let base = Token(index * TOKENS_PER_DRIVER);
-        let driver = StdioDriver::new(command, engine.config(), base);
+        let mut engine = Engine::new(config, now).map_err(AddServerError::Config)?;
+        let index = self.servers.vacant_key();
+        let base = Token(index.checked_mul(TOKEN_SPAN).ok_or(AddServerError::TooManyServers)?);
+        let mut driver = StdioDriver::new(command, engine.config(), base);
+        driver.spawn(self.poll.registry(), &mut engine, now).map_err(AddServerError::Spawn)?;
+        Ok(self.insert(engine, Transport::Stdio(driver)))
+    }
+
+    /// Adds a Streamable HTTP server. The URL is parsed and its host resolved now (the system
+    /// resolver blocks); connections are made on demand. The era probe starts at once.
+    #[cfg(feature = "http")]
+    pub fn add_http_server(
+        &mut self,
+        opts: HttpOptions,
+        config: Config,
+    ) -> Result<ServerId, AddServerError> {
+        let now = Instant::now();
+        let mut engine = Engine::new(config, now).map_err(AddServerError::Config)?;
+        let index = self.servers.vacant_key();
+        let base = Token(index.checked_mul(TOKEN_SPAN).ok_or(AddServerError::TooManyServers)?);
+        let config = engine.config().clone();
+        let mut driver =
+            HttpDriver::new(opts, &config, base, &mut engine, now).map_err(AddServerError::Http)?;
+        driver.flush(self.poll.registry(), &mut engine, now);
+        Ok(self.insert(engine, Transport::Http(driver)))
+    }
+
+    fn insert(&mut self, engine: Engine, transport: Transport) -> ServerId {
         self.next_generation = self.next_generation.wrapping_add(1);
         let generation = self.next_generation;
-        let server = entry.insert(Server { generation, engine, driver });
-        if let Err(e) = server.driver.spawn(self.poll.registry(), &mut server.engine, now) {
-            self.servers.remove(index);
-            return Err(AddServerError::Spawn(e));
-        }
-        Ok(ServerId { index, generation })
+        let index = self.servers.insert(Server { generation, engine, transport });
+        ServerId { index, generation }
     }
 
     fn server(&self, id: ServerId) -> Option<&Server> {
@@ -183,9 +289,7 @@ impl Host {
         let s = s.ok_or(RequestError::Closed)?;
         let now = Instant::now();
         let out = f(&mut s.engine, now)?;
-        if let Err(e) = s.driver.flush(registry, &mut s.engine, now) {
-            log::debug!("flush failed: {e}");
-        }
+        s.transport.flush(registry, &mut s.engine, now);
         Ok(out)
     }
 
@@ -252,6 +356,16 @@ impl Host {
         self.command(server, |e, now| e.complete(now, reference, argument.0, argument.1, opts))
     }
 
+    /// Opens a `subscriptions/listen` subscription (modern servers); see [`Engine::listen`].
+    pub fn listen(
+        &mut self,
+        server: ServerId,
+        filter: &crate::proto::mcp::SubscriptionFilter,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.command(server, |e, now| e.listen(now, filter, opts))
+    }
+
     /// Cancels a call: its wait ends at once, and the server is told.
     pub fn cancel(&mut self, server: ServerId, call: CallId) -> Result<(), CancelError> {
         let registry = self.poll.registry();
@@ -259,7 +373,7 @@ impl Host {
         let s = s.ok_or(CancelError::NotPending)?;
         let now = Instant::now();
         s.engine.cancel(now, call)?;
-        let _ = s.driver.flush(registry, &mut s.engine, now);
+        s.transport.flush(registry, &mut s.engine, now);
         Ok(())
     }
 
@@ -271,7 +385,7 @@ impl Host {
             self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)
         {
             s.engine.close(Instant::now());
-            s.driver.shutdown(registry, Duration::from_millis(250));
+            s.transport.shutdown(registry, Duration::from_millis(250));
         }
     }
 
@@ -298,14 +412,31 @@ impl Host {
         self.server(server).and_then(|s| s.engine.server_info())
     }
 
-    /// The last of what the server process wrote to stderr.
+    /// The last of what the server process wrote to stderr (stdio servers).
     pub fn stderr_tail(&self, server: ServerId) -> Option<String> {
-        self.server(server).map(|s| s.driver.stderr_tail())
+        match &self.server(server)?.transport {
+            Transport::Stdio(d) => Some(d.stderr_tail()),
+            #[cfg(feature = "http")]
+            Transport::Http(_) => None,
+        }
     }
 
-    /// The server's process id, while it runs.
+    /// The server's process id, while it runs (stdio servers).
     pub fn pid(&self, server: ServerId) -> Option<u32> {
-        self.server(server).and_then(|s| s.driver.pid())
+        match &self.server(server)?.transport {
+            Transport::Stdio(d) => d.pid(),
+            #[cfg(feature = "http")]
+            Transport::Http(_) => None,
+        }
+    }
+
+    /// The legacy HTTP session id, when the server issued one.
+    #[cfg(feature = "http")]
+    pub fn session_id(&self, server: ServerId) -> Option<&str> {
+        match &self.server(server)?.transport {
+            Transport::Http(d) => d.session_id(),
+            Transport::Stdio(_) => None,
+        }
     }
 
     /// The server engine's counters.
@@ -318,7 +449,7 @@ impl Host {
     /// `Some(Duration::ZERO)` once per frame.
     pub fn poll(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         let now = Instant::now();
-        let next_deadline = self.servers.iter().filter_map(|(_, s)| s.engine.poll_timeout()).min();
+        let next_deadline = self.servers.iter().filter_map(|(_, s)| s.next_deadline()).min();
         let until_deadline = next_deadline.map(|d| d.saturating_duration_since(now));
         let wait = match (timeout, until_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -340,20 +471,17 @@ impl Host {
         for event in self.events.iter() {
             let token = event.token();
             // Unknown tokens (a server removed since) are ignored, as mio's rules ask.
-            let Some(s) = self.servers.get_mut(token.0 / TOKENS_PER_DRIVER) else {
-                continue;
-            };
-            if let Err(e) = s.driver.handle_readiness(registry, token, &mut s.engine, now) {
-                log::debug!("server I/O failed: {e}");
-            }
+            let Some(s) = self.servers.get_mut(token.0 / TOKEN_SPAN) else { continue };
+            s.transport.handle_readiness(registry, token, &mut s.engine, now);
         }
         for (_, s) in self.servers.iter_mut() {
             if s.engine.poll_timeout().is_some_and(|d| d <= now) {
                 s.engine.handle_timeout(now);
             }
-            if let Err(e) = s.driver.flush(registry, &mut s.engine, now) {
-                log::debug!("flush failed: {e}");
+            if s.transport.poll_timeout().is_some_and(|d| d <= now) {
+                s.transport.handle_timeout(registry, &mut s.engine, now);
             }
+            s.transport.flush(registry, &mut s.engine, now);
         }
         Ok(())
     }

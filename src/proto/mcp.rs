@@ -31,6 +31,8 @@ pub enum Method {
     Complete,
     /// `ping` (legacy only).
     Ping,
+    /// `subscriptions/listen` (2026-07-28): a long-lived request carrying change notifications.
+    Listen,
 }
 
 impl Method {
@@ -48,6 +50,7 @@ impl Method {
             Self::PromptsGet => "prompts/get",
             Self::Complete => "completion/complete",
             Self::Ping => "ping",
+            Self::Listen => "subscriptions/listen",
         }
     }
 
@@ -73,6 +76,7 @@ pub(crate) mod notify {
     pub(crate) const RESOURCES_CHANGED: &str = "notifications/resources/list_changed";
     pub(crate) const RESOURCE_UPDATED: &str = "notifications/resources/updated";
     pub(crate) const MESSAGE: &str = "notifications/message";
+    pub(crate) const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
 }
 
 /// The `resultType` of a result (2026-07-28 §ResultType).
@@ -146,6 +150,73 @@ pub(crate) struct ProgressParams<'a> {
     pub(crate) total: Option<f64>,
     #[serde(borrow, default)]
     pub(crate) message: Option<Cow<'a, str>>,
+}
+
+/// What a `subscriptions/listen` asks for (PROTOCOL.md §2.9).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SubscriptionFilter {
+    /// `notifications/tools/list_changed`.
+    pub tools_list_changed: bool,
+    /// `notifications/prompts/list_changed`.
+    pub prompts_list_changed: bool,
+    /// `notifications/resources/list_changed`.
+    pub resources_list_changed: bool,
+    /// `notifications/resources/updated` for these URIs (and their sub-resources).
+    pub resource_subscriptions: Vec<String>,
+}
+
+impl SubscriptionFilter {
+    /// Appends the filter as a JSON object.
+    pub(crate) fn write(&self, out: &mut Vec<u8>) {
+        out.push(b'{');
+        let mut first = true;
+        for (on, key) in [
+            (self.tools_list_changed, "toolsListChanged"),
+            (self.prompts_list_changed, "promptsListChanged"),
+            (self.resources_list_changed, "resourcesListChanged"),
+        ] {
+            if on {
+                if !first {
+                    out.push(b',');
+                }
+                first = false;
+                out.push(b'"');
+                out.extend_from_slice(key.as_bytes());
+                out.extend_from_slice(b"\":true");
+            }
+        }
+        if !self.resource_subscriptions.is_empty() {
+            if !first {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"\"resourceSubscriptions\":[");
+            for (i, uri) in self.resource_subscriptions.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                crate::proto::jsonrpc::write_json_str(out, uri);
+            }
+            out.push(b']');
+        }
+        out.push(b'}');
+    }
+}
+
+/// `_meta` of a notification on a listen stream, and the `notifications` it acknowledges.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ListenNotice<'a> {
+    #[serde(rename = "_meta", borrow, default)]
+    pub(crate) meta: Option<ListenMeta<'a>>,
+    #[serde(borrow, default)]
+    pub(crate) notifications: Option<&'a RawValue>,
+    #[serde(rename = "requestId", borrow, default)]
+    pub(crate) request_id: Option<&'a RawValue>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ListenMeta<'a> {
+    #[serde(rename = "io.modelcontextprotocol/subscriptionId", borrow, default)]
+    pub(crate) subscription_id: Option<&'a RawValue>,
 }
 
 /// Items of a listing page, kept raw: only the array is located, never its elements parsed.

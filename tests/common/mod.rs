@@ -144,3 +144,73 @@ pub fn alive(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
         && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
 }
+
+/// An SDK peer serving Streamable HTTP on a loopback port, stopped (with its process group)
+/// when dropped. Its stderr goes to a file the test can read.
+pub struct HttpPeer {
+    child: std::process::Child,
+    pub port: u16,
+    pub script: PathBuf,
+    pub stderr_path: PathBuf,
+}
+
+impl HttpPeer {
+    /// Starts `run-*-http.sh` on a free port and waits until the port accepts connections.
+    pub fn start(dir: &std::path::Path, script: &str) -> Self {
+        let port = free_port();
+        Self::start_on(dir.join(script), port)
+    }
+
+    pub fn start_on(script: PathBuf, port: u16) -> Self {
+        use std::os::unix::process::CommandExt;
+        let stderr_path =
+            std::env::temp_dir().join(format!("mcpoll-peer-{}-{port}.log", std::process::id()));
+        let log = std::fs::File::create(&stderr_path).expect("peer log");
+        let child = std::process::Command::new(&script)
+            .arg(port.to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .expect("start peer");
+        let peer = Self { child, port, script, stderr_path };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "peer did not listen on {port}: {}", peer.stderr());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        peer
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// Stops the server process group and waits for it.
+    pub fn stop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &format!("-{}", self.child.id())])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for HttpPeer {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &format!("-{}", self.child.id())])
+            .status();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.stderr_path);
+    }
+}
+
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}

@@ -1,0 +1,262 @@
+//! HTTP URLs and proxy choice, parsed once when a server is added.
+
+use std::fmt;
+use std::net::IpAddr;
+
+/// `http` or `https`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    /// Plain TCP.
+    Http,
+    /// TLS.
+    Https,
+}
+
+/// A parsed `http://` or `https://` URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpUrl {
+    /// The scheme.
+    pub scheme: Scheme,
+    /// The host: a name, or an IP literal without brackets.
+    pub host: String,
+    /// The port (the scheme's default when the URL names none).
+    pub port: u16,
+    /// Path and query, origin-form (`/mcp?x=1`); `/` when empty.
+    pub target: String,
+}
+
+/// Why a URL was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UrlError {
+    /// Not `http://` or `https://`.
+    Scheme,
+    /// No host, or a malformed one (an unclosed `[`, a bad IPv6 literal).
+    Host,
+    /// The port is not a number from 1 to 65535.
+    Port,
+    /// Credentials in the URL (`user:pass@`): tokens belong in a header, never in a URL.
+    Credentials,
+    /// Spaces or control characters.
+    Characters,
+}
+
+impl fmt::Display for UrlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Scheme => "the URL must start with http:// or https://",
+            Self::Host => "the URL has no valid host",
+            Self::Port => "the URL's port is not valid",
+            Self::Credentials => {
+                "credentials in the URL are refused; use a header or a token provider"
+            }
+            Self::Characters => "the URL contains spaces or control characters",
+        })
+    }
+}
+
+impl std::error::Error for UrlError {}
+
+impl HttpUrl {
+    /// Parses `scheme://host[:port][/path][?query][#fragment]`; the fragment is dropped.
+    pub fn parse(url: &str) -> Result<Self, UrlError> {
+        if url.bytes().any(|b| b <= b' ' || b == 0x7f) {
+            return Err(UrlError::Characters);
+        }
+        let (scheme, rest) = if let Some(r) = strip_prefix_ci(url, "http://") {
+            (Scheme::Http, r)
+        } else if let Some(r) = strip_prefix_ci(url, "https://") {
+            (Scheme::Https, r)
+        } else {
+            return Err(UrlError::Scheme);
+        };
+        let rest = rest.split('#').next().unwrap_or_default();
+        let split = rest.find(['/', '?']).unwrap_or(rest.len());
+        let (authority, target) = rest.split_at(split);
+        if authority.contains('@') {
+            return Err(UrlError::Credentials);
+        }
+        let (host, port) = split_host_port(authority)?;
+        let port = match port {
+            Some(p) => p.parse::<u16>().ok().filter(|p| *p != 0).ok_or(UrlError::Port)?,
+            None if scheme == Scheme::Https => 443,
+            None => 80,
+        };
+        let target = match target {
+            "" => "/".to_owned(),
+            t if t.starts_with('?') => format!("/{t}"),
+            t => t.to_owned(),
+        };
+        Ok(Self { scheme, host: host.to_ascii_lowercase(), port, target })
+    }
+
+    /// The `Host` header value: the host (IPv6 in brackets) and the port unless it is the
+    /// scheme's default.
+    pub fn host_header(&self) -> String {
+        let host =
+            if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
+        let default = if self.scheme == Scheme::Https { 443 } else { 80 };
+        if self.port == default {
+            host
+        } else {
+            format!("{host}:{}", self.port)
+        }
+    }
+
+    /// `host:port` with the port always present (the CONNECT request target).
+    pub fn authority(&self) -> String {
+        let host =
+            if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
+        format!("{host}:{}", self.port)
+    }
+
+    fn is_loopback(&self) -> bool {
+        self.host == "localhost" || self.host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    }
+}
+
+fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = s.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix).then(|| &s[prefix.len()..])
+}
+
+fn split_host_port(authority: &str) -> Result<(&str, Option<&str>), UrlError> {
+    if let Some(rest) = authority.strip_prefix('[') {
+        let (host, after) = rest.split_once(']').ok_or(UrlError::Host)?;
+        host.parse::<std::net::Ipv6Addr>().map_err(|_| UrlError::Host)?;
+        let port = match after {
+            "" => None,
+            p => Some(p.strip_prefix(':').ok_or(UrlError::Host)?),
+        };
+        return Ok((host, port));
+    }
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (authority, None),
+    };
+    if host.is_empty() || host.contains(':') {
+        return Err(UrlError::Host);
+    }
+    Ok((host, port))
+}
+
+/// Where the driver's connections go first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProxyChoice {
+    /// Read `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY` (upper or lower case) when the server is
+    /// added. Loopback hosts never go through an environment proxy.
+    #[default]
+    FromEnv,
+    /// Connect directly.
+    Direct,
+    /// Tunnel through this proxy with HTTP CONNECT.
+    Url(String),
+}
+
+/// Resolves the proxy for `target`, if any.
+pub(crate) fn proxy_for(
+    target: &HttpUrl,
+    choice: &ProxyChoice,
+) -> Result<Option<HttpUrl>, UrlError> {
+    let from_env =
+        |names: &[&str]| names.iter().find_map(|n| std::env::var(n).ok()).filter(|v| !v.is_empty());
+    let url = match choice {
+        ProxyChoice::Direct => return Ok(None),
+        ProxyChoice::Url(u) => u.clone(),
+        ProxyChoice::FromEnv => {
+            if target.is_loopback() {
+                return Ok(None);
+            }
+            let no_proxy = from_env(&["NO_PROXY", "no_proxy"]).unwrap_or_default();
+            if bypassed(&target.host, &no_proxy) {
+                return Ok(None);
+            }
+            let names: &[&str] = match target.scheme {
+                Scheme::Https => &["HTTPS_PROXY", "https_proxy"],
+                Scheme::Http => &["HTTP_PROXY", "http_proxy"],
+            };
+            match from_env(names) {
+                Some(u) => u,
+                None => return Ok(None),
+            }
+        }
+    };
+    // Proxies are often given without a scheme.
+    let url = if url.contains("://") { url } else { format!("http://{url}") };
+    HttpUrl::parse(&url).map(Some)
+}
+
+/// `NO_PROXY`: comma-separated hosts or domain suffixes (`example.com`, `.example.com`), ports
+/// ignored, `*` for everything.
+fn bypassed(host: &str, no_proxy: &str) -> bool {
+    no_proxy.split(',').map(str::trim).filter(|e| !e.is_empty()).any(|entry| {
+        if entry == "*" {
+            return true;
+        }
+        let entry =
+            entry.split(':').next().unwrap_or(entry).trim_start_matches('.').to_ascii_lowercase();
+        host == entry || host.ends_with(&format!(".{entry}"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_urls() {
+        let u = HttpUrl::parse("http://127.0.0.1:18101/mcp").unwrap();
+        assert_eq!(
+            (u.scheme, u.host.as_str(), u.port, u.target.as_str()),
+            (Scheme::Http, "127.0.0.1", 18101, "/mcp")
+        );
+        assert_eq!(u.host_header(), "127.0.0.1:18101");
+        let u = HttpUrl::parse("HTTPS://Example.COM").unwrap();
+        assert_eq!(
+            (u.port, u.target.as_str(), u.host_header()),
+            (443, "/", "example.com".to_owned())
+        );
+        let u = HttpUrl::parse("https://[::1]:8443/a/b?x=1&y=2#frag").unwrap();
+        assert_eq!((u.host.as_str(), u.port, u.target.as_str()), ("::1", 8443, "/a/b?x=1&y=2"));
+        assert_eq!(u.host_header(), "[::1]:8443");
+        assert_eq!(HttpUrl::parse("http://h?q=1").unwrap().target, "/?q=1");
+        assert_eq!(HttpUrl::parse("http://[::1]/").unwrap().port, 80);
+        for (bad, err) in [
+            ("ftp://x", UrlError::Scheme),
+            ("http://", UrlError::Host),
+            ("http://:80/", UrlError::Host),
+            ("http://[::1/", UrlError::Host),
+            ("http://[zz]/", UrlError::Host),
+            ("http://h:0/", UrlError::Port),
+            ("http://h:99999/", UrlError::Port),
+            ("http://h:x/", UrlError::Port),
+            ("http://u:p@h/", UrlError::Credentials),
+            ("http://h/a b", UrlError::Characters),
+        ] {
+            assert_eq!(HttpUrl::parse(bad), Err(err), "{bad}");
+        }
+    }
+
+    #[test]
+    fn no_proxy_rules() {
+        assert!(bypassed("api.example.com", "localhost, .example.com"));
+        assert!(bypassed("example.com", "example.com:443"));
+        assert!(!bypassed("badexample.com", "example.com"));
+        assert!(bypassed("anything", "*"));
+        assert!(!bypassed("h", ""));
+    }
+
+    #[test]
+    fn explicit_proxy_and_loopback_bypass() {
+        let t = HttpUrl::parse("https://127.0.0.1:9/mcp").unwrap();
+        assert_eq!(
+            proxy_for(&t, &ProxyChoice::FromEnv).unwrap(),
+            None,
+            "loopback never uses an env proxy"
+        );
+        let p = proxy_for(&t, &ProxyChoice::Url("127.0.0.1:3128".into())).unwrap().unwrap();
+        assert_eq!((p.host.as_str(), p.port), ("127.0.0.1", 3128));
+        assert_eq!(proxy_for(&t, &ProxyChoice::Direct).unwrap(), None);
+    }
+}
