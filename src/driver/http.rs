@@ -160,6 +160,8 @@ struct Exchange {
     modern: bool,
     auth_retried: bool,
     sent_session: bool,
+    /// Already sent again once after a stale keep-alive connection failed under it.
+    stale_retried: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,6 +197,10 @@ struct Conn {
     challenge: Option<AuthChallenge>,
     idle_since: Option<Instant>,
     dedicated: bool,
+    /// Carried an earlier exchange: the server may have closed it while it sat idle.
+    reused: bool,
+    /// Some of the current response has arrived.
+    responded: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -434,6 +440,7 @@ impl HttpDriver {
         x.modern = modern;
         x.auth_retried = false;
         x.sent_session = false;
+        x.stale_retried = false;
         self.waiting.push_back(i);
     }
 
@@ -514,6 +521,8 @@ impl HttpDriver {
             };
             self.waiting.pop_front();
             if let Some(c) = self.conns.get_mut(k) {
+                c.reused = c.idle_since.is_some();
+                c.responded = false;
                 c.exchange = Some(i);
                 c.idle_since = None;
                 c.dedicated = listen;
@@ -562,6 +571,8 @@ impl HttpDriver {
             challenge: None,
             idle_since: None,
             dedicated: false,
+            reused: false,
+            responded: false,
         });
         Ok(k)
     }
@@ -865,6 +876,7 @@ impl HttpDriver {
                     return Ok(true);
                 }
                 Ok(ResponseEvent::Head(head)) => {
+                    c.responded = true;
                     c.status = head.status();
                     let sse = head
                         .header("content-type")
@@ -1087,7 +1099,22 @@ impl HttpDriver {
         let Some(mut c) = self.conns.try_remove(k) else { return };
         let _ = registry.deregister(&mut c.sock);
         if let Some(i) = c.exchange {
-            self.fail_exchange(engine, now, i, failure.unwrap_or(TransportError::ConnectionLost));
+            // A keep-alive connection the server closed while it sat idle fails before any
+            // response byte: the server never saw the request, so it goes again, once.
+            let stale = c.reused && !c.responded;
+            match self.exchanges.get_mut(i) {
+                Some(x) if stale && !x.stale_retried => {
+                    x.stale_retried = true;
+                    log::debug!("stale keep-alive connection; sending the request on a new one");
+                    self.waiting.push_front(i);
+                }
+                _ => self.fail_exchange(
+                    engine,
+                    now,
+                    i,
+                    failure.unwrap_or(TransportError::ConnectionLost),
+                ),
+            }
         }
         if self.listen == Listen::Open(k) {
             self.listen = Listen::At(now + self.listen_retry);

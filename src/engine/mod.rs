@@ -198,6 +198,9 @@ enum Control {
 }
 
 const MAX_CONTROL: usize = 256;
+/// Probe attempts after a failure that says nothing about the era, and the first delay.
+const MAX_PROBE_RETRIES: u32 = 4;
+const PROBE_RETRY_BASE: Duration = Duration::from_millis(250);
 
 /// One server's protocol engine. See the module docs for the call order.
 #[derive(Debug)]
@@ -208,6 +211,9 @@ pub struct Engine {
     respawned_for_handshake: bool,
     wants_transport: bool,
     transport: TransportKind,
+    /// Probes that failed without evidence either way (HTTP 5xx, network), and when to retry.
+    probe_retries: u32,
+    reprobe_at: Option<Instant>,
     requests: Requests,
     /// Host requests waiting to be written, in call order.
     send_queue: VecDeque<WireId>,
@@ -236,6 +242,8 @@ impl Engine {
             respawned_for_handshake: false,
             wants_transport: true,
             transport: TransportKind::Stdio,
+            probe_retries: 0,
+            reprobe_at: None,
             requests: Requests::with_capacity(config.max_pending),
             send_queue: VecDeque::with_capacity(config.max_pending),
             lifecycle_send: None,
@@ -533,8 +541,20 @@ impl Engine {
                     error,
                     CallError::Transport(TransportError::HttpStatus(s)) if (400..500).contains(&s) && s != 401 && s != 403
                 );
+                let auth = matches!(
+                    error,
+                    CallError::Local(_)
+                        | CallError::Transport(TransportError::HttpStatus(401 | 403))
+                );
                 if legacy_evidence {
                     self.apply_verdict(now, ProbeVerdict::Legacy, None);
+                } else if !auth && self.probe_retries < MAX_PROBE_RETRIES {
+                    // A server still starting up, or a passing network fault: probe again soon.
+                    let delay = PROBE_RETRY_BASE * 2u32.pow(self.probe_retries);
+                    self.probe_retries += 1;
+                    log::debug!("era probe failed ({error}); probing again in {delay:?}");
+                    self.drop_lifecycle_request();
+                    self.reprobe_at = Some(now + delay);
                 } else {
                     self.shut(error);
                 }
@@ -662,6 +682,12 @@ impl Engine {
 
     /// Fires every deadline that has passed. Safe to call early or often.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if let (Some(at), Phase::Probing { version }) = (self.reprobe_at, self.phase) {
+            if at <= now {
+                self.reprobe_at = None;
+                self.start_probe(now, version);
+            }
+        }
         let expired: SmallVec<[usize; 16]> =
             self.requests.iter().filter(|(_, p)| p.deadline <= now).map(|(slot, _)| slot).collect();
         for slot in expired {
@@ -710,7 +736,8 @@ impl Engine {
     /// The earliest deadline the engine is waiting for, if any.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.requests.iter().map(|(_, p)| p.deadline).min()
+        let deadlines = self.requests.iter().map(|(_, p)| p.deadline);
+        deadlines.chain(self.reprobe_at).min()
     }
 
     /// The next event for the host. Borrowed data in it is valid until the next call on the
@@ -961,6 +988,7 @@ impl Engine {
         if self.phase == Phase::Closed {
             return;
         }
+        self.reprobe_at = None;
         self.drop_lifecycle_request();
         for slot in self.requests.slots() {
             if let Some(call) = self.requests.call_id(slot) {

@@ -779,26 +779,68 @@ fn transmits(h: &mut Harness) -> Vec<(TransmitKind, Option<Value>)> {
 
 #[test]
 fn http_probe_4xx_without_rpc_body_is_legacy_but_auth_and_5xx_are_not_evidence() {
-    for (status, legacy) in [
-        (400, true),
-        (404, true),
-        (405, true),
-        (401, false),
-        (403, false),
-        (500, false),
-        (503, false),
+    #[derive(Debug, PartialEq)]
+    enum Then {
+        Initialize,
+        Closed,
+        ProbeAgain,
+    }
+    for (status, then) in [
+        (400, Then::Initialize),
+        (404, Then::Initialize),
+        (405, Then::Initialize),
+        (401, Then::Closed),
+        (403, Then::Closed),
+        (500, Then::ProbeAgain),
+        (503, Then::ProbeAgain),
     ] {
         let mut h = http_harness(EraPreference::Auto);
         let probe = h.sent_one();
         let failure = ExchangeFailure::Transport(TransportError::HttpStatus(status));
         h.engine.handle_transport(h.now, TransportEvent::exchange_failed(wire(&probe), failure));
-        if legacy {
-            assert_eq!(h.sent_one()["method"], "initialize", "{status}");
-        } else {
-            assert!(h.take_sent().is_empty(), "{status}");
-            assert_eq!(h.engine.state(), ServerState::Closed, "{status}");
-        }
+        let got = match h.take_sent().first() {
+            Some(frame) if frame["method"] == "initialize" => Then::Initialize,
+            Some(frame) => panic!("{status}: {frame}"),
+            None if h.engine.state() == ServerState::Closed => Then::Closed,
+            None => {
+                h.advance_to_next_timeout();
+                assert_eq!(h.sent_one()["method"], "server/discover", "{status}");
+                Then::ProbeAgain
+            }
+        };
+        assert_eq!(got, then, "{status}");
     }
+}
+
+#[test]
+fn http_probe_retries_transient_failures_with_backoff_then_gives_up() {
+    let mut h = http_harness(EraPreference::Auto);
+    let mut delays = Vec::new();
+    for _ in 0..4 {
+        let probe = h.sent_one();
+        let failure = ExchangeFailure::Transport(TransportError::HttpStatus(503));
+        h.engine.handle_transport(h.now, TransportEvent::exchange_failed(wire(&probe), failure));
+        assert!(h.take_sent().is_empty());
+        let at = h.engine.poll_timeout().unwrap();
+        delays.push((at - h.now).as_millis());
+        h.advance_to_next_timeout();
+    }
+    assert_eq!(delays, [250, 500, 1000, 2000]);
+    let probe = h.sent_one();
+    h.reply(&probe, discover_result());
+    assert_eq!(h.engine.state(), ServerState::Ready(Era::Modern, ProtocolVersion::MODERN));
+    // After the budget, a failure closes the engine.
+    let mut h = http_harness(EraPreference::Auto);
+    for _ in 0..5 {
+        let probe = h.sent_one();
+        let failure = ExchangeFailure::Transport(TransportError::ConnectionLost);
+        h.engine.handle_transport(h.now, TransportEvent::exchange_failed(wire(&probe), failure));
+        if h.engine.state() == ServerState::Closed {
+            break;
+        }
+        h.advance_to_next_timeout();
+    }
+    assert_eq!(h.engine.state(), ServerState::Closed);
 }
 
 #[test]

@@ -193,18 +193,24 @@ impl HttpPeer {
 
     /// Stops the server process group and waits for it.
     pub fn stop(&mut self) {
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &format!("-{}", self.child.id())])
-            .status();
+        self.signal_group(rustix::process::Signal::TERM);
         let _ = self.child.wait();
+    }
+
+    /// Signals the peer's own process group, and only it. (Not through `/bin/kill`: the procps
+    /// 4.0.2 `kill -SIG -PGID` on these machines signalled far more than the group.)
+    fn signal_group(&mut self, signal: rustix::process::Signal) {
+        if let Ok(None) = self.child.try_wait() {
+            if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
+                let _ = rustix::process::kill_process_group(pid, signal);
+            }
+        }
     }
 }
 
 impl Drop for HttpPeer {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", &format!("-{}", self.child.id())])
-            .status();
+        self.signal_group(rustix::process::Signal::KILL);
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.stderr_path);
     }
@@ -213,4 +219,23 @@ impl Drop for HttpPeer {
 pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     l.local_addr().expect("addr").port()
+}
+
+/// With `MCPOLL_TEST_LOG=1`, mcpoll's log lines go to stderr (debug level).
+pub fn init_log() {
+    struct Stderr;
+    impl log::Log for Stderr {
+        fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+            true
+        }
+        fn log(&self, r: &log::Record<'_>) {
+            eprintln!("[{:?}] {} {}", std::time::SystemTime::now(), r.level(), r.args());
+        }
+        fn flush(&self) {}
+    }
+    static LOGGER: Stderr = Stderr;
+    if std::env::var("MCPOLL_TEST_LOG").is_ok_and(|v| v == "1") {
+        let _ = log::set_logger(&LOGGER);
+        log::set_max_level(log::LevelFilter::Trace);
+    }
 }

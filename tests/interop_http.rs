@@ -1,0 +1,192 @@
+//! Interoperability over loopback Streamable HTTP with real MCP servers on the official SDKs
+//! (`tests/peers/`): Python SDK v2 and TypeScript SDK v2 (modern), TypeScript SDK v1 (legacy,
+//! sessions). Skipped loudly without the peers; required with `MCPOLL_REQUIRE_PEERS=1`.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use mcpoll::driver::http::HttpOptions;
+use mcpoll::{CallOptions, Config, Era, Event, Host, ListKind, ServerId, SubscriptionFilter};
+
+fn start_http(host: &mut Host, url: &str) -> ServerId {
+    let id = host.add_http_server(HttpOptions::new(url), Config::default()).expect("add");
+    let state = host.wait_ready(id, Duration::from_secs(20)).expect("ready");
+    assert!(matches!(state, mcpoll::ServerState::Ready(..)), "not ready: {state:?}");
+    id
+}
+
+/// The common scenario: era, listing, echo, add, fail, progress, cancellation seen from the
+/// server's own log.
+fn scenario(script: &str, era: Era) {
+    init_log();
+    let Some(dir) = peers_dir() else { return };
+    let peer = HttpPeer::start(&dir, script);
+    let mut host = Host::new().unwrap();
+    let id = start_http(&mut host, &peer.url());
+    assert_eq!(host.era(id), Some(era), "{script}");
+
+    let list = host.list_tools(id, &CallOptions::default()).unwrap();
+    let tools = parse(&host.wait(id, list).unwrap());
+    let names: Vec<_> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    for want in ["echo", "add", "slow", "fail", "write_note", "bump_tools"] {
+        assert!(names.iter().any(|n| n == want), "{script}: {want} missing from {names:?}");
+    }
+    assert_eq!(
+        parse(&call(&mut host, id, "echo", r#"{"text":"héllo wörld"}"#))["content"][0]["text"],
+        "héllo wörld"
+    );
+    let add = call(&mut host, id, "add", r#"{"a":2,"b":3}"#);
+    assert_eq!(parse(&add)["structuredContent"]["sum"].as_f64(), Some(5.0), "{script}");
+    assert!(call(&mut host, id, "fail", "{}").is_error, "{script}");
+
+    // Progress arrives on the request's own SSE stream.
+    let opts = CallOptions { progress: true, ..CallOptions::default() };
+    let slow = host.call_tool(id, "slow", &raw(r#"{"ms":300}"#), &opts).unwrap();
+    let events = events_until_done(&mut host, slow, Duration::from_secs(10));
+    assert!(
+        events.iter().filter(|e| e.starts_with("progress")).count() >= 2,
+        "{script}: {events:?}"
+    );
+    assert!(events.last().unwrap().starts_with("done"), "{script}: {events:?}");
+
+    // Cancel after the first progress step; the server's log must show the work stopped.
+    let slow = host.call_tool(id, "slow", &raw(r#"{"ms":3000}"#), &opts).unwrap();
+    poll_until(&mut host, Duration::from_secs(10), |h| {
+        matches!(h.poll_event(), Some((_, Event::Progress { .. })))
+    });
+    host.cancel(id, slow).unwrap();
+    let events = events_until_done(&mut host, slow, Duration::from_secs(1));
+    assert_eq!(events.last().map(String::as_str), Some("failed cancelled"), "{script}");
+    let until = Instant::now() + Duration::from_millis(3500);
+    poll_until(&mut host, Duration::from_secs(5), |_| Instant::now() >= until);
+    let log = peer.stderr();
+    assert!(log.contains("[slow] step 1/30"), "{script}: {log}");
+    assert!(
+        !log.contains("[slow] step 30/30"),
+        "{script}: the server kept running the cancelled call:\n{log}"
+    );
+    assert_eq!(host.stats(id).unwrap().late_responses, 0);
+    assert_eq!(
+        parse(&call(&mut host, id, "echo", r#"{"text":"after"}"#))["content"][0]["text"],
+        "after"
+    );
+}
+
+#[test]
+fn python_sdk_v2_http_modern() {
+    scenario("run-py-http.sh", Era::Modern);
+}
+
+#[test]
+fn typescript_sdk_v2_http_modern() {
+    scenario("run-ts2-http.sh", Era::Modern);
+}
+
+#[test]
+fn typescript_sdk_v1_http_legacy_with_session() {
+    scenario("run-ts1-http.sh", Era::Legacy);
+}
+
+/// `subscriptions/listen` on a long-lived SSE stream: acknowledgement first, then the tools
+/// list_changed that `bump_tools` causes.
+fn listen_scenario(script: &str) {
+    let Some(dir) = peers_dir() else { return };
+    let peer = HttpPeer::start(&dir, script);
+    let mut host = Host::new().unwrap();
+    let id = start_http(&mut host, &peer.url());
+    let filter = SubscriptionFilter { tools_list_changed: true, ..SubscriptionFilter::default() };
+    let sub = host.listen(id, &filter, &CallOptions::default()).unwrap();
+    let mut acknowledged = false;
+    poll_until(&mut host, Duration::from_secs(10), |h| {
+        if let Some((_, Event::Subscribed { call, notifications })) = h.poll_event() {
+            assert_eq!(call, sub);
+            assert!(notifications.contains("toolsListChanged"), "{notifications}");
+            acknowledged = true;
+        }
+        acknowledged
+    });
+    let bump = host.call_tool(id, "bump_tools", &raw("{}"), &CallOptions::default()).unwrap();
+    let mut changed = false;
+    let mut bumped = false;
+    poll_until(&mut host, Duration::from_secs(10), |h| {
+        while let Some((_, e)) = h.poll_event() {
+            match e {
+                Event::ListChanged(ListKind::Tools) => changed = true,
+                Event::CallDone { call, .. } if call == bump => bumped = true,
+                Event::CallFailed { call, error } => panic!("{call}: {error}"),
+                _ => {}
+            }
+        }
+        changed && bumped
+    });
+    // Ending the subscription closes its stream; the call ends as cancelled, once.
+    host.cancel(id, sub).unwrap();
+    let events = events_until_done(&mut host, sub, Duration::from_secs(2));
+    assert_eq!(events.last().map(String::as_str), Some("failed cancelled"));
+}
+
+#[test]
+fn python_sdk_v2_http_listen_tools_changed() {
+    listen_scenario("run-py-http.sh");
+}
+
+#[test]
+fn typescript_sdk_v2_http_listen_tools_changed() {
+    listen_scenario("run-ts2-http.sh");
+}
+
+#[test]
+fn typescript_sdk_v1_session_expiry_reinitializes_transparently() {
+    let Some(dir) = peers_dir() else { return };
+    let mut peer = HttpPeer::start(&dir, "run-ts1-http.sh");
+    let mut host = Host::new().unwrap();
+    let id = start_http(&mut host, &peer.url());
+    assert_eq!(host.era(id), Some(Era::Legacy));
+    let first_session = host.session_id(id).expect("ts1 issues a session").to_owned();
+    assert_eq!(
+        parse(&call(&mut host, id, "echo", r#"{"text":"one"}"#))["content"][0]["text"],
+        "one"
+    );
+
+    // Restart the server on the same port: every session it knew is gone.
+    peer.stop();
+    let _restarted = HttpPeer::start_on(peer.script.clone(), peer.port);
+    assert_eq!(
+        parse(&call(&mut host, id, "echo", r#"{"text":"two"}"#))["content"][0]["text"],
+        "two"
+    );
+    let second_session = host.session_id(id).expect("a new session").to_owned();
+    assert_ne!(first_session, second_session);
+    assert_eq!(host.stats(id).unwrap().sessions_renewed, 1);
+}
+
+#[test]
+fn typescript_sdk_v1_list_changed_arrives_on_the_get_stream() {
+    let Some(dir) = peers_dir() else { return };
+    let peer = HttpPeer::start(&dir, "run-ts1-http.sh");
+    let mut host = Host::new().unwrap();
+    let id = start_http(&mut host, &peer.url());
+    // Give the GET stream a moment to open, then change the tool list.
+    let until = Instant::now() + Duration::from_millis(300);
+    poll_until(&mut host, Duration::from_secs(2), |_| Instant::now() >= until);
+    let bump = host.call_tool(id, "bump_tools", &raw("{}"), &CallOptions::default()).unwrap();
+    let mut changed = false;
+    let mut bumped = false;
+    poll_until(&mut host, Duration::from_secs(10), |h| {
+        while let Some((_, e)) = h.poll_event() {
+            match e {
+                Event::ListChanged(ListKind::Tools) => changed = true,
+                Event::CallDone { call, .. } if call == bump => bumped = true,
+                _ => {}
+            }
+        }
+        changed && bumped
+    });
+}
