@@ -239,3 +239,6 @@ pub fn init_log() {
         log::set_max_level(log::LevelFilter::Trace);
     }
 }
+
+#[allow(dead_code)]
+pub mod mini;

@@ -1,0 +1,209 @@
+//! A tiny blocking HTTP/1.1 server and CONNECT proxy for TLS, proxy and auth tests: threads and
+//! std sockets, loopback only. Not an MCP implementation: it answers what each test scripts.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// One request as the server saw it.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub method: String,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Request {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Response {
+    pub fn json(v: serde_json::Value) -> Self {
+        Self {
+            status: 200,
+            headers: vec![("Content-Type".into(), "application/json".into())],
+            body: v.to_string(),
+        }
+    }
+}
+
+/// A modern MCP answer for the few methods the tests use.
+pub fn mcp_answer(req: &Request) -> Response {
+    let msg = req.json();
+    let id = msg["id"].clone();
+    let result = match msg["method"].as_str() {
+        Some("server/discover") => serde_json::json!({
+            "resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+            "ttlMs": 0, "cacheScope": "private"}),
+        Some("tools/call") => serde_json::json!({
+            "resultType": "complete",
+            "content": [{"type": "text", "text": msg["params"]["arguments"]["text"].clone()}]}),
+        _ => return Response { status: 202, headers: vec![], body: String::new() },
+    };
+    Response::json(serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}))
+}
+
+type Handler = Arc<dyn Fn(&Request) -> Response + Send + Sync>;
+
+pub struct MiniServer {
+    pub port: u16,
+    pub seen: Arc<Mutex<Vec<Request>>>,
+}
+
+impl MiniServer {
+    /// Serves plain HTTP, or TLS with `tls`.
+    pub fn start(
+        tls: Option<Arc<rustls::ServerConfig>>,
+        handler: impl Fn(&Request) -> Response + Send + Sync + 'static,
+    ) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let handler: Handler = Arc::new(handler);
+        let seen2 = Arc::clone(&seen);
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (handler, seen, tls) = (Arc::clone(&handler), Arc::clone(&seen2), tls.clone());
+                std::thread::spawn(move || {
+                    let _ = match tls {
+                        Some(cfg) => match rustls::ServerConnection::new(cfg) {
+                            Ok(conn) => {
+                                serve(rustls::StreamOwned::new(conn, stream), &handler, &seen)
+                            }
+                            Err(_) => Ok(()),
+                        },
+                        None => serve(stream, &handler, &seen),
+                    };
+                });
+            }
+        });
+        Self { port, seen }
+    }
+
+    pub fn url(&self, scheme: &str, host: &str) -> String {
+        format!("{scheme}://{host}:{}/mcp", self.port)
+    }
+
+    pub fn requests(&self) -> Vec<Request> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn serve<S: Read + Write>(
+    stream: S,
+    handler: &Handler,
+    seen: &Mutex<Vec<Request>>,
+) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let method = line.split(' ').next().unwrap_or_default().to_owned();
+        let mut headers = Vec::new();
+        loop {
+            let mut h = String::new();
+            reader.read_line(&mut h)?;
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((n, v)) = h.split_once(':') {
+                headers.push((n.trim().to_owned(), v.trim().to_owned()));
+            }
+        }
+        let len = headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0);
+        let mut body = vec![0; len];
+        reader.read_exact(&mut body)?;
+        let req = Request { method, headers, body: String::from_utf8_lossy(&body).into_owned() };
+        let resp = handler(&req);
+        seen.lock().unwrap().push(req);
+        let mut out =
+            format!("HTTP/1.1 {} X\r\nContent-Length: {}\r\n", resp.status, resp.body.len());
+        for (n, v) in &resp.headers {
+            out.push_str(&format!("{n}: {v}\r\n"));
+        }
+        out.push_str("\r\n");
+        out.push_str(&resp.body);
+        let stream = reader.get_mut();
+        stream.write_all(out.as_bytes())?;
+        stream.flush()?;
+    }
+}
+
+/// An HTTP CONNECT proxy that counts the tunnels it opened.
+pub struct MiniProxy {
+    pub port: u16,
+    pub tunnels: Arc<AtomicUsize>,
+    pub targets: Arc<Mutex<Vec<String>>>,
+}
+
+impl MiniProxy {
+    pub fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let tunnels = Arc::new(AtomicUsize::new(0));
+        let targets = Arc::new(Mutex::new(Vec::new()));
+        let (t2, g2) = (Arc::clone(&tunnels), Arc::clone(&targets));
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let (t, g) = (Arc::clone(&t2), Arc::clone(&g2));
+                std::thread::spawn(move || {
+                    let _ = tunnel(client, &t, &g);
+                });
+            }
+        });
+        Self { port, tunnels, targets }
+    }
+}
+
+fn tunnel(
+    client: TcpStream,
+    count: &AtomicUsize,
+    targets: &Mutex<Vec<String>>,
+) -> std::io::Result<()> {
+    let mut reader = BufReader::new(client.try_clone()?);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let mut parts = line.split_whitespace();
+    let (Some("CONNECT"), Some(target)) = (parts.next(), parts.next()) else {
+        return (&client).write_all(b"HTTP/1.1 405 Only CONNECT\r\nContent-Length: 0\r\n\r\n");
+    };
+    let target = target.to_owned();
+    loop {
+        let mut h = String::new();
+        reader.read_line(&mut h)?;
+        if h.trim_end().is_empty() {
+            break;
+        }
+    }
+    let upstream = TcpStream::connect(&target)?;
+    targets.lock().unwrap().push(target);
+    count.fetch_add(1, Ordering::SeqCst);
+    (&client).write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")?;
+    let (mut c2, mut u2) = (client.try_clone()?, upstream.try_clone()?);
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut u2, &mut c2);
+    });
+    let mut u = upstream;
+    let _ = std::io::copy(&mut reader, &mut u);
+    Ok(())
+}

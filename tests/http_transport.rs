@@ -1,0 +1,303 @@
+//! The HTTP driver's TLS, proxy and authorization paths, against small in-test servers on
+//! loopback (certificates made by rcgen in the test).
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::mini::{mcp_answer, MiniProxy, MiniServer, Request, Response};
+use common::raw;
+use mcpoll::driver::http::{HttpOptions, TokenProvider};
+use mcpoll::driver::tls::TlsOptions;
+use mcpoll::driver::url::ProxyChoice;
+use mcpoll::error::TlsFailure;
+use mcpoll::{
+    CallError, CallOptions, Config, Event, Host, LocalError, ServerState, TransportError,
+};
+use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+struct Pki {
+    dir: std::path::PathBuf,
+    ca_der: CertificateDer<'static>,
+    ca_params: CertificateParams,
+    ca_key: KeyPair,
+}
+
+impl Pki {
+    fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("mcpoll-pki-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+        Self { dir, ca_der: ca.der().clone(), ca_params, ca_key }
+    }
+
+    /// A leaf certificate for `names`, signed by the CA; also written as PEM files `NAME.pem`
+    /// and `NAME.key`.
+    fn leaf(
+        &self,
+        file: &str,
+        names: &[&str],
+    ) -> (CertificateDer<'static>, PrivateKeyDer<'static>) {
+        let key = KeyPair::generate().unwrap();
+        let params =
+            CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        let issuer = Issuer::from_params(&self.ca_params, &self.ca_key);
+        let cert = params.signed_by(&key, &issuer).unwrap();
+        std::fs::write(self.dir.join(format!("{file}.pem")), cert.pem()).unwrap();
+        std::fs::write(self.dir.join(format!("{file}.key")), key.serialize_pem()).unwrap();
+        (cert.der().clone(), PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())))
+    }
+
+    fn server_config(
+        &self,
+        names: &[&str],
+        require_client_cert: bool,
+    ) -> Arc<rustls::ServerConfig> {
+        let (cert, key) = self.leaf("server", names);
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+            .with_safe_default_protocol_versions()
+            .unwrap();
+        let builder = if require_client_cert {
+            let mut roots = rustls::RootCertStore::empty();
+            roots.add(self.ca_der.clone()).unwrap();
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .build()
+            .unwrap();
+            builder.with_client_cert_verifier(verifier)
+        } else {
+            builder.with_no_client_auth()
+        };
+        Arc::new(builder.with_single_cert(vec![cert], key).unwrap())
+    }
+
+    fn trust(&self) -> TlsOptions {
+        TlsOptions { ca_file: Some(self.dir.join("ca.pem")), ..TlsOptions::default() }
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn add(host: &mut Host, opts: HttpOptions) -> mcpoll::ServerId {
+    host.add_http_server(opts, Config::default()).expect("add")
+}
+
+/// The error the engine closed with, once it is closed.
+fn closed_with(host: &mut Host, id: mcpoll::ServerId) -> CallError {
+    assert_eq!(host.wait_ready(id, Duration::from_secs(10)).unwrap(), ServerState::Closed);
+    loop {
+        match host.poll_event() {
+            Some((_, Event::Closed { error })) => return error,
+            Some(_) => {}
+            None => panic!("no Closed event"),
+        }
+    }
+}
+
+fn echo(host: &mut Host, id: mcpoll::ServerId, text: &str) -> serde_json::Value {
+    let args = raw(&format!(r#"{{"text":"{text}"}}"#));
+    let r = host.call_tool_blocking(id, "echo", &args, &CallOptions::default()).expect("call");
+    serde_json::from_str(&r.json).unwrap()
+}
+
+#[test]
+fn tls_with_a_trusted_ca_works_and_carries_sni() {
+    let pki = Pki::new("ok");
+    let server = MiniServer::start(Some(pki.server_config(&["localhost"], false)), mcp_answer);
+    let mut host = Host::new().unwrap();
+    let mut opts = HttpOptions::new(server.url("https", "localhost"));
+    opts.tls = pki.trust();
+    let id = add(&mut host, opts);
+    assert!(matches!(
+        host.wait_ready(id, Duration::from_secs(10)).unwrap(),
+        ServerState::Ready(..)
+    ));
+    assert_eq!(echo(&mut host, id, "over tls")["content"][0]["text"], "over tls");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0].header("host"), Some(format!("localhost:{}", server.port).as_str()));
+    assert_eq!(reqs[1].header("mcp-name"), Some("echo"));
+}
+
+#[test]
+fn tls_wrong_host_name_is_a_typed_error() {
+    let pki = Pki::new("name");
+    let server =
+        MiniServer::start(Some(pki.server_config(&["not-this-host.example"], false)), mcp_answer);
+    let mut host = Host::new().unwrap();
+    let mut opts = HttpOptions::new(server.url("https", "localhost"));
+    opts.tls = pki.trust();
+    let id = add(&mut host, opts);
+    assert_eq!(
+        closed_with(&mut host, id),
+        CallError::Transport(TransportError::Tls(TlsFailure::WrongHostName))
+    );
+    assert!(server.requests().is_empty());
+}
+
+#[test]
+fn tls_unknown_ca_is_a_typed_error() {
+    let pki = Pki::new("ca");
+    let server = MiniServer::start(Some(pki.server_config(&["localhost"], false)), mcp_answer);
+    let mut host = Host::new().unwrap();
+    // Default trust: the webpki roots, which do not know the test CA.
+    let id = add(&mut host, HttpOptions::new(server.url("https", "localhost")));
+    assert_eq!(
+        closed_with(&mut host, id),
+        CallError::Transport(TransportError::Tls(TlsFailure::UnknownIssuer))
+    );
+}
+
+#[test]
+fn mutual_tls_with_and_without_a_client_certificate() {
+    let pki = Pki::new("mtls");
+    let server = MiniServer::start(Some(pki.server_config(&["localhost"], true)), mcp_answer);
+    pki.leaf("client", &["client.example"]);
+    let mut host = Host::new().unwrap();
+    let mut opts = HttpOptions::new(server.url("https", "localhost"));
+    opts.tls = TlsOptions {
+        client_cert: Some((pki.dir.join("client.pem"), pki.dir.join("client.key"))),
+        ..pki.trust()
+    };
+    let id = add(&mut host, opts);
+    assert_eq!(echo(&mut host, id, "mutual")["content"][0]["text"], "mutual");
+
+    let mut opts = HttpOptions::new(server.url("https", "localhost"));
+    opts.tls = pki.trust();
+    let id = add(&mut host, opts);
+    let state = host.wait_ready(id, Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        state,
+        ServerState::Closed,
+        "a server requiring client certificates refuses us without one"
+    );
+}
+
+#[test]
+fn connect_proxy_tunnels_plain_and_tls_requests() {
+    let pki = Pki::new("proxy");
+    let plain = MiniServer::start(None, mcp_answer);
+    let secure = MiniServer::start(Some(pki.server_config(&["localhost"], false)), mcp_answer);
+    let proxy = MiniProxy::start();
+    let mut host = Host::new().unwrap();
+
+    let mut opts = HttpOptions::new(plain.url("http", "127.0.0.1"));
+    opts.proxy = ProxyChoice::Url(format!("http://127.0.0.1:{}", proxy.port));
+    let id = add(&mut host, opts);
+    assert_eq!(echo(&mut host, id, "via proxy")["content"][0]["text"], "via proxy");
+
+    let mut opts = HttpOptions::new(secure.url("https", "localhost"));
+    opts.proxy = ProxyChoice::Url(format!("127.0.0.1:{}", proxy.port));
+    opts.tls = pki.trust();
+    let id = add(&mut host, opts);
+    assert_eq!(echo(&mut host, id, "tls via proxy")["content"][0]["text"], "tls via proxy");
+
+    let targets = proxy.targets.lock().unwrap().clone();
+    assert!(targets.contains(&format!("127.0.0.1:{}", plain.port)), "{targets:?}");
+    assert!(targets.contains(&format!("localhost:{}", secure.port)), "{targets:?}");
+    assert_eq!(proxy.tunnels.load(Ordering::SeqCst), 2, "one keep-alive tunnel per server");
+}
+
+/// A provider whose first token the server refuses; `refresh` yields the good one.
+#[derive(Debug)]
+struct Rotating {
+    refreshes: Arc<AtomicUsize>,
+}
+
+impl TokenProvider for Rotating {
+    fn token(&mut self) -> Option<String> {
+        Some("stale-token".into())
+    }
+    fn refresh(&mut self) -> Option<String> {
+        self.refreshes.fetch_add(1, Ordering::SeqCst);
+        Some("fresh-token".into())
+    }
+}
+
+fn bearer_gate(req: &Request) -> Response {
+    if req.header("authorization") == Some("Bearer fresh-token") {
+        return mcp_answer(req);
+    }
+    let challenge = r#"Bearer resource_metadata="https://auth.example/.well-known/oauth-protected-resource", scope="tools:call", error="invalid_token""#;
+    Response {
+        status: 401,
+        headers: vec![("WWW-Authenticate".into(), challenge.into())],
+        body: String::new(),
+    }
+}
+
+#[test]
+fn a_401_asks_the_provider_once_then_succeeds() {
+    let server = MiniServer::start(None, bearer_gate);
+    let refreshes = Arc::new(AtomicUsize::new(0));
+    let mut host = Host::new().unwrap();
+    let mut opts = HttpOptions::new(server.url("http", "127.0.0.1"));
+    opts.token_provider = Some(Box::new(Rotating { refreshes: Arc::clone(&refreshes) }));
+    let id = add(&mut host, opts);
+    assert_eq!(echo(&mut host, id, "authorized")["content"][0]["text"], "authorized");
+    assert_eq!(refreshes.load(Ordering::SeqCst), 1);
+    let auths: Vec<_> = server
+        .requests()
+        .iter()
+        .map(|r| r.header("authorization").unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(auths, ["Bearer stale-token", "Bearer fresh-token", "Bearer fresh-token"]);
+}
+
+#[test]
+fn a_second_401_is_auth_required_with_the_challenge_and_403_is_forbidden() {
+    let server = MiniServer::start(None, bearer_gate);
+    let mut host = Host::new().unwrap();
+    let id = add(&mut host, HttpOptions::new(server.url("http", "127.0.0.1")).bearer("wrong"));
+    match closed_with(&mut host, id) {
+        CallError::Local(LocalError::AuthRequired(c)) => {
+            assert_eq!(c.scope.as_deref(), Some("tools:call"));
+            assert_eq!(c.error.as_deref(), Some("invalid_token"));
+            assert!(c.resource_metadata.unwrap().ends_with("oauth-protected-resource"));
+        }
+        other => panic!("{other:?}"),
+    }
+    let forbidding = MiniServer::start(None, |_: &Request| Response {
+        status: 403,
+        headers: vec![],
+        body: String::new(),
+    });
+    let id = add(&mut host, HttpOptions::new(forbidding.url("http", "127.0.0.1")).bearer("t"));
+    assert!(matches!(closed_with(&mut host, id), CallError::Local(LocalError::Forbidden(_))));
+}
+
+#[test]
+fn headers_and_tokens_are_sent_and_bad_headers_refused() {
+    let server = MiniServer::start(None, mcp_answer);
+    let mut host = Host::new().unwrap();
+    let opts = HttpOptions::new(server.url("http", "127.0.0.1"))
+        .header("X-Tenant", "blue")
+        .bearer("s3cret");
+    let id = add(&mut host, opts);
+    echo(&mut host, id, "h");
+    for r in server.requests() {
+        assert_eq!(r.header("x-tenant"), Some("blue"));
+        assert_eq!(r.header("authorization"), Some("Bearer s3cret"));
+        assert_eq!(r.header("mcp-protocol-version"), Some("2026-07-28"));
+        assert_eq!(r.header("accept"), Some("application/json, text/event-stream"));
+    }
+    let bad =
+        HttpOptions::new(server.url("http", "127.0.0.1")).header("X-Evil", "a\r\nInjected: 1");
+    assert!(host.add_http_server(bad, Config::default()).is_err());
+    assert!(format!("{:?}", HttpOptions::new("http://x").bearer("s3cret")).contains("redacted"));
+}
