@@ -301,3 +301,38 @@ fn headers_and_tokens_are_sent_and_bad_headers_refused() {
     assert!(host.add_http_server(bad, Config::default()).is_err());
     assert!(format!("{:?}", HttpOptions::new("http://x").bearer("s3cret")).contains("redacted"));
 }
+
+#[test]
+fn x_mcp_header_arguments_become_mcp_param_headers_and_bad_tools_are_dropped() {
+    let server = MiniServer::start(None, |req: &Request| {
+        let msg = req.json();
+        if msg["method"] == "tools/list" {
+            let tools = serde_json::json!([
+                {"name": "get_weather", "inputSchema": {"type": "object", "properties": {
+                    "city": {"type": "string"},
+                    "region": {"type": "string", "x-mcp-header": "Region"}}}},
+                {"name": "broken", "inputSchema": {"type": "object", "properties": {
+                    "n": {"type": "number", "x-mcp-header": "N"}}}}
+            ]);
+            let result = serde_json::json!({"resultType": "complete", "tools": tools, "ttlMs": 0, "cacheScope": "private"});
+            return Response::json(
+                serde_json::json!({"jsonrpc": "2.0", "id": msg["id"], "result": result}),
+            );
+        }
+        mcp_answer(req)
+    });
+    let mut host = Host::new().unwrap();
+    let id = add(&mut host, HttpOptions::new(server.url("http", "127.0.0.1")));
+    let list = host.list_tools(id, &CallOptions::default()).unwrap();
+    let tools: serde_json::Value =
+        serde_json::from_str(&host.wait(id, list).unwrap().json).unwrap();
+    let names: Vec<_> =
+        tools["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["get_weather"], "the tool breaking the x-mcp-header rules is not listed");
+    let args = raw(r#"{"city":"Oslo","region":"Nord, Norge"}"#);
+    host.call_tool_blocking(id, "get_weather", &args, &CallOptions::default()).unwrap();
+    let call = server.requests().into_iter().find(|r| r.json()["method"] == "tools/call").unwrap();
+    assert_eq!(call.header("mcp-param-region"), Some("Nord, Norge"));
+    assert_eq!(call.header("mcp-name"), Some("get_weather"));
+    assert_eq!(call.header("mcp-method"), Some("tools/call"));
+}

@@ -156,6 +156,8 @@ struct Exchange {
     body: Vec<u8>,
     /// `Mcp-Name`, already encoded for a header.
     name: Vec<u8>,
+    /// `Mcp-Param-*` headers as `name\0value\0` pairs.
+    params: Vec<u8>,
     version: Option<ProtocolVersion>,
     modern: bool,
     auth_retried: bool,
@@ -429,10 +431,19 @@ impl HttpDriver {
         x.body.clear();
         x.body.extend_from_slice(&self.frame);
         x.name.clear();
+        x.params.clear();
+        if let (Carries::Request { id, method: Method::ToolsCall }, true) = (carries, modern) {
+            for (name, value) in engine.param_headers(id) {
+                x.params.extend_from_slice(name.as_bytes());
+                x.params.push(0);
+                x.params.extend_from_slice(value);
+                x.params.push(0);
+            }
+        }
         if let (Carries::Request { id, method }, true) = (carries, modern) {
             if matches!(method, Method::ToolsCall | Method::PromptsGet | Method::ResourcesRead) {
                 if let Some(name) = engine.request_name(id) {
-                    encode_header_value(&mut x.name, name);
+                    crate::proto::header_value::encode(&mut x.name, name);
                 }
             }
         }
@@ -477,6 +488,7 @@ impl HttpDriver {
                 x.carries = Some(Carries::Listen);
                 x.body.clear();
                 x.name.clear();
+                x.params.clear();
                 x.version = engine.header_version();
                 x.modern = false;
                 x.auth_retried = false;
@@ -610,6 +622,12 @@ impl HttpDriver {
                 headers.push(("Mcp-Method", method.as_str().as_bytes()));
                 if !x.name.is_empty() {
                     headers.push(("Mcp-Name", &x.name));
+                }
+                let mut parts = x.params.split(|&b| b == 0);
+                while let (Some(name), Some(value)) = (parts.next(), parts.next()) {
+                    if let (Ok(name), false) = (std::str::from_utf8(name), name.is_empty()) {
+                        headers.push((name, value));
+                    }
                 }
             }
             let is_initialize =
@@ -1181,63 +1199,4 @@ fn starts_with_ci(v: &[u8], prefix: &[u8]) -> bool {
 /// Whether `body` is a JSON-RPC error with `code` (the ts1 session-gone shape).
 fn is_error_code(body: &[u8], code: i64) -> bool {
     matches!(crate::proto::jsonrpc::decode(body), Ok(crate::proto::jsonrpc::Message::Error { error, .. }) if error.code == code)
-}
-
-/// Encodes a value for `Mcp-Name` / `Mcp-Param-*` (PROTOCOL.md §3.2): as is when it is visible
-/// ASCII with inner spaces or tabs only, else `=?base64?<base64 of UTF-8>?=`.
-pub(crate) fn encode_header_value(out: &mut Vec<u8>, value: &str) {
-    let b = value.as_bytes();
-    let plain = !b.is_empty()
-        && b.iter().all(|&c| (0x21..=0x7e).contains(&c) || c == b' ' || c == b'\t')
-        && !matches!(b.first(), Some(b' ' | b'\t'))
-        && !matches!(b.last(), Some(b' ' | b'\t'))
-        && !(value.starts_with("=?base64?") && value.ends_with("?="));
-    if plain {
-        out.extend_from_slice(b);
-        return;
-    }
-    out.extend_from_slice(b"=?base64?");
-    base64(out, b);
-    out.extend_from_slice(b"?=");
-}
-
-fn base64(out: &mut Vec<u8>, data: &[u8]) {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for chunk in data.chunks(3) {
-        let n = match *chunk {
-            [a, b, c] => (u32::from(a) << 16) | (u32::from(b) << 8) | u32::from(c),
-            [a, b] => (u32::from(a) << 16) | (u32::from(b) << 8),
-            [a] => u32::from(a) << 16,
-            _ => 0,
-        };
-        let symbols = [(n >> 18) & 63, (n >> 12) & 63, (n >> 6) & 63, n & 63];
-        for (j, s) in symbols.iter().enumerate() {
-            if j <= chunk.len() {
-                out.push(ALPHABET[*s as usize]);
-            } else {
-                out.push(b'=');
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn header_values_are_encoded_as_the_spec_shows() {
-        let enc = |s: &str| {
-            let mut v = Vec::new();
-            encode_header_value(&mut v, s);
-            String::from_utf8(v).unwrap()
-        };
-        assert_eq!(enc("get_weather"), "get_weather");
-        assert_eq!(enc("a b\tc"), "a b\tc");
-        assert_eq!(enc("Hello, 世界"), "=?base64?SGVsbG8sIOS4lueVjA==?=");
-        assert_eq!(enc(" padded "), "=?base64?IHBhZGRlZCA=?=");
-        assert_eq!(enc("=?base64?abc?="), "=?base64?PT9iYXNlNjQ/YWJjPz0=?=");
-        assert_eq!(enc(""), "=?base64??=");
-        assert_eq!(enc("x\ny"), "=?base64?eAp5?=");
-    }
 }

@@ -17,6 +17,7 @@
 //! many frames it hands over per readiness event.
 
 mod events;
+mod headers;
 mod lifecycle;
 mod requests;
 
@@ -226,6 +227,8 @@ pub struct Engine {
     meta: Option<StaticMeta>,
     /// The `server/discover` or `initialize` result, kept for the host.
     server_info: String,
+    /// `x-mcp-header` annotations from the last complete tool listing.
+    tool_headers: headers::ToolHeaders,
     stats: Stats,
 }
 
@@ -252,6 +255,7 @@ impl Engine {
             events: EventQueue::new(config.max_queued_events),
             meta: None,
             server_info: String::new(),
+            tool_headers: headers::ToolHeaders::default(),
             stats: Stats::default(),
             config,
         })
@@ -311,6 +315,20 @@ impl Engine {
         (!name.is_empty()).then_some(name)
     }
 
+    /// The `Mcp-Param-*` headers of a pending `tools/call`, as (full header name, encoded
+    /// value) pairs, for tools whose listing declared `x-mcp-header` arguments.
+    pub fn param_headers(&self, id: WireId) -> impl Iterator<Item = (&str, &[u8])> {
+        let slot = id.slot();
+        let current = self.requests.get(slot).is_some_and(|p| p.wire_gen == id.generation());
+        let buf: &[u8] = if current { &self.requests.bufs(slot).param_headers } else { &[] };
+        let mut parts = buf.split(|&b| b == 0);
+        std::iter::from_fn(move || {
+            let name = std::str::from_utf8(parts.next()?).ok()?;
+            let value = parts.next()?;
+            (!name.is_empty()).then_some((name, value))
+        })
+    }
+
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.config
@@ -329,13 +347,19 @@ impl Engine {
         if !arguments.get().trim_start().starts_with('{') {
             return Err(RequestError::ArgumentsNotObject);
         }
-        self.request(now, Method::ToolsCall, opts, |p, n| {
+        let call = self.request(now, Method::ToolsCall, opts, |p, n| {
             n.push_str(name);
             p.extend_from_slice(b"\"name\":");
             write_json_str(p, name);
             p.extend_from_slice(b",\"arguments\":");
             p.extend_from_slice(arguments.get().as_bytes());
-        })
+        })?;
+        if self.transport == TransportKind::Http {
+            let slot = call.0.slot();
+            let out = &mut self.requests.bufs_mut(slot).param_headers;
+            self.tool_headers.write_for_call(name, arguments.get(), out);
+        }
+        Ok(call)
     }
 
     /// Starts a listing (`tools/list`, `resources/list`, `resources/templates/list`,
@@ -1111,7 +1135,16 @@ impl Engine {
         }
         let Some(cursor) = page.next_cursor else {
             // The last page: an empty cursor is a valid cursor, only absence ends the list.
-            let items = std::mem::take(&mut self.requests.bufs_mut(slot).items);
+            let mut items = std::mem::take(&mut self.requests.bufs_mut(slot).items);
+            if key == "tools" && self.transport == TransportKind::Http {
+                let mut array = Vec::with_capacity(items.len() + 2);
+                array.push(b'[');
+                array.extend_from_slice(&items);
+                array.push(b']');
+                if let Some(kept) = self.tool_headers.learn(&array) {
+                    items = kept;
+                }
+            }
             self.requests.remove(slot, Ended::Answered);
             self.events.done_listing(call, key, &items);
             self.requests.bufs_mut(slot).items = items;

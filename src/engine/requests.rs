@@ -72,6 +72,8 @@ pub(crate) struct SlotBufs {
     pub(crate) meta: Vec<u8>,
     /// The `Mcp-Name` value: tool or prompt name, or resource URI.
     pub(crate) name: String,
+    /// `Mcp-Param-*` headers as `name\0value\0` pairs (HTTP, tools with `x-mcp-header`).
+    pub(crate) param_headers: Vec<u8>,
     /// Items gathered from earlier pages of a listing, comma-separated.
     pub(crate) items: Vec<u8>,
     /// Hashes of cursors a listing has returned, to catch a server that loops.
@@ -159,6 +161,7 @@ impl Requests {
         bufs.params.clear();
         bufs.meta.clear();
         bufs.name.clear();
+        bufs.param_headers.clear();
         bufs.items.clear();
         bufs.cursors.clear();
         Some(slot)

@@ -1,0 +1,259 @@
+//! `x-mcp-header`: tool arguments mirrored into `Mcp-Param-*` HTTP headers (2026-07-28,
+//! PROTOCOL.md §2.6 and §3.3).
+//!
+//! When a `tools/list` completes over HTTP, each tool's `inputSchema` is checked against the
+//! annotation's rules; a tool that breaks them is dropped from the listed view with a warning,
+//! and the others' header paths are kept here. A `tools/call` of a tool with headers then reads
+//! those argument values. Only tools that declare headers cost a parse of their arguments.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+/// One `x-mcp-header` annotation: the header suffix and the property path to its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ParamHeader {
+    pub(crate) name: String,
+    pub(crate) path: Vec<String>,
+}
+
+/// Header annotations of every listed tool that has any.
+#[derive(Debug, Default)]
+pub(crate) struct ToolHeaders {
+    by_tool: HashMap<String, Vec<ParamHeader>>,
+}
+
+impl ToolHeaders {
+    /// Replaces the table from a complete tool listing (a JSON array of tools) and returns the
+    /// listing without the tools whose annotations break the rules, or `None` when every tool
+    /// is fine (the listing is then used as it is).
+    pub(crate) fn learn(&mut self, items: &[u8]) -> Option<Vec<u8>> {
+        let Ok(Value::Array(tools)) = serde_json::from_slice::<Value>(items) else { return None };
+        self.by_tool.clear();
+        let mut dropped = false;
+        let mut kept = Vec::with_capacity(tools.len());
+        for tool in tools {
+            let name = tool.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+            match headers_of(tool.get("inputSchema")) {
+                Ok(headers) => {
+                    if !headers.is_empty() {
+                        self.by_tool.insert(name, headers);
+                    }
+                    kept.push(tool);
+                }
+                Err(reason) => {
+                    log::warn!("dropping tool {name:?} from the list: x-mcp-header {reason}");
+                    dropped = true;
+                }
+            }
+        }
+        if !dropped {
+            return None;
+        }
+        let array = serde_json::to_vec(&kept).ok()?;
+        // The caller wants the items without the surrounding brackets.
+        Some(array.get(1..array.len().saturating_sub(1))?.to_vec())
+    }
+
+    /// Appends `Mcp-Param-Name\0value\0` for each header the call's arguments fill, the value
+    /// encoded for HTTP.
+    pub(crate) fn write_for_call(&self, tool: &str, arguments: &str, out: &mut Vec<u8>) {
+        let Some(headers) = self.by_tool.get(tool) else { return };
+        let Ok(args) = serde_json::from_str::<Value>(arguments) else { return };
+        for h in headers {
+            let mut v = &args;
+            for key in &h.path {
+                match v.get(key) {
+                    Some(next) => v = next,
+                    None => {
+                        v = &Value::Null;
+                        break;
+                    }
+                }
+            }
+            let text = match v {
+                Value::String(s) => s.clone(),
+                Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string(),
+                Value::Bool(b) => b.to_string(),
+                // Absent or null: the header is left out (§3.3 step 3).
+                _ => continue,
+            };
+            out.extend_from_slice(b"Mcp-Param-");
+            out.extend_from_slice(h.name.as_bytes());
+            out.push(0);
+            crate::proto::header_value::encode(out, &text);
+            out.push(0);
+        }
+    }
+}
+
+/// The valid annotations of one schema, or why it breaks the rules.
+fn headers_of(schema: Option<&Value>) -> Result<Vec<ParamHeader>, &'static str> {
+    let Some(schema) = schema else { return Ok(Vec::new()) };
+    let total = count_annotations(schema);
+    if total == 0 {
+        return Ok(Vec::new());
+    }
+    let mut found = Vec::new();
+    collect(schema, &mut Vec::new(), &mut found)?;
+    if found.len() != total {
+        return Err("is reachable other than through `properties` alone");
+    }
+    for (i, a) in found.iter().enumerate() {
+        if found[..i].iter().any(|b| b.name.eq_ignore_ascii_case(&a.name)) {
+            return Err("values are not unique");
+        }
+    }
+    Ok(found)
+}
+
+fn count_annotations(v: &Value) -> usize {
+    match v {
+        Value::Object(map) => {
+            let here = usize::from(map.contains_key("x-mcp-header"));
+            here + map.values().map(count_annotations).sum::<usize>()
+        }
+        Value::Array(items) => items.iter().map(count_annotations).sum(),
+        _ => 0,
+    }
+}
+
+/// Walks `properties` only, collecting annotations and checking each one's property.
+fn collect(
+    schema: &Value,
+    path: &mut Vec<String>,
+    out: &mut Vec<ParamHeader>,
+) -> Result<(), &'static str> {
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else { return Ok(()) };
+    for (key, prop) in props {
+        path.push(key.clone());
+        if let Some(annotation) = prop.get("x-mcp-header") {
+            let name = annotation.as_str().ok_or("is not a string")?;
+            if name.is_empty() || !name.bytes().all(is_tchar) {
+                return Err("is not an HTTP token");
+            }
+            match prop.get("type").and_then(Value::as_str) {
+                Some("string" | "integer" | "boolean") => {}
+                _ => return Err("is on a property that is not a string, integer or boolean"),
+            }
+            out.push(ParamHeader { name: name.to_owned(), path: path.clone() });
+        }
+        collect(prop, path, out)?;
+        path.pop();
+    }
+    Ok(())
+}
+
+/// RFC 9110 `tchar`.
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn learn(tools: Value) -> (ToolHeaders, Option<Value>) {
+        let mut t = ToolHeaders::default();
+        let items = serde_json::to_vec(&tools).unwrap();
+        let rewritten = t.learn(&items).map(|inner| {
+            let mut s = b"[".to_vec();
+            s.extend_from_slice(&inner);
+            s.push(b']');
+            serde_json::from_slice(&s).unwrap()
+        });
+        (t, rewritten)
+    }
+
+    fn tool(name: &str, props: Value) -> Value {
+        serde_json::json!({"name": name, "inputSchema": {"type": "object", "properties": props}})
+    }
+
+    #[test]
+    fn spec_example_tool_keeps_its_header() {
+        let example: Value = serde_json::from_str(include_str!(
+            "../../../shared/spec/examples/2026-tools-list-result.json"
+        ))
+        .unwrap();
+        let (t, rewritten) = learn(example["result"]["tools"].clone());
+        assert!(rewritten.is_none(), "the spec example is valid");
+        let mut out = Vec::new();
+        t.write_for_call("get_weather", r#"{"city":"Oslo","region":"eu-north"}"#, &mut out);
+        assert_eq!(out, b"Mcp-Param-Region\0eu-north\0");
+    }
+
+    #[test]
+    fn values_are_converted_and_encoded_and_absent_ones_left_out() {
+        let (t, _) = learn(serde_json::json!([tool(
+            "t",
+            serde_json::json!({
+                "s": {"type": "string", "x-mcp-header": "S"},
+                "i": {"type": "integer", "x-mcp-header": "I"},
+                "b": {"type": "boolean", "x-mcp-header": "B"},
+                "n": {"type": "object", "properties": {"deep": {"type": "string", "x-mcp-header": "Deep"}}},
+                "z": {"type": "string", "x-mcp-header": "Z"}
+            })
+        )]));
+        let mut out = Vec::new();
+        t.write_for_call(
+            "t",
+            r#"{"s":"Hello, 世界","i":-42,"b":true,"n":{"deep":"x"},"z":null}"#,
+            &mut out,
+        );
+        let got: Vec<&[u8]> = out.split(|&b| b == 0).collect();
+        let mut pairs: Vec<(String, String)> = got
+            .chunks(2)
+            .filter(|c| c.len() == 2)
+            .map(|c| (String::from_utf8_lossy(c[0]).into(), String::from_utf8_lossy(c[1]).into()))
+            .collect();
+        pairs.sort();
+        assert_eq!(
+            pairs,
+            [
+                ("Mcp-Param-B".into(), "true".into()),
+                ("Mcp-Param-Deep".into(), "x".into()),
+                ("Mcp-Param-I".into(), "-42".into()),
+                ("Mcp-Param-S".into(), "=?base64?SGVsbG8sIOS4lueVjA==?=".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn tools_that_break_the_rules_are_dropped_from_the_view() {
+        let bad = [
+            tool("number", serde_json::json!({"x": {"type": "number", "x-mcp-header": "X"}})),
+            tool(
+                "dupe",
+                serde_json::json!({"a": {"type": "string", "x-mcp-header": "Dup"},
+                                              "b": {"type": "string", "x-mcp-header": "dUP"}}),
+            ),
+            tool(
+                "space",
+                serde_json::json!({"a": {"type": "string", "x-mcp-header": "has space"}}),
+            ),
+            tool("empty", serde_json::json!({"a": {"type": "string", "x-mcp-header": ""}})),
+            tool(
+                "items",
+                serde_json::json!({"a": {"type": "array", "items": {"type": "string", "x-mcp-header": "I"}}}),
+            ),
+            serde_json::json!({"name": "anyof", "inputSchema": {"type": "object",
+                "anyOf": [{"properties": {"a": {"type": "string", "x-mcp-header": "A"}}}]}}),
+        ];
+        let good = tool("fine", serde_json::json!({"a": {"type": "string", "x-mcp-header": "A"}}));
+        let mut all = bad.to_vec();
+        all.push(good.clone());
+        all.push(serde_json::json!({"name": "plain", "inputSchema": {"type": "object"}}));
+        let (t, rewritten) = learn(Value::Array(all));
+        let names: Vec<String> = rewritten
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(names, ["fine", "plain"]);
+        let mut out = Vec::new();
+        t.write_for_call("number", r#"{"x":1}"#, &mut out);
+        assert!(out.is_empty(), "dropped tools contribute no headers");
+    }
+}

@@ -1,0 +1,60 @@
+//! Header value encoding for `Mcp-Name` and `Mcp-Param-*` (2026-07-28, PROTOCOL.md §3.2).
+
+/// Encodes a value for `Mcp-Name` / `Mcp-Param-*` (PROTOCOL.md §3.2): as is when it is visible
+/// ASCII with inner spaces or tabs only, else `=?base64?<base64 of UTF-8>?=`.
+pub fn encode(out: &mut Vec<u8>, value: &str) {
+    let b = value.as_bytes();
+    let plain = !b.is_empty()
+        && b.iter().all(|&c| (0x21..=0x7e).contains(&c) || c == b' ' || c == b'\t')
+        && !matches!(b.first(), Some(b' ' | b'\t'))
+        && !matches!(b.last(), Some(b' ' | b'\t'))
+        && !(value.starts_with("=?base64?") && value.ends_with("?="));
+    if plain {
+        out.extend_from_slice(b);
+        return;
+    }
+    out.extend_from_slice(b"=?base64?");
+    base64(out, b);
+    out.extend_from_slice(b"?=");
+}
+
+fn base64(out: &mut Vec<u8>, data: &[u8]) {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for chunk in data.chunks(3) {
+        let n = match *chunk {
+            [a, b, c] => (u32::from(a) << 16) | (u32::from(b) << 8) | u32::from(c),
+            [a, b] => (u32::from(a) << 16) | (u32::from(b) << 8),
+            [a] => u32::from(a) << 16,
+            _ => 0,
+        };
+        let symbols = [(n >> 18) & 63, (n >> 12) & 63, (n >> 6) & 63, n & 63];
+        for (j, s) in symbols.iter().enumerate() {
+            if j <= chunk.len() {
+                out.push(ALPHABET[*s as usize]);
+            } else {
+                out.push(b'=');
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_values_are_encoded_as_the_spec_shows() {
+        let enc = |s: &str| {
+            let mut v = Vec::new();
+            encode(&mut v, s);
+            String::from_utf8(v).unwrap()
+        };
+        assert_eq!(enc("get_weather"), "get_weather");
+        assert_eq!(enc("a b\tc"), "a b\tc");
+        assert_eq!(enc("Hello, 世界"), "=?base64?SGVsbG8sIOS4lueVjA==?=");
+        assert_eq!(enc(" padded "), "=?base64?IHBhZGRlZCA=?=");
+        assert_eq!(enc("=?base64?abc?="), "=?base64?PT9iYXNlNjQ/YWJjPz0=?=");
+        assert_eq!(enc(""), "=?base64??=");
+        assert_eq!(enc("x\ny"), "=?base64?eAp5?=");
+    }
+}
