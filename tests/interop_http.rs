@@ -190,3 +190,42 @@ fn typescript_sdk_v1_list_changed_arrives_on_the_get_stream() {
         changed && bumped
     });
 }
+
+/// The `mcpoll` command-line example lists and calls tools by URL, both eras.
+#[test]
+fn cli_lists_and_calls_over_http_in_both_eras() {
+    let Some(dir) = peers_dir() else { return };
+    let demo = demo_server();
+    let exe = std::path::Path::new(demo.program()).with_file_name("mcpoll");
+    if !exe.exists() {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        assert!(std::process::Command::new(cargo)
+            .args(["build", "--example", "mcpoll"])
+            .status()
+            .unwrap()
+            .success());
+    }
+    for script in ["run-py-http.sh", "run-ts1-http.sh"] {
+        let peer = HttpPeer::start(&dir, script);
+        let run = |args: &[&str]| {
+            let out = std::process::Command::new(&exe)
+                .arg("--http")
+                .arg(peer.url())
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{script} {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+        };
+        let tools = run(&["tools"]);
+        assert!(tools["tools"].as_array().unwrap().iter().any(|t| t["name"] == "echo"), "{script}");
+        let sum = run(&["call", "add", r#"{"a":20,"b":22}"#]);
+        assert_eq!(sum["structuredContent"]["sum"].as_f64(), Some(42.0), "{script}");
+        let fail = run(&["call", "fail"]);
+        assert_eq!(fail["isError"], true, "{script}");
+    }
+}
