@@ -128,7 +128,7 @@ fn measure(host: &mut Host, server: mcpoll::ServerId) -> (Vec<Duration>, f64) {
             host.poll(None).expect("poll");
             while let Some((_, e)) = host.poll_event() {
                 match e {
-                    Event::CallDone { call: c, result } if c == call => {
+                    Event::CallDone { call: c, result, .. } if c == call => {
                         assert!(result.json().len() > 10);
                         done = true;
                     }

@@ -76,14 +76,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         continue 'outer;
                     }
                 }
-                Event::CallFailed { call, error } if call == slow => {
+                Event::CallFailed { call, error, .. } if call == slow => {
                     println!(
                         "6. slow ended locally at once: {error} (after {:?})",
                         started.elapsed()
                     );
                     break 'outer;
                 }
-                Event::CallDone { call, result } if call == slow => {
+                Event::CallDone { call, result, .. } if call == slow => {
                     println!("6. slow completed: {}", result.json());
                     break 'outer;
                 }

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::engine::breaker::BreakerPolicy;
+use crate::engine::retry::RetryPolicy;
 use crate::error::ConfigError;
 use crate::proto::version::EraPreference;
 
@@ -36,6 +38,50 @@ pub struct Config {
     pub max_queued_events: usize,
     /// How many bytes of a child's stderr are kept for diagnostics.
     pub stderr_tail_bytes: usize,
+    /// Most calls in flight at once; more wait in a FIFO queue.
+    pub max_in_flight: usize,
+    /// Most calls waiting behind the in-flight limit; one more is `Overloaded` at once.
+    pub max_queued: usize,
+    /// Which failures are re-sent, how often, how far apart.
+    pub retry: RetryPolicy,
+    /// Circuit breakers per (tenant, operation class).
+    pub breaker: BreakerPolicy,
+    /// Restarting a crashed stdio server.
+    pub restart: RestartPolicy,
+    /// The argument name an idempotency key goes under (`CallOptions::idempotency_key`).
+    pub idempotency_key_field: String,
+    /// Seed for the retry jitter (fixed by default, so runs replay).
+    pub jitter_seed: u64,
+}
+
+/// How a crashed stdio server is restarted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartPolicy {
+    /// Restart at all (otherwise a crash closes the engine).
+    pub enabled: bool,
+    /// Delay before the first restart; doubles for each crash in the window.
+    pub base_delay: Duration,
+    /// The delay never exceeds this.
+    pub max_delay: Duration,
+    /// This many exits within `crash_loop_window` mark the server degraded.
+    pub crash_loop_exits: u32,
+    /// The window for counting exits.
+    pub crash_loop_window: Duration,
+    /// A degraded server tries one restart after this long (or when the host asks).
+    pub degraded_retry_after: Duration,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            base_delay: Duration::from_millis(200),
+            max_delay: Duration::from_secs(10),
+            crash_loop_exits: 5,
+            crash_loop_window: Duration::from_secs(60),
+            degraded_retry_after: Duration::from_secs(60),
+        }
+    }
 }
 
 impl Default for Config {
@@ -53,6 +99,13 @@ impl Default for Config {
             max_pages: 1000,
             max_queued_events: 1024,
             stderr_tail_bytes: 8 * 1024,
+            max_in_flight: 32,
+            max_queued: 128,
+            retry: RetryPolicy::default(),
+            breaker: BreakerPolicy::default(),
+            restart: RestartPolicy::default(),
+            idempotency_key_field: "idempotency_key".into(),
+            jitter_seed: 0x6d63_706f_6c6c,
         }
     }
 }
@@ -74,6 +127,12 @@ impl Config {
         }
         if self.max_pages == 0 {
             return err("max_pages", "must be at least 1");
+        }
+        if self.max_in_flight == 0 {
+            return err("max_in_flight", "must be at least 1");
+        }
+        if self.retry.max_attempts == 0 {
+            return err("retry.max_attempts", "must be at least 1 (the first attempt)");
         }
         if self.max_queued_events == 0 {
             return err("max_queued_events", "must be at least 1");

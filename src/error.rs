@@ -261,6 +261,13 @@ pub enum LocalError {
     AuthRequired(Box<AuthChallenge>),
     /// The server refused the credentials (HTTP 403).
     Forbidden(Box<AuthChallenge>),
+    /// The request may have reached the server, its reply was lost, and re-sending it is not
+    /// safe (not read-only, not idempotent, no idempotency key): check before re-sending.
+    DeliveryUnknown(Box<TransportError>),
+    /// The circuit breaker for this kind of call is open: failing fast.
+    BreakerOpen,
+    /// The server's process keeps crashing; restarts are suspended.
+    Degraded,
     /// The host cancelled the call. The server was told; nothing is promised about side effects.
     Cancelled,
     /// The call's deadline passed before an answer arrived.
@@ -285,6 +292,9 @@ impl LocalError {
         match self {
             Self::AuthRequired(_) => "auth_required",
             Self::Forbidden(_) => "forbidden",
+            Self::DeliveryUnknown(_) => "delivery_unknown",
+            Self::BreakerOpen => "breaker_open",
+            Self::Degraded => "degraded",
             Self::Cancelled => "cancelled",
             Self::DeadlineExceeded => "deadline_exceeded",
             Self::TooLarge => "too_large",
@@ -299,9 +309,20 @@ impl LocalError {
 
 impl fmt::Display for LocalError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Self::DeliveryUnknown(cause) = self {
+            return write!(
+                f,
+                "the request may have been delivered; its outcome is unknown ({cause})"
+            );
+        }
         f.write_str(match self {
             Self::AuthRequired(_) => "the server requires authorization",
             Self::Forbidden(_) => "the server refused the credentials",
+            Self::DeliveryUnknown(_) => {
+                "the request may have been delivered; its outcome is unknown"
+            }
+            Self::BreakerOpen => "circuit breaker open",
+            Self::Degraded => "the server keeps crashing; restarts are suspended",
             Self::Cancelled => "call cancelled",
             Self::DeadlineExceeded => "deadline exceeded",
             Self::TooLarge => "message too large",
@@ -340,6 +361,10 @@ pub enum RequestError {
     /// The server speaks an era that has no such method (for example `server/discover` on a
     /// 2025-11-25 server).
     NotSupportedByEra,
+    /// The circuit breaker for this kind of call is open.
+    BreakerOpen,
+    /// The server is degraded (its process keeps crashing) until the host restarts it.
+    Degraded,
 }
 
 impl fmt::Display for RequestError {
@@ -349,6 +374,8 @@ impl fmt::Display for RequestError {
             Self::Closed => "the server connection is closed",
             Self::ArgumentsNotObject => "arguments must be a JSON object",
             Self::NotSupportedByEra => "method not available in the server's protocol era",
+            Self::BreakerOpen => "circuit breaker open",
+            Self::Degraded => "the server is degraded",
         })
     }
 }

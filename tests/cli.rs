@@ -71,13 +71,16 @@ fn is_error_is_a_success_and_failures_are_one_json_line() {
     assert_eq!(code, 1);
     assert_eq!(error_line(&err)["error"]["name"], "deadline_exceeded");
 
+    // The process dies under a call the CLI knows nothing about (it did not list the tools):
+    // it may have run, so the outcome is "delivery unknown", naming the exit.
     let (code, _, err) = run(&["--stdio", &demo("--crash-on echo"), "call", "echo", "{}"]);
     assert_eq!(code, 1);
     let e = error_line(&err);
     assert_eq!(
         (e["error"]["kind"].as_str(), e["error"]["name"].as_str()),
-        (Some("transport"), Some("process_exit"))
+        (Some("local"), Some("delivery_unknown"))
     );
+    assert!(e["error"]["message"].as_str().unwrap().contains("exited with code 7"), "{e}");
 
     let (code, _, err) = run(&["--stdio", "/nonexistent/server", "tools"]);
     assert_eq!(code, 1);

@@ -120,7 +120,7 @@ fn listen_scenario(script: &str) {
             match e {
                 Event::ListChanged(ListKind::Tools) => changed = true,
                 Event::CallDone { call, .. } if call == bump => bumped = true,
-                Event::CallFailed { call, error } => panic!("{call}: {error}"),
+                Event::CallFailed { call, error, .. } => panic!("{call}: {error}"),
                 _ => {}
             }
         }

@@ -166,19 +166,23 @@ fn a_crash_fails_that_servers_calls_with_exit_status_and_leaves_the_other_server
     let o = CallOptions::default();
     let healthy_slow = host.call_tool(healthy, "slow", &raw(r#"{"ms":400}"#), &o).unwrap();
     let doomed_slow = host.call_tool(crashing, "slow", &raw(r#"{"ms":5000}"#), &o).unwrap();
+    // Neither call is known to be safe to repeat, and both may have run: delivery unknown,
+    // with the exit status and the stderr tail that explain it.
     let err = call_err(&mut host, crashing, "add", r#"{"a":1,"b":2}"#);
     match &err {
-        CallError::Transport(TransportError::ProcessExit(exit)) => {
-            assert_eq!(exit.code, Some(7));
-            assert!(!exit.stderr_tail.is_empty(), "the stderr tail explains the exit");
-        }
+        CallError::Local(LocalError::DeliveryUnknown(cause)) => match &**cause {
+            TransportError::ProcessExit(exit) => {
+                assert_eq!(exit.code, Some(7));
+                assert!(!exit.stderr_tail.is_empty(), "the stderr tail explains the exit");
+            }
+            other => panic!("{other:?}"),
+        },
         other => panic!("{other:?}"),
     }
     assert!(matches!(
         host.wait(crashing, doomed_slow),
-        Err(mcpoll::host::BlockingError::Call(CallError::Transport(_)))
+        Err(mcpoll::host::BlockingError::Call(CallError::Local(LocalError::DeliveryUnknown(_))))
     ));
-    assert_eq!(host.state(crashing), Some(ServerState::Closed));
     assert!(
         host.wait(healthy, healthy_slow).unwrap().json.contains("slept"),
         "the other server's call is untouched"
@@ -186,6 +190,14 @@ fn a_crash_fails_that_servers_calls_with_exit_status_and_leaves_the_other_server
     assert_eq!(
         parse(&call(&mut host, healthy, "echo", r#"{"text":"still here"}"#))["content"][0]["text"],
         "still here"
+    );
+    // The crashed server is restarted and serves again.
+    poll_until(&mut host, Duration::from_secs(10), |h| {
+        matches!(h.state(crashing), Some(ServerState::Ready(..)))
+    });
+    assert_eq!(
+        parse(&call(&mut host, crashing, "echo", r#"{"text":"back"}"#))["content"][0]["text"],
+        "back"
     );
 }
 

@@ -9,6 +9,9 @@ use std::ops::Range;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use std::time::Duration;
+
+use crate::engine::breaker::{BreakerState, OperationClass};
 use crate::engine::requests::CallId;
 use crate::error::CallError;
 use crate::proto::mcp::ResultType;
@@ -31,6 +34,8 @@ pub enum Event<'a> {
         call: CallId,
         /// Its result, valid until the next call on the engine.
         result: CallResult<'a>,
+        /// Attempts, queue wait, time taken.
+        record: CallRecord,
     },
     /// A call ended without a result.
     CallFailed {
@@ -38,6 +43,26 @@ pub enum Event<'a> {
         call: CallId,
         /// Why.
         error: CallError,
+        /// Attempts, queue wait, time taken.
+        record: CallRecord,
+    },
+    /// A circuit breaker changed state.
+    Breaker {
+        /// The tenant it guards.
+        tenant: u32,
+        /// The kind of calls it guards.
+        class: OperationClass,
+        /// Its new state.
+        state: BreakerState,
+    },
+    /// The server process died; calls that may have reached it were retried or ended by the
+    /// retry policy. `restart_in` is when a new process starts (`None`: restarts are suspended
+    /// because it keeps crashing: the server is degraded until the host restarts it).
+    TransportLost {
+        /// What happened to the process.
+        error: CallError,
+        /// When the next process starts.
+        restart_in: Option<Duration>,
     },
     /// The server reported progress on a call that asked for it.
     Progress {
@@ -84,6 +109,18 @@ pub enum ListKind {
     Resources,
 }
 
+/// What happened to a call on its way: how many attempts it took, how long it waited behind the
+/// in-flight limit, and how long it took in all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallRecord {
+    /// Attempts written (0 when it ended before being sent).
+    pub attempts: u32,
+    /// Time spent queued before the first attempt was written.
+    pub queue_wait: Duration,
+    /// Time from the call to its end.
+    pub elapsed: Duration,
+}
+
 /// A completed call's result: the raw JSON object, with the members mcpoll read from it.
 #[derive(Debug, Clone, Copy)]
 pub struct CallResult<'a> {
@@ -123,14 +160,48 @@ impl<'a> CallResult<'a> {
 /// An event as stored: borrowed data is kept as ranges into the arena.
 #[derive(Debug)]
 enum Stored {
-    Ready { era: Era, version: ProtocolVersion },
-    Done { call: CallId, json: Range<usize>, result_type: ResultType, is_error: bool },
-    Failed { call: CallId, error: CallError },
-    Progress { call: CallId, progress: f64, total: Option<f64>, message: Option<Range<usize>> },
+    Ready {
+        era: Era,
+        version: ProtocolVersion,
+    },
+    Done {
+        call: CallId,
+        json: Range<usize>,
+        result_type: ResultType,
+        is_error: bool,
+        record: CallRecord,
+    },
+    Failed {
+        call: CallId,
+        error: CallError,
+        record: CallRecord,
+    },
+    Breaker {
+        tenant: u32,
+        class: OperationClass,
+        state: BreakerState,
+    },
+    TransportLost {
+        error: CallError,
+        restart_in: Option<Duration>,
+    },
+    Progress {
+        call: CallId,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<Range<usize>>,
+    },
     ListChanged(ListKind),
-    Subscribed { call: CallId, notifications: Range<usize> },
-    ResourceUpdated { uri: Range<usize> },
-    Closed { error: CallError },
+    Subscribed {
+        call: CallId,
+        notifications: Range<usize>,
+    },
+    ResourceUpdated {
+        uri: Range<usize>,
+    },
+    Closed {
+        error: CallError,
+    },
 }
 
 impl Stored {
@@ -176,13 +247,28 @@ impl EventQueue {
         json: &[u8],
         result_type: ResultType,
         is_error: bool,
+        record: CallRecord,
     ) {
         let json = self.keep(json);
-        self.queue.push_back(Stored::Done { call, json, result_type, is_error });
+        self.queue.push_back(Stored::Done { call, json, result_type, is_error, record });
+    }
+
+    pub(crate) fn breaker(&mut self, tenant: u32, class: OperationClass, state: BreakerState) {
+        self.queue.push_back(Stored::Breaker { tenant, class, state });
+    }
+
+    pub(crate) fn transport_lost(&mut self, error: CallError, restart_in: Option<Duration>) {
+        self.queue.push_back(Stored::TransportLost { error, restart_in });
     }
 
     /// A listing's items from every page, wrapped as `{"<key>":[...]}`.
-    pub(crate) fn done_listing(&mut self, call: CallId, key: &str, items: &[u8]) {
+    pub(crate) fn done_listing(
+        &mut self,
+        call: CallId,
+        key: &str,
+        items: &[u8],
+        record: CallRecord,
+    ) {
         let start = self.keep(b"{\"");
         self.arena.extend_from_slice(key.as_bytes());
         self.arena.extend_from_slice(b"\":[");
@@ -190,11 +276,11 @@ impl EventQueue {
         self.arena.extend_from_slice(b"]}");
         let json = start.start..self.arena.len();
         let (result_type, is_error) = (ResultType::Complete, false);
-        self.queue.push_back(Stored::Done { call, json, result_type, is_error });
+        self.queue.push_back(Stored::Done { call, json, result_type, is_error, record });
     }
 
-    pub(crate) fn failed(&mut self, call: CallId, error: CallError) {
-        self.queue.push_back(Stored::Failed { call, error });
+    pub(crate) fn failed(&mut self, call: CallId, error: CallError, record: CallRecord) {
+        self.queue.push_back(Stored::Failed { call, error, record });
     }
 
     pub(crate) fn closed(&mut self, error: CallError) {
@@ -258,11 +344,16 @@ impl EventQueue {
         let text = |r: Range<usize>| std::str::from_utf8(&self.arena[r]).unwrap_or_default();
         match stored {
             Stored::Ready { era, version } => Event::Ready { era, version },
-            Stored::Done { call, json, result_type, is_error } => Event::CallDone {
+            Stored::Done { call, json, result_type, is_error, record } => Event::CallDone {
                 call,
                 result: CallResult { json: text(json), result_type, is_error },
+                record,
             },
-            Stored::Failed { call, error } => Event::CallFailed { call, error },
+            Stored::Failed { call, error, record } => Event::CallFailed { call, error, record },
+            Stored::Breaker { tenant, class, state } => Event::Breaker { tenant, class, state },
+            Stored::TransportLost { error, restart_in } => {
+                Event::TransportLost { error, restart_in }
+            }
             Stored::Progress { call, progress, total, message } => {
                 Event::Progress { call, progress, total, message: message.map(text) }
             }

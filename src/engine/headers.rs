@@ -10,6 +10,8 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use crate::engine::retry::Idempotency;
+
 /// One `x-mcp-header` annotation: the header suffix and the property path to its value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ParamHeader {
@@ -17,23 +19,37 @@ pub(crate) struct ParamHeader {
     pub(crate) path: Vec<String>,
 }
 
-/// Header annotations of every listed tool that has any.
+/// Header annotations of every listed tool that has any, and the idempotency its annotations
+/// claim (`readOnlyHint`, `idempotentHint`).
 #[derive(Debug, Default)]
 pub(crate) struct ToolHeaders {
     by_tool: HashMap<String, Vec<ParamHeader>>,
+    classes: HashMap<String, Idempotency>,
 }
 
 impl ToolHeaders {
     /// Replaces the table from a complete tool listing (a JSON array of tools) and returns the
     /// listing without the tools whose annotations break the rules, or `None` when every tool
     /// is fine (the listing is then used as it is).
-    pub(crate) fn learn(&mut self, items: &[u8]) -> Option<Vec<u8>> {
+    pub(crate) fn learn(&mut self, items: &[u8], enforce_headers: bool) -> Option<Vec<u8>> {
         let Ok(Value::Array(tools)) = serde_json::from_slice::<Value>(items) else { return None };
         self.by_tool.clear();
+        self.classes.clear();
         let mut dropped = false;
         let mut kept = Vec::with_capacity(tools.len());
         for tool in tools {
             let name = tool.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let hint =
+                |key: &str| tool.pointer(&format!("/annotations/{key}")).and_then(Value::as_bool);
+            if hint("readOnlyHint") == Some(true) {
+                self.classes.insert(name.clone(), Idempotency::Read);
+            } else if hint("idempotentHint") == Some(true) {
+                self.classes.insert(name.clone(), Idempotency::Idempotent);
+            }
+            if !enforce_headers {
+                kept.push(tool);
+                continue;
+            }
             match headers_of(tool.get("inputSchema")) {
                 Ok(headers) => {
                     if !headers.is_empty() {
@@ -53,6 +69,11 @@ impl ToolHeaders {
         let array = serde_json::to_vec(&kept).ok()?;
         // The caller wants the items without the surrounding brackets.
         Some(array.get(1..array.len().saturating_sub(1))?.to_vec())
+    }
+
+    /// What the last listing's annotations say about sending `tool` twice (`None`: unknown).
+    pub(crate) fn class_of(&self, tool: &str) -> Option<Idempotency> {
+        self.classes.get(tool).copied()
     }
 
     /// Appends `Mcp-Param-Name\0value\0` for each header the call's arguments fill, the value
@@ -156,7 +177,7 @@ mod tests {
     fn learn(tools: Value) -> (ToolHeaders, Option<Value>) {
         let mut t = ToolHeaders::default();
         let items = serde_json::to_vec(&tools).unwrap();
-        let rewritten = t.learn(&items).map(|inner| {
+        let rewritten = t.learn(&items, true).map(|inner| {
             let mut s = b"[".to_vec();
             s.extend_from_slice(&inner);
             s.push(b']');

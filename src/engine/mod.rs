@@ -16,10 +16,13 @@
 //! events. The engine does work proportional to the frames it is given; a driver bounds how
 //! many frames it hands over per readiness event.
 
+pub mod breaker;
 mod events;
 mod headers;
 mod lifecycle;
 mod requests;
+mod resilience;
+pub mod retry;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -27,9 +30,11 @@ use std::time::{Duration, Instant};
 use serde_json::value::RawValue;
 use smallvec::SmallVec;
 
-pub use events::{CallResult, Event, ListKind};
+pub use breaker::{BreakerPolicy, BreakerState, OperationClass};
+pub use events::{CallRecord, CallResult, Event, ListKind};
 pub use lifecycle::ServerState;
 pub use requests::CallId;
+pub use retry::{Idempotency, RetryPolicy};
 
 use crate::config::Config;
 use crate::error::{
@@ -42,7 +47,8 @@ use crate::proto::meta::{write_call_meta, StaticMeta, TraceContext};
 use crate::proto::version::{Era, EraPreference, ProtocolVersion};
 use events::EventQueue;
 use lifecycle::{Opening, Phase, ProbeVerdict};
-use requests::{Ended, Lookup, Owner, Requests, SendState};
+use requests::{CallTraits, Ended, Lookup, Owner, Requests, SendState};
+use resilience::Outcome;
 
 /// Options for one call.
 #[derive(Debug, Clone, Default)]
@@ -53,6 +59,13 @@ pub struct CallOptions {
     pub progress: bool,
     /// W3C trace context to carry in `_meta`.
     pub trace: Option<TraceContext>,
+    /// How safe the call is to send twice, overriding the tool's annotations.
+    pub idempotency: Option<Idempotency>,
+    /// An idempotency key, placed in the arguments under `Config::idempotency_key_field` (when
+    /// not already there); it makes a write safe to retry.
+    pub idempotency_key: Option<String>,
+    /// The tenant whose circuit breakers the call answers to (0 by default).
+    pub tenant: u32,
 }
 
 impl CallOptions {
@@ -185,6 +198,8 @@ pub struct Stats {
     pub events_dropped: u64,
     /// Requests written.
     pub requests_sent: u64,
+    /// Attempts sent again after a transient failure.
+    pub retries: u64,
     /// Legacy HTTP sessions renewed after the server forgot them.
     pub sessions_renewed: u64,
 }
@@ -227,14 +242,24 @@ pub struct Engine {
     meta: Option<StaticMeta>,
     /// The `server/discover` or `initialize` result, kept for the host.
     server_info: String,
-    /// `x-mcp-header` annotations from the last complete tool listing.
+    /// `x-mcp-header` annotations and idempotency hints from the last complete tool listing.
     tool_headers: headers::ToolHeaders,
+    /// The listed hints of the tool being called, while `call_tool` builds the request.
+    classifying_tool: Option<Option<Idempotency>>,
+    breakers: breaker::Breakers,
+    jitter: retry::Jitter,
+    /// How long calls have been taking (moving average), to judge whether a retry still fits.
+    latency: Duration,
+    restart: resilience::RestartState,
+    /// The latest `now` the host passed in: the engine's only notion of time.
+    now: Instant,
     stats: Stats,
 }
 
 impl Engine {
     /// Builds an engine; checks the config once and preallocates every table.
     pub fn new(config: Config, _now: Instant) -> Result<Self, ConfigError> {
+        let _now = _now;
         config.check()?;
         let next = match config.era {
             EraPreference::LegacyOnly => Opening::Handshake,
@@ -256,6 +281,12 @@ impl Engine {
             meta: None,
             server_info: String::new(),
             tool_headers: headers::ToolHeaders::default(),
+            classifying_tool: None,
+            breakers: breaker::Breakers::new(config.breaker),
+            jitter: retry::Jitter::new(config.jitter_seed),
+            latency: Duration::ZERO,
+            restart: resilience::RestartState::default(),
+            now: _now,
             stats: Stats::default(),
             config,
         })
@@ -347,13 +378,25 @@ impl Engine {
         if !arguments.get().trim_start().starts_with('{') {
             return Err(RequestError::ArgumentsNotObject);
         }
+        self.classifying_tool = Some(self.tool_headers.class_of(name));
+        // Cloned only for keyed calls: the closure below cannot borrow the config.
+        let key_field =
+            opts.idempotency_key.as_ref().map(|_| self.config.idempotency_key_field.clone());
+        let key = opts.idempotency_key.as_deref();
         let call = self.request(now, Method::ToolsCall, opts, |p, n| {
             n.push_str(name);
             p.extend_from_slice(b"\"name\":");
             write_json_str(p, name);
             p.extend_from_slice(b",\"arguments\":");
-            p.extend_from_slice(arguments.get().as_bytes());
-        })?;
+            resilience::write_arguments(
+                p,
+                arguments.get(),
+                key_field.as_deref().unwrap_or(""),
+                key,
+            );
+        });
+        self.classifying_tool = None;
+        let call = call?;
         if self.transport == TransportKind::Http {
             let slot = call.0.slot();
             let out = &mut self.requests.bufs_mut(slot).param_headers;
@@ -483,14 +526,30 @@ impl Engine {
         opts: &CallOptions,
         params: impl FnOnce(&mut Vec<u8>, &mut String),
     ) -> Result<CallId, RequestError> {
+        self.now = self.now.max(now);
         if self.phase == Phase::Closed {
             return Err(RequestError::Closed);
         }
+        if self.is_degraded() {
+            return Err(RequestError::Degraded);
+        }
+        // Calls that a free in-flight slot will take at the next transmit are not "queued".
+        let free = self.config.max_in_flight.saturating_sub(self.requests.in_flight());
+        if self.requests.queued() >= self.config.max_queued + free {
+            return Err(RequestError::Overloaded);
+        }
+        let class = self.classify(method, opts);
+        let op =
+            if class == Idempotency::Read { OperationClass::Read } else { OperationClass::Write };
+        if !self.admit(opts.tenant, op, now) {
+            return Err(RequestError::BreakerOpen);
+        }
         let timeout = opts.timeout.unwrap_or(self.config.default_timeout);
         let deadline = now.checked_add(timeout).unwrap_or(now + Duration::from_secs(86_400));
+        let traits = CallTraits { progress: opts.progress, class, tenant: opts.tenant };
         let slot = self
             .requests
-            .insert(method, Owner::Host, deadline, opts.progress)
+            .insert(method, Owner::Host, now, deadline, traits)
             .ok_or(RequestError::Overloaded)?;
         // SAFETY-style note: `insert` just filled this slot.
         let call = self.requests.call_id(slot).ok_or(RequestError::Overloaded)?;
@@ -507,7 +566,8 @@ impl Engine {
     /// Cancels a call: the local wait ends at once (a `CallFailed { Cancelled }` event), the
     /// server is told if the request was written (`notifications/cancelled`), and a reply that
     /// arrives later is counted as late and never delivered. Side effects are not undone.
-    pub fn cancel(&mut self, _now: Instant, call: CallId) -> Result<(), CancelError> {
+    pub fn cancel(&mut self, now: Instant, call: CallId) -> Result<(), CancelError> {
+        self.now = self.now.max(now);
         let slot = self.requests.slot_of(call).ok_or(CancelError::NotPending)?;
         let Some(p) = self.requests.get(slot) else {
             return Err(CancelError::NotPending);
@@ -520,7 +580,8 @@ impl Engine {
     }
 
     /// Closes the engine: every pending call fails, and nothing more is sent.
-    pub fn close(&mut self, _now: Instant) {
+    pub fn close(&mut self, now: Instant) {
+        self.now = self.now.max(now);
         let error = CallError::Transport(TransportError::Closed(crate::error::CloseReason::Host));
         self.shut(error);
     }
@@ -529,9 +590,10 @@ impl Engine {
 
     /// Reports a transport change.
     pub fn handle_transport(&mut self, now: Instant, event: TransportEvent) {
+        self.now = self.now.max(now);
         match event.0 {
             TransportEventInner::Opened(kind) => self.on_opened(now, kind),
-            TransportEventInner::Closed(error) => self.on_closed(error),
+            TransportEventInner::Closed(error) => self.on_closed(now, error),
             TransportEventInner::ExchangeFailed(id, failure) => {
                 self.on_exchange_failed(now, id, failure)
             }
@@ -551,12 +613,15 @@ impl Engine {
         };
         match owner {
             Owner::Host => {
-                // The stream is already gone: nothing to signal, the call just ends.
-                if let (Some(call), Some(_)) =
-                    (self.requests.call_id(slot), self.requests.remove(slot, Ended::Abandoned))
-                {
-                    self.events.failed(call, error);
-                }
+                // The stream is already gone: nothing to signal. A request that never left
+                // (the connection was never made) is safe to send again whatever it does.
+                let delivery = match &error {
+                    CallError::Transport(TransportError::ConnectFailed(_)) => {
+                        retry::Delivery::NotSent
+                    }
+                    _ => retry::Delivery::MaybeDelivered,
+                };
+                self.on_attempt_failed(now, slot, error, delivery);
             }
             Owner::Probe => {
                 // PROTOCOL.md §5.3: a 4xx without a recognised modern error is legacy evidence;
@@ -605,11 +670,8 @@ impl Engine {
                 }
             }
             Owner::Host => {
-                if let (Some(call), Some(_)) =
-                    (self.requests.call_id(slot), self.requests.remove(slot, Ended::Abandoned))
-                {
-                    self.events.failed(call, CallError::Transport(TransportError::SessionExpired));
-                }
+                let e = CallError::Transport(TransportError::SessionExpired);
+                self.finish(slot, Ended::Abandoned, Outcome::Failed(e));
             }
             _ => self.shut(CallError::Transport(TransportError::SessionExpired)),
         }
@@ -627,7 +689,7 @@ impl Engine {
         }
     }
 
-    fn on_closed(&mut self, error: TransportError) {
+    fn on_closed(&mut self, now: Instant, error: TransportError) {
         if matches!(self.phase, Phase::Probing { .. })
             && self.config.era == EraPreference::Auto
             && !self.respawned_for_handshake
@@ -641,11 +703,18 @@ impl Engine {
             self.wants_transport = true;
             return;
         }
+        if self.transport == TransportKind::Stdio
+            && self.config.restart.enabled
+            && self.phase != Phase::Closed
+        {
+            return self.on_process_lost(now, error);
+        }
         self.shut(CallError::Transport(error));
     }
 
     /// Handles one complete frame from the codec. Never panics, whatever the bytes.
     pub fn handle_message(&mut self, now: Instant, frame: &[u8]) {
+        self.now = self.now.max(now);
         self.stats.frames_in += 1;
         let message = match jsonrpc::decode(frame) {
             Ok(m) => m,
@@ -689,7 +758,8 @@ impl Engine {
 
     /// Reports a message the codec dropped for size, with the first and last bytes of it: when
     /// the JSON-RPC id can be read from them, that call fails with `TooLarge`.
-    pub fn handle_oversize(&mut self, _now: Instant, head: &[u8], tail: &[u8]) {
+    pub fn handle_oversize(&mut self, now: Instant, head: &[u8], tail: &[u8]) {
+        self.now = self.now.max(now);
         self.stats.too_large += 1;
         let Some(id) = sniff_id(head, tail) else {
             log::debug!("dropped an oversize message whose id could not be read");
@@ -706,6 +776,8 @@ impl Engine {
 
     /// Fires every deadline that has passed. Safe to call early or often.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        self.resilience_timeout(now);
         if let (Some(at), Phase::Probing { version }) = (self.reprobe_at, self.phase) {
             if at <= now {
                 self.reprobe_at = None;
@@ -734,7 +806,8 @@ impl Engine {
 
     /// Appends the next frame to `buf` (without a newline: framing is the driver's), or
     /// returns `None` when there is nothing to send.
-    pub fn poll_transmit(&mut self, _now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.now = self.now.max(now);
         let start = buf.len();
         if let Some(c) = self.control.pop_front() {
             let kind = self.write_control(buf, c);
@@ -749,6 +822,11 @@ impl Engine {
             return None;
         }
         while let Some(id) = self.send_queue.pop_front() {
+            if self.requests.in_flight() >= self.config.max_in_flight && self.is_fresh(id) {
+                // The limit is reached: the rest wait, in order.
+                self.send_queue.push_front(id);
+                return None;
+            }
             if let Some(method) = self.write_request(buf, id) {
                 let kind = TransmitKind::Request { id, method };
                 return Some(Transmit { len: buf.len() - start, kind });
@@ -760,8 +838,11 @@ impl Engine {
     /// The earliest deadline the engine is waiting for, if any.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let deadlines = self.requests.iter().map(|(_, p)| p.deadline);
-        deadlines.chain(self.reprobe_at).min()
+        let deadlines = self.requests.iter().map(|(_, p)| match p.state {
+            SendState::Backoff(until) => until.min(p.deadline),
+            _ => p.deadline,
+        });
+        deadlines.chain(self.reprobe_at).chain(self.restart.next_wakeup()).min()
     }
 
     /// The next event for the host. Borrowed data in it is valid until the next call on the
@@ -818,9 +899,7 @@ impl Engine {
             buf.push(b'}');
         }
         buf.extend_from_slice(b"}}");
-        if let Some(p) = self.requests.get_mut(slot) {
-            p.state = SendState::Sent;
-        }
+        self.mark_sent(slot);
         self.stats.requests_sent += 1;
         Some(method)
     }
@@ -919,7 +998,8 @@ impl Engine {
                 self.abandon(id.slot(), CallError::Local(LocalError::HandshakeFailed));
             }
         }
-        let Some(slot) = self.requests.insert(method, owner, now + timeout, false) else {
+        let traits = CallTraits { progress: false, class: Idempotency::Unknown, tenant: 0 };
+        let Some(slot) = self.requests.insert(method, owner, now, now + timeout, traits) else {
             self.lifecycle_failed(LocalError::HandshakeFailed);
             return;
         };
@@ -1014,13 +1094,7 @@ impl Engine {
         }
         self.reprobe_at = None;
         self.drop_lifecycle_request();
-        for slot in self.requests.slots() {
-            if let Some(call) = self.requests.call_id(slot) {
-                self.requests.remove(slot, Ended::Abandoned);
-                self.events.failed(call, error.clone());
-            }
-        }
-        self.send_queue.clear();
+        self.fail_all(error.clone());
         self.control.clear();
         self.phase = Phase::Closed;
         self.wants_transport = false;
@@ -1031,16 +1105,11 @@ impl Engine {
 
     /// Ends a host call locally; tells the server if the request was written.
     fn abandon(&mut self, slot: usize, error: CallError) {
-        let Some(call) = self.requests.call_id(slot) else {
-            return;
-        };
-        let Some(p) = self.requests.remove(slot, Ended::Abandoned) else {
-            return;
-        };
+        let Some(p) = self.requests.get(slot) else { return };
         if p.state == SendState::Sent {
             self.signal_cancel(WireId::new(slot, p.wire_gen));
         }
-        self.events.failed(call, error);
+        self.finish(slot, Ended::Abandoned, Outcome::Failed(error));
     }
 
     /// Tells the server the way its era and transport expect (PROTOCOL.md §7 "Cancellation"):
@@ -1093,26 +1162,21 @@ impl Engine {
             return self.on_page(slot, key, result);
         }
         let head = serde_json::from_str::<ResultHead<'_>>(result.get());
-        let Some(call) = self.requests.call_id(slot) else {
-            return;
-        };
-        self.requests.remove(slot, Ended::Answered);
-        match head.ok().and_then(|h| h.result_type().map(|t| (t, h.is_error.unwrap_or(false)))) {
-            Some((result_type, is_error)) => {
-                self.events.done(call, result.get().as_bytes(), result_type, is_error)
-            }
-            None => self.events.failed(call, CallError::Local(LocalError::InvalidResult)),
-        }
+        let outcome =
+            match head.ok().and_then(|h| h.result_type().map(|t| (t, h.is_error.unwrap_or(false))))
+            {
+                Some((result_type, is_error)) => {
+                    Outcome::Done { json: result.get().as_bytes(), result_type, is_error }
+                }
+                None => Outcome::Failed(CallError::Local(LocalError::InvalidResult)),
+            };
+        self.finish(slot, Ended::Answered, outcome);
     }
 
     /// One page of a listing: gather its items, then ask for the next page or finish.
     fn on_page(&mut self, slot: usize, key: &str, result: &RawValue) {
-        let Some(call) = self.requests.call_id(slot) else {
-            return;
-        };
         let fail = |this: &mut Self, e: LocalError| {
-            this.requests.remove(slot, Ended::Answered);
-            this.events.failed(call, CallError::Local(e));
+            this.finish(slot, Ended::Answered, Outcome::Failed(CallError::Local(e)));
         };
         let Ok(page) = serde_json::from_str::<mcp::Page<'_>>(result.get()) else {
             return fail(self, LocalError::InvalidResult);
@@ -1136,17 +1200,17 @@ impl Engine {
         let Some(cursor) = page.next_cursor else {
             // The last page: an empty cursor is a valid cursor, only absence ends the list.
             let mut items = std::mem::take(&mut self.requests.bufs_mut(slot).items);
-            if key == "tools" && self.transport == TransportKind::Http {
+            if key == "tools" {
                 let mut array = Vec::with_capacity(items.len() + 2);
                 array.push(b'[');
                 array.extend_from_slice(&items);
                 array.push(b']');
-                if let Some(kept) = self.tool_headers.learn(&array) {
+                let enforce = self.transport == TransportKind::Http;
+                if let Some(kept) = self.tool_headers.learn(&array, enforce) {
                     items = kept;
                 }
             }
-            self.requests.remove(slot, Ended::Answered);
-            self.events.done_listing(call, key, &items);
+            self.finish(slot, Ended::Answered, Outcome::Listing { key, items: &items });
             self.requests.bufs_mut(slot).items = items;
             return;
         };
@@ -1177,10 +1241,7 @@ impl Engine {
         if owner != Owner::Host {
             return self.on_lifecycle_error(now, owner, error, data);
         }
-        if let Some(call) = self.requests.call_id(slot) {
-            self.requests.remove(slot, Ended::Answered);
-            self.events.failed(call, CallError::Protocol(error));
-        }
+        self.finish(slot, Ended::Answered, Outcome::Failed(CallError::Protocol(error)));
     }
 
     /// Legacy servers send requests: `ping` is answered with `{}`, anything else with -32601
@@ -1242,11 +1303,8 @@ impl Engine {
             return;
         };
         let Some(slot) = self.listen_slot(n.request_id) else { return };
-        if let (Some(call), Some(_)) =
-            (self.requests.call_id(slot), self.requests.remove(slot, Ended::Answered))
-        {
-            self.events.failed(call, CallError::Transport(TransportError::ClosedByServer));
-        }
+        let e = CallError::Transport(TransportError::ClosedByServer);
+        self.finish(slot, Ended::Answered, Outcome::Failed(e));
     }
 
     fn on_progress(&mut self, params: Option<&RawValue>) {
@@ -1337,3 +1395,5 @@ fn sniff_id(head: &[u8], tail: &[u8]) -> Option<WireId> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_resilience;

@@ -4,11 +4,13 @@
 //! every host handle takes a fresh value from it. So an id from an earlier occupant of a slot,
 //! or an earlier page of the same listing, never matches the current occupant.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use slab::Slab;
 use smallvec::SmallVec;
 
+use crate::engine::breaker::OperationClass;
+use crate::engine::retry::Idempotency;
 use crate::proto::jsonrpc::WireId;
 use crate::proto::mcp::Method;
 
@@ -46,6 +48,8 @@ pub(crate) enum SendState {
     Queued,
     /// Written; the server may be working on it.
     Sent,
+    /// A failed attempt waiting to be sent again at this time. Keeps its in-flight slot.
+    Backoff(Instant),
 }
 
 #[derive(Debug)]
@@ -60,6 +64,26 @@ pub(crate) struct Pending {
     pub(crate) pages: u32,
     /// Already sent again once after its legacy session expired.
     pub(crate) resent_for_session: bool,
+    /// How safe it is to send twice.
+    pub(crate) class: Idempotency,
+    /// Which breaker it answers to.
+    pub(crate) tenant: u32,
+    pub(crate) op: OperationClass,
+    /// Attempts made so far (1 once first sent).
+    pub(crate) attempt: u32,
+    /// When the call was made, and when its current attempt was written.
+    pub(crate) created: Instant,
+    pub(crate) sent_at: Option<Instant>,
+    /// Time spent waiting behind the in-flight limit before the first write.
+    pub(crate) queue_wait: Duration,
+}
+
+/// Extra facts about a call, fixed when it starts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallTraits {
+    pub(crate) progress: bool,
+    pub(crate) class: Idempotency,
+    pub(crate) tenant: u32,
 }
 
 /// Buffers owned by a slot and reused by every call that occupies it, so steady-state calls
@@ -105,6 +129,10 @@ pub(crate) struct Requests {
     next_gen: Vec<u32>,
     bufs: Vec<SlotBufs>,
     ended: Vec<(u32, Ended)>,
+    /// Host calls written or backing off (they hold an in-flight slot).
+    in_flight: usize,
+    /// Host calls waiting to be written.
+    queued: usize,
 }
 
 impl Requests {
@@ -114,7 +142,39 @@ impl Requests {
             next_gen: vec![0; n],
             bufs: (0..n).map(|_| SlotBufs::default()).collect(),
             ended: vec![(0, Ended::Answered); n],
+            in_flight: 0,
+            queued: 0,
         }
+    }
+
+    /// Host calls written or backing off.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Host calls waiting to be written.
+    pub(crate) fn queued(&self) -> usize {
+        self.queued
+    }
+
+    fn count(&mut self, owner: Owner, state: SendState, delta: isize) {
+        if owner != Owner::Host {
+            return;
+        }
+        let counter = match state {
+            SendState::Queued => &mut self.queued,
+            SendState::Sent | SendState::Backoff(_) => &mut self.in_flight,
+        };
+        *counter = counter.saturating_add_signed(delta);
+    }
+
+    /// Moves a pending request to another state, keeping the counters right.
+    pub(crate) fn set_state(&mut self, slot: usize, state: SendState) {
+        let Some(p) = self.slab.get_mut(slot) else { return };
+        let (owner, old) = (p.owner, p.state);
+        p.state = state;
+        self.count(owner, old, -1);
+        self.count(owner, state, 1);
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -137,8 +197,9 @@ impl Requests {
         &mut self,
         method: Method,
         owner: Owner,
+        now: Instant,
         deadline: Instant,
-        progress: bool,
+        traits: CallTraits,
     ) -> Option<usize> {
         if self.is_full() {
             return None;
@@ -153,10 +214,22 @@ impl Requests {
             owner,
             state: SendState::Queued,
             deadline,
-            progress,
+            progress: traits.progress,
             pages: 0,
             resent_for_session: false,
+            class: traits.class,
+            tenant: traits.tenant,
+            op: if traits.class == Idempotency::Read {
+                OperationClass::Read
+            } else {
+                OperationClass::Write
+            },
+            attempt: 0,
+            created: now,
+            sent_at: None,
+            queue_wait: Duration::ZERO,
         });
+        self.count(owner, SendState::Queued, 1);
         let bufs = &mut self.bufs[slot];
         bufs.params.clear();
         bufs.meta.clear();
@@ -182,7 +255,7 @@ impl Requests {
         let g = self.fresh_gen(slot);
         let p = self.slab.get_mut(slot)?;
         p.wire_gen = g;
-        p.state = SendState::Queued;
+        self.set_state(slot, SendState::Queued);
         Some(WireId::new(slot, g))
     }
 
@@ -232,15 +305,12 @@ impl Requests {
     pub(crate) fn remove(&mut self, slot: usize, how: Ended) -> Option<Pending> {
         let p = self.slab.try_remove(slot)?;
         self.ended[slot] = (p.wire_gen, how);
+        self.count(p.owner, p.state, -1);
         Some(p)
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = (usize, &Pending)> {
         self.slab.iter()
-    }
-
-    pub(crate) fn slots(&self) -> SmallVec<[usize; 16]> {
-        self.slab.iter().map(|(k, _)| k).collect()
     }
 }
 
@@ -252,24 +322,29 @@ mod tests {
     fn stale_ids_never_match_a_reused_slot() {
         let now = Instant::now();
         let mut t = Requests::with_capacity(1);
-        let a = t.insert(Method::ToolsCall, Owner::Host, now, false).unwrap();
-        t.get_mut(a).unwrap().state = SendState::Sent;
+        let traits = CallTraits { progress: false, class: Idempotency::Unknown, tenant: 0 };
+        let a = t.insert(Method::ToolsCall, Owner::Host, now, now, traits).unwrap();
+        t.set_state(a, SendState::Sent);
+        assert_eq!((t.in_flight(), t.queued()), (1, 0));
         let a_wire = t.wire_id(a).unwrap();
         let a_call = t.call_id(a).unwrap();
-        assert!(t.insert(Method::ToolsCall, Owner::Host, now, false).is_none(), "full");
+        assert!(t.insert(Method::ToolsCall, Owner::Host, now, now, traits).is_none(), "full");
         assert_eq!(t.lookup(a_wire), Lookup::Pending(a));
         t.remove(a, Ended::Answered);
         assert_eq!(t.lookup(a_wire), Lookup::Duplicate);
 
-        let b = t.insert(Method::ToolsCall, Owner::Host, now, false).unwrap();
+        assert_eq!((t.in_flight(), t.queued()), (0, 0));
+        let b = t.insert(Method::ToolsCall, Owner::Host, now, now, traits).unwrap();
         assert_eq!(a, b, "slot reused");
-        t.get_mut(b).unwrap().state = SendState::Sent;
+        assert_eq!((t.in_flight(), t.queued()), (0, 1));
+        t.set_state(b, SendState::Sent);
         assert_eq!(t.lookup(a_wire), Lookup::Duplicate, "old id does not complete the new call");
         assert_eq!(t.slot_of(a_call), None, "old handle does not name the new call");
         assert_eq!(t.slot_of(t.call_id(b).unwrap()), Some(b));
         let b_first = t.wire_id(b).unwrap();
         let renewed = t.renew_wire_id(b).unwrap();
-        t.get_mut(b).unwrap().state = SendState::Sent;
+        assert_eq!((t.in_flight(), t.queued()), (0, 1));
+        t.set_state(b, SendState::Sent);
         assert_eq!(t.lookup(b_first), Lookup::Late, "a superseded page or attempt id is late");
         assert_eq!(t.lookup(renewed), Lookup::Pending(b));
         assert_eq!(t.lookup(WireId::new(b, 999)), Lookup::Unknown, "never issued");

@@ -8,22 +8,23 @@ use super::*;
 use crate::proto::mcp::{ResultType, SubscriptionFilter};
 
 /// An engine, the frames it wrote (decoded), and a clock that only moves forward by addition.
-struct Harness {
-    engine: Engine,
-    now: Instant,
+pub(super) struct Harness {
+    pub(super) engine: Engine,
+    pub(super) now: Instant,
     sent: Vec<Value>,
-    buf: Vec<u8>,
+    pub(super) buf: Vec<u8>,
 }
 
+#[allow(dead_code)]
 impl Harness {
-    fn new(config: Config) -> Self {
+    pub(super) fn new(config: Config) -> Self {
         let now = Instant::now();
         let engine = Engine::new(config, now).unwrap();
         Self { engine, now, sent: Vec::new(), buf: Vec::new() }
     }
 
     /// Collects every frame the engine wants to send.
-    fn flush(&mut self) {
+    pub(super) fn flush(&mut self) {
         loop {
             self.buf.clear();
             let Some(t) = self.engine.poll_transmit(self.now, &mut self.buf) else {
@@ -36,30 +37,30 @@ impl Harness {
         }
     }
 
-    fn take_sent(&mut self) -> Vec<Value> {
+    pub(super) fn take_sent(&mut self) -> Vec<Value> {
         self.flush();
         std::mem::take(&mut self.sent)
     }
 
     /// The one frame sent since the last look; fails if there were none or several.
     #[track_caller]
-    fn sent_one(&mut self) -> Value {
+    pub(super) fn sent_one(&mut self) -> Value {
         let mut s = self.take_sent();
         assert_eq!(s.len(), 1, "expected one frame, got {s:#?}");
         s.remove(0)
     }
 
-    fn peer(&mut self, v: Value) {
+    pub(super) fn peer(&mut self, v: Value) {
         let bytes = serde_json::to_vec(&v).unwrap();
         self.engine.handle_message(self.now, &bytes);
         self.flush();
     }
 
-    fn reply(&mut self, to: &Value, result: Value) {
+    pub(super) fn reply(&mut self, to: &Value, result: Value) {
         self.peer(json!({"jsonrpc": "2.0", "id": to["id"], "result": result}));
     }
 
-    fn reply_error(&mut self, to: &Value, code: i64, data: Option<Value>) {
+    pub(super) fn reply_error(&mut self, to: &Value, code: i64, data: Option<Value>) {
         let mut error = json!({"code": code, "message": "nope"});
         if let Some(d) = data {
             error["data"] = d;
@@ -67,14 +68,14 @@ impl Harness {
         self.peer(json!({"jsonrpc": "2.0", "id": to["id"], "error": error}));
     }
 
-    fn advance(&mut self, d: Duration) {
+    pub(super) fn advance(&mut self, d: Duration) {
         self.now += d;
         self.engine.handle_timeout(self.now);
         self.flush();
     }
 
     /// Jumps to the next deadline, as a driver would, without sleeping.
-    fn advance_to_next_timeout(&mut self) {
+    pub(super) fn advance_to_next_timeout(&mut self) {
         let t = self.engine.poll_timeout().expect("no timer armed");
         assert!(t >= self.now);
         self.now = t;
@@ -82,7 +83,7 @@ impl Harness {
         self.flush();
     }
 
-    fn events(&mut self) -> Vec<String> {
+    pub(super) fn events(&mut self) -> Vec<String> {
         let mut out = Vec::new();
         while let Some(e) = self.engine.poll_event() {
             out.push(describe(&e));
@@ -90,14 +91,18 @@ impl Harness {
         out
     }
 
-    fn call(&mut self, name: &str, args: &str) -> CallId {
+    pub(super) fn call(&mut self, name: &str, args: &str) -> CallId {
         let args: &RawValue = serde_json::from_str(args).unwrap();
         self.engine.call_tool(self.now, name, args, &CallOptions::default()).unwrap()
     }
 
     /// Opens the transport and answers the probe as a modern server.
-    fn ready_modern() -> Self {
-        let mut h = Self::new(Config::default());
+    pub(super) fn ready_modern() -> Self {
+        Self::ready_with(Config::default())
+    }
+
+    pub(super) fn ready_with(config: Config) -> Self {
+        let mut h = Self::new(config);
         h.engine.handle_transport(h.now, TransportEvent::opened());
         let probe = h.sent_one();
         h.reply(&probe, discover_result());
@@ -106,7 +111,7 @@ impl Harness {
     }
 
     /// Opens the transport and walks the legacy handshake.
-    fn ready_legacy() -> Self {
+    pub(super) fn ready_legacy() -> Self {
         let mut h = Self::new(Config::default());
         h.engine.handle_transport(h.now, TransportEvent::opened());
         let probe = h.sent_one();
@@ -121,7 +126,12 @@ impl Harness {
     }
 }
 
-fn discover_result() -> Value {
+fn no_restart() -> Config {
+    let restart = crate::config::RestartPolicy { enabled: false, ..Default::default() };
+    Config { restart, ..Config::default() }
+}
+
+pub(super) fn discover_result() -> Value {
     json!({"resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
            "ttlMs": 0, "cacheScope": "private"})
 }
@@ -129,7 +139,7 @@ fn discover_result() -> Value {
 fn describe(e: &Event<'_>) -> String {
     match e {
         Event::Ready { era, version } => format!("ready {era} {version}"),
-        Event::CallDone { call, result } => {
+        Event::CallDone { call, result, .. } => {
             format!(
                 "done {} {}{}",
                 call.get(),
@@ -137,7 +147,7 @@ fn describe(e: &Event<'_>) -> String {
                 if result.is_error() { " isError" } else { "" }
             )
         }
-        Event::CallFailed { call, error } => format!("failed {} {}", call.get(), error.name()),
+        Event::CallFailed { call, error, .. } => format!("failed {} {}", call.get(), error.name()),
         Event::Progress { call, progress, total, message } => {
             format!("progress {} {progress} {total:?} {message:?}", call.get())
         }
@@ -145,6 +155,10 @@ fn describe(e: &Event<'_>) -> String {
         Event::Subscribed { .. } => "Subscribed".into(),
         Event::ResourceUpdated { uri } => format!("updated {uri}"),
         Event::Closed { error } => format!("closed {}", error.name()),
+        Event::Breaker { class, state, .. } => format!("breaker {class:?} {state:?}"),
+        Event::TransportLost { error, restart_in } => {
+            format!("lost {} {restart_in:?}", error.name())
+        }
     }
 }
 
@@ -285,7 +299,7 @@ fn legacy_only_skips_the_probe() {
 
 #[test]
 fn process_exit_during_probe_respawns_once_for_initialize() {
-    let mut h = Harness::new(Config::default());
+    let mut h = Harness::new(no_restart());
     let c = h.call("echo", "{}");
     assert!(h.engine.wants_transport());
     h.engine.handle_transport(h.now, TransportEvent::opened());
@@ -446,7 +460,7 @@ fn error_reply_is_data_not_a_panic_and_null_id_errors_are_counted() {
     h.reply_error(&req, -32602, Some(json!({"tool": "nope"})));
     let e = h.engine.poll_event().unwrap();
     match e {
-        Event::CallFailed { call, error: CallError::Protocol(rpc) } => {
+        Event::CallFailed { call, error: CallError::Protocol(rpc), .. } => {
             assert_eq!(call, c);
             assert_eq!(rpc.code, -32602);
             assert_eq!(rpc.data.as_deref(), Some(r#"{"tool":"nope"}"#));
@@ -480,8 +494,8 @@ fn result_type_missing_is_complete_unknown_is_invalid_input_required_is_surfaced
     let mut kinds = Vec::new();
     while let Some(e) = h.engine.poll_event() {
         kinds.push(match e {
-            Event::CallDone { call, result } => (call, Some(result.result_type())),
-            Event::CallFailed { call, error } => {
+            Event::CallDone { call, result, .. } => (call, Some(result.result_type())),
+            Event::CallFailed { call, error, .. } => {
                 assert_eq!(error, CallError::Local(LocalError::InvalidResult));
                 (call, None)
             }
@@ -659,7 +673,7 @@ fn a_full_table_is_overloaded() {
 
 #[test]
 fn transport_loss_fails_every_call_once() {
-    let mut h = Harness::ready_modern();
+    let mut h = Harness::ready_with(no_restart());
     let a = h.call("a", "{}");
     let b = h.call("b", "{}");
     h.take_sent();
@@ -741,11 +755,11 @@ fn spec_example_tools_call_request_shape_matches() {
     }
 }
 
-fn raw(s: &str) -> &RawValue {
+pub(super) fn raw(s: &str) -> &RawValue {
     serde_json::from_str(s).unwrap()
 }
 
-fn exit(code: i32) -> TransportError {
+pub(super) fn exit(code: i32) -> TransportError {
     TransportError::ProcessExit(crate::error::ProcessExit {
         code: Some(code),
         signal: None,
@@ -761,7 +775,7 @@ fn http_harness(era: EraPreference) -> Harness {
     h
 }
 
-fn wire(v: &Value) -> WireId {
+pub(super) fn wire(v: &Value) -> WireId {
     WireId::parse(raw(&v["id"].to_string())).unwrap()
 }
 
@@ -859,6 +873,7 @@ fn http_unauthorized_is_auth_required_with_the_challenge() {
         Some(Event::CallFailed {
             call,
             error: CallError::Local(LocalError::AuthRequired(got)),
+            ..
         }) => {
             assert_eq!(call, c);
             assert_eq!(*got, challenge);

@@ -14,7 +14,7 @@
 //! loop {
 //!     host.poll(Some(Duration::from_millis(16)))?; // once per frame in a game loop
 //!     while let Some((_server, event)) = host.poll_event() {
-//!         if let Event::CallDone { call: done, result } = event {
+//!         if let Event::CallDone { call: done, result, .. } = event {
 //!             if done == call {
 //!                 println!("{}", result.json());
 //!             }
@@ -37,7 +37,7 @@ use crate::config::Config;
 use crate::driver::http::{HttpDriver, HttpOptions, HttpSetupError};
 use crate::driver::stdio::{StdioCommand, StdioDriver};
 use crate::engine::{CallId, CallOptions, Engine, Event, ServerState, Stats};
-use crate::error::{CallError, CancelError, ConfigError, LocalError, RequestError};
+use crate::error::{CallError, CancelError, ConfigError, LocalError, RequestError, TransportError};
 use crate::proto::mcp::{Method, ResultType};
 use crate::proto::version::Era;
 
@@ -122,6 +122,22 @@ impl Transport {
             Self::Stdio(_) => None,
             #[cfg(feature = "http")]
             Self::Http(d) => d.poll_timeout(),
+        }
+    }
+
+    /// Starts a new process when the engine asks for one (a restart after a crash).
+    fn maintain(&mut self, registry: &mio::Registry, engine: &mut Engine, now: Instant) {
+        if let Self::Stdio(d) = self {
+            if !d.is_running() && engine.wants_transport() {
+                if let Err(e) = d.spawn(registry, engine, now) {
+                    log::warn!("restarting the server failed: {e}");
+                    let reason = crate::error::CloseReason::SpawnFailed;
+                    engine.handle_transport(
+                        now,
+                        crate::engine::TransportEvent::closed(TransportError::Closed(reason)),
+                    );
+                }
+            }
         }
     }
 
@@ -389,6 +405,19 @@ impl Host {
         }
     }
 
+    /// Starts a degraded server (one whose process kept crashing) again now.
+    pub fn restart(&mut self, server: ServerId) {
+        let registry = self.poll.registry();
+        if let Some(s) =
+            self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)
+        {
+            let now = Instant::now();
+            s.engine.restart(now);
+            s.transport.maintain(registry, &mut s.engine, now);
+            s.transport.flush(registry, &mut s.engine, now);
+        }
+    }
+
     /// Forgets a closed server (after its events are drained).
     pub fn remove_server(&mut self, server: ServerId) {
         if self.server(server).is_some() {
@@ -481,6 +510,7 @@ impl Host {
             if s.transport.poll_timeout().is_some_and(|d| d <= now) {
                 s.transport.handle_timeout(registry, &mut s.engine, now);
             }
+            s.transport.maintain(registry, &mut s.engine, now);
             s.transport.flush(registry, &mut s.engine, now);
         }
         Ok(())

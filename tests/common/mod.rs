@@ -118,10 +118,10 @@ pub fn events_until_done(host: &mut Host, call: CallId, limit: Duration) -> Vec<
     loop {
         while let Some((_, e)) = host.poll_event() {
             let (text, done) = match &e {
-                Event::CallDone { call: c, result } => {
+                Event::CallDone { call: c, result, .. } => {
                     (format!("done {}", result.json()), *c == call)
                 }
-                Event::CallFailed { call: c, error } => {
+                Event::CallFailed { call: c, error, .. } => {
                     (format!("failed {}", error.name()), *c == call)
                 }
                 Event::Progress { progress, total, .. } => {

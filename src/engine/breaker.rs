@@ -1,0 +1,279 @@
+//! Circuit breakers per (tenant, operation class): closed, then open after enough consecutive
+//! transport failures or timeouts, half-open after a cool-down (one probe call goes through),
+//! then closed again on its success or open again on its failure.
+//!
+//! Only transport failures and timeouts count. A tool's `isError`, a JSON-RPC error, an auth
+//! error and a cancel say nothing about the server's health and leave the breaker alone.
+
+use std::time::{Duration, Instant};
+
+use smallvec::SmallVec;
+
+use crate::error::{CallError, LocalError};
+
+/// Breaker settings, part of [`Config`](crate::Config).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BreakerPolicy {
+    /// Consecutive counted failures that open the breaker (0 disables breakers).
+    pub failure_threshold: u32,
+    /// How long an open breaker refuses calls before letting one probe through.
+    pub cool_down: Duration,
+}
+
+impl Default for BreakerPolicy {
+    fn default() -> Self {
+        Self { failure_threshold: 5, cool_down: Duration::from_secs(10) }
+    }
+}
+
+/// Which operations share a breaker: reads can keep flowing while writes are refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OperationClass {
+    /// Read-only calls, listings, reads.
+    Read,
+    /// Everything that may change something.
+    Write,
+}
+
+/// A breaker's state, as the host sees it in [`Event::Breaker`](crate::Event::Breaker).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerState {
+    /// Calls flow.
+    Closed,
+    /// Calls fail fast until the cool-down ends.
+    Open,
+    /// One probe call is allowed through.
+    HalfOpen,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Closed { failures: u32 },
+    Open { until: Instant },
+    HalfOpen { probe_out: bool },
+}
+
+#[derive(Debug, Clone)]
+struct Breaker {
+    tenant: u32,
+    class: OperationClass,
+    state: State,
+}
+
+/// A breaker changed state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Change {
+    pub(crate) tenant: u32,
+    pub(crate) class: OperationClass,
+    pub(crate) state: BreakerState,
+}
+
+/// Whether a finished attempt says anything about the server's health.
+pub(crate) fn counts(e: &CallError) -> bool {
+    match e {
+        CallError::Transport(_) => true,
+        CallError::Local(l) => {
+            matches!(l, LocalError::DeadlineExceeded | LocalError::DeliveryUnknown(_))
+        }
+        CallError::Protocol(_) => false,
+    }
+}
+
+/// All the breakers of one engine. A handful of (tenant, class) pairs is the norm, so a small
+/// vector beats a map.
+#[derive(Debug, Default)]
+pub(crate) struct Breakers {
+    policy: BreakerPolicy,
+    all: SmallVec<[Breaker; 4]>,
+}
+
+impl Breakers {
+    pub(crate) fn new(policy: BreakerPolicy) -> Self {
+        Self { policy, all: SmallVec::new() }
+    }
+
+    fn find(&mut self, tenant: u32, class: OperationClass) -> &mut Breaker {
+        let i = match self.all.iter().position(|b| b.tenant == tenant && b.class == class) {
+            Some(i) => i,
+            None => {
+                self.all.push(Breaker { tenant, class, state: State::Closed { failures: 0 } });
+                self.all.len() - 1
+            }
+        };
+        &mut self.all[i]
+    }
+
+    /// May a call start now? An open breaker whose cool-down ended turns half-open and lets
+    /// this one call through as its probe.
+    pub(crate) fn admit(
+        &mut self,
+        tenant: u32,
+        class: OperationClass,
+        now: Instant,
+    ) -> (bool, Option<Change>) {
+        if self.policy.failure_threshold == 0 {
+            return (true, None);
+        }
+        let b = self.find(tenant, class);
+        match b.state {
+            State::Closed { .. } => (true, None),
+            State::Open { until } if now >= until => {
+                b.state = State::HalfOpen { probe_out: true };
+                (true, Some(Change { tenant, class, state: BreakerState::HalfOpen }))
+            }
+            State::Open { .. } => (false, None),
+            State::HalfOpen { probe_out: true } => (false, None),
+            State::HalfOpen { probe_out: false } => {
+                b.state = State::HalfOpen { probe_out: true };
+                (true, None)
+            }
+        }
+    }
+
+    /// Records how a call that was admitted ended.
+    pub(crate) fn record(
+        &mut self,
+        tenant: u32,
+        class: OperationClass,
+        outcome: Option<&CallError>,
+        now: Instant,
+    ) -> Option<Change> {
+        if self.policy.failure_threshold == 0 {
+            return None;
+        }
+        let threshold = self.policy.failure_threshold;
+        let cool_down = self.policy.cool_down;
+        let b = self.find(tenant, class);
+        let failed = outcome.is_some_and(counts);
+        let neutral = outcome.is_some() && !failed;
+        let (next, changed) = match (b.state, failed, neutral) {
+            // A cancel or a protocol error frees a half-open probe slot without a verdict.
+            (State::HalfOpen { .. }, _, true) => (State::HalfOpen { probe_out: false }, None),
+            (_, _, true) => (b.state, None),
+            (State::Closed { .. }, false, _) => (State::Closed { failures: 0 }, None),
+            (State::Closed { failures }, true, _) if failures + 1 >= threshold => {
+                (State::Open { until: now + cool_down }, Some(BreakerState::Open))
+            }
+            (State::Closed { failures }, true, _) => {
+                (State::Closed { failures: failures + 1 }, None)
+            }
+            (State::HalfOpen { .. }, false, _) => {
+                (State::Closed { failures: 0 }, Some(BreakerState::Closed))
+            }
+            (State::HalfOpen { .. }, true, _) => {
+                (State::Open { until: now + cool_down }, Some(BreakerState::Open))
+            }
+            // A call admitted before the breaker opened ends later: it changes nothing.
+            (State::Open { .. }, _, _) => (b.state, None),
+        };
+        b.state = next;
+        changed.map(|state| Change { tenant, class, state })
+    }
+
+    /// The state of one breaker.
+    pub(crate) fn state(&self, tenant: u32, class: OperationClass) -> BreakerState {
+        match self.all.iter().find(|b| b.tenant == tenant && b.class == class).map(|b| b.state) {
+            None | Some(State::Closed { .. }) => BreakerState::Closed,
+            Some(State::Open { .. }) => BreakerState::Open,
+            Some(State::HalfOpen { .. }) => BreakerState::HalfOpen,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{RpcError, TransportError};
+
+    const T: u32 = 0;
+    const R: OperationClass = OperationClass::Read;
+
+    fn lost() -> CallError {
+        CallError::Transport(TransportError::ConnectionLost)
+    }
+
+    #[test]
+    fn every_transition() {
+        let policy = BreakerPolicy { failure_threshold: 3, cool_down: Duration::from_secs(10) };
+        let mut b = Breakers::new(policy);
+        let t0 = Instant::now();
+        // closed: failures below the threshold, and a success resets the count.
+        for _ in 0..2 {
+            assert_eq!(b.admit(T, R, t0), (true, None));
+            assert_eq!(b.record(T, R, Some(&lost()), t0), None);
+        }
+        assert_eq!(b.record(T, R, None, t0), None);
+        assert_eq!(b.state(T, R), BreakerState::Closed);
+        // closed -> open on the threshold-th consecutive failure.
+        for i in 0..3 {
+            let change = b.record(T, R, Some(&lost()), t0);
+            assert_eq!(
+                change.map(|c| c.state),
+                if i == 2 { Some(BreakerState::Open) } else { None }
+            );
+        }
+        // open: fail fast until the cool-down ends.
+        assert_eq!(b.admit(T, R, t0 + Duration::from_secs(9)), (false, None));
+        // open -> half-open: one probe through, the next refused.
+        let (ok, change) = b.admit(T, R, t0 + Duration::from_secs(10));
+        assert!(ok);
+        assert_eq!(change.map(|c| c.state), Some(BreakerState::HalfOpen));
+        assert_eq!(b.admit(T, R, t0 + Duration::from_secs(10)).0, false);
+        // half-open -> open when the probe fails.
+        let t1 = t0 + Duration::from_secs(11);
+        assert_eq!(b.record(T, R, Some(&lost()), t1).map(|c| c.state), Some(BreakerState::Open));
+        assert_eq!(b.admit(T, R, t1 + Duration::from_secs(5)).0, false);
+        // half-open -> closed when the probe succeeds.
+        let t2 = t1 + Duration::from_secs(10);
+        assert!(b.admit(T, R, t2).0);
+        assert_eq!(b.record(T, R, None, t2).map(|c| c.state), Some(BreakerState::Closed));
+        assert_eq!(b.admit(T, R, t2), (true, None));
+    }
+
+    #[test]
+    fn only_transport_failures_and_timeouts_count() {
+        let mut b = Breakers::new(BreakerPolicy {
+            failure_threshold: 1,
+            cool_down: Duration::from_secs(1),
+        });
+        let now = Instant::now();
+        for neutral in [
+            CallError::Protocol(RpcError::from_raw(-32602, "x", None)),
+            CallError::Local(LocalError::Cancelled),
+            CallError::Local(LocalError::AuthRequired(Box::default())),
+        ] {
+            assert_eq!(b.record(T, R, Some(&neutral), now), None, "{neutral:?}");
+        }
+        assert_eq!(b.state(T, R), BreakerState::Closed);
+        let timeout = CallError::Local(LocalError::DeadlineExceeded);
+        assert_eq!(b.record(T, R, Some(&timeout), now).map(|c| c.state), Some(BreakerState::Open));
+    }
+
+    #[test]
+    fn tenants_and_classes_are_isolated() {
+        let mut b = Breakers::new(BreakerPolicy {
+            failure_threshold: 1,
+            cool_down: Duration::from_secs(60),
+        });
+        let now = Instant::now();
+        b.record(1, OperationClass::Write, Some(&lost()), now);
+        assert_eq!(b.state(1, OperationClass::Write), BreakerState::Open);
+        assert!(b.admit(1, OperationClass::Read, now).0, "reads of the same tenant still flow");
+        assert!(b.admit(2, OperationClass::Write, now).0, "another tenant's writes still flow");
+        assert!(!b.admit(1, OperationClass::Write, now).0);
+    }
+
+    #[test]
+    fn a_cancelled_probe_frees_the_half_open_slot() {
+        let mut b = Breakers::new(BreakerPolicy {
+            failure_threshold: 1,
+            cool_down: Duration::from_secs(1),
+        });
+        let now = Instant::now();
+        b.record(T, R, Some(&lost()), now);
+        let later = now + Duration::from_secs(1);
+        assert!(b.admit(T, R, later).0);
+        b.record(T, R, Some(&CallError::Local(LocalError::Cancelled)), later);
+        assert!(b.admit(T, R, later).0, "another probe may go");
+    }
+}

@@ -1,0 +1,354 @@
+//! The engine's resilience: idempotency classes, retries with backoff within the deadline,
+//! circuit breakers, the in-flight limit, and supervised restart of a crashed stdio server.
+//! The policies themselves are pure ([`retry`](super::retry), [`breaker`](super::breaker));
+//! this file applies them to the pending table.
+
+use std::time::Instant;
+
+use smallvec::SmallVec;
+
+use super::breaker::{self, OperationClass};
+use super::events::CallRecord;
+use super::lifecycle::{Opening, Phase};
+use super::requests::{Ended, Owner, SendState};
+use super::retry::{self, Decision, Delivery, Idempotency};
+use super::{CallOptions, Engine};
+use crate::error::{CallError, LocalError, TransportError};
+use crate::proto::jsonrpc::{write_json_str, WireId};
+use crate::proto::mcp::{Method, ResultType};
+use crate::proto::version::Era;
+
+/// How a host call ended.
+pub(super) enum Outcome<'a> {
+    Done { json: &'a [u8], result_type: ResultType, is_error: bool },
+    Listing { key: &'a str, items: &'a [u8] },
+    Failed(CallError),
+}
+
+/// Restart bookkeeping for a stdio server.
+#[derive(Debug, Default)]
+pub(crate) struct RestartState {
+    /// Recent exits, for crash-loop detection.
+    exits: SmallVec<[Instant; 8]>,
+    /// When to ask the driver for a new process.
+    restart_at: Option<Instant>,
+    /// Restarts suspended (crash loop) until this time, or until the host asks.
+    degraded_until: Option<Instant>,
+    /// Processes started after the first.
+    pub(crate) restarts: u32,
+}
+
+impl RestartState {
+    pub(crate) fn next_wakeup(&self) -> Option<Instant> {
+        self.restart_at.or(self.degraded_until)
+    }
+}
+
+/// Writes the arguments object, with the idempotency key added under `field` unless the
+/// caller already put one there.
+pub(super) fn write_arguments(out: &mut Vec<u8>, arguments: &str, field: &str, key: Option<&str>) {
+    let Some(key) = key else {
+        out.extend_from_slice(arguments.as_bytes());
+        return;
+    };
+    let trimmed = arguments.trim();
+    let already = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(trimmed)
+        .is_ok_and(|m| m.contains_key(field));
+    let inner = trimmed.strip_prefix('{').map(str::trim_start);
+    match inner {
+        Some(rest) if !already => {
+            out.push(b'{');
+            write_json_str(out, field);
+            out.push(b':');
+            write_json_str(out, key);
+            if !rest.starts_with('}') {
+                out.push(b',');
+            }
+            out.extend_from_slice(rest.as_bytes());
+        }
+        _ => out.extend_from_slice(arguments.as_bytes()),
+    }
+}
+
+impl Engine {
+    /// How safe a new call is to send twice: the caller's word first, then an idempotency
+    /// key, then the tool's annotations; reads of lists, resources and prompts are reads.
+    pub(super) fn classify(&self, method: Method, opts: &CallOptions) -> Idempotency {
+        if let Some(c) = opts.idempotency {
+            return c;
+        }
+        match method {
+            Method::ToolsCall if opts.idempotency_key.is_some() => Idempotency::Keyed,
+            Method::ToolsCall => self.classifying_tool.flatten().unwrap_or(Idempotency::Unknown),
+            // A subscription is re-opened by the host, never re-sent behind its back.
+            Method::Listen | Method::Initialize => Idempotency::Unknown,
+            _ => Idempotency::Read,
+        }
+    }
+
+    pub(super) fn admit(&mut self, tenant: u32, op: OperationClass, now: Instant) -> bool {
+        let (ok, change) = self.breakers.admit(tenant, op, now);
+        if let Some(c) = change {
+            self.events.breaker(c.tenant, c.class, c.state);
+        }
+        ok
+    }
+
+    /// `true` when `id` has never been written: only first attempts wait for the in-flight
+    /// limit; a retry already holds its slot.
+    pub(super) fn is_fresh(&self, id: WireId) -> bool {
+        self.requests.get(id.slot()).is_some_and(|p| p.attempt == 0)
+    }
+
+    pub(super) fn is_degraded(&self) -> bool {
+        self.restart.degraded_until.is_some()
+    }
+
+    /// A request was written: count the attempt and the time it waited in the queue.
+    pub(super) fn mark_sent(&mut self, slot: usize) {
+        let now = self.now;
+        self.requests.set_state(slot, SendState::Sent);
+        if let Some(p) = self.requests.get_mut(slot) {
+            if p.attempt == 0 {
+                p.queue_wait = now.saturating_duration_since(p.created);
+            }
+            p.attempt += 1;
+            p.sent_at = Some(now);
+        }
+    }
+
+    /// Ends a host call: frees the slot, tells its breaker, and queues the terminal event.
+    pub(super) fn finish(&mut self, slot: usize, how: Ended, outcome: Outcome<'_>) {
+        let now = self.now;
+        let Some(call) = self.requests.call_id(slot) else { return };
+        let Some(p) = self.requests.remove(slot, how) else { return };
+        let record = CallRecord {
+            attempts: p.attempt,
+            queue_wait: p.queue_wait,
+            elapsed: now.saturating_duration_since(p.created),
+        };
+        let failure = match &outcome {
+            Outcome::Failed(e) => Some(e),
+            _ => None,
+        };
+        let change =
+            if p.attempt > 0 { self.breakers.record(p.tenant, p.op, failure, now) } else { None };
+        if let (None, Some(sent)) = (failure, p.sent_at) {
+            // A moving average of one attempt's duration, for judging whether a retry fits.
+            let took = now.saturating_duration_since(sent);
+            self.latency = (self.latency * 7 + took) / 8;
+        }
+        match outcome {
+            Outcome::Done { json, result_type, is_error } => {
+                self.events.done(call, json, result_type, is_error, record)
+            }
+            Outcome::Listing { key, items } => self.events.done_listing(call, key, items, record),
+            Outcome::Failed(e) => self.events.failed(call, e, record),
+        }
+        // The call's own end first, then what it did to its breaker.
+        if let Some(c) = change {
+            self.events.breaker(c.tenant, c.class, c.state);
+        }
+    }
+
+    /// An attempt failed in transport: send it again after a backoff if the policy allows,
+    /// else end the call (as `DeliveryUnknown` when a write may have run).
+    pub(super) fn on_attempt_failed(
+        &mut self,
+        now: Instant,
+        slot: usize,
+        error: CallError,
+        delivery: Delivery,
+    ) {
+        let Some(p) = self.requests.get(slot) else { return };
+        let (class, attempt, deadline, tenant, op) =
+            (p.class, p.attempt.max(1), p.deadline, p.tenant, p.op);
+        let random = self.jitter.next();
+        let decision = retry::decide(
+            &self.config.retry,
+            class,
+            &error,
+            delivery,
+            attempt,
+            now,
+            deadline,
+            self.latency,
+            random,
+        );
+        match decision {
+            Decision::Retry(delay) => {
+                // A failed attempt tells its breaker even when the call goes on (a final
+                // failure is told by `finish`).
+                if let Some(c) = self.breakers.record(tenant, op, Some(&error), now) {
+                    self.events.breaker(c.tenant, c.class, c.state);
+                }
+                log::debug!("attempt {attempt} failed ({error}); retrying in {delay:?}");
+                self.stats.retries += 1;
+                // The old wire id becomes late: a reply to it is never taken for the new one.
+                self.requests.renew_wire_id(slot);
+                self.requests.set_state(slot, SendState::Backoff(now + delay));
+            }
+            Decision::Fail => self.finish(slot, Ended::Abandoned, Outcome::Failed(error)),
+            Decision::DeliveryUnknown => {
+                let cause = match error {
+                    CallError::Transport(t) => t,
+                    _ => TransportError::ConnectionLost,
+                };
+                let e = CallError::Local(LocalError::DeliveryUnknown(Box::new(cause)));
+                self.finish(slot, Ended::Abandoned, Outcome::Failed(e));
+            }
+        }
+    }
+
+    /// Backoffs that ended, restarts that are due.
+    pub(super) fn resilience_timeout(&mut self, now: Instant) {
+        let due: SmallVec<[usize; 16]> = self
+            .requests
+            .iter()
+            .filter(|(_, p)| matches!(p.state, SendState::Backoff(until) if until <= now))
+            .map(|(slot, _)| slot)
+            .collect();
+        for slot in due {
+            let Some(p) = self.requests.get(slot) else { continue };
+            let (tenant, op) = (p.tenant, p.op);
+            if !self.admit(tenant, op, now) {
+                self.finish(
+                    slot,
+                    Ended::Abandoned,
+                    Outcome::Failed(CallError::Local(LocalError::BreakerOpen)),
+                );
+                continue;
+            }
+            self.requests.set_state(slot, SendState::Queued);
+            if let Some(id) = self.requests.wire_id(slot) {
+                self.send_queue.push_front(id);
+            }
+        }
+        if self.restart.restart_at.is_some_and(|t| t <= now) {
+            self.restart.restart_at = None;
+            self.wants_transport = true;
+        }
+        if self.restart.degraded_until.is_some_and(|t| t <= now) {
+            // A half-open probe of the process: one more start.
+            log::debug!("degraded server: trying one restart");
+            self.restart.degraded_until = None;
+            self.restart.exits.clear();
+            self.wants_transport = true;
+        }
+    }
+
+    /// The server process died. Calls that never left wait for the next process; calls that
+    /// may have reached it are retried or end by the retry policy; a restart is scheduled
+    /// with backoff, unless the exits come too fast (a crash loop: the server is degraded).
+    pub(super) fn on_process_lost(&mut self, now: Instant, error: TransportError) {
+        self.drop_lifecycle_request();
+        let cause = CallError::Transport(error);
+        let sent: SmallVec<[usize; 16]> = self
+            .requests
+            .iter()
+            .filter(|(_, p)| p.owner == Owner::Host && p.state == SendState::Sent)
+            .map(|(slot, _)| slot)
+            .collect();
+        for slot in sent {
+            self.on_attempt_failed(now, slot, cause.clone(), Delivery::MaybeDelivered);
+        }
+        // Nothing of the old process may be written to the new one.
+        self.control.clear();
+        let policy = self.config.restart;
+        let window_start = now.checked_sub(policy.crash_loop_window).unwrap_or(now);
+        self.restart.exits.retain(|t| *t >= window_start);
+        if self.restart.exits.len() == self.restart.exits.inline_size() {
+            self.restart.exits.remove(0);
+        }
+        self.restart.exits.push(now);
+        let next = match self.era() {
+            Some(Era::Legacy) => Opening::Handshake,
+            _ if self.config.era == crate::EraPreference::LegacyOnly => Opening::Handshake,
+            _ => Opening::Probe,
+        };
+        self.phase = Phase::Connecting { next };
+        self.meta = None;
+        if self.restart.exits.len() as u32 >= policy.crash_loop_exits {
+            log::warn!(
+                "server crashed {} times within {:?}: degraded",
+                self.restart.exits.len(),
+                policy.crash_loop_window
+            );
+            self.restart.degraded_until = Some(now + policy.degraded_retry_after);
+            self.fail_all(CallError::Local(LocalError::Degraded));
+            self.events.transport_lost(cause, None);
+            return;
+        }
+        let crashes = self.restart.exits.len() as u32;
+        let delay = policy
+            .base_delay
+            .saturating_mul(1 << crashes.saturating_sub(1).min(16))
+            .min(policy.max_delay);
+        self.restart.restart_at = Some(now + delay);
+        self.restart.restarts += 1;
+        self.events.transport_lost(cause, Some(delay));
+    }
+
+    /// The host asks a degraded (or closed-by-crash) server to start again now.
+    pub fn restart(&mut self, now: Instant) {
+        self.now = now;
+        if self.phase == Phase::Closed {
+            return;
+        }
+        self.restart.degraded_until = None;
+        self.restart.exits.clear();
+        self.restart.restart_at = None;
+        self.wants_transport = true;
+    }
+
+    /// Fails every host call (not the lifecycle request) with `error`.
+    pub(super) fn fail_all(&mut self, error: CallError) {
+        let slots: SmallVec<[usize; 16]> = self
+            .requests
+            .iter()
+            .filter(|(_, p)| p.owner == Owner::Host)
+            .map(|(slot, _)| slot)
+            .collect();
+        for slot in slots {
+            self.finish(slot, Ended::Abandoned, Outcome::Failed(error.clone()));
+        }
+        self.send_queue.clear();
+    }
+
+    /// A breaker's state, for diagnostics.
+    pub fn breaker_state(&self, tenant: u32, class: OperationClass) -> breaker::BreakerState {
+        self.breakers.state(tenant, class)
+    }
+
+    /// Calls in flight (written or backing off) and waiting in the queue.
+    pub fn load(&self) -> (usize, usize) {
+        (self.requests.in_flight(), self.requests.queued())
+    }
+
+    /// Processes started after the first (stdio), for diagnostics.
+    pub fn restarts(&self) -> u32 {
+        self.restart.restarts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &str, key: Option<&str>) -> String {
+        let mut out = Vec::new();
+        write_arguments(&mut out, a, "idempotency_key", key);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn idempotency_keys_are_placed_in_the_arguments() {
+        assert_eq!(args(r#"{"a":1}"#, None), r#"{"a":1}"#);
+        assert_eq!(args(r#"{"a":1}"#, Some("k-1")), r#"{"idempotency_key":"k-1","a":1}"#);
+        assert_eq!(args(" { } ", Some("k")), r#"{"idempotency_key":"k"}"#);
+        assert_eq!(
+            args(r#"{"idempotency_key":"mine"}"#, Some("k")),
+            r#"{"idempotency_key":"mine"}"#
+        );
+    }
+}

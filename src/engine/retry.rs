@@ -1,0 +1,298 @@
+//! Retry policy: which failures are re-sent, when, and how often. Pure and deterministic
+//! (the jitter comes from a seeded generator), so every row of the decision table is testable.
+//!
+//! A call is re-sent only when all of these hold: the failure is a transient transport failure;
+//! the host did not cancel it; it is safe to send twice (read-only, idempotent, or carrying an
+//! idempotency key) or it provably never left (the connection was never made, the request was
+//! never written); attempts remain; and the backoff still fits before the deadline.
+
+use std::time::{Duration, Instant};
+
+use crate::error::{CallError, CloseReason, TransportError};
+
+/// How safe a call is to send more than once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Idempotency {
+    /// Reads nothing changes (`readOnlyHint`, listings, resource reads, prompts).
+    Read,
+    /// Sending it twice has the effect of sending it once (`idempotentHint`).
+    Idempotent,
+    /// A write carrying an idempotency key the server deduplicates on.
+    Keyed,
+    /// Anything else: never re-sent automatically.
+    Unknown,
+}
+
+impl Idempotency {
+    /// Whether a second delivery is harmless.
+    pub fn retry_safe(self) -> bool {
+        !matches!(self, Self::Unknown)
+    }
+}
+
+/// The retry policy, part of [`Config`](crate::Config).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in total, the first included (1 disables retries).
+    pub max_attempts: u32,
+    /// Backoff before the second attempt; doubles each time.
+    pub base_delay: Duration,
+    /// Backoff never exceeds this (before jitter).
+    pub max_delay: Duration,
+    /// Jitter added on top, as a fraction of the delay (0 to 1).
+    pub jitter_percent: u8,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 3,
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(5),
+            jitter_percent: 20,
+        }
+    }
+}
+
+/// Where a failed attempt's request was when it failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Delivery {
+    /// Never written (connect failed, still queued when the process died).
+    NotSent,
+    /// Written: the server may have acted on it.
+    MaybeDelivered,
+}
+
+/// What to do after a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// Send again after this delay.
+    Retry(Duration),
+    /// End the call with its error.
+    Fail,
+    /// End the call with `DeliveryUnknown`: it may have run, and re-sending is not safe.
+    DeliveryUnknown,
+}
+
+/// A transport failure that a later attempt may not meet.
+pub(crate) fn is_transient(e: &CallError) -> bool {
+    match e {
+        CallError::Transport(t) => match t {
+            TransportError::ProcessExit(_)
+            | TransportError::ConnectionLost
+            | TransportError::ConnectFailed(_) => true,
+            TransportError::HttpStatus(s) => matches!(s, 408 | 429 | 500..=599),
+            TransportError::Closed(r) => {
+                matches!(r, CloseReason::WriteFailed | CloseReason::ReadFailed)
+            }
+            TransportError::Tls(_)
+            | TransportError::BadResponse
+            | TransportError::SessionExpired
+            | TransportError::ClosedByServer => false,
+        },
+        CallError::Protocol(_) | CallError::Local(_) => false,
+    }
+}
+
+/// One row of the decision table. `attempt` counts from 1 (the attempt that just failed);
+/// `expected` is how long an attempt is expected to take.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decide(
+    policy: &RetryPolicy,
+    class: Idempotency,
+    error: &CallError,
+    delivery: Delivery,
+    attempt: u32,
+    now: Instant,
+    deadline: Instant,
+    expected: Duration,
+    random: u64,
+) -> Decision {
+    let transient = is_transient(error);
+    let safe = class.retry_safe() || delivery == Delivery::NotSent;
+    if !transient || !safe || attempt >= policy.max_attempts {
+        return if transient && delivery == Delivery::MaybeDelivered && !class.retry_safe() {
+            Decision::DeliveryUnknown
+        } else {
+            Decision::Fail
+        };
+    }
+    let delay = backoff(policy, attempt, random);
+    if now + delay + expected >= deadline {
+        // No room before the deadline: the last error stands (a write stays "unknown").
+        return if delivery == Delivery::MaybeDelivered && !class.retry_safe() {
+            Decision::DeliveryUnknown
+        } else {
+            Decision::Fail
+        };
+    }
+    Decision::Retry(delay)
+}
+
+/// `min(max, base * 2^(attempt-1))` plus up to `jitter_percent` of it.
+pub(crate) fn backoff(policy: &RetryPolicy, attempt: u32, random: u64) -> Duration {
+    let exp = attempt.saturating_sub(1).min(20);
+    let raw = policy.base_delay.saturating_mul(1 << exp).min(policy.max_delay);
+    let jitter_span = raw.as_micros() as u64 * u64::from(policy.jitter_percent.min(100)) / 100;
+    let jitter = if jitter_span == 0 { 0 } else { random % (jitter_span + 1) };
+    raw + Duration::from_micros(jitter)
+}
+
+/// A small deterministic generator (xorshift64*) for jitter: seeded from the config, so a
+/// test replays the same delays.
+#[derive(Debug, Clone)]
+pub(crate) struct Jitter(u64);
+
+impl Jitter {
+    pub(crate) fn new(seed: u64) -> Self {
+        Self(seed.max(1))
+    }
+
+    pub(crate) fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{LocalError, ProcessExit, RpcError};
+
+    fn policy() -> RetryPolicy {
+        RetryPolicy { jitter_percent: 0, ..RetryPolicy::default() }
+    }
+
+    fn exit() -> CallError {
+        CallError::Transport(TransportError::ProcessExit(ProcessExit {
+            code: Some(1),
+            signal: None,
+            stderr_tail: "".into(),
+        }))
+    }
+
+    /// The decision table: every class against every error kind, with and without room
+    /// before the deadline, delivered or not.
+    #[test]
+    fn decision_table() {
+        use Decision::*;
+        use Idempotency::*;
+        let now = Instant::now();
+        let roomy = now + Duration::from_secs(60);
+        let tight = now + Duration::from_millis(50);
+        let errors: Vec<(&str, CallError)> = vec![
+            ("exit", exit()),
+            ("reset", CallError::Transport(TransportError::ConnectionLost)),
+            ("503", CallError::Transport(TransportError::HttpStatus(503))),
+            ("404", CallError::Transport(TransportError::HttpStatus(404))),
+            (
+                "tls",
+                CallError::Transport(TransportError::Tls(crate::error::TlsFailure::UnknownIssuer)),
+            ),
+            ("rpc", CallError::Protocol(RpcError::from_raw(-32602, "bad", None))),
+            ("cancel", CallError::Local(LocalError::Cancelled)),
+            ("deadline", CallError::Local(LocalError::DeadlineExceeded)),
+        ];
+        let ms100 = Retry(Duration::from_millis(100));
+        // (error, class, delivery, deadline) -> decision
+        let table: &[(&str, Idempotency, Delivery, Instant, Decision)] = &[
+            ("exit", Read, Delivery::MaybeDelivered, roomy, ms100),
+            ("exit", Idempotent, Delivery::MaybeDelivered, roomy, ms100),
+            ("exit", Keyed, Delivery::MaybeDelivered, roomy, ms100),
+            ("exit", Unknown, Delivery::MaybeDelivered, roomy, DeliveryUnknown),
+            ("exit", Unknown, Delivery::NotSent, roomy, ms100),
+            ("exit", Read, Delivery::MaybeDelivered, tight, Fail),
+            ("exit", Unknown, Delivery::MaybeDelivered, tight, DeliveryUnknown),
+            ("reset", Read, Delivery::MaybeDelivered, roomy, ms100),
+            ("reset", Unknown, Delivery::MaybeDelivered, roomy, DeliveryUnknown),
+            ("503", Idempotent, Delivery::MaybeDelivered, roomy, ms100),
+            ("503", Unknown, Delivery::MaybeDelivered, roomy, DeliveryUnknown),
+            ("404", Read, Delivery::MaybeDelivered, roomy, Fail),
+            ("tls", Read, Delivery::NotSent, roomy, Fail),
+            ("rpc", Read, Delivery::MaybeDelivered, roomy, Fail),
+            ("rpc", Unknown, Delivery::MaybeDelivered, roomy, Fail),
+            ("cancel", Read, Delivery::MaybeDelivered, roomy, Fail),
+            ("cancel", Unknown, Delivery::MaybeDelivered, roomy, Fail),
+            ("deadline", Read, Delivery::MaybeDelivered, roomy, Fail),
+        ];
+        for (name, class, delivery, deadline, want) in table {
+            let e = &errors.iter().find(|(n, _)| n == name).unwrap().1;
+            let got = decide(&policy(), *class, e, *delivery, 1, now, *deadline, Duration::ZERO, 0);
+            assert_eq!(got, *want, "{name} {class:?} {delivery:?}");
+        }
+    }
+
+    #[test]
+    fn attempts_are_bounded_and_backoff_doubles_up_to_the_cap() {
+        let now = Instant::now();
+        let far = now + Duration::from_secs(3600);
+        let p = RetryPolicy { max_attempts: 6, max_delay: Duration::from_millis(350), ..policy() };
+        let delays: Vec<Decision> = (1..=6)
+            .map(|a| {
+                decide(
+                    &p,
+                    Idempotency::Read,
+                    &exit(),
+                    Delivery::MaybeDelivered,
+                    a,
+                    now,
+                    far,
+                    Duration::ZERO,
+                    0,
+                )
+            })
+            .collect();
+        let ms = |m| Decision::Retry(Duration::from_millis(m));
+        assert_eq!(delays, [ms(100), ms(200), ms(350), ms(350), ms(350), Decision::Fail]);
+    }
+
+    #[test]
+    fn the_expected_duration_counts_against_the_deadline() {
+        let now = Instant::now();
+        let deadline = now + Duration::from_millis(500);
+        let e = exit();
+        let fits = decide(
+            &policy(),
+            Idempotency::Read,
+            &e,
+            Delivery::MaybeDelivered,
+            1,
+            now,
+            deadline,
+            Duration::from_millis(300),
+            0,
+        );
+        assert_eq!(fits, Decision::Retry(Duration::from_millis(100)));
+        let too_slow = decide(
+            &policy(),
+            Idempotency::Read,
+            &e,
+            Delivery::MaybeDelivered,
+            1,
+            now,
+            deadline,
+            Duration::from_millis(400),
+            0,
+        );
+        assert_eq!(too_slow, Decision::Fail);
+    }
+
+    #[test]
+    fn jitter_is_bounded_and_deterministic() {
+        let p = RetryPolicy { jitter_percent: 20, ..RetryPolicy::default() };
+        let mut a = Jitter::new(7);
+        let mut b = Jitter::new(7);
+        for attempt in 1..5 {
+            let (ra, rb) = (a.next(), b.next());
+            assert_eq!(ra, rb);
+            let d = backoff(&p, attempt, ra);
+            let base = backoff(&RetryPolicy { jitter_percent: 0, ..p }, attempt, 0);
+            assert!(d >= base && d <= base + base / 5, "{d:?} vs {base:?}");
+        }
+    }
+}

@@ -1,0 +1,417 @@
+//! Resilience scenarios with simulated time: retries and backoff, delivery-unknown writes,
+//! supervised restart and crash loops, breakers, the in-flight limit, idempotency classes.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::tests::{discover_result, exit, raw, Harness};
+use super::*;
+use crate::config::RestartPolicy;
+
+fn opts(class: Idempotency) -> CallOptions {
+    CallOptions { idempotency: Some(class), ..CallOptions::default() }
+}
+
+fn no_jitter() -> Config {
+    Config {
+        retry: RetryPolicy { jitter_percent: 0, ..RetryPolicy::default() },
+        ..Config::default()
+    }
+}
+
+/// Re-opens the transport after a crash, once the engine asks, and answers the probe.
+fn restart_process(h: &mut Harness) {
+    for _ in 0..8 {
+        if h.engine.wants_transport() {
+            break;
+        }
+        let at = h.engine.poll_timeout().expect("restart timer");
+        h.now = at;
+        h.engine.handle_timeout(h.now);
+    }
+    assert!(h.engine.wants_transport(), "the engine asks for a new process when the backoff ends");
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    assert_eq!(probe["method"], "server/discover", "a new process is probed again");
+    h.reply(&probe, discover_result());
+}
+
+#[test]
+fn a_read_in_flight_during_a_crash_is_resent_to_the_new_process_with_a_new_id() {
+    let mut h = Harness::ready_with(no_jitter());
+    let c = h.engine.call_tool(h.now, "lookup", raw("{}"), &opts(Idempotency::Read)).unwrap();
+    let first = h.sent_one();
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit(7)));
+    let events = h.events();
+    assert_eq!(events, ["lost process_exit Some(200ms)"], "the call waits for the restart");
+    assert!(!h.engine.wants_transport(), "no restart before the backoff ends");
+    restart_process(&mut h);
+    h.events();
+    // The retry's own backoff (100 ms) may still be running; drive time until it is sent.
+    let mut resent = h.take_sent();
+    while resent.is_empty() {
+        h.advance_to_next_timeout();
+        resent = h.take_sent();
+    }
+    assert_eq!(resent[0]["params"]["name"], "lookup");
+    assert_ne!(resent[0]["id"], first["id"], "a new wire id: output for the old one is fenced off");
+    // A reply from the old process's id is late, never the answer.
+    h.reply(&first, json!({"content": []}));
+    assert_eq!(h.engine.stats().late_responses, 1);
+    h.reply(&resent[0], json!({"content": [{"type": "text", "text": "v"}]}));
+    match h.engine.poll_event() {
+        Some(Event::CallDone { call, record, .. }) => {
+            assert_eq!(call, c);
+            assert_eq!(record.attempts, 2);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(h.engine.restarts(), 1);
+}
+
+#[test]
+fn a_write_in_flight_during_a_crash_ends_as_delivery_unknown_and_is_never_resent() {
+    let mut h = Harness::ready_modern();
+    let c = h.call("write_note", r#"{"note":"x"}"#);
+    h.sent_one();
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit(7)));
+    let first = h.engine.poll_event();
+    match first {
+        Some(Event::CallFailed {
+            call,
+            error: CallError::Local(LocalError::DeliveryUnknown(cause)),
+            record,
+        }) => {
+            assert_eq!(call, c);
+            assert_eq!(cause.name(), "process_exit");
+            assert_eq!(record.attempts, 1);
+        }
+        other => panic!("{other:?}"),
+    }
+    restart_process(&mut h);
+    assert!(h.take_sent().is_empty(), "the write is not sent again");
+}
+
+#[test]
+fn a_keyed_write_is_retried_and_its_key_rides_in_the_arguments() {
+    let mut h = Harness::ready_with(no_jitter());
+    let o = CallOptions { idempotency_key: Some("order-17".into()), ..CallOptions::default() };
+    let c = h.engine.call_tool(h.now, "charge", raw(r#"{"amount":5}"#), &o).unwrap();
+    let first = h.sent_one();
+    assert_eq!(first["params"]["arguments"], json!({"idempotency_key": "order-17", "amount": 5}));
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
+    restart_process(&mut h);
+    let mut resent = h.take_sent();
+    while resent.is_empty() {
+        h.advance_to_next_timeout();
+        resent = h.take_sent();
+    }
+    assert_eq!(resent[0]["params"]["arguments"]["idempotency_key"], "order-17");
+    h.reply(&resent[0], json!({"content": []}));
+    assert!(h.events().iter().any(|e| e.starts_with(&format!("done {}", c.get()))));
+}
+
+#[test]
+fn calls_never_written_survive_a_crash_whatever_their_class() {
+    let config = Config { max_in_flight: 1, ..Config::default() };
+    let mut h = Harness::ready_with(config);
+    let a = h.call("slow", "{}");
+    let b = h.call("write_note", "{}");
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 1, "the second waits behind the in-flight limit");
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
+    let events = h.events();
+    assert!(events[0].starts_with(&format!("failed {} delivery_unknown", a.get())), "{events:?}");
+    restart_process(&mut h);
+    let resent = h.sent_one();
+    assert_eq!(resent["params"]["name"], "write_note", "never delivered, so safe to send");
+    h.reply(&resent, json!({"content": []}));
+    assert!(h.events().iter().any(|e| e.starts_with(&format!("done {}", b.get()))));
+}
+
+#[test]
+fn a_crash_loop_degrades_the_server_until_the_host_restarts_it() {
+    let restart = RestartPolicy { crash_loop_exits: 3, ..RestartPolicy::default() };
+    let mut h = Harness::ready_with(Config { restart, ..Config::default() });
+    for i in 0..2 {
+        h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
+        let lost = h.events();
+        let delay = if i == 0 { "200ms" } else { "400ms" };
+        assert_eq!(lost, [format!("lost process_exit Some({delay})")], "backoff doubles");
+        restart_process(&mut h);
+        h.events();
+    }
+    let c = h.engine.call_tool(h.now, "t", raw("{}"), &opts(Idempotency::Read)).unwrap();
+    h.sent_one();
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
+    let events = h.events();
+    assert!(events.contains(&format!("failed {} degraded", c.get())), "{events:?}");
+    assert!(events.contains(&"lost process_exit None".to_owned()), "{events:?}");
+    assert_eq!(
+        h.engine.call_tool(h.now, "t", raw("{}"), &CallOptions::default()),
+        Err(RequestError::Degraded)
+    );
+    assert!(!h.engine.wants_transport());
+    h.engine.restart(h.now);
+    assert!(h.engine.wants_transport(), "the host can ask again");
+}
+
+#[test]
+fn a_degraded_server_tries_one_restart_after_the_cool_down() {
+    let restart = RestartPolicy {
+        crash_loop_exits: 1,
+        degraded_retry_after: Duration::from_secs(60),
+        ..RestartPolicy::default()
+    };
+    let mut h = Harness::ready_with(Config { restart, ..Config::default() });
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
+    assert!(!h.engine.wants_transport());
+    h.advance(Duration::from_secs(59));
+    assert!(!h.engine.wants_transport());
+    h.advance(Duration::from_secs(1));
+    assert!(h.engine.wants_transport());
+}
+
+#[test]
+fn http_transient_failures_retry_reads_with_backoff_and_not_writes() {
+    let mut h = Harness::new(no_jitter());
+    h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
+    let probe = h.sent_one();
+    h.reply(&probe, discover_result());
+    h.events();
+    let read = h.engine.call_tool(h.now, "lookup", raw("{}"), &opts(Idempotency::Read)).unwrap();
+    let write = h.call("write_note", "{}");
+    let sent = h.take_sent();
+    let lost = || ExchangeFailure::Transport(TransportError::ConnectionLost);
+    for s in &sent {
+        h.engine.handle_transport(
+            h.now,
+            TransportEvent::exchange_failed(super::tests::wire(s), lost()),
+        );
+    }
+    assert_eq!(h.events(), [format!("failed {} delivery_unknown", write.get())]);
+    assert!(h.take_sent().is_empty(), "the read waits out its backoff");
+    assert_eq!(h.engine.poll_timeout(), Some(h.now + Duration::from_millis(100)));
+    h.advance_to_next_timeout();
+    let second = h.sent_one();
+    h.engine.handle_transport(
+        h.now,
+        TransportEvent::exchange_failed(super::tests::wire(&second), lost()),
+    );
+    assert_eq!(
+        h.engine.poll_timeout(),
+        Some(h.now + Duration::from_millis(200)),
+        "the backoff doubles"
+    );
+    h.advance_to_next_timeout();
+    let third = h.sent_one();
+    h.engine.handle_transport(
+        h.now,
+        TransportEvent::exchange_failed(super::tests::wire(&third), lost()),
+    );
+    let events = h.events();
+    assert_eq!(events, [format!("failed {} connection_lost", read.get())], "three attempts in all");
+    assert_eq!(h.engine.stats().retries, 2);
+}
+
+#[test]
+fn a_write_whose_connection_never_opened_is_safe_to_retry() {
+    let mut h = Harness::new(no_jitter());
+    h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
+    let probe = h.sent_one();
+    h.reply(&probe, discover_result());
+    h.events();
+    let c = h.call("write_note", "{}");
+    let first = h.sent_one();
+    let refused = ExchangeFailure::Transport(TransportError::ConnectFailed(
+        std::io::ErrorKind::ConnectionRefused,
+    ));
+    h.engine.handle_transport(
+        h.now,
+        TransportEvent::exchange_failed(super::tests::wire(&first), refused),
+    );
+    assert!(h.events().is_empty());
+    h.advance_to_next_timeout();
+    let second = h.sent_one();
+    h.reply(&second, json!({"content": []}));
+    assert!(h.events()[0].starts_with(&format!("done {}", c.get())));
+}
+
+#[test]
+fn the_deadline_ends_a_call_during_its_backoff_without_sending() {
+    let config = Config {
+        retry: RetryPolicy {
+            base_delay: Duration::from_millis(300),
+            jitter_percent: 0,
+            ..RetryPolicy::default()
+        },
+        ..Config::default()
+    };
+    let mut h = Harness::new(config);
+    h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
+    let probe = h.sent_one();
+    h.reply(&probe, discover_result());
+    h.events();
+    let o = CallOptions { timeout: Some(Duration::from_millis(500)), ..opts(Idempotency::Read) };
+    let c = h.engine.call_tool(h.now, "lookup", raw("{}"), &o).unwrap();
+    let first = h.sent_one();
+    h.advance(Duration::from_millis(100));
+    let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
+    h.engine
+        .handle_transport(h.now, TransportEvent::exchange_failed(super::tests::wire(&first), lost));
+    // 100 ms in, a 300 ms backoff still fits before the 500 ms deadline.
+    assert!(h.events().is_empty());
+    let second_at = h.engine.poll_timeout().unwrap();
+    h.now = second_at;
+    h.engine.handle_timeout(h.now);
+    let second = h.sent_one();
+    let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
+    h.engine.handle_transport(
+        h.now,
+        TransportEvent::exchange_failed(super::tests::wire(&second), lost),
+    );
+    // 400 ms in, a 600 ms backoff does not fit: the call ends now with the transport error.
+    assert_eq!(h.events(), [format!("failed {} connection_lost", c.get())]);
+}
+
+#[test]
+fn cancelled_and_timed_out_calls_are_never_retried() {
+    let mut h = Harness::ready_with(no_jitter());
+    let c = h.engine.call_tool(h.now, "lookup", raw("{}"), &opts(Idempotency::Read)).unwrap();
+    h.sent_one();
+    h.engine.cancel(h.now, c).unwrap();
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
+    restart_process(&mut h);
+    assert!(h.take_sent().is_empty());
+    assert_eq!(h.engine.stats().retries, 0);
+}
+
+#[test]
+fn the_breaker_opens_fails_fast_then_half_opens_and_closes() {
+    let breaker = BreakerPolicy { failure_threshold: 2, cool_down: Duration::from_secs(5) };
+    let retry = RetryPolicy { max_attempts: 1, ..RetryPolicy::default() };
+    let mut h = Harness::new(Config { breaker, retry, ..Config::default() });
+    h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
+    let probe = h.sent_one();
+    h.reply(&probe, discover_result());
+    h.events();
+    let lost = || ExchangeFailure::Transport(TransportError::ConnectionLost);
+    for _ in 0..2 {
+        h.engine.call_tool(h.now, "lookup", raw("{}"), &opts(Idempotency::Read)).unwrap();
+        let s = h.sent_one();
+        h.engine.handle_transport(
+            h.now,
+            TransportEvent::exchange_failed(super::tests::wire(&s), lost()),
+        );
+    }
+    let events = h.events();
+    assert_eq!(events.last().unwrap(), "breaker Read Open", "{events:?}");
+    let o = opts(Idempotency::Read);
+    assert_eq!(h.engine.call_tool(h.now, "lookup", raw("{}"), &o), Err(RequestError::BreakerOpen));
+    assert!(
+        h.engine.call_tool(h.now, "write", raw("{}"), &CallOptions::default()).is_ok(),
+        "writes have their own"
+    );
+    h.take_sent();
+    h.events();
+    h.now += Duration::from_secs(5);
+    let probe_call = h.engine.call_tool(h.now, "lookup", raw("{}"), &o).unwrap();
+    assert_eq!(h.events(), ["breaker Read HalfOpen"]);
+    assert_eq!(
+        h.engine.call_tool(h.now, "lookup", raw("{}"), &o),
+        Err(RequestError::BreakerOpen),
+        "one probe at a time"
+    );
+    let s = h.sent_one();
+    h.reply(&s, json!({"content": []}));
+    let events = h.events();
+    assert_eq!(events[0], format!("done {} {{\"content\":[]}}", probe_call.get()));
+    assert_eq!(events[1], "breaker Read Closed");
+    assert!(h.engine.call_tool(h.now, "lookup", raw("{}"), &o).is_ok());
+}
+
+#[test]
+fn is_error_protocol_errors_and_cancels_leave_the_breaker_alone() {
+    let breaker = BreakerPolicy { failure_threshold: 1, cool_down: Duration::from_secs(5) };
+    let mut h = Harness::ready_with(Config { breaker, ..Config::default() });
+    let o = opts(Idempotency::Read);
+    h.engine.call_tool(h.now, "a", raw("{}"), &o).unwrap();
+    let s = h.sent_one();
+    h.reply(&s, json!({"isError": true, "content": []}));
+    h.engine.call_tool(h.now, "b", raw("{}"), &o).unwrap();
+    let s = h.sent_one();
+    h.reply_error(&s, -32602, None);
+    let c = h.engine.call_tool(h.now, "c", raw("{}"), &o).unwrap();
+    h.sent_one();
+    h.engine.cancel(h.now, c).unwrap();
+    assert!(h.events().iter().all(|e| !e.starts_with("breaker")));
+    assert_eq!(h.engine.breaker_state(0, OperationClass::Read), BreakerState::Closed);
+}
+
+#[test]
+fn the_in_flight_limit_queues_in_order_records_the_wait_and_overflows_as_overloaded() {
+    let config = Config { max_in_flight: 2, max_queued: 2, ..Config::default() };
+    let mut h = Harness::ready_with(config);
+    let calls: Vec<CallId> = (0..4).map(|i| h.call(&format!("t{i}"), "{}")).collect();
+    assert_eq!(
+        h.engine.call_tool(h.now, "t4", raw("{}"), &CallOptions::default()),
+        Err(RequestError::Overloaded)
+    );
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(h.engine.load(), (2, 2));
+    h.advance(Duration::from_millis(40));
+    h.reply(&sent[0], json!({}));
+    let next = h.sent_one();
+    assert_eq!(next["params"]["name"], "t2", "first in, first out");
+    h.reply(&sent[1], json!({}));
+    h.reply(&next, json!({}));
+    let last = h.sent_one();
+    h.reply(&last, json!({}));
+    let mut waits = Vec::new();
+    while let Some(e) = h.engine.poll_event() {
+        if let Event::CallDone { call, record, .. } = e {
+            waits.push((call, record.queue_wait));
+        }
+    }
+    assert_eq!(waits.len(), 4);
+    assert_eq!(waits.iter().find(|(c, _)| *c == calls[0]).unwrap().1, Duration::ZERO);
+    assert_eq!(waits.iter().find(|(c, _)| *c == calls[2]).unwrap().1, Duration::from_millis(40));
+}
+
+#[test]
+fn tool_annotations_from_the_listing_set_the_class() {
+    let mut h = Harness::ready_with(no_jitter());
+    h.engine.list(h.now, Method::ToolsList, &CallOptions::default()).unwrap();
+    let list = h.sent_one();
+    h.reply(&list, json!({"tools": [
+        {"name": "echo", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}},
+        {"name": "put", "inputSchema": {"type": "object"}, "annotations": {"idempotentHint": true}},
+        {"name": "write_note", "inputSchema": {"type": "object"}}
+    ]}));
+    h.events();
+    for (tool, retried) in [("echo", true), ("put", true), ("write_note", false)] {
+        h.call(tool, "{}");
+        h.sent_one();
+        h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
+        let events = h.events();
+        assert_eq!(
+            events.iter().any(|e| e.contains("delivery_unknown")),
+            !retried,
+            "{tool}: {events:?}"
+        );
+        restart_process(&mut h);
+        h.events();
+        let mut resent = h.take_sent();
+        while retried && resent.is_empty() {
+            h.advance_to_next_timeout();
+            resent = h.take_sent();
+        }
+        if retried {
+            h.reply(&resent[0], json!({}));
+            h.events();
+        }
+        h.advance(Duration::from_secs(120));
+    }
+}
