@@ -1,7 +1,11 @@
 //! Fuzz entry points, built only under `--cfg fuzzing`; each `fuzz/fuzz_targets/*.rs` is a
 //! one-line shim into here.
 
+use crate::codec::http1::{
+    parse_www_authenticate, HttpError, Limits, ResponseEvent, ResponseParser, MAX_CHUNK_LINE,
+};
 use crate::codec::ndjson::{Frame, LineFramer};
+use crate::codec::sse::{SseError, SseParser};
 use crate::proto::jsonrpc::{decode, Message};
 
 #[derive(Debug, PartialEq)]
@@ -78,6 +82,135 @@ fn kind(m: &Message<'_>) -> (u8, String) {
     }
 }
 
+#[derive(Debug, PartialEq)]
+enum HttpOut {
+    Head {
+        status: u16,
+        minor: u8,
+        reason: String,
+        headers: Vec<(String, Vec<u8>)>,
+    },
+    /// Adjacent pieces merged: only the body's bytes are part of the contract.
+    Body(Vec<u8>),
+    End(bool),
+    Err(HttpError),
+}
+
+fn http_events(limits: Limits, chunks: &[&[u8]]) -> Vec<HttpOut> {
+    fn drain(p: &mut ResponseParser, out: &mut Vec<HttpOut>) {
+        while let Some(event) = p.next() {
+            match event {
+                Ok(ResponseEvent::Head(h)) => {
+                    for (_, value) in h.headers() {
+                        let _ = parse_www_authenticate(value);
+                    }
+                    out.push(HttpOut::Head {
+                        status: h.status(),
+                        minor: h.version_minor(),
+                        reason: h.reason().to_owned(),
+                        headers: h.headers().map(|(n, v)| (n.to_owned(), v.to_vec())).collect(),
+                    });
+                }
+                Ok(ResponseEvent::Body(b)) => {
+                    assert!(!b.is_empty(), "empty body piece");
+                    match out.last_mut() {
+                        Some(HttpOut::Body(prev)) => prev.extend_from_slice(b),
+                        _ => out.push(HttpOut::Body(b.to_vec())),
+                    }
+                }
+                Ok(ResponseEvent::End { keep_alive }) => out.push(HttpOut::End(keep_alive)),
+                Err(e) => out.push(HttpOut::Err(e)),
+            }
+        }
+    }
+    let mut p = ResponseParser::new(limits);
+    let mut out = Vec::new();
+    for c in chunks {
+        p.push(c);
+        drain(&mut p, &mut out);
+        assert!(p.buffered() <= limits.max_head_bytes.max(MAX_CHUNK_LINE));
+    }
+    p.eof();
+    drain(&mut p, &mut out);
+    // Pieces are merged per response, so each entry is one response's body.
+    for o in &out {
+        if let HttpOut::Body(b) = o {
+            assert!(b.len() as u64 <= limits.max_body_bytes, "body past the cap");
+        }
+    }
+    out
+}
+
+/// The first two bytes choose the head and body caps, the next two a split pattern; the
+/// rest is what a server sends before closing. Heads, concatenated bodies, ends and errors
+/// must not depend on how the stream is split.
+pub fn http_response(data: &[u8]) {
+    let [head_cap, body_cap, split_lo, split_hi, stream @ ..] = data else {
+        return;
+    };
+    let _ = parse_www_authenticate(stream);
+    let limits = Limits {
+        max_head_bytes: 16 + 4 * usize::from(*head_cap),
+        max_body_bytes: match body_cap {
+            255 => u64::MAX,
+            n => 16 * u64::from(*n),
+        },
+    };
+    let whole = http_events(limits, &[stream]);
+    let step = 1 + usize::from(*split_lo % 17);
+    let pieces: Vec<&[u8]> = stream.chunks(step).collect();
+    assert_eq!(http_events(limits, &pieces), whole, "split every {step} bytes");
+    let at = usize::from(u16::from_le_bytes([*split_lo, *split_hi])) % (stream.len() + 1);
+    let (a, b) = stream.split_at(at);
+    assert_eq!(http_events(limits, &[a, b]), whole, "split at {at}");
+}
+
+#[derive(Debug, PartialEq)]
+enum SseOut {
+    Event(String, String, Option<String>),
+    TooLarge,
+    /// After the input: the last event ID and the retry time.
+    State(Option<String>, Option<u64>),
+}
+
+fn sse_events(max: usize, chunks: &[&[u8]]) -> Vec<SseOut> {
+    let mut p = SseParser::new(max);
+    let mut out = Vec::new();
+    for c in chunks {
+        p.push(c);
+        while let Some(r) = p.next_event() {
+            out.push(match r {
+                Ok(e) => {
+                    assert!(!e.data.is_empty() && e.data.len() <= max);
+                    SseOut::Event(e.event_type.into(), e.data.into(), e.id.map(String::from))
+                }
+                Err(SseError::TooLarge) => SseOut::TooLarge,
+            });
+        }
+        // One line plus the slack for its field name, at most.
+        assert!(p.buffered() <= max + 6);
+    }
+    out.push(SseOut::State(p.last_event_id().map(String::from), p.retry_ms()));
+    out
+}
+
+/// The first byte chooses the event cap, the next two a split pattern; the rest is the
+/// stream. Events, errors, the last event ID and the retry time must not depend on how the
+/// stream is split.
+pub fn sse(data: &[u8]) {
+    let [cap, split_lo, split_hi, stream @ ..] = data else {
+        return;
+    };
+    let max = 1 + 4 * usize::from(*cap);
+    let whole = sse_events(max, &[stream]);
+    let step = 1 + usize::from(*split_lo % 17);
+    let pieces: Vec<&[u8]> = stream.chunks(step).collect();
+    assert_eq!(sse_events(max, &pieces), whole, "split every {step} bytes");
+    let at = usize::from(u16::from_le_bytes([*split_lo, *split_hi])) % (stream.len() + 1);
+    let (a, b) = stream.split_at(at);
+    assert_eq!(sse_events(max, &[a, b]), whole, "split at {at}");
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -86,5 +219,9 @@ mod tests {
         super::jsonrpc_decode(br#"{"jsonrpc":"2.0","id":1,"result":{"x":[1,2]}}"#);
         super::jsonrpc_decode(br#"{"jsonrpc":"2.0","id":null,"error":{"code":-1,"message":"m"}}"#);
         super::jsonrpc_decode(b"garbage");
+        super::http_response(b"\xff\xff\x05\x00HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nWWW-Authenticate: Bearer scope=\"a\"\r\n\r\n5;x\r\nhello\r\n0\r\nT: 1\r\n\r\nHTTP/1.0 200 OK\r\n\r\nto close");
+        super::http_response(b"\x01\x01\x03\x00HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\nshort");
+        super::sse(b"\xff\x03\x00\xEF\xBB\xBFid: 1\r\nretry: 10\r\rdata: a\rdata: b\n\n: c\n\nevent: e\ndata: x\n\n");
+        super::sse(b"\x01\x02\x00data: 0123456789\n\ndata: ok\n\n");
     }
 }

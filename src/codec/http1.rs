@@ -11,8 +11,12 @@
 //! boundaries. Every buffer is capped by [`Limits`]. The head is parsed with httparse into a
 //! stack array of headers; httparse names stay in this file (STYLE.md 3.3.13).
 //!
+//! Heads and trailer lines may end in a bare LF (RFC 9112 2.2 allows it); the chunk framing
+//! itself must use CRLF, so a stray CR or LF there is an error, not a guess.
+//!
 //! Not supported, because an MCP client never needs them: `HEAD` requests (their responses
-//! have no body whatever the headers say), `CONNECT`, upgrades and trailers (read and dropped).
+//! have no body whatever the headers say), `CONNECT`, upgrades (a `101` is skipped like every
+//! interim `1xx` head) and trailers (read and dropped).
 
 use std::fmt;
 
@@ -93,8 +97,12 @@ impl std::error::Error for RequestError {}
 /// order, `Content-Length` when there is a body or the method carries one (`POST`, `PUT`,
 /// `PATCH`), a blank line and the body.
 ///
-/// Everything is checked before the first byte is written, so on error `out` is unchanged.
-/// `out` grows at most once, by exactly the request's size.
+/// `out` grows at most once: the request's exact size is reserved up front.
+///
+/// # Errors
+///
+/// A [`RequestError`] when the method, target, host or a header could inject or break
+/// framing. Everything is checked before the first byte is written, so `out` is unchanged.
 pub fn write_request(
     out: &mut Vec<u8>,
     req: &RequestHead<'_>,
@@ -111,7 +119,7 @@ pub fn write_request(
     if host.is_empty() || !host.iter().all(|&b| is_vchar(b) && !b"/?#@".contains(&b)) {
         return Err(RequestError::BadHost);
     }
-    // "Host: " + value + CRLF, and the request line with its two spaces and " HTTP/1.1\r\n".
+    // `METHOD SP target " HTTP/1.1\r\n"`, then `"Host: " host CRLF`.
     let mut len = req.method.len() + 1 + target.len() + 11 + 6 + host.len() + 2;
     for (i, &(name, value)) in req.headers.iter().enumerate() {
         if !is_token(name.as_bytes()) {
@@ -134,6 +142,7 @@ pub fn write_request(
     }
     len += 2 + body.len();
     out.reserve(len);
+    let before = out.len();
 
     out.extend_from_slice(req.method.as_bytes());
     out.push(b' ');
@@ -154,6 +163,7 @@ pub fn write_request(
     }
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(body);
+    debug_assert_eq!(out.len() - before, len, "reserved size is exact");
     Ok(())
 }
 
@@ -436,6 +446,7 @@ impl ResponseParser {
     /// The next event, or `None` when more input (or [`eof`](Self::eof)) is needed.
     // Not `Iterator::next`: each event borrows the parser, which an `Iterator` cannot express.
     #[allow(clippy::should_implement_trait)]
+    #[must_use = "an event left unread is lost"]
     pub fn next(&mut self) -> Option<Result<ResponseEvent<'_>, HttpError>> {
         loop {
             match self.state {
@@ -561,11 +572,13 @@ impl ResponseParser {
         let window = &pending[..pending.len().min(max)];
         let full = window.len() == max;
         // A head can only complete on a line feed: re-run httparse only when one arrived,
-        // when the cap is reached or at end of stream. That bounds re-parsing to once per
-        // head line instead of once per push.
+        // when the cap is reached or at end of stream, plus once on the first bytes so a
+        // peer that is not speaking HTTP is caught at once. That bounds re-parsing to once
+        // per head line instead of once per push.
+        let first_look = self.scanned == 0;
         let new_line = window.get(self.scanned..).is_some_and(|fresh| fresh.contains(&b'\n'));
         self.scanned = window.len();
-        if !(new_line || full || self.eof) {
+        if !(first_look || new_line || full || self.eof) {
             return HeadStep::Wait;
         }
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
@@ -620,7 +633,6 @@ impl ResponseParser {
             response.reason.and_then(|r| range_in(window, r.as_bytes())).unwrap_or((0, 0));
         self.status = status;
         self.minor = minor;
-        self.has_head = true;
         self.start += len;
         self.scanned = 0;
         self.body_seen = 0;
@@ -628,9 +640,14 @@ impl ResponseParser {
             Ok((state, keep_alive)) => {
                 self.state = state;
                 self.keep_alive = keep_alive;
+                self.has_head = true;
                 HeadStep::Ready
             }
-            Err(e) => HeadStep::Fail(e),
+            Err(e) => {
+                // The head was never reported, so `head()` must not show it.
+                self.has_head = false;
+                HeadStep::Fail(e)
+            }
         }
     }
 
@@ -800,7 +817,7 @@ fn parse_chunk_size(line: &[u8]) -> Option<u64> {
     }
     let rest = &line[digits..];
     let ext = trim_ows_start(rest);
-    if !ext.is_empty() && ext[0] != b';' {
+    if ext.first().is_some_and(|&b| b != b';') {
         return None;
     }
     if ext.iter().any(|&b| b != b'\t' && (b < 0x20 || b == 0x7f)) {
@@ -981,4 +998,539 @@ fn quoted(value: &[u8], open: usize) -> (String, usize) {
         }
     }
     (String::from_utf8_lossy(&text).into_owned(), pos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq)]
+    enum Out {
+        Head(u16),
+        /// Adjacent body pieces are merged: how the body is cut into pieces is not part of
+        /// the contract, its bytes are.
+        Body(Vec<u8>),
+        End(bool),
+        Err(HttpError),
+    }
+
+    fn drain(p: &mut ResponseParser, out: &mut Vec<Out>) {
+        while let Some(event) = p.next() {
+            match event {
+                Ok(ResponseEvent::Head(h)) => out.push(Out::Head(h.status())),
+                Ok(ResponseEvent::Body(b)) => {
+                    assert!(!b.is_empty(), "empty body piece");
+                    match out.last_mut() {
+                        Some(Out::Body(prev)) => prev.extend_from_slice(b),
+                        _ => out.push(Out::Body(b.to_vec())),
+                    }
+                }
+                Ok(ResponseEvent::End { keep_alive }) => out.push(Out::End(keep_alive)),
+                Err(e) => out.push(Out::Err(e)),
+            }
+        }
+    }
+
+    fn run(limits: Limits, chunks: &[&[u8]], closed: bool) -> Vec<Out> {
+        let mut p = ResponseParser::new(limits);
+        let mut out = Vec::new();
+        for c in chunks {
+            p.push(c);
+            drain(&mut p, &mut out);
+            assert!(
+                p.buffered() <= limits.max_head_bytes.max(MAX_CHUNK_LINE),
+                "parser holds more than a head or chunk line"
+            );
+        }
+        if closed {
+            p.eof();
+            drain(&mut p, &mut out);
+        }
+        out
+    }
+
+    /// Each case: limits, input, whether the peer then closes, expected events. Every case is
+    /// re-run split at every offset, at every pair of offsets (short inputs), and byte by byte.
+    macro_rules! responses {
+        ($($name:ident: $limits:expr, $input:expr, $end:ident => [$($out:expr),* $(,)?];)*) => {$(
+            #[test]
+            fn $name() {
+                let input: Vec<u8> = Vec::from($input);
+                let input = &input[..];
+                let closed = match stringify!($end) {
+                    "closed" => true,
+                    "open" => false,
+                    other => panic!("say closed or open, not {other}"),
+                };
+                let limits: Limits = $limits;
+                let expected: Vec<Out> = vec![$($out),*];
+                assert_eq!(run(limits, &[input], closed), expected, "one chunk");
+                for i in 0..=input.len() {
+                    let parts = [&input[..i], &input[i..]];
+                    assert_eq!(run(limits, &parts, closed), expected, "split at {i}");
+                    if input.len() > 200 {
+                        continue;
+                    }
+                    for j in i..=input.len() {
+                        let parts = [&input[..i], &input[i..j], &input[j..]];
+                        assert_eq!(run(limits, &parts, closed), expected, "split at {i},{j}");
+                    }
+                }
+                let bytes: Vec<&[u8]> = input.chunks(1).collect();
+                assert_eq!(run(limits, &bytes, closed), expected, "byte by byte");
+            }
+        )*};
+    }
+
+    const L: Limits = Limits { max_head_bytes: 1024, max_body_bytes: 1 << 20 };
+
+    fn lim(max_head_bytes: usize, max_body_bytes: u64) -> Limits {
+        Limits { max_head_bytes, max_body_bytes }
+    }
+
+    fn head(status: u16) -> Out {
+        Out::Head(status)
+    }
+
+    fn body(s: &str) -> Out {
+        Out::Body(s.as_bytes().to_vec())
+    }
+
+    fn end(keep_alive: bool) -> Out {
+        Out::End(keep_alive)
+    }
+
+    fn err(e: HttpError) -> Out {
+        Out::Err(e)
+    }
+
+    /// A head written with `\n` line ends, sent with CRLF as servers do.
+    fn crlf(head: &str) -> String {
+        head.replace('\n', "\r\n")
+    }
+
+    /// `body` in chunked framing, one chunk per piece, then the last chunk.
+    fn chunked(pieces: &[&str]) -> String {
+        let mut s = String::new();
+        for p in pieces {
+            s.push_str(&format!("{:x}\r\n{p}\r\n", p.len()));
+        }
+        s + "0\r\n\r\n"
+    }
+
+    const PY_DISCOVER: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"cacheScope":"private","capabilities":{"prompts":{"listChanged":true},"resources":{"listChanged":true,"subscribe":true},"tools":{"listChanged":true}},"resultType":"complete","supportedVersions":["2026-07-28"],"ttlMs":0,"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"lab-py","version":"0.1.0"}}}}"#;
+
+    const TS_SSE_EVENTS: [&str; 4] = [
+        "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p16\",\"progress\":1,\"total\":3,\"message\":\"step 1/3\"}}\n\n",
+        "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p16\",\"progress\":2,\"total\":3,\"message\":\"step 2/3\"}}\n\n",
+        "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p16\",\"progress\":3,\"total\":3,\"message\":\"step 3/3\"}}\n\n",
+        "event: message\ndata: {\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"slept 300 ms\"}],\"resultType\":\"complete\",\"_meta\":{\"io.modelcontextprotocol/serverInfo\":{\"name\":\"lab-ts2\",\"version\":\"0.1.0\"}}},\"jsonrpc\":\"2.0\",\"id\":16}\n\n",
+    ];
+
+    responses! {
+        content_length: L, b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", closed
+            => [head(200), body("hello"), end(true)];
+        content_length_before_close: L, b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", open
+            => [head(200), body("hello"), end(true)];
+        content_length_zero: L, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", closed
+            => [head(200), end(true)];
+        content_length_repeated_agreeing: L,
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\ncontent-length:2\r\n\r\nok", closed
+            => [head(200), body("ok"), end(true)];
+        content_length_disagreeing: L,
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok", closed
+            => [err(HttpError::BadContentLength)];
+        content_length_not_digits: L, b"HTTP/1.1 200 OK\r\nContent-Length: 5x\r\n\r\nhello", open
+            => [err(HttpError::BadContentLength)];
+        content_length_signed: L, b"HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\nhello", open
+            => [err(HttpError::BadContentLength)];
+        content_length_overflow: L,
+            b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\n", open
+            => [err(HttpError::BadContentLength)];
+        chunked_several: L,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n7\r\n, world\r\n0\r\n\r\n", closed
+            => [head(200), body("hello, world"), end(true)];
+        chunked_extensions_and_trailers: L,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;name=value\r\nhello\r\nA ; x=\"y\"\r\n0123456789\r\n000;last\r\nX-Trailer: 1\r\nOther: 2\r\n\r\n", closed
+            => [head(200), body("hello0123456789"), end(true)];
+        chunked_hex_digits: L,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0000000000000010\r\n0123456789abcdef\r\n0\r\n\r\n", closed
+            => [head(200), body("0123456789abcdef"), end(true)];
+        chunked_coding_list: L,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\ntransfer-encoding: ,CHUNKED\r\n\r\n1\r\nx\r\n0\r\n\r\n", closed
+            => [head(200), body("x"), end(true)];
+        chunked_still_open_is_streaming: L,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n3\r\nabc", open
+            => [head(200), body("helloabc")];
+        chunked_and_length_prefers_chunked_and_closes: L,
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", closed
+            => [head(200), body("hello"), end(false)];
+        bad_chunk_size: L, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", closed
+            => [head(200), err(HttpError::BadChunk)];
+        bad_chunk_size_empty: L, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\r\n", closed
+            => [head(200), err(HttpError::BadChunk)];
+        bad_chunk_size_overflow: L,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10000000000000000\r\n", closed
+            => [head(200), err(HttpError::BadChunk)];
+        bad_chunk_size_bare_lf: L, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\r\n", closed
+            => [head(200), err(HttpError::BadChunk)];
+        bad_chunk_extension_control: L,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;a\rb\r\nhello\r\n", closed
+            => [head(200), err(HttpError::BadChunk)];
+        bad_chunk_data_end: L,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloX\r\n0\r\n\r\n", closed
+            => [head(200), body("hello"), err(HttpError::BadChunk)];
+        bad_chunk_data_end_cr_only: L,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\rX", closed
+            => [head(200), body("hello"), err(HttpError::BadChunk)];
+        trailers_too_large: lim(64, 100),
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\nX-Trailer: 0123456789012345678901234567890123456789\r\nY: 01234567890123456789\r\n\r\n", closed
+            => [head(200), body("x"), err(HttpError::HeadTooLarge)];
+        read_to_close: L, b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nstream until close", closed
+            => [head(200), body("stream until close"), end(false)];
+        read_to_close_still_open: L, b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nstream", open
+            => [head(200), body("stream")];
+        read_to_close_without_connection_header: L, b"HTTP/1.1 200 OK\r\n\r\nabc", closed
+            => [head(200), body("abc"), end(false)];
+        read_to_close_empty: L, b"HTTP/1.1 200 OK\r\n\r\n", closed
+            => [head(200), end(false)];
+        read_to_close_other_coding: L, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nzz", closed
+            => [head(200), body("zz"), end(false)];
+        http10_read_to_close: L, b"HTTP/1.0 200 OK\r\n\r\nabc", closed
+            => [head(200), body("abc"), end(false)];
+        http10_length_closes: L, b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", closed
+            => [head(200), body("ok"), end(false)];
+        http10_keep_alive: L,
+            b"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 2\r\n\r\nokHTTP/1.0 204 No Content\r\n\r\n", closed
+            => [head(200), body("ok"), end(true), head(204), end(false)];
+        http10_chunked_is_faulty_framing: L,
+            b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n1\r\nx\r\n0\r\n\r\n", closed
+            => [head(200), body("1\r\nx\r\n0\r\n\r\n"), end(false)];
+        connection_close_drops_what_follows: L,
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nokHTTP/1.1 200 OK\r\n\r\n", closed
+            => [head(200), body("ok"), end(false)];
+        connection_close_in_a_list: L,
+            b"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nConnection: Upgrade,  CLOSE \r\nContent-Length: 0\r\n\r\n", closed
+            => [head(200), end(false)];
+        no_content_ignores_length: L,
+            b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\nHTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n", closed
+            => [head(204), end(true), head(304), end(true)];
+        continue_then_ok: L,
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", closed
+            => [head(200), body("ok"), end(true)];
+        two_pipelined_responses: L,
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\noneHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\ntwo\r\n0\r\n\r\n", closed
+            => [head(200), body("one"), end(true), head(200), body("two"), end(true)];
+        stray_line_ends_then_close: L,
+            b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx\r\n", closed
+            => [head(200), body("x"), end(true)];
+        leading_blank_lines_are_skipped: L,
+            b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx\r\nHTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n", closed
+            => [head(200), body("x"), end(true), head(202), end(true)];
+        bare_lf_heads_are_accepted: L, b"HTTP/1.1 200 OK\nContent-Length: 1\n\nx", closed
+            => [head(200), body("x"), end(true)];
+        head_too_large: lim(64, 100),
+            b"HTTP/1.1 200 OK\r\nX-Padding: 0123456789012345678901234567890123456789\r\n\r\n", closed
+            => [err(HttpError::HeadTooLarge)];
+        head_exactly_max: lim(38, 100), b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx", closed
+            => [head(200), body("x"), end(true)];
+        head_one_over_max: lim(37, 100), b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx", closed
+            => [err(HttpError::HeadTooLarge)];
+        body_too_large_by_length: lim(1024, 4), b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", closed
+            => [head(200), err(HttpError::BodyTooLarge)];
+        body_exactly_max_by_length: lim(1024, 5), b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", closed
+            => [head(200), body("hello"), end(true)];
+        body_too_large_chunked: lim(1024, 6),
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n5\r\nworld\r\n0\r\n\r\n", closed
+            => [head(200), body("hello"), err(HttpError::BodyTooLarge)];
+        body_too_large_to_close: lim(1024, 4), b"HTTP/1.1 200 OK\r\n\r\nabcdef", closed
+            => [head(200), body("abcd"), err(HttpError::BodyTooLarge)];
+        body_exactly_max_to_close: lim(1024, 4), b"HTTP/1.1 200 OK\r\n\r\nabcd", closed
+            => [head(200), body("abcd"), end(false)];
+        truncated_head: L, b"HTTP/1.1 200 OK\r\nContent-", closed => [err(HttpError::Truncated)];
+        truncated_length_body: L, b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", closed
+            => [head(200), body("abc"), err(HttpError::Truncated)];
+        truncated_chunk_data: L, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel", closed
+            => [head(200), body("hel"), err(HttpError::Truncated)];
+        truncated_before_last_chunk: L,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n", closed
+            => [head(200), body("hello"), err(HttpError::Truncated)];
+        truncated_in_trailers: L,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: 1\r\n", closed
+            => [head(200), err(HttpError::Truncated)];
+        bad_version: L, b"HTTX/1.1 200 OK\r\n\r\n", closed => [err(HttpError::BadHead("invalid HTTP version"))];
+        bad_status: L, b"HTTP/1.1 2000 OK\r\n\r\n", closed => [err(HttpError::BadHead("invalid status"))];
+        bad_header_name: L, b"HTTP/1.1 200 OK\r\nBad Name: x\r\n\r\n", closed
+            => [err(HttpError::BadHead("invalid header name"))];
+        bad_header_value_nul: L, b"HTTP/1.1 200 OK\r\nX: a\0b\r\n\r\n", closed
+            => [err(HttpError::BadHead("invalid header value"))];
+        junk_without_line_end: L, b"\x16\x03\x01 not http", open
+            => [err(HttpError::BadHead("invalid HTTP version"))];
+        too_many_headers: L, crlf(&format!("HTTP/1.1 200 OK\n{}\n", "A: 1\n".repeat(65))), closed
+            => [err(HttpError::TooManyHeaders)];
+        most_headers: L, crlf(&format!("HTTP/1.1 200 OK\n{}Content-Length: 0\n\n", "A: 1\n".repeat(63))), closed
+            => [head(200), end(true)];
+        // py-http/modern.txt, server/discover: uvicorn sends a JSON reply with a length.
+        uvicorn_json_reply: L,
+            crlf("HTTP/1.1 200 OK\ndate: Wed, 02 Dec 2026 15:16:50 GMT\nserver: uvicorn\ncontent-length: 337\ncontent-type: application/json\n\n") + PY_DISCOVER, closed
+            => [head(200), body(PY_DISCOVER), end(true)];
+        // ts2-http/modern.txt, slow 300ms: an SSE reply, chunked, one chunk per event.
+        ts_chunked_sse_reply: L,
+            crlf("HTTP/1.1 200 OK\ncache-control: no-cache, no-transform\nconnection: keep-alive\ncontent-type: text/event-stream\nx-accel-buffering: no\nDate: Wed, 02 Dec 2026 15:17:02 GMT\nTransfer-Encoding: chunked\n\n") + &chunked(&TS_SSE_EVENTS), closed
+            => [head(200), body(&TS_SSE_EVENTS.concat()), end(true)];
+        // ts1-http/legacy.txt, notifications/initialized: 202 with an empty chunked body.
+        ts_accepted_notification: L,
+            crlf("HTTP/1.1 202 Accepted\nDate: Wed, 02 Dec 2026 15:17:10 GMT\nConnection: keep-alive\nKeep-Alive: timeout=5\nTransfer-Encoding: chunked\n\n0\n\n"), closed
+            => [head(202), end(true)];
+        // ts2-http/modern.txt, unknown method: 404 with a JSON-RPC error, then a py 202.
+        ts_not_found_then_py_accepted: L,
+            crlf("HTTP/1.1 404 Not Found\ncontent-type: application/json\nDate: Wed, 02 Dec 2026 15:17:06 GMT\nConnection: keep-alive\nKeep-Alive: timeout=5\nTransfer-Encoding: chunked\n\n")
+                + &chunked(&[r#"{"jsonrpc":"2.0","id":28,"error":{"code":-32601,"message":"Method not found"}}"#])
+                + &crlf("HTTP/1.1 202 Accepted\ndate: Wed, 02 Dec 2026 15:16:54 GMT\nserver: uvicorn\ncontent-type: application/json\nmcp-session-id: f9c3bf6bae6a435f943e66e0c68348c1\ncontent-length: 0\n\n"), closed
+            => [head(404), body(r#"{"jsonrpc":"2.0","id":28,"error":{"code":-32601,"message":"Method not found"}}"#), end(true), head(202), end(true)];
+    }
+
+    #[test]
+    fn chunk_line_too_long() {
+        let mut input = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;".to_vec();
+        input.resize(input.len() + MAX_CHUNK_LINE, b'x');
+        let expected = vec![head(200), err(HttpError::BadChunk)];
+        assert_eq!(run(L, &[&input], false), expected);
+        let pieces: Vec<&[u8]> = input.chunks(7).collect();
+        assert_eq!(run(L, &pieces, false), expected);
+    }
+
+    #[test]
+    fn head_accessors() {
+        let mut p = ResponseParser::new(L);
+        p.push(b"HTTP/1.1 401 Unauthorized Now\r\nMcp-Session-Id: abc\r\nX-Dup: 1\r\nx-dup: 2\r\nWWW-Authenticate: Bearer scope=\"a\"\r\nContent-Length: 4\r\n\r\nbody");
+        match p.next() {
+            Some(Ok(ResponseEvent::Head(h))) => {
+                assert_eq!(h.status(), 401);
+                assert_eq!(h.reason(), "Unauthorized Now");
+                assert_eq!(h.version_minor(), 1);
+                assert_eq!(h.header("mcp-session-id"), Some(&b"abc"[..]));
+                assert_eq!(h.header("X-DUP"), Some(&b"1"[..]));
+                assert_eq!(h.header("missing"), None);
+                let all: Vec<_> = h.headers().map(|(n, v)| (n, v.to_vec())).collect();
+                assert_eq!(all.len(), 5);
+                assert_eq!(all[3], ("WWW-Authenticate", b"Bearer scope=\"a\"".to_vec()));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(p.next(), Some(Ok(ResponseEvent::Body(b"body")))));
+        // The head outlives body bytes being consumed and compacted away.
+        p.push(b"HTTP/1.1 200 OK\r\n");
+        assert_eq!(p.head().map(|h| h.status()), Some(401));
+        assert_eq!(p.head().and_then(|h| h.header("x-dup")), Some(&b"1"[..]));
+        assert!(matches!(p.next(), Some(Ok(ResponseEvent::End { keep_alive: true }))));
+        assert!(p.next().is_none());
+        p.push(b"\r\n");
+        assert!(
+            matches!(p.next(), Some(Ok(ResponseEvent::Head(h))) if h.status() == 200 && h.reason() == "OK")
+        );
+        assert_eq!(p.head().map(|h| h.headers().count()), Some(0));
+    }
+
+    #[test]
+    fn missing_or_non_utf8_reason_is_empty() {
+        for input in [&b"HTTP/1.1 200\r\n\r\n"[..], b"HTTP/1.1 200 \xff\xfe\r\n\r\n"] {
+            let mut p = ResponseParser::new(L);
+            p.push(input);
+            match p.next() {
+                Some(Ok(ResponseEvent::Head(h))) => assert_eq!((h.status(), h.reason()), (200, "")),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn raising_the_body_cap_after_the_head() {
+        let mut p = ResponseParser::new(lim(1024, 4));
+        p.push(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n0123456789");
+        assert!(matches!(p.next(), Some(Ok(ResponseEvent::Head(_)))));
+        p.set_max_body_bytes(u64::MAX);
+        assert!(matches!(p.next(), Some(Ok(ResponseEvent::Body(b"0123456789")))));
+        assert!(p.next().is_none());
+    }
+
+    #[test]
+    fn errors_are_final_until_reset() {
+        let mut p = ResponseParser::new(L);
+        p.push(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n");
+        assert!(matches!(p.next(), Some(Err(HttpError::BadContentLength))));
+        assert!(p.head().is_none(), "a head that failed was never reported");
+        p.push(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        assert!(p.next().is_none());
+        assert_eq!(p.buffered(), 0);
+        p.reset();
+        p.push(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        assert!(matches!(p.next(), Some(Ok(ResponseEvent::Head(_)))));
+        assert!(matches!(p.next(), Some(Ok(ResponseEvent::End { keep_alive: true }))));
+    }
+
+    #[test]
+    fn endless_stream_is_not_accumulated() {
+        let mut p = ResponseParser::new(lim(1024, u64::MAX));
+        p.push(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+        assert!(matches!(p.next(), Some(Ok(ResponseEvent::Head(_)))));
+        let mut total = 0;
+        for _ in 0..1000 {
+            p.push(b"400\r\n");
+            p.push(&[b'x'; 1024]);
+            p.push(b"\r\n");
+            while let Some(event) = p.next() {
+                match event {
+                    Ok(ResponseEvent::Body(b)) => total += b.len(),
+                    other => panic!("{other:?}"),
+                }
+            }
+            assert!(p.buffered() <= 2);
+        }
+        assert_eq!(total, 1024 * 1000);
+    }
+
+    #[test]
+    fn writes_a_post() {
+        let mut out = b"previous".to_vec();
+        let req = RequestHead {
+            method: "POST",
+            target: "/mcp?x=1",
+            host: "127.0.0.1:18201",
+            headers: &[
+                ("Content-Type", b"application/json"),
+                ("Accept", b"application/json, text/event-stream"),
+                ("MCP-Protocol-Version", b"2026-07-28"),
+            ],
+        };
+        write_request(&mut out, &req, b"{\"id\":1}").unwrap();
+        let expected = "previousPOST /mcp?x=1 HTTP/1.1\r\nHost: 127.0.0.1:18201\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nContent-Length: 8\r\n\r\n{\"id\":1}";
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
+    }
+
+    #[test]
+    fn request_size_is_computed_exactly() {
+        // `write_request` debug-asserts that what it wrote is what it reserved; cross the
+        // digit-count boundaries of Content-Length.
+        for n in [0, 1, 9, 10, 99, 100, 999, 1000, 12345] {
+            for method in ["POST", "GET", "DELETE"] {
+                let mut out = b"x".to_vec();
+                let body = vec![b'a'; n];
+                let headers: &[(&str, &[u8])] = &[("A", b"b"), ("Accept", b"")];
+                let req = RequestHead { method, target: "/", host: "h", headers };
+                write_request(&mut out, &req, &body).unwrap();
+                assert!(out.ends_with(&body));
+            }
+        }
+    }
+
+    #[test]
+    fn writes_get_and_post_lengths() {
+        let mut out = Vec::new();
+        let get = RequestHead { method: "GET", target: "/mcp", host: "[::1]:80", headers: &[] };
+        write_request(&mut out, &get, b"").unwrap();
+        assert_eq!(out, b"GET /mcp HTTP/1.1\r\nHost: [::1]:80\r\n\r\n");
+        out.clear();
+        let post = RequestHead { method: "POST", ..get };
+        write_request(&mut out, &post, b"").unwrap();
+        assert_eq!(out, b"POST /mcp HTTP/1.1\r\nHost: [::1]:80\r\nContent-Length: 0\r\n\r\n");
+    }
+
+    #[test]
+    fn refuses_injection_and_writes_nothing() {
+        let ok = RequestHead { method: "POST", target: "/mcp", host: "h:1", headers: &[] };
+        let cases: &[(RequestHead<'_>, RequestError)] = &[
+            (RequestHead { method: "PO ST", ..ok }, RequestError::BadMethod),
+            (RequestHead { method: "", ..ok }, RequestError::BadMethod),
+            (RequestHead { target: "mcp", ..ok }, RequestError::BadTarget),
+            (RequestHead { target: "/a b", ..ok }, RequestError::BadTarget),
+            (RequestHead { target: "/a\r\nX: y", ..ok }, RequestError::BadTarget),
+            (RequestHead { target: "/a#frag", ..ok }, RequestError::BadTarget),
+            (RequestHead { host: "", ..ok }, RequestError::BadHost),
+            (RequestHead { host: "h\r\nX: y", ..ok }, RequestError::BadHost),
+            (RequestHead { host: "user@h", ..ok }, RequestError::BadHost),
+            (
+                RequestHead { headers: &[("A", b"1"), ("B\r\nC", b"2")], ..ok },
+                RequestError::BadHeaderName(1),
+            ),
+            (RequestHead { headers: &[("A:", b"1")], ..ok }, RequestError::BadHeaderName(0)),
+            (RequestHead { headers: &[("", b"1")], ..ok }, RequestError::BadHeaderName(0)),
+            (
+                RequestHead { headers: &[("A", b"1\r\nX: y")], ..ok },
+                RequestError::BadHeaderValue(0),
+            ),
+            (RequestHead { headers: &[("A", b"1\nX: y")], ..ok }, RequestError::BadHeaderValue(0)),
+            (RequestHead { headers: &[("A", b"1\rX: y")], ..ok }, RequestError::BadHeaderValue(0)),
+            (RequestHead { headers: &[("A", b"1\0")], ..ok }, RequestError::BadHeaderValue(0)),
+            (
+                RequestHead { headers: &[("content-length", b"1")], ..ok },
+                RequestError::ReservedHeader(0),
+            ),
+            (
+                RequestHead { headers: &[("A", b""), ("HOST", b"x")], ..ok },
+                RequestError::ReservedHeader(1),
+            ),
+            (
+                RequestHead { headers: &[("Transfer-Encoding", b"chunked")], ..ok },
+                RequestError::ReservedHeader(0),
+            ),
+        ];
+        for (req, expected) in cases {
+            let mut out = b"kept".to_vec();
+            assert_eq!(write_request(&mut out, req, b"body"), Err(*expected), "{req:?}");
+            assert_eq!(out, b"kept");
+        }
+        let mut out = Vec::new();
+        let fine = RequestHead { headers: &[("Mcp-Name", b"=?base64?SGVsbG8=?=\t\x80")], ..ok };
+        assert_eq!(write_request(&mut out, &fine, b""), Ok(()));
+    }
+
+    fn bearer(
+        resource_metadata: Option<&str>,
+        scope: Option<&str>,
+        error: Option<&str>,
+        error_description: Option<&str>,
+    ) -> Option<BearerChallenge> {
+        Some(BearerChallenge {
+            resource_metadata: resource_metadata.map(String::from),
+            scope: scope.map(String::from),
+            error: error.map(String::from),
+            error_description: error_description.map(String::from),
+        })
+    }
+
+    #[test]
+    fn www_authenticate() {
+        let cases: &[(&[u8], Option<BearerChallenge>)] = &[
+            (
+                br#"Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource", scope="files:read files:write""#,
+                bearer(Some("https://mcp.example.com/.well-known/oauth-protected-resource"), Some("files:read files:write"), None, None),
+            ),
+            (
+                br#"Basic realm="a, b", error="not this one", Bearer error="insufficient_scope", scope="a b", error_description="need \"more\"""#,
+                bearer(None, Some("a b"), Some("insufficient_scope"), Some("need \"more\"")),
+            ),
+            (
+                b"bearer Resource_Metadata=https://x.example/prm ,SCOPE = read,error=invalid_token",
+                bearer(Some("https://x.example/prm"), Some("read"), Some("invalid_token"), None),
+            ),
+            (b"Bearer", bearer(None, None, None, None)),
+            (b"Bearer abc==, error=x", bearer(None, None, Some("x"), None)),
+            (br#"Bearer scope="first", scope="second""#, bearer(None, Some("first"), None, None)),
+            (br#"Bearer error="x", Basic error="y""#, bearer(None, None, Some("x"), None)),
+            (br#"Bearer ,,, =, "unterminated"#, bearer(None, None, None, None)),
+            (b"Bearer error=\"caf\xc3\xa9 \xff\"", bearer(None, None, Some("caf\u{e9} \u{fffd}"), None)),
+            (br#"Basic realm="x""#, None),
+            (b"", None),
+            (b"\"Bearer\" ==== ,, \xff", None),
+        ];
+        for (value, expected) in cases {
+            assert_eq!(
+                &parse_www_authenticate(value),
+                expected,
+                "{}",
+                String::from_utf8_lossy(value)
+            );
+        }
+    }
 }

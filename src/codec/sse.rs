@@ -14,7 +14,9 @@
 //! The parser is indifferent to how its input is chunked, bytes are decoded as UTF-8 (lossily)
 //! only once a line is complete, and memory is bounded: an event whose data grows past the
 //! cap yields one [`SseError::TooLarge`] and the rest of it is skipped without buffering,
-//! and no line longer than the cap is ever buffered.
+//! and no line longer than the cap is ever buffered. Other oversize lines (a huge `id`,
+//! `event` or comment) are dropped silently; `id` and `retry` lines inside a skipped event
+//! still count, so resuming does not replay an event that cannot be read.
 
 use std::fmt;
 
@@ -173,6 +175,7 @@ impl SseParser {
     }
 
     /// The next event or error, or `None` when more input is needed.
+    #[must_use = "an event left unread is lost"]
     pub fn next_event(&mut self) -> Option<Result<SseEvent<'_>, SseError>> {
         if self.fields.dispatched {
             self.fields.dispatched = false;
@@ -249,7 +252,7 @@ impl Fields {
         if line.is_empty() {
             return self.blank_line();
         }
-        if line[0] == b':' {
+        if line.first() == Some(&b':') {
             return FieldStep::Continue;
         }
         let (name, value) = match line.iter().position(|&b| b == b':') {
@@ -278,20 +281,17 @@ impl Fields {
                 self.event_type.clear();
                 push_lossy(&mut self.event_type, value);
             }
-            b"id" => {
-                if !value.contains(&0) {
-                    self.id_buf.clear();
-                    push_lossy(&mut self.id_buf, value);
-                }
+            // An ID holding NUL is ignored (it could not be sent back in a header).
+            b"id" if !value.contains(&0) => {
+                self.id_buf.clear();
+                push_lossy(&mut self.id_buf, value);
             }
-            b"retry" => {
-                if !value.is_empty() && value.iter().all(u8::is_ascii_digit) {
-                    // All digits but too many for a u64: the longest wait there is.
-                    let ms = value.iter().try_fold(0u64, |n, &d| {
-                        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-                    });
-                    self.retry = Some(ms.unwrap_or(u64::MAX));
-                }
+            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                // All digits but too many for a u64: the longest wait there is.
+                let ms = value
+                    .iter()
+                    .try_fold(0u64, |n, &d| n.checked_mul(10)?.checked_add(u64::from(d - b'0')));
+                self.retry = Some(ms.unwrap_or(u64::MAX));
             }
             _ => {}
         }
@@ -366,4 +366,239 @@ fn decoded_len(bytes: &[u8]) -> usize {
             c.valid().len() + replacement
         })
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq)]
+    enum Out {
+        Event {
+            event_type: String,
+            data: String,
+            id: Option<String>,
+        },
+        TooLarge,
+        /// After the input: `last_event_id()` and `retry_ms()`.
+        State(Option<String>, Option<u64>),
+    }
+
+    fn run(max: usize, chunks: &[&[u8]]) -> Vec<Out> {
+        let mut p = SseParser::new(max);
+        let mut out = Vec::new();
+        for c in chunks {
+            p.push(c);
+            while let Some(r) = p.next_event() {
+                out.push(match r {
+                    Ok(e) => {
+                        assert!(e.data.len() <= max);
+                        Out::Event {
+                            event_type: e.event_type.into(),
+                            data: e.data.into(),
+                            id: e.id.map(String::from),
+                        }
+                    }
+                    Err(SseError::TooLarge) => Out::TooLarge,
+                });
+            }
+            assert!(p.buffered() <= max + FIELD_SLACK, "parser holds more than a line");
+        }
+        out.push(Out::State(p.last_event_id().map(String::from), p.retry_ms()));
+        out
+    }
+
+    /// Each case: max event bytes, input, expected outputs (the last is the parser's state).
+    /// Every case is re-run split at every offset, at every pair of offsets (short inputs),
+    /// and byte by byte.
+    macro_rules! events {
+        ($($name:ident: $max:expr, $input:expr => [$($out:expr),* $(,)?];)*) => {$(
+            #[test]
+            fn $name() {
+                let input: &[u8] = $input;
+                let expected: Vec<Out> = vec![$($out),*];
+                assert_eq!(run($max, &[input]), expected, "one chunk");
+                for i in 0..=input.len() {
+                    assert_eq!(run($max, &[&input[..i], &input[i..]]), expected, "split at {i}");
+                    if input.len() > 200 {
+                        continue;
+                    }
+                    for j in i..=input.len() {
+                        let parts = [&input[..i], &input[i..j], &input[j..]];
+                        assert_eq!(run($max, &parts), expected, "split at {i},{j}");
+                    }
+                }
+                let bytes: Vec<&[u8]> = input.chunks(1).collect();
+                assert_eq!(run($max, &bytes), expected, "byte by byte");
+            }
+        )*};
+    }
+
+    fn ev(event_type: &str, data: &str, id: Option<&str>) -> Out {
+        Out::Event { event_type: event_type.into(), data: data.into(), id: id.map(String::from) }
+    }
+
+    fn msg(data: &str) -> Out {
+        ev("message", data, None)
+    }
+
+    fn state(id: Option<&str>, retry: Option<u64>) -> Out {
+        Out::State(id.map(String::from), retry)
+    }
+
+    const TOOLS_CALL: &[u8] =
+        include_bytes!("../../../shared/spec/examples/2026-sse-response-to-tools-call.txt");
+    const LISTEN: &[u8] =
+        include_bytes!("../../../shared/spec/examples/2026-sse-listen-stream.txt");
+    const WITH_IDS: &[u8] =
+        include_bytes!("../../../shared/spec/examples/2025-sse-post-stream-with-event-ids.txt");
+
+    events! {
+        single_event: 64, b"data: hello\n\n" => [msg("hello"), state(None, None)];
+        no_space_after_colon: 64, b"data:hello\n\n" => [msg("hello"), state(None, None)];
+        only_one_space_is_stripped: 64, b"data:  two\n\n" => [msg(" two"), state(None, None)];
+        event_type: 64, b"event: message\ndata: {}\n\nevent: custom\ndata: x\n\ndata: y\n\n"
+            => [msg("{}"), ev("custom", "x", None), msg("y"), state(None, None)];
+        multi_line_data: 64, b"data: a\ndata:\ndata: c\n\n" => [msg("a\n\nc"), state(None, None)];
+        crlf_line_ends: 64, b"event: e\r\ndata: a\r\ndata: b\r\n\r\n" => [ev("e", "a\nb", None), state(None, None)];
+        cr_line_ends: 64, b"event: e\rdata: a\rdata: b\r\rdata: c\r\r" => [ev("e", "a\nb", None), msg("c"), state(None, None)];
+        mixed_line_ends: 64, b"data: a\r\ndata: b\rdata: c\n\r\ndata: d\r\r\n"
+            => [msg("a\nb\nc"), msg("d"), state(None, None)];
+        cr_then_lf_is_one_line_end: 64, b"data: a\r\n\r\ndata: b\r\n\r\n" => [msg("a"), msg("b"), state(None, None)];
+        lf_cr_is_two_line_ends: 64, b"data: a\n\rdata: b\n\n" => [msg("a"), msg("b"), state(None, None)];
+        bom_is_skipped: 64, b"\xEF\xBB\xBFdata: a\n\n" => [msg("a"), state(None, None)];
+        bom_only_at_the_start: 64, b"\xEF\xBB\xBFdata: a\n\n\xEF\xBB\xBFdata: b\n\ndata: c\n\n"
+            => [msg("a"), msg("c"), state(None, None)];
+        partial_bom_is_data: 64, b"\xEF\xBBdata: a\n\ndata: b\n\n" => [msg("b"), state(None, None)];
+        second_bom_is_kept: 64, b"\xEF\xBB\xBF\xEF\xBB\xBFdata: a\n\ndata: b\n\n" => [msg("b"), state(None, None)];
+        comments_are_ignored: 64, b":\n: keepalive\n:data: no\ndata: yes\n: mid\n\n" => [msg("yes"), state(None, None)];
+        unknown_fields_are_ignored: 64, b"foo: bar\nDATA: no\ndata : no\nevent\ndata: yes\n\n"
+            => [msg("yes"), state(None, None)];
+        field_without_colon: 64, b"data\ndata\n\n" => [msg("\n"), state(None, None)];
+        empty_data_is_not_dispatched: 64, b"data:\n\nevent: e\n\ndata: x\n\n" => [msg("x"), state(None, None)];
+        id_persists: 64, b"id: 1\ndata: a\n\ndata: b\n\nid\ndata: c\n\n"
+            => [ev("message", "a", Some("1")), ev("message", "b", Some("1")), msg("c"), state(None, None)];
+        id_commits_at_blank_line: 64, b"id: 1\ndata: a\n\nid: 2\ndata: b"
+            => [ev("message", "a", Some("1")), state(Some("1"), None)];
+        id_with_nul_is_ignored: 64, b"id: 1\n\nid: 2\x003\ndata: a\n\n"
+            => [ev("message", "a", Some("1")), state(Some("1"), None)];
+        priming_event_sets_id: 64, b"id: p-0\ndata:\n\n" => [state(Some("p-0"), None)];
+        retry: 64, b"retry: 3000\n\nretry: 3x\n\nretry:\n\n" => [state(None, Some(3000))];
+        retry_overflow_saturates: 64, b"retry: 99999999999999999999999\n\n" => [state(None, Some(u64::MAX))];
+        retry_last_wins: 64, b"retry: 1\nretry: 2\n" => [state(None, Some(2))];
+        incomplete_event_is_not_dispatched: 64, b"data: a\n\ndata: b\n" => [msg("a"), state(None, None)];
+        utf8_passes_through: 64, "data: héllo 世界 🎉\n\n".as_bytes() => [msg("héllo 世界 🎉"), state(None, None)];
+        invalid_utf8_is_replaced: 64, b"data: a\xffb\xe4\xb8\n\n" => [msg("a\u{fffd}b\u{fffd}"), state(None, None)];
+        data_exactly_max: 4, b"data: abcd\n\n" => [msg("abcd"), state(None, None)];
+        joined_data_exactly_max: 4, b"data: ab\ndata: c\n\n" => [msg("ab\nc"), state(None, None)];
+        data_over_max: 4, b"data: abcde\n\ndata: ok\n\n" => [Out::TooLarge, msg("ok"), state(None, None)];
+        joined_data_over_max: 4, b"data: ab\ndata: cd\ndata: ef\n\ndata: ok\n\n"
+            => [Out::TooLarge, msg("ok"), state(None, None)];
+        replacement_counts_against_max: 4, b"data: \xff\xff\n\ndata: \xff\n\n"
+            => [Out::TooLarge, msg("\u{fffd}"), state(None, None)];
+        oversize_line_skips_event_but_keeps_id: 8,
+            b"id: 7\nevent: big\ndata: 0123456789012345678901234567890123456789\ndata: more\n\ndata: ok\n\n"
+            => [Out::TooLarge, ev("message", "ok", Some("7")), state(Some("7"), None)];
+        oversize_comment_is_silent: 8, b": 0123456789012345678901234567890123456789\ndata: ok\n\n"
+            => [msg("ok"), state(None, None)];
+        oversize_unknown_field_is_silent: 8, b"dataxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx: 1\ndata: ok\n\n"
+            => [msg("ok"), state(None, None)];
+        oversize_id_is_dropped: 8, b"id: 1\nid: 0123456789012345678901234567890123456789\ndata: ok\n\n"
+            => [ev("message", "ok", Some("1")), state(Some("1"), None)];
+        oversize_line_ended_by_cr_lf: 8, b"data: 0123456789012345678901234567890123456789\r\n\r\ndata: ok\r\n\r\n"
+            => [Out::TooLarge, msg("ok"), state(None, None)];
+        oversize_line_ended_by_cr: 8, b"data: 0123456789012345678901234567890123456789\r\rdata: ok\r\r"
+            => [Out::TooLarge, msg("ok"), state(None, None)];
+        two_oversize_events: 4, b"data: 123456\n\ndata: 123456\n\n" => [Out::TooLarge, Out::TooLarge, state(None, None)];
+        tools_call_example: 4096, TOOLS_CALL => [
+            msg(r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p-3","progress":1,"total":2,"message":"geocoding"}}"#),
+            msg(r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"warning","logger":"weather","data":"upstream slow"}}"#),
+            msg(r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p-3","progress":2,"total":2}}"#),
+            msg(r#"{"jsonrpc":"2.0","id":3,"result":{"resultType":"complete","content":[{"type":"text","text":"4.5 C, overcast"}],"structuredContent":{"tempC":4.5,"sky":"overcast"},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"example-server","version":"2.3.0"}}}}"#),
+            state(None, None),
+        ];
+        listen_example: 4096, LISTEN => [
+            msg(r#"{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"listen-1"},"notifications":{"toolsListChanged":true,"resourceSubscriptions":["file:///project/config.toml"]}}}"#),
+            msg(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"listen-1"}}}"#),
+            msg(r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"listen-1"},"uri":"file:///project/config.toml"}}"#),
+            msg(r#"{"jsonrpc":"2.0","id":"listen-1","result":{"resultType":"complete","_meta":{"io.modelcontextprotocol/subscriptionId":"listen-1","io.modelcontextprotocol/serverInfo":{"name":"example-server","version":"2.3.0"}}}}"#),
+            state(None, None),
+        ];
+        event_ids_example: 4096, WITH_IDS => [
+            ev("message", r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":12,"progress":0.5,"total":1.0}}"#, Some("s1-1")),
+            ev("message", r#"{"jsonrpc":"2.0","id":"srv-1","method":"elicitation/create","params":{"mode":"form","message":"Unit?","requestedSchema":{"type":"object","properties":{"unit":{"type":"string","enum":["C","F"]}},"required":["unit"]}}}"#, Some("s1-2")),
+            ev("message", r#"{"jsonrpc":"2.0","id":12,"result":{"content":[{"type":"text","text":"4.5 C, overcast"}],"isError":false}}"#, Some("s1-3")),
+            state(Some("s1-3"), Some(3000)),
+        ];
+        example_too_large_for_a_small_cap: 140, LISTEN => [
+            Out::TooLarge,
+            msg(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"listen-1"}}}"#),
+            Out::TooLarge,
+            Out::TooLarge,
+            state(None, None),
+        ];
+    }
+
+    #[test]
+    fn examples_with_crlf_and_cr_line_ends() {
+        for example in [TOOLS_CALL, LISTEN, WITH_IDS] {
+            let lf = run(4096, &[example]);
+            let text = std::str::from_utf8(example).unwrap();
+            for ending in ["\r\n", "\r"] {
+                let other = text.replace('\n', ending);
+                let bytes = other.as_bytes();
+                assert_eq!(run(4096, &[bytes]), lf);
+                for i in 0..=bytes.len() {
+                    assert_eq!(run(4096, &[&bytes[..i], &bytes[i..]]), lf, "split at {i}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn huge_line_is_not_buffered() {
+        let mut p = SseParser::new(16);
+        p.push(b"id: 9\ndata: {\"jsonrpc\":");
+        assert_eq!(p.next_event(), None);
+        for _ in 0..1000 {
+            p.push(&[b'x'; 1024]);
+            match p.next_event() {
+                None | Some(Err(SseError::TooLarge)) => {}
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(p.buffered(), 0);
+        }
+        p.push(b"}\ndata: more\n\ndata: ok\n\n");
+        assert_eq!(
+            p.next_event(),
+            Some(Ok(SseEvent { event_type: "message", data: "ok", id: Some("9") }))
+        );
+        assert_eq!(p.next_event(), None);
+    }
+
+    #[test]
+    fn too_large_is_reported_once_while_the_line_arrives() {
+        let mut p = SseParser::new(16);
+        p.push(b"data: 0123456789abcdefghij");
+        assert_eq!(p.next_event(), Some(Err(SseError::TooLarge)));
+        assert_eq!(p.next_event(), None);
+        p.push(b"klmnop\ndata: x\n");
+        assert_eq!(p.next_event(), None);
+        p.push(b"\n");
+        assert_eq!(p.next_event(), None);
+        p.push(b"data: y\n\n");
+        assert_eq!(p.next_event().map(|r| r.map(|e| e.data)), Some(Ok("y")));
+    }
+
+    #[test]
+    fn cr_at_the_end_of_a_push_dispatches_at_once() {
+        let mut p = SseParser::new(64);
+        p.push(b"data: a\r\r");
+        assert_eq!(p.next_event().map(|r| r.map(|e| e.data)), Some(Ok("a")));
+        p.push(b"\ndata: b\r");
+        assert_eq!(p.next_event(), None);
+        p.push(b"\n\r\n");
+        assert_eq!(p.next_event().map(|r| r.map(|e| e.data)), Some(Ok("b")));
+        assert_eq!(p.next_event(), None);
+    }
 }

@@ -881,6 +881,10 @@ impl HttpDriver {
     ) -> io::Result<bool> {
         loop {
             let Some(c) = self.conns.get_mut(k) else { return Ok(true) };
+            if c.mode == BodyMode::Sse && c.status != 0 {
+                // An event stream is endless by design; each event has its own cap instead.
+                c.parser.set_max_body_bytes(u64::MAX);
+            }
             let Some(ev) = c.parser.next() else { return Ok(false) };
             let Some(i) = c.exchange else {
                 // Bytes nobody asked for: the connection is out of step; close it.
