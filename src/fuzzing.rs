@@ -212,6 +212,34 @@ pub fn sse(data: &[u8]) {
 }
 
 #[cfg(test)]
+mod engine_ops_tests {
+    #[test]
+    fn engine_ops_seeds_hold_the_invariants() {
+        for seed in [
+            &include_bytes!("../fuzz/corpus/engine_ops/seed1")[..],
+            include_bytes!("../fuzz/corpus/engine_ops/seed2"),
+        ] {
+            super::engine_ops(seed);
+        }
+        // A long pseudo-random run as a smoke test of the same invariants.
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for round in 0..200 {
+            let data: Vec<u8> = (0..256)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x >> 24) as u8
+                })
+                .collect();
+            let mut d = data;
+            d[0] = round as u8;
+            super::engine_ops(&d);
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     #[test]
     fn fuzz_entry_points_accept_seeds() {
@@ -223,5 +251,164 @@ mod tests {
         super::http_response(b"\x01\x01\x03\x00HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\nshort");
         super::sse(b"\xff\x03\x00\xEF\xBB\xBFid: 1\r\nretry: 10\r\rdata: a\rdata: b\n\n: c\n\nevent: e\ndata: x\n\n");
         super::sse(b"\x01\x02\x00data: 0123456789\n\ndata: ok\n\n");
+    }
+}
+
+/// Drives one engine with an arbitrary sequence of operations (calls, cancels, replies with
+/// real or forged ids, errors, time jumps, transport loss and reopening, HTTP exchange
+/// failures) and checks the invariants: no panic, the pending table within its capacity, no
+/// deadline left in the past after `handle_timeout`, and every call ending in exactly one
+/// terminal event by the time the engine is closed.
+pub fn engine_ops(data: &[u8]) {
+    use std::collections::HashMap;
+    use std::time::{Duration, Instant};
+
+    use crate::engine::{
+        CallOptions, Engine, Event, ExchangeFailure, Idempotency, TransmitKind, TransportEvent,
+        TransportKind,
+    };
+    use crate::error::{ProcessExit, TransportError};
+    use crate::proto::jsonrpc::WireId;
+
+    let mut bytes = data.iter().copied();
+    let http = bytes.next().is_some_and(|b| b & 1 == 1);
+    let config = crate::Config {
+        max_pending: 16,
+        max_in_flight: 4,
+        max_queued: 8,
+        ..crate::Config::default()
+    };
+    let capacity = config.max_pending;
+    let mut now = Instant::now();
+    let Ok(mut engine) = Engine::new(config, now) else { return };
+    let kind = if http { TransportKind::Http } else { TransportKind::Stdio };
+    engine.handle_transport(now, TransportEvent::opened_as(kind));
+    let mut calls = Vec::new();
+    let mut ends: HashMap<u64, u32> = HashMap::new();
+    let mut sent: Vec<WireId> = Vec::new();
+    let mut buf = Vec::new();
+    let args: &serde_json::value::RawValue = serde_json::from_str("{}").expect("literal");
+
+    let drain = |engine: &mut Engine,
+                 now: Instant,
+                 sent: &mut Vec<WireId>,
+                 buf: &mut Vec<u8>,
+                 ends: &mut HashMap<u64, u32>| {
+        loop {
+            buf.clear();
+            let Some(t) = engine.poll_transmit(now, buf) else { break };
+            assert_eq!(t.len, buf.len());
+            if let TransmitKind::Request { id, .. } = t.kind {
+                sent.push(id);
+                if sent.len() > 64 {
+                    sent.remove(0);
+                }
+            }
+        }
+        while let Some(e) = engine.poll_event() {
+            if let Event::CallDone { call, .. } | Event::CallFailed { call, .. } = e {
+                *ends.entry(call.get()).or_default() += 1;
+            }
+        }
+    };
+
+    while let Some(op) = bytes.next() {
+        let arg = bytes.next().unwrap_or(0);
+        match op % 11 {
+            0 => {
+                let class = [
+                    Idempotency::Read,
+                    Idempotency::Idempotent,
+                    Idempotency::Keyed,
+                    Idempotency::Unknown,
+                ][arg as usize % 4];
+                let opts = CallOptions {
+                    idempotency: Some(class),
+                    progress: arg & 4 != 0,
+                    ..CallOptions::default()
+                };
+                if let Ok(c) = engine.call_tool(now, "t", args, &opts) {
+                    calls.push(c);
+                }
+            }
+            1 => {
+                if let Some(c) = calls.get(arg as usize % calls.len().max(1)) {
+                    let _ = engine.cancel(now, *c);
+                }
+            }
+            2 | 3 => {
+                if let Some(id) = sent.get(arg as usize % sent.len().max(1)) {
+                    let frame = if op % 11 == 2 {
+                        format!(
+                            r#"{{"jsonrpc":"2.0","id":{},"result":{{"content":[]}}}}"#,
+                            id.get()
+                        )
+                    } else {
+                        format!(
+                            r#"{{"jsonrpc":"2.0","id":{},"error":{{"code":-32603,"message":"x"}}}}"#,
+                            id.get()
+                        )
+                    };
+                    engine.handle_message(now, frame.as_bytes());
+                }
+            }
+            4 => {
+                let forged = u64::from(arg) << 20 | u64::from(bytes.next().unwrap_or(0));
+                let frame = format!(r#"{{"jsonrpc":"2.0","id":{forged},"result":{{}}}}"#);
+                engine.handle_message(now, frame.as_bytes());
+            }
+            5 => {
+                now += Duration::from_millis(u64::from(arg) * 50);
+                engine.handle_timeout(now);
+                if let Some(t) = engine.poll_timeout() {
+                    assert!(t > now, "a deadline was left in the past");
+                }
+            }
+            6 => {
+                let exit = ProcessExit { code: Some(1), signal: None, stderr_tail: "".into() };
+                engine.handle_transport(
+                    now,
+                    TransportEvent::closed(TransportError::ProcessExit(exit)),
+                );
+            }
+            7 => {
+                if engine.wants_transport() {
+                    engine.handle_transport(now, TransportEvent::opened_as(kind));
+                }
+            }
+            8 => {
+                if let Some(id) = sent.get(arg as usize % sent.len().max(1)) {
+                    let failure = if arg & 1 == 0 {
+                        ExchangeFailure::Transport(TransportError::ConnectionLost)
+                    } else {
+                        ExchangeFailure::Transport(TransportError::HttpStatus(400 + u16::from(arg)))
+                    };
+                    engine.handle_transport(now, TransportEvent::exchange_failed(*id, failure));
+                }
+            }
+            9 => {
+                // The probe or handshake answered, so calls can flow.
+                if let Some(id) = sent.first() {
+                    let frame = format!(
+                        r#"{{"jsonrpc":"2.0","id":{},"result":{{"supportedVersions":["2026-07-28"],"protocolVersion":"2025-11-25"}}}}"#,
+                        id.get()
+                    );
+                    engine.handle_message(now, frame.as_bytes());
+                }
+            }
+            _ => {
+                let mut junk = vec![arg];
+                junk.extend(bytes.by_ref().take(arg as usize % 32));
+                engine.handle_message(now, &junk);
+            }
+        }
+        drain(&mut engine, now, &mut sent, &mut buf, &mut ends);
+        assert!(engine.pending() <= capacity, "pending beyond capacity");
+    }
+    engine.close(now);
+    drain(&mut engine, now, &mut sent, &mut buf, &mut ends);
+    assert_eq!(engine.pending(), 0, "close leaves nothing pending");
+    for c in &calls {
+        assert_eq!(ends.get(&c.get()).copied().unwrap_or(0), 1, "call {c} must end exactly once");
     }
 }

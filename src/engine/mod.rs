@@ -778,9 +778,10 @@ impl Engine {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = self.now.max(now);
         self.resilience_timeout(now);
-        if let (Some(at), Phase::Probing { version }) = (self.reprobe_at, self.phase) {
-            if at <= now {
-                self.reprobe_at = None;
+        if self.reprobe_at.is_some_and(|at| at <= now) {
+            self.reprobe_at = None;
+            // Only a probe still waiting to be retried is sent; a later phase ignores the timer.
+            if let Phase::Probing { version } = self.phase {
                 self.start_probe(now, version);
             }
         }
