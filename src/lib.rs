@@ -42,8 +42,10 @@ pub mod driver;
 pub mod host;
 
 pub use config::Config;
+pub use config::RestartPolicy;
 pub use engine::{
-    CallId, CallOptions, CallResult, Engine, Event, ListKind, ServerState, Stats, Transmit,
+    BreakerPolicy, BreakerState, CallId, CallOptions, CallRecord, CallResult, Engine, Event,
+    Idempotency, ListKind, OperationClass, RetryPolicy, ServerState, Stats, Transmit, TransmitKind,
     TransportEvent,
 };
 pub use error::{

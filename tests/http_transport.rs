@@ -336,3 +336,21 @@ fn x_mcp_header_arguments_become_mcp_param_headers_and_bad_tools_are_dropped() {
     assert_eq!(call.header("mcp-name"), Some("get_weather"));
     assert_eq!(call.header("mcp-method"), Some("tools/call"));
 }
+
+#[test]
+fn a_failed_instance_rotates_to_an_alternate_and_a_retried_read_lands_there() {
+    let good = MiniServer::start(None, mcp_answer);
+    let dead_port = common::free_port();
+    let mut host = Host::new().unwrap();
+    let mut opts = HttpOptions::new(format!("http://127.0.0.1:{dead_port}/mcp"));
+    opts.alternates = vec![good.url("http", "127.0.0.1")];
+    let id = add(&mut host, opts);
+    assert!(matches!(
+        host.wait_ready(id, Duration::from_secs(10)).unwrap(),
+        ServerState::Ready(..)
+    ));
+    let o = CallOptions { idempotency: Some(mcpoll::Idempotency::Read), ..CallOptions::default() };
+    let r = host.call_tool_blocking(id, "echo", &raw(r#"{"text":"elsewhere"}"#), &o).unwrap();
+    assert!(r.json.contains("elsewhere"));
+    assert!(good.requests().len() >= 2, "the probe and the call went to the alternate");
+}

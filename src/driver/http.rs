@@ -78,6 +78,10 @@ pub struct HttpOptions {
     pub connect_timeout: Duration,
     /// Largest response head accepted.
     pub max_head_bytes: usize,
+    /// More instances of the same stateless (2026-07-28) server, e.g. behind no load balancer:
+    /// after a connection to one fails, new connections go to the next, so a retried call lands
+    /// elsewhere. Legacy servers keep sessions on one instance and never rotate.
+    pub alternates: Vec<String>,
 }
 
 impl HttpOptions {
@@ -93,6 +97,7 @@ impl HttpOptions {
             idle_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
             max_head_bytes: 16 * 1024,
+            alternates: Vec::new(),
         }
     }
 
@@ -221,9 +226,20 @@ const TOKEN_CONNS: usize = 128;
 /// Tokens an HTTP driver uses, from its base token.
 pub const TOKENS_PER_DRIVER: usize = TOKEN_CONNS;
 
+/// One instance of the server: where it is and how to reach it.
+#[derive(Debug, Clone)]
+struct Instance {
+    url: HttpUrl,
+    host_header: String,
+    proxy: Option<HttpUrl>,
+    addrs: Vec<SocketAddr>,
+}
+
 /// Drives one Streamable HTTP server for one [`Engine`].
 #[derive(Debug)]
 pub struct HttpDriver {
+    /// The other instances, when the host named alternates; rotated in on connection failure.
+    standby: VecDeque<Instance>,
     url: HttpUrl,
     host_header: String,
     proxy: Option<HttpUrl>,
@@ -280,6 +296,7 @@ impl HttpDriver {
         let mut tokens = opts.token_provider;
         let token = tokens.as_mut().and_then(|t| t.token());
         let mut driver = Self {
+            standby: VecDeque::new(),
             host_header: url.host_header(),
             url,
             proxy,
@@ -310,6 +327,20 @@ impl HttpDriver {
             read_buf: vec![0; 64 * 1024].into_boxed_slice(),
         };
         driver.resolve().map_err(HttpSetupError::Resolve)?;
+        for alt in &opts.alternates {
+            let url = HttpUrl::parse(alt).map_err(HttpSetupError::Url)?;
+            let proxy = proxy_for(&url, &opts.proxy).map_err(HttpSetupError::Url)?;
+            let (host, port) =
+                proxy.as_ref().map_or((url.host.as_str(), url.port), |p| (p.host.as_str(), p.port));
+            let addrs: Vec<SocketAddr> =
+                (host, port).to_socket_addrs().map_err(HttpSetupError::Resolve)?.collect();
+            driver.standby.push_back(Instance {
+                host_header: url.host_header(),
+                url,
+                proxy,
+                addrs,
+            });
+        }
         engine.handle_transport(now, TransportEvent::opened_as(TransportKind::Http));
         Ok(driver)
     }
@@ -1105,8 +1136,31 @@ impl HttpDriver {
         } else {
             TransportError::ConnectionLost
         };
+        if !matches!(error, TransportError::Tls(_)) && engine.era() != Some(Era::Legacy) {
+            self.rotate_instance(registry);
+        }
         log::debug!("HTTP connection failed: {e}");
         self.drop_conn(registry, engine, now, k, Some(error));
+    }
+
+    /// Moves new connections to the next instance (stateless servers only). Idle connections
+    /// to the old one are closed; connections in use finish where they are.
+    fn rotate_instance(&mut self, registry: &Registry) {
+        let Some(next) = self.standby.pop_front() else { return };
+        log::debug!("switching to instance {}", next.url.host_header());
+        let current = Instance {
+            url: std::mem::replace(&mut self.url, next.url),
+            host_header: std::mem::replace(&mut self.host_header, next.host_header),
+            proxy: std::mem::replace(&mut self.proxy, next.proxy),
+            addrs: std::mem::replace(&mut self.addrs, next.addrs),
+        };
+        self.next_addr = 0;
+        self.standby.push_back(current);
+        let idle: SmallVec<[usize; 8]> =
+            self.conns.iter().filter(|(_, c)| c.exchange.is_none()).map(|(k, _)| k).collect();
+        for k in idle {
+            self.close_quietly(registry, k);
+        }
     }
 
     /// Removes a connection; its exchange (if any) fails with `failure`.
