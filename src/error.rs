@@ -9,8 +9,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-use serde_json::value::RawValue;
-
 /// Why a call ended without a result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -97,8 +95,12 @@ impl RpcError {
     /// -32022: the protocol version named in `_meta` is not supported (2026-07-28).
     pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
-    pub(crate) fn from_raw(code: i64, message: &str, data: Option<&RawValue>) -> Self {
-        Self { code, message: message.into(), data: data.map(|d| d.get().into()) }
+    pub(crate) fn from_raw(
+        code: i64,
+        message: &str,
+        data: Option<crate::proto::json::RawJson<'_>>,
+    ) -> Self {
+        Self { code, message: message.into(), data: data.map(|d| d.text().into()) }
     }
 
     /// A snake_case name for the code, for scripts and logs.

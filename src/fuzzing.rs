@@ -51,13 +51,13 @@ pub fn jsonrpc_decode(data: &[u8]) {
     let Ok(message) = decode(data) else { return };
     let reencoded = match &message {
         Message::Request { id, method, params } => serde_json::json!({
-            "jsonrpc": "2.0", "id": to_value(id), "method": method, "params": params.map(to_value),
+            "jsonrpc": "2.0", "id": to_value(*id), "method": method, "params": params.map(to_value),
         }),
         Message::Notification { method, params } => serde_json::json!({
             "jsonrpc": "2.0", "method": method, "params": params.map(to_value),
         }),
         Message::Result { id, result } => serde_json::json!({
-            "jsonrpc": "2.0", "id": to_value(id), "result": to_value(result),
+            "jsonrpc": "2.0", "id": to_value(*id), "result": to_value(*result),
         }),
         Message::Error { id, error } => serde_json::json!({
             "jsonrpc": "2.0", "id": id.map(to_value),
@@ -69,8 +69,8 @@ pub fn jsonrpc_decode(data: &[u8]) {
     assert_eq!(kind(&message), kind(&again));
 }
 
-fn to_value(raw: &serde_json::value::RawValue) -> serde_json::Value {
-    serde_json::from_str(raw.get()).unwrap_or(serde_json::Value::Null)
+fn to_value(raw: crate::proto::json::RawJson<'_>) -> serde_json::Value {
+    serde_json::from_str(raw.text()).unwrap_or(serde_json::Value::Null)
 }
 
 fn kind(m: &Message<'_>) -> (u8, String) {

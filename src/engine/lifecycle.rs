@@ -4,10 +4,10 @@
 //! version in common means modern; any other error, a probe timeout or the process dying on
 //! the probe means legacy. The fallback never depends on one particular error code.
 
-use serde_json::value::RawValue;
+use smallvec::SmallVec;
 
 use crate::error::RpcError;
-use crate::proto::mcp::{DiscoverHead, InitializeHead, UnsupportedVersionData};
+use crate::proto::json::RawJson;
 use crate::proto::version::{pick_common, Era, ProtocolVersion, LEGACY_VERSIONS, MODERN_VERSIONS};
 
 /// Where the engine is in its life.
@@ -86,15 +86,13 @@ pub(crate) enum ProbeVerdict {
 }
 
 /// Classifies a `server/discover` result.
-pub(crate) fn probe_result(result: &RawValue, asked: ProtocolVersion) -> ProbeVerdict {
-    let Ok(head) = serde_json::from_str::<DiscoverHead<'_>>(result.get()) else {
-        return ProbeVerdict::Legacy;
-    };
-    if head.supported_versions.is_empty() {
+pub(crate) fn probe_result(result: RawJson<'_>, asked: ProtocolVersion) -> ProbeVerdict {
+    let supported = strings(result.get("supportedVersions"));
+    if supported.is_empty() {
         // Not a DiscoverResult: whatever answered is no modern server.
         return ProbeVerdict::Legacy;
     }
-    let offered = head.supported_versions.iter().map(|v| v.as_ref());
+    let offered = supported.iter().map(|v| v.as_ref());
     match pick_common(offered) {
         Some(v) if v == asked => ProbeVerdict::Modern(v),
         Some(v) if v.era() == Era::Modern => ProbeVerdict::Reprobe(v),
@@ -107,18 +105,17 @@ pub(crate) fn probe_result(result: &RawValue, asked: ProtocolVersion) -> ProbeVe
 /// evidence of a modern server (the TS SDK's conservatism, PROTOCOL.md U4).
 pub(crate) fn probe_error(
     code: i64,
-    data: Option<&RawValue>,
+    data: Option<RawJson<'_>>,
     asked: ProtocolVersion,
 ) -> ProbeVerdict {
     if code != RpcError::UNSUPPORTED_PROTOCOL_VERSION {
         return ProbeVerdict::Legacy;
     }
-    let supported =
-        data.and_then(|d| serde_json::from_str::<UnsupportedVersionData<'_>>(d.get()).ok());
-    let Some(supported) = supported.filter(|s| !s.supported.is_empty()) else {
+    let supported = strings(data.and_then(|d| d.get("supported")));
+    if supported.is_empty() {
         return ProbeVerdict::Legacy;
-    };
-    let offered = supported.supported.iter().map(|v| v.as_ref());
+    }
+    let offered = supported.iter().map(|v| v.as_ref());
     match pick_common(offered) {
         Some(v) if v.era() == Era::Modern && v != asked => ProbeVerdict::Reprobe(v),
         // The server refused the version it now offers: re-asking would loop.
@@ -130,10 +127,15 @@ pub(crate) fn probe_error(
 }
 
 /// The version an `initialize` result settles on, if mcpoll speaks it.
-pub(crate) fn handshake_result(result: &RawValue) -> Option<ProtocolVersion> {
-    let head = serde_json::from_str::<InitializeHead<'_>>(result.get()).ok()?;
-    let v = ProtocolVersion::known(head.protocol_version.as_deref()?)?;
+pub(crate) fn handshake_result(result: RawJson<'_>) -> Option<ProtocolVersion> {
+    let version = result.get("protocolVersion")?.as_str()?;
+    let v = ProtocolVersion::known(&version)?;
     (v.era() == Era::Legacy).then_some(v)
+}
+
+/// The strings of a JSON array (non-strings skipped); empty for anything else.
+fn strings(v: Option<RawJson<'_>>) -> SmallVec<[std::borrow::Cow<'_, str>; 4]> {
+    v.map(|a| a.elements().filter_map(RawJson::as_str).collect()).unwrap_or_default()
 }
 
 /// The version string the probe starts with.
@@ -146,8 +148,8 @@ pub(crate) fn first_probe_version() -> ProtocolVersion {
 mod tests {
     use super::*;
 
-    fn raw(s: &str) -> &RawValue {
-        serde_json::from_str(s).unwrap()
+    fn raw(s: &str) -> RawJson<'_> {
+        crate::proto::json::parse(s.as_bytes()).unwrap()
     }
 
     const M: ProtocolVersion = ProtocolVersion::MODERN;

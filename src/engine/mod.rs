@@ -40,9 +40,10 @@ use crate::config::Config;
 use crate::error::{
     CallError, CancelError, ConfigError, LocalError, RequestError, RpcError, TransportError,
 };
+use crate::proto::json::{self, Kind, RawJson};
 pub use crate::proto::jsonrpc::WireId;
 use crate::proto::jsonrpc::{self, write_json_str, write_u64, Message};
-use crate::proto::mcp::{self, notify, ListenNotice, Method, ResultHead, SubscriptionFilter};
+use crate::proto::mcp::{self, notify, Method, ResultType, SubscriptionFilter};
 use crate::proto::meta::{write_call_meta, StaticMeta, TraceContext};
 use crate::proto::version::{Era, EraPreference, ProtocolVersion};
 use events::EventQueue;
@@ -748,7 +749,7 @@ impl Engine {
             self.stats.frames_in += 1;
             let rpc = RpcError::from_raw(error.code, &error.message, error.data);
             let id_text = itoa_buf(to);
-            if let Ok(id) = serde_json::from_str::<&RawValue>(id_text.as_str()) {
+            if let Ok(id) = json::parse(id_text.as_str().as_bytes()) {
                 self.on_error(now, id, rpc, error.data);
             }
             return;
@@ -1015,7 +1016,7 @@ impl Engine {
         self.lifecycle_send = None;
     }
 
-    fn on_lifecycle_result(&mut self, now: Instant, owner: Owner, result: &RawValue) {
+    fn on_lifecycle_result(&mut self, now: Instant, owner: Owner, result: RawJson<'_>) {
         match (owner, self.phase) {
             (Owner::Probe, Phase::Probing { version }) => {
                 let verdict = lifecycle::probe_result(result, version);
@@ -1025,7 +1026,7 @@ impl Engine {
                 Some(version) => {
                     self.drop_lifecycle_request();
                     self.server_info.clear();
-                    self.server_info.push_str(result.get());
+                    self.server_info.push_str(result.text());
                     self.push_control(Control::Initialized);
                     self.become_ready(version);
                 }
@@ -1043,7 +1044,7 @@ impl Engine {
         now: Instant,
         owner: Owner,
         error: RpcError,
-        data: Option<&RawValue>,
+        data: Option<RawJson<'_>>,
     ) {
         match (owner, self.phase) {
             (Owner::Probe, Phase::Probing { version }) => {
@@ -1057,14 +1058,14 @@ impl Engine {
         }
     }
 
-    fn apply_verdict(&mut self, now: Instant, verdict: ProbeVerdict, result: Option<&RawValue>) {
+    fn apply_verdict(&mut self, now: Instant, verdict: ProbeVerdict, result: Option<RawJson<'_>>) {
         let modern_only = self.config.era == EraPreference::ModernOnly;
         match verdict {
             ProbeVerdict::Modern(version) => {
                 self.drop_lifecycle_request();
                 if let Some(r) = result {
                     self.server_info.clear();
-                    self.server_info.push_str(r.get());
+                    self.server_info.push_str(r.text());
                 }
                 self.become_ready(version);
             }
@@ -1129,7 +1130,7 @@ impl Engine {
         }
     }
 
-    fn resolve(&mut self, id: &RawValue) -> Option<(usize, Owner)> {
+    fn resolve(&mut self, id: RawJson<'_>) -> Option<(usize, Owner)> {
         let lookup = WireId::parse(id).map_or(Lookup::Unknown, |w| self.requests.lookup(w));
         match lookup {
             Lookup::Pending(slot) => self.requests.get(slot).map(|p| (slot, p.owner)),
@@ -1143,13 +1144,13 @@ impl Engine {
             }
             Lookup::Unknown => {
                 self.stats.unknown_ids += 1;
-                log::debug!("reply with an id mcpoll never issued: {}", id.get());
+                log::debug!("reply with an id mcpoll never issued: {}", id.text());
                 None
             }
         }
     }
 
-    fn on_result(&mut self, now: Instant, id: &RawValue, result: &RawValue) {
+    fn on_result(&mut self, now: Instant, id: RawJson<'_>, result: RawJson<'_>) {
         let Some((slot, owner)) = self.resolve(id) else {
             return;
         };
@@ -1162,34 +1163,38 @@ impl Engine {
         if let Some(key) = method.list_key() {
             return self.on_page(slot, key, result);
         }
-        let head = serde_json::from_str::<ResultHead<'_>>(result.get());
-        let outcome =
-            match head.ok().and_then(|h| h.result_type().map(|t| (t, h.is_error.unwrap_or(false))))
-            {
-                Some((result_type, is_error)) => {
-                    Outcome::Done { json: result.get().as_bytes(), result_type, is_error }
-                }
-                None => Outcome::Failed(CallError::Local(LocalError::InvalidResult)),
-            };
+        let outcome = match mcp::result_type(result) {
+            Some(result_type) => {
+                let is_error = result.get("isError").and_then(RawJson::as_bool).unwrap_or(false);
+                Outcome::Done { json: result.text().as_bytes(), result_type, is_error }
+            }
+            None => Outcome::Failed(CallError::Local(LocalError::InvalidResult)),
+        };
         self.finish(slot, Ended::Answered, outcome);
     }
 
     /// One page of a listing: gather its items, then ask for the next page or finish.
-    fn on_page(&mut self, slot: usize, key: &str, result: &RawValue) {
+    fn on_page(&mut self, slot: usize, key: &str, result: RawJson<'_>) {
         let fail = |this: &mut Self, e: LocalError| {
             this.finish(slot, Ended::Answered, Outcome::Failed(CallError::Local(e)));
         };
-        let Ok(page) = serde_json::from_str::<mcp::Page<'_>>(result.get()) else {
-            return fail(self, LocalError::InvalidResult);
-        };
-        if !matches!(page.result_type.as_deref(), None | Some("complete")) {
+        if result.kind() != Kind::Object || mcp::result_type(result) != Some(ResultType::Complete) {
             return fail(self, LocalError::InvalidResult);
         }
-        let items = mcp::page_items(result, key).map(|a| a.get().trim());
-        let inner = match items {
-            Some(a) if a.starts_with('[') && a.ends_with(']') => a[1..a.len() - 1].trim(),
+        let inner = match result.get(key) {
+            Some(a) if a.kind() == Kind::Array => {
+                let t = a.text();
+                t.get(1..t.len() - 1).unwrap_or_default().trim()
+            }
             Some(_) => return fail(self, LocalError::InvalidResult),
             None => "",
+        };
+        // `nextCursor: null` is taken as absent, like a missing member.
+        let next_cursor = result.get("nextCursor").filter(|c| !c.is_null());
+        let next_cursor = match next_cursor.map(RawJson::as_str) {
+            Some(None) => return fail(self, LocalError::InvalidResult),
+            Some(Some(c)) => Some(c),
+            None => None,
         };
         let bufs = self.requests.bufs_mut(slot);
         if !inner.is_empty() {
@@ -1198,7 +1203,7 @@ impl Engine {
             }
             bufs.items.extend_from_slice(inner.as_bytes());
         }
-        let Some(cursor) = page.next_cursor else {
+        let Some(cursor) = next_cursor else {
             // The last page: an empty cursor is a valid cursor, only absence ends the list.
             let mut items = std::mem::take(&mut self.requests.bufs_mut(slot).items);
             if key == "tools" {
@@ -1235,7 +1240,13 @@ impl Engine {
         }
     }
 
-    fn on_error(&mut self, now: Instant, id: &RawValue, error: RpcError, data: Option<&RawValue>) {
+    fn on_error(
+        &mut self,
+        now: Instant,
+        id: RawJson<'_>,
+        error: RpcError,
+        data: Option<RawJson<'_>>,
+    ) {
         let Some((slot, owner)) = self.resolve(id) else {
             return;
         };
@@ -1247,27 +1258,21 @@ impl Engine {
 
     /// Legacy servers send requests: `ping` is answered with `{}`, anything else with -32601
     /// (this client declares no capabilities that would invite them).
-    fn on_server_request(&mut self, id: &RawValue, method: &str) {
+    fn on_server_request(&mut self, id: RawJson<'_>, method: &str) {
         self.stats.server_requests += 1;
-        let id = SmallVec::from_slice(id.get().as_bytes());
+        let id = SmallVec::from_slice(id.text().as_bytes());
         self.push_control(Control::Reply { id, ok: method == "ping" });
     }
 
-    fn on_notification(&mut self, method: &str, params: Option<&RawValue>) {
+    fn on_notification(&mut self, method: &str, params: Option<RawJson<'_>>) {
         match method {
             notify::PROGRESS => self.on_progress(params),
             notify::TOOLS_CHANGED => self.events.list_changed(ListKind::Tools),
             notify::PROMPTS_CHANGED => self.events.list_changed(ListKind::Prompts),
             notify::RESOURCES_CHANGED => self.events.list_changed(ListKind::Resources),
             notify::RESOURCE_UPDATED => {
-                #[derive(serde::Deserialize)]
-                struct Uri<'a> {
-                    #[serde(borrow)]
-                    uri: std::borrow::Cow<'a, str>,
-                }
-                if let Some(u) = params.and_then(|p| serde_json::from_str::<Uri<'_>>(p.get()).ok())
-                {
-                    self.events.resource_updated(&u.uri);
+                if let Some(uri) = params.and_then(|p| p.get("uri")).and_then(RawJson::as_str) {
+                    self.events.resource_updated(&uri);
                 }
             }
             notify::ACKNOWLEDGED => self.on_acknowledged(params),
@@ -1278,47 +1283,42 @@ impl Engine {
     }
 
     /// The pending listen call a subscription id (its wire id) names.
-    fn listen_slot(&self, id: Option<&RawValue>) -> Option<usize> {
+    fn listen_slot(&self, id: Option<RawJson<'_>>) -> Option<usize> {
         let id = WireId::parse(id?)?;
         let Lookup::Pending(slot) = self.requests.lookup(id) else { return None };
         (self.requests.get(slot)?.method == Method::Listen).then_some(slot)
     }
 
-    fn on_acknowledged(&mut self, params: Option<&RawValue>) {
-        let Some(n) = params.and_then(|p| serde_json::from_str::<ListenNotice<'_>>(p.get()).ok())
-        else {
-            return;
-        };
-        let id = n.meta.and_then(|m| m.subscription_id);
+    fn on_acknowledged(&mut self, params: Option<RawJson<'_>>) {
+        let Some(params) = params else { return };
+        let id = params.get("_meta").and_then(|m| m.get("io.modelcontextprotocol/subscriptionId"));
         let Some(slot) = self.listen_slot(id) else { return };
         if let Some(call) = self.requests.call_id(slot) {
-            self.events.subscribed(call, n.notifications.map_or("{}", |r| r.get()));
+            let honoured = params.get("notifications").map_or("{}", RawJson::text);
+            self.events.subscribed(call, honoured);
         }
     }
 
     /// On stdio a server ends a subscription with `notifications/cancelled` naming the listen
     /// request (PROTOCOL.md §2.9, U3): the first of that and the graceful result ends it.
-    fn on_server_cancelled(&mut self, params: Option<&RawValue>) {
-        let Some(n) = params.and_then(|p| serde_json::from_str::<ListenNotice<'_>>(p.get()).ok())
-        else {
-            return;
-        };
-        let Some(slot) = self.listen_slot(n.request_id) else { return };
+    fn on_server_cancelled(&mut self, params: Option<RawJson<'_>>) {
+        let Some(slot) = self.listen_slot(params.and_then(|p| p.get("requestId"))) else { return };
         let e = CallError::Transport(TransportError::ClosedByServer);
         self.finish(slot, Ended::Answered, Outcome::Failed(e));
     }
 
-    fn on_progress(&mut self, params: Option<&RawValue>) {
-        let Some(p) =
-            params.and_then(|p| serde_json::from_str::<mcp::ProgressParams<'_>>(p.get()).ok())
-        else {
+    fn on_progress(&mut self, params: Option<RawJson<'_>>) {
+        let Some(p) = params.filter(|p| p.kind() == Kind::Object) else {
             self.stats.invalid_frames += 1;
             return;
         };
         // The progress token is the call handle, so it survives new pages and attempts.
-        let Some(token) = WireId::parse(p.token) else {
+        let Some(token) = p.get("progressToken").and_then(WireId::parse) else {
             return;
         };
+        let progress = p.get("progress").and_then(RawJson::as_f64).unwrap_or(0.0);
+        let total = p.get("total").and_then(RawJson::as_f64);
+        let message = p.get("message").and_then(RawJson::as_str);
         let call = CallId(token);
         let wants = self
             .requests
@@ -1326,7 +1326,7 @@ impl Engine {
             .and_then(|s| self.requests.get(s))
             .is_some_and(|r| r.progress);
         if wants {
-            self.events.progress(call, p.progress, p.total, p.message.as_deref());
+            self.events.progress(call, progress, total, message.as_deref());
         }
     }
 }
@@ -1375,8 +1375,7 @@ fn cursor_hash(cursor: &str) -> u64 {
 fn sniff_id(head: &[u8], tail: &[u8]) -> Option<WireId> {
     fn digits(s: &[u8]) -> Option<WireId> {
         let end = s.iter().position(|b| !b.is_ascii_digit()).unwrap_or(s.len());
-        let raw: &RawValue = serde_json::from_slice(s.get(..end)?).ok()?;
-        WireId::parse(raw)
+        WireId::parse(json::parse(s.get(..end)?).ok()?)
     }
     let compact: SmallVec<[u8; 64]> =
         head.iter().copied().filter(|b| !b.is_ascii_whitespace()).collect();

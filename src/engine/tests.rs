@@ -411,7 +411,7 @@ fn the_handshake_cannot_be_cancelled() {
     let mut h = Harness::new(Config::default());
     h.engine.handle_transport(h.now, TransportEvent::opened());
     let probe = h.sent_one();
-    let id = WireId::parse(raw(&probe["id"].to_string())).unwrap();
+    let id = wire(&probe);
     let probe_call = h.engine.requests.call_id(id.slot()).unwrap();
     assert_eq!(h.engine.cancel(h.now, probe_call), Err(CancelError::Handshake));
 }
@@ -776,7 +776,8 @@ fn http_harness(era: EraPreference) -> Harness {
 }
 
 pub(super) fn wire(v: &Value) -> WireId {
-    WireId::parse(raw(&v["id"].to_string())).unwrap()
+    let text = v["id"].to_string();
+    WireId::parse(crate::proto::json::parse(text.as_bytes()).unwrap()).unwrap()
 }
 
 /// Drains transmits with their kinds (frames decoded when there are bytes).

@@ -6,8 +6,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::Deserialize;
-use serde_json::value::RawValue;
+use crate::proto::json::{self, Kind, RawJson};
 
 /// A wire id: a pending-table slot and that slot's generation, packed into one integer.
 ///
@@ -43,8 +42,8 @@ impl WireId {
 
     /// Reads an id the server echoed. Integers are what mcpoll sends; a string of digits is
     /// accepted too, since some peers stringify ids.
-    pub fn parse(raw: &RawValue) -> Option<Self> {
-        let s = raw.get().trim();
+    pub fn parse(raw: RawJson<'_>) -> Option<Self> {
+        let s = raw.text();
         let digits = s.strip_prefix('"').and_then(|s| s.strip_suffix('"')).unwrap_or(s);
         if digits.is_empty() || digits.len() > 16 || !digits.bytes().all(|b| b.is_ascii_digit()) {
             return None;
@@ -66,46 +65,44 @@ pub enum Message<'a> {
     /// A request from the server (legacy servers only: `ping`, `roots/list`, ...).
     Request {
         /// The id exactly as sent, to echo back.
-        id: &'a RawValue,
+        id: RawJson<'a>,
         /// The method name.
         method: Cow<'a, str>,
         /// The params, if any.
-        params: Option<&'a RawValue>,
+        params: Option<RawJson<'a>>,
     },
     /// A notification (no id).
     Notification {
         /// The method name.
         method: Cow<'a, str>,
         /// The params, if any.
-        params: Option<&'a RawValue>,
+        params: Option<RawJson<'a>>,
     },
     /// A successful response.
     Result {
         /// The id as sent.
-        id: &'a RawValue,
+        id: RawJson<'a>,
         /// The result object.
-        result: &'a RawValue,
+        result: RawJson<'a>,
     },
     /// An error response; `id` is `None` when the server could not read ours (`"id": null`).
     Error {
         /// The id as sent, if any.
-        id: Option<&'a RawValue>,
+        id: Option<RawJson<'a>>,
         /// The error object.
         error: ErrorObject<'a>,
     },
 }
 
 /// The `error` member of an error response.
-#[derive(Debug, Deserialize)]
+#[derive(Debug)]
 pub struct ErrorObject<'a> {
     /// The error code.
     pub code: i64,
     /// The message.
-    #[serde(borrow, default)]
     pub message: Cow<'a, str>,
     /// The optional data member.
-    #[serde(borrow, default)]
-    pub data: Option<&'a RawValue>,
+    pub data: Option<RawJson<'a>>,
 }
 
 /// Why a frame is not a JSON-RPC message.
@@ -135,47 +132,71 @@ impl fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
-#[derive(Deserialize)]
+/// The envelope's members, each the first of its name.
+#[derive(Default)]
 struct Envelope<'a> {
-    #[serde(borrow, default)]
-    jsonrpc: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    method: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    params: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    result: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    error: Option<ErrorObject<'a>>,
+    jsonrpc: Option<RawJson<'a>>,
+    id: Option<RawJson<'a>>,
+    method: Option<RawJson<'a>>,
+    params: Option<RawJson<'a>>,
+    result: Option<RawJson<'a>>,
+    error: Option<RawJson<'a>>,
 }
 
-/// Decodes one frame. Never panics, whatever the bytes.
+/// Decodes one frame without allocating (unless a method name or message carries escapes).
+/// Never panics, whatever the bytes.
 pub fn decode(frame: &[u8]) -> Result<Message<'_>, DecodeError> {
-    let first = frame.iter().find(|b| !b.is_ascii_whitespace());
-    match first {
-        Some(b'{') => {}
-        Some(b'[') => return Err(DecodeError::Batch),
+    let value = json::parse(frame).map_err(|_| DecodeError::NotJson)?;
+    match value.kind() {
+        Kind::Object => {}
+        Kind::Array => return Err(DecodeError::Batch),
         _ => return Err(DecodeError::NotJson),
     }
-    let env: Envelope<'_> = serde_json::from_slice(frame).map_err(|_| DecodeError::NotJson)?;
-    if env.jsonrpc.as_deref() != Some("2.0") {
+    let mut env = Envelope::default();
+    for (key, v) in value.members() {
+        let slot = match key.raw() {
+            "jsonrpc" => &mut env.jsonrpc,
+            "id" => &mut env.id,
+            "method" => &mut env.method,
+            "params" => &mut env.params,
+            "result" => &mut env.result,
+            "error" => &mut env.error,
+            _ => continue,
+        };
+        if slot.is_none() {
+            *slot = Some(v);
+        }
+    }
+    if env.jsonrpc.and_then(RawJson::as_str).as_deref() != Some("2.0") {
         return Err(DecodeError::BadVersion);
     }
-    // serde maps `"id": null` to None, which is exactly the "id could not be read" case.
-    match (env.method, env.result, env.error) {
-        (Some(method), None, None) => Ok(match env.id {
+    // `"id": null` is the "id could not be read" case: treat it as absent.
+    let id = env.id.filter(|v| !v.is_null());
+    let method = match env.method {
+        Some(m) => Some(m.as_str().ok_or(DecodeError::BadShape)?),
+        None => None,
+    };
+    match (method, env.result, env.error) {
+        (Some(method), None, None) => Ok(match id {
             Some(id) => Message::Request { id, method, params: env.params },
             None => Message::Notification { method, params: env.params },
         }),
-        (None, Some(result), None) => match env.id {
+        (None, Some(result), None) => match id {
             Some(id) => Ok(Message::Result { id, result }),
             None => Err(DecodeError::BadShape),
         },
-        (None, None, Some(error)) => Ok(Message::Error { id: env.id, error }),
+        (None, None, Some(error)) => Ok(Message::Error { id, error: error_object(error)? }),
         _ => Err(DecodeError::BadShape),
     }
+}
+
+fn error_object(v: RawJson<'_>) -> Result<ErrorObject<'_>, DecodeError> {
+    if v.kind() != Kind::Object {
+        return Err(DecodeError::BadShape);
+    }
+    let code = v.get("code").and_then(RawJson::as_i64).ok_or(DecodeError::BadShape)?;
+    let message = v.get("message").and_then(RawJson::as_str).unwrap_or_default();
+    Ok(ErrorObject { code, message, data: v.get("data") })
 }
 
 /// Writes a JSON string literal (with escapes) into `out`; never allocates beyond `out`.
@@ -215,8 +236,8 @@ pub(crate) fn write_error(out: &mut Vec<u8>, id: &str, code: i64, message: &str)
 mod tests {
     use super::*;
 
-    fn raw(s: &str) -> &RawValue {
-        serde_json::from_str(s).unwrap()
+    fn raw(s: &str) -> RawJson<'_> {
+        json::parse(s.as_bytes()).unwrap()
     }
 
     #[test]
@@ -236,7 +257,7 @@ mod tests {
     fn decodes_each_message_kind() {
         let m = decode(br#"{"jsonrpc":"2.0","id":7,"result":{"a":1}}"#).unwrap();
         assert!(
-            matches!(m, Message::Result { id, result } if id.get() == "7" && result.get() == r#"{"a":1}"#)
+            matches!(m, Message::Result { id, result } if id.text() == "7" && result.text() == r#"{"a":1}"#)
         );
         let m = decode(br#"{"result":{},"id":"x","jsonrpc":"2.0"}"#).unwrap();
         assert!(matches!(m, Message::Result { .. }));
@@ -244,7 +265,7 @@ mod tests {
         assert!(matches!(m, Ok(Message::Error { id: None, error }) if error.code == -32000));
         let m = decode(br#"{"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"x","data":[1]}}"#);
         assert!(
-            matches!(m, Ok(Message::Error { id: Some(_), error }) if error.data.unwrap().get() == "[1]")
+            matches!(m, Ok(Message::Error { id: Some(_), error }) if error.data.unwrap().text() == "[1]")
         );
         let m = decode(br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#);
         assert!(

@@ -1,9 +1,6 @@
 //! MCP method vocabulary and the result members the engine itself must read.
 
-use std::borrow::Cow;
-
-use serde::Deserialize;
-use serde_json::value::RawValue;
+use crate::proto::json::RawJson;
 
 /// The client-to-server requests mcpoll sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -89,67 +86,16 @@ pub enum ResultType {
     InputRequired,
 }
 
-/// The few members of any result that the engine reads; all else stays raw.
-#[derive(Debug, Deserialize)]
-pub(crate) struct ResultHead<'a> {
-    #[serde(rename = "resultType", borrow, default)]
-    pub(crate) result_type: Option<Cow<'a, str>>,
-    #[serde(rename = "isError", default)]
-    pub(crate) is_error: Option<bool>,
-}
-
-impl ResultHead<'_> {
-    /// Missing means complete; an unknown value is invalid and yields `None`.
-    pub(crate) fn result_type(&self) -> Option<ResultType> {
-        match self.result_type.as_deref() {
-            None | Some("complete") => Some(ResultType::Complete),
+/// A result's `resultType`: missing means complete; an unknown value is invalid (`None`).
+pub(crate) fn result_type(result: RawJson<'_>) -> Option<ResultType> {
+    match result.get("resultType") {
+        None => Some(ResultType::Complete),
+        Some(v) => match v.as_str().as_deref() {
+            Some("complete") => Some(ResultType::Complete),
             Some("input_required") => Some(ResultType::InputRequired),
-            Some(_) => None,
-        }
+            _ => None,
+        },
     }
-}
-
-/// A page of a paginated listing.
-#[derive(Debug, Deserialize)]
-pub(crate) struct Page<'a> {
-    #[serde(rename = "nextCursor", borrow, default)]
-    pub(crate) next_cursor: Option<Cow<'a, str>>,
-    #[serde(rename = "resultType", borrow, default)]
-    pub(crate) result_type: Option<Cow<'a, str>>,
-}
-
-/// `server/discover` result members the engine needs.
-#[derive(Debug, Deserialize)]
-pub(crate) struct DiscoverHead<'a> {
-    #[serde(rename = "supportedVersions", borrow, default)]
-    pub(crate) supported_versions: Vec<Cow<'a, str>>,
-}
-
-/// `initialize` result members the engine needs.
-#[derive(Debug, Deserialize)]
-pub(crate) struct InitializeHead<'a> {
-    #[serde(rename = "protocolVersion", borrow, default)]
-    pub(crate) protocol_version: Option<Cow<'a, str>>,
-}
-
-/// `error.data` of -32022.
-#[derive(Debug, Deserialize)]
-pub(crate) struct UnsupportedVersionData<'a> {
-    #[serde(borrow, default)]
-    pub(crate) supported: Vec<Cow<'a, str>>,
-}
-
-/// `notifications/progress` params.
-#[derive(Debug, Deserialize)]
-pub(crate) struct ProgressParams<'a> {
-    #[serde(rename = "progressToken", borrow)]
-    pub(crate) token: &'a RawValue,
-    #[serde(default)]
-    pub(crate) progress: f64,
-    #[serde(default)]
-    pub(crate) total: Option<f64>,
-    #[serde(borrow, default)]
-    pub(crate) message: Option<Cow<'a, str>>,
 }
 
 /// What a `subscriptions/listen` asks for (PROTOCOL.md §2.9).
@@ -202,53 +148,18 @@ impl SubscriptionFilter {
     }
 }
 
-/// `_meta` of a notification on a listen stream, and the `notifications` it acknowledges.
-#[derive(Debug, Deserialize)]
-pub(crate) struct ListenNotice<'a> {
-    #[serde(rename = "_meta", borrow, default)]
-    pub(crate) meta: Option<ListenMeta<'a>>,
-    #[serde(borrow, default)]
-    pub(crate) notifications: Option<&'a RawValue>,
-    #[serde(rename = "requestId", borrow, default)]
-    pub(crate) request_id: Option<&'a RawValue>,
-}
-
-#[derive(Debug, Deserialize)]
-pub(crate) struct ListenMeta<'a> {
-    #[serde(rename = "io.modelcontextprotocol/subscriptionId", borrow, default)]
-    pub(crate) subscription_id: Option<&'a RawValue>,
-}
-
-/// Items of a listing page, kept raw: only the array is located, never its elements parsed.
-pub(crate) fn page_items<'a>(result: &'a RawValue, key: &str) -> Option<&'a RawValue> {
-    // A map with borrowed raw values skips every other member without building it.
-    let map: std::collections::BTreeMap<Cow<'a, str>, &'a RawValue> =
-        serde_json::from_str(result.get()).ok()?;
-    map.get(key).copied()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::json;
 
     #[test]
     fn result_type_missing_is_complete_and_unknown_is_invalid() {
-        let head = |s: &'static str| serde_json::from_str::<ResultHead<'_>>(s).unwrap();
-        assert_eq!(head("{}").result_type(), Some(ResultType::Complete));
-        assert_eq!(head(r#"{"resultType":"complete"}"#).result_type(), Some(ResultType::Complete));
-        assert_eq!(
-            head(r#"{"resultType":"input_required"}"#).result_type(),
-            Some(ResultType::InputRequired)
-        );
-        assert_eq!(head(r#"{"resultType":"task"}"#).result_type(), None);
-        assert_eq!(head(r#"{"isError":true,"content":[]}"#).is_error, Some(true));
-    }
-
-    #[test]
-    fn finds_page_items_by_key() {
-        let r: &RawValue =
-            serde_json::from_str(r#"{"tools":[{"name":"a"}],"nextCursor":""}"#).unwrap();
-        assert_eq!(page_items(r, "tools").unwrap().get(), r#"[{"name":"a"}]"#);
-        assert!(page_items(r, "prompts").is_none());
+        let rt = |s: &'static str| result_type(json::parse(s.as_bytes()).unwrap());
+        assert_eq!(rt("{}"), Some(ResultType::Complete));
+        assert_eq!(rt(r#"{"resultType":"complete"}"#), Some(ResultType::Complete));
+        assert_eq!(rt(r#"{"resultType":"input_required"}"#), Some(ResultType::InputRequired));
+        assert_eq!(rt(r#"{"resultType":"task"}"#), None);
+        assert_eq!(rt(r#"{"resultType":7}"#), None);
     }
 }
