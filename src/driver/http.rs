@@ -925,7 +925,13 @@ impl HttpDriver {
                 Err(e) => {
                     log::debug!("bad HTTP response: {e:?}");
                     c.exchange = None;
-                    self.fail_exchange(engine, now, i, TransportError::BadResponse);
+                    // A response cut off by the connection closing is a lost connection (a
+                    // transient failure); anything else is a broken response.
+                    let error = match e {
+                        http1::HttpError::Truncated => TransportError::ConnectionLost,
+                        _ => TransportError::BadResponse,
+                    };
+                    self.fail_exchange(engine, now, i, error);
                     return Ok(true);
                 }
                 Ok(ResponseEvent::Head(head)) => {

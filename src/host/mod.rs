@@ -468,6 +468,11 @@ impl Host {
         }
     }
 
+    /// Calls pending on the server (queued, in flight or backing off), the handshake included.
+    pub fn pending(&self, server: ServerId) -> Option<usize> {
+        self.server(server).map(|s| s.engine.pending())
+    }
+
     /// The server engine's counters.
     pub fn stats(&self, server: ServerId) -> Option<Stats> {
         self.server(server).map(|s| s.engine.stats())
