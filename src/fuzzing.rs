@@ -6,6 +6,7 @@ use crate::codec::http1::{
 };
 use crate::codec::ndjson::{Frame, LineFramer};
 use crate::codec::sse::{SseError, SseParser};
+use crate::proto::json::{self, Kind, RawJson};
 use crate::proto::jsonrpc::{decode, Message};
 
 #[derive(Debug, PartialEq)]
@@ -211,6 +212,91 @@ pub fn sse(data: &[u8]) {
     assert_eq!(sse_events(max, &[a, b]), whole, "split at {at}");
 }
 
+/// Any bytes: the JSON scanner accepts exactly what `serde_json::Value` accepts, and a valid
+/// document reads back the same. Walking it never panics, every value it yields reparses to
+/// itself, and `get` finds each member key.
+pub fn json_scan(data: &[u8]) {
+    let ours = json::parse(data);
+    let theirs = serde_json::from_slice::<serde_json::Value>(data);
+    if ours.is_ok_and(uses_raw_value_token) {
+        return;
+    }
+    // Not only valid UTF-8: serde_json rejects bad UTF-8 in strings, and outside strings any
+    // non-ASCII byte is a syntax error, so the two must agree on every input.
+    assert_eq!(ours.is_ok(), theirs.is_ok(), "scanner {ours:?}, serde_json {theirs:?}");
+    if let (Ok(raw), Ok(value)) = (ours, theirs) {
+        same_json(raw, &value);
+    }
+}
+
+/// serde_json's `raw_value` feature, which this crate enables, reserves this object key. A `Value`
+/// read from `{"$serde_json::private::RawValue": "<json>"}` is the JSON inside the string, and any
+/// other use of the key is an error. The scanner treats it as an ordinary key, as documented.
+const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
+
+fn uses_raw_value_token(raw: RawJson<'_>) -> bool {
+    let first_key = raw.members().next().map(|(key, _)| key);
+    first_key.is_some_and(|key| key.eq_str(RAW_VALUE_TOKEN))
+        || raw.members().any(|(_, value)| uses_raw_value_token(value))
+        || raw.elements().any(uses_raw_value_token)
+}
+
+fn same_json(raw: RawJson<'_>, value: &serde_json::Value) {
+    use serde_json::Value;
+    let text = raw.text();
+    assert_eq!(json::parse(text.as_bytes()), Ok(raw), "a yielded value reparses to itself");
+    match value {
+        Value::Null => assert!(raw.is_null()),
+        Value::Bool(b) => assert_eq!(raw.as_bool(), Some(*b)),
+        Value::Number(n) => same_number(raw, n),
+        Value::String(s) => assert_eq!(raw.as_str().as_deref(), Some(s.as_str())),
+        Value::Array(items) => {
+            assert_eq!(raw.kind(), Kind::Array);
+            assert_eq!(raw.elements().count(), items.len(), "{text}");
+            for (element, item) in raw.elements().zip(items) {
+                same_json(element, item);
+            }
+        }
+        Value::Object(map) => same_object(raw, map),
+    }
+}
+
+fn same_number(raw: RawJson<'_>, n: &serde_json::Number) {
+    let text = raw.text();
+    assert_eq!(raw.kind(), Kind::Number);
+    assert_eq!(raw.as_u64(), n.as_u64(), "{text}");
+    assert_eq!(raw.as_i64(), n.as_i64(), "{text}");
+    let (Some(ours), Some(theirs)) = (raw.as_f64(), n.as_f64()) else {
+        panic!("{text} has no f64 value");
+    };
+    // serde_json's default float parse is not correctly rounded (ours is), so allow a few ULPs,
+    // and any difference below the smallest normal float.
+    let diff = (ours - theirs).abs();
+    let close = diff <= 8.0 * f64::EPSILON * ours.abs().max(theirs.abs());
+    assert!(close || diff <= f64::MIN_POSITIVE, "{text}: {ours} vs {theirs}");
+}
+
+fn same_object(raw: RawJson<'_>, map: &serde_json::Map<String, serde_json::Value>) {
+    let text = raw.text();
+    assert_eq!(raw.kind(), Kind::Object);
+    // Collected once so that duplicate-heavy inputs stay linear in walks of the text.
+    let members: Vec<_> = raw.members().collect();
+    for (index, (key, member)) in members.iter().enumerate() {
+        let name = key.as_str();
+        assert!(key.eq_str(&name), "{text}");
+        let Some(expected) = map.get(&*name) else {
+            panic!("{text}: serde_json lacks {name:?}");
+        };
+        // `get` returns the first member with a key; serde_json keeps the last duplicate.
+        let first = members.iter().find(|(k, _)| k.eq_str(&name));
+        assert_eq!(raw.get(&name), first.map(|(_, v)| *v), "{text}: get({name:?})");
+        if members.iter().rposition(|(k, _)| k.eq_str(&name)) == Some(index) {
+            same_json(*member, expected);
+        }
+    }
+    assert!(map.keys().all(|name| raw.get(name).is_some()), "{text}");
+}
+
 #[cfg(test)]
 mod engine_ops_tests {
     #[test]
@@ -243,6 +329,8 @@ mod engine_ops_tests {
 mod tests {
     #[test]
     fn fuzz_entry_points_accept_seeds() {
+        super::json_scan(br#"{"a":[1,"\u00e9",{"a":null}],"a":-0.5e3,"b":true}"#);
+        super::json_scan(b"[1,]");
         super::ndjson_framer(b"\x05\x03{\"a\":1}\n123456789\r\n\n{}\n");
         super::jsonrpc_decode(br#"{"jsonrpc":"2.0","id":1,"result":{"x":[1,2]}}"#);
         super::jsonrpc_decode(br#"{"jsonrpc":"2.0","id":null,"error":{"code":-1,"message":"m"}}"#);
