@@ -154,7 +154,7 @@ pub fn main() {
     }
     run_startup_faults(&flags);
     let http_port = flags.http_port;
-    let server = match Server::new(flags) {
+    let mut server = match Server::new(flags) {
         Ok(server) => server,
         Err(message) => {
             eprintln!("demo_server: {message}");
@@ -167,7 +167,6 @@ pub fn main() {
     }
     let lines = spawn_stdin_reader();
     eprintln!("[demo] {SERVER_NAME} {SERVER_VERSION} reading stdin");
-    let mut server = server;
     server.run(&lines);
     eprintln!("[demo] stdin closed; exiting");
 }

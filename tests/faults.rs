@@ -414,3 +414,22 @@ fn http_close_before_reply_on_a_read_retries_on_a_new_connection() {
     assert_eq!(text(&o.wait(&mut host, c).unwrap()), "value-of-c");
     o.check(&mut host, id, &[c]);
 }
+
+#[test]
+fn http_close_before_reply_on_a_write_is_delivered_at_most_once() {
+    // The server reads the request, then closes the connection without answering: the write
+    // may have run, so it must not be sent again, whatever state the connection was in.
+    let log = Deliveries::new("closew");
+    let demo = HttpDemo::start(&["close-before-reply:write_note"], &log);
+    let mut host = Host::new().unwrap();
+    let id = start_http(&mut host, &demo.url);
+    let mut o = Outcomes::default();
+    // A first call leaves a kept-alive connection in the pool, so the write reuses it.
+    let e = host.call_tool(id, "echo", &raw(r#"{"text":"warm"}"#), &read()).unwrap();
+    o.wait(&mut host, e).unwrap();
+    let w =
+        host.call_tool(id, "write_note", &raw(r#"{"note":"x"}"#), &CallOptions::default()).unwrap();
+    assert!(matches!(o.wait(&mut host, w), Err(CallError::Local(LocalError::DeliveryUnknown(_)))));
+    o.check(&mut host, id, &[e, w]);
+    assert_eq!(log.count("write_note"), 1, "delivered exactly once, never re-sent");
+}

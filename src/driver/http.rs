@@ -167,8 +167,6 @@ struct Exchange {
     modern: bool,
     auth_retried: bool,
     sent_session: bool,
-    /// Already sent again once after a stale keep-alive connection failed under it.
-    stale_retried: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,10 +202,6 @@ struct Conn {
     challenge: Option<AuthChallenge>,
     idle_since: Option<Instant>,
     dedicated: bool,
-    /// Carried an earlier exchange: the server may have closed it while it sat idle.
-    reused: bool,
-    /// Some of the current response has arrived.
-    responded: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -482,7 +476,6 @@ impl HttpDriver {
         x.modern = modern;
         x.auth_retried = false;
         x.sent_session = false;
-        x.stale_retried = false;
         self.waiting.push_back(i);
     }
 
@@ -535,11 +528,7 @@ impl HttpDriver {
         while let Some(&i) = self.waiting.front() {
             let listen =
                 matches!(self.exchanges.get(i).and_then(|x| x.carries), Some(Carries::Listen));
-            let idle = self
-                .conns
-                .iter()
-                .find(|(_, c)| c.phase == ConnPhase::Open && c.exchange.is_none() && !c.dedicated)
-                .map(|(k, _)| k);
+            let idle = self.live_idle_connection(registry);
             let k = match idle {
                 Some(k) if !listen => k,
                 _ => {
@@ -564,8 +553,6 @@ impl HttpDriver {
             };
             self.waiting.pop_front();
             if let Some(c) = self.conns.get_mut(k) {
-                c.reused = c.idle_since.is_some();
-                c.responded = false;
                 c.exchange = Some(i);
                 c.idle_since = None;
                 c.dedicated = listen;
@@ -576,6 +563,29 @@ impl HttpDriver {
             if self.conns.get(k).is_some_and(|c| c.phase == ConnPhase::Open) {
                 self.start_exchange(registry, engine, now, k);
             }
+        }
+    }
+
+    /// An idle keep-alive connection that is still open. Servers close idle connections on
+    /// their own schedule (uvicorn after 5 s); a peek finds those before a request is put on
+    /// one, so no request has to be resent because its connection was already dead.
+    fn live_idle_connection(&mut self, registry: &Registry) -> Option<usize> {
+        loop {
+            let k = self
+                .conns
+                .iter()
+                .find(|(_, c)| c.phase == ConnPhase::Open && c.exchange.is_none() && !c.dedicated)
+                .map(|(k, _)| k)?;
+            let alive = match self.conns.get(k).map(|c| c.sock.peek(&mut [0u8; 1])) {
+                Some(Err(e)) => e.kind() == io::ErrorKind::WouldBlock,
+                // EOF, or bytes nobody asked for: either way the connection is unusable.
+                _ => false,
+            };
+            if alive {
+                return Some(k);
+            }
+            log::trace!("dropping a keep-alive connection the server closed");
+            self.close_quietly(registry, k);
         }
     }
 
@@ -614,8 +624,6 @@ impl HttpDriver {
             challenge: None,
             idle_since: None,
             dedicated: false,
-            reused: false,
-            responded: false,
         });
         Ok(k)
     }
@@ -935,7 +943,6 @@ impl HttpDriver {
                     return Ok(true);
                 }
                 Ok(ResponseEvent::Head(head)) => {
-                    c.responded = true;
                     c.status = head.status();
                     let sse = head
                         .header("content-type")
@@ -1181,22 +1188,9 @@ impl HttpDriver {
         let Some(mut c) = self.conns.try_remove(k) else { return };
         let _ = registry.deregister(&mut c.sock);
         if let Some(i) = c.exchange {
-            // A keep-alive connection the server closed while it sat idle fails before any
-            // response byte: the server never saw the request, so it goes again, once.
-            let stale = c.reused && !c.responded;
-            match self.exchanges.get_mut(i) {
-                Some(x) if stale && !x.stale_retried => {
-                    x.stale_retried = true;
-                    log::debug!("stale keep-alive connection; sending the request on a new one");
-                    self.waiting.push_front(i);
-                }
-                _ => self.fail_exchange(
-                    engine,
-                    now,
-                    i,
-                    failure.unwrap_or(TransportError::ConnectionLost),
-                ),
-            }
+            // Even a request that failed before any response byte may have reached the server
+            // (it can crash after reading it): the engine's policy decides what is safe to resend.
+            self.fail_exchange(engine, now, i, failure.unwrap_or(TransportError::ConnectionLost));
         }
         if self.listen == Listen::Open(k) {
             self.listen = Listen::At(now + self.listen_retry);
