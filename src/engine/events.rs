@@ -213,27 +213,34 @@ impl Stored {
 #[derive(Debug)]
 pub(crate) struct EventQueue {
     queue: VecDeque<Stored>,
-    arena: Vec<u8>,
+    /// Text of the queued events' borrowed parts; a `String`, so reading it back needs no
+    /// UTF-8 check.
+    arena: String,
     max: usize,
     pub(crate) dropped: u64,
 }
 
 impl EventQueue {
     pub(crate) fn new(max: usize) -> Self {
-        Self { queue: VecDeque::with_capacity(max.min(4096)), arena: Vec::new(), max, dropped: 0 }
+        Self {
+            queue: VecDeque::with_capacity(max.min(4096)),
+            arena: String::new(),
+            max,
+            dropped: 0,
+        }
     }
 
     pub(crate) fn len(&self) -> usize {
         self.queue.len()
     }
 
-    fn keep(&mut self, bytes: &[u8]) -> Range<usize> {
+    fn keep(&mut self, text: &str) -> Range<usize> {
         if self.queue.is_empty() {
             // Nothing refers to the arena any more.
             self.arena.clear();
         }
         let start = self.arena.len();
-        self.arena.extend_from_slice(bytes);
+        self.arena.push_str(text);
         start..self.arena.len()
     }
 
@@ -244,7 +251,7 @@ impl EventQueue {
     pub(crate) fn done(
         &mut self,
         call: CallId,
-        json: &[u8],
+        json: &str,
         result_type: ResultType,
         is_error: bool,
         record: CallRecord,
@@ -269,11 +276,12 @@ impl EventQueue {
         items: &[u8],
         record: CallRecord,
     ) {
-        let start = self.keep(b"{\"");
-        self.arena.extend_from_slice(key.as_bytes());
-        self.arena.extend_from_slice(b"\":[");
-        self.arena.extend_from_slice(items);
-        self.arena.extend_from_slice(b"]}");
+        let start = self.keep("{\"");
+        self.arena.push_str(key);
+        self.arena.push_str("\":[");
+        // Items are slices of validated frames (or serde_json output): always UTF-8.
+        self.arena.push_str(std::str::from_utf8(items).unwrap_or_default());
+        self.arena.push_str("]}");
         let json = start.start..self.arena.len();
         let (result_type, is_error) = (ResultType::Complete, false);
         self.queue.push_back(Stored::Done { call, json, result_type, is_error, record });
@@ -305,7 +313,7 @@ impl EventQueue {
         msg: Option<&str>,
     ) {
         if self.has_room() {
-            let message = msg.map(|m| self.keep(m.as_bytes()));
+            let message = msg.map(|m| self.keep(m));
             self.queue.push_back(Stored::Progress { call, progress, total, message });
         }
     }
@@ -317,13 +325,13 @@ impl EventQueue {
     }
 
     pub(crate) fn subscribed(&mut self, call: CallId, notifications: &str) {
-        let notifications = self.keep(notifications.as_bytes());
+        let notifications = self.keep(notifications);
         self.queue.push_back(Stored::Subscribed { call, notifications });
     }
 
     pub(crate) fn resource_updated(&mut self, uri: &str) {
         if self.has_room() {
-            let uri = self.keep(uri.as_bytes());
+            let uri = self.keep(uri);
             self.queue.push_back(Stored::ResourceUpdated { uri });
         }
     }
@@ -341,7 +349,7 @@ impl EventQueue {
     }
 
     fn view(&self, stored: Stored) -> Event<'_> {
-        let text = |r: Range<usize>| std::str::from_utf8(&self.arena[r]).unwrap_or_default();
+        let text = |r: Range<usize>| self.arena.get(r).unwrap_or_default();
         match stored {
             Stored::Ready { era, version } => Event::Ready { era, version },
             Stored::Done { call, json, result_type, is_error, record } => Event::CallDone {

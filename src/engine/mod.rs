@@ -715,6 +715,17 @@ impl Engine {
 
     /// Handles one complete frame from the codec. Never panics, whatever the bytes.
     pub fn handle_message(&mut self, now: Instant, frame: &[u8]) {
+        self.dispatch(now, frame, None);
+    }
+
+    /// Handles one frame that arrived on the response to request `to` (HTTP): like
+    /// [`handle_message`](Self::handle_message), except that an error with `"id": null` (legacy
+    /// servers send those for transport-level rejections) is taken as the answer to `to`.
+    pub fn handle_reply(&mut self, now: Instant, frame: &[u8], to: WireId) {
+        self.dispatch(now, frame, Some(to));
+    }
+
+    fn dispatch(&mut self, now: Instant, frame: &[u8], reply_to: Option<WireId>) {
         self.now = self.now.max(now);
         self.stats.frames_in += 1;
         let message = match jsonrpc::decode(frame) {
@@ -732,29 +743,22 @@ impl Engine {
                 let rpc = RpcError::from_raw(error.code, &error.message, error.data);
                 self.on_error(now, id, rpc, error.data);
             }
-            Message::Error { id: None, error } => {
-                self.stats.errors_without_id += 1;
-                log::debug!("error reply with a null id: {} ({})", error.message, error.code);
-            }
+            Message::Error { id: None, error } => match reply_to {
+                Some(to) => {
+                    let rpc = RpcError::from_raw(error.code, &error.message, error.data);
+                    let id_text = itoa_buf(to);
+                    if let Ok(id) = json::parse(id_text.as_str().as_bytes()) {
+                        self.on_error(now, id, rpc, error.data);
+                    }
+                }
+                None => {
+                    self.stats.errors_without_id += 1;
+                    log::debug!("error reply with a null id: {} ({})", error.message, error.code);
+                }
+            },
             Message::Request { id, method, .. } => self.on_server_request(id, &method),
             Message::Notification { method, params } => self.on_notification(&method, params),
         }
-    }
-
-    /// Handles one frame that arrived on the response to request `to` (HTTP): like
-    /// [`handle_message`](Self::handle_message), except that an error with `"id": null` (legacy
-    /// servers send those for transport-level rejections) is taken as the answer to `to`.
-    pub fn handle_reply(&mut self, now: Instant, frame: &[u8], to: WireId) {
-        if let Ok(Message::Error { id: None, error }) = jsonrpc::decode(frame) {
-            self.stats.frames_in += 1;
-            let rpc = RpcError::from_raw(error.code, &error.message, error.data);
-            let id_text = itoa_buf(to);
-            if let Ok(id) = json::parse(id_text.as_str().as_bytes()) {
-                self.on_error(now, id, rpc, error.data);
-            }
-            return;
-        }
-        self.handle_message(now, frame);
     }
 
     /// Reports a message the codec dropped for size, with the first and last bytes of it: when
@@ -1163,10 +1167,9 @@ impl Engine {
         if let Some(key) = method.list_key() {
             return self.on_page(slot, key, result);
         }
-        let outcome = match mcp::result_type(result) {
-            Some(result_type) => {
-                let is_error = result.get("isError").and_then(RawJson::as_bool).unwrap_or(false);
-                Outcome::Done { json: result.text().as_bytes(), result_type, is_error }
+        let outcome = match mcp::result_head(result) {
+            Some((result_type, is_error)) => {
+                Outcome::Done { json: result.text(), result_type, is_error }
             }
             None => Outcome::Failed(CallError::Local(LocalError::InvalidResult)),
         };

@@ -20,7 +20,7 @@ use crate::proto::version::Era;
 
 /// How a host call ended.
 pub(super) enum Outcome<'a> {
-    Done { json: &'a [u8], result_type: ResultType, is_error: bool },
+    Done { json: &'a str, result_type: ResultType, is_error: bool },
     Listing { key: &'a str, items: &'a [u8] },
     Failed(CallError),
 }

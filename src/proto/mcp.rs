@@ -88,7 +88,29 @@ pub enum ResultType {
 
 /// A result's `resultType`: missing means complete; an unknown value is invalid (`None`).
 pub(crate) fn result_type(result: RawJson<'_>) -> Option<ResultType> {
-    match result.get("resultType") {
+    parse_result_type(result.get("resultType"))
+}
+
+/// `resultType` and `isError` in one walk over the result's members (the hot path of every
+/// completed call).
+pub(crate) fn result_head(result: RawJson<'_>) -> Option<(ResultType, bool)> {
+    let (mut result_type, mut is_error) = (None, None);
+    for (key, value) in result.members() {
+        match key.raw() {
+            "resultType" if result_type.is_none() => result_type = Some(value),
+            "isError" if is_error.is_none() => is_error = Some(value),
+            _ => {}
+        }
+        if result_type.is_some() && is_error.is_some() {
+            break;
+        }
+    }
+    let t = parse_result_type(result_type)?;
+    Some((t, is_error.and_then(RawJson::as_bool).unwrap_or(false)))
+}
+
+fn parse_result_type(v: Option<RawJson<'_>>) -> Option<ResultType> {
+    match v {
         None => Some(ResultType::Complete),
         Some(v) => match v.as_str().as_deref() {
             Some("complete") => Some(ResultType::Complete),
@@ -161,5 +183,12 @@ mod tests {
         assert_eq!(rt(r#"{"resultType":"input_required"}"#), Some(ResultType::InputRequired));
         assert_eq!(rt(r#"{"resultType":"task"}"#), None);
         assert_eq!(rt(r#"{"resultType":7}"#), None);
+        let head = |s: &'static str| result_head(json::parse(s.as_bytes()).unwrap());
+        assert_eq!(head(r#"{"isError":true,"content":[]}"#), Some((ResultType::Complete, true)));
+        assert_eq!(
+            head(r#"{"content":[{"isError":true}],"resultType":"complete"}"#),
+            Some((ResultType::Complete, false))
+        );
+        assert_eq!(head(r#"{"resultType":"x","isError":true}"#), None);
     }
 }
