@@ -354,3 +354,76 @@ fn a_failed_instance_rotates_to_an_alternate_and_a_retried_read_lands_there() {
     assert!(r.json.contains("elsewhere"));
     assert!(good.requests().len() >= 2, "the probe and the call went to the alternate");
 }
+
+/// A legacy (2025-11-25) server in a few lines: sessions, SSE replies, a server-sent `ping`
+/// on the call's stream, and a GET stream that drops after one event with an id.
+fn legacy_server(req: &Request) -> Response {
+    let sse = |body: String| Response {
+        status: 200,
+        headers: vec![
+            ("Content-Type".into(), "text/event-stream".into()),
+            ("Mcp-Session-Id".into(), "s-1".into()),
+        ],
+        body,
+    };
+    if req.method == "GET" {
+        // One event with an id, then the stream ends: the client must come back with the id.
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+        return sse(format!("id: ev-7\nretry: 50\ndata: {note}\n\n"));
+    }
+    let msg = req.json();
+    let id = msg["id"].clone();
+    match msg["method"].as_str() {
+        Some("server/discover") => Response {
+            status: 400,
+            headers: vec![("Content-Type".into(), "application/json".into())],
+            body: r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: Server not initialized"},"id":null}"#.into(),
+        },
+        Some("initialize") => {
+            let result = serde_json::json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {"listChanged": true}},
+                                            "serverInfo": {"name": "mini", "version": "1"}});
+            sse(format!("data: {}\n\n", serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result})))
+        }
+        Some("tools/call") => {
+            let ping = r#"{"jsonrpc":"2.0","id":"srv-1","method":"ping"}"#;
+            let done = serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}});
+            sse(format!("id: p0\ndata:\n\ndata: {ping}\n\ndata: {done}\n\n"))
+        }
+        _ => Response { status: 202, headers: vec![], body: String::new() },
+    }
+}
+
+#[test]
+fn legacy_http_answers_server_pings_by_post_and_resumes_the_get_stream_with_last_event_id() {
+    let server = MiniServer::start(None, legacy_server);
+    let mut host = Host::new().unwrap();
+    let id = add(&mut host, HttpOptions::new(server.url("http", "127.0.0.1")));
+    assert!(matches!(
+        host.wait_ready(id, Duration::from_secs(10)).unwrap(),
+        ServerState::Ready(mcpoll::Era::Legacy, _)
+    ));
+    assert_eq!(host.session_id(id), Some("s-1"));
+    let r = host.call_tool_blocking(id, "t", &raw("{}"), &CallOptions::default()).unwrap();
+    assert_eq!(r.json, r#"{"content":[]}"#, "the priming event with empty data is skipped");
+    common::poll_until(&mut host, Duration::from_secs(5), |_| {
+        server.requests().iter().filter(|r| r.method == "GET").count() >= 2
+    });
+    let reqs = server.requests();
+    let pong =
+        reqs.iter().find(|r| r.json()["id"] == "srv-1").expect("the ping was answered by POST");
+    assert_eq!(pong.json()["result"], serde_json::json!({}));
+    assert_eq!(pong.header("mcp-session-id"), Some("s-1"));
+    assert_eq!(pong.header("mcp-protocol-version"), Some("2025-11-25"));
+    let gets: Vec<_> = reqs.iter().filter(|r| r.method == "GET").collect();
+    assert_eq!(gets[0].header("last-event-id"), None);
+    assert_eq!(gets[1].header("last-event-id"), Some("ev-7"), "resumed where the stream broke");
+    assert_eq!(gets[1].header("mcp-session-id"), Some("s-1"));
+    let init = reqs.iter().find(|r| r.json()["method"] == "initialize").unwrap();
+    assert_eq!(init.header("mcp-protocol-version"), None, "no version header on initialize (U6)");
+    assert_eq!(init.header("mcp-session-id"), None);
+    assert!(
+        reqs.iter()
+            .all(|r| r.header("mcp-method").is_none() || r.json()["method"] == "server/discover"),
+        "no 2026 headers on the legacy exchange"
+    );
+}
