@@ -7,8 +7,17 @@
 //! `initialize` handshake as a fallback chosen per server by probing with `server/discover`.
 //!
 //! Thin drivers on `mio` move the bytes: [`driver::stdio`] runs a server as a child process
-//! over pipes. [`Host`] owns a `mio::Poll` and any number of servers, each with its own engine,
-//! pending table and limits, so one server's failure never touches another's calls.
+//! over pipes; [`driver::http`] speaks Streamable HTTP/1.1 over a small keep-alive pool, with
+//! TLS by rustls ([`driver::tls`]) and CONNECT proxies. [`Host`] owns a `mio::Poll` and any
+//! number of servers, each with its own engine, pending table, breakers and limits, so one
+//! server's failure never touches another's calls.
+//!
+//! The engine is also where resilience lives, as deterministic policy: retries of transient
+//! failures of calls that are safe to repeat (read-only, idempotent, keyed), with backoff
+//! bounded by the deadline; `DeliveryUnknown` for writes whose reply was lost; circuit
+//! breakers; an in-flight limit with a FIFO queue; supervised restart of crashed stdio servers.
+//! In steady state a tool call allocates nothing: frames are validated and read in place by
+//! [`proto::json`], and every buffer is reused.
 //!
 //! # Call order (engine)
 //!
@@ -20,6 +29,7 @@
 //! | feature | default | adds |
 //! | --- | --- | --- |
 //! | `stdio` | yes | `driver::stdio` (child processes over mio pipes) and [`Host`] |
+//! | `http` | yes | `driver::http`, `driver::tls`, `codec::http1` (httparse, rustls, webpki-roots) |
 //!
 //! The engine, codecs and protocol types build with no features at all.
 #![forbid(unsafe_code)]

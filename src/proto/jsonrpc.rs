@@ -1,7 +1,8 @@
 //! The JSON-RPC 2.0 envelope: decoding that borrows from the frame, and generation-tagged ids.
 //!
 //! Decoding never allocates for a well-formed message whose `method` needs no unescaping:
-//! `result`, `params`, `error.data` and `id` stay [`RawValue`] slices of the input frame.
+//! `result`, `params`, `error.data` and `id` stay [`RawJson`] slices of the input frame, which
+//! [`json::parse`] validated once.
 
 use std::borrow::Cow;
 use std::fmt;
