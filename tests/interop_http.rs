@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use mcpoll::driver::http::HttpOptions;
-use mcpoll::{CallOptions, Config, Era, Event, Host, ListKind, ServerId, SubscriptionFilter};
+use mcpoll::{CallOptions, Config, Era, Event, Host, ServerId, SubscriptionFilter};
 
 fn start_http(host: &mut Host, url: &str) -> ServerId {
     let id = host.add_http_server(HttpOptions::new(url), Config::default()).expect("add");
@@ -57,26 +57,7 @@ fn scenario(script: &str, era: Era) {
     assert!(events.last().unwrap().starts_with("done"), "{script}: {events:?}");
 
     // Cancel after the first progress step; the server's log must show the work stopped.
-    let slow = host.call_tool(id, "slow", &raw(r#"{"ms":3000}"#), &opts).unwrap();
-    poll_until(&mut host, Duration::from_secs(10), |h| {
-        matches!(h.poll_event(), Some((_, Event::Progress { .. })))
-    });
-    host.cancel(id, slow).unwrap();
-    let events = events_until_done(&mut host, slow, Duration::from_secs(1));
-    assert_eq!(events.last().map(String::as_str), Some("failed cancelled"), "{script}");
-    let until = Instant::now() + Duration::from_millis(3500);
-    poll_until(&mut host, Duration::from_secs(5), |_| Instant::now() >= until);
-    let log = peer.stderr();
-    assert!(log.contains("[slow] step 1/30"), "{script}: {log}");
-    assert!(
-        !log.contains("[slow] step 30/30"),
-        "{script}: the server kept running the cancelled call:\n{log}"
-    );
-    assert_eq!(host.stats(id).unwrap().late_responses, 0);
-    assert_eq!(
-        parse(&call(&mut host, id, "echo", r#"{"text":"after"}"#))["content"][0]["text"],
-        "after"
-    );
+    cancel_slow_and_check(&mut host, id, script, |_| peer.stderr());
 }
 
 #[test]
@@ -112,20 +93,7 @@ fn listen_scenario(script: &str) {
         }
         acknowledged
     });
-    let bump = host.call_tool(id, "bump_tools", &raw("{}"), &CallOptions::default()).unwrap();
-    let mut changed = false;
-    let mut bumped = false;
-    poll_until(&mut host, Duration::from_secs(10), |h| {
-        while let Some((_, e)) = h.poll_event() {
-            match e {
-                Event::ListChanged(ListKind::Tools) => changed = true,
-                Event::CallDone { call, .. } if call == bump => bumped = true,
-                Event::CallFailed { call, error, .. } => panic!("{call}: {error}"),
-                _ => {}
-            }
-        }
-        changed && bumped
-    });
+    bump_and_see_tools_changed(&mut host, id);
     // Ending the subscription closes its stream; the call ends as cancelled, once.
     host.cancel(id, sub).unwrap();
     let events = events_until_done(&mut host, sub, Duration::from_secs(2));
@@ -176,19 +144,7 @@ fn typescript_sdk_v1_list_changed_arrives_on_the_get_stream() {
     // Give the GET stream a moment to open, then change the tool list.
     let until = Instant::now() + Duration::from_millis(300);
     poll_until(&mut host, Duration::from_secs(2), |_| Instant::now() >= until);
-    let bump = host.call_tool(id, "bump_tools", &raw("{}"), &CallOptions::default()).unwrap();
-    let mut changed = false;
-    let mut bumped = false;
-    poll_until(&mut host, Duration::from_secs(10), |h| {
-        while let Some((_, e)) = h.poll_event() {
-            match e {
-                Event::ListChanged(ListKind::Tools) => changed = true,
-                Event::CallDone { call, .. } if call == bump => bumped = true,
-                _ => {}
-            }
-        }
-        changed && bumped
-    });
+    bump_and_see_tools_changed(&mut host, id);
 }
 
 /// The `mcpoll` command-line example lists and calls tools by URL, both eras.

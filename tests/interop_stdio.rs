@@ -6,10 +6,8 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::*;
-use mcpoll::{CallOptions, Config, Era, Event, Host, ServerId, StdioCommand};
+use mcpoll::{CallOptions, Config, Era, Host, StdioCommand};
 
 fn peer(script: &str) -> Option<StdioCommand> {
     peers_dir().map(|dir| StdioCommand::new(dir.join(script)))
@@ -47,38 +45,7 @@ fn scenario(script: &str, expected_era: Era) {
     let fail = call(&mut host, id, "fail", "{}");
     assert!(fail.is_error, "{script}: fail must be an isError result: {}", fail.json);
 
-    cancel_slow(&mut host, id, script);
-}
-
-/// Cancels `slow` after its first progress step and checks, from the server's own stderr,
-/// that it stopped, and that it still serves calls.
-fn cancel_slow(host: &mut Host, id: ServerId, script: &str) {
-    let opts = CallOptions { progress: true, ..CallOptions::default() };
-    let slow = host.call_tool(id, "slow", &raw(r#"{"ms":3000}"#), &opts).unwrap();
-    poll_until(host, Duration::from_secs(10), |h| {
-        matches!(h.poll_event(), Some((_, Event::Progress { .. })))
-    });
-    host.cancel(id, slow).unwrap();
-    let events = events_until_done(host, slow, Duration::from_secs(1));
-    assert_eq!(events.last().map(String::as_str), Some("failed cancelled"), "{script}");
-    // Give the server the time the rest of the call would have taken, and read its log.
-    let wait_until = std::time::Instant::now() + Duration::from_millis(3500);
-    poll_until(host, Duration::from_secs(5), |_| std::time::Instant::now() >= wait_until);
-    let stderr = host.stderr_tail(id).unwrap();
-    assert!(stderr.contains("[slow] step 1/30"), "{script}: the slow call ran: {stderr}");
-    assert!(
-        !stderr.contains("[slow] step 30/30"),
-        "{script}: the server did not stop the cancelled call: {stderr}"
-    );
-    assert_eq!(
-        host.stats(id).unwrap().late_responses,
-        0,
-        "{script}: no reply for a cancelled call"
-    );
-    assert_eq!(
-        parse(&call(host, id, "echo", r#"{"text":"after"}"#))["content"][0]["text"],
-        "after"
-    );
+    cancel_slow_and_check(&mut host, id, script, |h| h.stderr_tail(id).unwrap_or_default());
 }
 
 #[test]
@@ -125,20 +92,8 @@ fn typescript_sdk_v1_resources_and_prompts() {
 #[test]
 fn legacy_list_changed_reaches_the_host() {
     // SDK v1 pushes notifications/tools/list_changed on the stdio session after a change.
-    let Some(cmd) = peer("run-ts1-stdio.sh") else {
-        return;
-    };
+    let Some(cmd) = peer("run-ts1-stdio.sh") else { return };
     let mut host = Host::new().unwrap();
     let id = start(&mut host, cmd, Config::default());
-    let bump = host.call_tool(id, "bump_tools", &raw("{}"), &CallOptions::default()).unwrap();
-    let events = events_until_done(&mut host, bump, Duration::from_secs(10));
-    let mut changed = events.iter().any(|e| e.contains("ListChanged(Tools)"));
-    if !changed {
-        poll_until(&mut host, Duration::from_secs(5), |h| {
-            changed |=
-                matches!(h.poll_event(), Some((_, Event::ListChanged(mcpoll::ListKind::Tools))));
-            changed
-        });
-    }
-    assert!(changed);
+    bump_and_see_tools_changed(&mut host, id);
 }

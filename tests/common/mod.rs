@@ -242,3 +242,55 @@ pub fn init_log() {
 
 #[allow(dead_code)]
 pub mod mini;
+
+/// Cancels `slow` after its first progress report, then checks from the server's own log
+/// (read by `server_log`) that the work stopped, that no late reply arrived, and that the
+/// server still serves calls. Shared by the stdio and HTTP interop tests.
+#[track_caller]
+pub fn cancel_slow_and_check(
+    host: &mut Host,
+    id: ServerId,
+    label: &str,
+    server_log: impl Fn(&Host) -> String,
+) {
+    let opts = CallOptions { progress: true, ..CallOptions::default() };
+    let slow = host.call_tool(id, "slow", &raw(r#"{"ms":3000}"#), &opts).unwrap();
+    poll_until(host, Duration::from_secs(10), |h| {
+        matches!(h.poll_event(), Some((_, Event::Progress { .. })))
+    });
+    host.cancel(id, slow).unwrap();
+    let events = events_until_done(host, slow, Duration::from_secs(1));
+    assert_eq!(events.last().map(String::as_str), Some("failed cancelled"), "{label}");
+    // Give the server the time the rest of the call would have taken, then read its log.
+    let until = Instant::now() + Duration::from_millis(3500);
+    poll_until(host, Duration::from_secs(5), |_| Instant::now() >= until);
+    let log = server_log(host);
+    assert!(log.contains("[slow] step 1/30"), "{label}: the slow call ran: {log}");
+    assert!(
+        !log.contains("[slow] step 30/30"),
+        "{label}: the server kept running the cancelled call:\n{log}"
+    );
+    assert_eq!(host.stats(id).unwrap().late_responses, 0, "{label}: no reply for a cancelled call");
+    assert_eq!(
+        parse(&call(host, id, "echo", r#"{"text":"after"}"#))["content"][0]["text"],
+        "after"
+    );
+}
+
+/// Calls `bump_tools` and waits until both its result and a tools `list_changed` arrived.
+#[track_caller]
+pub fn bump_and_see_tools_changed(host: &mut Host, id: ServerId) {
+    let bump = host.call_tool(id, "bump_tools", &raw("{}"), &CallOptions::default()).unwrap();
+    let (mut changed, mut bumped) = (false, false);
+    poll_until(host, Duration::from_secs(10), |h| {
+        while let Some((_, e)) = h.poll_event() {
+            match e {
+                Event::ListChanged(mcpoll::ListKind::Tools) => changed = true,
+                Event::CallDone { call, .. } if call == bump => bumped = true,
+                Event::CallFailed { call, error, .. } if call == bump => panic!("{call}: {error}"),
+                _ => {}
+            }
+        }
+        changed && bumped
+    });
+}
