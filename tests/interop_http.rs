@@ -27,24 +27,7 @@ fn scenario(script: &str, era: Era) {
     let id = start_http(&mut host, &peer.url());
     assert_eq!(host.era(id), Some(era), "{script}");
 
-    let list = host.list_tools(id, &CallOptions::default()).unwrap();
-    let tools = parse(&host.wait(id, list).unwrap());
-    let names: Vec<_> = tools["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_owned())
-        .collect();
-    for want in ["echo", "add", "slow", "fail", "write_note", "bump_tools"] {
-        assert!(names.iter().any(|n| n == want), "{script}: {want} missing from {names:?}");
-    }
-    assert_eq!(
-        parse(&call(&mut host, id, "echo", r#"{"text":"héllo wörld"}"#))["content"][0]["text"],
-        "héllo wörld"
-    );
-    let add = call(&mut host, id, "add", r#"{"a":2,"b":3}"#);
-    assert_eq!(parse(&add)["structuredContent"]["sum"].as_f64(), Some(5.0), "{script}");
-    assert!(call(&mut host, id, "fail", "{}").is_error, "{script}");
+    check_lab_tools(&mut host, id, script);
 
     // Progress arrives on the request's own SSE stream.
     let opts = CallOptions { progress: true, ..CallOptions::default() };

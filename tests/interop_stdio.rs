@@ -20,30 +20,7 @@ fn scenario(script: &str, expected_era: Era) {
     let id = start(&mut host, cmd, Config::default());
     assert_eq!(host.era(id), Some(expected_era), "{script}");
 
-    let list = host.list_tools(id, &CallOptions::default()).unwrap();
-    let tools = parse(&host.wait(id, list).unwrap());
-    let names: Vec<_> = tools["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_owned())
-        .collect();
-    for want in ["echo", "add", "slow", "fail", "write_note", "bump_tools"] {
-        assert!(names.iter().any(|n| n == want), "{script}: {want} missing from {names:?}");
-    }
-
-    let echo = call(&mut host, id, "echo", r#"{"text":"héllo"}"#);
-    assert_eq!(parse(&echo)["content"][0]["text"], "héllo", "{script}");
-    assert!(!echo.is_error);
-    let add = call(&mut host, id, "add", r#"{"a":2,"b":3}"#);
-    assert_eq!(
-        parse(&add)["structuredContent"]["sum"].as_f64(),
-        Some(5.0),
-        "{script}: {}",
-        add.json
-    );
-    let fail = call(&mut host, id, "fail", "{}");
-    assert!(fail.is_error, "{script}: fail must be an isError result: {}", fail.json);
+    check_lab_tools(&mut host, id, script);
 
     cancel_slow_and_check(&mut host, id, script, |h| h.stderr_tail(id).unwrap_or_default());
 }

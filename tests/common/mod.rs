@@ -294,3 +294,32 @@ pub fn bump_and_see_tools_changed(host: &mut Host, id: ServerId) {
         changed && bumped
     });
 }
+
+/// The lab surface every SDK peer exposes: the full tool list, `echo` (non-ASCII text),
+/// `add` (structuredContent) and `fail` (an `isError` result, which is a completed call).
+#[track_caller]
+pub fn check_lab_tools(host: &mut Host, id: ServerId, label: &str) {
+    let list = host.list_tools(id, &CallOptions::default()).unwrap();
+    let tools = parse(&host.wait(id, list).unwrap());
+    let names: Vec<String> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    for want in ["echo", "add", "slow", "fail", "write_note", "bump_tools"] {
+        assert!(names.iter().any(|n| n == want), "{label}: {want} missing from {names:?}");
+    }
+    let echo = call(host, id, "echo", r#"{"text":"héllo wörld"}"#);
+    assert_eq!(parse(&echo)["content"][0]["text"], "héllo wörld", "{label}");
+    assert!(!echo.is_error, "{label}");
+    let add = call(host, id, "add", r#"{"a":2,"b":3}"#);
+    assert_eq!(
+        parse(&add)["structuredContent"]["sum"].as_f64(),
+        Some(5.0),
+        "{label}: {}",
+        add.json
+    );
+    let fail = call(host, id, "fail", "{}");
+    assert!(fail.is_error, "{label}: fail must be an isError result: {}", fail.json);
+}
