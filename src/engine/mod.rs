@@ -23,6 +23,7 @@ mod lifecycle;
 mod requests;
 mod resilience;
 pub mod retry;
+mod timers;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -252,6 +253,8 @@ pub struct Engine {
     /// How long calls have been taking (moving average), to judge whether a retry still fits.
     latency: Duration,
     restart: resilience::RestartState,
+    /// Deadlines and backoffs of pending requests, earliest first.
+    timers: timers::Timers,
     /// The latest `now` the host passed in: the engine's only notion of time.
     now: Instant,
     stats: Stats,
@@ -287,6 +290,7 @@ impl Engine {
             jitter: retry::Jitter::new(config.jitter_seed),
             latency: Duration::ZERO,
             restart: resilience::RestartState::default(),
+            timers: timers::Timers::with_capacity(config.max_pending),
             now: _now,
             stats: Stats::default(),
             config,
@@ -554,6 +558,7 @@ impl Engine {
             .ok_or(RequestError::Overloaded)?;
         // SAFETY-style note: `insert` just filled this slot.
         let call = self.requests.call_id(slot).ok_or(RequestError::Overloaded)?;
+        self.schedule(slot, deadline, timers::TimerKind::Deadline);
         let bufs = self.requests.bufs_mut(slot);
         params(&mut bufs.params, &mut bufs.name);
         let token = opts.progress.then(|| call.get());
@@ -790,21 +795,69 @@ impl Engine {
                 self.start_probe(now, version);
             }
         }
-        let expired: SmallVec<[usize; 16]> =
-            self.requests.iter().filter(|(_, p)| p.deadline <= now).map(|(slot, _)| slot).collect();
-        for slot in expired {
-            let Some(owner) = self.requests.get(slot).map(|p| p.owner) else {
-                continue;
-            };
-            match owner {
-                Owner::Host => self.abandon(slot, CallError::Local(LocalError::DeadlineExceeded)),
-                Owner::Probe => {
-                    log::debug!("era probe timed out; falling back to initialize");
-                    self.drop_lifecycle_request();
-                    self.start_handshake(now);
+        while let Some(t) = self.timers.pop_due(now) {
+            match t.kind {
+                timers::TimerKind::Backoff if self.timer_is_live(&t) => {
+                    self.backoff_ended(now, t.slot as usize)
                 }
-                Owner::Handshake => self.lifecycle_failed(LocalError::DeadlineExceeded),
+                timers::TimerKind::Deadline if self.timer_is_live(&t) => {
+                    self.deadline_passed(now, t.slot as usize)
+                }
+                // The call ended or moved on since this was scheduled.
+                _ => {}
             }
+        }
+        self.tidy_timers();
+    }
+
+    fn deadline_passed(&mut self, now: Instant, slot: usize) {
+        let Some(owner) = self.requests.get(slot).map(|p| p.owner) else { return };
+        match owner {
+            Owner::Host => self.abandon(slot, CallError::Local(LocalError::DeadlineExceeded)),
+            Owner::Probe => {
+                log::debug!("era probe timed out; falling back to initialize");
+                self.drop_lifecycle_request();
+                self.start_handshake(now);
+            }
+            Owner::Handshake => self.lifecycle_failed(LocalError::DeadlineExceeded),
+        }
+    }
+
+    fn timer_is_live(&self, t: &timers::Timer) -> bool {
+        timer_live(&self.requests, t)
+    }
+
+    /// Drops timers of calls that ended from the top of the heap, so `poll_timeout` stays
+    /// exact in the common case (O(log n) per ended call).
+    pub(super) fn tidy_timers(&mut self) {
+        let requests = &self.requests;
+        self.timers.skip_stale(|t| timer_live(requests, t));
+    }
+
+    /// Schedules a pending request's deadline or backoff end.
+    pub(super) fn schedule(&mut self, slot: usize, at: Instant, kind: timers::TimerKind) {
+        let Some(p) = self.requests.get(slot) else { return };
+        self.timers.schedule(timers::Timer { at, slot: slot as u32, call_gen: p.call_gen, kind });
+        if self.timers.needs_rebuild() {
+            let live = self.requests.iter().flat_map(|(slot, p)| {
+                let deadline = timers::Timer {
+                    at: p.deadline,
+                    slot: slot as u32,
+                    call_gen: p.call_gen,
+                    kind: timers::TimerKind::Deadline,
+                };
+                let backoff = match p.state {
+                    SendState::Backoff(until) => Some(timers::Timer {
+                        at: until,
+                        slot: slot as u32,
+                        call_gen: p.call_gen,
+                        kind: timers::TimerKind::Backoff,
+                    }),
+                    _ => None,
+                };
+                std::iter::once(deadline).chain(backoff)
+            });
+            self.timers.rebuild(live);
         }
     }
 
@@ -844,11 +897,13 @@ impl Engine {
     /// The earliest deadline the engine is waiting for, if any.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let deadlines = self.requests.iter().map(|(_, p)| match p.state {
-            SendState::Backoff(until) => until.min(p.deadline),
-            _ => p.deadline,
-        });
-        deadlines.chain(self.reprobe_at).chain(self.restart.next_wakeup()).min()
+        // The heap may hold a stale earliest entry: at worst one early wake-up.
+        self.timers
+            .earliest()
+            .into_iter()
+            .chain(self.reprobe_at)
+            .chain(self.restart.next_wakeup())
+            .min()
     }
 
     /// The next event for the host. Borrowed data in it is valid until the next call on the
@@ -1009,6 +1064,7 @@ impl Engine {
             self.lifecycle_failed(LocalError::HandshakeFailed);
             return;
         };
+        self.schedule(slot, now + timeout, timers::TimerKind::Deadline);
         self.lifecycle_slot = Some(slot);
         self.lifecycle_send = self.requests.wire_id(slot);
     }
@@ -1016,6 +1072,7 @@ impl Engine {
     fn drop_lifecycle_request(&mut self) {
         if let Some(slot) = self.lifecycle_slot.take() {
             self.requests.remove(slot, Ended::Abandoned);
+            self.tidy_timers();
         }
         self.lifecycle_send = None;
     }
@@ -1400,3 +1457,13 @@ fn sniff_id(head: &[u8], tail: &[u8]) -> Option<WireId> {
 mod tests;
 #[cfg(test)]
 mod tests_resilience;
+
+/// Whether a timer still stands for its call: same call, same time, same state.
+fn timer_live(requests: &Requests, t: &timers::Timer) -> bool {
+    let Some(p) = requests.get(t.slot as usize) else { return false };
+    p.call_gen == t.call_gen
+        && match t.kind {
+            timers::TimerKind::Deadline => p.deadline == t.at,
+            timers::TimerKind::Backoff => p.state == SendState::Backoff(t.at),
+        }
+}

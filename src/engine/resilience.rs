@@ -149,6 +149,7 @@ impl Engine {
         if let Some(c) = change {
             self.events.breaker(c.tenant, c.class, c.state);
         }
+        self.tidy_timers();
     }
 
     /// An attempt failed in transport: send it again after a backoff if the policy allows,
@@ -187,6 +188,7 @@ impl Engine {
                 // The old wire id becomes late: a reply to it is never taken for the new one.
                 self.requests.renew_wire_id(slot);
                 self.requests.set_state(slot, SendState::Backoff(now + delay));
+                self.schedule(slot, now + delay, super::timers::TimerKind::Backoff);
             }
             Decision::Fail => self.finish(slot, Ended::Abandoned, Outcome::Failed(error)),
             Decision::DeliveryUnknown => {
@@ -202,28 +204,6 @@ impl Engine {
 
     /// Backoffs that ended, restarts that are due.
     pub(super) fn resilience_timeout(&mut self, now: Instant) {
-        let due: SmallVec<[usize; 16]> = self
-            .requests
-            .iter()
-            .filter(|(_, p)| matches!(p.state, SendState::Backoff(until) if until <= now))
-            .map(|(slot, _)| slot)
-            .collect();
-        for slot in due {
-            let Some(p) = self.requests.get(slot) else { continue };
-            let (tenant, op) = (p.tenant, p.op);
-            if !self.admit(tenant, op, now) {
-                self.finish(
-                    slot,
-                    Ended::Abandoned,
-                    Outcome::Failed(CallError::Local(LocalError::BreakerOpen)),
-                );
-                continue;
-            }
-            self.requests.set_state(slot, SendState::Queued);
-            if let Some(id) = self.requests.wire_id(slot) {
-                self.send_queue.push_front(id);
-            }
-        }
         if self.restart.restart_at.is_some_and(|t| t <= now) {
             self.restart.restart_at = None;
             self.wants_transport = true;
@@ -234,6 +214,21 @@ impl Engine {
             self.restart.degraded_until = None;
             self.restart.exits.clear();
             self.wants_transport = true;
+        }
+    }
+
+    /// A retry's backoff ended: send it again, unless its breaker says no.
+    pub(super) fn backoff_ended(&mut self, now: Instant, slot: usize) {
+        let Some(p) = self.requests.get(slot) else { return };
+        let (tenant, op) = (p.tenant, p.op);
+        if !self.admit(tenant, op, now) {
+            let e = CallError::Local(LocalError::BreakerOpen);
+            self.finish(slot, Ended::Abandoned, Outcome::Failed(e));
+            return;
+        }
+        self.requests.set_state(slot, SendState::Queued);
+        if let Some(id) = self.requests.wire_id(slot) {
+            self.send_queue.push_front(id);
         }
     }
 
