@@ -261,7 +261,7 @@ impl Flags {
     fn armed_faults(&self, tool: &str, calls: u64) -> Armed {
         let mut armed = Armed::default();
         for fault in &self.faults {
-            if fault.tool == tool && fault.limit.map_or(true, |n| calls <= n) {
+            if fault.tool == tool && fault.limit.is_none_or(|n| calls <= n) {
                 armed.add(fault.kind);
             }
         }

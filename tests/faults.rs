@@ -108,8 +108,7 @@ fn read() -> CallOptions {
 }
 
 fn start_stdio(host: &mut Host, cmd: StdioCommand, config: Config) -> ServerId {
-    let id = host.add_stdio_server(cmd, config).expect("spawn");
-    id
+    host.add_stdio_server(cmd, config).expect("spawn")
 }
 
 fn text(json: &str) -> String {

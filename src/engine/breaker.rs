@@ -218,11 +218,11 @@ mod tests {
         let (ok, change) = b.admit(T, R, t0 + Duration::from_secs(10));
         assert!(ok);
         assert_eq!(change.map(|c| c.state), Some(BreakerState::HalfOpen));
-        assert_eq!(b.admit(T, R, t0 + Duration::from_secs(10)).0, false);
+        assert!(!b.admit(T, R, t0 + Duration::from_secs(10)).0);
         // half-open -> open when the probe fails.
         let t1 = t0 + Duration::from_secs(11);
         assert_eq!(b.record(T, R, Some(&lost()), t1).map(|c| c.state), Some(BreakerState::Open));
-        assert_eq!(b.admit(T, R, t1 + Duration::from_secs(5)).0, false);
+        assert!(!b.admit(T, R, t1 + Duration::from_secs(5)).0);
         // half-open -> closed when the probe succeeds.
         let t2 = t1 + Duration::from_secs(10);
         assert!(b.admit(T, R, t2).0);

@@ -262,8 +262,7 @@ pub struct Engine {
 
 impl Engine {
     /// Builds an engine; checks the config once and preallocates every table.
-    pub fn new(config: Config, _now: Instant) -> Result<Self, ConfigError> {
-        let _now = _now;
+    pub fn new(config: Config, now: Instant) -> Result<Self, ConfigError> {
         config.check()?;
         let next = match config.era {
             EraPreference::LegacyOnly => Opening::Handshake,
@@ -291,7 +290,7 @@ impl Engine {
             latency: Duration::ZERO,
             restart: resilience::RestartState::default(),
             timers: timers::Timers::with_capacity(config.max_pending),
-            now: _now,
+            now,
             stats: Stats::default(),
             config,
         })

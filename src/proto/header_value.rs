@@ -4,11 +4,11 @@
 /// ASCII with inner spaces or tabs only, else `=?base64?<base64 of UTF-8>?=`.
 pub fn encode(out: &mut Vec<u8>, value: &str) {
     let b = value.as_bytes();
-    let plain = !b.is_empty()
-        && b.iter().all(|&c| (0x21..=0x7e).contains(&c) || c == b' ' || c == b'\t')
-        && !matches!(b.first(), Some(b' ' | b'\t'))
-        && !matches!(b.last(), Some(b' ' | b'\t'))
-        && !(value.starts_with("=?base64?") && value.ends_with("?="));
+    let visible = b.iter().all(|&c| (0x21..=0x7e).contains(&c) || c == b' ' || c == b'\t');
+    let padded = matches!(b.first(), Some(b' ' | b'\t')) || matches!(b.last(), Some(b' ' | b'\t'));
+    // A plain value that looks encoded must be encoded too, or it would be decoded.
+    let looks_encoded = value.starts_with("=?base64?") && value.ends_with("?=");
+    let plain = !b.is_empty() && visible && !padded && !looks_encoded;
     if plain {
         out.extend_from_slice(b);
         return;

@@ -585,7 +585,7 @@ fn overflows(significand: u64, exponent: i32) -> bool {
         309 => {
             let power = usize::try_from(exponent - 289).ok().and_then(|k| POW10_FROM_289.get(k));
             // The conversion rounds to nearest, as serde_json's `as f64` does.
-            power.map_or(true, |p| (significand as f64 * p).is_infinite())
+            power.is_none_or(|p| (significand as f64 * p).is_infinite())
         }
         _ => true,
     }
