@@ -451,6 +451,7 @@ impl HttpDriver {
         let version = engine.header_version();
         let modern = version.is_some_and(|v| v.era() == Era::Modern);
         let i = self.take_exchange();
+        // SAFETY-style note: `take_exchange` returns an index it just checked or pushed.
         let x = &mut self.exchanges[i];
         x.carries = Some(carries);
         x.body.clear();
@@ -508,6 +509,7 @@ impl HttpDriver {
             Listen::Off if legacy_ready => self.listen = Listen::At(now),
             Listen::At(t) if legacy_ready && now >= t => {
                 let i = self.take_exchange();
+                // SAFETY-style note: as in `enqueue`, the index is in range.
                 let x = &mut self.exchanges[i];
                 x.carries = Some(Carries::Listen);
                 x.body.clear();
@@ -597,6 +599,7 @@ impl HttpDriver {
             // Every known address failed: ask the resolver again (this blocks).
             self.resolve()?;
         }
+        // SAFETY-style note: `resolve` succeeded with at least one address and reset the index.
         let addr = self.addrs[self.next_addr];
         let mut sock = TcpStream::connect(addr)?;
         let _ = sock.set_nodelay(true);

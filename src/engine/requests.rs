@@ -187,6 +187,8 @@ impl Requests {
 
     fn fresh_gen(&mut self, slot: usize) -> u32 {
         // Generation 0 is never issued, so a zeroed `ended` record matches nothing.
+        // SAFETY-style note: slots come from the slab, whose keys stay below its capacity,
+        // which is the length of `next_gen`.
         let g = &mut self.next_gen[slot];
         *g = g.wrapping_add(1).max(1);
         *g
