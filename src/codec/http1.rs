@@ -1064,20 +1064,7 @@ mod tests {
                 };
                 let limits: Limits = $limits;
                 let expected: Vec<Out> = vec![$($out),*];
-                assert_eq!(run(limits, &[input], closed), expected, "one chunk");
-                for i in 0..=input.len() {
-                    let parts = [&input[..i], &input[i..]];
-                    assert_eq!(run(limits, &parts, closed), expected, "split at {i}");
-                    if input.len() > 200 {
-                        continue;
-                    }
-                    for j in i..=input.len() {
-                        let parts = [&input[..i], &input[i..j], &input[j..]];
-                        assert_eq!(run(limits, &parts, closed), expected, "split at {i},{j}");
-                    }
-                }
-                let bytes: Vec<&[u8]> = input.chunks(1).collect();
-                assert_eq!(run(limits, &bytes, closed), expected, "byte by byte");
+                crate::codec::check_every_split(input, &expected, 200, |parts| run(limits, parts, closed));
             }
         )*};
     }

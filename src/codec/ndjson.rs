@@ -202,16 +202,7 @@ mod tests {
             fn $name() {
                 let input: &[u8] = $input;
                 let expected: Vec<Out> = vec![$($out),*];
-                assert_eq!(run($max, &[input]), expected, "one chunk");
-                for i in 0..=input.len() {
-                    assert_eq!(run($max, &[&input[..i], &input[i..]]), expected, "split at {i}");
-                    for j in i..=input.len() {
-                        let parts = [&input[..i], &input[i..j], &input[j..]];
-                        assert_eq!(run($max, &parts), expected, "split at {i},{j}");
-                    }
-                }
-                let bytes: Vec<&[u8]> = input.chunks(1).collect();
-                assert_eq!(run($max, &bytes), expected, "byte by byte");
+                crate::codec::check_every_split(input, &expected, usize::MAX, |parts| run($max, parts));
             }
         )*};
     }
