@@ -111,6 +111,15 @@ fn start_stdio(host: &mut Host, cmd: StdioCommand, config: Config) -> ServerId {
     host.add_stdio_server(cmd, config).expect("spawn")
 }
 
+/// Starts the server and waits for its era to settle, so timing-sensitive faults act on a
+/// call that was really sent.
+fn start_ready(host: &mut Host, cmd: StdioCommand) -> ServerId {
+    let id = start_stdio(host, cmd, Config::default());
+    let state = host.wait_ready(id, Duration::from_secs(20)).expect("ready");
+    assert!(matches!(state, ServerState::Ready(..)), "{state:?}");
+    id
+}
+
 fn text(json: &str) -> String {
     let v: serde_json::Value = serde_json::from_str(json).unwrap();
     v["content"][0]["text"].as_str().unwrap_or_default().to_owned()
@@ -233,7 +242,7 @@ fn garbage_unknown_ids_and_duplicates_are_counted_and_calls_end_once() {
 fn a_reply_after_cancel_is_late_and_never_delivered() {
     let log = Deliveries::new("late");
     let mut host = Host::new().unwrap();
-    let id = start_stdio(&mut host, server(&["late-after-cancel:slow"], &log), Config::default());
+    let id = start_ready(&mut host, server(&["late-after-cancel:slow"], &log));
     let mut o = Outcomes::default();
     let c = host.call_tool(id, "slow", &raw(r#"{"ms":300}"#), &CallOptions::default()).unwrap();
     let until = Instant::now() + Duration::from_millis(100);
@@ -250,7 +259,7 @@ fn a_reply_after_cancel_is_late_and_never_delivered() {
 fn a_hang_past_the_deadline_ends_locally() {
     let log = Deliveries::new("hang");
     let mut host = Host::new().unwrap();
-    let id = start_stdio(&mut host, server(&["hang:lookup"], &log), Config::default());
+    let id = start_ready(&mut host, server(&["hang:lookup"], &log));
     let mut o = Outcomes::default();
     let opts = CallOptions { timeout: Some(Duration::from_millis(300)), ..read() };
     let started = Instant::now();
