@@ -16,7 +16,8 @@
 //! ```
 //!
 //! The command string is split into words as a shell would (quotes honoured) and run without a
-//! shell. The result goes to stdout as JSON and the exit code is 0; a tool's `isError` result
+//! shell. `call` lists the tools first, so the tool's annotations decide whether a failed
+//! attempt may be retried, and `x-mcp-header` arguments travel as headers over HTTP. The result goes to stdout as JSON and the exit code is 0; a tool's `isError` result
 //! is a success that prints `"isError": true`. On failure one JSON line goes to stderr,
 //! `{"error":{"kind":"protocol|transport|local","name":"...","message":"..."}}`, and the exit
 //! code is 1 (2 for bad usage).
@@ -164,7 +165,14 @@ fn run(args: &Args) -> Result<String, Failure> {
         }
         [c, uri] if *c == "read" => host.read_resource(server, uri, &o)?,
         [c, name, rest @ ..] if *c == "call" && rest.len() <= 1 => {
-            host.call_tool(server, name, &object_arg(rest.first().copied())?, &o)?
+            let arguments = object_arg(rest.first().copied())?;
+            // List the tools first: their annotations say whether a retry is safe, and over
+            // HTTP their `x-mcp-header` arguments must travel as headers. A server that
+            // cannot list still gets the call.
+            if let Ok(list) = host.list(server, Method::ToolsList, &o) {
+                let _ = host.wait(server, list);
+            }
+            host.call_tool(server, name, &arguments, &o)?
         }
         [c, name, rest @ ..] if *c == "prompt" && rest.len() <= 1 => {
             host.get_prompt(server, name, Some(&object_arg(rest.first().copied())?), &o)?

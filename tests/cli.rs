@@ -6,20 +6,7 @@ mod common;
 use std::process::Command;
 
 fn mcpoll() -> Command {
-    // Built beside the demo server by `cargo test`.
-    let demo = common::demo_server();
-    let dir = std::path::Path::new(demo.program()).parent().expect("examples dir").to_path_buf();
-    let exe = dir.join("mcpoll");
-    if !exe.exists() {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let ok = Command::new(cargo)
-            .args(["build", "--example", "mcpoll"])
-            .status()
-            .expect("cargo")
-            .success();
-        assert!(ok);
-    }
-    Command::new(exe)
+    Command::new(common::example("mcpoll"))
 }
 
 fn demo(flags: &str) -> String {
@@ -71,16 +58,25 @@ fn is_error_is_a_success_and_failures_are_one_json_line() {
     assert_eq!(code, 1);
     assert_eq!(error_line(&err)["error"]["name"], "deadline_exceeded");
 
-    // The process dies under a call the CLI knows nothing about (it did not list the tools):
-    // it may have run, so the outcome is "delivery unknown", naming the exit.
+    // echo is read-only (the CLI lists the tools first): every attempt crashes the server,
+    // each is retried on a restarted process, and the last exit is the error.
     let (code, _, err) = run(&["--stdio", &demo("--crash-on echo"), "call", "echo", "{}"]);
+    assert_eq!(code, 1);
+    let e = error_line(&err);
+    assert_eq!(
+        (e["error"]["kind"].as_str(), e["error"]["name"].as_str()),
+        (Some("transport"), Some("process_exit"))
+    );
+    assert!(e["error"]["message"].as_str().unwrap().contains("exited with code 7"), "{e}");
+    // write_note is not safe to repeat: the crash leaves its outcome unknown.
+    let (code, _, err) =
+        run(&["--stdio", &demo("--crash-on write_note"), "call", "write_note", r#"{"note":"n"}"#]);
     assert_eq!(code, 1);
     let e = error_line(&err);
     assert_eq!(
         (e["error"]["kind"].as_str(), e["error"]["name"].as_str()),
         (Some("local"), Some("delivery_unknown"))
     );
-    assert!(e["error"]["message"].as_str().unwrap().contains("exited with code 7"), "{e}");
 
     let (code, _, err) = run(&["--stdio", "/nonexistent/server", "tools"]);
     assert_eq!(code, 1);

@@ -134,16 +134,7 @@ fn typescript_sdk_v1_list_changed_arrives_on_the_get_stream() {
 #[test]
 fn cli_lists_and_calls_over_http_in_both_eras() {
     let Some(dir) = peers_dir() else { return };
-    let demo = demo_server();
-    let exe = std::path::Path::new(demo.program()).with_file_name("mcpoll");
-    if !exe.exists() {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        assert!(std::process::Command::new(cargo)
-            .args(["build", "--example", "mcpoll"])
-            .status()
-            .unwrap()
-            .success());
-    }
+    let exe = example("mcpoll");
     for script in ["run-py-http.sh", "run-ts1-http.sh"] {
         let peer = HttpPeer::start(&dir, script);
         let run = |args: &[&str]| {

@@ -9,35 +9,32 @@ use mcpoll::host::OwnedResult;
 use mcpoll::{CallError, CallId, CallOptions, Config, Event, Host, ServerId, StdioCommand};
 use serde_json::value::RawValue;
 
-/// The demo server example binary, which `cargo test` builds beside the tests.
+/// The demo server example binary.
 pub fn demo_server() -> StdioCommand {
-    let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe.parent().and_then(|deps| deps.parent()).expect("target profile dir");
-    let path = dir.join("examples").join("demo_server");
-    if !path.exists() {
-        build_demo_server(dir);
-    }
-    assert!(
-        path.exists(),
-        "{} is missing: `cargo test` builds it with the examples",
-        path.display()
-    );
-    StdioCommand::new(path)
+    StdioCommand::new(example("demo_server"))
 }
 
-/// `cargo test --test NAME` builds no examples: build the demo server once, in the same profile.
-fn build_demo_server(profile_dir: &std::path::Path) {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
+/// An example binary of this crate, built (once per test process, a no-op when fresh) in the
+/// profile the tests run in, so a `cargo test --test NAME` never runs a stale one.
+pub fn example(name: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe.parent().and_then(|deps| deps.parent()).expect("target profile dir");
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if !built.iter().any(|n| n == name) {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut cmd = std::process::Command::new(cargo);
-        cmd.args(["build", "--example", "demo_server"]).current_dir(env!("CARGO_MANIFEST_DIR"));
-        if profile_dir.ends_with("release") {
+        cmd.args(["build", "--quiet", "--example", name]).current_dir(env!("CARGO_MANIFEST_DIR"));
+        if dir.ends_with("release") {
             cmd.arg("--release");
         }
-        let status = cmd.status().expect("run cargo build --example demo_server");
-        assert!(status.success(), "building the demo server failed");
-    });
+        let status = cmd.status().expect("run cargo build --example");
+        assert!(status.success(), "building the {name} example failed");
+        built.push(name.to_owned());
+    }
+    let path = dir.join("examples").join(name);
+    assert!(path.exists(), "{} is missing", path.display());
+    path
 }
 
 /// The folder where `tests/peers/setup.sh` installed the SDK peers, or `None` (said loudly)
