@@ -441,3 +441,57 @@ fn http_close_before_reply_on_a_write_is_delivered_at_most_once() {
     o.check(&mut host, id, &[e, w]);
     assert_eq!(log.count("write_note"), 1, "delivered exactly once, never re-sent");
 }
+
+#[test]
+fn a_server_that_cannot_be_restarted_is_reported_and_not_retried_in_a_hot_loop() {
+    // The program disappears while the server runs (an upgrade gone wrong): every restart
+    // fails to spawn. That is reported, backed off, and ends as degraded.
+    let log = Deliveries::new("nospawn");
+    let dir = std::env::temp_dir().join(format!("mcpoll-nospawn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let copy = dir.join("demo_server_copy");
+    std::fs::copy(demo_server().program(), &copy).unwrap();
+    let restart = mcpoll::RestartPolicy {
+        base_delay: Duration::from_millis(20),
+        crash_loop_exits: 4,
+        ..mcpoll::RestartPolicy::default()
+    };
+    let mut host = Host::new().unwrap();
+    let cmd =
+        StdioCommand::new(&copy).args(["--fault", "crash:write_note", "--state-file"]).arg(&log.0);
+    let id = host.add_stdio_server(cmd, Config { restart, ..Config::default() }).unwrap();
+    assert!(matches!(
+        host.wait_ready(id, Duration::from_secs(10)).unwrap(),
+        ServerState::Ready(..)
+    ));
+    std::fs::remove_file(&copy).unwrap();
+    let mut o = Outcomes::default();
+    let w =
+        host.call_tool(id, "write_note", &raw(r#"{"note":"x"}"#), &CallOptions::default()).unwrap();
+    assert!(matches!(o.wait(&mut host, w), Err(CallError::Local(LocalError::DeliveryUnknown(_)))));
+    let started = Instant::now();
+    while o.lost < 4 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "restart attempts stalled at {}",
+            o.lost
+        );
+        host.poll(Some(Duration::from_millis(20))).unwrap();
+        o.pump(&mut host);
+    }
+    let args = raw("{}");
+    assert_eq!(host.call_tool(id, "echo", &args, &read()), Err(mcpoll::RequestError::Degraded));
+    // Degraded: no further attempts for a while.
+    let quiet = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < quiet {
+        host.poll(Some(Duration::from_millis(20))).unwrap();
+        o.pump(&mut host);
+    }
+    assert_eq!(o.lost, 4, "one crash and three failed starts, then no more attempts");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "backed off, but not for long with these settings"
+    );
+    assert_eq!(host.pending(id), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}

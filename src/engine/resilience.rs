@@ -236,6 +236,9 @@ impl Engine {
     /// may have reached it are retried or end by the retry policy; a restart is scheduled
     /// with backoff, unless the exits come too fast (a crash loop: the server is degraded).
     pub(super) fn on_process_lost(&mut self, now: Instant, error: TransportError) {
+        // No new process until the backoff ends (a failed spawn lands here too: without this
+        // the host would try again on every poll).
+        self.wants_transport = false;
         self.drop_lifecycle_request();
         let cause = CallError::Transport(error);
         let sent: SmallVec<[usize; 16]> = self

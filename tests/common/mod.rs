@@ -14,14 +14,16 @@ pub fn demo_server() -> StdioCommand {
     StdioCommand::new(example("demo_server"))
 }
 
-/// An example binary of this crate, built (once per test process, a no-op when fresh) in the
-/// profile the tests run in, so a `cargo test --test NAME` never runs a stale one.
+/// An example binary of this crate. `cargo test` builds the examples before the tests run;
+/// `cargo test --test NAME` does not, so a missing one is built here (once per process). After
+/// editing an example, run plain `cargo test` (or build the examples) to refresh it.
 pub fn example(name: &str) -> PathBuf {
     static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let exe = std::env::current_exe().expect("test executable path");
     let dir = exe.parent().and_then(|deps| deps.parent()).expect("target profile dir");
+    let path = dir.join("examples").join(name);
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    if !built.iter().any(|n| n == name) {
+    if !path.exists() && !built.iter().any(|n| n == name) {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut cmd = std::process::Command::new(cargo);
         cmd.args(["build", "--quiet", "--example", name]).current_dir(env!("CARGO_MANIFEST_DIR"));
@@ -32,7 +34,6 @@ pub fn example(name: &str) -> PathBuf {
         assert!(status.success(), "building the {name} example failed");
         built.push(name.to_owned());
     }
-    let path = dir.join("examples").join(name);
     assert!(path.exists(), "{} is missing", path.display());
     path
 }
