@@ -1005,7 +1005,9 @@ impl HttpDriver {
                         }
                         if carries == Some(Carries::Listen) {
                             if let Some(ms) = c.sse.retry_ms() {
-                                self.listen_retry = Duration::from_millis(ms.min(60_000));
+                                // The server's word, within bounds: `retry: 0` on a stream that
+                                // ends at once must not become a reconnect loop.
+                                self.listen_retry = Duration::from_millis(ms.clamp(250, 60_000));
                             }
                             let id = c.sse.last_event_id();
                             if id != self.last_event_id.as_deref() {
