@@ -68,6 +68,11 @@ pub(crate) struct Change {
     pub(crate) state: BreakerState,
 }
 
+/// Breakers kept per engine; tenants beyond this reuse healthy slots (see `find`).
+const MAX_BREAKERS: usize = 64;
+/// The tenant id of the shared breaker used when every slot is tripped.
+const OVERFLOW_TENANT: u32 = u32::MAX;
+
 /// Whether a finished attempt says anything about the server's health.
 pub(crate) fn counts(e: &CallError) -> bool {
     match e {
@@ -93,10 +98,38 @@ impl Breakers {
     }
 
     fn find(&mut self, tenant: u32, class: OperationClass) -> &mut Breaker {
+        let fresh = State::Closed { failures: 0 };
         let i = match self.all.iter().position(|b| b.tenant == tenant && b.class == class) {
             Some(i) => i,
+            None if self.all.len() < MAX_BREAKERS => {
+                self.all.push(Breaker { tenant, class, state: fresh });
+                self.all.len() - 1
+            }
+            // Full: a healthy breaker says nothing a fresh one would not, so it can be reused;
+            // when every one is tripped, the newcomers share one overflow breaker per class.
+            None => match self.all.iter().position(|b| b.state == fresh) {
+                Some(i) => {
+                    self.all[i] = Breaker { tenant, class, state: fresh };
+                    i
+                }
+                None => {
+                    return self.find_overflow(class);
+                }
+            },
+        };
+        &mut self.all[i]
+    }
+
+    fn find_overflow(&mut self, class: OperationClass) -> &mut Breaker {
+        let i = match self.all.iter().position(|b| b.tenant == OVERFLOW_TENANT && b.class == class)
+        {
+            Some(i) => i,
             None => {
-                self.all.push(Breaker { tenant, class, state: State::Closed { failures: 0 } });
+                self.all.push(Breaker {
+                    tenant: OVERFLOW_TENANT,
+                    class,
+                    state: State::Closed { failures: 0 },
+                });
                 self.all.len() - 1
             }
         };
@@ -261,6 +294,27 @@ mod tests {
         assert!(b.admit(1, OperationClass::Read, now).0, "reads of the same tenant still flow");
         assert!(b.admit(2, OperationClass::Write, now).0, "another tenant's writes still flow");
         assert!(!b.admit(1, OperationClass::Write, now).0);
+    }
+
+    #[test]
+    fn the_table_is_bounded_whatever_the_number_of_tenants() {
+        let mut b = Breakers::new(BreakerPolicy {
+            failure_threshold: 1,
+            cool_down: Duration::from_secs(60),
+        });
+        let now = Instant::now();
+        for tenant in 0..10_000 {
+            b.admit(tenant, R, now);
+        }
+        assert!(b.all.len() <= MAX_BREAKERS, "healthy breakers are reused");
+        for tenant in 0..200 {
+            b.record(tenant, R, Some(&lost()), now);
+        }
+        assert!(
+            b.all.len() <= MAX_BREAKERS + 2,
+            "tripped ones overflow into one shared breaker per class"
+        );
+        assert!(!b.admit(5, R, now).0, "a tracked tripped tenant stays open");
     }
 
     #[test]
