@@ -4,11 +4,20 @@
 //! version in common means modern; any other error, a probe timeout or the process dying on
 //! the probe means legacy. The fallback never depends on one particular error code.
 
+use std::time::{Duration, Instant};
+
 use smallvec::SmallVec;
 
-use crate::error::RpcError;
+use super::requests::{CallTraits, Ended, Owner};
+use super::{timers, Control};
+use crate::error::{CallError, LocalError, RpcError};
 use crate::proto::json::RawJson;
+use crate::proto::jsonrpc::write_json_str;
+use crate::proto::mcp::Method;
+use crate::proto::meta::StaticMeta;
+use crate::proto::version::EraPreference;
 use crate::proto::version::{pick_common, Era, ProtocolVersion, LEGACY_VERSIONS, MODERN_VERSIONS};
+use crate::Idempotency;
 
 /// Where the engine is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,6 +151,174 @@ fn strings(v: Option<RawJson<'_>>) -> SmallVec<[std::borrow::Cow<'_, str>; 4]> {
 pub(crate) fn first_probe_version() -> ProtocolVersion {
     debug_assert!(!MODERN_VERSIONS.is_empty() && !LEGACY_VERSIONS.is_empty());
     ProtocolVersion::MODERN
+}
+
+/// The lifecycle applied to the engine: probe, handshake, verdicts, and the end of it all.
+impl super::Engine {
+    pub(super) fn start_probe(&mut self, now: Instant, version: ProtocolVersion) {
+        self.meta = Some(self.static_meta(version));
+        self.phase = Phase::Probing { version };
+        self.start_lifecycle_request(
+            now,
+            Method::Discover,
+            Owner::Probe,
+            self.config.probe_timeout,
+        );
+    }
+
+    pub(super) fn start_handshake(&mut self, now: Instant) {
+        self.meta = None;
+        self.phase = Phase::Handshaking;
+        self.start_lifecycle_request(
+            now,
+            Method::Initialize,
+            Owner::Handshake,
+            self.config.handshake_timeout,
+        );
+        if let Some(slot) = self.lifecycle_slot {
+            let c = &self.config;
+            let p = &mut self.requests.bufs_mut(slot).params;
+            p.extend_from_slice(b"\"protocolVersion\":");
+            write_json_str(p, ProtocolVersion::LEGACY.as_str());
+            p.extend_from_slice(b",\"capabilities\":");
+            p.extend_from_slice(c.client_capabilities.trim().as_bytes());
+            p.extend_from_slice(b",\"clientInfo\":{\"name\":");
+            write_json_str(p, &c.client_name);
+            p.extend_from_slice(b",\"version\":");
+            write_json_str(p, &c.client_version);
+            p.push(b'}');
+        }
+    }
+
+    pub(super) fn static_meta(&self, version: ProtocolVersion) -> StaticMeta {
+        let c = &self.config;
+        StaticMeta::new(version, &c.client_capabilities, &c.client_name, &c.client_version)
+    }
+
+    pub(super) fn start_lifecycle_request(
+        &mut self,
+        now: Instant,
+        method: Method,
+        owner: Owner,
+        timeout: Duration,
+    ) {
+        self.drop_lifecycle_request();
+        // The lifecycle request must not be refused for a full table: make room by failing
+        // the newest host call, which cannot have been sent before the era was settled.
+        if self.requests.is_full() {
+            if let Some(id) = self.send_queue.pop_back() {
+                self.abandon(id.slot(), CallError::Local(LocalError::HandshakeFailed));
+            }
+        }
+        let traits = CallTraits { progress: false, class: Idempotency::Unknown, tenant: 0 };
+        let Some(slot) = self.requests.insert(method, owner, now, now + timeout, traits) else {
+            self.lifecycle_failed(LocalError::HandshakeFailed);
+            return;
+        };
+        self.schedule(slot, now + timeout, timers::TimerKind::Deadline);
+        self.lifecycle_slot = Some(slot);
+        self.lifecycle_send = self.requests.wire_id(slot);
+    }
+
+    pub(super) fn drop_lifecycle_request(&mut self) {
+        if let Some(slot) = self.lifecycle_slot.take() {
+            self.requests.remove(slot, Ended::Abandoned);
+            self.tidy_timers();
+        }
+        self.lifecycle_send = None;
+    }
+
+    pub(super) fn on_lifecycle_result(&mut self, now: Instant, owner: Owner, result: RawJson<'_>) {
+        match (owner, self.phase) {
+            (Owner::Probe, Phase::Probing { version }) => {
+                let verdict = probe_result(result, version);
+                self.apply_verdict(now, verdict, Some(result));
+            }
+            (Owner::Handshake, Phase::Handshaking) => match handshake_result(result) {
+                Some(version) => {
+                    self.drop_lifecycle_request();
+                    self.server_info.clear();
+                    self.server_info.push_str(result.text());
+                    self.push_control(Control::Initialized);
+                    self.become_ready(version);
+                }
+                None => {
+                    log::debug!("initialize settled on a version mcpoll does not speak");
+                    self.lifecycle_failed(LocalError::NoCommonVersion);
+                }
+            },
+            _ => self.drop_lifecycle_request(),
+        }
+    }
+
+    pub(super) fn on_lifecycle_error(
+        &mut self,
+        now: Instant,
+        owner: Owner,
+        error: RpcError,
+        data: Option<RawJson<'_>>,
+    ) {
+        match (owner, self.phase) {
+            (Owner::Probe, Phase::Probing { version }) => {
+                let verdict = probe_error(error.code, data, version);
+                self.apply_verdict(now, verdict, None);
+            }
+            _ => {
+                log::debug!("initialize failed: {error}");
+                self.shut(CallError::Protocol(error));
+            }
+        }
+    }
+
+    pub(super) fn apply_verdict(
+        &mut self,
+        now: Instant,
+        verdict: ProbeVerdict,
+        result: Option<RawJson<'_>>,
+    ) {
+        let modern_only = self.config.era == EraPreference::ModernOnly;
+        match verdict {
+            ProbeVerdict::Modern(version) => {
+                self.drop_lifecycle_request();
+                if let Some(r) = result {
+                    self.server_info.clear();
+                    self.server_info.push_str(r.text());
+                }
+                self.become_ready(version);
+            }
+            ProbeVerdict::Reprobe(version) => self.start_probe(now, version),
+            ProbeVerdict::Legacy if !modern_only => {
+                self.drop_lifecycle_request();
+                self.start_handshake(now);
+            }
+            ProbeVerdict::Legacy => self.lifecycle_failed(LocalError::NoCommonVersion),
+            ProbeVerdict::NoCommonVersion => self.lifecycle_failed(LocalError::NoCommonVersion),
+        }
+    }
+
+    pub(super) fn become_ready(&mut self, version: ProtocolVersion) {
+        self.phase = Phase::Ready { version };
+        self.meta = (version.era() == Era::Modern).then(|| self.static_meta(version));
+        self.events.ready(version.era(), version);
+    }
+
+    pub(super) fn lifecycle_failed(&mut self, error: LocalError) {
+        self.shut(CallError::Local(error));
+    }
+
+    /// Ends everything: every pending call fails with `error`, then a `Closed` event.
+    pub(super) fn shut(&mut self, error: CallError) {
+        if self.phase == Phase::Closed {
+            return;
+        }
+        self.reprobe_at = None;
+        self.drop_lifecycle_request();
+        self.fail_all(error.clone());
+        self.control.clear();
+        self.phase = Phase::Closed;
+        self.wants_transport = false;
+        self.events.closed(error);
+    }
 }
 
 #[cfg(test)]
