@@ -74,3 +74,54 @@ fn legacy_list_changed_reaches_the_host() {
     let id = start(&mut host, cmd, Config::default());
     bump_and_see_tools_changed(&mut host, id);
 }
+
+/// `subscriptions/listen` over stdio: the acknowledgement and the tools list_changed that
+/// `bump_tools` causes arrive interleaved with replies on stdout, tagged with the subscription.
+fn listen_scenario(script: &str) {
+    let Some(cmd) = peer(script) else { return };
+    let mut host = Host::new().unwrap();
+    let id = start(&mut host, cmd, Config::default());
+    let filter = mcpoll::SubscriptionFilter { tools_list_changed: true, ..Default::default() };
+    let sub = host.listen(id, &filter, &CallOptions::default()).unwrap();
+    let mut acknowledged = false;
+    poll_until(&mut host, std::time::Duration::from_secs(10), |h| {
+        while let Some((_, e)) = h.poll_event() {
+            if let mcpoll::Event::Subscribed { call, .. } = e {
+                assert_eq!(call, sub);
+                acknowledged = true;
+            }
+        }
+        acknowledged
+    });
+    bump_and_see_tools_changed(&mut host, id);
+    // Ending it sends notifications/cancelled naming the listen request; the server stays up.
+    host.cancel(id, sub).unwrap();
+    assert_eq!(
+        parse(&call(&mut host, id, "echo", r#"{"text":"still"}"#))["content"][0]["text"],
+        "still"
+    );
+}
+
+#[test]
+fn python_sdk_v2_stdio_listen_tools_changed() {
+    listen_scenario("run-py-stdio.sh");
+}
+
+#[test]
+fn typescript_sdk_v2_stdio_listen_tools_changed() {
+    listen_scenario("run-ts2-stdio.sh");
+}
+
+#[test]
+fn typescript_sdk_v1_stdio_resources_and_prompts_listings() {
+    let Some(cmd) = peer("run-ts1-stdio.sh") else { return };
+    let mut host = Host::new().unwrap();
+    let id = start(&mut host, cmd, Config::default());
+    let o = CallOptions::default();
+    let resources = host.list(id, mcpoll::Method::ResourcesList, &o).unwrap();
+    let r = parse(&host.wait(id, resources).unwrap());
+    assert!(r["resources"].as_array().unwrap().iter().any(|x| x["uri"] == "lab://readme"), "{r}");
+    let prompts = host.list(id, mcpoll::Method::PromptsList, &o).unwrap();
+    let p = parse(&host.wait(id, prompts).unwrap());
+    assert!(p["prompts"].as_array().unwrap().iter().any(|x| x["name"] == "greet"), "{p}");
+}
