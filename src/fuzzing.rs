@@ -432,8 +432,10 @@ pub fn engine_ops(data: &[u8]) {
                             id.get()
                         )
                     } else {
+                        // -32020 (header mismatch) makes an HTTP engine re-list the tools.
+                        let code = if arg & 2 == 0 { -32603 } else { -32020 };
                         format!(
-                            r#"{{"jsonrpc":"2.0","id":{},"error":{{"code":-32603,"message":"x"}}}}"#,
+                            r#"{{"jsonrpc":"2.0","id":{},"error":{{"code":{code},"message":"x"}}}}"#,
                             id.get()
                         )
                     };

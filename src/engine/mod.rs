@@ -246,6 +246,8 @@ pub struct Engine {
     server_info: String,
     /// `x-mcp-header` annotations and idempotency hints from the last complete tool listing.
     tool_headers: headers::ToolHeaders,
+    /// The engine's own `tools/list`, run when a server says a call's headers were wrong.
+    refresh: Option<usize>,
     /// The listed hints of the tool being called, while `call_tool` builds the request.
     classifying_tool: Option<Option<Idempotency>>,
     breakers: breaker::Breakers,
@@ -284,6 +286,7 @@ impl Engine {
             meta: None,
             server_info: String::new(),
             tool_headers: headers::ToolHeaders::default(),
+            refresh: None,
             classifying_tool: None,
             breakers: breaker::Breakers::new(config.breaker),
             jitter: retry::Jitter::new(config.jitter_seed),
@@ -1149,6 +1152,9 @@ impl Engine {
         };
         if owner != Owner::Host {
             return self.on_lifecycle_error(now, owner, error, data);
+        }
+        if error.code == RpcError::HEADER_MISMATCH && self.park_for_relist(now, slot) {
+            return;
         }
         self.finish(slot, Ended::Answered, Outcome::Failed(CallError::Protocol(error)));
     }

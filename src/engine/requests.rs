@@ -50,6 +50,9 @@ pub(crate) enum SendState {
     Sent,
     /// A failed attempt waiting to be sent again at this time. Keeps its in-flight slot.
     Backoff(Instant),
+    /// Waiting for a fresh tool listing before it is sent again (after -32020 over HTTP).
+    /// Keeps its in-flight slot.
+    Parked,
 }
 
 #[derive(Debug)]
@@ -64,6 +67,10 @@ pub(crate) struct Pending {
     pub(crate) pages: u32,
     /// Already sent again once after its legacy session expired.
     pub(crate) resent_for_session: bool,
+    /// Already sent again once after a fresh tool listing (HTTP -32020).
+    pub(crate) relisted: bool,
+    /// An engine-internal request (the tool-list refresh): its end is no host event.
+    pub(crate) internal: bool,
     /// How safe it is to send twice.
     pub(crate) class: Idempotency,
     /// Which breaker it answers to.
@@ -163,7 +170,7 @@ impl Requests {
         }
         let counter = match state {
             SendState::Queued => &mut self.queued,
-            SendState::Sent | SendState::Backoff(_) => &mut self.in_flight,
+            SendState::Sent | SendState::Backoff(_) | SendState::Parked => &mut self.in_flight,
         };
         *counter = counter.saturating_add_signed(delta);
     }
@@ -219,6 +226,8 @@ impl Requests {
             progress: traits.progress,
             pages: 0,
             resent_for_session: false,
+            relisted: false,
+            internal: false,
             class: traits.class,
             tenant: traits.tenant,
             op: if traits.class == Idempotency::Read {

@@ -13,6 +13,7 @@ use super::lifecycle::{Opening, Phase};
 use super::requests::{Ended, Owner, SendState};
 use super::retry::{self, Decision, Delivery, Idempotency};
 use super::{CallOptions, Engine};
+
 use crate::error::{CallError, LocalError, TransportError};
 use crate::proto::jsonrpc::{write_json_str, WireId};
 use crate::proto::mcp::{Method, ResultType};
@@ -122,6 +123,13 @@ impl Engine {
         let now = self.now;
         let Some(call) = self.requests.call_id(slot) else { return };
         let Some(p) = self.requests.remove(slot, how) else { return };
+        if p.internal {
+            // The tool-list refresh: its end releases the calls waiting for it.
+            self.refresh = None;
+            self.unpark(matches!(outcome, Outcome::Listing { .. }));
+            self.tidy_timers();
+            return;
+        }
         let record = CallRecord {
             attempts: p.attempt,
             queue_wait: p.queue_wait,
@@ -229,6 +237,79 @@ impl Engine {
         self.requests.set_state(slot, SendState::Queued);
         if let Some(id) = self.requests.wire_id(slot) {
             self.send_queue.push_front(id);
+        }
+    }
+
+    /// HTTP -32020: the server says the call's `Mcp-Param-*` headers are missing or wrong, so
+    /// the tool list this engine knows is stale or absent. The spec asks to re-fetch
+    /// `tools/list` and retry: the call waits (once) for a fresh listing. Returns `false` when
+    /// that does not apply and the error should end the call.
+    pub(super) fn park_for_relist(&mut self, now: Instant, slot: usize) -> bool {
+        let Some(p) = self.requests.get_mut(slot) else { return false };
+        if self.transport != super::TransportKind::Http
+            || p.method != Method::ToolsCall
+            || p.relisted
+        {
+            return false;
+        }
+        p.relisted = true;
+        self.requests.set_state(slot, SendState::Parked);
+        if self.refresh.is_none() {
+            match self.request(now, Method::ToolsList, &CallOptions::default(), |_, _| {}) {
+                Ok(call) => {
+                    let refresh = call.0.slot();
+                    if let Some(r) = self.requests.get_mut(refresh) {
+                        r.internal = true;
+                    }
+                    self.refresh = Some(refresh);
+                }
+                Err(e) => {
+                    log::debug!("cannot refresh the tool list: {e}");
+                    self.unpark(false);
+                }
+            }
+        }
+        true
+    }
+
+    /// The refresh ended: parked calls go again with headers from the fresh listing, or end
+    /// with the header mismatch when the listing failed.
+    pub(super) fn unpark(&mut self, listed: bool) {
+        let parked: SmallVec<[usize; 8]> = self
+            .requests
+            .iter()
+            .filter(|(_, p)| p.state == SendState::Parked)
+            .map(|(s, _)| s)
+            .collect();
+        for slot in parked {
+            if !listed {
+                let e = crate::error::RpcError {
+                    code: crate::error::RpcError::HEADER_MISMATCH,
+                    message: "header mismatch, and re-listing the tools failed".into(),
+                    data: None,
+                };
+                self.finish(slot, Ended::Abandoned, Outcome::Failed(CallError::Protocol(e)));
+                continue;
+            }
+            let bufs = self.requests.bufs_mut(slot);
+            let mut params = Vec::with_capacity(bufs.params.len() + 2);
+            params.push(b'{');
+            params.extend_from_slice(&bufs.params);
+            params.push(b'}');
+            let arguments =
+                crate::proto::json::parse(&params).ok().and_then(|p| p.get("arguments"));
+            let name = std::mem::take(&mut bufs.name);
+            let mut headers = std::mem::take(&mut bufs.param_headers);
+            headers.clear();
+            if let Some(a) = arguments {
+                self.tool_headers.write_for_call(&name, a.text(), &mut headers);
+            }
+            let bufs = self.requests.bufs_mut(slot);
+            bufs.name = name;
+            bufs.param_headers = headers;
+            if let Some(id) = self.requests.renew_wire_id(slot) {
+                self.send_queue.push_front(id);
+            }
         }
     }
 

@@ -415,3 +415,65 @@ fn tool_annotations_from_the_listing_set_the_class() {
         h.advance(Duration::from_secs(120));
     }
 }
+
+fn http_ready() -> Harness {
+    let mut h = Harness::new(Config::default());
+    h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
+    let probe = h.sent_one();
+    h.reply(&probe, discover_result());
+    h.events();
+    h
+}
+
+#[test]
+fn a_header_mismatch_refreshes_the_tool_list_and_resends_once_with_the_headers() {
+    let mut h = http_ready();
+    let c = h.call("get_weather", r#"{"city":"Oslo","region":"eu-north"}"#);
+    let first = h.sent_one();
+    assert_eq!(h.engine.param_headers(super::tests::wire(&first)).count(), 0, "no listing yet");
+    h.reply_error(&first, -32020, None);
+    let list = h.sent_one();
+    assert_eq!(list["method"], "tools/list", "the engine re-fetches the tools");
+    assert!(h.events().is_empty(), "the call waits; the internal listing is no host event");
+    h.reply(
+        &list,
+        json!({"tools": [{"name": "get_weather", "inputSchema": {"type": "object", "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"}}}}]}),
+    );
+    assert!(h.events().is_empty());
+    let again = h.sent_one();
+    assert_eq!(again["params"]["name"], "get_weather");
+    assert_ne!(again["id"], first["id"]);
+    let headers: Vec<(String, Vec<u8>)> = h
+        .engine
+        .param_headers(super::tests::wire(&again))
+        .map(|(n, v)| (n.to_owned(), v.to_vec()))
+        .collect();
+    assert_eq!(headers, [("Mcp-Param-Region".to_owned(), b"eu-north".to_vec())]);
+    // A second mismatch is the server's final word: no loop.
+    h.reply_error(&again, -32020, None);
+    assert!(h.take_sent().is_empty());
+    assert_eq!(h.events(), [format!("failed {} header_mismatch", c.get())]);
+}
+
+#[test]
+fn a_failed_refresh_ends_the_waiting_calls_with_the_mismatch() {
+    let mut h = http_ready();
+    let c = h.call("t", "{}");
+    let first = h.sent_one();
+    h.reply_error(&first, -32020, None);
+    let list = h.sent_one();
+    h.reply_error(&list, -32603, None);
+    assert_eq!(h.events(), [format!("failed {} header_mismatch", c.get())]);
+    assert_eq!(h.engine.pending(), 0);
+}
+
+#[test]
+fn over_stdio_a_header_mismatch_is_just_an_error() {
+    let mut h = Harness::ready_modern();
+    let c = h.call("t", "{}");
+    let first = h.sent_one();
+    h.reply_error(&first, -32020, None);
+    assert!(h.take_sent().is_empty());
+    assert_eq!(h.events(), [format!("failed {} header_mismatch", c.get())]);
+}
