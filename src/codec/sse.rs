@@ -435,11 +435,10 @@ mod tests {
     }
 
     const TOOLS_CALL: &[u8] =
-        include_bytes!("../../../shared/spec/examples/2026-sse-response-to-tools-call.txt");
-    const LISTEN: &[u8] =
-        include_bytes!("../../../shared/spec/examples/2026-sse-listen-stream.txt");
+        include_bytes!("../../tests/data/spec/2026-sse-response-to-tools-call.txt");
+    const LISTEN: &[u8] = include_bytes!("../../tests/data/spec/2026-sse-listen-stream.txt");
     const WITH_IDS: &[u8] =
-        include_bytes!("../../../shared/spec/examples/2025-sse-post-stream-with-event-ids.txt");
+        include_bytes!("../../tests/data/spec/2025-sse-post-stream-with-event-ids.txt");
 
     events! {
         single_event: 64, b"data: hello\n\n" => [msg("hello"), state(None, None)];

@@ -192,10 +192,9 @@ mod tests {
 
     #[test]
     fn spec_example_tool_keeps_its_header() {
-        let example: Value = serde_json::from_str(include_str!(
-            "../../../shared/spec/examples/2026-tools-list-result.json"
-        ))
-        .unwrap();
+        let example: Value =
+            serde_json::from_str(include_str!("../../tests/data/spec/2026-tools-list-result.json"))
+                .unwrap();
         let (t, rewritten) = learn(example["result"]["tools"].clone());
         assert!(rewritten.is_none(), "the spec example is valid");
         let mut out = Vec::new();

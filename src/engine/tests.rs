@@ -731,12 +731,11 @@ fn other_methods_encode_their_params() {
 
 #[test]
 fn spec_example_tools_call_request_shape_matches() {
-    // The validated example message in shared/spec: our encoding of the same call has the
+    // The validated spec example message (tests/data/spec): our encoding of the same call has the
     // same members (ids and client info aside).
-    let example: Value = serde_json::from_str(include_str!(
-        "../../../shared/spec/examples/2026-tools-call-request.json"
-    ))
-    .unwrap();
+    let example: Value =
+        serde_json::from_str(include_str!("../../tests/data/spec/2026-tools-call-request.json"))
+            .unwrap();
     let caps = example["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"].to_string();
     let mut h = Harness::new(Config { client_capabilities: caps, ..Config::default() });
     h.engine.handle_transport(h.now, TransportEvent::opened());
