@@ -248,8 +248,6 @@ pub struct Engine {
     tool_headers: headers::ToolHeaders,
     /// The engine's own `tools/list`, run when a server says a call's headers were wrong.
     refresh: Option<usize>,
-    /// The listed hints of the tool being called, while `call_tool` builds the request.
-    classifying_tool: Option<Option<Idempotency>>,
     breakers: breaker::Breakers,
     jitter: retry::Jitter,
     /// How long calls have been taking (moving average), to judge whether a retry still fits.
@@ -287,7 +285,6 @@ impl Engine {
             server_info: String::new(),
             tool_headers: headers::ToolHeaders::default(),
             refresh: None,
-            classifying_tool: None,
             breakers: breaker::Breakers::new(config.breaker),
             jitter: retry::Jitter::new(config.jitter_seed),
             latency: Duration::ZERO,
@@ -385,12 +382,12 @@ impl Engine {
         if !arguments.get().trim_start().starts_with('{') {
             return Err(RequestError::ArgumentsNotObject);
         }
-        self.classifying_tool = Some(self.tool_headers.class_of(name));
+        let hint = self.tool_headers.class_of(name);
         // Cloned only for keyed calls: the closure below cannot borrow the config.
         let key_field =
             opts.idempotency_key.as_ref().map(|_| self.config.idempotency_key_field.clone());
         let key = opts.idempotency_key.as_deref();
-        let call = self.request(now, Method::ToolsCall, opts, |p, n| {
+        let call = self.request(now, Method::ToolsCall, opts, hint, |p, n| {
             n.push_str(name);
             p.extend_from_slice(b"\"name\":");
             write_json_str(p, name);
@@ -402,7 +399,6 @@ impl Engine {
                 key,
             );
         });
-        self.classifying_tool = None;
         let call = call?;
         if self.transport == TransportKind::Http {
             let slot = call.0.slot();
@@ -423,7 +419,7 @@ impl Engine {
         if method.list_key().is_none() {
             return Err(RequestError::NotSupportedByEra);
         }
-        self.request(now, method, opts, |_, _| {})
+        self.request(now, method, opts, None, |_, _| {})
     }
 
     /// Starts `resources/read`.
@@ -433,7 +429,7 @@ impl Engine {
         uri: &str,
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        self.request(now, Method::ResourcesRead, opts, |p, n| {
+        self.request(now, Method::ResourcesRead, opts, None, |p, n| {
             n.push_str(uri);
             p.extend_from_slice(b"\"uri\":");
             write_json_str(p, uri);
@@ -451,7 +447,7 @@ impl Engine {
         if arguments.is_some_and(|a| !a.get().trim_start().starts_with('{')) {
             return Err(RequestError::ArgumentsNotObject);
         }
-        self.request(now, Method::PromptsGet, opts, |p, n| {
+        self.request(now, Method::PromptsGet, opts, None, |p, n| {
             n.push_str(name);
             p.extend_from_slice(b"\"name\":");
             write_json_str(p, name);
@@ -475,7 +471,7 @@ impl Engine {
         if !reference.get().trim_start().starts_with('{') {
             return Err(RequestError::ArgumentsNotObject);
         }
-        self.request(now, Method::Complete, opts, |p, _| {
+        self.request(now, Method::Complete, opts, None, |p, _| {
             p.extend_from_slice(b"\"ref\":");
             p.extend_from_slice(reference.get().as_bytes());
             p.extend_from_slice(b",\"argument\":{\"name\":");
@@ -492,7 +488,7 @@ impl Engine {
         if self.era() == Some(Era::Legacy) {
             return Err(RequestError::NotSupportedByEra);
         }
-        self.request(now, Method::Discover, opts, |_, _| {})
+        self.request(now, Method::Discover, opts, None, |_, _| {})
     }
 
     /// Opens a `subscriptions/listen` subscription (modern servers). The returned call stays
@@ -512,7 +508,7 @@ impl Engine {
         let mut opts = opts.clone();
         // No deadline by default: ten years stands in for "never" without a special case.
         opts.timeout = opts.timeout.or(Some(Duration::from_secs(10 * 365 * 86_400)));
-        self.request(now, Method::Listen, &opts, |p, _| {
+        self.request(now, Method::Listen, &opts, None, |p, _| {
             p.extend_from_slice(b"\"notifications\":");
             filter.write(p);
         })
@@ -523,7 +519,7 @@ impl Engine {
         if self.era() == Some(Era::Modern) {
             return Err(RequestError::NotSupportedByEra);
         }
-        self.request(now, Method::Ping, opts, |_, _| {})
+        self.request(now, Method::Ping, opts, None, |_, _| {})
     }
 
     fn request(
@@ -531,6 +527,7 @@ impl Engine {
         now: Instant,
         method: Method,
         opts: &CallOptions,
+        tool_hint: Option<Idempotency>,
         params: impl FnOnce(&mut Vec<u8>, &mut String),
     ) -> Result<CallId, RequestError> {
         self.now = self.now.max(now);
@@ -545,7 +542,7 @@ impl Engine {
         if self.requests.queued() >= self.config.max_queued + free {
             return Err(RequestError::Overloaded);
         }
-        let class = self.classify(method, opts);
+        let class = self.classify(method, opts, tool_hint);
         let op =
             if class == Idempotency::Read { OperationClass::Read } else { OperationClass::Write };
         if !self.admit(opts.tenant, op, now) {

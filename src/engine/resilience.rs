@@ -74,13 +74,19 @@ pub(super) fn write_arguments(out: &mut Vec<u8>, arguments: &str, field: &str, k
 impl Engine {
     /// How safe a new call is to send twice: the caller's word first, then an idempotency
     /// key, then the tool's annotations; reads of lists, resources and prompts are reads.
-    pub(super) fn classify(&self, method: Method, opts: &CallOptions) -> Idempotency {
+    /// `tool_hint` is what the last listing's annotations say about the tool being called.
+    pub(super) fn classify(
+        &self,
+        method: Method,
+        opts: &CallOptions,
+        tool_hint: Option<Idempotency>,
+    ) -> Idempotency {
         if let Some(c) = opts.idempotency {
             return c;
         }
         match method {
             Method::ToolsCall if opts.idempotency_key.is_some() => Idempotency::Keyed,
-            Method::ToolsCall => self.classifying_tool.flatten().unwrap_or(Idempotency::Unknown),
+            Method::ToolsCall => tool_hint.unwrap_or(Idempotency::Unknown),
             // A subscription is re-opened by the host, never re-sent behind its back.
             Method::Listen | Method::Initialize => Idempotency::Unknown,
             _ => Idempotency::Read,
@@ -255,7 +261,7 @@ impl Engine {
         p.relisted = true;
         self.requests.set_state(slot, SendState::Parked);
         if self.refresh.is_none() {
-            match self.request(now, Method::ToolsList, &CallOptions::default(), |_, _| {}) {
+            match self.request(now, Method::ToolsList, &CallOptions::default(), None, |_, _| {}) {
                 Ok(call) => {
                     let refresh = call.0.slot();
                     if let Some(r) = self.requests.get_mut(refresh) {
