@@ -5,7 +5,6 @@ use crate::codec::http1::{
     parse_www_authenticate, HttpError, Limits, ResponseEvent, ResponseParser, MAX_CHUNK_LINE,
 };
 use crate::codec::ndjson::{Frame, LineFramer};
-use crate::codec::sse::{SseError, SseParser};
 use crate::proto::json::{self, Kind, RawJson};
 use crate::proto::jsonrpc::{decode, Message};
 
@@ -166,35 +165,6 @@ pub fn http_response(data: &[u8]) {
     assert_eq!(http_events(limits, &[a, b]), whole, "split at {at}");
 }
 
-#[derive(Debug, PartialEq)]
-enum SseOut {
-    Event(String, String, Option<String>),
-    TooLarge,
-    /// After the input: the last event ID and the retry time.
-    State(Option<String>, Option<u64>),
-}
-
-fn sse_events(max: usize, chunks: &[&[u8]]) -> Vec<SseOut> {
-    let mut p = SseParser::new(max);
-    let mut out = Vec::new();
-    for c in chunks {
-        p.push(c);
-        while let Some(r) = p.next_event() {
-            out.push(match r {
-                Ok(e) => {
-                    assert!(!e.data.is_empty() && e.data.len() <= max);
-                    SseOut::Event(e.event_type.into(), e.data.into(), e.id.map(String::from))
-                }
-                Err(SseError::TooLarge) => SseOut::TooLarge,
-            });
-        }
-        // One line plus the slack for its field name, at most.
-        assert!(p.buffered() <= max + 6);
-    }
-    out.push(SseOut::State(p.last_event_id().map(String::from), p.retry_ms()));
-    out
-}
-
 /// The first byte chooses the event cap, the next two a split pattern; the rest is the
 /// stream. Events, errors, the last event ID and the retry time must not depend on how the
 /// stream is split.
@@ -203,13 +173,13 @@ pub fn sse(data: &[u8]) {
         return;
     };
     let max = 1 + 4 * usize::from(*cap);
-    let whole = sse_events(max, &[stream]);
+    let whole = crate::codec::sse::observe(max, &[stream]);
     let step = 1 + usize::from(*split_lo % 17);
     let pieces: Vec<&[u8]> = stream.chunks(step).collect();
-    assert_eq!(sse_events(max, &pieces), whole, "split every {step} bytes");
+    assert_eq!(crate::codec::sse::observe(max, &pieces), whole, "split every {step} bytes");
     let at = usize::from(u16::from_le_bytes([*split_lo, *split_hi])) % (stream.len() + 1);
     let (a, b) = stream.split_at(at);
-    assert_eq!(sse_events(max, &[a, b]), whole, "split at {at}");
+    assert_eq!(crate::codec::sse::observe(max, &[a, b]), whole, "split at {at}");
 }
 
 /// Any bytes: the JSON scanner accepts exactly what `serde_json::Value` accepts, and a valid

@@ -368,45 +368,45 @@ fn decoded_len(bytes: &[u8]) -> usize {
         .sum()
 }
 
+/// What a parser makes of a stream, as comparable values: shared by the table tests and the
+/// fuzz target, which both check that it does not depend on how the stream is split.
+#[cfg(any(test, fuzzing))]
+#[derive(Debug, PartialEq)]
+pub(crate) enum Observed {
+    /// An event: type, data, id.
+    Event(String, String, Option<String>),
+    TooLarge,
+    /// After the input: `last_event_id()` and `retry_ms()`.
+    State(Option<String>, Option<u64>),
+}
+
+/// Feeds `chunks` to a parser capped at `max`, checking its bounds on the way.
+#[cfg(any(test, fuzzing))]
+pub(crate) fn observe(max: usize, chunks: &[&[u8]]) -> Vec<Observed> {
+    let mut p = SseParser::new(max);
+    let mut out = Vec::new();
+    for c in chunks {
+        p.push(c);
+        while let Some(r) = p.next_event() {
+            out.push(match r {
+                Ok(e) => {
+                    assert!(!e.data.is_empty() && e.data.len() <= max);
+                    Observed::Event(e.event_type.into(), e.data.into(), e.id.map(String::from))
+                }
+                Err(SseError::TooLarge) => Observed::TooLarge,
+            });
+        }
+        assert!(p.buffered() <= max + FIELD_SLACK, "parser holds more than a line");
+    }
+    out.push(Observed::State(p.last_event_id().map(String::from), p.retry_ms()));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[derive(Debug, PartialEq)]
-    enum Out {
-        Event {
-            event_type: String,
-            data: String,
-            id: Option<String>,
-        },
-        TooLarge,
-        /// After the input: `last_event_id()` and `retry_ms()`.
-        State(Option<String>, Option<u64>),
-    }
-
-    fn run(max: usize, chunks: &[&[u8]]) -> Vec<Out> {
-        let mut p = SseParser::new(max);
-        let mut out = Vec::new();
-        for c in chunks {
-            p.push(c);
-            while let Some(r) = p.next_event() {
-                out.push(match r {
-                    Ok(e) => {
-                        assert!(e.data.len() <= max);
-                        Out::Event {
-                            event_type: e.event_type.into(),
-                            data: e.data.into(),
-                            id: e.id.map(String::from),
-                        }
-                    }
-                    Err(SseError::TooLarge) => Out::TooLarge,
-                });
-            }
-            assert!(p.buffered() <= max + FIELD_SLACK, "parser holds more than a line");
-        }
-        out.push(Out::State(p.last_event_id().map(String::from), p.retry_ms()));
-        out
-    }
+    use super::{observe as run, Observed as Out};
 
     /// Each case: max event bytes, input, expected outputs (the last is the parser's state).
     /// Every case is re-run split at every offset, at every pair of offsets (short inputs),
@@ -423,7 +423,7 @@ mod tests {
     }
 
     fn ev(event_type: &str, data: &str, id: Option<&str>) -> Out {
-        Out::Event { event_type: event_type.into(), data: data.into(), id: id.map(String::from) }
+        Out::Event(event_type.into(), data.into(), id.map(String::from))
     }
 
     fn msg(data: &str) -> Out {
