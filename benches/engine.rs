@@ -8,25 +8,18 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+mod common;
+
 use mcpoll::proto::jsonrpc;
-use mcpoll::{CallOptions, Config, Engine, Event, TransportEvent};
+use mcpoll::{CallOptions, Config, Event};
 use serde_json::value::RawValue;
 
 const ROUNDS: u32 = 200_000;
 
 fn main() {
     let now = Instant::now();
-    let mut engine = Engine::new(Config::default(), now).expect("config");
-    engine.handle_transport(now, TransportEvent::opened());
+    let mut engine = common::ready_engine(Config::default(), now);
     let mut buf = Vec::with_capacity(4096);
-    let _ = engine.poll_transmit(now, &mut buf);
-    let probe: serde_json::Value = serde_json::from_slice(&buf).expect("probe");
-    let reply = format!(
-        r#"{{"jsonrpc":"2.0","id":{},"result":{{"supportedVersions":["2026-07-28"]}}}}"#,
-        probe["id"]
-    );
-    engine.handle_message(now, reply.as_bytes());
-    while engine.poll_event().is_some() {}
 
     let args: &RawValue = serde_json::from_str(r#"{"text":"hi"}"#).expect("json");
     let opts = CallOptions::default();

@@ -9,7 +9,9 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use mcpoll::{CallOptions, Config, Engine, TransportEvent};
+mod common;
+
+use mcpoll::{CallOptions, Config, Engine};
 use serde_json::value::RawValue;
 
 fn ready_engine(pending: usize, now: Instant) -> Engine {
@@ -19,17 +21,8 @@ fn ready_engine(pending: usize, now: Instant) -> Engine {
         max_queued: pending + 8,
         ..Config::default()
     };
-    let mut engine = Engine::new(config, now).expect("config");
-    engine.handle_transport(now, TransportEvent::opened());
+    let mut engine = common::ready_engine(config, now);
     let mut buf = Vec::new();
-    let _ = engine.poll_transmit(now, &mut buf);
-    // Answer the probe (the first request's id is whatever the engine chose: read it back).
-    let probe: serde_json::Value = serde_json::from_slice(&buf).expect("probe");
-    let reply = format!(
-        r#"{{"jsonrpc":"2.0","id":{},"result":{{"supportedVersions":["2026-07-28"]}}}}"#,
-        probe["id"]
-    );
-    engine.handle_message(now, reply.as_bytes());
     let args: &RawValue = serde_json::from_str("{}").expect("json");
     for i in 0..pending {
         let opts =
