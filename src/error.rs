@@ -286,6 +286,8 @@ pub enum LocalError {
     NoCommonVersion,
     /// The server failed the era probe and the handshake.
     HandshakeFailed,
+    /// The server answered `-32022` to this version twice while listing it as supported.
+    VersionRefused(crate::proto::version::ProtocolVersion),
 }
 
 impl LocalError {
@@ -305,12 +307,20 @@ impl LocalError {
             Self::TooManyPages => "too_many_pages",
             Self::NoCommonVersion => "no_common_version",
             Self::HandshakeFailed => "handshake_failed",
+            Self::VersionRefused(_) => "version_refused",
         }
     }
 }
 
 impl fmt::Display for LocalError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Self::VersionRefused(v) = self {
+            return write!(
+                f,
+                "the server refused protocol version {v} twice (-32022) while listing it as \
+                 supported"
+            );
+        }
         if let Self::DeliveryUnknown(cause) = self {
             return write!(
                 f,
@@ -333,6 +343,7 @@ impl fmt::Display for LocalError {
             Self::TooManyPages => "listing exceeded the page limit",
             Self::NoCommonVersion => "no protocol version in common with the server",
             Self::HandshakeFailed => "the server failed the protocol handshake",
+            Self::VersionRefused(_) => "the server refused a version it lists as supported",
         })
     }
 }

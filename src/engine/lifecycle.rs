@@ -12,34 +12,67 @@ use super::requests::{CallTraits, Ended, Owner};
 use super::{timers, Control};
 use crate::error::{CallError, LocalError, RpcError};
 use crate::proto::json::RawJson;
-use crate::proto::jsonrpc::write_json_str;
+use crate::proto::jsonrpc::{write_json_str, WireId};
 use crate::proto::mcp::Method;
 use crate::proto::meta::StaticMeta;
 use crate::proto::version::EraPreference;
 use crate::proto::version::{pick_common, Era, ProtocolVersion, LEGACY_VERSIONS, MODERN_VERSIONS};
 use crate::Idempotency;
 
-/// Where the engine is in its life.
+/// Where the engine is in its life; each state carries what only it needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Phase {
+pub(crate) enum Lifecycle {
     /// No transport yet; `next` says what to do when one opens.
     Connecting { next: Opening },
-    /// `server/discover` is in flight with this version.
-    Probing { version: ProtocolVersion },
+    /// `server/discover` is in flight, or waiting to be sent again.
+    Probing(Probe),
     /// `initialize` is in flight.
-    Handshaking,
+    Handshaking { call: LifecycleCall },
     /// Calls flow.
     Ready { version: ProtocolVersion },
     /// Done; nothing more is sent.
     Closed,
 }
 
-/// What the engine sends first on a fresh transport.
+/// What to send first on a fresh transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Opening {
     Probe,
     Handshake,
 }
+
+/// The era probe: the version asked for, the request, and the failures so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Probe {
+    pub(crate) version: ProtocolVersion,
+    pub(crate) step: ProbeStep,
+    /// Failures that said nothing about the era (HTTP 5xx, network): each waits longer.
+    pub(crate) inconclusive: u32,
+    /// `-32022` answers that listed the version just asked for as supported.
+    pub(crate) refusals: u32,
+}
+
+/// Where the probe request is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ProbeStep {
+    InFlight(LifecycleCall),
+    /// Waiting after an inconclusive failure; probe again at this time.
+    RetryAt(Instant),
+}
+
+/// The probe or handshake request: its slot, and its wire id until it is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LifecycleCall {
+    pub(crate) slot: usize,
+    pub(crate) unsent: Option<WireId>,
+}
+
+/// Probe attempts after a failure that says nothing about the era, and the first delay.
+const MAX_INCONCLUSIVE_PROBES: u32 = 4;
+const PROBE_RETRY_BASE: Duration = Duration::from_millis(250);
+/// A server that lists the version it just refused gets asked once more with a new id
+/// (the conformance suite's `request-metadata` does exactly this); a second refusal ends it.
+const MAX_SAME_VERSION_REFUSALS: u32 = 1;
 
 /// The state a server's era is in, as the host sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,14 +102,33 @@ impl std::fmt::Display for ServerState {
     }
 }
 
-impl Phase {
+impl Lifecycle {
     pub(crate) fn public(self) -> ServerState {
         match self {
             Self::Connecting { .. } => ServerState::Connecting,
-            Self::Probing { .. } => ServerState::Probing,
-            Self::Handshaking => ServerState::Handshaking,
+            Self::Probing(_) => ServerState::Probing,
+            Self::Handshaking { .. } => ServerState::Handshaking,
             Self::Ready { version } => ServerState::Ready(version.era(), version),
             Self::Closed => ServerState::Closed,
+        }
+    }
+
+    /// The version the engine speaks now: the probe's while probing, the settled one once
+    /// ready, none during `initialize` (its version travels in the params).
+    pub(crate) fn version(self) -> Option<ProtocolVersion> {
+        match self {
+            Self::Probing(p) => Some(p.version),
+            Self::Ready { version } => Some(version),
+            _ => None,
+        }
+    }
+
+    /// The probe or handshake request, when one is in flight.
+    fn call(self) -> Option<LifecycleCall> {
+        match self {
+            Self::Probing(Probe { step: ProbeStep::InFlight(call), .. })
+            | Self::Handshaking { call } => Some(call),
+            _ => None,
         }
     }
 }
@@ -88,6 +140,8 @@ pub(crate) enum ProbeVerdict {
     Modern(ProtocolVersion),
     /// Modern, but probe again in this version (after -32022), with a new id.
     Reprobe(ProtocolVersion),
+    /// -32022 naming the version just asked for as supported: ask again once, with a new id.
+    Refused(ProtocolVersion),
     /// Legacy: run `initialize`.
     Legacy,
     /// The server is modern but shares no version with us.
@@ -127,8 +181,8 @@ pub(crate) fn probe_error(
     let offered = supported.iter().map(|v| v.as_ref());
     match pick_common(offered) {
         Some(v) if v.era() == Era::Modern && v != asked => ProbeVerdict::Reprobe(v),
-        // The server refused the version it now offers: re-asking would loop.
-        Some(v) if v.era() == Era::Modern => ProbeVerdict::NoCommonVersion,
+        // The server refused the version it says it supports: a bounded re-ask decides.
+        Some(v) if v.era() == Era::Modern => ProbeVerdict::Refused(v),
         // Only handshake revisions in common: the handshake is the way in.
         Some(_) => ProbeVerdict::Legacy,
         None => ProbeVerdict::NoCommonVersion,
@@ -155,39 +209,42 @@ pub(crate) fn first_probe_version() -> ProtocolVersion {
 
 /// The lifecycle applied to the engine: probe, handshake, verdicts, and the end of it all.
 impl super::Engine {
+    /// Probes in `version`, keeping the failure counts of a probe already under way.
     pub(super) fn start_probe(&mut self, now: Instant, version: ProtocolVersion) {
+        let (inconclusive, refusals) = match self.lifecycle {
+            Lifecycle::Probing(p) => (p.inconclusive, p.refusals),
+            _ => (0, 0),
+        };
         self.meta = Some(self.static_meta(version));
-        self.phase = Phase::Probing { version };
-        self.start_lifecycle_request(
-            now,
-            Method::Discover,
-            Owner::Probe,
-            self.config.probe_timeout,
-        );
+        let timeout = self.config.probe_timeout;
+        let Some(call) = self.start_lifecycle_request(now, Method::Discover, Owner::Probe, timeout)
+        else {
+            return;
+        };
+        let step = ProbeStep::InFlight(call);
+        self.lifecycle = Lifecycle::Probing(Probe { version, step, inconclusive, refusals });
     }
 
     pub(super) fn start_handshake(&mut self, now: Instant) {
         self.meta = None;
-        self.phase = Phase::Handshaking;
-        self.start_lifecycle_request(
-            now,
-            Method::Initialize,
-            Owner::Handshake,
-            self.config.handshake_timeout,
-        );
-        if let Some(slot) = self.lifecycle_slot {
-            let c = &self.config;
-            let p = &mut self.requests.bufs_mut(slot).params;
-            p.extend_from_slice(b"\"protocolVersion\":");
-            write_json_str(p, ProtocolVersion::LEGACY.as_str());
-            p.extend_from_slice(b",\"capabilities\":");
-            p.extend_from_slice(c.client_capabilities.trim().as_bytes());
-            p.extend_from_slice(b",\"clientInfo\":{\"name\":");
-            write_json_str(p, &c.client_name);
-            p.extend_from_slice(b",\"version\":");
-            write_json_str(p, &c.client_version);
-            p.push(b'}');
-        }
+        let timeout = self.config.handshake_timeout;
+        let Some(call) =
+            self.start_lifecycle_request(now, Method::Initialize, Owner::Handshake, timeout)
+        else {
+            return;
+        };
+        self.lifecycle = Lifecycle::Handshaking { call };
+        let c = &self.config;
+        let p = &mut self.requests.bufs_mut(call.slot).params;
+        p.extend_from_slice(b"\"protocolVersion\":");
+        write_json_str(p, ProtocolVersion::LEGACY.as_str());
+        p.extend_from_slice(b",\"capabilities\":");
+        p.extend_from_slice(c.client_capabilities.trim().as_bytes());
+        p.extend_from_slice(b",\"clientInfo\":{\"name\":");
+        write_json_str(p, &c.client_name);
+        p.extend_from_slice(b",\"version\":");
+        write_json_str(p, &c.client_version);
+        p.push(b'}');
     }
 
     pub(super) fn static_meta(&self, version: ProtocolVersion) -> StaticMeta {
@@ -195,13 +252,14 @@ impl super::Engine {
         StaticMeta::new(version, &c.client_capabilities, &c.client_name, &c.client_version)
     }
 
-    pub(super) fn start_lifecycle_request(
+    /// Puts the probe or handshake request in the table; `None` when the engine had to close.
+    fn start_lifecycle_request(
         &mut self,
         now: Instant,
         method: Method,
         owner: Owner,
         timeout: Duration,
-    ) {
+    ) -> Option<LifecycleCall> {
         self.drop_lifecycle_request();
         // The lifecycle request must not be refused for a full table: make room by failing
         // the newest host call, which cannot have been sent before the era was settled.
@@ -213,28 +271,74 @@ impl super::Engine {
         let traits = CallTraits { progress: false, class: Idempotency::Unknown, tenant: 0 };
         let Some(slot) = self.requests.insert(method, owner, now, now + timeout, traits) else {
             self.lifecycle_failed(LocalError::HandshakeFailed);
-            return;
+            return None;
         };
         self.schedule(slot, now + timeout, timers::TimerKind::Deadline);
-        self.lifecycle_slot = Some(slot);
-        self.lifecycle_send = self.requests.wire_id(slot);
+        Some(LifecycleCall { slot, unsent: self.requests.wire_id(slot) })
     }
 
+    /// Forgets the probe or handshake request in flight (its reply, if any, becomes late).
+    /// With no request left the engine is back to waiting for what to send first; every
+    /// caller then moves on to the state it chose.
     pub(super) fn drop_lifecycle_request(&mut self) {
-        if let Some(slot) = self.lifecycle_slot.take() {
-            self.requests.remove(slot, Ended::Abandoned);
-            self.tidy_timers();
+        let Some(call) = self.lifecycle.call() else { return };
+        self.requests.remove(call.slot, Ended::Abandoned);
+        self.tidy_timers();
+        let next = match self.lifecycle {
+            Lifecycle::Handshaking { .. } => Opening::Handshake,
+            _ => Opening::Probe,
+        };
+        self.lifecycle = Lifecycle::Connecting { next };
+    }
+
+    /// The probe or handshake frame to write next, once.
+    pub(super) fn take_lifecycle_send(&mut self) -> Option<WireId> {
+        match &mut self.lifecycle {
+            Lifecycle::Probing(Probe { step: ProbeStep::InFlight(call), .. })
+            | Lifecycle::Handshaking { call } => call.unsent.take(),
+            _ => None,
         }
-        self.lifecycle_send = None;
+    }
+
+    /// When an inconclusive probe failure asked to probe again.
+    pub(super) fn reprobe_at(&self) -> Option<Instant> {
+        match self.lifecycle {
+            Lifecycle::Probing(Probe { step: ProbeStep::RetryAt(at), .. }) => Some(at),
+            _ => None,
+        }
+    }
+
+    /// Sends the probe again once its retry delay has passed.
+    pub(super) fn lifecycle_timeout(&mut self, now: Instant) {
+        if let Lifecycle::Probing(p) = self.lifecycle {
+            if matches!(p.step, ProbeStep::RetryAt(at) if at <= now) {
+                self.start_probe(now, p.version);
+            }
+        }
+    }
+
+    /// The probe failed in a way that says nothing about the era (HTTP 5xx, network): probe
+    /// again after a growing delay, a bounded number of times. Returns `false` when spent.
+    pub(super) fn retry_probe_later(&mut self, now: Instant) -> bool {
+        let Lifecycle::Probing(p) = self.lifecycle else { return false };
+        if p.inconclusive >= MAX_INCONCLUSIVE_PROBES {
+            return false;
+        }
+        self.drop_lifecycle_request();
+        let delay = PROBE_RETRY_BASE * 2u32.pow(p.inconclusive);
+        log::debug!("era probe failed; probing again in {delay:?}");
+        let step = ProbeStep::RetryAt(now + delay);
+        self.lifecycle = Lifecycle::Probing(Probe { step, inconclusive: p.inconclusive + 1, ..p });
+        true
     }
 
     pub(super) fn on_lifecycle_result(&mut self, now: Instant, owner: Owner, result: RawJson<'_>) {
-        match (owner, self.phase) {
-            (Owner::Probe, Phase::Probing { version }) => {
-                let verdict = probe_result(result, version);
+        match (owner, self.lifecycle) {
+            (Owner::Probe, Lifecycle::Probing(p)) => {
+                let verdict = probe_result(result, p.version);
                 self.apply_verdict(now, verdict, Some(result));
             }
-            (Owner::Handshake, Phase::Handshaking) => match handshake_result(result) {
+            (Owner::Handshake, Lifecycle::Handshaking { .. }) => match handshake_result(result) {
                 Some(version) => {
                     self.drop_lifecycle_request();
                     self.server_info.clear();
@@ -258,9 +362,9 @@ impl super::Engine {
         error: RpcError,
         data: Option<RawJson<'_>>,
     ) {
-        match (owner, self.phase) {
-            (Owner::Probe, Phase::Probing { version }) => {
-                let verdict = probe_error(error.code, data, version);
+        match (owner, self.lifecycle) {
+            (Owner::Probe, Lifecycle::Probing(p)) => {
+                let verdict = probe_error(error.code, data, p.version);
                 self.apply_verdict(now, verdict, None);
             }
             _ => {
@@ -287,6 +391,14 @@ impl super::Engine {
                 self.become_ready(version);
             }
             ProbeVerdict::Reprobe(version) => self.start_probe(now, version),
+            ProbeVerdict::Refused(version) => match self.lifecycle {
+                Lifecycle::Probing(p) if p.refusals < MAX_SAME_VERSION_REFUSALS => {
+                    log::debug!("server refused {version} yet lists it; asking once more");
+                    self.lifecycle = Lifecycle::Probing(Probe { refusals: p.refusals + 1, ..p });
+                    self.start_probe(now, version);
+                }
+                _ => self.lifecycle_failed(LocalError::VersionRefused(version)),
+            },
             ProbeVerdict::Legacy if !modern_only => {
                 self.drop_lifecycle_request();
                 self.start_handshake(now);
@@ -297,7 +409,7 @@ impl super::Engine {
     }
 
     pub(super) fn become_ready(&mut self, version: ProtocolVersion) {
-        self.phase = Phase::Ready { version };
+        self.lifecycle = Lifecycle::Ready { version };
         self.meta = (version.era() == Era::Modern).then(|| self.static_meta(version));
         self.events.ready(version.era(), version);
     }
@@ -308,14 +420,13 @@ impl super::Engine {
 
     /// Ends everything: every pending call fails with `error`, then a `Closed` event.
     pub(super) fn shut(&mut self, error: CallError) {
-        if self.phase == Phase::Closed {
+        if self.lifecycle == Lifecycle::Closed {
             return;
         }
-        self.reprobe_at = None;
         self.drop_lifecycle_request();
         self.fail_all(error.clone());
         self.control.clear();
-        self.phase = Phase::Closed;
+        self.lifecycle = Lifecycle::Closed;
         self.wants_transport = false;
         self.events.closed(error);
     }
@@ -355,7 +466,11 @@ mod tests {
         assert_eq!(probe_error(-32020, None, M), ProbeVerdict::Legacy, "not era evidence");
         assert_eq!(probe_error(-32022, None, M), ProbeVerdict::Legacy, "no supported list");
         let data = raw(r#"{"supported":["2026-07-28"],"requested":"2026-07-28"}"#);
-        assert_eq!(probe_error(-32022, Some(data), M), ProbeVerdict::NoCommonVersion, "would loop");
+        assert_eq!(
+            probe_error(-32022, Some(data), M),
+            ProbeVerdict::Refused(M),
+            "ask again, bounded"
+        );
         let data = raw(r#"{"supported":["2099-01-01"],"requested":"2026-07-28"}"#);
         assert_eq!(probe_error(-32022, Some(data), M), ProbeVerdict::NoCommonVersion);
         let data = raw(r#"{"supported":["2025-11-25"],"requested":"2026-07-28"}"#);

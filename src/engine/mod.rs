@@ -48,7 +48,7 @@ use crate::proto::mcp::{self, notify, Method, ResultType, SubscriptionFilter};
 use crate::proto::meta::{write_call_meta, StaticMeta, TraceContext};
 use crate::proto::version::{Era, EraPreference, ProtocolVersion};
 use events::EventQueue;
-use lifecycle::{Opening, Phase, ProbeVerdict};
+use lifecycle::{Lifecycle, Opening, ProbeVerdict};
 use requests::{CallTraits, Ended, Lookup, Owner, Requests, SendState};
 use resilience::Outcome;
 
@@ -216,29 +216,17 @@ enum Control {
 }
 
 const MAX_CONTROL: usize = 256;
-/// Probe attempts after a failure that says nothing about the era, and the first delay.
-const MAX_PROBE_RETRIES: u32 = 4;
-const PROBE_RETRY_BASE: Duration = Duration::from_millis(250);
 
 /// One server's protocol engine. See the module docs for the call order.
 #[derive(Debug)]
 pub struct Engine {
     config: Config,
-    phase: Phase,
-    /// Set once a probe killed the process: the next transport goes straight to `initialize`.
-    respawned_for_handshake: bool,
+    lifecycle: Lifecycle,
     wants_transport: bool,
     transport: TransportKind,
-    /// Probes that failed without evidence either way (HTTP 5xx, network), and when to retry.
-    probe_retries: u32,
-    reprobe_at: Option<Instant>,
     requests: Requests,
     /// Host requests waiting to be written, in call order.
     send_queue: VecDeque<WireId>,
-    /// The probe or handshake request waiting to be written.
-    lifecycle_send: Option<WireId>,
-    /// The probe or handshake request in flight.
-    lifecycle_slot: Option<usize>,
     control: VecDeque<Control>,
     events: EventQueue,
     meta: Option<StaticMeta>,
@@ -269,16 +257,11 @@ impl Engine {
             _ => Opening::Probe,
         };
         Ok(Self {
-            phase: Phase::Connecting { next },
-            respawned_for_handshake: false,
+            lifecycle: Lifecycle::Connecting { next },
             wants_transport: true,
             transport: TransportKind::Stdio,
-            probe_retries: 0,
-            reprobe_at: None,
             requests: Requests::with_capacity(config.max_pending),
             send_queue: VecDeque::with_capacity(config.max_pending),
-            lifecycle_send: None,
-            lifecycle_slot: None,
             control: VecDeque::with_capacity(MAX_CONTROL),
             events: EventQueue::new(config.max_queued_events),
             meta: None,
@@ -300,13 +283,13 @@ impl Engine {
 
     /// Where the engine is: connecting, probing, handshaking, ready (with era), closed.
     pub fn state(&self) -> ServerState {
-        self.phase.public()
+        self.lifecycle.public()
     }
 
     /// The era the server speaks, once settled.
     pub fn era(&self) -> Option<Era> {
-        match self.phase {
-            Phase::Ready { version } => Some(version.era()),
+        match self.lifecycle {
+            Lifecycle::Ready { version } => Some(version.era()),
             _ => None,
         }
     }
@@ -335,10 +318,7 @@ impl Engine {
     /// The protocol version to name in an HTTP `MCP-Protocol-Version` header: the probe's
     /// version while probing, the settled version once ready, none during `initialize`.
     pub fn header_version(&self) -> Option<ProtocolVersion> {
-        match self.phase {
-            Phase::Probing { version } | Phase::Ready { version } => Some(version),
-            _ => None,
-        }
+        self.lifecycle.version()
     }
 
     /// The `Mcp-Name` of a pending request: the tool or prompt name, or the resource URI.
@@ -531,7 +511,7 @@ impl Engine {
         params: impl FnOnce(&mut Vec<u8>, &mut String),
     ) -> Result<CallId, RequestError> {
         self.now = self.now.max(now);
-        if self.phase == Phase::Closed {
+        if self.lifecycle == Lifecycle::Closed {
             return Err(RequestError::Closed);
         }
         if self.is_degraded() {
@@ -642,13 +622,9 @@ impl Engine {
                 );
                 if legacy_evidence {
                     self.apply_verdict(now, ProbeVerdict::Legacy, None);
-                } else if !auth && self.probe_retries < MAX_PROBE_RETRIES {
+                } else if !auth && self.retry_probe_later(now) {
                     // A server still starting up, or a passing network fault: probe again soon.
-                    let delay = PROBE_RETRY_BASE * 2u32.pow(self.probe_retries);
-                    self.probe_retries += 1;
-                    log::debug!("era probe failed ({error}); probing again in {delay:?}");
-                    self.drop_lifecycle_request();
-                    self.reprobe_at = Some(now + delay);
+                    log::debug!("era probe failed: {error}");
                 } else {
                     self.shut(error);
                 }
@@ -669,7 +645,7 @@ impl Engine {
                     self.send_queue.push_front(new_id);
                 }
                 self.stats.sessions_renewed += 1;
-                if matches!(self.phase, Phase::Ready { .. }) {
+                if matches!(self.lifecycle, Lifecycle::Ready { .. }) {
                     log::debug!("legacy session expired; re-initializing");
                     self.start_handshake(now);
                 }
@@ -685,7 +661,7 @@ impl Engine {
     fn on_opened(&mut self, now: Instant, kind: TransportKind) {
         self.transport = kind;
         self.wants_transport = false;
-        let Phase::Connecting { next } = self.phase else {
+        let Lifecycle::Connecting { next } = self.lifecycle else {
             return;
         };
         match next {
@@ -695,22 +671,19 @@ impl Engine {
     }
 
     fn on_closed(&mut self, now: Instant, error: TransportError) {
-        if matches!(self.phase, Phase::Probing { .. })
-            && self.config.era == EraPreference::Auto
-            && !self.respawned_for_handshake
+        if matches!(self.lifecycle, Lifecycle::Probing(_)) && self.config.era == EraPreference::Auto
         {
             // Some legacy servers exit when the first message is not `initialize` (PROTOCOL.md
             // U10): take that as the legacy verdict and respawn once for the handshake.
             log::debug!("server exited during the era probe; respawning for initialize");
             self.drop_lifecycle_request();
-            self.respawned_for_handshake = true;
-            self.phase = Phase::Connecting { next: Opening::Handshake };
+            self.lifecycle = Lifecycle::Connecting { next: Opening::Handshake };
             self.wants_transport = true;
             return;
         }
         if self.transport == TransportKind::Stdio
             && self.config.restart.enabled
-            && self.phase != Phase::Closed
+            && self.lifecycle != Lifecycle::Closed
         {
             return self.on_process_lost(now, error);
         }
@@ -787,13 +760,7 @@ impl Engine {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = self.now.max(now);
         self.resilience_timeout(now);
-        if self.reprobe_at.is_some_and(|at| at <= now) {
-            self.reprobe_at = None;
-            // Only a probe still waiting to be retried is sent; a later phase ignores the timer.
-            if let Phase::Probing { version } = self.phase {
-                self.start_probe(now, version);
-            }
-        }
+        self.lifecycle_timeout(now);
         while let Some(t) = self.timers.pop_due(now) {
             match t.kind {
                 timers::TimerKind::Backoff if self.timer_is_live(&t) => {
@@ -871,12 +838,12 @@ impl Engine {
             let kind = self.write_control(buf, c);
             return Some(Transmit { len: buf.len() - start, kind });
         }
-        if let Some(id) = self.lifecycle_send.take() {
+        if let Some(id) = self.take_lifecycle_send() {
             let method = self.write_request(buf, id)?;
             let kind = TransmitKind::Request { id, method };
             return Some(Transmit { len: buf.len() - start, kind });
         }
-        if !matches!(self.phase, Phase::Ready { .. }) {
+        if !matches!(self.lifecycle, Lifecycle::Ready { .. }) {
             return None;
         }
         while let Some(id) = self.send_queue.pop_front() {
@@ -900,7 +867,7 @@ impl Engine {
         self.timers
             .earliest()
             .into_iter()
-            .chain(self.reprobe_at)
+            .chain(self.reprobe_at())
             .chain(self.restart.next_wakeup())
             .min()
     }
@@ -932,11 +899,7 @@ impl Engine {
             return None; // cancelled or renewed since it was queued
         }
         let method = p.method;
-        let modern = match self.phase {
-            Phase::Probing { .. } => true,
-            Phase::Ready { version } => version.era() == Era::Modern,
-            _ => false,
-        };
+        let modern = self.lifecycle.version().is_some_and(|v| v.era() == Era::Modern);
         buf.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
         write_u64(buf, id.get());
         buf.extend_from_slice(b",\"method\":\"");
@@ -1016,7 +979,7 @@ impl Engine {
     /// stdio sends `notifications/cancelled`; modern HTTP closes the response stream; legacy
     /// HTTP does both, since a disconnect alone is not a cancellation there.
     fn signal_cancel(&mut self, id: WireId) {
-        let legacy = matches!(self.phase, Phase::Ready { version } if version.era() == Era::Legacy);
+        let legacy = self.era() == Some(Era::Legacy);
         match self.transport {
             TransportKind::Stdio => self.push_control(Control::Cancelled { id }),
             TransportKind::Http => {

@@ -9,7 +9,7 @@ use smallvec::SmallVec;
 
 use super::breaker::{self, OperationClass};
 use super::events::CallRecord;
-use super::lifecycle::{Opening, Phase};
+use super::lifecycle::{Lifecycle, Opening};
 use super::requests::{Ended, Owner, SendState};
 use super::retry::{self, Decision, Delivery, Idempotency};
 use super::{CallOptions, Engine};
@@ -351,7 +351,7 @@ impl Engine {
             _ if self.config.era == crate::EraPreference::LegacyOnly => Opening::Handshake,
             _ => Opening::Probe,
         };
-        self.phase = Phase::Connecting { next };
+        self.lifecycle = Lifecycle::Connecting { next };
         self.meta = None;
         if self.restart.exits.len() as u32 >= policy.crash_loop_exits {
             log::warn!(
@@ -377,7 +377,7 @@ impl Engine {
     /// The host asks a degraded (or closed-by-crash) server to start again now.
     pub fn restart(&mut self, now: Instant) {
         self.now = now;
-        if self.phase == Phase::Closed {
+        if self.lifecycle == Lifecycle::Closed {
             return;
         }
         self.restart.degraded_until = None;

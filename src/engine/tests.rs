@@ -278,6 +278,43 @@ fn unsupported_version_error_is_modern_evidence() {
     ));
 }
 
+/// Conformance `request-metadata` (sep-2575-client-retry-supported-version): the first
+/// `server/discover` gets -32022 naming the very version asked for as supported. The client
+/// asks once more in that version with a new id; a second refusal is a typed error that says so.
+#[test]
+fn a_refused_version_the_server_lists_is_asked_once_more_with_a_new_id() {
+    let refusal = json!({"supported": ["2026-07-28"], "requested": "2026-07-28"});
+    let mut h = Harness::new(Config::default());
+    let c = h.call("echo", "{}");
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let first = h.sent_one();
+    h.reply_error(&first, -32022, Some(refusal.clone()));
+    let second = h.sent_one();
+    assert_eq!(second["method"], "server/discover");
+    assert_ne!(second["id"], first["id"], "a retry is a new request");
+    assert_eq!(second["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+    h.reply(&second, discover_result());
+    assert_eq!(h.events(), ["ready modern 2026-07-28"]);
+    assert_eq!(h.sent_one()["params"]["name"], "echo", "the queued call goes out");
+    let _ = c;
+
+    // Refused twice: no loop, and the error names the refusal, not "no version in common".
+    let mut h = Harness::new(Config::default());
+    let c = h.call("echo", "{}");
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let first = h.sent_one();
+    h.reply_error(&first, -32022, Some(refusal.clone()));
+    let second = h.sent_one();
+    h.reply_error(&second, -32022, Some(refusal));
+    assert!(h.take_sent().is_empty(), "no third probe");
+    assert_eq!(
+        h.events(),
+        [format!("failed {} version_refused", c.get()), "closed version_refused".into()]
+    );
+    let e = CallError::Local(LocalError::VersionRefused(ProtocolVersion::MODERN));
+    assert!(e.to_string().contains("refused protocol version 2026-07-28 twice"), "{e}");
+}
+
 #[test]
 fn modern_only_refuses_legacy_servers() {
     let config = Config { era: EraPreference::ModernOnly, ..Config::default() };
