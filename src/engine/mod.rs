@@ -43,7 +43,7 @@ use crate::error::{
 };
 use crate::proto::json::{self, Kind, RawJson};
 pub use crate::proto::jsonrpc::WireId;
-use crate::proto::jsonrpc::{self, write_json_str, write_u64, Message};
+use crate::proto::jsonrpc::{self, write_json_str, Message};
 use crate::proto::mcp::{self, notify, Method, ResultType, SubscriptionFilter};
 use crate::proto::meta::{write_call_meta, StaticMeta, TraceContext};
 use crate::proto::version::{Era, EraPreference, ProtocolVersion};
@@ -900,28 +900,10 @@ impl Engine {
         }
         let method = p.method;
         let modern = self.lifecycle.version().is_some_and(|v| v.era() == Era::Modern);
-        buf.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-        write_u64(buf, id.get());
-        buf.extend_from_slice(b",\"method\":\"");
-        buf.extend_from_slice(method.as_str().as_bytes());
-        buf.extend_from_slice(b"\",\"params\":{");
         let bufs = self.requests.bufs(slot);
-        buf.extend_from_slice(&bufs.params);
         let static_meta = if modern { self.meta.as_ref().map(StaticMeta::bytes) } else { None };
-        let static_meta = static_meta.unwrap_or_default();
-        if !static_meta.is_empty() || !bufs.meta.is_empty() {
-            if !bufs.params.is_empty() {
-                buf.push(b',');
-            }
-            buf.extend_from_slice(b"\"_meta\":{");
-            buf.extend_from_slice(static_meta);
-            if !static_meta.is_empty() && !bufs.meta.is_empty() {
-                buf.push(b',');
-            }
-            buf.extend_from_slice(&bufs.meta);
-            buf.push(b'}');
-        }
-        buf.extend_from_slice(b"}}");
+        let meta = [static_meta.unwrap_or_default(), bufs.meta.as_slice()];
+        jsonrpc::write_request(buf, id.get(), method.as_str(), &bufs.params, meta);
         self.mark_sent(slot);
         self.stats.requests_sent += 1;
         Some(method)
@@ -930,18 +912,15 @@ impl Engine {
     fn write_control(&mut self, buf: &mut Vec<u8>, c: Control) -> TransmitKind {
         match c {
             Control::Cancelled { id } => {
-                buf.extend_from_slice(
-                    b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":",
-                );
-                write_u64(buf, id.get());
-                buf.extend_from_slice(b"}}");
+                let mut params: SmallVec<[u8; 64]> = SmallVec::new();
+                params.extend_from_slice(b"\"requestId\":");
+                params.extend_from_slice(itoa_buf(id).as_str().as_bytes());
+                jsonrpc::write_notification(buf, notify::CANCELLED, Some(&params));
                 TransmitKind::Notification
             }
             Control::CloseStream { id } => TransmitKind::CloseStream { id },
             Control::Initialized => {
-                buf.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":\"");
-                buf.extend_from_slice(notify::INITIALIZED.as_bytes());
-                buf.extend_from_slice(b"\"}");
+                jsonrpc::write_notification(buf, notify::INITIALIZED, None);
                 TransmitKind::Notification
             }
             Control::Reply { id, ok } => {

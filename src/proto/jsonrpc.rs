@@ -212,6 +212,51 @@ pub(crate) fn write_u64(out: &mut Vec<u8>, v: u64) {
     let _ = write!(out, "{v}");
 }
 
+/// Appends a request: `{"jsonrpc":"2.0","id":<id>,"method":<method>,"params":{..}}`.
+/// `params` are the members inside the params object; each part of `meta` (already-encoded
+/// members) joins one `_meta` object, which is left out when every part is empty.
+pub(crate) fn write_request(
+    out: &mut Vec<u8>,
+    id: u64,
+    method: &str,
+    params: &[u8],
+    meta: [&[u8]; 2],
+) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    write_u64(out, id);
+    out.extend_from_slice(b",\"method\":");
+    write_json_str(out, method);
+    out.extend_from_slice(b",\"params\":{");
+    out.extend_from_slice(params);
+    let mut parts = meta.iter().filter(|m| !m.is_empty());
+    if let Some(first) = parts.next() {
+        if !params.is_empty() {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"\"_meta\":{");
+        out.extend_from_slice(first);
+        for part in parts {
+            out.push(b',');
+            out.extend_from_slice(part);
+        }
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"}}");
+}
+
+/// Appends a notification; `params` are the members inside the params object, or `None` for
+/// a notification without params.
+pub(crate) fn write_notification(out: &mut Vec<u8>, method: &str, params: Option<&[u8]>) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":");
+    write_json_str(out, method);
+    if let Some(p) = params {
+        out.extend_from_slice(b",\"params\":{");
+        out.extend_from_slice(p);
+        out.push(b'}');
+    }
+    out.push(b'}');
+}
+
 /// Appends a response to a server request: `{"jsonrpc":"2.0","id":<id>,"result":<result>}`.
 pub(crate) fn write_result(out: &mut Vec<u8>, id: &str, result: &str) {
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
@@ -236,6 +281,34 @@ pub(crate) fn write_error(out: &mut Vec<u8>, id: &str, code: i64, message: &str)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requests_and_notifications_encode_as_json_rpc() {
+        let mut out = Vec::new();
+        write_request(&mut out, 7, "tools/call", br#""name":"x""#, [b"", b""]);
+        assert_eq!(out, br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x"}}"#);
+        out.clear();
+        write_request(&mut out, 8, "tools/list", b"", [br#""a":1"#, br#""b":2"#]);
+        assert_eq!(
+            out,
+            br#"{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{"_meta":{"a":1,"b":2}}}"#
+        );
+        out.clear();
+        write_request(&mut out, 9, "x", br#""k":1"#, [b"", br#""b":2"#]);
+        assert_eq!(
+            out,
+            br#"{"jsonrpc":"2.0","id":9,"method":"x","params":{"k":1,"_meta":{"b":2}}}"#
+        );
+        out.clear();
+        write_notification(&mut out, "notifications/initialized", None);
+        assert_eq!(out, br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        out.clear();
+        write_notification(&mut out, "notifications/cancelled", Some(br#""requestId":3"#));
+        assert_eq!(
+            out,
+            br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}"#
+        );
+    }
 
     fn raw(s: &str) -> RawJson<'_> {
         json::parse(s.as_bytes()).unwrap()
