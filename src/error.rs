@@ -9,6 +9,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::auth::AuthChallenge;
+
 /// Why a call ended without a result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -346,19 +348,6 @@ impl fmt::Display for LocalError {
             Self::VersionRefused(_) => "the server refused a version it lists as supported",
         })
     }
-}
-
-/// The Bearer parameters of a `WWW-Authenticate` challenge (RFC 6750, RFC 9728).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AuthChallenge {
-    /// `resource_metadata`: where the protected resource metadata lives.
-    pub resource_metadata: Option<String>,
-    /// `scope`: the scopes the server asks for.
-    pub scope: Option<String>,
-    /// `error`, e.g. `invalid_token` or `insufficient_scope`.
-    pub error: Option<String>,
-    /// `error_description`.
-    pub error_description: Option<String>,
 }
 
 /// Why a command (starting a call) was refused; nothing was sent.

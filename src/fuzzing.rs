@@ -1,9 +1,7 @@
 //! Fuzz entry points, built only under `--cfg fuzzing`; each `fuzz/fuzz_targets/*.rs` is a
 //! one-line shim into here.
 
-use crate::codec::http1::{
-    parse_www_authenticate, HttpError, Limits, ResponseEvent, ResponseParser, MAX_CHUNK_LINE,
-};
+use crate::codec::http1::{HttpError, Limits, ResponseEvent, ResponseParser, MAX_CHUNK_LINE};
 use crate::codec::ndjson::{Frame, LineFramer};
 use crate::proto::json::{self, Kind, RawJson};
 use crate::proto::jsonrpc::{decode, Message};
@@ -102,7 +100,7 @@ fn http_events(limits: Limits, chunks: &[&[u8]]) -> Vec<HttpOut> {
             match event {
                 Ok(ResponseEvent::Head(h)) => {
                     for (_, value) in h.headers() {
-                        let _ = parse_www_authenticate(value);
+                        let _ = crate::auth::challenge::parse(value);
                     }
                     out.push(HttpOut::Head {
                         status: h.status(),
@@ -148,7 +146,7 @@ pub fn http_response(data: &[u8]) {
     let [head_cap, body_cap, split_lo, split_hi, stream @ ..] = data else {
         return;
     };
-    let _ = parse_www_authenticate(stream);
+    let _ = crate::auth::challenge::parse(stream);
     let limits = Limits {
         max_head_bytes: 16 + 4 * usize::from(*head_cap),
         max_body_bytes: match body_cap {

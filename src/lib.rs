@@ -36,6 +36,7 @@
 #![cfg_attr(not(fuzzing), warn(missing_docs))]
 #![warn(missing_debug_implementations, unreachable_pub, elided_lifetimes_in_paths)]
 
+mod auth;
 pub mod codec;
 pub mod config;
 pub mod engine;
@@ -51,6 +52,7 @@ pub mod driver;
 #[cfg(feature = "stdio")]
 pub mod host;
 
+pub use auth::AuthChallenge;
 pub use config::Config;
 pub use config::RestartPolicy;
 pub use engine::{

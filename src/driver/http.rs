@@ -20,12 +20,13 @@ use mio::{Interest, Registry, Token};
 use slab::Slab;
 use smallvec::SmallVec;
 
+use crate::auth::{challenge, AuthChallenge};
 use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent, ResponseParser};
 use crate::codec::sse::SseParser;
 use crate::driver::tls::{tls_failure, TlsConfig, TlsOptions, TlsSession, TlsSetupError};
 use crate::driver::url::{proxy_for, HttpUrl, ProxyChoice, Scheme, UrlError};
 use crate::engine::{Engine, ExchangeFailure, TransmitKind, TransportEvent, TransportKind, WireId};
-use crate::error::{AuthChallenge, TransportError};
+use crate::error::TransportError;
 use crate::proto::mcp::Method;
 use crate::proto::version::{Era, ProtocolVersion};
 
@@ -956,15 +957,7 @@ impl HttpDriver {
                         BodyMode::Json
                     };
                     if matches!(c.status, 401 | 403) {
-                        c.challenge = head
-                            .header("www-authenticate")
-                            .and_then(http1::parse_www_authenticate)
-                            .map(|b| AuthChallenge {
-                                resource_metadata: b.resource_metadata,
-                                scope: b.scope,
-                                error: b.error,
-                                error_description: b.error_description,
-                            });
+                        c.challenge = head.header("www-authenticate").and_then(challenge::parse);
                     }
                     let session =
                         head.header("mcp-session-id").and_then(|v| std::str::from_utf8(v).ok());

@@ -108,9 +108,9 @@ pub enum ExchangeFailure {
     /// The transport failed, or the server answered with a bare HTTP status.
     Transport(TransportError),
     /// HTTP 401, after the token provider was asked for a fresh token once.
-    Unauthorized(crate::error::AuthChallenge),
+    Unauthorized(crate::auth::AuthChallenge),
     /// HTTP 403.
-    Forbidden(crate::error::AuthChallenge),
+    Forbidden(crate::auth::AuthChallenge),
 }
 
 impl TransportEvent {

@@ -903,7 +903,7 @@ fn http_unauthorized_is_auth_required_with_the_challenge() {
     let c = h.call("echo", "{}");
     let req = h.sent_one();
     let challenge =
-        crate::error::AuthChallenge { scope: Some("tools".into()), ..Default::default() };
+        crate::auth::AuthChallenge { scope: Some("tools".into()), ..Default::default() };
     let failure = ExchangeFailure::Unauthorized(challenge.clone());
     h.engine.handle_transport(h.now, TransportEvent::exchange_failed(wire(&req), failure));
     match h.engine.poll_event() {

@@ -1,0 +1,165 @@
+//! The `WWW-Authenticate` challenge a server sends with a 401 or 403: authorization, not HTTP
+//! framing, so it lives here and produces the public [`AuthChallenge`].
+
+use crate::codec::http1::is_tchar;
+
+/// The auth-params of the `Bearer` challenge in a `WWW-Authenticate` header (RFC 6750 3,
+/// RFC 9728 5.1), as an MCP client needs them after a 401 or 403.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuthChallenge {
+    /// `resource_metadata`: the URL of the Protected Resource Metadata document.
+    pub resource_metadata: Option<String>,
+    /// `scope`: space-separated scopes the resource wants.
+    pub scope: Option<String>,
+    /// `error`, for example `invalid_token` or `insufficient_scope`.
+    pub error: Option<String>,
+    /// `error_description`: human-readable text.
+    pub error_description: Option<String>,
+}
+
+/// Finds the `Bearer` challenge in one `WWW-Authenticate` value and reads its parameters.
+///
+/// Returns `None` when the value holds no `Bearer` challenge. Scheme and parameter names are
+/// case-insensitive; values may be tokens or quoted strings; the first copy of a parameter
+/// wins. Junk is skipped rather than refused: this runs on an error path, where a partial
+/// answer beats none. A response may carry several `WWW-Authenticate` headers: try each.
+pub(crate) fn parse(value: &[u8]) -> Option<AuthChallenge> {
+    let mut found: Option<AuthChallenge> = None;
+    let mut in_bearer = false;
+    let mut pos = 0;
+    loop {
+        while pos < value.len() && matches!(value[pos], b' ' | b'\t' | b',') {
+            pos += 1;
+        }
+        if pos >= value.len() {
+            return found;
+        }
+        let name_end = pos + value[pos..].iter().take_while(|&&b| is_tchar(b)).count();
+        if name_end == pos {
+            // Not a token: skip one byte, or a whole quoted string so its commas and spaces
+            // are not misread.
+            pos = if value[pos] == b'"' { quoted(value, pos).1 } else { pos + 1 };
+            continue;
+        }
+        let name = &value[pos..name_end];
+        pos = name_end;
+        let after_ws =
+            pos + value[pos..].iter().take_while(|&&b| matches!(b, b' ' | b'\t')).count();
+        if value.get(after_ws) != Some(&b'=') {
+            // A token not followed by `=` starts a new challenge.
+            in_bearer = name.eq_ignore_ascii_case(b"bearer");
+            if in_bearer && found.is_none() {
+                found = Some(AuthChallenge::default());
+            }
+            continue;
+        }
+        pos = after_ws + 1;
+        while pos < value.len() && matches!(value[pos], b' ' | b'\t') {
+            pos += 1;
+        }
+        let param = match value.get(pos) {
+            Some(b'"') => {
+                let (text, end) = quoted(value, pos);
+                pos = end;
+                text
+            }
+            // A token68 (`Bearer abc==`) ends in `=` padding: nothing to read.
+            None | Some(b'=' | b',') => continue,
+            Some(_) => {
+                // Be lenient about unquoted values: read to the next separator, so an
+                // unquoted URL still comes through whole.
+                let end = pos
+                    + value[pos..]
+                        .iter()
+                        .take_while(|&&b| !matches!(b, b',' | b' ' | b'\t' | b'"'))
+                        .count();
+                let text = String::from_utf8_lossy(&value[pos..end]).into_owned();
+                pos = end;
+                text
+            }
+        };
+        let Some(challenge) = found.as_mut().filter(|_| in_bearer) else {
+            continue;
+        };
+        let slot = match name.to_ascii_lowercase().as_slice() {
+            b"resource_metadata" => &mut challenge.resource_metadata,
+            b"scope" => &mut challenge.scope,
+            b"error" => &mut challenge.error,
+            b"error_description" => &mut challenge.error_description,
+            _ => continue,
+        };
+        if slot.is_none() {
+            *slot = Some(param);
+        }
+    }
+}
+
+/// Reads the quoted string opening at `value[open]` (a `"`), undoing `\` escapes. Returns
+/// the text and the position after the closing quote (or the end, if it is missing).
+fn quoted(value: &[u8], open: usize) -> (String, usize) {
+    let mut text = Vec::new();
+    let mut pos = open + 1;
+    while let Some(&b) = value.get(pos) {
+        pos += 1;
+        match b {
+            b'"' => break,
+            b'\\' => {
+                if let Some(&escaped) = value.get(pos) {
+                    text.push(escaped);
+                    pos += 1;
+                }
+            }
+            _ => text.push(b),
+        }
+    }
+    (String::from_utf8_lossy(&text).into_owned(), pos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bearer(
+        resource_metadata: Option<&str>,
+        scope: Option<&str>,
+        error: Option<&str>,
+        error_description: Option<&str>,
+    ) -> Option<AuthChallenge> {
+        Some(AuthChallenge {
+            resource_metadata: resource_metadata.map(String::from),
+            scope: scope.map(String::from),
+            error: error.map(String::from),
+            error_description: error_description.map(String::from),
+        })
+    }
+
+    #[test]
+    fn www_authenticate() {
+        let cases: &[(&[u8], Option<AuthChallenge>)] = &[
+            (
+                br#"Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource", scope="files:read files:write""#,
+                bearer(Some("https://mcp.example.com/.well-known/oauth-protected-resource"), Some("files:read files:write"), None, None),
+            ),
+            (
+                br#"Basic realm="a, b", error="not this one", Bearer error="insufficient_scope", scope="a b", error_description="need \"more\"""#,
+                bearer(None, Some("a b"), Some("insufficient_scope"), Some("need \"more\"")),
+            ),
+            (
+                b"bearer Resource_Metadata=https://x.example/prm ,SCOPE = read,error=invalid_token",
+                bearer(Some("https://x.example/prm"), Some("read"), Some("invalid_token"), None),
+            ),
+            (b"Bearer", bearer(None, None, None, None)),
+            (b"Bearer abc==, error=x", bearer(None, None, Some("x"), None)),
+            (br#"Bearer scope="first", scope="second""#, bearer(None, Some("first"), None, None)),
+            (br#"Bearer error="x", Basic error="y""#, bearer(None, None, Some("x"), None)),
+            (br#"Bearer ,,, =, "unterminated"#, bearer(None, None, None, None)),
+            (b"Bearer error=\"caf\xc3\xa9 \xff\"", bearer(None, None, Some("caf\u{e9} \u{fffd}"), None)),
+            (br#"Basic realm="x""#, None),
+            (b"", None),
+            (b"\"Bearer\" ==== ,, \xff", None),
+        ];
+        for (value, expected) in cases {
+            assert_eq!(&parse(value), expected, "{}", String::from_utf8_lossy(value));
+        }
+    }
+}

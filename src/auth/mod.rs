@@ -1,0 +1,6 @@
+//! Authorization: what a server's challenge asks for. (Token providers live with the HTTP
+//! driver that calls them.)
+
+pub(crate) mod challenge;
+
+pub use challenge::AuthChallenge;
