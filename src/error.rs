@@ -1,6 +1,8 @@
-//! Typed errors, in three kinds that never blur.
+//! Typed errors, in four kinds that never blur.
 //!
 //! * [`RpcError`]: the peer answered with a JSON-RPC error object (protocol).
+//! * [`PeerError`]: the peer broke the protocol or refused access (a bad result, a message
+//!   over the size limit, authorization required, no version in common).
 //! * [`TransportError`]: the pipe or socket failed (process exit, reset, ...).
 //! * [`LocalError`]: mcpoll itself ended the call (cancelled, deadline, overloaded, ...).
 //!
@@ -17,6 +19,8 @@ use crate::auth::AuthChallenge;
 pub enum CallError {
     /// The server answered with a JSON-RPC error.
     Protocol(RpcError),
+    /// The server broke the protocol or refused access.
+    Peer(PeerError),
     /// The transport failed before the answer arrived.
     Transport(TransportError),
     /// mcpoll ended the call (the server may or may not have acted on it).
@@ -24,10 +28,11 @@ pub enum CallError {
 }
 
 impl CallError {
-    /// The kind as a short word: `protocol`, `transport` or `local`.
+    /// The kind as a short word: `protocol`, `peer`, `transport` or `local`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Protocol(_) => "protocol",
+            Self::Peer(_) => "peer",
             Self::Transport(_) => "transport",
             Self::Local(_) => "local",
         }
@@ -37,6 +42,7 @@ impl CallError {
     pub fn name(&self) -> &'static str {
         match self {
             Self::Protocol(e) => e.name(),
+            Self::Peer(e) => e.name(),
             Self::Transport(e) => e.name(),
             Self::Local(e) => e.name(),
         }
@@ -47,6 +53,7 @@ impl fmt::Display for CallError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Protocol(e) => write!(f, "server error: {e}"),
+            Self::Peer(e) => write!(f, "server fault: {e}"),
             Self::Transport(e) => write!(f, "transport error: {e}"),
             Self::Local(e) => write!(f, "{e}"),
         }
@@ -54,6 +61,18 @@ impl fmt::Display for CallError {
 }
 
 impl std::error::Error for CallError {}
+
+impl From<PeerError> for CallError {
+    fn from(e: PeerError) -> Self {
+        Self::Peer(e)
+    }
+}
+
+impl From<LocalError> for CallError {
+    fn from(e: LocalError) -> Self {
+        Self::Local(e)
+    }
+}
 
 impl From<CallError> for std::io::Error {
     fn from(e: CallError) -> Self {
@@ -256,15 +275,64 @@ impl fmt::Display for CloseReason {
     }
 }
 
-/// mcpoll ended the call itself.
+/// The server broke the protocol or refused access: retrying the same thing will not help.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum LocalError {
+pub enum PeerError {
     /// The server wants (other) credentials: HTTP 401 even after asking the token provider
     /// for a fresh token. Carries the server's `WWW-Authenticate` Bearer parameters.
     AuthRequired(Box<AuthChallenge>),
     /// The server refused the credentials (HTTP 403).
     Forbidden(Box<AuthChallenge>),
+    /// A message from the server exceeded `Config::max_message_bytes`.
+    TooLarge,
+    /// The result is not what the method returns (for example an unknown `resultType`).
+    InvalidResult,
+    /// A paginated listing returned a cursor it had already returned.
+    CursorRepeated,
+    /// No protocol version is common to the server and mcpoll.
+    NoCommonVersion,
+    /// The server answered `-32022` to this version twice while listing it as supported.
+    VersionRefused(crate::proto::version::ProtocolVersion),
+}
+
+impl PeerError {
+    /// A snake_case name for scripts.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::AuthRequired(_) => "auth_required",
+            Self::Forbidden(_) => "forbidden",
+            Self::TooLarge => "too_large",
+            Self::InvalidResult => "invalid_result",
+            Self::CursorRepeated => "cursor_repeated",
+            Self::NoCommonVersion => "no_common_version",
+            Self::VersionRefused(_) => "version_refused",
+        }
+    }
+}
+
+impl fmt::Display for PeerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::AuthRequired(_) => f.write_str("the server requires authorization"),
+            Self::Forbidden(_) => f.write_str("the server refused the credentials"),
+            Self::TooLarge => f.write_str("message too large"),
+            Self::InvalidResult => f.write_str("the result is not valid for its method"),
+            Self::CursorRepeated => f.write_str("server repeated a pagination cursor"),
+            Self::NoCommonVersion => f.write_str("no protocol version in common with the server"),
+            Self::VersionRefused(v) => write!(
+                f,
+                "the server refused protocol version {v} twice (-32022) while listing it as \
+                 supported"
+            ),
+        }
+    }
+}
+
+/// mcpoll ended the call itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LocalError {
     /// The request may have reached the server, its reply was lost, and re-sending it is not
     /// safe (not read-only, not idempotent, no idempotency key): check before re-sending.
     DeliveryUnknown(Box<TransportError>),
@@ -276,53 +344,29 @@ pub enum LocalError {
     Cancelled,
     /// The call's deadline passed before an answer arrived.
     DeadlineExceeded,
-    /// A message from the server exceeded `Config::max_message_bytes`.
-    TooLarge,
-    /// The result carried a `resultType` this client does not know.
-    InvalidResult,
-    /// A paginated listing returned a cursor it had already returned.
-    CursorRepeated,
     /// A paginated listing went past `Config::max_pages`.
     TooManyPages,
-    /// No protocol version is common to the server and mcpoll.
-    NoCommonVersion,
     /// The server failed the era probe and the handshake.
     HandshakeFailed,
-    /// The server answered `-32022` to this version twice while listing it as supported.
-    VersionRefused(crate::proto::version::ProtocolVersion),
 }
 
 impl LocalError {
     /// A snake_case name for scripts.
     pub fn name(&self) -> &'static str {
         match self {
-            Self::AuthRequired(_) => "auth_required",
-            Self::Forbidden(_) => "forbidden",
             Self::DeliveryUnknown(_) => "delivery_unknown",
             Self::BreakerOpen => "breaker_open",
             Self::Degraded => "degraded",
             Self::Cancelled => "cancelled",
             Self::DeadlineExceeded => "deadline_exceeded",
-            Self::TooLarge => "too_large",
-            Self::InvalidResult => "invalid_result",
-            Self::CursorRepeated => "cursor_repeated",
             Self::TooManyPages => "too_many_pages",
-            Self::NoCommonVersion => "no_common_version",
             Self::HandshakeFailed => "handshake_failed",
-            Self::VersionRefused(_) => "version_refused",
         }
     }
 }
 
 impl fmt::Display for LocalError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Self::VersionRefused(v) = self {
-            return write!(
-                f,
-                "the server refused protocol version {v} twice (-32022) while listing it as \
-                 supported"
-            );
-        }
         if let Self::DeliveryUnknown(cause) = self {
             return write!(
                 f,
@@ -330,8 +374,6 @@ impl fmt::Display for LocalError {
             );
         }
         f.write_str(match self {
-            Self::AuthRequired(_) => "the server requires authorization",
-            Self::Forbidden(_) => "the server refused the credentials",
             Self::DeliveryUnknown(_) => {
                 "the request may have been delivered; its outcome is unknown"
             }
@@ -339,13 +381,8 @@ impl fmt::Display for LocalError {
             Self::Degraded => "the server keeps crashing; restarts are suspended",
             Self::Cancelled => "call cancelled",
             Self::DeadlineExceeded => "deadline exceeded",
-            Self::TooLarge => "message too large",
-            Self::InvalidResult => "result carried an unknown resultType",
-            Self::CursorRepeated => "server repeated a pagination cursor",
             Self::TooManyPages => "listing exceeded the page limit",
-            Self::NoCommonVersion => "no protocol version in common with the server",
             Self::HandshakeFailed => "the server failed the protocol handshake",
-            Self::VersionRefused(_) => "the server refused a version it lists as supported",
         })
     }
 }

@@ -61,7 +61,8 @@ pub use engine::{
     TransportEvent,
 };
 pub use error::{
-    CallError, CancelError, ConfigError, LocalError, RequestError, RpcError, TransportError,
+    CallError, CancelError, ConfigError, LocalError, PeerError, RequestError, RpcError,
+    TransportError,
 };
 pub use proto::mcp::{Method, ResultType, SubscriptionFilter};
 pub use proto::meta::TraceContext;

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use mcpoll::driver::http::HttpOptions;
 use mcpoll::{
-    CallError, CallId, CallOptions, Config, Event, Host, Idempotency, LocalError, ServerId,
-    ServerState, StdioCommand, TransportError,
+    CallError, CallId, CallOptions, Config, Event, Host, Idempotency, LocalError, PeerError,
+    ServerId, ServerState, StdioCommand, TransportError,
 };
 
 /// A state file for the server's delivery log, removed at the end.
@@ -290,7 +290,7 @@ fn an_oversize_reply_fails_its_call_and_nothing_else() {
     let mut o = Outcomes::default();
     let c = host.call_tool(id, "echo", &raw(r#"{"text":"big"}"#), &read()).unwrap();
     let d = host.call_tool(id, "add", &raw(r#"{"a":1,"b":1}"#), &read()).unwrap();
-    assert_eq!(o.wait(&mut host, c), Err(CallError::Local(LocalError::TooLarge)));
+    assert_eq!(o.wait(&mut host, c), Err(CallError::Peer(PeerError::TooLarge)));
     o.wait(&mut host, d).expect("the next reply is read normally");
     o.check(&mut host, id, &[c, d]);
 }

@@ -13,9 +13,7 @@ use mcpoll::driver::http::{HttpOptions, TokenProvider};
 use mcpoll::driver::tls::TlsOptions;
 use mcpoll::driver::url::ProxyChoice;
 use mcpoll::error::TlsFailure;
-use mcpoll::{
-    CallError, CallOptions, Config, Event, Host, LocalError, ServerState, TransportError,
-};
+use mcpoll::{CallError, CallOptions, Config, Event, Host, PeerError, ServerState, TransportError};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
@@ -265,7 +263,7 @@ fn a_second_401_is_auth_required_with_the_challenge_and_403_is_forbidden() {
     let mut host = Host::new().unwrap();
     let id = add(&mut host, HttpOptions::new(server.url("http", "127.0.0.1")).bearer("wrong"));
     match closed_with(&mut host, id) {
-        CallError::Local(LocalError::AuthRequired(c)) => {
+        CallError::Peer(PeerError::AuthRequired(c)) => {
             assert_eq!(c.scope.as_deref(), Some("tools:call"));
             assert_eq!(c.error.as_deref(), Some("invalid_token"));
             assert!(c.resource_metadata.unwrap().ends_with("oauth-protected-resource"));
@@ -278,7 +276,7 @@ fn a_second_401_is_auth_required_with_the_challenge_and_403_is_forbidden() {
         body: String::new(),
     });
     let id = add(&mut host, HttpOptions::new(forbidding.url("http", "127.0.0.1")).bearer("t"));
-    assert!(matches!(closed_with(&mut host, id), CallError::Local(LocalError::Forbidden(_))));
+    assert!(matches!(closed_with(&mut host, id), CallError::Peer(PeerError::Forbidden(_))));
 }
 
 #[test]

@@ -8,8 +8,8 @@ use std::time::Duration;
 use common::*;
 use mcpoll::host::AddServerError;
 use mcpoll::{
-    CallError, CallOptions, Config, Era, EraPreference, Host, LocalError, Method, ServerState,
-    TransportError,
+    CallError, CallOptions, Config, Era, EraPreference, Host, LocalError, Method, PeerError,
+    ServerState, TransportError,
 };
 
 #[test]
@@ -207,7 +207,7 @@ fn oversize_reply_fails_its_call_and_the_stream_resynchronises() {
     let config = Config { max_message_bytes: 2048, ..Config::default() };
     let id = start(&mut host, demo_server(), config);
     let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(8000));
-    assert_eq!(call_err(&mut host, id, "echo", &big), CallError::Local(LocalError::TooLarge));
+    assert_eq!(call_err(&mut host, id, "echo", &big), CallError::Peer(PeerError::TooLarge));
     assert_eq!(
         parse(&call(&mut host, id, "echo", r#"{"text":"small"}"#))["content"][0]["text"],
         "small"

@@ -80,7 +80,8 @@ pub(crate) fn counts(e: &CallError) -> bool {
         CallError::Local(l) => {
             matches!(l, LocalError::DeadlineExceeded | LocalError::DeliveryUnknown(_))
         }
-        CallError::Protocol(_) => false,
+        // An answer, however unwelcome, is a sign of life.
+        CallError::Protocol(_) | CallError::Peer(_) => false,
     }
 }
 
@@ -216,7 +217,7 @@ impl Breakers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::{RpcError, TransportError};
+    use crate::error::{PeerError, RpcError, TransportError};
 
     const T: u32 = 0;
     const R: OperationClass = OperationClass::Read;
@@ -273,7 +274,7 @@ mod tests {
         for neutral in [
             CallError::Protocol(RpcError::from_raw(-32602, "x", None)),
             CallError::Local(LocalError::Cancelled),
-            CallError::Local(LocalError::AuthRequired(Box::default())),
+            CallError::Peer(PeerError::AuthRequired(Box::default())),
         ] {
             assert_eq!(b.record(T, R, Some(&neutral), now), None, "{neutral:?}");
         }

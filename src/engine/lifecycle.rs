@@ -10,7 +10,7 @@ use smallvec::SmallVec;
 
 use super::requests::{CallTraits, Ended, Owner};
 use super::{timers, Control};
-use crate::error::{CallError, LocalError, RpcError};
+use crate::error::{CallError, LocalError, PeerError, RpcError};
 use crate::proto::json::RawJson;
 use crate::proto::jsonrpc::{write_json_str, WireId};
 use crate::proto::mcp::Method;
@@ -348,7 +348,7 @@ impl super::Engine {
                 }
                 None => {
                     log::debug!("initialize settled on a version mcpoll does not speak");
-                    self.lifecycle_failed(LocalError::NoCommonVersion);
+                    self.lifecycle_failed(PeerError::NoCommonVersion);
                 }
             },
             _ => self.drop_lifecycle_request(),
@@ -397,14 +397,14 @@ impl super::Engine {
                     self.lifecycle = Lifecycle::Probing(Probe { refusals: p.refusals + 1, ..p });
                     self.start_probe(now, version);
                 }
-                _ => self.lifecycle_failed(LocalError::VersionRefused(version)),
+                _ => self.lifecycle_failed(PeerError::VersionRefused(version)),
             },
             ProbeVerdict::Legacy if !modern_only => {
                 self.drop_lifecycle_request();
                 self.start_handshake(now);
             }
-            ProbeVerdict::Legacy => self.lifecycle_failed(LocalError::NoCommonVersion),
-            ProbeVerdict::NoCommonVersion => self.lifecycle_failed(LocalError::NoCommonVersion),
+            ProbeVerdict::Legacy => self.lifecycle_failed(PeerError::NoCommonVersion),
+            ProbeVerdict::NoCommonVersion => self.lifecycle_failed(PeerError::NoCommonVersion),
         }
     }
 
@@ -414,8 +414,8 @@ impl super::Engine {
         self.events.ready(version.era(), version);
     }
 
-    pub(super) fn lifecycle_failed(&mut self, error: LocalError) {
-        self.shut(CallError::Local(error));
+    pub(super) fn lifecycle_failed(&mut self, error: impl Into<CallError>) {
+        self.shut(error.into());
     }
 
     /// Ends everything: every pending call fails with `error`, then a `Closed` event.

@@ -39,7 +39,8 @@ pub use retry::{Idempotency, RetryPolicy};
 
 use crate::config::Config;
 use crate::error::{
-    CallError, CancelError, ConfigError, LocalError, RequestError, RpcError, TransportError,
+    CallError, CancelError, ConfigError, LocalError, PeerError, RequestError, RpcError,
+    TransportError,
 };
 use crate::proto::json::{self, Kind, RawJson};
 pub use crate::proto::jsonrpc::WireId;
@@ -592,9 +593,9 @@ impl Engine {
         let error = match failure {
             ExchangeFailure::Transport(e) => CallError::Transport(e),
             ExchangeFailure::Unauthorized(c) => {
-                CallError::Local(LocalError::AuthRequired(Box::new(c)))
+                CallError::Peer(PeerError::AuthRequired(Box::new(c)))
             }
-            ExchangeFailure::Forbidden(c) => CallError::Local(LocalError::Forbidden(Box::new(c))),
+            ExchangeFailure::Forbidden(c) => CallError::Peer(PeerError::Forbidden(Box::new(c))),
         };
         match owner {
             Owner::Host => {
@@ -749,8 +750,8 @@ impl Engine {
         };
         if let Lookup::Pending(slot) = self.requests.lookup(id) {
             match self.requests.get(slot).map(|p| p.owner) {
-                Some(Owner::Host) => self.abandon(slot, CallError::Local(LocalError::TooLarge)),
-                Some(_) => self.lifecycle_failed(LocalError::TooLarge),
+                Some(Owner::Host) => self.abandon(slot, CallError::Peer(PeerError::TooLarge)),
+                Some(_) => self.lifecycle_failed(PeerError::TooLarge),
                 None => {}
             }
         }
@@ -1007,31 +1008,31 @@ impl Engine {
             Some((result_type, is_error)) => {
                 Outcome::Done { json: result.text(), result_type, is_error }
             }
-            None => Outcome::Failed(CallError::Local(LocalError::InvalidResult)),
+            None => Outcome::Failed(CallError::Peer(PeerError::InvalidResult)),
         };
         self.finish(slot, Ended::Answered, outcome);
     }
 
     /// One page of a listing: gather its items, then ask for the next page or finish.
     fn on_page(&mut self, slot: usize, key: &str, result: RawJson<'_>) {
-        let fail = |this: &mut Self, e: LocalError| {
-            this.finish(slot, Ended::Answered, Outcome::Failed(CallError::Local(e)));
+        let fail = |this: &mut Self, e: CallError| {
+            this.finish(slot, Ended::Answered, Outcome::Failed(e));
         };
         if result.kind() != Kind::Object || mcp::result_type(result) != Some(ResultType::Complete) {
-            return fail(self, LocalError::InvalidResult);
+            return fail(self, PeerError::InvalidResult.into());
         }
         let inner = match result.get(key) {
             Some(a) if a.kind() == Kind::Array => {
                 let t = a.text();
                 t.get(1..t.len() - 1).unwrap_or_default().trim()
             }
-            Some(_) => return fail(self, LocalError::InvalidResult),
+            Some(_) => return fail(self, PeerError::InvalidResult.into()),
             None => "",
         };
         // `nextCursor: null` is taken as absent, like a missing member.
         let next_cursor = result.get("nextCursor").filter(|c| !c.is_null());
         let next_cursor = match next_cursor.map(RawJson::as_str) {
-            Some(None) => return fail(self, LocalError::InvalidResult),
+            Some(None) => return fail(self, PeerError::InvalidResult.into()),
             Some(Some(c)) => Some(c),
             None => None,
         };
@@ -1061,7 +1062,7 @@ impl Engine {
         };
         let hash = cursor_hash(&cursor);
         if bufs.cursors.contains(&hash) {
-            return fail(self, LocalError::CursorRepeated);
+            return fail(self, PeerError::CursorRepeated.into());
         }
         bufs.cursors.push(hash);
         bufs.params.clear();
@@ -1072,7 +1073,7 @@ impl Engine {
             p.pages
         });
         if pages.unwrap_or(0) as usize >= self.config.max_pages {
-            return fail(self, LocalError::TooManyPages);
+            return fail(self, LocalError::TooManyPages.into());
         }
         if let Some(id) = self.requests.renew_wire_id(slot) {
             self.send_queue.push_front(id);

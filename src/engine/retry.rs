@@ -91,7 +91,7 @@ pub(crate) fn is_transient(e: &CallError) -> bool {
             | TransportError::SessionExpired
             | TransportError::ClosedByServer => false,
         },
-        CallError::Protocol(_) | CallError::Local(_) => false,
+        CallError::Protocol(_) | CallError::Peer(_) | CallError::Local(_) => false,
     }
 }
 

@@ -311,7 +311,7 @@ fn a_refused_version_the_server_lists_is_asked_once_more_with_a_new_id() {
         h.events(),
         [format!("failed {} version_refused", c.get()), "closed version_refused".into()]
     );
-    let e = CallError::Local(LocalError::VersionRefused(ProtocolVersion::MODERN));
+    let e = CallError::Peer(PeerError::VersionRefused(ProtocolVersion::MODERN));
     assert!(e.to_string().contains("refused protocol version 2026-07-28 twice"), "{e}");
 }
 
@@ -533,7 +533,7 @@ fn result_type_missing_is_complete_unknown_is_invalid_input_required_is_surfaced
         kinds.push(match e {
             Event::CallDone { call, result, .. } => (call, Some(result.result_type())),
             Event::CallFailed { call, error, .. } => {
-                assert_eq!(error, CallError::Local(LocalError::InvalidResult));
+                assert_eq!(error, CallError::Peer(PeerError::InvalidResult));
                 (call, None)
             }
             other => panic!("{other:?}"),
@@ -909,7 +909,7 @@ fn http_unauthorized_is_auth_required_with_the_challenge() {
     match h.engine.poll_event() {
         Some(Event::CallFailed {
             call,
-            error: CallError::Local(LocalError::AuthRequired(got)),
+            error: CallError::Peer(PeerError::AuthRequired(got)),
             ..
         }) => {
             assert_eq!(call, c);
