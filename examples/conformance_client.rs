@@ -1,0 +1,229 @@
+// tests/conformance/run.sh 2026-07-28   (builds this example, then runs the official suite)
+//
+//! The client that the official MCP conformance suite (`@modelcontextprotocol/conformance`)
+//! drives: one binary for every client scenario, written the way a host would use mcpoll.
+//!
+//! ```text
+//! MCP_CONFORMANCE_SCENARIO=tools_call MCP_CONFORMANCE_PROTOCOL_VERSION=2026-07-28 \
+//!     conformance_client http://localhost:PORT/mcp
+//! ```
+//!
+//! The harness starts a mock server per scenario and runs this binary with the server's URL as
+//! the last argument. `MCP_CONFORMANCE_SCENARIO` names the scenario,
+//! `MCP_CONFORMANCE_PROTOCOL_VERSION` the revision under test (2025-11-25 and earlier: the
+//! `initialize` handshake only; 2026-07-28: stateless, probed with `server/discover`), and
+//! `MCP_CONFORMANCE_CONTEXT` (JSON) carries a scenario's extra input. Pass or fail comes only
+//! from what the mock server saw on the wire.
+//!
+//! Only mcpoll's public API is used: no JSON-RPC is written here and no protocol header is set
+//! by hand. Where mcpoll cannot yet do what a scenario asks (OAuth, answering a server's
+//! elicitation, `input_required` rounds), the client does what a host could do today and the
+//! scenario fails; `tests/conformance/expected-failures-*.yaml` lists those. Each step is
+//! printed to stdout, which the harness keeps beside the scenario's checks. `unwrap`s on the
+//! harness's own input are for this test tool only.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use mcpoll::driver::http::HttpOptions;
+use mcpoll::host::{BlockingError, OwnedResult};
+use mcpoll::{CallOptions, Config, EraPreference, Host, Method, ServerId, ServerState};
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+
+/// Per-call deadline: a call that cannot complete (a server request mcpoll does not answer yet)
+/// ends well inside the harness's 30 s per scenario.
+const CALL_TIMEOUT: Duration = Duration::from_secs(8);
+
+struct Client {
+    host: Host,
+    server: ServerId,
+    opts: CallOptions,
+}
+
+impl Client {
+    fn connect(url: &str, protocol_version: &str) -> Result<Self, String> {
+        // Dated revisions up to 2025-11-25 are the initialize era; later ones are stateless.
+        let era = if protocol_version <= "2025-11-25" {
+            EraPreference::LegacyOnly
+        } else {
+            EraPreference::ModernOnly
+        };
+        let config = Config {
+            era,
+            default_timeout: CALL_TIMEOUT,
+            client_name: "mcpoll-conformance-client".into(),
+            ..Config::default()
+        };
+        let mut host = Host::new().map_err(|e| format!("poll: {e}"))?;
+        let server = host
+            .add_http_server(HttpOptions::new(url), config)
+            .map_err(|e| format!("add_http_server: {e}"))?;
+        let state = host.wait_ready(server, CALL_TIMEOUT * 2).map_err(|e| e.to_string())?;
+        println!("connected: {state} (era {:?})", host.era(server));
+        if !matches!(state, ServerState::Ready(..)) {
+            while let Some((_, event)) = host.poll_event() {
+                if let mcpoll::Event::Closed { error } = event {
+                    return Err(format!("not ready: {error}"));
+                }
+            }
+            return Err(format!("not ready: {state}"));
+        }
+        Ok(Self { host, server, opts: CallOptions::default() })
+    }
+
+    fn finish(&mut self, what: &str, call: Result<mcpoll::CallId, mcpoll::RequestError>) -> Step {
+        let outcome =
+            call.map_err(BlockingError::from).and_then(|call| self.host.wait(self.server, call));
+        match &outcome {
+            Ok(r) => println!("{what}: {:?} {}", r.result_type, r.json),
+            Err(e) => println!("{what}: failed: {e}"),
+        }
+        outcome.map_err(|e| format!("{what}: {e}"))
+    }
+
+    /// A listing's items (`tools`, `resources`, `prompts`), pagination followed by mcpoll.
+    fn list(&mut self, method: Method, key: &str) -> Result<Vec<Value>, String> {
+        let call = self.host.list(self.server, method, &self.opts);
+        let r = self.finish(key, call)?;
+        let mut v: Value = serde_json::from_str(&r.json).map_err(|e| e.to_string())?;
+        Ok(match v.get_mut(key).map(Value::take) {
+            Some(Value::Array(items)) => items,
+            _ => Vec::new(),
+        })
+    }
+
+    fn call_tool(&mut self, name: &str, arguments: &RawValue) -> Step {
+        let call = self.host.call_tool(self.server, name, arguments, &self.opts);
+        self.finish(&format!("tools/call {name}"), call)
+    }
+
+    /// What a host does with a server it knows nothing about: list the tools it offers and
+    /// call each one with arguments that fit its schema.
+    fn call_every_tool(&mut self) -> Result<(), String> {
+        let mut failed = None;
+        for tool in self.list(Method::ToolsList, "tools")? {
+            let name = tool["name"].as_str().unwrap_or_default().to_owned();
+            let args = RawValue::from_string(arguments_for(&tool["inputSchema"]).to_string());
+            if let Err(e) = self.call_tool(&name, &args.map_err(|e| e.to_string())?) {
+                failed.get_or_insert(e);
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+}
+
+type Step = Result<OwnedResult, String>;
+
+/// Arguments for a tool's required properties: a plausible value of each declared type.
+fn arguments_for(schema: &Value) -> Value {
+    let mut args = serde_json::Map::new();
+    let required = schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str);
+    for name in required {
+        let value = match schema["properties"][name]["type"].as_str() {
+            Some("integer") => json!(1),
+            Some("number") => json!(1.5),
+            Some("boolean") => json!(true),
+            Some("object") => json!({}),
+            Some("array") => json!([]),
+            Some("null") => Value::Null,
+            _ => json!("conformance"),
+        };
+        args.insert(name.to_owned(), value);
+    }
+    Value::Object(args)
+}
+
+fn run(scenario: &str, url: &str, version: &str, context: &Value) -> Result<(), String> {
+    let mut c = Client::connect(url, version)?;
+    match scenario {
+        // The handshake itself is what is checked.
+        "initialize" => {}
+        "tools_call" => {
+            c.list(Method::ToolsList, "tools")?;
+            let args =
+                RawValue::from_string(r#"{"a":5,"b":3}"#.into()).map_err(|e| e.to_string())?;
+            c.call_tool("add_numbers", &args)?;
+        }
+        "http-standard-headers" => {
+            c.call_every_tool()?;
+            for resource in c.list(Method::ResourcesList, "resources")? {
+                let uri = resource["uri"].as_str().unwrap_or_default().to_owned();
+                let call = c.host.read_resource(c.server, &uri, &c.opts);
+                c.finish(&format!("resources/read {uri}"), call)?;
+            }
+            for prompt in c.list(Method::PromptsList, "prompts")? {
+                let name = prompt["name"].as_str().unwrap_or_default().to_owned();
+                let call = c.host.get_prompt(c.server, &name, None, &c.opts);
+                c.finish(&format!("prompts/get {name}"), call)?;
+            }
+        }
+        // The calls to make come from the harness; listing first teaches mcpoll the tools'
+        // x-mcp-header annotations, as a host's first listing would.
+        "http-custom-headers" => {
+            c.list(Method::ToolsList, "tools")?;
+            for call in context["toolCalls"].as_array().into_iter().flatten() {
+                let name = call["name"].as_str().unwrap_or_default();
+                let args = RawValue::from_string(call["arguments"].to_string());
+                c.call_tool(name, &args.map_err(|e| e.to_string())?)?;
+            }
+        }
+        // Round-trip the focal tool's inputSchema, as listed, through the echo tool.
+        "json-schema-2020-12-preservation" => {
+            let call = c.host.list(c.server, Method::ToolsList, &c.opts);
+            let listing = c.finish("tools", call)?;
+            #[derive(serde::Deserialize)]
+            struct Listing<'a> {
+                #[serde(borrow)]
+                tools: Vec<Tool<'a>>,
+            }
+            #[derive(serde::Deserialize)]
+            struct Tool<'a> {
+                name: String,
+                #[serde(borrow, rename = "inputSchema")]
+                input_schema: Option<&'a RawValue>,
+            }
+            let listing: Listing<'_> =
+                serde_json::from_str(&listing.json).map_err(|e| e.to_string())?;
+            let schema = listing
+                .tools
+                .iter()
+                .find(|t| t.name == "json_schema_2020_12_tool")
+                .and_then(|t| t.input_schema)
+                .ok_or("json_schema_2020_12_tool not listed")?;
+            let args = RawValue::from_string(format!(r#"{{"schema":{}}}"#, schema.get()));
+            c.call_tool("json_schema_echo", &args.map_err(|e| e.to_string())?)?;
+        }
+        // Listing is the whole test: a network $ref in a schema must not be fetched.
+        "json-schema-ref-no-deref" => {
+            c.list(Method::ToolsList, "tools")?;
+        }
+        // Everything else (request-metadata, sse-retry, http-invalid-tool-headers, the
+        // input_required and elicitation scenarios, auth/*): list and call what is offered.
+        _ => c.call_every_tool()?,
+    }
+    c.host.close_server(c.server);
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
+    let version =
+        std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION").unwrap_or_else(|_| "2025-11-25".into());
+    let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|c| serde_json::from_str(&c).ok())
+        .unwrap_or(Value::Null);
+    let Some(url) = std::env::args().skip(1).last() else {
+        eprintln!("usage: conformance_client URL (MCP_CONFORMANCE_* in the environment)");
+        return ExitCode::from(2);
+    };
+    println!("scenario {scenario:?} at {version} against {url}");
+    match run(&scenario, &url, &version, &context) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("conformance_client: {scenario}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

