@@ -8,7 +8,8 @@
   report.py readme [--write README.md] RESULTS_2026 RESULTS_2025
       Prints (or writes between the README's conformance markers) the Conformance table.
 
-RESULTS is what `run.sh REVISION` fills: RESULTS/<scenario>-<time>/checks.json. EXPECTED is
+RESULTS is what `run.sh REVISION` fills: RESULTS/<scenario>-<time>/checks.json, and
+RESULTS/requirements.yaml, the requirement set of the run. EXPECTED is
 the harness's expected-failures format: a `client:` list of '<scenario>' (the whole scenario
 fails) or '<scenario>:<check-id>', each with a comment naming what removes it: 'issue N' or
 'bug:'. A check fails when its status is FAILURE or WARNING, as the harness counts it.
@@ -167,8 +168,10 @@ def group_cell(runs):
     return f"{passed} of {len(runs)} pass ({ok} / {failed}{extra})"
 
 
-def readme(results_by_rev):
-    names = sorted({n for r in results_by_rev.values() for n in r if not n.startswith("auth/")})
+def readme(runs):
+    """runs: {revision: (results, scored scenario names)}."""
+    names = sorted({n for r, _ in runs.values() for n in r if not n.startswith("auth/")})
+    unscored = {n for n in names if all(n not in s for r, s in runs.values() if n in r)}
     ext = {"auth/client-credentials-jwt", "auth/client-credentials-basic",
            "auth/enterprise-managed-authorization", "auth/dpop", "auth/dpop-nonce",
            "auth/wif-jwt-bearer"}
@@ -182,18 +185,25 @@ def readme(results_by_rev):
         "| --- | " + " | ".join("---" for _ in REVISIONS) + " |",
     ]
     for n in names:
-        lines.append(f"| `{n}` | " + " | ".join(cell(results_by_rev[r].get(n)) for r in REVISIONS)
+        label = f"`{n}`" + (" (unscored)" if n in unscored else "")
+        lines.append(f"| {label} | " + " | ".join(cell(runs[r][0].get(n)) for r in REVISIONS)
                      + " |")
     for label, pick in (("`auth/*` (OAuth)", lambda n: n not in ext),
                         ("`auth/*` extensions (unscored)", lambda n: n in ext)):
-        row = [group_cell([c for n, c in results_by_rev[r].items()
+        row = [group_cell([c for n, c in runs[r][0].items()
                            if n.startswith("auth/") and pick(n)]) for r in REVISIONS]
         lines.append(f"| {label} | " + " | ".join(row) + " |")
-    total = []
+    scored, total = [], []
     for r in REVISIONS:
-        ok, failed, warned = (sum(x) for x in zip(*(counts(c) for c in results_by_rev[r].values())))
+        results, required = runs[r]
+        passed = sum(1 for n in required if n in results and not failing_ids(results[n]))
+        scored.append(f"{passed} of {len(required)}")
+        ok, failed, warned = (sum(x) for x in zip(*(counts(c) for c in results.values())))
         total.append(f"{ok} / {failed}" + (f" + {warned} warn" if warned else ""))
+    lines.append("| **scored scenarios passed, mcpoll** | " + " | ".join(scored) + " |")
     lines.append("| **checks passed / failed, mcpoll** | " + " | ".join(total) + " |")
+    lines.append("| scored scenarios passed, TypeScript SDK client | "
+                 + " | ".join(f"all {len(runs[r][1])}" for r in REVISIONS) + " |")
     lines.append("| checks passed / failed, TypeScript SDK client | "
                  + " | ".join(f"{REFERENCE[r][0]} / {REFERENCE[r][1]}" for r in REVISIONS) + " |")
     lines.append(END)
@@ -210,7 +220,11 @@ def main(argv):
             target, args = args[1], args[2:]
         if len(args) != 2:
             sys.exit(__doc__)
-        section = readme({r: load_results(d) for r, d in zip(REVISIONS, args)})
+        runs = {}
+        for r, d in zip(REVISIONS, args):
+            # run.sh keeps the requirement set beside the results it judged.
+            runs[r] = (load_results(d), required_scenarios(os.path.join(d, "requirements.yaml"))[0])
+        section = readme(runs)
         if target is None:
             print(section)
             return 0

@@ -54,6 +54,8 @@ case "${1:-}" in
     results=$suite/results/$revision
     rm -rf "$results"
     mkdir -p "$results"
+    requirements=$suite/node_modules/conformance-0.2/requirements/$revision.yaml
+    cp "$requirements" "$results/requirements.yaml"
     start=$SECONDS
     set +e
     (cd "$repo" && harness client --command "$client" --requirements "$revision" \
@@ -63,8 +65,7 @@ case "${1:-}" in
     printf 'conformance: harness exit %s after %ss\n' "$harness_rc" "$((SECONDS - start))"
     # The harness judges scored scenarios only; this judges every scenario that ran, from
     # the checks.json files, and fails on what the harness missed.
-    python3 "$here/report.py" check "$results" "$expected" \
-      "$suite/node_modules/conformance-0.2/requirements/$revision.yaml"
+    python3 "$here/report.py" check "$results" "$expected" "$requirements"
     [ "$harness_rc" -eq 0 ] || die "the harness reported unexpected failures or stale entries"
     ;;
   *)

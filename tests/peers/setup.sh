@@ -8,6 +8,9 @@
 # and DEST/node_modules (npm ci from package-lock.json: @modelcontextprotocol/server 2.4.0,
 # @modelcontextprotocol/node 2.1.2, @modelcontextprotocol/sdk 1.32.2, zod 4.6.7).
 #
+# Then it installs the official MCP conformance suite into target/conformance
+# (tests/conformance/setup.sh).
+#
 # Needs python3 >= 3.10 (or $PYTHON), node >= 20 and npm. Running it again only refreshes the
 # copied files: pip and npm are skipped while the installed versions match the lock files.
 set -euo pipefail
@@ -105,3 +108,6 @@ for pkg in @modelcontextprotocol/server @modelcontextprotocol/node @modelcontext
   say "npm $pkg $(node -p "require('./node_modules/$pkg/package.json').version")"
 done
 say "ready in $dest ($((SECONDS - start))s)"
+
+# --- the official conformance suite (tests/conformance/run.sh) -------------------------------
+"$src/../conformance/setup.sh"
