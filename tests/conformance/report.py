@@ -5,6 +5,8 @@
       Fails (exit 1) on a failure EXPECTED does not list, on an EXPECTED entry that now passes,
       on an entry without a reason, and on a scenario REQUIREMENTS names that left no results.
       Unlike the harness's own --expected-failures, this covers the unscored scenarios too.
+  report.py selftest
+      Proves `check` fails on each of those cases and passes on an exact list (CI runs it).
   report.py readme [--write README.md] RESULTS_2026 RESULTS_2025
       Prints (or writes between the README's conformance markers) the Conformance table.
 
@@ -113,6 +115,8 @@ def check(results_dir, expected_path, requirements_path):
         if entry.split(":", 1)[0] not in results:
             problems.append(f"'{entry}': the scenario did not run (no checks.json)")
 
+    if not scored:
+        problems.append(f"{requirements_path}: no client scenarios found (format changed?)")
     for name in scored + unscored:
         if name not in results:
             problems.append(f"{name}: required by the run but left no checks.json")
@@ -210,7 +214,63 @@ def readme(runs):
     return "\n".join(lines)
 
 
+def selftest():
+    """`check` on synthetic results: each broken expected-failures list must fail."""
+    import contextlib
+    import io
+    import tempfile
+
+    def status(ok):
+        return {"id": "x", "name": "x", "status": "SUCCESS" if ok else "FAILURE"}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        results = {"good": [status(True)], "bad": [status(False)],
+                   "auth/half": [status(True), dict(status(False), id="y")]}
+        for name, checks in results.items():
+            os.makedirs(os.path.join(tmp, "r", name + "-2026-01-01T00-00-00-000Z"))
+            with open(os.path.join(tmp, "r", name + "-2026-01-01T00-00-00-000Z",
+                                   "checks.json"), "w", encoding="utf-8") as f:
+                json.dump(checks, f)
+        req = os.path.join(tmp, "req.yaml")
+        with open(req, "w", encoding="utf-8") as f:
+            f.write("server:\n  - s\nclient:\n  - good\n  - bad\n  - auth/half\n"
+                    "not_scored:\n  - scenario: other\n    leg: server\n    reason: pending\n")
+        exact = "client:\n  - bad  # issue 1\n  - auth/half:y  # bug: why\n"
+        cases = {
+            "exact": (exact, 0),
+            "new failure": ("client:\n  - bad  # issue 1\n", 1),
+            "stale scenario": (exact + "  - good  # issue 2\n", 1),
+            "stale check": (exact + "  - auth/half:x  # issue 2\n", 1),
+            "no reason": ("client:\n  - bad  # later\n  - auth/half:y  # bug: why\n", 1),
+            "did not run": (exact + "  - gone  # issue 3\n", 1),
+        }
+        wrong = []
+        for label, (text, want) in cases.items():
+            path = os.path.join(tmp, "expected.yaml")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            with contextlib.redirect_stdout(io.StringIO()):
+                got = check(os.path.join(tmp, "r"), path, req)
+            if got != want:
+                wrong.append(f"{label}: exit {got}, want {want}")
+        # A scenario the requirement set names must have run.
+        with open(req, "a", encoding="utf-8") as f:
+            f.write("  - scenario: missing\n    leg: client\n    reason: extension\n")
+        with open(os.path.join(tmp, "expected.yaml"), "w", encoding="utf-8") as f:
+            f.write(exact)
+        with contextlib.redirect_stdout(io.StringIO()):
+            if check(os.path.join(tmp, "r"), os.path.join(tmp, "expected.yaml"), req) != 1:
+                wrong.append("missing unscored scenario: passed")
+    if wrong:
+        print("report.py selftest FAILED:", *wrong, sep="\n  ")
+        return 1
+    print(f"report.py selftest: {len(cases) + 1} cases ok")
+    return 0
+
+
 def main(argv):
+    if argv == ["selftest"]:
+        return selftest()
     if len(argv) == 4 and argv[0] == "check":
         return check(*argv[1:])
     if argv and argv[0] == "readme":

