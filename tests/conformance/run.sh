@@ -36,9 +36,12 @@ index=$suite/node_modules/conformance-${CONFORMANCE_SUITE:-0.2}/dist/index.js
 # harness ARGS...: the suite with Node 22 first on PATH, inside a loopback-only namespace.
 harness() {
   export PATH="$(dirname "$node"):$PATH"
-  if [ -z "${CONFORMANCE_NO_NETNS:-}" ] && command -v unshare >/dev/null && unshare -n true 2>/dev/null; then
-    unshare -n bash -c 'ip link set lo up 2>/dev/null || true; exec node "$0" "$@"' "$index" "$@"
+  # A new namespace's `lo` is down; without `ip` to raise it nothing could connect.
+  if [ -z "${CONFORMANCE_NO_NETNS:-}" ] && command -v unshare >/dev/null && command -v ip >/dev/null \
+    && unshare -n true 2>/dev/null; then
+    unshare -n bash -c 'ip link set lo up && exec node "$0" "$@"' "$index" "$@"
   else
+    printf 'conformance: no network namespace; the mock servers listen on all interfaces\n' >&2
     node "$index" "$@"
   fi
 }
