@@ -63,11 +63,17 @@ case "${1:-}" in
     cp "$requirements" "$results/requirements.yaml"
     start=$SECONDS
     set +e
+    # The harness's per-scenario chatter goes to a file: each scenario's checks and the client's
+    # own output are in its results folder, and the summary comes on stdout.
     (cd "$repo" && harness client --command "$client" --requirements "$revision" \
-      --expected-failures "$expected" -o "$results")
+      --expected-failures "$expected" -o "$results" 2>"$results/harness-stderr.txt")
     harness_rc=$?
     set -e
     printf 'conformance: harness exit %s after %ss\n' "$harness_rc" "$((SECONDS - start))"
+    if [ "$harness_rc" -ne 0 ]; then
+      printf 'conformance: last lines of %s:\n' "$results/harness-stderr.txt"
+      tail -n 30 "$results/harness-stderr.txt"
+    fi
     # The harness judges scored scenarios only; this judges every scenario that ran, from
     # the checks.json files, and fails on what the harness missed.
     python3 "$here/report.py" check "$results" "$expected" "$requirements"
