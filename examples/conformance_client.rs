@@ -1,4 +1,4 @@
-// tests/conformance/run.sh 2026-07-28   (builds this example, then runs the official suite)
+// cargo build --example conformance_client && tests/conformance/run.sh 2026-07-28
 //
 //! The client that the official MCP conformance suite (`@modelcontextprotocol/conformance`)
 //! drives: one binary for every client scenario, written the way a host would use mcpoll.
@@ -72,7 +72,11 @@ impl Client {
         Ok(Self { host, server, opts: CallOptions::default() })
     }
 
-    fn finish(&mut self, what: &str, call: Result<mcpoll::CallId, mcpoll::RequestError>) -> Step {
+    fn finish(
+        &mut self,
+        what: &str,
+        call: Result<mcpoll::CallId, mcpoll::RequestError>,
+    ) -> Result<OwnedResult, String> {
         let outcome =
             call.map_err(BlockingError::from).and_then(|call| self.host.wait(self.server, call));
         match &outcome {
@@ -93,7 +97,7 @@ impl Client {
         })
     }
 
-    fn call_tool(&mut self, name: &str, arguments: &RawValue) -> Step {
+    fn call_tool(&mut self, name: &str, arguments: &RawValue) -> Result<OwnedResult, String> {
         let call = self.host.call_tool(self.server, name, arguments, &self.opts);
         self.finish(&format!("tools/call {name}"), call)
     }
@@ -112,8 +116,6 @@ impl Client {
         failed.map_or(Ok(()), Err)
     }
 }
-
-type Step = Result<OwnedResult, String>;
 
 /// Arguments for a tool's required properties: a plausible value of each declared type.
 fn arguments_for(schema: &Value) -> Value {
