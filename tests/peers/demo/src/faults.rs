@@ -193,7 +193,7 @@ pub(crate) fn emit(
     w.flush()
 }
 
-pub(crate) fn put(w: &mut impl Write, bytes: &[u8], drip: bool) -> io::Result<()> {
+fn put(w: &mut impl Write, bytes: &[u8], drip: bool) -> io::Result<()> {
     if !drip {
         return w.write_all(bytes);
     }

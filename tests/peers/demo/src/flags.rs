@@ -77,7 +77,7 @@ impl Flags {
     }
 
     /// Refuses combinations that cannot mean anything, rather than ignoring a flag silently.
-    pub(crate) fn check(&self) -> Result<(), FlagError> {
+    fn check(&self) -> Result<(), FlagError> {
         if self.http_port.is_some() {
             if self.legacy_only || self.exit_on_non_initialize {
                 return Err(FlagError::Bad(
@@ -153,6 +153,55 @@ fn write_stderr_noise(kib: u64) {
         // 64 bytes per line, 16 lines per KiB.
         if writeln!(stderr, "[noise] filler line {n:>12} {:.<30}", "").is_err() {
             return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &str) -> Result<Flags, FlagError> {
+        Flags::parse(args.split_whitespace().map(String::from))
+    }
+
+    #[test]
+    fn faults_arm_per_tool_and_per_count() {
+        let flags = parse("--fault crash:add --fault fail-first:echo:2 --crash-on slow").unwrap();
+        assert!(flags.resilience_tools, "--fault lists the resilience tools");
+        assert!(flags.armed_faults("add", 5).has(FaultKind::Crash));
+        assert!(flags.armed_faults("echo", 2).has(FaultKind::FailFirst));
+        assert!(flags.armed_faults("echo", 3).is_empty(), "fail-first:echo:2 spares call 3");
+        assert!(flags.armed_faults("slow", 1).has(FaultKind::Crash), "--crash-on is crash:");
+        assert!(flags.armed_faults("lookup", 1).is_empty());
+    }
+
+    #[test]
+    fn exit_on_start_is_a_switch_not_a_tool_fault() {
+        let flags = parse("--fault exit-on-start").unwrap();
+        assert!(flags.exit_on_start);
+        assert!(flags.faults.is_empty());
+    }
+
+    #[test]
+    fn bad_specs_and_meaningless_combinations_are_refused() {
+        for (args, why) in [
+            ("--fault explode:add", "unknown kind"),
+            ("--fault crash", "needs a tool"),
+            ("--fault fail-first:add", "needs a count"),
+            ("--fault crash:add:x", "N must be"),
+            ("--fault crash:add:1:2", "too many"),
+            ("--fault exit-on-start:add", "takes no tool"),
+            ("--fault reset-mid-sse:slow", "needs --http"),
+            ("--http 0 --legacy-only", "modern era only"),
+            ("--stderr-noise", "needs a value"),
+            ("--startup-ms soon", "non-negative integer"),
+            ("--bogus", "unknown flag"),
+        ] {
+            match parse(args) {
+                Err(FlagError::Bad(got)) => assert!(got.contains(why), "{args}: {got}"),
+                other => panic!("{args} must be refused, got {other:?}"),
+            }
         }
     }
 }

@@ -160,3 +160,28 @@ impl Ledger {
 pub(crate) fn is_valid_key(key: &str) -> bool {
     !key.is_empty() && !key.chars().any(char::is_control)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_file_survives_a_restart_and_a_line_cut_short() {
+        let path = std::env::temp_dir().join(format!("mcpoll-demo-ledger-{}", std::process::id()));
+        // A crash mid-write left `ad` without its newline.
+        fs::write(&path, "add\ncharge\tk1\ncharge\nad").unwrap();
+        let mut ledger = Ledger::open(Some(&path)).unwrap();
+        assert_eq!(ledger.record_delivery("add", None), 2);
+        drop(ledger);
+        let mut restarted = Ledger::open(Some(&path)).unwrap();
+        let counts = |l: &Ledger, tool: &str| l.deliveries.get(tool).copied();
+        assert_eq!(counts(&restarted, "add"), Some(2), "the cut line did not swallow `add`");
+        assert_eq!(counts(&restarted, "ad"), Some(1));
+        assert_eq!(counts(&restarted, "charge"), Some(2));
+        // k1 was charged before the restart: not again. One key and one unkeyed charge in all.
+        let args = json!({"amount": 1, "idempotency_key": "k1"});
+        let result = restarted.charge(args.as_object().unwrap());
+        assert_eq!(result["structuredContent"], json!({"charged": false, "charges": 2, "keys": 1}));
+        fs::remove_file(&path).unwrap();
+    }
+}

@@ -104,9 +104,9 @@ pub(crate) const SERVER_VERSION: &str = "0.1.0";
 
 /// I/O the server cannot do without: the state file, the listening socket, stdout.
 pub(crate) const EXIT_IO: i32 = 1;
-pub(crate) const EXIT_USAGE: i32 = 2;
+const EXIT_USAGE: i32 = 2;
 pub(crate) const EXIT_NOT_INITIALIZE: i32 = 3;
-pub(crate) const EXIT_ON_START: i32 = 5;
+const EXIT_ON_START: i32 = 5;
 pub(crate) const EXIT_CRASH_ON: i32 = 7;
 pub(crate) const EXIT_TRUNCATE: i32 = 8;
 pub(crate) const EXIT_FAIL_FIRST: i32 = 9;
