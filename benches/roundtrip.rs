@@ -8,9 +8,10 @@
 //!   no JSON, no poll, no engine. It is what any client must pay.
 //! * mcpoll: `Host::call_tool` + `Host::poll` + `Host::poll_event` until `CallDone`.
 //!
-//! The child is the demo server (this binary run again with `MCPOLL_BENCH_SERVE=1`), built
-//! with the bench profile. Pin everything to one core (`taskset -c 0`) for stable figures:
-//! on a 2-core machine the scheduler otherwise flips between same-core and cross-core wakeups.
+//! The child is the demo server (`tests/peers/demo`), which this bench builds with the bench
+//! profile (`cargo build -p mcpoll-demo-server --profile bench`) before it measures. Pin
+//! everything to one core (`taskset -c 0`) for stable figures: on a 2-core machine the
+//! scheduler otherwise flips between same-core and cross-core wakeups.
 //! The same for Streamable HTTP, against a small keep-alive HTTP/1.1 server in a child process
 //! (this binary again, with `MCPOLL_BENCH_HTTP=1`): the floor writes a pre-serialized POST on
 //! one kept-alive socket and reads the response up to its Content-Length.
@@ -18,9 +19,9 @@
 //! It prints `stdio p50_us=.. p99_us=.. floor_p50_us=.. ratio=.. allocs_per_call=..` and
 //! `http p50_us=.. p99_us=.. floor_p50_us=.. ratio=.. allocs_per_call=..`.
 
-#[path = "../examples/demo_server.rs"]
+#[path = "../tests/common/cargo_build.rs"]
 #[allow(dead_code)]
-mod demo_server;
+mod cargo_build;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};
@@ -55,7 +56,6 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-const SERVE: &str = "MCPOLL_BENCH_SERVE";
 const SERVE_HTTP: &str = "MCPOLL_BENCH_HTTP";
 const WARMUP: usize = 500;
 const ROUNDS: usize = 5000;
@@ -65,9 +65,8 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1e6
 }
 
-fn floor(exe: &std::path::Path) -> Vec<Duration> {
-    let mut child = Command::new(exe)
-        .env(SERVE, "1")
+fn floor(demo: &std::path::Path) -> Vec<Duration> {
+    let mut child = Command::new(demo)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -104,11 +103,9 @@ fn floor(exe: &std::path::Path) -> Vec<Duration> {
     samples
 }
 
-fn mcpoll(exe: &std::path::Path) -> (Vec<Duration>, f64) {
+fn mcpoll(demo: &std::path::Path) -> (Vec<Duration>, f64) {
     let mut host = Host::new().expect("host");
-    let server = host
-        .add_stdio_server(StdioCommand::new(exe).env(SERVE, "1"), Config::default())
-        .expect("spawn");
+    let server = host.add_stdio_server(StdioCommand::new(demo), Config::default()).expect("spawn");
     host.wait_ready(server, Duration::from_secs(10)).expect("ready");
     measure(&mut host, server)
 }
@@ -296,18 +293,15 @@ fn report(
 }
 
 fn main() {
-    if std::env::var_os(SERVE).is_some() {
-        demo_server::main();
-        return;
-    }
     if std::env::var_os(SERVE_HTTP).is_some() {
         serve_http();
         return;
     }
-    let exe = std::env::current_exe().expect("bench path");
-    let floor_samples = floor(&exe);
-    let (samples, allocs_per_call) = mcpoll(&exe);
+    let demo = cargo_build::demo_server_bin(&["--profile", "bench"]);
+    let floor_samples = floor(demo);
+    let (samples, allocs_per_call) = mcpoll(demo);
     report("stdio", floor_samples, samples, allocs_per_call);
+    let exe = std::env::current_exe().expect("bench path");
     let (mut child, port) = spawn_http_server(&exe);
     let floor_samples = http_floor(port);
     let (samples, allocs_per_call) = http_mcpoll(port);

@@ -4,12 +4,11 @@
 //! blocks on MCP: each frame it calls `Host::poll(Some(Duration::ZERO))`, drains the events,
 //! and goes on with its own work. Tool calls start in one frame and finish frames later.
 //!
-//! The server is mcpoll's demo server (this executable run again with
+//! The server is `examples/echo_server.rs` (this executable run again with
 //! `MCPOLL_GAME_LOOP_SERVE=1`). The `expect`s are for example code only.
 
-#[path = "demo_server.rs"]
-#[allow(dead_code)]
-mod demo_server;
+#[path = "echo_server.rs"]
+mod echo_server;
 
 use std::time::{Duration, Instant};
 
@@ -21,7 +20,7 @@ const FRAME: Duration = Duration::from_micros(16_667);
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     if std::env::var_os(SERVE).is_some() {
-        demo_server::main();
+        echo_server::main();
         return Ok(());
     }
     let mut host = Host::new()?;

@@ -1,13 +1,13 @@
 // cargo run --example multi_server
 //
 //! Two servers in one host, isolated: one crashes under a call, the other's calls are not
-//! touched, and the crashed one is restarted by the engine's supervisor. Both are mcpoll's demo
-//! server (this executable run again with `MCPOLL_MULTI_SERVE=1`; the second with a fault
-//! that kills it whenever `add` is called). The `expect`s are for example code only.
+//! touched, and the crashed one is restarted by the engine's supervisor. Both are
+//! `examples/echo_server.rs` (this executable run again with `MCPOLL_MULTI_SERVE=1`; the
+//! second with `--crash-on add`, which kills it whenever `add` is called). The `expect`s are
+//! for example code only.
 
-#[path = "demo_server.rs"]
-#[allow(dead_code)]
-mod demo_server;
+#[path = "echo_server.rs"]
+mod echo_server;
 
 use std::time::{Duration, Instant};
 
@@ -18,7 +18,7 @@ const SERVE: &str = "MCPOLL_MULTI_SERVE";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     if std::env::var_os(SERVE).is_some() {
-        demo_server::main();
+        echo_server::main();
         return Ok(());
     }
     let me = std::env::current_exe()?;
@@ -26,7 +26,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let steady =
         host.add_stdio_server(StdioCommand::new(&me).env(SERVE, "1"), Config::default())?;
     let flaky = host.add_stdio_server(
-        StdioCommand::new(&me).env(SERVE, "1").args(["--fault", "crash:add"]),
+        StdioCommand::new(&me).env(SERVE, "1").args(["--crash-on", "add"]),
         Config::default(),
     )?;
     host.wait_ready(steady, Duration::from_secs(10))?;

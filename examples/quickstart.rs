@@ -1,15 +1,15 @@
 // cargo run --example quickstart
 //
-//! The quickstart: starts mcpoll's demo MCP server as a child process over stdio, lets the
-//! engine probe its protocol era, lists its tools, calls two of them, then starts a slow call
-//! and cancels it after its first progress report, printing what happened at each step.
+//! The quickstart: starts a small MCP server as a child process over stdio, lets the engine
+//! probe its protocol era, lists its tools, calls two of them, then starts a slow call and
+//! cancels it after its first progress report, printing what happened at each step.
 //!
-//! The demo server is this same executable run again with `MCPOLL_QUICKSTART_SERVE=1`, so the
-//! quickstart needs nothing but `cargo`. The `expect`s are for example code only.
+//! The server is `examples/echo_server.rs`, run as this same executable again with
+//! `MCPOLL_QUICKSTART_SERVE=1`, so the quickstart needs nothing but `cargo`. The `expect`s are
+//! for example code only.
 
-#[path = "demo_server.rs"]
-#[allow(dead_code)]
-mod demo_server;
+#[path = "echo_server.rs"]
+mod echo_server;
 
 use std::time::{Duration, Instant};
 
@@ -20,7 +20,7 @@ const SERVE: &str = "MCPOLL_QUICKSTART_SERVE";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     if std::env::var_os(SERVE).is_some() {
-        demo_server::main();
+        echo_server::main();
         return Ok(());
     }
     let me = std::env::current_exe()?;
@@ -29,7 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut host = Host::new()?;
     let server = host.add_stdio_server(server_cmd, Config::default())?;
     let state = host.wait_ready(server, Duration::from_secs(10))?;
-    println!("1. started the demo server (pid {:?}); state: {state}", host.pid(server));
+    println!("1. started the echo server (pid {:?}); state: {state}", host.pid(server));
 
     let list = host.list_tools(server, &CallOptions::default())?;
     let tools: serde_json::Value = serde_json::from_str(&host.wait(server, list)?.json)?;
@@ -39,7 +39,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .flatten()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    println!("2. tools (every page followed): {}", names.join(", "));
+    println!("2. tools: {}", names.join(", "));
 
     let args = RawValue::from_string(r#"{"text":"hello from mcpoll"}"#.into())?;
     let echo = host.call_tool_blocking(server, "echo", &args, &CallOptions::default())?;

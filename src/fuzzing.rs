@@ -1,31 +1,26 @@
 //! Fuzz entry points, built only under `--cfg fuzzing`; each `fuzz/fuzz_targets/*.rs` is a
 //! one-line shim into here.
 
-use crate::codec::http1::{HttpError, Limits, ResponseEvent, ResponseParser, MAX_CHUNK_LINE};
-use crate::codec::ndjson::{Frame, LineFramer};
+use std::fmt::Debug;
+
+use crate::codec::http1::{Limits, ResponseHead};
+use crate::codec::{http1, ndjson, sse};
 use crate::proto::json::{self, Kind, RawJson};
 use crate::proto::jsonrpc::{decode, Message};
 
-#[derive(Debug, PartialEq)]
-enum Out {
-    Line(Vec<u8>),
-    TooLarge(Vec<u8>, Vec<u8>),
-}
-
-fn frames(max: usize, chunks: &[&[u8]]) -> Vec<Out> {
-    let mut f = LineFramer::new(max);
-    let mut out = Vec::new();
-    for c in chunks {
-        f.push(c);
-        while let Some(frame) = f.next_frame() {
-            out.push(match frame {
-                Frame::Line(l) => Out::Line(l.to_vec()),
-                Frame::TooLarge { head, tail } => Out::TooLarge(head.to_vec(), tail.to_vec()),
-            });
-        }
-        assert!(f.buffered() <= max + 1 + c.len());
-    }
-    out
+/// Checks that `run` makes the same of `stream` whole, cut every `step` bytes, and cut in two
+/// at `at` (taken modulo the length plus one, so any value will do).
+fn same_however_split<T: PartialEq + Debug>(
+    stream: &[u8],
+    step: usize,
+    at: usize,
+    run: impl Fn(&[&[u8]]) -> T,
+) {
+    let whole = run(&[stream]);
+    let pieces: Vec<&[u8]> = stream.chunks(step).collect();
+    assert_eq!(run(&pieces), whole, "split every {step} bytes");
+    let (a, b) = stream.split_at(at % (stream.len() + 1));
+    assert_eq!(run(&[a, b]), whole, "split at {at}");
 }
 
 /// The first two bytes choose the line cap and a split pattern; the rest is the stream. The
@@ -34,13 +29,9 @@ pub fn ndjson_framer(data: &[u8]) {
     let [cap, split, stream @ ..] = data else {
         return;
     };
-    let max = 1 + *cap as usize;
-    let whole = frames(max, &[stream]);
-    let step = 1 + (*split as usize % 17);
-    let pieces: Vec<&[u8]> = stream.chunks(step).collect();
-    assert_eq!(frames(max, &pieces), whole, "split every {step} bytes");
-    let (a, b) = stream.split_at(*split as usize % (stream.len() + 1));
-    assert_eq!(frames(max, &[a, b]), whole, "split in two");
+    let max = 1 + usize::from(*cap);
+    let step = 1 + usize::from(*split % 17);
+    same_however_split(stream, step, usize::from(*split), |parts| ndjson::observe(max, parts));
 }
 
 /// Any bytes: decoding never panics; what decodes re-encodes to a message that decodes the
@@ -80,63 +71,14 @@ fn kind(m: &Message<'_>) -> (u8, String) {
     }
 }
 
-#[derive(Debug, PartialEq)]
-enum HttpOut {
-    Head {
-        status: u16,
-        minor: u8,
-        reason: String,
-        headers: Vec<(String, Vec<u8>)>,
-    },
-    /// Adjacent pieces merged: only the body's bytes are part of the contract.
-    Body(Vec<u8>),
-    End(bool),
-    Err(HttpError),
-}
-
-fn http_events(limits: Limits, chunks: &[&[u8]]) -> Vec<HttpOut> {
-    fn drain(p: &mut ResponseParser, out: &mut Vec<HttpOut>) {
-        while let Some(event) = p.next() {
-            match event {
-                Ok(ResponseEvent::Head(h)) => {
-                    for (_, value) in h.headers() {
-                        let _ = crate::auth::challenge::parse(value);
-                    }
-                    out.push(HttpOut::Head {
-                        status: h.status(),
-                        minor: h.version_minor(),
-                        reason: h.reason().to_owned(),
-                        headers: h.headers().map(|(n, v)| (n.to_owned(), v.to_vec())).collect(),
-                    });
-                }
-                Ok(ResponseEvent::Body(b)) => {
-                    assert!(!b.is_empty(), "empty body piece");
-                    match out.last_mut() {
-                        Some(HttpOut::Body(prev)) => prev.extend_from_slice(b),
-                        _ => out.push(HttpOut::Body(b.to_vec())),
-                    }
-                }
-                Ok(ResponseEvent::End { keep_alive }) => out.push(HttpOut::End(keep_alive)),
-                Err(e) => out.push(HttpOut::Err(e)),
-            }
-        }
+/// All of a head that must not depend on the split; parsing each header value as a
+/// `WWW-Authenticate` challenge on the way, which must never panic either.
+fn head_seen(h: &ResponseHead<'_>) -> (u16, u8, String, Vec<(String, Vec<u8>)>) {
+    for (_, value) in h.headers() {
+        let _ = crate::auth::challenge::parse(value);
     }
-    let mut p = ResponseParser::new(limits);
-    let mut out = Vec::new();
-    for c in chunks {
-        p.push(c);
-        drain(&mut p, &mut out);
-        assert!(p.buffered() <= limits.max_head_bytes.max(MAX_CHUNK_LINE));
-    }
-    p.eof();
-    drain(&mut p, &mut out);
-    // Pieces are merged per response, so each entry is one response's body.
-    for o in &out {
-        if let HttpOut::Body(b) = o {
-            assert!(b.len() as u64 <= limits.max_body_bytes, "body past the cap");
-        }
-    }
-    out
+    let headers = h.headers().map(|(n, v)| (n.to_owned(), v.to_vec())).collect();
+    (h.status(), h.version_minor(), h.reason().to_owned(), headers)
 }
 
 /// The first two bytes choose the head and body caps, the next two a split pattern; the
@@ -154,13 +96,9 @@ pub fn http_response(data: &[u8]) {
             n => 16 * u64::from(*n),
         },
     };
-    let whole = http_events(limits, &[stream]);
     let step = 1 + usize::from(*split_lo % 17);
-    let pieces: Vec<&[u8]> = stream.chunks(step).collect();
-    assert_eq!(http_events(limits, &pieces), whole, "split every {step} bytes");
-    let at = usize::from(u16::from_le_bytes([*split_lo, *split_hi])) % (stream.len() + 1);
-    let (a, b) = stream.split_at(at);
-    assert_eq!(http_events(limits, &[a, b]), whole, "split at {at}");
+    let at = usize::from(u16::from_le_bytes([*split_lo, *split_hi]));
+    same_however_split(stream, step, at, |parts| http1::observe(limits, parts, true, head_seen));
 }
 
 /// The first byte chooses the event cap, the next two a split pattern; the rest is the
@@ -171,13 +109,9 @@ pub fn sse(data: &[u8]) {
         return;
     };
     let max = 1 + 4 * usize::from(*cap);
-    let whole = crate::codec::sse::observe(max, &[stream]);
     let step = 1 + usize::from(*split_lo % 17);
-    let pieces: Vec<&[u8]> = stream.chunks(step).collect();
-    assert_eq!(crate::codec::sse::observe(max, &pieces), whole, "split every {step} bytes");
-    let at = usize::from(u16::from_le_bytes([*split_lo, *split_hi])) % (stream.len() + 1);
-    let (a, b) = stream.split_at(at);
-    assert_eq!(crate::codec::sse::observe(max, &[a, b]), whole, "split at {at}");
+    let at = usize::from(u16::from_le_bytes([*split_lo, *split_hi]));
+    same_however_split(stream, step, at, |parts| sse::observe(max, parts));
 }
 
 /// Any bytes: the JSON scanner accepts exactly what `serde_json::Value` accepts, and a valid

@@ -888,53 +888,75 @@ fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
     out.extend_from_slice(&digits[i..]);
 }
 
+/// What a parser makes of a stream, as comparable values: shared by the table tests and the
+/// fuzz target, which both check that it does not depend on how the stream is split. `H` is
+/// what the caller keeps of each response head.
+#[cfg(any(test, fuzzing))]
+#[derive(Debug, PartialEq)]
+pub(crate) enum Observed<H> {
+    Head(H),
+    /// Adjacent body pieces are merged: how the body is cut into pieces is not part of the
+    /// contract, its bytes are.
+    Body(Vec<u8>),
+    End(bool),
+    Err(HttpError),
+}
+
+/// Feeds `chunks` to a parser with `limits`, then the end of the stream when the peer
+/// `closed`, checking its bounds on the way; `head` picks what to keep of each head.
+#[cfg(any(test, fuzzing))]
+pub(crate) fn observe<H>(
+    limits: Limits,
+    chunks: &[&[u8]],
+    closed: bool,
+    head: impl Fn(&ResponseHead<'_>) -> H,
+) -> Vec<Observed<H>> {
+    let drain = |p: &mut ResponseParser, out: &mut Vec<Observed<H>>| {
+        while let Some(event) = p.next() {
+            match event {
+                Ok(ResponseEvent::Head(h)) => out.push(Observed::Head(head(&h))),
+                Ok(ResponseEvent::Body(b)) => {
+                    assert!(!b.is_empty(), "empty body piece");
+                    match out.last_mut() {
+                        Some(Observed::Body(prev)) => prev.extend_from_slice(b),
+                        _ => out.push(Observed::Body(b.to_vec())),
+                    }
+                }
+                Ok(ResponseEvent::End { keep_alive }) => out.push(Observed::End(keep_alive)),
+                Err(e) => out.push(Observed::Err(e)),
+            }
+        }
+    };
+    let mut p = ResponseParser::new(limits);
+    let mut out = Vec::new();
+    for c in chunks {
+        p.push(c);
+        drain(&mut p, &mut out);
+        assert!(
+            p.buffered() <= limits.max_head_bytes.max(MAX_CHUNK_LINE),
+            "parser holds more than a head or chunk line"
+        );
+    }
+    if closed {
+        p.eof();
+        drain(&mut p, &mut out);
+    }
+    // Pieces are merged per response, so each entry is one response's body.
+    for o in &out {
+        if let Observed::Body(b) = o {
+            assert!(b.len() as u64 <= limits.max_body_bytes, "body past the cap");
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[derive(Debug, PartialEq)]
-    enum Out {
-        Head(u16),
-        /// Adjacent body pieces are merged: how the body is cut into pieces is not part of
-        /// the contract, its bytes are.
-        Body(Vec<u8>),
-        End(bool),
-        Err(HttpError),
-    }
-
-    fn drain(p: &mut ResponseParser, out: &mut Vec<Out>) {
-        while let Some(event) = p.next() {
-            match event {
-                Ok(ResponseEvent::Head(h)) => out.push(Out::Head(h.status())),
-                Ok(ResponseEvent::Body(b)) => {
-                    assert!(!b.is_empty(), "empty body piece");
-                    match out.last_mut() {
-                        Some(Out::Body(prev)) => prev.extend_from_slice(b),
-                        _ => out.push(Out::Body(b.to_vec())),
-                    }
-                }
-                Ok(ResponseEvent::End { keep_alive }) => out.push(Out::End(keep_alive)),
-                Err(e) => out.push(Out::Err(e)),
-            }
-        }
-    }
-
-    fn run(limits: Limits, chunks: &[&[u8]], closed: bool) -> Vec<Out> {
-        let mut p = ResponseParser::new(limits);
-        let mut out = Vec::new();
-        for c in chunks {
-            p.push(c);
-            drain(&mut p, &mut out);
-            assert!(
-                p.buffered() <= limits.max_head_bytes.max(MAX_CHUNK_LINE),
-                "parser holds more than a head or chunk line"
-            );
-        }
-        if closed {
-            p.eof();
-            drain(&mut p, &mut out);
-        }
-        out
+    /// The tables keep each head's status.
+    fn run(limits: Limits, chunks: &[&[u8]], closed: bool) -> Vec<Observed<u16>> {
+        observe(limits, chunks, closed, |h| h.status())
     }
 
     /// Each case: limits, input, whether the peer then closes, expected events. Every case is
@@ -951,7 +973,7 @@ mod tests {
                     other => panic!("say closed or open, not {other}"),
                 };
                 let limits: Limits = $limits;
-                let expected: Vec<Out> = vec![$($out),*];
+                let expected: Vec<Observed<u16>> = vec![$($out),*];
                 crate::codec::check_every_split(input, &expected, 200, |parts| run(limits, parts, closed));
             }
         )*};
@@ -963,20 +985,20 @@ mod tests {
         Limits { max_head_bytes, max_body_bytes }
     }
 
-    fn head(status: u16) -> Out {
-        Out::Head(status)
+    fn head(status: u16) -> Observed<u16> {
+        Observed::Head(status)
     }
 
-    fn body(s: &str) -> Out {
-        Out::Body(s.as_bytes().to_vec())
+    fn body(s: &str) -> Observed<u16> {
+        Observed::Body(s.as_bytes().to_vec())
     }
 
-    fn end(keep_alive: bool) -> Out {
-        Out::End(keep_alive)
+    fn end(keep_alive: bool) -> Observed<u16> {
+        Observed::End(keep_alive)
     }
 
-    fn err(e: HttpError) -> Out {
-        Out::Err(e)
+    fn err(e: HttpError) -> Observed<u16> {
+        Observed::Err(e)
     }
 
     /// A head written with `\n` line ends, sent with CRLF as servers do.

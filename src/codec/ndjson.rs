@@ -165,34 +165,39 @@ impl LineFramer {
 /// Head and tail keep one byte more than they report, for a `\r` that may precede the newline.
 const TAIL_KEPT: usize = OVERSIZE_SNIPPET + 1;
 
+/// What a framer makes of a stream, as comparable values: shared by the table tests and the
+/// fuzz target, which both check that it does not depend on how the stream is split.
+#[cfg(any(test, fuzzing))]
+#[derive(Debug, PartialEq)]
+pub(crate) enum Observed {
+    Line(Vec<u8>),
+    /// An oversize line: its head and tail.
+    TooLarge(Vec<u8>, Vec<u8>),
+}
+
+/// Feeds `chunks` to a framer capped at `max`, checking its bound on the way.
+#[cfg(any(test, fuzzing))]
+pub(crate) fn observe(max: usize, chunks: &[&[u8]]) -> Vec<Observed> {
+    let mut f = LineFramer::new(max);
+    let mut out = Vec::new();
+    for c in chunks {
+        f.push(c);
+        while let Some(r) = f.next_frame() {
+            out.push(match r {
+                Frame::Line(l) => Observed::Line(l.to_vec()),
+                Frame::TooLarge { head, tail } => Observed::TooLarge(head.to_vec(), tail.to_vec()),
+            });
+        }
+        assert!(f.buffered() <= max + 1 + c.len(), "framer holds more than a line plus one read");
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[derive(Debug, PartialEq)]
-    enum Out {
-        Frame(Vec<u8>),
-        TooLarge(Vec<u8>, Vec<u8>),
-    }
-
-    fn run(max: usize, chunks: &[&[u8]]) -> Vec<Out> {
-        let mut f = LineFramer::new(max);
-        let mut out = Vec::new();
-        for c in chunks {
-            f.push(c);
-            while let Some(r) = f.next_frame() {
-                out.push(match r {
-                    Frame::Line(l) => Out::Frame(l.to_vec()),
-                    Frame::TooLarge { head, tail } => Out::TooLarge(head.to_vec(), tail.to_vec()),
-                });
-            }
-            assert!(
-                f.buffered() <= max + 1 + c.len(),
-                "framer holds more than a line plus one read"
-            );
-        }
-        out
-    }
+    use super::{observe as run, Observed as Out};
 
     /// Each case: max line, input, expected frames. Every case is re-run split at every offset
     /// and at every pair of offsets, and byte by byte.
@@ -208,7 +213,7 @@ mod tests {
     }
 
     fn f(s: &str) -> Out {
-        Out::Frame(s.as_bytes().to_vec())
+        Out::Line(s.as_bytes().to_vec())
     }
 
     fn big(head: &str, tail: &str) -> Out {

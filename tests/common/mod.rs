@@ -1,5 +1,5 @@
-//! Helpers for the integration tests: where the demo server and the SDK peers live, and
-//! bounded real-time waits (the only tests allowed to wait on the wall clock).
+//! Helpers for the integration tests: where the demo server, the examples and the SDK peers
+//! live, and bounded real-time waits (the only tests allowed to wait on the wall clock).
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -9,9 +9,13 @@ use mcpoll::host::OwnedResult;
 use mcpoll::{CallError, CallId, CallOptions, Config, Event, Host, ServerId, StdioCommand};
 use serde_json::value::RawValue;
 
-/// The demo server example binary.
+mod cargo_build;
+
+use self::cargo_build::{cargo_build, demo_server_bin, profile_dir};
+
+/// The demo server (`tests/peers/demo`), built fresh once per test process.
 pub fn demo_server() -> StdioCommand {
-    StdioCommand::new(example("demo_server"))
+    StdioCommand::new(demo_server_bin(release_args()))
 }
 
 /// An example binary of this crate. `cargo test` builds the examples before the tests run;
@@ -19,23 +23,23 @@ pub fn demo_server() -> StdioCommand {
 /// editing an example, run plain `cargo test` (or build the examples) to refresh it.
 pub fn example(name: &str) -> PathBuf {
     static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe.parent().and_then(|deps| deps.parent()).expect("target profile dir");
-    let path = dir.join("examples").join(name);
+    let path = profile_dir().join("examples").join(name);
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
     if !path.exists() && !built.iter().any(|n| n == name) {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut cmd = std::process::Command::new(cargo);
-        cmd.args(["build", "--quiet", "--example", name]).current_dir(env!("CARGO_MANIFEST_DIR"));
-        if dir.ends_with("release") {
-            cmd.arg("--release");
-        }
-        let status = cmd.status().expect("run cargo build --example");
-        assert!(status.success(), "building the {name} example failed");
+        cargo_build(&[&["--example", name], release_args()].concat());
         built.push(name.to_owned());
     }
     assert!(path.exists(), "{} is missing", path.display());
     path
+}
+
+/// Builds into the profile folder of the running test: `--release` when it is `target/release`.
+fn release_args() -> &'static [&'static str] {
+    if profile_dir().ends_with("release") {
+        &["--release"]
+    } else {
+        &[]
+    }
 }
 
 /// The folder where `tests/peers/setup.sh` installed the SDK peers, or `None` (said loudly)

@@ -1,0 +1,163 @@
+//! The tools: their definitions for tools/list and the ones that need no state.
+
+use serde_json::{json, Map, Value};
+
+use crate::slow::SLOW_MAX_MS;
+
+/// The tools for tools/list: the five everyone sees, then, when `resilience` asks for them,
+/// the tools the resilience tests use.
+pub(crate) fn tool_definitions(resilience: bool) -> Vec<Value> {
+    let mut tools = vec![
+        json!({
+            "name": "echo",
+            "description": "Echo back the `text` argument.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"text": {"type": "string"}},
+                "required": ["text"],
+            },
+            "annotations": {"readOnlyHint": true},
+        }),
+        json!({
+            "name": "add",
+            "description": "Add `a` and `b`; returns structuredContent {sum}.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+                "required": ["a", "b"],
+            },
+            "outputSchema": {
+                "type": "object",
+                "properties": {"sum": {"type": "number"}},
+                "required": ["sum"],
+            },
+        }),
+        json!({
+            "name": "slow",
+            "description": "Wait `ms` milliseconds, reporting progress every 100 ms; cancellable.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"ms": {"type": "integer", "minimum": 0, "maximum": SLOW_MAX_MS}},
+                "required": ["ms"],
+            },
+        }),
+        json!({
+            "name": "fail",
+            "description": "Always fails with isError true.",
+            "inputSchema": {"type": "object", "properties": {}},
+        }),
+        json!({
+            "name": "write_note",
+            "description": "Append `note` to an in-memory list; returns the number of notes.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"note": {"type": "string"}},
+                "required": ["note"],
+            },
+            "annotations": {"readOnlyHint": false, "idempotentHint": false},
+        }),
+    ];
+    if resilience {
+        tools.extend(resilience_tool_definitions());
+    }
+    tools
+}
+
+fn resilience_tool_definitions() -> Vec<Value> {
+    vec![
+        json!({
+            "name": "stats",
+            "description": "How many calls of each tool this server received, counted before \
+                            any fault acts; structuredContent {deliveries, chargeKeys}.",
+            "inputSchema": {"type": "object", "properties": {}},
+            "outputSchema": {
+                "type": "object",
+                "properties": {
+                    "deliveries": {"type": "object", "additionalProperties": {"type": "integer"}},
+                    "chargeKeys": {"type": "object", "additionalProperties": {"type": "integer"}},
+                },
+                "required": ["deliveries", "chargeKeys"],
+            },
+            "annotations": {"readOnlyHint": true},
+        }),
+        json!({
+            "name": "lookup",
+            "description": "Return the text `value-of-<key>`.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"key": {"type": "string"}},
+                "required": ["key"],
+            },
+            "annotations": {"readOnlyHint": true},
+        }),
+        json!({
+            "name": "put",
+            "description": "Store `value` under `key`; storing it again changes nothing.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"key": {"type": "string"}, "value": {"type": "string"}},
+                "required": ["key", "value"],
+            },
+            "annotations": {"readOnlyHint": false, "idempotentHint": true},
+        }),
+        json!({
+            "name": "charge",
+            "description": "Charge `amount`; a repeated `idempotency_key` is charged once. \
+                            Returns the number of charges.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "amount": {"type": "number"},
+                    "idempotency_key": {"type": "string"},
+                },
+                "required": ["amount"],
+            },
+            "annotations": {"readOnlyHint": false, "idempotentHint": false},
+        }),
+    ]
+}
+
+pub(crate) fn echo_tool(args: &Map<String, Value>) -> Value {
+    match args.get("text").and_then(Value::as_str) {
+        Some(text) => text_result(text),
+        None => tool_error("echo needs a string `text`"),
+    }
+}
+
+pub(crate) fn add_tool(args: &Map<String, Value>) -> Value {
+    let (Some(a), Some(b)) = (args.get("a"), args.get("b")) else {
+        return tool_error("add needs numbers `a` and `b`");
+    };
+    // Integers stay integers (2 + 3 = 5, not 5.0); anything else is added as f64.
+    let sum = match (a.as_i64(), b.as_i64()) {
+        (Some(a), Some(b)) => a.checked_add(b).map(Value::from),
+        _ => match (a.as_f64(), b.as_f64()) {
+            (Some(a), Some(b)) => serde_json::Number::from_f64(a + b).map(Value::Number),
+            _ => return tool_error("add needs numbers `a` and `b`"),
+        },
+    };
+    let Some(sum) = sum else {
+        return tool_error("the sum does not fit in a JSON number");
+    };
+    json!({
+        "content": [{"type": "text", "text": sum.to_string()}],
+        "structuredContent": {"sum": sum},
+        "isError": false,
+    })
+}
+
+pub(crate) fn lookup_tool(args: &Map<String, Value>) -> Value {
+    match args.get("key").and_then(Value::as_str) {
+        Some(key) => text_result(&format!("value-of-{key}")),
+        None => tool_error("lookup needs a string `key`"),
+    }
+}
+
+pub(crate) fn text_result(text: &str) -> Value {
+    json!({"content": [{"type": "text", "text": text}], "isError": false})
+}
+
+/// A tool execution failure: a normal result with `isError`, not a JSON-RPC error.
+pub(crate) fn tool_error(message: &str) -> Value {
+    json!({"content": [{"type": "text", "text": message}], "isError": true})
+}
