@@ -347,7 +347,11 @@ impl Tally {
         Concurrent {
             cpu_us_per_call: cpu as f64 / 1e3 / CONCURRENT_CALLS as f64,
             elapsed: self.start.elapsed(),
-            allocs_per_call: if count_allocs { allocs as f64 / CONCURRENT_CALLS as f64 } else { 0.0 },
+            allocs_per_call: if count_allocs {
+                allocs as f64 / CONCURRENT_CALLS as f64
+            } else {
+                0.0
+            },
             samples: self.samples,
         }
     }
@@ -369,18 +373,19 @@ fn floor_concurrent(demo: &std::path::Path) -> Concurrent {
     let mut buf = vec![0u8; 64 * 1024];
     let mut tally = Tally::new();
     let mut issued = 0;
-    let mut send = |k: usize, issued: &mut usize, sent: &mut std::collections::VecDeque<Instant>| {
-        out.clear();
-        let now = Instant::now();
-        for _ in 0..k.min(total - *issued) {
-            out.extend_from_slice(FLOOR_LINE);
-            sent.push_back(now);
-            *issued += 1;
-        }
-        if !out.is_empty() {
-            stdin.write_all(&out).expect("write");
-        }
-    };
+    let mut send =
+        |k: usize, issued: &mut usize, sent: &mut std::collections::VecDeque<Instant>| {
+            out.clear();
+            let now = Instant::now();
+            for _ in 0..k.min(total - *issued) {
+                out.extend_from_slice(FLOOR_LINE);
+                sent.push_back(now);
+                *issued += 1;
+            }
+            if !out.is_empty() {
+                stdin.write_all(&out).expect("write");
+            }
+        };
     send(IN_FLIGHT, &mut issued, &mut sent);
     while !tally.finished() {
         let n = stdout.read(&mut buf).expect("read");

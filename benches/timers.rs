@@ -84,7 +84,8 @@ fn drain(engine: &mut Engine, now: Instant, buf: &mut Vec<u8>, ids: &mut VecDequ
 
 fn call(engine: &mut Engine, now: Instant, i: usize) {
     let args: &RawValue = serde_json::from_str("{}").expect("json");
-    let opts = CallOptions::timeout(Duration::from_secs(60) + Duration::from_millis(i as u64 % 997));
+    let opts =
+        CallOptions::timeout(Duration::from_secs(60) + Duration::from_millis(i as u64 % 997));
     engine.call_tool(now, "t", args, &opts).expect("call");
 }
 

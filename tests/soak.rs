@@ -65,9 +65,8 @@ fn soak_calls_end_once_writes_are_delivered_at_most_once_and_rss_is_flat() {
     let calls = knob("MCPOLL_SOAK_CALLS", 50_000);
     let kill_every = knob("MCPOLL_SOAK_KILL_EVERY", 5_000).max(1);
     let sample_every = (calls / 20).max(1);
-    let state = StateFile(
-        std::env::temp_dir().join(format!("mcpoll-soak-{}.log", std::process::id())),
-    );
+    let state =
+        StateFile(std::env::temp_dir().join(format!("mcpoll-soak-{}.log", std::process::id())));
     let config = Config {
         max_in_flight: IN_FLIGHT,
         // Each kill fails up to 64 writes at once: a breaker would then refuse calls for its

@@ -1,6 +1,9 @@
 //! The `WWW-Authenticate` challenge a server sends with a 401 or 403: authorization, not HTTP
 //! framing, so it lives here and produces the public [`AuthChallenge`].
 
+// The parser reads HTTP headers, so it builds with the `http` feature; the type is public
+// (and in `Event`) with any features.
+#[cfg(feature = "http")]
 use crate::codec::http1::is_tchar;
 
 /// The auth-params of the `Bearer` challenge in a `WWW-Authenticate` header (RFC 6750 3,
@@ -23,6 +26,7 @@ pub struct AuthChallenge {
 /// case-insensitive; values may be tokens or quoted strings; the first copy of a parameter
 /// wins. Junk is skipped rather than refused: this runs on an error path, where a partial
 /// answer beats none. A response may carry several `WWW-Authenticate` headers: try each.
+#[cfg(feature = "http")]
 pub(crate) fn parse(value: &[u8]) -> Option<AuthChallenge> {
     let mut found: Option<AuthChallenge> = None;
     let mut in_bearer = false;
@@ -96,6 +100,7 @@ pub(crate) fn parse(value: &[u8]) -> Option<AuthChallenge> {
 
 /// Reads the quoted string opening at `value[open]` (a `"`), undoing `\` escapes. Returns
 /// the text and the position after the closing quote (or the end, if it is missing).
+#[cfg(feature = "http")]
 fn quoted(value: &[u8], open: usize) -> (String, usize) {
     let mut text = Vec::new();
     let mut pos = open + 1;
@@ -115,7 +120,7 @@ fn quoted(value: &[u8], open: usize) -> (String, usize) {
     (String::from_utf8_lossy(&text).into_owned(), pos)
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "http"))]
 mod tests {
     use super::*;
 
