@@ -42,5 +42,17 @@ echo "footprint unstripped_bytes=$(stat -c %s "$bin") stripped_bytes=$(stat -c %
 
 (cd "$root" && cargo build --quiet --release -p mcpoll-demo-server)
 demo="$root/target/release/demo_server"
-/usr/bin/time -f '%M' -o rss.txt ./minimal.stripped --calls 64 "$demo" >/dev/null 2>calls.txt
-echo "footprint peak_rss_kib=$(cat rss.txt) with 64 calls in flight ($(tail -n 1 calls.txt))"
+for calls in 1 64; do
+  ./minimal.stripped --calls "$calls" --rss "$demo" >/dev/null 2>calls.txt
+  echo "footprint calls_in_flight=$calls client $(tail -n 1 calls.txt) ($(tail -n 2 calls.txt | head -n 1))"
+done
+/usr/bin/time -f '%M' -o rss.txt true
+echo "footprint for scale: peak RSS of /bin/true is $(cat rss.txt) kB"
+
+# What a size-tuned profile gives the same program (a user's choice, not the default).
+export CARGO_PROFILE_RELEASE_OPT_LEVEL=s CARGO_PROFILE_RELEASE_LTO=true \
+  CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 CARGO_PROFILE_RELEASE_PANIC=abort
+cargo build --release --locked -j 2 --quiet --target-dir target-small
+cp target-small/release/minimal minimal.small
+strip minimal.small
+echo "footprint size_tuned_stripped_kib=$(( $(stat -c %s minimal.small) / 1024 )) (opt-level=s, lto, codegen-units=1, panic=abort)"

@@ -1,7 +1,8 @@
-// cargo run --release --example minimal --no-default-features --features stdio -- [--calls N] SERVER [ARGS...]
+// cargo run --release --example minimal --no-default-features --features stdio -- [--calls N] [--rss] SERVER [ARGS...]
 //
 //! The smallest useful client: starts SERVER over stdio, calls its `echo` tool N times at once
-//! (1 by default), prints each result and how many calls failed. Built with only the `stdio`
+//! (1 by default), prints each result and how many calls failed; with `--rss`, also its own
+//! peak resident set size while the calls were in flight (`/proc/self/status`, Linux only). Built with only the `stdio`
 //! feature, it is what the footprint figures in `benches/README.md` measure
 //! (`benches/footprint.sh` builds it as a crate of its own, as a user's binary would be).
 //! The `expect`s are for example code only.
@@ -18,7 +19,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.next();
         calls = args.next().ok_or("--calls needs a number")?.parse()?;
     }
-    let program = args.next().ok_or("usage: minimal [--calls N] SERVER [ARGS...]")?;
+    let rss = args.next_if(|a| a == "--rss").is_some();
+    let program = args.next().ok_or("usage: minimal [--calls N] [--rss] SERVER [ARGS...]")?;
     let mut host = Host::new()?;
     let config = Config { max_in_flight: calls.max(1), ..Config::default() };
     let server = host.add_stdio_server(StdioCommand::new(program).args(args), config)?;
@@ -46,6 +48,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     eprintln!("{calls} calls, {failed} failed");
+    if rss {
+        let status = std::fs::read_to_string("/proc/self/status")?;
+        let peak = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap_or("VmHWM: ?");
+        eprintln!("{}", peak.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
     host.close_server(server);
     Ok(())
 }
