@@ -16,6 +16,10 @@
 //! (this binary again, with `MCPOLL_BENCH_HTTP=1`): the floor writes a pre-serialized POST on
 //! one kept-alive socket and reads the response up to its Content-Length.
 //!
+//! `MCPOLL_BENCH_ONLY=stdio` (or `stdio-floor`) runs that sequential phase alone, and
+//! `MCPOLL_BENCH_ROUNDS=N` sets its call count: callgrind runs at two counts, subtracted, give
+//! instructions per call (benches/README.md).
+//!
 //! It prints `stdio p50_us=.. p99_us=.. floor_p50_us=.. ratio=.. allocs_per_call=..` and
 //! `http p50_us=.. p99_us=.. floor_p50_us=.. ratio=.. allocs_per_call=..`.
 //!
@@ -67,7 +71,10 @@ static GLOBAL: Counting = Counting;
 
 const SERVE_HTTP: &str = "MCPOLL_BENCH_HTTP";
 const WARMUP: usize = 500;
-const ROUNDS: usize = 5000;
+/// Sequential calls measured per phase; `MCPOLL_BENCH_ROUNDS` overrides (for callgrind).
+fn rounds() -> usize {
+    std::env::var("MCPOLL_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5000)
+}
 /// Calls kept in flight by the concurrent phase, and how many it measures.
 const IN_FLIGHT: usize = 64;
 const CONCURRENT_CALLS: usize = 50_000;
@@ -87,6 +94,7 @@ const FLOOR_LINE: &[u8] = concat!(
 .as_bytes();
 
 fn floor(demo: &std::path::Path) -> Vec<Duration> {
+    let rounds = rounds();
     let mut child = Command::new(demo)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -97,8 +105,8 @@ fn floor(demo: &std::path::Path) -> Vec<Duration> {
     let mut stdout = child.stdout.take().expect("stdout");
     let line = FLOOR_LINE;
     let mut buf = [0u8; 4096];
-    let mut samples = Vec::with_capacity(ROUNDS);
-    for i in 0..WARMUP + ROUNDS {
+    let mut samples = Vec::with_capacity(rounds);
+    for i in 0..WARMUP + rounds {
         let t = Instant::now();
         stdin.write_all(line).expect("write");
         loop {
@@ -126,11 +134,12 @@ fn mcpoll(demo: &std::path::Path) -> (Vec<Duration>, f64) {
 
 /// Sequential echo calls through a host; samples and allocations per call after warm-up.
 fn measure(host: &mut Host, server: mcpoll::ServerId) -> (Vec<Duration>, f64) {
+    let rounds = rounds();
     let args = RawValue::from_string(r#"{"text":"hi"}"#.into()).expect("json");
     let opts = CallOptions::default();
-    let mut samples = Vec::with_capacity(ROUNDS);
+    let mut samples = Vec::with_capacity(rounds);
     let mut allocs = 0u64;
-    for i in 0..WARMUP + ROUNDS {
+    for i in 0..WARMUP + rounds {
         let before = ALLOCS.load(Ordering::Relaxed);
         let t = Instant::now();
         let call = host.call_tool(server, "echo", &args, &opts).expect("call");
@@ -155,7 +164,7 @@ fn measure(host: &mut Host, server: mcpoll::ServerId) -> (Vec<Duration>, f64) {
         }
     }
     host.close_server(server);
-    (samples, allocs as f64 / ROUNDS as f64)
+    (samples, allocs as f64 / rounds as f64)
 }
 
 /// The HTTP server child: prints its port, answers every POST with a JSON-RPC result that
@@ -258,12 +267,13 @@ fn response_complete(text: &[u8]) -> bool {
 }
 
 fn http_floor(port: u16) -> Vec<Duration> {
+    let rounds = rounds();
     let request = http_floor_request(port);
     let mut sock = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
     sock.set_nodelay(true).expect("nodelay");
     let mut buf = vec![0u8; 8192];
-    let mut samples = Vec::with_capacity(ROUNDS);
-    for i in 0..WARMUP + ROUNDS {
+    let mut samples = Vec::with_capacity(rounds);
+    for i in 0..WARMUP + rounds {
         let t = Instant::now();
         sock.write_all(request.as_bytes()).expect("write");
         let mut have = 0;
@@ -541,10 +551,11 @@ fn report(
     let (p50, p99) = (percentile(&samples, 0.50), percentile(&samples, 0.99));
     let floor_p50 = percentile(&floor_samples, 0.50);
     println!(
-        "{kind}: floor p50={:.1}us p99={:.1}us; mcpoll p50={p50:.1}us p99={p99:.1}us max={:.1}us over {ROUNDS} calls",
+        "{kind}: floor p50={:.1}us p99={:.1}us; mcpoll p50={p50:.1}us p99={p99:.1}us max={:.1}us over {} calls",
         floor_p50,
         percentile(&floor_samples, 0.99),
-        percentile(&samples, 1.0)
+        percentile(&samples, 1.0),
+        samples.len()
     );
     println!(
         "{kind} p50_us={p50:.1} p99_us={p99:.1} floor_p50_us={floor_p50:.1} ratio={:.2} allocs_per_call={allocs_per_call:.2}",
@@ -558,6 +569,18 @@ fn main() {
         return;
     }
     let demo = cargo_build::demo_server_bin(&["--profile", "bench"]);
+    // One phase alone, for instruction counts (benches/README.md): `stdio-floor` or `stdio`.
+    match std::env::var("MCPOLL_BENCH_ONLY").as_deref() {
+        Ok("stdio-floor") => {
+            floor(demo);
+            return;
+        }
+        Ok("stdio") => {
+            mcpoll(demo);
+            return;
+        }
+        _ => {}
+    }
     let floor_samples = floor(demo);
     let (samples, allocs_per_call) = mcpoll(demo);
     report("stdio", floor_samples, samples, allocs_per_call);

@@ -87,7 +87,9 @@ fn soak_calls_end_once_writes_are_delivered_at_most_once_and_rss_is_flat() {
     host.wait_ready(id, Duration::from_secs(20)).unwrap();
 
     // Bookkeeping, all allocated and touched now.
-    let mut ends = vec![0u8; calls]; // terminal events per call
+    // Terminal events per call, plus one: a zeroed vector would come from untouched pages
+    // that fill in as the run goes, and the RSS series would show the test, 1 byte per call.
+    let mut ends = vec![1u8; calls];
     let mut how = vec![End::Open; calls];
     let mut index: HashMap<CallId, usize> = HashMap::with_capacity(16 * IN_FLIGHT);
     let mut ended: Vec<(CallId, End)> = Vec::with_capacity(16 * IN_FLIGHT);
@@ -149,7 +151,7 @@ fn soak_calls_end_once_writes_are_delivered_at_most_once_and_rss_is_flat() {
         for (call, end) in ended.drain(..) {
             let i = *index.get(&call).expect("an end for a call this test made");
             ends[i] += 1;
-            if ends[i] == 1 {
+            if ends[i] == 2 {
                 index.remove(&call);
                 how[i] = end;
                 done += 1;
@@ -179,7 +181,7 @@ fn soak_calls_end_once_writes_are_delivered_at_most_once_and_rss_is_flat() {
         }
     }
     assert_eq!(host.pending(id), Some(0), "the pending table is empty");
-    assert!(ends.iter().all(|&n| n == 1), "every call ended exactly once");
+    assert!(ends.iter().all(|&n| n == 2), "every call ended exactly once");
 
     // The ledger: every charge delivered at most once, and every one that succeeded exactly once.
     let text = std::fs::read_to_string(&state.0).expect("state file");
@@ -209,8 +211,9 @@ fn soak_calls_end_once_writes_are_delivered_at_most_once_and_rss_is_flat() {
     println!("soak rss_kib calls:kib {}", series.join(" "));
     assert_eq!(kills, (calls - 1) / kill_every, "the server was killed on schedule");
     assert!(ok >= calls * 9 / 10, "most calls succeed: {ok} of {calls}");
-    // Flat: over the second half RSS grows by less than 1 MiB (allocator noise), not per call.
+    // Flat: over the second half RSS grows by at most 256 KiB (allocator noise), whatever the
+    // number of calls; a leak of 11 bytes per call fails the CI form, of 1 byte the full form.
     let half = &rss[rss.len() / 2..];
     let (first, last) = (half.first().unwrap().1, half.iter().map(|s| s.1).max().unwrap());
-    assert!(last <= first + 1024, "RSS grew from {first} KiB to {last} KiB in the second half");
+    assert!(last <= first + 256, "RSS grew from {first} KiB to {last} KiB in the second half");
 }
