@@ -1,8 +1,10 @@
-// cargo run --release --example minimal --no-default-features --features stdio -- [--calls N] [--rss] SERVER [ARGS...]
+// cargo run --release --example minimal --no-default-features --features stdio -- [--calls N] [--rss] [--idle-ms MS] SERVER [ARGS...]
 //
 //! The smallest useful client: starts SERVER over stdio, calls its `echo` tool N times at once
 //! (1 by default), prints each result and how many calls failed; with `--rss`, also its own
-//! peak resident set size while the calls were in flight (`/proc/self/status`, Linux only). Built with only the `stdio`
+//! peak resident set size while the calls were in flight (`/proc/self/status`, Linux only);
+//! with `--idle-ms`, then polls once for that long with nothing pending (under `strace`: one
+//! `epoll_wait` and no other system call, as no engine timer is armed). Built with only the `stdio`
 //! feature, it is what the footprint figures in `benches/README.md` measure
 //! (`benches/footprint.sh` builds it as a crate of its own, as a user's binary would be).
 //! The `expect`s are for example code only.
@@ -20,7 +22,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         calls = args.next().ok_or("--calls needs a number")?.parse()?;
     }
     let rss = args.next_if(|a| a == "--rss").is_some();
-    let program = args.next().ok_or("usage: minimal [--calls N] [--rss] SERVER [ARGS...]")?;
+    let mut idle = None;
+    if args.next_if(|a| a == "--idle-ms").is_some() {
+        idle = Some(Duration::from_millis(args.next().ok_or("--idle-ms needs a number")?.parse()?));
+    }
+    let usage = "usage: minimal [--calls N] [--rss] [--idle-ms MS] SERVER [ARGS...]";
+    let program = args.next().ok_or(usage)?;
     let mut host = Host::new()?;
     let config = Config { max_in_flight: calls.max(1), ..Config::default() };
     let server = host.add_stdio_server(StdioCommand::new(program).args(args), config)?;
@@ -52,6 +59,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let status = std::fs::read_to_string("/proc/self/status")?;
         let peak = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap_or("VmHWM: ?");
         eprintln!("{}", peak.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+    if let Some(idle) = idle {
+        host.poll(Some(idle))?;
     }
     host.close_server(server);
     Ok(())
