@@ -406,7 +406,6 @@ fn floor_concurrent(demo: &std::path::Path) -> Concurrent {
         }
         send(k, &mut issued, &mut sent);
     }
-    drop(send);
     drop(stdin);
     let _ = child.wait();
     tally.into_concurrent(false)
