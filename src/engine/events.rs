@@ -1,7 +1,17 @@
 //! Events the engine hands the host, and the queue that holds them.
 //!
-//! Result bytes are copied once into an arena that is reset when the queue drains, so an event
-//! can hand out borrowed JSON without a per-call allocation.
+//! Result bytes are copied once into an arena, so an event can hand out borrowed JSON without a
+//! per-call allocation. The arena is reset when the queue drains, and compacted (the queued
+//! events' ranges copied to the front of a second buffer) once its dead bytes pass both the live
+//! ones and [`COMPACT_MIN`]: an event the host never reads cannot pin the arena's growth.
+//!
+//! # Bounds
+//!
+//! Progress, change and state events are dropped, and counted, once `max` events are queued.
+//! Terminal events (`CallDone`, `CallFailed`) are never dropped; they are bounded at admission
+//! instead: the engine refuses a new call (`Overloaded`) while the terminal events waiting for
+//! the host plus the calls pending reach `max`, so each pending call always has room for its
+//! end.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -208,14 +218,39 @@ impl Stored {
     fn is_terminal_for(&self, target: CallId) -> bool {
         matches!(self, Self::Done { call, .. } | Self::Failed { call, .. } if *call == target)
     }
+
+    fn is_terminal(&self) -> bool {
+        matches!(self, Self::Done { .. } | Self::Failed { .. })
+    }
+
+    /// The arena text it refers to (each event has at most one range).
+    fn range_mut(&mut self) -> Option<&mut Range<usize>> {
+        match self {
+            Self::Done { json: r, .. }
+            | Self::Subscribed { notifications: r, .. }
+            | Self::ResourceUpdated { uri: r }
+            | Self::Progress { message: Some(r), .. } => Some(r),
+            _ => None,
+        }
+    }
 }
+
+/// Dead arena bytes tolerated before compaction, so small queues are never copied.
+const COMPACT_MIN: usize = 64 * 1024;
 
 #[derive(Debug)]
 pub(crate) struct EventQueue {
     queue: VecDeque<Stored>,
     /// Text of the queued events' borrowed parts; a `String`, so reading it back needs no
-    /// UTF-8 check.
+    /// UTF-8 check. Ranges grow with queue order (text is only appended).
     arena: String,
+    /// The buffer compaction copies into; the two swap, so compacting allocates nothing once
+    /// both have grown to the working size.
+    spare: String,
+    /// Arena bytes that queued events refer to; the rest is dead.
+    live: usize,
+    /// `CallDone` and `CallFailed` events queued.
+    terminals: usize,
     max: usize,
     pub(crate) dropped: u64,
 }
@@ -225,6 +260,9 @@ impl EventQueue {
         Self {
             queue: VecDeque::with_capacity(max.min(4096)),
             arena: String::new(),
+            spare: String::new(),
+            live: 0,
+            terminals: 0,
             max,
             dropped: 0,
         }
@@ -234,18 +272,71 @@ impl EventQueue {
         self.queue.len()
     }
 
+    /// `CallDone` and `CallFailed` events waiting for the host.
+    pub(crate) fn terminals(&self) -> usize {
+        self.terminals
+    }
+
+    /// Arena bytes in use, dead ones included (for tests of the bound).
+    #[cfg(test)]
+    pub(crate) fn arena_len(&self) -> usize {
+        self.arena.len()
+    }
+
     fn keep(&mut self, text: &str) -> Range<usize> {
-        if self.queue.is_empty() {
-            // Nothing refers to the arena any more.
-            self.arena.clear();
-        }
-        let start = self.arena.len();
+        let start = self.arena_end();
         self.arena.push_str(text);
+        self.live += text.len();
         start..self.arena.len()
     }
 
+    /// Where the next text goes: clears or compacts the arena first when that pays.
+    fn arena_end(&mut self) -> usize {
+        let dead = self.arena.len() - self.live;
+        if self.queue.is_empty() {
+            // Nothing refers to the arena any more.
+            self.arena.clear();
+            self.live = 0;
+        } else if dead > COMPACT_MIN && dead > self.live {
+            self.compact();
+        }
+        self.arena.len()
+    }
+
+    /// Copies the queued events' text to the front of the spare buffer, in queue order, and
+    /// swaps the buffers. O(live bytes), paid at most once per `live + COMPACT_MIN` appended.
+    fn compact(&mut self) {
+        self.spare.clear();
+        for e in self.queue.iter_mut() {
+            if let Some(r) = e.range_mut() {
+                let start = self.spare.len();
+                self.spare.push_str(self.arena.get(r.clone()).unwrap_or_default());
+                *r = start..self.spare.len();
+            }
+        }
+        std::mem::swap(&mut self.arena, &mut self.spare);
+        self.live = self.arena.len();
+    }
+
+    fn push(&mut self, stored: Stored) {
+        if stored.is_terminal() {
+            self.terminals += 1;
+        }
+        self.queue.push_back(stored);
+    }
+
+    /// Accounts for an event leaving the queue.
+    fn left(&mut self, stored: &mut Stored) {
+        if stored.is_terminal() {
+            self.terminals -= 1;
+        }
+        if let Some(r) = stored.range_mut() {
+            self.live -= r.len();
+        }
+    }
+
     pub(crate) fn ready(&mut self, era: Era, version: ProtocolVersion) {
-        self.queue.push_back(Stored::Ready { era, version });
+        self.push(Stored::Ready { era, version });
     }
 
     pub(crate) fn done(
@@ -257,15 +348,19 @@ impl EventQueue {
         record: CallRecord,
     ) {
         let json = self.keep(json);
-        self.queue.push_back(Stored::Done { call, json, result_type, is_error, record });
+        self.push(Stored::Done { call, json, result_type, is_error, record });
     }
 
     pub(crate) fn breaker(&mut self, tenant: u32, class: OperationClass, state: BreakerState) {
-        self.queue.push_back(Stored::Breaker { tenant, class, state });
+        if self.has_room() {
+            self.push(Stored::Breaker { tenant, class, state });
+        }
     }
 
     pub(crate) fn transport_lost(&mut self, error: CallError, restart_in: Option<Duration>) {
-        self.queue.push_back(Stored::TransportLost { error, restart_in });
+        if self.has_room() {
+            self.push(Stored::TransportLost { error, restart_in });
+        }
     }
 
     /// A listing's items from every page, wrapped as `{"<key>":[...]}`.
@@ -276,27 +371,29 @@ impl EventQueue {
         items: &[u8],
         record: CallRecord,
     ) {
-        let start = self.keep("{\"");
+        let start = self.arena_end();
+        self.arena.push_str("{\"");
         self.arena.push_str(key);
         self.arena.push_str("\":[");
         // Items are slices of validated frames (or serde_json output): always UTF-8.
         self.arena.push_str(std::str::from_utf8(items).unwrap_or_default());
         self.arena.push_str("]}");
-        let json = start.start..self.arena.len();
+        let json = start..self.arena.len();
+        self.live += json.len();
         let (result_type, is_error) = (ResultType::Complete, false);
-        self.queue.push_back(Stored::Done { call, json, result_type, is_error, record });
+        self.push(Stored::Done { call, json, result_type, is_error, record });
     }
 
     pub(crate) fn failed(&mut self, call: CallId, error: CallError, record: CallRecord) {
-        self.queue.push_back(Stored::Failed { call, error, record });
+        self.push(Stored::Failed { call, error, record });
     }
 
     pub(crate) fn closed(&mut self, error: CallError) {
-        self.queue.push_back(Stored::Closed { error });
+        self.push(Stored::Closed { error });
     }
 
-    /// Progress and change notifications are dropped, and counted, past the cap; terminal
-    /// events never are.
+    /// Progress, change, breaker and transport-lost events are dropped, and counted, past the
+    /// cap; terminal events never are (see the module docs for their bound).
     fn has_room(&mut self) -> bool {
         if self.queue.len() >= self.max {
             self.dropped += 1;
@@ -314,37 +411,39 @@ impl EventQueue {
     ) {
         if self.has_room() {
             let message = msg.map(|m| self.keep(m));
-            self.queue.push_back(Stored::Progress { call, progress, total, message });
+            self.push(Stored::Progress { call, progress, total, message });
         }
     }
 
     pub(crate) fn list_changed(&mut self, kind: ListKind) {
         if self.has_room() {
-            self.queue.push_back(Stored::ListChanged(kind));
+            self.push(Stored::ListChanged(kind));
         }
     }
 
     pub(crate) fn subscribed(&mut self, call: CallId, notifications: &str) {
         let notifications = self.keep(notifications);
-        self.queue.push_back(Stored::Subscribed { call, notifications });
+        self.push(Stored::Subscribed { call, notifications });
     }
 
     pub(crate) fn resource_updated(&mut self, uri: &str) {
         if self.has_room() {
             let uri = self.keep(uri);
-            self.queue.push_back(Stored::ResourceUpdated { uri });
+            self.push(Stored::ResourceUpdated { uri });
         }
     }
 
     pub(crate) fn pop(&mut self) -> Option<Event<'_>> {
-        let stored = self.queue.pop_front()?;
+        let mut stored = self.queue.pop_front()?;
+        self.left(&mut stored);
         Some(self.view(stored))
     }
 
     /// Removes the terminal event of one call, leaving every other event queued in order.
     pub(crate) fn take_terminal(&mut self, call: CallId) -> Option<Event<'_>> {
         let i = self.queue.iter().position(|e| e.is_terminal_for(call))?;
-        let stored = self.queue.remove(i)?;
+        let mut stored = self.queue.remove(i)?;
+        self.left(&mut stored);
         Some(self.view(stored))
     }
 

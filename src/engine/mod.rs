@@ -539,7 +539,7 @@ impl Engine {
         }
         // Calls that a free in-flight slot will take at the next transmit are not "queued".
         let free = self.config.max_in_flight.saturating_sub(self.requests.in_flight());
-        if self.requests.queued() >= self.config.max_queued + free {
+        if self.requests.queued() >= self.config.max_queued + free || !self.room_for_end() {
             return Err(RequestError::Overloaded);
         }
         let class = self.classify(method, opts, tool_hint);
@@ -649,6 +649,7 @@ impl Engine {
                     log::debug!("era probe failed ({error}); probing again in {delay:?}");
                     self.drop_lifecycle_request();
                     self.reprobe_at = Some(now + delay);
+                    self.fail_unservable(now + delay, &error);
                 } else {
                     self.shut(error);
                 }
