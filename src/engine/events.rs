@@ -473,3 +473,103 @@ impl EventQueue {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::engine::tests::{raw, Harness};
+    use crate::error::{LocalError, RequestError};
+    use crate::CallOptions;
+
+    /// A blocking host takes each call's own end and leaves the rest queued: an unread event at
+    /// the head used to keep the arena from ever being reset, so every result stayed in it.
+    #[test]
+    fn an_unread_event_at_the_head_does_not_pin_the_arena() {
+        let mut h = Harness::ready_modern();
+        h.peer(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+        let text = "x".repeat(200);
+        let mut peak = 0;
+        for _ in 0..20_000 {
+            let c = h.call("echo", "{}");
+            let sent = h.sent_one();
+            h.reply(&sent, json!({"content": [{"type": "text", "text": text}]}));
+            match h.engine.take_call_event(c) {
+                Some(Event::CallDone { result, .. }) => assert!(result.json().contains(&text)),
+                other => panic!("{other:?}"),
+            }
+            peak = peak.max(h.engine.events.arena_len());
+        }
+        // 20,000 results of ~250 bytes are 5 MB; the arena holds one compaction's worth.
+        assert!(peak <= 2 * COMPACT_MIN + 1024, "arena grew to {peak} bytes");
+        assert_eq!(h.engine.queued_events(), 1);
+        assert!(matches!(h.engine.poll_event(), Some(Event::ListChanged(ListKind::Tools))));
+    }
+
+    #[test]
+    fn compaction_keeps_every_queued_events_text() {
+        let mut q = EventQueue::new(1 << 20);
+        let call = |n: u64| CallId(crate::proto::jsonrpc::WireId::new(n as usize, 1));
+        let big = "y".repeat(COMPACT_MIN);
+        q.resource_updated("res://first");
+        // Taken in the middle: dead text piles up behind the first event until compaction.
+        for n in 0..4 {
+            q.done(call(n), &big, ResultType::Complete, false, CallRecord::default());
+            assert!(q.take_terminal(call(n)).is_some());
+        }
+        q.done(call(9), "{\"k\":9}", ResultType::Complete, false, CallRecord::default());
+        assert!(q.arena_len() < 2 * COMPACT_MIN + 64, "compacted: {}", q.arena_len());
+        assert!(matches!(q.pop(), Some(Event::ResourceUpdated { uri: "res://first" })));
+        match q.pop() {
+            Some(Event::CallDone { call: c, result, .. }) => {
+                assert_eq!((c, result.json()), (call(9), "{\"k\":9}"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!((q.len(), q.terminals(), q.live), (0, 0, 0));
+    }
+
+    /// Terminal events are never dropped; they are bounded by refusing new calls while the
+    /// host leaves them undrained.
+    #[test]
+    fn terminal_events_are_bounded_at_admission_and_never_dropped() {
+        let mut h =
+            Harness::ready_with(crate::Config { max_queued_events: 3, ..Default::default() });
+        let opts = CallOptions::timeout(std::time::Duration::from_secs(1));
+        let calls: Vec<CallId> =
+            (0..3).map(|_| h.engine.call_tool(h.now, "t", raw("{}"), &opts).unwrap()).collect();
+        assert_eq!(
+            h.engine.call_tool(h.now, "t", raw("{}"), &opts),
+            Err(RequestError::Overloaded),
+            "three pending calls will end in three events: the queue holds three"
+        );
+        let sent = h.take_sent();
+        h.reply(&sent[0], json!({"content": []}));
+        // Progress and change notifications are what gets dropped.
+        for _ in 0..5 {
+            h.peer(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+        }
+        h.advance(std::time::Duration::from_secs(2));
+        assert_eq!(
+            h.engine.call_tool(h.now, "t", raw("{}"), &opts),
+            Err(RequestError::Overloaded),
+            "still three ends undrained"
+        );
+        let mut ended = Vec::new();
+        while let Some(e) = h.engine.poll_event() {
+            match e {
+                Event::CallDone { call, .. } => ended.push((call, "done")),
+                Event::CallFailed { call, error, .. } => {
+                    assert_eq!(error, crate::CallError::Local(LocalError::DeadlineExceeded));
+                    ended.push((call, "failed"));
+                }
+                Event::ListChanged(_) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(ended, [(calls[0], "done"), (calls[1], "failed"), (calls[2], "failed")]);
+        assert!(h.engine.stats().events_dropped >= 3);
+        assert!(h.engine.call_tool(h.now, "t", raw("{}"), &opts).is_ok(), "drained: room again");
+    }
+}
