@@ -387,7 +387,7 @@ impl StdioDriver {
                 self.out.drain(..self.written);
                 self.written = 0;
             }
-            let mut full = false;
+            let mut full = self.out.len() >= self.max_unsent;
             while !full {
                 let Some(t) = engine.poll_transmit(now, &mut self.out) else { break };
                 if t.len > 0 {
