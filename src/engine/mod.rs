@@ -14,7 +14,7 @@
 //!
 //! Every table is bounded by [`Config`]: pending calls, message size, listing pages, queued
 //! events. The engine does work proportional to the frames it is given; a driver bounds how
-//! many frames it hands over per readiness event.
+//! many frames it hands over per readiness event (`Config::frames_per_readiness`).
 
 pub mod breaker;
 mod events;

@@ -583,7 +583,8 @@ impl Host {
         s.engine.poll_event().map(|e| (id, e))
     }
 
-    /// Polls until `call` ends, leaving every other event queued. For scripts and tests.
+    /// Polls until `call` ends, leaving every other event queued (they do not cut its waits
+    /// short: only I/O and deadlines do). For scripts and tests.
     pub fn wait(&mut self, server: ServerId, call: CallId) -> Result<OwnedResult, BlockingError> {
         loop {
             let s = self.server_mut(server).ok_or(BlockingError::UnknownServer)?;
@@ -604,6 +605,8 @@ impl Host {
     }
 
     /// Polls until the server is ready (or closed, or `timeout` passes) and returns its state.
+    /// A server that became degraded (its process kept dying) ends the wait at once with the
+    /// last transport error (for stdio: the exit status and stderr tail).
     pub fn wait_ready(
         &mut self,
         server: ServerId,
