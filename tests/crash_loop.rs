@@ -81,6 +81,7 @@ fn a_stdio_server_exiting_at_every_start_fails_the_call_in_time_then_degrades() 
     // Restarts after 200, 400, 800 and 1600 ms: degraded at the fifth exit, at about 3 s.
     assert!(took < DEADLINE + MARGIN, "degraded only after {took:?}");
     assert_ne!(host.state(id), Some(ServerState::Closed));
+    assert_exit_3(&CallError::Transport(host.last_transport_error(id).cloned().unwrap()));
     assert_eq!(
         host.call_tool(id, "echo", &args(), &CallOptions::default()),
         Err(RequestError::Degraded)

@@ -546,6 +546,8 @@ impl StdioDriver {
     /// Closes the server: stdin is closed so it can exit by itself; after `grace` the process
     /// group gets SIGTERM, and SIGKILL shortly after. Blocks for at most about twice `grace`.
     pub fn shutdown(&mut self, registry: &Registry, grace: Duration) {
+        self.stdout_backlog = false;
+        self.stderr_backlog = false;
         let Some(mut running) = self.running.take() else {
             return;
         };

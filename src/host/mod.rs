@@ -484,6 +484,12 @@ impl Host {
         }
     }
 
+    /// Why the server's last process ended (stdio: exit status and stderr tail), kept across
+    /// restarts: what a call that failed as `Degraded` can be explained with.
+    pub fn last_transport_error(&self, server: ServerId) -> Option<&TransportError> {
+        self.server(server)?.engine.last_transport_error()
+    }
+
     /// The server's process id, while it runs (stdio servers).
     pub fn pid(&self, server: ServerId) -> Option<u32> {
         match &self.server(server)?.transport {
