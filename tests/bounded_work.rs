@@ -68,9 +68,12 @@ const SERVER_ENV: &str = "MCPOLL_TINY_SERVER";
 ///   write;
 /// - `deaf`: answers `server/discover`, then never reads again.
 ///
-/// libtest's own "running 1 test" line reaches stdout first; the engine skips it as junk.
+/// Ignored in normal runs (it is no test); the child runs it with `--ignored`. libtest's own
+/// "running 1 test" line reaches stdout first; the engine skips it as junk.
 #[test]
+#[ignore = "the tiny server's entry point, run as a child by the tests in this file"]
 fn tiny_server() {
+    // Under `--include-ignored` in a normal run: nothing to serve.
     let Ok(mode) = std::env::var(SERVER_ENV) else { return };
     serve(&mode);
     std::process::exit(0);
@@ -129,7 +132,7 @@ fn serve(mode: &str) {
 fn tiny(mode: &str) -> StdioCommand {
     let exe = std::env::current_exe().expect("test binary path");
     StdioCommand::new(exe)
-        .args(["tiny_server", "--exact", "--nocapture", "--test-threads=1", "-q"])
+        .args(["tiny_server", "--exact", "--ignored", "--nocapture", "--test-threads=1", "-q"])
         .env(SERVER_ENV, mode)
 }
 
