@@ -33,9 +33,21 @@ pub struct Config {
     pub client_capabilities: String,
     /// Most pages followed by one listing before it fails with `TooManyPages`.
     pub max_pages: usize,
-    /// Most events held for the host before progress notifications are dropped (terminal
-    /// events are never dropped).
+    /// Most events held for the host. Past it, progress, change, breaker and transport-lost
+    /// events are dropped (and counted in `Stats::events_dropped`). Terminal events
+    /// (`CallDone`, `CallFailed`) are never dropped: instead a new call is refused with
+    /// `RequestError::Overloaded` while the undrained terminal events plus the pending calls
+    /// reach this number.
     pub max_queued_events: usize,
+    /// Most frames a driver hands the engine per readiness event. Input left over is taken on
+    /// the next `Host::poll` round, which then does not wait; so one chatty server cannot hold
+    /// the loop, and every round's work is bounded.
+    pub frames_per_readiness: usize,
+    /// Most bytes a driver holds toward a server that has not taken them yet. When this many
+    /// are waiting, the driver stops taking frames from the engine until the server reads
+    /// (calls wait in the engine's queue, under their deadlines); one frame may pass the
+    /// mark, as a frame is taken whole.
+    pub max_write_buffer_bytes: usize,
     /// How many bytes of a child's stderr are kept for diagnostics.
     pub stderr_tail_bytes: usize,
     /// Most calls in flight at once; more wait in a FIFO queue.
@@ -98,6 +110,8 @@ impl Default for Config {
             client_capabilities: "{}".into(),
             max_pages: 1000,
             max_queued_events: 1024,
+            frames_per_readiness: 64,
+            max_write_buffer_bytes: 256 * 1024,
             stderr_tail_bytes: 8 * 1024,
             max_in_flight: 32,
             max_queued: 128,
@@ -136,6 +150,12 @@ impl Config {
         }
         if self.max_queued_events == 0 {
             return err("max_queued_events", "must be at least 1");
+        }
+        if self.frames_per_readiness == 0 {
+            return err("frames_per_readiness", "must be at least 1");
+        }
+        if self.max_write_buffer_bytes == 0 {
+            return err("max_write_buffer_bytes", "must be at least 1");
         }
         let caps = self.client_capabilities.trim_start();
         if !caps.starts_with('{') || serde_json::from_str::<serde::de::IgnoredAny>(caps).is_err() {

@@ -124,7 +124,7 @@ impl Lifecycle {
     }
 
     /// The probe or handshake request, when one is in flight.
-    fn call(self) -> Option<LifecycleCall> {
+    pub(crate) fn call(self) -> Option<LifecycleCall> {
         match self {
             Self::Probing(Probe { step: ProbeStep::InFlight(call), .. })
             | Self::Handshaking { call } => Some(call),

@@ -14,7 +14,7 @@
 //!
 //! Every table is bounded by [`Config`]: pending calls, message size, listing pages, queued
 //! events. The engine does work proportional to the frames it is given; a driver bounds how
-//! many frames it hands over per readiness event.
+//! many frames it hands over per readiness event (`Config::frames_per_readiness`).
 
 pub mod breaker;
 mod events;
@@ -520,7 +520,7 @@ impl Engine {
         }
         // Calls that a free in-flight slot will take at the next transmit are not "queued".
         let free = self.config.max_in_flight.saturating_sub(self.requests.in_flight());
-        if self.requests.queued() >= self.config.max_queued + free {
+        if self.requests.queued() >= self.config.max_queued + free || !self.room_for_end() {
             return Err(RequestError::Overloaded);
         }
         let class = self.classify(method, opts, tool_hint);
@@ -626,6 +626,9 @@ impl Engine {
                 } else if !auth && self.retry_probe_later(now) {
                     // A server still starting up, or a passing network fault: probe again soon.
                     log::debug!("era probe failed: {error}");
+                    if let Some(at) = self.reprobe_at() {
+                        self.fail_unservable(at, &error);
+                    }
                 } else {
                     self.shut(error);
                 }

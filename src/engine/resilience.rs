@@ -37,6 +37,8 @@ pub(crate) struct RestartState {
     degraded_until: Option<Instant>,
     /// Processes started after the first.
     pub(crate) restarts: u32,
+    /// Why the last process ended (exit status and stderr tail for stdio), for the host.
+    last_loss: Option<TransportError>,
 }
 
 impl RestartState {
@@ -107,8 +109,26 @@ impl Engine {
         self.requests.get(id.slot()).is_some_and(|p| p.attempt == 0)
     }
 
-    pub(super) fn is_degraded(&self) -> bool {
+    /// `true` while restarts are suspended because the server kept crashing (until the
+    /// cool-down ends or the host calls [`restart`](Self::restart)).
+    pub fn is_degraded(&self) -> bool {
         self.restart.degraded_until.is_some()
+    }
+
+    /// Why the last server process ended (stdio: its exit status and stderr tail), once one
+    /// has; kept across restarts for diagnostics.
+    pub fn last_transport_error(&self) -> Option<&TransportError> {
+        self.restart.last_loss.as_ref()
+    }
+
+    /// `true` when one more host call's terminal event is sure to fit: terminal events are
+    /// never dropped, so they are bounded here, at admission. Those the host has not drained
+    /// plus those every pending host call will produce stay within `Config::max_queued_events`.
+    pub(super) fn room_for_end(&self) -> bool {
+        let engine_own =
+            usize::from(self.lifecycle.call().is_some()) + usize::from(self.refresh.is_some());
+        let host_calls = self.requests.len().saturating_sub(engine_own);
+        self.events.terminals() + host_calls < self.config.max_queued_events
     }
 
     /// A request was written: count the attempt and the time it waited in the queue.
@@ -327,6 +347,7 @@ impl Engine {
         // the host would try again on every poll).
         self.wants_transport = false;
         self.drop_lifecycle_request();
+        self.restart.last_loss = Some(error.clone());
         let cause = CallError::Transport(error);
         let sent: SmallVec<[usize; 16]> = self
             .requests
@@ -346,9 +367,15 @@ impl Engine {
             self.restart.exits.remove(0);
         }
         self.restart.exits.push(now);
+        // A server that died during `initialize` already had its legacy verdict (the probe
+        // failed, or it exited on the probe): the next process gets the handshake straight
+        // away rather than another probe that would kill it again.
+        let died_handshaking =
+            matches!(self.lifecycle, Lifecycle::Connecting { next: Opening::Handshake });
         let next = match self.era() {
             Some(Era::Legacy) => Opening::Handshake,
             _ if self.config.era == crate::EraPreference::LegacyOnly => Opening::Handshake,
+            _ if died_handshaking => Opening::Handshake,
             _ => Opening::Probe,
         };
         self.lifecycle = Lifecycle::Connecting { next };
@@ -371,7 +398,30 @@ impl Engine {
             .min(policy.max_delay);
         self.restart.restart_at = Some(now + delay);
         self.restart.restarts += 1;
+        self.fail_unservable(now + delay, &cause);
         self.events.transport_lost(cause, Some(delay));
+    }
+
+    /// Calls whose deadline comes before the next process (or the next era probe) does cannot
+    /// be answered: they end now with the failure that stopped them (an exit status and stderr
+    /// tail, a lost connection) instead of a bare `DeadlineExceeded` when their deadline
+    /// passes. Calls in flight were settled by the retry policy already; this takes the ones
+    /// waiting to be (re)sent.
+    pub(super) fn fail_unservable(&mut self, restart_at: Instant, cause: &CallError) {
+        let doomed: SmallVec<[usize; 16]> = self
+            .requests
+            .iter()
+            .filter(|(_, p)| {
+                p.owner == Owner::Host
+                    && p.state != SendState::Sent
+                    && !p.internal
+                    && p.deadline <= restart_at
+            })
+            .map(|(slot, _)| slot)
+            .collect();
+        for slot in doomed {
+            self.finish(slot, Ended::Abandoned, Outcome::Failed(cause.clone()));
+        }
     }
 
     /// The host asks a degraded (or closed-by-crash) server to start again now.
