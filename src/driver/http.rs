@@ -421,9 +421,24 @@ impl HttpDriver {
                         self.session = None;
                         self.listen = Listen::Off;
                     }
-                    self.enqueue(engine, Carries::Request { id, method });
+                    let carries = Carries::Request { id, method };
+                    Self::enqueue(
+                        &mut self.exchanges,
+                        &mut self.free_exchanges,
+                        &mut self.waiting,
+                        &self.frame,
+                        &t,
+                        carries,
+                    );
                 }
-                _ => self.enqueue(engine, Carries::Message),
+                _ => Self::enqueue(
+                    &mut self.exchanges,
+                    &mut self.free_exchanges,
+                    &mut self.waiting,
+                    &self.frame,
+                    &t,
+                    Carries::Message,
+                ),
             }
         }
         self.maybe_listen(engine, now);
@@ -447,28 +462,37 @@ impl HttpDriver {
         }
     }
 
-    fn enqueue(&mut self, engine: &Engine, carries: Carries) {
-        let version = engine.header_version();
+    fn enqueue(
+        exchanges: &mut Vec<Exchange>,
+        free: &mut Vec<usize>,
+        waiting: &mut VecDeque<usize>,
+        frame: &[u8],
+        t: &crate::engine::Transmit<'_>,
+        carries: Carries,
+    ) {
+        let version = t.version();
         let modern = version.is_some_and(|v| v.era() == Era::Modern);
-        let i = self.take_exchange();
-        // SAFETY-style note: `take_exchange` returns an index it just checked or pushed.
-        let x = &mut self.exchanges[i];
+        let i = free.pop().unwrap_or_else(|| {
+            exchanges.push(Exchange::default());
+            exchanges.len() - 1
+        });
+        let x = &mut exchanges[i];
         x.carries = Some(carries);
         x.body.clear();
-        x.body.extend_from_slice(&self.frame);
+        x.body.extend_from_slice(frame);
         x.name.clear();
         x.params.clear();
-        if let (Carries::Request { id, method: Method::ToolsCall }, true) = (carries, modern) {
-            for (name, value) in engine.param_headers(id) {
+        if let (Carries::Request { method: Method::ToolsCall, .. }, true) = (carries, modern) {
+            for (name, value) in t.param_headers() {
                 x.params.extend_from_slice(name.as_bytes());
                 x.params.push(0);
                 x.params.extend_from_slice(value);
                 x.params.push(0);
             }
         }
-        if let (Carries::Request { id, method }, true) = (carries, modern) {
+        if let (Carries::Request { method, .. }, true) = (carries, modern) {
             if matches!(method, Method::ToolsCall | Method::PromptsGet | Method::ResourcesRead) {
-                if let Some(name) = engine.request_name(id) {
+                if let Some(name) = t.name() {
                     crate::proto::header_value::encode(&mut x.name, name);
                 }
             }
@@ -477,7 +501,7 @@ impl HttpDriver {
         x.modern = modern;
         x.auth_retried = false;
         x.sent_session = false;
-        self.waiting.push_back(i);
+        waiting.push_back(i);
     }
 
     /// Modern HTTP cancellation: close the response stream of request `id`.
@@ -515,7 +539,10 @@ impl HttpDriver {
                 x.body.clear();
                 x.name.clear();
                 x.params.clear();
-                x.version = engine.header_version();
+                x.version = match engine.state() {
+                    crate::ServerState::Ready(_, v) => Some(v),
+                    _ => None,
+                };
                 x.modern = false;
                 x.auth_retried = false;
                 self.listen = Listen::Open(usize::MAX);
