@@ -131,6 +131,16 @@ impl ParamHeaderList {
         self.ends.push((self.names.len(), self.values.len()));
     }
 
+    /// Replaces the list with a copy of `headers` (a transport keeps it for a resend).
+    pub(crate) fn copy_from(&mut self, headers: ParamHeaders<'_>) {
+        self.clear();
+        for (name, value) in headers {
+            self.names.push_str(name);
+            self.values.extend_from_slice(value);
+            self.ends.push((self.names.len(), self.values.len()));
+        }
+    }
+
     pub(crate) fn iter(&self) -> ParamHeaders<'_> {
         ParamHeaders { list: Some(self), next: 0 }
     }

@@ -33,6 +33,7 @@ use smallvec::SmallVec;
 
 pub use breaker::{BreakerPolicy, BreakerState, OperationClass};
 pub use events::{CallRecord, CallResult, Event, ListKind};
+pub(crate) use headers::ParamHeaderList;
 pub use headers::ParamHeaders;
 pub use lifecycle::ServerState;
 pub use requests::CallId;
@@ -112,6 +113,9 @@ pub enum ExchangeFailure {
     Unauthorized(crate::error::AuthChallenge),
     /// HTTP 403.
     Forbidden(crate::error::AuthChallenge),
+    /// The reply was larger than [`Config::max_message_bytes`]: the call fails with
+    /// [`LocalError::TooLarge`], as over stdio.
+    TooLarge,
 }
 
 impl TransportEvent {
@@ -606,6 +610,10 @@ impl Engine {
                 CallError::Local(LocalError::AuthRequired(Box::new(c)))
             }
             ExchangeFailure::Forbidden(c) => CallError::Local(LocalError::Forbidden(Box::new(c))),
+            ExchangeFailure::TooLarge => {
+                self.stats.too_large += 1;
+                CallError::Local(LocalError::TooLarge)
+            }
         };
         match owner {
             Owner::Host => {
