@@ -208,7 +208,7 @@ impl Exchange {
             && !self.stream_id.is_empty()
             && self.mode == BodyMode::Sse
             && (200..300).contains(&self.status)
-            && (self.progressed || self.idle_resumes < MAX_IDLE_RESUMES)
+            && (self.progressed || self.idle_resumes + 1 < MAX_IDLE_RESUMES)
     }
 }
 
