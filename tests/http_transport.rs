@@ -507,3 +507,25 @@ fn a_legacy_post_stream_closed_before_the_reply_is_resumed_after_retry_with_last
     );
     assert!(waited < Duration::from_secs(2), "and not much more: {waited:?}");
 }
+
+#[test]
+fn a_long_event_stream_is_handed_over_in_bounded_turns_and_still_completes() {
+    let server = MiniServer::start(None, |req| {
+        if req.json()["method"] != "tools/call" {
+            return legacy_server(req);
+        }
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}"#;
+        let done = serde_json::json!({"jsonrpc": "2.0", "id": req.json()["id"], "result": {"content": []}});
+        let mut body: String = (0..500).map(|_| format!("data: {note}\n\n")).collect();
+        body.push_str(&format!("data: {done}\n\n"));
+        Response {
+            status: 200,
+            headers: vec![("Content-Type".into(), "text/event-stream".into())],
+            body,
+        }
+    });
+    let mut host = Host::new().unwrap();
+    let id = add(&mut host, HttpOptions::new(server.url("http", "127.0.0.1")));
+    let r = host.call_tool_blocking(id, "t", &raw("{}"), &CallOptions::default()).unwrap();
+    assert_eq!(r.json, r#"{"content":[]}"#, "the reply after 500 events arrives");
+}
