@@ -158,7 +158,7 @@ struct Instance {
 }
 
 /// Drives one Streamable HTTP server for one [`Engine`]: sockets, the pool, CONNECT and TLS.
-/// What the messages mean for MCP is the session's business ([`crate::session::http`]).
+/// What the messages mean for MCP is decided by the sans-IO HTTP session (`session::http`).
 #[derive(Debug)]
 pub struct HttpDriver {
     /// The other instances, when the host named alternates; rotated in on connection failure.
