@@ -1,18 +1,16 @@
-//! Streamable HTTP on mio sockets: a small keep-alive pool per server, one exchange (a POST and
-//! its response) per connection at a time, TLS by [`tls`](super::tls), CONNECT proxies.
+//! Streamable HTTP on mio sockets: a small keep-alive pool per server, one exchange (a request
+//! and its response) per connection at a time, TLS by [`tls`](super::tls), CONNECT proxies.
 //!
-//! Each message the engine sends becomes one POST. A reply is either one JSON body or an SSE
-//! stream carrying progress and then the reply; the body is always parsed before the status is
-//! trusted (servers send JSON-RPC errors with 200 and with 4xx). What a bare status means is
-//! the engine's call: the driver reports it as [`ExchangeFailure`].
+//! This is the I/O half. What each message means for MCP (the era's headers, the legacy
+//! session, what a status or a broken stream means, when a stream is reopened, when to try
+//! another instance) is decided by the sans-IO HTTP session, which this driver feeds with the
+//! engine's transmits and the parsed responses.
 //!
 //! Name resolution uses the system resolver, which blocks: it runs when the server is added
 //! and again only after every known address failed to connect, never per call.
 
 use std::collections::VecDeque;
-use std::fmt;
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
@@ -21,97 +19,17 @@ use slab::Slab;
 use smallvec::SmallVec;
 
 use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent, ResponseParser};
-use crate::driver::tls::{tls_failure, TlsConfig, TlsOptions, TlsSession, TlsSetupError};
-use crate::driver::url::{proxy_for, HttpUrl, ProxyChoice, Scheme, UrlError};
+use crate::driver::tls::{tls_failure, TlsConfig, TlsSession};
+use crate::driver::url::Scheme;
 use crate::engine::{Engine, ExchangeFailure, TransportEvent, TransportKind};
 use crate::error::TransportError;
 use crate::session::http::{should_rotate, ExchangeId, Flow, HttpSession, ResponseHead};
 pub use crate::session::http::{StaticToken, TokenProvider};
+use instances::{Instance, Instances};
+pub use options::{HttpOptions, HttpSetupError};
 
-/// How to reach one HTTP server.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct HttpOptions {
-    /// The MCP endpoint, e.g. `https://host/mcp`.
-    pub url: String,
-    /// Extra headers sent on every request.
-    pub headers: Vec<(String, String)>,
-    /// Where bearer tokens come from.
-    pub token_provider: Option<Box<dyn TokenProvider>>,
-    /// Certificate trust and client certificates.
-    pub tls: TlsOptions,
-    /// Direct, from the environment (default), or an explicit CONNECT proxy.
-    pub proxy: ProxyChoice,
-    /// Most connections used for calls at once (the legacy GET stream has its own).
-    pub max_connections: usize,
-    /// An idle keep-alive connection is closed after this long.
-    pub idle_timeout: Duration,
-    /// A connection attempt (TCP, proxy and TLS) fails after this long.
-    pub connect_timeout: Duration,
-    /// Largest response head accepted.
-    pub max_head_bytes: usize,
-    /// More instances of the same stateless (2026-07-28) server, e.g. behind no load balancer:
-    /// after a connection to one fails, new connections go to the next, so a retried call lands
-    /// elsewhere. Legacy servers keep sessions on one instance and never rotate.
-    pub alternates: Vec<String>,
-}
-
-impl HttpOptions {
-    /// Options for `url` with every default.
-    pub fn new(url: impl Into<String>) -> Self {
-        Self {
-            url: url.into(),
-            headers: Vec::new(),
-            token_provider: None,
-            tls: TlsOptions::default(),
-            proxy: ProxyChoice::FromEnv,
-            max_connections: 4,
-            idle_timeout: Duration::from_secs(30),
-            connect_timeout: Duration::from_secs(10),
-            max_head_bytes: 16 * 1024,
-            alternates: Vec::new(),
-        }
-    }
-
-    /// Sends `Authorization: Bearer <token>` on every request.
-    pub fn bearer(mut self, token: impl Into<String>) -> Self {
-        self.token_provider = Some(Box::new(StaticToken(token.into())));
-        self
-    }
-
-    /// Adds a header to every request.
-    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.headers.push((name.into(), value.into()));
-        self
-    }
-}
-
-/// Why an HTTP server could not be added.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum HttpSetupError {
-    /// The URL (or the proxy URL) is not valid.
-    Url(UrlError),
-    /// The host name did not resolve.
-    Resolve(io::Error),
-    /// The TLS options are not usable.
-    Tls(TlsSetupError),
-    /// A configured header is not a valid HTTP header.
-    Header(String),
-}
-
-impl fmt::Display for HttpSetupError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Url(e) => write!(f, "{e}"),
-            Self::Resolve(e) => write!(f, "cannot resolve the server's host: {e}"),
-            Self::Tls(e) => write!(f, "{e}"),
-            Self::Header(h) => write!(f, "invalid header {h:?}"),
-        }
-    }
-}
-
-impl std::error::Error for HttpSetupError {}
+mod instances;
+mod options;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ConnPhase {
@@ -148,26 +66,12 @@ pub const TOKENS_PER_DRIVER: usize = TOKEN_CONNS;
 /// one chatty event stream cannot hold the host's loop.
 const FRAMES_PER_READINESS: usize = 64;
 
-/// One instance of the server: where it is and how to reach it.
-#[derive(Debug, Clone)]
-struct Instance {
-    url: HttpUrl,
-    host_header: String,
-    proxy: Option<HttpUrl>,
-    addrs: Vec<SocketAddr>,
-}
-
 /// Drives one Streamable HTTP server for one [`Engine`]: sockets, the pool, CONNECT and TLS.
 /// What the messages mean for MCP is decided by the sans-IO HTTP session (`session::http`).
 #[derive(Debug)]
 pub struct HttpDriver {
-    /// The other instances, when the host named alternates; rotated in on connection failure.
-    standby: VecDeque<Instance>,
-    url: HttpUrl,
-    host_header: String,
-    proxy: Option<HttpUrl>,
-    addrs: Vec<SocketAddr>,
-    next_addr: usize,
+    /// Where the server is, and the alternates rotated in on connection failure.
+    instances: Instances,
     tls: Option<TlsConfig>,
     base: Token,
     max_conns: usize,
@@ -196,29 +100,18 @@ impl HttpDriver {
         engine: &mut Engine,
         now: Instant,
     ) -> Result<Self, HttpSetupError> {
-        let url = HttpUrl::parse(&opts.url).map_err(HttpSetupError::Url)?;
-        let proxy = proxy_for(&url, &opts.proxy).map_err(HttpSetupError::Url)?;
-        for (name, value) in &opts.headers {
-            let ok = !name.is_empty()
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?={}".contains(&b))
-                && !value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0);
-            if !ok {
-                return Err(HttpSetupError::Header(name.clone()));
-            }
-        }
-        let tls = match url.scheme {
+        opts.check_headers()?;
+        let primary = Instance::resolve(&opts.url, &opts.proxy)?;
+        let tls = match primary.url.scheme {
             Scheme::Https => Some(TlsConfig::new(&opts.tls).map_err(HttpSetupError::Tls)?),
             Scheme::Http => None,
         };
-        let mut driver = Self {
-            standby: VecDeque::new(),
-            host_header: url.host_header(),
-            url,
-            proxy,
-            addrs: Vec::new(),
-            next_addr: 0,
+        let mut standby = VecDeque::new();
+        for alt in &opts.alternates {
+            standby.push_back(Instance::resolve(alt, &opts.proxy)?);
+        }
+        let driver = Self {
+            instances: Instances::new(primary, standby),
             tls,
             base,
             max_conns: opts.max_connections.clamp(1, TOKEN_CONNS - 2),
@@ -240,36 +133,8 @@ impl HttpDriver {
             frame: Vec::with_capacity(4096),
             read_buf: vec![0; 64 * 1024].into_boxed_slice(),
         };
-        driver.resolve().map_err(HttpSetupError::Resolve)?;
-        for alt in &opts.alternates {
-            let url = HttpUrl::parse(alt).map_err(HttpSetupError::Url)?;
-            let proxy = proxy_for(&url, &opts.proxy).map_err(HttpSetupError::Url)?;
-            let (host, port) =
-                proxy.as_ref().map_or((url.host.as_str(), url.port), |p| (p.host.as_str(), p.port));
-            let addrs: Vec<SocketAddr> =
-                (host, port).to_socket_addrs().map_err(HttpSetupError::Resolve)?.collect();
-            driver.standby.push_back(Instance {
-                host_header: url.host_header(),
-                url,
-                proxy,
-                addrs,
-            });
-        }
         engine.handle_transport(now, TransportEvent::opened_as(TransportKind::Http));
         Ok(driver)
-    }
-
-    fn resolve(&mut self) -> io::Result<()> {
-        let (host, port) = match &self.proxy {
-            Some(p) => (p.host.as_str(), p.port),
-            None => (self.url.host.as_str(), self.url.port),
-        };
-        self.addrs = (host, port).to_socket_addrs()?.collect();
-        self.next_addr = 0;
-        if self.addrs.is_empty() {
-            return Err(io::Error::new(io::ErrorKind::NotFound, "no address for host"));
-        }
-        Ok(())
     }
 
     /// `true` when `token` belongs to this driver.
@@ -421,12 +286,7 @@ impl HttpDriver {
         if self.conns.len() >= TOKEN_CONNS {
             return Err(io::Error::new(io::ErrorKind::OutOfMemory, "connection table full"));
         }
-        if self.next_addr >= self.addrs.len() {
-            // Every known address failed: ask the resolver again (this blocks).
-            self.resolve()?;
-        }
-        // SAFETY-style note: `resolve` succeeded with at least one address and reset the index.
-        let addr = self.addrs[self.next_addr];
+        let addr = self.instances.next_addr()?;
         let mut sock = TcpStream::connect(addr)?;
         let _ = sock.set_nodelay(true);
         let entry = self.conns.vacant_entry();
@@ -461,10 +321,11 @@ impl HttpDriver {
         c.written = 0;
         c.parser.set_max_body_bytes(self.limits.max_body_bytes);
         if let Some(plan) = self.session.plan(x) {
+            let at = self.instances.current();
             let head = RequestHead {
                 method: plan.method,
-                target: &self.url.target,
-                host: &self.host_header,
+                target: &at.url.target,
+                host: &at.host_header,
                 headers: &plan.headers,
             };
             if let Err(e) = http1::write_request(&mut c.out, &head, plan.body) {
@@ -566,9 +427,10 @@ impl HttpDriver {
     /// TCP is up: start the proxy tunnel, or TLS, or nothing.
     fn on_connected(&mut self, k: usize) -> io::Result<()> {
         let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
-        if self.proxy.is_some() {
+        let at = self.instances.current();
+        if at.proxy.is_some() {
             // Authority-form target (RFC 9110 §9.3.6), which the origin-form writer refuses.
-            let authority = self.url.authority();
+            let authority = at.url.authority();
             c.out.clear();
             c.written = 0;
             c.out.extend_from_slice(b"CONNECT ");
@@ -589,7 +451,7 @@ impl HttpDriver {
         c.written = 0;
         if let Some(tls) = &self.tls {
             let mut session = tls
-                .session(&self.url.host)
+                .session(&self.instances.current().url.host)
                 .map_err(|f| io::Error::other(crate::driver::tls::TlsError(f)))?;
             session.flush(&mut c.sock)?;
             c.tls = Some(session);
@@ -795,36 +657,21 @@ impl HttpDriver {
             TransportError::Tls(t)
         } else if connecting {
             // Try the next address next time.
-            self.next_addr += 1;
+            self.instances.connect_failed();
             TransportError::ConnectFailed(e.kind())
         } else {
             TransportError::ConnectionLost
         };
-        if should_rotate(engine.era(), &error) {
-            self.rotate_instance(registry);
+        if should_rotate(engine.era(), &error) && self.instances.rotate() {
+            // Idle connections to the old instance close; those in use finish where they are.
+            let idle: SmallVec<[usize; 8]> =
+                self.conns.iter().filter(|(_, c)| c.exchange.is_none()).map(|(k, _)| k).collect();
+            for k in idle {
+                self.close_quietly(registry, k);
+            }
         }
         log::debug!("HTTP connection failed: {e}");
         self.drop_conn(registry, engine, now, k, Some(error));
-    }
-
-    /// Moves new connections to the next instance. Idle connections to the old one are
-    /// closed; connections in use finish where they are.
-    fn rotate_instance(&mut self, registry: &Registry) {
-        let Some(next) = self.standby.pop_front() else { return };
-        log::debug!("switching to instance {}", next.url.host_header());
-        let current = Instance {
-            url: std::mem::replace(&mut self.url, next.url),
-            host_header: std::mem::replace(&mut self.host_header, next.host_header),
-            proxy: std::mem::replace(&mut self.proxy, next.proxy),
-            addrs: std::mem::replace(&mut self.addrs, next.addrs),
-        };
-        self.next_addr = 0;
-        self.standby.push_back(current);
-        let idle: SmallVec<[usize; 8]> =
-            self.conns.iter().filter(|(_, c)| c.exchange.is_none()).map(|(k, _)| k).collect();
-        for k in idle {
-            self.close_quietly(registry, k);
-        }
     }
 
     /// Removes a connection; its exchange (if any) fails with `failure`.
@@ -863,8 +710,9 @@ impl HttpDriver {
         for k in keys {
             self.close_quietly(registry, k);
         }
+        let at = self.instances.current();
         if let (Some(session), Scheme::Http, None) =
-            (self.session.take_session_id(), self.url.scheme, &self.proxy)
+            (self.session.take_session_id(), at.url.scheme, &at.proxy)
         {
             self.delete_session(&session, grace);
         }
@@ -872,7 +720,8 @@ impl HttpDriver {
 
     /// DELETE with the session id over a short-lived blocking connection (plain HTTP only).
     fn delete_session(&self, session: &str, grace: Duration) {
-        let Some(addr) = self.addrs.first() else { return };
+        let at = self.instances.current();
+        let Some(addr) = at.addrs.first() else { return };
         let Ok(mut s) = std::net::TcpStream::connect_timeout(addr, grace) else { return };
         let _ = s.set_read_timeout(Some(grace));
         let _ = s.set_write_timeout(Some(grace));
@@ -880,8 +729,8 @@ impl HttpDriver {
         let headers: [(&str, &[u8]); 1] = [("Mcp-Session-Id", session.as_bytes())];
         let head = RequestHead {
             method: "DELETE",
-            target: &self.url.target,
-            host: &self.host_header,
+            target: &at.url.target,
+            host: &at.host_header,
             headers: &headers,
         };
         if http1::write_request(&mut out, &head, &[]).is_ok() && s.write_all(&out).is_ok() {
