@@ -132,6 +132,7 @@ impl ParamHeaderList {
     }
 
     /// Replaces the list with a copy of `headers` (a transport keeps it for a resend).
+    #[cfg(feature = "http")]
     pub(crate) fn copy_from(&mut self, headers: ParamHeaders<'_>) {
         self.clear();
         for (name, value) in headers {

@@ -33,6 +33,7 @@ use smallvec::SmallVec;
 
 pub use breaker::{BreakerPolicy, BreakerState, OperationClass};
 pub use events::{CallRecord, CallResult, Event, ListKind};
+#[cfg(feature = "http")]
 pub(crate) use headers::ParamHeaderList;
 pub use headers::ParamHeaders;
 pub use lifecycle::ServerState;
