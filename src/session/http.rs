@@ -679,12 +679,20 @@ impl HttpSession {
         let Some(ex) = self.exchanges.get(i) else { return };
         match ex.carries {
             Carries::Request { id, .. } => {
+                let transport = matches!(failure, ExchangeFailure::Transport(_));
                 let lost = failure == ExchangeFailure::Transport(TransportError::ConnectionLost);
-                if lost && ex.resumable() {
+                if (lost || (ex.resuming && transport)) && ex.resumable() {
                     // §6.2: a disconnect is not a cancellation; the stream can be resumed.
                     self.schedule_resume(i, now);
                     return;
                 }
+                // The request of a failed resume was delivered: its fate is unknown, never
+                // "not sent", whatever broke the resume.
+                let failure = if ex.resuming && transport {
+                    ExchangeFailure::Transport(TransportError::ConnectionLost)
+                } else {
+                    failure
+                };
                 self.fail(engine, now, i, id, failure);
             }
             Carries::Listen => {
@@ -712,6 +720,8 @@ impl HttpSession {
     fn schedule_resume(&mut self, i: usize, now: Instant) {
         let Some(x) = self.exchanges.get_mut(i) else { return };
         x.idle_resumes = if x.progressed { 0 } else { x.idle_resumes + 1 };
+        // Until the resumed stream brings a new id, the next break counts as fruitless.
+        x.progressed = false;
         let delay = x.retry_ms.map_or(DEFAULT_RETRY, |ms| Duration::from_millis(clamp_retry(ms)));
         log::debug!("resuming a broken response stream in {delay:?}");
         x.resuming = true;

@@ -410,6 +410,31 @@ fn a_resume_that_is_refused_or_brings_nothing_ends_as_a_lost_reply() {
 }
 
 #[test]
+fn a_resume_that_cannot_connect_never_makes_the_request_look_unsent() {
+    let mut s = Sim::legacy(None);
+    let get = s.listen.take().unwrap();
+    s.respond(get.x, 405, &[], "");
+    s.call("t");
+    let call = s.next().unwrap();
+    s.respond(call.x, 200, &SSE, "id: e1\ndata:\n\n");
+    for _ in 0..MAX_IDLE_RESUMES {
+        s.advance(DEFAULT_RETRY);
+        let Some(resume) = s.next() else { break };
+        assert_eq!(resume.method, "GET");
+        let refused = TransportError::ConnectFailed(std::io::ErrorKind::ConnectionRefused);
+        s.session.on_failed(&mut s.engine, s.now, resume.x, ExchangeFailure::Transport(refused));
+    }
+    s.advance(Duration::from_secs(10));
+    assert!(s.next().is_none(), "the tools/call was not sent again");
+    let events = s.events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(
+        events[0].contains("ConnectionLost") && !events[0].contains("ConnectFailed"),
+        "{events:?}"
+    );
+}
+
+#[test]
 fn modern_streams_are_never_resumed() {
     let mut s = Sim::modern();
     s.call("t");
