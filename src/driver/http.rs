@@ -9,6 +9,9 @@
 //! Name resolution uses the system resolver, which blocks: it runs when the server is added
 //! and again only after every known address failed to connect, never per call.
 
+mod instances;
+mod options;
+
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::time::{Duration, Instant};
@@ -24,12 +27,10 @@ use crate::driver::url::Scheme;
 use crate::engine::{Engine, ExchangeFailure, TransportEvent, TransportKind};
 use crate::error::TransportError;
 use crate::session::http::{should_rotate, ExchangeId, Flow, HttpSession, ResponseHead};
-pub use crate::session::http::{StaticToken, TokenProvider};
 use instances::{Instance, Instances};
-pub use options::{HttpOptions, HttpSetupError};
 
-mod instances;
-mod options;
+pub use crate::session::http::{StaticToken, TokenProvider};
+pub use options::{HttpOptions, HttpSetupError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ConnPhase {
