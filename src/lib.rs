@@ -42,6 +42,8 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod proto;
+#[cfg(feature = "http")]
+pub(crate) mod session;
 
 #[cfg(any(fuzzing, test))]
 #[doc(hidden)]

@@ -33,6 +33,9 @@ use smallvec::SmallVec;
 
 pub use breaker::{BreakerPolicy, BreakerState, OperationClass};
 pub use events::{CallRecord, CallResult, Event, ListKind};
+#[cfg(feature = "http")]
+pub(crate) use headers::ParamHeaderList;
+pub use headers::ParamHeaders;
 pub use lifecycle::ServerState;
 pub use requests::CallId;
 pub use retry::{Idempotency, RetryPolicy};
@@ -112,6 +115,9 @@ pub enum ExchangeFailure {
     Unauthorized(crate::auth::AuthChallenge),
     /// HTTP 403.
     Forbidden(crate::auth::AuthChallenge),
+    /// The reply was larger than [`Config::max_message_bytes`]: the call fails with
+    /// [`PeerError::TooLarge`], as over stdio.
+    TooLarge,
 }
 
 impl TransportEvent {
@@ -143,14 +149,36 @@ impl TransportEvent {
     }
 }
 
-/// One frame [`Engine::poll_transmit`] wrote, or one thing the transport must do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One frame [`Engine::poll_transmit`] wrote, or one thing the transport must do, with its
+/// full route: what an HTTP transport needs to address it, borrowed from the engine.
+#[derive(Debug, Clone, Copy)]
 #[must_use]
-pub struct Transmit {
+pub struct Transmit<'a> {
     /// Bytes appended to the caller's buffer (0 for [`TransmitKind::CloseStream`]).
     pub len: usize,
     /// What the frame is.
     pub kind: TransmitKind,
+    version: Option<ProtocolVersion>,
+    name: &'a str,
+    params: ParamHeaders<'a>,
+}
+
+impl<'a> Transmit<'a> {
+    /// The protocol version an HTTP `MCP-Protocol-Version` header names: the probe's version
+    /// while probing, the settled version once ready, none during `initialize`.
+    pub fn version(&self) -> Option<ProtocolVersion> {
+        self.version
+    }
+
+    /// The unencoded `Mcp-Name` of a request: the tool or prompt name, or the resource URI.
+    pub fn name(&self) -> Option<&'a str> {
+        (!self.name.is_empty()).then_some(self.name)
+    }
+
+    /// The `Mcp-Param-*` headers of a `tools/call` (empty for anything else).
+    pub fn param_headers(&self) -> ParamHeaders<'a> {
+        self.params
+    }
 }
 
 /// What a [`Transmit`] is, so a driver can route it.
@@ -314,35 +342,6 @@ impl Engine {
     /// server process (it is respawned once, for the legacy handshake).
     pub fn wants_transport(&self) -> bool {
         self.wants_transport
-    }
-
-    /// The protocol version to name in an HTTP `MCP-Protocol-Version` header: the probe's
-    /// version while probing, the settled version once ready, none during `initialize`.
-    pub fn header_version(&self) -> Option<ProtocolVersion> {
-        self.lifecycle.version()
-    }
-
-    /// The `Mcp-Name` of a pending request: the tool or prompt name, or the resource URI.
-    pub fn request_name(&self, id: WireId) -> Option<&str> {
-        let slot = id.slot();
-        let p = self.requests.get(slot)?;
-        (p.wire_gen == id.generation()).then_some(())?;
-        let name = self.requests.bufs(slot).name.as_str();
-        (!name.is_empty()).then_some(name)
-    }
-
-    /// The `Mcp-Param-*` headers of a pending `tools/call`, as (full header name, encoded
-    /// value) pairs, for tools whose listing declared `x-mcp-header` arguments.
-    pub fn param_headers(&self, id: WireId) -> impl Iterator<Item = (&str, &[u8])> {
-        let slot = id.slot();
-        let current = self.requests.get(slot).is_some_and(|p| p.wire_gen == id.generation());
-        let buf: &[u8] = if current { &self.requests.bufs(slot).param_headers } else { &[] };
-        let mut parts = buf.split(|&b| b == 0);
-        std::iter::from_fn(move || {
-            let name = std::str::from_utf8(parts.next()?).ok()?;
-            let value = parts.next()?;
-            (!name.is_empty()).then_some((name, value))
-        })
     }
 
     /// The configuration.
@@ -596,6 +595,10 @@ impl Engine {
                 CallError::Peer(PeerError::AuthRequired(Box::new(c)))
             }
             ExchangeFailure::Forbidden(c) => CallError::Peer(PeerError::Forbidden(Box::new(c))),
+            ExchangeFailure::TooLarge => {
+                self.stats.too_large += 1;
+                CallError::Peer(PeerError::TooLarge)
+            }
         };
         match owner {
             Owner::Host => {
@@ -616,9 +619,12 @@ impl Engine {
                     error,
                     CallError::Transport(TransportError::HttpStatus(s)) if (400..500).contains(&s) && s != 401 && s != 403
                 );
+                // Authorization and other peer faults end the probe: asking again changes
+                // nothing until the host acts.
                 let auth = matches!(
                     error,
-                    CallError::Local(_)
+                    CallError::Peer(_)
+                        | CallError::Local(_)
                         | CallError::Transport(TransportError::HttpStatus(401 | 403))
                 );
                 if legacy_evidence {
@@ -835,17 +841,16 @@ impl Engine {
 
     /// Appends the next frame to `buf` (without a newline: framing is the driver's), or
     /// returns `None` when there is nothing to send.
-    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit<'_>> {
         self.now = self.now.max(now);
         let start = buf.len();
         if let Some(c) = self.control.pop_front() {
             let kind = self.write_control(buf, c);
-            return Some(Transmit { len: buf.len() - start, kind });
+            return Some(self.route(buf.len() - start, kind));
         }
         if let Some(id) = self.take_lifecycle_send() {
             let method = self.write_request(buf, id)?;
-            let kind = TransmitKind::Request { id, method };
-            return Some(Transmit { len: buf.len() - start, kind });
+            return Some(self.route(buf.len() - start, TransmitKind::Request { id, method }));
         }
         if !matches!(self.lifecycle, Lifecycle::Ready { .. }) {
             return None;
@@ -857,11 +862,25 @@ impl Engine {
                 return None;
             }
             if let Some(method) = self.write_request(buf, id) {
-                let kind = TransmitKind::Request { id, method };
-                return Some(Transmit { len: buf.len() - start, kind });
+                return Some(self.route(buf.len() - start, TransmitKind::Request { id, method }));
             }
         }
         None
+    }
+
+    /// Addresses a transmit: the era's version, and for a request its name and param headers.
+    fn route(&self, len: usize, kind: TransmitKind) -> Transmit<'_> {
+        let version = self.lifecycle.version();
+        let mut t = Transmit { len, kind, version, name: "", params: ParamHeaders::default() };
+        if let TransmitKind::Request { id, .. } = kind {
+            let slot = id.slot();
+            if self.requests.get(slot).is_some_and(|p| p.wire_gen == id.generation()) {
+                let bufs = self.requests.bufs(slot);
+                t.name = &bufs.name;
+                t.params = bufs.param_headers.iter();
+            }
+        }
+        t
     }
 
     /// The earliest deadline the engine is waiting for, if any.

@@ -430,7 +430,9 @@ fn a_header_mismatch_refreshes_the_tool_list_and_resends_once_with_the_headers()
     let mut h = http_ready();
     let c = h.call("get_weather", r#"{"city":"Oslo","region":"eu-north"}"#);
     let first = h.sent_one();
-    assert_eq!(h.engine.param_headers(super::tests::wire(&first)).count(), 0, "no listing yet");
+    let route =
+        |h: &Harness, frame: &serde_json::Value| h.routes[&super::tests::wire(frame).get()].clone();
+    assert!(route(&h, &first).params.is_empty(), "no listing yet");
     h.reply_error(&first, -32020, None);
     let list = h.sent_one();
     assert_eq!(list["method"], "tools/list", "the engine re-fetches the tools");
@@ -444,12 +446,7 @@ fn a_header_mismatch_refreshes_the_tool_list_and_resends_once_with_the_headers()
     let again = h.sent_one();
     assert_eq!(again["params"]["name"], "get_weather");
     assert_ne!(again["id"], first["id"]);
-    let headers: Vec<(String, Vec<u8>)> = h
-        .engine
-        .param_headers(super::tests::wire(&again))
-        .map(|(n, v)| (n.to_owned(), v.to_vec()))
-        .collect();
-    assert_eq!(headers, [("Mcp-Param-Region".to_owned(), b"eu-north".to_vec())]);
+    assert_eq!(route(&h, &again).params, [("Mcp-Param-Region".to_owned(), b"eu-north".to_vec())]);
     // A second mismatch is the server's final word: no loop.
     h.reply_error(&again, -32020, None);
     assert!(h.take_sent().is_empty());

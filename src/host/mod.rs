@@ -122,6 +122,8 @@ impl Transport {
     fn has_backlog(&self) -> bool {
         match self {
             Self::Stdio(d) => d.has_backlog(),
+            // The HTTP driver keeps its backlog in the session and asks for an immediate
+            // wake-up through its own `poll_timeout` instead.
             #[cfg(feature = "http")]
             Self::Http(_) => false,
         }
