@@ -272,14 +272,12 @@ pub struct Engine {
     restart: resilience::RestartState,
     /// Deadlines and backoffs of pending requests, earliest first.
     timers: timers::Timers,
-    /// The latest `now` the host passed in: the engine's only notion of time.
-    now: Instant,
     stats: Stats,
 }
 
 impl Engine {
     /// Builds an engine; checks the config once and preallocates every table.
-    pub fn new(config: Config, now: Instant) -> Result<Self, ConfigError> {
+    pub fn new(config: Config, _now: Instant) -> Result<Self, ConfigError> {
         config.check()?;
         let next = match config.era {
             EraPreference::LegacyOnly => Opening::Handshake,
@@ -302,7 +300,6 @@ impl Engine {
             latency: Duration::ZERO,
             restart: resilience::RestartState::default(),
             timers: timers::Timers::with_capacity(config.max_pending),
-            now,
             stats: Stats::default(),
             config,
         })
@@ -510,7 +507,6 @@ impl Engine {
         tool_hint: Option<Idempotency>,
         params: impl FnOnce(&mut Vec<u8>, &mut String),
     ) -> Result<CallId, RequestError> {
-        self.now = self.now.max(now);
         if self.lifecycle == Lifecycle::Closed {
             return Err(RequestError::Closed);
         }
@@ -552,7 +548,6 @@ impl Engine {
     /// server is told if the request was written (`notifications/cancelled`), and a reply that
     /// arrives later is counted as late and never delivered. Side effects are not undone.
     pub fn cancel(&mut self, now: Instant, call: CallId) -> Result<(), CancelError> {
-        self.now = self.now.max(now);
         let slot = self.requests.slot_of(call).ok_or(CancelError::NotPending)?;
         let Some(p) = self.requests.get(slot) else {
             return Err(CancelError::NotPending);
@@ -560,22 +555,20 @@ impl Engine {
         if p.owner != Owner::Host {
             return Err(CancelError::Handshake);
         }
-        self.abandon(slot, CallError::Local(LocalError::Cancelled));
+        self.abandon(now, slot, CallError::Local(LocalError::Cancelled));
         Ok(())
     }
 
     /// Closes the engine: every pending call fails, and nothing more is sent.
     pub fn close(&mut self, now: Instant) {
-        self.now = self.now.max(now);
         let error = CallError::Transport(TransportError::Closed(crate::error::CloseReason::Host));
-        self.shut(error);
+        self.shut(now, error);
     }
 
     // ----- inputs --------------------------------------------------------------------------
 
     /// Reports a transport change.
     pub fn handle_transport(&mut self, now: Instant, event: TransportEvent) {
-        self.now = self.now.max(now);
         match event.0 {
             TransportEventInner::Opened(kind) => self.on_opened(now, kind),
             TransportEventInner::Closed(error) => self.on_closed(now, error),
@@ -633,13 +626,13 @@ impl Engine {
                     // A server still starting up, or a passing network fault: probe again soon.
                     log::debug!("era probe failed: {error}");
                     if let Some(at) = self.reprobe_at() {
-                        self.fail_unservable(at, &error);
+                        self.fail_unservable(now, at, &error);
                     }
                 } else {
-                    self.shut(error);
+                    self.shut(now, error);
                 }
             }
-            Owner::Handshake => self.shut(error),
+            Owner::Handshake => self.shut(now, error),
         }
     }
 
@@ -662,9 +655,9 @@ impl Engine {
             }
             Owner::Host => {
                 let e = CallError::Transport(TransportError::SessionExpired);
-                self.finish(slot, Ended::Abandoned, Outcome::Failed(e));
+                self.finish(now, slot, Ended::Abandoned, Outcome::Failed(e));
             }
-            _ => self.shut(CallError::Transport(TransportError::SessionExpired)),
+            _ => self.shut(now, CallError::Transport(TransportError::SessionExpired)),
         }
     }
 
@@ -697,7 +690,7 @@ impl Engine {
         {
             return self.on_process_lost(now, error);
         }
-        self.shut(CallError::Transport(error));
+        self.shut(now, CallError::Transport(error));
     }
 
     /// Handles one complete frame from the codec. Never panics, whatever the bytes.
@@ -713,7 +706,6 @@ impl Engine {
     }
 
     fn dispatch(&mut self, now: Instant, frame: &[u8], reply_to: Option<WireId>) {
-        self.now = self.now.max(now);
         self.stats.frames_in += 1;
         let message = match jsonrpc::decode(frame) {
             Ok(m) => m,
@@ -744,14 +736,13 @@ impl Engine {
                 }
             },
             Message::Request { id, method, .. } => self.on_server_request(id, &method),
-            Message::Notification { method, params } => self.on_notification(&method, params),
+            Message::Notification { method, params } => self.on_notification(now, &method, params),
         }
     }
 
     /// Reports a message the codec dropped for size, with the first and last bytes of it: when
     /// the JSON-RPC id can be read from them, that call fails with `TooLarge`.
     pub fn handle_oversize(&mut self, now: Instant, head: &[u8], tail: &[u8]) {
-        self.now = self.now.max(now);
         self.stats.too_large += 1;
         let Some(id) = sniff_id(head, tail) else {
             log::debug!("dropped an oversize message whose id could not be read");
@@ -759,8 +750,8 @@ impl Engine {
         };
         if let Lookup::Pending(slot) = self.requests.lookup(id) {
             match self.requests.get(slot).map(|p| p.owner) {
-                Some(Owner::Host) => self.abandon(slot, CallError::Peer(PeerError::TooLarge)),
-                Some(_) => self.lifecycle_failed(PeerError::TooLarge),
+                Some(Owner::Host) => self.abandon(now, slot, CallError::Peer(PeerError::TooLarge)),
+                Some(_) => self.lifecycle_failed(now, PeerError::TooLarge),
                 None => {}
             }
         }
@@ -768,7 +759,6 @@ impl Engine {
 
     /// Fires every deadline that has passed. Safe to call early or often.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.now = self.now.max(now);
         self.resilience_timeout(now);
         self.lifecycle_timeout(now);
         while let Some(t) = self.timers.pop_due(now) {
@@ -789,13 +779,13 @@ impl Engine {
     fn deadline_passed(&mut self, now: Instant, slot: usize) {
         let Some(owner) = self.requests.get(slot).map(|p| p.owner) else { return };
         match owner {
-            Owner::Host => self.abandon(slot, CallError::Local(LocalError::DeadlineExceeded)),
+            Owner::Host => self.abandon(now, slot, CallError::Local(LocalError::DeadlineExceeded)),
             Owner::Probe => {
                 log::debug!("era probe timed out; falling back to initialize");
                 self.drop_lifecycle_request();
                 self.start_handshake(now);
             }
-            Owner::Handshake => self.lifecycle_failed(LocalError::DeadlineExceeded),
+            Owner::Handshake => self.lifecycle_failed(now, LocalError::DeadlineExceeded),
         }
     }
 
@@ -842,14 +832,13 @@ impl Engine {
     /// Appends the next frame to `buf` (without a newline: framing is the driver's), or
     /// returns `None` when there is nothing to send.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit<'_>> {
-        self.now = self.now.max(now);
         let start = buf.len();
         if let Some(c) = self.control.pop_front() {
             let kind = self.write_control(buf, c);
             return Some(self.route(buf.len() - start, kind));
         }
         if let Some(id) = self.take_lifecycle_send() {
-            let method = self.write_request(buf, id)?;
+            let method = self.write_request(now, buf, id)?;
             return Some(self.route(buf.len() - start, TransmitKind::Request { id, method }));
         }
         if !matches!(self.lifecycle, Lifecycle::Ready { .. }) {
@@ -861,7 +850,7 @@ impl Engine {
                 self.send_queue.push_front(id);
                 return None;
             }
-            if let Some(method) = self.write_request(buf, id) {
+            if let Some(method) = self.write_request(now, buf, id) {
                 return Some(self.route(buf.len() - start, TransmitKind::Request { id, method }));
             }
         }
@@ -915,7 +904,7 @@ impl Engine {
     // ----- internals: writing ----------------------------------------------------------------
 
     /// Writes the request with this wire id, if it is still current and queued.
-    fn write_request(&mut self, buf: &mut Vec<u8>, id: WireId) -> Option<Method> {
+    fn write_request(&mut self, now: Instant, buf: &mut Vec<u8>, id: WireId) -> Option<Method> {
         let slot = id.slot();
         let p = self.requests.get(slot)?;
         if p.wire_gen != id.generation() || p.state != SendState::Queued {
@@ -927,7 +916,7 @@ impl Engine {
         let static_meta = if modern { self.meta.as_ref().map(StaticMeta::bytes) } else { None };
         let meta = [static_meta.unwrap_or_default(), bufs.meta.as_slice()];
         jsonrpc::write_request(buf, id.get(), method.as_str(), &bufs.params, meta);
-        self.mark_sent(slot);
+        self.mark_sent(now, slot);
         self.stats.requests_sent += 1;
         Some(method)
     }
@@ -969,12 +958,12 @@ impl Engine {
     // ----- internals: replies ------------------------------------------------------------------
 
     /// Ends a host call locally; tells the server if the request was written.
-    fn abandon(&mut self, slot: usize, error: CallError) {
+    fn abandon(&mut self, now: Instant, slot: usize, error: CallError) {
         let Some(p) = self.requests.get(slot) else { return };
         if p.state == SendState::Sent {
             self.signal_cancel(WireId::new(slot, p.wire_gen));
         }
-        self.finish(slot, Ended::Abandoned, Outcome::Failed(error));
+        self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error));
     }
 
     /// Tells the server the way its era and transport expect (PROTOCOL.md §7 "Cancellation"):
@@ -1024,7 +1013,7 @@ impl Engine {
             return;
         };
         if let Some(key) = method.list_key() {
-            return self.on_page(slot, key, result);
+            return self.on_page(now, slot, key, result);
         }
         let outcome = match mcp::result_head(result) {
             Some((result_type, is_error)) => {
@@ -1032,13 +1021,13 @@ impl Engine {
             }
             None => Outcome::Failed(CallError::Peer(PeerError::InvalidResult)),
         };
-        self.finish(slot, Ended::Answered, outcome);
+        self.finish(now, slot, Ended::Answered, outcome);
     }
 
     /// One page of a listing: gather its items, then ask for the next page or finish.
-    fn on_page(&mut self, slot: usize, key: &str, result: RawJson<'_>) {
+    fn on_page(&mut self, now: Instant, slot: usize, key: &str, result: RawJson<'_>) {
         let fail = |this: &mut Self, e: CallError| {
-            this.finish(slot, Ended::Answered, Outcome::Failed(e));
+            this.finish(now, slot, Ended::Answered, Outcome::Failed(e));
         };
         if result.kind() != Kind::Object || mcp::result_type(result) != Some(ResultType::Complete) {
             return fail(self, PeerError::InvalidResult.into());
@@ -1078,7 +1067,7 @@ impl Engine {
                     items = kept;
                 }
             }
-            self.finish(slot, Ended::Answered, Outcome::Listing { key, items: &items });
+            self.finish(now, slot, Ended::Answered, Outcome::Listing { key, items: &items });
             self.requests.bufs_mut(slot).items = items;
             return;
         };
@@ -1118,7 +1107,7 @@ impl Engine {
         if error.code == RpcError::HEADER_MISMATCH && self.park_for_relist(now, slot) {
             return;
         }
-        self.finish(slot, Ended::Answered, Outcome::Failed(CallError::Protocol(error)));
+        self.finish(now, slot, Ended::Answered, Outcome::Failed(CallError::Protocol(error)));
     }
 
     /// Legacy servers send requests: `ping` is answered with `{}`, anything else with -32601
@@ -1129,7 +1118,7 @@ impl Engine {
         self.push_control(Control::Reply { id, ok: method == "ping" });
     }
 
-    fn on_notification(&mut self, method: &str, params: Option<RawJson<'_>>) {
+    fn on_notification(&mut self, now: Instant, method: &str, params: Option<RawJson<'_>>) {
         match method {
             notify::PROGRESS => self.on_progress(params),
             notify::TOOLS_CHANGED => self.events.list_changed(ListKind::Tools),
@@ -1141,7 +1130,7 @@ impl Engine {
                 }
             }
             notify::ACKNOWLEDGED => self.on_acknowledged(params),
-            notify::CANCELLED => self.on_server_cancelled(params),
+            notify::CANCELLED => self.on_server_cancelled(now, params),
             notify::MESSAGE => log::trace!("server notification {method}"),
             _ => log::debug!("ignoring unknown notification {method}"),
         }
@@ -1166,10 +1155,10 @@ impl Engine {
 
     /// On stdio a server ends a subscription with `notifications/cancelled` naming the listen
     /// request (PROTOCOL.md §2.9, U3): the first of that and the graceful result ends it.
-    fn on_server_cancelled(&mut self, params: Option<RawJson<'_>>) {
+    fn on_server_cancelled(&mut self, now: Instant, params: Option<RawJson<'_>>) {
         let Some(slot) = self.listen_slot(params.and_then(|p| p.get("requestId"))) else { return };
         let e = CallError::Transport(TransportError::ClosedByServer);
-        self.finish(slot, Ended::Answered, Outcome::Failed(e));
+        self.finish(now, slot, Ended::Answered, Outcome::Failed(e));
     }
 
     fn on_progress(&mut self, params: Option<RawJson<'_>>) {

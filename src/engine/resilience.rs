@@ -132,8 +132,7 @@ impl Engine {
     }
 
     /// A request was written: count the attempt and the time it waited in the queue.
-    pub(super) fn mark_sent(&mut self, slot: usize) {
-        let now = self.now;
+    pub(super) fn mark_sent(&mut self, now: Instant, slot: usize) {
         self.requests.set_state(slot, SendState::Sent);
         if let Some(p) = self.requests.get_mut(slot) {
             if p.attempt == 0 {
@@ -145,14 +144,13 @@ impl Engine {
     }
 
     /// Ends a host call: frees the slot, tells its breaker, and queues the terminal event.
-    pub(super) fn finish(&mut self, slot: usize, how: Ended, outcome: Outcome<'_>) {
-        let now = self.now;
+    pub(super) fn finish(&mut self, now: Instant, slot: usize, how: Ended, outcome: Outcome<'_>) {
         let Some(call) = self.requests.call_id(slot) else { return };
         let Some(p) = self.requests.remove(slot, how) else { return };
         if p.internal {
             // The tool-list refresh: its end releases the calls waiting for it.
             self.refresh = None;
-            self.unpark(matches!(outcome, Outcome::Listing { .. }));
+            self.unpark(now, matches!(outcome, Outcome::Listing { .. }));
             self.tidy_timers();
             return;
         }
@@ -224,14 +222,14 @@ impl Engine {
                 self.requests.set_state(slot, SendState::Backoff(now + delay));
                 self.schedule(slot, now + delay, super::timers::TimerKind::Backoff);
             }
-            Decision::Fail => self.finish(slot, Ended::Abandoned, Outcome::Failed(error)),
+            Decision::Fail => self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error)),
             Decision::DeliveryUnknown => {
                 let cause = match error {
                     CallError::Transport(t) => t,
                     _ => TransportError::ConnectionLost,
                 };
                 let e = CallError::Local(LocalError::DeliveryUnknown(Box::new(cause)));
-                self.finish(slot, Ended::Abandoned, Outcome::Failed(e));
+                self.finish(now, slot, Ended::Abandoned, Outcome::Failed(e));
             }
         }
     }
@@ -257,7 +255,7 @@ impl Engine {
         let (tenant, op) = (p.tenant, p.op);
         if !self.admit(tenant, op, now) {
             let e = CallError::Local(LocalError::BreakerOpen);
-            self.finish(slot, Ended::Abandoned, Outcome::Failed(e));
+            self.finish(now, slot, Ended::Abandoned, Outcome::Failed(e));
             return;
         }
         self.requests.set_state(slot, SendState::Queued);
@@ -291,7 +289,7 @@ impl Engine {
                 }
                 Err(e) => {
                     log::debug!("cannot refresh the tool list: {e}");
-                    self.unpark(false);
+                    self.unpark(now, false);
                 }
             }
         }
@@ -300,7 +298,7 @@ impl Engine {
 
     /// The refresh ended: parked calls go again with headers from the fresh listing, or end
     /// with the header mismatch when the listing failed.
-    pub(super) fn unpark(&mut self, listed: bool) {
+    pub(super) fn unpark(&mut self, now: Instant, listed: bool) {
         let parked: SmallVec<[usize; 8]> = self
             .requests
             .iter()
@@ -314,7 +312,7 @@ impl Engine {
                     message: "header mismatch, and re-listing the tools failed".into(),
                     data: None,
                 };
-                self.finish(slot, Ended::Abandoned, Outcome::Failed(CallError::Protocol(e)));
+                self.finish(now, slot, Ended::Abandoned, Outcome::Failed(CallError::Protocol(e)));
                 continue;
             }
             let bufs = self.requests.bufs_mut(slot);
@@ -387,7 +385,7 @@ impl Engine {
                 policy.crash_loop_window
             );
             self.restart.degraded_until = Some(now + policy.degraded_retry_after);
-            self.fail_all(CallError::Local(LocalError::Degraded));
+            self.fail_all(now, CallError::Local(LocalError::Degraded));
             self.events.transport_lost(cause, None);
             return;
         }
@@ -398,7 +396,7 @@ impl Engine {
             .min(policy.max_delay);
         self.restart.restart_at = Some(now + delay);
         self.restart.restarts += 1;
-        self.fail_unservable(now + delay, &cause);
+        self.fail_unservable(now, now + delay, &cause);
         self.events.transport_lost(cause, Some(delay));
     }
 
@@ -407,7 +405,7 @@ impl Engine {
     /// tail, a lost connection) instead of a bare `DeadlineExceeded` when their deadline
     /// passes. Calls in flight were settled by the retry policy already; this takes the ones
     /// waiting to be (re)sent.
-    pub(super) fn fail_unservable(&mut self, restart_at: Instant, cause: &CallError) {
+    pub(super) fn fail_unservable(&mut self, now: Instant, restart_at: Instant, cause: &CallError) {
         let doomed: SmallVec<[usize; 16]> = self
             .requests
             .iter()
@@ -420,13 +418,12 @@ impl Engine {
             .map(|(slot, _)| slot)
             .collect();
         for slot in doomed {
-            self.finish(slot, Ended::Abandoned, Outcome::Failed(cause.clone()));
+            self.finish(now, slot, Ended::Abandoned, Outcome::Failed(cause.clone()));
         }
     }
 
     /// The host asks a degraded (or closed-by-crash) server to start again now.
-    pub fn restart(&mut self, now: Instant) {
-        self.now = now;
+    pub fn restart(&mut self) {
         if self.lifecycle == Lifecycle::Closed {
             return;
         }
@@ -437,7 +434,7 @@ impl Engine {
     }
 
     /// Fails every host call (not the lifecycle request) with `error`.
-    pub(super) fn fail_all(&mut self, error: CallError) {
+    pub(super) fn fail_all(&mut self, now: Instant, error: CallError) {
         let slots: SmallVec<[usize; 16]> = self
             .requests
             .iter()
@@ -445,7 +442,7 @@ impl Engine {
             .map(|(slot, _)| slot)
             .collect();
         for slot in slots {
-            self.finish(slot, Ended::Abandoned, Outcome::Failed(error.clone()));
+            self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error.clone()));
         }
         self.send_queue.clear();
     }

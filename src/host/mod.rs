@@ -448,7 +448,7 @@ impl Host {
             self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)
         {
             let now = Instant::now();
-            s.engine.restart(now);
+            s.engine.restart();
             s.transport.maintain(registry, &mut s.engine, now);
             s.transport.flush(registry, &mut s.engine, now);
         }
