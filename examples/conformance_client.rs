@@ -25,8 +25,8 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use mcpoll::driver::http::HttpOptions;
-use mcpoll::host::{BlockingError, OwnedResult};
+use mcpoll::HttpOptions;
+use mcpoll::{BlockingError, OwnedResult};
 use mcpoll::{CallOptions, Config, EraPreference, Host, Method, ServerId, ServerState};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};

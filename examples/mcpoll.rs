@@ -26,9 +26,9 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use mcpoll::driver::http::HttpOptions;
-use mcpoll::error::ProcessExit;
-use mcpoll::host::{BlockingError, OwnedResult};
+use mcpoll::HttpOptions;
+use mcpoll::ProcessExit;
+use mcpoll::{BlockingError, OwnedResult};
 use mcpoll::{
     CallError, CallOptions, Config, EraPreference, Host, LocalError, Method, StdioCommand,
     TransportError,

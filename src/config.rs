@@ -1,9 +1,8 @@
-//! Engine configuration: limits and defaults, checked once by [`Engine::new`](crate::Engine::new).
+//! Engine configuration: limits, defaults and the three policies (retry, breaker, restart),
+//! checked once by [`Engine::new`](crate::Engine::new).
 
 use std::time::Duration;
 
-use crate::engine::breaker::BreakerPolicy;
-use crate::engine::retry::RetryPolicy;
 use crate::error::ConfigError;
 use crate::proto::version::EraPreference;
 
@@ -64,6 +63,45 @@ pub struct Config {
     pub idempotency_key_field: String,
     /// Seed for the retry jitter (fixed by default, so runs replay).
     pub jitter_seed: u64,
+}
+
+/// Which failed attempts are sent again, and how long to wait between them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in total, the first included (1 disables retries).
+    pub max_attempts: u32,
+    /// Backoff before the second attempt; doubles each time.
+    pub base_delay: Duration,
+    /// Backoff never exceeds this (before jitter).
+    pub max_delay: Duration,
+    /// Jitter added on top, as a fraction of the delay (0 to 1).
+    pub jitter_percent: u8,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 3,
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(5),
+            jitter_percent: 20,
+        }
+    }
+}
+
+/// When a circuit breaker opens, and how long it stays open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BreakerPolicy {
+    /// Consecutive counted failures that open the breaker (0 disables breakers).
+    pub failure_threshold: u32,
+    /// How long an open breaker refuses calls before letting one probe through.
+    pub cool_down: Duration,
+}
+
+impl Default for BreakerPolicy {
+    fn default() -> Self {
+        Self { failure_threshold: 5, cool_down: Duration::from_secs(10) }
+    }
 }
 
 /// How a crashed stdio server is restarted.

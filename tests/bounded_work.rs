@@ -10,7 +10,7 @@ use std::cell::Cell;
 use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
 
-use mcpoll::driver::stdio::StdioDriver;
+use mcpoll::StdioDriver;
 use mcpoll::{CallOptions, Config, Engine, Event, Host, ListKind, ServerState, StdioCommand};
 use serde_json::json;
 use serde_json::value::RawValue;

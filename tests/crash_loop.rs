@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mcpoll::driver::http::HttpOptions;
-use mcpoll::host::BlockingError;
+use mcpoll::BlockingError;
+use mcpoll::HttpOptions;
 use mcpoll::{CallError, CallOptions, Config, Event, Host, RequestError, StdioCommand};
 use mcpoll::{ServerState, TransportError};
 use serde_json::value::RawValue;

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use common::mini::{mcp_answer, MiniProxy, MiniServer, Request, Response};
 use common::raw;
-use mcpoll::driver::http::{HttpOptions, TokenProvider};
-use mcpoll::driver::tls::TlsOptions;
-use mcpoll::driver::url::ProxyChoice;
-use mcpoll::error::TlsFailure;
+use mcpoll::ProxyChoice;
+use mcpoll::TlsFailure;
+use mcpoll::TlsOptions;
 use mcpoll::{CallError, CallOptions, Config, Event, Host, PeerError, ServerState, TransportError};
+use mcpoll::{HttpOptions, TokenProvider};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
@@ -444,7 +444,7 @@ fn an_oversize_json_reply_fails_the_call_as_too_large_as_over_stdio() {
     let args = raw(r#"{"text":"hi"}"#);
     let err = host.call_tool_blocking(id, "echo", &args, &CallOptions::default()).unwrap_err();
     assert!(
-        matches!(err, mcpoll::host::BlockingError::Call(CallError::Peer(PeerError::TooLarge))),
+        matches!(err, mcpoll::BlockingError::Call(CallError::Peer(PeerError::TooLarge))),
         "{err:?}"
     );
 }

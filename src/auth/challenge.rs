@@ -1,7 +1,7 @@
 //! The `WWW-Authenticate` challenge a server sends with a 401 or 403: authorization, not HTTP
 //! framing, so it lives here and produces the public [`AuthChallenge`].
-
-use crate::codec::http1::is_tchar;
+// The parser serves the HTTP transport; without it only the type is used.
+#![cfg_attr(not(feature = "http"), allow(dead_code))]
 
 /// The auth-params of the `Bearer` challenge in a `WWW-Authenticate` header (RFC 6750 3,
 /// RFC 9728 5.1), as an MCP client needs them after a 401 or 403.
@@ -113,6 +113,11 @@ fn quoted(value: &[u8], open: usize) -> (String, usize) {
         }
     }
     (String::from_utf8_lossy(&text).into_owned(), pos)
+}
+
+/// RFC 9110 `tchar`: the bytes of a token (a scheme or parameter name).
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 #[cfg(test)]

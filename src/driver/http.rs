@@ -61,7 +61,7 @@ struct Conn {
 
 const TOKEN_CONNS: usize = 128;
 /// Tokens an HTTP driver uses, from its base token.
-pub const TOKENS_PER_DRIVER: usize = TOKEN_CONNS;
+pub(crate) const TOKENS_PER_DRIVER: usize = TOKEN_CONNS;
 
 /// Drives one Streamable HTTP server for one [`Engine`]: sockets, the pool, CONNECT and TLS.
 /// What the messages mean for MCP is decided by the sans-IO HTTP session (`session::http`).

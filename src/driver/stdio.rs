@@ -195,7 +195,7 @@ const STDIN: usize = 0;
 const STDOUT: usize = 1;
 const STDERR: usize = 2;
 /// Tokens a driver uses, from its base token.
-pub const TOKENS_PER_DRIVER: usize = 3;
+pub(crate) const TOKENS_PER_DRIVER: usize = 3;
 
 const READ_CHUNK: usize = 64 * 1024;
 /// Reads of stderr per readiness event (1 MiB): the ring keeps only a tail, but a child writing

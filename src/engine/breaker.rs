@@ -5,27 +5,13 @@
 //! Only transport failures and timeouts count. A tool's `isError`, a JSON-RPC error, an auth
 //! error and a cancel say nothing about the server's health and leave the breaker alone.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use smallvec::SmallVec;
 
 use super::Engine;
+use crate::config::BreakerPolicy;
 use crate::error::{CallError, LocalError};
-
-/// Breaker settings, part of [`Config`](crate::Config).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BreakerPolicy {
-    /// Consecutive counted failures that open the breaker (0 disables breakers).
-    pub failure_threshold: u32,
-    /// How long an open breaker refuses calls before letting one probe through.
-    pub cool_down: Duration,
-}
-
-impl Default for BreakerPolicy {
-    fn default() -> Self {
-        Self { failure_threshold: 5, cool_down: Duration::from_secs(10) }
-    }
-}
 
 /// Which operations share a breaker: reads can keep flowing while writes are refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -229,6 +215,7 @@ impl Engine {
 mod tests {
     use super::*;
     use crate::error::{PeerError, RpcError, TransportError};
+    use std::time::Duration;
 
     const T: u32 = 0;
     const R: OperationClass = OperationClass::Read;

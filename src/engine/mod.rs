@@ -16,7 +16,7 @@
 //! events. The engine does work proportional to the frames it is given; a driver bounds how
 //! many frames it hands over per readiness event (`Config::frames_per_readiness`).
 
-pub mod breaker;
+pub(crate) mod breaker;
 mod completion;
 mod events;
 mod headers;
@@ -25,7 +25,7 @@ mod lifecycle;
 mod listing;
 mod outbound;
 mod requests;
-pub mod retry;
+pub(crate) mod retry;
 mod supervision;
 mod timers;
 mod transport;
@@ -35,14 +35,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::value::RawValue;
 
-pub use breaker::{BreakerPolicy, BreakerState, OperationClass};
+pub use breaker::{BreakerState, OperationClass};
 pub use events::{CallRecord, CallResult, Event, ListKind};
 #[cfg(feature = "http")]
 pub(crate) use headers::ParamHeaderList;
 pub use headers::ParamHeaders;
 pub use lifecycle::ServerState;
 pub use requests::CallId;
-pub use retry::{Idempotency, RetryPolicy};
+pub use retry::Idempotency;
 
 use crate::config::Config;
 use crate::error::{

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use super::completion::Outcome;
 use super::requests::{Ended, SendState};
 use super::{CallOptions, Engine};
+use crate::config::RetryPolicy;
 use crate::error::LocalError;
 use crate::error::{CallError, CloseReason, TransportError};
 use crate::proto::jsonrpc::{write_json_str, WireId};
@@ -34,30 +35,6 @@ impl Idempotency {
     /// Whether a second delivery is harmless.
     pub fn retry_safe(self) -> bool {
         !matches!(self, Self::Unknown)
-    }
-}
-
-/// The retry policy, part of [`Config`](crate::Config).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Attempts in total, the first included (1 disables retries).
-    pub max_attempts: u32,
-    /// Backoff before the second attempt; doubles each time.
-    pub base_delay: Duration,
-    /// Backoff never exceeds this (before jitter).
-    pub max_delay: Duration,
-    /// Jitter added on top, as a fraction of the delay (0 to 1).
-    pub jitter_percent: u8,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            max_attempts: 3,
-            base_delay: Duration::from_millis(100),
-            max_delay: Duration::from_secs(5),
-            jitter_percent: 20,
-        }
     }
 }
 

@@ -8,6 +8,7 @@ use serde_json::json;
 use super::tests::{discover_result, exit, raw, Harness};
 use super::*;
 use crate::config::RestartPolicy;
+use crate::config::{BreakerPolicy, RetryPolicy};
 
 fn opts(class: Idempotency) -> CallOptions {
     CallOptions { idempotency: Some(class), ..CallOptions::default() }

@@ -5,7 +5,7 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use mcpoll::{driver::stdio::StdioCommand, CallOptions, Config, Event, Host};
+//! use mcpoll::{CallOptions, Config, Event, Host, StdioCommand};
 //!
 //! let mut host = Host::new()?;
 //! let server = host.add_stdio_server(StdioCommand::new("my-mcp-server"), Config::default())?;
@@ -154,6 +154,8 @@ impl Transport {
 
     /// Starts a new process when the engine asks for one (a restart after a crash).
     fn maintain(&mut self, registry: &mio::Registry, engine: &mut Engine, now: Instant) {
+        // Irrefutable when the HTTP transport is compiled out.
+        #[allow(irrefutable_let_patterns)]
         if let Self::Stdio(d) = self {
             if !d.is_running() && engine.wants_transport() {
                 if let Err(e) = d.spawn(registry, engine, now) {

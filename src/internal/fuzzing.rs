@@ -204,8 +204,8 @@ mod engine_ops_tests {
     #[test]
     fn engine_ops_seeds_hold_the_invariants() {
         for seed in [
-            &include_bytes!("../fuzz/corpus/engine_ops/seed1")[..],
-            include_bytes!("../fuzz/corpus/engine_ops/seed2"),
+            &include_bytes!("../../fuzz/corpus/engine_ops/seed1")[..],
+            include_bytes!("../../fuzz/corpus/engine_ops/seed2"),
         ] {
             super::engine_ops(seed);
         }
