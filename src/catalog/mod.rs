@@ -15,6 +15,7 @@
 //! these files on their own.
 
 pub(crate) mod canonical;
+pub(crate) mod diff;
 pub(crate) mod hash;
 pub(crate) mod hints;
 pub(crate) mod listing;
