@@ -18,4 +18,5 @@ pub(crate) mod canonical;
 pub(crate) mod diff;
 pub(crate) mod hash;
 pub(crate) mod hints;
+pub(crate) mod key;
 pub(crate) mod listing;
