@@ -20,3 +20,4 @@ pub(crate) mod hash;
 pub(crate) mod hints;
 pub(crate) mod key;
 pub(crate) mod listing;
+pub(crate) mod store;
