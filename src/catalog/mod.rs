@@ -20,4 +20,5 @@ pub(crate) mod hash;
 pub(crate) mod hints;
 pub(crate) mod key;
 pub(crate) mod listing;
+pub(crate) mod search;
 pub(crate) mod store;
