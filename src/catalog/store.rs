@@ -432,11 +432,16 @@ impl Store {
         kind: CatalogKind,
         cursor: Option<&str>,
     ) -> Result<Lookup<'_>, StoreError> {
-        let Some(found) = self.locate(key, kind, cursor) else {
+        let max_stale = self.config.max_stale;
+        let Some((found, state)) = self
+            .candidates(key, kind)
+            .locate(cursor)
+            .map(|(found, page)| (found, page_state(page, now, max_stale)))
+        else {
             self.stats.misses += 1;
             return Ok(Lookup::Miss);
         };
-        match self.state(now, found) {
+        match state {
             State::Fresh => {
                 self.stats.hits += 1;
                 Ok(Lookup::Fresh(self.touch(found)))
@@ -467,7 +472,10 @@ impl Store {
     ) -> Result<ItemLookup<'_>, StoreError> {
         // Pass 1 only reads, and keeps positions (`Found` is `Copy`), not references, so the
         // counters can be updated before the answer borrows the store again.
+        let max_stale = self.config.max_stale;
+        let lists = self.candidates(key, kind);
         let mut prev: Option<Found> = None;
+        let mut prev_page: Option<&CachedPage> = None;
         let mut hit: Option<(Found, usize)> = None;
         let mut worst_stale: Option<Duration> = None;
         // A server that loops its cursors cannot make this spin: at most one step per page.
@@ -477,17 +485,16 @@ impl Store {
                 break Walk::Done;
             }
             steps -= 1;
-            let cursor = prev.and_then(|p| self.page(p).next_cursor());
-            let Some(found) = self.locate(key, kind, cursor) else {
+            let cursor = prev_page.and_then(CachedPage::next_cursor);
+            let Some((found, page)) = lists.locate(cursor) else {
                 break Walk::NeedPage(prev);
             };
-            match self.state(now, found) {
+            match page_state(page, now, max_stale) {
                 State::Fresh => {}
                 State::Stale(d) => worst_stale = Some(worst_stale.map_or(d, |w| w.max(d))),
                 State::Expired => break Walk::NeedPage(prev),
                 State::TooStale(d) => break Walk::TooStale(d),
             }
-            let page = self.page(found);
             if let Ok(i) = page.page.items.binary_search_by(|it| it.id().cmp(id)) {
                 hit = Some((found, i));
             }
@@ -495,6 +502,7 @@ impl Store {
                 break Walk::Done;
             }
             prev = Some(found);
+            prev_page = Some(page);
         };
         match walk {
             Walk::Done => {}
@@ -788,26 +796,15 @@ impl Store {
         }
     }
 
-    fn locate(&self, key: &CacheKey, kind: CatalogKind, cursor: Option<&str>) -> Option<Found> {
-        [CacheScope::Private, CacheScope::Public].into_iter().find_map(|scope| {
-            let lk = ListKey { partition: key.partition(scope), kind };
-            let list = self.lists.get(&lk)?;
-            let index = list.pages.iter().position(|p| p.cursor.as_deref() == cursor)?;
-            Some(Found { list: lk, index })
-        })
+    /// The two lists `key` may read for `kind`, private first, fetched once per call.
+    fn candidates(&self, key: &CacheKey, kind: CatalogKind) -> Candidates<'_> {
+        let keys = [CacheScope::Private, CacheScope::Public]
+            .map(|scope| ListKey { partition: key.partition(scope), kind });
+        Candidates { keys, lists: keys.map(|k| self.lists.get(&k)) }
     }
 
-    fn state(&self, now: Instant, found: Found) -> State {
-        let page = self.page(found);
-        if page.is_fresh(now) {
-            return State::Fresh;
-        }
-        let stale_for = now.saturating_duration_since(page.stale_since());
-        match (page.refresh_failed, stale_for <= self.config.max_stale) {
-            (true, true) => State::Stale(stale_for),
-            (true, false) => State::TooStale(stale_for),
-            (false, _) => State::Expired,
-        }
+    fn locate(&self, key: &CacheKey, kind: CatalogKind, cursor: Option<&str>) -> Option<Found> {
+        self.candidates(key, kind).locate(cursor).map(|(found, _)| found)
     }
 
     fn page(&self, found: Found) -> &CachedPage {
@@ -828,6 +825,35 @@ impl Store {
         let list = self.lists.get_mut(&found.list).expect("located list");
         list.last_used = tick;
         &list.pages[found.index]
+    }
+}
+
+/// The two lists a key may read, as found by one pair of map lookups.
+struct Candidates<'s> {
+    keys: [ListKey; 2],
+    lists: [Option<&'s List>; 2],
+}
+
+impl<'s> Candidates<'s> {
+    /// The page for `cursor`, private list first.
+    fn locate(&self, cursor: Option<&str>) -> Option<(Found, &'s CachedPage)> {
+        self.keys.iter().zip(self.lists).find_map(|(key, list)| {
+            let (index, page) =
+                list?.pages.iter().enumerate().find(|(_, p)| p.cursor.as_deref() == cursor)?;
+            Some((Found { list: *key, index }, page))
+        })
+    }
+}
+
+fn page_state(page: &CachedPage, now: Instant, max_stale: Duration) -> State {
+    if page.is_fresh(now) {
+        return State::Fresh;
+    }
+    let stale_for = now.saturating_duration_since(page.stale_since());
+    match (page.refresh_failed, stale_for <= max_stale) {
+        (true, true) => State::Stale(stale_for),
+        (true, false) => State::TooStale(stale_for),
+        (false, _) => State::Expired,
     }
 }
 
