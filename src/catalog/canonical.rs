@@ -88,10 +88,7 @@ pub(crate) fn parse(text: &str) -> Result<Value<'_>, CanonicalError> {
 
 /// The canonical text of `text`, as a new string.
 pub(crate) fn canonicalize(text: &str) -> Result<String, CanonicalError> {
-    let v = parse(text)?;
-    let mut out = String::with_capacity(text.len());
-    v.write_canonical(&mut out);
-    Ok(out)
+    Ok(parse(text)?.to_canonical())
 }
 
 impl<'a> Value<'a> {
@@ -113,6 +110,35 @@ impl<'a> Value<'a> {
             Value::String(s) => Some(s),
             _ => None,
         }
+    }
+
+    /// The length in bytes of the canonical text, so it can be written into one allocation.
+    pub(crate) fn canonical_len(&self) -> usize {
+        match self {
+            Value::Null => 4,
+            Value::Bool(true) => 4,
+            Value::Bool(false) => 5,
+            Value::Number(n) => n.len(),
+            Value::String(s) => string_len(s),
+            Value::Array(items) => {
+                2 + items.len().saturating_sub(1)
+                    + items.iter().map(Value::canonical_len).sum::<usize>()
+            }
+            Value::Object(members) => {
+                2 + members.len().saturating_sub(1)
+                    + members
+                        .iter()
+                        .map(|(k, v)| string_len(k) + 1 + v.canonical_len())
+                        .sum::<usize>()
+            }
+        }
+    }
+
+    /// The canonical text as a new string of exactly the right size.
+    pub(crate) fn to_canonical(&self) -> String {
+        let mut out = String::with_capacity(self.canonical_len());
+        self.write_canonical(&mut out);
+        out
     }
 
     /// Appends this value's canonical text to `out`.
@@ -149,6 +175,18 @@ impl<'a> Value<'a> {
     }
 }
 
+/// The length of `s` as [`write_string`] writes it.
+fn string_len(s: &str) -> usize {
+    2 + s
+        .chars()
+        .map(|c| match c {
+            '"' | '\\' | '\u{08}' | '\u{0c}' | '\n' | '\r' | '\t' => 2,
+            c if (c as u32) < 0x20 => 6,
+            c => c.len_utf8(),
+        })
+        .sum::<usize>()
+}
+
 fn write_string(s: &str, out: &mut String) {
     out.push('"');
     let mut start = 0;
@@ -178,6 +216,20 @@ fn write_string(s: &str, out: &mut String) {
     }
     out.push_str(&s[start..]);
     out.push('"');
+}
+
+/// Removes all but the last element of each run of `same` neighbours, in place.
+pub(crate) fn keep_last_of_runs<T>(v: &mut Vec<T>, same: impl Fn(&T, &T) -> bool) {
+    // `dedup_by` hands (later, kept earlier) and drops the later one; swapping first keeps
+    // the later value in the earlier slot.
+    v.dedup_by(|later, kept| {
+        if same(later, kept) {
+            std::mem::swap(later, kept);
+            true
+        } else {
+            false
+        }
+    });
 }
 
 struct Parser<'a> {
@@ -290,14 +342,8 @@ impl<'a> Parser<'a> {
         }
         // Stable sort keeps the given order among equal keys; then the last of each run wins.
         members.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-        let mut unique: Vec<(Cow<'a, str>, Value<'a>)> = Vec::with_capacity(members.len());
-        for m in members {
-            match unique.last_mut() {
-                Some(last) if last.0 == m.0 => *last = m,
-                _ => unique.push(m),
-            }
-        }
-        Ok(Value::Object(unique))
+        keep_last_of_runs(&mut members, |a, b| a.0 == b.0);
+        Ok(Value::Object(members))
     }
 
     fn string(&mut self) -> Result<Cow<'a, str>, CanonicalError> {
@@ -392,6 +438,26 @@ mod tests {
     }
 
     #[test]
+    fn canonical_len_is_exact() {
+        for text in [
+            "null",
+            "true",
+            "false",
+            "-1.5e3",
+            r#""a\"b\\c\n\u0001é😀""#,
+            "[]",
+            "{}",
+            "[1,[2,{}]]",
+            r#"{"b":{"x":[true,false,null]},"a":"\t"}"#,
+        ] {
+            let v = parse(text).expect("json");
+            let mut out = String::new();
+            v.write_canonical(&mut out);
+            assert_eq!(v.canonical_len(), out.len(), "{text}");
+        }
+    }
+
+    #[test]
     fn normalises_string_escapes() {
         assert_eq!(canon(r#""\u0041\/\u00e9""#), "\"A/é\"");
         assert_eq!(canon(r#""a\"b\\c\n\u0001\u001F""#), r#""a\"b\\c\n\u0001\u001f""#);
@@ -448,6 +514,7 @@ mod tests {
     fn canonical_text_is_a_fixed_point_and_valid_json() {
         let input = r#"{"z":[{"q":"\t","p":-1.5e10}],"a":"\u00e9\u2028","m":{}}"#;
         let once = canon(input);
+        assert_eq!(parse(input).expect("json").canonical_len(), once.len());
         assert_eq!(canon(&once), once);
         let theirs: serde_json::Value = serde_json::from_str(input).expect("json");
         let ours: serde_json::Value = serde_json::from_str(&once).expect("json");

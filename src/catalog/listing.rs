@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use super::canonical::{self, CanonicalError, Value};
+use super::canonical::{self, keep_last_of_runs, CanonicalError, Value};
 use super::hash::{ContentHash, StableHasher};
 use super::hints::CacheHints;
 
@@ -76,8 +76,7 @@ impl Item {
             .get(kind.id_member())
             .and_then(Value::as_str)
             .ok_or(ListingError::MissingId { index, member: kind.id_member() })?;
-        let mut json = String::new();
-        v.write_canonical(&mut json);
+        let json = v.to_canonical();
         let hash = ContentHash::of(json.as_bytes());
         Ok(Item { id: id.into(), json: json.into(), hash })
     }
@@ -151,14 +150,7 @@ pub(crate) fn parse_page(kind: CatalogKind, result_json: &str) -> Result<ParsedP
 fn sort_last_wins(items: &mut Vec<Item>) -> u32 {
     items.sort_by(|a, b| a.id.cmp(&b.id)); // stable: equal ids keep their given order
     let before = items.len();
-    let mut out: Vec<Item> = Vec::with_capacity(before);
-    for it in items.drain(..) {
-        match out.last_mut() {
-            Some(last) if last.id == it.id => *last = it,
-            _ => out.push(it),
-        }
-    }
-    *items = out;
+    keep_last_of_runs(items, |a, b| a.id == b.id);
     u32::try_from(before - items.len()).unwrap_or(u32::MAX)
 }
 
