@@ -495,7 +495,7 @@ impl Rng {
 fn no_principal_ever_sees_another_principals_private_page() {
     const PRINCIPALS: [&str; 4] = ["alice", "bob", "carol", "dave"];
     const CURSORS: [Option<&str>; 3] = [None, Some(""), Some("p2")];
-    let (mut own_private, mut shared) = (0, 0);
+    let (mut own_private, mut shared, mut own_items) = (0, 0, 0);
     for seed in 0..64u64 {
         let mut rng = Rng(seed);
         let mut s = Store::new(StoreConfig {
@@ -567,6 +567,15 @@ fn no_principal_ever_sees_another_principals_private_page() {
                     {
                         panic!("seed {seed}: found absent item {}", item.id());
                     }
+                    // The call path: another principal's private tool is never found.
+                    let other = PRINCIPALS[rng.below(PRINCIPALS.len() as u64) as usize];
+                    let name = format!("{other}:private");
+                    if let Ok(ItemLookup::Fresh(item) | ItemLookup::Stale { item, .. }) =
+                        s.find_item(now, &k, TOOLS, &name)
+                    {
+                        assert_eq!(other, PRINCIPALS[who], "seed {seed}: found {}", item.id());
+                        own_items += 1;
+                    }
                 }
             }
             assert!(s.entries() <= 6 && s.bytes() <= 4_000, "seed {seed}: bounds");
@@ -574,5 +583,8 @@ fn no_principal_ever_sees_another_principals_private_page() {
         }
     }
     // The run must have exercised both kinds of answer, or it proves nothing.
-    assert!(own_private > 100 && shared > 100, "private {own_private}, shared {shared}");
+    assert!(
+        own_private > 100 && shared > 100 && own_items > 20,
+        "private {own_private}, shared {shared}, own items {own_items}"
+    );
 }
