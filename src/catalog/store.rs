@@ -240,6 +240,16 @@ pub(crate) enum ItemLookup<'a> {
     },
 }
 
+/// What a whole-list lookup found.
+#[derive(Debug)]
+pub(crate) enum ListLookup<'a> {
+    /// Every page, in cursor order; `stale_for` is set when any is served stale after a
+    /// failed refresh (the stalest counts).
+    Pages { pages: Vec<&'a CachedPage>, stale_for: Option<Duration> },
+    /// This page is missing, expired or invalidated: refresh it, then ask again.
+    Refresh { cursor: Option<&'a str> },
+}
+
 /// The answer of [`Store::begin_refresh`].
 #[derive(Debug)]
 pub(crate) enum Begin {
@@ -470,40 +480,14 @@ impl Store {
         kind: CatalogKind,
         id: &str,
     ) -> Result<ItemLookup<'_>, StoreError> {
-        // Pass 1 only reads, and keeps positions (`Found` is `Copy`), not references, so the
+        // The walk only reads and keeps positions (`Found` is `Copy`), not references, so the
         // counters can be updated before the answer borrows the store again.
-        let max_stale = self.config.max_stale;
-        let lists = self.candidates(key, kind);
-        let mut prev: Option<Found> = None;
-        let mut prev_page: Option<&CachedPage> = None;
         let mut hit: Option<(Found, usize)> = None;
-        let mut worst_stale: Option<Duration> = None;
-        // A server that loops its cursors cannot make this spin: at most one step per page.
-        let mut steps = self.entries + 1;
-        let walk = loop {
-            if steps == 0 {
-                break Walk::Done;
-            }
-            steps -= 1;
-            let cursor = prev_page.and_then(CachedPage::next_cursor);
-            let Some((found, page)) = lists.locate(cursor) else {
-                break Walk::NeedPage(prev);
-            };
-            match page_state(page, now, max_stale) {
-                State::Fresh => {}
-                State::Stale(d) => worst_stale = Some(worst_stale.map_or(d, |w| w.max(d))),
-                State::Expired => break Walk::NeedPage(prev),
-                State::TooStale(d) => break Walk::TooStale(d),
-            }
+        let (walk, worst_stale) = self.walk(now, key, kind, |found, page| {
             if let Ok(i) = page.page.items.binary_search_by(|it| it.id().cmp(id)) {
                 hit = Some((found, i));
             }
-            if page.next_cursor().is_none() {
-                break Walk::Done;
-            }
-            prev = Some(found);
-            prev_page = Some(page);
-        };
+        });
         match walk {
             Walk::Done => {}
             Walk::NeedPage(prev) => {
@@ -536,6 +520,77 @@ impl Store {
             None => ItemLookup::Fresh(item),
             Some(stale_for) => ItemLookup::Stale { item, stale_for },
         })
+    }
+
+    /// Every page of the list in cursor order, for reading a whole catalog (`Host::tools`,
+    /// the digest for a diff). Counts one hit, stale serve or miss per call.
+    pub(crate) fn list_pages(
+        &mut self,
+        now: Instant,
+        key: &CacheKey,
+        kind: CatalogKind,
+    ) -> Result<ListLookup<'_>, StoreError> {
+        let mut order: Vec<Found> = Vec::new();
+        let (walk, worst_stale) = self.walk(now, key, kind, |found, _| order.push(found));
+        match walk {
+            Walk::Done => {}
+            Walk::NeedPage(prev) => {
+                self.stats.misses += 1;
+                let cursor = prev.and_then(|p| self.page(p).next_cursor());
+                return Ok(ListLookup::Refresh { cursor });
+            }
+            Walk::TooStale(stale_for) => {
+                self.stats.misses += 1;
+                return Err(StoreError::StaleTooLong {
+                    stale_for,
+                    max_stale: self.config.max_stale,
+                });
+            }
+        }
+        match worst_stale {
+            None => self.stats.hits += 1,
+            Some(_) => self.stats.stale_serves += 1,
+        }
+        for found in &order {
+            self.touch(*found);
+        }
+        let pages = order.iter().map(|f| self.page(*f)).collect();
+        Ok(ListLookup::Pages { pages, stale_for: worst_stale })
+    }
+
+    /// Follows the list from its first page along `nextCursor`, calling `visit` on each usable
+    /// page, until the last page, a page that must be fetched, or one too stale to serve.
+    /// Returns how it ended and the largest staleness of the pages visited.
+    fn walk(
+        &self,
+        now: Instant,
+        key: &CacheKey,
+        kind: CatalogKind,
+        mut visit: impl FnMut(Found, &CachedPage),
+    ) -> (Walk, Option<Duration>) {
+        let max_stale = self.config.max_stale;
+        let lists = self.candidates(key, kind);
+        let mut prev: Option<(Found, &CachedPage)> = None;
+        let mut worst_stale: Option<Duration> = None;
+        // A server that loops its cursors cannot make this spin: at most one step per page.
+        for _ in 0..=self.entries {
+            let cursor = prev.and_then(|(_, p)| p.next_cursor());
+            let Some((found, page)) = lists.locate(cursor) else {
+                return (Walk::NeedPage(prev.map(|(f, _)| f)), worst_stale);
+            };
+            match page_state(page, now, max_stale) {
+                State::Fresh => {}
+                State::Stale(d) => worst_stale = Some(worst_stale.map_or(d, |w| w.max(d))),
+                State::Expired => return (Walk::NeedPage(prev.map(|(f, _)| f)), worst_stale),
+                State::TooStale(d) => return (Walk::TooStale(d), worst_stale),
+            }
+            visit(found, page);
+            if page.next_cursor().is_none() {
+                break;
+            }
+            prev = Some((found, page));
+        }
+        (Walk::Done, worst_stale)
     }
 
     /// Asks to refresh a page. Only one caller per (key, kind, cursor) gets to fetch.

@@ -212,6 +212,48 @@ fn each_page_has_its_own_expiry_and_empty_cursor_is_a_page() {
         s.find_item(t0 + ms(6_000), &k, TOOLS, "b"),
         Ok(ItemLookup::Refresh { cursor: None })
     ));
+    // The whole list, in cursor order (not insertion or id order).
+    assert_eq!(pages_of(&mut s, t0, &k), "a | b | c");
+    assert_eq!(pages_of(&mut s, later, &k), "refresh Some(\"\")");
+    assert_eq!(pages_of(&mut s, t0 + ms(6_000), &k), "refresh None");
+}
+
+/// The whole list as `ids | ids | ...`, or what must be fetched first.
+fn pages_of(s: &mut Store, now: Instant, k: &CacheKey) -> String {
+    match s.list_pages(now, k, TOOLS) {
+        Ok(ListLookup::Pages { pages, stale_for }) => {
+            let ids: Vec<String> = pages
+                .iter()
+                .map(|p| p.items().iter().map(|i| i.id()).collect::<Vec<_>>().join(","))
+                .collect();
+            match stale_for {
+                None => ids.join(" | "),
+                Some(d) => format!("stale {}ms {}", d.as_millis(), ids.join(" | ")),
+            }
+        }
+        Ok(ListLookup::Refresh { cursor }) => format!("refresh {cursor:?}"),
+        Err(e) => format!("error {e}"),
+    }
+}
+
+#[test]
+fn a_list_is_read_in_cursor_order_whatever_order_its_pages_arrived_in() {
+    let (mut s, t0, k) = (store(), Instant::now(), key_for("alice"));
+    fetch(&mut s, t0, &k, Some("z"), page(r#"{"name":"third"}"#, ""));
+    assert_eq!(pages_of(&mut s, t0, &k), "refresh None");
+    fetch(&mut s, t0, &k, None, page(r#"{"name":"first"}"#, r#","nextCursor":"m""#));
+    assert_eq!(pages_of(&mut s, t0, &k), "refresh Some(\"m\")");
+    fetch(&mut s, t0, &k, Some("m"), page(r#"{"name":"second"}"#, r#","nextCursor":"z""#));
+    assert_eq!(pages_of(&mut s, t0, &k), "first | second | third");
+    // One page served stale after a failed refresh makes the whole answer stale.
+    s.mark_stale(t0 + ms(10), &k, TOOLS);
+    assert_eq!(pages_of(&mut s, t0 + ms(10), &k), "refresh None");
+    for cursor in [None, Some("m"), Some("z")] {
+        fail(&mut s, t0 + ms(10), &k, cursor);
+    }
+    assert_eq!(pages_of(&mut s, t0 + ms(30), &k), "stale 20ms first | second | third");
+    let st = s.stats();
+    assert_eq!((st.hits, st.stale_serves), (1, 1));
 }
 
 #[test]
