@@ -54,6 +54,8 @@ pub mod driver;
 #[cfg(feature = "stdio")]
 pub mod host;
 
+#[cfg(feature = "http")]
+pub use auth::oauth;
 pub use auth::AuthChallenge;
 pub use config::Config;
 pub use config::RestartPolicy;
