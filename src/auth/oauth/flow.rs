@@ -553,7 +553,7 @@ impl OAuthFlow {
         let (Some(verifier), Some(state)) = (random_token(32), random_token(16)) else {
             return self.fail(AuthStep::Authorization, AuthFailure::Crypto);
         };
-        let scope = self.select_scope(&server.meta);
+        let scope = self.select_scope(&server.meta, true);
         let challenge = s256(&verifier);
         let mut pairs = vec![
             ("response_type", "code"),
@@ -577,8 +577,9 @@ impl OAuthFlow {
 
     /// MCP scope selection: the challenge's `scope`, else every PRM `scopes_supported`, else
     /// none. A step-up asks for the union with what was asked before (SEP-2350).
-    /// `offline_access` is added where the authorization server lists it (SEP-2207).
-    fn select_scope(&self, meta: &ServerMetadata) -> Option<String> {
+    /// With `offline`, `offline_access` is added where the authorization server lists it
+    /// (SEP-2207).
+    fn select_scope(&self, meta: &ServerMetadata, offline: bool) -> Option<String> {
         fn add(scopes: &mut Vec<String>, list: &str) {
             for s in list.split_ascii_whitespace() {
                 if !scopes.iter().any(|have| have == s) {
@@ -600,7 +601,7 @@ impl OAuthFlow {
             (None, Some(supported)) => add(&mut scopes, &supported.join(" ")),
             (None, None) => {}
         }
-        if !scopes.is_empty() && self.offline_access_supported(meta) {
+        if offline && !scopes.is_empty() && self.offline_access_supported(meta) {
             add(&mut scopes, "offline_access");
         }
         (!scopes.is_empty()).then(|| scopes.join(" "))
@@ -639,11 +640,9 @@ impl OAuthFlow {
         }
         self.client = Some(client);
         let mut pairs = vec![("grant_type", "client_credentials".to_owned())];
-        let scope = match (&self.challenge_scope, &self.prm_scopes) {
-            (Some(s), _) => Some(s.clone()),
-            (None, Some(list)) if !list.is_empty() => Some(list.join(" ")),
-            _ => None,
-        };
+        // No offline_access: this grant has no user to come back for, and RFC 6749 4.4.3
+        // says it should not issue a refresh token.
+        let scope = self.select_scope(&server.meta, false);
         if let Some(scope) = &scope {
             pairs.push(("scope", scope.clone()));
         }

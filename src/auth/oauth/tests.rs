@@ -798,9 +798,19 @@ fn client_credentials_with_secret() {
     assert_eq!(form["resource"], SERVER);
     let basic = header(&req, "authorization").unwrap().strip_prefix("Basic ").unwrap();
     assert_eq!(base64_decode(basic).unwrap(), b"conformance-test-client:conformance-test-secret");
-    h.token(&req, "cc-token", json!({}));
+    h.token(&req, "cc-token", json!({"scope": "mcp:basic"}));
     h.ready();
     assert_eq!(h.bearer(), Some("cc-token"));
+    h.flow.handle_authorized();
+
+    // Step-up for a machine identity: a new token for the union, no user involved.
+    step_up(&mut h, "mcp:admin");
+    h.get(PRM_PATH, 200, &prm(SERVER, AS, Some(&["mcp:basic"])));
+    h.get(AS_META, 200, &meta(AS, json!({"scopes_supported": ["mcp:basic", "offline_access"]})));
+    let req = h.post(&format!("{AS}/token"));
+    assert_eq!(form_of(&req)["scope"], "mcp:basic mcp:admin");
+    h.token(&req, "cc-token-2", json!({}));
+    h.ready();
 
     // Without a secret or key there is nothing to authenticate with.
     let pre = PreRegistered { client_secret: None, ..PreRegistered::with_secret("c", "") };
