@@ -86,6 +86,9 @@ pub struct OAuthFlow {
     /// The scope of the last authorization request.
     requested_scope: Option<String>,
     reauthorizations: u8,
+    /// The issuer where host credentials without an explicit issuer were first used: they
+    /// are bound to it from then on (SEP-2352: credentials belong to one server).
+    pre_registered_at: Option<String>,
 }
 
 impl fmt::Debug for OAuthFlow {
@@ -130,6 +133,7 @@ impl OAuthFlow {
             tokens,
             requested_scope: None,
             reauthorizations: 0,
+            pre_registered_at: None,
         })
     }
 
@@ -416,6 +420,7 @@ impl OAuthFlow {
         }
         if self.client.is_none() {
             if let Some(client) = self.pre_registered(&server.meta) {
+                self.pre_registered_at = Some(server.meta.issuer.clone());
                 self.client = Some(client);
             } else if let Some(url) = self
                 .config
@@ -445,7 +450,8 @@ impl OAuthFlow {
     /// The host's credentials, unless they belong to another issuer.
     fn pre_registered(&self, meta: &ServerMetadata) -> Option<ClientRegistration> {
         let pre = self.config.pre_registered.as_ref()?;
-        if pre.issuer.as_deref().is_some_and(|i| i != meta.issuer) {
+        let bound = pre.issuer.as_deref().or(self.pre_registered_at.as_deref());
+        if bound.is_some_and(|i| i != meta.issuer) {
             return None;
         }
         let supported = meta.token_endpoint_auth_methods_supported.as_deref();
@@ -635,6 +641,7 @@ impl OAuthFlow {
         let Some(client) = self.pre_registered(&server.meta) else {
             return self.fail(AuthStep::Registration, AuthFailure::NoClientIdentity);
         };
+        self.pre_registered_at = Some(server.meta.issuer.clone());
         if client.token_endpoint_auth_method == NONE {
             return self.fail(AuthStep::Token, AuthFailure::MissingCredentials);
         }

@@ -746,6 +746,39 @@ fn authorization_server_migration() {
 }
 
 #[test]
+fn host_credentials_stay_with_their_first_server() {
+    // Pre-registered credentials with no issuer named are bound to the server they were
+    // first used at: when the resource moves, they are not shown to the new one.
+    let as2 = "http://as2.test";
+    let mut config = OAuthConfig::authorization_code(SERVER, REDIRECT);
+    config.pre_registered = Some(PreRegistered::with_secret("pre-client", "pre-secret"));
+    let mut h = Harness::new(config);
+    h.discover(json!({"registration_endpoint": null}), None);
+    let (auth, req) = h.grant(AS);
+    assert_eq!(auth["client_id"], "pre-client");
+    h.token(&req, "t1", json!({}));
+    h.ready();
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    h.get(PRM_PATH, 200, &prm(SERVER, as2, None));
+    let m = meta(as2, json!({"registration_endpoint": null}));
+    h.get("http://as2.test/.well-known/oauth-authorization-server", 200, &m);
+    let e = h.failed();
+    assert_eq!((e.step, e.reason), (AuthStep::Registration, AuthFailure::NoClientIdentity));
+
+    // The same for a machine identity.
+    let pre = PreRegistered::with_secret("cc", "secret");
+    let mut h = Harness::new(OAuthConfig::client_credentials(SERVER, pre));
+    h.discover(json!({}), None);
+    let req = h.post(&format!("{AS}/token"));
+    h.token(&req, "t1", json!({}));
+    h.ready();
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    h.get(PRM_PATH, 200, &prm(SERVER, as2, None));
+    h.get("http://as2.test/.well-known/oauth-authorization-server", 200, &meta(as2, json!({})));
+    assert_eq!(h.failed().reason, AuthFailure::NoClientIdentity);
+}
+
+#[test]
 fn store_keeps_tokens_and_registration() {
     #[derive(Debug, Default)]
     struct Shared(std::rc::Rc<std::cell::RefCell<MemoryStore>>);
