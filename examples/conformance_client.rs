@@ -361,13 +361,17 @@ fn drive(flow: &mut OAuthFlow, status: u16, challenge: &AuthChallenge) -> Result
             Some(Action::Send(req)) => {
                 let method = if req.method == HttpMethod::Get { "GET" } else { "POST" };
                 println!("oauth: {method} {}", req.url);
-                let reply = http(method, &req.url, &req.headers, &req.body).unwrap_or_else(|e| {
-                    println!("oauth: {e}");
-                    Reply { status: 0, headers: Vec::new(), body: Vec::new() }
-                });
-                println!("oauth: -> {}", reply.status);
-                let response = HttpResponse { status: reply.status, body: &reply.body };
-                flow.handle_response(Instant::now(), req.id, response);
+                match http(method, &req.url, &req.headers, &req.body) {
+                    Ok(reply) => {
+                        println!("oauth: -> {}", reply.status);
+                        let response = HttpResponse { status: reply.status, body: &reply.body };
+                        flow.handle_response(Instant::now(), req.id, response);
+                    }
+                    Err(e) => {
+                        println!("oauth: {e}");
+                        flow.handle_transport_error(Instant::now(), req.id);
+                    }
+                }
             }
             Some(Action::Authorize(url)) => flow.authorize_with(Instant::now(), &url, &mut Follow),
             Some(Action::Ready) => return Ok(()),

@@ -75,6 +75,8 @@ pub enum AuthFailure {
     StepUpLimit,
     /// The random source or the signer failed.
     Crypto,
+    /// The request could not be made or its response not read (the driver said so).
+    Transport,
 }
 
 /// A failure of the OAuth flow, naming its step, with the HTTP status and OAuth `error`
@@ -136,6 +138,7 @@ impl fmt::Display for AuthFailure {
             Self::Declined => f.write_str("the authorizer gave no redirect"),
             Self::StepUpLimit => f.write_str("re-authorization limit reached"),
             Self::Crypto => f.write_str("randomness or signing failed"),
+            Self::Transport => f.write_str("the request failed in transport"),
         }
     }
 }

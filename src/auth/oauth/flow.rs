@@ -221,6 +221,24 @@ impl OAuthFlow {
         }
     }
 
+    /// The request `id` could not be made or its response not read. The flow fails, naming
+    /// the step; a transport failure is not a missing document, so discovery does not go on
+    /// to the next location.
+    pub fn handle_transport_error(&mut self, now: Instant, id: RequestId) {
+        if self.outstanding != Some(id) {
+            return;
+        }
+        self.now = now;
+        let step = match self.step {
+            Step::Resource { .. } | Step::Server { .. } => AuthStep::Discovery,
+            Step::Register { .. } => AuthStep::Registration,
+            Step::Token { refresh: true } => AuthStep::Refresh,
+            Step::Token { refresh: false } => AuthStep::Token,
+            Step::Idle | Step::Redirect { .. } => return,
+        };
+        self.fail(step, AuthFailure::Transport);
+    }
+
     /// The URL the authorization server redirected the user to, after [`Action::Authorize`].
     pub fn handle_redirect(&mut self, now: Instant, redirect: &str) {
         self.now = now;

@@ -216,8 +216,9 @@ pub struct HttpResponse<'a> {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Action {
-    /// Make this request and give its response to [`OAuthFlow::handle_response`]; a
-    /// transport failure is reported there as status 0.
+    /// Make this request and give its response to [`OAuthFlow::handle_response`], or its
+    /// failure (connect, TLS, timeout, an oversized body) to
+    /// [`OAuthFlow::handle_transport_error`].
     Send(HttpRequest),
     /// Take the user to this authorization URL and give the redirect URL it ends at to
     /// [`OAuthFlow::handle_redirect`] (see [`Authorizer`]).

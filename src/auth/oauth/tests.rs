@@ -964,6 +964,27 @@ fn malformed_and_refused_answers() {
 }
 
 #[test]
+fn transport_failures_name_the_step() {
+    let mut h = Harness::code();
+    h.flow.handle_challenge(h.now, 401, &challenge(None, None));
+    let req = h.request(HttpMethod::Get, PRM_PATH);
+    h.flow.handle_transport_error(h.now, RequestId(99));
+    h.nothing();
+    h.flow.handle_transport_error(h.now, req.id);
+    let e = h.failed();
+    // Not taken for a missing document: no next location, no legacy fallback.
+    assert_eq!((e.step, e.reason, e.status), (AuthStep::Discovery, AuthFailure::Transport, None));
+    h.nothing();
+
+    let mut h = ready_refreshable();
+    h.now += Duration::from_secs(3600);
+    h.flow.handle_timeout(h.now);
+    let req = h.post(&format!("{AS}/token"));
+    h.flow.handle_transport_error(h.now, req.id);
+    assert_eq!(h.failed().step, AuthStep::Refresh);
+}
+
+#[test]
 fn stale_answers_and_overlapping_challenges() {
     let mut h = Harness::code();
     h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
