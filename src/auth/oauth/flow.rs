@@ -157,9 +157,9 @@ impl OAuthFlow {
 
     /// The resource server refused a request: `status` 401 (no or bad token) or 403 with
     /// `insufficient_scope` (step-up). Starts discovery and the grant; the outcome comes as
-    /// [`Action::Ready`] or [`Action::Failed`]. A challenge while a flow runs is folded into
-    /// it (only its scope is kept); any other 403 fails at once, since a new token would not
-    /// change it.
+    /// [`Action::Ready`] or [`Action::Failed`]. A challenge while a flow runs is ignored: that
+    /// flow's outcome answers it too. Any other 403 fails at once, since a new token would
+    /// not change it.
     pub fn handle_challenge(&mut self, now: Instant, status: u16, challenge: &AuthChallenge) {
         self.now = now;
         if self.is_running() {
@@ -241,6 +241,9 @@ impl OAuthFlow {
 
     /// The URL the authorization server redirected the user to, after [`Action::Authorize`].
     pub fn handle_redirect(&mut self, now: Instant, redirect: &str) {
+        if !matches!(self.step, Step::Redirect { .. }) {
+            return;
+        }
         self.now = now;
         let Step::Redirect { state, verifier } = std::mem::replace(&mut self.step, Step::Idle)
         else {

@@ -992,6 +992,10 @@ fn stale_answers_and_overlapping_challenges() {
     // A second 401 while the flow runs starts nothing new.
     h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
     h.nothing();
+    // Nor does a redirect nobody asked for disturb it.
+    h.redirect("code=c&state=s");
+    h.nothing();
+    assert!(h.flow.is_running());
     // A response with another id is ignored; the real one goes on.
     let stale = HttpRequest {
         id: RequestId(99),
