@@ -292,6 +292,15 @@ impl OAuthFlow {
         self.token_request(pairs, false);
     }
 
+    /// Gives up on the running flow (the user closed the browser, the host is shutting
+    /// down): it fails with [`AuthFailure::Declined`], and a late response or redirect is
+    /// ignored. Does nothing when no flow runs.
+    pub fn abandon(&mut self) {
+        if self.is_running() {
+            self.fail(AuthStep::Authorization, AuthFailure::Declined);
+        }
+    }
+
     /// Drives [`Action::Authorize`] through `authorizer` at once: for hosts whose authorizer
     /// answers synchronously (a headless agent, a test).
     pub fn authorize_with(&mut self, now: Instant, url: &str, authorizer: &mut dyn Authorizer) {

@@ -453,6 +453,18 @@ fn redirect_state_and_error() {
         (AuthStep::Authorization, AuthFailure::Denied, Some("access_denied"))
     );
 
+    // The host gives up while the user is away; the late redirect changes nothing.
+    let mut h = Harness::code();
+    h.discover(json!({}), None);
+    h.register(json!({}));
+    let auth = h.authorize(&format!("{AS}/authorize"));
+    h.flow.abandon();
+    assert_eq!(h.failed().reason, AuthFailure::Declined);
+    h.redirect(&format!("code=c&state={}&iss={AS}", auth["state"]));
+    h.nothing();
+    h.flow.abandon();
+    h.nothing();
+
     // A redirect with no flow waiting is ignored.
     h.redirect("code=c&state=x");
     h.nothing();
