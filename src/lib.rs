@@ -56,6 +56,8 @@ mod host;
 #[doc(hidden)]
 pub mod internal;
 
+#[cfg(feature = "http")]
+pub use auth::oauth;
 pub use auth::AuthChallenge;
 pub use config::{BreakerPolicy, Config, RestartPolicy, RetryPolicy};
 pub use engine::{

@@ -1,6 +1,8 @@
 //! Fuzz entry points, built only under `--cfg fuzzing`; each `fuzz/fuzz_targets/*.rs` is a
 //! one-line shim into here.
 
+#[cfg(all(fuzzing, feature = "http"))]
+pub use crate::auth::oauth::fuzzing::{oauth_metadata, oauth_token_response};
 use std::fmt::Debug;
 
 use crate::codec::http1::{Limits, ResponseHead};
