@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use mcpoll::proto::jsonrpc;
+use mcpoll::internal::decode_jsonrpc;
 use mcpoll::{CallOptions, Config, Event};
 use serde_json::value::RawValue;
 
@@ -52,7 +52,7 @@ fn main() {
     let roundtrip = t.elapsed().as_nanos() as f64 / f64::from(ROUNDS);
     let t = Instant::now();
     for _ in 0..ROUNDS {
-        black_box(jsonrpc::decode(black_box(&frame)).is_ok());
+        black_box(decode_jsonrpc(black_box(&frame)).is_ok());
     }
     let decode = t.elapsed().as_nanos() as f64 / f64::from(ROUNDS);
     let _ = Duration::ZERO;

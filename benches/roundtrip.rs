@@ -294,7 +294,7 @@ fn http_floor(port: u16) -> Vec<Duration> {
 
 fn http_mcpoll(port: u16) -> (Vec<Duration>, f64) {
     let mut host = Host::new().expect("host");
-    let opts = mcpoll::driver::http::HttpOptions::new(format!("http://127.0.0.1:{port}/mcp"));
+    let opts = mcpoll::HttpOptions::new(format!("http://127.0.0.1:{port}/mcp"));
     let server = host.add_http_server(opts, Config::default()).expect("add");
     host.wait_ready(server, Duration::from_secs(10)).expect("ready");
     measure(&mut host, server)
@@ -509,7 +509,7 @@ fn http_floor_concurrent(port: u16) -> Concurrent {
 
 fn http_mcpoll_concurrent(port: u16) -> Concurrent {
     let mut host = Host::new().expect("host");
-    let mut opts = mcpoll::driver::http::HttpOptions::new(format!("http://127.0.0.1:{port}/mcp"));
+    let mut opts = mcpoll::HttpOptions::new(format!("http://127.0.0.1:{port}/mcp"));
     opts.max_connections = IN_FLIGHT;
     let config = Config { max_in_flight: IN_FLIGHT, ..Config::default() };
     let server = host.add_http_server(opts, config).expect("add");

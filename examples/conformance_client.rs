@@ -16,24 +16,71 @@
 //! from what the mock server saw on the wire.
 //!
 //! Only mcpoll's public API is used: no JSON-RPC is written here and no protocol header is set
-//! by hand. Where mcpoll cannot yet do what a scenario asks (OAuth, answering a server's
+//! by hand. Where mcpoll cannot yet do what a scenario asks (answering a server's
 //! elicitation, `input_required` rounds), the client does what a host could do today and the
-//! scenario fails; `tests/conformance/expected-failures-*.yaml` lists those. Each step is
+//! scenario fails; `tests/conformance/expected-failures-*.yaml` lists those. OAuth (`auth/*`)
+//! runs `mcpoll::oauth`'s flow, driven here over blocking loopback HTTP until the HTTP driver
+//! drives it itself (issue 12): a 401 or 403 ends the call with its challenge, the flow gets a
+//! token, and the scenario starts again on a new connection that sends it. Each step is
 //! printed to stdout, which the harness keeps beside the scenario's checks. `unwrap`s on the
 //! harness's own input are for this test tool only.
 
+use std::cell::RefCell;
+use std::fmt;
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::rc::Rc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use mcpoll::driver::http::HttpOptions;
-use mcpoll::host::{BlockingError, OwnedResult};
-use mcpoll::{CallOptions, Config, EraPreference, Host, Method, ServerId, ServerState};
+use mcpoll::oauth::{
+    Action, Authorizer, HttpMethod, HttpResponse, JwtAlgorithm, OAuthConfig, OAuthFlow,
+    PreRegistered, SigningKey,
+};
+use mcpoll::{
+    AuthChallenge, BlockingError, CallError, CallOptions, Config, EraPreference, Host, HttpOptions,
+    Method, OwnedResult, PeerError, ServerId, ServerState, TokenProvider,
+};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 /// Per-call deadline: a call that cannot complete (a server request mcpoll does not answer yet)
 /// ends well inside the harness's 30 s per scenario.
 const CALL_TIMEOUT: Duration = Duration::from_secs(8);
+
+/// Why a scenario stopped: text, and for a 401 or 403 the server's challenge.
+#[derive(Debug)]
+struct Failure {
+    text: String,
+    auth: Option<(u16, Box<AuthChallenge>)>,
+}
+
+impl From<String> for Failure {
+    fn from(text: String) -> Self {
+        Self { text, auth: None }
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(text: &str) -> Self {
+        text.to_owned().into()
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// The auth challenge inside a call's error, if it is one.
+fn challenge_of(error: &CallError) -> Option<(u16, Box<AuthChallenge>)> {
+    match error {
+        CallError::Peer(PeerError::AuthRequired(c)) => Some((401, c.clone())),
+        CallError::Peer(PeerError::Forbidden(c)) => Some((403, c.clone())),
+        _ => None,
+    }
+}
 
 struct Client {
     host: Host,
@@ -42,7 +89,11 @@ struct Client {
 }
 
 impl Client {
-    fn connect(url: &str, protocol_version: &str) -> Result<Self, String> {
+    fn connect(
+        url: &str,
+        protocol_version: &str,
+        tokens: Option<Box<dyn TokenProvider>>,
+    ) -> Result<Self, Failure> {
         // Dated revisions up to 2025-11-25 are the initialize era; later ones are stateless.
         let era = if protocol_version <= "2025-11-25" {
             EraPreference::LegacyOnly
@@ -56,18 +107,20 @@ impl Client {
             ..Config::default()
         };
         let mut host = Host::new().map_err(|e| format!("poll: {e}"))?;
-        let server = host
-            .add_http_server(HttpOptions::new(url), config)
-            .map_err(|e| format!("add_http_server: {e}"))?;
+        let mut options = HttpOptions::new(url);
+        options.token_provider = tokens;
+        let server =
+            host.add_http_server(options, config).map_err(|e| format!("add_http_server: {e}"))?;
         let state = host.wait_ready(server, CALL_TIMEOUT * 2).map_err(|e| e.to_string())?;
         println!("connected: {state} (era {:?})", host.era(server));
         if !matches!(state, ServerState::Ready(..)) {
             while let Some((_, event)) = host.poll_event() {
                 if let mcpoll::Event::Closed { error } = event {
-                    return Err(format!("not ready: {error}"));
+                    let auth = challenge_of(&error);
+                    return Err(Failure { text: format!("not ready: {error}"), auth });
                 }
             }
-            return Err(format!("not ready: {state}"));
+            return Err(format!("not ready: {state}").into());
         }
         Ok(Self { host, server, opts: CallOptions::default() })
     }
@@ -76,18 +129,24 @@ impl Client {
         &mut self,
         what: &str,
         call: Result<mcpoll::CallId, mcpoll::RequestError>,
-    ) -> Result<OwnedResult, String> {
+    ) -> Result<OwnedResult, Failure> {
         let outcome =
             call.map_err(BlockingError::from).and_then(|call| self.host.wait(self.server, call));
         match &outcome {
             Ok(r) => println!("{what}: {:?} {}", r.result_type, r.json),
             Err(e) => println!("{what}: failed: {e}"),
         }
-        outcome.map_err(|e| format!("{what}: {e}"))
+        outcome.map_err(|e| {
+            let auth = match &e {
+                BlockingError::Call(error) => challenge_of(error),
+                _ => None,
+            };
+            Failure { text: format!("{what}: {e}"), auth }
+        })
     }
 
     /// A listing's items (`tools`, `resources`, `prompts`), pagination followed by mcpoll.
-    fn list(&mut self, method: Method, key: &str) -> Result<Vec<Value>, String> {
+    fn list(&mut self, method: Method, key: &str) -> Result<Vec<Value>, Failure> {
         let call = self.host.list(self.server, method, &self.opts);
         let r = self.finish(key, call)?;
         let mut v: Value = serde_json::from_str(&r.json).map_err(|e| e.to_string())?;
@@ -97,14 +156,14 @@ impl Client {
         })
     }
 
-    fn call_tool(&mut self, name: &str, arguments: &RawValue) -> Result<OwnedResult, String> {
+    fn call_tool(&mut self, name: &str, arguments: &RawValue) -> Result<OwnedResult, Failure> {
         let call = self.host.call_tool(self.server, name, arguments, &self.opts);
         self.finish(&format!("tools/call {name}"), call)
     }
 
     /// What a host does with a server it knows nothing about: list the tools it offers and
     /// call each one with arguments that fit its schema.
-    fn call_every_tool(&mut self) -> Result<(), String> {
+    fn call_every_tool(&mut self) -> Result<(), Failure> {
         let mut failed = None;
         for tool in self.list(Method::ToolsList, "tools")? {
             let name = tool["name"].as_str().unwrap_or_default().to_owned();
@@ -136,8 +195,36 @@ fn arguments_for(schema: &Value) -> Value {
     Value::Object(args)
 }
 
-fn run(scenario: &str, url: &str, version: &str, context: &Value) -> Result<(), String> {
-    let mut c = Client::connect(url, version)?;
+fn run(scenario: &str, url: &str, version: &str, context: &Value) -> Result<(), Failure> {
+    if !scenario.starts_with("auth/") {
+        return run_once(scenario, url, version, context, None);
+    }
+    let flow = Rc::new(RefCell::new(oauth_flow(url, context)?));
+    // Each round ends at a 401 or 403 (then the flow runs and the scenario starts again with
+    // the token) or with the scenario's outcome; the flow's own bound stops a server that
+    // never accepts.
+    for _ in 0..8 {
+        let tokens = Box::new(FlowTokens(flow.clone()));
+        match run_once(scenario, url, version, context, Some(tokens)) {
+            Err(Failure { auth: Some((status, challenge)), text }) => {
+                println!("oauth: {text}; authorizing");
+                drive(&mut flow.borrow_mut(), status, &challenge)
+                    .map_err(|e| format!("oauth: {e}"))?;
+            }
+            outcome => return outcome,
+        }
+    }
+    Err("oauth: too many rounds".into())
+}
+
+fn run_once(
+    scenario: &str,
+    url: &str,
+    version: &str,
+    context: &Value,
+    tokens: Option<Box<dyn TokenProvider>>,
+) -> Result<(), Failure> {
+    let mut c = Client::connect(url, version, tokens)?;
     match scenario {
         // The handshake itself is what is checked.
         "initialize" => {}
@@ -206,6 +293,167 @@ fn run(scenario: &str, url: &str, version: &str, context: &Value) -> Result<(), 
     }
     c.host.close_server(c.server);
     Ok(())
+}
+
+/// The flow for `url`, set up from the scenario's context: pre-registered credentials or
+/// client credentials when the harness gives them, else the authorization code grant with the
+/// suite's Client ID Metadata Document URL (used only where the server advertises support).
+fn oauth_flow(url: &str, context: &Value) -> Result<OAuthFlow, String> {
+    let field = |name: &str| context[name].as_str().map(String::from);
+    let scenario = field("name").unwrap_or_default();
+    let mut config = if scenario.starts_with("auth/client-credentials") {
+        let id = field("client_id").ok_or("no client_id in the context")?;
+        let client = match (field("client_secret"), field("private_key_pem")) {
+            (Some(secret), _) => PreRegistered::with_secret(id, secret),
+            (None, Some(pem)) => {
+                let alg = field("signing_algorithm").unwrap_or_else(|| "ES256".into());
+                let alg = JwtAlgorithm::from_name(&alg).ok_or("unknown signing_algorithm")?;
+                let key = SigningKey::from_pkcs8_pem(&pem, alg).map_err(|e| e.to_string())?;
+                PreRegistered::with_key(id, key)
+            }
+            (None, None) => return Err("no client secret or key in the context".into()),
+        };
+        OAuthConfig::client_credentials(url, client)
+    } else {
+        let mut config = OAuthConfig::authorization_code(url, "http://127.0.0.1:3333/callback");
+        config.client_metadata_url =
+            Some("https://conformance-test.local/client-metadata.json".into());
+        if let (Some(id), Some(secret)) = (field("client_id"), field("client_secret")) {
+            config.pre_registered = Some(PreRegistered::with_secret(id, secret));
+        }
+        config
+    };
+    config.client_name = "mcpoll-conformance-client".into();
+    let unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    OAuthFlow::new(config, Instant::now(), unix).map_err(|e| e.to_string())
+}
+
+/// Tokens from the flow for the HTTP driver. The driver asks for a fresh token after a 401
+/// without passing the challenge, so a refresh runs the flow only when a token was held
+/// (the server stopped accepting it: rediscovery finds a moved authorization server); a first
+/// 401 goes back to `run` with its challenge instead.
+#[derive(Debug)]
+struct FlowTokens(Rc<RefCell<OAuthFlow>>);
+
+impl TokenProvider for FlowTokens {
+    fn token(&mut self) -> Option<String> {
+        self.0.borrow().bearer(Instant::now()).map(|t| t.expose().to_owned())
+    }
+
+    fn refresh(&mut self) -> Option<String> {
+        self.token()?;
+        let mut flow = self.0.borrow_mut();
+        if let Err(e) = drive(&mut flow, 401, &AuthChallenge::default()) {
+            println!("oauth: refresh: {e}");
+            return None;
+        }
+        flow.bearer(Instant::now()).map(|t| t.expose().to_owned())
+    }
+}
+
+/// Runs the flow to its end over blocking HTTP.
+fn drive(flow: &mut OAuthFlow, status: u16, challenge: &AuthChallenge) -> Result<(), String> {
+    flow.handle_challenge(Instant::now(), status, challenge);
+    loop {
+        match flow.poll_action() {
+            Some(Action::Send(req)) => {
+                let method = if req.method == HttpMethod::Get { "GET" } else { "POST" };
+                println!("oauth: {method} {}", req.url);
+                match http(method, &req.url, &req.headers, &req.body) {
+                    Ok(reply) => {
+                        println!("oauth: -> {}", reply.status);
+                        let response = HttpResponse { status: reply.status, body: &reply.body };
+                        flow.handle_response(Instant::now(), req.id, response);
+                    }
+                    Err(e) => {
+                        println!("oauth: {e}");
+                        flow.handle_transport_error(Instant::now(), req.id);
+                    }
+                }
+            }
+            Some(Action::Authorize(url)) => flow.authorize_with(Instant::now(), &url, &mut Follow),
+            Some(Action::Ready) => return Ok(()),
+            Some(Action::Failed(e)) => return Err(e.to_string()),
+            Some(_) => {}
+            None => return Err("the flow stalled".into()),
+        }
+    }
+}
+
+/// The headless authorizer: GET the authorization URL and take the redirect it answers with,
+/// as a browser would before landing on the loopback redirect URI.
+struct Follow;
+
+impl Authorizer for Follow {
+    fn authorize(&mut self, url: &str) -> Option<String> {
+        println!("oauth: authorize {}", url.split('?').next().unwrap_or_default());
+        let reply = http("GET", url, &[], &[]).ok()?;
+        let location = reply.headers.into_iter().find(|(k, _)| k.eq_ignore_ascii_case("location"));
+        location.filter(|_| (300..400).contains(&reply.status)).map(|(_, v)| v)
+    }
+}
+
+/// What [`http`] read.
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+/// One HTTP/1.1 exchange over plain TCP (the harness's servers are on loopback), read to the
+/// end of the connection.
+fn http(method: &str, url: &str, headers: &[(&str, String)], body: &[u8]) -> Result<Reply, String> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| format!("not http: {url}"))?;
+    let (authority, target) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let target = if target.is_empty() { "/" } else { target };
+    let mut stream = TcpStream::connect(authority).map_err(|e| format!("{authority}: {e}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+    let mut head = format!(
+        "{method} {target} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream
+        .write_all(head.as_bytes())
+        .and_then(|()| stream.write_all(body))
+        .map_err(|e| e.to_string())?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).map_err(|e| e.to_string())?;
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").ok_or("no response head")?;
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .ok_or("bad status line")?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect();
+    let mut body = raw[split + 4..].to_vec();
+    let chunked = headers.iter().any(|(k, v)| {
+        k.eq_ignore_ascii_case("transfer-encoding") && v.eq_ignore_ascii_case("chunked")
+    });
+    if chunked {
+        body = dechunk(&body);
+    }
+    Ok(Reply { status, headers, body })
+}
+
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(end) = data.windows(2).position(|w| w == b"\r\n") {
+        let size = std::str::from_utf8(&data[..end]).ok();
+        let size = size.and_then(|s| usize::from_str_radix(s.split(';').next()?.trim(), 16).ok());
+        let Some(size) = size.filter(|&n| n > 0 && data.len() >= end + 2 + n) else { break };
+        out.extend_from_slice(&data[end + 2..end + 2 + size]);
+        data = data.get(end + 4 + size..).unwrap_or_default();
+    }
+    out
 }
 
 fn main() -> ExitCode {

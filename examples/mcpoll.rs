@@ -20,14 +20,19 @@
 //! attempt may be retried, and `x-mcp-header` arguments travel as headers over HTTP. The result goes to stdout as JSON and the exit code is 0; a tool's `isError` result
 //! is a success that prints `"isError": true`. On failure one JSON line goes to stderr,
 //! `{"error":{"kind":"protocol|transport|local","name":"...","message":"..."}}`, and the exit
-//! code is 1 (2 for bad usage).
+//! code is 1 (2 for bad usage). When a server process's exit is behind the error, the object
+//! also carries `"exit_code"` (or `"signal"`) and `"stderr_tail"`, the last of its stderr.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use mcpoll::driver::http::HttpOptions;
-use mcpoll::host::{BlockingError, OwnedResult};
-use mcpoll::{CallError, CallOptions, Config, EraPreference, Host, Method, StdioCommand};
+use mcpoll::HttpOptions;
+use mcpoll::ProcessExit;
+use mcpoll::{BlockingError, OwnedResult};
+use mcpoll::{
+    CallError, CallOptions, Config, EraPreference, Host, LocalError, Method, StdioCommand,
+    TransportError,
+};
 use serde_json::json;
 use serde_json::value::RawValue;
 
@@ -104,6 +109,18 @@ impl From<BlockingError> for Failure {
 impl From<mcpoll::RequestError> for Failure {
     fn from(e: mcpoll::RequestError) -> Self {
         Failure::Other("request_refused", e.to_string())
+    }
+}
+
+/// The server process exit behind an error, if one is.
+fn process_exit(e: &CallError) -> Option<&ProcessExit> {
+    match e {
+        CallError::Transport(TransportError::ProcessExit(x)) => Some(x),
+        CallError::Local(LocalError::DeliveryUnknown(t)) => match &**t {
+            TransportError::ProcessExit(x) => Some(x),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
@@ -196,16 +213,30 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(f) => {
+            let mut exit = None;
             let (kind, name, message, code) = match f {
                 Failure::Usage(m) if m.is_empty() => {
                     eprintln!("{USAGE}");
                     return ExitCode::from(2);
                 }
                 Failure::Usage(m) => ("local", "usage".to_owned(), format!("{m}; {USAGE}"), 2),
-                Failure::Call(e) => (e.kind(), e.name().to_owned(), e.to_string(), 1),
+                Failure::Call(e) => {
+                    exit = process_exit(&e).cloned();
+                    (e.kind(), e.name().to_owned(), e.to_string(), 1)
+                }
                 Failure::Other(name, m) => ("local", name.to_owned(), m, 1),
             };
-            eprintln!("{}", json!({"error": {"kind": kind, "name": name, "message": message}}));
+            let mut error = json!({"kind": kind, "name": name, "message": message});
+            if let Some(x) = exit {
+                if let Some(c) = x.code {
+                    error["exit_code"] = json!(c);
+                }
+                if let Some(s) = x.signal {
+                    error["signal"] = json!(s);
+                }
+                error["stderr_tail"] = json!(&*x.stderr_tail);
+            }
+            eprintln!("{}", json!({ "error": error }));
             ExitCode::from(code)
         }
     }

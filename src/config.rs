@@ -1,9 +1,8 @@
-//! Engine configuration: limits and defaults, checked once by [`Engine::new`](crate::Engine::new).
+//! Engine configuration: limits, defaults and the three policies (retry, breaker, restart),
+//! checked once by [`Engine::new`](crate::Engine::new).
 
 use std::time::Duration;
 
-use crate::engine::breaker::BreakerPolicy;
-use crate::engine::retry::RetryPolicy;
 use crate::error::ConfigError;
 use crate::proto::version::EraPreference;
 
@@ -33,9 +32,21 @@ pub struct Config {
     pub client_capabilities: String,
     /// Most pages followed by one listing before it fails with `TooManyPages`.
     pub max_pages: usize,
-    /// Most events held for the host before progress notifications are dropped (terminal
-    /// events are never dropped).
+    /// Most events held for the host. Past it, progress, change, breaker and transport-lost
+    /// events are dropped (and counted in `Stats::events_dropped`). Terminal events
+    /// (`CallDone`, `CallFailed`) are never dropped: instead a new call is refused with
+    /// `RequestError::Overloaded` while the undrained terminal events plus the pending calls
+    /// reach this number.
     pub max_queued_events: usize,
+    /// Most frames a driver hands the engine per readiness event. Input left over is taken on
+    /// the next `Host::poll` round, which then does not wait; so one chatty server cannot hold
+    /// the loop, and every round's work is bounded.
+    pub frames_per_readiness: usize,
+    /// Most bytes a driver holds toward a server that has not taken them yet. When this many
+    /// are waiting, the driver stops taking frames from the engine until the server reads
+    /// (calls wait in the engine's queue, under their deadlines); one frame may pass the
+    /// mark, as a frame is taken whole.
+    pub max_write_buffer_bytes: usize,
     /// How many bytes of a child's stderr are kept for diagnostics.
     pub stderr_tail_bytes: usize,
     /// Most calls in flight at once; more wait in a FIFO queue.
@@ -52,6 +63,45 @@ pub struct Config {
     pub idempotency_key_field: String,
     /// Seed for the retry jitter (fixed by default, so runs replay).
     pub jitter_seed: u64,
+}
+
+/// Which failed attempts are sent again, and how long to wait between them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in total, the first included (1 disables retries).
+    pub max_attempts: u32,
+    /// Backoff before the second attempt; doubles each time.
+    pub base_delay: Duration,
+    /// Backoff never exceeds this (before jitter).
+    pub max_delay: Duration,
+    /// Jitter added on top, as a fraction of the delay (0 to 1).
+    pub jitter_percent: u8,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 3,
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(5),
+            jitter_percent: 20,
+        }
+    }
+}
+
+/// When a circuit breaker opens, and how long it stays open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BreakerPolicy {
+    /// Consecutive counted failures that open the breaker (0 disables breakers).
+    pub failure_threshold: u32,
+    /// How long an open breaker refuses calls before letting one probe through.
+    pub cool_down: Duration,
+}
+
+impl Default for BreakerPolicy {
+    fn default() -> Self {
+        Self { failure_threshold: 5, cool_down: Duration::from_secs(10) }
+    }
 }
 
 /// How a crashed stdio server is restarted.
@@ -98,6 +148,8 @@ impl Default for Config {
             client_capabilities: "{}".into(),
             max_pages: 1000,
             max_queued_events: 1024,
+            frames_per_readiness: 64,
+            max_write_buffer_bytes: 256 * 1024,
             stderr_tail_bytes: 8 * 1024,
             max_in_flight: 32,
             max_queued: 128,
@@ -136,6 +188,12 @@ impl Config {
         }
         if self.max_queued_events == 0 {
             return err("max_queued_events", "must be at least 1");
+        }
+        if self.frames_per_readiness == 0 {
+            return err("frames_per_readiness", "must be at least 1");
+        }
+        if self.max_write_buffer_bytes == 0 {
+            return err("max_write_buffer_bytes", "must be at least 1");
         }
         let caps = self.client_capabilities.trim_start();
         if !caps.starts_with('{') || serde_json::from_str::<serde::de::IgnoredAny>(caps).is_err() {

@@ -391,7 +391,8 @@ impl fmt::Display for LocalError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RequestError {
-    /// The pending table is full (`Config::max_pending`).
+    /// The pending table is full (`Config::max_pending`), or the host has left
+    /// `Config::max_queued_events` calls' terminal events undrained.
     Overloaded,
     /// The engine is closed; no further calls are accepted.
     Closed,

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::*;
-use mcpoll::driver::http::HttpOptions;
+use mcpoll::HttpOptions;
 use mcpoll::{
     CallError, CallId, CallOptions, Config, Event, Host, Idempotency, LocalError, PeerError,
     ServerId, ServerState, StdioCommand, TransportError,

@@ -4,16 +4,16 @@
 mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::mini::{mcp_answer, MiniProxy, MiniServer, Request, Response};
 use common::raw;
-use mcpoll::driver::http::{HttpOptions, TokenProvider};
-use mcpoll::driver::tls::TlsOptions;
-use mcpoll::driver::url::ProxyChoice;
-use mcpoll::error::TlsFailure;
+use mcpoll::ProxyChoice;
+use mcpoll::TlsFailure;
+use mcpoll::TlsOptions;
 use mcpoll::{CallError, CallOptions, Config, Event, Host, PeerError, ServerState, TransportError};
+use mcpoll::{HttpOptions, TokenProvider};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
@@ -424,4 +424,106 @@ fn legacy_http_answers_server_pings_by_post_and_resumes_the_get_stream_with_last
             .all(|r| r.header("mcp-method").is_none() || r.json()["method"] == "server/discover"),
         "no 2026 headers on the legacy exchange"
     );
+}
+
+#[test]
+fn an_oversize_json_reply_fails_the_call_as_too_large_as_over_stdio() {
+    let server = MiniServer::start(None, |req| {
+        if req.json()["method"] == "tools/call" {
+            let big = "x".repeat(8 * 1024);
+            let reply = serde_json::json!({"jsonrpc": "2.0", "id": req.json()["id"],
+                "result": {"content": [{"type": "text", "text": big}]}});
+            return Response::json(reply);
+        }
+        mcp_answer(req)
+    });
+    let mut host = Host::new().unwrap();
+    let config = Config { max_message_bytes: 4096, ..Config::default() };
+    let opts = HttpOptions::new(server.url("http", "127.0.0.1"));
+    let id = host.add_http_server(opts, config).expect("add");
+    let args = raw(r#"{"text":"hi"}"#);
+    let err = host.call_tool_blocking(id, "echo", &args, &CallOptions::default()).unwrap_err();
+    assert!(
+        matches!(err, mcpoll::BlockingError::Call(CallError::Peer(PeerError::TooLarge))),
+        "{err:?}"
+    );
+}
+
+/// A legacy server whose `tools/call` stream primes an event id and `retry: 500`, then ends
+/// before the reply; the reply waits for a GET that resumes after that id.
+fn resumable_server(call_id: &Mutex<serde_json::Value>, req: &Request) -> Response {
+    let sse = |body: String| Response {
+        status: 200,
+        headers: vec![
+            ("Content-Type".into(), "text/event-stream".into()),
+            ("Mcp-Session-Id".into(), "s-1".into()),
+        ],
+        body,
+    };
+    if req.method == "GET" {
+        if req.header("last-event-id") != Some("e1") {
+            return Response { status: 405, headers: vec![], body: String::new() };
+        }
+        let id = call_id.lock().unwrap().clone();
+        let done = serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}});
+        return sse(format!("id: e2\ndata: {done}\n\n"));
+    }
+    if req.json()["method"] == "tools/call" {
+        *call_id.lock().unwrap() = req.json()["id"].clone();
+        return sse("id: e1\nretry: 500\ndata:\n\n".into());
+    }
+    legacy_server(req)
+}
+
+#[test]
+fn a_legacy_post_stream_closed_before_the_reply_is_resumed_after_retry_with_last_event_id() {
+    let call_id = Arc::new(Mutex::new(serde_json::Value::Null));
+    let ids = Arc::clone(&call_id);
+    let server = MiniServer::start(None, move |req| resumable_server(&ids, req));
+    let mut host = Host::new().unwrap();
+    let id = add(&mut host, HttpOptions::new(server.url("http", "127.0.0.1")));
+    assert!(matches!(
+        host.wait_ready(id, Duration::from_secs(10)).unwrap(),
+        ServerState::Ready(mcpoll::Era::Legacy, _)
+    ));
+    // A write (no annotations): resuming is not re-sending, so it is safe.
+    let r = host.call_tool_blocking(id, "t", &raw("{}"), &CallOptions::default()).unwrap();
+    assert_eq!(r.json, r#"{"content":[]}"#, "the reply came on the resumed stream");
+    let reqs = server.requests();
+    let calls: Vec<_> = reqs.iter().filter(|r| r.json()["method"] == "tools/call").collect();
+    assert_eq!(calls.len(), 1, "the call was not sent again");
+    let resume = reqs
+        .iter()
+        .find(|r| r.method == "GET" && r.header("last-event-id").is_some())
+        .expect("a GET resumed the stream");
+    assert_eq!(resume.header("last-event-id"), Some("e1"));
+    assert_eq!(resume.header("mcp-session-id"), Some("s-1"));
+    let waited = resume.at.duration_since(calls[0].at);
+    assert!(
+        waited >= Duration::from_millis(500),
+        "the server's retry: 500 was honoured: {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(2), "and not much more: {waited:?}");
+}
+
+#[test]
+fn a_long_event_stream_is_handed_over_in_bounded_turns_and_still_completes() {
+    let server = MiniServer::start(None, |req| {
+        if req.json()["method"] != "tools/call" {
+            return legacy_server(req);
+        }
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}"#;
+        let done = serde_json::json!({"jsonrpc": "2.0", "id": req.json()["id"], "result": {"content": []}});
+        let mut body: String = (0..500).map(|_| format!("data: {note}\n\n")).collect();
+        body.push_str(&format!("data: {done}\n\n"));
+        Response {
+            status: 200,
+            headers: vec![("Content-Type".into(), "text/event-stream".into())],
+            body,
+        }
+    });
+    let mut host = Host::new().unwrap();
+    let id = add(&mut host, HttpOptions::new(server.url("http", "127.0.0.1")));
+    let r = host.call_tool_blocking(id, "t", &raw("{}"), &CallOptions::default()).unwrap();
+    assert_eq!(r.json, r#"{"content":[]}"#, "the reply after 500 events arrives");
 }

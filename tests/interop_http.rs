@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use mcpoll::driver::http::HttpOptions;
+use mcpoll::HttpOptions;
 use mcpoll::{CallOptions, Config, Era, Event, Host, ServerId, SubscriptionFilter};
 
 fn start_http(host: &mut Host, url: &str) -> ServerId {

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use mcpoll::host::AddServerError;
+use mcpoll::AddServerError;
 use mcpoll::{
     CallError, CallOptions, Config, Era, EraPreference, Host, LocalError, Method, PeerError,
     ServerState, TransportError,
@@ -135,7 +135,7 @@ fn deadline_on_a_real_server() {
     let err = host.call_tool_blocking(id, "slow", &raw(r#"{"ms":3000}"#), &opts).unwrap_err();
     assert!(matches!(
         err,
-        mcpoll::host::BlockingError::Call(CallError::Local(LocalError::DeadlineExceeded))
+        mcpoll::BlockingError::Call(CallError::Local(LocalError::DeadlineExceeded))
     ));
     assert!(started.elapsed() < Duration::from_secs(2));
     poll_until(&mut host, Duration::from_secs(5), |h| {
@@ -181,7 +181,7 @@ fn a_crash_fails_that_servers_calls_with_exit_status_and_leaves_the_other_server
     }
     assert!(matches!(
         host.wait(crashing, doomed_slow),
-        Err(mcpoll::host::BlockingError::Call(CallError::Local(LocalError::DeliveryUnknown(_))))
+        Err(mcpoll::BlockingError::Call(CallError::Local(LocalError::DeliveryUnknown(_))))
     ));
     assert!(
         host.wait(healthy, healthy_slow).unwrap().json.contains("slept"),
@@ -237,7 +237,7 @@ fn closing_a_server_stops_its_process_and_fails_its_calls() {
     assert!(!alive(pid), "the child is gone after close");
     assert!(matches!(
         host.wait(id, slow),
-        Err(mcpoll::host::BlockingError::Call(CallError::Transport(_)))
+        Err(mcpoll::BlockingError::Call(CallError::Transport(_)))
     ));
     let args = raw("{}");
     assert_eq!(

@@ -1,2 +1,2 @@
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| mcpoll::fuzzing::engine_ops(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| mcpoll::internal::fuzzing::engine_ops(data));

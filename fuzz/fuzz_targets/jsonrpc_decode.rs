@@ -1,2 +1,2 @@
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| mcpoll::fuzzing::jsonrpc_decode(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| mcpoll::internal::fuzzing::jsonrpc_decode(data));

@@ -1,2 +1,2 @@
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| mcpoll::fuzzing::ndjson_framer(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| mcpoll::internal::fuzzing::ndjson_framer(data));

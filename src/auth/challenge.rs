@@ -1,10 +1,7 @@
 //! The `WWW-Authenticate` challenge a server sends with a 401 or 403: authorization, not HTTP
 //! framing, so it lives here and produces the public [`AuthChallenge`].
-
-// The parser reads HTTP headers, so it builds with the `http` feature; the type is public
-// (and in `Event`) with any features.
-#[cfg(feature = "http")]
-use crate::codec::http1::is_tchar;
+// The parser serves the HTTP transport; without it only the type is used.
+#![cfg_attr(not(feature = "http"), allow(dead_code))]
 
 /// The auth-params of the `Bearer` challenge in a `WWW-Authenticate` header (RFC 6750 3,
 /// RFC 9728 5.1), as an MCP client needs them after a 401 or 403.
@@ -26,7 +23,6 @@ pub struct AuthChallenge {
 /// case-insensitive; values may be tokens or quoted strings; the first copy of a parameter
 /// wins. Junk is skipped rather than refused: this runs on an error path, where a partial
 /// answer beats none. A response may carry several `WWW-Authenticate` headers: try each.
-#[cfg(feature = "http")]
 pub(crate) fn parse(value: &[u8]) -> Option<AuthChallenge> {
     let mut found: Option<AuthChallenge> = None;
     let mut in_bearer = false;
@@ -100,7 +96,6 @@ pub(crate) fn parse(value: &[u8]) -> Option<AuthChallenge> {
 
 /// Reads the quoted string opening at `value[open]` (a `"`), undoing `\` escapes. Returns
 /// the text and the position after the closing quote (or the end, if it is missing).
-#[cfg(feature = "http")]
 fn quoted(value: &[u8], open: usize) -> (String, usize) {
     let mut text = Vec::new();
     let mut pos = open + 1;
@@ -120,7 +115,12 @@ fn quoted(value: &[u8], open: usize) -> (String, usize) {
     (String::from_utf8_lossy(&text).into_owned(), pos)
 }
 
-#[cfg(all(test, feature = "http"))]
+/// RFC 9110 `tchar`: the bytes of a token (a scheme or parameter name).
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -2,5 +2,7 @@
 //! driver that calls them.)
 
 pub(crate) mod challenge;
+#[cfg(feature = "http")]
+pub mod oauth;
 
 pub use challenge::AuthChallenge;

@@ -21,14 +21,14 @@
 use std::fmt;
 
 /// The most header lines a response head may carry (httparse parses into a fixed array).
-pub const MAX_HEADERS: usize = 64;
+pub(crate) const MAX_HEADERS: usize = 64;
 
 /// The longest chunk-size line, extensions and CRLF included, of a chunked body.
-pub const MAX_CHUNK_LINE: usize = 4096;
+pub(crate) const MAX_CHUNK_LINE: usize = 4096;
 
 /// Byte caps for one response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// The largest response head, status line to blank line. Also caps the trailer section
     /// of a chunked body.
     pub max_head_bytes: usize,
@@ -47,7 +47,7 @@ impl Default for Limits {
 
 /// The head of a request for [`write_request`].
 #[derive(Debug, Clone, Copy)]
-pub struct RequestHead<'a> {
+pub(crate) struct RequestHead<'a> {
     /// The method, for example `POST`. Must be an RFC 9110 token.
     pub method: &'a str,
     /// The origin-form target: absolute path plus optional query, for example `/mcp?x=1`.
@@ -62,7 +62,7 @@ pub struct RequestHead<'a> {
 /// Why [`write_request`] refused a request. Nothing was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum RequestError {
+pub(crate) enum RequestError {
     /// The method is not a token.
     BadMethod,
     /// The target is not an origin-form path (`/` then visible ASCII, no `#`).
@@ -103,7 +103,7 @@ impl std::error::Error for RequestError {}
 ///
 /// A [`RequestError`] when the method, target, host or a header could inject or break
 /// framing. Everything is checked before the first byte is written, so `out` is unchanged.
-pub fn write_request(
+pub(crate) fn write_request(
     out: &mut Vec<u8>,
     req: &RequestHead<'_>,
     body: &[u8],
@@ -169,7 +169,7 @@ pub fn write_request(
 
 /// One output of the [`ResponseParser`].
 #[derive(Debug, Clone, Copy)]
-pub enum ResponseEvent<'a> {
+pub(crate) enum ResponseEvent<'a> {
     /// A final (non-1xx) response head. Interim `1xx` heads are skipped.
     Head(ResponseHead<'a>),
     /// The next piece of the decoded body (chunked framing removed). Never empty.
@@ -231,9 +231,11 @@ impl From<HttpError> for std::io::Error {
 
 /// A response head. It borrows the parser: copy out what must outlive the next call.
 #[derive(Debug, Clone, Copy)]
-pub struct ResponseHead<'a> {
+pub(crate) struct ResponseHead<'a> {
     status: u16,
     minor: u8,
+    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
+    // read by the table tests and fuzz targets
     reason: &'a str,
     raw: &'a [u8],
     spans: &'a [Span],
@@ -241,34 +243,36 @@ pub struct ResponseHead<'a> {
 
 impl<'a> ResponseHead<'a> {
     /// The status code, for example `200`.
-    pub fn status(&self) -> u16 {
+    pub(crate) fn status(&self) -> u16 {
         self.status
     }
 
+    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))] // read by the table tests and fuzz targets
     /// The reason phrase, possibly empty (it is empty too when it was not valid UTF-8).
-    pub fn reason(&self) -> &'a str {
+    pub(crate) fn reason(&self) -> &'a str {
         self.reason
     }
 
+    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))] // read by the table tests and fuzz targets
     /// The minor HTTP version: `1` for HTTP/1.1, `0` for HTTP/1.0.
-    pub fn version_minor(&self) -> u8 {
+    pub(crate) fn version_minor(&self) -> u8 {
         self.minor
     }
 
     /// The value of the first header called `name`, compared case-insensitively.
-    pub fn header(&self, name: &str) -> Option<&'a [u8]> {
+    pub(crate) fn header(&self, name: &str) -> Option<&'a [u8]> {
         self.headers().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v)
     }
 
     /// All headers in wire order, as `(name, value)`.
-    pub fn headers(&self) -> Headers<'a> {
+    pub(crate) fn headers(&self) -> Headers<'a> {
         Headers { raw: self.raw, spans: self.spans.iter() }
     }
 }
 
 /// Iterator over a [`ResponseHead`]'s headers, from [`ResponseHead::headers`].
 #[derive(Debug, Clone)]
-pub struct Headers<'a> {
+pub(crate) struct Headers<'a> {
     raw: &'a [u8],
     spans: std::slice::Iter<'a, Span>,
 }
@@ -305,7 +309,7 @@ struct Span {
 /// [`Limits::max_head_bytes`]) or chunk-size line plus the last push, and a copy of the
 /// current head. Body bytes are handed out, never accumulated.
 #[derive(Debug)]
-pub struct ResponseParser {
+pub(crate) struct ResponseParser {
     limits: Limits,
     buf: Vec<u8>,
     /// First unconsumed byte in `buf`.
@@ -370,7 +374,7 @@ enum LineStep {
 
 impl ResponseParser {
     /// A parser for a new connection.
-    pub fn new(limits: Limits) -> Self {
+    pub(crate) fn new(limits: Limits) -> Self {
         Self {
             limits,
             buf: Vec::new(),
@@ -394,7 +398,7 @@ impl ResponseParser {
     /// Appends bytes read from the connection. Call [`next`](Self::next) until `None` before
     /// pushing more, or memory use grows by one read. Bytes pushed after [`eof`](Self::eof),
     /// an error or a final `End` are dropped.
-    pub fn push(&mut self, data: &[u8]) {
+    pub(crate) fn push(&mut self, data: &[u8]) {
         if self.eof || self.state == State::Closed {
             return;
         }
@@ -408,13 +412,14 @@ impl ResponseParser {
 
     /// The peer closed the connection. A read-to-close body then ends; a partial head or a
     /// body cut short of its length yields [`HttpError::Truncated`] from [`next`](Self::next).
-    pub fn eof(&mut self) {
+    pub(crate) fn eof(&mut self) {
         self.eof = true;
     }
 
+    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))] // read by the table tests and fuzz targets
     /// Forgets the connection: buffered bytes, the current response, end of stream and any
     /// error. Use it to reuse the parser on a new connection or to abandon a response.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.buf.clear();
         self.start = 0;
         self.scanned = 0;
@@ -428,18 +433,19 @@ impl ResponseParser {
 
     /// Changes the body cap, from the next call on, for the current response and later ones.
     /// A driver raises it after the head of a `text/event-stream` response.
-    pub fn set_max_body_bytes(&mut self, max: u64) {
+    pub(crate) fn set_max_body_bytes(&mut self, max: u64) {
         self.limits.max_body_bytes = max;
     }
 
     /// Bytes buffered and not yet parsed.
-    pub fn buffered(&self) -> usize {
+    pub(crate) fn buffered(&self) -> usize {
         self.buf.len() - self.start
     }
 
+    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))] // read by the table tests and fuzz targets
     /// The head of the current response, from its `Head` event until the next one or
     /// [`reset`](Self::reset).
-    pub fn head(&self) -> Option<ResponseHead<'_>> {
+    pub(crate) fn head(&self) -> Option<ResponseHead<'_>> {
         self.has_head.then(|| self.head_view())
     }
 
@@ -447,7 +453,7 @@ impl ResponseParser {
     // Not `Iterator::next`: each event borrows the parser, which an `Iterator` cannot express.
     #[allow(clippy::should_implement_trait)]
     #[must_use = "an event left unread is lost"]
-    pub fn next(&mut self) -> Option<Result<ResponseEvent<'_>, HttpError>> {
+    pub(crate) fn next(&mut self) -> Option<Result<ResponseEvent<'_>, HttpError>> {
         loop {
             match self.state {
                 State::Closed => return None,
@@ -850,7 +856,7 @@ fn trim_ows_start(s: &[u8]) -> &[u8] {
 }
 
 /// RFC 9110 `tchar`.
-pub(crate) fn is_tchar(b: u8) -> bool {
+fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 

@@ -8,11 +8,11 @@
 
 /// How many bytes of an oversize line are kept from each end, so the engine can still find
 /// the JSON-RPC id (Python SDKs write it near the start, TypeScript SDKs at the very end).
-pub const OVERSIZE_SNIPPET: usize = 64;
+pub(crate) const OVERSIZE_SNIPPET: usize = 64;
 
 /// One output of the framer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Frame<'a> {
+pub(crate) enum Frame<'a> {
     /// A complete line, without `\n` or a trailing `\r`.
     Line(&'a [u8]),
     /// A line longer than the maximum ended; it was dropped. Reported once, when its newline
@@ -27,7 +27,7 @@ pub enum Frame<'a> {
 
 /// Incremental line framer with a byte cap per line.
 #[derive(Debug)]
-pub struct LineFramer {
+pub(crate) struct LineFramer {
     buf: Vec<u8>,
     /// Start of the first unconsumed byte in `buf`.
     start: usize,
@@ -46,7 +46,7 @@ pub struct LineFramer {
 
 impl LineFramer {
     /// A framer accepting lines of at most `max_line` bytes (excluding the newline).
-    pub fn new(max_line: usize) -> Self {
+    pub(crate) fn new(max_line: usize) -> Self {
         Self {
             buf: Vec::new(),
             start: 0,
@@ -62,7 +62,7 @@ impl LineFramer {
 
     /// Appends bytes read from the stream. Call [`next_frame`](Self::next_frame) until `None`
     /// before pushing more, or memory use grows by one read.
-    pub fn push(&mut self, mut data: &[u8]) {
+    pub(crate) fn push(&mut self, mut data: &[u8]) {
         if self.start > 0 {
             // Compact: consumed bytes are never needed again.
             self.buf.drain(..self.start);
@@ -84,13 +84,14 @@ impl LineFramer {
         self.buf.extend_from_slice(data);
     }
 
+    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))] // read by the table tests and fuzz targets
     /// Bytes buffered and not yet framed.
-    pub fn buffered(&self) -> usize {
+    pub(crate) fn buffered(&self) -> usize {
         self.buf.len() - self.start
     }
 
     /// The next frame, or `None` when more input is needed.
-    pub fn next_frame(&mut self) -> Option<Frame<'_>> {
+    pub(crate) fn next_frame(&mut self) -> Option<Frame<'_>> {
         if self.oversize_done {
             self.oversize_done = false;
             if self.tail.last() == Some(&b'\r') {

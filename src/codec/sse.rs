@@ -28,7 +28,7 @@ const FIELD_SLACK: usize = 6;
 
 /// One dispatched event. It borrows the parser until the next call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SseEvent<'a> {
+pub(crate) struct SseEvent<'a> {
     /// The `event` field, or `message` when there was none.
     pub event_type: &'a str,
     /// The `data` lines joined with `\n`. Never empty.
@@ -40,7 +40,7 @@ pub struct SseEvent<'a> {
 /// Why an event was not delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum SseError {
+pub(crate) enum SseError {
     /// The event's data grew past the maximum. The rest of the event is skipped; the next
     /// event is parsed normally.
     TooLarge,
@@ -63,7 +63,7 @@ impl std::error::Error for SseError {}
 /// without its blank line is dropped, as the standard says; [`last_event_id`](Self::last_event_id)
 /// and [`retry_ms`](Self::retry_ms) are what a resuming client needs.
 #[derive(Debug)]
-pub struct SseParser {
+pub(crate) struct SseParser {
     buf: Vec<u8>,
     /// First unconsumed byte in `buf`.
     start: usize,
@@ -116,7 +116,7 @@ enum FieldStep {
 
 impl SseParser {
     /// A parser whose events carry at most `max_event_bytes` of data (after UTF-8 decoding).
-    pub fn new(max_event_bytes: usize) -> Self {
+    pub(crate) fn new(max_event_bytes: usize) -> Self {
         Self {
             buf: Vec::new(),
             start: 0,
@@ -141,7 +141,7 @@ impl SseParser {
 
     /// Appends stream bytes. Call [`next_event`](Self::next_event) until `None` before pushing
     /// more, or memory use grows by one read.
-    pub fn push(&mut self, mut data: &[u8]) {
+    pub(crate) fn push(&mut self, mut data: &[u8]) {
         if self.start > 0 {
             // Compact: consumed bytes are never needed again.
             self.buf.drain(..self.start);
@@ -159,24 +159,24 @@ impl SseParser {
     }
 
     /// Bytes buffered and not yet parsed.
-    pub fn buffered(&self) -> usize {
+    pub(crate) fn buffered(&self) -> usize {
         self.buf.len() - self.start
     }
 
     /// The last event ID: the value of the last `id` field, as of the last blank line. `None`
     /// if there was none or it was set empty. Send it as `Last-Event-ID` to resume.
-    pub fn last_event_id(&self) -> Option<&str> {
+    pub(crate) fn last_event_id(&self) -> Option<&str> {
         Some(self.fields.last_id.as_str()).filter(|id| !id.is_empty())
     }
 
     /// The reconnection time the server asked for with `retry`, in milliseconds.
-    pub fn retry_ms(&self) -> Option<u64> {
+    pub(crate) fn retry_ms(&self) -> Option<u64> {
         self.fields.retry
     }
 
     /// The next event or error, or `None` when more input is needed.
     #[must_use = "an event left unread is lost"]
-    pub fn next_event(&mut self) -> Option<Result<SseEvent<'_>, SseError>> {
+    pub(crate) fn next_event(&mut self) -> Option<Result<SseEvent<'_>, SseError>> {
         if self.fields.dispatched {
             self.fields.dispatched = false;
             self.fields.clear_event();

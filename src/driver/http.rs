@@ -1,18 +1,19 @@
-//! Streamable HTTP on mio sockets: a small keep-alive pool per server, one exchange (a POST and
-//! its response) per connection at a time, TLS by [`tls`](super::tls), CONNECT proxies.
+//! Streamable HTTP on mio sockets: a small keep-alive pool per server, one exchange (a request
+//! and its response) per connection at a time, TLS by [`tls`](super::tls), CONNECT proxies.
 //!
-//! Each message the engine sends becomes one POST. A reply is either one JSON body or an SSE
-//! stream carrying progress and then the reply; the body is always parsed before the status is
-//! trusted (servers send JSON-RPC errors with 200 and with 4xx). What a bare status means is
-//! the engine's call: the driver reports it as [`ExchangeFailure`].
+//! This is the I/O half. What each message means for MCP (the era's headers, the legacy
+//! session, what a status or a broken stream means, when a stream is reopened, when to try
+//! another instance) is decided by the sans-IO HTTP session, which this driver feeds with the
+//! engine's transmits and the parsed responses.
 //!
 //! Name resolution uses the system resolver, which blocks: it runs when the server is added
 //! and again only after every known address failed to connect, never per call.
 
+mod instances;
+mod options;
+
 use std::collections::VecDeque;
-use std::fmt;
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
@@ -20,155 +21,16 @@ use mio::{Interest, Registry, Token};
 use slab::Slab;
 use smallvec::SmallVec;
 
-use crate::auth::{challenge, AuthChallenge};
 use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent, ResponseParser};
-use crate::codec::sse::SseParser;
-use crate::driver::tls::{tls_failure, TlsConfig, TlsOptions, TlsSession, TlsSetupError};
-use crate::driver::url::{proxy_for, HttpUrl, ProxyChoice, Scheme, UrlError};
-use crate::engine::{Engine, ExchangeFailure, TransmitKind, TransportEvent, TransportKind, WireId};
+use crate::driver::tls::{tls_failure, TlsConfig, TlsSession};
+use crate::driver::url::Scheme;
+use crate::engine::{Engine, ExchangeFailure, TransportEvent, TransportKind};
 use crate::error::TransportError;
-use crate::proto::mcp::Method;
-use crate::proto::version::{Era, ProtocolVersion};
+use crate::session::http::{should_rotate, ExchangeId, Flow, HttpSession, ResponseHead};
+use instances::{Instance, Instances};
 
-/// Supplies bearer tokens. mcpoll never logs them.
-pub trait TokenProvider: fmt::Debug {
-    /// The token to send now, if any.
-    fn token(&mut self) -> Option<String>;
-    /// The server refused the last token (HTTP 401): a fresh one, or `None` to give up.
-    fn refresh(&mut self) -> Option<String>;
-}
-
-/// A fixed token (the `--bearer` case): refreshing yields nothing new.
-#[derive(Clone)]
-pub struct StaticToken(pub String);
-
-impl fmt::Debug for StaticToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("StaticToken(<redacted>)")
-    }
-}
-
-impl TokenProvider for StaticToken {
-    fn token(&mut self) -> Option<String> {
-        Some(self.0.clone())
-    }
-    fn refresh(&mut self) -> Option<String> {
-        None
-    }
-}
-
-/// How to reach one HTTP server.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct HttpOptions {
-    /// The MCP endpoint, e.g. `https://host/mcp`.
-    pub url: String,
-    /// Extra headers sent on every request.
-    pub headers: Vec<(String, String)>,
-    /// Where bearer tokens come from.
-    pub token_provider: Option<Box<dyn TokenProvider>>,
-    /// Certificate trust and client certificates.
-    pub tls: TlsOptions,
-    /// Direct, from the environment (default), or an explicit CONNECT proxy.
-    pub proxy: ProxyChoice,
-    /// Most connections used for calls at once (the legacy GET stream has its own).
-    pub max_connections: usize,
-    /// An idle keep-alive connection is closed after this long.
-    pub idle_timeout: Duration,
-    /// A connection attempt (TCP, proxy and TLS) fails after this long.
-    pub connect_timeout: Duration,
-    /// Largest response head accepted.
-    pub max_head_bytes: usize,
-    /// More instances of the same stateless (2026-07-28) server, e.g. behind no load balancer:
-    /// after a connection to one fails, new connections go to the next, so a retried call lands
-    /// elsewhere. Legacy servers keep sessions on one instance and never rotate.
-    pub alternates: Vec<String>,
-}
-
-impl HttpOptions {
-    /// Options for `url` with every default.
-    pub fn new(url: impl Into<String>) -> Self {
-        Self {
-            url: url.into(),
-            headers: Vec::new(),
-            token_provider: None,
-            tls: TlsOptions::default(),
-            proxy: ProxyChoice::FromEnv,
-            max_connections: 4,
-            idle_timeout: Duration::from_secs(30),
-            connect_timeout: Duration::from_secs(10),
-            max_head_bytes: 16 * 1024,
-            alternates: Vec::new(),
-        }
-    }
-
-    /// Sends `Authorization: Bearer <token>` on every request.
-    pub fn bearer(mut self, token: impl Into<String>) -> Self {
-        self.token_provider = Some(Box::new(StaticToken(token.into())));
-        self
-    }
-
-    /// Adds a header to every request.
-    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.headers.push((name.into(), value.into()));
-        self
-    }
-}
-
-/// Why an HTTP server could not be added.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum HttpSetupError {
-    /// The URL (or the proxy URL) is not valid.
-    Url(UrlError),
-    /// The host name did not resolve.
-    Resolve(io::Error),
-    /// The TLS options are not usable.
-    Tls(TlsSetupError),
-    /// A configured header is not a valid HTTP header.
-    Header(String),
-}
-
-impl fmt::Display for HttpSetupError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Url(e) => write!(f, "{e}"),
-            Self::Resolve(e) => write!(f, "cannot resolve the server's host: {e}"),
-            Self::Tls(e) => write!(f, "{e}"),
-            Self::Header(h) => write!(f, "invalid header {h:?}"),
-        }
-    }
-}
-
-impl std::error::Error for HttpSetupError {}
-
-/// What one exchange carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Carries {
-    Request {
-        id: WireId,
-        method: Method,
-    },
-    /// A notification or a reply to a server request: 202 expected, nothing to report.
-    Message,
-    /// The legacy server-to-client GET stream.
-    Listen,
-}
-
-/// One POST (or GET) and what it needs to be written again (a 401 retry).
-#[derive(Debug, Default)]
-struct Exchange {
-    carries: Option<Carries>,
-    body: Vec<u8>,
-    /// `Mcp-Name`, already encoded for a header.
-    name: Vec<u8>,
-    /// `Mcp-Param-*` headers as `name\0value\0` pairs.
-    params: Vec<u8>,
-    version: Option<ProtocolVersion>,
-    modern: bool,
-    auth_retried: bool,
-    sent_session: bool,
-}
+pub use crate::session::http::{StaticToken, TokenProvider};
+pub use options::{HttpOptions, HttpSetupError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ConnPhase {
@@ -176,12 +38,6 @@ enum ConnPhase {
     /// CONNECT sent to the proxy; waiting for its 200.
     Tunnelling,
     Open,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BodyMode {
-    Json,
-    Sse,
 }
 
 #[derive(Debug)]
@@ -194,70 +50,39 @@ struct Conn {
     written: usize,
     plain: Vec<u8>,
     parser: ResponseParser,
-    /// Exchange slot in flight on this connection.
-    exchange: Option<usize>,
-    status: u16,
-    mode: BodyMode,
-    body: Vec<u8>,
-    sse: SseParser,
-    challenge: Option<AuthChallenge>,
+    /// Exchange in flight on this connection.
+    exchange: Option<ExchangeId>,
     idle_since: Option<Instant>,
+    /// Carries the legacy GET stream: never reused, not counted in the pool.
     dedicated: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Listen {
-    /// Not wanted (modern era, or not ready yet).
-    Off,
-    /// Open it at this time.
-    At(Instant),
-    /// Open on this connection.
-    Open(usize),
-    /// The server has none (405) or refused it: never again for this session.
-    Unsupported,
+    /// Events wait in the session for the next frame budget; reading stopped.
+    backlog: bool,
 }
 
 const TOKEN_CONNS: usize = 128;
 /// Tokens an HTTP driver uses, from its base token.
-pub const TOKENS_PER_DRIVER: usize = TOKEN_CONNS;
+pub(crate) const TOKENS_PER_DRIVER: usize = TOKEN_CONNS;
 
-/// One instance of the server: where it is and how to reach it.
-#[derive(Debug, Clone)]
-struct Instance {
-    url: HttpUrl,
-    host_header: String,
-    proxy: Option<HttpUrl>,
-    addrs: Vec<SocketAddr>,
-}
-
-/// Drives one Streamable HTTP server for one [`Engine`].
+/// Drives one Streamable HTTP server for one [`Engine`]: sockets, the pool, CONNECT and TLS.
+/// What the messages mean for MCP is decided by the sans-IO HTTP session (`session::http`).
 #[derive(Debug)]
 pub struct HttpDriver {
-    /// The other instances, when the host named alternates; rotated in on connection failure.
-    standby: VecDeque<Instance>,
-    url: HttpUrl,
-    host_header: String,
-    proxy: Option<HttpUrl>,
-    addrs: Vec<SocketAddr>,
-    next_addr: usize,
+    /// Where the server is, and the alternates rotated in on connection failure.
+    instances: Instances,
     tls: Option<TlsConfig>,
-    headers: Vec<(String, String)>,
-    tokens: Option<Box<dyn TokenProvider>>,
-    token: Option<String>,
     base: Token,
     max_conns: usize,
     idle_timeout: Duration,
     connect_timeout: Duration,
     limits: Limits,
-    max_event: usize,
     conns: Slab<Conn>,
-    exchanges: Vec<Exchange>,
-    free_exchanges: Vec<usize>,
-    waiting: VecDeque<usize>,
-    session: Option<String>,
-    listen: Listen,
-    listen_retry: Duration,
-    last_event_id: Option<String>,
+    /// Boxed: it is most of the driver's size, and hosts keep drivers in an enum.
+    session: Box<HttpSession>,
+    frames_per_readiness: usize,
+    /// Messages still allowed in the current readiness turn.
+    budget: usize,
+    /// When a connection was left with a backlog: the driver is due again at once.
+    backlog_since: Option<Instant>,
     frame: Vec<u8>,
     read_buf: Box<[u8]>,
 }
@@ -272,35 +97,19 @@ impl HttpDriver {
         engine: &mut Engine,
         now: Instant,
     ) -> Result<Self, HttpSetupError> {
-        let url = HttpUrl::parse(&opts.url).map_err(HttpSetupError::Url)?;
-        let proxy = proxy_for(&url, &opts.proxy).map_err(HttpSetupError::Url)?;
-        for (name, value) in &opts.headers {
-            let ok = !name.is_empty()
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?={}".contains(&b))
-                && !value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0);
-            if !ok {
-                return Err(HttpSetupError::Header(name.clone()));
-            }
-        }
-        let tls = match url.scheme {
+        opts.check_headers()?;
+        let primary = Instance::resolve(&opts.url, &opts.proxy)?;
+        let tls = match primary.url.scheme {
             Scheme::Https => Some(TlsConfig::new(&opts.tls).map_err(HttpSetupError::Tls)?),
             Scheme::Http => None,
         };
-        let mut tokens = opts.token_provider;
-        let token = tokens.as_mut().and_then(|t| t.token());
-        let mut driver = Self {
-            standby: VecDeque::new(),
-            host_header: url.host_header(),
-            url,
-            proxy,
-            addrs: Vec::new(),
-            next_addr: 0,
+        let mut standby = VecDeque::new();
+        for alt in &opts.alternates {
+            standby.push_back(Instance::resolve(alt, &opts.proxy)?);
+        }
+        let driver = Self {
+            instances: Instances::new(primary, standby),
             tls,
-            headers: opts.headers,
-            tokens,
-            token,
             base,
             max_conns: opts.max_connections.clamp(1, TOKEN_CONNS - 2),
             idle_timeout: opts.idle_timeout,
@@ -309,48 +118,20 @@ impl HttpDriver {
                 max_head_bytes: opts.max_head_bytes,
                 max_body_bytes: config.max_message_bytes as u64,
             },
-            max_event: config.max_message_bytes,
             conns: Slab::with_capacity(8),
-            exchanges: Vec::new(),
-            free_exchanges: Vec::new(),
-            waiting: VecDeque::with_capacity(64),
-            session: None,
-            listen: Listen::Off,
-            listen_retry: Duration::from_secs(1),
-            last_event_id: None,
+            session: Box::new(HttpSession::new(
+                opts.headers,
+                opts.token_provider,
+                config.max_message_bytes,
+            )),
+            frames_per_readiness: config.frames_per_readiness,
+            budget: config.frames_per_readiness,
+            backlog_since: None,
             frame: Vec::with_capacity(4096),
             read_buf: vec![0; 64 * 1024].into_boxed_slice(),
         };
-        driver.resolve().map_err(HttpSetupError::Resolve)?;
-        for alt in &opts.alternates {
-            let url = HttpUrl::parse(alt).map_err(HttpSetupError::Url)?;
-            let proxy = proxy_for(&url, &opts.proxy).map_err(HttpSetupError::Url)?;
-            let (host, port) =
-                proxy.as_ref().map_or((url.host.as_str(), url.port), |p| (p.host.as_str(), p.port));
-            let addrs: Vec<SocketAddr> =
-                (host, port).to_socket_addrs().map_err(HttpSetupError::Resolve)?.collect();
-            driver.standby.push_back(Instance {
-                host_header: url.host_header(),
-                url,
-                proxy,
-                addrs,
-            });
-        }
         engine.handle_transport(now, TransportEvent::opened_as(TransportKind::Http));
         Ok(driver)
-    }
-
-    fn resolve(&mut self) -> io::Result<()> {
-        let (host, port) = match &self.proxy {
-            Some(p) => (p.host.as_str(), p.port),
-            None => (self.url.host.as_str(), self.url.port),
-        };
-        self.addrs = (host, port).to_socket_addrs()?.collect();
-        self.next_addr = 0;
-        if self.addrs.is_empty() {
-            return Err(io::Error::new(io::ErrorKind::NotFound, "no address for host"));
-        }
-        Ok(())
     }
 
     /// `true` when `token` belongs to this driver.
@@ -360,7 +141,7 @@ impl HttpDriver {
 
     /// The legacy session id, when the server issued one.
     pub fn session_id(&self) -> Option<&str> {
-        self.session.as_deref()
+        self.session.session_id()
     }
 
     /// Open connections (for tests and diagnostics).
@@ -368,7 +149,8 @@ impl HttpDriver {
         self.conns.len()
     }
 
-    /// The driver's own next deadline: a connect timeout, an idle expiry, a GET stream retry.
+    /// The driver's own next deadline: a connect timeout, an idle expiry, a stream to reopen,
+    /// or now when a connection has events waiting for a frame budget.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let conns = self.conns.iter().filter_map(|(_, c)| match (c.phase, c.idle_since) {
@@ -376,14 +158,10 @@ impl HttpDriver {
             (ConnPhase::Open, None) => None,
             _ => Some(c.started + self.connect_timeout),
         });
-        let listen = match self.listen {
-            Listen::At(t) => Some(t),
-            _ => None,
-        };
-        conns.chain(listen).min()
+        conns.chain(self.session.poll_timeout()).chain(self.backlog_since).min()
     }
 
-    /// Closes idle and timed-out connections, reopens the GET stream when due.
+    /// Closes idle and timed-out connections, drains backlogs, reopens streams when due.
     pub fn handle_timeout(&mut self, registry: &Registry, engine: &mut Engine, now: Instant) {
         let expired: SmallVec<[(usize, bool); 8]> = self
             .conns
@@ -404,6 +182,19 @@ impl HttpDriver {
             let failure = TransportError::ConnectFailed(io::ErrorKind::TimedOut);
             self.drop_conn(registry, engine, now, k, timed_out.then_some(failure));
         }
+        if self.backlog_since.take().is_some() {
+            let backlog: SmallVec<[usize; 8]> =
+                self.conns.iter().filter(|(_, c)| c.backlog).map(|(k, _)| k).collect();
+            for k in backlog {
+                self.budget = self.frames_per_readiness;
+                if let Some(c) = self.conns.get_mut(k) {
+                    c.backlog = false;
+                }
+                if let Err(e) = self.read_conn(registry, engine, now, k) {
+                    self.on_conn_error(registry, engine, now, k, &e);
+                }
+            }
+        }
         self.flush(registry, engine, now);
     }
 
@@ -414,154 +205,50 @@ impl HttpDriver {
         loop {
             self.frame.clear();
             let Some(t) = engine.poll_transmit(now, &mut self.frame) else { break };
-            match t.kind {
-                TransmitKind::CloseStream { id } => self.close_stream(registry, id),
-                TransmitKind::Request { id, method } => {
-                    if method == Method::Initialize {
-                        // A new handshake starts a new session; the old id must not be sent.
-                        self.session = None;
-                        self.listen = Listen::Off;
-                    }
-                    self.enqueue(engine, Carries::Request { id, method });
+            if let Some(x) = self.session.on_transmit(&t, &self.frame) {
+                // Cancellation: close the response stream carrying it.
+                let conn = self.conns.iter().find(|(_, c)| c.exchange == Some(x)).map(|(k, _)| k);
+                if let Some(k) = conn {
+                    self.close_quietly(registry, k);
                 }
-                _ => self.enqueue(engine, Carries::Message),
             }
         }
-        self.maybe_listen(engine, now);
+        self.session.handle_timeout(engine, now);
         self.dispatch(registry, engine, now);
-    }
-
-    fn take_exchange(&mut self) -> usize {
-        match self.free_exchanges.pop() {
-            Some(i) => i,
-            None => {
-                self.exchanges.push(Exchange::default());
-                self.exchanges.len() - 1
-            }
-        }
-    }
-
-    fn release_exchange(&mut self, i: usize) {
-        if let Some(x) = self.exchanges.get_mut(i) {
-            x.carries = None;
-            self.free_exchanges.push(i);
-        }
-    }
-
-    fn enqueue(&mut self, engine: &Engine, carries: Carries) {
-        let version = engine.header_version();
-        let modern = version.is_some_and(|v| v.era() == Era::Modern);
-        let i = self.take_exchange();
-        // SAFETY-style note: `take_exchange` returns an index it just checked or pushed.
-        let x = &mut self.exchanges[i];
-        x.carries = Some(carries);
-        x.body.clear();
-        x.body.extend_from_slice(&self.frame);
-        x.name.clear();
-        x.params.clear();
-        if let (Carries::Request { id, method: Method::ToolsCall }, true) = (carries, modern) {
-            for (name, value) in engine.param_headers(id) {
-                x.params.extend_from_slice(name.as_bytes());
-                x.params.push(0);
-                x.params.extend_from_slice(value);
-                x.params.push(0);
-            }
-        }
-        if let (Carries::Request { id, method }, true) = (carries, modern) {
-            if matches!(method, Method::ToolsCall | Method::PromptsGet | Method::ResourcesRead) {
-                if let Some(name) = engine.request_name(id) {
-                    crate::proto::header_value::encode(&mut x.name, name);
-                }
-            }
-        }
-        x.version = version;
-        x.modern = modern;
-        x.auth_retried = false;
-        x.sent_session = false;
-        self.waiting.push_back(i);
-    }
-
-    /// Modern HTTP cancellation: close the response stream of request `id`.
-    fn close_stream(&mut self, registry: &Registry, id: WireId) {
-        let is_it =
-            |x: &Exchange| matches!(x.carries, Some(Carries::Request { id: xid, .. }) if xid == id);
-        if let Some(pos) =
-            self.waiting.iter().position(|&i| self.exchanges.get(i).is_some_and(is_it))
-        {
-            if let Some(i) = self.waiting.remove(pos) {
-                self.release_exchange(i);
-            }
-            return;
-        }
-        let conn = self
-            .conns
-            .iter()
-            .find(|(_, c)| c.exchange.and_then(|i| self.exchanges.get(i)).is_some_and(is_it));
-        if let Some((k, _)) = conn {
-            log::trace!("closing the response stream of request {id} (cancellation)");
-            self.close_quietly(registry, k);
-        }
-    }
-
-    /// Opens the legacy GET stream once the handshake is done.
-    fn maybe_listen(&mut self, engine: &Engine, now: Instant) {
-        let legacy_ready = matches!(engine.state(), crate::ServerState::Ready(Era::Legacy, _));
-        match self.listen {
-            Listen::Off if legacy_ready => self.listen = Listen::At(now),
-            Listen::At(t) if legacy_ready && now >= t => {
-                let i = self.take_exchange();
-                // SAFETY-style note: as in `enqueue`, the index is in range.
-                let x = &mut self.exchanges[i];
-                x.carries = Some(Carries::Listen);
-                x.body.clear();
-                x.name.clear();
-                x.params.clear();
-                x.version = engine.header_version();
-                x.modern = false;
-                x.auth_retried = false;
-                self.listen = Listen::Open(usize::MAX);
-                self.waiting.push_front(i);
-            }
-            _ => {}
-        }
     }
 
     /// Gives waiting exchanges to idle connections, opening new ones up to the limit.
     fn dispatch(&mut self, registry: &Registry, engine: &mut Engine, now: Instant) {
-        while let Some(&i) = self.waiting.front() {
-            let listen =
-                matches!(self.exchanges.get(i).and_then(|x| x.carries), Some(Carries::Listen));
+        while let Some((x, dedicated)) = self.session.peek_waiting() {
             let idle = self.live_idle_connection(registry);
             let k = match idle {
-                Some(k) if !listen => k,
+                Some(k) if !dedicated => k,
                 _ => {
                     let busy = self.conns.iter().filter(|(_, c)| !c.dedicated).count();
-                    if !listen && busy >= self.max_conns {
+                    if !dedicated && busy >= self.max_conns {
                         return;
                     }
                     match self.connect(registry, now) {
                         Ok(k) => k,
                         Err(e) => {
-                            self.waiting.pop_front();
-                            self.fail_exchange(
+                            self.session.pop_waiting();
+                            let error = TransportError::ConnectFailed(e.kind());
+                            self.session.on_failed(
                                 engine,
                                 now,
-                                i,
-                                TransportError::ConnectFailed(e.kind()),
+                                x,
+                                ExchangeFailure::Transport(error),
                             );
                             continue;
                         }
                     }
                 }
             };
-            self.waiting.pop_front();
+            self.session.pop_waiting();
             if let Some(c) = self.conns.get_mut(k) {
-                c.exchange = Some(i);
+                c.exchange = Some(x);
                 c.idle_since = None;
-                c.dedicated = listen;
-            }
-            if listen {
-                self.listen = Listen::Open(k);
+                c.dedicated = dedicated;
             }
             if self.conns.get(k).is_some_and(|c| c.phase == ConnPhase::Open) {
                 self.start_exchange(registry, engine, now, k);
@@ -596,12 +283,7 @@ impl HttpDriver {
         if self.conns.len() >= TOKEN_CONNS {
             return Err(io::Error::new(io::ErrorKind::OutOfMemory, "connection table full"));
         }
-        if self.next_addr >= self.addrs.len() {
-            // Every known address failed: ask the resolver again (this blocks).
-            self.resolve()?;
-        }
-        // SAFETY-style note: `resolve` succeeded with at least one address and reset the index.
-        let addr = self.addrs[self.next_addr];
+        let addr = self.instances.next_addr()?;
         let mut sock = TcpStream::connect(addr)?;
         let _ = sock.set_nodelay(true);
         let entry = self.conns.vacant_entry();
@@ -621,81 +303,29 @@ impl HttpDriver {
             plain: Vec::with_capacity(8192),
             parser: ResponseParser::new(self.limits),
             exchange: None,
-            status: 0,
-            mode: BodyMode::Json,
-            body: Vec::new(),
-            sse: SseParser::new(self.max_event),
-            challenge: None,
             idle_since: None,
             dedicated: false,
+            backlog: false,
         });
         Ok(k)
     }
 
     /// Writes the exchange's request into the connection's buffer and sends what it can.
     fn start_exchange(&mut self, registry: &Registry, engine: &mut Engine, now: Instant, k: usize) {
-        let Some(i) = self.conns.get(k).and_then(|c| c.exchange) else { return };
-        {
-            let Some(x) = self.exchanges.get_mut(i) else { return };
-            let Some(c) = self.conns.get_mut(k) else { return };
-            c.out.clear();
-            c.written = 0;
-            c.status = 0;
-            c.body.clear();
-            c.mode = BodyMode::Json;
-            c.challenge = None;
-            c.sse = SseParser::new(self.max_event);
-            let mut bearer: SmallVec<[u8; 256]> = SmallVec::new();
-            if let Some(t) = &self.token {
-                bearer.extend_from_slice(b"Bearer ");
-                bearer.extend_from_slice(t.as_bytes());
-            }
-            let mut headers: SmallVec<[(&str, &[u8]); 16]> = SmallVec::new();
-            let listen = x.carries == Some(Carries::Listen);
-            if listen {
-                headers.push(("Accept", b"text/event-stream"));
-            } else {
-                headers.push(("Content-Type", b"application/json"));
-                headers.push(("Accept", b"application/json, text/event-stream"));
-            }
-            if let Some(v) = x.version {
-                headers.push(("MCP-Protocol-Version", v.as_str().as_bytes()));
-            }
-            if let (true, Some(Carries::Request { method, .. })) = (x.modern, x.carries) {
-                headers.push(("Mcp-Method", method.as_str().as_bytes()));
-                if !x.name.is_empty() {
-                    headers.push(("Mcp-Name", &x.name));
-                }
-                let mut parts = x.params.split(|&b| b == 0);
-                while let (Some(name), Some(value)) = (parts.next(), parts.next()) {
-                    if let (Ok(name), false) = (std::str::from_utf8(name), name.is_empty()) {
-                        headers.push((name, value));
-                    }
-                }
-            }
-            let is_initialize =
-                matches!(x.carries, Some(Carries::Request { method: Method::Initialize, .. }));
-            x.sent_session = false;
-            if let (Some(s), false, false) = (&self.session, x.modern, is_initialize) {
-                headers.push(("Mcp-Session-Id", s.as_bytes()));
-                x.sent_session = true;
-            }
-            if !bearer.is_empty() {
-                headers.push(("Authorization", &bearer));
-            }
-            if let (true, Some(id)) = (listen, &self.last_event_id) {
-                headers.push(("Last-Event-ID", id.as_bytes()));
-            }
-            for (n, v) in &self.headers {
-                headers.push((n.as_str(), v.as_bytes()));
-            }
+        let Some(c) = self.conns.get_mut(k) else { return };
+        let Some(x) = c.exchange else { return };
+        c.out.clear();
+        c.written = 0;
+        c.parser.set_max_body_bytes(self.limits.max_body_bytes);
+        if let Some(plan) = self.session.plan(x) {
+            let at = self.instances.current();
             let head = RequestHead {
-                method: if listen { "GET" } else { "POST" },
-                target: &self.url.target,
-                host: &self.host_header,
-                headers: &headers,
+                method: plan.method,
+                target: &at.url.target,
+                host: &at.host_header,
+                headers: &plan.headers,
             };
-            if let Err(e) = http1::write_request(&mut c.out, &head, &x.body) {
+            if let Err(e) = http1::write_request(&mut c.out, &head, plan.body) {
                 // Only caller-supplied values can be refused here; they were checked at setup.
                 log::debug!("request head refused: {e:?}");
             }
@@ -745,6 +375,7 @@ impl HttpDriver {
         if !self.conns.contains(k) {
             return;
         }
+        self.budget = self.frames_per_readiness;
         let result = self.drive_conn(registry, engine, now, k);
         if let Err(e) = result {
             self.on_conn_error(registry, engine, now, k, &e);
@@ -783,15 +414,20 @@ impl HttpDriver {
         } else {
             self.write_conn(k)?;
         }
+        if self.conns.get(k).is_some_and(|c| c.backlog) {
+            // Waiting for its turn in `handle_timeout`; reading now would break the budget.
+            return Ok(());
+        }
         self.read_conn(registry, engine, now, k)
     }
 
     /// TCP is up: start the proxy tunnel, or TLS, or nothing.
     fn on_connected(&mut self, k: usize) -> io::Result<()> {
         let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
-        if self.proxy.is_some() {
+        let at = self.instances.current();
+        if at.proxy.is_some() {
             // Authority-form target (RFC 9110 §9.3.6), which the origin-form writer refuses.
-            let authority = self.url.authority();
+            let authority = at.url.authority();
             c.out.clear();
             c.written = 0;
             c.out.extend_from_slice(b"CONNECT ");
@@ -812,7 +448,7 @@ impl HttpDriver {
         c.written = 0;
         if let Some(tls) = &self.tls {
             let mut session = tls
-                .session(&self.url.host)
+                .session(&self.instances.current().url.host)
                 .map_err(|f| io::Error::other(crate::driver::tls::TlsError(f)))?;
             session.flush(&mut c.sock)?;
             c.tls = Some(session);
@@ -854,6 +490,8 @@ impl HttpDriver {
         }
     }
 
+    /// Handles what the parser holds, then reads until `WouldBlock`, the end of the
+    /// connection, or the end of the frame budget.
     fn read_conn(
         &mut self,
         registry: &Registry,
@@ -861,10 +499,27 @@ impl HttpDriver {
         now: Instant,
         k: usize,
     ) -> io::Result<()> {
+        let mut eof = false;
         loop {
+            let step = self.parse_responses(registry, engine, now, k)?;
+            if step == Parsed::Backlog {
+                if let Some(c) = self.conns.get_mut(k) {
+                    c.backlog = true;
+                }
+                self.backlog_since.get_or_insert(now);
+                return Ok(());
+            }
+            if eof || step == Parsed::Close {
+                if self.conns.contains(k) {
+                    let lost = self.conns.get(k).and_then(|c| c.exchange).is_some();
+                    let failure = lost.then_some(TransportError::ConnectionLost);
+                    self.drop_conn(registry, engine, now, k, failure);
+                }
+                return Ok(());
+            }
             let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
             c.plain.clear();
-            let eof = match c.tls.as_mut() {
+            eof = match c.tls.as_mut() {
                 Some(tls) => {
                     let r = tls.read(&mut c.sock, &mut c.plain)?;
                     // TLS may have produced handshake bytes to send.
@@ -893,135 +548,81 @@ impl HttpDriver {
             if !c.plain.is_empty() {
                 let plain = std::mem::take(&mut c.plain);
                 c.parser.push(&plain);
-                if let Some(c) = self.conns.get_mut(k) {
-                    c.plain = plain;
-                }
+                c.plain = plain;
             }
             if eof {
-                if let Some(c) = self.conns.get_mut(k) {
-                    c.parser.eof();
-                }
-            }
-            let closed = self.parse_responses(registry, engine, now, k)?;
-            if eof || closed {
-                if self.conns.contains(k) {
-                    let lost = self.conns.get(k).and_then(|c| c.exchange).is_some();
-                    let failure = lost.then_some(TransportError::ConnectionLost);
-                    self.drop_conn(registry, engine, now, k, failure);
-                }
-                return Ok(());
+                c.parser.eof();
             }
         }
     }
 
-    /// Runs the response parser; returns `true` when the connection must close.
+    /// Runs the response parser over what it holds, handing each piece to the session.
     fn parse_responses(
         &mut self,
         registry: &Registry,
         engine: &mut Engine,
         now: Instant,
         k: usize,
-    ) -> io::Result<bool> {
-        loop {
-            let Some(c) = self.conns.get_mut(k) else { return Ok(true) };
-            if c.mode == BodyMode::Sse && c.status != 0 {
-                // An event stream is endless by design; each event has its own cap instead.
-                c.parser.set_max_body_bytes(u64::MAX);
+    ) -> io::Result<Parsed> {
+        // Events left from the last turn go first.
+        if let Some(x) = self.conns.get(k).and_then(|c| c.exchange) {
+            match self.session.on_body(engine, now, x, &[], &mut self.budget) {
+                Flow::Continue => {}
+                Flow::Backlog => return Ok(Parsed::Backlog),
+                Flow::Close => return Ok(self.abandon_conn_exchange(k)),
             }
-            let Some(ev) = c.parser.next() else { return Ok(false) };
-            let Some(i) = c.exchange else {
+        }
+        loop {
+            let Some(c) = self.conns.get_mut(k) else { return Ok(Parsed::Close) };
+            let Some(ev) = c.parser.next() else { return Ok(Parsed::More) };
+            let Some(x) = c.exchange else {
                 // Bytes nobody asked for: the connection is out of step; close it.
-                return Ok(true);
+                return Ok(Parsed::Close);
             };
             match ev {
                 Err(e) => {
                     log::debug!("bad HTTP response: {e:?}");
                     c.exchange = None;
                     // A response cut off by the connection closing is a lost connection (a
-                    // transient failure); anything else is a broken response.
-                    let error = match e {
-                        http1::HttpError::Truncated => TransportError::ConnectionLost,
-                        _ => TransportError::BadResponse,
+                    // transient failure); one over the size cap fails its call as too large;
+                    // anything else is a broken response.
+                    let failure = match e {
+                        http1::HttpError::Truncated => {
+                            ExchangeFailure::Transport(TransportError::ConnectionLost)
+                        }
+                        http1::HttpError::BodyTooLarge => ExchangeFailure::TooLarge,
+                        _ => ExchangeFailure::Transport(TransportError::BadResponse),
                     };
-                    self.fail_exchange(engine, now, i, error);
-                    return Ok(true);
+                    self.session.on_failed(engine, now, x, failure);
+                    return Ok(Parsed::Close);
                 }
                 Ok(ResponseEvent::Head(head)) => {
-                    c.status = head.status();
-                    let sse = head
-                        .header("content-type")
-                        .is_some_and(|v| starts_with_ci(v, b"text/event-stream"));
-                    c.mode = if sse && (200..300).contains(&c.status) {
-                        BodyMode::Sse
-                    } else {
-                        BodyMode::Json
+                    let fields = ResponseHead {
+                        status: head.status(),
+                        content_type: head.header("content-type"),
+                        session_id: head.header("mcp-session-id"),
+                        www_authenticate: head.header("www-authenticate"),
                     };
-                    if matches!(c.status, 401 | 403) {
-                        c.challenge = head.header("www-authenticate").and_then(challenge::parse);
-                    }
-                    let session =
-                        head.header("mcp-session-id").and_then(|v| std::str::from_utf8(v).ok());
-                    let is_init = matches!(
-                        self.exchanges.get(i).and_then(|x| x.carries),
-                        Some(Carries::Request { method: Method::Initialize, .. })
-                    );
-                    if let (Some(s), true, true) =
-                        (session, is_init, (200..300).contains(&c.status))
-                    {
-                        if s.bytes().all(|b| b.is_ascii_graphic()) {
-                            self.session = Some(s.to_owned());
-                        }
+                    if self.session.on_head(x, fields) {
+                        // An event stream is endless by design; each event has its own cap.
+                        c.parser.set_max_body_bytes(u64::MAX);
                     }
                 }
-                Ok(ResponseEvent::Body(chunk)) => match c.mode {
-                    BodyMode::Json => {
-                        if (c.body.len() + chunk.len()) as u64 > self.limits.max_body_bytes {
-                            c.exchange = None;
-                            self.fail_exchange(engine, now, i, TransportError::BadResponse);
-                            return Ok(true);
-                        }
-                        c.body.extend_from_slice(chunk);
+                Ok(ResponseEvent::Body(chunk)) => {
+                    match self.session.on_body(engine, now, x, chunk, &mut self.budget) {
+                        Flow::Continue => {}
+                        Flow::Backlog => return Ok(Parsed::Backlog),
+                        Flow::Close => return Ok(self.abandon_conn_exchange(k)),
                     }
-                    BodyMode::Sse => {
-                        c.sse.push(chunk);
-                        let carries = self.exchanges.get(i).and_then(|x| x.carries);
-                        while let Some(event) = c.sse.next_event() {
-                            match event {
-                                Ok(e) if e.event_type == "message" || e.event_type.is_empty() => {
-                                    deliver(engine, now, carries, e.data.as_bytes());
-                                }
-                                Ok(_) => {}
-                                Err(err) => {
-                                    log::debug!("SSE event dropped: {err:?}");
-                                }
-                            }
-                        }
-                        if carries == Some(Carries::Listen) {
-                            if let Some(ms) = c.sse.retry_ms() {
-                                // The server's word, within bounds: `retry: 0` on a stream that
-                                // ends at once must not become a reconnect loop.
-                                self.listen_retry = Duration::from_millis(ms.clamp(250, 60_000));
-                            }
-                            let id = c.sse.last_event_id();
-                            if id != self.last_event_id.as_deref() {
-                                self.last_event_id = id.map(str::to_owned);
-                            }
-                        }
-                    }
-                },
+                }
                 Ok(ResponseEvent::End { keep_alive }) => {
                     c.exchange = None;
-                    let status = c.status;
-                    let mode = c.mode;
-                    let body = std::mem::take(&mut c.body);
-                    let challenge = c.challenge.take();
-                    self.finish_exchange(engine, now, i, status, mode, &body, challenge);
-                    let Some(c) = self.conns.get_mut(k) else { return Ok(true) };
-                    c.body = body;
-                    c.body.clear();
-                    if !keep_alive || c.dedicated {
-                        return Ok(true);
+                    let reuse = keep_alive && !c.dedicated;
+                    self.session.on_end(engine, now, x);
+                    if !reuse {
+                        return Ok(Parsed::Close);
                     }
+                    let Some(c) = self.conns.get_mut(k) else { return Ok(Parsed::Close) };
                     c.idle_since = Some(now);
                     c.out.clear();
                     c.written = 0;
@@ -1031,102 +632,13 @@ impl HttpDriver {
         }
     }
 
-    /// A response ended: decide what its status and body mean for the engine.
-    #[allow(clippy::too_many_arguments)]
-    fn finish_exchange(
-        &mut self,
-        engine: &mut Engine,
-        now: Instant,
-        i: usize,
-        status: u16,
-        mode: BodyMode,
-        body: &[u8],
-        challenge: Option<AuthChallenge>,
-    ) {
-        let Some(x) = self.exchanges.get(i) else { return };
-        let carries = x.carries;
-        let sent_session = x.sent_session;
-        match carries {
-            Some(Carries::Listen) => {
-                self.listen = if (200..300).contains(&status) {
-                    Listen::At(now + self.listen_retry)
-                } else {
-                    log::debug!("the server offers no GET stream ({status})");
-                    Listen::Unsupported
-                };
-                self.release_exchange(i);
-                return;
-            }
-            Some(Carries::Message) | None => {
-                if !(200..300).contains(&status) {
-                    log::debug!("a notification or reply POST got HTTP {status}");
-                }
-                self.release_exchange(i);
-                return;
-            }
-            Some(Carries::Request { .. }) => {}
+    /// The session is done with the connection's exchange before its response ended: the
+    /// connection cannot carry another, so it closes.
+    fn abandon_conn_exchange(&mut self, k: usize) -> Parsed {
+        if let Some(c) = self.conns.get_mut(k) {
+            c.exchange = None;
         }
-        let Some(Carries::Request { id, .. }) = carries else { return };
-        if status == 401 && self.retry_with_fresh_token(i) {
-            return;
-        }
-        let json =
-            mode == BodyMode::Json && body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
-        // A legacy session the server forgot: 404 per the spec; the TypeScript SDK v1 answers
-        // 400 with -32000 instead (lab FINDINGS §6). Either way the request was not processed.
-        let session_gone = sent_session
-            && (status == 404 || (status == 400 && json && is_error_code(body, -32000)));
-        if session_gone {
-            self.release_exchange(i);
-            engine.handle_transport(now, TransportEvent::session_expired(id));
-            return;
-        }
-        if json {
-            engine.handle_reply(now, body, id);
-        }
-        let failure = match status {
-            401 => ExchangeFailure::Unauthorized(challenge.unwrap_or_default()),
-            403 => ExchangeFailure::Forbidden(challenge.unwrap_or_default()),
-            s if mode == BodyMode::Sse && (200..300).contains(&s) => {
-                ExchangeFailure::Transport(TransportError::ConnectionLost)
-            }
-            s => ExchangeFailure::Transport(TransportError::HttpStatus(s)),
-        };
-        // A no-op when the body already answered the request.
-        engine.handle_transport(now, TransportEvent::exchange_failed(id, failure));
-        self.release_exchange(i);
-    }
-
-    /// HTTP 401: ask the token provider once for a fresh token and send the request again.
-    fn retry_with_fresh_token(&mut self, i: usize) -> bool {
-        let Some(x) = self.exchanges.get_mut(i) else { return false };
-        if x.auth_retried {
-            return false;
-        }
-        let Some(fresh) = self.tokens.as_mut().and_then(|t| t.refresh()) else { return false };
-        self.token = Some(fresh);
-        x.auth_retried = true;
-        self.waiting.push_front(i);
-        true
-    }
-
-    fn fail_exchange(
-        &mut self,
-        engine: &mut Engine,
-        now: Instant,
-        i: usize,
-        error: TransportError,
-    ) {
-        if let Some(Carries::Request { id, .. }) = self.exchanges.get(i).and_then(|x| x.carries) {
-            engine.handle_transport(
-                now,
-                TransportEvent::exchange_failed(id, ExchangeFailure::Transport(error)),
-            );
-        }
-        if matches!(self.exchanges.get(i).and_then(|x| x.carries), Some(Carries::Listen)) {
-            self.listen = Listen::At(now + self.listen_retry);
-        }
-        self.release_exchange(i);
+        Parsed::Close
     }
 
     fn on_conn_error(
@@ -1142,36 +654,21 @@ impl HttpDriver {
             TransportError::Tls(t)
         } else if connecting {
             // Try the next address next time.
-            self.next_addr += 1;
+            self.instances.connect_failed();
             TransportError::ConnectFailed(e.kind())
         } else {
             TransportError::ConnectionLost
         };
-        if !matches!(error, TransportError::Tls(_)) && engine.era() != Some(Era::Legacy) {
-            self.rotate_instance(registry);
+        if should_rotate(engine.era(), &error) && self.instances.rotate() {
+            // Idle connections to the old instance close; those in use finish where they are.
+            let idle: SmallVec<[usize; 8]> =
+                self.conns.iter().filter(|(_, c)| c.exchange.is_none()).map(|(k, _)| k).collect();
+            for k in idle {
+                self.close_quietly(registry, k);
+            }
         }
         log::debug!("HTTP connection failed: {e}");
         self.drop_conn(registry, engine, now, k, Some(error));
-    }
-
-    /// Moves new connections to the next instance (stateless servers only). Idle connections
-    /// to the old one are closed; connections in use finish where they are.
-    fn rotate_instance(&mut self, registry: &Registry) {
-        let Some(next) = self.standby.pop_front() else { return };
-        log::debug!("switching to instance {}", next.url.host_header());
-        let current = Instance {
-            url: std::mem::replace(&mut self.url, next.url),
-            host_header: std::mem::replace(&mut self.host_header, next.host_header),
-            proxy: std::mem::replace(&mut self.proxy, next.proxy),
-            addrs: std::mem::replace(&mut self.addrs, next.addrs),
-        };
-        self.next_addr = 0;
-        self.standby.push_back(current);
-        let idle: SmallVec<[usize; 8]> =
-            self.conns.iter().filter(|(_, c)| c.exchange.is_none()).map(|(k, _)| k).collect();
-        for k in idle {
-            self.close_quietly(registry, k);
-        }
     }
 
     /// Removes a connection; its exchange (if any) fails with `failure`.
@@ -1185,13 +682,11 @@ impl HttpDriver {
     ) {
         let Some(mut c) = self.conns.try_remove(k) else { return };
         let _ = registry.deregister(&mut c.sock);
-        if let Some(i) = c.exchange {
+        if let Some(x) = c.exchange {
             // Even a request that failed before any response byte may have reached the server
             // (it can crash after reading it): the engine's policy decides what is safe to resend.
-            self.fail_exchange(engine, now, i, failure.unwrap_or(TransportError::ConnectionLost));
-        }
-        if self.listen == Listen::Open(k) {
-            self.listen = Listen::At(now + self.listen_retry);
+            let error = failure.unwrap_or(TransportError::ConnectionLost);
+            self.session.on_failed(engine, now, x, ExchangeFailure::Transport(error));
         }
     }
 
@@ -1199,8 +694,8 @@ impl HttpDriver {
     fn close_quietly(&mut self, registry: &Registry, k: usize) {
         if let Some(mut c) = self.conns.try_remove(k) {
             let _ = registry.deregister(&mut c.sock);
-            if let Some(i) = c.exchange {
-                self.release_exchange(i);
+            if let Some(x) = c.exchange {
+                self.session.abandon(x);
             }
         }
     }
@@ -1212,8 +707,9 @@ impl HttpDriver {
         for k in keys {
             self.close_quietly(registry, k);
         }
+        let at = self.instances.current();
         if let (Some(session), Scheme::Http, None) =
-            (self.session.take(), self.url.scheme, &self.proxy)
+            (self.session.take_session_id(), at.url.scheme, &at.proxy)
         {
             self.delete_session(&session, grace);
         }
@@ -1221,7 +717,8 @@ impl HttpDriver {
 
     /// DELETE with the session id over a short-lived blocking connection (plain HTTP only).
     fn delete_session(&self, session: &str, grace: Duration) {
-        let Some(addr) = self.addrs.first() else { return };
+        let at = self.instances.current();
+        let Some(addr) = at.addrs.first() else { return };
         let Ok(mut s) = std::net::TcpStream::connect_timeout(addr, grace) else { return };
         let _ = s.set_read_timeout(Some(grace));
         let _ = s.set_write_timeout(Some(grace));
@@ -1229,8 +726,8 @@ impl HttpDriver {
         let headers: [(&str, &[u8]); 1] = [("Mcp-Session-Id", session.as_bytes())];
         let head = RequestHead {
             method: "DELETE",
-            target: &self.url.target,
-            host: &self.host_header,
+            target: &at.url.target,
+            host: &at.host_header,
             headers: &headers,
         };
         if http1::write_request(&mut out, &head, &[]).is_ok() && s.write_all(&out).is_ok() {
@@ -1240,19 +737,13 @@ impl HttpDriver {
     }
 }
 
-/// Hands one message from a response body to the engine.
-fn deliver(engine: &mut Engine, now: Instant, carries: Option<Carries>, data: &[u8]) {
-    match carries {
-        Some(Carries::Request { id, .. }) => engine.handle_reply(now, data, id),
-        _ => engine.handle_message(now, data),
-    }
-}
-
-fn starts_with_ci(v: &[u8], prefix: &[u8]) -> bool {
-    v.len() >= prefix.len() && v[..prefix.len()].eq_ignore_ascii_case(prefix)
-}
-
-/// Whether `body` is a JSON-RPC error with `code` (the ts1 session-gone shape).
-fn is_error_code(body: &[u8], code: i64) -> bool {
-    matches!(crate::proto::jsonrpc::decode(body), Ok(crate::proto::jsonrpc::Message::Error { error, .. }) if error.code == code)
+/// Where [`HttpDriver::parse_responses`] stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Parsed {
+    /// The parser needs more bytes.
+    More,
+    /// The frame budget is spent; events wait.
+    Backlog,
+    /// The connection must close.
+    Close,
 }

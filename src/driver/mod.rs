@@ -2,11 +2,11 @@
 //! [`Engine`](crate::Engine), through a codec, and obeys mio's readiness rules (drain until
 //! `WouldBlock`, treat events as hints, never `write_all` on a non-blocking source).
 
-pub mod stdio;
+pub(crate) mod stdio;
 
 #[cfg(feature = "http")]
-pub mod http;
+pub(crate) mod http;
 #[cfg(feature = "http")]
-pub mod tls;
+pub(crate) mod tls;
 #[cfg(feature = "http")]
-pub mod url;
+pub(crate) mod url;

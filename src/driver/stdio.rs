@@ -195,9 +195,12 @@ const STDIN: usize = 0;
 const STDOUT: usize = 1;
 const STDERR: usize = 2;
 /// Tokens a driver uses, from its base token.
-pub const TOKENS_PER_DRIVER: usize = 3;
+pub(crate) const TOKENS_PER_DRIVER: usize = 3;
 
 const READ_CHUNK: usize = 64 * 1024;
+/// Reads of stderr per readiness event (1 MiB): the ring keeps only a tail, but a child writing
+/// stderr as fast as it can must not hold the loop either.
+const STDERR_READS: usize = 16;
 
 #[derive(Debug)]
 struct Running {
@@ -220,6 +223,14 @@ pub struct StdioDriver {
     stderr_tail: VecDeque<u8>,
     stderr_cap: usize,
     max_line: usize,
+    /// `Config::frames_per_readiness`.
+    frame_budget: usize,
+    /// `Config::max_write_buffer_bytes`.
+    max_unsent: usize,
+    /// Input was left unread when a budget ran out. mio readiness is edge-triggered, so no
+    /// new event will report it: the host resumes the driver instead.
+    stdout_backlog: bool,
+    stderr_backlog: bool,
 }
 
 impl StdioDriver {
@@ -237,6 +248,10 @@ impl StdioDriver {
             stderr_tail: VecDeque::with_capacity(config.stderr_tail_bytes),
             stderr_cap: config.stderr_tail_bytes,
             max_line: config.max_message_bytes,
+            frame_budget: config.frames_per_readiness,
+            max_unsent: config.max_write_buffer_bytes,
+            stdout_backlog: false,
+            stderr_backlog: false,
         }
     }
 
@@ -302,6 +317,8 @@ impl StdioDriver {
         self.framer = LineFramer::new(self.max_line);
         self.out.clear();
         self.written = 0;
+        self.stdout_backlog = false;
+        self.stderr_backlog = false;
         engine.handle_transport(now, TransportEvent::opened());
         self.flush(registry, engine, now)
     }
@@ -310,8 +327,10 @@ impl StdioDriver {
         Token(self.base.0 + which)
     }
 
-    /// Handles a readiness event for one of this driver's tokens: reads until `WouldBlock`,
-    /// feeds frames to the engine, and writes what the engine has to send.
+    /// Handles a readiness event for one of this driver's tokens: reads until `WouldBlock` or
+    /// until `Config::frames_per_readiness` frames went to the engine (then
+    /// [`has_backlog`](Self::has_backlog) is `true` and [`resume`](Self::resume) carries on),
+    /// and writes what the engine has to send.
     pub fn handle_readiness(
         &mut self,
         registry: &Registry,
@@ -321,40 +340,80 @@ impl StdioDriver {
     ) -> io::Result<()> {
         match token.0.wrapping_sub(self.base.0) {
             STDOUT => self.read_stdout(registry, engine, now)?,
-            STDERR => self.read_stderr(),
+            STDERR => self.read_stderr(STDERR_READS),
             _ => {}
         }
         self.flush(registry, engine, now)
     }
 
+    /// `true` when input is left unread because a budget ran out: call
+    /// [`resume`](Self::resume) soon, without waiting for readiness (none will come for it).
+    pub fn has_backlog(&self) -> bool {
+        self.stdout_backlog || self.stderr_backlog
+    }
+
+    /// Carries on with input a budget left unread, as a readiness event would, with a fresh
+    /// budget.
+    pub fn resume(
+        &mut self,
+        registry: &Registry,
+        engine: &mut Engine,
+        now: Instant,
+    ) -> io::Result<()> {
+        if self.stderr_backlog {
+            self.read_stderr(STDERR_READS);
+        }
+        if self.stdout_backlog {
+            self.read_stdout(registry, engine, now)?;
+        }
+        self.flush(registry, engine, now)
+    }
+
     /// Moves the engine's outgoing frames into the pipe, one line each, until the pipe is full
-    /// or nothing is left.
+    /// or nothing is left. At most `Config::max_write_buffer_bytes` (plus one frame) wait in
+    /// the driver: past that the engine keeps its frames until the pipe takes what is here.
     pub fn flush(
         &mut self,
         registry: &Registry,
         engine: &mut Engine,
         now: Instant,
     ) -> io::Result<()> {
-        if self.running.as_ref().is_none_or(|r| r.stdin.is_none()) {
-            return Ok(());
-        }
-        if self.written == self.out.len() {
-            self.out.clear();
-            self.written = 0;
-        }
-        while let Some(t) = engine.poll_transmit(now, &mut self.out) {
-            if t.len > 0 {
-                self.out.push(b'\n');
+        loop {
+            if self.running.as_ref().is_none_or(|r| r.stdin.is_none()) {
+                return Ok(());
             }
+            if self.written > 0 {
+                // All of it in the common case; otherwise the unsent rest moves to the front.
+                self.out.drain(..self.written);
+                self.written = 0;
+            }
+            let mut full = self.out.len() >= self.max_unsent;
+            while !full {
+                let Some(t) = engine.poll_transmit(now, &mut self.out) else { break };
+                if t.len > 0 {
+                    self.out.push(b'\n');
+                }
+                full = self.out.len() >= self.max_unsent;
+            }
+            if !self.write_out(registry) || !full {
+                // The pipe is full (its writable edge resumes us), or the engine is drained.
+                return Ok(());
+            }
+            // Everything went out and the engine may hold more: take the next batch.
         }
+    }
+
+    /// Writes buffered bytes until the pipe is full or they are all out; `false` when the pipe
+    /// took less than everything.
+    fn write_out(&mut self, registry: &Registry) -> bool {
         let Some(stdin) = self.running.as_mut().and_then(|r| r.stdin.as_mut()) else {
-            return Ok(());
+            return false;
         };
         while self.written < self.out.len() {
             match stdin.write(&self.out[self.written..]) {
-                Ok(0) => break,
+                Ok(0) => return false,
                 Ok(n) => self.written += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     // The child closed stdin or died; its exit shows up as EOF on stdout.
@@ -366,11 +425,11 @@ impl StdioDriver {
                     }
                     self.out.clear();
                     self.written = 0;
-                    break;
+                    return false;
                 }
             }
         }
-        Ok(())
+        true
     }
 
     /// Bytes written by the engine but not yet accepted by the pipe.
@@ -378,29 +437,37 @@ impl StdioDriver {
         self.out.len() - self.written
     }
 
+    /// Hands the engine at most `frame_budget` frames: first those cut from earlier reads,
+    /// then from new reads until `WouldBlock`. When the budget runs out first, the rest (in
+    /// the framer or still in the pipe) is backlog for [`resume`](Self::resume).
     fn read_stdout(
         &mut self,
         registry: &Registry,
         engine: &mut Engine,
         now: Instant,
     ) -> io::Result<()> {
+        let mut budget = self.frame_budget;
+        self.stdout_backlog = false;
         loop {
+            while budget > 0 {
+                let Some(frame) = self.framer.next_frame() else { break };
+                match frame {
+                    Frame::Line(line) => engine.handle_message(now, line),
+                    Frame::TooLarge { head, tail } => engine.handle_oversize(now, head, tail),
+                }
+                budget -= 1;
+            }
+            if budget == 0 {
+                // Maybe nothing is left; the resume finds out with one read.
+                self.stdout_backlog = true;
+                return Ok(());
+            }
             let Some(stdout) = self.running.as_mut().and_then(|r| r.stdout.as_mut()) else {
                 return Ok(());
             };
             match stdout.read(&mut self.read_buf) {
                 Ok(0) => return self.on_exit(registry, engine, now),
-                Ok(n) => {
-                    self.framer.push(&self.read_buf[..n]);
-                    while let Some(frame) = self.framer.next_frame() {
-                        match frame {
-                            Frame::Line(line) => engine.handle_message(now, line),
-                            Frame::TooLarge { head, tail } => {
-                                engine.handle_oversize(now, head, tail)
-                            }
-                        }
-                    }
-                }
+                Ok(n) => self.framer.push(&self.read_buf[..n]),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
@@ -411,11 +478,19 @@ impl StdioDriver {
         }
     }
 
-    fn read_stderr(&mut self) {
+    /// Drains stderr into the tail ring, at most `reads` reads (the rest is backlog).
+    fn read_stderr(&mut self, reads: usize) {
+        self.stderr_backlog = false;
+        let mut left = reads;
         loop {
             let Some(stderr) = self.running.as_mut().and_then(|r| r.stderr.as_mut()) else {
                 return;
             };
+            if left == 0 {
+                self.stderr_backlog = true;
+                return;
+            }
+            left -= 1;
             match stderr.read(&mut self.read_buf) {
                 Ok(0) => {
                     if let Some(r) = self.running.as_mut() {
@@ -446,7 +521,10 @@ impl StdioDriver {
         engine: &mut Engine,
         now: Instant,
     ) -> io::Result<()> {
-        self.read_stderr();
+        // The child's last words, bounded too: a grandchild may hold stderr open and write on.
+        self.read_stderr(STDERR_READS);
+        self.stdout_backlog = false;
+        self.stderr_backlog = false;
         let Some(mut running) = self.running.take() else {
             return Ok(());
         };
@@ -468,6 +546,8 @@ impl StdioDriver {
     /// Closes the server: stdin is closed so it can exit by itself; after `grace` the process
     /// group gets SIGTERM, and SIGKILL shortly after. Blocks for at most about twice `grace`.
     pub fn shutdown(&mut self, registry: &Registry, grace: Duration) {
+        self.stdout_backlog = false;
+        self.stderr_backlog = false;
         let Some(mut running) = self.running.take() else {
             return;
         };

@@ -55,7 +55,7 @@ impl std::error::Error for TlsSetupError {}
 
 /// A built client configuration, shared by every connection to one server.
 #[derive(Clone)]
-pub struct TlsConfig {
+pub(crate) struct TlsConfig {
     config: Arc<ClientConfig>,
     insecure: bool,
 }
@@ -72,7 +72,7 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 
 impl TlsConfig {
     /// Builds the configuration once, when the server is added.
-    pub fn new(opts: &TlsOptions) -> Result<Self, TlsSetupError> {
+    pub(crate) fn new(opts: &TlsOptions) -> Result<Self, TlsSetupError> {
         let builder = ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| TlsSetupError::Config(e.to_string()))?;
@@ -97,7 +97,7 @@ impl TlsConfig {
     }
 
     /// Starts a session for `host` (SNI and the name the certificate must carry).
-    pub fn session(&self, host: &str) -> Result<TlsSession, TlsFailure> {
+    pub(crate) fn session(&self, host: &str) -> Result<TlsSession, TlsFailure> {
         if self.insecure {
             log::warn!("TLS certificate verification is DISABLED for {host} (dangerous_accept_any_certificate)");
         }
@@ -133,7 +133,7 @@ fn roots(opts: &TlsOptions) -> Result<RootCertStore, TlsSetupError> {
 }
 
 /// One connection's TLS state over a non-blocking socket.
-pub struct TlsSession {
+pub(crate) struct TlsSession {
     conn: ClientConnection,
 }
 
@@ -146,7 +146,7 @@ impl fmt::Debug for TlsSession {
 impl TlsSession {
     /// Reads ciphertext from the socket and decrypts it; returns the plaintext bytes appended
     /// to `plain`. `Ok(None)` means the peer closed the connection.
-    pub fn read<S: Read>(
+    pub(crate) fn read<S: Read>(
         &mut self,
         sock: &mut S,
         plain: &mut Vec<u8>,
@@ -196,12 +196,12 @@ impl TlsSession {
     }
 
     /// Queues plaintext for encryption.
-    pub fn write_plaintext(&mut self, data: &[u8]) -> io::Result<()> {
+    pub(crate) fn write_plaintext(&mut self, data: &[u8]) -> io::Result<()> {
         self.conn.writer().write_all(data)
     }
 
     /// Writes queued ciphertext to the socket until it would block.
-    pub fn flush<S: Write>(&mut self, sock: &mut S) -> io::Result<()> {
+    pub(crate) fn flush<S: Write>(&mut self, sock: &mut S) -> io::Result<()> {
         while self.conn.wants_write() {
             match self.conn.write_tls(sock) {
                 Ok(_) => {}
@@ -213,20 +213,15 @@ impl TlsSession {
         Ok(())
     }
 
-    /// `true` while ciphertext waits to be written.
-    pub fn wants_write(&self) -> bool {
-        self.conn.wants_write()
-    }
-
     /// `true` until the handshake is done.
-    pub fn is_handshaking(&self) -> bool {
+    pub(crate) fn is_handshaking(&self) -> bool {
         self.conn.is_handshaking()
     }
 }
 
 /// A TLS failure carried inside an `io::Error`, so the driver can report it typed.
 #[derive(Debug, Clone, Copy)]
-pub struct TlsError(pub TlsFailure);
+pub(crate) struct TlsError(pub TlsFailure);
 
 impl fmt::Display for TlsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -237,7 +232,7 @@ impl fmt::Display for TlsError {
 impl std::error::Error for TlsError {}
 
 /// Finds a TLS failure inside an I/O error, if one is there.
-pub fn tls_failure(e: &io::Error) -> Option<TlsFailure> {
+pub(crate) fn tls_failure(e: &io::Error) -> Option<TlsFailure> {
     e.get_ref().and_then(|inner| inner.downcast_ref::<TlsError>()).map(|t| t.0)
 }
 

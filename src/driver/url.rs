@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 /// `http` or `https`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scheme {
+pub(crate) enum Scheme {
     /// Plain TCP.
     Http,
     /// TLS.
@@ -14,7 +14,7 @@ pub enum Scheme {
 
 /// A parsed `http://` or `https://` URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpUrl {
+pub(crate) struct HttpUrl {
     /// The scheme.
     pub scheme: Scheme,
     /// The host: a name, or an IP literal without brackets.
@@ -59,7 +59,7 @@ impl std::error::Error for UrlError {}
 
 impl HttpUrl {
     /// Parses `scheme://host[:port][/path][?query][#fragment]`; the fragment is dropped.
-    pub fn parse(url: &str) -> Result<Self, UrlError> {
+    pub(crate) fn parse(url: &str) -> Result<Self, UrlError> {
         if url.bytes().any(|b| b <= b' ' || b == 0x7f) {
             return Err(UrlError::Characters);
         }
@@ -92,7 +92,7 @@ impl HttpUrl {
 
     /// The `Host` header value: the host (IPv6 in brackets) and the port unless it is the
     /// scheme's default.
-    pub fn host_header(&self) -> String {
+    pub(crate) fn host_header(&self) -> String {
         let host =
             if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
         let default = if self.scheme == Scheme::Https { 443 } else { 80 };
@@ -104,7 +104,7 @@ impl HttpUrl {
     }
 
     /// `host:port` with the port always present (the CONNECT request target).
-    pub fn authority(&self) -> String {
+    pub(crate) fn authority(&self) -> String {
         let host =
             if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
         format!("{host}:{}", self.port)

@@ -5,26 +5,13 @@
 //! Only transport failures and timeouts count. A tool's `isError`, a JSON-RPC error, an auth
 //! error and a cancel say nothing about the server's health and leave the breaker alone.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use smallvec::SmallVec;
 
+use super::Engine;
+use crate::config::BreakerPolicy;
 use crate::error::{CallError, LocalError};
-
-/// Breaker settings, part of [`Config`](crate::Config).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BreakerPolicy {
-    /// Consecutive counted failures that open the breaker (0 disables breakers).
-    pub failure_threshold: u32,
-    /// How long an open breaker refuses calls before letting one probe through.
-    pub cool_down: Duration,
-}
-
-impl Default for BreakerPolicy {
-    fn default() -> Self {
-        Self { failure_threshold: 5, cool_down: Duration::from_secs(10) }
-    }
-}
 
 /// Which operations share a breaker: reads can keep flowing while writes are refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -47,14 +34,14 @@ pub enum BreakerState {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
+pub(super) enum State {
     Closed { failures: u32 },
     Open { until: Instant },
     HalfOpen { probe_out: bool },
 }
 
 #[derive(Debug, Clone)]
-struct Breaker {
+pub(super) struct Breaker {
     tenant: u32,
     class: OperationClass,
     state: State,
@@ -98,7 +85,7 @@ impl Breakers {
         Self { policy, all: SmallVec::new() }
     }
 
-    fn find(&mut self, tenant: u32, class: OperationClass) -> &mut Breaker {
+    pub(super) fn find(&mut self, tenant: u32, class: OperationClass) -> &mut Breaker {
         let fresh = State::Closed { failures: 0 };
         let i = match self.all.iter().position(|b| b.tenant == tenant && b.class == class) {
             Some(i) => i,
@@ -121,7 +108,7 @@ impl Breakers {
         &mut self.all[i]
     }
 
-    fn find_overflow(&mut self, class: OperationClass) -> &mut Breaker {
+    pub(super) fn find_overflow(&mut self, class: OperationClass) -> &mut Breaker {
         let i = match self.all.iter().position(|b| b.tenant == OVERFLOW_TENANT && b.class == class)
         {
             Some(i) => i,
@@ -214,20 +201,31 @@ impl Breakers {
     }
 }
 
+impl Engine {
+    pub(super) fn admit(&mut self, tenant: u32, op: OperationClass, now: Instant) -> bool {
+        let (ok, change) = self.breakers.admit(tenant, op, now);
+        if let Some(c) = change {
+            self.events.breaker(c.tenant, c.class, c.state);
+        }
+        ok
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::error::{PeerError, RpcError, TransportError};
+    use std::time::Duration;
 
     const T: u32 = 0;
     const R: OperationClass = OperationClass::Read;
 
-    fn lost() -> CallError {
+    pub(super) fn lost() -> CallError {
         CallError::Transport(TransportError::ConnectionLost)
     }
 
     #[test]
-    fn every_transition() {
+    pub(super) fn every_transition() {
         let policy = BreakerPolicy { failure_threshold: 3, cool_down: Duration::from_secs(10) };
         let mut b = Breakers::new(policy);
         let t0 = Instant::now();
@@ -265,7 +263,7 @@ mod tests {
     }
 
     #[test]
-    fn only_transport_failures_and_timeouts_count() {
+    pub(super) fn only_transport_failures_and_timeouts_count() {
         let mut b = Breakers::new(BreakerPolicy {
             failure_threshold: 1,
             cool_down: Duration::from_secs(1),
@@ -284,7 +282,7 @@ mod tests {
     }
 
     #[test]
-    fn tenants_and_classes_are_isolated() {
+    pub(super) fn tenants_and_classes_are_isolated() {
         let mut b = Breakers::new(BreakerPolicy {
             failure_threshold: 1,
             cool_down: Duration::from_secs(60),
@@ -298,7 +296,7 @@ mod tests {
     }
 
     #[test]
-    fn the_table_is_bounded_whatever_the_number_of_tenants() {
+    pub(super) fn the_table_is_bounded_whatever_the_number_of_tenants() {
         let mut b = Breakers::new(BreakerPolicy {
             failure_threshold: 1,
             cool_down: Duration::from_secs(60),
@@ -319,7 +317,7 @@ mod tests {
     }
 
     #[test]
-    fn a_cancelled_probe_frees_the_half_open_slot() {
+    pub(super) fn a_cancelled_probe_frees_the_half_open_slot() {
         let mut b = Breakers::new(BreakerPolicy {
             failure_threshold: 1,
             cool_down: Duration::from_secs(1),

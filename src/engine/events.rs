@@ -1,7 +1,17 @@
 //! Events the engine hands the host, and the queue that holds them.
 //!
-//! Result bytes are copied once into an arena that is reset when the queue drains, so an event
-//! can hand out borrowed JSON without a per-call allocation.
+//! Result bytes are copied once into an arena, so an event can hand out borrowed JSON without a
+//! per-call allocation. The arena is reset when the queue drains, and compacted (the queued
+//! events' ranges copied to the front of a second buffer) once its dead bytes pass both the live
+//! ones and [`COMPACT_MIN`]: an event the host never reads cannot pin the arena's growth.
+//!
+//! # Bounds
+//!
+//! Progress, change and state events are dropped, and counted, once `max` events are queued.
+//! Terminal events (`CallDone`, `CallFailed`) are never dropped; they are bounded at admission
+//! instead: the engine refuses a new call (`Overloaded`) while the terminal events waiting for
+//! the host plus the calls pending reach `max`, so each pending call always has room for its
+//! end.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -208,14 +218,39 @@ impl Stored {
     fn is_terminal_for(&self, target: CallId) -> bool {
         matches!(self, Self::Done { call, .. } | Self::Failed { call, .. } if *call == target)
     }
+
+    fn is_terminal(&self) -> bool {
+        matches!(self, Self::Done { .. } | Self::Failed { .. })
+    }
+
+    /// The arena text it refers to (each event has at most one range).
+    fn range_mut(&mut self) -> Option<&mut Range<usize>> {
+        match self {
+            Self::Done { json: r, .. }
+            | Self::Subscribed { notifications: r, .. }
+            | Self::ResourceUpdated { uri: r }
+            | Self::Progress { message: Some(r), .. } => Some(r),
+            _ => None,
+        }
+    }
 }
+
+/// Dead arena bytes tolerated before compaction, so small queues are never copied.
+const COMPACT_MIN: usize = 64 * 1024;
 
 #[derive(Debug)]
 pub(crate) struct EventQueue {
     queue: VecDeque<Stored>,
     /// Text of the queued events' borrowed parts; a `String`, so reading it back needs no
-    /// UTF-8 check.
+    /// UTF-8 check. Ranges grow with queue order (text is only appended).
     arena: String,
+    /// The buffer compaction copies into; the two swap, so compacting allocates nothing once
+    /// both have grown to the working size.
+    spare: String,
+    /// Arena bytes that queued events refer to; the rest is dead.
+    live: usize,
+    /// `CallDone` and `CallFailed` events queued.
+    terminals: usize,
     max: usize,
     pub(crate) dropped: u64,
 }
@@ -225,6 +260,9 @@ impl EventQueue {
         Self {
             queue: VecDeque::with_capacity(max.min(4096)),
             arena: String::new(),
+            spare: String::new(),
+            live: 0,
+            terminals: 0,
             max,
             dropped: 0,
         }
@@ -234,18 +272,71 @@ impl EventQueue {
         self.queue.len()
     }
 
+    /// `CallDone` and `CallFailed` events waiting for the host.
+    pub(crate) fn terminals(&self) -> usize {
+        self.terminals
+    }
+
+    /// Arena bytes in use, dead ones included (for tests of the bound).
+    #[cfg(test)]
+    pub(crate) fn arena_len(&self) -> usize {
+        self.arena.len()
+    }
+
     fn keep(&mut self, text: &str) -> Range<usize> {
-        if self.queue.is_empty() {
-            // Nothing refers to the arena any more.
-            self.arena.clear();
-        }
-        let start = self.arena.len();
+        let start = self.arena_end();
         self.arena.push_str(text);
+        self.live += text.len();
         start..self.arena.len()
     }
 
+    /// Where the next text goes: clears or compacts the arena first when that pays.
+    fn arena_end(&mut self) -> usize {
+        let dead = self.arena.len() - self.live;
+        if self.queue.is_empty() {
+            // Nothing refers to the arena any more.
+            self.arena.clear();
+            self.live = 0;
+        } else if dead > COMPACT_MIN && dead > self.live {
+            self.compact();
+        }
+        self.arena.len()
+    }
+
+    /// Copies the queued events' text to the front of the spare buffer, in queue order, and
+    /// swaps the buffers. O(live bytes), paid at most once per `live + COMPACT_MIN` appended.
+    fn compact(&mut self) {
+        self.spare.clear();
+        for e in self.queue.iter_mut() {
+            if let Some(r) = e.range_mut() {
+                let start = self.spare.len();
+                self.spare.push_str(self.arena.get(r.clone()).unwrap_or_default());
+                *r = start..self.spare.len();
+            }
+        }
+        std::mem::swap(&mut self.arena, &mut self.spare);
+        self.live = self.arena.len();
+    }
+
+    fn push(&mut self, stored: Stored) {
+        if stored.is_terminal() {
+            self.terminals += 1;
+        }
+        self.queue.push_back(stored);
+    }
+
+    /// Accounts for an event leaving the queue.
+    fn left(&mut self, stored: &mut Stored) {
+        if stored.is_terminal() {
+            self.terminals -= 1;
+        }
+        if let Some(r) = stored.range_mut() {
+            self.live -= r.len();
+        }
+    }
+
     pub(crate) fn ready(&mut self, era: Era, version: ProtocolVersion) {
-        self.queue.push_back(Stored::Ready { era, version });
+        self.push(Stored::Ready { era, version });
     }
 
     pub(crate) fn done(
@@ -257,15 +348,19 @@ impl EventQueue {
         record: CallRecord,
     ) {
         let json = self.keep(json);
-        self.queue.push_back(Stored::Done { call, json, result_type, is_error, record });
+        self.push(Stored::Done { call, json, result_type, is_error, record });
     }
 
     pub(crate) fn breaker(&mut self, tenant: u32, class: OperationClass, state: BreakerState) {
-        self.queue.push_back(Stored::Breaker { tenant, class, state });
+        if self.has_room() {
+            self.push(Stored::Breaker { tenant, class, state });
+        }
     }
 
     pub(crate) fn transport_lost(&mut self, error: CallError, restart_in: Option<Duration>) {
-        self.queue.push_back(Stored::TransportLost { error, restart_in });
+        if self.has_room() {
+            self.push(Stored::TransportLost { error, restart_in });
+        }
     }
 
     /// A listing's items from every page, wrapped as `{"<key>":[...]}`.
@@ -276,27 +371,29 @@ impl EventQueue {
         items: &[u8],
         record: CallRecord,
     ) {
-        let start = self.keep("{\"");
+        let start = self.arena_end();
+        self.arena.push_str("{\"");
         self.arena.push_str(key);
         self.arena.push_str("\":[");
         // Items are slices of validated frames (or serde_json output): always UTF-8.
         self.arena.push_str(std::str::from_utf8(items).unwrap_or_default());
         self.arena.push_str("]}");
-        let json = start.start..self.arena.len();
+        let json = start..self.arena.len();
+        self.live += json.len();
         let (result_type, is_error) = (ResultType::Complete, false);
-        self.queue.push_back(Stored::Done { call, json, result_type, is_error, record });
+        self.push(Stored::Done { call, json, result_type, is_error, record });
     }
 
     pub(crate) fn failed(&mut self, call: CallId, error: CallError, record: CallRecord) {
-        self.queue.push_back(Stored::Failed { call, error, record });
+        self.push(Stored::Failed { call, error, record });
     }
 
     pub(crate) fn closed(&mut self, error: CallError) {
-        self.queue.push_back(Stored::Closed { error });
+        self.push(Stored::Closed { error });
     }
 
-    /// Progress and change notifications are dropped, and counted, past the cap; terminal
-    /// events never are.
+    /// Progress, change, breaker and transport-lost events are dropped, and counted, past the
+    /// cap; terminal events never are (see the module docs for their bound).
     fn has_room(&mut self) -> bool {
         if self.queue.len() >= self.max {
             self.dropped += 1;
@@ -314,37 +411,39 @@ impl EventQueue {
     ) {
         if self.has_room() {
             let message = msg.map(|m| self.keep(m));
-            self.queue.push_back(Stored::Progress { call, progress, total, message });
+            self.push(Stored::Progress { call, progress, total, message });
         }
     }
 
     pub(crate) fn list_changed(&mut self, kind: ListKind) {
         if self.has_room() {
-            self.queue.push_back(Stored::ListChanged(kind));
+            self.push(Stored::ListChanged(kind));
         }
     }
 
     pub(crate) fn subscribed(&mut self, call: CallId, notifications: &str) {
         let notifications = self.keep(notifications);
-        self.queue.push_back(Stored::Subscribed { call, notifications });
+        self.push(Stored::Subscribed { call, notifications });
     }
 
     pub(crate) fn resource_updated(&mut self, uri: &str) {
         if self.has_room() {
             let uri = self.keep(uri);
-            self.queue.push_back(Stored::ResourceUpdated { uri });
+            self.push(Stored::ResourceUpdated { uri });
         }
     }
 
     pub(crate) fn pop(&mut self) -> Option<Event<'_>> {
-        let stored = self.queue.pop_front()?;
+        let mut stored = self.queue.pop_front()?;
+        self.left(&mut stored);
         Some(self.view(stored))
     }
 
     /// Removes the terminal event of one call, leaving every other event queued in order.
     pub(crate) fn take_terminal(&mut self, call: CallId) -> Option<Event<'_>> {
         let i = self.queue.iter().position(|e| e.is_terminal_for(call))?;
-        let stored = self.queue.remove(i)?;
+        let mut stored = self.queue.remove(i)?;
+        self.left(&mut stored);
         Some(self.view(stored))
     }
 
@@ -372,5 +471,105 @@ impl EventQueue {
             Stored::ResourceUpdated { uri } => Event::ResourceUpdated { uri: text(uri) },
             Stored::Closed { error } => Event::Closed { error },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::engine::tests::{raw, Harness};
+    use crate::error::{LocalError, RequestError};
+    use crate::CallOptions;
+
+    /// A blocking host takes each call's own end and leaves the rest queued: an unread event at
+    /// the head used to keep the arena from ever being reset, so every result stayed in it.
+    #[test]
+    fn an_unread_event_at_the_head_does_not_pin_the_arena() {
+        let mut h = Harness::ready_modern();
+        h.peer(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+        let text = "x".repeat(200);
+        let mut peak = 0;
+        for _ in 0..20_000 {
+            let c = h.call("echo", "{}");
+            let sent = h.sent_one();
+            h.reply(&sent, json!({"content": [{"type": "text", "text": text}]}));
+            match h.engine.take_call_event(c) {
+                Some(Event::CallDone { result, .. }) => assert!(result.json().contains(&text)),
+                other => panic!("{other:?}"),
+            }
+            peak = peak.max(h.engine.events.arena_len());
+        }
+        // 20,000 results of ~250 bytes are 5 MB; the arena holds one compaction's worth.
+        assert!(peak <= 2 * COMPACT_MIN + 1024, "arena grew to {peak} bytes");
+        assert_eq!(h.engine.queued_events(), 1);
+        assert!(matches!(h.engine.poll_event(), Some(Event::ListChanged(ListKind::Tools))));
+    }
+
+    #[test]
+    fn compaction_keeps_every_queued_events_text() {
+        let mut q = EventQueue::new(1 << 20);
+        let call = |n: u64| CallId(crate::proto::jsonrpc::WireId::new(n as usize, 1));
+        let big = "y".repeat(COMPACT_MIN);
+        q.resource_updated("res://first");
+        // Taken in the middle: dead text piles up behind the first event until compaction.
+        for n in 0..4 {
+            q.done(call(n), &big, ResultType::Complete, false, CallRecord::default());
+            assert!(q.take_terminal(call(n)).is_some());
+        }
+        q.done(call(9), "{\"k\":9}", ResultType::Complete, false, CallRecord::default());
+        assert!(q.arena_len() < 2 * COMPACT_MIN + 64, "compacted: {}", q.arena_len());
+        assert!(matches!(q.pop(), Some(Event::ResourceUpdated { uri: "res://first" })));
+        match q.pop() {
+            Some(Event::CallDone { call: c, result, .. }) => {
+                assert_eq!((c, result.json()), (call(9), "{\"k\":9}"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!((q.len(), q.terminals(), q.live), (0, 0, 0));
+    }
+
+    /// Terminal events are never dropped; they are bounded by refusing new calls while the
+    /// host leaves them undrained.
+    #[test]
+    fn terminal_events_are_bounded_at_admission_and_never_dropped() {
+        let mut h =
+            Harness::ready_with(crate::Config { max_queued_events: 3, ..Default::default() });
+        let opts = CallOptions::timeout(std::time::Duration::from_secs(1));
+        let calls: Vec<CallId> =
+            (0..3).map(|_| h.engine.call_tool(h.now, "t", raw("{}"), &opts).unwrap()).collect();
+        assert_eq!(
+            h.engine.call_tool(h.now, "t", raw("{}"), &opts),
+            Err(RequestError::Overloaded),
+            "three pending calls will end in three events: the queue holds three"
+        );
+        let sent = h.take_sent();
+        h.reply(&sent[0], json!({"content": []}));
+        // Progress and change notifications are what gets dropped.
+        for _ in 0..5 {
+            h.peer(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+        }
+        h.advance(std::time::Duration::from_secs(2));
+        assert_eq!(
+            h.engine.call_tool(h.now, "t", raw("{}"), &opts),
+            Err(RequestError::Overloaded),
+            "still three ends undrained"
+        );
+        let mut ended = Vec::new();
+        while let Some(e) = h.engine.poll_event() {
+            match e {
+                Event::CallDone { call, .. } => ended.push((call, "done")),
+                Event::CallFailed { call, error, .. } => {
+                    assert_eq!(error, crate::CallError::Local(LocalError::DeadlineExceeded));
+                    ended.push((call, "failed"));
+                }
+                Event::ListChanged(_) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(ended, [(calls[0], "done"), (calls[1], "failed"), (calls[2], "failed")]);
+        assert!(h.engine.stats().events_dropped >= 3);
+        assert!(h.engine.call_tool(h.now, "t", raw("{}"), &opts).is_ok(), "drained: room again");
     }
 }

@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 
 use serde_json::Value;
+use smallvec::SmallVec;
 
 use crate::engine::retry::Idempotency;
 
@@ -76,9 +77,8 @@ impl ToolHeaders {
         self.classes.get(tool).copied()
     }
 
-    /// Appends `Mcp-Param-Name\0value\0` for each header the call's arguments fill, the value
-    /// encoded for HTTP.
-    pub(crate) fn write_for_call(&self, tool: &str, arguments: &str, out: &mut Vec<u8>) {
+    /// Fills `out` with the headers the call's arguments fill, each value encoded for HTTP.
+    pub(crate) fn write_for_call(&self, tool: &str, arguments: &str, out: &mut ParamHeaderList) {
         let Some(headers) = self.by_tool.get(tool) else { return };
         let Ok(args) = serde_json::from_str::<Value>(arguments) else { return };
         for h in headers {
@@ -99,12 +99,72 @@ impl ToolHeaders {
                 // Absent or null: the header is left out (§3.3 step 3).
                 _ => continue,
             };
-            out.extend_from_slice(b"Mcp-Param-");
-            out.extend_from_slice(h.name.as_bytes());
-            out.push(0);
-            crate::proto::header_value::encode(out, &text);
-            out.push(0);
+            out.push(&h.name, &text);
         }
+    }
+}
+
+/// The `Mcp-Param-*` headers of one request, built once per call into buffers the request's
+/// slot reuses, and read in place by [`ParamHeaders`].
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct ParamHeaderList {
+    /// Full header names, back to back.
+    names: String,
+    /// Encoded values, back to back.
+    values: Vec<u8>,
+    /// Where each header's name and value end in `names` and `values`.
+    ends: SmallVec<[(usize, usize); 4]>,
+}
+
+impl ParamHeaderList {
+    pub(crate) fn clear(&mut self) {
+        self.names.clear();
+        self.values.clear();
+        self.ends.clear();
+    }
+
+    /// Adds `Mcp-Param-<suffix>` with `value` encoded for a header (PROTOCOL.md §3.2).
+    fn push(&mut self, suffix: &str, value: &str) {
+        self.names.push_str("Mcp-Param-");
+        self.names.push_str(suffix);
+        crate::proto::header_value::encode(&mut self.values, value);
+        self.ends.push((self.names.len(), self.values.len()));
+    }
+
+    /// Replaces the list with a copy of `headers` (a transport keeps it for a resend).
+    #[cfg(feature = "http")]
+    pub(crate) fn copy_from(&mut self, headers: ParamHeaders<'_>) {
+        self.clear();
+        for (name, value) in headers {
+            self.names.push_str(name);
+            self.values.extend_from_slice(value);
+            self.ends.push((self.names.len(), self.values.len()));
+        }
+    }
+
+    pub(crate) fn iter(&self) -> ParamHeaders<'_> {
+        ParamHeaders { list: Some(self), next: 0 }
+    }
+}
+
+/// The `Mcp-Param-*` headers of a `tools/call` as (header name, encoded value) pairs, for
+/// tools whose listing declared `x-mcp-header` arguments; borrowed from the engine.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ParamHeaders<'a> {
+    list: Option<&'a ParamHeaderList>,
+    next: usize,
+}
+
+impl<'a> Iterator for ParamHeaders<'a> {
+    type Item = (&'a str, &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let list = self.list?;
+        let &(name_end, value_end) = list.ends.get(self.next)?;
+        let (name_start, value_start) =
+            self.next.checked_sub(1).and_then(|i| list.ends.get(i)).copied().unwrap_or((0, 0));
+        self.next += 1;
+        Some((list.names.get(name_start..name_end)?, list.values.get(value_start..value_end)?))
     }
 }
 
@@ -186,6 +246,10 @@ mod tests {
         (t, rewritten)
     }
 
+    fn pairs(list: &ParamHeaderList) -> Vec<(String, String)> {
+        list.iter().map(|(n, v)| (n.to_owned(), String::from_utf8_lossy(v).into_owned())).collect()
+    }
+
     fn tool(name: &str, props: Value) -> Value {
         serde_json::json!({"name": name, "inputSchema": {"type": "object", "properties": props}})
     }
@@ -197,9 +261,9 @@ mod tests {
                 .unwrap();
         let (t, rewritten) = learn(example["result"]["tools"].clone());
         assert!(rewritten.is_none(), "the spec example is valid");
-        let mut out = Vec::new();
+        let mut out = ParamHeaderList::default();
         t.write_for_call("get_weather", r#"{"city":"Oslo","region":"eu-north"}"#, &mut out);
-        assert_eq!(out, b"Mcp-Param-Region\0eu-north\0");
+        assert_eq!(pairs(&out), [("Mcp-Param-Region".to_owned(), "eu-north".to_owned())]);
     }
 
     #[test]
@@ -214,21 +278,16 @@ mod tests {
                 "z": {"type": "string", "x-mcp-header": "Z"}
             })
         )]));
-        let mut out = Vec::new();
+        let mut out = ParamHeaderList::default();
         t.write_for_call(
             "t",
             r#"{"s":"Hello, 世界","i":-42,"b":true,"n":{"deep":"x"},"z":null}"#,
             &mut out,
         );
-        let got: Vec<&[u8]> = out.split(|&b| b == 0).collect();
-        let mut pairs: Vec<(String, String)> = got
-            .chunks(2)
-            .filter(|c| c.len() == 2)
-            .map(|c| (String::from_utf8_lossy(c[0]).into(), String::from_utf8_lossy(c[1]).into()))
-            .collect();
-        pairs.sort();
+        let mut got = pairs(&out);
+        got.sort();
         assert_eq!(
-            pairs,
+            got,
             [
                 ("Mcp-Param-B".into(), "true".into()),
                 ("Mcp-Param-Deep".into(), "x".into()),
@@ -272,8 +331,8 @@ mod tests {
             .map(|t| t["name"].as_str().unwrap().to_owned())
             .collect();
         assert_eq!(names, ["fine", "plain"]);
-        let mut out = Vec::new();
+        let mut out = ParamHeaderList::default();
         t.write_for_call("number", r#"{"x":1}"#, &mut out);
-        assert!(out.is_empty(), "dropped tools contribute no headers");
+        assert_eq!(out.iter().count(), 0, "dropped tools contribute no headers");
     }
 }

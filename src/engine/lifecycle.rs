@@ -124,7 +124,7 @@ impl Lifecycle {
     }
 
     /// The probe or handshake request, when one is in flight.
-    fn call(self) -> Option<LifecycleCall> {
+    pub(crate) fn call(self) -> Option<LifecycleCall> {
         match self {
             Self::Probing(Probe { step: ProbeStep::InFlight(call), .. })
             | Self::Handshaking { call } => Some(call),
@@ -265,12 +265,12 @@ impl super::Engine {
         // the newest host call, which cannot have been sent before the era was settled.
         if self.requests.is_full() {
             if let Some(id) = self.send_queue.pop_back() {
-                self.abandon(id.slot(), CallError::Local(LocalError::HandshakeFailed));
+                self.abandon(now, id.slot(), CallError::Local(LocalError::HandshakeFailed));
             }
         }
         let traits = CallTraits { progress: false, class: Idempotency::Unknown, tenant: 0 };
         let Some(slot) = self.requests.insert(method, owner, now, now + timeout, traits) else {
-            self.lifecycle_failed(LocalError::HandshakeFailed);
+            self.lifecycle_failed(now, LocalError::HandshakeFailed);
             return None;
         };
         self.schedule(slot, now + timeout, timers::TimerKind::Deadline);
@@ -348,7 +348,7 @@ impl super::Engine {
                 }
                 None => {
                     log::debug!("initialize settled on a version mcpoll does not speak");
-                    self.lifecycle_failed(PeerError::NoCommonVersion);
+                    self.lifecycle_failed(now, PeerError::NoCommonVersion);
                 }
             },
             _ => self.drop_lifecycle_request(),
@@ -369,7 +369,7 @@ impl super::Engine {
             }
             _ => {
                 log::debug!("initialize failed: {error}");
-                self.shut(CallError::Protocol(error));
+                self.shut(now, CallError::Protocol(error));
             }
         }
     }
@@ -397,14 +397,14 @@ impl super::Engine {
                     self.lifecycle = Lifecycle::Probing(Probe { refusals: p.refusals + 1, ..p });
                     self.start_probe(now, version);
                 }
-                _ => self.lifecycle_failed(PeerError::VersionRefused(version)),
+                _ => self.lifecycle_failed(now, PeerError::VersionRefused(version)),
             },
             ProbeVerdict::Legacy if !modern_only => {
                 self.drop_lifecycle_request();
                 self.start_handshake(now);
             }
-            ProbeVerdict::Legacy => self.lifecycle_failed(PeerError::NoCommonVersion),
-            ProbeVerdict::NoCommonVersion => self.lifecycle_failed(PeerError::NoCommonVersion),
+            ProbeVerdict::Legacy => self.lifecycle_failed(now, PeerError::NoCommonVersion),
+            ProbeVerdict::NoCommonVersion => self.lifecycle_failed(now, PeerError::NoCommonVersion),
         }
     }
 
@@ -414,17 +414,17 @@ impl super::Engine {
         self.events.ready(version.era(), version);
     }
 
-    pub(super) fn lifecycle_failed(&mut self, error: impl Into<CallError>) {
-        self.shut(error.into());
+    pub(super) fn lifecycle_failed(&mut self, now: Instant, error: impl Into<CallError>) {
+        self.shut(now, error.into());
     }
 
     /// Ends everything: every pending call fails with `error`, then a `Closed` event.
-    pub(super) fn shut(&mut self, error: CallError) {
+    pub(super) fn shut(&mut self, now: Instant, error: CallError) {
         if self.lifecycle == Lifecycle::Closed {
             return;
         }
         self.drop_lifecycle_request();
-        self.fail_all(error.clone());
+        self.fail_all(now, error.clone());
         self.control.clear();
         self.lifecycle = Lifecycle::Closed;
         self.wants_transport = false;

@@ -14,28 +14,35 @@
 //!
 //! Every table is bounded by [`Config`]: pending calls, message size, listing pages, queued
 //! events. The engine does work proportional to the frames it is given; a driver bounds how
-//! many frames it hands over per readiness event.
+//! many frames it hands over per readiness event (`Config::frames_per_readiness`).
 
-pub mod breaker;
+pub(crate) mod breaker;
+mod completion;
 mod events;
 mod headers;
+mod inbound;
 mod lifecycle;
+mod listing;
+mod outbound;
 mod requests;
-mod resilience;
-pub mod retry;
+pub(crate) mod retry;
+mod supervision;
 mod timers;
+mod transport;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use serde_json::value::RawValue;
-use smallvec::SmallVec;
 
-pub use breaker::{BreakerPolicy, BreakerState, OperationClass};
+pub use breaker::{BreakerState, OperationClass};
 pub use events::{CallRecord, CallResult, Event, ListKind};
+#[cfg(feature = "http")]
+pub(crate) use headers::ParamHeaderList;
+pub use headers::ParamHeaders;
 pub use lifecycle::ServerState;
 pub use requests::CallId;
-pub use retry::{Idempotency, RetryPolicy};
+pub use retry::Idempotency;
 
 use crate::config::Config;
 use crate::error::{
@@ -48,10 +55,11 @@ use crate::proto::jsonrpc::{self, write_json_str, Message};
 use crate::proto::mcp::{self, notify, Method, ResultType, SubscriptionFilter};
 use crate::proto::meta::{write_call_meta, StaticMeta, TraceContext};
 use crate::proto::version::{Era, EraPreference, ProtocolVersion};
+use completion::Outcome;
 use events::EventQueue;
 use lifecycle::{Lifecycle, Opening, ProbeVerdict};
+use outbound::Control;
 use requests::{CallTraits, Ended, Lookup, Owner, Requests, SendState};
-use resilience::Outcome;
 
 /// Options for one call.
 #[derive(Debug, Clone, Default)]
@@ -112,6 +120,9 @@ pub enum ExchangeFailure {
     Unauthorized(crate::auth::AuthChallenge),
     /// HTTP 403.
     Forbidden(crate::auth::AuthChallenge),
+    /// The reply was larger than [`Config::max_message_bytes`]: the call fails with
+    /// [`PeerError::TooLarge`], as over stdio.
+    TooLarge,
 }
 
 impl TransportEvent {
@@ -143,14 +154,36 @@ impl TransportEvent {
     }
 }
 
-/// One frame [`Engine::poll_transmit`] wrote, or one thing the transport must do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One frame [`Engine::poll_transmit`] wrote, or one thing the transport must do, with its
+/// full route: what an HTTP transport needs to address it, borrowed from the engine.
+#[derive(Debug, Clone, Copy)]
 #[must_use]
-pub struct Transmit {
+pub struct Transmit<'a> {
     /// Bytes appended to the caller's buffer (0 for [`TransmitKind::CloseStream`]).
     pub len: usize,
     /// What the frame is.
     pub kind: TransmitKind,
+    version: Option<ProtocolVersion>,
+    name: &'a str,
+    params: ParamHeaders<'a>,
+}
+
+impl<'a> Transmit<'a> {
+    /// The protocol version an HTTP `MCP-Protocol-Version` header names: the probe's version
+    /// while probing, the settled version once ready, none during `initialize`.
+    pub fn version(&self) -> Option<ProtocolVersion> {
+        self.version
+    }
+
+    /// The unencoded `Mcp-Name` of a request: the tool or prompt name, or the resource URI.
+    pub fn name(&self) -> Option<&'a str> {
+        (!self.name.is_empty()).then_some(self.name)
+    }
+
+    /// The `Mcp-Param-*` headers of a `tools/call` (empty for anything else).
+    pub fn param_headers(&self) -> ParamHeaders<'a> {
+        self.params
+    }
 }
 
 /// What a [`Transmit`] is, so a driver can route it.
@@ -207,18 +240,17 @@ pub struct Stats {
     pub sessions_renewed: u64,
 }
 
-/// A frame that is not a request: notifications and replies to server requests.
-#[derive(Debug)]
-enum Control {
-    Cancelled { id: WireId },
-    CloseStream { id: WireId },
-    Initialized,
-    Reply { id: SmallVec<[u8; 24]>, ok: bool },
-}
-
 const MAX_CONTROL: usize = 256;
 
-/// One server's protocol engine. See the module docs for the call order.
+/// One server's protocol engine.
+///
+/// Every public verb is in the one `impl` block below, in four families: getters (`&self`, no
+/// side effects), commands (`call_tool`, `cancel`, `restart`, ...), inputs (`handle_*`) and
+/// outputs (`poll_*`). After any input or command, drain [`poll_transmit`](Self::poll_transmit)
+/// until `None`, read [`poll_timeout`](Self::poll_timeout), then drain
+/// [`poll_event`](Self::poll_event). Time moves only through the `now` arguments. The work
+/// behind the verbs lives in modules named for their job: `lifecycle`, `inbound`, `outbound`,
+/// `transport`, `completion`, `listing`, `retry`, `breaker`, `supervision`, `timers`.
 #[derive(Debug)]
 pub struct Engine {
     config: Config,
@@ -241,17 +273,15 @@ pub struct Engine {
     jitter: retry::Jitter,
     /// How long calls have been taking (moving average), to judge whether a retry still fits.
     latency: Duration,
-    restart: resilience::RestartState,
+    restart: supervision::RestartState,
     /// Deadlines and backoffs of pending requests, earliest first.
     timers: timers::Timers,
-    /// The latest `now` the host passed in: the engine's only notion of time.
-    now: Instant,
     stats: Stats,
 }
 
 impl Engine {
     /// Builds an engine; checks the config once and preallocates every table.
-    pub fn new(config: Config, now: Instant) -> Result<Self, ConfigError> {
+    pub fn new(config: Config, _now: Instant) -> Result<Self, ConfigError> {
         config.check()?;
         let next = match config.era {
             EraPreference::LegacyOnly => Opening::Handshake,
@@ -272,9 +302,8 @@ impl Engine {
             breakers: breaker::Breakers::new(config.breaker),
             jitter: retry::Jitter::new(config.jitter_seed),
             latency: Duration::ZERO,
-            restart: resilience::RestartState::default(),
+            restart: supervision::RestartState::default(),
             timers: timers::Timers::with_capacity(config.max_pending),
-            now,
             stats: Stats::default(),
             config,
         })
@@ -316,38 +345,36 @@ impl Engine {
         self.wants_transport
     }
 
-    /// The protocol version to name in an HTTP `MCP-Protocol-Version` header: the probe's
-    /// version while probing, the settled version once ready, none during `initialize`.
-    pub fn header_version(&self) -> Option<ProtocolVersion> {
-        self.lifecycle.version()
-    }
-
-    /// The `Mcp-Name` of a pending request: the tool or prompt name, or the resource URI.
-    pub fn request_name(&self, id: WireId) -> Option<&str> {
-        let slot = id.slot();
-        let p = self.requests.get(slot)?;
-        (p.wire_gen == id.generation()).then_some(())?;
-        let name = self.requests.bufs(slot).name.as_str();
-        (!name.is_empty()).then_some(name)
-    }
-
-    /// The `Mcp-Param-*` headers of a pending `tools/call`, as (full header name, encoded
-    /// value) pairs, for tools whose listing declared `x-mcp-header` arguments.
-    pub fn param_headers(&self, id: WireId) -> impl Iterator<Item = (&str, &[u8])> {
-        let slot = id.slot();
-        let current = self.requests.get(slot).is_some_and(|p| p.wire_gen == id.generation());
-        let buf: &[u8] = if current { &self.requests.bufs(slot).param_headers } else { &[] };
-        let mut parts = buf.split(|&b| b == 0);
-        std::iter::from_fn(move || {
-            let name = std::str::from_utf8(parts.next()?).ok()?;
-            let value = parts.next()?;
-            (!name.is_empty()).then_some((name, value))
-        })
-    }
-
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// `true` while restarts are suspended because the server kept crashing (until the
+    /// cool-down ends or the host calls [`restart`](Self::restart)).
+    pub fn is_degraded(&self) -> bool {
+        self.restart.is_degraded()
+    }
+
+    /// Why the last server process ended (stdio: its exit status and stderr tail), once one
+    /// has; kept across restarts for diagnostics.
+    pub fn last_transport_error(&self) -> Option<&TransportError> {
+        self.restart.last_loss()
+    }
+
+    /// A breaker's state, for diagnostics.
+    pub fn breaker_state(&self, tenant: u32, class: OperationClass) -> breaker::BreakerState {
+        self.breakers.state(tenant, class)
+    }
+
+    /// Calls in flight (written or backing off) and waiting in the queue.
+    pub fn load(&self) -> (usize, usize) {
+        (self.requests.in_flight(), self.requests.queued())
+    }
+
+    /// Processes started after the first (stdio), for diagnostics.
+    pub fn restarts(&self) -> u32 {
+        self.restart.restarts
     }
 
     // ----- commands ------------------------------------------------------------------------
@@ -373,12 +400,7 @@ impl Engine {
             p.extend_from_slice(b"\"name\":");
             write_json_str(p, name);
             p.extend_from_slice(b",\"arguments\":");
-            resilience::write_arguments(
-                p,
-                arguments.get(),
-                key_field.as_deref().unwrap_or(""),
-                key,
-            );
+            retry::write_arguments(p, arguments.get(), key_field.as_deref().unwrap_or(""), key);
         });
         let call = call?;
         if self.transport == TransportKind::Http {
@@ -511,7 +533,6 @@ impl Engine {
         tool_hint: Option<Idempotency>,
         params: impl FnOnce(&mut Vec<u8>, &mut String),
     ) -> Result<CallId, RequestError> {
-        self.now = self.now.max(now);
         if self.lifecycle == Lifecycle::Closed {
             return Err(RequestError::Closed);
         }
@@ -520,7 +541,7 @@ impl Engine {
         }
         // Calls that a free in-flight slot will take at the next transmit are not "queued".
         let free = self.config.max_in_flight.saturating_sub(self.requests.in_flight());
-        if self.requests.queued() >= self.config.max_queued + free {
+        if self.requests.queued() >= self.config.max_queued + free || !self.room_for_end() {
             return Err(RequestError::Overloaded);
         }
         let class = self.classify(method, opts, tool_hint);
@@ -553,7 +574,6 @@ impl Engine {
     /// server is told if the request was written (`notifications/cancelled`), and a reply that
     /// arrives later is counted as late and never delivered. Side effects are not undone.
     pub fn cancel(&mut self, now: Instant, call: CallId) -> Result<(), CancelError> {
-        self.now = self.now.max(now);
         let slot = self.requests.slot_of(call).ok_or(CancelError::NotPending)?;
         let Some(p) = self.requests.get(slot) else {
             return Err(CancelError::NotPending);
@@ -561,22 +581,29 @@ impl Engine {
         if p.owner != Owner::Host {
             return Err(CancelError::Handshake);
         }
-        self.abandon(slot, CallError::Local(LocalError::Cancelled));
+        self.abandon(now, slot, CallError::Local(LocalError::Cancelled));
         Ok(())
     }
 
     /// Closes the engine: every pending call fails, and nothing more is sent.
     pub fn close(&mut self, now: Instant) {
-        self.now = self.now.max(now);
         let error = CallError::Transport(TransportError::Closed(crate::error::CloseReason::Host));
-        self.shut(error);
+        self.shut(now, error);
+    }
+
+    /// The host asks a degraded (or closed-by-crash) server to start again now.
+    pub fn restart(&mut self) {
+        if self.lifecycle == Lifecycle::Closed {
+            return;
+        }
+        self.restart.reset();
+        self.wants_transport = true;
     }
 
     // ----- inputs --------------------------------------------------------------------------
 
     /// Reports a transport change.
     pub fn handle_transport(&mut self, now: Instant, event: TransportEvent) {
-        self.now = self.now.max(now);
         match event.0 {
             TransportEventInner::Opened(kind) => self.on_opened(now, kind),
             TransportEventInner::Closed(error) => self.on_closed(now, error),
@@ -585,110 +612,6 @@ impl Engine {
             }
             TransportEventInner::SessionExpired(id) => self.on_session_expired(now, id),
         }
-    }
-
-    fn on_exchange_failed(&mut self, now: Instant, id: WireId, failure: ExchangeFailure) {
-        let Lookup::Pending(slot) = self.requests.lookup(id) else { return };
-        let Some(owner) = self.requests.get(slot).map(|p| p.owner) else { return };
-        let error = match failure {
-            ExchangeFailure::Transport(e) => CallError::Transport(e),
-            ExchangeFailure::Unauthorized(c) => {
-                CallError::Peer(PeerError::AuthRequired(Box::new(c)))
-            }
-            ExchangeFailure::Forbidden(c) => CallError::Peer(PeerError::Forbidden(Box::new(c))),
-        };
-        match owner {
-            Owner::Host => {
-                // The stream is already gone: nothing to signal. A request that never left
-                // (the connection was never made) is safe to send again whatever it does.
-                let delivery = match &error {
-                    CallError::Transport(TransportError::ConnectFailed(_)) => {
-                        retry::Delivery::NotSent
-                    }
-                    _ => retry::Delivery::MaybeDelivered,
-                };
-                self.on_attempt_failed(now, slot, error, delivery);
-            }
-            Owner::Probe => {
-                // PROTOCOL.md §5.3: a 4xx without a recognised modern error is legacy evidence;
-                // 401, 403, 5xx, network errors and timeouts are evidence of nothing.
-                let legacy_evidence = matches!(
-                    error,
-                    CallError::Transport(TransportError::HttpStatus(s)) if (400..500).contains(&s) && s != 401 && s != 403
-                );
-                let auth = matches!(
-                    error,
-                    CallError::Local(_)
-                        | CallError::Transport(TransportError::HttpStatus(401 | 403))
-                );
-                if legacy_evidence {
-                    self.apply_verdict(now, ProbeVerdict::Legacy, None);
-                } else if !auth && self.retry_probe_later(now) {
-                    // A server still starting up, or a passing network fault: probe again soon.
-                    log::debug!("era probe failed: {error}");
-                } else {
-                    self.shut(error);
-                }
-            }
-            Owner::Handshake => self.shut(error),
-        }
-    }
-
-    /// A legacy HTTP session vanished under request `id`, which the server therefore did not
-    /// process: re-initialize and send it again, once.
-    fn on_session_expired(&mut self, now: Instant, id: WireId) {
-        let Lookup::Pending(slot) = self.requests.lookup(id) else { return };
-        let Some(p) = self.requests.get_mut(slot) else { return };
-        match p.owner {
-            Owner::Host if !p.resent_for_session => {
-                p.resent_for_session = true;
-                if let Some(new_id) = self.requests.renew_wire_id(slot) {
-                    self.send_queue.push_front(new_id);
-                }
-                self.stats.sessions_renewed += 1;
-                if matches!(self.lifecycle, Lifecycle::Ready { .. }) {
-                    log::debug!("legacy session expired; re-initializing");
-                    self.start_handshake(now);
-                }
-            }
-            Owner::Host => {
-                let e = CallError::Transport(TransportError::SessionExpired);
-                self.finish(slot, Ended::Abandoned, Outcome::Failed(e));
-            }
-            _ => self.shut(CallError::Transport(TransportError::SessionExpired)),
-        }
-    }
-
-    fn on_opened(&mut self, now: Instant, kind: TransportKind) {
-        self.transport = kind;
-        self.wants_transport = false;
-        let Lifecycle::Connecting { next } = self.lifecycle else {
-            return;
-        };
-        match next {
-            Opening::Probe => self.start_probe(now, lifecycle::first_probe_version()),
-            Opening::Handshake => self.start_handshake(now),
-        }
-    }
-
-    fn on_closed(&mut self, now: Instant, error: TransportError) {
-        if matches!(self.lifecycle, Lifecycle::Probing(_)) && self.config.era == EraPreference::Auto
-        {
-            // Some legacy servers exit when the first message is not `initialize` (PROTOCOL.md
-            // U10): take that as the legacy verdict and respawn once for the handshake.
-            log::debug!("server exited during the era probe; respawning for initialize");
-            self.drop_lifecycle_request();
-            self.lifecycle = Lifecycle::Connecting { next: Opening::Handshake };
-            self.wants_transport = true;
-            return;
-        }
-        if self.transport == TransportKind::Stdio
-            && self.config.restart.enabled
-            && self.lifecycle != Lifecycle::Closed
-        {
-            return self.on_process_lost(now, error);
-        }
-        self.shut(CallError::Transport(error));
     }
 
     /// Handles one complete frame from the codec. Never panics, whatever the bytes.
@@ -703,55 +626,18 @@ impl Engine {
         self.dispatch(now, frame, Some(to));
     }
 
-    fn dispatch(&mut self, now: Instant, frame: &[u8], reply_to: Option<WireId>) {
-        self.now = self.now.max(now);
-        self.stats.frames_in += 1;
-        let message = match jsonrpc::decode(frame) {
-            Ok(m) => m,
-            Err(e) => {
-                // Servers print banners and logs to stdout in the wild: skip, count, go on.
-                self.stats.invalid_frames += 1;
-                log::debug!("skipping a frame that is not JSON-RPC: {e}");
-                return;
-            }
-        };
-        match message {
-            Message::Result { id, result } => self.on_result(now, id, result),
-            Message::Error { id: Some(id), error } => {
-                let rpc = RpcError::from_raw(error.code, &error.message, error.data);
-                self.on_error(now, id, rpc, error.data);
-            }
-            Message::Error { id: None, error } => match reply_to {
-                Some(to) => {
-                    let rpc = RpcError::from_raw(error.code, &error.message, error.data);
-                    let id_text = itoa_buf(to);
-                    if let Ok(id) = json::parse(id_text.as_str().as_bytes()) {
-                        self.on_error(now, id, rpc, error.data);
-                    }
-                }
-                None => {
-                    self.stats.errors_without_id += 1;
-                    log::debug!("error reply with a null id: {} ({})", error.message, error.code);
-                }
-            },
-            Message::Request { id, method, .. } => self.on_server_request(id, &method),
-            Message::Notification { method, params } => self.on_notification(&method, params),
-        }
-    }
-
     /// Reports a message the codec dropped for size, with the first and last bytes of it: when
     /// the JSON-RPC id can be read from them, that call fails with `TooLarge`.
     pub fn handle_oversize(&mut self, now: Instant, head: &[u8], tail: &[u8]) {
-        self.now = self.now.max(now);
         self.stats.too_large += 1;
-        let Some(id) = sniff_id(head, tail) else {
+        let Some(id) = inbound::sniff_id(head, tail) else {
             log::debug!("dropped an oversize message whose id could not be read");
             return;
         };
         if let Lookup::Pending(slot) = self.requests.lookup(id) {
             match self.requests.get(slot).map(|p| p.owner) {
-                Some(Owner::Host) => self.abandon(slot, CallError::Peer(PeerError::TooLarge)),
-                Some(_) => self.lifecycle_failed(PeerError::TooLarge),
+                Some(Owner::Host) => self.abandon(now, slot, CallError::Peer(PeerError::TooLarge)),
+                Some(_) => self.lifecycle_failed(now, PeerError::TooLarge),
                 None => {}
             }
         }
@@ -759,7 +645,6 @@ impl Engine {
 
     /// Fires every deadline that has passed. Safe to call early or often.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.now = self.now.max(now);
         self.resilience_timeout(now);
         self.lifecycle_timeout(now);
         while let Some(t) = self.timers.pop_due(now) {
@@ -777,72 +662,19 @@ impl Engine {
         self.tidy_timers();
     }
 
-    fn deadline_passed(&mut self, now: Instant, slot: usize) {
-        let Some(owner) = self.requests.get(slot).map(|p| p.owner) else { return };
-        match owner {
-            Owner::Host => self.abandon(slot, CallError::Local(LocalError::DeadlineExceeded)),
-            Owner::Probe => {
-                log::debug!("era probe timed out; falling back to initialize");
-                self.drop_lifecycle_request();
-                self.start_handshake(now);
-            }
-            Owner::Handshake => self.lifecycle_failed(LocalError::DeadlineExceeded),
-        }
-    }
-
-    fn timer_is_live(&self, t: &timers::Timer) -> bool {
-        timer_live(&self.requests, t)
-    }
-
-    /// Drops timers of calls that ended from the top of the heap, so `poll_timeout` stays
-    /// exact in the common case (O(log n) per ended call).
-    pub(super) fn tidy_timers(&mut self) {
-        let requests = &self.requests;
-        self.timers.skip_stale(|t| timer_live(requests, t));
-    }
-
-    /// Schedules a pending request's deadline or backoff end.
-    pub(super) fn schedule(&mut self, slot: usize, at: Instant, kind: timers::TimerKind) {
-        let Some(p) = self.requests.get(slot) else { return };
-        self.timers.schedule(timers::Timer { at, slot: slot as u32, call_gen: p.call_gen, kind });
-        if self.timers.needs_rebuild() {
-            let live = self.requests.iter().flat_map(|(slot, p)| {
-                let deadline = timers::Timer {
-                    at: p.deadline,
-                    slot: slot as u32,
-                    call_gen: p.call_gen,
-                    kind: timers::TimerKind::Deadline,
-                };
-                let backoff = match p.state {
-                    SendState::Backoff(until) => Some(timers::Timer {
-                        at: until,
-                        slot: slot as u32,
-                        call_gen: p.call_gen,
-                        kind: timers::TimerKind::Backoff,
-                    }),
-                    _ => None,
-                };
-                std::iter::once(deadline).chain(backoff)
-            });
-            self.timers.rebuild(live);
-        }
-    }
-
     // ----- outputs -------------------------------------------------------------------------
 
     /// Appends the next frame to `buf` (without a newline: framing is the driver's), or
     /// returns `None` when there is nothing to send.
-    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        self.now = self.now.max(now);
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit<'_>> {
         let start = buf.len();
         if let Some(c) = self.control.pop_front() {
             let kind = self.write_control(buf, c);
-            return Some(Transmit { len: buf.len() - start, kind });
+            return Some(self.route(buf.len() - start, kind));
         }
         if let Some(id) = self.take_lifecycle_send() {
-            let method = self.write_request(buf, id)?;
-            let kind = TransmitKind::Request { id, method };
-            return Some(Transmit { len: buf.len() - start, kind });
+            let method = self.write_request(now, buf, id)?;
+            return Some(self.route(buf.len() - start, TransmitKind::Request { id, method }));
         }
         if !matches!(self.lifecycle, Lifecycle::Ready { .. }) {
             return None;
@@ -853,9 +685,8 @@ impl Engine {
                 self.send_queue.push_front(id);
                 return None;
             }
-            if let Some(method) = self.write_request(buf, id) {
-                let kind = TransmitKind::Request { id, method };
-                return Some(Transmit { len: buf.len() - start, kind });
+            if let Some(method) = self.write_request(now, buf, id) {
+                return Some(self.route(buf.len() - start, TransmitKind::Request { id, method }));
             }
         }
         None
@@ -889,364 +720,9 @@ impl Engine {
     pub fn queued_events(&self) -> usize {
         self.events.len()
     }
-
-    // ----- internals: writing ----------------------------------------------------------------
-
-    /// Writes the request with this wire id, if it is still current and queued.
-    fn write_request(&mut self, buf: &mut Vec<u8>, id: WireId) -> Option<Method> {
-        let slot = id.slot();
-        let p = self.requests.get(slot)?;
-        if p.wire_gen != id.generation() || p.state != SendState::Queued {
-            return None; // cancelled or renewed since it was queued
-        }
-        let method = p.method;
-        let modern = self.lifecycle.version().is_some_and(|v| v.era() == Era::Modern);
-        let bufs = self.requests.bufs(slot);
-        let static_meta = if modern { self.meta.as_ref().map(StaticMeta::bytes) } else { None };
-        let meta = [static_meta.unwrap_or_default(), bufs.meta.as_slice()];
-        jsonrpc::write_request(buf, id.get(), method.as_str(), &bufs.params, meta);
-        self.mark_sent(slot);
-        self.stats.requests_sent += 1;
-        Some(method)
-    }
-
-    fn write_control(&mut self, buf: &mut Vec<u8>, c: Control) -> TransmitKind {
-        match c {
-            Control::Cancelled { id } => {
-                let mut params: SmallVec<[u8; 64]> = SmallVec::new();
-                params.extend_from_slice(b"\"requestId\":");
-                params.extend_from_slice(itoa_buf(id).as_str().as_bytes());
-                jsonrpc::write_notification(buf, notify::CANCELLED, Some(&params));
-                TransmitKind::Notification
-            }
-            Control::CloseStream { id } => TransmitKind::CloseStream { id },
-            Control::Initialized => {
-                jsonrpc::write_notification(buf, notify::INITIALIZED, None);
-                TransmitKind::Notification
-            }
-            Control::Reply { id, ok } => {
-                let id = std::str::from_utf8(&id).unwrap_or("null");
-                if ok {
-                    jsonrpc::write_result(buf, id, "{}");
-                } else {
-                    jsonrpc::write_error(buf, id, RpcError::METHOD_NOT_FOUND, "Method not found");
-                }
-                TransmitKind::Response
-            }
-        }
-    }
-
-    fn push_control(&mut self, c: Control) {
-        if self.control.len() >= MAX_CONTROL {
-            self.stats.control_dropped += 1;
-            return;
-        }
-        self.control.push_back(c);
-    }
-
-    // ----- internals: replies ------------------------------------------------------------------
-
-    /// Ends a host call locally; tells the server if the request was written.
-    fn abandon(&mut self, slot: usize, error: CallError) {
-        let Some(p) = self.requests.get(slot) else { return };
-        if p.state == SendState::Sent {
-            self.signal_cancel(WireId::new(slot, p.wire_gen));
-        }
-        self.finish(slot, Ended::Abandoned, Outcome::Failed(error));
-    }
-
-    /// Tells the server the way its era and transport expect (PROTOCOL.md §7 "Cancellation"):
-    /// stdio sends `notifications/cancelled`; modern HTTP closes the response stream; legacy
-    /// HTTP does both, since a disconnect alone is not a cancellation there.
-    fn signal_cancel(&mut self, id: WireId) {
-        let legacy = self.era() == Some(Era::Legacy);
-        match self.transport {
-            TransportKind::Stdio => self.push_control(Control::Cancelled { id }),
-            TransportKind::Http => {
-                if legacy {
-                    self.push_control(Control::Cancelled { id });
-                }
-                self.push_control(Control::CloseStream { id });
-            }
-        }
-    }
-
-    fn resolve(&mut self, id: RawJson<'_>) -> Option<(usize, Owner)> {
-        let lookup = WireId::parse(id).map_or(Lookup::Unknown, |w| self.requests.lookup(w));
-        match lookup {
-            Lookup::Pending(slot) => self.requests.get(slot).map(|p| (slot, p.owner)),
-            Lookup::Duplicate => {
-                self.stats.duplicate_responses += 1;
-                None
-            }
-            Lookup::Late => {
-                self.stats.late_responses += 1;
-                None
-            }
-            Lookup::Unknown => {
-                self.stats.unknown_ids += 1;
-                log::debug!("reply with an id mcpoll never issued: {}", id.text());
-                None
-            }
-        }
-    }
-
-    fn on_result(&mut self, now: Instant, id: RawJson<'_>, result: RawJson<'_>) {
-        let Some((slot, owner)) = self.resolve(id) else {
-            return;
-        };
-        if owner != Owner::Host {
-            return self.on_lifecycle_result(now, owner, result);
-        }
-        let Some(method) = self.requests.get(slot).map(|p| p.method) else {
-            return;
-        };
-        if let Some(key) = method.list_key() {
-            return self.on_page(slot, key, result);
-        }
-        let outcome = match mcp::result_head(result) {
-            Some((result_type, is_error)) => {
-                Outcome::Done { json: result.text(), result_type, is_error }
-            }
-            None => Outcome::Failed(CallError::Peer(PeerError::InvalidResult)),
-        };
-        self.finish(slot, Ended::Answered, outcome);
-    }
-
-    /// One page of a listing: gather its items, then ask for the next page or finish.
-    fn on_page(&mut self, slot: usize, key: &str, result: RawJson<'_>) {
-        let fail = |this: &mut Self, e: CallError| {
-            this.finish(slot, Ended::Answered, Outcome::Failed(e));
-        };
-        if result.kind() != Kind::Object || mcp::result_type(result) != Some(ResultType::Complete) {
-            return fail(self, PeerError::InvalidResult.into());
-        }
-        let inner = match result.get(key) {
-            Some(a) if a.kind() == Kind::Array => {
-                let t = a.text();
-                t.get(1..t.len() - 1).unwrap_or_default().trim()
-            }
-            Some(_) => return fail(self, PeerError::InvalidResult.into()),
-            None => "",
-        };
-        // `nextCursor: null` is taken as absent, like a missing member.
-        let next_cursor = result.get("nextCursor").filter(|c| !c.is_null());
-        let next_cursor = match next_cursor.map(RawJson::as_str) {
-            Some(None) => return fail(self, PeerError::InvalidResult.into()),
-            Some(Some(c)) => Some(c),
-            None => None,
-        };
-        let bufs = self.requests.bufs_mut(slot);
-        if !inner.is_empty() {
-            if !bufs.items.is_empty() {
-                bufs.items.push(b',');
-            }
-            bufs.items.extend_from_slice(inner.as_bytes());
-        }
-        let Some(cursor) = next_cursor else {
-            // The last page: an empty cursor is a valid cursor, only absence ends the list.
-            let mut items = std::mem::take(&mut self.requests.bufs_mut(slot).items);
-            if key == "tools" {
-                let mut array = Vec::with_capacity(items.len() + 2);
-                array.push(b'[');
-                array.extend_from_slice(&items);
-                array.push(b']');
-                let enforce = self.transport == TransportKind::Http;
-                if let Some(kept) = self.tool_headers.learn(&array, enforce) {
-                    items = kept;
-                }
-            }
-            self.finish(slot, Ended::Answered, Outcome::Listing { key, items: &items });
-            self.requests.bufs_mut(slot).items = items;
-            return;
-        };
-        let hash = cursor_hash(&cursor);
-        if bufs.cursors.contains(&hash) {
-            return fail(self, PeerError::CursorRepeated.into());
-        }
-        bufs.cursors.push(hash);
-        bufs.params.clear();
-        bufs.params.extend_from_slice(b"\"cursor\":");
-        write_json_str(&mut bufs.params, &cursor);
-        let pages = self.requests.get_mut(slot).map(|p| {
-            p.pages += 1;
-            p.pages
-        });
-        if pages.unwrap_or(0) as usize >= self.config.max_pages {
-            return fail(self, LocalError::TooManyPages.into());
-        }
-        if let Some(id) = self.requests.renew_wire_id(slot) {
-            self.send_queue.push_front(id);
-        }
-    }
-
-    fn on_error(
-        &mut self,
-        now: Instant,
-        id: RawJson<'_>,
-        error: RpcError,
-        data: Option<RawJson<'_>>,
-    ) {
-        let Some((slot, owner)) = self.resolve(id) else {
-            return;
-        };
-        if owner != Owner::Host {
-            return self.on_lifecycle_error(now, owner, error, data);
-        }
-        if error.code == RpcError::HEADER_MISMATCH && self.park_for_relist(now, slot) {
-            return;
-        }
-        self.finish(slot, Ended::Answered, Outcome::Failed(CallError::Protocol(error)));
-    }
-
-    /// Legacy servers send requests: `ping` is answered with `{}`, anything else with -32601
-    /// (this client declares no capabilities that would invite them).
-    fn on_server_request(&mut self, id: RawJson<'_>, method: &str) {
-        self.stats.server_requests += 1;
-        let id = SmallVec::from_slice(id.text().as_bytes());
-        self.push_control(Control::Reply { id, ok: method == "ping" });
-    }
-
-    fn on_notification(&mut self, method: &str, params: Option<RawJson<'_>>) {
-        match method {
-            notify::PROGRESS => self.on_progress(params),
-            notify::TOOLS_CHANGED => self.events.list_changed(ListKind::Tools),
-            notify::PROMPTS_CHANGED => self.events.list_changed(ListKind::Prompts),
-            notify::RESOURCES_CHANGED => self.events.list_changed(ListKind::Resources),
-            notify::RESOURCE_UPDATED => {
-                if let Some(uri) = params.and_then(|p| p.get("uri")).and_then(RawJson::as_str) {
-                    self.events.resource_updated(&uri);
-                }
-            }
-            notify::ACKNOWLEDGED => self.on_acknowledged(params),
-            notify::CANCELLED => self.on_server_cancelled(params),
-            notify::MESSAGE => log::trace!("server notification {method}"),
-            _ => log::debug!("ignoring unknown notification {method}"),
-        }
-    }
-
-    /// The pending listen call a subscription id (its wire id) names.
-    fn listen_slot(&self, id: Option<RawJson<'_>>) -> Option<usize> {
-        let id = WireId::parse(id?)?;
-        let Lookup::Pending(slot) = self.requests.lookup(id) else { return None };
-        (self.requests.get(slot)?.method == Method::Listen).then_some(slot)
-    }
-
-    fn on_acknowledged(&mut self, params: Option<RawJson<'_>>) {
-        let Some(params) = params else { return };
-        let id = params.get("_meta").and_then(|m| m.get("io.modelcontextprotocol/subscriptionId"));
-        let Some(slot) = self.listen_slot(id) else { return };
-        if let Some(call) = self.requests.call_id(slot) {
-            let honoured = params.get("notifications").map_or("{}", RawJson::text);
-            self.events.subscribed(call, honoured);
-        }
-    }
-
-    /// On stdio a server ends a subscription with `notifications/cancelled` naming the listen
-    /// request (PROTOCOL.md §2.9, U3): the first of that and the graceful result ends it.
-    fn on_server_cancelled(&mut self, params: Option<RawJson<'_>>) {
-        let Some(slot) = self.listen_slot(params.and_then(|p| p.get("requestId"))) else { return };
-        let e = CallError::Transport(TransportError::ClosedByServer);
-        self.finish(slot, Ended::Answered, Outcome::Failed(e));
-    }
-
-    fn on_progress(&mut self, params: Option<RawJson<'_>>) {
-        let Some(p) = params.filter(|p| p.kind() == Kind::Object) else {
-            self.stats.invalid_frames += 1;
-            return;
-        };
-        // The progress token is the call handle, so it survives new pages and attempts.
-        let Some(token) = p.get("progressToken").and_then(WireId::parse) else {
-            return;
-        };
-        let progress = p.get("progress").and_then(RawJson::as_f64).unwrap_or(0.0);
-        let total = p.get("total").and_then(RawJson::as_f64);
-        let message = p.get("message").and_then(RawJson::as_str);
-        let call = CallId(token);
-        let wants = self
-            .requests
-            .slot_of(call)
-            .and_then(|s| self.requests.get(s))
-            .is_some_and(|r| r.progress);
-        if wants {
-            self.events.progress(call, progress, total, message.as_deref());
-        }
-    }
-}
-
-/// An id's decimal text on the stack.
-fn itoa_buf(id: WireId) -> SmallString {
-    let mut s = SmallString::default();
-    use std::fmt::Write;
-    let _ = write!(s, "{}", id.get());
-    s
-}
-
-/// A short string without heap allocation (ids have at most 16 digits).
-#[derive(Default)]
-struct SmallString {
-    buf: [u8; 24],
-    len: usize,
-}
-
-impl SmallString {
-    fn as_str(&self) -> &str {
-        std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
-    }
-}
-
-impl std::fmt::Write for SmallString {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        let end = self.len + s.len();
-        let dst = self.buf.get_mut(self.len..end).ok_or(std::fmt::Error)?;
-        dst.copy_from_slice(s.as_bytes());
-        self.len = end;
-        Ok(())
-    }
-}
-
-fn cursor_hash(cursor: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    cursor.hash(&mut h);
-    h.finish()
-}
-
-/// Finds the JSON-RPC id of an oversize message from its ends: `{"jsonrpc":"2.0","id":N,` or
-/// `{"id":N,` at the start (Python SDKs, sorted-key writers) or `"id":N}` at the very end
-/// (TypeScript SDKs).
-fn sniff_id(head: &[u8], tail: &[u8]) -> Option<WireId> {
-    fn digits(s: &[u8]) -> Option<WireId> {
-        let end = s.iter().position(|b| !b.is_ascii_digit()).unwrap_or(s.len());
-        WireId::parse(json::parse(s.get(..end)?).ok()?)
-    }
-    let compact: SmallVec<[u8; 64]> =
-        head.iter().copied().filter(|b| !b.is_ascii_whitespace()).collect();
-    let after_brace = compact.strip_prefix(b"{".as_slice())?;
-    let after_version =
-        after_brace.strip_prefix(b"\"jsonrpc\":\"2.0\",".as_slice()).unwrap_or(after_brace);
-    if let Some(rest) = after_version.strip_prefix(b"\"id\":".as_slice()) {
-        return digits(rest);
-    }
-    let tail = tail.trim_ascii_end();
-    let body = tail.strip_suffix(b"}")?;
-    let start = body.iter().rposition(|b| !b.is_ascii_digit())? + 1;
-    let prefix = body[..start].trim_ascii_end();
-    let prefix = prefix.strip_suffix(b":")?.trim_ascii_end();
-    prefix.ends_with(b"\"id\"").then(|| digits(&body[start..])).flatten()
 }
 
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_resilience;
-
-/// Whether a timer still stands for its call: same call, same time, same state.
-fn timer_live(requests: &Requests, t: &timers::Timer) -> bool {
-    let Some(p) = requests.get(t.slot as usize) else { return false };
-    p.call_gen == t.call_gen
-        && match t.kind {
-            timers::TimerKind::Deadline => p.deadline == t.at,
-            timers::TimerKind::Backoff => p.state == SendState::Backoff(t.at),
-        }
-}

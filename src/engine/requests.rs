@@ -103,8 +103,8 @@ pub(crate) struct SlotBufs {
     pub(crate) meta: Vec<u8>,
     /// The `Mcp-Name` value: tool or prompt name, or resource URI.
     pub(crate) name: String,
-    /// `Mcp-Param-*` headers as `name\0value\0` pairs (HTTP, tools with `x-mcp-header`).
-    pub(crate) param_headers: Vec<u8>,
+    /// `Mcp-Param-*` headers (HTTP, tools with `x-mcp-header`).
+    pub(crate) param_headers: super::headers::ParamHeaderList,
     /// Items gathered from earlier pages of a listing, comma-separated.
     pub(crate) items: Vec<u8>,
     /// Hashes of cursors a listing has returned, to catch a server that loops.

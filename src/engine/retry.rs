@@ -8,7 +8,14 @@
 
 use std::time::{Duration, Instant};
 
+use super::completion::Outcome;
+use super::requests::{Ended, SendState};
+use super::{CallOptions, Engine};
+use crate::config::RetryPolicy;
+use crate::error::LocalError;
 use crate::error::{CallError, CloseReason, TransportError};
+use crate::proto::jsonrpc::{write_json_str, WireId};
+use crate::proto::mcp::Method;
 
 /// How safe a call is to send more than once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -28,30 +35,6 @@ impl Idempotency {
     /// Whether a second delivery is harmless.
     pub fn retry_safe(self) -> bool {
         !matches!(self, Self::Unknown)
-    }
-}
-
-/// The retry policy, part of [`Config`](crate::Config).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Attempts in total, the first included (1 disables retries).
-    pub max_attempts: u32,
-    /// Backoff before the second attempt; doubles each time.
-    pub base_delay: Duration,
-    /// Backoff never exceeds this (before jitter).
-    pub max_delay: Duration,
-    /// Jitter added on top, as a fraction of the delay (0 to 1).
-    pub jitter_percent: u8,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            max_attempts: 3,
-            base_delay: Duration::from_millis(100),
-            max_delay: Duration::from_secs(5),
-            jitter_percent: 20,
-        }
     }
 }
 
@@ -159,16 +142,136 @@ impl Jitter {
     }
 }
 
+/// Writes the arguments object, with the idempotency key added under `field` unless the
+/// caller already put one there.
+pub(super) fn write_arguments(out: &mut Vec<u8>, arguments: &str, field: &str, key: Option<&str>) {
+    let Some(key) = key else {
+        out.extend_from_slice(arguments.as_bytes());
+        return;
+    };
+    let trimmed = arguments.trim();
+    let already = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(trimmed)
+        .is_ok_and(|m| m.contains_key(field));
+    let inner = trimmed.strip_prefix('{').map(str::trim_start);
+    match inner {
+        Some(rest) if !already => {
+            out.push(b'{');
+            write_json_str(out, field);
+            out.push(b':');
+            write_json_str(out, key);
+            if !rest.starts_with('}') {
+                out.push(b',');
+            }
+            out.extend_from_slice(rest.as_bytes());
+        }
+        _ => out.extend_from_slice(arguments.as_bytes()),
+    }
+}
+
+impl Engine {
+    /// How safe a new call is to send twice: the caller's word first, then an idempotency
+    /// key, then the tool's annotations; reads of lists, resources and prompts are reads.
+    /// `tool_hint` is what the last listing's annotations say about the tool being called.
+    pub(super) fn classify(
+        &self,
+        method: Method,
+        opts: &CallOptions,
+        tool_hint: Option<Idempotency>,
+    ) -> Idempotency {
+        if let Some(c) = opts.idempotency {
+            return c;
+        }
+        match method {
+            Method::ToolsCall if opts.idempotency_key.is_some() => Idempotency::Keyed,
+            Method::ToolsCall => tool_hint.unwrap_or(Idempotency::Unknown),
+            // A subscription is re-opened by the host, never re-sent behind its back.
+            Method::Listen | Method::Initialize => Idempotency::Unknown,
+            _ => Idempotency::Read,
+        }
+    }
+
+    /// `true` when `id` has never been written: only first attempts wait for the in-flight
+    /// limit; a retry already holds its slot.
+    pub(super) fn is_fresh(&self, id: WireId) -> bool {
+        self.requests.get(id.slot()).is_some_and(|p| p.attempt == 0)
+    }
+
+    /// An attempt failed in transport: send it again after a backoff if the policy allows,
+    /// else end the call (as `DeliveryUnknown` when a write may have run).
+    pub(super) fn on_attempt_failed(
+        &mut self,
+        now: Instant,
+        slot: usize,
+        error: CallError,
+        delivery: Delivery,
+    ) {
+        let Some(p) = self.requests.get(slot) else { return };
+        let (class, attempt, deadline, tenant, op) =
+            (p.class, p.attempt.max(1), p.deadline, p.tenant, p.op);
+        let random = self.jitter.next();
+        let decision = decide(
+            &self.config.retry,
+            class,
+            &error,
+            delivery,
+            attempt,
+            now,
+            deadline,
+            self.latency,
+            random,
+        );
+        match decision {
+            Decision::Retry(delay) => {
+                // A failed attempt tells its breaker even when the call goes on (a final
+                // failure is told by `finish`).
+                if let Some(c) = self.breakers.record(tenant, op, Some(&error), now) {
+                    self.events.breaker(c.tenant, c.class, c.state);
+                }
+                log::debug!("attempt {attempt} failed ({error}); retrying in {delay:?}");
+                self.stats.retries += 1;
+                // The old wire id becomes late: a reply to it is never taken for the new one.
+                self.requests.renew_wire_id(slot);
+                self.requests.set_state(slot, SendState::Backoff(now + delay));
+                self.schedule(slot, now + delay, super::timers::TimerKind::Backoff);
+            }
+            Decision::Fail => self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error)),
+            Decision::DeliveryUnknown => {
+                let cause = match error {
+                    CallError::Transport(t) => t,
+                    _ => TransportError::ConnectionLost,
+                };
+                let e = CallError::Local(LocalError::DeliveryUnknown(Box::new(cause)));
+                self.finish(now, slot, Ended::Abandoned, Outcome::Failed(e));
+            }
+        }
+    }
+
+    /// A retry's backoff ended: send it again, unless its breaker says no.
+    pub(super) fn backoff_ended(&mut self, now: Instant, slot: usize) {
+        let Some(p) = self.requests.get(slot) else { return };
+        let (tenant, op) = (p.tenant, p.op);
+        if !self.admit(tenant, op, now) {
+            let e = CallError::Local(LocalError::BreakerOpen);
+            self.finish(now, slot, Ended::Abandoned, Outcome::Failed(e));
+            return;
+        }
+        self.requests.set_state(slot, SendState::Queued);
+        if let Some(id) = self.requests.wire_id(slot) {
+            self.send_queue.push_front(id);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::error::{LocalError, ProcessExit, RpcError};
 
-    fn policy() -> RetryPolicy {
+    pub(super) fn policy() -> RetryPolicy {
         RetryPolicy { jitter_percent: 0, ..RetryPolicy::default() }
     }
 
-    fn exit() -> CallError {
+    pub(super) fn exit() -> CallError {
         CallError::Transport(TransportError::ProcessExit(ProcessExit {
             code: Some(1),
             signal: None,
@@ -179,7 +282,7 @@ mod tests {
     /// The decision table: every class against every error kind, with and without room
     /// before the deadline, delivered or not.
     #[test]
-    fn decision_table() {
+    pub(super) fn decision_table() {
         use Decision::*;
         use Idempotency::*;
         let now = Instant::now();
@@ -228,7 +331,7 @@ mod tests {
     }
 
     #[test]
-    fn attempts_are_bounded_and_backoff_doubles_up_to_the_cap() {
+    pub(super) fn attempts_are_bounded_and_backoff_doubles_up_to_the_cap() {
         let now = Instant::now();
         let far = now + Duration::from_secs(3600);
         let p = RetryPolicy { max_attempts: 6, max_delay: Duration::from_millis(350), ..policy() };
@@ -252,7 +355,7 @@ mod tests {
     }
 
     #[test]
-    fn the_expected_duration_counts_against_the_deadline() {
+    pub(super) fn the_expected_duration_counts_against_the_deadline() {
         let now = Instant::now();
         let deadline = now + Duration::from_millis(500);
         let e = exit();
@@ -283,7 +386,7 @@ mod tests {
     }
 
     #[test]
-    fn jitter_is_bounded_and_deterministic() {
+    pub(super) fn jitter_is_bounded_and_deterministic() {
         let p = RetryPolicy { jitter_percent: 20, ..RetryPolicy::default() };
         let mut a = Jitter::new(7);
         let mut b = Jitter::new(7);
@@ -294,5 +397,27 @@ mod tests {
             let base = backoff(&RetryPolicy { jitter_percent: 0, ..p }, attempt, 0);
             assert!(d >= base && d <= base + base / 5, "{d:?} vs {base:?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod argument_tests {
+    use super::*;
+
+    pub(super) fn args(a: &str, key: Option<&str>) -> String {
+        let mut out = Vec::new();
+        write_arguments(&mut out, a, "idempotency_key", key);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    pub(super) fn idempotency_keys_are_placed_in_the_arguments() {
+        assert_eq!(args(r#"{"a":1}"#, None), r#"{"a":1}"#);
+        assert_eq!(args(r#"{"a":1}"#, Some("k-1")), r#"{"idempotency_key":"k-1","a":1}"#);
+        assert_eq!(args(" { } ", Some("k")), r#"{"idempotency_key":"k"}"#);
+        assert_eq!(
+            args(r#"{"idempotency_key":"mine"}"#, Some("k")),
+            r#"{"idempotency_key":"mine"}"#
+        );
     }
 }

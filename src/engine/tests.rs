@@ -12,7 +12,17 @@ pub(super) struct Harness {
     pub(super) engine: Engine,
     pub(super) now: Instant,
     sent: Vec<Value>,
+    /// The route of every request sent, by wire id: (version, name, param headers).
+    pub(super) routes: std::collections::HashMap<u64, OwnedRoute>,
     pub(super) buf: Vec<u8>,
+}
+
+/// A [`Transmit`]'s route, copied out of the engine's borrow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct OwnedRoute {
+    pub(super) version: Option<ProtocolVersion>,
+    pub(super) name: Option<String>,
+    pub(super) params: Vec<(String, Vec<u8>)>,
 }
 
 #[allow(dead_code)]
@@ -20,7 +30,7 @@ impl Harness {
     pub(super) fn new(config: Config) -> Self {
         let now = Instant::now();
         let engine = Engine::new(config, now).unwrap();
-        Self { engine, now, sent: Vec::new(), buf: Vec::new() }
+        Self { engine, now, sent: Vec::new(), routes: Default::default(), buf: Vec::new() }
     }
 
     /// Collects every frame the engine wants to send.
@@ -31,6 +41,14 @@ impl Harness {
                 break;
             };
             assert_eq!(t.len, self.buf.len());
+            if let TransmitKind::Request { id, .. } = t.kind {
+                let route = OwnedRoute {
+                    version: t.version(),
+                    name: t.name().map(str::to_owned),
+                    params: t.param_headers().map(|(n, v)| (n.to_owned(), v.to_vec())).collect(),
+                };
+                self.routes.insert(id.get(), route);
+            }
             let v: Value = serde_json::from_slice(&self.buf).expect("engine wrote invalid JSON");
             assert!(!self.buf.contains(&b'\n'), "a frame must be one line");
             self.sent.push(v);
@@ -981,17 +999,19 @@ fn expired_legacy_session_reinitializes_and_resends_once() {
 }
 
 #[test]
-fn header_version_and_request_name_for_http_routing() {
+fn transmits_carry_the_http_route() {
     let mut h = http_harness(EraPreference::Auto);
-    assert_eq!(h.engine.header_version(), Some(ProtocolVersion::MODERN), "the probe carries it");
     let probe = h.sent_one();
+    let route = |h: &Harness, frame: &Value| h.routes[&wire(frame).get()].clone();
+    assert_eq!(route(&h, &probe).version, Some(ProtocolVersion::MODERN), "the probe carries it");
     h.reply(&probe, discover_result());
     h.call("get_weather", "{}");
     h.engine.read_resource(h.now, "file:///a b", &CallOptions::default()).unwrap();
     let sent = h.take_sent();
-    assert_eq!(h.engine.request_name(wire(&sent[0])), Some("get_weather"));
-    assert_eq!(h.engine.request_name(wire(&sent[1])), Some("file:///a b"));
-    assert_eq!(h.engine.request_name(WireId::new(wire(&sent[0]).slot(), 12345)), None, "stale id");
+    assert_eq!(route(&h, &sent[0]).name.as_deref(), Some("get_weather"));
+    assert_eq!(route(&h, &sent[0]).version, Some(ProtocolVersion::MODERN));
+    assert_eq!(route(&h, &sent[1]).name.as_deref(), Some("file:///a b"));
+    assert!(route(&h, &sent[1]).params.is_empty());
 }
 
 // ----- subscriptions/listen --------------------------------------------------------------------

@@ -8,6 +8,7 @@ use serde_json::json;
 use super::tests::{discover_result, exit, raw, Harness};
 use super::*;
 use crate::config::RestartPolicy;
+use crate::config::{BreakerPolicy, RetryPolicy};
 
 fn opts(class: Idempotency) -> CallOptions {
     CallOptions { idempotency: Some(class), ..CallOptions::default() }
@@ -153,7 +154,7 @@ fn a_crash_loop_degrades_the_server_until_the_host_restarts_it() {
         Err(RequestError::Degraded)
     );
     assert!(!h.engine.wants_transport());
-    h.engine.restart(h.now);
+    h.engine.restart();
     assert!(h.engine.wants_transport(), "the host can ask again");
 }
 
@@ -430,7 +431,9 @@ fn a_header_mismatch_refreshes_the_tool_list_and_resends_once_with_the_headers()
     let mut h = http_ready();
     let c = h.call("get_weather", r#"{"city":"Oslo","region":"eu-north"}"#);
     let first = h.sent_one();
-    assert_eq!(h.engine.param_headers(super::tests::wire(&first)).count(), 0, "no listing yet");
+    let route =
+        |h: &Harness, frame: &serde_json::Value| h.routes[&super::tests::wire(frame).get()].clone();
+    assert!(route(&h, &first).params.is_empty(), "no listing yet");
     h.reply_error(&first, -32020, None);
     let list = h.sent_one();
     assert_eq!(list["method"], "tools/list", "the engine re-fetches the tools");
@@ -444,12 +447,7 @@ fn a_header_mismatch_refreshes_the_tool_list_and_resends_once_with_the_headers()
     let again = h.sent_one();
     assert_eq!(again["params"]["name"], "get_weather");
     assert_ne!(again["id"], first["id"]);
-    let headers: Vec<(String, Vec<u8>)> = h
-        .engine
-        .param_headers(super::tests::wire(&again))
-        .map(|(n, v)| (n.to_owned(), v.to_vec()))
-        .collect();
-    assert_eq!(headers, [("Mcp-Param-Region".to_owned(), b"eu-north".to_vec())]);
+    assert_eq!(route(&h, &again).params, [("Mcp-Param-Region".to_owned(), b"eu-north".to_vec())]);
     // A second mismatch is the server's final word: no loop.
     h.reply_error(&again, -32020, None);
     assert!(h.take_sent().is_empty());
@@ -476,4 +474,144 @@ fn over_stdio_a_header_mismatch_is_just_an_error() {
     h.reply_error(&first, -32020, None);
     assert!(h.take_sent().is_empty());
     assert_eq!(h.events(), [format!("failed {} header_mismatch", c.get())]);
+}
+
+/// A process exit with a code and some stderr, as the stdio driver reports it.
+fn exit_with(code: i32, stderr: &str) -> TransportError {
+    TransportError::ProcessExit(crate::error::ProcessExit {
+        code: Some(code),
+        signal: None,
+        stderr_tail: stderr.into(),
+    })
+}
+
+/// The issue 8 defect at the engine level, with the default `Config`: a server that exits with
+/// status 3 at every start. Every wake-up the engine asks for is a due restart (no spin), the
+/// gaps double, the crash-loop bound degrades the server, and a call with a 3 s deadline ends
+/// as soon as no restart can come in time, with the exit status and stderr of the last exit.
+#[test]
+fn a_server_exiting_at_every_start_backs_off_then_degrades_under_the_default_config() {
+    let mut h = Harness::new(Config::default());
+    let start = h.now;
+    let call = h
+        .engine
+        .call_tool(h.now, "echo", raw("{}"), &CallOptions::timeout(Duration::from_secs(3)))
+        .unwrap();
+    let mut spawns = 0;
+    let mut gaps = Vec::new();
+    let mut wakeups = 0;
+    let mut failed_at = None;
+    let mut last_spawn = h.now;
+    while !h.engine.is_degraded() {
+        assert!(spawns < 10, "never degraded");
+        // The driver starts a process whenever the engine asks, and it dies at once.
+        assert!(h.engine.wants_transport());
+        gaps.push(h.now - last_spawn);
+        last_spawn = h.now;
+        spawns += 1;
+        h.engine.handle_transport(h.now, TransportEvent::opened());
+        h.take_sent();
+        h.engine.handle_transport(h.now, TransportEvent::closed(exit_with(3, "boom\n")));
+        for e in h.events() {
+            if e.starts_with(&format!("failed {}", call.get())) {
+                failed_at = Some((h.now - start, e));
+            }
+        }
+        // Sleep until the engine's next deadline; it must be a real wait, and the restart.
+        while !h.engine.wants_transport() && !h.engine.is_degraded() {
+            let at = h.engine.poll_timeout().expect("a restart is scheduled");
+            assert!(at > h.now, "a zero wait would be a busy loop");
+            h.now = at;
+            h.engine.handle_timeout(h.now);
+            wakeups += 1;
+        }
+    }
+    let ms = |d: Duration| d.as_millis();
+    let gaps: Vec<u128> = gaps.into_iter().map(ms).collect();
+    // The first exit is during the era probe: taken as the legacy verdict, respawned at once
+    // for `initialize` (not a crash). Then 200 ms doubling, and the fifth crash degrades.
+    assert_eq!(gaps, [0, 0, 200, 400, 800, 1600]);
+    assert_eq!(wakeups, 4, "one wake-up per restart, none in between");
+    let (when, error) = failed_at.expect("the call ended");
+    assert_eq!(error, format!("failed {} process_exit", call.get()));
+    assert_eq!(ms(when), 1400, "the fourth exit's restart (at 3 s) comes too late for it");
+    // Degraded: the next wake-up is the cool-down, and no process is asked for until then.
+    assert!(!h.engine.wants_transport());
+    assert_eq!(h.engine.poll_timeout(), Some(h.now + Duration::from_secs(60)));
+    match h.engine.last_transport_error() {
+        Some(TransportError::ProcessExit(x)) => {
+            assert_eq!((x.code, &*x.stderr_tail), (Some(3), "boom\n"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_call_failed_for_a_late_restart_carries_the_exit_status_and_stderr() {
+    let mut h = Harness::ready_with(Config { max_in_flight: 1, ..Config::default() });
+    let long = h.engine.call_tool(h.now, "t", raw("{}"), &opts(Idempotency::Read)).unwrap();
+    let short =
+        CallOptions { timeout: Some(Duration::from_millis(150)), ..opts(Idempotency::Read) };
+    let c = h.engine.call_tool(h.now, "t", raw("{}"), &short).unwrap();
+    assert_eq!(h.take_sent().len(), 1, "the second waits behind the in-flight limit");
+    // The restart comes in 200 ms, past the waiting call's deadline: it ends now, with the
+    // exit, rather than with a bare deadline_exceeded at 150 ms. The sent read is retried.
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit_with(3, "boom\n")));
+    let mut failed = Vec::new();
+    while let Some(e) = h.engine.poll_event() {
+        if let Event::CallFailed { call, error, .. } = e {
+            failed.push((call, error));
+        }
+    }
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    let (call, error) = failed.remove(0);
+    assert_eq!(call, c);
+    match error {
+        CallError::Transport(TransportError::ProcessExit(x)) => {
+            assert_eq!((x.code, &*x.stderr_tail), (Some(3), "boom\n"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(h.engine.requests.slot_of(long).is_some(), "the retried read waits for the restart");
+}
+
+/// The HTTP equivalent: a server that closes every connection. The era probe is retried with
+/// backoff; a call whose deadline falls before the next probe ends with the transport error.
+#[test]
+fn calls_waiting_on_a_failing_http_probe_end_with_the_transport_error_within_their_deadline() {
+    let mut h = Harness::new(Config::default());
+    let start = h.now;
+    h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
+    let c = h
+        .engine
+        .call_tool(h.now, "echo", raw("{}"), &CallOptions::timeout(Duration::from_secs(3)))
+        .unwrap();
+    let lost = || ExchangeFailure::Transport(TransportError::ConnectionLost);
+    let mut ended = None;
+    for _ in 0..6 {
+        let sent = h.take_sent();
+        let Some(probe) = sent.first() else { break };
+        assert_eq!(probe["method"], "server/discover");
+        h.engine.handle_transport(
+            h.now,
+            TransportEvent::exchange_failed(super::tests::wire(probe), lost()),
+        );
+        for e in h.events() {
+            if e.starts_with(&format!("failed {}", c.get())) {
+                ended.get_or_insert((h.now - start, e));
+            }
+        }
+        match h.engine.poll_timeout() {
+            Some(at) => {
+                assert!(at > h.now, "a zero wait would be a busy loop");
+                h.now = at;
+                h.engine.handle_timeout(h.now);
+            }
+            None => break,
+        }
+    }
+    let (when, e) = ended.expect("the call ended");
+    assert_eq!(e, format!("failed {} connection_lost", c.get()));
+    // Probes at 0, 250, 750 and 1750 ms; the next would be at 3750 ms, past the deadline.
+    assert_eq!(when, Duration::from_millis(1750));
 }

@@ -12,6 +12,8 @@
 //! The heap is preallocated at six entries per pending slot, so this halves the engine's
 //! largest per-slot cost (192 bytes to 96, `cargo bench --bench timers`).
 
+use super::{Engine, Owner, Requests, SendState};
+use crate::error::{CallError, LocalError};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
@@ -140,18 +142,81 @@ impl Timers {
     }
 }
 
+impl Engine {
+    pub(super) fn deadline_passed(&mut self, now: Instant, slot: usize) {
+        let Some(owner) = self.requests.get(slot).map(|p| p.owner) else { return };
+        match owner {
+            Owner::Host => self.abandon(now, slot, CallError::Local(LocalError::DeadlineExceeded)),
+            Owner::Probe => {
+                log::debug!("era probe timed out; falling back to initialize");
+                self.drop_lifecycle_request();
+                self.start_handshake(now);
+            }
+            Owner::Handshake => self.lifecycle_failed(now, LocalError::DeadlineExceeded),
+        }
+    }
+
+    pub(super) fn timer_is_live(&self, t: &Timer) -> bool {
+        timer_live(&self.requests, t)
+    }
+
+    /// Drops timers of calls that ended from the top of the heap, so `poll_timeout` stays
+    /// exact in the common case (O(log n) per ended call).
+    pub(super) fn tidy_timers(&mut self) {
+        let requests = &self.requests;
+        self.timers.skip_stale(|t| timer_live(requests, t));
+    }
+
+    /// Schedules a pending request's deadline or backoff end.
+    pub(super) fn schedule(&mut self, slot: usize, at: Instant, kind: TimerKind) {
+        let Some(p) = self.requests.get(slot) else { return };
+        self.timers.schedule(Timer { at, slot: slot as u32, call_gen: p.call_gen, kind });
+        if self.timers.needs_rebuild() {
+            let live = self.requests.iter().flat_map(|(slot, p)| {
+                let deadline = Timer {
+                    at: p.deadline,
+                    slot: slot as u32,
+                    call_gen: p.call_gen,
+                    kind: TimerKind::Deadline,
+                };
+                let backoff = match p.state {
+                    SendState::Backoff(until) => Some(Timer {
+                        at: until,
+                        slot: slot as u32,
+                        call_gen: p.call_gen,
+                        kind: TimerKind::Backoff,
+                    }),
+                    _ => None,
+                };
+                std::iter::once(deadline).chain(backoff)
+            });
+            self.timers.rebuild(live);
+        }
+    }
+}
+
+/// Whether a timer still stands for its call: same call, same time, same state.
+pub(super) fn timer_live(requests: &Requests, t: &Timer) -> bool {
+    let Some(p) = requests.get(t.slot as usize) else { return false };
+    p.call_gen == t.call_gen
+        && match t.kind {
+            TimerKind::Deadline => p.deadline == t.at,
+            TimerKind::Backoff => p.state == SendState::Backoff(t.at),
+        }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
 
-    fn t(at: Instant, slot: u32) -> Timer {
+    pub(super) fn t(at: Instant, slot: u32) -> Timer {
         Timer { at, slot, call_gen: 1, kind: TimerKind::Deadline }
     }
 
     #[test]
-    fn earliest_first_and_stale_entries_skipped() {
+    pub(super) fn earliest_first_and_stale_entries_skipped() {
         let now = Instant::now();
         let mut timers = Timers::with_capacity(4);
         timers.schedule(t(now + Duration::from_secs(3), 0));

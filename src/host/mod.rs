@@ -5,7 +5,7 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use mcpoll::{driver::stdio::StdioCommand, CallOptions, Config, Event, Host};
+//! use mcpoll::{CallOptions, Config, Event, Host, StdioCommand};
 //!
 //! let mut host = Host::new()?;
 //! let server = host.add_stdio_server(StdioCommand::new("my-mcp-server"), Config::default())?;
@@ -117,6 +117,33 @@ impl Transport {
         }
     }
 
+    /// `true` when the driver stopped reading before `WouldBlock` (its per-readiness frame
+    /// budget ran out): it must be resumed without waiting for a readiness event.
+    fn has_backlog(&self) -> bool {
+        match self {
+            Self::Stdio(d) => d.has_backlog(),
+            // The HTTP driver keeps its backlog in the session and asks for an immediate
+            // wake-up through its own `poll_timeout` instead.
+            #[cfg(feature = "http")]
+            Self::Http(_) => false,
+        }
+    }
+
+    /// Carries on with input left over by the frame budget.
+    fn resume(&mut self, registry: &mio::Registry, engine: &mut Engine, now: Instant) {
+        match self {
+            Self::Stdio(d) => {
+                if d.has_backlog() {
+                    if let Err(e) = d.resume(registry, engine, now) {
+                        log::debug!("server I/O failed: {e}");
+                    }
+                }
+            }
+            #[cfg(feature = "http")]
+            Self::Http(_) => {}
+        }
+    }
+
     fn poll_timeout(&self) -> Option<Instant> {
         match self {
             Self::Stdio(_) => None,
@@ -127,6 +154,8 @@ impl Transport {
 
     /// Starts a new process when the engine asks for one (a restart after a crash).
     fn maintain(&mut self, registry: &mio::Registry, engine: &mut Engine, now: Instant) {
+        // Irrefutable when the HTTP transport is compiled out.
+        #[allow(irrefutable_let_patterns)]
         if let Self::Stdio(d) = self {
             if !d.is_running() && engine.wants_transport() {
                 if let Err(e) = d.spawn(registry, engine, now) {
@@ -219,6 +248,15 @@ impl Server {
             (a, b) => a.or(b),
         }
     }
+}
+
+/// What ends a [`Host::poll_inner`] wait early besides I/O and deadlines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wake {
+    /// Events queued for the host, too.
+    OnQueuedEvents,
+    /// Only I/O and deadlines.
+    OnIo,
 }
 
 /// Many servers, one `mio::Poll`, no threads.
@@ -412,7 +450,7 @@ impl Host {
             self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)
         {
             let now = Instant::now();
-            s.engine.restart(now);
+            s.engine.restart();
             s.transport.maintain(registry, &mut s.engine, now);
             s.transport.flush(registry, &mut s.engine, now);
         }
@@ -450,6 +488,12 @@ impl Host {
         }
     }
 
+    /// Why the server's last process ended (stdio: exit status and stderr tail), kept across
+    /// restarts: what a call that failed as `Degraded` can be explained with.
+    pub fn last_transport_error(&self, server: ServerId) -> Option<&TransportError> {
+        self.server(server)?.engine.last_transport_error()
+    }
+
     /// The server's process id, while it runs (stdio servers).
     pub fn pid(&self, server: ServerId) -> Option<u32> {
         match &self.server(server)?.transport {
@@ -482,6 +526,14 @@ impl Host {
     /// deadline, then does the work that is due and returns. A game loop passes
     /// `Some(Duration::ZERO)` once per frame.
     pub fn poll(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.poll_inner(timeout, Wake::OnQueuedEvents)
+    }
+
+    /// One round of [`poll`](Self::poll). `wake` says whether events already queued for the
+    /// host cut the wait short: they do for `poll` (the host drains them next), and not for the
+    /// blocking helpers, which wait for one call and leave every other event queued: for them
+    /// a queued event is no reason to return early, and taking it as one made them spin.
+    fn poll_inner(&mut self, timeout: Option<Duration>, wake: Wake) -> io::Result<()> {
         let now = Instant::now();
         let next_deadline = self.servers.iter().filter_map(|(_, s)| s.next_deadline()).min();
         let until_deadline = next_deadline.map(|d| d.saturating_duration_since(now));
@@ -489,12 +541,12 @@ impl Host {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        // An event already queued for the host must not wait for I/O.
-        let wait = if self.servers.iter().any(|(_, s)| s.engine.queued_events() > 0) {
-            Some(Duration::ZERO)
-        } else {
-            wait
-        };
+        // An event already queued for the host must not wait for I/O; neither must input a
+        // driver has left unread (its readiness edge is spent: no new one will come for it).
+        let events_queued = wake == Wake::OnQueuedEvents
+            && self.servers.iter().any(|(_, s)| s.engine.queued_events() > 0);
+        let backlog = self.servers.iter().any(|(_, s)| s.transport.has_backlog());
+        let wait = if events_queued || backlog { Some(Duration::ZERO) } else { wait };
         match self.poll.poll(&mut self.events, wait) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -502,6 +554,12 @@ impl Host {
         }
         let now = Instant::now();
         let registry = self.poll.registry();
+        if backlog {
+            // Before this round's events, so a driver's left-over input keeps its order.
+            for (_, s) in self.servers.iter_mut() {
+                s.transport.resume(registry, &mut s.engine, now);
+            }
+        }
         for event in self.events.iter() {
             let token = event.token();
             // Unknown tokens (a server removed since) are ignored, as mio's rules ask.
@@ -535,7 +593,8 @@ impl Host {
         s.engine.poll_event().map(|e| (id, e))
     }
 
-    /// Polls until `call` ends, leaving every other event queued. For scripts and tests.
+    /// Polls until `call` ends, leaving every other event queued (they do not cut its waits
+    /// short: only I/O and deadlines do). For scripts and tests.
     pub fn wait(&mut self, server: ServerId, call: CallId) -> Result<OwnedResult, BlockingError> {
         loop {
             let s = self.server_mut(server).ok_or(BlockingError::UnknownServer)?;
@@ -550,11 +609,14 @@ impl Host {
                 Some(Event::CallFailed { error, .. }) => return Err(BlockingError::Call(error)),
                 Some(_) | None => {}
             }
-            self.poll(Some(Duration::from_millis(100))).map_err(BlockingError::Io)?;
+            self.poll_inner(Some(Duration::from_millis(100)), Wake::OnIo)
+                .map_err(BlockingError::Io)?;
         }
     }
 
     /// Polls until the server is ready (or closed, or `timeout` passes) and returns its state.
+    /// A server that became degraded (its process kept dying) ends the wait at once with the
+    /// last transport error (for stdio: the exit status and stderr tail).
     pub fn wait_ready(
         &mut self,
         server: ServerId,
@@ -562,15 +624,26 @@ impl Host {
     ) -> Result<ServerState, BlockingError> {
         let deadline = Instant::now() + timeout;
         loop {
-            let state = self.state(server).ok_or(BlockingError::UnknownServer)?;
+            let s = self.server(server).ok_or(BlockingError::UnknownServer)?;
+            let state = s.engine.state();
             if matches!(state, ServerState::Ready(..) | ServerState::Closed) {
                 return Ok(state);
+            }
+            if s.engine.is_degraded() {
+                // Restarts are suspended: no process will come up within any sane wait. The
+                // last failure says why (for a process: its exit status and stderr tail).
+                let e = s
+                    .engine
+                    .last_transport_error()
+                    .cloned()
+                    .map_or(CallError::Local(LocalError::Degraded), CallError::Transport);
+                return Err(BlockingError::Call(e));
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(BlockingError::Call(CallError::Local(LocalError::DeadlineExceeded)));
             }
-            self.poll(Some(left)).map_err(BlockingError::Io)?;
+            self.poll_inner(Some(left), Wake::OnIo).map_err(BlockingError::Io)?;
         }
     }
 

@@ -2,7 +2,7 @@
 
 /// Encodes a value for `Mcp-Name` / `Mcp-Param-*` (PROTOCOL.md §3.2): as is when it is visible
 /// ASCII with inner spaces or tabs only, else `=?base64?<base64 of UTF-8>?=`.
-pub fn encode(out: &mut Vec<u8>, value: &str) {
+pub(crate) fn encode(out: &mut Vec<u8>, value: &str) {
     let b = value.as_bytes();
     let visible = b.iter().all(|&c| (0x21..=0x7e).contains(&c) || c == b' ' || c == b'\t');
     let padded = matches!(b.first(), Some(b' ' | b'\t')) || matches!(b.last(), Some(b' ' | b'\t'));

@@ -49,7 +49,7 @@ use std::iter::FusedIterator;
 use std::str::Chars;
 
 /// The deepest nesting of arrays and objects that [`parse`] accepts, the same as serde_json.
-pub const MAX_DEPTH: u8 = 127;
+pub(crate) const MAX_DEPTH: u8 = 127;
 
 /// Validates a whole frame and returns its one JSON value.
 ///
@@ -60,7 +60,7 @@ pub const MAX_DEPTH: u8 = 127;
 /// # Errors
 ///
 /// The first problem found, as a [`JsonError`].
-pub fn parse(frame: &[u8]) -> Result<RawJson<'_>, JsonError> {
+pub(crate) fn parse(frame: &[u8]) -> Result<RawJson<'_>, JsonError> {
     // One pass by the standard library is faster than checking UTF-8 while scanning, and it lets
     // every later step slice `str`s safely.
     let text = std::str::from_utf8(frame).map_err(|_| JsonError::NotUtf8)?;
@@ -267,7 +267,7 @@ impl FusedIterator for Elements<'_> {}
 /// Why a frame is not one valid JSON value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum JsonError {
+pub(crate) enum JsonError {
     /// The frame is not valid UTF-8.
     NotUtf8,
     /// The frame breaks the JSON grammar: a bad token, escape or number, a control character in

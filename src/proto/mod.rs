@@ -1,8 +1,8 @@
 //! Stateless protocol vocabulary: the JSON-RPC envelope, MCP methods, `_meta` and versions.
 
-pub mod header_value;
-pub mod json;
-pub mod jsonrpc;
-pub mod mcp;
-pub mod meta;
-pub mod version;
+pub(crate) mod header_value;
+pub(crate) mod json;
+pub(crate) mod jsonrpc;
+pub(crate) mod mcp;
+pub(crate) mod meta;
+pub(crate) mod version;

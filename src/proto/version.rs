@@ -3,9 +3,9 @@
 use std::fmt;
 
 /// The stateless revision mcpoll speaks by default.
-pub const MODERN_VERSIONS: &[&str] = &["2026-07-28"];
+pub(crate) const MODERN_VERSIONS: &[&str] = &["2026-07-28"];
 /// Handshake revisions mcpoll falls back to, newest first.
-pub const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26"];
+pub(crate) const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26"];
 
 /// The protocol era a server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -75,7 +75,7 @@ impl fmt::Display for ProtocolVersion {
 }
 
 /// The newest version in `offered` that mcpoll speaks, modern revisions first.
-pub fn pick_common<'a>(
+pub(crate) fn pick_common<'a>(
     offered: impl IntoIterator<Item = &'a str> + Clone,
 ) -> Option<ProtocolVersion> {
     MODERN_VERSIONS

@@ -12,6 +12,8 @@ pub struct Request {
     pub method: String,
     pub headers: Vec<(String, String)>,
     pub body: String,
+    /// When the server had read it whole.
+    pub at: std::time::Instant,
 }
 
 impl Request {
@@ -133,7 +135,8 @@ fn serve<S: Read + Write>(
             .unwrap_or(0);
         let mut body = vec![0; len];
         reader.read_exact(&mut body)?;
-        let req = Request { method, headers, body: String::from_utf8_lossy(&body).into_owned() };
+        let body = String::from_utf8_lossy(&body).into_owned();
+        let req = Request { method, headers, body, at: std::time::Instant::now() };
         let resp = handler(&req);
         seen.lock().unwrap().push(req);
         let mut out =

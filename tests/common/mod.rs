@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use mcpoll::host::OwnedResult;
+use mcpoll::OwnedResult;
 use mcpoll::{CallError, CallId, CallOptions, Config, Event, Host, ServerId, StdioCommand};
 use serde_json::value::RawValue;
 
@@ -97,7 +97,7 @@ pub fn call(host: &mut Host, id: ServerId, name: &str, args: &str) -> OwnedResul
 pub fn call_err(host: &mut Host, id: ServerId, name: &str, args: &str) -> CallError {
     let args = raw(args);
     match host.call_tool_blocking(id, name, &args, &CallOptions::default()) {
-        Err(mcpoll::host::BlockingError::Call(e)) => e,
+        Err(mcpoll::BlockingError::Call(e)) => e,
         other => panic!("expected a call error, got {other:?}"),
     }
 }

@@ -1,6 +1,8 @@
 //! Fuzz entry points, built only under `--cfg fuzzing`; each `fuzz/fuzz_targets/*.rs` is a
 //! one-line shim into here.
 
+#[cfg(all(fuzzing, feature = "http"))]
+pub use crate::auth::oauth::fuzzing::{oauth_metadata, oauth_token_response};
 use std::fmt::Debug;
 
 use crate::codec::http1::{Limits, ResponseHead};
@@ -204,8 +206,8 @@ mod engine_ops_tests {
     #[test]
     fn engine_ops_seeds_hold_the_invariants() {
         for seed in [
-            &include_bytes!("../fuzz/corpus/engine_ops/seed1")[..],
-            include_bytes!("../fuzz/corpus/engine_ops/seed2"),
+            &include_bytes!("../../fuzz/corpus/engine_ops/seed1")[..],
+            include_bytes!("../../fuzz/corpus/engine_ops/seed2"),
         ] {
             super::engine_ops(seed);
         }

@@ -1,0 +1,341 @@
+// cargo bench --bench catalog
+//
+//! What the capability cache's building blocks cost on a 1,000-tool catalog, with heap
+//! allocations counted:
+//!
+//! * refresh: parse and canonicalise 10 pages of 100 tools, store each page, build the catalog
+//!   digest and diff it against the previous one (10 changed, 5 removed, 5 added).
+//! * diff: the digest diff alone.
+//! * hit: `Store::find_item` of one tool on a fresh list (the call path), which must not
+//!   allocate; and `Store::lookup` of one page.
+//! * search: `SearchIndex::search` p50/p99 over a set of queries against 1,000 tools.
+//!
+//! The catalog modules are compiled into this bench from their source files (they name
+//! nothing else of the crate), because the library keeps them private until they are wired
+//! into the engine. Each line: `catalog <what> ...=..`.
+
+// Cargo builds benches with `cfg(test)` but without the test harness, so the unit tests'
+// imports are unused here.
+#[path = "../src/catalog/mod.rs"]
+#[allow(dead_code, unused_imports)]
+mod catalog;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use catalog::diff::diff;
+use catalog::key::{CacheKey, KeyParts, Transport};
+use catalog::listing::{parse_page, Catalog, CatalogKind, ParsedPage};
+use catalog::search::SearchIndex;
+use catalog::store::{Begin, Finished, ItemLookup, Lookup, RefreshOutcome, Store, StoreConfig};
+
+/// Counts every allocation in this process.
+struct Counting;
+
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY-style note: delegates to the system allocator unchanged; only counts.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const TOOLS: usize = 1000;
+const PAGE: usize = 100;
+const WORDS: &[&str] = &[
+    "weather",
+    "forecast",
+    "city",
+    "file",
+    "disk",
+    "read",
+    "write",
+    "email",
+    "send",
+    "message",
+    "calendar",
+    "event",
+    "invoice",
+    "customer",
+    "order",
+    "search",
+    "index",
+    "query",
+    "image",
+    "resize",
+    "convert",
+    "audio",
+    "transcribe",
+    "translate",
+    "text",
+    "summary",
+    "database",
+    "table",
+    "row",
+    "column",
+    "user",
+    "account",
+    "password",
+    "reset",
+    "ticket",
+    "issue",
+    "repo",
+    "commit",
+    "branch",
+    "deploy",
+    "server",
+    "metric",
+    "alert",
+    "log",
+    "trace",
+    "payment",
+    "refund",
+    "shipment",
+    "track",
+    "map",
+    "route",
+];
+
+/// splitmix64, for a catalog that is the same on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn word(&mut self) -> &'static str {
+        WORDS[(self.next() % WORDS.len() as u64) as usize]
+    }
+}
+
+fn tool_json(rng: &mut Rng, i: usize, version: u32) -> String {
+    let (a, b, c) = (rng.word(), rng.word(), rng.word());
+    let desc: Vec<&str> = (0..12).map(|_| rng.word()).collect();
+    format!(
+        r#"{{"name":"{a}_{b}_{i}","title":"{a} {b} {c}","description":"{} (v{version})","inputSchema":{{"type":"object","properties":{{"{c}":{{"type":"string","description":"the {c}"}},"limit":{{"type":"integer","minimum":1,"maximum":100}}}},"required":["{c}"]}},"annotations":{{"readOnlyHint":{},"idempotentHint":true}}}}"#,
+        desc.join(" "),
+        i % 3 == 0
+    )
+}
+
+/// 1,000 tools as 10 page results. `changed` bumps the version of tools 0..10, drops 10..15
+/// and adds 5 new ones.
+fn pages(changed: bool) -> Vec<String> {
+    let mut rng = Rng(7);
+    let mut tools: Vec<String> =
+        (0..TOOLS).map(|i| tool_json(&mut rng, i, if changed && i < 10 { 2 } else { 1 })).collect();
+    if changed {
+        tools.drain(10..15);
+        for i in 0..5 {
+            tools.push(tool_json(&mut rng, TOOLS + i, 1));
+        }
+    }
+    let n_pages = tools.len().div_ceil(PAGE);
+    tools
+        .chunks(PAGE)
+        .enumerate()
+        .map(|(p, chunk)| {
+            let next = if p + 1 < n_pages {
+                format!(r#","nextCursor":"p{}""#, p + 1)
+            } else {
+                String::new()
+            };
+            format!(
+                r#"{{"tools":[{}]{next},"ttlMs":300000,"cacheScope":"private"}}"#,
+                chunk.join(",")
+            )
+        })
+        .collect()
+}
+
+fn cursor(p: usize) -> Option<String> {
+    (p > 0).then(|| format!("p{p}"))
+}
+
+fn key() -> CacheKey {
+    CacheKey::new(&KeyParts {
+        server: "bench",
+        transport: Transport::Stdio,
+        protocol_version: "2026-07-28",
+        principal: Some("alice"),
+        granted_scopes: &["tools"],
+        tenant: None,
+        client_capabilities: "{}",
+        extensions: "{}",
+    })
+    .expect("key")
+}
+
+/// One refresh: every page parsed and stored, the new digest built and diffed.
+fn refresh(
+    store: &mut Store,
+    now: Instant,
+    key: &CacheKey,
+    texts: &[String],
+    old: &Catalog,
+) -> usize {
+    let mut parsed: Vec<ParsedPage> = Vec::with_capacity(texts.len());
+    for text in texts {
+        parsed.push(parse_page(CatalogKind::Tools, text).expect("page"));
+    }
+    let digest = Catalog::from_items(CatalogKind::Tools, parsed.iter().flat_map(|p| &p.items));
+    let d = diff(old, &digest).expect("same kind");
+    for (p, page) in parsed.into_iter().enumerate() {
+        let c = cursor(p);
+        let Ok(Begin::Fetch(token)) = store.begin_refresh(key, CatalogKind::Tools, c.as_deref())
+        else {
+            panic!("fetch")
+        };
+        let outcome = RefreshOutcome::Page { page, carried_input: false };
+        assert!(matches!(store.finish_refresh(now, token, outcome), Finished::Stored));
+    }
+    d.added.len() + d.removed.len() + d.changed.len()
+}
+
+fn per_op<F: FnMut()>(rounds: usize, mut f: F) -> (f64, f64) {
+    let before = ALLOCS.load(Ordering::Relaxed);
+    let t = Instant::now();
+    for _ in 0..rounds {
+        f();
+    }
+    let ns = t.elapsed().as_nanos() as f64 / rounds as f64;
+    let allocs = (ALLOCS.load(Ordering::Relaxed) - before) as f64 / rounds as f64;
+    (ns, allocs)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1e6
+}
+
+fn main() {
+    let now = Instant::now();
+    let key = key();
+    let v1 = pages(false);
+    let v2 = pages(true);
+    let bytes: usize = v2.iter().map(String::len).sum();
+    let config = StoreConfig { max_bytes: 64 << 20, ..StoreConfig::default() };
+
+    let old = {
+        let parsed: Vec<ParsedPage> =
+            v1.iter().map(|t| parse_page(CatalogKind::Tools, t).expect("page")).collect();
+        Catalog::from_items(CatalogKind::Tools, parsed.iter().flat_map(|p| &p.items))
+    };
+    let new = {
+        let parsed: Vec<ParsedPage> =
+            v2.iter().map(|t| parse_page(CatalogKind::Tools, t).expect("page")).collect();
+        Catalog::from_items(CatalogKind::Tools, parsed.iter().flat_map(|p| &p.items))
+    };
+    let d = diff(&old, &new).expect("same kind");
+    assert_eq!((d.added.len(), d.removed.len(), d.changed.len()), (5, 5, 10));
+
+    // Refresh and diff.
+    let mut store = Store::new(config).expect("config");
+    let rounds = 30;
+    let (ns, allocs) = per_op(rounds, || {
+        black_box(refresh(&mut store, now, &key, &v2, &old));
+    });
+    println!(
+        "catalog refresh tools={} pages={} bytes={bytes} ns={ns:.0} allocs={allocs:.0}",
+        new.len(),
+        v2.len()
+    );
+    let (ns, allocs) = per_op(2_000, || {
+        black_box(diff(&old, &new).expect("same kind"));
+    });
+    println!("catalog diff tools={} ns={ns:.0} allocs={allocs:.1}", new.len());
+
+    // Cache hits on the call path: a fresh store holding v2.
+    let mut store = Store::new(config).expect("config");
+    refresh(&mut store, now, &key, &v2, &old);
+    let last_name = {
+        let parsed = parse_page(CatalogKind::Tools, &v2[v2.len() - 1]).expect("page");
+        parsed.items[parsed.items.len() - 1].id().to_string()
+    };
+    let first_name = new.entries()[0].id.to_string();
+    for name in [&first_name, &last_name] {
+        assert!(matches!(
+            store.find_item(now, &key, CatalogKind::Tools, name),
+            Ok(ItemLookup::Fresh(_))
+        ));
+    }
+    let (ns, allocs) = per_op(20_000, || {
+        let hit = store.find_item(black_box(now), &key, CatalogKind::Tools, black_box(&last_name));
+        black_box(matches!(hit, Ok(ItemLookup::Fresh(_))));
+    });
+    println!("catalog hit find_item (walks {} pages) ns={ns:.0} allocs={allocs:.2}", v2.len());
+    assert_eq!(allocs, 0.0, "a cache hit must not allocate");
+    let (ns, allocs) = per_op(200_000, || {
+        let hit = store.lookup(black_box(now), &key, CatalogKind::Tools, black_box(None));
+        black_box(matches!(hit, Ok(Lookup::Fresh(_))));
+    });
+    println!("catalog hit lookup(page) ns={ns:.0} allocs={allocs:.2}");
+    assert_eq!(allocs, 0.0, "a cache hit must not allocate");
+
+    // Search over 1,000 tools.
+    let mut index = SearchIndex::new();
+    for text in &v1 {
+        for item in parse_page(CatalogKind::Tools, text).expect("page").items {
+            index.upsert(item.json()).expect("tool");
+        }
+    }
+    let (ns, _) = per_op(1, || {
+        let mut ix = SearchIndex::new();
+        for text in &v2 {
+            for item in parse_page(CatalogKind::Tools, text).expect("page").items {
+                ix.upsert(item.json()).expect("tool");
+            }
+        }
+        black_box(ix.len());
+    });
+    println!("catalog index build tools={} ns={ns:.0} (parse included)", new.len());
+    let queries = [
+        "weather forecast",
+        "send email message",
+        "read file",
+        "reset user password",
+        "deploy server branch",
+        "refund payment",
+        "transcribe audio to text",
+        "track shipment on a map",
+        "database row",
+        "unknown words only",
+    ];
+    let mut samples = Vec::new();
+    let before = ALLOCS.load(Ordering::Relaxed);
+    for _ in 0..300 {
+        for q in queries {
+            let t = Instant::now();
+            black_box(index.search(black_box(q), 8));
+            samples.push(t.elapsed());
+        }
+    }
+    let allocs = (ALLOCS.load(Ordering::Relaxed) - before) as f64 / samples.len() as f64;
+    samples.sort();
+    println!(
+        "catalog search tools={} k=8 p50_us={:.1} p99_us={:.1} allocs={allocs:.1}",
+        index.len(),
+        percentile(&samples, 0.5),
+        percentile(&samples, 0.99)
+    );
+}

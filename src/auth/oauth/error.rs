@@ -1,0 +1,159 @@
+//! [`AuthError`]: which step of the flow failed, why, and what the server said.
+
+use std::fmt;
+
+use super::metadata::ParseError;
+
+/// The step of the flow that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AuthStep {
+    /// Protected resource or authorization server metadata.
+    Discovery,
+    /// Client identity: dynamic registration, or none available.
+    Registration,
+    /// The authorization request and its response (the redirect).
+    Authorization,
+    /// The token request.
+    Token,
+    /// A refresh token grant.
+    Refresh,
+}
+
+/// Why a step failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AuthFailure {
+    /// The server answered with an unexpected HTTP status (see [`AuthError::status`] and
+    /// [`AuthError::error`]).
+    Status,
+    /// A document could not be read.
+    Malformed(ParseError),
+    /// The MCP server's URL is not an absolute http(s) URL.
+    InvalidServerUrl,
+    /// No metadata document answered at any of its locations.
+    NoMetadata,
+    /// The protected resource metadata names another resource (RFC 9728 3.3).
+    ResourceMismatch {
+        /// The `resource` the document gave.
+        resource: String,
+    },
+    /// The authorization server metadata names another issuer (RFC 8414 3.3).
+    IssuerMismatch {
+        /// The `issuer` the document gave.
+        issuer: String,
+    },
+    /// The authorization server does not offer PKCE with S256 (MCP authorization, PKCE).
+    PkceUnsupported,
+    /// No endpoint for this grant in the metadata.
+    MissingEndpoint(&'static str),
+    /// No pre-registered client, no usable client ID metadata document and no registration
+    /// endpoint: the host must register a client by hand.
+    NoClientIdentity,
+    /// The grant needs credentials the host did not give (client credentials without a
+    /// secret or key).
+    MissingCredentials,
+    /// The redirect's `state` is not the one sent (a forged or stale response).
+    StateMismatch,
+    /// The authorization server advertises `iss` in responses and this one has none
+    /// (RFC 9207 2.4).
+    IssMissing,
+    /// The redirect's `iss` is not the issuer (exact comparison, RFC 9207 2.4).
+    IssMismatch {
+        /// The `iss` received.
+        iss: String,
+    },
+    /// The redirect has neither `code` nor `error`.
+    MissingCode,
+    /// The authorization server answered the authorization request with an error (see
+    /// [`AuthError::error`]).
+    Denied,
+    /// The host's authorizer gave up (no redirect).
+    Declined,
+    /// Re-authorization stopped: too many in a row, or a step-up for scopes already asked
+    /// for and not granted.
+    StepUpLimit,
+    /// The random source or the signer failed.
+    Crypto,
+    /// The request could not be made or its response not read (the driver said so).
+    Transport,
+}
+
+/// A failure of the OAuth flow, naming its step, with the HTTP status and OAuth `error`
+/// code when the server gave them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthError {
+    /// The step that failed.
+    pub step: AuthStep,
+    /// Why.
+    pub reason: AuthFailure,
+    /// The HTTP status of the response that failed it, if a response did.
+    pub status: Option<u16>,
+    /// The OAuth `error` code (RFC 6749 4.1.2.1, 5.2), if the server sent one.
+    pub error: Option<String>,
+}
+
+impl AuthError {
+    pub(crate) fn new(step: AuthStep, reason: AuthFailure) -> Self {
+        Self { step, reason, status: None, error: None }
+    }
+}
+
+impl fmt::Display for AuthStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Discovery => "discovery",
+            Self::Registration => "registration",
+            Self::Authorization => "authorization",
+            Self::Token => "token",
+            Self::Refresh => "refresh",
+        })
+    }
+}
+
+impl fmt::Display for AuthFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Status => f.write_str("unexpected HTTP status"),
+            Self::Malformed(e) => write!(f, "malformed document: {e}"),
+            Self::InvalidServerUrl => f.write_str("the server URL is not an absolute http(s) URL"),
+            Self::NoMetadata => f.write_str("no metadata document found"),
+            Self::ResourceMismatch { resource } => {
+                write!(f, "the metadata is for another resource ({resource})")
+            }
+            Self::IssuerMismatch { issuer } => {
+                write!(f, "the metadata is for another issuer ({issuer})")
+            }
+            Self::PkceUnsupported => f.write_str("the authorization server does not offer PKCE S256"),
+            Self::MissingEndpoint(name) => write!(f, "the metadata has no {name}"),
+            Self::NoClientIdentity => f.write_str(
+                "no client identity: no pre-registered client, no client ID metadata document support, no registration endpoint",
+            ),
+            Self::MissingCredentials => f.write_str("the grant needs a client secret or key"),
+            Self::StateMismatch => f.write_str("the redirect's state does not match"),
+            Self::IssMissing => f.write_str("the redirect has no iss although the server advertises it"),
+            Self::IssMismatch { iss } => write!(f, "the redirect's iss ({iss}) is not the issuer"),
+            Self::MissingCode => f.write_str("the redirect has no code"),
+            Self::Denied => f.write_str("the authorization server refused"),
+            Self::Declined => f.write_str("the authorizer gave no redirect"),
+            Self::StepUpLimit => f.write_str("re-authorization limit reached"),
+            Self::Crypto => f.write_str("randomness or signing failed"),
+            Self::Transport => f.write_str("the request failed in transport"),
+        }
+    }
+}
+
+impl fmt::Display for AuthError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "OAuth {} failed: {}", self.step, self.reason)?;
+        if let Some(status) = self.status {
+            write!(f, " (HTTP {status})")?;
+        }
+        if let Some(error) = &self.error {
+            write!(f, " [{error}]")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for AuthError {}

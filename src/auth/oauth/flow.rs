@@ -1,0 +1,859 @@
+//! [`OAuthFlow`]: the state machine. Discovery, client identity, grant, tokens; one HTTP
+//! request outstanding at a time.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::crypto::{random_token, s256};
+use super::encode::{base64, form, parse_query, percent_encode};
+use super::error::{AuthError, AuthFailure, AuthStep};
+use super::metadata::{
+    parse_error_body, parse_registration, parse_resource_metadata, parse_server_metadata,
+    parse_token_response, ServerMetadata,
+};
+use super::store::{ClientRegistration, Secret, StoredAuth, Tokens};
+use super::url::{
+    as_metadata_locations, origin, parts, prm_locations, resource_covers, with_query,
+};
+use super::{
+    Action, Authorizer, Grant, HttpMethod, HttpRequest, HttpResponse, OAuthConfig, RequestId,
+};
+use crate::AuthChallenge;
+
+const FORM: &str = "application/x-www-form-urlencoded";
+const JSON: &str = "application/json";
+const BASIC: &str = "client_secret_basic";
+const POST: &str = "client_secret_post";
+const NONE: &str = "none";
+const PRIVATE_KEY_JWT: &str = "private_key_jwt";
+const JWT_BEARER: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+
+/// Where the flow is. Each waiting state holds what its answer needs.
+#[derive(Debug)]
+enum Step {
+    /// No flow running.
+    Idle,
+    /// Fetching Protected Resource Metadata from `candidates[at]`.
+    Resource { candidates: Vec<String>, at: usize, from_challenge: bool },
+    /// Fetching authorization server metadata for `issuer` from `candidates[at]`. `legacy`:
+    /// no PRM, so the issuer is the server's origin and missing metadata means the
+    /// 2025-03-26 default endpoints.
+    Server { issuer: String, candidates: Vec<String>, at: usize, legacy: bool },
+    /// Waiting for the registration response.
+    Register { method: String },
+    /// Waiting for the host's redirect.
+    Redirect { state: String, verifier: String },
+    /// Waiting for a token response.
+    Token { refresh: bool },
+}
+
+/// The authorization server in use and what it said about itself.
+#[derive(Debug, Clone)]
+struct Server {
+    meta: ServerMetadata,
+    /// False when the metadata is the 2025-03-26 default endpoints: nothing was published,
+    /// so nothing (PKCE, `iss`) can be checked against it.
+    published: bool,
+}
+
+/// The OAuth flow for one MCP server and one principal. See the [module
+/// documentation](super) for the call order.
+pub struct OAuthFlow {
+    config: OAuthConfig,
+    /// `now` and the Unix time at construction: Unix times (JWT claims, stored expiry) are
+    /// derived from `now` without reading a clock.
+    epoch: (Instant, u64),
+    /// The `now` of the current `handle_*` call, for the steps it sets off.
+    now: Instant,
+    step: Step,
+    next_id: u64,
+    outstanding: Option<RequestId>,
+    actions: VecDeque<Action>,
+    /// The PRM `resource`, sent as the `resource` parameter; `None` without PRM (legacy).
+    resource: Option<String>,
+    prm_scopes: Option<Vec<String>>,
+    challenge_scope: Option<String>,
+    /// Set for a 403 step-up: the scopes to add to what was asked before.
+    step_up: bool,
+    server: Option<Server>,
+    /// The issuer that `client` and `tokens` belong to.
+    issuer: Option<String>,
+    client: Option<ClientRegistration>,
+    tokens: Option<Tokens>,
+    /// The scope of the last authorization request.
+    requested_scope: Option<String>,
+    reauthorizations: u8,
+    /// The issuer where host credentials without an explicit issuer were first used: they
+    /// are bound to it from then on (SEP-2352: credentials belong to one server).
+    pre_registered_at: Option<String>,
+}
+
+impl fmt::Debug for OAuthFlow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OAuthFlow")
+            .field("server_url", &self.config.server_url)
+            .field("step", &self.step)
+            .field("issuer", &self.issuer)
+            .field("client", &self.client)
+            .field("tokens", &self.tokens)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OAuthFlow {
+    /// A flow for `config.server_url`, with what the store kept for it. `unix_now` is the
+    /// wall-clock time at `now`, in seconds since the Unix epoch.
+    pub fn new(mut config: OAuthConfig, now: Instant, unix_now: u64) -> Result<Self, AuthError> {
+        if parts(&config.server_url).is_none() {
+            return Err(AuthError::new(AuthStep::Discovery, AuthFailure::InvalidServerUrl));
+        }
+        let stored = config.store.load(&config.server_url);
+        let (issuer, client, tokens) = match stored {
+            Some(s) => (Some(s.issuer), s.client, s.tokens),
+            None => (None, None, None),
+        };
+        Ok(Self {
+            config,
+            epoch: (now, unix_now),
+            now,
+            step: Step::Idle,
+            next_id: 0,
+            outstanding: None,
+            actions: VecDeque::new(),
+            resource: None,
+            prm_scopes: None,
+            challenge_scope: None,
+            step_up: false,
+            server: None,
+            issuer,
+            client,
+            tokens,
+            requested_scope: None,
+            reauthorizations: 0,
+            pre_registered_at: None,
+        })
+    }
+
+    /// The access token to send as `Authorization: Bearer`, unless none is held or it has
+    /// expired. Expiry is judged on the server's `expires_in`; a token with none is used
+    /// until the server refuses it.
+    #[must_use]
+    pub fn bearer(&self, now: Instant) -> Option<&Secret> {
+        let tokens = self.tokens.as_ref()?;
+        match tokens.expires_at {
+            Some(at) if self.unix(now) >= at => None,
+            _ => Some(&tokens.access_token),
+        }
+    }
+
+    /// Whether a flow is running (requests should wait for `Ready` or `Failed`).
+    #[must_use]
+    pub fn is_running(&self) -> bool {
+        !matches!(self.step, Step::Idle)
+    }
+
+    /// The resource server refused a request: `status` 401 (no or bad token) or 403 with
+    /// `insufficient_scope` (step-up). Starts discovery and the grant; the outcome comes as
+    /// [`Action::Ready`] or [`Action::Failed`]. A challenge while a flow runs is ignored: that
+    /// flow's outcome answers it too. Any other 403 fails at once, since a new token would
+    /// not change it.
+    pub fn handle_challenge(&mut self, now: Instant, status: u16, challenge: &AuthChallenge) {
+        self.now = now;
+        if self.is_running() {
+            return;
+        }
+        let step_up = status == 403;
+        if step_up && challenge.error.as_deref() != Some("insufficient_scope") {
+            let mut e = AuthError::new(AuthStep::Authorization, AuthFailure::Status);
+            e.status = Some(status);
+            e.error = challenge.error.clone();
+            self.actions.push_back(Action::Failed(e));
+            return;
+        }
+        if step_up && !self.adds_scope(challenge.scope.as_deref()) {
+            // The server asks for what was already asked and not granted: asking again
+            // would loop.
+            return self.fail(AuthStep::Authorization, AuthFailure::StepUpLimit);
+        }
+        if self.reauthorizations >= self.config.max_reauthorizations {
+            return self.fail(AuthStep::Authorization, AuthFailure::StepUpLimit);
+        }
+        self.reauthorizations += 1;
+        self.step_up = step_up;
+        self.challenge_scope = challenge.scope.clone().filter(|s| !s.trim().is_empty());
+        // Discovery runs on every challenge, not once: the resource may have moved to
+        // another authorization server (SEP-2352), which is only visible in its PRM.
+        let (candidates, from_challenge) = match &challenge.resource_metadata {
+            Some(url) => (vec![url.clone()], true),
+            None => (prm_locations(&self.config.server_url), false),
+        };
+        self.step = Step::Resource { candidates, at: 0, from_challenge };
+        self.fetch_current();
+    }
+
+    /// A request made with the current token succeeded: the re-authorization count starts
+    /// over.
+    pub fn handle_authorized(&mut self) {
+        self.reauthorizations = 0;
+    }
+
+    /// The response to the request `id`. A response to anything but the outstanding
+    /// request is ignored.
+    pub fn handle_response(&mut self, now: Instant, id: RequestId, response: HttpResponse<'_>) {
+        if self.outstanding != Some(id) {
+            return;
+        }
+        self.now = now;
+        self.outstanding = None;
+        match std::mem::replace(&mut self.step, Step::Idle) {
+            Step::Idle | Step::Redirect { .. } => {}
+            Step::Resource { candidates, at, from_challenge } => {
+                self.on_resource(candidates, at, from_challenge, response)
+            }
+            Step::Server { issuer, candidates, at, legacy } => {
+                self.on_server(issuer, candidates, at, legacy, response)
+            }
+            Step::Register { method } => self.on_registration(method, response),
+            Step::Token { refresh } => self.on_token(now, refresh, response),
+        }
+    }
+
+    /// The request `id` could not be made or its response not read. The flow fails, naming
+    /// the step; a transport failure is not a missing document, so discovery does not go on
+    /// to the next location.
+    pub fn handle_transport_error(&mut self, now: Instant, id: RequestId) {
+        if self.outstanding != Some(id) {
+            return;
+        }
+        self.now = now;
+        let step = match self.step {
+            Step::Resource { .. } | Step::Server { .. } => AuthStep::Discovery,
+            Step::Register { .. } => AuthStep::Registration,
+            Step::Token { refresh: true } => AuthStep::Refresh,
+            Step::Token { refresh: false } => AuthStep::Token,
+            Step::Idle | Step::Redirect { .. } => return,
+        };
+        self.fail(step, AuthFailure::Transport);
+    }
+
+    /// The URL the authorization server redirected the user to, after [`Action::Authorize`].
+    pub fn handle_redirect(&mut self, now: Instant, redirect: &str) {
+        if !matches!(self.step, Step::Redirect { .. }) {
+            return;
+        }
+        self.now = now;
+        let Step::Redirect { state, verifier } = std::mem::replace(&mut self.step, Step::Idle)
+        else {
+            return;
+        };
+        let query = redirect.split_once('?').map_or("", |(_, q)| q);
+        let query = query.split('#').next().unwrap_or_default();
+        let params = parse_query(query);
+        let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+        if param("state") != Some(state.as_str()) {
+            return self.fail(AuthStep::Authorization, AuthFailure::StateMismatch);
+        }
+        // RFC 9207 2.4: compare `iss`, when present, exactly with the recorded issuer; when
+        // the server advertises it, it must be present. Checked before the error too, so a
+        // forged error response is not believed either.
+        if let Some(server) = self.server.as_ref().filter(|s| s.published) {
+            match param("iss") {
+                Some(iss) if iss != server.meta.issuer => {
+                    let iss = iss.to_owned();
+                    return self.fail(AuthStep::Authorization, AuthFailure::IssMismatch { iss });
+                }
+                None if server.meta.iss_parameter_supported => {
+                    return self.fail(AuthStep::Authorization, AuthFailure::IssMissing);
+                }
+                _ => {}
+            }
+        }
+        if let Some(error) = param("error") {
+            let mut e = AuthError::new(AuthStep::Authorization, AuthFailure::Denied);
+            e.error = Some(error.to_owned());
+            return self.finish(Err(e));
+        }
+        let Some(code) = param("code").filter(|c| !c.is_empty()) else {
+            return self.fail(AuthStep::Authorization, AuthFailure::MissingCode);
+        };
+        let Grant::AuthorizationCode { redirect_uri } = &self.config.grant else { return };
+        let mut pairs = vec![
+            ("grant_type", "authorization_code".to_owned()),
+            ("code", code.to_owned()),
+            ("redirect_uri", redirect_uri.clone()),
+            ("code_verifier", verifier),
+        ];
+        if let Some(resource) = &self.resource {
+            pairs.push(("resource", resource.clone()));
+        }
+        self.token_request(pairs, false);
+    }
+
+    /// Gives up on the running flow (the user closed the browser, the host is shutting
+    /// down): it fails with [`AuthFailure::Declined`], and a late response or redirect is
+    /// ignored. Does nothing when no flow runs.
+    pub fn abandon(&mut self) {
+        if self.is_running() {
+            self.fail(AuthStep::Authorization, AuthFailure::Declined);
+        }
+    }
+
+    /// Drives [`Action::Authorize`] through `authorizer` at once: for hosts whose authorizer
+    /// answers synchronously (a headless agent, a test).
+    pub fn authorize_with(&mut self, now: Instant, url: &str, authorizer: &mut dyn Authorizer) {
+        match authorizer.authorize(url) {
+            Some(redirect) => self.handle_redirect(now, &redirect),
+            None => {
+                if matches!(self.step, Step::Redirect { .. }) {
+                    self.step = Step::Idle;
+                    self.fail(AuthStep::Authorization, AuthFailure::Declined);
+                }
+            }
+        }
+    }
+
+    /// The next thing to do.
+    #[must_use]
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// When the access token should be refreshed: `refresh_margin` before it expires, when
+    /// there is a refresh token and a known token endpoint.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.is_running() || self.server.is_none() {
+            return None;
+        }
+        let tokens = self.tokens.as_ref()?;
+        tokens.refresh_token.as_ref()?;
+        let at = tokens.expires_at?.saturating_sub(self.config.refresh_margin.as_secs());
+        Some(self.epoch.0 + Duration::from_secs(at.saturating_sub(self.epoch.1)))
+    }
+
+    /// Refreshes the token if its time has come; early or spurious calls do nothing.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.poll_timeout().is_some_and(|at| at <= now) {
+            self.now = now;
+            self.refresh();
+        }
+    }
+
+    // ---- discovery ----
+
+    fn on_resource(
+        &mut self,
+        candidates: Vec<String>,
+        at: usize,
+        from_challenge: bool,
+        response: HttpResponse<'_>,
+    ) {
+        if response.status != 200 {
+            if at + 1 < candidates.len() {
+                self.step = Step::Resource { candidates, at: at + 1, from_challenge };
+                return self.fetch_current();
+            }
+            if from_challenge {
+                return self.fail_response(AuthStep::Discovery, response);
+            }
+            // No PRM anywhere: a 2025-03-26 server, whose authorization server is its origin.
+            self.resource = None;
+            self.prm_scopes = None;
+            let Some(issuer) = parts(&self.config.server_url).map(|p| origin(&p)) else {
+                return self.fail(AuthStep::Discovery, AuthFailure::InvalidServerUrl);
+            };
+            return self.discover_server(issuer, true);
+        }
+        let prm = match parse_resource_metadata(response.body) {
+            Ok(prm) => prm,
+            Err(e) => return self.fail(AuthStep::Discovery, AuthFailure::Malformed(e)),
+        };
+        if !resource_covers(&prm.resource, &self.config.server_url) {
+            let resource = prm.resource;
+            return self.fail(AuthStep::Discovery, AuthFailure::ResourceMismatch { resource });
+        }
+        self.resource = Some(prm.resource);
+        self.prm_scopes = prm.scopes_supported;
+        let issuer = prm.authorization_servers[0].clone();
+        self.discover_server(issuer, false);
+    }
+
+    fn discover_server(&mut self, issuer: String, legacy: bool) {
+        if self.issuer.as_deref().is_some_and(|old| old != issuer) {
+            // Another authorization server: what the old one issued is bound to it and is
+            // never shown to the new one (SEP-2352).
+            self.client = None;
+            self.tokens = None;
+            self.server = None;
+            self.config.store.clear(&self.config.server_url);
+        }
+        self.issuer = Some(issuer.clone());
+        let candidates = as_metadata_locations(&issuer);
+        if candidates.is_empty() {
+            return self.fail(AuthStep::Discovery, AuthFailure::NoMetadata);
+        }
+        self.step = Step::Server { issuer, candidates, at: 0, legacy };
+        self.fetch_current();
+    }
+
+    fn on_server(
+        &mut self,
+        issuer: String,
+        candidates: Vec<String>,
+        at: usize,
+        legacy: bool,
+        response: HttpResponse<'_>,
+    ) {
+        if response.status != 200 {
+            if at + 1 < candidates.len() {
+                self.step = Step::Server { issuer, candidates, at: at + 1, legacy };
+                return self.fetch_current();
+            }
+            if !legacy {
+                let mut e = AuthError::new(AuthStep::Discovery, AuthFailure::NoMetadata);
+                e.status = Some(response.status);
+                return self.finish(Err(e));
+            }
+            // 2025-03-26: no metadata at all means the default endpoints at the origin.
+            let meta = ServerMetadata {
+                authorization_endpoint: Some(format!("{issuer}/authorize")),
+                token_endpoint: format!("{issuer}/token"),
+                registration_endpoint: Some(format!("{issuer}/register")),
+                issuer,
+                ..ServerMetadata::default()
+            };
+            self.server = Some(Server { meta, published: false });
+            return self.after_discovery();
+        }
+        let meta = match parse_server_metadata(response.body) {
+            Ok(meta) => meta,
+            Err(e) => return self.fail(AuthStep::Discovery, AuthFailure::Malformed(e)),
+        };
+        // RFC 8414 3.3: identical to the issuer the well-known URL was built from.
+        if meta.issuer != issuer {
+            let issuer = meta.issuer;
+            return self.fail(AuthStep::Discovery, AuthFailure::IssuerMismatch { issuer });
+        }
+        self.server = Some(Server { meta, published: true });
+        self.after_discovery();
+    }
+
+    // ---- client identity ----
+
+    fn after_discovery(&mut self) {
+        let Some(server) = self.server.clone() else { return };
+        if self.config.grant == Grant::ClientCredentials {
+            return self.client_credentials();
+        }
+        if self.client.is_none() {
+            if let Some(client) = self.pre_registered(&server.meta) {
+                self.pre_registered_at = Some(server.meta.issuer.clone());
+                self.client = Some(client);
+            } else if let Some(url) = self
+                .config
+                .client_metadata_url
+                .clone()
+                .filter(|_| server.meta.client_id_metadata_document_supported)
+            {
+                self.client = Some(ClientRegistration {
+                    client_id: url,
+                    client_secret: None,
+                    token_endpoint_auth_method: NONE.into(),
+                });
+            } else if let Some(endpoint) = server.meta.registration_endpoint.clone() {
+                return self.register(&server.meta, endpoint);
+            } else {
+                return self.fail(AuthStep::Registration, AuthFailure::NoClientIdentity);
+            }
+        }
+        // A 401 with a refresh token in hand: try it before asking the user again.
+        let refreshable = self.tokens.as_ref().is_some_and(|t| t.refresh_token.is_some());
+        if refreshable && !self.step_up {
+            return self.refresh();
+        }
+        self.authorize(&server);
+    }
+
+    /// The host's credentials, unless they belong to another issuer.
+    fn pre_registered(&self, meta: &ServerMetadata) -> Option<ClientRegistration> {
+        let pre = self.config.pre_registered.as_ref()?;
+        let bound = pre.issuer.as_deref().or(self.pre_registered_at.as_deref());
+        if bound.is_some_and(|i| i != meta.issuer) {
+            return None;
+        }
+        let supported = meta.token_endpoint_auth_methods_supported.as_deref();
+        let offers = |m: &str| supported.is_none_or(|list| list.iter().any(|s| s == m));
+        let method = if pre.signing_key.is_some() && offers(PRIVATE_KEY_JWT) {
+            PRIVATE_KEY_JWT
+        } else if pre.client_secret.is_some() {
+            // RFC 8414 2: an absent list means client_secret_basic.
+            if offers(BASIC) || !offers(POST) {
+                BASIC
+            } else {
+                POST
+            }
+        } else {
+            NONE
+        };
+        Some(ClientRegistration {
+            client_id: pre.client_id.clone(),
+            client_secret: pre.client_secret.clone(),
+            token_endpoint_auth_method: method.into(),
+        })
+    }
+
+    fn register(&mut self, meta: &ServerMetadata, endpoint: String) {
+        let Grant::AuthorizationCode { redirect_uri } = &self.config.grant else { return };
+        // A native client prefers no secret; otherwise what the server lists, and
+        // client_secret_basic when it lists nothing (RFC 8414 2).
+        let supported = meta.token_endpoint_auth_methods_supported.as_deref();
+        let method = match supported {
+            Some(list) if list.iter().any(|m| m == NONE) => NONE,
+            Some(list) if !list.iter().any(|m| m == BASIC) && list.iter().any(|m| m == POST) => {
+                POST
+            }
+            _ => BASIC,
+        };
+        let mut grant_types = vec!["authorization_code"];
+        if self.refresh_supported(meta) {
+            grant_types.push("refresh_token");
+        }
+        // SEP-837: application_type says a native client's loopback redirect is expected.
+        let body = json!({
+            "client_name": self.config.client_name,
+            "redirect_uris": [redirect_uri],
+            "grant_types": grant_types,
+            "response_types": ["code"],
+            "token_endpoint_auth_method": method,
+            "application_type": "native",
+        });
+        self.step = Step::Register { method: method.into() };
+        self.send(
+            HttpMethod::Post,
+            endpoint,
+            vec![("Content-Type", JSON.into()), ("Accept", JSON.into())],
+            body.to_string().into_bytes(),
+        );
+    }
+
+    fn on_registration(&mut self, method: String, response: HttpResponse<'_>) {
+        if !(200..300).contains(&response.status) {
+            return self.fail_response(AuthStep::Registration, response);
+        }
+        let reg = match parse_registration(response.body) {
+            Ok(reg) => reg,
+            Err(e) => return self.fail(AuthStep::Registration, AuthFailure::Malformed(e)),
+        };
+        let mut method = reg.token_endpoint_auth_method.unwrap_or(method);
+        if reg.client_secret.is_none() && method != NONE {
+            method = NONE.into();
+        }
+        self.client = Some(ClientRegistration {
+            client_id: reg.client_id,
+            client_secret: reg.client_secret,
+            token_endpoint_auth_method: method,
+        });
+        self.save();
+        match self.server.clone() {
+            Some(server) => self.authorize(&server),
+            None => self.fail(AuthStep::Registration, AuthFailure::NoMetadata),
+        }
+    }
+
+    // ---- grants ----
+
+    fn authorize(&mut self, server: &Server) {
+        if server.published
+            && !server
+                .meta
+                .code_challenge_methods_supported
+                .as_ref()
+                .is_some_and(|m| m.iter().any(|m| m == "S256"))
+        {
+            return self.fail(AuthStep::Authorization, AuthFailure::PkceUnsupported);
+        }
+        let Some(endpoint) = server.meta.authorization_endpoint.clone() else {
+            return self.fail(
+                AuthStep::Authorization,
+                AuthFailure::MissingEndpoint("authorization_endpoint"),
+            );
+        };
+        let (Some(client), Grant::AuthorizationCode { redirect_uri }) =
+            (self.client.as_ref(), &self.config.grant)
+        else {
+            return self.fail(AuthStep::Registration, AuthFailure::NoClientIdentity);
+        };
+        let (Some(verifier), Some(state)) = (random_token(32), random_token(16)) else {
+            return self.fail(AuthStep::Authorization, AuthFailure::Crypto);
+        };
+        let scope = self.select_scope(&server.meta, true);
+        let challenge = s256(&verifier);
+        let mut pairs = vec![
+            ("response_type", "code"),
+            ("client_id", client.client_id.as_str()),
+            ("redirect_uri", redirect_uri.as_str()),
+            ("code_challenge", challenge.as_str()),
+            ("code_challenge_method", "S256"),
+            ("state", state.as_str()),
+        ];
+        if let Some(scope) = &scope {
+            pairs.push(("scope", scope));
+        }
+        if let Some(resource) = &self.resource {
+            pairs.push(("resource", resource));
+        }
+        let url = with_query(&endpoint, &form(&pairs));
+        self.requested_scope = scope;
+        self.step = Step::Redirect { state, verifier };
+        self.actions.push_back(Action::Authorize(url));
+    }
+
+    /// MCP scope selection: the challenge's `scope`, else every PRM `scopes_supported`, else
+    /// none. A step-up asks for the union with what was asked before (SEP-2350).
+    /// With `offline`, `offline_access` is added where the authorization server lists it
+    /// (SEP-2207).
+    fn select_scope(&self, meta: &ServerMetadata, offline: bool) -> Option<String> {
+        fn add(scopes: &mut Vec<String>, list: &str) {
+            for s in list.split_ascii_whitespace() {
+                if !scopes.iter().any(|have| have == s) {
+                    scopes.push(s.to_owned());
+                }
+            }
+        }
+        let mut scopes: Vec<String> = Vec::new();
+        if self.step_up {
+            if let Some(previous) = &self.requested_scope {
+                add(&mut scopes, previous);
+            }
+            if let Some(granted) = self.tokens.as_ref().and_then(|t| t.scope.as_deref()) {
+                add(&mut scopes, granted);
+            }
+        }
+        match (&self.challenge_scope, &self.prm_scopes) {
+            (Some(challenge), _) => add(&mut scopes, challenge),
+            (None, Some(supported)) => add(&mut scopes, &supported.join(" ")),
+            (None, None) => {}
+        }
+        if offline && !scopes.is_empty() && self.offline_access_supported(meta) {
+            add(&mut scopes, "offline_access");
+        }
+        (!scopes.is_empty()).then(|| scopes.join(" "))
+    }
+
+    fn offline_access_supported(&self, meta: &ServerMetadata) -> bool {
+        meta.scopes_supported.as_ref().is_some_and(|s| s.iter().any(|s| s == "offline_access"))
+    }
+
+    /// RFC 8414 2: without `grant_types_supported` the server does only
+    /// authorization_code and implicit.
+    fn refresh_supported(&self, meta: &ServerMetadata) -> bool {
+        meta.grant_types_supported.as_ref().is_some_and(|g| g.iter().any(|g| g == "refresh_token"))
+    }
+
+    /// Whether a step-up challenge asks for anything not already asked for or granted.
+    fn adds_scope(&self, challenged: Option<&str>) -> bool {
+        let Some(challenged) = challenged else { return true };
+        let have = |s: &str| {
+            let in_list = |list: Option<&str>| {
+                list.is_some_and(|l| l.split_ascii_whitespace().any(|x| x == s))
+            };
+            in_list(self.requested_scope.as_deref())
+                || in_list(self.tokens.as_ref().and_then(|t| t.scope.as_deref()))
+        };
+        challenged.split_ascii_whitespace().any(|s| !have(s))
+    }
+
+    fn client_credentials(&mut self) {
+        let Some(server) = self.server.clone() else { return };
+        let Some(client) = self.pre_registered(&server.meta) else {
+            return self.fail(AuthStep::Registration, AuthFailure::NoClientIdentity);
+        };
+        self.pre_registered_at = Some(server.meta.issuer.clone());
+        if client.token_endpoint_auth_method == NONE {
+            return self.fail(AuthStep::Token, AuthFailure::MissingCredentials);
+        }
+        self.client = Some(client);
+        let mut pairs = vec![("grant_type", "client_credentials".to_owned())];
+        // No offline_access: this grant has no user to come back for, and RFC 6749 4.4.3
+        // says it should not issue a refresh token.
+        let scope = self.select_scope(&server.meta, false);
+        if let Some(scope) = &scope {
+            pairs.push(("scope", scope.clone()));
+        }
+        if let Some(resource) = &self.resource {
+            pairs.push(("resource", resource.clone()));
+        }
+        self.requested_scope = scope;
+        self.token_request(pairs, false);
+    }
+
+    fn refresh(&mut self) {
+        let Some(refresh_token) =
+            self.tokens.as_ref().and_then(|t| t.refresh_token.as_ref()).map(|t| t.0.clone())
+        else {
+            return;
+        };
+        let mut pairs =
+            vec![("grant_type", "refresh_token".to_owned()), ("refresh_token", refresh_token)];
+        if let Some(resource) = &self.resource {
+            pairs.push(("resource", resource.clone()));
+        }
+        self.token_request(pairs, true);
+    }
+
+    /// A token endpoint request with the client's authentication (RFC 6749 2.3, RFC 7523).
+    fn token_request(&mut self, mut pairs: Vec<(&'static str, String)>, refresh: bool) {
+        let step = if refresh { AuthStep::Refresh } else { AuthStep::Token };
+        let (Some(server), Some(client)) = (self.server.as_ref(), self.client.as_ref()) else {
+            return self.fail(step, AuthFailure::NoClientIdentity);
+        };
+        let endpoint = server.meta.token_endpoint.clone();
+        let mut headers = vec![("Content-Type", FORM.into()), ("Accept", JSON.into())];
+        match client.token_endpoint_auth_method.as_str() {
+            BASIC => {
+                // RFC 6749 2.3.1: both parts form-encoded before base64.
+                let mut userpass = String::new();
+                percent_encode(&client.client_id, &mut userpass);
+                userpass.push(':');
+                percent_encode(
+                    client.client_secret.as_ref().map_or("", |s| s.expose()),
+                    &mut userpass,
+                );
+                headers.push(("Authorization", format!("Basic {}", base64(userpass.as_bytes()))));
+            }
+            POST => {
+                pairs.push(("client_id", client.client_id.clone()));
+                let secret = client.client_secret.as_ref().map_or("", |s| s.expose());
+                pairs.push(("client_secret", secret.to_owned()));
+            }
+            PRIVATE_KEY_JWT => {
+                let Some(key) =
+                    self.config.pre_registered.as_ref().and_then(|p| p.signing_key.as_ref())
+                else {
+                    return self.fail(step, AuthFailure::MissingCredentials);
+                };
+                let iat = self.unix(self.now);
+                let (Some(jti), aud) = (random_token(16), server.meta.issuer.clone()) else {
+                    return self.fail(step, AuthFailure::Crypto);
+                };
+                // RFC 7523 3: the issuer identifies the authorization server as audience.
+                let claims = json!({
+                    "iss": client.client_id, "sub": client.client_id, "aud": aud,
+                    "iat": iat, "exp": iat + 300, "jti": jti,
+                });
+                let Some(assertion) = key.sign_jwt(&claims) else {
+                    return self.fail(step, AuthFailure::Crypto);
+                };
+                pairs.push(("client_id", client.client_id.clone()));
+                pairs.push(("client_assertion_type", JWT_BEARER.to_owned()));
+                pairs.push(("client_assertion", assertion));
+            }
+            _ => pairs.push(("client_id", client.client_id.clone())),
+        }
+        let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let body = form(&borrowed).into_bytes();
+        self.step = Step::Token { refresh };
+        self.send(HttpMethod::Post, endpoint, headers, body);
+    }
+
+    fn on_token(&mut self, now: Instant, refresh: bool, response: HttpResponse<'_>) {
+        let step = if refresh { AuthStep::Refresh } else { AuthStep::Token };
+        if response.status != 200 {
+            if refresh && response.status == 400 {
+                // An expired or revoked refresh token (invalid_grant): start over with the
+                // user rather than fail.
+                if let Some(tokens) = self.tokens.as_mut() {
+                    tokens.refresh_token = None;
+                }
+                if let Some(server) = self.server.clone() {
+                    if self.config.grant == Grant::ClientCredentials {
+                        return self.client_credentials();
+                    }
+                    return self.authorize(&server);
+                }
+            }
+            return self.fail_response(step, response);
+        }
+        let granted = match parse_token_response(response.body) {
+            Ok(t) => t,
+            Err(e) => return self.fail(step, AuthFailure::Malformed(e)),
+        };
+        let previous_refresh = self.tokens.as_ref().and_then(|t| t.refresh_token.clone());
+        self.tokens = Some(Tokens {
+            access_token: granted.access_token,
+            // A refresh response may omit the refresh token: the old one stays valid
+            // (RFC 6749 6).
+            refresh_token: granted.refresh_token.or(if refresh { previous_refresh } else { None }),
+            expires_at: granted.expires_in.map(|s| self.unix(now).saturating_add(s)),
+            scope: granted.scope.or_else(|| self.requested_scope.clone()),
+        });
+        self.save();
+        self.finish(Ok(()));
+    }
+
+    // ---- plumbing ----
+
+    fn fetch_current(&mut self) {
+        let url = match &self.step {
+            Step::Resource { candidates, at, .. } | Step::Server { candidates, at, .. } => {
+                candidates.get(*at).cloned()
+            }
+            _ => None,
+        };
+        if let Some(url) = url {
+            self.send(HttpMethod::Get, url, vec![("Accept", JSON.into())], Vec::new());
+        }
+    }
+
+    fn send(
+        &mut self,
+        method: HttpMethod,
+        url: String,
+        headers: Vec<(&'static str, String)>,
+        body: Vec<u8>,
+    ) {
+        let id = RequestId(self.next_id);
+        self.next_id += 1;
+        self.outstanding = Some(id);
+        self.actions.push_back(Action::Send(HttpRequest { id, method, url, headers, body }));
+    }
+
+    fn save(&mut self) {
+        let Some(issuer) = self.issuer.clone() else { return };
+        // Pre-registered credentials stay with the host; only registrations are stored.
+        let dynamic = self.client.clone().filter(|c| {
+            self.config.pre_registered.as_ref().is_none_or(|p| p.client_id != c.client_id)
+        });
+        let auth = StoredAuth { issuer, client: dynamic, tokens: self.tokens.clone() };
+        self.config.store.save(&self.config.server_url, &auth);
+    }
+
+    fn fail(&mut self, step: AuthStep, reason: AuthFailure) {
+        self.finish(Err(AuthError::new(step, reason)));
+    }
+
+    fn fail_response(&mut self, step: AuthStep, response: HttpResponse<'_>) {
+        let body = parse_error_body(response.body);
+        let mut e = AuthError::new(step, AuthFailure::Status);
+        e.status = Some(response.status);
+        e.error = body.error;
+        self.finish(Err(e));
+    }
+
+    fn finish(&mut self, outcome: Result<(), AuthError>) {
+        self.step = Step::Idle;
+        self.outstanding = None;
+        self.step_up = false;
+        self.actions.push_back(match outcome {
+            Ok(()) => Action::Ready,
+            Err(e) => Action::Failed(e),
+        });
+    }
+
+    fn unix(&self, now: Instant) -> u64 {
+        self.epoch.1 + now.saturating_duration_since(self.epoch.0).as_secs()
+    }
+}

@@ -1,0 +1,242 @@
+//! OAuth 2.1 authorization for HTTP MCP servers, as a sans-IO state machine.
+//!
+//! [`OAuthFlow`] does not touch the network and never reads a clock. The driver that owns the
+//! MCP connection feeds it what the resource server said (a 401 or 403 with its parsed
+//! [`AuthChallenge`](crate::AuthChallenge)) and the answers to the HTTP requests it asked
+//! for; it emits [`Action`]s: an HTTP request to make, an authorization URL for the host's
+//! [`Authorizer`], then `Ready` (a token is available from [`OAuthFlow::bearer`]) or
+//! `Failed` with an [`AuthError`] naming the step.
+//!
+//! What it implements, from the MCP authorization section (2025-11-25 and 2026-07-28):
+//! discovery through Protected Resource Metadata (RFC 9728) and authorization server metadata
+//! (RFC 8414, OpenID Connect Discovery), with the 2025-03-26 fallbacks; client identity from
+//! the host, a Client ID Metadata Document URL, or dynamic registration (RFC 7591); the
+//! authorization code grant with PKCE S256 (RFC 7636), resource indicators (RFC 8707) and the
+//! `iss` response parameter (RFC 9207); the client credentials grant with a secret or
+//! `private_key_jwt` (RFC 7523); scope selection and step-up; refresh; re-registration when
+//! the resource moves to another authorization server.
+//!
+//! # Call order
+//!
+//! After [`OAuthFlow::handle_challenge`], [`OAuthFlow::handle_response`],
+//! [`OAuthFlow::handle_redirect`] or [`OAuthFlow::handle_timeout`]: drain
+//! [`OAuthFlow::poll_action`], then read [`OAuthFlow::poll_timeout`]. One HTTP request is
+//! outstanding at a time; answer it with the [`RequestId`] it carried.
+
+mod crypto;
+mod encode;
+mod error;
+mod flow;
+mod metadata;
+mod store;
+mod url;
+
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub(crate) mod fuzzing;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::time::Duration;
+
+pub use crypto::{JwtAlgorithm, KeyError, SigningKey};
+pub use error::{AuthError, AuthFailure, AuthStep};
+pub use flow::OAuthFlow;
+pub use metadata::ParseError;
+pub use store::{ClientRegistration, MemoryStore, Secret, StoredAuth, TokenStore, Tokens};
+
+/// Which grant obtains tokens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Grant {
+    /// The authorization code grant with PKCE, for a user: the host's [`Authorizer`] takes the
+    /// user to the authorization URL and brings back the redirect to `redirect_uri`.
+    AuthorizationCode {
+        /// Where the authorization server sends the user back (a loopback URL for a native
+        /// host).
+        redirect_uri: String,
+    },
+    /// The client credentials grant, for a machine identity: needs [`PreRegistered`]
+    /// credentials with a secret or a signing key.
+    ClientCredentials,
+}
+
+/// Client credentials the host registered by hand with an authorization server.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct PreRegistered {
+    /// `client_id`.
+    pub client_id: String,
+    /// `client_secret`, for `client_secret_basic` or `client_secret_post`.
+    pub client_secret: Option<Secret>,
+    /// A private key, for `private_key_jwt`.
+    pub signing_key: Option<SigningKey>,
+    /// The issuer these credentials belong to; when set, they are never shown to another.
+    pub issuer: Option<String>,
+}
+
+impl PreRegistered {
+    /// A client ID with a secret.
+    pub fn with_secret(client_id: impl Into<String>, secret: impl Into<String>) -> Self {
+        Self {
+            client_id: client_id.into(),
+            client_secret: Some(Secret::new(secret)),
+            signing_key: None,
+            issuer: None,
+        }
+    }
+
+    /// A client ID with a private key (`private_key_jwt`).
+    pub fn with_key(client_id: impl Into<String>, key: SigningKey) -> Self {
+        Self {
+            client_id: client_id.into(),
+            client_secret: None,
+            signing_key: Some(key),
+            issuer: None,
+        }
+    }
+}
+
+/// How an [`OAuthFlow`] behaves.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct OAuthConfig {
+    /// The MCP server's URL: the resource being protected.
+    pub server_url: String,
+    /// The grant.
+    pub grant: Grant,
+    /// Credentials from the host; used in preference to any registration.
+    pub pre_registered: Option<PreRegistered>,
+    /// The host's Client ID Metadata Document URL, used as `client_id` where the
+    /// authorization server advertises `client_id_metadata_document_supported`.
+    pub client_metadata_url: Option<String>,
+    /// `client_name` in dynamic registration.
+    pub client_name: String,
+    /// Most re-authorizations (after a 401 with a token, or a 403 step-up) before the next
+    /// success; then the flow fails with [`AuthFailure::StepUpLimit`].
+    pub max_reauthorizations: u8,
+    /// How long before expiry a refresh token is used.
+    pub refresh_margin: Duration,
+    /// Where tokens and registrations are kept; [`MemoryStore`] by default.
+    pub store: Box<dyn TokenStore>,
+}
+
+impl OAuthConfig {
+    /// The authorization code grant for `server_url`, redirecting to `redirect_uri`.
+    pub fn authorization_code(
+        server_url: impl Into<String>,
+        redirect_uri: impl Into<String>,
+    ) -> Self {
+        Self::new(server_url.into(), Grant::AuthorizationCode { redirect_uri: redirect_uri.into() })
+    }
+
+    /// The client credentials grant for `server_url` with the host's credentials.
+    pub fn client_credentials(server_url: impl Into<String>, client: PreRegistered) -> Self {
+        let mut config = Self::new(server_url.into(), Grant::ClientCredentials);
+        config.pre_registered = Some(client);
+        config
+    }
+
+    fn new(server_url: String, grant: Grant) -> Self {
+        Self {
+            server_url,
+            grant,
+            pre_registered: None,
+            client_metadata_url: None,
+            client_name: "mcpoll".into(),
+            max_reauthorizations: 3,
+            refresh_margin: Duration::from_secs(60),
+            store: Box::<MemoryStore>::default(),
+        }
+    }
+}
+
+/// Identifies one HTTP request of the flow, to match its response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RequestId(u64);
+
+/// The HTTP method of a flow request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HttpMethod {
+    /// `GET` (metadata).
+    Get,
+    /// `POST` (registration, token).
+    Post,
+}
+
+/// An HTTP request the flow needs made. The driver sends it as is (no redirects followed,
+/// no cookies) and answers with [`OAuthFlow::handle_response`]. `Debug` redacts the
+/// `Authorization` header and the body, which carry secrets.
+#[non_exhaustive]
+pub struct HttpRequest {
+    /// Matches the response.
+    pub id: RequestId,
+    /// `GET` or `POST`.
+    pub method: HttpMethod,
+    /// The absolute URL.
+    pub url: String,
+    /// Headers to send (`Accept`, `Content-Type`, `Authorization` when the client
+    /// authenticates with HTTP Basic).
+    pub headers: Vec<(&'static str, String)>,
+    /// The body: a form or JSON, as `Content-Type` says; empty for `GET`.
+    pub body: Vec<u8>,
+}
+
+impl fmt::Debug for HttpRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let headers: Vec<(&str, &str)> = self
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                (*k, if k.eq_ignore_ascii_case("authorization") { "<redacted>" } else { v })
+            })
+            .collect();
+        f.debug_struct("HttpRequest")
+            .field("id", &self.id)
+            .field("method", &self.method)
+            .field("url", &self.url)
+            .field("headers", &headers)
+            .field("body", &format_args!("<{} bytes>", self.body.len()))
+            .finish()
+    }
+}
+
+/// An HTTP response to a flow request.
+#[derive(Debug, Clone, Copy)]
+pub struct HttpResponse<'a> {
+    /// The status code.
+    pub status: u16,
+    /// The body (the driver caps its size).
+    pub body: &'a [u8],
+}
+
+/// What the flow wants next.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Action {
+    /// Make this request and give its response to [`OAuthFlow::handle_response`], or its
+    /// failure (connect, TLS, timeout, an oversized body) to
+    /// [`OAuthFlow::handle_transport_error`].
+    Send(HttpRequest),
+    /// Take the user to this authorization URL and give the redirect URL it ends at to
+    /// [`OAuthFlow::handle_redirect`] (see [`Authorizer`]).
+    Authorize(String),
+    /// A token is ready: resend the refused request with [`OAuthFlow::bearer`].
+    Ready,
+    /// The flow failed; the refused request fails with this error.
+    Failed(AuthError),
+}
+
+/// The host's side of the authorization code grant: show the user the authorization URL
+/// and return the URL the authorization server redirected to (with `code`, `state` and
+/// perhaps `iss` in its query), or `None` if the user gave up.
+///
+/// A UI host opens a browser and listens on the loopback redirect URI; a headless test
+/// follows the URL with its own HTTP GET and reads `Location`. A host that cannot answer at
+/// once handles [`Action::Authorize`] itself and calls [`OAuthFlow::handle_redirect`] later.
+pub trait Authorizer {
+    /// Returns the redirect URL, or `None`.
+    fn authorize(&mut self, authorization_url: &str) -> Option<String>;
+}

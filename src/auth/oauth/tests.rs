@@ -1,0 +1,1038 @@
+//! The flow against scripted HTTP answers and simulated time: every request it makes is
+//! checked, every answer is written here.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::crypto::s256;
+use super::crypto::tests::es256_pem;
+use super::encode::{base64_decode, parse_query};
+use super::*;
+use crate::AuthChallenge;
+
+const SERVER: &str = "http://mcp.test/mcp";
+const PRM_PATH: &str = "http://mcp.test/.well-known/oauth-protected-resource/mcp";
+const PRM_ROOT: &str = "http://mcp.test/.well-known/oauth-protected-resource";
+const AS: &str = "http://as.test";
+const AS_META: &str = "http://as.test/.well-known/oauth-authorization-server";
+const REDIRECT: &str = "http://127.0.0.1:3000/callback";
+const UNIX: u64 = 1_700_000_000;
+
+struct Harness {
+    flow: OAuthFlow,
+    now: Instant,
+}
+
+fn challenge(resource_metadata: Option<&str>, scope: Option<&str>) -> AuthChallenge {
+    AuthChallenge {
+        resource_metadata: resource_metadata.map(String::from),
+        scope: scope.map(String::from),
+        ..AuthChallenge::default()
+    }
+}
+
+fn prm(resource: &str, server: &str, scopes: Option<&[&str]>) -> Value {
+    let mut v = json!({"resource": resource, "authorization_servers": [server]});
+    if let Some(s) = scopes {
+        v["scopes_supported"] = json!(s);
+    }
+    v
+}
+
+/// Metadata for `issuer` as the conformance suite's mock serves it by default, with `extra`
+/// merged over it.
+fn meta(issuer: &str, extra: Value) -> Value {
+    let mut v = json!({
+        "issuer": issuer,
+        "authorization_endpoint": format!("{issuer}/authorize"),
+        "token_endpoint": format!("{issuer}/token"),
+        "registration_endpoint": format!("{issuer}/register"),
+        "response_types_supported": ["code"],
+        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "code_challenge_methods_supported": ["S256"],
+        "authorization_response_iss_parameter_supported": true,
+        "token_endpoint_auth_methods_supported": ["none"],
+    });
+    for (k, val) in extra.as_object().unwrap() {
+        if val.is_null() {
+            v.as_object_mut().unwrap().remove(k);
+        } else {
+            v[k] = val.clone();
+        }
+    }
+    v
+}
+
+fn fields(text: &str) -> HashMap<String, String> {
+    parse_query(text).into_iter().collect()
+}
+
+fn header<'a>(req: &'a HttpRequest, name: &str) -> Option<&'a str> {
+    req.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+}
+
+impl Harness {
+    fn new(config: OAuthConfig) -> Self {
+        let now = Instant::now();
+        Self { flow: OAuthFlow::new(config, now, UNIX).unwrap(), now }
+    }
+
+    fn code() -> Self {
+        Self::new(OAuthConfig::authorization_code(SERVER, REDIRECT))
+    }
+
+    #[track_caller]
+    fn action(&mut self) -> Action {
+        self.flow.poll_action().expect("an action")
+    }
+
+    #[track_caller]
+    fn nothing(&mut self) {
+        if let Some(a) = self.flow.poll_action() {
+            panic!("unexpected {a:?}");
+        }
+    }
+
+    #[track_caller]
+    fn request(&mut self, method: HttpMethod, url: &str) -> HttpRequest {
+        match self.action() {
+            Action::Send(req) => {
+                assert_eq!((req.method, req.url.as_str()), (method, url));
+                req
+            }
+            other => panic!("expected {method:?} {url}, got {other:?}"),
+        }
+    }
+
+    #[track_caller]
+    fn get(&mut self, url: &str, status: u16, body: &Value) {
+        let req = self.request(HttpMethod::Get, url);
+        self.reply(&req, status, body);
+    }
+
+    #[track_caller]
+    fn post(&mut self, url: &str) -> HttpRequest {
+        self.request(HttpMethod::Post, url)
+    }
+
+    fn reply(&mut self, req: &HttpRequest, status: u16, body: &Value) {
+        let body = body.to_string();
+        self.flow.handle_response(self.now, req.id, HttpResponse { status, body: body.as_bytes() });
+    }
+
+    /// The authorization URL's parameters.
+    #[track_caller]
+    fn authorize(&mut self, endpoint: &str) -> HashMap<String, String> {
+        match self.action() {
+            Action::Authorize(url) => {
+                let (base, query) = url.split_once('?').unwrap();
+                assert_eq!(base, endpoint);
+                fields(query)
+            }
+            other => panic!("expected Authorize, got {other:?}"),
+        }
+    }
+
+    fn redirect(&mut self, query: &str) {
+        self.flow.handle_redirect(self.now, &format!("{REDIRECT}?{query}"));
+    }
+
+    #[track_caller]
+    fn ready(&mut self) {
+        match self.action() {
+            Action::Ready => {}
+            other => panic!("expected Ready, got {other:?}"),
+        }
+        assert!(!self.flow.is_running());
+    }
+
+    #[track_caller]
+    fn failed(&mut self) -> AuthError {
+        match self.action() {
+            Action::Failed(e) => {
+                assert!(!self.flow.is_running());
+                e
+            }
+            other => panic!("expected Failed, got {other:?}"),
+        }
+    }
+
+    fn bearer(&self) -> Option<&str> {
+        self.flow.bearer(self.now).map(Secret::expose)
+    }
+
+    /// PRM from the challenge and default metadata at `as_meta`.
+    fn discover(&mut self, meta_extra: Value, scopes: Option<&[&str]>) {
+        self.flow.handle_challenge(self.now, 401, &challenge(Some(PRM_PATH), None));
+        self.get(PRM_PATH, 200, &prm(SERVER, AS, scopes));
+        self.get(AS_META, 200, &meta(AS, meta_extra));
+    }
+
+    /// Registration answered with `client_id` and `answer` merged in.
+    #[track_caller]
+    fn register(&mut self, answer: Value) -> Value {
+        let req = self.post(&format!("{AS}/register"));
+        assert_eq!(header(&req, "content-type"), Some("application/json"));
+        let body: Value = serde_json::from_slice(&req.body).unwrap();
+        let mut reply = json!({"client_id": "dcr-client"});
+        for (k, v) in answer.as_object().unwrap() {
+            reply[k] = v.clone();
+        }
+        self.reply(&req, 201, &reply);
+        body
+    }
+
+    /// Completes an authorization request with a correct redirect; returns its parameters
+    /// and the token request.
+    #[track_caller]
+    fn grant(&mut self, issuer: &str) -> (HashMap<String, String>, HttpRequest) {
+        let auth = self.authorize(&format!("{issuer}/authorize"));
+        self.redirect(&format!("code=the-code&state={}&iss={issuer}", auth["state"]));
+        let req = self.post(&format!("{issuer}/token"));
+        (auth, req)
+    }
+
+    fn token(&mut self, req: &HttpRequest, access: &str, extra: Value) {
+        let mut body = json!({"access_token": access, "token_type": "Bearer"});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        self.reply(req, 200, &body);
+    }
+}
+
+fn form_of(req: &HttpRequest) -> HashMap<String, String> {
+    assert_eq!(header(req, "content-type"), Some("application/x-www-form-urlencoded"));
+    fields(std::str::from_utf8(&req.body).unwrap())
+}
+
+#[test]
+fn full_flow_with_dynamic_registration() {
+    let mut h = Harness::code();
+    assert_eq!(h.bearer(), None);
+    h.discover(json!({}), None);
+    let dcr = h.register(json!({}));
+    assert_eq!(dcr["application_type"], "native");
+    assert_eq!(dcr["redirect_uris"], json!([REDIRECT]));
+    assert_eq!(dcr["grant_types"], json!(["authorization_code", "refresh_token"]));
+    assert_eq!(dcr["token_endpoint_auth_method"], "none");
+    let (auth, req) = h.grant(AS);
+    assert_eq!(auth["response_type"], "code");
+    assert_eq!(auth["client_id"], "dcr-client");
+    assert_eq!(auth["redirect_uri"], REDIRECT);
+    assert_eq!(auth["code_challenge_method"], "S256");
+    assert_eq!(auth["resource"], SERVER);
+    assert!(!auth.contains_key("scope"), "no scope defined anywhere: none sent");
+    let form = form_of(&req);
+    assert_eq!(form["grant_type"], "authorization_code");
+    assert_eq!(form["code"], "the-code");
+    assert_eq!(form["redirect_uri"], REDIRECT);
+    assert_eq!(form["resource"], SERVER);
+    assert_eq!(form["client_id"], "dcr-client");
+    assert_eq!(s256(&form["code_verifier"]), auth["code_challenge"]);
+    assert_eq!(header(&req, "authorization"), None);
+    h.token(&req, "tok-1", json!({"expires_in": 3600}));
+    h.ready();
+    h.nothing();
+    assert_eq!(h.bearer(), Some("tok-1"));
+    // No refresh token: nothing to wake for, and the token lapses at its expiry.
+    assert_eq!(h.flow.poll_timeout(), None);
+    h.now += Duration::from_secs(3600);
+    assert_eq!(h.bearer(), None);
+}
+
+#[test]
+fn prm_path_aware_then_root_with_path_issuer() {
+    // metadata-var2: no resource_metadata in the challenge; PRM only at the root, naming
+    // the origin; the issuer has a path.
+    let mut h = Harness::code();
+    h.flow.handle_challenge(h.now, 401, &challenge(None, None));
+    h.get(PRM_PATH, 404, &json!({}));
+    h.get(PRM_ROOT, 200, &prm("http://mcp.test", "http://as.test/tenant1", None));
+    let issuer = "http://as.test/tenant1";
+    h.get(
+        "http://as.test/.well-known/oauth-authorization-server/tenant1",
+        200,
+        &meta(issuer, json!({})),
+    );
+    let req = h.post("http://as.test/tenant1/register");
+    h.reply(&req, 201, &json!({"client_id": "c"}));
+    let (auth, req) = h.grant(issuer);
+    // Exactly as published: no slash appended to a pathless identifier.
+    assert_eq!(auth["resource"], "http://mcp.test");
+    assert_eq!(form_of(&req)["resource"], "http://mcp.test");
+}
+
+#[test]
+fn as_metadata_location_order() {
+    // metadata-var3: the issuer has a path and only the path-appended OpenID location
+    // answers; the root OAuth location must never be asked.
+    let mut h = Harness::code();
+    h.flow.handle_challenge(
+        h.now,
+        401,
+        &challenge(Some("http://mcp.test/custom/metadata/location.json"), None),
+    );
+    h.get(
+        "http://mcp.test/custom/metadata/location.json",
+        200,
+        &prm(SERVER, "http://as.test/tenant1", None),
+    );
+    h.get("http://as.test/.well-known/oauth-authorization-server/tenant1", 404, &json!({}));
+    h.get("http://as.test/.well-known/openid-configuration/tenant1", 404, &json!({}));
+    h.get(
+        "http://as.test/tenant1/.well-known/openid-configuration",
+        200,
+        &meta("http://as.test/tenant1", json!({})),
+    );
+    h.post("http://as.test/tenant1/register");
+
+    // metadata-var1: a pathless issuer with only OpenID configuration.
+    let mut h = Harness::code();
+    h.flow.handle_challenge(h.now, 401, &challenge(None, None));
+    h.get(PRM_PATH, 200, &prm(SERVER, AS, None));
+    h.get(AS_META, 404, &json!({}));
+    h.get("http://as.test/.well-known/openid-configuration", 200, &meta(AS, json!({})));
+    h.register(json!({}));
+    h.grant(AS);
+}
+
+#[test]
+fn legacy_metadata_at_server_root() {
+    // 2025-03-26: no PRM; the metadata is at the server's origin, its endpoints elsewhere.
+    let mut h = Harness::code();
+    h.flow.handle_challenge(h.now, 401, &challenge(None, None));
+    h.get(PRM_PATH, 404, &json!({}));
+    h.get(PRM_ROOT, 404, &json!({}));
+    let origin = "http://mcp.test";
+    let m = meta(
+        origin,
+        json!({
+            "authorization_endpoint": "http://mcp.test/oauth/authorize",
+            "token_endpoint": "http://mcp.test/oauth/token",
+            "registration_endpoint": "http://mcp.test/oauth/register",
+        }),
+    );
+    h.get("http://mcp.test/.well-known/oauth-authorization-server", 200, &m);
+    let req = h.post("http://mcp.test/oauth/register");
+    h.reply(&req, 201, &json!({"client_id": "c"}));
+    let auth = h.authorize("http://mcp.test/oauth/authorize");
+    assert!(!auth.contains_key("resource"), "no PRM: no resource identifier to send");
+    h.redirect(&format!("code=x&state={}&iss={origin}", auth["state"]));
+    let req = h.post("http://mcp.test/oauth/token");
+    assert!(!form_of(&req).contains_key("resource"));
+    h.token(&req, "t", json!({}));
+    h.ready();
+}
+
+#[test]
+fn legacy_default_endpoints() {
+    // 2025-03-26 with no metadata at all: /authorize, /token, /register at the origin, and
+    // no iss expected (nothing advertised it).
+    let mut h = Harness::code();
+    h.flow.handle_challenge(h.now, 401, &challenge(None, None));
+    h.get(PRM_PATH, 404, &json!({}));
+    h.get(PRM_ROOT, 404, &json!({}));
+    h.get("http://mcp.test/.well-known/oauth-authorization-server", 404, &json!({}));
+    h.get("http://mcp.test/.well-known/openid-configuration", 404, &json!({}));
+    let req = h.post("http://mcp.test/register");
+    let dcr: Value = serde_json::from_slice(&req.body).unwrap();
+    // Nothing published: client_secret_basic is the RFC 8414 default.
+    assert_eq!(dcr["token_endpoint_auth_method"], "client_secret_basic");
+    h.reply(&req, 201, &json!({"client_id": "c", "client_secret": "s"}));
+    let auth = h.authorize("http://mcp.test/authorize");
+    h.redirect(&format!("code=x&state={}", auth["state"]));
+    let req = h.post("http://mcp.test/token");
+    assert_eq!(header(&req, "authorization"), Some("Basic Yzpz"));
+    h.token(&req, "t", json!({}));
+    h.ready();
+}
+
+#[test]
+fn refuses_wrong_resource() {
+    let mut h = Harness::code();
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    h.get(PRM_PATH, 200, &prm("https://evil.example.com/mcp", AS, None));
+    let e = h.failed();
+    assert_eq!(e.step, AuthStep::Discovery);
+    assert_eq!(
+        e.reason,
+        AuthFailure::ResourceMismatch { resource: "https://evil.example.com/mcp".into() }
+    );
+    h.nothing();
+    assert_eq!(h.bearer(), None);
+}
+
+#[test]
+fn refuses_wrong_issuer() {
+    let mut h = Harness::code();
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    h.get(PRM_PATH, 200, &prm(SERVER, AS, None));
+    h.get(AS_META, 200, &meta("https://attacker.example.com", json!({})));
+    let e = h.failed();
+    assert_eq!(
+        (e.step, e.reason),
+        (
+            AuthStep::Discovery,
+            AuthFailure::IssuerMismatch { issuer: "https://attacker.example.com".into() }
+        )
+    );
+    h.nothing();
+}
+
+/// Runs the flow to the redirect with `iss_supported` and answers with `iss`; returns
+/// whether a token request followed, or the error.
+fn iss_case(iss_supported: Option<bool>, iss: Option<&str>) -> Result<(), AuthError> {
+    let mut h = Harness::code();
+    let advertised = match iss_supported {
+        Some(b) => json!(b),
+        None => Value::Null,
+    };
+    h.discover(json!({"authorization_response_iss_parameter_supported": advertised}), None);
+    h.register(json!({}));
+    let auth = h.authorize(&format!("{AS}/authorize"));
+    let mut query = format!("code=c&state={}", auth["state"]);
+    if let Some(iss) = iss {
+        query.push_str("&iss=");
+        super::encode::percent_encode(iss, &mut query);
+    }
+    h.redirect(&query);
+    match h.action() {
+        Action::Send(req) => {
+            assert_eq!(req.url, format!("{AS}/token"));
+            Ok(())
+        }
+        Action::Failed(e) => {
+            h.nothing();
+            Err(e)
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn iss_response_parameter() {
+    assert_eq!(iss_case(Some(true), Some(AS)), Ok(()));
+    assert_eq!(iss_case(None, None), Ok(()));
+    assert_eq!(iss_case(Some(false), None), Ok(()));
+    assert_eq!(iss_case(None, Some(AS)), Ok(()));
+    let e = iss_case(Some(true), None).unwrap_err();
+    assert_eq!((e.step, e.reason), (AuthStep::Authorization, AuthFailure::IssMissing));
+    for (supported, iss) in [
+        (Some(true), "https://evil.example.com"),
+        (None, "https://evil.example.com"),
+        // Exact comparison: a trailing slash or other case is another issuer.
+        (Some(true), "http://as.test/"),
+        (Some(true), "HTTP://as.test"),
+    ] {
+        let e = iss_case(supported, Some(iss)).unwrap_err();
+        assert_eq!(e.reason, AuthFailure::IssMismatch { iss: iss.into() }, "{iss}");
+    }
+}
+
+#[test]
+fn redirect_state_and_error() {
+    let mut h = Harness::code();
+    h.discover(json!({}), None);
+    h.register(json!({}));
+    let auth = h.authorize(&format!("{AS}/authorize"));
+    h.redirect(&format!("code=c&state=forged&iss={AS}"));
+    assert_eq!(h.failed().reason, AuthFailure::StateMismatch);
+    let _ = auth;
+
+    let mut h = Harness::code();
+    h.discover(json!({}), None);
+    h.register(json!({}));
+    let auth = h.authorize(&format!("{AS}/authorize"));
+    h.redirect(&format!("error=access_denied&state={}&iss={AS}", auth["state"]));
+    let e = h.failed();
+    assert_eq!(
+        (e.step, e.reason, e.error.as_deref()),
+        (AuthStep::Authorization, AuthFailure::Denied, Some("access_denied"))
+    );
+
+    // The host gives up while the user is away; the late redirect changes nothing.
+    let mut h = Harness::code();
+    h.discover(json!({}), None);
+    h.register(json!({}));
+    let auth = h.authorize(&format!("{AS}/authorize"));
+    h.flow.abandon();
+    assert_eq!(h.failed().reason, AuthFailure::Declined);
+    h.redirect(&format!("code=c&state={}&iss={AS}", auth["state"]));
+    h.nothing();
+    h.flow.abandon();
+    h.nothing();
+
+    // A redirect with no flow waiting is ignored.
+    h.redirect("code=c&state=x");
+    h.nothing();
+}
+
+#[test]
+fn client_id_metadata_document() {
+    let cimd = "https://client.example/metadata.json";
+    let mut config = OAuthConfig::authorization_code(SERVER, REDIRECT);
+    config.client_metadata_url = Some(cimd.into());
+    let mut h = Harness::new(config);
+    h.discover(json!({"client_id_metadata_document_supported": true}), None);
+    // No registration: the URL is the client_id.
+    let (auth, req) = h.grant(AS);
+    assert_eq!(auth["client_id"], cimd);
+    assert_eq!(form_of(&req)["client_id"], cimd);
+
+    // Without the server's support the URL is not used.
+    let mut config = OAuthConfig::authorization_code(SERVER, REDIRECT);
+    config.client_metadata_url = Some(cimd.into());
+    let mut h = Harness::new(config);
+    h.discover(json!({}), None);
+    h.register(json!({}));
+}
+
+#[test]
+fn pre_registered_client() {
+    let mut config = OAuthConfig::authorization_code(SERVER, REDIRECT);
+    config.pre_registered =
+        Some(PreRegistered::with_secret("pre-registered-client", "pre-registered-secret"));
+    let mut h = Harness::new(config);
+    h.discover(json!({"registration_endpoint": null, "token_endpoint_auth_methods_supported": ["client_secret_basic"]}), None);
+    let (auth, req) = h.grant(AS);
+    assert_eq!(auth["client_id"], "pre-registered-client");
+    let basic = header(&req, "authorization").unwrap().strip_prefix("Basic ").unwrap();
+    assert_eq!(base64_decode(basic).unwrap(), b"pre-registered-client:pre-registered-secret");
+    let form = form_of(&req);
+    assert!(!form.contains_key("client_secret") && !form.contains_key("client_id"));
+
+    // Credentials bound to another issuer are not shown to this one; with no registration
+    // endpoint there is then no identity at all.
+    let mut config = OAuthConfig::authorization_code(SERVER, REDIRECT);
+    let mut pre = PreRegistered::with_secret("c", "s");
+    pre.issuer = Some("https://other-as.example".into());
+    config.pre_registered = Some(pre);
+    let mut h = Harness::new(config);
+    h.discover(json!({"registration_endpoint": null}), None);
+    let e = h.failed();
+    assert_eq!((e.step, e.reason), (AuthStep::Registration, AuthFailure::NoClientIdentity));
+}
+
+#[test]
+fn token_endpoint_auth_methods() {
+    for method in ["client_secret_basic", "client_secret_post", "none"] {
+        let mut h = Harness::code();
+        h.discover(json!({"token_endpoint_auth_methods_supported": [method]}), None);
+        let secret = if method == "none" { Value::Null } else { json!("sec ret") };
+        let dcr =
+            h.register(json!({"client_secret": secret, "token_endpoint_auth_method": method}));
+        assert_eq!(dcr["token_endpoint_auth_method"], method);
+        let (_, req) = h.grant(AS);
+        let form = form_of(&req);
+        let basic = header(&req, "authorization");
+        match method {
+            "client_secret_basic" => {
+                let creds = base64_decode(basic.unwrap().strip_prefix("Basic ").unwrap()).unwrap();
+                // RFC 6749 2.3.1: form-encoded before base64.
+                assert_eq!(creds, b"dcr-client:sec%20ret");
+                assert!(!form.contains_key("client_secret"));
+            }
+            "client_secret_post" => {
+                assert_eq!(basic, None);
+                assert_eq!(
+                    (form["client_id"].as_str(), form["client_secret"].as_str()),
+                    ("dcr-client", "sec ret")
+                );
+            }
+            _ => {
+                assert_eq!(basic, None);
+                assert_eq!(form["client_id"], "dcr-client");
+                assert!(!form.contains_key("client_secret"));
+            }
+        }
+        h.token(&req, "t", json!({}));
+        h.ready();
+    }
+}
+
+#[track_caller]
+fn requested_scope(
+    challenge_scope: Option<&str>,
+    prm_scopes: Option<&[&str]>,
+    as_scopes: Option<&[&str]>,
+) -> Option<String> {
+    let mut h = Harness::code();
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), challenge_scope));
+    h.get(PRM_PATH, 200, &prm(SERVER, AS, prm_scopes));
+    h.get(AS_META, 200, &meta(AS, json!({"scopes_supported": as_scopes})));
+    h.register(json!({}));
+    h.authorize(&format!("{AS}/authorize")).remove("scope")
+}
+
+#[test]
+fn scope_selection() {
+    let all: &[&str] = &["mcp:basic", "mcp:read", "mcp:write"];
+    assert_eq!(requested_scope(Some("mcp:basic"), Some(all), None).as_deref(), Some("mcp:basic"));
+    assert_eq!(
+        requested_scope(None, Some(all), None).as_deref(),
+        Some("mcp:basic mcp:read mcp:write")
+    );
+    assert_eq!(requested_scope(None, None, None), None);
+    assert_eq!(requested_scope(Some("  "), None, None), None);
+    // offline_access only where the authorization server lists it.
+    assert_eq!(
+        requested_scope(None, Some(&["mcp:basic"]), Some(&["mcp:basic", "offline_access"]))
+            .as_deref(),
+        Some("mcp:basic offline_access")
+    );
+    assert_eq!(
+        requested_scope(None, Some(&["mcp:basic", "mcp:read"]), Some(&["mcp:basic", "mcp:read"]))
+            .as_deref(),
+        Some("mcp:basic mcp:read")
+    );
+}
+
+#[test]
+fn no_refresh_token_grant_when_unsupported() {
+    let mut h = Harness::code();
+    h.discover(json!({"grant_types_supported": ["authorization_code"]}), None);
+    let dcr = h.register(json!({}));
+    assert_eq!(dcr["grant_types"], json!(["authorization_code"]));
+}
+
+/// A flow through its first token with scope `mcp:basic` from the challenge.
+fn ready_with_scope(config: OAuthConfig) -> Harness {
+    let mut h = Harness::new(config);
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), Some("mcp:basic")));
+    h.get(PRM_PATH, 200, &prm(SERVER, AS, Some(&["mcp:profile"])));
+    h.get(AS_META, 200, &meta(AS, json!({})));
+    h.register(json!({}));
+    let (auth, req) = h.grant(AS);
+    assert_eq!(auth["scope"], "mcp:basic");
+    h.token(&req, "t1", json!({"scope": "mcp:basic"}));
+    h.ready();
+    h.flow.handle_authorized();
+    h
+}
+
+fn step_up(h: &mut Harness, scope: &str) {
+    let c = AuthChallenge {
+        error: Some("insufficient_scope".into()),
+        ..challenge(Some(PRM_PATH), Some(scope))
+    };
+    h.flow.handle_challenge(h.now, 403, &c);
+}
+
+#[test]
+fn step_up_asks_for_the_union() {
+    let mut h = ready_with_scope(OAuthConfig::authorization_code(SERVER, REDIRECT));
+    step_up(&mut h, "mcp:write");
+    h.get(PRM_PATH, 200, &prm(SERVER, AS, Some(&["mcp:profile"])));
+    h.get(AS_META, 200, &meta(AS, json!({})));
+    // The registration is kept; only the authorization is repeated.
+    let (auth, req) = h.grant(AS);
+    assert_eq!(auth["scope"], "mcp:basic mcp:write");
+    h.token(&req, "t2", json!({}));
+    h.ready();
+    assert_eq!(h.bearer(), Some("t2"));
+}
+
+#[test]
+fn step_up_is_bounded() {
+    // The same scope again after it was asked for: no new authorization at all.
+    let mut h = ready_with_scope(OAuthConfig::authorization_code(SERVER, REDIRECT));
+    step_up(&mut h, "mcp:basic");
+    let e = h.failed();
+    assert_eq!((e.step, e.reason), (AuthStep::Authorization, AuthFailure::StepUpLimit));
+    h.nothing();
+
+    // New scopes each time: at most max_reauthorizations in a row without a success.
+    let mut config = OAuthConfig::authorization_code(SERVER, REDIRECT);
+    config.max_reauthorizations = 2;
+    let mut h = ready_with_scope(config);
+    for i in 0..2 {
+        step_up(&mut h, &format!("extra:{i}"));
+        h.get(PRM_PATH, 200, &prm(SERVER, AS, None));
+        h.get(AS_META, 200, &meta(AS, json!({})));
+        let (_, req) = h.grant(AS);
+        h.token(&req, "t", json!({}));
+        h.ready();
+    }
+    step_up(&mut h, "extra:9");
+    assert_eq!(h.failed().reason, AuthFailure::StepUpLimit);
+    // A success starts the count over.
+    h.flow.handle_authorized();
+    step_up(&mut h, "extra:10");
+    h.request(HttpMethod::Get, PRM_PATH);
+
+    // A 403 for anything but scope is final.
+    let mut h = Harness::code();
+    let c = AuthChallenge { error: Some("forbidden".into()), ..AuthChallenge::default() };
+    h.flow.handle_challenge(h.now, 403, &c);
+    let e = h.failed();
+    assert_eq!((e.status, e.error.as_deref()), (Some(403), Some("forbidden")));
+}
+
+/// A flow through a token that expires in an hour, with a refresh token.
+fn ready_refreshable() -> Harness {
+    let mut h = Harness::code();
+    h.discover(json!({}), None);
+    h.register(json!({}));
+    let (_, req) = h.grant(AS);
+    h.token(&req, "t1", json!({"expires_in": 3600, "refresh_token": "r1"}));
+    h.ready();
+    h
+}
+
+#[test]
+fn refresh_before_expiry() {
+    let mut h = ready_refreshable();
+    let start = h.now;
+    assert_eq!(h.flow.poll_timeout(), Some(start + Duration::from_secs(3540)));
+    h.now = start + Duration::from_secs(3000);
+    h.flow.handle_timeout(h.now);
+    h.nothing();
+    h.now = start + Duration::from_secs(3540);
+    h.flow.handle_timeout(h.now);
+    let req = h.post(&format!("{AS}/token"));
+    let form = form_of(&req);
+    assert_eq!(form["grant_type"], "refresh_token");
+    assert_eq!(form["refresh_token"], "r1");
+    assert_eq!(form["resource"], SERVER);
+    assert_eq!(form["client_id"], "dcr-client");
+    assert_eq!(h.flow.poll_timeout(), None, "no timer while refreshing");
+    // The refresh response omits the refresh token: the old one stays.
+    h.token(&req, "t2", json!({"expires_in": 3600}));
+    h.ready();
+    assert_eq!(h.bearer(), Some("t2"));
+    assert_eq!(h.flow.poll_timeout(), Some(h.now + Duration::from_secs(3540)));
+}
+
+#[test]
+fn refresh_on_401_then_fallback_to_authorization() {
+    let mut h = ready_refreshable();
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    h.get(PRM_PATH, 200, &prm(SERVER, AS, None));
+    h.get(AS_META, 200, &meta(AS, json!({})));
+    let req = h.post(&format!("{AS}/token"));
+    assert_eq!(form_of(&req)["grant_type"], "refresh_token");
+    // The refresh token is dead: ask the user again instead of failing.
+    h.reply(&req, 400, &json!({"error": "invalid_grant"}));
+    let (_, req) = h.grant(AS);
+    assert_eq!(form_of(&req)["grant_type"], "authorization_code");
+    h.token(&req, "t3", json!({}));
+    h.ready();
+
+    // A refresh failing otherwise is a Refresh error with the server's words.
+    let mut h = ready_refreshable();
+    h.now += Duration::from_secs(3600);
+    assert_eq!(h.bearer(), None);
+    h.flow.handle_timeout(h.now);
+    let req = h.post(&format!("{AS}/token"));
+    h.reply(&req, 503, &json!({"error": "temporarily_unavailable"}));
+    let e = h.failed();
+    assert_eq!(
+        (e.step, e.status, e.error.as_deref()),
+        (AuthStep::Refresh, Some(503), Some("temporarily_unavailable"))
+    );
+}
+
+#[test]
+fn authorization_server_migration() {
+    let as2 = "http://as2.test";
+    let mut h = ready_refreshable();
+    h.flow.handle_authorized();
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), Some("mcp:basic")));
+    h.get(PRM_PATH, 200, &prm(SERVER, as2, None));
+    // Old client and tokens are gone before anything reaches the new server.
+    assert_eq!(h.bearer(), None);
+    h.get("http://as2.test/.well-known/oauth-authorization-server", 200, &meta(as2, json!({})));
+    let req = h.post("http://as2.test/register");
+    h.reply(&req, 201, &json!({"client_id": "as2-client"}));
+    let (auth, req) = h.grant(as2);
+    assert_eq!(auth["client_id"], "as2-client");
+    let form = form_of(&req);
+    assert_eq!(form["client_id"], "as2-client");
+    assert_eq!(form["grant_type"], "authorization_code", "no refresh token from the old server");
+    h.token(&req, "as2-token", json!({}));
+    h.ready();
+    assert_eq!(h.bearer(), Some("as2-token"));
+}
+
+#[test]
+fn host_credentials_stay_with_their_first_server() {
+    // Pre-registered credentials with no issuer named are bound to the server they were
+    // first used at: when the resource moves, they are not shown to the new one.
+    let as2 = "http://as2.test";
+    let mut config = OAuthConfig::authorization_code(SERVER, REDIRECT);
+    config.pre_registered = Some(PreRegistered::with_secret("pre-client", "pre-secret"));
+    let mut h = Harness::new(config);
+    h.discover(json!({"registration_endpoint": null}), None);
+    let (auth, req) = h.grant(AS);
+    assert_eq!(auth["client_id"], "pre-client");
+    h.token(&req, "t1", json!({}));
+    h.ready();
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    h.get(PRM_PATH, 200, &prm(SERVER, as2, None));
+    let m = meta(as2, json!({"registration_endpoint": null}));
+    h.get("http://as2.test/.well-known/oauth-authorization-server", 200, &m);
+    let e = h.failed();
+    assert_eq!((e.step, e.reason), (AuthStep::Registration, AuthFailure::NoClientIdentity));
+
+    // The same for a machine identity.
+    let pre = PreRegistered::with_secret("cc", "secret");
+    let mut h = Harness::new(OAuthConfig::client_credentials(SERVER, pre));
+    h.discover(json!({}), None);
+    let req = h.post(&format!("{AS}/token"));
+    h.token(&req, "t1", json!({}));
+    h.ready();
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    h.get(PRM_PATH, 200, &prm(SERVER, as2, None));
+    h.get("http://as2.test/.well-known/oauth-authorization-server", 200, &meta(as2, json!({})));
+    assert_eq!(h.failed().reason, AuthFailure::NoClientIdentity);
+}
+
+#[test]
+fn store_keeps_tokens_and_registration() {
+    #[derive(Debug, Default)]
+    struct Shared(std::rc::Rc<std::cell::RefCell<MemoryStore>>);
+    impl TokenStore for Shared {
+        fn load(&mut self, r: &str) -> Option<StoredAuth> {
+            self.0.borrow_mut().load(r)
+        }
+        fn save(&mut self, r: &str, a: &StoredAuth) {
+            self.0.borrow_mut().save(r, a)
+        }
+        fn clear(&mut self, r: &str) {
+            self.0.borrow_mut().clear(r)
+        }
+    }
+    let store = Shared::default();
+    let mut config = OAuthConfig::authorization_code(SERVER, REDIRECT);
+    config.store = Box::new(Shared(store.0.clone()));
+    let mut h = Harness::new(config);
+    h.discover(json!({}), None);
+    h.register(json!({}));
+    let (_, req) = h.grant(AS);
+    h.token(&req, "kept", json!({"expires_in": 60}));
+    h.ready();
+    let saved = store.0.borrow_mut().load(SERVER).unwrap();
+    assert_eq!(saved.issuer, AS);
+    assert_eq!(saved.client.unwrap().client_id, "dcr-client");
+    assert_eq!(saved.tokens.as_ref().unwrap().expires_at, Some(UNIX + 60));
+    assert!(!format!("{:?}", h.flow).contains("kept"));
+
+    // A restart: the token is there at once, and expires when it said.
+    let mut config = OAuthConfig::authorization_code(SERVER, REDIRECT);
+    config.store = Box::new(Shared(store.0.clone()));
+    let now = Instant::now();
+    let flow = OAuthFlow::new(config, now, UNIX + 30).unwrap();
+    assert_eq!(flow.bearer(now).map(Secret::expose), Some("kept"));
+    assert_eq!(flow.bearer(now + Duration::from_secs(30)), None);
+}
+
+#[test]
+fn client_credentials_with_secret() {
+    let pre = PreRegistered::with_secret("conformance-test-client", "conformance-test-secret");
+    let mut h = Harness::new(OAuthConfig::client_credentials(SERVER, pre));
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    h.get(PRM_PATH, 200, &prm(SERVER, AS, Some(&["mcp:basic"])));
+    h.get(AS_META, 200, &meta(AS, json!({"grant_types_supported": ["client_credentials"], "token_endpoint_auth_methods_supported": ["client_secret_basic"]})));
+    let req = h.post(&format!("{AS}/token"));
+    let form = form_of(&req);
+    assert_eq!(form["grant_type"], "client_credentials");
+    assert_eq!(form["scope"], "mcp:basic");
+    assert_eq!(form["resource"], SERVER);
+    let basic = header(&req, "authorization").unwrap().strip_prefix("Basic ").unwrap();
+    assert_eq!(base64_decode(basic).unwrap(), b"conformance-test-client:conformance-test-secret");
+    h.token(&req, "cc-token", json!({"scope": "mcp:basic"}));
+    h.ready();
+    assert_eq!(h.bearer(), Some("cc-token"));
+    h.flow.handle_authorized();
+
+    // Step-up for a machine identity: a new token for the union, no user involved.
+    step_up(&mut h, "mcp:admin");
+    h.get(PRM_PATH, 200, &prm(SERVER, AS, Some(&["mcp:basic"])));
+    h.get(AS_META, 200, &meta(AS, json!({"scopes_supported": ["mcp:basic", "offline_access"]})));
+    let req = h.post(&format!("{AS}/token"));
+    assert_eq!(form_of(&req)["scope"], "mcp:basic mcp:admin");
+    h.token(&req, "cc-token-2", json!({}));
+    h.ready();
+
+    // Without a secret or key there is nothing to authenticate with.
+    let pre = PreRegistered { client_secret: None, ..PreRegistered::with_secret("c", "") };
+    let mut h = Harness::new(OAuthConfig::client_credentials(SERVER, pre));
+    h.discover(json!({}), None);
+    assert_eq!(h.failed().reason, AuthFailure::MissingCredentials);
+}
+
+#[test]
+fn client_credentials_with_private_key_jwt() {
+    use ring::signature::{UnparsedPublicKey, ECDSA_P256_SHA256_FIXED};
+    let (pem, public) = es256_pem();
+    let key = SigningKey::from_pkcs8_pem(&pem, JwtAlgorithm::Es256).unwrap();
+    let mut h =
+        Harness::new(OAuthConfig::client_credentials(SERVER, PreRegistered::with_key("cc", key)));
+    h.now += Duration::from_secs(10);
+    h.discover(json!({"token_endpoint_auth_methods_supported": ["private_key_jwt"], "token_endpoint_auth_signing_alg_values_supported": ["ES256"]}), None);
+    let req = h.post(&format!("{AS}/token"));
+    assert_eq!(header(&req, "authorization"), None);
+    let form = form_of(&req);
+    assert_eq!(
+        form["client_assertion_type"],
+        "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+    );
+    let jwt = &form["client_assertion"];
+    let (input, sig) = jwt.rsplit_once('.').unwrap();
+    UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, &public)
+        .verify(input.as_bytes(), &base64_decode(sig).unwrap())
+        .unwrap();
+    let claims: Value =
+        serde_json::from_slice(&base64_decode(input.split('.').nth(1).unwrap()).unwrap()).unwrap();
+    assert_eq!(
+        (claims["iss"].as_str(), claims["sub"].as_str(), claims["aud"].as_str()),
+        (Some("cc"), Some("cc"), Some(AS))
+    );
+    assert_eq!(claims["iat"], UNIX + 10);
+    assert_eq!(claims["exp"], UNIX + 310);
+    assert!(claims["jti"].as_str().is_some_and(|j| j.len() >= 16));
+    h.token(&req, "cc-token", json!({}));
+    h.ready();
+}
+
+#[test]
+fn malformed_and_refused_answers() {
+    // Metadata that is not JSON.
+    let mut h = Harness::code();
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    let req = h.request(HttpMethod::Get, PRM_PATH);
+    h.flow.handle_response(h.now, req.id, HttpResponse { status: 200, body: b"<html>" });
+    let e = h.failed();
+    assert_eq!(
+        (e.step, e.reason),
+        (AuthStep::Discovery, AuthFailure::Malformed(ParseError::NotJson))
+    );
+
+    // The challenge's PRM URL fails: no guessing elsewhere.
+    let mut h = Harness::code();
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    h.get(PRM_PATH, 500, &json!({}));
+    assert_eq!(h.failed().status, Some(500));
+
+    // PRM found but its server publishes no metadata.
+    let mut h = Harness::code();
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    h.get(PRM_PATH, 200, &prm(SERVER, AS, None));
+    h.get(AS_META, 404, &json!({}));
+    h.get("http://as.test/.well-known/openid-configuration", 404, &json!({}));
+    let e = h.failed();
+    assert_eq!(
+        (e.step, e.reason, e.status),
+        (AuthStep::Discovery, AuthFailure::NoMetadata, Some(404))
+    );
+
+    // No PKCE S256 on offer.
+    let mut h = Harness::code();
+    h.discover(json!({"code_challenge_methods_supported": ["plain"]}), None);
+    h.register(json!({}));
+    assert_eq!(h.failed().reason, AuthFailure::PkceUnsupported);
+
+    // Registration refused.
+    let mut h = Harness::code();
+    h.discover(json!({}), None);
+    let req = h.post(&format!("{AS}/register"));
+    h.reply(&req, 400, &json!({"error": "invalid_client_metadata"}));
+    let e = h.failed();
+    assert_eq!(
+        (e.step, e.status, e.error.as_deref()),
+        (AuthStep::Registration, Some(400), Some("invalid_client_metadata"))
+    );
+
+    // Token refused, then a token response without a token.
+    for (status, body, reason) in [
+        (401, json!({"error": "invalid_client"}), AuthFailure::Status),
+        (
+            200,
+            json!({"token_type": "Bearer"}),
+            AuthFailure::Malformed(ParseError::Missing("access_token")),
+        ),
+    ] {
+        let mut h = Harness::code();
+        h.discover(json!({}), None);
+        h.register(json!({}));
+        let (_, req) = h.grant(AS);
+        h.reply(&req, status, &body);
+        let e = h.failed();
+        assert_eq!((e.step, e.reason), (AuthStep::Token, reason));
+        assert_eq!(h.bearer(), None);
+    }
+
+    // Display names the step, status and code.
+    let mut e = AuthError::new(AuthStep::Token, AuthFailure::Status);
+    e.status = Some(401);
+    e.error = Some("invalid_client".into());
+    assert_eq!(
+        e.to_string(),
+        "OAuth token failed: unexpected HTTP status (HTTP 401) [invalid_client]"
+    );
+}
+
+#[test]
+fn transport_failures_name_the_step() {
+    let mut h = Harness::code();
+    h.flow.handle_challenge(h.now, 401, &challenge(None, None));
+    let req = h.request(HttpMethod::Get, PRM_PATH);
+    h.flow.handle_transport_error(h.now, RequestId(99));
+    h.nothing();
+    h.flow.handle_transport_error(h.now, req.id);
+    let e = h.failed();
+    // Not taken for a missing document: no next location, no legacy fallback.
+    assert_eq!((e.step, e.reason, e.status), (AuthStep::Discovery, AuthFailure::Transport, None));
+    h.nothing();
+
+    let mut h = ready_refreshable();
+    h.now += Duration::from_secs(3600);
+    h.flow.handle_timeout(h.now);
+    let req = h.post(&format!("{AS}/token"));
+    h.flow.handle_transport_error(h.now, req.id);
+    assert_eq!(h.failed().step, AuthStep::Refresh);
+}
+
+#[test]
+fn stale_answers_and_overlapping_challenges() {
+    let mut h = Harness::code();
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    let first = h.request(HttpMethod::Get, PRM_PATH);
+    // A second 401 while the flow runs starts nothing new.
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    h.nothing();
+    // Nor does a redirect nobody asked for disturb it.
+    h.redirect("code=c&state=s");
+    h.nothing();
+    assert!(h.flow.is_running());
+    // A response with another id is ignored; the real one goes on.
+    let stale = HttpRequest {
+        id: RequestId(99),
+        method: HttpMethod::Get,
+        url: String::new(),
+        headers: Vec::new(),
+        body: Vec::new(),
+    };
+    h.reply(&stale, 200, &prm(SERVER, AS, None));
+    h.nothing();
+    h.reply(&first, 200, &prm(SERVER, AS, None));
+    h.request(HttpMethod::Get, AS_META);
+    assert!(OAuthFlow::new(OAuthConfig::authorization_code("mcp.test/mcp", REDIRECT), h.now, 0)
+        .is_err());
+}
+
+#[test]
+fn request_debug_redacts() {
+    let req = HttpRequest {
+        id: RequestId(1),
+        method: HttpMethod::Post,
+        url: "http://as.test/token".into(),
+        headers: vec![("Authorization", "Basic c2VjcmV0".into())],
+        body: b"refresh_token=SECRET".to_vec(),
+    };
+    let text = format!("{req:?}");
+    assert!(!text.contains("c2VjcmV0") && !text.contains("SECRET"), "{text}");
+}

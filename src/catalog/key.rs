@@ -1,0 +1,238 @@
+//! The cache key: everything that can make a server answer a list differently.
+//!
+//! A URL alone is never enough: the same endpoint lists different tools per principal, per
+//! granted scope, per tenant, per negotiated version and per advertised client capability or
+//! extension. Each part is hashed ([`super::hash`], domain-separated by a tag and framed by
+//! length) so the key is a small `Copy` value that holds no secrets and costs nothing to
+//! compare. Parts come from the host and its auth layer, not from peers, so a 64-bit
+//! fingerprint per part is enough to tell them apart.
+//!
+//! [`CacheKey::partition`] maps a key to where an entry lives: `cacheScope: "public"` erases
+//! the principal, scope and tenant so every principal of the same server (and the same
+//! transport, version and profiles) shares the entry; `"private"` keeps them.
+
+use super::canonical::{self, CanonicalError};
+use super::hash::StableHasher;
+use super::hints::CacheScope;
+
+/// One hashed part of a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct KeyPart(u64);
+
+impl KeyPart {
+    fn of(tag: &str, fields: &[&str]) -> Self {
+        let mut h = StableHasher::new();
+        h.write_framed(tag);
+        for f in fields {
+            h.write_framed(f);
+        }
+        KeyPart(h.finish().as_u64())
+    }
+}
+
+/// How the client reaches the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Transport {
+    Stdio,
+    Http,
+}
+
+/// The readable inputs of a key, as the host knows them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeyParts<'a> {
+    /// The logical server identity the host gave the server (not its URL or command line).
+    pub(crate) server: &'a str,
+    pub(crate) transport: Transport,
+    /// The negotiated protocol version, e.g. `2026-07-28`.
+    pub(crate) protocol_version: &'a str,
+    /// The authenticated principal; `None` for an unauthenticated connection.
+    pub(crate) principal: Option<&'a str>,
+    /// The granted scopes, in any order; duplicates do not count.
+    pub(crate) granted_scopes: &'a [&'a str],
+    pub(crate) tenant: Option<&'a str>,
+    /// The client capabilities object sent to the server, as JSON.
+    pub(crate) client_capabilities: &'a str,
+    /// The extensions object the client advertised, as JSON.
+    pub(crate) extensions: &'a str,
+}
+
+/// The full key of one client context on one server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct CacheKey {
+    server: KeyPart,
+    transport: Transport,
+    protocol: KeyPart,
+    principal: KeyPart,
+    scope: KeyPart,
+    tenant: KeyPart,
+    client_profile: KeyPart,
+    extension_profile: KeyPart,
+}
+
+/// Where an entry lives: a key with its principal, scope and tenant erased when the entry is
+/// public.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Partition {
+    server: KeyPart,
+    transport: Transport,
+    protocol: KeyPart,
+    client_profile: KeyPart,
+    extension_profile: KeyPart,
+    audience: Audience,
+}
+
+/// Who may read an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Audience {
+    /// Every principal of the server.
+    Public,
+    /// One principal with one scope set in one tenant.
+    Private { principal: KeyPart, scope: KeyPart, tenant: KeyPart },
+}
+
+impl CacheKey {
+    /// Hashes the parts. The two profiles are canonicalised first, so their key order and
+    /// whitespace do not split the cache; malformed profile JSON is an error.
+    pub(crate) fn new(parts: &KeyParts<'_>) -> Result<Self, CanonicalError> {
+        let client = canonical::canonicalize(parts.client_capabilities)?;
+        let extensions = canonical::canonicalize(parts.extensions)?;
+        let mut scopes: Vec<&str> = parts.granted_scopes.to_vec();
+        scopes.sort_unstable();
+        scopes.dedup();
+        Ok(CacheKey {
+            server: KeyPart::of("server", &[parts.server]),
+            transport: parts.transport,
+            protocol: KeyPart::of("protocol", &[parts.protocol_version]),
+            // `None` and `Some("")` are different principals: the tag differs.
+            principal: match parts.principal {
+                Some(p) => KeyPart::of("principal", &[p]),
+                None => KeyPart::of("anonymous", &[]),
+            },
+            scope: KeyPart::of("scopes", &scopes),
+            tenant: match parts.tenant {
+                Some(t) => KeyPart::of("tenant", &[t]),
+                None => KeyPart::of("no-tenant", &[]),
+            },
+            client_profile: KeyPart::of("client-capabilities", &[&client]),
+            extension_profile: KeyPart::of("extensions", &[&extensions]),
+        })
+    }
+
+    /// The partition an entry with this `scope` lives in.
+    pub(crate) fn partition(self, scope: CacheScope) -> Partition {
+        Partition {
+            server: self.server,
+            transport: self.transport,
+            protocol: self.protocol,
+            client_profile: self.client_profile,
+            extension_profile: self.extension_profile,
+            audience: match scope {
+                CacheScope::Public => Audience::Public,
+                CacheScope::Private => Audience::Private {
+                    principal: self.principal,
+                    scope: self.scope,
+                    tenant: self.tenant,
+                },
+            },
+        }
+    }
+}
+
+impl Partition {
+    pub(crate) fn audience(self) -> Audience {
+        self.audience
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> KeyParts<'static> {
+        KeyParts {
+            server: "weather",
+            transport: Transport::Http,
+            protocol_version: "2026-07-28",
+            principal: Some("alice"),
+            granted_scopes: &["tools:read", "tools:call"],
+            tenant: Some("acme"),
+            client_capabilities: r#"{"sampling":{},"elicitation":{}}"#,
+            extensions: "{}",
+        }
+    }
+
+    fn key(parts: KeyParts<'_>) -> CacheKey {
+        CacheKey::new(&parts).expect("valid parts")
+    }
+
+    #[test]
+    fn each_part_makes_a_different_key() {
+        let k = key(base());
+        let variants = [
+            KeyParts { server: "weather2", ..base() },
+            KeyParts { transport: Transport::Stdio, ..base() },
+            KeyParts { protocol_version: "2025-11-25", ..base() },
+            KeyParts { principal: Some("bob"), ..base() },
+            KeyParts { principal: None, ..base() },
+            KeyParts { granted_scopes: &["tools:read"], ..base() },
+            KeyParts { tenant: Some("globex"), ..base() },
+            KeyParts { tenant: None, ..base() },
+            KeyParts { client_capabilities: r#"{"sampling":{}}"#, ..base() },
+            KeyParts { extensions: r#"{"io.example/x":{}}"#, ..base() },
+        ];
+        for (i, v) in variants.into_iter().enumerate() {
+            assert_ne!(key(v), k, "variant {i} must be its own entry");
+        }
+    }
+
+    #[test]
+    fn order_and_formatting_do_not_split_the_key() {
+        let k = key(base());
+        let same = KeyParts {
+            granted_scopes: &["tools:call", "tools:read", "tools:call"],
+            client_capabilities: r#"{ "elicitation" : {}, "sampling": {} }"#,
+            ..base()
+        };
+        assert_eq!(key(same), k);
+    }
+
+    #[test]
+    fn empty_and_missing_are_different_principals_and_tenants() {
+        assert_ne!(
+            key(KeyParts { principal: Some(""), ..base() }),
+            key(KeyParts { principal: None, ..base() })
+        );
+        assert_ne!(
+            key(KeyParts { tenant: Some(""), ..base() }),
+            key(KeyParts { tenant: None, ..base() })
+        );
+        // Scope lists cannot be re-split: ["a,b"] is not ["a", "b"].
+        assert_ne!(
+            key(KeyParts { granted_scopes: &["ab", "c"], ..base() }),
+            key(KeyParts { granted_scopes: &["a", "bc"], ..base() })
+        );
+    }
+
+    #[test]
+    fn public_partition_erases_principal_scope_and_tenant_only() {
+        let alice = key(base());
+        let bob = key(KeyParts {
+            principal: Some("bob"),
+            granted_scopes: &[],
+            tenant: Some("globex"),
+            ..base()
+        });
+        assert_eq!(alice.partition(CacheScope::Public), bob.partition(CacheScope::Public));
+        assert_ne!(alice.partition(CacheScope::Private), bob.partition(CacheScope::Private));
+        assert_eq!(alice.partition(CacheScope::Public).audience(), Audience::Public);
+        // Public never crosses a server, transport, version or profile.
+        let other = key(KeyParts { protocol_version: "2025-11-25", ..base() });
+        assert_ne!(alice.partition(CacheScope::Public), other.partition(CacheScope::Public));
+    }
+
+    #[test]
+    fn malformed_profile_json_is_an_error() {
+        assert!(CacheKey::new(&KeyParts { client_capabilities: "{", ..base() }).is_err());
+        assert!(CacheKey::new(&KeyParts { extensions: "", ..base() }).is_err());
+    }
+}

@@ -1,0 +1,103 @@
+//! How calls end: the one path every terminal event takes (breaker, latency, record), and the
+//! admission check that keeps room for every end.
+
+use std::time::Instant;
+
+use smallvec::SmallVec;
+
+use super::*;
+
+/// How a host call ended.
+pub(super) enum Outcome<'a> {
+    Done { json: &'a str, result_type: ResultType, is_error: bool },
+    Listing { key: &'a str, items: &'a [u8] },
+    Failed(CallError),
+}
+
+impl Engine {
+    /// `true` when one more host call's terminal event is sure to fit: terminal events are
+    /// never dropped, so they are bounded here, at admission. Those the host has not drained
+    /// plus those every pending host call will produce stay within `Config::max_queued_events`.
+    pub(super) fn room_for_end(&self) -> bool {
+        let engine_own =
+            usize::from(self.lifecycle.call().is_some()) + usize::from(self.refresh.is_some());
+        let host_calls = self.requests.len().saturating_sub(engine_own);
+        self.events.terminals() + host_calls < self.config.max_queued_events
+    }
+
+    /// A request was written: count the attempt and the time it waited in the queue.
+    pub(super) fn mark_sent(&mut self, now: Instant, slot: usize) {
+        self.requests.set_state(slot, SendState::Sent);
+        if let Some(p) = self.requests.get_mut(slot) {
+            if p.attempt == 0 {
+                p.queue_wait = now.saturating_duration_since(p.created);
+            }
+            p.attempt += 1;
+            p.sent_at = Some(now);
+        }
+    }
+
+    /// Ends a host call: frees the slot, tells its breaker, and queues the terminal event.
+    pub(super) fn finish(&mut self, now: Instant, slot: usize, how: Ended, outcome: Outcome<'_>) {
+        let Some(call) = self.requests.call_id(slot) else { return };
+        let Some(p) = self.requests.remove(slot, how) else { return };
+        if p.internal {
+            // The tool-list refresh: its end releases the calls waiting for it.
+            self.refresh = None;
+            self.unpark(now, matches!(outcome, Outcome::Listing { .. }));
+            self.tidy_timers();
+            return;
+        }
+        let record = CallRecord {
+            attempts: p.attempt,
+            queue_wait: p.queue_wait,
+            elapsed: now.saturating_duration_since(p.created),
+        };
+        let failure = match &outcome {
+            Outcome::Failed(e) => Some(e),
+            _ => None,
+        };
+        let change =
+            if p.attempt > 0 { self.breakers.record(p.tenant, p.op, failure, now) } else { None };
+        if let (None, Some(sent)) = (failure, p.sent_at) {
+            // A moving average of one attempt's duration, for judging whether a retry fits.
+            let took = now.saturating_duration_since(sent);
+            self.latency = (self.latency * 7 + took) / 8;
+        }
+        match outcome {
+            Outcome::Done { json, result_type, is_error } => {
+                self.events.done(call, json, result_type, is_error, record)
+            }
+            Outcome::Listing { key, items } => self.events.done_listing(call, key, items, record),
+            Outcome::Failed(e) => self.events.failed(call, e, record),
+        }
+        // The call's own end first, then what it did to its breaker.
+        if let Some(c) = change {
+            self.events.breaker(c.tenant, c.class, c.state);
+        }
+        self.tidy_timers();
+    }
+
+    /// Fails every host call (not the lifecycle request) with `error`.
+    pub(super) fn fail_all(&mut self, now: Instant, error: CallError) {
+        let slots: SmallVec<[usize; 16]> = self
+            .requests
+            .iter()
+            .filter(|(_, p)| p.owner == Owner::Host)
+            .map(|(slot, _)| slot)
+            .collect();
+        for slot in slots {
+            self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error.clone()));
+        }
+        self.send_queue.clear();
+    }
+
+    /// Ends a host call locally; tells the server if the request was written.
+    pub(super) fn abandon(&mut self, now: Instant, slot: usize, error: CallError) {
+        let Some(p) = self.requests.get(slot) else { return };
+        if p.state == SendState::Sent {
+            self.signal_cancel(WireId::new(slot, p.wire_gen));
+        }
+        self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error));
+    }
+}

@@ -1,0 +1,107 @@
+//! Outgoing frames: requests with their `_meta`, control frames, and the route a driver needs.
+
+use std::time::Instant;
+
+use smallvec::SmallVec;
+
+use super::inbound::itoa_buf;
+use super::*;
+
+/// A frame that is not a request: notifications and replies to server requests.
+#[derive(Debug)]
+pub(super) enum Control {
+    Cancelled { id: WireId },
+    CloseStream { id: WireId },
+    Initialized,
+    Reply { id: SmallVec<[u8; 24]>, ok: bool },
+}
+
+impl Engine {
+    /// Writes the request with this wire id, if it is still current and queued.
+    pub(super) fn write_request(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        id: WireId,
+    ) -> Option<Method> {
+        let slot = id.slot();
+        let p = self.requests.get(slot)?;
+        if p.wire_gen != id.generation() || p.state != SendState::Queued {
+            return None; // cancelled or renewed since it was queued
+        }
+        let method = p.method;
+        let modern = self.lifecycle.version().is_some_and(|v| v.era() == Era::Modern);
+        let bufs = self.requests.bufs(slot);
+        let static_meta = if modern { self.meta.as_ref().map(StaticMeta::bytes) } else { None };
+        let meta = [static_meta.unwrap_or_default(), bufs.meta.as_slice()];
+        jsonrpc::write_request(buf, id.get(), method.as_str(), &bufs.params, meta);
+        self.mark_sent(now, slot);
+        self.stats.requests_sent += 1;
+        Some(method)
+    }
+
+    pub(super) fn write_control(&mut self, buf: &mut Vec<u8>, c: Control) -> TransmitKind {
+        match c {
+            Control::Cancelled { id } => {
+                let mut params: SmallVec<[u8; 64]> = SmallVec::new();
+                params.extend_from_slice(b"\"requestId\":");
+                params.extend_from_slice(itoa_buf(id).as_str().as_bytes());
+                jsonrpc::write_notification(buf, notify::CANCELLED, Some(&params));
+                TransmitKind::Notification
+            }
+            Control::CloseStream { id } => TransmitKind::CloseStream { id },
+            Control::Initialized => {
+                jsonrpc::write_notification(buf, notify::INITIALIZED, None);
+                TransmitKind::Notification
+            }
+            Control::Reply { id, ok } => {
+                let id = std::str::from_utf8(&id).unwrap_or("null");
+                if ok {
+                    jsonrpc::write_result(buf, id, "{}");
+                } else {
+                    jsonrpc::write_error(buf, id, RpcError::METHOD_NOT_FOUND, "Method not found");
+                }
+                TransmitKind::Response
+            }
+        }
+    }
+
+    pub(super) fn push_control(&mut self, c: Control) {
+        if self.control.len() >= MAX_CONTROL {
+            self.stats.control_dropped += 1;
+            return;
+        }
+        self.control.push_back(c);
+    }
+
+    /// Addresses a transmit: the era's version, and for a request its name and param headers.
+    pub(super) fn route(&self, len: usize, kind: TransmitKind) -> Transmit<'_> {
+        let version = self.lifecycle.version();
+        let mut t = Transmit { len, kind, version, name: "", params: ParamHeaders::default() };
+        if let TransmitKind::Request { id, .. } = kind {
+            let slot = id.slot();
+            if self.requests.get(slot).is_some_and(|p| p.wire_gen == id.generation()) {
+                let bufs = self.requests.bufs(slot);
+                t.name = &bufs.name;
+                t.params = bufs.param_headers.iter();
+            }
+        }
+        t
+    }
+
+    /// Tells the server the way its era and transport expect (PROTOCOL.md §7 "Cancellation"):
+    /// stdio sends `notifications/cancelled`; modern HTTP closes the response stream; legacy
+    /// HTTP does both, since a disconnect alone is not a cancellation there.
+    pub(super) fn signal_cancel(&mut self, id: WireId) {
+        let legacy = self.era() == Some(Era::Legacy);
+        match self.transport {
+            TransportKind::Stdio => self.push_control(Control::Cancelled { id }),
+            TransportKind::Http => {
+                if legacy {
+                    self.push_control(Control::Cancelled { id });
+                }
+                self.push_control(Control::CloseStream { id });
+            }
+        }
+    }
+}

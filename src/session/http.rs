@@ -1,0 +1,766 @@
+//! Streamable HTTP as a session, without sockets or a clock (PROTOCOL.md §3 for 2026-07-28,
+//! §6.2 for 2025-11-25).
+//!
+//! The driver hands over each [`Transmit`] and gets back request plans (method, headers, body);
+//! it hands over each response (head, body chunks, end, or failure) and this module tells the
+//! engine what it means. Decided here: the headers each era gets, when a session id is adopted
+//! and when the session is gone, the one token refresh after a 401, the legacy GET stream's
+//! schedule, resuming a legacy POST's event stream, and when to try another instance.
+//!
+//! Time comes in as `now`; [`HttpSession::poll_timeout`] says when it next needs waking.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use smallvec::SmallVec;
+
+use crate::auth::AuthChallenge;
+use crate::codec::sse::SseParser;
+use crate::engine::{
+    Engine, ExchangeFailure, ParamHeaderList, ServerState, Transmit, TransmitKind, TransportEvent,
+    WireId,
+};
+use crate::error::TransportError;
+use crate::proto::jsonrpc::{self, Message};
+use crate::proto::mcp::Method;
+use crate::proto::version::{Era, ProtocolVersion};
+
+/// Supplies bearer tokens. mcpoll never logs them.
+pub trait TokenProvider: fmt::Debug {
+    /// The token to send now, if any.
+    fn token(&mut self) -> Option<String>;
+    /// The server refused the last token (HTTP 401): a fresh one, or `None` to give up.
+    fn refresh(&mut self) -> Option<String>;
+}
+
+/// A fixed token (the `--bearer` case): refreshing yields nothing new.
+#[derive(Clone)]
+pub struct StaticToken(pub String);
+
+impl fmt::Debug for StaticToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("StaticToken(<redacted>)")
+    }
+}
+
+impl TokenProvider for StaticToken {
+    fn token(&mut self) -> Option<String> {
+        Some(self.0.clone())
+    }
+    fn refresh(&mut self) -> Option<String> {
+        None
+    }
+}
+
+/// The wait before a stream is reopened when the server named none.
+const DEFAULT_RETRY: Duration = Duration::from_secs(1);
+/// Bounds on the server's `retry:`: `retry: 0` on a stream that ends at once must not become
+/// a reconnect loop, and a huge value must not park a call for good.
+const MIN_RETRY_MS: u64 = 250;
+const MAX_RETRY_MS: u64 = 60_000;
+/// Resumes of one POST's stream in a row that brought no new event id: after that the reply
+/// is taken as lost.
+const MAX_IDLE_RESUMES: u32 = 3;
+
+/// One exchange (a request and its response, maybe resumed), as the driver names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ExchangeId(usize);
+
+/// What happens to the driver's connection after a body chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flow {
+    /// Keep reading.
+    Continue,
+    /// The frame budget is spent and events wait in the exchange: stop reading this
+    /// connection, and call [`HttpSession::on_body`] with no bytes on the next budget.
+    Backlog,
+    /// The exchange is over before its response ended (its reply came on a resumed stream,
+    /// or the body is too large): close the connection.
+    Close,
+}
+
+/// How to write one request.
+#[derive(Debug)]
+pub(crate) struct RequestPlan<'a> {
+    pub(crate) method: &'static str,
+    pub(crate) headers: SmallVec<[(&'a str, &'a [u8]); 16]>,
+    pub(crate) body: &'a [u8],
+}
+
+/// The fields of a response head the session reads.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ResponseHead<'a> {
+    pub(crate) status: u16,
+    pub(crate) content_type: Option<&'a [u8]>,
+    pub(crate) session_id: Option<&'a [u8]>,
+    pub(crate) www_authenticate: Option<&'a [u8]>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Carries {
+    Request {
+        id: WireId,
+        method: Method,
+    },
+    /// A notification or a reply to a server request: 202 expected, nothing to report.
+    Message,
+    /// The legacy server-to-client GET stream.
+    Listen,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Free,
+    Waiting,
+    InFlight,
+    /// A GET that resumes the response stream is due at this time.
+    Resume(Instant),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyMode {
+    Json,
+    Sse,
+}
+
+#[derive(Debug)]
+struct Exchange {
+    carries: Carries,
+    stage: Stage,
+    body: Vec<u8>,
+    /// `Mcp-Name`, already encoded for a header.
+    name: Vec<u8>,
+    params: ParamHeaderList,
+    version: Option<ProtocolVersion>,
+    modern: bool,
+    auth_retried: bool,
+    sent_session: bool,
+    /// The next send is a GET with `Last-Event-ID` that resumes the response stream.
+    resuming: bool,
+    idle_resumes: u32,
+    // The response being read.
+    status: u16,
+    mode: BodyMode,
+    reply: Vec<u8>,
+    sse: SseParser,
+    challenge: Option<AuthChallenge>,
+    /// A legacy request's stream: the last event id seen, and the server's `retry:`.
+    stream_id: String,
+    retry_ms: Option<u64>,
+    answered: bool,
+    /// This response brought a new event id.
+    progressed: bool,
+}
+
+impl Exchange {
+    fn new(max_event: usize) -> Self {
+        Self {
+            carries: Carries::Message,
+            stage: Stage::Free,
+            body: Vec::new(),
+            name: Vec::new(),
+            params: ParamHeaderList::default(),
+            version: None,
+            modern: false,
+            auth_retried: false,
+            sent_session: false,
+            resuming: false,
+            idle_resumes: 0,
+            status: 0,
+            mode: BodyMode::Json,
+            reply: Vec::new(),
+            sse: SseParser::new(max_event),
+            challenge: None,
+            stream_id: String::new(),
+            retry_ms: None,
+            answered: false,
+            progressed: false,
+        }
+    }
+
+    fn reset(&mut self, carries: Carries, version: Option<ProtocolVersion>, modern: bool) {
+        self.carries = carries;
+        self.body.clear();
+        self.name.clear();
+        self.params.clear();
+        self.version = version;
+        self.modern = modern;
+        self.auth_retried = false;
+        self.sent_session = false;
+        self.resuming = false;
+        self.idle_resumes = 0;
+        self.stream_id.clear();
+        self.retry_ms = None;
+        self.answered = false;
+    }
+
+    fn is_get(&self) -> bool {
+        self.carries == Carries::Listen || self.resuming
+    }
+
+    /// A legacy request whose event stream named an id can be resumed (§6.2 Resumption;
+    /// 2026-07-28 has no resumption).
+    fn resumable(&self) -> bool {
+        matches!(self.carries, Carries::Request { .. })
+            && !self.modern
+            && !self.answered
+            && !self.stream_id.is_empty()
+            && self.mode == BodyMode::Sse
+            && (200..300).contains(&self.status)
+            && (self.progressed || self.idle_resumes + 1 < MAX_IDLE_RESUMES)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listen {
+    /// Not wanted (modern era, or not ready yet).
+    Off,
+    /// Open it at this time.
+    At(Instant),
+    Open,
+    /// The server has none (405) or refused it: never again for this session.
+    Unsupported,
+}
+
+/// The MCP side of one Streamable HTTP server: exchanges waiting and in flight, the legacy
+/// session, the GET stream, credentials.
+#[derive(Debug)]
+pub(crate) struct HttpSession {
+    exchanges: Vec<Exchange>,
+    free: Vec<usize>,
+    waiting: VecDeque<usize>,
+    /// Exchanges in [`Stage::Resume`].
+    scheduled: usize,
+    session_id: Option<String>,
+    listen: Listen,
+    listen_retry: Duration,
+    listen_event_id: Option<String>,
+    tokens: Option<Box<dyn TokenProvider>>,
+    /// `Bearer <token>`, or empty.
+    bearer: Vec<u8>,
+    headers: Vec<(String, String)>,
+    max_body: usize,
+}
+
+impl HttpSession {
+    /// A session that sends `headers` on every request, bearer tokens from `tokens`, and
+    /// refuses bodies and events larger than `max_body`.
+    pub(crate) fn new(
+        headers: Vec<(String, String)>,
+        mut tokens: Option<Box<dyn TokenProvider>>,
+        max_body: usize,
+    ) -> Self {
+        let mut session = Self {
+            exchanges: Vec::new(),
+            free: Vec::new(),
+            waiting: VecDeque::with_capacity(64),
+            scheduled: 0,
+            session_id: None,
+            listen: Listen::Off,
+            listen_retry: DEFAULT_RETRY,
+            listen_event_id: None,
+            bearer: Vec::new(),
+            headers,
+            max_body,
+            tokens: None,
+        };
+        let token = tokens.as_mut().and_then(|t| t.token());
+        session.set_token(token);
+        session.tokens = tokens;
+        session
+    }
+
+    fn set_token(&mut self, token: Option<String>) {
+        self.bearer.clear();
+        if let Some(t) = token {
+            self.bearer.extend_from_slice(b"Bearer ");
+            self.bearer.extend_from_slice(t.as_bytes());
+        }
+    }
+
+    /// The legacy session id, when the server issued one.
+    pub(crate) fn session_id(&self) -> Option<&str> {
+        self.session_id.as_deref()
+    }
+
+    /// Ends the session locally and returns its id (for a DELETE).
+    pub(crate) fn take_session_id(&mut self) -> Option<String> {
+        self.session_id.take()
+    }
+
+    // ----- outgoing ------------------------------------------------------------------------
+
+    /// Takes one transmit of the engine (`frame` is its bytes). Returns the exchange whose
+    /// connection the driver must close (2026-07-28 cancellation closes the response stream).
+    pub(crate) fn on_transmit(&mut self, t: &Transmit<'_>, frame: &[u8]) -> Option<ExchangeId> {
+        let carries = match t.kind {
+            TransmitKind::CloseStream { id } => return self.close_stream(id),
+            TransmitKind::Request { id, method } => {
+                if method == Method::Initialize {
+                    // A new handshake starts a new session; the old id must not be sent.
+                    self.session_id = None;
+                    self.listen = Listen::Off;
+                }
+                Carries::Request { id, method }
+            }
+            _ => Carries::Message,
+        };
+        let version = t.version();
+        let modern = version.is_some_and(|v| v.era() == Era::Modern);
+        let i = self.take();
+        let x = &mut self.exchanges[i];
+        x.reset(carries, version, modern);
+        x.body.extend_from_slice(frame);
+        if let (Carries::Request { method, .. }, true) = (carries, modern) {
+            if method == Method::ToolsCall {
+                x.params.copy_from(t.param_headers());
+            }
+            if matches!(method, Method::ToolsCall | Method::PromptsGet | Method::ResourcesRead) {
+                if let Some(name) = t.name() {
+                    crate::proto::header_value::encode(&mut x.name, name);
+                }
+            }
+        }
+        x.stage = Stage::Waiting;
+        self.waiting.push_back(i);
+        None
+    }
+
+    fn take(&mut self) -> usize {
+        if let Some(i) = self.free.pop() {
+            return i;
+        }
+        self.exchanges.push(Exchange::new(self.max_body));
+        self.exchanges.len() - 1
+    }
+
+    fn release(&mut self, i: usize) {
+        let Some(x) = self.exchanges.get_mut(i) else { return };
+        match x.stage {
+            Stage::Free => return,
+            Stage::Resume(_) => self.scheduled -= 1,
+            Stage::Waiting => self.waiting.retain(|&w| w != i),
+            Stage::InFlight => {}
+        }
+        x.stage = Stage::Free;
+        self.free.push(i);
+    }
+
+    /// Forgets an exchange without telling the engine (its connection was closed on purpose).
+    pub(crate) fn abandon(&mut self, x: ExchangeId) {
+        self.release(x.0);
+    }
+
+    /// Cancellation of request `id`: an exchange not yet on a connection is dropped here; one
+    /// in flight is returned for the driver to close.
+    fn close_stream(&mut self, id: WireId) -> Option<ExchangeId> {
+        let i = self.exchanges.iter().position(|x| {
+            x.stage != Stage::Free
+                && matches!(x.carries, Carries::Request { id: xid, .. } if xid == id)
+        })?;
+        log::trace!("closing the response stream of request {id} (cancellation)");
+        if self.exchanges[i].stage == Stage::InFlight {
+            return Some(ExchangeId(i));
+        }
+        self.release(i);
+        None
+    }
+
+    /// Queues what is due: the legacy GET stream once the handshake is done, and resumes of
+    /// broken POST streams whose `retry:` delay has passed.
+    pub(crate) fn handle_timeout(&mut self, engine: &Engine, now: Instant) {
+        if self.scheduled > 0 {
+            for (i, x) in self.exchanges.iter_mut().enumerate() {
+                if let Stage::Resume(at) = x.stage {
+                    if at <= now {
+                        x.stage = Stage::Waiting;
+                        self.scheduled -= 1;
+                        self.waiting.push_back(i);
+                    }
+                }
+            }
+        }
+        let version = match engine.state() {
+            ServerState::Ready(Era::Legacy, v) => v,
+            _ => return,
+        };
+        if self.listen == Listen::Off {
+            self.listen = Listen::At(now);
+        }
+        if let Listen::At(t) = self.listen {
+            if now >= t {
+                let i = self.take();
+                let x = &mut self.exchanges[i];
+                x.reset(Carries::Listen, Some(version), false);
+                x.stage = Stage::Waiting;
+                self.listen = Listen::Open;
+                self.waiting.push_front(i);
+            }
+        }
+    }
+
+    /// The next time [`handle_timeout`](Self::handle_timeout) has something to do.
+    #[must_use]
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        let listen = match self.listen {
+            Listen::At(t) => Some(t),
+            _ => None,
+        };
+        let resumes = self.exchanges.iter().filter_map(|x| match x.stage {
+            Stage::Resume(at) => Some(at),
+            _ => None,
+        });
+        let resumes = (self.scheduled > 0).then_some(resumes).into_iter().flatten();
+        listen.into_iter().chain(resumes).min()
+    }
+
+    /// The next exchange to put on a connection, and whether it wants a connection of its own
+    /// (the GET stream, which never ends by design).
+    pub(crate) fn peek_waiting(&self) -> Option<(ExchangeId, bool)> {
+        let &i = self.waiting.front()?;
+        let listen = self.exchanges.get(i).is_some_and(|x| x.carries == Carries::Listen);
+        Some((ExchangeId(i), listen))
+    }
+
+    /// Takes the next exchange off the queue: it is now in flight.
+    pub(crate) fn pop_waiting(&mut self) -> Option<ExchangeId> {
+        let i = self.waiting.pop_front()?;
+        if let Some(x) = self.exchanges.get_mut(i) {
+            x.stage = Stage::InFlight;
+        }
+        Some(ExchangeId(i))
+    }
+
+    /// How to write exchange `x` now; its response starts afresh.
+    pub(crate) fn plan(&mut self, x: ExchangeId) -> Option<RequestPlan<'_>> {
+        let Self {
+            exchanges, session_id, listen_event_id, bearer, headers: extra, max_body, ..
+        } = self;
+        let x = exchanges.get_mut(x.0)?;
+        x.status = 0;
+        x.mode = BodyMode::Json;
+        x.reply.clear();
+        x.challenge = None;
+        x.progressed = false;
+        x.sse = SseParser::new(*max_body);
+        let is_initialize =
+            matches!(x.carries, Carries::Request { method: Method::Initialize, .. });
+        // PROTOCOL.md §3.1: 2026 never sends a session id; legacy sends it after initialize.
+        x.sent_session = session_id.is_some() && !x.modern && !is_initialize;
+        let x = &*x;
+        let mut headers: SmallVec<[(&str, &[u8]); 16]> = SmallVec::new();
+        if x.is_get() {
+            headers.push(("Accept", b"text/event-stream"));
+        } else {
+            headers.push(("Content-Type", b"application/json"));
+            headers.push(("Accept", b"application/json, text/event-stream"));
+        }
+        if let Some(v) = x.version {
+            headers.push(("MCP-Protocol-Version", v.as_str().as_bytes()));
+        }
+        if let (true, Carries::Request { method, .. }) = (x.modern, x.carries) {
+            headers.push(("Mcp-Method", method.as_str().as_bytes()));
+            if !x.name.is_empty() {
+                headers.push(("Mcp-Name", &x.name));
+            }
+            headers.extend(x.params.iter());
+        }
+        if let (Some(s), true) = (session_id.as_deref(), x.sent_session) {
+            headers.push(("Mcp-Session-Id", s.as_bytes()));
+        }
+        if !bearer.is_empty() {
+            headers.push(("Authorization", bearer));
+        }
+        let last_event_id = match x.carries {
+            Carries::Listen => listen_event_id.as_deref(),
+            _ if x.resuming => Some(x.stream_id.as_str()),
+            _ => None,
+        };
+        if let Some(id) = last_event_id {
+            headers.push(("Last-Event-ID", id.as_bytes()));
+        }
+        for (n, v) in extra.iter() {
+            headers.push((n.as_str(), v.as_bytes()));
+        }
+        let (method, body): (_, &[u8]) = if x.is_get() { ("GET", &[]) } else { ("POST", &x.body) };
+        Some(RequestPlan { method, headers, body })
+    }
+
+    // ----- incoming ------------------------------------------------------------------------
+
+    /// A response head for exchange `x`. Returns `true` for an event stream, which has no
+    /// overall size (each event has its own cap).
+    pub(crate) fn on_head(&mut self, x: ExchangeId, head: ResponseHead<'_>) -> bool {
+        let Some(x) = self.exchanges.get_mut(x.0) else { return false };
+        x.status = head.status;
+        let ok = (200..300).contains(&head.status);
+        let sse = head.content_type.is_some_and(|v| starts_with_ci(v, b"text/event-stream"));
+        x.mode = if sse && ok { BodyMode::Sse } else { BodyMode::Json };
+        if matches!(head.status, 401 | 403) {
+            x.challenge = head.www_authenticate.and_then(crate::auth::challenge::parse);
+        }
+        // The session id is adopted from a successful `initialize` only (§6.2): any other
+        // response naming one cannot move the client to another session.
+        let is_initialize =
+            matches!(x.carries, Carries::Request { method: Method::Initialize, .. });
+        if let (Some(s), true, true) = (head.session_id, is_initialize, ok) {
+            if let (Ok(s), true) = (std::str::from_utf8(s), s.iter().all(u8::is_ascii_graphic)) {
+                self.session_id = Some(s.to_owned());
+            }
+        }
+        x.mode == BodyMode::Sse
+    }
+
+    /// A piece of exchange `x`'s body. Hands at most `budget` messages to the engine and
+    /// lowers `budget` by as many; call again with no bytes to drain a [`Flow::Backlog`].
+    pub(crate) fn on_body(
+        &mut self,
+        engine: &mut Engine,
+        now: Instant,
+        x: ExchangeId,
+        chunk: &[u8],
+        budget: &mut usize,
+    ) -> Flow {
+        let i = x.0;
+        let Some(ex) = self.exchanges.get_mut(i) else { return Flow::Close };
+        if ex.mode == BodyMode::Json {
+            if ex.reply.len() + chunk.len() > self.max_body {
+                self.on_failed(engine, now, x, ExchangeFailure::TooLarge);
+                return Flow::Close;
+            }
+            ex.reply.extend_from_slice(chunk);
+            return Flow::Continue;
+        }
+        ex.sse.push(chunk);
+        let mut flow = Flow::Continue;
+        loop {
+            if *budget == 0 {
+                if ex.sse.buffered() > 0 {
+                    flow = Flow::Backlog;
+                }
+                break;
+            }
+            let Some(event) = ex.sse.next_event() else { break };
+            match event {
+                Ok(e) if e.event_type == "message" || e.event_type.is_empty() => {
+                    *budget -= 1;
+                    match ex.carries {
+                        Carries::Request { id, .. } => {
+                            if !ex.modern && is_response(e.data.as_bytes()) {
+                                ex.answered = true;
+                            }
+                            engine.handle_reply(now, e.data.as_bytes(), id);
+                        }
+                        _ => engine.handle_message(now, e.data.as_bytes()),
+                    }
+                }
+                Ok(_) => {}
+                Err(err) => log::debug!("SSE event dropped: {err:?}"),
+            }
+        }
+        let retry = ex.sse.retry_ms().map(|ms| Duration::from_millis(clamp_retry(ms)));
+        match ex.carries {
+            Carries::Listen => {
+                self.listen_retry = retry.unwrap_or(self.listen_retry);
+                let id = ex.sse.last_event_id();
+                if id != self.listen_event_id.as_deref() {
+                    self.listen_event_id = id.map(str::to_owned);
+                }
+            }
+            Carries::Request { .. } if !ex.modern => {
+                ex.retry_ms = ex.sse.retry_ms().or(ex.retry_ms);
+                if let Some(id) = ex.sse.last_event_id() {
+                    if id != ex.stream_id {
+                        ex.stream_id.clear();
+                        ex.stream_id.push_str(id);
+                        ex.progressed = true;
+                    }
+                }
+                if ex.resuming && ex.answered {
+                    // The reply came on the resumed stream; a GET stream need not end.
+                    self.release(i);
+                    return Flow::Close;
+                }
+            }
+            _ => {}
+        }
+        flow
+    }
+
+    /// Exchange `x`'s response ended: decide what its status and body mean.
+    pub(crate) fn on_end(&mut self, engine: &mut Engine, now: Instant, x: ExchangeId) {
+        let i = x.0;
+        let Some(ex) = self.exchanges.get_mut(i) else { return };
+        let status = ex.status;
+        let ok = (200..300).contains(&status);
+        let id = match ex.carries {
+            Carries::Listen => {
+                self.listen = if ok {
+                    Listen::At(now + self.listen_retry)
+                } else {
+                    log::debug!("the server offers no GET stream ({status})");
+                    Listen::Unsupported
+                };
+                self.release(i);
+                return;
+            }
+            Carries::Message => {
+                if !ok {
+                    log::debug!("a notification or reply POST got HTTP {status}");
+                }
+                self.release(i);
+                return;
+            }
+            Carries::Request { id, .. } => id,
+        };
+        if status == 401 && self.refresh(i) {
+            return;
+        }
+        let Some(ex) = self.exchanges.get_mut(i) else { return };
+        if ex.resuming && ex.answered {
+            self.release(i);
+            return;
+        }
+        if ex.resumable() {
+            self.schedule_resume(i, now);
+            return;
+        }
+        if ex.resuming {
+            // A refused or fruitless resume: whether the request ran is unknown.
+            let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
+            self.fail(engine, now, i, id, lost);
+            return;
+        }
+        let body = &ex.reply;
+        let json = ex.mode == BodyMode::Json
+            && body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+        // A legacy session the server forgot: 404 per the spec; the TypeScript SDK v1 answers
+        // 400 with -32000 instead (lab FINDINGS §6). Either way the request was not processed.
+        let session_gone = ex.sent_session
+            && (status == 404 || (status == 400 && json && is_error_code(body, -32000)));
+        if session_gone {
+            self.release(i);
+            engine.handle_transport(now, TransportEvent::session_expired(id));
+            return;
+        }
+        if json {
+            engine.handle_reply(now, body, id);
+        }
+        let failure = match status {
+            401 => ExchangeFailure::Unauthorized(ex.challenge.take().unwrap_or_default()),
+            403 => ExchangeFailure::Forbidden(ex.challenge.take().unwrap_or_default()),
+            _ if ex.mode == BodyMode::Sse && ok => {
+                ExchangeFailure::Transport(TransportError::ConnectionLost)
+            }
+            s => ExchangeFailure::Transport(TransportError::HttpStatus(s)),
+        };
+        // A no-op when the body already answered the request.
+        self.fail(engine, now, i, id, failure);
+    }
+
+    /// Exchange `x` ended without a complete response: it never got a connection, the
+    /// connection broke, or the response was unreadable or too large.
+    pub(crate) fn on_failed(
+        &mut self,
+        engine: &mut Engine,
+        now: Instant,
+        x: ExchangeId,
+        failure: ExchangeFailure,
+    ) {
+        let i = x.0;
+        let Some(ex) = self.exchanges.get(i) else { return };
+        match ex.carries {
+            Carries::Request { id, .. } => {
+                let transport = matches!(failure, ExchangeFailure::Transport(_));
+                let lost = failure == ExchangeFailure::Transport(TransportError::ConnectionLost);
+                if (lost || (ex.resuming && transport)) && ex.resumable() {
+                    // §6.2: a disconnect is not a cancellation; the stream can be resumed.
+                    self.schedule_resume(i, now);
+                    return;
+                }
+                // The request of a failed resume was delivered: its fate is unknown, never
+                // "not sent", whatever broke the resume.
+                let failure = if ex.resuming && transport {
+                    ExchangeFailure::Transport(TransportError::ConnectionLost)
+                } else {
+                    failure
+                };
+                self.fail(engine, now, i, id, failure);
+            }
+            Carries::Listen => {
+                self.listen = Listen::At(now + self.listen_retry);
+                self.release(i);
+            }
+            Carries::Message => self.release(i),
+        }
+    }
+
+    fn fail(
+        &mut self,
+        engine: &mut Engine,
+        now: Instant,
+        i: usize,
+        id: WireId,
+        failure: ExchangeFailure,
+    ) {
+        self.release(i);
+        engine.handle_transport(now, TransportEvent::exchange_failed(id, failure));
+    }
+
+    /// A POST's event stream broke before the reply: come back with `Last-Event-ID` after the
+    /// server's `retry:` delay. Resuming is not re-sending, so it is safe for any call.
+    fn schedule_resume(&mut self, i: usize, now: Instant) {
+        let Some(x) = self.exchanges.get_mut(i) else { return };
+        x.idle_resumes = if x.progressed { 0 } else { x.idle_resumes + 1 };
+        // Until the resumed stream brings a new id, the next break counts as fruitless.
+        x.progressed = false;
+        let delay = x.retry_ms.map_or(DEFAULT_RETRY, |ms| Duration::from_millis(clamp_retry(ms)));
+        log::debug!("resuming a broken response stream in {delay:?}");
+        x.resuming = true;
+        x.stage = Stage::Resume(now + delay);
+        self.scheduled += 1;
+    }
+
+    /// HTTP 401: ask the token provider once for a fresh token and send the request again.
+    fn refresh(&mut self, i: usize) -> bool {
+        let Some(x) = self.exchanges.get_mut(i) else { return false };
+        if x.auth_retried {
+            return false;
+        }
+        let Some(fresh) = self.tokens.as_mut().and_then(|t| t.refresh()) else { return false };
+        x.auth_retried = true;
+        x.stage = Stage::Waiting;
+        self.waiting.push_front(i);
+        self.set_token(Some(fresh));
+        true
+    }
+}
+
+/// Whether a failed connection should send new connections to the next instance: only for
+/// stateless (2026-07-28) servers, whose calls may land anywhere (a legacy session lives on
+/// one instance), and not for TLS failures, which another instance would repeat.
+pub(crate) fn should_rotate(era: Option<Era>, error: &TransportError) -> bool {
+    !matches!(error, TransportError::Tls(_)) && era != Some(Era::Legacy)
+}
+
+fn clamp_retry(ms: u64) -> u64 {
+    ms.clamp(MIN_RETRY_MS, MAX_RETRY_MS)
+}
+
+fn starts_with_ci(v: &[u8], prefix: &[u8]) -> bool {
+    v.len() >= prefix.len() && v[..prefix.len()].eq_ignore_ascii_case(prefix)
+}
+
+/// Whether `data` is a JSON-RPC response (what ends a request's stream).
+fn is_response(data: &[u8]) -> bool {
+    matches!(jsonrpc::decode(data), Ok(Message::Result { .. } | Message::Error { .. }))
+}
+
+/// Whether `body` is a JSON-RPC error with `code` (the ts1 session-gone shape).
+fn is_error_code(body: &[u8], code: i64) -> bool {
+    matches!(jsonrpc::decode(body), Ok(Message::Error { error, .. }) if error.code == code)
+}
+
+#[cfg(test)]
+mod tests;

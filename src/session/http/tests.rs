@@ -1,0 +1,508 @@
+//! The HTTP session against a real engine with simulated time: no sockets, no sleeps. The
+//! test plays the driver (takes plans, feeds responses) and the server (scripts them).
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::*;
+use crate::config::Config;
+use crate::engine::{CallOptions, Event, TransportKind};
+use crate::error::{CallError, PeerError};
+
+const LEGACY_SESSION_GONE: &str =
+    r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: no session"},"id":null}"#;
+
+/// One request as the driver would write it.
+#[derive(Debug)]
+struct Sent {
+    x: ExchangeId,
+    method: &'static str,
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+impl Sent {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    fn rpc(&self) -> &str {
+        self.body["method"].as_str().unwrap_or_default()
+    }
+}
+
+#[derive(Debug, Default)]
+struct Refresher {
+    fresh: Vec<&'static str>,
+}
+
+impl TokenProvider for Refresher {
+    fn token(&mut self) -> Option<String> {
+        Some("t0".into())
+    }
+    fn refresh(&mut self) -> Option<String> {
+        self.fresh.pop().map(str::to_owned)
+    }
+}
+
+struct Sim {
+    engine: Engine,
+    session: HttpSession,
+    now: Instant,
+    frame: Vec<u8>,
+    closed: Vec<ExchangeId>,
+    /// The legacy GET stream, once the driver has put it on a connection.
+    listen: Option<Sent>,
+}
+
+impl Sim {
+    fn new(tokens: Option<Box<dyn TokenProvider>>) -> Self {
+        Self::with_limit(tokens, 1 << 20)
+    }
+
+    fn with_limit(tokens: Option<Box<dyn TokenProvider>>, max_body: usize) -> Self {
+        let now = Instant::now();
+        let mut engine = Engine::new(Config::default(), now).unwrap();
+        engine.handle_transport(now, TransportEvent::opened_as(TransportKind::Http));
+        let extra = vec![("X-Extra".to_owned(), "1".to_owned())];
+        Self {
+            engine,
+            session: HttpSession::new(extra, tokens, max_body),
+            now,
+            frame: Vec::new(),
+            closed: Vec::new(),
+            listen: None,
+        }
+    }
+
+    fn advance(&mut self, by: Duration) {
+        self.now += by;
+        self.engine.handle_timeout(self.now);
+    }
+
+    /// Moves the engine's transmits into the session and runs its schedule.
+    fn flush(&mut self) {
+        loop {
+            self.frame.clear();
+            let Some(t) = self.engine.poll_transmit(self.now, &mut self.frame) else { break };
+            if let Some(x) = self.session.on_transmit(&t, &self.frame) {
+                self.closed.push(x);
+            }
+        }
+        self.session.handle_timeout(&self.engine, self.now);
+    }
+
+    /// The next request the driver would put on a connection.
+    fn next(&mut self) -> Option<Sent> {
+        self.flush();
+        let x = self.session.pop_waiting()?;
+        let plan = self.session.plan(x).unwrap();
+        let headers = plan
+            .headers
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), String::from_utf8_lossy(v).into_owned()))
+            .collect();
+        let body = serde_json::from_slice(plan.body).unwrap_or(Value::Null);
+        Some(Sent { x, method: plan.method, headers, body })
+    }
+
+    fn head(&mut self, x: ExchangeId, status: u16, headers: &[(&str, &str)]) -> bool {
+        let find = |name: &str| {
+            headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_bytes())
+        };
+        let head = ResponseHead {
+            status,
+            content_type: find("content-type"),
+            session_id: find("mcp-session-id"),
+            www_authenticate: find("www-authenticate"),
+        };
+        self.session.on_head(x, head)
+    }
+
+    fn body(&mut self, x: ExchangeId, chunk: &str) -> Flow {
+        let mut budget = usize::MAX;
+        self.session.on_body(&mut self.engine, self.now, x, chunk.as_bytes(), &mut budget)
+    }
+
+    /// A whole response: head, body, end.
+    fn respond(&mut self, x: ExchangeId, status: u16, headers: &[(&str, &str)], body: &str) {
+        self.head(x, status, headers);
+        if !body.is_empty() && self.body(x, body) == Flow::Close {
+            return;
+        }
+        self.session.on_end(&mut self.engine, self.now, x);
+    }
+
+    fn json(&mut self, x: ExchangeId, body: Value) {
+        self.respond(x, 200, &[("Content-Type", "application/json")], &body.to_string());
+    }
+
+    fn events(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Some(e) = self.engine.poll_event() {
+            out.push(match e {
+                Event::CallDone { result, .. } => format!("done {}", result.json()),
+                Event::CallFailed { error, .. } => format!("failed {error:?}"),
+                other => format!("{other:?}"),
+            });
+        }
+        out
+    }
+
+    fn call(&mut self, name: &str) -> crate::CallId {
+        let args = serde_json::value::RawValue::from_string(r#"{"city":"Oslo"}"#.into()).unwrap();
+        let opts = CallOptions::timeout(Duration::from_secs(30));
+        self.engine.call_tool(self.now, name, &args, &opts).unwrap()
+    }
+
+    /// Probe answered: a stateless 2026-07-28 server.
+    fn modern() -> Self {
+        let mut s = Self::new(None);
+        let probe = s.next().unwrap();
+        assert_eq!(probe.rpc(), "server/discover");
+        let result = json!({"resultType": "complete", "supportedVersions": ["2026-07-28"],
+            "capabilities": {"tools": {}}, "ttlMs": 0, "cacheScope": "private"});
+        s.json(probe.x, reply(&probe, result));
+        s.events();
+        s
+    }
+
+    /// Probe refused, handshake done, session `s-1`; the GET stream is open, unanswered.
+    fn legacy(tokens: Option<Box<dyn TokenProvider>>) -> Self {
+        let mut s = Self::new(tokens);
+        let probe = s.next().unwrap();
+        let json_type = [("Content-Type", "application/json")];
+        s.respond(probe.x, 400, &json_type, LEGACY_SESSION_GONE);
+        let init = s.next().unwrap();
+        assert_eq!(init.rpc(), "initialize");
+        assert_eq!(init.header("mcp-session-id"), None);
+        assert_eq!(init.header("mcp-protocol-version"), None, "U6: none on initialize");
+        let result = json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+            "serverInfo": {"name": "sim", "version": "1"}});
+        let body = reply(&init, result).to_string();
+        s.respond(
+            init.x,
+            200,
+            &[("Content-Type", "application/json"), ("Mcp-Session-Id", "s-1")],
+            &body,
+        );
+        let get = s.next().unwrap();
+        assert_eq!(get.method, "GET", "the GET stream opens first, once ready");
+        let initialized = s.next().unwrap();
+        assert_eq!(initialized.rpc(), "notifications/initialized");
+        s.respond(initialized.x, 202, &[], "");
+        s.listen = Some(get);
+        s.events();
+        assert_eq!(s.session.session_id(), Some("s-1"));
+        s
+    }
+}
+
+fn reply(req: &Sent, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": req.body["id"], "result": result})
+}
+
+const SSE: [(&str, &str); 1] = [("Content-Type", "text/event-stream")];
+
+#[test]
+fn modern_requests_carry_the_2026_headers_and_no_session() {
+    let mut s = Sim::modern();
+    s.call("get_weather");
+    let call = s.next().unwrap();
+    assert_eq!(call.method, "POST");
+    assert_eq!(call.header("mcp-protocol-version"), Some("2026-07-28"));
+    assert_eq!(call.header("mcp-method"), Some("tools/call"));
+    assert_eq!(call.header("mcp-name"), Some("get_weather"));
+    assert_eq!(call.header("accept"), Some("application/json, text/event-stream"));
+    assert_eq!(call.header("authorization"), None);
+    assert_eq!(call.header("x-extra"), Some("1"));
+    assert_eq!(call.header("mcp-session-id"), None);
+    assert_eq!(call.header("last-event-id"), None);
+    // A session id in a modern response is not adopted.
+    let body = reply(&call, json!({"content": []})).to_string();
+    s.respond(call.x, 200, &[("Content-Type", "application/json"), ("Mcp-Session-Id", "x")], &body);
+    assert_eq!(s.session.session_id(), None);
+    assert_eq!(s.events(), [r#"done {"content":[]}"#]);
+    s.advance(Duration::from_secs(120));
+    assert!(s.next().is_none(), "no GET stream in 2026");
+}
+
+#[test]
+fn legacy_requests_carry_the_session_and_no_2026_headers() {
+    let mut s = Sim::legacy(None);
+    let get = s.listen.take().unwrap();
+    assert_eq!(get.method, "GET", "the GET stream opens once ready");
+    assert_eq!(get.header("accept"), Some("text/event-stream"));
+    assert_eq!(get.header("mcp-session-id"), Some("s-1"));
+    assert_eq!(get.header("mcp-protocol-version"), Some("2025-11-25"));
+    s.call("get_weather");
+    let call = s.next().unwrap();
+    assert_eq!(call.method, "POST");
+    assert_eq!(call.header("mcp-session-id"), Some("s-1"));
+    assert_eq!(call.header("mcp-protocol-version"), Some("2025-11-25"));
+    assert_eq!(call.header("mcp-method"), None);
+    assert_eq!(call.header("mcp-name"), None);
+}
+
+#[test]
+fn a_session_id_is_adopted_only_from_a_successful_initialize() {
+    let mut s = Sim::new(None);
+    let probe = s.next().unwrap();
+    s.respond(
+        probe.x,
+        400,
+        &[("Content-Type", "application/json"), ("Mcp-Session-Id", "p")],
+        LEGACY_SESSION_GONE,
+    );
+    assert_eq!(s.session.session_id(), None, "not from the probe");
+    let init = s.next().unwrap();
+    s.respond(init.x, 500, &[("Mcp-Session-Id", "bad")], "");
+    assert_eq!(s.session.session_id(), None, "not from a failed initialize");
+}
+
+#[test]
+fn session_gone_on_404_and_ts1_400_only_when_a_session_id_was_sent() {
+    for (status, body) in [(404, ""), (400, LEGACY_SESSION_GONE)] {
+        let mut s = Sim::legacy(None);
+        s.call("t");
+        let call = s.next().unwrap();
+        assert_eq!(call.header("mcp-session-id"), Some("s-1"));
+        s.respond(call.x, status, &[("Content-Type", "application/json")], body);
+        assert_eq!(s.session.session_id(), Some("s-1"));
+        let again = s.next().unwrap();
+        assert_eq!(again.rpc(), "initialize", "{status}: the session is renewed");
+        assert!(s.events().is_empty(), "{status}: the call waits for the new session");
+    }
+    // Without a session id sent, a 404 is just a status.
+    let mut s = Sim::modern();
+    s.call("t");
+    let call = s.next().unwrap();
+    s.respond(call.x, 404, &[], "");
+    assert!(s.next().is_none());
+    let events = s.events();
+    assert!(events[0].contains("HttpStatus(404)"), "{events:?}");
+}
+
+#[test]
+fn a_401_refreshes_the_token_once_then_is_unauthorized() {
+    let tokens = Refresher { fresh: vec!["t2", "t1"] };
+    let mut s = Sim::new(Some(Box::new(tokens)));
+    let probe = s.next().unwrap();
+    assert_eq!(probe.header("authorization"), Some("Bearer t0"));
+    let challenge = [("WWW-Authenticate", r#"Bearer resource_metadata="https://r/m", scope="a""#)];
+    s.respond(probe.x, 401, &challenge, "");
+    let again = s.next().unwrap();
+    assert_eq!(again.x, probe.x, "the same exchange is sent again");
+    assert_eq!(again.body, probe.body);
+    assert_eq!(again.header("authorization"), Some("Bearer t1"));
+    s.respond(again.x, 401, &challenge, "");
+    assert!(s.next().is_none(), "refreshed once only");
+    assert_eq!(s.engine.state(), ServerState::Closed);
+    let events = s.events();
+    assert!(events.iter().any(|e| e.contains("AuthRequired")), "{events:?}");
+}
+
+#[test]
+fn the_get_stream_resumes_with_its_last_event_id_after_the_clamped_retry() {
+    let mut s = Sim::legacy(None);
+    let get = s.listen.take().unwrap();
+    assert_eq!(get.header("last-event-id"), None);
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+    s.respond(get.x, 200, &SSE, &format!("id: ev-7\nretry: 0\ndata: {note}\n\n"));
+    assert!(s.next().is_none(), "not at once: retry 0 is raised to the floor");
+    assert_eq!(s.session.poll_timeout(), Some(s.now + Duration::from_millis(250)));
+    s.advance(Duration::from_millis(249));
+    assert!(s.next().is_none());
+    s.advance(Duration::from_millis(1));
+    let again = s.next().unwrap();
+    assert_eq!(again.method, "GET");
+    assert_eq!(again.header("last-event-id"), Some("ev-7"));
+    // A huge retry is capped at a minute.
+    s.respond(again.x, 200, &SSE, "retry: 99999999\n\n");
+    assert_eq!(s.session.poll_timeout(), Some(s.now + Duration::from_secs(60)));
+    // A broken connection reopens on the same schedule; a refusal ends it for good.
+    s.advance(Duration::from_secs(60));
+    let third = s.next().unwrap();
+    s.session.on_failed(
+        &mut s.engine,
+        s.now,
+        third.x,
+        ExchangeFailure::Transport(TransportError::ConnectionLost),
+    );
+    assert_eq!(s.session.poll_timeout(), Some(s.now + Duration::from_secs(60)));
+    s.advance(Duration::from_secs(60));
+    let fourth = s.next().unwrap();
+    s.respond(fourth.x, 405, &[], "");
+    assert_eq!(s.session.poll_timeout(), None);
+    s.advance(Duration::from_secs(600));
+    assert!(s.next().is_none(), "405: no GET stream");
+}
+
+#[test]
+fn a_legacy_post_stream_broken_before_the_reply_resumes_after_retry_for_reads_and_writes() {
+    for (break_by_loss, name) in [(false, "write"), (true, "read")] {
+        let mut s = Sim::legacy(None);
+        let get = s.listen.take().unwrap();
+        s.respond(get.x, 405, &[], "");
+        s.call(name);
+        let call = s.next().unwrap();
+        s.head(call.x, 200, &SSE);
+        assert_eq!(s.body(call.x, "id: e1\nretry: 500\ndata:\n\n"), Flow::Continue);
+        if break_by_loss {
+            let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
+            s.session.on_failed(&mut s.engine, s.now, call.x, lost);
+        } else {
+            s.session.on_end(&mut s.engine, s.now, call.x);
+        }
+        assert!(s.events().is_empty(), "{name}: the call is not over");
+        assert_eq!(s.session.poll_timeout(), Some(s.now + Duration::from_millis(500)));
+        s.advance(Duration::from_millis(499));
+        assert!(s.next().is_none(), "{name}: the server's retry is honoured");
+        s.advance(Duration::from_millis(1));
+        let resume = s.next().unwrap();
+        assert_eq!(resume.method, "GET", "{name}: resuming is not re-sending");
+        assert_eq!(resume.header("last-event-id"), Some("e1"));
+        assert_eq!(resume.header("mcp-session-id"), Some("s-1"));
+        assert_eq!(resume.header("accept"), Some("text/event-stream"));
+        s.head(resume.x, 200, &SSE);
+        let done = reply(&call, json!({"content": []}));
+        assert_eq!(s.body(resume.x, &format!("id: e2\ndata: {done}\n\n")), Flow::Close);
+        assert_eq!(s.events(), [r#"done {"content":[]}"#], "{name}");
+        assert!(s.next().is_none());
+    }
+}
+
+#[test]
+fn a_resume_that_is_refused_or_brings_nothing_ends_as_a_lost_reply() {
+    let mut s = Sim::legacy(None);
+    let get = s.listen.take().unwrap();
+    s.respond(get.x, 405, &[], "");
+    s.call("t");
+    let call = s.next().unwrap();
+    s.respond(call.x, 200, &SSE, "id: e1\ndata:\n\n");
+    for i in 1..=MAX_IDLE_RESUMES {
+        s.advance(DEFAULT_RETRY);
+        let resume = s.next().unwrap();
+        assert_eq!(resume.header("last-event-id"), Some("e1"));
+        s.respond(resume.x, 200, &SSE, ": nothing new\n\n");
+        if i < MAX_IDLE_RESUMES {
+            assert!(s.events().is_empty(), "resume {i}: still waiting");
+        }
+    }
+    assert!(s.session.poll_timeout().is_none(), "no endless resumes");
+    let events = s.events();
+    assert_eq!(events.len(), 1, "the call ended: {events:?}");
+    assert!(events[0].starts_with("failed"), "{events:?}");
+    s.advance(DEFAULT_RETRY);
+    assert!(s.next().is_none());
+    // A refused resume fails the call at once.
+    let mut s = Sim::legacy(None);
+    let get = s.listen.take().unwrap();
+    s.respond(get.x, 405, &[], "");
+    s.call("t");
+    let call = s.next().unwrap();
+    s.respond(call.x, 200, &SSE, "id: e1\ndata:\n\n");
+    s.advance(DEFAULT_RETRY);
+    let resume = s.next().unwrap();
+    s.respond(resume.x, 404, &[], "");
+    assert_eq!(s.events().len(), 1, "the call ended");
+}
+
+#[test]
+fn a_resume_that_cannot_connect_never_makes_the_request_look_unsent() {
+    let mut s = Sim::legacy(None);
+    let get = s.listen.take().unwrap();
+    s.respond(get.x, 405, &[], "");
+    s.call("t");
+    let call = s.next().unwrap();
+    s.respond(call.x, 200, &SSE, "id: e1\ndata:\n\n");
+    for _ in 0..MAX_IDLE_RESUMES {
+        s.advance(DEFAULT_RETRY);
+        let Some(resume) = s.next() else { break };
+        assert_eq!(resume.method, "GET");
+        let refused = TransportError::ConnectFailed(std::io::ErrorKind::ConnectionRefused);
+        s.session.on_failed(&mut s.engine, s.now, resume.x, ExchangeFailure::Transport(refused));
+    }
+    s.advance(Duration::from_secs(10));
+    assert!(s.next().is_none(), "the tools/call was not sent again");
+    let events = s.events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(
+        events[0].contains("ConnectionLost") && !events[0].contains("ConnectFailed"),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn modern_streams_are_never_resumed() {
+    let mut s = Sim::modern();
+    s.call("t");
+    let call = s.next().unwrap();
+    s.respond(call.x, 200, &SSE, "id: e1\nretry: 500\ndata:\n\n");
+    assert!(s.session.poll_timeout().is_none());
+    assert!(s.next().is_none());
+    let events = s.events();
+    assert!(
+        events[0].contains("ConnectionLost") || events[0].contains("DeliveryUnknown"),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn cancelling_a_modern_call_hands_its_exchange_back_to_be_closed() {
+    let mut s = Sim::modern();
+    let c = s.call("t");
+    let call = s.next().unwrap();
+    s.engine.cancel(s.now, c).unwrap();
+    s.flush();
+    assert_eq!(s.closed, [call.x], "the driver closes the connection carrying it");
+    s.session.abandon(call.x);
+    s.call("u");
+    assert_eq!(s.next().unwrap().x, call.x, "the exchange slot is reused");
+}
+
+#[test]
+fn rotation_is_for_stateless_servers_and_network_failures_only() {
+    let lost = TransportError::ConnectionLost;
+    assert!(should_rotate(Some(Era::Modern), &lost));
+    assert!(should_rotate(None, &lost), "while probing");
+    assert!(!should_rotate(Some(Era::Legacy), &lost), "a session lives on one instance");
+    let tls = TransportError::Tls(crate::error::TlsFailure::UnknownIssuer);
+    assert!(!should_rotate(Some(Era::Modern), &tls));
+}
+
+#[test]
+fn an_oversize_json_body_fails_the_call_as_too_large() {
+    let mut s = Sim::with_limit(None, 4096);
+    let probe = s.next().unwrap();
+    let result = json!({"resultType": "complete", "supportedVersions": ["2026-07-28"],
+        "capabilities": {"tools": {}}, "ttlMs": 0, "cacheScope": "private"});
+    s.json(probe.x, reply(&probe, result));
+    s.events();
+    s.call("t");
+    let call = s.next().unwrap();
+    s.head(call.x, 200, &[("Content-Type", "application/json")]);
+    assert_eq!(s.body(call.x, &"x".repeat(3000)), Flow::Continue);
+    assert_eq!(s.body(call.x, &"x".repeat(3000)), Flow::Close);
+    assert_eq!(s.events(), [format!("failed {:?}", CallError::Peer(PeerError::TooLarge))]);
+    assert_eq!(s.engine.stats().too_large, 1);
+}
+
+#[test]
+fn the_frame_budget_leaves_events_for_the_next_turn() {
+    let mut s = Sim::legacy(None);
+    let get = s.listen.take().unwrap();
+    s.head(get.x, 200, &SSE);
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+    let five: String = (0..5).map(|_| format!("data: {note}\n\n")).collect();
+    let mut budget = 2;
+    let flow = s.session.on_body(&mut s.engine, s.now, get.x, five.as_bytes(), &mut budget);
+    assert_eq!((flow, budget), (Flow::Backlog, 0));
+    let mut budget = 2;
+    let flow = s.session.on_body(&mut s.engine, s.now, get.x, &[], &mut budget);
+    assert_eq!((flow, budget), (Flow::Backlog, 0));
+    let mut budget = 2;
+    let flow = s.session.on_body(&mut s.engine, s.now, get.x, &[], &mut budget);
+    assert_eq!((flow, budget), (Flow::Continue, 1), "the fifth, then nothing waits");
+}
