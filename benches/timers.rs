@@ -59,6 +59,8 @@ fn config(pending: usize) -> Config {
         max_pending: pending + 8,
         max_in_flight: pending + 8,
         max_queued: pending + 8,
+        // Pending calls count against the terminal-event bound too.
+        max_queued_events: pending + 8,
         ..Config::default()
     }
 }
