@@ -63,15 +63,14 @@ pub use config::{BreakerPolicy, Config, RestartPolicy, RetryPolicy, ServerReques
 pub use engine::{
     BreakerState, CallId, CallOptions, CallRecord, CallResult, Engine, Event, ExchangeFailure,
     Idempotency, ListKind, OperationClass, ParamHeaders, ServerRequestId, ServerRequestKind,
-    ServerState, Stats, Transmit,
-    TransmitKind, TransportEvent, TransportKind, WireId,
+    ServerState, Stats, Transmit, TransmitKind, TransportEvent, TransportKind, WireId,
 };
 pub use error::{
-    AnswerError, CallError, CancelError, CloseReason, ConfigError, LocalError, PeerError, ProcessExit,
-    RequestError, RpcError, TlsFailure, TransportError,
+    AnswerError, CallError, CancelError, CloseReason, ConfigError, LocalError, PeerError,
+    ProcessExit, RequestError, RpcError, TlsFailure, TransportError,
 };
-pub use proto::mcp::{Method, ResultType, SubscriptionFilter};
 pub use proto::elicit::elicitation_defaults;
+pub use proto::mcp::{Method, ResultType, SubscriptionFilter};
 pub use proto::meta::TraceContext;
 pub use proto::version::{Era, EraPreference, ProtocolVersion};
 

@@ -739,3 +739,5 @@ impl Engine {
 mod tests;
 #[cfg(test)]
 mod tests_resilience;
+#[cfg(test)]
+mod tests_server_requests;

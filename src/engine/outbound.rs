@@ -10,14 +10,28 @@ use super::*;
 /// A frame that is not a request: notifications and replies to server requests.
 #[derive(Debug)]
 pub(super) enum Control {
-    Cancelled { id: WireId },
-    CloseStream { id: WireId },
+    Cancelled {
+        id: WireId,
+    },
+    CloseStream {
+        id: WireId,
+    },
     Initialized,
-    Reply { id: SmallVec<[u8; 24]>, ok: bool },
+    Reply {
+        id: SmallVec<[u8; 24]>,
+        ok: bool,
+    },
     /// The host's answer to a server request.
-    Answer { id: SmallVec<[u8; 24]>, result: String },
+    Answer {
+        id: SmallVec<[u8; 24]>,
+        result: String,
+    },
     /// An error reply to a server request: refused, rejected by the host, or timed out.
-    Refuse { id: SmallVec<[u8; 24]>, code: i64, message: &'static str },
+    Refuse {
+        id: SmallVec<[u8; 24]>,
+        code: i64,
+        message: &'static str,
+    },
 }
 
 impl Engine {

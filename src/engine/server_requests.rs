@@ -67,7 +67,10 @@ impl ServerRequestKind {
     fn of(method: &str, params: Option<RawJson<'_>>) -> Option<Self> {
         match method {
             "elicitation/create" => {
-                let url = params.and_then(|p| p.get("mode")).and_then(RawJson::as_str).is_some_and(|m| m == "url");
+                let url = params
+                    .and_then(|p| p.get("mode"))
+                    .and_then(RawJson::as_str)
+                    .is_some_and(|m| m == "url");
                 Some(if url { Self::ElicitationUrl } else { Self::ElicitationForm })
             }
             "sampling/createMessage" => Some(Self::Sampling),
@@ -176,7 +179,9 @@ impl ServerRequests {
     }
 
     fn of_call(&self, call: CallId) -> impl Iterator<Item = (usize, &Entry)> {
-        self.slab.iter().filter(move |(_, e)| matches!(&e.origin, Origin::Input { call: c, .. } if *c == call))
+        self.slab
+            .iter()
+            .filter(move |(_, e)| matches!(&e.origin, Origin::Input { call: c, .. } if *c == call))
     }
 
     /// Forgets the input requests of a call that ended.
@@ -378,7 +383,8 @@ impl Engine {
             }
             return Ok(());
         }
-        if let Some(Entry { origin: Origin::Legacy { id }, .. }) = self.server_requests.remove(request)
+        if let Some(Entry { origin: Origin::Legacy { id }, .. }) =
+            self.server_requests.remove(request)
         {
             self.push_control(Control::Answer { id, result: text.to_owned() });
         }
@@ -394,7 +400,9 @@ impl Engine {
         match entry.origin {
             Origin::Legacy { id } => {
                 let (code, message) = match entry.kind {
-                    ServerRequestKind::Sampling => (USER_REJECTED, "User rejected sampling request"),
+                    ServerRequestKind::Sampling => {
+                        (USER_REJECTED, "User rejected sampling request")
+                    }
                     _ => (INTERNAL, "the client refused the request"),
                 };
                 self.push_control(Control::Refuse { id, code, message });
@@ -413,9 +421,11 @@ impl Engine {
     /// the host with `ServerRequestExpired`.
     pub(super) fn expire_server_requests(&mut self, now: Instant) {
         while self.server_requests.next_deadline().is_some_and(|d| d <= now) {
-            let due = self.server_requests.slab.iter().find(|(_, e)| {
-                matches!(e.origin, Origin::Legacy { .. }) && e.deadline <= now
-            });
+            let due = self
+                .server_requests
+                .slab
+                .iter()
+                .find(|(_, e)| matches!(e.origin, Origin::Legacy { .. }) && e.deadline <= now);
             let Some((slot, e)) = due else { return };
             let request = ServerRequestId { slot: slot as u32, generation: e.generation };
             if let Some(Entry { origin: Origin::Legacy { id }, .. }) =

@@ -37,7 +37,9 @@ use crate::config::Config;
 use crate::driver::http::{HttpDriver, HttpOptions, HttpSetupError};
 use crate::driver::stdio::{StdioCommand, StdioDriver};
 use crate::engine::{CallId, CallOptions, Engine, Event, ServerRequestId, ServerState, Stats};
-use crate::error::{AnswerError, CallError, CancelError, ConfigError, LocalError, RequestError, TransportError};
+use crate::error::{
+    AnswerError, CallError, CancelError, ConfigError, LocalError, RequestError, TransportError,
+};
 use crate::proto::mcp::{Method, ResultType};
 use crate::proto::version::Era;
 
@@ -359,7 +361,11 @@ impl Host {
     }
 
     /// Refuses a server request (`Event::ServerRequest`) of `server`; see [`Engine::reject`].
-    pub fn reject(&mut self, server: ServerId, request: ServerRequestId) -> Result<(), AnswerError> {
+    pub fn reject(
+        &mut self,
+        server: ServerId,
+        request: ServerRequestId,
+    ) -> Result<(), AnswerError> {
         self.respond(server, |e, now| e.reject(now, request))
     }
 

@@ -131,7 +131,10 @@ mod tests {
     #[test]
     fn a_mismatch_names_the_field() {
         let check = |content: Value| {
-            check_form_answer(&params(), &json!({"action": "accept", "content": content}).to_string())
+            check_form_answer(
+                &params(),
+                &json!({"action": "accept", "content": content}).to_string(),
+            )
         };
         let field = |r: Result<(), AnswerError>| match r {
             Err(AnswerError::Mismatch { field, .. }) => field,

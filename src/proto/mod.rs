@@ -1,7 +1,7 @@
 //! Stateless protocol vocabulary: the JSON-RPC envelope, MCP methods, `_meta` and versions.
 
-pub(crate) mod header_value;
 pub(crate) mod elicit;
+pub(crate) mod header_value;
 pub(crate) mod json;
 pub(crate) mod jsonrpc;
 pub(crate) mod mcp;
