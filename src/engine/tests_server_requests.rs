@@ -19,8 +19,11 @@ fn elicit(message: &str) -> Value {
         "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}})
 }
 
-/// Drains events: the server requests (handle, call, params) and the rest described.
-fn drain(h: &mut Harness) -> (Vec<(ServerRequestId, Option<CallId>, Value)>, Vec<String>) {
+/// A server request as the host saw it: handle, call, params.
+type Ask = (ServerRequestId, Option<CallId>, Value);
+
+/// Drains events: the server requests and the rest described.
+fn drain(h: &mut Harness) -> (Vec<Ask>, Vec<String>) {
     let (mut asks, mut rest) = (Vec::new(), Vec::new());
     while let Some(e) = h.engine.poll_event() {
         match e {
