@@ -16,9 +16,9 @@
 //! from what the mock server saw on the wire.
 //!
 //! Only mcpoll's public API is used: no JSON-RPC is written here and no protocol header is set
-//! by hand. Where mcpoll cannot yet do what a scenario asks (answering a server's
-//! elicitation, `input_required` rounds), the client does what a host could do today and the
-//! scenario fails; `tests/conformance/expected-failures-*.yaml` lists those. OAuth (`auth/*`)
+//! by hand. Server requests (legacy elicitation, `input_required` rounds) are answered as a
+//! host without a user would (`wait_answering`). Where mcpoll cannot yet do what a scenario
+//! asks, the scenario fails; `tests/conformance/expected-failures-*.yaml` lists those. OAuth (`auth/*`)
 //! runs `mcpoll::oauth`'s flow, driven here over blocking loopback HTTP until the HTTP driver
 //! drives it itself (issue 12): a 401 or 403 ends the call with its challenge, the flow gets a
 //! token, and the scenario starts again on a new connection that sends it. Each step is
