@@ -95,7 +95,7 @@ fn http(era: EraPreference, expect: Era) {
     let Some(dir) = peers_dir() else { return };
     let peer = HttpPeer::start(&dir, "run-py-http.sh");
     let mut host = Host::new().unwrap();
-    let id = host.add_http_server(HttpOptions::new(&peer.url()), config(era)).unwrap();
+    let id = host.add_http_server(HttpOptions::new(peer.url()), config(era)).unwrap();
     host.wait_ready(id, Duration::from_secs(20)).unwrap();
     scenario(&mut host, id, expect);
 }
