@@ -188,8 +188,22 @@ impl ServerRequests {
     pub(crate) fn drop_call(&mut self, call: CallId) {
         let slots: SmallVec<[usize; 8]> = self.of_call(call).map(|(s, _)| s).collect();
         for s in slots {
-            self.slab.remove(s);
+            self.slab.try_remove(s);
         }
+    }
+
+    /// Forgets every legacy request: the server that sent them is gone.
+    fn drain_legacy(&mut self) -> SmallVec<[ServerRequestId; 8]> {
+        let gone: SmallVec<[ServerRequestId; 8]> = self
+            .slab
+            .iter()
+            .filter(|(_, e)| matches!(e.origin, Origin::Legacy { .. }))
+            .map(|(slot, e)| ServerRequestId { slot: slot as u32, generation: e.generation })
+            .collect();
+        for r in &gone {
+            self.slab.try_remove(r.slot as usize);
+        }
+        gone
     }
 
     /// The earliest deadline of a legacy request.
@@ -262,7 +276,7 @@ impl Engine {
     pub(super) fn on_input_required(&mut self, now: Instant, slot: usize, result: RawJson<'_>) {
         let Some(call) = self.requests.call_id(slot) else { return };
         let rounds = self.requests.get(slot).map_or(0, |p| p.rounds);
-        let fail = |e| Outcome::Failed(e);
+        let fail = Outcome::Failed;
         if rounds >= self.config.max_input_rounds {
             let e = CallError::Local(LocalError::TooManyInputRounds);
             return self.finish(now, slot, Ended::Answered, fail(e));
@@ -341,16 +355,15 @@ impl Engine {
         }
         self.server_requests.drop_call(call);
         let bufs = self.requests.bufs_mut(slot);
+        let (params, state) = (&mut bufs.params, &bufs.request_state);
         if !responses.is_empty() {
             responses.push(b'}');
-            bufs.params.extend_from_slice(b",\"inputResponses\":");
-            bufs.params.extend_from_slice(&responses);
+            params.extend_from_slice(b",\"inputResponses\":");
+            params.extend_from_slice(&responses);
         }
-        if !bufs.request_state.is_empty() {
-            bufs.params.extend_from_slice(b",\"requestState\":");
-            let state = std::mem::take(&mut bufs.request_state);
-            bufs.params.extend_from_slice(&state);
-            bufs.request_state = state;
+        if !state.is_empty() {
+            params.extend_from_slice(b",\"requestState\":");
+            params.extend_from_slice(state);
         }
         self.requests.set_state(slot, SendState::Queued);
         if let Some(id) = self.requests.wire_id(slot) {
@@ -415,6 +428,14 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    /// The transport closed: the legacy requests' ids mean nothing to a new process or
+    /// session, so they end (`ServerRequestExpired`) and nothing is sent for them.
+    pub(super) fn forget_legacy_requests(&mut self) {
+        for request in self.server_requests.drain_legacy() {
+            self.events.server_request_expired(request);
+        }
     }
 
     /// Legacy server requests whose deadline passed: the server is told with a timeout error,

@@ -20,7 +20,7 @@ fn elicit(message: &str) -> Value {
 }
 
 /// A server request as the host saw it: handle, call, params.
-type Ask = (ServerRequestId, Option<CallId>, Value);
+struct Ask(ServerRequestId, Option<CallId>, Value);
 
 /// Drains events: the server requests and the rest described.
 fn drain(h: &mut Harness) -> (Vec<Ask>, Vec<String>) {
@@ -28,7 +28,7 @@ fn drain(h: &mut Harness) -> (Vec<Ask>, Vec<String>) {
     while let Some(e) = h.engine.poll_event() {
         match e {
             Event::ServerRequest { request, call, params, .. } => {
-                asks.push((request, call, serde_json::from_str(params).unwrap()))
+                asks.push(Ask(request, call, serde_json::from_str(params).unwrap()))
             }
             other => rest.push(super::tests::describe(&other)),
         }
@@ -343,6 +343,19 @@ fn an_unanswered_legacy_request_times_out_on_both_sides() {
     assert_eq!(h.events(), ["expired"]);
     assert_eq!(h.engine.answer(h.now, asks[0].0, raw("{}")), Err(AnswerError::NotPending));
     assert_eq!(h.engine.poll_timeout(), None);
+}
+
+#[test]
+fn legacy_requests_end_with_their_transport() {
+    let answers = ServerRequestKinds { roots: true, ..Default::default() };
+    let mut h = legacy(answers);
+    h.peer(json!({"jsonrpc": "2.0", "id": 3, "method": "roots/list"}));
+    let (asks, _) = drain(&mut h);
+    h.engine.handle_transport(h.now, TransportEvent::closed(super::tests::exit(1)));
+    h.flush();
+    assert!(h.events().iter().any(|e| e == "expired"));
+    assert_eq!(h.engine.answer(h.now, asks[0].0, raw("{}")), Err(AnswerError::NotPending));
+    assert!(h.take_sent().iter().all(|f| f.get("id") != Some(&json!(3))), "nothing for id 3");
 }
 
 #[test]
