@@ -119,3 +119,17 @@ fn python_sdk_v2_http_modern_input_rounds() {
 fn python_sdk_v2_http_legacy_server_requests() {
     http(EraPreference::LegacyOnly, Era::Legacy);
 }
+
+#[test]
+fn the_server_requests_example_answers_the_python_peer() {
+    let Some(dir) = peers_dir() else { return };
+    let out = std::process::Command::new(example("server_requests"))
+        .arg(dir.join("run-py-stdio.sh"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("name=Ann ok=true"), "{stdout}");
+    assert!(stdout.contains("(2 rounds)"), "{stdout}");
+    assert!(stdout.contains("hello from the host"), "{stdout}");
+}

@@ -388,6 +388,10 @@ impl Engine {
         if entry.kind == ServerRequestKind::ElicitationForm {
             elicit::check_form_answer(&entry.params, text)?;
         }
+        // A line break can only be whitespace in valid JSON (strings escape them), and on
+        // stdio it would end the frame: the answer goes out on one line.
+        let text = text.replace(['\n', '\r'], " ");
+        let text = text.as_str();
         if let Origin::Input { call, .. } = entry.origin {
             entry.answer = Some(text.to_owned());
             let waiting = self.server_requests.of_call(call).any(|(_, e)| e.answer.is_none());

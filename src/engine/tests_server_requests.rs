@@ -295,7 +295,8 @@ fn legacy_requests_go_to_the_host_and_the_answer_carries_the_servers_id() {
     assert_eq!((asks[0].1, &asks[0].2), (None, &params));
     let defaults = crate::elicitation_defaults(&params.to_string()).unwrap();
     h.engine.answer(h.now, asks[0].0, raw(&defaults)).unwrap();
-    h.engine.answer(h.now, asks[1].0, raw(r#"{"roots":[{"uri":"file:///w"}]}"#)).unwrap();
+    // Pretty-printed by the host: it must still leave as one line (the harness checks).
+    h.engine.answer(h.now, asks[1].0, raw("{\"roots\":\r\n [{\"uri\":\"file:///w\"}]\n}")).unwrap();
     let sent = h.take_sent();
     assert_eq!(
         sent,
