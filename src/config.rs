@@ -28,7 +28,8 @@ pub struct Config {
     pub client_name: String,
     /// Client version sent in `clientInfo`.
     pub client_version: String,
-    /// Client capabilities, as a JSON object (`{}` for none).
+    /// Client capabilities, as a JSON object (`{}` for none). Its `elicitation`, `sampling` and
+    /// `roots` members are replaced by what [`answers`](Self::answers) declares.
     pub client_capabilities: String,
     /// Most pages followed by one listing before it fails with `TooManyPages`.
     pub max_pages: usize,

@@ -174,7 +174,9 @@ impl<'a> CallResult<'a> {
         self.is_error
     }
 
-    /// `Complete`, or `InputRequired` for a multi round-trip interim result.
+    /// `Complete`. (`tools/call`, `resources/read` and `prompts/get` answered with
+    /// `input_required` are carried through their rounds by the engine and end complete;
+    /// `InputRequired` reaches the host only from a method that has no rounds.)
     pub fn result_type(&self) -> ResultType {
         self.result_type
     }
