@@ -17,7 +17,7 @@ use smallvec::SmallVec;
 use super::*;
 use crate::config::ServerRequestKinds;
 use crate::error::AnswerError;
-use crate::proto::elicit;
+use crate::proto::{elicit, roots};
 
 /// Handle to one server request waiting for the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -50,7 +50,7 @@ pub enum ServerRequestKind {
     ElicitationUrl,
     /// `sampling/createMessage`: answer a `CreateMessageResult`.
     Sampling,
-    /// `roots/list`: answer `{"roots":[...]}`.
+    /// `roots/list`: answer `{"roots":[...]}`, each `uri` a `file://` URI (checked).
     Roots,
 }
 
@@ -385,8 +385,10 @@ impl Engine {
         if !text.starts_with('{') {
             return Err(AnswerError::NotObject);
         }
-        if entry.kind == ServerRequestKind::ElicitationForm {
-            elicit::check_form_answer(&entry.params, text)?;
+        match entry.kind {
+            ServerRequestKind::ElicitationForm => elicit::check_form_answer(&entry.params, text)?,
+            ServerRequestKind::Roots => roots::check_roots_answer(text)?,
+            _ => {}
         }
         // A line break can only be whitespace in valid JSON (strings escape them), and on
         // stdio it would end the frame: the answer goes out on one line.

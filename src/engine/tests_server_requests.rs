@@ -251,6 +251,22 @@ fn a_form_answer_that_does_not_fit_the_schema_is_refused_locally() {
 }
 
 #[test]
+fn a_root_that_is_not_a_file_uri_is_refused_locally() {
+    let mut h = legacy(ServerRequestKinds { roots: true, ..Default::default() });
+    h.peer(json!({"jsonrpc": "2.0", "id": 1, "method": "roots/list"}));
+    let (asks, _) = drain(&mut h);
+    let web = json!({"roots": [{"uri": "https://example.com/"}]});
+    assert_eq!(
+        answer(&mut h, asks[0].0, web),
+        Err(AnswerError::Mismatch {
+            field: "roots[0].uri".into(),
+            reason: "must be a file:// URI"
+        })
+    );
+    assert!(h.take_sent().is_empty());
+}
+
+#[test]
 fn rejecting_an_input_request_ends_the_call_without_a_retry() {
     let mut h = Harness::ready_with(config());
     let c = h.call("t", "{}");

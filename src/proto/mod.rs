@@ -6,4 +6,5 @@ pub(crate) mod json;
 pub(crate) mod jsonrpc;
 pub(crate) mod mcp;
 pub(crate) mod meta;
+pub(crate) mod roots;
 pub(crate) mod version;
