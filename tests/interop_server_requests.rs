@@ -2,8 +2,9 @@
 //! `ask` tool elicits a name and then a confirmation, `roots` lists the client's roots and
 //! `sample` samples its model. On 2025-11-25 the SDK sends each as a JSON-RPC request mid-call;
 //! on 2026-07-28 it answers `input_required` (two rounds for `ask`, the second with
-//! `requestState`) and resumes on the retry. The host answers through `Host::answer`, and the
-//! tool returns what it was given. Over stdio and over HTTP, in both eras.
+//! `requestState`) and resumes on the retry. The TypeScript SDK v1 peer (`ts1_server.mjs`,
+//! legacy only) has the same tools. The host answers through `Host::answer`, and the tool
+//! returns what it was given. Over stdio and over HTTP, in both eras.
 
 mod common;
 
@@ -83,17 +84,25 @@ fn scenario(host: &mut Host, id: ServerId, era: Era) {
 }
 
 fn stdio(era: EraPreference, expect: Era) {
+    stdio_peer("run-py-stdio.sh", era, expect);
+}
+
+fn stdio_peer(script: &str, era: EraPreference, expect: Era) {
     let Some(dir) = peers_dir() else { return };
     let mut host = Host::new().unwrap();
-    let cmd = mcpoll::StdioCommand::new(dir.join("run-py-stdio.sh"));
+    let cmd = mcpoll::StdioCommand::new(dir.join(script));
     let id = start(&mut host, cmd, config(era));
     scenario(&mut host, id, expect);
 }
 
 fn http(era: EraPreference, expect: Era) {
+    http_peer("run-py-http.sh", era, expect);
+}
+
+fn http_peer(script: &str, era: EraPreference, expect: Era) {
     init_log();
     let Some(dir) = peers_dir() else { return };
-    let peer = HttpPeer::start(&dir, "run-py-http.sh");
+    let peer = HttpPeer::start(&dir, script);
     let mut host = Host::new().unwrap();
     let id = host.add_http_server(HttpOptions::new(peer.url()), config(era)).unwrap();
     host.wait_ready(id, Duration::from_secs(20)).unwrap();
@@ -118,6 +127,16 @@ fn python_sdk_v2_http_modern_input_rounds() {
 #[test]
 fn python_sdk_v2_http_legacy_server_requests() {
     http(EraPreference::LegacyOnly, Era::Legacy);
+}
+
+#[test]
+fn typescript_sdk_v1_stdio_legacy_server_requests() {
+    stdio_peer("run-ts1-stdio.sh", EraPreference::Auto, Era::Legacy);
+}
+
+#[test]
+fn typescript_sdk_v1_http_legacy_server_requests() {
+    http_peer("run-ts1-http.sh", EraPreference::Auto, Era::Legacy);
 }
 
 #[test]
