@@ -2,8 +2,9 @@
 //! `ask` tool elicits a name and then a confirmation, `roots` lists the client's roots and
 //! `sample` samples its model. On 2025-11-25 the SDK sends each as a JSON-RPC request mid-call;
 //! on 2026-07-28 it answers `input_required` (two rounds for `ask`, the second with
-//! `requestState`) and resumes on the retry. The TypeScript SDK v1 peer (`ts1_server.mjs`,
-//! legacy only) has the same tools. The host answers through `Host::answer`, and the tool
+//! `requestState`) and resumes on the retry. The TypeScript SDK peers have the same tools: v2
+//! (`ts2_server.mjs`, `inputRequired` rounds, a legacy shim on stdio) and v1
+//! (`ts1_server.mjs`, legacy only). The host answers through `Host::answer`, and the tool
 //! returns what it was given. Over stdio and over HTTP, in both eras.
 
 mod common;
@@ -128,6 +129,25 @@ fn python_sdk_v2_http_modern_input_rounds() {
 fn python_sdk_v2_http_legacy_server_requests() {
     http(EraPreference::LegacyOnly, Era::Legacy);
 }
+
+#[test]
+fn typescript_sdk_v2_stdio_modern_input_rounds() {
+    stdio_peer("run-ts2-stdio.sh", EraPreference::ModernOnly, Era::Modern);
+}
+
+#[test]
+fn typescript_sdk_v2_stdio_legacy_server_requests() {
+    stdio_peer("run-ts2-stdio.sh", EraPreference::LegacyOnly, Era::Legacy);
+}
+
+#[test]
+fn typescript_sdk_v2_http_modern_input_rounds() {
+    http_peer("run-ts2-http.sh", EraPreference::ModernOnly, Era::Modern);
+}
+
+// No TypeScript SDK v2 over legacy HTTP: its stateless per-request serving cannot send
+// server-to-client requests (the tool answers "per-request legacy serving cannot receive
+// server-to-client requests"), whatever the client declares.
 
 #[test]
 fn typescript_sdk_v1_stdio_legacy_server_requests() {
