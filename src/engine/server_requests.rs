@@ -8,7 +8,7 @@
 //! bounded slab until the host answers or rejects it, or its deadline passes. The engine stores
 //! no callbacks: the host answers when it can, through [`Engine::answer`].
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::value::RawValue;
 use slab::Slab;
@@ -251,7 +251,9 @@ impl Engine {
             return self.push_control(Control::Reply { id, ok: false });
         };
         let params = params.map_or("{}", RawJson::text);
-        let deadline = now + self.config.server_request_timeout;
+        let timeout = self.config.server_request_timeout;
+        // A timeout too large for the clock stands for "a day", as a call's deadline does.
+        let deadline = now.checked_add(timeout).unwrap_or(now + Duration::from_secs(86_400));
         let origin = Origin::Legacy { id: id.clone() };
         let entry = |generation| Entry {
             generation,

@@ -376,6 +376,22 @@ fn legacy_requests_end_with_their_transport() {
 }
 
 #[test]
+fn a_huge_server_request_timeout_does_not_overflow_the_clock() {
+    let answers = ServerRequestKinds { roots: true, ..Default::default() };
+    let mut h = Harness::new(Config {
+        era: EraPreference::LegacyOnly,
+        answers,
+        server_request_timeout: Duration::MAX,
+        ..Config::default()
+    });
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let init = h.sent_one();
+    h.reply(&init, json!({"protocolVersion": "2025-11-25", "capabilities": {}}));
+    h.peer(json!({"jsonrpc": "2.0", "id": 1, "method": "roots/list"}));
+    assert!(h.engine.poll_timeout().is_some_and(|t| t > h.now));
+}
+
+#[test]
 fn a_rejected_sampling_request_gets_the_user_rejected_error() {
     let answers = ServerRequestKinds { sampling: true, ..Default::default() };
     let mut h = legacy(answers);
