@@ -573,6 +573,11 @@ impl Engine {
         self.schedule(slot, deadline, timers::TimerKind::Deadline);
         let bufs = self.requests.bufs_mut(slot);
         params(&mut bufs.params, &mut bufs.name);
+        // Host JSON may be pretty-printed. In valid JSON a raw CR or LF can only be whitespace
+        // (inside strings they must be escaped), and on stdio one would end the frame early.
+        for b in bufs.params.iter_mut().filter(|b| matches!(**b, b'\n' | b'\r')) {
+            *b = b' ';
+        }
         let token = opts.progress.then(|| call.get());
         write_call_meta(&mut bufs.meta, token, opts.trace.as_ref());
         if let Some(id) = self.requests.wire_id(slot) {

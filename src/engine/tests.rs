@@ -337,6 +337,21 @@ fn a_refused_version_the_server_lists_is_asked_once_more_with_a_new_id() {
     assert!(e.to_string().contains("refused protocol version 2026-07-28 twice"), "{e}");
 }
 
+/// Pretty-printed arguments from the host must not split a stdio frame: their line breaks are
+/// JSON whitespace, and the frame goes out as one line (the harness asserts it) that still
+/// carries the same arguments.
+#[test]
+fn pretty_printed_arguments_stay_on_one_line() {
+    let mut h = Harness::ready_modern();
+    let args = "{\n  \"text\": \"a\\nb\",\r\n  \"n\": [1,\n 2]\n}";
+    h.call("echo", args);
+    let sent = h.sent_one();
+    assert_eq!(sent["params"]["arguments"], json!({"text": "a\nb", "n": [1, 2]}));
+    let prompt: &RawValue = serde_json::from_str("{\n\"k\": \"v\"\n}").unwrap();
+    h.engine.get_prompt(h.now, "p", Some(prompt), &CallOptions::default()).unwrap();
+    assert_eq!(h.sent_one()["params"]["arguments"], json!({"k": "v"}));
+}
+
 #[test]
 fn modern_only_refuses_legacy_servers() {
     let config = Config { era: EraPreference::ModernOnly, ..Config::default() };
