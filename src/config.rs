@@ -63,6 +63,47 @@ pub struct Config {
     pub idempotency_key_field: String,
     /// Seed for the retry jitter (fixed by default, so runs replay).
     pub jitter_seed: u64,
+    /// The server's logical identity in a [`Host`](crate::Host)'s capability cache (`None`:
+    /// the program of a stdio server, the URL of an HTTP one). Two servers given the same
+    /// identity may share `cacheScope: "public"` catalogs, so name them for what they are.
+    pub cache_identity: Option<String>,
+    /// The tenant part of the capability cache key (`None`: no tenant).
+    pub cache_tenant: Option<String>,
+}
+
+/// Bounds and lifetimes of a [`Host`](crate::Host)'s capability cache (tool, prompt and
+/// resource catalogs), given to [`Host::with_cache`](crate::Host::with_cache).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// Catalog pages held at most, over every server.
+    pub max_entries: usize,
+    /// Bytes held at most (an estimate of heap use), over every server.
+    pub max_bytes: usize,
+    /// Lifetime of a catalog whose `ttlMs` is missing or malformed.
+    pub default_ttl: Duration,
+    /// Cap on every lifetime, whatever the server says.
+    pub max_ttl: Duration,
+    /// How long past its freshness a catalog may be served, flagged stale, when its refresh
+    /// failed; past that the need fails with an error.
+    pub max_stale: Duration,
+    /// Catalog refreshes in flight at most.
+    pub max_refreshes: usize,
+    /// Refetch a catalog as soon as the server says it changed (else on the next need).
+    pub eager_refresh: bool,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self {
+            max_entries: 1024,
+            max_bytes: 8 << 20,
+            default_ttl: Duration::from_secs(60),
+            max_ttl: Duration::from_secs(3600),
+            max_stale: Duration::from_secs(300),
+            max_refreshes: 64,
+            eager_refresh: false,
+        }
+    }
 }
 
 /// Which failed attempts are sent again, and how long to wait between them.
@@ -158,6 +199,8 @@ impl Default for Config {
             restart: RestartPolicy::default(),
             idempotency_key_field: "idempotency_key".into(),
             jitter_seed: 0x6d63_706f_6c6c,
+            cache_identity: None,
+            cache_tenant: None,
         }
     }
 }

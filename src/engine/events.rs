@@ -96,6 +96,13 @@ pub enum Event<'a> {
     },
     /// The server says a list changed (tools, prompts or resources).
     ListChanged(ListKind),
+    /// A refreshed tool catalog differs from the last one the host was told about. Only a
+    /// [`Host`](crate::Host) emits it (its capability cache); an engine on its own never does.
+    ToolsChanged(&'a crate::catalog::CatalogChange),
+    /// As [`ToolsChanged`](Self::ToolsChanged), for the prompt catalog.
+    PromptsChanged(&'a crate::catalog::CatalogChange),
+    /// As [`ToolsChanged`](Self::ToolsChanged), for the resource catalog.
+    ResourcesChanged(&'a crate::catalog::CatalogChange),
     /// The server updated a resource the client subscribed to.
     ResourceUpdated {
         /// The resource URI.

@@ -170,6 +170,10 @@ fn describe(e: &Event<'_>) -> String {
             format!("progress {} {progress} {total:?} {message:?}", call.get())
         }
         Event::ListChanged(k) => format!("list_changed {k:?}"),
+        // Only a host emits these.
+        Event::ToolsChanged(c) | Event::PromptsChanged(c) | Event::ResourcesChanged(c) => {
+            format!("catalog changed {c:?}")
+        }
         Event::Subscribed { .. } => "Subscribed".into(),
         Event::ResourceUpdated { uri } => format!("updated {uri}"),
         Event::Closed { error } => format!("closed {}", error.name()),
