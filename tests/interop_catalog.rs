@@ -1,0 +1,116 @@
+//! The capability cache against real SDK peers over stdio: a tool added at runtime
+//! (`bump_tools`) reaches the host as one `ToolsChanged` naming only the new tool, through
+//! `subscriptions/listen` on modern servers and the legacy `list_changed` notification on SDK v1.
+//!
+//! Skipped loudly without the peers (`tests/peers/setup.sh`); `MCPOLL_REQUIRE_PEERS=1` fails.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use mcpoll::{CacheConfig, Config, Event, Host, ServerId, StdioCommand};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn peer(script: &str) -> Option<StdioCommand> {
+    peers_dir().map(|dir| StdioCommand::new(dir.join(script)))
+}
+
+/// What the host was told about the tools, as `added/removed/changed` lists.
+type Told = Vec<(Vec<String>, Vec<String>, Vec<String>)>;
+
+/// Drains events for `how_long`, collecting tool changes; also notes the listen
+/// acknowledgement.
+fn drain(host: &mut Host, how_long: Duration, told: &mut Told, subscribed: &mut bool) {
+    let list = |v: &[Box<str>]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let deadline = Instant::now() + how_long;
+    while Instant::now() < deadline {
+        host.poll(Some(Duration::from_millis(20))).expect("poll");
+        while let Some((_, e)) = host.poll_event() {
+            match e {
+                Event::ToolsChanged(c) => {
+                    told.push((list(c.added()), list(c.removed()), list(c.changed())));
+                }
+                Event::Subscribed { .. } => *subscribed = true,
+                _ => {}
+            }
+        }
+    }
+}
+
+fn start_watching(script: &str, eager: bool) -> Option<(Host, ServerId)> {
+    let cmd = peer(script)?;
+    let cache = CacheConfig { eager_refresh: eager, ..CacheConfig::default() };
+    let mut host = Host::with_cache(cache).unwrap();
+    let id = start(&mut host, cmd, Config::default());
+    let baseline: Vec<String> =
+        host.tools_blocking(id, WAIT).unwrap().names().map(str::to_owned).collect();
+    assert!(baseline.iter().any(|n| n == "bump_tools"), "{baseline:?}");
+    assert!(!baseline.iter().any(|n| n.starts_with("extra_")), "{baseline:?}");
+    host.watch_catalogs(id).unwrap();
+    if host.era(id) == Some(mcpoll::Era::Modern) {
+        let (mut told, mut subscribed) = (Told::new(), false);
+        let deadline = Instant::now() + WAIT;
+        while !subscribed {
+            assert!(Instant::now() < deadline, "{script}: listen not acknowledged");
+            drain(&mut host, Duration::from_millis(50), &mut told, &mut subscribed);
+        }
+        assert!(told.is_empty(), "the first listing is the baseline, not a change: {told:?}");
+    }
+    Some((host, id))
+}
+
+/// Eager refresh: the change notification alone brings the new catalog and its diff.
+fn bump_reaches_the_host_as_one_tools_changed(script: &str) {
+    let Some((mut host, id)) = start_watching(script, true) else { return };
+    call(&mut host, id, "bump_tools", "{}");
+    let (mut told, mut subscribed) = (Told::new(), false);
+    let deadline = Instant::now() + WAIT;
+    while told.is_empty() {
+        assert!(Instant::now() < deadline, "{script}: no ToolsChanged");
+        drain(&mut host, Duration::from_millis(50), &mut told, &mut subscribed);
+    }
+    // Servers may say it twice (listen stream and session): still one change.
+    drain(&mut host, Duration::from_millis(500), &mut told, &mut subscribed);
+    let only_extra = (vec!["extra_1".to_owned()], vec![], vec![]);
+    assert_eq!(told, [only_extra], "{script}");
+    // The cache holds the new catalog: a need is a hit.
+    let view = host.tools_blocking(id, WAIT).unwrap();
+    assert!(view.definition("extra_1").is_some(), "{script}");
+    assert_eq!(host.search_tools(id, "extra", 1).first().map(|h| h.0), Some("extra_1"));
+}
+
+#[test]
+fn python_sdk_v2_stdio_bump_is_one_tools_changed() {
+    bump_reaches_the_host_as_one_tools_changed("run-py-stdio.sh");
+}
+
+#[test]
+fn typescript_sdk_v2_stdio_bump_is_one_tools_changed() {
+    bump_reaches_the_host_as_one_tools_changed("run-ts2-stdio.sh");
+}
+
+#[test]
+fn typescript_sdk_v1_stdio_legacy_bump_is_one_tools_changed() {
+    bump_reaches_the_host_as_one_tools_changed("run-ts1-stdio.sh");
+}
+
+/// Without eager refresh the change only marks the catalog stale: the next need lists again,
+/// and that refresh is what announces the diff.
+#[test]
+fn python_sdk_v2_stdio_change_marks_stale_and_the_next_need_refetches() {
+    let Some((mut host, id)) = start_watching("run-py-stdio.sh", false) else { return };
+    call(&mut host, id, "bump_tools", "{}");
+    let (mut told, mut subscribed) = (Told::new(), false);
+    // The notification arrives and is drained; nothing is listed yet.
+    let refreshes = host.cache_stats().refreshes;
+    drain(&mut host, Duration::from_millis(1000), &mut told, &mut subscribed);
+    assert!(told.is_empty(), "{told:?}");
+    assert_eq!(host.cache_stats().refreshes, refreshes, "not eager: no listing yet");
+    let view = host.tools_blocking(id, WAIT).unwrap();
+    assert!(view.definition("extra_1").is_some(), "stale entry was refetched");
+    assert_eq!(host.cache_stats().refreshes, refreshes + 1);
+    drain(&mut host, Duration::from_millis(100), &mut told, &mut subscribed);
+    assert_eq!(told, [(vec!["extra_1".to_owned()], vec![], vec![])]);
+}
