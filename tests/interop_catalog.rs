@@ -114,3 +114,34 @@ fn python_sdk_v2_stdio_change_marks_stale_and_the_next_need_refetches() {
     drain(&mut host, Duration::from_millis(100), &mut told, &mut subscribed);
     assert_eq!(told, [(vec!["extra_1".to_owned()], vec![], vec![])]);
 }
+
+/// `mcpoll watch` over HTTP prints one JSON line for a tool another client added.
+#[test]
+fn cli_watch_prints_the_new_tool_as_one_json_line() {
+    let Some(dir) = peers_dir() else { return };
+    let peer = HttpPeer::start(&dir, "run-py-http.sh");
+    let child = std::process::Command::new(example("mcpoll"))
+        .args(["--http", &peer.url(), "--timeout", "8000", "watch"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run mcpoll");
+    // Give the watcher time to list and open its listen stream, then change the catalog
+    // from a second client.
+    std::thread::sleep(Duration::from_millis(3000));
+    let mut host = Host::new().unwrap();
+    let opts = mcpoll::HttpOptions::new(peer.url());
+    let id = host.add_http_server(opts, Config::default()).unwrap();
+    host.wait_ready(id, WAIT).unwrap();
+    call(&mut host, id, "bump_tools", "{}");
+    let out = child.wait_with_output().expect("mcpoll ends at --timeout");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> =
+        stdout.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    assert_eq!(lines.len(), 1, "{stdout}");
+    assert_eq!(lines[0]["kind"], "tools");
+    assert_eq!(lines[0]["added"], serde_json::json!(["extra_1"]));
+    assert_eq!(lines[0]["removed"], serde_json::json!([]));
+    assert_eq!(lines[0]["hash"].as_str().map(str::len), Some(16));
+}
