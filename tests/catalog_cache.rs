@@ -1,5 +1,9 @@
 //! The host's capability cache against the demo server over real pipes: one listing shared by
-//! every need (counted on the wire), hits that allocate nothing, search, and the key's parts.
+//! every need (counted on the wire), hits that allocate nothing, search, the key's parts, and
+//! the server's `ttlMs: 0` obeyed.
+//!
+//! The demo server marks its modern listings `ttlMs: 0` (do not cache), so the caching tests
+//! run it in the legacy era, whose listings carry no hints and get the client's default TTL.
 
 mod common;
 
@@ -42,6 +46,11 @@ const WAIT: Duration = Duration::from_secs(20);
 /// Requests one full tools/list of the demo server takes: 5 tools, 2 per page.
 const PAGES: u64 = 3;
 
+/// The demo server in the legacy era: its listings carry no cache hints.
+fn legacy_demo() -> mcpoll::StdioCommand {
+    demo_server().arg("--legacy-only")
+}
+
 fn sent(host: &Host, id: ServerId) -> u64 {
     host.stats(id).expect("server").requests_sent
 }
@@ -53,7 +62,7 @@ fn names(host: &mut Host, id: ServerId) -> Vec<String> {
 #[test]
 fn a_fresh_catalog_is_listed_once_and_then_served_from_the_cache() {
     let mut host = Host::new().unwrap();
-    let id = start(&mut host, demo_server(), Config::default());
+    let id = start(&mut host, legacy_demo(), Config::default());
     let before = sent(&host, id);
     let first = names(&mut host, id);
     assert_eq!(first, ["add", "echo", "fail", "slow", "write_note"]);
@@ -75,7 +84,7 @@ fn a_fresh_catalog_is_listed_once_and_then_served_from_the_cache() {
 #[test]
 fn concurrent_needs_share_one_listing_on_the_wire() {
     let mut host = Host::new().unwrap();
-    let id = start(&mut host, demo_server(), Config::default());
+    let id = start(&mut host, legacy_demo(), Config::default());
     let before = sent(&host, id);
     // Three needs before any answer: the first starts the listing, the others join it.
     for _ in 0..3 {
@@ -90,7 +99,7 @@ fn concurrent_needs_share_one_listing_on_the_wire() {
 #[test]
 fn a_cached_definition_is_read_without_allocating() {
     let mut host = Host::new().unwrap();
-    let id = start(&mut host, demo_server(), Config::default());
+    let id = start(&mut host, legacy_demo(), Config::default());
     host.tools_blocking(id, WAIT).unwrap();
     assert!(host.tool(id, "add").is_some(), "warm");
     let before = allocs();
@@ -106,7 +115,7 @@ fn a_cached_definition_is_read_without_allocating() {
 #[test]
 fn search_ranks_the_listed_tools() {
     let mut host = Host::new().unwrap();
-    let id = start(&mut host, demo_server(), Config::default());
+    let id = start(&mut host, legacy_demo(), Config::default());
     assert!(host.search_tools(id, "add", 3).is_empty(), "nothing indexed before a listing");
     host.tools_blocking(id, WAIT).unwrap();
     let hits = host.search_tools(id, "add two numbers", 3);
@@ -117,19 +126,19 @@ fn search_ranks_the_listed_tools() {
 #[test]
 fn servers_with_another_identity_or_tenant_do_not_share_entries() {
     let mut host = Host::new().unwrap();
-    let a = start(&mut host, demo_server(), Config::default());
+    let a = start(&mut host, legacy_demo(), Config::default());
     let b = start(
         &mut host,
-        demo_server(),
+        legacy_demo(),
         Config { cache_tenant: Some("globex".into()), ..Config::default() },
     );
     let c = start(
         &mut host,
-        demo_server(),
+        legacy_demo(),
         Config { cache_identity: Some("other".into()), ..Config::default() },
     );
     // The same program and context: the same entry, so `d` is a hit without listing.
-    let d = start(&mut host, demo_server(), Config::default());
+    let d = start(&mut host, legacy_demo(), Config::default());
     names(&mut host, a);
     for (id, listed) in [(b, PAGES), (c, PAGES), (d, 0)] {
         let before = sent(&host, id);
@@ -147,7 +156,7 @@ fn an_expired_catalog_is_listed_again() {
         ..CacheConfig::default()
     };
     let mut host = Host::with_cache(cache).unwrap();
-    let id = start(&mut host, demo_server(), Config::default());
+    let id = start(&mut host, legacy_demo(), Config::default());
     let before = sent(&host, id);
     names(&mut host, id);
     std::thread::sleep(Duration::from_millis(80));
@@ -158,11 +167,26 @@ fn an_expired_catalog_is_listed_again() {
 #[test]
 fn a_closed_server_has_no_catalog() {
     let mut host = Host::new().unwrap();
-    let id = start(&mut host, demo_server(), Config::default());
+    let id = start(&mut host, legacy_demo(), Config::default());
     host.close_server(id);
     match host.tools_blocking(id, Duration::from_secs(2)) {
         Err(CatalogError::NotReady | CatalogError::Listing(_)) => {}
         other => panic!("{other:?}"),
     }
     assert!(Host::with_cache(CacheConfig { max_entries: 0, ..CacheConfig::default() }).is_err());
+}
+
+#[test]
+fn a_listing_marked_ttl_zero_is_served_once_and_never_cached() {
+    let mut host = Host::new().unwrap();
+    let id = start(&mut host, demo_server(), Config::default());
+    assert_eq!(host.era(id), Some(mcpoll::Era::Modern));
+    let before = sent(&host, id);
+    for round in 1..=2 {
+        let view = host.tools_blocking(id, WAIT).unwrap();
+        assert!(!view.is_cached());
+        assert_eq!(view.len(), 5);
+        assert_eq!(sent(&host, id), before + round * PAGES, "listed again: ttlMs 0");
+    }
+    assert!(host.tool(id, "echo").is_none(), "nothing cached");
 }

@@ -40,7 +40,8 @@ fn drain(host: &mut Host, how_long: Duration, told: &mut Told, subscribed: &mut 
 }
 
 fn start_watching(script: &str, eager: bool) -> Option<(Host, ServerId)> {
-    let cmd = peer(script)?;
+    // The py peer caches nothing unless told to (the SDK's default ttlMs is 0).
+    let cmd = peer(script)?.env("LAB_TOOLS_TTL_MS", "600000");
     let cache = CacheConfig { eager_refresh: eager, ..CacheConfig::default() };
     let mut host = Host::with_cache(cache).unwrap();
     let id = start(&mut host, cmd, Config::default());
@@ -109,6 +110,7 @@ fn python_sdk_v2_stdio_change_marks_stale_and_the_next_need_refetches() {
     assert!(told.is_empty(), "{told:?}");
     assert_eq!(host.cache_stats().refreshes, refreshes, "not eager: no listing yet");
     let view = host.tools_blocking(id, WAIT).unwrap();
+    assert!(view.is_cached(), "ttlMs 600000: a cached catalog");
     assert!(view.definition("extra_1").is_some(), "stale entry was refetched");
     assert_eq!(host.cache_stats().refreshes, refreshes + 1);
     drain(&mut host, Duration::from_millis(100), &mut told, &mut subscribed);

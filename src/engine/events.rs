@@ -370,12 +370,14 @@ impl EventQueue {
         }
     }
 
-    /// A listing's items from every page, wrapped as `{"<key>":[...]}`.
+    /// A listing's items from every page, wrapped as `{"<key>":[...]}`, with the pages'
+    /// combined `ttlMs` and `cacheScope` when they gave any.
     pub(crate) fn done_listing(
         &mut self,
         call: CallId,
         key: &str,
         items: &[u8],
+        hints: crate::engine::listing::ListHints,
         record: CallRecord,
     ) {
         let start = self.arena_end();
@@ -384,7 +386,9 @@ impl EventQueue {
         self.arena.push_str("\":[");
         // Items are slices of validated frames (or serde_json output): always UTF-8.
         self.arena.push_str(std::str::from_utf8(items).unwrap_or_default());
-        self.arena.push_str("]}");
+        self.arena.push(']');
+        hints.write(&mut self.arena);
+        self.arena.push('}');
         let json = start..self.arena.len();
         self.live += json.len();
         let (result_type, is_error) = (ResultType::Complete, false);

@@ -109,6 +109,8 @@ pub(crate) struct SlotBufs {
     pub(crate) items: Vec<u8>,
     /// Hashes of cursors a listing has returned, to catch a server that loops.
     pub(crate) cursors: SmallVec<[u64; 8]>,
+    /// The cache hints of a listing's pages so far.
+    pub(crate) list_hints: super::listing::ListHints,
 }
 
 /// How a wire id's life ended, for telling late replies from duplicates.
@@ -248,6 +250,7 @@ impl Requests {
         bufs.param_headers.clear();
         bufs.items.clear();
         bufs.cursors.clear();
+        bufs.list_hints = Default::default();
         Some(slot)
     }
 

@@ -585,7 +585,7 @@ fn pagination_follows_cursors_including_the_empty_one() {
     assert_eq!(
         h.events(),
         [format!(
-            "done {} {{\"tools\":[{{\"name\":\"a\"}},{{\"name\":\"b\"}},{{\"name\":\"c\"}}]}}",
+            "done {} {{\"tools\":[{{\"name\":\"a\"}},{{\"name\":\"b\"}},{{\"name\":\"c\"}}],\"ttlMs\":0}}",
             c.get()
         )]
     );
