@@ -190,3 +190,33 @@ fn a_listing_marked_ttl_zero_is_served_once_and_never_cached() {
     }
     assert!(host.tool(id, "echo").is_none(), "nothing cached");
 }
+
+/// A refresh that fails keeps the old catalog, flagged stale, for `max_stale`; past that the
+/// need fails with a typed error.
+#[test]
+fn a_failed_refresh_serves_the_old_catalog_stale_then_fails() {
+    let cache = CacheConfig {
+        default_ttl: Duration::from_millis(50),
+        max_ttl: Duration::from_millis(50),
+        max_stale: Duration::from_millis(400),
+        ..CacheConfig::default()
+    };
+    let mut host = Host::with_cache(cache).unwrap();
+    let mut config = Config::default();
+    config.restart.enabled = false;
+    let id = start(&mut host, legacy_demo(), config);
+    assert_eq!(names(&mut host, id).len(), 5);
+    host.close_server(id);
+    std::thread::sleep(Duration::from_millis(100));
+    let view = host.tools_blocking(id, Duration::from_secs(2)).expect("served stale");
+    assert_eq!(view.len(), 5);
+    assert!(view.stale_for().is_some_and(|d| d >= Duration::from_millis(50)), "{view:?}");
+    assert!(host.cache_stats().stale_serves >= 1);
+    std::thread::sleep(Duration::from_millis(500));
+    match host.tools_blocking(id, Duration::from_secs(2)) {
+        Err(CatalogError::StaleTooLong { max_stale, .. }) => {
+            assert_eq!(max_stale, Duration::from_millis(400));
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -245,11 +245,13 @@ impl ServerCatalog {
         }
     }
 
-    /// The key for the engine's current version; `None` until it is ready.
+    /// The key for the engine's current version; `None` until it was first ready. While the
+    /// server is down or restarting, the last key stands, so its catalog can still be served
+    /// stale after the refresh fails.
     pub(super) fn key(&mut self, engine: &Engine) -> Option<CacheKey> {
         let version = match engine.state() {
             crate::engine::ServerState::Ready(_, v) => v,
-            _ => return None,
+            _ => return self.key.map(|(_, k)| k),
         };
         if let Some((v, k)) = self.key {
             if v == version {
@@ -523,11 +525,14 @@ impl Host {
         timeout: Duration,
     ) -> Result<CatalogView<'_>, CatalogError> {
         let deadline = Instant::now() + timeout;
+        let known = self.server(server).is_some_and(|s| s.catalog.key.is_some());
         match self.wait_ready(server, timeout) {
             Ok(crate::engine::ServerState::Ready(..)) => {}
-            Ok(_) => return Err(CatalogError::NotReady),
             Err(super::BlockingError::UnknownServer) => return Err(CatalogError::UnknownServer),
             Err(super::BlockingError::Io(e)) => return Err(CatalogError::Io(e)),
+            // A server known before may be down: its catalog can still be served stale.
+            _ if known => {}
+            Ok(_) => return Err(CatalogError::NotReady),
             Err(super::BlockingError::Call(e)) => return Err(CatalogError::Listing(e)),
             Err(super::BlockingError::Request(e)) => return Err(CatalogError::Request(e)),
         }
@@ -606,8 +611,14 @@ impl Host {
                 }
                 Err(e) => {
                     let _ = store.finish_refresh(now, token, RefreshOutcome::Failed);
-                    if !matches!(store.list_state(now, &key, kind), ListState::Stale) {
-                        return Err(CatalogError::Request(e));
+                    match store.list_state(now, &key, kind) {
+                        // Failed at once: the old catalog, if it is still servable, answers.
+                        ListState::Fresh | ListState::Stale => {}
+                        ListState::TooStale(stale_for) => {
+                            let max_stale = store.config().max_stale;
+                            return Err(CatalogError::StaleTooLong { stale_for, max_stale });
+                        }
+                        ListState::Refresh => return Err(CatalogError::Request(e)),
                     }
                 }
             }
