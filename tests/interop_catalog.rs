@@ -147,3 +147,30 @@ fn cli_watch_prints_the_new_tool_as_one_json_line() {
     assert_eq!(lines[0]["removed"], serde_json::json!([]));
     assert_eq!(lines[0]["hash"].as_str().map(str::len), Some(16));
 }
+
+/// The listen stream dies with the server process; after the supervised restart the host
+/// listens again, so a change on the new process still reaches it.
+#[test]
+fn python_sdk_v2_stdio_listen_survives_a_server_crash() {
+    let Some((mut host, id)) = start_watching("run-py-stdio.sh", true) else { return };
+    let old = host.pid(id).expect("running");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(old as i32).expect("pid"),
+        rustix::process::Signal::KILL,
+    )
+    .expect("kill");
+    let (mut told, mut subscribed) = (Told::new(), false);
+    let deadline = Instant::now() + WAIT;
+    while !subscribed || host.pid(id).is_none_or(|p| p == old) {
+        assert!(Instant::now() < deadline, "no new listen stream after the restart");
+        drain(&mut host, Duration::from_millis(50), &mut told, &mut subscribed);
+        if host.pid(id).is_some_and(|p| p == old) {
+            subscribed = false;
+        }
+    }
+    call(&mut host, id, "bump_tools", "{}");
+    while !told.iter().any(|t| t.0 == ["extra_1"]) {
+        assert!(Instant::now() < deadline, "no ToolsChanged after the restart: {told:?}");
+        drain(&mut host, Duration::from_millis(50), &mut told, &mut subscribed);
+    }
+}

@@ -44,9 +44,9 @@ use crate::catalog::store::{
 };
 use crate::config::CacheConfig;
 use crate::engine::{CallId, CallOptions, Engine, Event, ListKind};
-use crate::error::{CallError, PeerError, RequestError};
+use crate::error::{CallError, LocalError, PeerError, RequestError};
 use crate::proto::mcp::{Method, SubscriptionFilter};
-use crate::proto::version::ProtocolVersion;
+use crate::proto::version::{Era, ProtocolVersion};
 
 use super::{Host, ServerId, Wake};
 
@@ -229,8 +229,19 @@ pub(super) struct ServerCatalog {
     key: Option<(ProtocolVersion, CacheKey)>,
     kinds: [KindState; 3],
     search: SearchIndex,
+    /// The host asked for change notifications (`Host::watch_catalogs`).
+    watching: bool,
     listen: Option<CallId>,
+    /// When to open the listen stream again after it broke, and the backoff after that.
+    relisten_at: Option<Instant>,
+    relisten_delay: Duration,
+    /// When the current stream was opened: one that lived long resets the backoff.
+    listen_opened: Option<Instant>,
 }
+
+/// Backoff before listening again after a stream broke: doubles up to the cap.
+const RELISTEN_BASE: Duration = Duration::from_millis(200);
+const RELISTEN_MAX: Duration = Duration::from_secs(30);
 
 impl ServerCatalog {
     pub(super) fn new(identity: String, http: bool, tenant: Option<String>) -> Self {
@@ -241,7 +252,11 @@ impl ServerCatalog {
             key: None,
             kinds: Default::default(),
             search: SearchIndex::new(),
+            watching: false,
             listen: None,
+            relisten_at: None,
+            relisten_delay: RELISTEN_BASE,
+            listen_opened: None,
         }
     }
 
@@ -471,25 +486,16 @@ impl Host {
         s.catalog.search.search(query, k).into_iter().map(|h| (h.name, h.score)).collect()
     }
 
-    /// Opens a `subscriptions/listen` stream for tool, prompt and resource list changes on a
-    /// modern server, so its changes reach the cache (legacy servers send them unasked; for
-    /// them this does nothing). Idempotent while the stream lives.
+    /// Keeps the server's catalogs current: on a modern server, opens a `subscriptions/listen`
+    /// stream for tool, prompt and resource list changes (once ready), and opens it again with
+    /// backoff (200 ms doubling to 30 s) after an abnormal end, marking every catalog stale
+    /// since changes may have been missed. A graceful end, or the host cancelling the stream,
+    /// stops it. Legacy servers send their changes unasked: for them this does nothing more.
+    /// Re-listening happens during [`poll`](Self::poll) and [`poll_event`](Self::poll_event).
     pub fn watch_catalogs(&mut self, server: ServerId) -> Result<(), RequestError> {
-        let s = self.server(server).ok_or(RequestError::Closed)?;
-        if s.engine.era() != Some(crate::proto::version::Era::Modern) || s.catalog.listen.is_some()
-        {
-            return Ok(());
-        }
-        let filter = SubscriptionFilter {
-            tools_list_changed: true,
-            prompts_list_changed: true,
-            resources_list_changed: true,
-            ..Default::default()
-        };
-        let call = self.listen(server, &filter, &CallOptions::default())?;
-        if let Some(s) = self.server_mut(server) {
-            s.catalog.listen = Some(call);
-        }
+        let s = self.server_mut(server).ok_or(RequestError::Closed)?;
+        s.catalog.watching = true;
+        self.pump_catalogs(Instant::now());
         Ok(())
     }
 
@@ -683,15 +689,63 @@ impl Host {
                     cache.finish(now, id, &mut s.catalog, kind, flight, result);
                 }
             }
-            if let Some(call) = s.catalog.listen {
-                // The listen stream ended: forget it, so `watch_catalogs` can open another.
-                if let Some(Event::CallDone { .. } | Event::CallFailed { .. }) =
-                    s.engine.take_call_event(call)
-                {
-                    s.catalog.listen = None;
+            relisten(cache, &mut s.catalog, &mut s.engine, now);
+            s.transport.flush(registry, &mut s.engine, now);
+        }
+    }
+}
+
+/// Follows the listen stream of a watched server: notes its end, and opens it when due.
+fn relisten(cache: &mut HostCache, catalog: &mut ServerCatalog, engine: &mut Engine, now: Instant) {
+    if let Some(call) = catalog.listen {
+        match engine.take_call_event(call) {
+            Some(Event::CallDone { .. })
+            | Some(Event::CallFailed { error: CallError::Local(LocalError::Cancelled), .. }) => {
+                // A graceful end, or the host's own cancel: stop watching.
+                catalog.listen = None;
+                catalog.watching = false;
+            }
+            Some(Event::CallFailed { error, .. }) => {
+                log::debug!("listen stream broke ({error}); listening again with backoff");
+                catalog.listen = None;
+                let lived = catalog.listen_opened.map(|t| now.saturating_duration_since(t));
+                if lived.is_some_and(|d| d >= RELISTEN_MAX) {
+                    catalog.relisten_delay = RELISTEN_BASE;
+                }
+                catalog.relisten_at = now.checked_add(catalog.relisten_delay);
+                catalog.relisten_delay = (catalog.relisten_delay * 2).min(RELISTEN_MAX);
+            }
+            _ => {}
+        }
+    }
+    let due = catalog.relisten_at.is_none_or(|t| t <= now);
+    if !catalog.watching || catalog.listen.is_some() || !due || engine.era() != Some(Era::Modern) {
+        return;
+    }
+    let filter = SubscriptionFilter {
+        tools_list_changed: true,
+        prompts_list_changed: true,
+        resources_list_changed: true,
+        ..Default::default()
+    };
+    match engine.listen(now, &filter, &CallOptions::default()) {
+        Ok(call) => {
+            catalog.listen = Some(call);
+            catalog.listen_opened = Some(now);
+            if catalog.relisten_at.take().is_some() {
+                // Changes made while no stream was open were never told: refetch.
+                if let Some(key) = catalog.key(engine) {
+                    for kind in KINDS {
+                        cache.store.mark_stale(now, &key, kind);
+                        catalog.kinds[slot(kind)].eager_due |= cache.eager;
+                    }
                 }
             }
-            s.transport.flush(registry, &mut s.engine, now);
+        }
+        Err(e) => {
+            log::debug!("cannot listen for catalog changes: {e}");
+            catalog.relisten_at = now.checked_add(catalog.relisten_delay);
+            catalog.relisten_delay = (catalog.relisten_delay * 2).min(RELISTEN_MAX);
         }
     }
 }
