@@ -670,12 +670,13 @@ impl Host {
         let cache = &mut self.cache;
         for (index, s) in self.servers.iter_mut() {
             let id = ServerId { index, generation: s.generation };
+            let mut started = false;
             for kind in KINDS {
                 let i = slot(kind);
                 let Some(call) = s.catalog.kinds[i].flight.as_ref().map(|f| f.call) else {
                     if s.catalog.kinds[i].eager_due {
                         s.catalog.kinds[i].eager_due = false;
-                        start_eager(cache, &mut s.catalog, &mut s.engine, kind, now);
+                        started |= start_eager(cache, &mut s.catalog, &mut s.engine, kind, now);
                     }
                     continue;
                 };
@@ -689,14 +690,22 @@ impl Host {
                     cache.finish(now, id, &mut s.catalog, kind, flight, result);
                 }
             }
-            relisten(cache, &mut s.catalog, &mut s.engine, now);
-            s.transport.flush(registry, &mut s.engine, now);
+            started |= relisten(cache, &mut s.catalog, &mut s.engine, now);
+            if started {
+                s.transport.flush(registry, &mut s.engine, now);
+            }
         }
     }
 }
 
 /// Follows the listen stream of a watched server: notes its end, and opens it when due.
-fn relisten(cache: &mut HostCache, catalog: &mut ServerCatalog, engine: &mut Engine, now: Instant) {
+/// Returns `true` when it started a request.
+fn relisten(
+    cache: &mut HostCache,
+    catalog: &mut ServerCatalog,
+    engine: &mut Engine,
+    now: Instant,
+) -> bool {
     if let Some(call) = catalog.listen {
         match engine.take_call_event(call) {
             Some(Event::CallDone { .. })
@@ -720,7 +729,7 @@ fn relisten(cache: &mut HostCache, catalog: &mut ServerCatalog, engine: &mut Eng
     }
     let due = catalog.relisten_at.is_none_or(|t| t <= now);
     if !catalog.watching || catalog.listen.is_some() || !due || engine.era() != Some(Era::Modern) {
-        return;
+        return false;
     }
     let filter = SubscriptionFilter {
         tools_list_changed: true,
@@ -741,31 +750,38 @@ fn relisten(cache: &mut HostCache, catalog: &mut ServerCatalog, engine: &mut Eng
                     }
                 }
             }
+            true
         }
         Err(e) => {
             log::debug!("cannot listen for catalog changes: {e}");
             catalog.relisten_at = now.checked_add(catalog.relisten_delay);
             catalog.relisten_delay = (catalog.relisten_delay * 2).min(RELISTEN_MAX);
+            false
         }
     }
 }
 
+/// Starts the refresh a change asked for; `true` when a request was started.
 fn start_eager(
     cache: &mut HostCache,
     catalog: &mut ServerCatalog,
     engine: &mut Engine,
     kind: CatalogKind,
     now: Instant,
-) {
-    let Some(key) = catalog.key(engine) else { return };
-    let Ok(Begin::Fetch(token)) = cache.store.begin_refresh(&key, kind, None) else { return };
+) -> bool {
+    let Some(key) = catalog.key(engine) else { return false };
+    let Ok(Begin::Fetch(token)) = cache.store.begin_refresh(&key, kind, None) else {
+        return false;
+    };
     match engine.list(now, method(kind), &CallOptions::default()) {
         Ok(call) => {
             catalog.kinds[slot(kind)].flight = Some(Flight { call, token, by_need: false });
+            true
         }
         Err(e) => {
             log::debug!("eager catalog refresh could not start: {e}");
             let _ = cache.store.finish_refresh(now, token, RefreshOutcome::Failed);
+            false
         }
     }
 }
