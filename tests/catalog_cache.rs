@@ -220,3 +220,21 @@ fn a_failed_refresh_serves_the_old_catalog_stale_then_fails() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The `find_tools` example: one small tool for the model, the chosen definitions expanded.
+#[test]
+fn find_tools_example_expands_only_the_best_matches() {
+    let demo = demo_server().program().to_string_lossy().into_owned();
+    for flags in ["", " --legacy-only"] {
+        let out = std::process::Command::new(example("find_tools"))
+            .args([&format!("'{demo}'{flags}"), "add numbers", "2"])
+            .output()
+            .expect("run find_tools");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert_eq!(v["find_tools"]["name"], "find_tools");
+        let tools = v["answer"]["tools"].as_array().expect("tools");
+        assert!(!tools.is_empty() && tools.len() <= 2, "{v}");
+        assert_eq!(tools[0]["definition"]["name"], "add", "{flags}");
+    }
+}
