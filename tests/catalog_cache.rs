@@ -238,3 +238,18 @@ fn find_tools_example_expands_only_the_best_matches() {
         assert_eq!(tools[0]["definition"]["name"], "add", "{flags}");
     }
 }
+
+/// The three layers are read on their own: capabilities without listing, the catalog, one
+/// definition.
+#[test]
+fn capabilities_are_read_without_listing_in_both_eras() {
+    for cmd in [demo_server(), legacy_demo()] {
+        let mut host = Host::new().unwrap();
+        let id = start(&mut host, cmd, Config::default());
+        let before = sent(&host, id);
+        let caps: serde_json::Value =
+            serde_json::from_str(host.capabilities(id).expect("capabilities")).unwrap();
+        assert!(caps["tools"].is_object(), "{caps}");
+        assert_eq!(sent(&host, id), before, "nothing sent");
+    }
+}

@@ -430,6 +430,15 @@ impl Host {
         Ok(host)
     }
 
+    /// The server's protocol capabilities: the `capabilities` object of its `server/discover`
+    /// (modern) or `initialize` (legacy) result, as JSON, once ready. Borrowed from the kept
+    /// result: nothing is listed, called or allocated.
+    pub fn capabilities(&self, server: ServerId) -> Option<&str> {
+        let info = self.server(server)?.engine.server_info()?;
+        let caps = crate::proto::json::parse(info.as_bytes()).ok()?.get("capabilities")?;
+        Some(caps.text())
+    }
+
     /// The tool catalog if the cache can answer now; otherwise starts (or joins) its refresh
     /// and returns `Ok(None)`: poll, then ask again. See [`tools_blocking`](Self::tools_blocking).
     pub fn tools(&mut self, server: ServerId) -> Result<Option<CatalogView<'_>>, CatalogError> {
