@@ -441,6 +441,7 @@ impl Host {
 
     /// The tool catalog if the cache can answer now; otherwise starts (or joins) its refresh
     /// and returns `Ok(None)`: poll, then ask again. See [`tools_blocking`](Self::tools_blocking).
+    /// Before the server was first ready its key is unknown: `Err(CatalogError::NotReady)`.
     pub fn tools(&mut self, server: ServerId) -> Result<Option<CatalogView<'_>>, CatalogError> {
         self.catalog(server, CatalogKind::Tools)
     }
