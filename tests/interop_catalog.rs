@@ -174,3 +174,21 @@ fn python_sdk_v2_stdio_listen_survives_a_server_crash() {
         drain(&mut host, Duration::from_millis(50), &mut told, &mut subscribed);
     }
 }
+
+/// A host that only uses the blocking helpers never drains events: the change still reaches
+/// the cache, so a later need lists again.
+#[test]
+fn python_sdk_v2_stdio_change_is_noticed_without_draining_events() {
+    let Some((mut host, id)) = start_watching("run-py-stdio.sh", false) else { return };
+    call(&mut host, id, "bump_tools", "{}");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let view = host.tools_blocking(id, WAIT).unwrap();
+        if view.definition("extra_1").is_some() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the change never reached the cache");
+        // Reads the notification off the pipe; no event is taken.
+        host.poll(Some(Duration::from_millis(50))).unwrap();
+    }
+}

@@ -260,6 +260,8 @@ pub(crate) struct EventQueue {
     terminals: usize,
     max: usize,
     pub(crate) dropped: u64,
+    /// `list_changed` notifications per kind (tools, prompts, resources), queued or dropped.
+    pub(crate) list_changes: [u64; 3],
 }
 
 impl EventQueue {
@@ -272,6 +274,7 @@ impl EventQueue {
             terminals: 0,
             max,
             dropped: 0,
+            list_changes: [0; 3],
         }
     }
 
@@ -427,6 +430,13 @@ impl EventQueue {
     }
 
     pub(crate) fn list_changed(&mut self, kind: ListKind) {
+        // Counted even when the event is dropped: the host's cache reads the count.
+        let i = match kind {
+            ListKind::Tools => 0,
+            ListKind::Prompts => 1,
+            ListKind::Resources => 2,
+        };
+        self.list_changes[i] += 1;
         if self.has_room() {
             self.push(Stored::ListChanged(kind));
         }

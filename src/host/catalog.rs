@@ -23,8 +23,10 @@
 //!
 //! # Invalidation
 //!
-//! `Event::ListChanged` marks the catalog stale when the host drains it with
-//! [`Host::poll_event`]; the next need refetches (at once with `CacheConfig::eager_refresh`).
+//! A `list_changed` notification marks the catalog stale as soon as the host next polls or
+//! needs a catalog, whether or not the host drains the `Event::ListChanged` (the engine counts
+//! them, dropped ones included); the next need refetches (at once with
+//! `CacheConfig::eager_refresh`).
 //! Modern servers send change notifications only on a `subscriptions/listen` stream:
 //! [`Host::watch_catalogs`] opens one.
 
@@ -43,7 +45,7 @@ use crate::catalog::store::{
     StoreConfig, StoreError,
 };
 use crate::config::CacheConfig;
-use crate::engine::{CallId, CallOptions, Engine, Event, ListKind};
+use crate::engine::{CallId, CallOptions, Engine, Event};
 use crate::error::{CallError, LocalError, PeerError, RequestError};
 use crate::proto::mcp::{Method, SubscriptionFilter};
 use crate::proto::version::{Era, ProtocolVersion};
@@ -67,14 +69,6 @@ fn method(kind: CatalogKind) -> Method {
         CatalogKind::Prompts => Method::PromptsList,
         CatalogKind::Resources => Method::ResourcesList,
         CatalogKind::ResourceTemplates => Method::ResourceTemplatesList,
-    }
-}
-
-fn of_list_kind(kind: ListKind) -> CatalogKind {
-    match kind {
-        ListKind::Tools => CatalogKind::Tools,
-        ListKind::Prompts => CatalogKind::Prompts,
-        ListKind::Resources => CatalogKind::Resources,
     }
 }
 
@@ -237,6 +231,8 @@ pub(super) struct ServerCatalog {
     relisten_delay: Duration,
     /// When the current stream was opened: one that lived long resets the backoff.
     listen_opened: Option<Instant>,
+    /// The engine's `list_changed` counts when last looked at.
+    seen_changes: [u64; 3],
 }
 
 /// Backoff before listening again after a stream broke: doubles up to the cap.
@@ -257,6 +253,7 @@ impl ServerCatalog {
             relisten_at: None,
             relisten_delay: RELISTEN_BASE,
             listen_opened: None,
+            seen_changes: [0; 3],
         }
     }
 
@@ -340,21 +337,23 @@ impl HostCache {
         ))
     }
 
-    /// A server said a list changed: its catalog is stale from now.
-    pub(super) fn list_changed(
-        &mut self,
-        now: Instant,
-        catalog: &mut ServerCatalog,
-        key: Option<CacheKey>,
-        kind: ListKind,
-    ) {
-        let kind = of_list_kind(kind);
-        if let Some(key) = key {
-            self.store.mark_stale(now, &key, kind);
+    /// Marks stale every catalog whose `list_changed` count moved since the last look.
+    fn notice_changes(&mut self, now: Instant, catalog: &mut ServerCatalog, engine: &Engine) {
+        let counts = engine.list_changes();
+        if counts == catalog.seen_changes {
+            return;
         }
-        if self.eager {
-            catalog.kinds[slot(kind)].eager_due = true;
+        let key = catalog.key(engine);
+        for (i, kind) in KINDS.into_iter().enumerate() {
+            if counts[i] == catalog.seen_changes[i] {
+                continue;
+            }
+            if let Some(key) = key {
+                self.store.mark_stale(now, &key, kind);
+            }
+            catalog.kinds[slot(kind)].eager_due |= self.eager;
         }
+        catalog.seen_changes = counts;
     }
 
     /// Records a finished refresh: diff and announce, update the search index, store.
@@ -681,6 +680,7 @@ impl Host {
         for (index, s) in self.servers.iter_mut() {
             let id = ServerId { index, generation: s.generation };
             let mut started = false;
+            cache.notice_changes(now, &mut s.catalog, &s.engine);
             for kind in KINDS {
                 let i = slot(kind);
                 let Some(call) = s.catalog.kinds[i].flight.as_ref().map(|f| f.call) else {

@@ -605,7 +605,7 @@ impl Host {
     /// rest.
     ///
     /// The capability cache's own listings never show here; its `ToolsChanged` (and prompt and
-    /// resource) events do, and a `ListChanged` drained here marks that catalog stale.
+    /// resource) events do.
     pub fn poll_event(&mut self) -> Option<(ServerId, Event<'_>)> {
         let now = Instant::now();
         self.pump_catalogs(now);
@@ -620,14 +620,7 @@ impl Host {
         self.event_cursor = index + 1;
         let s = self.servers.get_mut(index)?;
         let id = ServerId { index, generation: s.generation };
-        // Made before the event borrows the engine (no allocation once made).
-        let key = s.catalog.key(&s.engine);
-        let event = s.engine.poll_event()?;
-        if let Event::ListChanged(kind) = event {
-            // The event holds no borrow of its own: handle it, then hand it on.
-            self.cache.list_changed(now, &mut s.catalog, key, kind);
-        }
-        Some((id, event))
+        s.engine.poll_event().map(|e| (id, e))
     }
 
     /// Polls until `call` ends, leaving every other event queued (they do not cut its waits
