@@ -61,16 +61,19 @@ pub mod internal;
 pub use auth::oauth;
 pub use auth::AuthChallenge;
 pub use catalog::CatalogChange;
-pub use config::{BreakerPolicy, CacheConfig, Config, RestartPolicy, RetryPolicy};
+pub use config::{
+    BreakerPolicy, CacheConfig, Config, RestartPolicy, RetryPolicy, ServerRequestKinds,
+};
 pub use engine::{
     BreakerState, CallId, CallOptions, CallRecord, CallResult, Engine, Event, ExchangeFailure,
-    Idempotency, ListKind, OperationClass, ParamHeaders, ServerState, Stats, Transmit,
-    TransmitKind, TransportEvent, TransportKind, WireId,
+    Idempotency, ListKind, OperationClass, ParamHeaders, ServerRequestId, ServerRequestKind,
+    ServerState, Stats, Transmit, TransmitKind, TransportEvent, TransportKind, WireId,
 };
 pub use error::{
-    CallError, CancelError, CloseReason, ConfigError, LocalError, PeerError, ProcessExit,
-    RequestError, RpcError, TlsFailure, TransportError,
+    AnswerError, CallError, CancelError, CloseReason, ConfigError, LocalError, PeerError,
+    ProcessExit, RequestError, RpcError, TlsFailure, TransportError,
 };
+pub use proto::elicit::elicitation_defaults;
 pub use proto::mcp::{Method, ResultType, SubscriptionFilter};
 pub use proto::meta::TraceContext;
 pub use proto::version::{Era, EraPreference, ProtocolVersion};
