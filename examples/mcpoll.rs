@@ -10,28 +10,32 @@
 //!   discover                 the server/discover (modern) or initialize (legacy) result
 //!   tools                    every tool (pagination followed)
 //!   call NAME [JSON]         call a tool with JSON object arguments (default {})
+//!   watch                    print each change of the tool, prompt or resource catalog as
+//!                            one JSON line, until interrupted (or --timeout, when given)
 //!   resources | templates | prompts
 //!   read URI                 read a resource
 //!   prompt NAME [JSON]       get a prompt with JSON object arguments
 //! ```
 //!
 //! The command string is split into words as a shell would (quotes honoured) and run without a
-//! shell. `call` lists the tools first, so the tool's annotations decide whether a failed
-//! attempt may be retried, and `x-mcp-header` arguments travel as headers over HTTP. The result goes to stdout as JSON and the exit code is 0; a tool's `isError` result
+//! shell. `call` lists the tools first (once per process, through the host's capability
+//! cache), so the tool's annotations decide whether a failed attempt may be retried, and
+//! `x-mcp-header` arguments travel as headers over HTTP. `watch` lines look like
+//! `{"kind":"tools","added":["x"],"removed":[],"changed":[],"hash":"<16 hex>"}`. The result goes to stdout as JSON and the exit code is 0; a tool's `isError` result
 //! is a success that prints `"isError": true`. On failure one JSON line goes to stderr,
 //! `{"error":{"kind":"protocol|transport|local","name":"...","message":"..."}}`, and the exit
 //! code is 1 (2 for bad usage). When a server process's exit is behind the error, the object
 //! also carries `"exit_code"` (or `"signal"`) and `"stderr_tail"`, the last of its stderr.
 
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mcpoll::HttpOptions;
 use mcpoll::ProcessExit;
 use mcpoll::{BlockingError, OwnedResult};
 use mcpoll::{
-    CallError, CallOptions, Config, EraPreference, Host, LocalError, Method, StdioCommand,
-    TransportError,
+    CacheConfig, CallError, CallOptions, Config, EraPreference, Host, LocalError, Method, ServerId,
+    StdioCommand, TransportError,
 };
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -44,19 +48,22 @@ enum Target {
 struct Args {
     target: Target,
     timeout: Duration,
+    /// `--timeout` was given (it bounds `watch`, which otherwise runs until interrupted).
+    timeout_given: bool,
     era: EraPreference,
     command: Vec<String>,
 }
 
 const USAGE: &str = "usage: mcpoll (--stdio \"CMD ARGS...\" | --http URL [--header 'K: V'] [--bearer TOKEN]) \
 [--timeout MS] [--legacy|--modern] \
-discover | tools | call NAME [JSON] | resources | templates | prompts | read URI | prompt NAME [JSON]";
+discover | tools | call NAME [JSON] | watch | resources | templates | prompts | read URI | prompt NAME [JSON]";
 
 fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     let (mut stdio, mut timeout, mut era, mut command) =
         (None, Duration::from_secs(30), EraPreference::Auto, Vec::new());
     let (mut http, mut headers, mut bearer) = (None, Vec::new(), None);
+    let mut timeout_given = false;
     while let Some(a) = it.next() {
         match a.as_str() {
             "--stdio" => stdio = Some(it.next().ok_or("--stdio needs a command")?),
@@ -71,6 +78,7 @@ fn parse_args() -> Result<Args, String> {
                 let ms: u64 =
                     it.next().and_then(|v| v.parse().ok()).ok_or("--timeout needs milliseconds")?;
                 timeout = Duration::from_millis(ms.max(1));
+                timeout_given = true;
             }
             "--legacy" => era = EraPreference::LegacyOnly,
             "--modern" => era = EraPreference::ModernOnly,
@@ -86,7 +94,7 @@ fn parse_args() -> Result<Args, String> {
     if command.is_empty() {
         return Err("no command given".into());
     }
-    Ok(Args { target, timeout, era, command })
+    Ok(Args { target, timeout, timeout_given, era, command })
 }
 
 /// Failure, as one JSON line on stderr.
@@ -136,7 +144,9 @@ fn object_arg(s: Option<&String>) -> Result<Box<RawValue>, Failure> {
 
 fn run(args: &Args) -> Result<String, Failure> {
     let config = Config { default_timeout: args.timeout, era: args.era, ..Config::default() };
-    let mut host = Host::new().map_err(|e| Failure::Other("io", e.to_string()))?;
+    let watching = args.command.first().is_some_and(|c| c == "watch");
+    let cache = CacheConfig { eager_refresh: watching, ..CacheConfig::default() };
+    let mut host = Host::with_cache(cache).map_err(|e| Failure::Other("io", e.to_string()))?;
     let server = match &args.target {
         Target::Stdio(line) => {
             let command =
@@ -183,13 +193,13 @@ fn run(args: &Args) -> Result<String, Failure> {
         [c, uri] if *c == "read" => host.read_resource(server, uri, &o)?,
         [c, name, rest @ ..] if *c == "call" && rest.len() <= 1 => {
             let arguments = object_arg(rest.first().copied())?;
-            // List the tools first: their annotations say whether a retry is safe, and over
-            // HTTP their `x-mcp-header` arguments must travel as headers. A server that
-            // cannot list still gets the call.
-            if let Ok(list) = host.list(server, Method::ToolsList, &o) {
-                let _ = host.wait(server, list);
-            }
-            host.call_tool(server, name, &arguments, &o)?
+            call_with_cache(&mut host, server, name, &arguments, args.timeout)?
+        }
+        [c] if *c == "watch" => {
+            let bound = args.timeout_given.then_some(args.timeout);
+            watch(&mut host, server, args.timeout, bound)?;
+            host.close_server(server);
+            return Ok(String::new());
         }
         [c, name, rest @ ..] if *c == "prompt" && rest.len() <= 1 => {
             host.get_prompt(server, name, Some(&object_arg(rest.first().copied())?), &o)?
@@ -201,9 +211,62 @@ fn run(args: &Args) -> Result<String, Failure> {
     Ok(result.json)
 }
 
+/// Starts a tool call once the tool catalog is known. The catalog comes through the host's
+/// capability cache (listed once per process, not at all while fresh): the tools' annotations
+/// say whether a retry is safe, and over HTTP their `x-mcp-header` arguments must travel as
+/// headers. A server that cannot list still gets the call.
+fn call_with_cache(
+    host: &mut Host,
+    server: ServerId,
+    name: &str,
+    arguments: &RawValue,
+    timeout: Duration,
+) -> Result<mcpoll::CallId, Failure> {
+    let _ = host.tools_blocking(server, timeout);
+    Ok(host.call_tool(server, name, arguments, &CallOptions::default())?)
+}
+
+/// Prints each catalog change as one JSON line until `bound` passes (`None`: until killed).
+fn watch(
+    host: &mut Host,
+    server: ServerId,
+    timeout: Duration,
+    bound: Option<Duration>,
+) -> Result<(), Failure> {
+    let started = Instant::now();
+    // The baseline: later refreshes are diffed against it.
+    host.tools_blocking(server, timeout).map_err(|e| Failure::Other("catalog", e.to_string()))?;
+    host.watch_catalogs(server)?;
+    let names = |v: &[Box<str>]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    while bound.is_none_or(|b| started.elapsed() < b) {
+        host.poll(Some(Duration::from_millis(100)))
+            .map_err(|e| Failure::Other("io", e.to_string()))?;
+        while let Some((_, event)) = host.poll_event() {
+            let (kind, change) = match event {
+                mcpoll::Event::ToolsChanged(c) => ("tools", c),
+                mcpoll::Event::PromptsChanged(c) => ("prompts", c),
+                mcpoll::Event::ResourcesChanged(c) => ("resources", c),
+                mcpoll::Event::Closed { error } => return Err(Failure::Call(error)),
+                _ => continue,
+            };
+            let line = json!({
+                "kind": kind,
+                "added": names(change.added()),
+                "removed": names(change.removed()),
+                "changed": names(change.changed()),
+                "hash": change.catalog_hash(),
+            });
+            println!("{line}");
+        }
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let outcome = parse_args().map_err(Failure::Usage).and_then(|a| run(&a));
     match outcome {
+        // `watch` printed its lines as they came.
+        Ok(json) if json.is_empty() => ExitCode::SUCCESS,
         Ok(json) => {
             // Pretty-print when it parses (it always should); raw text otherwise.
             match serde_json::from_str::<serde_json::Value>(&json) {

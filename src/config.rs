@@ -77,6 +77,12 @@ pub struct Config {
     pub server_request_timeout: Duration,
     /// Most server requests waiting for the host at once; one more is refused.
     pub max_server_requests: usize,
+    /// The server's logical identity in a [`Host`](crate::Host)'s capability cache (`None`:
+    /// the program of a stdio server, the URL of an HTTP one). Two servers given the same
+    /// identity may share `cacheScope: "public"` catalogs, so name them for what they are.
+    pub cache_identity: Option<String>,
+    /// The tenant part of the capability cache key (`None`: no tenant).
+    pub cache_tenant: Option<String>,
 }
 
 /// Which kinds of server request the host answers; each one set is declared to the server.
@@ -96,6 +102,41 @@ impl ServerRequestKinds {
     /// Every kind.
     pub fn all() -> Self {
         Self { elicitation_form: true, elicitation_url: true, sampling: true, roots: true }
+    }
+}
+
+/// Bounds and lifetimes of a [`Host`](crate::Host)'s capability cache (tool, prompt and
+/// resource catalogs), given to [`Host::with_cache`](crate::Host::with_cache).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// Catalog pages held at most, over every server.
+    pub max_entries: usize,
+    /// Bytes held at most (an estimate of heap use), over every server.
+    pub max_bytes: usize,
+    /// Lifetime of a catalog whose `ttlMs` is missing or malformed.
+    pub default_ttl: Duration,
+    /// Cap on every lifetime, whatever the server says.
+    pub max_ttl: Duration,
+    /// How long past its freshness a catalog may be served, flagged stale, when its refresh
+    /// failed; past that the need fails with an error.
+    pub max_stale: Duration,
+    /// Catalog refreshes in flight at most.
+    pub max_refreshes: usize,
+    /// Refetch a catalog as soon as the server says it changed (else on the next need).
+    pub eager_refresh: bool,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self {
+            max_entries: 1024,
+            max_bytes: 8 << 20,
+            default_ttl: Duration::from_secs(60),
+            max_ttl: Duration::from_secs(3600),
+            max_stale: Duration::from_secs(300),
+            max_refreshes: 64,
+            eager_refresh: false,
+        }
     }
 }
 
@@ -196,6 +237,8 @@ impl Default for Config {
             max_input_rounds: 8,
             server_request_timeout: Duration::from_secs(120),
             max_server_requests: 64,
+            cache_identity: None,
+            cache_tenant: None,
         }
     }
 }

@@ -37,7 +37,8 @@
 #![warn(missing_debug_implementations, unreachable_pub, elided_lifetimes_in_paths)]
 
 mod auth;
-// The capability cache's building blocks, not yet wired into the engine and host.
+// The capability cache; the host wires it in. Some of its parts (per-page lookups, resource
+// templates, the canonical text) serve only tests and `benches/catalog` so far.
 #[allow(dead_code)]
 mod catalog;
 mod codec;
@@ -59,7 +60,10 @@ pub mod internal;
 #[cfg(feature = "http")]
 pub use auth::oauth;
 pub use auth::AuthChallenge;
-pub use config::{BreakerPolicy, Config, RestartPolicy, RetryPolicy, ServerRequestKinds};
+pub use catalog::CatalogChange;
+pub use config::{
+    BreakerPolicy, CacheConfig, Config, RestartPolicy, RetryPolicy, ServerRequestKinds,
+};
 pub use engine::{
     BreakerState, CallId, CallOptions, CallRecord, CallResult, Engine, Event, ExchangeFailure,
     Idempotency, ListKind, OperationClass, ParamHeaders, ServerRequestId, ServerRequestKind,
@@ -77,7 +81,10 @@ pub use proto::version::{Era, EraPreference, ProtocolVersion};
 #[cfg(feature = "stdio")]
 pub use driver::stdio::{CommandLineError, StdioCommand, StdioDriver};
 #[cfg(feature = "stdio")]
-pub use host::{AddServerError, BlockingError, Host, OwnedResult, ServerId};
+pub use host::{
+    AddServerError, BlockingError, CacheStats, CatalogError, CatalogView, Host, OwnedResult,
+    ServerId,
+};
 
 #[cfg(feature = "http")]
 pub use driver::http::{HttpDriver, HttpOptions, HttpSetupError, StaticToken, TokenProvider};

@@ -10,11 +10,13 @@
 //! - [`key`]: the cache key and its sharing partition.
 //! - [`store`]: the bounded cache of pages with expiry, stale-if-error and single-flight.
 //! - [`search`]: a BM25 index over tools for progressive discovery.
+//! - [`change`]: the diff a host is told about ([`CatalogChange`]).
 //!
 //! Nothing here names a type from the rest of the crate, so `benches/catalog.rs` can compile
 //! these files on their own.
 
 pub(crate) mod canonical;
+pub(crate) mod change;
 pub(crate) mod diff;
 pub(crate) mod hash;
 pub(crate) mod hints;
@@ -22,3 +24,5 @@ pub(crate) mod key;
 pub(crate) mod listing;
 pub(crate) mod search;
 pub(crate) mod store;
+
+pub use change::CatalogChange;

@@ -250,6 +250,19 @@ pub(crate) enum ListLookup<'a> {
     Refresh { cursor: Option<&'a str> },
 }
 
+/// Whether a whole list can be served, as [`Store::list_state`] sees it without counting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ListState {
+    /// Every page fresh.
+    Fresh,
+    /// Servable, but some page only stale after a failed refresh.
+    Stale,
+    /// Some page is missing, expired or invalidated: refresh.
+    Refresh,
+    /// Some page is stale past the allowance.
+    TooStale(Duration),
+}
+
 /// The answer of [`Store::begin_refresh`].
 #[derive(Debug)]
 pub(crate) enum Begin {
@@ -432,6 +445,21 @@ impl Store {
     /// Refreshes in flight.
     pub(crate) fn refreshes_in_flight(&self) -> usize {
         self.flights.len()
+    }
+
+    pub(crate) fn config(&self) -> StoreConfig {
+        self.config
+    }
+
+    /// What [`Store::list_pages`] would find, without counting or touching anything: for a
+    /// caller that decides first and borrows the answer after.
+    pub(crate) fn list_state(&self, now: Instant, key: &CacheKey, kind: CatalogKind) -> ListState {
+        match self.walk(now, key, kind, |_, _| {}) {
+            (Walk::Done, None) => ListState::Fresh,
+            (Walk::Done, Some(_)) => ListState::Stale,
+            (Walk::NeedPage(_), _) => ListState::Refresh,
+            (Walk::TooStale(d), _) => ListState::TooStale(d),
+        }
     }
 
     /// Looks up one page (`cursor` `None` for the first), private partition first.

@@ -10,7 +10,7 @@ use super::*;
 /// How a host call ended.
 pub(super) enum Outcome<'a> {
     Done { json: &'a str, result_type: ResultType, is_error: bool },
-    Listing { key: &'a str, items: &'a [u8] },
+    Listing { key: &'a str, items: &'a [u8], hints: super::listing::ListHints },
     Failed(CallError),
 }
 
@@ -70,7 +70,9 @@ impl Engine {
             Outcome::Done { json, result_type, is_error } => {
                 self.events.done(call, json, result_type, is_error, record)
             }
-            Outcome::Listing { key, items } => self.events.done_listing(call, key, items, record),
+            Outcome::Listing { key, items, hints } => {
+                self.events.done_listing(call, key, items, hints, record)
+            }
             Outcome::Failed(e) => self.events.failed(call, e, record),
         }
         // The call's own end first, then what it did to its breaker.

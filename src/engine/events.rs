@@ -97,6 +97,13 @@ pub enum Event<'a> {
     },
     /// The server says a list changed (tools, prompts or resources).
     ListChanged(ListKind),
+    /// A refreshed tool catalog differs from the last one the host was told about. Only a
+    /// [`Host`](crate::Host) emits it (its capability cache); an engine on its own never does.
+    ToolsChanged(&'a crate::catalog::CatalogChange),
+    /// As [`ToolsChanged`](Self::ToolsChanged), for the prompt catalog.
+    PromptsChanged(&'a crate::catalog::CatalogChange),
+    /// As [`ToolsChanged`](Self::ToolsChanged), for the resource catalog.
+    ResourcesChanged(&'a crate::catalog::CatalogChange),
     /// The server updated a resource the client subscribed to.
     ResourceUpdated {
         /// The resource URI.
@@ -288,6 +295,8 @@ pub(crate) struct EventQueue {
     terminals: usize,
     max: usize,
     pub(crate) dropped: u64,
+    /// `list_changed` notifications per kind (tools, prompts, resources), queued or dropped.
+    pub(crate) list_changes: [u64; 3],
 }
 
 impl EventQueue {
@@ -300,6 +309,7 @@ impl EventQueue {
             terminals: 0,
             max,
             dropped: 0,
+            list_changes: [0; 3],
         }
     }
 
@@ -398,12 +408,14 @@ impl EventQueue {
         }
     }
 
-    /// A listing's items from every page, wrapped as `{"<key>":[...]}`.
+    /// A listing's items from every page, wrapped as `{"<key>":[...]}`, with the pages'
+    /// combined `ttlMs` and `cacheScope` when they gave any.
     pub(crate) fn done_listing(
         &mut self,
         call: CallId,
         key: &str,
         items: &[u8],
+        hints: crate::engine::listing::ListHints,
         record: CallRecord,
     ) {
         let start = self.arena_end();
@@ -412,7 +424,9 @@ impl EventQueue {
         self.arena.push_str("\":[");
         // Items are slices of validated frames (or serde_json output): always UTF-8.
         self.arena.push_str(std::str::from_utf8(items).unwrap_or_default());
-        self.arena.push_str("]}");
+        self.arena.push(']');
+        hints.write(&mut self.arena);
+        self.arena.push('}');
         let json = start..self.arena.len();
         self.live += json.len();
         let (result_type, is_error) = (ResultType::Complete, false);
@@ -451,6 +465,13 @@ impl EventQueue {
     }
 
     pub(crate) fn list_changed(&mut self, kind: ListKind) {
+        // Counted even when the event is dropped: the host's cache reads the count.
+        let i = match kind {
+            ListKind::Tools => 0,
+            ListKind::Prompts => 1,
+            ListKind::Resources => 2,
+        };
+        self.list_changes[i] += 1;
         if self.has_room() {
             self.push(Stored::ListChanged(kind));
         }

@@ -31,6 +31,7 @@ impl Engine {
             None => None,
         };
         let bufs = self.requests.bufs_mut(slot);
+        bufs.list_hints.add(result);
         if !inner.is_empty() {
             if !bufs.items.is_empty() {
                 bufs.items.push(b',');
@@ -50,7 +51,9 @@ impl Engine {
                     items = kept;
                 }
             }
-            self.finish(now, slot, Ended::Answered, Outcome::Listing { key, items: &items });
+            let hints = self.requests.bufs_mut(slot).list_hints;
+            let listing = Outcome::Listing { key, items: &items, hints };
+            self.finish(now, slot, Ended::Answered, listing);
             self.requests.bufs_mut(slot).items = items;
             return;
         };
@@ -148,9 +151,84 @@ impl Engine {
     }
 }
 
+/// The cache hints of a listing's pages, combined for the one joined result: the shortest
+/// valid `ttlMs` of any page, and `cacheScope: "public"` only when every page said so. (A page
+/// without a valid `ttlMs` does not shorten it: a listing with none at all carries none.)
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ListHints {
+    pages: u32,
+    ttl_ms: Option<u64>,
+    public_pages: u32,
+}
+
+impl ListHints {
+    fn add(&mut self, page: RawJson<'_>) {
+        self.pages += 1;
+        if let Some(ttl) = page.get("ttlMs").and_then(RawJson::as_u64) {
+            self.ttl_ms = Some(self.ttl_ms.map_or(ttl, |t| t.min(ttl)));
+        }
+        if page.get("cacheScope").is_some_and(|s| s.as_str().as_deref() == Some("public")) {
+            self.public_pages += 1;
+        }
+    }
+
+    /// The members to add to the joined result, each with a leading comma.
+    pub(crate) fn write(&self, out: &mut String) {
+        use std::fmt::Write;
+        if let Some(ttl) = self.ttl_ms {
+            let _ = write!(out, ",\"ttlMs\":{ttl}");
+        }
+        if self.pages > 0 && self.public_pages == self.pages {
+            out.push_str(",\"cacheScope\":\"public\"");
+        }
+    }
+}
+
 pub(super) fn cursor_hash(cursor: &str) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     cursor.hash(&mut h);
     h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use crate::engine::tests::Harness;
+    use crate::{CallOptions, Event, Method};
+
+    /// Lists three pages with the given extra members and returns the joined result.
+    fn joined(pages: [Value; 3]) -> Value {
+        let mut h = Harness::ready_modern();
+        let c = h.engine.list(h.now, Method::ToolsList, &CallOptions::default()).unwrap();
+        let last = pages.len() - 1;
+        for (i, mut extra) in pages.into_iter().enumerate() {
+            let sent = h.sent_one();
+            extra["resultType"] = json!("complete");
+            extra["tools"] = json!([{ "name": format!("t{i}") }]);
+            if i < last {
+                extra["nextCursor"] = json!(format!("c{i}"));
+            }
+            h.reply(&sent, extra);
+        }
+        match h.engine.take_call_event(c) {
+            Some(Event::CallDone { result, .. }) => serde_json::from_str(result.json()).unwrap(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_joined_listing_carries_the_shortest_ttl_and_public_only_when_every_page_is() {
+        let public = |ttl: Value| json!({"ttlMs": ttl, "cacheScope": "public"});
+        let r = joined([public(json!(5000)), public(json!(300)), public(json!(9000))]);
+        assert_eq!((r["ttlMs"].clone(), r["cacheScope"].clone()), (json!(300), json!("public")));
+        assert_eq!(r["tools"].as_array().map(Vec::len), Some(3));
+        let r = joined([public(json!(5000)), json!({"cacheScope": "private"}), public(json!(100))]);
+        assert_eq!(r["ttlMs"], 100);
+        assert!(r.get("cacheScope").is_none(), "one private page makes it private: {r}");
+        // Malformed or missing ttls do not count; none at all gives none.
+        let r = joined([json!({"ttlMs": -1}), json!({"ttlMs": 1.5}), json!({})]);
+        assert!(r.get("ttlMs").is_none() && r.get("cacheScope").is_none(), "{r}");
+    }
 }

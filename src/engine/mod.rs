@@ -738,6 +738,14 @@ impl Engine {
     pub fn queued_events(&self) -> usize {
         self.events.len()
     }
+
+    /// `list_changed` notifications of each kind received so far (tools, prompts, resources),
+    /// whether or not their events were drained or dropped: how the host's capability cache
+    /// notices a change without taking the host's events.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // read by the host only
+    pub(crate) fn list_changes(&self) -> [u64; 3] {
+        self.events.list_changes
+    }
 }
 
 #[cfg(test)]

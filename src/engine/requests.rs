@@ -118,6 +118,8 @@ pub(crate) struct SlotBufs {
     pub(crate) params_base: Option<usize>,
     /// The last round's `requestState`, as its raw JSON text (empty when none was sent).
     pub(crate) request_state: Vec<u8>,
+    /// The cache hints of a listing's pages so far.
+    pub(crate) list_hints: super::listing::ListHints,
 }
 
 /// How a wire id's life ended, for telling late replies from duplicates.
@@ -263,6 +265,7 @@ impl Requests {
         bufs.cursors.clear();
         bufs.params_base = None;
         bufs.request_state.clear();
+        bufs.list_hints = Default::default();
         Some(slot)
     }
 

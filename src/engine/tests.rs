@@ -170,6 +170,10 @@ pub(super) fn describe(e: &Event<'_>) -> String {
             format!("progress {} {progress} {total:?} {message:?}", call.get())
         }
         Event::ListChanged(k) => format!("list_changed {k:?}"),
+        // Only a host emits these.
+        Event::ToolsChanged(c) | Event::PromptsChanged(c) | Event::ResourcesChanged(c) => {
+            format!("catalog changed {c:?}")
+        }
         Event::Subscribed { .. } => "Subscribed".into(),
         Event::ResourceUpdated { uri } => format!("updated {uri}"),
         Event::Closed { error } => format!("closed {}", error.name()),
@@ -609,7 +613,7 @@ fn pagination_follows_cursors_including_the_empty_one() {
     assert_eq!(
         h.events(),
         [format!(
-            "done {} {{\"tools\":[{{\"name\":\"a\"}},{{\"name\":\"b\"}},{{\"name\":\"c\"}}]}}",
+            "done {} {{\"tools\":[{{\"name\":\"a\"}},{{\"name\":\"b\"}},{{\"name\":\"c\"}}],\"ttlMs\":0}}",
             c.get()
         )]
     );

@@ -32,7 +32,7 @@ use mio::{Events, Poll, Token};
 use serde_json::value::RawValue;
 use slab::Slab;
 
-use crate::config::Config;
+use crate::config::{CacheConfig, Config};
 #[cfg(feature = "http")]
 use crate::driver::http::{HttpDriver, HttpOptions, HttpSetupError};
 use crate::driver::stdio::{StdioCommand, StdioDriver};
@@ -42,6 +42,10 @@ use crate::error::{
 };
 use crate::proto::mcp::{Method, ResultType};
 use crate::proto::version::Era;
+
+mod catalog;
+
+pub use catalog::{CacheStats, CatalogError, CatalogView};
 
 /// Handle to a server in a [`Host`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -241,6 +245,7 @@ struct Server {
     generation: u32,
     engine: Engine,
     transport: Transport,
+    catalog: catalog::ServerCatalog,
 }
 
 impl Server {
@@ -270,6 +275,8 @@ pub struct Host {
     next_generation: u32,
     /// Where `poll_event` looks first, so one busy server cannot starve the others' events.
     event_cursor: usize,
+    /// The capability cache (catalogs of every server) and its change events.
+    cache: catalog::HostCache,
 }
 
 impl Host {
@@ -281,6 +288,7 @@ impl Host {
             servers: Slab::new(),
             next_generation: 0,
             event_cursor: 0,
+            cache: catalog::HostCache::new(CacheConfig::default())?,
         })
     }
 
@@ -295,9 +303,13 @@ impl Host {
         let mut engine = Engine::new(config, now).map_err(AddServerError::Config)?;
         let index = self.servers.vacant_key();
         let base = Token(index.checked_mul(TOKEN_SPAN).ok_or(AddServerError::TooManyServers)?);
+        let identity = engine.config().cache_identity.clone();
+        let identity = identity.unwrap_or_else(|| command.program().to_string_lossy().into_owned());
         let mut driver = StdioDriver::new(command, engine.config(), base);
         driver.spawn(self.poll.registry(), &mut engine, now).map_err(AddServerError::Spawn)?;
-        Ok(self.insert(engine, Transport::Stdio(driver)))
+        let catalog =
+            catalog::ServerCatalog::new(identity, false, engine.config().cache_tenant.clone());
+        Ok(self.insert(engine, Transport::Stdio(driver), catalog))
     }
 
     /// Adds a Streamable HTTP server. The URL is parsed and its host resolved now (the system
@@ -313,16 +325,23 @@ impl Host {
         let index = self.servers.vacant_key();
         let base = Token(index.checked_mul(TOKEN_SPAN).ok_or(AddServerError::TooManyServers)?);
         let config = engine.config().clone();
+        let identity = config.cache_identity.clone().unwrap_or_else(|| opts.url.clone());
+        let catalog = catalog::ServerCatalog::new(identity, true, config.cache_tenant.clone());
         let mut driver =
             HttpDriver::new(opts, &config, base, &mut engine, now).map_err(AddServerError::Http)?;
         driver.flush(self.poll.registry(), &mut engine, now);
-        Ok(self.insert(engine, Transport::Http(driver)))
+        Ok(self.insert(engine, Transport::Http(driver), catalog))
     }
 
-    fn insert(&mut self, engine: Engine, transport: Transport) -> ServerId {
+    fn insert(
+        &mut self,
+        engine: Engine,
+        transport: Transport,
+        catalog: catalog::ServerCatalog,
+    ) -> ServerId {
         self.next_generation = self.next_generation.wrapping_add(1);
         let generation = self.next_generation;
-        let index = self.servers.insert(Server { generation, engine, transport });
+        let index = self.servers.insert(Server { generation, engine, transport, catalog });
         ServerId { index, generation }
     }
 
@@ -563,7 +582,10 @@ impl Host {
     /// deadline, then does the work that is due and returns. A game loop passes
     /// `Some(Duration::ZERO)` once per frame.
     pub fn poll(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        self.poll_inner(timeout, Wake::OnQueuedEvents)
+        let wake = if self.cache.has_changes() { Some(Duration::ZERO) } else { timeout };
+        self.poll_inner(wake, Wake::OnQueuedEvents)?;
+        self.pump_catalogs(Instant::now());
+        Ok(())
     }
 
     /// One round of [`poll`](Self::poll). `wake` says whether events already queued for the
@@ -618,7 +640,15 @@ impl Host {
 
     /// The next event from any server. Servers take turns, so a chatty one cannot starve the
     /// rest.
+    ///
+    /// The capability cache's own listings never show here; its `ToolsChanged` (and prompt and
+    /// resource) events do.
     pub fn poll_event(&mut self) -> Option<(ServerId, Event<'_>)> {
+        let now = Instant::now();
+        self.pump_catalogs(now);
+        if self.cache.has_changes() {
+            return self.cache.next_change();
+        }
         let n = self.servers.capacity().max(1);
         let start = self.event_cursor % n;
         let index = (0..n)

@@ -9,6 +9,7 @@ The wire-visible names and texts match the recorded lab transcripts, which the R
 """
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated
 
@@ -17,6 +18,7 @@ from mcp_types import CreateMessageResult, ListRootsResult, SamplingMessage, Tex
 from pydantic import BaseModel
 
 from mcp.server import MCPServer
+from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import Context, Elicit, ListRoots, Resolve, Sample
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
@@ -25,7 +27,14 @@ SERVER_NAME = "lab-py"
 SERVER_VERSION = "0.1.0"
 HOST = "127.0.0.1"
 
-server = MCPServer(SERVER_NAME, version=SERVER_VERSION)
+# LAB_TOOLS_TTL_MS sets the ttlMs of tools/list (unset: the SDK's 0, "do not cache"); the
+# capability cache tests use it to get a cacheable catalog.
+_tools_ttl_ms = int(os.environ.get("LAB_TOOLS_TTL_MS", "0"))
+server = MCPServer(
+    SERVER_NAME,
+    version=SERVER_VERSION,
+    cache_hints={"tools/list": CacheHint(ttl_ms=_tools_ttl_ms)} if _tools_ttl_ms else None,
+)
 
 # Process-wide state: write_note's notes, and how many extra_N tools bump_tools has added.
 notes: list[str] = []

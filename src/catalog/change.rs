@@ -1,0 +1,42 @@
+//! What a host is told when a refreshed catalog differs from the one it was last told about.
+
+use super::diff::CatalogDiff;
+use super::hash::ContentHash;
+
+/// The ids added, removed and changed between the last announced catalog and a newer one,
+/// each list sorted; carried by `Event::ToolsChanged` (and the prompt and resource events).
+///
+/// Only what changed is named, so a host can re-inject just those definitions into its
+/// model's context (read them with `Host::tool` or `Host::tools`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogChange {
+    diff: CatalogDiff,
+    hash: ContentHash,
+}
+
+impl CatalogChange {
+    pub(crate) fn new(diff: CatalogDiff, hash: ContentHash) -> Self {
+        CatalogChange { diff, hash }
+    }
+
+    /// Ids (tool and prompt names, resource URIs) that are new.
+    pub fn added(&self) -> &[Box<str>] {
+        &self.diff.added
+    }
+
+    /// Ids that are gone.
+    pub fn removed(&self) -> &[Box<str>] {
+        &self.diff.removed
+    }
+
+    /// Ids whose definition changed.
+    pub fn changed(&self) -> &[Box<str>] {
+        &self.diff.changed
+    }
+
+    /// The content hash of the new catalog, 16 hex digits: stable across processes, machines
+    /// and releases, so a host may persist it and compare later.
+    pub fn catalog_hash(&self) -> String {
+        self.hash.to_string()
+    }
+}

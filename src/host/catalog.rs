@@ -1,0 +1,813 @@
+//! The host's capability cache: tool, prompt and resource catalogs kept per server context,
+//! refreshed once however many needs wait (single-flight), invalidated by the server's own
+//! change signals, diffed into `ToolsChanged` events, and searchable.
+//!
+//! The pure parts live in [`crate::catalog`]; this module only connects them to engines.
+//!
+//! # Key
+//!
+//! Every catalog is filed under a [`CacheKey`] of: the server's logical identity
+//! (`Config::cache_identity`, else its program or URL), the transport, the negotiated protocol
+//! version, the tenant (`Config::cache_tenant`), the client capability profile
+//! (`Config::client_capabilities`) and the extension profile (empty: mcpoll advertises no
+//! extensions yet). The principal and scope parts are empty (anonymous, no scopes) until the
+//! host knows authenticated principals; an HTTP server with a per-user token is therefore one
+//! context per `Config`, so give each principal its own `cache_identity` until then.
+//!
+//! # Pages
+//!
+//! The engine follows `nextCursor` itself and hands over one joined listing, so a catalog is
+//! cached as one entry (its first page's cursor). Its hints are the ones the listing result
+//! carries (`ttlMs`, `cacheScope`); a listing without them gets `CacheConfig::default_ttl` and
+//! stays private.
+//!
+//! # Invalidation
+//!
+//! A `list_changed` notification marks the catalog stale as soon as the host next polls or
+//! needs a catalog, whether or not the host drains the `Event::ListChanged` (the engine counts
+//! them, dropped ones included); the next need refetches (at once with
+//! `CacheConfig::eager_refresh`).
+//! Modern servers send change notifications only on a `subscriptions/listen` stream:
+//! [`Host::watch_catalogs`] opens one.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::io;
+use std::time::{Duration, Instant};
+
+use crate::catalog::change::CatalogChange;
+use crate::catalog::diff::diff;
+use crate::catalog::key::{self, CacheKey, KeyParts};
+use crate::catalog::listing::{parse_page, Catalog, CatalogKind, Item, ParsedPage};
+use crate::catalog::search::SearchIndex;
+use crate::catalog::store::{
+    Begin, Finished, ItemLookup, ListLookup, ListState, RefreshOutcome, RefreshToken, Store,
+    StoreConfig, StoreError,
+};
+use crate::config::CacheConfig;
+use crate::engine::{CallId, CallOptions, Engine, Event};
+use crate::error::{CallError, LocalError, PeerError, RequestError};
+use crate::proto::mcp::{Method, SubscriptionFilter};
+use crate::proto::version::{Era, ProtocolVersion};
+
+use super::{Host, ServerId, Wake};
+
+/// The catalog kinds a host keeps, in slot order.
+const KINDS: [CatalogKind; 3] = [CatalogKind::Tools, CatalogKind::Prompts, CatalogKind::Resources];
+
+fn slot(kind: CatalogKind) -> usize {
+    match kind {
+        CatalogKind::Tools => 0,
+        CatalogKind::Prompts => 1,
+        CatalogKind::Resources | CatalogKind::ResourceTemplates => 2,
+    }
+}
+
+fn method(kind: CatalogKind) -> Method {
+    match kind {
+        CatalogKind::Tools => Method::ToolsList,
+        CatalogKind::Prompts => Method::PromptsList,
+        CatalogKind::Resources => Method::ResourcesList,
+        CatalogKind::ResourceTemplates => Method::ResourceTemplatesList,
+    }
+}
+
+/// Why a catalog could not be had.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum CatalogError {
+    /// No such server.
+    UnknownServer,
+    /// The server is not ready (it closed, or never got ready in time).
+    NotReady,
+    /// The listing could not start.
+    Request(RequestError),
+    /// The listing failed and no older catalog may be served.
+    Listing(CallError),
+    /// The cached catalog went stale, its refresh failed, and it is past
+    /// `CacheConfig::max_stale`.
+    StaleTooLong {
+        /// How long it has been stale.
+        stale_for: Duration,
+        /// The allowance.
+        max_stale: Duration,
+    },
+    /// Too many catalog refreshes are in flight (`CacheConfig::max_refreshes`).
+    TooManyRefreshes,
+    /// The wait passed its timeout.
+    Timeout,
+    /// Polling failed.
+    Io(io::Error),
+}
+
+impl fmt::Display for CatalogError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnknownServer => f.write_str("no such server"),
+            Self::NotReady => f.write_str("the server is not ready"),
+            Self::Request(e) => write!(f, "cannot list: {e}"),
+            Self::Listing(e) => write!(f, "listing failed: {e}"),
+            Self::StaleTooLong { stale_for, max_stale } => write!(
+                f,
+                "cached catalog stale for {} ms, past the {} ms allowed after a failed refresh",
+                stale_for.as_millis(),
+                max_stale.as_millis()
+            ),
+            Self::TooManyRefreshes => f.write_str("too many catalog refreshes in flight"),
+            Self::Timeout => f.write_str("timed out waiting for the catalog"),
+            Self::Io(e) => write!(f, "poll failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CatalogError {}
+
+fn store_error(e: StoreError) -> CatalogError {
+    match e {
+        StoreError::StaleTooLong { stale_for, max_stale } => {
+            CatalogError::StaleTooLong { stale_for, max_stale }
+        }
+        StoreError::TooManyRefreshes { .. } => CatalogError::TooManyRefreshes,
+        // Refused lists are served once, never reported through a lookup.
+        StoreError::CatalogTooLarge { .. } | StoreError::TooManyPages { .. } => {
+            CatalogError::TooManyRefreshes
+        }
+    }
+}
+
+/// A catalog as the cache holds it: each item's canonical JSON (keys sorted, no whitespace),
+/// ordered by id (tool or prompt name, resource URI).
+#[derive(Debug)]
+pub struct CatalogView<'a> {
+    items: Vec<&'a Item>,
+    stale_for: Option<Duration>,
+    cached: bool,
+}
+
+impl<'a> CatalogView<'a> {
+    /// Items in the catalog.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// `true` when the catalog is empty.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// The ids, in order.
+    pub fn names(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.items.iter().map(|it| it.id())
+    }
+
+    /// Each definition as canonical JSON, in id order.
+    pub fn definitions(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.items.iter().map(|it| it.json())
+    }
+
+    /// One definition by id.
+    pub fn definition(&self, id: &str) -> Option<&'a str> {
+        let i = self.items.binary_search_by(|it| it.id().cmp(id)).ok()?;
+        self.items.get(i).map(|it| it.json())
+    }
+
+    /// Set when the catalog is served stale because its refresh failed: how long it has been.
+    pub fn stale_for(&self) -> Option<Duration> {
+        self.stale_for
+    }
+
+    /// `false` when the server's hints forbade caching (`ttlMs: 0`) or the catalog is over the
+    /// cache's bounds: this answer is the only use of that listing.
+    pub fn is_cached(&self) -> bool {
+        self.cached
+    }
+}
+
+/// A refresh on the wire.
+#[derive(Debug)]
+struct Flight {
+    call: CallId,
+    token: RefreshToken,
+    /// Started by a need (whose waiter wants its failure) rather than by eager refresh.
+    by_need: bool,
+}
+
+/// How the last refresh a need started ended, kept until a need reads it.
+#[derive(Debug)]
+enum Outcome {
+    Failed(CallError),
+    /// Not cacheable (ttl 0, over the bounds): served to the need that asked, once.
+    OneUse(ParsedPage),
+}
+
+#[derive(Debug, Default)]
+struct KindState {
+    flight: Option<Flight>,
+    /// The catalog last announced (the diff baseline).
+    announced: Option<Catalog>,
+    outcome: Option<Outcome>,
+    /// A page handed to a need (kept so the answer can borrow it).
+    served: Option<ParsedPage>,
+    /// A change arrived and the host asked for eager refresh: refetch when no flight is on.
+    eager_due: bool,
+}
+
+/// One server's part of the cache.
+#[derive(Debug)]
+pub(super) struct ServerCatalog {
+    identity: String,
+    transport: key::Transport,
+    tenant: Option<String>,
+    /// The key and the version it was made for (the version is fixed once ready, but a
+    /// restarted process may negotiate another).
+    key: Option<(ProtocolVersion, CacheKey)>,
+    kinds: [KindState; 3],
+    search: SearchIndex,
+    /// The host asked for change notifications (`Host::watch_catalogs`).
+    watching: bool,
+    listen: Option<CallId>,
+    /// When to open the listen stream again after it broke, and the backoff after that.
+    relisten_at: Option<Instant>,
+    relisten_delay: Duration,
+    /// When the current stream was opened: one that lived long resets the backoff.
+    listen_opened: Option<Instant>,
+    /// The engine's `list_changed` counts when last looked at.
+    seen_changes: [u64; 3],
+}
+
+/// Backoff before listening again after a stream broke: doubles up to the cap.
+const RELISTEN_BASE: Duration = Duration::from_millis(200);
+const RELISTEN_MAX: Duration = Duration::from_secs(30);
+
+impl ServerCatalog {
+    pub(super) fn new(identity: String, http: bool, tenant: Option<String>) -> Self {
+        ServerCatalog {
+            identity,
+            transport: if http { key::Transport::Http } else { key::Transport::Stdio },
+            tenant,
+            key: None,
+            kinds: Default::default(),
+            search: SearchIndex::new(),
+            watching: false,
+            listen: None,
+            relisten_at: None,
+            relisten_delay: RELISTEN_BASE,
+            listen_opened: None,
+            seen_changes: [0; 3],
+        }
+    }
+
+    /// The key for the engine's current version; `None` until it was first ready. While the
+    /// server is down or restarting, the last key stands, so its catalog can still be served
+    /// stale after the refresh fails.
+    pub(super) fn key(&mut self, engine: &Engine) -> Option<CacheKey> {
+        let version = match engine.state() {
+            crate::engine::ServerState::Ready(_, v) => v,
+            _ => return self.key.map(|(_, k)| k),
+        };
+        if let Some((v, k)) = self.key {
+            if v == version {
+                return Some(k);
+            }
+        }
+        let parts = KeyParts {
+            server: &self.identity,
+            transport: self.transport,
+            protocol_version: version.as_str(),
+            principal: None,
+            granted_scopes: &[],
+            tenant: self.tenant.as_deref(),
+            client_capabilities: &engine.config().client_capabilities,
+            extensions: "{}",
+        };
+        // The capabilities were checked to be a JSON object by `Config::check`.
+        let k = CacheKey::new(&parts).ok()?;
+        self.key = Some((version, k));
+        Some(k)
+    }
+}
+
+/// The host-wide part: the store and the change events waiting for the host.
+#[derive(Debug)]
+pub(super) struct HostCache {
+    store: Store,
+    eager: bool,
+    changes: VecDeque<(ServerId, CatalogKind, CatalogChange)>,
+    /// The change last handed out by `poll_event` (its event borrows it).
+    current: Option<CatalogChange>,
+}
+
+impl HostCache {
+    pub(super) fn new(config: CacheConfig) -> io::Result<Self> {
+        let store = Store::new(StoreConfig {
+            max_entries: config.max_entries,
+            max_bytes: config.max_bytes,
+            default_ttl: config.default_ttl,
+            max_ttl: config.max_ttl,
+            max_stale: config.max_stale,
+            max_refreshes: config.max_refreshes,
+        })
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        Ok(HostCache {
+            store,
+            eager: config.eager_refresh,
+            changes: VecDeque::new(),
+            current: None,
+        })
+    }
+
+    /// The change events waiting, for `poll_event`.
+    pub(super) fn has_changes(&self) -> bool {
+        !self.changes.is_empty()
+    }
+
+    /// Takes the next change event (the event borrows the cache).
+    pub(super) fn next_change(&mut self) -> Option<(ServerId, Event<'_>)> {
+        let (id, kind, change) = self.changes.pop_front()?;
+        let change = self.current.insert(change);
+        Some((
+            id,
+            match kind {
+                CatalogKind::Tools => Event::ToolsChanged(change),
+                CatalogKind::Prompts => Event::PromptsChanged(change),
+                CatalogKind::Resources | CatalogKind::ResourceTemplates => {
+                    Event::ResourcesChanged(change)
+                }
+            },
+        ))
+    }
+
+    /// Marks stale every catalog whose `list_changed` count moved since the last look.
+    fn notice_changes(&mut self, now: Instant, catalog: &mut ServerCatalog, engine: &Engine) {
+        let counts = engine.list_changes();
+        if counts == catalog.seen_changes {
+            return;
+        }
+        let key = catalog.key(engine);
+        for (i, kind) in KINDS.into_iter().enumerate() {
+            if counts[i] == catalog.seen_changes[i] {
+                continue;
+            }
+            if let Some(key) = key {
+                self.store.mark_stale(now, &key, kind);
+            }
+            catalog.kinds[slot(kind)].eager_due |= self.eager;
+        }
+        catalog.seen_changes = counts;
+    }
+
+    /// Records a finished refresh: diff and announce, update the search index, store.
+    fn finish(
+        &mut self,
+        now: Instant,
+        id: ServerId,
+        catalog: &mut ServerCatalog,
+        kind: CatalogKind,
+        flight: Flight,
+        result: Result<ParsedPage, CallError>,
+    ) {
+        let Flight { token, by_need, .. } = flight;
+        let page = match result {
+            Ok(page) => page,
+            Err(e) => {
+                let _ = self.store.finish_refresh(now, token, RefreshOutcome::Failed);
+                if by_need {
+                    catalog.kinds[slot(kind)].outcome = Some(Outcome::Failed(e));
+                }
+                return;
+            }
+        };
+        let fresh = Catalog::from_items(kind, &page.items);
+        let state = &mut catalog.kinds[slot(kind)];
+        match &state.announced {
+            None => {
+                // The first catalog is the baseline: the host reads it, nothing is announced.
+                if kind == CatalogKind::Tools {
+                    for it in &page.items {
+                        let _ = catalog.search.upsert(it.json());
+                    }
+                }
+            }
+            Some(old) if old.hash() != fresh.hash() => {
+                if let Ok(d) = diff(old, &fresh) {
+                    if kind == CatalogKind::Tools {
+                        let _ = catalog.search.apply(&d, |name| page.item(name).map(Item::json));
+                    }
+                    if !d.is_empty() {
+                        self.changes.push_back((id, kind, CatalogChange::new(d, fresh.hash())));
+                    }
+                }
+            }
+            Some(_) => {}
+        }
+        state.announced = Some(fresh);
+        let outcome = RefreshOutcome::Page { page, carried_input: false };
+        match self.store.finish_refresh(now, token, outcome) {
+            Finished::NotStored { page, .. } | Finished::Rejected { page, .. } if by_need => {
+                state.outcome = Some(Outcome::OneUse(page));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// What a need found, without borrowing.
+enum Need {
+    /// The store has it (fresh, or stale after a failed refresh).
+    Cached,
+    /// A listing that may not be cached, kept for this answer.
+    OneUse,
+    /// A refresh is on the wire.
+    Waiting,
+}
+
+impl Host {
+    /// A host whose capability cache has these bounds; [`Host::new`] uses the defaults.
+    pub fn with_cache(cache: CacheConfig) -> io::Result<Self> {
+        let mut host = Self::new()?;
+        host.cache = HostCache::new(cache)?;
+        Ok(host)
+    }
+
+    /// The server's protocol capabilities: the `capabilities` object of its `server/discover`
+    /// (modern) or `initialize` (legacy) result, as JSON, once ready. Borrowed from the kept
+    /// result: nothing is listed, called or allocated.
+    pub fn capabilities(&self, server: ServerId) -> Option<&str> {
+        let info = self.server(server)?.engine.server_info()?;
+        let caps = crate::proto::json::parse(info.as_bytes()).ok()?.get("capabilities")?;
+        Some(caps.text())
+    }
+
+    /// The tool catalog if the cache can answer now; otherwise starts (or joins) its refresh
+    /// and returns `Ok(None)`: poll, then ask again. See [`tools_blocking`](Self::tools_blocking).
+    /// Before the server was first ready its key is unknown: `Err(CatalogError::NotReady)`.
+    pub fn tools(&mut self, server: ServerId) -> Result<Option<CatalogView<'_>>, CatalogError> {
+        self.catalog(server, CatalogKind::Tools)
+    }
+
+    /// The tool catalog, from the cache when fresh, else listed (`tools/list`, every page)
+    /// and cached under the server's hints. Concurrent needs share one listing. After a failed
+    /// refresh the old catalog is served, flagged by [`CatalogView::stale_for`], for at most
+    /// `CacheConfig::max_stale`. Waits for the server to be ready, at most `timeout` in all.
+    pub fn tools_blocking(
+        &mut self,
+        server: ServerId,
+        timeout: Duration,
+    ) -> Result<CatalogView<'_>, CatalogError> {
+        self.catalog_blocking(server, CatalogKind::Tools, timeout)
+    }
+
+    /// As [`tools_blocking`](Self::tools_blocking), for prompts.
+    pub fn prompts_blocking(
+        &mut self,
+        server: ServerId,
+        timeout: Duration,
+    ) -> Result<CatalogView<'_>, CatalogError> {
+        self.catalog_blocking(server, CatalogKind::Prompts, timeout)
+    }
+
+    /// As [`tools_blocking`](Self::tools_blocking), for resources.
+    pub fn resources_blocking(
+        &mut self,
+        server: ServerId,
+        timeout: Duration,
+    ) -> Result<CatalogView<'_>, CatalogError> {
+        self.catalog_blocking(server, CatalogKind::Resources, timeout)
+    }
+
+    /// One tool's definition (canonical JSON) from the cache, when cached and servable; it
+    /// never lists. A fresh hit allocates nothing.
+    pub fn tool(&mut self, server: ServerId, name: &str) -> Option<&str> {
+        let now = Instant::now();
+        let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)?;
+        let key = s.catalog.key(&s.engine)?;
+        match self.cache.store.find_item(now, &key, CatalogKind::Tools, name) {
+            Ok(ItemLookup::Fresh(item)) | Ok(ItemLookup::Stale { item, .. }) => Some(item.json()),
+            _ => None,
+        }
+    }
+
+    /// The `k` tools of the server's last listed catalog that best match `query` (BM25 over
+    /// name, title, description and annotation words; ties by name), best first, with their
+    /// scores. The index follows every refresh; it is empty until the tools were listed.
+    pub fn search_tools(&self, server: ServerId, query: &str, k: usize) -> Vec<(&str, f64)> {
+        let Some(s) = self.server(server) else { return Vec::new() };
+        s.catalog.search.search(query, k).into_iter().map(|h| (h.name, h.score)).collect()
+    }
+
+    /// Keeps the server's catalogs current: on a modern server, opens a `subscriptions/listen`
+    /// stream for tool, prompt and resource list changes (once ready), and opens it again with
+    /// backoff (200 ms doubling to 30 s) after an abnormal end, marking every catalog stale
+    /// since changes may have been missed. A graceful end, or the host cancelling the stream,
+    /// stops it. Legacy servers send their changes unasked: for them this does nothing more.
+    /// Re-listening happens during [`poll`](Self::poll) and [`poll_event`](Self::poll_event).
+    pub fn watch_catalogs(&mut self, server: ServerId) -> Result<(), RequestError> {
+        let s = self.server_mut(server).ok_or(RequestError::Closed)?;
+        s.catalog.watching = true;
+        self.pump_catalogs(Instant::now());
+        Ok(())
+    }
+
+    /// Counters of the capability cache: hits, misses, stale serves, refreshes, evictions.
+    pub fn cache_stats(&self) -> CacheStats {
+        let s = self.cache.store.stats();
+        CacheStats {
+            hits: s.hits,
+            misses: s.misses,
+            stale_serves: s.stale_serves,
+            refreshes: s.refreshes,
+            evictions: s.evictions,
+        }
+    }
+
+    fn catalog(
+        &mut self,
+        server: ServerId,
+        kind: CatalogKind,
+    ) -> Result<Option<CatalogView<'_>>, CatalogError> {
+        let now = Instant::now();
+        self.pump_catalogs(now);
+        match self.need(server, kind, now)? {
+            Need::Waiting => Ok(None),
+            how => self.view(server, kind, now, how).map(Some),
+        }
+    }
+
+    fn catalog_blocking(
+        &mut self,
+        server: ServerId,
+        kind: CatalogKind,
+        timeout: Duration,
+    ) -> Result<CatalogView<'_>, CatalogError> {
+        let deadline = Instant::now() + timeout;
+        let known = self.server(server).is_some_and(|s| s.catalog.key.is_some());
+        match self.wait_ready(server, timeout) {
+            Ok(crate::engine::ServerState::Ready(..)) => {}
+            Err(super::BlockingError::UnknownServer) => return Err(CatalogError::UnknownServer),
+            Err(super::BlockingError::Io(e)) => return Err(CatalogError::Io(e)),
+            // A server known before may be down: its catalog can still be served stale.
+            _ if known => {}
+            Ok(_) => return Err(CatalogError::NotReady),
+            Err(super::BlockingError::Call(e)) => return Err(CatalogError::Listing(e)),
+            Err(super::BlockingError::Request(e)) => return Err(CatalogError::Request(e)),
+        }
+        let how = loop {
+            let now = Instant::now();
+            self.pump_catalogs(now);
+            match self.need(server, kind, now)? {
+                Need::Waiting => {}
+                how => break how,
+            }
+            let left = deadline.saturating_duration_since(now);
+            if left.is_zero() {
+                return Err(CatalogError::Timeout);
+            }
+            self.poll_inner(Some(left), Wake::OnIo).map_err(CatalogError::Io)?;
+        };
+        self.view(server, kind, Instant::now(), how)
+    }
+
+    /// Decides what a need gets, starting a refresh when one is due. Borrows nothing after.
+    fn need(
+        &mut self,
+        server: ServerId,
+        kind: CatalogKind,
+        now: Instant,
+    ) -> Result<Need, CatalogError> {
+        let registry = self.poll.registry();
+        let s = self
+            .servers
+            .get_mut(server.index)
+            .filter(|s| s.generation == server.generation)
+            .ok_or(CatalogError::UnknownServer)?;
+        let key = s.catalog.key(&s.engine).ok_or(CatalogError::NotReady)?;
+        let store = &mut self.cache.store;
+        let state = &mut s.catalog.kinds[slot(kind)];
+        let start = match store.list_state(now, &key, kind) {
+            ListState::Fresh => return Ok(Need::Cached),
+            ListState::Stale => {
+                // Served stale; try again behind it (one refresh at a time).
+                state.flight.is_none()
+            }
+            ListState::TooStale(stale_for) => {
+                if state.flight.is_none() {
+                    if let Some(Outcome::Failed(_)) = state.outcome.take() {
+                        let max_stale = store.config().max_stale;
+                        return Err(CatalogError::StaleTooLong { stale_for, max_stale });
+                    }
+                }
+                state.flight.is_none()
+            }
+            ListState::Refresh => {
+                if state.flight.is_some() {
+                    return Ok(Need::Waiting);
+                }
+                match state.outcome.take() {
+                    Some(Outcome::Failed(e)) => return Err(CatalogError::Listing(e)),
+                    Some(Outcome::OneUse(page)) => {
+                        state.served = Some(page);
+                        return Ok(Need::OneUse);
+                    }
+                    None => true,
+                }
+            }
+        };
+        if start {
+            state.outcome = None;
+            let token = match store.begin_refresh(&key, kind, None).map_err(store_error)? {
+                Begin::Fetch(token) => token,
+                // Only this host fetches for its store, and it keeps one flight per kind.
+                Begin::Wait => return Ok(Need::Waiting),
+            };
+            match s.engine.list(now, method(kind), &CallOptions::default()) {
+                Ok(call) => {
+                    state.flight = Some(Flight { call, token, by_need: true });
+                    s.transport.flush(registry, &mut s.engine, now);
+                }
+                Err(e) => {
+                    let _ = store.finish_refresh(now, token, RefreshOutcome::Failed);
+                    match store.list_state(now, &key, kind) {
+                        // Failed at once: the old catalog, if it is still servable, answers.
+                        ListState::Fresh | ListState::Stale => {}
+                        ListState::TooStale(stale_for) => {
+                            let max_stale = store.config().max_stale;
+                            return Err(CatalogError::StaleTooLong { stale_for, max_stale });
+                        }
+                        ListState::Refresh => return Err(CatalogError::Request(e)),
+                    }
+                }
+            }
+        }
+        Ok(match store.list_state(now, &key, kind) {
+            ListState::Fresh | ListState::Stale => Need::Cached,
+            _ => Need::Waiting,
+        })
+    }
+
+    fn view(
+        &mut self,
+        server: ServerId,
+        kind: CatalogKind,
+        now: Instant,
+        how: Need,
+    ) -> Result<CatalogView<'_>, CatalogError> {
+        let s = self
+            .servers
+            .get_mut(server.index)
+            .filter(|s| s.generation == server.generation)
+            .ok_or(CatalogError::UnknownServer)?;
+        if let Need::OneUse = how {
+            let page = s.catalog.kinds[slot(kind)].served.as_ref();
+            let items = page.map(|p| p.items.iter().collect()).unwrap_or_default();
+            return Ok(CatalogView { items, stale_for: None, cached: false });
+        }
+        let key = s.catalog.key(&s.engine).ok_or(CatalogError::NotReady)?;
+        match self.cache.store.list_pages(now, &key, kind).map_err(store_error)? {
+            ListLookup::Pages { pages, stale_for } => Ok(CatalogView {
+                items: pages.iter().flat_map(|p| p.items()).collect(),
+                stale_for,
+                cached: true,
+            }),
+            ListLookup::Refresh { .. } => Err(CatalogError::NotReady),
+        }
+    }
+
+    /// Takes the ends of catalog refreshes out of the engines (the host never sees them as
+    /// events), records them, and starts the eager refreshes that are due.
+    pub(super) fn pump_catalogs(&mut self, now: Instant) {
+        let registry = self.poll.registry();
+        let cache = &mut self.cache;
+        for (index, s) in self.servers.iter_mut() {
+            let id = ServerId { index, generation: s.generation };
+            let mut started = false;
+            cache.notice_changes(now, &mut s.catalog, &s.engine);
+            for kind in KINDS {
+                let i = slot(kind);
+                let Some(call) = s.catalog.kinds[i].flight.as_ref().map(|f| f.call) else {
+                    if s.catalog.kinds[i].eager_due {
+                        s.catalog.kinds[i].eager_due = false;
+                        started |= start_eager(cache, &mut s.catalog, &mut s.engine, kind, now);
+                    }
+                    continue;
+                };
+                let result = match s.engine.take_call_event(call) {
+                    Some(Event::CallDone { result, .. }) => parse_page(kind, result.json())
+                        .map_err(|_| CallError::Peer(PeerError::InvalidResult)),
+                    Some(Event::CallFailed { error, .. }) => Err(error),
+                    _ => continue,
+                };
+                if let Some(flight) = s.catalog.kinds[i].flight.take() {
+                    cache.finish(now, id, &mut s.catalog, kind, flight, result);
+                }
+            }
+            started |= relisten(cache, &mut s.catalog, &mut s.engine, now);
+            if started {
+                s.transport.flush(registry, &mut s.engine, now);
+            }
+        }
+    }
+}
+
+/// Follows the listen stream of a watched server: notes its end, and opens it when due.
+/// Returns `true` when it started a request.
+fn relisten(
+    cache: &mut HostCache,
+    catalog: &mut ServerCatalog,
+    engine: &mut Engine,
+    now: Instant,
+) -> bool {
+    if let Some(call) = catalog.listen {
+        match engine.take_call_event(call) {
+            Some(Event::CallDone { .. })
+            | Some(Event::CallFailed { error: CallError::Local(LocalError::Cancelled), .. }) => {
+                // A graceful end, or the host's own cancel: stop watching.
+                catalog.listen = None;
+                catalog.watching = false;
+            }
+            Some(Event::CallFailed { error, .. }) => {
+                log::debug!("listen stream broke ({error}); listening again with backoff");
+                catalog.listen = None;
+                let lived = catalog.listen_opened.map(|t| now.saturating_duration_since(t));
+                if lived.is_some_and(|d| d >= RELISTEN_MAX) {
+                    catalog.relisten_delay = RELISTEN_BASE;
+                }
+                catalog.relisten_at = now.checked_add(catalog.relisten_delay);
+                catalog.relisten_delay = (catalog.relisten_delay * 2).min(RELISTEN_MAX);
+            }
+            _ => {}
+        }
+    }
+    let due = catalog.relisten_at.is_none_or(|t| t <= now);
+    if !catalog.watching || catalog.listen.is_some() || !due || engine.era() != Some(Era::Modern) {
+        return false;
+    }
+    let filter = SubscriptionFilter {
+        tools_list_changed: true,
+        prompts_list_changed: true,
+        resources_list_changed: true,
+        ..Default::default()
+    };
+    match engine.listen(now, &filter, &CallOptions::default()) {
+        Ok(call) => {
+            catalog.listen = Some(call);
+            catalog.listen_opened = Some(now);
+            if catalog.relisten_at.take().is_some() {
+                // Changes made while no stream was open were never told: refetch.
+                if let Some(key) = catalog.key(engine) {
+                    for kind in KINDS {
+                        cache.store.mark_stale(now, &key, kind);
+                        catalog.kinds[slot(kind)].eager_due |= cache.eager;
+                    }
+                }
+            }
+            true
+        }
+        Err(e) => {
+            log::debug!("cannot listen for catalog changes: {e}");
+            catalog.relisten_at = now.checked_add(catalog.relisten_delay);
+            catalog.relisten_delay = (catalog.relisten_delay * 2).min(RELISTEN_MAX);
+            false
+        }
+    }
+}
+
+/// Starts the refresh a change asked for; `true` when a request was started.
+fn start_eager(
+    cache: &mut HostCache,
+    catalog: &mut ServerCatalog,
+    engine: &mut Engine,
+    kind: CatalogKind,
+    now: Instant,
+) -> bool {
+    let Some(key) = catalog.key(engine) else { return false };
+    let Ok(Begin::Fetch(token)) = cache.store.begin_refresh(&key, kind, None) else {
+        return false;
+    };
+    match engine.list(now, method(kind), &CallOptions::default()) {
+        Ok(call) => {
+            catalog.kinds[slot(kind)].flight = Some(Flight { call, token, by_need: false });
+            true
+        }
+        Err(e) => {
+            log::debug!("eager catalog refresh could not start: {e}");
+            let _ = cache.store.finish_refresh(now, token, RefreshOutcome::Failed);
+            false
+        }
+    }
+}
+
+/// Counters of a host's capability cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CacheStats {
+    /// Needs answered fresh from the cache.
+    pub hits: u64,
+    /// Needs that found nothing usable.
+    pub misses: u64,
+    /// Needs answered stale after a failed refresh.
+    pub stale_serves: u64,
+    /// Refreshes started.
+    pub refreshes: u64,
+    /// Pages evicted to make room.
+    pub evictions: u64,
+}
