@@ -20,9 +20,7 @@
 #[allow(dead_code, unused_imports)]
 mod catalog;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use catalog::diff::diff;
@@ -31,29 +29,11 @@ use catalog::listing::{parse_page, Catalog, CatalogKind, ParsedPage};
 use catalog::search::SearchIndex;
 use catalog::store::{Begin, Finished, ItemLookup, Lookup, RefreshOutcome, Store, StoreConfig};
 
-/// Counts every allocation in this process.
-struct Counting;
-
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY-style note: delegates to the system allocator unchanged; only counts.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+#[path = "common/alloc.rs"]
+mod alloc;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: alloc::Counting = alloc::Counting;
 
 const TOOLS: usize = 1000;
 const PAGE: usize = 100;
@@ -213,13 +193,13 @@ fn refresh(
 }
 
 fn per_op<F: FnMut()>(rounds: usize, mut f: F) -> (f64, f64) {
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = alloc::allocations();
     let t = Instant::now();
     for _ in 0..rounds {
         f();
     }
     let ns = t.elapsed().as_nanos() as f64 / rounds as f64;
-    let allocs = (ALLOCS.load(Ordering::Relaxed) - before) as f64 / rounds as f64;
+    let allocs = (alloc::allocations() - before) as f64 / rounds as f64;
     (ns, allocs)
 }
 
@@ -322,7 +302,7 @@ fn main() {
         "unknown words only",
     ];
     let mut samples = Vec::new();
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = alloc::allocations();
     for _ in 0..300 {
         for q in queries {
             let t = Instant::now();
@@ -330,7 +310,7 @@ fn main() {
             samples.push(t.elapsed());
         }
     }
-    let allocs = (ALLOCS.load(Ordering::Relaxed) - before) as f64 / samples.len() as f64;
+    let allocs = (alloc::allocations() - before) as f64 / samples.len() as f64;
     samples.sort();
     println!(
         "catalog search tools={} k=8 p50_us={:.1} p99_us={:.1} allocs={allocs:.1}",

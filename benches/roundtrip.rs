@@ -36,38 +36,18 @@
 #[allow(dead_code)]
 mod cargo_build;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use mcpoll::{CallId, CallOptions, Config, Event, Host, StdioCommand};
 use serde_json::value::RawValue;
 
-/// Counts every allocation in this process (the bench side only; the child is separate).
-struct Counting;
-
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY-style note: delegates to the system allocator unchanged; only counts.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+#[path = "common/alloc.rs"]
+mod alloc;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: alloc::Counting = alloc::Counting;
 
 const SERVE_HTTP: &str = "MCPOLL_BENCH_HTTP";
 const WARMUP: usize = 500;
@@ -140,7 +120,7 @@ fn measure(host: &mut Host, server: mcpoll::ServerId) -> (Vec<Duration>, f64) {
     let mut samples = Vec::with_capacity(rounds);
     let mut allocs = 0u64;
     for i in 0..WARMUP + rounds {
-        let before = ALLOCS.load(Ordering::Relaxed);
+        let before = alloc::allocations();
         let t = Instant::now();
         let call = host.call_tool(server, "echo", &args, &opts).expect("call");
         let mut done = false;
@@ -160,7 +140,7 @@ fn measure(host: &mut Host, server: mcpoll::ServerId) -> (Vec<Duration>, f64) {
         let elapsed = t.elapsed();
         if i >= WARMUP {
             samples.push(elapsed);
-            allocs += ALLOCS.load(Ordering::Relaxed) - before;
+            allocs += alloc::allocations() - before;
         }
     }
     host.close_server(server);
@@ -341,7 +321,7 @@ impl Tally {
         if self.done == WARMUP {
             self.start = Instant::now();
             self.cpu_at_start = cpu_ns();
-            self.allocs_at_start = ALLOCS.load(Ordering::Relaxed);
+            self.allocs_at_start = alloc::allocations();
         } else if self.done > WARMUP {
             self.samples.push(sent.elapsed());
         }
@@ -352,7 +332,7 @@ impl Tally {
     }
 
     fn into_concurrent(self, count_allocs: bool) -> Concurrent {
-        let allocs = ALLOCS.load(Ordering::Relaxed) - self.allocs_at_start;
+        let allocs = alloc::allocations() - self.allocs_at_start;
         let cpu = cpu_ns() - self.cpu_at_start;
         Concurrent {
             cpu_us_per_call: cpu as f64 / 1e3 / CONCURRENT_CALLS as f64,
