@@ -9,24 +9,28 @@
 //! Name resolution uses the system resolver, which blocks: it runs when the server is added
 //! and again only after every known address failed to connect, never per call.
 
+mod fetch;
 mod instances;
 mod options;
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 use slab::Slab;
 use smallvec::SmallVec;
 
+use crate::auth::oauth::{HttpResponse, OAuthFlow};
 use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent, ResponseParser};
 use crate::driver::tls::{tls_failure, TlsConfig, TlsSession};
 use crate::driver::url::Scheme;
 use crate::engine::{Engine, ExchangeFailure, TransportEvent, TransportKind};
 use crate::error::TransportError;
-use crate::session::http::{should_rotate, ExchangeId, Flow, HttpSession, ResponseHead};
+use crate::session::http::{
+    should_rotate, ExchangeId, Flow, HttpSession, OAuthState, ResponseHead,
+};
 use instances::{Instance, Instances};
 
 pub use crate::session::http::{StaticToken, TokenProvider};
@@ -85,7 +89,13 @@ pub struct HttpDriver {
     backlog_since: Option<Instant>,
     frame: Vec<u8>,
     read_buf: Box<[u8]>,
+    /// TLS for the OAuth flow's own requests, which may go to https origins whatever the
+    /// MCP server's scheme; `None` without a flow.
+    oauth_tls: Option<TlsConfig>,
 }
+
+/// Largest response body read for one of the OAuth flow's own requests.
+const OAUTH_MAX_BODY: u64 = 256 * 1024;
 
 impl HttpDriver {
     /// Parses the URL, resolves the host (blocking, once), builds TLS, and tells the engine
@@ -107,6 +117,25 @@ impl HttpDriver {
         for alt in &opts.alternates {
             standby.push_back(Instance::resolve(alt, &opts.proxy)?);
         }
+        let oauth = match opts.oauth {
+            Some(config) => {
+                // The wall clock is read here, at the edge: the flow only derives Unix times
+                // (token expiry, JWT claims) from it.
+                let unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+                let flow = OAuthFlow::new(config, now, unix).map_err(HttpSetupError::OAuth)?;
+                Some(OAuthState::new(flow, opts.authorizer))
+            }
+            None => None,
+        };
+        let oauth_tls = match oauth {
+            Some(_) => Some(TlsConfig::new(&opts.tls).map_err(HttpSetupError::Tls)?),
+            None => None,
+        };
+        let mut session =
+            Box::new(HttpSession::new(opts.headers, opts.token_provider, config.max_message_bytes));
+        if let Some(state) = oauth {
+            session.with_oauth(now, state);
+        }
         let driver = Self {
             instances: Instances::new(primary, standby),
             tls,
@@ -119,16 +148,13 @@ impl HttpDriver {
                 max_body_bytes: config.max_message_bytes as u64,
             },
             conns: Slab::with_capacity(8),
-            session: Box::new(HttpSession::new(
-                opts.headers,
-                opts.token_provider,
-                config.max_message_bytes,
-            )),
+            session,
             frames_per_readiness: config.frames_per_readiness,
             budget: config.frames_per_readiness,
             backlog_since: None,
             frame: Vec::with_capacity(4096),
             read_buf: vec![0; 64 * 1024].into_boxed_slice(),
+            oauth_tls,
         };
         engine.handle_transport(now, TransportEvent::opened_as(TransportKind::Http));
         Ok(driver)
@@ -213,8 +239,28 @@ impl HttpDriver {
                 }
             }
         }
+        self.session.oauth_timeout(engine, now);
+        self.run_oauth(engine, now);
         self.session.handle_timeout(engine, now);
         self.dispatch(registry, engine, now);
+    }
+
+    /// Makes the OAuth flow's requests until it needs none (it has its outcome, or waits for
+    /// the host). See [`fetch`] for why these block.
+    fn run_oauth(&mut self, engine: &mut Engine, now: Instant) {
+        while let Some(req) = self.session.poll_oauth_request() {
+            match fetch::fetch(&req, self.oauth_tls.as_ref(), self.connect_timeout, OAUTH_MAX_BODY)
+            {
+                Ok(r) => {
+                    let response = HttpResponse { status: r.status, body: &r.body };
+                    self.session.on_oauth_response(engine, now, req.id, response);
+                }
+                Err(e) => {
+                    log::debug!("oauth request to {} failed: {e}", req.url);
+                    self.session.on_oauth_failed(engine, now, req.id);
+                }
+            }
+        }
     }
 
     /// Gives waiting exchanges to idle connections, opening new ones up to the limit.
