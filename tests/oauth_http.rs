@@ -1,0 +1,120 @@
+//! The HTTP driver running OAuth by itself: a protected MCP endpoint and an authorization
+//! server, both in the test on loopback; the host only configures the client credentials.
+
+mod common;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use common::mini::{mcp_answer, MiniServer, Request, Response};
+use common::raw;
+use mcpoll::oauth::{AuthStep, OAuthConfig, PreRegistered};
+use mcpoll::{CallError, CallOptions, Config, Event, Host, HttpOptions, PeerError, ServerState};
+
+const TOKEN: &str = "tok-from-as";
+
+/// An authorization server for the client credentials grant: its metadata on GET, tokens on
+/// POST for `id:secret` (HTTP Basic, `aWQ6c2VjcmV0`).
+fn authorization_server() -> MiniServer {
+    let issuer: Arc<OnceLock<String>> = Arc::default();
+    let issuer2 = Arc::clone(&issuer);
+    let server = MiniServer::start(None, move |req: &Request| {
+        let issuer = issuer2.get().cloned().unwrap_or_default();
+        if req.method == "GET" {
+            return Response::json(serde_json::json!({
+                "issuer": issuer, "token_endpoint": format!("{issuer}/token"),
+                "grant_types_supported": ["client_credentials"],
+                "token_endpoint_auth_methods_supported": ["client_secret_basic"]}));
+        }
+        let form_ok = req.body.contains("grant_type=client_credentials");
+        if !form_ok || req.header("authorization") != Some("Basic aWQ6c2VjcmV0") {
+            let mut r = Response::json(serde_json::json!({"error": "invalid_client"}));
+            r.status = 401;
+            return r;
+        }
+        Response::json(serde_json::json!({
+            "access_token": TOKEN, "token_type": "Bearer", "expires_in": 3600}))
+    });
+    let _ = issuer.set(format!("http://127.0.0.1:{}", server.port));
+    server
+}
+
+/// An MCP endpoint that refuses any request without the token, pointing at its Protected
+/// Resource Metadata (served on GET), which names `as_url` as its authorization server.
+fn protected_mcp(as_url: String) -> MiniServer {
+    let port: Arc<OnceLock<u16>> = Arc::default();
+    let port2 = Arc::clone(&port);
+    let server = MiniServer::start(None, move |req: &Request| {
+        let base = format!("http://127.0.0.1:{}", port2.get().copied().unwrap_or_default());
+        if req.method == "GET" {
+            return Response::json(serde_json::json!({
+                "resource": format!("{base}/mcp"), "authorization_servers": [as_url]}));
+        }
+        if req.header("authorization") == Some(&format!("Bearer {TOKEN}")) {
+            return mcp_answer(req);
+        }
+        let challenge = format!(
+            r#"Bearer resource_metadata="{base}/.well-known/oauth-protected-resource/mcp""#
+        );
+        Response {
+            status: 401,
+            headers: vec![("WWW-Authenticate".into(), challenge)],
+            body: String::new(),
+        }
+    });
+    let _ = port.set(server.port);
+    server
+}
+
+fn options(mcp: &MiniServer, secret: &str) -> HttpOptions {
+    let url = mcp.url("http", "127.0.0.1");
+    let client = PreRegistered::with_secret("id", secret);
+    HttpOptions::new(url.clone()).oauth(OAuthConfig::client_credentials(url, client))
+}
+
+#[test]
+fn client_credentials_are_obtained_and_sent_without_the_host_driving_anything() {
+    let auth = authorization_server();
+    let mcp = protected_mcp(format!("http://127.0.0.1:{}", auth.port));
+    let mut host = Host::new().unwrap();
+    let id = host.add_http_server(options(&mcp, "secret"), Config::default()).unwrap();
+    let state = host.wait_ready(id, Duration::from_secs(10)).unwrap();
+    assert!(matches!(state, ServerState::Ready(..)), "{state}");
+    let args = raw(r#"{"text":"authorized"}"#);
+    let r = host.call_tool_blocking(id, "echo", &args, &CallOptions::default()).expect("call");
+    assert!(r.json.contains("authorized"), "{}", r.json);
+
+    let to_as = auth.requests();
+    assert_eq!(to_as.iter().map(|r| r.method.as_str()).collect::<Vec<_>>(), ["GET", "POST"]);
+    let to_mcp = mcp.requests();
+    let posts: Vec<Option<&str>> =
+        to_mcp.iter().filter(|r| r.method == "POST").map(|r| r.header("authorization")).collect();
+    let bearer = format!("Bearer {TOKEN}");
+    // The probe is refused once, then it and the call carry the token.
+    assert_eq!(posts, [None, Some(bearer.as_str()), Some(bearer.as_str())]);
+    assert_eq!(to_mcp.iter().filter(|r| r.method == "GET").count(), 1, "one PRM fetch");
+}
+
+#[test]
+fn a_refused_client_fails_with_the_step_and_the_oauth_error() {
+    let auth = authorization_server();
+    let mcp = protected_mcp(format!("http://127.0.0.1:{}", auth.port));
+    let mut host = Host::new().unwrap();
+    let id = host.add_http_server(options(&mcp, "wrong"), Config::default()).unwrap();
+    assert_eq!(host.wait_ready(id, Duration::from_secs(10)).unwrap(), ServerState::Closed);
+    let error = loop {
+        match host.poll_event() {
+            Some((_, Event::Closed { error })) => break error,
+            Some(_) => {}
+            None => panic!("no Closed event"),
+        }
+    };
+    match error {
+        CallError::Peer(PeerError::Authorization(e)) => {
+            assert_eq!(e.step, AuthStep::Token);
+            assert_eq!(e.status, Some(401));
+            assert_eq!(e.error.as_deref(), Some("invalid_client"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
