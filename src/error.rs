@@ -286,6 +286,7 @@ pub enum PeerError {
     Forbidden(Box<AuthChallenge>),
     /// The server refused the request and the OAuth flow configured for it could not get a
     /// token it accepts: the error names the step that failed.
+    #[cfg(feature = "http")]
     Authorization(Box<crate::auth::oauth::AuthError>),
     /// A message from the server exceeded `Config::max_message_bytes`.
     TooLarge,
@@ -305,6 +306,7 @@ impl PeerError {
         match self {
             Self::AuthRequired(_) => "auth_required",
             Self::Forbidden(_) => "forbidden",
+            #[cfg(feature = "http")]
             Self::Authorization(_) => "authorization",
             Self::TooLarge => "too_large",
             Self::InvalidResult => "invalid_result",
@@ -320,6 +322,7 @@ impl fmt::Display for PeerError {
         match self {
             Self::AuthRequired(_) => f.write_str("the server requires authorization"),
             Self::Forbidden(_) => f.write_str("the server refused the credentials"),
+            #[cfg(feature = "http")]
             Self::Authorization(e) => write!(f, "{e}"),
             Self::TooLarge => f.write_str("message too large"),
             Self::InvalidResult => f.write_str("the result is not valid for its method"),
