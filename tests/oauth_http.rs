@@ -118,3 +118,30 @@ fn a_refused_client_fails_with_the_step_and_the_oauth_error() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn the_cli_takes_client_credentials() {
+    let auth = authorization_server();
+    let mcp = protected_mcp(format!("http://127.0.0.1:{}", auth.port));
+    let url = mcp.url("http", "127.0.0.1");
+    let run = |credentials: &str| {
+        let args = ["--http", &url, "--client-credentials", credentials, "call", "echo"];
+        let out = std::process::Command::new(common::example("mcpoll"))
+            .args(args)
+            .arg(r#"{"text":"via cli"}"#)
+            .output()
+            .expect("run mcpoll");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), stdout, stderr)
+    };
+    let (code, stdout, stderr) = run("id:secret");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("via cli"), "{stdout}");
+    let (code, _, stderr) = run("id:wrong");
+    assert_eq!(code, Some(1));
+    let line: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(line["error"]["name"], "authorization", "{stderr}");
+    assert!(line["error"]["message"].as_str().unwrap().contains("invalid_client"), "{stderr}");
+    assert!(!stderr.contains("wrong"), "the secret is never printed: {stderr}");
+}
