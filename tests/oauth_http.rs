@@ -96,6 +96,16 @@ fn client_credentials_are_obtained_and_sent_without_the_host_driving_anything() 
 }
 
 #[test]
+fn debug_output_never_shows_the_client_secret() {
+    let url = "http://127.0.0.1:1/mcp";
+    let client = PreRegistered::with_secret("id", "s3cr3t-value");
+    let opts = HttpOptions::new(url).oauth(OAuthConfig::client_credentials(url, client));
+    let debug = format!("{opts:?}");
+    assert!(debug.contains("client_credentials") || debug.contains("ClientCredentials"), "{debug}");
+    assert!(!debug.contains("s3cr3t-value"), "{debug}");
+}
+
+#[test]
 fn a_refused_client_fails_with_the_step_and_the_oauth_error() {
     let auth = authorization_server();
     let mcp = protected_mcp(format!("http://127.0.0.1:{}", auth.port));

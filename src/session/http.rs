@@ -4,8 +4,9 @@
 //! The driver hands over each [`Transmit`] and gets back request plans (method, headers, body);
 //! it hands over each response (head, body chunks, end, or failure) and this module tells the
 //! engine what it means. Decided here: the headers each era gets, when a session id is adopted
-//! and when the session is gone, the one token refresh after a 401, the legacy GET stream's
-//! schedule, resuming a legacy POST's event stream, and when to try another instance.
+//! and when the session is gone, the one token refresh after a 401 (or, with OAuth configured,
+//! when the flow runs and what waits for it: see [`oauth`]), the legacy GET stream's schedule,
+//! resuming a legacy POST's event stream, and when to try another instance.
 //!
 //! Time comes in as `now`; [`HttpSession::poll_timeout`] says when it next needs waking.
 
