@@ -6,19 +6,25 @@ mod common;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use common::mini::{mcp_answer, MiniServer, Request, Response};
+use common::mini::{mcp_answer, MiniProxy, MiniServer, Request, Response};
 use common::raw;
 use mcpoll::oauth::{AuthStep, OAuthConfig, PreRegistered};
 use mcpoll::{CallError, CallOptions, Config, Event, Host, HttpOptions, PeerError, ServerState};
+use mcpoll::{ProxyChoice, TlsOptions};
 
 const TOKEN: &str = "tok-from-as";
 
 /// An authorization server for the client credentials grant: its metadata on GET, tokens on
 /// POST for `id:secret` (HTTP Basic, `aWQ6c2VjcmV0`).
 fn authorization_server() -> MiniServer {
+    authorization_server_on(None, "http://127.0.0.1")
+}
+
+/// The same over TLS (`tls`) with the issuer `base:PORT`.
+fn authorization_server_on(tls: Option<Arc<rustls::ServerConfig>>, base: &str) -> MiniServer {
     let issuer: Arc<OnceLock<String>> = Arc::default();
     let issuer2 = Arc::clone(&issuer);
-    let server = MiniServer::start(None, move |req: &Request| {
+    let server = MiniServer::start(tls, move |req: &Request| {
         let issuer = issuer2.get().cloned().unwrap_or_default();
         if req.method == "GET" {
             return Response::json(serde_json::json!({
@@ -35,8 +41,33 @@ fn authorization_server() -> MiniServer {
         Response::json(serde_json::json!({
             "access_token": TOKEN, "token_type": "Bearer", "expires_in": 3600}))
     });
-    let _ = issuer.set(format!("http://127.0.0.1:{}", server.port));
+    let _ = issuer.set(format!("{base}:{}", server.port));
     server
+}
+
+/// A CA and a certificate for `localhost` signed by it; the CA file for the client.
+fn localhost_tls(dir: &std::path::Path) -> (Arc<rustls::ServerConfig>, TlsOptions) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+    std::fs::create_dir_all(dir).unwrap();
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    let cert = params.signed_by(&key, &Issuer::from_params(&ca_params, &ca_key)).unwrap();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.der().clone()], key)
+        .unwrap();
+    let trust = TlsOptions { ca_file: Some(dir.join("ca.pem")), ..TlsOptions::default() };
+    (Arc::new(config), trust)
 }
 
 /// An MCP endpoint that refuses any request without the token, pointing at its Protected
@@ -103,6 +134,29 @@ fn debug_output_never_shows_the_client_secret() {
     let debug = format!("{opts:?}");
     assert!(debug.contains("client_credentials") || debug.contains("ClientCredentials"), "{debug}");
     assert!(!debug.contains("s3cr3t-value"), "{debug}");
+}
+
+#[test]
+fn the_flow_reaches_an_https_authorization_server_through_the_proxy_with_its_own_name() {
+    let dir = std::env::temp_dir().join(format!("mcpoll-oauth-pki-{}", std::process::id()));
+    let (server_tls, trust) = localhost_tls(&dir);
+    // The certificate names `localhost` only: the flow's connection must ask for that name,
+    // not the MCP server's 127.0.0.1.
+    let auth = authorization_server_on(Some(server_tls), "https://localhost");
+    let mcp = protected_mcp(format!("https://localhost:{}", auth.port));
+    let proxy = MiniProxy::start();
+    let mut opts = options(&mcp, "secret");
+    opts.tls = trust;
+    opts.proxy = ProxyChoice::Url(format!("http://127.0.0.1:{}", proxy.port));
+    let mut host = Host::new().unwrap();
+    let id = host.add_http_server(opts, Config::default()).unwrap();
+    let state = host.wait_ready(id, Duration::from_secs(10)).unwrap();
+    assert!(matches!(state, ServerState::Ready(..)), "{state}");
+    assert_eq!(auth.requests().len(), 2, "metadata and token, over TLS");
+    let targets = proxy.targets.lock().unwrap().clone();
+    let as_authority = format!("localhost:{}", auth.port);
+    assert_eq!(targets.iter().filter(|t| **t == as_authority).count(), 2, "{targets:?}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

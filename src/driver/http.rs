@@ -25,7 +25,7 @@ use smallvec::SmallVec;
 use crate::auth::oauth::{HttpResponse, OAuthFlow};
 use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent, ResponseParser};
 use crate::driver::tls::{tls_failure, TlsConfig, TlsSession};
-use crate::driver::url::Scheme;
+use crate::driver::url::{ProxyChoice, Scheme};
 use crate::engine::{Engine, ExchangeFailure, TransportEvent, TransportKind};
 use crate::error::TransportError;
 use crate::session::http::{
@@ -64,6 +64,8 @@ struct Conn {
 }
 
 const TOKEN_CONNS: usize = 128;
+/// The token offset of the OAuth flow's connection; MCP connections use the ones below.
+const TOKEN_OAUTH: usize = TOKEN_CONNS - 1;
 /// Tokens an HTTP driver uses, from its base token.
 pub(crate) const TOKENS_PER_DRIVER: usize = TOKEN_CONNS;
 
@@ -92,6 +94,9 @@ pub struct HttpDriver {
     /// TLS for the OAuth flow's own requests, which may go to https origins whatever the
     /// MCP server's scheme; `None` without a flow.
     oauth_tls: Option<TlsConfig>,
+    /// The OAuth flow's request in flight, on its own connection.
+    oauth_conn: Option<fetch::OAuthConn>,
+    proxy: ProxyChoice,
 }
 
 /// Largest response body read for one of the OAuth flow's own requests.
@@ -155,6 +160,8 @@ impl HttpDriver {
             frame: Vec::with_capacity(4096),
             read_buf: vec![0; 64 * 1024].into_boxed_slice(),
             oauth_tls,
+            oauth_conn: None,
+            proxy: opts.proxy,
         };
         engine.handle_transport(now, TransportEvent::opened_as(TransportKind::Http));
         Ok(driver)
@@ -184,7 +191,8 @@ impl HttpDriver {
             (ConnPhase::Open, None) => None,
             _ => Some(c.started + self.connect_timeout),
         });
-        conns.chain(self.session.poll_timeout()).chain(self.backlog_since).min()
+        let oauth = self.oauth_conn.as_ref().map(|c| c.deadline);
+        conns.chain(self.session.poll_timeout()).chain(self.backlog_since).chain(oauth).min()
     }
 
     /// Closes idle and timed-out connections, drains backlogs, reopens streams when due.
@@ -207,6 +215,9 @@ impl HttpDriver {
         for (k, timed_out) in expired {
             let failure = TransportError::ConnectFailed(io::ErrorKind::TimedOut);
             self.drop_conn(registry, engine, now, k, timed_out.then_some(failure));
+        }
+        if self.oauth_conn.as_ref().is_some_and(|c| now >= c.deadline) {
+            self.finish_oauth(registry, engine, now, Err(io::ErrorKind::TimedOut.into()));
         }
         if self.backlog_since.take().is_some() {
             let backlog: SmallVec<[usize; 8]> =
@@ -240,25 +251,55 @@ impl HttpDriver {
             }
         }
         self.session.oauth_timeout(engine, now);
-        self.run_oauth(engine, now);
+        self.start_oauth(registry, engine, now);
         self.session.handle_timeout(engine, now);
         self.dispatch(registry, engine, now);
     }
 
-    /// Makes the OAuth flow's requests until it needs none (it has its outcome, or waits for
-    /// the host). See [`fetch`] for why these block.
-    fn run_oauth(&mut self, engine: &mut Engine, now: Instant) {
-        while let Some(req) = self.session.poll_oauth_request() {
-            match fetch::fetch(&req, self.oauth_tls.as_ref(), self.connect_timeout, OAUTH_MAX_BODY)
-            {
-                Ok(r) => {
-                    let response = HttpResponse { status: r.status, body: &r.body };
-                    self.session.on_oauth_response(engine, now, req.id, response);
-                }
+    /// Puts the OAuth flow's next request on a connection of its own, when it has one and
+    /// none is in flight.
+    fn start_oauth(&mut self, registry: &Registry, engine: &mut Engine, now: Instant) {
+        while self.oauth_conn.is_none() {
+            let Some(req) = self.session.poll_oauth_request() else { return };
+            let token = Token(self.base.0 + TOKEN_OAUTH);
+            let timeout = self.connect_timeout;
+            match fetch::OAuthConn::start(
+                &req,
+                &self.proxy,
+                registry,
+                token,
+                now,
+                timeout,
+                OAUTH_MAX_BODY,
+            ) {
+                Ok(conn) => self.oauth_conn = Some(conn),
                 Err(e) => {
                     log::debug!("oauth request to {} failed: {e}", req.url);
                     self.session.on_oauth_failed(engine, now, req.id);
                 }
+            }
+        }
+    }
+
+    /// The OAuth connection's request is over: hand its outcome to the flow.
+    fn finish_oauth(
+        &mut self,
+        registry: &Registry,
+        engine: &mut Engine,
+        now: Instant,
+        outcome: io::Result<fetch::Fetched>,
+    ) {
+        let Some(conn) = self.oauth_conn.take() else { return };
+        let id = conn.id;
+        conn.close(registry);
+        match outcome {
+            Ok(r) => {
+                let response = HttpResponse { status: r.status, body: &r.body };
+                self.session.on_oauth_response(engine, now, id, response);
+            }
+            Err(e) => {
+                log::debug!("oauth request failed: {e}");
+                self.session.on_oauth_failed(engine, now, id);
             }
         }
     }
@@ -326,7 +367,7 @@ impl HttpDriver {
     }
 
     fn connect(&mut self, registry: &Registry, now: Instant) -> io::Result<usize> {
-        if self.conns.len() >= TOKEN_CONNS {
+        if self.conns.len() >= TOKEN_OAUTH {
             return Err(io::Error::new(io::ErrorKind::OutOfMemory, "connection table full"));
         }
         let addr = self.instances.next_addr()?;
@@ -418,6 +459,17 @@ impl HttpDriver {
         now: Instant,
     ) {
         let k = token.0.wrapping_sub(self.base.0);
+        if k == TOKEN_OAUTH {
+            let progress = match self.oauth_conn.as_mut() {
+                Some(c) => c.on_ready(self.oauth_tls.as_ref()),
+                None => return,
+            };
+            if let fetch::Progress::Done(outcome) = progress {
+                self.finish_oauth(registry, engine, now, outcome);
+                self.flush(registry, engine, now);
+            }
+            return;
+        }
         if !self.conns.contains(k) {
             return;
         }
@@ -752,6 +804,9 @@ impl HttpDriver {
         let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
         for k in keys {
             self.close_quietly(registry, k);
+        }
+        if let Some(conn) = self.oauth_conn.take() {
+            conn.close(registry);
         }
         let at = self.instances.current();
         if let (Some(session), Scheme::Http, None) =

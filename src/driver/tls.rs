@@ -217,11 +217,6 @@ impl TlsSession {
     pub(crate) fn is_handshaking(&self) -> bool {
         self.conn.is_handshaking()
     }
-
-    /// The rustls connection, for a blocking stream (the OAuth flow's own requests).
-    pub(crate) fn into_connection(self) -> ClientConnection {
-        self.conn
-    }
 }
 
 /// A TLS failure carried inside an `io::Error`, so the driver can report it typed.

@@ -1,113 +1,282 @@
-//! The OAuth flow's own HTTP requests (metadata, registration, token), each on a short
-//! blocking connection of its own: its origin is usually not the MCP server's, so it gets its
-//! own `Host`, and TLS with that host's name.
+//! The OAuth flow's own HTTP requests (metadata, registration, token), each on a non-blocking
+//! connection of its own: its origin is usually not the MCP server's, so it gets its own
+//! `Host`, its own proxy choice, and TLS with that host's name. One at a time (the flow has one
+//! request outstanding); no redirect is followed; the body is capped.
 //!
-//! Known limitation: the event loop waits while one runs (bounded by the timeout for the
-//! connection and for each read and write), and it goes direct, never through a proxy. The
-//! flow makes a handful of these only when a token is needed; making them on the driver's
-//! non-blocking connections is left for later.
+//! Known limitation: the origin's name is resolved with the system resolver, which blocks,
+//! once per request; the flow makes a handful of requests and only when a token is needed.
 
 use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::auth::oauth::{HttpMethod, HttpRequest};
+use mio::net::TcpStream;
+use mio::{Interest, Registry, Token};
+
+use super::instances::Instance;
+use crate::auth::oauth::{HttpMethod, HttpRequest, RequestId};
 use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent, ResponseParser};
-use crate::driver::tls::{TlsConfig, TlsError};
-use crate::driver::url::{HttpUrl, Scheme};
+use crate::driver::tls::{TlsConfig, TlsError, TlsSession};
+use crate::driver::url::{ProxyChoice, Scheme};
 
 /// Largest response head read.
 const MAX_HEAD: usize = 16 * 1024;
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Connecting,
+    /// CONNECT sent to the proxy; waiting for its 2xx.
+    Tunnelling,
+    Open,
+}
+
 /// A response read to its end.
+#[derive(Debug)]
 pub(super) struct Fetched {
     pub(super) status: u16,
     pub(super) body: Vec<u8>,
 }
 
-/// Makes `req` (no redirect followed) and reads its response, refusing a body over
-/// `max_body` bytes. `tls` is required for an `https` URL.
-pub(super) fn fetch(
-    req: &HttpRequest,
-    tls: Option<&TlsConfig>,
-    timeout: Duration,
-    max_body: u64,
-) -> io::Result<Fetched> {
-    let invalid = |what: &str| io::Error::new(io::ErrorKind::InvalidInput, what.to_owned());
-    let url = HttpUrl::parse(&req.url).map_err(|e| invalid(&e.to_string()))?;
-    let mut sock = connect(&url, timeout)?;
-    sock.set_read_timeout(Some(timeout))?;
-    sock.set_write_timeout(Some(timeout))?;
-    let _ = sock.set_nodelay(true);
-
-    let mut headers: Vec<(&str, &[u8])> =
-        req.headers.iter().map(|(k, v)| (*k, v.as_bytes())).collect();
-    headers.push(("Connection", b"close"));
-    let method = match req.method {
-        HttpMethod::Get => "GET",
-        HttpMethod::Post => "POST",
-    };
-    let host = url.host_header();
-    let head = RequestHead { method, target: &url.target, host: &host, headers: &headers };
-    let mut out = Vec::new();
-    http1::write_request(&mut out, &head, &req.body).map_err(|_| invalid("request head"))?;
-
-    let limits = Limits { max_head_bytes: MAX_HEAD, max_body_bytes: max_body };
-    match url.scheme {
-        Scheme::Http => exchange(&mut sock, &out, limits),
-        Scheme::Https => {
-            let tls = tls.ok_or_else(|| invalid("no TLS configuration"))?;
-            let session = tls.session(&url.host).map_err(|f| io::Error::other(TlsError(f)))?;
-            let mut stream = rustls::StreamOwned::new(session.into_connection(), sock);
-            exchange(&mut stream, &out, limits)
-        }
-    }
+/// Where a request stands after a readiness event.
+#[derive(Debug)]
+pub(super) enum Progress {
+    Pending,
+    Done(io::Result<Fetched>),
 }
 
-fn connect(url: &HttpUrl, timeout: Duration) -> io::Result<TcpStream> {
-    let mut last = io::Error::from(io::ErrorKind::NotFound);
-    for addr in (url.host.as_str(), url.port).to_socket_addrs()? {
-        match TcpStream::connect_timeout(&addr, timeout) {
-            Ok(s) => return Ok(s),
-            Err(e) => last = e,
-        }
-    }
-    Err(last)
+/// One flow request on its connection.
+#[derive(Debug)]
+pub(super) struct OAuthConn {
+    pub(super) id: RequestId,
+    sock: TcpStream,
+    phase: Phase,
+    /// The name TLS checks, for an https origin.
+    tls_host: Option<String>,
+    tls: Option<TlsSession>,
+    proxied: bool,
+    authority: String,
+    /// The request, written once the connection (and tunnel) is up.
+    request: Vec<u8>,
+    out: Vec<u8>,
+    written: usize,
+    parser: ResponseParser,
+    limits: Limits,
+    status: u16,
+    body: Vec<u8>,
+    /// The whole request fails after this.
+    pub(super) deadline: Instant,
 }
 
-fn exchange<S: Read + Write>(s: &mut S, request: &[u8], limits: Limits) -> io::Result<Fetched> {
-    s.write_all(request)?;
-    s.flush()?;
-    let mut parser = ResponseParser::new(limits);
-    let mut status = 0;
-    let mut body = Vec::new();
-    let mut buf = [0u8; 8192];
-    let mut eof = false;
-    loop {
-        while let Some(ev) = parser.next() {
-            match ev {
-                Ok(ResponseEvent::Head(h)) => status = h.status(),
-                Ok(ResponseEvent::Body(chunk)) => body.extend_from_slice(chunk),
-                Ok(ResponseEvent::End { .. }) => return Ok(Fetched { status, body }),
-                Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
+impl OAuthConn {
+    /// Resolves the origin (blocking, see the module doc), connects and registers the socket
+    /// with `token`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn start(
+        req: &HttpRequest,
+        proxy: &ProxyChoice,
+        registry: &Registry,
+        token: Token,
+        now: Instant,
+        timeout: Duration,
+        max_body: u64,
+    ) -> io::Result<Self> {
+        let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
+        let at = Instance::resolve(&req.url, proxy).map_err(|e| invalid(e.to_string()))?;
+        let mut headers: Vec<(&str, &[u8])> =
+            req.headers.iter().map(|(k, v)| (*k, v.as_bytes())).collect();
+        headers.push(("Connection", b"close"));
+        let method = match req.method {
+            HttpMethod::Get => "GET",
+            HttpMethod::Post => "POST",
+        };
+        let head = RequestHead {
+            method,
+            target: &at.url.target,
+            host: &at.host_header,
+            headers: &headers,
+        };
+        let mut request = Vec::new();
+        http1::write_request(&mut request, &head, &req.body)
+            .map_err(|e| invalid(format!("request head: {e:?}")))?;
+        let addr = *at.addrs.first().ok_or(io::ErrorKind::NotFound)?;
+        let mut sock = TcpStream::connect(addr)?;
+        let _ = sock.set_nodelay(true);
+        registry.register(&mut sock, token, Interest::READABLE | Interest::WRITABLE)?;
+        let limits = Limits { max_head_bytes: MAX_HEAD, max_body_bytes: max_body };
+        Ok(Self {
+            id: req.id,
+            sock,
+            phase: Phase::Connecting,
+            tls_host: (at.url.scheme == Scheme::Https).then(|| at.url.host.clone()),
+            tls: None,
+            proxied: at.proxy.is_some(),
+            authority: at.url.authority(),
+            request,
+            out: Vec::new(),
+            written: 0,
+            parser: ResponseParser::new(limits),
+            limits,
+            status: 0,
+            body: Vec::new(),
+            deadline: now + timeout,
+        })
+    }
+
+    /// Deregisters the socket.
+    pub(super) fn close(mut self, registry: &Registry) {
+        let _ = registry.deregister(&mut self.sock);
+    }
+
+    /// Moves the request on after a readiness event.
+    pub(super) fn on_ready(&mut self, tls: Option<&TlsConfig>) -> Progress {
+        match self.drive(tls) {
+            Ok(Some(done)) => Progress::Done(Ok(done)),
+            Ok(None) => Progress::Pending,
+            Err(e) => Progress::Done(Err(e)),
+        }
+    }
+
+    fn drive(&mut self, tls: Option<&TlsConfig>) -> io::Result<Option<Fetched>> {
+        if self.phase == Phase::Connecting {
+            if let Some(e) = self.sock.take_error()? {
+                return Err(e);
+            }
+            match self.sock.peer_addr() {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(None),
+                Err(e) => return Err(e),
+            }
+            if self.proxied {
+                // Authority-form target (RFC 9110 §9.3.6), as for the MCP connections.
+                let a = &self.authority;
+                self.out = format!("CONNECT {a} HTTP/1.1\r\nHost: {a}\r\n\r\n").into_bytes();
+                self.phase = Phase::Tunnelling;
+            } else {
+                self.open(tls)?;
             }
         }
-        if eof {
-            return Err(io::ErrorKind::UnexpectedEof.into());
+        if self.phase == Phase::Tunnelling {
+            self.write()?;
+            if !self.read_tunnel()? {
+                return Ok(None);
+            }
+            self.open(tls)?;
         }
-        match s.read(&mut buf) {
-            Ok(0) => {
-                eof = true;
-                parser.eof();
+        self.write()?;
+        self.read()
+    }
+
+    /// TCP (and the tunnel) is up: TLS for an https origin, then the request.
+    fn open(&mut self, tls: Option<&TlsConfig>) -> io::Result<()> {
+        self.phase = Phase::Open;
+        self.parser = ResponseParser::new(self.limits);
+        self.out = std::mem::take(&mut self.request);
+        self.written = 0;
+        if let Some(host) = &self.tls_host {
+            let config = tls.ok_or_else(|| io::Error::other("no TLS configuration"))?;
+            let mut session = config.session(host).map_err(|f| io::Error::other(TlsError(f)))?;
+            // Buffered by rustls until the handshake is done.
+            session.write_plaintext(&self.out)?;
+            self.written = self.out.len();
+            self.tls = Some(session);
+        }
+        Ok(())
+    }
+
+    fn write(&mut self) -> io::Result<()> {
+        if let Some(tls) = self.tls.as_mut() {
+            return tls.flush(&mut self.sock);
+        }
+        while self.written < self.out.len() {
+            match self.sock.write(&self.out[self.written..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
             }
-            Ok(n) => parser.push(&buf[..n]),
-            // A TLS close without close_notify: the parser judges whether the body is whole.
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                eof = true;
-                parser.eof();
+        }
+        Ok(())
+    }
+
+    /// Reads the proxy's answer to CONNECT; `true` once the tunnel is open.
+    fn read_tunnel(&mut self) -> io::Result<bool> {
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = match self.sock.read(&mut buf) {
+                Ok(0) => return Err(io::ErrorKind::ConnectionAborted.into()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            self.parser.push(&buf[..n]);
+            if let Some(ev) = self.parser.next() {
+                return match ev {
+                    Ok(ResponseEvent::Head(h)) if (200..300).contains(&h.status()) => Ok(true),
+                    _ => Err(io::Error::new(io::ErrorKind::ConnectionRefused, "proxy refused")),
+                };
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+        }
+    }
+
+    /// Reads what is there; the response once it is whole.
+    fn read(&mut self) -> io::Result<Option<Fetched>> {
+        let mut buf = [0u8; 8192];
+        loop {
+            while let Some(ev) = self.parser.next() {
+                match ev {
+                    Ok(ResponseEvent::Head(h)) => self.status = h.status(),
+                    Ok(ResponseEvent::Body(chunk)) => self.body.extend_from_slice(chunk),
+                    Ok(ResponseEvent::End { .. }) => {
+                        let body = std::mem::take(&mut self.body);
+                        return Ok(Some(Fetched { status: self.status, body }));
+                    }
+                    Err(e) => {
+                        return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+                    }
+                }
+            }
+            let eof = match self.tls.as_mut() {
+                Some(tls) => {
+                    let mut plain = Vec::new();
+                    let r = tls.read(&mut self.sock, &mut plain)?;
+                    // Handshake bytes, then the buffered request once it is done.
+                    tls.flush(&mut self.sock)?;
+                    self.parser.push(&plain);
+                    match r {
+                        None => true,
+                        Some(0) => return Ok(None),
+                        Some(_) => false,
+                    }
+                }
+                None => match self.sock.read(&mut buf) {
+                    Ok(0) => true,
+                    Ok(n) => {
+                        self.parser.push(&buf[..n]);
+                        false
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                },
+            };
+            if eof {
+                self.parser.eof();
+                while let Some(ev) = self.parser.next() {
+                    match ev {
+                        Ok(ResponseEvent::Body(chunk)) => self.body.extend_from_slice(chunk),
+                        Ok(ResponseEvent::End { .. }) => {
+                            let body = std::mem::take(&mut self.body);
+                            return Ok(Some(Fetched { status: self.status, body }));
+                        }
+                        Ok(ResponseEvent::Head(h)) => self.status = h.status(),
+                        Err(e) => {
+                            return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+                        }
+                    }
+                }
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
         }
     }
 }

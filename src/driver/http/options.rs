@@ -23,10 +23,10 @@ pub struct HttpOptions {
     /// and the grant, the refused requests wait and are sent again with the token, and the
     /// token is refreshed before it expires. Takes precedence over `token_provider`.
     ///
-    /// Known limitation: the flow's own requests (metadata, registration, token) are made
-    /// on short blocking connections from inside the driver's turn, each bounded by
-    /// `connect_timeout`, direct (no proxy) and with this server's TLS trust; the event loop
-    /// waits for them. They are few and happen only when a token is needed.
+    /// The flow's own requests (metadata, registration, token) go one at a time on
+    /// connections of their own, through the same `proxy` choice and `tls` trust, each bounded
+    /// by `connect_timeout` as a whole; MCP requests wait meanwhile. Known limitation: each
+    /// resolves its host with the system resolver, which blocks.
     pub oauth: Option<OAuthConfig>,
     /// Takes the user through the authorization code grant (see [`Authorizer`]); without
     /// one, a flow that needs a user fails.
