@@ -94,8 +94,9 @@ pub struct HttpDriver {
     /// TLS for the OAuth flow's own requests, which may go to https origins whatever the
     /// MCP server's scheme; `None` without a flow.
     oauth_tls: Option<TlsConfig>,
-    /// The OAuth flow's request in flight, on its own connection.
-    oauth_conn: Option<fetch::OAuthConn>,
+    /// The OAuth flow's request in flight, on its own connection (boxed: rarely there, and
+    /// hosts keep drivers in an enum).
+    oauth_conn: Option<Box<fetch::OAuthConn>>,
     proxy: ProxyChoice,
 }
 
@@ -272,7 +273,7 @@ impl HttpDriver {
                 timeout,
                 OAUTH_MAX_BODY,
             ) {
-                Ok(conn) => self.oauth_conn = Some(conn),
+                Ok(conn) => self.oauth_conn = Some(Box::new(conn)),
                 Err(e) => {
                     log::debug!("oauth request to {} failed: {e}", req.url);
                     self.session.on_oauth_failed(engine, now, req.id);

@@ -122,7 +122,7 @@ impl OAuthConn {
     }
 
     /// Deregisters the socket.
-    pub(super) fn close(mut self, registry: &Registry) {
+    pub(super) fn close(mut self: Box<Self>, registry: &Registry) {
         let _ = registry.deregister(&mut self.sock);
     }
 
