@@ -209,3 +209,79 @@ fn the_cli_takes_client_credentials() {
     assert!(line["error"]["message"].as_str().unwrap().contains("invalid_client"), "{stderr}");
     assert!(!stderr.contains("wrong"), "the secret is never printed: {stderr}");
 }
+
+/// An authorization server for the authorization code grant with dynamic registration: its
+/// metadata on GET; on POST, a registration (JSON) or a token request for code `c1`.
+fn code_server() -> MiniServer {
+    let issuer: Arc<OnceLock<String>> = Arc::default();
+    let issuer2 = Arc::clone(&issuer);
+    let server = MiniServer::start(None, move |req: &Request| {
+        let issuer = issuer2.get().cloned().unwrap_or_default();
+        if req.method == "GET" {
+            return Response::json(serde_json::json!({
+                "issuer": issuer, "authorization_endpoint": format!("{issuer}/authorize"),
+                "token_endpoint": format!("{issuer}/token"),
+                "registration_endpoint": format!("{issuer}/register"),
+                "code_challenge_methods_supported": ["S256"],
+                "response_types_supported": ["code"],
+                "token_endpoint_auth_methods_supported": ["none"]}));
+        }
+        if req.body.starts_with('{') {
+            let mut r = Response::json(serde_json::json!({
+                "client_id": "dyn-1", "token_endpoint_auth_method": "none"}));
+            r.status = 201;
+            return r;
+        }
+        if req.body.contains("grant_type=authorization_code") && req.body.contains("code=c1") {
+            return Response::json(serde_json::json!({
+                "access_token": TOKEN, "token_type": "Bearer", "expires_in": 3600}));
+        }
+        let mut r = Response::json(serde_json::json!({"error": "invalid_grant"}));
+        r.status = 400;
+        r
+    });
+    let _ = issuer.set(format!("http://127.0.0.1:{}", server.port));
+    server
+}
+
+#[test]
+fn the_cli_prints_the_authorization_url_and_takes_the_redirect_on_stdin() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let auth = code_server();
+    let mcp = protected_mcp(format!("http://127.0.0.1:{}", auth.port));
+    let url = mcp.url("http", "127.0.0.1");
+    let mut child = std::process::Command::new(common::example("mcpoll"))
+        .args(["--http", &url, "--oauth", "--redirect-uri", "http://127.0.0.1:9/cb"])
+        .args(["call", "echo", r#"{"text":"as a user"}"#])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run mcpoll");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let authorize = format!("http://127.0.0.1:{}/authorize?", auth.port);
+    let mut line = String::new();
+    let printed = loop {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "no authorization URL printed");
+        if let Some(at) = line.find(&authorize) {
+            break line[at..].trim().to_owned();
+        }
+    };
+    assert!(printed.contains("client_id=dyn-1"), "{printed}");
+    assert!(printed.contains("code_challenge_method=S256"), "{printed}");
+    let state = printed
+        .split(['?', '&'])
+        .find_map(|p| p.strip_prefix("state="))
+        .expect("a state parameter")
+        .to_owned();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "http://127.0.0.1:9/cb?code=c1&state={state}").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+    assert!(out.status.success(), "{stdout} {rest}");
+    assert!(stdout.contains("as a user"), "{stdout}");
+}
