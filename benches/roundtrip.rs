@@ -16,8 +16,21 @@
 //! (this binary again, with `MCPOLL_BENCH_HTTP=1`): the floor writes a pre-serialized POST on
 //! one kept-alive socket and reads the response up to its Content-Length.
 //!
+//! `MCPOLL_BENCH_ONLY=stdio` (or `stdio-floor`) runs that sequential phase alone, and
+//! `MCPOLL_BENCH_ROUNDS=N` sets its call count: callgrind runs at two counts, subtracted, give
+//! instructions per call (benches/README.md).
+//!
 //! It prints `stdio p50_us=.. p99_us=.. floor_p50_us=.. ratio=.. allocs_per_call=..` and
 //! `http p50_us=.. p99_us=.. floor_p50_us=.. ratio=.. allocs_per_call=..`.
+//!
+//! Then the same with 64 calls in flight (`stdio64`, `http64`): calls per second, p50/p99 of
+//! each call's latency, and `ratio` = mcpoll's calls/s over the floor's. The stdio floor keeps
+//! 64 pre-serialized lines in flight on one pipe (each newline read sends one more line, all
+//! written with one `write`); mcpoll keeps 64 `call_tool`s pending on one server with
+//! `max_in_flight` 64. The HTTP floor keeps one request in flight on each of 64 keep-alive
+//! sockets under one `mio::Poll`; mcpoll uses a pool of 64 connections (`max_connections`).
+//! Both floors are bound by their server, so each line also gives this process's own CPU time
+//! per call (`client_cpu_us_per_call`, from `/proc/self/schedstat`) beside the floor's.
 
 #[path = "../tests/common/cargo_build.rs"]
 #[allow(dead_code)]
@@ -29,7 +42,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use mcpoll::{CallOptions, Config, Event, Host, StdioCommand};
+use mcpoll::{CallId, CallOptions, Config, Event, Host, StdioCommand};
 use serde_json::value::RawValue;
 
 /// Counts every allocation in this process (the bench side only; the child is separate).
@@ -58,14 +71,30 @@ static GLOBAL: Counting = Counting;
 
 const SERVE_HTTP: &str = "MCPOLL_BENCH_HTTP";
 const WARMUP: usize = 500;
-const ROUNDS: usize = 5000;
+/// Sequential calls measured per phase; `MCPOLL_BENCH_ROUNDS` overrides (for callgrind).
+fn rounds() -> usize {
+    std::env::var("MCPOLL_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5000)
+}
+/// Calls kept in flight by the concurrent phase, and how many it measures.
+const IN_FLIGHT: usize = 64;
+const CONCURRENT_CALLS: usize = 50_000;
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i].as_secs_f64() * 1e6
 }
 
+const FLOOR_LINE: &[u8] = concat!(
+    r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"#,
+    r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","#,
+    r#""io.modelcontextprotocol/clientCapabilities":{},"#,
+    r#""io.modelcontextprotocol/clientInfo":{"name":"mcpoll","version":"0.1.0"}}}}"#,
+    "\n"
+)
+.as_bytes();
+
 fn floor(demo: &std::path::Path) -> Vec<Duration> {
+    let rounds = rounds();
     let mut child = Command::new(demo)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -74,17 +103,10 @@ fn floor(demo: &std::path::Path) -> Vec<Duration> {
         .expect("spawn floor child");
     let mut stdin = child.stdin.take().expect("stdin");
     let mut stdout = child.stdout.take().expect("stdout");
-    let line = concat!(
-        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"#,
-        r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","#,
-        r#""io.modelcontextprotocol/clientCapabilities":{},"#,
-        r#""io.modelcontextprotocol/clientInfo":{"name":"mcpoll","version":"0.1.0"}}}}"#,
-        "\n"
-    )
-    .as_bytes();
+    let line = FLOOR_LINE;
     let mut buf = [0u8; 4096];
-    let mut samples = Vec::with_capacity(ROUNDS);
-    for i in 0..WARMUP + ROUNDS {
+    let mut samples = Vec::with_capacity(rounds);
+    for i in 0..WARMUP + rounds {
         let t = Instant::now();
         stdin.write_all(line).expect("write");
         loop {
@@ -112,11 +134,12 @@ fn mcpoll(demo: &std::path::Path) -> (Vec<Duration>, f64) {
 
 /// Sequential echo calls through a host; samples and allocations per call after warm-up.
 fn measure(host: &mut Host, server: mcpoll::ServerId) -> (Vec<Duration>, f64) {
+    let rounds = rounds();
     let args = RawValue::from_string(r#"{"text":"hi"}"#.into()).expect("json");
     let opts = CallOptions::default();
-    let mut samples = Vec::with_capacity(ROUNDS);
+    let mut samples = Vec::with_capacity(rounds);
     let mut allocs = 0u64;
-    for i in 0..WARMUP + ROUNDS {
+    for i in 0..WARMUP + rounds {
         let before = ALLOCS.load(Ordering::Relaxed);
         let t = Instant::now();
         let call = host.call_tool(server, "echo", &args, &opts).expect("call");
@@ -141,7 +164,7 @@ fn measure(host: &mut Host, server: mcpoll::ServerId) -> (Vec<Duration>, f64) {
         }
     }
     host.close_server(server);
-    (samples, allocs as f64 / ROUNDS as f64)
+    (samples, allocs as f64 / rounds as f64)
 }
 
 /// The HTTP server child: prints its port, answers every POST with a JSON-RPC result that
@@ -214,23 +237,43 @@ fn spawn_http_server(exe: &std::path::Path) -> (std::process::Child, u16) {
     (child, line.trim().parse().expect("port number"))
 }
 
-fn http_floor(port: u16) -> Vec<Duration> {
+/// The pre-serialized POST the HTTP floor sends.
+fn http_floor_request(port: u16) -> String {
     let body = concat!(
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"#,
         r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","#,
         r#""io.modelcontextprotocol/clientCapabilities":{}}}}"#
     );
-    let request = format!(
+    format!(
         "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
          Mcp-Method: tools/call\r\nMcp-Name: echo\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
-    );
+    )
+}
+
+/// Whether `text` holds a whole response (head and Content-Length body).
+fn response_complete(text: &[u8]) -> bool {
+    let Some(end) = text.windows(4).position(|w| w == b"\r\n\r\n") else { return false };
+    let head = std::str::from_utf8(&text[..end]).unwrap_or("");
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned())
+        })
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    text.len() >= end + 4 + len
+}
+
+fn http_floor(port: u16) -> Vec<Duration> {
+    let rounds = rounds();
+    let request = http_floor_request(port);
     let mut sock = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
     sock.set_nodelay(true).expect("nodelay");
     let mut buf = vec![0u8; 8192];
-    let mut samples = Vec::with_capacity(ROUNDS);
-    for i in 0..WARMUP + ROUNDS {
+    let mut samples = Vec::with_capacity(rounds);
+    for i in 0..WARMUP + rounds {
         let t = Instant::now();
         sock.write_all(request.as_bytes()).expect("write");
         let mut have = 0;
@@ -238,21 +281,8 @@ fn http_floor(port: u16) -> Vec<Duration> {
             let n = sock.read(&mut buf[have..]).expect("read");
             assert!(n > 0, "server closed");
             have += n;
-            let text = &buf[..have];
-            if let Some(end) = text.windows(4).position(|w| w == b"\r\n\r\n") {
-                let head = std::str::from_utf8(&text[..end]).unwrap_or("");
-                let len: usize = head
-                    .lines()
-                    .find_map(|l| {
-                        l.to_ascii_lowercase()
-                            .strip_prefix("content-length:")
-                            .map(|v| v.trim().to_owned())
-                    })
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0);
-                if have >= end + 4 + len {
-                    break;
-                }
+            if response_complete(&buf[..have]) {
+                break;
             }
         }
         if i >= WARMUP {
@@ -270,6 +300,245 @@ fn http_mcpoll(port: u16) -> (Vec<Duration>, f64) {
     measure(&mut host, server)
 }
 
+/// What a concurrent phase measured: per-call latencies, the wall time of the measured calls,
+/// and allocations per call (mcpoll only).
+struct Concurrent {
+    samples: Vec<Duration>,
+    elapsed: Duration,
+    allocs_per_call: f64,
+    /// This process's CPU time per measured call: the client's own cost, whoever is slower.
+    cpu_us_per_call: f64,
+}
+
+/// CPU time of this (single-threaded) process so far, from the scheduler's own count.
+fn cpu_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/schedstat").unwrap_or_default();
+    stat.split_whitespace().next().and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// Counts completions: the first `WARMUP` are not measured; the clock starts after them.
+struct Tally {
+    done: usize,
+    start: Instant,
+    samples: Vec<Duration>,
+    allocs_at_start: u64,
+    cpu_at_start: u64,
+}
+
+impl Tally {
+    fn new() -> Self {
+        Self {
+            done: 0,
+            start: Instant::now(),
+            samples: Vec::with_capacity(CONCURRENT_CALLS),
+            allocs_at_start: 0,
+            cpu_at_start: 0,
+        }
+    }
+
+    fn complete(&mut self, sent: Instant) {
+        self.done += 1;
+        if self.done == WARMUP {
+            self.start = Instant::now();
+            self.cpu_at_start = cpu_ns();
+            self.allocs_at_start = ALLOCS.load(Ordering::Relaxed);
+        } else if self.done > WARMUP {
+            self.samples.push(sent.elapsed());
+        }
+    }
+
+    fn finished(&self) -> bool {
+        self.done >= WARMUP + CONCURRENT_CALLS
+    }
+
+    fn into_concurrent(self, count_allocs: bool) -> Concurrent {
+        let allocs = ALLOCS.load(Ordering::Relaxed) - self.allocs_at_start;
+        let cpu = cpu_ns() - self.cpu_at_start;
+        Concurrent {
+            cpu_us_per_call: cpu as f64 / 1e3 / CONCURRENT_CALLS as f64,
+            elapsed: self.start.elapsed(),
+            allocs_per_call: if count_allocs {
+                allocs as f64 / CONCURRENT_CALLS as f64
+            } else {
+                0.0
+            },
+            samples: self.samples,
+        }
+    }
+}
+
+/// 64 pre-serialized lines in flight on one pipe; the server answers in order.
+fn floor_concurrent(demo: &std::path::Path) -> Concurrent {
+    let mut child = Command::new(demo)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn floor child");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let total = WARMUP + CONCURRENT_CALLS;
+    let mut sent = std::collections::VecDeque::with_capacity(IN_FLIGHT);
+    let mut out = Vec::with_capacity(IN_FLIGHT * FLOOR_LINE.len());
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut tally = Tally::new();
+    let mut issued = 0;
+    let mut send =
+        |k: usize, issued: &mut usize, sent: &mut std::collections::VecDeque<Instant>| {
+            out.clear();
+            let now = Instant::now();
+            for _ in 0..k.min(total - *issued) {
+                out.extend_from_slice(FLOOR_LINE);
+                sent.push_back(now);
+                *issued += 1;
+            }
+            if !out.is_empty() {
+                stdin.write_all(&out).expect("write");
+            }
+        };
+    send(IN_FLIGHT, &mut issued, &mut sent);
+    while !tally.finished() {
+        let n = stdout.read(&mut buf).expect("read");
+        assert!(n > 0, "floor child exited");
+        let k = buf[..n].iter().filter(|&&b| b == b'\n').count();
+        for _ in 0..k {
+            tally.complete(sent.pop_front().expect("a line was in flight"));
+        }
+        send(k, &mut issued, &mut sent);
+    }
+    drop(stdin);
+    let _ = child.wait();
+    tally.into_concurrent(false)
+}
+
+/// Keeps `IN_FLIGHT` echo calls pending on one server until the measured ones are done.
+fn measure_concurrent(host: &mut Host, server: mcpoll::ServerId) -> Concurrent {
+    let args = RawValue::from_string(r#"{"text":"hi"}"#.into()).expect("json");
+    let opts = CallOptions::default();
+    let total = WARMUP + CONCURRENT_CALLS;
+    let mut started: std::collections::HashMap<CallId, Instant> =
+        std::collections::HashMap::with_capacity(4 * IN_FLIGHT);
+    let mut ended: Vec<CallId> = Vec::with_capacity(4 * IN_FLIGHT);
+    let mut tally = Tally::new();
+    let mut issued = 0;
+    while issued < IN_FLIGHT {
+        let call = host.call_tool(server, "echo", &args, &opts).expect("call");
+        started.insert(call, Instant::now());
+        issued += 1;
+    }
+    while !tally.finished() {
+        host.poll(None).expect("poll");
+        while let Some((_, e)) = host.poll_event() {
+            match e {
+                Event::CallDone { call, result, .. } => {
+                    assert!(result.json().len() > 10);
+                    ended.push(call);
+                }
+                Event::CallFailed { error, .. } => panic!("call failed: {error}"),
+                _ => {}
+            }
+        }
+        for call in ended.drain(..) {
+            tally.complete(started.remove(&call).expect("a call this bench made"));
+            if issued < total {
+                let call = host.call_tool(server, "echo", &args, &opts).expect("call");
+                started.insert(call, Instant::now());
+                issued += 1;
+            }
+        }
+    }
+    host.close_server(server);
+    tally.into_concurrent(true)
+}
+
+fn mcpoll_concurrent(demo: &std::path::Path) -> Concurrent {
+    let mut host = Host::new().expect("host");
+    let config = Config { max_in_flight: IN_FLIGHT, ..Config::default() };
+    let server = host.add_stdio_server(StdioCommand::new(demo), config).expect("spawn");
+    host.wait_ready(server, Duration::from_secs(10)).expect("ready");
+    measure_concurrent(&mut host, server)
+}
+
+/// One request in flight on each of 64 keep-alive sockets, all under one `mio::Poll`.
+fn http_floor_concurrent(port: u16) -> Concurrent {
+    let request = http_floor_request(port);
+    let mut poll = mio::Poll::new().expect("poll");
+    let mut events = mio::Events::with_capacity(IN_FLIGHT);
+    let mut socks = Vec::with_capacity(IN_FLIGHT);
+    let total = WARMUP + CONCURRENT_CALLS;
+    let mut issued = 0;
+    for i in 0..IN_FLIGHT {
+        let sock = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        sock.set_nodelay(true).expect("nodelay");
+        sock.set_nonblocking(true).expect("nonblocking");
+        let mut sock = mio::net::TcpStream::from_std(sock);
+        poll.registry()
+            .register(&mut sock, mio::Token(i), mio::Interest::READABLE)
+            .expect("register");
+        // A small request into an empty socket buffer is written whole.
+        assert_eq!(sock.write(request.as_bytes()).expect("write"), request.len());
+        issued += 1;
+        socks.push((sock, vec![0u8; 8192], 0usize, Instant::now()));
+    }
+    let mut tally = Tally::new();
+    while !tally.finished() {
+        poll.poll(&mut events, None).expect("poll");
+        for ev in &events {
+            let (sock, buf, have, sent) = &mut socks[ev.token().0];
+            loop {
+                match sock.read(&mut buf[*have..]) {
+                    Ok(0) => panic!("server closed"),
+                    Ok(n) => *have += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) => panic!("read: {e}"),
+                }
+            }
+            if response_complete(&buf[..*have]) {
+                tally.complete(*sent);
+                *have = 0;
+                if issued < total {
+                    *sent = Instant::now();
+                    assert_eq!(sock.write(request.as_bytes()).expect("write"), request.len());
+                    issued += 1;
+                }
+            }
+        }
+    }
+    tally.into_concurrent(false)
+}
+
+fn http_mcpoll_concurrent(port: u16) -> Concurrent {
+    let mut host = Host::new().expect("host");
+    let mut opts = mcpoll::HttpOptions::new(format!("http://127.0.0.1:{port}/mcp"));
+    opts.max_connections = IN_FLIGHT;
+    let config = Config { max_in_flight: IN_FLIGHT, ..Config::default() };
+    let server = host.add_http_server(opts, config).expect("add");
+    host.wait_ready(server, Duration::from_secs(10)).expect("ready");
+    measure_concurrent(&mut host, server)
+}
+
+fn report_concurrent(kind: &str, floor: Concurrent, ours: Concurrent) {
+    let rate = |c: &Concurrent| CONCURRENT_CALLS as f64 / c.elapsed.as_secs_f64();
+    let (floor_rate, our_rate) = (rate(&floor), rate(&ours));
+    let mut f = floor.samples;
+    let mut m = ours.samples;
+    f.sort();
+    m.sort();
+    println!(
+        "{kind} calls_per_s={:.0} p50_us={:.1} p99_us={:.1} floor_calls_per_s={:.0} floor_p50_us={:.1} floor_p99_us={:.1} ratio={:.2} allocs_per_call={:.2} client_cpu_us_per_call={:.2} floor_cpu_us_per_call={:.2} in_flight={IN_FLIGHT} calls={CONCURRENT_CALLS}",
+        our_rate,
+        percentile(&m, 0.50),
+        percentile(&m, 0.99),
+        floor_rate,
+        percentile(&f, 0.50),
+        percentile(&f, 0.99),
+        our_rate / floor_rate,
+        ours.allocs_per_call,
+        ours.cpu_us_per_call,
+        floor.cpu_us_per_call,
+    );
+}
+
 fn report(
     kind: &str,
     mut floor_samples: Vec<Duration>,
@@ -281,10 +550,11 @@ fn report(
     let (p50, p99) = (percentile(&samples, 0.50), percentile(&samples, 0.99));
     let floor_p50 = percentile(&floor_samples, 0.50);
     println!(
-        "{kind}: floor p50={:.1}us p99={:.1}us; mcpoll p50={p50:.1}us p99={p99:.1}us max={:.1}us over {ROUNDS} calls",
+        "{kind}: floor p50={:.1}us p99={:.1}us; mcpoll p50={p50:.1}us p99={p99:.1}us max={:.1}us over {} calls",
         floor_p50,
         percentile(&floor_samples, 0.99),
-        percentile(&samples, 1.0)
+        percentile(&samples, 1.0),
+        samples.len()
     );
     println!(
         "{kind} p50_us={p50:.1} p99_us={p99:.1} floor_p50_us={floor_p50:.1} ratio={:.2} allocs_per_call={allocs_per_call:.2}",
@@ -298,14 +568,28 @@ fn main() {
         return;
     }
     let demo = cargo_build::demo_server_bin(&["--profile", "bench"]);
+    // One phase alone, for instruction counts (benches/README.md): `stdio-floor` or `stdio`.
+    match std::env::var("MCPOLL_BENCH_ONLY").as_deref() {
+        Ok("stdio-floor") => {
+            floor(demo);
+            return;
+        }
+        Ok("stdio") => {
+            mcpoll(demo);
+            return;
+        }
+        _ => {}
+    }
     let floor_samples = floor(demo);
     let (samples, allocs_per_call) = mcpoll(demo);
     report("stdio", floor_samples, samples, allocs_per_call);
+    report_concurrent("stdio64", floor_concurrent(demo), mcpoll_concurrent(demo));
     let exe = std::env::current_exe().expect("bench path");
     let (mut child, port) = spawn_http_server(&exe);
     let floor_samples = http_floor(port);
     let (samples, allocs_per_call) = http_mcpoll(port);
     report("http", floor_samples, samples, allocs_per_call);
+    report_concurrent("http64", http_floor_concurrent(port), http_mcpoll_concurrent(port));
     drop(child.stdin.take());
     let _ = child.wait();
 }

@@ -1,48 +1,107 @@
 // cargo bench --bench timers
 //
-//! What timer handling costs as the pending table fills: `poll_timeout` (the earliest
-//! deadline) and a spurious `handle_timeout` (nothing due), at 1, 64, 1,024 and 10,000 pending
-//! calls. The engine keeps deadlines inside the pending entries and scans them (smoltcp's
-//! `poll_at` approach), so both are linear in the pending count; these figures say when that
-//! stops being cheap enough. Each line: `timers pending=N poll_timeout_ns=.. handle_timeout_ns=..`.
+//! What the pending table costs as it fills, at 1, 64, 1,024 and 10,000 pending calls:
+//!
+//! * `poll_timeout` (the earliest deadline) and a spurious `handle_timeout` (nothing due). The
+//!   engine keeps per-request times in a min-heap with lazy deletion (`engine/timers.rs`), so
+//!   the first is O(1) and the second O(1) when nothing is due.
+//! * one completion: the reply to the oldest pending call into `handle_message`, its
+//!   `poll_event`, and one new call sent in its place (so the table stays at N): O(log n).
+//! * memory: bytes per pending call, from a counting allocator. `prealloc` is what
+//!   `Engine::new` reserves per slot of `max_pending` (the slab, its buffers, the timer heap);
+//!   `queued` is what queuing the calls added on top. Their sum is the engine state per call.
+//!
+//! Each line: `timers pending=N poll_timeout_ns=.. handle_timeout_ns=.. complete_ns=..`, then
+//! `memory pending=10000 prealloc_bytes_per_call=.. queued_bytes_per_call=.. total=..`.
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::VecDeque;
 use std::hint::black_box;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use mcpoll::{CallOptions, Config, Engine};
+use mcpoll::{CallOptions, Config, Engine, Event};
 use serde_json::value::RawValue;
 
-fn ready_engine(pending: usize, now: Instant) -> Engine {
-    let config = Config {
+/// Tracks live heap bytes in this process.
+struct Counting;
+
+static LIVE: AtomicI64 = AtomicI64::new(0);
+
+// Delegates to the system allocator unchanged; only counts.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn live() -> i64 {
+    LIVE.load(Ordering::Relaxed)
+}
+
+fn config(pending: usize) -> Config {
+    Config {
         max_pending: pending + 8,
         max_in_flight: pending + 8,
         max_queued: pending + 8,
+        // Pending calls count against the terminal-event bound too.
+        max_queued_events: pending + 8,
         ..Config::default()
-    };
-    let mut engine = common::ready_engine(config, now);
-    let mut buf = Vec::new();
-    let args: &RawValue = serde_json::from_str("{}").expect("json");
-    for i in 0..pending {
-        let opts =
-            CallOptions::timeout(Duration::from_secs(60) + Duration::from_millis(i as u64 % 997));
-        engine.call_tool(now, "t", args, &opts).expect("call");
     }
+}
+
+/// Reads the wire id out of a request the engine wrote, as a server would.
+fn wire_id(frame: &[u8]) -> u64 {
+    let start = frame.windows(5).position(|w| w == b"\"id\":").expect("id") + 5;
+    let digits = frame[start..].iter().take_while(|b| b.is_ascii_digit()).count();
+    std::str::from_utf8(&frame[start..start + digits]).expect("ascii").parse().expect("number")
+}
+
+/// Sends every queued request; returns their wire ids in order.
+fn drain(engine: &mut Engine, now: Instant, buf: &mut Vec<u8>, ids: &mut VecDeque<u64>) {
     loop {
         buf.clear();
-        if engine.poll_transmit(now, &mut buf).is_none() {
+        if engine.poll_transmit(now, buf).is_none() {
             break;
         }
+        ids.push_back(wire_id(buf));
     }
     while engine.poll_event().is_some() {}
-    engine
+}
+
+fn call(engine: &mut Engine, now: Instant, i: usize) {
+    let args: &RawValue = serde_json::from_str("{}").expect("json");
+    let opts =
+        CallOptions::timeout(Duration::from_secs(60) + Duration::from_millis(i as u64 % 997));
+    engine.call_tool(now, "t", args, &opts).expect("call");
 }
 
 fn main() {
     let now = Instant::now();
+    let mut buf = Vec::with_capacity(4096);
+    let mut reply = Vec::with_capacity(256);
     for pending in [1usize, 64, 1024, 10_000] {
-        let mut engine = ready_engine(pending, now);
+        let mut engine = common::ready_engine(config(pending), now);
+        let mut ids = VecDeque::with_capacity(pending + 8);
+        for i in 0..pending {
+            call(&mut engine, now, i);
+        }
+        drain(&mut engine, now, &mut buf, &mut ids);
         assert_eq!(engine.pending(), pending);
         let rounds = (2_000_000 / pending).clamp(200, 200_000);
         let t = Instant::now();
@@ -56,6 +115,50 @@ fn main() {
         }
         let handle_ns = t.elapsed().as_nanos() as f64 / rounds as f64;
         assert_eq!(engine.pending(), pending, "a spurious handle_timeout ends nothing");
-        println!("timers pending={pending} poll_timeout_ns={poll_ns:.0} handle_timeout_ns={handle_ns:.0}");
+        let rounds = 20_000u32;
+        let t = Instant::now();
+        for i in 0..rounds {
+            let id = ids.pop_front().expect("a pending call");
+            reply.clear();
+            reply.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+            reply.extend_from_slice(id.to_string().as_bytes());
+            reply.extend_from_slice(br#","result":{"resultType":"complete","content":[]}}"#);
+            engine.handle_message(now, &reply);
+            assert!(matches!(engine.poll_event(), Some(Event::CallDone { .. })));
+            call(&mut engine, now, i as usize);
+            drain(&mut engine, now, &mut buf, &mut ids);
+        }
+        let complete_ns = t.elapsed().as_nanos() as f64 / f64::from(rounds);
+        assert_eq!(engine.pending(), pending, "each completion was replaced");
+        println!(
+            "timers pending={pending} poll_timeout_ns={poll_ns:.0} handle_timeout_ns={handle_ns:.0} complete_ns={complete_ns:.0}"
+        );
     }
+    memory(now);
+}
+
+/// Engine state per pending call at 10,000 pending.
+fn memory(now: Instant) {
+    const N: usize = 10_000;
+    let mut buf = Vec::with_capacity(4096);
+    let mut ids = VecDeque::with_capacity(N + 8);
+    let base = live();
+    let small = common::ready_engine(config(0), now);
+    let small_bytes = live() - base;
+    drop(small);
+    let base = live();
+    let mut engine = common::ready_engine(config(N), now);
+    let big_bytes = live() - base;
+    let prealloc = (big_bytes - small_bytes) as f64 / N as f64;
+    let before = live();
+    for i in 0..N {
+        call(&mut engine, now, i);
+    }
+    drain(&mut engine, now, &mut buf, &mut ids);
+    assert_eq!(engine.pending(), N);
+    let queued = (live() - before) as f64 / N as f64;
+    println!(
+        "memory pending={N} prealloc_bytes_per_call={prealloc:.0} queued_bytes_per_call={queued:.0} total_bytes_per_call={:.0} engine_fixed_bytes={small_bytes}",
+        prealloc + queued
+    );
 }

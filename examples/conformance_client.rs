@@ -16,14 +16,14 @@
 //! from what the mock server saw on the wire.
 //!
 //! Only mcpoll's public API is used: no JSON-RPC is written here and no protocol header is set
-//! by hand. Where mcpoll cannot yet do what a scenario asks (answering a server's
-//! elicitation, `input_required` rounds), the client does what a host could do today and the
-//! scenario fails; `tests/conformance/expected-failures-*.yaml` lists those. OAuth (`auth/*`)
-//! is configuration only: the HTTP driver runs `mcpoll::oauth`'s flow on a 401 or 403 and
-//! sends the refused requests again with the token; the one thing a host supplies is the
-//! [`Authorizer`], here a headless one that follows the authorization URL with its own HTTP
-//! GET. Each step is printed to stdout, which the harness keeps beside the scenario's checks.
-//! `unwrap`s on the harness's own input are for this test tool only.
+//! by hand. Server requests (legacy elicitation, `input_required` rounds) are answered as a
+//! host without a user would (`wait_answering`). Where mcpoll cannot yet do what a scenario
+//! asks, the scenario fails; `tests/conformance/expected-failures-*.yaml` lists those. OAuth
+//! (`auth/*`) is configuration only: the HTTP driver runs `mcpoll::oauth`'s flow on a 401 or
+//! 403 and sends the refused requests again with the token; the one thing a host supplies is
+//! the [`Authorizer`], here a headless one that follows the authorization URL with its own
+//! HTTP GET. Each step is printed to stdout, which the harness keeps beside the scenario's
+//! checks. `unwrap`s on the harness's own input are for this test tool only.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -32,8 +32,8 @@ use std::time::Duration;
 
 use mcpoll::oauth::{Authorizer, JwtAlgorithm, OAuthConfig, PreRegistered, SigningKey};
 use mcpoll::{
-    BlockingError, CallOptions, Config, EraPreference, Host, HttpOptions, Method, OwnedResult,
-    ServerId, ServerState,
+    elicitation_defaults, BlockingError, CallId, CallOptions, Config, EraPreference, Event, Host,
+    HttpOptions, Method, OwnedResult, ServerId, ServerRequestKind, ServerRequestKinds, ServerState,
 };
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -67,6 +67,7 @@ impl Client {
             era,
             default_timeout: CALL_TIMEOUT,
             client_name: "mcpoll-conformance-client".into(),
+            answers: answered_kinds(),
             ..Config::default()
         };
         let mut host = Host::new().map_err(|e| format!("poll: {e}"))?;
@@ -94,8 +95,7 @@ impl Client {
         what: &str,
         call: Result<mcpoll::CallId, mcpoll::RequestError>,
     ) -> Result<OwnedResult, Failure> {
-        let outcome =
-            call.map_err(BlockingError::from).and_then(|call| self.host.wait(self.server, call));
+        let outcome = call.map_err(BlockingError::from).and_then(|call| self.wait_answering(call));
         match &outcome {
             Ok(r) => println!("{what}: {:?} {}", r.result_type, r.json),
             Err(e) => println!("{what}: failed: {e}"),
@@ -131,6 +131,65 @@ impl Client {
             }
         }
         failed.map_or(Ok(()), Err)
+    }
+}
+
+/// The server requests this client answers, and so declares: every kind.
+fn answered_kinds() -> ServerRequestKinds {
+    ServerRequestKinds::all()
+}
+
+impl Client {
+    /// `Host::wait`, answering the server's requests on the way as a host with no user at the
+    /// keyboard would: a form elicitation accepted with its defaults, a URL elicitation
+    /// declined, sampling with a fixed message, roots with none.
+    fn wait_answering(&mut self, call: CallId) -> Result<OwnedResult, BlockingError> {
+        loop {
+            let mut asks = Vec::new();
+            while let Some((_, event)) = self.host.poll_event() {
+                match event {
+                    Event::ServerRequest { request, kind, params, .. } => {
+                        asks.push((request, kind, params.to_owned()))
+                    }
+                    Event::CallDone { call: c, result, .. } if c == call => {
+                        return Ok(OwnedResult {
+                            json: result.json().to_owned(),
+                            is_error: result.is_error(),
+                            result_type: result.result_type(),
+                        });
+                    }
+                    Event::CallFailed { call: c, error, .. } if c == call => {
+                        return Err(BlockingError::Call(error));
+                    }
+                    _ => {}
+                }
+            }
+            for (request, kind, params) in asks {
+                let answer = answer_for(kind, &params);
+                println!("{}: {params} -> {answer}", kind.method());
+                let answer = RawValue::from_string(answer).map_err(|e| {
+                    BlockingError::Io(std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+                })?;
+                if let Err(e) = self.host.answer(self.server, request, &answer) {
+                    println!("{}: answer refused: {e}", kind.method());
+                }
+            }
+            self.host.poll(Some(Duration::from_millis(100))).map_err(BlockingError::Io)?;
+        }
+    }
+}
+
+/// What this client answers to one server request.
+fn answer_for(kind: ServerRequestKind, params: &str) -> String {
+    match kind {
+        ServerRequestKind::ElicitationForm => {
+            elicitation_defaults(params).unwrap_or_else(|| r#"{"action":"decline"}"#.into())
+        }
+        ServerRequestKind::Sampling => json!({"role": "assistant", "model": "mcpoll-conformance",
+            "content": {"type": "text", "text": "conformance"}, "stopReason": "endTurn"})
+        .to_string(),
+        ServerRequestKind::Roots => r#"{"roots":[]}"#.into(),
+        _ => r#"{"action":"decline"}"#.into(),
     }
 }
 

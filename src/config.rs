@@ -28,7 +28,8 @@ pub struct Config {
     pub client_name: String,
     /// Client version sent in `clientInfo`.
     pub client_version: String,
-    /// Client capabilities, as a JSON object (`{}` for none).
+    /// Client capabilities, as a JSON object (`{}` for none). Its `elicitation`, `sampling` and
+    /// `roots` members are replaced by what [`answers`](Self::answers) declares.
     pub client_capabilities: String,
     /// Most pages followed by one listing before it fails with `TooManyPages`.
     pub max_pages: usize,
@@ -63,6 +64,39 @@ pub struct Config {
     pub idempotency_key_field: String,
     /// Seed for the retry jitter (fixed by default, so runs replay).
     pub jitter_seed: u64,
+    /// The server requests the host answers (elicitation, sampling, roots). Exactly these are
+    /// declared in the client capabilities, whatever `client_capabilities` says about them;
+    /// anything else the server asks is refused the way its era expects.
+    pub answers: ServerRequestKinds,
+    /// Most `input_required` rounds one call may take before it fails with
+    /// `LocalError::TooManyInputRounds` (2026-07-28 multi round-trip requests).
+    pub max_input_rounds: u32,
+    /// How long a legacy server request (`elicitation/create`, ...) waits for the host's answer
+    /// before the server is told it timed out. Input requests of a modern call wait under the
+    /// call's own deadline instead.
+    pub server_request_timeout: Duration,
+    /// Most server requests waiting for the host at once; one more is refused.
+    pub max_server_requests: usize,
+}
+
+/// Which kinds of server request the host answers; each one set is declared to the server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerRequestKinds {
+    /// `elicitation/create` in form mode.
+    pub elicitation_form: bool,
+    /// `elicitation/create` in URL mode.
+    pub elicitation_url: bool,
+    /// `sampling/createMessage` (without tool use).
+    pub sampling: bool,
+    /// `roots/list`.
+    pub roots: bool,
+}
+
+impl ServerRequestKinds {
+    /// Every kind.
+    pub fn all() -> Self {
+        Self { elicitation_form: true, elicitation_url: true, sampling: true, roots: true }
+    }
 }
 
 /// Which failed attempts are sent again, and how long to wait between them.
@@ -158,6 +192,10 @@ impl Default for Config {
             restart: RestartPolicy::default(),
             idempotency_key_field: "idempotency_key".into(),
             jitter_seed: 0x6d63_706f_6c6c,
+            answers: ServerRequestKinds::default(),
+            max_input_rounds: 8,
+            server_request_timeout: Duration::from_secs(120),
+            max_server_requests: 64,
         }
     }
 }
@@ -194,6 +232,15 @@ impl Config {
         }
         if self.max_write_buffer_bytes == 0 {
             return err("max_write_buffer_bytes", "must be at least 1");
+        }
+        if self.max_input_rounds == 0 {
+            return err("max_input_rounds", "must be at least 1");
+        }
+        if self.server_request_timeout.is_zero() {
+            return err("server_request_timeout", "must be non-zero");
+        }
+        if self.max_server_requests == 0 {
+            return err("max_server_requests", "must be at least 1");
         }
         let caps = self.client_capabilities.trim_start();
         if !caps.starts_with('{') || serde_json::from_str::<serde::de::IgnoredAny>(caps).is_err() {

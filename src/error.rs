@@ -298,6 +298,9 @@ pub enum PeerError {
     NoCommonVersion,
     /// The server answered `-32022` to this version twice while listing it as supported.
     VersionRefused(crate::proto::version::ProtocolVersion),
+    /// An `input_required` result asked for a kind of input the client did not declare
+    /// (`Config::answers`), or for an unknown method.
+    UndeclaredInputRequest(String),
 }
 
 impl PeerError {
@@ -313,6 +316,7 @@ impl PeerError {
             Self::CursorRepeated => "cursor_repeated",
             Self::NoCommonVersion => "no_common_version",
             Self::VersionRefused(_) => "version_refused",
+            Self::UndeclaredInputRequest(_) => "undeclared_input_request",
         }
     }
 }
@@ -333,6 +337,9 @@ impl fmt::Display for PeerError {
                 "the server refused protocol version {v} twice (-32022) while listing it as \
                  supported"
             ),
+            Self::UndeclaredInputRequest(m) => {
+                write!(f, "the server asked for input the client did not declare ({m})")
+            }
         }
     }
 }
@@ -356,6 +363,12 @@ pub enum LocalError {
     TooManyPages,
     /// The server failed the era probe and the handshake.
     HandshakeFailed,
+    /// The server asked for input more than `Config::max_input_rounds` times.
+    TooManyInputRounds,
+    /// The host rejected an input request of this call, so it was not retried.
+    InputRejected,
+    /// `Config::max_server_requests` server requests were already waiting for the host.
+    TooManyServerRequests,
 }
 
 impl LocalError {
@@ -369,6 +382,9 @@ impl LocalError {
             Self::DeadlineExceeded => "deadline_exceeded",
             Self::TooManyPages => "too_many_pages",
             Self::HandshakeFailed => "handshake_failed",
+            Self::TooManyInputRounds => "too_many_input_rounds",
+            Self::InputRejected => "input_rejected",
+            Self::TooManyServerRequests => "too_many_server_requests",
         }
     }
 }
@@ -391,6 +407,9 @@ impl fmt::Display for LocalError {
             Self::DeadlineExceeded => "deadline exceeded",
             Self::TooManyPages => "listing exceeded the page limit",
             Self::HandshakeFailed => "the server failed the protocol handshake",
+            Self::TooManyInputRounds => "the server asked for input more times than allowed",
+            Self::InputRejected => "the host rejected the server's input request",
+            Self::TooManyServerRequests => "too many server requests waiting for the host",
         })
     }
 }
@@ -467,3 +486,34 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+/// Why the host's answer to a server request was not taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AnswerError {
+    /// No such request is waiting (answered, timed out, or its call ended).
+    NotPending,
+    /// The answer is not a JSON object.
+    NotObject,
+    /// An elicitation answer does not match the requested schema; nothing was sent.
+    Mismatch {
+        /// The field (or `action`/`content`) that does not match.
+        field: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+}
+
+impl fmt::Display for AnswerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotPending => f.write_str("no such server request is waiting"),
+            Self::NotObject => f.write_str("the answer is not a JSON object"),
+            Self::Mismatch { field, reason } => {
+                write!(f, "the answer does not match the requested schema: {field}: {reason}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for AnswerError {}

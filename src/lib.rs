@@ -59,16 +59,17 @@ pub mod internal;
 #[cfg(feature = "http")]
 pub use auth::oauth;
 pub use auth::AuthChallenge;
-pub use config::{BreakerPolicy, Config, RestartPolicy, RetryPolicy};
+pub use config::{BreakerPolicy, Config, RestartPolicy, RetryPolicy, ServerRequestKinds};
 pub use engine::{
     BreakerState, CallId, CallOptions, CallRecord, CallResult, Engine, Event, ExchangeFailure,
-    Idempotency, ListKind, OperationClass, ParamHeaders, ServerState, Stats, Transmit,
-    TransmitKind, TransportEvent, TransportKind, WireId,
+    Idempotency, ListKind, OperationClass, ParamHeaders, ServerRequestId, ServerRequestKind,
+    ServerState, Stats, Transmit, TransmitKind, TransportEvent, TransportKind, WireId,
 };
 pub use error::{
-    CallError, CancelError, CloseReason, ConfigError, LocalError, PeerError, ProcessExit,
-    RequestError, RpcError, TlsFailure, TransportError,
+    AnswerError, CallError, CancelError, CloseReason, ConfigError, LocalError, PeerError,
+    ProcessExit, RequestError, RpcError, TlsFailure, TransportError,
 };
+pub use proto::elicit::elicitation_defaults;
 pub use proto::mcp::{Method, ResultType, SubscriptionFilter};
 pub use proto::meta::TraceContext;
 pub use proto::version::{Era, EraPreference, ProtocolVersion};

@@ -41,6 +41,7 @@ impl Engine {
     pub(super) fn finish(&mut self, now: Instant, slot: usize, how: Ended, outcome: Outcome<'_>) {
         let Some(call) = self.requests.call_id(slot) else { return };
         let Some(p) = self.requests.remove(slot, how) else { return };
+        self.server_requests.drop_call(call);
         if p.internal {
             // The tool-list refresh: its end releases the calls waiting for it.
             self.refresh = None;
@@ -52,6 +53,7 @@ impl Engine {
             attempts: p.attempt,
             queue_wait: p.queue_wait,
             elapsed: now.saturating_duration_since(p.created),
+            rounds: p.rounds,
         };
         let failure = match &outcome {
             Outcome::Failed(e) => Some(e),

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use crate::engine::breaker::{BreakerState, OperationClass};
 use crate::engine::requests::CallId;
+use crate::engine::server_requests::{ServerRequestId, ServerRequestKind};
 use crate::error::CallError;
 use crate::proto::mcp::ResultType;
 use crate::proto::version::{Era, ProtocolVersion};
@@ -101,6 +102,26 @@ pub enum Event<'a> {
         /// The resource URI.
         uri: &'a str,
     },
+    /// The server asks the host for something it declared it answers (`Config::answers`):
+    /// answer with [`Engine::answer`](crate::Engine::answer) or
+    /// [`Host::answer`](crate::Host::answer), or reject it. A legacy request waits
+    /// `Config::server_request_timeout`; an input request of a modern call waits under the
+    /// call's deadline and is forgotten when the call ends.
+    ServerRequest {
+        /// The handle to answer with.
+        request: ServerRequestId,
+        /// What is asked.
+        kind: ServerRequestKind,
+        /// The call whose `input_required` round this is (`None`: a legacy server request).
+        call: Option<CallId>,
+        /// The request's `params` as JSON.
+        params: &'a str,
+    },
+    /// A legacy server request was not answered in time: the server was told it timed out.
+    ServerRequestExpired {
+        /// The request.
+        request: ServerRequestId,
+    },
     /// The connection is closed and will not come back by itself; all calls have ended.
     Closed {
         /// What closed it.
@@ -129,6 +150,8 @@ pub struct CallRecord {
     pub queue_wait: Duration,
     /// Time from the call to its end.
     pub elapsed: Duration,
+    /// `input_required` rounds answered on the way (each one a retry with `inputResponses`).
+    pub rounds: u32,
 }
 
 /// A completed call's result: the raw JSON object, with the members mcpoll read from it.
@@ -151,7 +174,9 @@ impl<'a> CallResult<'a> {
         self.is_error
     }
 
-    /// `Complete`, or `InputRequired` for a multi round-trip interim result.
+    /// `Complete`. (`tools/call`, `resources/read` and `prompts/get` answered with
+    /// `input_required` are carried through their rounds by the engine and end complete;
+    /// `InputRequired` reaches the host only from a method that has no rounds.)
     pub fn result_type(&self) -> ResultType {
         self.result_type
     }
@@ -212,6 +237,15 @@ enum Stored {
     Closed {
         error: CallError,
     },
+    ServerRequest {
+        request: ServerRequestId,
+        kind: ServerRequestKind,
+        call: Option<CallId>,
+        params: Range<usize>,
+    },
+    ServerRequestExpired {
+        request: ServerRequestId,
+    },
 }
 
 impl Stored {
@@ -229,6 +263,7 @@ impl Stored {
             Self::Done { json: r, .. }
             | Self::Subscribed { notifications: r, .. }
             | Self::ResourceUpdated { uri: r }
+            | Self::ServerRequest { params: r, .. }
             | Self::Progress { message: Some(r), .. } => Some(r),
             _ => None,
         }
@@ -433,6 +468,22 @@ impl EventQueue {
         }
     }
 
+    /// Never dropped: the server-request table bounds them.
+    pub(crate) fn server_request(
+        &mut self,
+        request: ServerRequestId,
+        kind: ServerRequestKind,
+        call: Option<CallId>,
+        params: &str,
+    ) {
+        let params = self.keep(params);
+        self.push(Stored::ServerRequest { request, kind, call, params });
+    }
+
+    pub(crate) fn server_request_expired(&mut self, request: ServerRequestId) {
+        self.push(Stored::ServerRequestExpired { request });
+    }
+
     pub(crate) fn pop(&mut self) -> Option<Event<'_>> {
         let mut stored = self.queue.pop_front()?;
         self.left(&mut stored);
@@ -470,6 +521,10 @@ impl EventQueue {
             }
             Stored::ResourceUpdated { uri } => Event::ResourceUpdated { uri: text(uri) },
             Stored::Closed { error } => Event::Closed { error },
+            Stored::ServerRequest { request, kind, call, params } => {
+                Event::ServerRequest { request, kind, call, params: text(params) }
+            }
+            Stored::ServerRequestExpired { request } => Event::ServerRequestExpired { request },
         }
     }
 }

@@ -38,7 +38,9 @@ impl Engine {
                     log::debug!("error reply with a null id: {} ({})", error.message, error.code);
                 }
             },
-            Message::Request { id, method, .. } => self.on_server_request(id, &method),
+            Message::Request { id, method, params } => {
+                self.on_server_request(now, id, &method, params)
+            }
             Message::Notification { method, params } => self.on_notification(now, &method, params),
         }
     }
@@ -76,7 +78,11 @@ impl Engine {
         if let Some(key) = method.list_key() {
             return self.on_page(now, slot, key, result);
         }
-        let outcome = match mcp::result_head(result) {
+        let head = mcp::result_head(result);
+        if matches!(head, Some((ResultType::InputRequired, _))) && method.takes_input() {
+            return self.on_input_required(now, slot, result);
+        }
+        let outcome = match head {
             Some((result_type, is_error)) => {
                 Outcome::Done { json: result.text(), result_type, is_error }
             }
@@ -102,14 +108,6 @@ impl Engine {
             return;
         }
         self.finish(now, slot, Ended::Answered, Outcome::Failed(CallError::Protocol(error)));
-    }
-
-    /// Legacy servers send requests: `ping` is answered with `{}`, anything else with -32601
-    /// (this client declares no capabilities that would invite them).
-    pub(super) fn on_server_request(&mut self, id: RawJson<'_>, method: &str) {
-        self.stats.server_requests += 1;
-        let id = SmallVec::from_slice(id.text().as_bytes());
-        self.push_control(Control::Reply { id, ok: method == "ping" });
     }
 
     pub(super) fn on_notification(

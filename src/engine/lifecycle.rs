@@ -239,7 +239,7 @@ impl super::Engine {
         p.extend_from_slice(b"\"protocolVersion\":");
         write_json_str(p, ProtocolVersion::LEGACY.as_str());
         p.extend_from_slice(b",\"capabilities\":");
-        p.extend_from_slice(c.client_capabilities.trim().as_bytes());
+        p.extend_from_slice(self.capabilities.as_bytes());
         p.extend_from_slice(b",\"clientInfo\":{\"name\":");
         write_json_str(p, &c.client_name);
         p.extend_from_slice(b",\"version\":");
@@ -249,7 +249,7 @@ impl super::Engine {
 
     pub(super) fn static_meta(&self, version: ProtocolVersion) -> StaticMeta {
         let c = &self.config;
-        StaticMeta::new(version, &c.client_capabilities, &c.client_name, &c.client_version)
+        StaticMeta::new(version, &self.capabilities, &c.client_name, &c.client_version)
     }
 
     /// Puts the probe or handshake request in the table; `None` when the engine had to close.

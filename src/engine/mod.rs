@@ -26,6 +26,7 @@ mod listing;
 mod outbound;
 mod requests;
 pub(crate) mod retry;
+mod server_requests;
 mod supervision;
 mod timers;
 mod transport;
@@ -43,6 +44,7 @@ pub use headers::ParamHeaders;
 pub use lifecycle::ServerState;
 pub use requests::CallId;
 pub use retry::Idempotency;
+pub use server_requests::{ServerRequestId, ServerRequestKind};
 
 use crate::config::Config;
 use crate::error::{
@@ -229,7 +231,8 @@ pub struct Stats {
     pub late_responses: u64,
     /// Error replies with `"id": null`.
     pub errors_without_id: u64,
-    /// Requests from the server answered (`ping` with `{}`, others with -32601).
+    /// Requests from the server (legacy JSON-RPC requests: `ping`, and those handed to the
+    /// host or refused).
     pub server_requests: u64,
     /// Control frames dropped because their queue was full.
     pub control_dropped: u64,
@@ -280,6 +283,10 @@ pub struct Engine {
     /// Deadlines and backoffs of pending requests, earliest first.
     timers: timers::Timers,
     stats: Stats,
+    /// Server requests waiting for the host's answer.
+    server_requests: server_requests::ServerRequests,
+    /// `Config::client_capabilities` with exactly the declared server-request kinds.
+    capabilities: String,
 }
 
 impl Engine {
@@ -308,6 +315,10 @@ impl Engine {
             restart: supervision::RestartState::default(),
             timers: timers::Timers::with_capacity(config.max_pending),
             stats: Stats::default(),
+            server_requests: server_requests::ServerRequests::with_capacity(
+                config.max_server_requests,
+            ),
+            capabilities: config.answers.capabilities(&config.client_capabilities),
             config,
         })
     }
@@ -565,6 +576,11 @@ impl Engine {
         self.schedule(slot, deadline, timers::TimerKind::Deadline);
         let bufs = self.requests.bufs_mut(slot);
         params(&mut bufs.params, &mut bufs.name);
+        // Host JSON may be pretty-printed. In valid JSON a raw CR or LF can only be whitespace
+        // (inside strings they must be escaped), and on stdio one would end the frame early.
+        for b in bufs.params.iter_mut().filter(|b| matches!(**b, b'\n' | b'\r')) {
+            *b = b' ';
+        }
         let token = opts.progress.then(|| call.get());
         write_call_meta(&mut bufs.meta, token, opts.trace.as_ref());
         if let Some(id) = self.requests.wire_id(slot) {
@@ -649,6 +665,7 @@ impl Engine {
     /// Fires every deadline that has passed. Safe to call early or often.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.resilience_timeout(now);
+        self.expire_server_requests(now);
         self.lifecycle_timeout(now);
         while let Some(t) = self.timers.pop_due(now) {
             match t.kind {
@@ -704,6 +721,7 @@ impl Engine {
             .into_iter()
             .chain(self.reprobe_at())
             .chain(self.restart.next_wakeup())
+            .chain(self.server_requests.next_deadline())
             .min()
     }
 
@@ -729,3 +747,5 @@ impl Engine {
 mod tests;
 #[cfg(test)]
 mod tests_resilience;
+#[cfg(test)]
+mod tests_server_requests;

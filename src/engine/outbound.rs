@@ -10,10 +10,28 @@ use super::*;
 /// A frame that is not a request: notifications and replies to server requests.
 #[derive(Debug)]
 pub(super) enum Control {
-    Cancelled { id: WireId },
-    CloseStream { id: WireId },
+    Cancelled {
+        id: WireId,
+    },
+    CloseStream {
+        id: WireId,
+    },
     Initialized,
-    Reply { id: SmallVec<[u8; 24]>, ok: bool },
+    Reply {
+        id: SmallVec<[u8; 24]>,
+        ok: bool,
+    },
+    /// The host's answer to a server request.
+    Answer {
+        id: SmallVec<[u8; 24]>,
+        result: String,
+    },
+    /// An error reply to a server request: refused, rejected by the host, or timed out.
+    Refuse {
+        id: SmallVec<[u8; 24]>,
+        code: i64,
+        message: &'static str,
+    },
 }
 
 impl Engine {
@@ -61,6 +79,15 @@ impl Engine {
                 } else {
                     jsonrpc::write_error(buf, id, RpcError::METHOD_NOT_FOUND, "Method not found");
                 }
+                TransmitKind::Response
+            }
+            Control::Answer { id, result } => {
+                jsonrpc::write_result(buf, std::str::from_utf8(&id).unwrap_or("null"), &result);
+                TransmitKind::Response
+            }
+            Control::Refuse { id, code, message } => {
+                let id = std::str::from_utf8(&id).unwrap_or("null");
+                jsonrpc::write_error(buf, id, code, message);
                 TransmitKind::Response
             }
         }

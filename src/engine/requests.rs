@@ -53,6 +53,9 @@ pub(crate) enum SendState {
     /// Waiting for a fresh tool listing before it is sent again (after -32020 over HTTP).
     /// Keeps its in-flight slot.
     Parked,
+    /// Answered with `input_required`: waiting for the host to answer the input requests
+    /// before the call goes again. Keeps its in-flight slot.
+    AwaitingInput,
 }
 
 #[derive(Debug)]
@@ -83,6 +86,8 @@ pub(crate) struct Pending {
     pub(crate) sent_at: Option<Instant>,
     /// Time spent waiting behind the in-flight limit before the first write.
     pub(crate) queue_wait: Duration,
+    /// `input_required` rounds taken so far.
+    pub(crate) rounds: u32,
 }
 
 /// Extra facts about a call, fixed when it starts.
@@ -109,6 +114,10 @@ pub(crate) struct SlotBufs {
     pub(crate) items: Vec<u8>,
     /// Hashes of cursors a listing has returned, to catch a server that loops.
     pub(crate) cursors: SmallVec<[u64; 8]>,
+    /// Length of the original params, once an `input_required` round has appended to them.
+    pub(crate) params_base: Option<usize>,
+    /// The last round's `requestState`, as its raw JSON text (empty when none was sent).
+    pub(crate) request_state: Vec<u8>,
 }
 
 /// How a wire id's life ended, for telling late replies from duplicates.
@@ -170,7 +179,10 @@ impl Requests {
         }
         let counter = match state {
             SendState::Queued => &mut self.queued,
-            SendState::Sent | SendState::Backoff(_) | SendState::Parked => &mut self.in_flight,
+            SendState::Sent
+            | SendState::Backoff(_)
+            | SendState::Parked
+            | SendState::AwaitingInput => &mut self.in_flight,
         };
         *counter = counter.saturating_add_signed(delta);
     }
@@ -239,6 +251,7 @@ impl Requests {
             created: now,
             sent_at: None,
             queue_wait: Duration::ZERO,
+            rounds: 0,
         });
         self.count(owner, SendState::Queued, 1);
         let bufs = &mut self.bufs[slot];
@@ -248,6 +261,8 @@ impl Requests {
         bufs.param_headers.clear();
         bufs.items.clear();
         bufs.cursors.clear();
+        bufs.params_base = None;
+        bufs.request_state.clear();
         Some(slot)
     }
 

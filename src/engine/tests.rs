@@ -154,7 +154,7 @@ pub(super) fn discover_result() -> Value {
            "ttlMs": 0, "cacheScope": "private"})
 }
 
-fn describe(e: &Event<'_>) -> String {
+pub(super) fn describe(e: &Event<'_>) -> String {
     match e {
         Event::Ready { era, version } => format!("ready {era} {version}"),
         Event::CallDone { call, result, .. } => {
@@ -177,6 +177,10 @@ fn describe(e: &Event<'_>) -> String {
         Event::TransportLost { error, restart_in } => {
             format!("lost {} {restart_in:?}", error.name())
         }
+        Event::ServerRequest { kind, call, params, .. } => {
+            format!("asks {} {:?} {params}", kind.method(), call.map(CallId::get))
+        }
+        Event::ServerRequestExpired { .. } => "expired".into(),
     }
 }
 
@@ -331,6 +335,21 @@ fn a_refused_version_the_server_lists_is_asked_once_more_with_a_new_id() {
     );
     let e = CallError::Peer(PeerError::VersionRefused(ProtocolVersion::MODERN));
     assert!(e.to_string().contains("refused protocol version 2026-07-28 twice"), "{e}");
+}
+
+/// Pretty-printed arguments from the host must not split a stdio frame: their line breaks are
+/// JSON whitespace, and the frame goes out as one line (the harness asserts it) that still
+/// carries the same arguments.
+#[test]
+fn pretty_printed_arguments_stay_on_one_line() {
+    let mut h = Harness::ready_modern();
+    let args = "{\n  \"text\": \"a\\nb\",\r\n  \"n\": [1,\n 2]\n}";
+    h.call("echo", args);
+    let sent = h.sent_one();
+    assert_eq!(sent["params"]["arguments"], json!({"text": "a\nb", "n": [1, 2]}));
+    let prompt: &RawValue = serde_json::from_str("{\n\"k\": \"v\"\n}").unwrap();
+    h.engine.get_prompt(h.now, "p", Some(prompt), &CallOptions::default()).unwrap();
+    assert_eq!(h.sent_one()["params"]["arguments"], json!({"k": "v"}));
 }
 
 #[test]
@@ -537,7 +556,7 @@ fn is_error_results_are_completions() {
 }
 
 #[test]
-fn result_type_missing_is_complete_unknown_is_invalid_input_required_is_surfaced() {
+fn result_type_missing_is_complete_unknown_is_invalid_input_required_is_carried() {
     let mut h = Harness::ready_modern();
     let a = h.call("t", "{}");
     let b = h.call("t", "{}");
@@ -557,10 +576,19 @@ fn result_type_missing_is_complete_unknown_is_invalid_input_required_is_surfaced
             other => panic!("{other:?}"),
         });
     }
-    assert_eq!(
-        kinds,
-        [(a, Some(ResultType::Complete)), (b, None), (c, Some(ResultType::InputRequired))]
-    );
+    assert_eq!(kinds, [(a, Some(ResultType::Complete)), (b, None)]);
+    // Only requestState (load shedding): retried at once, under a new id, with the state.
+    let retry = h.sent_one();
+    assert_ne!(retry["id"], sent[2]["id"]);
+    assert_eq!(retry["params"]["requestState"], "s");
+    assert!(retry["params"].get("inputResponses").is_none());
+    h.reply(&retry, json!({"content": []}));
+    match h.engine.poll_event() {
+        Some(Event::CallDone { call, result, record }) => {
+            assert_eq!((call, result.result_type(), record.rounds), (c, ResultType::Complete, 1));
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
@@ -792,7 +820,9 @@ fn spec_example_tools_call_request_shape_matches() {
         serde_json::from_str(include_str!("../../tests/data/spec/2026-tools-call-request.json"))
             .unwrap();
     let caps = example["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"].to_string();
-    let mut h = Harness::new(Config { client_capabilities: caps, ..Config::default() });
+    // What the example declares, mcpoll declares only for what the host answers.
+    let answers = crate::ServerRequestKinds { elicitation_form: true, ..Default::default() };
+    let mut h = Harness::new(Config { client_capabilities: caps, answers, ..Config::default() });
     h.engine.handle_transport(h.now, TransportEvent::opened());
     let probe = h.sent_one();
     h.reply(&probe, discover_result());

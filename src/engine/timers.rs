@@ -6,12 +6,17 @@
 //! name a time earlier than any live timer, which costs one spurious `handle_timeout`, never a
 //! missed one. The heap is rebuilt from the live entries when stale ones pile up, which keeps
 //! it within a fixed multiple of the pending table: no growth, no allocation after start-up.
+//!
+//! The heap holds each timer packed in 16 bytes (a `Timer` is 32): its time as signed
+//! nanoseconds from the first time ever scheduled, and slot, generation and kind in one word.
+//! The heap is preallocated at six entries per pending slot, so this halves the engine's
+//! largest per-slot cost (192 bytes to 96, `cargo bench --bench timers`).
 
 use super::{Engine, Owner, Requests, SendState};
 use crate::error::{CallError, LocalError};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Which of a request's times an entry stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -31,9 +36,20 @@ pub(crate) struct Timer {
     pub(crate) kind: TimerKind,
 }
 
+/// A `Timer` as the heap keeps it. Ordered as `Timer` is: by time, then slot, generation, kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Packed {
+    /// Nanoseconds from `Timers::epoch`; exact within 292 years of it either way.
+    at: i64,
+    /// `slot << 33 | call_gen << 1 | kind`: slots stay below 2^20 (`MAX_PENDING_LIMIT`).
+    key: u64,
+}
+
 #[derive(Debug)]
 pub(crate) struct Timers {
-    heap: BinaryHeap<Reverse<Timer>>,
+    heap: BinaryHeap<Reverse<Packed>>,
+    /// The first time scheduled: packed times count from it.
+    epoch: Option<Instant>,
     /// Past this size the heap is mostly stale: rebuild it.
     limit: usize,
 }
@@ -42,30 +58,33 @@ impl Timers {
     /// Room for every pending call's deadline and backoff, four times over.
     pub(crate) fn with_capacity(max_pending: usize) -> Self {
         let limit = 4 * max_pending + 16;
-        Self { heap: BinaryHeap::with_capacity(limit + 2 * max_pending + 16), limit }
+        Self { heap: BinaryHeap::with_capacity(limit + 2 * max_pending + 16), epoch: None, limit }
     }
 
     pub(crate) fn schedule(&mut self, timer: Timer) {
-        self.heap.push(Reverse(timer));
+        let packed = self.pack(timer);
+        self.heap.push(Reverse(packed));
     }
 
     /// The earliest scheduled time; possibly stale (then earlier than any live timer).
     pub(crate) fn earliest(&self) -> Option<Instant> {
-        self.heap.peek().map(|Reverse(t)| t.at)
+        self.heap.peek().map(|Reverse(p)| self.time(p.at))
     }
 
     /// Takes the next timer due at `now`, live or stale; the caller checks which.
     pub(crate) fn pop_due(&mut self, now: Instant) -> Option<Timer> {
         match self.heap.peek() {
-            Some(Reverse(t)) if t.at <= now => self.heap.pop().map(|Reverse(t)| t),
+            Some(Reverse(p)) if self.time(p.at) <= now => {
+                self.heap.pop().map(|Reverse(p)| self.unpack(p))
+            }
             _ => None,
         }
     }
 
     /// Drops stale entries from the top, so `earliest` is exact until the next change.
     pub(crate) fn skip_stale(&mut self, is_live: impl Fn(&Timer) -> bool) {
-        while let Some(Reverse(t)) = self.heap.peek() {
-            if is_live(t) {
+        while let Some(Reverse(p)) = self.heap.peek() {
+            if is_live(&self.unpack(*p)) {
                 return;
             }
             self.heap.pop();
@@ -81,7 +100,39 @@ impl Timers {
     pub(crate) fn rebuild(&mut self, live: impl Iterator<Item = Timer>) {
         self.heap.clear();
         for t in live {
-            self.heap.push(Reverse(t));
+            self.schedule(t);
+        }
+    }
+
+    fn pack(&mut self, t: Timer) -> Packed {
+        let epoch = *self.epoch.get_or_insert(t.at);
+        // Beyond 292 years from the epoch the time saturates: such a timer reads as stale
+        // (its time changed) and never fires, which is what a deadline that far away means.
+        let at = match t.at.checked_duration_since(epoch) {
+            Some(after) => i64::try_from(after.as_nanos()).unwrap_or(i64::MAX),
+            None => i64::try_from((epoch - t.at).as_nanos()).map_or(i64::MIN, |n| -n),
+        };
+        let kind = match t.kind {
+            TimerKind::Deadline => 0,
+            TimerKind::Backoff => 1,
+        };
+        Packed { at, key: (u64::from(t.slot) << 33) | (u64::from(t.call_gen) << 1) | kind }
+    }
+
+    fn time(&self, at: i64) -> Instant {
+        // SAFETY-style note: a packed time exists only after `pack` set the epoch.
+        let epoch = self.epoch.expect("a packed timer implies an epoch");
+        let offset = Duration::from_nanos(at.unsigned_abs());
+        let time = if at >= 0 { epoch.checked_add(offset) } else { epoch.checked_sub(offset) };
+        time.unwrap_or(epoch)
+    }
+
+    fn unpack(&self, p: Packed) -> Timer {
+        Timer {
+            at: self.time(p.at),
+            slot: (p.key >> 33) as u32,
+            call_gen: (p.key >> 1) as u32,
+            kind: if p.key & 1 == 0 { TimerKind::Deadline } else { TimerKind::Backoff },
         }
     }
 
@@ -180,5 +231,28 @@ mod tests {
         timers.rebuild([t(now, 7)].into_iter());
         assert_eq!(timers.len(), 1);
         assert!(!timers.needs_rebuild());
+    }
+
+    #[test]
+    fn packed_timers_are_16_bytes_and_come_back_exactly_in_timer_order() {
+        assert_eq!(std::mem::size_of::<Packed>(), 16);
+        let now = Instant::now();
+        let mut timers = Timers::with_capacity(8);
+        let mut all = vec![
+            t(now + Duration::from_secs(5), 3),
+            Timer { at: now, slot: (1 << 20) - 1, call_gen: u32::MAX, kind: TimerKind::Backoff },
+            Timer { at: now, slot: (1 << 20) - 1, call_gen: u32::MAX, kind: TimerKind::Deadline },
+            // Earlier than the epoch (the first scheduled) and sub-microsecond apart.
+            t(now - Duration::from_nanos(1), 2),
+            t(now + Duration::from_nanos(1), 0),
+            t(now + Duration::from_secs(86_400 * 365), 1),
+        ];
+        for &timer in &all {
+            timers.schedule(timer);
+        }
+        all.sort();
+        let far = now + Duration::from_secs(86_400 * 366);
+        let popped: Vec<Timer> = std::iter::from_fn(|| timers.pop_due(far)).collect();
+        assert_eq!(popped, all);
     }
 }

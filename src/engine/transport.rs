@@ -108,6 +108,7 @@ impl Engine {
     }
 
     pub(super) fn on_closed(&mut self, now: Instant, error: TransportError) {
+        self.forget_legacy_requests();
         if matches!(self.lifecycle, Lifecycle::Probing(_)) && self.config.era == EraPreference::Auto
         {
             // Some legacy servers exit when the first message is not `initialize` (PROTOCOL.md

@@ -36,8 +36,10 @@ use crate::config::Config;
 #[cfg(feature = "http")]
 use crate::driver::http::{HttpDriver, HttpOptions, HttpSetupError};
 use crate::driver::stdio::{StdioCommand, StdioDriver};
-use crate::engine::{CallId, CallOptions, Engine, Event, ServerState, Stats};
-use crate::error::{CallError, CancelError, ConfigError, LocalError, RequestError, TransportError};
+use crate::engine::{CallId, CallOptions, Engine, Event, ServerRequestId, ServerState, Stats};
+use crate::error::{
+    AnswerError, CallError, CancelError, ConfigError, LocalError, RequestError, TransportError,
+};
 use crate::proto::mcp::{Method, ResultType};
 use crate::proto::version::Era;
 
@@ -345,6 +347,41 @@ impl Host {
         let out = f(&mut s.engine, now)?;
         s.transport.flush(registry, &mut s.engine, now);
         Ok(out)
+    }
+
+    /// Answers a server request (`Event::ServerRequest`) of `server`; see
+    /// [`Engine::answer`].
+    pub fn answer(
+        &mut self,
+        server: ServerId,
+        request: ServerRequestId,
+        result: &RawValue,
+    ) -> Result<(), AnswerError> {
+        self.respond(server, |e, now| e.answer(now, request, result))
+    }
+
+    /// Refuses a server request (`Event::ServerRequest`) of `server`; see [`Engine::reject`].
+    pub fn reject(
+        &mut self,
+        server: ServerId,
+        request: ServerRequestId,
+    ) -> Result<(), AnswerError> {
+        self.respond(server, |e, now| e.reject(now, request))
+    }
+
+    /// [`command`](Self::command) for the answer verbs.
+    fn respond(
+        &mut self,
+        id: ServerId,
+        f: impl FnOnce(&mut Engine, Instant) -> Result<(), AnswerError>,
+    ) -> Result<(), AnswerError> {
+        let registry = self.poll.registry();
+        let s = self.servers.get_mut(id.index).filter(|s| s.generation == id.generation);
+        let s = s.ok_or(AnswerError::NotPending)?;
+        let now = Instant::now();
+        f(&mut s.engine, now)?;
+        s.transport.flush(registry, &mut s.engine, now);
+        Ok(())
     }
 
     /// Calls a tool. `arguments` must be a JSON object.

@@ -208,6 +208,8 @@ mod engine_ops_tests {
         for seed in [
             &include_bytes!("../../fuzz/corpus/engine_ops/seed1")[..],
             include_bytes!("../../fuzz/corpus/engine_ops/seed2"),
+            // A call through three input_required rounds: accepted, accepted, rejected.
+            include_bytes!("../../fuzz/corpus/engine_ops/seed3"),
         ] {
             super::engine_ops(seed);
         }
@@ -248,7 +250,7 @@ mod tests {
 
 /// Drives one engine with an arbitrary sequence of operations (calls, cancels, replies with
 /// real or forged ids, errors, time jumps, transport loss and reopening, HTTP exchange
-/// failures) and checks the invariants: no panic, the pending table within its capacity, no
+/// failures, `input_required` rounds that are answered or rejected) and checks the invariants: no panic, the pending table within its capacity, no
 /// deadline left in the past after `handle_timeout`, and every call ending in exactly one
 /// terminal event by the time the engine is closed.
 pub fn engine_ops(data: &[u8]) {
@@ -268,6 +270,9 @@ pub fn engine_ops(data: &[u8]) {
         max_pending: 16,
         max_in_flight: 4,
         max_queued: 8,
+        answers: crate::ServerRequestKinds::all(),
+        max_input_rounds: 3,
+        max_server_requests: 4,
         ..crate::Config::default()
     };
     let capacity = config.max_pending;
@@ -280,26 +285,49 @@ pub fn engine_ops(data: &[u8]) {
     let mut sent: Vec<WireId> = Vec::new();
     let mut buf = Vec::new();
     let args: &serde_json::value::RawValue = serde_json::from_str("{}").expect("literal");
+    let accept: &serde_json::value::RawValue =
+        serde_json::from_str(r#"{"action":"accept","content":{}}"#).expect("literal");
+    let mut answered = 0u32;
 
     let drain = |engine: &mut Engine,
                  now: Instant,
                  sent: &mut Vec<WireId>,
                  buf: &mut Vec<u8>,
-                 ends: &mut HashMap<u64, u32>| {
+                 ends: &mut HashMap<u64, u32>,
+                 answered: &mut u32| {
         loop {
-            buf.clear();
-            let Some(t) = engine.poll_transmit(now, buf) else { break };
-            assert_eq!(t.len, buf.len());
-            if let TransmitKind::Request { id, .. } = t.kind {
-                sent.push(id);
-                if sent.len() > 64 {
-                    sent.remove(0);
+            loop {
+                buf.clear();
+                let Some(t) = engine.poll_transmit(now, buf) else { break };
+                assert_eq!(t.len, buf.len());
+                if let TransmitKind::Request { id, .. } = t.kind {
+                    sent.push(id);
+                    if sent.len() > 64 {
+                        sent.remove(0);
+                    }
                 }
             }
-        }
-        while let Some(e) = engine.poll_event() {
-            if let Event::CallDone { call, .. } | Event::CallFailed { call, .. } = e {
-                *ends.entry(call.get()).or_default() += 1;
+            let mut asked = Vec::new();
+            while let Some(e) = engine.poll_event() {
+                match e {
+                    Event::CallDone { call, .. } | Event::CallFailed { call, .. } => {
+                        *ends.entry(call.get()).or_default() += 1;
+                    }
+                    Event::ServerRequest { request, .. } => asked.push(request),
+                    _ => {}
+                }
+            }
+            if asked.is_empty() {
+                break;
+            }
+            // Every third one is rejected (its call ends); the rest are accepted.
+            for request in asked {
+                *answered += 1;
+                let _ = if *answered % 3 == 0 {
+                    engine.reject(now, request)
+                } else {
+                    engine.answer(now, request, accept)
+                };
             }
         }
     };
@@ -330,7 +358,14 @@ pub fn engine_ops(data: &[u8]) {
             }
             2 | 3 => {
                 if let Some(id) = sent.get(arg as usize % sent.len().max(1)) {
-                    let frame = if op % 11 == 2 {
+                    let frame = if op % 11 == 2 && arg & 8 != 0 {
+                        // An input_required round (elicitation), with requestState or not.
+                        let state = if arg & 16 != 0 { r#","requestState":"s""# } else { "" };
+                        format!(
+                            r#"{{"jsonrpc":"2.0","id":{},"result":{{"resultType":"input_required","inputRequests":{{"k":{{"method":"elicitation/create","params":{{"message":"m","requestedSchema":{{"type":"object","properties":{{}}}}}}}}}}{state}}}}}"#,
+                            id.get()
+                        )
+                    } else if op % 11 == 2 {
                         format!(
                             r#"{{"jsonrpc":"2.0","id":{},"result":{{"content":[]}}}}"#,
                             id.get()
@@ -396,11 +431,11 @@ pub fn engine_ops(data: &[u8]) {
                 engine.handle_message(now, &junk);
             }
         }
-        drain(&mut engine, now, &mut sent, &mut buf, &mut ends);
+        drain(&mut engine, now, &mut sent, &mut buf, &mut ends, &mut answered);
         assert!(engine.pending() <= capacity, "pending beyond capacity");
     }
     engine.close(now);
-    drain(&mut engine, now, &mut sent, &mut buf, &mut ends);
+    drain(&mut engine, now, &mut sent, &mut buf, &mut ends, &mut answered);
     assert_eq!(engine.pending(), 0, "close leaves nothing pending");
     for c in &calls {
         assert_eq!(ends.get(&c.get()).copied().unwrap_or(0), 1, "call {c} must end exactly once");

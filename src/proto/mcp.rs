@@ -51,6 +51,11 @@ impl Method {
         }
     }
 
+    /// Whether the method may answer `input_required` (2026-07-28 §2.8).
+    pub(crate) fn takes_input(self) -> bool {
+        matches!(self, Self::ToolsCall | Self::ResourcesRead | Self::PromptsGet)
+    }
+
     /// For paginated listings, the result member holding the items.
     pub fn list_key(self) -> Option<&'static str> {
         match self {

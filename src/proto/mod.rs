@@ -1,8 +1,10 @@
 //! Stateless protocol vocabulary: the JSON-RPC envelope, MCP methods, `_meta` and versions.
 
+pub(crate) mod elicit;
 pub(crate) mod header_value;
 pub(crate) mod json;
 pub(crate) mod jsonrpc;
 pub(crate) mod mcp;
 pub(crate) mod meta;
+pub(crate) mod roots;
 pub(crate) mod version;

@@ -10,12 +10,14 @@ The wire-visible names and texts match the recorded lab transcripts, which the R
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import anyio
+from mcp_types import CreateMessageResult, ListRootsResult, SamplingMessage, TextContent
 from pydantic import BaseModel
 
 from mcp.server import MCPServer
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, Elicit, ListRoots, Resolve, Sample
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
@@ -104,6 +106,51 @@ async def bump_tools(ctx: Context) -> str:
     except Exception as exc:  # noqa: BLE001 - a peer must not crash on this
         log(f"send_tool_list_changed failed: {exc!r}")
     return f"added extra_{n}"
+
+
+# Server requests. One definition serves both eras: on 2025-11-25 the SDK sends each question as
+# a JSON-RPC request mid-call; on 2026-07-28 it answers `input_required` and resumes on the retry.
+class Name(BaseModel):
+    name: str = "Ann"
+
+
+class Confirm(BaseModel):
+    ok: bool = True
+
+
+def ask_name() -> Elicit[Name]:
+    return Elicit("What is your name?", Name)
+
+
+# Depends on the name, so on 2026-07-28 it is a second round (carrying requestState).
+def ask_confirm(name: Annotated[Name, Resolve(ask_name)]) -> Elicit[Confirm]:
+    return Elicit(f"Greet {name.name}?", Confirm)
+
+
+def ask_roots() -> ListRoots:
+    return ListRoots()
+
+
+def ask_model() -> Sample:
+    hello = SamplingMessage(role="user", content=TextContent(type="text", text="Say hello"))
+    return Sample([hello], max_tokens=16)
+
+
+@server.tool(description="Elicit a name, then a confirmation (form mode); returns what was given.")
+def ask(
+    name: Annotated[Name, Resolve(ask_name)], confirm: Annotated[Confirm, Resolve(ask_confirm)]
+) -> str:
+    return f"name={name.name} ok={str(confirm.ok).lower()}"
+
+
+@server.tool(description="List the client's roots; returns their URIs.")
+def roots(listing: Annotated[ListRootsResult, Resolve(ask_roots)]) -> str:
+    return ",".join(str(r.uri) for r in listing.roots)
+
+
+@server.tool(description="Sample the client's model; returns the text it gave.")
+def sample(reply: Annotated[CreateMessageResult, Resolve(ask_model)]) -> str:
+    return reply.content.text if isinstance(reply.content, TextContent) else "?"
 
 
 @server.resource("lab://readme", name="readme", description="A static text resource", mime_type="text/plain")

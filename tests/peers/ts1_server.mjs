@@ -104,6 +104,32 @@ function makeServer() {
     });
     for (let n = 1; n <= extraCount; n++) addExtraTool(server, n);
 
+    // Server requests (2025-11-25 JSON-RPC requests mid-call), sent on the call's own stream
+    // (relatedRequestId: the POST's SSE response on HTTP), as py_server.py's tools do.
+    const related = extra => ({ relatedRequestId: extra.requestId });
+    const form = (name, prop) => ({ type: 'object', properties: { [name]: prop } });
+    server.registerTool('ask', {
+        description: 'Elicit a name, then a confirmation (form mode); returns what was given.'
+    }, async extra => {
+        const name = await server.server.elicitInput({ message: 'What is your name?',
+            requestedSchema: form('name', { type: 'string', default: 'Ann' }) }, related(extra));
+        const who = name.content?.name ?? '?';
+        const confirm = await server.server.elicitInput({ message: `Greet ${who}?`,
+            requestedSchema: form('ok', { type: 'boolean', default: true }) }, related(extra));
+        return text(`name=${who} ok=${confirm.content?.ok}`);
+    });
+    server.registerTool('roots', { description: "List the client's roots; returns their URIs." },
+        async extra => {
+            const listing = await server.server.listRoots({}, related(extra));
+            return text(listing.roots.map(r => r.uri).join(','));
+        });
+    server.registerTool('sample', { description: "Sample the client's model; returns the text it gave." },
+        async extra => {
+            const reply = await server.server.createMessage({ maxTokens: 16,
+                messages: [{ role: 'user', content: { type: 'text', text: 'Say hello' } }] }, related(extra));
+            return text(reply.content?.text ?? '?');
+        });
+
     server.registerResource('readme', 'lab://readme',
         { description: 'A static text resource', mimeType: 'text/plain' },
         async uri => ({ contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'MCP lab resource (ts1)' }] }));

@@ -7,7 +7,7 @@
 //
 // The wire-visible names and texts match the recorded lab transcripts, which the Rust tests compare with.
 import http from 'node:http';
-import { McpServer, createMcpHandler } from '@modelcontextprotocol/server';
+import { McpServer, acceptedContent, createMcpHandler, inputRequired, inputResponse } from '@modelcontextprotocol/server';
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
 import { toNodeHandler, localhostHostValidation, localhostOriginValidation } from '@modelcontextprotocol/node';
 import * as z from 'zod';
@@ -93,6 +93,46 @@ function makeServer() {
         notes.push(note);
         return text(String(notes.length));
     });
+
+    // Server requests, written once for both eras: on 2026-07-28 the client carries the
+    // input_required rounds; on 2025-11-25 the SDK's legacy shim sends real requests mid-call.
+    const form = (name, prop) => ({ type: 'object', properties: { [name]: prop } });
+    server.registerTool('ask', {
+        description: 'Elicit a name, then a confirmation (form mode); returns what was given.'
+    }, async ctx => {
+        const responses = ctx.mcpReq.inputResponses;
+        const state = ctx.mcpReq.requestState();
+        const named = acceptedContent(responses, 'name');
+        if (state === undefined && !named) {
+            return inputRequired({ inputRequests: { name: inputRequired.elicit({
+                message: 'What is your name?', requestedSchema: form('name', { type: 'string', default: 'Ann' })
+            }) } });
+        }
+        // The second round carries the name in requestState (a test peer: not integrity-protected).
+        const who = state !== undefined ? JSON.parse(state).name : named.name;
+        const confirmed = acceptedContent(responses, 'confirm');
+        if (!confirmed) {
+            return inputRequired({ inputRequests: { confirm: inputRequired.elicit({
+                message: `Greet ${who}?`, requestedSchema: form('ok', { type: 'boolean', default: true })
+            }) }, requestState: JSON.stringify({ name: who }) });
+        }
+        return text(`name=${who} ok=${confirmed.ok}`);
+    });
+    server.registerTool('roots', { description: "List the client's roots; returns their URIs." },
+        async ctx => {
+            const v = inputResponse(ctx.mcpReq.inputResponses, 'roots');
+            if (v.kind !== 'roots') return inputRequired({ inputRequests: { roots: inputRequired.listRoots() } });
+            return text(v.roots.map(r => r.uri).join(','));
+        });
+    server.registerTool('sample', { description: "Sample the client's model; returns the text it gave." },
+        async ctx => {
+            const v = inputResponse(ctx.mcpReq.inputResponses, 'model');
+            if (v.kind !== 'sampling') {
+                return inputRequired({ inputRequests: { model: inputRequired.createMessage({ maxTokens: 16,
+                    messages: [{ role: 'user', content: { type: 'text', text: 'Say hello' } }] }) } });
+            }
+            return text(v.result.content?.text ?? '?');
+        });
 
     server.registerTool('bump_tools', {
         description: 'Register a new tool at runtime and emit tools list_changed.'

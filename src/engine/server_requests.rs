@@ -1,0 +1,469 @@
+//! Requests the server makes of the client, and the host's answers to them.
+//!
+//! Two eras, one table. A legacy server sends real JSON-RPC requests (`elicitation/create`,
+//! `sampling/createMessage`, `roots/list`) and waits for a reply with its id. A modern server
+//! answers a call with `resultType: "input_required"` and a map of input requests, and the
+//! client retries the call with `inputResponses` (PROTOCOL.md §2.8). Either way each request of
+//! a kind the host declared (`Config::answers`) becomes an `Event::ServerRequest` and waits in a
+//! bounded slab until the host answers or rejects it, or its deadline passes. The engine stores
+//! no callbacks: the host answers when it can, through [`Engine::answer`].
+
+use std::time::{Duration, Instant};
+
+use serde_json::value::RawValue;
+use slab::Slab;
+use smallvec::SmallVec;
+
+use super::*;
+use crate::config::ServerRequestKinds;
+use crate::error::AnswerError;
+use crate::proto::{elicit, roots};
+
+/// Handle to one server request waiting for the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ServerRequestId {
+    slot: u32,
+    generation: u32,
+}
+
+impl ServerRequestId {
+    /// The handle as an integer, for logs.
+    pub fn get(self) -> u64 {
+        (u64::from(self.generation) << 32) | u64::from(self.slot)
+    }
+}
+
+impl std::fmt::Display for ServerRequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "server-request#{}", self.get())
+    }
+}
+
+/// What the server asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ServerRequestKind {
+    /// `elicitation/create`, form mode: answer an `ElicitResult` whose `content` fits
+    /// `params.requestedSchema` (see [`elicitation_defaults`](crate::elicitation_defaults)).
+    ElicitationForm,
+    /// `elicitation/create`, URL mode: `accept` means only that the user agreed to open it.
+    ElicitationUrl,
+    /// `sampling/createMessage`: answer a `CreateMessageResult`.
+    Sampling,
+    /// `roots/list`: answer `{"roots":[...]}`, each `uri` a `file://` URI (checked).
+    Roots,
+}
+
+impl ServerRequestKind {
+    /// The method the server used.
+    pub fn method(self) -> &'static str {
+        match self {
+            Self::ElicitationForm | Self::ElicitationUrl => "elicitation/create",
+            Self::Sampling => "sampling/createMessage",
+            Self::Roots => "roots/list",
+        }
+    }
+
+    fn of(method: &str, params: Option<RawJson<'_>>) -> Option<Self> {
+        match method {
+            "elicitation/create" => {
+                let url = params
+                    .and_then(|p| p.get("mode"))
+                    .and_then(RawJson::as_str)
+                    .is_some_and(|m| m == "url");
+                Some(if url { Self::ElicitationUrl } else { Self::ElicitationForm })
+            }
+            "sampling/createMessage" => Some(Self::Sampling),
+            "roots/list" => Some(Self::Roots),
+            _ => None,
+        }
+    }
+}
+
+impl ServerRequestKinds {
+    fn declares(self, kind: ServerRequestKind) -> bool {
+        match kind {
+            ServerRequestKind::ElicitationForm => self.elicitation_form,
+            ServerRequestKind::ElicitationUrl => self.elicitation_url,
+            ServerRequestKind::Sampling => self.sampling,
+            ServerRequestKind::Roots => self.roots,
+        }
+    }
+
+    /// `client_capabilities` with `elicitation`, `sampling` and `roots` replaced by exactly
+    /// what is declared: a capability the host cannot answer must not invite requests.
+    pub(crate) fn capabilities(self, configured: &str) -> String {
+        let mut caps: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(configured).unwrap_or_default();
+        for key in ["elicitation", "sampling", "roots"] {
+            caps.remove(key);
+        }
+        let empty = || serde_json::Value::Object(Default::default());
+        let mut elicitation = serde_json::Map::new();
+        if self.elicitation_form {
+            elicitation.insert("form".into(), empty());
+        }
+        if self.elicitation_url {
+            elicitation.insert("url".into(), empty());
+        }
+        if !elicitation.is_empty() {
+            caps.insert("elicitation".into(), elicitation.into());
+        }
+        if self.sampling {
+            caps.insert("sampling".into(), empty());
+        }
+        if self.roots {
+            caps.insert("roots".into(), empty());
+        }
+        serde_json::Value::Object(caps).to_string()
+    }
+}
+
+/// Where an answer goes.
+#[derive(Debug)]
+enum Origin {
+    /// A legacy JSON-RPC request: the reply carries the server's id, as sent.
+    Legacy { id: SmallVec<[u8; 24]> },
+    /// One input request of a modern call: the answer joins `inputResponses` under `key` (its
+    /// raw JSON text, escapes kept).
+    Input { call: CallId, key: String },
+}
+
+#[derive(Debug)]
+struct Entry {
+    generation: u32,
+    kind: ServerRequestKind,
+    origin: Origin,
+    /// Legacy requests only: input requests live under their call's deadline.
+    deadline: Instant,
+    /// The request's params (for checking an elicitation answer against its schema).
+    params: String,
+    answer: Option<String>,
+}
+
+/// The waiting server requests: a slab bounded by `Config::max_server_requests`.
+#[derive(Debug)]
+pub(crate) struct ServerRequests {
+    slab: Slab<Entry>,
+    generations: Vec<u32>,
+}
+
+impl ServerRequests {
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        Self { slab: Slab::with_capacity(n), generations: vec![0; n] }
+    }
+
+    fn room(&self) -> usize {
+        self.generations.len() - self.slab.len()
+    }
+
+    fn insert(&mut self, entry: impl FnOnce(u32) -> Entry) -> Option<ServerRequestId> {
+        if self.room() == 0 {
+            return None;
+        }
+        let slot = self.slab.vacant_key();
+        let g = &mut self.generations[slot];
+        *g = g.wrapping_add(1).max(1);
+        let generation = *g;
+        self.slab.insert(entry(generation));
+        Some(ServerRequestId { slot: slot as u32, generation })
+    }
+
+    fn get_mut(&mut self, id: ServerRequestId) -> Option<&mut Entry> {
+        self.slab.get_mut(id.slot as usize).filter(|e| e.generation == id.generation)
+    }
+
+    fn remove(&mut self, id: ServerRequestId) -> Option<Entry> {
+        self.get_mut(id)?;
+        self.slab.try_remove(id.slot as usize)
+    }
+
+    fn of_call(&self, call: CallId) -> impl Iterator<Item = (usize, &Entry)> {
+        self.slab
+            .iter()
+            .filter(move |(_, e)| matches!(&e.origin, Origin::Input { call: c, .. } if *c == call))
+    }
+
+    /// Forgets the input requests of a call that ended.
+    pub(crate) fn drop_call(&mut self, call: CallId) {
+        let slots: SmallVec<[usize; 8]> = self.of_call(call).map(|(s, _)| s).collect();
+        for s in slots {
+            self.slab.try_remove(s);
+        }
+    }
+
+    /// Forgets every legacy request: the server that sent them is gone.
+    fn drain_legacy(&mut self) -> SmallVec<[ServerRequestId; 8]> {
+        let gone: SmallVec<[ServerRequestId; 8]> = self
+            .slab
+            .iter()
+            .filter(|(_, e)| matches!(e.origin, Origin::Legacy { .. }))
+            .map(|(slot, e)| ServerRequestId { slot: slot as u32, generation: e.generation })
+            .collect();
+        for r in &gone {
+            self.slab.try_remove(r.slot as usize);
+        }
+        gone
+    }
+
+    /// The earliest deadline of a legacy request.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.slab
+            .iter()
+            .filter(|(_, e)| matches!(e.origin, Origin::Legacy { .. }))
+            .map(|(_, e)| e.deadline)
+            .min()
+    }
+}
+
+/// JSON-RPC codes the client replies with.
+const INVALID_PARAMS: i64 = -32602;
+const INTERNAL: i64 = -32603;
+/// The TypeScript and Python SDKs' `RequestTimeout`.
+const TIMED_OUT: i64 = -32001;
+/// "User rejected sampling request" (`client/sampling.mdx`).
+const USER_REJECTED: i64 = -1;
+
+impl Engine {
+    /// A legacy server's request: `ping` is answered at once, a declared kind goes to the
+    /// host, anything else is refused: -32601 for a kind not declared, -32602 for an
+    /// elicitation in a mode not declared (`client/elicitation.mdx`).
+    pub(super) fn on_server_request(
+        &mut self,
+        now: Instant,
+        id: RawJson<'_>,
+        method: &str,
+        params: Option<RawJson<'_>>,
+    ) {
+        self.stats.server_requests += 1;
+        let id = SmallVec::from_slice(id.text().as_bytes());
+        if method == "ping" {
+            return self.push_control(Control::Reply { id, ok: true });
+        }
+        let answers = self.config.answers;
+        let kind = ServerRequestKind::of(method, params).filter(|k| answers.declares(*k));
+        let Some(kind) = kind else {
+            let elicits = answers.elicitation_form || answers.elicitation_url;
+            if method == "elicitation/create" && elicits {
+                let message = "elicitation mode not supported";
+                return self.push_control(Control::Refuse { id, code: INVALID_PARAMS, message });
+            }
+            return self.push_control(Control::Reply { id, ok: false });
+        };
+        let params = params.map_or("{}", RawJson::text);
+        let timeout = self.config.server_request_timeout;
+        // A timeout too large for the clock stands for "a day", as a call's deadline does.
+        let deadline = now.checked_add(timeout).unwrap_or(now + Duration::from_secs(86_400));
+        let origin = Origin::Legacy { id: id.clone() };
+        let entry = |generation| Entry {
+            generation,
+            kind,
+            origin,
+            deadline,
+            params: params.to_owned(),
+            answer: None,
+        };
+        match self.server_requests.insert(entry) {
+            Some(request) => self.events.server_request(request, kind, None, params),
+            None => {
+                let message = "too many server requests waiting";
+                self.push_control(Control::Refuse { id, code: INTERNAL, message });
+            }
+        }
+    }
+
+    /// A call's `input_required` result: each input request goes to the host, and the call
+    /// waits (its deadline running) until every one is answered; with none (only
+    /// `requestState`, PROTOCOL.md §2.8 point 4) it is retried at once.
+    pub(super) fn on_input_required(&mut self, now: Instant, slot: usize, result: RawJson<'_>) {
+        let Some(call) = self.requests.call_id(slot) else { return };
+        let rounds = self.requests.get(slot).map_or(0, |p| p.rounds);
+        let fail = Outcome::Failed;
+        if rounds >= self.config.max_input_rounds {
+            let e = CallError::Local(LocalError::TooManyInputRounds);
+            return self.finish(now, slot, Ended::Answered, fail(e));
+        }
+        let inputs = result.get("inputRequests").filter(|r| r.kind() == Kind::Object);
+        let state = result.get("requestState").filter(|s| s.kind() == Kind::String);
+        if inputs.is_none() && state.is_none() {
+            let e = CallError::Peer(PeerError::InvalidResult);
+            return self.finish(now, slot, Ended::Answered, fail(e));
+        }
+        let mut asked: SmallVec<[(&str, ServerRequestKind, &str); 4]> = SmallVec::new();
+        for (key, request) in inputs.into_iter().flat_map(RawJson::members) {
+            let method = request.get("method").and_then(RawJson::as_str).unwrap_or_default();
+            let params = request.get("params");
+            let kind = ServerRequestKind::of(&method, params);
+            match kind.filter(|k| self.config.answers.declares(*k)) {
+                Some(kind) => asked.push((key.raw(), kind, params.map_or("{}", RawJson::text))),
+                None => {
+                    let e = CallError::Peer(PeerError::UndeclaredInputRequest(method.into_owned()));
+                    return self.finish(now, slot, Ended::Answered, fail(e));
+                }
+            }
+        }
+        if asked.len() > self.server_requests.room() {
+            let e = CallError::Local(LocalError::TooManyServerRequests);
+            return self.finish(now, slot, Ended::Answered, fail(e));
+        }
+        let bufs = self.requests.bufs_mut(slot);
+        // The original params, without an earlier round's members, are what every retry sends.
+        let base = *bufs.params_base.get_or_insert(bufs.params.len());
+        bufs.params.truncate(base);
+        bufs.request_state.clear();
+        if let Some(s) = state {
+            bufs.request_state.extend_from_slice(s.text().as_bytes());
+        }
+        // The interim result answered this wire id; the retry goes under a new one.
+        self.requests.renew_wire_id(slot);
+        self.requests.set_state(slot, SendState::AwaitingInput);
+        if let Some(p) = self.requests.get_mut(slot) {
+            p.rounds += 1;
+        }
+        let deadline = self.requests.get(slot).map_or(now, |p| p.deadline);
+        for (key, kind, params) in asked.iter().copied() {
+            let origin = Origin::Input { call, key: key.to_owned() };
+            let entry = |generation| Entry {
+                generation,
+                kind,
+                origin,
+                deadline,
+                params: params.to_owned(),
+                answer: None,
+            };
+            if let Some(request) = self.server_requests.insert(entry) {
+                self.events.server_request(request, kind, Some(call), params);
+            }
+        }
+        if asked.is_empty() {
+            self.send_round(slot, call);
+        }
+    }
+
+    /// Every input request of the call is answered: the call goes again with
+    /// `inputResponses`, and `requestState` exactly as the server sent it (left out when it
+    /// sent none), under the wire id taken when the interim result came.
+    fn send_round(&mut self, slot: usize, call: CallId) {
+        let mut responses: Vec<u8> = Vec::new();
+        for (_, e) in self.server_requests.of_call(call) {
+            let (Origin::Input { key, .. }, Some(answer)) = (&e.origin, &e.answer) else {
+                continue;
+            };
+            responses.push(if responses.is_empty() { b'{' } else { b',' });
+            responses.push(b'"');
+            responses.extend_from_slice(key.as_bytes());
+            responses.extend_from_slice(b"\":");
+            responses.extend_from_slice(answer.as_bytes());
+        }
+        self.server_requests.drop_call(call);
+        let bufs = self.requests.bufs_mut(slot);
+        let (params, state) = (&mut bufs.params, &bufs.request_state);
+        if !responses.is_empty() {
+            responses.push(b'}');
+            params.extend_from_slice(b",\"inputResponses\":");
+            params.extend_from_slice(&responses);
+        }
+        if !state.is_empty() {
+            params.extend_from_slice(b",\"requestState\":");
+            params.extend_from_slice(state);
+        }
+        self.requests.set_state(slot, SendState::Queued);
+        if let Some(id) = self.requests.wire_id(slot) {
+            self.send_queue.push_back(id);
+        }
+    }
+
+    /// The host's answer to a server request (a JSON object: an `ElicitResult`,
+    /// `CreateMessageResult` or `ListRootsResult`). A form elicitation's answer is checked
+    /// against its requested schema first; nothing is sent when it does not fit.
+    pub fn answer(
+        &mut self,
+        _now: Instant,
+        request: ServerRequestId,
+        result: &RawValue,
+    ) -> Result<(), AnswerError> {
+        let entry = self.server_requests.get_mut(request).ok_or(AnswerError::NotPending)?;
+        let text = result.get().trim();
+        if !text.starts_with('{') {
+            return Err(AnswerError::NotObject);
+        }
+        match entry.kind {
+            ServerRequestKind::ElicitationForm => elicit::check_form_answer(&entry.params, text)?,
+            ServerRequestKind::Roots => roots::check_roots_answer(text)?,
+            _ => {}
+        }
+        // A line break can only be whitespace in valid JSON (strings escape them), and on
+        // stdio it would end the frame: the answer goes out on one line.
+        let text = text.replace(['\n', '\r'], " ");
+        let text = text.as_str();
+        if let Origin::Input { call, .. } = entry.origin {
+            entry.answer = Some(text.to_owned());
+            let waiting = self.server_requests.of_call(call).any(|(_, e)| e.answer.is_none());
+            if let (false, Some(slot)) = (waiting, self.requests.slot_of(call)) {
+                self.send_round(slot, call);
+            }
+            return Ok(());
+        }
+        if let Some(Entry { origin: Origin::Legacy { id }, .. }) =
+            self.server_requests.remove(request)
+        {
+            self.push_control(Control::Answer { id, result: text.to_owned() });
+        }
+        Ok(())
+    }
+
+    /// The host refuses a server request. A legacy request gets an error reply (sampling:
+    /// -1, "User rejected sampling request"); a modern call is not retried and fails with
+    /// `LocalError::InputRejected` (there is no error slot in `inputResponses`). To decline an
+    /// elicitation politely, answer `{"action":"decline"}` instead.
+    pub fn reject(&mut self, now: Instant, request: ServerRequestId) -> Result<(), AnswerError> {
+        let entry = self.server_requests.remove(request).ok_or(AnswerError::NotPending)?;
+        match entry.origin {
+            Origin::Legacy { id } => {
+                let (code, message) = match entry.kind {
+                    ServerRequestKind::Sampling => {
+                        (USER_REJECTED, "User rejected sampling request")
+                    }
+                    _ => (INTERNAL, "the client refused the request"),
+                };
+                self.push_control(Control::Refuse { id, code, message });
+            }
+            Origin::Input { call, .. } => {
+                if let Some(slot) = self.requests.slot_of(call) {
+                    let e = CallError::Local(LocalError::InputRejected);
+                    self.finish(now, slot, Ended::Abandoned, Outcome::Failed(e));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The transport closed: the legacy requests' ids mean nothing to a new process or
+    /// session, so they end (`ServerRequestExpired`) and nothing is sent for them.
+    pub(super) fn forget_legacy_requests(&mut self) {
+        for request in self.server_requests.drain_legacy() {
+            self.events.server_request_expired(request);
+        }
+    }
+
+    /// Legacy server requests whose deadline passed: the server is told with a timeout error,
+    /// the host with `ServerRequestExpired`.
+    pub(super) fn expire_server_requests(&mut self, now: Instant) {
+        while self.server_requests.next_deadline().is_some_and(|d| d <= now) {
+            let due = self
+                .server_requests
+                .slab
+                .iter()
+                .find(|(_, e)| matches!(e.origin, Origin::Legacy { .. }) && e.deadline <= now);
+            let Some((slot, e)) = due else { return };
+            let request = ServerRequestId { slot: slot as u32, generation: e.generation };
+            if let Some(Entry { origin: Origin::Legacy { id }, .. }) =
+                self.server_requests.remove(request)
+            {
+                let message = "the client did not answer in time";
+                self.push_control(Control::Refuse { id, code: TIMED_OUT, message });
+                self.events.server_request_expired(request);
+            }
+        }
+    }
+}

@@ -1,0 +1,435 @@
+//! Server requests with a scripted peer and simulated time: `input_required` rounds (modern)
+//! and JSON-RPC server requests (legacy), answered, rejected, refused and timed out.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::tests::{discover_result, raw, Harness};
+use super::*;
+use crate::config::ServerRequestKinds;
+use crate::error::AnswerError;
+
+fn config() -> Config {
+    Config { answers: ServerRequestKinds::all(), ..Config::default() }
+}
+
+fn elicit(message: &str) -> Value {
+    json!({"method": "elicitation/create", "params": {"message": message,
+        "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}})
+}
+
+/// A server request as the host saw it: handle, call, params.
+struct Ask(ServerRequestId, Option<CallId>, Value);
+
+/// Drains events: the server requests and the rest described.
+fn drain(h: &mut Harness) -> (Vec<Ask>, Vec<String>) {
+    let (mut asks, mut rest) = (Vec::new(), Vec::new());
+    while let Some(e) = h.engine.poll_event() {
+        match e {
+            Event::ServerRequest { request, call, params, .. } => {
+                asks.push(Ask(request, call, serde_json::from_str(params).unwrap()))
+            }
+            other => rest.push(super::tests::describe(&other)),
+        }
+    }
+    (asks, rest)
+}
+
+fn answer(h: &mut Harness, request: ServerRequestId, v: Value) -> Result<(), AnswerError> {
+    let r = h.engine.answer(h.now, request, raw(&v.to_string()));
+    h.flush();
+    r
+}
+
+const ACCEPT: &str = r#"{"action":"accept","content":{"ok":true}}"#;
+
+#[test]
+fn input_required_round_trip_retries_with_responses_and_exact_state() {
+    let mut h = Harness::ready_with(config());
+    let caps = {
+        let c = h.call("deploy", r#"{"env":"prod"}"#);
+        let first = h.sent_one();
+        let caps = first["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"].clone();
+        // The state has escapes: it must come back as the very same bytes.
+        let frame = format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{"resultType":"input_required","inputRequests":{{"confirm":{},"where":{{"method":"roots/list"}}}},"requestState":"s\u00e9\"x"}}}}"#,
+            first["id"],
+            elicit("sure?")
+        );
+        h.engine.handle_message(h.now, frame.as_bytes());
+        h.flush();
+        let (asks, rest) = drain(&mut h);
+        assert!(rest.is_empty(), "{rest:?}");
+        assert_eq!(asks.len(), 2, "one event per input request");
+        assert!(asks.iter().all(|a| a.1 == Some(c)));
+        assert_eq!(asks[0].2["message"], "sure?");
+        answer(&mut h, asks[0].0, serde_json::from_str(ACCEPT).unwrap()).unwrap();
+        assert!(h.take_sent().is_empty(), "one input still unanswered");
+        answer(&mut h, asks[1].0, json!({"roots": []})).unwrap();
+        h.buf.clear();
+        let retry = h.sent_one();
+        assert_ne!(retry["id"], first["id"], "a new JSON-RPC id");
+        assert_eq!(retry["params"]["arguments"], json!({"env": "prod"}));
+        assert_eq!(
+            retry["params"]["inputResponses"]["confirm"],
+            json!({"action": "accept", "content": {"ok": true}})
+        );
+        assert_eq!(retry["params"]["inputResponses"]["where"], json!({"roots": []}));
+        assert!(retry["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"].is_string());
+        h.reply(&retry, json!({"content": [{"type": "text", "text": "done"}]}));
+        match h.engine.poll_event() {
+            Some(Event::CallDone { call, record, .. }) => {
+                assert_eq!((call, record.rounds, record.attempts), (c, 1, 2));
+            }
+            other => panic!("{other:?}"),
+        }
+        // A second answer to a request already sent goes nowhere.
+        assert_eq!(answer(&mut h, asks[0].0, json!({})), Err(AnswerError::NotPending));
+        caps
+    };
+    assert_eq!(caps, json!({"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}));
+}
+
+#[test]
+fn the_retried_state_is_the_servers_bytes() {
+    let mut h = Harness::ready_with(config());
+    h.call("t", "{}");
+    let first = h.sent_one();
+    let frame = format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{{"resultType":"input_required","requestState":"a\/b\u0041"}}}}"#,
+        first["id"]
+    );
+    h.engine.handle_message(h.now, frame.as_bytes());
+    h.buf.clear();
+    let _ = h.engine.poll_transmit(h.now, &mut h.buf).unwrap();
+    let text = String::from_utf8(h.buf.clone()).unwrap();
+    assert!(text.contains(r#""requestState":"a\/b\u0041""#), "{text}");
+}
+
+#[test]
+fn two_rounds_send_only_the_latest_responses_and_no_state_when_none_came() {
+    let mut h = Harness::ready_with(config());
+    let c = h.call("t", r#"{"x":1}"#);
+    let first = h.sent_one();
+    let ask = json!({"resultType": "input_required", "inputRequests": {"a": elicit("one")}, "requestState": "r1"});
+    h.reply(&first, ask);
+    let (asks, _) = drain(&mut h);
+    answer(&mut h, asks[0].0, serde_json::from_str(ACCEPT).unwrap()).unwrap();
+    let second = h.sent_one();
+    assert_eq!(second["params"]["requestState"], "r1");
+    h.reply(
+        &second,
+        json!({"resultType": "input_required", "inputRequests": {"b": elicit("two")}}),
+    );
+    let (asks, _) = drain(&mut h);
+    assert_eq!(asks.len(), 1);
+    answer(&mut h, asks[0].0, json!({"action": "decline"})).unwrap();
+    let third = h.sent_one();
+    let ids = [&first["id"], &second["id"], &third["id"]];
+    assert!(ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2]);
+    assert!(third["params"].get("requestState").is_none(), "the server sent none this round");
+    assert_eq!(third["params"]["inputResponses"], json!({"b": {"action": "decline"}}));
+    assert_eq!(third["params"]["arguments"], json!({"x": 1}));
+    h.reply(&third, json!({"content": []}));
+    match h.engine.poll_event() {
+        Some(Event::CallDone { call, record, .. }) => assert_eq!((call, record.rounds), (c, 2)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn rounds_past_the_bound_fail_the_call() {
+    let mut h = Harness::ready_with(Config { max_input_rounds: 1, ..config() });
+    let c = h.call("t", "{}");
+    let first = h.sent_one();
+    h.reply(&first, json!({"resultType": "input_required", "requestState": "again"}));
+    let second = h.sent_one();
+    h.reply(&second, json!({"resultType": "input_required", "requestState": "again"}));
+    assert!(h.take_sent().is_empty(), "no third attempt");
+    match h.engine.poll_event() {
+        Some(Event::CallFailed { call, error, record }) => {
+            assert_eq!(call, c);
+            assert_eq!(error, CallError::Local(LocalError::TooManyInputRounds));
+            assert_eq!(record.rounds, 1);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn cancel_or_deadline_during_a_round_ends_the_call_and_forgets_its_requests() {
+    let mut h = Harness::ready_with(config());
+    let opts = CallOptions::timeout(Duration::from_secs(5));
+    let a = h.engine.call_tool(h.now, "t", raw("{}"), &opts).unwrap();
+    let b = h.engine.call_tool(h.now, "t", raw("{}"), &opts).unwrap();
+    let sent = h.take_sent();
+    for s in &sent {
+        h.reply(s, json!({"resultType": "input_required", "inputRequests": {"k": elicit("?")}}));
+    }
+    let (asks, _) = drain(&mut h);
+    assert_eq!(asks.iter().map(|a| a.1).collect::<Vec<_>>(), [Some(a), Some(b)]);
+    h.engine.cancel(h.now, a).unwrap();
+    // Nothing is in flight on the server between rounds: there is nothing to cancel there.
+    assert!(h.take_sent().is_empty());
+    assert_eq!(h.events(), [format!("failed {} cancelled", a.get())]);
+    assert_eq!(
+        answer(&mut h, asks[0].0, json!({"action": "cancel"})),
+        Err(AnswerError::NotPending)
+    );
+    h.advance(Duration::from_secs(6));
+    assert_eq!(h.events(), [format!("failed {} deadline_exceeded", b.get())]);
+    assert_eq!(
+        answer(&mut h, asks[1].0, json!({"action": "cancel"})),
+        Err(AnswerError::NotPending)
+    );
+    assert!(h.take_sent().is_empty());
+}
+
+#[test]
+fn parallel_flows_of_one_tool_keep_their_own_state_and_answers() {
+    let mut h = Harness::ready_with(config());
+    let a = h.call("t", r#"{"n":"a"}"#);
+    let b = h.call("t", r#"{"n":"b"}"#);
+    let plain = h.call("other", "{}");
+    let sent = h.take_sent();
+    h.reply(&sent[0], json!({"resultType": "input_required", "inputRequests": {"k": elicit("a?")}, "requestState": "A"}));
+    h.reply(&sent[1], json!({"resultType": "input_required", "inputRequests": {"k": elicit("b?")}, "requestState": "B"}));
+    let (asks, _) = drain(&mut h);
+    let for_b = asks.iter().find(|x| x.1 == Some(b)).unwrap().0;
+    answer(&mut h, for_b, json!({"action": "decline"})).unwrap();
+    let retry_b = h.sent_one();
+    assert_eq!(retry_b["params"]["arguments"], json!({"n": "b"}));
+    assert_eq!(retry_b["params"]["requestState"], "B");
+    assert_eq!(retry_b["params"]["inputResponses"], json!({"k": {"action": "decline"}}));
+    let for_a = asks.iter().find(|x| x.1 == Some(a)).unwrap().0;
+    answer(&mut h, for_a, serde_json::from_str(ACCEPT).unwrap()).unwrap();
+    let retry_a = h.sent_one();
+    assert_eq!(retry_a["params"]["requestState"], "A");
+    assert_eq!(retry_a["params"]["arguments"], json!({"n": "a"}));
+    assert!(sent[2]["params"].get("inputResponses").is_none());
+    h.reply(&sent[2], json!({"content": []}));
+    assert_eq!(h.events(), [format!("done {} {{\"content\":[]}}", plain.get())]);
+}
+
+#[test]
+fn an_undeclared_input_kind_fails_the_call_and_only_declared_kinds_are_advertised() {
+    let answers = ServerRequestKinds { elicitation_form: true, ..Default::default() };
+    let caps = r#"{"sampling":{},"experimental":{"x":{}}}"#.to_owned();
+    let mut h = Harness::ready_with(Config { answers, client_capabilities: caps, ..config() });
+    let c = h.call("t", "{}");
+    let first = h.sent_one();
+    assert_eq!(
+        first["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"],
+        json!({"experimental": {"x": {}}, "elicitation": {"form": {}}}),
+        "sampling is not answered, so it is not declared"
+    );
+    let sample =
+        json!({"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}});
+    h.reply(&first, json!({"resultType": "input_required", "inputRequests": {"s": sample}}));
+    assert_eq!(h.events(), [format!("failed {} undeclared_input_request", c.get())]);
+}
+
+#[test]
+fn a_form_answer_that_does_not_fit_the_schema_is_refused_locally() {
+    let mut h = Harness::ready_with(config());
+    h.call("t", "{}");
+    let first = h.sent_one();
+    h.reply(&first, json!({"resultType": "input_required", "inputRequests": {"k": elicit("?")}}));
+    let (asks, _) = drain(&mut h);
+    let bad = json!({"action": "accept", "content": {"ok": "yes"}});
+    assert_eq!(
+        answer(&mut h, asks[0].0, bad),
+        Err(AnswerError::Mismatch {
+            field: "ok".into(),
+            reason: "wrong type for the requested schema"
+        })
+    );
+    assert!(h.take_sent().is_empty());
+    answer(&mut h, asks[0].0, serde_json::from_str(ACCEPT).unwrap()).unwrap();
+    assert_eq!(h.take_sent().len(), 1, "a fitting answer still goes");
+}
+
+#[test]
+fn a_root_that_is_not_a_file_uri_is_refused_locally() {
+    let mut h = legacy(ServerRequestKinds { roots: true, ..Default::default() });
+    h.peer(json!({"jsonrpc": "2.0", "id": 1, "method": "roots/list"}));
+    let (asks, _) = drain(&mut h);
+    let web = json!({"roots": [{"uri": "https://example.com/"}]});
+    assert_eq!(
+        answer(&mut h, asks[0].0, web),
+        Err(AnswerError::Mismatch {
+            field: "roots[0].uri".into(),
+            reason: "must be a file:// URI"
+        })
+    );
+    assert!(h.take_sent().is_empty());
+}
+
+#[test]
+fn rejecting_an_input_request_ends_the_call_without_a_retry() {
+    let mut h = Harness::ready_with(config());
+    let c = h.call("t", "{}");
+    let first = h.sent_one();
+    h.reply(&first, json!({"resultType": "input_required", "inputRequests": {"k": elicit("?")}}));
+    let (asks, _) = drain(&mut h);
+    h.engine.reject(h.now, asks[0].0).unwrap();
+    assert!(h.take_sent().is_empty());
+    assert_eq!(h.events(), [format!("failed {} input_rejected", c.get())]);
+}
+
+// ----- legacy server requests ----------------------------------------------------------------
+
+fn legacy(answers: ServerRequestKinds) -> Harness {
+    let mut h =
+        Harness::new(Config { era: EraPreference::LegacyOnly, answers, ..Config::default() });
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let init = h.sent_one();
+    assert_eq!(init["params"]["capabilities"], json!(answers_caps(answers)));
+    h.reply(&init, json!({"protocolVersion": "2025-11-25", "capabilities": {}}));
+    h.take_sent();
+    assert_eq!(h.events(), ["ready legacy 2025-11-25"]);
+    h
+}
+
+fn answers_caps(a: ServerRequestKinds) -> Value {
+    serde_json::from_str(&a.capabilities("{}")).unwrap()
+}
+
+#[test]
+fn legacy_requests_go_to_the_host_and_the_answer_carries_the_servers_id() {
+    let mut h = legacy(ServerRequestKinds::all());
+    let params = json!({"message": "name?", "requestedSchema": {"type": "object",
+        "properties": {"name": {"type": "string", "default": "Ann"}}}});
+    h.peer(
+        json!({"jsonrpc": "2.0", "id": "srv-1", "method": "elicitation/create", "params": params}),
+    );
+    h.peer(json!({"jsonrpc": "2.0", "id": 7, "method": "roots/list"}));
+    assert!(h.take_sent().is_empty(), "nothing until the host answers");
+    let (asks, rest) = drain(&mut h);
+    assert!(rest.is_empty());
+    assert_eq!((asks[0].1, &asks[0].2), (None, &params));
+    let defaults = crate::elicitation_defaults(&params.to_string()).unwrap();
+    h.engine.answer(h.now, asks[0].0, raw(&defaults)).unwrap();
+    // Pretty-printed by the host: it must still leave as one line (the harness checks).
+    h.engine.answer(h.now, asks[1].0, raw("{\"roots\":\r\n [{\"uri\":\"file:///w\"}]\n}")).unwrap();
+    let sent = h.take_sent();
+    assert_eq!(
+        sent,
+        [
+            json!({"jsonrpc": "2.0", "id": "srv-1", "result": {"action": "accept", "content": {"name": "Ann"}}}),
+            json!({"jsonrpc": "2.0", "id": 7, "result": {"roots": [{"uri": "file:///w"}]}}),
+        ]
+    );
+    assert_eq!(h.engine.stats().server_requests, 2);
+}
+
+#[test]
+fn legacy_requests_of_undeclared_kinds_are_refused_as_the_spec_says() {
+    let answers = ServerRequestKinds { elicitation_form: true, ..Default::default() };
+    let mut h = legacy(answers);
+    h.peer(json!({"jsonrpc": "2.0", "id": 1, "method": "sampling/createMessage", "params": {}}));
+    h.peer(json!({"jsonrpc": "2.0", "id": 2, "method": "roots/list"}));
+    h.peer(json!({"jsonrpc": "2.0", "id": 3, "method": "elicitation/create",
+        "params": {"mode": "url", "message": "m", "url": "https://x", "elicitationId": "e"}}));
+    h.peer(json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}));
+    let codes: Vec<Value> = h
+        .take_sent()
+        .iter()
+        .map(|f| f.get("error").map_or(json!("ok"), |e| e["code"].clone()))
+        .collect();
+    assert_eq!(codes, [json!(-32601), json!(-32601), json!(-32602), json!("ok")]);
+    assert!(h.events().is_empty());
+}
+
+#[test]
+fn an_unanswered_legacy_request_times_out_on_both_sides() {
+    let answers = ServerRequestKinds { sampling: true, ..Default::default() };
+    let mut h = legacy(answers);
+    let timeout = h.engine.config().server_request_timeout;
+    h.peer(json!({"jsonrpc": "2.0", "id": 9, "method": "sampling/createMessage",
+        "params": {"messages": [], "maxTokens": 1}}));
+    let (asks, _) = drain(&mut h);
+    assert_eq!(h.engine.poll_timeout(), Some(h.now + timeout));
+    h.advance(timeout - Duration::from_millis(1));
+    assert!(h.take_sent().is_empty());
+    h.advance(Duration::from_millis(1));
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 1);
+    assert_eq!((&sent[0]["id"], &sent[0]["error"]["code"]), (&json!(9), &json!(-32001)));
+    assert_eq!(h.events(), ["expired"]);
+    assert_eq!(h.engine.answer(h.now, asks[0].0, raw("{}")), Err(AnswerError::NotPending));
+    assert_eq!(h.engine.poll_timeout(), None);
+}
+
+#[test]
+fn legacy_requests_end_with_their_transport() {
+    let answers = ServerRequestKinds { roots: true, ..Default::default() };
+    let mut h = legacy(answers);
+    h.peer(json!({"jsonrpc": "2.0", "id": 3, "method": "roots/list"}));
+    let (asks, _) = drain(&mut h);
+    h.engine.handle_transport(h.now, TransportEvent::closed(super::tests::exit(1)));
+    h.flush();
+    assert!(h.events().iter().any(|e| e == "expired"));
+    assert_eq!(h.engine.answer(h.now, asks[0].0, raw("{}")), Err(AnswerError::NotPending));
+    assert!(h.take_sent().iter().all(|f| f.get("id") != Some(&json!(3))), "nothing for id 3");
+}
+
+#[test]
+fn a_huge_server_request_timeout_does_not_overflow_the_clock() {
+    let answers = ServerRequestKinds { roots: true, ..Default::default() };
+    let mut h = Harness::new(Config {
+        era: EraPreference::LegacyOnly,
+        answers,
+        server_request_timeout: Duration::MAX,
+        ..Config::default()
+    });
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let init = h.sent_one();
+    h.reply(&init, json!({"protocolVersion": "2025-11-25", "capabilities": {}}));
+    h.peer(json!({"jsonrpc": "2.0", "id": 1, "method": "roots/list"}));
+    assert!(h.engine.poll_timeout().is_some_and(|t| t > h.now));
+}
+
+#[test]
+fn a_rejected_sampling_request_gets_the_user_rejected_error() {
+    let answers = ServerRequestKinds { sampling: true, ..Default::default() };
+    let mut h = legacy(answers);
+    h.peer(json!({"jsonrpc": "2.0", "id": 5, "method": "sampling/createMessage", "params": {}}));
+    let (asks, _) = drain(&mut h);
+    h.engine.reject(h.now, asks[0].0).unwrap();
+    let sent = h.sent_one();
+    assert_eq!(sent["error"]["code"], -1);
+    assert_eq!(h.engine.reject(h.now, asks[0].0), Err(AnswerError::NotPending));
+}
+
+#[test]
+fn a_full_table_refuses_more_legacy_requests() {
+    let answers = ServerRequestKinds { roots: true, ..Default::default() };
+    let mut h = Harness::new(Config {
+        era: EraPreference::LegacyOnly,
+        answers,
+        max_server_requests: 1,
+        ..Config::default()
+    });
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let init = h.sent_one();
+    h.reply(&init, json!({"protocolVersion": "2025-11-25", "capabilities": {}}));
+    h.take_sent();
+    h.peer(json!({"jsonrpc": "2.0", "id": 1, "method": "roots/list"}));
+    h.peer(json!({"jsonrpc": "2.0", "id": 2, "method": "roots/list"}));
+    let sent = h.take_sent();
+    assert_eq!((&sent[0]["id"], &sent[0]["error"]["code"]), (&json!(2), &json!(-32603)));
+}
+
+#[test]
+fn modern_discover_declares_the_answered_kinds_too() {
+    let mut h = Harness::new(config());
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    assert_eq!(
+        probe["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"],
+        answers_caps(ServerRequestKinds::all())
+    );
+    h.reply(&probe, discover_result());
+}

@@ -1,0 +1,152 @@
+//! Form-mode elicitation: an answer built from the requested schema's defaults, and the local
+//! check that an answer fits the requested schema before it is sent.
+//!
+//! The requested schema of a form elicitation is a flat object of primitive properties
+//! (string, number, integer, boolean, string enums and string-array multi-selects); only that
+//! shape is checked here. Full JSON Schema validation is not this module's job.
+
+use serde_json::{Map, Value};
+
+use crate::error::AnswerError;
+
+/// The answer a user gives by accepting every default: `{"action":"accept","content":{..}}`
+/// with each property of `params.requestedSchema` that has a `default` (string, integer,
+/// number, enum, boolean) set to it. `None` when `params` is not an elicitation's params.
+pub fn elicitation_defaults(params: &str) -> Option<String> {
+    let params: Value = serde_json::from_str(params).ok()?;
+    let schema = params.get("requestedSchema")?.as_object()?;
+    let mut content = Map::new();
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (name, prop) in props {
+            if let Some(d) = prop.get("default").filter(|d| fits(prop, d).is_ok()) {
+                content.insert(name.clone(), d.clone());
+            }
+        }
+    }
+    let answer = serde_json::json!({"action": "accept", "content": content});
+    Some(answer.to_string())
+}
+
+/// Checks an `ElicitResult` against the request's `requestedSchema`: a known `action`, and for
+/// `accept` a `content` object whose members are declared properties of the right type, with
+/// every required property present.
+pub(crate) fn check_form_answer(params: &str, answer: &str) -> Result<(), AnswerError> {
+    let mismatch = |field: &str, reason| Err(AnswerError::Mismatch { field: field.into(), reason });
+    let answer: Value = serde_json::from_str(answer).map_err(|_| AnswerError::NotObject)?;
+    let answer = answer.as_object().ok_or(AnswerError::NotObject)?;
+    match answer.get("action").and_then(Value::as_str) {
+        Some("accept") => {}
+        Some("decline" | "cancel") => return Ok(()),
+        _ => return mismatch("action", "must be \"accept\", \"decline\" or \"cancel\""),
+    }
+    let empty = Map::new();
+    let content = match answer.get("content") {
+        None => &empty,
+        Some(Value::Object(c)) => c,
+        Some(_) => return mismatch("content", "must be an object"),
+    };
+    let params: Value = serde_json::from_str(params).unwrap_or(Value::Null);
+    let schema = params.get("requestedSchema");
+    let props = schema.and_then(|s| s.get("properties")).and_then(Value::as_object);
+    for (name, value) in content {
+        let Some(prop) = props.and_then(|p| p.get(name)) else {
+            return mismatch(name, "not a property of the requested schema");
+        };
+        if let Err(reason) = fits(prop, value) {
+            return mismatch(name, reason);
+        }
+    }
+    let required = schema.and_then(|s| s.get("required")).and_then(Value::as_array);
+    for name in required.into_iter().flatten().filter_map(Value::as_str) {
+        if !content.contains_key(name) {
+            return mismatch(name, "required by the requested schema and missing");
+        }
+    }
+    Ok(())
+}
+
+/// Whether `value` fits one primitive property schema.
+fn fits(prop: &Value, value: &Value) -> Result<(), &'static str> {
+    let ok = match prop.get("type").and_then(Value::as_str) {
+        Some("string") => value.is_string(),
+        Some("integer") => value.is_i64() || value.is_u64(),
+        Some("number") => value.is_number(),
+        Some("boolean") => value.is_boolean(),
+        Some("array") => value.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
+        // An untyped property is not something this check can judge.
+        _ => true,
+    };
+    if !ok {
+        return Err("wrong type for the requested schema");
+    }
+    let allowed: Vec<&Value> = match (prop.get("enum"), prop.get("oneOf")) {
+        (Some(Value::Array(e)), _) => e.iter().collect(),
+        (_, Some(Value::Array(o))) => o.iter().filter_map(|c| c.get("const")).collect(),
+        _ => Vec::new(),
+    };
+    let listed = |v: &Value| allowed.is_empty() || allowed.contains(&v);
+    let in_enum = match value {
+        Value::Array(items) => items.iter().all(|i| {
+            let e = prop.get("items").and_then(|i| i.get("enum")).and_then(Value::as_array);
+            e.is_none_or(|e| e.contains(i))
+        }),
+        v => listed(v),
+    };
+    if !in_enum {
+        return Err("not one of the allowed values");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn params() -> String {
+        json!({"message": "m", "requestedSchema": {"type": "object", "properties": {
+            "name": {"type": "string", "default": "John Doe"},
+            "age": {"type": "integer", "default": 30},
+            "score": {"type": "number", "default": 95.5},
+            "status": {"type": "string", "enum": ["active", "inactive"], "default": "active"},
+            "verified": {"type": "boolean", "default": true},
+            "nick": {"type": "string"}
+        }, "required": ["name"]}})
+        .to_string()
+    }
+
+    #[test]
+    fn defaults_fill_every_kind_that_has_one() {
+        let a: Value = serde_json::from_str(&elicitation_defaults(&params()).unwrap()).unwrap();
+        assert_eq!(
+            a,
+            json!({"action": "accept", "content": {"name": "John Doe", "age": 30,
+                "score": 95.5, "status": "active", "verified": true}})
+        );
+        assert!(check_form_answer(&params(), &a.to_string()).is_ok());
+        assert_eq!(elicitation_defaults("{\"message\":\"no schema\"}"), None);
+    }
+
+    #[test]
+    fn a_mismatch_names_the_field() {
+        let check = |content: Value| {
+            check_form_answer(
+                &params(),
+                &json!({"action": "accept", "content": content}).to_string(),
+            )
+        };
+        let field = |r: Result<(), AnswerError>| match r {
+            Err(AnswerError::Mismatch { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(field(check(json!({"name": "a", "age": "thirty"}))), "age");
+        assert_eq!(field(check(json!({"name": "a", "age": 1.5}))), "age");
+        assert_eq!(field(check(json!({"name": "a", "status": "gone"}))), "status");
+        assert_eq!(field(check(json!({"name": "a", "extra": 1}))), "extra");
+        assert_eq!(field(check(json!({"age": 3}))), "name");
+        assert_eq!(field(check_form_answer(&params(), r#"{"action":"maybe"}"#)), "action");
+        assert!(check_form_answer(&params(), r#"{"action":"decline"}"#).is_ok());
+        assert_eq!(check_form_answer(&params(), "[1]"), Err(AnswerError::NotObject));
+    }
+}
