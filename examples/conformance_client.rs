@@ -18,29 +18,22 @@
 //! Only mcpoll's public API is used: no JSON-RPC is written here and no protocol header is set
 //! by hand. Server requests (legacy elicitation, `input_required` rounds) are answered as a
 //! host without a user would (`wait_answering`). Where mcpoll cannot yet do what a scenario
-//! asks, the scenario fails; `tests/conformance/expected-failures-*.yaml` lists those. OAuth (`auth/*`)
-//! runs `mcpoll::oauth`'s flow, driven here over blocking loopback HTTP until the HTTP driver
-//! drives it itself (issue 12): a 401 or 403 ends the call with its challenge, the flow gets a
-//! token, and the scenario starts again on a new connection that sends it. Each step is
-//! printed to stdout, which the harness keeps beside the scenario's checks. `unwrap`s on the
-//! harness's own input are for this test tool only.
+//! asks, the scenario fails; `tests/conformance/expected-failures-*.yaml` lists those. OAuth
+//! (`auth/*`) is configuration only: the HTTP driver runs `mcpoll::oauth`'s flow on a 401 or
+//! 403 and sends the refused requests again with the token; the one thing a host supplies is
+//! the [`Authorizer`], here a headless one that follows the authorization URL with its own
+//! HTTP GET. Each step is printed to stdout, which the harness keeps beside the scenario's
+//! checks. `unwrap`s on the harness's own input are for this test tool only.
 
-use std::cell::RefCell;
-use std::fmt;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::ExitCode;
-use std::rc::Rc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use mcpoll::oauth::{
-    Action, Authorizer, HttpMethod, HttpResponse, JwtAlgorithm, OAuthConfig, OAuthFlow,
-    PreRegistered, SigningKey,
-};
+use mcpoll::oauth::{Authorizer, JwtAlgorithm, OAuthConfig, PreRegistered, SigningKey};
 use mcpoll::{
-    elicitation_defaults, AuthChallenge, BlockingError, CallError, CallId, CallOptions, Config,
-    EraPreference, Event, Host, HttpOptions, Method, OwnedResult, PeerError, ServerId,
-    ServerRequestKind, ServerRequestKinds, ServerState, TokenProvider,
+    elicitation_defaults, BlockingError, CallId, CallOptions, Config, EraPreference, Event, Host,
+    HttpOptions, Method, OwnedResult, ServerId, ServerRequestKind, ServerRequestKinds, ServerState,
 };
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -49,39 +42,8 @@ use serde_json::{json, Value};
 /// ends well inside the harness's 30 s per scenario.
 const CALL_TIMEOUT: Duration = Duration::from_secs(8);
 
-/// Why a scenario stopped: text, and for a 401 or 403 the server's challenge.
-#[derive(Debug)]
-struct Failure {
-    text: String,
-    auth: Option<(u16, Box<AuthChallenge>)>,
-}
-
-impl From<String> for Failure {
-    fn from(text: String) -> Self {
-        Self { text, auth: None }
-    }
-}
-
-impl From<&str> for Failure {
-    fn from(text: &str) -> Self {
-        text.to_owned().into()
-    }
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
-/// The auth challenge inside a call's error, if it is one.
-fn challenge_of(error: &CallError) -> Option<(u16, Box<AuthChallenge>)> {
-    match error {
-        CallError::Peer(PeerError::AuthRequired(c)) => Some((401, c.clone())),
-        CallError::Peer(PeerError::Forbidden(c)) => Some((403, c.clone())),
-        _ => None,
-    }
-}
+/// Why a scenario stopped.
+type Failure = String;
 
 struct Client {
     host: Host,
@@ -93,7 +55,7 @@ impl Client {
     fn connect(
         url: &str,
         protocol_version: &str,
-        tokens: Option<Box<dyn TokenProvider>>,
+        oauth: Option<OAuthConfig>,
     ) -> Result<Self, Failure> {
         // Dated revisions up to 2025-11-25 are the initialize era; later ones are stateless.
         let era = if protocol_version <= "2025-11-25" {
@@ -110,7 +72,9 @@ impl Client {
         };
         let mut host = Host::new().map_err(|e| format!("poll: {e}"))?;
         let mut options = HttpOptions::new(url);
-        options.token_provider = tokens;
+        if let Some(config) = oauth {
+            options = options.oauth(config).authorizer(Box::new(Follow));
+        }
         let server =
             host.add_http_server(options, config).map_err(|e| format!("add_http_server: {e}"))?;
         let state = host.wait_ready(server, CALL_TIMEOUT * 2).map_err(|e| e.to_string())?;
@@ -118,11 +82,10 @@ impl Client {
         if !matches!(state, ServerState::Ready(..)) {
             while let Some((_, event)) = host.poll_event() {
                 if let mcpoll::Event::Closed { error } = event {
-                    let auth = challenge_of(&error);
-                    return Err(Failure { text: format!("not ready: {error}"), auth });
+                    return Err(format!("not ready: {error}"));
                 }
             }
-            return Err(format!("not ready: {state}").into());
+            return Err(format!("not ready: {state}"));
         }
         Ok(Self { host, server, opts: CallOptions::default() })
     }
@@ -137,13 +100,7 @@ impl Client {
             Ok(r) => println!("{what}: {:?} {}", r.result_type, r.json),
             Err(e) => println!("{what}: failed: {e}"),
         }
-        outcome.map_err(|e| {
-            let auth = match &e {
-                BlockingError::Call(error) => challenge_of(error),
-                _ => None,
-            };
-            Failure { text: format!("{what}: {e}"), auth }
-        })
+        outcome.map_err(|e| format!("{what}: {e}"))
     }
 
     /// A listing's items (`tools`, `resources`, `prompts`), pagination followed by mcpoll.
@@ -256,35 +213,11 @@ fn arguments_for(schema: &Value) -> Value {
 }
 
 fn run(scenario: &str, url: &str, version: &str, context: &Value) -> Result<(), Failure> {
-    if !scenario.starts_with("auth/") {
-        return run_once(scenario, url, version, context, None);
-    }
-    let flow = Rc::new(RefCell::new(oauth_flow(url, context)?));
-    // Each round ends at a 401 or 403 (then the flow runs and the scenario starts again with
-    // the token) or with the scenario's outcome; the flow's own bound stops a server that
-    // never accepts.
-    for _ in 0..8 {
-        let tokens = Box::new(FlowTokens(flow.clone()));
-        match run_once(scenario, url, version, context, Some(tokens)) {
-            Err(Failure { auth: Some((status, challenge)), text }) => {
-                println!("oauth: {text}; authorizing");
-                drive(&mut flow.borrow_mut(), status, &challenge)
-                    .map_err(|e| format!("oauth: {e}"))?;
-            }
-            outcome => return outcome,
-        }
-    }
-    Err("oauth: too many rounds".into())
-}
-
-fn run_once(
-    scenario: &str,
-    url: &str,
-    version: &str,
-    context: &Value,
-    tokens: Option<Box<dyn TokenProvider>>,
-) -> Result<(), Failure> {
-    let mut c = Client::connect(url, version, tokens)?;
+    let oauth = match scenario.starts_with("auth/") {
+        true => Some(oauth_config(url, context)?),
+        false => None,
+    };
+    let mut c = Client::connect(url, version, oauth)?;
     match scenario {
         // The handshake itself is what is checked.
         "initialize" => {}
@@ -355,10 +288,10 @@ fn run_once(
     Ok(())
 }
 
-/// The flow for `url`, set up from the scenario's context: pre-registered credentials or
+/// The OAuth configuration for `url`, from the scenario's context: pre-registered credentials or
 /// client credentials when the harness gives them, else the authorization code grant with the
 /// suite's Client ID Metadata Document URL (used only where the server advertises support).
-fn oauth_flow(url: &str, context: &Value) -> Result<OAuthFlow, String> {
+fn oauth_config(url: &str, context: &Value) -> Result<OAuthConfig, String> {
     let field = |name: &str| context[name].as_str().map(String::from);
     let scenario = field("name").unwrap_or_default();
     let mut config = if scenario.starts_with("auth/client-credentials") {
@@ -384,60 +317,7 @@ fn oauth_flow(url: &str, context: &Value) -> Result<OAuthFlow, String> {
         config
     };
     config.client_name = "mcpoll-conformance-client".into();
-    let unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    OAuthFlow::new(config, Instant::now(), unix).map_err(|e| e.to_string())
-}
-
-/// Tokens from the flow for the HTTP driver. The driver asks for a fresh token after a 401
-/// without passing the challenge, so a refresh runs the flow only when a token was held
-/// (the server stopped accepting it: rediscovery finds a moved authorization server); a first
-/// 401 goes back to `run` with its challenge instead.
-#[derive(Debug)]
-struct FlowTokens(Rc<RefCell<OAuthFlow>>);
-
-impl TokenProvider for FlowTokens {
-    fn token(&mut self) -> Option<String> {
-        self.0.borrow().bearer(Instant::now()).map(|t| t.expose().to_owned())
-    }
-
-    fn refresh(&mut self) -> Option<String> {
-        self.token()?;
-        let mut flow = self.0.borrow_mut();
-        if let Err(e) = drive(&mut flow, 401, &AuthChallenge::default()) {
-            println!("oauth: refresh: {e}");
-            return None;
-        }
-        flow.bearer(Instant::now()).map(|t| t.expose().to_owned())
-    }
-}
-
-/// Runs the flow to its end over blocking HTTP.
-fn drive(flow: &mut OAuthFlow, status: u16, challenge: &AuthChallenge) -> Result<(), String> {
-    flow.handle_challenge(Instant::now(), status, challenge);
-    loop {
-        match flow.poll_action() {
-            Some(Action::Send(req)) => {
-                let method = if req.method == HttpMethod::Get { "GET" } else { "POST" };
-                println!("oauth: {method} {}", req.url);
-                match http(method, &req.url, &req.headers, &req.body) {
-                    Ok(reply) => {
-                        println!("oauth: -> {}", reply.status);
-                        let response = HttpResponse { status: reply.status, body: &reply.body };
-                        flow.handle_response(Instant::now(), req.id, response);
-                    }
-                    Err(e) => {
-                        println!("oauth: {e}");
-                        flow.handle_transport_error(Instant::now(), req.id);
-                    }
-                }
-            }
-            Some(Action::Authorize(url)) => flow.authorize_with(Instant::now(), &url, &mut Follow),
-            Some(Action::Ready) => return Ok(()),
-            Some(Action::Failed(e)) => return Err(e.to_string()),
-            Some(_) => {}
-            None => return Err("the flow stalled".into()),
-        }
-    }
+    Ok(config)
 }
 
 /// The headless authorizer: GET the authorization URL and take the redirect it answers with,
@@ -447,73 +327,44 @@ struct Follow;
 impl Authorizer for Follow {
     fn authorize(&mut self, url: &str) -> Option<String> {
         println!("oauth: authorize {}", url.split('?').next().unwrap_or_default());
-        let reply = http("GET", url, &[], &[]).ok()?;
-        let location = reply.headers.into_iter().find(|(k, _)| k.eq_ignore_ascii_case("location"));
-        location.filter(|_| (300..400).contains(&reply.status)).map(|(_, v)| v)
+        match redirect_of(url) {
+            Ok(location) => Some(location),
+            Err(e) => {
+                println!("oauth: authorize: {e}");
+                None
+            }
+        }
     }
 }
 
-/// What [`http`] read.
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-/// One HTTP/1.1 exchange over plain TCP (the harness's servers are on loopback), read to the
-/// end of the connection.
-fn http(method: &str, url: &str, headers: &[(&str, String)], body: &[u8]) -> Result<Reply, String> {
+/// GETs `url` over plain TCP (the harness's servers are on loopback) and returns the
+/// `Location` of its 3xx answer.
+fn redirect_of(url: &str) -> Result<String, String> {
     let rest = url.strip_prefix("http://").ok_or_else(|| format!("not http: {url}"))?;
     let (authority, target) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let target = if target.is_empty() { "/" } else { target };
     let mut stream = TcpStream::connect(authority).map_err(|e| format!("{authority}: {e}"))?;
     stream.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
-    let mut head = format!(
-        "{method} {target} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    head.push_str("\r\n");
-    stream
-        .write_all(head.as_bytes())
-        .and_then(|()| stream.write_all(body))
-        .map_err(|e| e.to_string())?;
+    let head = format!("GET {target} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).map_err(|e| e.to_string())?;
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).map_err(|e| e.to_string())?;
     let split = raw.windows(4).position(|w| w == b"\r\n\r\n").ok_or("no response head")?;
     let head = String::from_utf8_lossy(&raw[..split]).into_owned();
     let mut lines = head.split("\r\n");
-    let status = lines
+    let status: u16 = lines
         .next()
         .and_then(|l| l.split(' ').nth(1))
         .and_then(|s| s.parse().ok())
         .ok_or("bad status line")?;
-    let headers: Vec<(String, String)> = lines
+    if !(300..400).contains(&status) {
+        return Err(format!("HTTP {status}, not a redirect"));
+    }
+    lines
         .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-        .collect();
-    let mut body = raw[split + 4..].to_vec();
-    let chunked = headers.iter().any(|(k, v)| {
-        k.eq_ignore_ascii_case("transfer-encoding") && v.eq_ignore_ascii_case("chunked")
-    });
-    if chunked {
-        body = dechunk(&body);
-    }
-    Ok(Reply { status, headers, body })
-}
-
-fn dechunk(mut data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(end) = data.windows(2).position(|w| w == b"\r\n") {
-        let size = std::str::from_utf8(&data[..end]).ok();
-        let size = size.and_then(|s| usize::from_str_radix(s.split(';').next()?.trim(), 16).ok());
-        let Some(size) = size.filter(|&n| n > 0 && data.len() >= end + 2 + n) else { break };
-        out.extend_from_slice(&data[end + 2..end + 2 + size]);
-        data = data.get(end + 4 + size..).unwrap_or_default();
-    }
-    out
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("location"))
+        .map(|(_, v)| v.trim().to_owned())
+        .ok_or_else(|| "a redirect without Location".into())
 }
 
 fn main() -> ExitCode {

@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! mcpoll --stdio "CMD ARGS..." [--timeout MS] [--legacy|--modern] COMMAND
-//! mcpoll --http URL [--header 'K: V']... [--bearer TOKEN] [--timeout MS] COMMAND
+//! mcpoll --http URL [--header 'K: V']... [--bearer TOKEN | --client-credentials ID:SECRET |
+//!        --oauth [--redirect-uri URI]] [--timeout MS] COMMAND
 //!
 //! COMMAND:
 //!   discover                 the server/discover (modern) or initialize (legacy) result
@@ -26,10 +27,18 @@
 //! `{"error":{"kind":"protocol|transport|local","name":"...","message":"..."}}`, and the exit
 //! code is 1 (2 for bad usage). When a server process's exit is behind the error, the object
 //! also carries `"exit_code"` (or `"signal"`) and `"stderr_tail"`, the last of its stderr.
+//!
+//! OAuth: `--client-credentials ID:SECRET` gets tokens with the client credentials grant, for
+//! a machine identity. `--oauth` runs the authorization code grant for a user: mcpoll prints
+//! the authorization URL on stderr, the user opens it in any browser, and pastes the URL the
+//! browser was sent back to (`--redirect-uri`, default `http://127.0.0.1:8976/callback`; the
+//! page need not load) on stdin. Either way mcpoll discovers the authorization server from the
+//! server's 401 and registers itself where it needs to.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use mcpoll::oauth::{Authorizer, OAuthConfig, PreRegistered};
 use mcpoll::HttpOptions;
 use mcpoll::ProcessExit;
 use mcpoll::{BlockingError, OwnedResult};
@@ -42,7 +51,28 @@ use serde_json::value::RawValue;
 
 enum Target {
     Stdio(String),
-    Http { url: String, headers: Vec<(String, String)>, bearer: Option<String> },
+    Http { url: String, headers: Vec<(String, String)>, bearer: Option<String>, auth: Auth },
+}
+
+/// How the CLI gets a token from an OAuth authorization server.
+enum Auth {
+    None,
+    ClientCredentials { id: String, secret: String },
+    Code { redirect_uri: String },
+}
+
+/// The authorization code grant from a terminal: print the URL, read back the redirect.
+struct Paste;
+
+impl Authorizer for Paste {
+    fn authorize(&mut self, url: &str) -> Option<String> {
+        eprintln!("Open this URL in a browser and authorize mcpoll:\n\n  {url}\n");
+        eprintln!("Then paste here the whole URL the browser was sent back to:");
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).ok()?;
+        let line = line.trim();
+        (!line.is_empty()).then(|| line.to_owned())
+    }
 }
 
 struct Args {
@@ -54,7 +84,8 @@ struct Args {
     command: Vec<String>,
 }
 
-const USAGE: &str = "usage: mcpoll (--stdio \"CMD ARGS...\" | --http URL [--header 'K: V'] [--bearer TOKEN]) \
+const USAGE: &str = "usage: mcpoll (--stdio \"CMD ARGS...\" | --http URL [--header 'K: V'] \
+[--bearer TOKEN | --client-credentials ID:SECRET | --oauth [--redirect-uri URI]]) \
 [--timeout MS] [--legacy|--modern] \
 discover | tools | call NAME [JSON] | watch | resources | templates | prompts | read URI | prompt NAME [JSON]";
 
@@ -64,11 +95,20 @@ fn parse_args() -> Result<Args, String> {
         (None, Duration::from_secs(30), EraPreference::Auto, Vec::new());
     let (mut http, mut headers, mut bearer) = (None, Vec::new(), None);
     let mut timeout_given = false;
+    let (mut auth, mut redirect_uri) = (Auth::None, None);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--stdio" => stdio = Some(it.next().ok_or("--stdio needs a command")?),
             "--http" => http = Some(it.next().ok_or("--http needs a URL")?),
             "--bearer" => bearer = Some(it.next().ok_or("--bearer needs a token")?),
+            "--client-credentials" => {
+                let c = it.next().ok_or("--client-credentials needs ID:SECRET")?;
+                let (id, secret) =
+                    c.split_once(':').ok_or("--client-credentials needs ID:SECRET")?;
+                auth = Auth::ClientCredentials { id: id.to_owned(), secret: secret.to_owned() };
+            }
+            "--oauth" => auth = Auth::Code { redirect_uri: String::new() },
+            "--redirect-uri" => redirect_uri = Some(it.next().ok_or("--redirect-uri needs a URI")?),
             "--header" => {
                 let h = it.next().ok_or("--header needs 'Name: value'")?;
                 let (name, value) = h.split_once(':').ok_or("--header needs 'Name: value'")?;
@@ -88,7 +128,15 @@ fn parse_args() -> Result<Args, String> {
     }
     let target = match (stdio, http) {
         (Some(s), None) => Target::Stdio(s),
-        (None, Some(url)) => Target::Http { url, headers, bearer },
+        (None, Some(url)) => {
+            if let Auth::Code { redirect_uri: r } = &mut auth {
+                *r = redirect_uri.unwrap_or_else(|| "http://127.0.0.1:8976/callback".into());
+            }
+            if bearer.is_some() && !matches!(auth, Auth::None) {
+                return Err("give --bearer or an OAuth option, not both".into());
+            }
+            Target::Http { url, headers, bearer, auth }
+        }
         _ => return Err("give exactly one of --stdio and --http".into()),
     };
     if command.is_empty() {
@@ -154,13 +202,24 @@ fn run(args: &Args) -> Result<String, Failure> {
             host.add_stdio_server(command, config)
                 .map_err(|e| Failure::Other("spawn_failed", e.to_string()))?
         }
-        Target::Http { url, headers, bearer } => {
+        Target::Http { url, headers, bearer, auth } => {
             let mut opts = HttpOptions::new(url.clone());
             for (n, v) in headers {
                 opts = opts.header(n.clone(), v.clone());
             }
             if let Some(t) = bearer {
                 opts = opts.bearer(t.clone());
+            }
+            match auth {
+                Auth::None => {}
+                Auth::ClientCredentials { id, secret } => {
+                    let client = PreRegistered::with_secret(id.clone(), secret.clone());
+                    opts = opts.oauth(OAuthConfig::client_credentials(url.clone(), client));
+                }
+                Auth::Code { redirect_uri } => {
+                    let config = OAuthConfig::authorization_code(url.clone(), redirect_uri.clone());
+                    opts = opts.oauth(config).authorizer(Box::new(Paste));
+                }
             }
             host.add_http_server(opts, config)
                 .map_err(|e| Failure::Other("setup_failed", e.to_string()))?

@@ -284,6 +284,10 @@ pub enum PeerError {
     AuthRequired(Box<AuthChallenge>),
     /// The server refused the credentials (HTTP 403).
     Forbidden(Box<AuthChallenge>),
+    /// The server refused the request and the OAuth flow configured for it could not get a
+    /// token it accepts: the error names the step that failed.
+    #[cfg(feature = "http")]
+    Authorization(Box<crate::auth::oauth::AuthError>),
     /// A message from the server exceeded `Config::max_message_bytes`.
     TooLarge,
     /// The result is not what the method returns (for example an unknown `resultType`).
@@ -305,6 +309,8 @@ impl PeerError {
         match self {
             Self::AuthRequired(_) => "auth_required",
             Self::Forbidden(_) => "forbidden",
+            #[cfg(feature = "http")]
+            Self::Authorization(_) => "authorization",
             Self::TooLarge => "too_large",
             Self::InvalidResult => "invalid_result",
             Self::CursorRepeated => "cursor_repeated",
@@ -320,6 +326,8 @@ impl fmt::Display for PeerError {
         match self {
             Self::AuthRequired(_) => f.write_str("the server requires authorization"),
             Self::Forbidden(_) => f.write_str("the server refused the credentials"),
+            #[cfg(feature = "http")]
+            Self::Authorization(e) => write!(f, "{e}"),
             Self::TooLarge => f.write_str("message too large"),
             Self::InvalidResult => f.write_str("the result is not valid for its method"),
             Self::CursorRepeated => f.write_str("server repeated a pagination cursor"),

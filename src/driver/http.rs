@@ -9,24 +9,28 @@
 //! Name resolution uses the system resolver, which blocks: it runs when the server is added
 //! and again only after every known address failed to connect, never per call.
 
+mod fetch;
 mod instances;
 mod options;
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 use slab::Slab;
 use smallvec::SmallVec;
 
+use crate::auth::oauth::{HttpResponse, OAuthFlow};
 use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent, ResponseParser};
 use crate::driver::tls::{tls_failure, TlsConfig, TlsSession};
-use crate::driver::url::Scheme;
+use crate::driver::url::{ProxyChoice, Scheme};
 use crate::engine::{Engine, ExchangeFailure, TransportEvent, TransportKind};
 use crate::error::TransportError;
-use crate::session::http::{should_rotate, ExchangeId, Flow, HttpSession, ResponseHead};
+use crate::session::http::{
+    should_rotate, ExchangeId, Flow, HttpSession, OAuthState, ResponseHead,
+};
 use instances::{Instance, Instances};
 
 pub use crate::session::http::{StaticToken, TokenProvider};
@@ -60,6 +64,8 @@ struct Conn {
 }
 
 const TOKEN_CONNS: usize = 128;
+/// The token offset of the OAuth flow's connection; MCP connections use the ones below.
+const TOKEN_OAUTH: usize = TOKEN_CONNS - 1;
 /// Tokens an HTTP driver uses, from its base token.
 pub(crate) const TOKENS_PER_DRIVER: usize = TOKEN_CONNS;
 
@@ -85,7 +91,17 @@ pub struct HttpDriver {
     backlog_since: Option<Instant>,
     frame: Vec<u8>,
     read_buf: Box<[u8]>,
+    /// TLS for the OAuth flow's own requests, which may go to https origins whatever the
+    /// MCP server's scheme; `None` without a flow.
+    oauth_tls: Option<TlsConfig>,
+    /// The OAuth flow's request in flight, on its own connection (boxed: rarely there, and
+    /// hosts keep drivers in an enum).
+    oauth_conn: Option<Box<fetch::OAuthConn>>,
+    proxy: ProxyChoice,
 }
+
+/// Largest response body read for one of the OAuth flow's own requests.
+const OAUTH_MAX_BODY: u64 = 256 * 1024;
 
 impl HttpDriver {
     /// Parses the URL, resolves the host (blocking, once), builds TLS, and tells the engine
@@ -107,6 +123,25 @@ impl HttpDriver {
         for alt in &opts.alternates {
             standby.push_back(Instance::resolve(alt, &opts.proxy)?);
         }
+        let oauth = match opts.oauth {
+            Some(config) => {
+                // The wall clock is read here, at the edge: the flow only derives Unix times
+                // (token expiry, JWT claims) from it.
+                let unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+                let flow = OAuthFlow::new(config, now, unix).map_err(HttpSetupError::OAuth)?;
+                Some(OAuthState::new(flow, opts.authorizer))
+            }
+            None => None,
+        };
+        let oauth_tls = match oauth {
+            Some(_) => Some(TlsConfig::new(&opts.tls).map_err(HttpSetupError::Tls)?),
+            None => None,
+        };
+        let mut session =
+            Box::new(HttpSession::new(opts.headers, opts.token_provider, config.max_message_bytes));
+        if let Some(state) = oauth {
+            session.with_oauth(now, state);
+        }
         let driver = Self {
             instances: Instances::new(primary, standby),
             tls,
@@ -119,16 +154,15 @@ impl HttpDriver {
                 max_body_bytes: config.max_message_bytes as u64,
             },
             conns: Slab::with_capacity(8),
-            session: Box::new(HttpSession::new(
-                opts.headers,
-                opts.token_provider,
-                config.max_message_bytes,
-            )),
+            session,
             frames_per_readiness: config.frames_per_readiness,
             budget: config.frames_per_readiness,
             backlog_since: None,
             frame: Vec::with_capacity(4096),
             read_buf: vec![0; 64 * 1024].into_boxed_slice(),
+            oauth_tls,
+            oauth_conn: None,
+            proxy: opts.proxy,
         };
         engine.handle_transport(now, TransportEvent::opened_as(TransportKind::Http));
         Ok(driver)
@@ -158,7 +192,8 @@ impl HttpDriver {
             (ConnPhase::Open, None) => None,
             _ => Some(c.started + self.connect_timeout),
         });
-        conns.chain(self.session.poll_timeout()).chain(self.backlog_since).min()
+        let oauth = self.oauth_conn.as_ref().map(|c| c.deadline);
+        conns.chain(self.session.poll_timeout()).chain(self.backlog_since).chain(oauth).min()
     }
 
     /// Closes idle and timed-out connections, drains backlogs, reopens streams when due.
@@ -181,6 +216,9 @@ impl HttpDriver {
         for (k, timed_out) in expired {
             let failure = TransportError::ConnectFailed(io::ErrorKind::TimedOut);
             self.drop_conn(registry, engine, now, k, timed_out.then_some(failure));
+        }
+        if self.oauth_conn.as_ref().is_some_and(|c| now >= c.deadline) {
+            self.finish_oauth(registry, engine, now, Err(io::ErrorKind::TimedOut.into()));
         }
         if self.backlog_since.take().is_some() {
             let backlog: SmallVec<[usize; 8]> =
@@ -213,8 +251,58 @@ impl HttpDriver {
                 }
             }
         }
+        self.session.oauth_timeout(engine, now);
+        self.start_oauth(registry, engine, now);
         self.session.handle_timeout(engine, now);
         self.dispatch(registry, engine, now);
+    }
+
+    /// Puts the OAuth flow's next request on a connection of its own, when it has one and
+    /// none is in flight.
+    fn start_oauth(&mut self, registry: &Registry, engine: &mut Engine, now: Instant) {
+        while self.oauth_conn.is_none() {
+            let Some(req) = self.session.poll_oauth_request() else { return };
+            let token = Token(self.base.0 + TOKEN_OAUTH);
+            let timeout = self.connect_timeout;
+            match fetch::OAuthConn::start(
+                &req,
+                &self.proxy,
+                registry,
+                token,
+                now,
+                timeout,
+                OAUTH_MAX_BODY,
+            ) {
+                Ok(conn) => self.oauth_conn = Some(Box::new(conn)),
+                Err(e) => {
+                    log::debug!("oauth request to {} failed: {e}", req.url);
+                    self.session.on_oauth_failed(engine, now, req.id);
+                }
+            }
+        }
+    }
+
+    /// The OAuth connection's request is over: hand its outcome to the flow.
+    fn finish_oauth(
+        &mut self,
+        registry: &Registry,
+        engine: &mut Engine,
+        now: Instant,
+        outcome: io::Result<fetch::Fetched>,
+    ) {
+        let Some(conn) = self.oauth_conn.take() else { return };
+        let id = conn.id;
+        conn.close(registry);
+        match outcome {
+            Ok(r) => {
+                let response = HttpResponse { status: r.status, body: &r.body };
+                self.session.on_oauth_response(engine, now, id, response);
+            }
+            Err(e) => {
+                log::debug!("oauth request failed: {e}");
+                self.session.on_oauth_failed(engine, now, id);
+            }
+        }
     }
 
     /// Gives waiting exchanges to idle connections, opening new ones up to the limit.
@@ -280,7 +368,7 @@ impl HttpDriver {
     }
 
     fn connect(&mut self, registry: &Registry, now: Instant) -> io::Result<usize> {
-        if self.conns.len() >= TOKEN_CONNS {
+        if self.conns.len() >= TOKEN_OAUTH {
             return Err(io::Error::new(io::ErrorKind::OutOfMemory, "connection table full"));
         }
         let addr = self.instances.next_addr()?;
@@ -372,6 +460,17 @@ impl HttpDriver {
         now: Instant,
     ) {
         let k = token.0.wrapping_sub(self.base.0);
+        if k == TOKEN_OAUTH {
+            let progress = match self.oauth_conn.as_mut() {
+                Some(c) => c.on_ready(self.oauth_tls.as_ref()),
+                None => return,
+            };
+            if let fetch::Progress::Done(outcome) = progress {
+                self.finish_oauth(registry, engine, now, outcome);
+                self.flush(registry, engine, now);
+            }
+            return;
+        }
         if !self.conns.contains(k) {
             return;
         }
@@ -706,6 +805,9 @@ impl HttpDriver {
         let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
         for k in keys {
             self.close_quietly(registry, k);
+        }
+        if let Some(conn) = self.oauth_conn.take() {
+            conn.close(registry);
         }
         let at = self.instances.current();
         if let (Some(session), Scheme::Http, None) =

@@ -122,6 +122,9 @@ pub enum ExchangeFailure {
     Unauthorized(crate::auth::AuthChallenge),
     /// HTTP 403.
     Forbidden(crate::auth::AuthChallenge),
+    /// HTTP 401 or 403, and the OAuth flow failed to get a token the server accepts.
+    #[cfg(feature = "http")]
+    Authorization(Box<crate::auth::oauth::AuthError>),
     /// The reply was larger than [`Config::max_message_bytes`]: the call fails with
     /// [`PeerError::TooLarge`], as over stdio.
     TooLarge,

@@ -20,6 +20,8 @@ impl Engine {
                 CallError::Peer(PeerError::AuthRequired(Box::new(c)))
             }
             ExchangeFailure::Forbidden(c) => CallError::Peer(PeerError::Forbidden(Box::new(c))),
+            #[cfg(feature = "http")]
+            ExchangeFailure::Authorization(e) => CallError::Peer(PeerError::Authorization(e)),
             ExchangeFailure::TooLarge => {
                 self.stats.too_large += 1;
                 CallError::Peer(PeerError::TooLarge)

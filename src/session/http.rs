@@ -4,8 +4,9 @@
 //! The driver hands over each [`Transmit`] and gets back request plans (method, headers, body);
 //! it hands over each response (head, body chunks, end, or failure) and this module tells the
 //! engine what it means. Decided here: the headers each era gets, when a session id is adopted
-//! and when the session is gone, the one token refresh after a 401, the legacy GET stream's
-//! schedule, resuming a legacy POST's event stream, and when to try another instance.
+//! and when the session is gone, the one token refresh after a 401 (or, with OAuth configured,
+//! when the flow runs and what waits for it: see [`oauth`]), the legacy GET stream's schedule,
+//! resuming a legacy POST's event stream, and when to try another instance.
 //!
 //! Time comes in as `now`; [`HttpSession::poll_timeout`] says when it next needs waking.
 
@@ -116,6 +117,8 @@ enum Stage {
     InFlight,
     /// A GET that resumes the response stream is due at this time.
     Resume(Instant),
+    /// Refused for want of a token: waits for the OAuth flow's outcome.
+    Parked,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,6 +138,8 @@ struct Exchange {
     version: Option<ProtocolVersion>,
     modern: bool,
     auth_retried: bool,
+    /// The OAuth token generation this exchange was last sent with, if it carried one.
+    token_gen: Option<u64>,
     sent_session: bool,
     /// The next send is a GET with `Last-Event-ID` that resumes the response stream.
     resuming: bool,
@@ -164,6 +169,7 @@ impl Exchange {
             version: None,
             modern: false,
             auth_retried: false,
+            token_gen: None,
             sent_session: false,
             resuming: false,
             idle_resumes: 0,
@@ -187,6 +193,7 @@ impl Exchange {
         self.version = version;
         self.modern = modern;
         self.auth_retried = false;
+        self.token_gen = None;
         self.sent_session = false;
         self.resuming = false;
         self.idle_resumes = 0;
@@ -237,6 +244,8 @@ pub(crate) struct HttpSession {
     listen_retry: Duration,
     listen_event_id: Option<String>,
     tokens: Option<Box<dyn TokenProvider>>,
+    /// The OAuth flow, when the host configured one: it supplies the tokens then.
+    oauth: Option<oauth::OAuthState>,
     /// `Bearer <token>`, or empty.
     bearer: Vec<u8>,
     headers: Vec<(String, String)>,
@@ -264,6 +273,7 @@ impl HttpSession {
             headers,
             max_body,
             tokens: None,
+            oauth: None,
         };
         let token = tokens.as_mut().and_then(|t| t.token());
         session.set_token(token);
@@ -341,6 +351,11 @@ impl HttpSession {
             Stage::Free => return,
             Stage::Resume(_) => self.scheduled -= 1,
             Stage::Waiting => self.waiting.retain(|&w| w != i),
+            Stage::Parked => {
+                if let Some(o) = self.oauth.as_mut() {
+                    o.unpark(i);
+                }
+            }
             Stage::InFlight => {}
         }
         x.stage = Stage::Free;
@@ -412,12 +427,15 @@ impl HttpSession {
             _ => None,
         });
         let resumes = (self.scheduled > 0).then_some(resumes).into_iter().flatten();
-        listen.into_iter().chain(resumes).min()
+        listen.into_iter().chain(resumes).chain(self.oauth_poll_timeout()).min()
     }
 
     /// The next exchange to put on a connection, and whether it wants a connection of its own
     /// (the GET stream, which never ends by design).
     pub(crate) fn peek_waiting(&self) -> Option<(ExchangeId, bool)> {
+        if self.oauth.as_ref().is_some_and(|o| o.holds_requests()) {
+            return None;
+        }
         let &i = self.waiting.front()?;
         let listen = self.exchanges.get(i).is_some_and(|x| x.carries == Carries::Listen);
         Some((ExchangeId(i), listen))
@@ -435,9 +453,20 @@ impl HttpSession {
     /// How to write exchange `x` now; its response starts afresh.
     pub(crate) fn plan(&mut self, x: ExchangeId) -> Option<RequestPlan<'_>> {
         let Self {
-            exchanges, session_id, listen_event_id, bearer, headers: extra, max_body, ..
+            exchanges,
+            session_id,
+            listen_event_id,
+            bearer,
+            headers: extra,
+            max_body,
+            oauth,
+            ..
         } = self;
         let x = exchanges.get_mut(x.0)?;
+        x.token_gen = match oauth {
+            Some(o) if !bearer.is_empty() => Some(o.generation),
+            _ => None,
+        };
         x.status = 0;
         x.mode = BodyMode::Json;
         x.reply.clear();
@@ -492,9 +521,13 @@ impl HttpSession {
     /// A response head for exchange `x`. Returns `true` for an event stream, which has no
     /// overall size (each event has its own cap).
     pub(crate) fn on_head(&mut self, x: ExchangeId, head: ResponseHead<'_>) -> bool {
-        let Some(x) = self.exchanges.get_mut(x.0) else { return false };
-        x.status = head.status;
+        let i = x.0;
         let ok = (200..300).contains(&head.status);
+        if ok {
+            self.oauth_authorized(i);
+        }
+        let Some(x) = self.exchanges.get_mut(i) else { return false };
+        x.status = head.status;
         let sse = head.content_type.is_some_and(|v| starts_with_ci(v, b"text/event-stream"));
         x.mode = if sse && ok { BodyMode::Sse } else { BodyMode::Json };
         if matches!(head.status, 401 | 403) {
@@ -591,8 +624,11 @@ impl HttpSession {
     /// Exchange `x`'s response ended: decide what its status and body mean.
     pub(crate) fn on_end(&mut self, engine: &mut Engine, now: Instant, x: ExchangeId) {
         let i = x.0;
+        let Some(status) = self.exchanges.get(i).map(|x| x.status) else { return };
+        if self.oauth_refused(engine, now, i, status) {
+            return;
+        }
         let Some(ex) = self.exchanges.get_mut(i) else { return };
-        let status = ex.status;
         let ok = (200..300).contains(&status);
         let id = match ex.carries {
             Carries::Listen => {
@@ -762,5 +798,8 @@ fn is_error_code(body: &[u8], code: i64) -> bool {
     matches!(jsonrpc::decode(body), Ok(Message::Error { error, .. }) if error.code == code)
 }
 
+mod oauth;
 #[cfg(test)]
 mod tests;
+
+pub(crate) use oauth::OAuthState;

@@ -240,3 +240,9 @@ pub trait Authorizer {
     /// Returns the redirect URL, or `None`.
     fn authorize(&mut self, authorization_url: &str) -> Option<String>;
 }
+
+impl fmt::Debug for dyn Authorizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Authorizer")
+    }
+}

@@ -4,6 +4,7 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
+use crate::auth::oauth::{AuthError, Authorizer, OAuthConfig};
 use crate::driver::tls::{TlsOptions, TlsSetupError};
 use crate::driver::url::{ProxyChoice, UrlError};
 use crate::session::http::{StaticToken, TokenProvider};
@@ -16,8 +17,20 @@ pub struct HttpOptions {
     pub url: String,
     /// Extra headers sent on every request.
     pub headers: Vec<(String, String)>,
-    /// Where bearer tokens come from.
+    /// Where bearer tokens come from, when no [`oauth`](Self::oauth) flow is configured.
     pub token_provider: Option<Box<dyn TokenProvider>>,
+    /// Runs OAuth for this server: a 401 (or a 403 asking for more scope) starts discovery
+    /// and the grant, the refused requests wait and are sent again with the token, and the
+    /// token is refreshed before it expires. Takes precedence over `token_provider`.
+    ///
+    /// The flow's own requests (metadata, registration, token) go one at a time on
+    /// connections of their own, through the same `proxy` choice and `tls` trust, each bounded
+    /// by `connect_timeout` as a whole; MCP requests wait meanwhile. Known limitation: each
+    /// resolves its host with the system resolver, which blocks.
+    pub oauth: Option<OAuthConfig>,
+    /// Takes the user through the authorization code grant (see [`Authorizer`]); without
+    /// one, a flow that needs a user fails.
+    pub authorizer: Option<Box<dyn Authorizer>>,
     /// Certificate trust and client certificates.
     pub tls: TlsOptions,
     /// Direct, from the environment (default), or an explicit CONNECT proxy.
@@ -43,6 +56,8 @@ impl HttpOptions {
             url: url.into(),
             headers: Vec::new(),
             token_provider: None,
+            oauth: None,
+            authorizer: None,
             tls: TlsOptions::default(),
             proxy: ProxyChoice::FromEnv,
             max_connections: 4,
@@ -56,6 +71,18 @@ impl HttpOptions {
     /// Sends `Authorization: Bearer <token>` on every request.
     pub fn bearer(mut self, token: impl Into<String>) -> Self {
         self.token_provider = Some(Box::new(StaticToken(token.into())));
+        self
+    }
+
+    /// Runs the OAuth flow `config` for this server (see [`HttpOptions::oauth`]).
+    pub fn oauth(mut self, config: OAuthConfig) -> Self {
+        self.oauth = Some(config);
+        self
+    }
+
+    /// The host's side of the authorization code grant.
+    pub fn authorizer(mut self, authorizer: Box<dyn Authorizer>) -> Self {
+        self.authorizer = Some(authorizer);
         self
     }
 
@@ -93,6 +120,8 @@ pub enum HttpSetupError {
     Tls(TlsSetupError),
     /// A configured header is not a valid HTTP header.
     Header(String),
+    /// The OAuth configuration is not usable.
+    OAuth(AuthError),
 }
 
 impl fmt::Display for HttpSetupError {
@@ -102,6 +131,7 @@ impl fmt::Display for HttpSetupError {
             Self::Resolve(e) => write!(f, "cannot resolve the server's host: {e}"),
             Self::Tls(e) => write!(f, "{e}"),
             Self::Header(h) => write!(f, "invalid header {h:?}"),
+            Self::OAuth(e) => write!(f, "{e}"),
         }
     }
 }

@@ -506,3 +506,5 @@ fn the_frame_budget_leaves_events_for_the_next_turn() {
     let flow = s.session.on_body(&mut s.engine, s.now, get.x, &[], &mut budget);
     assert_eq!((flow, budget), (Flow::Continue, 1), "the fifth, then nothing waits");
 }
+
+mod oauth;

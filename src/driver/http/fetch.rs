@@ -1,0 +1,282 @@
+//! The OAuth flow's own HTTP requests (metadata, registration, token), each on a non-blocking
+//! connection of its own: its origin is usually not the MCP server's, so it gets its own
+//! `Host`, its own proxy choice, and TLS with that host's name. One at a time (the flow has one
+//! request outstanding); no redirect is followed; the body is capped.
+//!
+//! Known limitation: the origin's name is resolved with the system resolver, which blocks,
+//! once per request; the flow makes a handful of requests and only when a token is needed.
+
+use std::io::{self, Read, Write};
+use std::time::{Duration, Instant};
+
+use mio::net::TcpStream;
+use mio::{Interest, Registry, Token};
+
+use super::instances::Instance;
+use crate::auth::oauth::{HttpMethod, HttpRequest, RequestId};
+use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent, ResponseParser};
+use crate::driver::tls::{TlsConfig, TlsError, TlsSession};
+use crate::driver::url::{ProxyChoice, Scheme};
+
+/// Largest response head read.
+const MAX_HEAD: usize = 16 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Connecting,
+    /// CONNECT sent to the proxy; waiting for its 2xx.
+    Tunnelling,
+    Open,
+}
+
+/// A response read to its end.
+#[derive(Debug)]
+pub(super) struct Fetched {
+    pub(super) status: u16,
+    pub(super) body: Vec<u8>,
+}
+
+/// Where a request stands after a readiness event.
+#[derive(Debug)]
+pub(super) enum Progress {
+    Pending,
+    Done(io::Result<Fetched>),
+}
+
+/// One flow request on its connection.
+#[derive(Debug)]
+pub(super) struct OAuthConn {
+    pub(super) id: RequestId,
+    sock: TcpStream,
+    phase: Phase,
+    /// The name TLS checks, for an https origin.
+    tls_host: Option<String>,
+    tls: Option<TlsSession>,
+    proxied: bool,
+    authority: String,
+    /// The request, written once the connection (and tunnel) is up.
+    request: Vec<u8>,
+    out: Vec<u8>,
+    written: usize,
+    parser: ResponseParser,
+    limits: Limits,
+    status: u16,
+    body: Vec<u8>,
+    /// The whole request fails after this.
+    pub(super) deadline: Instant,
+}
+
+impl OAuthConn {
+    /// Resolves the origin (blocking, see the module doc), connects and registers the socket
+    /// with `token`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn start(
+        req: &HttpRequest,
+        proxy: &ProxyChoice,
+        registry: &Registry,
+        token: Token,
+        now: Instant,
+        timeout: Duration,
+        max_body: u64,
+    ) -> io::Result<Self> {
+        let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
+        let at = Instance::resolve(&req.url, proxy).map_err(|e| invalid(e.to_string()))?;
+        let mut headers: Vec<(&str, &[u8])> =
+            req.headers.iter().map(|(k, v)| (*k, v.as_bytes())).collect();
+        headers.push(("Connection", b"close"));
+        let method = match req.method {
+            HttpMethod::Get => "GET",
+            HttpMethod::Post => "POST",
+        };
+        let head = RequestHead {
+            method,
+            target: &at.url.target,
+            host: &at.host_header,
+            headers: &headers,
+        };
+        let mut request = Vec::new();
+        http1::write_request(&mut request, &head, &req.body)
+            .map_err(|e| invalid(format!("request head: {e:?}")))?;
+        let addr = *at.addrs.first().ok_or(io::ErrorKind::NotFound)?;
+        let mut sock = TcpStream::connect(addr)?;
+        let _ = sock.set_nodelay(true);
+        registry.register(&mut sock, token, Interest::READABLE | Interest::WRITABLE)?;
+        let limits = Limits { max_head_bytes: MAX_HEAD, max_body_bytes: max_body };
+        Ok(Self {
+            id: req.id,
+            sock,
+            phase: Phase::Connecting,
+            tls_host: (at.url.scheme == Scheme::Https).then(|| at.url.host.clone()),
+            tls: None,
+            proxied: at.proxy.is_some(),
+            authority: at.url.authority(),
+            request,
+            out: Vec::new(),
+            written: 0,
+            parser: ResponseParser::new(limits),
+            limits,
+            status: 0,
+            body: Vec::new(),
+            deadline: now + timeout,
+        })
+    }
+
+    /// Deregisters the socket.
+    pub(super) fn close(mut self: Box<Self>, registry: &Registry) {
+        let _ = registry.deregister(&mut self.sock);
+    }
+
+    /// Moves the request on after a readiness event.
+    pub(super) fn on_ready(&mut self, tls: Option<&TlsConfig>) -> Progress {
+        match self.drive(tls) {
+            Ok(Some(done)) => Progress::Done(Ok(done)),
+            Ok(None) => Progress::Pending,
+            Err(e) => Progress::Done(Err(e)),
+        }
+    }
+
+    fn drive(&mut self, tls: Option<&TlsConfig>) -> io::Result<Option<Fetched>> {
+        if self.phase == Phase::Connecting {
+            if let Some(e) = self.sock.take_error()? {
+                return Err(e);
+            }
+            match self.sock.peer_addr() {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(None),
+                Err(e) => return Err(e),
+            }
+            if self.proxied {
+                // Authority-form target (RFC 9110 §9.3.6), as for the MCP connections.
+                let a = &self.authority;
+                self.out = format!("CONNECT {a} HTTP/1.1\r\nHost: {a}\r\n\r\n").into_bytes();
+                self.phase = Phase::Tunnelling;
+            } else {
+                self.open(tls)?;
+            }
+        }
+        if self.phase == Phase::Tunnelling {
+            self.write()?;
+            if !self.read_tunnel()? {
+                return Ok(None);
+            }
+            self.open(tls)?;
+        }
+        self.write()?;
+        self.read()
+    }
+
+    /// TCP (and the tunnel) is up: TLS for an https origin, then the request.
+    fn open(&mut self, tls: Option<&TlsConfig>) -> io::Result<()> {
+        self.phase = Phase::Open;
+        self.parser = ResponseParser::new(self.limits);
+        self.out = std::mem::take(&mut self.request);
+        self.written = 0;
+        if let Some(host) = &self.tls_host {
+            let config = tls.ok_or_else(|| io::Error::other("no TLS configuration"))?;
+            let mut session = config.session(host).map_err(|f| io::Error::other(TlsError(f)))?;
+            // Buffered by rustls until the handshake is done.
+            session.write_plaintext(&self.out)?;
+            self.written = self.out.len();
+            self.tls = Some(session);
+        }
+        Ok(())
+    }
+
+    fn write(&mut self) -> io::Result<()> {
+        if let Some(tls) = self.tls.as_mut() {
+            return tls.flush(&mut self.sock);
+        }
+        while self.written < self.out.len() {
+            match self.sock.write(&self.out[self.written..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the proxy's answer to CONNECT; `true` once the tunnel is open.
+    fn read_tunnel(&mut self) -> io::Result<bool> {
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = match self.sock.read(&mut buf) {
+                Ok(0) => return Err(io::ErrorKind::ConnectionAborted.into()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            self.parser.push(&buf[..n]);
+            if let Some(ev) = self.parser.next() {
+                return match ev {
+                    Ok(ResponseEvent::Head(h)) if (200..300).contains(&h.status()) => Ok(true),
+                    _ => Err(io::Error::new(io::ErrorKind::ConnectionRefused, "proxy refused")),
+                };
+            }
+        }
+    }
+
+    /// Reads what is there; the response once it is whole.
+    fn read(&mut self) -> io::Result<Option<Fetched>> {
+        let mut buf = [0u8; 8192];
+        loop {
+            while let Some(ev) = self.parser.next() {
+                match ev {
+                    Ok(ResponseEvent::Head(h)) => self.status = h.status(),
+                    Ok(ResponseEvent::Body(chunk)) => self.body.extend_from_slice(chunk),
+                    Ok(ResponseEvent::End { .. }) => {
+                        let body = std::mem::take(&mut self.body);
+                        return Ok(Some(Fetched { status: self.status, body }));
+                    }
+                    Err(e) => {
+                        return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+                    }
+                }
+            }
+            let eof = match self.tls.as_mut() {
+                Some(tls) => {
+                    let mut plain = Vec::new();
+                    let r = tls.read(&mut self.sock, &mut plain)?;
+                    // Handshake bytes, then the buffered request once it is done.
+                    tls.flush(&mut self.sock)?;
+                    self.parser.push(&plain);
+                    match r {
+                        None => true,
+                        Some(0) => return Ok(None),
+                        Some(_) => false,
+                    }
+                }
+                None => match self.sock.read(&mut buf) {
+                    Ok(0) => true,
+                    Ok(n) => {
+                        self.parser.push(&buf[..n]);
+                        false
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                },
+            };
+            if eof {
+                self.parser.eof();
+                while let Some(ev) = self.parser.next() {
+                    match ev {
+                        Ok(ResponseEvent::Body(chunk)) => self.body.extend_from_slice(chunk),
+                        Ok(ResponseEvent::End { .. }) => {
+                            let body = std::mem::take(&mut self.body);
+                            return Ok(Some(Fetched { status: self.status, body }));
+                        }
+                        Ok(ResponseEvent::Head(h)) => self.status = h.status(),
+                        Err(e) => {
+                            return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+                        }
+                    }
+                }
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+    }
+}

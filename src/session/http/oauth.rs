@@ -1,0 +1,201 @@
+//! The OAuth flow wired into the HTTP session: which refusals start it, what waits for it,
+//! and what its outcome does to the waiting exchanges. The flow's own HTTP requests are
+//! handed to the driver ([`HttpSession::poll_oauth_request`]) and answered back; the session
+//! makes no request and reads no clock.
+
+use std::time::Instant;
+
+use super::{Carries, HttpSession, Listen, Stage};
+use crate::auth::oauth::{Action, Authorizer, HttpRequest, HttpResponse, OAuthFlow, RequestId};
+use crate::auth::AuthChallenge;
+use crate::engine::{Engine, ExchangeFailure};
+
+/// The flow and what the session keeps for it.
+#[derive(Debug)]
+pub(crate) struct OAuthState {
+    flow: OAuthFlow,
+    authorizer: Option<Box<dyn Authorizer>>,
+    /// Exchanges refused for want of a (better) token, in the order they were refused;
+    /// resent when the flow is ready, failed when it fails.
+    parked: Vec<usize>,
+    /// The request the driver must make next (the flow has one outstanding at a time).
+    outbound: Option<HttpRequest>,
+    /// Counts the tokens obtained; an exchange remembers the one it was sent with, so a
+    /// refusal of an older token resends with the new one instead of starting a new flow.
+    pub(super) generation: u64,
+}
+
+impl OAuthState {
+    pub(crate) fn new(flow: OAuthFlow, authorizer: Option<Box<dyn Authorizer>>) -> Self {
+        Self { flow, authorizer, parked: Vec::new(), outbound: None, generation: 0 }
+    }
+
+    /// Takes a parked exchange off the list (it was cancelled).
+    pub(super) fn unpark(&mut self, i: usize) {
+        self.parked.retain(|&p| p != i);
+    }
+
+    /// Requests wait while a flow runs: they would only be refused.
+    pub(super) fn holds_requests(&self) -> bool {
+        self.flow.is_running()
+    }
+}
+
+/// Whether a response refuses the token in a way a new one can fix (a 401, or a 403 asking
+/// for more scope).
+fn refusal(status: u16, challenge: Option<&AuthChallenge>) -> bool {
+    status == 401
+        || (status == 403
+            && challenge.and_then(|c| c.error.as_deref()) == Some("insufficient_scope"))
+}
+
+impl HttpSession {
+    /// Runs the OAuth flow for this server: tokens come from it, and a 401 (or a 403 asking
+    /// for more scope) starts it instead of failing the request.
+    pub(crate) fn with_oauth(&mut self, now: Instant, state: OAuthState) {
+        // A token kept by the store is used from the first request.
+        let token = state.flow.bearer(now).map(|t| t.expose().to_owned());
+        self.set_token(token);
+        self.oauth = Some(state);
+    }
+
+    /// The next HTTP request of the flow for the driver to make, answered with
+    /// [`on_oauth_response`](Self::on_oauth_response) or
+    /// [`on_oauth_failed`](Self::on_oauth_failed).
+    pub(crate) fn poll_oauth_request(&mut self) -> Option<HttpRequest> {
+        self.oauth.as_mut()?.outbound.take()
+    }
+
+    /// The response to the flow's request `id`.
+    pub(crate) fn on_oauth_response(
+        &mut self,
+        engine: &mut Engine,
+        now: Instant,
+        id: RequestId,
+        response: HttpResponse<'_>,
+    ) {
+        let Some(st) = self.oauth.as_mut() else { return };
+        st.flow.handle_response(now, id, response);
+        self.drain_oauth(engine, now);
+    }
+
+    /// The flow's request `id` could not be made or its response not read.
+    pub(crate) fn on_oauth_failed(&mut self, engine: &mut Engine, now: Instant, id: RequestId) {
+        let Some(st) = self.oauth.as_mut() else { return };
+        st.flow.handle_transport_error(now, id);
+        self.drain_oauth(engine, now);
+    }
+
+    /// Refreshes the token before it expires; early and spurious calls do nothing.
+    pub(crate) fn oauth_timeout(&mut self, engine: &mut Engine, now: Instant) {
+        let Some(st) = self.oauth.as_mut() else { return };
+        st.flow.handle_timeout(now);
+        self.drain_oauth(engine, now);
+    }
+
+    /// When the token is due for a refresh.
+    pub(super) fn oauth_poll_timeout(&self) -> Option<Instant> {
+        self.oauth.as_ref()?.flow.poll_timeout()
+    }
+
+    /// A request sent with the current token succeeded: the flow's count of
+    /// re-authorizations starts over.
+    pub(super) fn oauth_authorized(&mut self, i: usize) {
+        let Some(st) = self.oauth.as_mut() else { return };
+        if self.exchanges.get(i).and_then(|x| x.token_gen) == Some(st.generation) {
+            st.flow.handle_authorized();
+        }
+    }
+
+    /// Exchange `i` ended with `status`: when that refuses the token, the exchange waits for
+    /// the flow (or goes again at once with a token newer than the one refused). Returns
+    /// whether the exchange was taken.
+    pub(super) fn oauth_refused(
+        &mut self,
+        engine: &mut Engine,
+        now: Instant,
+        i: usize,
+        status: u16,
+    ) -> bool {
+        let Some(st) = self.oauth.as_mut() else { return false };
+        let Some(x) = self.exchanges.get_mut(i) else { return false };
+        if !refusal(status, x.challenge.as_ref()) {
+            return false;
+        }
+        let challenge = x.challenge.take().unwrap_or_default();
+        let has_token = !self.bearer.is_empty();
+        if has_token && x.token_gen != Some(st.generation) {
+            // Refused a token that has since been replaced (or none): the new one may do.
+            log::debug!("HTTP {status} to an older token: resending with the current one");
+            x.stage = Stage::Waiting;
+            self.waiting.push_front(i);
+            return true;
+        }
+        log::debug!("HTTP {status}: running the OAuth flow");
+        st.flow.handle_challenge(now, status, &challenge);
+        x.stage = Stage::Parked;
+        st.parked.push(i);
+        self.drain_oauth(engine, now);
+        true
+    }
+
+    /// Acts on everything the flow asked for.
+    fn drain_oauth(&mut self, engine: &mut Engine, now: Instant) {
+        loop {
+            let Some(st) = self.oauth.as_mut() else { return };
+            let Some(action) = st.flow.poll_action() else { break };
+            match action {
+                Action::Send(req) => {
+                    log::debug!("oauth: {:?} {}", req.method, req.url);
+                    st.outbound = Some(req);
+                }
+                Action::Authorize(url) => match st.authorizer.as_mut() {
+                    Some(a) => st.flow.authorize_with(now, &url, a.as_mut()),
+                    None => {
+                        log::warn!("the OAuth flow needs a user, and no Authorizer is set");
+                        st.flow.abandon();
+                    }
+                },
+                Action::Ready => {
+                    st.generation += 1;
+                    let parked = std::mem::take(&mut st.parked);
+                    let token = st.flow.bearer(now).map(|t| t.expose().to_owned());
+                    self.set_token(token);
+                    // Back at the front, in the order they were refused.
+                    for &i in parked.iter().rev() {
+                        if let Some(x) = self.exchanges.get_mut(i) {
+                            if x.stage == Stage::Parked {
+                                x.stage = Stage::Waiting;
+                                self.waiting.push_front(i);
+                            }
+                        }
+                    }
+                }
+                Action::Failed(e) => {
+                    log::debug!("oauth: {e}");
+                    let parked = std::mem::take(&mut st.parked);
+                    let token = st.flow.bearer(now).map(|t| t.expose().to_owned());
+                    self.set_token(token);
+                    let error = Box::new(e);
+                    for i in parked {
+                        let Some(x) = self.exchanges.get(i) else { continue };
+                        if x.stage != Stage::Parked {
+                            continue;
+                        }
+                        match x.carries {
+                            Carries::Request { id, .. } => {
+                                let failure = ExchangeFailure::Authorization(error.clone());
+                                self.fail(engine, now, i, id, failure);
+                            }
+                            Carries::Listen => {
+                                self.listen = Listen::At(now + self.listen_retry);
+                                self.release(i);
+                            }
+                            Carries::Message => self.release(i),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

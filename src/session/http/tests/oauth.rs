@@ -1,0 +1,191 @@
+//! The OAuth flow in the session, in simulated time: the test plays the driver (makes the
+//! flow's requests), the authorization server and the MCP server.
+
+use super::*;
+use crate::auth::oauth::{HttpMethod, HttpResponse, OAuthConfig, OAuthFlow, PreRegistered};
+use crate::session::http::OAuthState;
+
+const SERVER: &str = "http://mcp.test/mcp";
+const CHALLENGE: &str =
+    r#"Bearer resource_metadata="http://mcp.test/.well-known/oauth-protected-resource/mcp""#;
+
+/// What the authorization server says, and what it was asked.
+#[derive(Default)]
+struct As {
+    /// Token responses, in order: `(status, body)`.
+    tokens: Vec<(u16, Value)>,
+    asked: Vec<String>,
+}
+
+impl As {
+    fn answer(&mut self, url: &str, body: &[u8]) -> (u16, Value) {
+        let form = String::from_utf8_lossy(body).into_owned();
+        self.asked.push(format!("{url} {form}"));
+        if url.contains("oauth-protected-resource") {
+            (200, json!({"resource": SERVER, "authorization_servers": ["http://as.test"]}))
+        } else if url.contains("/.well-known/oauth-authorization-server") {
+            (
+                200,
+                json!({"issuer": "http://as.test", "token_endpoint": "http://as.test/token",
+                "grant_types_supported": ["client_credentials", "refresh_token"],
+                "token_endpoint_auth_methods_supported": ["client_secret_basic"]}),
+            )
+        } else if url == "http://as.test/token" && !self.tokens.is_empty() {
+            self.tokens.remove(0)
+        } else {
+            (404, json!({}))
+        }
+    }
+}
+
+fn token(access: &str) -> (u16, Value) {
+    (
+        200,
+        json!({"access_token": access, "token_type": "Bearer", "expires_in": 3600,
+        "refresh_token": format!("r-{access}")}),
+    )
+}
+
+impl Sim {
+    fn with_oauth(mut self) -> Self {
+        let config =
+            OAuthConfig::client_credentials(SERVER, PreRegistered::with_secret("id", "secret"));
+        let flow = OAuthFlow::new(config, self.now, 1_800_000_000).unwrap();
+        self.session.with_oauth(self.now, OAuthState::new(flow, None));
+        self
+    }
+
+    /// Plays the driver for the flow's requests until it has none.
+    fn run_flow(&mut self, server: &mut As) -> usize {
+        let mut n = 0;
+        while let Some(req) = self.session.poll_oauth_request() {
+            n += 1;
+            assert!(self.session.peek_waiting().is_none(), "requests wait for the flow");
+            assert_eq!(req.method == HttpMethod::Post, req.url.ends_with("/token"));
+            let (status, body) = server.answer(&req.url, &req.body);
+            let body = body.to_string();
+            let response = HttpResponse { status, body: body.as_bytes() };
+            self.session.on_oauth_response(&mut self.engine, self.now, req.id, response);
+        }
+        n
+    }
+
+    fn refuse(&mut self, x: ExchangeId, status: u16, challenge: &str) {
+        self.respond(x, status, &[("WWW-Authenticate", challenge)], "");
+    }
+}
+
+#[test]
+fn a_401_runs_the_flow_and_the_refused_requests_go_again_first_with_the_token() {
+    let mut s = Sim::modern().with_oauth();
+    let mut server = As { tokens: vec![token("tok-1")], ..As::default() };
+    s.call("a");
+    let a = s.next().unwrap();
+    assert_eq!(a.header("authorization"), None, "no token yet");
+    s.refuse(a.x, 401, CHALLENGE);
+    assert_eq!(s.events(), Vec::<String>::new(), "the refusal is not the call's outcome");
+    // A call made while the flow runs waits for it.
+    s.call("b");
+    s.flush();
+    assert!(s.session.peek_waiting().is_none());
+    assert_eq!(s.run_flow(&mut server), 3, "PRM, AS metadata, token");
+    assert!(server.asked[2].contains("grant_type=client_credentials"), "{:?}", server.asked);
+    let again = s.next().unwrap();
+    assert_eq!(again.body["params"]["name"], "a", "the refused call goes first");
+    assert_eq!(again.header("authorization"), Some("Bearer tok-1"));
+    let b = s.next().unwrap();
+    assert_eq!(b.body["params"]["name"], "b");
+    assert_eq!(b.header("authorization"), Some("Bearer tok-1"));
+    let body = reply(&again, json!({"content": []}));
+    s.json(again.x, body);
+    assert_eq!(s.events(), [r#"done {"content":[]}"#]);
+}
+
+#[test]
+fn a_failed_flow_fails_the_refused_requests_with_the_step_that_failed() {
+    let mut s = Sim::modern().with_oauth();
+    let refused = (401, json!({"error": "invalid_client"}));
+    let mut server = As { tokens: vec![refused], ..As::default() };
+    s.call("a");
+    let a = s.next().unwrap();
+    s.refuse(a.x, 401, CHALLENGE);
+    s.run_flow(&mut server);
+    let events = s.events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(events[0].starts_with("failed Peer(Authorization("), "{events:?}");
+    assert!(events[0].contains("invalid_client"), "{events:?}");
+    assert!(s.next().is_none(), "nothing is resent");
+}
+
+#[test]
+fn a_401_to_a_token_already_replaced_resends_without_a_new_flow() {
+    let mut s = Sim::modern().with_oauth();
+    let mut server = As { tokens: vec![token("tok-1")], ..As::default() };
+    s.call("a");
+    s.call("b");
+    let a = s.next().unwrap();
+    let b = s.next().unwrap();
+    s.refuse(a.x, 401, CHALLENGE);
+    s.run_flow(&mut server);
+    // `b` was sent without the token and is refused after the flow got one.
+    s.refuse(b.x, 401, CHALLENGE);
+    assert!(s.session.poll_oauth_request().is_none(), "no second flow");
+    let first = s.next().unwrap();
+    let second = s.next().unwrap();
+    let mut names = [first.body["params"]["name"].clone(), second.body["params"]["name"].clone()];
+    names.sort_by_key(|v| v.to_string());
+    assert_eq!(names, [json!("a"), json!("b")]);
+    assert_eq!(second.header("authorization"), Some("Bearer tok-1"));
+}
+
+#[test]
+fn the_token_is_refreshed_before_it_expires() {
+    let mut s = Sim::modern().with_oauth();
+    let mut server = As { tokens: vec![token("tok-1"), token("tok-2")], ..As::default() };
+    s.call("a");
+    let a = s.next().unwrap();
+    s.refuse(a.x, 401, CHALLENGE);
+    s.run_flow(&mut server);
+    let a = s.next().unwrap();
+    let body = reply(&a, json!({"content": []}));
+    s.json(a.x, body);
+    s.events();
+    let due = s.session.poll_timeout().expect("a refresh is scheduled");
+    assert!(due > s.now + Duration::from_secs(3000) && due < s.now + Duration::from_secs(3600));
+    s.now = due;
+    s.session.oauth_timeout(&mut s.engine, s.now);
+    assert_eq!(s.run_flow(&mut server), 1);
+    assert!(server.asked.last().unwrap().contains("grant_type=refresh_token"));
+    s.call("c");
+    let c = s.next().unwrap();
+    assert_eq!(c.header("authorization"), Some("Bearer tok-2"));
+}
+
+#[test]
+fn a_403_other_than_insufficient_scope_is_not_the_flows_business() {
+    let mut s = Sim::modern().with_oauth();
+    s.call("a");
+    let a = s.next().unwrap();
+    s.refuse(a.x, 403, r#"Bearer error="invalid_token""#);
+    assert!(s.session.poll_oauth_request().is_none());
+    let events = s.events();
+    assert!(events[0].starts_with("failed Peer(Forbidden("), "{events:?}");
+}
+
+#[test]
+fn a_403_insufficient_scope_runs_the_flow_for_more_scope() {
+    let mut s = Sim::modern().with_oauth();
+    let mut server = As { tokens: vec![token("tok-1"), token("tok-2")], ..As::default() };
+    s.call("a");
+    let a = s.next().unwrap();
+    s.refuse(a.x, 401, CHALLENGE);
+    s.run_flow(&mut server);
+    let a = s.next().unwrap();
+    let step_up = format!(r#"{CHALLENGE}, error="insufficient_scope", scope="admin""#);
+    s.refuse(a.x, 403, &step_up);
+    assert_eq!(s.events(), Vec::<String>::new());
+    s.run_flow(&mut server);
+    assert!(server.asked.last().unwrap().contains("scope=admin"), "{:?}", server.asked);
+    let a = s.next().unwrap();
+    assert_eq!(a.header("authorization"), Some("Bearer tok-2"));
+}
