@@ -54,7 +54,7 @@ fn call_answering(
         for (request, kind, params) in todo {
             let answer = match kind {
                 ServerRequestKind::ElicitationForm => elicitation_defaults(&params).unwrap(),
-                ServerRequestKind::Roots => r#"{"roots":[{"uri":"file:///work/a","name":"a"}]}"#.into(),
+                ServerRequestKind::Roots => r#"{"roots":[{"uri":"file:///srv/project-a","name":"a"}]}"#.into(),
                 ServerRequestKind::Sampling => r#"{"role":"assistant","model":"m","content":{"type":"text","text":"hi from the host"}}"#.into(),
                 other => panic!("unexpected {other:?}"),
             };
@@ -75,7 +75,7 @@ fn scenario(host: &mut Host, id: ServerId, era: Era) {
     let (text, asked, _) = call_answering(host, id, "roots");
     assert_eq!(
         (text.as_str(), asked),
-        ("file:///work/a", vec![(ServerRequestKind::Roots, modern)])
+        ("file:///srv/project-a", vec![(ServerRequestKind::Roots, modern)])
     );
     let (text, asked, _) = call_answering(host, id, "sample");
     assert_eq!(
