@@ -141,6 +141,25 @@ struct Entry {
     answer: Option<String>,
 }
 
+impl Entry {
+    /// A request waiting for the host, as `insert` builds it once it has a generation.
+    fn waiting(
+        kind: ServerRequestKind,
+        origin: Origin,
+        deadline: Instant,
+        params: &str,
+    ) -> impl FnOnce(u32) -> Self + '_ {
+        move |generation| Entry {
+            generation,
+            kind,
+            origin,
+            deadline,
+            params: params.to_owned(),
+            answer: None,
+        }
+    }
+}
+
 /// The waiting server requests: a slab bounded by `Config::max_server_requests`.
 #[derive(Debug)]
 pub(crate) struct ServerRequests {
@@ -255,15 +274,7 @@ impl Engine {
         // A timeout too large for the clock stands for "a day", as a call's deadline does.
         let deadline = now.checked_add(timeout).unwrap_or(now + Duration::from_secs(86_400));
         let origin = Origin::Legacy { id: id.clone() };
-        let entry = |generation| Entry {
-            generation,
-            kind,
-            origin,
-            deadline,
-            params: params.to_owned(),
-            answer: None,
-        };
-        match self.server_requests.insert(entry) {
+        match self.server_requests.insert(Entry::waiting(kind, origin, deadline, params)) {
             Some(request) => self.events.server_request(request, kind, None, params),
             None => {
                 let message = "too many server requests waiting";
@@ -323,14 +334,7 @@ impl Engine {
         let deadline = self.requests.get(slot).map_or(now, |p| p.deadline);
         for (key, kind, params) in asked.iter().copied() {
             let origin = Origin::Input { call, key: key.to_owned() };
-            let entry = |generation| Entry {
-                generation,
-                kind,
-                origin,
-                deadline,
-                params: params.to_owned(),
-                answer: None,
-            };
+            let entry = Entry::waiting(kind, origin, deadline, params);
             if let Some(request) = self.server_requests.insert(entry) {
                 self.events.server_request(request, kind, Some(call), params);
             }

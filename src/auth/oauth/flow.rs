@@ -12,7 +12,7 @@ use super::encode::{base64, form, parse_query, percent_encode};
 use super::error::{AuthError, AuthFailure, AuthStep};
 use super::metadata::{
     parse_error_body, parse_registration, parse_resource_metadata, parse_server_metadata,
-    parse_token_response, ServerMetadata,
+    parse_token_response, ParseError, ServerMetadata,
 };
 use super::store::{ClientRegistration, Secret, StoredAuth, Tokens};
 use super::url::{
@@ -377,7 +377,11 @@ impl OAuthFlow {
         }
         self.resource = Some(prm.resource);
         self.prm_scopes = prm.scopes_supported;
-        let issuer = prm.authorization_servers[0].clone();
+        // The parser refuses an empty list; a missing first entry still fails, never panics.
+        let Some(issuer) = prm.authorization_servers.into_iter().next() else {
+            let missing = ParseError::Missing("authorization_servers");
+            return self.fail(AuthStep::Discovery, AuthFailure::Malformed(missing));
+        };
         self.discover_server(issuer, false);
     }
 
