@@ -10,7 +10,9 @@
 //! over pipes; [`HttpDriver`] speaks Streamable HTTP/1.1 over a small keep-alive pool, with
 //! TLS by rustls ([`TlsOptions`]) and CONNECT proxies. [`Host`] owns a `mio::Poll` and any
 //! number of servers, each with its own engine, pending table, breakers and limits, so one
-//! server's failure never touches another's calls.
+//! server's failure never touches another's calls. A host can also live in the program's own
+//! mio loop ([`Host::embedded`]): it registers on the program's `Registry` within a token
+//! range, and the program forwards events and ticks it.
 //!
 //! The engine is also where resilience lives, as deterministic policy: retries of transient
 //! failures of calls that are safe to repeat (read-only, idempotent, keyed), with backoff
@@ -82,8 +84,8 @@ pub use proto::version::{Era, EraPreference, ProtocolVersion};
 pub use driver::stdio::{CommandLineError, StdioCommand, StdioDriver};
 #[cfg(feature = "stdio")]
 pub use host::{
-    AddServerError, BlockingError, CacheStats, CatalogError, CatalogView, Host, OwnedResult,
-    ServerId,
+    AddServerError, BlockingError, CacheStats, CatalogError, CatalogView, EmbedError, ForeignToken,
+    Host, OwnedResult, ServerId,
 };
 
 #[cfg(feature = "http")]
