@@ -10,9 +10,7 @@
 //! over pipes; [`HttpDriver`] speaks Streamable HTTP/1.1 over a small keep-alive pool, with
 //! TLS by rustls ([`TlsOptions`]) and CONNECT proxies. [`Host`] owns a `mio::Poll` and any
 //! number of servers, each with its own engine, pending table, breakers and limits, so one
-//! server's failure never touches another's calls. A host can also live in the program's own
-//! mio loop ([`Host::embedded`]): it registers on the program's `Registry` within a token
-//! range, and the program forwards events and ticks it.
+//! server's failure never touches another's calls.
 //!
 //! The engine is also where resilience lives, as deterministic policy: retries of transient
 //! failures of calls that are safe to repeat (read-only, idempotent, keyed), with backoff
@@ -25,6 +23,15 @@
 //!
 //! After any `handle_*` input or command: drain [`Engine::poll_transmit`], read
 //! [`Engine::poll_timeout`], drain [`Engine::poll_event`]. See [`Engine`].
+//!
+//! # Embedding (host)
+//!
+//! [`Host::new`] owns a `mio::Poll`; [`Host::poll`] waits on it and does a bounded round of
+//! work. [`Host::embedded`] lives in the program's own mio loop instead: it registers on the
+//! program's `Registry` within a token range, the program forwards events
+//! ([`Host::handle_readiness`]) and ticks it when [`Host::poll_timeout`] is due
+//! ([`Host::handle_timeout`]). Both modes run the same code; the contract (clock, work per
+//! call, tokens) is on [`Host::embedded`].
 //!
 //! # Features
 //!

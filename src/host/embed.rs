@@ -1,88 +1,10 @@
-//! Embedding a [`Host`] in a loop the program owns, and the one round of work both modes run.
+//! Embedding a [`Host`] in a loop the program owns ([`Host::embedded`], whose docs carry the
+//! contract), and the one round of work both modes run.
 //!
-//! [`Host::new`] owns a `mio::Poll`. [`Host::embedded`] instead registers every server's pipes
-//! and sockets on the program's `mio::Registry` (a `try_clone` of it), using only tokens in a
-//! range the program gives it; the program polls, forwards the events whose tokens are in that
-//! range, and ticks the host when [`Host::poll_timeout`] says so. The owned mode is the same
-//! code behind a wait: [`Host::poll`] waits on its own `Poll` for at most
+//! [`Host::new`] owns a `mio::Poll`; an embedded host keeps a `try_clone` of the program's
+//! `mio::Registry` instead and registers only tokens from the range it was given. The owned
+//! mode is the same code behind a wait: [`Host::poll`] waits on its own `Poll` for at most
 //! `min(budget, poll_timeout)`, hands each event to the readiness path, then runs the tick.
-//!
-//! # The loop
-//!
-//! ```no_run
-//! use std::time::{Duration, Instant};
-//! use mcpoll::{Config, Host, StdioCommand};
-//! use mio::{Events, Poll, Token};
-//!
-//! let mut poll = Poll::new()?;
-//! let mut events = Events::with_capacity(256);
-//! // Tokens 0..1000 are the program's; mcpoll gets 1000..2000.
-//! let mut host = Host::embedded(poll.registry(), 1000..2000)?;
-//! let server = host.add_stdio_server(StdioCommand::new("my-mcp-server"), Config::default())?;
-//! loop {
-//!     let now = Instant::now();
-//!     let own = Duration::from_millis(16); // the program's own next deadline
-//!     let wait = host.poll_timeout().map_or(own, |t| t.saturating_duration_since(now).min(own));
-//!     poll.poll(&mut events, Some(wait))?;
-//!     let now = Instant::now();
-//!     for event in events.iter() {
-//!         if host.owns_token(event.token()) {
-//!             host.handle_readiness(event.token(), now)?;
-//!         } else {
-//!             // the program's own sources
-//!         }
-//!     }
-//!     host.handle_timeout(now);
-//!     while let Some((_server, _event)) = host.poll_event() { /* ... */ }
-//! }
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
-//!
-//! # Contract
-//!
-//! **Who reads the clock.** The program, for the loop verbs: [`Host::handle_readiness`] and
-//! [`Host::handle_timeout`] take `now`, read once per wake-up from `std::time::Instant` (the
-//! clock the host's deadlines are on) and never earlier than a `now` given before. The host
-//! reads that clock itself where it always has: in commands (`call_tool`, `cancel`, ...), in
-//! `add_*_server`, and in `poll_event` (the capability cache's bookkeeping).
-//!
-//! **What one readiness call does.** For a token in the range held by a server: that server's
-//! driver reads until `WouldBlock` or until it has handed the engine
-//! `Config::frames_per_readiness` frames, then writes what the engine has to send, then does
-//! that server's share of a tick (due timers, a restart it asks for). A token in the range that
-//! no server holds now (its server was removed after the event was collected) is ignored, as
-//! mio's rules ask. A token outside the range is [`ForeignToken`], and nothing is done.
-//! Readiness is a hint: a spurious call costs one `WouldBlock` read.
-//!
-//! **What one tick does.** [`Host::handle_timeout`], for every server: resume input a frame
-//! budget left unread (one more budget at most), fire the engine's due deadlines (request
-//! timeouts, retries, backoff, probes, restarts, server-request expiry) and the driver's
-//! (connect and idle timeouts, stream reopen, HTTP backlog), start a process the engine asks
-//! for, and write what the engines have to send; then the capability cache takes finished
-//! refreshes. Early or spurious calls only cost that scan.
-//!
-//! **When to tick.** When `poll_timeout()` is at or before `now`. It is the earliest deadline of
-//! any server, or a time already past when a driver holds input its frame budget left unread:
-//! readiness is edge-triggered, so no event will come for that input, and the program must
-//! tick without waiting. After any command the deadline may be earlier: read it again before
-//! waiting. It does not count events queued for the program: drain
-//! [`Host::poll_event`] after each round. With nothing pending and no timer due it is `None`,
-//! and the host makes no system calls.
-//!
-//! **Bound on work.** One readiness call hands one server's engine at most
-//! `frames_per_readiness` frames (a stdio server's stderr gets at most 16 reads of 64 KiB on
-//! top) and buffers at most `Config::max_write_buffer_bytes` (plus one frame) toward it. One
-//! tick does, per server, at most one such budget of left-over input, its due timers, and one
-//! flush. Input past the budget waits for the next tick, so one chatty server cannot hold the
-//! program's loop.
-//!
-//! **Tokens.** Each server takes one contiguous block of the range, first fit:
-//! [`Host::STDIO_SERVER_TOKENS`] for a stdio server, [`Host::HTTP_SERVER_TOKENS`] for an HTTP
-//! one (its connection pool). When no free block is long enough, adding a server fails with
-//! `AddServerError::TooManyServers`; [`Host::remove_server`] gives its block back.
-//!
-//! **Not available embedded.** Anything that waits on its own: [`Host::poll`], `wait`,
-//! `wait_ready`, the `*_blocking` helpers. They return an `Unsupported` I/O error at once.
 
 use std::fmt;
 use std::io;
@@ -268,7 +190,87 @@ impl Host {
     /// (the host keeps a `try_clone` of it) with tokens from `tokens` only. The program polls,
     /// forwards events with [`handle_readiness`](Self::handle_readiness), and calls
     /// [`handle_timeout`](Self::handle_timeout) when [`poll_timeout`](Self::poll_timeout) is
-    /// due. The contract is in the [module docs](self).
+    /// due. [`Host::new`] runs the same readiness path and tick behind a `Poll` of its own.
+    ///
+    /// # The loop
+    ///
+    /// ```no_run
+    /// use std::time::{Duration, Instant};
+    /// use mcpoll::{Config, Host, StdioCommand};
+    /// use mio::{Events, Poll};
+    ///
+    /// let mut poll = Poll::new()?;
+    /// let mut events = Events::with_capacity(256);
+    /// // Tokens 0..1000 are the program's; mcpoll gets 1000..2000.
+    /// let mut host = Host::embedded(poll.registry(), 1000..2000)?;
+    /// let _server = host.add_stdio_server(StdioCommand::new("my-mcp-server"), Config::default())?;
+    /// loop {
+    ///     let now = Instant::now();
+    ///     let own = Duration::from_millis(16); // the program's own next deadline
+    ///     let due = host.poll_timeout().map(|t| t.saturating_duration_since(now));
+    ///     let wait = due.map_or(own, |d| d.min(own));
+    ///     poll.poll(&mut events, Some(wait))?;
+    ///     let now = Instant::now();
+    ///     for event in events.iter() {
+    ///         if host.owns_token(event.token()) {
+    ///             host.handle_readiness(event.token(), now)?;
+    ///         } else {
+    ///             // the program's own sources
+    ///         }
+    ///     }
+    ///     if host.poll_timeout().is_some_and(|t| t <= now) {
+    ///         host.handle_timeout(now); // spurious calls are harmless, but cost a scan
+    ///     }
+    ///     while let Some((_server, _event)) = host.poll_event() { /* ... */ }
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Contract
+    ///
+    /// **Who reads the clock.** The program, for the loop verbs: [`Host::handle_readiness`] and
+    /// [`Host::handle_timeout`] take `now`, read once per wake-up from `std::time::Instant` (the
+    /// clock the host's deadlines are on) and never earlier than a `now` given before. The host
+    /// reads that clock itself where it always has: in commands (`call_tool`, `cancel`, ...), in
+    /// `add_*_server`, and in `poll_event` (the capability cache's bookkeeping).
+    ///
+    /// **What one readiness call does.** For a token in the range held by a server: that server's
+    /// driver reads until `WouldBlock` or until it has handed the engine
+    /// `Config::frames_per_readiness` frames, then writes what the engine has to send, then does
+    /// that server's share of a tick (due timers, a restart it asks for). A token in the range that
+    /// no server holds now (its server was removed after the event was collected) is ignored, as
+    /// mio's rules ask. A token outside the range is [`ForeignToken`], and nothing is done.
+    /// Readiness is a hint: a spurious call costs one `WouldBlock` read.
+    ///
+    /// **What one tick does.** [`Host::handle_timeout`], for every server: resume input a frame
+    /// budget left unread (one more budget at most), fire the engine's due deadlines (request
+    /// timeouts, retries, backoff, probes, restarts, server-request expiry) and the driver's
+    /// (connect and idle timeouts, stream reopen, HTTP backlog), start a process the engine asks
+    /// for, and write what the engines have to send; then the capability cache takes finished
+    /// refreshes. Early or spurious calls only cost that scan.
+    ///
+    /// **When to tick.** When `poll_timeout()` is at or before `now`. It is the earliest deadline
+    /// of any server, or a time already past when a driver holds input its frame budget left
+    /// unread: readiness is edge-triggered, so no event will come for that input, and the program
+    /// must tick without waiting. After any command the deadline may be earlier: read it again
+    /// before waiting. It does not count events queued for the program: drain [`Host::poll_event`]
+    /// after each round. With nothing pending and no timer due it is `None`, and the host makes no
+    /// system calls.
+    ///
+    /// **Bound on work.** One readiness call hands one server's engine at most
+    /// `frames_per_readiness` frames (a stdio server's stderr gets at most 16 reads of 64 KiB on
+    /// top) and buffers at most `Config::max_write_buffer_bytes` (plus one frame) toward it. One
+    /// tick does, per server, at most one such budget of left-over input, its due timers, and one
+    /// flush. Input past the budget waits for the next tick, so one chatty server cannot hold the
+    /// program's loop.
+    ///
+    /// **Tokens.** Each server takes one contiguous block of the range, first fit:
+    /// [`Host::STDIO_SERVER_TOKENS`] for a stdio server, [`Host::HTTP_SERVER_TOKENS`] for an HTTP
+    /// one (its connection pool). When no free block is long enough, adding a server fails with
+    /// `AddServerError::TooManyServers`; [`Host::remove_server`] gives its block back.
+    ///
+    /// **Not available embedded.** Anything that waits on its own: [`Host::poll`], `wait`,
+    /// `wait_ready`, the `*_blocking` helpers. They return an `Unsupported` I/O error at once.
     pub fn embedded(registry: &Registry, tokens: Range<usize>) -> Result<Self, EmbedError> {
         Self::with_reactor(Reactor::embedded(registry, tokens)?).map_err(EmbedError::Io)
     }

@@ -1,4 +1,5 @@
-//! A host owning a `mio::Poll` and any number of servers, each with its own engine.
+//! A host owning a `mio::Poll` (or living in the program's: `Host::embedded`) and any number
+//! of servers, each with its own engine.
 //!
 //! Servers share nothing but the poll: each has its own pending table, limits, stderr ring and
 //! child process, so one server crashing fails only its own calls.
