@@ -262,7 +262,9 @@ impl Host {
     /// top) and buffers at most `Config::max_write_buffer_bytes` (plus one frame) toward it. One
     /// tick does, per server, at most one such budget of left-over input, its due timers, and one
     /// flush. Input past the budget waits for the next tick, so one chatty server cannot hold the
-    /// program's loop.
+    /// program's loop. One call that does wait: closing or removing a running stdio server
+    /// gives its process up to 250 ms to exit after stdin closes, and 250 ms more after
+    /// SIGTERM, before SIGKILL.
     ///
     /// **Tokens.** Each server takes one contiguous block of the range, first fit:
     /// [`Host::STDIO_SERVER_TOKENS`] for a stdio server, [`Host::HTTP_SERVER_TOKENS`] for an HTTP
