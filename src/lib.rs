@@ -85,6 +85,11 @@ pub use host::{
     AddServerError, BlockingError, CacheStats, CatalogError, CatalogView, Host, OwnedResult,
     ServerId,
 };
+#[cfg(feature = "stdio")]
+pub use host::{
+    ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,
+    ServerNames,
+};
 
 #[cfg(feature = "http")]
 pub use driver::http::{HttpDriver, HttpOptions, HttpSetupError, StaticToken, TokenProvider};

@@ -44,8 +44,13 @@ use crate::proto::mcp::{Method, ResultType};
 use crate::proto::version::Era;
 
 mod catalog;
+mod config_file;
 
 pub use catalog::{CacheStats, CatalogError, CatalogView};
+pub use config_file::{
+    ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,
+    ServerNames,
+};
 
 /// Handle to a server in a [`Host`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
