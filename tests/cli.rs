@@ -6,7 +6,9 @@ mod common;
 use std::process::Command;
 
 fn mcpoll() -> Command {
-    Command::new(common::example("mcpoll"))
+    let mut c = Command::new(common::cli());
+    c.arg("--json");
+    c
 }
 
 fn demo(flags: &str) -> String {
