@@ -133,6 +133,15 @@ fn object_arg(s: Option<&String>) -> Result<Box<RawValue>, Failure> {
 
 /// Adds the server the arguments name.
 fn add_server(host: &mut Host, args: &Args) -> Result<ServerId, Failure> {
+    let http_only = !args.headers.is_empty() || args.bearer.is_some();
+    let http_only = http_only || !matches!(args.auth, Auth::None);
+    let stdio_only = || {
+        if http_only {
+            let m = "--header, --bearer and the OAuth options are for HTTP servers";
+            return Err(Failure::Usage(m.into()));
+        }
+        Ok(())
+    };
     let (mut config, opts) = match &args.target {
         Target::Config { file, server } => {
             let file = ConfigFile::load(file).map_err(|e| Failure::Usage(e.to_string()))?;
@@ -154,6 +163,7 @@ fn add_server(host: &mut Host, args: &Args) -> Result<ServerId, Failure> {
             }
             match (entry.stdio_command(), entry.http_options()) {
                 (Some(command), _) => {
+                    stdio_only()?;
                     config.era = args.era.unwrap_or(config.era);
                     return host
                         .add_stdio_server(command.clone(), config)
@@ -166,6 +176,7 @@ fn add_server(host: &mut Host, args: &Args) -> Result<ServerId, Failure> {
         Target::Stdio(line) => {
             let command =
                 StdioCommand::from_command_line(line).map_err(|e| Failure::Usage(e.to_string()))?;
+            stdio_only()?;
             let config = mcpoll::Config {
                 default_timeout: args.timeout,
                 era: args.era.unwrap_or_default(),
