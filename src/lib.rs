@@ -30,6 +30,7 @@
 //! | --- | --- | --- |
 //! | `stdio` | yes | [`StdioDriver`] (child processes over mio pipes) and [`Host`] |
 //! | `http` | yes | [`HttpDriver`], [`HttpOptions`], TLS and proxies (httparse, rustls, webpki-roots) |
+//! | `cli` | no | the `mcpoll` command-line binary only (adds `ctrlc`); the library is unchanged |
 //!
 //! The engine, codecs and protocol types build with no features at all.
 #![forbid(unsafe_code)]
