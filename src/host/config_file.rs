@@ -80,6 +80,7 @@ struct HttpEntry {
 /// Why a configuration file was refused: which file, which server, which key, and what is
 /// wrong with it.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct ConfigFileError {
     /// The file.
     pub file: PathBuf,
@@ -123,8 +124,6 @@ pub enum ConfigFileErrorKind {
     /// A `${...}` form mcpoll cannot expand (`${input:..}`, `${workspaceFolder}`), or an
     /// unclosed `${`.
     UnsupportedVariable(String),
-    /// No server of that name in the file (a lookup by name).
-    UnknownServer,
 }
 
 impl fmt::Display for ConfigFileError {
@@ -156,9 +155,9 @@ impl fmt::Display for ConfigFileError {
                 write!(f, "environment variable {v} is not set (give ${{{v}:-default}})")
             }
             ConfigFileErrorKind::UnsupportedVariable(v) => {
-                write!(f, "cannot expand {v:?} (only ${{VAR}}, ${{VAR:-default}}, ${{env:VAR}}, ${{userHome}})")
+                let forms = "${VAR}, ${VAR:-default}, ${env:VAR}, ${userHome}";
+                write!(f, "cannot expand {v:?} (only {forms})")
             }
-            ConfigFileErrorKind::UnknownServer => f.write_str("no such server in the file"),
         }
     }
 }
@@ -307,16 +306,25 @@ impl ConfiguredServer {
     /// The options of an HTTP server, built fresh (add headers or a token provider to them).
     #[cfg(feature = "http")]
     pub fn http_options(&self) -> Option<HttpOptions> {
-        let ConfiguredTransport::Http(h) = &self.transport else { return None };
-        let mut o = HttpOptions::new(h.url.clone());
-        o.headers.clone_from(&h.headers);
-        o.tls = h.tls.clone();
-        o.proxy = h.proxy.clone();
-        o.max_connections = h.max_connections.unwrap_or(o.max_connections);
-        o.connect_timeout = h.connect_timeout.unwrap_or(o.connect_timeout);
-        o.idle_timeout = h.idle_timeout.unwrap_or(o.idle_timeout);
-        o.alternates.clone_from(&h.alternates);
-        Some(o)
+        match &self.transport {
+            ConfiguredTransport::Http(h) => Some(h.options()),
+            ConfiguredTransport::Stdio(_) => None,
+        }
+    }
+}
+
+#[cfg(feature = "http")]
+impl HttpEntry {
+    fn options(&self) -> HttpOptions {
+        let mut o = HttpOptions::new(self.url.clone());
+        o.headers.clone_from(&self.headers);
+        o.tls = self.tls.clone();
+        o.proxy = self.proxy.clone();
+        o.max_connections = self.max_connections.unwrap_or(o.max_connections);
+        o.connect_timeout = self.connect_timeout.unwrap_or(o.connect_timeout);
+        o.idle_timeout = self.idle_timeout.unwrap_or(o.idle_timeout);
+        o.alternates.clone_from(&self.alternates);
+        o
     }
 }
 
@@ -347,9 +355,8 @@ impl Host {
                 self.add_stdio_server(c.clone(), server.config.clone())
             }
             #[cfg(feature = "http")]
-            ConfiguredTransport::Http(_) => {
-                let opts = server.http_options().ok_or(AddServerError::TooManyServers)?;
-                self.add_http_server(opts, server.config.clone())
+            ConfiguredTransport::Http(h) => {
+                self.add_http_server(h.options(), server.config.clone())
             }
         }
     }

@@ -1,5 +1,5 @@
 // cargo install --path . --features cli
-// cargo run --features cli -- --config examples/mcp.json --server echo tools
+// cargo run --features cli --bin mcpoll -- --config examples/mcp.json --server echo tools
 //
 //! `mcpoll`, a command-line MCP client for people and scripts.
 //!
@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use mcpoll::oauth::{Authorizer, OAuthConfig, PreRegistered};
 use mcpoll::{
-    BlockingError, CacheConfig, CallError, CallId, CallOptions, ConfigFile, Event, Host,
+    BlockingError, CacheConfig, CallError, CallId, CallOptions, Config, ConfigFile, Event, Host,
     HttpOptions, LocalError, Method, OwnedResult, ProcessExit, ServerId, ServerState, StdioCommand,
     TransportError,
 };
@@ -131,69 +131,69 @@ fn object_arg(s: Option<&String>) -> Result<Box<RawValue>, Failure> {
     Ok(raw)
 }
 
-/// Adds the server the arguments name.
-fn add_server(host: &mut Host, args: &Args) -> Result<ServerId, Failure> {
-    let http_only = !args.headers.is_empty() || args.bearer.is_some();
-    let http_only = http_only || !matches!(args.auth, Auth::None);
-    let stdio_only = || {
-        if http_only {
-            let m = "--header, --bearer and the OAuth options are for HTTP servers";
-            return Err(Failure::Usage(m.into()));
-        }
-        Ok(())
-    };
-    let (mut config, opts) = match &args.target {
-        Target::Config { file, server } => {
-            let file = ConfigFile::load(file).map_err(|e| Failure::Usage(e.to_string()))?;
-            let entry = match server {
-                Some(name) => file.server(name).ok_or_else(|| {
-                    Failure::Usage(format!("no server {name:?} in the configuration file"))
-                })?,
-                None => {
-                    let mut enabled = file.servers().filter(|s| !s.is_disabled());
-                    match (enabled.next(), enabled.next()) {
-                        (Some(only), None) => only,
-                        _ => return Err(Failure::Usage("name the server with --server".into())),
-                    }
-                }
-            };
-            let mut config = entry.config().clone();
-            if args.timeout_given {
-                config.default_timeout = args.timeout;
-            }
-            match (entry.stdio_command(), entry.http_options()) {
-                (Some(command), _) => {
-                    stdio_only()?;
-                    config.era = args.era.unwrap_or(config.era);
-                    return host
-                        .add_stdio_server(command.clone(), config)
-                        .map_err(|e| Failure::Other("spawn_failed", e.to_string()));
-                }
-                (None, Some(opts)) => (config, opts),
-                (None, None) => return Err(Failure::Usage("the server has no transport".into())),
-            }
-        }
+/// A server as the arguments name it, before any flag that overrides its settings.
+enum Chosen {
+    Stdio(StdioCommand, Config),
+    // Boxed: the options are much larger than a command.
+    Http(Box<HttpOptions>, Config),
+}
+
+/// Finds the server: an entry of the config file, or the `--stdio`/`--http` flags.
+fn choose(args: &Args) -> Result<Chosen, Failure> {
+    let defaults = Config { default_timeout: args.timeout, ..Config::default() };
+    let file = match &args.target {
         Target::Stdio(line) => {
             let command =
                 StdioCommand::from_command_line(line).map_err(|e| Failure::Usage(e.to_string()))?;
-            stdio_only()?;
-            let config = mcpoll::Config {
-                default_timeout: args.timeout,
-                era: args.era.unwrap_or_default(),
-                ..mcpoll::Config::default()
-            };
+            return Ok(Chosen::Stdio(command, defaults));
+        }
+        Target::Http(url) => {
+            return Ok(Chosen::Http(Box::new(HttpOptions::new(url.clone())), defaults))
+        }
+        Target::Config { file, server } => (file, server),
+    };
+    let config = ConfigFile::load(file.0).map_err(|e| Failure::Usage(e.to_string()))?;
+    let entry = match file.1 {
+        Some(name) => config.server(name).ok_or_else(|| {
+            Failure::Usage(format!("no server {name:?} in the configuration file"))
+        })?,
+        None => {
+            let mut enabled = config.servers().filter(|s| !s.is_disabled());
+            match (enabled.next(), enabled.next()) {
+                (Some(only), None) => only,
+                _ => return Err(Failure::Usage("name the server with --server".into())),
+            }
+        }
+    };
+    let mut settings = entry.config().clone();
+    if args.timeout_given {
+        settings.default_timeout = args.timeout;
+    }
+    match (entry.stdio_command(), entry.http_options()) {
+        (Some(command), _) => Ok(Chosen::Stdio(command.clone(), settings)),
+        (None, Some(opts)) => Ok(Chosen::Http(Box::new(opts), settings)),
+        (None, None) => Err(Failure::Usage("the server has no transport".into())),
+    }
+}
+
+/// Adds the server the arguments name, with the flags' overrides.
+fn add_server(host: &mut Host, args: &Args) -> Result<ServerId, Failure> {
+    let http_flags =
+        !args.headers.is_empty() || args.bearer.is_some() || !matches!(args.auth, Auth::None);
+    let (mut opts, mut config) = match choose(args)? {
+        Chosen::Stdio(..) if http_flags => {
+            let m = "--header, --bearer and the OAuth options are for HTTP servers";
+            return Err(Failure::Usage(m.into()));
+        }
+        Chosen::Stdio(command, mut config) => {
+            config.era = args.era.unwrap_or(config.era);
             return host
                 .add_stdio_server(command, config)
                 .map_err(|e| Failure::Other("spawn_failed", e.to_string()));
         }
-        Target::Http(url) => {
-            let config =
-                mcpoll::Config { default_timeout: args.timeout, ..mcpoll::Config::default() };
-            (config, HttpOptions::new(url.clone()))
-        }
+        Chosen::Http(opts, config) => (*opts, config),
     };
     config.era = args.era.unwrap_or(config.era);
-    let mut opts = opts;
     let url = opts.url.clone();
     for (n, v) in &args.headers {
         opts = opts.header(n.clone(), v.clone());

@@ -65,7 +65,9 @@ const EVERY_FORM: &str = r#"{
         "alternates": ["http://127.0.0.1:8932/mcp"]
       }
     },
-    "streamable": {"type": "streamable-http", "url": "https://example.com/mcp", "mcpoll": {"proxy": "direct"}},
+    "streamable": {
+      "type": "streamable-http", "url": "https://example.com/mcp", "mcpoll": {"proxy": "direct"}
+    },
     "untyped-url": {"url": "https://example.com/mcp", "disabled": true}
   }
 }"#;
@@ -155,57 +157,99 @@ macro_rules! expect_err {
 
 #[test]
 fn file_level_errors() {
-    expect_err!(parse("{\"mcpServers\": {").unwrap_err(), server None, key None, ConfigFileErrorKind::Syntax(_));
-    expect_err!(parse("[]").unwrap_err(), server None, key None, ConfigFileErrorKind::WrongType { .. });
-    expect_err!(parse(r#"{"mcpServer": {}}"#).unwrap_err(), server None, key None, ConfigFileErrorKind::NoServers);
+    use ConfigFileErrorKind as K;
+    expect_err!(parse("{\"mcpServers\": {").unwrap_err(), server None, key None, K::Syntax(_));
+    expect_err!(parse("[]").unwrap_err(), server None, key None, K::WrongType { .. });
+    expect_err!(parse(r#"{"mcpServer": {}}"#).unwrap_err(), server None, key None, K::NoServers);
     expect_err!(
         parse(r#"{"mcpServers": {}, "servers": {}}"#).unwrap_err(),
-        server None, key None, ConfigFileErrorKind::BothServerKeys
+        server None, key None, K::BothServerKeys
     );
     expect_err!(
         parse(r#"{"mcpServers": []}"#).unwrap_err(),
-        server None, key Some("mcpServers"), ConfigFileErrorKind::WrongType { .. }
+        server None, key Some("mcpServers"), K::WrongType { .. }
     );
     let e = ConfigFile::load("/nonexistent/mcp.json").unwrap_err();
     assert!(matches!(e.kind, ConfigFileErrorKind::Io(_)), "{e}");
     assert!(e.to_string().starts_with("/nonexistent/mcp.json: cannot read"), "{e}");
 }
 
+/// The variant name of a kind, for the table below.
+fn kind_name(kind: &ConfigFileErrorKind) -> String {
+    let debug = format!("{kind:?}");
+    debug.split(['(', ' ']).next().unwrap_or_default().to_owned()
+}
+
 #[test]
 fn one_malformed_line_per_error_kind() {
-    use ConfigFileErrorKind as K;
-    let s = Some("s");
-    expect_err!(refused("[]"), server s, key None, K::WrongType { .. });
-    expect_err!(refused(r#"{"command": "x", "enviroment": {}}"#), server s, key Some("enviroment"), K::UnknownKey);
-    expect_err!(refused(r#"{"command": "x", "mcpoll": {"timeout": 5}}"#), server s, key Some("mcpoll.timeout"), K::UnknownKey);
-    expect_err!(refused(r#"{"command": "x", "mcpoll": {"retry": {"max": 2}}}"#), server s, key Some("mcpoll.retry.max"), K::UnknownKey);
-    expect_err!(refused(r#"{"url": "http://h/", "mcpoll": {"tls": {"ca": "x"}}}"#), server s, key Some("mcpoll.tls.ca"), K::UnknownKey);
-    expect_err!(refused(r#"{"command": 7}"#), server s, key Some("command"), K::WrongType { .. });
-    expect_err!(refused(r#"{"command": "x", "args": "a b"}"#), server s, key Some("args"), K::WrongType { .. });
-    expect_err!(refused(r#"{"command": "x", "args": ["a", 1]}"#), server s, key Some("args[1]"), K::WrongType { .. });
-    expect_err!(refused(r#"{"command": "x", "env": {"A": 1}}"#), server s, key Some("env.A"), K::WrongType { .. });
-    expect_err!(refused(r#"{"command": "x", "disabled": "yes"}"#), server s, key Some("disabled"), K::WrongType { .. });
-    expect_err!(refused(r#"{"command": "x", "mcpoll": {"timeoutMs": "5s"}}"#), server s, key Some("mcpoll.timeoutMs"), K::WrongType { .. });
-    expect_err!(refused(r#"{"command": "x", "mcpoll": {"era": "2026"}}"#), server s, key Some("mcpoll.era"), K::WrongType { .. });
-    expect_err!(refused(r#"{"url": "http://h/", "headers": ["A: b"]}"#), server s, key Some("headers"), K::WrongType { .. });
-    expect_err!(refused(r#"{"args": ["x"]}"#), server s, key Some("command"), K::Missing);
-    expect_err!(refused(r#"{"type": "http"}"#), server s, key Some("url"), K::Missing);
-    expect_err!(refused(r#"{"url": "http://h/", "mcpoll": {"tls": {"clientCert": "c.pem"}}}"#), server s, key Some("mcpoll.tls.clientKey"), K::Missing);
-    expect_err!(refused(r#"{"command": "x", "url": "http://h/"}"#), server s, key Some("url"), K::Conflict(_));
-    expect_err!(refused(r#"{"url": "http://h/", "args": []}"#), server s, key Some("args"), K::Conflict(_));
-    expect_err!(refused(r#"{"command": "x", "headers": {}}"#), server s, key Some("headers"), K::Conflict(_));
-    expect_err!(refused(r#"{"command": "x", "mcpoll": {"proxy": "direct"}}"#), server s, key Some("mcpoll.proxy"), K::Conflict(_));
-    expect_err!(refused(r#"{"type": "sse", "url": "http://h/sse"}"#), server s, key Some("type"), K::UnsupportedTransport(_));
-    expect_err!(refused(r#"{"command": "x", "mcpoll": {"maxInFlight": 0}}"#), server s, key Some("mcpoll.maxInFlight"), K::Invalid(_));
-    expect_err!(refused(r#"{"command": "x", "mcpoll": {"retry": {"jitterPercent": 101}}}"#), server s, key Some("mcpoll.retry.jitterPercent"), K::Invalid(_));
-    expect_err!(refused(r#"{"command": ""}"#), server s, key Some("command"), K::Invalid(_));
-    expect_err!(refused(r#"{"command": "x", "mcpoll": {"maxMessageBytes": 10}}"#), server s, key Some("mcpoll"), K::Invalid(_));
-    let e = expect_err!(refused(r#"{"command": "x", "env": {"K": "${NOPE}"}}"#), server s, key Some("env.K"), K::UnsetVariable(_));
+    // (entry of server "s", the key the error names, the kind)
+    let cases: &[(&str, Option<&str>, &str)] = &[
+        ("[]", None, "WrongType"),
+        (r#"{"command": "x", "enviroment": {}}"#, Some("enviroment"), "UnknownKey"),
+        (r#"{"command": "x", "mcpoll": {"timeout": 5}}"#, Some("mcpoll.timeout"), "UnknownKey"),
+        (
+            r#"{"command": "x", "mcpoll": {"retry": {"max": 2}}}"#,
+            Some("mcpoll.retry.max"),
+            "UnknownKey",
+        ),
+        (
+            r#"{"url": "http://h/", "mcpoll": {"tls": {"ca": "x"}}}"#,
+            Some("mcpoll.tls.ca"),
+            "UnknownKey",
+        ),
+        (r#"{"command": 7}"#, Some("command"), "WrongType"),
+        (r#"{"command": "x", "args": "a b"}"#, Some("args"), "WrongType"),
+        (r#"{"command": "x", "args": ["a", 1]}"#, Some("args[1]"), "WrongType"),
+        (r#"{"command": "x", "env": {"A": 1}}"#, Some("env.A"), "WrongType"),
+        (r#"{"command": "x", "disabled": "yes"}"#, Some("disabled"), "WrongType"),
+        (
+            r#"{"command": "x", "mcpoll": {"timeoutMs": "5s"}}"#,
+            Some("mcpoll.timeoutMs"),
+            "WrongType",
+        ),
+        (r#"{"command": "x", "mcpoll": {"era": "2026"}}"#, Some("mcpoll.era"), "WrongType"),
+        (r#"{"url": "http://h/", "headers": ["A: b"]}"#, Some("headers"), "WrongType"),
+        (r#"{"args": ["x"]}"#, Some("command"), "Missing"),
+        (r#"{"type": "http"}"#, Some("url"), "Missing"),
+        (
+            r#"{"url": "http://h/", "mcpoll": {"tls": {"clientCert": "c.pem"}}}"#,
+            Some("mcpoll.tls.clientKey"),
+            "Missing",
+        ),
+        (r#"{"command": "x", "url": "http://h/"}"#, Some("url"), "Conflict"),
+        (r#"{"url": "http://h/", "args": []}"#, Some("args"), "Conflict"),
+        (r#"{"command": "x", "headers": {}}"#, Some("headers"), "Conflict"),
+        (r#"{"command": "x", "mcpoll": {"proxy": "direct"}}"#, Some("mcpoll.proxy"), "Conflict"),
+        (r#"{"type": "sse", "url": "http://h/sse"}"#, Some("type"), "UnsupportedTransport"),
+        (
+            r#"{"command": "x", "mcpoll": {"maxInFlight": 0}}"#,
+            Some("mcpoll.maxInFlight"),
+            "Invalid",
+        ),
+        (
+            r#"{"command": "x", "mcpoll": {"retry": {"jitterPercent": 101}}}"#,
+            Some("mcpoll.retry.jitterPercent"),
+            "Invalid",
+        ),
+        (r#"{"command": ""}"#, Some("command"), "Invalid"),
+        (r#"{"command": "x", "mcpoll": {"maxMessageBytes": 10}}"#, Some("mcpoll"), "Invalid"),
+        (r#"{"command": "x", "env": {"K": "${NOPE}"}}"#, Some("env.K"), "UnsetVariable"),
+        (r#"{"command": "x", "args": ["${input:key}"]}"#, Some("args[0]"), "UnsupportedVariable"),
+        (r#"{"command": "${workspaceFolder}/run"}"#, Some("command"), "UnsupportedVariable"),
+        (r#"{"url": "http://h/${PORT"}"#, Some("url"), "UnsupportedVariable"),
+    ];
+    for &(entry, key, kind) in cases {
+        let e = refused(entry);
+        assert_eq!((e.server.as_deref(), e.key.as_deref()), (Some("s"), key), "{entry}: {e}");
+        assert_eq!(kind_name(&e.kind), kind, "{entry}: {e}");
+        assert!(e.to_string().starts_with("mcp.json: server \"s\""), "{e}");
+    }
+    let kinds: std::collections::BTreeSet<_> = cases.iter().map(|c| c.2).collect();
+    assert_eq!(kinds.len(), 8, "every entry-level kind: {kinds:?}");
+    let e = refused(r#"{"command": "x", "env": {"K": "${NOPE}"}}"#);
     assert_eq!(
         e.to_string(),
-        "mcp.json: server \"s\": key \"env.K\": environment variable NOPE is not set (give ${NOPE:-default})"
+        "mcp.json: server \"s\": key \"env.K\": environment variable NOPE is not set \
+         (give ${NOPE:-default})"
     );
-    expect_err!(refused(r#"{"command": "x", "args": ["${input:key}"]}"#), server s, key Some("args[0]"), K::UnsupportedVariable(_));
-    expect_err!(refused(r#"{"command": "${workspaceFolder}/run"}"#), server s, key Some("command"), K::UnsupportedVariable(_));
-    expect_err!(refused(r#"{"url": "http://h/${PORT"}"#), server s, key Some("url"), K::UnsupportedVariable(_));
 }
