@@ -39,6 +39,7 @@
 //! | --- | --- | --- |
 //! | `stdio` | yes | [`StdioDriver`] (child processes over mio pipes) and [`Host`] |
 //! | `http` | yes | [`HttpDriver`], [`HttpOptions`], TLS and proxies (httparse, rustls, webpki-roots) |
+//! | `cli` | no | the `mcpoll` command-line binary only (adds `ctrlc`); the library is unchanged |
 //!
 //! The engine, codecs and protocol types build with no features at all.
 #![forbid(unsafe_code)]
@@ -93,6 +94,11 @@ pub use driver::stdio::{CommandLineError, StdioCommand, StdioDriver};
 pub use host::{
     AddServerError, BlockingError, CacheStats, CatalogError, CatalogView, EmbedError, ForeignToken,
     Host, OwnedResult, ServerId,
+};
+#[cfg(feature = "stdio")]
+pub use host::{
+    ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,
+    ServerNames,
 };
 
 #[cfg(feature = "http")]

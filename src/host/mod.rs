@@ -45,10 +45,15 @@ use crate::proto::mcp::{Method, ResultType};
 use crate::proto::version::Era;
 
 mod catalog;
+mod config_file;
 mod embed;
 mod tokens;
 
 pub use catalog::{CacheStats, CatalogError, CatalogView};
+pub use config_file::{
+    ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,
+    ServerNames,
+};
 pub use embed::{EmbedError, ForeignToken};
 
 /// Handle to a server in a [`Host`].
