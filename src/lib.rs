@@ -85,6 +85,14 @@ pub use host::{
     AddServerError, BlockingError, CacheStats, CatalogError, CatalogView, Host, OwnedResult,
     ServerId,
 };
+#[cfg(feature = "stdio")]
+pub use host::{
+    CredentialSource, Credentials, LaneError, LaneTarget, Principal, PrincipalError, PrincipalId,
+};
+#[cfg(feature = "stdio")]
+pub use host::{
+    TaskCallError, TaskError, TaskId, TaskInfo, TaskOptions, TaskScope, MAX_TASK_BUDGET,
+};
 
 #[cfg(feature = "http")]
 pub use driver::http::{HttpDriver, HttpOptions, HttpSetupError, StaticToken, TokenProvider};

@@ -44,8 +44,16 @@ use crate::proto::mcp::{Method, ResultType};
 use crate::proto::version::Era;
 
 mod catalog;
+mod principal;
+mod task;
 
 pub use catalog::{CacheStats, CatalogError, CatalogView};
+pub use principal::{
+    CredentialSource, Credentials, LaneError, LaneTarget, Principal, PrincipalError, PrincipalId,
+};
+pub use task::{
+    TaskCallError, TaskError, TaskId, TaskInfo, TaskOptions, TaskScope, MAX_TASK_BUDGET,
+};
 
 /// Handle to a server in a [`Host`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -277,6 +285,10 @@ pub struct Host {
     event_cursor: usize,
     /// The capability cache (catalogs of every server) and its change events.
     cache: catalog::HostCache,
+    /// Principals, and each server's lanes (one engine per server and principal).
+    lanes: principal::Lanes,
+    /// Tasks and the calls made under each.
+    tasks: task::TaskTable<(ServerId, CallId)>,
 }
 
 impl Host {
@@ -289,6 +301,8 @@ impl Host {
             next_generation: 0,
             event_cursor: 0,
             cache: catalog::HostCache::new(CacheConfig::default())?,
+            lanes: principal::Lanes::default(),
+            tasks: task::TaskTable::default(),
         })
     }
 
@@ -305,11 +319,14 @@ impl Host {
         let base = Token(index.checked_mul(TOKEN_SPAN).ok_or(AddServerError::TooManyServers)?);
         let identity = engine.config().cache_identity.clone();
         let identity = identity.unwrap_or_else(|| command.program().to_string_lossy().into_owned());
+        let recipe = principal::Recipe::stdio(&command, engine.config());
         let mut driver = StdioDriver::new(command, engine.config(), base);
         driver.spawn(self.poll.registry(), &mut engine, now).map_err(AddServerError::Spawn)?;
         let catalog =
             catalog::ServerCatalog::new(identity, false, engine.config().cache_tenant.clone());
-        Ok(self.insert(engine, Transport::Stdio(driver), catalog))
+        let id = self.insert(engine, Transport::Stdio(driver), catalog);
+        self.lanes.remember(id, recipe);
+        Ok(id)
     }
 
     /// Adds a Streamable HTTP server. The URL is parsed and its host resolved now (the system
@@ -327,10 +344,13 @@ impl Host {
         let config = engine.config().clone();
         let identity = config.cache_identity.clone().unwrap_or_else(|| opts.url.clone());
         let catalog = catalog::ServerCatalog::new(identity, true, config.cache_tenant.clone());
+        let recipe = principal::Recipe::http(&opts, &config);
         let mut driver =
             HttpDriver::new(opts, &config, base, &mut engine, now).map_err(AddServerError::Http)?;
         driver.flush(self.poll.registry(), &mut engine, now);
-        Ok(self.insert(engine, Transport::Http(driver), catalog))
+        let id = self.insert(engine, Transport::Http(driver), catalog);
+        self.lanes.remember(id, recipe);
+        Ok(id)
     }
 
     fn insert(
@@ -489,7 +509,9 @@ impl Host {
 
     /// Closes a server: its calls fail, its process group is stopped (stdin closed, then
     /// SIGTERM, then SIGKILL), and its handle becomes invalid once its events are drained.
+    /// The principals' lanes on it close with it.
     pub fn close_server(&mut self, server: ServerId) {
+        self.close_lanes(server);
         let registry = self.poll.registry();
         if let Some(s) =
             self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)
@@ -512,8 +534,9 @@ impl Host {
         }
     }
 
-    /// Forgets a closed server (after its events are drained).
+    /// Forgets a closed server (after its events are drained), and its lanes.
     pub fn remove_server(&mut self, server: ServerId) {
+        self.remove_lanes(server);
         if self.server(server).is_some() {
             self.close_server(server);
             self.servers.remove(server.index);
