@@ -371,6 +371,23 @@ impl Host {
     /// in-flight limit, session and private catalogs are the principal's alone. Created on first
     /// use (its era probe starts at once, like a new server's); later uses return the same lane
     /// while it exists. Given a lane, answers for the lane's server.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use mcpoll::{CallOptions, Config, Host, HttpOptions, Principal, TaskOptions};
+    ///
+    /// let mut host = Host::new()?;
+    /// let url = "https://mcp.example/mcp";
+    /// let server = host.add_http_server(HttpOptions::new(url), Config::default())?;
+    /// let alice = host.add_principal(Principal::new("alice").tenant("acme").bearer("a-token"))?;
+    /// let lane = host.lane(server, alice)?;
+    ///
+    /// let task = host.task(TaskOptions::new().deadline(Duration::from_secs(30)).budget(8))?;
+    /// let args = serde_json::value::RawValue::from_string(r#"{"q":"weather"}"#.into())?;
+    /// let call = host.in_task(task).call_tool(lane, "search", &args, CallOptions::default())?;
+    /// host.cancel_task(task)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn lane(
         &mut self,
         server: ServerId,
