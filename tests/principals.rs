@@ -11,16 +11,45 @@
 
 mod common;
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use common::*;
 use mcpoll::{
-    BlockingError, BreakerPolicy, CallError, CallOptions, Config, Event, Host, HttpOptions,
-    LocalError, Principal, RequestError, ServerId, StdioCommand, TaskCallError, TaskError,
-    TaskOptions,
+    BlockingError, BreakerPolicy, CallError, CallId, CallOptions, Config, CredentialSource,
+    Credentials, Event, Host, HttpOptions, LaneTarget, LocalError, Principal, RequestError,
+    ServerId, StdioCommand, TaskCallError, TaskError, TaskOptions,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
+
+/// Counts allocations made by the current thread (tests run on parallel threads).
+struct Counting;
+
+thread_local! {
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: delegates to the system allocator with the caller's layout.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the pointer came from `alloc` above, with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocs() -> u64 {
+    ALLOCS.with(Cell::get)
+}
 
 fn ready(host: &mut Host, id: ServerId) {
     let state = host.wait_ready(id, WAIT).expect("ready");
@@ -288,4 +317,98 @@ fn a_task_past_its_budget_or_deadline_sends_nothing() {
     let late = host.in_task(task).call_tool(py, "echo", &echo, CallOptions::default());
     assert!(matches!(late, Err(TaskCallError::Task(TaskError::DeadlineExceeded))), "{late:?}");
     assert_eq!(host.stats(py).unwrap().requests_sent, sent);
+}
+
+/// Polls until `call` is done, reading events without keeping them (nothing is allocated for
+/// the caller).
+fn poll_done(host: &mut Host, call: CallId) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        while let Some((_, e)) = host.poll_event() {
+            match e {
+                Event::CallDone { call: c, .. } if c == call => return,
+                Event::CallFailed { call: c, error, .. } if c == call => panic!("{error}"),
+                _ => {}
+            }
+        }
+        assert!(Instant::now() < deadline, "call did not end");
+        host.poll(Some(Duration::from_millis(20))).unwrap();
+    }
+}
+
+#[test]
+fn a_call_under_a_task_allocates_no_more_than_a_plain_call() {
+    let mut host = Host::new().unwrap();
+    let server = start(&mut host, demo_server(), Config::default());
+    let task = host.task(TaskOptions::new().budget(64)).unwrap();
+    let args = raw(r#"{"text":"x"}"#);
+    // Warm up both paths (buffers reach their working size).
+    for _ in 0..3 {
+        let c = host.call_tool(server, "echo", &args, &CallOptions::default()).unwrap();
+        poll_done(&mut host, c);
+        let c = host.in_task(task).call_tool(server, "echo", &args, CallOptions::default());
+        poll_done(&mut host, c.unwrap());
+    }
+    let (mut plain, mut tasked) = (0, 0);
+    for _ in 0..20 {
+        let opts = CallOptions::default();
+        let before = allocs();
+        let c = host.call_tool(server, "echo", &args, &opts).unwrap();
+        plain += allocs() - before;
+        poll_done(&mut host, c);
+        let opts = CallOptions::default();
+        let before = allocs();
+        let c = host.in_task(task).call_tool(server, "echo", &args, opts).unwrap();
+        tasked += allocs() - before;
+        poll_done(&mut host, c);
+    }
+    eprintln!("allocations making 20 calls: plain {plain}, under a task {tasked}");
+    assert_eq!(tasked, plain, "the task's bookkeeping allocated (plain {plain}, task {tasked})");
+    assert_eq!(host.task_info(task).unwrap().calls, 23);
+    // The counter does count: one boxed value is one allocation.
+    let before = allocs();
+    drop(std::hint::black_box(Box::new(1u8)));
+    assert_eq!(allocs() - before, 1);
+}
+
+/// Environment credentials, one value per principal and server.
+#[derive(Debug)]
+struct EnvSecret(&'static str);
+
+impl CredentialSource for EnvSecret {
+    fn credentials(&mut self, target: &LaneTarget<'_>) -> Credentials {
+        let value = format!("{}@{}", self.0, target.identity);
+        Credentials::Env(vec![("MCPOLL_LANE_SECRET".into(), value)])
+    }
+}
+
+fn environ(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_stdio_lane_is_a_process_of_its_own_with_its_principals_environment() {
+    let mut host = Host::new().unwrap();
+    let config = Config { cache_identity: Some("demo".into()), ..Config::default() };
+    let server = start(&mut host, demo_server(), config);
+    let dave = Principal::new("dave").credentials(Box::new(EnvSecret("dave-key")));
+    let dave = host.add_principal(dave).unwrap();
+    let erin =
+        host.add_principal(Principal::new("erin").credentials(Box::new(EnvSecret("erin-key"))));
+    let (ld, le) = (host.lane(server, dave).unwrap(), host.lane(server, erin.unwrap()).unwrap());
+    for id in [ld, le] {
+        ready(&mut host, id);
+    }
+    let pids = [server, ld, le].map(|id| host.pid(id).expect("running"));
+    assert!(pids[0] != pids[1] && pids[1] != pids[2] && pids[0] != pids[2], "{pids:?}");
+    assert!(!environ(pids[0]).contains("MCPOLL_LANE_SECRET"));
+    assert!(environ(pids[1]).contains("MCPOLL_LANE_SECRET=dave-key@demo"));
+    assert!(environ(pids[2]).contains("MCPOLL_LANE_SECRET=erin-key@demo"));
+    assert_eq!(text(&call(&mut host, ld, "echo", r#"{"text":"d"}"#)), "d");
+    // Removing the server takes its lanes (and their processes) with it.
+    host.remove_server(server);
+    assert!(host.state(ld).is_none() && host.state(le).is_none());
+    assert!(matches!(host.lane(server, dave), Err(mcpoll::LaneError::UnknownServer)));
 }
