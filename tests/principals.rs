@@ -15,7 +15,11 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
+use std::sync::{Arc, OnceLock};
+
+use common::mini::{mcp_answer, MiniServer, Request as MiniRequest, Response as MiniResponse};
 use common::*;
+use mcpoll::oauth::{OAuthConfig, PreRegistered};
 use mcpoll::{
     BlockingError, BreakerPolicy, CallError, CallId, CallOptions, Config, CredentialSource,
     Credentials, Event, Host, HttpOptions, LaneTarget, LocalError, Principal, RequestError,
@@ -411,4 +415,116 @@ fn a_stdio_lane_is_a_process_of_its_own_with_its_principals_environment() {
     host.remove_server(server);
     assert!(host.state(ld).is_none() && host.state(le).is_none());
     assert!(matches!(host.lane(server, dave), Err(mcpoll::LaneError::UnknownServer)));
+}
+
+/// Client credentials of one principal, run by its lane's own OAuth flow.
+#[derive(Debug)]
+struct MachineIdentity {
+    id: &'static str,
+    secret: &'static str,
+}
+
+impl CredentialSource for MachineIdentity {
+    fn credentials(&mut self, target: &LaneTarget<'_>) -> Credentials {
+        let url = target.url.expect("an HTTP server").to_owned();
+        let client = PreRegistered::with_secret(self.id, self.secret);
+        Credentials::OAuth(Box::new(OAuthConfig::client_credentials(url, client)), None)
+    }
+}
+
+/// An authorization server issuing `tok-<id>` to client `<id>` (alice and bob, HTTP Basic).
+fn per_client_authorization_server() -> MiniServer {
+    let issuer: Arc<OnceLock<String>> = Arc::default();
+    let issuer2 = Arc::clone(&issuer);
+    let server = MiniServer::start(None, move |req: &MiniRequest| {
+        let issuer = issuer2.get().cloned().unwrap_or_default();
+        if req.method == "GET" {
+            return MiniResponse::json(serde_json::json!({
+                "issuer": issuer, "token_endpoint": format!("{issuer}/token"),
+                "grant_types_supported": ["client_credentials"],
+                "token_endpoint_auth_methods_supported": ["client_secret_basic"]}));
+        }
+        let token = match req.header("authorization") {
+            Some("Basic YWxpY2U6YS1zZWNyZXQ=") => "tok-alice",
+            Some("Basic Ym9iOmItc2VjcmV0") => "tok-bob",
+            _ => {
+                let mut r = MiniResponse::json(serde_json::json!({"error": "invalid_client"}));
+                r.status = 401;
+                return r;
+            }
+        };
+        MiniResponse::json(serde_json::json!({
+            "access_token": token, "token_type": "Bearer", "expires_in": 3600}))
+    });
+    let _ = issuer.set(format!("http://127.0.0.1:{}", server.port));
+    server
+}
+
+/// A protected MCP endpoint whose `echo` answers with the principal its token names.
+fn per_token_mcp(as_url: String) -> MiniServer {
+    let port: Arc<OnceLock<u16>> = Arc::default();
+    let port2 = Arc::clone(&port);
+    let server = MiniServer::start(None, move |req: &MiniRequest| {
+        let base = format!("http://127.0.0.1:{}", port2.get().copied().unwrap_or_default());
+        if req.method == "GET" {
+            return MiniResponse::json(serde_json::json!({
+                "resource": format!("{base}/mcp"), "authorization_servers": [as_url]}));
+        }
+        let who = match req.header("authorization") {
+            Some("Bearer tok-alice") => "alice",
+            Some("Bearer tok-bob") => "bob",
+            _ => {
+                let challenge = format!(
+                    r#"Bearer resource_metadata="{base}/.well-known/oauth-protected-resource/mcp""#
+                );
+                return MiniResponse {
+                    status: 401,
+                    headers: vec![("WWW-Authenticate".into(), challenge)],
+                    body: String::new(),
+                };
+            }
+        };
+        let msg = req.json();
+        if msg["method"] == "tools/call" {
+            return MiniResponse::json(serde_json::json!({"jsonrpc": "2.0", "id": msg["id"],
+                "result": {"resultType": "complete", "content": [{"type": "text", "text": who}]}}));
+        }
+        mcp_answer(req)
+    });
+    let _ = port.set(server.port);
+    server
+}
+
+#[test]
+fn each_lane_runs_its_principals_own_oauth_flow() {
+    let auth = per_client_authorization_server();
+    let mcp = per_token_mcp(format!("http://127.0.0.1:{}", auth.port));
+    let mut host = Host::new().unwrap();
+    let server =
+        host.add_http_server(HttpOptions::new(mcp.url("http", "127.0.0.1")), Config::default());
+    let server = server.unwrap();
+    let alice = Principal::new("alice")
+        .credentials(Box::new(MachineIdentity { id: "alice", secret: "a-secret" }));
+    let bob = Principal::new("bob")
+        .credentials(Box::new(MachineIdentity { id: "bob", secret: "b-secret" }));
+    let (alice, bob) = (host.add_principal(alice).unwrap(), host.add_principal(bob).unwrap());
+    let la = host.lane(server, alice).unwrap();
+    let lb = host.lane(server, bob).unwrap();
+    for id in [la, lb] {
+        ready(&mut host, id);
+    }
+    for _ in 0..3 {
+        assert_eq!(text(&call(&mut host, la, "echo", r#"{"text":"x"}"#)), "alice");
+        assert_eq!(text(&call(&mut host, lb, "echo", r#"{"text":"x"}"#)), "bob");
+    }
+    // One token request per principal: each lane keeps its own token.
+    let token_posts: Vec<String> = auth
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST")
+        .filter_map(|r| r.header("authorization").map(str::to_owned))
+        .collect();
+    assert_eq!(token_posts.len(), 2, "{token_posts:?}");
+    assert!(token_posts.contains(&"Basic YWxpY2U6YS1zZWNyZXQ=".to_owned()));
+    assert!(token_posts.contains(&"Basic Ym9iOmItc2VjcmV0".to_owned()));
 }

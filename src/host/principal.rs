@@ -509,3 +509,45 @@ impl Host {
         Ok(self.insert(engine, transport, catalog))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_sets_ignore_order_and_duplicates() {
+        let a = Principal::new("p").scopes(["b", "a", "b"]);
+        let b = Principal::new("p").scopes(["a", "b"]);
+        assert!(a.same_context(&b));
+        assert!(!a.same_context(&Principal::new("p").scopes(["a"])));
+        assert!(!a.same_context(&Principal::new("p").scopes(["a", "b"]).tenant("t")));
+    }
+
+    #[cfg(feature = "http")]
+    #[test]
+    fn debug_output_never_shows_credentials() {
+        let p = Principal::new("alice").bearer("s3cret-token");
+        let shown = format!("{p:?}");
+        assert!(shown.contains("alice") && !shown.contains("s3cret"), "{shown}");
+        let env = Credentials::Env(vec![("API_KEY".into(), "s3cret-key".into())]);
+        let shown = format!("{env:?}");
+        assert!(shown.contains("API_KEY") && !shown.contains("s3cret"), "{shown}");
+        let token = Credentials::Token(Box::new(StaticToken("s3cret-token".into())));
+        assert!(!format!("{token:?}").contains("s3cret"));
+    }
+
+    #[cfg(feature = "http")]
+    #[test]
+    fn a_lane_template_keeps_no_credential_of_the_server() {
+        let opts = HttpOptions::new("http://127.0.0.1:1/mcp")
+            .bearer("server-token")
+            .header("Authorization", "Bearer other")
+            .header("proxy-authorization", "Basic x")
+            .header("X-Tenant", "blue");
+        let lane = opts.without_credentials();
+        assert!(lane.token_provider.is_none() && lane.oauth.is_none());
+        assert!(lane.authorizer.is_none());
+        assert_eq!(lane.headers, [("X-Tenant".to_owned(), "blue".to_owned())]);
+        assert_eq!(lane.url, opts.url);
+    }
+}
