@@ -192,7 +192,10 @@ struct Task<M> {
     budget: u32,
     audit: u64,
     cancelled: bool,
-    /// The calls made, in order; allocated with room for the whole budget.
+    /// Calls made (the budget's spend).
+    made: u32,
+    /// The calls made, in order, until a cancel takes them; allocated with room for the whole
+    /// budget.
     calls: Vec<M>,
 }
 
@@ -228,6 +231,7 @@ impl<M: Copy> TaskTable<M> {
             budget: opts.budget,
             audit,
             cancelled: false,
+            made: 0,
             calls: Vec::with_capacity(opts.budget as usize),
         };
         let generation = task.generation;
@@ -261,7 +265,7 @@ impl<M: Copy> TaskTable<M> {
         if t.cancelled {
             return Err(TaskError::Cancelled);
         }
-        if t.calls.len() >= t.budget as usize {
+        if t.made >= t.budget {
             return Err(TaskError::BudgetExhausted { budget: t.budget });
         }
         let mut timeout = requested.unwrap_or(default);
@@ -279,7 +283,8 @@ impl<M: Copy> TaskTable<M> {
     /// whole budget and [`admit`](Self::admit) refused any call past it.
     pub(crate) fn record(&mut self, id: TaskId, call: M) {
         if let Ok(t) = self.get_mut(id) {
-            if t.calls.len() < t.budget as usize {
+            if t.made < t.budget && !t.cancelled {
+                t.made += 1;
                 t.calls.push(call);
             }
         }
@@ -304,8 +309,7 @@ impl<M: Copy> TaskTable<M> {
         let t = self.get(id)?;
         Ok(TaskInfo {
             audit_id: t.audit,
-            // `cancel` took the list; the count of a cancelled task is not kept.
-            calls: t.calls.len() as u32,
+            calls: t.made,
             budget: t.budget,
             deadline: t.deadline,
             cancelled: t.cancelled,
@@ -532,7 +536,9 @@ mod tests {
         }
         assert_eq!(t.cancel(task).unwrap(), [7, 8, 9]);
         assert_eq!(t.admit(now, task, None, DEFAULT), Err(TaskError::Cancelled));
-        assert!(t.info(task).unwrap().cancelled);
+        let info = t.info(task).unwrap();
+        assert!(info.cancelled);
+        assert_eq!(info.calls, 3, "the count outlives the list");
         // A second cancel has nothing left to end.
         assert_eq!(t.cancel(task).unwrap(), Vec::<u32>::new());
     }
