@@ -40,10 +40,9 @@
 use std::fmt;
 use std::time::Instant;
 
-use mio::Token;
 use slab::Slab;
 
-use super::{catalog, AddServerError, Host, ServerId, Transport, TOKEN_SPAN};
+use super::{catalog, AddServerError, Host, ServerId, Transport};
 #[cfg(feature = "http")]
 use crate::auth::oauth::{Authorizer, OAuthConfig};
 use crate::config::Config;
@@ -460,8 +459,6 @@ impl Host {
         }
         let setup = |e| LaneError::Setup(e);
         let mut engine = Engine::new(config, now).map_err(|e| setup(AddServerError::Config(e)))?;
-        let index = self.servers.vacant_key();
-        let token = index.checked_mul(TOKEN_SPAN).ok_or(setup(AddServerError::TooManyServers))?;
         let tenant = engine.config().cache_tenant.clone();
         let registry = self.poll.registry();
         let (transport, http) = match &base.recipe {
@@ -478,7 +475,8 @@ impl Host {
                     #[cfg(feature = "http")]
                     Some(_) => log::debug!("HTTP credentials ignored for a stdio lane"),
                 }
-                let mut driver = StdioDriver::new(command, engine.config(), Token(token));
+                let token = self.poll.reserve(Self::STDIO_SERVER_TOKENS).map_err(setup)?;
+                let mut driver = StdioDriver::new(command, engine.config(), token);
                 driver
                     .spawn(registry, &mut engine, now)
                     .map_err(|e| setup(AddServerError::Spawn(e)))?;
@@ -498,7 +496,8 @@ impl Host {
                     Some(Credentials::None) | None => {}
                 }
                 let config = engine.config().clone();
-                let mut driver = HttpDriver::new(opts, &config, Token(token), &mut engine, now)
+                let token = self.poll.reserve(Self::HTTP_SERVER_TOKENS).map_err(setup)?;
+                let mut driver = HttpDriver::new(opts, &config, token, &mut engine, now)
                     .map_err(|e| setup(AddServerError::Http(e)))?;
                 driver.flush(registry, &mut engine, now);
                 (Transport::Http(driver), true)
