@@ -100,6 +100,14 @@ pub use host::{
     ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,
     ServerNames,
 };
+#[cfg(feature = "stdio")]
+pub use host::{
+    CredentialSource, Credentials, LaneError, LaneTarget, Principal, PrincipalError, PrincipalId,
+};
+#[cfg(feature = "stdio")]
+pub use host::{
+    TaskCallError, TaskError, TaskId, TaskInfo, TaskOptions, TaskScope, MAX_TASK_BUDGET,
+};
 
 #[cfg(feature = "http")]
 pub use driver::http::{HttpDriver, HttpOptions, HttpSetupError, StaticToken, TokenProvider};

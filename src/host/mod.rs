@@ -47,6 +47,8 @@ use crate::proto::version::Era;
 mod catalog;
 mod config_file;
 mod embed;
+mod principal;
+mod task;
 mod tokens;
 
 pub use catalog::{CacheStats, CatalogError, CatalogView};
@@ -55,6 +57,12 @@ pub use config_file::{
     ServerNames,
 };
 pub use embed::{EmbedError, ForeignToken};
+pub use principal::{
+    CredentialSource, Credentials, LaneError, LaneTarget, Principal, PrincipalError, PrincipalId,
+};
+pub use task::{
+    TaskCallError, TaskError, TaskId, TaskInfo, TaskOptions, TaskScope, MAX_TASK_BUDGET,
+};
 
 /// Handle to a server in a [`Host`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -288,6 +296,10 @@ pub struct Host {
     event_cursor: usize,
     /// The capability cache (catalogs of every server) and its change events.
     cache: catalog::HostCache,
+    /// Principals, and each server's lanes (one engine per server and principal).
+    lanes: principal::Lanes,
+    /// Tasks and the calls made under each.
+    tasks: task::TaskTable<(ServerId, CallId)>,
 }
 
 impl Host {
@@ -304,6 +316,8 @@ impl Host {
             next_generation: 0,
             event_cursor: 0,
             cache: catalog::HostCache::new(CacheConfig::default())?,
+            lanes: principal::Lanes::default(),
+            tasks: task::TaskTable::default(),
         })
     }
 
@@ -319,11 +333,14 @@ impl Host {
         let base = self.poll.reserve(Self::STDIO_SERVER_TOKENS)?;
         let identity = engine.config().cache_identity.clone();
         let identity = identity.unwrap_or_else(|| command.program().to_string_lossy().into_owned());
+        let recipe = principal::Recipe::stdio(&command, engine.config());
         let mut driver = StdioDriver::new(command, engine.config(), base);
         driver.spawn(self.poll.registry(), &mut engine, now).map_err(AddServerError::Spawn)?;
         let catalog =
             catalog::ServerCatalog::new(identity, false, engine.config().cache_tenant.clone());
-        Ok(self.insert(engine, Transport::Stdio(driver), catalog))
+        let id = self.insert(engine, Transport::Stdio(driver), catalog);
+        self.lanes.remember(id, recipe);
+        Ok(id)
     }
 
     /// Adds a Streamable HTTP server. The URL is parsed and its host resolved now (the system
@@ -340,10 +357,13 @@ impl Host {
         let config = engine.config().clone();
         let identity = config.cache_identity.clone().unwrap_or_else(|| opts.url.clone());
         let catalog = catalog::ServerCatalog::new(identity, true, config.cache_tenant.clone());
+        let recipe = principal::Recipe::http(&opts, &config);
         let mut driver =
             HttpDriver::new(opts, &config, base, &mut engine, now).map_err(AddServerError::Http)?;
         driver.flush(self.poll.registry(), &mut engine, now);
-        Ok(self.insert(engine, Transport::Http(driver), catalog))
+        let id = self.insert(engine, Transport::Http(driver), catalog);
+        self.lanes.remember(id, recipe);
+        Ok(id)
     }
 
     fn insert(
@@ -504,7 +524,9 @@ impl Host {
 
     /// Closes a server: its calls fail, its process group is stopped (stdin closed, then
     /// SIGTERM, then SIGKILL), and its handle becomes invalid once its events are drained.
+    /// The principals' lanes on it close with it.
     pub fn close_server(&mut self, server: ServerId) {
+        self.close_lanes(server);
         let registry = self.poll.registry();
         if let Some(s) =
             self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)
@@ -527,8 +549,9 @@ impl Host {
         }
     }
 
-    /// Forgets a closed server (after its events are drained).
+    /// Forgets a closed server (after its events are drained), and its lanes.
     pub fn remove_server(&mut self, server: ServerId) {
+        self.remove_lanes(server);
         if self.server(server).is_some() {
             self.close_server(server);
             self.servers.remove(server.index);

@@ -86,6 +86,35 @@ impl HttpOptions {
         self
     }
 
+    /// These options without any credential: no token provider, no OAuth flow, no
+    /// authorizer, and no `Authorization` (or `Proxy-Authorization`) header. A principal's lane
+    /// starts from this and adds its own, so the server's own credentials never reach it.
+    pub(crate) fn without_credentials(&self) -> Self {
+        let headers = self
+            .headers
+            .iter()
+            .filter(|(name, _)| {
+                !name.eq_ignore_ascii_case("authorization")
+                    && !name.eq_ignore_ascii_case("proxy-authorization")
+            })
+            .cloned()
+            .collect();
+        Self {
+            url: self.url.clone(),
+            headers,
+            token_provider: None,
+            oauth: None,
+            authorizer: None,
+            tls: self.tls.clone(),
+            proxy: self.proxy.clone(),
+            max_connections: self.max_connections,
+            idle_timeout: self.idle_timeout,
+            connect_timeout: self.connect_timeout,
+            max_head_bytes: self.max_head_bytes,
+            alternates: self.alternates.clone(),
+        }
+    }
+
     /// Refuses a configured header that is not a valid HTTP header.
     pub(super) fn check_headers(&self) -> Result<(), HttpSetupError> {
         for (name, value) in &self.headers {
