@@ -312,8 +312,8 @@ impl Host {
         Ok(self.insert(engine, Transport::Stdio(driver), catalog))
     }
 
-    /// Adds a Streamable HTTP server. The URL is parsed and its host resolved now (the system
-    /// resolver blocks); connections are made on demand. The era probe starts at once.
+    /// Adds a Streamable HTTP server. The URL is parsed now; its host name is resolved off the
+    /// loop and connections are made on demand. The era probe starts at once.
     #[cfg(feature = "http")]
     pub fn add_http_server(
         &mut self,
