@@ -25,7 +25,7 @@ use mio::{Interest, Registry, Token};
 use slab::Slab;
 use smallvec::SmallVec;
 
-use crate::auth::oauth::{HttpResponse, OAuthFlow};
+use crate::auth::oauth::{HttpResponse, OAuthFlow, RedirectError};
 use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent, ResponseParser};
 use crate::driver::tls::{tls_failure, TlsConfig, TlsSession};
 use crate::driver::url::{ProxyChoice, Scheme};
@@ -329,6 +329,21 @@ impl HttpDriver {
                 self.session.on_oauth_failed(engine, now, id);
             }
         }
+    }
+
+    /// The redirect of a deferred OAuth authorization (see
+    /// [`Authorizer::begin`](crate::oauth::Authorizer::begin)): the flow goes on to the token
+    /// request, and the refused calls follow once it is done.
+    pub fn handle_redirect(
+        &mut self,
+        registry: &Registry,
+        engine: &mut Engine,
+        now: Instant,
+        redirect: &str,
+    ) -> Result<(), RedirectError> {
+        let taken = self.session.oauth_redirect(engine, now, redirect);
+        self.flush(registry, engine, now);
+        taken
     }
 
     /// Gives waiting exchanges to idle connections, opening new ones up to the limit.

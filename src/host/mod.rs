@@ -520,6 +520,25 @@ impl Host {
         }
     }
 
+    /// Delivers the redirect of a deferred OAuth authorization of `server` (its
+    /// [`Authorizer`](crate::oauth::Authorizer) answered `Pending`); see
+    /// [`HttpDriver::handle_redirect`].
+    #[cfg(feature = "http")]
+    pub fn handle_redirect(
+        &mut self,
+        server: ServerId,
+        redirect: &str,
+    ) -> Result<(), crate::oauth::RedirectError> {
+        let registry = self.poll.registry();
+        let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation);
+        match s {
+            Some(Server { transport: Transport::Http(d), engine, .. }) => {
+                d.handle_redirect(registry, engine, Instant::now(), redirect)
+            }
+            _ => Err(crate::oauth::RedirectError::NoFlow),
+        }
+    }
+
     /// The server's state: probing, handshaking, ready with its era, closed.
     pub fn state(&self, server: ServerId) -> Option<ServerState> {
         self.server(server).map(|s| s.engine.state())
