@@ -172,3 +172,26 @@ fn the_authorization_servers_name_is_resolved_off_the_loop_too() {
         auth.requests().iter().filter_map(|r| r.header("host").map(str::to_owned)).collect();
     assert_eq!(hosts, [format!("as.test:{}", auth.port), format!("as.test:{}", auth.port)]);
 }
+
+#[test]
+fn a_resolution_slower_than_the_connect_timeout_fails_the_waiting_calls() {
+    let (resolver, gate) = Gated::new();
+    let mut config = Config::default();
+    config.retry.max_attempts = 1;
+    let mut opts = HttpOptions::new("http://stuck.test:9/mcp").resolver(resolver.clone());
+    opts.connect_timeout = Duration::from_millis(200);
+    let mut host = Host::new().unwrap();
+    let id = host.add_http_server(opts, config).unwrap();
+    let started = Instant::now();
+    let pending = host.call_tool(id, "echo", &raw("{}"), &CallOptions::default()).unwrap();
+    match host.wait(id, pending) {
+        Err(BlockingError::Call(CallError::Transport(TransportError::ConnectFailed(kind)))) => {
+            assert_eq!(kind, io::ErrorKind::TimedOut)
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    // One thread for the one resolution, however many attempts waited for it.
+    assert_eq!(*resolver.asked.lock().unwrap(), ["stuck.test"]);
+    drop(gate);
+}
