@@ -109,17 +109,38 @@ impl Lookup {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
     use std::time::Duration;
 
     use super::*;
 
+    /// Answers `addrs` once the test opens the gate.
     #[derive(Debug)]
-    struct Fixed(Vec<SocketAddr>);
+    struct Gated {
+        addrs: Vec<SocketAddr>,
+        gate: Mutex<mpsc::Receiver<()>>,
+    }
 
-    impl Resolver for Fixed {
+    impl Resolver for Gated {
         fn resolve(&self, _: &str, _: u16) -> io::Result<Vec<SocketAddr>> {
-            std::thread::sleep(Duration::from_millis(20));
-            Ok(self.0.clone())
+            let _ = self.gate.lock().map(|g| g.recv());
+            Ok(self.addrs.clone())
+        }
+    }
+
+    fn gated(addrs: Vec<SocketAddr>) -> (Arc<dyn Resolver>, mpsc::Sender<()>) {
+        let (open, gate) = mpsc::channel();
+        (Arc::new(Gated { addrs, gate: Mutex::new(gate) }), open)
+    }
+
+    /// Polls until an event comes; its token.
+    fn woken(poll: &mut mio::Poll) -> Token {
+        let mut events = mio::Events::with_capacity(4);
+        loop {
+            poll.poll(&mut events, Some(Duration::from_secs(5))).unwrap();
+            if let Some(e) = events.iter().next() {
+                return e.token();
+            }
         }
     }
 
@@ -135,33 +156,23 @@ mod tests {
     #[test]
     fn the_result_arrives_with_a_readiness_event_on_the_token() {
         let mut poll = mio::Poll::new().unwrap();
-        let mut events = mio::Events::with_capacity(4);
         let addr: SocketAddr = "10.0.0.1:1".parse().unwrap();
-        let resolver: Arc<dyn Resolver> = Arc::new(Fixed(vec![addr]));
+        let (resolver, open) = gated(vec![addr]);
         let mut lookup = Lookup::start(&resolver, "a.test", 1, poll.registry(), Token(7)).unwrap();
-        assert!(lookup.poll().is_none(), "the resolver sleeps first");
-        let woke = loop {
-            poll.poll(&mut events, Some(Duration::from_secs(5))).unwrap();
-            if let Some(e) = events.iter().next() {
-                break e.token();
-            }
-        };
-        assert_eq!(woke, Token(7));
+        assert!(lookup.poll().is_none(), "the resolver waits for the gate");
+        open.send(()).unwrap();
+        assert_eq!(woken(&mut poll), Token(7));
         assert_eq!(lookup.poll().unwrap().unwrap(), vec![addr]);
         lookup.close(poll.registry());
     }
 
     #[test]
     fn an_empty_answer_is_not_found() {
-        let poll = mio::Poll::new().unwrap();
-        let resolver: Arc<dyn Resolver> = Arc::new(Fixed(Vec::new()));
+        let mut poll = mio::Poll::new().unwrap();
+        let (resolver, open) = gated(Vec::new());
         let mut lookup = Lookup::start(&resolver, "a.test", 1, poll.registry(), Token(0)).unwrap();
-        let r = loop {
-            if let Some(r) = lookup.poll() {
-                break r;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        assert_eq!(r.unwrap_err().kind(), io::ErrorKind::NotFound);
+        open.send(()).unwrap();
+        assert_eq!(woken(&mut poll), Token(0));
+        assert_eq!(lookup.poll().unwrap().unwrap_err().kind(), io::ErrorKind::NotFound);
     }
 }
