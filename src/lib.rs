@@ -110,7 +110,9 @@ pub use host::{
 };
 
 #[cfg(feature = "http")]
-pub use driver::http::{HttpDriver, HttpOptions, HttpSetupError, StaticToken, TokenProvider};
+pub use driver::http::{
+    HttpDriver, HttpOptions, HttpSetupError, Resolver, StaticToken, SystemResolver, TokenProvider,
+};
 #[cfg(feature = "http")]
 pub use driver::tls::{TlsOptions, TlsSetupError};
 #[cfg(feature = "http")]

@@ -343,8 +343,8 @@ impl Host {
         Ok(id)
     }
 
-    /// Adds a Streamable HTTP server. The URL is parsed and its host resolved now (the system
-    /// resolver blocks); connections are made on demand. The era probe starts at once.
+    /// Adds a Streamable HTTP server. The URL is parsed now; its host name is resolved off the
+    /// loop and connections are made on demand. The era probe starts at once.
     #[cfg(feature = "http")]
     pub fn add_http_server(
         &mut self,
@@ -556,6 +556,25 @@ impl Host {
             self.close_server(server);
             self.servers.remove(server.index);
             self.poll.release(server.index);
+        }
+    }
+
+    /// Delivers the redirect of a deferred OAuth authorization of `server` (its
+    /// [`Authorizer`](crate::oauth::Authorizer) answered `Pending`); see
+    /// [`HttpDriver::handle_redirect`].
+    #[cfg(feature = "http")]
+    pub fn handle_redirect(
+        &mut self,
+        server: ServerId,
+        redirect: &str,
+    ) -> Result<(), crate::oauth::RedirectError> {
+        let registry = self.poll.registry();
+        let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation);
+        match s {
+            Some(Server { transport: Transport::Http(d), engine, .. }) => {
+                d.handle_redirect(registry, engine, Instant::now(), redirect)
+            }
+            _ => Err(crate::oauth::RedirectError::NoFlow),
         }
     }
 
