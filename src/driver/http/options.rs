@@ -120,6 +120,7 @@ impl HttpOptions {
             connect_timeout: self.connect_timeout,
             max_head_bytes: self.max_head_bytes,
             alternates: self.alternates.clone(),
+            resolver: self.resolver.clone(),
         }
     }
 
