@@ -45,10 +45,13 @@ impl Engine {
         }
     }
 
-    pub(super) fn resolve(&mut self, id: RawJson<'_>) -> Option<(usize, Owner)> {
+    pub(super) fn resolve(&mut self, now: Instant, id: RawJson<'_>) -> Option<(usize, Owner)> {
         let lookup = WireId::parse(id).map_or(Lookup::Unknown, |w| self.requests.lookup(w));
         match lookup {
-            Lookup::Pending(slot) => self.requests.get(slot).map(|p| (slot, p.owner)),
+            Lookup::Pending(slot) => {
+                self.requests.end_exchange(slot, now);
+                self.requests.get(slot).map(|p| (slot, p.owner))
+            }
             Lookup::Duplicate => {
                 self.stats.duplicate_responses += 1;
                 None
@@ -66,7 +69,7 @@ impl Engine {
     }
 
     pub(super) fn on_result(&mut self, now: Instant, id: RawJson<'_>, result: RawJson<'_>) {
-        let Some((slot, owner)) = self.resolve(id) else {
+        let Some((slot, owner)) = self.resolve(now, id) else {
             return;
         };
         if owner != Owner::Host {
@@ -98,7 +101,7 @@ impl Engine {
         error: RpcError,
         data: Option<RawJson<'_>>,
     ) {
-        let Some((slot, owner)) = self.resolve(id) else {
+        let Some((slot, owner)) = self.resolve(now, id) else {
             return;
         };
         if owner != Owner::Host {

@@ -205,6 +205,7 @@ impl Engine {
         error: CallError,
         delivery: Delivery,
     ) {
+        self.requests.end_exchange(slot, now);
         let Some(p) = self.requests.get(slot) else { return };
         let (class, attempt, deadline, tenant, op) =
             (p.class, p.attempt.max(1), p.deadline, p.tenant, p.op);

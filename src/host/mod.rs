@@ -44,6 +44,7 @@ use crate::proto::mcp::{Method, ResultType};
 use crate::proto::version::Era;
 
 mod catalog;
+mod records;
 
 pub use catalog::{CacheStats, CatalogError, CatalogView};
 
@@ -277,6 +278,8 @@ pub struct Host {
     event_cursor: usize,
     /// The capability cache (catalogs of every server) and its change events.
     cache: catalog::HostCache,
+    /// Server names and the call-record sink.
+    records: records::Records,
 }
 
 impl Host {
@@ -289,6 +292,7 @@ impl Host {
             next_generation: 0,
             event_cursor: 0,
             cache: catalog::HostCache::new(CacheConfig::default())?,
+            records: records::Records::new(),
         })
     }
 
@@ -341,7 +345,9 @@ impl Host {
     ) -> ServerId {
         self.next_generation = self.next_generation.wrapping_add(1);
         let generation = self.next_generation;
-        let index = self.servers.insert(Server { generation, engine, transport, catalog });
+        let index = self.servers.vacant_key();
+        self.records.added(index, catalog.identity());
+        self.servers.insert(Server { generation, engine, transport, catalog });
         ServerId { index, generation }
     }
 
@@ -657,15 +663,23 @@ impl Host {
         self.event_cursor = index + 1;
         let s = self.servers.get_mut(index)?;
         let id = ServerId { index, generation: s.generation };
-        s.engine.poll_event().map(|e| (id, e))
+        let event = s.engine.poll_event()?;
+        self.records.event(index, &event);
+        Some((id, event))
     }
 
     /// Polls until `call` ends, leaving every other event queued (they do not cut its waits
     /// short: only I/O and deadlines do). For scripts and tests.
     pub fn wait(&mut self, server: ServerId, call: CallId) -> Result<OwnedResult, BlockingError> {
         loop {
-            let s = self.server_mut(server).ok_or(BlockingError::UnknownServer)?;
-            match s.engine.take_call_event(call) {
+            let s =
+                self.servers.get_mut(server.index).filter(|s| s.generation == server.generation);
+            let s = s.ok_or(BlockingError::UnknownServer)?;
+            let event = s.engine.take_call_event(call);
+            if let Some(e) = &event {
+                self.records.event(server.index, e);
+            }
+            match event {
                 Some(Event::CallDone { result, .. }) => {
                     return Ok(OwnedResult {
                         json: result.json().to_owned(),
