@@ -645,6 +645,37 @@ mod tests {
         assert_eq!((q.len(), q.terminals(), q.live), (0, 0, 0));
     }
 
+    /// A record's tool name is kept in the arena beside the result (or alone, for a failure):
+    /// compaction must move both with their event.
+    #[test]
+    fn records_keep_their_tool_names_through_compaction() {
+        let mut q = EventQueue::new(1 << 20);
+        let call = |n: u64| CallId(crate::proto::jsonrpc::WireId::new(n as usize, 1));
+        let mut record = CallRecord::new(crate::Method::ToolsCall, crate::TransportKind::Stdio);
+        record.tool = Some("first-tool");
+        q.failed(call(1), CallError::Local(LocalError::Cancelled), &record);
+        let big = "y".repeat(COMPACT_MIN);
+        for n in 2..6 {
+            q.done(call(n), &big, ResultType::Complete, false, &record);
+            assert!(q.take_terminal(call(n)).is_some());
+        }
+        record.tool = Some("last-tool");
+        q.done(call(9), "{\"k\":9}", ResultType::Complete, true, &record);
+        assert!(q.arena_len() < 2 * COMPACT_MIN + 64, "compacted: {}", q.arena_len());
+        match q.pop() {
+            Some(Event::CallFailed { record, .. }) => assert_eq!(record.tool, Some("first-tool")),
+            other => panic!("{other:?}"),
+        }
+        match q.pop() {
+            Some(Event::CallDone { result, record, .. }) => {
+                assert_eq!((record.tool, result.json()), (Some("last-tool"), "{\"k\":9}"));
+                assert!(result.is_error());
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!((q.len(), q.terminals(), q.live), (0, 0, 0));
+    }
+
     /// Terminal events are never dropped; they are bounded by refusing new calls while the
     /// host leaves them undrained.
     #[test]

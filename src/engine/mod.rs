@@ -770,6 +770,8 @@ impl Engine {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_records;
+#[cfg(test)]
 mod tests_resilience;
 #[cfg(test)]
 mod tests_server_requests;

@@ -46,7 +46,8 @@ pub struct CallRecord<'a> {
     pub method: Method,
     /// The tool's name, for `tools/call`.
     pub tool: Option<&'a str>,
-    /// Attempts written (0 when it ended before being sent).
+    /// Requests written for the call: each attempt, and each further page of a listing or
+    /// `input_required` round (0 when it ended before being sent).
     pub attempts: u32,
     /// Time spent queued before the first attempt was written.
     pub queue_wait: Duration,
