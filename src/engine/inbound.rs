@@ -35,7 +35,9 @@ impl Engine {
                 }
                 None => {
                     self.stats.errors_without_id += 1;
-                    log::debug!("error reply with a null id: {} ({})", error.message, error.code);
+                    // The server's message may quote the request: TRACE only.
+                    log::debug!("error reply with a null id: code {}", error.code);
+                    log::trace!("error reply with a null id: {}", error.message);
                 }
             },
             Message::Request { id, method, params } => {

@@ -374,7 +374,7 @@ impl super::Engine {
                 self.apply_verdict(now, verdict, None);
             }
             _ => {
-                log::debug!("initialize failed: {error}");
+                log::debug!("initialize failed: {}", error.name());
                 self.shut(now, CallError::Protocol(error));
             }
         }

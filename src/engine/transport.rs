@@ -58,7 +58,7 @@ impl Engine {
                     self.apply_verdict(now, ProbeVerdict::Legacy, None);
                 } else if !auth && self.retry_probe_later(now) {
                     // A server still starting up, or a passing network fault: probe again soon.
-                    log::debug!("era probe failed: {error}");
+                    log::debug!("era probe failed: {}", error.name());
                     if let Some(at) = self.reprobe_at() {
                         self.fail_unservable(now, at, &error);
                     }

@@ -210,6 +210,9 @@ struct KindState {
     served: Option<ParsedPage>,
     /// A change arrived and the host asked for eager refresh: refetch when no flight is on.
     eager_due: bool,
+    /// A need's refresh just landed in the store: the need it answers is no cache hit (its
+    /// listing already has its record).
+    fetched_for_need: bool,
 }
 
 /// One server's part of the cache.
@@ -413,6 +416,8 @@ impl HostCache {
             }
             _ => {}
         }
+        // Served from the store to the need that asked: that is no hit (it has its record).
+        state.fetched_for_need = by_need && state.outcome.is_none();
     }
 }
 
@@ -669,9 +674,11 @@ impl Host {
         let key = s.catalog.key(&s.engine).ok_or(CatalogError::NotReady)?;
         match self.cache.store.list_pages(now, &key, kind).map_err(store_error)? {
             ListLookup::Pages { pages, stale_for } => {
-                let fetched = pages.iter().map(|p| p.received()).min().unwrap_or(now);
-                let age = now.saturating_duration_since(fetched);
-                self.records.cache_hit(server.index, &s.engine, method(kind), age);
+                if !std::mem::take(&mut s.catalog.kinds[slot(kind)].fetched_for_need) {
+                    let fetched = pages.iter().map(|p| p.received()).min().unwrap_or(now);
+                    let age = now.saturating_duration_since(fetched);
+                    self.records.cache_hit(server.index, &s.engine, method(kind), age);
+                }
                 Ok(CatalogView {
                     items: pages.iter().flat_map(|p| p.items()).collect(),
                     stale_for,
@@ -738,7 +745,7 @@ fn listen_ended(catalog: &mut ServerCatalog, ended: Event<'_>, now: Instant) {
             catalog.watching = false;
         }
         Event::CallFailed { error, .. } => {
-            log::debug!("listen stream broke ({error}); listening again with backoff");
+            log::debug!("listen stream broke ({}); listening again with backoff", error.name());
             catalog.listen = None;
             let lived = catalog.listen_opened.map(|t| now.saturating_duration_since(t));
             if lived.is_some_and(|d| d >= RELISTEN_MAX) {
