@@ -76,8 +76,9 @@ pub use config::{
 };
 pub use engine::{
     BreakerState, CallId, CallOptions, CallRecord, CallResult, Engine, Event, ExchangeFailure,
-    Idempotency, ListKind, OperationClass, ParamHeaders, ServerRequestId, ServerRequestKind,
-    ServerState, Stats, Transmit, TransmitKind, TransportEvent, TransportKind, WireId,
+    FailureCounts, Idempotency, ListKind, OperationClass, ParamHeaders, RecordSink,
+    ServerRequestId, ServerRequestKind, ServerState, Stats, Transmit, TransmitKind, TransportEvent,
+    TransportKind, WireId,
 };
 pub use error::{
     AnswerError, CallError, CancelError, CloseReason, ConfigError, LocalError, PeerError,
@@ -86,6 +87,7 @@ pub use error::{
 pub use proto::elicit::elicitation_defaults;
 pub use proto::mcp::{Method, ResultType, SubscriptionFilter};
 pub use proto::meta::TraceContext;
+pub use proto::trace::{TraceContextError, TraceId};
 pub use proto::version::{Era, EraPreference, ProtocolVersion};
 
 #[cfg(feature = "stdio")]

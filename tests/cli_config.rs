@@ -253,6 +253,8 @@ fn host_from_config_starts_the_enabled_servers_by_name() {
     assert_eq!(names.iter().map(|(n, _)| n).collect::<Vec<_>>(), ["demo"]);
     assert!(names.get("off").is_none());
     let id = names.get("demo").unwrap();
+    // Records name the server by its key in the file, not by its program.
+    assert_eq!(host.server_name(id), Some("demo"));
     host.wait_ready(id, Duration::from_secs(20)).expect("ready");
     assert_eq!(host.era(id), Some(mcpoll::Era::Legacy));
     let r = common::call(&mut host, id, "add", r#"{"a":1,"b":2}"#);

@@ -345,12 +345,12 @@ impl Host {
         Ok((host, ServerNames(names)))
     }
 
-    /// Adds one server of a [`ConfigFile`].
+    /// Adds one server of a [`ConfigFile`], named in its call records by its key in the file.
     pub fn add_configured(
         &mut self,
         server: &ConfiguredServer,
     ) -> Result<ServerId, AddServerError> {
-        match &server.transport {
+        let id = match &server.transport {
             ConfiguredTransport::Stdio(c) => {
                 self.add_stdio_server(c.clone(), server.config.clone())
             }
@@ -358,7 +358,9 @@ impl Host {
             ConfiguredTransport::Http(h) => {
                 self.add_http_server(h.options(), server.config.clone())
             }
-        }
+        }?;
+        self.set_server_name(id, &server.name);
+        Ok(id)
     }
 }
 

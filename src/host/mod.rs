@@ -48,6 +48,7 @@ mod catalog;
 mod config_file;
 mod embed;
 mod principal;
+mod records;
 mod task;
 mod tokens;
 
@@ -300,6 +301,8 @@ pub struct Host {
     lanes: principal::Lanes,
     /// Tasks and the calls made under each.
     tasks: task::TaskTable<(ServerId, CallId)>,
+    /// Server names and the call-record sink.
+    records: records::Records,
 }
 
 impl Host {
@@ -318,6 +321,7 @@ impl Host {
             cache: catalog::HostCache::new(CacheConfig::default())?,
             lanes: principal::Lanes::default(),
             tasks: task::TaskTable::default(),
+            records: records::Records::new(),
         })
     }
 
@@ -375,6 +379,7 @@ impl Host {
         self.next_generation = self.next_generation.wrapping_add(1);
         let generation = self.next_generation;
         let tokens = transport.tokens();
+        self.records.added(self.servers.vacant_key(), catalog.identity());
         let index = self.servers.insert(Server { generation, engine, transport, catalog });
         self.poll.commit(tokens, index);
         ServerId { index, generation }
@@ -688,15 +693,23 @@ impl Host {
         self.event_cursor = index + 1;
         let s = self.servers.get_mut(index)?;
         let id = ServerId { index, generation: s.generation };
-        s.engine.poll_event().map(|e| (id, e))
+        let event = s.engine.poll_event()?;
+        self.records.event(index, &event);
+        Some((id, event))
     }
 
     /// Polls until `call` ends, leaving every other event queued (they do not cut its waits
     /// short: only I/O and deadlines do). For scripts and tests.
     pub fn wait(&mut self, server: ServerId, call: CallId) -> Result<OwnedResult, BlockingError> {
         loop {
-            let s = self.server_mut(server).ok_or(BlockingError::UnknownServer)?;
-            match s.engine.take_call_event(call) {
+            let s =
+                self.servers.get_mut(server.index).filter(|s| s.generation == server.generation);
+            let s = s.ok_or(BlockingError::UnknownServer)?;
+            let event = s.engine.take_call_event(call);
+            if let Some(e) = &event {
+                self.records.event(server.index, e);
+            }
+            match event {
                 Some(Event::CallDone { result, .. }) => {
                     return Ok(OwnedResult {
                         json: result.json().to_owned(),
