@@ -30,6 +30,7 @@
 //! | --- | --- | --- |
 //! | `stdio` | yes | [`StdioDriver`] (child processes over mio pipes) and [`Host`] |
 //! | `http` | yes | [`HttpDriver`], [`HttpOptions`], TLS and proxies (httparse, rustls, webpki-roots) |
+//! | `schema` | no | `Schema` (JSON Schema checks) and checked tool calls on `Host` (no new crate) |
 //!
 //! The engine, codecs and protocol types build with no features at all.
 #![forbid(unsafe_code)]
@@ -46,6 +47,8 @@ mod config;
 mod engine;
 mod error;
 mod proto;
+#[cfg(feature = "schema")]
+mod schema;
 #[cfg(feature = "http")]
 mod session;
 
@@ -77,9 +80,13 @@ pub use proto::elicit::elicitation_defaults;
 pub use proto::mcp::{Method, ResultType, SubscriptionFilter};
 pub use proto::meta::TraceContext;
 pub use proto::version::{Era, EraPreference, ProtocolVersion};
+#[cfg(feature = "schema")]
+pub use schema::{Schema, SchemaError, SchemaLimits, SchemaViolation};
 
 #[cfg(feature = "stdio")]
 pub use driver::stdio::{CommandLineError, StdioCommand, StdioDriver};
+#[cfg(all(feature = "stdio", feature = "schema"))]
+pub use host::ToolCallError;
 #[cfg(feature = "stdio")]
 pub use host::{
     AddServerError, BlockingError, CacheStats, CatalogError, CatalogView, Host, OwnedResult,

@@ -44,8 +44,12 @@ use crate::proto::mcp::{Method, ResultType};
 use crate::proto::version::Era;
 
 mod catalog;
+#[cfg(feature = "schema")]
+mod schema;
 
 pub use catalog::{CacheStats, CatalogError, CatalogView};
+#[cfg(feature = "schema")]
+pub use schema::ToolCallError;
 
 /// Handle to a server in a [`Host`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -277,6 +281,9 @@ pub struct Host {
     event_cursor: usize,
     /// The capability cache (catalogs of every server) and its change events.
     cache: catalog::HostCache,
+    /// Compiled tool schemas, by definition hash.
+    #[cfg(feature = "schema")]
+    schemas: schema::SchemaCache,
 }
 
 impl Host {
@@ -289,6 +296,8 @@ impl Host {
             next_generation: 0,
             event_cursor: 0,
             cache: catalog::HostCache::new(CacheConfig::default())?,
+            #[cfg(feature = "schema")]
+            schemas: schema::SchemaCache::default(),
         })
     }
 
