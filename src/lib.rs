@@ -69,8 +69,9 @@ pub use config::{
 };
 pub use engine::{
     BreakerState, CallId, CallOptions, CallRecord, CallResult, Engine, Event, ExchangeFailure,
-    Idempotency, ListKind, OperationClass, ParamHeaders, ServerRequestId, ServerRequestKind,
-    ServerState, Stats, Transmit, TransmitKind, TransportEvent, TransportKind, WireId,
+    Idempotency, ListKind, OperationClass, ParamHeaders, RootsBoundary, RootsBoundaryError,
+    ServerRequestId, ServerRequestKind, ServerState, Stats, Transmit, TransmitKind, TransportEvent,
+    TransportKind, WireId,
 };
 pub use error::{
     AnswerError, CallError, CancelError, CloseReason, ConfigError, LocalError, PeerError,

@@ -26,6 +26,7 @@ mod listing;
 mod outbound;
 mod requests;
 pub(crate) mod retry;
+mod roots;
 mod server_requests;
 mod supervision;
 mod timers;
@@ -44,6 +45,7 @@ pub use headers::ParamHeaders;
 pub use lifecycle::ServerState;
 pub use requests::CallId;
 pub use retry::Idempotency;
+pub use roots::{RootsBoundary, RootsBoundaryError};
 pub use server_requests::{ServerRequestId, ServerRequestKind};
 
 use crate::config::Config;
@@ -287,6 +289,8 @@ pub struct Engine {
     server_requests: server_requests::ServerRequests,
     /// `Config::client_capabilities` with exactly the declared server-request kinds.
     capabilities: String,
+    /// The host's roots and where they may point.
+    roots: roots::Roots,
 }
 
 impl Engine {
@@ -319,6 +323,7 @@ impl Engine {
                 config.max_server_requests,
             ),
             capabilities: config.answers.capabilities(&config.client_capabilities),
+            roots: roots::Roots::default(),
             config,
         })
     }
@@ -755,5 +760,7 @@ impl Engine {
 mod tests;
 #[cfg(test)]
 mod tests_resilience;
+#[cfg(test)]
+mod tests_roots_sampling;
 #[cfg(test)]
 mod tests_server_requests;

@@ -44,6 +44,7 @@ use crate::proto::mcp::{Method, ResultType};
 use crate::proto::version::Era;
 
 mod catalog;
+mod roots;
 #[cfg(feature = "schema")]
 mod schema;
 
@@ -385,7 +386,10 @@ impl Host {
         request: ServerRequestId,
         result: &RawValue,
     ) -> Result<(), AnswerError> {
-        self.respond(server, |e, now| e.answer(now, request, result))
+        self.respond(server, |e, now| {
+            roots::check_answer_resolved(e, request, result)?;
+            e.answer(now, request, result)
+        })
     }
 
     /// Refuses a server request (`Event::ServerRequest`) of `server`; see [`Engine::reject`].
