@@ -86,11 +86,12 @@ fn wait_for_changes(host: &mut Host, id: ServerId, want: u32) {
     }
 }
 
-fn roots_scenario(host: &mut Host, id: ServerId) {
+/// `tag` keeps the directories of tests running at once apart.
+fn roots_scenario(host: &mut Host, id: ServerId, tag: &str) {
     assert_eq!(host.era(id), Some(Era::Legacy));
     let here = std::env::temp_dir().canonicalize().unwrap();
-    let a = here.join(format!("mcpoll-roots-a-{}", std::process::id()));
-    let b = here.join(format!("mcpoll-roots-b-{}", std::process::id()));
+    let a = here.join(format!("mcpoll-roots-{tag}-a-{}", std::process::id()));
+    let b = here.join(format!("mcpoll-roots-{tag}-b-{}", std::process::id()));
     std::fs::create_dir_all(&a).unwrap();
     std::fs::create_dir_all(&b).unwrap();
     host.set_roots_boundary(id, RootsBoundary::new([here.to_str().unwrap()]).unwrap()).unwrap();
@@ -126,7 +127,7 @@ fn python_sdk_v2_stdio_legacy_sees_roots_list_changed() {
     let mut host = Host::new().unwrap();
     let cmd = mcpoll::StdioCommand::new(dir.join("run-py-stdio.sh"));
     let id = start(&mut host, cmd, config(EraPreference::LegacyOnly));
-    roots_scenario(&mut host, id);
+    roots_scenario(&mut host, id, "stdio");
     sampling_scenario(&mut host, id);
 }
 
@@ -139,7 +140,7 @@ fn python_sdk_v2_http_legacy_sees_roots_list_changed() {
     let id = host.add_http_server(HttpOptions::new(peer.url()), config(EraPreference::LegacyOnly));
     let id = id.unwrap();
     host.wait_ready(id, Duration::from_secs(20)).unwrap();
-    roots_scenario(&mut host, id);
+    roots_scenario(&mut host, id, "http");
     sampling_scenario(&mut host, id);
 }
 

@@ -97,9 +97,14 @@ impl Roots {
 
 impl Engine {
     /// Bounds the roots the host offers: an answer to a roots request, and any list given to
-    /// [`set_roots`](Self::set_roots), is refused when a root lies outside every directory.
+    /// [`set_roots`](Self::set_roots), is refused when a root lies outside every directory. A
+    /// list set earlier that the new boundary refuses is dropped (roots requests go to the host
+    /// again), so a narrowed boundary never lets old roots out.
     pub fn set_roots_boundary(&mut self, boundary: RootsBoundary) {
         self.roots.boundary = boundary;
+        if self.roots.current.as_deref().is_some_and(|c| self.roots.check(c).is_err()) {
+            self.roots.current = None;
+        }
     }
 
     /// The boundary set by [`set_roots_boundary`](Self::set_roots_boundary) (empty: roots may

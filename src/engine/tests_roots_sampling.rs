@@ -152,6 +152,13 @@ fn roots_outside_the_boundary_never_leave() {
     h.engine.answer(h.now, request, &roots(&["file:///home/u/p"])).unwrap();
     h.flush();
     assert_eq!(h.sent_one()["result"]["roots"][0]["uri"], "file:///home/u/p");
+    // A boundary narrowed after roots were set drops the list that no longer fits.
+    set(&mut h, &["file:///srv/work/a"]).unwrap();
+    h.take_sent();
+    h.engine.set_roots_boundary(RootsBoundary::new(["/home/u"]).unwrap());
+    h.peer(json!({"jsonrpc": "2.0", "id": 4, "method": "roots/list"}));
+    assert!(h.take_sent().is_empty(), "the old list is not sent");
+    assert_eq!(h.events().len(), 1, "the host is asked instead");
     assert!(matches!(
         RootsBoundary::new(["relative/dir"]),
         Err(RootsBoundaryError::BadDirectory { reason: "must be an absolute path", .. })
