@@ -24,6 +24,15 @@
 //! After any `handle_*` input or command: drain [`Engine::poll_transmit`], read
 //! [`Engine::poll_timeout`], drain [`Engine::poll_event`]. See [`Engine`].
 //!
+//! # Embedding (host)
+//!
+//! [`Host::new`] owns a `mio::Poll`; [`Host::poll`] waits on it and does a bounded round of
+//! work. [`Host::embedded`] lives in the program's own mio loop instead: it registers on the
+//! program's `Registry` within a token range, the program forwards events
+//! ([`Host::handle_readiness`]) and ticks it when [`Host::poll_timeout`] is due
+//! ([`Host::handle_timeout`]). Both modes run the same code; the contract (clock, work per
+//! call, tokens) is on [`Host::embedded`].
+//!
 //! # Features
 //!
 //! | feature | default | adds |
@@ -90,8 +99,8 @@ pub use driver::stdio::{CommandLineError, StdioCommand, StdioDriver};
 pub use host::ToolCallError;
 #[cfg(feature = "stdio")]
 pub use host::{
-    AddServerError, BlockingError, CacheStats, CatalogError, CatalogView, Host, OwnedResult,
-    ServerId,
+    AddServerError, BlockingError, CacheStats, CatalogError, CatalogView, EmbedError, ForeignToken,
+    Host, OwnedResult, ServerId,
 };
 
 #[cfg(feature = "http")]
