@@ -39,6 +39,7 @@
 //! | --- | --- | --- |
 //! | `stdio` | yes | [`StdioDriver`] (child processes over mio pipes) and [`Host`] |
 //! | `http` | yes | [`HttpDriver`], [`HttpOptions`], TLS and proxies (httparse, rustls, webpki-roots) |
+//! | `cli` | no | the `mcpoll` command-line binary only (adds `ctrlc`); the library is unchanged |
 //! | `schema` | no | `Schema` (JSON Schema checks) and checked tool calls on `Host` (no new crate) |
 //!
 //! The engine, codecs and protocol types build with no features at all.
@@ -102,9 +103,24 @@ pub use host::{
     AddServerError, BlockingError, CacheStats, CatalogError, CatalogView, EmbedError, ForeignToken,
     Host, OwnedResult, ServerId,
 };
+#[cfg(feature = "stdio")]
+pub use host::{
+    ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,
+    ServerNames,
+};
+#[cfg(feature = "stdio")]
+pub use host::{
+    CredentialSource, Credentials, LaneError, LaneTarget, Principal, PrincipalError, PrincipalId,
+};
+#[cfg(feature = "stdio")]
+pub use host::{
+    TaskCallError, TaskError, TaskId, TaskInfo, TaskOptions, TaskScope, MAX_TASK_BUDGET,
+};
 
 #[cfg(feature = "http")]
-pub use driver::http::{HttpDriver, HttpOptions, HttpSetupError, StaticToken, TokenProvider};
+pub use driver::http::{
+    HttpDriver, HttpOptions, HttpSetupError, Resolver, StaticToken, SystemResolver, TokenProvider,
+};
 #[cfg(feature = "http")]
 pub use driver::tls::{TlsOptions, TlsSetupError};
 #[cfg(feature = "http")]

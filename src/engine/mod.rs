@@ -81,6 +81,9 @@ pub struct CallOptions {
     pub idempotency_key: Option<String>,
     /// The tenant whose circuit breakers the call answers to (0 by default).
     pub tenant: u32,
+    /// The run (task) this call belongs to, for its call record: a host task sets its audit id
+    /// here on every call made under it.
+    pub run_id: Option<u64>,
 }
 
 impl CallOptions {

@@ -10,9 +10,9 @@
 //! (`Config::cache_identity`, else its program or URL), the transport, the negotiated protocol
 //! version, the tenant (`Config::cache_tenant`), the client capability profile
 //! (`Config::client_capabilities`) and the extension profile (empty: mcpoll advertises no
-//! extensions yet). The principal and scope parts are empty (anonymous, no scopes) until the
-//! host knows authenticated principals; an HTTP server with a per-user token is therefore one
-//! context per `Config`, so give each principal its own `cache_identity` until then.
+//! extensions yet). The principal and scope parts are those of the principal a lane serves
+//! ([`Host::lane`], `super::principal`), or anonymous with no scopes for the server's own
+//! context; a lane's tenant is its principal's, else `Config::cache_tenant`.
 //!
 //! # Pages
 //!
@@ -217,6 +217,10 @@ struct KindState {
 pub(super) struct ServerCatalog {
     identity: String,
     transport: key::Transport,
+    /// The principal and granted scopes of a principal's lane (`super::principal`); `None` and
+    /// empty for the server's own context.
+    principal: Option<String>,
+    scopes: Vec<String>,
     tenant: Option<String>,
     /// The key and the version it was made for (the version is fixed once ready, but a
     /// restarted process may negotiate another).
@@ -244,6 +248,8 @@ impl ServerCatalog {
         ServerCatalog {
             identity,
             transport: if http { key::Transport::Http } else { key::Transport::Stdio },
+            principal: None,
+            scopes: Vec::new(),
             tenant,
             key: None,
             kinds: Default::default(),
@@ -255,6 +261,19 @@ impl ServerCatalog {
             listen_opened: None,
             seen_changes: [0; 3],
         }
+    }
+
+    /// The same context for one principal with these granted scopes: its private catalogs
+    /// are its own; public ones are shared with every context of the server.
+    pub(super) fn for_principal(mut self, principal: String, scopes: Vec<String>) -> Self {
+        self.principal = Some(principal);
+        self.scopes = scopes;
+        self
+    }
+
+    /// The server's logical identity (the first part of the key).
+    pub(super) fn identity(&self) -> &str {
+        &self.identity
     }
 
     /// The key for the engine's current version; `None` until it was first ready. While the
@@ -270,12 +289,13 @@ impl ServerCatalog {
                 return Some(k);
             }
         }
+        let scopes: Vec<&str> = self.scopes.iter().map(String::as_str).collect();
         let parts = KeyParts {
             server: &self.identity,
             transport: self.transport,
             protocol_version: version.as_str(),
-            principal: None,
-            granted_scopes: &[],
+            principal: self.principal.as_deref(),
+            granted_scopes: &scopes,
             tenant: self.tenant.as_deref(),
             client_capabilities: &engine.config().client_capabilities,
             extensions: "{}",

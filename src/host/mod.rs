@@ -45,16 +45,29 @@ use crate::proto::mcp::{Method, ResultType};
 use crate::proto::version::Era;
 
 mod catalog;
+mod config_file;
 mod embed;
+mod principal;
 mod roots;
 #[cfg(feature = "schema")]
 mod schema;
+mod task;
 mod tokens;
 
 pub use catalog::{CacheStats, CatalogError, CatalogView};
+pub use config_file::{
+    ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,
+    ServerNames,
+};
 pub use embed::{EmbedError, ForeignToken};
+pub use principal::{
+    CredentialSource, Credentials, LaneError, LaneTarget, Principal, PrincipalError, PrincipalId,
+};
 #[cfg(feature = "schema")]
 pub use schema::ToolCallError;
+pub use task::{
+    TaskCallError, TaskError, TaskId, TaskInfo, TaskOptions, TaskScope, MAX_TASK_BUDGET,
+};
 
 /// Handle to a server in a [`Host`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -288,6 +301,10 @@ pub struct Host {
     event_cursor: usize,
     /// The capability cache (catalogs of every server) and its change events.
     cache: catalog::HostCache,
+    /// Principals, and each server's lanes (one engine per server and principal).
+    lanes: principal::Lanes,
+    /// Tasks and the calls made under each.
+    tasks: task::TaskTable<(ServerId, CallId)>,
     /// Compiled tool schemas, by definition hash.
     #[cfg(feature = "schema")]
     schemas: schema::SchemaCache,
@@ -307,6 +324,8 @@ impl Host {
             next_generation: 0,
             event_cursor: 0,
             cache: catalog::HostCache::new(CacheConfig::default())?,
+            lanes: principal::Lanes::default(),
+            tasks: task::TaskTable::default(),
             #[cfg(feature = "schema")]
             schemas: schema::SchemaCache::default(),
         })
@@ -324,15 +343,18 @@ impl Host {
         let base = self.poll.reserve(Self::STDIO_SERVER_TOKENS)?;
         let identity = engine.config().cache_identity.clone();
         let identity = identity.unwrap_or_else(|| command.program().to_string_lossy().into_owned());
+        let recipe = principal::Recipe::stdio(&command, engine.config());
         let mut driver = StdioDriver::new(command, engine.config(), base);
         driver.spawn(self.poll.registry(), &mut engine, now).map_err(AddServerError::Spawn)?;
         let catalog =
             catalog::ServerCatalog::new(identity, false, engine.config().cache_tenant.clone());
-        Ok(self.insert(engine, Transport::Stdio(driver), catalog))
+        let id = self.insert(engine, Transport::Stdio(driver), catalog);
+        self.lanes.remember(id, recipe);
+        Ok(id)
     }
 
-    /// Adds a Streamable HTTP server. The URL is parsed and its host resolved now (the system
-    /// resolver blocks); connections are made on demand. The era probe starts at once.
+    /// Adds a Streamable HTTP server. The URL is parsed now; its host name is resolved off the
+    /// loop and connections are made on demand. The era probe starts at once.
     #[cfg(feature = "http")]
     pub fn add_http_server(
         &mut self,
@@ -345,10 +367,13 @@ impl Host {
         let config = engine.config().clone();
         let identity = config.cache_identity.clone().unwrap_or_else(|| opts.url.clone());
         let catalog = catalog::ServerCatalog::new(identity, true, config.cache_tenant.clone());
+        let recipe = principal::Recipe::http(&opts, &config);
         let mut driver =
             HttpDriver::new(opts, &config, base, &mut engine, now).map_err(AddServerError::Http)?;
         driver.flush(self.poll.registry(), &mut engine, now);
-        Ok(self.insert(engine, Transport::Http(driver), catalog))
+        let id = self.insert(engine, Transport::Http(driver), catalog);
+        self.lanes.remember(id, recipe);
+        Ok(id)
     }
 
     fn insert(
@@ -512,7 +537,9 @@ impl Host {
 
     /// Closes a server: its calls fail, its process group is stopped (stdin closed, then
     /// SIGTERM, then SIGKILL), and its handle becomes invalid once its events are drained.
+    /// The principals' lanes on it close with it.
     pub fn close_server(&mut self, server: ServerId) {
+        self.close_lanes(server);
         let registry = self.poll.registry();
         if let Some(s) =
             self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)
@@ -535,12 +562,32 @@ impl Host {
         }
     }
 
-    /// Forgets a closed server (after its events are drained).
+    /// Forgets a closed server (after its events are drained), and its lanes.
     pub fn remove_server(&mut self, server: ServerId) {
+        self.remove_lanes(server);
         if self.server(server).is_some() {
             self.close_server(server);
             self.servers.remove(server.index);
             self.poll.release(server.index);
+        }
+    }
+
+    /// Delivers the redirect of a deferred OAuth authorization of `server` (its
+    /// [`Authorizer`](crate::oauth::Authorizer) answered `Pending`); see
+    /// [`HttpDriver::handle_redirect`].
+    #[cfg(feature = "http")]
+    pub fn handle_redirect(
+        &mut self,
+        server: ServerId,
+        redirect: &str,
+    ) -> Result<(), crate::oauth::RedirectError> {
+        let registry = self.poll.registry();
+        let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation);
+        match s {
+            Some(Server { transport: Transport::Http(d), engine, .. }) => {
+                d.handle_redirect(registry, engine, Instant::now(), redirect)
+            }
+            _ => Err(crate::oauth::RedirectError::NoFlow),
         }
     }
 
