@@ -95,14 +95,29 @@ pub struct ServerRequestKinds {
     pub elicitation_url: bool,
     /// `sampling/createMessage` (without tool use).
     pub sampling: bool,
+    /// `sampling/createMessage` with `tools`/`toolChoice` too (declares `sampling.tools`; needs
+    /// `sampling`): the host's model can call the tools the server offers.
+    pub sampling_tools: bool,
     /// `roots/list`.
     pub roots: bool,
+    /// Declares `roots.listChanged` to 2025-11-25 servers (needs `roots`): the host promises
+    /// to report each change of its roots through `Engine::set_roots` / `Host::set_roots`,
+    /// which sends `notifications/roots/list_changed`.
+    pub roots_list_changed: bool,
 }
 
 impl ServerRequestKinds {
-    /// Every kind.
+    /// Every kind: both elicitation modes, sampling, roots. Sampling with tools and roots
+    /// change notifications stay off: each is a promise about the host's handlers, set it
+    /// yourself.
     pub fn all() -> Self {
-        Self { elicitation_form: true, elicitation_url: true, sampling: true, roots: true }
+        Self {
+            elicitation_form: true,
+            elicitation_url: true,
+            sampling: true,
+            roots: true,
+            ..Self::default()
+        }
     }
 }
 

@@ -40,6 +40,7 @@
 //! | `stdio` | yes | [`StdioDriver`] (child processes over mio pipes) and [`Host`] |
 //! | `http` | yes | [`HttpDriver`], [`HttpOptions`], TLS and proxies (httparse, rustls, webpki-roots) |
 //! | `cli` | no | the `mcpoll` command-line binary only (adds `ctrlc`); the library is unchanged |
+//! | `schema` | no | `Schema` (JSON Schema checks) and checked tool calls on `Host` (no new crate) |
 //!
 //! The engine, codecs and protocol types build with no features at all.
 #![forbid(unsafe_code)]
@@ -56,6 +57,8 @@ mod config;
 mod engine;
 mod error;
 mod proto;
+#[cfg(feature = "schema")]
+mod schema;
 #[cfg(feature = "http")]
 mod session;
 
@@ -76,9 +79,9 @@ pub use config::{
 };
 pub use engine::{
     BreakerState, CallId, CallOptions, CallRecord, CallResult, Engine, Event, ExchangeFailure,
-    FailureCounts, Idempotency, ListKind, OperationClass, ParamHeaders, RecordSink,
-    ServerRequestId, ServerRequestKind, ServerState, Stats, Transmit, TransmitKind, TransportEvent,
-    TransportKind, WireId,
+    FailureCounts, Idempotency, ListKind, OperationClass, ParamHeaders, RecordSink, RootsBoundary,
+    RootsBoundaryError, ServerRequestId, ServerRequestKind, ServerState, Stats, Transmit,
+    TransmitKind, TransportEvent, TransportKind, WireId,
 };
 pub use error::{
     AnswerError, CallError, CancelError, CloseReason, ConfigError, LocalError, PeerError,
@@ -89,9 +92,13 @@ pub use proto::mcp::{Method, ResultType, SubscriptionFilter};
 pub use proto::meta::TraceContext;
 pub use proto::trace::{TraceContextError, TraceId};
 pub use proto::version::{Era, EraPreference, ProtocolVersion};
+#[cfg(feature = "schema")]
+pub use schema::{Schema, SchemaError, SchemaLimits, SchemaViolation};
 
 #[cfg(feature = "stdio")]
 pub use driver::stdio::{CommandLineError, StdioCommand, StdioDriver};
+#[cfg(all(feature = "stdio", feature = "schema"))]
+pub use host::ToolCallError;
 #[cfg(feature = "stdio")]
 pub use host::{
     AddServerError, BlockingError, CacheStats, CatalogError, CatalogView, EmbedError, ForeignToken,

@@ -239,7 +239,8 @@ impl super::Engine {
         p.extend_from_slice(b"\"protocolVersion\":");
         write_json_str(p, ProtocolVersion::LEGACY.as_str());
         p.extend_from_slice(b",\"capabilities\":");
-        p.extend_from_slice(self.capabilities.as_bytes());
+        let caps = c.answers.legacy_capabilities(&self.capabilities);
+        p.extend_from_slice(caps.as_bytes());
         p.extend_from_slice(b",\"clientInfo\":{\"name\":");
         write_json_str(p, &c.client_name);
         p.extend_from_slice(b",\"version\":");

@@ -27,6 +27,7 @@ mod outbound;
 mod record;
 mod requests;
 pub(crate) mod retry;
+mod roots;
 mod server_requests;
 mod supervision;
 mod timers;
@@ -46,6 +47,7 @@ pub use lifecycle::ServerState;
 pub use record::{CallRecord, FailureCounts, RecordSink};
 pub use requests::CallId;
 pub use retry::Idempotency;
+pub use roots::{RootsBoundary, RootsBoundaryError};
 pub use server_requests::{ServerRequestId, ServerRequestKind};
 
 use crate::config::Config;
@@ -298,6 +300,8 @@ pub struct Engine {
     server_requests: server_requests::ServerRequests,
     /// `Config::client_capabilities` with exactly the declared server-request kinds.
     capabilities: String,
+    /// The host's roots and where they may point.
+    roots: roots::Roots,
 }
 
 impl Engine {
@@ -330,6 +334,7 @@ impl Engine {
                 config.max_server_requests,
             ),
             capabilities: config.answers.capabilities(&config.client_capabilities),
+            roots: roots::Roots::default(),
             config,
         })
     }
@@ -774,5 +779,7 @@ mod tests;
 mod tests_records;
 #[cfg(test)]
 mod tests_resilience;
+#[cfg(test)]
+mod tests_roots_sampling;
 #[cfg(test)]
 mod tests_server_requests;

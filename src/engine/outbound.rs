@@ -17,6 +17,8 @@ pub(super) enum Control {
         id: WireId,
     },
     Initialized,
+    /// `notifications/roots/list_changed` (2025-11-25).
+    RootsChanged,
     Reply {
         id: SmallVec<[u8; 24]>,
         ok: bool,
@@ -70,6 +72,10 @@ impl Engine {
             Control::CloseStream { id } => TransmitKind::CloseStream { id },
             Control::Initialized => {
                 jsonrpc::write_notification(buf, notify::INITIALIZED, None);
+                TransmitKind::Notification
+            }
+            Control::RootsChanged => {
+                jsonrpc::write_notification(buf, notify::ROOTS_LIST_CHANGED, None);
                 TransmitKind::Notification
             }
             Control::Reply { id, ok } => {

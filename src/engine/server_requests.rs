@@ -17,7 +17,7 @@ use smallvec::SmallVec;
 use super::*;
 use crate::config::ServerRequestKinds;
 use crate::error::AnswerError;
-use crate::proto::{elicit, roots};
+use crate::proto::{elicit, sampling};
 
 /// Handle to one server request waiting for the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -110,11 +110,27 @@ impl ServerRequestKinds {
             caps.insert("elicitation".into(), elicitation.into());
         }
         if self.sampling {
-            caps.insert("sampling".into(), empty());
+            let mut sampling = serde_json::Map::new();
+            if self.sampling_tools {
+                sampling.insert("tools".into(), empty());
+            }
+            caps.insert("sampling".into(), sampling.into());
         }
         if self.roots {
             caps.insert("roots".into(), empty());
         }
+        serde_json::Value::Object(caps).to_string()
+    }
+
+    /// The 2025-11-25 form of `capabilities` (as built above): `roots.listChanged` when the
+    /// host promised change notifications. 2026-07-28 has no such field.
+    pub(crate) fn legacy_capabilities(self, capabilities: &str) -> String {
+        if !(self.roots && self.roots_list_changed) {
+            return capabilities.to_owned();
+        }
+        let mut caps: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(capabilities).unwrap_or_default();
+        caps.insert("roots".into(), serde_json::json!({"listChanged": true}));
         serde_json::Value::Object(caps).to_string()
     }
 }
@@ -186,6 +202,10 @@ impl ServerRequests {
         let generation = *g;
         self.slab.insert(entry(generation));
         Some(ServerRequestId { slot: slot as u32, generation })
+    }
+
+    fn get(&self, id: ServerRequestId) -> Option<&Entry> {
+        self.slab.get(id.slot as usize).filter(|e| e.generation == id.generation)
     }
 
     fn get_mut(&mut self, id: ServerRequestId) -> Option<&mut Entry> {
@@ -269,6 +289,16 @@ impl Engine {
             }
             return self.push_control(Control::Reply { id, ok: false });
         };
+        if kind == ServerRequestKind::Sampling {
+            let params = params.map_or("{}", RawJson::text);
+            if let Err(message) = sampling::check_request(params, answers.sampling_tools) {
+                return self.push_control(Control::Refuse { id, code: INVALID_PARAMS, message });
+            }
+        }
+        if let (ServerRequestKind::Roots, Some(roots)) = (kind, self.roots.current()) {
+            let result = roots.to_owned();
+            return self.push_control(Control::Answer { id, result });
+        }
         let params = params.map_or("{}", RawJson::text);
         let timeout = self.config.server_request_timeout;
         // A timeout too large for the clock stands for "a day", as a call's deadline does.
@@ -306,6 +336,16 @@ impl Engine {
             let params = request.get("params");
             let kind = ServerRequestKind::of(&method, params);
             match kind.filter(|k| self.config.answers.declares(*k)) {
+                Some(ServerRequestKind::Sampling) => {
+                    let params = params.map_or("{}", RawJson::text);
+                    let tools = self.config.answers.sampling_tools;
+                    if let Err(reason) = sampling::check_request(params, tools) {
+                        log::debug!("refused a sampling input request: {reason}");
+                        let e = CallError::Peer(PeerError::InvalidResult);
+                        return self.finish(now, slot, Ended::Answered, fail(e));
+                    }
+                    asked.push((key.raw(), ServerRequestKind::Sampling, params));
+                }
                 Some(kind) => asked.push((key.raw(), kind, params.map_or("{}", RawJson::text))),
                 None => {
                     let e = CallError::Peer(PeerError::UndeclaredInputRequest(method.into_owned()));
@@ -332,14 +372,24 @@ impl Engine {
             p.rounds += 1;
         }
         let deadline = self.requests.get(slot).map_or(now, |p| p.deadline);
+        let mut waiting = false;
         for (key, kind, params) in asked.iter().copied() {
             let origin = Origin::Input { call, key: key.to_owned() };
+            // Roots the host set answer at once; the host sees only the other requests.
+            let known = self.roots.current().filter(|_| kind == ServerRequestKind::Roots);
+            let answer = known.map(str::to_owned);
+            let answered = answer.is_some();
             let entry = Entry::waiting(kind, origin, deadline, params);
-            if let Some(request) = self.server_requests.insert(entry) {
+            let Some(request) = self.server_requests.insert(|g| Entry { answer, ..entry(g) })
+            else {
+                continue;
+            };
+            if !answered {
+                waiting = true;
                 self.events.server_request(request, kind, Some(call), params);
             }
         }
-        if asked.is_empty() {
+        if !waiting {
             self.send_round(slot, call);
         }
     }
@@ -377,6 +427,11 @@ impl Engine {
         }
     }
 
+    /// What a waiting server request asks for; `None` once it is answered or gone.
+    pub fn server_request_kind(&self, request: ServerRequestId) -> Option<ServerRequestKind> {
+        self.server_requests.get(request).map(|e| e.kind)
+    }
+
     /// The host's answer to a server request (a JSON object: an `ElicitResult`,
     /// `CreateMessageResult` or `ListRootsResult`). A form elicitation's answer is checked
     /// against its requested schema first; nothing is sent when it does not fit.
@@ -393,7 +448,8 @@ impl Engine {
         }
         match entry.kind {
             ServerRequestKind::ElicitationForm => elicit::check_form_answer(&entry.params, text)?,
-            ServerRequestKind::Roots => roots::check_roots_answer(text)?,
+            ServerRequestKind::Roots => self.roots.check(text)?,
+            ServerRequestKind::Sampling => sampling::check_answer(&entry.params, text)?,
             _ => {}
         }
         // A line break can only be whitespace in valid JSON (strings escape them), and on

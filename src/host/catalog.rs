@@ -503,13 +503,31 @@ impl Host {
     /// One tool's definition (canonical JSON) from the cache, when cached and servable; it
     /// never lists. A fresh hit allocates nothing.
     pub fn tool(&mut self, server: ServerId, name: &str) -> Option<&str> {
+        self.cached_tool(server, name).map(Item::json)
+    }
+
+    /// The cached definition of one tool, as [`tool`](Self::tool) finds it.
+    #[cfg_attr(not(feature = "schema"), allow(dead_code))] // the schema checks use its hash
+    pub(super) fn cached_tool(&mut self, server: ServerId, name: &str) -> Option<&Item> {
         let now = Instant::now();
         let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)?;
         let key = s.catalog.key(&s.engine)?;
         match self.cache.store.find_item(now, &key, CatalogKind::Tools, name) {
-            Ok(ItemLookup::Fresh(item)) | Ok(ItemLookup::Stale { item, .. }) => Some(item.json()),
+            Ok(ItemLookup::Fresh(item)) | Ok(ItemLookup::Stale { item, .. }) => Some(item),
             _ => None,
         }
+    }
+
+    /// [`cached_tool`](Self::cached_tool), else the tool as the last listing handed to the host
+    /// had it (a listing the server marked not cacheable, `ttlMs: 0`, is still what the host
+    /// saw): what a checked call checks against.
+    #[cfg(feature = "schema")]
+    pub(super) fn listed_tool(&mut self, server: ServerId, name: &str) -> Option<&Item> {
+        if self.cached_tool(server, name).is_some() {
+            return self.cached_tool(server, name);
+        }
+        let s = self.servers.get(server.index).filter(|s| s.generation == server.generation)?;
+        s.catalog.kinds[slot(CatalogKind::Tools)].served.as_ref()?.item(name)
     }
 
     /// The `k` tools of the server's last listed catalog that best match `query` (BM25 over

@@ -49,6 +49,9 @@ mod config_file;
 mod embed;
 mod principal;
 mod records;
+mod roots;
+#[cfg(feature = "schema")]
+mod schema;
 mod task;
 mod tokens;
 
@@ -61,6 +64,8 @@ pub use embed::{EmbedError, ForeignToken};
 pub use principal::{
     CredentialSource, Credentials, LaneError, LaneTarget, Principal, PrincipalError, PrincipalId,
 };
+#[cfg(feature = "schema")]
+pub use schema::ToolCallError;
 pub use task::{
     TaskCallError, TaskError, TaskId, TaskInfo, TaskOptions, TaskScope, MAX_TASK_BUDGET,
 };
@@ -303,6 +308,9 @@ pub struct Host {
     tasks: task::TaskTable<(ServerId, CallId)>,
     /// Server names and the call-record sink.
     records: records::Records,
+    /// Compiled tool schemas, by definition hash.
+    #[cfg(feature = "schema")]
+    schemas: schema::SchemaCache,
 }
 
 impl Host {
@@ -322,6 +330,8 @@ impl Host {
             lanes: principal::Lanes::default(),
             tasks: task::TaskTable::default(),
             records: records::Records::new(),
+            #[cfg(feature = "schema")]
+            schemas: schema::SchemaCache::default(),
         })
     }
 
@@ -416,7 +426,10 @@ impl Host {
         request: ServerRequestId,
         result: &RawValue,
     ) -> Result<(), AnswerError> {
-        self.respond(server, |e, now| e.answer(now, request, result))
+        self.respond(server, |e, now| {
+            roots::check_answer_resolved(e, request, result)?;
+            e.answer(now, request, result)
+        })
     }
 
     /// Refuses a server request (`Event::ServerRequest`) of `server`; see [`Engine::reject`].

@@ -441,3 +441,29 @@ pub fn engine_ops(data: &[u8]) {
         assert_eq!(ends.get(&c.get()).copied().unwrap_or(0), 1, "call {c} must end exactly once");
     }
 }
+
+/// A JSON Schema, a NUL byte, then an instance (without a NUL the instance is `null`).
+/// Compiling and validating never panic and stay within tight bounds; validation is
+/// deterministic; a mismatch's pointer (other than a missing required member) names a
+/// location that exists in the instance.
+#[cfg(feature = "schema")]
+pub fn schema_validate(data: &[u8]) {
+    use crate::schema::{Schema, SchemaLimits};
+    let (schema, instance) = match data.iter().position(|b| *b == 0) {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (data, &b"null"[..]),
+    };
+    let Ok(schema) = std::str::from_utf8(schema) else { return };
+    let limits =
+        SchemaLimits { max_bytes: 64 * 1024, max_depth: 32, max_nodes: 2_000, max_steps: 20_000 };
+    let Ok(compiled) = Schema::compile(schema, limits) else { return };
+    let Ok(instance) = serde_json::from_slice::<serde_json::Value>(instance) else { return };
+    let first = compiled.validate(&instance);
+    assert_eq!(first, compiled.validate(&instance), "validation is deterministic");
+    if let Err(v) = first {
+        assert!(v.pointer.is_empty() || v.pointer.starts_with('/'), "{v:?}");
+        if !v.budget && !v.reason.starts_with("required") {
+            assert!(instance.pointer(&v.pointer).is_some(), "{v:?} names no location");
+        }
+    }
+}

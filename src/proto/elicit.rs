@@ -3,7 +3,8 @@
 //!
 //! The requested schema of a form elicitation is a flat object of primitive properties
 //! (string, number, integer, boolean, string enums and string-array multi-selects); only that
-//! shape is checked here. Full JSON Schema validation is not this module's job.
+//! shape is checked here; with the `schema` feature the answer also goes through the full
+//! validator (`crate::schema`).
 
 use serde_json::{Map, Value};
 
@@ -62,7 +63,26 @@ pub(crate) fn check_form_answer(params: &str, answer: &str) -> Result<(), Answer
             return mismatch(name, "required by the requested schema and missing");
         }
     }
+    #[cfg(feature = "schema")]
+    full_check(schema, content)?;
     Ok(())
+}
+
+/// With the `schema` feature, every keyword the validator knows (`minLength`, `maximum`,
+/// `minItems`, ...) is checked as well. A requested schema the validator refuses (a remote
+/// `$ref`, past the bounds) gets only the check above.
+#[cfg(feature = "schema")]
+fn full_check(schema: Option<&Value>, content: &Map<String, Value>) -> Result<(), AnswerError> {
+    use crate::schema::{Schema, SchemaLimits};
+    let Some(schema) = schema else { return Ok(()) };
+    let Ok(compiled) = Schema::compile_value(schema, SchemaLimits::default()) else {
+        return Ok(());
+    };
+    // One clone of the content: answers are small and rare.
+    compiled.validate(&Value::Object(content.clone())).map_err(|v| AnswerError::Mismatch {
+        field: v.pointer.strip_prefix('/').unwrap_or(&v.pointer).to_owned(),
+        reason: v.reason,
+    })
 }
 
 /// Whether `value` fits one primitive property schema.
@@ -148,5 +168,27 @@ mod tests {
         assert_eq!(field(check_form_answer(&params(), r#"{"action":"maybe"}"#)), "action");
         assert!(check_form_answer(&params(), r#"{"action":"decline"}"#).is_ok());
         assert_eq!(check_form_answer(&params(), "[1]"), Err(AnswerError::NotObject));
+    }
+
+    #[cfg(feature = "schema")]
+    #[test]
+    fn with_the_schema_feature_every_known_keyword_is_checked() {
+        let params = json!({"message": "m", "requestedSchema": {"type": "object", "properties": {
+            "name": {"type": "string", "minLength": 2},
+            "age": {"type": "integer", "minimum": 0, "maximum": 150}
+        }}})
+        .to_string();
+        let check = |content: Value| {
+            check_form_answer(&params, &json!({"action": "accept", "content": content}).to_string())
+        };
+        assert!(check(json!({"name": "Al", "age": 3})).is_ok());
+        assert_eq!(
+            check(json!({"name": "A"})),
+            Err(AnswerError::Mismatch { field: "name".into(), reason: "minLength: too short" })
+        );
+        assert_eq!(
+            check(json!({"age": 200})),
+            Err(AnswerError::Mismatch { field: "age".into(), reason: "maximum: too large" })
+        );
     }
 }

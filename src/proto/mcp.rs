@@ -73,6 +73,7 @@ pub(crate) mod notify {
     pub(crate) const PROGRESS: &str = "notifications/progress";
     pub(crate) const CANCELLED: &str = "notifications/cancelled";
     pub(crate) const INITIALIZED: &str = "notifications/initialized";
+    pub(crate) const ROOTS_LIST_CHANGED: &str = "notifications/roots/list_changed";
     pub(crate) const TOOLS_CHANGED: &str = "notifications/tools/list_changed";
     pub(crate) const PROMPTS_CHANGED: &str = "notifications/prompts/list_changed";
     pub(crate) const RESOURCES_CHANGED: &str = "notifications/resources/list_changed";

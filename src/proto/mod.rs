@@ -7,5 +7,6 @@ pub(crate) mod jsonrpc;
 pub(crate) mod mcp;
 pub(crate) mod meta;
 pub(crate) mod roots;
+pub(crate) mod sampling;
 pub(crate) mod trace;
 pub(crate) mod version;

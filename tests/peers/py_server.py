@@ -9,12 +9,22 @@ The wire-visible names and texts match the recorded lab transcripts, which the R
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Annotated
 
 import anyio
-from mcp_types import CreateMessageResult, ListRootsResult, SamplingMessage, TextContent
+from mcp_types import (
+    CreateMessageResult,
+    CreateMessageResultWithTools,
+    ListRootsResult,
+    NotificationParams,
+    SamplingMessage,
+    TextContent,
+    Tool,
+    ToolChoice,
+)
 from pydantic import BaseModel
 
 from mcp.server import MCPServer
@@ -175,6 +185,41 @@ def roots(listing: Annotated[ListRootsResult, Resolve(ask_roots)]) -> str:
 @server.tool(description="Sample the client's model; returns the text it gave.")
 def sample(reply: Annotated[CreateMessageResult, Resolve(ask_model)]) -> str:
     return reply.content.text if isinstance(reply.content, TextContent) else "?"
+
+
+def ask_model_with_tools() -> Sample:
+    question = SamplingMessage(role="user", content=TextContent(type="text", text="Weather in Oslo?"))
+    weather = Tool(
+        name="get_weather",
+        input_schema={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    )
+    return Sample([question], max_tokens=64, tools=[weather], tool_choice=ToolChoice(mode="auto"))
+
+
+@server.tool(description="Sample with a get_weather tool offered; returns the tool uses the model chose.")
+def sample_tools(reply: Annotated[CreateMessageResultWithTools, Resolve(ask_model_with_tools)]) -> str:
+    uses = [c for c in reply.content_as_list if c.type == "tool_use"]
+    return ";".join(f"{u.name} {json.dumps(u.input, sort_keys=True)}" for u in uses) + f" stop={reply.stop_reason}"
+
+
+# 2025-11-25 only: the client says its roots changed. Counted so a test can see it arrived.
+roots_changes = 0
+
+
+async def on_roots_changed(_ctx, _params) -> None:
+    global roots_changes
+    roots_changes += 1
+    log(f"notifications/roots/list_changed #{roots_changes}")
+
+
+server._lowlevel_server.add_notification_handler(
+    "notifications/roots/list_changed", NotificationParams, on_roots_changed
+)
+
+
+@server.tool(description="How many notifications/roots/list_changed this process received.")
+def roots_changes_seen() -> str:
+    return str(roots_changes)
 
 
 @server.resource("lab://readme", name="readme", description="A static text resource", mime_type="text/plain")

@@ -27,6 +27,8 @@ pub(crate) struct Flags {
     /// Whether tools/list shows the resilience tools. Off by default: the integration tests
     /// pin the default listing to five tools.
     pub(crate) resilience_tools: bool,
+    /// Whether tools/list shows the schema test tools (`bad_output`, `remote_ref`).
+    pub(crate) schema_tools: bool,
 }
 
 #[derive(Debug)]
@@ -68,6 +70,7 @@ impl Flags {
                     flags.resilience_tools = true;
                 }
                 "--resilience-tools" => flags.resilience_tools = true,
+                "--schema-tools" => flags.schema_tools = true,
                 "-h" | "--help" => return Err(FlagError::Help),
                 other => return Err(FlagError::Bad(format!("unknown flag `{other}`"))),
             }
@@ -124,7 +127,7 @@ fn port_arg(flag: &str, value: Option<String>) -> Result<u16, FlagError> {
 pub(crate) fn usage() -> &'static str {
     "usage: demo_server [--legacy-only] [--exit-on-non-initialize] [--silent-discover] \
      [--junk-stdout] [--stderr-noise KIB] [--crash-on TOOL] [--startup-ms MS] \
-     [--state-file PATH] [--resilience-tools] [--http PORT] [--fault SPEC]...\n\
+     [--state-file PATH] [--resilience-tools] [--schema-tools] [--http PORT] [--fault SPEC]...\n\
      fault specs: crash|truncate|garbage|unknown-id|duplicate|late-after-cancel|hang|drip|\
      oversize:TOOL[:N], fail-first:TOOL:N, exit-on-start, and with --http also \
      reset-mid-sse|close-before-reply:TOOL[:N], status-then-ok:TOOL:N"

@@ -15,6 +15,8 @@
 //                             per delivery to it (`TOOL`, or `charge<TAB>KEY` for a keyed charge)
 //   --resilience-tools        list `stats`, `lookup`, `put` and `charge` in tools/list; they are
 //                             callable without it, and --fault, --state-file and --http imply it
+//   --schema-tools            list `bad_output` (structuredContent that breaks its outputSchema)
+//                             and `remote_ref` (an inputSchema with a network $ref)
 //   --http PORT               serve Streamable HTTP at http://127.0.0.1:PORT/mcp instead of
 //                             stdio (modern era only; PORT 0 picks a free port); the URL is
 //                             printed on stdout

@@ -20,12 +20,26 @@ use crate::jsonrpc::{
 use crate::ledger::{is_valid_key, Ledger};
 use crate::slow::{SlowCall, SLOW_MAX_MS};
 use crate::stdio::Output;
-use crate::tools::{add_tool, echo_tool, lookup_tool, tool_definitions, tool_error};
+use crate::tools::{
+    add_tool, bad_output_tool, echo_tool, lookup_tool, schema_tool_definitions, text_result,
+    tool_definitions, tool_error,
+};
 use crate::{EXIT_CRASH_ON, EXIT_FAIL_FIRST, EXIT_NOT_INITIALIZE, META_PROTOCOL_VERSION};
 
 /// Every tool `tools/call` serves, listed or not; only these are counted as deliveries.
-const TOOL_NAMES: [&str; 9] =
-    ["echo", "add", "slow", "fail", "write_note", "stats", "lookup", "put", "charge"];
+const TOOL_NAMES: [&str; 11] = [
+    "echo",
+    "add",
+    "slow",
+    "fail",
+    "write_note",
+    "stats",
+    "lookup",
+    "put",
+    "charge",
+    "bad_output",
+    "remote_ref",
+];
 
 /// The protocol era this process serves, fixed by the first request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,7 +245,11 @@ impl Server {
     ) -> Result<Outcome, RpcError> {
         let reply = match method {
             "tools/list" => {
-                list_page("tools", &tool_definitions(self.flags.resilience_tools), params)?
+                let mut tools = tool_definitions(self.flags.resilience_tools);
+                if self.flags.schema_tools {
+                    tools.extend(schema_tool_definitions());
+                }
+                list_page("tools", &tools, params)?
             }
             "tools/call" => return self.call_tool(id, params, era),
             "resources/list" => list_page("resources", &resource_definitions(), params)?,
@@ -299,6 +317,8 @@ impl Server {
             "lookup" => lookup_tool(args),
             "put" => self.ledger.put(args),
             "charge" => self.ledger.charge(args),
+            "bad_output" => bad_output_tool(),
+            "remote_ref" => text_result("remote_ref ran"),
             _ => return Err(RpcError::invalid_params(format!("unknown tool: {name}"))),
         };
         Ok(Outcome::ToolReply(result, armed))

@@ -117,6 +117,34 @@ fn resilience_tool_definitions() -> Vec<Value> {
     ]
 }
 
+/// Tools whose schemas the client's `schema` feature must catch out.
+pub(crate) fn schema_tool_definitions() -> Vec<Value> {
+    vec![
+        json!({
+            "name": "bad_output",
+            "description": "Returns structuredContent {sum: \"three\"}, against its outputSchema.",
+            "inputSchema": {"type": "object", "properties": {}},
+            "outputSchema": {
+                "type": "object",
+                "properties": {"sum": {"type": "number"}},
+                "required": ["sum"],
+            },
+        }),
+        json!({
+            "name": "remote_ref",
+            "description": "An inputSchema that refers to a schema on the network.",
+            "inputSchema": {"$ref": "http://127.0.0.1:9/never-fetched.json"},
+        }),
+    ]
+}
+
+/// `bad_output`'s result: a string where the outputSchema wants a number.
+pub(crate) fn bad_output_tool() -> Value {
+    let structured = json!({"sum": "three"});
+    json!({"content": [{"type": "text", "text": structured.to_string()}],
+           "structuredContent": structured})
+}
+
 pub(crate) fn echo_tool(args: &Map<String, Value>) -> Value {
     match args.get("text").and_then(Value::as_str) {
         Some(text) => text_result(text),

@@ -1,0 +1,343 @@
+//! Schema JSON to a flat node table: keywords read once, local `$ref`s resolved to node
+//! indices (so recursive schemas are cycles in the table, not infinite trees).
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::{SchemaError, SchemaLimits};
+
+/// Index of a node in [`Schema::nodes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct NodeId(pub(super) u32);
+
+/// One compiled (sub)schema.
+#[derive(Debug, Clone)]
+pub(super) enum Node {
+    /// `true` accepts everything, `false` nothing.
+    Bool(bool),
+    Keywords(Box<Keywords>),
+}
+
+/// The `type` keyword as a bit set (0: any type).
+pub(super) mod types {
+    pub(in crate::schema) const NULL: u8 = 1;
+    pub(in crate::schema) const BOOLEAN: u8 = 2;
+    pub(in crate::schema) const OBJECT: u8 = 4;
+    pub(in crate::schema) const ARRAY: u8 = 8;
+    pub(in crate::schema) const NUMBER: u8 = 16;
+    pub(in crate::schema) const STRING: u8 = 32;
+    pub(in crate::schema) const INTEGER: u8 = 64;
+}
+
+/// The keywords of one schema object that the validator checks.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Keywords {
+    pub(super) types: u8,
+    pub(super) enumeration: Option<Vec<Value>>,
+    pub(super) constant: Option<Value>,
+    pub(super) minimum: Option<f64>,
+    pub(super) maximum: Option<f64>,
+    pub(super) exclusive_minimum: Option<f64>,
+    pub(super) exclusive_maximum: Option<f64>,
+    pub(super) multiple_of: Option<f64>,
+    pub(super) min_length: Option<u64>,
+    pub(super) max_length: Option<u64>,
+    pub(super) min_items: Option<u64>,
+    pub(super) max_items: Option<u64>,
+    pub(super) unique_items: bool,
+    pub(super) min_properties: Option<u64>,
+    pub(super) max_properties: Option<u64>,
+    pub(super) properties: Vec<(String, NodeId)>,
+    pub(super) required: Vec<String>,
+    /// `None` when absent, or when `patternProperties` makes it undecidable here.
+    pub(super) additional: Option<NodeId>,
+    pub(super) prefix_items: Vec<NodeId>,
+    /// Applies to the elements after `prefix_items`.
+    pub(super) items: Option<NodeId>,
+    pub(super) all_of: Vec<NodeId>,
+    pub(super) any_of: Vec<NodeId>,
+    pub(super) one_of: Vec<NodeId>,
+    pub(super) not: Option<NodeId>,
+    pub(super) reference: Option<NodeId>,
+}
+
+/// A compiled schema; node 0 is the root.
+#[derive(Debug, Clone)]
+pub(crate) struct Schema {
+    pub(super) nodes: Vec<Node>,
+    pub(super) limits: SchemaLimits,
+}
+
+struct Compiler<'a> {
+    root: &'a Value,
+    nodes: Vec<Node>,
+    limits: SchemaLimits,
+    /// Each local pointer's node, so every `$ref` to it shares one node (and cycles close).
+    refs: HashMap<String, NodeId>,
+    /// Referenced pointers whose node is reserved but not built yet.
+    pending: Vec<(String, NodeId)>,
+}
+
+impl Schema {
+    pub(super) fn compile(root: &Value, limits: SchemaLimits) -> Result<Self, SchemaError> {
+        let mut c =
+            Compiler { root, nodes: Vec::new(), limits, refs: HashMap::new(), pending: Vec::new() };
+        // A remote `$ref` anywhere is refused up front, even under a keyword that is ignored
+        // or a definition nothing refers to: such a schema expects fetching we never do.
+        scan_refs(root, 0, limits.max_depth.saturating_mul(2))?;
+        c.refs.insert(String::new(), NodeId(0));
+        c.subschema(root, &mut String::new(), 0)?;
+        // Referenced targets are built one after another, not nested in the referrer, so the
+        // stack depth stays bounded by `max_depth` however long a chain of `$ref`s is.
+        while let Some((pointer, id)) = c.pending.pop() {
+            let target = c
+                .root
+                .pointer(&pointer)
+                .ok_or_else(|| SchemaError::UnresolvedRef(format!("#{pointer}")))?;
+            let mut at = pointer.clone();
+            let node = c.build(target, &mut at, 0)?;
+            c.nodes[id.0 as usize] = node;
+        }
+        Ok(Schema { nodes: c.nodes, limits })
+    }
+}
+
+impl Compiler<'_> {
+    fn reserve(&mut self) -> Result<NodeId, SchemaError> {
+        if self.nodes.len() >= self.limits.max_nodes {
+            return Err(SchemaError::TooManyNodes);
+        }
+        self.nodes.push(Node::Bool(true));
+        Ok(NodeId(self.nodes.len() as u32 - 1))
+    }
+
+    /// Compiles the subschema at `at` (a JSON pointer into the schema, for errors).
+    fn subschema(
+        &mut self,
+        value: &Value,
+        at: &mut String,
+        depth: usize,
+    ) -> Result<NodeId, SchemaError> {
+        let id = self.reserve()?;
+        let node = self.build(value, at, depth)?;
+        self.nodes[id.0 as usize] = node;
+        Ok(id)
+    }
+
+    /// `subschema` under one more pointer segment.
+    fn child(
+        &mut self,
+        value: &Value,
+        at: &mut String,
+        segment: &str,
+        depth: usize,
+    ) -> Result<NodeId, SchemaError> {
+        let len = at.len();
+        at.push('/');
+        for c in segment.chars() {
+            match c {
+                '~' => at.push_str("~0"),
+                '/' => at.push_str("~1"),
+                c => at.push(c),
+            }
+        }
+        let id = self.subschema(value, at, depth + 1);
+        at.truncate(len);
+        id
+    }
+
+    fn children(
+        &mut self,
+        value: Option<&Value>,
+        at: &mut String,
+        keyword: &str,
+        depth: usize,
+    ) -> Result<Vec<NodeId>, SchemaError> {
+        let Some(value) = value else { return Ok(Vec::new()) };
+        let Some(list) = value.as_array() else {
+            return Err(malformed(at, keyword, "must be an array of schemas"));
+        };
+        let len = at.len();
+        at.push('/');
+        at.push_str(keyword);
+        let ids = list
+            .iter()
+            .enumerate()
+            .map(|(i, s)| self.child(s, at, &i.to_string(), depth + 1))
+            .collect();
+        at.truncate(len);
+        ids
+    }
+
+    fn build(&mut self, value: &Value, at: &mut String, depth: usize) -> Result<Node, SchemaError> {
+        if depth > self.limits.max_depth {
+            return Err(SchemaError::TooDeep);
+        }
+        let map = match value {
+            Value::Bool(b) => return Ok(Node::Bool(*b)),
+            Value::Object(map) => map,
+            _ => {
+                let at = at.clone();
+                return Err(SchemaError::Malformed { at, reason: "a schema must be an object" });
+            }
+        };
+        let mut k = Keywords { types: type_bits(map.get("type"), at)?, ..Keywords::default() };
+        k.enumeration = map.get("enum").and_then(Value::as_array).cloned();
+        k.constant = map.get("const").cloned();
+        let num = |name| map.get(name).and_then(Value::as_f64);
+        let count = |name| map.get(name).and_then(Value::as_u64);
+        k.minimum = num("minimum");
+        k.maximum = num("maximum");
+        // The draft-04 boolean form is not a number: ignored.
+        k.exclusive_minimum = num("exclusiveMinimum");
+        k.exclusive_maximum = num("exclusiveMaximum");
+        k.multiple_of = num("multipleOf").filter(|m| *m > 0.0);
+        k.min_length = count("minLength");
+        k.max_length = count("maxLength");
+        k.min_items = count("minItems");
+        k.max_items = count("maxItems");
+        k.min_properties = count("minProperties");
+        k.max_properties = count("maxProperties");
+        k.unique_items = map.get("uniqueItems").and_then(Value::as_bool).unwrap_or(false);
+        k.required = map
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default();
+        if let Some(props) = map.get("properties") {
+            let Some(props) = props.as_object() else {
+                return Err(malformed(at, "properties", "must be an object"));
+            };
+            let len = at.len();
+            at.push_str("/properties");
+            for (name, s) in props {
+                let id = self.child(s, at, name, depth + 1)?;
+                k.properties.push((name.clone(), id));
+            }
+            at.truncate(len);
+        }
+        if let Some(a) = map.get("additionalProperties") {
+            let id = self.child(a, at, "additionalProperties", depth)?;
+            // Which members are "additional" depends on the patterns, which are not checked.
+            if !map.contains_key("patternProperties") {
+                k.additional = Some(id);
+            }
+        }
+        k.prefix_items = self.children(map.get("prefixItems"), at, "prefixItems", depth)?;
+        match map.get("items") {
+            // Draft-07's array form is 2020-12's `prefixItems`; `additionalItems` the rest.
+            Some(Value::Array(_)) if k.prefix_items.is_empty() => {
+                k.prefix_items = self.children(map.get("items"), at, "items", depth)?;
+                if let Some(rest) = map.get("additionalItems") {
+                    k.items = Some(self.child(rest, at, "additionalItems", depth)?);
+                }
+            }
+            Some(Value::Array(_)) => {}
+            Some(items) => k.items = Some(self.child(items, at, "items", depth)?),
+            None => {}
+        }
+        k.all_of = self.children(map.get("allOf"), at, "allOf", depth)?;
+        k.any_of = self.children(map.get("anyOf"), at, "anyOf", depth)?;
+        k.one_of = self.children(map.get("oneOf"), at, "oneOf", depth)?;
+        if let Some(n) = map.get("not") {
+            k.not = Some(self.child(n, at, "not", depth)?);
+        }
+        if let Some(r) = map.get("$ref") {
+            let Some(r) = r.as_str() else {
+                return Err(malformed(at, "$ref", "must be a string"));
+            };
+            k.reference = Some(self.reference(r)?);
+        }
+        Ok(Node::Keywords(Box::new(k)))
+    }
+
+    fn reference(&mut self, r: &str) -> Result<NodeId, SchemaError> {
+        let Some(fragment) = r.strip_prefix('#') else {
+            return Err(SchemaError::RemoteRef(r.to_owned()));
+        };
+        if !(fragment.is_empty() || fragment.starts_with('/')) {
+            // `#anchor`: a plain-name fragment needs `$anchor` lookup, not supported.
+            return Err(SchemaError::UnresolvedRef(r.to_owned()));
+        }
+        let pointer =
+            percent_decode(fragment).ok_or_else(|| SchemaError::UnresolvedRef(r.into()))?;
+        if let Some(id) = self.refs.get(&pointer) {
+            return Ok(*id);
+        }
+        if self.root.pointer(&pointer).is_none() {
+            return Err(SchemaError::UnresolvedRef(r.to_owned()));
+        }
+        let id = self.reserve()?;
+        self.refs.insert(pointer.clone(), id);
+        self.pending.push((pointer, id));
+        Ok(id)
+    }
+}
+
+/// Refuses remote `$ref`s anywhere under `value` (data in `enum`, `const` or `default` too:
+/// an object there with a non-local `$ref` string is taken as a reference).
+fn scan_refs(value: &Value, depth: usize, max_depth: usize) -> Result<(), SchemaError> {
+    if depth > max_depth {
+        return Err(SchemaError::TooDeep);
+    }
+    match value {
+        Value::Object(map) => {
+            if let Some(r) = map.get("$ref").and_then(Value::as_str) {
+                if !r.starts_with('#') {
+                    return Err(SchemaError::RemoteRef(r.to_owned()));
+                }
+            }
+            map.values().try_for_each(|v| scan_refs(v, depth + 1, max_depth))
+        }
+        Value::Array(list) => list.iter().try_for_each(|v| scan_refs(v, depth + 1, max_depth)),
+        _ => Ok(()),
+    }
+}
+
+fn malformed(at: &str, keyword: &str, reason: &'static str) -> SchemaError {
+    SchemaError::Malformed { at: format!("{at}/{keyword}"), reason }
+}
+
+fn type_bits(value: Option<&Value>, at: &str) -> Result<u8, SchemaError> {
+    let one = |name: &str| match name {
+        "null" => Ok(types::NULL),
+        "boolean" => Ok(types::BOOLEAN),
+        "object" => Ok(types::OBJECT),
+        "array" => Ok(types::ARRAY),
+        "number" => Ok(types::NUMBER),
+        "string" => Ok(types::STRING),
+        "integer" => Ok(types::INTEGER),
+        _ => Err(malformed(at, "type", "unknown type name")),
+    };
+    match value {
+        None => Ok(0),
+        Some(Value::String(s)) => one(s),
+        Some(Value::Array(list)) => list.iter().try_fold(0, |bits, t| match t.as_str() {
+            Some(s) => Ok(bits | one(s)?),
+            None => Err(malformed(at, "type", "must be a name or a list of names")),
+        }),
+        Some(_) => Err(malformed(at, "type", "must be a name or a list of names")),
+    }
+}
+
+/// Decodes `%XX` escapes in a URI fragment; `None` for a bad escape or invalid UTF-8.
+fn percent_decode(s: &str) -> Option<String> {
+    if !s.contains('%') {
+        return Some(s.to_owned());
+    }
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}

@@ -1,0 +1,215 @@
+use serde_json::{json, Value};
+
+use super::*;
+
+fn compile(schema: Value) -> Schema {
+    Schema::compile_value(&schema, SchemaLimits::default()).expect("compiles")
+}
+
+fn fails_at(schema: &Schema, instance: Value) -> (String, &'static str) {
+    match schema.validate(&instance) {
+        Err(v) => {
+            assert!(!v.budget, "{v}");
+            (v.pointer, v.reason)
+        }
+        Ok(()) => panic!("{instance} passed"),
+    }
+}
+
+#[test]
+fn tool_input_schema_names_the_failing_path() {
+    let s = compile(json!({
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "minLength": 2, "maxLength": 4},
+            "days": {"type": "integer", "minimum": 1, "exclusiveMaximum": 8},
+            "units": {"enum": ["c", "f"]},
+            "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true,
+                     "maxItems": 3},
+            "a/b": {"const": 1}
+        },
+        "required": ["city"],
+        "additionalProperties": false
+    }));
+    assert!(s.validate(&json!({"city": "Oslo", "days": 7, "units": "c", "tags": ["x"]})).is_ok());
+    assert!(s.validate(&json!({"city": "Åsæ"})).is_ok(), "length counts code points");
+    assert_eq!(fails_at(&s, json!({})), ("/city".into(), "required: missing"));
+    assert_eq!(fails_at(&s, json!({"city": 3})).0, "/city");
+    assert_eq!(fails_at(&s, json!({"city": "O"})).1, "minLength: too short");
+    assert_eq!(fails_at(&s, json!({"city": "Oslo!"})).1, "maxLength: too long");
+    assert_eq!(fails_at(&s, json!({"city": "Oslo", "days": 8})).1, "exclusiveMaximum: too large");
+    assert_eq!(fails_at(&s, json!({"city": "Oslo", "days": 0})).1, "minimum: too small");
+    assert_eq!(fails_at(&s, json!({"city": "Oslo", "days": 1.5})).1, "type: wrong type");
+    assert!(s.validate(&json!({"city": "Oslo", "days": 2.0})).is_ok(), "2.0 is an integer");
+    assert_eq!(fails_at(&s, json!({"city": "Oslo", "units": "k"})).0, "/units");
+    assert_eq!(fails_at(&s, json!({"city": "Oslo", "tags": ["a", 1]})).0, "/tags/1");
+    assert_eq!(
+        fails_at(&s, json!({"city": "Oslo", "tags": ["a", "a"]})).1,
+        "uniqueItems: items repeat"
+    );
+    assert_eq!(fails_at(&s, json!({"city": "Oslo", "tags": ["a", "b", "c", "d"]})).0, "/tags");
+    assert_eq!(
+        fails_at(&s, json!({"city": "Oslo", "extra": 1})),
+        ("/extra".into(), "false schema: nothing matches")
+    );
+    assert_eq!(fails_at(&s, json!({"city": "Oslo", "a/b": 2})).0, "/a~1b");
+    assert!(s.validate(&json!({"city": "Oslo", "a/b": 1.0})).is_ok(), "1.0 equals 1");
+    assert_eq!(fails_at(&s, json!([])).1, "type: wrong type");
+}
+
+#[test]
+fn combinators_and_prefix_items() {
+    let s = compile(json!({
+        "prefixItems": [{"type": "string"}, {"type": "number"}],
+        "items": {"type": "boolean"},
+        "minItems": 2
+    }));
+    assert!(s.validate(&json!(["a", 1, true, false])).is_ok());
+    assert_eq!(fails_at(&s, json!(["a", 1, 2])).0, "/2");
+    assert_eq!(fails_at(&s, json!([1, 1])).0, "/0");
+    assert_eq!(fails_at(&s, json!(["a"])).1, "minItems: too few items");
+    // Draft-07's array form of `items`, with `additionalItems`.
+    let d7 = compile(json!({"items": [{"type": "string"}], "additionalItems": false}));
+    assert!(d7.validate(&json!(["a"])).is_ok());
+    assert_eq!(fails_at(&d7, json!(["a", "b"])).0, "/1");
+
+    let any = compile(json!({"anyOf": [{"type": "string"}, {"type": "integer"}]}));
+    assert!(any.validate(&json!(3)).is_ok());
+    assert_eq!(fails_at(&any, json!(1.5)).1, "anyOf: no subschema matches");
+    let one = compile(json!({"oneOf": [{"type": "number"}, {"type": "integer"}]}));
+    assert!(one.validate(&json!(1.5)).is_ok());
+    assert_eq!(fails_at(&one, json!(1)).1, "oneOf: more than one subschema matches");
+    assert_eq!(fails_at(&one, json!("x")).1, "oneOf: no subschema matches");
+    let all = compile(json!({"allOf": [{"minimum": 1}, {"multipleOf": 0.1}]}));
+    assert!(all.validate(&json!(0.3)).is_err());
+    assert!(all.validate(&json!(1.3)).is_ok(), "1.3 is a multiple of 0.1 within rounding");
+    assert_eq!(fails_at(&all, json!(1.25)).1, "multipleOf: not a multiple");
+    let not = compile(json!({"not": {"type": "null"}}));
+    assert!(not.validate(&json!(0)).is_ok());
+    assert_eq!(fails_at(&not, json!(null)).1, "not: the subschema matches");
+    assert!(compile(json!(true)).validate(&json!({"x": 1})).is_ok());
+    assert!(compile(json!(false)).validate(&json!(1)).is_err());
+    let props = compile(json!({"minProperties": 1, "maxProperties": 1}));
+    assert!(props.validate(&json!({"a": 1})).is_ok());
+    assert!(props.validate(&json!({})).is_err());
+    assert!(props.validate(&json!({"a": 1, "b": 2})).is_err());
+}
+
+#[test]
+fn local_refs_resolve_and_may_recurse() {
+    let tree = compile(json!({
+        "$defs": {"node": {"type": "object", "properties": {
+            "value": {"type": "integer"},
+            "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}
+        }, "required": ["value"]}},
+        "$ref": "#/$defs/node"
+    }));
+    let ok = json!({"value": 1, "children": [{"value": 2, "children": [{"value": 3}]}]});
+    assert!(tree.validate(&ok).is_ok());
+    let bad = json!({"value": 1, "children": [{"value": 2, "children": [{"value": "x"}]}]});
+    assert_eq!(fails_at(&tree, bad).0, "/children/0/children/0/value");
+    // Draft-07 `definitions`, a percent-encoded pointer, and `#` itself.
+    let d7 = compile(json!({
+        "definitions": {"a b": {"type": "string"}},
+        "properties": {"x": {"$ref": "#/definitions/a%20b"}, "self": {"$ref": "#"}}
+    }));
+    assert!(d7.validate(&json!({"x": "s", "self": {"x": "t"}})).is_ok());
+    assert_eq!(fails_at(&d7, json!({"self": {"x": 1}})).0, "/self/x");
+}
+
+#[test]
+fn remote_and_dangling_refs_are_refused() {
+    let err = |s: Value| Schema::compile_value(&s, SchemaLimits::default()).unwrap_err();
+    assert_eq!(
+        err(json!({"$ref": "https://example.com/s.json"})),
+        SchemaError::RemoteRef("https://example.com/s.json".into())
+    );
+    // Even in a definition nothing refers to, or under an ignored keyword.
+    assert!(matches!(
+        err(json!({"$defs": {"x": {"$ref": "other.json#/a"}}})),
+        SchemaError::RemoteRef(_)
+    ));
+    assert!(matches!(err(json!({"if": {"$ref": "http://10.0.0.1/x"}})), SchemaError::RemoteRef(_)));
+    assert_eq!(
+        err(json!({"$ref": "#/$defs/none"})),
+        SchemaError::UnresolvedRef("#/$defs/none".into())
+    );
+    assert!(matches!(err(json!({"$ref": "#anchor"})), SchemaError::UnresolvedRef(_)));
+    assert!(matches!(err(json!({"type": "strung"})), SchemaError::Malformed { .. }));
+    assert!(
+        matches!(err(json!({"properties": {"a": 3}})), SchemaError::Malformed { at, .. } if at == "/properties/a")
+    );
+}
+
+#[test]
+fn unknown_and_unsupported_keywords_are_ignored() {
+    let s = compile(json!({
+        "type": "object",
+        "properties": {"s": {"type": "string", "pattern": "^a$", "format": "email"}},
+        "patternProperties": {"^x": {"type": "integer"}},
+        "additionalProperties": false,
+        "x-vendor": {"anything": true},
+        "if": {"required": ["s"]}, "then": false
+    }));
+    // `pattern`, `format` and `if`/`then` are not checked; with `patternProperties` present,
+    // `additionalProperties` cannot be judged and is skipped too.
+    assert!(s.validate(&json!({"s": "zzz", "xy": "not an integer", "other": 1})).is_ok());
+}
+
+#[test]
+fn hostile_schemas_are_bounded() {
+    let limits = SchemaLimits::default();
+    // Too large as text.
+    let big = format!("{{\"enum\":[{}0]}}", "0,".repeat(200_000));
+    assert_eq!(Schema::compile(&big, limits).unwrap_err(), SchemaError::TooLarge);
+    // Too deep: 100 nested `not`s.
+    let mut deep = json!(true);
+    for _ in 0..100 {
+        deep = json!({"not": deep});
+    }
+    assert_eq!(Schema::compile_value(&deep, limits).unwrap_err(), SchemaError::TooDeep);
+    // Too many nodes.
+    let wide: serde_json::Map<String, Value> =
+        (0..20_000).map(|i| (format!("p{i}"), json!({}))).collect();
+    let wide = json!({"properties": wide});
+    assert_eq!(Schema::compile_value(&wide, limits).unwrap_err(), SchemaError::TooManyNodes);
+    // A `$ref` cycle that never descends into the instance stops at the depth bound.
+    let cycle = compile(json!({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}},
+                                "$ref": "#/$defs/a"}));
+    let v = cycle.validate(&json!(1)).unwrap_err();
+    assert!(v.budget, "{v}");
+    // Exponential work from a small schema: each level checks the one below twice (shared
+    // through `$ref`, so the schema stays 40 nodes); the step budget stops it.
+    let mut defs = serde_json::Map::new();
+    defs.insert("l0".into(), json!({"type": "string"}));
+    for i in 0..40 {
+        let below = json!({"$ref": format!("#/$defs/l{i}")});
+        defs.insert(format!("l{}", i + 1), json!({"anyOf": [{"allOf": [below, false]}, below]}));
+    }
+    let blowup = compile(json!({"$defs": defs, "$ref": "#/$defs/l40"}));
+    let v = blowup.validate(&json!(1)).unwrap_err();
+    assert!(v.budget, "{v}");
+    assert_eq!(v.reason, "validation took more steps than allowed");
+    // uniqueItems over a long array is charged per comparison.
+    let unique = compile(json!({"uniqueItems": true}));
+    let long: Vec<u32> = (0..10_000).collect();
+    assert!(unique.validate(&json!(long)).unwrap_err().budget);
+}
+
+#[test]
+fn validate_str_reports_bad_json() {
+    let s = compile(json!({"type": "object"}));
+    assert!(s.validate_str("{\"a\":1}").is_ok());
+    assert_eq!(s.validate_str("{").unwrap_err().reason, "not valid JSON");
+}
+
+#[test]
+fn the_fuzz_seeds_hold_the_fuzz_invariants() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/schema_validate");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(dir).expect("corpus") {
+        crate::internal::fuzzing::schema_validate(&std::fs::read(entry.unwrap().path()).unwrap());
+        seen += 1;
+    }
+    assert!(seen >= 4);
+}

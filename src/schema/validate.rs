@@ -1,0 +1,285 @@
+//! One instance against a compiled schema, within a step and depth budget.
+
+use serde_json::{Number, Value};
+
+use super::compile::{types, Node, NodeId, Schema};
+use super::SchemaViolation;
+
+/// One segment of the instance location being checked.
+#[derive(Debug, Clone, Copy)]
+enum Seg<'v> {
+    Key(&'v str),
+    Index(usize),
+}
+
+struct Run<'v> {
+    schema: &'v Schema,
+    steps: u64,
+    max_depth: usize,
+    path: Vec<Seg<'v>>,
+}
+
+impl Schema {
+    pub(super) fn validate(&self, instance: &Value) -> Result<(), SchemaViolation> {
+        let mut run = Run {
+            schema: self,
+            steps: 0,
+            // Instance nesting and `$ref` hops together; a cycle through `$ref` that never
+            // descends into the instance stops here instead of overflowing the stack.
+            max_depth: self.limits.max_depth.saturating_mul(4),
+            path: Vec::new(),
+        };
+        run.check(NodeId(0), instance, 0)
+    }
+}
+
+impl<'v> Run<'v> {
+    fn fail(&self, reason: &'static str) -> SchemaViolation {
+        let mut pointer = String::new();
+        for seg in &self.path {
+            pointer.push('/');
+            match seg {
+                Seg::Key(k) => {
+                    for c in k.chars() {
+                        match c {
+                            '~' => pointer.push_str("~0"),
+                            '/' => pointer.push_str("~1"),
+                            c => pointer.push(c),
+                        }
+                    }
+                }
+                Seg::Index(i) => pointer.push_str(&i.to_string()),
+            }
+        }
+        SchemaViolation { pointer, reason, budget: false }
+    }
+
+    fn budget(&self, reason: &'static str) -> SchemaViolation {
+        SchemaViolation { budget: true, ..self.fail(reason) }
+    }
+
+    fn step(&mut self, n: u64) -> Result<(), SchemaViolation> {
+        self.steps += n;
+        if self.steps > self.schema.limits.max_steps {
+            return Err(self.budget("validation took more steps than allowed"));
+        }
+        Ok(())
+    }
+
+    /// Checks `v` against the subschema under one more path segment.
+    fn descend(
+        &mut self,
+        id: NodeId,
+        v: &'v Value,
+        seg: Seg<'v>,
+        depth: usize,
+    ) -> Result<(), SchemaViolation> {
+        self.path.push(seg);
+        let r = self.check(id, v, depth + 1);
+        self.path.pop();
+        r
+    }
+
+    /// `Ok(true)` when `v` matches; a budget stop is passed up, a mismatch is `Ok(false)`.
+    fn matches(&mut self, id: NodeId, v: &'v Value, depth: usize) -> Result<bool, SchemaViolation> {
+        match self.check(id, v, depth + 1) {
+            Ok(()) => Ok(true),
+            Err(e) if e.budget => Err(e),
+            Err(_) => Ok(false),
+        }
+    }
+
+    fn check(&mut self, id: NodeId, v: &'v Value, depth: usize) -> Result<(), SchemaViolation> {
+        if depth > self.max_depth {
+            return Err(self.budget("validation nested deeper than allowed"));
+        }
+        self.step(1)?;
+        let k = match self.schema.nodes.get(id.0 as usize) {
+            Some(Node::Bool(true)) | None => return Ok(()),
+            Some(Node::Bool(false)) => return Err(self.fail("false schema: nothing matches")),
+            Some(Node::Keywords(k)) => k,
+        };
+        if let Some(r) = k.reference {
+            self.check(r, v, depth + 1)?;
+        }
+        if k.types != 0 && k.types & type_of(v) == 0 {
+            return Err(self.fail("type: wrong type"));
+        }
+        if let Some(allowed) = &k.enumeration {
+            self.step(allowed.len() as u64)?;
+            if !allowed.iter().any(|a| json_eq(a, v)) {
+                return Err(self.fail("enum: not one of the allowed values"));
+            }
+        }
+        if let Some(c) = &k.constant {
+            if !json_eq(c, v) {
+                return Err(self.fail("const: not the required value"));
+            }
+        }
+        match v {
+            Value::Number(n) => self.number(k, n)?,
+            Value::String(s) if k.min_length.is_some() || k.max_length.is_some() => {
+                self.step(1 + s.len() as u64 / 64)?;
+                let len = s.chars().count() as u64;
+                if k.min_length.is_some_and(|m| len < m) {
+                    return Err(self.fail("minLength: too short"));
+                }
+                if k.max_length.is_some_and(|m| len > m) {
+                    return Err(self.fail("maxLength: too long"));
+                }
+            }
+            Value::Array(items) => {
+                let n = items.len() as u64;
+                if k.min_items.is_some_and(|m| n < m) {
+                    return Err(self.fail("minItems: too few items"));
+                }
+                if k.max_items.is_some_and(|m| n > m) {
+                    return Err(self.fail("maxItems: too many items"));
+                }
+                if k.unique_items {
+                    for (i, a) in items.iter().enumerate() {
+                        self.step(i as u64)?;
+                        if items[..i].iter().any(|b| json_eq(a, b)) {
+                            return Err(self.fail("uniqueItems: items repeat"));
+                        }
+                    }
+                }
+                for (i, item) in items.iter().enumerate() {
+                    let sub = k.prefix_items.get(i).copied().or(if i >= k.prefix_items.len() {
+                        k.items
+                    } else {
+                        None
+                    });
+                    if let Some(sub) = sub {
+                        self.descend(sub, item, Seg::Index(i), depth)?;
+                    }
+                }
+            }
+            Value::Object(members) => {
+                let n = members.len() as u64;
+                if k.min_properties.is_some_and(|m| n < m) {
+                    return Err(self.fail("minProperties: too few members"));
+                }
+                if k.max_properties.is_some_and(|m| n > m) {
+                    return Err(self.fail("maxProperties: too many members"));
+                }
+                self.step(k.required.len() as u64)?;
+                for name in &k.required {
+                    if !members.contains_key(name) {
+                        // The pointer names the missing member, the way a user reads it.
+                        self.path.push(Seg::Key(name));
+                        let e = self.fail("required: missing");
+                        self.path.pop();
+                        return Err(e);
+                    }
+                }
+                for (name, value) in members {
+                    self.step(1)?;
+                    let declared = k.properties.iter().find(|(p, _)| p == name).map(|(_, s)| *s);
+                    match (declared, k.additional) {
+                        (Some(sub), _) | (None, Some(sub)) => {
+                            self.descend(sub, value, Seg::Key(name), depth)?
+                        }
+                        (None, None) => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+        for sub in &k.all_of {
+            self.check(*sub, v, depth + 1)?;
+        }
+        if !k.any_of.is_empty() {
+            let mut any = false;
+            for sub in &k.any_of {
+                if self.matches(*sub, v, depth)? {
+                    any = true;
+                    break;
+                }
+            }
+            if !any {
+                return Err(self.fail("anyOf: no subschema matches"));
+            }
+        }
+        if !k.one_of.is_empty() {
+            let mut count = 0;
+            for sub in &k.one_of {
+                count += usize::from(self.matches(*sub, v, depth)?);
+            }
+            match count {
+                0 => return Err(self.fail("oneOf: no subschema matches")),
+                1 => {}
+                _ => return Err(self.fail("oneOf: more than one subschema matches")),
+            }
+        }
+        if let Some(not) = k.not {
+            if self.matches(not, v, depth)? {
+                return Err(self.fail("not: the subschema matches"));
+            }
+        }
+        Ok(())
+    }
+
+    fn number(&self, k: &super::compile::Keywords, n: &Number) -> Result<(), SchemaViolation> {
+        let Some(x) = n.as_f64() else { return Ok(()) };
+        if k.minimum.is_some_and(|m| x < m) {
+            return Err(self.fail("minimum: too small"));
+        }
+        if k.maximum.is_some_and(|m| x > m) {
+            return Err(self.fail("maximum: too large"));
+        }
+        if k.exclusive_minimum.is_some_and(|m| x <= m) {
+            return Err(self.fail("exclusiveMinimum: too small"));
+        }
+        if k.exclusive_maximum.is_some_and(|m| x >= m) {
+            return Err(self.fail("exclusiveMaximum: too large"));
+        }
+        if let Some(m) = k.multiple_of {
+            let q = x / m;
+            // Tolerance for binary fractions (0.3 / 0.1 is 2.9999999999999996).
+            if !q.is_finite() || (q - q.round()).abs() > 1e-9 * q.abs().max(1.0) {
+                return Err(self.fail("multipleOf: not a multiple"));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn type_of(v: &Value) -> u8 {
+    match v {
+        Value::Null => types::NULL,
+        Value::Bool(_) => types::BOOLEAN,
+        Value::Object(_) => types::OBJECT,
+        Value::Array(_) => types::ARRAY,
+        Value::String(_) => types::STRING,
+        // An integer-valued number (1 or 1.0) is an integer, and every integer a number.
+        Value::Number(n) if is_integer(n) => types::NUMBER | types::INTEGER,
+        Value::Number(_) => types::NUMBER,
+    }
+}
+
+fn is_integer(n: &Number) -> bool {
+    n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.is_finite() && f.fract() == 0.0)
+}
+
+/// JSON equality as JSON Schema defines it: numbers by value (1 equals 1.0), objects
+/// regardless of member order.
+pub(super) fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (int(x), int(y)) {
+            (Some(x), Some(y)) => x == y,
+            _ => x.as_f64() == y.as_f64(),
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, a)| y.get(k).is_some_and(|b| json_eq(a, b)))
+        }
+        _ => a == b,
+    }
+}
+
+fn int(n: &Number) -> Option<i128> {
+    n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from))
+}
