@@ -276,3 +276,50 @@ fn a_list_over_the_byte_cap_is_held_once_and_nothing_of_it_is_cached() {
     let (items, _) = r.one_use_items(t0, &s, &key()).expect("items");
     assert_eq!(items.len(), 6);
 }
+
+#[test]
+fn a_rejected_cursor_drops_the_list_and_the_walk_starts_over_once() {
+    let (t0, mut s) = (Instant::now(), store_with(1 << 20));
+    let mut server = Server::new(&["a", "b", "c"], 1, "");
+    let mut r = Refresher::new(TOOLS);
+    r.need(t0, &mut s, &key()).expect("need");
+    let mut rejections = 0;
+    while let Some(c) = r.poll_fetch() {
+        let c = c.map(str::to_owned);
+        if c.as_deref() == Some("p1") && rejections < 1 {
+            rejections += 1;
+            server.asked.push("p1 rejected".into());
+            assert_eq!(s.entries(), 1, "the first page was stored");
+            r.cursor_rejected(t0, &mut s, &key(), "invalid cursor");
+            assert_eq!(s.entries(), 0, "every page of the list is dropped");
+            continue;
+        }
+        let page = server.page(c.as_deref());
+        r.on_page(t0, &mut s, &key(), page, None);
+    }
+    assert_eq!(server.asked(), ["-", "p1 rejected", "-", "p1", "p2"]);
+    assert_eq!(r.need(t0, &mut s, &key()), Ok(Answer::Cached));
+    // A second rejection in the same walk is the server's last word.
+    s.mark_stale(t0, &key(), TOOLS);
+    r.need(t0, &mut s, &key()).expect("need");
+    for _ in 0..2 {
+        let c = r.poll_fetch().expect("a page").map(str::to_owned);
+        match c {
+            None => {
+                let page = server.page(None);
+                r.on_page(t0, &mut s, &key(), page, None);
+            }
+            Some(_) => r.cursor_rejected(t0, &mut s, &key(), "invalid cursor"),
+        }
+    }
+    let c = r.poll_fetch().expect("restarted").map(str::to_owned);
+    assert_eq!(c, None);
+    let page = server.page(None);
+    r.on_page(t0, &mut s, &key(), page, None);
+    r.cursor_rejected(t0, &mut s, &key(), "invalid cursor");
+    assert_eq!(r.poll_fetch(), None);
+    assert_eq!(
+        r.need(t0, &mut s, &key()),
+        Err(NeedError::Walk(WalkError::Fetch("invalid cursor")))
+    );
+}
