@@ -349,4 +349,57 @@ mod tests {
             assert_eq!(route.params, [("Mcp-Param-Region".to_owned(), b"eu".to_vec())], "{tool}");
         }
     }
+
+    /// Issue 10: "a call already in flight keeps the definition it started with (its
+    /// idempotency hint, x-mcp-header rules) even if the catalog changes under it". The tool
+    /// is read-only with a `Region` header when the call starts; a new listing then makes it
+    /// a write with a `Zone` header. The call's retry after a lost connection still goes (a
+    /// write would not be retried) with `Mcp-Param-Region`; a call started after the change
+    /// follows the new definition.
+    #[test]
+    fn a_call_in_flight_keeps_the_definition_it_started_with() {
+        use crate::engine::tests::wire;
+        use crate::engine::ExchangeFailure;
+        use crate::error::TransportError;
+        let mut h = Harness::new(Config::default());
+        h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
+        let probe = h.sent_one();
+        h.reply(&probe, discover_result());
+        h.events();
+        let list = |h: &mut Harness, tool: Value| {
+            let c = h.engine.list_page(h.now, Method::ToolsList, None, &CallOptions::default());
+            let sent = h.sent_one();
+            h.reply(&sent, json!({"resultType": "complete", "tools": [tool]}));
+            page_result(h, c.unwrap());
+        };
+        let schema = |header: &str| {
+            json!({"type": "object", "properties": {
+                "where": {"type": "string", "x-mcp-header": header}}})
+        };
+        let v1 = json!({"name": "t", "inputSchema": schema("Region"),
+            "annotations": {"readOnlyHint": true}});
+        let v2 = json!({"name": "t", "inputSchema": schema("Zone")});
+        let route = |h: &Harness, frame: &Value| h.routes[&wire(frame).get()].params.clone();
+        let lost = || ExchangeFailure::Transport(TransportError::ConnectionLost);
+        list(&mut h, v1);
+        let old = h.call("t", r#"{"where":"eu"}"#);
+        let first = h.sent_one();
+        assert_eq!(route(&h, &first), [("Mcp-Param-Region".to_owned(), b"eu".to_vec())]);
+        list(&mut h, v2);
+        h.engine.handle_transport(h.now, TransportEvent::exchange_failed(wire(&first), lost()));
+        assert!(h.events().is_empty(), "a read is retried: {:?}", h.events());
+        h.advance_to_next_timeout();
+        let again = h.sent_one();
+        assert_eq!(again["params"]["name"], "t");
+        assert_eq!(route(&h, &again), [("Mcp-Param-Region".to_owned(), b"eu".to_vec())]);
+        h.reply(&again, json!({"resultType": "complete", "content": []}));
+        let events = h.events();
+        assert!(events.len() == 1 && events[0].starts_with(&format!("done {} ", old.get())));
+        // A call started after the change: the new header, and as a write it is not retried.
+        let new = h.call("t", r#"{"where":"eu"}"#);
+        let sent = h.sent_one();
+        assert_eq!(route(&h, &sent), [("Mcp-Param-Zone".to_owned(), b"eu".to_vec())]);
+        h.engine.handle_transport(h.now, TransportEvent::exchange_failed(wire(&sent), lost()));
+        assert_eq!(h.events(), [format!("failed {} delivery_unknown", new.get())]);
+    }
 }
