@@ -450,6 +450,11 @@ impl Store {
         self.flights.len()
     }
 
+    /// Refreshes in flight for this key and kind (single-flight: at most one per cursor).
+    pub(crate) fn refreshes_for(&self, key: &CacheKey, kind: CatalogKind) -> usize {
+        self.flights.iter().filter(|f| f.key == *key && f.kind == kind).count()
+    }
+
     pub(crate) fn config(&self) -> StoreConfig {
         self.config
     }
