@@ -40,8 +40,9 @@ pub struct Config {
     /// reach this number.
     pub max_queued_events: usize,
     /// Most frames a driver hands the engine per readiness event. Input left over is taken on
-    /// the next `Host::poll` round, which then does not wait; so one chatty server cannot hold
-    /// the loop, and every round's work is bounded.
+    /// the next `Host::poll` round, which then does not wait (embedded: `Host::poll_timeout`
+    /// is due at once, and the next `Host::handle_timeout` takes it); so one chatty server
+    /// cannot hold the loop, and every round's work is bounded.
     pub frames_per_readiness: usize,
     /// Most bytes a driver holds toward a server that has not taken them yet. When this many
     /// are waiting, the driver stops taking frames from the engine until the server reads

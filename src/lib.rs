@@ -24,12 +24,22 @@
 //! After any `handle_*` input or command: drain [`Engine::poll_transmit`], read
 //! [`Engine::poll_timeout`], drain [`Engine::poll_event`]. See [`Engine`].
 //!
+//! # Embedding (host)
+//!
+//! [`Host::new`] owns a `mio::Poll`; [`Host::poll`] waits on it and does a bounded round of
+//! work. [`Host::embedded`] lives in the program's own mio loop instead: it registers on the
+//! program's `Registry` within a token range, the program forwards events
+//! ([`Host::handle_readiness`]) and ticks it when [`Host::poll_timeout`] is due
+//! ([`Host::handle_timeout`]). Both modes run the same code; the contract (clock, work per
+//! call, tokens) is on [`Host::embedded`].
+//!
 //! # Features
 //!
 //! | feature | default | adds |
 //! | --- | --- | --- |
 //! | `stdio` | yes | [`StdioDriver`] (child processes over mio pipes) and [`Host`] |
 //! | `http` | yes | [`HttpDriver`], [`HttpOptions`], TLS and proxies (httparse, rustls, webpki-roots) |
+//! | `cli` | no | the `mcpoll` command-line binary only (adds `ctrlc`); the library is unchanged |
 //!
 //! The engine, codecs and protocol types build with no features at all.
 #![forbid(unsafe_code)]
@@ -82,8 +92,13 @@ pub use proto::version::{Era, EraPreference, ProtocolVersion};
 pub use driver::stdio::{CommandLineError, StdioCommand, StdioDriver};
 #[cfg(feature = "stdio")]
 pub use host::{
-    AddServerError, BlockingError, CacheStats, CatalogError, CatalogView, Host, OwnedResult,
-    ServerId,
+    AddServerError, BlockingError, CacheStats, CatalogError, CatalogView, EmbedError, ForeignToken,
+    Host, OwnedResult, ServerId,
+};
+#[cfg(feature = "stdio")]
+pub use host::{
+    ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,
+    ServerNames,
 };
 
 #[cfg(feature = "http")]

@@ -173,6 +173,11 @@ impl HttpDriver {
         token.0.wrapping_sub(self.base.0) < TOKENS_PER_DRIVER
     }
 
+    /// The tokens this driver registers its connections with.
+    pub(crate) fn tokens(&self) -> std::ops::Range<usize> {
+        self.base.0..self.base.0 + TOKENS_PER_DRIVER
+    }
+
     /// The legacy session id, when the server issued one.
     pub fn session_id(&self) -> Option<&str> {
         self.session.session_id()

@@ -260,6 +260,11 @@ impl StdioDriver {
         token.0.wrapping_sub(self.base.0) < TOKENS_PER_DRIVER
     }
 
+    /// The tokens this driver registers its pipes with.
+    pub(crate) fn tokens(&self) -> std::ops::Range<usize> {
+        self.base.0..self.base.0 + TOKENS_PER_DRIVER
+    }
+
     /// `true` while a child is running.
     pub fn is_running(&self) -> bool {
         self.running.is_some()

@@ -1,4 +1,5 @@
-//! A host owning a `mio::Poll` and any number of servers, each with its own engine.
+//! A host owning a `mio::Poll` (or living in the program's: `Host::embedded`) and any number
+//! of servers, each with its own engine.
 //!
 //! Servers share nothing but the poll: each has its own pending table, limits, stderr ring and
 //! child process, so one server crashing fails only its own calls.
@@ -28,7 +29,7 @@ use std::fmt;
 use std::io;
 use std::time::{Duration, Instant};
 
-use mio::{Events, Poll, Token};
+use mio::Token;
 use serde_json::value::RawValue;
 use slab::Slab;
 
@@ -44,8 +45,16 @@ use crate::proto::mcp::{Method, ResultType};
 use crate::proto::version::Era;
 
 mod catalog;
+mod config_file;
+mod embed;
+mod tokens;
 
 pub use catalog::{CacheStats, CatalogError, CatalogView};
+pub use config_file::{
+    ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,
+    ServerNames,
+};
+pub use embed::{EmbedError, ForeignToken};
 
 /// Handle to a server in a [`Host`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -65,7 +74,9 @@ pub enum AddServerError {
     /// The HTTP server's URL, name, TLS or headers are not usable.
     #[cfg(feature = "http")]
     Http(HttpSetupError),
-    /// The host holds as many servers as its token space allows.
+    /// No free block of the host's token range is as long as this server needs
+    /// ([`Host::STDIO_SERVER_TOKENS`], [`Host::HTTP_SERVER_TOKENS`]): an embedded host's range
+    /// is full. [`Host::remove_server`] gives a server's tokens back.
     TooManyServers,
 }
 
@@ -76,13 +87,12 @@ impl fmt::Display for AddServerError {
             Self::Spawn(e) => write!(f, "could not start the server: {e}"),
             #[cfg(feature = "http")]
             Self::Http(e) => write!(f, "{e}"),
-            Self::TooManyServers => f.write_str("too many servers in one host"),
+            Self::TooManyServers => {
+                f.write_str("no room for another server in the host's token range")
+            }
         }
     }
 }
-
-/// Tokens reserved per server: enough for an HTTP pool; stdio uses three.
-const TOKEN_SPAN: usize = 128;
 
 /// The transport of one server.
 #[derive(Debug)]
@@ -266,11 +276,12 @@ enum Wake {
     OnIo,
 }
 
-/// Many servers, one `mio::Poll`, no threads.
+/// Many servers, one `mio::Poll` (its own, or the program's: see [`Host::embedded`]), no
+/// threads.
 #[derive(Debug)]
 pub struct Host {
-    poll: Poll,
-    events: Events,
+    /// The host's own poll, or the program's registry (embedded), and the token range.
+    poll: embed::Reactor,
     servers: Slab<Server>,
     next_generation: u32,
     /// Where `poll_event` looks first, so one busy server cannot starve the others' events.
@@ -282,9 +293,13 @@ pub struct Host {
 impl Host {
     /// A host with its own `mio::Poll`.
     pub fn new() -> io::Result<Self> {
+        Self::with_reactor(embed::Reactor::owned()?)
+    }
+
+    /// The constructor both modes share.
+    fn with_reactor(poll: embed::Reactor) -> io::Result<Self> {
         Ok(Self {
-            poll: Poll::new()?,
-            events: Events::with_capacity(256),
+            poll,
             servers: Slab::new(),
             next_generation: 0,
             event_cursor: 0,
@@ -301,8 +316,7 @@ impl Host {
     ) -> Result<ServerId, AddServerError> {
         let now = Instant::now();
         let mut engine = Engine::new(config, now).map_err(AddServerError::Config)?;
-        let index = self.servers.vacant_key();
-        let base = Token(index.checked_mul(TOKEN_SPAN).ok_or(AddServerError::TooManyServers)?);
+        let base = self.poll.reserve(Self::STDIO_SERVER_TOKENS)?;
         let identity = engine.config().cache_identity.clone();
         let identity = identity.unwrap_or_else(|| command.program().to_string_lossy().into_owned());
         let mut driver = StdioDriver::new(command, engine.config(), base);
@@ -322,8 +336,7 @@ impl Host {
     ) -> Result<ServerId, AddServerError> {
         let now = Instant::now();
         let mut engine = Engine::new(config, now).map_err(AddServerError::Config)?;
-        let index = self.servers.vacant_key();
-        let base = Token(index.checked_mul(TOKEN_SPAN).ok_or(AddServerError::TooManyServers)?);
+        let base = self.poll.reserve(Self::HTTP_SERVER_TOKENS)?;
         let config = engine.config().clone();
         let identity = config.cache_identity.clone().unwrap_or_else(|| opts.url.clone());
         let catalog = catalog::ServerCatalog::new(identity, true, config.cache_tenant.clone());
@@ -341,7 +354,9 @@ impl Host {
     ) -> ServerId {
         self.next_generation = self.next_generation.wrapping_add(1);
         let generation = self.next_generation;
+        let tokens = transport.tokens();
         let index = self.servers.insert(Server { generation, engine, transport, catalog });
+        self.poll.commit(tokens, index);
         ServerId { index, generation }
     }
 
@@ -517,6 +532,7 @@ impl Host {
         if self.server(server).is_some() {
             self.close_server(server);
             self.servers.remove(server.index);
+            self.poll.release(server.index);
         }
     }
 
@@ -594,47 +610,20 @@ impl Host {
     /// a queued event is no reason to return early, and taking it as one made them spin.
     fn poll_inner(&mut self, timeout: Option<Duration>, wake: Wake) -> io::Result<()> {
         let now = Instant::now();
-        let next_deadline = self.servers.iter().filter_map(|(_, s)| s.next_deadline()).min();
-        let until_deadline = next_deadline.map(|d| d.saturating_duration_since(now));
-        let wait = match (timeout, until_deadline) {
+        // The next deadline, or now when a driver has left input unread (its readiness edge
+        // is spent: no new one will come for it).
+        let until_due = self.poll_timeout().map(|d| d.saturating_duration_since(now));
+        let wait = match (timeout, until_due) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        // An event already queued for the host must not wait for I/O; neither must input a
-        // driver has left unread (its readiness edge is spent: no new one will come for it).
+        // An event already queued for the host must not wait for I/O either.
         let events_queued = wake == Wake::OnQueuedEvents
             && self.servers.iter().any(|(_, s)| s.engine.queued_events() > 0);
-        let backlog = self.servers.iter().any(|(_, s)| s.transport.has_backlog());
-        let wait = if events_queued || backlog { Some(Duration::ZERO) } else { wait };
-        match self.poll.poll(&mut self.events, wait) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-        let now = Instant::now();
-        let registry = self.poll.registry();
-        if backlog {
-            // Before this round's events, so a driver's left-over input keeps its order.
-            for (_, s) in self.servers.iter_mut() {
-                s.transport.resume(registry, &mut s.engine, now);
-            }
-        }
-        for event in self.events.iter() {
-            let token = event.token();
-            // Unknown tokens (a server removed since) are ignored, as mio's rules ask.
-            let Some(s) = self.servers.get_mut(token.0 / TOKEN_SPAN) else { continue };
-            s.transport.handle_readiness(registry, token, &mut s.engine, now);
-        }
-        for (_, s) in self.servers.iter_mut() {
-            if s.engine.poll_timeout().is_some_and(|d| d <= now) {
-                s.engine.handle_timeout(now);
-            }
-            if s.transport.poll_timeout().is_some_and(|d| d <= now) {
-                s.transport.handle_timeout(registry, &mut s.engine, now);
-            }
-            s.transport.maintain(registry, &mut s.engine, now);
-            s.transport.flush(registry, &mut s.engine, now);
-        }
+        let wait = if events_queued { Some(Duration::ZERO) } else { wait };
+        self.poll.wait(wait)?;
+        // The same readiness path and tick an embedded host's program drives (`embed`).
+        self.round(Instant::now());
         Ok(())
     }
 

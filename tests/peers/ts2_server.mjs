@@ -70,7 +70,14 @@ function makeServer() {
         const progressToken = req._meta?.progressToken;
         const total = Math.max(1, Math.floor(ms / 100));
         for (let step = 1; step <= total; step++) {
-            await pause(ms / total, req.signal);
+            try {
+                await pause(ms / total, req.signal);
+            } catch (e) {
+                // The request's signal fired: notifications/cancelled, or (2026-07-28 over
+                // HTTP) the client closed the response stream.
+                log('[slow] cancelled');
+                throw e;
+            }
             log(`[slow] step ${step}/${total}`);
             if (progressToken !== undefined) {
                 await req.notify({

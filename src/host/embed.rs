@@ -1,0 +1,396 @@
+//! Embedding a [`Host`] in a loop the program owns ([`Host::embedded`], whose docs carry the
+//! contract), and the one round of work both modes run.
+//!
+//! [`Host::new`] owns a `mio::Poll`; an embedded host keeps a `try_clone` of the program's
+//! `mio::Registry` instead and registers only tokens from the range it was given. The owned
+//! mode is the same code behind a wait: [`Host::poll`] waits on its own `Poll` for at most
+//! `min(budget, poll_timeout)`, hands each event to the readiness path, then runs the tick.
+
+use std::fmt;
+use std::io;
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use mio::{Events, Poll, Registry, Token};
+use slab::Slab;
+
+use super::tokens::{Owner, TokenSpace};
+use super::{AddServerError, Host, Server, Transport};
+use crate::config::CacheConfig;
+
+/// Why [`Host::embedded`] could not make a host.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum EmbedError {
+    /// The registry could not be cloned (`mio::Registry::try_clone`), or the host's cache could
+    /// not be set up (an invalid [`CacheConfig`]).
+    Io(io::Error),
+    /// The token range cannot hold even one server (a stdio server needs
+    /// [`Host::STDIO_SERVER_TOKENS`] tokens).
+    TokenRange {
+        /// The range given.
+        tokens: Range<usize>,
+        /// The fewest tokens one server needs.
+        needed: usize,
+    },
+}
+
+impl fmt::Display for EmbedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Io(e) => write!(f, "cannot embed the host: {e}"),
+            Self::TokenRange { tokens, needed } => write!(
+                f,
+                "token range {}..{} is too small: one server needs {needed} tokens",
+                tokens.start, tokens.end
+            ),
+        }
+    }
+}
+
+impl std::error::Error for EmbedError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Io(e) => Some(e),
+            Self::TokenRange { .. } => None,
+        }
+    }
+}
+
+impl From<EmbedError> for io::Error {
+    fn from(e: EmbedError) -> Self {
+        match e {
+            EmbedError::Io(e) => e,
+            e @ EmbedError::TokenRange { .. } => io::Error::new(io::ErrorKind::InvalidInput, e),
+        }
+    }
+}
+
+/// A token outside the host's range was handed to [`Host::handle_readiness`]: the event is
+/// the program's own, and the host did nothing with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForeignToken(pub Token);
+
+impl fmt::Display for ForeignToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "token {} is outside the host's token range", self.0 .0)
+    }
+}
+
+impl std::error::Error for ForeignToken {}
+
+impl From<ForeignToken> for io::Error {
+    fn from(e: ForeignToken) -> Self {
+        io::Error::new(io::ErrorKind::InvalidInput, e)
+    }
+}
+
+/// Where the host's sources are registered, and the tokens it may use there.
+#[derive(Debug)]
+pub(super) struct Reactor {
+    mode: Mode,
+    tokens: TokenSpace,
+    /// The `now` of the last readiness call or tick: what `poll_timeout` reports while a
+    /// driver holds input left unread (due at once, and never later than a real deadline).
+    last_now: Instant,
+}
+
+#[derive(Debug)]
+enum Mode {
+    /// `Host::new`: the host waits on its own poll.
+    Owned { poll: Poll, events: Events },
+    /// `Host::embedded`: a clone of the program's registry; the program waits.
+    Embedded { registry: Registry },
+}
+
+impl Reactor {
+    /// A poll of the host's own, with (nearly) all of `usize` for tokens.
+    pub(super) fn owned() -> io::Result<Self> {
+        Ok(Self {
+            mode: Mode::Owned { poll: Poll::new()?, events: Events::with_capacity(256) },
+            // `usize::MAX` itself stays out, so every token's block end fits in a `usize`.
+            tokens: TokenSpace::new(0..usize::MAX),
+            last_now: Instant::now(),
+        })
+    }
+
+    fn embedded(registry: &Registry, tokens: Range<usize>) -> Result<Self, EmbedError> {
+        let needed = Host::STDIO_SERVER_TOKENS;
+        if tokens.end.saturating_sub(tokens.start) < needed {
+            return Err(EmbedError::TokenRange { tokens, needed });
+        }
+        Ok(Self {
+            mode: Mode::Embedded { registry: registry.try_clone().map_err(EmbedError::Io)? },
+            tokens: TokenSpace::new(tokens),
+            last_now: Instant::now(),
+        })
+    }
+
+    /// Where drivers register their sources.
+    pub(super) fn registry(&self) -> &Registry {
+        match &self.mode {
+            Mode::Owned { poll, .. } => poll.registry(),
+            Mode::Embedded { registry } => registry,
+        }
+    }
+
+    /// The first free block of `len` tokens (committed when the server is inserted).
+    pub(super) fn reserve(&self, len: usize) -> Result<Token, AddServerError> {
+        self.tokens.find(len).ok_or(AddServerError::TooManyServers)
+    }
+
+    /// Records the tokens of a server just inserted at `index` (its driver's, from
+    /// [`reserve`](Self::reserve)).
+    pub(super) fn commit(&mut self, tokens: Range<usize>, index: usize) {
+        self.tokens.commit(tokens, index);
+    }
+
+    /// Gives a removed server's tokens back.
+    pub(super) fn release(&mut self, index: usize) {
+        self.tokens.release(index);
+    }
+
+    /// Waits on the host's own poll (owned mode only).
+    pub(super) fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        match &mut self.mode {
+            Mode::Owned { poll, events } => match poll.poll(events, timeout) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
+                other => other,
+            },
+            Mode::Embedded { .. } => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "an embedded host cannot wait: the program polls and forwards events to \
+                 Host::handle_readiness",
+            )),
+        }
+    }
+}
+
+impl Transport {
+    /// The tokens the driver registers with.
+    pub(super) fn tokens(&self) -> Range<usize> {
+        match self {
+            Self::Stdio(d) => d.tokens(),
+            #[cfg(feature = "http")]
+            Self::Http(d) => d.tokens(),
+        }
+    }
+}
+
+impl Host {
+    /// Tokens a stdio server takes from the host's range (its stdin, stdout and stderr).
+    pub const STDIO_SERVER_TOKENS: usize = crate::driver::stdio::TOKENS_PER_DRIVER;
+
+    /// Tokens an HTTP server takes from the host's range (its connection pool and the OAuth
+    /// flow's connection).
+    #[cfg(feature = "http")]
+    pub const HTTP_SERVER_TOKENS: usize = crate::driver::http::TOKENS_PER_DRIVER;
+
+    /// A host living in the program's loop: servers register their sources on `registry`
+    /// (the host keeps a `try_clone` of it) with tokens from `tokens` only. The program polls,
+    /// forwards events with [`handle_readiness`](Self::handle_readiness), and calls
+    /// [`handle_timeout`](Self::handle_timeout) when [`poll_timeout`](Self::poll_timeout) is
+    /// due. [`Host::new`] runs the same readiness path and tick behind a `Poll` of its own.
+    ///
+    /// # The loop
+    ///
+    /// ```no_run
+    /// use std::time::{Duration, Instant};
+    /// use mcpoll::{Config, Host, StdioCommand};
+    /// use mio::{Events, Poll};
+    ///
+    /// let mut poll = Poll::new()?;
+    /// let mut events = Events::with_capacity(256);
+    /// // Tokens 0..1000 are the program's; mcpoll gets 1000..2000.
+    /// let mut host = Host::embedded(poll.registry(), 1000..2000)?;
+    /// let _server = host.add_stdio_server(StdioCommand::new("my-mcp-server"), Config::default())?;
+    /// loop {
+    ///     let now = Instant::now();
+    ///     let own = Duration::from_millis(16); // the program's own next deadline
+    ///     let due = host.poll_timeout().map(|t| t.saturating_duration_since(now));
+    ///     let wait = due.map_or(own, |d| d.min(own));
+    ///     poll.poll(&mut events, Some(wait))?;
+    ///     let now = Instant::now();
+    ///     for event in events.iter() {
+    ///         if host.owns_token(event.token()) {
+    ///             host.handle_readiness(event.token(), now)?;
+    ///         } else {
+    ///             // the program's own sources
+    ///         }
+    ///     }
+    ///     if host.poll_timeout().is_some_and(|t| t <= now) {
+    ///         host.handle_timeout(now); // spurious calls are harmless, but cost a scan
+    ///     }
+    ///     while let Some((_server, _event)) = host.poll_event() { /* ... */ }
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Contract
+    ///
+    /// **Who reads the clock.** The program, for the loop verbs: [`Host::handle_readiness`] and
+    /// [`Host::handle_timeout`] take `now`, read once per wake-up from `std::time::Instant` (the
+    /// clock the host's deadlines are on) and never earlier than a `now` given before. The host
+    /// reads that clock itself where it always has: in commands (`call_tool`, `cancel`, ...), in
+    /// `add_*_server`, and in `poll_event` (the capability cache's bookkeeping).
+    ///
+    /// **What one readiness call does.** For a token in the range held by a server: that server's
+    /// driver reads until `WouldBlock` or until it has handed the engine
+    /// `Config::frames_per_readiness` frames, then writes what the engine has to send, then does
+    /// that server's share of a tick (due timers, a restart it asks for). A token in the range that
+    /// no server holds now (its server was removed after the event was collected) is ignored, as
+    /// mio's rules ask. A token outside the range is [`ForeignToken`], and nothing is done.
+    /// Readiness is a hint: a spurious call costs one `WouldBlock` read.
+    ///
+    /// **What one tick does.** [`Host::handle_timeout`], for every server: resume input a frame
+    /// budget left unread (one more budget at most), fire the engine's due deadlines (request
+    /// timeouts, retries, backoff, probes, restarts, server-request expiry) and the driver's
+    /// (connect and idle timeouts, stream reopen, HTTP backlog), start a process the engine asks
+    /// for, and write what the engines have to send; then the capability cache takes finished
+    /// refreshes. Early or spurious calls only cost that scan.
+    ///
+    /// **When to tick.** When `poll_timeout()` is at or before `now`. It is the earliest deadline
+    /// of any server, or a time already past when a driver holds input its frame budget left
+    /// unread: readiness is edge-triggered, so no event will come for that input, and the program
+    /// must tick without waiting. After any command the deadline may be earlier: read it again
+    /// before waiting. It does not count events queued for the program: drain [`Host::poll_event`]
+    /// after each round. With nothing pending and no timer due it is `None`, and the host makes no
+    /// system calls.
+    ///
+    /// **Bound on work.** One readiness call hands one server's engine at most
+    /// `frames_per_readiness` frames (a stdio server's stderr gets at most 16 reads of 64 KiB on
+    /// top) and buffers at most `Config::max_write_buffer_bytes` (plus one frame) toward it. One
+    /// tick does, per server, at most one such budget of left-over input, its due timers, and one
+    /// flush. Input past the budget waits for the next tick, so one chatty server cannot hold the
+    /// program's loop. One call that does wait: closing or removing a running stdio server
+    /// gives its process up to 250 ms to exit after stdin closes, and 250 ms more after
+    /// SIGTERM, before SIGKILL.
+    ///
+    /// **Tokens.** Each server takes one contiguous block of the range, first fit:
+    /// [`Host::STDIO_SERVER_TOKENS`] for a stdio server, [`Host::HTTP_SERVER_TOKENS`] for an HTTP
+    /// one (its connection pool). When no free block is long enough, adding a server fails with
+    /// `AddServerError::TooManyServers`; [`Host::remove_server`] gives its block back.
+    ///
+    /// **Not available embedded.** Anything that waits on its own: [`Host::poll`], `wait`,
+    /// `wait_ready`, the `*_blocking` helpers. They return an `Unsupported` I/O error at once.
+    pub fn embedded(registry: &Registry, tokens: Range<usize>) -> Result<Self, EmbedError> {
+        Self::with_reactor(Reactor::embedded(registry, tokens)?).map_err(EmbedError::Io)
+    }
+
+    /// [`embedded`](Self::embedded), with these capability cache bounds.
+    pub fn embedded_with_cache(
+        registry: &Registry,
+        tokens: Range<usize>,
+        cache: CacheConfig,
+    ) -> Result<Self, EmbedError> {
+        let mut host = Self::embedded(registry, tokens)?;
+        host.cache = super::catalog::HostCache::new(cache).map_err(EmbedError::Io)?;
+        Ok(host)
+    }
+
+    /// `true` for a host made by [`embedded`](Self::embedded).
+    pub fn is_embedded(&self) -> bool {
+        matches!(self.poll.mode, Mode::Embedded { .. })
+    }
+
+    /// The tokens the host may register sources with.
+    pub fn token_range(&self) -> Range<usize> {
+        self.poll.tokens.range()
+    }
+
+    /// `true` when `token` is in the host's range: its event goes to
+    /// [`handle_readiness`](Self::handle_readiness).
+    pub fn owns_token(&self, token: Token) -> bool {
+        self.poll.tokens.range().contains(&token.0)
+    }
+
+    /// Handles one readiness event of the program's poll: the server holding `token` reads
+    /// (at most `Config::frames_per_readiness` frames), writes, and fires its due timers. A
+    /// token in the range that no server holds is ignored (its server was removed); one
+    /// outside is [`ForeignToken`] and changes nothing.
+    pub fn handle_readiness(&mut self, token: Token, now: Instant) -> Result<(), ForeignToken> {
+        self.poll.last_now = now;
+        if let Some(index) = readiness(&mut self.servers, &self.poll, token, now)? {
+            if let Some(s) = self.servers.get_mut(index) {
+                upkeep(s, self.poll.registry(), now);
+            }
+        }
+        Ok(())
+    }
+
+    /// The tick: resumes input left over by frame budgets, fires every due deadline, starts
+    /// processes that are due, and writes what the engines have to send. Idempotent; early or
+    /// spurious calls do nothing but a scan of the servers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.poll.last_now = now;
+        tick(&mut self.servers, &self.poll, now);
+        self.pump_catalogs(now);
+    }
+
+    /// When the host next needs [`handle_timeout`](Self::handle_timeout): the earliest
+    /// deadline of any server, or a time already past when a driver holds input its frame
+    /// budget left unread. `None`: nothing is due until an event or a command.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let deadline = self.servers.iter().filter_map(|(_, s)| s.next_deadline()).min();
+        if self.servers.iter().any(|(_, s)| s.transport.has_backlog()) {
+            // Input that no readiness edge will report again: due now.
+            let now = self.poll.last_now;
+            return Some(deadline.map_or(now, |d| d.min(now)));
+        }
+        deadline
+    }
+
+    /// The owned mode's work after a wait: every event of the host's own poll through the
+    /// readiness path, then the tick (without the cache's part: `poll` adds it, and the
+    /// blocking helpers leave it out).
+    pub(super) fn round(&mut self, now: Instant) {
+        self.poll.last_now = now;
+        if let Mode::Owned { events, .. } = &self.poll.mode {
+            for event in events.iter() {
+                // The host's own poll carries only tokens of its range; `Vacant` ones (a
+                // server removed since) are skipped inside.
+                let _ = readiness(&mut self.servers, &self.poll, event.token(), now);
+            }
+        }
+        tick(&mut self.servers, &self.poll, now);
+    }
+}
+
+/// Hands one event to the driver of the server holding `token`; that server's index, if any.
+fn readiness(
+    servers: &mut Slab<Server>,
+    reactor: &Reactor,
+    token: Token,
+    now: Instant,
+) -> Result<Option<usize>, ForeignToken> {
+    let index = match reactor.tokens.owner(token) {
+        Owner::Foreign => return Err(ForeignToken(token)),
+        Owner::Vacant => return Ok(None),
+        Owner::Server(index) => index,
+    };
+    let Some(s) = servers.get_mut(index) else { return Ok(None) };
+    s.transport.handle_readiness(reactor.registry(), token, &mut s.engine, now);
+    Ok(Some(index))
+}
+
+/// One server's share of a tick, after its input: due timers, a process it asks for, output.
+fn upkeep(s: &mut Server, registry: &Registry, now: Instant) {
+    if s.engine.poll_timeout().is_some_and(|d| d <= now) {
+        s.engine.handle_timeout(now);
+    }
+    if s.transport.poll_timeout().is_some_and(|d| d <= now) {
+        s.transport.handle_timeout(registry, &mut s.engine, now);
+    }
+    s.transport.maintain(registry, &mut s.engine, now);
+    s.transport.flush(registry, &mut s.engine, now);
+}
+
+/// The tick over every server: left-over input first (one budget), then the upkeep.
+fn tick(servers: &mut Slab<Server>, reactor: &Reactor, now: Instant) {
+    let registry = reactor.registry();
+    for (_, s) in servers.iter_mut() {
+        s.transport.resume(registry, &mut s.engine, now);
+        upkeep(s, registry, now);
+    }
+}

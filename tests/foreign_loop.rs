@@ -1,0 +1,374 @@
+//! A host embedded in a loop the test owns (`Host::embedded`): the test's `mio::Poll` serves a
+//! UDP echo of its own and the host's server, forwarding events by token and ticking the host
+//! only when `poll_timeout` says so. Real peers (the demo server over stdio and over HTTP);
+//! token ranges filled, refused and reused; tokens outside the range refused.
+
+mod common;
+
+use std::io::{self, BufRead};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use common::*;
+use mcpoll::{
+    AddServerError, BlockingError, CallId, CallOptions, Config, EmbedError, Event, ForeignToken,
+    Host, HttpOptions, ServerId, ServerState,
+};
+use mio::net::UdpSocket;
+use mio::{Events, Interest, Poll, Token};
+
+/// The test's own sources: below the host's range.
+const UDP_SERVER: Token = Token(0);
+const UDP_CLIENT: Token = Token(1);
+/// The host's range: room for two stdio servers, or one HTTP server and change.
+const RANGE: std::ops::Range<usize> = 1000..1000 + Host::HTTP_SERVER_TOKENS + 6;
+
+/// The program: a poll, a UDP echo server and a client of it, and what went through them.
+struct Program {
+    poll: Poll,
+    events: Events,
+    server: UdpSocket,
+    client: UdpSocket,
+    server_addr: SocketAddr,
+    buf: Vec<u8>,
+    /// Datagrams the echo server sent back, and the client received.
+    echoed: usize,
+    received: Vec<String>,
+    /// Readiness calls the host took, and ticks.
+    forwarded: usize,
+    ticks: usize,
+}
+
+impl Program {
+    fn new() -> Self {
+        let poll = Poll::new().unwrap();
+        let mut server = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let mut client = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let server_addr = server.local_addr().unwrap();
+        poll.registry().register(&mut server, UDP_SERVER, Interest::READABLE).unwrap();
+        poll.registry().register(&mut client, UDP_CLIENT, Interest::READABLE).unwrap();
+        Self {
+            poll,
+            events: Events::with_capacity(64),
+            server,
+            client,
+            server_addr,
+            buf: vec![0; 2048],
+            echoed: 0,
+            received: Vec::new(),
+            forwarded: 0,
+            ticks: 0,
+        }
+    }
+
+    fn send(&self, text: &str) {
+        self.client.send_to(text.as_bytes(), self.server_addr).unwrap();
+    }
+
+    /// One turn of the loop: wait at most `cap` (less when the host is due), forward the
+    /// host's events, serve the UDP ones, tick the host when it is due.
+    fn turn(&mut self, host: &mut Host, cap: Duration) {
+        let now = Instant::now();
+        let wait = host.poll_timeout().map_or(cap, |t| t.saturating_duration_since(now).min(cap));
+        match self.poll.poll(&mut self.events, Some(wait)) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            other => other.unwrap(),
+        }
+        let now = Instant::now();
+        for event in self.events.iter() {
+            let token = event.token();
+            if host.owns_token(token) {
+                host.handle_readiness(token, now).unwrap();
+                self.forwarded += 1;
+            } else if token == UDP_SERVER {
+                while let Ok((n, from)) = self.server.recv_from(&mut self.buf) {
+                    self.server.send_to(&self.buf[..n], from).unwrap();
+                    self.echoed += 1;
+                }
+            } else if token == UDP_CLIENT {
+                while let Ok(n) = self.client.recv(&mut self.buf) {
+                    self.received.push(String::from_utf8_lossy(&self.buf[..n]).into_owned());
+                }
+            } else {
+                panic!("an event with token {token:?}: neither the host's range nor the test's");
+            }
+        }
+        // Only when due: the test holds the host to its poll_timeout contract.
+        if host.poll_timeout().is_some_and(|t| t <= now) {
+            host.handle_timeout(now);
+            self.ticks += 1;
+        }
+    }
+
+    /// Turns until every call in `calls` ended, sending one datagram a turn meanwhile;
+    /// returns the results (or failures) in order.
+    #[track_caller]
+    fn run_calls(
+        &mut self,
+        host: &mut Host,
+        calls: &[(ServerId, CallId)],
+        datagrams: usize,
+        limit: Duration,
+        cap: Duration,
+    ) -> Vec<Result<String, String>> {
+        let deadline = Instant::now() + limit;
+        let mut out: Vec<Option<Result<String, String>>> = vec![None; calls.len()];
+        let mut sent = 0;
+        while out.iter().any(Option::is_none) || self.received.len() < datagrams {
+            assert!(
+                Instant::now() < deadline,
+                "not done within {limit:?}: results {out:?}, datagrams {}/{datagrams}",
+                self.received.len()
+            );
+            if sent < datagrams {
+                self.send(&format!("ping {sent}"));
+                sent += 1;
+            }
+            self.turn(host, cap);
+            while let Some((server, event)) = host.poll_event() {
+                let (call, result) = match event {
+                    Event::CallDone { call, result, .. } => (call, Ok(result.json().to_owned())),
+                    Event::CallFailed { call, error, .. } => (call, Err(error.to_string())),
+                    _ => continue,
+                };
+                // Call ids are per server: two servers' first calls have the same one.
+                if let Some(i) = calls.iter().position(|&c| c == (server, call)) {
+                    out[i] = Some(result);
+                }
+            }
+        }
+        out.into_iter().flatten().collect()
+    }
+}
+
+fn echo(host: &mut Host, id: ServerId, text: &str) -> (ServerId, CallId) {
+    let args = raw(&format!(r#"{{"text":"{text}"}}"#));
+    (id, host.call_tool(id, "echo", &args, &CallOptions::default()).unwrap())
+}
+
+fn echoed_text(result: &Result<String, String>) -> String {
+    let json: serde_json::Value = serde_json::from_str(result.as_ref().unwrap()).unwrap();
+    json["content"][0]["text"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn stdio_server_and_udp_share_the_programs_poll() {
+    let mut p = Program::new();
+    let mut host = Host::embedded(p.poll.registry(), RANGE).unwrap();
+    assert!(host.is_embedded());
+    let id = host.add_stdio_server(demo_server(), Config::default()).unwrap();
+    // Made before the server is ready: it waits in the engine's queue.
+    let calls = [echo(&mut host, id, "one"), echo(&mut host, id, "two")];
+    let results =
+        p.run_calls(&mut host, &calls, 20, Duration::from_secs(20), Duration::from_secs(5));
+    assert_eq!(echoed_text(&results[0]), "one");
+    assert_eq!(echoed_text(&results[1]), "two");
+    assert!(matches!(host.state(id), Some(ServerState::Ready(..))));
+    assert_eq!(p.echoed, 20);
+    let expected: Vec<String> = (0..20).map(|i| format!("ping {i}")).collect();
+    assert_eq!(p.received, expected, "the test's own datagrams went through the same poll");
+    assert!(p.forwarded > 0, "the server's pipes are registered on the test's poll");
+
+    // Idle: nothing pending, no deadline; the server's pipes are quiet.
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        p.turn(&mut host, Duration::from_millis(50));
+        while host.poll_event().is_some() {}
+    }
+    let forwarded = p.forwarded;
+    p.turn(&mut host, Duration::from_millis(100));
+    assert_eq!(p.forwarded, forwarded, "an idle server produced readiness");
+    host.remove_server(id);
+}
+
+#[test]
+fn http_server_through_the_programs_poll() {
+    let demo = HttpDemo::start();
+    let mut p = Program::new();
+    let mut host = Host::embedded(p.poll.registry(), RANGE).unwrap();
+    let id = host.add_http_server(HttpOptions::new(&demo.url), Config::default()).unwrap();
+    let calls = [echo(&mut host, id, "over http")];
+    let results =
+        p.run_calls(&mut host, &calls, 10, Duration::from_secs(20), Duration::from_secs(5));
+    assert_eq!(echoed_text(&results[0]), "over http");
+    assert_eq!(p.received.len(), 10);
+    assert!(p.forwarded > 0, "the server's sockets are registered on the test's poll");
+    // The HTTP server's block fills the range but for 6 tokens: two stdio servers still fit.
+    let a = host.add_stdio_server(demo_server(), Config::default()).unwrap();
+    let b = host.add_stdio_server(demo_server(), Config::default()).unwrap();
+    match host.add_stdio_server(demo_server(), Config::default()) {
+        Err(AddServerError::TooManyServers) => {}
+        other => panic!("expected TooManyServers, got {other:?}"),
+    }
+    let calls = [echo(&mut host, a, "a"), echo(&mut host, b, "b"), echo(&mut host, id, "c")];
+    let results =
+        p.run_calls(&mut host, &calls, 0, Duration::from_secs(20), Duration::from_secs(5));
+    let texts: Vec<String> = results.iter().map(echoed_text).collect();
+    assert_eq!(texts, ["a", "b", "c"]);
+}
+
+#[test]
+fn a_full_range_refuses_servers_and_a_removed_servers_tokens_are_reused() {
+    let mut p = Program::new();
+    let range = 500..500 + 2 * Host::STDIO_SERVER_TOKENS;
+    let mut host = Host::embedded(p.poll.registry(), range.clone()).unwrap();
+    assert_eq!(host.token_range(), range);
+    // An HTTP server needs a whole pool's worth of tokens: refused before any I/O.
+    let http = HttpOptions::new("http://127.0.0.1:9/mcp");
+    assert!(matches!(
+        host.add_http_server(http, Config::default()),
+        Err(AddServerError::TooManyServers)
+    ));
+    let first = host.add_stdio_server(demo_server(), Config::default()).unwrap();
+    let second = host.add_stdio_server(demo_server(), Config::default()).unwrap();
+    for _ in 0..3 {
+        match host.add_stdio_server(demo_server(), Config::default()) {
+            Err(e @ AddServerError::TooManyServers) => {
+                assert!(e.to_string().contains("token range"), "{e}");
+            }
+            other => panic!("expected TooManyServers, got {other:?}"),
+        }
+    }
+    let calls = [echo(&mut host, first, "first"), echo(&mut host, second, "second")];
+    let results =
+        p.run_calls(&mut host, &calls, 0, Duration::from_secs(20), Duration::from_secs(5));
+    assert_eq!(echoed_text(&results[0]), "first");
+
+    host.remove_server(first);
+    assert_eq!(host.state(first), None, "the old handle is gone");
+    // The freed block goes to the next server, which works through the same tokens.
+    let third = host.add_stdio_server(demo_server(), Config::default()).unwrap();
+    assert!(matches!(
+        host.add_stdio_server(demo_server(), Config::default()),
+        Err(AddServerError::TooManyServers)
+    ));
+    let calls = [echo(&mut host, third, "third"), echo(&mut host, second, "again")];
+    let results =
+        p.run_calls(&mut host, &calls, 3, Duration::from_secs(20), Duration::from_secs(5));
+    assert_eq!(echoed_text(&results[0]), "third");
+    assert_eq!(echoed_text(&results[1]), "again");
+    assert_eq!(host.state(first), None, "a reused slot does not revive the old handle");
+}
+
+#[test]
+fn tokens_outside_the_range_are_refused_and_vacant_ones_ignored() {
+    let p = Program::new();
+    let mut host = Host::embedded(p.poll.registry(), 100..200).unwrap();
+    let now = Instant::now();
+    assert!(!host.owns_token(UDP_SERVER));
+    assert!(!host.owns_token(Token(200)));
+    assert!(host.owns_token(Token(100)) && host.owns_token(Token(199)));
+    assert_eq!(host.handle_readiness(UDP_SERVER, now), Err(ForeignToken(UDP_SERVER)));
+    assert_eq!(host.handle_readiness(Token(200), now), Err(ForeignToken(Token(200))));
+    assert_eq!(host.handle_readiness(Token(usize::MAX), now), Err(ForeignToken(Token(usize::MAX))));
+    // In the range, held by no server (a server removed after its event was collected).
+    assert_eq!(host.handle_readiness(Token(150), now), Ok(()));
+    let id = host.add_stdio_server(demo_server(), Config::default()).unwrap();
+    assert_eq!(host.handle_readiness(Token(150), now), Ok(()));
+    // A spurious event for the server's own tokens is a hint, not a promise: nothing breaks.
+    for t in 100..103 {
+        assert_eq!(host.handle_readiness(Token(t), now), Ok(()));
+    }
+    assert!(host.pending(id).is_some());
+    let e = ForeignToken(Token(7));
+    assert_eq!(e.to_string(), "token 7 is outside the host's token range");
+}
+
+#[test]
+fn a_range_too_small_for_any_server_is_refused_at_once() {
+    let poll = Poll::new().unwrap();
+    #[allow(clippy::reversed_empty_ranges)] // a reversed range is one of the cases
+    let ranges = [10..12, 10..10, 12..10];
+    for range in ranges {
+        match Host::embedded(poll.registry(), range.clone()) {
+            Err(EmbedError::TokenRange { tokens, needed }) => {
+                assert_eq!(tokens, range);
+                assert_eq!(needed, Host::STDIO_SERVER_TOKENS);
+            }
+            other => panic!("{range:?}: expected TokenRange, got {other:?}"),
+        }
+    }
+    assert!(Host::embedded(poll.registry(), 10..13).is_ok());
+}
+
+#[test]
+fn an_embedded_host_cannot_wait_on_its_own() {
+    let poll = Poll::new().unwrap();
+    let mut host = Host::embedded(poll.registry(), 100..200).unwrap();
+    let e = host.poll(Some(Duration::ZERO)).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::Unsupported);
+    let id = host.add_stdio_server(demo_server(), Config::default()).unwrap();
+    match host.wait_ready(id, Duration::from_secs(1)) {
+        Err(BlockingError::Io(e)) => assert_eq!(e.kind(), io::ErrorKind::Unsupported),
+        other => panic!("{other:?}"),
+    }
+    // The owned mode is the same host with a poll of its own.
+    assert!(!Host::new().unwrap().is_embedded());
+}
+
+/// Input past the frame budget has no readiness edge of its own: `poll_timeout` must say the
+/// host is due at once, or a loop that waits on it stalls (here, for the 10 s cap per turn).
+#[test]
+fn input_left_by_the_frame_budget_makes_the_host_due_at_once() {
+    let mut p = Program::new();
+    let mut host = Host::embedded(p.poll.registry(), RANGE).unwrap();
+    let config = Config { frames_per_readiness: 1, ..Config::default() };
+    let id = host.add_stdio_server(demo_server(), config).unwrap();
+    // Wait for readiness first, so the replies below arrive close together.
+    let ready = [echo(&mut host, id, "warm")];
+    p.run_calls(&mut host, &ready, 0, Duration::from_secs(20), Duration::from_secs(10));
+    let calls: Vec<_> = (0..16).map(|i| echo(&mut host, id, &format!("n{i}"))).collect();
+    let started = Instant::now();
+    let results =
+        p.run_calls(&mut host, &calls, 0, Duration::from_secs(8), Duration::from_secs(10));
+    let texts: Vec<String> = results.iter().map(echoed_text).collect();
+    let expected: Vec<String> = (0..16).map(|i| format!("n{i}")).collect();
+    assert_eq!(texts, expected);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the loop waited on left-over input: {:?}",
+        started.elapsed()
+    );
+    assert!(p.ticks > 0, "left-over input is taken by ticks");
+}
+
+/// The `foreign_loop` example, run as a user would: both tool calls and every datagram.
+#[test]
+fn the_foreign_loop_example_runs() {
+    let out = std::process::Command::new(example("foreign_loop")).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(r#""text":"hello from a foreign loop""#), "{stdout}");
+    assert!(stdout.contains(r#""structuredContent":{"sum":42}"#), "{stdout}");
+    assert!(stdout.contains("udp: ping 9"), "{stdout}");
+    assert!(stdout.contains("10 datagrams echoed, 10 returned"), "{stdout}");
+}
+
+/// The demo server serving Streamable HTTP on a free loopback port; killed when dropped.
+struct HttpDemo {
+    child: std::process::Child,
+    url: String,
+}
+
+impl HttpDemo {
+    fn start() -> Self {
+        let mut child = std::process::Command::new(demo_server().program())
+            .args(["--http", "0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let url = line.trim().to_owned();
+        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+        Self { child, url }
+    }
+}
+
+impl Drop for HttpDemo {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
