@@ -10,6 +10,7 @@ run() { printf '\n$ %s\n# %s\n' "$*" "$(uptime)"; "$@"; }
 run taskset -c 0 cargo bench --bench roundtrip
 run taskset -c 0 cargo bench --bench timers
 run taskset -c 0 cargo bench --bench engine
+run taskset -c 0 cargo bench --bench catalog
 run bash benches/callgrind.sh
 run bash benches/footprint.sh
 run cargo test --test soak -- --ignored --nocapture

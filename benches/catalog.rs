@@ -9,6 +9,14 @@
 //! * hit: `Store::find_item` of one tool on a fresh list (the call path), which must not
 //!   allocate; and `Store::lookup` of one page.
 //! * search: `SearchIndex::search` p50/p99 over a set of queries against 1,000 tools.
+//! * host: the same cache behind `Host`, against the demo server (`tests/peers/demo`, legacy
+//!   era: its listings carry no hints, so they get the default TTL) over real pipes: a fresh
+//!   `Host::tools` and `Host::tool` (the cache hit), against an uncached `tools/list` round trip
+//!   (`Host::list_tools` + `Host::wait`, the engine following the 3 pages), and a refresh
+//!   (`Host::tools_blocking` on a host whose cache keeps nothing, `default_ttl` 0: every need
+//!   walks the 3 pages one request at a time, parses, digests and compares them). The demo
+//!   server is built with the bench profile first, as the roundtrip bench does; pin with
+//!   `taskset -c 0` for stable figures.
 //!
 //! The catalog modules are compiled into this bench from their source files (they name
 //! nothing else of the crate), because the library keeps them private until they are wired
@@ -31,6 +39,10 @@ use catalog::store::{Begin, Finished, ItemLookup, Lookup, RefreshOutcome, Store,
 
 #[path = "common/alloc.rs"]
 mod alloc;
+
+#[path = "../tests/common/cargo_build.rs"]
+#[allow(dead_code)]
+mod cargo_build;
 
 #[global_allocator]
 static GLOBAL: alloc::Counting = alloc::Counting;
@@ -317,5 +329,72 @@ fn main() {
         index.len(),
         percentile(&samples, 0.5),
         percentile(&samples, 0.99)
+    );
+    host_figures();
+}
+
+/// Times `f` `rounds` times after a warm-up; returns p50 and p99 in µs and allocations per call.
+fn sampled<F: FnMut()>(rounds: usize, mut f: F) -> (f64, f64, f64) {
+    for _ in 0..rounds / 10 {
+        f();
+    }
+    let mut samples = Vec::with_capacity(rounds);
+    let before = alloc::allocations();
+    for _ in 0..rounds {
+        let t = Instant::now();
+        f();
+        samples.push(t.elapsed());
+    }
+    let allocs = (alloc::allocations() - before) as f64 / rounds as f64;
+    samples.sort();
+    (percentile(&samples, 0.5), percentile(&samples, 0.99), allocs)
+}
+
+fn host_figures() {
+    use mcpoll::{CacheConfig, CallOptions, Config, Host, StdioCommand};
+
+    const WAIT: Duration = Duration::from_secs(20);
+    let demo = cargo_build::demo_server_bin(&["--profile", "bench"]);
+    let start = |cache: CacheConfig| {
+        let mut host = Host::with_cache(cache).expect("host");
+        let cmd = StdioCommand::new(demo).arg("--legacy-only");
+        let id = host.add_stdio_server(cmd, Config::default()).expect("spawn");
+        host.wait_ready(id, WAIT).expect("ready");
+        (host, id)
+    };
+    let (mut host, id) = start(CacheConfig::default());
+    let tools = host.tools_blocking(id, WAIT).expect("tools").len();
+    let before = host.stats(id).expect("stats").requests_sent;
+    let (p50, p99, allocs) = sampled(20_000, || {
+        let view = host.tools(black_box(id)).expect("need").expect("fresh");
+        black_box(view.len());
+    });
+    println!(
+        "catalog host hit tools() tools={tools} p50_us={p50:.2} p99_us={p99:.2} allocs={allocs:.1}"
+    );
+    let (p50, p99, allocs) = sampled(20_000, || {
+        black_box(host.tool(black_box(id), black_box("write_note")).expect("cached"));
+    });
+    println!("catalog host hit tool(name) p50_us={p50:.2} p99_us={p99:.2} allocs={allocs:.2}");
+    assert_eq!(host.stats(id).expect("stats").requests_sent, before, "hits send nothing");
+    let (p50, p99, allocs) = sampled(2_000, || {
+        let call = host.list_tools(id, &CallOptions::default()).expect("list");
+        black_box(host.wait(id, call).expect("listed"));
+    });
+    let pages = (host.stats(id).expect("stats").requests_sent - before) as f64 / 2_200.0;
+    println!(
+        "catalog host list round trip (uncached) pages={pages:.0} p50_us={p50:.1} p99_us={p99:.1} allocs={allocs:.0}"
+    );
+    let nothing_kept = CacheConfig { default_ttl: Duration::ZERO, ..CacheConfig::default() };
+    let (mut host, id) = start(nothing_kept);
+    let (p50, p99, allocs) = sampled(2_000, || {
+        let view = host.tools_blocking(id, WAIT).expect("tools");
+        assert!(!view.is_cached());
+        black_box(view.len());
+    });
+    let stats = host.cache_stats();
+    println!(
+        "catalog host refresh (walk, parse, digest, compare) pages={} p50_us={p50:.1} p99_us={p99:.1} allocs={allocs:.0}",
+        stats.page_fetches / stats.refreshes.max(1)
     );
 }

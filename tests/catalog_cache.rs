@@ -73,6 +73,7 @@ fn a_fresh_catalog_is_listed_once_and_then_served_from_the_cache() {
     assert_eq!(sent(&host, id), before + PAGES, "fresh: no more listings");
     let stats = host.cache_stats();
     assert_eq!((stats.refreshes, stats.hits), (1, 4), "{stats:?}");
+    assert_eq!(stats.page_fetches, PAGES, "each page fetched, and cached, on its own");
     let view = host.tools_blocking(id, WAIT).unwrap();
     assert!(view.is_cached() && view.stale_for().is_none());
     let echo: serde_json::Value = serde_json::from_str(view.definition("echo").unwrap()).unwrap();

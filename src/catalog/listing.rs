@@ -234,7 +234,9 @@ pub(crate) fn canonical_text<'a>(items: impl IntoIterator<Item = &'a Item>) -> S
 }
 
 /// The items sorted by id, the last of equal ids kept; and how many were dropped.
-fn unique_last_wins<'a>(items: impl IntoIterator<Item = &'a Item>) -> (Vec<&'a Item>, u32) {
+pub(crate) fn unique_last_wins<'a>(
+    items: impl IntoIterator<Item = &'a Item>,
+) -> (Vec<&'a Item>, u32) {
     let mut refs: Vec<&Item> = items.into_iter().collect();
     refs.sort_by(|a, b| a.id.cmp(&b.id)); // stable: equal ids keep their given order
     let before = refs.len();

@@ -9,6 +9,7 @@
 //! - [`diff`]: added, removed and changed item ids between two catalogs.
 //! - [`key`]: the cache key and its sharing partition.
 //! - [`store`]: the bounded cache of pages with expiry, stale-if-error and single-flight.
+//! - [`refresh`]: one catalog's refresh walk over its pages, page by page, and its diff.
 //! - [`search`]: a BM25 index over tools for progressive discovery.
 //! - [`change`]: the diff a host is told about ([`CatalogChange`]).
 //!
@@ -22,6 +23,7 @@ pub(crate) mod hash;
 pub(crate) mod hints;
 pub(crate) mod key;
 pub(crate) mod listing;
+pub(crate) mod refresh;
 pub(crate) mod search;
 pub(crate) mod store;
 

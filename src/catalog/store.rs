@@ -148,8 +148,11 @@ pub(crate) struct CacheStats {
     pub(crate) misses: u64,
     /// Lookups answered with a stale page after a failed refresh.
     pub(crate) stale_serves: u64,
-    /// Refreshes started (tokens handed out).
+    /// Page refreshes started (tokens handed out).
     pub(crate) refreshes: u64,
+    /// Refresh walks started ([`Store::count_walk`]): one per catalog refresh, however many
+    /// pages it fetches.
+    pub(crate) walks: u64,
     /// Pages evicted to make room.
     pub(crate) evictions: u64,
 }
@@ -447,6 +450,11 @@ impl Store {
         self.flights.len()
     }
 
+    /// Refreshes in flight for this key and kind (single-flight: at most one per cursor).
+    pub(crate) fn refreshes_for(&self, key: &CacheKey, kind: CatalogKind) -> usize {
+        self.flights.iter().filter(|f| f.key == *key && f.kind == kind).count()
+    }
+
     pub(crate) fn config(&self) -> StoreConfig {
         self.config
     }
@@ -459,6 +467,35 @@ impl Store {
             (Walk::Done, Some(_)) => ListState::Stale,
             (Walk::NeedPage(_), _) => ListState::Refresh,
             (Walk::TooStale(d), _) => ListState::TooStale(d),
+        }
+    }
+
+    /// The page for `cursor` if it is fresh, private partition first; counts nothing.
+    pub(crate) fn fresh_page(
+        &self,
+        now: Instant,
+        key: &CacheKey,
+        kind: CatalogKind,
+        cursor: Option<&str>,
+    ) -> Option<&CachedPage> {
+        let (_, page) = self.candidates(key, kind).locate(cursor)?;
+        page.is_fresh(now).then_some(page)
+    }
+
+    /// The page for `cursor` if it may be served (fresh, or stale after a failed refresh within
+    /// `max_stale`), and its staleness; counts nothing and touches nothing.
+    pub(crate) fn servable_page(
+        &self,
+        now: Instant,
+        key: &CacheKey,
+        kind: CatalogKind,
+        cursor: Option<&str>,
+    ) -> Option<(&CachedPage, Option<Duration>)> {
+        let (_, page) = self.candidates(key, kind).locate(cursor)?;
+        match page_state(page, now, self.config.max_stale) {
+            State::Fresh => Some((page, None)),
+            State::Stale(d) => Some((page, Some(d))),
+            State::Expired | State::TooStale(_) => None,
         }
     }
 
@@ -701,6 +738,25 @@ impl Store {
         }
         let cancelled_refreshes = self.revoke(key, kind);
         Invalidated { pages, cancelled_refreshes }
+    }
+
+    /// Counts one refresh walk (see [`super::refresh`]).
+    pub(crate) fn count_walk(&mut self) {
+        self.stats.walks += 1;
+    }
+
+    /// A refresh walk of the list failed: every page of it that is not fresh may now be served
+    /// stale (within `max_stale`), not only the page whose fetch failed, since the walk never
+    /// reached the others.
+    pub(crate) fn walk_failed(&mut self, now: Instant, key: &CacheKey, kind: CatalogKind) {
+        for scope in [CacheScope::Private, CacheScope::Public] {
+            let lk = ListKey { partition: key.partition(scope), kind };
+            if let Some(list) = self.lists.get_mut(&lk) {
+                for p in list.pages.iter_mut().filter(|p| !p.is_fresh(now)) {
+                    p.refresh_failed = true;
+                }
+            }
+        }
     }
 
     /// Drops every page of the list in both partitions of `key` (an invalid cursor) and

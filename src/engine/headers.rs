@@ -33,13 +33,22 @@ impl ToolHeaders {
     /// listing without the tools whose annotations break the rules, or `None` when every tool
     /// is fine (the listing is then used as it is).
     pub(crate) fn learn(&mut self, items: &[u8], enforce_headers: bool) -> Option<Vec<u8>> {
-        let Ok(Value::Array(tools)) = serde_json::from_slice::<Value>(items) else { return None };
         self.by_tool.clear();
         self.classes.clear();
+        self.learn_page(items, enforce_headers)
+    }
+
+    /// As [`learn`](Self::learn), from one page of a listing: the page's tools replace their
+    /// own entries and every other tool keeps its. (A tool gone from the server keeps its entry
+    /// until the next complete listing; calling it fails at the server either way.)
+    pub(crate) fn learn_page(&mut self, items: &[u8], enforce_headers: bool) -> Option<Vec<u8>> {
+        let Ok(Value::Array(tools)) = serde_json::from_slice::<Value>(items) else { return None };
         let mut dropped = false;
         let mut kept = Vec::with_capacity(tools.len());
         for tool in tools {
             let name = tool.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+            self.by_tool.remove(&name);
+            self.classes.remove(&name);
             let hint =
                 |key: &str| tool.pointer(&format!("/annotations/{key}")).and_then(Value::as_bool);
             if hint("readOnlyHint") == Some(true) {

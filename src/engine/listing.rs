@@ -30,6 +30,9 @@ impl Engine {
             Some(Some(c)) => Some(c),
             None => None,
         };
+        if self.requests.get(slot).is_some_and(|p| p.one_page) {
+            return self.finish_one_page(now, slot, key, result, inner, next_cursor.is_some());
+        }
         let bufs = self.requests.bufs_mut(slot);
         bufs.list_hints.add(result);
         if !inner.is_empty() {
@@ -75,6 +78,48 @@ impl Engine {
         if let Some(id) = self.requests.renew_wire_id(slot) {
             self.send_queue.push_front(id);
         }
+    }
+
+    /// A one-page listing ([`Engine::list_page`]) ends with the page as the server sent it. A
+    /// tool page also teaches the `x-mcp-header` table (merged: the other pages' tools keep
+    /// theirs), and over HTTP a tool breaking those rules is left out of the page handed on.
+    fn finish_one_page(
+        &mut self,
+        now: Instant,
+        slot: usize,
+        key: &str,
+        result: RawJson<'_>,
+        inner: &str,
+        has_next: bool,
+    ) {
+        if key != "tools" {
+            return self.finish(now, slot, Ended::Answered, done(result.text()));
+        }
+        let mut array = std::mem::take(&mut self.requests.bufs_mut(slot).items);
+        array.clear();
+        array.push(b'[');
+        array.extend_from_slice(inner.as_bytes());
+        array.push(b']');
+        let enforce = self.transport == TransportKind::Http;
+        let Some(kept) = self.tool_headers.learn_page(&array, enforce) else {
+            self.requests.bufs_mut(slot).items = array;
+            return self.finish(now, slot, Ended::Answered, done(result.text()));
+        };
+        // Rebuilt without the dropped tools; the cursor and the cache hints go along.
+        let mut hints = ListHints::default();
+        hints.add(result);
+        let mut json = String::with_capacity(kept.len() + 64);
+        json.push_str("{\"tools\":[");
+        json.push_str(std::str::from_utf8(&kept).unwrap_or_default());
+        json.push(']');
+        if let Some(c) = result.get("nextCursor").filter(|_| has_next) {
+            json.push_str(",\"nextCursor\":");
+            json.push_str(c.text());
+        }
+        hints.write(&mut json);
+        json.push('}');
+        self.requests.bufs_mut(slot).items = array;
+        self.finish(now, slot, Ended::Answered, done(&json));
     }
 
     /// HTTP -32020: the server says the call's `Mcp-Param-*` headers are missing or wrong, so
@@ -184,6 +229,11 @@ impl ListHints {
     }
 }
 
+/// A page handed on whole: a complete result.
+fn done(json: &str) -> Outcome<'_> {
+    Outcome::Done { json, result_type: ResultType::Complete, is_error: false }
+}
+
 pub(super) fn cursor_hash(cursor: &str) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -195,8 +245,8 @@ pub(super) fn cursor_hash(cursor: &str) -> u64 {
 mod tests {
     use serde_json::{json, Value};
 
-    use crate::engine::tests::Harness;
-    use crate::{CallOptions, Event, Method};
+    use crate::engine::tests::{discover_result, Harness};
+    use crate::{CallOptions, Config, Event, Method, TransportEvent, TransportKind};
 
     /// Lists three pages with the given extra members and returns the joined result.
     fn joined(pages: [Value; 3]) -> Value {
@@ -230,5 +280,126 @@ mod tests {
         // Malformed or missing ttls do not count; none at all gives none.
         let r = joined([json!({"ttlMs": -1}), json!({"ttlMs": 1.5}), json!({})]);
         assert!(r.get("ttlMs").is_none() && r.get("cacheScope").is_none(), "{r}");
+    }
+
+    fn page_result(h: &mut Harness, c: crate::CallId) -> Value {
+        match h.engine.take_call_event(c) {
+            Some(Event::CallDone { result, .. }) => serde_json::from_str(result.json()).unwrap(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_one_page_listing_sends_the_cursor_and_hands_the_page_on_unjoined() {
+        let mut h = Harness::ready_modern();
+        let opts = CallOptions::default();
+        let c = h.engine.list_page(h.now, Method::PromptsList, None, &opts).unwrap();
+        let sent = h.sent_one();
+        assert!(sent["params"].get("cursor").is_none(), "{sent}");
+        let page = json!({"resultType": "complete", "prompts": [{"name": "p"}], "nextCursor": "",
+            "ttlMs": 500, "cacheScope": "public"});
+        h.reply(&sent, page.clone());
+        assert_eq!(page_result(&mut h, c), page, "the cursor is not followed");
+        assert!(h.take_sent().is_empty());
+        let c = h.engine.list_page(h.now, Method::PromptsList, Some(""), &opts).unwrap();
+        let sent = h.sent_one();
+        assert_eq!(sent["params"]["cursor"], "", "an empty cursor is a cursor");
+        h.reply(&sent, json!({"resultType": "complete", "prompts": []}));
+        assert_eq!(page_result(&mut h, c)["prompts"], json!([]));
+        assert!(h.engine.list_page(h.now, Method::ToolsCall, None, &opts).is_err());
+    }
+
+    /// Over HTTP each tool page teaches the `x-mcp-header` table without forgetting the other
+    /// pages' tools, and a tool breaking the rules leaves the page, cursor and hints kept.
+    #[test]
+    fn one_page_tool_listings_merge_the_header_table_and_drop_bad_tools() {
+        let mut h = Harness::new(Config::default());
+        h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
+        let probe = h.sent_one();
+        h.reply(&probe, discover_result());
+        h.events();
+        let opts = CallOptions::default();
+        let header = |name: &str| {
+            json!({"name": name, "inputSchema": {"type": "object", "properties": {
+                "region": {"type": "string", "x-mcp-header": "Region"}}}})
+        };
+        let bad = json!({"name": "bad", "inputSchema": {"type": "object", "properties": {
+            "x": {"type": "object", "x-mcp-header": "X"}}}});
+        let c = h.engine.list_page(h.now, Method::ToolsList, None, &opts).unwrap();
+        let sent = h.sent_one();
+        h.reply(
+            &sent,
+            json!({"resultType": "complete", "tools": [header("a")], "nextCursor": "2"}),
+        );
+        page_result(&mut h, c);
+        let c = h.engine.list_page(h.now, Method::ToolsList, Some("2"), &opts).unwrap();
+        let sent = h.sent_one();
+        h.reply(
+            &sent,
+            json!({"resultType": "complete", "tools": [bad, header("b")], "nextCursor": "3",
+                "ttlMs": 7}),
+        );
+        let page = page_result(&mut h, c);
+        assert_eq!(page["tools"], json!([header("b")]), "the bad tool is dropped");
+        assert_eq!((page["nextCursor"].clone(), page["ttlMs"].clone()), (json!("3"), json!(7)));
+        for tool in ["a", "b"] {
+            h.call(tool, r#"{"region":"eu"}"#);
+            let call = h.sent_one();
+            let route = h.routes[&crate::engine::tests::wire(&call).get()].clone();
+            assert_eq!(route.params, [("Mcp-Param-Region".to_owned(), b"eu".to_vec())], "{tool}");
+        }
+    }
+
+    /// Issue 10: "a call already in flight keeps the definition it started with (its
+    /// idempotency hint, x-mcp-header rules) even if the catalog changes under it". The tool
+    /// is read-only with a `Region` header when the call starts; a new listing then makes it
+    /// a write with a `Zone` header. The call's retry after a lost connection still goes (a
+    /// write would not be retried) with `Mcp-Param-Region`; a call started after the change
+    /// follows the new definition.
+    #[test]
+    fn a_call_in_flight_keeps_the_definition_it_started_with() {
+        use crate::engine::tests::wire;
+        use crate::engine::ExchangeFailure;
+        use crate::error::TransportError;
+        let mut h = Harness::new(Config::default());
+        h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
+        let probe = h.sent_one();
+        h.reply(&probe, discover_result());
+        h.events();
+        let list = |h: &mut Harness, tool: Value| {
+            let c = h.engine.list_page(h.now, Method::ToolsList, None, &CallOptions::default());
+            let sent = h.sent_one();
+            h.reply(&sent, json!({"resultType": "complete", "tools": [tool]}));
+            page_result(h, c.unwrap());
+        };
+        let schema = |header: &str| {
+            json!({"type": "object", "properties": {
+                "where": {"type": "string", "x-mcp-header": header}}})
+        };
+        let v1 = json!({"name": "t", "inputSchema": schema("Region"),
+            "annotations": {"readOnlyHint": true}});
+        let v2 = json!({"name": "t", "inputSchema": schema("Zone")});
+        let route = |h: &Harness, frame: &Value| h.routes[&wire(frame).get()].params.clone();
+        let lost = || ExchangeFailure::Transport(TransportError::ConnectionLost);
+        list(&mut h, v1);
+        let old = h.call("t", r#"{"where":"eu"}"#);
+        let first = h.sent_one();
+        assert_eq!(route(&h, &first), [("Mcp-Param-Region".to_owned(), b"eu".to_vec())]);
+        list(&mut h, v2);
+        h.engine.handle_transport(h.now, TransportEvent::exchange_failed(wire(&first), lost()));
+        assert!(h.events().is_empty(), "a read is retried: {:?}", h.events());
+        h.advance_to_next_timeout();
+        let again = h.sent_one();
+        assert_eq!(again["params"]["name"], "t");
+        assert_eq!(route(&h, &again), [("Mcp-Param-Region".to_owned(), b"eu".to_vec())]);
+        h.reply(&again, json!({"resultType": "complete", "content": []}));
+        let events = h.events();
+        assert!(events.len() == 1 && events[0].starts_with(&format!("done {} ", old.get())));
+        // A call started after the change: the new header, and as a write it is not retried.
+        let new = h.call("t", r#"{"where":"eu"}"#);
+        let sent = h.sent_one();
+        assert_eq!(route(&h, &sent), [("Mcp-Param-Zone".to_owned(), b"eu".to_vec())]);
+        h.engine.handle_transport(h.now, TransportEvent::exchange_failed(wire(&sent), lost()));
+        assert_eq!(h.events(), [format!("failed {} delivery_unknown", new.get())]);
     }
 }

@@ -456,6 +456,32 @@ impl Engine {
         self.request(now, method, opts, None, |_, _| {})
     }
 
+    /// Starts a listing of one page: the request carries `cursor` (none for the first page)
+    /// and completes with the page's result as the server sent it (`nextCursor`, `ttlMs`,
+    /// `cacheScope` kept), less any tool whose `x-mcp-header` annotation breaks the rules. The
+    /// caller follows the cursor; the capability cache does, to cache each page on its own.
+    pub fn list_page(
+        &mut self,
+        now: Instant,
+        method: Method,
+        cursor: Option<&str>,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        if method.list_key().is_none() {
+            return Err(RequestError::NotSupportedByEra);
+        }
+        let call = self.request(now, method, opts, None, |p, _| {
+            if let Some(c) = cursor {
+                p.extend_from_slice(b"\"cursor\":");
+                write_json_str(p, c);
+            }
+        })?;
+        if let Some(p) = self.requests.get_mut(call.0.slot()) {
+            p.one_page = true;
+        }
+        Ok(call)
+    }
+
     /// Starts `resources/read`.
     pub fn read_resource(
         &mut self,

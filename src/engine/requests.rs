@@ -75,6 +75,8 @@ pub(crate) struct Pending {
     pub(crate) relisted: bool,
     /// An engine-internal request (the tool-list refresh): its end is no host event.
     pub(crate) internal: bool,
+    /// A listing of one page only (`Engine::list_page`): not followed, not joined.
+    pub(crate) one_page: bool,
     /// How safe it is to send twice.
     pub(crate) class: Idempotency,
     /// Which breaker it answers to.
@@ -252,6 +254,7 @@ impl Requests {
             resent_for_session: false,
             relisted: false,
             internal: false,
+            one_page: false,
             class: traits.class,
             tenant: traits.tenant,
             op: if traits.class == Idempotency::Read {

@@ -16,10 +16,12 @@
 //!
 //! # Pages
 //!
-//! The engine follows `nextCursor` itself and hands over one joined listing, so a catalog is
-//! cached as one entry (its first page's cursor). Its hints are the ones the listing result
-//! carries (`ttlMs`, `cacheScope`); a listing without them gets `CacheConfig::default_ttl` and
-//! stays private.
+//! A catalog is fetched page by page (`Engine::list_page`) and each page is cached on its own,
+//! under its cursor, with its own hints (`ttlMs`, `cacheScope`; a page without them gets
+//! `CacheConfig::default_ttl` and stays private). A refresh fetches only the pages that are not
+//! fresh, and no buffer ever holds the whole catalog's text; see [`crate::catalog::refresh`].
+//! A cursor the server rejects (-32602) drops every page of the list and the walk starts over
+//! from the first page, once.
 //!
 //! # Invalidation
 //!
@@ -36,17 +38,14 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use crate::catalog::change::CatalogChange;
-use crate::catalog::diff::diff;
 use crate::catalog::key::{self, CacheKey, KeyParts};
-use crate::catalog::listing::{parse_page, Catalog, CatalogKind, Item, ParsedPage};
+use crate::catalog::listing::{parse_page, CatalogKind, Item};
+use crate::catalog::refresh::{Answer, NeedError, Refresher, WalkError};
 use crate::catalog::search::SearchIndex;
-use crate::catalog::store::{
-    Begin, Finished, ItemLookup, ListLookup, ListState, RefreshOutcome, RefreshToken, Store,
-    StoreConfig, StoreError,
-};
+use crate::catalog::store::{ItemLookup, ListLookup, Store, StoreConfig, StoreError};
 use crate::config::CacheConfig;
 use crate::engine::{CallId, CallOptions, Engine, Event};
-use crate::error::{CallError, LocalError, PeerError, RequestError};
+use crate::error::{CallError, LocalError, PeerError, RequestError, RpcError};
 use crate::proto::mcp::{Method, SubscriptionFilter};
 use crate::proto::version::{Era, ProtocolVersion};
 
@@ -135,6 +134,22 @@ fn store_error(e: StoreError) -> CatalogError {
     }
 }
 
+fn need_error(e: NeedError<CatalogError>) -> CatalogError {
+    match e {
+        NeedError::Walk(WalkError::Fetch(e)) => e,
+        NeedError::Walk(WalkError::CursorRepeated) => {
+            CatalogError::Listing(CallError::Peer(PeerError::CursorRepeated))
+        }
+        NeedError::Walk(WalkError::TooManyPages { .. }) => {
+            CatalogError::Listing(CallError::Local(LocalError::TooManyPages))
+        }
+        NeedError::StaleTooLong { stale_for, max_stale } => {
+            CatalogError::StaleTooLong { stale_for, max_stale }
+        }
+        NeedError::TooManyRefreshes => CatalogError::TooManyRefreshes,
+    }
+}
+
 /// A catalog as the cache holds it: each item's canonical JSON (keys sorted, no whitespace),
 /// ordered by id (tool or prompt name, resource URI).
 #[derive(Debug)]
@@ -183,36 +198,55 @@ impl<'a> CatalogView<'a> {
     }
 }
 
-/// A refresh on the wire.
+/// One catalog kind of one server: its refresh walk and the page request on the wire.
 #[derive(Debug)]
-struct Flight {
-    call: CallId,
-    token: RefreshToken,
-    /// Started by a need (whose waiter wants its failure) rather than by eager refresh.
-    by_need: bool,
-}
-
-/// How the last refresh a need started ended, kept until a need reads it.
-#[derive(Debug)]
-enum Outcome {
-    Failed(CallError),
-    /// Not cacheable (ttl 0, over the bounds): served to the need that asked, once.
-    OneUse(ParsedPage),
-}
-
-#[derive(Debug, Default)]
 struct KindState {
-    flight: Option<Flight>,
-    /// The catalog last announced (the diff baseline).
-    announced: Option<Catalog>,
-    outcome: Option<Outcome>,
-    /// A page handed to a need (kept so the answer can borrow it).
-    served: Option<ParsedPage>,
-    /// A change arrived and the host asked for eager refresh: refetch when no flight is on.
+    refresher: Refresher<CatalogError>,
+    call: Option<CallId>,
+    /// A change arrived and the host asked for eager refresh: refetch when no walk is on.
     eager_due: bool,
-    /// A need's refresh just landed in the store: the need it answers is no cache hit (its
-    /// listing already has its record).
+    /// A need waited for a refresh: the answer it gets next is no cache hit (the listing
+    /// already has its record).
     fetched_for_need: bool,
+}
+
+impl KindState {
+    fn new(kind: CatalogKind) -> Self {
+        KindState {
+            refresher: Refresher::new(kind),
+            call: None,
+            eager_due: false,
+            fetched_for_need: false,
+        }
+    }
+
+    /// Sends the page request the walk asks for, if any; `Some(true)` when one was sent,
+    /// `Some(false)` when it could not start (the walk then failed).
+    fn send_fetch(
+        &mut self,
+        engine: &mut Engine,
+        store: &mut Store,
+        key: &CacheKey,
+        now: Instant,
+    ) -> Option<bool> {
+        let kind = self.refresher_kind();
+        let cursor = self.refresher.poll_fetch()?;
+        match engine.list_page(now, method(kind), cursor, &CallOptions::default()) {
+            Ok(call) => {
+                self.call = Some(call);
+                Some(true)
+            }
+            Err(e) => {
+                log::debug!("catalog page request could not start: {e}");
+                self.refresher.fetch_failed(now, store, key, CatalogError::Request(e));
+                Some(false)
+            }
+        }
+    }
+
+    fn refresher_kind(&self) -> CatalogKind {
+        self.refresher.kind()
+    }
 }
 
 /// One server's part of the cache.
@@ -255,7 +289,7 @@ impl ServerCatalog {
             scopes: Vec::new(),
             tenant,
             key: None,
-            kinds: Default::default(),
+            kinds: KINDS.map(KindState::new),
             search: SearchIndex::new(),
             watching: false,
             listen: None,
@@ -378,62 +412,6 @@ impl HostCache {
         }
         catalog.seen_changes = counts;
     }
-
-    /// Records a finished refresh: diff and announce, update the search index, store.
-    fn finish(
-        &mut self,
-        now: Instant,
-        id: ServerId,
-        catalog: &mut ServerCatalog,
-        kind: CatalogKind,
-        flight: Flight,
-        result: Result<ParsedPage, CallError>,
-    ) {
-        let Flight { token, by_need, .. } = flight;
-        let page = match result {
-            Ok(page) => page,
-            Err(e) => {
-                let _ = self.store.finish_refresh(now, token, RefreshOutcome::Failed);
-                if by_need {
-                    catalog.kinds[slot(kind)].outcome = Some(Outcome::Failed(e));
-                }
-                return;
-            }
-        };
-        let fresh = Catalog::from_items(kind, &page.items);
-        let state = &mut catalog.kinds[slot(kind)];
-        match &state.announced {
-            None => {
-                // The first catalog is the baseline: the host reads it, nothing is announced.
-                if kind == CatalogKind::Tools {
-                    for it in &page.items {
-                        let _ = catalog.search.upsert(it.json());
-                    }
-                }
-            }
-            Some(old) if old.hash() != fresh.hash() => {
-                if let Ok(d) = diff(old, &fresh) {
-                    if kind == CatalogKind::Tools {
-                        let _ = catalog.search.apply(&d, |name| page.item(name).map(Item::json));
-                    }
-                    if !d.is_empty() {
-                        self.changes.push_back((id, kind, CatalogChange::new(d, fresh.hash())));
-                    }
-                }
-            }
-            Some(_) => {}
-        }
-        state.announced = Some(fresh);
-        let outcome = RefreshOutcome::Page { page, carried_input: false };
-        match self.store.finish_refresh(now, token, outcome) {
-            Finished::NotStored { page, .. } | Finished::Rejected { page, .. } if by_need => {
-                state.outcome = Some(Outcome::OneUse(page));
-            }
-            _ => {}
-        }
-        // Served from the store to the need that asked: that is no hit (it has its record).
-        state.fetched_for_need = by_need && state.outcome.is_none();
-    }
 }
 
 /// What a need found, without borrowing.
@@ -526,8 +504,12 @@ impl Host {
         if self.cached_tool(server, name).is_some() {
             return self.cached_tool(server, name);
         }
-        let s = self.servers.get(server.index).filter(|s| s.generation == server.generation)?;
-        s.catalog.kinds[slot(CatalogKind::Tools)].served.as_ref()?.item(name)
+        let now = Instant::now();
+        let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)?;
+        let key = s.catalog.key(&s.engine)?;
+        let refresher = &s.catalog.kinds[slot(CatalogKind::Tools)].refresher;
+        let (items, _) = refresher.one_use_items(now, &self.cache.store, &key)?;
+        items.into_iter().find(|item| item.id() == name)
     }
 
     /// The `k` tools of the server's last listed catalog that best match `query` (BM25 over
@@ -558,7 +540,8 @@ impl Host {
             hits: s.hits,
             misses: s.misses,
             stale_serves: s.stale_serves,
-            refreshes: s.refreshes,
+            refreshes: s.walks,
+            page_fetches: s.refreshes,
             evictions: s.evictions,
         }
     }
@@ -626,64 +609,20 @@ impl Host {
         let key = s.catalog.key(&s.engine).ok_or(CatalogError::NotReady)?;
         let store = &mut self.cache.store;
         let state = &mut s.catalog.kinds[slot(kind)];
-        let start = match store.list_state(now, &key, kind) {
-            ListState::Fresh => return Ok(Need::Cached),
-            ListState::Stale => {
-                // Served stale; try again behind it (one refresh at a time).
-                state.flight.is_none()
-            }
-            ListState::TooStale(stale_for) => {
-                if state.flight.is_none() {
-                    if let Some(Outcome::Failed(_)) = state.outcome.take() {
-                        let max_stale = store.config().max_stale;
-                        return Err(CatalogError::StaleTooLong { stale_for, max_stale });
-                    }
-                }
-                state.flight.is_none()
-            }
-            ListState::Refresh => {
-                if state.flight.is_some() {
-                    return Ok(Need::Waiting);
-                }
-                match state.outcome.take() {
-                    Some(Outcome::Failed(e)) => return Err(CatalogError::Listing(e)),
-                    Some(Outcome::OneUse(page)) => {
-                        state.served = Some(page);
-                        return Ok(Need::OneUse);
-                    }
-                    None => true,
-                }
-            }
-        };
-        if start {
-            state.outcome = None;
-            let token = match store.begin_refresh(&key, kind, None).map_err(store_error)? {
-                Begin::Fetch(token) => token,
-                // Only this host fetches for its store, and it keeps one flight per kind.
-                Begin::Wait => return Ok(Need::Waiting),
-            };
-            match s.engine.list(now, method(kind), &CallOptions::default()) {
-                Ok(call) => {
-                    state.flight = Some(Flight { call, token, by_need: true });
-                    s.transport.flush(registry, &mut s.engine, now);
-                }
-                Err(e) => {
-                    let _ = store.finish_refresh(now, token, RefreshOutcome::Failed);
-                    match store.list_state(now, &key, kind) {
-                        // Failed at once: the old catalog, if it is still servable, answers.
-                        ListState::Fresh | ListState::Stale => {}
-                        ListState::TooStale(stale_for) => {
-                            let max_stale = store.config().max_stale;
-                            return Err(CatalogError::StaleTooLong { stale_for, max_stale });
-                        }
-                        ListState::Refresh => return Err(CatalogError::Request(e)),
-                    }
-                }
-            }
+        let mut answer = state.refresher.need(now, store, &key).map_err(need_error)?;
+        match state.send_fetch(&mut s.engine, store, &key, now) {
+            Some(true) => s.transport.flush(registry, &mut s.engine, now),
+            // Failed at once: the old catalog answers if it still may, else the failure does.
+            Some(false) => answer = state.refresher.need(now, store, &key).map_err(need_error)?,
+            None => {}
         }
-        Ok(match store.list_state(now, &key, kind) {
-            ListState::Fresh | ListState::Stale => Need::Cached,
-            _ => Need::Waiting,
+        Ok(match answer {
+            Answer::Cached => Need::Cached,
+            Answer::OneUse => Need::OneUse,
+            Answer::Waiting => {
+                state.fetched_for_need = true;
+                Need::Waiting
+            }
         })
     }
 
@@ -699,12 +638,14 @@ impl Host {
             .get_mut(server.index)
             .filter(|s| s.generation == server.generation)
             .ok_or(CatalogError::UnknownServer)?;
-        if let Need::OneUse = how {
-            let page = s.catalog.kinds[slot(kind)].served.as_ref();
-            let items = page.map(|p| p.items.iter().collect()).unwrap_or_default();
-            return Ok(CatalogView { items, stale_for: None, cached: false });
-        }
         let key = s.catalog.key(&s.engine).ok_or(CatalogError::NotReady)?;
+        if let Need::OneUse = how {
+            let refresher = &s.catalog.kinds[slot(kind)].refresher;
+            let (items, stale_for) = refresher
+                .one_use_items(now, &self.cache.store, &key)
+                .ok_or(CatalogError::NotReady)?;
+            return Ok(CatalogView { items, stale_for, cached: false });
+        }
         match self.cache.store.list_pages(now, &key, kind).map_err(store_error)? {
             ListLookup::Pages { pages, stale_for } => {
                 if !std::mem::take(&mut s.catalog.kinds[slot(kind)].fetched_for_need) {
@@ -722,8 +663,9 @@ impl Host {
         }
     }
 
-    /// Takes the ends of catalog refreshes out of the engines (the host never sees them as
-    /// events), records them, and starts the eager refreshes that are due.
+    /// Takes the answers to catalog page requests out of the engines (the host never sees them
+    /// as events), hands them to the refresh walks, sends the next pages they ask for, and
+    /// starts the eager refreshes that are due.
     pub(super) fn pump_catalogs(&mut self, now: Instant) {
         let registry = self.poll.registry();
         let (cache, records) = (&mut self.cache, &mut self.records);
@@ -731,28 +673,49 @@ impl Host {
             let id = ServerId { index, generation: s.generation };
             let mut started = false;
             cache.notice_changes(now, &mut s.catalog, &s.engine);
+            let key = s.catalog.key(&s.engine);
             for kind in KINDS {
-                let i = slot(kind);
-                let Some(call) = s.catalog.kinds[i].flight.as_ref().map(|f| f.call) else {
-                    if s.catalog.kinds[i].eager_due {
-                        s.catalog.kinds[i].eager_due = false;
-                        started |= start_eager(cache, &mut s.catalog, &mut s.engine, kind, now);
+                let state = &mut s.catalog.kinds[slot(kind)];
+                let Some(key) = key else { continue };
+                if let Some(call) = state.call {
+                    let event = s.engine.take_call_event(call);
+                    if let Some(e) = &event {
+                        records.event(index, e);
                     }
-                    continue;
-                };
-                let event = s.engine.take_call_event(call);
-                if let Some(e) = &event {
-                    records.event(index, e);
+                    let result = match event {
+                        Some(Event::CallDone { result, .. }) => parse_page(kind, result.json())
+                            .map_err(|_| CatalogError::Listing(PeerError::InvalidResult.into())),
+                        Some(Event::CallFailed { error, .. }) => Err(CatalogError::Listing(error)),
+                        _ => continue,
+                    };
+                    state.call = None;
+                    let store = &mut cache.store;
+                    let change = match result {
+                        Err(CatalogError::Listing(CallError::Protocol(e)))
+                            if e.code == RpcError::INVALID_PARAMS =>
+                        {
+                            let e = CatalogError::Listing(CallError::Protocol(e));
+                            state.refresher.cursor_rejected(now, store, &key, e);
+                            None
+                        }
+                        result => {
+                            let search =
+                                (kind == CatalogKind::Tools).then_some(&mut s.catalog.search);
+                            state.refresher.on_page(now, store, &key, result, search)
+                        }
+                    };
+                    if let Some(change) = change {
+                        cache.changes.push_back((id, kind, change));
+                    }
+                } else if state.eager_due {
+                    state.eager_due = false;
+                    if let Err(e) = state.refresher.refresh_eagerly(now, &mut cache.store, &key) {
+                        log::debug!("eager catalog refresh could not start: {e:?}");
+                    }
                 }
-                let result = match event {
-                    Some(Event::CallDone { result, .. }) => parse_page(kind, result.json())
-                        .map_err(|_| CallError::Peer(PeerError::InvalidResult)),
-                    Some(Event::CallFailed { error, .. }) => Err(error),
-                    _ => continue,
-                };
-                if let Some(flight) = s.catalog.kinds[i].flight.take() {
-                    cache.finish(now, id, &mut s.catalog, kind, flight, result);
-                }
+                let state = &mut s.catalog.kinds[slot(kind)];
+                let sent = state.send_fetch(&mut s.engine, &mut cache.store, &key, now);
+                started |= sent == Some(true);
             }
             if let Some(call) = s.catalog.listen {
                 if let Some(e) = s.engine.take_call_event(call) {
@@ -833,31 +796,6 @@ fn relisten(
     }
 }
 
-/// Starts the refresh a change asked for; `true` when a request was started.
-fn start_eager(
-    cache: &mut HostCache,
-    catalog: &mut ServerCatalog,
-    engine: &mut Engine,
-    kind: CatalogKind,
-    now: Instant,
-) -> bool {
-    let Some(key) = catalog.key(engine) else { return false };
-    let Ok(Begin::Fetch(token)) = cache.store.begin_refresh(&key, kind, None) else {
-        return false;
-    };
-    match engine.list(now, method(kind), &CallOptions::default()) {
-        Ok(call) => {
-            catalog.kinds[slot(kind)].flight = Some(Flight { call, token, by_need: false });
-            true
-        }
-        Err(e) => {
-            log::debug!("eager catalog refresh could not start: {e}");
-            let _ = cache.store.finish_refresh(now, token, RefreshOutcome::Failed);
-            false
-        }
-    }
-}
-
 /// Counters of a host's capability cache.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -868,8 +806,10 @@ pub struct CacheStats {
     pub misses: u64,
     /// Needs answered stale after a failed refresh.
     pub stale_serves: u64,
-    /// Refreshes started.
+    /// Catalog refreshes started (each walks the pages that are not fresh).
     pub refreshes: u64,
+    /// Page requests made by those refreshes.
+    pub page_fetches: u64,
     /// Pages evicted to make room.
     pub evictions: u64,
 }

@@ -10,6 +10,9 @@ use crate::codec::{http1, ndjson, sse};
 use crate::proto::json::{self, Kind, RawJson};
 use crate::proto::jsonrpc::{decode, Message};
 
+mod catalog_ops;
+pub use catalog_ops::catalog_ops;
+
 /// Checks that `run` makes the same of `stream` whole, cut every `step` bytes, and cut in two
 /// at `at` (taken modulo the length plus one, so any value will do).
 fn same_however_split<T: PartialEq + Debug>(

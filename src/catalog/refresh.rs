@@ -1,0 +1,480 @@
+//! One catalog's refresh: a walk along its pages, one page on the wire at a time, that fetches
+//! only the pages that are not fresh, stores each as it arrives, and at the end diffs the whole
+//! catalog against the one last announced.
+//!
+//! No I/O and no clock. The host asks [`Refresher::need`] what a need gets, sends the one-page
+//! listing [`Refresher::poll_fetch`] names, and hands its answer to [`Refresher::on_page`]. The
+//! store's refresh tokens make it single-flight: one walk per key and kind, one page of it in
+//! flight, so concurrent needs share one request on the wire.
+//!
+//! # Pages
+//!
+//! Each page is cached on its own, with its own expiry (issue 10: "each page of a paged list
+//! is cached with its own expiry"). A walk starts at the first page that is not fresh and
+//! skips the fresh pages after it (their cursor chain is followed in the store), so a refresh
+//! reuses what is still good. A server that hands out a cursor twice in one walk fails it
+//! (`CursorRepeated`); a walk takes at most the store's `max_entries` pages.
+//!
+//! # Memory
+//!
+//! A walk holds nothing beyond the store except pages the store may not keep (`ttlMs: 0`, a
+//! list over the cache's bounds), which it holds for the one answer they were fetched for and
+//! drops when the next walk starts. A list the store refuses as too large is walked again from
+//! its first page with every page held that way, since the refusal dropped the pages stored
+//! before it: such a list costs its own size once, as the one joined listing did before.
+
+use std::time::{Duration, Instant};
+
+use super::change::CatalogChange;
+use super::diff::diff;
+use super::hash::ContentHash;
+use super::key::CacheKey;
+use super::listing::{unique_last_wins, Catalog, CatalogKind, Item, ParsedPage};
+use super::search::SearchIndex;
+use super::store::{Begin, Finished, ListState, RefreshOutcome, RefreshToken, Store};
+
+/// The refresh state of one catalog kind of one server. `E` is the host's fetch error.
+#[derive(Debug)]
+pub(crate) struct Refresher<E> {
+    kind: CatalogKind,
+    flight: Option<Flight>,
+    /// Pages of the last walk the store would not keep, by cursor.
+    one_use: Vec<(Option<Box<str>>, ParsedPage)>,
+    /// How the last walk a need waited on ended, kept until a need reads it.
+    outcome: Option<Outcome<E>>,
+    /// The catalog last announced (the diff baseline).
+    announced: Option<Catalog>,
+}
+
+/// The walk in progress: the page on the wire (or about to be).
+#[derive(Debug)]
+struct Flight {
+    token: RefreshToken,
+    /// The host has not sent this page's request yet ([`Refresher::poll_fetch`]).
+    unsent: bool,
+    /// A need waits on this walk (it wants the failure); eager walks have none until one comes.
+    by_need: bool,
+    /// The store refused the list: hold every page for one use, starting from the first.
+    hold_all: bool,
+    /// Hashes of the cursors this walk followed.
+    cursors: Vec<u64>,
+    /// Started over after the server rejected a cursor; a second rejection fails it.
+    restarted: bool,
+}
+
+#[derive(Debug)]
+enum Outcome<E> {
+    Failed(WalkError<E>),
+    /// The walk ended with pages the store did not keep: serve them once.
+    OneUse,
+}
+
+/// Why a walk failed.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum WalkError<E> {
+    /// A page's fetch failed, or could not start.
+    Fetch(E),
+    /// A page gave a cursor this walk had already followed.
+    CursorRepeated,
+    /// The list has more pages than the cache holds.
+    TooManyPages { max: usize },
+}
+
+/// What a need gets now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// The store answers (fresh, or stale after a failed refresh): `Store::list_pages`.
+    Cached,
+    /// The last walk's pages are not all cacheable: [`Refresher::one_use_items`], once.
+    OneUse,
+    /// A page is on the wire: poll, then ask again.
+    Waiting,
+}
+
+/// Why a need cannot be answered.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum NeedError<E> {
+    /// The walk this need waited on failed and no older catalog may be served.
+    Walk(WalkError<E>),
+    /// The catalog is stale past the allowance and its refresh failed.
+    StaleTooLong { stale_for: Duration, max_stale: Duration },
+    /// The store's refresh table is full.
+    TooManyRefreshes,
+}
+
+impl<E> Refresher<E> {
+    pub(crate) fn new(kind: CatalogKind) -> Self {
+        Refresher { kind, flight: None, one_use: Vec::new(), outcome: None, announced: None }
+    }
+
+    pub(crate) fn kind(&self) -> CatalogKind {
+        self.kind
+    }
+
+    /// A page request is on the wire or waiting to be sent.
+    pub(crate) fn is_walking(&self) -> bool {
+        self.flight.is_some()
+    }
+
+    /// Decides what a need gets, starting a walk when one is due (then [`poll_fetch`] names
+    /// the page to request). Each need starts at most one walk: a need that finds the failure
+    /// of the walk it started is answered from what is left (stale, or the error).
+    ///
+    /// [`poll_fetch`]: Self::poll_fetch
+    pub(crate) fn need(
+        &mut self,
+        now: Instant,
+        store: &mut Store,
+        key: &CacheKey,
+    ) -> Result<Answer, NeedError<E>> {
+        let state = store.list_state(now, key, self.kind);
+        if let Some(f) = &mut self.flight {
+            return Ok(match state {
+                ListState::Fresh | ListState::Stale => Answer::Cached,
+                ListState::Refresh | ListState::TooStale(_) => {
+                    f.by_need = true;
+                    Answer::Waiting
+                }
+            });
+        }
+        match (state, self.outcome.take()) {
+            (ListState::Fresh, _) => Ok(Answer::Cached),
+            // Served stale; a refresh goes behind it unless this need's own just failed.
+            (ListState::Stale, Some(Outcome::Failed(_))) => Ok(Answer::Cached),
+            (ListState::Stale, _) => {
+                self.start(now, store, key, true)?;
+                Ok(Answer::Cached)
+            }
+            (ListState::TooStale(stale_for), Some(Outcome::Failed(_))) => {
+                Err(NeedError::StaleTooLong { stale_for, max_stale: store.config().max_stale })
+            }
+            (ListState::Refresh, Some(Outcome::Failed(e))) => Err(NeedError::Walk(e)),
+            (ListState::Refresh, Some(Outcome::OneUse)) => Ok(Answer::OneUse),
+            (ListState::Refresh | ListState::TooStale(_), None | Some(Outcome::OneUse)) => {
+                // Nothing in flight after this means another walk of the key fetches it.
+                self.start(now, store, key, true)?;
+                Ok(Answer::Waiting)
+            }
+        }
+    }
+
+    /// Starts a walk nobody waits for (a change arrived and the host wants eager refresh), if
+    /// none is on. A failure is only logged by the caller: the next need tries again.
+    pub(crate) fn refresh_eagerly(
+        &mut self,
+        now: Instant,
+        store: &mut Store,
+        key: &CacheKey,
+    ) -> Result<(), NeedError<E>> {
+        if self.flight.is_some() {
+            return Ok(());
+        }
+        self.start(now, store, key, false)
+    }
+
+    /// The page whose one-page listing the host must send now (`Some(None)`: the first page).
+    /// Each page is named once.
+    pub(crate) fn poll_fetch(&mut self) -> Option<Option<&str>> {
+        let f = self.flight.as_mut().filter(|f| f.unsent)?;
+        f.unsent = false;
+        Some(f.token.cursor())
+    }
+
+    /// The request [`poll_fetch`](Self::poll_fetch) named could not be sent.
+    /// Every page of the list not fresh is then served stale, within the allowance.
+    pub(crate) fn fetch_failed(
+        &mut self,
+        now: Instant,
+        store: &mut Store,
+        key: &CacheKey,
+        error: E,
+    ) {
+        let Some(flight) = self.flight.take() else { return };
+        if let Finished::Failed { .. } =
+            store.finish_refresh(now, flight.token, RefreshOutcome::Failed)
+        {
+            store.walk_failed(now, key, self.kind);
+        }
+        self.fail(flight.by_need, WalkError::Fetch(error));
+    }
+
+    /// The server rejected the page's cursor (-32602): every page of the list is dropped, and
+    /// the walk starts over from the first page, once. On the first page (no cursor) it is an
+    /// ordinary failure.
+    pub(crate) fn cursor_rejected(
+        &mut self,
+        now: Instant,
+        store: &mut Store,
+        key: &CacheKey,
+        error: E,
+    ) {
+        if self.flight.as_ref().is_some_and(|f| f.token.cursor().is_none() || f.restarted) {
+            return self.fetch_failed(now, store, key, error);
+        }
+        let Some(flight) = self.flight.take() else { return };
+        let _ = store.finish_refresh(now, flight.token, RefreshOutcome::InvalidCursor);
+        self.one_use.clear();
+        match store.begin_refresh(key, self.kind, None) {
+            Ok(Begin::Fetch(token)) => {
+                let (cursors, by_need) = (Vec::new(), flight.by_need);
+                let hold_all = false;
+                self.flight = Some(Flight {
+                    token,
+                    unsent: true,
+                    by_need,
+                    hold_all,
+                    cursors,
+                    restarted: true,
+                });
+            }
+            Ok(Begin::Wait) | Err(_) => self.fail(flight.by_need, WalkError::Fetch(error)),
+        }
+    }
+
+    /// A page's answer. Stores it, then either names the next page that is not fresh (see
+    /// [`poll_fetch`](Self::poll_fetch)) or ends the walk. A complete walk is diffed against
+    /// the last announced catalog; the change, if any, is returned and `search` (the tool
+    /// index) follows it. The first complete catalog is the baseline: nothing is announced.
+    pub(crate) fn on_page(
+        &mut self,
+        now: Instant,
+        store: &mut Store,
+        key: &CacheKey,
+        result: Result<ParsedPage, E>,
+        search: Option<&mut SearchIndex>,
+    ) -> Option<CatalogChange> {
+        let page = match result {
+            Ok(page) => page,
+            Err(e) => {
+                self.fetch_failed(now, store, key, e);
+                return None;
+            }
+        };
+        let mut flight = self.flight.take()?;
+        let cursor: Option<Box<str>> = flight.token.cursor().map(Box::from);
+        let next: Option<Box<str>> = page.next_cursor.clone();
+        // `carried_input` asks the store not to keep it: a refused list is held for one use.
+        let outcome = RefreshOutcome::Page { page, carried_input: flight.hold_all };
+        let token = flight.token;
+        match store.finish_refresh(now, token, outcome) {
+            Finished::Stored => {}
+            Finished::NotStored { page, .. } => self.one_use.push((cursor, page)),
+            Finished::Rejected { .. } => {
+                // The refusal dropped the pages stored before this one: start over, holding
+                // every page for this one answer.
+                self.one_use.clear();
+                return self.restart_held(store, key, flight.by_need);
+            }
+            // A change raced the walk (or the list was dropped): the next need starts again.
+            Finished::Cancelled { .. } | Finished::Failed { .. } | Finished::ListDropped => {
+                return None;
+            }
+        }
+        let mut cursor = match next {
+            Some(c) => c,
+            None => return self.complete(now, store, key, flight.by_need, search),
+        };
+        let max = store.config().max_entries;
+        loop {
+            let h = cursor_hash(&cursor);
+            let error = if flight.cursors.contains(&h) {
+                Some(WalkError::CursorRepeated)
+            } else if flight.cursors.len() + 1 >= max {
+                Some(WalkError::TooManyPages { max })
+            } else {
+                None
+            };
+            if let Some(error) = error {
+                // The chain cannot be walked: what is stored of it must not pass for a list.
+                store.drop_list(key, self.kind);
+                self.fail(flight.by_need, error);
+                return None;
+            }
+            flight.cursors.push(h);
+            let fresh = (!flight.hold_all)
+                .then(|| store.fresh_page(now, key, self.kind, Some(&cursor)))
+                .flatten();
+            match fresh.map(|p| p.next_cursor().map(Box::from)) {
+                // Fresh: skip it and follow its cursor.
+                Some(Some(next)) => cursor = next,
+                Some(None) => return self.complete(now, store, key, flight.by_need, search),
+                None => break,
+            }
+        }
+        match store.begin_refresh(key, self.kind, Some(&cursor)) {
+            Ok(Begin::Fetch(token)) => {
+                self.flight = Some(Flight { token, unsent: true, ..flight });
+            }
+            // Another walk of this key is fetching that page, or the table is full: the next
+            // need starts again.
+            Ok(Begin::Wait) | Err(_) => {}
+        }
+        None
+    }
+
+    /// The last walk's items in listing order (pages by cursor, the walk's held pages before
+    /// the store's), and the largest staleness of a stored page among them; `None` when the
+    /// pages no longer join up. Counts nothing.
+    pub(crate) fn one_use_items<'a>(
+        &'a self,
+        now: Instant,
+        store: &'a Store,
+        key: &CacheKey,
+    ) -> Option<(Vec<&'a Item>, Option<Duration>)> {
+        chain_items(now, store, key, self.kind, &self.one_use)
+    }
+
+    fn fail(&mut self, by_need: bool, error: WalkError<E>) {
+        if by_need {
+            self.outcome = Some(Outcome::Failed(error));
+        }
+    }
+
+    fn start(
+        &mut self,
+        now: Instant,
+        store: &mut Store,
+        key: &CacheKey,
+        by_need: bool,
+    ) -> Result<(), NeedError<E>> {
+        self.one_use.clear();
+        let Some(cursor) = first_unfresh(now, store, key, self.kind) else { return Ok(()) };
+        let token = match store.begin_refresh(key, self.kind, cursor.as_deref()) {
+            Ok(Begin::Fetch(token)) => {
+                store.count_walk();
+                token
+            }
+            // Another walk of this key (another server of the same identity) fetches it.
+            Ok(Begin::Wait) => return Ok(()),
+            Err(_) => return Err(NeedError::TooManyRefreshes),
+        };
+        let cursors = cursor.iter().map(|c| cursor_hash(c)).collect();
+        self.flight = Some(Flight {
+            token,
+            unsent: true,
+            by_need,
+            hold_all: false,
+            cursors,
+            restarted: false,
+        });
+        Ok(())
+    }
+
+    fn restart_held(
+        &mut self,
+        store: &mut Store,
+        key: &CacheKey,
+        by_need: bool,
+    ) -> Option<CatalogChange> {
+        if let Ok(Begin::Fetch(token)) = store.begin_refresh(key, self.kind, None) {
+            let cursors = Vec::new();
+            self.flight = Some(Flight {
+                token,
+                unsent: true,
+                by_need,
+                hold_all: true,
+                cursors,
+                restarted: false,
+            });
+        }
+        None
+    }
+
+    fn complete(
+        &mut self,
+        now: Instant,
+        store: &Store,
+        key: &CacheKey,
+        by_need: bool,
+        search: Option<&mut SearchIndex>,
+    ) -> Option<CatalogChange> {
+        if by_need && !self.one_use.is_empty() {
+            self.outcome = Some(Outcome::OneUse);
+        }
+        let (items, _) = chain_items(now, store, key, self.kind, &self.one_use)?;
+        let fresh = Catalog::from_items(self.kind, items.iter().copied());
+        let change = match &self.announced {
+            None => {
+                if let Some(index) = search {
+                    for it in unique_last_wins(items.iter().copied()).0 {
+                        let _ = index.upsert(it.json());
+                    }
+                }
+                None
+            }
+            Some(old) if old.hash() != fresh.hash() => {
+                let d = diff(old, &fresh).ok()?;
+                if let Some(index) = search {
+                    let (unique, _) = unique_last_wins(items.iter().copied());
+                    let _ = index.apply(&d, |id| {
+                        let i = unique.binary_search_by(|it| it.id().cmp(id)).ok()?;
+                        unique.get(i).map(|it| it.json())
+                    });
+                }
+                (!d.is_empty()).then(|| CatalogChange::new(d, fresh.hash()))
+            }
+            Some(_) => None,
+        };
+        self.announced = Some(fresh);
+        change
+    }
+}
+
+/// The cursor of the first page along the chain that is not fresh (`Some(None)`: the first
+/// page); `None` when every page is fresh.
+fn first_unfresh(
+    now: Instant,
+    store: &Store,
+    key: &CacheKey,
+    kind: CatalogKind,
+) -> Option<Option<Box<str>>> {
+    let mut cursor: Option<Box<str>> = None;
+    // A looping chain of fresh pages cannot make this spin: one step per page held.
+    for _ in 0..=store.entries() {
+        let Some(page) = store.fresh_page(now, key, kind, cursor.as_deref()) else {
+            return Some(cursor);
+        };
+        cursor = Some(Box::from(page.next_cursor()?));
+    }
+    None
+}
+
+/// The items of the list in listing order: each page from `held` if the walk held it, else
+/// from the store if servable. `None` when a page is missing or the chain loops.
+fn chain_items<'a>(
+    now: Instant,
+    store: &'a Store,
+    key: &CacheKey,
+    kind: CatalogKind,
+    held: &'a [(Option<Box<str>>, ParsedPage)],
+) -> Option<(Vec<&'a Item>, Option<Duration>)> {
+    let mut items = Vec::new();
+    let mut worst: Option<Duration> = None;
+    let mut cursor: Option<&'a str> = None;
+    for _ in 0..=store.entries() + held.len() {
+        let (page_items, next) = match held.iter().find(|(c, _)| c.as_deref() == cursor) {
+            Some((_, p)) => (p.items.as_slice(), p.next_cursor.as_deref()),
+            None => {
+                let (p, stale) = store.servable_page(now, key, kind, cursor)?;
+                if let Some(d) = stale {
+                    worst = Some(worst.map_or(d, |w| w.max(d)));
+                }
+                (p.items(), p.next_cursor())
+            }
+        };
+        items.extend(page_items);
+        match next {
+            None => return Some((items, worst)),
+            Some(n) => cursor = Some(n),
+        }
+    }
+    None
+}
+
+fn cursor_hash(cursor: &str) -> u64 {
+    ContentHash::of(cursor.as_bytes()).as_u64()
+}
+
+#[cfg(test)]
+#[path = "refresh_tests.rs"]
+mod tests;

@@ -1,0 +1,325 @@
+//! The refresh walk on simulated time against a scripted paged server.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use super::super::key::{CacheKey, KeyParts, Transport};
+use super::super::listing::{parse_page, CatalogKind};
+use super::super::store::{ListLookup, StoreConfig};
+use super::*;
+
+const TOOLS: CatalogKind = CatalogKind::Tools;
+
+fn key() -> CacheKey {
+    CacheKey::new(&KeyParts {
+        server: "srv",
+        transport: Transport::Stdio,
+        protocol_version: "2025-11-25",
+        principal: None,
+        granted_scopes: &[],
+        tenant: None,
+        client_capabilities: "{}",
+        extensions: "{}",
+    })
+    .expect("key")
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn store_with(max_bytes: usize) -> Store {
+    Store::new(StoreConfig {
+        default_ttl: ms(1_000),
+        max_ttl: ms(10_000),
+        max_stale: ms(5_000),
+        max_bytes,
+        ..StoreConfig::default()
+    })
+    .expect("config")
+}
+
+/// A paged server: the result JSON for each cursor ("" key for the first page).
+struct Server {
+    pages: HashMap<String, String>,
+    /// Cursors asked for, in order ("-" for the first page).
+    asked: Vec<String>,
+    fail: bool,
+}
+
+impl Server {
+    /// Pages of `tools` split by `per` per page, cursors "p1", "p2", .., every page `extra`.
+    fn new(tools: &[&str], per: usize, extra: &str) -> Self {
+        let mut pages = HashMap::new();
+        let chunks: Vec<_> = tools.chunks(per).collect();
+        for (i, chunk) in chunks.iter().enumerate() {
+            let items: Vec<String> = chunk.iter().map(|t| tool(t, "")).collect();
+            let next = if i + 1 < chunks.len() {
+                format!(r#","nextCursor":"p{}""#, i + 1)
+            } else {
+                "".into()
+            };
+            let cursor = if i == 0 { String::new() } else { format!("p{i}") };
+            pages.insert(cursor, format!(r#"{{"tools":[{}]{next}{extra}}}"#, items.join(",")));
+        }
+        Server { pages, asked: Vec::new(), fail: false }
+    }
+
+    fn page(&mut self, cursor: Option<&str>) -> Result<ParsedPage, &'static str> {
+        self.asked.push(cursor.unwrap_or("-").to_owned());
+        if self.fail {
+            return Err("down");
+        }
+        let json = self.pages.get(cursor.unwrap_or("")).ok_or("no such cursor")?;
+        Ok(parse_page(TOOLS, json).expect("page"))
+    }
+
+    fn asked(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.asked)
+    }
+}
+
+fn tool(name: &str, description: &str) -> String {
+    format!(r#"{{"name":"{name}","description":"{description}"}}"#)
+}
+
+/// Answers every page the refresher asks for until it stops asking; returns the changes.
+fn drive(
+    r: &mut Refresher<&'static str>,
+    s: &mut Store,
+    server: &mut Server,
+    now: Instant,
+) -> Vec<CatalogChange> {
+    let mut changes = Vec::new();
+    for _ in 0..100 {
+        let Some(cursor) = r.poll_fetch() else { return changes };
+        let result = server.page(cursor.map(str::to_owned).as_deref());
+        changes.extend(r.on_page(now, s, &key(), result, None));
+    }
+    panic!("the walk does not end");
+}
+
+fn names(s: &mut Store, now: Instant) -> String {
+    match s.list_pages(now, &key(), TOOLS) {
+        Ok(ListLookup::Pages { pages, .. }) => {
+            pages.iter().flat_map(|p| p.items()).map(|i| i.id()).collect::<Vec<_>>().join(",")
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+#[test]
+fn pages_are_fetched_one_by_one_and_each_cached_on_its_own() {
+    let (t0, mut s) = (Instant::now(), store_with(1 << 20));
+    let mut server = Server::new(&["a", "b", "c", "d", "e"], 2, "");
+    let mut r = Refresher::new(TOOLS);
+    assert_eq!(r.need(t0, &mut s, &key()), Ok(Answer::Waiting));
+    assert_eq!(drive(&mut r, &mut s, &mut server, t0), []);
+    assert_eq!(server.asked(), ["-", "p1", "p2"]);
+    assert_eq!(s.entries(), 3, "three pages, three entries");
+    assert_eq!(r.need(t0, &mut s, &key()), Ok(Answer::Cached));
+    assert_eq!(r.poll_fetch(), None);
+    assert_eq!(names(&mut s, t0), "a,b,c,d,e");
+}
+
+#[test]
+fn a_refresh_fetches_only_the_pages_that_are_not_fresh() {
+    let (t0, mut s) = (Instant::now(), store_with(1 << 20));
+    let mut server = Server::new(&["a", "b", "c", "d", "e"], 2, "");
+    // The middle page lives shorter.
+    let p1 = server.pages.get("p1").cloned().expect("p1").replace("}]", r#"}],"ttlMs":100"#);
+    server.pages.insert("p1".into(), p1);
+    let mut r = Refresher::new(TOOLS);
+    r.need(t0, &mut s, &key()).expect("need");
+    drive(&mut r, &mut s, &mut server, t0);
+    server.asked();
+    let t1 = t0 + ms(200);
+    assert_eq!(r.need(t1, &mut s, &key()), Ok(Answer::Waiting));
+    drive(&mut r, &mut s, &mut server, t1);
+    assert_eq!(server.asked(), ["p1"], "pages one and three are still fresh");
+    assert_eq!(r.need(t1, &mut s, &key()), Ok(Answer::Cached));
+    // Past the default TTL of the others, all three go again.
+    let t2 = t0 + ms(1_500);
+    r.need(t2, &mut s, &key()).expect("need");
+    drive(&mut r, &mut s, &mut server, t2);
+    assert_eq!(server.asked(), ["-", "p1", "p2"]);
+}
+
+#[test]
+fn a_change_refetches_every_page_and_names_only_what_changed() {
+    let (t0, mut s) = (Instant::now(), store_with(1 << 20));
+    let mut server = Server::new(&["a", "b", "c", "d", "e"], 2, "");
+    let mut r = Refresher::new(TOOLS);
+    let mut index = SearchIndex::new();
+    r.need(t0, &mut s, &key()).expect("need");
+    while let Some(c) = r.poll_fetch() {
+        let page = server.page(c.map(str::to_owned).as_deref());
+        assert_eq!(r.on_page(t0, &mut s, &key(), page, Some(&mut index)), None, "baseline");
+    }
+    assert_eq!(index.len(), 5);
+    server.asked();
+    let last = server.pages.get("p2").cloned().expect("p2");
+    server.pages.insert("p2".into(), last.replace(&tool("e", ""), &tool("e", "new words")));
+    let t1 = t0 + ms(10);
+    s.mark_stale(t1, &key(), TOOLS);
+    assert_eq!(r.need(t1, &mut s, &key()), Ok(Answer::Waiting));
+    let changes = drive(&mut r, &mut s, &mut server, t1);
+    assert_eq!(server.asked(), ["-", "p1", "p2"]);
+    assert_eq!(changes.len(), 1);
+    assert_eq!((changes[0].added(), changes[0].removed()), (&[][..], &[][..]));
+    assert_eq!(changes[0].changed(), [Box::from("e")]);
+}
+
+#[test]
+fn concurrent_needs_share_one_walk() {
+    let (t0, mut s) = (Instant::now(), store_with(1 << 20));
+    let mut server = Server::new(&["a", "b", "c"], 1, "");
+    let mut r = Refresher::new(TOOLS);
+    assert_eq!(r.need(t0, &mut s, &key()), Ok(Answer::Waiting));
+    let first = r.poll_fetch().map(|c| c.map(str::to_owned));
+    assert_eq!(first, Some(None));
+    for _ in 0..3 {
+        assert_eq!(r.need(t0, &mut s, &key()), Ok(Answer::Waiting));
+        assert_eq!(r.poll_fetch(), None, "one page on the wire");
+    }
+    assert_eq!(s.refreshes_in_flight(), 1);
+    let page = server.page(None);
+    assert_eq!(r.on_page(t0, &mut s, &key(), page, None), None);
+    assert_eq!(r.need(t0, &mut s, &key()), Ok(Answer::Waiting));
+    drive(&mut r, &mut s, &mut server, t0);
+    assert_eq!(server.asked(), ["-", "p1", "p2"]);
+    assert_eq!(s.refreshes_in_flight(), 0);
+}
+
+#[test]
+fn a_looping_cursor_fails_the_walk_typed() {
+    let (t0, mut s) = (Instant::now(), store_with(1 << 20));
+    let mut server = Server::new(&["a", "b"], 1, "");
+    server.pages.insert("p1".into(), r#"{"tools":[{"name":"b"}],"nextCursor":"p1"}"#.into());
+    let mut r = Refresher::new(TOOLS);
+    r.need(t0, &mut s, &key()).expect("need");
+    drive(&mut r, &mut s, &mut server, t0);
+    assert_eq!(server.asked(), ["-", "p1"]);
+    assert_eq!(r.need(t0, &mut s, &key()), Err(NeedError::Walk(WalkError::CursorRepeated)));
+    assert_eq!(s.entries(), 0, "a looping list is not kept");
+}
+
+#[test]
+fn a_failed_page_serves_the_old_catalog_stale_or_fails_without_one() {
+    let (t0, mut s) = (Instant::now(), store_with(1 << 20));
+    let mut server = Server::new(&["a", "b"], 1, "");
+    let mut r = Refresher::new(TOOLS);
+    server.fail = true;
+    r.need(t0, &mut s, &key()).expect("need");
+    drive(&mut r, &mut s, &mut server, t0);
+    assert_eq!(r.need(t0, &mut s, &key()), Err(NeedError::Walk(WalkError::Fetch("down"))));
+    server.fail = false;
+    r.need(t0, &mut s, &key()).expect("need");
+    drive(&mut r, &mut s, &mut server, t0);
+    server.asked();
+    // Expired; the refresh fails on the second page: the first is fresh again, the second is
+    // served stale.
+    let t1 = t0 + ms(1_500);
+    assert_eq!(r.need(t1, &mut s, &key()), Ok(Answer::Waiting));
+    let c = r.poll_fetch().map(|c| c.map(str::to_owned));
+    let page = server.page(c.expect("a fetch").as_deref());
+    r.on_page(t1, &mut s, &key(), page, None);
+    server.fail = true;
+    drive(&mut r, &mut s, &mut server, t1);
+    assert_eq!(server.asked(), ["-", "p1"]);
+    assert_eq!(r.need(t1, &mut s, &key()), Ok(Answer::Cached));
+    match s.list_pages(t1, &key(), TOOLS) {
+        Ok(ListLookup::Pages { stale_for, pages }) => {
+            assert_eq!((pages.len(), stale_for), (2, Some(ms(500))));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Past the allowance, the need fails typed.
+    let t2 = t1 + ms(6_000);
+    assert_eq!(r.need(t2, &mut s, &key()), Ok(Answer::Waiting));
+    drive(&mut r, &mut s, &mut server, t2);
+    assert!(matches!(r.need(t2, &mut s, &key()), Err(NeedError::StaleTooLong { .. })));
+}
+
+#[test]
+fn pages_that_may_not_be_cached_are_served_once() {
+    let (t0, mut s) = (Instant::now(), store_with(1 << 20));
+    let mut server = Server::new(&["a", "b", "c"], 1, "");
+    let p1 = server.pages.get("p1").cloned().expect("p1").replace("}]", r#"}],"ttlMs":0"#);
+    server.pages.insert("p1".into(), p1);
+    let mut r = Refresher::new(TOOLS);
+    r.need(t0, &mut s, &key()).expect("need");
+    drive(&mut r, &mut s, &mut server, t0);
+    assert_eq!(s.entries(), 2, "the ttl-0 page is not stored");
+    assert_eq!(r.need(t0, &mut s, &key()), Ok(Answer::OneUse));
+    let (items, stale) = r.one_use_items(t0, &s, &key()).expect("items");
+    let ids: Vec<&str> = items.iter().map(|i| i.id()).collect();
+    assert_eq!((ids, stale), (vec!["a", "b", "c"], None));
+    // The next need lists again, from the page that is missing.
+    server.asked();
+    assert_eq!(r.need(t0, &mut s, &key()), Ok(Answer::Waiting));
+    drive(&mut r, &mut s, &mut server, t0);
+    assert_eq!(server.asked(), ["p1"]);
+}
+
+#[test]
+fn a_list_over_the_byte_cap_is_held_once_and_nothing_of_it_is_cached() {
+    let (t0, mut s) = (Instant::now(), store_with(700));
+    let mut server = Server::new(&["a", "b", "c", "d", "e", "f"], 2, "");
+    let mut r = Refresher::new(TOOLS);
+    r.need(t0, &mut s, &key()).expect("need");
+    drive(&mut r, &mut s, &mut server, t0);
+    let asked = server.asked();
+    assert!(asked.len() > 3 && asked[asked.len() - 3..] == ["-", "p1", "p2"], "{asked:?}");
+    assert_eq!(s.entries(), 0, "half a catalog is worse than none");
+    assert_eq!(r.need(t0, &mut s, &key()), Ok(Answer::OneUse));
+    let (items, _) = r.one_use_items(t0, &s, &key()).expect("items");
+    assert_eq!(items.len(), 6);
+}
+
+#[test]
+fn a_rejected_cursor_drops_the_list_and_the_walk_starts_over_once() {
+    let (t0, mut s) = (Instant::now(), store_with(1 << 20));
+    let mut server = Server::new(&["a", "b", "c"], 1, "");
+    let mut r = Refresher::new(TOOLS);
+    r.need(t0, &mut s, &key()).expect("need");
+    let mut rejections = 0;
+    while let Some(c) = r.poll_fetch() {
+        let c = c.map(str::to_owned);
+        if c.as_deref() == Some("p1") && rejections < 1 {
+            rejections += 1;
+            server.asked.push("p1 rejected".into());
+            assert_eq!(s.entries(), 1, "the first page was stored");
+            r.cursor_rejected(t0, &mut s, &key(), "invalid cursor");
+            assert_eq!(s.entries(), 0, "every page of the list is dropped");
+            continue;
+        }
+        let page = server.page(c.as_deref());
+        r.on_page(t0, &mut s, &key(), page, None);
+    }
+    assert_eq!(server.asked(), ["-", "p1 rejected", "-", "p1", "p2"]);
+    assert_eq!(r.need(t0, &mut s, &key()), Ok(Answer::Cached));
+    // A second rejection in the same walk is the server's last word.
+    s.mark_stale(t0, &key(), TOOLS);
+    r.need(t0, &mut s, &key()).expect("need");
+    for _ in 0..2 {
+        let c = r.poll_fetch().expect("a page").map(str::to_owned);
+        match c {
+            None => {
+                let page = server.page(None);
+                r.on_page(t0, &mut s, &key(), page, None);
+            }
+            Some(_) => r.cursor_rejected(t0, &mut s, &key(), "invalid cursor"),
+        }
+    }
+    let c = r.poll_fetch().expect("restarted").map(str::to_owned);
+    assert_eq!(c, None);
+    let page = server.page(None);
+    r.on_page(t0, &mut s, &key(), page, None);
+    r.cursor_rejected(t0, &mut s, &key(), "invalid cursor");
+    assert_eq!(r.poll_fetch(), None);
+    assert_eq!(
+        r.need(t0, &mut s, &key()),
+        Err(NeedError::Walk(WalkError::Fetch("invalid cursor")))
+    );
+}
