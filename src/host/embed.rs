@@ -324,6 +324,7 @@ impl Host {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.poll.last_now = now;
         tick(&mut self.servers, &self.poll, now);
+        self.exiting.handle_timeout(now);
         self.pump_catalogs(now);
     }
 
@@ -332,7 +333,9 @@ impl Host {
     /// budget left unread. `None`: nothing is due until an event or a command.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let deadline = self.servers.iter().filter_map(|(_, s)| s.next_deadline()).min();
+        let servers = self.servers.iter().filter_map(|(_, s)| s.next_deadline());
+        // Closed servers' children still exiting: their next check or signal.
+        let deadline = servers.chain(self.exiting.poll_timeout()).min();
         if self.servers.iter().any(|(_, s)| s.transport.has_backlog()) {
             // Input that no readiness edge will report again: due now.
             let now = self.poll.last_now;
@@ -354,6 +357,7 @@ impl Host {
             }
         }
         tick(&mut self.servers, &self.poll, now);
+        self.exiting.handle_timeout(now);
     }
 }
 
