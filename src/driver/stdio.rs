@@ -219,6 +219,10 @@ struct Running {
 }
 
 /// Drives one server child process for one [`Engine`].
+///
+/// Besides readiness, call [`handle_timeout`](Self::handle_timeout) when
+/// [`poll_timeout`](Self::poll_timeout) is due: a child that closed stdout is reaped there (never
+/// waited for), and only then is its exit reported to the engine.
 #[derive(Debug)]
 pub struct StdioDriver {
     command: StdioCommand,
