@@ -171,3 +171,22 @@ fn dropping_the_host_reaps_closed_servers_children() {
     drop(host);
     assert!(pids.iter().all(|&p| reaped(p)), "{:?}", pids.map(comm));
 }
+
+/// A program that closes a server and exits at once (the host dropped right after
+/// `close_server`) still lets the server finish its own exit on stdin EOF: here, writing a file.
+#[test]
+fn dropping_the_host_right_after_close_lets_a_polite_server_exit_by_itself() {
+    let done = std::env::temp_dir().join(format!("mcpoll-closing-{}", std::process::id()));
+    let _ = std::fs::remove_file(&done);
+    let script = "cat >/dev/null; echo done > \"$1\"";
+    let polite = StdioCommand::new("sh").args(["-c", script, "sh"]).arg(&done);
+    let mut host = Host::new().unwrap();
+    let id = host.add_stdio_server(polite, no_restart()).unwrap();
+    let pid = host.pid(id).unwrap();
+    host.close_server(id);
+    drop(host);
+    assert!(reaped(pid));
+    let wrote = std::fs::read_to_string(&done);
+    let _ = std::fs::remove_file(&done);
+    assert_eq!(wrote.ok().as_deref(), Some("done\n"), "killed before its own exit");
+}

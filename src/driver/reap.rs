@@ -21,7 +21,8 @@ const MAX_CHECK: Duration = Duration::from_millis(25);
 /// Children a [`Reaper`] holds at most. Past it the oldest is killed and waited for at once
 /// (a killed process exits within microseconds unless stuck in the kernel).
 const MAX_EXITING: usize = 64;
-/// What dropping a [`Reaper`] gives its (killed) children to exit before it stops waiting.
+/// What dropping a [`Reaper`] gives its children to exit by themselves, and again after
+/// SIGKILL, before it stops waiting.
 const FINAL_WAIT: Duration = Duration::from_millis(100);
 
 /// What follows the polite phase.
@@ -198,23 +199,39 @@ impl Extend<Exiting> for Reaper {
 }
 
 impl Drop for Reaper {
-    /// The host is going away: every child left is killed, and given [`FINAL_WAIT`] in all to
-    /// exit and be reaped. One that outlasts that (stuck in the kernel) stays a zombie until
-    /// the program exits.
+    /// The host is going away. A program that closes its servers and then exits lands here at
+    /// once, so the children left first get [`FINAL_WAIT`] to exit by themselves (their stdin
+    /// is closed), then SIGKILL and [`FINAL_WAIT`] more to be reaped. One that outlasts that
+    /// (stuck in the kernel) stays a zombie until the program exits.
     fn drop(&mut self) {
+        self.reap_for(FINAL_WAIT);
         for e in &self.exiting {
             kill_group(&e.child, Signal::KILL);
         }
-        let until = Instant::now() + FINAL_WAIT;
-        while !self.exiting.is_empty() {
-            self.exiting.retain_mut(|e| matches!(e.child.try_wait(), Ok(None)));
-            if self.exiting.is_empty() || Instant::now() >= until {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        self.reap_for(FINAL_WAIT);
         for e in &self.exiting {
             log::debug!("child {} did not exit after SIGKILL; left unreaped", e.child.id());
+        }
+    }
+}
+
+impl Reaper {
+    /// Reaps what exits within `limit`, sleeping between checks (only on drop).
+    fn reap_for(&mut self, limit: Duration) {
+        let until = Instant::now() + limit;
+        loop {
+            self.exiting.retain_mut(|e| match e.child.try_wait() {
+                Ok(None) => true,
+                Ok(Some(_)) | Err(_) => {
+                    // Whatever it left in its group goes too.
+                    kill_group(&e.child, Signal::KILL);
+                    false
+                }
+            });
+            if self.exiting.is_empty() || Instant::now() >= until {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 }

@@ -273,8 +273,9 @@ impl Host {
     /// (25 ms apart at most) and at each signal. A process that closes its stdout (a crash) is
     /// checked the same way, killed if it stays 200 ms, and its exit (status and stderr tail)
     /// reaches the engine only once it is reaped; a restart follows without a wait. Dropping
-    /// the host kills what is left and waits at most 100 ms in all to reap it (a process stuck
-    /// in the kernel past that stays a zombie until the program exits). Still blocking:
+    /// the host kills running servers' process groups at once; processes of closed servers
+    /// still exiting get up to 100 ms more to exit by themselves, then SIGKILL and up to 100 ms
+    /// to be reaped (one stuck in the kernel past that stays a zombie until the program exits). Still blocking:
     /// closing an HTTP server with a legacy session over plain HTTP sends its `DELETE` on a
     /// short blocking connection (250 ms per step at most).
     ///
