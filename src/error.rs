@@ -432,6 +432,8 @@ pub enum RequestError {
     BreakerOpen,
     /// The server is degraded (its process keeps crashing) until the host restarts it.
     Degraded,
+    /// The call's trace context is malformed (`CallOptions::trace`).
+    TraceContext(crate::proto::trace::TraceContextError),
 }
 
 impl fmt::Display for RequestError {
@@ -443,6 +445,7 @@ impl fmt::Display for RequestError {
             Self::NotSupportedByEra => "method not available in the server's protocol era",
             Self::BreakerOpen => "circuit breaker open",
             Self::Degraded => "the server is degraded",
+            Self::TraceContext(e) => return write!(f, "bad trace context: {e}"),
         })
     }
 }

@@ -39,6 +39,7 @@
 //! | --- | --- | --- |
 //! | `stdio` | yes | [`StdioDriver`] (child processes over mio pipes) and [`Host`] |
 //! | `http` | yes | [`HttpDriver`], [`HttpOptions`], TLS and proxies (httparse, rustls, webpki-roots) |
+//! | `cli` | no | the `mcpoll` command-line binary only (adds `ctrlc`); the library is unchanged |
 //!
 //! The engine, codecs and protocol types build with no features at all.
 #![forbid(unsafe_code)]
@@ -75,8 +76,9 @@ pub use config::{
 };
 pub use engine::{
     BreakerState, CallId, CallOptions, CallRecord, CallResult, Engine, Event, ExchangeFailure,
-    Idempotency, ListKind, OperationClass, ParamHeaders, ServerRequestId, ServerRequestKind,
-    ServerState, Stats, Transmit, TransmitKind, TransportEvent, TransportKind, WireId,
+    FailureCounts, Idempotency, ListKind, OperationClass, ParamHeaders, RecordSink,
+    ServerRequestId, ServerRequestKind, ServerState, Stats, Transmit, TransmitKind, TransportEvent,
+    TransportKind, WireId,
 };
 pub use error::{
     AnswerError, CallError, CancelError, CloseReason, ConfigError, LocalError, PeerError,
@@ -85,6 +87,7 @@ pub use error::{
 pub use proto::elicit::elicitation_defaults;
 pub use proto::mcp::{Method, ResultType, SubscriptionFilter};
 pub use proto::meta::TraceContext;
+pub use proto::trace::{TraceContextError, TraceId};
 pub use proto::version::{Era, EraPreference, ProtocolVersion};
 
 #[cfg(feature = "stdio")]
@@ -94,9 +97,24 @@ pub use host::{
     AddServerError, BlockingError, CacheStats, CatalogError, CatalogView, EmbedError, ForeignToken,
     Host, OwnedResult, ServerId,
 };
+#[cfg(feature = "stdio")]
+pub use host::{
+    ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,
+    ServerNames,
+};
+#[cfg(feature = "stdio")]
+pub use host::{
+    CredentialSource, Credentials, LaneError, LaneTarget, Principal, PrincipalError, PrincipalId,
+};
+#[cfg(feature = "stdio")]
+pub use host::{
+    TaskCallError, TaskError, TaskId, TaskInfo, TaskOptions, TaskScope, MAX_TASK_BUDGET,
+};
 
 #[cfg(feature = "http")]
-pub use driver::http::{HttpDriver, HttpOptions, HttpSetupError, StaticToken, TokenProvider};
+pub use driver::http::{
+    HttpDriver, HttpOptions, HttpSetupError, Resolver, StaticToken, SystemResolver, TokenProvider,
+};
 #[cfg(feature = "http")]
 pub use driver::tls::{TlsOptions, TlsSetupError};
 #[cfg(feature = "http")]

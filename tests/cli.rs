@@ -1,12 +1,14 @@
-//! The `mcpoll` command-line example, run as a process: results on stdout, one JSON error line
-//! on stderr, exit codes.
+//! The `mcpoll` binary (feature `cli`), run as a process: results on stdout, one JSON error line
+//! on stderr (`--json`), exit codes, progress on a terminal.
 
 mod common;
 
 use std::process::Command;
 
 fn mcpoll() -> Command {
-    Command::new(common::example("mcpoll"))
+    let mut c = Command::new(common::cli());
+    c.arg("--json");
+    c
 }
 
 fn demo(flags: &str) -> String {
@@ -86,4 +88,30 @@ fn is_error_is_a_success_and_failures_are_one_json_line() {
     assert_eq!(code, 2, "bad usage");
     let (code, _, _) = run(&["--stdio", "'unclosed", "tools"]);
     assert_eq!(code, 2, "bad command line");
+}
+
+/// Progress is drawn on stderr when it is a terminal (a pty from util-linux `script`), one line
+/// rewritten in place and cleared before the result; on a pipe, nothing is drawn.
+#[test]
+fn progress_is_drawn_on_a_terminal_only() {
+    let exe = common::cli();
+    let server = demo("");
+    let line = format!("'{}' --stdio \"{server}\" call slow '{{\"ms\":500}}'", exe.display());
+    let out = match Command::new("script").args(["-qec", &line, "/dev/null"]).output() {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("\n!!!!!!!! SKIPPED: no `script` to make a terminal with: {e} !!!!!!!!\n");
+            return;
+        }
+    };
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{tty}");
+    assert!(tty.contains("\r\x1b[2K[1/5]  step 1/5"), "{tty:?}");
+    assert!(tty.contains("\r\x1b[2Kslept 500 ms"), "cleared before the result: {tty:?}");
+
+    let out =
+        Command::new(exe).args(["--stdio", &server, "call", "slow", r#"{"ms":300}"#]).output();
+    let out = out.expect("run mcpoll");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "slept 300 ms\n");
+    assert!(out.stderr.is_empty(), "{:?}", String::from_utf8_lossy(&out.stderr));
 }

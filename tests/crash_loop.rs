@@ -105,8 +105,9 @@ fn a_stdio_server_exiting_at_every_start_fails_the_call_in_time_then_degrades() 
 #[test]
 fn the_cli_reports_the_exit_status_and_stderr_tail_within_the_timeout() {
     let started = Instant::now();
-    let out = std::process::Command::new(common::example("mcpoll"))
+    let out = std::process::Command::new(common::cli())
         .args([
+            "--json",
             "--timeout",
             "3000",
             "--stdio",

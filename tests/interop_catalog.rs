@@ -122,8 +122,8 @@ fn python_sdk_v2_stdio_change_marks_stale_and_the_next_need_refetches() {
 fn cli_watch_prints_the_new_tool_as_one_json_line() {
     let Some(dir) = peers_dir() else { return };
     let peer = HttpPeer::start(&dir, "run-py-http.sh");
-    let child = std::process::Command::new(example("mcpoll"))
-        .args(["--http", &peer.url(), "--timeout", "8000", "watch"])
+    let child = std::process::Command::new(cli())
+        .args(["--json", "--http", &peer.url(), "--timeout", "8000", "watch"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

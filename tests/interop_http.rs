@@ -134,11 +134,12 @@ fn typescript_sdk_v1_list_changed_arrives_on_the_get_stream() {
 #[test]
 fn cli_lists_and_calls_over_http_in_both_eras() {
     let Some(dir) = peers_dir() else { return };
-    let exe = example("mcpoll");
+    let exe = cli();
     for script in ["run-py-http.sh", "run-ts1-http.sh"] {
         let peer = HttpPeer::start(&dir, script);
         let run = |args: &[&str]| {
             let out = std::process::Command::new(&exe)
+                .arg("--json")
                 .arg("--http")
                 .arg(peer.url())
                 .args(args)

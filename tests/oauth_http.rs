@@ -189,8 +189,8 @@ fn the_cli_takes_client_credentials() {
     let mcp = protected_mcp(format!("http://127.0.0.1:{}", auth.port));
     let url = mcp.url("http", "127.0.0.1");
     let run = |credentials: &str| {
-        let args = ["--http", &url, "--client-credentials", credentials, "call", "echo"];
-        let out = std::process::Command::new(common::example("mcpoll"))
+        let args = ["--json", "--http", &url, "--client-credentials", credentials, "call", "echo"];
+        let out = std::process::Command::new(common::cli())
             .args(args)
             .arg(r#"{"text":"via cli"}"#)
             .output()
@@ -251,7 +251,7 @@ fn the_cli_prints_the_authorization_url_and_takes_the_redirect_on_stdin() {
     let auth = code_server();
     let mcp = protected_mcp(format!("http://127.0.0.1:{}", auth.port));
     let url = mcp.url("http", "127.0.0.1");
-    let mut child = std::process::Command::new(common::example("mcpoll"))
+    let mut child = std::process::Command::new(common::cli())
         .args(["--http", &url, "--oauth", "--redirect-uri", "http://127.0.0.1:9/cb"])
         .args(["call", "echo", r#"{"text":"as a user"}"#])
         .stdin(Stdio::piped())

@@ -6,15 +6,18 @@
 //! another instance) is decided by the sans-IO HTTP session, which this driver feeds with the
 //! engine's transmits and the parsed responses.
 //!
-//! Name resolution uses the system resolver, which blocks: it runs when the server is added
+//! Host names are resolved on a short-lived helper thread ([`resolve`]) that wakes the poll
+//! when done, so a slow resolver never stalls the loop: when the first connection is needed,
 //! and again only after every known address failed to connect, never per call.
 
 mod fetch;
 mod instances;
 mod options;
+mod resolve;
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mio::net::TcpStream;
@@ -22,7 +25,7 @@ use mio::{Interest, Registry, Token};
 use slab::Slab;
 use smallvec::SmallVec;
 
-use crate::auth::oauth::{HttpResponse, OAuthFlow};
+use crate::auth::oauth::{HttpResponse, OAuthFlow, RedirectError};
 use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent, ResponseParser};
 use crate::driver::tls::{tls_failure, TlsConfig, TlsSession};
 use crate::driver::url::{ProxyChoice, Scheme};
@@ -31,10 +34,11 @@ use crate::error::TransportError;
 use crate::session::http::{
     should_rotate, ExchangeId, Flow, HttpSession, OAuthState, ResponseHead,
 };
-use instances::{Instance, Instances};
+use instances::{Instance, Instances, NextAddr};
 
 pub use crate::session::http::{StaticToken, TokenProvider};
 pub use options::{HttpOptions, HttpSetupError};
+pub use resolve::{Resolver, SystemResolver};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ConnPhase {
@@ -64,8 +68,10 @@ struct Conn {
 }
 
 const TOKEN_CONNS: usize = 128;
-/// The token offset of the OAuth flow's connection; MCP connections use the ones below.
+/// The token offset of the OAuth flow's connection (and the resolution before it).
 const TOKEN_OAUTH: usize = TOKEN_CONNS - 1;
+/// The token offset of the MCP server's name resolution; MCP connections use the ones below.
+const TOKEN_RESOLVE: usize = TOKEN_CONNS - 2;
 /// Tokens an HTTP driver uses, from its base token.
 pub(crate) const TOKENS_PER_DRIVER: usize = TOKEN_CONNS;
 
@@ -96,16 +102,19 @@ pub struct HttpDriver {
     oauth_tls: Option<TlsConfig>,
     /// The OAuth flow's request in flight, on its own connection (boxed: rarely there, and
     /// hosts keep drivers in an enum).
-    oauth_conn: Option<Box<fetch::OAuthConn>>,
+    oauth_conn: Option<Box<fetch::OAuthFetch>>,
     proxy: ProxyChoice,
+    /// Resolves the OAuth flow's origins (the MCP server's are resolved by `instances`).
+    resolver: Arc<dyn Resolver>,
 }
 
 /// Largest response body read for one of the OAuth flow's own requests.
 const OAUTH_MAX_BODY: u64 = 256 * 1024;
 
 impl HttpDriver {
-    /// Parses the URL, resolves the host (blocking, once), builds TLS, and tells the engine
-    /// the transport is open. Connections are made on demand.
+    /// Parses the URL, builds TLS, and tells the engine the transport is open. No I/O: the
+    /// host name is resolved off the loop when the first connection is needed, and
+    /// connections are made on demand.
     pub fn new(
         opts: HttpOptions,
         config: &crate::Config,
@@ -114,14 +123,14 @@ impl HttpDriver {
         now: Instant,
     ) -> Result<Self, HttpSetupError> {
         opts.check_headers()?;
-        let primary = Instance::resolve(&opts.url, &opts.proxy)?;
+        let primary = Instance::parse(&opts.url, &opts.proxy)?;
         let tls = match primary.url.scheme {
             Scheme::Https => Some(TlsConfig::new(&opts.tls).map_err(HttpSetupError::Tls)?),
             Scheme::Http => None,
         };
         let mut standby = VecDeque::new();
         for alt in &opts.alternates {
-            standby.push_back(Instance::resolve(alt, &opts.proxy)?);
+            standby.push_back(Instance::parse(alt, &opts.proxy)?);
         }
         let oauth = match opts.oauth {
             Some(config) => {
@@ -142,11 +151,12 @@ impl HttpDriver {
         if let Some(state) = oauth {
             session.with_oauth(now, state);
         }
+        let resolver = opts.resolver.unwrap_or_else(|| Arc::new(SystemResolver));
         let driver = Self {
-            instances: Instances::new(primary, standby),
+            instances: Instances::new(primary, standby, Arc::clone(&resolver)),
             tls,
             base,
-            max_conns: opts.max_connections.clamp(1, TOKEN_CONNS - 2),
+            max_conns: opts.max_connections.clamp(1, TOKEN_RESOLVE - 1),
             idle_timeout: opts.idle_timeout,
             connect_timeout: opts.connect_timeout,
             limits: Limits {
@@ -163,6 +173,7 @@ impl HttpDriver {
             oauth_tls,
             oauth_conn: None,
             proxy: opts.proxy,
+            resolver,
         };
         engine.handle_transport(now, TransportEvent::opened_as(TransportKind::Http));
         Ok(driver)
@@ -198,7 +209,13 @@ impl HttpDriver {
             _ => Some(c.started + self.connect_timeout),
         });
         let oauth = self.oauth_conn.as_ref().map(|c| c.deadline);
-        conns.chain(self.session.poll_timeout()).chain(self.backlog_since).chain(oauth).min()
+        let resolving = self.instances.resolving_since().map(|t| t + self.connect_timeout);
+        conns
+            .chain(self.session.poll_timeout())
+            .chain(self.backlog_since)
+            .chain(oauth)
+            .chain(resolving)
+            .min()
     }
 
     /// Closes idle and timed-out connections, drains backlogs, reopens streams when due.
@@ -224,6 +241,12 @@ impl HttpDriver {
         }
         if self.oauth_conn.as_ref().is_some_and(|c| now >= c.deadline) {
             self.finish_oauth(registry, engine, now, Err(io::ErrorKind::TimedOut.into()));
+        }
+        if self.instances.resolving_since().is_some_and(|t| now >= t + self.connect_timeout) {
+            // Like a connect timeout, for what waits now; the resolution goes on for the next.
+            log::debug!("resolving {} is taking too long", self.instances.current().url.host);
+            self.instances.rearm_lookup(now);
+            self.fail_waiting(engine, now, io::ErrorKind::TimedOut);
         }
         if self.backlog_since.take().is_some() {
             let backlog: SmallVec<[usize; 8]> =
@@ -269,9 +292,12 @@ impl HttpDriver {
             let Some(req) = self.session.poll_oauth_request() else { return };
             let token = Token(self.base.0 + TOKEN_OAUTH);
             let timeout = self.connect_timeout;
-            match fetch::OAuthConn::start(
-                &req,
+            let id = req.id;
+            let url = req.url.clone();
+            match fetch::OAuthFetch::start(
+                req,
                 &self.proxy,
+                &self.resolver,
                 registry,
                 token,
                 now,
@@ -280,8 +306,8 @@ impl HttpDriver {
             ) {
                 Ok(conn) => self.oauth_conn = Some(Box::new(conn)),
                 Err(e) => {
-                    log::debug!("oauth request to {} failed: {e}", req.url);
-                    self.session.on_oauth_failed(engine, now, req.id);
+                    log::debug!("oauth request to {url} failed: {e}");
+                    self.session.on_oauth_failed(engine, now, id);
                 }
             }
         }
@@ -310,6 +336,21 @@ impl HttpDriver {
         }
     }
 
+    /// The redirect of a deferred OAuth authorization (see
+    /// [`Authorizer::begin`](crate::oauth::Authorizer::begin)): the flow goes on to the token
+    /// request, and the refused calls follow once it is done.
+    pub fn handle_redirect(
+        &mut self,
+        registry: &Registry,
+        engine: &mut Engine,
+        now: Instant,
+        redirect: &str,
+    ) -> Result<(), RedirectError> {
+        let taken = self.session.oauth_redirect(engine, now, redirect);
+        self.flush(registry, engine, now);
+        taken
+    }
+
     /// Gives waiting exchanges to idle connections, opening new ones up to the limit.
     fn dispatch(&mut self, registry: &Registry, engine: &mut Engine, now: Instant) {
         while let Some((x, dedicated)) = self.session.peek_waiting() {
@@ -322,7 +363,9 @@ impl HttpDriver {
                         return;
                     }
                     match self.connect(registry, now) {
-                        Ok(k) => k,
+                        Ok(Some(k)) => k,
+                        // Readiness on the resolver token dispatches again.
+                        Ok(None) => return,
                         Err(e) => {
                             self.session.pop_waiting();
                             let error = TransportError::ConnectFailed(e.kind());
@@ -372,11 +415,16 @@ impl HttpDriver {
         }
     }
 
-    fn connect(&mut self, registry: &Registry, now: Instant) -> io::Result<usize> {
-        if self.conns.len() >= TOKEN_OAUTH {
+    /// A new connection to the server; `None` while its name is being resolved.
+    fn connect(&mut self, registry: &Registry, now: Instant) -> io::Result<Option<usize>> {
+        if self.conns.len() >= TOKEN_RESOLVE {
             return Err(io::Error::new(io::ErrorKind::OutOfMemory, "connection table full"));
         }
-        let addr = self.instances.next_addr()?;
+        let resolve_token = Token(self.base.0 + TOKEN_RESOLVE);
+        let addr = match self.instances.next_addr(registry, resolve_token, now)? {
+            NextAddr::At(addr) => addr,
+            NextAddr::Resolving => return Ok(None),
+        };
         let mut sock = TcpStream::connect(addr)?;
         let _ = sock.set_nodelay(true);
         let entry = self.conns.vacant_entry();
@@ -400,7 +448,17 @@ impl HttpDriver {
             dedicated: false,
             backlog: false,
         });
-        Ok(k)
+        Ok(Some(k))
+    }
+
+    /// Fails every exchange waiting for a connection, as a connection that could not be made
+    /// (the server's name did not resolve, or not in time).
+    fn fail_waiting(&mut self, engine: &mut Engine, now: Instant, kind: io::ErrorKind) {
+        while let Some((x, _)) = self.session.peek_waiting() {
+            self.session.pop_waiting();
+            let failure = ExchangeFailure::Transport(TransportError::ConnectFailed(kind));
+            self.session.on_failed(engine, now, x, failure);
+        }
     }
 
     /// Writes the exchange's request into the connection's buffer and sends what it can.
@@ -465,9 +523,21 @@ impl HttpDriver {
         now: Instant,
     ) {
         let k = token.0.wrapping_sub(self.base.0);
+        if k == TOKEN_RESOLVE {
+            match self.instances.on_resolved(registry) {
+                None => return,
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    log::debug!("resolving {} failed: {e}", self.instances.current().url.host);
+                    self.fail_waiting(engine, now, e.kind());
+                }
+            }
+            self.flush(registry, engine, now);
+            return;
+        }
         if k == TOKEN_OAUTH {
             let progress = match self.oauth_conn.as_mut() {
-                Some(c) => c.on_ready(self.oauth_tls.as_ref()),
+                Some(c) => c.on_ready(registry, self.oauth_tls.as_ref()),
                 None => return,
             };
             if let fetch::Progress::Done(outcome) = progress {
@@ -763,7 +833,7 @@ impl HttpDriver {
         } else {
             TransportError::ConnectionLost
         };
-        if should_rotate(engine.era(), &error) && self.instances.rotate() {
+        if should_rotate(engine.era(), &error) && self.instances.rotate(registry) {
             // Idle connections to the old instance close; those in use finish where they are.
             let idle: SmallVec<[usize; 8]> =
                 self.conns.iter().filter(|(_, c)| c.exchange.is_none()).map(|(k, _)| k).collect();
@@ -814,6 +884,7 @@ impl HttpDriver {
         if let Some(conn) = self.oauth_conn.take() {
             conn.close(registry);
         }
+        self.instances.close(registry);
         let at = self.instances.current();
         if let (Some(session), Scheme::Http, None) =
             (self.session.take_session_id(), at.url.scheme, &at.proxy)

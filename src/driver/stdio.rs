@@ -616,7 +616,15 @@ impl StdioDriver {
             signal: status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)),
             stderr_tail: Arc::from(self.stderr_tail()),
         };
-        log::debug!("server {:?} ended: {exit}", self.command.program);
+        // The stderr tail may quote what the server was sent (servers log their input): it is
+        // for TRACE only. The host gets it whole in the error.
+        log::debug!(
+            "server {:?} ended: code {:?}, signal {:?}",
+            self.command.program,
+            exit.code,
+            exit.signal
+        );
+        log::trace!("server {:?} ended: {exit}", self.command.program);
         engine.handle_transport(now, TransportEvent::closed(TransportError::ProcessExit(exit)));
         if engine.wants_transport() {
             self.spawn(registry, engine, now)?;

@@ -5,6 +5,8 @@ use std::time::Instant;
 
 use smallvec::SmallVec;
 
+use super::record::CallRecord;
+use super::requests::Pending;
 use super::*;
 
 /// How a host call ended.
@@ -34,12 +36,14 @@ impl Engine {
             }
             p.attempt += 1;
             p.sent_at = Some(now);
+            p.exchange_open = true;
         }
     }
 
     /// Ends a host call: frees the slot, tells its breaker, and queues the terminal event.
     pub(super) fn finish(&mut self, now: Instant, slot: usize, how: Ended, outcome: Outcome<'_>) {
         let Some(call) = self.requests.call_id(slot) else { return };
+        self.requests.end_exchange(slot, now);
         let Some(p) = self.requests.remove(slot, how) else { return };
         self.server_requests.drop_call(call);
         if p.internal {
@@ -49,16 +53,16 @@ impl Engine {
             self.tidy_timers();
             return;
         }
-        let record = CallRecord {
-            attempts: p.attempt,
-            queue_wait: p.queue_wait,
-            elapsed: now.saturating_duration_since(p.created),
-            rounds: p.rounds,
-        };
         let failure = match &outcome {
             Outcome::Failed(e) => Some(e),
             _ => None,
         };
+        let tool = (p.method == Method::ToolsCall).then(|| self.requests.bufs(slot).name.as_str());
+        let record = self.record_of(now, call, slot, &p, tool, &outcome);
+        self.stats.calls += 1;
+        if let Some(e) = failure {
+            self.stats.failures.count(e);
+        }
         let change =
             if p.attempt > 0 { self.breakers.record(p.tenant, p.op, failure, now) } else { None };
         if let (None, Some(sent)) = (failure, p.sent_at) {
@@ -68,18 +72,48 @@ impl Engine {
         }
         match outcome {
             Outcome::Done { json, result_type, is_error } => {
-                self.events.done(call, json, result_type, is_error, record)
+                self.events.done(call, json, result_type, is_error, &record)
             }
             Outcome::Listing { key, items, hints } => {
-                self.events.done_listing(call, key, items, hints, record)
+                self.events.done_listing(call, key, items, hints, &record)
             }
-            Outcome::Failed(e) => self.events.failed(call, e, record),
+            Outcome::Failed(e) => self.events.failed(call, e, &record),
         }
         // The call's own end first, then what it did to its breaker.
         if let Some(c) = change {
             self.events.breaker(c.tenant, c.class, c.state);
         }
         self.tidy_timers();
+    }
+
+    /// The record of a host call that ends now (all but what only the host knows).
+    fn record_of<'t>(
+        &self,
+        now: Instant,
+        call: CallId,
+        slot: usize,
+        p: &Pending,
+        tool: Option<&'t str>,
+        outcome: &Outcome<'_>,
+    ) -> CallRecord<'t> {
+        let mut r = CallRecord::new(p.method, self.transport);
+        r.call = Some(call);
+        r.trace_id = p.trace;
+        r.run_id = p.run_id;
+        r.version = self.lifecycle.version();
+        r.request_id = (p.attempt > 0).then(|| WireId::new(slot, p.wire_gen));
+        r.tool = tool;
+        r.attempts = p.attempt;
+        r.queue_wait = p.queue_wait;
+        r.network = p.network;
+        r.elapsed = now.saturating_duration_since(p.created);
+        r.rounds = p.rounds;
+        match outcome {
+            Outcome::Done { is_error, .. } => r.tool_error = *is_error,
+            Outcome::Listing { .. } => {}
+            Outcome::Failed(e) => r.failed(e),
+        }
+        r
     }
 
     /// Fails every host call (not the lifecycle request) with `error`.

@@ -22,6 +22,7 @@ use serde_json::value::RawValue;
 use std::time::Duration;
 
 use crate::engine::breaker::{BreakerState, OperationClass};
+use crate::engine::record::CallRecord;
 use crate::engine::requests::CallId;
 use crate::engine::server_requests::{ServerRequestId, ServerRequestKind};
 use crate::error::CallError;
@@ -45,8 +46,8 @@ pub enum Event<'a> {
         call: CallId,
         /// Its result, valid until the next call on the engine.
         result: CallResult<'a>,
-        /// Attempts, queue wait, time taken.
-        record: CallRecord,
+        /// What happened to the call on its way.
+        record: CallRecord<'a>,
     },
     /// A call ended without a result.
     CallFailed {
@@ -54,8 +55,8 @@ pub enum Event<'a> {
         call: CallId,
         /// Why.
         error: CallError,
-        /// Attempts, queue wait, time taken.
-        record: CallRecord,
+        /// What happened to the call on its way.
+        record: CallRecord<'a>,
     },
     /// A circuit breaker changed state.
     Breaker {
@@ -136,6 +137,17 @@ pub enum Event<'a> {
     },
 }
 
+impl<'a> Event<'a> {
+    /// The call's record, for `CallDone` and `CallFailed`: what an engine-only host hands to
+    /// its [`RecordSink`](crate::RecordSink).
+    pub fn record(&self) -> Option<&CallRecord<'a>> {
+        match self {
+            Self::CallDone { record, .. } | Self::CallFailed { record, .. } => Some(record),
+            _ => None,
+        }
+    }
+}
+
 /// Which list a `list_changed` notification is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ListKind {
@@ -145,20 +157,6 @@ pub enum ListKind {
     Prompts,
     /// `notifications/resources/list_changed`.
     Resources,
-}
-
-/// What happened to a call on its way: how many attempts it took, how long it waited behind the
-/// in-flight limit, and how long it took in all.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CallRecord {
-    /// Attempts written (0 when it ended before being sent).
-    pub attempts: u32,
-    /// Time spent queued before the first attempt was written.
-    pub queue_wait: Duration,
-    /// Time from the call to its end.
-    pub elapsed: Duration,
-    /// `input_required` rounds answered on the way (each one a retry with `inputResponses`).
-    pub rounds: u32,
 }
 
 /// A completed call's result: the raw JSON object, with the members mcpoll read from it.
@@ -206,17 +204,21 @@ enum Stored {
         era: Era,
         version: ProtocolVersion,
     },
+    /// `text` is the tool name (`tool_len` bytes) followed by the result.
     Done {
         call: CallId,
-        json: Range<usize>,
+        text: Range<usize>,
+        tool_len: usize,
         result_type: ResultType,
         is_error: bool,
-        record: CallRecord,
+        record: CallRecord<'static>,
     },
+    /// `tool` is the tool name (empty when none).
     Failed {
         call: CallId,
         error: CallError,
-        record: CallRecord,
+        tool: Range<usize>,
+        record: CallRecord<'static>,
     },
     Breaker {
         tenant: u32,
@@ -267,7 +269,8 @@ impl Stored {
     /// The arena text it refers to (each event has at most one range).
     fn range_mut(&mut self) -> Option<&mut Range<usize>> {
         match self {
-            Self::Done { json: r, .. }
+            Self::Done { text: r, .. }
+            | Self::Failed { tool: r, .. }
             | Self::Subscribed { notifications: r, .. }
             | Self::ResourceUpdated { uri: r }
             | Self::ServerRequest { params: r, .. }
@@ -297,6 +300,8 @@ pub(crate) struct EventQueue {
     pub(crate) dropped: u64,
     /// `list_changed` notifications per kind (tools, prompts, resources), queued or dropped.
     pub(crate) list_changes: [u64; 3],
+    /// Breakers that opened.
+    pub(crate) breaker_trips: u64,
 }
 
 impl EventQueue {
@@ -310,6 +315,7 @@ impl EventQueue {
             max,
             dropped: 0,
             list_changes: [0; 3],
+            breaker_trips: 0,
         }
     }
 
@@ -329,9 +335,16 @@ impl EventQueue {
     }
 
     fn keep(&mut self, text: &str) -> Range<usize> {
+        self.keep_pair(text, "")
+    }
+
+    /// Keeps two texts back to back as one range (one range per event keeps compaction
+    /// simple): the split is the first one's length.
+    fn keep_pair(&mut self, first: &str, second: &str) -> Range<usize> {
         let start = self.arena_end();
-        self.arena.push_str(text);
-        self.live += text.len();
+        self.arena.push_str(first);
+        self.arena.push_str(second);
+        self.live += first.len() + second.len();
         start..self.arena.len()
     }
 
@@ -390,13 +403,19 @@ impl EventQueue {
         json: &str,
         result_type: ResultType,
         is_error: bool,
-        record: CallRecord,
+        record: &CallRecord<'_>,
     ) {
-        let json = self.keep(json);
-        self.push(Stored::Done { call, json, result_type, is_error, record });
+        let tool = record.tool.unwrap_or_default();
+        let text = self.keep_pair(tool, json);
+        let (tool_len, record) = (tool.len(), record.detached());
+        self.push(Stored::Done { call, text, tool_len, result_type, is_error, record });
     }
 
     pub(crate) fn breaker(&mut self, tenant: u32, class: OperationClass, state: BreakerState) {
+        // Counted even when the event is dropped: `Stats::breaker_trips` reads it.
+        if state == BreakerState::Open {
+            self.breaker_trips += 1;
+        }
         if self.has_room() {
             self.push(Stored::Breaker { tenant, class, state });
         }
@@ -416,7 +435,7 @@ impl EventQueue {
         key: &str,
         items: &[u8],
         hints: crate::engine::listing::ListHints,
-        record: CallRecord,
+        record: &CallRecord<'_>,
     ) {
         let start = self.arena_end();
         self.arena.push_str("{\"");
@@ -427,14 +446,15 @@ impl EventQueue {
         self.arena.push(']');
         hints.write(&mut self.arena);
         self.arena.push('}');
-        let json = start..self.arena.len();
-        self.live += json.len();
-        let (result_type, is_error) = (ResultType::Complete, false);
-        self.push(Stored::Done { call, json, result_type, is_error, record });
+        let text = start..self.arena.len();
+        self.live += text.len();
+        let (result_type, is_error, record) = (ResultType::Complete, false, record.detached());
+        self.push(Stored::Done { call, text, tool_len: 0, result_type, is_error, record });
     }
 
-    pub(crate) fn failed(&mut self, call: CallId, error: CallError, record: CallRecord) {
-        self.push(Stored::Failed { call, error, record });
+    pub(crate) fn failed(&mut self, call: CallId, error: CallError, record: &CallRecord<'_>) {
+        let tool = self.keep(record.tool.unwrap_or_default());
+        self.push(Stored::Failed { call, error, tool, record: record.detached() });
     }
 
     pub(crate) fn closed(&mut self, error: CallError) {
@@ -523,12 +543,19 @@ impl EventQueue {
         let text = |r: Range<usize>| self.arena.get(r).unwrap_or_default();
         match stored {
             Stored::Ready { era, version } => Event::Ready { era, version },
-            Stored::Done { call, json, result_type, is_error, record } => Event::CallDone {
-                call,
-                result: CallResult { json: text(json), result_type, is_error },
-                record,
-            },
-            Stored::Failed { call, error, record } => Event::CallFailed { call, error, record },
+            Stored::Done { call, text: r, tool_len, result_type, is_error, record } => {
+                let all = text(r);
+                // The split is where the tool name ended: a char boundary by construction.
+                let (tool, json) = (all.get(..tool_len), all.get(tool_len..));
+                let (tool, json) = (tool.unwrap_or_default(), json.unwrap_or_default());
+                let record = CallRecord { tool: (!tool.is_empty()).then_some(tool), ..record };
+                Event::CallDone { call, result: CallResult { json, result_type, is_error }, record }
+            }
+            Stored::Failed { call, error, tool, record } => {
+                let tool = text(tool);
+                let record = CallRecord { tool: (!tool.is_empty()).then_some(tool), ..record };
+                Event::CallFailed { call, error, record }
+            }
             Stored::Breaker { tenant, class, state } => Event::Breaker { tenant, class, state },
             Stored::TransportLost { error, restart_in } => {
                 Event::TransportLost { error, restart_in }
@@ -591,15 +618,58 @@ mod tests {
         q.resource_updated("res://first");
         // Taken in the middle: dead text piles up behind the first event until compaction.
         for n in 0..4 {
-            q.done(call(n), &big, ResultType::Complete, false, CallRecord::default());
+            q.done(
+                call(n),
+                &big,
+                ResultType::Complete,
+                false,
+                &CallRecord::new(crate::Method::ToolsCall, crate::TransportKind::Stdio),
+            );
             assert!(q.take_terminal(call(n)).is_some());
         }
-        q.done(call(9), "{\"k\":9}", ResultType::Complete, false, CallRecord::default());
+        q.done(
+            call(9),
+            "{\"k\":9}",
+            ResultType::Complete,
+            false,
+            &CallRecord::new(crate::Method::ToolsCall, crate::TransportKind::Stdio),
+        );
         assert!(q.arena_len() < 2 * COMPACT_MIN + 64, "compacted: {}", q.arena_len());
         assert!(matches!(q.pop(), Some(Event::ResourceUpdated { uri: "res://first" })));
         match q.pop() {
             Some(Event::CallDone { call: c, result, .. }) => {
                 assert_eq!((c, result.json()), (call(9), "{\"k\":9}"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!((q.len(), q.terminals(), q.live), (0, 0, 0));
+    }
+
+    /// A record's tool name is kept in the arena beside the result (or alone, for a failure):
+    /// compaction must move both with their event.
+    #[test]
+    fn records_keep_their_tool_names_through_compaction() {
+        let mut q = EventQueue::new(1 << 20);
+        let call = |n: u64| CallId(crate::proto::jsonrpc::WireId::new(n as usize, 1));
+        let mut record = CallRecord::new(crate::Method::ToolsCall, crate::TransportKind::Stdio);
+        record.tool = Some("first-tool");
+        q.failed(call(1), CallError::Local(LocalError::Cancelled), &record);
+        let big = "y".repeat(COMPACT_MIN);
+        for n in 2..6 {
+            q.done(call(n), &big, ResultType::Complete, false, &record);
+            assert!(q.take_terminal(call(n)).is_some());
+        }
+        record.tool = Some("last-tool");
+        q.done(call(9), "{\"k\":9}", ResultType::Complete, true, &record);
+        assert!(q.arena_len() < 2 * COMPACT_MIN + 64, "compacted: {}", q.arena_len());
+        match q.pop() {
+            Some(Event::CallFailed { record, .. }) => assert_eq!(record.tool, Some("first-tool")),
+            other => panic!("{other:?}"),
+        }
+        match q.pop() {
+            Some(Event::CallDone { result, record, .. }) => {
+                assert_eq!((record.tool, result.json()), (Some("last-tool"), "{\"k\":9}"));
+                assert!(result.is_error());
             }
             other => panic!("{other:?}"),
         }

@@ -35,7 +35,9 @@ impl Engine {
                 }
                 None => {
                     self.stats.errors_without_id += 1;
-                    log::debug!("error reply with a null id: {} ({})", error.message, error.code);
+                    // The server's message may quote the request: TRACE only.
+                    log::debug!("error reply with a null id: code {}", error.code);
+                    log::trace!("error reply with a null id: {}", error.message);
                 }
             },
             Message::Request { id, method, params } => {
@@ -45,10 +47,13 @@ impl Engine {
         }
     }
 
-    pub(super) fn resolve(&mut self, id: RawJson<'_>) -> Option<(usize, Owner)> {
+    pub(super) fn resolve(&mut self, now: Instant, id: RawJson<'_>) -> Option<(usize, Owner)> {
         let lookup = WireId::parse(id).map_or(Lookup::Unknown, |w| self.requests.lookup(w));
         match lookup {
-            Lookup::Pending(slot) => self.requests.get(slot).map(|p| (slot, p.owner)),
+            Lookup::Pending(slot) => {
+                self.requests.end_exchange(slot, now);
+                self.requests.get(slot).map(|p| (slot, p.owner))
+            }
             Lookup::Duplicate => {
                 self.stats.duplicate_responses += 1;
                 None
@@ -66,7 +71,7 @@ impl Engine {
     }
 
     pub(super) fn on_result(&mut self, now: Instant, id: RawJson<'_>, result: RawJson<'_>) {
-        let Some((slot, owner)) = self.resolve(id) else {
+        let Some((slot, owner)) = self.resolve(now, id) else {
             return;
         };
         if owner != Owner::Host {
@@ -98,7 +103,7 @@ impl Engine {
         error: RpcError,
         data: Option<RawJson<'_>>,
     ) {
-        let Some((slot, owner)) = self.resolve(id) else {
+        let Some((slot, owner)) = self.resolve(now, id) else {
             return;
         };
         if owner != Owner::Host {

@@ -268,7 +268,13 @@ impl super::Engine {
                 self.abandon(now, id.slot(), CallError::Local(LocalError::HandshakeFailed));
             }
         }
-        let traits = CallTraits { progress: false, class: Idempotency::Unknown, tenant: 0 };
+        let traits = CallTraits {
+            progress: false,
+            class: Idempotency::Unknown,
+            tenant: 0,
+            trace: None,
+            run_id: None,
+        };
         let Some(slot) = self.requests.insert(method, owner, now, now + timeout, traits) else {
             self.lifecycle_failed(now, LocalError::HandshakeFailed);
             return None;
@@ -368,7 +374,7 @@ impl super::Engine {
                 self.apply_verdict(now, verdict, None);
             }
             _ => {
-                log::debug!("initialize failed: {error}");
+                log::debug!("initialize failed: {}", error.name());
                 self.shut(now, CallError::Protocol(error));
             }
         }

@@ -24,6 +24,7 @@ mod inbound;
 mod lifecycle;
 mod listing;
 mod outbound;
+mod record;
 mod requests;
 pub(crate) mod retry;
 mod server_requests;
@@ -37,11 +38,12 @@ use std::time::{Duration, Instant};
 use serde_json::value::RawValue;
 
 pub use breaker::{BreakerState, OperationClass};
-pub use events::{CallRecord, CallResult, Event, ListKind};
+pub use events::{CallResult, Event, ListKind};
 #[cfg(feature = "http")]
 pub(crate) use headers::ParamHeaderList;
 pub use headers::ParamHeaders;
 pub use lifecycle::ServerState;
+pub use record::{CallRecord, FailureCounts, RecordSink};
 pub use requests::CallId;
 pub use retry::Idempotency;
 pub use server_requests::{ServerRequestId, ServerRequestKind};
@@ -79,6 +81,9 @@ pub struct CallOptions {
     pub idempotency_key: Option<String>,
     /// The tenant whose circuit breakers the call answers to (0 by default).
     pub tenant: u32,
+    /// The run or task the call belongs to, copied into its [`CallRecord`]: a host task sets
+    /// its audit id here on every call made under it.
+    pub run_id: Option<u64>,
 }
 
 impl CallOptions {
@@ -244,6 +249,12 @@ pub struct Stats {
     pub retries: u64,
     /// Legacy HTTP sessions renewed after the server forgot them.
     pub sessions_renewed: u64,
+    /// Host calls that ended (completed or failed).
+    pub calls: u64,
+    /// Host calls that failed, by the kind of their error.
+    pub failures: FailureCounts,
+    /// Times a circuit breaker opened.
+    pub breaker_trips: u64,
 }
 
 const MAX_CONTROL: usize = 256;
@@ -350,7 +361,8 @@ impl Engine {
 
     /// Counters.
     pub fn stats(&self) -> Stats {
-        Stats { events_dropped: self.events.dropped, ..self.stats }
+        let (events_dropped, breaker_trips) = (self.events.dropped, self.events.breaker_trips);
+        Stats { events_dropped, breaker_trips, ..self.stats }
     }
 
     /// `true` when the engine needs a (new) transport: at start, and after a probe killed the
@@ -558,6 +570,10 @@ impl Engine {
         if self.requests.queued() >= self.config.max_queued + free || !self.room_for_end() {
             return Err(RequestError::Overloaded);
         }
+        let trace = match &opts.trace {
+            Some(t) => Some(t.check().map_err(RequestError::TraceContext)?),
+            None => None,
+        };
         let class = self.classify(method, opts, tool_hint);
         let op =
             if class == Idempotency::Read { OperationClass::Read } else { OperationClass::Write };
@@ -566,7 +582,8 @@ impl Engine {
         }
         let timeout = opts.timeout.unwrap_or(self.config.default_timeout);
         let deadline = now.checked_add(timeout).unwrap_or(now + Duration::from_secs(86_400));
-        let traits = CallTraits { progress: opts.progress, class, tenant: opts.tenant };
+        let (progress, tenant, run_id) = (opts.progress, opts.tenant, opts.run_id);
+        let traits = CallTraits { progress, class, tenant, trace, run_id };
         let slot = self
             .requests
             .insert(method, Owner::Host, now, deadline, traits)
@@ -753,6 +770,8 @@ impl Engine {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_records;
 #[cfg(test)]
 mod tests_resilience;
 #[cfg(test)]

@@ -13,6 +13,7 @@ use crate::engine::breaker::OperationClass;
 use crate::engine::retry::Idempotency;
 use crate::proto::jsonrpc::WireId;
 use crate::proto::mcp::Method;
+use crate::proto::trace::TraceId;
 
 /// Handle to a call, stable across the wire ids its pages or attempts use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -88,6 +89,13 @@ pub(crate) struct Pending {
     pub(crate) queue_wait: Duration,
     /// `input_required` rounds taken so far.
     pub(crate) rounds: u32,
+    /// The call's trace id and run, for its record.
+    pub(crate) trace: Option<TraceId>,
+    pub(crate) run_id: Option<u64>,
+    /// Time between writes and their replies so far, and whether a written request is still
+    /// waiting for its reply (since `sent_at`).
+    pub(crate) network: Duration,
+    pub(crate) exchange_open: bool,
 }
 
 /// Extra facts about a call, fixed when it starts.
@@ -96,6 +104,8 @@ pub(crate) struct CallTraits {
     pub(crate) progress: bool,
     pub(crate) class: Idempotency,
     pub(crate) tenant: u32,
+    pub(crate) trace: Option<TraceId>,
+    pub(crate) run_id: Option<u64>,
 }
 
 /// Buffers owned by a slot and reused by every call that occupies it, so steady-state calls
@@ -254,6 +264,10 @@ impl Requests {
             sent_at: None,
             queue_wait: Duration::ZERO,
             rounds: 0,
+            trace: traits.trace,
+            run_id: traits.run_id,
+            network: Duration::ZERO,
+            exchange_open: false,
         });
         self.count(owner, SendState::Queued, 1);
         let bufs = &mut self.bufs[slot];
@@ -275,6 +289,16 @@ impl Requests {
 
     pub(crate) fn wire_id(&self, slot: usize) -> Option<WireId> {
         self.slab.get(slot).map(|p| WireId::new(slot, p.wire_gen))
+    }
+
+    /// The written request's exchange ended (its reply or failure arrived): its time counts as
+    /// network time. Does nothing when no exchange is open.
+    pub(crate) fn end_exchange(&mut self, slot: usize, now: Instant) {
+        let Some(p) = self.slab.get_mut(slot) else { return };
+        if let (true, Some(sent)) = (p.exchange_open, p.sent_at) {
+            p.network += now.saturating_duration_since(sent);
+        }
+        p.exchange_open = false;
     }
 
     /// Gives a pending request a new wire id (next page, new attempt); the old id becomes late.
@@ -351,7 +375,13 @@ mod tests {
     fn stale_ids_never_match_a_reused_slot() {
         let now = Instant::now();
         let mut t = Requests::with_capacity(1);
-        let traits = CallTraits { progress: false, class: Idempotency::Unknown, tenant: 0 };
+        let traits = CallTraits {
+            progress: false,
+            class: Idempotency::Unknown,
+            tenant: 0,
+            trace: None,
+            run_id: None,
+        };
         let a = t.insert(Method::ToolsCall, Owner::Host, now, now, traits).unwrap();
         t.set_state(a, SendState::Sent);
         assert_eq!((t.in_flight(), t.queued()), (1, 0));

@@ -205,6 +205,7 @@ impl Engine {
         error: CallError,
         delivery: Delivery,
     ) {
+        self.requests.end_exchange(slot, now);
         let Some(p) = self.requests.get(slot) else { return };
         let (class, attempt, deadline, tenant, op) =
             (p.class, p.attempt.max(1), p.deadline, p.tenant, p.op);
@@ -227,7 +228,8 @@ impl Engine {
                 if let Some(c) = self.breakers.record(tenant, op, Some(&error), now) {
                     self.events.breaker(c.tenant, c.class, c.state);
                 }
-                log::debug!("attempt {attempt} failed ({error}); retrying in {delay:?}");
+                // The error's name only: its text may quote the server's stderr or message.
+                log::debug!("attempt {attempt} failed ({}); retrying in {delay:?}", error.name());
                 self.stats.retries += 1;
                 // The old wire id becomes late: a reply to it is never taken for the new one.
                 self.requests.renew_wire_id(slot);

@@ -58,7 +58,7 @@ impl Engine {
                     self.apply_verdict(now, ProbeVerdict::Legacy, None);
                 } else if !auth && self.retry_probe_later(now) {
                     // A server still starting up, or a passing network fault: probe again soon.
-                    log::debug!("era probe failed: {error}");
+                    log::debug!("era probe failed: {}", error.name());
                     if let Some(at) = self.reprobe_at() {
                         self.fail_unservable(now, at, &error);
                     }
@@ -74,6 +74,7 @@ impl Engine {
     /// process: re-initialize and send it again, once.
     pub(super) fn on_session_expired(&mut self, now: Instant, id: WireId) {
         let Lookup::Pending(slot) = self.requests.lookup(id) else { return };
+        self.requests.end_exchange(slot, now);
         let Some(p) = self.requests.get_mut(slot) else { return };
         match p.owner {
             Owner::Host if !p.resent_for_session => {

@@ -10,9 +10,9 @@
 //! (`Config::cache_identity`, else its program or URL), the transport, the negotiated protocol
 //! version, the tenant (`Config::cache_tenant`), the client capability profile
 //! (`Config::client_capabilities`) and the extension profile (empty: mcpoll advertises no
-//! extensions yet). The principal and scope parts are empty (anonymous, no scopes) until the
-//! host knows authenticated principals; an HTTP server with a per-user token is therefore one
-//! context per `Config`, so give each principal its own `cache_identity` until then.
+//! extensions yet). The principal and scope parts are those of the principal a lane serves
+//! ([`Host::lane`], `super::principal`), or anonymous with no scopes for the server's own
+//! context; a lane's tenant is its principal's, else `Config::cache_tenant`.
 //!
 //! # Pages
 //!
@@ -210,6 +210,9 @@ struct KindState {
     served: Option<ParsedPage>,
     /// A change arrived and the host asked for eager refresh: refetch when no flight is on.
     eager_due: bool,
+    /// A need's refresh just landed in the store: the need it answers is no cache hit (its
+    /// listing already has its record).
+    fetched_for_need: bool,
 }
 
 /// One server's part of the cache.
@@ -217,6 +220,10 @@ struct KindState {
 pub(super) struct ServerCatalog {
     identity: String,
     transport: key::Transport,
+    /// The principal and granted scopes of a principal's lane (`super::principal`); `None` and
+    /// empty for the server's own context.
+    principal: Option<String>,
+    scopes: Vec<String>,
     tenant: Option<String>,
     /// The key and the version it was made for (the version is fixed once ready, but a
     /// restarted process may negotiate another).
@@ -244,6 +251,8 @@ impl ServerCatalog {
         ServerCatalog {
             identity,
             transport: if http { key::Transport::Http } else { key::Transport::Stdio },
+            principal: None,
+            scopes: Vec::new(),
             tenant,
             key: None,
             kinds: Default::default(),
@@ -255,6 +264,19 @@ impl ServerCatalog {
             listen_opened: None,
             seen_changes: [0; 3],
         }
+    }
+
+    /// The same context for one principal with these granted scopes: its private catalogs
+    /// are its own; public ones are shared with every context of the server.
+    pub(super) fn for_principal(mut self, principal: String, scopes: Vec<String>) -> Self {
+        self.principal = Some(principal);
+        self.scopes = scopes;
+        self
+    }
+
+    /// The server's logical identity (its program or URL, or `Config::cache_identity`).
+    pub(super) fn identity(&self) -> &str {
+        &self.identity
     }
 
     /// The key for the engine's current version; `None` until it was first ready. While the
@@ -270,12 +292,13 @@ impl ServerCatalog {
                 return Some(k);
             }
         }
+        let scopes: Vec<&str> = self.scopes.iter().map(String::as_str).collect();
         let parts = KeyParts {
             server: &self.identity,
             transport: self.transport,
             protocol_version: version.as_str(),
-            principal: None,
-            granted_scopes: &[],
+            principal: self.principal.as_deref(),
+            granted_scopes: &scopes,
             tenant: self.tenant.as_deref(),
             client_capabilities: &engine.config().client_capabilities,
             extensions: "{}",
@@ -408,6 +431,8 @@ impl HostCache {
             }
             _ => {}
         }
+        // Served from the store to the need that asked: that is no hit (it has its record).
+        state.fetched_for_need = by_need && state.outcome.is_none();
     }
 }
 
@@ -663,11 +688,18 @@ impl Host {
         }
         let key = s.catalog.key(&s.engine).ok_or(CatalogError::NotReady)?;
         match self.cache.store.list_pages(now, &key, kind).map_err(store_error)? {
-            ListLookup::Pages { pages, stale_for } => Ok(CatalogView {
-                items: pages.iter().flat_map(|p| p.items()).collect(),
-                stale_for,
-                cached: true,
-            }),
+            ListLookup::Pages { pages, stale_for } => {
+                if !std::mem::take(&mut s.catalog.kinds[slot(kind)].fetched_for_need) {
+                    let fetched = pages.iter().map(|p| p.received()).min().unwrap_or(now);
+                    let age = now.saturating_duration_since(fetched);
+                    self.records.cache_hit(server.index, &s.engine, method(kind), age);
+                }
+                Ok(CatalogView {
+                    items: pages.iter().flat_map(|p| p.items()).collect(),
+                    stale_for,
+                    cached: true,
+                })
+            }
             ListLookup::Refresh { .. } => Err(CatalogError::NotReady),
         }
     }
@@ -676,7 +708,7 @@ impl Host {
     /// events), records them, and starts the eager refreshes that are due.
     pub(super) fn pump_catalogs(&mut self, now: Instant) {
         let registry = self.poll.registry();
-        let cache = &mut self.cache;
+        let (cache, records) = (&mut self.cache, &mut self.records);
         for (index, s) in self.servers.iter_mut() {
             let id = ServerId { index, generation: s.generation };
             let mut started = false;
@@ -690,7 +722,11 @@ impl Host {
                     }
                     continue;
                 };
-                let result = match s.engine.take_call_event(call) {
+                let event = s.engine.take_call_event(call);
+                if let Some(e) = &event {
+                    records.event(index, e);
+                }
+                let result = match event {
                     Some(Event::CallDone { result, .. }) => parse_page(kind, result.json())
                         .map_err(|_| CallError::Peer(PeerError::InvalidResult)),
                     Some(Event::CallFailed { error, .. }) => Err(error),
@@ -698,6 +734,12 @@ impl Host {
                 };
                 if let Some(flight) = s.catalog.kinds[i].flight.take() {
                     cache.finish(now, id, &mut s.catalog, kind, flight, result);
+                }
+            }
+            if let Some(call) = s.catalog.listen {
+                if let Some(e) = s.engine.take_call_event(call) {
+                    records.event(index, &e);
+                    listen_ended(&mut s.catalog, e, now);
                 }
             }
             started |= relisten(cache, &mut s.catalog, &mut s.engine, now);
@@ -708,35 +750,37 @@ impl Host {
     }
 }
 
-/// Follows the listen stream of a watched server: notes its end, and opens it when due.
-/// Returns `true` when it started a request.
+/// Notes the end of a watched server's listen stream: a graceful end or the host's cancel
+/// stops watching; anything else schedules a new stream with backoff.
+fn listen_ended(catalog: &mut ServerCatalog, ended: Event<'_>, now: Instant) {
+    match ended {
+        Event::CallDone { .. }
+        | Event::CallFailed { error: CallError::Local(LocalError::Cancelled), .. } => {
+            catalog.listen = None;
+            catalog.watching = false;
+        }
+        Event::CallFailed { error, .. } => {
+            log::debug!("listen stream broke ({}); listening again with backoff", error.name());
+            catalog.listen = None;
+            let lived = catalog.listen_opened.map(|t| now.saturating_duration_since(t));
+            if lived.is_some_and(|d| d >= RELISTEN_MAX) {
+                catalog.relisten_delay = RELISTEN_BASE;
+            }
+            catalog.relisten_at = now.checked_add(catalog.relisten_delay);
+            catalog.relisten_delay = (catalog.relisten_delay * 2).min(RELISTEN_MAX);
+        }
+        _ => {}
+    }
+}
+
+/// Opens the listen stream of a watched server when due. Returns `true` when it started a
+/// request.
 fn relisten(
     cache: &mut HostCache,
     catalog: &mut ServerCatalog,
     engine: &mut Engine,
     now: Instant,
 ) -> bool {
-    if let Some(call) = catalog.listen {
-        match engine.take_call_event(call) {
-            Some(Event::CallDone { .. })
-            | Some(Event::CallFailed { error: CallError::Local(LocalError::Cancelled), .. }) => {
-                // A graceful end, or the host's own cancel: stop watching.
-                catalog.listen = None;
-                catalog.watching = false;
-            }
-            Some(Event::CallFailed { error, .. }) => {
-                log::debug!("listen stream broke ({error}); listening again with backoff");
-                catalog.listen = None;
-                let lived = catalog.listen_opened.map(|t| now.saturating_duration_since(t));
-                if lived.is_some_and(|d| d >= RELISTEN_MAX) {
-                    catalog.relisten_delay = RELISTEN_BASE;
-                }
-                catalog.relisten_at = now.checked_add(catalog.relisten_delay);
-                catalog.relisten_delay = (catalog.relisten_delay * 2).min(RELISTEN_MAX);
-            }
-            _ => {}
-        }
-    }
     let due = catalog.relisten_at.is_none_or(|t| t <= now);
     if !catalog.watching || catalog.listen.is_some() || !due || engine.era() != Some(Era::Modern) {
         return false;

@@ -46,11 +46,25 @@ use crate::proto::mcp::{Method, ResultType};
 use crate::proto::version::Era;
 
 mod catalog;
+mod config_file;
 mod embed;
+mod principal;
+mod records;
+mod task;
 mod tokens;
 
 pub use catalog::{CacheStats, CatalogError, CatalogView};
+pub use config_file::{
+    ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,
+    ServerNames,
+};
 pub use embed::{EmbedError, ForeignToken};
+pub use principal::{
+    CredentialSource, Credentials, LaneError, LaneTarget, Principal, PrincipalError, PrincipalId,
+};
+pub use task::{
+    TaskCallError, TaskError, TaskId, TaskInfo, TaskOptions, TaskScope, MAX_TASK_BUDGET,
+};
 
 /// Handle to a server in a [`Host`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -290,6 +304,12 @@ pub struct Host {
     cache: catalog::HostCache,
     /// Children of closed servers, reaped from the tick (closing never waits).
     exiting: Reaper,
+    /// Principals, and each server's lanes (one engine per server and principal).
+    lanes: principal::Lanes,
+    /// Tasks and the calls made under each.
+    tasks: task::TaskTable<(ServerId, CallId)>,
+    /// Server names and the call-record sink.
+    records: records::Records,
 }
 
 impl Host {
@@ -307,6 +327,9 @@ impl Host {
             event_cursor: 0,
             cache: catalog::HostCache::new(CacheConfig::default())?,
             exiting: Reaper::default(),
+            lanes: principal::Lanes::default(),
+            tasks: task::TaskTable::default(),
+            records: records::Records::new(),
         })
     }
 
@@ -322,15 +345,18 @@ impl Host {
         let base = self.poll.reserve(Self::STDIO_SERVER_TOKENS)?;
         let identity = engine.config().cache_identity.clone();
         let identity = identity.unwrap_or_else(|| command.program().to_string_lossy().into_owned());
+        let recipe = principal::Recipe::stdio(&command, engine.config());
         let mut driver = StdioDriver::new(command, engine.config(), base);
         driver.spawn(self.poll.registry(), &mut engine, now).map_err(AddServerError::Spawn)?;
         let catalog =
             catalog::ServerCatalog::new(identity, false, engine.config().cache_tenant.clone());
-        Ok(self.insert(engine, Transport::Stdio(driver), catalog))
+        let id = self.insert(engine, Transport::Stdio(driver), catalog);
+        self.lanes.remember(id, recipe);
+        Ok(id)
     }
 
-    /// Adds a Streamable HTTP server. The URL is parsed and its host resolved now (the system
-    /// resolver blocks); connections are made on demand. The era probe starts at once.
+    /// Adds a Streamable HTTP server. The URL is parsed now; its host name is resolved off the
+    /// loop and connections are made on demand. The era probe starts at once.
     #[cfg(feature = "http")]
     pub fn add_http_server(
         &mut self,
@@ -343,10 +369,13 @@ impl Host {
         let config = engine.config().clone();
         let identity = config.cache_identity.clone().unwrap_or_else(|| opts.url.clone());
         let catalog = catalog::ServerCatalog::new(identity, true, config.cache_tenant.clone());
+        let recipe = principal::Recipe::http(&opts, &config);
         let mut driver =
             HttpDriver::new(opts, &config, base, &mut engine, now).map_err(AddServerError::Http)?;
         driver.flush(self.poll.registry(), &mut engine, now);
-        Ok(self.insert(engine, Transport::Http(driver), catalog))
+        let id = self.insert(engine, Transport::Http(driver), catalog);
+        self.lanes.remember(id, recipe);
+        Ok(id)
     }
 
     fn insert(
@@ -358,6 +387,7 @@ impl Host {
         self.next_generation = self.next_generation.wrapping_add(1);
         let generation = self.next_generation;
         let tokens = transport.tokens();
+        self.records.added(self.servers.vacant_key(), catalog.identity());
         let index = self.servers.insert(Server { generation, engine, transport, catalog });
         self.poll.commit(tokens, index);
         ServerId { index, generation }
@@ -508,7 +538,9 @@ impl Host {
     /// Closes a server: its calls fail, its process group is stopped (stdin closed, then
     /// SIGTERM after 250 ms, then SIGKILL after 250 ms more), and its handle becomes invalid
     /// once its events are drained. Returns without waiting: the tick reaps the process.
+    /// The principals' lanes on it close with it.
     pub fn close_server(&mut self, server: ServerId) {
+        self.close_lanes(server);
         let registry = self.poll.registry();
         if let Some(s) =
             self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)
@@ -531,12 +563,32 @@ impl Host {
         }
     }
 
-    /// Forgets a closed server (after its events are drained).
+    /// Forgets a closed server (after its events are drained), and its lanes.
     pub fn remove_server(&mut self, server: ServerId) {
+        self.remove_lanes(server);
         if self.server(server).is_some() {
             self.close_server(server);
             self.servers.remove(server.index);
             self.poll.release(server.index);
+        }
+    }
+
+    /// Delivers the redirect of a deferred OAuth authorization of `server` (its
+    /// [`Authorizer`](crate::oauth::Authorizer) answered `Pending`); see
+    /// [`HttpDriver::handle_redirect`].
+    #[cfg(feature = "http")]
+    pub fn handle_redirect(
+        &mut self,
+        server: ServerId,
+        redirect: &str,
+    ) -> Result<(), crate::oauth::RedirectError> {
+        let registry = self.poll.registry();
+        let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation);
+        match s {
+            Some(Server { transport: Transport::Http(d), engine, .. }) => {
+                d.handle_redirect(registry, engine, Instant::now(), redirect)
+            }
+            _ => Err(crate::oauth::RedirectError::NoFlow),
         }
     }
 
@@ -650,15 +702,23 @@ impl Host {
         self.event_cursor = index + 1;
         let s = self.servers.get_mut(index)?;
         let id = ServerId { index, generation: s.generation };
-        s.engine.poll_event().map(|e| (id, e))
+        let event = s.engine.poll_event()?;
+        self.records.event(index, &event);
+        Some((id, event))
     }
 
     /// Polls until `call` ends, leaving every other event queued (they do not cut its waits
     /// short: only I/O and deadlines do). For scripts and tests.
     pub fn wait(&mut self, server: ServerId, call: CallId) -> Result<OwnedResult, BlockingError> {
         loop {
-            let s = self.server_mut(server).ok_or(BlockingError::UnknownServer)?;
-            match s.engine.take_call_event(call) {
+            let s =
+                self.servers.get_mut(server.index).filter(|s| s.generation == server.generation);
+            let s = s.ok_or(BlockingError::UnknownServer)?;
+            let event = s.engine.take_call_event(call);
+            if let Some(e) = &event {
+                self.records.event(server.index, e);
+            }
+            match event {
                 Some(Event::CallDone { result, .. }) => {
                     return Ok(OwnedResult {
                         json: result.json().to_owned(),

@@ -4,4 +4,7 @@
 #[cfg(any(fuzzing, test))]
 pub mod fuzzing;
 
+#[cfg(any(fuzzing, test))]
+pub mod catalog_fuzz;
+
 pub use crate::proto::jsonrpc::decode as decode_jsonrpc;

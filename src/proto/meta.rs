@@ -1,18 +1,8 @@
 //! The per-request `_meta` object of 2026-07-28, and trace context.
 
 use crate::proto::jsonrpc::write_json_str;
+pub use crate::proto::trace::TraceContext;
 use crate::proto::version::ProtocolVersion;
-
-/// W3C trace context to carry in `_meta` (`traceparent`, `tracestate`, `baggage`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TraceContext {
-    /// `traceparent`, e.g. `00-<32 hex>-<16 hex>-01`.
-    pub traceparent: String,
-    /// `tracestate`, when there is one.
-    pub tracestate: Option<String>,
-    /// `baggage`, when there is one.
-    pub baggage: Option<String>,
-}
 
 /// The members of `_meta` that are the same on every request of one engine, pre-encoded once:
 /// protocol version, client capabilities and client info.

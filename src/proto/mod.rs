@@ -7,4 +7,5 @@ pub(crate) mod jsonrpc;
 pub(crate) mod mcp;
 pub(crate) mod meta;
 pub(crate) mod roots;
+pub(crate) mod trace;
 pub(crate) mod version;

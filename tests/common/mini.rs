@@ -10,6 +10,8 @@ use std::sync::{Arc, Mutex};
 #[derive(Debug, Clone)]
 pub struct Request {
     pub method: String,
+    /// The request target (`/mcp`, `/.well-known/...?x`).
+    pub path: String,
     pub headers: Vec<(String, String)>,
     pub body: String,
     /// When the server had read it whole.
@@ -115,7 +117,9 @@ fn serve<S: Read + Write>(
         if reader.read_line(&mut line)? == 0 {
             return Ok(());
         }
-        let method = line.split(' ').next().unwrap_or_default().to_owned();
+        let mut words = line.split(' ');
+        let method = words.next().unwrap_or_default().to_owned();
+        let path = words.next().unwrap_or_default().to_owned();
         let mut headers = Vec::new();
         loop {
             let mut h = String::new();
@@ -136,7 +140,7 @@ fn serve<S: Read + Write>(
         let mut body = vec![0; len];
         reader.read_exact(&mut body)?;
         let body = String::from_utf8_lossy(&body).into_owned();
-        let req = Request { method, headers, body, at: std::time::Instant::now() };
+        let req = Request { method, path, headers, body, at: std::time::Instant::now() };
         let resp = handler(&req);
         seen.lock().unwrap().push(req);
         let mut out =

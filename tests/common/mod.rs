@@ -33,6 +33,20 @@ pub fn example(name: &str) -> PathBuf {
     path
 }
 
+/// The `mcpoll` command-line client (`src/bin/mcpoll`, behind the `cli` feature, so plain
+/// `cargo test` does not build it): built here with `cargo build --bin mcpoll --features cli`
+/// once per test process, so the tests never run a stale one.
+pub fn cli() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        cargo_build(&[&["--bin", "mcpoll", "--features", "cli"], release_args()].concat());
+        let path = profile_dir().join("mcpoll");
+        assert!(path.exists(), "{} is missing", path.display());
+        path
+    })
+    .clone()
+}
+
 /// Builds into the profile folder of the running test: `--release` when it is `target/release`.
 fn release_args() -> &'static [&'static str] {
     if profile_dir().ends_with("release") {

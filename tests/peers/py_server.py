@@ -30,10 +30,21 @@ HOST = "127.0.0.1"
 # LAB_TOOLS_TTL_MS sets the ttlMs of tools/list (unset: the SDK's 0, "do not cache"); the
 # capability cache tests use it to get a cacheable catalog.
 _tools_ttl_ms = int(os.environ.get("LAB_TOOLS_TTL_MS", "0"))
+
+
+async def log_cancellations(ctx, call_next):
+    # The dispatcher applies notifications/cancelled itself, then passes it down the middleware
+    # chain: this line is the server's own record that the client's cancellation arrived.
+    if ctx.method == "notifications/cancelled":
+        log(f"[cancel] notifications/cancelled for request {(ctx.params or {}).get('requestId')}")
+    return await call_next(ctx)
+
+
 server = MCPServer(
     SERVER_NAME,
     version=SERVER_VERSION,
     cache_hints={"tools/list": CacheHint(ttl_ms=_tools_ttl_ms)} if _tools_ttl_ms else None,
+    middleware=[log_cancellations],
 )
 
 # Process-wide state: write_note's notes, and how many extra_N tools bump_tools has added.
@@ -70,11 +81,15 @@ async def slow(ms: int, ctx: Context) -> str:
     # Cancellation arrives as an anyio cancellation at one of the awaits below.
     total = max(1, ms // 100)
     pause = ms / total / 1000.0
-    for step in range(1, total + 1):
-        await anyio.sleep(pause)
-        log(f"[slow] step {step}/{total}")
-        # The SDK only sends notifications/progress when the request carried a progressToken.
-        await ctx.report_progress(step, total, f"step {step}/{total}")
+    try:
+        for step in range(1, total + 1):
+            await anyio.sleep(pause)
+            log(f"[slow] step {step}/{total}")
+            # The SDK only sends notifications/progress when the request carried a progressToken.
+            await ctx.report_progress(step, total, f"step {step}/{total}")
+    except anyio.get_cancelled_exc_class():
+        log("[slow] cancelled")
+        raise
     return f"slept {ms} ms"
 
 

@@ -37,7 +37,8 @@ node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)
 mkdir -p "$dest"
 dest=$(cd "$dest" && pwd)
 if [ "$dest" != "$src" ]; then
-  install -m 0644 "$src/py_server.py" "$src/ts1_server.mjs" "$src/ts2_server.mjs" \
+  install -m 0644 "$src/py_server.py" "$src/py_auth_server.py" "$src/ts1_server.mjs" \
+    "$src/ts2_server.mjs" \
     "$src/package.json" "$src/package-lock.json" "$src/requirements.lock.txt" "$dest/"
   install -m 0755 "$src"/run-*.sh "$dest/"
 fi

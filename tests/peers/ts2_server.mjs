@@ -41,10 +41,35 @@ function addExtraTool(server, n) {
         async () => text(`extra tool ${n}`));
 }
 
-function makeServer() {
+// Over HTTP a request may carry `Authorization: Bearer tok-<name>`: the peer then serves
+// principal <name> (the SDK's authInfo, passed to the factory), who also gets `whoami` and a
+// tool of its own, `<name>_notes`. Its tool list is marked private and its prompt list public,
+// both cacheable for a minute. Without a token the surface is the lab's, unchanged.
+function principalOf(authInfo) {
+    return authInfo?.clientId;
+}
+
+function makeServer(ctx) {
+    const who = principalOf(ctx?.authInfo);
+    const cacheHints = who === undefined ? undefined : {
+        'tools/list': { ttlMs: 60000, cacheScope: 'private' },
+        'prompts/list': { ttlMs: 60000, cacheScope: 'public' }
+    };
     const server = new McpServer(INFO, {
-        capabilities: { tools: { listChanged: true }, resources: {}, prompts: {} }
+        capabilities: { tools: { listChanged: true }, resources: {}, prompts: {} },
+        ...(cacheHints ? { cacheHints } : {})
     });
+
+    if (who !== undefined) {
+        server.registerTool('whoami', {
+            description: 'The principal whose bearer token this request carried.',
+            annotations: { readOnlyHint: true }
+        }, async () => text(who));
+        server.registerTool(`${who}_notes`, {
+            description: `Notes only ${who} can see.`,
+            annotations: { readOnlyHint: true }
+        }, async () => text(`notes of ${who}`));
+    }
 
     server.registerTool('echo', {
         description: 'Echo back the `text` argument.',
@@ -70,7 +95,14 @@ function makeServer() {
         const progressToken = req._meta?.progressToken;
         const total = Math.max(1, Math.floor(ms / 100));
         for (let step = 1; step <= total; step++) {
-            await pause(ms / total, req.signal);
+            try {
+                await pause(ms / total, req.signal);
+            } catch (e) {
+                // The request's signal fired: notifications/cancelled, or (2026-07-28 over
+                // HTTP) the client closed the response stream.
+                log('[slow] cancelled');
+                throw e;
+            }
             log(`[slow] step ${step}/${total}`);
             if (progressToken !== undefined) {
                 await req.notify({
@@ -172,6 +204,19 @@ function serveHttp(port) {
         if (new URL(req.url ?? '/', 'http://localhost').pathname !== '/mcp') {
             res.writeHead(404).end('not found');
             return;
+        }
+        // A test token check, standing in for real verification: `tok-<name>` is principal <name>;
+        // any other bearer token is refused. The result reaches the factory as authInfo.
+        const auth = req.headers.authorization;
+        if (auth !== undefined) {
+            const m = /^Bearer tok-([a-z0-9]+)$/.exec(auth);
+            if (!m) {
+                log('[ts2-http] refused a bearer token');
+                res.writeHead(401, { 'WWW-Authenticate': 'Bearer error="invalid_token"' }).end();
+                return;
+            }
+            req.auth = { token: auth.slice('Bearer '.length), clientId: m[1], scopes: [] };
+            log(`[ts2-http] principal ${m[1]}`);
         }
         mcp(req, res);
     });

@@ -70,6 +70,9 @@ pub enum AuthFailure {
     Denied,
     /// The host's authorizer gave up (no redirect).
     Declined,
+    /// The redirect did not come within `OAuthConfig::authorization_timeout` of the
+    /// authorization URL (a deferred authorization the user never finished).
+    Expired,
     /// Re-authorization stopped: too many in a row, or a step-up for scopes already asked
     /// for and not granted.
     StepUpLimit,
@@ -136,6 +139,7 @@ impl fmt::Display for AuthFailure {
             Self::MissingCode => f.write_str("the redirect has no code"),
             Self::Denied => f.write_str("the authorization server refused"),
             Self::Declined => f.write_str("the authorizer gave no redirect"),
+            Self::Expired => f.write_str("the redirect did not come in time"),
             Self::StepUpLimit => f.write_str("re-authorization limit reached"),
             Self::Crypto => f.write_str("randomness or signing failed"),
             Self::Transport => f.write_str("the request failed in transport"),
@@ -157,3 +161,37 @@ impl fmt::Display for AuthError {
 }
 
 impl std::error::Error for AuthError {}
+
+/// Why a redirect handed to [`OAuthFlow::handle_redirect`](super::OAuthFlow::handle_redirect)
+/// (or `Host::handle_redirect`) was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RedirectError {
+    /// Its `state` is not the one sent. The waiting authorization fails with
+    /// [`AuthFailure::StateMismatch`]: a forged or mixed-up response is never retried.
+    StateMismatch,
+    /// Its authorization was already completed by an earlier redirect with the same `state`
+    /// (a reloaded browser tab); nothing changes.
+    Duplicate,
+    /// Its authorization ended without it (expired, declined or abandoned); nothing changes,
+    /// and an authorization waiting now is not disturbed.
+    Late,
+    /// No authorization is waiting for a redirect.
+    NotWaiting,
+    /// The server runs no OAuth flow (or there is no such server).
+    NoFlow,
+}
+
+impl fmt::Display for RedirectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::StateMismatch => "the redirect's state does not match",
+            Self::Duplicate => "the redirect's authorization was already completed",
+            Self::Late => "the redirect's authorization has ended",
+            Self::NotWaiting => "no authorization is waiting for a redirect",
+            Self::NoFlow => "the server runs no OAuth flow",
+        })
+    }
+}
+
+impl std::error::Error for RedirectError {}

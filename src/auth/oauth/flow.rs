@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::crypto::{random_token, s256};
 use super::encode::{base64, form, parse_query, percent_encode};
-use super::error::{AuthError, AuthFailure, AuthStep};
+use super::error::{AuthError, AuthFailure, AuthStep, RedirectError};
 use super::metadata::{
     parse_error_body, parse_registration, parse_resource_metadata, parse_server_metadata,
     parse_token_response, ParseError, ServerMetadata,
@@ -19,7 +19,8 @@ use super::url::{
     as_metadata_locations, origin, parts, prm_locations, resource_covers, with_query,
 };
 use super::{
-    Action, Authorizer, Grant, HttpMethod, HttpRequest, HttpResponse, OAuthConfig, RequestId,
+    Action, Authorization, Authorizer, Grant, HttpMethod, HttpRequest, HttpResponse, OAuthConfig,
+    RequestId,
 };
 use crate::AuthChallenge;
 
@@ -44,8 +45,8 @@ enum Step {
     Server { issuer: String, candidates: Vec<String>, at: usize, legacy: bool },
     /// Waiting for the registration response.
     Register { method: String },
-    /// Waiting for the host's redirect.
-    Redirect { state: String, verifier: String },
+    /// Waiting for the host's redirect, until `deadline`.
+    Redirect { state: String, verifier: String, deadline: Instant },
     /// Waiting for a token response.
     Token { refresh: bool },
 }
@@ -89,7 +90,13 @@ pub struct OAuthFlow {
     /// The issuer where host credentials without an explicit issuer were first used: they
     /// are bound to it from then on (SEP-2352: credentials belong to one server).
     pre_registered_at: Option<String>,
+    /// The `state` of the last few authorizations that ended, and how: a redirect carrying
+    /// one is refused as late or duplicate without disturbing the authorization waiting now.
+    ended: VecDeque<(String, RedirectError)>,
 }
+
+/// How many ended authorizations are remembered.
+const ENDED_KEPT: usize = 4;
 
 impl fmt::Debug for OAuthFlow {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -134,6 +141,7 @@ impl OAuthFlow {
             requested_scope: None,
             reauthorizations: 0,
             pre_registered_at: None,
+            ended: VecDeque::with_capacity(ENDED_KEPT),
         })
     }
 
@@ -239,23 +247,43 @@ impl OAuthFlow {
         self.fail(step, AuthFailure::Transport);
     }
 
-    /// The URL the authorization server redirected the user to, after [`Action::Authorize`].
-    pub fn handle_redirect(&mut self, now: Instant, redirect: &str) {
-        if !matches!(self.step, Step::Redirect { .. }) {
-            return;
-        }
-        self.now = now;
-        let Step::Redirect { state, verifier } = std::mem::replace(&mut self.step, Step::Idle)
-        else {
-            return;
-        };
+    /// The URL the authorization server redirected the user to, after [`Action::Authorize`]
+    /// (at once, or later: see the [module documentation](super)). `Ok` when the flow took
+    /// it; its outcome comes as [`Action::Ready`] or [`Action::Failed`] as usual. A redirect
+    /// for an authorization that already ended is refused as [`RedirectError::Duplicate`] or
+    /// [`RedirectError::Late`] and changes nothing; one with a `state` never sent fails the
+    /// waiting authorization ([`RedirectError::StateMismatch`]).
+    pub fn handle_redirect(&mut self, now: Instant, redirect: &str) -> Result<(), RedirectError> {
         let query = redirect.split_once('?').map_or("", |(_, q)| q);
         let query = query.split('#').next().unwrap_or_default();
         let params = parse_query(query);
         let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
-        if param("state") != Some(state.as_str()) {
-            return self.fail(AuthStep::Authorization, AuthFailure::StateMismatch);
+        if let Some(got) = param("state") {
+            if let Some((_, why)) = self.ended.iter().find(|(s, _)| s == got) {
+                return Err(*why);
+            }
         }
+        if !matches!(self.step, Step::Redirect { .. }) {
+            return Err(RedirectError::NotWaiting);
+        }
+        self.now = now;
+        let Step::Redirect { state, verifier, .. } = std::mem::replace(&mut self.step, Step::Idle)
+        else {
+            return Err(RedirectError::NotWaiting);
+        };
+        if param("state") != Some(state.as_str()) {
+            self.remember(state, RedirectError::Late);
+            self.fail(AuthStep::Authorization, AuthFailure::StateMismatch);
+            return Err(RedirectError::StateMismatch);
+        }
+        self.remember(state, RedirectError::Duplicate);
+        self.redirected(&params, verifier);
+        Ok(())
+    }
+
+    /// The checks and the token request for a redirect whose `state` matched.
+    fn redirected(&mut self, params: &[(String, String)], verifier: String) {
+        let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
         // RFC 9207 2.4: compare `iss`, when present, exactly with the recorded issuer; when
         // the server advertises it, it must be present. Checked before the error too, so a
         // forged error response is not believed either.
@@ -293,22 +321,27 @@ impl OAuthFlow {
     }
 
     /// Gives up on the running flow (the user closed the browser, the host is shutting
-    /// down): it fails with [`AuthFailure::Declined`], and a late response or redirect is
-    /// ignored. Does nothing when no flow runs.
+    /// down): it fails with [`AuthFailure::Declined`]; a late response is ignored and a late
+    /// redirect refused ([`RedirectError::Late`]). Does nothing when no flow runs.
     pub fn abandon(&mut self) {
         if self.is_running() {
             self.fail(AuthStep::Authorization, AuthFailure::Declined);
         }
     }
 
-    /// Drives [`Action::Authorize`] through `authorizer` at once: for hosts whose authorizer
-    /// answers synchronously (a headless agent, a test).
+    /// Hands [`Action::Authorize`] to `authorizer`: its redirect is taken at once, or, when
+    /// it answers [`Authorization::Pending`], the flow waits for
+    /// [`handle_redirect`](Self::handle_redirect).
     pub fn authorize_with(&mut self, now: Instant, url: &str, authorizer: &mut dyn Authorizer) {
-        match authorizer.authorize(url) {
-            Some(redirect) => self.handle_redirect(now, &redirect),
-            None => {
+        match authorizer.begin(url) {
+            Authorization::Redirect(redirect) => {
+                if let Err(e) = self.handle_redirect(now, &redirect) {
+                    log::debug!("the authorizer's redirect was refused: {e}");
+                }
+            }
+            Authorization::Pending => log::debug!("oauth: waiting for the redirect"),
+            Authorization::Declined => {
                 if matches!(self.step, Step::Redirect { .. }) {
-                    self.step = Step::Idle;
                     self.fail(AuthStep::Authorization, AuthFailure::Declined);
                 }
             }
@@ -321,10 +354,14 @@ impl OAuthFlow {
         self.actions.pop_front()
     }
 
-    /// When the access token should be refreshed: `refresh_margin` before it expires, when
-    /// there is a refresh token and a known token endpoint.
+    /// When the flow has something to do: give up on a redirect that did not come, or
+    /// refresh the access token `refresh_margin` before it expires (when there is a refresh
+    /// token and a known token endpoint).
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
+        if let Step::Redirect { deadline, .. } = self.step {
+            return Some(deadline);
+        }
         if self.is_running() || self.server.is_none() {
             return None;
         }
@@ -334,8 +371,17 @@ impl OAuthFlow {
         Some(self.epoch.0 + Duration::from_secs(at.saturating_sub(self.epoch.1)))
     }
 
-    /// Refreshes the token if its time has come; early or spurious calls do nothing.
+    /// Fails an authorization whose redirect did not come in time, or refreshes the token if
+    /// its time has come; early or spurious calls do nothing.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if let Step::Redirect { deadline, .. } = self.step {
+            if deadline <= now {
+                self.now = now;
+                log::debug!("oauth: no redirect within the authorization timeout");
+                self.fail(AuthStep::Authorization, AuthFailure::Expired);
+            }
+            return;
+        }
         if self.poll_timeout().is_some_and(|at| at <= now) {
             self.now = now;
             self.refresh();
@@ -611,7 +657,8 @@ impl OAuthFlow {
         }
         let url = with_query(&endpoint, &form(&pairs));
         self.requested_scope = scope;
-        self.step = Step::Redirect { state, verifier };
+        let deadline = self.now + self.config.authorization_timeout;
+        self.step = Step::Redirect { state, verifier, deadline };
         self.actions.push_back(Action::Authorize(url));
     }
 
@@ -847,8 +894,19 @@ impl OAuthFlow {
         self.finish(Err(e));
     }
 
+    fn remember(&mut self, state: String, why: RedirectError) {
+        if self.ended.len() == ENDED_KEPT {
+            self.ended.pop_front();
+        }
+        self.ended.push_back((state, why));
+    }
+
     fn finish(&mut self, outcome: Result<(), AuthError>) {
-        self.step = Step::Idle;
+        // An authorization that ends waiting (expired, declined, abandoned): its redirect,
+        // should it still come, is late.
+        if let Step::Redirect { state, .. } = std::mem::replace(&mut self.step, Step::Idle) {
+            self.remember(state, RedirectError::Late);
+        }
         self.outstanding = None;
         self.step_up = false;
         self.actions.push_back(match outcome {

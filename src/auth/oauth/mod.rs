@@ -22,6 +22,17 @@
 //! [`OAuthFlow::handle_redirect`] or [`OAuthFlow::handle_timeout`]: drain
 //! [`OAuthFlow::poll_action`], then read [`OAuthFlow::poll_timeout`]. One HTTP request is
 //! outstanding at a time; answer it with the [`RequestId`] it carried.
+//!
+//! # Deferred authorization
+//!
+//! [`Action::Authorize`] need not be answered at once: a UI host shows the URL, returns to
+//! its loop, and hands the redirect to [`OAuthFlow::handle_redirect`] when its loopback
+//! listener receives it (through the HTTP driver: an [`Authorizer`] whose
+//! [`begin`](Authorizer::begin) returns [`Authorization::Pending`], then
+//! `Host::handle_redirect`). Until then the flow waits, up to
+//! [`OAuthConfig::authorization_timeout`] ([`poll_timeout`](OAuthFlow::poll_timeout) says
+//! when), then fails with [`AuthFailure::Expired`]. A redirect that comes twice, too late,
+//! or with another `state` is refused with a [`RedirectError`].
 
 mod crypto;
 mod encode;
@@ -41,7 +52,7 @@ use std::fmt;
 use std::time::Duration;
 
 pub use crypto::{JwtAlgorithm, KeyError, SigningKey};
-pub use error::{AuthError, AuthFailure, AuthStep};
+pub use error::{AuthError, AuthFailure, AuthStep, RedirectError};
 pub use flow::OAuthFlow;
 pub use metadata::ParseError;
 pub use store::{ClientRegistration, MemoryStore, Secret, StoredAuth, TokenStore, Tokens};
@@ -118,6 +129,9 @@ pub struct OAuthConfig {
     pub max_reauthorizations: u8,
     /// How long before expiry a refresh token is used.
     pub refresh_margin: Duration,
+    /// How long the flow waits for the redirect after [`Action::Authorize`] before it fails
+    /// with [`AuthFailure::Expired`] (a deferred authorization the user never finished).
+    pub authorization_timeout: Duration,
     /// Where tokens and registrations are kept; [`MemoryStore`] by default.
     pub store: Box<dyn TokenStore>,
 }
@@ -147,6 +161,7 @@ impl OAuthConfig {
             client_name: "mcpoll".into(),
             max_reauthorizations: 3,
             refresh_margin: Duration::from_secs(60),
+            authorization_timeout: Duration::from_secs(300),
             store: Box::<MemoryStore>::default(),
         }
     }
@@ -230,15 +245,42 @@ pub enum Action {
 }
 
 /// The host's side of the authorization code grant: show the user the authorization URL
-/// and return the URL the authorization server redirected to (with `code`, `state` and
-/// perhaps `iss` in its query), or `None` if the user gave up.
+/// and bring back the URL the authorization server redirected to (with `code`, `state` and
+/// perhaps `iss` in its query).
 ///
-/// A UI host opens a browser and listens on the loopback redirect URI; a headless test
-/// follows the URL with its own HTTP GET and reads `Location`. A host that cannot answer at
-/// once handles [`Action::Authorize`] itself and calls [`OAuthFlow::handle_redirect`] later.
+/// A headless test or device answers at once from [`authorize`](Self::authorize): it
+/// follows the URL with its own HTTP GET and reads `Location`. A UI host, which must not
+/// block its loop while a user is in a browser, implements [`begin`](Self::begin) instead,
+/// returns [`Authorization::Pending`], and delivers the redirect later with
+/// `Host::handle_redirect` (or [`OAuthFlow::handle_redirect`]); the refused calls wait
+/// meanwhile, up to [`OAuthConfig::authorization_timeout`].
 pub trait Authorizer {
-    /// Returns the redirect URL, or `None`.
-    fn authorize(&mut self, authorization_url: &str) -> Option<String>;
+    /// Returns the redirect URL, or `None` if the user gave up. The default gives up.
+    fn authorize(&mut self, authorization_url: &str) -> Option<String> {
+        let _ = authorization_url;
+        None
+    }
+
+    /// Starts the authorization. The default answers at once from
+    /// [`authorize`](Self::authorize).
+    fn begin(&mut self, authorization_url: &str) -> Authorization {
+        match self.authorize(authorization_url) {
+            Some(redirect) => Authorization::Redirect(redirect),
+            None => Authorization::Declined,
+        }
+    }
+}
+
+/// What [`Authorizer::begin`] did with the authorization URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Authorization {
+    /// The redirect URL, at once.
+    Redirect(String),
+    /// The user gave up; the flow fails with [`AuthFailure::Declined`].
+    Declined,
+    /// The user is on it: the redirect comes later through `handle_redirect`.
+    Pending,
 }
 
 impl fmt::Debug for dyn Authorizer {

@@ -136,7 +136,7 @@ impl Harness {
     }
 
     fn redirect(&mut self, query: &str) {
-        self.flow.handle_redirect(self.now, &format!("{REDIRECT}?{query}"));
+        let _ = self.flow.handle_redirect(self.now, &format!("{REDIRECT}?{query}"));
     }
 
     #[track_caller]
@@ -430,6 +430,93 @@ fn iss_response_parameter() {
         let e = iss_case(supported, Some(iss)).unwrap_err();
         assert_eq!(e.reason, AuthFailure::IssMismatch { iss: iss.into() }, "{iss}");
     }
+}
+
+/// An authorizer that leaves the user in the browser: the redirect comes later.
+struct Deferred(Vec<String>);
+
+impl Authorizer for Deferred {
+    fn begin(&mut self, url: &str) -> Authorization {
+        self.0.push(url.to_owned());
+        Authorization::Pending
+    }
+}
+
+/// A flow waiting for a deferred redirect; the authorization URL's parameters.
+fn deferred() -> (Harness, HashMap<String, String>) {
+    let mut config = OAuthConfig::authorization_code(SERVER, REDIRECT);
+    config.authorization_timeout = Duration::from_secs(120);
+    let mut h = Harness::new(config);
+    h.discover(json!({}), None);
+    h.register(json!({}));
+    let Action::Authorize(url) = h.action() else { panic!("expected Authorize") };
+    let mut host = Deferred(Vec::new());
+    h.flow.authorize_with(h.now, &url, &mut host);
+    assert_eq!(host.0, std::slice::from_ref(&url));
+    h.nothing();
+    assert!(h.flow.is_running(), "waiting for the redirect");
+    (h, fields(url.split_once('?').unwrap().1))
+}
+
+#[test]
+fn deferred_redirect_is_taken_later_and_only_once() {
+    let (mut h, auth) = deferred();
+    assert_eq!(h.flow.poll_timeout(), Some(h.now + Duration::from_secs(120)));
+    h.now += Duration::from_secs(60);
+    h.flow.handle_timeout(h.now);
+    h.nothing();
+    let redirect = format!("{REDIRECT}?code=the-code&state={}&iss={AS}", auth["state"]);
+    assert_eq!(h.flow.handle_redirect(h.now, &redirect), Ok(()));
+    let req = h.post(&format!("{AS}/token"));
+    assert_eq!(form_of(&req)["code"], "the-code");
+    // The browser tab reloaded: the same redirect again, while the token request runs and
+    // after it.
+    assert_eq!(h.flow.handle_redirect(h.now, &redirect), Err(RedirectError::Duplicate));
+    h.token(&req, "tok-1", json!({}));
+    h.ready();
+    assert_eq!(h.flow.handle_redirect(h.now, &redirect), Err(RedirectError::Duplicate));
+    h.nothing();
+    assert_eq!(h.bearer(), Some("tok-1"));
+}
+
+#[test]
+fn deferred_redirect_expires_and_a_late_one_changes_nothing() {
+    let (mut h, auth) = deferred();
+    h.now += Duration::from_secs(119);
+    h.flow.handle_timeout(h.now);
+    h.nothing();
+    h.now += Duration::from_secs(1);
+    h.flow.handle_timeout(h.now);
+    let e = h.failed();
+    assert_eq!((e.step, e.reason), (AuthStep::Authorization, AuthFailure::Expired));
+    let late = format!("{REDIRECT}?code=c&state={}&iss={AS}", auth["state"]);
+    assert_eq!(h.flow.handle_redirect(h.now, &late), Err(RedirectError::Late));
+    h.nothing();
+
+    // A new authorization is waiting: the old redirect does not disturb it.
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    h.get(PRM_PATH, 200, &prm(SERVER, AS, None));
+    h.get(AS_META, 200, &meta(AS, json!({})));
+    let fresh = h.authorize(&format!("{AS}/authorize"));
+    assert_ne!(fresh["state"], auth["state"]);
+    assert_eq!(h.flow.handle_redirect(h.now, &late), Err(RedirectError::Late));
+    assert!(h.flow.is_running());
+    h.redirect(&format!("code=c2&state={}&iss={AS}", fresh["state"]));
+    let req = h.post(&format!("{AS}/token"));
+    assert_eq!(form_of(&req)["code"], "c2");
+}
+
+#[test]
+fn deferred_redirect_with_another_state_fails_the_authorization() {
+    let (mut h, auth) = deferred();
+    let forged = format!("{REDIRECT}?code=c&state=forged&iss={AS}");
+    assert_eq!(h.flow.handle_redirect(h.now, &forged), Err(RedirectError::StateMismatch));
+    assert_eq!(h.failed().reason, AuthFailure::StateMismatch);
+    let genuine = format!("{REDIRECT}?code=c&state={}&iss={AS}", auth["state"]);
+    assert_eq!(h.flow.handle_redirect(h.now, &genuine), Err(RedirectError::Late));
+    let unknown = format!("{REDIRECT}?code=c&state=other");
+    assert_eq!(h.flow.handle_redirect(h.now, &unknown), Err(RedirectError::NotWaiting));
+    h.nothing();
 }
 
 #[test]

@@ -3,16 +3,18 @@
 //! `Host`, its own proxy choice, and TLS with that host's name. One at a time (the flow has one
 //! request outstanding); no redirect is followed; the body is capped.
 //!
-//! Known limitation: the origin's name is resolved with the system resolver, which blocks,
-//! once per request; the flow makes a handful of requests and only when a token is needed.
+//! The origin's name is resolved off the loop ([`resolve`](super::resolve)), on the same token
+//! as the connection that follows; the request's deadline covers both.
 
 use std::io::{self, Read, Write};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 
 use super::instances::Instance;
+use super::resolve::{Lookup, Resolver};
 use crate::auth::oauth::{HttpMethod, HttpRequest, RequestId};
 use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent, ResponseParser};
 use crate::driver::tls::{TlsConfig, TlsError, TlsSession};
@@ -43,10 +45,106 @@ pub(super) enum Progress {
     Done(io::Result<Fetched>),
 }
 
+/// One flow request: its origin's name being resolved, then its connection.
+#[derive(Debug)]
+pub(super) struct OAuthFetch {
+    pub(super) id: RequestId,
+    /// The whole request (resolution included) fails after this.
+    pub(super) deadline: Instant,
+    stage: Stage,
+    token: Token,
+    max_body: u64,
+}
+
+// The driver boxes the whole fetch, and it is rarely there: one size is fine.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+enum Stage {
+    Resolving {
+        lookup: Lookup,
+        req: HttpRequest,
+        at: Instance,
+    },
+    Open(OAuthConn),
+    /// Between the two, only inside [`OAuthFetch::on_ready`].
+    Moving,
+}
+
+impl OAuthFetch {
+    /// Starts the request: connects at once to an IP literal, or resolves the origin's name
+    /// on a helper thread first. Readiness on `token` moves it on either way.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn start(
+        req: HttpRequest,
+        proxy: &ProxyChoice,
+        resolver: &Arc<dyn Resolver>,
+        registry: &Registry,
+        token: Token,
+        now: Instant,
+        timeout: Duration,
+        max_body: u64,
+    ) -> io::Result<Self> {
+        let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
+        let at = Instance::parse(&req.url, proxy).map_err(|e| invalid(e.to_string()))?;
+        let (id, deadline) = (req.id, now + timeout);
+        let stage = match at.addrs.first() {
+            Some(&addr) => {
+                Stage::Open(OAuthConn::start(&req, &at, addr, registry, token, max_body)?)
+            }
+            None => {
+                let (host, port) = at.connect_to();
+                let lookup = Lookup::start(resolver, host, port, registry, token)?;
+                Stage::Resolving { lookup, req, at }
+            }
+        };
+        Ok(Self { id, deadline, stage, token, max_body })
+    }
+
+    /// Moves the request on after a readiness event.
+    pub(super) fn on_ready(&mut self, registry: &Registry, tls: Option<&TlsConfig>) -> Progress {
+        if let Stage::Resolving { lookup, .. } = &mut self.stage {
+            let Some(outcome) = lookup.poll() else { return Progress::Pending };
+            let Stage::Resolving { lookup, req, at } =
+                std::mem::replace(&mut self.stage, Stage::Moving)
+            else {
+                return Progress::Pending;
+            };
+            lookup.close(registry);
+            let addr = match outcome {
+                Ok(addrs) => match addrs.first() {
+                    Some(&addr) => addr,
+                    None => return Progress::Done(Err(io::ErrorKind::NotFound.into())),
+                },
+                Err(e) => return Progress::Done(Err(e)),
+            };
+            match OAuthConn::start(&req, &at, addr, registry, self.token, self.max_body) {
+                // The connection's own readiness comes next.
+                Ok(conn) => self.stage = Stage::Open(conn),
+                Err(e) => return Progress::Done(Err(e)),
+            }
+            return Progress::Pending;
+        }
+        match &mut self.stage {
+            Stage::Open(conn) => conn.on_ready(tls),
+            _ => Progress::Pending,
+        }
+    }
+
+    /// Deregisters what is registered (the resolution's pipe or the socket).
+    pub(super) fn close(self: Box<Self>, registry: &Registry) {
+        match self.stage {
+            Stage::Resolving { lookup, .. } => lookup.close(registry),
+            Stage::Open(mut conn) => {
+                let _ = registry.deregister(&mut conn.sock);
+            }
+            Stage::Moving => {}
+        }
+    }
+}
+
 /// One flow request on its connection.
 #[derive(Debug)]
-pub(super) struct OAuthConn {
-    pub(super) id: RequestId,
+struct OAuthConn {
     sock: TcpStream,
     phase: Phase,
     /// The name TLS checks, for an https origin.
@@ -62,25 +160,19 @@ pub(super) struct OAuthConn {
     limits: Limits,
     status: u16,
     body: Vec<u8>,
-    /// The whole request fails after this.
-    pub(super) deadline: Instant,
 }
 
 impl OAuthConn {
-    /// Resolves the origin (blocking, see the module doc), connects and registers the socket
-    /// with `token`.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn start(
+    /// Connects to `addr` (of `at`) and registers the socket with `token`.
+    fn start(
         req: &HttpRequest,
-        proxy: &ProxyChoice,
+        at: &Instance,
+        addr: std::net::SocketAddr,
         registry: &Registry,
         token: Token,
-        now: Instant,
-        timeout: Duration,
         max_body: u64,
     ) -> io::Result<Self> {
         let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
-        let at = Instance::resolve(&req.url, proxy).map_err(|e| invalid(e.to_string()))?;
         let mut headers: Vec<(&str, &[u8])> =
             req.headers.iter().map(|(k, v)| (*k, v.as_bytes())).collect();
         headers.push(("Connection", b"close"));
@@ -97,13 +189,11 @@ impl OAuthConn {
         let mut request = Vec::new();
         http1::write_request(&mut request, &head, &req.body)
             .map_err(|e| invalid(format!("request head: {e:?}")))?;
-        let addr = *at.addrs.first().ok_or(io::ErrorKind::NotFound)?;
         let mut sock = TcpStream::connect(addr)?;
         let _ = sock.set_nodelay(true);
         registry.register(&mut sock, token, Interest::READABLE | Interest::WRITABLE)?;
         let limits = Limits { max_head_bytes: MAX_HEAD, max_body_bytes: max_body };
         Ok(Self {
-            id: req.id,
             sock,
             phase: Phase::Connecting,
             tls_host: (at.url.scheme == Scheme::Https).then(|| at.url.host.clone()),
@@ -117,17 +207,11 @@ impl OAuthConn {
             limits,
             status: 0,
             body: Vec::new(),
-            deadline: now + timeout,
         })
     }
 
-    /// Deregisters the socket.
-    pub(super) fn close(mut self: Box<Self>, registry: &Registry) {
-        let _ = registry.deregister(&mut self.sock);
-    }
-
     /// Moves the request on after a readiness event.
-    pub(super) fn on_ready(&mut self, tls: Option<&TlsConfig>) -> Progress {
+    fn on_ready(&mut self, tls: Option<&TlsConfig>) -> Progress {
         match self.drive(tls) {
             Ok(Some(done)) => Progress::Done(Ok(done)),
             Ok(None) => Progress::Pending,

@@ -1,10 +1,16 @@
 //! Where an HTTP server is: the instance in use with its addresses, and the alternates a
-//! stateless server can be reached at instead.
+//! stateless server can be reached at instead. Names are resolved off the loop
+//! ([`resolve`](super::resolve)); an IP literal needs no resolution.
 
 use std::collections::VecDeque;
 use std::io;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
 
+use mio::{Registry, Token};
+
+use super::resolve::{literal, Lookup, Resolver};
 use super::HttpSetupError;
 use crate::driver::url::{proxy_for, HttpUrl, ProxyChoice};
 
@@ -14,30 +20,38 @@ pub(super) struct Instance {
     pub(super) url: HttpUrl,
     pub(super) host_header: String,
     pub(super) proxy: Option<HttpUrl>,
+    /// Empty until a name is resolved.
     pub(super) addrs: Vec<SocketAddr>,
 }
 
 impl Instance {
-    /// Parses `url`, picks its proxy, and resolves whichever is connected to (blocking).
-    pub(super) fn resolve(url: &str, proxy: &ProxyChoice) -> Result<Self, HttpSetupError> {
+    /// Parses `url` and picks its proxy. No I/O: an IP literal gives its address at once, a
+    /// name is resolved when a connection is first needed.
+    pub(super) fn parse(url: &str, proxy: &ProxyChoice) -> Result<Self, HttpSetupError> {
         let url = HttpUrl::parse(url).map_err(HttpSetupError::Url)?;
         let proxy = proxy_for(&url, proxy).map_err(HttpSetupError::Url)?;
         let mut instance = Self { host_header: url.host_header(), url, proxy, addrs: Vec::new() };
-        instance.lookup().map_err(HttpSetupError::Resolve)?;
+        let (host, port) = instance.connect_to();
+        instance.addrs = literal(host, port).unwrap_or_default();
         Ok(instance)
     }
 
-    fn lookup(&mut self) -> io::Result<()> {
-        let (host, port) = match &self.proxy {
+    /// The host and port a connection goes to: the proxy's, when there is one.
+    pub(super) fn connect_to(&self) -> (&str, u16) {
+        match &self.proxy {
             Some(p) => (p.host.as_str(), p.port),
             None => (self.url.host.as_str(), self.url.port),
-        };
-        self.addrs = (host, port).to_socket_addrs()?.collect();
-        if self.addrs.is_empty() {
-            return Err(io::Error::new(io::ErrorKind::NotFound, "no address for host"));
         }
-        Ok(())
     }
+}
+
+/// Where the next connection goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum NextAddr {
+    /// Connect here.
+    At(SocketAddr),
+    /// The name is being resolved; readiness on the resolver token says when it is done.
+    Resolving,
 }
 
 /// The instance in use, the next of its addresses to try, and the standby instances.
@@ -46,29 +60,77 @@ pub(super) struct Instances {
     current: Instance,
     next_addr: usize,
     standby: VecDeque<Instance>,
+    resolver: Arc<dyn Resolver>,
+    /// The resolution of `current`'s name in flight, and when it started.
+    lookup: Option<(Lookup, Instant)>,
 }
 
 impl Instances {
-    pub(super) fn new(current: Instance, standby: VecDeque<Instance>) -> Self {
-        Self { current, next_addr: 0, standby }
+    pub(super) fn new(
+        current: Instance,
+        standby: VecDeque<Instance>,
+        resolver: Arc<dyn Resolver>,
+    ) -> Self {
+        Self { current, next_addr: 0, standby, resolver, lookup: None }
     }
 
     pub(super) fn current(&self) -> &Instance {
         &self.current
     }
 
-    /// The address to connect to. When every known one failed, the resolver is asked again
-    /// (this blocks): never per call, only after failures.
-    pub(super) fn next_addr(&mut self) -> io::Result<SocketAddr> {
+    /// The address to connect to. When every known one failed (or none is known yet), a
+    /// name is resolved again on a helper thread, never per call and never on the loop.
+    pub(super) fn next_addr(
+        &mut self,
+        registry: &Registry,
+        token: Token,
+        now: Instant,
+    ) -> io::Result<NextAddr> {
+        if self.lookup.is_some() {
+            return Ok(NextAddr::Resolving);
+        }
         if self.next_addr >= self.current.addrs.len() {
-            self.current.lookup()?;
             self.next_addr = 0;
+            let (host, port) = self.current.connect_to();
+            if literal(host, port).is_none() {
+                let lookup = Lookup::start(&self.resolver, host, port, registry, token)?;
+                log::trace!("resolving {host}");
+                self.lookup = Some((lookup, now));
+                return Ok(NextAddr::Resolving);
+            }
         }
         self.current
             .addrs
             .get(self.next_addr)
             .copied()
+            .map(NextAddr::At)
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address for host"))
+    }
+
+    /// When the resolution in flight started, if one is.
+    pub(super) fn resolving_since(&self) -> Option<Instant> {
+        self.lookup.as_ref().map(|(_, since)| *since)
+    }
+
+    /// Counts a resolution that is taking too long from `now` on again (its waiting
+    /// connections were failed; it goes on for the next ones, rather than starting a second
+    /// thread on a resolver that hangs).
+    pub(super) fn rearm_lookup(&mut self, now: Instant) {
+        if let Some((_, since)) = self.lookup.as_mut() {
+            *since = now;
+        }
+    }
+
+    /// Readiness on the resolver token: the resolution's outcome once it is over (the
+    /// addresses are in place for [`next_addr`](Self::next_addr)); `None` while it runs.
+    pub(super) fn on_resolved(&mut self, registry: &Registry) -> Option<io::Result<()>> {
+        let (lookup, _) = self.lookup.as_mut()?;
+        let outcome = lookup.poll()?;
+        if let Some((lookup, _)) = self.lookup.take() {
+            lookup.close(registry);
+        }
+        self.next_addr = 0;
+        Some(outcome.map(|addrs| self.current.addrs = addrs))
     }
 
     /// A connection to the current address failed: the next one is tried next time.
@@ -77,12 +139,23 @@ impl Instances {
     }
 
     /// Moves new connections to the next instance; `false` when there is none.
-    pub(super) fn rotate(&mut self) -> bool {
+    pub(super) fn rotate(&mut self, registry: &Registry) -> bool {
         let Some(next) = self.standby.pop_front() else { return false };
         log::debug!("switching to instance {}", next.host_header);
+        // A resolution in flight was for the old instance.
+        if let Some((lookup, _)) = self.lookup.take() {
+            lookup.close(registry);
+        }
         let current = std::mem::replace(&mut self.current, next);
         self.next_addr = 0;
         self.standby.push_back(current);
         true
+    }
+
+    /// Stops listening for a resolution in flight (shutdown).
+    pub(super) fn close(&mut self, registry: &Registry) {
+        if let Some((lookup, _)) = self.lookup.take() {
+            lookup.close(registry);
+        }
     }
 }

@@ -2,8 +2,10 @@
 
 use std::fmt;
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::resolve::Resolver;
 use crate::auth::oauth::{AuthError, Authorizer, OAuthConfig};
 use crate::driver::tls::{TlsOptions, TlsSetupError};
 use crate::driver::url::{ProxyChoice, UrlError};
@@ -25,8 +27,8 @@ pub struct HttpOptions {
     ///
     /// The flow's own requests (metadata, registration, token) go one at a time on
     /// connections of their own, through the same `proxy` choice and `tls` trust, each bounded
-    /// by `connect_timeout` as a whole; MCP requests wait meanwhile. Known limitation: each
-    /// resolves its host with the system resolver, which blocks.
+    /// by `connect_timeout` as a whole (name resolution included); MCP requests wait
+    /// meanwhile.
     pub oauth: Option<OAuthConfig>,
     /// Takes the user through the authorization code grant (see [`Authorizer`]); without
     /// one, a flow that needs a user fails.
@@ -47,6 +49,11 @@ pub struct HttpOptions {
     /// after a connection to one fails, new connections go to the next, so a retried call lands
     /// elsewhere. Legacy servers keep sessions on one instance and never rotate.
     pub alternates: Vec<String>,
+    /// Resolves host names (the server's, its proxy's, the OAuth flow's origins) on a
+    /// helper thread, so the poll loop never waits for DNS; the system resolver when `None`.
+    /// IP literals are never resolved. A resolution that takes longer than
+    /// `connect_timeout` fails the calls waiting for it as a connect timeout.
+    pub resolver: Option<Arc<dyn Resolver>>,
 }
 
 impl HttpOptions {
@@ -65,6 +72,7 @@ impl HttpOptions {
             connect_timeout: Duration::from_secs(10),
             max_head_bytes: 16 * 1024,
             alternates: Vec::new(),
+            resolver: None,
         }
     }
 
@@ -86,6 +94,36 @@ impl HttpOptions {
         self
     }
 
+    /// These options without any credential: no token provider, no OAuth flow, no
+    /// authorizer, and no `Authorization` (or `Proxy-Authorization`) header. A principal's lane
+    /// starts from this and adds its own, so the server's own credentials never reach it.
+    pub(crate) fn without_credentials(&self) -> Self {
+        let headers = self
+            .headers
+            .iter()
+            .filter(|(name, _)| {
+                !name.eq_ignore_ascii_case("authorization")
+                    && !name.eq_ignore_ascii_case("proxy-authorization")
+            })
+            .cloned()
+            .collect();
+        Self {
+            url: self.url.clone(),
+            headers,
+            token_provider: None,
+            oauth: None,
+            authorizer: None,
+            tls: self.tls.clone(),
+            proxy: self.proxy.clone(),
+            max_connections: self.max_connections,
+            idle_timeout: self.idle_timeout,
+            connect_timeout: self.connect_timeout,
+            max_head_bytes: self.max_head_bytes,
+            alternates: self.alternates.clone(),
+            resolver: self.resolver.clone(),
+        }
+    }
+
     /// Refuses a configured header that is not a valid HTTP header.
     pub(super) fn check_headers(&self) -> Result<(), HttpSetupError> {
         for (name, value) in &self.headers {
@@ -101,6 +139,12 @@ impl HttpOptions {
         Ok(())
     }
 
+    /// Resolves host names with `resolver` (see [`HttpOptions::resolver`]).
+    pub fn resolver(mut self, resolver: Arc<dyn Resolver>) -> Self {
+        self.resolver = Some(resolver);
+        self
+    }
+
     /// Adds a header to every request.
     pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.headers.push((name.into(), value.into()));
@@ -114,7 +158,9 @@ impl HttpOptions {
 pub enum HttpSetupError {
     /// The URL (or the proxy URL) is not valid.
     Url(UrlError),
-    /// The host name did not resolve.
+    /// The host name did not resolve. Names are now resolved off the loop when a connection
+    /// is first needed, and a failure fails the calls waiting for it
+    /// (`TransportError::ConnectFailed`); this is no longer returned.
     Resolve(io::Error),
     /// The TLS options are not usable.
     Tls(TlsSetupError),

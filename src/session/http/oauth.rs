@@ -6,7 +6,9 @@
 use std::time::Instant;
 
 use super::{Carries, HttpSession, Listen, Stage};
-use crate::auth::oauth::{Action, Authorizer, HttpRequest, HttpResponse, OAuthFlow, RequestId};
+use crate::auth::oauth::{
+    Action, Authorizer, HttpRequest, HttpResponse, OAuthFlow, RedirectError, RequestId,
+};
 use crate::auth::AuthChallenge;
 use crate::engine::{Engine, ExchangeFailure};
 
@@ -86,14 +88,28 @@ impl HttpSession {
         self.drain_oauth(engine, now);
     }
 
-    /// Refreshes the token before it expires; early and spurious calls do nothing.
+    /// The redirect of a deferred authorization (see [`Authorizer::begin`]), from the host.
+    pub(crate) fn oauth_redirect(
+        &mut self,
+        engine: &mut Engine,
+        now: Instant,
+        redirect: &str,
+    ) -> Result<(), RedirectError> {
+        let Some(st) = self.oauth.as_mut() else { return Err(RedirectError::NoFlow) };
+        let taken = st.flow.handle_redirect(now, redirect);
+        self.drain_oauth(engine, now);
+        taken
+    }
+
+    /// Gives up on a deferred authorization whose redirect did not come in time, or
+    /// refreshes the token before it expires; early and spurious calls do nothing.
     pub(crate) fn oauth_timeout(&mut self, engine: &mut Engine, now: Instant) {
         let Some(st) = self.oauth.as_mut() else { return };
         st.flow.handle_timeout(now);
         self.drain_oauth(engine, now);
     }
 
-    /// When the token is due for a refresh.
+    /// When a deferred authorization expires, or the token is due for a refresh.
     pub(super) fn oauth_poll_timeout(&self) -> Option<Instant> {
         self.oauth.as_ref()?.flow.poll_timeout()
     }

@@ -93,9 +93,11 @@ impl Sim {
         self.session.handle_timeout(&self.engine, self.now);
     }
 
-    /// The next request the driver would put on a connection.
+    /// The next request the driver would put on a connection (it looks before it takes, as
+    /// the driver does: what the session holds back is not taken).
     fn next(&mut self) -> Option<Sent> {
         self.flush();
+        self.session.peek_waiting()?;
         let x = self.session.pop_waiting()?;
         let plan = self.session.plan(x).unwrap();
         let headers = plan

@@ -189,3 +189,97 @@ fn a_403_insufficient_scope_runs_the_flow_for_more_scope() {
     let a = s.next().unwrap();
     assert_eq!(a.header("authorization"), Some("Bearer tok-2"));
 }
+
+/// Every request the driver would put on a connection now.
+fn drain(s: &mut Sim) -> Vec<Sent> {
+    std::iter::from_fn(|| s.next()).collect()
+}
+
+#[test]
+fn legacy_get_stream_and_notifications_wait_for_the_flow_then_go_with_the_token() {
+    let mut s = Sim::legacy(None).with_oauth();
+    let mut server = As { tokens: vec![token("tok-1")], ..As::default() };
+    let get = s.listen.take().unwrap();
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+    // The server ends the GET stream after one event: it is due again after the 250 ms floor.
+    s.respond(get.x, 200, &SSE, &format!("id: ev-3\nretry: 0\ndata: {note}\n\n"));
+    let b = s.call("b");
+    let b_sent = s.next().unwrap();
+    s.call("a");
+    let a = s.next().unwrap();
+    s.refuse(a.x, 401, CHALLENGE);
+    // While the flow runs: a notification to send (b cancelled) and the GET stream due.
+    s.engine.cancel(s.now, b).unwrap();
+    s.advance(Duration::from_millis(250));
+    assert!(s.next().is_none(), "nothing goes out while the flow runs");
+    assert_eq!(s.run_flow(&mut server), 3, "PRM, AS metadata, token");
+
+    let sent = drain(&mut s);
+    let what: Vec<String> = sent
+        .iter()
+        .map(|x| if x.method == "GET" { "GET".to_owned() } else { x.rpc().to_owned() })
+        .collect();
+    assert_eq!(what.len(), 3, "{what:?}");
+    assert_eq!(sent[0].body["params"]["name"], "a", "the refused call goes first: {what:?}");
+    for x in &sent {
+        assert_eq!(x.header("authorization"), Some("Bearer tok-1"), "{}", x.rpc());
+        assert_eq!(x.header("mcp-session-id"), Some("s-1"), "{}", x.rpc());
+    }
+    let get = sent.iter().find(|x| x.method == "GET").expect("the GET stream reopens");
+    assert_eq!(get.header("last-event-id"), Some("ev-3"), "and resumes where it was");
+    let cancel = sent.iter().find(|x| x.rpc() == "notifications/cancelled").expect("the notice");
+    assert_eq!(cancel.body["params"]["requestId"], b_sent.body["id"]);
+}
+
+#[test]
+fn a_legacy_get_stream_refused_with_401_waits_for_the_flow_and_for_a_refresh() {
+    let mut s = Sim::legacy(None).with_oauth();
+    let tokens = vec![token("tok-1"), token("tok-2"), token("tok-3")];
+    let mut server = As { tokens, ..As::default() };
+    // A token from a first flow (a call refused, then answered).
+    s.call("a");
+    let a = s.next().unwrap();
+    s.refuse(a.x, 401, CHALLENGE);
+    s.run_flow(&mut server);
+    let a = s.next().unwrap();
+    s.json(a.x, reply(&a, json!({"content": []})));
+    s.events();
+
+    // The GET stream (opened before any token) ends; its reopening carries tok-1 and is
+    // refused (the server revoked it): it waits for a new flow, then reopens with its
+    // Last-Event-ID and the new token.
+    let get = s.listen.take().unwrap();
+    s.respond(get.x, 200, &SSE, "id: ev-5\nretry: 0\ndata: {}\n\n");
+    s.advance(Duration::from_millis(250));
+    let get = s.next().unwrap();
+    assert_eq!(get.method, "GET");
+    assert_eq!(get.header("authorization"), Some("Bearer tok-1"));
+    s.refuse(get.x, 401, CHALLENGE);
+    s.advance(Duration::from_secs(5));
+    assert!(s.next().is_none(), "the GET stream is parked, not retried on its schedule");
+    assert_eq!(s.run_flow(&mut server), 3);
+    let get = s.next().unwrap();
+    assert_eq!(get.method, "GET");
+    assert_eq!(get.header("authorization"), Some("Bearer tok-2"));
+    assert_eq!(get.header("last-event-id"), Some("ev-5"));
+    assert!(s.next().is_none());
+
+    // A refresh before tok-2 expires: the stream ending meanwhile waits for it too.
+    s.respond(get.x, 200, &SSE, "id: ev-6\nretry: 0\n\n");
+    let due = s.session.oauth_poll_timeout().expect("a refresh is scheduled");
+    assert!(due > s.now + Duration::from_secs(3000), "tok-2 lasts an hour");
+    s.now = due;
+    s.session.oauth_timeout(&mut s.engine, s.now);
+    s.call("c");
+    assert!(s.next().is_none(), "nothing goes out while the refresh runs");
+    assert_eq!(s.run_flow(&mut server), 1, "one refresh request");
+    assert!(server.asked.last().unwrap().contains("grant_type=refresh_token"));
+    let sent = drain(&mut s);
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    for x in &sent {
+        assert_eq!(x.header("authorization"), Some("Bearer tok-3"));
+    }
+    let get = sent.iter().find(|x| x.method == "GET").expect("the GET stream reopens");
+    assert_eq!(get.header("last-event-id"), Some("ev-6"));
+    assert!(sent.iter().any(|x| x.body["params"]["name"] == "c"));
+}

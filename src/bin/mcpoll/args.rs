@@ -1,0 +1,139 @@
+//! The command line: which server, which command, how to print.
+
+use std::time::Duration;
+
+use mcpoll::EraPreference;
+
+pub(crate) const USAGE: &str = "\
+usage: mcpoll SERVER [OPTIONS] COMMAND [ARGS]
+
+SERVER (one of):
+  --config FILE [--server NAME]  a server of an mcpServers JSON file (the name may be left
+                                 out when the file has one server)
+  --stdio \"CMD ARGS...\"          run CMD (split into words as a shell would, run without one)
+  --http URL                     a Streamable HTTP endpoint
+
+OPTIONS:
+  --json                 print the result as JSON (errors as one JSON line on stderr)
+  --timeout MS           deadline of the command (default 30000; also bounds `watch`)
+  --legacy | --modern    speak only 2025-11-25 (initialize) or only 2026-07-28
+  --header 'K: V'        (HTTP) send a header, repeatable
+  --bearer TOKEN         (HTTP) send Authorization: Bearer TOKEN
+  --client-credentials ID:SECRET
+                         (HTTP) OAuth client credentials grant
+  --oauth [--redirect-uri URI]
+                         (HTTP) OAuth authorization code grant: prints the URL to open,
+                         reads the redirected URL back on stdin
+  -h, --help             this text
+
+COMMAND:
+  discover               server identity, protocol version, capabilities
+  tools                  every tool (pagination followed)
+  call NAME [JSON]       call a tool with JSON object arguments (default {})
+  resources | templates  every resource, every resource template
+  read URI               read a resource
+  prompts                every prompt
+  get NAME [JSON]        get a prompt with JSON object arguments (also: prompt)
+  watch                  print each change of the tool, prompt or resource catalog until
+                         interrupted (or --timeout, when given)
+
+While a call runs, its progress is shown on stderr when stderr is a terminal. Ctrl-C cancels
+the running call (the server is told) and exits with 130.
+
+EXIT CODES:
+  0    success; a tool's isError result counts (it is printed, and it is a completed call)
+  1    the command failed: the server, the transport or mcpoll ended it (stderr says why)
+  2    bad usage, or a configuration file mcpoll cannot use
+  130  interrupted by Ctrl-C";
+
+/// Where the server is.
+pub(crate) enum Target {
+    Config { file: String, server: Option<String> },
+    Stdio(String),
+    Http(String),
+}
+
+/// How the CLI gets a token from an OAuth authorization server.
+pub(crate) enum Auth {
+    None,
+    ClientCredentials { id: String, secret: String },
+    Code { redirect_uri: String },
+}
+
+pub(crate) struct Args {
+    pub(crate) target: Target,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) bearer: Option<String>,
+    pub(crate) auth: Auth,
+    pub(crate) timeout: Duration,
+    /// `--timeout` was given: it bounds `watch` and overrides a config file's `timeoutMs`.
+    pub(crate) timeout_given: bool,
+    /// `--legacy` or `--modern` was given.
+    pub(crate) era: Option<EraPreference>,
+    pub(crate) json: bool,
+    pub(crate) command: Vec<String>,
+}
+
+/// Parses the arguments. `Err("")` asks for the usage text alone (`--help`).
+pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
+    let (mut config, mut server, mut stdio, mut http) = (None, None, None, None);
+    let (mut headers, mut bearer, mut command) = (Vec::new(), None, Vec::new());
+    let (mut timeout, mut timeout_given, mut era, mut json) =
+        (Duration::from_secs(30), false, None, false);
+    let (mut auth, mut redirect_uri) = (Auth::None, None);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--config" => config = Some(it.next().ok_or("--config needs a file")?),
+            "--server" => server = Some(it.next().ok_or("--server needs a name")?),
+            "--stdio" => stdio = Some(it.next().ok_or("--stdio needs a command")?),
+            "--http" => http = Some(it.next().ok_or("--http needs a URL")?),
+            "--bearer" => bearer = Some(it.next().ok_or("--bearer needs a token")?),
+            "--client-credentials" => {
+                let c = it.next().ok_or("--client-credentials needs ID:SECRET")?;
+                let (id, secret) =
+                    c.split_once(':').ok_or("--client-credentials needs ID:SECRET")?;
+                auth = Auth::ClientCredentials { id: id.to_owned(), secret: secret.to_owned() };
+            }
+            "--oauth" => auth = Auth::Code { redirect_uri: String::new() },
+            "--redirect-uri" => redirect_uri = Some(it.next().ok_or("--redirect-uri needs a URI")?),
+            "--header" => {
+                let h = it.next().ok_or("--header needs 'Name: value'")?;
+                let (name, value) = h.split_once(':').ok_or("--header needs 'Name: value'")?;
+                headers.push((name.trim().to_owned(), value.trim().to_owned()));
+            }
+            "--timeout" => {
+                let ms: u64 =
+                    it.next().and_then(|v| v.parse().ok()).ok_or("--timeout needs milliseconds")?;
+                timeout = Duration::from_millis(ms.max(1));
+                timeout_given = true;
+            }
+            "--legacy" => era = Some(EraPreference::LegacyOnly),
+            "--modern" => era = Some(EraPreference::ModernOnly),
+            "--json" => json = true,
+            "-h" | "--help" => return Err(String::new()),
+            flag if flag.starts_with("--") && command.is_empty() => {
+                return Err(format!("unknown option {flag}"))
+            }
+            _ => command.push(a),
+        }
+    }
+    if server.is_some() && config.is_none() {
+        return Err("--server names a server of a --config file".into());
+    }
+    let target = match (config, stdio, http) {
+        (Some(file), None, None) => Target::Config { file, server },
+        (None, Some(s), None) => Target::Stdio(s),
+        (None, None, Some(url)) => Target::Http(url),
+        _ => return Err("give exactly one of --config, --stdio and --http".into()),
+    };
+    if let Auth::Code { redirect_uri: r } = &mut auth {
+        *r = redirect_uri.unwrap_or_else(|| "http://127.0.0.1:8976/callback".into());
+    }
+    if bearer.is_some() && !matches!(auth, Auth::None) {
+        return Err("give --bearer or an OAuth option, not both".into());
+    }
+    if command.is_empty() {
+        return Err("no command given".into());
+    }
+    Ok(Args { target, headers, bearer, auth, timeout, timeout_given, era, json, command })
+}

@@ -1,0 +1,483 @@
+// cargo install --path . --features cli
+// cargo run --features cli --bin mcpoll -- --config examples/mcp.json --server echo tools
+//
+//! `mcpoll`, a command-line MCP client for people and scripts.
+//!
+//! `mcpoll --help` gives the usage and the exit codes (the text is in `args.rs`). The server is
+//! named in an `mcpServers` file (`--config FILE --server NAME`, the format every desktop MCP
+//! host reads; see README.md), or directly with `--stdio "CMD ARGS..."` or `--http URL`.
+//!
+//! Output: readable text on stdout by default; with `--json`, the result object as JSON. On
+//! failure stderr gets one line: `mcpoll: MESSAGE (KIND/NAME)`, or with `--json`
+//! `{"error":{"kind":"protocol|peer|transport|local","name":"...","message":"..."}}`; when a
+//! server process's exit is behind the error, the JSON also carries `"exit_code"` (or
+//! `"signal"`) and `"stderr_tail"`. `call` lists the tools first (once per process, through the
+//! host's capability cache), so the tool's annotations decide whether a failed attempt may be
+//! retried, and `x-mcp-header` arguments travel as headers over HTTP. `watch` prints one line
+//! per catalog change; with `--json`,
+//! `{"kind":"tools","added":["x"],"removed":[],"changed":[],"hash":"<16 hex>"}`.
+//!
+//! Ctrl-C: the flag it sets is checked every 100 ms by the loop waiting for the call; the call
+//! is then cancelled through `Host::cancel`, which does what the era asks (on stdio,
+//! `notifications/cancelled`; on 2026-07-28 HTTP, closing the response stream; on 2025-11-25
+//! HTTP, both), the cancellation gets a moment to leave, and the exit code is 130.
+//!
+//! OAuth: `--client-credentials ID:SECRET` gets tokens with the client credentials grant, for
+//! a machine identity. `--oauth` runs the authorization code grant for a user: mcpoll prints
+//! the authorization URL on stderr, the user opens it in any browser, and pastes the URL the
+//! browser was sent back to (`--redirect-uri`, default `http://127.0.0.1:8976/callback`; the
+//! page need not load) on stdin.
+
+mod args;
+mod show;
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use mcpoll::oauth::{Authorizer, OAuthConfig, PreRegistered};
+use mcpoll::{
+    BlockingError, CacheConfig, CallError, CallId, CallOptions, Config, ConfigFile, Event, Host,
+    HttpOptions, LocalError, Method, OwnedResult, ProcessExit, ServerId, ServerState, StdioCommand,
+    TransportError,
+};
+use serde_json::json;
+use serde_json::value::RawValue;
+
+use args::{Args, Auth, Target, USAGE};
+
+/// Set by the Ctrl-C handler; the waiting loops look at it between polls.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// How often the waiting loops look at [`INTERRUPTED`].
+const TICK: Duration = Duration::from_millis(100);
+
+/// How long a cancellation gets to reach the server before the process ends.
+const CANCEL_GRACE: Duration = Duration::from_millis(300);
+
+/// The exit code after Ctrl-C (128 + SIGINT, as shells report it).
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// The authorization code grant from a terminal: print the URL, read back the redirect.
+struct Paste;
+
+impl Authorizer for Paste {
+    fn authorize(&mut self, url: &str) -> Option<String> {
+        eprintln!("Open this URL in a browser and authorize mcpoll:\n\n  {url}\n");
+        eprintln!("Then paste here the whole URL the browser was sent back to:");
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).ok()?;
+        let line = line.trim();
+        (!line.is_empty()).then(|| line.to_owned())
+    }
+}
+
+/// Why the command did not succeed.
+enum Failure {
+    /// Bad usage or an unusable configuration file (exit 2).
+    Usage(String),
+    /// The call ended without a result (exit 1).
+    Call(CallError),
+    /// Anything else that stopped the command (exit 1).
+    Other(&'static str, String),
+    /// Ctrl-C (exit 130).
+    Interrupted,
+}
+
+impl From<BlockingError> for Failure {
+    fn from(e: BlockingError) -> Self {
+        match e {
+            BlockingError::Call(e) => Failure::Call(e),
+            BlockingError::Request(e) => Failure::Other("request_refused", e.to_string()),
+            other => Failure::Other("io", other.to_string()),
+        }
+    }
+}
+
+impl From<mcpoll::RequestError> for Failure {
+    fn from(e: mcpoll::RequestError) -> Self {
+        Failure::Other("request_refused", e.to_string())
+    }
+}
+
+/// What a successful command leaves to print.
+enum Output {
+    /// A result object, as JSON text.
+    Result(String),
+    /// Printed already (`watch`).
+    Done,
+}
+
+/// The server process exit behind an error, if one is.
+fn process_exit(e: &CallError) -> Option<&ProcessExit> {
+    match e {
+        CallError::Transport(TransportError::ProcessExit(x)) => Some(x),
+        CallError::Local(LocalError::DeliveryUnknown(t)) => match &**t {
+            TransportError::ProcessExit(x) => Some(x),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn object_arg(s: Option<&String>) -> Result<Box<RawValue>, Failure> {
+    let text = s.map_or("{}", String::as_str);
+    let raw = RawValue::from_string(text.to_owned())
+        .map_err(|e| Failure::Usage(format!("arguments are not JSON: {e}")))?;
+    if !raw.get().trim_start().starts_with('{') {
+        return Err(Failure::Usage("arguments must be a JSON object".into()));
+    }
+    Ok(raw)
+}
+
+/// A server as the arguments name it, before any flag that overrides its settings.
+enum Chosen {
+    Stdio(StdioCommand, Config),
+    // Boxed: the options are much larger than a command.
+    Http(Box<HttpOptions>, Config),
+}
+
+/// Finds the server: an entry of the config file, or the `--stdio`/`--http` flags.
+fn choose(args: &Args) -> Result<Chosen, Failure> {
+    let defaults = Config { default_timeout: args.timeout, ..Config::default() };
+    let file = match &args.target {
+        Target::Stdio(line) => {
+            let command =
+                StdioCommand::from_command_line(line).map_err(|e| Failure::Usage(e.to_string()))?;
+            return Ok(Chosen::Stdio(command, defaults));
+        }
+        Target::Http(url) => {
+            return Ok(Chosen::Http(Box::new(HttpOptions::new(url.clone())), defaults))
+        }
+        Target::Config { file, server } => (file, server),
+    };
+    let config = ConfigFile::load(file.0).map_err(|e| Failure::Usage(e.to_string()))?;
+    let entry = match file.1 {
+        Some(name) => config.server(name).ok_or_else(|| {
+            Failure::Usage(format!("no server {name:?} in the configuration file"))
+        })?,
+        None => {
+            let mut enabled = config.servers().filter(|s| !s.is_disabled());
+            match (enabled.next(), enabled.next()) {
+                (Some(only), None) => only,
+                _ => return Err(Failure::Usage("name the server with --server".into())),
+            }
+        }
+    };
+    let mut settings = entry.config().clone();
+    if args.timeout_given {
+        settings.default_timeout = args.timeout;
+    }
+    match (entry.stdio_command(), entry.http_options()) {
+        (Some(command), _) => Ok(Chosen::Stdio(command.clone(), settings)),
+        (None, Some(opts)) => Ok(Chosen::Http(Box::new(opts), settings)),
+        (None, None) => Err(Failure::Usage("the server has no transport".into())),
+    }
+}
+
+/// Adds the server the arguments name, with the flags' overrides.
+fn add_server(host: &mut Host, args: &Args) -> Result<ServerId, Failure> {
+    let http_flags =
+        !args.headers.is_empty() || args.bearer.is_some() || !matches!(args.auth, Auth::None);
+    let (mut opts, mut config) = match choose(args)? {
+        Chosen::Stdio(..) if http_flags => {
+            let m = "--header, --bearer and the OAuth options are for HTTP servers";
+            return Err(Failure::Usage(m.into()));
+        }
+        Chosen::Stdio(command, mut config) => {
+            config.era = args.era.unwrap_or(config.era);
+            return host
+                .add_stdio_server(command, config)
+                .map_err(|e| Failure::Other("spawn_failed", e.to_string()));
+        }
+        Chosen::Http(opts, config) => (*opts, config),
+    };
+    config.era = args.era.unwrap_or(config.era);
+    let url = opts.url.clone();
+    for (n, v) in &args.headers {
+        opts = opts.header(n.clone(), v.clone());
+    }
+    if let Some(t) = &args.bearer {
+        opts = opts.bearer(t.clone());
+    }
+    match &args.auth {
+        Auth::None => {}
+        Auth::ClientCredentials { id, secret } => {
+            let client = PreRegistered::with_secret(id.clone(), secret.clone());
+            opts = opts.oauth(OAuthConfig::client_credentials(url, client));
+        }
+        Auth::Code { redirect_uri } => {
+            let config = OAuthConfig::authorization_code(url, redirect_uri.clone());
+            opts = opts.oauth(config).authorizer(Box::new(Paste));
+        }
+    }
+    host.add_http_server(opts, config).map_err(|e| Failure::Other("setup_failed", e.to_string()))
+}
+
+/// Waits until the server is ready, giving up at `limit` or on Ctrl-C.
+fn wait_ready(host: &mut Host, server: ServerId, limit: Duration) -> Result<(), Failure> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            return Err(Failure::Interrupted);
+        }
+        match host.wait_ready(server, TICK) {
+            Ok(ServerState::Ready(..)) => return Ok(()),
+            Ok(state) => {
+                // The engine closed: the first queued event says why.
+                while let Some((_, event)) = host.poll_event() {
+                    if let Event::Closed { error } = event {
+                        return Err(Failure::Call(error));
+                    }
+                }
+                return Err(Failure::Other("not_ready", format!("server state: {state}")));
+            }
+            Err(BlockingError::Call(CallError::Local(LocalError::DeadlineExceeded)))
+                if Instant::now() < deadline => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Shows progress on stderr, on one line rewritten in place, when stderr is a terminal.
+struct Progress {
+    shown: bool,
+}
+
+impl Progress {
+    fn show(&mut self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        let total = total.map(|t| format!("/{t}")).unwrap_or_default();
+        let message = message.map(|m| format!("  {m}")).unwrap_or_default();
+        // \r and "erase line": the next report overwrites this one.
+        eprint!("\r\x1b[2K[{progress}{total}]{message}");
+        let _ = std::io::stderr().flush();
+        self.shown = true;
+    }
+
+    fn clear(&mut self) {
+        if std::mem::take(&mut self.shown) {
+            eprint!("\r\x1b[2K");
+        }
+    }
+}
+
+/// Waits for `call`, showing its progress and cancelling it on Ctrl-C.
+fn finish(host: &mut Host, server: ServerId, call: CallId) -> Result<OwnedResult, Failure> {
+    let mut progress = Progress { shown: false };
+    let outcome = loop {
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            break Err(interrupt(host, server, call));
+        }
+        if let Err(e) = host.poll(Some(TICK)) {
+            break Err(Failure::Other("io", e.to_string()));
+        }
+        let mut ended = None;
+        while let Some((_, event)) = host.poll_event() {
+            match event {
+                Event::Progress { call: c, progress: p, total, message } if c == call => {
+                    progress.show(p, total, message);
+                }
+                Event::CallDone { call: c, result, .. } if c == call => {
+                    ended = Some(Ok(OwnedResult {
+                        json: result.json().to_owned(),
+                        is_error: result.is_error(),
+                        result_type: result.result_type(),
+                    }));
+                    break;
+                }
+                Event::CallFailed { call: c, error, .. } if c == call => {
+                    ended = Some(Err(Failure::Call(error)));
+                    break;
+                }
+                _ => {}
+            }
+        }
+        if let Some(e) = ended {
+            break e;
+        }
+    };
+    progress.clear();
+    outcome
+}
+
+/// Cancels `call` after Ctrl-C and lets the cancellation leave before the process ends.
+fn interrupt(host: &mut Host, server: ServerId, call: CallId) -> Failure {
+    if host.cancel(server, call).is_ok() {
+        // On stdio the notification is written already; over HTTP a 2025-11-25 server's
+        // `notifications/cancelled` may need a connection of its own first.
+        let until = Instant::now() + CANCEL_GRACE;
+        while Instant::now() < until {
+            let _ = host.poll(Some(until.saturating_duration_since(Instant::now())));
+            while host.poll_event().is_some() {}
+        }
+    }
+    Failure::Interrupted
+}
+
+fn run(args: &Args) -> Result<Output, Failure> {
+    let watching = args.command.first().is_some_and(|c| c == "watch");
+    let cache = CacheConfig { eager_refresh: watching, ..CacheConfig::default() };
+    let mut host = Host::with_cache(cache).map_err(|e| Failure::Other("io", e.to_string()))?;
+    let server = add_server(&mut host, args)?;
+    wait_ready(&mut host, server, args.timeout + Duration::from_secs(15))?;
+    let showing_progress = std::io::stderr().is_terminal();
+    let o = CallOptions { progress: showing_progress, ..CallOptions::default() };
+    let cmd: Vec<&str> = args.command.iter().map(String::as_str).collect();
+    let listing = |c: &str| match c {
+        "tools" => Some(Method::ToolsList),
+        "resources" => Some(Method::ResourcesList),
+        "templates" => Some(Method::ResourceTemplatesList),
+        "prompts" => Some(Method::PromptsList),
+        _ => None,
+    };
+    let call = match cmd.as_slice() {
+        ["discover"] => {
+            return Ok(Output::Result(host.server_info(server).unwrap_or("{}").to_owned()))
+        }
+        [c] if listing(c).is_some() => {
+            host.list(server, listing(c).unwrap_or(Method::ToolsList), &o)?
+        }
+        ["read", uri] => host.read_resource(server, uri, &o)?,
+        ["call", name, rest @ ..] if rest.len() <= 1 => {
+            let arguments = object_arg(args.command.get(2))?;
+            // The catalog (through the cache) tells whether a retry is safe and which
+            // arguments travel as headers; a server that cannot list still gets the call.
+            let _ = host.tools_blocking(server, args.timeout);
+            host.call_tool(server, name, &arguments, &o)?
+        }
+        ["watch"] => {
+            let bound = args.timeout_given.then_some(args.timeout);
+            let outcome = watch(&mut host, server, args, bound);
+            host.close_server(server);
+            return outcome.map(|()| Output::Done);
+        }
+        ["get" | "prompt", name, rest @ ..] if rest.len() <= 1 => {
+            let arguments = object_arg(args.command.get(2))?;
+            host.get_prompt(server, name, Some(&arguments), &o)?
+        }
+        _ => return Err(Failure::Usage(format!("unknown command: {}", args.command.join(" ")))),
+    };
+    let result = finish(&mut host, server, call);
+    host.close_server(server);
+    Ok(Output::Result(result?.json))
+}
+
+/// Prints each catalog change until `bound` passes (`None`: until Ctrl-C).
+fn watch(
+    host: &mut Host,
+    server: ServerId,
+    args: &Args,
+    bound: Option<Duration>,
+) -> Result<(), Failure> {
+    let started = Instant::now();
+    // The baseline: later refreshes are diffed against it.
+    host.tools_blocking(server, args.timeout)
+        .map_err(|e| Failure::Other("catalog", e.to_string()))?;
+    host.watch_catalogs(server)?;
+    let names = |v: &[Box<str>]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    while bound.is_none_or(|b| started.elapsed() < b) {
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            return Err(Failure::Interrupted);
+        }
+        host.poll(Some(TICK)).map_err(|e| Failure::Other("io", e.to_string()))?;
+        while let Some((_, event)) = host.poll_event() {
+            let (kind, change) = match event {
+                Event::ToolsChanged(c) => ("tools", c),
+                Event::PromptsChanged(c) => ("prompts", c),
+                Event::ResourcesChanged(c) => ("resources", c),
+                Event::Closed { error } => return Err(Failure::Call(error)),
+                _ => continue,
+            };
+            let (added, removed, changed) =
+                (names(change.added()), names(change.removed()), names(change.changed()));
+            if args.json {
+                let hash = change.catalog_hash();
+                let line = json!({
+                    "kind": kind, "added": added, "removed": removed, "changed": changed,
+                    "hash": hash,
+                });
+                println!("{line}");
+            } else {
+                let parts: Vec<String> = [('+', &added), ('-', &removed), ('~', &changed)]
+                    .into_iter()
+                    .flat_map(|(sign, v)| v.iter().map(move |n| format!("{sign}{n}")))
+                    .collect();
+                println!("{kind} changed: {}", parts.join(" "));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Prints the failure on stderr and gives the exit code.
+fn report(f: Failure, json: bool) -> ExitCode {
+    let mut exit = None;
+    let (kind, name, message, code) = match f {
+        Failure::Usage(m) if m.is_empty() => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Failure::Usage(m) => ("local", "usage".to_owned(), m, 2),
+        Failure::Call(e) => {
+            exit = process_exit(&e).cloned();
+            (e.kind(), e.name().to_owned(), e.to_string(), 1)
+        }
+        Failure::Other(name, m) => ("local", name.to_owned(), m, 1),
+        Failure::Interrupted => {
+            let m = "interrupted: the call was cancelled".to_owned();
+            ("local", "interrupted".to_owned(), m, EXIT_INTERRUPTED)
+        }
+    };
+    if json {
+        let mut error = json!({"kind": kind, "name": name, "message": message});
+        if let Some(x) = exit {
+            if let Some(c) = x.code {
+                error["exit_code"] = json!(c);
+            }
+            if let Some(s) = x.signal {
+                error["signal"] = json!(s);
+            }
+            error["stderr_tail"] = json!(&*x.stderr_tail);
+        }
+        eprintln!("{}", json!({ "error": error }));
+    } else {
+        eprintln!("mcpoll: {message} ({kind}/{name})");
+        if name == "usage" {
+            eprintln!("Try `mcpoll --help`.");
+        }
+        if let Some(x) = exit.filter(|x| !x.stderr_tail.is_empty()) {
+            eprintln!("the server's last stderr:\n{}", x.stderr_tail.trim_end());
+        }
+    }
+    ExitCode::from(code)
+}
+
+fn main() -> ExitCode {
+    let args = match args::parse(std::env::args().skip(1)) {
+        Ok(a) => a,
+        Err(m) => {
+            let json = std::env::args().any(|a| a == "--json");
+            return report(Failure::Usage(m), json);
+        }
+    };
+    // Without a handler, Ctrl-C would kill the process before the server is told anything.
+    if let Err(e) = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed)) {
+        eprintln!("mcpoll: Ctrl-C will not cancel calls: {e}");
+    }
+    match run(&args) {
+        Ok(Output::Done) => ExitCode::SUCCESS,
+        Ok(Output::Result(text)) => {
+            match serde_json::from_str::<serde_json::Value>(&text) {
+                Ok(v) if args.json => {
+                    println!("{}", serde_json::to_string_pretty(&v).unwrap_or(text))
+                }
+                Ok(v) => print!("{}", show::readable(&args.command[0], &v)),
+                // It always parses (the engine checked it); raw text otherwise.
+                Err(_) => println!("{text}"),
+            }
+            ExitCode::SUCCESS
+        }
+        Err(f) => report(f, args.json),
+    }
+}

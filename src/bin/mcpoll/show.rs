@@ -1,0 +1,206 @@
+//! The readable form of each result (the default; `--json` prints the JSON instead).
+//!
+//! Anything of a shape not recognised is printed as indented JSON, so nothing is ever lost.
+
+use std::fmt::Write;
+
+use serde_json::Value;
+
+/// The readable text for the result of `command`, ending in a newline.
+pub(crate) fn readable(command: &str, result: &Value) -> String {
+    let mut out = String::new();
+    match command {
+        "discover" => discover(&mut out, result),
+        "tools" => listing(&mut out, result, "tools", "name"),
+        "prompts" => prompts(&mut out, result),
+        "resources" => listing(&mut out, result, "resources", "uri"),
+        "templates" => listing(&mut out, result, "resourceTemplates", "uriTemplate"),
+        "call" => call(&mut out, result),
+        "read" => read(&mut out, result),
+        "get" | "prompt" => prompt(&mut out, result),
+        _ => {}
+    }
+    if out.is_empty() {
+        pretty(&mut out, result);
+    }
+    out
+}
+
+fn pretty(out: &mut String, v: &Value) {
+    let text = serde_json::to_string_pretty(v).unwrap_or_default();
+    let _ = writeln!(out, "{text}");
+}
+
+fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+/// The first line of a description, for one-line listings.
+fn first_line(v: &Value) -> &str {
+    str_of(v, "description").and_then(|d| d.lines().next()).unwrap_or("")
+}
+
+fn discover(out: &mut String, r: &Value) {
+    // 2025-11-25 puts the identity in `serverInfo`; 2026-07-28 in `_meta`.
+    let info = r
+        .get("serverInfo")
+        .or_else(|| r.get("_meta").and_then(|m| m.get("io.modelcontextprotocol/serverInfo")));
+    if let Some(info) = info {
+        let name = str_of(info, "name").unwrap_or("?");
+        let _ = writeln!(out, "server:       {name} {}", str_of(info, "version").unwrap_or(""));
+    }
+    if let Some(v) = str_of(r, "protocolVersion") {
+        let _ = writeln!(out, "protocol:     {v}");
+    }
+    if let Some(vs) = r.get("supportedVersions").and_then(Value::as_array) {
+        let vs: Vec<&str> = vs.iter().filter_map(Value::as_str).collect();
+        let _ = writeln!(out, "versions:     {}", vs.join(", "));
+    }
+    if let Some(caps) = r.get("capabilities").and_then(Value::as_object) {
+        let names: Vec<&str> = caps.keys().map(String::as_str).collect();
+        let _ = writeln!(out, "capabilities: {}", names.join(", "));
+    }
+    if let Some(i) = str_of(r, "instructions") {
+        let _ = writeln!(out, "instructions:\n{i}");
+    }
+}
+
+fn listing(out: &mut String, r: &Value, key: &str, id: &str) {
+    let Some(items) = r.get(key).and_then(Value::as_array) else { return };
+    let width = items.iter().filter_map(|i| str_of(i, id)).map(str::len).max().unwrap_or(0);
+    for item in items {
+        let name = str_of(item, id).unwrap_or("?");
+        let read_only = item
+            .get("annotations")
+            .and_then(|a| a.get("readOnlyHint"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let mark = if read_only { " (read-only)" } else { "" };
+        let line = format!("{name:width$}  {}{mark}", first_line(item));
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    if items.is_empty() {
+        let _ = writeln!(out, "(no {key})");
+    }
+}
+
+fn prompts(out: &mut String, r: &Value) {
+    let Some(items) = r.get("prompts").and_then(Value::as_array) else { return };
+    for p in items {
+        let args: Vec<String> = p
+            .get("arguments")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|a| {
+                        let n = str_of(a, "name")?;
+                        let required = a.get("required").and_then(Value::as_bool) == Some(true);
+                        Some(if required { format!("{n}*") } else { n.to_owned() })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let name = str_of(p, "name").unwrap_or("?");
+        let _ = writeln!(out, "{name}({})  {}", args.join(", "), first_line(p));
+    }
+    if items.is_empty() {
+        out.push_str("(no prompts)\n");
+    }
+}
+
+/// One content block (text, image, audio, resource, resource link).
+fn content(out: &mut String, c: &Value) {
+    match str_of(c, "type") {
+        Some("text") => {
+            let _ = writeln!(out, "{}", str_of(c, "text").unwrap_or(""));
+        }
+        Some(kind @ ("image" | "audio")) => {
+            let bytes = str_of(c, "data").map_or(0, |d| d.len() / 4 * 3);
+            let mime = str_of(c, "mimeType").unwrap_or("?");
+            let _ = writeln!(out, "[{kind} {mime}, about {bytes} bytes]");
+        }
+        Some("resource") => {
+            if let Some(r) = c.get("resource") {
+                resource_contents(out, r);
+            }
+        }
+        Some("resource_link") => {
+            let _ = writeln!(out, "[link {}]", str_of(c, "uri").unwrap_or("?"));
+        }
+        _ => pretty(out, c),
+    }
+}
+
+fn resource_contents(out: &mut String, r: &Value) {
+    let uri = str_of(r, "uri").unwrap_or("?");
+    match (str_of(r, "text"), str_of(r, "blob")) {
+        (Some(t), _) => {
+            let _ = writeln!(out, "{t}");
+        }
+        (None, Some(b)) => {
+            let mime = str_of(r, "mimeType").unwrap_or("?");
+            let _ = writeln!(out, "[{uri}: {mime}, about {} bytes]", b.len() / 4 * 3);
+        }
+        (None, None) => {
+            let _ = writeln!(out, "[{uri}]");
+        }
+    }
+}
+
+fn call(out: &mut String, r: &Value) {
+    let blocks = r.get("content").and_then(Value::as_array);
+    for c in blocks.into_iter().flatten() {
+        content(out, c);
+    }
+    // Structured output is the result proper when there is no text for it.
+    if let Some(s) = r.get("structuredContent").filter(|_| blocks.is_none_or(Vec::is_empty)) {
+        pretty(out, s);
+    }
+    if r.get("isError").and_then(Value::as_bool) == Some(true) {
+        out.insert_str(0, "the tool reported an error:\n");
+    }
+}
+
+fn read(out: &mut String, r: &Value) {
+    for c in r.get("contents").and_then(Value::as_array).into_iter().flatten() {
+        resource_contents(out, c);
+    }
+}
+
+fn prompt(out: &mut String, r: &Value) {
+    if let Some(d) = str_of(r, "description") {
+        let _ = writeln!(out, "# {d}");
+    }
+    for m in r.get("messages").and_then(Value::as_array).into_iter().flatten() {
+        let _ = write!(out, "{}: ", str_of(m, "role").unwrap_or("?"));
+        match m.get("content") {
+            Some(c) => content(out, c),
+            None => out.push('\n'),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::readable;
+
+    #[test]
+    fn shapes() {
+        let tools = json!({"tools": [
+            {"name": "echo", "description": "Echo.\nMore.", "annotations": {"readOnlyHint": true}},
+            {"name": "add"}
+        ]});
+        assert_eq!(readable("tools", &tools), "echo  Echo. (read-only)\nadd\n");
+        let result = json!({"content": [{"type": "text", "text": "hi"}], "isError": true});
+        assert_eq!(readable("call", &result), "the tool reported an error:\nhi\n");
+        let structured = json!({"content": [], "structuredContent": {"sum": 3}});
+        assert_eq!(readable("call", &structured), "{\n  \"sum\": 3\n}\n");
+        let prompt =
+            json!({"messages": [{"role": "user", "content": {"type": "text", "text": "Hi"}}]});
+        assert_eq!(readable("get", &prompt), "user: Hi\n");
+        let odd = json!({"x": 1});
+        assert_eq!(readable("read", &odd), "{\n  \"x\": 1\n}\n");
+    }
+}

@@ -1,0 +1,822 @@
+//! The `mcpServers` JSON file that desktop MCP hosts use, read into servers a [`Host`] can
+//! start.
+//!
+//! The format is the one Claude Desktop, Claude Code, Cursor and VS Code share: an object of
+//! named server entries under `mcpServers` (or `servers`, VS Code's name for it). A stdio entry
+//! has `command`, `args`, `env` and `cwd`; an HTTP entry has `url`, `type` (`"http"` or
+//! `"streamable-http"`) and `headers`. mcpoll's own per-server settings go in one nested
+//! `"mcpoll"` object, so the same file stays readable by the other hosts. README.md lists
+//! every key.
+//!
+//! Strings in `command`, `args`, `env`, `cwd`, `url` and `headers` expand `${VAR}`,
+//! `${VAR:-default}` (as Claude Code does), `${env:VAR}` (as VS Code and Cursor do) and
+//! `${userHome}`. A bare `$VAR` is left alone. An unset variable without a default is an error,
+//! and so is any other `${...}` form (`${input:..}`, `${workspaceFolder}`): mcpoll has no
+//! prompt or workspace to take them from.
+//!
+//! Parsing goes through `serde_json::Value` by hand (no derive), so every error can name the
+//! file, the server and the key it is about.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::{AddServerError, Host, ServerId};
+use crate::config::Config;
+#[cfg(feature = "http")]
+use crate::driver::http::HttpOptions;
+use crate::driver::stdio::StdioCommand;
+#[cfg(feature = "http")]
+use crate::driver::tls::TlsOptions;
+#[cfg(feature = "http")]
+use crate::driver::url::ProxyChoice;
+use crate::proto::version::EraPreference;
+
+/// Keys other hosts put in a server entry that mcpoll reads past. `disabled: true` is honoured
+/// by [`Host::from_config`] (the server is not started); the rest mean nothing to mcpoll.
+const FOREIGN_KEYS: &[&str] =
+    &["disabled", "autoApprove", "alwaysAllow", "disabledTools", "description", "icon"];
+
+/// A parsed `mcpServers` file.
+#[derive(Debug, Clone)]
+pub struct ConfigFile {
+    servers: Vec<ConfiguredServer>,
+}
+
+/// One server entry of a [`ConfigFile`].
+#[derive(Debug, Clone)]
+pub struct ConfiguredServer {
+    name: String,
+    transport: ConfiguredTransport,
+    config: Config,
+    disabled: bool,
+}
+
+#[derive(Debug, Clone)]
+enum ConfiguredTransport {
+    Stdio(StdioCommand),
+    #[cfg(feature = "http")]
+    Http(HttpEntry),
+}
+
+/// The parts of [`HttpOptions`] a file can set (`HttpOptions` itself holds boxed providers and
+/// is not `Clone`, so it is built when the server is added).
+#[cfg(feature = "http")]
+#[derive(Debug, Clone)]
+struct HttpEntry {
+    url: String,
+    headers: Vec<(String, String)>,
+    tls: TlsOptions,
+    proxy: ProxyChoice,
+    max_connections: Option<usize>,
+    connect_timeout: Option<Duration>,
+    idle_timeout: Option<Duration>,
+    alternates: Vec<String>,
+}
+
+/// Why a configuration file was refused: which file, which server, which key, and what is
+/// wrong with it.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ConfigFileError {
+    /// The file.
+    pub file: PathBuf,
+    /// The server entry, when the fault is inside one.
+    pub server: Option<String>,
+    /// The key, as a dotted path inside the entry (`mcpoll.retry.maxAttempts`, `env.TOKEN`).
+    pub key: Option<String>,
+    /// What is wrong.
+    pub kind: ConfigFileErrorKind,
+}
+
+/// What is wrong in a configuration file.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ConfigFileErrorKind {
+    /// The file could not be read.
+    Io(io::Error),
+    /// The file is not JSON (serde_json's message, with line and column).
+    Syntax(String),
+    /// Neither `mcpServers` nor `servers` is there.
+    NoServers,
+    /// Both `mcpServers` and `servers` are there: which one is meant is unclear.
+    BothServerKeys,
+    /// A key mcpoll does not know.
+    UnknownKey,
+    /// A value of the wrong JSON type.
+    WrongType {
+        /// What the key must hold.
+        expected: &'static str,
+    },
+    /// A required key is absent.
+    Missing,
+    /// An entry has both `command` and `url`, or a key of the other transport.
+    Conflict(&'static str),
+    /// `type` names a transport mcpoll does not speak (`sse`, the 2024 HTTP+SSE transport).
+    UnsupportedTransport(String),
+    /// A value out of range or unusable.
+    Invalid(&'static str),
+    /// `${VAR}` names a variable that is not set, and gives no default.
+    UnsetVariable(String),
+    /// A `${...}` form mcpoll cannot expand (`${input:..}`, `${workspaceFolder}`), or an
+    /// unclosed `${`.
+    UnsupportedVariable(String),
+}
+
+impl fmt::Display for ConfigFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(s) = &self.server {
+            write!(f, ": server {s:?}")?;
+        }
+        if let Some(k) = &self.key {
+            write!(f, ": key {k:?}")?;
+        }
+        f.write_str(": ")?;
+        match &self.kind {
+            ConfigFileErrorKind::Io(e) => write!(f, "cannot read: {e}"),
+            ConfigFileErrorKind::Syntax(e) => write!(f, "not JSON: {e}"),
+            ConfigFileErrorKind::NoServers => f.write_str("no \"mcpServers\" object"),
+            ConfigFileErrorKind::BothServerKeys => {
+                f.write_str("both \"mcpServers\" and \"servers\" are given")
+            }
+            ConfigFileErrorKind::UnknownKey => f.write_str("unknown key"),
+            ConfigFileErrorKind::WrongType { expected } => write!(f, "must be {expected}"),
+            ConfigFileErrorKind::Missing => f.write_str("required, but missing"),
+            ConfigFileErrorKind::Conflict(why) => f.write_str(why),
+            ConfigFileErrorKind::UnsupportedTransport(t) => {
+                write!(f, "transport {t:?} is not supported (use \"http\" or \"stdio\")")
+            }
+            ConfigFileErrorKind::Invalid(why) => f.write_str(why),
+            ConfigFileErrorKind::UnsetVariable(v) => {
+                write!(f, "environment variable {v} is not set (give ${{{v}:-default}})")
+            }
+            ConfigFileErrorKind::UnsupportedVariable(v) => {
+                let forms = "${VAR}, ${VAR:-default}, ${env:VAR}, ${userHome}";
+                write!(f, "cannot expand {v:?} (only {forms})")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigFileError {}
+
+/// Why [`Host::from_config`] failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum FromConfigError {
+    /// The file was refused.
+    File(ConfigFileError),
+    /// The host's poll could not be made.
+    Io(io::Error),
+    /// A server could not be added.
+    Add {
+        /// The server's name in the file.
+        server: String,
+        /// Why.
+        error: AddServerError,
+    },
+}
+
+impl fmt::Display for FromConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::File(e) => write!(f, "{e}"),
+            Self::Io(e) => write!(f, "cannot create the host: {e}"),
+            Self::Add { server, error } => write!(f, "server {server:?}: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for FromConfigError {}
+
+/// The servers [`Host::from_config`] started, by their names in the file.
+#[derive(Debug, Clone, Default)]
+pub struct ServerNames(Vec<(String, ServerId)>);
+
+impl ServerNames {
+    /// The server started for `name`.
+    pub fn get(&self, name: &str) -> Option<ServerId> {
+        self.0.iter().find(|(n, _)| n == name).map(|&(_, id)| id)
+    }
+
+    /// Every name and server, in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, ServerId)> + '_ {
+        self.0.iter().map(|(n, id)| (n.as_str(), *id))
+    }
+}
+
+impl ConfigFile {
+    /// Reads and parses a file, expanding variables from the process environment.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigFileError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigFileError {
+            file: path.to_owned(),
+            server: None,
+            key: None,
+            kind: ConfigFileErrorKind::Io(e),
+        })?;
+        Self::parse(path, &text, |name| std::env::var(name).ok())
+    }
+
+    /// Parses `text` as the file `file` (named in errors), taking variables from `env`.
+    pub fn parse(
+        file: &Path,
+        text: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigFileError> {
+        let mut p = Parser { file, server: None, env: &env };
+        let root: Value = serde_json::from_str(text)
+            .map_err(|e| p.err(None, ConfigFileErrorKind::Syntax(e.to_string())))?;
+        let root = root.as_object().ok_or_else(|| {
+            p.err(None, ConfigFileErrorKind::WrongType { expected: "a JSON object" })
+        })?;
+        // Other top-level keys belong to the host that owns the file (Claude Desktop keeps its
+        // preferences there, VS Code its `inputs`): they are not mcpoll's to judge.
+        let servers = match (root.get("mcpServers"), root.get("servers")) {
+            (Some(_), Some(_)) => return Err(p.err(None, ConfigFileErrorKind::BothServerKeys)),
+            (Some(v), None) => ("mcpServers", v),
+            (None, Some(v)) => ("servers", v),
+            (None, None) => return Err(p.err(None, ConfigFileErrorKind::NoServers)),
+        };
+        let map = servers.1.as_object().ok_or_else(|| {
+            p.err(Some(servers.0), ConfigFileErrorKind::WrongType { expected: "an object" })
+        })?;
+        let mut out = Vec::with_capacity(map.len());
+        for (name, entry) in map {
+            p.server = Some(name);
+            out.push(p.server_entry(name, entry)?);
+        }
+        Ok(Self { servers: out })
+    }
+
+    /// Every server, in name order.
+    pub fn servers(&self) -> impl Iterator<Item = &ConfiguredServer> + '_ {
+        self.servers.iter()
+    }
+
+    /// The server named `name`.
+    pub fn server(&self, name: &str) -> Option<&ConfiguredServer> {
+        self.servers.iter().find(|s| s.name == name)
+    }
+}
+
+impl ConfiguredServer {
+    /// Its name in the file.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The engine configuration, defaults plus the entry's `mcpoll` settings.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The engine configuration, to adjust before the server is added.
+    pub fn config_mut(&mut self) -> &mut Config {
+        &mut self.config
+    }
+
+    /// `"disabled": true` in the file: [`Host::from_config`] does not start it.
+    pub fn is_disabled(&self) -> bool {
+        self.disabled
+    }
+
+    /// The command of a stdio server.
+    pub fn stdio_command(&self) -> Option<&StdioCommand> {
+        match &self.transport {
+            ConfiguredTransport::Stdio(c) => Some(c),
+            #[cfg(feature = "http")]
+            ConfiguredTransport::Http(_) => None,
+        }
+    }
+
+    /// The URL of an HTTP server.
+    pub fn url(&self) -> Option<&str> {
+        match &self.transport {
+            ConfiguredTransport::Stdio(_) => None,
+            #[cfg(feature = "http")]
+            ConfiguredTransport::Http(h) => Some(&h.url),
+        }
+    }
+
+    /// The options of an HTTP server, built fresh (add headers or a token provider to them).
+    #[cfg(feature = "http")]
+    pub fn http_options(&self) -> Option<HttpOptions> {
+        match &self.transport {
+            ConfiguredTransport::Http(h) => Some(h.options()),
+            ConfiguredTransport::Stdio(_) => None,
+        }
+    }
+}
+
+#[cfg(feature = "http")]
+impl HttpEntry {
+    fn options(&self) -> HttpOptions {
+        let mut o = HttpOptions::new(self.url.clone());
+        o.headers.clone_from(&self.headers);
+        o.tls = self.tls.clone();
+        o.proxy = self.proxy.clone();
+        o.max_connections = self.max_connections.unwrap_or(o.max_connections);
+        o.connect_timeout = self.connect_timeout.unwrap_or(o.connect_timeout);
+        o.idle_timeout = self.idle_timeout.unwrap_or(o.idle_timeout);
+        o.alternates.clone_from(&self.alternates);
+        o
+    }
+}
+
+impl Host {
+    /// A host running every server of an `mcpServers` file (except those marked
+    /// `"disabled": true`), and their ids by name. Stdio servers are spawned and HTTP URLs
+    /// resolved now; every era probe starts at once.
+    pub fn from_config(path: impl AsRef<Path>) -> Result<(Self, ServerNames), FromConfigError> {
+        let file = ConfigFile::load(path).map_err(FromConfigError::File)?;
+        let mut host = Host::new().map_err(FromConfigError::Io)?;
+        let mut names = Vec::new();
+        for server in file.servers().filter(|s| !s.disabled) {
+            let id = host
+                .add_configured(server)
+                .map_err(|error| FromConfigError::Add { server: server.name.clone(), error })?;
+            names.push((server.name.clone(), id));
+        }
+        Ok((host, ServerNames(names)))
+    }
+
+    /// Adds one server of a [`ConfigFile`], named in its call records by its key in the file.
+    pub fn add_configured(
+        &mut self,
+        server: &ConfiguredServer,
+    ) -> Result<ServerId, AddServerError> {
+        let id = match &server.transport {
+            ConfiguredTransport::Stdio(c) => {
+                self.add_stdio_server(c.clone(), server.config.clone())
+            }
+            #[cfg(feature = "http")]
+            ConfiguredTransport::Http(h) => {
+                self.add_http_server(h.options(), server.config.clone())
+            }
+        }?;
+        self.set_server_name(id, &server.name);
+        Ok(id)
+    }
+}
+
+/// The parse of one file: where errors point, and where variables come from.
+struct Parser<'a> {
+    file: &'a Path,
+    server: Option<&'a str>,
+    env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl<'a> Parser<'a> {
+    fn err(&self, key: Option<&str>, kind: ConfigFileErrorKind) -> ConfigFileError {
+        ConfigFileError {
+            file: self.file.to_owned(),
+            server: self.server.map(str::to_owned),
+            key: key.map(str::to_owned),
+            kind,
+        }
+    }
+
+    fn wrong(&self, key: &str, expected: &'static str) -> ConfigFileError {
+        self.err(Some(key), ConfigFileErrorKind::WrongType { expected })
+    }
+
+    fn server_entry(&self, name: &str, entry: &Value) -> Result<ConfiguredServer, ConfigFileError> {
+        let entry = entry.as_object().ok_or_else(|| {
+            self.err(None, ConfigFileErrorKind::WrongType { expected: "an object" })
+        })?;
+        let kind = match entry.get("type") {
+            None => None,
+            Some(Value::String(t)) => Some(t.as_str()),
+            Some(_) => return Err(self.wrong("type", "a string")),
+        };
+        let is_http = match (kind, entry.contains_key("command"), entry.contains_key("url")) {
+            (_, true, true) => {
+                return Err(self.err(
+                    Some("url"),
+                    ConfigFileErrorKind::Conflict("an entry has either \"command\" or \"url\""),
+                ))
+            }
+            (Some("stdio"), _, true) => {
+                return Err(self.err(
+                    Some("url"),
+                    ConfigFileErrorKind::Conflict("a stdio server has no \"url\""),
+                ))
+            }
+            (Some("stdio"), _, _) => false,
+            (Some("http" | "streamable-http" | "streamableHttp"), true, _) => {
+                return Err(self.err(
+                    Some("command"),
+                    ConfigFileErrorKind::Conflict("an HTTP server has no \"command\""),
+                ))
+            }
+            (Some("http" | "streamable-http" | "streamableHttp"), _, _) => true,
+            (Some(other), _, _) => {
+                return Err(self.err(
+                    Some("type"),
+                    ConfigFileErrorKind::UnsupportedTransport(other.to_owned()),
+                ))
+            }
+            (None, _, url) => url,
+        };
+        let stdio_keys: &[&str] = &["command", "args", "env", "cwd"];
+        let http_keys: &[&str] = &["url", "headers"];
+        for key in entry.keys() {
+            let k = key.as_str();
+            let (own, other) =
+                if is_http { (http_keys, stdio_keys) } else { (stdio_keys, http_keys) };
+            if own.contains(&k) || k == "type" || k == "mcpoll" || FOREIGN_KEYS.contains(&k) {
+                continue;
+            }
+            if other.contains(&k) {
+                let why = if is_http {
+                    "a stdio key in an HTTP server's entry"
+                } else {
+                    "an HTTP key in a stdio server's entry"
+                };
+                return Err(self.err(Some(k), ConfigFileErrorKind::Conflict(why)));
+            }
+            return Err(self.err(Some(k), ConfigFileErrorKind::UnknownKey));
+        }
+        let disabled = match entry.get("disabled") {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(self.wrong("disabled", "true or false")),
+        };
+        let own = match entry.get("mcpoll") {
+            None => None,
+            Some(Value::Object(m)) => Some(m),
+            Some(_) => return Err(self.wrong("mcpoll", "an object")),
+        };
+        let mut config = Config::default();
+        if let Some(own) = own {
+            self.engine_settings(own, &mut config, is_http)?;
+        }
+        let transport = if is_http {
+            self.http_entry(entry, own)?
+        } else {
+            ConfiguredTransport::Stdio(self.stdio_entry(entry)?)
+        };
+        Ok(ConfiguredServer { name: name.to_owned(), transport, config, disabled })
+    }
+
+    fn stdio_entry(&self, entry: &Map<String, Value>) -> Result<StdioCommand, ConfigFileError> {
+        let program = match entry.get("command") {
+            Some(Value::String(s)) => self.expand("command", s)?,
+            Some(_) => return Err(self.wrong("command", "a string")),
+            None => return Err(self.err(Some("command"), ConfigFileErrorKind::Missing)),
+        };
+        if program.is_empty() {
+            return Err(
+                self.err(Some("command"), ConfigFileErrorKind::Invalid("must not be empty"))
+            );
+        }
+        let mut command = StdioCommand::new(program);
+        match entry.get("args") {
+            None => {}
+            Some(Value::Array(args)) => {
+                for (i, a) in args.iter().enumerate() {
+                    let key = format!("args[{i}]");
+                    let a = a.as_str().ok_or_else(|| self.wrong(&key, "a string"))?;
+                    command = command.arg(self.expand(&key, a)?);
+                }
+            }
+            Some(_) => return Err(self.wrong("args", "an array of strings")),
+        }
+        for (k, v) in self.string_map(entry, "env")? {
+            command = command.env(k, v);
+        }
+        match entry.get("cwd") {
+            None => {}
+            Some(Value::String(s)) => command = command.current_dir(self.expand("cwd", s)?),
+            Some(_) => return Err(self.wrong("cwd", "a string")),
+        }
+        Ok(command)
+    }
+
+    #[cfg(not(feature = "http"))]
+    fn http_entry(
+        &self,
+        _entry: &Map<String, Value>,
+        _own: Option<&Map<String, Value>>,
+    ) -> Result<ConfiguredTransport, ConfigFileError> {
+        let kind = ConfigFileErrorKind::UnsupportedTransport(
+            "http (built without the http feature)".into(),
+        );
+        Err(self.err(Some("url"), kind))
+    }
+
+    #[cfg(feature = "http")]
+    fn http_entry(
+        &self,
+        entry: &Map<String, Value>,
+        own: Option<&Map<String, Value>>,
+    ) -> Result<ConfiguredTransport, ConfigFileError> {
+        let url = match entry.get("url") {
+            Some(Value::String(s)) => self.expand("url", s)?,
+            Some(_) => return Err(self.wrong("url", "a string")),
+            None => return Err(self.err(Some("url"), ConfigFileErrorKind::Missing)),
+        };
+        let mut h = HttpEntry {
+            url,
+            headers: self.string_map(entry, "headers")?,
+            tls: TlsOptions::default(),
+            proxy: ProxyChoice::FromEnv,
+            max_connections: None,
+            connect_timeout: None,
+            idle_timeout: None,
+            alternates: Vec::new(),
+        };
+        let Some(own) = own else { return Ok(ConfiguredTransport::Http(h)) };
+        if let Some(v) = own.get("maxConnections") {
+            h.max_connections = Some(self.count("mcpoll.maxConnections", v)?);
+        }
+        if let Some(v) = own.get("connectTimeoutMs") {
+            h.connect_timeout = Some(self.millis("mcpoll.connectTimeoutMs", v)?);
+        }
+        if let Some(v) = own.get("idleTimeoutMs") {
+            h.idle_timeout = Some(self.millis("mcpoll.idleTimeoutMs", v)?);
+        }
+        match own.get("proxy") {
+            None => {}
+            Some(Value::String(s)) => {
+                h.proxy = match s.as_str() {
+                    "env" => ProxyChoice::FromEnv,
+                    "direct" => ProxyChoice::Direct,
+                    url => ProxyChoice::Url(self.expand("mcpoll.proxy", url)?),
+                }
+            }
+            Some(_) => return Err(self.wrong("mcpoll.proxy", "\"env\", \"direct\" or a proxy URL")),
+        }
+        match own.get("alternates") {
+            None => {}
+            Some(Value::Array(list)) => {
+                for (i, v) in list.iter().enumerate() {
+                    let key = format!("mcpoll.alternates[{i}]");
+                    let v = v.as_str().ok_or_else(|| self.wrong(&key, "a string"))?;
+                    h.alternates.push(self.expand(&key, v)?);
+                }
+            }
+            Some(_) => return Err(self.wrong("mcpoll.alternates", "an array of URLs")),
+        }
+        if let Some(tls) = own.get("tls") {
+            let tls = tls.as_object().ok_or_else(|| self.wrong("mcpoll.tls", "an object"))?;
+            self.only(tls, "mcpoll.tls", &["caFile", "clientCert", "clientKey", "insecure"])?;
+            let path = |k: &str| -> Result<Option<PathBuf>, ConfigFileError> {
+                let key = format!("mcpoll.tls.{k}");
+                match tls.get(k) {
+                    None => Ok(None),
+                    Some(Value::String(s)) => Ok(Some(self.expand(&key, s)?.into())),
+                    Some(_) => Err(self.wrong(&key, "a file path")),
+                }
+            };
+            h.tls.ca_file = path("caFile")?;
+            h.tls.client_cert = match (path("clientCert")?, path("clientKey")?) {
+                (Some(c), Some(k)) => Some((c, k)),
+                (None, None) => None,
+                (Some(_), None) => {
+                    return Err(self.err(Some("mcpoll.tls.clientKey"), ConfigFileErrorKind::Missing))
+                }
+                (None, Some(_)) => {
+                    return Err(
+                        self.err(Some("mcpoll.tls.clientCert"), ConfigFileErrorKind::Missing)
+                    )
+                }
+            };
+            h.tls.dangerous_accept_any_certificate = match tls.get("insecure") {
+                None => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => return Err(self.wrong("mcpoll.tls.insecure", "true or false")),
+            };
+        }
+        Ok(ConfiguredTransport::Http(h))
+    }
+
+    /// The engine settings of an entry's `mcpoll` object (and a check that every key in it is
+    /// known for the transport).
+    fn engine_settings(
+        &self,
+        own: &Map<String, Value>,
+        c: &mut Config,
+        is_http: bool,
+    ) -> Result<(), ConfigFileError> {
+        const ENGINE: &[&str] = &[
+            "timeoutMs",
+            "probeTimeoutMs",
+            "handshakeTimeoutMs",
+            "era",
+            "maxInFlight",
+            "maxQueued",
+            "maxPending",
+            "maxMessageBytes",
+            "retry",
+            "breaker",
+        ];
+        const HTTP: &[&str] =
+            &["tls", "proxy", "maxConnections", "connectTimeoutMs", "idleTimeoutMs", "alternates"];
+        for key in own.keys() {
+            if ENGINE.contains(&key.as_str()) {
+                continue;
+            }
+            let key_path = format!("mcpoll.{key}");
+            if HTTP.contains(&key.as_str()) && !is_http {
+                let why = "an HTTP setting in a stdio server's entry";
+                return Err(self.err(Some(&key_path), ConfigFileErrorKind::Conflict(why)));
+            }
+            if !HTTP.contains(&key.as_str()) {
+                return Err(self.err(Some(&key_path), ConfigFileErrorKind::UnknownKey));
+            }
+        }
+        for (key, value) in own {
+            let k = format!("mcpoll.{key}");
+            match key.as_str() {
+                "timeoutMs" => c.default_timeout = self.millis(&k, value)?,
+                "probeTimeoutMs" => c.probe_timeout = self.millis(&k, value)?,
+                "handshakeTimeoutMs" => c.handshake_timeout = self.millis(&k, value)?,
+                "maxInFlight" => c.max_in_flight = self.count(&k, value)?,
+                "maxQueued" => c.max_queued = self.number(&k, value)?,
+                "maxPending" => c.max_pending = self.count(&k, value)?,
+                "maxMessageBytes" => c.max_message_bytes = self.count(&k, value)?,
+                "era" => {
+                    c.era = match value.as_str() {
+                        Some("auto") => EraPreference::Auto,
+                        Some("modern") => EraPreference::ModernOnly,
+                        Some("legacy") => EraPreference::LegacyOnly,
+                        _ => return Err(self.wrong(&k, "\"auto\", \"modern\" or \"legacy\"")),
+                    }
+                }
+                "retry" => {
+                    let r = value.as_object().ok_or_else(|| self.wrong(&k, "an object"))?;
+                    let keys = ["maxAttempts", "baseDelayMs", "maxDelayMs", "jitterPercent"];
+                    self.only(r, &k, &keys)?;
+                    for (rk, rv) in r {
+                        let k = format!("{k}.{rk}");
+                        match rk.as_str() {
+                            "maxAttempts" => {
+                                c.retry.max_attempts =
+                                    self.count(&k, rv)?.try_into().map_err(|_| {
+                                        self.err(
+                                            Some(&k),
+                                            ConfigFileErrorKind::Invalid("too large"),
+                                        )
+                                    })?
+                            }
+                            "baseDelayMs" => c.retry.base_delay = self.millis(&k, rv)?,
+                            "maxDelayMs" => c.retry.max_delay = self.millis(&k, rv)?,
+                            // `only` let nothing else through.
+                            _ => {
+                                let p = self.number(&k, rv)?;
+                                c.retry.jitter_percent = u8::try_from(p)
+                                    .ok()
+                                    .filter(|p| *p <= 100)
+                                    .ok_or_else(|| {
+                                        self.err(
+                                            Some(&k),
+                                            ConfigFileErrorKind::Invalid("must be 0 to 100"),
+                                        )
+                                    })?;
+                            }
+                        }
+                    }
+                }
+                "breaker" => {
+                    let b = value.as_object().ok_or_else(|| self.wrong(&k, "an object"))?;
+                    self.only(b, &k, &["failureThreshold", "coolDownMs"])?;
+                    for (bk, bv) in b {
+                        let k = format!("{k}.{bk}");
+                        if bk == "coolDownMs" {
+                            c.breaker.cool_down = self.millis(&k, bv)?;
+                        } else {
+                            let n = self.number(&k, bv)?;
+                            c.breaker.failure_threshold = n.try_into().map_err(|_| {
+                                self.err(Some(&k), ConfigFileErrorKind::Invalid("too large"))
+                            })?;
+                        }
+                    }
+                }
+                // HTTP settings, read by `http_entry`.
+                _ => {}
+            }
+        }
+        // The engine checks its config again when the server is added; checking here names the
+        // file and the server in the error instead.
+        c.check().map_err(|e| self.err(Some("mcpoll"), ConfigFileErrorKind::Invalid(e.reason)))
+    }
+
+    /// Refuses a key of `obj` not in `known`.
+    fn only(
+        &self,
+        obj: &Map<String, Value>,
+        at: &str,
+        known: &[&str],
+    ) -> Result<(), ConfigFileError> {
+        match obj.keys().find(|k| !known.contains(&k.as_str())) {
+            Some(k) => Err(self.err(Some(&format!("{at}.{k}")), ConfigFileErrorKind::UnknownKey)),
+            None => Ok(()),
+        }
+    }
+
+    fn number(&self, key: &str, v: &Value) -> Result<usize, ConfigFileError> {
+        v.as_u64()
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| self.wrong(key, "a whole number, 0 or more"))
+    }
+
+    fn count(&self, key: &str, v: &Value) -> Result<usize, ConfigFileError> {
+        match self.number(key, v)? {
+            0 => Err(self.err(Some(key), ConfigFileErrorKind::Invalid("must be at least 1"))),
+            n => Ok(n),
+        }
+    }
+
+    fn millis(&self, key: &str, v: &Value) -> Result<Duration, ConfigFileError> {
+        let n = v.as_u64().ok_or_else(|| self.wrong(key, "milliseconds (a whole number)"))?;
+        if n == 0 {
+            return Err(self.err(Some(key), ConfigFileErrorKind::Invalid("must be at least 1 ms")));
+        }
+        Ok(Duration::from_millis(n))
+    }
+
+    /// An object of strings (`env`, `headers`), values expanded, in name order.
+    fn string_map(
+        &self,
+        entry: &Map<String, Value>,
+        key: &str,
+    ) -> Result<Vec<(String, String)>, ConfigFileError> {
+        let Some(v) = entry.get(key) else { return Ok(Vec::new()) };
+        let map = v.as_object().ok_or_else(|| self.wrong(key, "an object of strings"))?;
+        let mut out = Vec::with_capacity(map.len());
+        for (k, v) in map {
+            let at = format!("{key}.{k}");
+            let v = v.as_str().ok_or_else(|| self.wrong(&at, "a string"))?;
+            out.push((k.clone(), self.expand(&at, v)?));
+        }
+        Ok(out)
+    }
+
+    /// Expands `${VAR}`, `${VAR:-default}`, `${env:VAR}` and `${userHome}` in `s`.
+    fn expand(&self, key: &str, s: &str) -> Result<String, ConfigFileError> {
+        let mut out = String::with_capacity(s.len());
+        let mut rest = s;
+        while let Some(start) = rest.find("${") {
+            out.push_str(&rest[..start]);
+            let after = &rest[start + 2..];
+            let Some(end) = after.find('}') else {
+                let kind = ConfigFileErrorKind::UnsupportedVariable(rest[start..].to_owned());
+                return Err(self.err(Some(key), kind));
+            };
+            let inner = &after[..end];
+            out.push_str(&self.variable(key, inner)?);
+            rest = &after[end + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+
+    fn variable(&self, key: &str, inner: &str) -> Result<String, ConfigFileError> {
+        let valid_name =
+            |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        let (name, default) = match inner.split_once(":-") {
+            Some((n, d)) => (n, Some(d)),
+            None => (inner, None),
+        };
+        let name = if inner == "userHome" {
+            "HOME"
+        } else if let Some(n) = name.strip_prefix("env:").filter(|_| default.is_none()) {
+            n
+        } else {
+            name
+        };
+        // VS Code's own variables name things of an editor (a workspace, an open file), which a
+        // command-line host does not have: refused, not read as environment variables.
+        const EDITOR: &[&str] = &[
+            "workspaceFolder",
+            "workspaceFolderBasename",
+            "workspaceRoot",
+            "file",
+            "fileDirname",
+            "relativeFile",
+            "cwd",
+            "pathSeparator",
+            "execPath",
+        ];
+        if !valid_name(name) || EDITOR.contains(&name) {
+            let kind = ConfigFileErrorKind::UnsupportedVariable(format!("${{{inner}}}"));
+            return Err(self.err(Some(key), kind));
+        }
+        match ((self.env)(name), default) {
+            (Some(v), _) => Ok(v),
+            (None, Some(d)) => Ok(d.to_owned()),
+            (None, None) => {
+                Err(self.err(Some(key), ConfigFileErrorKind::UnsetVariable(name.to_owned())))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,255 @@
+//! A file with every supported form, then one malformed line per error kind.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::*;
+
+fn env(name: &str) -> Option<String> {
+    match name {
+        "TOKEN" => Some("s3cret".into()),
+        "HOME" => Some("/home/u".into()),
+        "PORT" => Some("8931".into()),
+        _ => None,
+    }
+}
+
+fn parse(text: &str) -> Result<ConfigFile, ConfigFileError> {
+    ConfigFile::parse(Path::new("mcp.json"), text, env)
+}
+
+/// Parses a file with one server entry `entry` named `s`, expecting an error.
+#[track_caller]
+fn refused(entry: &str) -> ConfigFileError {
+    match parse(&format!(r#"{{"mcpServers": {{"s": {entry}}}}}"#)) {
+        Err(e) => e,
+        Ok(f) => panic!("accepted: {entry}: {:?}", f.servers),
+    }
+}
+
+const EVERY_FORM: &str = r#"{
+  "globalShortcut": "Ctrl+Space",
+  "mcpServers": {
+    "py": {
+      "command": "python3",
+      "args": ["server.py", "--token=${TOKEN}", "${env:TOKEN}", "${MISSING:-fallback}", "$TOKEN"],
+      "env": {"API_KEY": "${TOKEN}", "PLAIN": "x"},
+      "cwd": "${userHome}/servers",
+      "disabled": false,
+      "autoApprove": ["echo"],
+      "mcpoll": {
+        "timeoutMs": 5000,
+        "probeTimeoutMs": 700,
+        "handshakeTimeoutMs": 900,
+        "era": "legacy",
+        "maxInFlight": 4,
+        "maxQueued": 0,
+        "maxPending": 64,
+        "maxMessageBytes": 65536,
+        "retry": {"maxAttempts": 5, "baseDelayMs": 50, "maxDelayMs": 800, "jitterPercent": 0},
+        "breaker": {"failureThreshold": 0, "coolDownMs": 2000}
+      }
+    },
+    "typed-stdio": {"type": "stdio", "command": "node", "args": []},
+    "remote": {
+      "type": "http",
+      "url": "http://127.0.0.1:${PORT}/mcp",
+      "headers": {"Authorization": "Bearer ${TOKEN}"},
+      "mcpoll": {
+        "era": "modern",
+        "tls": {"caFile": "ca.pem", "clientCert": "c.pem", "clientKey": "k.pem", "insecure": true},
+        "proxy": "http://proxy:3128",
+        "maxConnections": 2,
+        "connectTimeoutMs": 1500,
+        "idleTimeoutMs": 9000,
+        "alternates": ["http://127.0.0.1:8932/mcp"]
+      }
+    },
+    "streamable": {
+      "type": "streamable-http", "url": "https://example.com/mcp", "mcpoll": {"proxy": "direct"}
+    },
+    "untyped-url": {"url": "https://example.com/mcp", "disabled": true}
+  }
+}"#;
+
+#[test]
+fn every_supported_form() {
+    let f = parse(EVERY_FORM).unwrap();
+    let names: Vec<_> = f.servers().map(ConfiguredServer::name).collect();
+    // serde_json keeps objects sorted by key (no `preserve_order`): names come in that order.
+    assert_eq!(names, ["py", "remote", "streamable", "typed-stdio", "untyped-url"]);
+
+    let py = f.server("py").unwrap();
+    let cmd = format!("{:?}", py.stdio_command().unwrap());
+    for part in [
+        "\"python3\"",
+        "\"server.py\", \"--token=s3cret\", \"s3cret\", \"fallback\", \"$TOKEN\"",
+        "(\"API_KEY\", \"s3cret\"), (\"PLAIN\", \"x\")",
+        "\"/home/u/servers\"",
+    ] {
+        assert!(cmd.contains(part), "{part} not in {cmd}");
+    }
+    assert!(!py.is_disabled());
+    let c = py.config();
+    assert_eq!(c.default_timeout, Duration::from_millis(5000));
+    assert_eq!(c.probe_timeout, Duration::from_millis(700));
+    assert_eq!(c.handshake_timeout, Duration::from_millis(900));
+    assert_eq!(c.era, EraPreference::LegacyOnly);
+    assert_eq!((c.max_in_flight, c.max_queued, c.max_pending), (4, 0, 64));
+    assert_eq!(c.max_message_bytes, 65536);
+    assert_eq!(
+        c.retry,
+        crate::config::RetryPolicy {
+            max_attempts: 5,
+            base_delay: Duration::from_millis(50),
+            max_delay: Duration::from_millis(800),
+            jitter_percent: 0,
+        }
+    );
+    assert_eq!(c.breaker.failure_threshold, 0);
+    assert_eq!(c.breaker.cool_down, Duration::from_secs(2));
+    assert_eq!(py.url(), None);
+
+    let typed = f.server("typed-stdio").unwrap();
+    assert!(typed.stdio_command().is_some());
+    assert_eq!(typed.config().default_timeout, Config::default().default_timeout);
+
+    let remote = f.server("remote").unwrap();
+    assert_eq!(remote.url(), Some("http://127.0.0.1:8931/mcp"));
+    assert_eq!(remote.config().era, EraPreference::ModernOnly);
+    let o = remote.http_options().unwrap();
+    assert_eq!(o.headers, [("Authorization".to_owned(), "Bearer s3cret".to_owned())]);
+    assert_eq!(o.tls.ca_file.as_deref(), Some(Path::new("ca.pem")));
+    assert_eq!(o.tls.client_cert, Some(("c.pem".into(), "k.pem".into())));
+    assert!(o.tls.dangerous_accept_any_certificate);
+    assert_eq!(o.proxy, ProxyChoice::Url("http://proxy:3128".into()));
+    assert_eq!(o.max_connections, 2);
+    assert_eq!(o.connect_timeout, Duration::from_millis(1500));
+    assert_eq!(o.idle_timeout, Duration::from_millis(9000));
+    assert_eq!(o.alternates, ["http://127.0.0.1:8932/mcp"]);
+
+    let s = f.server("streamable").unwrap();
+    assert_eq!(s.http_options().unwrap().proxy, ProxyChoice::Direct);
+    assert_eq!(s.http_options().unwrap().max_connections, HttpOptions::new("x").max_connections);
+    let u = f.server("untyped-url").unwrap();
+    assert!(u.is_disabled() && u.url().is_some());
+    assert!(f.server("nope").is_none());
+}
+
+#[test]
+fn vs_code_servers_key() {
+    let f =
+        parse(r#"{"servers": {"a": {"type": "stdio", "command": "x"}}, "inputs": []}"#).unwrap();
+    assert!(f.server("a").unwrap().stdio_command().is_some());
+}
+
+/// Matches an error's location and kind.
+macro_rules! expect_err {
+    ($e:expr, server $s:expr, key $k:expr, $kind:pat) => {{
+        let e = $e;
+        assert_eq!(e.file, Path::new("mcp.json"), "{e}");
+        assert_eq!(e.server.as_deref(), $s, "{e}");
+        assert_eq!(e.key.as_deref(), $k, "{e}");
+        assert!(matches!(e.kind, $kind), "{e}: {:?}", e.kind);
+        e
+    }};
+}
+
+#[test]
+fn file_level_errors() {
+    use ConfigFileErrorKind as K;
+    expect_err!(parse("{\"mcpServers\": {").unwrap_err(), server None, key None, K::Syntax(_));
+    expect_err!(parse("[]").unwrap_err(), server None, key None, K::WrongType { .. });
+    expect_err!(parse(r#"{"mcpServer": {}}"#).unwrap_err(), server None, key None, K::NoServers);
+    expect_err!(
+        parse(r#"{"mcpServers": {}, "servers": {}}"#).unwrap_err(),
+        server None, key None, K::BothServerKeys
+    );
+    expect_err!(
+        parse(r#"{"mcpServers": []}"#).unwrap_err(),
+        server None, key Some("mcpServers"), K::WrongType { .. }
+    );
+    let e = ConfigFile::load("/nonexistent/mcp.json").unwrap_err();
+    assert!(matches!(e.kind, ConfigFileErrorKind::Io(_)), "{e}");
+    assert!(e.to_string().starts_with("/nonexistent/mcp.json: cannot read"), "{e}");
+}
+
+/// The variant name of a kind, for the table below.
+fn kind_name(kind: &ConfigFileErrorKind) -> String {
+    let debug = format!("{kind:?}");
+    debug.split(['(', ' ']).next().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn one_malformed_line_per_error_kind() {
+    // (entry of server "s", the key the error names, the kind)
+    let cases: &[(&str, Option<&str>, &str)] = &[
+        ("[]", None, "WrongType"),
+        (r#"{"command": "x", "enviroment": {}}"#, Some("enviroment"), "UnknownKey"),
+        (r#"{"command": "x", "mcpoll": {"timeout": 5}}"#, Some("mcpoll.timeout"), "UnknownKey"),
+        (
+            r#"{"command": "x", "mcpoll": {"retry": {"max": 2}}}"#,
+            Some("mcpoll.retry.max"),
+            "UnknownKey",
+        ),
+        (
+            r#"{"url": "http://h/", "mcpoll": {"tls": {"ca": "x"}}}"#,
+            Some("mcpoll.tls.ca"),
+            "UnknownKey",
+        ),
+        (r#"{"command": 7}"#, Some("command"), "WrongType"),
+        (r#"{"command": "x", "args": "a b"}"#, Some("args"), "WrongType"),
+        (r#"{"command": "x", "args": ["a", 1]}"#, Some("args[1]"), "WrongType"),
+        (r#"{"command": "x", "env": {"A": 1}}"#, Some("env.A"), "WrongType"),
+        (r#"{"command": "x", "disabled": "yes"}"#, Some("disabled"), "WrongType"),
+        (
+            r#"{"command": "x", "mcpoll": {"timeoutMs": "5s"}}"#,
+            Some("mcpoll.timeoutMs"),
+            "WrongType",
+        ),
+        (r#"{"command": "x", "mcpoll": {"era": "2026"}}"#, Some("mcpoll.era"), "WrongType"),
+        (r#"{"url": "http://h/", "headers": ["A: b"]}"#, Some("headers"), "WrongType"),
+        (r#"{"args": ["x"]}"#, Some("command"), "Missing"),
+        (r#"{"type": "http"}"#, Some("url"), "Missing"),
+        (
+            r#"{"url": "http://h/", "mcpoll": {"tls": {"clientCert": "c.pem"}}}"#,
+            Some("mcpoll.tls.clientKey"),
+            "Missing",
+        ),
+        (r#"{"command": "x", "url": "http://h/"}"#, Some("url"), "Conflict"),
+        (r#"{"url": "http://h/", "args": []}"#, Some("args"), "Conflict"),
+        (r#"{"command": "x", "headers": {}}"#, Some("headers"), "Conflict"),
+        (r#"{"command": "x", "mcpoll": {"proxy": "direct"}}"#, Some("mcpoll.proxy"), "Conflict"),
+        (r#"{"type": "sse", "url": "http://h/sse"}"#, Some("type"), "UnsupportedTransport"),
+        (
+            r#"{"command": "x", "mcpoll": {"maxInFlight": 0}}"#,
+            Some("mcpoll.maxInFlight"),
+            "Invalid",
+        ),
+        (
+            r#"{"command": "x", "mcpoll": {"retry": {"jitterPercent": 101}}}"#,
+            Some("mcpoll.retry.jitterPercent"),
+            "Invalid",
+        ),
+        (r#"{"command": ""}"#, Some("command"), "Invalid"),
+        (r#"{"command": "x", "mcpoll": {"maxMessageBytes": 10}}"#, Some("mcpoll"), "Invalid"),
+        (r#"{"command": "x", "env": {"K": "${NOPE}"}}"#, Some("env.K"), "UnsetVariable"),
+        (r#"{"command": "x", "args": ["${input:key}"]}"#, Some("args[0]"), "UnsupportedVariable"),
+        (r#"{"command": "${workspaceFolder}/run"}"#, Some("command"), "UnsupportedVariable"),
+        (r#"{"url": "http://h/${PORT"}"#, Some("url"), "UnsupportedVariable"),
+    ];
+    for &(entry, key, kind) in cases {
+        let e = refused(entry);
+        assert_eq!((e.server.as_deref(), e.key.as_deref()), (Some("s"), key), "{entry}: {e}");
+        assert_eq!(kind_name(&e.kind), kind, "{entry}: {e}");
+        assert!(e.to_string().starts_with("mcp.json: server \"s\""), "{e}");
+    }
+    let kinds: std::collections::BTreeSet<_> = cases.iter().map(|c| c.2).collect();
+    assert_eq!(kinds.len(), 8, "every entry-level kind: {kinds:?}");
+    let e = refused(r#"{"command": "x", "env": {"K": "${NOPE}"}}"#);
+    assert_eq!(
+        e.to_string(),
+        "mcp.json: server \"s\": key \"env.K\": environment variable NOPE is not set \
+         (give ${NOPE:-default})"
+    );
+}

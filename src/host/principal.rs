@@ -1,0 +1,552 @@
+//! Principals and tenants: calls made on behalf of someone, kept apart by construction.
+//!
+//! # Design: one lane per (server, principal)
+//!
+//! A [`Principal`] is an authenticated identity (name, tenant, granted scopes) with where its
+//! credentials come from. A call names its auth context by the server handle it is made on:
+//! [`Host::lane`] gives, for a server and a principal, a *lane*, which is a [`ServerId`] like
+//! any other, created on first use. Behind it is a server entry of its own: its own
+//! [`Engine`] (pending table, circuit breakers, in-flight limit and queue, session, retry
+//! state) and its own driver (connection pool or child process, token provider or OAuth flow
+//! with its token store). Every existing verb (`call_tool`, `cancel`, `tools_blocking`,
+//! `stats`, ...) works on a lane unchanged, and events from it carry the lane's id.
+//!
+//! The alternatives were to pass the principal into one shared engine per server (a principal
+//! field on every pending entry, a breaker and limiter keyed by tenant, a token chosen per
+//! request in the HTTP driver, and the connection pool split by principal) or to keep one
+//! engine and swap credentials. Both put isolation in a dozen places where one missed check
+//! leaks a token or a reply; a lane gets it from the structure that already isolates two
+//! servers (DESIGN.md principle 5): nothing in one lane can name another lane's calls, tokens or
+//! sockets. The costs are one engine (its preallocated tables) and one connection pool per lane,
+//! and, for a stdio server, one process per principal, which is also what a server that takes
+//! its credentials from the environment needs.
+//!
+//! What lanes share on purpose is the capability cache, under the key of issue 10: the lane's
+//! catalog key carries the server's identity plus the principal, the scope set and the tenant,
+//! so a `cacheScope: "private"` (or unmarked) listing is read only by the lane that fetched it,
+//! while a `"public"` one is shared by every lane of the server (same transport, version and
+//! profiles) as the server allowed.
+//!
+//! # Credentials
+//!
+//! A lane never inherits the server's own credentials: its HTTP options are the server's minus
+//! the token provider, OAuth flow, authorizer and `Authorization` headers, plus what the
+//! principal's [`CredentialSource`] gives for that server. A stdio lane may get environment
+//! variables instead.
+//!
+//! Known limit: the key's scope part is the scope set the principal was registered with, not
+//! what an OAuth server granted in the end.
+
+use std::fmt;
+use std::time::Instant;
+
+use slab::Slab;
+
+use super::{catalog, AddServerError, Host, ServerId, Transport};
+#[cfg(feature = "http")]
+use crate::auth::oauth::{Authorizer, OAuthConfig};
+use crate::config::Config;
+#[cfg(feature = "http")]
+use crate::driver::http::{HttpDriver, HttpOptions, StaticToken, TokenProvider};
+use crate::driver::stdio::{StdioCommand, StdioDriver};
+use crate::engine::Engine;
+
+/// Handle to a principal registered with [`Host::add_principal`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PrincipalId {
+    index: usize,
+    generation: u32,
+}
+
+/// An authenticated identity calls can be made for: a name, an optional tenant, the granted
+/// scopes, and where its credentials come from.
+///
+/// Two principals with the same name, tenant and scope set are the same auth context, so the
+/// host refuses to register the second ([`PrincipalError::Duplicate`]).
+#[derive(Debug)]
+pub struct Principal {
+    name: String,
+    tenant: Option<String>,
+    scopes: Vec<String>,
+    credentials: Option<Box<dyn CredentialSource>>,
+}
+
+impl Principal {
+    /// A principal named `name` (a user, service account or client id), in no tenant, with no
+    /// scopes and no credentials.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self { name: name.into(), tenant: None, scopes: Vec::new(), credentials: None }
+    }
+
+    /// The tenant the principal acts in.
+    pub fn tenant(mut self, tenant: impl Into<String>) -> Self {
+        self.tenant = Some(tenant.into());
+        self
+    }
+
+    /// The granted scopes (order and duplicates do not matter).
+    pub fn scopes<S: Into<String>>(mut self, scopes: impl IntoIterator<Item = S>) -> Self {
+        self.scopes = scopes.into_iter().map(Into::into).collect();
+        self.scopes.sort_unstable();
+        self.scopes.dedup();
+        self
+    }
+
+    /// Sends `Authorization: Bearer <token>` to every HTTP server this principal calls.
+    #[cfg(feature = "http")]
+    pub fn bearer(mut self, token: impl Into<String>) -> Self {
+        self.credentials = Some(Box::new(Bearer(token.into())));
+        self
+    }
+
+    /// Takes credentials per server from `source` when a lane is created.
+    pub fn credentials(mut self, source: Box<dyn CredentialSource>) -> Self {
+        self.credentials = Some(source);
+        self
+    }
+
+    /// The principal's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn same_context(&self, other: &Principal) -> bool {
+        self.name == other.name && self.tenant == other.tenant && self.scopes == other.scopes
+    }
+}
+
+/// The server a lane is being created for, as a [`CredentialSource`] sees it.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct LaneTarget<'a> {
+    /// The server's logical identity (`Config::cache_identity`, else its URL or program).
+    pub identity: &'a str,
+    /// The MCP endpoint URL (HTTP servers).
+    pub url: Option<&'a str>,
+}
+
+/// A principal's credentials for one server.
+#[non_exhaustive]
+pub enum Credentials {
+    /// Nothing: the lane calls unauthenticated.
+    None,
+    /// Bearer tokens from this provider (HTTP).
+    #[cfg(feature = "http")]
+    Token(Box<dyn TokenProvider>),
+    /// The lane runs this OAuth flow itself (HTTP), with its own token store, so the
+    /// principal's tokens are its own.
+    #[cfg(feature = "http")]
+    OAuth(Box<OAuthConfig>, Option<Box<dyn Authorizer>>),
+    /// Environment variables for the lane's own server process (stdio).
+    Env(Vec<(String, String)>),
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never the secrets themselves.
+        match self {
+            Self::None => f.write_str("None"),
+            #[cfg(feature = "http")]
+            Self::Token(_) => f.write_str("Token(<redacted>)"),
+            #[cfg(feature = "http")]
+            Self::OAuth(..) => f.write_str("OAuth(<redacted>)"),
+            Self::Env(vars) => {
+                f.debug_list().entries(vars.iter().map(|(k, _)| (k, "<redacted>"))).finish()
+            }
+        }
+    }
+}
+
+/// Where a principal's credentials come from: asked once per lane, when the lane is created.
+pub trait CredentialSource: fmt::Debug {
+    /// The credentials to use with `target`.
+    fn credentials(&mut self, target: &LaneTarget<'_>) -> Credentials;
+}
+
+/// The same bearer token for every server.
+#[cfg(feature = "http")]
+#[derive(Clone)]
+struct Bearer(String);
+
+#[cfg(feature = "http")]
+impl fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Bearer(<redacted>)")
+    }
+}
+
+#[cfg(feature = "http")]
+impl CredentialSource for Bearer {
+    fn credentials(&mut self, _: &LaneTarget<'_>) -> Credentials {
+        Credentials::Token(Box::new(StaticToken(self.0.clone())))
+    }
+}
+
+/// Why a principal could not be registered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PrincipalError {
+    /// A principal with the same name, tenant and scopes is registered already.
+    Duplicate(PrincipalId),
+}
+
+impl fmt::Display for PrincipalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Duplicate(_) => {
+                f.write_str("a principal with this name, tenant and scopes is registered already")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PrincipalError {}
+
+/// Why a lane could not be had.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum LaneError {
+    /// No such server (or it was removed).
+    UnknownServer,
+    /// No such principal (or it was removed).
+    UnknownPrincipal,
+    /// The lane's server entry could not be set up.
+    Setup(AddServerError),
+}
+
+impl fmt::Display for LaneError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnknownServer => f.write_str("no such server"),
+            Self::UnknownPrincipal => f.write_str("no such principal"),
+            Self::Setup(e) => write!(f, "cannot open the principal's lane: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for LaneError {}
+
+/// How to make another entry for a server: its transport without credentials, and its config.
+#[derive(Debug)]
+pub(super) enum Recipe {
+    Stdio(StdioCommand, Config),
+    #[cfg(feature = "http")]
+    Http(Box<HttpOptions>, Config),
+}
+
+impl Recipe {
+    pub(super) fn stdio(command: &StdioCommand, config: &Config) -> Self {
+        Self::Stdio(command.clone(), config.clone())
+    }
+
+    #[cfg(feature = "http")]
+    pub(super) fn http(opts: &HttpOptions, config: &Config) -> Self {
+        Self::Http(Box::new(opts.without_credentials()), config.clone())
+    }
+
+    fn config(&self) -> &Config {
+        match self {
+            Self::Stdio(_, c) => c,
+            #[cfg(feature = "http")]
+            Self::Http(_, c) => c,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct PrincipalEntry {
+    generation: u32,
+    principal: Principal,
+}
+
+/// A server added with `add_*_server`, and the lanes opened on it.
+#[derive(Debug)]
+struct Base {
+    generation: u32,
+    recipe: Recipe,
+    lanes: Vec<(PrincipalId, ServerId)>,
+}
+
+/// The host's principals and the lanes of each server.
+#[derive(Debug, Default)]
+pub(super) struct Lanes {
+    principals: Slab<PrincipalEntry>,
+    next_generation: u32,
+    /// By the server's slot index.
+    bases: std::collections::HashMap<usize, Base>,
+    /// By the lane's slot index.
+    lanes: std::collections::HashMap<usize, LaneLink>,
+}
+
+/// What a lane is: whose, on which server.
+#[derive(Debug, Clone, Copy)]
+struct LaneLink {
+    lane: ServerId,
+    base: ServerId,
+    principal: PrincipalId,
+}
+
+impl Lanes {
+    /// Keeps how to make lanes of a newly added server.
+    pub(super) fn remember(&mut self, server: ServerId, recipe: Recipe) {
+        let base = Base { generation: server.generation, recipe, lanes: Vec::new() };
+        self.bases.insert(server.index, base);
+    }
+
+    fn principal(&self, id: PrincipalId) -> Option<&Principal> {
+        let e = self.principals.get(id.index).filter(|e| e.generation == id.generation)?;
+        Some(&e.principal)
+    }
+
+    /// The server a lane belongs to and its principal; `None` for a server's own entry.
+    fn lane(&self, id: ServerId) -> Option<(ServerId, PrincipalId)> {
+        let link = self.lanes.get(&id.index).filter(|l| l.lane == id)?;
+        Some((link.base, link.principal))
+    }
+
+    fn base(&self, id: ServerId) -> Option<&Base> {
+        self.bases.get(&id.index).filter(|b| b.generation == id.generation)
+    }
+
+    /// Forgets `server` (a server or a lane) and returns the lanes that go with it.
+    pub(super) fn forget(&mut self, server: ServerId) -> Vec<ServerId> {
+        if let Some(base) =
+            self.bases.get(&server.index).filter(|b| b.generation == server.generation)
+        {
+            let lanes: Vec<ServerId> = base.lanes.iter().map(|&(_, l)| l).collect();
+            self.bases.remove(&server.index);
+            for l in &lanes {
+                self.lanes.remove(&l.index);
+            }
+            return lanes;
+        }
+        if let Some(link) = self.lanes.get(&server.index).copied().filter(|l| l.lane == server) {
+            let base = link.base;
+            if let Some(b) =
+                self.bases.get_mut(&base.index).filter(|b| b.generation == base.generation)
+            {
+                b.lanes.retain(|&(_, l)| l != server);
+            }
+            self.lanes.remove(&server.index);
+        }
+        Vec::new()
+    }
+}
+
+impl Host {
+    /// Registers a principal; calls are made for it on its lanes ([`Host::lane`]).
+    pub fn add_principal(&mut self, principal: Principal) -> Result<PrincipalId, PrincipalError> {
+        let lanes = &mut self.lanes;
+        if let Some((index, e)) =
+            lanes.principals.iter().find(|(_, e)| e.principal.same_context(&principal))
+        {
+            return Err(PrincipalError::Duplicate(PrincipalId { index, generation: e.generation }));
+        }
+        lanes.next_generation = lanes.next_generation.wrapping_add(1);
+        let generation = lanes.next_generation;
+        let index = lanes.principals.insert(PrincipalEntry { generation, principal });
+        Ok(PrincipalId { index, generation })
+    }
+
+    /// Forgets a principal and closes and removes its lanes on every server.
+    pub fn remove_principal(&mut self, principal: PrincipalId) {
+        if self.lanes.principal(principal).is_none() {
+            return;
+        }
+        let lanes: Vec<ServerId> = self
+            .lanes
+            .lanes
+            .values()
+            .filter(|l| l.principal == principal)
+            .map(|l| l.lane)
+            .collect();
+        for lane in lanes {
+            self.remove_server(lane);
+        }
+        self.lanes.principals.remove(principal.index);
+    }
+
+    /// The lane of `principal` on `server`: a server handle whose calls, tokens, breakers,
+    /// in-flight limit, session and private catalogs are the principal's alone. Created on first
+    /// use (its era probe starts at once, like a new server's); later uses return the same lane
+    /// while it exists. Given a lane, answers for the lane's server.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use mcpoll::{CallOptions, Config, Host, HttpOptions, Principal, TaskOptions};
+    ///
+    /// let mut host = Host::new()?;
+    /// let url = "https://mcp.example/mcp";
+    /// let server = host.add_http_server(HttpOptions::new(url), Config::default())?;
+    /// let alice = host.add_principal(Principal::new("alice").tenant("acme").bearer("a-token"))?;
+    /// let lane = host.lane(server, alice)?;
+    ///
+    /// let task = host.task(TaskOptions::new().deadline(Duration::from_secs(30)).budget(8))?;
+    /// let args = serde_json::value::RawValue::from_string(r#"{"q":"weather"}"#.into())?;
+    /// let call = host.in_task(task).call_tool(lane, "search", &args, CallOptions::default())?;
+    /// host.cancel_task(task)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn lane(
+        &mut self,
+        server: ServerId,
+        principal: PrincipalId,
+    ) -> Result<ServerId, LaneError> {
+        let server = self.lanes.lane(server).map_or(server, |(base, _)| base);
+        if self.server(server).is_none() {
+            return Err(LaneError::UnknownServer);
+        }
+        let base = self.lanes.base(server).ok_or(LaneError::UnknownServer)?;
+        if self.lanes.principal(principal).is_none() {
+            return Err(LaneError::UnknownPrincipal);
+        }
+        if let Some(&(_, lane)) = base.lanes.iter().find(|(p, _)| *p == principal) {
+            if self.server(lane).is_some() {
+                return Ok(lane);
+            }
+        }
+        let lane = self.open_lane(server, principal)?;
+        if let Some(b) = self.lanes.bases.get_mut(&server.index) {
+            b.lanes.retain(|(p, _)| *p != principal);
+            b.lanes.push((principal, lane));
+        }
+        self.lanes.lanes.insert(lane.index, LaneLink { lane, base: server, principal });
+        Ok(lane)
+    }
+
+    /// The principal a lane serves; `None` for a server's own handle.
+    pub fn principal_of(&self, lane: ServerId) -> Option<PrincipalId> {
+        self.lanes.lane(lane).map(|(_, p)| p)
+    }
+
+    /// Closes the lanes of `server` along with it (see [`Host::close_server`]).
+    pub(super) fn close_lanes(&mut self, server: ServerId) {
+        let lanes: Vec<ServerId> = match self.lanes.base(server) {
+            Some(b) => b.lanes.iter().map(|&(_, l)| l).collect(),
+            None => return,
+        };
+        for lane in lanes {
+            self.close_server(lane);
+        }
+    }
+
+    /// Removes the lanes of `server` along with it, or unlinks a lane being removed.
+    pub(super) fn remove_lanes(&mut self, server: ServerId) {
+        for lane in self.lanes.forget(server) {
+            self.remove_server(lane);
+        }
+    }
+
+    fn open_lane(
+        &mut self,
+        server: ServerId,
+        principal: PrincipalId,
+    ) -> Result<ServerId, LaneError> {
+        let now = Instant::now();
+        let identity = self.server(server).ok_or(LaneError::UnknownServer)?.catalog.identity();
+        let identity = identity.to_owned();
+        let lanes = &mut self.lanes;
+        let base = lanes.bases.get(&server.index).ok_or(LaneError::UnknownServer)?;
+        let entry = lanes
+            .principals
+            .get_mut(principal.index)
+            .filter(|e| e.generation == principal.generation)
+            .ok_or(LaneError::UnknownPrincipal)?;
+        let p = &mut entry.principal;
+        let mut config = base.recipe.config().clone();
+        if p.tenant.is_some() {
+            config.cache_tenant = p.tenant.clone();
+        }
+        let setup = |e| LaneError::Setup(e);
+        let mut engine = Engine::new(config, now).map_err(|e| setup(AddServerError::Config(e)))?;
+        let tenant = engine.config().cache_tenant.clone();
+        let registry = self.poll.registry();
+        let (transport, http) = match &base.recipe {
+            Recipe::Stdio(command, _) => {
+                let target = LaneTarget { identity: &identity, url: None };
+                let mut command = command.clone();
+                match p.credentials.as_mut().map(|c| c.credentials(&target)) {
+                    Some(Credentials::Env(vars)) => {
+                        for (k, v) in vars {
+                            command = command.env(k, v);
+                        }
+                    }
+                    Some(Credentials::None) | None => {}
+                    #[cfg(feature = "http")]
+                    Some(_) => log::debug!("HTTP credentials ignored for a stdio lane"),
+                }
+                let token = self.poll.reserve(Self::STDIO_SERVER_TOKENS).map_err(setup)?;
+                let mut driver = StdioDriver::new(command, engine.config(), token);
+                driver
+                    .spawn(registry, &mut engine, now)
+                    .map_err(|e| setup(AddServerError::Spawn(e)))?;
+                (Transport::Stdio(driver), false)
+            }
+            #[cfg(feature = "http")]
+            Recipe::Http(template, _) => {
+                let mut opts = template.without_credentials();
+                let target = LaneTarget { identity: &identity, url: Some(&template.url) };
+                match p.credentials.as_mut().map(|c| c.credentials(&target)) {
+                    Some(Credentials::Token(provider)) => opts.token_provider = Some(provider),
+                    Some(Credentials::OAuth(flow, authorizer)) => {
+                        opts.oauth = Some(*flow);
+                        opts.authorizer = authorizer;
+                    }
+                    Some(Credentials::Env(_)) => log::debug!("env credentials ignored over HTTP"),
+                    Some(Credentials::None) | None => {}
+                }
+                let config = engine.config().clone();
+                let token = self.poll.reserve(Self::HTTP_SERVER_TOKENS).map_err(setup)?;
+                let mut driver = HttpDriver::new(opts, &config, token, &mut engine, now)
+                    .map_err(|e| setup(AddServerError::Http(e)))?;
+                driver.flush(registry, &mut engine, now);
+                (Transport::Http(driver), true)
+            }
+        };
+        let catalog = catalog::ServerCatalog::new(identity, http, tenant)
+            .for_principal(p.name.clone(), p.scopes.clone());
+        Ok(self.insert(engine, transport, catalog))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_sets_ignore_order_and_duplicates() {
+        let a = Principal::new("p").scopes(["b", "a", "b"]);
+        let b = Principal::new("p").scopes(["a", "b"]);
+        assert!(a.same_context(&b));
+        assert!(!a.same_context(&Principal::new("p").scopes(["a"])));
+        assert!(!a.same_context(&Principal::new("p").scopes(["a", "b"]).tenant("t")));
+    }
+
+    #[cfg(feature = "http")]
+    #[test]
+    fn debug_output_never_shows_credentials() {
+        let p = Principal::new("alice").bearer("s3cret-token");
+        let shown = format!("{p:?}");
+        assert!(shown.contains("alice") && !shown.contains("s3cret"), "{shown}");
+        let env = Credentials::Env(vec![("API_KEY".into(), "s3cret-key".into())]);
+        let shown = format!("{env:?}");
+        assert!(shown.contains("API_KEY") && !shown.contains("s3cret"), "{shown}");
+        let token = Credentials::Token(Box::new(StaticToken("s3cret-token".into())));
+        assert!(!format!("{token:?}").contains("s3cret"));
+    }
+
+    #[cfg(feature = "http")]
+    #[test]
+    fn a_lane_template_keeps_no_credential_of_the_server() {
+        let opts = HttpOptions::new("http://127.0.0.1:1/mcp")
+            .bearer("server-token")
+            .header("Authorization", "Bearer other")
+            .header("proxy-authorization", "Basic x")
+            .header("X-Tenant", "blue");
+        let lane = opts.without_credentials();
+        assert!(lane.token_provider.is_none() && lane.oauth.is_none());
+        assert!(lane.authorizer.is_none());
+        assert_eq!(lane.headers, [("X-Tenant".to_owned(), "blue".to_owned())]);
+        assert_eq!(lane.url, opts.url);
+    }
+}

@@ -1,0 +1,132 @@
+//! Call records at the host: each server's name, and the sink every record goes to.
+//!
+//! Engines put a record in every terminal event; the host hands it to the sink when the event
+//! leaves the engine (through [`Host::poll_event`], the blocking helpers, or the capability
+//! cache taking its own listings), with the server's name added. Listings the cache answers
+//! without a request get a record of their own (`cache_hit`, `cache_age`). With no sink
+//! installed this costs one branch per event.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::engine::{Engine, Event, RecordSink};
+use crate::proto::mcp::Method;
+
+use super::{Host, ServerId};
+
+/// The host's sink and server names.
+pub(super) struct Records {
+    sink: Option<Box<dyn RecordSink>>,
+    /// Each server's name, by slab index (set when the server is added).
+    names: Vec<String>,
+}
+
+impl fmt::Debug for Records {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Records")
+            .field("sink", &self.sink.as_ref().map(|_| "..."))
+            .field("names", &self.names)
+            .finish()
+    }
+}
+
+impl Records {
+    pub(super) fn new() -> Self {
+        Self { sink: None, names: Vec::new() }
+    }
+
+    /// Names the server at `index` after its identity (program or URL), reduced to what is safe
+    /// to print: a URL's host and port (never its path, query or user), a program's
+    /// file name (never its arguments, which the identity does not hold anyway).
+    pub(super) fn added(&mut self, index: usize, identity: &str) {
+        self.set(index, default_name(identity));
+    }
+
+    fn set(&mut self, index: usize, name: &str) {
+        if self.names.len() <= index {
+            self.names.resize_with(index + 1, String::new);
+        }
+        if let Some(n) = self.names.get_mut(index) {
+            n.clear();
+            n.push_str(name);
+        }
+    }
+
+    fn name(&self, index: usize) -> &str {
+        self.names.get(index).map_or("", String::as_str)
+    }
+
+    /// Hands the record of a terminal event to the sink, with the server's name.
+    pub(super) fn event(&mut self, index: usize, event: &Event<'_>) {
+        let Some(sink) = self.sink.as_mut() else { return };
+        if let Some(r) = event.record() {
+            let name = self.names.get(index).map_or("", String::as_str);
+            sink.record(&r.with_server(name));
+        }
+    }
+
+    /// Records a listing the capability cache answered without a request.
+    pub(super) fn cache_hit(
+        &mut self,
+        index: usize,
+        engine: &Engine,
+        method: Method,
+        age: Duration,
+    ) {
+        let Some(sink) = self.sink.as_mut() else { return };
+        let name = self.names.get(index).map_or("", String::as_str);
+        sink.record(&engine.cache_hit_record(method, age).with_server(name));
+    }
+}
+
+fn default_name(identity: &str) -> &str {
+    if let Some((scheme, rest)) = identity.split_once("://") {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        return if host.is_empty() { scheme } else { host };
+    }
+    std::path::Path::new(identity).file_name().and_then(|f| f.to_str()).unwrap_or(identity)
+}
+
+impl Host {
+    /// Installs the sink that every call record goes to (replacing any earlier one, which is
+    /// returned). Records reach it as calls' terminal events leave the engines: through
+    /// [`poll_event`](Self::poll_event), the blocking helpers and the capability cache; and
+    /// for each listing the cache answers itself. See [`CallRecord`](crate::CallRecord).
+    pub fn set_record_sink(&mut self, sink: Box<dyn RecordSink>) -> Option<Box<dyn RecordSink>> {
+        self.records.sink.replace(sink)
+    }
+
+    /// Removes the record sink.
+    pub fn take_record_sink(&mut self) -> Option<Box<dyn RecordSink>> {
+        self.records.sink.take()
+    }
+
+    /// Names a server in its records (the default is its URL's `host:port`, or its program's
+    /// file name). A name from a configuration file goes here.
+    pub fn set_server_name(&mut self, server: ServerId, name: &str) {
+        if self.server(server).is_some() {
+            self.records.set(server.index, name);
+        }
+    }
+
+    /// The server's name in its records.
+    pub fn server_name(&self, server: ServerId) -> Option<&str> {
+        self.server(server).map(|_| self.records.name(server.index))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_name;
+
+    #[test]
+    fn default_names_keep_no_path_query_or_user() {
+        assert_eq!(default_name("http://127.0.0.1:8080/mcp?key=s3cret"), "127.0.0.1:8080");
+        assert_eq!(default_name("https://user:pw@example.com/mcp"), "example.com");
+        assert_eq!(default_name("https://[::1]:9/x#frag"), "[::1]:9");
+        assert_eq!(default_name("/usr/local/bin/my-server"), "my-server");
+        assert_eq!(default_name("my-server"), "my-server");
+        assert_eq!(default_name("weird://"), "weird");
+    }
+}

@@ -1,0 +1,265 @@
+//! The `mcpoll` binary run as a user would: an `mcpServers` file naming the Python SDK peer
+//! over stdio and the TypeScript SDK v2 peer over HTTP on 127.0.0.1, every subcommand, and
+//! Ctrl-C (SIGINT to the CLI process) during a slow call, seen arriving in the server's own
+//! log. Skipped loudly without the peers; required with `MCPOLL_REQUIRE_PEERS=1`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{cli, peers_dir, HttpPeer};
+use serde_json::Value;
+
+/// A config file in a fresh folder, with the py peer's stderr going to `py.log` beside it.
+struct Setup {
+    dir: PathBuf,
+    config: PathBuf,
+    ts2: HttpPeer,
+}
+
+impl Setup {
+    fn new(peers: &Path, name: &str) -> Self {
+        let ts2 = HttpPeer::start(peers, "run-ts2-http.sh");
+        let dir = std::env::temp_dir().join(format!("mcpoll-cli-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("py.log");
+        let _ = std::fs::remove_file(&log);
+        // The py entry: the peer's run script, its stderr sent to a file by `sh` so the test
+        // can read the server's log (the CLI keeps a child's stderr to itself). The ts2 entry
+        // takes its port from the environment, through `${VAR}` expansion.
+        let config = serde_json::json!({
+            "mcpServers": {
+                "py": {
+                    "command": "sh",
+                    "args": ["-c", "exec \"$0\" 2>>\"$1\"",
+                             peers.join("run-py-stdio.sh"), log],
+                    "env": {"LAB_NOTE": "${LAB_NOTE:-from the file}"},
+                    "autoApprove": [],
+                    "mcpoll": {"timeoutMs": 60000, "retry": {"maxAttempts": 1}}
+                },
+                "ts2": {
+                    "type": "http",
+                    "url": "http://127.0.0.1:${env:TS2_PORT}/mcp",
+                    "headers": {"X-Lab": "${TS2_PORT}"},
+                    "mcpoll": {"timeoutMs": 60000, "proxy": "direct", "maxConnections": 2}
+                }
+            }
+        });
+        let path = dir.join("mcp.json");
+        std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+        Self { dir, config: path, ts2 }
+    }
+
+    fn command(&self, server: &str, args: &[&str]) -> Command {
+        let mut c = Command::new(cli());
+        c.env("TS2_PORT", self.ts2.port.to_string())
+            .arg("--config")
+            .arg(&self.config)
+            .args(["--server", server])
+            .args(args)
+            .stdin(Stdio::null());
+        c
+    }
+
+    #[track_caller]
+    fn run(&self, server: &str, args: &[&str]) -> Output {
+        let out = self.command(server, args).output().expect("run mcpoll");
+        assert!(
+            out.status.success(),
+            "{server} {args:?}: {:?}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    #[track_caller]
+    fn json(&self, server: &str, args: &[&str]) -> Value {
+        let out = self.run(server, &[&["--json"], args].concat());
+        serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+    }
+
+    #[track_caller]
+    fn text(&self, server: &str, args: &[&str]) -> String {
+        String::from_utf8(self.run(server, args).stdout).expect("UTF-8")
+    }
+
+    fn py_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("py.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        self.ts2.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Waits (bounded) until `log()` satisfies `pred`.
+#[track_caller]
+fn wait_log(what: &str, log: impl Fn() -> String, pred: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = log();
+        if pred(&text) {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "{what} never showed in the log:\n{text}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// SIGINT to one process (not a group), as a terminal's Ctrl-C would send it to the CLI.
+fn interrupt(pid: u32) {
+    let pid = rustix::process::Pid::from_raw(pid as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("SIGINT");
+}
+
+#[test]
+fn every_subcommand_against_py_over_stdio_and_ts2_over_http() {
+    let Some(peers) = peers_dir() else { return };
+    let s = Setup::new(&peers, "all");
+
+    let info = s.json("py", &["discover"]);
+    let text = info.to_string();
+    assert!(text.contains("lab-py"), "{info}");
+    assert!(s.text("py", &["discover"]).starts_with("server:       lab-py"));
+
+    let tools = s.json("py", &["tools"]);
+    assert!(tools["tools"].as_array().unwrap().iter().any(|t| t["name"] == "slow"), "{tools}");
+    let readable = s.text("ts2", &["tools"]);
+    assert!(readable.lines().any(|l| l.starts_with("echo ")), "{readable}");
+    assert!(readable.contains("(read-only)"), "{readable}");
+
+    let sum = s.json("py", &["call", "add", r#"{"a":20,"b":22}"#]);
+    assert_eq!(sum["structuredContent"]["sum"].as_f64(), Some(42.0), "{sum}");
+    assert_eq!(s.text("ts2", &["call", "echo", r#"{"text":"héllo"}"#]), "héllo\n");
+    let fail = s.run("ts2", &["call", "fail"]);
+    assert!(String::from_utf8_lossy(&fail.stdout).starts_with("the tool reported an error:"));
+
+    let resources = s.json("ts2", &["resources"]);
+    assert_eq!(resources["resources"][0]["uri"], "lab://readme", "{resources}");
+    assert!(s.text("py", &["resources"]).starts_with("lab://readme"));
+    for server in ["py", "ts2"] {
+        let read = s.json(server, &["read", "lab://readme"]);
+        let readme = read["contents"][0]["text"].as_str().expect("text contents").to_owned();
+        assert!(!readme.is_empty());
+        assert_eq!(s.text(server, &["read", "lab://readme"]).trim_end(), readme.trim_end());
+    }
+
+    assert!(s.text("py", &["prompts"]).starts_with("greet(name*)"));
+    let prompts = s.json("ts2", &["prompts"]);
+    assert_eq!(prompts["prompts"][0]["name"], "greet", "{prompts}");
+    let got = s.json("py", &["get", "greet", r#"{"name":"Ada"}"#]);
+    assert!(got["messages"][0]["content"]["text"].as_str().unwrap().contains("Ada"), "{got}");
+    let got = s.text("ts2", &["get", "greet", r#"{"name":"Ada"}"#]);
+    assert!(got.starts_with("user: ") && got.contains("Ada"), "{got}");
+
+    // watch: a second client adds a tool to the shared HTTP server; the watcher prints the
+    // change as one line, then stops at --timeout.
+    let watcher = s
+        .command("ts2", &["--json", "--timeout", "6000", "watch"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run mcpoll watch");
+    // Time to list and open the listen stream (the interop_catalog test waits the same way).
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(s.text("ts2", &["call", "bump_tools"]), "added extra_1\n");
+    let out = watcher.wait_with_output().expect("watch ends at --timeout");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<Value> =
+        stdout.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    assert_eq!(lines.len(), 1, "{stdout}");
+    assert_eq!(lines[0]["kind"], "tools");
+    assert_eq!(lines[0]["added"], serde_json::json!(["extra_1"]));
+
+    // A name the file does not have is bad usage (2), said in one JSON line with --json.
+    let out = s.command("nope", &["--json", "tools"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let line: Value = serde_json::from_slice(&out.stderr).expect("one JSON line");
+    assert_eq!(line["error"]["name"], "usage", "{line}");
+}
+
+/// Runs `call slow` through the CLI, waits for the server's first step, sends SIGINT and
+/// checks the exit: code 130, one JSON line naming the interruption, no progress drawn on a
+/// stderr that is not a terminal, and the CLI gone promptly.
+#[track_caller]
+fn interrupt_slow_call(s: &Setup, server: &str, log: impl Fn() -> String) {
+    let child = s
+        .command(server, &["--json", "call", "slow", r#"{"ms":30000}"#])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run mcpoll");
+    wait_log("[slow] step 1/300", &log, |l| l.contains("[slow] step 1/300"));
+    let sent = Instant::now();
+    interrupt(child.id());
+    let out = child.wait_with_output().unwrap();
+    let took = sent.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{server}: {:?} {stderr}", out.status);
+    let line: Value = serde_json::from_str(stderr.trim_end()).expect("one JSON error line");
+    assert_eq!(line["error"]["name"], "interrupted", "{server}: {stderr}");
+    assert!(!stderr.contains('\r'), "{server}: progress drawn on a pipe: {stderr:?}");
+    assert!(took < Duration::from_secs(3), "{server}: the CLI took {took:?} to end");
+}
+
+/// Ctrl-C on a stdio call: `notifications/cancelled` reaches the Python SDK, whose log records
+/// the notification (not only the work ending, which the server shutting down would also do).
+#[test]
+fn ctrl_c_cancels_a_slow_call_over_stdio() {
+    let Some(peers) = peers_dir() else { return };
+    let s = Setup::new(&peers, "sigint-stdio");
+    interrupt_slow_call(&s, "py", || s.py_log());
+    let log = wait_log("the cancellation", || s.py_log(), |l| l.contains("[slow] cancelled"));
+    assert!(log.contains("[cancel] notifications/cancelled for request"), "{log}");
+    assert!(!log.contains("[slow] step 300/300"), "{log}");
+}
+
+/// Ctrl-C on an HTTP call to a 2026-07-28 server: the response stream is closed, and the
+/// TypeScript SDK's request signal fires, which its log shows; the server keeps serving.
+#[test]
+fn ctrl_c_cancels_a_slow_call_over_http() {
+    let Some(peers) = peers_dir() else { return };
+    let s = Setup::new(&peers, "sigint-http");
+    interrupt_slow_call(&s, "ts2", || s.ts2.stderr());
+    let log = wait_log("the cancellation", || s.ts2.stderr(), |l| l.contains("[slow] cancelled"));
+    // No step after the cancellation: the work stopped.
+    let after = &log[log.find("[slow] cancelled").unwrap()..];
+    assert!(!after.contains("[slow] step"), "{log}");
+    assert_eq!(s.text("ts2", &["call", "echo", r#"{"text":"still up"}"#]), "still up\n");
+}
+
+/// `Host::from_config` starts every enabled server of a file and names them; a disabled one
+/// is parsed but not started.
+#[test]
+fn host_from_config_starts_the_enabled_servers_by_name() {
+    let demo = common::demo_server().program().to_string_lossy().into_owned();
+    let dir = std::env::temp_dir().join(format!("mcpoll-from-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("mcp.json");
+    let config = serde_json::json!({"mcpServers": {
+        "demo": {"command": demo, "args": ["--legacy-only"], "mcpoll": {"era": "legacy"}},
+        "off": {"command": "/nonexistent/server", "disabled": true}
+    }});
+    std::fs::write(&path, config.to_string()).unwrap();
+    let (mut host, names) = mcpoll::Host::from_config(&path).expect("from_config");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(names.iter().map(|(n, _)| n).collect::<Vec<_>>(), ["demo"]);
+    assert!(names.get("off").is_none());
+    let id = names.get("demo").unwrap();
+    // Records name the server by its key in the file, not by its program.
+    assert_eq!(host.server_name(id), Some("demo"));
+    host.wait_ready(id, Duration::from_secs(20)).expect("ready");
+    assert_eq!(host.era(id), Some(mcpoll::Era::Legacy));
+    let r = common::call(&mut host, id, "add", r#"{"a":1,"b":2}"#);
+    assert_eq!(common::parse(&r)["structuredContent"]["sum"], 3);
+
+    let e = mcpoll::Host::from_config(dir.join("missing.json")).unwrap_err();
+    assert!(matches!(e, mcpoll::FromConfigError::File(_)), "{e}");
+}

@@ -1,0 +1,197 @@
+//! Host name resolution off the poll loop: a resolver that does not answer (held by the test)
+//! stalls neither the host nor another server's calls, for the MCP server's own name and for
+//! the OAuth flow's authorization server.
+
+mod common;
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use common::mini::{mcp_answer, MiniServer, Request, Response};
+use common::raw;
+use mcpoll::oauth::{OAuthConfig, PreRegistered};
+use mcpoll::{BlockingError, TransportError};
+use mcpoll::{CallError, CallOptions, Config, Host, HttpOptions, Resolver, ServerState};
+
+/// Answers `127.0.0.1` for any name, but only once the test lets it (one answer per
+/// message on the gate); counts the names it was asked about.
+#[derive(Debug)]
+struct Gated {
+    gate: Mutex<mpsc::Receiver<io::Result<()>>>,
+    asked: Mutex<Vec<String>>,
+}
+
+impl Gated {
+    fn new() -> (Arc<Self>, mpsc::Sender<io::Result<()>>) {
+        let (tx, rx) = mpsc::channel();
+        (Arc::new(Self { gate: Mutex::new(rx), asked: Mutex::default() }), tx)
+    }
+}
+
+impl Resolver for Gated {
+    fn resolve(&self, host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+        self.asked.lock().unwrap().push(host.to_owned());
+        let answer = self.gate.lock().unwrap().recv().unwrap_or(Err(io::ErrorKind::Other.into()));
+        answer.map(|()| vec![SocketAddr::from(([127, 0, 0, 1], port))])
+    }
+}
+
+fn echo(host: &mut Host, id: mcpoll::ServerId, text: &str) -> Result<String, BlockingError> {
+    let args = raw(&format!(r#"{{"text":"{text}"}}"#));
+    host.call_tool_blocking(id, "echo", &args, &CallOptions::default()).map(|r| r.json)
+}
+
+#[test]
+fn a_resolver_that_does_not_answer_stalls_no_other_server() {
+    let server = MiniServer::start(None, mcp_answer);
+    let mut host = Host::new().unwrap();
+    let fast = host
+        .add_http_server(HttpOptions::new(server.url("http", "127.0.0.1")), Config::default())
+        .unwrap();
+    assert!(matches!(host.wait_ready(fast, Duration::from_secs(10)), Ok(ServerState::Ready(..))));
+
+    let (resolver, gate) = Gated::new();
+    let opts = HttpOptions::new(server.url("http", "slow.test")).resolver(resolver.clone());
+    let started = Instant::now();
+    let slow = host.add_http_server(opts, Config::default()).unwrap();
+    let args = raw(r#"{"text":"later"}"#);
+    let pending = host.call_tool(slow, "echo", &args, &CallOptions::default()).unwrap();
+    // The resolver is blocked until the gate opens: every call below completes while the
+    // other server's name is unresolved, so none of them waited for it.
+    for i in 0..3 {
+        let out = echo(&mut host, fast, &format!("fast {i}")).expect("call on the other server");
+        assert!(out.contains(&format!("fast {i}")), "{out}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert_eq!(*resolver.asked.lock().unwrap(), ["slow.test"]);
+
+    gate.send(Ok(())).unwrap();
+    let out = host.wait(slow, pending).expect("the call once the name resolved");
+    assert!(out.json.contains("later"), "{}", out.json);
+    let hosts: Vec<String> =
+        server.requests().iter().filter_map(|r| r.header("host").map(str::to_owned)).collect();
+    assert!(hosts.contains(&format!("slow.test:{}", server.port)), "{hosts:?}");
+    assert_eq!(resolver.asked.lock().unwrap().len(), 1, "resolved once, not per call");
+}
+
+#[test]
+fn a_name_that_does_not_resolve_fails_the_calls_as_a_connect_failure() {
+    let (resolver, gate) = Gated::new();
+    let mut config = Config::default();
+    config.retry.max_attempts = 1;
+    let opts = HttpOptions::new("http://nowhere.test:9/mcp").resolver(resolver.clone());
+    let mut host = Host::new().unwrap();
+    let id = host.add_http_server(opts, config).unwrap();
+    let pending = host.call_tool(id, "echo", &raw("{}"), &CallOptions::default()).unwrap();
+    gate.send(Err(io::ErrorKind::NotFound.into())).unwrap();
+    // Later attempts (the engine's retries) find the resolver refusing too.
+    for _ in 0..8 {
+        let _ = gate.send(Err(io::ErrorKind::NotFound.into()));
+    }
+    match host.wait(id, pending) {
+        Err(BlockingError::Call(CallError::Transport(TransportError::ConnectFailed(kind)))) => {
+            assert_eq!(kind, io::ErrorKind::NotFound)
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_authorization_servers_name_is_resolved_off_the_loop_too() {
+    // An authorization server for the client credentials grant.
+    let issuer: Arc<OnceLock<String>> = Arc::default();
+    let issuer2 = Arc::clone(&issuer);
+    let auth = MiniServer::start(None, move |req: &Request| {
+        let issuer = issuer2.get().cloned().unwrap_or_default();
+        if req.method == "GET" {
+            return Response::json(serde_json::json!({
+                "issuer": issuer, "token_endpoint": format!("{issuer}/token"),
+                "grant_types_supported": ["client_credentials"]}));
+        }
+        Response::json(serde_json::json!({
+            "access_token": "t1", "token_type": "Bearer", "expires_in": 3600}))
+    });
+    let as_url = format!("http://as.test:{}", auth.port);
+    let _ = issuer.set(as_url.clone());
+    // A protected MCP server naming it.
+    let port: Arc<OnceLock<u16>> = Arc::default();
+    let port2 = Arc::clone(&port);
+    let mcp = MiniServer::start(None, move |req: &Request| {
+        let base = format!("http://127.0.0.1:{}", port2.get().copied().unwrap_or_default());
+        if req.method == "GET" {
+            return Response::json(serde_json::json!({
+                "resource": format!("{base}/mcp"), "authorization_servers": [as_url]}));
+        }
+        if req.header("authorization") == Some("Bearer t1") {
+            return mcp_answer(req);
+        }
+        Response {
+            status: 401,
+            headers: vec![("WWW-Authenticate".into(), "Bearer".into())],
+            body: String::new(),
+        }
+    });
+    let _ = port.set(mcp.port);
+    let plain = MiniServer::start(None, mcp_answer);
+
+    let mut host = Host::new().unwrap();
+    let other = host
+        .add_http_server(HttpOptions::new(plain.url("http", "127.0.0.1")), Config::default())
+        .unwrap();
+    let (resolver, gate) = Gated::new();
+    let url = mcp.url("http", "127.0.0.1");
+    let client = PreRegistered::with_secret("id", "secret");
+    let opts = HttpOptions::new(url.clone())
+        .oauth(OAuthConfig::client_credentials(url, client))
+        .resolver(resolver.clone());
+    let protected = host.add_http_server(opts, Config::default()).unwrap();
+    let pending =
+        host.call_tool(protected, "echo", &raw(r#"{"text":"p"}"#), &CallOptions::default());
+    let pending = pending.unwrap();
+    // Until the flow asks for the authorization server's name, nothing is blocked anyway;
+    // wait (on the other server's calls) until it does.
+    let asked = Instant::now();
+    while resolver.asked.lock().unwrap().is_empty() {
+        assert!(asked.elapsed() < Duration::from_secs(10), "the flow never resolved the AS");
+        echo(&mut host, other, "meanwhile").expect("a call while the flow starts");
+    }
+    for i in 0..3 {
+        let out = echo(&mut host, other, &format!("during {i}")).expect("a call during it");
+        assert!(out.contains(&format!("during {i}")), "{out}");
+    }
+    assert_eq!(*resolver.asked.lock().unwrap(), ["as.test"]);
+    assert!(auth.requests().is_empty(), "the AS is not reached before its name resolves");
+
+    gate.send(Ok(())).unwrap();
+    gate.send(Ok(())).unwrap();
+    let out = host.wait(protected, pending).expect("the protected call");
+    assert!(out.json.contains("\"p\""), "{}", out.json);
+    let hosts: Vec<String> =
+        auth.requests().iter().filter_map(|r| r.header("host").map(str::to_owned)).collect();
+    assert_eq!(hosts, [format!("as.test:{}", auth.port), format!("as.test:{}", auth.port)]);
+}
+
+#[test]
+fn a_resolution_slower_than_the_connect_timeout_fails_the_waiting_calls() {
+    let (resolver, gate) = Gated::new();
+    let mut config = Config::default();
+    config.retry.max_attempts = 1;
+    let mut opts = HttpOptions::new("http://stuck.test:9/mcp").resolver(resolver.clone());
+    opts.connect_timeout = Duration::from_millis(200);
+    let mut host = Host::new().unwrap();
+    let id = host.add_http_server(opts, config).unwrap();
+    let started = Instant::now();
+    let pending = host.call_tool(id, "echo", &raw("{}"), &CallOptions::default()).unwrap();
+    match host.wait(id, pending) {
+        Err(BlockingError::Call(CallError::Transport(TransportError::ConnectFailed(kind)))) => {
+            assert_eq!(kind, io::ErrorKind::TimedOut)
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    // One thread for the one resolution, however many attempts waited for it.
+    assert_eq!(*resolver.asked.lock().unwrap(), ["stuck.test"]);
+    drop(gate);
+}
