@@ -2,6 +2,7 @@
 //! [`Engine`](crate::Engine), through a codec, and obeys mio's readiness rules (drain until
 //! `WouldBlock`, treat events as hints, never `write_all` on a non-blocking source).
 
+pub(crate) mod reap;
 pub(crate) mod stdio;
 
 #[cfg(feature = "http")]

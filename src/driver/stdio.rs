@@ -3,20 +3,23 @@
 //! The child runs in its own process group, so closing the server (or dropping the driver)
 //! signals the whole tree, including anything a wrapper script started. stderr is drained into
 //! a bounded ring so the child can never block on a full pipe, and the ring's tail explains an
-//! exit. No threads: every pipe is a mio source.
+//! exit. No threads: every pipe is a mio source. Nothing waits for a child to exit either: an
+//! exiting child is checked with `try_wait` from [`StdioDriver::handle_timeout`] (a crash) or
+//! handed to the host's reaper (a close), see `driver::reap`.
 
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::unix::pipe::{Receiver, Sender};
 use mio::{Interest, Registry, Token};
-use rustix::process::{kill_process_group, Pid, Signal};
+use rustix::process::Signal;
 
+use super::reap::{kill_group, Check, Escalation, Exiting, Watch};
 use crate::codec::ndjson::{Frame, LineFramer};
 use crate::config::Config;
 use crate::engine::{Engine, TransportEvent};
@@ -201,6 +204,9 @@ const READ_CHUNK: usize = 64 * 1024;
 /// Reads of stderr per readiness event (1 MiB): the ring keeps only a tail, but a child writing
 /// stderr as fast as it can must not hold the loop either.
 const STDERR_READS: usize = 16;
+/// How long a child that closed stdout has to exit by itself before it is killed: it is
+/// usually exiting, and its own status says more than SIGKILL's.
+const EXIT_GRACE: Duration = Duration::from_millis(200);
 
 #[derive(Debug)]
 struct Running {
@@ -208,9 +214,15 @@ struct Running {
     stdin: Option<Sender>,
     stdout: Option<Receiver>,
     stderr: Option<Receiver>,
+    /// stdout closed: the child is exiting, and its status is awaited (stderr still drains).
+    exit: Option<Watch>,
 }
 
 /// Drives one server child process for one [`Engine`].
+///
+/// Besides readiness, call [`handle_timeout`](Self::handle_timeout) when
+/// [`poll_timeout`](Self::poll_timeout) is due: a child that closed stdout is reaped there (never
+/// waited for), and only then is its exit reported to the engine.
 #[derive(Debug)]
 pub struct StdioDriver {
     command: StdioCommand,
@@ -265,7 +277,7 @@ impl StdioDriver {
         self.base.0..self.base.0 + TOKENS_PER_DRIVER
     }
 
-    /// `true` while a child is running.
+    /// `true` while a child is running (until its exit is reported to the engine).
     pub fn is_running(&self) -> bool {
         self.running.is_some()
     }
@@ -317,8 +329,13 @@ impl StdioDriver {
         registry.register(&mut stdout, self.token(STDOUT), Interest::READABLE)?;
         registry.register(&mut stderr, self.token(STDERR), Interest::READABLE)?;
         log::debug!("spawned server {:?} as pid {}", self.command.program, child.id());
-        self.running =
-            Some(Running { child, stdin: Some(stdin), stdout: Some(stdout), stderr: Some(stderr) });
+        self.running = Some(Running {
+            child,
+            stdin: Some(stdin),
+            stdout: Some(stdout),
+            stderr: Some(stderr),
+            exit: None,
+        });
         self.framer = LineFramer::new(self.max_line);
         self.out.clear();
         self.written = 0;
@@ -518,8 +535,9 @@ impl StdioDriver {
         }
     }
 
-    /// stdout closed: the child is gone (or going). Reap it, report the exit with the stderr
-    /// tail, and respawn once if the engine asks for it (a probe that killed a legacy server).
+    /// stdout closed: the child is gone (or going). Its exit is reported (with the stderr tail)
+    /// once `try_wait` has its status: now if it has one already, otherwise from
+    /// [`handle_timeout`](Self::handle_timeout), which kills it if it outstays `EXIT_GRACE`.
     fn on_exit(
         &mut self,
         registry: &Registry,
@@ -530,11 +548,69 @@ impl StdioDriver {
         self.read_stderr(STDERR_READS);
         self.stdout_backlog = false;
         self.stderr_backlog = false;
-        let Some(mut running) = self.running.take() else {
+        let Some(running) = self.running.as_mut() else {
             return Ok(());
         };
-        deregister_all(registry, &mut running);
-        let status = reap(&mut running.child);
+        if running.exit.is_some() {
+            return Ok(());
+        }
+        // stderr stays registered: what the child writes until it exits joins the tail.
+        if let Some(mut s) = running.stdin.take() {
+            let _ = registry.deregister(&mut s);
+        }
+        if let Some(mut s) = running.stdout.take() {
+            let _ = registry.deregister(&mut s);
+        }
+        self.out.clear();
+        self.written = 0;
+        running.exit = Some(Watch::new(now, EXIT_GRACE, Escalation::Kill));
+        // Most children have exited by the time their stdout reads EOF.
+        self.check_exit(registry, engine, now)
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) is next due: while a child that closed
+    /// stdout is exiting, its next check (or SIGKILL). `None` otherwise.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.running.as_ref().and_then(|r| r.exit.as_ref()).map(Watch::deadline)
+    }
+
+    /// Checks an exiting child (one `try_wait`, SIGKILL once its grace is over) and, once it is
+    /// gone, reports its exit to the engine and starts a new process if the engine asks for
+    /// one. Never blocks; early or spurious calls are no-ops.
+    pub fn handle_timeout(
+        &mut self,
+        registry: &Registry,
+        engine: &mut Engine,
+        now: Instant,
+    ) -> io::Result<()> {
+        if self.poll_timeout().is_some_and(|d| d <= now) {
+            self.check_exit(registry, engine, now)?;
+        }
+        Ok(())
+    }
+
+    fn check_exit(
+        &mut self,
+        registry: &Registry,
+        engine: &mut Engine,
+        now: Instant,
+    ) -> io::Result<()> {
+        let Some(running) = self.running.as_mut() else {
+            return Ok(());
+        };
+        let Some(watch) = running.exit.as_mut() else {
+            return Ok(());
+        };
+        let Check::Exited(status) = watch.check(&mut running.child, now) else {
+            return Ok(());
+        };
+        // What it wrote before exiting is in the pipe now (a grandchild may write on: bounded).
+        self.read_stderr(STDERR_READS);
+        self.stderr_backlog = false;
+        if let Some(mut running) = self.running.take() {
+            deregister_all(registry, &mut running);
+        }
         let exit = ProcessExit {
             code: status.and_then(|s| s.code()),
             signal: status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)),
@@ -556,25 +632,32 @@ impl StdioDriver {
         Ok(())
     }
 
-    /// Closes the server: stdin is closed so it can exit by itself; after `grace` the process
-    /// group gets SIGTERM, and SIGKILL shortly after. Blocks for at most about twice `grace`.
-    pub fn shutdown(&mut self, registry: &Registry, grace: Duration) {
+    /// Lets the child go without waiting: its pipes are deregistered, stdin is closed so it
+    /// can exit by itself, and the returned [`Exiting`] escalates (SIGTERM to the group after
+    /// `grace`, SIGKILL after another) as whoever holds it checks it.
+    pub(crate) fn detach(
+        &mut self,
+        registry: &Registry,
+        grace: Duration,
+        now: Instant,
+    ) -> Option<Exiting> {
         self.stdout_backlog = false;
         self.stderr_backlog = false;
-        let Some(mut running) = self.running.take() else {
-            return;
-        };
+        let mut running = self.running.take()?;
         deregister_all(registry, &mut running);
         running.stdin = None;
-        if wait_for(&mut running.child, grace).is_none() {
-            kill_group(&running.child, Signal::TERM);
-            if wait_for(&mut running.child, grace).is_none() {
-                kill_group(&running.child, Signal::KILL);
-                let _ = running.child.wait();
-            }
+        let watch = Watch::new(now, grace, Escalation::TermThenKill);
+        Some(Exiting::new(running.child, watch, [running.stdout, running.stderr]))
+    }
+
+    /// Closes the server and waits for it: stdin is closed so it can exit by itself; after
+    /// `grace` the process group gets SIGTERM, and SIGKILL after another `grace`. Blocks for
+    /// about twice `grace` at most. A [`Host`](crate::Host) does not call this: it lets the
+    /// child go and reaps it from its tick, so closing never stalls its loop.
+    pub fn shutdown(&mut self, registry: &Registry, grace: Duration) {
+        if let Some(exiting) = self.detach(registry, grace, Instant::now()) {
+            let _ = exiting.wait();
         }
-        // Whatever the server left behind in its group goes too.
-        kill_group(&running.child, Signal::KILL);
     }
 }
 
@@ -597,38 +680,6 @@ fn deregister_all(registry: &Registry, r: &mut Running) {
     if let Some(s) = r.stderr.as_mut() {
         let _ = registry.deregister(s);
     }
-}
-
-fn kill_group(child: &Child, signal: Signal) {
-    let Some(pid) = Pid::from_raw(child.id() as i32) else {
-        return;
-    };
-    // ESRCH (already gone) is the common, harmless case.
-    let _ = kill_process_group(pid, signal);
-}
-
-fn wait_for(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
-    let start = Instant::now();
-    loop {
-        if let Ok(Some(s)) = child.try_wait() {
-            return Some(s);
-        }
-        if start.elapsed() >= limit {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-/// A child that closed stdout is usually exiting: give it a moment to finish before it is
-/// killed, so the reported status is its own.
-fn reap(child: &mut Child) -> Option<ExitStatus> {
-    if let Some(s) = wait_for(child, Duration::from_millis(200)) {
-        kill_group(child, Signal::KILL);
-        return Some(s);
-    }
-    kill_group(child, Signal::KILL);
-    child.wait().ok()
 }
 
 #[cfg(test)]

@@ -245,12 +245,13 @@ impl Host {
     /// **What one tick does.** [`Host::handle_timeout`], for every server: resume input a frame
     /// budget left unread (one more budget at most), fire the engine's due deadlines (request
     /// timeouts, retries, backoff, probes, restarts, server-request expiry) and the driver's
-    /// (connect and idle timeouts, stream reopen, HTTP backlog), start a process the engine asks
-    /// for, and write what the engines have to send; then the capability cache takes finished
-    /// refreshes. Early or spurious calls only cost that scan.
+    /// (connect and idle timeouts, stream reopen, HTTP backlog, an exiting process's check),
+    /// start a process the engine asks for, and write what the engines have to send; then one
+    /// `try_wait` (and a signal, when one is due) per exiting process of a closed server, and
+    /// the capability cache takes finished refreshes. Early or spurious calls only cost that scan.
     ///
     /// **When to tick.** When `poll_timeout()` is at or before `now`. It is the earliest deadline
-    /// of any server, or a time already past when a driver holds input its frame budget left
+    /// of any server or exiting process, or a time already past when a driver holds input its frame budget left
     /// unread: readiness is edge-triggered, so no event will come for that input, and the program
     /// must tick without waiting. After any command the deadline may be earlier: read it again
     /// before waiting. It does not count events queued for the program: drain [`Host::poll_event`]
@@ -262,9 +263,21 @@ impl Host {
     /// top) and buffers at most `Config::max_write_buffer_bytes` (plus one frame) toward it. One
     /// tick does, per server, at most one such budget of left-over input, its due timers, and one
     /// flush. Input past the budget waits for the next tick, so one chatty server cannot hold the
-    /// program's loop. One call that does wait: closing or removing a running stdio server
-    /// gives its process up to 250 ms to exit after stdin closes, and 250 ms more after
-    /// SIGTERM, before SIGKILL.
+    /// program's loop.
+    ///
+    /// **Closing never waits for a process.** [`Host::close_server`] and
+    /// [`Host::remove_server`] close a stdio server's stdin and return; its process gets 250 ms
+    /// to exit by itself, then SIGTERM to its process group, then SIGKILL 250 ms later. The tick
+    /// drives that escalation and reaps the process (`try_wait`, never `wait`), so keep ticking
+    /// when `poll_timeout` says: while a process is exiting it is due every few milliseconds
+    /// (25 ms apart at most) and at each signal. A process that closes its stdout (a crash) is
+    /// checked the same way, killed if it stays 200 ms, and its exit (status and stderr tail)
+    /// reaches the engine only once it is reaped; a restart follows without a wait. Dropping
+    /// the host kills running servers' process groups at once; processes of closed servers
+    /// still exiting get up to 100 ms more to exit by themselves, then SIGKILL and up to 100 ms
+    /// to be reaped (one stuck in the kernel past that stays a zombie until the program exits). Still blocking:
+    /// closing an HTTP server with a legacy session over plain HTTP sends its `DELETE` on a
+    /// short blocking connection (250 ms per step at most).
     ///
     /// **Tokens.** Each server takes one contiguous block of the range, first fit:
     /// [`Host::STDIO_SERVER_TOKENS`] for a stdio server, [`Host::HTTP_SERVER_TOKENS`] for an HTTP
@@ -319,20 +332,23 @@ impl Host {
     }
 
     /// The tick: resumes input left over by frame budgets, fires every due deadline, starts
-    /// processes that are due, and writes what the engines have to send. Idempotent; early or
-    /// spurious calls do nothing but a scan of the servers.
+    /// processes that are due, checks and signals exiting ones, and writes what the engines
+    /// have to send. Idempotent; early or spurious calls do nothing but a scan of the servers.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.poll.last_now = now;
         tick(&mut self.servers, &self.poll, now);
+        self.exiting.handle_timeout(now);
         self.pump_catalogs(now);
     }
 
     /// When the host next needs [`handle_timeout`](Self::handle_timeout): the earliest
-    /// deadline of any server, or a time already past when a driver holds input its frame
-    /// budget left unread. `None`: nothing is due until an event or a command.
+    /// deadline of any server or exiting process, or a time already past when a driver holds
+    /// input its frame budget left unread. `None`: nothing is due until an event or a command.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let deadline = self.servers.iter().filter_map(|(_, s)| s.next_deadline()).min();
+        let servers = self.servers.iter().filter_map(|(_, s)| s.next_deadline());
+        // Closed servers' children still exiting: their next check or signal.
+        let deadline = servers.chain(self.exiting.poll_timeout()).min();
         if self.servers.iter().any(|(_, s)| s.transport.has_backlog()) {
             // Input that no readiness edge will report again: due now.
             let now = self.poll.last_now;
@@ -354,6 +370,7 @@ impl Host {
             }
         }
         tick(&mut self.servers, &self.poll, now);
+        self.exiting.handle_timeout(now);
     }
 }
 

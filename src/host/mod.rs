@@ -36,6 +36,7 @@ use slab::Slab;
 use crate::config::{CacheConfig, Config};
 #[cfg(feature = "http")]
 use crate::driver::http::{HttpDriver, HttpOptions, HttpSetupError};
+use crate::driver::reap::Reaper;
 use crate::driver::stdio::{StdioCommand, StdioDriver};
 use crate::engine::{CallId, CallOptions, Engine, Event, ServerRequestId, ServerState, Stats};
 use crate::error::{
@@ -176,7 +177,7 @@ impl Transport {
 
     fn poll_timeout(&self) -> Option<Instant> {
         match self {
-            Self::Stdio(_) => None,
+            Self::Stdio(d) => d.poll_timeout(),
             #[cfg(feature = "http")]
             Self::Http(d) => d.poll_timeout(),
         }
@@ -200,18 +201,22 @@ impl Transport {
         }
     }
 
-    #[cfg_attr(not(feature = "http"), allow(unused_variables))]
     fn handle_timeout(&mut self, registry: &mio::Registry, engine: &mut Engine, now: Instant) {
         match self {
-            Self::Stdio(_) => {}
+            Self::Stdio(d) => {
+                if let Err(e) = d.handle_timeout(registry, engine, now) {
+                    log::warn!("restarting the server failed: {e}");
+                }
+            }
             #[cfg(feature = "http")]
             Self::Http(d) => d.handle_timeout(registry, engine, now),
         }
     }
 
-    fn shutdown(&mut self, registry: &mio::Registry, grace: Duration) {
+    /// Stops the transport without waiting: a stdio child goes to `reaper`.
+    fn shutdown(&mut self, registry: &mio::Registry, grace: Duration, reaper: &mut Reaper) {
         match self {
-            Self::Stdio(d) => d.shutdown(registry, grace),
+            Self::Stdio(d) => reaper.extend(d.detach(registry, grace, Instant::now())),
             #[cfg(feature = "http")]
             Self::Http(d) => d.shutdown(registry, grace),
         }
@@ -302,6 +307,8 @@ pub struct Host {
     event_cursor: usize,
     /// The capability cache (catalogs of every server) and its change events.
     cache: catalog::HostCache,
+    /// Children of closed servers, reaped from the tick (closing never waits).
+    exiting: Reaper,
     /// Principals, and each server's lanes (one engine per server and principal).
     lanes: principal::Lanes,
     /// Tasks and the calls made under each.
@@ -327,6 +334,7 @@ impl Host {
             next_generation: 0,
             event_cursor: 0,
             cache: catalog::HostCache::new(CacheConfig::default())?,
+            exiting: Reaper::default(),
             lanes: principal::Lanes::default(),
             tasks: task::TaskTable::default(),
             records: records::Records::new(),
@@ -541,7 +549,8 @@ impl Host {
     }
 
     /// Closes a server: its calls fail, its process group is stopped (stdin closed, then
-    /// SIGTERM, then SIGKILL), and its handle becomes invalid once its events are drained.
+    /// SIGTERM after 250 ms, then SIGKILL after 250 ms more), and its handle becomes invalid
+    /// once its events are drained. Returns without waiting: the tick reaps the process.
     /// The principals' lanes on it close with it.
     pub fn close_server(&mut self, server: ServerId) {
         self.close_lanes(server);
@@ -550,7 +559,7 @@ impl Host {
             self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)
         {
             s.engine.close(Instant::now());
-            s.transport.shutdown(registry, Duration::from_millis(250));
+            s.transport.shutdown(registry, Duration::from_millis(250), &mut self.exiting);
         }
     }
 
@@ -786,7 +795,8 @@ impl Host {
 
 impl Drop for Host {
     fn drop(&mut self) {
-        // Drivers kill their process groups when dropped; dropping the slab does it.
+        // Drivers kill their process groups when dropped; dropping the slab does it. The
+        // reaper, dropped next, kills and reaps (for a bounded time) closed servers' children.
         self.servers.clear();
     }
 }
