@@ -44,6 +44,7 @@ use crate::proto::mcp::{Method, ResultType};
 use crate::proto::version::Era;
 
 mod catalog;
+mod idle;
 
 pub use catalog::{CacheStats, CatalogError, CatalogView};
 
@@ -96,18 +97,18 @@ impl Transport {
     fn handle_readiness(
         &mut self,
         registry: &mio::Registry,
-        token: Token,
+        event: &mio::event::Event,
         engine: &mut Engine,
         now: Instant,
     ) {
         match self {
             Self::Stdio(d) => {
-                if let Err(e) = d.handle_readiness(registry, token, engine, now) {
+                if let Err(e) = d.handle_event(registry, event, engine, now) {
                     log::debug!("server I/O failed: {e}");
                 }
             }
             #[cfg(feature = "http")]
-            Self::Http(d) => d.handle_readiness(registry, token, engine, now),
+            Self::Http(d) => d.handle_readiness(registry, event.token(), engine, now),
         }
     }
 
@@ -623,7 +624,7 @@ impl Host {
             let token = event.token();
             // Unknown tokens (a server removed since) are ignored, as mio's rules ask.
             let Some(s) = self.servers.get_mut(token.0 / TOKEN_SPAN) else { continue };
-            s.transport.handle_readiness(registry, token, &mut s.engine, now);
+            s.transport.handle_readiness(registry, event, &mut s.engine, now);
         }
         for (_, s) in self.servers.iter_mut() {
             if s.engine.poll_timeout().is_some_and(|d| d <= now) {
