@@ -258,6 +258,15 @@ pub fn decode(frame: &[u8]) -> Result<Message<'_>, DecodeError> {
 
 /// Writes a JSON string literal (with escapes) into `out`; never allocates beyond `out`.
 pub(crate) fn write_json_str(out: &mut Vec<u8>, s: &str) {
+    // Method and tool names need no escapes: copy those as they are. serde_json escapes exactly
+    // the quote, the backslash and the control characters, so both paths write the same bytes.
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+        return;
+    }
     // SAFETY-style note: serializing a &str into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, s);
 }
@@ -379,6 +388,16 @@ mod tests {
 
     fn raw(s: &str) -> RawJson<'_> {
         json::parse(s.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn writes_strings_like_serde_json() {
+        let cases = ["", "tools/call", "é ✓ \u{7f}", "a\"b", "a\\b", "\n", "\u{1}x", "\u{1f}"];
+        for s in cases {
+            let mut out = Vec::new();
+            write_json_str(&mut out, s);
+            assert_eq!(out, serde_json::to_vec(s).unwrap(), "{s:?}");
+        }
     }
 
     #[test]
