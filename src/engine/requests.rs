@@ -7,7 +7,6 @@
 use std::time::{Duration, Instant};
 
 use slab::Slab;
-use smallvec::SmallVec;
 
 use crate::engine::breaker::OperationClass;
 use crate::engine::retry::Idempotency;
@@ -112,8 +111,9 @@ pub(crate) struct SlotBufs {
     pub(crate) param_headers: super::headers::ParamHeaderList,
     /// Items gathered from earlier pages of a listing, comma-separated.
     pub(crate) items: Vec<u8>,
-    /// Hashes of cursors a listing has returned, to catch a server that loops.
-    pub(crate) cursors: SmallVec<[u64; 8]>,
+    /// Hashes of cursors a listing has returned, to catch a server that loops. (A `Vec`, not
+    /// inline room: only listings use it, and every slot has one.)
+    pub(crate) cursors: Vec<u64>,
     /// Length of the original params, once an `input_required` round has appended to them.
     pub(crate) params_base: Option<usize>,
     /// The last round's `requestState`, as its raw JSON text (empty when none was sent).
