@@ -31,16 +31,17 @@ impl Engine {
             None => None,
         };
         let bufs = self.requests.bufs_mut(slot);
-        bufs.list_hints.add(result);
+        let more = bufs.more();
+        more.list_hints.add(result);
         if !inner.is_empty() {
-            if !bufs.items.is_empty() {
-                bufs.items.push(b',');
+            if !more.items.is_empty() {
+                more.items.push(b',');
             }
-            bufs.items.extend_from_slice(inner.as_bytes());
+            more.items.extend_from_slice(inner.as_bytes());
         }
         let Some(cursor) = next_cursor else {
             // The last page: an empty cursor is a valid cursor, only absence ends the list.
-            let mut items = std::mem::take(&mut self.requests.bufs_mut(slot).items);
+            let mut items = std::mem::take(&mut self.requests.bufs_mut(slot).more().items);
             if key == "tools" {
                 let mut array = Vec::with_capacity(items.len() + 2);
                 array.push(b'[');
@@ -51,17 +52,17 @@ impl Engine {
                     items = kept;
                 }
             }
-            let hints = self.requests.bufs_mut(slot).list_hints;
+            let hints = self.requests.bufs_mut(slot).more().list_hints;
             let listing = Outcome::Listing { key, items: &items, hints };
             self.finish(now, slot, Ended::Answered, listing);
-            self.requests.bufs_mut(slot).items = items;
+            self.requests.bufs_mut(slot).more().items = items;
             return;
         };
         let hash = cursor_hash(&cursor);
-        if bufs.cursors.contains(&hash) {
+        if bufs.more().cursors.contains(&hash) {
             return fail(self, PeerError::CursorRepeated.into());
         }
-        bufs.cursors.push(hash);
+        bufs.more().cursors.push(hash);
         bufs.params.clear();
         bufs.params.extend_from_slice(b"\"cursor\":");
         write_json_str(&mut bufs.params, &cursor);

@@ -109,10 +109,17 @@ pub(crate) struct SlotBufs {
     pub(crate) name: String,
     /// `Mcp-Param-*` headers (HTTP, tools with `x-mcp-header`).
     pub(crate) param_headers: super::headers::ParamHeaderList,
+    /// What only listings and `input_required` rounds use: made on a slot's first such call
+    /// and kept, so a slot that only ever carries plain calls holds 8 bytes for it, not 112.
+    pub(crate) more: Option<Box<MoreBufs>>,
+}
+
+/// The buffers of [`SlotBufs`] that plain calls never touch.
+#[derive(Debug, Default)]
+pub(crate) struct MoreBufs {
     /// Items gathered from earlier pages of a listing, comma-separated.
     pub(crate) items: Vec<u8>,
-    /// Hashes of cursors a listing has returned, to catch a server that loops. (A `Vec`, not
-    /// inline room: only listings use it, and every slot has one.)
+    /// Hashes of cursors a listing has returned, to catch a server that loops.
     pub(crate) cursors: Vec<u64>,
     /// Length of the original params, once an `input_required` round has appended to them.
     pub(crate) params_base: Option<usize>,
@@ -120,6 +127,13 @@ pub(crate) struct SlotBufs {
     pub(crate) request_state: Vec<u8>,
     /// The cache hints of a listing's pages so far.
     pub(crate) list_hints: super::listing::ListHints,
+}
+
+impl SlotBufs {
+    /// The listing and round buffers, made on first use.
+    pub(crate) fn more(&mut self) -> &mut MoreBufs {
+        self.more.get_or_insert_with(Box::default)
+    }
 }
 
 /// How a wire id's life ended, for telling late replies from duplicates.
@@ -261,11 +275,13 @@ impl Requests {
         bufs.meta.clear();
         bufs.name.clear();
         bufs.param_headers.clear();
-        bufs.items.clear();
-        bufs.cursors.clear();
-        bufs.params_base = None;
-        bufs.request_state.clear();
-        bufs.list_hints = Default::default();
+        if let Some(more) = bufs.more.as_mut() {
+            more.items.clear();
+            more.cursors.clear();
+            more.params_base = None;
+            more.request_state.clear();
+            more.list_hints = Default::default();
+        }
         Some(slot)
     }
 
