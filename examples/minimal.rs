@@ -3,8 +3,9 @@
 //! The smallest useful client: starts SERVER over stdio, calls its `echo` tool N times at once
 //! (1 by default), prints each result and how many calls failed; with `--rss`, also its own
 //! peak resident set size while the calls were in flight (`/proc/self/status`, Linux only);
-//! with `--idle-ms`, then polls once for that long with nothing pending (under `strace`: one
-//! `epoll_wait` and no other system call, as no engine timer is armed). Built with only the `stdio`
+//! with `--idle-ms`, then runs a 60 Hz loop for that long with nothing pending, polling only when
+//! `Host::is_idle` says there is something to do (under `strace`: no system call but the loop's
+//! own sleeps). Built with only the `stdio`
 //! feature, it is what the footprint figures in `benches/README.md` measure
 //! (`benches/footprint.sh` builds it as a crate of its own, as a user's binary would be).
 //! The `expect`s are for example code only.
@@ -61,7 +62,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         eprintln!("{}", peak.split_whitespace().collect::<Vec<_>>().join(" "));
     }
     if let Some(idle) = idle {
-        host.poll(Some(idle))?;
+        let until = std::time::Instant::now() + idle;
+        while std::time::Instant::now() < until {
+            if !host.is_idle() {
+                host.poll(Some(Duration::ZERO))?;
+            }
+            std::thread::sleep(Duration::from_millis(16));
+        }
     }
     host.close_server(server);
     Ok(())

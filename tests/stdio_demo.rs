@@ -280,3 +280,34 @@ fn many_concurrent_calls_out_of_order() {
         assert!(r.json.contains(&format!("slept {} ms", (20 - i) * 10)), "{}", r.json);
     }
 }
+
+/// `Host::is_idle` is `false` while anything waits for a poll (a pending call, an undrained
+/// event) and `true` once the host is through with it, so a loop that polls only when it is
+/// `false` misses nothing it asked for.
+#[test]
+fn is_idle_until_a_call_is_made_and_again_once_it_is_done() {
+    let mut host = Host::new().unwrap();
+    assert!(host.is_idle(), "no servers");
+    let id = start(&mut host, demo_server(), Config::default());
+    while host.poll_event().is_some() {}
+    assert!(host.is_idle(), "ready, nothing pending: {:?}", host.pending(id));
+    let call = host.call_tool(id, "slow", &raw(r#"{"ms":100}"#), &CallOptions::default());
+    let call = call.unwrap();
+    assert!(!host.is_idle(), "a call is pending");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut done = false;
+    while !done {
+        assert!(std::time::Instant::now() < deadline, "the call never ended");
+        if host.is_idle() {
+            panic!("idle while the call is still pending");
+        }
+        host.poll(Some(Duration::from_millis(10))).unwrap();
+        if host.pending(id) == Some(0) {
+            assert!(!host.is_idle(), "its end waits for the host");
+            while let Some((_, e)) = host.poll_event() {
+                done |= matches!(e, mcpoll::Event::CallDone { call: c, .. } if c == call);
+            }
+        }
+    }
+    assert!(host.is_idle(), "the call ended and its event was taken");
+}

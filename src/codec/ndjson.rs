@@ -69,7 +69,7 @@ impl LineFramer {
             self.start = 0;
         }
         if self.discarding {
-            let newline = data.iter().position(|&b| b == b'\n');
+            let newline = memchr::memchr(b'\n', data);
             let dropped = &data[..newline.unwrap_or(data.len())];
             self.keep_tail(dropped);
             match newline {
@@ -108,7 +108,7 @@ impl LineFramer {
         }
         loop {
             let pending = &self.buf[self.start..];
-            let Some(offset) = pending[self.scanned..].iter().position(|&b| b == b'\n') else {
+            let Some(offset) = memchr::memchr(b'\n', &pending[self.scanned..]) else {
                 self.scanned = pending.len();
                 // One byte of slack: a full-size line may still end in "\r\n".
                 if pending.len() > self.max_line + 1 {

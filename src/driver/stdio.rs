@@ -352,7 +352,8 @@ impl StdioDriver {
     /// Handles a readiness event for one of this driver's tokens: reads until `WouldBlock` or
     /// until `Config::frames_per_readiness` frames went to the engine (then
     /// [`has_backlog`](Self::has_backlog) is `true` and [`resume`](Self::resume) carries on),
-    /// and writes what the engine has to send.
+    /// and writes what the engine has to send. [`handle_event`](Self::handle_event) does the
+    /// same with one system call fewer per reply.
     pub fn handle_readiness(
         &mut self,
         registry: &Registry,
@@ -360,8 +361,49 @@ impl StdioDriver {
         engine: &mut Engine,
         now: Instant,
     ) -> io::Result<()> {
+        self.handle(registry, token, engine, now, true)
+    }
+
+    /// [`handle_readiness`](Self::handle_readiness) for a whole mio event, which lets the driver
+    /// skip the `read` that only returns `WouldBlock`.
+    ///
+    /// A read that returns less than asked for has emptied the pipe, and with edge-triggered
+    /// readiness the server's next write raises a new event, so the driver stops there. Once
+    /// the event says the server closed its end (`is_read_closed`) no later event will come,
+    /// so then it reads on to the end of file.
+    pub fn handle_event(
+        &mut self,
+        registry: &Registry,
+        event: &mio::event::Event,
+        engine: &mut Engine,
+        now: Instant,
+    ) -> io::Result<()> {
+        self.handle(registry, event.token(), engine, now, event.is_read_closed())
+    }
+
+    /// [`handle_event`](Self::handle_event) for a host that passes the token and what the event
+    /// said of the peer's end (an embedded host that only has the token passes `true`).
+    pub(crate) fn handle_token(
+        &mut self,
+        registry: &Registry,
+        token: Token,
+        read_closed: bool,
+        engine: &mut Engine,
+        now: Instant,
+    ) -> io::Result<()> {
+        self.handle(registry, token, engine, now, read_closed)
+    }
+
+    fn handle(
+        &mut self,
+        registry: &Registry,
+        token: Token,
+        engine: &mut Engine,
+        now: Instant,
+        read_closed: bool,
+    ) -> io::Result<()> {
         match token.0.wrapping_sub(self.base.0) {
-            STDOUT => self.read_stdout(registry, engine, now)?,
+            STDOUT => self.read_stdout(registry, engine, now, read_closed)?,
             STDERR => self.read_stderr(STDERR_READS),
             _ => {}
         }
@@ -386,7 +428,8 @@ impl StdioDriver {
             self.read_stderr(STDERR_READS);
         }
         if self.stdout_backlog {
-            self.read_stdout(registry, engine, now)?;
+            // No event to say whether the server closed: read until `WouldBlock`.
+            self.read_stdout(registry, engine, now, true)?;
         }
         self.flush(registry, engine, now)
     }
@@ -460,15 +503,19 @@ impl StdioDriver {
     }
 
     /// Hands the engine at most `frame_budget` frames: first those cut from earlier reads,
-    /// then from new reads until `WouldBlock`. When the budget runs out first, the rest (in
-    /// the framer or still in the pipe) is backlog for [`resume`](Self::resume).
+    /// then from new reads until the pipe is empty (a short read, unless `read_closed`; see
+    /// [`handle_event`](Self::handle_event)) or `WouldBlock`. When the budget runs out
+    /// first, the rest (in the framer or still in the pipe) is backlog for
+    /// [`resume`](Self::resume).
     fn read_stdout(
         &mut self,
         registry: &Registry,
         engine: &mut Engine,
         now: Instant,
+        read_closed: bool,
     ) -> io::Result<()> {
         let mut budget = self.frame_budget;
+        let mut emptied = false;
         self.stdout_backlog = false;
         loop {
             while budget > 0 {
@@ -484,12 +531,18 @@ impl StdioDriver {
                 self.stdout_backlog = true;
                 return Ok(());
             }
+            if emptied {
+                return Ok(());
+            }
             let Some(stdout) = self.running.as_mut().and_then(|r| r.stdout.as_mut()) else {
                 return Ok(());
             };
             match stdout.read(&mut self.read_buf) {
                 Ok(0) => return self.on_exit(registry, engine, now),
-                Ok(n) => self.framer.push(&self.read_buf[..n]),
+                Ok(n) => {
+                    self.framer.push(&self.read_buf[..n]);
+                    emptied = n < self.read_buf.len() && !read_closed;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
@@ -685,6 +738,31 @@ fn deregister_all(registry: &Registry, r: &mut Running) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A short read stops the reading only while the server's end is open: when the event
+    /// also reports the close, the driver reads on to the end of file, which no later event
+    /// would announce.
+    #[test]
+    fn a_line_and_the_close_in_one_event_still_end_the_process() {
+        let mut poll = mio::Poll::new().unwrap();
+        let now = Instant::now();
+        let mut engine = Engine::new(Config::default(), now).unwrap();
+        let command = StdioCommand::new("sh").args(["-c", "echo not-json; exit 3"]);
+        let mut driver = StdioDriver::new(command, engine.config(), Token(0));
+        driver.spawn(poll.registry(), &mut engine, now).unwrap();
+        let first = driver.running.as_ref().map(|r| r.child.id());
+        // Let the line and the close both arrive before the one wait, so one event has both.
+        std::thread::sleep(Duration::from_millis(300));
+        let mut events = mio::Events::with_capacity(8);
+        poll.poll(&mut events, Some(Duration::from_secs(5))).unwrap();
+        let stdout = events.iter().find(|e| e.token() == Token(STDOUT)).expect("stdout event");
+        assert!(stdout.is_read_closed(), "the test needs the close in the same event");
+        driver.handle_event(poll.registry(), stdout, &mut engine, now).unwrap();
+        assert_eq!(engine.stats().invalid_frames, 1);
+        // An exit during the probe is a fallback to the legacy handshake on a new process.
+        let second = driver.running.as_ref().map(|r| r.child.id());
+        assert!(first.is_some() && second != first, "the exit was not seen");
+    }
 
     #[test]
     fn splits_command_lines_like_a_shell() {

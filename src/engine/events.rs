@@ -280,6 +280,11 @@ impl Stored {
     }
 }
 
+/// Events the queue has room for from the start. It grows past that (to at most `max`) only
+/// when the host leaves more undrained, and keeps the room it grew, as the arena does: the
+/// room is paid for by events that piled up, not reserved for every pending call.
+const INITIAL_ROOM: usize = 64;
+
 /// Dead arena bytes tolerated before compaction, so small queues are never copied.
 const COMPACT_MIN: usize = 64 * 1024;
 
@@ -307,7 +312,7 @@ pub(crate) struct EventQueue {
 impl EventQueue {
     pub(crate) fn new(max: usize) -> Self {
         Self {
-            queue: VecDeque::with_capacity(max.min(4096)),
+            queue: VecDeque::with_capacity(max.min(INITIAL_ROOM)),
             arena: String::new(),
             spare: String::new(),
             live: 0,

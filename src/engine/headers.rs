@@ -115,8 +115,15 @@ impl ToolHeaders {
 
 /// The `Mcp-Param-*` headers of one request, built once per call into buffers the request's
 /// slot reuses, and read in place by [`ParamHeaders`].
+///
+/// Every pending slot has one, and most calls have no such headers (stdio never does), so the
+/// buffers sit behind a box made on the first push and kept for reuse: 8 bytes per slot
+/// instead of 120.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct ParamHeaderList {
+pub(crate) struct ParamHeaderList(Option<Box<HeaderBufs>>);
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct HeaderBufs {
     /// Full header names, back to back.
     names: String,
     /// Encoded values, back to back.
@@ -127,17 +134,24 @@ pub(crate) struct ParamHeaderList {
 
 impl ParamHeaderList {
     pub(crate) fn clear(&mut self) {
-        self.names.clear();
-        self.values.clear();
-        self.ends.clear();
+        if let Some(b) = self.0.as_mut() {
+            b.names.clear();
+            b.values.clear();
+            b.ends.clear();
+        }
+    }
+
+    fn bufs(&mut self) -> &mut HeaderBufs {
+        self.0.get_or_insert_with(Box::default)
     }
 
     /// Adds `Mcp-Param-<suffix>` with `value` encoded for a header (PROTOCOL.md §3.2).
     fn push(&mut self, suffix: &str, value: &str) {
-        self.names.push_str("Mcp-Param-");
-        self.names.push_str(suffix);
-        crate::proto::header_value::encode(&mut self.values, value);
-        self.ends.push((self.names.len(), self.values.len()));
+        let b = self.bufs();
+        b.names.push_str("Mcp-Param-");
+        b.names.push_str(suffix);
+        crate::proto::header_value::encode(&mut b.values, value);
+        b.ends.push((b.names.len(), b.values.len()));
     }
 
     /// Replaces the list with a copy of `headers` (a transport keeps it for a resend).
@@ -145,14 +159,15 @@ impl ParamHeaderList {
     pub(crate) fn copy_from(&mut self, headers: ParamHeaders<'_>) {
         self.clear();
         for (name, value) in headers {
-            self.names.push_str(name);
-            self.values.extend_from_slice(value);
-            self.ends.push((self.names.len(), self.values.len()));
+            let b = self.bufs();
+            b.names.push_str(name);
+            b.values.extend_from_slice(value);
+            b.ends.push((b.names.len(), b.values.len()));
         }
     }
 
     pub(crate) fn iter(&self) -> ParamHeaders<'_> {
-        ParamHeaders { list: Some(self), next: 0 }
+        ParamHeaders { list: self.0.as_deref(), next: 0 }
     }
 }
 
@@ -160,7 +175,7 @@ impl ParamHeaderList {
 /// tools whose listing declared `x-mcp-header` arguments; borrowed from the engine.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ParamHeaders<'a> {
-    list: Option<&'a ParamHeaderList>,
+    list: Option<&'a HeaderBufs>,
     next: usize,
 }
 

@@ -5,6 +5,8 @@ use std::time::Instant;
 
 use smallvec::SmallVec;
 
+use crate::proto::jsonrpc::ResultHead;
+
 use super::*;
 
 impl Engine {
@@ -20,7 +22,7 @@ impl Engine {
             }
         };
         match message {
-            Message::Result { id, result } => self.on_result(now, id, result),
+            Message::Result { id, result, head } => self.on_result(now, id, result, head),
             Message::Error { id: Some(id), error } => {
                 let rpc = RpcError::from_raw(error.code, &error.message, error.data);
                 self.on_error(now, id, rpc, error.data);
@@ -70,7 +72,13 @@ impl Engine {
         }
     }
 
-    pub(super) fn on_result(&mut self, now: Instant, id: RawJson<'_>, result: RawJson<'_>) {
+    pub(super) fn on_result(
+        &mut self,
+        now: Instant,
+        id: RawJson<'_>,
+        result: RawJson<'_>,
+        head: ResultHead<'_>,
+    ) {
         let Some((slot, owner)) = self.resolve(now, id) else {
             return;
         };
@@ -83,7 +91,7 @@ impl Engine {
         if let Some(key) = method.list_key() {
             return self.on_page(now, slot, key, result);
         }
-        let head = mcp::result_head(result);
+        let head = mcp::result_head(head);
         if matches!(head, Some((ResultType::InputRequired, _))) && method.takes_input() {
             return self.on_input_required(now, slot, result);
         }

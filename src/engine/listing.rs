@@ -34,16 +34,17 @@ impl Engine {
             return self.finish_one_page(now, slot, key, result, inner, next_cursor.is_some());
         }
         let bufs = self.requests.bufs_mut(slot);
-        bufs.list_hints.add(result);
+        let more = bufs.more();
+        more.list_hints.add(result);
         if !inner.is_empty() {
-            if !bufs.items.is_empty() {
-                bufs.items.push(b',');
+            if !more.items.is_empty() {
+                more.items.push(b',');
             }
-            bufs.items.extend_from_slice(inner.as_bytes());
+            more.items.extend_from_slice(inner.as_bytes());
         }
         let Some(cursor) = next_cursor else {
             // The last page: an empty cursor is a valid cursor, only absence ends the list.
-            let mut items = std::mem::take(&mut self.requests.bufs_mut(slot).items);
+            let mut items = std::mem::take(&mut self.requests.bufs_mut(slot).more().items);
             if key == "tools" {
                 let mut array = Vec::with_capacity(items.len() + 2);
                 array.push(b'[');
@@ -54,17 +55,17 @@ impl Engine {
                     items = kept;
                 }
             }
-            let hints = self.requests.bufs_mut(slot).list_hints;
+            let hints = self.requests.bufs_mut(slot).more().list_hints;
             let listing = Outcome::Listing { key, items: &items, hints };
             self.finish(now, slot, Ended::Answered, listing);
-            self.requests.bufs_mut(slot).items = items;
+            self.requests.bufs_mut(slot).more().items = items;
             return;
         };
         let hash = cursor_hash(&cursor);
-        if bufs.cursors.contains(&hash) {
+        if bufs.more().cursors.contains(&hash) {
             return fail(self, PeerError::CursorRepeated.into());
         }
-        bufs.cursors.push(hash);
+        bufs.more().cursors.push(hash);
         bufs.params.clear();
         bufs.params.extend_from_slice(b"\"cursor\":");
         write_json_str(&mut bufs.params, &cursor);
@@ -95,14 +96,14 @@ impl Engine {
         if key != "tools" {
             return self.finish(now, slot, Ended::Answered, done(result.text()));
         }
-        let mut array = std::mem::take(&mut self.requests.bufs_mut(slot).items);
+        let mut array = std::mem::take(&mut self.requests.bufs_mut(slot).more().items);
         array.clear();
         array.push(b'[');
         array.extend_from_slice(inner.as_bytes());
         array.push(b']');
         let enforce = self.transport == TransportKind::Http;
         let Some(kept) = self.tool_headers.learn_page(&array, enforce) else {
-            self.requests.bufs_mut(slot).items = array;
+            self.requests.bufs_mut(slot).more().items = array;
             return self.finish(now, slot, Ended::Answered, done(result.text()));
         };
         // Rebuilt without the dropped tools; the cursor and the cache hints go along.
@@ -118,7 +119,7 @@ impl Engine {
         }
         hints.write(&mut json);
         json.push('}');
-        self.requests.bufs_mut(slot).items = array;
+        self.requests.bufs_mut(slot).more().items = array;
         self.finish(now, slot, Ended::Answered, done(&json));
     }
 

@@ -37,6 +37,11 @@ pub(super) enum Control {
 }
 
 impl Engine {
+    /// `true` while requests or control frames wait for `poll_transmit`.
+    pub(crate) fn has_output(&self) -> bool {
+        !self.send_queue.is_empty() || !self.control.is_empty()
+    }
+
     /// Writes the request with this wire id, if it is still current and queued.
     pub(super) fn write_request(
         &mut self,

@@ -7,7 +7,6 @@
 use std::time::{Duration, Instant};
 
 use slab::Slab;
-use smallvec::SmallVec;
 
 use crate::engine::breaker::OperationClass;
 use crate::engine::retry::Idempotency;
@@ -122,16 +121,31 @@ pub(crate) struct SlotBufs {
     pub(crate) name: String,
     /// `Mcp-Param-*` headers (HTTP, tools with `x-mcp-header`).
     pub(crate) param_headers: super::headers::ParamHeaderList,
+    /// What only listings and `input_required` rounds use: made on a slot's first such call
+    /// and kept, so a slot that only ever carries plain calls holds 8 bytes for it, not 112.
+    pub(crate) more: Option<Box<MoreBufs>>,
+}
+
+/// The buffers of [`SlotBufs`] that plain calls never touch.
+#[derive(Debug, Default)]
+pub(crate) struct MoreBufs {
     /// Items gathered from earlier pages of a listing, comma-separated.
     pub(crate) items: Vec<u8>,
     /// Hashes of cursors a listing has returned, to catch a server that loops.
-    pub(crate) cursors: SmallVec<[u64; 8]>,
+    pub(crate) cursors: Vec<u64>,
     /// Length of the original params, once an `input_required` round has appended to them.
     pub(crate) params_base: Option<usize>,
     /// The last round's `requestState`, as its raw JSON text (empty when none was sent).
     pub(crate) request_state: Vec<u8>,
     /// The cache hints of a listing's pages so far.
     pub(crate) list_hints: super::listing::ListHints,
+}
+
+impl SlotBufs {
+    /// The listing and round buffers, made on first use.
+    pub(crate) fn more(&mut self) -> &mut MoreBufs {
+        self.more.get_or_insert_with(Box::default)
+    }
 }
 
 /// How a wire id's life ended, for telling late replies from duplicates.
@@ -278,11 +292,13 @@ impl Requests {
         bufs.meta.clear();
         bufs.name.clear();
         bufs.param_headers.clear();
-        bufs.items.clear();
-        bufs.cursors.clear();
-        bufs.params_base = None;
-        bufs.request_state.clear();
-        bufs.list_hints = Default::default();
+        if let Some(more) = bufs.more.as_mut() {
+            more.items.clear();
+            more.cursors.clear();
+            more.params_base = None;
+            more.request_state.clear();
+            more.list_hints = Default::default();
+        }
         Some(slot)
     }
 

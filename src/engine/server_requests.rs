@@ -359,12 +359,14 @@ impl Engine {
         }
         let bufs = self.requests.bufs_mut(slot);
         // The original params, without an earlier round's members, are what every retry sends.
-        let base = *bufs.params_base.get_or_insert(bufs.params.len());
-        bufs.params.truncate(base);
-        bufs.request_state.clear();
+        let len = bufs.params.len();
+        let more = bufs.more();
+        let base = *more.params_base.get_or_insert(len);
+        more.request_state.clear();
         if let Some(s) = state {
-            bufs.request_state.extend_from_slice(s.text().as_bytes());
+            more.request_state.extend_from_slice(s.text().as_bytes());
         }
+        bufs.params.truncate(base);
         // The interim result answered this wire id; the retry goes under a new one.
         self.requests.renew_wire_id(slot);
         self.requests.set_state(slot, SendState::AwaitingInput);
@@ -411,7 +413,8 @@ impl Engine {
         }
         self.server_requests.drop_call(call);
         let bufs = self.requests.bufs_mut(slot);
-        let (params, state) = (&mut bufs.params, &bufs.request_state);
+        let state = bufs.more.as_ref().map_or(&[][..], |m| m.request_state.as_slice());
+        let params = &mut bufs.params;
         if !responses.is_empty() {
             responses.push(b'}');
             params.extend_from_slice(b",\"inputResponses\":");

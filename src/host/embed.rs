@@ -323,7 +323,8 @@ impl Host {
     /// outside is [`ForeignToken`] and changes nothing.
     pub fn handle_readiness(&mut self, token: Token, now: Instant) -> Result<(), ForeignToken> {
         self.poll.last_now = now;
-        if let Some(index) = readiness(&mut self.servers, &self.poll, token, now)? {
+        // No event to ask whether the peer closed its end: read on to `WouldBlock`.
+        if let Some(index) = readiness(&mut self.servers, &self.poll, token, true, now)? {
             if let Some(s) = self.servers.get_mut(index) {
                 upkeep(s, self.poll.registry(), now);
             }
@@ -366,7 +367,10 @@ impl Host {
             for event in events.iter() {
                 // The host's own poll carries only tokens of its range; `Vacant` ones (a
                 // server removed since) are skipped inside.
-                let _ = readiness(&mut self.servers, &self.poll, event.token(), now);
+                // The event says whether the peer closed its end, which lets a stdio driver
+                // skip the `read` that would only return `WouldBlock`.
+                let closed = event.is_read_closed();
+                let _ = readiness(&mut self.servers, &self.poll, event.token(), closed, now);
             }
         }
         tick(&mut self.servers, &self.poll, now);
@@ -379,6 +383,7 @@ fn readiness(
     servers: &mut Slab<Server>,
     reactor: &Reactor,
     token: Token,
+    read_closed: bool,
     now: Instant,
 ) -> Result<Option<usize>, ForeignToken> {
     let index = match reactor.tokens.owner(token) {
@@ -387,7 +392,7 @@ fn readiness(
         Owner::Server(index) => index,
     };
     let Some(s) = servers.get_mut(index) else { return Ok(None) };
-    s.transport.handle_readiness(reactor.registry(), token, &mut s.engine, now);
+    s.transport.handle_readiness(reactor.registry(), token, read_closed, &mut s.engine, now);
     Ok(Some(index))
 }
 

@@ -48,6 +48,7 @@ use crate::proto::version::Era;
 mod catalog;
 mod config_file;
 mod embed;
+mod idle;
 mod principal;
 mod records;
 mod roots;
@@ -118,16 +119,19 @@ enum Transport {
 }
 
 impl Transport {
+    /// `read_closed`: the event said the peer closed its end (or, without an event to ask,
+    /// `true`), so a stdio driver reads on to `WouldBlock` instead of stopping at a short read.
     fn handle_readiness(
         &mut self,
         registry: &mio::Registry,
         token: Token,
+        read_closed: bool,
         engine: &mut Engine,
         now: Instant,
     ) {
         match self {
             Self::Stdio(d) => {
-                if let Err(e) = d.handle_readiness(registry, token, engine, now) {
+                if let Err(e) = d.handle_token(registry, token, read_closed, engine, now) {
                     log::debug!("server I/O failed: {e}");
                 }
             }

@@ -8,7 +8,7 @@ use std::fmt::Debug;
 use crate::codec::http1::{Limits, ResponseHead};
 use crate::codec::{http1, ndjson, sse};
 use crate::proto::json::{self, Kind, RawJson};
-use crate::proto::jsonrpc::{decode, Message};
+use crate::proto::jsonrpc::{decode, Message, ResultHead};
 
 mod catalog_ops;
 pub use catalog_ops::catalog_ops;
@@ -43,6 +43,7 @@ pub fn ndjson_framer(data: &[u8]) {
 /// same way.
 pub fn jsonrpc_decode(data: &[u8]) {
     let Ok(message) = decode(data) else { return };
+    same_as_a_second_walk(data, &message);
     let reencoded = match &message {
         Message::Request { id, method, params } => serde_json::json!({
             "jsonrpc": "2.0", "id": to_value(*id), "method": method, "params": params.map(to_value),
@@ -50,7 +51,7 @@ pub fn jsonrpc_decode(data: &[u8]) {
         Message::Notification { method, params } => serde_json::json!({
             "jsonrpc": "2.0", "method": method, "params": params.map(to_value),
         }),
-        Message::Result { id, result } => serde_json::json!({
+        Message::Result { id, result, .. } => serde_json::json!({
             "jsonrpc": "2.0", "id": to_value(*id), "result": to_value(*result),
         }),
         Message::Error { id, error } => serde_json::json!({
@@ -61,6 +62,26 @@ pub fn jsonrpc_decode(data: &[u8]) {
     let bytes = serde_json::to_vec(&reencoded).expect("a Value always serializes");
     let again = decode(&bytes).expect("a re-encoded message decodes");
     assert_eq!(kind(&message), kind(&again));
+}
+
+/// What decoding read on its one pass equals what walking the frame again with
+/// [`RawJson::get`] finds.
+fn same_as_a_second_walk(frame: &[u8], message: &Message<'_>) {
+    let Ok(top) = json::parse(frame) else { panic!("decoded a frame the scanner rejects") };
+    match message {
+        Message::Result { result, head, .. } => {
+            assert_eq!(top.get("result"), Some(*result));
+            assert_eq!(*head, ResultHead::of(*result));
+        }
+        Message::Error { error, .. } => {
+            let object = top.get("error").expect("an error response has an error member");
+            assert_eq!(object.get("code").and_then(RawJson::as_i64), Some(error.code));
+            let message = object.get("message").and_then(RawJson::as_str).unwrap_or_default();
+            assert_eq!(message, error.message);
+            assert_eq!(object.get("data"), error.data);
+        }
+        _ => {}
+    }
 }
 
 fn to_value(raw: crate::proto::json::RawJson<'_>) -> serde_json::Value {

@@ -61,6 +61,26 @@ pub(crate) const MAX_DEPTH: u8 = 127;
 ///
 /// The first problem found, as a [`JsonError`].
 pub(crate) fn parse(frame: &[u8]) -> Result<RawJson<'_>, JsonError> {
+    parse_visit(frame, |_| {})
+}
+
+/// [`parse`], reporting on the way each member of the top-level object and each member of an
+/// object that is itself a member value of the top-level object (two levels: the JSON-RPC
+/// envelope and, say, its `result`).
+///
+/// This is how a reader gets at the members it needs in the one validating pass, instead of
+/// walking the text again with [`RawJson::get`] or [`RawJson::members`] for each level. A
+/// member is reported once its value has been validated, so the members of a nested object
+/// come before the member that holds it. Members are reported before the whole frame is known
+/// to be valid: when this returns an error, forget what the visitor saw.
+///
+/// # Errors
+///
+/// As for [`parse`].
+pub(crate) fn parse_visit<'a>(
+    frame: &'a [u8],
+    visit: impl FnMut(Visit<'a>),
+) -> Result<RawJson<'a>, JsonError> {
     // One pass by the standard library is faster than checking UTF-8 while scanning, and it lets
     // every later step slice `str`s safely.
     let text = std::str::from_utf8(frame).map_err(|_| JsonError::NotUtf8)?;
@@ -69,11 +89,25 @@ pub(crate) fn parse(frame: &[u8]) -> Result<RawJson<'_>, JsonError> {
     if start == bytes.len() {
         return Err(JsonError::Empty);
     }
-    let end = scan(bytes, start)?;
+    let mut scanner =
+        Scanner { text, open: Nesting::default(), keys: [(0, 0); 2], starts: [0; 2], visit };
+    let end = scanner.scan(start)?;
     if skip_ws(bytes, end) != bytes.len() {
         return Err(JsonError::Trailing);
     }
     text.get(start..end).map(RawJson).ok_or(JsonError::Syntax)
+}
+
+/// One member reported by [`parse_visit`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Visit<'a> {
+    /// For a member of a nested object, the key of the top-level member whose value that object
+    /// is; `None` for a member of the top-level object.
+    pub(crate) parent: Option<JsonKey<'a>>,
+    /// The member's key.
+    pub(crate) key: JsonKey<'a>,
+    /// The member's value, already validated.
+    pub(crate) value: RawJson<'a>,
 }
 
 /// The text of a validated JSON value, borrowed from its frame.
@@ -332,68 +366,117 @@ impl Nesting {
     }
 }
 
-/// Validates the one value that starts at `i` and returns the index just past it.
-fn scan(b: &[u8], mut i: usize) -> Result<usize, JsonError> {
-    let mut open = Nesting::default();
-    loop {
-        // A value is expected at `i`. An opening bracket leaves us inside the container, at its
-        // first value. Anything else is a whole value, so we move on to what follows it.
-        i = skip_ws(b, i);
-        match b.get(i) {
-            Some(b'{') => {
-                open.push(true)?;
-                i = skip_ws(b, i + 1);
-                if b.get(i) != Some(&b'}') {
-                    i = scan_key(b, i)?;
-                    continue;
-                }
-                open.pop();
-                i += 1;
-            }
-            Some(b'[') => {
-                open.push(false)?;
-                i = skip_ws(b, i + 1);
-                if b.get(i) != Some(&b']') {
-                    continue;
-                }
-                open.pop();
-                i += 1;
-            }
-            _ => i = scan_scalar(b, i)?,
-        }
-        i = after_value(b, i, &mut open)?;
-        if open.top().is_none() {
-            return Ok(i);
-        }
-    }
+/// The object depths whose members [`parse_visit`] reports.
+const VISIT_DEPTH: usize = 2;
+
+/// The validating pass: [`Nesting`] for the grammar, plus where the current member of each
+/// reported object depth started, for the visitor.
+struct Scanner<'a, V> {
+    text: &'a str,
+    open: Nesting,
+    /// The current member's key (between its quotes) in the object at depth 1 and 2.
+    keys: [(usize, usize); VISIT_DEPTH],
+    /// Where the current value starts in the container at depth 1 and 2.
+    starts: [usize; VISIT_DEPTH],
+    visit: V,
 }
 
-/// Moves past the separators and closing brackets that follow a complete value. It stops at the
-/// next value of an enclosing container, or at the end of the top-level value.
-fn after_value(b: &[u8], mut i: usize, open: &mut Nesting) -> Result<usize, JsonError> {
-    while let Some(object) = open.top() {
-        i = skip_ws(b, i);
-        match b.get(i) {
-            Some(b',') if object => return scan_key(b, skip_ws(b, i + 1)),
-            Some(b',') => return Ok(i + 1),
-            Some(b'}') if object => open.pop(),
-            Some(b']') if !object => open.pop(),
-            _ => return Err(JsonError::Syntax),
+impl<'a, V: FnMut(Visit<'a>)> Scanner<'a, V> {
+    /// Validates the one value that starts at `i` and returns the index just past it.
+    fn scan(&mut self, mut i: usize) -> Result<usize, JsonError> {
+        let b = self.text.as_bytes();
+        loop {
+            // A value is expected at `i`. An opening bracket leaves us inside the container, at
+            // its first value. Anything else is a whole value, so we move on to what follows it.
+            i = skip_ws(b, i);
+            if let Some(start) = self.starts.get_mut(usize::from(self.open.depth).wrapping_sub(1)) {
+                *start = i;
+            }
+            match b.get(i) {
+                Some(b'{') => {
+                    self.open.push(true)?;
+                    i = skip_ws(b, i + 1);
+                    if b.get(i) != Some(&b'}') {
+                        i = self.key(i)?;
+                        continue;
+                    }
+                    self.open.pop();
+                    i += 1;
+                }
+                Some(b'[') => {
+                    self.open.push(false)?;
+                    i = skip_ws(b, i + 1);
+                    if b.get(i) != Some(&b']') {
+                        continue;
+                    }
+                    self.open.pop();
+                    i += 1;
+                }
+                _ => i = scan_scalar(b, i)?,
+            }
+            self.value_ended(i);
+            i = self.after_value(i)?;
+            if self.open.top().is_none() {
+                return Ok(i);
+            }
         }
-        i += 1;
     }
-    Ok(i)
-}
 
-/// Validates `"key"` and then `:`, returning the index just after the colon.
-fn scan_key(b: &[u8], i: usize) -> Result<usize, JsonError> {
-    if b.get(i) != Some(&b'"') {
-        return Err(JsonError::Syntax);
+    /// Moves past the separators and closing brackets that follow a complete value. It stops at
+    /// the next value of an enclosing container, or at the end of the top-level value.
+    fn after_value(&mut self, mut i: usize) -> Result<usize, JsonError> {
+        let b = self.text.as_bytes();
+        while let Some(object) = self.open.top() {
+            i = skip_ws(b, i);
+            match b.get(i) {
+                Some(b',') if object => return self.key(skip_ws(b, i + 1)),
+                Some(b',') => return Ok(i + 1),
+                Some(b'}') if object => self.open.pop(),
+                Some(b']') if !object => self.open.pop(),
+                _ => return Err(JsonError::Syntax),
+            }
+            i += 1;
+            // The container just closed is a complete value of the one around it.
+            self.value_ended(i);
+        }
+        Ok(i)
     }
-    let i = skip_ws(b, scan_string(b, i)?);
-    match b.get(i) {
-        Some(b':') => Ok(i + 1),
-        _ => Err(JsonError::Syntax),
+
+    /// Validates `"key"` and then `:`, returning the index just after the colon.
+    fn key(&mut self, i: usize) -> Result<usize, JsonError> {
+        let b = self.text.as_bytes();
+        if b.get(i) != Some(&b'"') {
+            return Err(JsonError::Syntax);
+        }
+        let end = scan_string(b, i)?;
+        if let Some(key) = self.keys.get_mut(usize::from(self.open.depth).wrapping_sub(1)) {
+            *key = (i + 1, end - 1);
+        }
+        let i = skip_ws(b, end);
+        match b.get(i) {
+            Some(b':') => Ok(i + 1),
+            _ => Err(JsonError::Syntax),
+        }
+    }
+
+    /// A value of the innermost open container ended just before `end`. Reports it when it is
+    /// a member value at a visited depth with only objects around it.
+    fn value_ended(&mut self, end: usize) {
+        let depth = usize::from(self.open.depth);
+        if depth == 0 || depth > VISIT_DEPTH {
+            return;
+        }
+        let objects = (1u128 << depth) - 1;
+        if self.open.bits & objects != objects {
+            return;
+        }
+        let slice = |(start, end): (usize, usize)| self.text.get(start..end);
+        let key = self.keys.get(depth - 1).and_then(|&k| slice(k));
+        let value = self.starts.get(depth - 1).and_then(|&start| slice((start, end)));
+        let (Some(key), Some(value)) = (key, value) else { return };
+        let parent = if depth == 2 { self.keys.first().and_then(|&k| slice(k)) } else { None };
+        let (key, parent) = (JsonKey { raw: key }, parent.map(|raw| JsonKey { raw }));
+        (self.visit)(Visit { parent, key, value: RawJson(value) });
     }
 }
 
@@ -733,9 +816,12 @@ fn container_end(b: &[u8], i: usize) -> usize {
 // ---------------------------------------------------------------------------------------------
 // Shared helpers.
 
-fn skip_ws(b: &[u8], i: usize) -> usize {
-    let rest = b.get(i..).unwrap_or_default();
-    i + rest.iter().take_while(|&&c| is_ws(c)).count()
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    // Frames are mostly compact, so the first byte usually ends it.
+    while b.get(i).is_some_and(|&c| is_ws(c)) {
+        i += 1;
+    }
+    i
 }
 
 fn skip_digits(b: &[u8], i: usize) -> usize {
@@ -766,7 +852,8 @@ fn find_special(s: &[u8], controls: bool) -> Option<usize> {
     let mut chunks = s.chunks_exact(8);
     let mut base = 0;
     for chunk in chunks.by_ref() {
-        let word = chunk.iter().rev().fold(0, |w, &c| (w << 8) | u64::from(c));
+        // `chunks_exact` gives eight bytes, so this is one load; the fallback is unreachable.
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or([b' '; 8]));
         let mut hits = lanes_equal(word, b'"') | lanes_equal(word, b'\\');
         if controls {
             hits |= lanes_below(word, 0x20);
@@ -1260,6 +1347,73 @@ mod tests {
     }
 
     const REPLY: &str = r#"{"jsonrpc":"2.0","id":42,"result":{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"x","version":"1"}},"content":[{"type":"text","text":"hi"}],"isError":false,"resultType":"complete"}}"#;
+
+    /// What `parse_visit` reports for `text`, as `(parent, key, value)` in report order.
+    fn visits(text: &str) -> Vec<(Option<&str>, &str, &str)> {
+        let mut seen = Vec::new();
+        let parsed = parse_visit(text.as_bytes(), |m| {
+            seen.push((m.parent.map(|p| p.raw()), m.key.raw(), m.value.text()))
+        });
+        assert!(parsed.is_ok(), "{text}");
+        seen
+    }
+
+    #[test]
+    fn visits_two_object_levels_in_one_pass() {
+        let (head, result) = REPLY.split_at(34);
+        assert_eq!(
+            visits(REPLY),
+            [
+                (None, "jsonrpc", r#""2.0""#),
+                (None, "id", "42"),
+                (
+                    Some("result"),
+                    "_meta",
+                    r#"{"io.modelcontextprotocol/serverInfo":{"name":"x","version":"1"}}"#
+                ),
+                (Some("result"), "content", r#"[{"type":"text","text":"hi"}]"#),
+                (Some("result"), "isError", "false"),
+                (Some("result"), "resultType", r#""complete""#),
+                (None, "result", &result[..result.len() - 1]),
+            ]
+        );
+        assert!(head.ends_with(r#""result":"#));
+        // Whitespace, empty containers, escaped keys and duplicates are reported as they are.
+        assert_eq!(
+            visits(" { \"a\" : { } , \"b\":[ ] ,\"a\\u0062\":{\"x\" : 1 , \"x\":\"y\" } } "),
+            [
+                (None, "a", "{ }"),
+                (None, "b", "[ ]"),
+                (Some("a\\u0062"), "x", "1"),
+                (Some("a\\u0062"), "x", r#""y""#),
+                (None, "a\\u0062", r#"{"x" : 1 , "x":"y" }"#),
+            ]
+        );
+        // Members of objects inside arrays, and anything deeper than two levels, are not.
+        assert_eq!(visits(r#"[{"a":1}]"#), []);
+        assert_eq!(
+            visits(r#"{"a":[{"b":1}],"c":{"d":{"e":2}}}"#),
+            [
+                (None, "a", r#"[{"b":1}]"#),
+                (Some("c"), "d", r#"{"e":2}"#),
+                (None, "c", r#"{"d":{"e":2}}"#),
+            ]
+        );
+        assert_eq!(visits("7"), []);
+    }
+
+    /// `parse` and `parse_visit` give the same verdict, at the top and at visited depths.
+    #[test]
+    fn visiting_changes_no_verdict() {
+        let valid = VALID.iter().map(|v| v.as_bytes());
+        for case in valid.chain(INVALID.iter().map(|(b, _)| *b)) {
+            let nested = [br#"{"a":{"b":"#, case, br#"},"c":"#, case, b"}"].concat();
+            for text in [case, &nested[..]] {
+                let visited = parse_visit(text, |_| {}).map(RawJson::text);
+                assert_eq!(visited, parse(text).map(RawJson::text), "{text:?}");
+            }
+        }
+    }
 
     #[test]
     fn get_members_and_elements_walk_a_reply() {

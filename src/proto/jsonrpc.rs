@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::proto::json::{self, Kind, RawJson};
+use crate::proto::json::{self, Kind, RawJson, Visit};
 
 /// A wire id: a pending-table slot and that slot's generation, packed into one integer.
 ///
@@ -49,7 +49,8 @@ impl WireId {
         if digits.is_empty() || digits.len() > 16 || !digits.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
-        let v: u64 = digits.parse().ok()?;
+        // At most 16 digits (checked above), so this cannot overflow.
+        let v = digits.bytes().fold(0u64, |v, d| v * 10 + u64::from(d - b'0'));
         (v >> (SLOT_BITS + GEN_BITS) == 0).then_some(Self(v))
     }
 }
@@ -85,6 +86,8 @@ pub enum Message<'a> {
         id: RawJson<'a>,
         /// The result object.
         result: RawJson<'a>,
+        /// The result's members that decide how a call ends, read on the same pass.
+        head: ResultHead<'a>,
     },
     /// An error response; `id` is `None` when the server could not read ours (`"id": null`).
     Error {
@@ -104,6 +107,37 @@ pub struct ErrorObject<'a> {
     pub message: Cow<'a, str>,
     /// The optional data member.
     pub data: Option<RawJson<'a>>,
+}
+
+/// The members of a result object that decide how a call ends (the first of each name), read
+/// while the frame is validated so the hot path never walks the result a second time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResultHead<'a> {
+    /// `resultType` (MCP 2026-07-28), if present.
+    pub result_type: Option<RawJson<'a>>,
+    /// `isError` (tool results), if present.
+    pub is_error: Option<RawJson<'a>>,
+}
+
+impl<'a> ResultHead<'a> {
+    /// Reads the head of a result that was not decoded here, walking its members.
+    pub fn of(result: RawJson<'a>) -> Self {
+        let mut head = Self::default();
+        for (key, value) in result.members() {
+            head.take(key.raw(), value);
+        }
+        head
+    }
+
+    /// Keeps `value` if `key` names a head member not seen yet.
+    fn take(&mut self, key: &str, value: RawJson<'a>) {
+        let slot = match key {
+            "resultType" => &mut self.result_type,
+            "isError" => &mut self.is_error,
+            _ => return,
+        };
+        slot.get_or_insert(value);
+    }
 }
 
 /// Why a frame is not a JSON-RPC message.
@@ -133,7 +167,8 @@ impl fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
-/// The envelope's members, each the first of its name.
+/// The envelope's members, each the first of its name, and the members of its first `result`
+/// and `error` that decoding needs.
 #[derive(Default)]
 struct Envelope<'a> {
     jsonrpc: Option<RawJson<'a>>,
@@ -142,33 +177,56 @@ struct Envelope<'a> {
     params: Option<RawJson<'a>>,
     result: Option<RawJson<'a>>,
     error: Option<RawJson<'a>>,
+    head: ResultHead<'a>,
+    code: Option<RawJson<'a>>,
+    message: Option<RawJson<'a>>,
+    data: Option<RawJson<'a>>,
+}
+
+impl<'a> Envelope<'a> {
+    fn take(&mut self, member: Visit<'a>) {
+        let (key, value) = (member.key.raw(), member.value);
+        let slot = match member.parent.map(|p| p.raw()) {
+            None => match key {
+                "jsonrpc" => &mut self.jsonrpc,
+                "id" => &mut self.id,
+                "method" => &mut self.method,
+                "params" => &mut self.params,
+                "result" => &mut self.result,
+                "error" => &mut self.error,
+                _ => return,
+            },
+            // A nested member is reported before the member holding it, so while `result` is
+            // still unset these belong to the first `result`.
+            Some("result") if self.result.is_none() => return self.head.take(key, value),
+            Some("error") if self.error.is_none() => match key {
+                "code" => &mut self.code,
+                "message" => &mut self.message,
+                "data" => &mut self.data,
+                _ => return,
+            },
+            Some(_) => return,
+        };
+        slot.get_or_insert(value);
+    }
 }
 
 /// Decodes one frame without allocating (unless a method name or message carries escapes).
 /// Never panics, whatever the bytes.
+///
+/// One validating pass reads the envelope, the result's head and the error's members; nothing
+/// walks the frame again.
 pub fn decode(frame: &[u8]) -> Result<Message<'_>, DecodeError> {
-    let value = json::parse(frame).map_err(|_| DecodeError::NotJson)?;
+    let mut env = Envelope::default();
+    let value = json::parse_visit(frame, |m| env.take(m)).map_err(|_| DecodeError::NotJson)?;
     match value.kind() {
         Kind::Object => {}
         Kind::Array => return Err(DecodeError::Batch),
         _ => return Err(DecodeError::NotJson),
     }
-    let mut env = Envelope::default();
-    for (key, v) in value.members() {
-        let slot = match key.raw() {
-            "jsonrpc" => &mut env.jsonrpc,
-            "id" => &mut env.id,
-            "method" => &mut env.method,
-            "params" => &mut env.params,
-            "result" => &mut env.result,
-            "error" => &mut env.error,
-            _ => continue,
-        };
-        if slot.is_none() {
-            *slot = Some(v);
-        }
-    }
-    if env.jsonrpc.and_then(RawJson::as_str).as_deref() != Some("2.0") {
+    // The plain spelling first: unescaping is for the rare peer that escapes it.
+    let version = env.jsonrpc.filter(|v| v.text() != r#""2.0""#);
+    if version.is_some_and(|v| v.as_str().as_deref() != Some("2.0")) || env.jsonrpc.is_none() {
         return Err(DecodeError::BadVersion);
     }
     // `"id": null` is the "id could not be read" case: treat it as absent.
@@ -183,33 +241,51 @@ pub fn decode(frame: &[u8]) -> Result<Message<'_>, DecodeError> {
             None => Message::Notification { method, params: env.params },
         }),
         (None, Some(result), None) => match id {
-            Some(id) => Ok(Message::Result { id, result }),
+            Some(id) => Ok(Message::Result { id, result, head: env.head }),
             None => Err(DecodeError::BadShape),
         },
-        (None, None, Some(error)) => Ok(Message::Error { id, error: error_object(error)? }),
+        (None, None, Some(error)) => {
+            if error.kind() != Kind::Object {
+                return Err(DecodeError::BadShape);
+            }
+            let code = env.code.and_then(RawJson::as_i64).ok_or(DecodeError::BadShape)?;
+            let message = env.message.and_then(RawJson::as_str).unwrap_or_default();
+            Ok(Message::Error { id, error: ErrorObject { code, message, data: env.data } })
+        }
         _ => Err(DecodeError::BadShape),
     }
 }
 
-fn error_object(v: RawJson<'_>) -> Result<ErrorObject<'_>, DecodeError> {
-    if v.kind() != Kind::Object {
-        return Err(DecodeError::BadShape);
-    }
-    let code = v.get("code").and_then(RawJson::as_i64).ok_or(DecodeError::BadShape)?;
-    let message = v.get("message").and_then(RawJson::as_str).unwrap_or_default();
-    Ok(ErrorObject { code, message, data: v.get("data") })
-}
-
 /// Writes a JSON string literal (with escapes) into `out`; never allocates beyond `out`.
 pub(crate) fn write_json_str(out: &mut Vec<u8>, s: &str) {
+    // Method and tool names need no escapes: copy those as they are. serde_json escapes exactly
+    // the quote, the backslash and the control characters, so both paths write the same bytes.
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+        return;
+    }
     // SAFETY-style note: serializing a &str into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, s);
 }
 
 /// Writes an unsigned integer in decimal into `out`.
-pub(crate) fn write_u64(out: &mut Vec<u8>, v: u64) {
-    use std::io::Write;
-    let _ = write!(out, "{v}");
+pub(crate) fn write_u64(out: &mut Vec<u8>, mut v: u64) {
+    // Every request writes its id, so this skips `fmt`'s machinery: digits into a stack buffer
+    // from the right (a u64 has at most 20), then one copy.
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[start..]);
 }
 
 /// Appends a request: `{"jsonrpc":"2.0","id":<id>,"method":<method>,"params":{..}}`.
@@ -315,6 +391,25 @@ mod tests {
     }
 
     #[test]
+    fn writes_strings_like_serde_json() {
+        let cases = ["", "tools/call", "é ✓ \u{7f}", "a\"b", "a\\b", "\n", "\u{1}x", "\u{1f}"];
+        for s in cases {
+            let mut out = Vec::new();
+            write_json_str(&mut out, s);
+            assert_eq!(out, serde_json::to_vec(s).unwrap(), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn writes_integers_like_display() {
+        for v in [0, 7, 9, 10, 99, 100, 4_503_599_627_370_495, u64::MAX - 1, u64::MAX] {
+            let mut out = b"x".to_vec();
+            write_u64(&mut out, v);
+            assert_eq!(out, format!("x{v}").into_bytes());
+        }
+    }
+
+    #[test]
     fn wire_ids_round_trip_and_stay_below_2_pow_53() {
         let id = WireId::new((1 << 20) - 1, u32::MAX);
         assert!(id.get() < (1 << 53));
@@ -331,7 +426,7 @@ mod tests {
     fn decodes_each_message_kind() {
         let m = decode(br#"{"jsonrpc":"2.0","id":7,"result":{"a":1}}"#).unwrap();
         assert!(
-            matches!(m, Message::Result { id, result } if id.text() == "7" && result.text() == r#"{"a":1}"#)
+            matches!(m, Message::Result { id, result, .. } if id.text() == "7" && result.text() == r#"{"a":1}"#)
         );
         let m = decode(br#"{"result":{},"id":"x","jsonrpc":"2.0"}"#).unwrap();
         assert!(matches!(m, Message::Result { .. }));
@@ -349,6 +444,53 @@ mod tests {
         assert!(matches!(m, Ok(Message::Request { method, params: None, .. }) if method == "ping"));
         let m = decode(br#"{"jsonrpc":"2.0","method":"a\/b"}"#);
         assert!(matches!(m, Ok(Message::Notification { method, .. }) if method == "a/b"));
+    }
+
+    /// The head and error members read on the decode's one pass are the first of each name in
+    /// the first `result` or `error`, exactly what a second walk finds.
+    #[test]
+    fn one_pass_reads_the_first_result_and_error_members() {
+        let head = |frame: &'static str| match decode(frame.as_bytes()) {
+            Ok(Message::Result { result, head, .. }) => {
+                assert_eq!(head, ResultHead::of(result), "{frame}");
+                (head.result_type.map(RawJson::text), head.is_error.map(RawJson::text))
+            }
+            other => panic!("{frame}: {other:?}"),
+        };
+        let r = |rest: &str| format!(r#"{{"jsonrpc":"2.0","id":1,{rest}}}"#).leak() as &str;
+        assert_eq!(head(r(r#""result":{"content":[],"isError":false}"#)), (None, Some("false")));
+        assert_eq!(
+            head(r(r#""result":{"resultType":"x","isError":true,"isError":false}"#)),
+            (Some(r#""x""#), Some("true"))
+        );
+        // Only the first `result` counts, and only its own members.
+        assert_eq!(
+            head(r(r#""result":{"isError":true},"result":{"isError":false}"#)).1,
+            Some("true")
+        );
+        assert_eq!(head(r(r#""result":5,"result":{"isError":true}"#)), (None, None));
+        assert_eq!(
+            head(r(r#""result":{"a":{"isError":true}},"b":{"isError":true}"#)),
+            (None, None)
+        );
+        assert_eq!(head(r(r#""result":[{"isError":true}]"#)), (None, None));
+        let error = |rest: &str| match decode(r(rest).as_bytes()) {
+            Ok(Message::Error { error, .. }) => {
+                (error.code, error.message.into_owned(), error.data.map(|d| d.text().to_owned()))
+            }
+            other => panic!("{rest}: {other:?}"),
+        };
+        assert_eq!(
+            error(r#""error":{"data":2,"message":"m","code":-1,"code":-2,"data":3}"#),
+            (-1, "m".to_owned(), Some("2".to_owned()))
+        );
+        assert_eq!(error(r#""error":{"code":1},"error":{"code":2,"message":"n"}"#).0, 1);
+        assert_eq!(
+            decode(r(r#""error":{"message":"no code"},"error":{"code":2}"#).as_bytes())
+                .unwrap_err(),
+            DecodeError::BadShape
+        );
+        assert_eq!(decode(r(r#""error":[1]"#).as_bytes()).unwrap_err(), DecodeError::BadShape);
     }
 
     #[test]

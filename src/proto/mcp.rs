@@ -1,6 +1,7 @@
 //! MCP method vocabulary and the result members the engine itself must read.
 
 use crate::proto::json::RawJson;
+use crate::proto::jsonrpc::ResultHead;
 
 /// The client-to-server requests mcpoll sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -97,22 +98,11 @@ pub(crate) fn result_type(result: RawJson<'_>) -> Option<ResultType> {
     parse_result_type(result.get("resultType"))
 }
 
-/// `resultType` and `isError` in one walk over the result's members (the hot path of every
-/// completed call).
-pub(crate) fn result_head(result: RawJson<'_>) -> Option<(ResultType, bool)> {
-    let (mut result_type, mut is_error) = (None, None);
-    for (key, value) in result.members() {
-        match key.raw() {
-            "resultType" if result_type.is_none() => result_type = Some(value),
-            "isError" if is_error.is_none() => is_error = Some(value),
-            _ => {}
-        }
-        if result_type.is_some() && is_error.is_some() {
-            break;
-        }
-    }
-    let t = parse_result_type(result_type)?;
-    Some((t, is_error.and_then(RawJson::as_bool).unwrap_or(false)))
+/// `resultType` and `isError` from the head decoding read on its one pass (the hot path of
+/// every completed call). `None` when `resultType` is not one this client knows.
+pub(crate) fn result_head(head: ResultHead<'_>) -> Option<(ResultType, bool)> {
+    let t = parse_result_type(head.result_type)?;
+    Some((t, head.is_error.and_then(RawJson::as_bool).unwrap_or(false)))
 }
 
 fn parse_result_type(v: Option<RawJson<'_>>) -> Option<ResultType> {
@@ -189,7 +179,8 @@ mod tests {
         assert_eq!(rt(r#"{"resultType":"input_required"}"#), Some(ResultType::InputRequired));
         assert_eq!(rt(r#"{"resultType":"task"}"#), None);
         assert_eq!(rt(r#"{"resultType":7}"#), None);
-        let head = |s: &'static str| result_head(json::parse(s.as_bytes()).unwrap());
+        let head =
+            |s: &'static str| result_head(ResultHead::of(json::parse(s.as_bytes()).unwrap()));
         assert_eq!(head(r#"{"isError":true,"content":[]}"#), Some((ResultType::Complete, true)));
         assert_eq!(
             head(r#"{"content":[{"isError":true}],"resultType":"complete"}"#),

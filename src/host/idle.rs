@@ -1,0 +1,61 @@
+//! An "anything to do?" check for host loops that must not enter the kernel for nothing.
+//!
+//! A loop that calls [`Host::poll`] with `Some(Duration::ZERO)` every frame makes one
+//! `epoll_wait` per frame even when no call is pending. [`Host::is_idle`] answers from the
+//! engines' and drivers' own state, with one clock read (the vDSO, not a system call): when it
+//! says `true`, a zero-timeout poll would only ask the kernel whether a server spoke unasked.
+
+use std::time::Instant;
+
+use super::{Host, Server, Transport};
+
+impl Host {
+    /// `true` when a zero-timeout [`poll`](Self::poll) has nothing to do now except ask the
+    /// kernel whether a server sent something unasked: no call or handshake is pending, nothing
+    /// waits to be written or to be resumed, no event waits for the host, no server needs
+    /// starting, and no timer is due.
+    ///
+    /// A loop that polls only when this is `false` makes no system call while nothing is
+    /// pending. What a server sends unasked while the loop skips its polls (notifications,
+    /// `ping`, `roots/list` and other server requests, the process ending) waits in the pipe or
+    /// socket until the next poll: poll now and then anyway, at the rate such messages need an
+    /// answer (every few hundred milliseconds is plenty for `ping`).
+    ///
+    /// ```no_run
+    /// # fn frame(host: &mut mcpoll::Host, n: u64) -> std::io::Result<()> {
+    /// use std::time::Duration;
+    /// if !host.is_idle() || n % 30 == 0 {
+    ///     host.poll(Some(Duration::ZERO))?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn is_idle(&self) -> bool {
+        let now = Instant::now();
+        !self.cache.has_changes() && self.servers.iter().all(|(_, s)| s.is_idle(now))
+    }
+}
+
+impl Server {
+    fn is_idle(&self, now: Instant) -> bool {
+        let engine = &self.engine;
+        engine.pending() == 0
+            && !engine.has_output()
+            && engine.queued_events() == 0
+            && !engine.wants_transport()
+            && self.next_deadline().is_none_or(|d| d > now)
+            && self.transport.is_idle()
+    }
+}
+
+impl Transport {
+    fn is_idle(&self) -> bool {
+        match self {
+            Self::Stdio(d) => d.unsent() == 0 && !d.has_backlog(),
+            // Its writes belong to pending requests or to the engine's output, checked above;
+            // its session timers are in `next_deadline`.
+            #[cfg(feature = "http")]
+            Self::Http(_) => true,
+        }
+    }
+}
