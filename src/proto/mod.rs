@@ -6,6 +6,7 @@ pub(crate) mod json;
 pub(crate) mod jsonrpc;
 pub(crate) mod mcp;
 pub(crate) mod meta;
+pub(crate) mod percent;
 pub(crate) mod roots;
 pub(crate) mod sampling;
 pub(crate) mod trace;

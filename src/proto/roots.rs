@@ -53,7 +53,7 @@ pub(crate) fn file_uri_path(uri: &str) -> Result<String, &'static str> {
     if path.contains(['?', '#']) {
         return Err("must not have a query or fragment");
     }
-    let decoded = percent_decode(path).ok_or("bad percent-encoding")?;
+    let decoded = super::percent::decode(path).ok_or("bad percent-encoding")?;
     normalise(&decoded)
 }
 
@@ -85,23 +85,6 @@ pub(crate) fn normalise(path: &str) -> Result<String, &'static str> {
 /// Whether normalised `path` is `dir` or below it (`/a/bc` is not below `/a/b`).
 pub(crate) fn inside(path: &str, dir: &str) -> bool {
     dir == "/" || path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/'))
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]

@@ -260,8 +260,9 @@ impl Compiler<'_> {
             // `#anchor`: a plain-name fragment needs `$anchor` lookup, not supported.
             return Err(SchemaError::UnresolvedRef(r.to_owned()));
         }
-        let pointer =
-            percent_decode(fragment).ok_or_else(|| SchemaError::UnresolvedRef(r.into()))?;
+        let pointer = crate::proto::percent::decode(fragment)
+            .ok_or_else(|| SchemaError::UnresolvedRef(r.into()))?
+            .into_owned();
         if let Some(id) = self.refs.get(&pointer) {
             return Ok(*id);
         }
@@ -319,25 +320,4 @@ fn type_bits(value: Option<&Value>, at: &str) -> Result<u8, SchemaError> {
         }),
         Some(_) => Err(malformed(at, "type", "must be a name or a list of names")),
     }
-}
-
-/// Decodes `%XX` escapes in a URI fragment; `None` for a bad escape or invalid UTF-8.
-fn percent_decode(s: &str) -> Option<String> {
-    if !s.contains('%') {
-        return Some(s.to_owned());
-    }
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
