@@ -38,6 +38,8 @@ pub(super) enum Control {
 
 impl Engine {
     /// `true` while requests or control frames wait for `poll_transmit`.
+    // Only the host (feature `stdio`) asks, to tell an idle loop it may skip its poll.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))]
     pub(crate) fn has_output(&self) -> bool {
         !self.send_queue.is_empty() || !self.control.is_empty()
     }
