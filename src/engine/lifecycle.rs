@@ -17,7 +17,6 @@ use crate::proto::mcp::Method;
 use crate::proto::meta::StaticMeta;
 use crate::proto::version::EraPreference;
 use crate::proto::version::{pick_common, Era, ProtocolVersion, LEGACY_VERSIONS, MODERN_VERSIONS};
-use crate::Idempotency;
 
 /// Where the engine is in its life; each state carries what only it needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -269,13 +268,7 @@ impl super::Engine {
                 self.abandon(now, id.slot(), CallError::Local(LocalError::HandshakeFailed));
             }
         }
-        let traits = CallTraits {
-            progress: false,
-            class: Idempotency::Unknown,
-            tenant: 0,
-            trace: None,
-            run_id: None,
-        };
+        let traits = CallTraits::control();
         let Some(slot) = self.requests.insert(method, owner, now, now + timeout, traits) else {
             self.lifecycle_failed(now, LocalError::HandshakeFailed);
             return None;

@@ -109,6 +109,20 @@ pub(crate) struct CallTraits {
     pub(crate) run_id: Option<u64>,
 }
 
+impl CallTraits {
+    /// The engine's own requests (handshake, probes): no progress, unknown class, tenant 0,
+    /// no trace or run.
+    pub(crate) fn control() -> Self {
+        CallTraits {
+            progress: false,
+            class: Idempotency::Unknown,
+            tenant: 0,
+            trace: None,
+            run_id: None,
+        }
+    }
+}
+
 /// Buffers owned by a slot and reused by every call that occupies it, so steady-state calls
 /// allocate nothing.
 #[derive(Debug, Default)]
@@ -394,13 +408,7 @@ mod tests {
     fn stale_ids_never_match_a_reused_slot() {
         let now = Instant::now();
         let mut t = Requests::with_capacity(1);
-        let traits = CallTraits {
-            progress: false,
-            class: Idempotency::Unknown,
-            tenant: 0,
-            trace: None,
-            run_id: None,
-        };
+        let traits = CallTraits::control();
         let a = t.insert(Method::ToolsCall, Owner::Host, now, now, traits).unwrap();
         t.set_state(a, SendState::Sent);
         assert_eq!((t.in_flight(), t.queued()), (1, 0));
