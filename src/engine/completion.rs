@@ -29,13 +29,14 @@ impl Engine {
 
     /// A request was written: count the attempt and the time it waited in the queue.
     pub(super) fn mark_sent(&mut self, now: Instant, slot: usize) {
+        let now = self.epoch.stamp(now);
         self.requests.set_state(slot, SendState::Sent);
         if let Some(p) = self.requests.get_mut(slot) {
             if p.attempt == 0 {
-                p.queue_wait = now.saturating_duration_since(p.created);
+                p.queue_wait = now.since(p.created).into();
             }
             p.attempt += 1;
-            p.sent_at = Some(now);
+            p.sent_at = now;
             p.exchange_open = true;
         }
     }
@@ -43,7 +44,7 @@ impl Engine {
     /// Ends a host call: frees the slot, tells its breaker, and queues the terminal event.
     pub(super) fn finish(&mut self, now: Instant, slot: usize, how: Ended, outcome: Outcome<'_>) {
         let Some(call) = self.requests.call_id(slot) else { return };
-        self.requests.end_exchange(slot, now);
+        self.requests.end_exchange(slot, self.epoch.stamp(now));
         let Some(p) = self.requests.remove(slot, how) else { return };
         self.server_requests.drop_call(call);
         if p.internal {
@@ -57,7 +58,7 @@ impl Engine {
             Outcome::Failed(e) => Some(e),
             _ => None,
         };
-        let tool = (p.method == Method::ToolsCall).then(|| self.requests.bufs(slot).name.as_str());
+        let tool = (p.method == Method::ToolsCall).then(|| self.requests.bufs(slot).name());
         let record = self.record_of(now, call, slot, &p, tool, &outcome);
         self.stats.calls += 1;
         if let Some(e) = failure {
@@ -65,9 +66,9 @@ impl Engine {
         }
         let change =
             if p.attempt > 0 { self.breakers.record(p.tenant, p.op, failure, now) } else { None };
-        if let (None, Some(sent)) = (failure, p.sent_at) {
+        if failure.is_none() && p.attempt > 0 {
             // A moving average of one attempt's duration, for judging whether a retry fits.
-            let took = now.saturating_duration_since(sent);
+            let took = self.epoch.stamp(now).since(p.sent_at);
             self.latency = (self.latency * 7 + took) / 8;
         }
         match outcome {
@@ -98,15 +99,14 @@ impl Engine {
     ) -> CallRecord<'t> {
         let mut r = CallRecord::new(p.method, self.transport);
         r.call = Some(call);
-        r.trace_id = p.trace;
-        r.run_id = p.run_id;
+        (r.trace_id, r.run_id) = self.requests.bufs(slot).tags();
         r.version = self.lifecycle.version();
         r.request_id = (p.attempt > 0).then(|| WireId::new(slot, p.wire_gen));
         r.tool = tool;
         r.attempts = p.attempt;
-        r.queue_wait = p.queue_wait;
-        r.network = p.network;
-        r.elapsed = now.saturating_duration_since(p.created);
+        r.queue_wait = p.queue_wait.get();
+        r.network = p.network.get();
+        r.elapsed = self.epoch.stamp(now).since(p.created);
         r.rounds = p.rounds;
         match outcome {
             Outcome::Done { is_error, .. } => r.tool_error = *is_error,

@@ -53,7 +53,7 @@ impl Engine {
         let lookup = WireId::parse(id).map_or(Lookup::Unknown, |w| self.requests.lookup(w));
         match lookup {
             Lookup::Pending(slot) => {
-                self.requests.end_exchange(slot, now);
+                self.requests.end_exchange(slot, self.epoch.stamp(now));
                 self.requests.get(slot).map(|p| (slot, p.owner))
             }
             Lookup::Duplicate => {

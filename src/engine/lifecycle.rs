@@ -234,7 +234,7 @@ impl super::Engine {
         };
         self.lifecycle = Lifecycle::Handshaking { call };
         let c = &self.config;
-        let p = &mut self.requests.bufs_mut(call.slot).params;
+        let p = self.requests.bufs_mut(call.slot).params_buf().0;
         p.extend_from_slice(b"\"protocolVersion\":");
         write_json_str(p, ProtocolVersion::LEGACY.as_str());
         p.extend_from_slice(b",\"capabilities\":");
@@ -269,11 +269,13 @@ impl super::Engine {
             }
         }
         let traits = CallTraits::control();
-        let Some(slot) = self.requests.insert(method, owner, now, now + timeout, traits) else {
+        let at = self.epoch.stamp(now);
+        let deadline = at.after(timeout);
+        let Some(slot) = self.requests.insert(method, owner, at, deadline, traits) else {
             self.lifecycle_failed(now, LocalError::HandshakeFailed);
             return None;
         };
-        self.schedule(slot, now + timeout, timers::TimerKind::Deadline);
+        self.schedule(slot, deadline, timers::TimerKind::Deadline);
         Some(LifecycleCall { slot, unsent: self.requests.wire_id(slot) })
     }
 

@@ -66,9 +66,10 @@ impl Engine {
             return fail(self, PeerError::CursorRepeated.into());
         }
         bufs.more().cursors.push(hash);
-        bufs.params.clear();
-        bufs.params.extend_from_slice(b"\"cursor\":");
-        write_json_str(&mut bufs.params, &cursor);
+        bufs.truncate_params(0);
+        let params = bufs.params_buf().0;
+        params.extend_from_slice(b"\"cursor\":");
+        write_json_str(params, &cursor);
         let pages = self.requests.get_mut(slot).map(|p| {
             p.pages += 1;
             p.pages
@@ -138,7 +139,7 @@ impl Engine {
         p.relisted = true;
         self.requests.set_state(slot, SendState::Parked);
         if self.refresh.is_none() {
-            match self.request(now, Method::ToolsList, &CallOptions::default(), None, |_, _| {}) {
+            match self.request(now, Method::ToolsList, &CallOptions::default(), None, "", |_| {}) {
                 Ok(call) => {
                     let refresh = call.0.slot();
                     if let Some(r) = self.requests.get_mut(refresh) {
@@ -175,21 +176,18 @@ impl Engine {
                 continue;
             }
             let bufs = self.requests.bufs_mut(slot);
-            let mut params = Vec::with_capacity(bufs.params.len() + 2);
+            let mut params = Vec::with_capacity(bufs.params_len() + 2);
             params.push(b'{');
-            params.extend_from_slice(&bufs.params);
+            params.extend_from_slice(bufs.params());
             params.push(b'}');
             let arguments =
                 crate::proto::json::parse(&params).ok().and_then(|p| p.get("arguments"));
-            let name = std::mem::take(&mut bufs.name);
             let mut headers = std::mem::take(&mut bufs.param_headers);
             headers.clear();
             if let Some(a) = arguments {
-                self.tool_headers.write_for_call(&name, a.text(), &mut headers);
+                self.tool_headers.write_for_call(bufs.name(), a.text(), &mut headers);
             }
-            let bufs = self.requests.bufs_mut(slot);
-            bufs.name = name;
-            bufs.param_headers = headers;
+            self.requests.bufs_mut(slot).param_headers = headers;
             if let Some(id) = self.requests.renew_wire_id(slot) {
                 self.send_queue.push_front(id);
             }

@@ -29,6 +29,7 @@ mod requests;
 pub(crate) mod retry;
 mod roots;
 mod server_requests;
+mod stamp;
 mod supervision;
 mod timers;
 mod transport;
@@ -295,6 +296,8 @@ pub struct Engine {
     restart: supervision::RestartState,
     /// Deadlines and backoffs of pending requests, earliest first.
     timers: timers::Timers,
+    /// What the compact times in the pending table count from.
+    epoch: stamp::Epoch,
     stats: Stats,
     /// Server requests waiting for the host's answer.
     server_requests: server_requests::ServerRequests,
@@ -306,7 +309,7 @@ pub struct Engine {
 
 impl Engine {
     /// Builds an engine; checks the config once and preallocates every table.
-    pub fn new(config: Config, _now: Instant) -> Result<Self, ConfigError> {
+    pub fn new(config: Config, now: Instant) -> Result<Self, ConfigError> {
         config.check()?;
         let next = match config.era {
             EraPreference::LegacyOnly => Opening::Handshake,
@@ -329,6 +332,7 @@ impl Engine {
             latency: Duration::ZERO,
             restart: supervision::RestartState::default(),
             timers: timers::Timers::with_capacity(config.max_pending),
+            epoch: stamp::Epoch::new(now),
             stats: Stats::default(),
             server_requests: server_requests::ServerRequests::with_capacity(
                 config.max_server_requests,
@@ -426,8 +430,7 @@ impl Engine {
         let key_field =
             opts.idempotency_key.as_ref().map(|_| self.config.idempotency_key_field.clone());
         let key = opts.idempotency_key.as_deref();
-        let call = self.request(now, Method::ToolsCall, opts, hint, |p, n| {
-            n.push_str(name);
+        let call = self.request(now, Method::ToolsCall, opts, hint, name, |p| {
             p.extend_from_slice(b"\"name\":");
             write_json_str(p, name);
             p.extend_from_slice(b",\"arguments\":");
@@ -453,7 +456,7 @@ impl Engine {
         if method.list_key().is_none() {
             return Err(RequestError::NotSupportedByEra);
         }
-        self.request(now, method, opts, None, |_, _| {})
+        self.request(now, method, opts, None, "", |_| {})
     }
 
     /// Starts a listing of one page: the request carries `cursor` (none for the first page)
@@ -470,7 +473,7 @@ impl Engine {
         if method.list_key().is_none() {
             return Err(RequestError::NotSupportedByEra);
         }
-        let call = self.request(now, method, opts, None, |p, _| {
+        let call = self.request(now, method, opts, None, "", |p| {
             if let Some(c) = cursor {
                 p.extend_from_slice(b"\"cursor\":");
                 write_json_str(p, c);
@@ -489,8 +492,7 @@ impl Engine {
         uri: &str,
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        self.request(now, Method::ResourcesRead, opts, None, |p, n| {
-            n.push_str(uri);
+        self.request(now, Method::ResourcesRead, opts, None, uri, |p| {
             p.extend_from_slice(b"\"uri\":");
             write_json_str(p, uri);
         })
@@ -507,8 +509,7 @@ impl Engine {
         if arguments.is_some_and(|a| !a.get().trim_start().starts_with('{')) {
             return Err(RequestError::ArgumentsNotObject);
         }
-        self.request(now, Method::PromptsGet, opts, None, |p, n| {
-            n.push_str(name);
+        self.request(now, Method::PromptsGet, opts, None, name, |p| {
             p.extend_from_slice(b"\"name\":");
             write_json_str(p, name);
             if let Some(a) = arguments {
@@ -531,7 +532,7 @@ impl Engine {
         if !reference.get().trim_start().starts_with('{') {
             return Err(RequestError::ArgumentsNotObject);
         }
-        self.request(now, Method::Complete, opts, None, |p, _| {
+        self.request(now, Method::Complete, opts, None, "", |p| {
             p.extend_from_slice(b"\"ref\":");
             p.extend_from_slice(reference.get().as_bytes());
             p.extend_from_slice(b",\"argument\":{\"name\":");
@@ -548,7 +549,7 @@ impl Engine {
         if self.era() == Some(Era::Legacy) {
             return Err(RequestError::NotSupportedByEra);
         }
-        self.request(now, Method::Discover, opts, None, |_, _| {})
+        self.request(now, Method::Discover, opts, None, "", |_| {})
     }
 
     /// Opens a `subscriptions/listen` subscription (modern servers). The returned call stays
@@ -568,7 +569,7 @@ impl Engine {
         let mut opts = opts.clone();
         // No deadline by default: ten years stands in for "never" without a special case.
         opts.timeout = opts.timeout.or(Some(Duration::from_secs(10 * 365 * 86_400)));
-        self.request(now, Method::Listen, &opts, None, |p, _| {
+        self.request(now, Method::Listen, &opts, None, "", |p| {
             p.extend_from_slice(b"\"notifications\":");
             filter.write(p);
         })
@@ -579,7 +580,7 @@ impl Engine {
         if self.era() == Some(Era::Modern) {
             return Err(RequestError::NotSupportedByEra);
         }
-        self.request(now, Method::Ping, opts, None, |_, _| {})
+        self.request(now, Method::Ping, opts, None, "", |_| {})
     }
 
     fn request(
@@ -588,7 +589,8 @@ impl Engine {
         method: Method,
         opts: &CallOptions,
         tool_hint: Option<Idempotency>,
-        params: impl FnOnce(&mut Vec<u8>, &mut String),
+        name: &str,
+        params: impl FnOnce(&mut Vec<u8>),
     ) -> Result<CallId, RequestError> {
         if self.lifecycle == Lifecycle::Closed {
             return Err(RequestError::Closed);
@@ -612,7 +614,8 @@ impl Engine {
             return Err(RequestError::BreakerOpen);
         }
         let timeout = opts.timeout.unwrap_or(self.config.default_timeout);
-        let deadline = now.checked_add(timeout).unwrap_or(now + Duration::from_secs(86_400));
+        let now = self.epoch.stamp(now);
+        let deadline = now.after(timeout);
         let (progress, tenant, run_id) = (opts.progress, opts.tenant, opts.run_id);
         let traits = CallTraits { progress, class, tenant, trace, run_id };
         let slot = self
@@ -623,14 +626,14 @@ impl Engine {
         let call = self.requests.call_id(slot).ok_or(RequestError::Overloaded)?;
         self.schedule(slot, deadline, timers::TimerKind::Deadline);
         let bufs = self.requests.bufs_mut(slot);
-        params(&mut bufs.params, &mut bufs.name);
+        let token = opts.progress.then(|| call.get());
+        bufs.start(|meta| write_call_meta(meta, token, opts.trace.as_ref()), name);
+        params(bufs.params_buf().0);
         // Host JSON may be pretty-printed. In valid JSON a raw CR or LF can only be whitespace
         // (inside strings they must be escaped), and on stdio one would end the frame early.
-        for b in bufs.params.iter_mut().filter(|b| matches!(**b, b'\n' | b'\r')) {
+        for b in bufs.params_mut().iter_mut().filter(|b| matches!(**b, b'\n' | b'\r')) {
             *b = b' ';
         }
-        let token = opts.progress.then(|| call.get());
-        write_call_meta(&mut bufs.meta, token, opts.trace.as_ref());
         if let Some(id) = self.requests.wire_id(slot) {
             self.send_queue.push_back(id);
         }
@@ -715,7 +718,8 @@ impl Engine {
         self.resilience_timeout(now);
         self.expire_server_requests(now);
         self.lifecycle_timeout(now);
-        while let Some(t) = self.timers.pop_due(now) {
+        let at = self.epoch.stamp(now);
+        while let Some(t) = self.timers.pop_due(at) {
             match t.kind {
                 timers::TimerKind::Backoff if self.timer_is_live(&t) => {
                     self.backoff_ended(now, t.slot as usize)
@@ -766,6 +770,7 @@ impl Engine {
         // The heap may hold a stale earliest entry: at worst one early wake-up.
         self.timers
             .earliest()
+            .map(|at| self.epoch.instant(at))
             .into_iter()
             .chain(self.reprobe_at())
             .chain(self.restart.next_wakeup())

@@ -60,8 +60,8 @@ impl Engine {
         let modern = self.lifecycle.version().is_some_and(|v| v.era() == Era::Modern);
         let bufs = self.requests.bufs(slot);
         let static_meta = if modern { self.meta.as_ref().map(StaticMeta::bytes) } else { None };
-        let meta = [static_meta.unwrap_or_default(), bufs.meta.as_slice()];
-        jsonrpc::write_request(buf, id.get(), method.as_str(), &bufs.params, meta);
+        let meta = [static_meta.unwrap_or_default(), bufs.meta()];
+        jsonrpc::write_request(buf, id.get(), method.as_str(), bufs.params(), meta);
         self.mark_sent(now, slot);
         self.stats.requests_sent += 1;
         Some(method)
@@ -122,7 +122,7 @@ impl Engine {
             let slot = id.slot();
             if self.requests.get(slot).is_some_and(|p| p.wire_gen == id.generation()) {
                 let bufs = self.requests.bufs(slot);
-                t.name = &bufs.name;
+                t.name = bufs.name();
                 t.params = bufs.param_headers.iter();
             }
         }

@@ -4,12 +4,11 @@
 //! every host handle takes a fresh value from it. So an id from an earlier occupant of a slot,
 //! or an earlier page of the same listing, never matches the current occupant.
 
-use std::time::{Duration, Instant};
-
 use slab::Slab;
 
 use crate::engine::breaker::OperationClass;
 use crate::engine::retry::Idempotency;
+use crate::engine::stamp::{Span, Stamp};
 use crate::proto::jsonrpc::WireId;
 use crate::proto::mcp::Method;
 use crate::proto::trace::TraceId;
@@ -49,7 +48,7 @@ pub(crate) enum SendState {
     /// Written; the server may be working on it.
     Sent,
     /// A failed attempt waiting to be sent again at this time. Keeps its in-flight slot.
-    Backoff(Instant),
+    Backoff(Stamp),
     /// Waiting for a fresh tool listing before it is sent again (after -32020 over HTTP).
     /// Keeps its in-flight slot.
     Parked,
@@ -65,7 +64,7 @@ pub(crate) struct Pending {
     pub(crate) method: Method,
     pub(crate) owner: Owner,
     pub(crate) state: SendState,
-    pub(crate) deadline: Instant,
+    pub(crate) deadline: Stamp,
     pub(crate) progress: bool,
     pub(crate) pages: u32,
     /// Already sent again once after its legacy session expired.
@@ -83,19 +82,17 @@ pub(crate) struct Pending {
     pub(crate) op: OperationClass,
     /// Attempts made so far (1 once first sent).
     pub(crate) attempt: u32,
-    /// When the call was made, and when its current attempt was written.
-    pub(crate) created: Instant,
-    pub(crate) sent_at: Option<Instant>,
+    /// When the call was made, and when its current attempt was written (meaningful once
+    /// `attempt > 0`).
+    pub(crate) created: Stamp,
+    pub(crate) sent_at: Stamp,
     /// Time spent waiting behind the in-flight limit before the first write.
-    pub(crate) queue_wait: Duration,
+    pub(crate) queue_wait: Span,
     /// `input_required` rounds taken so far.
     pub(crate) rounds: u32,
-    /// The call's trace id and run, for its record.
-    pub(crate) trace: Option<TraceId>,
-    pub(crate) run_id: Option<u64>,
     /// Time between writes and their replies so far, and whether a written request is still
     /// waiting for its reply (since `sent_at`).
-    pub(crate) network: Duration,
+    pub(crate) network: Span,
     pub(crate) exchange_open: bool,
 }
 
@@ -127,16 +124,18 @@ impl CallTraits {
 /// allocate nothing.
 #[derive(Debug, Default)]
 pub(crate) struct SlotBufs {
-    /// The members of `params` other than `_meta`, without braces.
-    pub(crate) params: Vec<u8>,
-    /// The per-call `_meta` members, without braces.
-    pub(crate) meta: Vec<u8>,
-    /// The `Mcp-Name` value: tool or prompt name, or resource URI.
-    pub(crate) name: String,
+    /// The call's text in one buffer (one allocation, one 24-byte header per slot): its
+    /// per-call `_meta` members, its `Mcp-Name` value (tool or prompt name, or resource URI),
+    /// then the members of `params` other than `_meta`. Members are without braces. The params
+    /// come last so pages and `input_required` rounds can cut and extend them in place.
+    text: Vec<u8>,
+    meta_end: u32,
+    name_end: u32,
     /// `Mcp-Param-*` headers (HTTP, tools with `x-mcp-header`).
     pub(crate) param_headers: super::headers::ParamHeaderList,
-    /// What only listings and `input_required` rounds use: made on a slot's first such call
-    /// and kept, so a slot that only ever carries plain calls holds 8 bytes for it, not 112.
+    /// What only listings, `input_required` rounds and traced or audited calls use: made on
+    /// a slot's first such call and kept, so a slot that only ever carries plain calls holds
+    /// 8 bytes for it.
     pub(crate) more: Option<Box<MoreBufs>>,
 }
 
@@ -153,6 +152,9 @@ pub(crate) struct MoreBufs {
     pub(crate) request_state: Vec<u8>,
     /// The cache hints of a listing's pages so far.
     pub(crate) list_hints: super::listing::ListHints,
+    /// The call's trace id and run, for its record.
+    pub(crate) trace: Option<TraceId>,
+    pub(crate) run_id: Option<u64>,
 }
 
 impl SlotBufs {
@@ -160,6 +162,79 @@ impl SlotBufs {
     pub(crate) fn more(&mut self) -> &mut MoreBufs {
         self.more.get_or_insert_with(Box::default)
     }
+
+    /// Empties the slot for a new call, keeping every buffer's room.
+    fn reset(&mut self) {
+        self.text.clear();
+        self.meta_end = 0;
+        self.name_end = 0;
+        self.param_headers.clear();
+        if let Some(more) = self.more.as_mut() {
+            more.items.clear();
+            more.cursors.clear();
+            more.params_base = None;
+            more.request_state.clear();
+            more.list_hints = Default::default();
+            more.trace = None;
+            more.run_id = None;
+        }
+    }
+
+    /// Writes the call's `_meta` members and its name; the params follow through
+    /// [`SlotBufs::params_buf`]. Call once, right after the slot is taken.
+    pub(crate) fn start(&mut self, meta: impl FnOnce(&mut Vec<u8>), name: &str) {
+        debug_assert!(self.text.is_empty(), "a slot's text is written once per call");
+        meta(&mut self.text);
+        self.meta_end = offset(self.text.len());
+        self.text.extend_from_slice(name.as_bytes());
+        self.name_end = offset(self.text.len());
+    }
+
+    pub(crate) fn meta(&self) -> &[u8] {
+        &self.text[..self.meta_end as usize]
+    }
+
+    /// The `Mcp-Name` value; empty for methods that have none.
+    pub(crate) fn name(&self) -> &str {
+        // Written from a `&str` in `start`, so always valid; checked rather than assumed.
+        std::str::from_utf8(&self.text[self.meta_end as usize..self.name_end as usize])
+            .unwrap_or("")
+    }
+
+    pub(crate) fn params(&self) -> &[u8] {
+        &self.text[self.name_end as usize..]
+    }
+
+    pub(crate) fn params_len(&self) -> usize {
+        self.text.len() - self.name_end as usize
+    }
+
+    /// Cuts the params to their first `len` bytes.
+    pub(crate) fn truncate_params(&mut self, len: usize) {
+        self.text.truncate(self.name_end as usize + len);
+    }
+
+    /// The buffer to append params to (they are its tail), with the round buffers when the
+    /// slot has them.
+    pub(crate) fn params_buf(&mut self) -> (&mut Vec<u8>, Option<&MoreBufs>) {
+        (&mut self.text, self.more.as_deref())
+    }
+
+    /// The params, to rewrite in place (same length).
+    pub(crate) fn params_mut(&mut self) -> &mut [u8] {
+        &mut self.text[self.name_end as usize..]
+    }
+
+    /// The trace id and run id the call was made with.
+    pub(crate) fn tags(&self) -> (Option<TraceId>, Option<u64>) {
+        self.more.as_ref().map_or((None, None), |m| (m.trace, m.run_id))
+    }
+}
+
+/// A buffer offset as stored: a call's text past 4 GiB is refused long before this, by the
+/// transports' frame limits, so saturating only guards the arithmetic.
+fn offset(len: usize) -> u32 {
+    u32::try_from(len).unwrap_or(u32::MAX)
 }
 
 /// How a wire id's life ended, for telling late replies from duplicates.
@@ -260,8 +335,8 @@ impl Requests {
         &mut self,
         method: Method,
         owner: Owner,
-        now: Instant,
-        deadline: Instant,
+        now: Stamp,
+        deadline: Stamp,
         traits: CallTraits,
     ) -> Option<usize> {
         if self.is_full() {
@@ -292,26 +367,19 @@ impl Requests {
             },
             attempt: 0,
             created: now,
-            sent_at: None,
-            queue_wait: Duration::ZERO,
+            sent_at: now,
+            queue_wait: Span::ZERO,
             rounds: 0,
-            trace: traits.trace,
-            run_id: traits.run_id,
-            network: Duration::ZERO,
+            network: Span::ZERO,
             exchange_open: false,
         });
         self.count(owner, SendState::Queued, 1);
         let bufs = &mut self.bufs[slot];
-        bufs.params.clear();
-        bufs.meta.clear();
-        bufs.name.clear();
-        bufs.param_headers.clear();
-        if let Some(more) = bufs.more.as_mut() {
-            more.items.clear();
-            more.cursors.clear();
-            more.params_base = None;
-            more.request_state.clear();
-            more.list_hints = Default::default();
+        bufs.reset();
+        if traits.trace.is_some() || traits.run_id.is_some() {
+            let more = bufs.more();
+            more.trace = traits.trace;
+            more.run_id = traits.run_id;
         }
         Some(slot)
     }
@@ -326,10 +394,10 @@ impl Requests {
 
     /// The written request's exchange ended (its reply or failure arrived): its time counts as
     /// network time. Does nothing when no exchange is open.
-    pub(crate) fn end_exchange(&mut self, slot: usize, now: Instant) {
+    pub(crate) fn end_exchange(&mut self, slot: usize, now: Stamp) {
         let Some(p) = self.slab.get_mut(slot) else { return };
-        if let (true, Some(sent)) = (p.exchange_open, p.sent_at) {
-            p.network += now.saturating_duration_since(sent);
+        if p.exchange_open {
+            p.network = p.network.add(now.since(p.sent_at));
         }
         p.exchange_open = false;
     }
@@ -406,7 +474,7 @@ mod tests {
 
     #[test]
     fn stale_ids_never_match_a_reused_slot() {
-        let now = Instant::now();
+        let now = Stamp::from_nanos(0);
         let mut t = Requests::with_capacity(1);
         let traits = CallTraits::control();
         let a = t.insert(Method::ToolsCall, Owner::Host, now, now, traits).unwrap();
@@ -435,5 +503,35 @@ mod tests {
         assert_eq!(t.lookup(renewed), Lookup::Pending(b));
         assert_eq!(t.lookup(WireId::new(b, 999)), Lookup::Unknown, "never issued");
         assert_eq!(t.lookup(WireId::new(5, 1)), Lookup::Unknown, "slot out of range");
+    }
+
+    #[test]
+    fn a_slots_text_keeps_meta_name_and_params_apart() {
+        let mut b = SlotBufs::default();
+        b.start(|m| m.extend_from_slice(b"\"progressToken\":7"), "echo");
+        b.params_buf().0.extend_from_slice(b"\"name\":\"echo\"");
+        assert_eq!(b.meta(), b"\"progressToken\":7");
+        assert_eq!(b.name(), "echo");
+        assert_eq!(b.params(), b"\"name\":\"echo\"");
+        let base = b.params_len();
+        b.params_buf().0.extend_from_slice(b",\"inputResponses\":{}");
+        b.truncate_params(base);
+        assert_eq!(b.params(), b"\"name\":\"echo\"");
+        b.truncate_params(0);
+        assert_eq!(
+            (b.meta(), b.name(), b.params()),
+            (&b"\"progressToken\":7"[..], "echo", &b""[..])
+        );
+
+        // A new call in the same slot starts from nothing, keeping the room.
+        let room = b.text.capacity();
+        b.more().trace = None;
+        b.more().run_id = Some(9);
+        assert_eq!(b.tags(), (None, Some(9)));
+        b.reset();
+        assert_eq!(b.tags(), (None, None), "a reused slot forgets the last call's tags");
+        b.start(|_| {}, "");
+        assert_eq!((b.meta(), b.name(), b.params()), (&b""[..], "", &b""[..]));
+        assert_eq!(b.text.capacity(), room);
     }
 }

@@ -205,10 +205,10 @@ impl Engine {
         error: CallError,
         delivery: Delivery,
     ) {
-        self.requests.end_exchange(slot, now);
+        self.requests.end_exchange(slot, self.epoch.stamp(now));
         let Some(p) = self.requests.get(slot) else { return };
         let (class, attempt, deadline, tenant, op) =
-            (p.class, p.attempt.max(1), p.deadline, p.tenant, p.op);
+            (p.class, p.attempt.max(1), self.epoch.instant(p.deadline), p.tenant, p.op);
         let random = self.jitter.next();
         let decision = decide(
             &self.config.retry,
@@ -233,8 +233,9 @@ impl Engine {
                 self.stats.retries += 1;
                 // The old wire id becomes late: a reply to it is never taken for the new one.
                 self.requests.renew_wire_id(slot);
-                self.requests.set_state(slot, SendState::Backoff(now + delay));
-                self.schedule(slot, now + delay, super::timers::TimerKind::Backoff);
+                let until = self.epoch.stamp(now).after(delay);
+                self.requests.set_state(slot, SendState::Backoff(until));
+                self.schedule(slot, until, super::timers::TimerKind::Backoff);
             }
             Decision::Fail => self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error)),
             Decision::DeliveryUnknown => {

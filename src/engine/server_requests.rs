@@ -359,21 +359,21 @@ impl Engine {
         }
         let bufs = self.requests.bufs_mut(slot);
         // The original params, without an earlier round's members, are what every retry sends.
-        let len = bufs.params.len();
+        let len = bufs.params_len();
         let more = bufs.more();
         let base = *more.params_base.get_or_insert(len);
         more.request_state.clear();
         if let Some(s) = state {
             more.request_state.extend_from_slice(s.text().as_bytes());
         }
-        bufs.params.truncate(base);
+        bufs.truncate_params(base);
         // The interim result answered this wire id; the retry goes under a new one.
         self.requests.renew_wire_id(slot);
         self.requests.set_state(slot, SendState::AwaitingInput);
         if let Some(p) = self.requests.get_mut(slot) {
             p.rounds += 1;
         }
-        let deadline = self.requests.get(slot).map_or(now, |p| p.deadline);
+        let deadline = self.requests.get(slot).map_or(now, |p| self.epoch.instant(p.deadline));
         let mut waiting = false;
         for (key, kind, params) in asked.iter().copied() {
             let origin = Origin::Input { call, key: key.to_owned() };
@@ -413,8 +413,8 @@ impl Engine {
         }
         self.server_requests.drop_call(call);
         let bufs = self.requests.bufs_mut(slot);
-        let state = bufs.more.as_ref().map_or(&[][..], |m| m.request_state.as_slice());
-        let params = &mut bufs.params;
+        let (params, more) = bufs.params_buf();
+        let state = more.map_or(&[][..], |m| m.request_state.as_slice());
         if !responses.is_empty() {
             responses.push(b'}');
             params.extend_from_slice(b",\"inputResponses\":");

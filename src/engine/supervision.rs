@@ -114,6 +114,7 @@ impl Engine {
     /// passes. Calls in flight were settled by the retry policy already; this takes the ones
     /// waiting to be (re)sent.
     pub(super) fn fail_unservable(&mut self, now: Instant, restart_at: Instant, cause: &CallError) {
+        let restart_at = self.epoch.stamp(restart_at);
         let doomed: SmallVec<[usize; 16]> = self
             .requests
             .iter()

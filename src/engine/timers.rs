@@ -7,16 +7,17 @@
 //! missed one. The heap is rebuilt from the live entries when stale ones pile up, which keeps
 //! it within a fixed multiple of the pending table: no growth, no allocation after start-up.
 //!
-//! The heap holds each timer packed in 16 bytes (a `Timer` is 32): its time as signed
-//! nanoseconds from the first time ever scheduled, and slot, generation and kind in one word.
+//! The heap holds each timer packed in 16 bytes: its time (a [`Stamp`]: signed nanoseconds
+//! from the engine's epoch), and slot, generation and kind in one word.
 //! The heap is preallocated at three entries per pending slot (48 bytes; it was six entries of
 //! 32 bytes, `cargo bench --bench timers`).
 
 use super::{Engine, Owner, Requests, SendState};
+use crate::engine::stamp::Stamp;
 use crate::error::{CallError, LocalError};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Which of a request's times an entry stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -30,7 +31,7 @@ pub(crate) enum TimerKind {
 /// One scheduled time: the slot and the call generation it was set for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Timer {
-    pub(crate) at: Instant,
+    pub(crate) at: Stamp,
     pub(crate) slot: u32,
     pub(crate) call_gen: u32,
     pub(crate) kind: TimerKind,
@@ -39,7 +40,7 @@ pub(crate) struct Timer {
 /// A `Timer` as the heap keeps it. Ordered as `Timer` is: by time, then slot, generation, kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Packed {
-    /// Nanoseconds from `Timers::epoch`; exact within 292 years of it either way.
+    /// The time's nanoseconds from the engine's epoch.
     at: i64,
     /// `slot << 33 | call_gen << 1 | kind`: slots stay below 2^20 (`MAX_PENDING_LIMIT`).
     key: u64,
@@ -48,8 +49,6 @@ struct Packed {
 #[derive(Debug)]
 pub(crate) struct Timers {
     heap: BinaryHeap<Reverse<Packed>>,
-    /// The first time scheduled: packed times count from it.
-    epoch: Option<Instant>,
     /// Past this size the heap is mostly stale: rebuild it.
     limit: usize,
 }
@@ -63,7 +62,7 @@ impl Timers {
     /// O(1) per push.
     pub(crate) fn with_capacity(max_pending: usize) -> Self {
         let limit = 3 * max_pending + 16;
-        Self { heap: BinaryHeap::with_capacity(limit + 1), epoch: None, limit }
+        Self { heap: BinaryHeap::with_capacity(limit + 1), limit }
     }
 
     pub(crate) fn schedule(&mut self, timer: Timer) {
@@ -72,14 +71,14 @@ impl Timers {
     }
 
     /// The earliest scheduled time; possibly stale (then earlier than any live timer).
-    pub(crate) fn earliest(&self) -> Option<Instant> {
-        self.heap.peek().map(|Reverse(p)| self.time(p.at))
+    pub(crate) fn earliest(&self) -> Option<Stamp> {
+        self.heap.peek().map(|Reverse(p)| Stamp::from_nanos(p.at))
     }
 
     /// Takes the next timer due at `now`, live or stale; the caller checks which.
-    pub(crate) fn pop_due(&mut self, now: Instant) -> Option<Timer> {
+    pub(crate) fn pop_due(&mut self, now: Stamp) -> Option<Timer> {
         match self.heap.peek() {
-            Some(Reverse(p)) if self.time(p.at) <= now => {
+            Some(Reverse(p)) if p.at <= now.nanos() => {
                 self.heap.pop().map(|Reverse(p)| self.unpack(p))
             }
             _ => None,
@@ -109,32 +108,20 @@ impl Timers {
         }
     }
 
-    fn pack(&mut self, t: Timer) -> Packed {
-        let epoch = *self.epoch.get_or_insert(t.at);
-        // Beyond 292 years from the epoch the time saturates: such a timer reads as stale
-        // (its time changed) and never fires, which is what a deadline that far away means.
-        let at = match t.at.checked_duration_since(epoch) {
-            Some(after) => i64::try_from(after.as_nanos()).unwrap_or(i64::MAX),
-            None => i64::try_from((epoch - t.at).as_nanos()).map_or(i64::MIN, |n| -n),
-        };
+    fn pack(&self, t: Timer) -> Packed {
         let kind = match t.kind {
             TimerKind::Deadline => 0,
             TimerKind::Backoff => 1,
         };
-        Packed { at, key: (u64::from(t.slot) << 33) | (u64::from(t.call_gen) << 1) | kind }
-    }
-
-    fn time(&self, at: i64) -> Instant {
-        // SAFETY-style note: a packed time exists only after `pack` set the epoch.
-        let epoch = self.epoch.expect("a packed timer implies an epoch");
-        let offset = Duration::from_nanos(at.unsigned_abs());
-        let time = if at >= 0 { epoch.checked_add(offset) } else { epoch.checked_sub(offset) };
-        time.unwrap_or(epoch)
+        Packed {
+            at: t.at.nanos(),
+            key: (u64::from(t.slot) << 33) | (u64::from(t.call_gen) << 1) | kind,
+        }
     }
 
     fn unpack(&self, p: Packed) -> Timer {
         Timer {
-            at: self.time(p.at),
+            at: Stamp::from_nanos(p.at),
             slot: (p.key >> 33) as u32,
             call_gen: (p.key >> 1) as u32,
             kind: if p.key & 1 == 0 { TimerKind::Deadline } else { TimerKind::Backoff },
@@ -173,7 +160,7 @@ impl Engine {
     }
 
     /// Schedules a pending request's deadline or backoff end.
-    pub(super) fn schedule(&mut self, slot: usize, at: Instant, kind: TimerKind) {
+    pub(super) fn schedule(&mut self, slot: usize, at: Stamp, kind: TimerKind) {
         let Some(p) = self.requests.get(slot) else { return };
         self.timers.schedule(Timer { at, slot: slot as u32, call_gen: p.call_gen, kind });
         if self.timers.needs_rebuild() {
@@ -212,28 +199,28 @@ pub(super) fn timer_live(requests: &Requests, t: &Timer) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
-    pub(super) fn t(at: Instant, slot: u32) -> Timer {
+    const SEC: i64 = 1_000_000_000;
+
+    pub(super) fn t(at: Stamp, slot: u32) -> Timer {
         Timer { at, slot, call_gen: 1, kind: TimerKind::Deadline }
     }
 
     #[test]
     pub(super) fn earliest_first_and_stale_entries_skipped() {
-        let now = Instant::now();
+        let s = Stamp::from_nanos;
         let mut timers = Timers::with_capacity(4);
-        timers.schedule(t(now + Duration::from_secs(3), 0));
-        timers.schedule(t(now + Duration::from_secs(1), 1));
-        timers.schedule(t(now + Duration::from_secs(2), 2));
-        assert_eq!(timers.earliest(), Some(now + Duration::from_secs(1)));
+        timers.schedule(t(s(3 * SEC), 0));
+        timers.schedule(t(s(SEC), 1));
+        timers.schedule(t(s(2 * SEC), 2));
+        assert_eq!(timers.earliest(), Some(s(SEC)));
         // Slot 1 ended early: its entry is stale.
         timers.skip_stale(|t| t.slot != 1);
-        assert_eq!(timers.earliest(), Some(now + Duration::from_secs(2)));
-        assert_eq!(timers.pop_due(now + Duration::from_secs(1)), None);
-        assert_eq!(timers.pop_due(now + Duration::from_secs(2)).map(|t| t.slot), Some(2));
-        timers.rebuild([t(now, 7)].into_iter());
+        assert_eq!(timers.earliest(), Some(s(2 * SEC)));
+        assert_eq!(timers.pop_due(s(SEC)), None);
+        assert_eq!(timers.pop_due(s(2 * SEC)).map(|t| t.slot), Some(2));
+        timers.rebuild([t(s(0), 7)].into_iter());
         assert_eq!(timers.len(), 1);
         assert!(!timers.needs_rebuild());
     }
@@ -241,22 +228,23 @@ mod tests {
     #[test]
     fn packed_timers_are_16_bytes_and_come_back_exactly_in_timer_order() {
         assert_eq!(std::mem::size_of::<Packed>(), 16);
-        let now = Instant::now();
+        let now = Stamp::from_nanos(0);
+        let s = |n: i64| Stamp::from_nanos(n);
         let mut timers = Timers::with_capacity(8);
         let mut all = vec![
-            t(now + Duration::from_secs(5), 3),
+            t(s(5 * SEC), 3),
             Timer { at: now, slot: (1 << 20) - 1, call_gen: u32::MAX, kind: TimerKind::Backoff },
             Timer { at: now, slot: (1 << 20) - 1, call_gen: u32::MAX, kind: TimerKind::Deadline },
-            // Earlier than the epoch (the first scheduled) and sub-microsecond apart.
-            t(now - Duration::from_nanos(1), 2),
-            t(now + Duration::from_nanos(1), 0),
-            t(now + Duration::from_secs(86_400 * 365), 1),
+            // Earlier than the epoch and sub-microsecond apart.
+            t(s(-1), 2),
+            t(s(1), 0),
+            t(s(86_400 * 365 * SEC), 1),
         ];
         for &timer in &all {
             timers.schedule(timer);
         }
         all.sort();
-        let far = now + Duration::from_secs(86_400 * 366);
+        let far = s(86_400 * 366 * SEC);
         let popped: Vec<Timer> = std::iter::from_fn(|| timers.pop_due(far)).collect();
         assert_eq!(popped, all);
     }

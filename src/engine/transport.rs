@@ -74,7 +74,7 @@ impl Engine {
     /// process: re-initialize and send it again, once.
     pub(super) fn on_session_expired(&mut self, now: Instant, id: WireId) {
         let Lookup::Pending(slot) = self.requests.lookup(id) else { return };
-        self.requests.end_exchange(slot, now);
+        self.requests.end_exchange(slot, self.epoch.stamp(now));
         let Some(p) = self.requests.get_mut(slot) else { return };
         match p.owner {
             Owner::Host if !p.resent_for_session => {

@@ -1,0 +1,132 @@
+//! Compact times for the tables that hold one entry per pending call.
+//!
+//! An `Instant` takes 16 bytes and a `Duration` 16; a pending call keeps several of each, and
+//! at 10,000 pending calls those bytes are most of the table. The engine instead keeps times
+//! as signed nanoseconds from its epoch (the `now` given to `Engine::new`) and spans as
+//! unsigned nanoseconds: 8 bytes each, exact to the nanosecond within 292 years of the epoch.
+//! Conversions happen where times enter and leave the engine.
+
+use std::time::{Duration, Instant};
+
+/// A point in time: nanoseconds from the engine's [`Epoch`], either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct Stamp(i64);
+
+impl Stamp {
+    /// The time `span` after this one, saturating at the far end of the range.
+    pub(crate) fn after(self, span: Duration) -> Stamp {
+        let nanos = i64::try_from(span.as_nanos()).unwrap_or(i64::MAX);
+        Stamp(self.0.saturating_add(nanos))
+    }
+
+    /// How long after `earlier` this is; zero when it is not after it.
+    pub(crate) fn since(self, earlier: Stamp) -> Duration {
+        Duration::from_nanos(u64::try_from(self.0.saturating_sub(earlier.0)).unwrap_or(0))
+    }
+
+    /// The packed form, for keys that sort by time.
+    pub(crate) fn nanos(self) -> i64 {
+        self.0
+    }
+
+    pub(crate) fn from_nanos(nanos: i64) -> Stamp {
+        Stamp(nanos)
+    }
+}
+
+/// The instant stamps count from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Epoch(Instant);
+
+impl Epoch {
+    pub(crate) fn new(at: Instant) -> Self {
+        Epoch(at)
+    }
+
+    /// `at` as a stamp. Beyond 292 years from the epoch it saturates, which for a deadline
+    /// that far away means what it says: never.
+    pub(crate) fn stamp(self, at: Instant) -> Stamp {
+        match at.checked_duration_since(self.0) {
+            Some(after) => Stamp(i64::try_from(after.as_nanos()).unwrap_or(i64::MAX)),
+            None => Stamp(i64::try_from((self.0 - at).as_nanos()).map_or(i64::MIN, |n| -n)),
+        }
+    }
+
+    /// The instant a stamp stands for (the nearest the platform can hold, should the
+    /// saturated far end not fit an `Instant`).
+    pub(crate) fn instant(self, s: Stamp) -> Instant {
+        let offset = Duration::from_nanos(s.0.unsigned_abs());
+        let at = if s.0 >= 0 { self.0.checked_add(offset) } else { self.0.checked_sub(offset) };
+        at.unwrap_or(self.0)
+    }
+}
+
+/// A length of time in 8 bytes: nanoseconds, saturating at 584 years.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Span(u64);
+
+impl Span {
+    pub(crate) const ZERO: Span = Span(0);
+
+    pub(crate) fn get(self) -> Duration {
+        Duration::from_nanos(self.0)
+    }
+
+    pub(crate) fn add(self, d: Duration) -> Span {
+        Span(self.0.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
+    }
+}
+
+impl From<Duration> for Span {
+    fn from(d: Duration) -> Span {
+        Span::ZERO.add(d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_round_trip_exactly_on_both_sides_of_the_epoch() {
+        let base = Instant::now();
+        let epoch = Epoch::new(base + Duration::from_secs(10));
+        for at in [
+            base,
+            base + Duration::from_nanos(1),
+            base + Duration::from_secs(10),
+            base + Duration::from_secs(10) + Duration::from_nanos(7),
+            base + Duration::from_secs(86_400 * 365),
+        ] {
+            assert_eq!(epoch.instant(epoch.stamp(at)), at);
+        }
+        assert!(epoch.stamp(base) < epoch.stamp(base + Duration::from_nanos(1)));
+    }
+
+    #[test]
+    fn stamps_saturate_instead_of_wrapping() {
+        let epoch = Epoch::new(Instant::now());
+        let s = epoch.stamp(Instant::now());
+        let far = s.after(Duration::MAX);
+        assert_eq!(far, Stamp::from_nanos(i64::MAX));
+        assert!(far > s.after(Duration::from_secs(86_400 * 365 * 200)));
+        assert_eq!(far.after(Duration::from_secs(1)), far);
+    }
+
+    #[test]
+    fn since_is_never_negative() {
+        let epoch = Epoch::new(Instant::now());
+        let a = Stamp::from_nanos(5_000);
+        let b = Stamp::from_nanos(2_000);
+        assert_eq!(a.since(b), Duration::from_nanos(3_000));
+        assert_eq!(b.since(a), Duration::ZERO);
+        assert_eq!(epoch.stamp(epoch.instant(a)), a);
+    }
+
+    #[test]
+    fn spans_add_and_saturate() {
+        let s = Span::from(Duration::from_millis(3)).add(Duration::from_micros(5));
+        assert_eq!(s.get(), Duration::from_micros(3_005));
+        assert_eq!(Span::from(Duration::MAX).get(), Duration::from_nanos(u64::MAX));
+    }
+}
