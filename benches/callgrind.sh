@@ -25,4 +25,4 @@ for phase in stdio-floor stdio; do
 done
 echo "callgrind stdio: top functions by exclusive instructions, 6,000 calls (share of the whole run)"
 callgrind_annotate --inclusive=no "$out/stdio.6000" | grep -E '^ *[0-9,]+ \(' | grep -v 'PROGRAM TOTALS' |
-  awk 'NR <= 20' | sed -E 's/ \[[^]]*\]$//; s#/rustc/[0-9a-f]+/library/##; s#'"$root"'/##'
+  awk "NR <= 40" | sed -E 's/ \[[^]]*\]$//; s#/rustc/[0-9a-f]+/library/##; s#'"$root"'/##'

@@ -7,6 +7,7 @@ use smallvec::SmallVec;
 
 use super::record::CallRecord;
 use super::requests::Pending;
+use super::stamp::Stamp;
 use super::*;
 
 /// How a host call ended.
@@ -44,7 +45,8 @@ impl Engine {
     /// Ends a host call: frees the slot, tells its breaker, and queues the terminal event.
     pub(super) fn finish(&mut self, now: Instant, slot: usize, how: Ended, outcome: Outcome<'_>) {
         let Some(call) = self.requests.call_id(slot) else { return };
-        self.requests.end_exchange(slot, self.epoch.stamp(now));
+        let at = self.epoch.stamp(now);
+        self.requests.end_exchange(slot, at);
         let Some(p) = self.requests.remove(slot, how) else { return };
         self.server_requests.drop_call(call);
         if p.internal {
@@ -59,7 +61,7 @@ impl Engine {
             _ => None,
         };
         let tool = (p.method == Method::ToolsCall).then(|| self.requests.bufs(slot).name());
-        let record = self.record_of(now, call, slot, &p, tool, &outcome);
+        let record = self.record_of(at, call, slot, &p, tool, &outcome);
         self.stats.calls += 1;
         if let Some(e) = failure {
             self.stats.failures.count(e);
@@ -68,7 +70,7 @@ impl Engine {
             if p.attempt > 0 { self.breakers.record(p.tenant, p.op, failure, now) } else { None };
         if failure.is_none() && p.attempt > 0 {
             // A moving average of one attempt's duration, for judging whether a retry fits.
-            let took = self.epoch.stamp(now).since(p.sent_at);
+            let took = at.since(p.sent_at);
             self.latency = (self.latency * 7 + took) / 8;
         }
         match outcome {
@@ -90,7 +92,7 @@ impl Engine {
     /// The record of a host call that ends now (all but what only the host knows).
     fn record_of<'t>(
         &self,
-        now: Instant,
+        now: Stamp,
         call: CallId,
         slot: usize,
         p: &Pending,
@@ -106,7 +108,7 @@ impl Engine {
         r.attempts = p.attempt;
         r.queue_wait = p.queue_wait.get();
         r.network = p.network.get();
-        r.elapsed = self.epoch.stamp(now).since(p.created);
+        r.elapsed = now.since(p.created);
         r.rounds = p.rounds;
         match outcome {
             Outcome::Done { is_error, .. } => r.tool_error = *is_error,
