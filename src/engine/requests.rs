@@ -534,4 +534,12 @@ mod tests {
         assert_eq!((b.meta(), b.name(), b.params()), (&b""[..], "", &b""[..]));
         assert_eq!(b.text.capacity(), room);
     }
+
+    #[test]
+    fn a_slot_stays_within_its_bytes() {
+        // Most of what a pending call costs (`cargo bench --bench timers`, aim <= 256 bytes):
+        // a field that needs more belongs in the lazily made `MoreBufs`.
+        assert!(std::mem::size_of::<Pending>() <= 96, "{}", std::mem::size_of::<Pending>());
+        assert!(std::mem::size_of::<SlotBufs>() <= 48, "{}", std::mem::size_of::<SlotBufs>());
+    }
 }
