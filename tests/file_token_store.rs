@@ -11,10 +11,9 @@ mod example;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use common::mini::{mcp_answer, MiniServer, Request, Response};
+use common::mini::{client_credentials_servers, MiniServer};
 use common::raw;
 use example::{FileStore, FileStoreError};
 use mcpoll::oauth::{
@@ -102,36 +101,7 @@ fn a_file_others_can_read_is_refused() {
 
 /// An authorization server granting `t1` for `id:secret`, and an MCP server requiring it.
 fn servers() -> (MiniServer, MiniServer) {
-    let issuer: Arc<OnceLock<String>> = Arc::default();
-    let issuer2 = Arc::clone(&issuer);
-    let auth = MiniServer::start(None, move |req: &Request| {
-        let issuer = issuer2.get().cloned().unwrap_or_default();
-        if req.method == "GET" {
-            return Response::json(serde_json::json!({
-                "issuer": issuer, "token_endpoint": format!("{issuer}/token"),
-                "grant_types_supported": ["client_credentials"]}));
-        }
-        Response::json(serde_json::json!({
-            "access_token": "t1", "token_type": "Bearer", "expires_in": 3600}))
-    });
-    let as_url = format!("http://127.0.0.1:{}", auth.port);
-    let _ = issuer.set(as_url.clone());
-    let port: Arc<OnceLock<u16>> = Arc::default();
-    let port2 = Arc::clone(&port);
-    let mcp = MiniServer::start(None, move |req: &Request| {
-        let base = format!("http://127.0.0.1:{}", port2.get().copied().unwrap_or_default());
-        if req.method == "GET" {
-            return Response::json(serde_json::json!({
-                "resource": format!("{base}/mcp"), "authorization_servers": [as_url]}));
-        }
-        if req.header("authorization") == Some("Bearer t1") {
-            return mcp_answer(req);
-        }
-        let headers = vec![("WWW-Authenticate".into(), "Bearer".into())];
-        Response { status: 401, headers, body: String::new() }
-    });
-    let _ = port.set(mcp.port);
-    (auth, mcp)
+    client_credentials_servers("127.0.0.1")
 }
 
 fn run_once(mcp: &MiniServer, path: &std::path::Path) {

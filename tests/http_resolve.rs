@@ -6,10 +6,10 @@ mod common;
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::mini::{mcp_answer, MiniServer, Request, Response};
+use common::mini::{client_credentials_servers, mcp_answer, MiniServer};
 use common::raw;
 use mcpoll::oauth::{OAuthConfig, PreRegistered};
 use mcpoll::{BlockingError, TransportError};
@@ -100,40 +100,8 @@ fn a_name_that_does_not_resolve_fails_the_calls_as_a_connect_failure() {
 
 #[test]
 fn the_authorization_servers_name_is_resolved_off_the_loop_too() {
-    // An authorization server for the client credentials grant.
-    let issuer: Arc<OnceLock<String>> = Arc::default();
-    let issuer2 = Arc::clone(&issuer);
-    let auth = MiniServer::start(None, move |req: &Request| {
-        let issuer = issuer2.get().cloned().unwrap_or_default();
-        if req.method == "GET" {
-            return Response::json(serde_json::json!({
-                "issuer": issuer, "token_endpoint": format!("{issuer}/token"),
-                "grant_types_supported": ["client_credentials"]}));
-        }
-        Response::json(serde_json::json!({
-            "access_token": "t1", "token_type": "Bearer", "expires_in": 3600}))
-    });
-    let as_url = format!("http://as.test:{}", auth.port);
-    let _ = issuer.set(as_url.clone());
-    // A protected MCP server naming it.
-    let port: Arc<OnceLock<u16>> = Arc::default();
-    let port2 = Arc::clone(&port);
-    let mcp = MiniServer::start(None, move |req: &Request| {
-        let base = format!("http://127.0.0.1:{}", port2.get().copied().unwrap_or_default());
-        if req.method == "GET" {
-            return Response::json(serde_json::json!({
-                "resource": format!("{base}/mcp"), "authorization_servers": [as_url]}));
-        }
-        if req.header("authorization") == Some("Bearer t1") {
-            return mcp_answer(req);
-        }
-        Response {
-            status: 401,
-            headers: vec![("WWW-Authenticate".into(), "Bearer".into())],
-            body: String::new(),
-        }
-    });
-    let _ = port.set(mcp.port);
+    // A protected MCP server naming an authorization server by a name only the resolver knows.
+    let (auth, mcp) = client_credentials_servers("as.test");
     let plain = MiniServer::start(None, mcp_answer);
 
     let mut host = Host::new().unwrap();

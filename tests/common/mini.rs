@@ -62,6 +62,43 @@ pub fn mcp_answer(req: &Request) -> Response {
 
 type Handler = Arc<dyn Fn(&Request) -> Response + Send + Sync>;
 
+/// An authorization server granting the token `t1` for the client credentials grant (any
+/// client), and an MCP server that answers only with that token and otherwise names the
+/// authorization server as `http://{as_host}:{port}` (127.0.0.1, or a name the test's resolver
+/// maps) in its protected-resource metadata.
+pub fn client_credentials_servers(as_host: &str) -> (MiniServer, MiniServer) {
+    let issuer: Arc<std::sync::OnceLock<String>> = Arc::default();
+    let issuer2 = Arc::clone(&issuer);
+    let auth = MiniServer::start(None, move |req: &Request| {
+        let issuer = issuer2.get().cloned().unwrap_or_default();
+        if req.method == "GET" {
+            return Response::json(serde_json::json!({
+                "issuer": issuer, "token_endpoint": format!("{issuer}/token"),
+                "grant_types_supported": ["client_credentials"]}));
+        }
+        Response::json(serde_json::json!({
+            "access_token": "t1", "token_type": "Bearer", "expires_in": 3600}))
+    });
+    let as_url = format!("http://{as_host}:{}", auth.port);
+    let _ = issuer.set(as_url.clone());
+    let port: Arc<std::sync::OnceLock<u16>> = Arc::default();
+    let port2 = Arc::clone(&port);
+    let mcp = MiniServer::start(None, move |req: &Request| {
+        let base = format!("http://127.0.0.1:{}", port2.get().copied().unwrap_or_default());
+        if req.method == "GET" {
+            return Response::json(serde_json::json!({
+                "resource": format!("{base}/mcp"), "authorization_servers": [as_url]}));
+        }
+        if req.header("authorization") == Some("Bearer t1") {
+            return mcp_answer(req);
+        }
+        let headers = vec![("WWW-Authenticate".into(), "Bearer".into())];
+        Response { status: 401, headers, body: String::new() }
+    });
+    let _ = port.set(mcp.port);
+    (auth, mcp)
+}
+
 pub struct MiniServer {
     pub port: u16,
     pub seen: Arc<Mutex<Vec<Request>>>,
