@@ -5,57 +5,19 @@
 //! The server is this test binary, re-run with `MCPOLL_TINY_SERVER` set (see [`tiny_server`]):
 //! no interpreter or example binary needed, and fast enough for 100,000 calls.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::counting::{snapshot, Counting};
 use mcpoll::StdioDriver;
 use mcpoll::{CallOptions, Config, Engine, Event, Host, ListKind, ServerState, StdioCommand};
 use serde_json::json;
 use serde_json::value::RawValue;
 
-// ----- counting allocator ----------------------------------------------------------------------
-
-/// Counts allocations and live bytes per thread, so tests running in parallel in this binary
-/// do not disturb each other's figures (the host under test is single-threaded).
-struct Counting;
-
-thread_local! {
-    static LIVE: Cell<isize> = const { Cell::new(0) };
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn count(bytes: isize, allocs: u64) {
-    // `try_with`: a thread being torn down may still free memory.
-    let _ = LIVE.try_with(|l| l.set(l.get() + bytes));
-    let _ = ALLOCS.try_with(|a| a.set(a.get() + allocs));
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count(layout.size() as isize, 1);
-        System.alloc(layout)
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        count(-(layout.size() as isize), 0);
-        System.dealloc(ptr, layout)
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count(new_size as isize - layout.size() as isize, 1);
-        System.realloc(ptr, layout, new_size)
-    }
-}
-
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-/// (live bytes, allocations) of this thread so far.
-fn snapshot() -> (isize, u64) {
-    (LIVE.with(Cell::get), ALLOCS.with(Cell::get))
-}
 
 // ----- the tiny server -------------------------------------------------------------------------
 

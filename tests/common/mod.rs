@@ -257,6 +257,7 @@ pub fn init_log() {
 }
 
 #[allow(dead_code)]
+pub mod counting;
 pub mod mini;
 
 /// Cancels `slow` after its first progress report, then checks from the server's own log
