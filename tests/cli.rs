@@ -115,3 +115,38 @@ fn progress_is_drawn_on_a_terminal_only() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "slept 300 ms\n");
     assert!(out.stderr.is_empty(), "{:?}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Ctrl-C while the CLI lists the tools before a call ends it at once with 130. The server
+/// never answers `tools/list`, so without the check the CLI would wait out `--timeout` (here
+/// 20 s) and then make the call.
+#[test]
+fn ctrl_c_during_the_listing_before_a_call_ends_the_cli_at_once() {
+    let log =
+        std::env::temp_dir().join(format!("mcpoll-cli-silent-list-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let path = common::demo_server().program().to_string_lossy().into_owned();
+    // The server's stderr goes to a file, so the test sees when the listing has arrived.
+    let server = format!("sh -c \"exec '{path}' --silent-list 2>>'{}'\"", log.display());
+    let child = mcpoll()
+        .args(["--timeout", "20000", "--stdio", &server, "call", "echo", r#"{"text":"x"}"#])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run mcpoll");
+    let waiting = std::time::Instant::now();
+    while !std::fs::read_to_string(&log).unwrap_or_default().contains("not answering tools/list") {
+        assert!(waiting.elapsed() < std::time::Duration::from_secs(20), "no tools/list arrived");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("pid");
+    let sent = std::time::Instant::now();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("SIGINT");
+    let out = child.wait_with_output().expect("wait");
+    let took = sent.elapsed();
+    let _ = std::fs::remove_file(&log);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert_eq!(error_line(&stderr)["error"]["name"], "interrupted", "{stderr}");
+    assert!(out.stdout.is_empty(), "no call was made: {:?}", String::from_utf8_lossy(&out.stdout));
+    assert!(took < std::time::Duration::from_secs(3), "the CLI took {took:?} to end");
+}

@@ -38,9 +38,9 @@ use std::time::{Duration, Instant};
 
 use mcpoll::oauth::{Authorizer, OAuthConfig, PreRegistered};
 use mcpoll::{
-    BlockingError, CacheConfig, CallError, CallId, CallOptions, Config, ConfigFile, Event, Host,
-    HttpOptions, LocalError, Method, OwnedResult, ProcessExit, ServerId, ServerState, StdioCommand,
-    TransportError,
+    BlockingError, CacheConfig, CallError, CallId, CallOptions, CatalogError, Config, ConfigFile,
+    Event, Host, HttpOptions, LocalError, Method, OwnedResult, ProcessExit, ServerId, ServerState,
+    StdioCommand, TransportError,
 };
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -240,6 +240,23 @@ fn wait_ready(host: &mut Host, server: ServerId, limit: Duration) -> Result<(), 
     }
 }
 
+/// Lists the tools through the cache, giving up at `limit` or on Ctrl-C. The listing is
+/// waited for one tick at a time: a timed-out wait leaves it in flight, and the next joins it.
+fn learn_tools(host: &mut Host, server: ServerId, limit: Duration) -> Result<(), Failure> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            return Err(Failure::Interrupted);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match host.tools_blocking(server, left.min(TICK)) {
+            Ok(_) => return Ok(()),
+            Err(CatalogError::Timeout) if !left.is_zero() => {}
+            Err(e) => return Err(Failure::Other("catalog", e.to_string())),
+        }
+    }
+}
+
 /// Shows progress on stderr, on one line rewritten in place, when stderr is a terminal.
 struct Progress {
     shown: bool,
@@ -343,7 +360,10 @@ fn run(args: &Args) -> Result<Output, Failure> {
             let arguments = object_arg(args.command.get(2))?;
             // The catalog (through the cache) tells whether a retry is safe and which
             // arguments travel as headers; a server that cannot list still gets the call.
-            let _ = host.tools_blocking(server, args.timeout);
+            match learn_tools(&mut host, server, args.timeout) {
+                Err(Failure::Interrupted) => return Err(Failure::Interrupted),
+                Ok(()) | Err(_) => {}
+            }
             host.call_tool(server, name, &arguments, &o)?
         }
         ["watch"] => {
@@ -372,8 +392,7 @@ fn watch(
 ) -> Result<(), Failure> {
     let started = Instant::now();
     // The baseline: later refreshes are diffed against it.
-    host.tools_blocking(server, args.timeout)
-        .map_err(|e| Failure::Other("catalog", e.to_string()))?;
+    learn_tools(host, server, args.timeout)?;
     host.watch_catalogs(server)?;
     let names = |v: &[Box<str>]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     while bound.is_none_or(|b| started.elapsed() < b) {

@@ -16,6 +16,7 @@ pub(crate) struct Flags {
     pub(crate) legacy_only: bool,
     pub(crate) exit_on_non_initialize: bool,
     pub(crate) silent_discover: bool,
+    pub(crate) silent_list: bool,
     pub(crate) junk_stdout: bool,
     pub(crate) stderr_noise_kib: u64,
     pub(crate) startup_ms: u64,
@@ -45,6 +46,7 @@ impl Flags {
                 "--legacy-only" => flags.legacy_only = true,
                 "--exit-on-non-initialize" => flags.exit_on_non_initialize = true,
                 "--silent-discover" => flags.silent_discover = true,
+                "--silent-list" => flags.silent_list = true,
                 "--junk-stdout" => flags.junk_stdout = true,
                 "--stderr-noise" => flags.stderr_noise_kib = number_arg(&arg, args.next())?,
                 "--crash-on" => {
@@ -126,7 +128,7 @@ fn port_arg(flag: &str, value: Option<String>) -> Result<u16, FlagError> {
 
 pub(crate) fn usage() -> &'static str {
     "usage: demo_server [--legacy-only] [--exit-on-non-initialize] [--silent-discover] \
-     [--junk-stdout] [--stderr-noise KIB] [--crash-on TOOL] [--startup-ms MS] \
+     [--silent-list] [--junk-stdout] [--stderr-noise KIB] [--crash-on TOOL] [--startup-ms MS] \
      [--state-file PATH] [--resilience-tools] [--schema-tools] [--http PORT] [--fault SPEC]...\n\
      fault specs: crash|truncate|garbage|unknown-id|duplicate|late-after-cancel|hang|drip|\
      oversize:TOOL[:N], fail-first:TOOL:N, exit-on-start, and with --http also \

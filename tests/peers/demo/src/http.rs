@@ -194,6 +194,11 @@ fn http_request(
             eprintln!("[demo] --silent-discover: not answering server/discover id={id}");
             return Ok(conn.hang());
         }
+        if server.flags.silent_list && method == "tools/list" {
+            drop(server);
+            eprintln!("[demo] --silent-list: not answering tools/list id={id}");
+            return Ok(conn.hang());
+        }
         server.modern_request(id, method, params)
     };
     let era = Era::Modern;

@@ -6,6 +6,7 @@
 //   --legacy-only             behave like an SDK v1 server: only `initialize`, no `server/discover`
 //   --exit-on-non-initialize  exit with code 3 if the first message is not `initialize`
 //   --silent-discover         never answer `server/discover`
+//   --silent-list             never answer `tools/list`
 //   --junk-stdout             print the non-JSON line `demo server starting` on stdout first
 //   --stderr-noise KIB        write KIB KiB of filler text to stderr at startup
 //   --crash-on TOOL           exit with code 7, without replying, when TOOL is called

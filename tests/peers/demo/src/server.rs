@@ -167,6 +167,10 @@ impl Server {
             eprintln!("[demo] --silent-discover: not answering server/discover id={id}");
             return;
         }
+        if self.flags.silent_list && method == "tools/list" {
+            eprintln!("[demo] --silent-list: not answering tools/list id={id}");
+            return;
+        }
         let era = self.pin_era(method, params);
         let outcome = match era {
             Era::Modern => self.modern_request(id, method, params),
