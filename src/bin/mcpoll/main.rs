@@ -360,9 +360,8 @@ fn run(args: &Args) -> Result<Output, Failure> {
             let arguments = object_arg(args.command.get(2))?;
             // The catalog (through the cache) tells whether a retry is safe and which
             // arguments travel as headers; a server that cannot list still gets the call.
-            match learn_tools(&mut host, server, args.timeout) {
-                Err(Failure::Interrupted) => return Err(Failure::Interrupted),
-                Ok(()) | Err(_) => {}
+            if let Err(Failure::Interrupted) = learn_tools(&mut host, server, args.timeout) {
+                return Err(Failure::Interrupted);
             }
             host.call_tool(server, name, &arguments, &o)?
         }
