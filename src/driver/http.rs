@@ -194,6 +194,12 @@ impl HttpDriver {
         self.session.session_id()
     }
 
+    /// The scope the authorization server granted with the current OAuth token, when this
+    /// server runs an OAuth flow and holds a token.
+    pub fn granted_scope(&self) -> Option<&str> {
+        self.session.granted_scope()
+    }
+
     /// Open connections (for tests and diagnostics).
     pub fn connections(&self) -> usize {
         self.conns.len()

@@ -258,10 +258,16 @@ pub(super) struct ServerCatalog {
     /// empty for the server's own context.
     principal: Option<String>,
     scopes: Vec<String>,
+    /// The scope the authorization server granted with the server's current OAuth token
+    /// (space-separated), when there is one: it stands in for `scopes` in the key, since it
+    /// is what the server answers for.
+    granted: Option<String>,
     tenant: Option<String>,
     /// The key and the version it was made for (the version is fixed once ready, but a
     /// restarted process may negotiate another).
     key: Option<(ProtocolVersion, CacheKey)>,
+    /// The granted scope changed since the key was made.
+    key_stale: bool,
     kinds: [KindState; 3],
     search: SearchIndex,
     /// The host asked for change notifications (`Host::watch_catalogs`).
@@ -287,8 +293,10 @@ impl ServerCatalog {
             transport: if http { key::Transport::Http } else { key::Transport::Stdio },
             principal: None,
             scopes: Vec::new(),
+            granted: None,
             tenant,
             key: None,
+            key_stale: false,
             kinds: KINDS.map(KindState::new),
             search: SearchIndex::new(),
             watching: false,
@@ -322,11 +330,14 @@ impl ServerCatalog {
             _ => return self.key.map(|(_, k)| k),
         };
         if let Some((v, k)) = self.key {
-            if v == version {
+            if v == version && !self.key_stale {
                 return Some(k);
             }
         }
-        let scopes: Vec<&str> = self.scopes.iter().map(String::as_str).collect();
+        let scopes: Vec<&str> = match &self.granted {
+            Some(granted) => granted.split_ascii_whitespace().collect(),
+            None => self.scopes.iter().map(String::as_str).collect(),
+        };
         let parts = KeyParts {
             server: &self.identity,
             transport: self.transport,
@@ -340,7 +351,18 @@ impl ServerCatalog {
         // The capabilities were checked to be a JSON object by `Config::check`.
         let k = CacheKey::new(&parts).ok()?;
         self.key = Some((version, k));
+        self.key_stale = false;
         Some(k)
+    }
+
+    /// Tells the catalog the scope granted with the server's current token (`None`: no
+    /// OAuth token). A change makes the next key anew: a narrower or wider grant may change
+    /// what the server lists, so its catalogs are cached apart. Allocates only on a change.
+    pub(super) fn note_granted(&mut self, granted: Option<&str>) {
+        if self.granted.as_deref() != granted {
+            self.granted = granted.map(str::to_owned);
+            self.key_stale = true;
+        }
     }
 }
 
@@ -606,6 +628,7 @@ impl Host {
             .get_mut(server.index)
             .filter(|s| s.generation == server.generation)
             .ok_or(CatalogError::UnknownServer)?;
+        s.catalog.note_granted(s.transport.granted_scope());
         let key = s.catalog.key(&s.engine).ok_or(CatalogError::NotReady)?;
         let store = &mut self.cache.store;
         let state = &mut s.catalog.kinds[slot(kind)];
@@ -672,6 +695,7 @@ impl Host {
         for (index, s) in self.servers.iter_mut() {
             let id = ServerId { index, generation: s.generation };
             let mut started = false;
+            s.catalog.note_granted(s.transport.granted_scope());
             cache.notice_changes(now, &mut s.catalog, &s.engine);
             let key = s.catalog.key(&s.engine);
             for kind in KINDS {

@@ -152,6 +152,16 @@ impl Transport {
         }
     }
 
+    /// The scope granted with the server's current OAuth token: it, not the scopes the host
+    /// declared, is what the server answers for, so the capability cache keys on it.
+    fn granted_scope(&self) -> Option<&str> {
+        match self {
+            Self::Stdio(_) => None,
+            #[cfg(feature = "http")]
+            Self::Http(d) => d.granted_scope(),
+        }
+    }
+
     /// `true` when the driver stopped reading before `WouldBlock` (its per-readiness frame
     /// budget ran out): it must be resumed without waiting for a readiness event.
     fn has_backlog(&self) -> bool {

@@ -84,7 +84,9 @@ impl Principal {
         self
     }
 
-    /// The granted scopes (order and duplicates do not matter).
+    /// The granted scopes (order and duplicates do not matter). They key the principal's
+    /// cached catalogs; once its OAuth flow (`Credentials::OAuth`) holds a token, the scope
+    /// the authorization server granted with it takes their place.
     pub fn scopes<S: Into<String>>(mut self, scopes: impl IntoIterator<Item = S>) -> Self {
         self.scopes = scopes.into_iter().map(Into::into).collect();
         self.scopes.sort_unstable();

@@ -157,6 +157,13 @@ impl OAuthFlow {
         }
     }
 
+    /// The scope of the token held, as the authorization server granted it (space-separated;
+    /// the scope requested when the server did not say), or `None` without a token.
+    #[must_use]
+    pub fn granted_scope(&self) -> Option<&str> {
+        self.tokens.as_ref()?.scope.as_deref()
+    }
+
     /// Whether a flow is running (requests should wait for `Ready` or `Failed`).
     #[must_use]
     pub fn is_running(&self) -> bool {

@@ -37,6 +37,10 @@ impl OAuthState {
         self.parked.retain(|&p| p != i);
     }
 
+    pub(super) fn granted_scope(&self) -> Option<&str> {
+        self.flow.granted_scope()
+    }
+
     /// Requests wait while a flow runs: they would only be refused.
     pub(super) fn holds_requests(&self) -> bool {
         self.flow.is_running()
@@ -59,6 +63,11 @@ impl HttpSession {
         let token = state.flow.bearer(now).map(|t| t.expose().to_owned());
         self.set_token(token);
         self.oauth = Some(state);
+    }
+
+    /// The scope granted with the OAuth flow's current token (`None` without a flow or token).
+    pub(crate) fn granted_scope(&self) -> Option<&str> {
+        self.oauth.as_ref()?.granted_scope()
     }
 
     /// The next HTTP request of the flow for the driver to make, answered with

@@ -1,0 +1,113 @@
+//! The capability cache keys on the scope the authorization server granted, not on what the
+//! host declared: after a step-up (403 `insufficient_scope`) brings a token with a wider
+//! scope, the tool catalog is listed anew instead of served from the narrower grant's entry.
+//! Loopback servers from `tests/common/mini.rs`, bound to 127.0.0.1.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use common::mini::{mcp_answer, MiniServer, Request, Response};
+use common::raw;
+use mcpoll::oauth::{OAuthConfig, PreRegistered};
+use mcpoll::{CallOptions, Config, Host, HttpOptions, ServerState};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn tool(name: &str) -> serde_json::Value {
+    serde_json::json!({"name": name, "inputSchema": {"type": "object"}})
+}
+
+/// A server whose tools depend on the token's scope: `t1` (scope `tools:read`) sees `echo`;
+/// `t2` (`tools:read tools:write`) also sees and may call `put`. The authorization server hands
+/// out `t1` first and `t2` after. Listings are cacheable for ten minutes.
+fn servers(lists: Arc<AtomicUsize>) -> (MiniServer, MiniServer) {
+    let issuer: Arc<OnceLock<String>> = Arc::default();
+    let issuer2 = Arc::clone(&issuer);
+    let grants = AtomicUsize::new(0);
+    let auth = MiniServer::start(None, move |req: &Request| {
+        let issuer = issuer2.get().cloned().unwrap_or_default();
+        if req.method == "GET" {
+            return Response::json(serde_json::json!({
+                "issuer": issuer, "token_endpoint": format!("{issuer}/token"),
+                "grant_types_supported": ["client_credentials"]}));
+        }
+        let (token, scope) = match grants.fetch_add(1, Ordering::SeqCst) {
+            0 => ("t1", "tools:read"),
+            _ => ("t2", "tools:read tools:write"),
+        };
+        Response::json(serde_json::json!({
+            "access_token": token, "token_type": "Bearer", "expires_in": 3600, "scope": scope}))
+    });
+    let as_url = format!("http://127.0.0.1:{}", auth.port);
+    let _ = issuer.set(as_url.clone());
+    let port: Arc<OnceLock<u16>> = Arc::default();
+    let port2 = Arc::clone(&port);
+    let mcp = MiniServer::start(None, move |req: &Request| {
+        let base = format!("http://127.0.0.1:{}", port2.get().copied().unwrap_or_default());
+        if req.method == "GET" {
+            return Response::json(serde_json::json!({
+                "resource": format!("{base}/mcp"), "authorization_servers": [as_url]}));
+        }
+        let wide = match req.header("authorization") {
+            Some("Bearer t1") => false,
+            Some("Bearer t2") => true,
+            _ => {
+                let headers = vec![("WWW-Authenticate".into(), "Bearer".into())];
+                return Response { status: 401, headers, body: String::new() };
+            }
+        };
+        let msg = req.json();
+        let id = msg["id"].clone();
+        let result = match (msg["method"].as_str(), msg["params"]["name"].as_str()) {
+            (Some("tools/list"), _) => {
+                lists.fetch_add(1, Ordering::SeqCst);
+                let tools = if wide { vec![tool("echo"), tool("put")] } else { vec![tool("echo")] };
+                serde_json::json!({"resultType": "complete", "tools": tools,
+                    "ttlMs": 600_000, "cacheScope": "private"})
+            }
+            (Some("tools/call"), Some("put")) if !wide => {
+                let challenge =
+                    r#"Bearer error="insufficient_scope", scope="tools:read tools:write""#;
+                let headers = vec![("WWW-Authenticate".into(), challenge.into())];
+                return Response { status: 403, headers, body: String::new() };
+            }
+            (Some("tools/call"), Some("put")) => serde_json::json!({
+                "resultType": "complete", "content": [{"type": "text", "text": "stored"}]}),
+            _ => return mcp_answer(req),
+        };
+        Response::json(serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}))
+    });
+    let _ = port.set(mcp.port);
+    (auth, mcp)
+}
+
+#[test]
+fn a_wider_grant_after_step_up_is_listed_anew_not_served_from_the_narrower_one() {
+    let lists = Arc::new(AtomicUsize::new(0));
+    let (_auth, mcp) = servers(Arc::clone(&lists));
+    let url = mcp.url("http", "127.0.0.1");
+    let oauth = OAuthConfig::client_credentials(url.clone(), PreRegistered::with_secret("id", "s"));
+    let mut host = Host::new().unwrap();
+    let id = host.add_http_server(HttpOptions::new(url).oauth(oauth), Config::default()).unwrap();
+    assert!(matches!(host.wait_ready(id, WAIT).unwrap(), ServerState::Ready(..)));
+
+    let names = |host: &mut Host| -> Vec<String> {
+        let view = host.tools_blocking(id, WAIT).expect("tools");
+        view.names().map(str::to_owned).collect()
+    };
+    assert_eq!(names(&mut host), ["echo"]);
+    assert_eq!(names(&mut host), ["echo"], "the narrow grant's catalog is cached");
+    assert_eq!(lists.load(Ordering::SeqCst), 1);
+
+    // The step-up: `put` is refused for want of scope, a wider token comes, the call goes.
+    let out = host.call_tool_blocking(id, "put", &raw("{}"), &CallOptions::default());
+    assert!(out.expect("put after step-up").json.contains("stored"));
+
+    assert_eq!(names(&mut host), ["echo", "put"], "the wider grant lists anew");
+    assert_eq!(lists.load(Ordering::SeqCst), 2);
+    assert_eq!(names(&mut host), ["echo", "put"], "and is cached under its own key");
+    assert_eq!(lists.load(Ordering::SeqCst), 2);
+}
