@@ -1,7 +1,9 @@
-//! The capability cache keys on the scope the authorization server granted, not on what the
-//! host declared: after a step-up (403 `insufficient_scope`) brings a token with a wider
-//! scope, the tool catalog is listed anew instead of served from the narrower grant's entry.
-//! Loopback servers from `tests/common/mini.rs`, bound to 127.0.0.1.
+//! Whose catalog a context is served. The capability cache keys on the scope the authorization
+//! server granted, not on what the host declared: after a step-up (403 `insufficient_scope`)
+//! brings a token with a wider scope, the tool catalog is listed anew instead of served from the
+//! narrower grant's entry. And a listing marked public, shared by the principals of a server,
+//! is searchable in each of them. Loopback servers from `tests/common/mini.rs`, bound to
+//! 127.0.0.1.
 
 mod common;
 
@@ -12,7 +14,7 @@ use std::time::Duration;
 use common::mini::{mcp_answer, MiniServer, Request, Response};
 use common::raw;
 use mcpoll::oauth::{OAuthConfig, PreRegistered};
-use mcpoll::{CallOptions, Config, Host, HttpOptions, ServerState};
+use mcpoll::{CallOptions, Config, Host, HttpOptions, Principal, ServerState};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -110,4 +112,42 @@ fn a_wider_grant_after_step_up_is_listed_anew_not_served_from_the_narrower_one()
     assert_eq!(lists.load(Ordering::SeqCst), 2);
     assert_eq!(names(&mut host), ["echo", "put"], "and is cached under its own key");
     assert_eq!(lists.load(Ordering::SeqCst), 2);
+}
+
+/// A principal served a public tool list that another principal's refresh stored can search
+/// it: the lane takes the stored catalog in before serving it.
+#[test]
+fn a_public_tool_list_listed_by_one_principal_is_searchable_by_another() {
+    let lists = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&lists);
+    let mcp = MiniServer::start(None, move |req: &Request| {
+        let msg = req.json();
+        if msg["method"] != "tools/list" {
+            return mcp_answer(req);
+        }
+        counted.fetch_add(1, Ordering::SeqCst);
+        let weather = serde_json::json!({"name": "forecast", "description": "weather forecast",
+            "inputSchema": {"type": "object"}});
+        let result = serde_json::json!({"resultType": "complete",
+            "tools": [tool("echo"), weather], "ttlMs": 600_000, "cacheScope": "public"});
+        Response::json(serde_json::json!({"jsonrpc": "2.0", "id": msg["id"], "result": result}))
+    });
+    let mut host = Host::new().unwrap();
+    let options = HttpOptions::new(mcp.url("http", "127.0.0.1"));
+    let server = host.add_http_server(options, Config::default()).unwrap();
+    let alice = host.add_principal(Principal::new("alice").bearer("tok-alice")).unwrap();
+    let bob = host.add_principal(Principal::new("bob").bearer("tok-bob")).unwrap();
+    let (la, lb) = (host.lane(server, alice).unwrap(), host.lane(server, bob).unwrap());
+    for id in [la, lb] {
+        assert!(matches!(host.wait_ready(id, WAIT).unwrap(), ServerState::Ready(..)));
+    }
+
+    assert_eq!(host.tools_blocking(la, WAIT).unwrap().len(), 2);
+    let shared = host.tools_blocking(lb, WAIT).unwrap();
+    assert!(shared.is_cached());
+    assert_eq!(lists.load(Ordering::SeqCst), 1, "the public list was listed once");
+    for id in [la, lb] {
+        let hits = host.search_tools(id, "weather", 3);
+        assert_eq!(hits.first().map(|h| h.0), Some("forecast"), "{hits:?}");
+    }
 }

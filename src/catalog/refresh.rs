@@ -312,6 +312,20 @@ impl<E> Refresher<E> {
         None
     }
 
+    /// Takes the stored catalog as this context's own when another context put it there (a
+    /// listing marked public is shared by every principal of a server): the search index
+    /// follows it, and a difference from what this context last announced is returned as a
+    /// change, as after a walk of its own.
+    pub(crate) fn adopt(
+        &mut self,
+        now: Instant,
+        store: &Store,
+        key: &CacheKey,
+        search: Option<&mut SearchIndex>,
+    ) -> Option<CatalogChange> {
+        self.complete(now, store, key, false, search)
+    }
+
     /// The last walk's items in listing order (pages by cursor, the walk's held pages before
     /// the store's), and the largest staleness of a stored page among them; `None` when the
     /// pages no longer join up. Counts nothing.

@@ -623,6 +623,22 @@ impl Store {
         Ok(ListLookup::Pages { pages, stale_for: worst_stale })
     }
 
+    /// When the oldest page of the list was received, if the whole list can be served;
+    /// counts nothing and allocates nothing. A change of it means the list was stored anew.
+    pub(crate) fn list_received(
+        &self,
+        now: Instant,
+        key: &CacheKey,
+        kind: CatalogKind,
+    ) -> Option<Instant> {
+        let mut oldest: Option<Instant> = None;
+        let (walk, _) = self.walk(now, key, kind, |_, page| {
+            let at = page.received();
+            oldest = Some(oldest.map_or(at, |o| o.min(at)));
+        });
+        matches!(walk, Walk::Done).then_some(oldest).flatten()
+    }
+
     /// Follows the list from its first page along `nextCursor`, calling `visit` on each usable
     /// page, until the last page, a page that must be fetched, or one too stale to serve.
     /// Returns how it ended and the largest staleness of the pages visited.

@@ -208,6 +208,10 @@ struct KindState {
     /// A need waited for a refresh: the answer it gets next is no cache hit (the listing
     /// already has its record).
     fetched_for_need: bool,
+    /// When the oldest page of the stored catalog this context last served was received:
+    /// one received at another time may come from a refresh of another context (a shared
+    /// public listing), and is adopted before it is served.
+    adopted: Option<Instant>,
 }
 
 impl KindState {
@@ -217,6 +221,7 @@ impl KindState {
             call: None,
             eager_due: false,
             fetched_for_need: false,
+            adopted: None,
         }
     }
 
@@ -668,6 +673,17 @@ impl Host {
                 .one_use_items(now, &self.cache.store, &key)
                 .ok_or(CatalogError::NotReady)?;
             return Ok(CatalogView { items, stale_for, cached: false });
+        }
+        // A catalog stored by another context's refresh (a shared public listing) becomes this
+        // context's before it is served: its search index and change events follow it.
+        let received = self.cache.store.list_received(now, &key, kind);
+        let state = &mut s.catalog.kinds[slot(kind)];
+        if received.is_some() && state.adopted != received {
+            state.adopted = received;
+            let search = (kind == CatalogKind::Tools).then_some(&mut s.catalog.search);
+            if let Some(change) = state.refresher.adopt(now, &self.cache.store, &key, search) {
+                self.cache.changes.push_back((server, kind, change));
+            }
         }
         match self.cache.store.list_pages(now, &key, kind).map_err(store_error)? {
             ListLookup::Pages { pages, stale_for } => {
