@@ -285,3 +285,29 @@ fn the_cli_prints_the_authorization_url_and_takes_the_redirect_on_stdin() {
     assert!(out.status.success(), "{stdout} {rest}");
     assert!(stdout.contains("as a user"), "{stdout}");
 }
+
+/// A configuration file's `mcpoll.oauth` runs the same flow through `Host::from_config`. (A
+/// shared file would name the secret as `${VAR}`; the expansion has its own unit tests, and
+/// this test leaves the process environment alone, since other tests run beside it.)
+#[test]
+fn a_config_files_client_credentials_run_the_flow() {
+    let auth = authorization_server();
+    let mcp = protected_mcp(format!("http://127.0.0.1:{}", auth.port));
+    let dir = std::env::temp_dir().join(format!("mcpoll-oauth-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("mcp.json");
+    let file = serde_json::json!({"mcpServers": {"protected": {
+        "url": mcp.url("http", "127.0.0.1"),
+        "mcpoll": {"oauth": {"clientId": "id", "clientSecret": "secret"}}
+    }}});
+    std::fs::write(&path, file.to_string()).unwrap();
+    let (mut host, names) = Host::from_config(&path).expect("from_config");
+    let _ = std::fs::remove_dir_all(&dir);
+    let id = names.get("protected").expect("named");
+    let state = host.wait_ready(id, Duration::from_secs(10)).unwrap();
+    assert!(matches!(state, ServerState::Ready(..)), "{state}");
+    let args = raw(r#"{"text":"from the file"}"#);
+    let r = host.call_tool_blocking(id, "echo", &args, &CallOptions::default()).expect("call");
+    assert!(r.json.contains("from the file"), "{}", r.json);
+    assert_eq!(auth.requests().iter().filter(|r| r.method == "POST").count(), 1, "one token");
+}

@@ -33,6 +33,8 @@ use crate::driver::stdio::StdioCommand;
 use crate::driver::tls::TlsOptions;
 #[cfg(feature = "http")]
 use crate::driver::url::ProxyChoice;
+#[cfg(feature = "http")]
+use crate::oauth::{OAuthConfig, PreRegistered, Secret};
 use crate::proto::version::EraPreference;
 
 /// Keys other hosts put in a server entry that mcpoll reads past. `disabled: true` is honoured
@@ -63,9 +65,10 @@ enum ConfiguredTransport {
 }
 
 /// The parts of [`HttpOptions`] a file can set (`HttpOptions` itself holds boxed providers and
-/// is not `Clone`, so it is built when the server is added).
+/// is not `Clone`, so it is built when the server is added). `Debug` shows header names only:
+/// their values are often credentials.
 #[cfg(feature = "http")]
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 struct HttpEntry {
     url: String,
     headers: Vec<(String, String)>,
@@ -75,6 +78,34 @@ struct HttpEntry {
     connect_timeout: Option<Duration>,
     idle_timeout: Option<Duration>,
     alternates: Vec<String>,
+    oauth: Option<OAuthEntry>,
+}
+
+/// The client credentials grant, from `mcpoll.oauth` (the authorization code grant needs a
+/// host that takes the user to a browser: it is set up in code, with `HttpOptions::oauth`).
+#[cfg(feature = "http")]
+#[derive(Debug, Clone)]
+struct OAuthEntry {
+    client_id: String,
+    client_secret: Secret,
+}
+
+#[cfg(feature = "http")]
+impl fmt::Debug for HttpEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let header_names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("HttpEntry")
+            .field("url", &self.url)
+            .field("header_names", &header_names)
+            .field("tls", &self.tls)
+            .field("proxy", &self.proxy)
+            .field("max_connections", &self.max_connections)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("alternates", &self.alternates)
+            .field("oauth", &self.oauth)
+            .finish()
+    }
 }
 
 /// Why a configuration file was refused: which file, which server, which key, and what is
@@ -324,6 +355,10 @@ impl HttpEntry {
         o.connect_timeout = self.connect_timeout.unwrap_or(o.connect_timeout);
         o.idle_timeout = self.idle_timeout.unwrap_or(o.idle_timeout);
         o.alternates.clone_from(&self.alternates);
+        if let Some(a) = &self.oauth {
+            let client = PreRegistered::with_secret(&a.client_id, a.client_secret.expose());
+            o = o.oauth(OAuthConfig::client_credentials(self.url.clone(), client));
+        }
         o
     }
 }
@@ -530,6 +565,7 @@ impl<'a> Parser<'a> {
             connect_timeout: None,
             idle_timeout: None,
             alternates: Vec::new(),
+            oauth: None,
         };
         let Some(own) = own else { return Ok(ConfiguredTransport::Http(h)) };
         if let Some(v) = own.get("maxConnections") {
@@ -562,6 +598,9 @@ impl<'a> Parser<'a> {
                 }
             }
             Some(_) => return Err(self.wrong("mcpoll.alternates", "an array of URLs")),
+        }
+        if let Some(oauth) = own.get("oauth") {
+            h.oauth = Some(self.oauth_entry(oauth)?);
         }
         if let Some(tls) = own.get("tls") {
             let tls = tls.as_object().ok_or_else(|| self.wrong("mcpoll.tls", "an object"))?;
@@ -596,6 +635,28 @@ impl<'a> Parser<'a> {
         Ok(ConfiguredTransport::Http(h))
     }
 
+    /// `mcpoll.oauth`: `clientId` and `clientSecret`, both required (`${VAR}` expanded).
+    #[cfg(feature = "http")]
+    fn oauth_entry(&self, v: &Value) -> Result<OAuthEntry, ConfigFileError> {
+        let o = v.as_object().ok_or_else(|| self.wrong("mcpoll.oauth", "an object"))?;
+        self.only(o, "mcpoll.oauth", &["clientId", "clientSecret"])?;
+        let text = |k: &str| -> Result<String, ConfigFileError> {
+            let key = format!("mcpoll.oauth.{k}");
+            match o.get(k) {
+                Some(Value::String(s)) if !s.is_empty() => self.expand(&key, s),
+                Some(Value::String(_)) => {
+                    Err(self.err(Some(&key), ConfigFileErrorKind::Invalid("must not be empty")))
+                }
+                Some(_) => Err(self.wrong(&key, "a string")),
+                None => Err(self.err(Some(&key), ConfigFileErrorKind::Missing)),
+            }
+        };
+        Ok(OAuthEntry {
+            client_id: text("clientId")?,
+            client_secret: Secret::new(text("clientSecret")?),
+        })
+    }
+
     /// The engine settings of an entry's `mcpoll` object (and a check that every key in it is
     /// known for the transport).
     fn engine_settings(
@@ -616,8 +677,15 @@ impl<'a> Parser<'a> {
             "retry",
             "breaker",
         ];
-        const HTTP: &[&str] =
-            &["tls", "proxy", "maxConnections", "connectTimeoutMs", "idleTimeoutMs", "alternates"];
+        const HTTP: &[&str] = &[
+            "tls",
+            "proxy",
+            "maxConnections",
+            "connectTimeoutMs",
+            "idleTimeoutMs",
+            "alternates",
+            "oauth",
+        ];
         for key in own.keys() {
             if ENGINE.contains(&key.as_str()) {
                 continue;

@@ -62,7 +62,8 @@ const EVERY_FORM: &str = r#"{
         "maxConnections": 2,
         "connectTimeoutMs": 1500,
         "idleTimeoutMs": 9000,
-        "alternates": ["http://127.0.0.1:8932/mcp"]
+        "alternates": ["http://127.0.0.1:8932/mcp"],
+        "oauth": {"clientId": "mcpoll-${PORT}", "clientSecret": "${env:TOKEN}"}
       }
     },
     "streamable": {
@@ -127,6 +128,17 @@ fn every_supported_form() {
     assert_eq!(o.connect_timeout, Duration::from_millis(1500));
     assert_eq!(o.idle_timeout, Duration::from_millis(9000));
     assert_eq!(o.alternates, ["http://127.0.0.1:8932/mcp"]);
+    let oauth = o.oauth.as_ref().expect("mcpoll.oauth");
+    assert_eq!(oauth.server_url, "http://127.0.0.1:8931/mcp");
+    assert_eq!(oauth.grant, crate::oauth::Grant::ClientCredentials);
+    let client = oauth.pre_registered.as_ref().unwrap();
+    assert_eq!(client.client_id, "mcpoll-8931");
+    assert_eq!(client.client_secret.as_ref().map(|s| s.expose()), Some("s3cret"));
+    // Header values and the client secret are credentials: never in a `{:?}`.
+    let shown = format!("{remote:?}");
+    assert!(!shown.contains("s3cret"), "{shown}");
+    assert!(shown.contains("Authorization") && shown.contains("mcpoll-8931"), "{shown}");
+    assert!(f.server("streamable").unwrap().http_options().unwrap().oauth.is_none());
 
     let s = f.server("streamable").unwrap();
     assert_eq!(s.http_options().unwrap().proxy, ProxyChoice::Direct);
@@ -197,7 +209,37 @@ fn one_malformed_line_per_error_kind() {
             Some("mcpoll.tls.ca"),
             "UnknownKey",
         ),
+        (
+            r#"{"url": "http://h/", "mcpoll": {"oauth": {"clientId": "a", "scope": "x"}}}"#,
+            Some("mcpoll.oauth.scope"),
+            "UnknownKey",
+        ),
         (r#"{"command": 7}"#, Some("command"), "WrongType"),
+        (
+            r#"{"url": "http://h/", "mcpoll": {"oauth": "id:secret"}}"#,
+            Some("mcpoll.oauth"),
+            "WrongType",
+        ),
+        (
+            r#"{"url": "http://h/", "mcpoll": {"oauth": {"clientId": 7, "clientSecret": "s"}}}"#,
+            Some("mcpoll.oauth.clientId"),
+            "WrongType",
+        ),
+        (
+            r#"{"url": "http://h/", "mcpoll": {"oauth": {"clientId": "a"}}}"#,
+            Some("mcpoll.oauth.clientSecret"),
+            "Missing",
+        ),
+        (
+            r#"{"command": "x", "mcpoll": {"oauth": {"clientId": "a"}}}"#,
+            Some("mcpoll.oauth"),
+            "Conflict",
+        ),
+        (
+            r#"{"url": "http://h/", "mcpoll": {"oauth": {"clientId": "", "clientSecret": "s"}}}"#,
+            Some("mcpoll.oauth.clientId"),
+            "Invalid",
+        ),
         (r#"{"command": "x", "args": "a b"}"#, Some("args"), "WrongType"),
         (r#"{"command": "x", "args": ["a", 1]}"#, Some("args[1]"), "WrongType"),
         (r#"{"command": "x", "env": {"A": 1}}"#, Some("env.A"), "WrongType"),
