@@ -3,8 +3,8 @@
 //! `notifications/roots/list_changed` it receives (`roots_changes_seen`), and its `roots` tool
 //! gets the list the host set without the host being asked; its `sample_tools` tool samples with
 //! a `get_weather` tool offered and returns the tool use the host's "model" chose, in both eras.
-//! Only the Python peer has these tools so far (its resolver API offers `Sample(tools=...)`);
-//! the TypeScript SDK types have `toolChoice` too, but the ts1/ts2 peers do not use it yet.
+//! The TypeScript SDK v2 peer (`tests/peers/ts2_server.mjs`) has the same `sample_tools`, asked
+//! as an `input_required` round on 2026-07-28, over stdio and HTTP.
 
 mod common;
 
@@ -115,10 +115,40 @@ fn roots_scenario(host: &mut Host, id: ServerId, tag: &str) {
     let _ = (std::fs::remove_dir(&a), std::fs::remove_dir(&b));
 }
 
-fn sampling_scenario(host: &mut Host, id: ServerId) {
+/// `expected`: the peer's report of the tool use (each SDK prints the input its own way).
+fn sampling_scenario_with(host: &mut Host, id: ServerId, expected: &str) {
     let (text, asked) = call_answering(host, id, "sample_tools");
-    assert_eq!(text, r#"get_weather {"city": "Oslo"} stop=toolUse"#);
+    assert_eq!(text, expected);
     assert_eq!(asked, [ServerRequestKind::Sampling]);
+}
+
+fn sampling_scenario(host: &mut Host, id: ServerId) {
+    sampling_scenario_with(host, id, r#"get_weather {"city": "Oslo"} stop=toolUse"#);
+}
+
+const TS2_TOOL_USE: &str = r#"get_weather {"city":"Oslo"} stop=toolUse"#;
+
+#[test]
+fn typescript_sdk_v2_stdio_samples_with_tools_in_an_input_round() {
+    let Some(dir) = peers_dir() else { return };
+    let mut host = Host::new().unwrap();
+    let cmd = mcpoll::StdioCommand::new(dir.join("run-ts2-stdio.sh"));
+    let id = start(&mut host, cmd, config(EraPreference::ModernOnly));
+    assert_eq!(host.era(id), Some(Era::Modern));
+    sampling_scenario_with(&mut host, id, TS2_TOOL_USE);
+}
+
+#[test]
+fn typescript_sdk_v2_http_samples_with_tools_in_an_input_round() {
+    init_log();
+    let Some(dir) = peers_dir() else { return };
+    let peer = HttpPeer::start(&dir, "run-ts2-http.sh");
+    let mut host = Host::new().unwrap();
+    let id = host.add_http_server(HttpOptions::new(peer.url()), config(EraPreference::ModernOnly));
+    let id = id.unwrap();
+    host.wait_ready(id, Duration::from_secs(20)).unwrap();
+    assert_eq!(host.era(id), Some(Era::Modern));
+    sampling_scenario_with(&mut host, id, TS2_TOOL_USE);
 }
 
 #[test]

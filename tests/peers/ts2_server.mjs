@@ -165,6 +165,21 @@ function makeServer(ctx) {
             }
             return text(v.result.content?.text ?? '?');
         });
+    server.registerTool('sample_tools', {
+        description: 'Sample with a get_weather tool offered; returns the tool uses the model chose.'
+    }, async ctx => {
+        const v = inputResponse(ctx.mcpReq.inputResponses, 'model');
+        if (v.kind !== 'sampling') {
+            const weather = { name: 'get_weather', description: 'Weather for a city',
+                inputSchema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } };
+            return inputRequired({ inputRequests: { model: inputRequired.createMessage({ maxTokens: 64,
+                messages: [{ role: 'user', content: { type: 'text', text: 'What is the weather in Oslo?' } }],
+                tools: [weather], toolChoice: { mode: 'auto' } }) } });
+        }
+        const blocks = [].concat(v.result.content ?? []);
+        const uses = blocks.filter(b => b.type === 'tool_use').map(b => `${b.name} ${JSON.stringify(b.input)}`);
+        return text(`${uses.join(';')} stop=${v.result.stopReason}`);
+    });
 
     server.registerTool('bump_tools', {
         description: 'Register a new tool at runtime and emit tools list_changed.'
