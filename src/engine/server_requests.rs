@@ -92,34 +92,30 @@ impl ServerRequestKinds {
 
     /// `client_capabilities` with `elicitation`, `sampling` and `roots` replaced by exactly
     /// what is declared: a capability the host cannot answer must not invite requests.
+    /// The other members keep their text and order.
     pub(crate) fn capabilities(self, configured: &str) -> String {
-        let mut caps: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(configured).unwrap_or_default();
-        for key in ["elicitation", "sampling", "roots"] {
-            caps.remove(key);
-        }
-        let empty = || serde_json::Value::Object(Default::default());
-        let mut elicitation = serde_json::Map::new();
-        if self.elicitation_form {
-            elicitation.insert("form".into(), empty());
-        }
-        if self.elicitation_url {
-            elicitation.insert("url".into(), empty());
-        }
-        if !elicitation.is_empty() {
-            caps.insert("elicitation".into(), elicitation.into());
+        let mut out = without_members(configured, &["elicitation", "sampling", "roots"]);
+        let elicitation = match (self.elicitation_form, self.elicitation_url) {
+            (true, true) => Some(r#"{"form":{},"url":{}}"#),
+            (true, false) => Some(r#"{"form":{}}"#),
+            (false, true) => Some(r#"{"url":{}}"#),
+            (false, false) => None,
+        };
+        if let Some(value) = elicitation {
+            push_member(&mut out, "elicitation", value);
         }
         if self.sampling {
-            let mut sampling = serde_json::Map::new();
-            if self.sampling_tools {
-                sampling.insert("tools".into(), empty());
-            }
-            caps.insert("sampling".into(), sampling.into());
+            push_member(
+                &mut out,
+                "sampling",
+                if self.sampling_tools { r#"{"tools":{}}"# } else { "{}" },
+            );
         }
         if self.roots {
-            caps.insert("roots".into(), empty());
+            push_member(&mut out, "roots", "{}");
         }
-        serde_json::Value::Object(caps).to_string()
+        out.push('}');
+        out
     }
 
     /// The 2025-11-25 form of `capabilities` (as built above): `roots.listChanged` when the
@@ -128,11 +124,41 @@ impl ServerRequestKinds {
         if !(self.roots && self.roots_list_changed) {
             return capabilities.to_owned();
         }
-        let mut caps: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(capabilities).unwrap_or_default();
-        caps.insert("roots".into(), serde_json::json!({"listChanged": true}));
-        serde_json::Value::Object(caps).to_string()
+        let mut out = without_members(capabilities, &["roots"]);
+        push_member(&mut out, "roots", r#"{"listChanged":true}"#);
+        out.push('}');
+        out
     }
+}
+
+/// The start of a copy of the object `json` without the members named `drop` and without its
+/// closing brace, for [`push_member`] to add to. Read with the engine's own scanner rather
+/// than a `serde_json::Map`, which linked serde_json's whole tree building into every client
+/// (about 40 KB of a minimal one). A key that occurs more than once keeps its last value, as
+/// the map did. Not JSON (`Config::check` refuses that): no members.
+fn without_members(json: &str, drop: &[&str]) -> String {
+    let mut out = String::with_capacity(json.len() + 64);
+    out.push('{');
+    let Ok(object) = json::parse(json.as_bytes()) else { return out };
+    for (i, (key, value)) in object.members().enumerate() {
+        let replaced = drop.iter().any(|d| key.eq_str(d));
+        let repeated = object.members().skip(i + 1).any(|(later, _)| later.raw() == key.raw());
+        if !replaced && !repeated {
+            push_member(&mut out, key.raw(), value.text());
+        }
+    }
+    out
+}
+
+/// Appends `"key":value` (`key` already escaped) to an object [`without_members`] began.
+fn push_member(out: &mut String, key: &str, value: &str) {
+    if out.len() > 1 {
+        out.push(',');
+    }
+    out.push('"');
+    out.push_str(key);
+    out.push_str("\":");
+    out.push_str(value);
 }
 
 /// Where an answer goes.
