@@ -8,7 +8,7 @@
 //! bounded slab until the host answers or rejects it, or its deadline passes. The engine stores
 //! no callbacks: the host answers when it can, through [`Engine::answer`].
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::value::RawValue;
 use slab::Slab;
@@ -165,6 +165,8 @@ fn push_member(out: &mut String, key: &str, value: &str) {
 #[derive(Debug)]
 enum Origin {
     /// A legacy JSON-RPC request: the reply carries the server's id, as sent.
+    #[cfg_attr(not(feature = "server-requests"), allow(dead_code))]
+    // only such a client queues one
     Legacy { id: SmallVec<[u8; 24]> },
     /// One input request of a modern call: the answer joins `inputResponses` under `key` (its
     /// raw JSON text, escapes kept).
@@ -282,6 +284,7 @@ impl ServerRequests {
 }
 
 /// JSON-RPC codes the client replies with.
+#[cfg(feature = "server-requests")]
 const INVALID_PARAMS: i64 = -32602;
 const INTERNAL: i64 = -32603;
 /// The TypeScript and Python SDKs' `RequestTimeout`.
@@ -305,6 +308,27 @@ impl Engine {
         if method == "ping" {
             return self.push_control(Control::Reply { id, ok: true });
         }
+        // Without the feature `Config::check` lets no kind be declared, so every request but
+        // `ping` is one this client does not know, as with nothing declared.
+        #[cfg(not(feature = "server-requests"))]
+        {
+            let _ = (now, params);
+            self.push_control(Control::Reply { id, ok: false })
+        }
+        #[cfg(feature = "server-requests")]
+        self.take_server_request(now, id, method, params);
+    }
+
+    /// A server request of a kind the host may answer: refused, answered from the roots the
+    /// host set, or queued for the host.
+    #[cfg(feature = "server-requests")]
+    fn take_server_request(
+        &mut self,
+        now: Instant,
+        id: SmallVec<[u8; 24]>,
+        method: &str,
+        params: Option<RawJson<'_>>,
+    ) {
         let answers = self.config.answers;
         let kind = ServerRequestKind::of(method, params).filter(|k| answers.declares(*k));
         let Some(kind) = kind else {
@@ -328,7 +352,8 @@ impl Engine {
         let params = params.map_or("{}", RawJson::text);
         let timeout = self.config.server_request_timeout;
         // A timeout too large for the clock stands for "a day", as a call's deadline does.
-        let deadline = now.checked_add(timeout).unwrap_or(now + Duration::from_secs(86_400));
+        let deadline =
+            now.checked_add(timeout).unwrap_or(now + std::time::Duration::from_secs(86_400));
         let origin = Origin::Legacy { id: id.clone() };
         match self.server_requests.insert(Entry::waiting(kind, origin, deadline, params)) {
             Some(request) => self.events.server_request(request, kind, None, params),
@@ -361,6 +386,10 @@ impl Engine {
             let method = request.get("method").and_then(RawJson::as_str).unwrap_or_default();
             let params = request.get("params");
             let kind = ServerRequestKind::of(&method, params);
+            // Without the feature nothing is declared (`Config::check`): every input request
+            // fails the call as undeclared.
+            #[cfg(not(feature = "server-requests"))]
+            let kind: Option<ServerRequestKind> = kind.and(None);
             match kind.filter(|k| self.config.answers.declares(*k)) {
                 Some(ServerRequestKind::Sampling) => {
                     let params = params.map_or("{}", RawJson::text);
