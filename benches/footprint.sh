@@ -42,12 +42,33 @@ echo "footprint unstripped_bytes=$(stat -c %s "$bin") stripped_bytes=$(stat -c %
 
 (cd "$root" && cargo build --quiet --release -p mcpoll-demo-server)
 demo="$root/target/release/demo_server"
+# Peak RSS moves by about 100 kB from run to run (which file pages the kernel maps around a
+# fault), so each figure is the median of five runs, with the range.
+rss() { # binary calls
+  for _ in 1 2 3 4 5; do
+    "$1" --calls "$2" --rss "$demo" >/dev/null 2>calls.txt
+    grep -q "$2 calls, 0 failed" calls.txt || { cat calls.txt >&2; exit 1; }
+    tail -n 1 calls.txt | awk '{print $2}'
+  done | sort -n | tr '\n' ' ' | awk '{printf "VmHWM median %s kB (%s to %s over 5 runs)", $3, $1, $5}'
+}
 for calls in 1 64; do
-  ./minimal.stripped --calls "$calls" --rss "$demo" >/dev/null 2>calls.txt
-  echo "footprint calls_in_flight=$calls client $(tail -n 1 calls.txt) ($(tail -n 2 calls.txt | head -n 1))"
+  echo "footprint calls_in_flight=$calls client $(rss ./minimal.stripped "$calls")"
 done
 /usr/bin/time -f '%M' -o rss.txt true
 echo "footprint for scale: peak RSS of /bin/true is $(cat rss.txt) kB"
+# And of a Rust hello world that reads its own VmHWM the same way (std alone).
+cat >hello.rs <<'EOF'
+fn main() {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    println!("hi");
+    eprintln!("{}", status.lines().find(|l| l.starts_with("VmHWM:")).unwrap_or("VmHWM: ?"));
+}
+EOF
+rustc -O hello.rs -o hello 2>/dev/null
+cp hello hello.stripped && strip hello.stripped
+hello_rss=$(for _ in 1 2 3 4 5; do ./hello.stripped 2>&1 >/dev/null | awk '{print $2}'; done | sort -n \
+  | tr '\n' ' ' | awk '{printf "median %s kB (%s to %s)", $3, $1, $5}')
+echo "footprint for scale: a Rust hello world (rustc -O, stripped) is $(( $(stat -c %s hello.stripped) / 1024 )) KiB, VmHWM $hello_rss"
 
 # What a size-tuned profile gives the same program (a user's choice, not the default).
 export CARGO_PROFILE_RELEASE_OPT_LEVEL=s CARGO_PROFILE_RELEASE_LTO=true \
@@ -56,3 +77,6 @@ cargo build --release --locked -j 2 --quiet --target-dir target-small
 cp target-small/release/minimal minimal.small
 strip minimal.small
 echo "footprint size_tuned_stripped_kib=$(( $(stat -c %s minimal.small) / 1024 )) (opt-level=s, lto, codegen-units=1, panic=abort)"
+for calls in 1 64; do
+  echo "footprint size_tuned calls_in_flight=$calls client $(rss ./minimal.small "$calls")"
+done

@@ -301,9 +301,16 @@ impl Config {
         if self.max_server_requests == 0 {
             return err("max_server_requests", "must be at least 1");
         }
-        let caps = self.client_capabilities.trim_start();
-        if !caps.starts_with('{') || serde_json::from_str::<serde::de::IgnoredAny>(caps).is_err() {
+        // The engine's own scanner, which reads these capabilities later (and accepts what
+        // serde_json's Value would): serde_json's deserializer stays out of clients that do
+        // not otherwise use it.
+        let caps = crate::proto::json::parse(self.client_capabilities.as_bytes());
+        if !caps.is_ok_and(|c| c.kind() == crate::proto::json::Kind::Object) {
             return err("client_capabilities", "must be a JSON object");
+        }
+        #[cfg(not(feature = "server-requests"))]
+        if self.answers != ServerRequestKinds::default() {
+            return err("answers", "server requests need the `server-requests` feature");
         }
         Ok(())
     }

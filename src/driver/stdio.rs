@@ -200,6 +200,11 @@ const STDERR: usize = 2;
 /// Tokens a driver uses, from its base token.
 pub(crate) const TOKENS_PER_DRIVER: usize = 3;
 
+/// The read buffer's size at first, and the most it grows to: a read that fills it doubles it
+/// (more was waiting), so a server of short lines keeps 4 KiB and a busy one reaches 64 KiB
+/// after a few reads, never in steady state. (Made at 64 KiB it was about 60 KB of a minimal
+/// client's resident memory.)
+const READ_START: usize = 4 * 1024;
 const READ_CHUNK: usize = 64 * 1024;
 /// Reads of stderr per readiness event (1 MiB): the ring keeps only a tail, but a child writing
 /// stderr as fast as it can must not hold the loop either.
@@ -256,7 +261,7 @@ impl StdioDriver {
             framer: LineFramer::new(config.max_message_bytes),
             out: Vec::with_capacity(4096),
             written: 0,
-            read_buf: vec![0; READ_CHUNK].into_boxed_slice(),
+            read_buf: vec![0; READ_START].into_boxed_slice(),
             stderr_tail: VecDeque::with_capacity(config.stderr_tail_bytes),
             stderr_cap: config.stderr_tail_bytes,
             max_line: config.max_message_bytes,
@@ -542,6 +547,7 @@ impl StdioDriver {
                 Ok(n) => {
                     self.framer.push(&self.read_buf[..n]);
                     emptied = n < self.read_buf.len() && !read_closed;
+                    self.grow_read_buf(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -550,6 +556,13 @@ impl StdioDriver {
                     return self.on_exit(registry, engine, now);
                 }
             }
+        }
+    }
+
+    /// Doubles the read buffer (up to `READ_CHUNK`) after a read of `n` bytes filled it.
+    fn grow_read_buf(&mut self, n: usize) {
+        if n == self.read_buf.len() && n < READ_CHUNK {
+            self.read_buf = vec![0; (2 * n).min(READ_CHUNK)].into_boxed_slice();
         }
     }
 
@@ -581,6 +594,7 @@ impl StdioDriver {
                     self.stderr_tail.drain(..excess);
                     self.stderr_tail.extend(keep);
                     log::trace!("server stderr: {} bytes", n);
+                    self.grow_read_buf(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => return,
@@ -762,6 +776,34 @@ mod tests {
         // An exit during the probe is a fallback to the legacy handshake on a new process.
         let second = driver.running.as_ref().map(|r| r.child.id());
         assert!(first.is_some() && second != first, "the exit was not seen");
+    }
+
+    /// The read buffer starts small and grows only while reads fill it, to `READ_CHUNK`.
+    #[test]
+    fn the_read_buffer_grows_with_what_the_server_writes() {
+        let mut poll = mio::Poll::new().unwrap();
+        let now = Instant::now();
+        let mut engine = Engine::new(Config::default(), now).unwrap();
+        // One 200,000-byte line (not JSON), then silence until killed.
+        let script = "head -c 200000 /dev/zero | tr '\\0' a; echo; sleep 5";
+        let command = StdioCommand::new("sh").args(["-c", script]);
+        let mut driver = StdioDriver::new(command, engine.config(), Token(0));
+        assert_eq!(driver.read_buf.len(), READ_START);
+        driver.spawn(poll.registry(), &mut engine, now).unwrap();
+        let mut events = mio::Events::with_capacity(8);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while engine.stats().invalid_frames == 0 && Instant::now() < deadline {
+            poll.poll(&mut events, Some(Duration::from_millis(100))).unwrap();
+            for e in events.iter() {
+                driver.handle_event(poll.registry(), e, &mut engine, now).unwrap();
+            }
+        }
+        assert_eq!(engine.stats().invalid_frames, 1, "the line was read");
+        assert_eq!(driver.read_buf.len(), READ_CHUNK);
+        if let Some(r) = driver.running.as_mut() {
+            let _ = r.child.kill();
+            let _ = r.child.wait();
+        }
     }
 
     #[test]

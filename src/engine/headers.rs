@@ -8,10 +8,10 @@
 
 use std::collections::HashMap;
 
-use serde_json::Value;
 use smallvec::SmallVec;
 
 use crate::engine::retry::Idempotency;
+use crate::proto::json::{self, Kind, RawJson};
 
 /// One `x-mcp-header` annotation: the header suffix and the property path to its value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,43 +42,44 @@ impl ToolHeaders {
     /// own entries and every other tool keeps its. (A tool gone from the server keeps its entry
     /// until the next complete listing; calling it fails at the server either way.)
     pub(crate) fn learn_page(&mut self, items: &[u8], enforce_headers: bool) -> Option<Vec<u8>> {
-        let Ok(Value::Array(tools)) = serde_json::from_slice::<Value>(items) else { return None };
+        let tools = json::parse(items).ok().filter(|t| t.kind() == Kind::Array)?;
         let mut dropped = false;
-        let mut kept = Vec::with_capacity(tools.len());
-        for tool in tools {
-            let name = tool.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+        // The kept tools' text, as the server wrote it; only needed once one is dropped.
+        let mut kept = Vec::new();
+        for tool in tools.elements() {
+            let name = tool.get("name").and_then(RawJson::as_str).unwrap_or_default().into_owned();
             self.by_tool.remove(&name);
             self.classes.remove(&name);
-            let hint =
-                |key: &str| tool.pointer(&format!("/annotations/{key}")).and_then(Value::as_bool);
+            let annotations = tool.get("annotations");
+            let hint = |key: &str| annotations.and_then(|a| a.get(key)).and_then(RawJson::as_bool);
             if hint("readOnlyHint") == Some(true) {
                 self.classes.insert(name.clone(), Idempotency::Read);
             } else if hint("idempotentHint") == Some(true) {
                 self.classes.insert(name.clone(), Idempotency::Idempotent);
             }
-            if !enforce_headers {
-                kept.push(tool);
-                continue;
-            }
-            match headers_of(tool.get("inputSchema")) {
-                Ok(headers) => {
-                    if !headers.is_empty() {
-                        self.by_tool.insert(name, headers);
+            let keep = !enforce_headers
+                || match headers_of(tool.get("inputSchema")) {
+                    Ok(headers) => {
+                        if !headers.is_empty() {
+                            self.by_tool.insert(name, headers);
+                        }
+                        true
                     }
-                    kept.push(tool);
+                    Err(reason) => {
+                        log::warn!("dropping tool {name:?} from the list: x-mcp-header {reason}");
+                        dropped = true;
+                        false
+                    }
+                };
+            if keep {
+                if !kept.is_empty() {
+                    kept.push(b',');
                 }
-                Err(reason) => {
-                    log::warn!("dropping tool {name:?} from the list: x-mcp-header {reason}");
-                    dropped = true;
-                }
+                kept.extend_from_slice(tool.text().as_bytes());
             }
         }
-        if !dropped {
-            return None;
-        }
-        let array = serde_json::to_vec(&kept).ok()?;
         // The caller wants the items without the surrounding brackets.
-        Some(array.get(1..array.len().saturating_sub(1))?.to_vec())
+        dropped.then_some(kept)
     }
 
     /// What the last listing's annotations say about sending `tool` twice (`None`: unknown).
@@ -89,26 +90,24 @@ impl ToolHeaders {
     /// Fills `out` with the headers the call's arguments fill, each value encoded for HTTP.
     pub(crate) fn write_for_call(&self, tool: &str, arguments: &str, out: &mut ParamHeaderList) {
         let Some(headers) = self.by_tool.get(tool) else { return };
-        let Ok(args) = serde_json::from_str::<Value>(arguments) else { return };
+        let Ok(args) = json::parse(arguments.as_bytes()) else { return };
         for h in headers {
-            let mut v = &args;
+            let mut v = Some(args);
             for key in &h.path {
-                match v.get(key) {
-                    Some(next) => v = next,
-                    None => {
-                        v = &Value::Null;
-                        break;
-                    }
-                }
+                v = v.and_then(|v| v.get(key));
             }
-            let text = match v {
-                Value::String(s) => s.clone(),
-                Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string(),
-                Value::Bool(b) => b.to_string(),
-                // Absent or null: the header is left out (§3.3 step 3).
-                _ => continue,
-            };
-            out.push(&h.name, &text);
+            // Absent or null (or of another kind): the header is left out (§3.3 step 3).
+            let Some(v) = v else { continue };
+            match v.kind() {
+                Kind::String => out.push(&h.name, &v.as_str().unwrap_or_default()),
+                // An integer's JSON text is its decimal form; a fraction or exponent is no
+                // integer (as serde_json's `is_i64`/`is_u64` judge it).
+                Kind::Number if v.as_i64().is_some() || v.as_u64().is_some() => {
+                    out.push(&h.name, v.text())
+                }
+                Kind::Bool => out.push(&h.name, v.text()),
+                _ => {}
+            }
         }
     }
 }
@@ -193,7 +192,7 @@ impl<'a> Iterator for ParamHeaders<'a> {
 }
 
 /// The valid annotations of one schema, or why it breaks the rules.
-fn headers_of(schema: Option<&Value>) -> Result<Vec<ParamHeader>, &'static str> {
+fn headers_of(schema: Option<RawJson<'_>>) -> Result<Vec<ParamHeader>, &'static str> {
     let Some(schema) = schema else { return Ok(Vec::new()) };
     let total = count_annotations(schema);
     if total == 0 {
@@ -212,36 +211,40 @@ fn headers_of(schema: Option<&Value>) -> Result<Vec<ParamHeader>, &'static str> 
     Ok(found)
 }
 
-fn count_annotations(v: &Value) -> usize {
-    match v {
-        Value::Object(map) => {
-            let here = usize::from(map.contains_key("x-mcp-header"));
-            here + map.values().map(count_annotations).sum::<usize>()
-        }
-        Value::Array(items) => items.iter().map(count_annotations).sum(),
+/// Every `x-mcp-header` member anywhere in `v`. (The text was validated, so its nesting, and
+/// this recursion, is at most `json::MAX_DEPTH` deep.)
+fn count_annotations(v: RawJson<'_>) -> usize {
+    match v.kind() {
+        Kind::Object => v
+            .members()
+            .map(|(key, value)| usize::from(key.eq_str("x-mcp-header")) + count_annotations(value))
+            .sum(),
+        Kind::Array => v.elements().map(count_annotations).sum(),
         _ => 0,
     }
 }
 
 /// Walks `properties` only, collecting annotations and checking each one's property.
 fn collect(
-    schema: &Value,
+    schema: RawJson<'_>,
     path: &mut Vec<String>,
     out: &mut Vec<ParamHeader>,
 ) -> Result<(), &'static str> {
-    let Some(props) = schema.get("properties").and_then(Value::as_object) else { return Ok(()) };
-    for (key, prop) in props {
-        path.push(key.clone());
+    let Some(props) = schema.get("properties").filter(|p| p.kind() == Kind::Object) else {
+        return Ok(());
+    };
+    for (key, prop) in props.members() {
+        path.push(key.as_str().into_owned());
         if let Some(annotation) = prop.get("x-mcp-header") {
             let name = annotation.as_str().ok_or("is not a string")?;
             if name.is_empty() || !name.bytes().all(is_tchar) {
                 return Err("is not an HTTP token");
             }
-            match prop.get("type").and_then(Value::as_str) {
+            match prop.get("type").and_then(RawJson::as_str).as_deref() {
                 Some("string" | "integer" | "boolean") => {}
                 _ => return Err("is on a property that is not a string, integer or boolean"),
             }
-            out.push(ParamHeader { name: name.to_owned(), path: path.clone() });
+            out.push(ParamHeader { name: name.into_owned(), path: path.clone() });
         }
         collect(prop, path, out)?;
         path.pop();
@@ -256,6 +259,8 @@ fn is_tchar(b: u8) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
 
     fn learn(tools: Value) -> (ToolHeaders, Option<Value>) {
@@ -358,5 +363,44 @@ mod tests {
         let mut out = ParamHeaderList::default();
         t.write_for_call("number", r#"{"x":1}"#, &mut out);
         assert_eq!(out.iter().count(), 0, "dropped tools contribute no headers");
+    }
+
+    #[test]
+    fn only_integers_count_as_numbers_and_escapes_are_read() {
+        let (t, _) = learn(serde_json::json!([tool(
+            "t",
+            serde_json::json!({
+                "s": {"type": "string", "x-mcp-header": "S"},
+                "i": {"type": "integer", "x-mcp-header": "I"}
+            })
+        )]));
+        for not_integer in ["1.5", "1e2", "-0", "1.0"] {
+            let mut out = ParamHeaderList::default();
+            t.write_for_call("t", &format!(r#"{{"i":{not_integer}}}"#), &mut out);
+            assert_eq!(out.iter().count(), 0, "{not_integer}");
+        }
+        let mut out = ParamHeaderList::default();
+        t.write_for_call("t", r#"{"s":"a\u0041","i":18446744073709551615}"#, &mut out);
+        let mut got = pairs(&out);
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                ("Mcp-Param-I".into(), "18446744073709551615".into()),
+                ("Mcp-Param-S".into(), "aA".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn annotation_hints_set_the_class() {
+        let mut t = ToolHeaders::default();
+        let items = br#"[{"name":"r","annotations":{"readOnlyHint":true}},
+            {"name":"i","annotations":{"readOnlyHint":false,"idempotentHint":true}},
+            {"name":"w","annotations":{}}, 7]"#;
+        assert!(t.learn(items, false).is_none());
+        assert_eq!(t.class_of("r"), Some(Idempotency::Read));
+        assert_eq!(t.class_of("i"), Some(Idempotency::Idempotent));
+        assert_eq!(t.class_of("w"), None);
     }
 }

@@ -814,3 +814,5 @@ mod tests_resilience;
 mod tests_roots_sampling;
 #[cfg(test)]
 mod tests_server_requests;
+#[cfg(all(test, not(feature = "server-requests")))]
+mod tests_without_server_requests;

@@ -14,6 +14,7 @@ use super::{CallOptions, Engine};
 use crate::config::RetryPolicy;
 use crate::error::LocalError;
 use crate::error::{CallError, CloseReason, TransportError};
+use crate::proto::json::{self, Kind};
 use crate::proto::jsonrpc::{write_json_str, WireId};
 use crate::proto::mcp::Method;
 
@@ -150,8 +151,8 @@ pub(super) fn write_arguments(out: &mut Vec<u8>, arguments: &str, field: &str, k
         return;
     };
     let trimmed = arguments.trim();
-    let already = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(trimmed)
-        .is_ok_and(|m| m.contains_key(field));
+    let already = json::parse(trimmed.as_bytes())
+        .is_ok_and(|a| a.kind() == Kind::Object && a.members().any(|(k, _)| k.eq_str(field)));
     let inner = trimmed.strip_prefix('{').map(str::trim_start);
     match inner {
         Some(rest) if !already => {
@@ -421,6 +422,15 @@ mod argument_tests {
         assert_eq!(
             args(r#"{"idempotency_key":"mine"}"#, Some("k")),
             r#"{"idempotency_key":"mine"}"#
+        );
+        // The caller's key is found however it is written, and only at the top level.
+        assert_eq!(
+            args(r#"{"idempotency\u005fkey":1}"#, Some("k")),
+            r#"{"idempotency\u005fkey":1}"#
+        );
+        assert_eq!(
+            args(r#"{"a":{"idempotency_key":1}}"#, Some("k")),
+            r#"{"idempotency_key":"k","a":{"idempotency_key":1}}"#
         );
     }
 }

@@ -8,7 +8,7 @@
 //! bounded slab until the host answers or rejects it, or its deadline passes. The engine stores
 //! no callbacks: the host answers when it can, through [`Engine::answer`].
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::value::RawValue;
 use slab::Slab;
@@ -92,34 +92,30 @@ impl ServerRequestKinds {
 
     /// `client_capabilities` with `elicitation`, `sampling` and `roots` replaced by exactly
     /// what is declared: a capability the host cannot answer must not invite requests.
+    /// The other members keep their text and order.
     pub(crate) fn capabilities(self, configured: &str) -> String {
-        let mut caps: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(configured).unwrap_or_default();
-        for key in ["elicitation", "sampling", "roots"] {
-            caps.remove(key);
-        }
-        let empty = || serde_json::Value::Object(Default::default());
-        let mut elicitation = serde_json::Map::new();
-        if self.elicitation_form {
-            elicitation.insert("form".into(), empty());
-        }
-        if self.elicitation_url {
-            elicitation.insert("url".into(), empty());
-        }
-        if !elicitation.is_empty() {
-            caps.insert("elicitation".into(), elicitation.into());
+        let mut out = without_members(configured, &["elicitation", "sampling", "roots"]);
+        let elicitation = match (self.elicitation_form, self.elicitation_url) {
+            (true, true) => Some(r#"{"form":{},"url":{}}"#),
+            (true, false) => Some(r#"{"form":{}}"#),
+            (false, true) => Some(r#"{"url":{}}"#),
+            (false, false) => None,
+        };
+        if let Some(value) = elicitation {
+            push_member(&mut out, "elicitation", value);
         }
         if self.sampling {
-            let mut sampling = serde_json::Map::new();
-            if self.sampling_tools {
-                sampling.insert("tools".into(), empty());
-            }
-            caps.insert("sampling".into(), sampling.into());
+            push_member(
+                &mut out,
+                "sampling",
+                if self.sampling_tools { r#"{"tools":{}}"# } else { "{}" },
+            );
         }
         if self.roots {
-            caps.insert("roots".into(), empty());
+            push_member(&mut out, "roots", "{}");
         }
-        serde_json::Value::Object(caps).to_string()
+        out.push('}');
+        out
     }
 
     /// The 2025-11-25 form of `capabilities` (as built above): `roots.listChanged` when the
@@ -128,17 +124,49 @@ impl ServerRequestKinds {
         if !(self.roots && self.roots_list_changed) {
             return capabilities.to_owned();
         }
-        let mut caps: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(capabilities).unwrap_or_default();
-        caps.insert("roots".into(), serde_json::json!({"listChanged": true}));
-        serde_json::Value::Object(caps).to_string()
+        let mut out = without_members(capabilities, &["roots"]);
+        push_member(&mut out, "roots", r#"{"listChanged":true}"#);
+        out.push('}');
+        out
     }
+}
+
+/// The start of a copy of the object `json` without the members named `drop` and without its
+/// closing brace, for [`push_member`] to add to. Read with the engine's own scanner rather
+/// than a `serde_json::Map`, which linked serde_json's whole tree building into every client
+/// (about 40 KB of a minimal one). A key that occurs more than once keeps its last value, as
+/// the map did. Not JSON (`Config::check` refuses that): no members.
+fn without_members(json: &str, drop: &[&str]) -> String {
+    let mut out = String::with_capacity(json.len() + 64);
+    out.push('{');
+    let Ok(object) = json::parse(json.as_bytes()) else { return out };
+    for (i, (key, value)) in object.members().enumerate() {
+        let replaced = drop.iter().any(|d| key.eq_str(d));
+        let repeated = object.members().skip(i + 1).any(|(later, _)| later.raw() == key.raw());
+        if !replaced && !repeated {
+            push_member(&mut out, key.raw(), value.text());
+        }
+    }
+    out
+}
+
+/// Appends `"key":value` (`key` already escaped) to an object [`without_members`] began.
+fn push_member(out: &mut String, key: &str, value: &str) {
+    if out.len() > 1 {
+        out.push(',');
+    }
+    out.push('"');
+    out.push_str(key);
+    out.push_str("\":");
+    out.push_str(value);
 }
 
 /// Where an answer goes.
 #[derive(Debug)]
 enum Origin {
     /// A legacy JSON-RPC request: the reply carries the server's id, as sent.
+    #[cfg_attr(not(feature = "server-requests"), allow(dead_code))]
+    // only such a client queues one
     Legacy { id: SmallVec<[u8; 24]> },
     /// One input request of a modern call: the answer joins `inputResponses` under `key` (its
     /// raw JSON text, escapes kept).
@@ -256,6 +284,7 @@ impl ServerRequests {
 }
 
 /// JSON-RPC codes the client replies with.
+#[cfg(feature = "server-requests")]
 const INVALID_PARAMS: i64 = -32602;
 const INTERNAL: i64 = -32603;
 /// The TypeScript and Python SDKs' `RequestTimeout`.
@@ -279,6 +308,27 @@ impl Engine {
         if method == "ping" {
             return self.push_control(Control::Reply { id, ok: true });
         }
+        // Without the feature `Config::check` lets no kind be declared, so every request but
+        // `ping` is one this client does not know, as with nothing declared.
+        #[cfg(not(feature = "server-requests"))]
+        {
+            let _ = (now, params);
+            self.push_control(Control::Reply { id, ok: false })
+        }
+        #[cfg(feature = "server-requests")]
+        self.take_server_request(now, id, method, params);
+    }
+
+    /// A server request of a kind the host may answer: refused, answered from the roots the
+    /// host set, or queued for the host.
+    #[cfg(feature = "server-requests")]
+    fn take_server_request(
+        &mut self,
+        now: Instant,
+        id: SmallVec<[u8; 24]>,
+        method: &str,
+        params: Option<RawJson<'_>>,
+    ) {
         let answers = self.config.answers;
         let kind = ServerRequestKind::of(method, params).filter(|k| answers.declares(*k));
         let Some(kind) = kind else {
@@ -302,7 +352,8 @@ impl Engine {
         let params = params.map_or("{}", RawJson::text);
         let timeout = self.config.server_request_timeout;
         // A timeout too large for the clock stands for "a day", as a call's deadline does.
-        let deadline = now.checked_add(timeout).unwrap_or(now + Duration::from_secs(86_400));
+        let deadline =
+            now.checked_add(timeout).unwrap_or(now + std::time::Duration::from_secs(86_400));
         let origin = Origin::Legacy { id: id.clone() };
         match self.server_requests.insert(Entry::waiting(kind, origin, deadline, params)) {
             Some(request) => self.events.server_request(request, kind, None, params),
@@ -335,6 +386,10 @@ impl Engine {
             let method = request.get("method").and_then(RawJson::as_str).unwrap_or_default();
             let params = request.get("params");
             let kind = ServerRequestKind::of(&method, params);
+            // Without the feature nothing is declared (`Config::check`): every input request
+            // fails the call as undeclared.
+            #[cfg(not(feature = "server-requests"))]
+            let kind: Option<ServerRequestKind> = kind.and(None);
             match kind.filter(|k| self.config.answers.declares(*k)) {
                 Some(ServerRequestKind::Sampling) => {
                     let params = params.map_or("{}", RawJson::text);

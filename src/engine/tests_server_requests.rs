@@ -297,6 +297,36 @@ fn answers_caps(a: ServerRequestKinds) -> Value {
 }
 
 #[test]
+fn declared_capabilities_replace_the_configured_ones_and_keep_the_rest() {
+    let configured = r#"{"experimental":{"b":[1, 2],"a":{}},"sampling":{"x":1},"roots":{},
+        "dup":1,"elicitation":{},"dup":2}"#;
+    let none = ServerRequestKinds::default();
+    let caps = |a: ServerRequestKinds| -> Value {
+        serde_json::from_str(&a.capabilities(configured)).unwrap()
+    };
+    assert_eq!(caps(none), json!({"experimental": {"b": [1, 2], "a": {}}, "dup": 2}));
+    // Once, as a map would have it (a parse of the text would hide a second one).
+    assert_eq!(none.capabilities(configured).matches(r#""dup""#).count(), 1);
+    let all = ServerRequestKinds {
+        sampling_tools: true,
+        roots_list_changed: true,
+        ..ServerRequestKinds::all()
+    };
+    let modern = all.capabilities(configured);
+    assert_eq!(
+        serde_json::from_str::<Value>(&modern).unwrap(),
+        json!({"experimental": {"b": [1, 2], "a": {}}, "dup": 2,
+            "elicitation": {"form": {}, "url": {}}, "sampling": {"tools": {}}, "roots": {}})
+    );
+    let legacy: Value = serde_json::from_str(&all.legacy_capabilities(&modern)).unwrap();
+    assert_eq!(legacy["roots"], json!({"listChanged": true}));
+    assert_eq!(legacy["sampling"], json!({"tools": {}}));
+    let url_only = ServerRequestKinds { elicitation_url: true, ..none };
+    assert_eq!(caps(url_only)["elicitation"], json!({"url": {}}));
+    assert_eq!(ServerRequestKinds::default().capabilities("{}"), "{}");
+}
+
+#[test]
 fn legacy_requests_go_to_the_host_and_the_answer_carries_the_servers_id() {
     let mut h = legacy(ServerRequestKinds::all());
     let params = json!({"message": "name?", "requestedSchema": {"type": "object",

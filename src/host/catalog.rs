@@ -379,6 +379,11 @@ pub(super) struct HostCache {
     changes: VecDeque<(ServerId, CatalogKind, CatalogChange)>,
     /// The change last handed out by `poll_event` (its event borrows it).
     current: Option<CatalogChange>,
+    /// The cache's share of every tick, set by the first use of the cache (a need, a watch,
+    /// a configured cache). Until then nothing can have been fetched or watched, so the tick
+    /// has nothing to do; and because only the cache's own entry points name the function, a
+    /// program that never uses the cache does not link it (about 95 KB of a minimal client).
+    pump: Option<fn(&mut Host, Instant)>,
 }
 
 impl HostCache {
@@ -397,7 +402,13 @@ impl HostCache {
             eager: config.eager_refresh,
             changes: VecDeque::new(),
             current: None,
+            pump: None,
         })
+    }
+
+    /// Makes every tick pump the cache from now on.
+    pub(super) fn arm(&mut self) {
+        self.pump = Some(Host::pump_armed);
     }
 
     /// The change events waiting, for `poll_event`.
@@ -456,6 +467,7 @@ impl Host {
     pub fn with_cache(cache: CacheConfig) -> io::Result<Self> {
         let mut host = Self::new()?;
         host.cache = HostCache::new(cache)?;
+        host.cache.arm();
         Ok(host)
     }
 
@@ -556,6 +568,7 @@ impl Host {
     pub fn watch_catalogs(&mut self, server: ServerId) -> Result<(), RequestError> {
         let s = self.server_mut(server).ok_or(RequestError::Closed)?;
         s.catalog.watching = true;
+        self.cache.arm();
         self.pump_catalogs(Instant::now());
         Ok(())
     }
@@ -627,6 +640,7 @@ impl Host {
         kind: CatalogKind,
         now: Instant,
     ) -> Result<Need, CatalogError> {
+        self.cache.arm();
         let registry = self.poll.registry();
         let s = self
             .servers
@@ -702,10 +716,17 @@ impl Host {
         }
     }
 
+    /// The cache's share of a tick, once the cache was used ([`HostCache::arm`]).
+    pub(super) fn pump_catalogs(&mut self, now: Instant) {
+        if let Some(pump) = self.cache.pump {
+            pump(self, now);
+        }
+    }
+
     /// Takes the answers to catalog page requests out of the engines (the host never sees them
     /// as events), hands them to the refresh walks, sends the next pages they ask for, and
     /// starts the eager refreshes that are due.
-    pub(super) fn pump_catalogs(&mut self, now: Instant) {
+    fn pump_armed(&mut self, now: Instant) {
         let registry = self.poll.registry();
         let (cache, records) = (&mut self.cache, &mut self.records);
         for (index, s) in self.servers.iter_mut() {

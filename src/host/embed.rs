@@ -298,6 +298,7 @@ impl Host {
     ) -> Result<Self, EmbedError> {
         let mut host = Self::embedded(registry, tokens)?;
         host.cache = super::catalog::HostCache::new(cache).map_err(EmbedError::Io)?;
+        host.cache.arm();
         Ok(host)
     }
 

@@ -12,38 +12,47 @@
 //! object `input` (with the `schema` feature, checked against that tool's `inputSchema`); a
 //! `stopReason` of `"toolUse"` comes with at least one `tool_use`.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use crate::error::AnswerError;
+use crate::proto::json::{self, Kind, RawJson};
 
-/// Why a sampling request is refused (-32602).
+/// Why a sampling request is refused (-32602). Read with the engine's own scanner, not a
+/// `serde_json::Value`: this runs on every server request of a client that answers sampling,
+/// and a client that never touches a `Value` links none of serde_json's tree building.
 pub(crate) fn check_request(params: &str, tools_declared: bool) -> Result<(), &'static str> {
-    let params: Value = serde_json::from_str(params).map_err(|_| "params are not JSON")?;
+    let params = json::parse(params.as_bytes()).map_err(|_| "params are not JSON")?;
     let offers_tools = params.get("tools").is_some_and(|t| !t.is_null())
         || params.get("toolChoice").is_some_and(|t| !t.is_null());
     if offers_tools && !tools_declared {
         return Err("tool use in sampling was not declared (sampling.tools)");
     }
     // The rest of the shape is the host's model's business; only tool pairing is checked.
-    let Some(messages) = params.get("messages").and_then(Value::as_array) else { return Ok(()) };
+    let Some(messages) = params.get("messages").filter(|m| m.kind() == Kind::Array) else {
+        return Ok(());
+    };
+    let messages: Vec<RawJson<'_>> = messages.elements().collect();
     for (i, message) in messages.iter().enumerate() {
-        let own = blocks(message.get("content"));
-        let results = own.iter().filter(|b| kind(b) == "tool_result").count();
+        let own = raw_blocks(message.get("content"));
+        let results = own.iter().filter(|b| raw_kind(**b) == "tool_result").count();
         if results > 0 && results < own.len() {
             return Err("tool results mixed with other content in one message");
         }
-        let uses: Vec<&str> = own
+        let uses: Vec<Cow<'_, str>> = own
             .iter()
-            .filter(|b| kind(b) == "tool_use")
-            .map(|b| b.get("id").and_then(Value::as_str).unwrap_or_default())
+            .filter(|b| raw_kind(**b) == "tool_use")
+            .map(|b| b.get("id").and_then(RawJson::as_str).unwrap_or_default())
             .collect();
         if uses.is_empty() {
             continue;
         }
-        let next = messages.get(i + 1).map(|m| blocks(m.get("content"))).unwrap_or_default();
-        let answered = |id: &&str| {
+        let next = messages.get(i + 1).map(|m| raw_blocks(m.get("content"))).unwrap_or_default();
+        let answered = |id: &Cow<'_, str>| {
             next.iter().any(|b| {
-                kind(b) == "tool_result" && b.get("toolUseId").and_then(Value::as_str) == Some(id)
+                raw_kind(*b) == "tool_result"
+                    && b.get("toolUseId").and_then(RawJson::as_str).as_ref() == Some(id)
             })
         };
         // A server asks again only once it has the results, so an unanswered use is an error.
@@ -132,6 +141,19 @@ fn blocks(content: Option<&Value>) -> Vec<&Value> {
 
 fn kind(block: &Value) -> &str {
     block.get("type").and_then(Value::as_str).unwrap_or_default()
+}
+
+/// [`blocks`], on the scanner's view of a request.
+fn raw_blocks(content: Option<RawJson<'_>>) -> Vec<RawJson<'_>> {
+    match content {
+        Some(list) if list.kind() == Kind::Array => list.elements().collect(),
+        Some(block) if block.kind() == Kind::Object => vec![block],
+        _ => Vec::new(),
+    }
+}
+
+fn raw_kind(block: RawJson<'_>) -> Cow<'_, str> {
+    block.get("type").and_then(RawJson::as_str).unwrap_or_default()
 }
 
 #[cfg(test)]
