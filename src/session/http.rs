@@ -240,6 +240,8 @@ pub(crate) struct HttpSession {
     /// Exchanges in [`Stage::Resume`].
     scheduled: usize,
     session_id: Option<String>,
+    /// The protocol version the legacy session's requests carried (for its `DELETE`).
+    session_version: Option<ProtocolVersion>,
     listen: Listen,
     listen_retry: Duration,
     listen_event_id: Option<String>,
@@ -266,6 +268,7 @@ impl HttpSession {
             waiting: VecDeque::with_capacity(64),
             scheduled: 0,
             session_id: None,
+            session_version: None,
             listen: Listen::Off,
             listen_retry: DEFAULT_RETRY,
             listen_event_id: None,
@@ -294,9 +297,29 @@ impl HttpSession {
         self.session_id.as_deref()
     }
 
-    /// Ends the session locally and returns its id (for a DELETE).
+    /// Ends the session locally and returns its id (after [`end_plan`](Self::end_plan)).
     pub(crate) fn take_session_id(&mut self) -> Option<String> {
+        self.session_version = None;
         self.session_id.take()
+    }
+
+    /// How to write the `DELETE` that ends the legacy session (§6.2), when there is one. It
+    /// carries what every request of the session carries: `Mcp-Session-Id`, the negotiated
+    /// `MCP-Protocol-Version`, the bearer token (§8: on every request) and the host's headers.
+    pub(crate) fn end_plan(&self) -> Option<RequestPlan<'_>> {
+        let session = self.session_id.as_deref()?;
+        let mut headers: SmallVec<[(&str, &[u8]); 16]> = SmallVec::new();
+        if let Some(v) = self.session_version {
+            headers.push(("MCP-Protocol-Version", v.as_str().as_bytes()));
+        }
+        headers.push(("Mcp-Session-Id", session.as_bytes()));
+        if !self.bearer.is_empty() {
+            headers.push(("Authorization", &self.bearer));
+        }
+        for (n, v) in &self.headers {
+            headers.push((n.as_str(), v.as_bytes()));
+        }
+        Some(RequestPlan { method: "DELETE", headers, body: &[] })
     }
 
     // ----- outgoing ------------------------------------------------------------------------
@@ -310,6 +333,7 @@ impl HttpSession {
                 if method == Method::Initialize {
                     // A new handshake starts a new session; the old id must not be sent.
                     self.session_id = None;
+                    self.session_version = None;
                     self.listen = Listen::Off;
                 }
                 Carries::Request { id, method }
@@ -455,6 +479,7 @@ impl HttpSession {
         let Self {
             exchanges,
             session_id,
+            session_version,
             listen_event_id,
             bearer,
             headers: extra,
@@ -477,6 +502,9 @@ impl HttpSession {
             matches!(x.carries, Carries::Request { method: Method::Initialize, .. });
         // PROTOCOL.md §3.1: 2026 never sends a session id; legacy sends it after initialize.
         x.sent_session = session_id.is_some() && !x.modern && !is_initialize;
+        if x.sent_session && x.version.is_some() {
+            *session_version = x.version;
+        }
         let x = &*x;
         let mut headers: SmallVec<[(&str, &[u8]); 16]> = SmallVec::new();
         if x.is_get() {
