@@ -224,7 +224,7 @@ impl Host {
     ///     let now = Instant::now();
     ///     for event in events.iter() {
     ///         if host.owns_token(event.token()) {
-    ///             host.handle_readiness(event.token(), now)?;
+    ///             host.handle_event(event, now)?;
     ///         } else {
     ///             // the program's own sources
     ///         }
@@ -239,14 +239,16 @@ impl Host {
     ///
     /// # Contract
     ///
-    /// **Who reads the clock.** The program, for the loop verbs: [`Host::handle_readiness`] and
+    /// **Who reads the clock.** The program, for the loop verbs: [`Host::handle_event`] and
     /// [`Host::handle_timeout`] take `now`, read once per wake-up from `std::time::Instant` (the
     /// clock the host's deadlines are on) and never earlier than a `now` given before. The host
     /// reads that clock itself where it always has: in commands (`call_tool`, `cancel`, ...), in
     /// `add_*_server`, and in `poll_event` (the capability cache's bookkeeping).
     ///
-    /// **What one readiness call does.** For a token in the range held by a server: that server's
-    /// driver reads until `WouldBlock` or until it has handed the engine
+    /// **What one readiness call does.** [`Host::handle_event`] (or [`Host::handle_readiness`],
+    /// given only the token): for a token in the range held by a server, that server's
+    /// driver reads until `WouldBlock` (with the whole event, a stdio server stops at a short
+    /// read while its end is open) or until it has handed the engine
     /// `Config::frames_per_readiness` frames, then writes what the engine has to send, then does
     /// that server's share of a tick (due timers, a restart it asks for). A token in the range that
     /// no server holds now (its server was removed after the event was collected) is ignored, as
@@ -336,14 +338,36 @@ impl Host {
     /// (at most `Config::frames_per_readiness` frames), writes, and fires its due timers. A
     /// token in the range that no server holds is ignored (its server was removed); one
     /// outside is [`ForeignToken`] and changes nothing.
+    ///
+    /// With only the token, a stdio server's driver cannot tell whether the server closed its
+    /// end, so it reads on until `WouldBlock`: one `read` more than needed per event.
+    /// [`handle_event`](Self::handle_event) takes the whole event and saves it.
     pub fn handle_readiness(&mut self, token: Token, now: Instant) -> Result<(), ForeignToken> {
+        // No event to ask whether the peer closed its end: read on to `WouldBlock`.
+        self.ready(token, true, now)
+    }
+
+    /// [`handle_readiness`](Self::handle_readiness) for the whole event of the program's poll,
+    /// which tells whether the peer closed its end: a stdio server's driver then stops at a
+    /// read that returns less than asked for (the pipe is empty, and the server's next write
+    /// raises a new edge), and reads on to the end of file only once the event reports the
+    /// close. One `read` per event, as in a host with its own poll.
+    pub fn handle_event(
+        &mut self,
+        event: &mio::event::Event,
+        now: Instant,
+    ) -> Result<(), ForeignToken> {
+        self.ready(event.token(), event.is_read_closed(), now)
+    }
+
+    /// The readiness path of both embedded entry points.
+    fn ready(&mut self, token: Token, read_closed: bool, now: Instant) -> Result<(), ForeignToken> {
         self.poll.last_now = now;
         if self.ending.handle_readiness(self.poll.registry(), token) {
             self.ending.settle(&mut self.poll);
             return Ok(());
         }
-        // No event to ask whether the peer closed its end: read on to `WouldBlock`.
-        if let Some(index) = readiness(&mut self.servers, &self.poll, token, true, now)? {
+        if let Some(index) = readiness(&mut self.servers, &self.poll, token, read_closed, now)? {
             if let Some(s) = self.servers.get_mut(index) {
                 upkeep(s, self.poll.registry(), now);
             }
