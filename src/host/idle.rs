@@ -33,9 +33,11 @@ impl Host {
     #[must_use]
     pub fn is_idle(&self) -> bool {
         let now = Instant::now();
-        // A closed server's session `DELETE` moves only when polled.
+        // A closed server's session `DELETE` moves only when polled; its exiting process is
+        // checked and signalled only by a tick.
         !self.cache.has_changes()
             && self.ending.is_empty()
+            && self.exiting.poll_timeout().is_none_or(|d| d > now)
             && self.servers.iter().all(|(_, s)| s.is_idle(now))
     }
 }
