@@ -745,3 +745,60 @@ fn embedded_removing_a_legacy_server_never_stalls_and_its_tokens_wait_for_the_de
     assert!(host.is_idle());
     host.add_http_server(HttpOptions::new(url), legacy_only()).expect("the block is free again");
 }
+
+/// A driver outside a host, brought to a ready legacy session by a loop of the test's own.
+fn ready_driver(url: String, poll: &mut mio::Poll) -> (mcpoll::HttpDriver, mcpoll::Engine) {
+    let now = std::time::Instant::now();
+    let mut engine = mcpoll::Engine::new(legacy_only(), now).unwrap();
+    let config = engine.config().clone();
+    let opts = HttpOptions::new(url);
+    let mut driver =
+        mcpoll::HttpDriver::new(opts, &config, mio::Token(0), &mut engine, now).unwrap();
+    driver.flush(poll.registry(), &mut engine, now);
+    let mut events = mio::Events::with_capacity(16);
+    let deadline = now + Duration::from_secs(10);
+    while !matches!(engine.state(), ServerState::Ready(mcpoll::Era::Legacy, _)) {
+        assert!(std::time::Instant::now() < deadline, "not ready: {:?}", engine.state());
+        poll.poll(&mut events, Some(Duration::from_millis(10))).unwrap();
+        let now = std::time::Instant::now();
+        for e in events.iter() {
+            driver.handle_readiness(poll.registry(), e.token(), &mut engine, now);
+        }
+        engine.handle_timeout(now);
+        driver.handle_timeout(poll.registry(), &mut engine, now);
+    }
+    assert_eq!(driver.session_id(), Some("s-1"));
+    (driver, engine)
+}
+
+/// Outside a host, `HttpDriver::shutdown` sends the same DELETE on a poll of its own and
+/// waits for it, at most the grace.
+#[test]
+fn a_driver_outside_a_host_ends_its_session_on_shutdown_within_the_grace() {
+    let answering = MiniServer::start(None, session_server(deleted));
+    let stalling = MiniServer::start(None, session_server(Response::stall));
+    let mut poll = mio::Poll::new().unwrap();
+
+    let (mut driver, _engine) = ready_driver(answering.url("http", "127.0.0.1"), &mut poll);
+    let start = std::time::Instant::now();
+    driver.shutdown(poll.registry(), GRACE);
+    let took = start.elapsed();
+    let reqs = answering.requests();
+    let delete = reqs.iter().find(|r| r.method == "DELETE").expect("sent before returning");
+    assert_eq!(delete.header("mcp-session-id"), Some("s-1"));
+    assert!(took < GRACE, "an answered DELETE ends the wait: {took:?}");
+    assert_eq!(driver.session_id(), None);
+
+    let (mut driver, _engine) = ready_driver(stalling.url("http", "127.0.0.1"), &mut poll);
+    let start = std::time::Instant::now();
+    driver.shutdown(poll.registry(), GRACE);
+    let took = start.elapsed();
+    assert!(took >= GRACE - Duration::from_millis(10), "waited for the answer: {took:?}");
+    assert!(took < GRACE + Duration::from_millis(200), "but no longer than the grace: {took:?}");
+    let limit = std::time::Instant::now() + Duration::from_secs(5);
+    while stalling.eofs.lock().unwrap().is_empty() {
+        assert!(std::time::Instant::now() < limit, "the DELETE's socket stayed open");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(stalling.requests().iter().any(|r| r.method == "DELETE"));
+}
