@@ -231,8 +231,8 @@ enum Listen {
 }
 
 /// The MCP side of one Streamable HTTP server: exchanges waiting and in flight, the legacy
-/// session, the GET stream, credentials.
-#[derive(Debug)]
+/// session, the GET stream, credentials. `Debug` shows none of the credentials (the bearer
+/// token, the host's header values, the session id) nor message bodies.
 pub(crate) struct HttpSession {
     exchanges: Vec<Exchange>,
     free: Vec<usize>,
@@ -252,6 +252,23 @@ pub(crate) struct HttpSession {
     bearer: Vec<u8>,
     headers: Vec<(String, String)>,
     max_body: usize,
+}
+
+impl fmt::Debug for HttpSession {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let headers: SmallVec<[&str; 8]> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("HttpSession")
+            .field("exchanges", &self.exchanges.len())
+            .field("waiting", &self.waiting.len())
+            .field("scheduled", &self.scheduled)
+            .field("session", &self.session_id.as_ref().map(|_| "<redacted>"))
+            .field("session_version", &self.session_version)
+            .field("listen", &self.listen)
+            .field("bearer", &(!self.bearer.is_empty()).then_some("<redacted>"))
+            .field("header_names", &headers)
+            .field("oauth", &self.oauth.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl HttpSession {
