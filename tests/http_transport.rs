@@ -802,3 +802,34 @@ fn a_driver_outside_a_host_ends_its_session_on_shutdown_within_the_grace() {
     }
     assert!(stalling.requests().iter().any(|r| r.method == "DELETE"));
 }
+
+/// `{:?}` and `{:#?}` of a host (what a program logging its state prints) show no credential,
+/// even with a request in flight: not the bearer token, as text or as bytes, nor a header's value.
+#[test]
+fn debug_output_of_a_host_with_a_request_in_flight_shows_no_credentials() {
+    let server = MiniServer::start(None, |req| {
+        if req.json()["method"] == "tools/call" {
+            return Response::stall();
+        }
+        mcp_answer(req)
+    });
+    let mut host = Host::new().unwrap();
+    let opts = HttpOptions::new(server.url("http", "127.0.0.1"))
+        .bearer("s3cret-token")
+        .header("X-Api-Key", "k3y-value");
+    let id = add(&mut host, opts);
+    host.wait_ready(id, Duration::from_secs(10)).unwrap();
+    host.call_tool(id, "echo", &raw(r#"{"text":"x"}"#), &CallOptions::default()).unwrap();
+    common::poll_until(&mut host, Duration::from_secs(5), |_| {
+        server.requests().iter().any(|r| r.json()["method"] == "tools/call")
+    });
+    // The alternate form shows the slabs' entries (the pool's connections) too.
+    for shown in [format!("{host:?}"), format!("{host:#?}")] {
+        let compact: String = shown.chars().filter(|c| !c.is_whitespace()).collect();
+        let bytes = |s: &str| s.bytes().map(|b| b.to_string()).collect::<Vec<_>>().join(",");
+        for secret in ["s3cret-token", "k3y-value"] {
+            assert!(!compact.contains(secret), "{secret} in {shown}");
+            assert!(!compact.contains(&bytes(secret)), "{secret} as bytes in {shown}");
+        }
+    }
+}

@@ -49,7 +49,8 @@ enum ConnPhase {
     Open,
 }
 
-#[derive(Debug)]
+/// One connection of the pool. Its buffers hold requests with their credentials and
+/// responses: `Debug` shows their lengths only.
 struct Conn {
     sock: TcpStream,
     tls: Option<TlsSession>,
@@ -66,6 +67,20 @@ struct Conn {
     dedicated: bool,
     /// Events wait in the session for the next frame budget; reading stopped.
     backlog: bool,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("phase", &self.phase)
+            .field("tls", &self.tls)
+            .field("unsent", &(self.out.len() - self.written))
+            .field("exchange", &self.exchange)
+            .field("idle_since", &self.idle_since)
+            .field("dedicated", &self.dedicated)
+            .field("backlog", &self.backlog)
+            .finish_non_exhaustive()
+    }
 }
 
 const TOKEN_CONNS: usize = 128;
