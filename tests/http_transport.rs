@@ -677,6 +677,8 @@ fn a_delete_the_server_never_answers_is_dropped_after_the_grace_and_its_socket_c
     until_settled(&mut host);
 }
 
+/// Dropping the host gives a DELETE still out 100 ms more, then closes it: well before its
+/// own deadline (the close's grace), and the drop waits no longer than that.
 #[test]
 fn dropping_the_host_closes_a_delete_still_waiting_for_its_answer() {
     let server = MiniServer::start(None, session_server(Response::stall));
@@ -685,13 +687,33 @@ fn dropping_the_host_closes_a_delete_still_waiting_for_its_answer() {
     let _ = close_and_see_delete(&mut host, id, &server);
     let dropped = std::time::Instant::now();
     drop(host);
+    let took = dropped.elapsed();
+    assert!(took < Duration::from_millis(150), "the drop waited {took:?}");
     let limit = dropped + Duration::from_secs(5);
     while server.eofs.lock().unwrap().is_empty() {
         assert!(std::time::Instant::now() < limit, "the DELETE's socket outlived the host");
         std::thread::sleep(Duration::from_millis(2));
     }
-    let eof = server.eofs.lock().unwrap()[0];
-    assert!(eof.duration_since(dropped) < Duration::from_millis(200), "closed by the drop");
+    let open = server.eofs.lock().unwrap()[0].duration_since(dropped);
+    assert!(open >= Duration::from_millis(90), "not given its last 100 ms: {open:?}");
+    assert!(open < Duration::from_millis(200), "closed by the drop, not its deadline: {open:?}");
+}
+
+/// A program that closes a server and exits at once (the host dropped right after the close,
+/// before any poll) still ends the session: closing used to send the DELETE before it returned.
+#[test]
+fn a_program_that_closes_and_exits_at_once_still_ends_its_session() {
+    let server = MiniServer::start(None, session_server(deleted));
+    let mut host = Host::new().unwrap();
+    let id = add_legacy(&mut host, HttpOptions::new(server.url("http", "127.0.0.1")));
+    prompt("close_server", || host.close_server(id));
+    let dropped = std::time::Instant::now();
+    drop(host);
+    let took = dropped.elapsed();
+    assert!(took < Duration::from_millis(150), "the drop waited {took:?}");
+    let delete = server.requests().into_iter().find(|r| r.method == "DELETE");
+    let delete = delete.expect("the DELETE was answered before the drop returned");
+    assert_eq!(delete.header("mcp-session-id"), Some("s-1"));
 }
 
 /// The program's loop for an embedded host: forward its events, tick it when due, and time

@@ -80,10 +80,11 @@ impl Ending {
         }
     }
 
-    /// Drops every end (the host is going away).
-    pub(super) fn close_all(&mut self, registry: &Registry) {
+    /// The host is going away: the ends still out get up to 100 ms (never past their
+    /// deadlines) to be answered, then are dropped.
+    pub(super) fn finish(&mut self, registry: &Registry) {
         #[cfg(feature = "http")]
-        self.ends.close_all(registry);
+        self.ends.finish(registry, crate::driver::http::close::FINAL_WAIT);
     }
 }
 

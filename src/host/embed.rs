@@ -294,7 +294,9 @@ impl Host {
     /// server's TLS and proxy, with its session id, version, bearer token and headers), and
     /// the tick drops it 250 ms after the close, answered or not. At most 64 are outstanding
     /// (past that the oldest is dropped); a removed server's tokens are not handed out again
-    /// until its `DELETE` is over; dropping the host closes those still out.
+    /// until its `DELETE` is over. Dropping the host gives those still out up to 100 ms more
+    /// (a program that closes its servers and exits at once still ends their sessions), then
+    /// closes them.
     ///
     /// **Tokens.** Each server takes one contiguous block of the range, first fit:
     /// [`Host::STDIO_SERVER_TOKENS`] for a stdio server, [`Host::HTTP_SERVER_TOKENS`] for an HTTP

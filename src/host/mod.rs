@@ -823,7 +823,7 @@ impl Drop for Host {
         // Drivers kill their process groups when dropped; dropping the slab does it. The
         // reaper, dropped next, kills and reaps (for a bounded time) closed servers' children.
         self.servers.clear();
-        // Legacy sessions still being ended stay as they are; their sockets close now.
-        self.ending.close_all(self.poll.registry());
+        // Legacy sessions still being ended get a bounded last chance, then their sockets close.
+        self.ending.finish(self.poll.registry());
     }
 }

@@ -12,7 +12,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::ops::Range;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Registry, Token};
 
@@ -26,6 +26,10 @@ const MAX_BODY: u64 = 16 * 1024;
 /// until its answer or deadline, and a host closing every server at once must not run out of
 /// descriptors for them.
 pub(crate) const MAX_ENDING: usize = 64;
+/// What dropping a host gives the session ends still out (at most, and never past their own
+/// deadlines): a program that closes its servers and exits at once would otherwise end no
+/// session (closing used to send the `DELETE` before it returned).
+pub(crate) const FINAL_WAIT: Duration = Duration::from_millis(100);
 
 /// One session's `DELETE`, on its way.
 #[derive(Debug)]
@@ -171,11 +175,54 @@ impl SessionEnds {
         self.freed.drain(..)
     }
 
-    /// Drops every end (the host is going away).
+    /// Drops every end.
     pub(crate) fn close_all(&mut self, registry: &Registry) {
         while !self.ends.is_empty() {
             self.remove(registry, 0);
         }
+    }
+
+    /// The host is going away: the ends still out move from `registry` to a poll of their
+    /// own and get up to `limit` (never past their deadlines) to be answered, sleeping in that
+    /// poll; then the rest are dropped.
+    pub(crate) fn finish(&mut self, registry: &Registry, limit: Duration) {
+        if self.ends.is_empty() {
+            return;
+        }
+        let mut poll = match Poll::new() {
+            Ok(poll) => poll,
+            Err(e) => {
+                log::debug!("cannot finish the legacy sessions' DELETEs: {e}");
+                return self.close_all(registry);
+            }
+        };
+        let mut moved = Vec::with_capacity(self.ends.len());
+        for mut end in self.ends.drain(..) {
+            match end.conn.move_to(registry, poll.registry(), end.token) {
+                Ok(()) => moved.push(end),
+                Err(e) => log::debug!("cannot finish a legacy session's DELETE: {e}"),
+            }
+        }
+        self.ends = moved;
+        let until = Instant::now() + limit;
+        let mut events = Events::with_capacity(16);
+        loop {
+            let now = Instant::now();
+            self.handle_timeout(poll.registry(), now);
+            if self.ends.is_empty() || now >= until {
+                break;
+            }
+            let wake = self.poll_timeout().map_or(until, |d| d.min(until));
+            match poll.poll(&mut events, Some(wake.saturating_duration_since(now))) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+            for event in events.iter() {
+                self.handle_readiness(poll.registry(), event.token());
+            }
+        }
+        self.close_all(poll.registry());
     }
 }
 

@@ -236,6 +236,17 @@ impl OneShot {
         let _ = registry.deregister(&mut self.sock);
     }
 
+    /// Moves the socket's registration from `from` to `to`, with `token`.
+    pub(super) fn move_to(
+        &mut self,
+        from: &Registry,
+        to: &Registry,
+        token: Token,
+    ) -> io::Result<()> {
+        from.deregister(&mut self.sock)?;
+        to.register(&mut self.sock, token, Interest::READABLE | Interest::WRITABLE)
+    }
+
     /// Moves the request on after a readiness event (a hint: a spurious call finds nothing).
     pub(super) fn on_ready(&mut self, tls: Option<&TlsConfig>) -> Progress {
         match self.drive(tls) {
