@@ -4,7 +4,7 @@
 //! echo socket on 127.0.0.1 with it, and the MCP host registers its server's pipes on that
 //! same poll, in a token range the program gives it (`Host::embedded`). Each turn the program
 //! waits for its own deadline or the host's (`poll_timeout`), forwards the events whose token
-//! is in the host's range (`handle_readiness`), serves its own, and ticks the host when it is
+//! is in the host's range (`handle_event`), serves its own, and ticks the host when it is
 //! due (`handle_timeout`). Meanwhile it calls two tools on the echo server and sends itself
 //! datagrams, one per turn, from a second UDP socket.
 //!
@@ -80,7 +80,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let now = Instant::now();
         for event in events.iter() {
             match event.token() {
-                t if host.owns_token(t) => host.handle_readiness(t, now)?,
+                t if host.owns_token(t) => host.handle_event(event, now)?,
                 ECHO => loop {
                     match echo.recv_from(&mut buf) {
                         Ok((n, from)) => {

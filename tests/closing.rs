@@ -190,3 +190,28 @@ fn dropping_the_host_right_after_close_lets_a_polite_server_exit_by_itself() {
     let _ = std::fs::remove_file(&done);
     assert_eq!(wrote.ok().as_deref(), Some("done\n"), "killed before its own exit");
 }
+
+/// A loop that polls only when the host is not idle still reaps a closed server's process:
+/// its checks and signals are timers that come due.
+#[test]
+fn a_loop_that_polls_only_when_not_idle_still_reaps_a_closed_server() {
+    let mut host = Host::new().unwrap();
+    let id = host.add_stdio_server(stubborn(), no_restart()).unwrap();
+    let pid = host.pid(id).unwrap();
+    until_sleeping(pid);
+    host.close_server(id);
+    let start = Instant::now();
+    let mut polls = 0;
+    while !reaped(pid) {
+        assert!(start.elapsed() < LIMIT, "not reaped after {polls} polls: {:?}", comm(pid));
+        while host.poll_event().is_some() {}
+        if host.is_idle() {
+            std::thread::sleep(Duration::from_millis(1));
+        } else {
+            host.poll(Some(Duration::ZERO)).unwrap();
+            polls += 1;
+        }
+    }
+    assert!(start.elapsed() >= ESCALATION - Duration::from_millis(20), "SIGKILL came early");
+    assert!(polls < 1000, "it polled only when checks were due: {polls}");
+}

@@ -372,3 +372,68 @@ impl Drop for HttpDemo {
         let _ = self.child.wait();
     }
 }
+
+/// Read system calls this thread has made so far (`syscr` in `/proc/thread-self/io`).
+fn reads_so_far() -> u64 {
+    let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+    let line = io.lines().find(|l| l.starts_with("syscr:")).unwrap();
+    line["syscr:".len()..].trim().parse().unwrap()
+}
+
+/// Calls `echo` ten times, one at a time, forwarding the host's events with `handle_event`
+/// (`whole`) or `handle_readiness`; the `read`s each readable event of the server cost.
+fn reads_per_readable_event(whole: bool) -> Vec<u64> {
+    let mut p = Program::new();
+    let mut host = Host::embedded(p.poll.registry(), RANGE).unwrap();
+    let id = host.add_stdio_server(demo_server(), Config::default()).unwrap();
+    let warm = [echo(&mut host, id, "warm")];
+    p.run_calls(&mut host, &warm, 0, Duration::from_secs(20), Duration::from_secs(10));
+    // What reading the counter costs by itself.
+    let counting = {
+        let a = reads_so_far();
+        reads_so_far() - a
+    };
+    let mut reads = Vec::new();
+    for i in 0..10 {
+        let (_, call) = echo(&mut host, id, &format!("n{i}"));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut done = false;
+        while !done {
+            assert!(Instant::now() < deadline, "call {i} did not end");
+            p.poll.poll(&mut p.events, Some(Duration::from_millis(100))).unwrap();
+            let now = Instant::now();
+            for event in p.events.iter() {
+                assert!(host.owns_token(event.token()), "no UDP traffic in this test");
+                let before = reads_so_far();
+                if whole {
+                    host.handle_event(event, now).unwrap();
+                } else {
+                    host.handle_readiness(event.token(), now).unwrap();
+                }
+                let spent = reads_so_far() - before - counting;
+                if event.is_readable() && !event.is_read_closed() {
+                    reads.push(spent);
+                }
+            }
+            if host.poll_timeout().is_some_and(|t| t <= now) {
+                host.handle_timeout(now);
+            }
+            while let Some((_, e)) = host.poll_event() {
+                done |= matches!(e, Event::CallDone { call: c, .. } if c == call);
+            }
+        }
+    }
+    reads
+}
+
+/// A foreign loop that hands over the whole event gets the owned mode's one `read` per event
+/// (a short read means the pipe is empty); with only the token the driver reads on to
+/// `WouldBlock`, one `read` more.
+#[test]
+fn handle_event_reads_once_per_event_where_the_token_alone_reads_on_to_would_block() {
+    let whole = reads_per_readable_event(true);
+    assert!(whole.len() >= 10, "a reply per call: {whole:?}");
+    assert!(whole.iter().all(|&n| n == 1), "one read per readable event: {whole:?}");
+    let token = reads_per_readable_event(false);
+    assert!(token.iter().all(|&n| n == 2), "a short read, then WouldBlock: {token:?}");
+}

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use common::mini::{mcp_answer, MiniProxy, MiniServer, Request, Response};
 use common::raw;
+use mcpoll::AddServerError;
 use mcpoll::ProxyChoice;
 use mcpoll::TlsFailure;
 use mcpoll::TlsOptions;
@@ -526,4 +527,331 @@ fn a_long_event_stream_is_handed_over_in_bounded_turns_and_still_completes() {
     let id = add(&mut host, HttpOptions::new(server.url("http", "127.0.0.1")));
     let r = host.call_tool_blocking(id, "t", &raw("{}"), &CallOptions::default()).unwrap();
     assert_eq!(r.json, r#"{"content":[]}"#, "the reply after 500 events arrives");
+}
+
+// ----- closing a legacy session: the DELETE never stalls the loop -------------------------
+
+/// What closing may take: well under a frame of a game loop.
+const PROMPT: Duration = Duration::from_millis(50);
+/// The host's close grace: how long a session's DELETE may wait for its answer.
+const GRACE: Duration = Duration::from_millis(250);
+
+/// A legacy server issuing session `s-1` from a JSON `initialize`, with no GET stream; it
+/// echoes, and answers DELETE with `on_delete`.
+fn session_server(on_delete: fn() -> Response) -> impl Fn(&Request) -> Response + Send + Sync {
+    move |req| {
+        match req.method.as_str() {
+            "DELETE" => return on_delete(),
+            "GET" => return Response { status: 405, headers: vec![], body: String::new() },
+            _ => {}
+        }
+        let msg = req.json();
+        let result = match msg["method"].as_str() {
+            Some("initialize") => serde_json::json!({"protocolVersion": "2025-11-25",
+                "capabilities": {"tools": {}}, "serverInfo": {"name": "mini", "version": "1"}}),
+            Some("tools/call") => serde_json::json!({
+                "content": [{"type": "text", "text": msg["params"]["arguments"]["text"].clone()}]}),
+            _ => return Response { status: 202, headers: vec![], body: String::new() },
+        };
+        let reply = serde_json::json!({"jsonrpc": "2.0", "id": msg["id"], "result": result});
+        let mut r = Response::json(reply);
+        r.headers.push(("Mcp-Session-Id".into(), "s-1".into()));
+        r
+    }
+}
+
+fn deleted() -> Response {
+    Response { status: 200, headers: vec![], body: String::new() }
+}
+
+fn legacy_only() -> Config {
+    Config { era: mcpoll::EraPreference::LegacyOnly, ..Config::default() }
+}
+
+/// Adds a legacy server and makes one call in its session.
+fn add_legacy(host: &mut Host, opts: HttpOptions) -> mcpoll::ServerId {
+    let id = host.add_http_server(opts, legacy_only()).expect("add");
+    assert!(matches!(
+        host.wait_ready(id, Duration::from_secs(10)).unwrap(),
+        ServerState::Ready(mcpoll::Era::Legacy, _)
+    ));
+    assert_eq!(host.session_id(id), Some("s-1"));
+    assert_eq!(echo(host, id, "in session")["content"][0]["text"], "in session");
+    id
+}
+
+/// Runs `f`, asserting it returned promptly.
+#[track_caller]
+fn prompt<T>(what: &str, f: impl FnOnce() -> T) -> T {
+    let start = std::time::Instant::now();
+    let out = f();
+    let took = start.elapsed();
+    assert!(took < PROMPT, "{what} took {took:?}");
+    out
+}
+
+/// Closes `id` promptly, then polls until its DELETE reached `server`; that DELETE.
+fn close_and_see_delete(host: &mut Host, id: mcpoll::ServerId, server: &MiniServer) -> Request {
+    prompt("close_server", || host.close_server(id));
+    common::poll_until(host, Duration::from_secs(5), |_| {
+        server.requests().iter().any(|r| r.method == "DELETE")
+    });
+    let reqs = server.requests();
+    let delete = reqs.iter().find(|r| r.method == "DELETE").unwrap().clone();
+    assert_eq!(reqs.iter().filter(|r| r.method == "DELETE").count(), 1, "one DELETE");
+    delete
+}
+
+/// Polls until nothing is left of the close: no deadline, nothing to do.
+fn until_settled(host: &mut Host) {
+    common::poll_until(host, Duration::from_secs(5), |h| h.poll_timeout().is_none());
+    while host.poll_event().is_some() {}
+    assert!(host.is_idle(), "a closed server's session end keeps nothing going");
+}
+
+#[test]
+fn closing_a_legacy_session_sends_delete_with_the_sessions_headers_without_waiting() {
+    let server = MiniServer::start(None, session_server(deleted));
+    let mut host = Host::new().unwrap();
+    let opts = HttpOptions::new(server.url("http", "127.0.0.1"))
+        .bearer("tok-1")
+        .header("X-Tenant", "blue");
+    let id = add_legacy(&mut host, opts);
+    let delete = close_and_see_delete(&mut host, id, &server);
+    assert_eq!(delete.path, "/mcp");
+    assert_eq!(delete.header("mcp-session-id"), Some("s-1"));
+    assert_eq!(delete.header("mcp-protocol-version"), Some("2025-11-25"));
+    assert_eq!(delete.header("authorization"), Some("Bearer tok-1"), "§8: every request");
+    assert_eq!(delete.header("x-tenant"), Some("blue"));
+    assert_eq!(host.session_id(id), None, "the session is over locally");
+    until_settled(&mut host);
+}
+
+#[test]
+fn the_delete_goes_over_tls_and_through_a_connect_proxy_like_the_sessions_requests() {
+    let pki = Pki::new("delete");
+    let direct =
+        MiniServer::start(Some(pki.server_config(&["localhost"], false)), session_server(deleted));
+    let tunnelled =
+        MiniServer::start(Some(pki.server_config(&["localhost"], false)), session_server(deleted));
+    let proxy = MiniProxy::start();
+    let mut host = Host::new().unwrap();
+
+    let mut opts = HttpOptions::new(direct.url("https", "localhost")).bearer("tok-tls");
+    opts.tls = pki.trust();
+    let id = add_legacy(&mut host, opts);
+    let delete = close_and_see_delete(&mut host, id, &direct);
+    assert_eq!(delete.header("mcp-session-id"), Some("s-1"));
+    assert_eq!(delete.header("authorization"), Some("Bearer tok-tls"));
+    assert_eq!(delete.header("host"), Some(format!("localhost:{}", direct.port).as_str()));
+
+    let mut opts = HttpOptions::new(tunnelled.url("https", "localhost"));
+    opts.proxy = ProxyChoice::Url(format!("http://127.0.0.1:{}", proxy.port));
+    opts.tls = pki.trust();
+    let id = add_legacy(&mut host, opts);
+    let tunnels = proxy.tunnels.load(Ordering::SeqCst);
+    let delete = close_and_see_delete(&mut host, id, &tunnelled);
+    assert_eq!(delete.header("mcp-session-id"), Some("s-1"));
+    assert_eq!(proxy.tunnels.load(Ordering::SeqCst), tunnels + 1, "its own tunnel");
+    until_settled(&mut host);
+}
+
+#[test]
+fn a_delete_the_server_never_answers_is_dropped_after_the_grace_and_its_socket_closed() {
+    let server = MiniServer::start(None, session_server(Response::stall));
+    let mut host = Host::new().unwrap();
+    let id = add_legacy(&mut host, HttpOptions::new(server.url("http", "127.0.0.1")));
+    let closed = std::time::Instant::now();
+    prompt("close_server", || host.close_server(id));
+    while host.poll_event().is_some() {}
+    assert!(!host.is_idle(), "the DELETE moves only when polled");
+    while server.eofs.lock().unwrap().is_empty() {
+        assert!(closed.elapsed() < Duration::from_secs(5), "the DELETE's socket stayed open");
+        prompt("poll", || host.poll(Some(Duration::from_millis(10))).unwrap());
+    }
+    let eof = server.eofs.lock().unwrap()[0];
+    assert!(server.requests().iter().any(|r| r.method == "DELETE"), "it was sent");
+    let open = eof.duration_since(closed);
+    assert!(open >= GRACE - Duration::from_millis(10), "dropped before its grace: {open:?}");
+    assert!(open < GRACE + Duration::from_millis(500), "dropped late: {open:?}");
+    until_settled(&mut host);
+}
+
+/// Dropping the host gives a DELETE still out 100 ms more, then closes it: well before its
+/// own deadline (the close's grace), and the drop waits no longer than that.
+#[test]
+fn dropping_the_host_closes_a_delete_still_waiting_for_its_answer() {
+    let server = MiniServer::start(None, session_server(Response::stall));
+    let mut host = Host::new().unwrap();
+    let id = add_legacy(&mut host, HttpOptions::new(server.url("http", "127.0.0.1")));
+    let _ = close_and_see_delete(&mut host, id, &server);
+    let dropped = std::time::Instant::now();
+    drop(host);
+    let took = dropped.elapsed();
+    assert!(took < Duration::from_millis(150), "the drop waited {took:?}");
+    let limit = dropped + Duration::from_secs(5);
+    while server.eofs.lock().unwrap().is_empty() {
+        assert!(std::time::Instant::now() < limit, "the DELETE's socket outlived the host");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let open = server.eofs.lock().unwrap()[0].duration_since(dropped);
+    assert!(open >= Duration::from_millis(90), "not given its last 100 ms: {open:?}");
+    assert!(open < Duration::from_millis(200), "closed by the drop, not its deadline: {open:?}");
+}
+
+/// A program that closes a server and exits at once (the host dropped right after the close,
+/// before any poll) still ends the session: closing used to send the DELETE before it returned.
+#[test]
+fn a_program_that_closes_and_exits_at_once_still_ends_its_session() {
+    let server = MiniServer::start(None, session_server(deleted));
+    let mut host = Host::new().unwrap();
+    let id = add_legacy(&mut host, HttpOptions::new(server.url("http", "127.0.0.1")));
+    prompt("close_server", || host.close_server(id));
+    let dropped = std::time::Instant::now();
+    drop(host);
+    let took = dropped.elapsed();
+    assert!(took < Duration::from_millis(150), "the drop waited {took:?}");
+    let delete = server.requests().into_iter().find(|r| r.method == "DELETE");
+    let delete = delete.expect("the DELETE was answered before the drop returned");
+    assert_eq!(delete.header("mcp-session-id"), Some("s-1"));
+}
+
+/// The program's loop for an embedded host: forward its events, tick it when due, and time
+/// every host call, until `until` holds.
+fn run_embedded(poll: &mut mio::Poll, host: &mut Host, mut until: impl FnMut(&mut Host) -> bool) {
+    let mut events = mio::Events::with_capacity(64);
+    let start = std::time::Instant::now();
+    while !until(host) {
+        assert!(start.elapsed() < Duration::from_secs(5), "condition not met in time");
+        let now = std::time::Instant::now();
+        let due = host.poll_timeout().map(|t| t.saturating_duration_since(now));
+        let wait = due.map_or(Duration::from_millis(10), |d| d.min(Duration::from_millis(10)));
+        poll.poll(&mut events, Some(wait)).unwrap();
+        let now = std::time::Instant::now();
+        for event in events.iter() {
+            prompt("handle_readiness", || host.handle_readiness(event.token(), now).unwrap());
+        }
+        if host.poll_timeout().is_some_and(|t| t <= now) {
+            prompt("handle_timeout", || host.handle_timeout(now));
+        }
+    }
+}
+
+#[test]
+fn embedded_removing_a_legacy_server_never_stalls_and_its_tokens_wait_for_the_delete() {
+    let server = MiniServer::start(None, session_server(Response::stall));
+    let mut poll = mio::Poll::new().unwrap();
+    // Room for exactly one HTTP server.
+    let mut host = Host::embedded(poll.registry(), 5000..5000 + Host::HTTP_SERVER_TOKENS).unwrap();
+    let url = server.url("http", "127.0.0.1");
+    let id = host.add_http_server(HttpOptions::new(url.clone()), legacy_only()).unwrap();
+    run_embedded(&mut poll, &mut host, |h| {
+        matches!(h.state(id), Some(ServerState::Ready(mcpoll::Era::Legacy, _)))
+    });
+    let removed = std::time::Instant::now();
+    prompt("remove_server", || host.remove_server(id));
+    assert!(host.state(id).is_none());
+    let again = host.add_http_server(HttpOptions::new(url.clone()), legacy_only());
+    assert!(
+        matches!(again, Err(AddServerError::TooManyServers)),
+        "the DELETE still uses a token of the block: {again:?}"
+    );
+    run_embedded(&mut poll, &mut host, |h| {
+        !server.eofs.lock().unwrap().is_empty() && h.poll_timeout().is_none()
+    });
+    let delete = server.requests().into_iter().find(|r| r.method == "DELETE").expect("sent");
+    assert_eq!(delete.header("mcp-session-id"), Some("s-1"));
+    let open = server.eofs.lock().unwrap()[0].duration_since(removed);
+    assert!(open >= GRACE - Duration::from_millis(10), "dropped before its grace: {open:?}");
+    while host.poll_event().is_some() {}
+    assert!(host.is_idle());
+    host.add_http_server(HttpOptions::new(url), legacy_only()).expect("the block is free again");
+}
+
+/// A driver outside a host, brought to a ready legacy session by a loop of the test's own.
+fn ready_driver(url: String, poll: &mut mio::Poll) -> (mcpoll::HttpDriver, mcpoll::Engine) {
+    let now = std::time::Instant::now();
+    let mut engine = mcpoll::Engine::new(legacy_only(), now).unwrap();
+    let config = engine.config().clone();
+    let opts = HttpOptions::new(url);
+    let mut driver =
+        mcpoll::HttpDriver::new(opts, &config, mio::Token(0), &mut engine, now).unwrap();
+    driver.flush(poll.registry(), &mut engine, now);
+    let mut events = mio::Events::with_capacity(16);
+    let deadline = now + Duration::from_secs(10);
+    while !matches!(engine.state(), ServerState::Ready(mcpoll::Era::Legacy, _)) {
+        assert!(std::time::Instant::now() < deadline, "not ready: {:?}", engine.state());
+        poll.poll(&mut events, Some(Duration::from_millis(10))).unwrap();
+        let now = std::time::Instant::now();
+        for e in events.iter() {
+            driver.handle_readiness(poll.registry(), e.token(), &mut engine, now);
+        }
+        engine.handle_timeout(now);
+        driver.handle_timeout(poll.registry(), &mut engine, now);
+    }
+    assert_eq!(driver.session_id(), Some("s-1"));
+    (driver, engine)
+}
+
+/// Outside a host, `HttpDriver::shutdown` sends the same DELETE on a poll of its own and
+/// waits for it, at most the grace.
+#[test]
+fn a_driver_outside_a_host_ends_its_session_on_shutdown_within_the_grace() {
+    let answering = MiniServer::start(None, session_server(deleted));
+    let stalling = MiniServer::start(None, session_server(Response::stall));
+    let mut poll = mio::Poll::new().unwrap();
+
+    let (mut driver, _engine) = ready_driver(answering.url("http", "127.0.0.1"), &mut poll);
+    let start = std::time::Instant::now();
+    driver.shutdown(poll.registry(), GRACE);
+    let took = start.elapsed();
+    let reqs = answering.requests();
+    let delete = reqs.iter().find(|r| r.method == "DELETE").expect("sent before returning");
+    assert_eq!(delete.header("mcp-session-id"), Some("s-1"));
+    assert!(took < GRACE, "an answered DELETE ends the wait: {took:?}");
+    assert_eq!(driver.session_id(), None);
+
+    let (mut driver, _engine) = ready_driver(stalling.url("http", "127.0.0.1"), &mut poll);
+    let start = std::time::Instant::now();
+    driver.shutdown(poll.registry(), GRACE);
+    let took = start.elapsed();
+    assert!(took >= GRACE - Duration::from_millis(10), "waited for the answer: {took:?}");
+    assert!(took < GRACE + Duration::from_millis(200), "but no longer than the grace: {took:?}");
+    let limit = std::time::Instant::now() + Duration::from_secs(5);
+    while stalling.eofs.lock().unwrap().is_empty() {
+        assert!(std::time::Instant::now() < limit, "the DELETE's socket stayed open");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(stalling.requests().iter().any(|r| r.method == "DELETE"));
+}
+
+/// `{:?}` and `{:#?}` of a host (what a program logging its state prints) show no credential,
+/// even with a request in flight: not the bearer token, as text or as bytes, nor a header's value.
+#[test]
+fn debug_output_of_a_host_with_a_request_in_flight_shows_no_credentials() {
+    let server = MiniServer::start(None, |req| {
+        if req.json()["method"] == "tools/call" {
+            return Response::stall();
+        }
+        mcp_answer(req)
+    });
+    let mut host = Host::new().unwrap();
+    let opts = HttpOptions::new(server.url("http", "127.0.0.1"))
+        .bearer("s3cret-token")
+        .header("X-Api-Key", "k3y-value");
+    let id = add(&mut host, opts);
+    host.wait_ready(id, Duration::from_secs(10)).unwrap();
+    host.call_tool(id, "echo", &raw(r#"{"text":"x"}"#), &CallOptions::default()).unwrap();
+    common::poll_until(&mut host, Duration::from_secs(5), |_| {
+        server.requests().iter().any(|r| r.json()["method"] == "tools/call")
+    });
+    // The alternate form shows the slabs' entries (the pool's connections) too.
+    for shown in [format!("{host:?}"), format!("{host:#?}")] {
+        let compact: String = shown.chars().filter(|c| !c.is_whitespace()).collect();
+        let bytes = |s: &str| s.bytes().map(|b| b.to_string()).collect::<Vec<_>>().join(",");
+        for secret in ["s3cret-token", "k3y-value"] {
+            assert!(!compact.contains(secret), "{secret} in {shown}");
+            assert!(!compact.contains(&bytes(secret)), "{secret} as bytes in {shown}");
+        }
+    }
 }

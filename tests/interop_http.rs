@@ -160,3 +160,54 @@ fn cli_lists_and_calls_over_http_in_both_eras() {
         assert_eq!(fail["isError"], true, "{script}");
     }
 }
+
+/// The status of a `ping` POSTed in `session` on a connection of its own.
+fn ping_in_session(peer: &HttpPeer, session: &str) -> u16 {
+    use std::io::{Read, Write};
+    let body = r#"{"jsonrpc":"2.0","id":"probe","method":"ping"}"#;
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMcp-Session-Id: {session}\r\n\
+         MCP-Protocol-Version: 2025-11-25\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        peer.port,
+        body.len()
+    );
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", peer.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).unwrap();
+    std::str::from_utf8(&head[9..12]).unwrap().parse().unwrap()
+}
+
+/// Closing a server with a legacy session ends it at the SDK's server: the `DELETE` gets
+/// there (the session id is refused afterwards, as the SDK refuses an unknown one), and the
+/// close itself returned at once.
+fn closing_ends_the_session(script: &str) {
+    let Some(dir) = peers_dir() else { return };
+    let peer = HttpPeer::start(&dir, script);
+    let mut host = Host::new().unwrap();
+    let config = Config { era: mcpoll::EraPreference::LegacyOnly, ..Config::default() };
+    let id = host.add_http_server(HttpOptions::new(peer.url()), config).expect("add");
+    let state = host.wait_ready(id, Duration::from_secs(20)).expect("ready");
+    assert!(matches!(state, mcpoll::ServerState::Ready(Era::Legacy, _)), "{script}: {state:?}");
+    let session = host.session_id(id).expect("a legacy session").to_owned();
+    assert_eq!(ping_in_session(&peer, &session), 200, "{script}: the session works");
+    let start = Instant::now();
+    host.close_server(id);
+    let took = start.elapsed();
+    assert!(took < Duration::from_millis(50), "{script}: close_server took {took:?}");
+    poll_until(&mut host, Duration::from_secs(5), |h| h.poll_timeout().is_none());
+    let status = ping_in_session(&peer, &session);
+    assert!(matches!(status, 400 | 404), "{script}: the session outlived the close: {status}");
+}
+
+#[test]
+fn typescript_sdk_v1_http_closing_ends_the_session_with_delete() {
+    closing_ends_the_session("run-ts1-http.sh");
+}
+
+#[test]
+fn python_sdk_v2_http_legacy_closing_ends_the_session_with_delete() {
+    closing_ends_the_session("run-py-http.sh");
+}

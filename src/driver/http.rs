@@ -10,6 +10,7 @@
 //! when done, so a slow resolver never stalls the loop: when the first connection is needed,
 //! and again only after every known address failed to connect, never per call.
 
+pub(crate) mod close;
 mod fetch;
 mod instances;
 mod options;
@@ -48,7 +49,8 @@ enum ConnPhase {
     Open,
 }
 
-#[derive(Debug)]
+/// One connection of the pool. Its buffers hold requests with their credentials and
+/// responses: `Debug` shows their lengths only.
 struct Conn {
     sock: TcpStream,
     tls: Option<TlsSession>,
@@ -67,11 +69,28 @@ struct Conn {
     backlog: bool,
 }
 
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("phase", &self.phase)
+            .field("tls", &self.tls)
+            .field("unsent", &(self.out.len() - self.written))
+            .field("exchange", &self.exchange)
+            .field("idle_since", &self.idle_since)
+            .field("dedicated", &self.dedicated)
+            .field("backlog", &self.backlog)
+            .finish_non_exhaustive()
+    }
+}
+
 const TOKEN_CONNS: usize = 128;
 /// The token offset of the OAuth flow's connection (and the resolution before it).
 const TOKEN_OAUTH: usize = TOKEN_CONNS - 1;
-/// The token offset of the MCP server's name resolution; MCP connections use the ones below.
+/// The token offset of the MCP server's name resolution.
 const TOKEN_RESOLVE: usize = TOKEN_CONNS - 2;
+/// The token offset of the legacy session's `DELETE` after a close ([`close`]); MCP
+/// connections use the ones below.
+const TOKEN_CLOSE: usize = TOKEN_CONNS - 3;
 /// Tokens an HTTP driver uses, from its base token.
 pub(crate) const TOKENS_PER_DRIVER: usize = TOKEN_CONNS;
 
@@ -156,7 +175,7 @@ impl HttpDriver {
             instances: Instances::new(primary, standby, Arc::clone(&resolver)),
             tls,
             base,
-            max_conns: opts.max_connections.clamp(1, TOKEN_RESOLVE - 1),
+            max_conns: opts.max_connections.clamp(1, TOKEN_CLOSE - 1),
             idle_timeout: opts.idle_timeout,
             connect_timeout: opts.connect_timeout,
             limits: Limits {
@@ -423,7 +442,7 @@ impl HttpDriver {
 
     /// A new connection to the server; `None` while its name is being resolved.
     fn connect(&mut self, registry: &Registry, now: Instant) -> io::Result<Option<usize>> {
-        if self.conns.len() >= TOKEN_RESOLVE {
+        if self.conns.len() >= TOKEN_CLOSE {
             return Err(io::Error::new(io::ErrorKind::OutOfMemory, "connection table full"));
         }
         let resolve_token = Token(self.base.0 + TOKEN_RESOLVE);
@@ -880,10 +899,43 @@ impl HttpDriver {
         }
     }
 
-    /// Closes every connection. A legacy session is ended with DELETE first when one exists
-    /// (best effort, bounded by `grace`).
+    /// Closes every connection, and ends a legacy session when there is one: its `DELETE`
+    /// is sent through the same TLS and proxy as the server's requests, and waited for
+    /// `grace` at most. Blocks for up to `grace`: a [`Host`](crate::Host) does not call this,
+    /// it hands the `DELETE` to its tick instead, so closing never stalls its loop.
     pub fn shutdown(&mut self, registry: &Registry, grace: Duration) {
-        let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
+        self.close_all(registry);
+        // A poll of its own: the caller's is not this driver's to wait on.
+        match mio::Poll::new() {
+            Ok(mut poll) => {
+                let deadline = Instant::now() + grace;
+                if let Some(end) = self.end_session(poll.registry(), deadline) {
+                    end.wait(&mut poll);
+                }
+            }
+            Err(e) => {
+                log::debug!("cannot end the legacy session: {e}");
+                let _ = self.session.take_session_id();
+            }
+        }
+    }
+
+    /// Closes every connection without waiting. The `DELETE` that ends a legacy session, when
+    /// there is one, is returned started, its connection registered with `registry`: whoever
+    /// holds it moves it on with readiness events and drops it at `now + grace`.
+    pub(crate) fn detach(
+        &mut self,
+        registry: &Registry,
+        grace: Duration,
+        now: Instant,
+    ) -> Option<close::SessionEnd> {
+        self.close_all(registry);
+        self.end_session(registry, now + grace)
+    }
+
+    /// Closes every connection and stops listening for a resolution.
+    fn close_all(&mut self, registry: &Registry) {
+        let keys: SmallVec<[usize; 8]> = self.conns.iter().map(|(k, _)| k).collect();
         for k in keys {
             self.close_quietly(registry, k);
         }
@@ -891,32 +943,42 @@ impl HttpDriver {
             conn.close(registry);
         }
         self.instances.close(registry);
-        let at = self.instances.current();
-        if let (Some(session), Scheme::Http, None) =
-            (self.session.take_session_id(), at.url.scheme, &at.proxy)
-        {
-            self.delete_session(&session, grace);
-        }
     }
 
-    /// DELETE with the session id over a short-lived blocking connection (plain HTTP only).
-    fn delete_session(&self, session: &str, grace: Duration) {
+    /// Starts the `DELETE` that ends the legacy session, with the headers its requests carry
+    /// (§6.2, and the bearer token: §8), on this driver's closing token. The session is over
+    /// locally either way.
+    fn end_session(&mut self, registry: &Registry, deadline: Instant) -> Option<close::SessionEnd> {
         let at = self.instances.current();
-        let Some(addr) = at.addrs.first() else { return };
-        let Ok(mut s) = std::net::TcpStream::connect_timeout(addr, grace) else { return };
-        let _ = s.set_read_timeout(Some(grace));
-        let _ = s.set_write_timeout(Some(grace));
-        let mut out = Vec::new();
-        let headers: [(&str, &[u8]); 1] = [("Mcp-Session-Id", session.as_bytes())];
-        let head = RequestHead {
-            method: "DELETE",
-            target: &at.url.target,
-            host: &at.host_header,
-            headers: &headers,
-        };
-        if http1::write_request(&mut out, &head, &[]).is_ok() && s.write_all(&out).is_ok() {
-            let mut buf = [0u8; 512];
-            let _ = s.read(&mut buf);
+        let request = self.session.end_plan().and_then(|plan| {
+            let mut headers = plan.headers;
+            headers.push(("Connection", b"close"));
+            let head = RequestHead {
+                method: plan.method,
+                target: &at.url.target,
+                host: &at.host_header,
+                headers: &headers,
+            };
+            let mut out = Vec::with_capacity(512);
+            match http1::write_request(&mut out, &head, plan.body) {
+                Ok(()) => Some(out),
+                Err(e) => {
+                    // Only caller-supplied header values can be refused; they were checked.
+                    log::debug!("session DELETE head refused: {e:?}");
+                    None
+                }
+            }
+        });
+        let _ = self.session.take_session_id();
+        let addr = self.instances.addr_in_use()?;
+        let token = Token(self.base.0 + TOKEN_CLOSE);
+        let tls = self.tls.clone();
+        match close::SessionEnd::start(request?, at, addr, registry, token, tls, deadline) {
+            Ok(end) => Some(end),
+            Err(e) => {
+                log::debug!("cannot end the legacy session: {e}");
+                None
+            }
         }
     }
 }

@@ -150,6 +150,17 @@ impl Reactor {
         self.tokens.release(index);
     }
 
+    /// Keeps a removed server's tokens from reuse while what it left still uses one.
+    pub(super) fn retire(&mut self, index: usize) {
+        self.tokens.retire(index);
+    }
+
+    /// Gives back the retired block holding `token`.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // only HTTP servers retire blocks
+    pub(super) fn release_retired(&mut self, token: Token) {
+        self.tokens.release_retired(token);
+    }
+
     /// Waits on the host's own poll (owned mode only).
     pub(super) fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         match &mut self.mode {
@@ -181,8 +192,8 @@ impl Host {
     /// Tokens a stdio server takes from the host's range (its stdin, stdout and stderr).
     pub const STDIO_SERVER_TOKENS: usize = crate::driver::stdio::TOKENS_PER_DRIVER;
 
-    /// Tokens an HTTP server takes from the host's range (its connection pool and the OAuth
-    /// flow's connection).
+    /// Tokens an HTTP server takes from the host's range (its connection pool, the OAuth
+    /// flow's connection, and its legacy session's `DELETE` after a close).
     #[cfg(feature = "http")]
     pub const HTTP_SERVER_TOKENS: usize = crate::driver::http::TOKENS_PER_DRIVER;
 
@@ -213,7 +224,7 @@ impl Host {
     ///     let now = Instant::now();
     ///     for event in events.iter() {
     ///         if host.owns_token(event.token()) {
-    ///             host.handle_readiness(event.token(), now)?;
+    ///             host.handle_event(event, now)?;
     ///         } else {
     ///             // the program's own sources
     ///         }
@@ -228,14 +239,16 @@ impl Host {
     ///
     /// # Contract
     ///
-    /// **Who reads the clock.** The program, for the loop verbs: [`Host::handle_readiness`] and
+    /// **Who reads the clock.** The program, for the loop verbs: [`Host::handle_event`] and
     /// [`Host::handle_timeout`] take `now`, read once per wake-up from `std::time::Instant` (the
     /// clock the host's deadlines are on) and never earlier than a `now` given before. The host
     /// reads that clock itself where it always has: in commands (`call_tool`, `cancel`, ...), in
     /// `add_*_server`, and in `poll_event` (the capability cache's bookkeeping).
     ///
-    /// **What one readiness call does.** For a token in the range held by a server: that server's
-    /// driver reads until `WouldBlock` or until it has handed the engine
+    /// **What one readiness call does.** [`Host::handle_event`] (or [`Host::handle_readiness`],
+    /// given only the token): for a token in the range held by a server, that server's
+    /// driver reads until `WouldBlock` (with the whole event, a stdio server stops at a short
+    /// read while its end is open) or until it has handed the engine
     /// `Config::frames_per_readiness` frames, then writes what the engine has to send, then does
     /// that server's share of a tick (due timers, a restart it asks for). A token in the range that
     /// no server holds now (its server was removed after the event was collected) is ignored, as
@@ -275,9 +288,15 @@ impl Host {
     /// reaches the engine only once it is reaped; a restart follows without a wait. Dropping
     /// the host kills running servers' process groups at once; processes of closed servers
     /// still exiting get up to 100 ms more to exit by themselves, then SIGKILL and up to 100 ms
-    /// to be reaped (one stuck in the kernel past that stays a zombie until the program exits). Still blocking:
-    /// closing an HTTP server with a legacy session over plain HTTP sends its `DELETE` on a
-    /// short blocking connection (250 ms per step at most).
+    /// to be reaped (one stuck in the kernel past that stays a zombie until the program exits).
+    /// Closing an HTTP server with a legacy (2025-11-25) session starts the `DELETE` that ends
+    /// it and returns: the readiness path sends it on a connection of its own (through the
+    /// server's TLS and proxy, with its session id, version, bearer token and headers), and
+    /// the tick drops it 250 ms after the close, answered or not. At most 64 are outstanding
+    /// (past that the oldest is dropped); a removed server's tokens are not handed out again
+    /// until its `DELETE` is over. Dropping the host gives those still out up to 100 ms more
+    /// (a program that closes its servers and exits at once still ends their sessions), then
+    /// closes them.
     ///
     /// **Tokens.** Each server takes one contiguous block of the range, first fit:
     /// [`Host::STDIO_SERVER_TOKENS`] for a stdio server, [`Host::HTTP_SERVER_TOKENS`] for an HTTP
@@ -322,10 +341,36 @@ impl Host {
     /// (at most `Config::frames_per_readiness` frames), writes, and fires its due timers. A
     /// token in the range that no server holds is ignored (its server was removed); one
     /// outside is [`ForeignToken`] and changes nothing.
+    ///
+    /// With only the token, a stdio server's driver cannot tell whether the server closed its
+    /// end, so it reads on until `WouldBlock`: one `read` more than needed per event.
+    /// [`handle_event`](Self::handle_event) takes the whole event and saves it.
     pub fn handle_readiness(&mut self, token: Token, now: Instant) -> Result<(), ForeignToken> {
-        self.poll.last_now = now;
         // No event to ask whether the peer closed its end: read on to `WouldBlock`.
-        if let Some(index) = readiness(&mut self.servers, &self.poll, token, true, now)? {
+        self.ready(token, true, now)
+    }
+
+    /// [`handle_readiness`](Self::handle_readiness) for the whole event of the program's poll,
+    /// which tells whether the peer closed its end: a stdio server's driver then stops at a
+    /// read that returns less than asked for (the pipe is empty, and the server's next write
+    /// raises a new edge), and reads on to the end of file only once the event reports the
+    /// close. One `read` per event, as in a host with its own poll.
+    pub fn handle_event(
+        &mut self,
+        event: &mio::event::Event,
+        now: Instant,
+    ) -> Result<(), ForeignToken> {
+        self.ready(event.token(), event.is_read_closed(), now)
+    }
+
+    /// The readiness path of both embedded entry points.
+    fn ready(&mut self, token: Token, read_closed: bool, now: Instant) -> Result<(), ForeignToken> {
+        self.poll.last_now = now;
+        if self.ending.handle_readiness(self.poll.registry(), token) {
+            self.ending.settle(&mut self.poll);
+            return Ok(());
+        }
+        if let Some(index) = readiness(&mut self.servers, &self.poll, token, read_closed, now)? {
             if let Some(s) = self.servers.get_mut(index) {
                 upkeep(s, self.poll.registry(), now);
             }
@@ -340,6 +385,8 @@ impl Host {
         self.poll.last_now = now;
         tick(&mut self.servers, &self.poll, now);
         self.exiting.handle_timeout(now);
+        self.ending.handle_timeout(self.poll.registry(), now);
+        self.ending.settle(&mut self.poll);
         self.pump_catalogs(now);
     }
 
@@ -349,8 +396,10 @@ impl Host {
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let servers = self.servers.iter().filter_map(|(_, s)| s.next_deadline());
-        // Closed servers' children still exiting: their next check or signal.
-        let deadline = servers.chain(self.exiting.poll_timeout()).min();
+        // Closed servers' children still exiting: their next check or signal; closed servers'
+        // session `DELETE`s: when they are given up on.
+        let deadline =
+            servers.chain(self.exiting.poll_timeout()).chain(self.ending.poll_timeout()).min();
         if self.servers.iter().any(|(_, s)| s.transport.has_backlog()) {
             // Input that no readiness edge will report again: due now.
             let now = self.poll.last_now;
@@ -371,11 +420,16 @@ impl Host {
                 // The event says whether the peer closed its end, which lets a stdio driver
                 // skip the `read` that would only return `WouldBlock`.
                 let closed = event.is_read_closed();
+                if self.ending.handle_readiness(self.poll.registry(), event.token()) {
+                    continue;
+                }
                 let _ = readiness(&mut self.servers, &self.poll, event.token(), closed, now);
             }
         }
         tick(&mut self.servers, &self.poll, now);
         self.exiting.handle_timeout(now);
+        self.ending.handle_timeout(self.poll.registry(), now);
+        self.ending.settle(&mut self.poll);
     }
 }
 

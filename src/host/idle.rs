@@ -13,7 +13,8 @@ impl Host {
     /// `true` when a zero-timeout [`poll`](Self::poll) has nothing to do now except ask the
     /// kernel whether a server sent something unasked: no call or handshake is pending, nothing
     /// waits to be written or to be resumed, no event waits for the host, no server needs
-    /// starting, and no timer is due.
+    /// starting, no closed server's legacy session is being ended (its `DELETE` moves only when
+    /// polled), and no timer is due.
     ///
     /// A loop that polls only when this is `false` makes no system call while nothing is
     /// pending. What a server sends unasked while the loop skips its polls (notifications,
@@ -32,7 +33,12 @@ impl Host {
     #[must_use]
     pub fn is_idle(&self) -> bool {
         let now = Instant::now();
-        !self.cache.has_changes() && self.servers.iter().all(|(_, s)| s.is_idle(now))
+        // A closed server's session `DELETE` moves only when polled; its exiting process is
+        // checked and signalled only by a tick.
+        !self.cache.has_changes()
+            && self.ending.is_empty()
+            && self.exiting.poll_timeout().is_none_or(|d| d > now)
+            && self.servers.iter().all(|(_, s)| s.is_idle(now))
     }
 }
 

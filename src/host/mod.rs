@@ -46,6 +46,7 @@ use crate::proto::mcp::{Method, ResultType};
 use crate::proto::version::Era;
 
 mod catalog;
+mod closing;
 mod config_file;
 mod embed;
 mod idle;
@@ -227,13 +228,26 @@ impl Transport {
         }
     }
 
-    /// Stops the transport without waiting: a stdio child goes to `reaper`.
-    fn shutdown(&mut self, registry: &mio::Registry, grace: Duration, reaper: &mut Reaper) {
+    /// Stops the transport without waiting: a stdio child goes to `reaper`, a legacy HTTP
+    /// session's `DELETE` to `ending`.
+    fn shutdown(
+        &mut self,
+        registry: &mio::Registry,
+        grace: Duration,
+        reaper: &mut Reaper,
+        ending: &mut closing::Ending,
+    ) {
+        let now = Instant::now();
         match self {
-            Self::Stdio(d) => reaper.extend(d.detach(registry, grace, Instant::now())),
+            Self::Stdio(d) => reaper.extend(d.detach(registry, grace, now)),
             #[cfg(feature = "http")]
-            Self::Http(d) => d.shutdown(registry, grace),
+            Self::Http(d) => {
+                if let Some(end) = d.detach(registry, grace, now) {
+                    ending.push(registry, end);
+                }
+            }
         }
+        let _ = ending;
     }
 }
 
@@ -323,6 +337,8 @@ pub struct Host {
     cache: catalog::HostCache,
     /// Children of closed servers, reaped from the tick (closing never waits).
     exiting: Reaper,
+    /// Closed HTTP servers' legacy sessions being ended (`DELETE`), from the poll and tick.
+    ending: closing::Ending,
     /// Principals, and each server's lanes (one engine per server and principal).
     lanes: principal::Lanes,
     /// Tasks and the calls made under each.
@@ -349,6 +365,7 @@ impl Host {
             event_cursor: 0,
             cache: catalog::HostCache::new(CacheConfig::default())?,
             exiting: Reaper::default(),
+            ending: closing::Ending::default(),
             lanes: principal::Lanes::default(),
             tasks: task::TaskTable::default(),
             records: records::Records::new(),
@@ -564,7 +581,9 @@ impl Host {
 
     /// Closes a server: its calls fail, its process group is stopped (stdin closed, then
     /// SIGTERM after 250 ms, then SIGKILL after 250 ms more), and its handle becomes invalid
-    /// once its events are drained. Returns without waiting: the tick reaps the process.
+    /// once its events are drained. An HTTP server's connections close, and its legacy
+    /// session, if it has one, is ended with a `DELETE` that gets 250 ms to be answered.
+    /// Returns without waiting: the poll and tick reap the process and send the `DELETE`.
     /// The principals' lanes on it close with it.
     pub fn close_server(&mut self, server: ServerId) {
         self.close_lanes(server);
@@ -573,8 +592,10 @@ impl Host {
             self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)
         {
             s.engine.close(Instant::now());
-            s.transport.shutdown(registry, Duration::from_millis(250), &mut self.exiting);
+            let grace = Duration::from_millis(250);
+            s.transport.shutdown(registry, grace, &mut self.exiting, &mut self.ending);
         }
+        self.ending.settle(&mut self.poll);
     }
 
     /// Starts a degraded server (one whose process kept crashing) again now.
@@ -595,8 +616,8 @@ impl Host {
         self.remove_lanes(server);
         if self.server(server).is_some() {
             self.close_server(server);
-            self.servers.remove(server.index);
-            self.poll.release(server.index);
+            let removed = self.servers.remove(server.index);
+            self.release_tokens(server.index, removed.transport.tokens());
         }
     }
 
@@ -812,5 +833,7 @@ impl Drop for Host {
         // Drivers kill their process groups when dropped; dropping the slab does it. The
         // reaper, dropped next, kills and reaps (for a bounded time) closed servers' children.
         self.servers.clear();
+        // Legacy sessions still being ended get a bounded last chance, then their sockets close.
+        self.ending.finish(self.poll.registry());
     }
 }

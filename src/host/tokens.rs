@@ -17,6 +17,9 @@ struct Block {
     len: usize,
     /// The server's slab index.
     server: usize,
+    /// The server is gone, but something it left (a legacy session's `DELETE`) still uses
+    /// a token of the block: nobody else may have it yet.
+    retired: bool,
 }
 
 /// Who a token belongs to.
@@ -63,7 +66,7 @@ impl TokenSpace {
     /// Records `tokens` as the block of `server`. `tokens` comes from [`find`](Self::find)
     /// with nothing committed in between.
     pub(super) fn commit(&mut self, tokens: Range<usize>, server: usize) {
-        let block = Block { start: tokens.start, len: tokens.len(), server };
+        let block = Block { start: tokens.start, len: tokens.len(), server, retired: false };
         debug_assert!(self.range.start <= block.start && tokens.end <= self.range.end);
         let at = self.blocks.partition_point(|b| b.start < block.start);
         debug_assert!(self.blocks.get(at).is_none_or(|b| tokens.end <= b.start));
@@ -72,7 +75,21 @@ impl TokenSpace {
 
     /// Frees the block of `server`, if it has one.
     pub(super) fn release(&mut self, server: usize) {
-        self.blocks.retain(|b| b.server != server);
+        self.blocks.retain(|b| b.retired || b.server != server);
+    }
+
+    /// Keeps the block of removed `server` out of use until
+    /// [`release_retired`](Self::release_retired): its tokens belong to no server meanwhile.
+    pub(super) fn retire(&mut self, server: usize) {
+        if let Some(b) = self.blocks.iter_mut().find(|b| !b.retired && b.server == server) {
+            b.retired = true;
+        }
+    }
+
+    /// Frees the retired block holding `token`, if there is one (a live server's stays).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // only HTTP servers retire blocks
+    pub(super) fn release_retired(&mut self, token: Token) {
+        self.blocks.retain(|b| !(b.retired && (b.start..b.start + b.len).contains(&token.0)));
     }
 
     pub(super) fn owner(&self, token: Token) -> Owner {
@@ -81,7 +98,7 @@ impl TokenSpace {
         }
         let after = self.blocks.partition_point(|b| b.start <= token.0);
         match after.checked_sub(1).and_then(|i| self.blocks.get(i)) {
-            Some(b) if token.0 - b.start < b.len => Owner::Server(b.server),
+            Some(b) if token.0 - b.start < b.len && !b.retired => Owner::Server(b.server),
             _ => Owner::Vacant,
         }
     }
@@ -119,6 +136,23 @@ mod tests {
         assert_eq!(space.find(4), None, "a 3-token gap cannot hold 4");
         assert_eq!(take(&mut space, 3, 7), Some(3), "the freed block comes back");
         assert_eq!(space.owner(Token(4)), Owner::Server(7));
+    }
+
+    #[test]
+    fn a_retired_block_stays_taken_until_released_and_outlives_its_slab_index() {
+        let mut space = TokenSpace::new(0..6);
+        take(&mut space, 3, 0);
+        take(&mut space, 3, 1);
+        space.retire(0);
+        assert_eq!(space.owner(Token(1)), Owner::Vacant, "no server holds it");
+        assert_eq!(space.find(3), None, "but nobody else gets it");
+        space.release(0);
+        assert_eq!(space.find(3), None, "a new server at index 0 does not free it either");
+        space.release_retired(Token(4));
+        assert_eq!(space.owner(Token(4)), Owner::Server(1), "a live server's block stays");
+        space.release_retired(Token(2));
+        assert_eq!(take(&mut space, 3, 0), Some(0), "free once its user is done");
+        assert_eq!(space.owner(Token(1)), Owner::Server(0));
     }
 
     #[test]

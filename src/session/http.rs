@@ -231,8 +231,8 @@ enum Listen {
 }
 
 /// The MCP side of one Streamable HTTP server: exchanges waiting and in flight, the legacy
-/// session, the GET stream, credentials.
-#[derive(Debug)]
+/// session, the GET stream, credentials. `Debug` shows none of the credentials (the bearer
+/// token, the host's header values, the session id) nor message bodies.
 pub(crate) struct HttpSession {
     exchanges: Vec<Exchange>,
     free: Vec<usize>,
@@ -240,6 +240,8 @@ pub(crate) struct HttpSession {
     /// Exchanges in [`Stage::Resume`].
     scheduled: usize,
     session_id: Option<String>,
+    /// The protocol version the legacy session's requests carried (for its `DELETE`).
+    session_version: Option<ProtocolVersion>,
     listen: Listen,
     listen_retry: Duration,
     listen_event_id: Option<String>,
@@ -250,6 +252,23 @@ pub(crate) struct HttpSession {
     bearer: Vec<u8>,
     headers: Vec<(String, String)>,
     max_body: usize,
+}
+
+impl fmt::Debug for HttpSession {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let headers: SmallVec<[&str; 8]> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("HttpSession")
+            .field("exchanges", &self.exchanges.len())
+            .field("waiting", &self.waiting.len())
+            .field("scheduled", &self.scheduled)
+            .field("session", &self.session_id.as_ref().map(|_| "<redacted>"))
+            .field("session_version", &self.session_version)
+            .field("listen", &self.listen)
+            .field("bearer", &(!self.bearer.is_empty()).then_some("<redacted>"))
+            .field("header_names", &headers)
+            .field("oauth", &self.oauth.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl HttpSession {
@@ -266,6 +285,7 @@ impl HttpSession {
             waiting: VecDeque::with_capacity(64),
             scheduled: 0,
             session_id: None,
+            session_version: None,
             listen: Listen::Off,
             listen_retry: DEFAULT_RETRY,
             listen_event_id: None,
@@ -294,9 +314,29 @@ impl HttpSession {
         self.session_id.as_deref()
     }
 
-    /// Ends the session locally and returns its id (for a DELETE).
+    /// Ends the session locally and returns its id (after [`end_plan`](Self::end_plan)).
     pub(crate) fn take_session_id(&mut self) -> Option<String> {
+        self.session_version = None;
         self.session_id.take()
+    }
+
+    /// How to write the `DELETE` that ends the legacy session (§6.2), when there is one. It
+    /// carries what every request of the session carries: `Mcp-Session-Id`, the negotiated
+    /// `MCP-Protocol-Version`, the bearer token (§8: on every request) and the host's headers.
+    pub(crate) fn end_plan(&self) -> Option<RequestPlan<'_>> {
+        let session = self.session_id.as_deref()?;
+        let mut headers: SmallVec<[(&str, &[u8]); 16]> = SmallVec::new();
+        if let Some(v) = self.session_version {
+            headers.push(("MCP-Protocol-Version", v.as_str().as_bytes()));
+        }
+        headers.push(("Mcp-Session-Id", session.as_bytes()));
+        if !self.bearer.is_empty() {
+            headers.push(("Authorization", &self.bearer));
+        }
+        for (n, v) in &self.headers {
+            headers.push((n.as_str(), v.as_bytes()));
+        }
+        Some(RequestPlan { method: "DELETE", headers, body: &[] })
     }
 
     // ----- outgoing ------------------------------------------------------------------------
@@ -310,6 +350,7 @@ impl HttpSession {
                 if method == Method::Initialize {
                     // A new handshake starts a new session; the old id must not be sent.
                     self.session_id = None;
+                    self.session_version = None;
                     self.listen = Listen::Off;
                 }
                 Carries::Request { id, method }
@@ -455,6 +496,7 @@ impl HttpSession {
         let Self {
             exchanges,
             session_id,
+            session_version,
             listen_event_id,
             bearer,
             headers: extra,
@@ -477,6 +519,9 @@ impl HttpSession {
             matches!(x.carries, Carries::Request { method: Method::Initialize, .. });
         // PROTOCOL.md §3.1: 2026 never sends a session id; legacy sends it after initialize.
         x.sent_session = session_id.is_some() && !x.modern && !is_initialize;
+        if x.sent_session && x.version.is_some() {
+            *session_version = x.version;
+        }
         let x = &*x;
         let mut headers: SmallVec<[(&str, &[u8]); 16]> = SmallVec::new();
         if x.is_get() {

@@ -35,6 +35,12 @@ pub struct Response {
 }
 
 impl Response {
+    /// No answer at all: the server reads on until the client closes the connection, and
+    /// records when (see [`MiniServer::eofs`]).
+    pub fn stall() -> Self {
+        Self { status: 0, headers: vec![], body: String::new() }
+    }
+
     pub fn json(v: serde_json::Value) -> Self {
         Self {
             status: 200,
@@ -102,6 +108,8 @@ pub fn client_credentials_servers(as_host: &str) -> (MiniServer, MiniServer) {
 pub struct MiniServer {
     pub port: u16,
     pub seen: Arc<Mutex<Vec<Request>>>,
+    /// When a client closed a connection the server was stalling on ([`Response::stall`]).
+    pub eofs: Arc<Mutex<Vec<std::time::Instant>>>,
 }
 
 impl MiniServer {
@@ -113,25 +121,30 @@ impl MiniServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let seen = Arc::new(Mutex::new(Vec::new()));
+        let eofs = Arc::new(Mutex::new(Vec::new()));
         let handler: Handler = Arc::new(handler);
-        let seen2 = Arc::clone(&seen);
+        let (seen2, eofs2) = (Arc::clone(&seen), Arc::clone(&eofs));
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (handler, seen, tls) = (Arc::clone(&handler), Arc::clone(&seen2), tls.clone());
+                let (handler, tls) = (Arc::clone(&handler), tls.clone());
+                let (seen, eofs) = (Arc::clone(&seen2), Arc::clone(&eofs2));
                 std::thread::spawn(move || {
                     let _ = match tls {
                         Some(cfg) => match rustls::ServerConnection::new(cfg) {
-                            Ok(conn) => {
-                                serve(rustls::StreamOwned::new(conn, stream), &handler, &seen)
-                            }
+                            Ok(conn) => serve(
+                                rustls::StreamOwned::new(conn, stream),
+                                &handler,
+                                &seen,
+                                &eofs,
+                            ),
                             Err(_) => Ok(()),
                         },
-                        None => serve(stream, &handler, &seen),
+                        None => serve(stream, &handler, &seen, &eofs),
                     };
                 });
             }
         });
-        Self { port, seen }
+        Self { port, seen, eofs }
     }
 
     pub fn url(&self, scheme: &str, host: &str) -> String {
@@ -147,6 +160,7 @@ fn serve<S: Read + Write>(
     stream: S,
     handler: &Handler,
     seen: &Mutex<Vec<Request>>,
+    eofs: &Mutex<Vec<std::time::Instant>>,
 ) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream);
     loop {
@@ -180,6 +194,13 @@ fn serve<S: Read + Write>(
         let req = Request { method, path, headers, body, at: std::time::Instant::now() };
         let resp = handler(&req);
         seen.lock().unwrap().push(req);
+        if resp.status == 0 {
+            // A close (or a TLS error for a close without close_notify) ends the wait.
+            let mut sink = [0u8; 512];
+            while matches!(reader.read(&mut sink), Ok(n) if n > 0) {}
+            eofs.lock().unwrap().push(std::time::Instant::now());
+            return Ok(());
+        }
         let mut out =
             format!("HTTP/1.1 {} X\r\nContent-Length: {}\r\n", resp.status, resp.body.len());
         for (n, v) in &resp.headers {

@@ -1,11 +1,16 @@
-//! The OAuth flow's own HTTP requests (metadata, registration, token), each on a non-blocking
-//! connection of its own: its origin is usually not the MCP server's, so it gets its own
-//! `Host`, its own proxy choice, and TLS with that host's name. One at a time (the flow has one
-//! request outstanding); no redirect is followed; the body is capped.
+//! One request on a non-blocking connection of its own ([`OneShot`]): TCP, then the proxy's
+//! CONNECT tunnel when there is a proxy, then TLS for an https origin, then the request, then
+//! its response read to the end (the body capped). No redirect is followed; the connection is
+//! never reused.
 //!
-//! The origin's name is resolved off the loop ([`resolve`](super::resolve)), on the same token
-//! as the connection that follows; the request's deadline covers both.
+//! Two users: the OAuth flow's own requests (metadata, registration, token), whose origin is
+//! usually not the MCP server's, so they get their own `Host`, proxy choice and TLS name
+//! ([`OAuthFetch`], one at a time; the origin's name is resolved off the loop by
+//! [`resolve`](super::resolve), on the same token as the connection that follows, and the
+//! request's deadline covers both), and the `DELETE` that ends a legacy session after its
+//! server was closed ([`close`](super::close)).
 
+use std::fmt;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -65,7 +70,7 @@ enum Stage {
         req: HttpRequest,
         at: Instance,
     },
-    Open(OAuthConn),
+    Open(OneShot),
     /// Between the two, only inside [`OAuthFetch::on_ready`].
     Moving,
 }
@@ -89,7 +94,8 @@ impl OAuthFetch {
         let (id, deadline) = (req.id, now + timeout);
         let stage = match at.addrs.first() {
             Some(&addr) => {
-                Stage::Open(OAuthConn::start(&req, &at, addr, registry, token, max_body)?)
+                let request = encode(&req, &at)?;
+                Stage::Open(OneShot::start(request, &at, addr, registry, token, max_body)?)
             }
             None => {
                 let (host, port) = at.connect_to();
@@ -117,7 +123,10 @@ impl OAuthFetch {
                 },
                 Err(e) => return Progress::Done(Err(e)),
             };
-            match OAuthConn::start(&req, &at, addr, registry, self.token, self.max_body) {
+            let started = encode(&req, &at).and_then(|request| {
+                OneShot::start(request, &at, addr, registry, self.token, self.max_body)
+            });
+            match started {
                 // The connection's own readiness comes next.
                 Ok(conn) => self.stage = Stage::Open(conn),
                 Err(e) => return Progress::Done(Err(e)),
@@ -134,17 +143,32 @@ impl OAuthFetch {
     pub(super) fn close(self: Box<Self>, registry: &Registry) {
         match self.stage {
             Stage::Resolving { lookup, .. } => lookup.close(registry),
-            Stage::Open(mut conn) => {
-                let _ = registry.deregister(&mut conn.sock);
-            }
+            Stage::Open(conn) => conn.close(registry),
             Stage::Moving => {}
         }
     }
 }
 
-/// One flow request on its connection.
-#[derive(Debug)]
-struct OAuthConn {
+/// The bytes of one flow request to `at`, closing its connection after the response.
+fn encode(req: &HttpRequest, at: &Instance) -> io::Result<Vec<u8>> {
+    let mut headers: Vec<(&str, &[u8])> =
+        req.headers.iter().map(|(k, v)| (*k, v.as_bytes())).collect();
+    headers.push(("Connection", b"close"));
+    let method = match req.method {
+        HttpMethod::Get => "GET",
+        HttpMethod::Post => "POST",
+    };
+    let head =
+        RequestHead { method, target: &at.url.target, host: &at.host_header, headers: &headers };
+    let mut request = Vec::new();
+    http1::write_request(&mut request, &head, &req.body)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("request head: {e:?}")))?;
+    Ok(request)
+}
+
+/// One request on a connection of its own. Its bytes carry credentials (a bearer token, a
+/// client secret, an authorization code): `Debug` shows none of them.
+pub(super) struct OneShot {
     sock: TcpStream,
     phase: Phase,
     /// The name TLS checks, for an https origin.
@@ -162,33 +186,30 @@ struct OAuthConn {
     body: Vec<u8>,
 }
 
-impl OAuthConn {
-    /// Connects to `addr` (of `at`) and registers the socket with `token`.
-    fn start(
-        req: &HttpRequest,
+impl fmt::Debug for OneShot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OneShot")
+            .field("phase", &self.phase)
+            .field("authority", &self.authority)
+            .field("proxied", &self.proxied)
+            .field("tls", &self.tls)
+            .field("status", &self.status)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OneShot {
+    /// Connects to `addr` (of `at`: its proxy's when it has one) without waiting, registers
+    /// the socket with `token`, and sends `request` (whole, with its head) once the connection
+    /// (and tunnel, and TLS) is up. A response body past `max_body` ends it as an error.
+    pub(super) fn start(
+        request: Vec<u8>,
         at: &Instance,
         addr: std::net::SocketAddr,
         registry: &Registry,
         token: Token,
         max_body: u64,
     ) -> io::Result<Self> {
-        let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
-        let mut headers: Vec<(&str, &[u8])> =
-            req.headers.iter().map(|(k, v)| (*k, v.as_bytes())).collect();
-        headers.push(("Connection", b"close"));
-        let method = match req.method {
-            HttpMethod::Get => "GET",
-            HttpMethod::Post => "POST",
-        };
-        let head = RequestHead {
-            method,
-            target: &at.url.target,
-            host: &at.host_header,
-            headers: &headers,
-        };
-        let mut request = Vec::new();
-        http1::write_request(&mut request, &head, &req.body)
-            .map_err(|e| invalid(format!("request head: {e:?}")))?;
         let mut sock = TcpStream::connect(addr)?;
         let _ = sock.set_nodelay(true);
         registry.register(&mut sock, token, Interest::READABLE | Interest::WRITABLE)?;
@@ -210,8 +231,24 @@ impl OAuthConn {
         })
     }
 
-    /// Moves the request on after a readiness event.
-    fn on_ready(&mut self, tls: Option<&TlsConfig>) -> Progress {
+    /// Deregisters the socket; dropping it closes it.
+    pub(super) fn close(mut self, registry: &Registry) {
+        let _ = registry.deregister(&mut self.sock);
+    }
+
+    /// Moves the socket's registration from `from` to `to`, with `token`.
+    pub(super) fn move_to(
+        &mut self,
+        from: &Registry,
+        to: &Registry,
+        token: Token,
+    ) -> io::Result<()> {
+        from.deregister(&mut self.sock)?;
+        to.register(&mut self.sock, token, Interest::READABLE | Interest::WRITABLE)
+    }
+
+    /// Moves the request on after a readiness event (a hint: a spurious call finds nothing).
+    pub(super) fn on_ready(&mut self, tls: Option<&TlsConfig>) -> Progress {
         match self.drive(tls) {
             Ok(Some(done)) => Progress::Done(Ok(done)),
             Ok(None) => Progress::Pending,

@@ -107,6 +107,12 @@ impl Instances {
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address for host"))
     }
 
+    /// The address connections go to now (the last one that did not fail), if one is known.
+    pub(super) fn addr_in_use(&self) -> Option<SocketAddr> {
+        let addrs = &self.current.addrs;
+        addrs.get(self.next_addr).or(addrs.first()).copied()
+    }
+
     /// When the resolution in flight started, if one is.
     pub(super) fn resolving_since(&self) -> Option<Instant> {
         self.lookup.as_ref().map(|(_, since)| *since)

@@ -11,8 +11,8 @@ use crate::driver::tls::{TlsOptions, TlsSetupError};
 use crate::driver::url::{ProxyChoice, UrlError};
 use crate::session::http::{StaticToken, TokenProvider};
 
-/// How to reach one HTTP server.
-#[derive(Debug)]
+/// How to reach one HTTP server. `Debug` shows the names of the extra headers, not their
+/// values (an API key is often one).
 #[non_exhaustive]
 pub struct HttpOptions {
     /// The MCP endpoint, e.g. `https://host/mcp`.
@@ -54,6 +54,27 @@ pub struct HttpOptions {
     /// IP literals are never resolved. A resolution that takes longer than
     /// `connect_timeout` fails the calls waiting for it as a connect timeout.
     pub resolver: Option<Arc<dyn Resolver>>,
+}
+
+impl fmt::Debug for HttpOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let header_names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("HttpOptions")
+            .field("url", &self.url)
+            .field("header_names", &header_names)
+            .field("token_provider", &self.token_provider)
+            .field("oauth", &self.oauth)
+            .field("authorizer", &self.authorizer)
+            .field("tls", &self.tls)
+            .field("proxy", &self.proxy)
+            .field("max_connections", &self.max_connections)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("max_head_bytes", &self.max_head_bytes)
+            .field("alternates", &self.alternates)
+            .field("resolver", &self.resolver)
+            .finish()
+    }
 }
 
 impl HttpOptions {

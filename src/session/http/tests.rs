@@ -510,3 +510,17 @@ fn the_frame_budget_leaves_events_for_the_next_turn() {
 }
 
 mod oauth;
+
+#[test]
+fn debug_output_shows_no_credentials_session_id_or_bodies() {
+    let extra = vec![("X-Api-Key".to_owned(), "k3y-value".to_owned())];
+    let token: Box<dyn TokenProvider> = Box::new(StaticToken("s3cret".into()));
+    let mut session = HttpSession::new(extra, Some(token), 1024);
+    session.session_id = Some("sess-777".into());
+    let shown = format!("{session:?}");
+    // "115, 51, 99" is "s3c" as the bytes a derived `Debug` of a `Vec<u8>` shows.
+    for secret in ["s3cret", "k3y-value", "sess-777", "115, 51, 99"] {
+        assert!(!shown.contains(secret), "{secret} in {shown}");
+    }
+    assert!(shown.contains("X-Api-Key") && shown.contains("<redacted>"), "{shown}");
+}
