@@ -8,10 +8,11 @@
 mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use common::mini::{mcp_answer, MiniServer, Request, Response};
+use common::mini::{client_credentials_as, mcp_answer, protected_mcp_server};
+use common::mini::{MiniServer, Request, Response};
 use common::raw;
 use mcpoll::oauth::{OAuthConfig, PreRegistered};
 use mcpoll::{CallOptions, Config, Host, HttpOptions, Principal, ServerState};
@@ -26,40 +27,17 @@ fn tool(name: &str) -> serde_json::Value {
 /// `t2` (`tools:read tools:write`) also sees and may call `put`. The authorization server hands
 /// out `t1` first and `t2` after. Listings are cacheable for ten minutes.
 fn servers(lists: Arc<AtomicUsize>) -> (MiniServer, MiniServer) {
-    let issuer: Arc<OnceLock<String>> = Arc::default();
-    let issuer2 = Arc::clone(&issuer);
-    let grants = AtomicUsize::new(0);
-    let auth = MiniServer::start(None, move |req: &Request| {
-        let issuer = issuer2.get().cloned().unwrap_or_default();
-        if req.method == "GET" {
-            return Response::json(serde_json::json!({
-                "issuer": issuer, "token_endpoint": format!("{issuer}/token"),
-                "grant_types_supported": ["client_credentials"]}));
-        }
-        let (token, scope) = match grants.fetch_add(1, Ordering::SeqCst) {
-            0 => ("t1", "tools:read"),
-            _ => ("t2", "tools:read tools:write"),
-        };
-        Response::json(serde_json::json!({
-            "access_token": token, "token_type": "Bearer", "expires_in": 3600, "scope": scope}))
+    let (auth, as_url) = client_credentials_as("127.0.0.1", |n| {
+        let (token, scope) =
+            if n == 0 { ("t1", "tools:read") } else { ("t2", "tools:read tools:write") };
+        serde_json::json!({
+            "access_token": token, "token_type": "Bearer", "expires_in": 3600, "scope": scope})
     });
-    let as_url = format!("http://127.0.0.1:{}", auth.port);
-    let _ = issuer.set(as_url.clone());
-    let port: Arc<OnceLock<u16>> = Arc::default();
-    let port2 = Arc::clone(&port);
-    let mcp = MiniServer::start(None, move |req: &Request| {
-        let base = format!("http://127.0.0.1:{}", port2.get().copied().unwrap_or_default());
-        if req.method == "GET" {
-            return Response::json(serde_json::json!({
-                "resource": format!("{base}/mcp"), "authorization_servers": [as_url]}));
-        }
+    let mcp = protected_mcp_server(as_url, move |req| {
         let wide = match req.header("authorization") {
             Some("Bearer t1") => false,
             Some("Bearer t2") => true,
-            _ => {
-                let headers = vec![("WWW-Authenticate".into(), "Bearer".into())];
-                return Response { status: 401, headers, body: String::new() };
-            }
+            _ => return None,
         };
         let msg = req.json();
         let id = msg["id"].clone();
@@ -74,15 +52,14 @@ fn servers(lists: Arc<AtomicUsize>) -> (MiniServer, MiniServer) {
                 let challenge =
                     r#"Bearer error="insufficient_scope", scope="tools:read tools:write""#;
                 let headers = vec![("WWW-Authenticate".into(), challenge.into())];
-                return Response { status: 403, headers, body: String::new() };
+                return Some(Response { status: 403, headers, body: String::new() });
             }
             (Some("tools/call"), Some("put")) => serde_json::json!({
                 "resultType": "complete", "content": [{"type": "text", "text": "stored"}]}),
-            _ => return mcp_answer(req),
+            _ => return Some(mcp_answer(req)),
         };
-        Response::json(serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}))
+        Some(Response::json(serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result})))
     });
-    let _ = port.set(mcp.port);
     (auth, mcp)
 }
 

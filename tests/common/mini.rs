@@ -68,13 +68,17 @@ pub fn mcp_answer(req: &Request) -> Response {
 
 type Handler = Arc<dyn Fn(&Request) -> Response + Send + Sync>;
 
-/// An authorization server granting the token `t1` for the client credentials grant (any
-/// client), and an MCP server that answers only with that token and otherwise names the
-/// authorization server as `http://{as_host}:{port}` (127.0.0.1, or a name the test's resolver
-/// maps) in its protected-resource metadata.
-pub fn client_credentials_servers(as_host: &str) -> (MiniServer, MiniServer) {
+/// An authorization server for the client credentials grant (any client), known as
+/// `http://{as_host}:{port}` (127.0.0.1, or a name the test's resolver maps): its metadata on
+/// GET, and on the n-th token request (from 0) the token response `grant(n)`. Returns the
+/// server and its URL.
+pub fn client_credentials_as(
+    as_host: &str,
+    grant: impl Fn(usize) -> serde_json::Value + Send + Sync + 'static,
+) -> (MiniServer, String) {
     let issuer: Arc<std::sync::OnceLock<String>> = Arc::default();
     let issuer2 = Arc::clone(&issuer);
+    let grants = AtomicUsize::new(0);
     let auth = MiniServer::start(None, move |req: &Request| {
         let issuer = issuer2.get().cloned().unwrap_or_default();
         if req.method == "GET" {
@@ -82,11 +86,20 @@ pub fn client_credentials_servers(as_host: &str) -> (MiniServer, MiniServer) {
                 "issuer": issuer, "token_endpoint": format!("{issuer}/token"),
                 "grant_types_supported": ["client_credentials"]}));
         }
-        Response::json(serde_json::json!({
-            "access_token": "t1", "token_type": "Bearer", "expires_in": 3600}))
+        Response::json(grant(grants.fetch_add(1, Ordering::SeqCst)))
     });
     let as_url = format!("http://{as_host}:{}", auth.port);
     let _ = issuer.set(as_url.clone());
+    (auth, as_url)
+}
+
+/// An MCP server protected by the authorization server at `as_url`: its protected-resource
+/// metadata on GET; a POST gets `answer(request)`, or a bare 401 challenge when that is `None`
+/// (no token it accepts).
+pub fn protected_mcp_server(
+    as_url: String,
+    answer: impl Fn(&Request) -> Option<Response> + Send + Sync + 'static,
+) -> MiniServer {
     let port: Arc<std::sync::OnceLock<u16>> = Arc::default();
     let port2 = Arc::clone(&port);
     let mcp = MiniServer::start(None, move |req: &Request| {
@@ -95,13 +108,25 @@ pub fn client_credentials_servers(as_host: &str) -> (MiniServer, MiniServer) {
             return Response::json(serde_json::json!({
                 "resource": format!("{base}/mcp"), "authorization_servers": [as_url]}));
         }
-        if req.header("authorization") == Some("Bearer t1") {
-            return mcp_answer(req);
-        }
-        let headers = vec![("WWW-Authenticate".into(), "Bearer".into())];
-        Response { status: 401, headers, body: String::new() }
+        answer(req).unwrap_or_else(|| {
+            let headers = vec![("WWW-Authenticate".into(), "Bearer".into())];
+            Response { status: 401, headers, body: String::new() }
+        })
     });
     let _ = port.set(mcp.port);
+    mcp
+}
+
+/// An authorization server granting the token `t1` (see [`client_credentials_as`]), and an MCP
+/// server that answers only with that token.
+pub fn client_credentials_servers(as_host: &str) -> (MiniServer, MiniServer) {
+    let (auth, as_url) = client_credentials_as(
+        as_host,
+        |_| serde_json::json!({"access_token": "t1", "token_type": "Bearer", "expires_in": 3600}),
+    );
+    let mcp = protected_mcp_server(as_url, |req| {
+        (req.header("authorization") == Some("Bearer t1")).then(|| mcp_answer(req))
+    });
     (auth, mcp)
 }
 
