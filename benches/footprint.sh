@@ -70,16 +70,23 @@ hello_rss=$(for _ in 1 2 3 4 5; do ./hello.stripped 2>&1 >/dev/null | awk '{prin
   | tr '\n' ' ' | awk '{printf "median %s kB (%s to %s)", $3, $1, $5}')
 echo "footprint for scale: a Rust hello world (rustc -O, stripped) is $(( $(stat -c %s hello.stripped) / 1024 )) KiB, VmHWM $hello_rss"
 
-# What a size-tuned profile gives the same program (a user's choice, not the default).
+# Builds the program again in its own target folder and measures it like the default build.
+# `label`: the prefix of its output lines; the profile and RUSTFLAGS come from the environment.
+variant() { # label target-dir
+  cargo build --release --locked -j 2 --quiet --target-dir "$2"
+  cp "$2/release/minimal" "minimal.$1"
+  strip "minimal.$1"
+  echo "footprint $1 stripped_kib=$(( $(stat -c %s "minimal.$1") / 1024 ))"
+  for calls in 1 64; do
+    echo "footprint $1 calls_in_flight=$calls client $(rss "./minimal.$1" "$calls")"
+  done
+}
+
+# What a size-tuned profile gives the same program (a user's choice, not the default):
+# opt-level=s, lto, codegen-units=1, panic=abort.
 export CARGO_PROFILE_RELEASE_OPT_LEVEL=s CARGO_PROFILE_RELEASE_LTO=true \
   CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 CARGO_PROFILE_RELEASE_PANIC=abort
-cargo build --release --locked -j 2 --quiet --target-dir target-small
-cp target-small/release/minimal minimal.small
-strip minimal.small
-echo "footprint size_tuned_stripped_kib=$(( $(stat -c %s minimal.small) / 1024 )) (opt-level=s, lto, codegen-units=1, panic=abort)"
-for calls in 1 64; do
-  echo "footprint size_tuned calls_in_flight=$calls client $(rss ./minimal.small "$calls")"
-done
+variant size_tuned target-small
 
 # Both profiles linked statically (`-C target-feature=+crt-static`, glibc): no dynamic loader,
 # and only the parts of libc the program uses are in the file, so far fewer file pages are
@@ -87,19 +94,7 @@ done
 # (NSS) still need its shared libraries at run time, so an HTTP client resolving names would
 # rather stay dynamic.
 export RUSTFLAGS="-C target-feature=+crt-static"
-cargo build --release --locked -j 2 --quiet --target-dir target-static-small
-cp target-static-small/release/minimal minimal.static-small
-strip minimal.static-small
-echo "footprint static size_tuned_stripped_kib=$(( $(stat -c %s minimal.static-small) / 1024 ))"
-for calls in 1 64; do
-  echo "footprint static size_tuned calls_in_flight=$calls client $(rss ./minimal.static-small "$calls")"
-done
+variant static_size_tuned target-static-small
 unset CARGO_PROFILE_RELEASE_OPT_LEVEL CARGO_PROFILE_RELEASE_LTO CARGO_PROFILE_RELEASE_CODEGEN_UNITS \
   CARGO_PROFILE_RELEASE_PANIC
-cargo build --release --locked -j 2 --quiet --target-dir target-static
-cp target-static/release/minimal minimal.static
-strip minimal.static
-echo "footprint static default_profile_stripped_kib=$(( $(stat -c %s minimal.static) / 1024 ))"
-for calls in 1 64; do
-  echo "footprint static calls_in_flight=$calls client $(rss ./minimal.static "$calls")"
-done
+variant static target-static
