@@ -140,8 +140,9 @@ fn split_host_port(authority: &str) -> Result<(&str, Option<&str>), UrlError> {
     Ok((host, port))
 }
 
-/// Where the driver's connections go first.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Where the driver's connections go first. `Debug` hides any `user:password@` in a proxy
+/// URL (such a URL is refused when the server is added, but may be printed before).
+#[derive(Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ProxyChoice {
     /// Read `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY` (upper or lower case) when the server is
@@ -152,6 +153,26 @@ pub enum ProxyChoice {
     Direct,
     /// Tunnel through this proxy with HTTP CONNECT.
     Url(String),
+}
+
+impl fmt::Debug for ProxyChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::FromEnv => f.write_str("FromEnv"),
+            Self::Direct => f.write_str("Direct"),
+            Self::Url(url) => f.debug_tuple("Url").field(&without_userinfo(url)).finish(),
+        }
+    }
+}
+
+/// `url` with the user information of its authority (`user:password@`) replaced.
+fn without_userinfo(url: &str) -> std::borrow::Cow<'_, str> {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let end = url[start..].find(['/', '?', '#']).map_or(url.len(), |i| start + i);
+    match url[start..end].rfind('@') {
+        Some(at) => format!("{}<redacted>@{}", &url[..start], &url[start + at + 1..]).into(),
+        None => url.into(),
+    }
 }
 
 /// Resolves the proxy for `target`, if any.
@@ -258,5 +279,21 @@ mod tests {
         let p = proxy_for(&t, &ProxyChoice::Url("127.0.0.1:3128".into())).unwrap().unwrap();
         assert_eq!((p.host.as_str(), p.port), ("127.0.0.1", 3128));
         assert_eq!(proxy_for(&t, &ProxyChoice::Direct).unwrap(), None);
+    }
+
+    #[test]
+    fn a_proxy_urls_credentials_never_show_in_debug() {
+        let cases = [
+            ("http://alice:pa55@proxy:3128", "Url(\"http://<redacted>@proxy:3128\")"),
+            ("http://a@b:c@proxy:3128/x?u@v", "Url(\"http://<redacted>@proxy:3128/x?u@v\")"),
+            ("user:pa55@proxy:3128", "Url(\"<redacted>@proxy:3128\")"),
+            ("http://proxy:3128/p@th", "Url(\"http://proxy:3128/p@th\")"),
+        ];
+        for (url, shown) in cases {
+            let debug = format!("{:?}", ProxyChoice::Url(url.into()));
+            assert_eq!(debug, shown);
+            assert!(!debug.contains("pa55"), "{debug}");
+        }
+        assert_eq!(format!("{:?}", ProxyChoice::FromEnv), "FromEnv");
     }
 }

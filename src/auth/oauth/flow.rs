@@ -45,8 +45,9 @@ enum Step {
     Server { issuer: String, candidates: Vec<String>, at: usize, legacy: bool },
     /// Waiting for the registration response.
     Register { method: String },
-    /// Waiting for the host's redirect, until `deadline`.
-    Redirect { state: String, verifier: String, deadline: Instant },
+    /// Waiting for the host's redirect, until `deadline`. The PKCE verifier is a `Secret`: with
+    /// an intercepted code it would buy a token, so `{:?}` must not show it.
+    Redirect { state: String, verifier: Secret, deadline: Instant },
     /// Waiting for a token response.
     Token { refresh: bool },
 }
@@ -289,7 +290,7 @@ impl OAuthFlow {
     }
 
     /// The checks and the token request for a redirect whose `state` matched.
-    fn redirected(&mut self, params: &[(String, String)], verifier: String) {
+    fn redirected(&mut self, params: &[(String, String)], verifier: Secret) {
         let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
         // RFC 9207 2.4: compare `iss`, when present, exactly with the recorded issuer; when
         // the server advertises it, it must be present. Checked before the error too, so a
@@ -319,7 +320,7 @@ impl OAuthFlow {
             ("grant_type", "authorization_code".to_owned()),
             ("code", code.to_owned()),
             ("redirect_uri", redirect_uri.clone()),
-            ("code_verifier", verifier),
+            ("code_verifier", verifier.expose().to_owned()),
         ];
         if let Some(resource) = &self.resource {
             pairs.push(("resource", resource.clone()));
@@ -665,7 +666,7 @@ impl OAuthFlow {
         let url = with_query(&endpoint, &form(&pairs));
         self.requested_scope = scope;
         let deadline = self.now + self.config.authorization_timeout;
-        self.step = Step::Redirect { state, verifier, deadline };
+        self.step = Step::Redirect { state, verifier: Secret::new(verifier), deadline };
         self.actions.push_back(Action::Authorize(url));
     }
 

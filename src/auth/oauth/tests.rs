@@ -1123,3 +1123,16 @@ fn request_debug_redacts() {
     let text = format!("{req:?}");
     assert!(!text.contains("c2VjcmV0") && !text.contains("SECRET"), "{text}");
 }
+
+#[test]
+fn the_pkce_verifier_never_shows_in_debug_while_the_flow_waits_for_the_redirect() {
+    let (mut h, auth) = deferred();
+    let waiting = format!("{:?} {:#?}", h.flow, h.flow);
+    let redirect = format!("{REDIRECT}?code=the-code&state={}&iss={AS}", auth["state"]);
+    assert_eq!(h.flow.handle_redirect(h.now, &redirect), Ok(()));
+    let req = h.post(&format!("{AS}/token"));
+    let verifier = form_of(&req)["code_verifier"].clone();
+    assert!(verifier.len() >= 43, "{verifier}");
+    assert!(!waiting.contains(&verifier), "{waiting}");
+    assert!(waiting.contains("Redirect"), "the step still shows: {waiting}");
+}
