@@ -97,16 +97,21 @@ pub fn catalog_principals(data: &[u8]) {
     run(data);
 }
 
-fn run(data: &[u8]) -> Seen {
-    let mut seen = (0, 0);
-    let config = StoreConfig {
+/// A small store, so the operations reach eviction and the byte bound.
+fn store_config() -> StoreConfig {
+    StoreConfig {
         max_entries: 8,
         max_bytes: 4096,
         default_ttl: Duration::from_secs(1),
         max_ttl: Duration::from_secs(10),
         max_stale: Duration::from_secs(2),
         max_refreshes: 4,
-    };
+    }
+}
+
+fn run(data: &[u8]) -> Seen {
+    let mut seen = (0, 0);
+    let config = store_config();
     let mut store = Store::new(config).expect("valid config");
     let mut tokens: [[Option<RefreshToken>; 2]; CONTEXTS] = Default::default();
     // Simulated time: a fixed origin, moved only by the input.
@@ -217,15 +222,7 @@ mod tests {
     fn a_stored_page_is_read_back_by_its_owner_and_public_pages_by_the_server() {
         // ctx 0 begins and stores a public tools page with ttl 2100 ms; ctx 1 reads it.
         assert_eq!(run(&[0x00, 0x00, 0x02, 0x62, 0x17, 0x00]), (0, 3));
-        let mut store = Store::new(StoreConfig {
-            max_entries: 8,
-            max_bytes: 4096,
-            default_ttl: Duration::from_secs(1),
-            max_ttl: Duration::from_secs(10),
-            max_stale: Duration::from_secs(2),
-            max_refreshes: 4,
-        })
-        .unwrap();
+        let mut store = Store::new(store_config()).unwrap();
         let now = Instant::now();
         let Ok(Begin::Fetch(t)) = store.begin_refresh(&key(0), CatalogKind::Tools, None) else {
             panic!("no fetch");

@@ -225,6 +225,20 @@ fn same_object(raw: RawJson<'_>, map: &serde_json::Map<String, serde_json::Value
     assert!(map.keys().all(|name| raw.get(name).is_some()), "{text}");
 }
 
+/// Deterministic pseudo-random fuzz input (xorshift64, one byte per step) for the targets'
+/// own smoke tests, so plain `cargo test` sweeps more than the seeds.
+#[cfg(test)]
+pub(crate) fn pseudo_random_input(state: &mut u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|_| {
+            *state ^= *state << 13;
+            *state ^= *state >> 7;
+            *state ^= *state << 17;
+            (*state >> 24) as u8
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod engine_ops_tests {
     #[test]
@@ -240,15 +254,7 @@ mod engine_ops_tests {
         // A long pseudo-random run as a smoke test of the same invariants.
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
         for round in 0..200 {
-            let data: Vec<u8> = (0..256)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    (x >> 24) as u8
-                })
-                .collect();
-            let mut d = data;
+            let mut d = super::pseudo_random_input(&mut x, 256);
             d[0] = round as u8;
             super::engine_ops(&d);
         }

@@ -13,8 +13,12 @@ pub(crate) fn decode(s: &str) -> Option<Cow<'_, str>> {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
+            let hex = bytes.get(i + 1..i + 3)?;
+            // Two hex digits exactly: `from_str_radix` alone would also take a sign (`%+f`).
+            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                return None;
+            }
+            out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
             i += 3;
         } else {
             out.push(bytes[i]);
@@ -35,5 +39,7 @@ mod tests {
         assert_eq!(decode("%2"), None);
         assert_eq!(decode("%zz"), None);
         assert_eq!(decode("%ff"), None);
+        assert_eq!(decode("%+f"), None, "a sign is no hex digit");
+        assert_eq!(decode("%-0"), None);
     }
 }

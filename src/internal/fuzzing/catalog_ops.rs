@@ -280,15 +280,7 @@ mod tests {
         super::catalog_ops(&[3, 200, 1, 0, 3, 1, 3, 1, 3, 1, 0, 6, 0, 3, 1, 3, 1, 12, 255, 0]);
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
         for _ in 0..300 {
-            let data: Vec<u8> = (0..400)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    (x >> 24) as u8
-                })
-                .collect();
-            super::catalog_ops(&data);
+            super::catalog_ops(&super::super::pseudo_random_input(&mut x, 400));
         }
     }
 }
