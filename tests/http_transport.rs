@@ -8,12 +8,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::mini::{mcp_answer, MiniProxy, MiniServer, Request, Response};
-use common::raw;
+use common::{closed_with, raw};
 use mcpoll::AddServerError;
 use mcpoll::ProxyChoice;
 use mcpoll::TlsFailure;
 use mcpoll::TlsOptions;
-use mcpoll::{CallError, CallOptions, Config, Event, Host, PeerError, ServerState, TransportError};
+use mcpoll::{CallError, CallOptions, Config, Host, PeerError, ServerState, TransportError};
 use mcpoll::{HttpOptions, TokenProvider};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -94,18 +94,6 @@ impl Drop for Pki {
 
 fn add(host: &mut Host, opts: HttpOptions) -> mcpoll::ServerId {
     host.add_http_server(opts, Config::default()).expect("add")
-}
-
-/// The error the engine closed with, once it is closed.
-fn closed_with(host: &mut Host, id: mcpoll::ServerId) -> CallError {
-    assert_eq!(host.wait_ready(id, Duration::from_secs(10)).unwrap(), ServerState::Closed);
-    loop {
-        match host.poll_event() {
-            Some((_, Event::Closed { error })) => return error,
-            Some(_) => {}
-            None => panic!("no Closed event"),
-        }
-    }
 }
 
 fn echo(host: &mut Host, id: mcpoll::ServerId, text: &str) -> serde_json::Value {

@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use common::mini::{mcp_answer, MiniServer, Request, Response};
-use common::raw;
+use common::{closed_with, raw};
 use mcpoll::oauth::{AuthFailure, AuthStep, Authorization, Authorizer, OAuthConfig, RedirectError};
-use mcpoll::{CallError, CallOptions, Config, Event, Host, HttpOptions, PeerError, ServerState};
+use mcpoll::{CallError, CallOptions, Config, Host, HttpOptions, PeerError, ServerState};
 
 const TOKEN: &str = "tok-variant";
 const REDIRECT: &str = "http://127.0.0.1:9/cb";
@@ -204,17 +204,6 @@ impl Authorizer for Follow {
     fn authorize(&mut self, url: &str) -> Option<String> {
         self.0.lock().unwrap().push(url.to_owned());
         Some(follow(url))
-    }
-}
-
-fn closed_with(host: &mut Host, id: mcpoll::ServerId) -> CallError {
-    assert_eq!(host.wait_ready(id, Duration::from_secs(10)).unwrap(), ServerState::Closed);
-    loop {
-        match host.poll_event() {
-            Some((_, Event::Closed { error })) => return error,
-            Some(_) => {}
-            None => panic!("no Closed event"),
-        }
     }
 }
 
@@ -409,35 +398,34 @@ fn no_metadata_at_all_means_the_default_endpoints() {
     assert!(url.starts_with(&format!("{}/authorize?", rig.issuer)), "{url}");
 }
 
-#[test]
-fn a_prm_for_another_resource_is_refused() {
-    let v = Variant { name: "wrong resource", resource_path: "/other", ..BASE };
+/// Runs `v`, which discovery must refuse: the engine closes with an authorization error of
+/// the discovery step; returns the rig and the reason.
+fn refused_in_discovery(v: Variant) -> (Rig, AuthFailure) {
     let rig = Rig::start(v);
     let mut host = Host::new().unwrap();
     let id = host.add_http_server(rig.options(Box::<Follow>::default()), Config::default());
     match closed_with(&mut host, id.unwrap()) {
         CallError::Peer(PeerError::Authorization(e)) => {
-            assert_eq!(e.step, AuthStep::Discovery);
-            assert!(matches!(e.reason, AuthFailure::ResourceMismatch { .. }), "{e}");
+            assert_eq!(e.step, AuthStep::Discovery, "{e}");
+            (rig, e.reason)
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn a_prm_for_another_resource_is_refused() {
+    let v = Variant { name: "wrong resource", resource_path: "/other", ..BASE };
+    let (rig, reason) = refused_in_discovery(v);
+    assert!(matches!(reason, AuthFailure::ResourceMismatch { .. }), "{reason:?}");
     assert_eq!(rig.discovery(), ["GET mcp /.well-known/oauth-protected-resource/mcp"]);
 }
 
 #[test]
 fn metadata_for_another_issuer_is_refused() {
     let v = Variant { name: "wrong issuer", wrong_issuer: true, ..BASE };
-    let rig = Rig::start(v);
-    let mut host = Host::new().unwrap();
-    let id = host.add_http_server(rig.options(Box::<Follow>::default()), Config::default());
-    match closed_with(&mut host, id.unwrap()) {
-        CallError::Peer(PeerError::Authorization(e)) => {
-            assert_eq!(e.step, AuthStep::Discovery);
-            assert!(matches!(e.reason, AuthFailure::IssuerMismatch { .. }), "{e}");
-        }
-        other => panic!("{other:?}"),
-    }
+    let (rig, reason) = refused_in_discovery(v);
+    assert!(matches!(reason, AuthFailure::IssuerMismatch { .. }), "{reason:?}");
     assert!(rig.discovery().iter().all(|r| r.starts_with("GET")), "nothing registered");
 }
 

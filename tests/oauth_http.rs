@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::mini::{mcp_answer, MiniProxy, MiniServer, Request, Response};
 use common::raw;
 use mcpoll::oauth::{AuthStep, OAuthConfig, PreRegistered};
-use mcpoll::{CallError, CallOptions, Config, Event, Host, HttpOptions, PeerError, ServerState};
+use mcpoll::{CallError, CallOptions, Config, Host, HttpOptions, PeerError, ServerState};
 use mcpoll::{ProxyChoice, TlsOptions};
 
 const TOKEN: &str = "tok-from-as";
@@ -165,15 +165,7 @@ fn a_refused_client_fails_with_the_step_and_the_oauth_error() {
     let mcp = protected_mcp(format!("http://127.0.0.1:{}", auth.port));
     let mut host = Host::new().unwrap();
     let id = host.add_http_server(options(&mcp, "wrong"), Config::default()).unwrap();
-    assert_eq!(host.wait_ready(id, Duration::from_secs(10)).unwrap(), ServerState::Closed);
-    let error = loop {
-        match host.poll_event() {
-            Some((_, Event::Closed { error })) => break error,
-            Some(_) => {}
-            None => panic!("no Closed event"),
-        }
-    };
-    match error {
+    match common::closed_with(&mut host, id) {
         CallError::Peer(PeerError::Authorization(e)) => {
             assert_eq!(e.step, AuthStep::Token);
             assert_eq!(e.status, Some(401));

@@ -107,6 +107,21 @@ pub fn call(host: &mut Host, id: ServerId, name: &str, args: &str) -> OwnedResul
         .unwrap_or_else(|e| panic!("call {name} failed: {e}; stderr: {:?}", host.stderr_tail(id)))
 }
 
+/// The error a server's engine closed with: waits (bounded) for it to close, then takes the
+/// `Closed` event.
+#[track_caller]
+pub fn closed_with(host: &mut Host, id: ServerId) -> CallError {
+    let state = host.wait_ready(id, Duration::from_secs(10)).unwrap();
+    assert_eq!(state, mcpoll::ServerState::Closed);
+    loop {
+        match host.poll_event() {
+            Some((_, Event::Closed { error })) => return error,
+            Some(_) => {}
+            None => panic!("no Closed event"),
+        }
+    }
+}
+
 #[track_caller]
 pub fn call_err(host: &mut Host, id: ServerId, name: &str, args: &str) -> CallError {
     let args = raw(args);
