@@ -363,7 +363,7 @@ impl ServerCatalog {
     /// Tells the catalog the scope granted with the server's current token (`None`: no
     /// OAuth token). A change makes the next key anew: a narrower or wider grant may change
     /// what the server lists, so its catalogs are cached apart. Allocates only on a change.
-    pub(super) fn note_granted(&mut self, granted: Option<&str>) {
+    fn note_granted(&mut self, granted: Option<&str>) {
         if self.granted.as_deref() != granted {
             self.granted = granted.map(str::to_owned);
             self.key_stale = true;
@@ -452,6 +452,15 @@ impl HostCache {
     }
 }
 
+impl super::Server {
+    /// The server's cache key under the scope its OAuth token was granted with: every lookup
+    /// goes through here, so none can use a key made for an earlier grant.
+    fn cache_key(&mut self) -> Option<CacheKey> {
+        self.catalog.note_granted(self.transport.granted_scope());
+        self.catalog.key(&self.engine)
+    }
+}
+
 /// What a need found, without borrowing.
 enum Need {
     /// The store has it (fresh, or stale after a failed refresh).
@@ -528,7 +537,7 @@ impl Host {
     pub(super) fn cached_tool(&mut self, server: ServerId, name: &str) -> Option<&Item> {
         let now = Instant::now();
         let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)?;
-        let key = s.catalog.key(&s.engine)?;
+        let key = s.cache_key()?;
         match self.cache.store.find_item(now, &key, CatalogKind::Tools, name) {
             Ok(ItemLookup::Fresh(item)) | Ok(ItemLookup::Stale { item, .. }) => Some(item),
             _ => None,
@@ -545,7 +554,7 @@ impl Host {
         }
         let now = Instant::now();
         let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)?;
-        let key = s.catalog.key(&s.engine)?;
+        let key = s.cache_key()?;
         let refresher = &s.catalog.kinds[slot(CatalogKind::Tools)].refresher;
         let (items, _) = refresher.one_use_items(now, &self.cache.store, &key)?;
         items.into_iter().find(|item| item.id() == name)
@@ -647,8 +656,7 @@ impl Host {
             .get_mut(server.index)
             .filter(|s| s.generation == server.generation)
             .ok_or(CatalogError::UnknownServer)?;
-        s.catalog.note_granted(s.transport.granted_scope());
-        let key = s.catalog.key(&s.engine).ok_or(CatalogError::NotReady)?;
+        let key = s.cache_key().ok_or(CatalogError::NotReady)?;
         let store = &mut self.cache.store;
         let state = &mut s.catalog.kinds[slot(kind)];
         let mut answer = state.refresher.need(now, store, &key).map_err(need_error)?;
@@ -680,7 +688,7 @@ impl Host {
             .get_mut(server.index)
             .filter(|s| s.generation == server.generation)
             .ok_or(CatalogError::UnknownServer)?;
-        let key = s.catalog.key(&s.engine).ok_or(CatalogError::NotReady)?;
+        let key = s.cache_key().ok_or(CatalogError::NotReady)?;
         if let Need::OneUse = how {
             let refresher = &s.catalog.kinds[slot(kind)].refresher;
             let (items, stale_for) = refresher
@@ -732,9 +740,9 @@ impl Host {
         for (index, s) in self.servers.iter_mut() {
             let id = ServerId { index, generation: s.generation };
             let mut started = false;
-            s.catalog.note_granted(s.transport.granted_scope());
+            // First, so the key below and the helpers' keys follow the current grant.
+            let key = s.cache_key();
             cache.notice_changes(now, &mut s.catalog, &s.engine);
-            let key = s.catalog.key(&s.engine);
             for kind in KINDS {
                 let state = &mut s.catalog.kinds[slot(kind)];
                 let Some(key) = key else { continue };
