@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use common::mini::{mcp_answer, MiniServer, Request, Response};
+use common::mini::{authorize_redirect, mcp_answer, registered, MiniServer, Request, Response};
 use common::{closed_with, raw};
 use mcpoll::oauth::{AuthFailure, AuthStep, Authorization, Authorizer, OAuthConfig, RedirectError};
 use mcpoll::{CallError, CallOptions, Config, Host, HttpOptions, PeerError, ServerState};
@@ -99,26 +99,14 @@ fn handler(
         let endpoint = path.strip_prefix(v.issuer_path).unwrap_or(path);
         match (req.method.as_str(), endpoint) {
             ("GET", "/authorize") => {
-                let query = req.path.split_once('?').map_or("", |(_, q)| q);
-                let state = query.split('&').find_map(|p| p.strip_prefix("state=")).unwrap_or("");
                 // RFC 9207: `iss` where the metadata advertises it.
                 let iss = match v.meta_at {
                     Some(_) => format!("&iss={}", encode(&issuer)),
                     None => String::new(),
                 };
-                let location = format!("{REDIRECT}?code=c1&state={state}{iss}");
-                Response {
-                    status: 302,
-                    headers: vec![("Location".into(), location)],
-                    body: "".into(),
-                }
+                authorize_redirect(req, REDIRECT, &iss)
             }
-            ("POST", "/register") => {
-                let mut r = Response::json(serde_json::json!({
-                    "client_id": "dyn-1", "token_endpoint_auth_method": "none"}));
-                r.status = 201;
-                r
-            }
+            ("POST", "/register") => registered(),
             ("POST", "/token") if req.body.contains("code=c1") => {
                 Response::json(serde_json::json!({
                     "access_token": TOKEN, "token_type": "Bearer", "expires_in": 3600}))

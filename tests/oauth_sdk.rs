@@ -8,7 +8,7 @@ mod common;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use common::mini::{MiniServer, Request, Response};
+use common::mini::{authorize_redirect, registered, MiniServer, Request, Response};
 use common::{peers_dir, raw, HttpPeer};
 use mcpoll::oauth::{Authorizer, OAuthConfig, PreRegistered};
 use mcpoll::{CallOptions, Config, Host, HttpOptions, ServerState};
@@ -40,22 +40,8 @@ fn authorization_server() -> MiniServer {
                     "code_challenge_methods_supported": ["S256"],
                     "token_endpoint_auth_methods_supported": ["client_secret_basic", "none"]}))
             }
-            ("GET", "/authorize") => {
-                let query = req.path.split_once('?').map_or("", |(_, q)| q);
-                let state = query.split('&').find_map(|p| p.strip_prefix("state="));
-                let location = format!("{REDIRECT}?code=c1&state={}", state.unwrap_or(""));
-                Response {
-                    status: 302,
-                    headers: vec![("Location".into(), location)],
-                    body: "".into(),
-                }
-            }
-            ("POST", "/register") => {
-                let mut r = Response::json(serde_json::json!({
-                    "client_id": "dyn-1", "token_endpoint_auth_method": "none"}));
-                r.status = 201;
-                r
-            }
+            ("GET", "/authorize") => authorize_redirect(req, REDIRECT, ""),
+            ("POST", "/register") => registered(),
             ("POST", "/token")
                 if req.body.contains("grant_type=client_credentials")
                     && req.header("authorization") == Some("Basic aWQ6c2VjcmV0") =>

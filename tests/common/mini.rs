@@ -130,6 +130,23 @@ pub fn client_credentials_servers(as_host: &str) -> (MiniServer, MiniServer) {
     (auth, mcp)
 }
 
+/// An authorization server's answer to `GET /authorize`: a redirect to `redirect` with the
+/// code `c1`, the request's `state`, and `extra` appended to the query as is (`&iss=...`).
+pub fn authorize_redirect(req: &Request, redirect: &str, extra: &str) -> Response {
+    let query = req.path.split_once('?').map_or("", |(_, q)| q);
+    let state = query.split('&').find_map(|p| p.strip_prefix("state=")).unwrap_or("");
+    let location = format!("{redirect}?code=c1&state={state}{extra}");
+    Response { status: 302, headers: vec![("Location".into(), location)], body: "".into() }
+}
+
+/// An authorization server's answer to a dynamic registration: the public client `dyn-1`.
+pub fn registered() -> Response {
+    let mut r = Response::json(serde_json::json!({
+        "client_id": "dyn-1", "token_endpoint_auth_method": "none"}));
+    r.status = 201;
+    r
+}
+
 pub struct MiniServer {
     pub port: u16,
     pub seen: Arc<Mutex<Vec<Request>>>,
