@@ -139,6 +139,9 @@ impl Engine {
         let Some(owner) = self.requests.get(slot).map(|p| p.owner) else { return };
         match owner {
             Owner::Host => self.abandon(now, slot, CallError::Local(LocalError::DeadlineExceeded)),
+            Owner::Probe if self.lifecycle.known_modern() => {
+                self.lifecycle_failed(now, LocalError::DeadlineExceeded)
+            }
             Owner::Probe => {
                 log::debug!("era probe timed out; falling back to initialize");
                 self.drop_lifecycle_request();
