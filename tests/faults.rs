@@ -193,7 +193,20 @@ fn exit_on_start_degrades_the_server_without_a_hot_loop() {
     );
     let mut o = Outcomes::default();
     let c = host.call_tool(id, "echo", &raw("{}"), &read()).unwrap();
-    assert!(matches!(o.wait(&mut host, c), Err(CallError::Local(LocalError::Degraded))));
+    // The error says why: the first exit's code and the server's own message, said once
+    // (each restart printed the same line again).
+    let err = o.wait(&mut host, c).unwrap_err();
+    let CallError::Local(LocalError::Degraded(Some(first))) = &err else { panic!("{err:?}") };
+    let TransportError::ProcessExit(exit) = &**first else { panic!("{first:?}") };
+    assert!(exit.code.is_some(), "{exit:?}");
+    let line = "[fault] exit-on-start: exiting with code";
+    assert_eq!(exit.stderr_tail.matches(line).count(), 1, "{:?}", exit.stderr_tail);
+    let said = err.to_string();
+    assert!(said.contains("first exit: server process exited with code"), "{said}");
+    assert!(said.contains(line), "{said}");
+    let tail = host.stderr_tail(id).unwrap();
+    assert_eq!(tail.matches(line).count(), 1, "repeats are folded: {tail:?}");
+    assert!(tail.contains("(repeated"), "{tail:?}");
     let args = raw("{}");
     assert_eq!(host.call_tool(id, "echo", &args, &read()), Err(mcpoll::RequestError::Degraded));
     // Degraded means no more starts: the process count stays put for a while.

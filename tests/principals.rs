@@ -251,7 +251,7 @@ fn cancelling_a_task_ends_its_calls_on_every_server_at_once() {
         logs(h).iter().all(|(_, log)| log.contains("[slow] cancelled"))
     });
     for (label, log) in logs(&host) {
-        assert!(log.contains("[slow] step 1/30"), "{label}: {log}");
+        assert!(log.contains("[slow] step 1/"), "{label}: {log}");
         let after = &log[log.find("[slow] cancelled").unwrap()..];
         assert!(!after.contains("[slow] step"), "{label} kept running the cancelled call:\n{log}");
     }

@@ -220,7 +220,10 @@ fn a_missing_program_is_a_clear_spawn_error() {
     let err = host
         .add_stdio_server(mcpoll::StdioCommand::new("/nonexistent/mcp-server"), Config::default());
     match err {
-        Err(AddServerError::Spawn(e)) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound),
+        Err(AddServerError::Spawn { program, error }) => {
+            assert_eq!(error.kind(), std::io::ErrorKind::NotFound);
+            assert_eq!(program, "/nonexistent/mcp-server");
+        }
         other => panic!("{other:?}"),
     }
 }

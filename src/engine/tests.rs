@@ -301,8 +301,8 @@ fn initialize_refused_by_a_modern_server_after_a_probe_timeout_probes_again() {
     );
 }
 
-/// The second probe is bounded: a server that said it is modern and then does not answer
-/// fails the start instead of bouncing between the eras.
+/// Probing again is bounded: a server that said it is modern and then does not answer gets
+/// a few more probes, never a second `initialize`, then the start fails.
 #[test]
 fn a_second_probe_timeout_after_a_modern_refusal_closes_instead_of_looping() {
     let mut h = Harness::new(no_restart());
@@ -313,10 +313,38 @@ fn a_second_probe_timeout_after_a_modern_refusal_closes_instead_of_looping() {
     let data = json!({"supported": ["2026-07-28"], "requested": "2025-11-25"});
     h.reply_error(&init, -32022, Some(data));
     assert_eq!(h.sent_one()["method"], "server/discover");
-    h.advance_to_next_timeout();
-    assert!(h.take_sent().is_empty(), "no second initialize");
+    let mut probes = 1;
+    while h.engine.state() != ServerState::Closed {
+        assert!(probes <= 8, "the probes never end");
+        h.advance_to_next_timeout();
+        for frame in h.take_sent() {
+            assert_eq!(frame["method"], "server/discover", "no second initialize");
+            probes += 1;
+        }
+    }
+    assert!(probes > 1, "a slow server is probed again");
     assert_eq!(h.events(), ["closed deadline_exceeded"]);
-    assert_eq!(h.engine.state(), ServerState::Closed);
+}
+
+/// A host that speaks only the modern era never falls back to `initialize`: a probe that
+/// timed out (a server slow to start) is sent again, and its answer settles the era.
+#[test]
+fn modern_only_probes_again_after_a_probe_timeout() {
+    let config = Config { era: crate::EraPreference::ModernOnly, ..Config::default() };
+    let mut h = Harness::new(config);
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let _probe = h.sent_one();
+    h.advance_to_next_timeout();
+    while h.engine.state() == ServerState::Probing {
+        let sent = h.take_sent();
+        if let Some(again) = sent.first() {
+            assert_eq!(again["method"], "server/discover", "{sent:?}");
+            h.reply(again, discover_result());
+            break;
+        }
+        h.advance_to_next_timeout();
+    }
+    assert_eq!(h.events(), ["ready modern 2026-07-28"]);
 }
 
 /// A legacy answer to `initialize` that is an error without a modern version list still

@@ -87,7 +87,12 @@ pub enum AddServerError {
     /// The configuration is invalid.
     Config(ConfigError),
     /// The process could not be started (missing program, no permission, ...).
-    Spawn(io::Error),
+    Spawn {
+        /// The program, as the command named it.
+        program: String,
+        /// What the operating system said.
+        error: io::Error,
+    },
     /// The HTTP server's URL, name, TLS or headers are not usable.
     #[cfg(feature = "http")]
     Http(HttpSetupError),
@@ -101,7 +106,9 @@ impl fmt::Display for AddServerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Config(e) => write!(f, "{e}"),
-            Self::Spawn(e) => write!(f, "could not start the server: {e}"),
+            Self::Spawn { program, error } => {
+                write!(f, "could not start the server {program:?}: {error}")
+            }
             #[cfg(feature = "http")]
             Self::Http(e) => write!(f, "{e}"),
             Self::TooManyServers => {
@@ -387,8 +394,11 @@ impl Host {
         let identity = engine.config().cache_identity.clone();
         let identity = identity.unwrap_or_else(|| command.program().to_string_lossy().into_owned());
         let recipe = principal::Recipe::stdio(&command, engine.config());
+        let program = command.program().to_string_lossy().into_owned();
         let mut driver = StdioDriver::new(command, engine.config(), base);
-        driver.spawn(self.poll.registry(), &mut engine, now).map_err(AddServerError::Spawn)?;
+        driver
+            .spawn(self.poll.registry(), &mut engine, now)
+            .map_err(|error| AddServerError::Spawn { program, error })?;
         let catalog =
             catalog::ServerCatalog::new(identity, false, engine.config().cache_tenant.clone());
         let id = self.insert(engine, Transport::Stdio(driver), catalog);
@@ -804,7 +814,7 @@ impl Host {
                     .engine
                     .last_transport_error()
                     .cloned()
-                    .map_or(CallError::Local(LocalError::Degraded), CallError::Transport);
+                    .map_or(CallError::Local(LocalError::Degraded(None)), CallError::Transport);
                 return Err(BlockingError::Call(e));
             }
             let left = deadline.saturating_duration_since(Instant::now());

@@ -92,9 +92,14 @@ pub fn parse(r: &OwnedResult) -> serde_json::Value {
     serde_json::from_str(&r.json).expect("result is JSON")
 }
 
-/// Adds a server and waits until its era is settled.
+/// Adds a server and waits until its era is settled. A test that leaves the probe timeout at
+/// its default gets a patient one: on a busy machine an SDK server can take longer than 5 s
+/// to start, and a dual-era server would then (rightly) be taken as legacy.
 #[track_caller]
-pub fn start(host: &mut Host, cmd: StdioCommand, config: Config) -> ServerId {
+pub fn start(host: &mut Host, cmd: StdioCommand, mut config: Config) -> ServerId {
+    if config.probe_timeout == Config::default().probe_timeout {
+        config.probe_timeout = PATIENCE;
+    }
     let id = host.add_stdio_server(cmd, config).expect("spawn");
     let state = host.wait_ready(id, PATIENCE).expect("ready");
     assert!(
