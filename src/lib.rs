@@ -95,6 +95,11 @@ pub use proto::version::{Era, EraPreference, ProtocolVersion};
 #[cfg(feature = "schema")]
 pub use schema::{Schema, SchemaError, SchemaLimits, SchemaViolation};
 
+/// The `mio` this crate is built on, for programs that embed a [`Host`] in their own
+/// `mio::Poll` ([`Host::embedded`]): a matching version without a dependency of their own.
+#[cfg(feature = "stdio")]
+pub use mio;
+
 #[cfg(feature = "stdio")]
 pub use driver::stdio::{CommandLineError, StdioCommand, StdioDriver};
 #[cfg(all(feature = "stdio", feature = "schema"))]
