@@ -208,7 +208,7 @@ impl Host {
     /// ```no_run
     /// use std::time::{Duration, Instant};
     /// use mcpoll::{Config, Host, StdioCommand};
-    /// use mio::{Events, Poll};
+    /// use mcpoll::mio::{Events, Poll};
     ///
     /// let mut poll = Poll::new()?;
     /// let mut events = Events::with_capacity(256);
