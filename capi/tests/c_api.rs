@@ -28,6 +28,15 @@ pub fn compile(source: &Path, out: &Path) {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut build = Command::new(cargo);
     build.args(["build", "--quiet", "-p", "mcpoll-capi", "--lib"]);
+    // The variables cargo sets for this test: ring's build script tracks
+    // `CARGO_MANIFEST_DIR`, so with them the library would be rebuilt at every run.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let per_test = ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_CRATE_", "CARGO_BIN_"];
+        if per_test.iter().any(|p| name.starts_with(p)) || name == "CARGO_TARGET_TMPDIR" {
+            build.env_remove(&*name);
+        }
+    }
     if profile_dir().ends_with("release") {
         build.arg("--release");
     }
