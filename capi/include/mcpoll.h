@@ -211,6 +211,9 @@ mcpoll_result mcpoll_set_log_callback(mcpoll_log_callback callback, void *userda
                                       uint32_t max_level);
 
 /* ---- host ---- */
+/* Also sets SIGPIPE to SIG_IGN if it still has its default action (as the Rust runtime does
+ * for Rust programs): a write to a dead server's pipe must fail, not kill the program. A
+ * handler the program installed is kept. */
 mcpoll_result mcpoll_host_new(mcpoll_host **out);
 /* Kills its servers' process groups, closes connections and the descriptor. NULL: no-op. */
 void mcpoll_host_free(mcpoll_host *host);

@@ -140,6 +140,10 @@ unsafe fn ptr_array<'a>(
 
 /// A new host with a poll of its own, in `*out`. Free it with `mcpoll_host_free`.
 ///
+/// When SIGPIPE still has its default action (terminate), it is set to be ignored, as the
+/// Rust runtime does for Rust programs: a write to the pipe of a server process that just died
+/// must fail with `EPIPE`, not kill the program. A handler the program installed is kept.
+///
 /// # Safety
 /// `out` is null or valid for a write.
 #[no_mangle]
@@ -147,6 +151,7 @@ pub unsafe extern "C" fn mcpoll_host_new(out: *mut *mut mcpoll_host) -> mcpoll_r
     guard(|| {
         // SAFETY: the caller's contract.
         let out = unsafe { out_arg(out) }?;
+        ignore_sigpipe();
         let host = Host::new().map_err(|e| Fail::new(mcpoll_result::MCPOLL_IO, e.to_string()))?;
         *out = into_handle(mcpoll_host {
             host,
@@ -158,6 +163,23 @@ pub unsafe extern "C" fn mcpoll_host_new(out: *mut *mut mcpoll_host) -> mcpoll_r
         });
         Ok(())
     })
+}
+
+/// Sets SIGPIPE to be ignored when its action is the default.
+fn ignore_sigpipe() {
+    // SAFETY: `sigaction` with a null new action only reads the current one into `current`,
+    // a zeroed `sigaction` struct we own. Then `signal` installs `SIG_IGN`, which runs no code
+    // in the handler context; a race with another thread installing a handler between the
+    // two calls can only replace that handler with "ignore", which is what the program asked
+    // this library for by not handling SIGPIPE.
+    unsafe {
+        let mut current: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGPIPE, std::ptr::null(), &mut current) == 0
+            && current.sa_sigaction == libc::SIG_DFL
+        {
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        }
+    }
 }
 
 /// Frees a host (null is ignored): its servers' process groups are killed, its connections

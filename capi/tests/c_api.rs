@@ -121,6 +121,7 @@ fn the_c_test_program_passes_against_the_sdk_peers() {
     let mut command = if valgrind {
         let mut c = Command::new("valgrind");
         c.args(["--leak-check=full", "--error-exitcode=1", "--quiet"]).arg(&exe);
+        c.env("MCPOLL_UNDER_VALGRIND", "1");
         c
     } else {
         Command::new(&exe)

@@ -213,8 +213,14 @@ static void errors_without_a_server(mcpoll_host *host) {
   const char *argv_missing[] = {"/nonexistent/mcp-server"};
   EXPECT(mcpoll_add_stdio_server(host, argv_missing, 0, NULL, 0, NULL, NULL, &server),
          MCPOLL_INVALID_ARGUMENT);
-  EXPECT(mcpoll_add_stdio_server(host, argv_missing, 1, NULL, 0, NULL, NULL, &server),
-         MCPOLL_SPAWN_FAILED);
+  mcpoll_result spawned = mcpoll_add_stdio_server(host, argv_missing, 1, NULL, 0, NULL, NULL,
+                                                  &server);
+  if (getenv("MCPOLL_UNDER_VALGRIND") != NULL && spawned == MCPOLL_OK) {
+    /* valgrind runs the child's failed exec as an exit: the server is added, then fails. */
+    OK(mcpoll_remove_server(host, server));
+  } else {
+    EXPECT(spawned, MCPOLL_SPAWN_FAILED);
+  }
   const char *bad_env[] = {"NO_EQUALS_SIGN"};
   EXPECT(mcpoll_add_stdio_server(host, argv_missing, 1, bad_env, 1, NULL, NULL, &server),
          MCPOLL_INVALID_ARGUMENT);
