@@ -98,6 +98,24 @@ unsafe fn with_host(
     code
 }
 
+/// [`with_host`] for a body that needs server `server`'s Rust handle.
+///
+/// # Safety
+/// As [`with_host`].
+unsafe fn with_server(
+    host: *mut mcpoll_host,
+    server: u64,
+    body: impl FnOnce(&mut mcpoll_host, ServerId) -> Result<(), Fail>,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract, passed through.
+    unsafe {
+        with_host(host, |h| {
+            let id = h.entry(server)?.server;
+            body(h, id)
+        })
+    }
+}
+
 /// The call options behind a nullable handle.
 ///
 /// # Safety
@@ -524,10 +542,8 @@ pub unsafe extern "C" fn mcpoll_set_roots(
 ) -> mcpoll_result {
     // SAFETY: the caller's contract.
     unsafe {
-        with_host(host, |h| {
-            let roots = json_arg(roots)?;
-            let id = h.entry(server)?.server;
-            h.host.set_roots(id, &roots)?;
+        with_server(host, server, |h, id| {
+            h.host.set_roots(id, &json_arg(roots)?)?;
             Ok(())
         })
     }
@@ -629,8 +645,7 @@ pub unsafe extern "C" fn mcpoll_next_event(
 pub unsafe extern "C" fn mcpoll_close_server(host: *mut mcpoll_host, server: u64) -> mcpoll_result {
     // SAFETY: the caller's contract.
     unsafe {
-        with_host(host, |h| {
-            let id = h.entry(server)?.server;
+        with_server(host, server, |h, id| {
             h.host.close_server(id);
             Ok(())
         })
@@ -649,8 +664,7 @@ pub unsafe extern "C" fn mcpoll_remove_server(
 ) -> mcpoll_result {
     // SAFETY: the caller's contract.
     unsafe {
-        with_host(host, |h| {
-            let id = h.entry(server)?.server;
+        with_server(host, server, |h, id| {
             h.host.remove_server(id);
             h.servers.retain(|e| e.id != server);
             Ok(())
@@ -669,8 +683,7 @@ pub unsafe extern "C" fn mcpoll_restart_server(
 ) -> mcpoll_result {
     // SAFETY: the caller's contract.
     unsafe {
-        with_host(host, |h| {
-            let id = h.entry(server)?.server;
+        with_server(host, server, |h, id| {
             h.host.restart(id);
             Ok(())
         })

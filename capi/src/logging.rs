@@ -124,6 +124,9 @@ pub unsafe extern "C" fn mcpoll_set_log_callback(
             5 => log::LevelFilter::Trace,
             _ => return Err(mcpoll_result::MCPOLL_INVALID_ARGUMENT.into()),
         };
+        // One lock for the installation and the sink, so two first calls on two threads
+        // cannot both try to install the logger.
+        let mut slot = SINK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if !INSTALLED.load(Ordering::Acquire) {
             if log::set_logger(&LOGGER).is_err() {
                 return Err(Fail::new(
@@ -134,10 +137,8 @@ pub unsafe extern "C" fn mcpoll_set_log_callback(
             INSTALLED.store(true, Ordering::Release);
         }
         let sink = callback.map(|callback| Sink { callback, userdata: userdata as usize });
-        match SINK.lock() {
-            Ok(mut s) => *s = sink,
-            Err(poisoned) => *poisoned.into_inner() = sink,
-        }
+        *slot = sink;
+        drop(slot);
         log::set_max_level(if sink.is_some() { level } else { log::LevelFilter::Off });
         Ok(())
     })
