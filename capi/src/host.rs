@@ -709,3 +709,73 @@ pub unsafe extern "C" fn mcpoll_server_pid(
         Ok(())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A library built without the `http` feature refuses HTTP servers with a result of its
+    /// own (`cargo test -p mcpoll-capi --no-default-features --lib` runs this).
+    #[cfg(not(feature = "http"))]
+    #[test]
+    fn without_http_an_http_server_is_unsupported() {
+        // SAFETY: live handles and valid out-pointers, freed at the end.
+        unsafe {
+            let mut host = std::ptr::null_mut();
+            assert_eq!(mcpoll_host_new(&mut host), mcpoll_result::MCPOLL_OK);
+            let mut options = std::ptr::null_mut();
+            let url = c"http://127.0.0.1:9/mcp".as_ptr();
+            let r = crate::options::mcpoll_http_options_new(url, &mut options);
+            assert_eq!(r, mcpoll_result::MCPOLL_OK);
+            let mut server = 0;
+            let r = mcpoll_add_http_server(host, options, std::ptr::null(), &mut server);
+            assert_eq!(r, mcpoll_result::MCPOLL_UNSUPPORTED);
+            crate::options::mcpoll_http_options_free(options);
+            mcpoll_host_free(host);
+        }
+    }
+
+    /// Null handles and out-pointers are results, never a crash.
+    #[test]
+    fn null_pointers_are_results() {
+        let mut server = 0;
+        // SAFETY: every pointer is null or valid; null is what is being tested.
+        unsafe {
+            assert_eq!(mcpoll_host_new(std::ptr::null_mut()), mcpoll_result::MCPOLL_NULL_POINTER);
+            let r = mcpoll_add_stdio_server(
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                1,
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+                std::ptr::null(),
+                &mut server,
+            );
+            assert_eq!(r, mcpoll_result::MCPOLL_NULL_POINTER);
+            let mut host = std::ptr::null_mut();
+            assert_eq!(mcpoll_host_new(&mut host), mcpoll_result::MCPOLL_OK);
+            let r = mcpoll_add_stdio_server(
+                host,
+                std::ptr::null(),
+                1,
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+                std::ptr::null(),
+                &mut server,
+            );
+            assert_eq!(r, mcpoll_result::MCPOLL_NULL_POINTER);
+            assert!(!mcpoll_last_error(host).is_null());
+            assert!(mcpoll_last_error(std::ptr::null()).is_null());
+            assert_eq!(
+                mcpoll_timeout_ms(host, std::ptr::null_mut()),
+                mcpoll_result::MCPOLL_NULL_POINTER
+            );
+            let mut ms = 0;
+            assert_eq!(mcpoll_timeout_ms(host, &mut ms), mcpoll_result::MCPOLL_OK);
+            assert_eq!(ms, -1, "a host with nothing to do has no deadline");
+            mcpoll_host_free(host);
+        }
+    }
+}

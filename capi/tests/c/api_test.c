@@ -55,6 +55,7 @@ typedef struct {
   uint32_t request_kind;
   mcpoll_result error;
   int32_t exit_signal;
+  int64_t rpc_code;
   bool is_error;
   char data[2048];
 } seen_event;
@@ -98,6 +99,7 @@ static void turn(mcpoll_host *host, int cap_ms) {
     s->request_kind = ev.request_kind;
     s->error = ev.error;
     s->exit_signal = ev.exit_signal;
+    s->rpc_code = ev.rpc_code;
     s->is_error = ev.is_error;
     snprintf(s->data, sizeof s->data, "%s", ev.data);
   }
@@ -231,6 +233,12 @@ static void errors_without_a_server(mcpoll_host *host) {
   const char *argv_true[] = {"true"};
   EXPECT(mcpoll_add_stdio_server(host, argv_true, 1, NULL, 0, NULL, config, &server),
          MCPOLL_CONFIG_INVALID);
+  /* A server that never answers, allowed one pending call: the handshake is that call. */
+  OK(mcpoll_config_set_max_pending(config, 1));
+  const char *argv_mute[] = {"sleep", "600"};
+  OK(mcpoll_add_stdio_server(host, argv_mute, 2, NULL, 0, NULL, config, &server));
+  EXPECT(mcpoll_call_tool(host, server, "echo", "{}", NULL, &call), MCPOLL_OVERLOADED);
+  OK(mcpoll_remove_server(host, server));
   mcpoll_config_free(config);
   OK(mcpoll_http_options_new("ftp://example.com/mcp", &http));
   EXPECT(mcpoll_add_http_server(host, http, NULL, &server), MCPOLL_HTTP_URL);
@@ -321,6 +329,11 @@ int main(int argc, char **argv) {
   seen_event *fail = end_of(host, py, call);
   CHECK(fail->kind == MCPOLL_EVENT_CALL_DONE && fail->is_error);
   EXPECT(mcpoll_call_tool(host, py, "echo", "[1]", NULL, &call), MCPOLL_ARGUMENTS_NOT_OBJECT);
+  /* A JSON-RPC error answer: the call fails with MCPOLL_PROTOCOL and the error's code. */
+  OK(mcpoll_read_resource(host, py, "lab://no-such-resource", NULL, &call));
+  seen_event *refused = end_of(host, py, call);
+  CHECK(refused->kind == MCPOLL_EVENT_CALL_FAILED && refused->error == MCPOLL_PROTOCOL);
+  CHECK(refused->rpc_code != 0);
   EXPECT(mcpoll_cancel(host, py, 987654321), MCPOLL_UNKNOWN_CALL);
   EXPECT(mcpoll_answer(host, py, 987654321, "{}"), MCPOLL_UNKNOWN_REQUEST);
 
