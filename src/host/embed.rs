@@ -342,6 +342,10 @@ impl Host {
     /// (and after a command that can queue an event at once): queued events do not make the
     /// descriptor readable.
     ///
+    /// One gap: the capability cache's re-listen after a broken [`Host::watch_catalogs`]
+    /// stream (200 ms backoff, doubling) is not in `poll_timeout`; it happens at the next
+    /// `poll` made for any other reason.
+    ///
     /// **Idle.** With no call pending, no timer armed and no process exiting,
     /// `poll_timeout` is `None` and nothing makes the descriptor readable but a server's own
     /// output: the program's loop sleeps as long as it likes, and the host makes no system
