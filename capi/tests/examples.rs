@@ -1,6 +1,6 @@
 //! The C and Python examples (`examples/c`, `examples/python`) and the README's C program,
 //! built and run as a user would: the C ones compiled with the system C compiler against the
-//! static library, the Python one loading the shared library with `ctypes`. Servers: the demo
+//! static library (the C++ one with c++, through `include/mcpoll.hpp`), the Python one loading the shared library with `ctypes`. Servers: the demo
 //! server over stdio, and for the game loop also the Python SDK peer over HTTP.
 
 mod common;
@@ -14,10 +14,16 @@ fn example(name: &str) -> PathBuf {
     workspace().join("examples").join(name)
 }
 
-/// Compiles `examples/c/NAME.c` into the test's scratch folder.
+/// Compiles `examples/c/NAME.c` (or `examples/cpp/NAME.cpp` for `cpp/NAME`) into the test's
+/// scratch folder.
 fn compiled(name: &str) -> PathBuf {
-    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("example_{name}"));
-    compile(&example(&format!("c/{name}.c")), &exe);
+    let exe =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("example_{}", name.replace('/', "_")));
+    let source = match name.strip_prefix("cpp/") {
+        Some(cpp) => example(&format!("cpp/{cpp}.cpp")),
+        None => example(&format!("c/{name}.c")),
+    };
+    compile(&source, &exe);
     exe
 }
 
@@ -40,6 +46,14 @@ fn the_readme_program_is_examples_c_hello_and_says_hello() {
     let out = success(Command::new(compiled("hello")).arg(demo_server()).output().unwrap());
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["content"][0]["text"], "hello", "{out}");
+}
+
+#[test]
+fn the_cpp_layer_calls_and_turns_results_into_exceptions() {
+    let out = success(Command::new(compiled("cpp/hello")).arg(demo_server()).output().unwrap());
+    assert!(out.starts_with("refused: invalid JSON\n"), "{out}");
+    let v: serde_json::Value = serde_json::from_str(out.lines().nth(1).unwrap()).unwrap();
+    assert_eq!(v["content"][0]["text"], "hello from C++", "{out}");
 }
 
 #[test]

@@ -58,9 +58,13 @@ pub fn compile(source: &Path, out: &Path) {
     build_library();
     let lib = profile_dir().join("libmcpoll_capi.a");
     assert!(lib.exists(), "{} is missing", lib.display());
-    let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
-    let status = Command::new(cc)
-        .args(["-std=c11", "-g", "-O1", "-Wall", "-Wextra", "-Werror"])
+    // C with the system cc, C++ (the `mcpoll.hpp` layer) with the system c++.
+    let cpp = source.extension().is_some_and(|e| e == "cpp");
+    let (var, default, std) =
+        if cpp { ("CXX", "c++", "-std=c++17") } else { ("CC", "cc", "-std=c11") };
+    let compiler = std::env::var_os(var).unwrap_or_else(|| default.into());
+    let status = Command::new(compiler)
+        .args([std, "-g", "-O1", "-Wall", "-Wextra", "-Werror"])
         .arg("-I")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("include"))
         .arg(source)
