@@ -20,7 +20,7 @@
  * IDS. Servers, calls and server requests are uint64_t ids, never 0. Server ids are never
  * reused in a host, so an id used after mcpoll_remove_server is MCPOLL_UNKNOWN_SERVER; a call
  * id is known until its CALL_DONE or CALL_FAILED event has been returned, a server request id
- * until it is answered, rejected or expired.
+ * until it is answered, rejected or expired, or the call it was made for ended.
  *
  * LIFETIMES. Handles (mcpoll_host, mcpoll_config, mcpoll_call_options, mcpoll_http_options)
  * live from their *_new to their *_free; passing a freed handle is undefined behaviour, as

@@ -153,13 +153,13 @@ pub(crate) fn fill(
             out.kind = MCPOLL_EVENT_CALL_DONE;
             out.call = call.get();
             out.is_error = result.is_error();
-            entry.calls.remove(&call.get());
+            entry.call_ended(call.get());
             data(out, result.json().as_bytes());
         }
         Event::CallFailed { call, error, .. } => {
             out.kind = MCPOLL_EVENT_CALL_FAILED;
             out.call = call.get();
-            entry.calls.remove(&call.get());
+            entry.call_ended(call.get());
             if let CallError::Protocol(rpc) = &error {
                 if let Some(d) = &rpc.data {
                     data(out, d.as_bytes());
@@ -190,7 +190,7 @@ pub(crate) fn fill(
                 _ => 0,
             };
             out.call = call.map_or(0, |c| c.get());
-            entry.requests.insert(request.get(), request);
+            entry.requests.insert(request.get(), (request, out.call));
             data(out, params.as_bytes());
         }
         Event::ServerRequestExpired { request } => {

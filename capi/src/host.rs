@@ -37,7 +37,19 @@ pub(crate) struct Entry {
     pub(crate) id: u64,
     server: ServerId,
     pub(crate) calls: HashMap<u64, CallId>,
-    pub(crate) requests: HashMap<u64, ServerRequestId>,
+    /// Server requests waiting for the host, with the call each belongs to (0: none): a
+    /// call's requests are forgotten when it ends.
+    pub(crate) requests: HashMap<u64, (ServerRequestId, u64)>,
+}
+
+impl Entry {
+    /// Forgets an ended call and the server requests made for it.
+    pub(crate) fn call_ended(&mut self, call: u64) {
+        self.calls.remove(&call);
+        if !self.requests.is_empty() {
+            self.requests.retain(|_, (_, c)| *c != call);
+        }
+    }
 }
 
 impl mcpoll_host {
@@ -515,7 +527,7 @@ fn respond(
 ) -> Result<(), Fail> {
     let found = h.servers.iter_mut().find(|e| e.id == server);
     let entry = found.ok_or(mcpoll_result::MCPOLL_UNKNOWN_SERVER)?;
-    let id = *entry.requests.get(&request).ok_or(mcpoll_result::MCPOLL_UNKNOWN_REQUEST)?;
+    let (id, _) = *entry.requests.get(&request).ok_or(mcpoll_result::MCPOLL_UNKNOWN_REQUEST)?;
     match f(&mut h.host, entry.server, id) {
         Ok(()) => {
             entry.requests.remove(&request);

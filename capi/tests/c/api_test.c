@@ -377,6 +377,15 @@ int main(int argc, char **argv) {
   CHECK(strstr(done_text(host, py, call), "hello from C") != NULL);
 
   STEP("roots");
+  /* A call's server requests end with it: cancelled while it waits for the answer, its
+   * request id is unknown afterwards. */
+  n_seen = 0;
+  OK(mcpoll_call_tool(host, py, "sample", "{}", NULL, &call));
+  asked = wait_for(host, py, MCPOLL_EVENT_SERVER_REQUEST, call);
+  OK(mcpoll_cancel(host, py, call));
+  CHECK(end_of(host, py, call)->error == MCPOLL_LOCAL_CANCELLED);
+  EXPECT(mcpoll_answer(host, py, asked->request, "{}"), MCPOLL_UNKNOWN_REQUEST);
+
   /* Roots set from C, answered by the engine when the peer asks. */
   OK(mcpoll_set_roots(host, py, "{\"roots\":[{\"uri\":\"file:///tmp\"}]}"));
   EXPECT(mcpoll_set_roots(host, py, "{\"roots\":[{\"uri\":\"http://x\"}]}"),
