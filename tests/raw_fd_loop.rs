@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -37,10 +37,8 @@ enum Seen {
 
 /// Whether the host's descriptor polls readable within `timeout` (`None`: no limit).
 fn readable(host: &Host, timeout: Option<Duration>) -> bool {
-    // SAFETY: the descriptor is the host's own poll, open for as long as `host` lives, and
-    // `host` is borrowed for the whole life of `fd`.
-    let fd = unsafe { BorrowedFd::borrow_raw(host.as_raw_fd()) };
-    let mut fds = [PollFd::from_borrowed_fd(fd, PollFlags::IN)];
+    // The host's own poll, borrowed through `AsFd` for as long as `host` is.
+    let mut fds = [PollFd::new(host, PollFlags::IN)];
     let ts =
         timeout.map(|t| Timespec { tv_sec: t.as_secs() as i64, tv_nsec: t.subsec_nanos().into() });
     loop {
@@ -244,6 +242,7 @@ fn the_descriptor_is_the_hosts_and_stays_put() {
     let fd = host.as_raw_fd();
     assert!(fd >= 0);
     assert_eq!(host.as_raw_fd(), fd);
+    assert_eq!(host.as_fd().as_raw_fd(), fd, "AsFd and AsRawFd name one descriptor");
     // A fresh host with nothing added: no deadline, nothing readable.
     assert_eq!(host.poll_timeout(), None);
     assert!(!readable(&host, Some(Duration::ZERO)));

@@ -9,7 +9,7 @@
 use std::fmt;
 use std::io;
 use std::ops::Range;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Registry, Token};
@@ -312,9 +312,9 @@ impl Host {
     /// A loop that cannot hand the host a `mio::Registry` (`poll(2)`, libuv, GLib, asyncio, a
     /// game engine's frame loop, a C program through `mcpoll-capi`) uses a host of its own
     /// ([`Host::new`]) the way libcurl's multi interface and c-ares are used: it watches one
-    /// descriptor for readability ([`Host::as_raw_fd`], through [`AsRawFd`]), wakes at one
-    /// deadline ([`Host::poll_timeout`]), and then calls `host.poll(Some(Duration::ZERO))`,
-    /// which never blocks, and drains [`Host::poll_event`].
+    /// descriptor for readability ([`Host::as_raw_fd`] through [`AsRawFd`], or [`AsFd`]),
+    /// wakes at one deadline ([`Host::poll_timeout`]), and then calls
+    /// `host.poll(Some(Duration::ZERO))`, which never blocks, and drains [`Host::poll_event`].
     ///
     /// **What becomes readable when.** The descriptor is the host's `mio::Poll` (an epoll
     /// instance on Linux, a kqueue on the BSDs and macOS). Every pipe and socket of every
@@ -335,12 +335,12 @@ impl Host {
     /// **When to call although nothing is readable.** When [`Host::poll_timeout`] is at or
     /// before now: a request deadline, a retry or restart backoff, an exiting process's
     /// check, an idle HTTP connection's timeout, or input that a frame budget left unread
-    /// (no new edge will report it, so the deadline is already past). Read the deadline after every `poll` and every
-    /// command (`call_tool`, `cancel`, ...), since a command can bring it forward. Commands
-    /// write to the server at once and need no `poll` of their own to be sent; what the
-    /// server answers makes the descriptor readable. Drain `poll_event` after every `poll`
-    /// (and after a command that can queue an event at once): queued events do not make the
-    /// descriptor readable.
+    /// (no new edge will report it, so the deadline is already past). Read the deadline
+    /// after every `poll` and every command (`call_tool`, `cancel`, ...), since a command can
+    /// bring it forward. Commands write to the server at once and need no `poll` of their own
+    /// to be sent; what the server answers makes the descriptor readable. Drain `poll_event`
+    /// after every `poll` (and after a command that can queue an event at once): queued
+    /// events do not make the descriptor readable.
     ///
     /// One gap: the capability cache's re-listen after a broken [`Host::watch_catalogs`]
     /// stream (200 ms backoff, doubling) is not in `poll_timeout`; it happens at the next
@@ -510,6 +510,14 @@ impl AsRawFd for Host {
             Mode::Owned { poll, .. } => poll.as_raw_fd(),
             Mode::Embedded { registry } => registry.as_raw_fd(),
         }
+    }
+}
+
+/// The same descriptor as [`AsRawFd`], borrowed for as long as the host is (a `mio::Registry`
+/// shares its poll's descriptor).
+impl AsFd for Host {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.poll.registry().as_fd()
     }
 }
 
