@@ -1,8 +1,7 @@
 //! Interoperability over real pipes with real MCP servers on the official SDKs (`tests/peers/`):
 //! Python SDK v2 and TypeScript SDK v2 (modern), TypeScript SDK v1 (legacy only).
 //!
-//! Without the peers installed these tests say loudly that they were skipped; with
-//! `MCPOLL_REQUIRE_PEERS=1` (CI) a missing install fails them.
+//! Needs the peers (`tests/peers/setup.sh`); `MCPOLL_SKIP_PEERS=1` skips them.
 
 mod common;
 

@@ -3,8 +3,7 @@
 //! Python peer over stdio and over HTTP. With `MCPOLL_C_TEST_VALGRIND=1` the program runs
 //! under valgrind memcheck (`--leak-check=full --error-exitcode=1`), as `.ci/run` does once.
 //!
-//! Without the peers installed the test says loudly that it was skipped; with
-//! `MCPOLL_REQUIRE_PEERS=1` (CI) a missing install fails it.
+//! Needs the peers (`tests/peers/setup.sh`); `MCPOLL_SKIP_PEERS=1` skips it.
 
 mod common;
 
