@@ -185,7 +185,7 @@ pub(crate) fn call_error(e: &CallError) -> mcpoll_result {
         CallError::Local(l) => match l {
             LocalError::DeliveryUnknown(_) => MCPOLL_LOCAL_DELIVERY_UNKNOWN,
             LocalError::BreakerOpen => MCPOLL_LOCAL_BREAKER_OPEN,
-            LocalError::Degraded => MCPOLL_LOCAL_DEGRADED,
+            LocalError::Degraded(_) => MCPOLL_LOCAL_DEGRADED,
             LocalError::Cancelled => MCPOLL_LOCAL_CANCELLED,
             LocalError::DeadlineExceeded => MCPOLL_LOCAL_DEADLINE_EXCEEDED,
             LocalError::TooManyPages => MCPOLL_LOCAL_TOO_MANY_PAGES,
@@ -260,7 +260,7 @@ impl From<AddServerError> for Fail {
         use mcpoll_result::*;
         let code = match &e {
             AddServerError::Config(_) => MCPOLL_CONFIG_INVALID,
-            AddServerError::Spawn(_) => MCPOLL_SPAWN_FAILED,
+            AddServerError::Spawn { .. } => MCPOLL_SPAWN_FAILED,
             #[cfg(feature = "http")]
             AddServerError::Http(h) => match h {
                 mcpoll::HttpSetupError::Url(_) => MCPOLL_HTTP_URL,
