@@ -84,8 +84,8 @@ pub use engine::{
     TransmitKind, TransportEvent, TransportKind, WireId,
 };
 pub use error::{
-    AnswerError, CallError, CancelError, CloseReason, ConfigError, LocalError, PeerError,
-    ProcessExit, RequestError, RpcError, TlsFailure, TransportError,
+    AnswerError, AuthorizeError, CallError, CancelError, CloseReason, ConfigError, LocalError,
+    PeerError, ProcessExit, RequestError, RpcError, TlsFailure, TransportError,
 };
 pub use proto::elicit::elicitation_defaults;
 pub use proto::mcp::{Method, ResultType, SubscriptionFilter};
