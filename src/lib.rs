@@ -87,6 +87,7 @@ pub use error::{
     AnswerError, AuthorizeError, CallError, CancelError, CloseReason, ConfigError, LocalError,
     PeerError, ProcessExit, RequestError, RpcError, TlsFailure, TransportError,
 };
+pub use proto::annotations::ToolAnnotations;
 pub use proto::elicit::elicitation_defaults;
 pub use proto::mcp::{Method, ResultType, SubscriptionFilter};
 pub use proto::meta::TraceContext;
@@ -99,6 +100,8 @@ pub use schema::{Schema, SchemaError, SchemaLimits, SchemaViolation};
 pub use driver::stdio::{CommandLineError, StdioCommand, StdioDriver};
 #[cfg(all(feature = "stdio", feature = "schema"))]
 pub use host::ToolCallError;
+#[cfg(feature = "stdio")]
+pub use host::{AccessRequest, Confirm, Decision, DefaultPolicy, Policy};
 #[cfg(feature = "stdio")]
 pub use host::{
     AddServerError, BlockingError, CacheStats, CatalogError, CatalogView, EmbedError, ForeignToken,

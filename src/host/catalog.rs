@@ -432,6 +432,22 @@ impl HostCache {
         ))
     }
 
+    /// The hints of a cached tool's definition (fresh or stale), for the authorization gate;
+    /// not known when the tool is not cached.
+    pub(super) fn tool_annotations(
+        &mut self,
+        now: Instant,
+        key: &CacheKey,
+        name: &str,
+    ) -> crate::proto::annotations::ToolAnnotations {
+        match self.store.find_item(now, key, CatalogKind::Tools, name) {
+            Ok(ItemLookup::Fresh(item)) | Ok(ItemLookup::Stale { item, .. }) => {
+                crate::proto::annotations::ToolAnnotations::from_definition(item.json())
+            }
+            _ => Default::default(),
+        }
+    }
+
     /// Marks stale every catalog whose `list_changed` count moved since the last look.
     fn notice_changes(&mut self, now: Instant, catalog: &mut ServerCatalog, engine: &Engine) {
         let counts = engine.list_changes();
@@ -455,7 +471,7 @@ impl HostCache {
 impl super::Server {
     /// The server's cache key under the scope its OAuth token was granted with: every lookup
     /// goes through here, so none can use a key made for an earlier grant.
-    fn cache_key(&mut self) -> Option<CacheKey> {
+    pub(super) fn cache_key(&mut self) -> Option<CacheKey> {
         self.catalog.note_granted(self.transport.granted_scope());
         self.catalog.key(&self.engine)
     }
@@ -529,6 +545,9 @@ impl Host {
     /// One tool's definition (canonical JSON) from the cache, when cached and servable; it
     /// never lists. A fresh hit allocates nothing.
     pub fn tool(&mut self, server: ServerId, name: &str) -> Option<&str> {
+        if self.authz.is_disabled(self.lanes.caller(server).0, name) {
+            return None;
+        }
         self.cached_tool(server, name).map(Item::json)
     }
 
@@ -565,7 +584,21 @@ impl Host {
     /// scores. The index follows every refresh; it is empty until the tools were listed.
     pub fn search_tools(&self, server: ServerId, query: &str, k: usize) -> Vec<(&str, f64)> {
         let Some(s) = self.server(server) else { return Vec::new() };
-        s.catalog.search.search(query, k).into_iter().map(|h| (h.name, h.score)).collect()
+        let base = self.lanes.caller(server).0;
+        if !self.authz.has_disabled(base) {
+            return s
+                .catalog
+                .search
+                .search(query, k)
+                .into_iter()
+                .map(|h| (h.name, h.score))
+                .collect();
+        }
+        // Disabled tools are not offered: ask for as many more as could be left out.
+        let more = k.saturating_add(self.authz.disabled_count(base));
+        let hits = s.catalog.search.search(query, more).into_iter();
+        let hits = hits.filter(|h| !self.authz.is_disabled(base, h.name));
+        hits.take(k).map(|h| (h.name, h.score)).collect()
     }
 
     /// Keeps the server's catalogs current: on a modern server, opens a `subscriptions/listen`
@@ -689,11 +722,16 @@ impl Host {
             .filter(|s| s.generation == server.generation)
             .ok_or(CatalogError::UnknownServer)?;
         let key = s.cache_key().ok_or(CatalogError::NotReady)?;
+        // Tools the configuration disables are left out of every view of the catalog.
+        let base = self.lanes.caller(server).0;
+        let authz = &self.authz;
+        let shown = |it: &&Item| kind != CatalogKind::Tools || !authz.is_disabled(base, it.id());
         if let Need::OneUse = how {
             let refresher = &s.catalog.kinds[slot(kind)].refresher;
-            let (items, stale_for) = refresher
+            let (mut items, stale_for) = refresher
                 .one_use_items(now, &self.cache.store, &key)
                 .ok_or(CatalogError::NotReady)?;
+            items.retain(shown);
             return Ok(CatalogView { items, stale_for, cached: false });
         }
         // A catalog stored by another context's refresh (a shared public listing) becomes this
@@ -715,7 +753,7 @@ impl Host {
                     self.records.cache_hit(server.index, &s.engine, method(kind), age);
                 }
                 Ok(CatalogView {
-                    items: pages.iter().flat_map(|p| p.items()).collect(),
+                    items: pages.iter().flat_map(|p| p.items()).filter(shown).collect(),
                     stale_for,
                     cached: true,
                 })
