@@ -1,0 +1,206 @@
+//! Local authorization against the Python SDK peer over stdio: a policy that asks before
+//! destructive tools (read from the cached definitions' annotations), the host answering
+//! allow and deny later, a held call cancelled or past its deadline, and an `mcpServers` file
+//! whose `disabledTools` are refused and hidden and whose `alwaysAllow` tools are never asked
+//! about.
+//!
+//! Skipped loudly without the peers (`tests/peers/setup.sh`); `MCPOLL_REQUIRE_PEERS=1` fails.
+
+mod common;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use mcpoll::{
+    AccessRequest, BlockingError, CallError, CallId, CallOptions, Config, Confirm, Decision,
+    DefaultPolicy, Event, Host, LocalError, ServerId, StdioCommand, ToolAnnotations,
+};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn py_peer() -> Option<StdioCommand> {
+    // The peer caches nothing unless told to (the SDK's default ttlMs is 0); the policy reads
+    // the annotations from the cache.
+    peers_dir()
+        .map(|dir| StdioCommand::new(dir.join("run-py-stdio.sh")).env("LAB_TOOLS_TTL_MS", "600000"))
+}
+
+/// Polls until the host is asked about a call; other events are returned beside it.
+#[track_caller]
+fn next_ask(host: &mut Host) -> (ServerId, CallId, String, ToolAnnotations) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        while let Some((server, e)) = host.poll_event() {
+            if let Event::AuthorizationAsked { call, name, annotations, method } = e {
+                assert_eq!(method, mcpoll::Method::ToolsCall);
+                return (server, call, name.to_owned(), annotations);
+            }
+        }
+        assert!(Instant::now() < deadline, "no AuthorizationAsked event");
+        host.poll(Some(Duration::from_millis(20))).unwrap();
+    }
+}
+
+/// The terminal event of `call`, as `done <json>` or the error (bounded wait).
+#[track_caller]
+fn end_of(host: &mut Host, call: CallId) -> Result<String, CallError> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        while let Some((_, e)) = host.poll_event() {
+            match e {
+                Event::CallDone { call: c, result, .. } if c == call => {
+                    return Ok(result.json().to_owned())
+                }
+                Event::CallFailed { call: c, error, .. } if c == call => return Err(error),
+                _ => {}
+            }
+        }
+        assert!(Instant::now() < deadline, "call did not end");
+        host.poll(Some(Duration::from_millis(20))).unwrap();
+    }
+}
+
+/// One test, so the two scenarios never start Python peers at the same time: two Python peer
+/// processes started at once by two hosts of one test process have been seen to close during
+/// start-up (as `interop_catalog`'s Python tests do when run in parallel).
+#[test]
+fn local_authorization_against_the_py_sdk_peer() {
+    ask_then_allow_deny_cancel_and_deadline();
+    an_mcp_servers_file_disables_tools_and_always_allows_others();
+}
+
+fn ask_then_allow_deny_cancel_and_deadline() {
+    let Some(cmd) = py_peer() else { return };
+    let mut host = Host::new().unwrap();
+    let id = start(&mut host, cmd, Config::default());
+    let names: Vec<String> =
+        host.tools_blocking(id, WAIT).unwrap().names().map(str::to_owned).collect();
+    assert!(names.iter().any(|n| n == "slow"), "{names:?}");
+
+    let records: Rc<RefCell<Vec<(Option<String>, Duration)>>> = Rc::default();
+    let sink = records.clone();
+    host.set_record_sink(Box::new(move |r: &mcpoll::CallRecord<'_>| {
+        if r.method == mcpoll::Method::ToolsCall {
+            sink.borrow_mut().push((r.error_name.map(str::to_owned), r.authorization_wait));
+        }
+    }));
+    let seen: Rc<RefCell<Vec<(String, bool)>>> = Rc::default();
+    let log = seen.clone();
+    let mut ask_destructive = DefaultPolicy::new(Confirm::Destructive);
+    host.set_policy(move |req: &AccessRequest<'_>| {
+        log.borrow_mut().push((req.name.to_owned(), req.annotations.known));
+        mcpoll::Policy::decide(&mut ask_destructive, req)
+    });
+
+    // Read-only (echo says readOnlyHint): allowed without asking.
+    let out = call(&mut host, id, "echo", r#"{"text":"hi"}"#);
+    assert!(out.json.contains("hi"), "{}", out.json);
+
+    // `slow` has no hints: destructive by the spec's defaults, so the host is asked.
+    let args = raw(r#"{"ms":10}"#);
+    let call1 = host.call_tool(id, "slow", &args, &CallOptions::default()).unwrap();
+    let (server, asked, name, annotations) = next_ask(&mut host);
+    assert_eq!((server, asked, name.as_str()), (id, call1, "slow"));
+    assert!(annotations.known && annotations.is_destructive(), "{annotations:?}");
+    assert_eq!(host.pending(id), Some(1), "held in the engine");
+    host.allow_call(id, call1).unwrap();
+    assert!(end_of(&mut host, call1).is_ok());
+
+    // Ask, then deny: a typed local error with the reason; nothing reached the server.
+    let sent_before = host.stats(id).unwrap().requests_sent;
+    let call2 = host.call_tool(id, "slow", &args, &CallOptions::default()).unwrap();
+    assert_eq!(next_ask(&mut host).1, call2);
+    host.deny_call(id, call2, "the operator said no").unwrap();
+    let denied = CallError::Local(LocalError::AuthorizationDenied("the operator said no".into()));
+    assert_eq!(end_of(&mut host, call2), Err(denied));
+    assert_eq!(host.stats(id).unwrap().requests_sent, sent_before, "nothing was sent");
+    assert_eq!(host.allow_call(id, call2), Err(mcpoll::AuthorizeError::NotHeld));
+
+    // Ask, then cancel.
+    let call3 = host.call_tool(id, "slow", &args, &CallOptions::default()).unwrap();
+    assert_eq!(next_ask(&mut host).1, call3);
+    host.cancel(id, call3).unwrap();
+    assert_eq!(end_of(&mut host, call3), Err(CallError::Local(LocalError::Cancelled)));
+
+    // Ask, and let the deadline pass: the call ends on its own, still unsent.
+    let short = CallOptions::timeout(Duration::from_millis(200));
+    let call4 = host.call_tool(id, "slow", &args, &short).unwrap();
+    assert_eq!(end_of(&mut host, call4), Err(CallError::Local(LocalError::DeadlineExceeded)));
+    assert_eq!(host.stats(id).unwrap().requests_sent, sent_before, "still nothing sent");
+    // Its ask was dropped with it: no event names a call that ended.
+    host.poll(Some(Duration::ZERO)).unwrap();
+    while let Some((_, e)) = host.poll_event() {
+        assert!(!matches!(e, Event::AuthorizationAsked { .. }), "stale ask {e:?}");
+    }
+
+    let stats = host.stats(id).unwrap();
+    assert_eq!(stats.failures.authorization_denied, 1);
+    let records = records.borrow();
+    let names: Vec<Option<&str>> = records.iter().map(|(n, _)| n.as_deref()).collect();
+    assert_eq!(
+        names,
+        [None, None, Some("authorization_denied"), Some("cancelled"), Some("deadline_exceeded")]
+    );
+    assert!(records[4].1 >= Duration::from_millis(200), "held until its deadline: {records:?}");
+    assert!(seen.borrow().iter().all(|(_, known)| *known), "{:?}", seen.borrow());
+}
+
+fn an_mcp_servers_file_disables_tools_and_always_allows_others() {
+    let Some(dir) = peers_dir() else { return };
+    let tmp = std::env::temp_dir().join(format!("mcpoll-authz-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let file = tmp.join("mcp.json");
+    let config = serde_json::json!({"mcpServers": {"lab": {
+        "command": dir.join("run-py-stdio.sh"),
+        "env": {"LAB_TOOLS_TTL_MS": "600000"},
+        "disabledTools": ["write_note"],
+        "alwaysAllow": ["slow"],
+        "autoApprove": ["add"]
+    }}});
+    std::fs::write(&file, config.to_string()).unwrap();
+    let (mut host, names) = Host::from_config(&file).unwrap();
+    std::fs::remove_dir_all(&tmp).ok();
+    let id = names.get("lab").unwrap();
+    host.wait_ready(id, WAIT).unwrap();
+
+    let view = host.tools_blocking(id, WAIT).unwrap();
+    let tools: Vec<&str> = view.names().collect();
+    assert!(tools.contains(&"slow") && !tools.contains(&"write_note"), "{tools:?}");
+    assert!(view.definition("write_note").is_none());
+    assert!(host.tool(id, "write_note").is_none());
+    let found = host.search_tools(id, "write note", 10);
+    assert!(found.iter().all(|(n, _)| *n != "write_note"), "{found:?}");
+
+    // Refused locally, with no policy installed at all.
+    let args = raw(r#"{"note":"x"}"#);
+    match host.call_tool_blocking(id, "write_note", &args, &CallOptions::default()) {
+        Err(BlockingError::Call(CallError::Local(LocalError::AuthorizationDenied(why)))) => {
+            assert!(why.contains("disabled"), "{why}")
+        }
+        other => panic!("expected a local refusal, got {other:?}"),
+    }
+
+    // The default policy asking before every call still lets `alwaysAllow` and `autoApprove`
+    // tools through unasked.
+    host.set_policy(DefaultPolicy::new(Confirm::Always));
+    call(&mut host, id, "slow", r#"{"ms":1}"#);
+    call(&mut host, id, "add", r#"{"a":1,"b":2}"#);
+    let echo =
+        host.call_tool(id, "echo", &raw(r#"{"text":"x"}"#), &CallOptions::default()).unwrap();
+    let (_, asked, name, annotations) = next_ask(&mut host);
+    assert_eq!((asked, name.as_str()), (echo, "echo"));
+    assert_eq!(annotations.read_only, Some(true));
+    host.deny_call(id, echo, "no").unwrap();
+    assert_eq!(host.stats(id).unwrap().failures.authorization_denied, 2);
+
+    // A server policy decides before the host's; a denial needs no ask.
+    host.set_server_policy(id, |_: &AccessRequest<'_>| Decision::deny("read-only hours"));
+    match host.call_tool_blocking(id, "slow", &raw(r#"{"ms":1}"#), &CallOptions::default()) {
+        Err(BlockingError::Call(CallError::Local(LocalError::AuthorizationDenied(why)))) => {
+            assert_eq!(&*why, "read-only hours")
+        }
+        other => panic!("expected a local refusal, got {other:?}"),
+    }
+}
