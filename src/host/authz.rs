@@ -503,3 +503,47 @@ impl Host {
         Some((a.server, event))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(annotations: ToolAnnotations, always_allowed: bool) -> AccessRequest<'static> {
+        AccessRequest {
+            server: ServerId { index: 0, generation: 1 },
+            server_name: None,
+            principal: None,
+            principal_name: None,
+            tenant: None,
+            breaker_tenant: 0,
+            task: None,
+            method: Method::ToolsCall,
+            name: "t",
+            annotations,
+            always_allowed,
+        }
+    }
+
+    #[test]
+    fn the_default_policy_asks_as_told_and_never_about_always_allowed_tools() {
+        let read_only =
+            ToolAnnotations::from_definition(r#"{"annotations":{"readOnlyHint":true}}"#);
+        let bare = ToolAnnotations::from_definition(r#"{"name":"t"}"#);
+        let unknown = ToolAnnotations::default();
+        let cases = [
+            (Confirm::Never, bare, false, Decision::Allow),
+            (Confirm::Destructive, read_only, false, Decision::Allow),
+            (Confirm::Destructive, bare, false, Decision::Ask),
+            (Confirm::Destructive, unknown, false, Decision::Ask),
+            (Confirm::Destructive, bare, true, Decision::Allow),
+            (Confirm::Always, read_only, false, Decision::Ask),
+            (Confirm::Always, bare, true, Decision::Allow),
+        ];
+        for (confirm, annotations, always, want) in cases {
+            let got = DefaultPolicy::new(confirm).decide(&request(annotations, always));
+            assert_eq!(got, want, "{confirm:?} {annotations:?} always_allowed={always}");
+        }
+        assert!(DefaultPolicy::default().covers(Method::ToolsCall));
+        assert!(!DefaultPolicy::default().covers(Method::ResourcesRead));
+    }
+}
