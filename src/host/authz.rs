@@ -348,31 +348,30 @@ impl Host {
         if self.authz.is_open() {
             return Verdict::Allow;
         }
-        let (base, principal) = self.lanes.caller(server);
+        let (base, principal_id) = {
+            let (base, principal) = self.lanes.caller(server);
+            (base, principal.map(|(id, _)| id))
+        };
         let tools = method == Method::ToolsCall;
         if tools && self.authz.is_disabled(base, name) {
             return Verdict::Deny(Cow::Borrowed("the tool is disabled by configuration"));
         }
-        let principal_id = principal.map(|(id, _)| id);
         match self.authz.chosen(base, principal_id) {
             Some(policy) if policy.covers(method) => {}
             _ => return Verdict::Allow,
         }
-        let gate = &self.authz;
         let always_allowed = tools
-            && gate.rules.get(&base).is_some_and(|r| r.always_allow.iter().any(|t| t == name));
-        // Read here, not borrowed: the cache lookup needs the host mutably.
-        let annotations = if tools {
-            let now = Instant::now();
-            let s =
-                self.servers.get_mut(server.index).filter(|s| s.generation == server.generation);
-            match s.and_then(|s| s.cache_key()) {
-                Some(key) => self.cache.tool_annotations(now, &key, name),
-                None => ToolAnnotations::default(),
-            }
-        } else {
-            ToolAnnotations::default()
-        };
+            && self
+                .authz
+                .rules
+                .get(&base)
+                .is_some_and(|r| r.always_allow.iter().any(|t| t == name));
+        // The cached definition, else the one the last listing showed (a listing the server
+        // marked not cacheable is still what the host saw).
+        let listed = if tools { self.listed_tool(server, name) } else { None };
+        let annotations = listed
+            .map_or_else(ToolAnnotations::default, |t| ToolAnnotations::from_definition(t.json()));
+        let (_, principal) = self.lanes.caller(server);
         let s = self.servers.get(server.index).filter(|s| s.generation == server.generation);
         let tenant = match principal {
             Some((_, p)) => p.tenant_name(),

@@ -432,22 +432,6 @@ impl HostCache {
         ))
     }
 
-    /// The hints of a cached tool's definition (fresh or stale), for the authorization gate;
-    /// not known when the tool is not cached.
-    pub(super) fn tool_annotations(
-        &mut self,
-        now: Instant,
-        key: &CacheKey,
-        name: &str,
-    ) -> crate::proto::annotations::ToolAnnotations {
-        match self.store.find_item(now, key, CatalogKind::Tools, name) {
-            Ok(ItemLookup::Fresh(item)) | Ok(ItemLookup::Stale { item, .. }) => {
-                crate::proto::annotations::ToolAnnotations::from_definition(item.json())
-            }
-            _ => Default::default(),
-        }
-    }
-
     /// Marks stale every catalog whose `list_changed` count moved since the last look.
     fn notice_changes(&mut self, now: Instant, catalog: &mut ServerCatalog, engine: &Engine) {
         let counts = engine.list_changes();
@@ -566,7 +550,6 @@ impl Host {
     /// [`cached_tool`](Self::cached_tool), else the tool as the last listing handed to the host
     /// had it (a listing the server marked not cacheable, `ttlMs: 0`, is still what the host
     /// saw): what a checked call checks against.
-    #[cfg(feature = "schema")]
     pub(super) fn listed_tool(&mut self, server: ServerId, name: &str) -> Option<&Item> {
         if self.cached_tool(server, name).is_some() {
             return self.cached_tool(server, name);
