@@ -108,6 +108,8 @@ pub use host::{
     Host, OwnedResult, ServerId,
 };
 #[cfg(feature = "stdio")]
+pub use host::{CapabilityStore, EntryKind, StoreKey, StoredEntry, StoredPage};
+#[cfg(feature = "stdio")]
 pub use host::{
     ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,
     ServerNames,

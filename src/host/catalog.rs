@@ -32,23 +32,25 @@
 //! Modern servers send change notifications only on a `subscriptions/listen` stream:
 //! [`Host::watch_catalogs`] opens one.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::fmt;
 use std::io;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::catalog::change::CatalogChange;
+use crate::catalog::hints::CacheScope;
 use crate::catalog::key::{self, CacheKey, KeyParts};
 use crate::catalog::listing::{parse_page, CatalogKind, Item};
 use crate::catalog::refresh::{Answer, NeedError, Refresher, WalkError};
 use crate::catalog::search::SearchIndex;
-use crate::catalog::store::{ItemLookup, ListLookup, Store, StoreConfig, StoreError};
+use crate::catalog::store::{CachedPage, ItemLookup, ListLookup, Store, StoreConfig, StoreError};
 use crate::config::CacheConfig;
 use crate::engine::{CallId, CallOptions, Engine, Event};
 use crate::error::{CallError, LocalError, PeerError, RequestError, RpcError};
 use crate::proto::mcp::{Method, SubscriptionFilter};
 use crate::proto::version::{Era, ProtocolVersion};
 
+use super::capability_store::{CapabilityStore, EntryKind, StoreKey, StoredEntry, StoredPage};
 use super::{Host, ServerId, Wake};
 
 /// The catalog kinds a host keeps, in slot order.
@@ -379,6 +381,9 @@ pub(super) struct HostCache {
     changes: VecDeque<(ServerId, CatalogKind, CatalogChange)>,
     /// The change last handed out by `poll_event` (its event borrows it).
     current: Option<CatalogChange>,
+    /// The host's persistent store, and the catalogs it was asked for already.
+    persist: Option<Box<dyn CapabilityStore>>,
+    asked: HashSet<(CacheKey, CatalogKind)>,
     /// The cache's share of every tick, set by the first use of the cache (a need, a watch,
     /// a configured cache). Until then nothing can have been fetched or watched, so the tick
     /// has nothing to do; and because only the cache's own entry points name the function, a
@@ -402,6 +407,8 @@ impl HostCache {
             eager: config.eager_refresh,
             changes: VecDeque::new(),
             current: None,
+            persist: None,
+            asked: HashSet::new(),
             pump: None,
         })
     }
@@ -432,6 +439,75 @@ impl HostCache {
         ))
     }
 
+    /// A change notification for one catalog: stale in memory and in the persistent store.
+    fn mark_stale(&mut self, now: Instant, key: &CacheKey, kind: CatalogKind) {
+        self.store.mark_stale(now, key, kind);
+        if let (Some(persist), Some(entry)) = (self.persist.as_mut(), entry_kind(kind)) {
+            for scope in [CacheScope::Private, CacheScope::Public] {
+                persist.mark_stale(&store_key(key, entry, scope));
+            }
+        }
+    }
+
+    /// Fills memory from the persistent store when it holds nothing of the catalog, once per
+    /// catalog and context: entries filed under another key are refused, expired pages
+    /// dropped, and the rest stored with the lifetime they have left.
+    fn load(&mut self, now: Instant, key: &CacheKey, kind: CatalogKind) {
+        let (Some(persist), Some(entry_kind)) = (self.persist.as_mut(), entry_kind(kind)) else {
+            return;
+        };
+        if !self.store.knows_nothing_of(key, kind) || !self.asked.insert((*key, kind)) {
+            return;
+        }
+        let wall = SystemTime::now();
+        for scope in [CacheScope::Private, CacheScope::Public] {
+            let sk = store_key(key, entry_kind, scope);
+            let Some(entry) = persist.get(&sk) else { continue };
+            if entry.key != sk.id() || entry.public != sk.is_public() {
+                log::debug!("capability store: an entry filed under another key was refused");
+                continue;
+            }
+            for page in entry.pages {
+                // Expired (or from a clock that went back): dropped.
+                let left = page.expires.duration_since(wall).unwrap_or_default();
+                if left.is_zero() {
+                    continue;
+                }
+                let Ok(parsed) = parse_page(kind, &page.json) else {
+                    log::debug!("capability store: an unreadable page was dropped");
+                    continue;
+                };
+                let cursor = page.cursor.as_deref();
+                self.store.restore(now, key, kind, cursor, parsed, scope, left);
+            }
+        }
+    }
+
+    /// Hands the catalog to the persistent store when a listing left all of it fresh: one
+    /// entry per partition its pages are in.
+    fn save(&mut self, now: Instant, key: &CacheKey, kind: CatalogKind) {
+        let (Some(persist), Some(entry_kind)) = (self.persist.as_mut(), entry_kind(kind)) else {
+            return;
+        };
+        let wall = SystemTime::now();
+        for scope in [CacheScope::Private, CacheScope::Public] {
+            let pages = self.store.fresh_pages(now, key, kind, scope);
+            if pages.is_empty() {
+                continue;
+            }
+            let sk = store_key(key, entry_kind, scope);
+            let pages = pages
+                .iter()
+                .map(|p| StoredPage {
+                    cursor: p.cursor().map(str::to_owned),
+                    json: page_json(kind, p),
+                    expires: wall + p.expires().saturating_duration_since(now),
+                })
+                .collect();
+            persist.put(&sk, &StoredEntry { key: sk.id(), public: sk.is_public(), pages });
+        }
+    }
+
     /// Marks stale every catalog whose `list_changed` count moved since the last look.
     fn notice_changes(&mut self, now: Instant, catalog: &mut ServerCatalog, engine: &Engine) {
         let counts = engine.list_changes();
@@ -444,7 +520,7 @@ impl HostCache {
                 continue;
             }
             if let Some(key) = key {
-                self.store.mark_stale(now, &key, kind);
+                self.mark_stale(now, &key, kind);
             }
             catalog.kinds[slot(kind)].eager_due |= self.eager;
         }
@@ -478,6 +554,15 @@ impl Host {
         host.cache = HostCache::new(cache)?;
         host.cache.arm();
         Ok(host)
+    }
+
+    /// Installs a persistent store under the capability cache: catalogs it holds are served
+    /// without listing (after the checks in [`CapabilityStore`]), and every catalog a listing
+    /// leaves fresh is handed to it. Replaces the last one.
+    pub fn set_capability_store(&mut self, store: impl CapabilityStore + 'static) {
+        self.cache.persist = Some(Box::new(store));
+        self.cache.asked.clear();
+        self.cache.arm();
     }
 
     /// The server's protocol capabilities: the `capabilities` object of its `server/discover`
@@ -673,6 +758,7 @@ impl Host {
             .filter(|s| s.generation == server.generation)
             .ok_or(CatalogError::UnknownServer)?;
         let key = s.cache_key().ok_or(CatalogError::NotReady)?;
+        self.cache.load(now, &key, kind);
         let store = &mut self.cache.store;
         let state = &mut s.catalog.kinds[slot(kind)];
         let mut answer = state.refresher.need(now, store, &key).map_err(need_error)?;
@@ -797,6 +883,7 @@ impl Host {
                     if let Some(change) = change {
                         cache.changes.push_back((id, kind, change));
                     }
+                    cache.save(now, &key, kind);
                 } else if state.eager_due {
                     state.eager_due = false;
                     if let Err(e) = state.refresher.refresh_eagerly(now, &mut cache.store, &key) {
@@ -870,7 +957,7 @@ fn relisten(
                 // Changes made while no stream was open were never told: refetch.
                 if let Some(key) = catalog.key(engine) {
                     for kind in KINDS {
-                        cache.store.mark_stale(now, &key, kind);
+                        cache.mark_stale(now, &key, kind);
                         catalog.kinds[slot(kind)].eager_due |= cache.eager;
                     }
                 }
@@ -884,6 +971,39 @@ fn relisten(
             false
         }
     }
+}
+
+/// The persistent store's name for a catalog kind (templates are not kept).
+fn entry_kind(kind: CatalogKind) -> Option<EntryKind> {
+    match kind {
+        CatalogKind::Tools => Some(EntryKind::Tools),
+        CatalogKind::Prompts => Some(EntryKind::Prompts),
+        CatalogKind::Resources => Some(EntryKind::Resources),
+        CatalogKind::ResourceTemplates => None,
+    }
+}
+
+fn store_key(key: &CacheKey, kind: EntryKind, scope: CacheScope) -> StoreKey {
+    let partition = key.partition(scope).id();
+    StoreKey { kind, public: scope == CacheScope::Public, partition }
+}
+
+/// A cached page as a list result: its items (canonical JSON) and its next cursor.
+fn page_json(kind: CatalogKind, page: &CachedPage) -> String {
+    let mut out = format!("{{\"{}\":[", kind.items_member());
+    for (i, item) in page.items().iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(item.json());
+    }
+    out.push(']');
+    if let Some(c) = page.next_cursor() {
+        out.push_str(",\"nextCursor\":");
+        out.push_str(&serde_json::Value::from(c).to_string());
+    }
+    out.push('}');
+    out
 }
 
 /// Counters of a host's capability cache.

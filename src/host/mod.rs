@@ -46,6 +46,7 @@ use crate::proto::mcp::{Method, ResultType};
 use crate::proto::version::Era;
 
 mod authz;
+mod capability_store;
 mod catalog;
 mod closing;
 mod config_file;
@@ -60,6 +61,7 @@ mod task;
 mod tokens;
 
 pub use authz::{AccessRequest, Confirm, Decision, DefaultPolicy, Policy};
+pub use capability_store::{CapabilityStore, EntryKind, StoreKey, StoredEntry, StoredPage};
 pub use catalog::{CacheStats, CatalogError, CatalogView};
 pub use config_file::{
     ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,
