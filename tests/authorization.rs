@@ -20,6 +20,11 @@ use mcpoll::{
 
 const WAIT: Duration = Duration::from_secs(30);
 
+/// A probe timeout long enough for a Python peer starting on a loaded machine (see below).
+fn patient() -> Config {
+    Config { probe_timeout: Duration::from_secs(20), ..Config::default() }
+}
+
 fn py_peer() -> Option<StdioCommand> {
     // The peer caches nothing unless told to (the SDK's default ttlMs is 0); the policy reads
     // the annotations from the cache.
@@ -62,9 +67,9 @@ fn end_of(host: &mut Host, call: CallId) -> Result<String, CallError> {
     }
 }
 
-/// One test, so the two scenarios never start Python peers at the same time: two Python peer
-/// processes started at once by two hosts of one test process have been seen to close during
-/// start-up (as `interop_catalog`'s Python tests do when run in parallel).
+/// One test, so the two scenarios never start Python peers at the same time: on a loaded
+/// machine a Python peer can take longer to start than the era probe waits, and the
+/// `initialize` fallback is then refused by a server that took the late probe.
 #[test]
 fn local_authorization_against_the_py_sdk_peer() {
     ask_then_allow_deny_cancel_and_deadline();
@@ -74,7 +79,7 @@ fn local_authorization_against_the_py_sdk_peer() {
 fn ask_then_allow_deny_cancel_and_deadline() {
     let Some(cmd) = py_peer() else { return };
     let mut host = Host::new().unwrap();
-    let id = start(&mut host, cmd, Config::default());
+    let id = start(&mut host, cmd, patient());
     let names: Vec<String> =
         host.tools_blocking(id, WAIT).unwrap().names().map(str::to_owned).collect();
     assert!(names.iter().any(|n| n == "slow"), "{names:?}");
@@ -157,7 +162,8 @@ fn an_mcp_servers_file_disables_tools_and_always_allows_others() {
         "env": {"LAB_TOOLS_TTL_MS": "600000"},
         "disabledTools": ["write_note"],
         "alwaysAllow": ["slow"],
-        "autoApprove": ["add"]
+        "autoApprove": ["add"],
+        "mcpoll": {"probeTimeoutMs": 20000}
     }}});
     std::fs::write(&file, config.to_string()).unwrap();
     let (mut host, names) = Host::from_config(&file).unwrap();
