@@ -134,5 +134,30 @@ fn a_restarted_host_serves_the_catalog_from_the_store_and_asks_again_when_it_may
     flipped["public"] = serde_json::json!(!good["public"].as_bool().unwrap());
     fs::write(&file, flipped.to_string()).unwrap();
     assert_eq!(run(&peer, &dir).listings_sent, 1, "an entry of the other scope is not served");
+
+    // The server says its tools changed: the stored entry goes with the cached catalog.
+    let (file, _) = only_file(&dir);
+    let cmd = StdioCommand::new(peer.join("run-py-stdio.sh")).env("LAB_TOOLS_TTL_MS", "600000");
+    let mut host = Host::new().unwrap();
+    host.set_capability_store(FileCapabilityStore::open(&dir).unwrap());
+    let id = start(&mut host, cmd, patient());
+    assert!(host.tools_blocking(id, WAIT).unwrap().names().any(|n| n == "echo"));
+    host.watch_catalogs(id).unwrap();
+    poll_until(&mut host, WAIT, |h| {
+        while h.poll_event().is_some() {}
+        h.pending(id) == Some(1) // the listen stream is open
+    });
+    call(&mut host, id, "bump_tools", "{}");
+    poll_until(&mut host, WAIT, |h| {
+        while h.poll_event().is_some() {}
+        !file.exists()
+    });
+    // The next need lists the new catalog and stores it again.
+    let names: Vec<String> =
+        host.tools_blocking(id, WAIT).unwrap().names().map(str::to_owned).collect();
+    assert!(names.iter().any(|n| n == "extra_1"), "{names:?}");
+    let (_, fresh) = only_file(&dir);
+    assert!(fresh["pages"][0]["result"].as_str().unwrap().contains("extra_1"));
+    drop(host);
     fs::remove_dir_all(&dir).ok();
 }
