@@ -32,6 +32,13 @@ fn py_peer() -> Option<StdioCommand> {
         .map(|dir| StdioCommand::new(dir.join("run-py-stdio.sh")).env("LAB_TOOLS_TTL_MS", "600000"))
 }
 
+/// What the record sink kept of one tool call.
+#[derive(Debug)]
+struct Record {
+    error: Option<String>,
+    held: Duration,
+}
+
 /// Polls until the host is asked about a call; other events are returned beside it.
 #[track_caller]
 fn next_ask(host: &mut Host) -> (ServerId, CallId, String, ToolAnnotations) {
@@ -84,11 +91,12 @@ fn ask_then_allow_deny_cancel_and_deadline() {
         host.tools_blocking(id, WAIT).unwrap().names().map(str::to_owned).collect();
     assert!(names.iter().any(|n| n == "slow"), "{names:?}");
 
-    let records: Rc<RefCell<Vec<(Option<String>, Duration)>>> = Rc::default();
+    let records: Rc<RefCell<Vec<Record>>> = Rc::default();
     let sink = records.clone();
     host.set_record_sink(Box::new(move |r: &mcpoll::CallRecord<'_>| {
         if r.method == mcpoll::Method::ToolsCall {
-            sink.borrow_mut().push((r.error_name.map(str::to_owned), r.authorization_wait));
+            let error = r.error_name.map(str::to_owned);
+            sink.borrow_mut().push(Record { error, held: r.authorization_wait });
         }
     }));
     let seen: Rc<RefCell<Vec<(String, bool)>>> = Rc::default();
@@ -143,12 +151,12 @@ fn ask_then_allow_deny_cancel_and_deadline() {
     let stats = host.stats(id).unwrap();
     assert_eq!(stats.failures.authorization_denied, 1);
     let records = records.borrow();
-    let names: Vec<Option<&str>> = records.iter().map(|(n, _)| n.as_deref()).collect();
+    let names: Vec<Option<&str>> = records.iter().map(|r| r.error.as_deref()).collect();
     assert_eq!(
         names,
         [None, None, Some("authorization_denied"), Some("cancelled"), Some("deadline_exceeded")]
     );
-    assert!(records[4].1 >= Duration::from_millis(200), "held until its deadline: {records:?}");
+    assert!(records[4].held >= Duration::from_millis(200), "held until its deadline: {records:?}");
     assert!(seen.borrow().iter().all(|(_, known)| *known), "{:?}", seen.borrow());
 }
 

@@ -813,20 +813,16 @@ impl Store {
         c.lists.iter().all(Option::is_none)
     }
 
-    /// Stores a page a persistent store kept, with the lifetime it has left (capped, as
-    /// every lifetime, at `max_ttl`) in the partition of `scope`.
+    /// Stores a page a persistent store kept; its hints carry the lifetime it has left and its
+    /// `cacheScope` (the TTL is capped at `max_ttl`, as every TTL). `true` when stored.
     pub(crate) fn restore(
         &mut self,
         now: Instant,
         key: &CacheKey,
         kind: CatalogKind,
         cursor: Option<&str>,
-        mut page: ParsedPage,
-        scope: CacheScope,
-        left: Duration,
+        page: ParsedPage,
     ) -> bool {
-        page.hints.scope = scope;
-        page.hints.ttl = TtlHint::Millis(u64::try_from(left.as_millis()).unwrap_or(u64::MAX));
         matches!(self.store(now, key, kind, cursor.map(Box::from), page), Finished::Stored)
     }
 

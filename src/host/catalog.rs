@@ -38,7 +38,7 @@ use std::io;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::catalog::change::CatalogChange;
-use crate::catalog::hints::CacheScope;
+use crate::catalog::hints::{CacheHints, CacheScope, TtlHint};
 use crate::catalog::key::{self, CacheKey, KeyParts};
 use crate::catalog::listing::{parse_page, CatalogKind, Item};
 use crate::catalog::refresh::{Answer, NeedError, Refresher, WalkError};
@@ -473,12 +473,13 @@ impl HostCache {
                 if left.is_zero() {
                     continue;
                 }
-                let Ok(parsed) = parse_page(kind, &page.json) else {
+                let Ok(mut parsed) = parse_page(kind, &page.json) else {
                     log::debug!("capability store: an unreadable page was dropped");
                     continue;
                 };
-                let cursor = page.cursor.as_deref();
-                self.store.restore(now, key, kind, cursor, parsed, scope, left);
+                let ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+                parsed.hints = CacheHints { ttl: TtlHint::Millis(ms), scope };
+                self.store.restore(now, key, kind, page.cursor.as_deref(), parsed);
             }
         }
     }

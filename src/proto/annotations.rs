@@ -26,6 +26,7 @@ pub struct ToolAnnotations {
 impl ToolAnnotations {
     /// The hints of a tool definition (a JSON object with an `annotations` member). Anything
     /// malformed reads as "not said"; a definition that is not an object is not known.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // read by the host only
     pub(crate) fn from_definition(definition: &str) -> Self {
         let Ok(tool) = json::parse(definition.as_bytes()) else { return Self::default() };
         if tool.kind() != json::Kind::Object {
