@@ -209,6 +209,31 @@ fn an_mcp_servers_file_disables_tools_and_always_allows_others() {
     host.deny_call(id, echo, "no").unwrap();
     assert_eq!(host.stats(id).unwrap().failures.authorization_denied, 2);
 
+    // A task's call carries its task; a policy that covers resources/read is asked about reads.
+    struct Reads(Rc<RefCell<Vec<(String, bool)>>>);
+    impl mcpoll::Policy for Reads {
+        fn decide(&mut self, req: &AccessRequest<'_>) -> Decision {
+            self.0.borrow_mut().push((req.name.to_owned(), req.task.is_some()));
+            match req.method {
+                mcpoll::Method::ResourcesRead => Decision::deny("no reads"),
+                _ => Decision::Allow,
+            }
+        }
+        fn covers(&self, method: mcpoll::Method) -> bool {
+            matches!(method, mcpoll::Method::ToolsCall | mcpoll::Method::ResourcesRead)
+        }
+    }
+    let asked: Rc<RefCell<Vec<(String, bool)>>> = Rc::default();
+    host.set_policy(Reads(asked.clone()));
+    let task = host.task(mcpoll::TaskOptions::new()).unwrap();
+    let c =
+        host.in_task(task).call_tool(id, "echo", &raw(r#"{"text":"t"}"#), CallOptions::default());
+    assert!(end_of(&mut host, c.unwrap()).is_ok());
+    let read = host.read_resource(id, "lab://readme", &CallOptions::default()).unwrap();
+    let no_reads = CallError::Local(LocalError::AuthorizationDenied("no reads".into()));
+    assert_eq!(end_of(&mut host, read), Err(no_reads));
+    assert_eq!(*asked.borrow(), [("echo".to_owned(), true), ("lab://readme".to_owned(), false)]);
+
     // A server policy decides before the host's; a denial needs no ask.
     host.set_server_policy(id, |_: &AccessRequest<'_>| Decision::deny("read-only hours"));
     match host.call_tool_blocking(id, "slow", &raw(r#"{"ms":1}"#), &CallOptions::default()) {

@@ -38,7 +38,9 @@ pub enum Decision {
     /// [`LocalError::AuthorizationDenied`](crate::LocalError::AuthorizationDenied)).
     Deny(Cow<'static, str>),
     /// Hold it unsent and ask the host ([`Event::AuthorizationAsked`]); the host answers with
-    /// [`Host::allow_call`] or [`Host::deny_call`], in this poll or many frames later.
+    /// [`Host::allow_call`] or [`Host::deny_call`], in this poll or many frames later. The
+    /// blocking helpers ([`Host::call_tool_blocking`], [`Host::wait`]) leave the event queued
+    /// and cannot answer it: an asked call they wait for ends at its deadline.
     Ask,
 }
 
