@@ -243,3 +243,38 @@ fn an_mcp_servers_file_disables_tools_and_always_allows_others() {
         other => panic!("expected a local refusal, got {other:?}"),
     }
 }
+
+/// The most specific policy decides: a principal's over its server's over the host's; the
+/// server's disabled tools hold on its principals' lanes too. Against the demo server (its
+/// lanes are processes of their own).
+#[test]
+fn the_principal_policy_decides_for_its_lanes_and_disabled_tools_hold_there_too() {
+    let mut host = Host::new().unwrap();
+    let server = start(&mut host, demo_server(), Config::default());
+    let alice = host.add_principal(mcpoll::Principal::new("alice").tenant("acme")).unwrap();
+    let lane = host.lane(server, alice).unwrap();
+    host.wait_ready(lane, WAIT).unwrap();
+    let seen: Rc<RefCell<Vec<String>>> = Rc::default();
+    let log = seen.clone();
+    host.set_policy(|_: &AccessRequest<'_>| Decision::deny("host says no"));
+    host.set_server_policy(server, |_: &AccessRequest<'_>| Decision::Allow);
+    host.set_principal_policy(alice, move |req: &AccessRequest<'_>| {
+        let who = (req.principal_name, req.tenant, req.server_name.is_some());
+        log.borrow_mut().push(format!("{who:?} {}", req.name));
+        Decision::deny("not for alice")
+    });
+    host.disable_tools(server, ["slow"]);
+
+    call(&mut host, server, "echo", r#"{"text":"x"}"#);
+    let denied = |why: &str| CallError::Local(LocalError::AuthorizationDenied(why.into()));
+    assert_eq!(call_err(&mut host, lane, "echo", r#"{"text":"x"}"#), denied("not for alice"));
+    let disabled = denied("the tool is disabled by configuration");
+    assert_eq!(call_err(&mut host, lane, "slow", r#"{"ms":1}"#), disabled);
+    assert_eq!(call_err(&mut host, server, "slow", r#"{"ms":1}"#), disabled);
+    assert_eq!(*seen.borrow(), [r#"(Some("alice"), Some("acme"), true) echo"#]);
+
+    // Without the server's and principal's own, the host's decides.
+    host.clear_policies();
+    host.set_policy(|_: &AccessRequest<'_>| Decision::deny("host says no"));
+    assert_eq!(call_err(&mut host, lane, "echo", r#"{"text":"x"}"#), denied("host says no"));
+}

@@ -58,7 +58,8 @@ impl Decision {
 pub struct AccessRequest<'a> {
     /// The handle the call was made on: a server, or a principal's lane on it.
     pub server: ServerId,
-    /// The server's name ([`Host::set_server_name`], or its key in a configuration file).
+    /// The server's name ([`Host::set_server_name`], or its key in a configuration file),
+    /// else its cache identity (`Config::cache_identity`, its program or URL).
     pub server_name: Option<&'a str>,
     /// The principal a lane serves (`None`: the server's own context).
     pub principal: Option<PrincipalId>,
