@@ -294,9 +294,11 @@ impl Host {
         server: ServerId,
         tools: impl IntoIterator<Item = S>,
     ) {
-        let (base, _) = self.lanes.caller(server);
-        let rules = self.authz.rules.entry(base).or_default();
-        rules.disabled.extend(tools.into_iter().map(Into::into));
+        let tools: Vec<String> = tools.into_iter().map(Into::into).collect();
+        if !tools.is_empty() {
+            let (base, _) = self.lanes.caller(server);
+            self.authz.rules.entry(base).or_default().disabled.extend(tools);
+        }
     }
 
     /// Marks tools of a server as always allowed: [`AccessRequest::always_allowed`] is set for
@@ -307,9 +309,11 @@ impl Host {
         server: ServerId,
         tools: impl IntoIterator<Item = S>,
     ) {
-        let (base, _) = self.lanes.caller(server);
-        let rules = self.authz.rules.entry(base).or_default();
-        rules.always_allow.extend(tools.into_iter().map(Into::into));
+        let tools: Vec<String> = tools.into_iter().map(Into::into).collect();
+        if !tools.is_empty() {
+            let (base, _) = self.lanes.caller(server);
+            self.authz.rules.entry(base).or_default().always_allow.extend(tools);
+        }
     }
 
     /// Lets a call held by [`Decision::Ask`] go: it joins the server's queue now (its
