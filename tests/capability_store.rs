@@ -44,6 +44,8 @@ struct Run {
     names: Vec<String>,
     requests_before_call: u64,
     listings_sent: usize,
+    /// `Host::tool` found `echo` before the catalog was asked for.
+    from_store: bool,
 }
 
 fn run(peer: &Path, dir: &Path) -> Run {
@@ -58,12 +60,14 @@ fn run(peer: &Path, dir: &Path) -> Run {
         }
     }));
     let id = start(&mut host, cmd, patient());
+    // A warm store answers a single definition too, before any catalog was asked for.
+    let from_store = host.tool(id, "echo").is_some();
     let names = host.tools_blocking(id, WAIT).unwrap().names().map(str::to_owned).collect();
     let requests_before_call = host.stats(id).unwrap().requests_sent;
     let out = call(&mut host, id, "echo", r#"{"text":"hi"}"#);
     assert!(out.json.contains("hi"));
     let listings_sent = *sent.borrow();
-    Run { names, requests_before_call, listings_sent }
+    Run { names, requests_before_call, listings_sent, from_store }
 }
 
 /// The store's one file, as JSON.
@@ -101,6 +105,7 @@ fn a_restarted_host_serves_the_catalog_from_the_store_and_asks_again_when_it_may
     let warm = run(&peer, &dir);
     assert_eq!(warm.names, cold.names);
     assert_eq!(warm.listings_sent, 0, "served from the store");
+    assert!(!cold.from_store && warm.from_store);
     assert_eq!(warm.requests_before_call, cold.requests_before_call - 1);
     eprintln!(
         "requests before the first call: cold store {}, warm store {}",
@@ -115,6 +120,7 @@ fn a_restarted_host_serves_the_catalog_from_the_store_and_asks_again_when_it_may
     fs::write(&file, expired.to_string()).unwrap();
     let again = run(&peer, &dir);
     assert_eq!(again.listings_sent, 1, "an expired entry is not served");
+    assert!(!again.from_store);
     assert_eq!(again.requests_before_call, cold.requests_before_call);
     let (_, renewed) = only_file(&dir);
     assert!(renewed["pages"][0]["expiresUnixMs"].as_u64().unwrap() > 1000);
@@ -126,6 +132,7 @@ fn a_restarted_host_serves_the_catalog_from_the_store_and_asks_again_when_it_may
     fs::write(&file, foreign.to_string()).unwrap();
     let refused = run(&peer, &dir);
     assert_eq!(refused.listings_sent, 1, "an entry of another key is not served");
+    assert!(!refused.from_store);
     assert_eq!(refused.requests_before_call, cold.requests_before_call);
 
     // A public entry read back as private (or the reverse) is refused the same way.

@@ -152,3 +152,22 @@ fn a_refusal_never_moves_the_breaker_and_an_open_breaker_fails_the_release() {
     let (call, error, _) = failed(&mut h);
     assert_eq!((call, error), (c, CallError::Local(LocalError::BreakerOpen)));
 }
+
+#[test]
+fn a_call_refused_at_once_never_waits_and_an_allowed_one_is_never_held() {
+    let mut h = Harness::ready_modern();
+    // Deny at once: what the host does when its policy answers Deny.
+    let c = h.engine.call_tool(h.now, "rm", raw("{}"), &held(1000)).unwrap();
+    h.engine.refuse(h.now, c, "policy").unwrap();
+    let (_, error, record) = failed(&mut h);
+    assert_eq!(error.name(), "authorization_denied");
+    assert_eq!(record.authorization_wait, Duration::ZERO);
+    // Allow: the call is made as ever, never held, and sent at once.
+    let c = h.call("echo", "{}");
+    assert!(!h.engine.is_held(c));
+    assert_eq!(h.engine.release(h.now, c), Err(AuthorizeError::NotHeld));
+    assert_eq!(h.engine.refuse(h.now, c, "late"), Err(AuthorizeError::NotHeld));
+    let req = h.sent_one();
+    h.reply(&req, json!({"content": []}));
+    assert_eq!(h.events(), [format!("done {} {{\"content\":[]}}", c.get())]);
+}

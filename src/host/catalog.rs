@@ -612,8 +612,9 @@ impl Host {
         self.catalog_blocking(server, CatalogKind::Resources, timeout)
     }
 
-    /// One tool's definition (canonical JSON) from the cache, when cached and servable; it
-    /// never lists. A fresh hit allocates nothing.
+    /// One tool's definition (canonical JSON) from the cache (or the capability store, when
+    /// memory holds nothing of the catalog), when cached and servable; it never lists. A fresh
+    /// hit allocates nothing.
     pub fn tool(&mut self, server: ServerId, name: &str) -> Option<&str> {
         if self.authz.is_disabled(self.lanes.caller(server).0, name) {
             return None;
@@ -627,6 +628,7 @@ impl Host {
         let now = Instant::now();
         let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)?;
         let key = s.cache_key()?;
+        self.cache.load(now, &key, CatalogKind::Tools);
         match self.cache.store.find_item(now, &key, CatalogKind::Tools, name) {
             Ok(ItemLookup::Fresh(item)) | Ok(ItemLookup::Stale { item, .. }) => Some(item),
             _ => None,
