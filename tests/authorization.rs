@@ -131,6 +131,16 @@ fn ask_then_allow_deny_cancel_and_deadline() {
     assert_eq!(host.stats(id).unwrap().requests_sent, sent_before, "nothing was sent");
     assert_eq!(host.allow_call(id, call2), Err(mcpoll::AuthorizeError::NotHeld));
 
+    // An ask waiting for the host ends a poll's wait at once, as any queued event does.
+    let long = CallOptions::timeout(Duration::from_secs(120));
+    let call5 = host.call_tool(id, "slow", &args, &long).unwrap();
+    let waited = Instant::now();
+    host.poll(None).unwrap();
+    assert!(waited.elapsed() < Duration::from_secs(60), "poll(None) waited for its deadline");
+    assert_eq!(next_ask(&mut host).1, call5);
+    host.deny_call(id, call5, "the operator said no").unwrap();
+    assert!(end_of(&mut host, call5).is_err());
+
     // Ask, then cancel.
     let call3 = host.call_tool(id, "slow", &args, &CallOptions::default()).unwrap();
     assert_eq!(next_ask(&mut host).1, call3);
@@ -149,14 +159,21 @@ fn ask_then_allow_deny_cancel_and_deadline() {
     }
 
     let stats = host.stats(id).unwrap();
-    assert_eq!(stats.failures.authorization_denied, 1);
+    assert_eq!(stats.failures.authorization_denied, 2);
     let records = records.borrow();
     let names: Vec<Option<&str>> = records.iter().map(|r| r.error.as_deref()).collect();
     assert_eq!(
         names,
-        [None, None, Some("authorization_denied"), Some("cancelled"), Some("deadline_exceeded")]
+        [
+            None,
+            None,
+            Some("authorization_denied"),
+            Some("authorization_denied"),
+            Some("cancelled"),
+            Some("deadline_exceeded")
+        ]
     );
-    assert!(records[4].held >= Duration::from_millis(200), "held until its deadline: {records:?}");
+    assert!(records[5].held >= Duration::from_millis(200), "held until its deadline: {records:?}");
     assert!(seen.borrow().iter().all(|(_, known)| *known), "{:?}", seen.borrow());
 }
 

@@ -716,7 +716,8 @@ impl Host {
     /// deadline, then does the work that is due and returns. A game loop passes
     /// `Some(Duration::ZERO)` once per frame.
     pub fn poll(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        let wake = if self.cache.has_changes() { Some(Duration::ZERO) } else { timeout };
+        let queued = self.cache.has_changes() || self.has_asks();
+        let wake = if queued { Some(Duration::ZERO) } else { timeout };
         self.poll_inner(wake, Wake::OnQueuedEvents)?;
         self.pump_catalogs(Instant::now());
         Ok(())
