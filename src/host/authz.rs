@@ -294,11 +294,7 @@ impl Host {
         server: ServerId,
         tools: impl IntoIterator<Item = S>,
     ) {
-        let tools: Vec<String> = tools.into_iter().map(Into::into).collect();
-        if !tools.is_empty() {
-            let (base, _) = self.lanes.caller(server);
-            self.authz.rules.entry(base).or_default().disabled.extend(tools);
-        }
+        self.add_rules(server, tools.into_iter().map(Into::into).collect(), |r| &mut r.disabled);
     }
 
     /// Marks tools of a server as always allowed: [`AccessRequest::always_allowed`] is set for
@@ -309,10 +305,21 @@ impl Host {
         server: ServerId,
         tools: impl IntoIterator<Item = S>,
     ) {
-        let tools: Vec<String> = tools.into_iter().map(Into::into).collect();
+        let tools = tools.into_iter().map(Into::into).collect();
+        self.add_rules(server, tools, |r| &mut r.always_allow);
+    }
+
+    /// Adds tools to one list of the server's rules; none makes no rules (the gate's fast
+    /// path stays open).
+    fn add_rules(
+        &mut self,
+        server: ServerId,
+        tools: Vec<String>,
+        list: fn(&mut ToolRules) -> &mut Vec<String>,
+    ) {
         if !tools.is_empty() {
             let (base, _) = self.lanes.caller(server);
-            self.authz.rules.entry(base).or_default().always_allow.extend(tools);
+            list(self.authz.rules.entry(base).or_default()).extend(tools);
         }
     }
 
