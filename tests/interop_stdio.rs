@@ -84,7 +84,7 @@ fn listen_scenario(script: &str) {
     let filter = mcpoll::SubscriptionFilter { tools_list_changed: true, ..Default::default() };
     let sub = host.listen(id, &filter, &CallOptions::default()).unwrap();
     let mut acknowledged = false;
-    poll_until(&mut host, std::time::Duration::from_secs(10), |h| {
+    poll_until(&mut host, common::PATIENCE, |h| {
         while let Some((_, e)) = h.poll_event() {
             if let mcpoll::Event::Subscribed { call, .. } = e {
                 assert_eq!(call, sub);
