@@ -91,8 +91,9 @@ pub struct CallOptions {
     /// limit nor the queue (nor asks its circuit breaker), until
     /// [`Engine::release`] lets it go or [`Engine::refuse`] ends it with
     /// [`LocalError::AuthorizationDenied`]. Its deadline runs meanwhile, and
-    /// [`Engine::cancel`] ends it as any other call. A [`Host`](crate::Host) sets it for
-    /// a call its authorization policy asks about.
+    /// [`Engine::cancel`] ends it as any other call. It does take a slot of the pending table
+    /// (`Config::max_pending`). A [`Host`](crate::Host) sets it for a call its authorization
+    /// policy asks about.
     pub hold: bool,
 }
 
