@@ -49,8 +49,12 @@ pub struct CallRecord<'a> {
     /// Requests written for the call: each attempt, and each further page of a listing or
     /// `input_required` round (0 when it ended before being sent).
     pub attempts: u32,
-    /// Time spent queued before the first attempt was written.
+    /// Time spent queued before the first attempt was written (without the time held for
+    /// authorization).
     pub queue_wait: Duration,
+    /// Time the call was held unsent for the host's authorization answer
+    /// ([`CallOptions::hold`](crate::CallOptions::hold)).
+    pub authorization_wait: Duration,
     /// Time between writing each attempt (or page, or round) and its reply or failure, summed:
     /// the network and the server's work, without queueing and backoff.
     pub network: Duration,
@@ -92,6 +96,7 @@ impl<'a> CallRecord<'a> {
             tool: None,
             attempts: 0,
             queue_wait: Duration::ZERO,
+            authorization_wait: Duration::ZERO,
             network: Duration::ZERO,
             elapsed: Duration::ZERO,
             rounds: 0,
@@ -165,6 +170,8 @@ pub struct FailureCounts {
     pub cancelled: u64,
     /// Of `local`: past the deadline.
     pub deadline_exceeded: u64,
+    /// Of `local`: refused by the host's authorization policy, never sent.
+    pub authorization_denied: u64,
 }
 
 impl FailureCounts {
@@ -178,6 +185,7 @@ impl FailureCounts {
                 match l {
                     LocalError::Cancelled => self.cancelled += 1,
                     LocalError::DeadlineExceeded => self.deadline_exceeded += 1,
+                    LocalError::AuthorizationDenied(_) => self.authorization_denied += 1,
                     _ => {}
                 }
             }

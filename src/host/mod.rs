@@ -25,6 +25,8 @@ use crate::error::{
 use crate::proto::mcp::{Method, ResultType};
 use crate::proto::version::Era;
 
+mod authz;
+mod capability_store;
 mod catalog;
 mod closing;
 mod config_file;
@@ -38,6 +40,8 @@ mod schema;
 mod task;
 mod tokens;
 
+pub use authz::{AccessRequest, Confirm, Decision, DefaultPolicy, Policy};
+pub use capability_store::{CapabilityStore, EntryKind, StoreKey, StoredEntry, StoredPage};
 pub use catalog::{CacheStats, CatalogError, CatalogView};
 pub use config_file::{
     ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,
@@ -402,6 +406,8 @@ pub struct Host {
     /// Compiled tool schemas, by definition hash.
     #[cfg(feature = "schema")]
     schemas: schema::SchemaCache,
+    /// Authorization policies, disabled tools, and the calls held for the host's answer.
+    authz: authz::Gate,
 }
 
 impl Host {
@@ -425,6 +431,7 @@ impl Host {
             records: records::Records::new(),
             #[cfg(feature = "schema")]
             schemas: schema::SchemaCache::default(),
+            authz: authz::Gate::default(),
         })
     }
 
@@ -560,7 +567,9 @@ impl Host {
         arguments: &RawValue,
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        self.command(server, |e, now| e.call_tool(now, name, arguments, opts))
+        self.gated(server, Method::ToolsCall, name, opts, |h, o| {
+            h.command(server, |e, now| e.call_tool(now, name, arguments, o))
+        })
     }
 
     /// Lists every tool (following pagination to the end).
@@ -590,7 +599,9 @@ impl Host {
         uri: &str,
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        self.command(server, |e, now| e.read_resource(now, uri, opts))
+        self.gated(server, Method::ResourcesRead, uri, opts, |h, o| {
+            h.command(server, |e, now| e.read_resource(now, uri, o))
+        })
     }
 
     /// Gets a prompt.
@@ -601,7 +612,9 @@ impl Host {
         arguments: Option<&RawValue>,
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        self.command(server, |e, now| e.get_prompt(now, name, arguments, opts))
+        self.gated(server, Method::PromptsGet, name, opts, |h, o| {
+            h.command(server, |e, now| e.get_prompt(now, name, arguments, o))
+        })
     }
 
     /// Asks for completions of a prompt or resource-template argument.
@@ -671,6 +684,7 @@ impl Host {
     /// Forgets a closed server (after its events are drained), and its lanes.
     pub fn remove_server(&mut self, server: ServerId) {
         self.remove_lanes(server);
+        self.authz.forget(server);
         if self.server(server).is_some() {
             self.close_server(server);
             let removed = self.servers.remove(server.index);
@@ -759,7 +773,8 @@ impl Host {
     /// deadline, then does the work that is due and returns. A game loop passes
     /// `Some(Duration::ZERO)` once per frame.
     pub fn poll(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        let wake = if self.cache.has_changes() { Some(Duration::ZERO) } else { timeout };
+        let queued = self.cache.has_changes() || self.has_asks();
+        let wake = if queued { Some(Duration::ZERO) } else { timeout };
         self.poll_inner(wake, Wake::OnQueuedEvents)?;
         self.pump_catalogs(Instant::now());
         Ok(())
@@ -798,6 +813,9 @@ impl Host {
         self.pump_catalogs(now);
         if self.cache.has_changes() {
             return self.cache.next_change();
+        }
+        if self.has_asks() && self.take_ask() {
+            return self.current_ask();
         }
         let n = self.servers.capacity().max(1);
         let start = self.event_cursor % n;

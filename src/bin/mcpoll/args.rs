@@ -26,6 +26,10 @@ OPTIONS:
   --oauth [--redirect-uri URI]
                          (HTTP) OAuth authorization code grant: prints the URL to open,
                          reads the redirected URL back on stdin
+  --confirm              before calling a tool that may destroy or overwrite (its annotations
+                         do not say readOnlyHint or destructiveHint: false), ask y/N on the
+                         terminal; without a terminal such a call is refused (exit 3). Tools
+                         under the file's alwaysAllow / autoApprove are not asked about
   -h, --help             this text
 
 COMMAND:
@@ -46,6 +50,8 @@ EXIT CODES:
   0    success; a tool's isError result counts (it is printed, and it is a completed call)
   1    the command failed: the server, the transport or mcpoll ended it (stderr says why)
   2    bad usage, or a configuration file mcpoll cannot use
+  3    refused locally, never sent: the tool is under the file's disabledTools, or --confirm
+       was not answered yes
   130  interrupted by Ctrl-C";
 
 /// Where the server is.
@@ -73,6 +79,8 @@ pub(crate) struct Args {
     /// `--legacy` or `--modern` was given.
     pub(crate) era: Option<EraPreference>,
     pub(crate) json: bool,
+    /// `--confirm`: ask before a destructive tool.
+    pub(crate) confirm: bool,
     pub(crate) command: Vec<String>,
 }
 
@@ -83,6 +91,7 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
     let (mut timeout, mut timeout_given, mut era, mut json) =
         (Duration::from_secs(30), false, None, false);
     let (mut auth, mut redirect_uri) = (Auth::None, None);
+    let mut confirm = false;
     while let Some(a) = it.next() {
         match a.as_str() {
             "--config" => config = Some(it.next().ok_or("--config needs a file")?),
@@ -112,6 +121,7 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
             "--legacy" => era = Some(EraPreference::LegacyOnly),
             "--modern" => era = Some(EraPreference::ModernOnly),
             "--json" => json = true,
+            "--confirm" => confirm = true,
             "-h" | "--help" => return Err(String::new()),
             flag if flag.starts_with("--") && command.is_empty() => {
                 return Err(format!("unknown option {flag}"))
@@ -137,5 +147,5 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
     if command.is_empty() {
         return Err("no command given".into());
     }
-    Ok(Args { target, headers, bearer, auth, timeout, timeout_given, era, json, command })
+    Ok(Args { target, headers, bearer, auth, timeout, timeout_given, era, json, confirm, command })
 }
