@@ -911,6 +911,14 @@ impl Host {
     }
 }
 
+impl ServerCatalog {
+    /// When a broken listen stream of a watched server is due to be opened again: a deadline
+    /// of the host like any other, so a host waiting in `poll(None)` wakes for it.
+    pub(super) fn relisten_deadline(&self) -> Option<Instant> {
+        self.relisten_at.filter(|_| self.watching && self.listen.is_none())
+    }
+}
+
 /// Notes the end of a watched server's listen stream: a graceful end or the host's cancel
 /// stops watching; anything else schedules a new stream with backoff.
 fn listen_ended(catalog: &mut ServerCatalog, ended: Event<'_>, now: Instant) {

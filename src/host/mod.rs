@@ -298,10 +298,12 @@ struct Server {
 
 impl Server {
     fn next_deadline(&self) -> Option<Instant> {
-        match (self.engine.poll_timeout(), self.transport.poll_timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let deadlines = [
+            self.engine.poll_timeout(),
+            self.transport.poll_timeout(),
+            self.catalog.relisten_deadline(),
+        ];
+        deadlines.into_iter().flatten().min()
     }
 }
 
