@@ -425,6 +425,8 @@ pub enum RequestError {
     Closed,
     /// The arguments were not a JSON object.
     ArgumentsNotObject,
+    /// The arguments given as text (`call_tool_json`) were not one valid JSON value.
+    ArgumentsNotJson,
     /// The server speaks an era that has no such method (for example `server/discover` on a
     /// 2025-11-25 server).
     NotSupportedByEra,
@@ -442,6 +444,7 @@ impl fmt::Display for RequestError {
             Self::Overloaded => "too many pending calls",
             Self::Closed => "the server connection is closed",
             Self::ArgumentsNotObject => "arguments must be a JSON object",
+            Self::ArgumentsNotJson => "arguments are not valid JSON",
             Self::NotSupportedByEra => "method not available in the server's protocol era",
             Self::BreakerOpen => "circuit breaker open",
             Self::Degraded => "the server is degraded",

@@ -425,6 +425,37 @@ impl Engine {
         if !arguments.get().trim_start().starts_with('{') {
             return Err(RequestError::ArgumentsNotObject);
         }
+        self.call_tool_checked_text(now, name, arguments.get(), opts)
+    }
+
+    /// [`call_tool`](Self::call_tool) with the arguments as JSON text: checked once here (the
+    /// RFC 8259 grammar, UTF-8 and nesting, without allocating) and written as they are, so
+    /// the caller needs no `RawValue`. Whitespace around the object is left out.
+    ///
+    /// # Errors
+    ///
+    /// [`RequestError::ArgumentsNotJson`] when the text is not one JSON value,
+    /// [`RequestError::ArgumentsNotObject`] when it is another kind of value; then the others
+    /// of [`call_tool`](Self::call_tool).
+    pub fn call_tool_json(
+        &mut self,
+        now: Instant,
+        name: &str,
+        arguments: &str,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        let arguments = checked_arguments(arguments)?;
+        self.call_tool_checked_text(now, name, arguments, opts)
+    }
+
+    /// `tools/call` with arguments known to be one JSON object.
+    fn call_tool_checked_text(
+        &mut self,
+        now: Instant,
+        name: &str,
+        arguments: &str,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
         let hint = self.tool_headers.class_of(name);
         // Cloned only for keyed calls: the closure below cannot borrow the config.
         let key_field =
@@ -434,13 +465,13 @@ impl Engine {
             p.extend_from_slice(b"\"name\":");
             write_json_str(p, name);
             p.extend_from_slice(b",\"arguments\":");
-            retry::write_arguments(p, arguments.get(), key_field.as_deref().unwrap_or(""), key);
+            retry::write_arguments(p, arguments, key_field.as_deref().unwrap_or(""), key);
         });
         let call = call?;
         if self.transport == TransportKind::Http {
             let slot = call.0.slot();
             let out = &mut self.requests.bufs_mut(slot).param_headers;
-            self.tool_headers.write_for_call(name, arguments.get(), out);
+            self.tool_headers.write_for_call(name, arguments, out);
         }
         Ok(call)
     }
@@ -802,6 +833,16 @@ impl Engine {
     pub(crate) fn list_changes(&self) -> [u64; 3] {
         self.events.list_changes
     }
+}
+
+/// Tool-call arguments given as text: one JSON object (the text of it, without the whitespace
+/// around it). One validating scan that allocates nothing.
+fn checked_arguments(text: &str) -> Result<&str, RequestError> {
+    let value = json::parse(text.as_bytes()).map_err(|_| RequestError::ArgumentsNotJson)?;
+    if value.kind() != Kind::Object {
+        return Err(RequestError::ArgumentsNotObject);
+    }
+    Ok(value.text())
 }
 
 #[cfg(test)]

@@ -10,8 +10,7 @@
 //!
 //! let mut host = Host::new()?;
 //! let server = host.add_stdio_server(StdioCommand::new("my-mcp-server"), Config::default())?;
-//! let args = serde_json::value::RawValue::from_string(r#"{"text":"hi"}"#.into())?;
-//! let call = host.call_tool(server, "echo", &args, &CallOptions::default())?;
+//! let call = host.call_tool_json(server, "echo", r#"{"text":"hi"}"#, &CallOptions::default())?;
 //! loop {
 //!     host.poll(Some(Duration::from_millis(16)))?; // once per frame in a game loop
 //!     while let Some((_server, event)) = host.poll_event() {
@@ -506,6 +505,29 @@ impl Host {
         self.command(server, |e, now| e.call_tool(now, name, arguments, opts))
     }
 
+    /// Calls a tool with its arguments as JSON text (one object), checked once without
+    /// allocating; see [`Engine::call_tool_json`]. No `RawValue` needed:
+    /// `host.call_tool_json(server, "add", r#"{"a":1,"b":2}"#, &opts)`.
+    pub fn call_tool_json(
+        &mut self,
+        server: ServerId,
+        name: &str,
+        arguments: &str,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.command(server, |e, now| e.call_tool_json(now, name, arguments, opts))
+    }
+
+    /// Calls a tool that takes no arguments (sends `"arguments":{}`).
+    pub fn call_tool_no_args(
+        &mut self,
+        server: ServerId,
+        name: &str,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.call_tool_json(server, name, "{}", opts)
+    }
+
     /// Lists every tool (following pagination to the end).
     pub fn list_tools(
         &mut self,
@@ -824,6 +846,18 @@ impl Host {
         opts: &CallOptions,
     ) -> Result<OwnedResult, BlockingError> {
         let call = self.call_tool(server, name, arguments, opts)?;
+        self.wait(server, call)
+    }
+
+    /// [`call_tool_json`](Self::call_tool_json), waiting for the result.
+    pub fn call_tool_json_blocking(
+        &mut self,
+        server: ServerId,
+        name: &str,
+        arguments: &str,
+        opts: &CallOptions,
+    ) -> Result<OwnedResult, BlockingError> {
+        let call = self.call_tool_json(server, name, arguments, opts)?;
         self.wait(server, call)
     }
 }
