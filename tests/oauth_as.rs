@@ -12,7 +12,10 @@ use std::time::Duration;
 
 use common::mini::{authorize_redirect, mcp_answer, registered, MiniServer, Request, Response};
 use common::{closed_with, raw};
-use mcpoll::oauth::{AuthFailure, AuthStep, Authorization, Authorizer, OAuthConfig, RedirectError};
+use mcpoll::oauth::{
+    AuthFailure, AuthStep, Authorization, AuthorizeError, Authorizer, OAuthConfig, PreRegistered,
+    RedirectError,
+};
 use mcpoll::{CallError, CallOptions, Config, Host, HttpOptions, PeerError, ServerState};
 
 const TOKEN: &str = "tok-variant";
@@ -189,9 +192,9 @@ fn follow(url: &str) -> String {
 }
 
 impl Authorizer for Follow {
-    fn authorize(&mut self, url: &str) -> Option<String> {
+    fn authorize(&mut self, url: &str) -> Result<String, AuthorizeError> {
         self.0.lock().unwrap().push(url.to_owned());
-        Some(follow(url))
+        Ok(follow(url))
     }
 }
 
@@ -482,4 +485,81 @@ fn a_deferred_authorization_expires_and_a_late_redirect_is_refused() {
     let late = follow(&url);
     assert_eq!(host.handle_redirect(id, &late), Err(RedirectError::Late));
     assert!(!rig.discovery().iter().any(|r| r.ends_with("/token")), "no token asked for");
+}
+
+/// A host's own public client (an id, no secret) built with the builders alone: the flow
+/// registers nothing, shows the id at the authorization endpoint, and authenticates at the
+/// token endpoint with `none` (no secret, no `Authorization` header).
+#[test]
+fn a_public_pre_registered_client_built_with_the_builders_is_used_as_given() {
+    let rig = Rig::start(Variant { name: "public client", ..BASE });
+    let url = rig.mcp.url("http", "127.0.0.1");
+    let urls = Arc::default();
+    let oauth = OAuthConfig::authorization_code(url.clone(), REDIRECT)
+        .pre_registered(PreRegistered::public("pub-7").issuer(rig.issuer.clone()))
+        .client_name("not-used")
+        .client_metadata_url("https://client.example/meta.json")
+        .max_reauthorizations(1)
+        .refresh_margin(Duration::from_secs(5))
+        .authorization_timeout(Duration::from_secs(30));
+    let opts = HttpOptions::new(url)
+        .oauth(oauth)
+        .authorizer(Box::new(Follow(Arc::clone(&urls))))
+        .max_connections(2)
+        .connect_timeout(Duration::from_secs(20))
+        .idle_timeout(Duration::from_secs(5))
+        .max_head_bytes(8 * 1024)
+        .proxy(mcpoll::ProxyChoice::Direct)
+        .header("X-Tenant", "blue");
+    assert_eq!(opts.max_connections, 2);
+    let mut host = Host::new().unwrap();
+    let id = host.add_http_server(opts, Config::default()).unwrap();
+    let out =
+        host.call_tool_json_blocking(id, "echo", r#"{"text":"pub"}"#, &CallOptions::default());
+    assert!(out.expect("the call with the public client's token").json.contains("\"pub\""));
+    let urls = urls.lock().unwrap().clone();
+    assert_eq!(urls.len(), 1);
+    assert!(urls[0].contains("client_id=pub-7"), "{}", urls[0]);
+    let seen = rig.discovery();
+    assert!(!seen.iter().any(|r| r.contains("/register")), "registered anyway: {seen:?}");
+    let token = rig.auth.as_ref().unwrap().requests();
+    let token = token.iter().find(|r| r.path == "/token").expect("a token request");
+    assert!(token.body.contains("client_id=pub-7"), "{}", token.body);
+    assert!(!token.body.contains("client_secret"), "{}", token.body);
+    assert_eq!(token.header("authorization"), None);
+}
+
+/// An authorizer that cannot ask anyone says so, and the failure carries its reason instead
+/// of reading as a user's "no".
+#[test]
+fn an_authorizers_reason_reaches_the_host() {
+    struct Headless;
+    impl Authorizer for Headless {}
+    struct Broken;
+    impl Authorizer for Broken {
+        fn authorize(&mut self, _url: &str) -> Result<String, AuthorizeError> {
+            Err(AuthorizeError::Io(std::io::ErrorKind::ConnectionRefused))
+        }
+    }
+    let cases: [(Box<dyn Authorizer>, AuthorizeError); 2] = [
+        (Box::new(Headless), AuthorizeError::NoUser),
+        (Box::new(Broken), AuthorizeError::Io(std::io::ErrorKind::ConnectionRefused)),
+    ];
+    for (authorizer, why) in cases {
+        let rig = Rig::start(Variant { name: "refused", ..BASE });
+        let mut host = Host::new().unwrap();
+        let id = host.add_http_server(rig.options(authorizer), Config::default()).unwrap();
+        let error = match host.call_tool_json_blocking(id, "echo", "{}", &CallOptions::default()) {
+            Err(mcpoll::BlockingError::Call(e)) => e,
+            other => panic!("{other:?}"),
+        };
+        match error {
+            CallError::Peer(PeerError::Authorization(e)) => {
+                assert_eq!(e.step, AuthStep::Authorization, "{e}");
+                assert_eq!(e.reason, AuthFailure::Declined(why.clone()), "{e}");
+                assert!(e.to_string().contains(&why.to_string()), "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -36,7 +36,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use mcpoll::oauth::{Authorizer, OAuthConfig, PreRegistered};
+use mcpoll::oauth::{AuthorizeError, Authorizer, OAuthConfig, PreRegistered};
 use mcpoll::{
     BlockingError, CacheConfig, CallError, CallId, CallOptions, CatalogError, Config, ConfigFile,
     Event, Host, HttpOptions, LocalError, Method, OwnedResult, ProcessExit, ServerId, ServerState,
@@ -63,13 +63,16 @@ const EXIT_INTERRUPTED: u8 = 130;
 struct Paste;
 
 impl Authorizer for Paste {
-    fn authorize(&mut self, url: &str) -> Option<String> {
+    fn authorize(&mut self, url: &str) -> Result<String, AuthorizeError> {
         eprintln!("Open this URL in a browser and authorize mcpoll:\n\n  {url}\n");
         eprintln!("Then paste here the whole URL the browser was sent back to:");
         let mut line = String::new();
-        std::io::stdin().read_line(&mut line).ok()?;
+        std::io::stdin().read_line(&mut line).map_err(|e| AuthorizeError::Io(e.kind()))?;
         let line = line.trim();
-        (!line.is_empty()).then(|| line.to_owned())
+        if line.is_empty() {
+            return Err(AuthorizeError::Declined);
+        }
+        Ok(line.to_owned())
     }
 }
 
