@@ -263,3 +263,49 @@ fn host_from_config_starts_the_enabled_servers_by_name() {
     let e = mcpoll::Host::from_config(dir.join("missing.json")).unwrap_err();
     assert!(matches!(e, mcpoll::FromConfigError::File(_)), "{e}");
 }
+
+/// Roots for a file server, from the command line (`--root`, repeatable) and the file
+/// (`mcpoll.roots`, relative to the file's folder), reach the Python SDK peer in both eras;
+/// a root the library's checks refuse (missing, `..`) is bad usage (exit 2), nothing called.
+#[test]
+fn roots_from_the_file_and_the_command_line_reach_the_server() {
+    let Some(peers) = peers_dir() else { return };
+    let dir = std::env::temp_dir().join(format!("mcpoll-cli-roots-{}", std::process::id()));
+    let (a, b) = (dir.join("a"), dir.join("b c"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let config = dir.join("mcp.json");
+    let entry = serde_json::json!({"mcpServers": {"py": {
+        "command": peers.join("run-py-stdio.sh"), "mcpoll": {"roots": ["a"]}}}});
+    std::fs::write(&config, entry.to_string()).unwrap();
+    let run = |extra: &[&str]| {
+        let out = Command::new(cli())
+            .arg("--config")
+            .arg(&config)
+            .args(["--json", "--timeout", "60000"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run mcpoll");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.code(), stdout, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let b_flag = b.to_str().unwrap();
+    for era in ["--modern", "--legacy"] {
+        let (code, out, err) = run(&["--root", b_flag, era, "call", "roots"]);
+        assert_eq!(code, Some(0), "{era}: {err}");
+        let uris = format!(
+            "file://{},file://{}",
+            a.display(),
+            b.display().to_string().replace(' ', "%20")
+        );
+        assert!(out.contains(&uris), "{era}: {out}");
+    }
+    let missing = dir.join("missing");
+    for bad in [missing.to_str().unwrap(), "/tmp/../etc"] {
+        let (code, _, err) = run(&["--root", bad, "call", "roots"]);
+        assert_eq!(code, Some(2), "{bad}: {err}");
+        assert!(err.contains("roots[1].uri"), "{bad}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -55,6 +55,8 @@ pub struct ConfiguredServer {
     transport: ConfiguredTransport,
     config: Config,
     disabled: bool,
+    /// `mcpoll.roots`: the directories offered as roots, absolute.
+    roots: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -316,6 +318,13 @@ impl ConfiguredServer {
         self.disabled
     }
 
+    /// The directories `mcpoll.roots` offers the server as its roots (absolute: a relative
+    /// one is taken from the file's folder); [`Host::add_configured`] sets them with
+    /// [`Host::set_root_dirs`], and the entry's config declares roots.
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
     /// The command of a stdio server.
     pub fn stdio_command(&self) -> Option<&StdioCommand> {
         match &self.transport {
@@ -395,6 +404,12 @@ impl Host {
             }
         }?;
         self.set_server_name(id, &server.name);
+        if !server.roots.is_empty() {
+            if let Err(e) = self.set_root_dirs(id, &server.roots) {
+                self.remove_server(id);
+                return Err(AddServerError::Roots(e));
+            }
+        }
         Ok(id)
     }
 }
@@ -488,7 +503,10 @@ impl<'a> Parser<'a> {
             Some(_) => return Err(self.wrong("mcpoll", "an object")),
         };
         let mut config = Config::default();
+        let mut roots = Vec::new();
         if let Some(own) = own {
+            roots = self.roots(own)?;
+            config.answers.roots |= !roots.is_empty();
             self.engine_settings(own, &mut config, is_http)?;
         }
         let transport = if is_http {
@@ -496,7 +514,28 @@ impl<'a> Parser<'a> {
         } else {
             ConfiguredTransport::Stdio(self.stdio_entry(entry)?)
         };
-        Ok(ConfiguredServer { name: name.to_owned(), transport, config, disabled })
+        Ok(ConfiguredServer { name: name.to_owned(), transport, config, disabled, roots })
+    }
+
+    /// `mcpoll.roots`: an array of directories, `${VAR}` expanded, a relative one taken from
+    /// the file's folder. The roots checks themselves (no `..`, existing) run when the server
+    /// is added, through [`Host::set_root_dirs`].
+    fn roots(&self, own: &Map<String, Value>) -> Result<Vec<PathBuf>, ConfigFileError> {
+        let list = match own.get("roots") {
+            None => return Ok(Vec::new()),
+            Some(Value::Array(list)) => list,
+            Some(_) => return Err(self.wrong("mcpoll.roots", "an array of directories")),
+        };
+        let base = self.file.parent().unwrap_or(Path::new("."));
+        let mut out = Vec::with_capacity(list.len());
+        for (i, v) in list.iter().enumerate() {
+            let key = format!("mcpoll.roots[{i}]");
+            let v = v.as_str().ok_or_else(|| self.wrong(&key, "a string"))?;
+            let dir = PathBuf::from(self.expand(&key, v)?);
+            let dir = if dir.is_absolute() { dir } else { base.join(dir) };
+            out.push(std::path::absolute(&dir).unwrap_or(dir));
+        }
+        Ok(out)
     }
 
     fn stdio_entry(&self, entry: &Map<String, Value>) -> Result<StdioCommand, ConfigFileError> {
@@ -676,6 +715,7 @@ impl<'a> Parser<'a> {
             "maxMessageBytes",
             "retry",
             "breaker",
+            "roots",
         ];
         const HTTP: &[&str] = &[
             "tls",
@@ -766,7 +806,7 @@ impl<'a> Parser<'a> {
                         }
                     }
                 }
-                // HTTP settings, read by `http_entry`.
+                // HTTP settings, read by `http_entry`, and `roots`, read by `roots`.
                 _ => {}
             }
         }

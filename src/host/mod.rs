@@ -94,6 +94,9 @@ pub enum AddServerError {
     /// ([`Host::STDIO_SERVER_TOKENS`], [`Host::HTTP_SERVER_TOKENS`]): an embedded host's range
     /// is full. [`Host::remove_server`] gives a server's tokens back.
     TooManyServers,
+    /// The roots given with the server (a configuration file's `mcpoll.roots`) failed a
+    /// check of [`Host::set_root_dirs`]; the server was removed again.
+    Roots(AnswerError),
 }
 
 impl fmt::Display for AddServerError {
@@ -106,6 +109,7 @@ impl fmt::Display for AddServerError {
             Self::TooManyServers => {
                 f.write_str("no room for another server in the host's token range")
             }
+            Self::Roots(e) => write!(f, "roots: {e}"),
         }
     }
 }

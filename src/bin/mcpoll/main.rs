@@ -32,6 +32,7 @@ mod args;
 mod show;
 
 use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -58,6 +59,9 @@ const CANCEL_GRACE: Duration = Duration::from_millis(300);
 
 /// The exit code after Ctrl-C (128 + SIGINT, as shells report it).
 const EXIT_INTERRUPTED: u8 = 130;
+
+/// The exit code of a call whose tool answered `isError: true` (the result is printed).
+const EXIT_TOOL_ERROR: u8 = 3;
 
 /// The authorization code grant from a terminal: print the URL, read back the redirect.
 struct Paste;
@@ -106,8 +110,8 @@ impl From<mcpoll::RequestError> for Failure {
 
 /// What a successful command leaves to print.
 enum Output {
-    /// A result object, as JSON text.
-    Result(String),
+    /// A result object, as JSON text, and whether a tool answered it with `isError: true`.
+    Result(String, bool),
     /// Printed already (`watch`).
     Done,
 }
@@ -141,17 +145,29 @@ enum Chosen {
     Http(Box<HttpOptions>, Config),
 }
 
-/// Finds the server: an entry of the config file, or the `--stdio`/`--http` flags.
-fn choose(args: &Args) -> Result<Chosen, Failure> {
+/// Finds the server: an entry of the config file, or the `--stdio`/`--http` flags; and the
+/// directories to offer as roots (the entry's `mcpoll.roots`, then each `--root`).
+fn choose(args: &Args) -> Result<(Chosen, Vec<PathBuf>), Failure> {
+    let (chosen, mut roots) = choose_server(args)?;
+    for r in &args.roots {
+        let dir = std::path::absolute(r).map_err(|e| Failure::Usage(format!("--root {r}: {e}")))?;
+        roots.push(dir);
+    }
+    Ok((chosen, roots))
+}
+
+/// The server of [`choose`] and its file's roots.
+fn choose_server(args: &Args) -> Result<(Chosen, Vec<PathBuf>), Failure> {
     let defaults = Config { default_timeout: args.timeout, ..Config::default() };
     let file = match &args.target {
         Target::Stdio(line) => {
             let command =
                 StdioCommand::from_command_line(line).map_err(|e| Failure::Usage(e.to_string()))?;
-            return Ok(Chosen::Stdio(command, defaults));
+            return Ok((Chosen::Stdio(command, defaults), Vec::new()));
         }
         Target::Http(url) => {
-            return Ok(Chosen::Http(Box::new(HttpOptions::new(url.clone())), defaults))
+            let opts = Box::new(HttpOptions::new(url.clone()));
+            return Ok((Chosen::Http(opts, defaults), Vec::new()));
         }
         Target::Config { file, server } => (file, server),
     };
@@ -172,30 +188,49 @@ fn choose(args: &Args) -> Result<Chosen, Failure> {
     if args.timeout_given {
         settings.default_timeout = args.timeout;
     }
+    let roots = entry.roots().to_vec();
     match (entry.stdio_command(), entry.http_options()) {
-        (Some(command), _) => Ok(Chosen::Stdio(command.clone(), settings)),
-        (None, Some(opts)) => Ok(Chosen::Http(Box::new(opts), settings)),
+        (Some(command), _) => Ok((Chosen::Stdio(command.clone(), settings), roots)),
+        (None, Some(opts)) => Ok((Chosen::Http(Box::new(opts), settings), roots)),
         (None, None) => Err(Failure::Usage("the server has no transport".into())),
     }
 }
 
-/// Adds the server the arguments name, with the flags' overrides.
+/// Adds the server the arguments name, with the flags' overrides, and offers it the roots.
 fn add_server(host: &mut Host, args: &Args) -> Result<ServerId, Failure> {
+    let (chosen, roots) = choose(args)?;
+    let server = add_chosen(host, args, chosen, !roots.is_empty())?;
+    if !roots.is_empty() {
+        // The library's checks: absolute, no `..`, existing, symlinks resolved inside.
+        host.set_root_dirs(server, &roots).map_err(|e| Failure::Usage(format!("--root: {e}")))?;
+    }
+    Ok(server)
+}
+
+/// Adds the chosen server; `roots`: it is to be offered roots.
+fn add_chosen(
+    host: &mut Host,
+    args: &Args,
+    chosen: Chosen,
+    roots: bool,
+) -> Result<ServerId, Failure> {
     let http_flags =
         !args.headers.is_empty() || args.bearer.is_some() || !matches!(args.auth, Auth::None);
-    let (mut opts, mut config) = match choose(args)? {
+    let (mut opts, mut config) = match chosen {
         Chosen::Stdio(..) if http_flags => {
             let m = "--header, --bearer and the OAuth options are for HTTP servers";
             return Err(Failure::Usage(m.into()));
         }
         Chosen::Stdio(command, mut config) => {
             config.era = args.era.unwrap_or(config.era);
+            config.answers.roots |= roots;
             return host
                 .add_stdio_server(command, config)
                 .map_err(|e| Failure::Other("spawn_failed", e.to_string()));
         }
         Chosen::Http(opts, config) => (*opts, config),
     };
+    config.answers.roots |= roots;
     config.era = args.era.unwrap_or(config.era);
     let url = opts.url.clone();
     for (n, v) in &args.headers {
@@ -353,7 +388,8 @@ fn run(args: &Args) -> Result<Output, Failure> {
     };
     let call = match cmd.as_slice() {
         ["discover"] => {
-            return Ok(Output::Result(host.server_info(server).unwrap_or("{}").to_owned()))
+            let info = host.server_info(server).unwrap_or("{}").to_owned();
+            return Ok(Output::Result(info, false));
         }
         [c] if listing(c).is_some() => {
             host.list(server, listing(c).unwrap_or(Method::ToolsList), &o)?
@@ -382,7 +418,8 @@ fn run(args: &Args) -> Result<Output, Failure> {
     };
     let result = finish(&mut host, server, call);
     host.close_server(server);
-    Ok(Output::Result(result?.json))
+    let result = result?;
+    Ok(Output::Result(result.json, result.is_error))
 }
 
 /// Prints each catalog change until `bound` passes (`None`: until Ctrl-C).
@@ -488,7 +525,7 @@ fn main() -> ExitCode {
     }
     match run(&args) {
         Ok(Output::Done) => ExitCode::SUCCESS,
-        Ok(Output::Result(text)) => {
+        Ok(Output::Result(text, tool_error)) => {
             match serde_json::from_str::<serde_json::Value>(&text) {
                 Ok(v) if args.json => {
                     println!("{}", serde_json::to_string_pretty(&v).unwrap_or(text))
@@ -497,7 +534,11 @@ fn main() -> ExitCode {
                 // It always parses (the engine checked it); raw text otherwise.
                 Err(_) => println!("{text}"),
             }
-            ExitCode::SUCCESS
+            if tool_error {
+                ExitCode::from(EXIT_TOOL_ERROR)
+            } else {
+                ExitCode::SUCCESS
+            }
         }
         Err(f) => report(f, args.json),
     }
