@@ -309,3 +309,66 @@ fn roots_from_the_file_and_the_command_line_reach_the_server() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// One entry whose `command` uses an unset variable does not block the file: the CLI runs
+/// the other server, and fails (exit 2, naming the file, the server and the key) only when
+/// asked for the bad one; `Host::from_config` starts the good entries and reports the bad one
+/// by name.
+#[test]
+fn one_bad_entry_does_not_block_the_others() {
+    let demo = common::demo_server().program().to_string_lossy().into_owned();
+    let dir = std::env::temp_dir().join(format!("mcpoll-bad-entry-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("mcp.json");
+    let config = serde_json::json!({"mcpServers": {
+        "broken": {"command": "${MCPOLL_TEST_UNSET_LAB_DIR}/run.sh"},
+        "other": {"command": demo},
+        "spawns-not": {"command": "/nonexistent/server"}
+    }});
+    std::fs::write(&path, config.to_string()).unwrap();
+    let cli_run = |server: &str| {
+        Command::new(cli())
+            .arg("--config")
+            .arg(&path)
+            .args(["--server", server, "--json", "call", "add", r#"{"a":2,"b":3}"#])
+            .env_remove("MCPOLL_TEST_UNSET_LAB_DIR")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run mcpoll")
+    };
+    let out = cli_run("other");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["structuredContent"]["sum"], 5);
+    let out = cli_run("broken");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("mcp.json: server \\\"broken\\\": key \\\"command\\\"")
+            && err.contains("MCPOLL_TEST_UNSET_LAB_DIR"),
+        "{err}"
+    );
+
+    let (mut host, names) = mcpoll::Host::from_config(&path).expect("from_config");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(names.iter().map(|(n, _)| n).collect::<Vec<_>>(), ["other"]);
+    let failures: Vec<String> = names.failures().iter().map(ToString::to_string).collect();
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    match &names.failures()[0] {
+        mcpoll::FromConfigError::File(e) => {
+            assert_eq!((e.server.as_deref(), e.key.as_deref()), (Some("broken"), Some("command")));
+            assert!(e.file.ends_with("mcp.json"), "{e}");
+        }
+        other => panic!("{other}"),
+    }
+    match &names.failures()[1] {
+        mcpoll::FromConfigError::Add { server, error: mcpoll::AddServerError::Spawn(_) } => {
+            assert_eq!(server, "spawns-not")
+        }
+        other => panic!("{other}"),
+    }
+    let id = names.get("other").unwrap();
+    host.wait_ready(id, Duration::from_secs(20)).expect("ready");
+    let r = common::call(&mut host, id, "add", r#"{"a":1,"b":2}"#);
+    assert_eq!(common::parse(&r)["structuredContent"]["sum"], 3);
+}

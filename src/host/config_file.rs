@@ -42,10 +42,20 @@ use crate::proto::version::EraPreference;
 const FOREIGN_KEYS: &[&str] =
     &["disabled", "autoApprove", "alwaysAllow", "disabledTools", "description", "icon"];
 
-/// A parsed `mcpServers` file.
+/// A parsed `mcpServers` file: the entries mcpoll can use, and, apart, each one it cannot with
+/// its error. One bad entry never makes the others unusable.
 #[derive(Debug, Clone)]
 pub struct ConfigFile {
     servers: Vec<ConfiguredServer>,
+    refused: Vec<RefusedEntry>,
+}
+
+/// An entry that could not be read, with why.
+#[derive(Debug, Clone)]
+struct RefusedEntry {
+    /// `"disabled": true` could still be read from it.
+    disabled: bool,
+    error: ConfigFileError,
 }
 
 /// One server entry of a [`ConfigFile`].
@@ -110,9 +120,9 @@ impl fmt::Debug for HttpEntry {
     }
 }
 
-/// Why a configuration file was refused: which file, which server, which key, and what is
-/// wrong with it.
-#[derive(Debug)]
+/// Why a configuration file (or one entry of it) was refused: which file, which server, which
+/// key, and what is wrong with it.
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ConfigFileError {
     /// The file.
@@ -159,6 +169,26 @@ pub enum ConfigFileErrorKind {
     UnsupportedVariable(String),
 }
 
+impl Clone for ConfigFileErrorKind {
+    fn clone(&self) -> Self {
+        match self {
+            // `io::Error` is not `Clone`: its kind and message are.
+            Self::Io(e) => Self::Io(io::Error::new(e.kind(), e.to_string())),
+            Self::Syntax(s) => Self::Syntax(s.clone()),
+            Self::NoServers => Self::NoServers,
+            Self::BothServerKeys => Self::BothServerKeys,
+            Self::UnknownKey => Self::UnknownKey,
+            Self::WrongType { expected } => Self::WrongType { expected },
+            Self::Missing => Self::Missing,
+            Self::Conflict(why) => Self::Conflict(why),
+            Self::UnsupportedTransport(t) => Self::UnsupportedTransport(t.clone()),
+            Self::Invalid(why) => Self::Invalid(why),
+            Self::UnsetVariable(v) => Self::UnsetVariable(v.clone()),
+            Self::UnsupportedVariable(v) => Self::UnsupportedVariable(v.clone()),
+        }
+    }
+}
+
 impl fmt::Display for ConfigFileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.file.display())?;
@@ -197,11 +227,13 @@ impl fmt::Display for ConfigFileError {
 
 impl std::error::Error for ConfigFileError {}
 
-/// Why [`Host::from_config`] failed.
+/// Why [`Host::from_config`] failed, or (in [`ServerNames::failures`]) why one of its
+/// servers was not started.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum FromConfigError {
-    /// The file was refused.
+    /// The file was refused, or (in [`ServerNames::failures`]) one entry of it: the error
+    /// names the file, the server and the key.
     File(ConfigFileError),
     /// The host's poll could not be made.
     Io(io::Error),
@@ -226,11 +258,19 @@ impl fmt::Display for FromConfigError {
 
 impl std::error::Error for FromConfigError {}
 
-/// The servers [`Host::from_config`] started, by their names in the file.
-#[derive(Debug, Clone, Default)]
-pub struct ServerNames(Vec<(String, ServerId)>);
+/// The servers [`Host::from_config`] started, by their names in the file, and the entries it
+/// could not start.
+#[derive(Debug, Default)]
+pub struct ServerNames(Vec<(String, ServerId)>, Vec<FromConfigError>);
 
 impl ServerNames {
+    /// Each enabled entry that was not started, in name order: one mcpoll cannot use
+    /// ([`FromConfigError::File`], naming the file, the server and the key) or one that could
+    /// not be added ([`FromConfigError::Add`], by name). The other servers run regardless.
+    pub fn failures(&self) -> &[FromConfigError] {
+        &self.1
+    }
+
     /// The server started for `name`.
     pub fn get(&self, name: &str) -> Option<ServerId> {
         self.0.iter().find(|(n, _)| n == name).map(|&(_, id)| id)
@@ -279,21 +319,59 @@ impl ConfigFile {
             p.err(Some(servers.0), ConfigFileErrorKind::WrongType { expected: "an object" })
         })?;
         let mut out = Vec::with_capacity(map.len());
+        let mut refused = Vec::new();
+        // Each entry on its own: a fault stays with its entry.
         for (name, entry) in map {
             p.server = Some(name);
-            out.push(p.server_entry(name, entry)?);
+            match p.server_entry(name, entry) {
+                Ok(server) => out.push(server),
+                Err(error) => {
+                    let disabled = entry.get("disabled") == Some(&Value::Bool(true));
+                    refused.push(RefusedEntry { disabled, error });
+                }
+            }
         }
-        Ok(Self { servers: out })
+        Ok(Self { servers: out, refused })
     }
 
-    /// Every server, in name order.
+    /// Every server mcpoll can use, in name order.
     pub fn servers(&self) -> impl Iterator<Item = &ConfiguredServer> + '_ {
         self.servers.iter()
     }
 
-    /// The server named `name`.
+    /// The usable server named `name`.
     pub fn server(&self, name: &str) -> Option<&ConfiguredServer> {
         self.servers.iter().find(|s| s.name == name)
+    }
+
+    /// The entry named `name`: the server, or why mcpoll cannot use it (the error names the
+    /// file, the server and the key).
+    pub fn entry(&self, name: &str) -> Option<Result<&ConfiguredServer, &ConfigFileError>> {
+        if let Some(s) = self.server(name) {
+            return Some(Ok(s));
+        }
+        let refused = self.refused.iter().find(|r| r.error.server.as_deref() == Some(name));
+        refused.map(|r| Err(&r.error))
+    }
+
+    /// The errors of the entries mcpoll cannot use, in name order (one each).
+    pub fn errors(&self) -> impl Iterator<Item = &ConfigFileError> + '_ {
+        self.refused.iter().map(|r| &r.error)
+    }
+
+    /// The entries not marked `"disabled": true`, usable or not, in name order.
+    pub fn enabled_entries(
+        &self,
+    ) -> impl Iterator<Item = Result<&ConfiguredServer, &ConfigFileError>> + '_ {
+        let good = self.servers.iter().filter(|s| !s.disabled).map(Ok);
+        let bad = self.refused.iter().filter(|r| !r.disabled).map(|r| Err(&r.error));
+        let name = |e: &Result<&ConfiguredServer, &ConfigFileError>| match e {
+            Ok(s) => s.name.clone(),
+            Err(e) => e.server.clone().unwrap_or_default(),
+        };
+        let mut all: Vec<_> = good.chain(bad).collect();
+        all.sort_by_key(name);
+        all.into_iter()
     }
 }
 
@@ -374,19 +452,30 @@ impl HttpEntry {
 
 impl Host {
     /// A host running every server of an `mcpServers` file (except those marked
-    /// `"disabled": true`), and their ids by name. Stdio servers are spawned and HTTP URLs
-    /// resolved now; every era probe starts at once.
+    /// `"disabled": true`), and their ids by name. Stdio servers are spawned now; every era
+    /// probe starts at once. An entry mcpoll cannot use, or a server that cannot be added,
+    /// is left out and reported in [`ServerNames::failures`]; the rest start regardless.
+    ///
+    /// # Errors
+    ///
+    /// Only for the file as a whole (unreadable, not JSON, no `mcpServers`) and the host's
+    /// poll.
     pub fn from_config(path: impl AsRef<Path>) -> Result<(Self, ServerNames), FromConfigError> {
         let file = ConfigFile::load(path).map_err(FromConfigError::File)?;
         let mut host = Host::new().map_err(FromConfigError::Io)?;
-        let mut names = Vec::new();
-        for server in file.servers().filter(|s| !s.disabled) {
-            let id = host
-                .add_configured(server)
-                .map_err(|error| FromConfigError::Add { server: server.name.clone(), error })?;
-            names.push((server.name.clone(), id));
+        let (mut names, mut failures) = (Vec::new(), Vec::new());
+        for entry in file.enabled_entries() {
+            match entry {
+                Ok(server) => match host.add_configured(server) {
+                    Ok(id) => names.push((server.name.clone(), id)),
+                    Err(error) => {
+                        failures.push(FromConfigError::Add { server: server.name.clone(), error })
+                    }
+                },
+                Err(e) => failures.push(FromConfigError::File(e.clone())),
+            }
         }
-        Ok((host, ServerNames(names)))
+        Ok((host, ServerNames(names, failures)))
     }
 
     /// Adds one server of a [`ConfigFile`], named in its call records by its key in the file.

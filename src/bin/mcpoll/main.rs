@@ -171,19 +171,21 @@ fn choose_server(args: &Args) -> Result<(Chosen, Vec<PathBuf>), Failure> {
         }
         Target::Config { file, server } => (file, server),
     };
+    // Only the entry asked for has to be usable: another's fault is not this command's.
     let config = ConfigFile::load(file.0).map_err(|e| Failure::Usage(e.to_string()))?;
     let entry = match file.1 {
-        Some(name) => config.server(name).ok_or_else(|| {
+        Some(name) => config.entry(name).ok_or_else(|| {
             Failure::Usage(format!("no server {name:?} in the configuration file"))
         })?,
         None => {
-            let mut enabled = config.servers().filter(|s| !s.is_disabled());
+            let mut enabled = config.enabled_entries();
             match (enabled.next(), enabled.next()) {
                 (Some(only), None) => only,
                 _ => return Err(Failure::Usage("name the server with --server".into())),
             }
         }
     };
+    let entry = entry.map_err(|e| Failure::Usage(e.to_string()))?;
     let mut settings = entry.config().clone();
     if args.timeout_given {
         settings.default_timeout = args.timeout;
