@@ -1,11 +1,17 @@
 //! The API a host writes against (issue 24), through the public API only: tool arguments as
-//! text and the empty-arguments shortcut.
+//! text and the empty-arguments shortcut; the queue behind the two throughput knobs
+//! (`Config::max_in_flight`, `HttpOptions::max_connections`) in `Stats` and the call records.
 
 mod common;
 
+use std::io::BufRead;
+use std::time::{Duration, Instant};
+
 use common::counting::{allocs, Counting};
 use common::{demo_server, raw, start};
-use mcpoll::{BlockingError, CallOptions, Config, Host, RequestError};
+use mcpoll::{
+    BlockingError, CallId, CallOptions, Config, Event, Host, HttpOptions, RequestError, ServerState,
+};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -81,4 +87,82 @@ fn a_call_from_text_allocates_no_more_than_one_from_a_raw_value() {
     );
     assert!(from_text <= from_raw, "text {from_text} > RawValue {from_raw}");
     assert_eq!(from_text, 0, "starting a warm call from text allocated");
+}
+
+// ----- 4. the queue behind the throughput knobs -------------------------------------------------
+
+/// The demo server over HTTP on 127.0.0.1 (modern era), stopped when dropped.
+struct HttpDemo(std::process::Child, String);
+
+impl HttpDemo {
+    fn start() -> Self {
+        let mut child = std::process::Command::new(demo_server().program())
+            .args(["--http", "0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let url = line.split_whitespace().find(|w| w.starts_with("http://")).expect("the URL");
+        Self(child, url.to_owned())
+    }
+}
+
+impl Drop for HttpDemo {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Four 300 ms calls through `max_in_flight: 2` and one connection: `Stats::queued` counts the
+/// two behind the in-flight limit and the one written but waiting for the connection; each
+/// call's record and `Stats::queue_wait` carry the wait, which is never counted as network
+/// time. Lower bounds only: the server serves the one connection in order, so the n-th call
+/// waits at least (n - 1) x 300 ms however slow the machine.
+#[test]
+fn the_queue_behind_both_knobs_shows_in_stats_and_records() {
+    let demo = HttpDemo::start();
+    let mut host = Host::new().unwrap();
+    let config = Config { max_in_flight: 2, ..Config::default() };
+    let opts = HttpOptions::new(demo.1.clone()).max_connections(1);
+    let server = host.add_http_server(opts, config).unwrap();
+    let state = host.wait_ready(server, Duration::from_secs(30)).unwrap();
+    assert!(matches!(state, ServerState::Ready(..)), "{state}");
+    let before = host.stats(server).unwrap();
+    assert_eq!(before.queued, 0);
+    let calls: Vec<CallId> = (0..4)
+        .map(|_| host.call_tool_json(server, "slow", r#"{"ms":300}"#, &Default::default()).unwrap())
+        .collect();
+    // Two behind the in-flight limit, one written and waiting for the connection.
+    assert_eq!(host.stats(server).unwrap().queued, 3);
+    let mut records = vec![None; calls.len()];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while records.iter().any(Option::is_none) {
+        assert!(Instant::now() < deadline, "calls did not end: {records:?}");
+        host.poll(Some(Duration::from_millis(50))).unwrap();
+        while let Some((_, event)) = host.poll_event() {
+            if let Event::CallDone { call, .. } = &event {
+                let r = event.record().expect("a record");
+                let i = calls.iter().position(|c| c == call).expect("one of ours");
+                records[i] = Some((r.queue_wait, r.network, r.elapsed));
+            }
+        }
+    }
+    let step = Duration::from_millis(300);
+    let mut total = Duration::ZERO;
+    for (n, r) in records.iter().enumerate() {
+        let (queue_wait, network, elapsed) = r.unwrap();
+        assert!(queue_wait >= step * n as u32, "call {n}: waited {queue_wait:?}");
+        assert!(network >= step, "call {n}: network {network:?}");
+        assert!(
+            queue_wait + network <= elapsed,
+            "call {n}: {queue_wait:?} + {network:?} > {elapsed:?}"
+        );
+        total += queue_wait;
+    }
+    let after = host.stats(server).unwrap();
+    assert_eq!(after.queued, 0);
+    assert!(after.queue_wait - before.queue_wait >= total, "{:?} < {total:?}", after.queue_wait);
 }

@@ -221,10 +221,22 @@ pub enum TransmitKind {
     },
 }
 
-/// Counters of what the engine saw; cheap to read, never reset.
+/// Counters of what the engine saw; cheap to read, never reset (but for `queued`, a gauge).
+///
+/// Throughput: at most `Config::max_in_flight` calls (default 32) are written at once, and an
+/// HTTP server carries at most `HttpOptions::max_connections` (default 4) of them at a time;
+/// past either limit calls wait. `queued` says how many wait now and `queue_wait` how long
+/// they have waited in all; each call's [`CallRecord::queue_wait`] says its own share.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
+    /// Host calls waiting now: for an in-flight slot (`Config::max_in_flight`) or for the
+    /// server to be ready, and, from `Host::stats` over HTTP, written but waiting for a
+    /// connection (`HttpOptions::max_connections`).
+    pub queued: u64,
+    /// Time host calls have spent waiting, summed over every call so far: before their first
+    /// write, and over HTTP for a connection (each attempt).
+    pub queue_wait: Duration,
     /// Frames handed to `handle_message`.
     pub frames_in: u64,
     /// Frames that were not JSON-RPC messages (junk on stdout, bad shapes); skipped.
@@ -371,7 +383,8 @@ impl Engine {
     /// Counters.
     pub fn stats(&self) -> Stats {
         let (events_dropped, breaker_trips) = (self.events.dropped, self.events.breaker_trips);
-        Stats { events_dropped, breaker_trips, ..self.stats }
+        let queued = self.requests.queued() as u64;
+        Stats { events_dropped, breaker_trips, queued, ..self.stats }
     }
 
     /// `true` when the engine needs a (new) transport: at start, and after a probe killed the

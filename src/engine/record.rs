@@ -49,7 +49,10 @@ pub struct CallRecord<'a> {
     /// Requests written for the call: each attempt, and each further page of a listing or
     /// `input_required` round (0 when it ended before being sent).
     pub attempts: u32,
-    /// Time spent queued before the first attempt was written.
+    /// Time spent queued: before the first attempt was written (behind
+    /// `Config::max_in_flight`, or until the server was ready), and, over HTTP, between each
+    /// attempt's write and its connection (all `HttpOptions::max_connections` busy). Not part
+    /// of `network`.
     pub queue_wait: Duration,
     /// Time between writing each attempt (or page, or round) and its reply or failure, summed:
     /// the network and the server's work, without queueing and backoff.

@@ -193,6 +193,15 @@ impl Transport {
         }
     }
 
+    /// Requests written but waiting for a connection (HTTP).
+    fn requests_waiting(&self) -> usize {
+        match self {
+            Self::Stdio(_) => 0,
+            #[cfg(feature = "http")]
+            Self::Http(d) => d.requests_waiting(),
+        }
+    }
+
     fn poll_timeout(&self) -> Option<Instant> {
         match self {
             Self::Stdio(d) => d.poll_timeout(),
@@ -719,9 +728,14 @@ impl Host {
         self.server(server).map(|s| s.engine.pending())
     }
 
-    /// The server engine's counters.
+    /// The server engine's counters; `queued` includes an HTTP server's calls waiting for a
+    /// connection.
     pub fn stats(&self, server: ServerId) -> Option<Stats> {
-        self.server(server).map(|s| s.engine.stats())
+        self.server(server).map(|s| {
+            let mut stats = s.engine.stats();
+            stats.queued += s.transport.requests_waiting() as u64;
+            stats
+        })
     }
 
     /// Waits at most `timeout` (`None`: until something happens) for I/O or the next engine
