@@ -369,6 +369,10 @@ pub enum LocalError {
     InputRejected,
     /// `Config::max_server_requests` server requests were already waiting for the host.
     TooManyServerRequests,
+    /// The server asked for something of this kind (an elicitation, a sampling call, the
+    /// roots) while a blocking helper waited for the call, and no answer handler
+    /// (`Host::set_answer_handler`) answered it: nobody could, so the call ended at once.
+    Unanswered(crate::engine::ServerRequestKind),
 }
 
 impl LocalError {
@@ -385,6 +389,7 @@ impl LocalError {
             Self::TooManyInputRounds => "too_many_input_rounds",
             Self::InputRejected => "input_rejected",
             Self::TooManyServerRequests => "too_many_server_requests",
+            Self::Unanswered(_) => "unanswered",
         }
     }
 }
@@ -410,6 +415,13 @@ impl fmt::Display for LocalError {
             Self::TooManyInputRounds => "the server asked for input more times than allowed",
             Self::InputRejected => "the host rejected the server's input request",
             Self::TooManyServerRequests => "too many server requests waiting for the host",
+            Self::Unanswered(kind) => {
+                return write!(
+                    f,
+                    "the server asked for {} and no answer handler answered",
+                    kind.method()
+                )
+            }
         })
     }
 }

@@ -101,8 +101,8 @@ pub use driver::stdio::{CommandLineError, StdioCommand, StdioDriver};
 pub use host::ToolCallError;
 #[cfg(feature = "stdio")]
 pub use host::{
-    AddServerError, BlockingError, CacheStats, CatalogError, CatalogView, EmbedError, ForeignToken,
-    Host, OwnedResult, ServerId,
+    AddServerError, Answer, AnswerHandler, BlockingError, CacheStats, CatalogError, CatalogView,
+    EmbedError, ForeignToken, Host, OwnedResult, ServerId,
 };
 #[cfg(feature = "stdio")]
 pub use host::{

@@ -536,6 +536,17 @@ impl EventQueue {
         Some(self.view(stored))
     }
 
+    /// Removes the `ServerRequest` event of `request`, if still queued.
+    pub(crate) fn remove_server_request(&mut self, request: ServerRequestId) {
+        let at = self
+            .queue
+            .iter()
+            .position(|e| matches!(e, Stored::ServerRequest { request: r, .. } if *r == request));
+        if let Some(mut stored) = at.and_then(|i| self.queue.remove(i)) {
+            self.left(&mut stored);
+        }
+    }
+
     /// Removes the terminal event of one call, leaving every other event queued in order.
     pub(crate) fn take_terminal(&mut self, call: CallId) -> Option<Event<'_>> {
         let i = self.queue.iter().position(|e| e.is_terminal_for(call))?;

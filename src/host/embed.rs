@@ -375,6 +375,7 @@ impl Host {
                 upkeep(s, self.poll.registry(), now);
             }
         }
+        self.answer_with_handlers(now);
         Ok(())
     }
 
@@ -387,6 +388,7 @@ impl Host {
         self.exiting.handle_timeout(now);
         self.ending.handle_timeout(self.poll.registry(), now);
         self.ending.settle(&mut self.poll);
+        self.answer_with_handlers(now);
         self.pump_catalogs(now);
     }
 
@@ -430,6 +432,7 @@ impl Host {
         self.exiting.handle_timeout(now);
         self.ending.handle_timeout(self.poll.registry(), now);
         self.ending.settle(&mut self.poll);
+        self.answer_with_handlers(now);
     }
 }
 

@@ -44,6 +44,7 @@ use crate::error::{
 use crate::proto::mcp::{Method, ResultType};
 use crate::proto::version::Era;
 
+mod answers;
 mod catalog;
 mod closing;
 mod config_file;
@@ -57,6 +58,7 @@ mod schema;
 mod task;
 mod tokens;
 
+pub use answers::{Answer, AnswerHandler};
 pub use catalog::{CacheStats, CatalogError, CatalogView};
 pub use config_file::{
     ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,
@@ -357,6 +359,8 @@ pub struct Host {
     tasks: task::TaskTable<(ServerId, CallId)>,
     /// Server names and the call-record sink.
     records: records::Records,
+    /// Answer handlers: the host's and each server's.
+    answers: answers::Handlers,
     /// Compiled tool schemas, by definition hash.
     #[cfg(feature = "schema")]
     schemas: schema::SchemaCache,
@@ -381,6 +385,7 @@ impl Host {
             lanes: principal::Lanes::default(),
             tasks: task::TaskTable::default(),
             records: records::Records::new(),
+            answers: answers::Handlers::default(),
             #[cfg(feature = "schema")]
             schemas: schema::SchemaCache::default(),
         })
@@ -796,7 +801,10 @@ impl Host {
     }
 
     /// Polls until `call` ends, leaving every other event queued (they do not cut its waits
-    /// short: only I/O and deadlines do). For scripts and tests.
+    /// short: only I/O and deadlines do). For scripts and tests. Server requests go to the
+    /// answer handlers ([`set_answer_handler`](Self::set_answer_handler)); one they do not
+    /// answer ends the call at once with `LocalError::Unanswered`, since nobody else can
+    /// answer while this blocks.
     pub fn wait(&mut self, server: ServerId, call: CallId) -> Result<OwnedResult, BlockingError> {
         loop {
             let s =
@@ -816,6 +824,10 @@ impl Host {
                 }
                 Some(Event::CallFailed { error, .. }) => return Err(BlockingError::Call(error)),
                 Some(_) | None => {}
+            }
+            // A server request no handler answers: nobody can while this blocks.
+            if self.end_unanswerable(server, call) {
+                continue;
             }
             self.poll_inner(Some(Duration::from_millis(100)), Wake::OnIo)
                 .map_err(BlockingError::Io)?;
