@@ -373,6 +373,12 @@ pub enum LocalError {
     /// roots) while a blocking helper waited for the call, and no answer handler
     /// (`Host::set_answer_handler`) answered it: nobody could, so the call ended at once.
     Unanswered(crate::engine::ServerRequestKind),
+    /// The OAuth flow cannot run with the host's configuration (no client identity for this
+    /// authorization server, a grant without its secret or key, a server URL that is not an
+    /// absolute http(s) URL, a flow that needs a user and no `Authorizer`): fix the
+    /// configuration; the server is not at fault.
+    #[cfg(feature = "http")]
+    OAuthSetup(Box<crate::auth::oauth::AuthError>),
 }
 
 impl LocalError {
@@ -390,6 +396,8 @@ impl LocalError {
             Self::InputRejected => "input_rejected",
             Self::TooManyServerRequests => "too_many_server_requests",
             Self::Unanswered(_) => "unanswered",
+            #[cfg(feature = "http")]
+            Self::OAuthSetup(_) => "oauth_setup",
         }
     }
 }
@@ -415,6 +423,10 @@ impl fmt::Display for LocalError {
             Self::TooManyInputRounds => "the server asked for input more times than allowed",
             Self::InputRejected => "the host rejected the server's input request",
             Self::TooManyServerRequests => "too many server requests waiting for the host",
+            #[cfg(feature = "http")]
+            Self::OAuthSetup(e) => {
+                return write!(f, "the OAuth configuration cannot work here: {e}")
+            }
             Self::Unanswered(kind) => {
                 return write!(
                     f,

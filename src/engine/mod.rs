@@ -306,6 +306,9 @@ pub struct Engine {
     /// How long calls have been taking (moving average), to judge whether a retry still fits.
     latency: Duration,
     restart: supervision::RestartState,
+    /// Why the probe or handshake was refused for want of authorization, until the next call
+    /// or [`retry_authorization`](Self::retry_authorization) runs it again.
+    unauthorized: Option<CallError>,
     /// Deadlines and backoffs of pending requests, earliest first.
     timers: timers::Timers,
     /// What the compact times in the pending table count from.
@@ -343,6 +346,7 @@ impl Engine {
             jitter: retry::Jitter::new(config.jitter_seed),
             latency: Duration::ZERO,
             restart: supervision::RestartState::default(),
+            unauthorized: None,
             timers: timers::Timers::with_capacity(config.max_pending),
             epoch: stamp::Epoch::new(now),
             stats: Stats::default(),
@@ -359,7 +363,17 @@ impl Engine {
 
     /// Where the engine is: connecting, probing, handshaking, ready (with era), closed.
     pub fn state(&self) -> ServerState {
+        if self.unauthorized.is_some() {
+            return ServerState::Unauthorized;
+        }
         self.lifecycle.public()
+    }
+
+    /// Why the server is [`ServerState::Unauthorized`]: the error its probe or handshake
+    /// failed with (`PeerError::Authorization` naming the OAuth step, `AuthRequired`,
+    /// `Forbidden`, or a local OAuth configuration problem, `LocalError::OAuthSetup`).
+    pub fn authorization_error(&self) -> Option<&CallError> {
+        self.unauthorized.as_ref()
     }
 
     /// The era the server speaks, once settled.
@@ -639,6 +653,9 @@ impl Engine {
         if self.lifecycle == Lifecycle::Closed {
             return Err(RequestError::Closed);
         }
+        // A server refused for want of authorization tries again for a new call, as a legacy
+        // server whose calls alone were refused would.
+        self.retry_authorization(now);
         if self.is_degraded() {
             return Err(RequestError::Degraded);
         }
@@ -703,6 +720,19 @@ impl Engine {
     pub fn close(&mut self, now: Instant) {
         let error = CallError::Transport(TransportError::Closed(crate::error::CloseReason::Host));
         self.shut(now, error);
+    }
+
+    /// Runs the probe or handshake again on a server that is
+    /// [`ServerState::Unauthorized`] (an OAuth flow that failed, credentials refused), after
+    /// the host fixed what was wrong (a redirect, a token provider, a user's consent). A new
+    /// call does the same. Does nothing in any other state.
+    pub fn retry_authorization(&mut self, now: Instant) {
+        if self.unauthorized.take().is_none() {
+            return;
+        }
+        if let Lifecycle::Connecting { .. } = self.lifecycle {
+            self.on_opened(now, self.transport);
+        }
     }
 
     /// The host asks a degraded (or closed-by-crash) server to start again now.

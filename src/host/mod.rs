@@ -638,7 +638,9 @@ impl Host {
         self.ending.settle(&mut self.poll);
     }
 
-    /// Starts a degraded server (one whose process kept crashing) again now.
+    /// Starts a degraded server (one whose process kept crashing) again now, or runs the
+    /// probe or handshake (and so the OAuth flow) again on an
+    /// [`Unauthorized`](ServerState::Unauthorized) one.
     pub fn restart(&mut self, server: ServerId) {
         let registry = self.poll.registry();
         if let Some(s) =
@@ -646,6 +648,7 @@ impl Host {
         {
             let now = Instant::now();
             s.engine.restart();
+            s.engine.retry_authorization(now);
             s.transport.maintain(registry, &mut s.engine, now);
             s.transport.flush(registry, &mut s.engine, now);
         }
@@ -683,6 +686,13 @@ impl Host {
     /// The server's state: probing, handshaking, ready with its era, closed.
     pub fn state(&self, server: ServerId) -> Option<ServerState> {
         self.server(server).map(|s| s.engine.state())
+    }
+
+    /// Why the server is [`ServerState::Unauthorized`]: the error its probe or handshake
+    /// failed with (an OAuth step, credentials refused, or a local OAuth configuration
+    /// problem, `LocalError::OAuthSetup`). [`restart`](Self::restart) or a new call tries again.
+    pub fn authorization_error(&self, server: ServerId) -> Option<&CallError> {
+        self.server(server)?.engine.authorization_error()
     }
 
     /// The era the server speaks, once known.
@@ -836,7 +846,8 @@ impl Host {
 
     /// Polls until the server is ready (or closed, or `timeout` passes) and returns its state.
     /// A server that became degraded (its process kept dying) ends the wait at once with the
-    /// last transport error (for stdio: the exit status and stderr tail).
+    /// last transport error (for stdio: the exit status and stderr tail); one refused for want
+    /// of authorization ([`ServerState::Unauthorized`]) with its authorization error.
     pub fn wait_ready(
         &mut self,
         server: ServerId,
@@ -848,6 +859,10 @@ impl Host {
             let state = s.engine.state();
             if matches!(state, ServerState::Ready(..) | ServerState::Closed) {
                 return Ok(state);
+            }
+            if let Some(e) = s.engine.authorization_error() {
+                // Refused for want of authorization: nothing changes until the host acts.
+                return Err(BlockingError::Call(e.clone()));
             }
             if s.engine.is_degraded() {
                 // Restarts are suspended: no process will come up within any sane wait. The

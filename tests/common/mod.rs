@@ -122,6 +122,20 @@ pub fn closed_with(host: &mut Host, id: ServerId) -> CallError {
     }
 }
 
+/// The error a server's probe (or handshake) was refused with for want of authorization:
+/// `wait_ready` ends with it at once, the server is `Unauthorized` (not closed), and
+/// `Host::authorization_error` keeps it.
+#[track_caller]
+pub fn refused_with(host: &mut Host, id: ServerId) -> CallError {
+    let e = match host.wait_ready(id, Duration::from_secs(30)) {
+        Err(mcpoll::BlockingError::Call(e)) => e,
+        other => panic!("expected an authorization error, got {other:?}"),
+    };
+    assert_eq!(host.state(id), Some(mcpoll::ServerState::Unauthorized));
+    assert_eq!(host.authorization_error(id), Some(&e));
+    e
+}
+
 #[track_caller]
 pub fn call_err(host: &mut Host, id: ServerId, name: &str, args: &str) -> CallError {
     let args = raw(args);

@@ -139,6 +139,19 @@ impl AuthError {
     pub(crate) fn new(step: AuthStep, reason: AuthFailure) -> Self {
         Self { step, reason, status: None, error: None }
     }
+
+    /// The host's configuration is at fault, not a server: no client identity usable with
+    /// this authorization server, a grant without its credentials, a server URL that is not
+    /// absolute, or a flow that needs a user with no one to ask.
+    pub fn is_local(&self) -> bool {
+        matches!(
+            self.reason,
+            AuthFailure::NoClientIdentity
+                | AuthFailure::MissingCredentials
+                | AuthFailure::InvalidServerUrl
+                | AuthFailure::Declined(AuthorizeError::NoUser)
+        )
+    }
 }
 
 impl fmt::Display for AuthStep {
