@@ -102,7 +102,7 @@ pub use host::ToolCallError;
 #[cfg(feature = "stdio")]
 pub use host::{
     AddServerError, Answer, AnswerHandler, BlockingError, CacheStats, CatalogError, CatalogView,
-    EmbedError, ForeignToken, Host, OwnedResult, ServerId,
+    Commands, EmbedError, ForeignToken, Host, OwnedResult, ServerId,
 };
 #[cfg(feature = "stdio")]
 pub use host::{

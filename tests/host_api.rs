@@ -1,13 +1,14 @@
 //! The API a host writes against (issue 24), through the public API only: tool arguments as
 //! text and the empty-arguments shortcut; the queue behind the two throughput knobs
-//! (`Config::max_in_flight`, `HttpOptions::max_connections`) in `Stats` and the call records.
+//! (`Config::max_in_flight`, `HttpOptions::max_connections`) in `Stats` and the call records;
+//! starting the next call from inside the drain (`Host::drain`), counted by the allocator.
 
 mod common;
 
 use std::io::BufRead;
 use std::time::{Duration, Instant};
 
-use common::counting::{allocs, Counting};
+use common::counting::{allocs, snapshot, Counting};
 use common::{demo_server, raw, start};
 use mcpoll::{
     BlockingError, CallId, CallOptions, Config, Event, Host, HttpOptions, RequestError, ServerState,
@@ -165,4 +166,68 @@ fn the_queue_behind_both_knobs_shows_in_stats_and_records() {
     let after = host.stats(server).unwrap();
     assert_eq!(after.queued, 0);
     assert!(after.queue_wait - before.queue_wait >= total, "{:?} < {total:?}", after.queue_wait);
+}
+
+// ----- 6. starting the next call while draining -------------------------------------------------
+
+/// A loop that keeps `IN_FLIGHT` calls in flight, starting each next call from inside the
+/// drain that sees one end (`Host::drain` hands out `Commands` with the event), allocates
+/// nothing per call once warm: the event's text is copied into one buffer the host reuses.
+#[test]
+fn the_drain_starts_the_next_call_without_an_allocation_per_call() {
+    const IN_FLIGHT: usize = 8;
+    const WARM: u64 = 2_000;
+    const CALLS: u64 = 10_000;
+    let mut host = Host::new().unwrap();
+    let server = start(&mut host, demo_server(), Config::default());
+    let opts = CallOptions::default();
+    let args = r#"{"text":"ping"}"#;
+    let mut done = 0u64;
+    let mut started = 0u64;
+    let mut failed = 0u64;
+    let mut measured = None;
+    for _ in 0..IN_FLIGHT {
+        host.call_tool_json(server, "echo", args, &opts).unwrap();
+        started += 1;
+    }
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while done < WARM + CALLS {
+        assert!(Instant::now() < deadline, "{done} calls done in time");
+        host.poll(Some(Duration::from_millis(100))).unwrap();
+        host.drain(|commands, id, event| {
+            let ended = match event {
+                Event::CallDone { result, .. } => {
+                    assert!(result.json().contains("ping"));
+                    true
+                }
+                Event::CallFailed { .. } => {
+                    failed += 1;
+                    true
+                }
+                _ => false,
+            };
+            if ended {
+                done += 1;
+                if started < WARM + CALLS {
+                    commands.call_tool_json(id, "echo", args, &opts).unwrap();
+                    started += 1;
+                }
+            }
+        });
+        if measured.is_none() && done >= WARM {
+            measured = Some((done, snapshot()));
+        }
+    }
+    let (from, (live_before, allocs_before)) = measured.unwrap();
+    let (live_after, allocs_after) = snapshot();
+    let calls = done - from;
+    let per_call = (allocs_after - allocs_before) as f64 / calls as f64;
+    eprintln!(
+        "{calls} calls kept {IN_FLIGHT} in flight from the drain: {} allocations \
+         ({per_call:.4} per call), live heap {live_before} -> {live_after}",
+        allocs_after - allocs_before
+    );
+    assert_eq!(failed, 0);
+    assert_eq!(host.pending(server), Some(0), "every call ended");
+    assert_eq!(allocs_after, allocs_before, "allocations while draining and starting calls");
 }

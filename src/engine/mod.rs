@@ -858,6 +858,16 @@ impl Engine {
         self.events.pop()
     }
 
+    /// [`poll_event`](Self::poll_event), with the event's text copied into `scratch` so the
+    /// event does not borrow the engine (see `Host::drain`).
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))]
+    pub(crate) fn poll_event_into(
+        &mut self,
+        scratch: &mut String,
+    ) -> Option<events::DetachedEvent> {
+        self.events.pop_into(scratch)
+    }
+
     /// Removes and returns the terminal event (`CallDone` or `CallFailed`) of one call,
     /// leaving every other event queued in order. For blocking helpers.
     pub fn take_call_event(&mut self, call: CallId) -> Option<Event<'_>> {

@@ -48,6 +48,7 @@ mod answers;
 mod catalog;
 mod closing;
 mod config_file;
+mod drain;
 mod embed;
 mod idle;
 mod principal;
@@ -64,6 +65,7 @@ pub use config_file::{
     ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,
     ServerNames,
 };
+pub use drain::Commands;
 pub use embed::{EmbedError, ForeignToken};
 pub use principal::{
     CredentialSource, Credentials, LaneError, LaneTarget, Principal, PrincipalError, PrincipalId,
@@ -361,6 +363,8 @@ pub struct Host {
     records: records::Records,
     /// Answer handlers: the host's and each server's.
     answers: answers::Handlers,
+    /// The text of the event `drain` is handing out (reused: no allocation once grown).
+    scratch: String,
     /// Compiled tool schemas, by definition hash.
     #[cfg(feature = "schema")]
     schemas: schema::SchemaCache,
@@ -386,6 +390,7 @@ impl Host {
             tasks: task::TaskTable::default(),
             records: records::Records::new(),
             answers: answers::Handlers::default(),
+            scratch: String::new(),
             #[cfg(feature = "schema")]
             schemas: schema::SchemaCache::default(),
         })
@@ -465,13 +470,7 @@ impl Host {
         id: ServerId,
         f: impl FnOnce(&mut Engine, Instant) -> Result<T, RequestError>,
     ) -> Result<T, RequestError> {
-        let registry = self.poll.registry();
-        let s = self.servers.get_mut(id.index).filter(|s| s.generation == id.generation);
-        let s = s.ok_or(RequestError::Closed)?;
-        let now = Instant::now();
-        let out = f(&mut s.engine, now)?;
-        s.transport.flush(registry, &mut s.engine, now);
-        Ok(out)
+        command_on(&mut self.servers, self.poll.registry(), id, f)
     }
 
     /// Answers a server request (`Event::ServerRequest`) of `server`; see
@@ -905,6 +904,22 @@ impl Host {
         let call = self.call_tool_json(server, name, arguments, opts)?;
         self.wait(server, call)
     }
+}
+
+/// [`Host::command`] on the parts of a host it needs (so [`Commands`] can run it while an
+/// event borrows the rest).
+fn command_on<T>(
+    servers: &mut Slab<Server>,
+    registry: &mio::Registry,
+    id: ServerId,
+    f: impl FnOnce(&mut Engine, Instant) -> Result<T, RequestError>,
+) -> Result<T, RequestError> {
+    let s = servers.get_mut(id.index).filter(|s| s.generation == id.generation);
+    let s = s.ok_or(RequestError::Closed)?;
+    let now = Instant::now();
+    let out = f(&mut s.engine, now)?;
+    s.transport.flush(registry, &mut s.engine, now);
+    Ok(out)
 }
 
 impl Drop for Host {
