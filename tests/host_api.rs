@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::io::BufRead;
 use std::time::{Duration, Instant};
 
 use common::counting::{allocs, snapshot, Counting};
@@ -92,31 +91,6 @@ fn a_call_from_text_allocates_no_more_than_one_from_a_raw_value() {
 
 // ----- 4. the queue behind the throughput knobs -------------------------------------------------
 
-/// The demo server over HTTP on 127.0.0.1 (modern era), stopped when dropped.
-struct HttpDemo(std::process::Child, String);
-
-impl HttpDemo {
-    fn start() -> Self {
-        let mut child = std::process::Command::new(demo_server().program())
-            .args(["--http", "0"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let url = line.split_whitespace().find(|w| w.starts_with("http://")).expect("the URL");
-        Self(child, url.to_owned())
-    }
-}
-
-impl Drop for HttpDemo {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Four 300 ms calls through `max_in_flight: 2` and one connection: `Stats::queued` counts the
 /// two behind the in-flight limit and the one written but waiting for the connection; each
 /// call's record and `Stats::queue_wait` carry the wait, which is never counted as network
@@ -124,10 +98,10 @@ impl Drop for HttpDemo {
 /// waits at least (n - 1) x 300 ms however slow the machine.
 #[test]
 fn the_queue_behind_both_knobs_shows_in_stats_and_records() {
-    let demo = HttpDemo::start();
+    let demo = common::HttpDemo::start(&[]);
     let mut host = Host::new().unwrap();
     let config = Config { max_in_flight: 2, ..Config::default() };
-    let opts = HttpOptions::new(demo.1.clone()).max_connections(1);
+    let opts = HttpOptions::new(demo.url.clone()).max_connections(1);
     let server = host.add_http_server(opts, config).unwrap();
     let state = host.wait_ready(server, Duration::from_secs(30)).unwrap();
     assert!(matches!(state, ServerState::Ready(..)), "{state}");

@@ -69,12 +69,7 @@ impl Commands<'_> {
 
     /// [`Host::cancel`].
     pub fn cancel(&mut self, server: ServerId, call: CallId) -> Result<(), CancelError> {
-        let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation);
-        let s = s.ok_or(CancelError::NotPending)?;
-        let now = Instant::now();
-        s.engine.cancel(now, call)?;
-        s.transport.flush(self.registry, &mut s.engine, now);
-        Ok(())
+        super::cancel_on(self.servers, self.registry, server, call)
     }
 }
 

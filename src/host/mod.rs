@@ -609,13 +609,7 @@ impl Host {
 
     /// Cancels a call: its wait ends at once, and the server is told.
     pub fn cancel(&mut self, server: ServerId, call: CallId) -> Result<(), CancelError> {
-        let registry = self.poll.registry();
-        let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation);
-        let s = s.ok_or(CancelError::NotPending)?;
-        let now = Instant::now();
-        s.engine.cancel(now, call)?;
-        s.transport.flush(registry, &mut s.engine, now);
-        Ok(())
+        cancel_on(&mut self.servers, self.poll.registry(), server, call)
     }
 
     /// Closes a server: its calls fail, its process group is stopped (stdin closed, then
@@ -920,6 +914,21 @@ fn command_on<T>(
     let out = f(&mut s.engine, now)?;
     s.transport.flush(registry, &mut s.engine, now);
     Ok(out)
+}
+
+/// [`Host::cancel`] on the parts of a host it needs (for [`Commands`] too).
+fn cancel_on(
+    servers: &mut Slab<Server>,
+    registry: &mio::Registry,
+    server: ServerId,
+    call: CallId,
+) -> Result<(), CancelError> {
+    let s = servers.get_mut(server.index).filter(|s| s.generation == server.generation);
+    let s = s.ok_or(CancelError::NotPending)?;
+    let now = Instant::now();
+    s.engine.cancel(now, call)?;
+    s.transport.flush(registry, &mut s.engine, now);
+    Ok(())
 }
 
 impl Drop for Host {
