@@ -20,7 +20,9 @@ pub struct Config {
     pub default_timeout: Duration,
     /// How long the `server/discover` probe may take before the server is taken as legacy.
     pub probe_timeout: Duration,
-    /// Deadline for the legacy `initialize` handshake.
+    /// Deadline for the legacy `initialize` handshake (30 s by default). Over stdio it also
+    /// covers the server's own start after a probe timed out: an SDK server in Python takes
+    /// seconds just to import on a small or busy machine.
     pub handshake_timeout: Duration,
     /// Which protocol era to speak.
     pub era: EraPreference,
@@ -239,7 +241,7 @@ impl Default for Config {
             max_message_bytes: 16 * 1024 * 1024,
             default_timeout: Duration::from_secs(30),
             probe_timeout: Duration::from_secs(5),
-            handshake_timeout: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(30),
             era: EraPreference::Auto,
             client_name: "mcpoll".into(),
             client_version: env!("CARGO_PKG_VERSION").into(),

@@ -353,8 +353,9 @@ pub enum LocalError {
     DeliveryUnknown(Box<TransportError>),
     /// The circuit breaker for this kind of call is open: failing fast.
     BreakerOpen,
-    /// The server's process keeps crashing; restarts are suspended.
-    Degraded,
+    /// The server's process keeps crashing; restarts are suspended. Holds why the first
+    /// process of the crash loop ended (its exit status and stderr tail), when known.
+    Degraded(Option<Box<TransportError>>),
     /// The host cancelled the call. The server was told; nothing is promised about side effects.
     Cancelled,
     /// The call's deadline passed before an answer arrived.
@@ -387,7 +388,7 @@ impl LocalError {
         match self {
             Self::DeliveryUnknown(_) => "delivery_unknown",
             Self::BreakerOpen => "breaker_open",
-            Self::Degraded => "degraded",
+            Self::Degraded(_) => "degraded",
             Self::Cancelled => "cancelled",
             Self::DeadlineExceeded => "deadline_exceeded",
             Self::TooManyPages => "too_many_pages",
@@ -410,12 +411,18 @@ impl fmt::Display for LocalError {
                 "the request may have been delivered; its outcome is unknown ({cause})"
             );
         }
+        if let Self::Degraded(Some(first)) = self {
+            return write!(
+                f,
+                "the server keeps crashing; restarts are suspended (first exit: {first})"
+            );
+        }
         f.write_str(match self {
             Self::DeliveryUnknown(_) => {
                 "the request may have been delivered; its outcome is unknown"
             }
             Self::BreakerOpen => "circuit breaker open",
-            Self::Degraded => "the server keeps crashing; restarts are suspended",
+            Self::Degraded(_) => "the server keeps crashing; restarts are suspended",
             Self::Cancelled => "call cancelled",
             Self::DeadlineExceeded => "deadline exceeded",
             Self::TooManyPages => "listing exceeded the page limit",

@@ -19,26 +19,120 @@
 //! In steady state a tool call allocates nothing: frames are validated and read in place by
 //! a validating JSON scanner of its own, and every buffer is reused.
 //!
-//! # Call order (engine)
+//! # Example
 //!
-//! After any `handle_*` input or command: drain [`Engine::poll_transmit`], read
-//! [`Engine::poll_timeout`], drain [`Engine::poll_event`]. See [`Engine`].
+//! A server over stdio, one tool call, and the events that say how it went. [`Host::poll`]
+//! sleeps until there is I/O or a deadline is due (the call's timeout at the latest), then does
+//! the work; [`Host::poll_event`] hands out what happened, one event at a time.
 //!
-//! # Embedding (host)
+//! ```no_run
+//! use mcpoll::{CallOptions, Config, Event, Host, StdioCommand};
+//! use serde_json::value::RawValue;
 //!
-//! [`Host::new`] owns a `mio::Poll`; [`Host::poll`] waits on it and does a bounded round of
-//! work. [`Host::embedded`] lives in the program's own mio loop instead: it registers on the
-//! program's `Registry` within a token range, the program forwards events
-//! ([`Host::handle_readiness`]) and ticks it when [`Host::poll_timeout`] is due
-//! ([`Host::handle_timeout`]). Both modes run the same code; the contract (clock, work per
-//! call, tokens) is on [`Host::embedded`].
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let mut host = Host::new()?;
+//!     let command = StdioCommand::from_command_line("python3 server.py")?;
+//!     let server = host.add_stdio_server(command, Config::default())?;
+//!     let args = RawValue::from_string(r#"{"text":"hi"}"#.into())?;
+//!     let call = host.call_tool(server, "echo", &args, &CallOptions::default())?;
+//!     loop {
+//!         host.poll(None)?; // the call is sent once the server is ready
+//!         while let Some((_server, event)) = host.poll_event() {
+//!             match event {
+//!                 Event::Ready { era, version } => println!("ready: {era}, {version}"),
+//!                 Event::CallDone { call: c, result, .. } if c == call => {
+//!                     println!("{}", result.json());
+//!                     return Ok(());
+//!                 }
+//!                 Event::CallFailed { call: c, error, .. } if c == call => {
+//!                     return Err(error.into());
+//!                 }
+//!                 // The server went away: its exit status and last stderr line, or why not.
+//!                 Event::TransportLost { error, .. } => eprintln!("server lost: {error}"),
+//!                 Event::Closed { error } => eprintln!("server closed: {error}"),
+//!                 _ => {}
+//!             }
+//!         }
+//!     }
+//! }
+//! ```
+//!
+//! A game or control loop passes `Some(Duration::ZERO)` to [`Host::poll`] once per frame
+//! instead (see [`Host`]); a script waits for one call with [`Host::call_tool_blocking`]. The
+//! repository's `examples/` run against a small echo server of its own (`cargo run --example
+//! quickstart`).
+//!
+//! # Start here
+//!
+//! The ten items most hosts need:
+//!
+//! - [`Host`]: owns the servers and the poll; every verb below is one of its methods;
+//! - [`StdioCommand`] and [`HttpOptions`]: how to reach a server (a child process, or a URL);
+//! - [`Config`]: per server (timeouts, limits, retries, what server requests are answered);
+//! - [`ServerId`] and [`CallId`]: the handles `add_*_server` and the call verbs return;
+//! - [`CallOptions`]: per call (timeout, progress, idempotency, trace context);
+//! - [`Event`]: everything that happens, from [`Host::poll_event`];
+//! - [`CallError`]: why a call failed, in four kinds (protocol, peer, transport, local);
+//! - [`OwnedResult`]: what the blocking helpers return ([`CallResult`] in events borrows).
+//!
+//! # By what a host does
+//!
+//! **Connect.** [`Host::new`], then [`Host::add_stdio_server`] ([`StdioCommand`],
+//! [`CommandLineError`]) or [`Host::add_http_server`] ([`HttpOptions`], [`TlsOptions`],
+//! [`ProxyChoice`], [`Resolver`], [`UrlError`]); failures are [`AddServerError`]. A whole
+//! `mcpServers` file: [`Host::from_config`] ([`ConfigFile`], [`ServerNames`]). The era
+//! ([`Era`], [`ProtocolVersion`], [`EraPreference`]) is probed per server; [`ServerState`] and
+//! [`Host::wait_ready`] tell where it is. Crashed stdio servers are restarted
+//! ([`RestartPolicy`], [`Event::TransportLost`], [`ProcessExit`]); [`Host::close_server`]
+//! never waits.
+//!
+//! **Call.** [`Host::call_tool`], [`Host::list_tools`], [`Host::read_resource`],
+//! [`Host::get_prompt`], [`Host::complete`], [`Host::listen`] return a [`CallId`] at once; the
+//! result comes as [`Event::CallDone`] ([`CallResult`]) or [`Event::CallFailed`]
+//! ([`CallError`]: [`RpcError`], [`PeerError`], [`TransportError`], [`LocalError`]).
+//! [`Host::cancel`] ends one; [`CallOptions`] and [`Idempotency`] say what may be retried
+//! ([`RetryPolicy`]), and circuit breakers ([`BreakerPolicy`], [`Event::Breaker`]) fail fast
+//! while a server keeps failing. Scripts use [`Host::call_tool_blocking`] and
+//! [`Host::wait`] ([`BlockingError`]). Calls for a user or tenant go on a lane
+//! ([`Host::lane`], [`Principal`]); a task bounds a group of calls ([`Host::task`],
+//! [`TaskOptions`]).
+//!
+//! **Answer.** What the server asks (elicitation, sampling, roots) arrives as
+//! [`Event::ServerRequest`] when [`Config::answers`] declares it ([`ServerRequestKinds`], the
+//! `server-requests` feature); reply with [`Host::answer`] or [`Host::reject`]
+//! ([`AnswerError`]). [`elicitation_defaults`] fills a form from its schema's defaults; roots
+//! are [`Host::set_roots`] inside a [`RootsBoundary`].
+//!
+//! **Cache.** Tool, prompt and resource catalogs are cached per server under the server's
+//! hints: [`Host::tools_blocking`], [`Host::tool`], [`Host::search_tools`],
+//! [`Host::watch_catalogs`] ([`CatalogView`], [`CatalogChange`], [`Event::ToolsChanged`]),
+//! bounded by [`CacheConfig`] ([`Host::with_cache`]).
+//!
+//! **Authorize.** A bearer token ([`HttpOptions::bearer`]), a [`TokenProvider`], or the whole
+//! OAuth flow ([`HttpOptions::oauth`], module [`oauth`]); refusals are
+//! [`PeerError::AuthRequired`] and [`PeerError::Authorization`]. Per principal:
+//! [`CredentialSource`].
+//!
+//! **Embed.** [`Host::embedded`] lives in the program's own [`mio`] loop:
+//! [`Host::handle_event`], [`Host::handle_timeout`], [`Host::poll_timeout`]; the contract is on
+//! [`Host::embedded`].
+//!
+//! **Observe.** Every call ends with a [`CallRecord`] ([`Host::set_record_sink`],
+//! [`RecordSink`], [`TraceContext`]); counters in [`Stats`] ([`Host::stats`]) and
+//! [`CacheStats`]; a server's stderr in [`Host::stderr_tail`].
+//!
+//! **Drive the engine yourself.** [`Engine`] is the sans-IO core a [`Host`] runs per server.
+//! After any `handle_*` input or command: drain [`Engine::poll_transmit`] ([`Transmit`]), read
+//! [`Engine::poll_timeout`], drain [`Engine::poll_event`]. [`StdioDriver`] and [`HttpDriver`]
+//! are the drivers the host uses.
 //!
 //! # Features
 //!
 //! | feature | default | adds |
 //! | --- | --- | --- |
-//! | `stdio` | yes | [`StdioDriver`] (child processes over mio pipes) and [`Host`] |
-//! | `http` | yes | [`HttpDriver`], [`HttpOptions`], TLS and proxies (httparse, rustls, webpki-roots) |
+//! | `stdio` | yes | [`StdioDriver`] (child processes over mio pipes), [`Host`], and the [`mio`] re-export |
+//! | `http` | yes | [`HttpDriver`], [`HttpOptions`], TLS and proxies (httparse, rustls, webpki-roots), [`oauth`] |
+//! | `server-requests` | yes | answering the server's own requests (elicitation, sampling, roots) declared in [`Config::answers`]; without it nothing can be declared and every server request but `ping` is answered "Method not found" |
 //! | `cli` | no | the `mcpoll` command-line binary only (adds `ctrlc`); the library is unchanged |
 //! | `schema` | no | `Schema` (JSON Schema checks) and checked tool calls on `Host` (no new crate) |
 //!
@@ -94,6 +188,11 @@ pub use proto::trace::{TraceContextError, TraceId};
 pub use proto::version::{Era, EraPreference, ProtocolVersion};
 #[cfg(feature = "schema")]
 pub use schema::{Schema, SchemaError, SchemaLimits, SchemaViolation};
+
+/// The `mio` this crate is built on, for programs that embed a [`Host`] in their own
+/// `mio::Poll` ([`Host::embedded`]): a matching version without a dependency of their own.
+#[cfg(feature = "stdio")]
+pub use mio;
 
 #[cfg(feature = "stdio")]
 pub use driver::stdio::{CommandLineError, StdioCommand, StdioDriver};

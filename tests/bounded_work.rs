@@ -104,7 +104,7 @@ fn raw(s: &str) -> Box<RawValue> {
 
 fn start(host: &mut Host, mode: &str, config: Config) -> mcpoll::ServerId {
     let id = host.add_stdio_server(tiny(mode), config).expect("spawn");
-    let state = host.wait_ready(id, Duration::from_secs(20)).expect("ready");
+    let state = host.wait_ready(id, common::PATIENCE).expect("ready");
     assert!(matches!(state, ServerState::Ready(..)), "{state:?}: {:?}", host.stderr_tail(id));
     id
 }
@@ -163,7 +163,7 @@ fn drive(
     mut done: impl FnMut(&mut Engine) -> bool,
 ) -> usize {
     let mut events = mio::Events::with_capacity(16);
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + common::PATIENCE;
     let mut resumes = 0;
     while !done(engine) {
         assert!(Instant::now() < deadline, "stalled: {:?}", engine.stats());

@@ -16,7 +16,7 @@ use mcpoll::{CacheConfig, CatalogError, Config, Host, ServerId};
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-const WAIT: Duration = Duration::from_secs(20);
+const WAIT: Duration = common::PATIENCE;
 
 /// Requests one full tools/list of the demo server takes: 5 tools, 2 per page.
 const PAGES: u64 = 3;

@@ -17,7 +17,7 @@ use common::raw;
 use mcpoll::oauth::{OAuthConfig, PreRegistered};
 use mcpoll::{CallOptions, Config, Host, HttpOptions, Principal, ServerState};
 
-const WAIT: Duration = Duration::from_secs(20);
+const WAIT: Duration = common::PATIENCE;
 
 fn tool(name: &str) -> serde_json::Value {
     serde_json::json!({"name": name, "inputSchema": {"type": "object"}})

@@ -136,14 +136,14 @@ fn ctrl_c_during_the_listing_before_a_call_ends_the_cli_at_once() {
     // The server's stderr goes to a file, so the test sees when the listing has arrived.
     let server = format!("sh -c \"exec '{path}' --silent-list 2>>'{}'\"", log.display());
     let child = mcpoll()
-        .args(["--timeout", "20000", "--stdio", &server, "call", "echo", r#"{"text":"x"}"#])
+        .args(["--timeout", "120000", "--stdio", &server, "call", "echo", r#"{"text":"x"}"#])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("run mcpoll");
     let waiting = std::time::Instant::now();
     while !std::fs::read_to_string(&log).unwrap_or_default().contains("not answering tools/list") {
-        assert!(waiting.elapsed() < std::time::Duration::from_secs(20), "no tools/list arrived");
+        assert!(waiting.elapsed() < common::PATIENCE, "no tools/list arrived");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("pid");
@@ -156,5 +156,67 @@ fn ctrl_c_during_the_listing_before_a_call_ends_the_cli_at_once() {
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     assert_eq!(error_line(&stderr)["error"]["name"], "interrupted", "{stderr}");
     assert!(out.stdout.is_empty(), "no call was made: {:?}", String::from_utf8_lossy(&out.stdout));
-    assert!(took < std::time::Duration::from_secs(3), "the CLI took {took:?} to end");
+    // Without the check it would wait out --timeout (120 s) before even making the call.
+    assert!(took < std::time::Duration::from_secs(30), "the CLI took {took:?} to end");
+}
+
+/// The example configuration starts `mcpoll echo-server`: it works from any folder, with no
+/// build step of its own, as soon as the CLI is on the PATH.
+#[test]
+fn the_example_config_works_from_any_folder() {
+    let cli = common::cli();
+    let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mcp.json");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs = vec![cli.parent().expect("the CLI's folder").to_owned()];
+    dirs.extend(std::env::split_paths(&path));
+    let out = Command::new(&cli)
+        .arg("--config")
+        .arg(&config)
+        .args(["call", "echo", r#"{"text":"from anywhere"}"#])
+        .env("PATH", std::env::join_paths(dirs).unwrap())
+        .current_dir(std::env::temp_dir())
+        .output()
+        .expect("run mcpoll");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "from anywhere\n", "{stderr}");
+}
+
+/// A program that cannot be started is named in the error, beside what the system said.
+#[test]
+fn a_missing_program_is_named() {
+    let (code, _, err) = run(&["--stdio", "/nonexistent/mcp-server --flag", "tools"]);
+    assert_eq!(code, 1, "{err}");
+    let message = error_line(&err)["error"]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(message.contains("/nonexistent/mcp-server"), "{message}");
+    assert!(message.contains("No such file or directory"), "{message}");
+}
+
+/// A server that exits at once: the error gives the first exit's code and the server's own
+/// message, not only "degraded".
+#[test]
+fn a_server_that_exits_at_once_is_explained_by_its_first_exit() {
+    let (code, _, err) = run(&["--stdio", &demo("--fault exit-on-start"), "tools"]);
+    assert_eq!(code, 1, "{err}");
+    let e = error_line(&err);
+    let message = e["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("exited with code"), "{e}");
+    assert!(message.contains("[fault] exit-on-start"), "{e}");
+}
+
+/// `--timeout` bounds the whole command, connecting included: a server that accepts the
+/// connection and never answers ends the command at the deadline, not after the era probe
+/// (5 s) and the handshake (30 s) have each waited out theirs.
+#[test]
+fn the_timeout_bounds_connecting_too() {
+    // Never accepted: the kernel completes the handshake, nothing is ever read or written.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", silent.local_addr().unwrap());
+    let started = std::time::Instant::now();
+    let (code, _, err) = run(&["--http", &url, "--timeout", "1000", "tools"]);
+    let took = started.elapsed();
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(error_line(&err)["error"]["name"], "deadline_exceeded", "{err}");
+    // The old bound was the probe's 5 s plus more; 1 s and room for a busy machine is less.
+    assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
 }

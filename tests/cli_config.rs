@@ -1,7 +1,7 @@
 //! The `mcpoll` binary run as a user would: an `mcpServers` file naming the Python SDK peer
 //! over stdio and the TypeScript SDK v2 peer over HTTP on 127.0.0.1, every subcommand, and
 //! Ctrl-C (SIGINT to the CLI process) during a slow call, seen arriving in the server's own
-//! log. Skipped loudly without the peers; required with `MCPOLL_REQUIRE_PEERS=1`.
+//! log. Needs the peers (`tests/peers/setup.sh`); `MCPOLL_SKIP_PEERS=1` skips it.
 
 mod common;
 
@@ -101,7 +101,7 @@ impl Drop for Setup {
 /// Waits (bounded) until `log()` satisfies `pred`.
 #[track_caller]
 fn wait_log(what: &str, log: impl Fn() -> String, pred: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + common::PATIENCE;
     loop {
         let text = log();
         if pred(&text) {
@@ -161,24 +161,19 @@ fn every_subcommand_against_py_over_stdio_and_ts2_over_http() {
     assert!(got.starts_with("user: ") && got.contains("Ada"), "{got}");
 
     // watch: a second client adds a tool to the shared HTTP server; the watcher prints the
-    // change as one line, then stops at --timeout.
+    // change as one JSON line.
     let watcher = s
-        .command("ts2", &["--json", "--timeout", "6000", "watch"])
+        .command("ts2", &["--json", "--timeout", "120000", "watch"])
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .expect("run mcpoll watch");
-    // Time to list and open the listen stream (the interop_catalog test waits the same way).
-    std::thread::sleep(Duration::from_millis(2500));
-    assert_eq!(s.text("ts2", &["call", "bump_tools"]), "added extra_1\n");
-    let out = watcher.wait_with_output().expect("watch ends at --timeout");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
-    let lines: Vec<Value> =
-        stdout.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
-    assert_eq!(lines.len(), 1, "{stdout}");
-    assert_eq!(lines[0]["kind"], "tools");
-    assert_eq!(lines[0]["added"], serde_json::json!(["extra_1"]));
+    let bump = || {
+        let said = s.text("ts2", &["call", "bump_tools"]);
+        said.strip_prefix("added ").expect("added extra_N").trim_end().to_owned()
+    };
+    let (line, bumped) = common::first_watch_line(watcher, bump);
+    common::check_watch_line(&line, &bumped);
 
     // A name the file does not have is bad usage (2), said in one JSON line with --json.
     let out = s.command("nope", &["--json", "tools"]).output().unwrap();
@@ -189,16 +184,16 @@ fn every_subcommand_against_py_over_stdio_and_ts2_over_http() {
 
 /// Runs `call slow` through the CLI, waits for the server's first step, sends SIGINT and
 /// checks the exit: code 130, one JSON line naming the interruption, no progress drawn on a
-/// stderr that is not a terminal, and the CLI gone promptly.
+/// stderr that is not a terminal, and the CLI gone long before the call would have ended.
 #[track_caller]
 fn interrupt_slow_call(s: &Setup, server: &str, log: impl Fn() -> String) {
     let child = s
-        .command(server, &["--json", "call", "slow", r#"{"ms":30000}"#])
+        .command(server, &["--json", "call", "slow", r#"{"ms":150000}"#])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("run mcpoll");
-    wait_log("[slow] step 1/300", &log, |l| l.contains("[slow] step 1/300"));
+    wait_log("[slow] step 1/", &log, |l| l.contains("[slow] step 1/"));
     let sent = Instant::now();
     interrupt(child.id());
     let out = child.wait_with_output().unwrap();
@@ -208,7 +203,9 @@ fn interrupt_slow_call(s: &Setup, server: &str, log: impl Fn() -> String) {
     let line: Value = serde_json::from_str(stderr.trim_end()).expect("one JSON error line");
     assert_eq!(line["error"]["name"], "interrupted", "{server}: {stderr}");
     assert!(!stderr.contains('\r'), "{server}: progress drawn on a pipe: {stderr:?}");
-    assert!(took < Duration::from_secs(3), "{server}: the CLI took {took:?} to end");
+    // The call had most of 150 s (and the file's 60 s timeout) to go: ending within half a
+    // minute is the interrupt's doing, however busy the machine.
+    assert!(took < Duration::from_secs(30), "{server}: the CLI took {took:?} to end");
 }
 
 /// Ctrl-C on a stdio call: `notifications/cancelled` reaches the Python SDK, whose log records
@@ -220,7 +217,7 @@ fn ctrl_c_cancels_a_slow_call_over_stdio() {
     interrupt_slow_call(&s, "py", || s.py_log());
     let log = wait_log("the cancellation", || s.py_log(), |l| l.contains("[slow] cancelled"));
     assert!(log.contains("[cancel] notifications/cancelled for request"), "{log}");
-    assert!(!log.contains("[slow] step 300/300"), "{log}");
+    assert!(!log.contains("[slow] step 1500/1500"), "{log}");
 }
 
 /// Ctrl-C on an HTTP call to a 2026-07-28 server: the response stream is closed, and the
@@ -257,7 +254,7 @@ fn host_from_config_starts_the_enabled_servers_by_name() {
     let id = names.get("demo").unwrap();
     // Records name the server by its key in the file, not by its program.
     assert_eq!(host.server_name(id), Some("demo"));
-    host.wait_ready(id, Duration::from_secs(20)).expect("ready");
+    host.wait_ready(id, common::PATIENCE).expect("ready");
     assert_eq!(host.era(id), Some(mcpoll::Era::Legacy));
     let r = common::call(&mut host, id, "add", r#"{"a":1,"b":2}"#);
     assert_eq!(common::parse(&r)["structuredContent"]["sum"], 3);
@@ -364,7 +361,7 @@ fn one_bad_entry_does_not_block_the_others() {
         other => panic!("{other}"),
     }
     match &names.failures()[1] {
-        mcpoll::FromConfigError::Add { server, error: mcpoll::AddServerError::Spawn(_) } => {
+        mcpoll::FromConfigError::Add { server, error: mcpoll::AddServerError::Spawn { .. } } => {
             assert_eq!(server, "spawns-not")
         }
         other => panic!("{other}"),

@@ -12,11 +12,13 @@ use common::*;
 use mcpoll::{Config, Host, ServerId, StdioCommand, TransportError};
 use mio::{Events, Poll};
 
-/// What a host call may take: well under a frame of a game loop.
-const PROMPT: Duration = Duration::from_millis(50);
+/// What a host call may take. Its work is well under a frame of a game loop; the bound is
+/// wider so that a busy machine's scheduling cannot fail it, and still far below the
+/// escalation a blocking close would wait out.
+const PROMPT: Duration = Duration::from_millis(250);
 /// Close's grace, twice (stdin closed, then SIGTERM), before SIGKILL.
 const ESCALATION: Duration = Duration::from_millis(500);
-const LIMIT: Duration = Duration::from_secs(5);
+const LIMIT: Duration = Duration::from_secs(60);
 
 /// A process that ignores SIGTERM and never reads stdin, once the shell has become `sleep`.
 fn stubborn() -> StdioCommand {
@@ -80,7 +82,11 @@ fn closing_and_removing_a_stubborn_server_return_at_once_and_reap_it_later() {
     let start = Instant::now();
     prompt("close_server", || host.close_server(closed));
     prompt("remove_server", || host.remove_server(removed));
-    assert!(pids.iter().all(|&p| comm(p).as_deref() == Some("sleep")), "still within grace");
+    // Only meaningful while the grace has surely not run out (a busy machine may have kept
+    // this thread off the CPU for longer).
+    if start.elapsed() < ESCALATION / 2 {
+        assert!(pids.iter().all(|&p| comm(p).as_deref() == Some("sleep")), "still within grace");
+    }
     assert!(host.poll_timeout().is_some(), "the escalation is a deadline");
     while !pids.iter().all(|&p| reaped(p)) {
         assert!(start.elapsed() < LIMIT, "not reaped: {:?}", pids.map(comm));
@@ -118,7 +124,11 @@ fn embedded_closing_and_removing_never_stall_the_loop_and_reap_the_process() {
     let start = Instant::now();
     prompt("close_server", || host.close_server(closed));
     prompt("remove_server", || host.remove_server(removed));
-    assert!(pids.iter().all(|&p| comm(p).as_deref() == Some("sleep")), "still within grace");
+    // Only meaningful while the grace has surely not run out (a busy machine may have kept
+    // this thread off the CPU for longer).
+    if start.elapsed() < ESCALATION / 2 {
+        assert!(pids.iter().all(|&p| comm(p).as_deref() == Some("sleep")), "still within grace");
+    }
     run_embedded(&mut poll, &mut host, |_| pids.iter().all(|&p| reaped(p)));
     assert!(start.elapsed() >= ESCALATION - Duration::from_millis(20), "SIGKILL came early");
     assert_eq!(host.poll_timeout(), None, "nothing left to check");

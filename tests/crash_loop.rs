@@ -72,7 +72,7 @@ fn a_stdio_server_exiting_at_every_start_fails_the_call_in_time_then_degrades() 
 
     // The server goes on being restarted with backoff until the crash-loop bound degrades it;
     // waiting for it to be ready then ends with the last exit.
-    let e = match host.wait_ready(id, Duration::from_secs(20)) {
+    let e = match host.wait_ready(id, common::PATIENCE) {
         Err(BlockingError::Call(e)) => e,
         other => panic!("expected the crash loop to end the wait: {other:?}"),
     };

@@ -11,7 +11,6 @@ mod example;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use common::mini::{client_credentials_servers, MiniServer};
 use common::raw;
@@ -111,7 +110,7 @@ fn run_once(mcp: &MiniServer, path: &std::path::Path) {
     oauth.store = Box::new(FileStore::open(path).unwrap());
     let mut host = Host::new().unwrap();
     let id = host.add_http_server(HttpOptions::new(url).oauth(oauth), Config::default()).unwrap();
-    let state = host.wait_ready(id, Duration::from_secs(10)).unwrap();
+    let state = host.wait_ready(id, common::PATIENCE).unwrap();
     assert!(matches!(state, ServerState::Ready(..)), "{state}");
     let r = host.call_tool_blocking(id, "echo", &raw(r#"{"text":"x"}"#), &CallOptions::default());
     assert!(r.unwrap().json.contains("\"x\""));

@@ -159,8 +159,7 @@ fn stdio_server_and_udp_share_the_programs_poll() {
     let id = host.add_stdio_server(demo_server(), Config::default()).unwrap();
     // Made before the server is ready: it waits in the engine's queue.
     let calls = [echo(&mut host, id, "one"), echo(&mut host, id, "two")];
-    let results =
-        p.run_calls(&mut host, &calls, 20, Duration::from_secs(20), Duration::from_secs(5));
+    let results = p.run_calls(&mut host, &calls, 20, common::PATIENCE, Duration::from_secs(5));
     assert_eq!(echoed_text(&results[0]), "one");
     assert_eq!(echoed_text(&results[1]), "two");
     assert!(matches!(host.state(id), Some(ServerState::Ready(..))));
@@ -188,8 +187,7 @@ fn http_server_through_the_programs_poll() {
     let mut host = Host::embedded(p.poll.registry(), RANGE).unwrap();
     let id = host.add_http_server(HttpOptions::new(&demo.url), Config::default()).unwrap();
     let calls = [echo(&mut host, id, "over http")];
-    let results =
-        p.run_calls(&mut host, &calls, 10, Duration::from_secs(20), Duration::from_secs(5));
+    let results = p.run_calls(&mut host, &calls, 10, common::PATIENCE, Duration::from_secs(5));
     assert_eq!(echoed_text(&results[0]), "over http");
     assert_eq!(p.received.len(), 10);
     assert!(p.forwarded > 0, "the server's sockets are registered on the test's poll");
@@ -201,8 +199,7 @@ fn http_server_through_the_programs_poll() {
         other => panic!("expected TooManyServers, got {other:?}"),
     }
     let calls = [echo(&mut host, a, "a"), echo(&mut host, b, "b"), echo(&mut host, id, "c")];
-    let results =
-        p.run_calls(&mut host, &calls, 0, Duration::from_secs(20), Duration::from_secs(5));
+    let results = p.run_calls(&mut host, &calls, 0, common::PATIENCE, Duration::from_secs(5));
     let texts: Vec<String> = results.iter().map(echoed_text).collect();
     assert_eq!(texts, ["a", "b", "c"]);
 }
@@ -230,8 +227,7 @@ fn a_full_range_refuses_servers_and_a_removed_servers_tokens_are_reused() {
         }
     }
     let calls = [echo(&mut host, first, "first"), echo(&mut host, second, "second")];
-    let results =
-        p.run_calls(&mut host, &calls, 0, Duration::from_secs(20), Duration::from_secs(5));
+    let results = p.run_calls(&mut host, &calls, 0, common::PATIENCE, Duration::from_secs(5));
     assert_eq!(echoed_text(&results[0]), "first");
 
     host.remove_server(first);
@@ -243,8 +239,7 @@ fn a_full_range_refuses_servers_and_a_removed_servers_tokens_are_reused() {
         Err(AddServerError::TooManyServers)
     ));
     let calls = [echo(&mut host, third, "third"), echo(&mut host, second, "again")];
-    let results =
-        p.run_calls(&mut host, &calls, 3, Duration::from_secs(20), Duration::from_secs(5));
+    let results = p.run_calls(&mut host, &calls, 3, common::PATIENCE, Duration::from_secs(5));
     assert_eq!(echoed_text(&results[0]), "third");
     assert_eq!(echoed_text(&results[1]), "again");
     assert_eq!(host.state(first), None, "a reused slot does not revive the old handle");
@@ -316,19 +311,14 @@ fn input_left_by_the_frame_budget_makes_the_host_due_at_once() {
     let id = host.add_stdio_server(demo_server(), config).unwrap();
     // Wait for readiness first, so the replies below arrive close together.
     let ready = [echo(&mut host, id, "warm")];
-    p.run_calls(&mut host, &ready, 0, Duration::from_secs(20), Duration::from_secs(10));
+    p.run_calls(&mut host, &ready, 0, common::PATIENCE, Duration::from_secs(10));
     let calls: Vec<_> = (0..16).map(|i| echo(&mut host, id, &format!("n{i}"))).collect();
-    let started = Instant::now();
-    let results =
-        p.run_calls(&mut host, &calls, 0, Duration::from_secs(8), Duration::from_secs(10));
+    // A turn that stalled on left-over input would wait out its cap of 120 s, far past
+    // the outer bound: finishing at all shows the host said it was due at once.
+    let results = p.run_calls(&mut host, &calls, 0, common::PATIENCE, Duration::from_secs(120));
     let texts: Vec<String> = results.iter().map(echoed_text).collect();
     let expected: Vec<String> = (0..16).map(|i| format!("n{i}")).collect();
     assert_eq!(texts, expected);
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "the loop waited on left-over input: {:?}",
-        started.elapsed()
-    );
     assert!(p.ticks > 0, "left-over input is taken by ticks");
 }
 
@@ -358,7 +348,7 @@ fn reads_per_readable_event(whole: bool) -> Vec<u64> {
     let mut host = Host::embedded(p.poll.registry(), RANGE).unwrap();
     let id = host.add_stdio_server(demo_server(), Config::default()).unwrap();
     let warm = [echo(&mut host, id, "warm")];
-    p.run_calls(&mut host, &warm, 0, Duration::from_secs(20), Duration::from_secs(10));
+    p.run_calls(&mut host, &warm, 0, common::PATIENCE, Duration::from_secs(10));
     // What reading the counter costs by itself.
     let counting = {
         let a = reads_so_far();
@@ -367,7 +357,7 @@ fn reads_per_readable_event(whole: bool) -> Vec<u64> {
     let mut reads = Vec::new();
     for i in 0..10 {
         let (_, call) = echo(&mut host, id, &format!("n{i}"));
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + common::PATIENCE;
         let mut done = false;
         while !done {
             assert!(Instant::now() < deadline, "call {i} did not end");

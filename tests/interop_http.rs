@@ -1,6 +1,6 @@
 //! Interoperability over loopback Streamable HTTP with real MCP servers on the official SDKs
 //! (`tests/peers/`): Python SDK v2 and TypeScript SDK v2 (modern), TypeScript SDK v1 (legacy,
-//! sessions). Skipped loudly without the peers; required with `MCPOLL_REQUIRE_PEERS=1`.
+//! sessions). Needs the peers (`tests/peers/setup.sh`); `MCPOLL_SKIP_PEERS=1` skips it.
 
 mod common;
 
@@ -12,7 +12,7 @@ use mcpoll::{CallOptions, Config, Era, Event, Host, ServerId, SubscriptionFilter
 
 fn start_http(host: &mut Host, url: &str) -> ServerId {
     let id = host.add_http_server(HttpOptions::new(url), Config::default()).expect("add");
-    let state = host.wait_ready(id, Duration::from_secs(20)).expect("ready");
+    let state = host.wait_ready(id, common::PATIENCE).expect("ready");
     assert!(matches!(state, mcpoll::ServerState::Ready(..)), "not ready: {state:?}");
     id
 }
@@ -32,7 +32,7 @@ fn scenario(script: &str, era: Era) {
     // Progress arrives on the request's own SSE stream.
     let opts = CallOptions { progress: true, ..CallOptions::default() };
     let slow = host.call_tool(id, "slow", &raw(r#"{"ms":300}"#), &opts).unwrap();
-    let events = events_until_done(&mut host, slow, Duration::from_secs(10));
+    let events = events_until_done(&mut host, slow, common::PATIENCE);
     assert!(
         events.iter().filter(|e| e.starts_with("progress")).count() >= 2,
         "{script}: {events:?}"
@@ -68,7 +68,7 @@ fn listen_scenario(script: &str) {
     let filter = SubscriptionFilter { tools_list_changed: true, ..SubscriptionFilter::default() };
     let sub = host.listen(id, &filter, &CallOptions::default()).unwrap();
     let mut acknowledged = false;
-    poll_until(&mut host, Duration::from_secs(10), |h| {
+    poll_until(&mut host, common::PATIENCE, |h| {
         if let Some((_, Event::Subscribed { call, notifications })) = h.poll_event() {
             assert_eq!(call, sub);
             assert!(notifications.contains("toolsListChanged"), "{notifications}");
@@ -79,7 +79,7 @@ fn listen_scenario(script: &str) {
     bump_and_see_tools_changed(&mut host, id);
     // Ending the subscription closes its stream; the call ends as cancelled, once.
     host.cancel(id, sub).unwrap();
-    let events = events_until_done(&mut host, sub, Duration::from_secs(2));
+    let events = events_until_done(&mut host, sub, common::PATIENCE);
     assert_eq!(events.last().map(String::as_str), Some("failed cancelled"));
 }
 
@@ -126,7 +126,7 @@ fn typescript_sdk_v1_list_changed_arrives_on_the_get_stream() {
     let id = start_http(&mut host, &peer.url());
     // Give the GET stream a moment to open, then change the tool list.
     let until = Instant::now() + Duration::from_millis(300);
-    poll_until(&mut host, Duration::from_secs(2), |_| Instant::now() >= until);
+    poll_until(&mut host, common::PATIENCE, |_| Instant::now() >= until);
     bump_and_see_tools_changed(&mut host, id);
 }
 
@@ -192,15 +192,14 @@ fn closing_ends_the_session(script: &str) {
     let mut host = Host::new().unwrap();
     let config = Config { era: mcpoll::EraPreference::LegacyOnly, ..Config::default() };
     let id = host.add_http_server(HttpOptions::new(peer.url()), config).expect("add");
-    let state = host.wait_ready(id, Duration::from_secs(20)).expect("ready");
+    let state = host.wait_ready(id, common::PATIENCE).expect("ready");
     assert!(matches!(state, mcpoll::ServerState::Ready(Era::Legacy, _)), "{script}: {state:?}");
     let session = host.session_id(id).expect("a legacy session").to_owned();
     assert_eq!(ping_in_session(&peer, &session), 200, "{script}: the session works");
-    let start = Instant::now();
+    // That the close returns at once, before the DELETE is answered, is checked against a
+    // server that never answers (http_transport.rs); here, that the session really ends.
     host.close_server(id);
-    let took = start.elapsed();
-    assert!(took < Duration::from_millis(50), "{script}: close_server took {took:?}");
-    poll_until(&mut host, Duration::from_secs(5), |h| h.poll_timeout().is_none());
+    poll_until(&mut host, common::PATIENCE, |h| h.poll_timeout().is_none());
     let status = ping_in_session(&peer, &session);
     assert!(matches!(status, 400 | 404), "{script}: the session outlived the close: {status}");
 }

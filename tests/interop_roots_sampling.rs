@@ -29,7 +29,7 @@ fn config(era: EraPreference) -> Config {
 /// and the kinds the host was asked.
 fn call_answering(host: &mut Host, id: ServerId, tool: &str) -> (String, Vec<ServerRequestKind>) {
     let call = host.call_tool(id, tool, &raw("{}"), &CallOptions::default()).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + common::PATIENCE;
     let mut asked = Vec::new();
     loop {
         assert!(Instant::now() < deadline, "{tool}: no end; asked {asked:?}");
@@ -74,7 +74,7 @@ fn text_of(host: &mut Host, id: ServerId, tool: &str) -> String {
 /// The peer's count of roots notifications, once it reaches `want` (notifications and calls
 /// are handled concurrently by the SDK, so the count may trail the call by a moment).
 fn wait_for_changes(host: &mut Host, id: ServerId, want: u32) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + common::PATIENCE;
     loop {
         let seen: u32 = text_of(host, id, "roots_changes_seen").parse().unwrap();
         if seen == want {
@@ -146,7 +146,7 @@ fn typescript_sdk_v2_http_samples_with_tools_in_an_input_round() {
     let mut host = Host::new().unwrap();
     let id = host.add_http_server(HttpOptions::new(peer.url()), config(EraPreference::ModernOnly));
     let id = id.unwrap();
-    host.wait_ready(id, Duration::from_secs(20)).unwrap();
+    host.wait_ready(id, common::PATIENCE).unwrap();
     assert_eq!(host.era(id), Some(Era::Modern));
     sampling_scenario_with(&mut host, id, TS2_TOOL_USE);
 }
@@ -169,7 +169,7 @@ fn python_sdk_v2_http_legacy_sees_roots_list_changed() {
     let mut host = Host::new().unwrap();
     let id = host.add_http_server(HttpOptions::new(peer.url()), config(EraPreference::LegacyOnly));
     let id = id.unwrap();
-    host.wait_ready(id, Duration::from_secs(20)).unwrap();
+    host.wait_ready(id, common::PATIENCE).unwrap();
     roots_scenario(&mut host, id, "http");
     sampling_scenario(&mut host, id);
 }

@@ -29,7 +29,7 @@ fn call_answering(
     tool: &str,
 ) -> (String, Vec<(ServerRequestKind, bool)>, u32) {
     let call = host.call_tool(id, tool, &raw("{}"), &CallOptions::default()).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + common::PATIENCE;
     let mut asked = Vec::new();
     loop {
         assert!(Instant::now() < deadline, "{tool}: no end; asked {asked:?}");
@@ -106,7 +106,7 @@ fn http_peer(script: &str, era: EraPreference, expect: Era) {
     let peer = HttpPeer::start(&dir, script);
     let mut host = Host::new().unwrap();
     let id = host.add_http_server(HttpOptions::new(peer.url()), config(era)).unwrap();
-    host.wait_ready(id, Duration::from_secs(20)).unwrap();
+    host.wait_ready(id, common::PATIENCE).unwrap();
     scenario(&mut host, id, expect);
 }
 

@@ -210,7 +210,7 @@ fn run(v: Variant) -> (Rig, Vec<String>, String) {
     let id = host
         .add_http_server(rig.options(Box::new(Follow(Arc::clone(&urls)))), Config::default())
         .unwrap();
-    let state = host.wait_ready(id, Duration::from_secs(10)).unwrap();
+    let state = host.wait_ready(id, common::PATIENCE).unwrap();
     assert!(matches!(state, ServerState::Ready(..)), "{}: {state}", v.name);
     let r = host.call_tool_blocking(id, "echo", &raw(r#"{"text":"in"}"#), &CallOptions::default());
     assert!(r.expect(v.name).json.contains("\"in\""), "{}", v.name);

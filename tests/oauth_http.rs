@@ -4,7 +4,6 @@
 mod common;
 
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use common::mini::{mcp_answer, MiniProxy, MiniServer, Request, Response};
 use common::raw;
@@ -109,7 +108,7 @@ fn client_credentials_are_obtained_and_sent_without_the_host_driving_anything() 
     let mcp = protected_mcp(format!("http://127.0.0.1:{}", auth.port));
     let mut host = Host::new().unwrap();
     let id = host.add_http_server(options(&mcp, "secret"), Config::default()).unwrap();
-    let state = host.wait_ready(id, Duration::from_secs(10)).unwrap();
+    let state = host.wait_ready(id, common::PATIENCE).unwrap();
     assert!(matches!(state, ServerState::Ready(..)), "{state}");
     let args = raw(r#"{"text":"authorized"}"#);
     let r = host.call_tool_blocking(id, "echo", &args, &CallOptions::default()).expect("call");
@@ -150,7 +149,7 @@ fn the_flow_reaches_an_https_authorization_server_through_the_proxy_with_its_own
     opts.proxy = ProxyChoice::Url(format!("http://127.0.0.1:{}", proxy.port));
     let mut host = Host::new().unwrap();
     let id = host.add_http_server(opts, Config::default()).unwrap();
-    let state = host.wait_ready(id, Duration::from_secs(10)).unwrap();
+    let state = host.wait_ready(id, common::PATIENCE).unwrap();
     assert!(matches!(state, ServerState::Ready(..)), "{state}");
     assert_eq!(auth.requests().len(), 2, "metadata and token, over TLS");
     let targets = proxy.targets.lock().unwrap().clone();
@@ -296,7 +295,7 @@ fn a_config_files_client_credentials_run_the_flow() {
     let (mut host, names) = Host::from_config(&path).expect("from_config");
     let _ = std::fs::remove_dir_all(&dir);
     let id = names.get("protected").expect("named");
-    let state = host.wait_ready(id, Duration::from_secs(10)).unwrap();
+    let state = host.wait_ready(id, common::PATIENCE).unwrap();
     assert!(matches!(state, ServerState::Ready(..)), "{state}");
     let args = raw(r#"{"text":"from the file"}"#);
     let r = host.call_tool_blocking(id, "echo", &args, &CallOptions::default()).expect("call");

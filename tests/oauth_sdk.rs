@@ -6,7 +6,6 @@
 mod common;
 
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
 
 use common::mini::{authorize_redirect, registered, MiniServer, Request, Response};
 use common::{peers_dir, raw, HttpPeer};
@@ -91,7 +90,7 @@ impl Authorizer for Follow {
 
 fn echo_through(host: &mut Host, opts: HttpOptions, text: &str) {
     let id = host.add_http_server(opts, Config::default()).unwrap();
-    let state = host.wait_ready(id, Duration::from_secs(20)).unwrap();
+    let state = host.wait_ready(id, common::PATIENCE).unwrap();
     assert!(matches!(state, ServerState::Ready(..)), "{state}");
     let args = raw(&format!(r#"{{"text":"{text}"}}"#));
     let out = host.call_tool_blocking(id, "echo", &args, &CallOptions::default()).expect("echo");

@@ -7,7 +7,7 @@
 //! limit do not touch another's, and that a task's cancel, budget and deadline hold across
 //! servers.
 //!
-//! Skipped loudly without the peers (`tests/peers/setup.sh`); `MCPOLL_REQUIRE_PEERS=1` fails.
+//! Needs the peers (`tests/peers/setup.sh`); `MCPOLL_SKIP_PEERS=1` skips it.
 
 mod common;
 
@@ -25,7 +25,7 @@ use mcpoll::{
     ServerId, StdioCommand, TaskCallError, TaskError, TaskOptions,
 };
 
-const WAIT: Duration = Duration::from_secs(20);
+const WAIT: Duration = common::PATIENCE;
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -204,7 +204,8 @@ fn cancelling_a_task_ends_its_calls_on_every_server_at_once() {
     let py = start(&mut host, py_stdio(&dir), Config::default());
 
     let task = host.task(TaskOptions::new().budget(3).audit_id(99)).unwrap();
-    let slow = raw(r#"{"ms":3000}"#);
+    // Long enough that neither call can end on its own while the other server starts.
+    let slow = raw(r#"{"ms":12000}"#);
     let opts = || CallOptions { progress: true, ..CallOptions::default() };
     let on_lane = host.in_task(task).call_tool(lane, "slow", &slow, opts()).unwrap();
     let on_py = host.in_task(task).call_tool(py, "slow", &slow, opts()).unwrap();
@@ -225,7 +226,6 @@ fn cancelling_a_task_ends_its_calls_on_every_server_at_once() {
         progressed == (true, true)
     });
 
-    let cancelled_at = Instant::now();
     assert_eq!(host.cancel_task(task), Ok(2));
     // The waits ended in the cancel itself: the events are queued before any more I/O.
     let mut ended = Vec::new();
@@ -239,20 +239,21 @@ fn cancelling_a_task_ends_its_calls_on_every_server_at_once() {
     assert_eq!(ended.len(), 2, "{ended:?}");
     assert!(ended.contains(&(lane, on_lane, cancelled.clone())), "{ended:?}");
     assert!(ended.contains(&(py, on_py, cancelled)), "{ended:?}");
-    assert!(cancelled_at.elapsed() < Duration::from_millis(100));
     let refused = host.in_task(task).call_tool(py, "echo", &raw(r#"{"text":"x"}"#), opts());
     assert!(matches!(refused, Err(TaskCallError::Task(TaskError::Cancelled))), "{refused:?}");
 
-    // Both servers stopped the work (each was told its own way), and no reply came late.
-    let until = Instant::now() + Duration::from_millis(3500);
-    poll_until(&mut host, Duration::from_secs(5), |_| Instant::now() >= until);
-    let logs = [("ts2 over HTTP", peer.stderr()), ("py over stdio", host.stderr_tail(py).unwrap())];
-    for (label, log) in logs {
-        assert!(log.contains("[slow] step 1/30"), "{label}: {log}");
-        assert!(
-            !log.contains("[slow] step 30/30"),
-            "{label} kept running the cancelled call:\n{log}"
-        );
+    // Both servers stopped the work (each was told its own way: their logs say so), took no
+    // step after that, and no reply came late.
+    let logs = |h: &Host| {
+        [("ts2 over HTTP", peer.stderr()), ("py over stdio", h.stderr_tail(py).unwrap())]
+    };
+    poll_until(&mut host, common::PATIENCE, |h| {
+        logs(h).iter().all(|(_, log)| log.contains("[slow] cancelled"))
+    });
+    for (label, log) in logs(&host) {
+        assert!(log.contains("[slow] step 1/"), "{label}: {log}");
+        let after = &log[log.find("[slow] cancelled").unwrap()..];
+        assert!(!after.contains("[slow] step"), "{label} kept running the cancelled call:\n{log}");
     }
     assert_eq!(host.stats(lane).unwrap().late_responses, 0);
     assert_eq!(host.stats(py).unwrap().late_responses, 0);
@@ -284,6 +285,7 @@ fn a_task_past_its_budget_or_deadline_sends_nothing() {
     // A call with no timeout of its own ends at the task's deadline.
     let task = host.task(TaskOptions::new().deadline(Duration::from_millis(500))).unwrap();
     let started = Instant::now();
+    // The call would take 3 s: only the task's deadline can end it with DeadlineExceeded.
     let slow =
         host.in_task(task).call_tool(py, "slow", &raw(r#"{"ms":3000}"#), CallOptions::default());
     match host.wait(py, slow.unwrap()) {
@@ -291,7 +293,7 @@ fn a_task_past_its_budget_or_deadline_sends_nothing() {
         other => panic!("expected the task's deadline, got {other:?}"),
     }
     let took = started.elapsed();
-    assert!(took >= Duration::from_millis(450) && took < Duration::from_millis(1500), "{took:?}");
+    assert!(took >= Duration::from_millis(450), "ended before the task's deadline: {took:?}");
     let sent = host.stats(py).unwrap().requests_sent;
     let late = host.in_task(task).call_tool(py, "echo", &echo, CallOptions::default());
     assert!(matches!(late, Err(TaskCallError::Task(TaskError::DeadlineExceeded))), "{late:?}");

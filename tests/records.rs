@@ -1,5 +1,5 @@
 //! Call records and secrets, against real SDK servers (`tests/peers/`) over stdio and loopback
-//! HTTP. Skipped loudly without the peers; required with `MCPOLL_REQUIRE_PEERS=1`.
+//! HTTP. Needs the peers (`tests/peers/setup.sh`); `MCPOLL_SKIP_PEERS=1` skips it.
 //!
 //! * Records: what a `RecordSink` installed on the host gets for listings (network and cache
 //!   hits), tool calls with trace context and run id, and failures.
@@ -107,9 +107,9 @@ fn records_scenario(
     cached: bool,
 ) {
     let records = collect(host);
-    assert!(host.tools_blocking(id, Duration::from_secs(10)).unwrap().len() >= 4);
+    assert!(host.tools_blocking(id, common::PATIENCE).unwrap().len() >= 4);
     std::thread::sleep(Duration::from_millis(20));
-    assert!(host.tools_blocking(id, Duration::from_secs(10)).unwrap().len() >= 4);
+    assert!(host.tools_blocking(id, common::PATIENCE).unwrap().len() >= 4);
     let trace = TraceContext::new(TRACEPARENT).unwrap().with_baggage("k=v").unwrap();
     let opts = CallOptions { trace: Some(trace), run_id: Some(42), ..CallOptions::default() };
     let echo = host.call_tool_blocking(id, "echo", &raw(r#"{"text":"hi"}"#), &opts).unwrap();
@@ -179,7 +179,7 @@ fn records_over_http_carry_the_name_the_host_gave() {
     let peer = HttpPeer::start(&dir, "run-ts2-http.sh");
     let mut host = Host::new().unwrap();
     let id = host.add_http_server(HttpOptions::new(peer.url()), config()).unwrap();
-    host.wait_ready(id, Duration::from_secs(20)).unwrap();
+    host.wait_ready(id, common::PATIENCE).unwrap();
     let port = format!("127.0.0.1:{}", peer.port);
     assert_eq!(host.server_name(id), Some(port.as_str()), "host and port, never the path");
     host.set_server_name(id, "ts2");
@@ -202,7 +202,7 @@ fn call_answering_roots(
     args: &str,
 ) -> Result<String, CallError> {
     let call = host.call_tool(id, tool, &raw(args), &CallOptions::default()).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + common::PATIENCE;
     let root = format!(r#"{{"roots":[{{"uri":"file:///srv/{ROOT_SECRET}","name":"r"}}]}}"#);
     loop {
         assert!(Instant::now() < deadline, "{tool}: no end");
@@ -229,7 +229,7 @@ fn call_answering_roots(
 /// A session: listings, a call with a secret argument (echoed into the result), a call whose
 /// bad argument the server's error may quote, a call that asks for roots, then close.
 fn secret_session(host: &mut Host, id: ServerId) {
-    host.tools_blocking(id, Duration::from_secs(10)).unwrap();
+    host.tools_blocking(id, common::PATIENCE).unwrap();
     let echoed = call_answering_roots(host, id, "echo", &format!(r#"{{"text":"{ARG_SECRET}"}}"#));
     assert!(echoed.unwrap().contains(ARG_SECRET), "the secret went to the server and back");
     // Not a string: the server refuses it, and its error may quote the value.
@@ -256,7 +256,7 @@ fn crash_mid_call(host: &mut Host, id: ServerId) {
         CallOptions { idempotency: Some(mcpoll::Idempotency::Read), ..CallOptions::default() };
     let slow = host.call_tool(id, "slow", &raw(r#"{"ms":1000}"#), &read).unwrap();
     let echo = host.call_tool(id, "echo", &raw(&args), &read).unwrap();
-    poll_until(host, Duration::from_secs(5), |h| {
+    poll_until(host, common::PATIENCE, |h| {
         h.poll(Some(Duration::from_millis(10))).unwrap();
         h.stderr_tail(id).is_some_and(|t| t.contains(ARG_SECRET))
     });
@@ -323,7 +323,7 @@ fn no_secret_reaches_a_log_line_or_a_record() {
         host.set_record_sink(Box::new(record.clone()));
         let opts = HttpOptions::new(peer.url()).bearer(TOKEN_SECRET);
         let id = host.add_http_server(opts, Config { era, ..config() }).unwrap();
-        host.wait_ready(id, Duration::from_secs(20)).unwrap();
+        host.wait_ready(id, common::PATIENCE).unwrap();
         secret_session(&mut host, id);
     }
 

@@ -11,7 +11,7 @@ use mcpoll::{CallOptions, Config, Host, SchemaError, ServerId, ToolCallError};
 
 use common::{demo_server, parse, raw, start};
 
-const WAIT: Duration = Duration::from_secs(20);
+const WAIT: Duration = common::PATIENCE;
 
 fn listed_server(host: &mut Host) -> ServerId {
     let cmd = demo_server().arg("--resilience-tools").arg("--schema-tools");

@@ -84,7 +84,7 @@ fn soak_calls_end_once_writes_are_delivered_at_most_once_and_rss_is_flat() {
     let mut host = Host::new().unwrap();
     let server = demo_server().arg("--state-file").arg(&state.0);
     let id = host.add_stdio_server(server, config).unwrap();
-    host.wait_ready(id, Duration::from_secs(20)).unwrap();
+    host.wait_ready(id, common::PATIENCE).unwrap();
 
     // Bookkeeping, all allocated and touched now.
     // Terminal events per call, plus one: a zeroed vector would come from untouched pages

@@ -292,13 +292,15 @@ impl StdioDriver {
         self.running.as_ref().map(|r| r.child.id())
     }
 
-    /// The last bytes the child wrote to stderr (bounded by `Config::stderr_tail_bytes`).
+    /// The last bytes the child wrote to stderr (bounded by `Config::stderr_tail_bytes`), with
+    /// runs of the same line folded into one: a server that fails at start says the same
+    /// thing once per restart.
     pub fn stderr_tail(&self) -> String {
         let (a, b) = self.stderr_tail.as_slices();
         let mut v = Vec::with_capacity(a.len() + b.len());
         v.extend_from_slice(a);
         v.extend_from_slice(b);
-        String::from_utf8_lossy(&v).into_owned()
+        fold_repeated_lines(&String::from_utf8_lossy(&v))
     }
 
     /// Starts the child, registers its pipes and tells the engine the transport is open.
@@ -749,8 +751,43 @@ fn deregister_all(registry: &Registry, r: &mut Running) {
     }
 }
 
+/// Writes each run of identical lines once, with "(repeated N times)" when N > 1.
+fn fold_repeated_lines(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut lines = text.split_inclusive('\n').peekable();
+    while let Some(line) = lines.next() {
+        let mut times = 1;
+        while lines.peek() == Some(&line) {
+            lines.next();
+            times += 1;
+        }
+        if times == 1 {
+            out.push_str(line);
+            continue;
+        }
+        let body = line.strip_suffix('\n').unwrap_or(line);
+        out.push_str(body);
+        out.push_str(" (repeated ");
+        out.push_str(&times.to_string());
+        out.push_str(" times)");
+        if body.len() < line.len() {
+            out.push('\n');
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn repeated_stderr_lines_are_folded() {
+        let text = "starting\nerror: no config\nerror: no config\nerror: no config\npartial";
+        let folded = super::fold_repeated_lines(text);
+        assert_eq!(folded, "starting\nerror: no config (repeated 3 times)\npartial");
+        assert_eq!(super::fold_repeated_lines("a\na"), "a\na", "a cut line is not a repeat");
+        assert_eq!(super::fold_repeated_lines(""), "");
+    }
+
     use super::*;
 
     /// A short read stops the reading only while the server's end is open: when the event

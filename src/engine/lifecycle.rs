@@ -49,6 +49,10 @@ pub(crate) struct Probe {
     pub(crate) inconclusive: u32,
     /// `-32022` answers that listed the version just asked for as supported.
     pub(crate) refusals: u32,
+    /// The server has already said it is modern (it refused `initialize` with `-32022` after
+    /// a probe that timed out, having answered that probe late): a timeout now is a failure,
+    /// not a reason to fall back to `initialize` again.
+    pub(crate) known_modern: bool,
 }
 
 /// Where the probe request is.
@@ -126,6 +130,11 @@ impl Lifecycle {
             Self::Ready { version } => Some(version),
             _ => None,
         }
+    }
+
+    /// Whether the server already proved itself modern while the probe is still open.
+    pub(crate) fn known_modern(self) -> bool {
+        matches!(self, Self::Probing(Probe { known_modern: true, .. }))
     }
 
     /// The probe or handshake request, when one is in flight.
@@ -216,9 +225,9 @@ pub(crate) fn first_probe_version() -> ProtocolVersion {
 impl super::Engine {
     /// Probes in `version`, keeping the failure counts of a probe already under way.
     pub(super) fn start_probe(&mut self, now: Instant, version: ProtocolVersion) {
-        let (inconclusive, refusals) = match self.lifecycle {
-            Lifecycle::Probing(p) => (p.inconclusive, p.refusals),
-            _ => (0, 0),
+        let (inconclusive, refusals, known_modern) = match self.lifecycle {
+            Lifecycle::Probing(p) => (p.inconclusive, p.refusals, p.known_modern),
+            _ => (0, 0, false),
         };
         self.meta = Some(self.static_meta(version));
         let timeout = self.config.probe_timeout;
@@ -227,7 +236,8 @@ impl super::Engine {
             return;
         };
         let step = ProbeStep::InFlight(call);
-        self.lifecycle = Lifecycle::Probing(Probe { version, step, inconclusive, refusals });
+        let probe = Probe { version, step, inconclusive, refusals, known_modern };
+        self.lifecycle = Lifecycle::Probing(probe);
     }
 
     pub(super) fn start_handshake(&mut self, now: Instant) {
@@ -374,6 +384,26 @@ impl super::Engine {
             (Owner::Probe, Lifecycle::Probing(p)) => {
                 let verdict = probe_error(error.code, data, p.version);
                 self.apply_verdict(now, verdict, None);
+            }
+            // A slow server that answered the timed-out probe late has settled on the modern
+            // era for this connection and refuses `initialize` with `-32022` (PROTOCOL.md
+            // §5.1: proof of a modern server; never fall back because of it). Probe again in
+            // a version it lists, once: a second timeout then fails the start.
+            (Owner::Handshake, Lifecycle::Handshaking { .. }) => {
+                match probe_error(error.code, data, ProtocolVersion::LEGACY) {
+                    ProbeVerdict::Reprobe(version) => {
+                        log::debug!("initialize refused by a modern server; probing in {version}");
+                        self.drop_lifecycle_request();
+                        self.start_probe(now, version);
+                        if let Lifecycle::Probing(p) = &mut self.lifecycle {
+                            p.known_modern = true;
+                        }
+                    }
+                    _ => {
+                        log::debug!("initialize failed: {}", error.name());
+                        self.shut(now, CallError::Protocol(error));
+                    }
+                }
             }
             _ => {
                 log::debug!("initialize failed: {}", error.name());

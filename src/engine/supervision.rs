@@ -21,6 +21,9 @@ pub(crate) struct RestartState {
     pub(crate) restarts: u32,
     /// Why the last process ended (exit status and stderr tail for stdio), for the host.
     last_loss: Option<TransportError>,
+    /// Why the first process of the current crash window ended: in a crash loop the first
+    /// exit usually says what is wrong, the later ones repeat it or fail to start at all.
+    first_loss: Option<TransportError>,
 }
 
 impl RestartState {
@@ -69,6 +72,9 @@ impl Engine {
         let policy = self.config.restart;
         let window_start = now.checked_sub(policy.crash_loop_window).unwrap_or(now);
         self.restart.exits.retain(|t| *t >= window_start);
+        if self.restart.exits.is_empty() {
+            self.restart.first_loss = self.restart.last_loss.clone();
+        }
         if self.restart.exits.len() == self.restart.exits.inline_size() {
             self.restart.exits.remove(0);
         }
@@ -93,7 +99,8 @@ impl Engine {
                 policy.crash_loop_window
             );
             self.restart.degraded_until = Some(now + policy.degraded_retry_after);
-            self.fail_all(now, CallError::Local(LocalError::Degraded));
+            let first = self.restart.first_loss.clone().map(Box::new);
+            self.fail_all(now, CallError::Local(LocalError::Degraded(first)));
             self.events.transport_lost(cause, None);
             return;
         }

@@ -269,6 +269,102 @@ fn probe_timeout_falls_back_and_a_late_discover_reply_is_ignored() {
     assert_eq!(h.engine.era(), Some(Era::Legacy));
 }
 
+/// A server slow to start answers the probe after its timeout, commits the connection to the
+/// modern era, and refuses the fallback `initialize` with `-32022`: the engine probes again
+/// instead of closing (seen with the Python SDK over stdio on a busy machine).
+#[test]
+fn initialize_refused_by_a_modern_server_after_a_probe_timeout_probes_again() {
+    let mut h = Harness::new(Config::default());
+    let early = h.call("echo", r#"{"text":"hi"}"#);
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    h.advance_to_next_timeout();
+    let init = h.sent_one();
+    assert_eq!(init["method"], "initialize");
+    h.reply(&probe, discover_result());
+    let data = json!({"supported": ["2026-07-28"], "requested": "2025-11-25"});
+    h.reply_error(&init, -32022, Some(data));
+    let again = h.sent_one();
+    assert_eq!(again["method"], "server/discover");
+    assert_eq!(again["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+    assert_eq!(h.engine.state(), ServerState::Probing);
+    h.reply(&again, discover_result());
+    let call = h.sent_one();
+    assert_eq!(call["method"], "tools/call");
+    h.reply(&call, json!({"resultType": "complete", "content": []}));
+    assert_eq!(
+        h.events(),
+        [
+            "ready modern 2026-07-28".to_string(),
+            format!("done {} {{\"content\":[],\"resultType\":\"complete\"}}", early.get())
+        ]
+    );
+}
+
+/// Probing again is bounded: a server that said it is modern and then does not answer gets
+/// a few more probes, never a second `initialize`, then the start fails.
+#[test]
+fn a_second_probe_timeout_after_a_modern_refusal_closes_instead_of_looping() {
+    let mut h = Harness::new(no_restart());
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let _probe = h.sent_one();
+    h.advance_to_next_timeout();
+    let init = h.sent_one();
+    let data = json!({"supported": ["2026-07-28"], "requested": "2025-11-25"});
+    h.reply_error(&init, -32022, Some(data));
+    assert_eq!(h.sent_one()["method"], "server/discover");
+    let mut probes = 1;
+    while h.engine.state() != ServerState::Closed {
+        assert!(probes <= 8, "the probes never end");
+        h.advance_to_next_timeout();
+        for frame in h.take_sent() {
+            assert_eq!(frame["method"], "server/discover", "no second initialize");
+            probes += 1;
+        }
+    }
+    assert!(probes > 1, "a slow server is probed again");
+    assert_eq!(h.events(), ["closed deadline_exceeded"]);
+}
+
+/// A host that speaks only the modern era never falls back to `initialize`: a probe that
+/// timed out (a server slow to start) is sent again, and its answer settles the era.
+#[test]
+fn modern_only_probes_again_after_a_probe_timeout() {
+    let config = Config { era: crate::EraPreference::ModernOnly, ..Config::default() };
+    let mut h = Harness::new(config);
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let _probe = h.sent_one();
+    h.advance_to_next_timeout();
+    while h.engine.state() == ServerState::Probing {
+        let sent = h.take_sent();
+        if let Some(again) = sent.first() {
+            assert_eq!(again["method"], "server/discover", "{sent:?}");
+            h.reply(again, discover_result());
+            break;
+        }
+        h.advance_to_next_timeout();
+    }
+    assert_eq!(h.events(), ["ready modern 2026-07-28"]);
+}
+
+/// A legacy answer to `initialize` that is an error without a modern version list still
+/// closes, as before.
+#[test]
+fn initialize_refused_without_a_modern_version_closes() {
+    let mut h = Harness::new(no_restart());
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    h.reply_error(&probe, -32601, None);
+    let init = h.sent_one();
+    h.reply_error(
+        &init,
+        -32022,
+        Some(json!({"supported": ["2025-11-25"], "requested": "2025-11-25"})),
+    );
+    assert!(h.take_sent().is_empty());
+    assert_eq!(h.engine.state(), ServerState::Closed);
+}
+
 #[test]
 fn unsupported_version_error_is_modern_evidence() {
     // Only handshake revisions in common: -32022 leads to initialize.

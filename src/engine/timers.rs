@@ -139,6 +139,18 @@ impl Engine {
         let Some(owner) = self.requests.get(slot).map(|p| p.owner) else { return };
         match owner {
             Owner::Host => self.abandon(now, slot, CallError::Local(LocalError::DeadlineExceeded)),
+            // No fallback to `initialize` for a server already known to be modern, nor for a
+            // host that speaks only the modern era: a slow server gets the probe again, a
+            // bounded number of times.
+            Owner::Probe
+                if self.lifecycle.known_modern()
+                    || self.config.era == crate::EraPreference::ModernOnly =>
+            {
+                log::debug!("era probe timed out; probing again (no fallback)");
+                if !self.retry_probe_later(now) {
+                    self.lifecycle_failed(now, LocalError::DeadlineExceeded)
+                }
+            }
             Owner::Probe => {
                 log::debug!("era probe timed out; falling back to initialize");
                 self.drop_lifecycle_request();

@@ -9,6 +9,7 @@
 use std::fmt;
 use std::io;
 use std::ops::Range;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Registry, Token};
@@ -208,7 +209,7 @@ impl Host {
     /// ```no_run
     /// use std::time::{Duration, Instant};
     /// use mcpoll::{Config, Host, StdioCommand};
-    /// use mio::{Events, Poll};
+    /// use mcpoll::mio::{Events, Poll};
     ///
     /// let mut poll = Poll::new()?;
     /// let mut events = Events::with_capacity(256);
@@ -305,6 +306,71 @@ impl Host {
     ///
     /// **Not available embedded.** Anything that waits on its own: [`Host::poll`], `wait`,
     /// `wait_ready`, the `*_blocking` helpers. They return an `Unsupported` I/O error at once.
+    ///
+    /// # One descriptor and one deadline (a loop that is not mio)
+    ///
+    /// A loop that cannot hand the host a `mio::Registry` (`poll(2)`, libuv, GLib, asyncio, a
+    /// game engine's frame loop, a C program through `mcpoll-capi`) uses a host of its own
+    /// ([`Host::new`]) the way libcurl's multi interface and c-ares are used: it watches one
+    /// descriptor for readability ([`Host::as_raw_fd`] through [`AsRawFd`], or [`AsFd`]),
+    /// wakes at one deadline ([`Host::poll_timeout`]), and then calls
+    /// `host.poll(Some(Duration::ZERO))`, which never blocks, and drains [`Host::poll_event`].
+    ///
+    /// **What becomes readable when.** The descriptor is the host's `mio::Poll` (an epoll
+    /// instance on Linux, a kqueue on the BSDs and macOS). Every pipe and socket of every
+    /// server is registered on it edge-triggered, so it polls readable when one of them
+    /// changed since the last `poll`: a server wrote (a reply, a notification, a server
+    /// request, stderr), a process closed its end (a crash), a connection completed or was
+    /// reset, a socket that was full can be written again. The host's `poll` takes those
+    /// edges; the descriptor is then not readable again until a new one comes. Watch it for
+    /// readability only, and level-triggered (a plain `POLLIN`, `add_reader`, `uv_poll_start`
+    /// with `UV_READABLE`): the descriptor itself is never read or written by the program.
+    ///
+    /// **What one call does.** `poll(Some(Duration::ZERO))` takes at most 256 readiness events
+    /// (the rest stay on the descriptor, which stays readable), gives each to its server's
+    /// readiness path, then runs one tick. Both are bounded as above ("Bound on work"): a
+    /// frame budget per readiness event and per tick and server, one flush per server. It
+    /// makes no call into the program and does not wait.
+    ///
+    /// **When to call although nothing is readable.** When [`Host::poll_timeout`] is at or
+    /// before now: a request deadline, a retry or restart backoff, an exiting process's
+    /// check, an idle HTTP connection's timeout, or input that a frame budget left unread
+    /// (no new edge will report it, so the deadline is already past). Read the deadline
+    /// after every `poll` and every command (`call_tool`, `cancel`, ...), since a command can
+    /// bring it forward. Commands write to the server at once and need no `poll` of their own
+    /// to be sent; what the server answers makes the descriptor readable. Drain `poll_event`
+    /// after every `poll` (and after a command that can queue an event at once): queued
+    /// events do not make the descriptor readable.
+    ///
+    /// One gap: the capability cache's re-listen after a broken [`Host::watch_catalogs`]
+    /// stream (200 ms backoff, doubling) is not in `poll_timeout`; it happens at the next
+    /// `poll` made for any other reason.
+    ///
+    /// **Idle.** With no call pending, no timer armed and no process exiting,
+    /// `poll_timeout` is `None` and nothing makes the descriptor readable but a server's own
+    /// output: the program's loop sleeps as long as it likes, and the host makes no system
+    /// call of its own.
+    ///
+    /// ```no_run
+    /// use std::os::fd::AsRawFd;
+    /// use std::time::{Duration, Instant};
+    /// use mcpoll::{Config, Host, StdioCommand};
+    ///
+    /// let mut host = Host::new()?;
+    /// let _server = host.add_stdio_server(StdioCommand::new("my-mcp-server"), Config::default())?;
+    /// let fd = host.as_raw_fd(); // watch it for readability in the program's own loop
+    /// loop {
+    ///     let due = host.poll_timeout().map(|t| t.saturating_duration_since(Instant::now()));
+    ///     // ... the program's loop waits for `fd` readable or `due` (or its own business) ...
+    ///     # let _ = (fd, due);
+    ///     host.poll(Some(Duration::ZERO))?; // never blocks
+    ///     while let Some((_server, _event)) = host.poll_event() { /* ... */ }
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// An embedded host's [`as_raw_fd`](Host::as_raw_fd) is the program's own poll's
+    /// descriptor (through the registry the host was given): the program already waits on it.
     pub fn embedded(registry: &Registry, tokens: Range<usize>) -> Result<Self, EmbedError> {
         Self::with_reactor(Reactor::embedded(registry, tokens)?).map_err(EmbedError::Io)
     }
@@ -433,6 +499,28 @@ impl Host {
         self.ending.handle_timeout(self.poll.registry(), now);
         self.ending.settle(&mut self.poll);
         self.answer_with_handlers(now);
+    }
+}
+
+/// The descriptor to watch for readability: the host's own `mio::Poll` (an epoll or kqueue
+/// instance), or for an embedded host the program's poll, through its registry. The
+/// contract of a loop built on it is in [`Host::embedded`] ("One descriptor and one
+/// deadline"). The descriptor belongs to the host: it stays valid until the host is dropped,
+/// and the program must not read, write or close it.
+impl AsRawFd for Host {
+    fn as_raw_fd(&self) -> RawFd {
+        match &self.poll.mode {
+            Mode::Owned { poll, .. } => poll.as_raw_fd(),
+            Mode::Embedded { registry } => registry.as_raw_fd(),
+        }
+    }
+}
+
+/// The same descriptor as [`AsRawFd`], borrowed for as long as the host is (a `mio::Registry`
+/// shares its poll's descriptor).
+impl AsFd for Host {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.poll.registry().as_fd()
     }
 }
 

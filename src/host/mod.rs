@@ -2,27 +2,8 @@
 //! of servers, each with its own engine.
 //!
 //! Servers share nothing but the poll: each has its own pending table, limits, stderr ring and
-//! child process, so one server crashing fails only its own calls.
-//!
-//! ```no_run
-//! use std::time::Duration;
-//! use mcpoll::{CallOptions, Config, Event, Host, StdioCommand};
-//!
-//! let mut host = Host::new()?;
-//! let server = host.add_stdio_server(StdioCommand::new("my-mcp-server"), Config::default())?;
-//! let call = host.call_tool_json(server, "echo", r#"{"text":"hi"}"#, &CallOptions::default())?;
-//! loop {
-//!     host.poll(Some(Duration::from_millis(16)))?; // once per frame in a game loop
-//!     while let Some((_server, event)) = host.poll_event() {
-//!         if let Event::CallDone { call: done, result, .. } = event {
-//!             if done == call {
-//!                 println!("{}", result.json());
-//!             }
-//!         }
-//!     }
-//! }
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! child process, so one server crashing fails only its own calls. The usage contract and an
+//! example are on [`Host`], whose docs render (this module is private).
 
 use std::fmt;
 use std::io;
@@ -90,7 +71,12 @@ pub enum AddServerError {
     /// The configuration is invalid.
     Config(ConfigError),
     /// The process could not be started (missing program, no permission, ...).
-    Spawn(io::Error),
+    Spawn {
+        /// The program, as the command named it.
+        program: String,
+        /// What the operating system said.
+        error: io::Error,
+    },
     /// The HTTP server's URL, name, TLS or headers are not usable.
     #[cfg(feature = "http")]
     Http(HttpSetupError),
@@ -107,7 +93,9 @@ impl fmt::Display for AddServerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Config(e) => write!(f, "{e}"),
-            Self::Spawn(e) => write!(f, "could not start the server: {e}"),
+            Self::Spawn { program, error } => {
+                write!(f, "could not start the server {program:?}: {error}")
+            }
             #[cfg(feature = "http")]
             Self::Http(e) => write!(f, "{e}"),
             Self::TooManyServers => {
@@ -339,8 +327,74 @@ enum Wake {
     OnIo,
 }
 
-/// Many servers, one `mio::Poll` (its own, or the program's: see [`Host::embedded`]), no
-/// threads.
+/// Many MCP servers on one `mio::Poll`: the type most programs use.
+///
+/// A host runs stdio servers as child processes and talks Streamable HTTP to remote ones, each
+/// server with its own [`Engine`], pending table, breakers, limits and (for stdio) process
+/// group, so one server's failure never touches another's calls. It does its I/O inside
+/// [`poll`](Self::poll) and the blocking helpers, on the calling thread; the only other thread
+/// is a short-lived one per host-name resolution. The poll is its own ([`Host::new`]) or the
+/// program's ([`Host::embedded`]).
+///
+/// # Use
+///
+/// 1. **Add servers.** [`add_stdio_server`](Self::add_stdio_server),
+///    [`add_http_server`](Self::add_http_server) or [`from_config`](Self::from_config) return a
+///    [`ServerId`] at once and start the era probe; a stdio server that cannot be spawned is an
+///    `Err` here, everything later is an event.
+/// 2. **Call.** [`call_tool`](Self::call_tool) and the other call verbs return a [`CallId`] at
+///    once, even before the server is ready (the call is sent when it is); an `Err` means
+///    nothing was sent. Each call ends with one [`Event::CallDone`] or [`Event::CallFailed`];
+///    a tool call's deadline (`CallOptions::timeout`, else `Config::default_timeout`, counted
+///    from the call) bounds its wait, the time until the server is ready included.
+/// 3. **Poll.** [`poll`](Self::poll) waits for I/O or the next deadline, at most its timeout:
+///    `None` sleeps until there is work (no CPU while waiting), `Some(Duration::ZERO)` never
+///    blocks (once per frame of a game or control loop). Then drain
+///    [`poll_event`](Self::poll_event) until `None`: results, failures with their cause,
+///    progress, server requests to answer, and what happened to each server
+///    ([`Event::TransportLost`] and [`Event::Closed`] say why it went away). An event borrows
+///    the host: copy out what you keep before the next command.
+/// 4. **Or block.** Scripts and tests use [`call_tool_blocking`](Self::call_tool_blocking),
+///    [`wait`](Self::wait) and [`wait_ready`](Self::wait_ready), which leave every other event
+///    queued.
+/// 5. **Close.** [`close_server`](Self::close_server) and
+///    [`remove_server`](Self::remove_server) return at once and stop the process from the next
+///    polls; dropping the host stops every server.
+///
+/// # Example
+///
+/// A fixed-step loop that never blocks on MCP (for a program that has nothing else to do,
+/// `poll(None)` is the better wait: see the crate example).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use mcpoll::{CallOptions, Config, Event, Host, StdioCommand};
+///
+/// let mut host = Host::new()?;
+/// let server = host.add_stdio_server(StdioCommand::new("my-mcp-server"), Config::default())?;
+/// let call = host.call_tool_json(server, "echo", r#"{"text":"hi"}"#, &CallOptions::default())?;
+/// let mut pending = true;
+/// while pending {
+///     // ... the frame's own work ...
+///     host.poll(Some(Duration::ZERO))?;
+///     while let Some((_server, event)) = host.poll_event() {
+///         match event {
+///             Event::CallDone { call: c, result, .. } if c == call => {
+///                 println!("{}", result.json());
+///                 pending = false;
+///             }
+///             Event::CallFailed { call: c, error, .. } if c == call => {
+///                 eprintln!("echo failed: {error}");
+///                 pending = false;
+///             }
+///             Event::TransportLost { error, .. } => eprintln!("server lost: {error}"),
+///             _ => {}
+///         }
+///     }
+///     std::thread::sleep(Duration::from_millis(16)); // the rest of the frame
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct Host {
     /// The host's own poll, or the program's registry (embedded), and the token range.
@@ -409,8 +463,11 @@ impl Host {
         let identity = engine.config().cache_identity.clone();
         let identity = identity.unwrap_or_else(|| command.program().to_string_lossy().into_owned());
         let recipe = principal::Recipe::stdio(&command, engine.config());
+        let program = command.program().to_string_lossy().into_owned();
         let mut driver = StdioDriver::new(command, engine.config(), base);
-        driver.spawn(self.poll.registry(), &mut engine, now).map_err(AddServerError::Spawn)?;
+        driver
+            .spawn(self.poll.registry(), &mut engine, now)
+            .map_err(|error| AddServerError::Spawn { program, error })?;
         let catalog =
             catalog::ServerCatalog::new(identity, false, engine.config().cache_tenant.clone());
         let id = self.insert(engine, Transport::Stdio(driver), catalog);
@@ -864,7 +921,7 @@ impl Host {
                     .engine
                     .last_transport_error()
                     .cloned()
-                    .map_or(CallError::Local(LocalError::Degraded), CallError::Transport);
+                    .map_or(CallError::Local(LocalError::Degraded(None)), CallError::Transport);
                 return Err(BlockingError::Call(e));
             }
             let left = deadline.saturating_duration_since(Instant::now());

@@ -478,10 +478,11 @@ impl Host {
                     Some(_) => log::debug!("HTTP credentials ignored for a stdio lane"),
                 }
                 let token = self.poll.reserve(Self::STDIO_SERVER_TOKENS).map_err(setup)?;
+                let program = command.program().to_string_lossy().into_owned();
                 let mut driver = StdioDriver::new(command, engine.config(), token);
                 driver
                     .spawn(registry, &mut engine, now)
-                    .map_err(|e| setup(AddServerError::Spawn(e)))?;
+                    .map_err(|error| setup(AddServerError::Spawn { program, error }))?;
                 (Transport::Stdio(driver), false)
             }
             #[cfg(feature = "http")]

@@ -6,6 +6,8 @@ use mcpoll::EraPreference;
 
 pub(crate) const USAGE: &str = "\
 usage: mcpoll SERVER [OPTIONS] COMMAND [ARGS]
+       mcpoll echo-server     serve the small demo MCP server on stdin and stdout (what
+                              examples/mcp.json starts; tools echo, add, slow)
 
 SERVER (one of):
   --config FILE [--server NAME]  a server of an mcpServers JSON file (the name may be left

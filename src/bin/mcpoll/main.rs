@@ -29,6 +29,10 @@
 //! page need not load) on stdin.
 
 mod args;
+// The demo server the example configuration starts (`mcpoll echo-server`): shipped inside
+// the CLI so that the configuration works from any folder without a build step of its own.
+#[path = "../../../examples/echo_server.rs"]
+mod echo_server;
 mod show;
 
 use std::io::{IsTerminal, Write};
@@ -120,10 +124,12 @@ enum Output {
 fn process_exit(e: &CallError) -> Option<&ProcessExit> {
     match e {
         CallError::Transport(TransportError::ProcessExit(x)) => Some(x),
-        CallError::Local(LocalError::DeliveryUnknown(t)) => match &**t {
-            TransportError::ProcessExit(x) => Some(x),
-            _ => None,
-        },
+        CallError::Local(LocalError::DeliveryUnknown(t) | LocalError::Degraded(Some(t))) => {
+            match &**t {
+                TransportError::ProcessExit(x) => Some(x),
+                _ => None,
+            }
+        }
         _ => None,
     }
 }
@@ -256,8 +262,7 @@ fn add_chosen(
 }
 
 /// Waits until the server is ready, giving up at `limit` or on Ctrl-C.
-fn wait_ready(host: &mut Host, server: ServerId, limit: Duration) -> Result<(), Failure> {
-    let deadline = Instant::now() + limit;
+fn wait_ready(host: &mut Host, server: ServerId, deadline: Instant) -> Result<(), Failure> {
     loop {
         if INTERRUPTED.load(Ordering::Relaxed) {
             return Err(Failure::Interrupted);
@@ -275,6 +280,13 @@ fn wait_ready(host: &mut Host, server: ServerId, limit: Duration) -> Result<(), 
             }
             Err(BlockingError::Call(CallError::Local(LocalError::DeadlineExceeded)))
                 if Instant::now() < deadline => {}
+            // Out of time: the last failure to reach the server says more than the deadline.
+            Err(BlockingError::Call(CallError::Local(LocalError::DeadlineExceeded))) => {
+                return Err(match host.last_transport_error(server) {
+                    Some(cause) => Failure::Call(CallError::Transport(cause.clone())),
+                    None => Failure::Call(CallError::Local(LocalError::DeadlineExceeded)),
+                });
+            }
             Err(e) => return Err(e.into()),
         }
     }
@@ -377,9 +389,15 @@ fn run(args: &Args) -> Result<Output, Failure> {
     let cache = CacheConfig { eager_refresh: watching, ..CacheConfig::default() };
     let mut host = Host::with_cache(cache).map_err(|e| Failure::Other("io", e.to_string()))?;
     let server = add_server(&mut host, args)?;
-    wait_ready(&mut host, server, args.timeout + Duration::from_secs(15))?;
+    // A --timeout bounds the whole command, starting or connecting to the server included;
+    // without one, the server gets some room to start beyond the calls' own deadline.
+    let started = Instant::now();
+    let command_deadline = args.timeout_given.then(|| started + args.timeout);
+    let ready_by = command_deadline.unwrap_or(started + args.timeout + Duration::from_secs(15));
+    wait_ready(&mut host, server, ready_by)?;
+    let left = || command_deadline.map(|d| d.saturating_duration_since(Instant::now()));
     let showing_progress = std::io::stderr().is_terminal();
-    let o = CallOptions { progress: showing_progress, ..CallOptions::default() };
+    let o = CallOptions { progress: showing_progress, timeout: left(), ..CallOptions::default() };
     let cmd: Vec<&str> = args.command.iter().map(String::as_str).collect();
     let listing = |c: &str| match c {
         "tools" => Some(Method::ToolsList),
@@ -401,9 +419,11 @@ fn run(args: &Args) -> Result<Output, Failure> {
             let arguments = object_arg(args.command.get(2))?;
             // The catalog (through the cache) tells whether a retry is safe and which
             // arguments travel as headers; a server that cannot list still gets the call.
-            if let Err(Failure::Interrupted) = learn_tools(&mut host, server, args.timeout) {
+            let limit = left().unwrap_or(args.timeout);
+            if let Err(Failure::Interrupted) = learn_tools(&mut host, server, limit) {
                 return Err(Failure::Interrupted);
             }
+            let o = CallOptions { timeout: left(), ..o };
             host.call_tool(server, name, &arguments, &o)?
         }
         ["watch"] => {
@@ -514,6 +534,10 @@ fn report(f: Failure, json: bool) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some("echo-server") {
+        echo_server::main();
+        return ExitCode::SUCCESS;
+    }
     let args = match args::parse(std::env::args().skip(1)) {
         Ok(a) => a,
         Err(m) => {

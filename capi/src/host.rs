@@ -1,0 +1,793 @@
+//! `mcpoll_host`: the host handle and its verbs. Servers, calls and server requests are
+//! integers in C; the tables here map them to the Rust handles.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, OsStr};
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::time::{Duration, Instant};
+
+use mcpoll::{CallId, CallOptions, Host, ServerId, ServerRequestId, StdioCommand};
+
+use crate::event::{fill, mcpoll_event, EventBuffers};
+use crate::options::{mcpoll_call_options, mcpoll_config, mcpoll_http_options};
+use crate::{
+    bytes_arg, guard, handle_ref, into_handle, json_arg, mcpoll_result, opt_handle_ref, out_arg,
+    str_arg, Fail,
+};
+
+/// A host of MCP servers with its own poll (see `mcpoll_fd`). One thread at a time.
+#[derive(Debug)]
+pub struct mcpoll_host {
+    host: Host,
+    servers: Vec<Entry>,
+    /// The id of the next server added: ids start at 1 and are never reused.
+    next_server: u64,
+    /// Where the last event's pointers point.
+    event: EventBuffers,
+    /// The last `mcpoll_tools` answer, NUL-terminated.
+    listing: Vec<u8>,
+    /// The last failure's text, NUL-terminated ("" after a success).
+    last_error: Vec<u8>,
+}
+
+/// One server: its C id, its Rust handle, and its calls and server requests in flight.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    pub(crate) id: u64,
+    server: ServerId,
+    pub(crate) calls: HashMap<u64, CallId>,
+    /// Server requests waiting for the host, with the call each belongs to (0: none): a
+    /// call's requests are forgotten when it ends.
+    pub(crate) requests: HashMap<u64, (ServerRequestId, u64)>,
+}
+
+impl Entry {
+    /// Forgets an ended call and the server requests made for it.
+    pub(crate) fn call_ended(&mut self, call: u64) {
+        self.calls.remove(&call);
+        if !self.requests.is_empty() {
+            self.requests.retain(|_, (_, c)| *c != call);
+        }
+    }
+}
+
+impl mcpoll_host {
+    fn entry(&mut self, id: u64) -> Result<&mut Entry, Fail> {
+        let found = self.servers.iter_mut().find(|e| e.id == id);
+        found.ok_or_else(|| mcpoll_result::MCPOLL_UNKNOWN_SERVER.into())
+    }
+
+    fn add(&mut self, server: ServerId) -> u64 {
+        let id = self.next_server;
+        self.next_server += 1;
+        let entry = Entry { id, server, calls: HashMap::new(), requests: HashMap::new() };
+        self.servers.push(entry);
+        id
+    }
+
+    /// Starts a call on server `id` and records it.
+    fn call(
+        &mut self,
+        id: u64,
+        out: &mut u64,
+        start: impl FnOnce(&mut Host, ServerId) -> Result<CallId, mcpoll::RequestError>,
+    ) -> Result<(), Fail> {
+        let found = self.servers.iter_mut().find(|e| e.id == id);
+        let entry = found.ok_or(mcpoll_result::MCPOLL_UNKNOWN_SERVER)?;
+        let call = start(&mut self.host, entry.server)?;
+        entry.calls.insert(call.get(), call);
+        *out = call.get();
+        Ok(())
+    }
+}
+
+/// Runs a body on a live host, keeping its last error.
+///
+/// # Safety
+/// `host` is null or a live host handle, not used elsewhere during the call.
+unsafe fn with_host(
+    host: *mut mcpoll_host,
+    body: impl FnOnce(&mut mcpoll_host) -> Result<(), Fail>,
+) -> mcpoll_result {
+    let code = guard(|| {
+        // SAFETY: the caller's contract.
+        let h = unsafe { out_arg(host) }?;
+        let result = body(h);
+        h.last_error.clear();
+        if let Err(fail) = &result {
+            h.last_error.extend(fail.message.bytes().map(|b| if b == 0 { b' ' } else { b }));
+        }
+        h.last_error.push(0);
+        result
+    });
+    if code == mcpoll_result::MCPOLL_PANIC && !host.is_null() {
+        // SAFETY: as above; the body is over, so nothing else borrows the host.
+        let h = unsafe { &mut *host };
+        h.last_error.clear();
+        h.last_error.extend_from_slice(b"internal error (panic)\0");
+    }
+    code
+}
+
+/// [`with_host`] for a body that needs server `server`'s Rust handle.
+///
+/// # Safety
+/// As [`with_host`].
+unsafe fn with_server(
+    host: *mut mcpoll_host,
+    server: u64,
+    body: impl FnOnce(&mut mcpoll_host, ServerId) -> Result<(), Fail>,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract, passed through.
+    unsafe {
+        with_host(host, |h| {
+            let id = h.entry(server)?.server;
+            body(h, id)
+        })
+    }
+}
+
+/// The call options behind a nullable handle.
+///
+/// # Safety
+/// `options` is null or a live handle.
+unsafe fn call_options<'a>(options: *const mcpoll_call_options) -> &'a CallOptions {
+    static DEFAULT: std::sync::OnceLock<CallOptions> = std::sync::OnceLock::new();
+    // SAFETY: the caller's contract.
+    match unsafe { opt_handle_ref(options) } {
+        Some(o) => &o.options,
+        None => DEFAULT.get_or_init(CallOptions::default),
+    }
+}
+
+/// The configuration behind a nullable handle (copied: the handle is not kept).
+///
+/// # Safety
+/// `config` is null or a live handle.
+unsafe fn config_of(config: *const mcpoll_config) -> mcpoll::Config {
+    // SAFETY: the caller's contract.
+    unsafe { opt_handle_ref(config) }.map(|c| c.config.clone()).unwrap_or_default()
+}
+
+/// `count` pointers from `p` (which may be null when `count` is 0).
+///
+/// # Safety
+/// `p` is null or valid for reads of `count` pointers.
+unsafe fn ptr_array<'a>(
+    p: *const *const c_char,
+    count: usize,
+) -> Result<&'a [*const c_char], Fail> {
+    if count == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(mcpoll_result::MCPOLL_NULL_POINTER.into());
+    }
+    // SAFETY: not null, and valid for `count` reads by the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts(p, count) })
+}
+
+/// A new host with a poll of its own, in `*out`. Free it with `mcpoll_host_free`.
+///
+/// When SIGPIPE still has its default action (terminate), it is set to be ignored, as the
+/// Rust runtime does for Rust programs: a write to the pipe of a server process that just died
+/// must fail with `EPIPE`, not kill the program. A handler the program installed is kept.
+///
+/// # Safety
+/// `out` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_host_new(out: *mut *mut mcpoll_host) -> mcpoll_result {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let out = unsafe { out_arg(out) }?;
+        ignore_sigpipe();
+        let host = Host::new().map_err(|e| Fail::new(mcpoll_result::MCPOLL_IO, e.to_string()))?;
+        *out = into_handle(mcpoll_host {
+            host,
+            servers: Vec::new(),
+            next_server: 1,
+            event: EventBuffers::default(),
+            listing: Vec::new(),
+            last_error: vec![0],
+        });
+        Ok(())
+    })
+}
+
+/// Sets SIGPIPE to be ignored when its action is the default.
+fn ignore_sigpipe() {
+    // SAFETY: `sigaction` with a null new action only reads the current one into `current`,
+    // a zeroed `sigaction` struct we own. Then `signal` installs `SIG_IGN`, which runs no code
+    // in the handler context; a race with another thread installing a handler between the
+    // two calls can only replace that handler with "ignore", which is what the program asked
+    // this library for by not handling SIGPIPE.
+    unsafe {
+        let mut current: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGPIPE, std::ptr::null(), &mut current) == 0
+            && current.sa_sigaction == libc::SIG_DFL
+        {
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        }
+    }
+}
+
+/// Frees a host (null is ignored): its servers' process groups are killed, its connections
+/// closed, its descriptor closed. Every pointer it handed out dies with it.
+///
+/// # Safety
+/// `host` is null or a live host handle, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_host_free(host: *mut mcpoll_host) {
+    // SAFETY: the caller's contract.
+    unsafe { crate::free_handle(host) }
+}
+
+/// The text of the host's last failure ("" when its last call succeeded): NUL-terminated,
+/// valid until the next call that takes the host as `mcpoll_host *`. Null for a null host.
+///
+/// # Safety
+/// `host` is null or a live host handle.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_last_error(host: *const mcpoll_host) -> *const c_char {
+    // SAFETY: the caller's contract.
+    match unsafe { host.as_ref() } {
+        Some(h) if !h.last_error.is_empty() => h.last_error.as_ptr().cast(),
+        Some(_) => c"".as_ptr(),
+        None => std::ptr::null(),
+    }
+}
+
+/// Starts a stdio server: `argv[0]` is the program (looked up in `PATH`), `argv[1..argc]` its
+/// arguments; `env` holds `envc` `"NAME=value"` strings added to the inherited environment
+/// (null when `envc` is 0); `cwd` is its working directory (null: the host's). argv, env and
+/// cwd are bytes, not necessarily UTF-8; all are copied. `config` may be null (defaults). The
+/// server's id goes to `*server`; calls may be made at once and are sent when it is ready.
+///
+/// # Safety
+/// `host` is a live host or null; `argv` holds `argc` NUL-terminated strings; `env` holds
+/// `envc`; `cwd` is null or NUL-terminated; `config` is null or live; `server` is null or
+/// valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_add_stdio_server(
+    host: *mut mcpoll_host,
+    argv: *const *const c_char,
+    argc: usize,
+    env: *const *const c_char,
+    envc: usize,
+    cwd: *const c_char,
+    config: *const mcpoll_config,
+    server: *mut u64,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract, for every argument.
+    unsafe {
+        with_host(host, |h| {
+            let out = out_arg(server)?;
+            let argv = ptr_array(argv, argc)?;
+            let (&program, args) = argv
+                .split_first()
+                .ok_or(Fail::new(mcpoll_result::MCPOLL_INVALID_ARGUMENT, "argc is 0"))?;
+            let mut command = StdioCommand::new(OsStr::from_bytes(bytes_arg(program)?));
+            for &arg in args {
+                command = command.arg(OsStr::from_bytes(bytes_arg(arg)?));
+            }
+            for &pair in ptr_array(env, envc)? {
+                let pair = bytes_arg(pair)?;
+                let eq = pair.iter().position(|&b| b == b'=').filter(|&i| i > 0);
+                let eq = eq.ok_or(Fail::new(
+                    mcpoll_result::MCPOLL_INVALID_ARGUMENT,
+                    "an environment entry is not NAME=value",
+                ))?;
+                command =
+                    command.env(OsStr::from_bytes(&pair[..eq]), OsStr::from_bytes(&pair[eq + 1..]));
+            }
+            if !cwd.is_null() {
+                command = command.current_dir(OsStr::from_bytes(bytes_arg(cwd)?));
+            }
+            let id = h.host.add_stdio_server(command, config_of(config))?;
+            *out = h.add(id);
+            Ok(())
+        })
+    }
+}
+
+/// Adds a Streamable HTTP server (options copied; `config` may be null). Its id goes to
+/// `*server`. `MCPOLL_UNSUPPORTED` from a library built without HTTP.
+///
+/// # Safety
+/// `host` and `options` are live handles or null; `config` is null or live; `server` is null
+/// or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_add_http_server(
+    host: *mut mcpoll_host,
+    options: *const mcpoll_http_options,
+    config: *const mcpoll_config,
+    server: *mut u64,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract, for every argument.
+    unsafe {
+        with_host(host, |h| {
+            let out = out_arg(server)?;
+            let options = handle_ref(options)?;
+            #[cfg(feature = "http")]
+            {
+                let id = h.host.add_http_server(options.build(), config_of(config))?;
+                *out = h.add(id);
+                Ok(())
+            }
+            #[cfg(not(feature = "http"))]
+            {
+                let _ = (h, out, options, config_of(config));
+                Err(mcpoll_result::MCPOLL_UNSUPPORTED.into())
+            }
+        })
+    }
+}
+
+/// Calls tool `name` with `arguments` (a JSON object; null: `{}`); `options` may be null. The
+/// call's id goes to `*call`; it ends with `MCPOLL_EVENT_CALL_DONE` or `_CALL_FAILED`.
+///
+/// # Safety
+/// `host` is live or null; strings are null or NUL-terminated; `options` is null or live;
+/// `call` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_call_tool(
+    host: *mut mcpoll_host,
+    server: u64,
+    name: *const c_char,
+    arguments: *const c_char,
+    options: *const mcpoll_call_options,
+    call: *mut u64,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract, for every argument.
+    unsafe {
+        with_host(host, |h| {
+            let (out, name) = (out_arg(call)?, str_arg(name)?);
+            let arguments = if arguments.is_null() {
+                serde_json::value::RawValue::from_string("{}".into())
+                    .map_err(|_| Fail::new(mcpoll_result::MCPOLL_INVALID_JSON, "empty arguments"))?
+            } else {
+                json_arg(arguments)?
+            };
+            let opts = call_options(options);
+            h.call(server, out, |host, id| host.call_tool(id, name, &arguments, opts))
+        })
+    }
+}
+
+/// Lists every tool (`tools/list`, every page) as a call: the result object comes with
+/// `MCPOLL_EVENT_CALL_DONE`. `mcpoll_tools` asks the capability cache instead.
+///
+/// # Safety
+/// As `mcpoll_call_tool`.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_list_tools(
+    host: *mut mcpoll_host,
+    server: u64,
+    options: *const mcpoll_call_options,
+    call: *mut u64,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract, for every argument.
+    unsafe {
+        with_host(host, |h| {
+            let out = out_arg(call)?;
+            let opts = call_options(options);
+            h.call(server, out, |host, id| host.list_tools(id, opts))
+        })
+    }
+}
+
+/// The server's tools through the capability cache: `MCPOLL_OK` with `*json` a JSON array of
+/// the tool definitions (`*len` bytes, NUL-terminated, valid until the next call that takes
+/// the host as `mcpoll_host *`), or `MCPOLL_PENDING` while the cache lists them (poll, then
+/// ask again), or `MCPOLL_CATALOG_NOT_READY` before the server was first ready.
+///
+/// # Safety
+/// `host` is live or null; `json` and `len` are null or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_tools(
+    host: *mut mcpoll_host,
+    server: u64,
+    json: *mut *const c_char,
+    len: *mut usize,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract, for every argument.
+    unsafe {
+        with_host(host, |h| {
+            let (json, len) = (out_arg(json)?, out_arg(len)?);
+            let id = h.entry(server)?.server;
+            let view = h.host.tools(id)?.ok_or(mcpoll_result::MCPOLL_PENDING)?;
+            let buf = &mut h.listing;
+            buf.clear();
+            buf.push(b'[');
+            for (i, definition) in view.definitions().enumerate() {
+                if i > 0 {
+                    buf.push(b',');
+                }
+                buf.extend_from_slice(definition.as_bytes());
+            }
+            buf.push(b']');
+            *len = buf.len();
+            buf.push(0);
+            *json = buf.as_ptr().cast();
+            Ok(())
+        })
+    }
+}
+
+/// Reads the resource at `uri`; the result object comes with `MCPOLL_EVENT_CALL_DONE`.
+///
+/// # Safety
+/// As `mcpoll_call_tool`.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_read_resource(
+    host: *mut mcpoll_host,
+    server: u64,
+    uri: *const c_char,
+    options: *const mcpoll_call_options,
+    call: *mut u64,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract, for every argument.
+    unsafe {
+        with_host(host, |h| {
+            let (out, uri) = (out_arg(call)?, str_arg(uri)?);
+            let opts = call_options(options);
+            h.call(server, out, |host, id| host.read_resource(id, uri, opts))
+        })
+    }
+}
+
+/// Gets prompt `name` with `arguments` (a JSON object of strings, or null).
+///
+/// # Safety
+/// As `mcpoll_call_tool`.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_get_prompt(
+    host: *mut mcpoll_host,
+    server: u64,
+    name: *const c_char,
+    arguments: *const c_char,
+    options: *const mcpoll_call_options,
+    call: *mut u64,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract, for every argument.
+    unsafe {
+        with_host(host, |h| {
+            let (out, name) = (out_arg(call)?, str_arg(name)?);
+            let arguments = if arguments.is_null() { None } else { Some(json_arg(arguments)?) };
+            let opts = call_options(options);
+            h.call(server, out, |host, id| host.get_prompt(id, name, arguments.as_deref(), opts))
+        })
+    }
+}
+
+/// Cancels a call: it ends at once with `MCPOLL_EVENT_CALL_FAILED` (`MCPOLL_LOCAL_CANCELLED`),
+/// and the server is told.
+///
+/// # Safety
+/// `host` is live or null.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_cancel(
+    host: *mut mcpoll_host,
+    server: u64,
+    call: u64,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_host(host, |h| {
+            let entry = h.servers.iter().find(|e| e.id == server);
+            let entry = entry.ok_or(mcpoll_result::MCPOLL_UNKNOWN_SERVER)?;
+            let id = *entry.calls.get(&call).ok_or(mcpoll_result::MCPOLL_UNKNOWN_CALL)?;
+            h.host.cancel(entry.server, id)?;
+            Ok(())
+        })
+    }
+}
+
+/// Answers a server request (`MCPOLL_EVENT_SERVER_REQUEST`) with `result` (a JSON object: an
+/// `ElicitResult`, a `CreateMessageResult`, a `ListRootsResult`).
+///
+/// # Safety
+/// `host` is live or null; `result` is null or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_answer(
+    host: *mut mcpoll_host,
+    server: u64,
+    request: u64,
+    result: *const c_char,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_host(host, |h| {
+            let result = json_arg(result)?;
+            respond(h, server, request, |host, s, r| host.answer(s, r, &result))
+        })
+    }
+}
+
+/// Refuses a server request: the server gets an error answer.
+///
+/// # Safety
+/// `host` is live or null.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_reject(
+    host: *mut mcpoll_host,
+    server: u64,
+    request: u64,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe { with_host(host, |h| respond(h, server, request, |host, s, r| host.reject(s, r))) }
+}
+
+fn respond(
+    h: &mut mcpoll_host,
+    server: u64,
+    request: u64,
+    f: impl FnOnce(&mut Host, ServerId, ServerRequestId) -> Result<(), mcpoll::AnswerError>,
+) -> Result<(), Fail> {
+    let found = h.servers.iter_mut().find(|e| e.id == server);
+    let entry = found.ok_or(mcpoll_result::MCPOLL_UNKNOWN_SERVER)?;
+    let (id, _) = *entry.requests.get(&request).ok_or(mcpoll_result::MCPOLL_UNKNOWN_REQUEST)?;
+    match f(&mut h.host, entry.server, id) {
+        Ok(()) => {
+            entry.requests.remove(&request);
+            Ok(())
+        }
+        Err(mcpoll::AnswerError::NotPending) => {
+            entry.requests.remove(&request);
+            Err(mcpoll::AnswerError::NotPending.into())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Sets the roots offered to the server (a `ListRootsResult`: `{"roots":[{"uri":"file:///..."}]}`);
+/// the server is told they changed when it asked to be.
+///
+/// # Safety
+/// `host` is live or null; `roots` is null or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_set_roots(
+    host: *mut mcpoll_host,
+    server: u64,
+    roots: *const c_char,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_server(host, server, |h, id| {
+            h.host.set_roots(id, &json_arg(roots)?)?;
+            Ok(())
+        })
+    }
+}
+
+/// Waits at most `timeout_ms` (0: not at all; negative: until something happens) for I/O or
+/// the next deadline, then does the work that is due. Drain `mcpoll_next_event` after it.
+///
+/// # Safety
+/// `host` is live or null.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_poll(host: *mut mcpoll_host, timeout_ms: i64) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_host(host, |h| {
+            let timeout = u64::try_from(timeout_ms).ok().map(Duration::from_millis);
+            h.host.poll(timeout).map_err(|e| Fail::new(mcpoll_result::MCPOLL_IO, e.to_string()))
+        })
+    }
+}
+
+/// The descriptor to watch for readability in the program's own loop (`poll(2)`, libuv,
+/// asyncio's `add_reader`, ...): when it is readable, call `mcpoll_poll(host, 0)`. It belongs
+/// to the host (never read, write or close it) and lives as long as the host.
+///
+/// # Safety
+/// `host` is live or null; `fd` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_fd(host: *const mcpoll_host, fd: *mut c_int) -> mcpoll_result {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let (h, fd) = unsafe { (handle_ref(host)?, out_arg(fd)?) };
+        *fd = h.host.as_raw_fd();
+        Ok(())
+    })
+}
+
+/// Milliseconds until the host must be polled although its descriptor is not readable, in
+/// `*ms`: rounded up, 0 when due now, -1 when nothing is due (sleep until the descriptor is
+/// readable). Read it again after every call that takes the host as `mcpoll_host *`.
+///
+/// # Safety
+/// `host` is live or null; `ms` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_timeout_ms(
+    host: *const mcpoll_host,
+    ms: *mut i64,
+) -> mcpoll_result {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let (h, ms) = unsafe { (handle_ref(host)?, out_arg(ms)?) };
+        *ms = match h.host.poll_timeout() {
+            None => -1,
+            Some(t) => {
+                let left = t.saturating_duration_since(Instant::now());
+                let whole = left.as_millis() + u128::from(left.subsec_nanos() % 1_000_000 != 0);
+                i64::try_from(whole).unwrap_or(i64::MAX)
+            }
+        };
+        Ok(())
+    })
+}
+
+/// The next event into `*event`, or an event of kind `MCPOLL_EVENT_NONE` when none is queued.
+/// Its pointers are valid until the next call that takes the host as `mcpoll_host *`.
+///
+/// # Safety
+/// `host` is live or null; `event` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_next_event(
+    host: *mut mcpoll_host,
+    event: *mut mcpoll_event,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_host(host, |h| {
+            let out = out_arg(event)?;
+            *out = mcpoll_event::none();
+            let mcpoll_host { host, servers, event: bufs, .. } = h;
+            while let Some((id, e)) = host.poll_event() {
+                // Every server the host has is in the table (added and removed together).
+                if let Some(entry) = servers.iter_mut().find(|s| s.server == id) {
+                    fill(out, bufs, entry, e);
+                    break;
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Closes a server: its calls fail, its process is stopped (stdin closed, then SIGTERM and
+/// SIGKILL to its process group), its connections close. Returns at once; keep polling. Its
+/// id stays valid (calls on it give `MCPOLL_CLOSED`) until `mcpoll_remove_server`.
+///
+/// # Safety
+/// `host` is live or null.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_close_server(host: *mut mcpoll_host, server: u64) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_server(host, server, |h, id| {
+            h.host.close_server(id);
+            Ok(())
+        })
+    }
+}
+
+/// Closes (if needed) and forgets a server: its queued events are dropped, and its id, its
+/// calls' ids and its requests' ids are unknown from now on.
+///
+/// # Safety
+/// `host` is live or null.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_remove_server(
+    host: *mut mcpoll_host,
+    server: u64,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_server(host, server, |h, id| {
+            h.host.remove_server(id);
+            h.servers.retain(|e| e.id != server);
+            Ok(())
+        })
+    }
+}
+
+/// Starts a degraded stdio server (one whose process kept crashing) again now.
+///
+/// # Safety
+/// `host` is live or null.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_restart_server(
+    host: *mut mcpoll_host,
+    server: u64,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_server(host, server, |h, id| {
+            h.host.restart(id);
+            Ok(())
+        })
+    }
+}
+
+/// The process id of a stdio server while it runs, in `*pid` (0: not running, or HTTP).
+///
+/// # Safety
+/// `host` is live or null; `pid` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_server_pid(
+    host: *const mcpoll_host,
+    server: u64,
+    pid: *mut u32,
+) -> mcpoll_result {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let (h, pid) = unsafe { (handle_ref(host)?, out_arg(pid)?) };
+        let entry = h.servers.iter().find(|e| e.id == server);
+        let entry = entry.ok_or(mcpoll_result::MCPOLL_UNKNOWN_SERVER)?;
+        *pid = h.host.pid(entry.server).unwrap_or(0);
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A library built without the `http` feature refuses HTTP servers with a result of its
+    /// own (`cargo test -p mcpoll-capi --no-default-features --lib` runs this).
+    #[cfg(not(feature = "http"))]
+    #[test]
+    fn without_http_an_http_server_is_unsupported() {
+        // SAFETY: live handles and valid out-pointers, freed at the end.
+        unsafe {
+            let mut host = std::ptr::null_mut();
+            assert_eq!(mcpoll_host_new(&mut host), mcpoll_result::MCPOLL_OK);
+            let mut options = std::ptr::null_mut();
+            let url = c"http://127.0.0.1:9/mcp".as_ptr();
+            let r = crate::options::mcpoll_http_options_new(url, &mut options);
+            assert_eq!(r, mcpoll_result::MCPOLL_OK);
+            let mut server = 0;
+            let r = mcpoll_add_http_server(host, options, std::ptr::null(), &mut server);
+            assert_eq!(r, mcpoll_result::MCPOLL_UNSUPPORTED);
+            crate::options::mcpoll_http_options_free(options);
+            mcpoll_host_free(host);
+        }
+    }
+
+    /// Null handles and out-pointers are results, never a crash.
+    #[test]
+    fn null_pointers_are_results() {
+        let mut server = 0;
+        // SAFETY: every pointer is null or valid; null is what is being tested.
+        unsafe {
+            assert_eq!(mcpoll_host_new(std::ptr::null_mut()), mcpoll_result::MCPOLL_NULL_POINTER);
+            let r = mcpoll_add_stdio_server(
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                1,
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+                std::ptr::null(),
+                &mut server,
+            );
+            assert_eq!(r, mcpoll_result::MCPOLL_NULL_POINTER);
+            let mut host = std::ptr::null_mut();
+            assert_eq!(mcpoll_host_new(&mut host), mcpoll_result::MCPOLL_OK);
+            let r = mcpoll_add_stdio_server(
+                host,
+                std::ptr::null(),
+                1,
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+                std::ptr::null(),
+                &mut server,
+            );
+            assert_eq!(r, mcpoll_result::MCPOLL_NULL_POINTER);
+            assert!(!mcpoll_last_error(host).is_null());
+            assert!(mcpoll_last_error(std::ptr::null()).is_null());
+            assert_eq!(
+                mcpoll_timeout_ms(host, std::ptr::null_mut()),
+                mcpoll_result::MCPOLL_NULL_POINTER
+            );
+            let mut ms = 0;
+            assert_eq!(mcpoll_timeout_ms(host, &mut ms), mcpoll_result::MCPOLL_OK);
+            assert_eq!(ms, -1, "a host with nothing to do has no deadline");
+            mcpoll_host_free(host);
+        }
+    }
+}

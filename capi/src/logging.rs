@@ -1,0 +1,145 @@
+//! The optional log callback: mcpoll's `log` records, with their levels, handed to C.
+//!
+//! `log` has one logger per process, so the callback is process-wide too: this is the one
+//! piece of global state of the library. While the callback runs on a thread, every entry
+//! point called from that thread returns `MCPOLL_REENTRANT` (the host that logged is in the
+//! middle of a call).
+
+use std::cell::{Cell, RefCell};
+use std::ffi::{c_char, c_void};
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use crate::{guard, mcpoll_result, Fail};
+
+/// The log callback: `level` is 1 (error) to 5 (trace); `target` (the Rust module) and
+/// `message` are NUL-terminated and valid only during the call. It must not unwind.
+pub type mcpoll_log_callback = Option<
+    unsafe extern "C" fn(
+        userdata: *mut c_void,
+        level: u32,
+        target: *const c_char,
+        message: *const c_char,
+    ),
+>;
+
+#[derive(Clone, Copy)]
+struct Sink {
+    callback: unsafe extern "C" fn(*mut c_void, u32, *const c_char, *const c_char),
+    /// The C program's pointer, as an integer: only handed back to it.
+    userdata: usize,
+}
+
+static SINK: Mutex<Option<Sink>> = Mutex::new(None);
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
+    static LINE: RefCell<(Vec<u8>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// `true` while the log callback runs on this thread.
+pub(crate) fn in_callback() -> bool {
+    IN_CALLBACK.with(Cell::get)
+}
+
+struct Logger;
+
+static LOGGER: Logger = Logger;
+
+impl log::Log for Logger {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if in_callback() {
+            return;
+        }
+        let sink = match SINK.lock() {
+            Ok(s) => *s,
+            Err(poisoned) => *poisoned.into_inner(),
+        };
+        let Some(sink) = sink else { return };
+        let _ = LINE.try_with(|line| {
+            let Ok(mut line) = line.try_borrow_mut() else { return };
+            let (target, message) = &mut *line;
+            fill(target, format_args!("{}", record.target()));
+            fill(message, *record.args());
+            IN_CALLBACK.with(|c| c.set(true));
+            // SAFETY: the callback was given by the C program for exactly this; both strings
+            // are NUL-terminated and live until it returns. Entry points called from inside
+            // it return MCPOLL_REENTRANT (the flag just set).
+            unsafe {
+                (sink.callback)(
+                    sink.userdata as *mut c_void,
+                    record.level() as u32,
+                    target.as_ptr().cast(),
+                    message.as_ptr().cast(),
+                )
+            };
+            IN_CALLBACK.with(|c| c.set(false));
+        });
+    }
+
+    fn flush(&self) {}
+}
+
+/// Writes `args` into `buf` as a C string: inner NULs become spaces, one NUL at the end.
+fn fill(buf: &mut Vec<u8>, args: std::fmt::Arguments<'_>) {
+    buf.clear();
+    let _ = buf.write_fmt(args);
+    for b in buf.iter_mut().filter(|b| **b == 0) {
+        *b = b' ';
+    }
+    buf.push(0);
+}
+
+/// Sends mcpoll's log records at `max_level` and above (1 error, 2 warn, 3 info, 4 debug,
+/// 5 trace; 0 turns logging off) to `callback`, with `userdata` handed back unchanged. A null
+/// callback turns logging off. Process-wide; may be called again to change it. The callback
+/// may run on any thread that is inside an mcpoll call, so it must be thread-safe when hosts
+/// are used from several threads.
+///
+/// `MCPOLL_LOGGER_TAKEN` when the process (a Rust program linking this library) installed
+/// another `log` logger first.
+///
+/// # Safety
+/// `callback`, when not null, is a function with that signature, callable until logging is
+/// turned off or the process ends; `userdata` is whatever it expects.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_set_log_callback(
+    callback: mcpoll_log_callback,
+    userdata: *mut c_void,
+    max_level: u32,
+) -> mcpoll_result {
+    guard(|| {
+        let level = match max_level {
+            0 => log::LevelFilter::Off,
+            1 => log::LevelFilter::Error,
+            2 => log::LevelFilter::Warn,
+            3 => log::LevelFilter::Info,
+            4 => log::LevelFilter::Debug,
+            5 => log::LevelFilter::Trace,
+            _ => return Err(mcpoll_result::MCPOLL_INVALID_ARGUMENT.into()),
+        };
+        // One lock for the installation and the sink, so two first calls on two threads
+        // cannot both try to install the logger.
+        let mut slot = SINK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if !INSTALLED.load(Ordering::Acquire) {
+            if log::set_logger(&LOGGER).is_err() {
+                return Err(Fail::new(
+                    mcpoll_result::MCPOLL_LOGGER_TAKEN,
+                    "another logger is installed in this process",
+                ));
+            }
+            INSTALLED.store(true, Ordering::Release);
+        }
+        let sink = callback.map(|callback| Sink { callback, userdata: userdata as usize });
+        *slot = sink;
+        drop(slot);
+        log::set_max_level(if sink.is_some() { level } else { log::LevelFilter::Off });
+        Ok(())
+    })
+}

@@ -1,0 +1,453 @@
+//! Opaque option handles: a server's configuration, one call's options, an HTTP server's
+//! options. Each is made with `*_new`, changed with setters, read (never kept) by the calls it
+//! is passed to, and freed with `*_free`.
+
+use std::ffi::c_char;
+use std::time::Duration;
+
+use mcpoll::{CallOptions, Config, Idempotency};
+
+use crate::{free_handle, guard, into_handle, mcpoll_result, opt_str_arg, out_arg, str_arg, Fail};
+
+/// A server's configuration (`mcpoll::Config`): timeouts, what server requests the host
+/// answers, restarts, limits.
+#[derive(Debug, Clone, Default)]
+pub struct mcpoll_config {
+    pub(crate) config: Config,
+}
+
+/// One call's options (`mcpoll::CallOptions`): deadline, idempotency, progress.
+#[derive(Debug, Clone, Default)]
+pub struct mcpoll_call_options {
+    pub(crate) options: CallOptions,
+}
+
+/// An HTTP server's options: URL, headers, bearer token, CA file, proxy, client credentials.
+#[derive(Debug, Clone)]
+pub struct mcpoll_http_options {
+    pub(crate) url: String,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) bearer: Option<String>,
+    pub(crate) ca_file: Option<String>,
+    /// `None`: from the environment; `Some(None)`: direct; `Some(Some(url))`: that proxy.
+    pub(crate) proxy: Option<Option<String>>,
+    /// Client id and secret for the OAuth client credentials grant.
+    pub(crate) client_credentials: Option<(String, String)>,
+}
+
+/// `mcpoll_config_set_answers` flag: form-mode elicitation.
+pub const MCPOLL_ANSWER_ELICITATION_FORM: u32 = 1;
+/// `mcpoll_config_set_answers` flag: URL-mode elicitation.
+pub const MCPOLL_ANSWER_ELICITATION_URL: u32 = 2;
+/// `mcpoll_config_set_answers` flag: sampling.
+pub const MCPOLL_ANSWER_SAMPLING: u32 = 4;
+/// `mcpoll_config_set_answers` flag: roots.
+pub const MCPOLL_ANSWER_ROOTS: u32 = 8;
+/// `mcpoll_config_set_answers` flag: roots, and their `list_changed` notification.
+pub const MCPOLL_ANSWER_ROOTS_LIST_CHANGED: u32 = 16;
+
+/// A new configuration with mcpoll's defaults, in `*out`.
+///
+/// # Safety
+/// `out` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_config_new(out: *mut *mut mcpoll_config) -> mcpoll_result {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let out = unsafe { out_arg(out) }?;
+        *out = into_handle(mcpoll_config::default());
+        Ok(())
+    })
+}
+
+/// Frees a configuration (null is ignored).
+///
+/// # Safety
+/// `config` is null or a live handle from `mcpoll_config_new`, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_config_free(config: *mut mcpoll_config) {
+    // SAFETY: the caller's contract.
+    unsafe { free_handle(config) }
+}
+
+/// Runs a setter on a live handle.
+///
+/// # Safety
+/// `p` is null or a live handle of type `T`, not used elsewhere during the call.
+unsafe fn set<T>(p: *mut T, f: impl FnOnce(&mut T) -> Result<(), Fail>) -> mcpoll_result {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let handle = unsafe { out_arg(p) }?;
+        f(handle)
+    })
+}
+
+/// The default deadline of a call made without one (milliseconds, more than 0).
+///
+/// # Safety
+/// `config` is null or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_config_set_timeout_ms(
+    config: *mut mcpoll_config,
+    ms: u64,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        set(config, |c| {
+            if ms == 0 {
+                return Err(mcpoll_result::MCPOLL_INVALID_ARGUMENT.into());
+            }
+            c.config.default_timeout = Duration::from_millis(ms);
+            Ok(())
+        })
+    }
+}
+
+/// The server requests the host answers (`MCPOLL_ANSWER_*` flags, or-ed). The server sees them
+/// as the client's capabilities; each one comes as an `MCPOLL_EVENT_SERVER_REQUEST`.
+///
+/// # Safety
+/// `config` is null or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_config_set_answers(
+    config: *mut mcpoll_config,
+    flags: u32,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        set(config, |c| {
+            if flags >= 32 {
+                return Err(mcpoll_result::MCPOLL_INVALID_ARGUMENT.into());
+            }
+            let a = &mut c.config.answers;
+            a.elicitation_form = flags & MCPOLL_ANSWER_ELICITATION_FORM != 0;
+            a.elicitation_url = flags & MCPOLL_ANSWER_ELICITATION_URL != 0;
+            a.sampling = flags & MCPOLL_ANSWER_SAMPLING != 0;
+            a.roots = flags & (MCPOLL_ANSWER_ROOTS | MCPOLL_ANSWER_ROOTS_LIST_CHANGED) != 0;
+            a.roots_list_changed = flags & MCPOLL_ANSWER_ROOTS_LIST_CHANGED != 0;
+            Ok(())
+        })
+    }
+}
+
+/// Whether a crashed stdio server is restarted, and the delay before the first restart
+/// (milliseconds; it doubles for each crash in the crash window).
+///
+/// # Safety
+/// `config` is null or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_config_set_restart(
+    config: *mut mcpoll_config,
+    enabled: bool,
+    base_delay_ms: u64,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        set(config, |c| {
+            c.config.restart.enabled = enabled;
+            c.config.restart.base_delay = Duration::from_millis(base_delay_ms);
+            Ok(())
+        })
+    }
+}
+
+/// The most calls pending on one server at once (more than 0).
+///
+/// # Safety
+/// `config` is null or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_config_set_max_pending(
+    config: *mut mcpoll_config,
+    max: usize,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        set(config, |c| {
+            c.config.max_pending = max;
+            Ok(())
+        })
+    }
+}
+
+/// New call options (the server's default deadline, idempotency from the tool's annotations,
+/// no progress), in `*out`.
+///
+/// # Safety
+/// `out` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_call_options_new(
+    out: *mut *mut mcpoll_call_options,
+) -> mcpoll_result {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let out = unsafe { out_arg(out) }?;
+        *out = into_handle(mcpoll_call_options::default());
+        Ok(())
+    })
+}
+
+/// Frees call options (null is ignored).
+///
+/// # Safety
+/// `options` is null or a live handle from `mcpoll_call_options_new`, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_call_options_free(options: *mut mcpoll_call_options) {
+    // SAFETY: the caller's contract.
+    unsafe { free_handle(options) }
+}
+
+/// The call's deadline, in milliseconds from when the call is made (0: the server's default).
+///
+/// # Safety
+/// `options` is null or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_call_options_set_timeout_ms(
+    options: *mut mcpoll_call_options,
+    ms: u64,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        set(options, |o| {
+            o.options.timeout = (ms > 0).then(|| Duration::from_millis(ms));
+            Ok(())
+        })
+    }
+}
+
+/// `mcpoll_call_options_set_idempotency`: from the tool's annotations (the default).
+pub const MCPOLL_IDEMPOTENCY_DEFAULT: u32 = 0;
+/// Reads nothing changes: safe to send again.
+pub const MCPOLL_IDEMPOTENCY_READ: u32 = 1;
+/// Sending it twice has the effect of sending it once.
+pub const MCPOLL_IDEMPOTENCY_IDEMPOTENT: u32 = 2;
+/// A write carrying an idempotency key the server deduplicates on.
+pub const MCPOLL_IDEMPOTENCY_KEYED: u32 = 3;
+/// Never re-sent automatically.
+pub const MCPOLL_IDEMPOTENCY_UNKNOWN: u32 = 4;
+
+/// How safe the call is to send twice (`MCPOLL_IDEMPOTENCY_*`), overriding the tool's
+/// annotations.
+///
+/// # Safety
+/// `options` is null or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_call_options_set_idempotency(
+    options: *mut mcpoll_call_options,
+    idempotency: u32,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        set(options, |o| {
+            o.options.idempotency = match idempotency {
+                MCPOLL_IDEMPOTENCY_DEFAULT => None,
+                MCPOLL_IDEMPOTENCY_READ => Some(Idempotency::Read),
+                MCPOLL_IDEMPOTENCY_IDEMPOTENT => Some(Idempotency::Idempotent),
+                MCPOLL_IDEMPOTENCY_KEYED => Some(Idempotency::Keyed),
+                MCPOLL_IDEMPOTENCY_UNKNOWN => Some(Idempotency::Unknown),
+                _ => return Err(mcpoll_result::MCPOLL_INVALID_ARGUMENT.into()),
+            };
+            Ok(())
+        })
+    }
+}
+
+/// An idempotency key placed in the arguments (null clears it); it makes a write safe to
+/// retry. The string is copied.
+///
+/// # Safety
+/// `options` is null or a live handle; `key` is null or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_call_options_set_idempotency_key(
+    options: *mut mcpoll_call_options,
+    key: *const c_char,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        set(options, |o| {
+            // SAFETY: the caller's contract.
+            o.options.idempotency_key = opt_str_arg(key)?.map(str::to_owned);
+            Ok(())
+        })
+    }
+}
+
+/// Ask the server for progress notifications (`MCPOLL_EVENT_PROGRESS`).
+///
+/// # Safety
+/// `options` is null or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_call_options_set_progress(
+    options: *mut mcpoll_call_options,
+    progress: bool,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        set(options, |o| {
+            o.options.progress = progress;
+            Ok(())
+        })
+    }
+}
+
+/// New HTTP server options for `url` (copied; checked when the server is added), in `*out`.
+///
+/// # Safety
+/// `url` is null or a NUL-terminated string; `out` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_http_options_new(
+    url: *const c_char,
+    out: *mut *mut mcpoll_http_options,
+) -> mcpoll_result {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let (url, out) = unsafe { (str_arg(url)?, out_arg(out)?) };
+        *out = into_handle(mcpoll_http_options {
+            url: url.to_owned(),
+            headers: Vec::new(),
+            bearer: None,
+            ca_file: None,
+            proxy: None,
+            client_credentials: None,
+        });
+        Ok(())
+    })
+}
+
+/// Frees HTTP server options (null is ignored).
+///
+/// # Safety
+/// `options` is null or a live handle from `mcpoll_http_options_new`, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_http_options_free(options: *mut mcpoll_http_options) {
+    // SAFETY: the caller's contract.
+    unsafe { free_handle(options) }
+}
+
+/// Adds a header sent with every request (copied; checked when the server is added).
+///
+/// # Safety
+/// `options` is null or a live handle; `name` and `value` are null or NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_http_options_add_header(
+    options: *mut mcpoll_http_options,
+    name: *const c_char,
+    value: *const c_char,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        set(options, |o| {
+            // SAFETY: the caller's contract.
+            let (name, value) = (str_arg(name)?, str_arg(value)?);
+            o.headers.push((name.to_owned(), value.to_owned()));
+            Ok(())
+        })
+    }
+}
+
+/// A static bearer token (`Authorization: Bearer ...`; copied; null removes it).
+///
+/// # Safety
+/// `options` is null or a live handle; `token` is null or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_http_options_set_bearer(
+    options: *mut mcpoll_http_options,
+    token: *const c_char,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        set(options, |o| {
+            // SAFETY: the caller's contract.
+            o.bearer = opt_str_arg(token)?.map(str::to_owned);
+            Ok(())
+        })
+    }
+}
+
+/// A PEM file of CA certificates to trust instead of the built-in roots (copied; read when
+/// the server is added; null returns to the built-in roots).
+///
+/// # Safety
+/// `options` is null or a live handle; `path` is null or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_http_options_set_ca_file(
+    options: *mut mcpoll_http_options,
+    path: *const c_char,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        set(options, |o| {
+            // SAFETY: the caller's contract.
+            o.ca_file = opt_str_arg(path)?.map(str::to_owned);
+            Ok(())
+        })
+    }
+}
+
+/// The HTTP proxy: a `http://host:port` URL, or null for a direct connection. Without this
+/// call the proxy comes from the environment (`HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY`).
+///
+/// # Safety
+/// `options` is null or a live handle; `url` is null or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_http_options_set_proxy(
+    options: *mut mcpoll_http_options,
+    url: *const c_char,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        set(options, |o| {
+            // SAFETY: the caller's contract.
+            o.proxy = Some(opt_str_arg(url)?.map(str::to_owned));
+            Ok(())
+        })
+    }
+}
+
+/// OAuth with the client credentials grant, as a pre-registered client (copied): tokens are
+/// fetched from the server's authorization server on demand and refreshed before they expire.
+///
+/// # Safety
+/// `options` is null or a live handle; `client_id` and `client_secret` are null or
+/// NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_http_options_set_client_credentials(
+    options: *mut mcpoll_http_options,
+    client_id: *const c_char,
+    client_secret: *const c_char,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        set(options, |o| {
+            // SAFETY: the caller's contract.
+            let (id, secret) = (str_arg(client_id)?, str_arg(client_secret)?);
+            o.client_credentials = Some((id.to_owned(), secret.to_owned()));
+            Ok(())
+        })
+    }
+}
+
+#[cfg(feature = "http")]
+impl mcpoll_http_options {
+    /// The Rust options these stand for.
+    pub(crate) fn build(&self) -> mcpoll::HttpOptions {
+        let mut opts = mcpoll::HttpOptions::new(self.url.clone());
+        for (name, value) in &self.headers {
+            opts = opts.header(name.clone(), value.clone());
+        }
+        if let Some(token) = &self.bearer {
+            opts = opts.bearer(token.clone());
+        }
+        opts.tls.ca_file = self.ca_file.as_ref().map(Into::into);
+        match &self.proxy {
+            None => {}
+            Some(None) => opts.proxy = mcpoll::ProxyChoice::Direct,
+            Some(Some(url)) => opts.proxy = mcpoll::ProxyChoice::Url(url.clone()),
+        }
+        if let Some((id, secret)) = &self.client_credentials {
+            let client = mcpoll::oauth::PreRegistered::with_secret(id.clone(), secret.clone());
+            opts = opts
+                .oauth(mcpoll::oauth::OAuthConfig::client_credentials(self.url.clone(), client));
+        }
+        opts
+    }
+}

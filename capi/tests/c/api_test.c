@@ -1,0 +1,458 @@
+/*
+ * The C ABI from C, against the project's SDK peers: calls over stdio and HTTP, the tool
+ * cache, cancellation, a crash and restart, a server request answered from C, roots, the
+ * error results a C program can cause, and the lifetime rules. The loop is poll(2) on
+ * mcpoll_fd plus mcpoll_timeout_ms. Driven by capi/tests/c_api.rs (also under valgrind):
+ *
+ *   api_test PEERS_DIR HTTP_URL
+ *
+ * Exits 0 when every check passed; prints the failed check and exits 1 otherwise.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mcpoll.h"
+
+static int checks;
+
+#define CHECK(cond)                                                                      \
+  do {                                                                                   \
+    checks++;                                                                            \
+    if (!(cond)) {                                                                       \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);          \
+      exit(1);                                                                           \
+    }                                                                                    \
+  } while (0)
+
+#define EXPECT(call, want)                                                               \
+  do {                                                                                   \
+    mcpoll_result got_ = (call);                                                         \
+    checks++;                                                                            \
+    if (got_ != (want)) {                                                                \
+      fprintf(stderr, "%s:%d: %s gave %s, expected %s\n", __FILE__, __LINE__, #call,     \
+              mcpoll_result_name(got_), mcpoll_result_name(want));                       \
+      exit(1);                                                                           \
+    }                                                                                    \
+  } while (0)
+
+#define OK(call) EXPECT(call, MCPOLL_OK)
+
+static double now_s(void);
+static double started;
+/* A section of the test, with the time since the start (for slow CI machines). */
+#define STEP(name) fprintf(stderr, "[%6.2f s] %s\n", now_s() - started, name)
+
+/* An event copied out of the host (its pointers die at the next mutating call). */
+typedef struct {
+  mcpoll_event_kind kind;
+  uint64_t server, call, request;
+  uint32_t request_kind;
+  mcpoll_result error;
+  int32_t exit_signal;
+  int64_t rpc_code;
+  bool is_error;
+  char data[2048];
+} seen_event;
+
+#define MAX_SEEN 1024
+static seen_event seen[MAX_SEEN];
+static size_t n_seen;
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* One turn of the program's loop: poll(2) on the descriptor until readable or the deadline
+ * (at most cap_ms), then mcpoll_poll(host, 0) and every event. */
+static void turn(mcpoll_host *host, int cap_ms) {
+  int fd = -1;
+  int64_t due = -1;
+  OK(mcpoll_fd(host, &fd));
+  OK(mcpoll_timeout_ms(host, &due));
+  int wait = (due >= 0 && due < cap_ms) ? (int)due : cap_ms;
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  int n = poll(&p, 1, wait);
+  CHECK(n >= 0);
+  OK(mcpoll_poll(host, 0));
+  mcpoll_event ev;
+  for (;;) {
+    OK(mcpoll_next_event(host, &ev));
+    if (ev.kind == MCPOLL_EVENT_NONE) break;
+    /* Lifetime rules: never NULL, NUL-terminated at data_len. */
+    CHECK(ev.data != NULL && ev.error_kind != NULL && ev.error_name != NULL);
+    CHECK(ev.error_message != NULL && ev.data[ev.data_len] == '\0');
+    CHECK(ev.server != 0);
+    CHECK(n_seen < MAX_SEEN);
+    seen_event *s = &seen[n_seen++];
+    s->kind = ev.kind;
+    s->server = ev.server;
+    s->call = ev.call;
+    s->request = ev.request;
+    s->request_kind = ev.request_kind;
+    s->error = ev.error;
+    s->exit_signal = ev.exit_signal;
+    s->rpc_code = ev.rpc_code;
+    s->is_error = ev.is_error;
+    snprintf(s->data, sizeof s->data, "%s", ev.data);
+  }
+}
+
+/* Turns until an event of `kind` (for `call`, when not 0) was seen; returns it. */
+static seen_event *wait_for(mcpoll_host *host, uint64_t server, mcpoll_event_kind kind,
+                            uint64_t call) {
+  double until = now_s() + 60;
+  for (;;) {
+    for (size_t i = 0; i < n_seen; i++) {
+      seen_event *s = &seen[i];
+      if (s->server == server && s->kind == kind && (call == 0 || s->call == call)) {
+        return s;
+      }
+    }
+    if (now_s() > until) {
+      fprintf(stderr, "no event of kind %d for call %llu within 60 s\n", kind,
+              (unsigned long long)call);
+      exit(1);
+    }
+    turn(host, 200);
+  }
+}
+
+/* The call's end: its CALL_DONE (checked not failed) or its CALL_FAILED. */
+static seen_event *end_of(mcpoll_host *host, uint64_t server, uint64_t call) {
+  double until = now_s() + 60;
+  for (;;) {
+    for (size_t i = 0; i < n_seen; i++) {
+      seen_event *s = &seen[i];
+      if (s->call == call && s->server == server &&
+          (s->kind == MCPOLL_EVENT_CALL_DONE || s->kind == MCPOLL_EVENT_CALL_FAILED)) {
+        return s;
+      }
+    }
+    CHECK(now_s() < until);
+    turn(host, 200);
+  }
+}
+
+static const char *done_text(mcpoll_host *host, uint64_t server, uint64_t call) {
+  seen_event *e = end_of(host, server, call);
+  if (e->kind != MCPOLL_EVENT_CALL_DONE) {
+    fprintf(stderr, "call %llu failed: %s\n", (unsigned long long)call,
+            mcpoll_result_name(e->error));
+    exit(1);
+  }
+  return e->data;
+}
+
+static uint64_t echo(mcpoll_host *host, uint64_t server, const char *text) {
+  char args[256];
+  snprintf(args, sizeof args, "{\"text\":\"%s\"}", text);
+  uint64_t call = 0;
+  OK(mcpoll_call_tool(host, server, "echo", args, NULL, &call));
+  CHECK(call != 0);
+  return call;
+}
+
+/* Log callback: counts records, and checks that calling in gives MCPOLL_REENTRANT. */
+static int logged;
+static mcpoll_result reentrant_result = MCPOLL_OK;
+static mcpoll_host *log_host;
+
+static void on_log(void *userdata, uint32_t level, const char *target, const char *message) {
+  CHECK(userdata == &logged);
+  CHECK(level >= 1 && level <= 5 && target != NULL && message != NULL);
+  logged++;
+  if (log_host != NULL) reentrant_result = mcpoll_poll(log_host, 0);
+}
+
+static void many_calls(mcpoll_host *host, uint64_t server, int n) {
+  uint64_t calls[64];
+  char text[32];
+  for (int done = 0; done < n;) {
+    int batch = n - done < 16 ? n - done : 16;
+    for (int i = 0; i < batch; i++) {
+      snprintf(text, sizeof text, "n%d", done + i);
+      calls[i] = echo(host, server, text);
+    }
+    for (int i = 0; i < batch; i++) {
+      snprintf(text, sizeof text, "\"text\":\"n%d\"", done + i);
+      CHECK(strstr(done_text(host, server, calls[i]), text) != NULL);
+    }
+    done += batch;
+    n_seen = 0; /* every call of the batch ended: forget the events */
+  }
+}
+
+static void errors_without_a_server(mcpoll_host *host) {
+  uint64_t call = 0, server = 0;
+  mcpoll_call_options *opts = NULL;
+  mcpoll_config *config = NULL;
+  mcpoll_http_options *http = NULL;
+  EXPECT(mcpoll_host_new(NULL), MCPOLL_NULL_POINTER);
+  EXPECT(mcpoll_poll(NULL, 0), MCPOLL_NULL_POINTER);
+  EXPECT(mcpoll_call_tool(host, 1, "echo", "{}", NULL, NULL), MCPOLL_NULL_POINTER);
+  EXPECT(mcpoll_call_tool(host, 1, NULL, "{}", NULL, &call), MCPOLL_NULL_POINTER);
+  EXPECT(mcpoll_call_tool(host, 12345, "echo", "{}", NULL, &call), MCPOLL_UNKNOWN_SERVER);
+  CHECK(strlen(mcpoll_last_error(host)) > 0);
+  EXPECT(mcpoll_cancel(host, 12345, 1), MCPOLL_UNKNOWN_SERVER);
+  EXPECT(mcpoll_call_tool(host, 1, "\xff\xfe", "{}", NULL, &call), MCPOLL_INVALID_UTF8);
+  EXPECT(mcpoll_call_tool(host, 1, "echo", "{\"text\":", NULL, &call), MCPOLL_INVALID_JSON);
+  OK(mcpoll_call_options_new(&opts));
+  EXPECT(mcpoll_call_options_set_idempotency(opts, 77), MCPOLL_INVALID_ARGUMENT);
+  OK(mcpoll_call_options_set_idempotency(opts, MCPOLL_IDEMPOTENCY_READ));
+  OK(mcpoll_call_options_set_idempotency_key(opts, "k-1"));
+  OK(mcpoll_call_options_set_idempotency_key(opts, NULL));
+  OK(mcpoll_call_options_set_timeout_ms(opts, 1000));
+  mcpoll_call_options_free(opts);
+  mcpoll_call_options_free(NULL);
+  const char *argv_missing[] = {"/nonexistent/mcp-server"};
+  EXPECT(mcpoll_add_stdio_server(host, argv_missing, 0, NULL, 0, NULL, NULL, &server),
+         MCPOLL_INVALID_ARGUMENT);
+  mcpoll_result spawned = mcpoll_add_stdio_server(host, argv_missing, 1, NULL, 0, NULL, NULL,
+                                                  &server);
+  if (getenv("MCPOLL_UNDER_VALGRIND") != NULL && spawned == MCPOLL_OK) {
+    /* valgrind runs the child's failed exec as an exit: the server is added, then fails. */
+    OK(mcpoll_remove_server(host, server));
+  } else {
+    EXPECT(spawned, MCPOLL_SPAWN_FAILED);
+  }
+  const char *bad_env[] = {"NO_EQUALS_SIGN"};
+  EXPECT(mcpoll_add_stdio_server(host, argv_missing, 1, bad_env, 1, NULL, NULL, &server),
+         MCPOLL_INVALID_ARGUMENT);
+  OK(mcpoll_config_new(&config));
+  EXPECT(mcpoll_config_set_timeout_ms(config, 0), MCPOLL_INVALID_ARGUMENT);
+  EXPECT(mcpoll_config_set_answers(config, 1u << 9), MCPOLL_INVALID_ARGUMENT);
+  OK(mcpoll_config_set_max_pending(config, 0));
+  const char *argv_true[] = {"true"};
+  EXPECT(mcpoll_add_stdio_server(host, argv_true, 1, NULL, 0, NULL, config, &server),
+         MCPOLL_CONFIG_INVALID);
+  /* A server that never answers, allowed one pending call: the handshake is that call. */
+  OK(mcpoll_config_set_max_pending(config, 1));
+  const char *argv_mute[] = {"sleep", "600"};
+  OK(mcpoll_add_stdio_server(host, argv_mute, 2, NULL, 0, NULL, config, &server));
+  EXPECT(mcpoll_call_tool(host, server, "echo", "{}", NULL, &call), MCPOLL_OVERLOADED);
+  OK(mcpoll_remove_server(host, server));
+  mcpoll_config_free(config);
+  OK(mcpoll_http_options_new("ftp://example.com/mcp", &http));
+  EXPECT(mcpoll_add_http_server(host, http, NULL, &server), MCPOLL_HTTP_URL);
+  mcpoll_http_options_free(http);
+  OK(mcpoll_http_options_new("http://127.0.0.1:9/mcp", &http));
+  OK(mcpoll_http_options_add_header(http, "bad header", "x"));
+  EXPECT(mcpoll_add_http_server(host, http, NULL, &server), MCPOLL_HTTP_HEADER);
+  mcpoll_http_options_free(http);
+  OK(mcpoll_http_options_new("https://127.0.0.1:9/mcp", &http));
+  OK(mcpoll_http_options_set_ca_file(http, "/nonexistent/ca.pem"));
+  EXPECT(mcpoll_add_http_server(host, http, NULL, &server), MCPOLL_HTTP_TLS_SETUP);
+  mcpoll_http_options_free(http);
+  EXPECT(mcpoll_http_options_new(NULL, &http), MCPOLL_NULL_POINTER);
+  EXPECT(mcpoll_set_log_callback(on_log, &logged, 6), MCPOLL_INVALID_ARGUMENT);
+  /* Names and messages of every value are static strings. */
+  CHECK(strcmp(mcpoll_result_name(MCPOLL_LOCAL_CANCELLED), "MCPOLL_LOCAL_CANCELLED") == 0);
+  CHECK(strcmp(mcpoll_result_name(4242), "MCPOLL_?") == 0);
+  CHECK(strlen(mcpoll_result_message(MCPOLL_PANIC)) > 0);
+  CHECK(strlen(mcpoll_version()) > 0);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s PEERS_DIR HTTP_URL\n", argv[0]);
+    return 2;
+  }
+  char stdio_script[4096];
+  snprintf(stdio_script, sizeof stdio_script, "%s/run-py-stdio.sh", argv[1]);
+
+  started = now_s();
+  mcpoll_host *host = NULL;
+  OK(mcpoll_host_new(&host));
+  STEP("errors without a server");
+  errors_without_a_server(host);
+
+  STEP("stdio peer");
+  /* ---- stdio: the Python SDK peer, answering sampling from C ---- */
+  mcpoll_config *config = NULL;
+  OK(mcpoll_config_new(&config));
+  OK(mcpoll_config_set_answers(config, MCPOLL_ANSWER_SAMPLING | MCPOLL_ANSWER_ROOTS));
+  OK(mcpoll_config_set_restart(config, true, 50));
+  const char *args[] = {stdio_script};
+  const char *env[] = {"MCPOLL_C_TEST=1"};
+  uint64_t py = 0;
+  OK(mcpoll_add_stdio_server(host, args, 1, env, 1, "/", config, &py));
+  mcpoll_config_free(config); /* copied: may go at once */
+  CHECK(py != 0);
+  CHECK(strcmp(mcpoll_last_error(host), "") == 0);
+  seen_event *ready = wait_for(host, py, MCPOLL_EVENT_READY, 0);
+  CHECK(strlen(ready->data) > 0);
+
+  STEP("tool cache");
+  /* The tool cache: pending until listed, then a JSON array with echo. */
+  const char *tools = NULL;
+  size_t tools_len = 0;
+  mcpoll_result r = mcpoll_tools(host, py, &tools, &tools_len);
+  CHECK(r == MCPOLL_PENDING || r == MCPOLL_OK);
+  for (double until = now_s() + 60; r == MCPOLL_PENDING; r = mcpoll_tools(host, py, &tools, &tools_len)) {
+    CHECK(now_s() < until);
+    turn(host, 100);
+  }
+  OK(r);
+  CHECK(tools[0] == '[' && tools[tools_len - 1] == ']' && tools[tools_len] == '\0');
+  CHECK(strstr(tools, "\"echo\"") != NULL);
+  /* Lifetime rules: const calls leave the borrowed JSON alone. */
+  int fd;
+  int64_t ms;
+  uint32_t pid = 0;
+  OK(mcpoll_fd(host, &fd));
+  OK(mcpoll_timeout_ms(host, &ms));
+  OK(mcpoll_server_pid(host, py, &pid));
+  CHECK(pid > 0);
+  CHECK(tools[0] == '[' && strstr(tools, "\"echo\"") != NULL);
+
+  STEP("calls");
+  /* Calls: echo (many), add, a listing, a resource, a prompt, an isError result. */
+  many_calls(host, py, 200);
+  uint64_t call = 0;
+  OK(mcpoll_call_tool(host, py, "add", "{\"a\":2,\"b\":3}", NULL, &call));
+  CHECK(strstr(done_text(host, py, call), "\"sum\":5") != NULL);
+  OK(mcpoll_list_tools(host, py, NULL, &call));
+  CHECK(strstr(done_text(host, py, call), "\"slow\"") != NULL);
+  OK(mcpoll_read_resource(host, py, "lab://readme", NULL, &call));
+  CHECK(strstr(done_text(host, py, call), "\"contents\"") != NULL);
+  OK(mcpoll_get_prompt(host, py, "greet", "{\"name\":\"Ann\"}", NULL, &call));
+  CHECK(strstr(done_text(host, py, call), "Ann") != NULL);
+  OK(mcpoll_call_tool(host, py, "fail", NULL, NULL, &call));
+  seen_event *fail = end_of(host, py, call);
+  CHECK(fail->kind == MCPOLL_EVENT_CALL_DONE && fail->is_error);
+  EXPECT(mcpoll_call_tool(host, py, "echo", "[1]", NULL, &call), MCPOLL_ARGUMENTS_NOT_OBJECT);
+  /* A JSON-RPC error answer: the call fails with MCPOLL_PROTOCOL and the error's code. */
+  OK(mcpoll_read_resource(host, py, "lab://no-such-resource", NULL, &call));
+  seen_event *refused = end_of(host, py, call);
+  CHECK(refused->kind == MCPOLL_EVENT_CALL_FAILED && refused->error == MCPOLL_PROTOCOL);
+  CHECK(refused->rpc_code != 0);
+  EXPECT(mcpoll_cancel(host, py, 987654321), MCPOLL_UNKNOWN_CALL);
+  EXPECT(mcpoll_answer(host, py, 987654321, "{}"), MCPOLL_UNKNOWN_REQUEST);
+
+  STEP("deadline");
+  /* A deadline: the slow tool with 300 ms to run. */
+  mcpoll_call_options *opts = NULL;
+  OK(mcpoll_call_options_new(&opts));
+  OK(mcpoll_call_options_set_timeout_ms(opts, 300));
+  OK(mcpoll_call_tool(host, py, "slow", "{\"ms\":5000}", opts, &call));
+  mcpoll_call_options_free(opts);
+  seen_event *late = end_of(host, py, call);
+  CHECK(late->kind == MCPOLL_EVENT_CALL_FAILED && late->error == MCPOLL_LOCAL_DEADLINE_EXCEEDED);
+
+  STEP("cancel");
+  /* Cancellation after the first progress report. */
+  OK(mcpoll_call_options_new(&opts));
+  OK(mcpoll_call_options_set_progress(opts, true));
+  OK(mcpoll_call_tool(host, py, "slow", "{\"ms\":3000}", opts, &call));
+  mcpoll_call_options_free(opts);
+  wait_for(host, py, MCPOLL_EVENT_PROGRESS, call);
+  OK(mcpoll_cancel(host, py, call));
+  seen_event *cancelled = end_of(host, py, call);
+  CHECK(cancelled->kind == MCPOLL_EVENT_CALL_FAILED);
+  CHECK(cancelled->error == MCPOLL_LOCAL_CANCELLED);
+  /* The ended call's id is unknown from now on (once its end was handed out). */
+  EXPECT(mcpoll_cancel(host, py, call), MCPOLL_UNKNOWN_CALL);
+
+  STEP("server request");
+  /* A server request answered from C: the peer samples the client's model. */
+  n_seen = 0;
+  OK(mcpoll_call_tool(host, py, "sample", "{}", NULL, &call));
+  seen_event *asked = wait_for(host, py, MCPOLL_EVENT_SERVER_REQUEST, 0);
+  CHECK(asked->request_kind == 3 && asked->request != 0);
+  CHECK(strstr(asked->data, "Say hello") != NULL);
+  EXPECT(mcpoll_answer(host, py, asked->request, "[1]"), MCPOLL_ANSWER_NOT_OBJECT);
+  EXPECT(mcpoll_answer(host, py, asked->request, "{\"role\":"), MCPOLL_INVALID_JSON);
+  OK(mcpoll_answer(host, py, asked->request,
+                   "{\"role\":\"assistant\",\"model\":\"c\",\"content\":"
+                   "{\"type\":\"text\",\"text\":\"hello from C\"}}"));
+  EXPECT(mcpoll_answer(host, py, asked->request, "{}"), MCPOLL_UNKNOWN_REQUEST);
+  CHECK(strstr(done_text(host, py, call), "hello from C") != NULL);
+
+  STEP("roots");
+  /* A call's server requests end with it: cancelled while it waits for the answer, its
+   * request id is unknown afterwards. */
+  n_seen = 0;
+  OK(mcpoll_call_tool(host, py, "sample", "{}", NULL, &call));
+  asked = wait_for(host, py, MCPOLL_EVENT_SERVER_REQUEST, call);
+  OK(mcpoll_cancel(host, py, call));
+  CHECK(end_of(host, py, call)->error == MCPOLL_LOCAL_CANCELLED);
+  EXPECT(mcpoll_answer(host, py, asked->request, "{}"), MCPOLL_UNKNOWN_REQUEST);
+
+  /* Roots set from C, answered by the engine when the peer asks. */
+  OK(mcpoll_set_roots(host, py, "{\"roots\":[{\"uri\":\"file:///tmp\"}]}"));
+  EXPECT(mcpoll_set_roots(host, py, "{\"roots\":[{\"uri\":\"http://x\"}]}"),
+         MCPOLL_ANSWER_MISMATCH);
+  OK(mcpoll_call_tool(host, py, "roots", "{}", NULL, &call));
+  CHECK(strstr(done_text(host, py, call), "file:///tmp") != NULL);
+
+  STEP("log and crash");
+  /* The log callback, through a crash (a spawn logs): records arrive with their levels, and
+   * calling in from the callback gives MCPOLL_REENTRANT. */
+  OK(mcpoll_set_log_callback(on_log, &logged, 5));
+  log_host = host;
+  /* A crash: the process group is killed; TRANSPORT_LOST names the signal, and a restart
+   * serves the next call. */
+  n_seen = 0;
+  OK(mcpoll_server_pid(host, py, &pid));
+  CHECK(kill(-(pid_t)pid, SIGKILL) == 0);
+  seen_event *lost = wait_for(host, py, MCPOLL_EVENT_TRANSPORT_LOST, 0);
+  CHECK(lost->error == MCPOLL_TRANSPORT_PROCESS_EXIT && lost->exit_signal == SIGKILL);
+  CHECK(strstr(done_text(host, py, echo(host, py, "again")), "again") != NULL);
+  uint32_t pid2 = 0;
+  OK(mcpoll_server_pid(host, py, &pid2));
+  CHECK(pid2 != 0 && pid2 != pid);
+
+  log_host = NULL;
+  CHECK(logged > 0);
+  CHECK(reentrant_result == MCPOLL_REENTRANT);
+  OK(mcpoll_set_log_callback(NULL, NULL, 0));
+
+  STEP("http");
+  /* ---- HTTP: the Python SDK peer over Streamable HTTP ---- */
+  mcpoll_http_options *http = NULL;
+  OK(mcpoll_http_options_new(argv[2], &http));
+  OK(mcpoll_http_options_add_header(http, "X-Test", "c"));
+  OK(mcpoll_http_options_set_proxy(http, NULL));
+  uint64_t web = 0;
+  OK(mcpoll_add_http_server(host, http, NULL, &web));
+  mcpoll_http_options_free(http);
+  CHECK(web != 0 && web != py);
+  wait_for(host, web, MCPOLL_EVENT_READY, 0);
+  many_calls(host, web, 100);
+  /* Both servers at once. */
+  uint64_t a = echo(host, py, "to stdio"), b = echo(host, web, "to http");
+  CHECK(strstr(done_text(host, web, b), "to http") != NULL);
+  CHECK(strstr(done_text(host, py, a), "to stdio") != NULL);
+
+  STEP("close and remove");
+  /* Closing and removing: calls on a closed server fail; a removed id is unknown. */
+  OK(mcpoll_close_server(host, web));
+  EXPECT(mcpoll_call_tool(host, web, "echo", "{}", NULL, &call), MCPOLL_CLOSED);
+  OK(mcpoll_remove_server(host, web));
+  EXPECT(mcpoll_call_tool(host, web, "echo", "{}", NULL, &call), MCPOLL_UNKNOWN_SERVER);
+  EXPECT(mcpoll_remove_server(host, web), MCPOLL_UNKNOWN_SERVER);
+  OK(mcpoll_remove_server(host, py));
+  /* Until the removed process is reaped, there is a deadline; then idle. */
+  n_seen = 0;
+  for (double until = now_s() + 60;;) {
+    OK(mcpoll_timeout_ms(host, &ms));
+    if (ms < 0) break;
+    CHECK(now_s() < until);
+    turn(host, 100);
+  }
+  CHECK(n_seen == 0);
+
+  STEP("free");
+  mcpoll_host_free(host);
+  mcpoll_host_free(NULL);
+  printf("c api: %d checks passed\n", checks);
+  return 0;
+}
