@@ -137,9 +137,9 @@ fn every_subcommand_against_py_over_stdio_and_ts2_over_http() {
     let sum = s.json("py", &["call", "add", r#"{"a":20,"b":22}"#]);
     assert_eq!(sum["structuredContent"]["sum"].as_f64(), Some(42.0), "{sum}");
     assert_eq!(s.text("ts2", &["call", "echo", r#"{"text":"héllo"}"#]), "héllo\n");
-    // A tool's isError result is printed, and exits 3 for scripts.
+    // A tool's isError result is printed, and exits 4 for scripts.
     let fail = s.command("ts2", &["call", "fail"]).output().expect("run mcpoll");
-    assert_eq!(fail.status.code(), Some(3), "{}", String::from_utf8_lossy(&fail.stderr));
+    assert_eq!(fail.status.code(), Some(4), "{}", String::from_utf8_lossy(&fail.stderr));
     assert!(String::from_utf8_lossy(&fail.stdout).starts_with("the tool reported an error:"));
 
     let resources = s.json("ts2", &["resources"]);

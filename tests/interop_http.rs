@@ -137,7 +137,7 @@ fn cli_lists_and_calls_over_http_in_both_eras() {
     let exe = cli();
     for script in ["run-py-http.sh", "run-ts1-http.sh"] {
         let peer = HttpPeer::start(&dir, script);
-        // `exit`: 0, or 3 for a tool's isError result.
+        // `exit`: 0, or 4 for a tool's isError result.
         let run_exiting = |args: &[&str], exit: i32| {
             let out = std::process::Command::new(&exe)
                 .arg("--json")
@@ -159,7 +159,7 @@ fn cli_lists_and_calls_over_http_in_both_eras() {
         assert!(tools["tools"].as_array().unwrap().iter().any(|t| t["name"] == "echo"), "{script}");
         let sum = run(&["call", "add", r#"{"a":20,"b":22}"#]);
         assert_eq!(sum["structuredContent"]["sum"].as_f64(), Some(42.0), "{script}");
-        let fail = run_exiting(&["call", "fail"], 3);
+        let fail = run_exiting(&["call", "fail"], 4);
         assert_eq!(fail["isError"], true, "{script}");
     }
 }

@@ -49,7 +49,7 @@ EXIT CODES:
   0    success
   1    the command failed: the server, the transport or mcpoll ended it (stderr says why)
   2    bad usage, or a configuration file (or its entry for the server) mcpoll cannot use
-  3    the tool answered with isError: true (its result is printed, as on success)
+  4    the tool answered with isError: true (its result is printed, as on success)
   130  interrupted by Ctrl-C";
 
 /// Where the server is.

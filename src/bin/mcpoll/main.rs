@@ -65,7 +65,7 @@ const CANCEL_GRACE: Duration = Duration::from_millis(300);
 const EXIT_INTERRUPTED: u8 = 130;
 
 /// The exit code of a call whose tool answered `isError: true` (the result is printed).
-const EXIT_TOOL_ERROR: u8 = 3;
+const EXIT_TOOL_ERROR: u8 = 4;
 
 /// The authorization code grant from a terminal: print the URL, read back the redirect.
 struct Paste;
