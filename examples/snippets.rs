@@ -12,6 +12,11 @@ use std::time::Duration;
 
 use mcpoll::{Config, Event, Host, ServerId, StdioCommand};
 
+// The store the capability-store fragment opens (its own example's `main` is not used here).
+#[allow(dead_code)]
+#[path = "file_capability_store.rs"]
+mod file_capability_store;
+
 /// The README's "HTTP servers are added the same way".
 fn http_server(host: &mut Host, token: &str) -> Result<ServerId, Box<dyn Error>> {
     use mcpoll::HttpOptions;
@@ -191,9 +196,52 @@ fn oauth(host: &mut Host, secret: &str) -> Result<ServerId, Box<dyn Error>> {
     Ok(server)
 }
 
+/// The README's "A capability store the host can persist".
+fn capability_store(host: &mut Host) -> Result<(), Box<dyn Error>> {
+    use file_capability_store::FileCapabilityStore;
+
+    host.set_capability_store(FileCapabilityStore::open("catalogs")?);
+    let server = host.add_stdio_server(StdioCommand::new("my-server"), Config::default())?;
+    host.wait_ready(server, Duration::from_secs(10))?;
+    let tools = host.tools_blocking(server, Duration::from_secs(10))?; // no tools/list when warm
+    println!("{} tools", tools.len());
+    Ok(())
+}
+
+/// The README's "Local authorization".
+#[allow(unused_variables)]
+fn local_authorization(
+    host: &mut Host,
+    server: ServerId,
+    args: &serde_json::value::RawValue,
+) -> Result<(), Box<dyn Error>> {
+    use mcpoll::{AccessRequest, CallOptions, Decision};
+
+    host.set_policy(|call: &AccessRequest<'_>| {
+        if call.always_allowed || call.annotations.read_only == Some(true) {
+            Decision::Allow
+        } else if call.name == "drop_table" {
+            Decision::deny("never on this host")
+        } else {
+            Decision::Ask
+        }
+    });
+    let call = host.call_tool(server, "write_file", &args, &CallOptions::default())?;
+    // ... frames later, from the loop:
+    while let Some((server, event)) = host.poll_event() {
+        if let Event::AuthorizationAsked { call, name, annotations, .. } = event {
+            // show the operator `name` and `annotations.is_destructive()`, answer when they do:
+            host.allow_call(server, call)?; // or host.deny_call(server, call, "operator said no")?
+        }
+    }
+    let _ = call;
+    Ok(())
+}
+
 fn main() {
     // Referenced, not run: each needs a server the README only names.
     let _ = (http_server, embedding, server_requests, roots, principals, records, oauth);
     let _ = (answer_handlers, drain, throughput, oauth_builders);
+    let _ = (capability_store, local_authorization);
     println!("the README's fragments compile; tests/readme.rs runs examples/usage.rs");
 }

@@ -380,6 +380,10 @@ pub enum LocalError {
     /// configuration; the server is not at fault.
     #[cfg(feature = "http")]
     OAuthSetup(Box<crate::auth::oauth::AuthError>),
+    /// The host's local authorization policy refused the call (or the host refused a call
+    /// held for its answer), with the reason it gave. Nothing was sent; it is never retried
+    /// and does not count against the server.
+    AuthorizationDenied(Box<str>),
 }
 
 impl LocalError {
@@ -399,6 +403,7 @@ impl LocalError {
             Self::Unanswered(_) => "unanswered",
             #[cfg(feature = "http")]
             Self::OAuthSetup(_) => "oauth_setup",
+            Self::AuthorizationDenied(_) => "authorization_denied",
         }
     }
 }
@@ -410,6 +415,9 @@ impl fmt::Display for LocalError {
                 f,
                 "the request may have been delivered; its outcome is unknown ({cause})"
             );
+        }
+        if let Self::AuthorizationDenied(reason) = self {
+            return write!(f, "refused by the local authorization policy: {reason}");
         }
         if let Self::Degraded(Some(first)) = self {
             return write!(
@@ -441,6 +449,7 @@ impl fmt::Display for LocalError {
                     kind.method()
                 )
             }
+            Self::AuthorizationDenied(_) => "refused by the local authorization policy",
         })
     }
 }
@@ -506,6 +515,28 @@ impl fmt::Display for CancelError {
 }
 
 impl std::error::Error for CancelError {}
+
+/// Why a held call's authorization answer was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AuthorizeError {
+    /// No such call is held (it was never held, was already answered, or it ended: its
+    /// deadline passed or it was cancelled).
+    NotHeld,
+    /// The queue has no room for the call now; it stays held.
+    Overloaded,
+}
+
+impl fmt::Display for AuthorizeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::NotHeld => "no such call is held for authorization",
+            Self::Overloaded => "too many queued calls; the call stays held",
+        })
+    }
+}
+
+impl std::error::Error for AuthorizeError {}
 
 /// A configuration value is out of range; reported once by `Engine::new`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

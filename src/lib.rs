@@ -178,9 +178,10 @@ pub use engine::{
     TransmitKind, TransportEvent, TransportKind, WireId,
 };
 pub use error::{
-    AnswerError, CallError, CancelError, CloseReason, ConfigError, LocalError, PeerError,
-    ProcessExit, RequestError, RpcError, TlsFailure, TransportError,
+    AnswerError, AuthorizeError, CallError, CancelError, CloseReason, ConfigError, LocalError,
+    PeerError, ProcessExit, RequestError, RpcError, TlsFailure, TransportError,
 };
+pub use proto::annotations::ToolAnnotations;
 pub use proto::elicit::elicitation_defaults;
 pub use proto::mcp::{Method, ResultType, SubscriptionFilter};
 pub use proto::meta::TraceContext;
@@ -199,10 +200,14 @@ pub use driver::stdio::{CommandLineError, StdioCommand, StdioDriver};
 #[cfg(all(feature = "stdio", feature = "schema"))]
 pub use host::ToolCallError;
 #[cfg(feature = "stdio")]
+pub use host::{AccessRequest, Confirm, Decision, DefaultPolicy, Policy};
+#[cfg(feature = "stdio")]
 pub use host::{
     AddServerError, Answer, AnswerHandler, BlockingError, CacheStats, CatalogError, CatalogView,
     Commands, EmbedError, ForeignToken, Host, OwnedResult, ServerId,
 };
+#[cfg(feature = "stdio")]
+pub use host::{CapabilityStore, EntryKind, StoreKey, StoredEntry, StoredPage};
 #[cfg(feature = "stdio")]
 pub use host::{
     ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,

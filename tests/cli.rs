@@ -220,3 +220,54 @@ fn the_timeout_bounds_connecting_too() {
     // The old bound was the probe's 5 s plus more; 1 s and room for a busy machine is less.
     assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
 }
+
+#[test]
+fn local_refusals_exit_3_and_say_why() {
+    // --confirm without a terminal: a tool that may destroy (`add` has no hints) is refused
+    // unsent; a read-only one (`echo`) is called.
+    let server = demo("");
+    let stdin_not_a_terminal = || {
+        let mut c = mcpoll();
+        c.stdin(std::process::Stdio::null());
+        c
+    };
+    let out = stdin_not_a_terminal()
+        .args(["--stdio", &server, "--confirm", "call", "add", r#"{"a":1,"b":2}"#])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    let e = error_line(&err);
+    assert_eq!(e["error"]["name"], "authorization_denied", "{err}");
+    let message = e["error"]["message"].as_str().unwrap();
+    assert!(message.contains("not a terminal") && message.contains("not sent"), "{message}");
+    let out = stdin_not_a_terminal()
+        .args(["--stdio", &server, "--confirm", "call", "echo", r#"{"text":"hi"}"#])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // An mcpServers file's disabledTools: refused, not listed; alwaysAllow passes --confirm.
+    let dir = std::env::temp_dir().join(format!("mcpoll-cli-authz-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("mcp.json");
+    let program = common::demo_server().program().to_string_lossy().into_owned();
+    let config = serde_json::json!({"mcpServers": {"demo": {
+        "command": program, "disabledTools": ["slow"], "alwaysAllow": ["add"]}}});
+    std::fs::write(&file, config.to_string()).unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let (code, _, err) = run(&["--config", &file, "call", "slow", r#"{"ms":1}"#]);
+    assert_eq!(code, 3, "{err}");
+    assert!(error_line(&err)["error"]["message"].as_str().unwrap().contains("disabled"), "{err}");
+    let (code, tools, err) = run(&["--config", &file, "tools"]);
+    assert_eq!(code, 0, "{err}");
+    let names: Vec<&str> =
+        tools["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"add"), "{names:?}");
+    let out = stdin_not_a_terminal()
+        .args(["--config", &file, "--confirm", "call", "add", r#"{"a":1,"b":2}"#])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -142,6 +142,27 @@ impl Partition {
     pub(crate) fn audience(self) -> Audience {
         self.audience
     }
+
+    /// A stable text naming the partition: every part's hash in hex, so it holds no secret
+    /// (no principal, tenant or scope in clear) and is the same in every process. What a
+    /// persistent store files an entry under.
+    pub(crate) fn id(self) -> String {
+        let t = match self.transport {
+            Transport::Stdio => "stdio",
+            Transport::Http => "http",
+        };
+        let mut id = format!(
+            "{:016x}-{t}-{:016x}-{:016x}-{:016x}",
+            self.server.0, self.protocol.0, self.client_profile.0, self.extension_profile.0
+        );
+        match self.audience {
+            Audience::Public => id.push_str("-public"),
+            Audience::Private { principal, scope, tenant } => {
+                id.push_str(&format!("-{:016x}-{:016x}-{:016x}", principal.0, scope.0, tenant.0))
+            }
+        }
+        id
+    }
 }
 
 #[cfg(test)]

@@ -173,6 +173,11 @@ pub(crate) struct CachedPage {
 }
 
 impl CachedPage {
+    /// The cursor this page was fetched with (`None` for the first page).
+    pub(crate) fn cursor(&self) -> Option<&str> {
+        self.cursor.as_deref()
+    }
+
     /// Items sorted by id.
     pub(crate) fn items(&self) -> &[Item] {
         &self.page.items
@@ -782,6 +787,43 @@ impl Store {
             self.remove_list(&ListKey { partition: key.partition(scope), kind });
         }
         self.revoke(key, kind);
+    }
+
+    /// The fresh pages of the list in one partition of `key` (a persistent store's entry), in
+    /// no particular order; empty unless the list's every page is fresh.
+    pub(crate) fn fresh_pages(
+        &self,
+        now: Instant,
+        key: &CacheKey,
+        kind: CatalogKind,
+        scope: CacheScope,
+    ) -> Vec<&CachedPage> {
+        if self.list_state(now, key, kind) != ListState::Fresh {
+            return Vec::new();
+        }
+        let lk = ListKey { partition: key.partition(scope), kind };
+        self.lists
+            .get(&lk)
+            .map_or_else(Vec::new, |l| l.pages.iter().filter(|p| p.is_fresh(now)).collect())
+    }
+
+    /// `true` when no page of the list is held in either partition of `key`.
+    pub(crate) fn knows_nothing_of(&self, key: &CacheKey, kind: CatalogKind) -> bool {
+        let c = self.candidates(key, kind);
+        c.lists.iter().all(Option::is_none)
+    }
+
+    /// Stores a page a persistent store kept; its hints carry the lifetime it has left and its
+    /// `cacheScope` (the TTL is capped at `max_ttl`, as every TTL). `true` when stored.
+    pub(crate) fn restore(
+        &mut self,
+        now: Instant,
+        key: &CacheKey,
+        kind: CatalogKind,
+        cursor: Option<&str>,
+        page: ParsedPage,
+    ) -> bool {
+        matches!(self.store(now, key, kind, cursor.map(Box::from), page), Finished::Stored)
     }
 
     /// Drops pages that can no longer be served even stale, to give memory back early.

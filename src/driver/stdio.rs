@@ -821,14 +821,23 @@ mod tests {
         let mut poll = mio::Poll::new().unwrap();
         let now = Instant::now();
         let mut engine = Engine::new(Config::default(), now).unwrap();
-        // One 200,000-byte line (not JSON), then silence until killed.
-        let script = "head -c 200000 /dev/zero | tr '\\0' a; echo; sleep 5";
-        let command = StdioCommand::new("sh").args(["-c", script]);
+        // One 65,000-byte line (not JSON), which the pipe holds whole (64 KiB), then a mark
+        // that it was written, then silence until killed. Reading only once it is all there
+        // makes the reads fill 4, 8, 16 and 32 KiB, however the machine schedules the writer.
+        let written = std::env::temp_dir().join(format!("mcpoll-grow-{}", std::process::id()));
+        let _ = std::fs::remove_file(&written);
+        let script = "head -c 65000 /dev/zero | tr '\\0' a; echo; touch \"$0\"; sleep 30";
+        let command = StdioCommand::new("sh").args(["-c", script]).arg(&written);
         let mut driver = StdioDriver::new(command, engine.config(), Token(0));
         assert_eq!(driver.read_buf.len(), READ_START);
         driver.spawn(poll.registry(), &mut engine, now).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !written.exists() {
+            assert!(Instant::now() < deadline, "the line was never written");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = std::fs::remove_file(&written);
         let mut events = mio::Events::with_capacity(8);
-        let deadline = Instant::now() + Duration::from_secs(5);
         while engine.stats().invalid_frames == 0 && Instant::now() < deadline {
             poll.poll(&mut events, Some(Duration::from_millis(100))).unwrap();
             for e in events.iter() {

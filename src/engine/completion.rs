@@ -32,9 +32,10 @@ impl Engine {
     pub(super) fn mark_sent(&mut self, now: Instant, slot: usize) {
         let now = self.epoch.stamp(now);
         self.requests.set_state(slot, SendState::Sent);
+        let held = self.requests.bufs(slot).held().get();
         if let Some(p) = self.requests.get_mut(slot) {
             if p.attempt == 0 {
-                let waited = now.since(p.created);
+                let waited = now.since(p.created).saturating_sub(held);
                 p.queue_wait = waited.into();
                 if p.owner == Owner::Host {
                     self.stats.queue_wait += waited;
@@ -125,12 +126,16 @@ impl Engine {
     ) -> CallRecord<'t> {
         let mut r = CallRecord::new(p.method, self.transport);
         r.call = Some(call);
-        (r.trace_id, r.run_id) = self.requests.bufs(slot).tags();
+        let bufs = self.requests.bufs(slot);
+        (r.trace_id, r.run_id) = bufs.tags();
         r.version = self.lifecycle.version();
         r.request_id = (p.attempt > 0).then(|| WireId::new(slot, p.wire_gen));
         r.tool = tool;
         r.attempts = p.attempt;
         r.queue_wait = p.queue_wait.get();
+        // A call that ends while held (refused, cancelled, past its deadline) waited all along.
+        r.authorization_wait =
+            if p.state == SendState::Held { now.since(p.created) } else { bufs.held().get() };
         r.network = p.network.get();
         r.elapsed = now.since(p.created);
         r.rounds = p.rounds;

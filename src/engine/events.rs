@@ -130,6 +130,21 @@ pub enum Event<'a> {
         /// The request.
         request: ServerRequestId,
     },
+    /// A call is held unsent because the host's authorization policy answered
+    /// [`Decision::Ask`](crate::Decision::Ask): answer with
+    /// [`Host::allow_call`](crate::Host::allow_call) or
+    /// [`Host::deny_call`](crate::Host::deny_call). Its deadline keeps running; cancelling it
+    /// works as for any call. Only a [`Host`](crate::Host) emits it.
+    AuthorizationAsked {
+        /// The held call.
+        call: CallId,
+        /// `tools/call`, or `resources/read` / `prompts/get` when the policy covers them.
+        method: crate::proto::mcp::Method,
+        /// The tool or prompt name, or the resource URI.
+        name: &'a str,
+        /// The tool definition's hints, from the capability cache.
+        annotations: crate::proto::annotations::ToolAnnotations,
+    },
     /// The connection is closed and will not come back by itself; all calls have ended.
     Closed {
         /// What closed it.

@@ -53,8 +53,8 @@ pub use server_requests::{ServerRequestId, ServerRequestKind};
 
 use crate::config::Config;
 use crate::error::{
-    CallError, CancelError, ConfigError, LocalError, PeerError, RequestError, RpcError,
-    TransportError,
+    AuthorizeError, CallError, CancelError, ConfigError, LocalError, PeerError, RequestError,
+    RpcError, TransportError,
 };
 use crate::proto::json::{self, Kind, RawJson};
 pub use crate::proto::jsonrpc::WireId;
@@ -87,6 +87,14 @@ pub struct CallOptions {
     /// The run or task the call belongs to, copied into its [`CallRecord`]: a host task sets
     /// its audit id here on every call made under it.
     pub run_id: Option<u64>,
+    /// Start the call held: nothing is sent, and it counts against neither the in-flight
+    /// limit nor the queue (nor asks its circuit breaker), until
+    /// [`Engine::release`] lets it go or [`Engine::refuse`] ends it with
+    /// [`LocalError::AuthorizationDenied`]. Its deadline runs meanwhile, and
+    /// [`Engine::cancel`] ends it as any other call. It does take a slot of the pending table
+    /// (`Config::max_pending`). A [`Host`](crate::Host) sets it for a call its authorization
+    /// policy asks about.
+    pub hold: bool,
 }
 
 impl CallOptions {
@@ -659,9 +667,8 @@ impl Engine {
         if self.is_degraded() {
             return Err(RequestError::Degraded);
         }
-        // Calls that a free in-flight slot will take at the next transmit are not "queued".
-        let free = self.config.max_in_flight.saturating_sub(self.requests.in_flight());
-        if self.requests.queued() >= self.config.max_queued + free || !self.room_for_end() {
+        // A held call takes its place in the queue, and asks its breaker, when released.
+        if (!opts.hold && !self.room_in_queue()) || !self.room_for_end() {
             return Err(RequestError::Overloaded);
         }
         let trace = match &opts.trace {
@@ -671,7 +678,7 @@ impl Engine {
         let class = self.classify(method, opts, tool_hint);
         let op =
             if class == Idempotency::Read { OperationClass::Read } else { OperationClass::Write };
-        if !self.admit(opts.tenant, op, now) {
+        if !opts.hold && !self.admit(opts.tenant, op, now) {
             return Err(RequestError::BreakerOpen);
         }
         let timeout = opts.timeout.unwrap_or(self.config.default_timeout);
@@ -695,10 +702,72 @@ impl Engine {
         for b in bufs.params_mut().iter_mut().filter(|b| matches!(**b, b'\n' | b'\r')) {
             *b = b' ';
         }
-        if let Some(id) = self.requests.wire_id(slot) {
+        if opts.hold {
+            self.requests.set_state(slot, SendState::Held);
+        } else if let Some(id) = self.requests.wire_id(slot) {
             self.send_queue.push_back(id);
         }
         Ok(call)
+    }
+
+    /// Lets a held call ([`CallOptions::hold`]) go: it joins the queue now, behind the calls
+    /// already there, and asks its circuit breaker. `Err(Overloaded)` when the queue has no
+    /// room: the call stays held (release it later, or refuse it). An open breaker ends the
+    /// call with [`LocalError::BreakerOpen`] (an event, as for any call).
+    pub fn release(&mut self, now: Instant, call: CallId) -> Result<(), AuthorizeError> {
+        let slot = self.held_slot(call)?;
+        if !self.room_in_queue() {
+            return Err(AuthorizeError::Overloaded);
+        }
+        let Some(p) = self.requests.get(slot) else { return Err(AuthorizeError::NotHeld) };
+        let (tenant, op, created) = (p.tenant, p.op, p.created);
+        // Kept with the slot's rarely used buffers: a held call is the exception.
+        self.requests.bufs_mut(slot).more().held = self.epoch.stamp(now).since(created).into();
+        if !self.admit(tenant, op, now) {
+            let error = CallError::Local(LocalError::BreakerOpen);
+            self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error));
+            return Ok(());
+        }
+        self.requests.set_state(slot, SendState::Queued);
+        if let Some(id) = self.requests.wire_id(slot) {
+            self.send_queue.push_back(id);
+        }
+        Ok(())
+    }
+
+    /// Ends a held call ([`CallOptions::hold`]) unsent, with
+    /// [`LocalError::AuthorizationDenied`] carrying `reason` (a `CallFailed` event and a call
+    /// record, as for any call). It is not retried and its breaker never hears of it.
+    pub fn refuse(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        reason: &str,
+    ) -> Result<(), AuthorizeError> {
+        let slot = self.held_slot(call)?;
+        let error = CallError::Local(LocalError::AuthorizationDenied(reason.into()));
+        self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error));
+        Ok(())
+    }
+
+    /// `true` while `call` is held for authorization.
+    pub fn is_held(&self, call: CallId) -> bool {
+        self.held_slot(call).is_ok()
+    }
+
+    fn held_slot(&self, call: CallId) -> Result<usize, AuthorizeError> {
+        let slot = self.requests.slot_of(call).ok_or(AuthorizeError::NotHeld)?;
+        match self.requests.get(slot) {
+            Some(p) if p.state == SendState::Held => Ok(slot),
+            _ => Err(AuthorizeError::NotHeld),
+        }
+    }
+
+    /// Room for one more queued call. Calls that a free in-flight slot will take at the next
+    /// transmit are not "queued".
+    fn room_in_queue(&self) -> bool {
+        let free = self.config.max_in_flight.saturating_sub(self.requests.in_flight());
+        self.requests.queued() < self.config.max_queued + free
     }
 
     /// Cancels a call: the local wait ends at once (a `CallFailed { Cancelled }` event), the
@@ -900,6 +969,8 @@ fn checked_arguments(text: &str) -> Result<&str, RequestError> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_authorization;
 #[cfg(test)]
 mod tests_records;
 #[cfg(test)]

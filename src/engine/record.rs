@@ -50,10 +50,13 @@ pub struct CallRecord<'a> {
     /// `input_required` round (0 when it ended before being sent).
     pub attempts: u32,
     /// Time spent queued: before the first attempt was written (behind
-    /// `Config::max_in_flight`, or until the server was ready), and, over HTTP, between each
-    /// attempt's write and its connection (all `HttpOptions::max_connections` busy). Not part
-    /// of `network`.
+    /// `Config::max_in_flight`, or until the server was ready; without the time held for
+    /// authorization), and, over HTTP, between each attempt's write and its connection (all
+    /// `HttpOptions::max_connections` busy). Not part of `network`.
     pub queue_wait: Duration,
+    /// Time the call was held unsent for the host's authorization answer
+    /// ([`CallOptions::hold`](crate::CallOptions::hold)).
+    pub authorization_wait: Duration,
     /// Time between writing each attempt (or page, or round) and its reply or failure, summed:
     /// the network and the server's work, without queueing and backoff.
     pub network: Duration,
@@ -95,6 +98,7 @@ impl<'a> CallRecord<'a> {
             tool: None,
             attempts: 0,
             queue_wait: Duration::ZERO,
+            authorization_wait: Duration::ZERO,
             network: Duration::ZERO,
             elapsed: Duration::ZERO,
             rounds: 0,
@@ -168,6 +172,8 @@ pub struct FailureCounts {
     pub cancelled: u64,
     /// Of `local`: past the deadline.
     pub deadline_exceeded: u64,
+    /// Of `local`: refused by the host's authorization policy, never sent.
+    pub authorization_denied: u64,
 }
 
 impl FailureCounts {
@@ -181,6 +187,7 @@ impl FailureCounts {
                 match l {
                     LocalError::Cancelled => self.cancelled += 1,
                     LocalError::DeadlineExceeded => self.deadline_exceeded += 1,
+                    LocalError::AuthorizationDenied(_) => self.authorization_denied += 1,
                     _ => {}
                 }
             }

@@ -43,6 +43,9 @@ pub(crate) enum Owner {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SendState {
+    /// Held unsent until the host authorizes it (`CallOptions::hold`): counted neither as
+    /// queued nor in flight, its deadline running.
+    Held,
     /// Waiting to be written (before the server is ready, or behind other requests).
     Queued,
     /// Written; the server may be working on it.
@@ -155,6 +158,8 @@ pub(crate) struct MoreBufs {
     /// The call's trace id and run, for its record.
     pub(crate) trace: Option<TraceId>,
     pub(crate) run_id: Option<u64>,
+    /// How long the call was held for the host's authorization before it was released.
+    pub(crate) held: Span,
 }
 
 impl SlotBufs {
@@ -177,6 +182,7 @@ impl SlotBufs {
             more.list_hints = Default::default();
             more.trace = None;
             more.run_id = None;
+            more.held = Span::ZERO;
         }
     }
 
@@ -223,6 +229,11 @@ impl SlotBufs {
     /// The params, to rewrite in place (same length).
     pub(crate) fn params_mut(&mut self) -> &mut [u8] {
         &mut self.text[self.name_end as usize..]
+    }
+
+    /// How long the call was held for authorization before its release.
+    pub(crate) fn held(&self) -> Span {
+        self.more.as_ref().map_or(Span::ZERO, |m| m.held)
     }
 
     /// The trace id and run id the call was made with.
@@ -295,6 +306,7 @@ impl Requests {
             return;
         }
         let counter = match state {
+            SendState::Held => return,
             SendState::Queued => &mut self.queued,
             SendState::Sent
             | SendState::Backoff(_)

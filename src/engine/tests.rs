@@ -185,6 +185,7 @@ pub(super) fn describe(e: &Event<'_>) -> String {
             format!("asks {} {:?} {params}", kind.method(), call.map(CallId::get))
         }
         Event::ServerRequestExpired { .. } => "expired".into(),
+        Event::AuthorizationAsked { call, name, .. } => format!("asked {} {name}", call.get()),
     }
 }
 

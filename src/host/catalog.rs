@@ -32,23 +32,25 @@
 //! Modern servers send change notifications only on a `subscriptions/listen` stream:
 //! [`Host::watch_catalogs`] opens one.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::fmt;
 use std::io;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::catalog::change::CatalogChange;
+use crate::catalog::hints::{CacheHints, CacheScope, TtlHint};
 use crate::catalog::key::{self, CacheKey, KeyParts};
 use crate::catalog::listing::{parse_page, CatalogKind, Item};
 use crate::catalog::refresh::{Answer, NeedError, Refresher, WalkError};
 use crate::catalog::search::SearchIndex;
-use crate::catalog::store::{ItemLookup, ListLookup, Store, StoreConfig, StoreError};
+use crate::catalog::store::{CachedPage, ItemLookup, ListLookup, Store, StoreConfig, StoreError};
 use crate::config::CacheConfig;
 use crate::engine::{CallId, CallOptions, Engine, Event};
 use crate::error::{CallError, LocalError, PeerError, RequestError, RpcError};
 use crate::proto::mcp::{Method, SubscriptionFilter};
 use crate::proto::version::{Era, ProtocolVersion};
 
+use super::capability_store::{CapabilityStore, EntryKind, StoreKey, StoredEntry, StoredPage};
 use super::{Host, ServerId, Wake};
 
 /// The catalog kinds a host keeps, in slot order.
@@ -379,6 +381,9 @@ pub(super) struct HostCache {
     changes: VecDeque<(ServerId, CatalogKind, CatalogChange)>,
     /// The change last handed out by `poll_event` (its event borrows it).
     current: Option<CatalogChange>,
+    /// The host's persistent store, and the catalogs it was asked for already.
+    persist: Option<Box<dyn CapabilityStore>>,
+    asked: HashSet<(CacheKey, CatalogKind)>,
     /// The cache's share of every tick, set by the first use of the cache (a need, a watch,
     /// a configured cache). Until then nothing can have been fetched or watched, so the tick
     /// has nothing to do; and because only the cache's own entry points name the function, a
@@ -402,6 +407,8 @@ impl HostCache {
             eager: config.eager_refresh,
             changes: VecDeque::new(),
             current: None,
+            persist: None,
+            asked: HashSet::new(),
             pump: None,
         })
     }
@@ -432,6 +439,76 @@ impl HostCache {
         ))
     }
 
+    /// A change notification for one catalog: stale in memory and in the persistent store.
+    fn mark_stale(&mut self, now: Instant, key: &CacheKey, kind: CatalogKind) {
+        self.store.mark_stale(now, key, kind);
+        if let (Some(persist), Some(entry)) = (self.persist.as_mut(), entry_kind(kind)) {
+            for scope in [CacheScope::Private, CacheScope::Public] {
+                persist.mark_stale(&store_key(key, entry, scope));
+            }
+        }
+    }
+
+    /// Fills memory from the persistent store when it holds nothing of the catalog, once per
+    /// catalog and context: entries filed under another key are refused, expired pages
+    /// dropped, and the rest stored with the lifetime they have left.
+    fn load(&mut self, now: Instant, key: &CacheKey, kind: CatalogKind) {
+        let (Some(persist), Some(entry_kind)) = (self.persist.as_mut(), entry_kind(kind)) else {
+            return;
+        };
+        if !self.store.knows_nothing_of(key, kind) || !self.asked.insert((*key, kind)) {
+            return;
+        }
+        let wall = SystemTime::now();
+        for scope in [CacheScope::Private, CacheScope::Public] {
+            let sk = store_key(key, entry_kind, scope);
+            let Some(entry) = persist.get(&sk) else { continue };
+            if entry.key != sk.id() || entry.public != sk.is_public() {
+                log::debug!("capability store: an entry filed under another key was refused");
+                continue;
+            }
+            for page in entry.pages {
+                // Expired (or from a clock that went back): dropped.
+                let left = page.expires.duration_since(wall).unwrap_or_default();
+                if left.is_zero() {
+                    continue;
+                }
+                let Ok(mut parsed) = parse_page(kind, &page.json) else {
+                    log::debug!("capability store: an unreadable page was dropped");
+                    continue;
+                };
+                let ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+                parsed.hints = CacheHints { ttl: TtlHint::Millis(ms), scope };
+                self.store.restore(now, key, kind, page.cursor.as_deref(), parsed);
+            }
+        }
+    }
+
+    /// Hands the catalog to the persistent store when a listing left all of it fresh: one
+    /// entry per partition its pages are in.
+    fn save(&mut self, now: Instant, key: &CacheKey, kind: CatalogKind) {
+        let (Some(persist), Some(entry_kind)) = (self.persist.as_mut(), entry_kind(kind)) else {
+            return;
+        };
+        let wall = SystemTime::now();
+        for scope in [CacheScope::Private, CacheScope::Public] {
+            let pages = self.store.fresh_pages(now, key, kind, scope);
+            if pages.is_empty() {
+                continue;
+            }
+            let sk = store_key(key, entry_kind, scope);
+            let pages = pages
+                .iter()
+                .map(|p| StoredPage {
+                    cursor: p.cursor().map(str::to_owned),
+                    json: page_json(kind, p),
+                    expires: wall + p.expires().saturating_duration_since(now),
+                })
+                .collect();
+            persist.put(&sk, &StoredEntry { key: sk.id(), public: sk.is_public(), pages });
+        }
+    }
+
     /// Marks stale every catalog whose `list_changed` count moved since the last look.
     fn notice_changes(&mut self, now: Instant, catalog: &mut ServerCatalog, engine: &Engine) {
         let counts = engine.list_changes();
@@ -444,7 +521,7 @@ impl HostCache {
                 continue;
             }
             if let Some(key) = key {
-                self.store.mark_stale(now, &key, kind);
+                self.mark_stale(now, &key, kind);
             }
             catalog.kinds[slot(kind)].eager_due |= self.eager;
         }
@@ -455,7 +532,7 @@ impl HostCache {
 impl super::Server {
     /// The server's cache key under the scope its OAuth token was granted with: every lookup
     /// goes through here, so none can use a key made for an earlier grant.
-    fn cache_key(&mut self) -> Option<CacheKey> {
+    pub(super) fn cache_key(&mut self) -> Option<CacheKey> {
         self.catalog.note_granted(self.transport.granted_scope());
         self.catalog.key(&self.engine)
     }
@@ -478,6 +555,15 @@ impl Host {
         host.cache = HostCache::new(cache)?;
         host.cache.arm();
         Ok(host)
+    }
+
+    /// Installs a persistent store under the capability cache: catalogs it holds are served
+    /// without listing (after the checks in [`CapabilityStore`]), and every catalog a listing
+    /// leaves fresh is handed to it. Replaces the last one.
+    pub fn set_capability_store(&mut self, store: impl CapabilityStore + 'static) {
+        self.cache.persist = Some(Box::new(store));
+        self.cache.asked.clear();
+        self.cache.arm();
     }
 
     /// The server's protocol capabilities: the `capabilities` object of its `server/discover`
@@ -526,9 +612,13 @@ impl Host {
         self.catalog_blocking(server, CatalogKind::Resources, timeout)
     }
 
-    /// One tool's definition (canonical JSON) from the cache, when cached and servable; it
-    /// never lists. A fresh hit allocates nothing.
+    /// One tool's definition (canonical JSON) from the cache (or the capability store, when
+    /// memory holds nothing of the catalog), when cached and servable; it never lists. A fresh
+    /// hit allocates nothing.
     pub fn tool(&mut self, server: ServerId, name: &str) -> Option<&str> {
+        if self.authz.is_disabled(self.lanes.caller(server).0, name) {
+            return None;
+        }
         self.cached_tool(server, name).map(Item::json)
     }
 
@@ -538,6 +628,7 @@ impl Host {
         let now = Instant::now();
         let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)?;
         let key = s.cache_key()?;
+        self.cache.load(now, &key, CatalogKind::Tools);
         match self.cache.store.find_item(now, &key, CatalogKind::Tools, name) {
             Ok(ItemLookup::Fresh(item)) | Ok(ItemLookup::Stale { item, .. }) => Some(item),
             _ => None,
@@ -547,7 +638,6 @@ impl Host {
     /// [`cached_tool`](Self::cached_tool), else the tool as the last listing handed to the host
     /// had it (a listing the server marked not cacheable, `ttlMs: 0`, is still what the host
     /// saw): what a checked call checks against.
-    #[cfg(feature = "schema")]
     pub(super) fn listed_tool(&mut self, server: ServerId, name: &str) -> Option<&Item> {
         if self.cached_tool(server, name).is_some() {
             return self.cached_tool(server, name);
@@ -565,7 +655,21 @@ impl Host {
     /// scores. The index follows every refresh; it is empty until the tools were listed.
     pub fn search_tools(&self, server: ServerId, query: &str, k: usize) -> Vec<(&str, f64)> {
         let Some(s) = self.server(server) else { return Vec::new() };
-        s.catalog.search.search(query, k).into_iter().map(|h| (h.name, h.score)).collect()
+        let base = self.lanes.caller(server).0;
+        if !self.authz.has_disabled(base) {
+            return s
+                .catalog
+                .search
+                .search(query, k)
+                .into_iter()
+                .map(|h| (h.name, h.score))
+                .collect();
+        }
+        // Disabled tools are not offered: ask for as many more as could be left out.
+        let more = k.saturating_add(self.authz.disabled_count(base));
+        let hits = s.catalog.search.search(query, more).into_iter();
+        let hits = hits.filter(|h| !self.authz.is_disabled(base, h.name));
+        hits.take(k).map(|h| (h.name, h.score)).collect()
     }
 
     /// Keeps the server's catalogs current: on a modern server, opens a `subscriptions/listen`
@@ -657,6 +761,7 @@ impl Host {
             .filter(|s| s.generation == server.generation)
             .ok_or(CatalogError::UnknownServer)?;
         let key = s.cache_key().ok_or(CatalogError::NotReady)?;
+        self.cache.load(now, &key, kind);
         let store = &mut self.cache.store;
         let state = &mut s.catalog.kinds[slot(kind)];
         let mut answer = state.refresher.need(now, store, &key).map_err(need_error)?;
@@ -689,11 +794,16 @@ impl Host {
             .filter(|s| s.generation == server.generation)
             .ok_or(CatalogError::UnknownServer)?;
         let key = s.cache_key().ok_or(CatalogError::NotReady)?;
+        // Tools the configuration disables are left out of every view of the catalog.
+        let base = self.lanes.caller(server).0;
+        let authz = &self.authz;
+        let shown = |it: &&Item| kind != CatalogKind::Tools || !authz.is_disabled(base, it.id());
         if let Need::OneUse = how {
             let refresher = &s.catalog.kinds[slot(kind)].refresher;
-            let (items, stale_for) = refresher
+            let (mut items, stale_for) = refresher
                 .one_use_items(now, &self.cache.store, &key)
                 .ok_or(CatalogError::NotReady)?;
+            items.retain(shown);
             return Ok(CatalogView { items, stale_for, cached: false });
         }
         // A catalog stored by another context's refresh (a shared public listing) becomes this
@@ -715,7 +825,7 @@ impl Host {
                     self.records.cache_hit(server.index, &s.engine, method(kind), age);
                 }
                 Ok(CatalogView {
-                    items: pages.iter().flat_map(|p| p.items()).collect(),
+                    items: pages.iter().flat_map(|p| p.items()).filter(shown).collect(),
                     stale_for,
                     cached: true,
                 })
@@ -776,6 +886,7 @@ impl Host {
                     if let Some(change) = change {
                         cache.changes.push_back((id, kind, change));
                     }
+                    cache.save(now, &key, kind);
                 } else if state.eager_due {
                     state.eager_due = false;
                     if let Err(e) = state.refresher.refresh_eagerly(now, &mut cache.store, &key) {
@@ -797,6 +908,14 @@ impl Host {
                 s.transport.flush(registry, &mut s.engine, now);
             }
         }
+    }
+}
+
+impl ServerCatalog {
+    /// When a broken listen stream of a watched server is due to be opened again: a deadline
+    /// of the host like any other, so a host waiting in `poll(None)` wakes for it.
+    pub(super) fn relisten_deadline(&self) -> Option<Instant> {
+        self.relisten_at.filter(|_| self.watching && self.listen.is_none())
     }
 }
 
@@ -849,7 +968,7 @@ fn relisten(
                 // Changes made while no stream was open were never told: refetch.
                 if let Some(key) = catalog.key(engine) {
                     for kind in KINDS {
-                        cache.store.mark_stale(now, &key, kind);
+                        cache.mark_stale(now, &key, kind);
                         catalog.kinds[slot(kind)].eager_due |= cache.eager;
                     }
                 }
@@ -863,6 +982,39 @@ fn relisten(
             false
         }
     }
+}
+
+/// The persistent store's name for a catalog kind (templates are not kept).
+fn entry_kind(kind: CatalogKind) -> Option<EntryKind> {
+    match kind {
+        CatalogKind::Tools => Some(EntryKind::Tools),
+        CatalogKind::Prompts => Some(EntryKind::Prompts),
+        CatalogKind::Resources => Some(EntryKind::Resources),
+        CatalogKind::ResourceTemplates => None,
+    }
+}
+
+fn store_key(key: &CacheKey, kind: EntryKind, scope: CacheScope) -> StoreKey {
+    let partition = key.partition(scope).id();
+    StoreKey { kind, public: scope == CacheScope::Public, partition }
+}
+
+/// A cached page as a list result: its items (canonical JSON) and its next cursor.
+fn page_json(kind: CatalogKind, page: &CachedPage) -> String {
+    let mut out = format!("{{\"{}\":[", kind.items_member());
+    for (i, item) in page.items().iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(item.json());
+    }
+    out.push(']');
+    if let Some(c) = page.next_cursor() {
+        out.push_str(",\"nextCursor\":");
+        out.push_str(&serde_json::Value::from(c).to_string());
+    }
+    out.push('}');
+    out
 }
 
 /// Counters of a host's capability cache.

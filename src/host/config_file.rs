@@ -37,8 +37,11 @@ use crate::driver::url::ProxyChoice;
 use crate::oauth::{OAuthConfig, PreRegistered, Secret};
 use crate::proto::version::EraPreference;
 
-/// Keys other hosts put in a server entry that mcpoll reads past. `disabled: true` is honoured
-/// by [`Host::from_config`] (the server is not started); the rest mean nothing to mcpoll.
+/// Keys other hosts put in a server entry. `disabled: true` is honoured by
+/// [`Host::from_config`] (the server is not started); `disabledTools` refuses those tools
+/// locally and hides them ([`Host::disable_tools`]); `alwaysAllow` and `autoApprove` mark tools
+/// the [`DefaultPolicy`](super::DefaultPolicy) never asks about ([`Host::always_allow_tools`]);
+/// the rest mean nothing to mcpoll.
 const FOREIGN_KEYS: &[&str] =
     &["disabled", "autoApprove", "alwaysAllow", "disabledTools", "description", "icon"];
 
@@ -67,6 +70,10 @@ pub struct ConfiguredServer {
     disabled: bool,
     /// `mcpoll.roots`: the directories offered as roots, absolute.
     roots: Vec<PathBuf>,
+    /// `disabledTools`.
+    disabled_tools: Vec<String>,
+    /// `alwaysAllow` and `autoApprove` together.
+    always_allow: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -403,6 +410,17 @@ impl ConfiguredServer {
         &self.roots
     }
 
+    /// The tools under `disabledTools`: refused locally and hidden from catalogs.
+    pub fn disabled_tools(&self) -> &[String] {
+        &self.disabled_tools
+    }
+
+    /// The tools under `alwaysAllow` and `autoApprove`: never asked about by the
+    /// [`DefaultPolicy`](super::DefaultPolicy).
+    pub fn always_allowed_tools(&self) -> &[String] {
+        &self.always_allow
+    }
+
     /// The command of a stdio server.
     pub fn stdio_command(&self) -> Option<&StdioCommand> {
         match &self.transport {
@@ -493,6 +511,12 @@ impl Host {
             }
         }?;
         self.set_server_name(id, &server.name);
+        if !server.disabled_tools.is_empty() {
+            self.disable_tools(id, server.disabled_tools.iter().cloned());
+        }
+        if !server.always_allow.is_empty() {
+            self.always_allow_tools(id, server.always_allow.iter().cloned());
+        }
         if !server.roots.is_empty() {
             if let Err(e) = self.set_root_dirs(id, &server.roots) {
                 self.remove_server(id);
@@ -603,7 +627,36 @@ impl<'a> Parser<'a> {
         } else {
             ConfiguredTransport::Stdio(self.stdio_entry(entry)?)
         };
-        Ok(ConfiguredServer { name: name.to_owned(), transport, config, disabled, roots })
+        let disabled_tools = self.string_list(entry, "disabledTools")?;
+        let mut always_allow = self.string_list(entry, "alwaysAllow")?;
+        always_allow.extend(self.string_list(entry, "autoApprove")?);
+        Ok(ConfiguredServer {
+            name: name.to_owned(),
+            transport,
+            config,
+            disabled,
+            disabled_tools,
+            always_allow,
+            roots,
+        })
+    }
+
+    /// An array of strings (tool names), or nothing.
+    fn string_list(
+        &self,
+        entry: &Map<String, Value>,
+        key: &str,
+    ) -> Result<Vec<String>, ConfigFileError> {
+        let Some(v) = entry.get(key) else { return Ok(Vec::new()) };
+        let items = v.as_array().ok_or_else(|| self.wrong(key, "an array of tool names"))?;
+        items
+            .iter()
+            .map(|t| {
+                t.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| self.wrong(key, "an array of tool names"))
+            })
+            .collect()
     }
 
     /// `mcpoll.roots`: an array of directories, `${VAR}` expanded, a relative one taken from

@@ -26,6 +26,8 @@ use crate::proto::mcp::{Method, ResultType};
 use crate::proto::version::Era;
 
 mod answers;
+mod authz;
+mod capability_store;
 mod catalog;
 mod closing;
 mod config_file;
@@ -41,6 +43,8 @@ mod task;
 mod tokens;
 
 pub use answers::{Answer, AnswerHandler};
+pub use authz::{AccessRequest, Confirm, Decision, DefaultPolicy, Policy};
+pub use capability_store::{CapabilityStore, EntryKind, StoreKey, StoredEntry, StoredPage};
 pub use catalog::{CacheStats, CatalogError, CatalogView};
 pub use config_file::{
     ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,
@@ -311,10 +315,12 @@ struct Server {
 
 impl Server {
     fn next_deadline(&self) -> Option<Instant> {
-        match (self.engine.poll_timeout(), self.transport.poll_timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let deadlines = [
+            self.engine.poll_timeout(),
+            self.transport.poll_timeout(),
+            self.catalog.relisten_deadline(),
+        ];
+        deadlines.into_iter().flatten().min()
     }
 }
 
@@ -422,6 +428,8 @@ pub struct Host {
     /// Compiled tool schemas, by definition hash.
     #[cfg(feature = "schema")]
     schemas: schema::SchemaCache,
+    /// Authorization policies, disabled tools, and the calls held for the host's answer.
+    authz: authz::Gate,
 }
 
 impl Host {
@@ -447,6 +455,7 @@ impl Host {
             scratch: String::new(),
             #[cfg(feature = "schema")]
             schemas: schema::SchemaCache::default(),
+            authz: authz::Gate::default(),
         })
     }
 
@@ -576,7 +585,9 @@ impl Host {
         arguments: &RawValue,
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        self.command(server, |e, now| e.call_tool(now, name, arguments, opts))
+        self.gated(server, Method::ToolsCall, name, opts, |h, o| {
+            h.command(server, |e, now| e.call_tool(now, name, arguments, o))
+        })
     }
 
     /// Calls a tool with its arguments as JSON text (one object), checked once without
@@ -629,7 +640,9 @@ impl Host {
         uri: &str,
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        self.command(server, |e, now| e.read_resource(now, uri, opts))
+        self.gated(server, Method::ResourcesRead, uri, opts, |h, o| {
+            h.command(server, |e, now| e.read_resource(now, uri, o))
+        })
     }
 
     /// Gets a prompt.
@@ -640,7 +653,9 @@ impl Host {
         arguments: Option<&RawValue>,
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        self.command(server, |e, now| e.get_prompt(now, name, arguments, opts))
+        self.gated(server, Method::PromptsGet, name, opts, |h, o| {
+            h.command(server, |e, now| e.get_prompt(now, name, arguments, o))
+        })
     }
 
     /// Asks for completions of a prompt or resource-template argument.
@@ -707,6 +722,7 @@ impl Host {
     /// Forgets a closed server (after its events are drained), and its lanes.
     pub fn remove_server(&mut self, server: ServerId) {
         self.remove_lanes(server);
+        self.authz.forget(server);
         if self.server(server).is_some() {
             self.close_server(server);
             let removed = self.servers.remove(server.index);
@@ -807,7 +823,8 @@ impl Host {
     /// deadline, then does the work that is due and returns. A game loop passes
     /// `Some(Duration::ZERO)` once per frame.
     pub fn poll(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        let wake = if self.cache.has_changes() { Some(Duration::ZERO) } else { timeout };
+        let queued = self.cache.has_changes() || self.has_asks();
+        let wake = if queued { Some(Duration::ZERO) } else { timeout };
         self.poll_inner(wake, Wake::OnQueuedEvents)?;
         self.pump_catalogs(Instant::now());
         Ok(())
@@ -846,6 +863,9 @@ impl Host {
         self.pump_catalogs(now);
         if self.cache.has_changes() {
             return self.cache.next_change();
+        }
+        if self.has_asks() && self.take_ask() {
+            return self.current_ask();
         }
         let n = self.servers.capacity().max(1);
         let start = self.event_cursor % n;

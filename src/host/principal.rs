@@ -107,6 +107,11 @@ impl Principal {
         self
     }
 
+    /// The principal's tenant, when it has one.
+    pub(super) fn tenant_name(&self) -> Option<&str> {
+        self.tenant.as_deref()
+    }
+
     /// The principal's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -304,6 +309,15 @@ impl Lanes {
     fn lane(&self, id: ServerId) -> Option<(ServerId, PrincipalId)> {
         let link = self.lanes.get(&id.index).filter(|l| l.lane == id)?;
         Some((link.base, link.principal))
+    }
+
+    /// Who calls on `id`: the server it belongs to (itself for a server's own handle), and
+    /// for a lane its principal with the principal's name and tenant.
+    pub(super) fn caller(&self, id: ServerId) -> (ServerId, Option<(PrincipalId, &Principal)>) {
+        match self.lane(id) {
+            Some((base, p)) => (base, self.principal(p).map(|e| (p, e))),
+            None => (id, None),
+        }
     }
 
     fn base(&self, id: ServerId) -> Option<&Base> {

@@ -52,7 +52,7 @@ impl Records {
         }
     }
 
-    fn name(&self, index: usize) -> &str {
+    pub(super) fn name(&self, index: usize) -> &str {
         self.names.get(index).map_or("", String::as_str)
     }
 

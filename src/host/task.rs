@@ -337,8 +337,10 @@ impl TaskScope<'_> {
         arguments: &RawValue,
         opts: CallOptions,
     ) -> Result<CallId, TaskCallError> {
-        self.host
-            .task_command(self.task, server, opts, |e, now, o| e.call_tool(now, name, arguments, o))
+        let task = self.task;
+        self.host.gated_in_task(task, server, Method::ToolsCall, name, opts, |h, o| {
+            h.task_command(task, server, o, |e, now, o| e.call_tool(now, name, arguments, o))
+        })
     }
 
     /// [`Host::call_tool_json`] under the task.
@@ -371,7 +373,10 @@ impl TaskScope<'_> {
         uri: &str,
         opts: CallOptions,
     ) -> Result<CallId, TaskCallError> {
-        self.host.task_command(self.task, server, opts, |e, now, o| e.read_resource(now, uri, o))
+        let task = self.task;
+        self.host.gated_in_task(task, server, Method::ResourcesRead, uri, opts, |h, o| {
+            h.task_command(task, server, o, |e, now, o| e.read_resource(now, uri, o))
+        })
     }
 
     /// [`Host::get_prompt`] under the task.
@@ -382,8 +387,9 @@ impl TaskScope<'_> {
         arguments: Option<&RawValue>,
         opts: CallOptions,
     ) -> Result<CallId, TaskCallError> {
-        self.host.task_command(self.task, server, opts, |e, now, o| {
-            e.get_prompt(now, name, arguments, o)
+        let task = self.task;
+        self.host.gated_in_task(task, server, Method::PromptsGet, name, opts, |h, o| {
+            h.task_command(task, server, o, |e, now, o| e.get_prompt(now, name, arguments, o))
         })
     }
 }

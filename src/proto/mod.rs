@@ -1,5 +1,6 @@
 //! Stateless protocol vocabulary: the JSON-RPC envelope, MCP methods, `_meta` and versions.
 
+pub(crate) mod annotations;
 pub(crate) mod elicit;
 pub(crate) mod header_value;
 pub(crate) mod json;

@@ -29,6 +29,10 @@ OPTIONS:
   --oauth [--redirect-uri URI]
                          (HTTP) OAuth authorization code grant: prints the URL to open,
                          reads the redirected URL back on stdin
+  --confirm              before calling a tool that may destroy or overwrite (its annotations
+                         do not say readOnlyHint or destructiveHint: false), ask y/N on the
+                         terminal; without a terminal such a call is refused (exit 3). Tools
+                         under the file's alwaysAllow / autoApprove are not asked about
   -h, --help             this text
 
 COMMAND:
@@ -49,6 +53,8 @@ EXIT CODES:
   0    success
   1    the command failed: the server, the transport or mcpoll ended it (stderr says why)
   2    bad usage, or a configuration file (or its entry for the server) mcpoll cannot use
+  3    refused locally, never sent: the tool is under the file's disabledTools, or --confirm
+       was not answered yes
   4    the tool answered with isError: true (its result is printed, as on success)
   130  interrupted by Ctrl-C";
 
@@ -79,6 +85,8 @@ pub(crate) struct Args {
     pub(crate) json: bool,
     /// `--root DIR`, in order.
     pub(crate) roots: Vec<String>,
+    /// `--confirm`: ask before a destructive tool.
+    pub(crate) confirm: bool,
     pub(crate) command: Vec<String>,
 }
 
@@ -89,6 +97,7 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
     let (mut timeout, mut timeout_given, mut era, mut json) =
         (Duration::from_secs(30), false, None, false);
     let (mut auth, mut redirect_uri, mut roots) = (Auth::None, None, Vec::new());
+    let mut confirm = false;
     while let Some(a) = it.next() {
         match a.as_str() {
             "--config" => config = Some(it.next().ok_or("--config needs a file")?),
@@ -119,6 +128,7 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
             "--legacy" => era = Some(EraPreference::LegacyOnly),
             "--modern" => era = Some(EraPreference::ModernOnly),
             "--json" => json = true,
+            "--confirm" => confirm = true,
             "-h" | "--help" => return Err(String::new()),
             flag if flag.starts_with("--") && command.is_empty() => {
                 return Err(format!("unknown option {flag}"))
@@ -144,5 +154,17 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
     if command.is_empty() {
         return Err("no command given".into());
     }
-    Ok(Args { target, headers, bearer, auth, timeout, timeout_given, era, json, roots, command })
+    Ok(Args {
+        target,
+        headers,
+        bearer,
+        auth,
+        timeout,
+        timeout_given,
+        era,
+        json,
+        confirm,
+        roots,
+        command,
+    })
 }

@@ -66,6 +66,45 @@ const EXIT_INTERRUPTED: u8 = 130;
 
 /// The exit code of a call whose tool answered `isError: true` (the result is printed).
 const EXIT_TOOL_ERROR: u8 = 4;
+/// The exit code of a call refused locally (disabled tool, `--confirm` not answered yes).
+const EXIT_REFUSED: u8 = 3;
+
+/// `--confirm`: asks on the terminal before a tool that may destroy or overwrite. Blocking in
+/// a policy is fine here: the CLI makes one call and has nothing else to do meanwhile.
+struct AskAtTerminal;
+
+impl mcpoll::Policy for AskAtTerminal {
+    fn decide(&mut self, call: &mcpoll::AccessRequest<'_>) -> mcpoll::Decision {
+        if call.always_allowed || !call.annotations.is_destructive() {
+            return mcpoll::Decision::Allow;
+        }
+        let why = if call.annotations.known {
+            "its annotations do not say it is read-only or non-destructive"
+        } else {
+            "its definition is not known"
+        };
+        if !std::io::stdin().is_terminal() {
+            return mcpoll::Decision::deny(format!(
+                "--confirm: tool {:?} may destroy or overwrite ({why}), and stdin is not a terminal to ask on",
+                call.name
+            ));
+        }
+        let server = call.server_name.unwrap_or("the server");
+        eprint!(
+            "Call tool {:?} on {server}? It may destroy or overwrite ({why}). [y/N] ",
+            call.name
+        );
+        let _ = std::io::stderr().flush();
+        let mut line = String::new();
+        let yes = std::io::stdin().read_line(&mut line).is_ok()
+            && matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes");
+        if yes {
+            mcpoll::Decision::Allow
+        } else {
+            mcpoll::Decision::deny("not confirmed at the terminal (--confirm)")
+        }
+    }
+}
 
 /// The authorization code grant from a terminal: print the URL, read back the redirect.
 struct Paste;
@@ -151,29 +190,33 @@ enum Chosen {
     Http(Box<HttpOptions>, Config),
 }
 
-/// Finds the server: an entry of the config file, or the `--stdio`/`--http` flags; and the
-/// directories to offer as roots (the entry's `mcpoll.roots`, then each `--root`).
-fn choose(args: &Args) -> Result<(Chosen, Vec<PathBuf>), Failure> {
-    let (chosen, mut roots) = choose_server(args)?;
+/// A config entry's `disabledTools`, and its `alwaysAllow` and `autoApprove` together.
+type ToolLists = (Vec<String>, Vec<String>);
+
+/// Finds the server: an entry of the config file, or the `--stdio`/`--http` flags; with the
+/// entry's tool lists (empty without a file) and the directories to offer as roots (the
+/// entry's `mcpoll.roots`, then each `--root`).
+fn choose(args: &Args) -> Result<(Chosen, ToolLists, Vec<PathBuf>), Failure> {
+    let (chosen, lists, mut roots) = choose_server(args)?;
     for r in &args.roots {
         let dir = std::path::absolute(r).map_err(|e| Failure::Usage(format!("--root {r}: {e}")))?;
         roots.push(dir);
     }
-    Ok((chosen, roots))
+    Ok((chosen, lists, roots))
 }
 
-/// The server of [`choose`] and its file's roots.
-fn choose_server(args: &Args) -> Result<(Chosen, Vec<PathBuf>), Failure> {
+/// The server of [`choose`], its entry's tool lists and its file's roots.
+fn choose_server(args: &Args) -> Result<(Chosen, ToolLists, Vec<PathBuf>), Failure> {
     let defaults = Config { default_timeout: args.timeout, ..Config::default() };
     let file = match &args.target {
         Target::Stdio(line) => {
             let command =
                 StdioCommand::from_command_line(line).map_err(|e| Failure::Usage(e.to_string()))?;
-            return Ok((Chosen::Stdio(command, defaults), Vec::new()));
+            return Ok((Chosen::Stdio(command, defaults), ToolLists::default(), Vec::new()));
         }
         Target::Http(url) => {
             let opts = Box::new(HttpOptions::new(url.clone()));
-            return Ok((Chosen::Http(opts, defaults), Vec::new()));
+            return Ok((Chosen::Http(opts, defaults), ToolLists::default(), Vec::new()));
         }
         Target::Config { file, server } => (file, server),
     };
@@ -196,21 +239,28 @@ fn choose_server(args: &Args) -> Result<(Chosen, Vec<PathBuf>), Failure> {
     if args.timeout_given {
         settings.default_timeout = args.timeout;
     }
+    let lists = (entry.disabled_tools().to_vec(), entry.always_allowed_tools().to_vec());
     let roots = entry.roots().to_vec();
     match (entry.stdio_command(), entry.http_options()) {
-        (Some(command), _) => Ok((Chosen::Stdio(command.clone(), settings), roots)),
-        (None, Some(opts)) => Ok((Chosen::Http(Box::new(opts), settings), roots)),
+        (Some(command), _) => Ok((Chosen::Stdio(command.clone(), settings), lists, roots)),
+        (None, Some(opts)) => Ok((Chosen::Http(Box::new(opts), settings), lists, roots)),
         (None, None) => Err(Failure::Usage("the server has no transport".into())),
     }
 }
 
-/// Adds the server the arguments name, with the flags' overrides, and offers it the roots.
+/// Adds the server the arguments name, with the flags' overrides and its entry's tool lists,
+/// and offers it the roots.
 fn add_server(host: &mut Host, args: &Args) -> Result<ServerId, Failure> {
-    let (chosen, roots) = choose(args)?;
+    let (chosen, (disabled, always), roots) = choose(args)?;
     let server = add_chosen(host, args, chosen, !roots.is_empty())?;
+    host.disable_tools(server, disabled);
+    host.always_allow_tools(server, always);
     if !roots.is_empty() {
         // The library's checks: absolute, no `..`, existing, symlinks resolved inside.
         host.set_root_dirs(server, &roots).map_err(|e| Failure::Usage(format!("--root: {e}")))?;
+    }
+    if args.confirm {
+        host.set_policy(AskAtTerminal);
     }
     Ok(server)
 }
@@ -501,7 +551,16 @@ fn report(f: Failure, json: bool) -> ExitCode {
         Failure::Usage(m) => ("local", "usage".to_owned(), m, 2),
         Failure::Call(e) => {
             exit = process_exit(&e).cloned();
-            (e.kind(), e.name().to_owned(), e.to_string(), 1)
+            let code = if matches!(e, CallError::Local(LocalError::AuthorizationDenied(_))) {
+                EXIT_REFUSED
+            } else {
+                1
+            };
+            let mut message = e.to_string();
+            if code == EXIT_REFUSED {
+                message.push_str("; the call was not sent to the server");
+            }
+            (e.kind(), e.name().to_owned(), message, code)
         }
         Failure::Other(name, m) => ("local", name.to_owned(), m, 1),
         Failure::Interrupted => {

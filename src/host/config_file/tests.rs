@@ -322,3 +322,24 @@ fn one_bad_entry_leaves_the_others_usable() {
         .collect();
     assert_eq!(enabled, ["bad", "good"], "a refused entry marked disabled stays out");
 }
+
+#[test]
+fn tool_lists_are_read_and_checked() {
+    let f = parse(
+        r#"{"mcpServers": {"s": {"command": "x", "disabledTools": ["rm", "drop"],
+            "alwaysAllow": ["ls"], "autoApprove": ["cat"]}}}"#,
+    )
+    .unwrap();
+    let s = f.server("s").unwrap();
+    assert_eq!(s.disabled_tools(), ["rm", "drop"]);
+    assert_eq!(s.always_allowed_tools(), ["ls", "cat"]);
+    let py = parse(EVERY_FORM).unwrap();
+    assert_eq!(py.server("py").unwrap().always_allowed_tools(), ["echo"]);
+    assert!(py.server("py").unwrap().disabled_tools().is_empty());
+    for bad in [r#""rm""#, "[1]", "{}"] {
+        let e = refused(&format!(r#"{{"command": "x", "disabledTools": {bad}}}"#));
+        assert_eq!(e.key.as_deref(), Some("disabledTools"), "{bad}");
+    }
+    let e = refused(r#"{"command": "x", "autoApprove": [true]}"#);
+    assert_eq!(e.key.as_deref(), Some("autoApprove"));
+}
