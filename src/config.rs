@@ -53,7 +53,14 @@ pub struct Config {
     pub max_write_buffer_bytes: usize,
     /// How many bytes of a child's stderr are kept for diagnostics.
     pub stderr_tail_bytes: usize,
-    /// Most calls in flight at once; more wait in a FIFO queue.
+    /// Most calls in flight at once (default 32); more wait in a FIFO queue of `max_queued`.
+    ///
+    /// One of two throughput knobs: an HTTP server also carries at most
+    /// `HttpOptions::max_connections` (default 4) calls at a time, one per connection, and the
+    /// rest wait for a connection. For N concurrent calls to one server raise both to N. The
+    /// wait shows in [`Stats::queued`](crate::Stats::queued) (calls waiting now),
+    /// [`Stats::queue_wait`](crate::Stats::queue_wait) and each call's
+    /// [`CallRecord::queue_wait`](crate::CallRecord::queue_wait).
     pub max_in_flight: usize,
     /// Most calls waiting behind the in-flight limit; one more is `Overloaded` at once.
     pub max_queued: usize,

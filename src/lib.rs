@@ -203,8 +203,8 @@ pub use host::ToolCallError;
 pub use host::{AccessRequest, Confirm, Decision, DefaultPolicy, Policy};
 #[cfg(feature = "stdio")]
 pub use host::{
-    AddServerError, BlockingError, CacheStats, CatalogError, CatalogView, EmbedError, ForeignToken,
-    Host, OwnedResult, ServerId,
+    AddServerError, Answer, AnswerHandler, BlockingError, CacheStats, CatalogError, CatalogView,
+    Commands, EmbedError, ForeignToken, Host, OwnedResult, ServerId,
 };
 #[cfg(feature = "stdio")]
 pub use host::{CapabilityStore, EntryKind, StoreKey, StoredEntry, StoredPage};

@@ -42,10 +42,18 @@ fn lists_and_calls_in_both_eras() {
 }
 
 #[test]
-fn is_error_is_a_success_and_failures_are_one_json_line() {
+fn is_error_exits_4_and_failures_are_one_json_line() {
     let server = demo("");
-    let (code, result, _) = run(&["--stdio", &server, "call", "fail"]);
-    assert_eq!((code, &result["isError"]), (0, &serde_json::json!(true)));
+    // A tool's isError result is printed like any result, and the exit code tells a script.
+    let (code, result, err) = run(&["--stdio", &server, "call", "fail"]);
+    assert_eq!((code, &result["isError"]), (4, &serde_json::json!(true)), "{err}");
+    assert!(err.is_empty(), "no error line for a completed call: {err}");
+    let text = Command::new(common::cli()).args(["--stdio", &server, "call", "fail"]).output();
+    let text = text.expect("run mcpoll");
+    assert_eq!(text.status.code(), Some(4), "text mode too");
+    assert!(!text.stdout.is_empty(), "the result is printed");
+    let (code, _, _) = run(&["--stdio", &server, "call", "echo", r#"{"text":"ok"}"#]);
+    assert_eq!(code, 0, "a result without isError");
 
     let (code, _, err) = run(&["--stdio", &server, "call", "nope", "{}"]);
     assert_eq!(code, 1);

@@ -376,6 +376,11 @@ impl HttpDriver {
         taken
     }
 
+    /// Requests written by the engine that wait for a connection (all `max_connections` busy).
+    pub(crate) fn requests_waiting(&self) -> usize {
+        self.session.requests_waiting()
+    }
+
     /// Gives waiting exchanges to idle connections, opening new ones up to the limit.
     fn dispatch(&mut self, registry: &Registry, engine: &mut Engine, now: Instant) {
         while let Some((x, dedicated)) = self.session.peek_waiting() {
@@ -406,6 +411,10 @@ impl HttpDriver {
                 }
             };
             self.session.pop_waiting();
+            if let Some(id) = self.session.request_of(x) {
+                // The wait for a connection is queueing, not network time.
+                engine.handle_on_wire(now, id);
+            }
             if let Some(c) = self.conns.get_mut(k) {
                 c.exchange = Some(x);
                 c.idle_since = None;

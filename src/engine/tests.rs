@@ -982,15 +982,15 @@ fn http_probe_4xx_without_rpc_body_is_legacy_but_auth_and_5xx_are_not_evidence()
     #[derive(Debug, PartialEq)]
     enum Then {
         Initialize,
-        Closed,
+        Unauthorized,
         ProbeAgain,
     }
     for (status, then) in [
         (400, Then::Initialize),
         (404, Then::Initialize),
         (405, Then::Initialize),
-        (401, Then::Closed),
-        (403, Then::Closed),
+        (401, Then::Unauthorized),
+        (403, Then::Unauthorized),
         (500, Then::ProbeAgain),
         (503, Then::ProbeAgain),
     ] {
@@ -1001,7 +1001,18 @@ fn http_probe_4xx_without_rpc_body_is_legacy_but_auth_and_5xx_are_not_evidence()
         let got = match h.take_sent().first() {
             Some(frame) if frame["method"] == "initialize" => Then::Initialize,
             Some(frame) => panic!("{status}: {frame}"),
-            None if h.engine.state() == ServerState::Closed => Then::Closed,
+            None if h.engine.state() == ServerState::Unauthorized => {
+                let e = h.engine.authorization_error().cloned();
+                assert_eq!(e, Some(CallError::Transport(TransportError::HttpStatus(status))));
+                // Not closed: a new call probes again, as `retry_authorization` does.
+                let opts = CallOptions::default();
+                h.engine
+                    .call_tool(h.now, "t", &RawValue::from_string("{}".into()).unwrap(), &opts)
+                    .unwrap();
+                assert_eq!(h.engine.state(), ServerState::Probing, "{status}");
+                assert_eq!(h.sent_one()["method"], "server/discover", "{status}");
+                Then::Unauthorized
+            }
             None => {
                 h.advance_to_next_timeout();
                 assert_eq!(h.sent_one()["method"], "server/discover", "{status}");

@@ -482,6 +482,23 @@ impl HttpSession {
         Some((ExchangeId(i), listen))
     }
 
+    /// Exchanges carrying a request that wait for a connection (`HttpOptions::max_connections`
+    /// all busy, or one being opened).
+    pub(crate) fn requests_waiting(&self) -> usize {
+        let carries = |&i: &usize| {
+            self.exchanges.get(i).is_some_and(|x| matches!(x.carries, Carries::Request { .. }))
+        };
+        self.waiting.iter().filter(|i| carries(i)).count()
+    }
+
+    /// The request exchange `x` carries, if it carries one.
+    pub(crate) fn request_of(&self, x: ExchangeId) -> Option<WireId> {
+        match self.exchanges.get(x.0)?.carries {
+            Carries::Request { id, .. } => Some(id),
+            _ => None,
+        }
+    }
+
     /// Takes the next exchange off the queue: it is now in flight.
     pub(crate) fn pop_waiting(&mut self) -> Option<ExchangeId> {
         let i = self.waiting.pop_front()?;

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::crypto::{random_token, s256};
 use super::encode::{base64, form, parse_query, percent_encode};
-use super::error::{AuthError, AuthFailure, AuthStep, RedirectError};
+use super::error::{AuthError, AuthFailure, AuthStep, AuthorizeError, RedirectError};
 use super::metadata::{
     parse_error_body, parse_registration, parse_resource_metadata, parse_server_metadata,
     parse_token_response, ParseError, ServerMetadata,
@@ -329,11 +329,13 @@ impl OAuthFlow {
     }
 
     /// Gives up on the running flow (the user closed the browser, the host is shutting
-    /// down): it fails with [`AuthFailure::Declined`]; a late response is ignored and a late
-    /// redirect refused ([`RedirectError::Late`]). Does nothing when no flow runs.
+    /// down): it fails with [`AuthFailure::Declined`] ([`AuthorizeError::Abandoned`]); a late
+    /// response is ignored and a late redirect refused ([`RedirectError::Late`]). Does nothing
+    /// when no flow runs.
     pub fn abandon(&mut self) {
         if self.is_running() {
-            self.fail(AuthStep::Authorization, AuthFailure::Declined);
+            let why = AuthFailure::Declined(AuthorizeError::Abandoned);
+            self.fail(AuthStep::Authorization, why);
         }
     }
 
@@ -348,9 +350,9 @@ impl OAuthFlow {
                 }
             }
             Authorization::Pending => log::debug!("oauth: waiting for the redirect"),
-            Authorization::Declined => {
+            Authorization::Refused(why) => {
                 if matches!(self.step, Step::Redirect { .. }) {
-                    self.fail(AuthStep::Authorization, AuthFailure::Declined);
+                    self.fail(AuthStep::Authorization, AuthFailure::Declined(why));
                 }
             }
         }

@@ -546,7 +546,7 @@ fn redirect_state_and_error() {
     h.register(json!({}));
     let auth = h.authorize(&format!("{AS}/authorize"));
     h.flow.abandon();
-    assert_eq!(h.failed().reason, AuthFailure::Declined);
+    assert_eq!(h.failed().reason, AuthFailure::Declined(AuthorizeError::Abandoned));
     h.redirect(&format!("code=c&state={}&iss={AS}", auth["state"]));
     h.nothing();
     h.flow.abandon();

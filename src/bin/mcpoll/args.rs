@@ -19,6 +19,9 @@ OPTIONS:
   --json                 print the result as JSON (errors as one JSON line on stderr)
   --timeout MS           deadline of the command (default 30000; also bounds `watch`)
   --legacy | --modern    speak only 2025-11-25 (initialize) or only 2026-07-28
+  --root DIR             offer DIR to the server as a root, repeatable (added to the file's
+                         mcpoll.roots); an existing directory, relative to the current one,
+                         without `..`
   --header 'K: V'        (HTTP) send a header, repeatable
   --bearer TOKEN         (HTTP) send Authorization: Bearer TOKEN
   --client-credentials ID:SECRET
@@ -47,11 +50,12 @@ While a call runs, its progress is shown on stderr when stderr is a terminal. Ct
 the running call (the server is told) and exits with 130.
 
 EXIT CODES:
-  0    success; a tool's isError result counts (it is printed, and it is a completed call)
+  0    success
   1    the command failed: the server, the transport or mcpoll ended it (stderr says why)
-  2    bad usage, or a configuration file mcpoll cannot use
+  2    bad usage, or a configuration file (or its entry for the server) mcpoll cannot use
   3    refused locally, never sent: the tool is under the file's disabledTools, or --confirm
        was not answered yes
+  4    the tool answered with isError: true (its result is printed, as on success)
   130  interrupted by Ctrl-C";
 
 /// Where the server is.
@@ -79,6 +83,8 @@ pub(crate) struct Args {
     /// `--legacy` or `--modern` was given.
     pub(crate) era: Option<EraPreference>,
     pub(crate) json: bool,
+    /// `--root DIR`, in order.
+    pub(crate) roots: Vec<String>,
     /// `--confirm`: ask before a destructive tool.
     pub(crate) confirm: bool,
     pub(crate) command: Vec<String>,
@@ -90,7 +96,7 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
     let (mut headers, mut bearer, mut command) = (Vec::new(), None, Vec::new());
     let (mut timeout, mut timeout_given, mut era, mut json) =
         (Duration::from_secs(30), false, None, false);
-    let (mut auth, mut redirect_uri) = (Auth::None, None);
+    let (mut auth, mut redirect_uri, mut roots) = (Auth::None, None, Vec::new());
     let mut confirm = false;
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -98,6 +104,7 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
             "--server" => server = Some(it.next().ok_or("--server needs a name")?),
             "--stdio" => stdio = Some(it.next().ok_or("--stdio needs a command")?),
             "--http" => http = Some(it.next().ok_or("--http needs a URL")?),
+            "--root" => roots.push(it.next().ok_or("--root needs a directory")?),
             "--bearer" => bearer = Some(it.next().ok_or("--bearer needs a token")?),
             "--client-credentials" => {
                 let c = it.next().ok_or("--client-credentials needs ID:SECRET")?;
@@ -147,5 +154,17 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
     if command.is_empty() {
         return Err("no command given".into());
     }
-    Ok(Args { target, headers, bearer, auth, timeout, timeout_given, era, json, confirm, command })
+    Ok(Args {
+        target,
+        headers,
+        bearer,
+        auth,
+        timeout,
+        timeout_given,
+        era,
+        json,
+        confirm,
+        roots,
+        command,
+    })
 }

@@ -21,10 +21,11 @@ fn parse(text: &str) -> Result<ConfigFile, ConfigFileError> {
 /// Parses a file with one server entry `entry` named `s`, expecting an error.
 #[track_caller]
 fn refused(entry: &str) -> ConfigFileError {
-    match parse(&format!(r#"{{"mcpServers": {{"s": {entry}}}}}"#)) {
-        Err(e) => e,
-        Ok(f) => panic!("accepted: {entry}: {:?}", f.servers),
-    }
+    let file = parse(&format!(r#"{{"mcpServers": {{"s": {entry}}}}}"#)).expect("the file");
+    assert!(file.server("s").is_none(), "accepted: {entry}: {:?}", file.servers);
+    let e = file.entry("s").expect("the entry").expect_err("refused");
+    assert_eq!(file.errors().count(), 1);
+    e.clone()
 }
 
 const EVERY_FORM: &str = r#"{
@@ -294,6 +295,32 @@ fn one_malformed_line_per_error_kind() {
         "mcp.json: server \"s\": key \"env.K\": environment variable NOPE is not set \
          (give ${NOPE:-default})"
     );
+}
+
+#[test]
+fn one_bad_entry_leaves_the_others_usable() {
+    let text = r#"{"mcpServers": {
+        "bad": {"command": "${LAB_DIR}/run"},
+        "good": {"command": "python3", "args": ["s.py"]},
+        "off": {"command": "x", "disabled": true, "mcpoll": {"era": 1}}
+    }}"#;
+    let file = parse(text).expect("the file is usable");
+    assert_eq!(file.servers().map(ConfiguredServer::name).collect::<Vec<_>>(), ["good"]);
+    let bad = file.entry("bad").unwrap().unwrap_err();
+    assert_eq!((bad.server.as_deref(), bad.key.as_deref()), (Some("bad"), Some("command")));
+    assert!(matches!(&bad.kind, ConfigFileErrorKind::UnsetVariable(v) if v == "LAB_DIR"));
+    assert_eq!(
+        bad.to_string().split(':').take(3).collect::<Vec<_>>(),
+        ["mcp.json", " server \"bad\"", " key \"command\""]
+    );
+    assert!(file.entry("good").unwrap().is_ok());
+    assert!(file.entry("none").is_none());
+    assert_eq!(file.errors().count(), 2, "the disabled entry's fault is kept too");
+    let enabled: Vec<_> = file
+        .enabled_entries()
+        .map(|e| e.map_or_else(|e| e.server.clone().unwrap(), |s| s.name().to_owned()))
+        .collect();
+    assert_eq!(enabled, ["bad", "good"], "a refused entry marked disabled stays out");
 }
 
 #[test]

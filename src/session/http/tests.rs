@@ -300,9 +300,9 @@ fn a_401_refreshes_the_token_once_then_is_unauthorized() {
     assert_eq!(again.header("authorization"), Some("Bearer t1"));
     s.respond(again.x, 401, &challenge, "");
     assert!(s.next().is_none(), "refreshed once only");
-    assert_eq!(s.engine.state(), ServerState::Closed);
-    let events = s.events();
-    assert!(events.iter().any(|e| e.contains("AuthRequired")), "{events:?}");
+    assert_eq!(s.engine.state(), ServerState::Unauthorized);
+    let why = format!("{:?}", s.engine.authorization_error());
+    assert!(why.contains("AuthRequired"), "{why}");
 }
 
 #[test]
