@@ -930,7 +930,7 @@ impl HttpDriver {
         now: Instant,
     ) -> Option<close::SessionEnd> {
         self.close_all(registry);
-        self.end_session(registry, now + grace)
+        self.end_session(registry, crate::engine::later(now, grace))
     }
 
     /// Closes every connection and stops listening for a resolution.

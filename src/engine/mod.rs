@@ -50,6 +50,7 @@ pub use requests::CallId;
 pub use retry::Idempotency;
 pub use roots::{RootsBoundary, RootsBoundaryError};
 pub use server_requests::{ServerRequestId, ServerRequestKind};
+pub(crate) use stamp::later;
 
 use crate::config::Config;
 use crate::error::{

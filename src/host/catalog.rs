@@ -614,7 +614,7 @@ impl Host {
         kind: CatalogKind,
         timeout: Duration,
     ) -> Result<CatalogView<'_>, CatalogError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::engine::later(Instant::now(), timeout);
         let known = self.server(server).is_some_and(|s| s.catalog.key.is_some());
         match self.wait_ready(server, timeout) {
             Ok(crate::engine::ServerState::Ready(..)) => {}

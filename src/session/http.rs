@@ -19,8 +19,8 @@ use smallvec::SmallVec;
 use crate::auth::AuthChallenge;
 use crate::codec::sse::SseParser;
 use crate::engine::{
-    Engine, ExchangeFailure, ParamHeaderList, ServerState, Transmit, TransmitKind, TransportEvent,
-    WireId,
+    later, Engine, ExchangeFailure, ParamHeaderList, ServerState, Transmit, TransmitKind,
+    TransportEvent, WireId,
 };
 use crate::error::TransportError;
 use crate::proto::jsonrpc::{self, Message};
@@ -678,7 +678,7 @@ impl HttpSession {
         let id = match ex.carries {
             Carries::Listen => {
                 self.listen = if ok {
-                    Listen::At(now + self.listen_retry)
+                    Listen::At(later(now, self.listen_retry))
                 } else {
                     log::debug!("the server offers no GET stream ({status})");
                     Listen::Unsupported
@@ -770,7 +770,7 @@ impl HttpSession {
                 self.fail(engine, now, i, id, failure);
             }
             Carries::Listen => {
-                self.listen = Listen::At(now + self.listen_retry);
+                self.listen = Listen::At(later(now, self.listen_retry));
                 self.release(i);
             }
             Carries::Message => self.release(i),
@@ -799,7 +799,7 @@ impl HttpSession {
         let delay = x.retry_ms.map_or(DEFAULT_RETRY, |ms| Duration::from_millis(clamp_retry(ms)));
         log::debug!("resuming a broken response stream in {delay:?}");
         x.resuming = true;
-        x.stage = Stage::Resume(now + delay);
+        x.stage = Stage::Resume(later(now, delay));
         self.scheduled += 1;
     }
 

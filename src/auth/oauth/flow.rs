@@ -12,7 +12,7 @@ use super::encode::{base64, form, parse_query, percent_encode};
 use super::error::{AuthError, AuthFailure, AuthStep, RedirectError};
 use super::metadata::{
     parse_error_body, parse_registration, parse_resource_metadata, parse_server_metadata,
-    parse_token_response, ParseError, ServerMetadata,
+    parse_token_response, ParseError, ServerMetadata, MAX_EXPIRES_IN,
 };
 use super::store::{ClientRegistration, Secret, StoredAuth, Tokens};
 use super::url::{
@@ -376,7 +376,10 @@ impl OAuthFlow {
         let tokens = self.tokens.as_ref()?;
         tokens.refresh_token.as_ref()?;
         let at = tokens.expires_at?.saturating_sub(self.config.refresh_margin.as_secs());
-        Some(self.epoch.0 + Duration::from_secs(at.saturating_sub(self.epoch.1)))
+        // A stored expiry is not checked on load, and the epoch is the host's: no addition
+        // here may overflow. A time past the range of `Instant` is no timer at all.
+        let wait = at.saturating_sub(self.epoch.1).min(MAX_EXPIRES_IN);
+        self.epoch.0.checked_add(Duration::from_secs(wait))
     }
 
     /// Fails an authorization whose redirect did not come in time, or refreshes the token if
@@ -665,7 +668,7 @@ impl OAuthFlow {
         }
         let url = with_query(&endpoint, &form(&pairs));
         self.requested_scope = scope;
-        let deadline = self.now + self.config.authorization_timeout;
+        let deadline = crate::engine::later(self.now, self.config.authorization_timeout);
         self.step = Step::Redirect { state, verifier: Secret::new(verifier), deadline };
         self.actions.push_back(Action::Authorize(url));
     }
@@ -924,6 +927,6 @@ impl OAuthFlow {
     }
 
     fn unix(&self, now: Instant) -> u64 {
-        self.epoch.1 + now.saturating_duration_since(self.epoch.0).as_secs()
+        self.epoch.1.saturating_add(now.saturating_duration_since(self.epoch.0).as_secs())
     }
 }

@@ -1136,3 +1136,23 @@ fn the_pkce_verifier_never_shows_in_debug_while_the_flow_waits_for_the_redirect(
     assert!(!waiting.contains(&verifier), "{waiting}");
     assert!(waiting.contains("Redirect"), "the step still shows: {waiting}");
 }
+
+/// A token response's `expires_in` is the authorization server's to choose: an absurd one
+/// (10^19 s, 1e300, a numeric string past `u64`) is clamped, and the refresh timer is still a
+/// time the host can wait for, without an overflow panic.
+#[test]
+fn absurd_expires_in_is_clamped() {
+    for expires_in in [json!(10_000_000_000_000_000_000u64), json!(1e300), json!(u64::MAX)] {
+        let mut h = Harness::code();
+        h.discover(json!({}), None);
+        h.register(json!({}));
+        let (_, req) = h.grant(AS);
+        h.token(&req, "t1", json!({"expires_in": expires_in, "refresh_token": "r1"}));
+        h.ready();
+        let at = h.flow.poll_timeout().expect("a refresh timer");
+        assert!(at > h.now + Duration::from_secs(86_400 * 365), "{expires_in}: {at:?}");
+        h.flow.handle_timeout(h.now + Duration::from_secs(86_400));
+        h.nothing();
+        assert_eq!(h.bearer(), Some("t1"));
+    }
+}

@@ -104,7 +104,8 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
             "--timeout" => {
                 let ms: u64 =
                     it.next().and_then(|v| v.parse().ok()).ok_or("--timeout needs milliseconds")?;
-                timeout = Duration::from_millis(ms.max(1));
+                // Ten years at most: the deadline is `now + timeout`, which must not overflow.
+                timeout = Duration::from_millis(ms.clamp(1, 10 * 365 * 86_400_000));
                 timeout_given = true;
             }
             "--legacy" => era = Some(EraPreference::LegacyOnly),
