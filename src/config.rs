@@ -44,6 +44,13 @@ pub struct Config {
     /// is due at once, and the next `Host::handle_timeout` takes it); so one chatty server
     /// cannot hold the loop, and every round's work is bounded.
     pub frames_per_readiness: usize,
+    /// Most bytes a driver reads from one server per readiness event, and the bound on what it
+    /// parses besides messages: 1xx heads, HTTP body pieces, SSE lines (comments, empty and
+    /// id-only events) and stdio blank lines count one unit each, and a turn takes at most
+    /// `bytes_per_readiness / 64` units. Past either, the driver stops as it does at the frame
+    /// budget: a server sending input that delivers nothing still cannot hold the loop, and
+    /// the stop is counted in `Stats::input_yields`.
+    pub bytes_per_readiness: usize,
     /// Most bytes a driver holds toward a server that has not taken them yet. When this many
     /// are waiting, the driver stops taking frames from the engine until the server reads
     /// (calls wait in the engine's queue, under their deadlines); one frame may pass the
@@ -240,6 +247,7 @@ impl Default for Config {
             max_pages: 1000,
             max_queued_events: 1024,
             frames_per_readiness: 64,
+            bytes_per_readiness: 256 * 1024,
             max_write_buffer_bytes: 256 * 1024,
             stderr_tail_bytes: 8 * 1024,
             max_in_flight: 32,
@@ -288,6 +296,9 @@ impl Config {
         }
         if self.frames_per_readiness == 0 {
             return err("frames_per_readiness", "must be at least 1");
+        }
+        if self.bytes_per_readiness < 4096 {
+            return err("bytes_per_readiness", "must be at least 4096");
         }
         if self.max_write_buffer_bytes == 0 {
             return err("max_write_buffer_bytes", "must be at least 1");

@@ -242,6 +242,9 @@ pub struct StdioDriver {
     max_line: usize,
     /// `Config::frames_per_readiness`.
     frame_budget: usize,
+    /// `Config::bytes_per_readiness`: blank lines deliver no frame, so the frame budget
+    /// alone would not stop a server that writes them without end.
+    byte_budget: usize,
     /// `Config::max_write_buffer_bytes`.
     max_unsent: usize,
     /// Input was left unread when a budget ran out. mio readiness is edge-triggered, so no
@@ -266,6 +269,7 @@ impl StdioDriver {
             stderr_cap: config.stderr_tail_bytes,
             max_line: config.max_message_bytes,
             frame_budget: config.frames_per_readiness,
+            byte_budget: config.bytes_per_readiness,
             max_unsent: config.max_write_buffer_bytes,
             stdout_backlog: false,
             stderr_backlog: false,
@@ -520,6 +524,7 @@ impl StdioDriver {
         read_closed: bool,
     ) -> io::Result<()> {
         let mut budget = self.frame_budget;
+        let mut bytes = self.byte_budget;
         let mut emptied = false;
         self.stdout_backlog = false;
         loop {
@@ -539,12 +544,19 @@ impl StdioDriver {
             if emptied {
                 return Ok(());
             }
+            if bytes == 0 {
+                // The pipe may hold more (the framer holds no whole line): come back soon.
+                self.stdout_backlog = true;
+                engine.note_input_yield();
+                return Ok(());
+            }
             let Some(stdout) = self.running.as_mut().and_then(|r| r.stdout.as_mut()) else {
                 return Ok(());
             };
             match stdout.read(&mut self.read_buf) {
                 Ok(0) => return self.on_exit(registry, engine, now),
                 Ok(n) => {
+                    bytes = bytes.saturating_sub(n);
                     self.framer.push(&self.read_buf[..n]);
                     emptied = n < self.read_buf.len() && !read_closed;
                     self.grow_read_buf(n);

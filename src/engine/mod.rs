@@ -259,6 +259,10 @@ pub struct Stats {
     pub failures: FailureCounts,
     /// Times a circuit breaker opened.
     pub breaker_trips: u64,
+    /// Readiness turns a driver cut short because the server's input passed
+    /// `Config::bytes_per_readiness` (or its unit budget) before the turn ended: a server
+    /// sending faster than the host polls, or flooding with input that delivers nothing.
+    pub input_yields: u64,
 }
 
 const MAX_CONTROL: usize = 256;
@@ -373,6 +377,11 @@ impl Engine {
     pub fn stats(&self) -> Stats {
         let (events_dropped, breaker_trips) = (self.events.dropped, self.events.breaker_trips);
         Stats { events_dropped, breaker_trips, ..self.stats }
+    }
+
+    /// A driver stopped reading this server's input at its byte or unit budget.
+    pub(crate) fn note_input_yield(&mut self) {
+        self.stats.input_yields += 1;
     }
 
     /// `true` when the engine needs a (new) transport: at start, and after a probe killed the

@@ -68,13 +68,31 @@ const MAX_IDLE_RESUMES: u32 = 3;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ExchangeId(usize);
 
+/// What one readiness turn may still do with a connection's input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Budget {
+    /// Messages still to hand to the engine (`Config::frames_per_readiness`).
+    pub(crate) frames: usize,
+    /// Parsed units still allowed, whatever they deliver: HTTP heads and body pieces, SSE
+    /// lines (comments, blank lines, `id:` alone). A flood of those delivers no message, so
+    /// the frame budget alone would never stop it.
+    pub(crate) units: usize,
+}
+
+impl Budget {
+    /// Nothing more may be taken this turn.
+    pub(crate) fn spent(&self) -> bool {
+        self.frames == 0 || self.units == 0
+    }
+}
+
 /// What happens to the driver's connection after a body chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Flow {
     /// Keep reading.
     Continue,
-    /// The frame budget is spent and events wait in the exchange: stop reading this
-    /// connection, and call [`HttpSession::on_body`] with no bytes on the next budget.
+    /// The budget is spent and input waits in the exchange: stop reading this connection,
+    /// and call [`HttpSession::on_body`] with no bytes on the next budget.
     Backlog,
     /// The exchange is over before its response ended (its reply came on a resumed stream,
     /// or the body is too large): close the connection.
@@ -590,15 +608,16 @@ impl HttpSession {
         x.mode == BodyMode::Sse
     }
 
-    /// A piece of exchange `x`'s body. Hands at most `budget` messages to the engine and
-    /// lowers `budget` by as many; call again with no bytes to drain a [`Flow::Backlog`].
+    /// A piece of exchange `x`'s body. Hands at most `budget.frames` messages to the engine,
+    /// reads at most `budget.units` SSE lines, and lowers both by what it took; call again
+    /// with no bytes to drain a [`Flow::Backlog`].
     pub(crate) fn on_body(
         &mut self,
         engine: &mut Engine,
         now: Instant,
         x: ExchangeId,
         chunk: &[u8],
-        budget: &mut usize,
+        budget: &mut Budget,
     ) -> Flow {
         let i = x.0;
         let Some(ex) = self.exchanges.get_mut(i) else { return Flow::Close };
@@ -613,16 +632,22 @@ impl HttpSession {
         ex.sse.push(chunk);
         let mut flow = Flow::Continue;
         loop {
-            if *budget == 0 {
+            if budget.spent() {
                 if ex.sse.buffered() > 0 {
                     flow = Flow::Backlog;
                 }
                 break;
             }
-            let Some(event) = ex.sse.next_event() else { break };
+            let Some(event) = ex.sse.next_event_within(&mut budget.units) else {
+                // Out of input, or out of units with lines still to read.
+                if budget.units == 0 && ex.sse.buffered() > 0 {
+                    flow = Flow::Backlog;
+                }
+                break;
+            };
             match event {
                 Ok(e) if e.event_type == "message" || e.event_type.is_empty() => {
-                    *budget -= 1;
+                    budget.frames -= 1;
                     match ex.carries {
                         Carries::Request { id, .. } => {
                             if !ex.modern && is_response(e.data.as_bytes()) {

@@ -360,7 +360,7 @@ impl OneShot {
             let eof = match self.tls.as_mut() {
                 Some(tls) => {
                     let mut plain = Vec::new();
-                    let r = tls.read(&mut self.sock, &mut plain)?;
+                    let r = tls.read(&mut self.sock, &mut plain, buf.len())?;
                     // Handshake bytes, then the buffered request once it is done.
                     tls.flush(&mut self.sock)?;
                     self.parser.push(&plain);
