@@ -43,7 +43,14 @@ pub enum UrlError {
 
 impl fmt::Display for UrlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+        f.write_str(self.reason())
+    }
+}
+
+impl UrlError {
+    /// What is wrong, in a few words.
+    pub(crate) fn reason(self) -> &'static str {
+        match self {
             Self::Scheme => "the URL must start with http:// or https://",
             Self::Host => "the URL has no valid host",
             Self::Port => "the URL's port is not valid",
@@ -51,7 +58,7 @@ impl fmt::Display for UrlError {
                 "credentials in the URL are refused; use a header or a token provider"
             }
             Self::Characters => "the URL contains spaces or control characters",
-        })
+        }
     }
 }
 

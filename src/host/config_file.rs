@@ -88,6 +88,8 @@ struct HttpEntry {
 struct OAuthEntry {
     client_id: String,
     client_secret: Secret,
+    /// `issuer`: the only authorization server the secret may go to.
+    issuer: Option<String>,
 }
 
 #[cfg(feature = "http")]
@@ -356,7 +358,8 @@ impl HttpEntry {
         o.idle_timeout = self.idle_timeout.unwrap_or(o.idle_timeout);
         o.alternates.clone_from(&self.alternates);
         if let Some(a) = &self.oauth {
-            let client = PreRegistered::with_secret(&a.client_id, a.client_secret.expose());
+            let mut client = PreRegistered::with_secret(&a.client_id, a.client_secret.expose());
+            client.issuer.clone_from(&a.issuer);
             o = o.oauth(OAuthConfig::client_credentials(self.url.clone(), client));
         }
         o
@@ -552,7 +555,7 @@ impl<'a> Parser<'a> {
         own: Option<&Map<String, Value>>,
     ) -> Result<ConfiguredTransport, ConfigFileError> {
         let url = match entry.get("url") {
-            Some(Value::String(s)) => self.expand("url", s)?,
+            Some(Value::String(s)) => self.url("url", &self.expand("url", s)?)?,
             Some(_) => return Err(self.wrong("url", "a string")),
             None => return Err(self.err(Some("url"), ConfigFileErrorKind::Missing)),
         };
@@ -583,7 +586,10 @@ impl<'a> Parser<'a> {
                 h.proxy = match s.as_str() {
                     "env" => ProxyChoice::FromEnv,
                     "direct" => ProxyChoice::Direct,
-                    url => ProxyChoice::Url(self.expand("mcpoll.proxy", url)?),
+                    url => {
+                        let url = self.expand("mcpoll.proxy", url)?;
+                        ProxyChoice::Url(self.url("mcpoll.proxy", &url)?)
+                    }
                 }
             }
             Some(_) => return Err(self.wrong("mcpoll.proxy", "\"env\", \"direct\" or a proxy URL")),
@@ -594,7 +600,7 @@ impl<'a> Parser<'a> {
                 for (i, v) in list.iter().enumerate() {
                     let key = format!("mcpoll.alternates[{i}]");
                     let v = v.as_str().ok_or_else(|| self.wrong(&key, "a string"))?;
-                    h.alternates.push(self.expand(&key, v)?);
+                    h.alternates.push(self.url(&key, &self.expand(&key, v)?)?);
                 }
             }
             Some(_) => return Err(self.wrong("mcpoll.alternates", "an array of URLs")),
@@ -635,11 +641,22 @@ impl<'a> Parser<'a> {
         Ok(ConfiguredTransport::Http(h))
     }
 
-    /// `mcpoll.oauth`: `clientId` and `clientSecret`, both required (`${VAR}` expanded).
+    /// `value`, a URL at `key`, checked as the HTTP driver will check it when the server is
+    /// added: `http` or `https`, a host, a valid port, no `user:password@`.
+    #[cfg(feature = "http")]
+    fn url(&self, key: &str, value: &str) -> Result<String, ConfigFileError> {
+        match crate::driver::url::HttpUrl::parse(value) {
+            Ok(_) => Ok(value.to_owned()),
+            Err(e) => Err(self.err(Some(key), ConfigFileErrorKind::Invalid(e.reason()))),
+        }
+    }
+
+    /// `mcpoll.oauth`: `clientId` and `clientSecret`, both required (`${VAR}` expanded), and
+    /// `issuer`, which pins the authorization server.
     #[cfg(feature = "http")]
     fn oauth_entry(&self, v: &Value) -> Result<OAuthEntry, ConfigFileError> {
         let o = v.as_object().ok_or_else(|| self.wrong("mcpoll.oauth", "an object"))?;
-        self.only(o, "mcpoll.oauth", &["clientId", "clientSecret"])?;
+        self.only(o, "mcpoll.oauth", &["clientId", "clientSecret", "issuer"])?;
         let text = |k: &str| -> Result<String, ConfigFileError> {
             let key = format!("mcpoll.oauth.{k}");
             match o.get(k) {
@@ -651,9 +668,14 @@ impl<'a> Parser<'a> {
                 None => Err(self.err(Some(&key), ConfigFileErrorKind::Missing)),
             }
         };
+        let issuer = match o.get("issuer") {
+            None => None,
+            Some(_) => Some(self.url("mcpoll.oauth.issuer", &text("issuer")?)?),
+        };
         Ok(OAuthEntry {
             client_id: text("clientId")?,
             client_secret: Secret::new(text("clientSecret")?),
+            issuer,
         })
     }
 

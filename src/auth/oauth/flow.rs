@@ -16,7 +16,7 @@ use super::metadata::{
 };
 use super::store::{ClientRegistration, Secret, StoredAuth, Tokens};
 use super::url::{
-    as_metadata_locations, origin, parts, prm_locations, resource_covers, with_query,
+    as_metadata_locations, is_secure, origin, parts, prm_locations, resource_covers, with_query,
 };
 use super::{
     Action, Authorization, Authorizer, Grant, HttpMethod, HttpRequest, HttpResponse, OAuthConfig,
@@ -451,6 +451,10 @@ impl OAuthFlow {
             self.server = None;
             self.config.store.clear(&self.config.server_url);
         }
+        if !is_secure(&issuer) {
+            // Its metadata would come in clear text, and name where the secrets go.
+            return self.fail(AuthStep::Discovery, AuthFailure::NotHttps("issuer"));
+        }
         self.issuer = Some(issuer.clone());
         let candidates = as_metadata_locations(&issuer);
         if candidates.is_empty() {
@@ -497,6 +501,16 @@ impl OAuthFlow {
         if meta.issuer != issuer {
             let issuer = meta.issuer;
             return self.fail(AuthStep::Discovery, AuthFailure::IssuerMismatch { issuer });
+        }
+        let endpoints = [
+            ("token_endpoint", Some(&meta.token_endpoint)),
+            ("authorization_endpoint", meta.authorization_endpoint.as_ref()),
+            ("registration_endpoint", meta.registration_endpoint.as_ref()),
+        ];
+        for (name, url) in endpoints {
+            if url.is_some_and(|u| !is_secure(u)) {
+                return self.fail(AuthStep::Discovery, AuthFailure::NotHttps(name));
+            }
         }
         self.server = Some(Server { meta, published: true });
         self.after_discovery();

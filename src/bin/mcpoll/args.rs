@@ -19,8 +19,9 @@ OPTIONS:
   --legacy | --modern    speak only 2025-11-25 (initialize) or only 2026-07-28
   --header 'K: V'        (HTTP) send a header, repeatable
   --bearer TOKEN         (HTTP) send Authorization: Bearer TOKEN
-  --client-credentials ID:SECRET
-                         (HTTP) OAuth client credentials grant
+  --client-credentials ID:SECRET [--issuer URL]
+                         (HTTP) OAuth client credentials grant; with --issuer the secret
+                         goes only to that authorization server, whatever the server names
   --oauth [--redirect-uri URI]
                          (HTTP) OAuth authorization code grant: prints the URL to open,
                          reads the redirected URL back on stdin
@@ -56,8 +57,15 @@ pub(crate) enum Target {
 /// How the CLI gets a token from an OAuth authorization server.
 pub(crate) enum Auth {
     None,
-    ClientCredentials { id: String, secret: String },
-    Code { redirect_uri: String },
+    /// `issuer`: `--issuer`, the only authorization server the secret may go to.
+    ClientCredentials {
+        id: String,
+        secret: String,
+        issuer: Option<String>,
+    },
+    Code {
+        redirect_uri: String,
+    },
 }
 
 pub(crate) struct Args {
@@ -80,7 +88,7 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
     let (mut headers, mut bearer, mut command) = (Vec::new(), None, Vec::new());
     let (mut timeout, mut timeout_given, mut era, mut json) =
         (Duration::from_secs(30), false, None, false);
-    let (mut auth, mut redirect_uri) = (Auth::None, None);
+    let (mut auth, mut redirect_uri, mut issuer) = (Auth::None, None, None);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--config" => config = Some(it.next().ok_or("--config needs a file")?),
@@ -92,8 +100,13 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
                 let c = it.next().ok_or("--client-credentials needs ID:SECRET")?;
                 let (id, secret) =
                     c.split_once(':').ok_or("--client-credentials needs ID:SECRET")?;
-                auth = Auth::ClientCredentials { id: id.to_owned(), secret: secret.to_owned() };
+                auth = Auth::ClientCredentials {
+                    id: id.to_owned(),
+                    secret: secret.to_owned(),
+                    issuer: None,
+                };
             }
+            "--issuer" => issuer = Some(it.next().ok_or("--issuer needs a URL")?),
             "--oauth" => auth = Auth::Code { redirect_uri: String::new() },
             "--redirect-uri" => redirect_uri = Some(it.next().ok_or("--redirect-uri needs a URI")?),
             "--header" => {
@@ -129,6 +142,11 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
     };
     if let Auth::Code { redirect_uri: r } = &mut auth {
         *r = redirect_uri.unwrap_or_else(|| "http://127.0.0.1:8976/callback".into());
+    }
+    match (&mut auth, issuer) {
+        (Auth::ClientCredentials { issuer: pinned, .. }, Some(url)) => *pinned = Some(url),
+        (_, Some(_)) => return Err("--issuer pins the issuer of --client-credentials".into()),
+        (_, None) => {}
     }
     if bearer.is_some() && !matches!(auth, Auth::None) {
         return Err("give --bearer or an OAuth option, not both".into());

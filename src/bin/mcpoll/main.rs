@@ -203,8 +203,9 @@ fn add_server(host: &mut Host, args: &Args) -> Result<ServerId, Failure> {
     }
     match &args.auth {
         Auth::None => {}
-        Auth::ClientCredentials { id, secret } => {
-            let client = PreRegistered::with_secret(id.clone(), secret.clone());
+        Auth::ClientCredentials { id, secret, issuer } => {
+            let mut client = PreRegistered::with_secret(id.clone(), secret.clone());
+            client.issuer.clone_from(issuer);
             opts = opts.oauth(OAuthConfig::client_credentials(url, client));
         }
         Auth::Code { redirect_uri } => {
