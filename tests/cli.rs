@@ -150,3 +150,35 @@ fn ctrl_c_during_the_listing_before_a_call_ends_the_cli_at_once() {
     assert!(out.stdout.is_empty(), "no call was made: {:?}", String::from_utf8_lossy(&out.stdout));
     assert!(took < std::time::Duration::from_secs(3), "the CLI took {took:?} to end");
 }
+
+/// Issue 21: a config file whose URL is not http(s) is a configuration fault (exit 2) named by
+/// file, server and key, found when the file is read; before, the CLI tried the server and
+/// failed with `local/setup_failed`, naming nothing. `--issuer` only goes with
+/// `--client-credentials`.
+#[test]
+fn a_config_url_that_is_not_http_is_a_config_error_naming_file_server_and_key() {
+    let dir = std::env::temp_dir().join(format!("mcpoll-cli-bad-url-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (url, why) in
+        [("file:///etc/passwd", "http:// or https://"), ("http://u:p@h/", "credentials")]
+    {
+        let file = dir.join("mcp.json");
+        let body = serde_json::json!({"mcpServers": {"remote": {"url": url}}});
+        std::fs::write(&file, body.to_string()).unwrap();
+        let (code, _, stderr) = run(&["--config", file.to_str().unwrap(), "tools"]);
+        assert_eq!(code, 2, "{url}: {stderr}");
+        let line = error_line(&stderr);
+        let message = line["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("mcp.json"), "{line}");
+        assert!(
+            message.contains(r#"server "remote""#) && message.contains(r#"key "url""#),
+            "{line}"
+        );
+        assert!(message.contains(why), "{line}");
+        assert!(!message.contains("u:p"), "{line}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    let (code, _, stderr) =
+        run(&["--http", "http://127.0.0.1:1/mcp", "--issuer", "https://a", "tools"]);
+    assert_eq!(code, 2, "{stderr}");
+}

@@ -63,7 +63,8 @@ const EVERY_FORM: &str = r#"{
         "connectTimeoutMs": 1500,
         "idleTimeoutMs": 9000,
         "alternates": ["http://127.0.0.1:8932/mcp"],
-        "oauth": {"clientId": "mcpoll-${PORT}", "clientSecret": "${env:TOKEN}"}
+        "oauth": {"clientId": "mcpoll-${PORT}", "clientSecret": "${env:TOKEN}",
+                  "issuer": "https://auth.example.com/tenant"}
       }
     },
     "streamable": {
@@ -134,6 +135,7 @@ fn every_supported_form() {
     let client = oauth.pre_registered.as_ref().unwrap();
     assert_eq!(client.client_id, "mcpoll-8931");
     assert_eq!(client.client_secret.as_ref().map(|s| s.expose()), Some("s3cret"));
+    assert_eq!(client.issuer.as_deref(), Some("https://auth.example.com/tenant"));
     // Header values and the client secret are credentials: never in a `{:?}`.
     let shown = format!("{remote:?}");
     assert!(!shown.contains("s3cret"), "{shown}");
@@ -266,6 +268,27 @@ fn one_malformed_line_per_error_kind() {
         (
             r#"{"command": "x", "mcpoll": {"maxInFlight": 0}}"#,
             Some("mcpoll.maxInFlight"),
+            "Invalid",
+        ),
+        // Issue 21: URLs are checked when the file is read, not when the server is added.
+        (r#"{"url": "file:///etc/passwd"}"#, Some("url"), "Invalid"),
+        (r#"{"type": "http", "url": "gopher://h:70/1"}"#, Some("url"), "Invalid"),
+        (r#"{"url": "https://user:pass@h/mcp"}"#, Some("url"), "Invalid"),
+        (r#"{"url": "http://h:0/"}"#, Some("url"), "Invalid"),
+        (r#"{"url": "http:///mcp"}"#, Some("url"), "Invalid"),
+        (
+            r#"{"url": "http://h/", "mcpoll": {"alternates": ["ftp://h/"]}}"#,
+            Some("mcpoll.alternates[0]"),
+            "Invalid",
+        ),
+        (
+            r#"{"url": "http://h/", "mcpoll": {"proxy": "socks5://p:1080"}}"#,
+            Some("mcpoll.proxy"),
+            "Invalid",
+        ),
+        (
+            r#"{"url": "http://h/", "mcpoll": {"oauth": {"clientId": "a", "clientSecret": "s", "issuer": "file:///x"}}}"#,
+            Some("mcpoll.oauth.issuer"),
             "Invalid",
         ),
         (
