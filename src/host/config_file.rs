@@ -97,14 +97,14 @@ impl fmt::Debug for HttpEntry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let header_names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
         f.debug_struct("HttpEntry")
-            .field("url", &self.url)
+            .field("url", &crate::redact::RedactedUrl(&self.url))
             .field("header_names", &header_names)
             .field("tls", &self.tls)
             .field("proxy", &self.proxy)
             .field("max_connections", &self.max_connections)
             .field("connect_timeout", &self.connect_timeout)
             .field("idle_timeout", &self.idle_timeout)
-            .field("alternates", &self.alternates)
+            .field("alternates", &crate::redact::RedactedUrls(&self.alternates))
             .field("oauth", &self.oauth)
             .finish()
     }

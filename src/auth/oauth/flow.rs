@@ -102,7 +102,7 @@ const ENDED_KEPT: usize = 4;
 impl fmt::Debug for OAuthFlow {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OAuthFlow")
-            .field("server_url", &self.config.server_url)
+            .field("server_url", &crate::redact::RedactedUrl(&self.config.server_url))
             .field("step", &self.step)
             .field("issuer", &self.issuer)
             .field("client", &self.client)

@@ -9,6 +9,7 @@ use super::resolve::Resolver;
 use crate::auth::oauth::{AuthError, Authorizer, OAuthConfig};
 use crate::driver::tls::{TlsOptions, TlsSetupError};
 use crate::driver::url::{ProxyChoice, UrlError};
+use crate::redact::{RedactedUrl, RedactedUrls};
 use crate::session::http::{StaticToken, TokenProvider};
 
 /// How to reach one HTTP server. `Debug` shows the names of the extra headers, not their
@@ -60,7 +61,7 @@ impl fmt::Debug for HttpOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let header_names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
         f.debug_struct("HttpOptions")
-            .field("url", &self.url)
+            .field("url", &RedactedUrl(&self.url))
             .field("header_names", &header_names)
             .field("token_provider", &self.token_provider)
             .field("oauth", &self.oauth)
@@ -71,7 +72,7 @@ impl fmt::Debug for HttpOptions {
             .field("idle_timeout", &self.idle_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("max_head_bytes", &self.max_head_bytes)
-            .field("alternates", &self.alternates)
+            .field("alternates", &RedactedUrls(&self.alternates))
             .field("resolver", &self.resolver)
             .finish()
     }

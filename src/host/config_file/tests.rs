@@ -318,3 +318,25 @@ fn one_malformed_line_per_error_kind() {
          (give ${NOPE:-default})"
     );
 }
+
+/// Issue 21: a URL's secret-looking query values never show in `{:?}`, neither in the parsed
+/// entry nor in the `HttpOptions` made from it; nor does a `user:password@` in options built
+/// in code (a config file refuses those outright).
+#[test]
+fn urls_are_redacted_in_debug_output() {
+    let text = r#"{"mcpServers": {"r": {"url": "https://h/mcp?api_key=KEY1&tenant=blue",
+        "mcpoll": {"alternates": ["https://h2/mcp?token=KEY2"]}}}}"#;
+    let f = parse(text).unwrap();
+    let entry = f.server("r").unwrap();
+    let opts = entry.http_options().unwrap();
+    assert_eq!(opts.url, "https://h/mcp?api_key=KEY1&tenant=blue", "the URL itself is kept");
+    for shown in [format!("{f:?}"), format!("{entry:?}"), format!("{opts:?}")] {
+        assert!(!shown.contains("KEY1") && !shown.contains("KEY2"), "{shown}");
+        assert!(shown.contains("api_key=<redacted>&tenant=blue"), "{shown}");
+    }
+    let opts = crate::HttpOptions::new("https://user:pw@h/mcp?secret=S3&password=P4");
+    let shown = format!("{opts:?}");
+    for secret in ["user", "pw@", "S3", "P4"] {
+        assert!(!shown.contains(secret), "{secret} in {shown}");
+    }
+}
