@@ -33,6 +33,10 @@ pub struct Config {
     pub client_capabilities: String,
     /// Most pages followed by one listing before it fails with `TooManyPages`.
     pub max_pages: usize,
+    /// Most bytes of items one listing gathers over all its pages (`list_tools` and the
+    /// like). A server handing out page after page of large items is stopped here with
+    /// `PeerError::TooLarge`, and the pages gathered so far are freed.
+    pub max_listing_bytes: usize,
     /// Most events held for the host. Past it, progress, change, breaker and transport-lost
     /// events are dropped (and counted in `Stats::events_dropped`). Terminal events
     /// (`CallDone`, `CallFailed`) are never dropped: instead a new call is refused with
@@ -245,6 +249,7 @@ impl Default for Config {
             client_version: env!("CARGO_PKG_VERSION").into(),
             client_capabilities: "{}".into(),
             max_pages: 1000,
+            max_listing_bytes: 64 * 1024 * 1024,
             max_queued_events: 1024,
             frames_per_readiness: 64,
             bytes_per_readiness: 256 * 1024,
@@ -284,6 +289,9 @@ impl Config {
         }
         if self.max_pages == 0 {
             return err("max_pages", "must be at least 1");
+        }
+        if self.max_listing_bytes < 1024 {
+            return err("max_listing_bytes", "must be at least 1024");
         }
         if self.max_in_flight == 0 {
             return err("max_in_flight", "must be at least 1");

@@ -288,7 +288,8 @@ pub enum PeerError {
     /// token it accepts: the error names the step that failed.
     #[cfg(feature = "http")]
     Authorization(Box<crate::auth::oauth::AuthError>),
-    /// A message from the server exceeded `Config::max_message_bytes`.
+    /// A message from the server exceeded `Config::max_message_bytes`, or a listing's pages
+    /// together exceeded `Config::max_listing_bytes`.
     TooLarge,
     /// The result is not what the method returns (for example an unknown `resultType`).
     InvalidResult,

@@ -650,6 +650,36 @@ fn page_limit_is_enforced() {
     assert_eq!(h.events(), [format!("failed {} too_many_pages", c.get())]);
 }
 
+/// Issue 21: pages of large items behind ever new cursors stop at the listing's byte cap,
+/// long before the page cap, with `too_large`; the pages gathered so far are freed.
+#[test]
+fn a_listing_stops_at_its_byte_cap() {
+    let config = Config { max_listing_bytes: 64 * 1024, ..Config::default() };
+    let mut h = Harness::new(config);
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    h.reply(&probe, discover_result());
+    h.events();
+    let c = h.engine.list(h.now, Method::ToolsList, &CallOptions::default()).unwrap();
+    let big = "x".repeat(10_000);
+    let mut pages = 0;
+    let events = loop {
+        let p = h.sent_one();
+        let tool = json!({"name": format!("t{pages}"), "description": big, "inputSchema": {}});
+        h.reply(&p, json!({"tools": [tool], "nextCursor": format!("c{pages}")}));
+        pages += 1;
+        assert!(pages < 1000, "no cap");
+        let events = h.events();
+        if !events.is_empty() {
+            break events;
+        }
+    };
+    assert_eq!(events, [format!("failed {} too_large", c.get())]);
+    assert_eq!(pages, 7, "six pages fit in 64 KiB, the seventh does not");
+    assert_eq!(h.engine.stats().too_large, 1);
+    assert!(h.take_sent().is_empty(), "no eighth page asked for");
+}
+
 #[test]
 fn progress_is_routed_to_the_call_that_asked() {
     let mut h = Harness::ready_modern();

@@ -143,6 +143,9 @@ fn need_error(e: NeedError<CatalogError>) -> CatalogError {
         NeedError::Walk(WalkError::TooManyPages { .. }) => {
             CatalogError::Listing(CallError::Local(LocalError::TooManyPages))
         }
+        NeedError::Walk(WalkError::TooLarge { .. }) => {
+            CatalogError::Listing(CallError::Peer(PeerError::TooLarge))
+        }
         NeedError::StaleTooLong { stale_for, max_stale } => {
             CatalogError::StaleTooLong { stale_for, max_stale }
         }
