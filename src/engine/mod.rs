@@ -710,17 +710,7 @@ impl Engine {
     /// the JSON-RPC id can be read from them, that call fails with `TooLarge`.
     pub fn handle_oversize(&mut self, now: Instant, head: &[u8], tail: &[u8]) {
         self.stats.too_large += 1;
-        let Some(id) = inbound::sniff_id(head, tail) else {
-            log::debug!("dropped an oversize message whose id could not be read");
-            return;
-        };
-        if let Lookup::Pending(slot) = self.requests.lookup(id) {
-            match self.requests.get(slot).map(|p| p.owner) {
-                Some(Owner::Host) => self.abandon(now, slot, CallError::Peer(PeerError::TooLarge)),
-                Some(_) => self.lifecycle_failed(now, PeerError::TooLarge),
-                None => {}
-            }
-        }
+        self.fail_unreadable(now, inbound::sniff_id(head, tail), PeerError::TooLarge);
     }
 
     /// Fires every deadline that has passed. Safe to call early or often.

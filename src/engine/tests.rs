@@ -680,6 +680,38 @@ fn a_listing_stops_at_its_byte_cap() {
     assert!(h.take_sent().is_empty(), "no eighth page asked for");
 }
 
+/// Issue 21: a reply nested deeper than the JSON limit cannot be read, but its id can be at
+/// either end: that call fails at once with `too_deep` instead of waiting for its deadline.
+/// One whose id is nowhere near the ends is dropped and counted, as before.
+#[test]
+fn a_reply_nested_too_deep_fails_its_call_at_once() {
+    let mut h = Harness::ready_modern();
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let first = h.call("t", "{}");
+    let second = h.call("t", "{}");
+    let sent = h.take_sent();
+    let (a, b) = (sent[0]["id"].to_string(), sent[1]["id"].to_string());
+    // The id first, as most servers write it; then the id last.
+    let frames = [
+        format!(r#"{{"jsonrpc":"2.0","id":{a},"result":{{"content":{deep}}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","result":{{"content":{deep}}},"id":{b}}}"#),
+    ];
+    for frame in &frames {
+        h.engine.handle_message(h.now, frame.as_bytes());
+    }
+    assert_eq!(
+        h.events(),
+        [format!("failed {} too_deep", first.get()), format!("failed {} too_deep", second.get())]
+    );
+    let third = h.call("t", "{}");
+    let _ = h.take_sent();
+    let hidden = format!(r#"{{"jsonrpc":"2.0","result":{{"a":{deep},"id":1}},"x":{deep}}}"#);
+    h.engine.handle_message(h.now, hidden.as_bytes());
+    assert!(h.events().is_empty());
+    assert_eq!(h.engine.stats().invalid_frames, 3);
+    assert_eq!(h.engine.pending(), 1, "{}", third.get());
+}
+
 #[test]
 fn progress_is_routed_to_the_call_that_asked() {
     let mut h = Harness::ready_modern();
