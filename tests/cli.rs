@@ -182,3 +182,15 @@ fn a_config_url_that_is_not_http_is_a_config_error_naming_file_server_and_key() 
         run(&["--http", "http://127.0.0.1:1/mcp", "--issuer", "https://a", "tools"]);
     assert_eq!(code, 2, "{stderr}");
 }
+
+/// Issue 21: `--bearer` with a line break fails at once (exit 1, `setup_failed`), not after
+/// the probe and handshake timeouts.
+#[test]
+fn a_bearer_token_with_a_line_break_fails_at_once() {
+    let (code, _, stderr) =
+        run(&["--http", "http://127.0.0.1:9/mcp", "--bearer", "a\r\nX-Evil: 1", "tools"]);
+    assert_eq!(code, 1, "{stderr}");
+    let line = error_line(&stderr);
+    assert_eq!(line["error"]["name"], "setup_failed", "{line}");
+    assert!(line["error"]["message"].as_str().unwrap_or_default().contains("bearer"), "{line}");
+}

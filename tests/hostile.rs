@@ -273,3 +273,24 @@ fn an_endless_run_of_interim_heads_fails_the_call() {
         "{error:?}"
     );
 }
+
+/// Issue 21: a bearer token with a line break (or NUL) would break the request head or add a
+/// header to it; it is refused when the server is added, with a typed error, and nothing is
+/// sent. Before, the server was added, every request was silently not written, and the calls
+/// waited out their deadlines.
+#[test]
+fn a_bearer_token_with_a_line_break_is_refused_when_the_server_is_added() {
+    let server = flooder(OnCall::Silent);
+    let mut host = Host::new().unwrap();
+    for token in ["tok\r\nX-Injected: 1", "tok\n", "tok\0"] {
+        let opts = HttpOptions::new(&server.url).bearer(token);
+        match host.add_http_server(opts, Config::default()) {
+            Err(mcpoll::AddServerError::Http(mcpoll::HttpSetupError::BearerToken)) => {}
+            other => panic!("{token:?}: {other:?}"),
+        }
+    }
+    let ok = host.add_http_server(HttpOptions::new(&server.url).bearer("tok"), Config::default());
+    let id = ok.expect("a plain token is fine");
+    let state = host.wait_ready(id, Duration::from_secs(30)).unwrap();
+    assert!(matches!(state, ServerState::Ready(..)), "{state:?}");
+}

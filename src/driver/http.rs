@@ -171,6 +171,9 @@ impl HttpDriver {
         };
         let mut session =
             Box::new(HttpSession::new(opts.headers, opts.token_provider, config.max_message_bytes));
+        if session.bad_token() {
+            return Err(HttpSetupError::BearerToken);
+        }
         if let Some(state) = oauth {
             session.with_oauth(now, state);
         }

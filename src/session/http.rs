@@ -264,6 +264,8 @@ pub(crate) struct HttpSession {
     listen_retry: Duration,
     listen_event_id: Option<String>,
     tokens: Option<Box<dyn TokenProvider>>,
+    /// The provider's first token was refused by `set_token`.
+    bad_token: bool,
     /// The OAuth flow, when the host configured one: it supplies the tokens then.
     oauth: Option<oauth::OAuthState>,
     /// `Bearer <token>`, or empty.
@@ -311,20 +313,32 @@ impl HttpSession {
             headers,
             max_body,
             tokens: None,
+            bad_token: false,
             oauth: None,
         };
         let token = tokens.as_mut().and_then(|t| t.token());
-        session.set_token(token);
+        session.bad_token = !session.set_token(token);
         session.tokens = tokens;
         session
     }
 
-    fn set_token(&mut self, token: Option<String>) {
+    /// Takes `token` for the `Authorization` header; `false` (and no header) when it holds a
+    /// CR, LF or NUL, which would break the request head or smuggle a header into it.
+    fn set_token(&mut self, token: Option<String>) -> bool {
         self.bearer.clear();
-        if let Some(t) = token {
-            self.bearer.extend_from_slice(b"Bearer ");
-            self.bearer.extend_from_slice(t.as_bytes());
+        let Some(t) = token else { return true };
+        if t.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
+            log::debug!("refusing a bearer token with a line break or NUL in it");
+            return false;
         }
+        self.bearer.extend_from_slice(b"Bearer ");
+        self.bearer.extend_from_slice(t.as_bytes());
+        true
+    }
+
+    /// The token provider's first token could not go in a header (see `set_token`).
+    pub(crate) fn bad_token(&self) -> bool {
+        self.bad_token
     }
 
     /// The legacy session id, when the server issued one.
@@ -835,10 +849,14 @@ impl HttpSession {
             return false;
         }
         let Some(fresh) = self.tokens.as_mut().and_then(|t| t.refresh()) else { return false };
+        if !self.set_token(Some(fresh)) {
+            // As if the provider had none: the call fails with the server's 401.
+            return false;
+        }
+        let Some(x) = self.exchanges.get_mut(i) else { return false };
         x.auth_retried = true;
         x.stage = Stage::Waiting;
         self.waiting.push_front(i);
-        self.set_token(Some(fresh));
         true
     }
 }

@@ -188,6 +188,9 @@ pub enum HttpSetupError {
     Tls(TlsSetupError),
     /// A configured header is not a valid HTTP header.
     Header(String),
+    /// The bearer token (`HttpOptions::bearer`, or a token provider's first token) holds a
+    /// CR, LF or NUL: it cannot go in a header.
+    BearerToken,
     /// The OAuth configuration is not usable.
     OAuth(AuthError),
 }
@@ -199,6 +202,7 @@ impl fmt::Display for HttpSetupError {
             Self::Resolve(e) => write!(f, "cannot resolve the server's host: {e}"),
             Self::Tls(e) => write!(f, "{e}"),
             Self::Header(h) => write!(f, "invalid header {h:?}"),
+            Self::BearerToken => f.write_str("the bearer token holds a line break or NUL"),
             Self::OAuth(e) => write!(f, "{e}"),
         }
     }
