@@ -97,7 +97,7 @@ pub use proto::version::{Era, EraPreference, ProtocolVersion};
 pub use schema::{Schema, SchemaError, SchemaLimits, SchemaViolation};
 
 #[cfg(feature = "stdio")]
-pub use driver::stdio::{CommandLineError, StdioCommand, StdioDriver};
+pub use driver::stdio::{CommandLineError, StdioCommand, StdioDriver, SAFE_ENV_VARS};
 #[cfg(all(feature = "stdio", feature = "schema"))]
 pub use host::ToolCallError;
 #[cfg(feature = "stdio")]

@@ -497,7 +497,13 @@ impl<'a> Parser<'a> {
         let transport = if is_http {
             self.http_entry(entry, own)?
         } else {
-            ConfiguredTransport::Stdio(self.stdio_entry(entry)?)
+            let mut command = self.stdio_entry(entry)?.safe_env();
+            match own.and_then(|o| o.get("inheritEnv")) {
+                None | Some(Value::Bool(false)) => {}
+                Some(Value::Bool(true)) => command = command.inherit_env(),
+                Some(_) => return Err(self.wrong("mcpoll.inheritEnv", "true or false")),
+            }
+            ConfiguredTransport::Stdio(command)
         };
         Ok(ConfiguredServer { name: name.to_owned(), transport, config, disabled })
     }
@@ -699,6 +705,8 @@ impl<'a> Parser<'a> {
             "retry",
             "breaker",
         ];
+        // Read by the stdio entry itself.
+        const STDIO: &[&str] = &["inheritEnv"];
         const HTTP: &[&str] = &[
             "tls",
             "proxy",
@@ -713,6 +721,13 @@ impl<'a> Parser<'a> {
                 continue;
             }
             let key_path = format!("mcpoll.{key}");
+            if STDIO.contains(&key.as_str()) {
+                if is_http {
+                    let why = "a stdio setting in an HTTP server's entry";
+                    return Err(self.err(Some(&key_path), ConfigFileErrorKind::Conflict(why)));
+                }
+                continue;
+            }
             if HTTP.contains(&key.as_str()) && !is_http {
                 let why = "an HTTP setting in a stdio server's entry";
                 return Err(self.err(Some(&key_path), ConfigFileErrorKind::Conflict(why)));

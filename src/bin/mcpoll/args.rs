@@ -17,6 +17,9 @@ OPTIONS:
   --json                 print the result as JSON (errors as one JSON line on stderr)
   --timeout MS           deadline of the command (default 30000; also bounds `watch`)
   --legacy | --modern    speak only 2025-11-25 (initialize) or only 2026-07-28
+  --inherit-env          (stdio) give the server this shell's whole environment; by default
+                         it gets only HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG, LC_* and
+                         the entry's env
   --header 'K: V'        (HTTP) send a header, repeatable
   --bearer TOKEN         (HTTP) send Authorization: Bearer TOKEN
   --client-credentials ID:SECRET [--issuer URL]
@@ -79,6 +82,8 @@ pub(crate) struct Args {
     /// `--legacy` or `--modern` was given.
     pub(crate) era: Option<EraPreference>,
     pub(crate) json: bool,
+    /// `--inherit-env`: a stdio server gets the whole environment.
+    pub(crate) inherit_env: bool,
     pub(crate) command: Vec<String>,
 }
 
@@ -89,6 +94,7 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
     let (mut timeout, mut timeout_given, mut era, mut json) =
         (Duration::from_secs(30), false, None, false);
     let (mut auth, mut redirect_uri, mut issuer) = (Auth::None, None, None);
+    let mut inherit_env = false;
     while let Some(a) = it.next() {
         match a.as_str() {
             "--config" => config = Some(it.next().ok_or("--config needs a file")?),
@@ -124,6 +130,7 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
             "--legacy" => era = Some(EraPreference::LegacyOnly),
             "--modern" => era = Some(EraPreference::ModernOnly),
             "--json" => json = true,
+            "--inherit-env" => inherit_env = true,
             "-h" | "--help" => return Err(String::new()),
             flag if flag.starts_with("--") && command.is_empty() => {
                 return Err(format!("unknown option {flag}"))
@@ -154,5 +161,16 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
     if command.is_empty() {
         return Err("no command given".into());
     }
-    Ok(Args { target, headers, bearer, auth, timeout, timeout_given, era, json, command })
+    Ok(Args {
+        target,
+        headers,
+        bearer,
+        auth,
+        timeout,
+        timeout_given,
+        era,
+        json,
+        inherit_env,
+        command,
+    })
 }

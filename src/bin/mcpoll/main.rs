@@ -145,7 +145,8 @@ fn choose(args: &Args) -> Result<Chosen, Failure> {
         Target::Stdio(line) => {
             let command =
                 StdioCommand::from_command_line(line).map_err(|e| Failure::Usage(e.to_string()))?;
-            return Ok(Chosen::Stdio(command, defaults));
+            // As for a config file's server: the host's environment only on request.
+            return Ok(Chosen::Stdio(command.safe_env(), defaults));
         }
         Target::Http(url) => {
             return Ok(Chosen::Http(Box::new(HttpOptions::new(url.clone())), defaults))
@@ -185,8 +186,11 @@ fn add_server(host: &mut Host, args: &Args) -> Result<ServerId, Failure> {
             let m = "--header, --bearer and the OAuth options are for HTTP servers";
             return Err(Failure::Usage(m.into()));
         }
-        Chosen::Stdio(command, mut config) => {
+        Chosen::Stdio(mut command, mut config) => {
             config.era = args.era.unwrap_or(config.era);
+            if args.inherit_env {
+                command = command.inherit_env();
+            }
             return host
                 .add_stdio_server(command, config)
                 .map_err(|e| Failure::Other("spawn_failed", e.to_string()));

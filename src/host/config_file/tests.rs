@@ -340,3 +340,32 @@ fn urls_are_redacted_in_debug_output() {
         assert!(!shown.contains(secret), "{secret} in {shown}");
     }
 }
+
+/// Issue 21: a configuration file's stdio server sees only the safe variables of the host
+/// (and its entry's `env`), unless the entry opts in with `inheritEnv`. The test process runs
+/// under cargo, which sets `CARGO_MANIFEST_DIR`: a variable no server should get by default.
+#[test]
+fn a_config_files_stdio_server_gets_only_the_safe_environment() {
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some(), "run under cargo");
+    let run = |entry: &str| {
+        let f = parse(&format!(r#"{{"mcpServers": {{"s": {entry}}}}}"#)).unwrap();
+        let command = f.server("s").unwrap().stdio_command().unwrap().to_command();
+        let out = { command }.stdin(std::process::Stdio::null()).output().expect("run env");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let safe = run(r#"{"command": "env", "env": {"EXTRA": "x"}}"#);
+    let names: Vec<&str> = safe.lines().filter_map(|l| l.split_once('=')).map(|(k, _)| k).collect();
+    assert!(names.contains(&"PATH") && names.contains(&"EXTRA"), "{names:?}");
+    for name in &names {
+        let allowed = crate::SAFE_ENV_VARS.contains(name)
+            || *name == "LANG"
+            || name.starts_with("LC_")
+            || *name == "EXTRA";
+        assert!(allowed, "{name} reached the server: {names:?}");
+    }
+    let all = run(r#"{"command": "env", "mcpoll": {"inheritEnv": true}}"#);
+    assert!(all.lines().any(|l| l.starts_with("CARGO_MANIFEST_DIR=")), "{all}");
+    let err =
+        parse(r#"{"mcpServers": {"s": {"url": "http://h/", "mcpoll": {"inheritEnv": true}}}}"#);
+    assert_eq!(err.unwrap_err().key.as_deref(), Some("mcpoll.inheritEnv"));
+}
