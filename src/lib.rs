@@ -57,6 +57,7 @@ mod config;
 mod engine;
 mod error;
 mod proto;
+#[cfg(feature = "http")]
 mod redact;
 #[cfg(feature = "schema")]
 mod schema;

@@ -380,6 +380,7 @@ impl Engine {
     }
 
     /// A driver stopped reading this server's input at its byte or unit budget.
+    #[cfg(feature = "stdio")]
     pub(crate) fn note_input_yield(&mut self) {
         self.stats.input_yields += 1;
     }
