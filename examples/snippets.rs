@@ -226,7 +226,7 @@ fn local_authorization(
             Decision::Ask
         }
     });
-    let call = host.call_tool(server, "write_file", &args, &CallOptions::default())?;
+    let call = host.call_tool(server, "write_file", args, &CallOptions::default())?;
     // ... frames later, from the loop:
     while let Some((server, event)) = host.poll_event() {
         if let Event::AuthorizationAsked { call, name, annotations, .. } = event {

@@ -288,10 +288,13 @@ pub enum PeerError {
     /// token it accepts: the error names the step that failed.
     #[cfg(feature = "http")]
     Authorization(Box<crate::auth::oauth::AuthError>),
-    /// A message from the server exceeded `Config::max_message_bytes`.
+    /// A message from the server exceeded `Config::max_message_bytes`, or a listing's pages
+    /// together exceeded `Config::max_listing_bytes`.
     TooLarge,
     /// The result is not what the method returns (for example an unknown `resultType`).
     InvalidResult,
+    /// The reply is JSON nested deeper than mcpoll reads (127 levels).
+    TooDeep,
     /// A paginated listing returned a cursor it had already returned.
     CursorRepeated,
     /// No protocol version is common to the server and mcpoll.
@@ -313,6 +316,7 @@ impl PeerError {
             Self::Authorization(_) => "authorization",
             Self::TooLarge => "too_large",
             Self::InvalidResult => "invalid_result",
+            Self::TooDeep => "too_deep",
             Self::CursorRepeated => "cursor_repeated",
             Self::NoCommonVersion => "no_common_version",
             Self::VersionRefused(_) => "version_refused",
@@ -330,6 +334,7 @@ impl fmt::Display for PeerError {
             Self::Authorization(e) => write!(f, "{e}"),
             Self::TooLarge => f.write_str("message too large"),
             Self::InvalidResult => f.write_str("the result is not valid for its method"),
+            Self::TooDeep => f.write_str("reply nested more than 127 levels deep"),
             Self::CursorRepeated => f.write_str("server repeated a pagination cursor"),
             Self::NoCommonVersion => f.write_str("no protocol version in common with the server"),
             Self::VersionRefused(v) => write!(

@@ -151,6 +151,8 @@ mod config;
 mod engine;
 mod error;
 mod proto;
+#[cfg(feature = "http")]
+mod redact;
 #[cfg(feature = "schema")]
 mod schema;
 #[cfg(feature = "http")]
@@ -196,7 +198,7 @@ pub use schema::{Schema, SchemaError, SchemaLimits, SchemaViolation};
 pub use mio;
 
 #[cfg(feature = "stdio")]
-pub use driver::stdio::{CommandLineError, StdioCommand, StdioDriver};
+pub use driver::stdio::{CommandLineError, StdioCommand, StdioDriver, SAFE_ENV_VARS};
 #[cfg(all(feature = "stdio", feature = "schema"))]
 pub use host::ToolCallError;
 #[cfg(feature = "stdio")]

@@ -271,3 +271,47 @@ fn local_refusals_exit_3_and_say_why() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Issue 21: a config file whose URL is not http(s) is a configuration fault (exit 2) named by
+/// file, server and key, found when the file is read; before, the CLI tried the server and
+/// failed with `local/setup_failed`, naming nothing. `--issuer` only goes with
+/// `--client-credentials`.
+#[test]
+fn a_config_url_that_is_not_http_is_a_config_error_naming_file_server_and_key() {
+    let dir = std::env::temp_dir().join(format!("mcpoll-cli-bad-url-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (url, why) in
+        [("file:///etc/passwd", "http:// or https://"), ("http://u:p@h/", "credentials")]
+    {
+        let file = dir.join("mcp.json");
+        let body = serde_json::json!({"mcpServers": {"remote": {"url": url}}});
+        std::fs::write(&file, body.to_string()).unwrap();
+        let (code, _, stderr) = run(&["--config", file.to_str().unwrap(), "tools"]);
+        assert_eq!(code, 2, "{url}: {stderr}");
+        let line = error_line(&stderr);
+        let message = line["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("mcp.json"), "{line}");
+        assert!(
+            message.contains(r#"server "remote""#) && message.contains(r#"key "url""#),
+            "{line}"
+        );
+        assert!(message.contains(why), "{line}");
+        assert!(!message.contains("u:p"), "{line}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    let (code, _, stderr) =
+        run(&["--http", "http://127.0.0.1:1/mcp", "--issuer", "https://a", "tools"]);
+    assert_eq!(code, 2, "{stderr}");
+}
+
+/// Issue 21: `--bearer` with a line break fails at once (exit 1, `setup_failed`), not after
+/// the probe and handshake timeouts.
+#[test]
+fn a_bearer_token_with_a_line_break_fails_at_once() {
+    let (code, _, stderr) =
+        run(&["--http", "http://127.0.0.1:9/mcp", "--bearer", "a\r\nX-Evil: 1", "tools"]);
+    assert_eq!(code, 1, "{stderr}");
+    let line = error_line(&stderr);
+    assert_eq!(line["error"]["name"], "setup_failed", "{line}");
+    assert!(line["error"]["message"].as_str().unwrap_or_default().contains("bearer"), "{line}");
+}

@@ -50,6 +50,7 @@ pub use requests::CallId;
 pub use retry::Idempotency;
 pub use roots::{RootsBoundary, RootsBoundaryError};
 pub use server_requests::{ServerRequestId, ServerRequestKind};
+pub(crate) use stamp::later;
 
 use crate::config::Config;
 use crate::error::{
@@ -278,6 +279,10 @@ pub struct Stats {
     pub failures: FailureCounts,
     /// Times a circuit breaker opened.
     pub breaker_trips: u64,
+    /// Readiness turns a driver cut short because the server's input passed
+    /// `Config::bytes_per_readiness` (or its unit budget) before the turn ended: a server
+    /// sending faster than the host polls, or flooding with input that delivers nothing.
+    pub input_yields: u64,
 }
 
 const MAX_CONTROL: usize = 256;
@@ -407,6 +412,12 @@ impl Engine {
         let (events_dropped, breaker_trips) = (self.events.dropped, self.events.breaker_trips);
         let queued = self.requests.queued() as u64;
         Stats { events_dropped, breaker_trips, queued, ..self.stats }
+    }
+
+    /// A driver stopped reading this server's input at its byte or unit budget.
+    #[cfg(feature = "stdio")]
+    pub(crate) fn note_input_yield(&mut self) {
+        self.stats.input_yields += 1;
     }
 
     /// `true` when the engine needs a (new) transport: at start, and after a probe killed the
@@ -843,17 +854,7 @@ impl Engine {
     /// the JSON-RPC id can be read from them, that call fails with `TooLarge`.
     pub fn handle_oversize(&mut self, now: Instant, head: &[u8], tail: &[u8]) {
         self.stats.too_large += 1;
-        let Some(id) = inbound::sniff_id(head, tail) else {
-            log::debug!("dropped an oversize message whose id could not be read");
-            return;
-        };
-        if let Lookup::Pending(slot) = self.requests.lookup(id) {
-            match self.requests.get(slot).map(|p| p.owner) {
-                Some(Owner::Host) => self.abandon(now, slot, CallError::Peer(PeerError::TooLarge)),
-                Some(_) => self.lifecycle_failed(now, PeerError::TooLarge),
-                None => {}
-            }
-        }
+        self.fail_unreadable(now, inbound::sniff_id(head, tail), PeerError::TooLarge);
     }
 
     /// Fires every deadline that has passed. Safe to call early or often.

@@ -354,9 +354,7 @@ impl Engine {
         }
         let params = params.map_or("{}", RawJson::text);
         let timeout = self.config.server_request_timeout;
-        // A timeout too large for the clock stands for "a day", as a call's deadline does.
-        let deadline =
-            now.checked_add(timeout).unwrap_or(now + std::time::Duration::from_secs(86_400));
+        let deadline = super::later(now, timeout);
         let origin = Origin::Legacy { id: id.clone() };
         match self.server_requests.insert(Entry::waiting(kind, origin, deadline, params)) {
             Some(request) => self.events.server_request(request, kind, None, params),

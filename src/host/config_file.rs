@@ -107,6 +107,8 @@ struct HttpEntry {
 struct OAuthEntry {
     client_id: String,
     client_secret: Secret,
+    /// `issuer`: the only authorization server the secret may go to.
+    issuer: Option<String>,
 }
 
 #[cfg(feature = "http")]
@@ -114,14 +116,14 @@ impl fmt::Debug for HttpEntry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let header_names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
         f.debug_struct("HttpEntry")
-            .field("url", &self.url)
+            .field("url", &crate::redact::RedactedUrl(&self.url))
             .field("header_names", &header_names)
             .field("tls", &self.tls)
             .field("proxy", &self.proxy)
             .field("max_connections", &self.max_connections)
             .field("connect_timeout", &self.connect_timeout)
             .field("idle_timeout", &self.idle_timeout)
-            .field("alternates", &self.alternates)
+            .field("alternates", &crate::redact::RedactedUrls(&self.alternates))
             .field("oauth", &self.oauth)
             .finish()
     }
@@ -461,7 +463,8 @@ impl HttpEntry {
         o.idle_timeout = self.idle_timeout.unwrap_or(o.idle_timeout);
         o.alternates.clone_from(&self.alternates);
         if let Some(a) = &self.oauth {
-            let client = PreRegistered::with_secret(&a.client_id, a.client_secret.expose());
+            let mut client = PreRegistered::with_secret(&a.client_id, a.client_secret.expose());
+            client.issuer.clone_from(&a.issuer);
             o = o.oauth(OAuthConfig::client_credentials(self.url.clone(), client));
         }
         o
@@ -625,7 +628,13 @@ impl<'a> Parser<'a> {
         let transport = if is_http {
             self.http_entry(entry, own)?
         } else {
-            ConfiguredTransport::Stdio(self.stdio_entry(entry)?)
+            let mut command = self.stdio_entry(entry)?.safe_env();
+            match own.and_then(|o| o.get("inheritEnv")) {
+                None | Some(Value::Bool(false)) => {}
+                Some(Value::Bool(true)) => command = command.inherit_env(),
+                Some(_) => return Err(self.wrong("mcpoll.inheritEnv", "true or false")),
+            }
+            ConfiguredTransport::Stdio(command)
         };
         let disabled_tools = self.string_list(entry, "disabledTools")?;
         let mut always_allow = self.string_list(entry, "alwaysAllow")?;
@@ -733,7 +742,7 @@ impl<'a> Parser<'a> {
         own: Option<&Map<String, Value>>,
     ) -> Result<ConfiguredTransport, ConfigFileError> {
         let url = match entry.get("url") {
-            Some(Value::String(s)) => self.expand("url", s)?,
+            Some(Value::String(s)) => self.url("url", &self.expand("url", s)?)?,
             Some(_) => return Err(self.wrong("url", "a string")),
             None => return Err(self.err(Some("url"), ConfigFileErrorKind::Missing)),
         };
@@ -764,7 +773,10 @@ impl<'a> Parser<'a> {
                 h.proxy = match s.as_str() {
                     "env" => ProxyChoice::FromEnv,
                     "direct" => ProxyChoice::Direct,
-                    url => ProxyChoice::Url(self.expand("mcpoll.proxy", url)?),
+                    url => {
+                        let url = self.expand("mcpoll.proxy", url)?;
+                        ProxyChoice::Url(self.url("mcpoll.proxy", &url)?)
+                    }
                 }
             }
             Some(_) => return Err(self.wrong("mcpoll.proxy", "\"env\", \"direct\" or a proxy URL")),
@@ -775,7 +787,7 @@ impl<'a> Parser<'a> {
                 for (i, v) in list.iter().enumerate() {
                     let key = format!("mcpoll.alternates[{i}]");
                     let v = v.as_str().ok_or_else(|| self.wrong(&key, "a string"))?;
-                    h.alternates.push(self.expand(&key, v)?);
+                    h.alternates.push(self.url(&key, &self.expand(&key, v)?)?);
                 }
             }
             Some(_) => return Err(self.wrong("mcpoll.alternates", "an array of URLs")),
@@ -816,11 +828,22 @@ impl<'a> Parser<'a> {
         Ok(ConfiguredTransport::Http(h))
     }
 
-    /// `mcpoll.oauth`: `clientId` and `clientSecret`, both required (`${VAR}` expanded).
+    /// `value`, a URL at `key`, checked as the HTTP driver will check it when the server is
+    /// added: `http` or `https`, a host, a valid port, no `user:password@`.
+    #[cfg(feature = "http")]
+    fn url(&self, key: &str, value: &str) -> Result<String, ConfigFileError> {
+        match crate::driver::url::HttpUrl::parse(value) {
+            Ok(_) => Ok(value.to_owned()),
+            Err(e) => Err(self.err(Some(key), ConfigFileErrorKind::Invalid(e.reason()))),
+        }
+    }
+
+    /// `mcpoll.oauth`: `clientId` and `clientSecret`, both required (`${VAR}` expanded), and
+    /// `issuer`, which pins the authorization server.
     #[cfg(feature = "http")]
     fn oauth_entry(&self, v: &Value) -> Result<OAuthEntry, ConfigFileError> {
         let o = v.as_object().ok_or_else(|| self.wrong("mcpoll.oauth", "an object"))?;
-        self.only(o, "mcpoll.oauth", &["clientId", "clientSecret"])?;
+        self.only(o, "mcpoll.oauth", &["clientId", "clientSecret", "issuer"])?;
         let text = |k: &str| -> Result<String, ConfigFileError> {
             let key = format!("mcpoll.oauth.{k}");
             match o.get(k) {
@@ -832,9 +855,14 @@ impl<'a> Parser<'a> {
                 None => Err(self.err(Some(&key), ConfigFileErrorKind::Missing)),
             }
         };
+        let issuer = match o.get("issuer") {
+            None => None,
+            Some(_) => Some(self.url("mcpoll.oauth.issuer", &text("issuer")?)?),
+        };
         Ok(OAuthEntry {
             client_id: text("clientId")?,
             client_secret: Secret::new(text("clientSecret")?),
+            issuer,
         })
     }
 
@@ -859,6 +887,8 @@ impl<'a> Parser<'a> {
             "breaker",
             "roots",
         ];
+        // Read by the stdio entry itself.
+        const STDIO: &[&str] = &["inheritEnv"];
         const HTTP: &[&str] = &[
             "tls",
             "proxy",
@@ -873,6 +903,13 @@ impl<'a> Parser<'a> {
                 continue;
             }
             let key_path = format!("mcpoll.{key}");
+            if STDIO.contains(&key.as_str()) {
+                if is_http {
+                    let why = "a stdio setting in an HTTP server's entry";
+                    return Err(self.err(Some(&key_path), ConfigFileErrorKind::Conflict(why)));
+                }
+                continue;
+            }
             if HTTP.contains(&key.as_str()) && !is_http {
                 let why = "an HTTP setting in a stdio server's entry";
                 return Err(self.err(Some(&key_path), ConfigFileErrorKind::Conflict(why)));

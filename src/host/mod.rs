@@ -923,7 +923,7 @@ impl Host {
         server: ServerId,
         timeout: Duration,
     ) -> Result<ServerState, BlockingError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::engine::later(Instant::now(), timeout);
         loop {
             let s = self.server(server).ok_or(BlockingError::UnknownServer)?;
             let state = s.engine.state();

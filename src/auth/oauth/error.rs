@@ -48,6 +48,10 @@ pub enum AuthFailure {
     PkceUnsupported,
     /// No endpoint for this grant in the metadata.
     MissingEndpoint(&'static str),
+    /// An authorization server URL (the issuer, whose metadata would be fetched from it, or
+    /// the named endpoint) is not `https` and not on a loopback host: nothing is sent to it
+    /// (OAuth 2.1 1.5, MCP authorization "Communication Security").
+    NotHttps(&'static str),
     /// No pre-registered client, no usable client ID metadata document and no registration
     /// endpoint: the host must register a client by hand.
     NoClientIdentity,
@@ -181,6 +185,9 @@ impl fmt::Display for AuthFailure {
             }
             Self::PkceUnsupported => f.write_str("the authorization server does not offer PKCE S256"),
             Self::MissingEndpoint(name) => write!(f, "the metadata has no {name}"),
+            Self::NotHttps(name) => {
+                write!(f, "the authorization server's {name} is neither https nor loopback")
+            }
             Self::NoClientIdentity => f.write_str(
                 "no client identity: no pre-registered client, no client ID metadata document support, no registration endpoint",
             ),

@@ -134,8 +134,8 @@ impl PreRegistered {
     }
 }
 
-/// How an [`OAuthFlow`] behaves.
-#[derive(Debug)]
+/// How an [`OAuthFlow`] behaves. `Debug` shows its URLs redacted (user information and
+/// secret-looking query values hidden).
 #[non_exhaustive]
 pub struct OAuthConfig {
     /// The MCP server's URL: the resource being protected.
@@ -159,6 +159,23 @@ pub struct OAuthConfig {
     pub authorization_timeout: Duration,
     /// Where tokens and registrations are kept; [`MemoryStore`] by default.
     pub store: Box<dyn TokenStore>,
+}
+
+impl fmt::Debug for OAuthConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::redact::RedactedUrl;
+        f.debug_struct("OAuthConfig")
+            .field("server_url", &RedactedUrl(&self.server_url))
+            .field("grant", &self.grant)
+            .field("pre_registered", &self.pre_registered)
+            .field("client_metadata_url", &self.client_metadata_url.as_deref().map(RedactedUrl))
+            .field("client_name", &self.client_name)
+            .field("max_reauthorizations", &self.max_reauthorizations)
+            .field("refresh_margin", &self.refresh_margin)
+            .field("authorization_timeout", &self.authorization_timeout)
+            .field("store", &self.store)
+            .finish()
+    }
 }
 
 impl OAuthConfig {
@@ -282,7 +299,7 @@ impl fmt::Debug for HttpRequest {
         f.debug_struct("HttpRequest")
             .field("id", &self.id)
             .field("method", &self.method)
-            .field("url", &self.url)
+            .field("url", &crate::redact::RedactedUrl(&self.url))
             .field("headers", &headers)
             .field("body", &format_args!("<{} bytes>", self.body.len()))
             .finish()

@@ -22,10 +22,14 @@ OPTIONS:
   --root DIR             offer DIR to the server as a root, repeatable (added to the file's
                          mcpoll.roots); an existing directory, relative to the current one,
                          without `..`
+  --inherit-env          (stdio) give the server this shell's whole environment; by default
+                         it gets only HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG, LC_* and
+                         the entry's env
   --header 'K: V'        (HTTP) send a header, repeatable
   --bearer TOKEN         (HTTP) send Authorization: Bearer TOKEN
-  --client-credentials ID:SECRET
-                         (HTTP) OAuth client credentials grant
+  --client-credentials ID:SECRET [--issuer URL]
+                         (HTTP) OAuth client credentials grant; with --issuer the secret
+                         goes only to that authorization server, whatever the server names
   --oauth [--redirect-uri URI]
                          (HTTP) OAuth authorization code grant: prints the URL to open,
                          reads the redirected URL back on stdin
@@ -68,8 +72,15 @@ pub(crate) enum Target {
 /// How the CLI gets a token from an OAuth authorization server.
 pub(crate) enum Auth {
     None,
-    ClientCredentials { id: String, secret: String },
-    Code { redirect_uri: String },
+    /// `issuer`: `--issuer`, the only authorization server the secret may go to.
+    ClientCredentials {
+        id: String,
+        secret: String,
+        issuer: Option<String>,
+    },
+    Code {
+        redirect_uri: String,
+    },
 }
 
 pub(crate) struct Args {
@@ -87,6 +98,8 @@ pub(crate) struct Args {
     pub(crate) roots: Vec<String>,
     /// `--confirm`: ask before a destructive tool.
     pub(crate) confirm: bool,
+    /// `--inherit-env`: a stdio server gets the whole environment.
+    pub(crate) inherit_env: bool,
     pub(crate) command: Vec<String>,
 }
 
@@ -96,8 +109,8 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
     let (mut headers, mut bearer, mut command) = (Vec::new(), None, Vec::new());
     let (mut timeout, mut timeout_given, mut era, mut json) =
         (Duration::from_secs(30), false, None, false);
-    let (mut auth, mut redirect_uri, mut roots) = (Auth::None, None, Vec::new());
-    let mut confirm = false;
+    let (mut auth, mut redirect_uri, mut issuer) = (Auth::None, None, None);
+    let (mut roots, mut confirm, mut inherit_env) = (Vec::new(), false, false);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--config" => config = Some(it.next().ok_or("--config needs a file")?),
@@ -110,8 +123,13 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
                 let c = it.next().ok_or("--client-credentials needs ID:SECRET")?;
                 let (id, secret) =
                     c.split_once(':').ok_or("--client-credentials needs ID:SECRET")?;
-                auth = Auth::ClientCredentials { id: id.to_owned(), secret: secret.to_owned() };
+                auth = Auth::ClientCredentials {
+                    id: id.to_owned(),
+                    secret: secret.to_owned(),
+                    issuer: None,
+                };
             }
+            "--issuer" => issuer = Some(it.next().ok_or("--issuer needs a URL")?),
             "--oauth" => auth = Auth::Code { redirect_uri: String::new() },
             "--redirect-uri" => redirect_uri = Some(it.next().ok_or("--redirect-uri needs a URI")?),
             "--header" => {
@@ -122,13 +140,15 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
             "--timeout" => {
                 let ms: u64 =
                     it.next().and_then(|v| v.parse().ok()).ok_or("--timeout needs milliseconds")?;
-                timeout = Duration::from_millis(ms.max(1));
+                // Ten years at most: the deadline is `now + timeout`, which must not overflow.
+                timeout = Duration::from_millis(ms.clamp(1, 10 * 365 * 86_400_000));
                 timeout_given = true;
             }
             "--legacy" => era = Some(EraPreference::LegacyOnly),
             "--modern" => era = Some(EraPreference::ModernOnly),
             "--json" => json = true,
             "--confirm" => confirm = true,
+            "--inherit-env" => inherit_env = true,
             "-h" | "--help" => return Err(String::new()),
             flag if flag.starts_with("--") && command.is_empty() => {
                 return Err(format!("unknown option {flag}"))
@@ -148,6 +168,11 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
     if let Auth::Code { redirect_uri: r } = &mut auth {
         *r = redirect_uri.unwrap_or_else(|| "http://127.0.0.1:8976/callback".into());
     }
+    match (&mut auth, issuer) {
+        (Auth::ClientCredentials { issuer: pinned, .. }, Some(url)) => *pinned = Some(url),
+        (_, Some(_)) => return Err("--issuer pins the issuer of --client-credentials".into()),
+        (_, None) => {}
+    }
     if bearer.is_some() && !matches!(auth, Auth::None) {
         return Err("give --bearer or an OAuth option, not both".into());
     }
@@ -165,6 +190,7 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
         json,
         confirm,
         roots,
+        inherit_env,
         command,
     })
 }

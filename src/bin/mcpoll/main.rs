@@ -212,7 +212,12 @@ fn choose_server(args: &Args) -> Result<(Chosen, ToolLists, Vec<PathBuf>), Failu
         Target::Stdio(line) => {
             let command =
                 StdioCommand::from_command_line(line).map_err(|e| Failure::Usage(e.to_string()))?;
-            return Ok((Chosen::Stdio(command, defaults), ToolLists::default(), Vec::new()));
+            // As for a config file's server: the host's environment only on request.
+            return Ok((
+                Chosen::Stdio(command.safe_env(), defaults),
+                ToolLists::default(),
+                Vec::new(),
+            ));
         }
         Target::Http(url) => {
             let opts = Box::new(HttpOptions::new(url.clone()));
@@ -279,9 +284,12 @@ fn add_chosen(
             let m = "--header, --bearer and the OAuth options are for HTTP servers";
             return Err(Failure::Usage(m.into()));
         }
-        Chosen::Stdio(command, mut config) => {
+        Chosen::Stdio(mut command, mut config) => {
             config.era = args.era.unwrap_or(config.era);
             config.answers.roots |= roots;
+            if args.inherit_env {
+                command = command.inherit_env();
+            }
             return host
                 .add_stdio_server(command, config)
                 .map_err(|e| Failure::Other("spawn_failed", e.to_string()));
@@ -299,8 +307,9 @@ fn add_chosen(
     }
     match &args.auth {
         Auth::None => {}
-        Auth::ClientCredentials { id, secret } => {
-            let client = PreRegistered::with_secret(id.clone(), secret.clone());
+        Auth::ClientCredentials { id, secret, issuer } => {
+            let mut client = PreRegistered::with_secret(id.clone(), secret.clone());
+            client.issuer.clone_from(issuer);
             opts = opts.oauth(OAuthConfig::client_credentials(url, client));
         }
         Auth::Code { redirect_uri } => {

@@ -9,6 +9,7 @@ use super::resolve::Resolver;
 use crate::auth::oauth::{AuthError, Authorizer, OAuthConfig};
 use crate::driver::tls::{TlsOptions, TlsSetupError};
 use crate::driver::url::{ProxyChoice, UrlError};
+use crate::redact::{RedactedUrl, RedactedUrls};
 use crate::session::http::{StaticToken, TokenProvider};
 
 /// How to reach one HTTP server. `Debug` shows the names of the extra headers, not their
@@ -60,7 +61,7 @@ impl fmt::Debug for HttpOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let header_names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
         f.debug_struct("HttpOptions")
-            .field("url", &self.url)
+            .field("url", &RedactedUrl(&self.url))
             .field("header_names", &header_names)
             .field("token_provider", &self.token_provider)
             .field("oauth", &self.oauth)
@@ -71,7 +72,7 @@ impl fmt::Debug for HttpOptions {
             .field("idle_timeout", &self.idle_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("max_head_bytes", &self.max_head_bytes)
-            .field("alternates", &self.alternates)
+            .field("alternates", &RedactedUrls(&self.alternates))
             .field("resolver", &self.resolver)
             .finish()
     }
@@ -248,6 +249,9 @@ pub enum HttpSetupError {
     Tls(TlsSetupError),
     /// A configured header is not a valid HTTP header.
     Header(String),
+    /// The bearer token (`HttpOptions::bearer`, or a token provider's first token) holds a
+    /// CR, LF or NUL: it cannot go in a header.
+    BearerToken,
     /// The OAuth configuration is not usable.
     OAuth(AuthError),
 }
@@ -259,6 +263,7 @@ impl fmt::Display for HttpSetupError {
             Self::Resolve(e) => write!(f, "cannot resolve the server's host: {e}"),
             Self::Tls(e) => write!(f, "{e}"),
             Self::Header(h) => write!(f, "invalid header {h:?}"),
+            Self::BearerToken => f.write_str("the bearer token holds a line break or NUL"),
             Self::OAuth(e) => write!(f, "{e}"),
         }
     }

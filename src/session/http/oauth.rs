@@ -216,7 +216,8 @@ impl HttpSession {
                                 self.fail(engine, now, i, id, failure);
                             }
                             Carries::Listen => {
-                                self.listen = Listen::At(now + self.listen_retry);
+                                self.listen =
+                                    Listen::At(crate::engine::later(now, self.listen_retry));
                                 self.release(i);
                             }
                             Carries::Message => self.release(i),
