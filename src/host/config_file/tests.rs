@@ -413,7 +413,10 @@ fn a_config_files_stdio_server_gets_only_the_safe_environment() {
     }
     let all = run(r#"{"command": "env", "mcpoll": {"inheritEnv": true}}"#);
     assert!(all.lines().any(|l| l.starts_with("CARGO_MANIFEST_DIR=")), "{all}");
-    let err =
+    // An HTTP entry cannot ask for it: that entry is refused (the file's others stay usable).
+    let file =
         parse(r#"{"mcpServers": {"s": {"url": "http://h/", "mcpoll": {"inheritEnv": true}}}}"#);
-    assert_eq!(err.unwrap_err().key.as_deref(), Some("mcpoll.inheritEnv"));
+    let file = file.unwrap();
+    let err = file.entry("s").unwrap().unwrap_err();
+    assert_eq!(err.key.as_deref(), Some("mcpoll.inheritEnv"));
 }
