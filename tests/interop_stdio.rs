@@ -124,3 +124,33 @@ fn typescript_sdk_v1_stdio_resources_and_prompts_listings() {
     let p = parse(&host.wait(id, prompts).unwrap());
     assert!(p["prompts"].as_array().unwrap().iter().any(|x| x["name"] == "greet"), "{p}");
 }
+
+/// Restart without a probe, against the Python SDK: the first run probes and keeps the
+/// verdict (`Host::verdict`); a restarted host given it back (`Config::saved_discover`) writes
+/// the call as its first request. Requests are counted where they are written
+/// (`Stats::requests_sent`): two before the first answer without the verdict, one with it.
+#[test]
+fn python_sdk_v2_restart_with_a_saved_verdict_costs_one_round_trip() {
+    let Some(cmd) = peer("run-py-stdio.sh") else { return };
+    let cmd = cmd.env("LAB_DISCOVER_TTL_MS", "600000");
+    let config = Config { probe_timeout: PATIENCE, ..Config::default() };
+
+    let mut host = Host::new().unwrap();
+    let id = host.add_stdio_server(cmd.clone(), config.clone()).unwrap();
+    let r = call(&mut host, id, "echo", r#"{"text":"first"}"#);
+    assert!(r.json.contains("first"));
+    assert_eq!(host.stats(id).unwrap().requests_sent, 2, "the probe, then the call");
+    let verdict = host.verdict(id).expect("a fresh modern verdict (ttlMs 600000)");
+    assert_eq!(verdict.version, mcpoll::ProtocolVersion::MODERN);
+    assert!(verdict.result.contains("lab-py"));
+    drop(host);
+
+    let mut host = Host::new().unwrap();
+    let config = Config { saved_discover: Some(verdict.clone()), ..config };
+    let id = host.add_stdio_server(cmd, config).unwrap();
+    let r = call(&mut host, id, "echo", r#"{"text":"again"}"#);
+    assert!(r.json.contains("again"));
+    assert_eq!(host.stats(id).unwrap().requests_sent, 1, "the call only: no probe");
+    assert_eq!(host.era(id), Some(Era::Modern));
+    assert_eq!(host.verdict(id), Some(verdict));
+}

@@ -35,7 +35,7 @@ mod timers;
 mod transport;
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::value::RawValue;
 
@@ -44,6 +44,7 @@ pub use events::{CallResult, Event, ListKind};
 #[cfg(feature = "http")]
 pub(crate) use headers::ParamHeaderList;
 pub use headers::ParamHeaders;
+pub(crate) use lifecycle::discover_verdict;
 pub use lifecycle::ServerState;
 pub use record::{CallRecord, FailureCounts, RecordSink};
 pub use requests::CallId;
@@ -51,7 +52,7 @@ pub use retry::Idempotency;
 pub use roots::{RootsBoundary, RootsBoundaryError};
 pub use server_requests::{ServerRequestId, ServerRequestKind};
 
-use crate::config::Config;
+use crate::config::{Config, SavedVerdict};
 use crate::error::{
     AuthorizeError, CallError, CancelError, ConfigError, LocalError, PeerError, RequestError,
     RpcError, TransportError,
@@ -64,7 +65,7 @@ use crate::proto::meta::{write_call_meta, StaticMeta, TraceContext};
 use crate::proto::version::{Era, EraPreference, ProtocolVersion};
 use completion::Outcome;
 use events::EventQueue;
-use lifecycle::{Lifecycle, Opening, ProbeVerdict};
+use lifecycle::{Lifecycle, Opening, ProbeVerdict, VerdictSource};
 use outbound::Control;
 use requests::{CallTraits, Ended, Lookup, Owner, Requests, SendState};
 
@@ -313,6 +314,12 @@ pub struct Engine {
     capabilities: String,
     /// The host's roots and where they may point.
     roots: roots::Roots,
+    /// Where the modern verdict came from, and how long it stays fresh.
+    verdict: VerdictSource,
+    /// `Config::saved_discover` is still to be used (on the first transport).
+    saved_pending: bool,
+    /// The era was taken from a saved verdict and no answer has confirmed it yet.
+    assumed: bool,
 }
 
 impl Engine {
@@ -347,6 +354,10 @@ impl Engine {
             ),
             capabilities: config.answers.capabilities(&config.client_capabilities),
             roots: roots::Roots::default(),
+            verdict: VerdictSource::None,
+            saved_pending: config.saved_discover.is_some()
+                && config.era != EraPreference::LegacyOnly,
+            assumed: false,
             config,
         })
     }
@@ -369,6 +380,15 @@ impl Engine {
     /// The raw `server/discover` (modern) or `initialize` (legacy) result, once ready.
     pub fn server_info(&self) -> Option<&str> {
         (!self.server_info.is_empty()).then_some(self.server_info.as_str())
+    }
+
+    /// The era verdict to keep for the next run of the host ([`Config::saved_discover`]): the
+    /// `server/discover` result, its version and, from its `ttlMs`, when it expires. `wall`
+    /// is the wall-clock time at `now` (the engine reads no clock). `None` unless the server
+    /// is ready in the modern era and the verdict is still fresh; a saved verdict in use is
+    /// given back as it was.
+    pub fn verdict(&self, now: Instant, wall: SystemTime) -> Option<SavedVerdict> {
+        self.saved_verdict(now, wall)
     }
 
     /// Calls pending (queued or in flight), including the probe or handshake.
@@ -883,6 +903,8 @@ mod tests_records;
 mod tests_resilience;
 #[cfg(test)]
 mod tests_roots_sampling;
+#[cfg(test)]
+mod tests_saved_verdict;
 #[cfg(test)]
 mod tests_server_requests;
 #[cfg(all(test, not(feature = "server-requests")))]

@@ -103,6 +103,7 @@ impl Engine {
             return;
         };
         match next {
+            Opening::Probe if self.resume_saved_verdict() => {}
             Opening::Probe => self.start_probe(now, lifecycle::first_probe_version()),
             Opening::Handshake => self.start_handshake(now),
         }

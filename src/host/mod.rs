@@ -13,7 +13,7 @@ use mio::Token;
 use serde_json::value::RawValue;
 use slab::Slab;
 
-use crate::config::{CacheConfig, Config};
+use crate::config::{CacheConfig, Config, SavedVerdict};
 #[cfg(feature = "http")]
 use crate::driver::http::{HttpDriver, HttpOptions, HttpSetupError};
 use crate::driver::reap::Reaper;
@@ -445,6 +445,7 @@ impl Host {
         config: Config,
     ) -> Result<ServerId, AddServerError> {
         let now = Instant::now();
+        let config = without_stale_verdict(config);
         let mut engine = Engine::new(config, now).map_err(AddServerError::Config)?;
         let base = self.poll.reserve(Self::STDIO_SERVER_TOKENS)?;
         let identity = engine.config().cache_identity.clone();
@@ -471,6 +472,7 @@ impl Host {
         config: Config,
     ) -> Result<ServerId, AddServerError> {
         let now = Instant::now();
+        let config = without_stale_verdict(config);
         let mut engine = Engine::new(config, now).map_err(AddServerError::Config)?;
         let base = self.poll.reserve(Self::HTTP_SERVER_TOKENS)?;
         let config = engine.config().clone();
@@ -728,6 +730,14 @@ impl Host {
         self.server(server).and_then(|s| s.engine.server_info())
     }
 
+    /// The server's era verdict to keep for the next run ([`Engine::verdict`]): give it back
+    /// in [`Config::saved_discover`] and the first call after the restart goes out without a
+    /// probe. `None` unless the server is ready in the modern era with a verdict still fresh.
+    pub fn verdict(&self, server: ServerId) -> Option<SavedVerdict> {
+        let s = self.server(server)?;
+        s.engine.verdict(Instant::now(), std::time::SystemTime::now())
+    }
+
     /// The last of what the server process wrote to stderr (stdio servers).
     pub fn stderr_tail(&self, server: ServerId) -> Option<String> {
         match &self.server(server)?.transport {
@@ -913,4 +923,15 @@ impl Drop for Host {
         // Legacy sessions still being ended get a bounded last chance, then their sockets close.
         self.ending.finish(self.poll.registry());
     }
+}
+
+/// `config` without a saved era verdict whose time has passed (the engine reads no clock and
+/// takes the one it is given as fresh).
+pub(crate) fn without_stale_verdict(mut config: Config) -> Config {
+    let now = std::time::SystemTime::now();
+    if config.saved_discover.as_ref().is_some_and(|v| !v.is_fresh(now)) {
+        log::debug!("the saved era verdict has expired; probing");
+        config.saved_discover = None;
+    }
+    config
 }

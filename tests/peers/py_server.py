@@ -40,6 +40,14 @@ HOST = "127.0.0.1"
 # LAB_TOOLS_TTL_MS sets the ttlMs of tools/list (unset: the SDK's 0, "do not cache"); the
 # capability cache tests use it to get a cacheable catalog.
 _tools_ttl_ms = int(os.environ.get("LAB_TOOLS_TTL_MS", "0"))
+# LAB_DISCOVER_TTL_MS does the same for server/discover: a client may keep the era verdict that
+# long (the restart tests use it).
+_discover_ttl_ms = int(os.environ.get("LAB_DISCOVER_TTL_MS", "0"))
+_cache_hints = {}
+if _tools_ttl_ms:
+    _cache_hints["tools/list"] = CacheHint(ttl_ms=_tools_ttl_ms)
+if _discover_ttl_ms:
+    _cache_hints["server/discover"] = CacheHint(ttl_ms=_discover_ttl_ms)
 
 
 async def log_cancellations(ctx, call_next):
@@ -53,7 +61,7 @@ async def log_cancellations(ctx, call_next):
 server = MCPServer(
     SERVER_NAME,
     version=SERVER_VERSION,
-    cache_hints={"tools/list": CacheHint(ttl_ms=_tools_ttl_ms)} if _tools_ttl_ms else None,
+    cache_hints=_cache_hints or None,
     middleware=[log_cancellations],
 )
 
