@@ -96,6 +96,12 @@ pub struct Config {
     ///
     /// [`Engine::verdict`]: crate::Engine::verdict
     pub saved_discover: Option<SavedVerdict>,
+    /// The extensions the client supports, as a JSON object from extension id to its
+    /// settings object: `{"io.example/skills":{}}`. Declared as `extensions` in the client
+    /// capabilities of both eras (2026-07-28 `_meta` and the 2025-11-25 `initialize`),
+    /// replacing an `extensions` member of `client_capabilities`; `{}` (the default) leaves
+    /// that member as it is. Every id must carry a prefix (`vendor.example/name`).
+    pub extensions: String,
 }
 
 /// A server's era verdict (its `server/discover` result) kept across restarts of the host.
@@ -135,6 +141,29 @@ impl SavedVerdict {
         }
         Ok(())
     }
+}
+
+/// `Config::extensions`: an object of objects under prefixed ids (PROTOCOL.md §2.13).
+fn check_extensions(extensions: &str) -> Result<(), ConfigError> {
+    use crate::proto::json::Kind;
+    let err = |reason| Err(ConfigError { field: "extensions", reason });
+    let Ok(e) = crate::proto::json::parse(extensions.as_bytes()) else {
+        return err("must be a JSON object");
+    };
+    if e.kind() != Kind::Object {
+        return err("must be a JSON object");
+    }
+    for (id, settings) in e.members() {
+        let id = id.as_str();
+        let (prefix, name) = id.rsplit_once('/').unwrap_or_default();
+        if prefix.is_empty() || name.is_empty() {
+            return err("every id must be `prefix/name`");
+        }
+        if settings.kind() != Kind::Object {
+            return err("every extension's settings must be a JSON object");
+        }
+    }
+    Ok(())
 }
 
 /// Which kinds of server request the host answers; each one set is declared to the server.
@@ -307,6 +336,7 @@ impl Default for Config {
             cache_identity: None,
             cache_tenant: None,
             saved_discover: None,
+            extensions: "{}".into(),
         }
     }
 }
@@ -363,6 +393,7 @@ impl Config {
         if let Some(v) = &self.saved_discover {
             v.check()?;
         }
+        check_extensions(&self.extensions)?;
         #[cfg(not(feature = "server-requests"))]
         if self.answers != ServerRequestKinds::default() {
             return err("answers", "server requests need the `server-requests` feature");

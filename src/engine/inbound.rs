@@ -182,7 +182,11 @@ impl Engine {
             notify::ACKNOWLEDGED => self.on_acknowledged(params),
             notify::CANCELLED => self.on_server_cancelled(now, params),
             notify::MESSAGE => log::trace!("server notification {method}"),
-            _ => log::debug!("ignoring unknown notification {method}"),
+            notify::INITIALIZED | notify::ROOTS_LIST_CHANGED => {
+                log::debug!("ignoring notification {method}")
+            }
+            // An extension's or a vendor's: the host's to read.
+            _ => self.events.notification(method, params.map_or("{}", |p| p.text())),
         }
     }
 

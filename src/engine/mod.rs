@@ -187,6 +187,7 @@ pub struct Transmit<'a> {
     pub kind: TransmitKind,
     version: Option<ProtocolVersion>,
     name: &'a str,
+    method_name: &'a str,
     params: ParamHeaders<'a>,
 }
 
@@ -195,6 +196,12 @@ impl<'a> Transmit<'a> {
     /// while probing, the settled version once ready, none during `initialize`.
     pub fn version(&self) -> Option<ProtocolVersion> {
         self.version
+    }
+
+    /// The method of a request as written on the wire (`Mcp-Method`): the name an
+    /// extension request was made with, else [`Method::as_str`]. Empty for anything else.
+    pub fn method_name(&self) -> &'a str {
+        self.method_name
     }
 
     /// The unencoded `Mcp-Name` of a request: the tool or prompt name, or the resource URI.
@@ -352,7 +359,10 @@ impl Engine {
             server_requests: server_requests::ServerRequests::with_capacity(
                 config.max_server_requests,
             ),
-            capabilities: config.answers.capabilities(&config.client_capabilities),
+            capabilities: server_requests::with_extensions(
+                config.answers.capabilities(&config.client_capabilities),
+                &config.extensions,
+            ),
             roots: roots::Roots::default(),
             verdict: VerdictSource::None,
             saved_pending: config.saved_discover.is_some()
@@ -568,6 +578,36 @@ impl Engine {
             p.extend_from_slice(b",\"value\":");
             write_json_str(p, argument_value);
             p.push(b'}');
+        })
+    }
+
+    /// Starts a request by method name, for methods mcpoll has no verb for: an extension's
+    /// (declare it in `Config::extensions`) or a vendor's. `params` is a JSON object (the
+    /// engine adds `_meta`), or `None` for none. The call is like any other: deadline,
+    /// cancellation, circuit breaker, call record, retries only when `opts.idempotency` says
+    /// it is safe to repeat (unknown by default). It completes with the raw result. A method
+    /// with a verb of its own (`tools/call`, `initialize`, ...) is refused with
+    /// [`RequestError::InvalidMethod`], as is an empty name or one with a byte outside
+    /// printable ASCII (it travels in the `Mcp-Method` header).
+    pub fn request_raw(
+        &mut self,
+        now: Instant,
+        method: &str,
+        params: Option<&RawValue>,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        let printable = method.bytes().all(|b| b.is_ascii_graphic());
+        if method.is_empty() || !printable || Method::CORE.iter().any(|m| m.as_str() == method) {
+            return Err(RequestError::InvalidMethod);
+        }
+        let members = match params.map(|p| p.get().trim()) {
+            None => "",
+            Some(p) if p.starts_with('{') && p.ends_with('}') => p[1..p.len() - 1].trim(),
+            Some(_) => return Err(RequestError::ArgumentsNotObject),
+        };
+        // The method name is kept where a call's `Mcp-Name` goes: extensions have none.
+        self.request(now, Method::Extension, opts, None, method, |p| {
+            p.extend_from_slice(members.as_bytes())
         })
     }
 
@@ -897,6 +937,8 @@ impl Engine {
 mod tests;
 #[cfg(test)]
 mod tests_authorization;
+#[cfg(test)]
+mod tests_extensions;
 #[cfg(test)]
 mod tests_records;
 #[cfg(test)]

@@ -621,6 +621,22 @@ impl Host {
         })
     }
 
+    /// Sends a request by method name, for methods mcpoll has no verb for (an extension's,
+    /// declared in `Config::extensions`, or a vendor's); see [`Engine::request_raw`]. A
+    /// [`Policy`] that covers [`Method::Extension`] is asked about it, with the method name
+    /// as the request's name.
+    pub fn request(
+        &mut self,
+        server: ServerId,
+        method: &str,
+        params: Option<&RawValue>,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.gated(server, Method::Extension, method, opts, |h, o| {
+            h.command(server, |e, now| e.request_raw(now, method, params, o))
+        })
+    }
+
     /// Asks for completions of a prompt or resource-template argument.
     pub fn complete(
         &mut self,
