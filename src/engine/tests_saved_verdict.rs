@@ -209,3 +209,33 @@ fn a_saved_verdict_is_checked_once() {
     assert!(saved().is_fresh(wall()));
     assert!(!saved().is_fresh(wall() + Duration::from_secs(60)));
 }
+
+#[test]
+fn over_http_a_bare_4xx_to_the_first_call_leads_to_the_handshake() {
+    let mut h = Harness::new(Config { saved_discover: Some(saved()), ..Config::default() });
+    h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
+    assert_eq!(h.events(), ["ready modern 2026-07-28"]);
+    let call = h.call("write_note", r#"{"note":"x"}"#);
+    let first = h.sent_one();
+    let id = |v: &Value| {
+        WireId::parse(crate::proto::json::parse(v["id"].to_string().as_bytes()).unwrap()).unwrap()
+    };
+    let bad = || ExchangeFailure::Transport(crate::error::TransportError::HttpStatus(400));
+    // A legacy server's "no session" answer: no JSON-RPC body.
+    h.engine.handle_transport(h.now, TransportEvent::exchange_failed(id(&first), bad()));
+    h.flush();
+    let probe = h.sent_one();
+    assert_eq!(probe["method"], "server/discover");
+    h.engine.handle_transport(h.now, TransportEvent::exchange_failed(id(&probe), bad()));
+    h.flush();
+    let init = h.sent_one();
+    assert_eq!(init["method"], "initialize");
+    let legacy = json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                        "serverInfo": {"name": "s", "version": "1"}});
+    h.reply(&init, legacy);
+    let sent = h.take_sent();
+    assert_eq!(sent[1]["method"], "tools/call", "the write goes out again: it was refused");
+    let ok = json!({"content": []});
+    h.reply(&sent[1], ok.clone());
+    assert_eq!(h.events(), ["ready legacy 2025-11-25".to_string(), done(call, &ok)]);
+}
