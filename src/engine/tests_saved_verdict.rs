@@ -239,3 +239,16 @@ fn over_http_a_bare_4xx_to_the_first_call_leads_to_the_handshake() {
     h.reply(&sent[1], ok.clone());
     assert_eq!(h.events(), ["ready legacy 2025-11-25".to_string(), done(call, &ok)]);
 }
+
+#[test]
+fn silence_on_the_first_call_fails_it_and_probes_before_the_next() {
+    let mut h = restarted(Config::default());
+    let opts = CallOptions::timeout(Duration::from_secs(2));
+    let args: &RawValue = serde_json::from_str("{}").unwrap();
+    let call = h.engine.call_tool(h.now, "echo", args, &opts).unwrap();
+    assert_eq!(h.sent_one()["method"], "tools/call");
+    h.advance(Duration::from_secs(3));
+    assert_eq!(h.events(), [format!("failed {} deadline_exceeded", call.get())]);
+    let sent: Vec<_> = h.take_sent().into_iter().map(|v| v["method"].clone()).collect();
+    assert_eq!(sent, [json!("notifications/cancelled"), json!("server/discover")]);
+}
