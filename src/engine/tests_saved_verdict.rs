@@ -36,6 +36,16 @@ fn restarted(config: Config) -> Harness {
     h
 }
 
+/// Answers the `initialize` just sent as a 2025-11-25 server; returns what followed it.
+fn answer_initialize(h: &mut Harness) -> Vec<Value> {
+    let init = h.sent_one();
+    assert_eq!(init["method"], "initialize");
+    let legacy = json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                        "serverInfo": {"name": "s", "version": "1"}});
+    h.reply(&init, legacy);
+    h.take_sent()
+}
+
 fn done(call: CallId, result: &Value) -> String {
     format!("done {} {result}", call.get())
 }
@@ -115,12 +125,7 @@ fn a_legacy_server_refusing_the_first_call_gets_the_handshake() {
     h.reply_error(&sent[1], -32000, None);
     assert_eq!(h.events(), [format!("failed {} server_error", write.get())]);
     h.reply_error(&probe, -32601, None);
-    let init = h.sent_one();
-    assert_eq!(init["method"], "initialize");
-    let legacy = json!({"protocolVersion": "2025-11-25", "capabilities": {},
-                        "serverInfo": {"name": "s", "version": "1"}});
-    h.reply(&init, legacy);
-    let sent = h.take_sent();
+    let sent = answer_initialize(&mut h);
     assert_eq!(sent[0]["method"], "notifications/initialized");
     assert_eq!(sent[1]["method"], "tools/call");
     assert!(sent[1]["params"].get("_meta").is_none(), "legacy: no modern _meta");
@@ -228,12 +233,7 @@ fn over_http_a_bare_4xx_to_the_first_call_leads_to_the_handshake() {
     assert_eq!(probe["method"], "server/discover");
     h.engine.handle_transport(h.now, TransportEvent::exchange_failed(id(&probe), bad()));
     h.flush();
-    let init = h.sent_one();
-    assert_eq!(init["method"], "initialize");
-    let legacy = json!({"protocolVersion": "2025-11-25", "capabilities": {},
-                        "serverInfo": {"name": "s", "version": "1"}});
-    h.reply(&init, legacy);
-    let sent = h.take_sent();
+    let sent = answer_initialize(&mut h);
     assert_eq!(sent[1]["method"], "tools/call", "the write goes out again: it was refused");
     let ok = json!({"content": []});
     h.reply(&sent[1], ok.clone());
