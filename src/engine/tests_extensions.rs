@@ -164,8 +164,8 @@ fn extensions_are_declared_in_both_eras() {
 #[test]
 fn extensions_are_checked_once() {
     let bad = |e: &str| {
-        let config = Config { extensions: e.into(), ..Config::default() };
-        Engine::new(config, std::time::Instant::now()).unwrap_err().field
+        // What `Engine::new` checks first.
+        Config { extensions: e.into(), ..Config::default() }.check().unwrap_err().field
     };
     for e in
         ["[]", "{", r#"{"skills":{}}"#, r#"{"io.example/":{}}"#, r#"{"io.example/skills":true}"#]

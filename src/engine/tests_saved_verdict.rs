@@ -196,13 +196,9 @@ fn no_restart_once() -> Config {
 
 #[test]
 fn a_saved_verdict_is_checked_once() {
+    // What `Engine::new` checks first.
     let bad = |v: SavedVerdict| {
-        Engine::new(
-            Config { saved_discover: Some(v), ..Config::default() },
-            std::time::Instant::now(),
-        )
-        .unwrap_err()
-        .field
+        Config { saved_discover: Some(v), ..Config::default() }.check().unwrap_err().field
     };
     let legacy = SavedVerdict { version: ProtocolVersion::LEGACY, ..saved() };
     assert_eq!(bad(legacy), "saved_discover");
