@@ -16,7 +16,7 @@
 //! (this binary again, with `MCPOLL_BENCH_HTTP=1`): the floor writes a pre-serialized POST on
 //! one kept-alive socket and reads the response up to its Content-Length.
 //!
-//! `MCPOLL_BENCH_ONLY=stdio` (or `stdio-floor`) runs that sequential phase alone, and
+//! `MCPOLL_BENCH_ONLY=stdio` (or `stdio-floor`, `http`, `http-floor`) runs that sequential phase alone, and
 //! `MCPOLL_BENCH_ROUNDS=N` sets its call count: callgrind runs at two counts, subtracted, give
 //! instructions per call (benches/README.md).
 //!
@@ -548,7 +548,9 @@ fn main() {
         return;
     }
     let demo = cargo_build::demo_server_bin(&["--profile", "bench"]);
-    // One phase alone, for instruction counts (benches/README.md): `stdio-floor` or `stdio`.
+    // One phase alone, for instruction counts (benches/callgrind.sh): `stdio-floor`, `stdio`,
+    // `http-floor` or `http` (the HTTP server is a child process, which callgrind does not
+    // follow).
     match std::env::var("MCPOLL_BENCH_ONLY").as_deref() {
         Ok("stdio-floor") => {
             floor(demo);
@@ -556,6 +558,18 @@ fn main() {
         }
         Ok("stdio") => {
             mcpoll(demo);
+            return;
+        }
+        Ok(phase @ ("http-floor" | "http")) => {
+            let exe = std::env::current_exe().expect("bench path");
+            let (mut child, port) = spawn_http_server(&exe);
+            if phase == "http" {
+                http_mcpoll(port);
+            } else {
+                http_floor(port);
+            }
+            drop(child.stdin.take());
+            let _ = child.wait();
             return;
         }
         _ => {}

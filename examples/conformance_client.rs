@@ -30,7 +30,9 @@ use std::net::TcpStream;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use mcpoll::oauth::{Authorizer, JwtAlgorithm, OAuthConfig, PreRegistered, SigningKey};
+use mcpoll::oauth::{
+    AuthorizeError, Authorizer, JwtAlgorithm, OAuthConfig, PreRegistered, SigningKey,
+};
 use mcpoll::{
     elicitation_defaults, BlockingError, CallId, CallOptions, Config, EraPreference, Event, Host,
     HttpOptions, Method, OwnedResult, ServerId, ServerRequestKind, ServerRequestKinds, ServerState,
@@ -383,7 +385,7 @@ fn run(scenario: &str, url: &str, version: &str, context: &Value) -> Result<(), 
 fn oauth_config(url: &str, context: &Value) -> Result<OAuthConfig, String> {
     let field = |name: &str| context[name].as_str().map(String::from);
     let scenario = field("name").unwrap_or_default();
-    let mut config = if scenario.starts_with("auth/client-credentials") {
+    let config = if scenario.starts_with("auth/client-credentials") {
         let id = field("client_id").ok_or("no client_id in the context")?;
         let client = match (field("client_secret"), field("private_key_pem")) {
             (Some(secret), _) => PreRegistered::with_secret(id, secret),
@@ -397,16 +399,16 @@ fn oauth_config(url: &str, context: &Value) -> Result<OAuthConfig, String> {
         };
         OAuthConfig::client_credentials(url, client)
     } else {
-        let mut config = OAuthConfig::authorization_code(url, "http://127.0.0.1:3333/callback");
-        config.client_metadata_url =
-            Some("https://conformance-test.local/client-metadata.json".into());
-        if let (Some(id), Some(secret)) = (field("client_id"), field("client_secret")) {
-            config.pre_registered = Some(PreRegistered::with_secret(id, secret));
+        let config = OAuthConfig::authorization_code(url, "http://127.0.0.1:3333/callback")
+            .client_metadata_url("https://conformance-test.local/client-metadata.json");
+        match (field("client_id"), field("client_secret")) {
+            (Some(id), Some(secret)) => {
+                config.pre_registered(PreRegistered::with_secret(id, secret))
+            }
+            _ => config,
         }
-        config
     };
-    config.client_name = "mcpoll-conformance-client".into();
-    Ok(config)
+    Ok(config.client_name("mcpoll-conformance-client"))
 }
 
 /// The headless authorizer: GET the authorization URL and take the redirect it answers with,
@@ -414,15 +416,12 @@ fn oauth_config(url: &str, context: &Value) -> Result<OAuthConfig, String> {
 struct Follow;
 
 impl Authorizer for Follow {
-    fn authorize(&mut self, url: &str) -> Option<String> {
+    fn authorize(&mut self, url: &str) -> Result<String, AuthorizeError> {
         println!("oauth: authorize {}", url.split('?').next().unwrap_or_default());
-        match redirect_of(url) {
-            Ok(location) => Some(location),
-            Err(e) => {
-                println!("oauth: authorize: {e}");
-                None
-            }
-        }
+        redirect_of(url).map_err(|e| {
+            println!("oauth: authorize: {e}");
+            AuthorizeError::NoRedirect
+        })
     }
 }
 

@@ -208,8 +208,8 @@ fn main() {
     };
     println!("stored for: {:?}", store.resources().collect::<Vec<_>>());
     let (id, secret) = credentials.split_once(':').expect("CLIENT_ID:SECRET");
-    let mut oauth = OAuthConfig::client_credentials(url, PreRegistered::with_secret(id, secret));
-    oauth.store = Box::new(store);
+    let oauth = OAuthConfig::client_credentials(url, PreRegistered::with_secret(id, secret))
+        .store(Box::new(store));
     let mut host = Host::new().unwrap();
     let server = host.add_http_server(HttpOptions::new(url).oauth(oauth), Config::default());
     let server = server.unwrap();

@@ -14,7 +14,6 @@ mod echo_server;
 use std::time::{Duration, Instant};
 
 use mcpoll::{CallOptions, Config, Event, Host, StdioCommand};
-use serde_json::value::RawValue;
 
 const SERVE: &str = "MCPOLL_QUICKSTART_SERVE";
 
@@ -41,11 +40,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     println!("2. tools: {}", names.join(", "));
 
-    let args = RawValue::from_string(r#"{"text":"hello from mcpoll"}"#.into())?;
-    let echo = host.call_tool_blocking(server, "echo", &args, &CallOptions::default())?;
+    let args = r#"{"text":"hello from mcpoll"}"#; // JSON text, checked once, no RawValue needed
+    let echo = host.call_tool_json_blocking(server, "echo", args, &CallOptions::default())?;
     println!("3. echo -> {}", echo.json);
-    let args = RawValue::from_string(r#"{"a":20,"b":22}"#.into())?;
-    let add = host.call_tool_blocking(server, "add", &args, &CallOptions::default())?;
+    let add =
+        host.call_tool_json_blocking(server, "add", r#"{"a":20,"b":22}"#, &CallOptions::default())?;
     println!("4. add(20, 22) -> {}", add.json);
 
     // A slow call with progress, driven from a poll loop the way a game or control loop would.
@@ -54,9 +53,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         timeout: Some(Duration::from_secs(10)),
         ..CallOptions::default()
     };
-    let args = RawValue::from_string(r#"{"ms":5000}"#.into())?;
     let started = Instant::now();
-    let slow = host.call_tool(server, "slow", &args, &opts)?;
+    let slow = host.call_tool_json(server, "slow", r#"{"ms":5000}"#, &opts)?;
     println!("5. slow(5000 ms) started");
     let mut cancelled = false;
     'outer: loop {

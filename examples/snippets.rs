@@ -82,6 +82,66 @@ fn server_requests(host: &mut Host) -> Result<Config, Box<dyn Error>> {
     Ok(config)
 }
 
+/// The README's "Server requests", answered by a handler.
+fn answer_handlers(host: &mut Host, server: ServerId) -> Result<(), Box<dyn Error>> {
+    use mcpoll::{elicitation_defaults, Answer, CallOptions, ServerRequestKind};
+
+    host.set_answer_handler(Box::new(|_: ServerId, kind: ServerRequestKind, params: &str| {
+        match (kind, elicitation_defaults(params)) {
+            (ServerRequestKind::ElicitationForm, Some(form)) => Answer::Result(form),
+            (ServerRequestKind::Roots, _) => {
+                Answer::Result(r#"{"roots":[{"uri":"file:///w"}]}"#.into())
+            }
+            _ => Answer::Pass, // the event reaches the host's loop; or Answer::Reject
+        }
+    }));
+    let result = host.call_tool_json_blocking(server, "ask", "{}", &CallOptions::default())?;
+    println!("{}", result.json);
+    Ok(())
+}
+
+/// The README's "Usage": the next call started from inside the drain.
+fn drain(host: &mut Host) -> Result<(), Box<dyn Error>> {
+    use mcpoll::CallOptions;
+
+    host.poll(Some(Duration::ZERO))?;
+    host.drain(|commands, server, event| {
+        if let Event::CallDone { result, .. } = event {
+            println!("{}", result.json());
+            let next = r#"{"text":"next"}"#;
+            commands.call_tool_json(server, "echo", next, &CallOptions::default()).ok();
+        }
+    });
+    Ok(())
+}
+
+/// The README's "Throughput: two knobs".
+fn throughput(host: &mut Host, url: &str) -> Result<ServerId, Box<dyn Error>> {
+    use mcpoll::HttpOptions;
+
+    let config = Config { max_in_flight: 64, ..Config::default() };
+    let server = host.add_http_server(HttpOptions::new(url).max_connections(64), config)?;
+    Ok(server)
+}
+
+/// The README's "Authorization": the builders, and a user's public client.
+fn oauth_builders(
+    host: &mut Host,
+    url: &str,
+    browser: Box<dyn mcpoll::oauth::Authorizer>,
+) -> Result<ServerId, Box<dyn Error>> {
+    use mcpoll::oauth::{OAuthConfig, PreRegistered};
+    use mcpoll::HttpOptions;
+
+    let oauth = OAuthConfig::authorization_code(url, "http://127.0.0.1:8765/cb")
+        .pre_registered(PreRegistered::public("my-app")) // an id, no secret
+        .client_name("My App") // for dynamic registration, when needed
+        .authorization_timeout(Duration::from_secs(120));
+    let opts = HttpOptions::new(url).oauth(oauth).authorizer(browser).max_connections(16);
+    let server = host.add_http_server(opts, Config::default())?;
+    Ok(server)
+}
+
 /// The README's "Roots".
 fn roots(host: &mut Host, server: ServerId) -> Result<(), Box<dyn Error>> {
     use mcpoll::RootsBoundary;
@@ -107,8 +167,8 @@ fn principals() -> Result<(), Box<dyn Error>> {
 
     // A task: a deadline, a budget of calls, one cancel for all, an audit id on every call.
     let task = host.task(TaskOptions::new().deadline(Duration::from_secs(30)).budget(8))?;
-    let args = serde_json::value::RawValue::from_string(r#"{"q":"weather"}"#.into())?;
-    let call = host.in_task(task).call_tool(lane, "search", &args, CallOptions::default())?;
+    let args = r#"{"q":"weather"}"#;
+    let call = host.in_task(task).call_tool_json(lane, "search", args, CallOptions::default())?;
     // ... later, the user gave up:
     host.cancel_task(task)?;
     Ok(())
@@ -166,7 +226,7 @@ fn local_authorization(
             Decision::Ask
         }
     });
-    let call = host.call_tool(server, "write_file", &args, &CallOptions::default())?;
+    let call = host.call_tool(server, "write_file", args, &CallOptions::default())?;
     // ... frames later, from the loop:
     while let Some((server, event)) = host.poll_event() {
         if let Event::AuthorizationAsked { call, name, annotations, .. } = event {
@@ -181,6 +241,7 @@ fn local_authorization(
 fn main() {
     // Referenced, not run: each needs a server the README only names.
     let _ = (http_server, embedding, server_requests, roots, principals, records, oauth);
+    let _ = (answer_handlers, drain, throughput, oauth_builders);
     let _ = (capability_store, local_authorization);
     println!("the README's fragments compile; tests/readme.rs runs examples/usage.rs");
 }

@@ -8,7 +8,6 @@
 use std::process::ExitCode;
 
 use mcpoll::{CallOptions, Config, Event, Host, StdioCommand};
-use serde_json::value::RawValue;
 
 fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
     // The server's command line, e.g. `cargo run --example usage -- "python3 server.py"`.
@@ -16,8 +15,8 @@ fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
     let mut host = Host::new()?;
     let command = StdioCommand::from_command_line(&line)?;
     let server = host.add_stdio_server(command, Config::default())?;
-    let args = RawValue::from_string(r#"{"text":"hi"}"#.into())?;
-    let call = host.call_tool(server, "echo", &args, &CallOptions::default())?; // sent once ready
+    let args = r#"{"text":"hi"}"#; // JSON text, checked once without allocating
+    let call = host.call_tool_json(server, "echo", args, &CallOptions::default())?; // sent once ready
     loop {
         // Sleeps until there is I/O or a deadline is due (at the latest the call's timeout).
         host.poll(None)?;

@@ -35,6 +35,10 @@ pub struct Config {
     pub client_capabilities: String,
     /// Most pages followed by one listing before it fails with `TooManyPages`.
     pub max_pages: usize,
+    /// Most bytes of items one listing gathers over all its pages (`list_tools` and the
+    /// like). A server handing out page after page of large items is stopped here with
+    /// `PeerError::TooLarge`, and the pages gathered so far are freed.
+    pub max_listing_bytes: usize,
     /// Most events held for the host. Past it, progress, change, breaker and transport-lost
     /// events are dropped (and counted in `Stats::events_dropped`). Terminal events
     /// (`CallDone`, `CallFailed`) are never dropped: instead a new call is refused with
@@ -46,6 +50,13 @@ pub struct Config {
     /// is due at once, and the next `Host::handle_timeout` takes it); so one chatty server
     /// cannot hold the loop, and every round's work is bounded.
     pub frames_per_readiness: usize,
+    /// Most bytes a driver reads from one server per readiness event, and the bound on what it
+    /// parses besides messages: 1xx heads, HTTP body pieces, SSE lines (comments, empty and
+    /// id-only events) and stdio blank lines count one unit each, and a turn takes at most
+    /// `bytes_per_readiness / 64` units. Past either, the driver stops as it does at the frame
+    /// budget: a server sending input that delivers nothing still cannot hold the loop, and
+    /// the stop is counted in `Stats::input_yields`.
+    pub bytes_per_readiness: usize,
     /// Most bytes a driver holds toward a server that has not taken them yet. When this many
     /// are waiting, the driver stops taking frames from the engine until the server reads
     /// (calls wait in the engine's queue, under their deadlines); one frame may pass the
@@ -53,7 +64,14 @@ pub struct Config {
     pub max_write_buffer_bytes: usize,
     /// How many bytes of a child's stderr are kept for diagnostics.
     pub stderr_tail_bytes: usize,
-    /// Most calls in flight at once; more wait in a FIFO queue.
+    /// Most calls in flight at once (default 32); more wait in a FIFO queue of `max_queued`.
+    ///
+    /// One of two throughput knobs: an HTTP server also carries at most
+    /// `HttpOptions::max_connections` (default 4) calls at a time, one per connection, and the
+    /// rest wait for a connection. For N concurrent calls to one server raise both to N. The
+    /// wait shows in [`Stats::queued`](crate::Stats::queued) (calls waiting now),
+    /// [`Stats::queue_wait`](crate::Stats::queue_wait) and each call's
+    /// [`CallRecord::queue_wait`](crate::CallRecord::queue_wait).
     pub max_in_flight: usize,
     /// Most calls waiting behind the in-flight limit; one more is `Overloaded` at once.
     pub max_queued: usize,
@@ -318,8 +336,10 @@ impl Default for Config {
             client_version: env!("CARGO_PKG_VERSION").into(),
             client_capabilities: "{}".into(),
             max_pages: 1000,
+            max_listing_bytes: 64 * 1024 * 1024,
             max_queued_events: 1024,
             frames_per_readiness: 64,
+            bytes_per_readiness: 256 * 1024,
             max_write_buffer_bytes: 256 * 1024,
             stderr_tail_bytes: 8 * 1024,
             max_in_flight: 32,
@@ -359,6 +379,9 @@ impl Config {
         if self.max_pages == 0 {
             return err("max_pages", "must be at least 1");
         }
+        if self.max_listing_bytes < 1024 {
+            return err("max_listing_bytes", "must be at least 1024");
+        }
         if self.max_in_flight == 0 {
             return err("max_in_flight", "must be at least 1");
         }
@@ -370,6 +393,9 @@ impl Config {
         }
         if self.frames_per_readiness == 0 {
             return err("frames_per_readiness", "must be at least 1");
+        }
+        if self.bytes_per_readiness < 4096 {
+            return err("bytes_per_readiness", "must be at least 4096");
         }
         if self.max_write_buffer_bytes == 0 {
             return err("max_write_buffer_bytes", "must be at least 1");

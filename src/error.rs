@@ -288,10 +288,13 @@ pub enum PeerError {
     /// token it accepts: the error names the step that failed.
     #[cfg(feature = "http")]
     Authorization(Box<crate::auth::oauth::AuthError>),
-    /// A message from the server exceeded `Config::max_message_bytes`.
+    /// A message from the server exceeded `Config::max_message_bytes`, or a listing's pages
+    /// together exceeded `Config::max_listing_bytes`.
     TooLarge,
     /// The result is not what the method returns (for example an unknown `resultType`).
     InvalidResult,
+    /// The reply is JSON nested deeper than mcpoll reads (127 levels).
+    TooDeep,
     /// A paginated listing returned a cursor it had already returned.
     CursorRepeated,
     /// No protocol version is common to the server and mcpoll.
@@ -313,6 +316,7 @@ impl PeerError {
             Self::Authorization(_) => "authorization",
             Self::TooLarge => "too_large",
             Self::InvalidResult => "invalid_result",
+            Self::TooDeep => "too_deep",
             Self::CursorRepeated => "cursor_repeated",
             Self::NoCommonVersion => "no_common_version",
             Self::VersionRefused(_) => "version_refused",
@@ -330,6 +334,7 @@ impl fmt::Display for PeerError {
             Self::Authorization(e) => write!(f, "{e}"),
             Self::TooLarge => f.write_str("message too large"),
             Self::InvalidResult => f.write_str("the result is not valid for its method"),
+            Self::TooDeep => f.write_str("reply nested more than 127 levels deep"),
             Self::CursorRepeated => f.write_str("server repeated a pagination cursor"),
             Self::NoCommonVersion => f.write_str("no protocol version in common with the server"),
             Self::VersionRefused(v) => write!(
@@ -370,6 +375,16 @@ pub enum LocalError {
     InputRejected,
     /// `Config::max_server_requests` server requests were already waiting for the host.
     TooManyServerRequests,
+    /// The server asked for something of this kind (an elicitation, a sampling call, the
+    /// roots) while a blocking helper waited for the call, and no answer handler
+    /// (`Host::set_answer_handler`) answered it: nobody could, so the call ended at once.
+    Unanswered(crate::engine::ServerRequestKind),
+    /// The OAuth flow cannot run with the host's configuration (no client identity for this
+    /// authorization server, a grant without its secret or key, a server URL that is not an
+    /// absolute http(s) URL, a flow that needs a user and no `Authorizer`): fix the
+    /// configuration; the server is not at fault.
+    #[cfg(feature = "http")]
+    OAuthSetup(Box<crate::auth::oauth::AuthError>),
     /// The host's local authorization policy refused the call (or the host refused a call
     /// held for its answer), with the reason it gave. Nothing was sent; it is never retried
     /// and does not count against the server.
@@ -390,6 +405,9 @@ impl LocalError {
             Self::TooManyInputRounds => "too_many_input_rounds",
             Self::InputRejected => "input_rejected",
             Self::TooManyServerRequests => "too_many_server_requests",
+            Self::Unanswered(_) => "unanswered",
+            #[cfg(feature = "http")]
+            Self::OAuthSetup(_) => "oauth_setup",
             Self::AuthorizationDenied(_) => "authorization_denied",
         }
     }
@@ -425,6 +443,17 @@ impl fmt::Display for LocalError {
             Self::TooManyInputRounds => "the server asked for input more times than allowed",
             Self::InputRejected => "the host rejected the server's input request",
             Self::TooManyServerRequests => "too many server requests waiting for the host",
+            #[cfg(feature = "http")]
+            Self::OAuthSetup(e) => {
+                return write!(f, "the OAuth configuration cannot work here: {e}")
+            }
+            Self::Unanswered(kind) => {
+                return write!(
+                    f,
+                    "the server asked for {} and no answer handler answered",
+                    kind.method()
+                )
+            }
             Self::AuthorizationDenied(_) => "refused by the local authorization policy",
         })
     }
@@ -441,6 +470,8 @@ pub enum RequestError {
     Closed,
     /// The arguments were not a JSON object.
     ArgumentsNotObject,
+    /// The arguments given as text (`call_tool_json`) were not one valid JSON value.
+    ArgumentsNotJson,
     /// The server speaks an era that has no such method (for example `server/discover` on a
     /// 2025-11-25 server).
     NotSupportedByEra,
@@ -461,6 +492,7 @@ impl fmt::Display for RequestError {
             Self::Overloaded => "too many pending calls",
             Self::Closed => "the server connection is closed",
             Self::ArgumentsNotObject => "arguments must be a JSON object",
+            Self::ArgumentsNotJson => "arguments are not valid JSON",
             Self::NotSupportedByEra => "method not available in the server's protocol era",
             Self::BreakerOpen => "circuit breaker open",
             Self::Degraded => "the server is degraded",

@@ -151,6 +151,8 @@ mod config;
 mod engine;
 mod error;
 mod proto;
+#[cfg(feature = "http")]
+mod redact;
 #[cfg(feature = "schema")]
 mod schema;
 #[cfg(feature = "http")]
@@ -197,15 +199,15 @@ pub use schema::{Schema, SchemaError, SchemaLimits, SchemaViolation};
 pub use mio;
 
 #[cfg(feature = "stdio")]
-pub use driver::stdio::{CommandLineError, StdioCommand, StdioDriver};
+pub use driver::stdio::{CommandLineError, StdioCommand, StdioDriver, SAFE_ENV_VARS};
 #[cfg(all(feature = "stdio", feature = "schema"))]
 pub use host::ToolCallError;
 #[cfg(feature = "stdio")]
 pub use host::{AccessRequest, Confirm, Decision, DefaultPolicy, Policy};
 #[cfg(feature = "stdio")]
 pub use host::{
-    AddServerError, BlockingError, CacheStats, CatalogError, CatalogView, EmbedError, ForeignToken,
-    Host, OwnedResult, ServerId,
+    AddServerError, Answer, AnswerHandler, BlockingError, CacheStats, CatalogError, CatalogView,
+    Commands, EmbedError, ForeignToken, Host, OwnedResult, ServerId,
 };
 #[cfg(feature = "stdio")]
 pub use host::{CapabilityStore, EntryKind, StoreKey, StoredEntry, StoredPage};

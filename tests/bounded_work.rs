@@ -28,7 +28,9 @@ const SERVER_ENV: &str = "MCPOLL_TINY_SERVER";
 ///   `tools/call` with a short text result;
 /// - `burst:N`: answers each `tools/call` with N progress notifications and the result, in one
 ///   write;
-/// - `deaf`: answers `server/discover`, then never reads again.
+/// - `deaf`: answers `server/discover`, then never reads again;
+/// - `blank`: answers each `tools/call` with blank lines, 16 KiB per write, until the pipe
+///   breaks.
 ///
 /// Ignored in normal runs (it is no test); the child runs it with `--ignored`. libtest's own
 /// "running 1 test" line reaches stdout first; the engine skips it as junk.
@@ -65,6 +67,11 @@ fn serve(mode: &str) {
                     );
                     text.push('\n');
                 }
+            }
+            Some("tools/call") if mode == "blank" => {
+                let lines = vec![b'\n'; 16 * 1024];
+                while out.write_all(&lines).and_then(|()| out.flush()).is_ok() {}
+                return;
             }
             Some("tools/call") => {
                 let n: usize = mode.strip_prefix("burst:").map_or(0, |n| n.parse().unwrap());
@@ -232,6 +239,53 @@ fn a_host_with_a_budget_of_one_frame_still_completes_a_burst() {
         assert!(r.json.contains("\"ok\""));
     }
     assert!(host.stats(id).unwrap().frames_in >= 600);
+}
+
+/// A server writing blank lines without end (issue 21): they deliver no frame, so the frame
+/// budget never stopped the driver, and one readiness event read for as long as the pipe
+/// stayed full. The byte budget stops it: the first event over a 16 KiB write leaves a
+/// backlog, counted in `Stats::input_yields`, and the call still ends at its deadline.
+#[test]
+fn a_stdio_server_writing_blank_lines_is_read_one_byte_budget_per_event() {
+    let config = Config { bytes_per_readiness: 4096, ..Config::default() };
+    let mut poll = mio::Poll::new().unwrap();
+    let mut engine = Engine::new(config, Instant::now()).unwrap();
+    let mut driver = StdioDriver::new(tiny("blank"), engine.config(), mio::Token(0));
+    driver.spawn(poll.registry(), &mut engine, Instant::now()).unwrap();
+    drive(&mut poll, &mut driver, &mut engine, 64, |e| matches!(e.state(), ServerState::Ready(..)));
+    while engine.poll_event().is_some() {}
+    let opts = CallOptions::timeout(Duration::from_secs(1));
+    let call = engine.call_tool(Instant::now(), "blank", &raw("{}"), &opts).unwrap();
+    driver.flush(poll.registry(), &mut engine, Instant::now()).unwrap();
+    // The first event on stdout: the child's first write (16 KiB into an empty pipe) is there
+    // whole, as a pipe write that fits is not split.
+    let mut events = mio::Events::with_capacity(16);
+    let limit = Instant::now() + Duration::from_secs(60);
+    while !driver.has_backlog() {
+        assert!(Instant::now() < limit, "no backlog within 60 s: {:?}", engine.stats());
+        poll.poll(&mut events, Some(Duration::from_millis(100))).unwrap();
+        for e in events.iter() {
+            driver
+                .handle_readiness(poll.registry(), e.token(), &mut engine, Instant::now())
+                .unwrap();
+        }
+    }
+    assert_eq!(engine.stats().input_yields, 1);
+    // A host's loop from here: the call ends at its deadline while the blank lines go on.
+    let mut failed = None;
+    drive(&mut poll, &mut driver, &mut engine, 64, |e| {
+        while let Some(ev) = e.poll_event() {
+            if let Event::CallFailed { call: c, error, .. } = ev {
+                if c == call {
+                    failed = Some(error);
+                }
+            }
+        }
+        failed.is_some()
+    });
+    assert_eq!(failed, Some(mcpoll::CallError::Local(mcpoll::LocalError::DeadlineExceeded)));
+    assert!(engine.stats().input_yields > 1, "{:?}", engine.stats());
+    assert!(driver.is_running(), "the server was still writing");
 }
 
 /// A server that stops reading: the driver holds at most `max_write_buffer_bytes` plus one

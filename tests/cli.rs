@@ -42,10 +42,18 @@ fn lists_and_calls_in_both_eras() {
 }
 
 #[test]
-fn is_error_is_a_success_and_failures_are_one_json_line() {
+fn is_error_exits_4_and_failures_are_one_json_line() {
     let server = demo("");
-    let (code, result, _) = run(&["--stdio", &server, "call", "fail"]);
-    assert_eq!((code, &result["isError"]), (0, &serde_json::json!(true)));
+    // A tool's isError result is printed like any result, and the exit code tells a script.
+    let (code, result, err) = run(&["--stdio", &server, "call", "fail"]);
+    assert_eq!((code, &result["isError"]), (4, &serde_json::json!(true)), "{err}");
+    assert!(err.is_empty(), "no error line for a completed call: {err}");
+    let text = Command::new(common::cli()).args(["--stdio", &server, "call", "fail"]).output();
+    let text = text.expect("run mcpoll");
+    assert_eq!(text.status.code(), Some(4), "text mode too");
+    assert!(!text.stdout.is_empty(), "the result is printed");
+    let (code, _, _) = run(&["--stdio", &server, "call", "echo", r#"{"text":"ok"}"#]);
+    assert_eq!(code, 0, "a result without isError");
 
     let (code, _, err) = run(&["--stdio", &server, "call", "nope", "{}"]);
     assert_eq!(code, 1);
@@ -262,4 +270,48 @@ fn local_refusals_exit_3_and_say_why() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Issue 21: a config file whose URL is not http(s) is a configuration fault (exit 2) named by
+/// file, server and key, found when the file is read; before, the CLI tried the server and
+/// failed with `local/setup_failed`, naming nothing. `--issuer` only goes with
+/// `--client-credentials`.
+#[test]
+fn a_config_url_that_is_not_http_is_a_config_error_naming_file_server_and_key() {
+    let dir = std::env::temp_dir().join(format!("mcpoll-cli-bad-url-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (url, why) in
+        [("file:///etc/passwd", "http:// or https://"), ("http://u:p@h/", "credentials")]
+    {
+        let file = dir.join("mcp.json");
+        let body = serde_json::json!({"mcpServers": {"remote": {"url": url}}});
+        std::fs::write(&file, body.to_string()).unwrap();
+        let (code, _, stderr) = run(&["--config", file.to_str().unwrap(), "tools"]);
+        assert_eq!(code, 2, "{url}: {stderr}");
+        let line = error_line(&stderr);
+        let message = line["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("mcp.json"), "{line}");
+        assert!(
+            message.contains(r#"server "remote""#) && message.contains(r#"key "url""#),
+            "{line}"
+        );
+        assert!(message.contains(why), "{line}");
+        assert!(!message.contains("u:p"), "{line}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    let (code, _, stderr) =
+        run(&["--http", "http://127.0.0.1:1/mcp", "--issuer", "https://a", "tools"]);
+    assert_eq!(code, 2, "{stderr}");
+}
+
+/// Issue 21: `--bearer` with a line break fails at once (exit 1, `setup_failed`), not after
+/// the probe and handshake timeouts.
+#[test]
+fn a_bearer_token_with_a_line_break_fails_at_once() {
+    let (code, _, stderr) =
+        run(&["--http", "http://127.0.0.1:9/mcp", "--bearer", "a\r\nX-Evil: 1", "tools"]);
+    assert_eq!(code, 1, "{stderr}");
+    let line = error_line(&stderr);
+    assert_eq!(line["error"]["name"], "setup_failed", "{line}");
+    assert!(line["error"]["message"].as_str().unwrap_or_default().contains("bearer"), "{line}");
 }

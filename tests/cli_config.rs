@@ -137,7 +137,9 @@ fn every_subcommand_against_py_over_stdio_and_ts2_over_http() {
     let sum = s.json("py", &["call", "add", r#"{"a":20,"b":22}"#]);
     assert_eq!(sum["structuredContent"]["sum"].as_f64(), Some(42.0), "{sum}");
     assert_eq!(s.text("ts2", &["call", "echo", r#"{"text":"héllo"}"#]), "héllo\n");
-    let fail = s.run("ts2", &["call", "fail"]);
+    // A tool's isError result is printed, and exits 4 for scripts.
+    let fail = s.command("ts2", &["call", "fail"]).output().expect("run mcpoll");
+    assert_eq!(fail.status.code(), Some(4), "{}", String::from_utf8_lossy(&fail.stderr));
     assert!(String::from_utf8_lossy(&fail.stdout).starts_with("the tool reported an error:"));
 
     let resources = s.json("ts2", &["resources"]);
@@ -259,4 +261,113 @@ fn host_from_config_starts_the_enabled_servers_by_name() {
 
     let e = mcpoll::Host::from_config(dir.join("missing.json")).unwrap_err();
     assert!(matches!(e, mcpoll::FromConfigError::File(_)), "{e}");
+}
+
+/// Roots for a file server, from the command line (`--root`, repeatable) and the file
+/// (`mcpoll.roots`, relative to the file's folder), reach the Python SDK peer in both eras;
+/// a root the library's checks refuse (missing, `..`) is bad usage (exit 2), nothing called.
+#[test]
+fn roots_from_the_file_and_the_command_line_reach_the_server() {
+    let Some(peers) = peers_dir() else { return };
+    let dir = std::env::temp_dir().join(format!("mcpoll-cli-roots-{}", std::process::id()));
+    let (a, b) = (dir.join("a"), dir.join("b c"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let config = dir.join("mcp.json");
+    let entry = serde_json::json!({"mcpServers": {"py": {
+        "command": peers.join("run-py-stdio.sh"), "mcpoll": {"roots": ["a"]}}}});
+    std::fs::write(&config, entry.to_string()).unwrap();
+    let run = |extra: &[&str]| {
+        let out = Command::new(cli())
+            .arg("--config")
+            .arg(&config)
+            .args(["--json", "--timeout", "60000"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run mcpoll");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.code(), stdout, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let b_flag = b.to_str().unwrap();
+    for era in ["--modern", "--legacy"] {
+        let (code, out, err) = run(&["--root", b_flag, era, "call", "roots"]);
+        assert_eq!(code, Some(0), "{era}: {err}");
+        let uris = format!(
+            "file://{},file://{}",
+            a.display(),
+            b.display().to_string().replace(' ', "%20")
+        );
+        assert!(out.contains(&uris), "{era}: {out}");
+    }
+    let missing = dir.join("missing");
+    for bad in [missing.to_str().unwrap(), "/tmp/../etc"] {
+        let (code, _, err) = run(&["--root", bad, "call", "roots"]);
+        assert_eq!(code, Some(2), "{bad}: {err}");
+        assert!(err.contains("roots[1].uri"), "{bad}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One entry whose `command` uses an unset variable does not block the file: the CLI runs
+/// the other server, and fails (exit 2, naming the file, the server and the key) only when
+/// asked for the bad one; `Host::from_config` starts the good entries and reports the bad one
+/// by name.
+#[test]
+fn one_bad_entry_does_not_block_the_others() {
+    let demo = common::demo_server().program().to_string_lossy().into_owned();
+    let dir = std::env::temp_dir().join(format!("mcpoll-bad-entry-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("mcp.json");
+    let config = serde_json::json!({"mcpServers": {
+        "broken": {"command": "${MCPOLL_TEST_UNSET_LAB_DIR}/run.sh"},
+        "other": {"command": demo},
+        "spawns-not": {"command": "/nonexistent/server"}
+    }});
+    std::fs::write(&path, config.to_string()).unwrap();
+    let cli_run = |server: &str| {
+        Command::new(cli())
+            .arg("--config")
+            .arg(&path)
+            .args(["--server", server, "--json", "call", "add", r#"{"a":2,"b":3}"#])
+            .env_remove("MCPOLL_TEST_UNSET_LAB_DIR")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run mcpoll")
+    };
+    let out = cli_run("other");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["structuredContent"]["sum"], 5);
+    let out = cli_run("broken");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("mcp.json: server \\\"broken\\\": key \\\"command\\\"")
+            && err.contains("MCPOLL_TEST_UNSET_LAB_DIR"),
+        "{err}"
+    );
+
+    let (mut host, names) = mcpoll::Host::from_config(&path).expect("from_config");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(names.iter().map(|(n, _)| n).collect::<Vec<_>>(), ["other"]);
+    let failures: Vec<String> = names.failures().iter().map(ToString::to_string).collect();
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    match &names.failures()[0] {
+        mcpoll::FromConfigError::File(e) => {
+            assert_eq!((e.server.as_deref(), e.key.as_deref()), (Some("broken"), Some("command")));
+            assert!(e.file.ends_with("mcp.json"), "{e}");
+        }
+        other => panic!("{other}"),
+    }
+    match &names.failures()[1] {
+        mcpoll::FromConfigError::Add { server, error: mcpoll::AddServerError::Spawn { .. } } => {
+            assert_eq!(server, "spawns-not")
+        }
+        other => panic!("{other}"),
+    }
+    let id = names.get("other").unwrap();
+    host.wait_ready(id, Duration::from_secs(20)).expect("ready");
+    let r = common::call(&mut host, id, "add", r#"{"a":1,"b":2}"#);
+    assert_eq!(common::parse(&r)["structuredContent"]["sum"], 3);
 }

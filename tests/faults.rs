@@ -6,7 +6,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::BufRead;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -307,41 +306,13 @@ fn an_oversize_reply_fails_its_call_and_nothing_else() {
     o.check(&mut host, id, &[c, d]);
 }
 
-/// The demo server in HTTP mode, on a free loopback port; killed when dropped.
-struct HttpDemo {
-    child: std::process::Child,
-    url: String,
-}
-
-impl HttpDemo {
-    fn start(faults: &[&str], log: &Deliveries) -> Self {
-        let program = demo_server().program().to_owned();
-        let mut cmd = std::process::Command::new(program);
-        cmd.args(["--http", "0", "--state-file"]).arg(&log.0);
-        for f in faults {
-            cmd.args(["--fault", f]);
-        }
-        let mut child = cmd
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let url = line
-            .split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .expect("the URL on stdout")
-            .to_owned();
-        Self { child, url }
+/// The demo server in HTTP mode with `faults`, counting deliveries in `log`.
+fn http_demo(faults: &[&str], log: &Deliveries) -> common::HttpDemo {
+    let mut args = vec!["--state-file", log.0.to_str().expect("a UTF-8 temp path")];
+    for f in faults {
+        args.extend(["--fault", f]);
     }
-}
-
-impl Drop for HttpDemo {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    common::HttpDemo::start(&args)
 }
 
 fn start_http(host: &mut Host, url: &str) -> ServerId {
@@ -353,7 +324,7 @@ fn start_http(host: &mut Host, url: &str) -> ServerId {
 #[test]
 fn http_5xx_then_success_a_read_is_retried_until_it_succeeds() {
     let log = Deliveries::new("503");
-    let demo = HttpDemo::start(&["status-then-ok:lookup:2"], &log);
+    let demo = http_demo(&["status-then-ok:lookup:2"], &log);
     let mut host = Host::new().unwrap();
     let id = start_http(&mut host, &demo.url);
     let mut o = Outcomes::default();
@@ -380,7 +351,7 @@ fn http_5xx_then_success_a_read_is_retried_until_it_succeeds() {
 #[test]
 fn http_5xx_on_a_write_is_delivery_unknown() {
     let log = Deliveries::new("503w");
-    let demo = HttpDemo::start(&["status-then-ok:write_note:1"], &log);
+    let demo = http_demo(&["status-then-ok:write_note:1"], &log);
     let mut host = Host::new().unwrap();
     let id = start_http(&mut host, &demo.url);
     let mut o = Outcomes::default();
@@ -394,7 +365,7 @@ fn http_5xx_on_a_write_is_delivery_unknown() {
 #[test]
 fn http_reset_mid_sse_a_read_is_retried_a_write_is_not() {
     let log = Deliveries::new("reset");
-    let demo = HttpDemo::start(&["reset-mid-sse:slow:1", "reset-mid-sse:write_note"], &log);
+    let demo = http_demo(&["reset-mid-sse:slow:1", "reset-mid-sse:write_note"], &log);
     let mut host = Host::new().unwrap();
     let id = start_http(&mut host, &demo.url);
     let mut o = Outcomes::default();
@@ -423,7 +394,7 @@ fn http_reset_mid_sse_a_read_is_retried_a_write_is_not() {
 #[test]
 fn http_close_before_reply_on_a_read_retries_on_a_new_connection() {
     let log = Deliveries::new("close");
-    let demo = HttpDemo::start(&["close-before-reply:lookup:1"], &log);
+    let demo = http_demo(&["close-before-reply:lookup:1"], &log);
     let mut host = Host::new().unwrap();
     let id = start_http(&mut host, &demo.url);
     let mut o = Outcomes::default();
@@ -437,7 +408,7 @@ fn http_close_before_reply_on_a_write_is_delivered_at_most_once() {
     // The server reads the request, then closes the connection without answering: the write
     // may have run, so it must not be sent again, whatever state the connection was in.
     let log = Deliveries::new("closew");
-    let demo = HttpDemo::start(&["close-before-reply:write_note"], &log);
+    let demo = http_demo(&["close-before-reply:write_note"], &log);
     let mut host = Host::new().unwrap();
     let id = start_http(&mut host, &demo.url);
     let mut o = Outcomes::default();

@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::io::{self, BufRead};
+use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -182,7 +182,7 @@ fn stdio_server_and_udp_share_the_programs_poll() {
 
 #[test]
 fn http_server_through_the_programs_poll() {
-    let demo = HttpDemo::start();
+    let demo = common::HttpDemo::start(&[]);
     let mut p = Program::new();
     let mut host = Host::embedded(p.poll.registry(), RANGE).unwrap();
     let id = host.add_http_server(HttpOptions::new(&demo.url), Config::default()).unwrap();
@@ -332,35 +332,6 @@ fn the_foreign_loop_example_runs() {
     assert!(stdout.contains(r#""structuredContent":{"sum":42}"#), "{stdout}");
     assert!(stdout.contains("udp: ping 9"), "{stdout}");
     assert!(stdout.contains("10 datagrams echoed, 10 returned"), "{stdout}");
-}
-
-/// The demo server serving Streamable HTTP on a free loopback port; killed when dropped.
-struct HttpDemo {
-    child: std::process::Child,
-    url: String,
-}
-
-impl HttpDemo {
-    fn start() -> Self {
-        let mut child = std::process::Command::new(demo_server().program())
-            .args(["--http", "0"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let url = line.trim().to_owned();
-        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-        Self { child, url }
-    }
-}
-
-impl Drop for HttpDemo {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Read system calls this thread has made so far (`syscr` in `/proc/thread-self/io`).

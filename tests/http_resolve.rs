@@ -111,8 +111,9 @@ fn a_name_that_does_not_resolve_fails_the_calls_as_a_connect_failure() {
 
 #[test]
 fn the_authorization_servers_name_is_resolved_off_the_loop_too() {
-    // A protected MCP server naming an authorization server by a name only the resolver knows.
-    let (auth, mcp) = client_credentials_servers("as.test");
+    // A protected MCP server naming its authorization server by a name (`localhost`: a
+    // cleartext authorization server must be on a loopback host, issue 21).
+    let (auth, mcp) = client_credentials_servers("localhost");
     let plain = MiniServer::start(None, mcp_answer);
 
     let mut host = Host::new().unwrap();
@@ -136,7 +137,7 @@ fn the_authorization_servers_name_is_resolved_off_the_loop_too() {
         let out = echo(&mut host, other, &format!("during {i}")).expect("a call during it");
         assert!(out.contains(&format!("during {i}")), "{out}");
     }
-    assert_eq!(*resolver.asked.lock().unwrap(), ["as.test"]);
+    assert_eq!(*resolver.asked.lock().unwrap(), ["localhost"]);
     assert!(auth.requests().is_empty(), "the AS is not reached before its name resolves");
 
     gate.send(Ok(())).unwrap();
@@ -145,7 +146,7 @@ fn the_authorization_servers_name_is_resolved_off_the_loop_too() {
     assert!(out.json.contains("\"p\""), "{}", out.json);
     let hosts: Vec<String> =
         auth.requests().iter().filter_map(|r| r.header("host").map(str::to_owned)).collect();
-    assert_eq!(hosts, [format!("as.test:{}", auth.port), format!("as.test:{}", auth.port)]);
+    assert_eq!(hosts, [format!("localhost:{}", auth.port), format!("localhost:{}", auth.port)]);
 }
 
 #[test]

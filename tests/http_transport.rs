@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::mini::{mcp_answer, MiniProxy, MiniServer, Request, Response};
-use common::{closed_with, raw};
+use common::{closed_with, raw, refused_with};
 use mcpoll::AddServerError;
 use mcpoll::ProxyChoice;
 use mcpoll::TlsFailure;
@@ -248,7 +248,7 @@ fn a_second_401_is_auth_required_with_the_challenge_and_403_is_forbidden() {
     let server = MiniServer::start(None, bearer_gate);
     let mut host = Host::new().unwrap();
     let id = add(&mut host, HttpOptions::new(server.url("http", "127.0.0.1")).bearer("wrong"));
-    match closed_with(&mut host, id) {
+    match refused_with(&mut host, id) {
         CallError::Peer(PeerError::AuthRequired(c)) => {
             assert_eq!(c.scope.as_deref(), Some("tools:call"));
             assert_eq!(c.error.as_deref(), Some("invalid_token"));
@@ -262,7 +262,7 @@ fn a_second_401_is_auth_required_with_the_challenge_and_403_is_forbidden() {
         body: String::new(),
     });
     let id = add(&mut host, HttpOptions::new(forbidding.url("http", "127.0.0.1")).bearer("t"));
-    assert!(matches!(closed_with(&mut host, id), CallError::Peer(PeerError::Forbidden(_))));
+    assert!(matches!(refused_with(&mut host, id), CallError::Peer(PeerError::Forbidden(_))));
 }
 
 #[test]

@@ -137,7 +137,8 @@ fn cli_lists_and_calls_over_http_in_both_eras() {
     let exe = cli();
     for script in ["run-py-http.sh", "run-ts1-http.sh"] {
         let peer = HttpPeer::start(&dir, script);
-        let run = |args: &[&str]| {
+        // `exit`: 0, or 4 for a tool's isError result.
+        let run_exiting = |args: &[&str], exit: i32| {
             let out = std::process::Command::new(&exe)
                 .arg("--json")
                 .arg("--http")
@@ -145,18 +146,20 @@ fn cli_lists_and_calls_over_http_in_both_eras() {
                 .args(args)
                 .output()
                 .unwrap();
-            assert!(
-                out.status.success(),
+            assert_eq!(
+                out.status.code(),
+                Some(exit),
                 "{script} {args:?}: {}",
                 String::from_utf8_lossy(&out.stderr)
             );
             serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
         };
+        let run = |args: &[&str]| run_exiting(args, 0);
         let tools = run(&["tools"]);
         assert!(tools["tools"].as_array().unwrap().iter().any(|t| t["name"] == "echo"), "{script}");
         let sum = run(&["call", "add", r#"{"a":20,"b":22}"#]);
         assert_eq!(sum["structuredContent"]["sum"].as_f64(), Some(42.0), "{script}");
-        let fail = run(&["call", "fail"]);
+        let fail = run_exiting(&["call", "fail"], 4);
         assert_eq!(fail["isError"], true, "{script}");
     }
 }

@@ -172,3 +172,168 @@ fn the_server_requests_example_answers_the_python_peer() {
     assert!(stdout.contains("(2 rounds)"), "{stdout}");
     assert!(stdout.contains("hello from the host"), "{stdout}");
 }
+
+// ----- answer handlers (issue 24) --------------------------------------------------------------
+
+/// [`config`] with a probe that waits out a busy machine (several Python peers start at once
+/// when the tests run in parallel).
+fn patient(era: EraPreference) -> Config {
+    Config { probe_timeout: Duration::from_secs(30), ..config(era) }
+}
+
+/// The host's answers, as a handler: form elicitations with the schema's defaults, a sampling
+/// answer; roots only for the server that has no handler of its own.
+fn host_handler(_: ServerId, kind: ServerRequestKind, params: &str) -> mcpoll::Answer {
+    match kind {
+        ServerRequestKind::ElicitationForm => {
+            mcpoll::Answer::Result(elicitation_defaults(params).unwrap())
+        }
+        ServerRequestKind::Sampling => mcpoll::Answer::Result(
+            r#"{"role":"assistant","model":"m","content":{"type":"text","text":"hi from a handler"}}"#
+                .into(),
+        ),
+        ServerRequestKind::Roots => {
+            mcpoll::Answer::Result(r#"{"roots":[{"uri":"file:///srv/from-host"}]}"#.into())
+        }
+        _ => mcpoll::Answer::Reject,
+    }
+}
+
+/// Handlers answer inside `call_tool_blocking` (no loop of the host's), and the server's own
+/// handler is asked before the host's (roots), passing what it does not take (the rest).
+fn handlers_answer_in_the_blocking_helpers(host: &mut Host, id: ServerId) {
+    host.set_answer_handler(Box::new(host_handler));
+    let own = |_: ServerId, kind: ServerRequestKind, _: &str| match kind {
+        ServerRequestKind::Roots => {
+            mcpoll::Answer::Result(r#"{"roots":[{"uri":"file:///srv/own"}]}"#.into())
+        }
+        _ => mcpoll::Answer::Pass,
+    };
+    assert!(host.set_server_answer_handler(id, Box::new(own)));
+    let opts = CallOptions { timeout: Some(Duration::from_secs(60)), ..CallOptions::default() };
+    let text = |r: mcpoll::OwnedResult| {
+        let v: serde_json::Value = serde_json::from_str(&r.json).unwrap();
+        v["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+    };
+    let ask = host.call_tool_no_args(id, "ask", &opts).unwrap();
+    assert_eq!(text(host.wait(id, ask).unwrap()), "name=Ann ok=true");
+    let roots = host.call_tool_json_blocking(id, "roots", "{}", &opts).unwrap();
+    assert_eq!(text(roots), "file:///srv/own");
+    let sample = host.call_tool_json_blocking(id, "sample", "{}", &opts).unwrap();
+    assert_eq!(text(sample), "hi from a handler");
+    // Answered requests left no events behind.
+    while let Some((_, e)) = host.poll_event() {
+        assert!(!matches!(e, Event::ServerRequest { .. }), "{e:?}");
+    }
+}
+
+#[test]
+fn answer_handlers_answer_in_the_blocking_helpers_python_stdio_both_eras() {
+    let Some(dir) = peers_dir() else { return };
+    for (era, expect) in
+        [(EraPreference::ModernOnly, Era::Modern), (EraPreference::LegacyOnly, Era::Legacy)]
+    {
+        let mut host = Host::new().unwrap();
+        let cmd = mcpoll::StdioCommand::new(dir.join("run-py-stdio.sh"));
+        let id = start(&mut host, cmd, patient(era));
+        assert_eq!(host.era(id), Some(expect));
+        handlers_answer_in_the_blocking_helpers(&mut host, id);
+    }
+}
+
+#[test]
+fn answer_handlers_answer_in_the_blocking_helpers_typescript_v1_http_legacy() {
+    let Some(dir) = peers_dir() else { return };
+    let peer = HttpPeer::start(&dir, "run-ts1-http.sh");
+    let mut host = Host::new().unwrap();
+    let id = host.add_http_server(HttpOptions::new(peer.url()), patient(EraPreference::Auto));
+    let id = id.unwrap();
+    host.wait_ready(id, Duration::from_secs(20)).unwrap();
+    handlers_answer_in_the_blocking_helpers(&mut host, id);
+}
+
+/// Without a handler that answers, a blocking call whose server asks ends at once with a
+/// typed error, long before its 60 s deadline, and the server goes on serving: with no
+/// handler at all, and with one that passes. A host with its own loop still gets the event.
+#[test]
+fn a_blocking_call_whose_server_asks_and_no_handler_answers_ends_at_once() {
+    let Some(dir) = peers_dir() else { return };
+    for era in [EraPreference::ModernOnly, EraPreference::LegacyOnly] {
+        for passing in [false, true] {
+            let mut host = Host::new().unwrap();
+            let cmd = mcpoll::StdioCommand::new(dir.join("run-py-stdio.sh"));
+            let id = start(&mut host, cmd, patient(era));
+            if passing {
+                host.set_answer_handler(Box::new(|_: ServerId, _: ServerRequestKind, _: &str| {
+                    mcpoll::Answer::Pass
+                }));
+            }
+            let opts =
+                CallOptions { timeout: Some(Duration::from_secs(60)), ..CallOptions::default() };
+            match host.call_tool_json_blocking(id, "ask", "{}", &opts) {
+                Err(mcpoll::BlockingError::Call(mcpoll::CallError::Local(
+                    mcpoll::LocalError::Unanswered(ServerRequestKind::ElicitationForm),
+                ))) => {}
+                other => panic!("{era:?} passing={passing}: {other:?}"),
+            }
+            let r = call(&mut host, id, "echo", r#"{"text":"still here"}"#);
+            assert!(r.json.contains("still here"), "{era:?}: {}", r.json);
+
+            // A host that drains events itself still sees the request.
+            let ask = host.call_tool_no_args(id, "ask", &opts).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let seen = 'seen: loop {
+                assert!(Instant::now() < deadline, "{era:?}: no ServerRequest event");
+                host.poll(Some(Duration::from_millis(50))).unwrap();
+                while let Some((_, e)) = host.poll_event() {
+                    if let Event::ServerRequest { kind, .. } = e {
+                        break 'seen kind;
+                    }
+                }
+            };
+            assert_eq!(seen, ServerRequestKind::ElicitationForm);
+            host.cancel(id, ask).unwrap();
+        }
+    }
+}
+
+/// The embedded loop: the program's own `mio::Poll`, `handle_event` / `handle_timeout`, and
+/// the handler answers from there; the program sees only the call's end.
+#[test]
+fn answer_handlers_answer_in_an_embedded_loop() {
+    let Some(dir) = peers_dir() else { return };
+    let mut poll = mio::Poll::new().unwrap();
+    let mut events = mio::Events::with_capacity(64);
+    let mut host = Host::embedded(poll.registry(), 100..200).unwrap();
+    host.set_answer_handler(Box::new(host_handler));
+    let cmd = mcpoll::StdioCommand::new(dir.join("run-py-stdio.sh"));
+    let id = host.add_stdio_server(cmd, patient(EraPreference::ModernOnly)).unwrap();
+    let call = host.call_tool_no_args(id, "ask", &CallOptions::default()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(Instant::now() < deadline, "the call did not end");
+        let now = Instant::now();
+        let wait = host.poll_timeout().map_or(Duration::from_millis(50), |t| {
+            t.saturating_duration_since(now).min(Duration::from_millis(50))
+        });
+        poll.poll(&mut events, Some(wait)).unwrap();
+        let now = Instant::now();
+        for event in events.iter() {
+            host.handle_event(event, now).unwrap();
+        }
+        if host.poll_timeout().is_some_and(|t| t <= now) {
+            host.handle_timeout(now);
+        }
+        while let Some((_, e)) = host.poll_event() {
+            match e {
+                Event::ServerRequest { .. } => panic!("the handler should have answered"),
+                Event::CallDone { call: c, result, .. } if c == call => {
+                    assert!(result.json().contains("name=Ann ok=true"), "{}", result.json());
+                    return;
+                }
+                Event::CallFailed { call: c, error, .. } if c == call => panic!("{error}"),
+                _ => {}
+            }
+        }
+    }
+}

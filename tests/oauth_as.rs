@@ -11,9 +11,15 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use common::mini::{authorize_redirect, mcp_answer, registered, MiniServer, Request, Response};
-use common::{closed_with, raw};
-use mcpoll::oauth::{AuthFailure, AuthStep, Authorization, Authorizer, OAuthConfig, RedirectError};
-use mcpoll::{CallError, CallOptions, Config, Host, HttpOptions, PeerError, ServerState};
+use common::{raw, refused_with};
+use mcpoll::oauth::{
+    AuthFailure, AuthStep, Authorization, AuthorizeError, Authorizer, OAuthConfig, PreRegistered,
+    RedirectError,
+};
+use mcpoll::{
+    CallError, CallOptions, Config, EraPreference, Host, HttpOptions, LocalError, PeerError,
+    ServerState,
+};
 
 const TOKEN: &str = "tok-variant";
 const REDIRECT: &str = "http://127.0.0.1:9/cb";
@@ -189,9 +195,9 @@ fn follow(url: &str) -> String {
 }
 
 impl Authorizer for Follow {
-    fn authorize(&mut self, url: &str) -> Option<String> {
+    fn authorize(&mut self, url: &str) -> Result<String, AuthorizeError> {
         self.0.lock().unwrap().push(url.to_owned());
-        Some(follow(url))
+        Ok(follow(url))
     }
 }
 
@@ -392,7 +398,7 @@ fn refused_in_discovery(v: Variant) -> (Rig, AuthFailure) {
     let rig = Rig::start(v);
     let mut host = Host::new().unwrap();
     let id = host.add_http_server(rig.options(Box::<Follow>::default()), Config::default());
-    match closed_with(&mut host, id.unwrap()) {
+    match refused_with(&mut host, id.unwrap()) {
         CallError::Peer(PeerError::Authorization(e)) => {
             assert_eq!(e.step, AuthStep::Discovery, "{e}");
             (rig, e.reason)
@@ -472,7 +478,7 @@ fn a_deferred_authorization_expires_and_a_late_redirect_is_refused() {
     let opts = HttpOptions::new(url).oauth(config).authorizer(Box::new(Later(Arc::clone(&urls))));
     let mut host = Host::new().unwrap();
     let id = host.add_http_server(opts, Config::default()).unwrap();
-    match closed_with(&mut host, id) {
+    match refused_with(&mut host, id) {
         CallError::Peer(PeerError::Authorization(e)) => {
             assert_eq!((e.step, e.reason.clone()), (AuthStep::Authorization, AuthFailure::Expired))
         }
@@ -482,4 +488,157 @@ fn a_deferred_authorization_expires_and_a_late_redirect_is_refused() {
     let late = follow(&url);
     assert_eq!(host.handle_redirect(id, &late), Err(RedirectError::Late));
     assert!(!rig.discovery().iter().any(|r| r.ends_with("/token")), "no token asked for");
+}
+
+/// A host's own public client (an id, no secret) built with the builders alone: the flow
+/// registers nothing, shows the id at the authorization endpoint, and authenticates at the
+/// token endpoint with `none` (no secret, no `Authorization` header).
+#[test]
+fn a_public_pre_registered_client_built_with_the_builders_is_used_as_given() {
+    let rig = Rig::start(Variant { name: "public client", ..BASE });
+    let url = rig.mcp.url("http", "127.0.0.1");
+    let urls = Arc::default();
+    let oauth = OAuthConfig::authorization_code(url.clone(), REDIRECT)
+        .pre_registered(PreRegistered::public("pub-7").issuer(rig.issuer.clone()))
+        .client_name("not-used")
+        .client_metadata_url("https://client.example/meta.json")
+        .max_reauthorizations(1)
+        .refresh_margin(Duration::from_secs(5))
+        .authorization_timeout(Duration::from_secs(30));
+    let opts = HttpOptions::new(url)
+        .oauth(oauth)
+        .authorizer(Box::new(Follow(Arc::clone(&urls))))
+        .max_connections(2)
+        .connect_timeout(Duration::from_secs(20))
+        .idle_timeout(Duration::from_secs(5))
+        .max_head_bytes(8 * 1024)
+        .proxy(mcpoll::ProxyChoice::Direct)
+        .header("X-Tenant", "blue");
+    assert_eq!(opts.max_connections, 2);
+    let mut host = Host::new().unwrap();
+    let id = host.add_http_server(opts, Config::default()).unwrap();
+    let out =
+        host.call_tool_json_blocking(id, "echo", r#"{"text":"pub"}"#, &CallOptions::default());
+    assert!(out.expect("the call with the public client's token").json.contains("\"pub\""));
+    let urls = urls.lock().unwrap().clone();
+    assert_eq!(urls.len(), 1);
+    assert!(urls[0].contains("client_id=pub-7"), "{}", urls[0]);
+    let seen = rig.discovery();
+    assert!(!seen.iter().any(|r| r.contains("/register")), "registered anyway: {seen:?}");
+    let token = rig.auth.as_ref().unwrap().requests();
+    let token = token.iter().find(|r| r.path == "/token").expect("a token request");
+    assert!(token.body.contains("client_id=pub-7"), "{}", token.body);
+    assert!(!token.body.contains("client_secret"), "{}", token.body);
+    assert_eq!(token.header("authorization"), None);
+}
+
+/// An authorizer that cannot ask anyone says so, and the failure carries its reason instead
+/// of reading as a user's "no".
+#[test]
+fn an_authorizers_reason_reaches_the_host() {
+    struct Headless;
+    impl Authorizer for Headless {}
+    struct Broken;
+    impl Authorizer for Broken {
+        fn authorize(&mut self, _url: &str) -> Result<String, AuthorizeError> {
+            Err(AuthorizeError::Io(std::io::ErrorKind::ConnectionRefused))
+        }
+    }
+    let cases: [(Box<dyn Authorizer>, AuthorizeError); 2] = [
+        (Box::new(Headless), AuthorizeError::NoUser),
+        (Box::new(Broken), AuthorizeError::Io(std::io::ErrorKind::ConnectionRefused)),
+    ];
+    for (authorizer, why) in cases {
+        let rig = Rig::start(Variant { name: "refused", ..BASE });
+        let mut host = Host::new().unwrap();
+        let id = host.add_http_server(rig.options(authorizer), Config::default()).unwrap();
+        let error = match host.call_tool_json_blocking(id, "echo", "{}", &CallOptions::default()) {
+            Err(mcpoll::BlockingError::Call(e)) => e,
+            other => panic!("{other:?}"),
+        };
+        // No user to ask is the host's configuration; a failure to follow the page is not.
+        let e = match (error, &why) {
+            (CallError::Local(LocalError::OAuthSetup(e)), AuthorizeError::NoUser) => e,
+            (CallError::Peer(PeerError::Authorization(e)), AuthorizeError::Io(_)) => e,
+            (other, _) => panic!("{why}: {other:?}"),
+        };
+        assert_eq!(e.step, AuthStep::Authorization, "{e}");
+        assert_eq!(e.reason, AuthFailure::Declined(why.clone()), "{e}");
+        assert!(e.to_string().contains(&why.to_string()), "{e}");
+    }
+}
+
+/// An authorizer whose user says no the first time and yes after.
+#[derive(Debug, Default)]
+struct SecondTime(Arc<Mutex<u32>>);
+
+impl Authorizer for SecondTime {
+    fn authorize(&mut self, url: &str) -> Result<String, AuthorizeError> {
+        let mut n = self.0.lock().unwrap();
+        *n += 1;
+        if *n == 1 {
+            return Err(AuthorizeError::Declined);
+        }
+        Ok(follow(url))
+    }
+}
+
+/// An OAuth failure while first connecting behaves the same in both eras: the server is
+/// `Unauthorized` (not closed) with the cause in `Host::authorization_error`, a call made
+/// meanwhile fails with it, and `restart` runs the flow again on the same server (and the
+/// same `OAuthConfig`), which then works.
+#[test]
+fn an_oauth_failure_while_connecting_is_recoverable_in_both_eras() {
+    for era in [EraPreference::ModernOnly, EraPreference::LegacyOnly] {
+        let rig = Rig::start(Variant { name: "second time", ..BASE });
+        let tries = Arc::default();
+        let mut host = Host::new().unwrap();
+        let config = Config { era, ..Config::default() };
+        let opts = rig.options(Box::new(SecondTime(Arc::clone(&tries))));
+        let id = host.add_http_server(opts, config).unwrap();
+        let call = host.call_tool_json(id, "echo", r#"{"text":"early"}"#, &CallOptions::default());
+        match refused_with(&mut host, id) {
+            CallError::Peer(PeerError::Authorization(e)) => {
+                assert_eq!(e.reason, AuthFailure::Declined(AuthorizeError::Declined), "{era:?}")
+            }
+            other => panic!("{era:?}: {other:?}"),
+        }
+        match host.wait(id, call.unwrap()) {
+            Err(mcpoll::BlockingError::Call(CallError::Peer(PeerError::Authorization(_)))) => {}
+            other => panic!("{era:?}: the waiting call: {other:?}"),
+        }
+        assert_eq!(host.state(id), Some(ServerState::Unauthorized), "{era:?}");
+        host.restart(id);
+        let state = host.wait_ready(id, Duration::from_secs(30)).expect("ready after restart");
+        assert!(matches!(state, ServerState::Ready(..)), "{era:?}: {state}");
+        assert_eq!(host.authorization_error(id), None);
+        let out = host.call_tool_json_blocking(
+            id,
+            "echo",
+            r#"{"text":"later"}"#,
+            &CallOptions::default(),
+        );
+        assert!(out.expect("the call after restart").json.contains("later"), "{era:?}");
+        assert_eq!(*tries.lock().unwrap(), 2, "{era:?}: one authorization each time");
+    }
+}
+
+/// A configuration that cannot work (the client credentials grant with a public client: no
+/// secret, no key) is a local error, not a server fault, and leaves the server
+/// `Unauthorized`, not closed.
+#[test]
+fn a_local_oauth_configuration_problem_is_a_local_error() {
+    let rig = Rig::start(Variant { name: "local", ..BASE });
+    let url = rig.mcp.url("http", "127.0.0.1");
+    let oauth = OAuthConfig::client_credentials(url.clone(), PreRegistered::public("no-secret"));
+    let mut host = Host::new().unwrap();
+    let id = host.add_http_server(HttpOptions::new(url).oauth(oauth), Config::default()).unwrap();
+    match refused_with(&mut host, id) {
+        e @ CallError::Local(LocalError::OAuthSetup(_)) => {
+            assert_eq!(e.kind(), "local");
+            assert_eq!(e.name(), "oauth_setup");
+            assert!(!e.to_string().contains("server fault"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
 }

@@ -164,7 +164,7 @@ fn a_refused_client_fails_with_the_step_and_the_oauth_error() {
     let mcp = protected_mcp(format!("http://127.0.0.1:{}", auth.port));
     let mut host = Host::new().unwrap();
     let id = host.add_http_server(options(&mcp, "wrong"), Config::default()).unwrap();
-    match common::closed_with(&mut host, id) {
+    match common::refused_with(&mut host, id) {
         CallError::Peer(PeerError::Authorization(e)) => {
             assert_eq!(e.step, AuthStep::Token);
             assert_eq!(e.status, Some(401));

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use common::mini::{authorize_redirect, registered, MiniServer, Request, Response};
 use common::{peers_dir, raw, HttpPeer};
-use mcpoll::oauth::{Authorizer, OAuthConfig, PreRegistered};
+use mcpoll::oauth::{AuthorizeError, Authorizer, OAuthConfig, PreRegistered};
 use mcpoll::{CallOptions, Config, Host, HttpOptions, ServerState};
 
 const TOKEN: &str = "tok-sdk";
@@ -64,22 +64,27 @@ fn authorization_server() -> MiniServer {
 struct Follow(Arc<Mutex<Vec<String>>>);
 
 impl Authorizer for Follow {
-    fn authorize(&mut self, url: &str) -> Option<String> {
+    fn authorize(&mut self, url: &str) -> Result<String, AuthorizeError> {
         use std::io::{Read, Write};
         self.0.lock().unwrap().push(url.to_owned());
-        let rest = url.strip_prefix("http://")?;
-        let (authority, target) = rest.split_at(rest.find('/')?);
-        let mut s = std::net::TcpStream::connect(authority).ok()?;
+        let io = |e: std::io::Error| AuthorizeError::Io(e.kind());
+        let rest = url.strip_prefix("http://").ok_or(AuthorizeError::NoRedirect)?;
+        let (authority, target) = rest.split_at(rest.find('/').ok_or(AuthorizeError::NoRedirect)?);
+        let mut s = std::net::TcpStream::connect(authority).map_err(io)?;
         write!(s, "GET {target} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n")
-            .ok()?;
+            .map_err(io)?;
         // Up to the end of the head: the test server keeps the connection open.
         let mut head = String::new();
         let mut buf = [0u8; 4096];
         while !head.contains("\r\n\r\n") {
-            let n = s.read(&mut buf).ok().filter(|&n| n > 0)?;
+            let n = s.read(&mut buf).map_err(io)?;
+            if n == 0 {
+                return Err(AuthorizeError::NoRedirect);
+            }
             head.push_str(&String::from_utf8_lossy(&buf[..n]));
         }
-        head.lines().find_map(|l| l.strip_prefix("Location: ")).map(|l| l.trim().to_owned())
+        let location = head.lines().find_map(|l| l.strip_prefix("Location: "));
+        location.map(|l| l.trim().to_owned()).ok_or(AuthorizeError::NoRedirect)
     }
 }
 

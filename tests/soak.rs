@@ -3,6 +3,10 @@
 //! reached the server twice (its state file logs every delivery across restarts), the pending
 //! table is empty, and the client's RSS did not grow in the second half.
 //!
+//! The HTTP soak does the same over Streamable HTTP and the keep-alive pool, the test killing
+//! and restarting the server on its port. RSS is the process's: run the two one at a time
+//! (`--test-threads=1`, as CI does), or each series shows the other soak too.
+//!
 //! Off by default (`#[ignore]`). CI runs the short form:
 //! `cargo test --test soak -- --ignored --nocapture` (50,000 calls, a kill every 5,000). The
 //! full form: `MCPOLL_SOAK_CALLS=1000000 MCPOLL_SOAK_KILL_EVERY=10000 cargo test --release
@@ -59,15 +63,9 @@ impl Drop for StateFile {
     }
 }
 
-#[test]
-#[ignore = "long: CI runs it with --ignored (see the module doc)"]
-fn soak_calls_end_once_writes_are_delivered_at_most_once_and_rss_is_flat() {
-    let calls = knob("MCPOLL_SOAK_CALLS", 50_000);
-    let kill_every = knob("MCPOLL_SOAK_KILL_EVERY", 5_000).max(1);
-    let sample_every = (calls / 20).max(1);
-    let state =
-        StateFile(std::env::temp_dir().join(format!("mcpoll-soak-{}.log", std::process::id())));
-    let config = Config {
+/// The engine settings of both soaks.
+fn soak_config() -> Config {
+    Config {
         max_in_flight: IN_FLIGHT,
         // Each kill fails up to 64 writes at once: a breaker would then refuse calls for its
         // cool-down, and the soak would measure fast failures instead of deliveries.
@@ -80,12 +78,73 @@ fn soak_calls_end_once_writes_are_delivered_at_most_once_and_rss_is_flat() {
             ..RestartPolicy::default()
         },
         ..Config::default()
-    };
+    }
+}
+
+#[test]
+#[ignore = "long: CI runs it with --ignored (see the module doc)"]
+fn soak_calls_end_once_writes_are_delivered_at_most_once_and_rss_is_flat() {
+    let calls = knob("MCPOLL_SOAK_CALLS", 50_000);
+    let kill_every = knob("MCPOLL_SOAK_KILL_EVERY", 5_000).max(1);
+    let state =
+        StateFile(std::env::temp_dir().join(format!("mcpoll-soak-{}.log", std::process::id())));
     let mut host = Host::new().unwrap();
     let server = demo_server().arg("--state-file").arg(&state.0);
-    let id = host.add_stdio_server(server, config).unwrap();
+    let id = host.add_stdio_server(server, soak_config()).unwrap();
     host.wait_ready(id, common::PATIENCE).unwrap();
+    soak(&mut host, id, &state.0, calls, kill_every, &mut |host| {
+        let pid = host.pid(id).expect("a running server");
+        let pid = rustix::process::Pid::from_raw(pid as i32).expect("pid");
+        rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+    });
+}
 
+/// The same over Streamable HTTP (issue 21): 64 calls in flight over the keep-alive pool, the
+/// demo server killed every so many calls and started again on the same port by the test
+/// (an HTTP server is not the host's process to restart). CI runs the short form:
+/// `cargo test --test soak -- --ignored --nocapture --test-threads=1` (20,000 calls, a kill
+/// every 2,000; the knobs are `MCPOLL_HTTP_SOAK_CALLS` and `MCPOLL_HTTP_SOAK_KILL_EVERY`).
+#[test]
+#[ignore = "long: CI runs it with --ignored (see the module doc)"]
+fn http_soak_calls_end_once_writes_are_delivered_at_most_once_and_rss_is_flat() {
+    let calls = knob("MCPOLL_HTTP_SOAK_CALLS", 20_000);
+    let kill_every = knob("MCPOLL_HTTP_SOAK_KILL_EVERY", 2_000).max(1);
+    let dir = std::env::temp_dir();
+    let state = StateFile(dir.join(format!("mcpoll-http-soak-{}.log", std::process::id())));
+    let script = StateFile(dir.join(format!("mcpoll-http-soak-{}.sh", std::process::id())));
+    let demo = demo_server().program().to_string_lossy().into_owned();
+    let body =
+        format!("#!/bin/sh\nexec '{demo}' --http \"$1\" --state-file '{}'\n", state.0.display());
+    std::fs::write(&script.0, body).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script.0, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    let port = free_port();
+    let mut peer = Some(HttpPeer::start_on(script.0.clone(), port));
+    let mut host = Host::new().unwrap();
+    let opts = mcpoll::HttpOptions::new(format!("http://127.0.0.1:{port}/mcp"));
+    let id = host.add_http_server(opts, soak_config()).unwrap();
+    host.wait_ready(id, Duration::from_secs(20)).unwrap();
+    soak(&mut host, id, &state.0, calls, kill_every, &mut |_| {
+        // Killed (SIGKILL to its group, reaped), then started again where it was.
+        drop(peer.take());
+        peer = Some(HttpPeer::start_on(script.0.clone(), port));
+    });
+    drop(peer);
+}
+
+/// Runs `calls` calls at [`IN_FLIGHT`] against server `id`, `kill`ing it every `kill_every`,
+/// then checks the ends, the server's delivery ledger at `state` and the RSS series.
+fn soak(
+    host: &mut Host,
+    id: mcpoll::ServerId,
+    state: &std::path::Path,
+    calls: usize,
+    kill_every: usize,
+    kill: &mut dyn FnMut(&mut Host),
+) {
+    let sample_every = (calls / 20).max(1);
     // Bookkeeping, all allocated and touched now.
     // Terminal events per call, plus one: a zeroed vector would come from untouched pages
     // that fill in as the run goes, and the RSS series would show the test, 1 byte per call.
@@ -159,9 +218,7 @@ fn soak_calls_end_once_writes_are_delivered_at_most_once_and_rss_is_flat() {
                     rss.push((done, rss_kib()));
                 }
                 if done == next_kill && done < calls {
-                    let pid = host.pid(id).expect("a running server");
-                    let pid = rustix::process::Pid::from_raw(pid as i32).expect("pid");
-                    rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+                    kill(host);
                     kills += 1;
                     next_kill += kill_every;
                 }
@@ -184,7 +241,7 @@ fn soak_calls_end_once_writes_are_delivered_at_most_once_and_rss_is_flat() {
     assert!(ends.iter().all(|&n| n == 2), "every call ended exactly once");
 
     // The ledger: every charge delivered at most once, and every one that succeeded exactly once.
-    let text = std::fs::read_to_string(&state.0).expect("state file");
+    let text = std::fs::read_to_string(state).expect("state file");
     let mut delivered = vec![0u8; calls];
     for line in text.lines() {
         if let Some(k) = line.strip_prefix("charge\ts") {

@@ -31,7 +31,7 @@ use super::hash::ContentHash;
 use super::key::CacheKey;
 use super::listing::{unique_last_wins, Catalog, CatalogKind, Item, ParsedPage};
 use super::search::SearchIndex;
-use super::store::{Begin, Finished, ListState, RefreshOutcome, RefreshToken, Store};
+use super::store::{page_bytes, Begin, Finished, ListState, RefreshOutcome, RefreshToken, Store};
 
 /// The refresh state of one catalog kind of one server. `E` is the host's fetch error.
 #[derive(Debug)]
@@ -40,6 +40,8 @@ pub(crate) struct Refresher<E> {
     flight: Option<Flight>,
     /// Pages of the last walk the store would not keep, by cursor.
     one_use: Vec<(Option<Box<str>>, ParsedPage)>,
+    /// The store's byte estimate of `one_use`.
+    one_use_bytes: usize,
     /// How the last walk a need waited on ended, kept until a need reads it.
     outcome: Option<Outcome<E>>,
     /// The catalog last announced (the diff baseline).
@@ -78,7 +80,13 @@ pub(crate) enum WalkError<E> {
     CursorRepeated,
     /// The list has more pages than the cache holds.
     TooManyPages { max: usize },
+    /// The pages held for one use (a list the store would not keep) passed `max_bytes`
+    /// ([`MAX_HELD_FACTOR`] times the store's cap); they were dropped.
+    TooLarge { max_bytes: usize },
 }
+
+/// How many times the store's byte cap one walk may hold in pages the store would not keep.
+pub(crate) const MAX_HELD_FACTOR: usize = 8;
 
 /// What a need gets now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,7 +112,14 @@ pub(crate) enum NeedError<E> {
 
 impl<E> Refresher<E> {
     pub(crate) fn new(kind: CatalogKind) -> Self {
-        Refresher { kind, flight: None, one_use: Vec::new(), outcome: None, announced: None }
+        Refresher {
+            kind,
+            flight: None,
+            one_use: Vec::new(),
+            one_use_bytes: 0,
+            outcome: None,
+            announced: None,
+        }
     }
 
     pub(crate) fn kind(&self) -> CatalogKind {
@@ -214,6 +229,7 @@ impl<E> Refresher<E> {
         let Some(flight) = self.flight.take() else { return };
         let _ = store.finish_refresh(now, flight.token, RefreshOutcome::InvalidCursor);
         self.one_use.clear();
+        self.one_use_bytes = 0;
         match store.begin_refresh(key, self.kind, None) {
             Ok(Begin::Fetch(token)) => {
                 let (cursors, by_need) = (Vec::new(), flight.by_need);
@@ -258,11 +274,24 @@ impl<E> Refresher<E> {
         let token = flight.token;
         match store.finish_refresh(now, token, outcome) {
             Finished::Stored => {}
-            Finished::NotStored { page, .. } => self.one_use.push((cursor, page)),
+            Finished::NotStored { page, .. } => {
+                self.one_use_bytes += page_bytes(cursor.as_deref(), &page);
+                let max_bytes = store.config().max_bytes.saturating_mul(MAX_HELD_FACTOR);
+                if self.one_use_bytes > max_bytes {
+                    // Freed, not kept for a later need: the walk cannot end in a list.
+                    self.one_use = Vec::new();
+                    self.one_use_bytes = 0;
+                    store.drop_list(key, self.kind);
+                    self.fail(flight.by_need, WalkError::TooLarge { max_bytes });
+                    return None;
+                }
+                self.one_use.push((cursor, page));
+            }
             Finished::Rejected { .. } => {
                 // The refusal dropped the pages stored before this one: start over, holding
                 // every page for this one answer.
                 self.one_use.clear();
+                self.one_use_bytes = 0;
                 return self.restart_held(store, key, flight.by_need);
             }
             // A change raced the walk (or the list was dropped): the next need starts again.
@@ -352,6 +381,7 @@ impl<E> Refresher<E> {
         by_need: bool,
     ) -> Result<(), NeedError<E>> {
         self.one_use.clear();
+        self.one_use_bytes = 0;
         let Some(cursor) = first_unfresh(now, store, key, self.kind) else { return Ok(()) };
         let token = match store.begin_refresh(key, self.kind, cursor.as_deref()) {
             Ok(Begin::Fetch(token)) => {

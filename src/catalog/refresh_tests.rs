@@ -323,3 +323,24 @@ fn a_rejected_cursor_drops_the_list_and_the_walk_starts_over_once() {
         Err(NeedError::Walk(WalkError::Fetch("invalid cursor")))
     );
 }
+
+/// Issue 21: a list the store refuses is held for one use, but not without end: past
+/// `MAX_HELD_FACTOR` times the store's cap the held pages are dropped and the need fails
+/// with `TooLarge`, long before the page cap.
+#[test]
+fn pages_held_for_one_use_are_bounded_in_bytes() {
+    let (t0, mut s) = (Instant::now(), store_with(700));
+    let names: Vec<String> = (0..400).map(|i| format!("tool{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut server = Server::new(&names, 1, "");
+    let mut r = Refresher::new(TOOLS);
+    r.need(t0, &mut s, &key()).expect("need");
+    drive(&mut r, &mut s, &mut server, t0);
+    let asked = server.asked().len();
+    assert!(asked < 100, "{asked} pages fetched");
+    assert_eq!(
+        r.need(t0, &mut s, &key()),
+        Err(NeedError::Walk(WalkError::TooLarge { max_bytes: 700 * MAX_HELD_FACTOR }))
+    );
+    assert_eq!((r.one_use.len(), r.one_use_bytes, s.entries()), (0, 0, 0));
+}

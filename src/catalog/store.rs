@@ -1055,7 +1055,7 @@ fn page_state(page: &CachedPage, now: Instant, max_stale: Duration) -> State {
 }
 
 /// The byte estimate of a page: its strings plus fixed per-page and per-item costs.
-fn page_bytes(cursor: Option<&str>, page: &ParsedPage) -> usize {
+pub(crate) fn page_bytes(cursor: Option<&str>, page: &ParsedPage) -> usize {
     PAGE_OVERHEAD
         + cursor.map_or(0, str::len)
         + page.next_cursor.as_deref().map_or(0, str::len)

@@ -23,6 +23,10 @@ use std::fmt;
 /// The most header lines a response head may carry (httparse parses into a fixed array).
 pub(crate) const MAX_HEADERS: usize = 64;
 
+/// Most interim (1xx) heads accepted before one final head. RFC 9110 15.2 allows several
+/// (`100 Continue`, then `103 Early Hints`); no server needs this many.
+pub(crate) const MAX_INTERIM_HEADS: usize = 32;
+
 /// The longest chunk-size line, extensions and CRLF included, of a chunked body.
 pub(crate) const MAX_CHUNK_LINE: usize = 4096;
 
@@ -201,6 +205,9 @@ pub enum HttpError {
     BodyTooLarge,
     /// The connection closed inside a head or a delimited body.
     Truncated,
+    /// More than [`MAX_INTERIM_HEADS`] interim (1xx) heads came before a final one: a
+    /// server that sends them without end would otherwise be read forever.
+    TooManyInterim,
 }
 
 impl fmt::Display for HttpError {
@@ -213,6 +220,9 @@ impl fmt::Display for HttpError {
             Self::BadChunk => f.write_str("malformed chunked body"),
             Self::BodyTooLarge => f.write_str("response body too large"),
             Self::Truncated => f.write_str("connection closed inside a response"),
+            Self::TooManyInterim => {
+                write!(f, "more than {MAX_INTERIM_HEADS} interim (1xx) response heads")
+            }
         }
     }
 }
@@ -333,6 +343,8 @@ pub(crate) struct ResponseParser {
     body_seen: u64,
     /// Trailer bytes of the current chunked body so far.
     trailer_seen: usize,
+    /// Interim (1xx) heads skipped since the last final head.
+    interim: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -392,6 +404,7 @@ impl ResponseParser {
             keep_alive: false,
             body_seen: 0,
             trailer_seen: 0,
+            interim: 0,
         }
     }
 
@@ -429,6 +442,7 @@ impl ResponseParser {
         self.span_count = 0;
         self.body_seen = 0;
         self.trailer_seen = 0;
+        self.interim = 0;
     }
 
     /// Changes the body cap, from the next call on, for the current response and later ones.
@@ -614,7 +628,12 @@ impl ResponseParser {
             return HeadStep::Fail(HttpError::BadHead("incomplete status line"));
         };
         if (100..200).contains(&status) {
-            // Interim responses (100 Continue, 103 Early Hints) carry no body: skip them.
+            // Interim responses (100 Continue, 103 Early Hints) carry no body: skip them, a
+            // bounded number of them.
+            self.interim += 1;
+            if self.interim > MAX_INTERIM_HEADS {
+                return HeadStep::Fail(HttpError::TooManyInterim);
+            }
             self.start += len;
             self.scanned = 0;
             return HeadStep::Skipped;
@@ -642,6 +661,7 @@ impl ResponseParser {
         self.start += len;
         self.scanned = 0;
         self.body_seen = 0;
+        self.interim = 0;
         match framing(&self.head_view()) {
             Ok((state, keep_alive)) => {
                 self.state = state;
@@ -1386,5 +1406,32 @@ mod tests {
         let mut out = Vec::new();
         let fine = RequestHead { headers: &[("Mcp-Name", b"=?base64?SGVsbG8=?=\t\x80")], ..ok };
         assert_eq!(write_request(&mut out, &fine, b""), Ok(()));
+    }
+
+    /// A server sending interim heads without end is cut off after `MAX_INTERIM_HEADS`: the
+    /// parser does not skip them forever. The count starts again at each final head.
+    #[test]
+    fn interim_heads_are_bounded() {
+        let interim = b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n";
+        let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+        let stream = |n: usize, times: usize| {
+            let mut s = Vec::new();
+            for _ in 0..times {
+                s.extend(interim.repeat(n));
+                s.extend_from_slice(ok);
+            }
+            s
+        };
+        let head = |h: &ResponseHead<'_>| h.status();
+        let fine = stream(MAX_INTERIM_HEADS, 2);
+        let mut want =
+            vec![Observed::Head(200), Observed::Body(b"ok".to_vec()), Observed::End(true)];
+        want.extend([Observed::Head(200), Observed::Body(b"ok".to_vec()), Observed::End(true)]);
+        assert_eq!(observe(L, &[&fine], true, head), want);
+        let flood = stream(MAX_INTERIM_HEADS + 1, 1);
+        assert_eq!(observe(L, &[&flood], false, head), [Observed::Err(HttpError::TooManyInterim)]);
+        // However the flood arrives.
+        let pieces: Vec<&[u8]> = flood.chunks(7).collect();
+        assert_eq!(observe(L, &pieces, false, head), [Observed::Err(HttpError::TooManyInterim)]);
     }
 }

@@ -175,8 +175,21 @@ impl SseParser {
     }
 
     /// The next event or error, or `None` when more input is needed.
+    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))] // the driver uses `next_event_within`
     #[must_use = "an event left unread is lost"]
     pub(crate) fn next_event(&mut self) -> Option<Result<SseEvent<'_>, SseError>> {
+        let mut unbounded = usize::MAX;
+        self.next_event_within(&mut unbounded)
+    }
+
+    /// [`next_event`](Self::next_event), reading at most `lines` more lines (each taken
+    /// counts, comments and blank lines too). `None` with `*lines == 0` and
+    /// [`buffered`](Self::buffered) bytes left means the budget, not the input, ran out.
+    #[must_use = "an event left unread is lost"]
+    pub(crate) fn next_event_within(
+        &mut self,
+        lines: &mut usize,
+    ) -> Option<Result<SseEvent<'_>, SseError>> {
         if self.fields.dispatched {
             self.fields.dispatched = false;
             self.fields.clear_event();
@@ -193,6 +206,9 @@ impl SseParser {
             self.bom_done = true;
         }
         loop {
+            if *lines == 0 {
+                return None;
+            }
             let step = match self.next_line() {
                 LineStep::Wait => return None,
                 LineStep::Got(a, b) => self.fields.line(&self.buf[a..b], self.line_cap),
@@ -205,6 +221,7 @@ impl SseParser {
                     step
                 }
             };
+            *lines -= 1;
             match step {
                 FieldStep::Continue => {}
                 FieldStep::TooLarge => return Some(Err(SseError::TooLarge)),

@@ -33,7 +33,7 @@ use crate::driver::url::{ProxyChoice, Scheme};
 use crate::engine::{Engine, ExchangeFailure, TransportEvent, TransportKind};
 use crate::error::TransportError;
 use crate::session::http::{
-    should_rotate, ExchangeId, Flow, HttpSession, OAuthState, ResponseHead,
+    should_rotate, Budget, ExchangeId, Flow, HttpSession, OAuthState, ResponseHead,
 };
 use instances::{Instance, Instances, NextAddr};
 
@@ -110,8 +110,12 @@ pub struct HttpDriver {
     /// Boxed: it is most of the driver's size, and hosts keep drivers in an enum.
     session: Box<HttpSession>,
     frames_per_readiness: usize,
-    /// Messages still allowed in the current readiness turn.
-    budget: usize,
+    /// `Config::bytes_per_readiness`.
+    bytes_per_readiness: usize,
+    /// Messages and parsed units still allowed in the current readiness turn.
+    budget: Budget,
+    /// Bytes still to be read from the socket in the current readiness turn.
+    bytes_left: usize,
     /// When a connection was left with a backlog: the driver is due again at once.
     backlog_since: Option<Instant>,
     frame: Vec<u8>,
@@ -167,6 +171,9 @@ impl HttpDriver {
         };
         let mut session =
             Box::new(HttpSession::new(opts.headers, opts.token_provider, config.max_message_bytes));
+        if session.bad_token() {
+            return Err(HttpSetupError::BearerToken);
+        }
         if let Some(state) = oauth {
             session.with_oauth(now, state);
         }
@@ -185,7 +192,9 @@ impl HttpDriver {
             conns: Slab::with_capacity(8),
             session,
             frames_per_readiness: config.frames_per_readiness,
-            budget: config.frames_per_readiness,
+            bytes_per_readiness: config.bytes_per_readiness,
+            budget: turn_budget(config.frames_per_readiness, config.bytes_per_readiness),
+            bytes_left: config.bytes_per_readiness,
             backlog_since: None,
             frame: Vec::with_capacity(4096),
             read_buf: vec![0; 64 * 1024].into_boxed_slice(),
@@ -277,7 +286,7 @@ impl HttpDriver {
             let backlog: SmallVec<[usize; 8]> =
                 self.conns.iter().filter(|(_, c)| c.backlog).map(|(k, _)| k).collect();
             for k in backlog {
-                self.budget = self.frames_per_readiness;
+                self.fresh_budget();
                 if let Some(c) = self.conns.get_mut(k) {
                     c.backlog = false;
                 }
@@ -376,6 +385,11 @@ impl HttpDriver {
         taken
     }
 
+    /// Requests written by the engine that wait for a connection (all `max_connections` busy).
+    pub(crate) fn requests_waiting(&self) -> usize {
+        self.session.requests_waiting()
+    }
+
     /// Gives waiting exchanges to idle connections, opening new ones up to the limit.
     fn dispatch(&mut self, registry: &Registry, engine: &mut Engine, now: Instant) {
         while let Some((x, dedicated)) = self.session.peek_waiting() {
@@ -406,6 +420,10 @@ impl HttpDriver {
                 }
             };
             self.session.pop_waiting();
+            if let Some(id) = self.session.request_of(x) {
+                // The wait for a connection is queueing, not network time.
+                engine.handle_on_wire(now, id);
+            }
             if let Some(c) = self.conns.get_mut(k) {
                 c.exchange = Some(x);
                 c.idle_since = None;
@@ -574,7 +592,7 @@ impl HttpDriver {
         if !self.conns.contains(k) {
             return;
         }
-        self.budget = self.frames_per_readiness;
+        self.fresh_budget();
         let result = self.drive_conn(registry, engine, now, k);
         if let Err(e) = result {
             self.on_conn_error(registry, engine, now, k, &e);
@@ -618,6 +636,24 @@ impl HttpDriver {
             return Ok(());
         }
         self.read_conn(registry, engine, now, k)
+    }
+
+    /// A new readiness turn: a full budget of messages, units and bytes.
+    fn fresh_budget(&mut self) {
+        self.budget = turn_budget(self.frames_per_readiness, self.bytes_per_readiness);
+        self.bytes_left = self.bytes_per_readiness;
+    }
+
+    /// Connection `k` stops for this turn with input left (parsed or still in the socket):
+    /// [`poll_timeout`](Self::poll_timeout) is due at once and the tick carries on with it.
+    fn backlog(&mut self, engine: &mut Engine, now: Instant, k: usize) {
+        if let Some(c) = self.conns.get_mut(k) {
+            c.backlog = true;
+        }
+        self.backlog_since.get_or_insert(now);
+        if self.bytes_left == 0 || self.budget.units == 0 {
+            engine.note_input_yield();
+        }
     }
 
     /// TCP is up: start the proxy tunnel, or TLS, or nothing.
@@ -702,10 +738,7 @@ impl HttpDriver {
         loop {
             let step = self.parse_responses(registry, engine, now, k)?;
             if step == Parsed::Backlog {
-                if let Some(c) = self.conns.get_mut(k) {
-                    c.backlog = true;
-                }
-                self.backlog_since.get_or_insert(now);
+                self.backlog(engine, now, k);
                 return Ok(());
             }
             if eof || step == Parsed::Close {
@@ -716,11 +749,17 @@ impl HttpDriver {
                 }
                 return Ok(());
             }
+            if self.bytes_left == 0 && !eof {
+                // The socket may hold more, and no new edge would say so: come back soon.
+                self.backlog(engine, now, k);
+                return Ok(());
+            }
             let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
             c.plain.clear();
+            let most = self.bytes_left.min(self.read_buf.len());
             eof = match c.tls.as_mut() {
                 Some(tls) => {
-                    let r = tls.read(&mut c.sock, &mut c.plain)?;
+                    let r = tls.read(&mut c.sock, &mut c.plain, most)?;
                     // TLS may have produced handshake bytes to send.
                     tls.flush(&mut c.sock)?;
                     match r {
@@ -729,7 +768,7 @@ impl HttpDriver {
                         Some(_) => false,
                     }
                 }
-                None => match c.sock.read(&mut self.read_buf) {
+                None => match c.sock.read(&mut self.read_buf[..most]) {
                     Ok(0) => true,
                     Ok(n) => {
                         c.plain.extend_from_slice(&self.read_buf[..n]);
@@ -744,6 +783,7 @@ impl HttpDriver {
                 self.write_conn(k)?;
             }
             let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
+            self.bytes_left = self.bytes_left.saturating_sub(c.plain.len());
             if !c.plain.is_empty() {
                 let plain = std::mem::take(&mut c.plain);
                 c.parser.push(&plain);
@@ -772,8 +812,12 @@ impl HttpDriver {
             }
         }
         loop {
+            if self.budget.spent() {
+                return Ok(Parsed::Backlog);
+            }
             let Some(c) = self.conns.get_mut(k) else { return Ok(Parsed::Close) };
             let Some(ev) = c.parser.next() else { return Ok(Parsed::More) };
+            self.budget.units -= 1;
             let Some(x) = c.exchange else {
                 // Bytes nobody asked for: the connection is out of step; close it.
                 return Ok(Parsed::Close);
@@ -930,7 +974,7 @@ impl HttpDriver {
         now: Instant,
     ) -> Option<close::SessionEnd> {
         self.close_all(registry);
-        self.end_session(registry, now + grace)
+        self.end_session(registry, crate::engine::later(now, grace))
     }
 
     /// Closes every connection and stops listening for a resolution.
@@ -983,12 +1027,21 @@ impl HttpDriver {
     }
 }
 
+/// The budget of one readiness turn: `frames` messages, and a unit per 64 bytes of the byte
+/// budget (see `Config::bytes_per_readiness`).
+fn turn_budget(frames: usize, bytes: usize) -> Budget {
+    Budget { frames, units: (bytes / UNIT_BYTES).max(1) }
+}
+
+/// Bytes of the byte budget that buy one parsed unit.
+const UNIT_BYTES: usize = 64;
+
 /// Where [`HttpDriver::parse_responses`] stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Parsed {
     /// The parser needs more bytes.
     More,
-    /// The frame budget is spent; events wait.
+    /// The turn's budget is spent; input waits.
     Backlog,
     /// The connection must close.
     Close,

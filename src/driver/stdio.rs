@@ -27,13 +27,43 @@ use crate::error::{ProcessExit, TransportError};
 
 /// What to run: a program, its arguments, environment and working directory. No shell is
 /// involved, so nothing in the arguments is interpreted.
+///
+/// # Environment
+///
+/// Built in code, a command inherits the host's whole environment, as `std::process::Command`
+/// does: the program embedding mcpoll chose the server and knows what its environment holds.
+/// [`safe_env`](Self::safe_env) narrows that to [`SAFE_ENV_VARS`] and the locale, and
+/// [`env_clear`](Self::env_clear) to nothing; [`env`](Self::env) adds to either. Servers named
+/// by a configuration file ([`ConfigFile`](crate::ConfigFile), and so the `mcpoll` CLI) start
+/// with the safe set unless their entry says `"mcpoll": {"inheritEnv": true}`: such a file
+/// names programs its reader did not write, and a host's tokens should not reach them by
+/// accident.
 #[derive(Debug, Clone)]
 pub struct StdioCommand {
     program: OsString,
     args: Vec<OsString>,
     env: Vec<(OsString, OsString)>,
-    env_clear: bool,
+    inherit: Inherit,
     cwd: Option<PathBuf>,
+}
+
+/// The host variables a child started with [`StdioCommand::safe_env`] sees (when set), besides
+/// `LANG` and every `LC_*`: what a shell tool needs to find programs, a home and a terminal,
+/// and no credential. The TypeScript SDK's default set on Unix.
+pub const SAFE_ENV_VARS: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
+
+/// What a child takes from the host's environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Inherit {
+    All,
+    Safe,
+    Nothing,
+}
+
+/// Whether the host variable `name` is one [`StdioCommand::safe_env`] passes on.
+fn is_safe_var(name: &OsStr) -> bool {
+    let Some(name) = name.to_str() else { return false };
+    SAFE_ENV_VARS.contains(&name) || name == "LANG" || name.starts_with("LC_")
 }
 
 impl StdioCommand {
@@ -43,7 +73,7 @@ impl StdioCommand {
             program: program.as_ref().into(),
             args: Vec::new(),
             env: Vec::new(),
-            env_clear: false,
+            inherit: Inherit::All,
             cwd: None,
         }
     }
@@ -79,7 +109,23 @@ impl StdioCommand {
     /// Starts the child with an empty environment (plus what [`env`](Self::env) adds), so no
     /// credential of the host leaks into a server by accident.
     pub fn env_clear(mut self) -> Self {
-        self.env_clear = true;
+        self.inherit = Inherit::Nothing;
+        self
+    }
+
+    /// Starts the child with only [`SAFE_ENV_VARS`], `LANG` and `LC_*` of the host's
+    /// environment (plus what [`env`](Self::env) adds). The default for servers named by a
+    /// configuration file.
+    pub fn safe_env(mut self) -> Self {
+        self.inherit = Inherit::Safe;
+        self
+    }
+
+    /// Starts the child with the host's whole environment (plus what [`env`](Self::env)
+    /// adds): the default for a command built in code, and the opt-in for a configuration
+    /// file's server (`"inheritEnv": true`, or the CLI's `--inherit-env`).
+    pub fn inherit_env(mut self) -> Self {
+        self.inherit = Inherit::All;
         self
     }
 
@@ -94,11 +140,18 @@ impl StdioCommand {
         &self.program
     }
 
-    fn to_command(&self) -> Command {
+    pub(crate) fn to_command(&self) -> Command {
         let mut c = Command::new(&self.program);
         c.args(&self.args);
-        if self.env_clear {
-            c.env_clear();
+        match self.inherit {
+            Inherit::All => {}
+            Inherit::Nothing => {
+                c.env_clear();
+            }
+            Inherit::Safe => {
+                c.env_clear();
+                c.envs(std::env::vars_os().filter(|(k, _)| is_safe_var(k)));
+            }
         }
         c.envs(self.env.iter().map(|(k, v)| (k, v)));
         if let Some(dir) = &self.cwd {
@@ -242,6 +295,9 @@ pub struct StdioDriver {
     max_line: usize,
     /// `Config::frames_per_readiness`.
     frame_budget: usize,
+    /// `Config::bytes_per_readiness`: blank lines deliver no frame, so the frame budget
+    /// alone would not stop a server that writes them without end.
+    byte_budget: usize,
     /// `Config::max_write_buffer_bytes`.
     max_unsent: usize,
     /// Input was left unread when a budget ran out. mio readiness is edge-triggered, so no
@@ -266,6 +322,7 @@ impl StdioDriver {
             stderr_cap: config.stderr_tail_bytes,
             max_line: config.max_message_bytes,
             frame_budget: config.frames_per_readiness,
+            byte_budget: config.bytes_per_readiness,
             max_unsent: config.max_write_buffer_bytes,
             stdout_backlog: false,
             stderr_backlog: false,
@@ -522,6 +579,7 @@ impl StdioDriver {
         read_closed: bool,
     ) -> io::Result<()> {
         let mut budget = self.frame_budget;
+        let mut bytes = self.byte_budget;
         let mut emptied = false;
         self.stdout_backlog = false;
         loop {
@@ -541,12 +599,19 @@ impl StdioDriver {
             if emptied {
                 return Ok(());
             }
+            if bytes == 0 {
+                // The pipe may hold more (the framer holds no whole line): come back soon.
+                self.stdout_backlog = true;
+                engine.note_input_yield();
+                return Ok(());
+            }
             let Some(stdout) = self.running.as_mut().and_then(|r| r.stdout.as_mut()) else {
                 return Ok(());
             };
             match stdout.read(&mut self.read_buf) {
                 Ok(0) => return self.on_exit(registry, engine, now),
                 Ok(n) => {
+                    bytes = bytes.saturating_sub(n);
                     self.framer.push(&self.read_buf[..n]);
                     emptied = n < self.read_buf.len() && !read_closed;
                     self.grow_read_buf(n);

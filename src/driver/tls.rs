@@ -145,14 +145,20 @@ impl fmt::Debug for TlsSession {
 
 impl TlsSession {
     /// Reads ciphertext from the socket and decrypts it; returns the plaintext bytes appended
-    /// to `plain`. `Ok(None)` means the peer closed the connection.
+    /// to `plain`. `Ok(None)` means the peer closed the connection. Stops once `most`
+    /// plaintext bytes came (a record more at worst), so a server sending without pause
+    /// cannot keep it reading: the socket may then hold more, and no new edge says so.
     pub(crate) fn read<S: Read>(
         &mut self,
         sock: &mut S,
         plain: &mut Vec<u8>,
+        most: usize,
     ) -> io::Result<Option<usize>> {
         let mut total = 0;
         loop {
+            if total >= most {
+                return Ok(Some(total));
+            }
             match self.conn.read_tls(sock) {
                 Ok(0) => {
                     self.process()?;

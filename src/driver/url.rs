@@ -3,6 +3,8 @@
 use std::fmt;
 use std::net::IpAddr;
 
+use crate::redact::RedactedUrl;
+
 /// `http` or `https`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Scheme {
@@ -12,8 +14,8 @@ pub(crate) enum Scheme {
     Https,
 }
 
-/// A parsed `http://` or `https://` URL.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A parsed `http://` or `https://` URL. `Debug` hides secret-looking query values.
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct HttpUrl {
     /// The scheme.
     pub scheme: Scheme,
@@ -43,7 +45,14 @@ pub enum UrlError {
 
 impl fmt::Display for UrlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+        f.write_str(self.reason())
+    }
+}
+
+impl UrlError {
+    /// What is wrong, in a few words.
+    pub(crate) fn reason(self) -> &'static str {
+        match self {
             Self::Scheme => "the URL must start with http:// or https://",
             Self::Host => "the URL has no valid host",
             Self::Port => "the URL's port is not valid",
@@ -51,11 +60,22 @@ impl fmt::Display for UrlError {
                 "credentials in the URL are refused; use a header or a token provider"
             }
             Self::Characters => "the URL contains spaces or control characters",
-        })
+        }
     }
 }
 
 impl std::error::Error for UrlError {}
+
+impl fmt::Debug for HttpUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpUrl")
+            .field("scheme", &self.scheme)
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("target", &RedactedUrl(&self.target))
+            .finish()
+    }
+}
 
 impl HttpUrl {
     /// Parses `scheme://host[:port][/path][?query][#fragment]`; the fragment is dropped.
@@ -160,18 +180,8 @@ impl fmt::Debug for ProxyChoice {
         match self {
             Self::FromEnv => f.write_str("FromEnv"),
             Self::Direct => f.write_str("Direct"),
-            Self::Url(url) => f.debug_tuple("Url").field(&without_userinfo(url)).finish(),
+            Self::Url(url) => f.debug_tuple("Url").field(&RedactedUrl(url)).finish(),
         }
-    }
-}
-
-/// `url` with the user information of its authority (`user:password@`) replaced.
-fn without_userinfo(url: &str) -> std::borrow::Cow<'_, str> {
-    let start = url.find("://").map_or(0, |i| i + 3);
-    let end = url[start..].find(['/', '?', '#']).map_or(url.len(), |i| start + i);
-    match url[start..end].rfind('@') {
-        Some(at) => format!("{}<redacted>@{}", &url[..start], &url[start + at + 1..]).into(),
-        None => url.into(),
     }
 }
 

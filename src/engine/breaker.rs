@@ -173,7 +173,7 @@ impl Breakers {
             (_, _, true) => (b.state, None),
             (State::Closed { .. }, false, _) => (State::Closed { failures: 0 }, None),
             (State::Closed { failures }, true, _) if failures + 1 >= threshold => {
-                (State::Open { until: now + cool_down }, Some(BreakerState::Open))
+                (State::Open { until: super::later(now, cool_down) }, Some(BreakerState::Open))
             }
             (State::Closed { failures }, true, _) => {
                 (State::Closed { failures: failures + 1 }, None)
@@ -182,7 +182,7 @@ impl Breakers {
                 (State::Closed { failures: 0 }, Some(BreakerState::Closed))
             }
             (State::HalfOpen { .. }, true, _) => {
-                (State::Open { until: now + cool_down }, Some(BreakerState::Open))
+                (State::Open { until: super::later(now, cool_down) }, Some(BreakerState::Open))
             }
             // A call admitted before the breaker opened ends later: it changes nothing.
             (State::Open { .. }, _, _) => (b.state, None),

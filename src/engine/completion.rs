@@ -35,12 +35,36 @@ impl Engine {
         let held = self.requests.bufs(slot).held().get();
         if let Some(p) = self.requests.get_mut(slot) {
             if p.attempt == 0 {
-                p.queue_wait = now.since(p.created).saturating_sub(held).into();
+                let waited = now.since(p.created).saturating_sub(held);
+                p.queue_wait = waited.into();
+                if p.owner == Owner::Host {
+                    self.stats.queue_wait += waited;
+                }
             }
             p.attempt += 1;
             p.sent_at = now;
             p.exchange_open = true;
         }
+    }
+
+    /// Over HTTP: request `id`, written at `sent_at`, goes on a connection only now (every
+    /// `HttpOptions::max_connections` was busy). The wait moves from network time to queue
+    /// time, in the call's record and in [`Stats`](super::Stats).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) fn handle_on_wire(&mut self, now: Instant, id: WireId) {
+        let Lookup::Pending(slot) = self.requests.lookup(id) else { return };
+        let now = self.epoch.stamp(now);
+        let Some(p) = self.requests.get_mut(slot) else { return };
+        if p.owner != Owner::Host || !p.exchange_open {
+            return;
+        }
+        let waited = now.since(p.sent_at);
+        if waited.is_zero() {
+            return;
+        }
+        p.queue_wait = p.queue_wait.add(waited);
+        p.sent_at = now;
+        self.stats.queue_wait += waited;
     }
 
     /// Ends a host call: frees the slot, tells its breaker, and queues the terminal event.

@@ -572,6 +572,32 @@ impl EventQueue {
         Some(self.view(stored))
     }
 
+    /// [`pop`](Self::pop), with the event's text copied into `scratch` (cleared first; it
+    /// keeps its capacity, so this allocates nothing once it has grown to the largest event):
+    /// the event no longer borrows the queue. Read it with [`DetachedEvent::view`].
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the host's drain only
+    pub(crate) fn pop_into(&mut self, scratch: &mut String) -> Option<DetachedEvent> {
+        let mut stored = self.queue.pop_front()?;
+        self.left(&mut stored);
+        scratch.clear();
+        if let Some(r) = stored.range_mut() {
+            scratch.push_str(self.arena.get(r.clone()).unwrap_or_default());
+            *r = 0..scratch.len();
+        }
+        Some(DetachedEvent(stored))
+    }
+
+    /// Removes the `ServerRequest` event of `request`, if still queued.
+    pub(crate) fn remove_server_request(&mut self, request: ServerRequestId) {
+        let at = self
+            .queue
+            .iter()
+            .position(|e| matches!(e, Stored::ServerRequest { request: r, .. } if *r == request));
+        if let Some(mut stored) = at.and_then(|i| self.queue.remove(i)) {
+            self.left(&mut stored);
+        }
+    }
+
     /// Removes the terminal event of one call, leaving every other event queued in order.
     pub(crate) fn take_terminal(&mut self, call: CallId) -> Option<Event<'_>> {
         let i = self.queue.iter().position(|e| e.is_terminal_for(call))?;
@@ -581,49 +607,65 @@ impl EventQueue {
     }
 
     fn view(&self, stored: Stored) -> Event<'_> {
-        let text = |r: Range<usize>| self.arena.get(r).unwrap_or_default();
-        match stored {
-            Stored::Ready { era, version } => Event::Ready { era, version },
-            Stored::Done { call, text: r, tool_len, result_type, is_error, record } => {
-                let all = text(r);
-                // The split is where the tool name ended: a char boundary by construction.
-                let (tool, json) = (all.get(..tool_len), all.get(tool_len..));
-                let (tool, json) = (tool.unwrap_or_default(), json.unwrap_or_default());
-                let record = CallRecord { tool: (!tool.is_empty()).then_some(tool), ..record };
-                Event::CallDone { call, result: CallResult { json, result_type, is_error }, record }
-            }
-            Stored::Failed { call, error, tool, record } => {
-                let tool = text(tool);
-                let record = CallRecord { tool: (!tool.is_empty()).then_some(tool), ..record };
-                Event::CallFailed { call, error, record }
-            }
-            Stored::Breaker { tenant, class, state } => Event::Breaker { tenant, class, state },
-            Stored::TransportLost { error, restart_in } => {
-                Event::TransportLost { error, restart_in }
-            }
-            Stored::Progress { call, progress, total, message } => {
-                Event::Progress { call, progress, total, message: message.map(text) }
-            }
-            Stored::ListChanged(kind) => Event::ListChanged(kind),
-            Stored::Subscribed { call, notifications } => {
-                Event::Subscribed { call, notifications: text(notifications) }
-            }
-            Stored::ResourceUpdated { uri } => Event::ResourceUpdated { uri: text(uri) },
-            Stored::Notification { text: r, method_len } => {
-                let all = text(r);
-                // The split is where the method ended: a char boundary by construction.
-                let (method, params) = (all.get(..method_len), all.get(method_len..));
-                Event::Notification {
-                    method: method.unwrap_or_default(),
-                    params: params.unwrap_or_default(),
-                }
-            }
-            Stored::Closed { error } => Event::Closed { error },
-            Stored::ServerRequest { request, kind, call, params } => {
-                Event::ServerRequest { request, kind, call, params: text(params) }
-            }
-            Stored::ServerRequestExpired { request } => Event::ServerRequestExpired { request },
+        view(&self.arena, stored)
+    }
+}
+
+/// An event taken out of the queue whose text lives in the caller's buffer
+/// ([`EventQueue::pop_into`]).
+#[derive(Debug)]
+pub(crate) struct DetachedEvent(Stored);
+
+impl DetachedEvent {
+    /// The event, its text read from the buffer `pop_into` filled.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))]
+    pub(crate) fn view(self, scratch: &str) -> Event<'_> {
+        view(scratch, self.0)
+    }
+}
+
+/// An event, its text read from `arena`.
+fn view(arena: &str, stored: Stored) -> Event<'_> {
+    let text = |r: Range<usize>| arena.get(r).unwrap_or_default();
+    match stored {
+        Stored::Ready { era, version } => Event::Ready { era, version },
+        Stored::Done { call, text: r, tool_len, result_type, is_error, record } => {
+            let all = text(r);
+            // The split is where the tool name ended: a char boundary by construction.
+            let (tool, json) = (all.get(..tool_len), all.get(tool_len..));
+            let (tool, json) = (tool.unwrap_or_default(), json.unwrap_or_default());
+            let record = CallRecord { tool: (!tool.is_empty()).then_some(tool), ..record };
+            Event::CallDone { call, result: CallResult { json, result_type, is_error }, record }
         }
+        Stored::Failed { call, error, tool, record } => {
+            let tool = text(tool);
+            let record = CallRecord { tool: (!tool.is_empty()).then_some(tool), ..record };
+            Event::CallFailed { call, error, record }
+        }
+        Stored::Breaker { tenant, class, state } => Event::Breaker { tenant, class, state },
+        Stored::TransportLost { error, restart_in } => Event::TransportLost { error, restart_in },
+        Stored::Progress { call, progress, total, message } => {
+            Event::Progress { call, progress, total, message: message.map(text) }
+        }
+        Stored::ListChanged(kind) => Event::ListChanged(kind),
+        Stored::Subscribed { call, notifications } => {
+            Event::Subscribed { call, notifications: text(notifications) }
+        }
+        Stored::ResourceUpdated { uri } => Event::ResourceUpdated { uri: text(uri) },
+        Stored::Notification { text: r, method_len } => {
+            let all = text(r);
+            // The split is where the method ended: a char boundary by construction.
+            let (method, params) = (all.get(..method_len), all.get(method_len..));
+            Event::Notification {
+                method: method.unwrap_or_default(),
+                params: params.unwrap_or_default(),
+            }
+        }
+        Stored::Closed { error } => Event::Closed { error },
+        Stored::ServerRequest { request, kind, call, params } => {
+            Event::ServerRequest { request, kind, call, params: text(params) }
+        }
+        Stored::ServerRequestExpired { request } => Event::ServerRequestExpired { request },
     }
 }
 

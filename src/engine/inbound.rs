@@ -14,6 +14,14 @@ impl Engine {
         self.stats.frames_in += 1;
         let message = match jsonrpc::decode(frame) {
             Ok(m) => m,
+            Err(jsonrpc::DecodeError::TooDeep) => {
+                // Perhaps a reply: when its id is at either end, its call fails now instead of
+                // waiting out its deadline.
+                self.stats.invalid_frames += 1;
+                let ends = frame.len().min(64);
+                let (head, tail) = (&frame[..ends], &frame[frame.len() - ends..]);
+                return self.fail_unreadable(now, sniff_id(head, tail), PeerError::TooDeep);
+            }
             Err(e) => {
                 // Servers print banners and logs to stdout in the wild: skip, count, go on.
                 self.stats.invalid_frames += 1;
@@ -46,6 +54,22 @@ impl Engine {
                 self.on_server_request(now, id, &method, params)
             }
             Message::Notification { method, params } => self.on_notification(now, &method, params),
+        }
+    }
+
+    /// A message that could not be read (`error`): when its id was read from its ends and
+    /// names a pending request, that request fails with `error`.
+    pub(super) fn fail_unreadable(&mut self, now: Instant, id: Option<WireId>, error: PeerError) {
+        let Some(id) = id else {
+            log::debug!("dropped an unreadable message ({error}) whose id could not be read");
+            return;
+        };
+        if let Lookup::Pending(slot) = self.requests.lookup(id) {
+            match self.requests.get(slot).map(|p| p.owner) {
+                Some(Owner::Host) => self.abandon(now, slot, CallError::Peer(error)),
+                Some(_) => self.lifecycle_failed(now, error),
+                None => {}
+            }
         }
     }
 

@@ -92,6 +92,11 @@ pub enum ServerState {
     Ready(Era, ProtocolVersion),
     /// Closed.
     Closed,
+    /// The probe or handshake was refused for want of authorization (the OAuth flow failed,
+    /// or the server wants other credentials); the calls waiting for it failed with the error
+    /// (`Engine::authorization_error`, `Host::authorization_error`). Not closed: the next call
+    /// or `restart` tries again.
+    Unauthorized,
 }
 
 impl std::fmt::Display for ServerState {
@@ -102,6 +107,7 @@ impl std::fmt::Display for ServerState {
             Self::Handshaking => f.write_str("handshaking"),
             Self::Ready(era, version) => write!(f, "ready ({era}, {version})"),
             Self::Closed => f.write_str("closed"),
+            Self::Unauthorized => f.write_str("unauthorized"),
         }
     }
 }
@@ -537,6 +543,20 @@ impl super::Engine {
 
     pub(super) fn lifecycle_failed(&mut self, now: Instant, error: impl Into<CallError>) {
         self.shut(now, error.into());
+    }
+
+    /// The probe or handshake was refused for want of authorization: the calls waiting for it
+    /// fail with `error`, and the server waits for the next call or the host
+    /// ([`Engine::retry_authorization`]) instead of closing, so that both eras behave alike
+    /// (a legacy server that lets `initialize` through refuses only the calls).
+    pub(super) fn authorization_failed(&mut self, now: Instant, error: CallError) {
+        if self.lifecycle == Lifecycle::Closed {
+            return;
+        }
+        log::debug!("the era probe or handshake was refused: {}", error.name());
+        self.drop_lifecycle_request();
+        self.fail_all(now, error.clone());
+        self.unauthorized = Some(error);
     }
 
     /// Ends everything: every pending call fails with `error`, then a `Closed` event.

@@ -37,6 +37,12 @@ impl Engine {
         let more = bufs.more();
         more.list_hints.add(result);
         if !inner.is_empty() {
+            if more.items.len().saturating_add(inner.len() + 1) > self.config.max_listing_bytes {
+                // Freed, not only cleared: the pages so far may be most of the cap.
+                more.items = Vec::new();
+                self.stats.too_large += 1;
+                return fail(self, PeerError::TooLarge.into());
+            }
             if !more.items.is_empty() {
                 more.items.push(b',');
             }

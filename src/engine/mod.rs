@@ -51,6 +51,7 @@ pub use requests::CallId;
 pub use retry::Idempotency;
 pub use roots::{RootsBoundary, RootsBoundaryError};
 pub use server_requests::{ServerRequestId, ServerRequestKind};
+pub(crate) use stamp::later;
 
 use crate::config::{Config, SavedVerdict};
 use crate::error::{
@@ -237,10 +238,22 @@ pub enum TransmitKind {
     },
 }
 
-/// Counters of what the engine saw; cheap to read, never reset.
+/// Counters of what the engine saw; cheap to read, never reset (but for `queued`, a gauge).
+///
+/// Throughput: at most `Config::max_in_flight` calls (default 32) are written at once, and an
+/// HTTP server carries at most `HttpOptions::max_connections` (default 4) of them at a time;
+/// past either limit calls wait. `queued` says how many wait now and `queue_wait` how long
+/// they have waited in all; each call's [`CallRecord::queue_wait`] says its own share.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
+    /// Host calls waiting now: for an in-flight slot (`Config::max_in_flight`) or for the
+    /// server to be ready, and, from `Host::stats` over HTTP, written but waiting for a
+    /// connection (`HttpOptions::max_connections`).
+    pub queued: u64,
+    /// Time host calls have spent waiting, summed over every call so far: before their first
+    /// write, and over HTTP for a connection (each attempt).
+    pub queue_wait: Duration,
     /// Frames handed to `handle_message`.
     pub frames_in: u64,
     /// Frames that were not JSON-RPC messages (junk on stdout, bad shapes); skipped.
@@ -274,6 +287,10 @@ pub struct Stats {
     pub failures: FailureCounts,
     /// Times a circuit breaker opened.
     pub breaker_trips: u64,
+    /// Readiness turns a driver cut short because the server's input passed
+    /// `Config::bytes_per_readiness` (or its unit budget) before the turn ended: a server
+    /// sending faster than the host polls, or flooding with input that delivers nothing.
+    pub input_yields: u64,
 }
 
 const MAX_CONTROL: usize = 256;
@@ -310,6 +327,9 @@ pub struct Engine {
     /// How long calls have been taking (moving average), to judge whether a retry still fits.
     latency: Duration,
     restart: supervision::RestartState,
+    /// Why the probe or handshake was refused for want of authorization, until the next call
+    /// or [`retry_authorization`](Self::retry_authorization) runs it again.
+    unauthorized: Option<CallError>,
     /// Deadlines and backoffs of pending requests, earliest first.
     timers: timers::Timers,
     /// What the compact times in the pending table count from.
@@ -353,6 +373,7 @@ impl Engine {
             jitter: retry::Jitter::new(config.jitter_seed),
             latency: Duration::ZERO,
             restart: supervision::RestartState::default(),
+            unauthorized: None,
             timers: timers::Timers::with_capacity(config.max_pending),
             epoch: stamp::Epoch::new(now),
             stats: Stats::default(),
@@ -376,7 +397,17 @@ impl Engine {
 
     /// Where the engine is: connecting, probing, handshaking, ready (with era), closed.
     pub fn state(&self) -> ServerState {
+        if self.unauthorized.is_some() {
+            return ServerState::Unauthorized;
+        }
         self.lifecycle.public()
+    }
+
+    /// Why the server is [`ServerState::Unauthorized`]: the error its probe or handshake
+    /// failed with (`PeerError::Authorization` naming the OAuth step, `AuthRequired`,
+    /// `Forbidden`, or a local OAuth configuration problem, `LocalError::OAuthSetup`).
+    pub fn authorization_error(&self) -> Option<&CallError> {
+        self.unauthorized.as_ref()
     }
 
     /// The era the server speaks, once settled.
@@ -409,7 +440,14 @@ impl Engine {
     /// Counters.
     pub fn stats(&self) -> Stats {
         let (events_dropped, breaker_trips) = (self.events.dropped, self.events.breaker_trips);
-        Stats { events_dropped, breaker_trips, ..self.stats }
+        let queued = self.requests.queued() as u64;
+        Stats { events_dropped, breaker_trips, queued, ..self.stats }
+    }
+
+    /// A driver stopped reading this server's input at its byte or unit budget.
+    #[cfg(feature = "stdio")]
+    pub(crate) fn note_input_yield(&mut self) {
+        self.stats.input_yields += 1;
     }
 
     /// `true` when the engine needs a (new) transport: at start, and after a probe killed the
@@ -463,6 +501,37 @@ impl Engine {
         if !arguments.get().trim_start().starts_with('{') {
             return Err(RequestError::ArgumentsNotObject);
         }
+        self.call_tool_checked_text(now, name, arguments.get(), opts)
+    }
+
+    /// [`call_tool`](Self::call_tool) with the arguments as JSON text: checked once here (the
+    /// RFC 8259 grammar, UTF-8 and nesting, without allocating) and written as they are, so
+    /// the caller needs no `RawValue`. Whitespace around the object is left out.
+    ///
+    /// # Errors
+    ///
+    /// [`RequestError::ArgumentsNotJson`] when the text is not one JSON value,
+    /// [`RequestError::ArgumentsNotObject`] when it is another kind of value; then the others
+    /// of [`call_tool`](Self::call_tool).
+    pub fn call_tool_json(
+        &mut self,
+        now: Instant,
+        name: &str,
+        arguments: &str,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        let arguments = checked_arguments(arguments)?;
+        self.call_tool_checked_text(now, name, arguments, opts)
+    }
+
+    /// `tools/call` with arguments known to be one JSON object.
+    fn call_tool_checked_text(
+        &mut self,
+        now: Instant,
+        name: &str,
+        arguments: &str,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
         let hint = self.tool_headers.class_of(name);
         // Cloned only for keyed calls: the closure below cannot borrow the config.
         let key_field =
@@ -472,13 +541,13 @@ impl Engine {
             p.extend_from_slice(b"\"name\":");
             write_json_str(p, name);
             p.extend_from_slice(b",\"arguments\":");
-            retry::write_arguments(p, arguments.get(), key_field.as_deref().unwrap_or(""), key);
+            retry::write_arguments(p, arguments, key_field.as_deref().unwrap_or(""), key);
         });
         let call = call?;
         if self.transport == TransportKind::Http {
             let slot = call.0.slot();
             let out = &mut self.requests.bufs_mut(slot).param_headers;
-            self.tool_headers.write_for_call(name, arguments.get(), out);
+            self.tool_headers.write_for_call(name, arguments, out);
         }
         Ok(call)
     }
@@ -663,6 +732,9 @@ impl Engine {
         if self.lifecycle == Lifecycle::Closed {
             return Err(RequestError::Closed);
         }
+        // A server refused for want of authorization tries again for a new call, as a legacy
+        // server whose calls alone were refused would.
+        self.retry_authorization(now);
         if self.is_degraded() {
             return Err(RequestError::Degraded);
         }
@@ -790,6 +862,19 @@ impl Engine {
         self.shut(now, error);
     }
 
+    /// Runs the probe or handshake again on a server that is
+    /// [`ServerState::Unauthorized`] (an OAuth flow that failed, credentials refused), after
+    /// the host fixed what was wrong (a redirect, a token provider, a user's consent). A new
+    /// call does the same. Does nothing in any other state.
+    pub fn retry_authorization(&mut self, now: Instant) {
+        if self.unauthorized.take().is_none() {
+            return;
+        }
+        if let Lifecycle::Connecting { .. } = self.lifecycle {
+            self.on_opened(now, self.transport);
+        }
+    }
+
     /// The host asks a degraded (or closed-by-crash) server to start again now.
     pub fn restart(&mut self) {
         if self.lifecycle == Lifecycle::Closed {
@@ -829,17 +914,7 @@ impl Engine {
     /// the JSON-RPC id can be read from them, that call fails with `TooLarge`.
     pub fn handle_oversize(&mut self, now: Instant, head: &[u8], tail: &[u8]) {
         self.stats.too_large += 1;
-        let Some(id) = inbound::sniff_id(head, tail) else {
-            log::debug!("dropped an oversize message whose id could not be read");
-            return;
-        };
-        if let Lookup::Pending(slot) = self.requests.lookup(id) {
-            match self.requests.get(slot).map(|p| p.owner) {
-                Some(Owner::Host) => self.abandon(now, slot, CallError::Peer(PeerError::TooLarge)),
-                Some(_) => self.lifecycle_failed(now, PeerError::TooLarge),
-                None => {}
-            }
-        }
+        self.fail_unreadable(now, inbound::sniff_id(head, tail), PeerError::TooLarge);
     }
 
     /// Fires every deadline that has passed. Safe to call early or often.
@@ -913,6 +988,16 @@ impl Engine {
         self.events.pop()
     }
 
+    /// [`poll_event`](Self::poll_event), with the event's text copied into `scratch` so the
+    /// event does not borrow the engine (see `Host::drain`).
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))]
+    pub(crate) fn poll_event_into(
+        &mut self,
+        scratch: &mut String,
+    ) -> Option<events::DetachedEvent> {
+        self.events.pop_into(scratch)
+    }
+
     /// Removes and returns the terminal event (`CallDone` or `CallFailed`) of one call,
     /// leaving every other event queued in order. For blocking helpers.
     pub fn take_call_event(&mut self, call: CallId) -> Option<Event<'_>> {
@@ -931,6 +1016,16 @@ impl Engine {
     pub(crate) fn list_changes(&self) -> [u64; 3] {
         self.events.list_changes
     }
+}
+
+/// Tool-call arguments given as text: one JSON object (the text of it, without the whitespace
+/// around it). One validating scan that allocates nothing.
+fn checked_arguments(text: &str) -> Result<&str, RequestError> {
+    let value = json::parse(text.as_bytes()).map_err(|_| RequestError::ArgumentsNotJson)?;
+    if value.kind() != Kind::Object {
+        return Err(RequestError::ArgumentsNotObject);
+    }
+    Ok(value.text())
 }
 
 #[cfg(test)]

@@ -50,8 +50,10 @@ pub struct CallRecord<'a> {
     /// Requests written for the call: each attempt, and each further page of a listing or
     /// `input_required` round (0 when it ended before being sent).
     pub attempts: u32,
-    /// Time spent queued before the first attempt was written (without the time held for
-    /// authorization).
+    /// Time spent queued: before the first attempt was written (behind
+    /// `Config::max_in_flight`, or until the server was ready; without the time held for
+    /// authorization), and, over HTTP, between each attempt's write and its connection (all
+    /// `HttpOptions::max_connections` busy). Not part of `network`.
     pub queue_wait: Duration,
     /// Time the call was held unsent for the host's authorization answer
     /// ([`CallOptions::hold`](crate::CallOptions::hold)).

@@ -103,7 +103,7 @@ pub(crate) fn decide(
         };
     }
     let delay = backoff(policy, attempt, random);
-    if now + delay + expected >= deadline {
+    if super::later(now, delay.saturating_add(expected)) >= deadline {
         // No room before the deadline: the last error stands (a write stays "unknown").
         return if delivery == Delivery::MaybeDelivered && !class.retry_safe() {
             Decision::DeliveryUnknown
@@ -120,7 +120,7 @@ pub(crate) fn backoff(policy: &RetryPolicy, attempt: u32, random: u64) -> Durati
     let raw = policy.base_delay.saturating_mul(1 << exp).min(policy.max_delay);
     let jitter_span = raw.as_micros() as u64 * u64::from(policy.jitter_percent.min(100)) / 100;
     let jitter = if jitter_span == 0 { 0 } else { random % (jitter_span + 1) };
-    raw + Duration::from_micros(jitter)
+    raw.saturating_add(Duration::from_micros(jitter))
 }
 
 /// A small deterministic generator (xorshift64*) for jitter: seeded from the config, so a

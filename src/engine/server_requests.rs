@@ -196,6 +196,8 @@ struct Entry {
     /// The request's params (for checking an elicitation answer against its schema).
     params: String,
     answer: Option<String>,
+    /// Handed to the host's answer handlers already (`Engine::offer_server_request`).
+    offered: bool,
 }
 
 impl Entry {
@@ -213,6 +215,7 @@ impl Entry {
             deadline,
             params: params.to_owned(),
             answer: None,
+            offered: false,
         }
     }
 }
@@ -364,9 +367,7 @@ impl Engine {
         }
         let params = params.map_or("{}", RawJson::text);
         let timeout = self.config.server_request_timeout;
-        // A timeout too large for the clock stands for "a day", as a call's deadline does.
-        let deadline =
-            now.checked_add(timeout).unwrap_or(now + std::time::Duration::from_secs(86_400));
+        let deadline = super::later(now, timeout);
         let origin = Origin::Legacy { id: id.clone() };
         match self.server_requests.insert(Entry::waiting(kind, origin, deadline, params)) {
             Some(request) => self.events.server_request(request, kind, None, params),
@@ -501,6 +502,86 @@ impl Engine {
     /// What a waiting server request asks for; `None` once it is answered or gone.
     pub fn server_request_kind(&self, request: ServerRequestId) -> Option<ServerRequestKind> {
         self.server_requests.get(request).map(|e| e.kind)
+    }
+
+    /// The first server request not yet offered to the host's answer handlers, now marked
+    /// offered: its handle, kind, call (`None` for a legacy request) and params.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the host's handlers only
+    pub(crate) fn offer_server_request(
+        &mut self,
+    ) -> Option<(ServerRequestId, ServerRequestKind, Option<CallId>, &str)> {
+        let (slot, e) = self.server_requests.slab.iter_mut().find(|(_, e)| !e.offered)?;
+        e.offered = true;
+        let id = ServerRequestId { slot: slot as u32, generation: e.generation };
+        let call = match e.origin {
+            Origin::Input { call, .. } => Some(call),
+            Origin::Legacy { .. } => None,
+        };
+        Some((id, e.kind, call, e.params.as_str()))
+    }
+
+    /// Whether any server request waits to be offered to the host's answer handlers.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))]
+    pub(crate) fn has_unoffered_server_requests(&self) -> bool {
+        self.server_requests.slab.iter().any(|(_, e)| !e.offered)
+    }
+
+    /// A server request nobody answered that `call` depends on: one of its input requests
+    /// (2026-07-28), or any legacy request (2025-11-25 does not link a request to a call).
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))]
+    pub(crate) fn unanswered_for(
+        &self,
+        call: CallId,
+    ) -> Option<(ServerRequestId, ServerRequestKind)> {
+        self.server_requests.slab.iter().find_map(|(slot, e)| {
+            let blocks = match e.origin {
+                Origin::Input { call: c, .. } => c == call && e.answer.is_none(),
+                Origin::Legacy { .. } => true,
+            };
+            let id = ServerRequestId { slot: slot as u32, generation: e.generation };
+            blocks.then_some((id, e.kind))
+        })
+    }
+
+    /// Ends `call` at once with `error` because of server request `request` nobody can
+    /// answer (a blocking helper waits for it): a legacy request is refused, so the server is
+    /// not left waiting; the call ends as cancelled on the wire. Their events are dropped.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))]
+    pub(crate) fn end_unanswered(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        request: ServerRequestId,
+        error: CallError,
+    ) {
+        let legacy = matches!(
+            self.server_requests.get(request),
+            Some(Entry { origin: Origin::Legacy { .. }, .. })
+        );
+        if let Some(Entry { origin: Origin::Legacy { id }, .. }) =
+            legacy.then(|| self.server_requests.remove(request)).flatten()
+        {
+            self.events.remove_server_request(request);
+            let (code, message) = (INTERNAL, "the client has no answer for this request");
+            self.push_control(Control::Refuse { id, code, message });
+        }
+        let of_call: SmallVec<[ServerRequestId; 4]> = self
+            .server_requests
+            .of_call(call)
+            .map(|(slot, e)| ServerRequestId { slot: slot as u32, generation: e.generation })
+            .collect();
+        for r in of_call {
+            self.events.remove_server_request(r);
+        }
+        if let Some(slot) = self.requests.slot_of(call) {
+            self.abandon(now, slot, error);
+        }
+    }
+
+    /// Drops the queued `Event::ServerRequest` of a request the host's handler answered.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))]
+    pub(crate) fn forget_server_request_event(&mut self, request: ServerRequestId) {
+        self.events.remove_server_request(request);
     }
 
     /// The host's answer to a server request (a JSON object: an `ElicitResult`,

@@ -748,6 +748,68 @@ fn page_limit_is_enforced() {
     assert_eq!(h.events(), [format!("failed {} too_many_pages", c.get())]);
 }
 
+/// Issue 21: pages of large items behind ever new cursors stop at the listing's byte cap,
+/// long before the page cap, with `too_large`; the pages gathered so far are freed.
+#[test]
+fn a_listing_stops_at_its_byte_cap() {
+    let config = Config { max_listing_bytes: 64 * 1024, ..Config::default() };
+    let mut h = Harness::new(config);
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    h.reply(&probe, discover_result());
+    h.events();
+    let c = h.engine.list(h.now, Method::ToolsList, &CallOptions::default()).unwrap();
+    let big = "x".repeat(10_000);
+    let mut pages = 0;
+    let events = loop {
+        let p = h.sent_one();
+        let tool = json!({"name": format!("t{pages}"), "description": big, "inputSchema": {}});
+        h.reply(&p, json!({"tools": [tool], "nextCursor": format!("c{pages}")}));
+        pages += 1;
+        assert!(pages < 1000, "no cap");
+        let events = h.events();
+        if !events.is_empty() {
+            break events;
+        }
+    };
+    assert_eq!(events, [format!("failed {} too_large", c.get())]);
+    assert_eq!(pages, 7, "six pages fit in 64 KiB, the seventh does not");
+    assert_eq!(h.engine.stats().too_large, 1);
+    assert!(h.take_sent().is_empty(), "no eighth page asked for");
+}
+
+/// Issue 21: a reply nested deeper than the JSON limit cannot be read, but its id can be at
+/// either end: that call fails at once with `too_deep` instead of waiting for its deadline.
+/// One whose id is nowhere near the ends is dropped and counted, as before.
+#[test]
+fn a_reply_nested_too_deep_fails_its_call_at_once() {
+    let mut h = Harness::ready_modern();
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let first = h.call("t", "{}");
+    let second = h.call("t", "{}");
+    let sent = h.take_sent();
+    let (a, b) = (sent[0]["id"].to_string(), sent[1]["id"].to_string());
+    // The id first, as most servers write it; then the id last.
+    let frames = [
+        format!(r#"{{"jsonrpc":"2.0","id":{a},"result":{{"content":{deep}}}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","result":{{"content":{deep}}},"id":{b}}}"#),
+    ];
+    for frame in &frames {
+        h.engine.handle_message(h.now, frame.as_bytes());
+    }
+    assert_eq!(
+        h.events(),
+        [format!("failed {} too_deep", first.get()), format!("failed {} too_deep", second.get())]
+    );
+    let third = h.call("t", "{}");
+    let _ = h.take_sent();
+    let hidden = format!(r#"{{"jsonrpc":"2.0","result":{{"a":{deep},"id":1}},"x":{deep}}}"#);
+    h.engine.handle_message(h.now, hidden.as_bytes());
+    assert!(h.events().is_empty());
+    assert_eq!(h.engine.stats().invalid_frames, 3);
+    assert_eq!(h.engine.pending(), 1, "{}", third.get());
+}
+
 #[test]
 fn progress_is_routed_to_the_call_that_asked() {
     let mut h = Harness::ready_modern();
@@ -983,15 +1045,15 @@ fn http_probe_4xx_without_rpc_body_is_legacy_but_auth_and_5xx_are_not_evidence()
     #[derive(Debug, PartialEq)]
     enum Then {
         Initialize,
-        Closed,
+        Unauthorized,
         ProbeAgain,
     }
     for (status, then) in [
         (400, Then::Initialize),
         (404, Then::Initialize),
         (405, Then::Initialize),
-        (401, Then::Closed),
-        (403, Then::Closed),
+        (401, Then::Unauthorized),
+        (403, Then::Unauthorized),
         (500, Then::ProbeAgain),
         (503, Then::ProbeAgain),
     ] {
@@ -1002,7 +1064,18 @@ fn http_probe_4xx_without_rpc_body_is_legacy_but_auth_and_5xx_are_not_evidence()
         let got = match h.take_sent().first() {
             Some(frame) if frame["method"] == "initialize" => Then::Initialize,
             Some(frame) => panic!("{status}: {frame}"),
-            None if h.engine.state() == ServerState::Closed => Then::Closed,
+            None if h.engine.state() == ServerState::Unauthorized => {
+                let e = h.engine.authorization_error().cloned();
+                assert_eq!(e, Some(CallError::Transport(TransportError::HttpStatus(status))));
+                // Not closed: a new call probes again, as `retry_authorization` does.
+                let opts = CallOptions::default();
+                h.engine
+                    .call_tool(h.now, "t", &RawValue::from_string("{}".into()).unwrap(), &opts)
+                    .unwrap();
+                assert_eq!(h.engine.state(), ServerState::Probing, "{status}");
+                assert_eq!(h.sent_one()["method"], "server/discover", "{status}");
+                Then::Unauthorized
+            }
             None => {
                 h.advance_to_next_timeout();
                 assert_eq!(h.sent_one()["method"], "server/discover", "{status}");

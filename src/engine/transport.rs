@@ -5,6 +5,20 @@ use std::time::Instant;
 
 use super::*;
 
+/// A refusal for want of authorization: credentials refused or missing, or an OAuth flow that
+/// could not get a token.
+fn unauthorized(error: &CallError) -> bool {
+    match error {
+        CallError::Peer(PeerError::AuthRequired(_) | PeerError::Forbidden(_)) => true,
+        #[cfg(feature = "http")]
+        CallError::Peer(PeerError::Authorization(_)) => true,
+        #[cfg(feature = "http")]
+        CallError::Local(LocalError::OAuthSetup(_)) => true,
+        CallError::Transport(TransportError::HttpStatus(401 | 403)) => true,
+        _ => false,
+    }
+}
+
 impl Engine {
     pub(super) fn on_exchange_failed(
         &mut self,
@@ -20,6 +34,11 @@ impl Engine {
                 CallError::Peer(PeerError::AuthRequired(Box::new(c)))
             }
             ExchangeFailure::Forbidden(c) => CallError::Peer(PeerError::Forbidden(Box::new(c))),
+            // The host's own OAuth configuration cannot work: not the server's fault.
+            #[cfg(feature = "http")]
+            ExchangeFailure::Authorization(e) if e.is_local() => {
+                CallError::Local(LocalError::OAuthSetup(e))
+            }
             #[cfg(feature = "http")]
             ExchangeFailure::Authorization(e) => CallError::Peer(PeerError::Authorization(e)),
             ExchangeFailure::TooLarge => {
@@ -67,6 +86,8 @@ impl Engine {
                 );
                 if legacy_evidence {
                     self.apply_verdict(now, ProbeVerdict::Legacy, None);
+                } else if unauthorized(&error) {
+                    self.authorization_failed(now, error);
                 } else if !auth && self.retry_probe_later(now) {
                     // A server still starting up, or a passing network fault: probe again soon.
                     log::debug!("era probe failed: {}", error.name());
@@ -77,6 +98,7 @@ impl Engine {
                     self.shut(now, error);
                 }
             }
+            Owner::Handshake if unauthorized(&error) => self.authorization_failed(now, error),
             Owner::Handshake => self.shut(now, error),
         }
     }

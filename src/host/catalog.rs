@@ -145,6 +145,9 @@ fn need_error(e: NeedError<CatalogError>) -> CatalogError {
         NeedError::Walk(WalkError::TooManyPages { .. }) => {
             CatalogError::Listing(CallError::Local(LocalError::TooManyPages))
         }
+        NeedError::Walk(WalkError::TooLarge { .. }) => {
+            CatalogError::Listing(CallError::Peer(PeerError::TooLarge))
+        }
         NeedError::StaleTooLong { stale_for, max_stale } => {
             CatalogError::StaleTooLong { stale_for, max_stale }
         }
@@ -718,7 +721,7 @@ impl Host {
         kind: CatalogKind,
         timeout: Duration,
     ) -> Result<CatalogView<'_>, CatalogError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::engine::later(Instant::now(), timeout);
         let known = self.server(server).is_some_and(|s| s.catalog.key.is_some());
         match self.wait_ready(server, timeout) {
             Ok(crate::engine::ServerState::Ready(..)) => {}

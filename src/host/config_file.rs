@@ -45,10 +45,20 @@ use crate::proto::version::EraPreference;
 const FOREIGN_KEYS: &[&str] =
     &["disabled", "autoApprove", "alwaysAllow", "disabledTools", "description", "icon"];
 
-/// A parsed `mcpServers` file.
+/// A parsed `mcpServers` file: the entries mcpoll can use, and, apart, each one it cannot with
+/// its error. One bad entry never makes the others unusable.
 #[derive(Debug, Clone)]
 pub struct ConfigFile {
     servers: Vec<ConfiguredServer>,
+    refused: Vec<RefusedEntry>,
+}
+
+/// An entry that could not be read, with why.
+#[derive(Debug, Clone)]
+struct RefusedEntry {
+    /// `"disabled": true` could still be read from it.
+    disabled: bool,
+    error: ConfigFileError,
 }
 
 /// One server entry of a [`ConfigFile`].
@@ -58,6 +68,8 @@ pub struct ConfiguredServer {
     transport: ConfiguredTransport,
     config: Config,
     disabled: bool,
+    /// `mcpoll.roots`: the directories offered as roots, absolute.
+    roots: Vec<PathBuf>,
     /// `disabledTools`.
     disabled_tools: Vec<String>,
     /// `alwaysAllow` and `autoApprove` together.
@@ -95,6 +107,8 @@ struct HttpEntry {
 struct OAuthEntry {
     client_id: String,
     client_secret: Secret,
+    /// `issuer`: the only authorization server the secret may go to.
+    issuer: Option<String>,
 }
 
 #[cfg(feature = "http")]
@@ -102,22 +116,22 @@ impl fmt::Debug for HttpEntry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let header_names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
         f.debug_struct("HttpEntry")
-            .field("url", &self.url)
+            .field("url", &crate::redact::RedactedUrl(&self.url))
             .field("header_names", &header_names)
             .field("tls", &self.tls)
             .field("proxy", &self.proxy)
             .field("max_connections", &self.max_connections)
             .field("connect_timeout", &self.connect_timeout)
             .field("idle_timeout", &self.idle_timeout)
-            .field("alternates", &self.alternates)
+            .field("alternates", &crate::redact::RedactedUrls(&self.alternates))
             .field("oauth", &self.oauth)
             .finish()
     }
 }
 
-/// Why a configuration file was refused: which file, which server, which key, and what is
-/// wrong with it.
-#[derive(Debug)]
+/// Why a configuration file (or one entry of it) was refused: which file, which server, which
+/// key, and what is wrong with it.
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ConfigFileError {
     /// The file.
@@ -164,6 +178,26 @@ pub enum ConfigFileErrorKind {
     UnsupportedVariable(String),
 }
 
+impl Clone for ConfigFileErrorKind {
+    fn clone(&self) -> Self {
+        match self {
+            // `io::Error` is not `Clone`: its kind and message are.
+            Self::Io(e) => Self::Io(io::Error::new(e.kind(), e.to_string())),
+            Self::Syntax(s) => Self::Syntax(s.clone()),
+            Self::NoServers => Self::NoServers,
+            Self::BothServerKeys => Self::BothServerKeys,
+            Self::UnknownKey => Self::UnknownKey,
+            Self::WrongType { expected } => Self::WrongType { expected },
+            Self::Missing => Self::Missing,
+            Self::Conflict(why) => Self::Conflict(why),
+            Self::UnsupportedTransport(t) => Self::UnsupportedTransport(t.clone()),
+            Self::Invalid(why) => Self::Invalid(why),
+            Self::UnsetVariable(v) => Self::UnsetVariable(v.clone()),
+            Self::UnsupportedVariable(v) => Self::UnsupportedVariable(v.clone()),
+        }
+    }
+}
+
 impl fmt::Display for ConfigFileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.file.display())?;
@@ -202,11 +236,13 @@ impl fmt::Display for ConfigFileError {
 
 impl std::error::Error for ConfigFileError {}
 
-/// Why [`Host::from_config`] failed.
+/// Why [`Host::from_config`] failed, or (in [`ServerNames::failures`]) why one of its
+/// servers was not started.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum FromConfigError {
-    /// The file was refused.
+    /// The file was refused, or (in [`ServerNames::failures`]) one entry of it: the error
+    /// names the file, the server and the key.
     File(ConfigFileError),
     /// The host's poll could not be made.
     Io(io::Error),
@@ -231,11 +267,19 @@ impl fmt::Display for FromConfigError {
 
 impl std::error::Error for FromConfigError {}
 
-/// The servers [`Host::from_config`] started, by their names in the file.
-#[derive(Debug, Clone, Default)]
-pub struct ServerNames(Vec<(String, ServerId)>);
+/// The servers [`Host::from_config`] started, by their names in the file, and the entries it
+/// could not start.
+#[derive(Debug, Default)]
+pub struct ServerNames(Vec<(String, ServerId)>, Vec<FromConfigError>);
 
 impl ServerNames {
+    /// Each enabled entry that was not started, in name order: one mcpoll cannot use
+    /// ([`FromConfigError::File`], naming the file, the server and the key) or one that could
+    /// not be added ([`FromConfigError::Add`], by name). The other servers run regardless.
+    pub fn failures(&self) -> &[FromConfigError] {
+        &self.1
+    }
+
     /// The server started for `name`.
     pub fn get(&self, name: &str) -> Option<ServerId> {
         self.0.iter().find(|(n, _)| n == name).map(|&(_, id)| id)
@@ -284,21 +328,59 @@ impl ConfigFile {
             p.err(Some(servers.0), ConfigFileErrorKind::WrongType { expected: "an object" })
         })?;
         let mut out = Vec::with_capacity(map.len());
+        let mut refused = Vec::new();
+        // Each entry on its own: a fault stays with its entry.
         for (name, entry) in map {
             p.server = Some(name);
-            out.push(p.server_entry(name, entry)?);
+            match p.server_entry(name, entry) {
+                Ok(server) => out.push(server),
+                Err(error) => {
+                    let disabled = entry.get("disabled") == Some(&Value::Bool(true));
+                    refused.push(RefusedEntry { disabled, error });
+                }
+            }
         }
-        Ok(Self { servers: out })
+        Ok(Self { servers: out, refused })
     }
 
-    /// Every server, in name order.
+    /// Every server mcpoll can use, in name order.
     pub fn servers(&self) -> impl Iterator<Item = &ConfiguredServer> + '_ {
         self.servers.iter()
     }
 
-    /// The server named `name`.
+    /// The usable server named `name`.
     pub fn server(&self, name: &str) -> Option<&ConfiguredServer> {
         self.servers.iter().find(|s| s.name == name)
+    }
+
+    /// The entry named `name`: the server, or why mcpoll cannot use it (the error names the
+    /// file, the server and the key).
+    pub fn entry(&self, name: &str) -> Option<Result<&ConfiguredServer, &ConfigFileError>> {
+        if let Some(s) = self.server(name) {
+            return Some(Ok(s));
+        }
+        let refused = self.refused.iter().find(|r| r.error.server.as_deref() == Some(name));
+        refused.map(|r| Err(&r.error))
+    }
+
+    /// The errors of the entries mcpoll cannot use, in name order (one each).
+    pub fn errors(&self) -> impl Iterator<Item = &ConfigFileError> + '_ {
+        self.refused.iter().map(|r| &r.error)
+    }
+
+    /// The entries not marked `"disabled": true`, usable or not, in name order.
+    pub fn enabled_entries(
+        &self,
+    ) -> impl Iterator<Item = Result<&ConfiguredServer, &ConfigFileError>> + '_ {
+        let good = self.servers.iter().filter(|s| !s.disabled).map(Ok);
+        let bad = self.refused.iter().filter(|r| !r.disabled).map(|r| Err(&r.error));
+        let name = |e: &Result<&ConfiguredServer, &ConfigFileError>| match e {
+            Ok(s) => s.name.clone(),
+            Err(e) => e.server.clone().unwrap_or_default(),
+        };
+        let mut all: Vec<_> = good.chain(bad).collect();
+        all.sort_by_key(name);
+        all.into_iter()
     }
 }
 
@@ -321,6 +403,13 @@ impl ConfiguredServer {
     /// `"disabled": true` in the file: [`Host::from_config`] does not start it.
     pub fn is_disabled(&self) -> bool {
         self.disabled
+    }
+
+    /// The directories `mcpoll.roots` offers the server as its roots (absolute: a relative
+    /// one is taken from the file's folder); [`Host::add_configured`] sets them with
+    /// [`Host::set_root_dirs`], and the entry's config declares roots.
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.roots
     }
 
     /// The tools under `disabledTools`: refused locally and hidden from catalogs.
@@ -374,7 +463,8 @@ impl HttpEntry {
         o.idle_timeout = self.idle_timeout.unwrap_or(o.idle_timeout);
         o.alternates.clone_from(&self.alternates);
         if let Some(a) = &self.oauth {
-            let client = PreRegistered::with_secret(&a.client_id, a.client_secret.expose());
+            let mut client = PreRegistered::with_secret(&a.client_id, a.client_secret.expose());
+            client.issuer.clone_from(&a.issuer);
             o = o.oauth(OAuthConfig::client_credentials(self.url.clone(), client));
         }
         o
@@ -383,19 +473,30 @@ impl HttpEntry {
 
 impl Host {
     /// A host running every server of an `mcpServers` file (except those marked
-    /// `"disabled": true`), and their ids by name. Stdio servers are spawned and HTTP URLs
-    /// resolved now; every era probe starts at once.
+    /// `"disabled": true`), and their ids by name. Stdio servers are spawned now; every era
+    /// probe starts at once. An entry mcpoll cannot use, or a server that cannot be added,
+    /// is left out and reported in [`ServerNames::failures`]; the rest start regardless.
+    ///
+    /// # Errors
+    ///
+    /// Only for the file as a whole (unreadable, not JSON, no `mcpServers`) and the host's
+    /// poll.
     pub fn from_config(path: impl AsRef<Path>) -> Result<(Self, ServerNames), FromConfigError> {
         let file = ConfigFile::load(path).map_err(FromConfigError::File)?;
         let mut host = Host::new().map_err(FromConfigError::Io)?;
-        let mut names = Vec::new();
-        for server in file.servers().filter(|s| !s.disabled) {
-            let id = host
-                .add_configured(server)
-                .map_err(|error| FromConfigError::Add { server: server.name.clone(), error })?;
-            names.push((server.name.clone(), id));
+        let (mut names, mut failures) = (Vec::new(), Vec::new());
+        for entry in file.enabled_entries() {
+            match entry {
+                Ok(server) => match host.add_configured(server) {
+                    Ok(id) => names.push((server.name.clone(), id)),
+                    Err(error) => {
+                        failures.push(FromConfigError::Add { server: server.name.clone(), error })
+                    }
+                },
+                Err(e) => failures.push(FromConfigError::File(e.clone())),
+            }
         }
-        Ok((host, ServerNames(names)))
+        Ok((host, ServerNames(names, failures)))
     }
 
     /// Adds one server of a [`ConfigFile`], named in its call records by its key in the file.
@@ -418,6 +519,12 @@ impl Host {
         }
         if !server.always_allow.is_empty() {
             self.always_allow_tools(id, server.always_allow.iter().cloned());
+        }
+        if !server.roots.is_empty() {
+            if let Err(e) = self.set_root_dirs(id, &server.roots) {
+                self.remove_server(id);
+                return Err(AddServerError::Roots(e));
+            }
         }
         Ok(id)
     }
@@ -512,13 +619,22 @@ impl<'a> Parser<'a> {
             Some(_) => return Err(self.wrong("mcpoll", "an object")),
         };
         let mut config = Config::default();
+        let mut roots = Vec::new();
         if let Some(own) = own {
+            roots = self.roots(own)?;
+            config.answers.roots |= !roots.is_empty();
             self.engine_settings(own, &mut config, is_http)?;
         }
         let transport = if is_http {
             self.http_entry(entry, own)?
         } else {
-            ConfiguredTransport::Stdio(self.stdio_entry(entry)?)
+            let mut command = self.stdio_entry(entry)?.safe_env();
+            match own.and_then(|o| o.get("inheritEnv")) {
+                None | Some(Value::Bool(false)) => {}
+                Some(Value::Bool(true)) => command = command.inherit_env(),
+                Some(_) => return Err(self.wrong("mcpoll.inheritEnv", "true or false")),
+            }
+            ConfiguredTransport::Stdio(command)
         };
         let disabled_tools = self.string_list(entry, "disabledTools")?;
         let mut always_allow = self.string_list(entry, "alwaysAllow")?;
@@ -530,6 +646,7 @@ impl<'a> Parser<'a> {
             disabled,
             disabled_tools,
             always_allow,
+            roots,
         })
     }
 
@@ -549,6 +666,27 @@ impl<'a> Parser<'a> {
                     .ok_or_else(|| self.wrong(key, "an array of tool names"))
             })
             .collect()
+    }
+
+    /// `mcpoll.roots`: an array of directories, `${VAR}` expanded, a relative one taken from
+    /// the file's folder. The roots checks themselves (no `..`, existing) run when the server
+    /// is added, through [`Host::set_root_dirs`].
+    fn roots(&self, own: &Map<String, Value>) -> Result<Vec<PathBuf>, ConfigFileError> {
+        let list = match own.get("roots") {
+            None => return Ok(Vec::new()),
+            Some(Value::Array(list)) => list,
+            Some(_) => return Err(self.wrong("mcpoll.roots", "an array of directories")),
+        };
+        let base = self.file.parent().unwrap_or(Path::new("."));
+        let mut out = Vec::with_capacity(list.len());
+        for (i, v) in list.iter().enumerate() {
+            let key = format!("mcpoll.roots[{i}]");
+            let v = v.as_str().ok_or_else(|| self.wrong(&key, "a string"))?;
+            let dir = PathBuf::from(self.expand(&key, v)?);
+            let dir = if dir.is_absolute() { dir } else { base.join(dir) };
+            out.push(std::path::absolute(&dir).unwrap_or(dir));
+        }
+        Ok(out)
     }
 
     fn stdio_entry(&self, entry: &Map<String, Value>) -> Result<StdioCommand, ConfigFileError> {
@@ -604,7 +742,7 @@ impl<'a> Parser<'a> {
         own: Option<&Map<String, Value>>,
     ) -> Result<ConfiguredTransport, ConfigFileError> {
         let url = match entry.get("url") {
-            Some(Value::String(s)) => self.expand("url", s)?,
+            Some(Value::String(s)) => self.url("url", &self.expand("url", s)?)?,
             Some(_) => return Err(self.wrong("url", "a string")),
             None => return Err(self.err(Some("url"), ConfigFileErrorKind::Missing)),
         };
@@ -635,7 +773,10 @@ impl<'a> Parser<'a> {
                 h.proxy = match s.as_str() {
                     "env" => ProxyChoice::FromEnv,
                     "direct" => ProxyChoice::Direct,
-                    url => ProxyChoice::Url(self.expand("mcpoll.proxy", url)?),
+                    url => {
+                        let url = self.expand("mcpoll.proxy", url)?;
+                        ProxyChoice::Url(self.url("mcpoll.proxy", &url)?)
+                    }
                 }
             }
             Some(_) => return Err(self.wrong("mcpoll.proxy", "\"env\", \"direct\" or a proxy URL")),
@@ -646,7 +787,7 @@ impl<'a> Parser<'a> {
                 for (i, v) in list.iter().enumerate() {
                     let key = format!("mcpoll.alternates[{i}]");
                     let v = v.as_str().ok_or_else(|| self.wrong(&key, "a string"))?;
-                    h.alternates.push(self.expand(&key, v)?);
+                    h.alternates.push(self.url(&key, &self.expand(&key, v)?)?);
                 }
             }
             Some(_) => return Err(self.wrong("mcpoll.alternates", "an array of URLs")),
@@ -687,11 +828,22 @@ impl<'a> Parser<'a> {
         Ok(ConfiguredTransport::Http(h))
     }
 
-    /// `mcpoll.oauth`: `clientId` and `clientSecret`, both required (`${VAR}` expanded).
+    /// `value`, a URL at `key`, checked as the HTTP driver will check it when the server is
+    /// added: `http` or `https`, a host, a valid port, no `user:password@`.
+    #[cfg(feature = "http")]
+    fn url(&self, key: &str, value: &str) -> Result<String, ConfigFileError> {
+        match crate::driver::url::HttpUrl::parse(value) {
+            Ok(_) => Ok(value.to_owned()),
+            Err(e) => Err(self.err(Some(key), ConfigFileErrorKind::Invalid(e.reason()))),
+        }
+    }
+
+    /// `mcpoll.oauth`: `clientId` and `clientSecret`, both required (`${VAR}` expanded), and
+    /// `issuer`, which pins the authorization server.
     #[cfg(feature = "http")]
     fn oauth_entry(&self, v: &Value) -> Result<OAuthEntry, ConfigFileError> {
         let o = v.as_object().ok_or_else(|| self.wrong("mcpoll.oauth", "an object"))?;
-        self.only(o, "mcpoll.oauth", &["clientId", "clientSecret"])?;
+        self.only(o, "mcpoll.oauth", &["clientId", "clientSecret", "issuer"])?;
         let text = |k: &str| -> Result<String, ConfigFileError> {
             let key = format!("mcpoll.oauth.{k}");
             match o.get(k) {
@@ -703,9 +855,14 @@ impl<'a> Parser<'a> {
                 None => Err(self.err(Some(&key), ConfigFileErrorKind::Missing)),
             }
         };
+        let issuer = match o.get("issuer") {
+            None => None,
+            Some(_) => Some(self.url("mcpoll.oauth.issuer", &text("issuer")?)?),
+        };
         Ok(OAuthEntry {
             client_id: text("clientId")?,
             client_secret: Secret::new(text("clientSecret")?),
+            issuer,
         })
     }
 
@@ -728,7 +885,10 @@ impl<'a> Parser<'a> {
             "maxMessageBytes",
             "retry",
             "breaker",
+            "roots",
         ];
+        // Read by the stdio entry itself.
+        const STDIO: &[&str] = &["inheritEnv"];
         const HTTP: &[&str] = &[
             "tls",
             "proxy",
@@ -743,6 +903,13 @@ impl<'a> Parser<'a> {
                 continue;
             }
             let key_path = format!("mcpoll.{key}");
+            if STDIO.contains(&key.as_str()) {
+                if is_http {
+                    let why = "a stdio setting in an HTTP server's entry";
+                    return Err(self.err(Some(&key_path), ConfigFileErrorKind::Conflict(why)));
+                }
+                continue;
+            }
             if HTTP.contains(&key.as_str()) && !is_http {
                 let why = "an HTTP setting in a stdio server's entry";
                 return Err(self.err(Some(&key_path), ConfigFileErrorKind::Conflict(why)));
@@ -818,7 +985,7 @@ impl<'a> Parser<'a> {
                         }
                     }
                 }
-                // HTTP settings, read by `http_entry`.
+                // HTTP settings, read by `http_entry`, and `roots`, read by `roots`.
                 _ => {}
             }
         }

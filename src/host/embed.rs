@@ -441,6 +441,7 @@ impl Host {
                 upkeep(s, self.poll.registry(), now);
             }
         }
+        self.answer_with_handlers(now);
         Ok(())
     }
 
@@ -453,6 +454,7 @@ impl Host {
         self.exiting.handle_timeout(now);
         self.ending.handle_timeout(self.poll.registry(), now);
         self.ending.settle(&mut self.poll);
+        self.answer_with_handlers(now);
         self.pump_catalogs(now);
     }
 
@@ -496,6 +498,7 @@ impl Host {
         self.exiting.handle_timeout(now);
         self.ending.handle_timeout(self.poll.registry(), now);
         self.ending.settle(&mut self.poll);
+        self.answer_with_handlers(now);
     }
 }
 

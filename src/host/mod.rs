@@ -25,11 +25,13 @@ use crate::error::{
 use crate::proto::mcp::{Method, ResultType};
 use crate::proto::version::Era;
 
+mod answers;
 mod authz;
 mod capability_store;
 mod catalog;
 mod closing;
 mod config_file;
+mod drain;
 mod embed;
 mod idle;
 mod principal;
@@ -40,6 +42,7 @@ mod schema;
 mod task;
 mod tokens;
 
+pub use answers::{Answer, AnswerHandler};
 pub use authz::{AccessRequest, Confirm, Decision, DefaultPolicy, Policy};
 pub use capability_store::{CapabilityStore, EntryKind, StoreKey, StoredEntry, StoredPage};
 pub use catalog::{CacheStats, CatalogError, CatalogView};
@@ -47,6 +50,7 @@ pub use config_file::{
     ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,
     ServerNames,
 };
+pub use drain::Commands;
 pub use embed::{EmbedError, ForeignToken};
 pub use principal::{
     CredentialSource, Credentials, LaneError, LaneTarget, Principal, PrincipalError, PrincipalId,
@@ -84,6 +88,9 @@ pub enum AddServerError {
     /// ([`Host::STDIO_SERVER_TOKENS`], [`Host::HTTP_SERVER_TOKENS`]): an embedded host's range
     /// is full. [`Host::remove_server`] gives a server's tokens back.
     TooManyServers,
+    /// The roots given with the server (a configuration file's `mcpoll.roots`) failed a
+    /// check of [`Host::set_root_dirs`]; the server was removed again.
+    Roots(AnswerError),
 }
 
 impl fmt::Display for AddServerError {
@@ -98,6 +105,7 @@ impl fmt::Display for AddServerError {
             Self::TooManyServers => {
                 f.write_str("no room for another server in the host's token range")
             }
+            Self::Roots(e) => write!(f, "roots: {e}"),
         }
     }
 }
@@ -178,6 +186,15 @@ impl Transport {
             }
             #[cfg(feature = "http")]
             Self::Http(_) => {}
+        }
+    }
+
+    /// Requests written but waiting for a connection (HTTP).
+    fn requests_waiting(&self) -> usize {
+        match self {
+            Self::Stdio(_) => 0,
+            #[cfg(feature = "http")]
+            Self::Http(d) => d.requests_waiting(),
         }
     }
 
@@ -361,8 +378,7 @@ enum Wake {
 ///
 /// let mut host = Host::new()?;
 /// let server = host.add_stdio_server(StdioCommand::new("my-mcp-server"), Config::default())?;
-/// let args = serde_json::value::RawValue::from_string(r#"{"text":"hi"}"#.into())?;
-/// let call = host.call_tool(server, "echo", &args, &CallOptions::default())?;
+/// let call = host.call_tool_json(server, "echo", r#"{"text":"hi"}"#, &CallOptions::default())?;
 /// let mut pending = true;
 /// while pending {
 ///     // ... the frame's own work ...
@@ -405,6 +421,10 @@ pub struct Host {
     tasks: task::TaskTable<(ServerId, CallId)>,
     /// Server names and the call-record sink.
     records: records::Records,
+    /// Answer handlers: the host's and each server's.
+    answers: answers::Handlers,
+    /// The text of the event `drain` is handing out (reused: no allocation once grown).
+    scratch: String,
     /// Compiled tool schemas, by definition hash.
     #[cfg(feature = "schema")]
     schemas: schema::SchemaCache,
@@ -431,6 +451,8 @@ impl Host {
             lanes: principal::Lanes::default(),
             tasks: task::TaskTable::default(),
             records: records::Records::new(),
+            answers: answers::Handlers::default(),
+            scratch: String::new(),
             #[cfg(feature = "schema")]
             schemas: schema::SchemaCache::default(),
             authz: authz::Gate::default(),
@@ -516,13 +538,7 @@ impl Host {
         id: ServerId,
         f: impl FnOnce(&mut Engine, Instant) -> Result<T, RequestError>,
     ) -> Result<T, RequestError> {
-        let registry = self.poll.registry();
-        let s = self.servers.get_mut(id.index).filter(|s| s.generation == id.generation);
-        let s = s.ok_or(RequestError::Closed)?;
-        let now = Instant::now();
-        let out = f(&mut s.engine, now)?;
-        s.transport.flush(registry, &mut s.engine, now);
-        Ok(out)
+        command_on(&mut self.servers, self.poll.registry(), id, f)
     }
 
     /// Answers a server request (`Event::ServerRequest`) of `server`; see
@@ -574,6 +590,29 @@ impl Host {
         self.gated(server, Method::ToolsCall, name, opts, |h, o| {
             h.command(server, |e, now| e.call_tool(now, name, arguments, o))
         })
+    }
+
+    /// Calls a tool with its arguments as JSON text (one object), checked once without
+    /// allocating; see [`Engine::call_tool_json`]. No `RawValue` needed:
+    /// `host.call_tool_json(server, "add", r#"{"a":1,"b":2}"#, &opts)`.
+    pub fn call_tool_json(
+        &mut self,
+        server: ServerId,
+        name: &str,
+        arguments: &str,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.command(server, |e, now| e.call_tool_json(now, name, arguments, opts))
+    }
+
+    /// Calls a tool that takes no arguments (sends `"arguments":{}`).
+    pub fn call_tool_no_args(
+        &mut self,
+        server: ServerId,
+        name: &str,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.call_tool_json(server, name, "{}", opts)
     }
 
     /// Lists every tool (following pagination to the end).
@@ -660,13 +699,7 @@ impl Host {
 
     /// Cancels a call: its wait ends at once, and the server is told.
     pub fn cancel(&mut self, server: ServerId, call: CallId) -> Result<(), CancelError> {
-        let registry = self.poll.registry();
-        let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation);
-        let s = s.ok_or(CancelError::NotPending)?;
-        let now = Instant::now();
-        s.engine.cancel(now, call)?;
-        s.transport.flush(registry, &mut s.engine, now);
-        Ok(())
+        cancel_on(&mut self.servers, self.poll.registry(), server, call)
     }
 
     /// Closes a server: its calls fail, its process group is stopped (stdin closed, then
@@ -688,7 +721,9 @@ impl Host {
         self.ending.settle(&mut self.poll);
     }
 
-    /// Starts a degraded server (one whose process kept crashing) again now.
+    /// Starts a degraded server (one whose process kept crashing) again now, or runs the
+    /// probe or handshake (and so the OAuth flow) again on an
+    /// [`Unauthorized`](ServerState::Unauthorized) one.
     pub fn restart(&mut self, server: ServerId) {
         let registry = self.poll.registry();
         if let Some(s) =
@@ -696,6 +731,7 @@ impl Host {
         {
             let now = Instant::now();
             s.engine.restart();
+            s.engine.retry_authorization(now);
             s.transport.maintain(registry, &mut s.engine, now);
             s.transport.flush(registry, &mut s.engine, now);
         }
@@ -734,6 +770,13 @@ impl Host {
     /// The server's state: probing, handshaking, ready with its era, closed.
     pub fn state(&self, server: ServerId) -> Option<ServerState> {
         self.server(server).map(|s| s.engine.state())
+    }
+
+    /// Why the server is [`ServerState::Unauthorized`]: the error its probe or handshake
+    /// failed with (an OAuth step, credentials refused, or a local OAuth configuration
+    /// problem, `LocalError::OAuthSetup`). [`restart`](Self::restart) or a new call tries again.
+    pub fn authorization_error(&self, server: ServerId) -> Option<&CallError> {
+        self.server(server)?.engine.authorization_error()
     }
 
     /// The era the server speaks, once known.
@@ -792,9 +835,14 @@ impl Host {
         self.server(server).map(|s| s.engine.pending())
     }
 
-    /// The server engine's counters.
+    /// The server engine's counters; `queued` includes an HTTP server's calls waiting for a
+    /// connection.
     pub fn stats(&self, server: ServerId) -> Option<Stats> {
-        self.server(server).map(|s| s.engine.stats())
+        self.server(server).map(|s| {
+            let mut stats = s.engine.stats();
+            stats.queued += s.transport.requests_waiting() as u64;
+            stats
+        })
     }
 
     /// Waits at most `timeout` (`None`: until something happens) for I/O or the next engine
@@ -859,7 +907,10 @@ impl Host {
     }
 
     /// Polls until `call` ends, leaving every other event queued (they do not cut its waits
-    /// short: only I/O and deadlines do). For scripts and tests.
+    /// short: only I/O and deadlines do). For scripts and tests. Server requests go to the
+    /// answer handlers ([`set_answer_handler`](Self::set_answer_handler)); one they do not
+    /// answer ends the call at once with `LocalError::Unanswered`, since nobody else can
+    /// answer while this blocks.
     pub fn wait(&mut self, server: ServerId, call: CallId) -> Result<OwnedResult, BlockingError> {
         loop {
             let s =
@@ -880,6 +931,10 @@ impl Host {
                 Some(Event::CallFailed { error, .. }) => return Err(BlockingError::Call(error)),
                 Some(_) | None => {}
             }
+            // A server request no handler answers: nobody can while this blocks.
+            if self.end_unanswerable(server, call) {
+                continue;
+            }
             self.poll_inner(Some(Duration::from_millis(100)), Wake::OnIo)
                 .map_err(BlockingError::Io)?;
         }
@@ -887,18 +942,23 @@ impl Host {
 
     /// Polls until the server is ready (or closed, or `timeout` passes) and returns its state.
     /// A server that became degraded (its process kept dying) ends the wait at once with the
-    /// last transport error (for stdio: the exit status and stderr tail).
+    /// last transport error (for stdio: the exit status and stderr tail); one refused for want
+    /// of authorization ([`ServerState::Unauthorized`]) with its authorization error.
     pub fn wait_ready(
         &mut self,
         server: ServerId,
         timeout: Duration,
     ) -> Result<ServerState, BlockingError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::engine::later(Instant::now(), timeout);
         loop {
             let s = self.server(server).ok_or(BlockingError::UnknownServer)?;
             let state = s.engine.state();
             if matches!(state, ServerState::Ready(..) | ServerState::Closed) {
                 return Ok(state);
+            }
+            if let Some(e) = s.engine.authorization_error() {
+                // Refused for want of authorization: nothing changes until the host acts.
+                return Err(BlockingError::Call(e.clone()));
             }
             if s.engine.is_degraded() {
                 // Restarts are suspended: no process will come up within any sane wait. The
@@ -929,6 +989,49 @@ impl Host {
         let call = self.call_tool(server, name, arguments, opts)?;
         self.wait(server, call)
     }
+
+    /// [`call_tool_json`](Self::call_tool_json), waiting for the result.
+    pub fn call_tool_json_blocking(
+        &mut self,
+        server: ServerId,
+        name: &str,
+        arguments: &str,
+        opts: &CallOptions,
+    ) -> Result<OwnedResult, BlockingError> {
+        let call = self.call_tool_json(server, name, arguments, opts)?;
+        self.wait(server, call)
+    }
+}
+
+/// [`Host::command`] on the parts of a host it needs (so [`Commands`] can run it while an
+/// event borrows the rest).
+fn command_on<T>(
+    servers: &mut Slab<Server>,
+    registry: &mio::Registry,
+    id: ServerId,
+    f: impl FnOnce(&mut Engine, Instant) -> Result<T, RequestError>,
+) -> Result<T, RequestError> {
+    let s = servers.get_mut(id.index).filter(|s| s.generation == id.generation);
+    let s = s.ok_or(RequestError::Closed)?;
+    let now = Instant::now();
+    let out = f(&mut s.engine, now)?;
+    s.transport.flush(registry, &mut s.engine, now);
+    Ok(out)
+}
+
+/// [`Host::cancel`] on the parts of a host it needs (for [`Commands`] too).
+fn cancel_on(
+    servers: &mut Slab<Server>,
+    registry: &mio::Registry,
+    server: ServerId,
+    call: CallId,
+) -> Result<(), CancelError> {
+    let s = servers.get_mut(server.index).filter(|s| s.generation == server.generation);
+    let s = s.ok_or(CancelError::NotPending)?;
+    let now = Instant::now();
+    s.engine.cancel(now, call)?;
+    s.transport.flush(registry, &mut s.engine, now);
+    Ok(())
 }
 
 impl Drop for Host {

@@ -2,11 +2,13 @@
 //! exist and, symlinks resolved, still lie inside one of the allowed directories (also
 //! resolved), so `/allowed/link -> /etc` is refused although it reads as inside.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::value::RawValue;
 
-use crate::engine::{Engine, RootsBoundary, ServerRequestId, ServerRequestKind};
+use crate::engine::{
+    Engine, RootsBoundary, RootsBoundaryError, ServerRequestId, ServerRequestKind,
+};
 use crate::error::AnswerError;
 use crate::proto::roots::{file_uri_path, for_each_root, mismatch};
 
@@ -31,6 +33,63 @@ impl Host {
         let s = self.server(server).ok_or(AnswerError::NotPending)?;
         check_resolved(roots.get(), s.engine.roots_boundary())?;
         self.respond(server, |e, now| e.set_roots(now, roots))
+    }
+
+    /// Offers exactly `dirs` as the server's roots: the boundary becomes those directories
+    /// ([`set_roots_boundary`](Self::set_roots_boundary)) and the roots list names each one as
+    /// a `file://` URI ([`set_roots`](Self::set_roots)), so every check of those two applies:
+    /// an absolute path without `..`, that exists, symlinks resolved inside. The server must
+    /// be configured to answer roots (`Config::answers.roots`). What the CLI's `--root` and a
+    /// configuration file's `mcpoll.roots` go through.
+    ///
+    /// # Errors
+    ///
+    /// [`AnswerError::Mismatch`] naming the first directory (`roots[i].uri`) that fails a
+    /// check; nothing is changed then.
+    pub fn set_root_dirs<P: AsRef<Path>>(
+        &mut self,
+        server: ServerId,
+        dirs: &[P],
+    ) -> Result<(), AnswerError> {
+        let mut texts = Vec::with_capacity(dirs.len());
+        for (i, dir) in dirs.iter().enumerate() {
+            let text = dir.as_ref().to_str().ok_or_else(|| mismatch(i, "must be UTF-8"))?;
+            texts.push(text);
+        }
+        // One directory at a time, so the error names the one at fault.
+        for (i, text) in texts.iter().enumerate() {
+            RootsBoundary::new([text]).map_err(|e| match e {
+                RootsBoundaryError::BadDirectory { reason, .. } => mismatch(i, reason),
+            })?;
+        }
+        let boundary = RootsBoundary::new(&texts).map_err(|_| AnswerError::NotObject)?;
+        let roots: Vec<serde_json::Value> = texts
+            .iter()
+            .map(|dir| {
+                let mut uri = String::from("file://");
+                percent_encode_path(dir, &mut uri);
+                let name = dir.rsplit('/').find(|s| !s.is_empty()).unwrap_or("/");
+                serde_json::json!({"uri": uri, "name": name})
+            })
+            .collect();
+        let list = serde_json::json!({ "roots": roots }).to_string();
+        let list = RawValue::from_string(list).map_err(|_| AnswerError::NotObject)?;
+        // Checked against the new boundary before anything changes.
+        check_resolved(list.get(), &boundary)?;
+        self.set_roots_boundary(server, boundary)?;
+        self.set_roots(server, &list)
+    }
+}
+
+/// Appends `path` percent-encoded for a `file://` URI: unreserved characters and `/` as they
+/// are, every other byte as `%XX`.
+fn percent_encode_path(path: &str, out: &mut String) {
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
     }
 }
 

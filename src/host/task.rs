@@ -343,6 +343,19 @@ impl TaskScope<'_> {
         })
     }
 
+    /// [`Host::call_tool_json`] under the task.
+    pub fn call_tool_json(
+        &mut self,
+        server: ServerId,
+        name: &str,
+        arguments: &str,
+        opts: CallOptions,
+    ) -> Result<CallId, TaskCallError> {
+        self.host.task_command(self.task, server, opts, |e, now, o| {
+            e.call_tool_json(now, name, arguments, o)
+        })
+    }
+
     /// [`Host::list`] under the task.
     pub fn list(
         &mut self,

@@ -273,6 +273,11 @@ mod tests {
         super::jsonrpc_decode(b"garbage");
         super::http_response(b"\xff\xff\x05\x00HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nWWW-Authenticate: Bearer scope=\"a\"\r\n\r\n5;x\r\nhello\r\n0\r\nT: 1\r\n\r\nHTTP/1.0 200 OK\r\n\r\nto close");
         super::http_response(b"\x01\x01\x03\x00HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\nshort");
+        // Issue 21's seeds: an interim-head flood, a comment and id-only event flood (its
+        // token-lifetime seeds are covered by auth::oauth::tests::absurd_expires_in_is_clamped).
+        super::http_response(include_bytes!("../../fuzz/corpus/http_response/interim-flood"));
+        super::sse(include_bytes!("../../fuzz/corpus/sse/comment-and-id-flood"));
+
         super::sse(b"\xff\x03\x00\xEF\xBB\xBFid: 1\r\nretry: 10\r\rdata: a\rdata: b\n\n: c\n\nevent: e\ndata: x\n\n");
         super::sse(b"\x01\x02\x00data: 0123456789\n\ndata: ok\n\n");
     }

@@ -146,6 +146,9 @@ impl<'a> ResultHead<'a> {
 pub enum DecodeError {
     /// Not JSON, or not a JSON object.
     NotJson,
+    /// JSON nested deeper than the parser's limit (127 levels): maybe a valid message, but
+    /// one mcpoll does not read.
+    TooDeep,
     /// `jsonrpc` is missing or not `"2.0"`.
     BadVersion,
     /// A JSON array: batches are not allowed in either revision.
@@ -158,6 +161,7 @@ impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::NotJson => "not a JSON object",
+            Self::TooDeep => "JSON nested more than 127 levels deep",
             Self::BadVersion => "jsonrpc member is not \"2.0\"",
             Self::Batch => "JSON-RPC batches are not allowed",
             Self::BadShape => "not a request, notification or response",
@@ -218,7 +222,10 @@ impl<'a> Envelope<'a> {
 /// walks the frame again.
 pub fn decode(frame: &[u8]) -> Result<Message<'_>, DecodeError> {
     let mut env = Envelope::default();
-    let value = json::parse_visit(frame, |m| env.take(m)).map_err(|_| DecodeError::NotJson)?;
+    let value = json::parse_visit(frame, |m| env.take(m)).map_err(|e| match e {
+        json::JsonError::TooDeep => DecodeError::TooDeep,
+        _ => DecodeError::NotJson,
+    })?;
     match value.kind() {
         Kind::Object => {}
         Kind::Array => return Err(DecodeError::Batch),

@@ -19,8 +19,8 @@ use smallvec::SmallVec;
 use crate::auth::AuthChallenge;
 use crate::codec::sse::SseParser;
 use crate::engine::{
-    Engine, ExchangeFailure, ParamHeaderList, ServerState, Transmit, TransmitKind, TransportEvent,
-    WireId,
+    later, Engine, ExchangeFailure, ParamHeaderList, ServerState, Transmit, TransmitKind,
+    TransportEvent, WireId,
 };
 use crate::error::TransportError;
 use crate::proto::jsonrpc::{self, Message};
@@ -68,13 +68,31 @@ const MAX_IDLE_RESUMES: u32 = 3;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ExchangeId(usize);
 
+/// What one readiness turn may still do with a connection's input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Budget {
+    /// Messages still to hand to the engine (`Config::frames_per_readiness`).
+    pub(crate) frames: usize,
+    /// Parsed units still allowed, whatever they deliver: HTTP heads and body pieces, SSE
+    /// lines (comments, blank lines, `id:` alone). A flood of those delivers no message, so
+    /// the frame budget alone would never stop it.
+    pub(crate) units: usize,
+}
+
+impl Budget {
+    /// Nothing more may be taken this turn.
+    pub(crate) fn spent(&self) -> bool {
+        self.frames == 0 || self.units == 0
+    }
+}
+
 /// What happens to the driver's connection after a body chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Flow {
     /// Keep reading.
     Continue,
-    /// The frame budget is spent and events wait in the exchange: stop reading this
-    /// connection, and call [`HttpSession::on_body`] with no bytes on the next budget.
+    /// The budget is spent and input waits in the exchange: stop reading this connection,
+    /// and call [`HttpSession::on_body`] with no bytes on the next budget.
     Backlog,
     /// The exchange is over before its response ended (its reply came on a resumed stream,
     /// or the body is too large): close the connection.
@@ -250,6 +268,8 @@ pub(crate) struct HttpSession {
     listen_retry: Duration,
     listen_event_id: Option<String>,
     tokens: Option<Box<dyn TokenProvider>>,
+    /// The provider's first token was refused by `set_token`.
+    bad_token: bool,
     /// The OAuth flow, when the host configured one: it supplies the tokens then.
     oauth: Option<oauth::OAuthState>,
     /// `Bearer <token>`, or empty.
@@ -297,20 +317,32 @@ impl HttpSession {
             headers,
             max_body,
             tokens: None,
+            bad_token: false,
             oauth: None,
         };
         let token = tokens.as_mut().and_then(|t| t.token());
-        session.set_token(token);
+        session.bad_token = !session.set_token(token);
         session.tokens = tokens;
         session
     }
 
-    fn set_token(&mut self, token: Option<String>) {
+    /// Takes `token` for the `Authorization` header; `false` (and no header) when it holds a
+    /// CR, LF or NUL, which would break the request head or smuggle a header into it.
+    fn set_token(&mut self, token: Option<String>) -> bool {
         self.bearer.clear();
-        if let Some(t) = token {
-            self.bearer.extend_from_slice(b"Bearer ");
-            self.bearer.extend_from_slice(t.as_bytes());
+        let Some(t) = token else { return true };
+        if t.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
+            log::debug!("refusing a bearer token with a line break or NUL in it");
+            return false;
         }
+        self.bearer.extend_from_slice(b"Bearer ");
+        self.bearer.extend_from_slice(t.as_bytes());
+        true
+    }
+
+    /// The token provider's first token could not go in a header (see `set_token`).
+    pub(crate) fn bad_token(&self) -> bool {
+        self.bad_token
     }
 
     /// The legacy session id, when the server issued one.
@@ -489,6 +521,23 @@ impl HttpSession {
         Some((ExchangeId(i), listen))
     }
 
+    /// Exchanges carrying a request that wait for a connection (`HttpOptions::max_connections`
+    /// all busy, or one being opened).
+    pub(crate) fn requests_waiting(&self) -> usize {
+        let carries = |&i: &usize| {
+            self.exchanges.get(i).is_some_and(|x| matches!(x.carries, Carries::Request { .. }))
+        };
+        self.waiting.iter().filter(|i| carries(i)).count()
+    }
+
+    /// The request exchange `x` carries, if it carries one.
+    pub(crate) fn request_of(&self, x: ExchangeId) -> Option<WireId> {
+        match self.exchanges.get(x.0)?.carries {
+            Carries::Request { id, .. } => Some(id),
+            _ => None,
+        }
+    }
+
     /// Takes the next exchange off the queue: it is now in flight.
     pub(crate) fn pop_waiting(&mut self) -> Option<ExchangeId> {
         let i = self.waiting.pop_front()?;
@@ -602,15 +651,16 @@ impl HttpSession {
         x.mode == BodyMode::Sse
     }
 
-    /// A piece of exchange `x`'s body. Hands at most `budget` messages to the engine and
-    /// lowers `budget` by as many; call again with no bytes to drain a [`Flow::Backlog`].
+    /// A piece of exchange `x`'s body. Hands at most `budget.frames` messages to the engine,
+    /// reads at most `budget.units` SSE lines, and lowers both by what it took; call again
+    /// with no bytes to drain a [`Flow::Backlog`].
     pub(crate) fn on_body(
         &mut self,
         engine: &mut Engine,
         now: Instant,
         x: ExchangeId,
         chunk: &[u8],
-        budget: &mut usize,
+        budget: &mut Budget,
     ) -> Flow {
         let i = x.0;
         let Some(ex) = self.exchanges.get_mut(i) else { return Flow::Close };
@@ -625,16 +675,22 @@ impl HttpSession {
         ex.sse.push(chunk);
         let mut flow = Flow::Continue;
         loop {
-            if *budget == 0 {
+            if budget.spent() {
                 if ex.sse.buffered() > 0 {
                     flow = Flow::Backlog;
                 }
                 break;
             }
-            let Some(event) = ex.sse.next_event() else { break };
+            let Some(event) = ex.sse.next_event_within(&mut budget.units) else {
+                // Out of input, or out of units with lines still to read.
+                if budget.units == 0 && ex.sse.buffered() > 0 {
+                    flow = Flow::Backlog;
+                }
+                break;
+            };
             match event {
                 Ok(e) if e.event_type == "message" || e.event_type.is_empty() => {
-                    *budget -= 1;
+                    budget.frames -= 1;
                     match ex.carries {
                         Carries::Request { id, .. } => {
                             if !ex.modern && is_response(e.data.as_bytes()) {
@@ -690,7 +746,7 @@ impl HttpSession {
         let id = match ex.carries {
             Carries::Listen => {
                 self.listen = if ok {
-                    Listen::At(now + self.listen_retry)
+                    Listen::At(later(now, self.listen_retry))
                 } else {
                     log::debug!("the server offers no GET stream ({status})");
                     Listen::Unsupported
@@ -782,7 +838,7 @@ impl HttpSession {
                 self.fail(engine, now, i, id, failure);
             }
             Carries::Listen => {
-                self.listen = Listen::At(now + self.listen_retry);
+                self.listen = Listen::At(later(now, self.listen_retry));
                 self.release(i);
             }
             Carries::Message => self.release(i),
@@ -811,7 +867,7 @@ impl HttpSession {
         let delay = x.retry_ms.map_or(DEFAULT_RETRY, |ms| Duration::from_millis(clamp_retry(ms)));
         log::debug!("resuming a broken response stream in {delay:?}");
         x.resuming = true;
-        x.stage = Stage::Resume(now + delay);
+        x.stage = Stage::Resume(later(now, delay));
         self.scheduled += 1;
     }
 
@@ -822,10 +878,14 @@ impl HttpSession {
             return false;
         }
         let Some(fresh) = self.tokens.as_mut().and_then(|t| t.refresh()) else { return false };
+        if !self.set_token(Some(fresh)) {
+            // As if the provider had none: the call fails with the server's 401.
+            return false;
+        }
+        let Some(x) = self.exchanges.get_mut(i) else { return false };
         x.auth_retried = true;
         x.stage = Stage::Waiting;
         self.waiting.push_front(i);
-        self.set_token(Some(fresh));
         true
     }
 }

@@ -58,6 +58,9 @@ pub fn mcp_answer(req: &Request) -> Response {
         Some("server/discover") => serde_json::json!({
             "resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
             "ttlMs": 0, "cacheScope": "private"}),
+        Some("initialize") => serde_json::json!({
+            "protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+            "serverInfo": {"name": "mini", "version": "0"}}),
         Some("tools/call") => serde_json::json!({
             "resultType": "complete",
             "content": [{"type": "text", "text": msg["params"]["arguments"]["text"].clone()}]}),

@@ -132,6 +132,20 @@ pub fn closed_with(host: &mut Host, id: ServerId) -> CallError {
     }
 }
 
+/// The error a server's probe (or handshake) was refused with for want of authorization:
+/// `wait_ready` ends with it at once, the server is `Unauthorized` (not closed), and
+/// `Host::authorization_error` keeps it.
+#[track_caller]
+pub fn refused_with(host: &mut Host, id: ServerId) -> CallError {
+    let e = match host.wait_ready(id, Duration::from_secs(30)) {
+        Err(mcpoll::BlockingError::Call(e)) => e,
+        other => panic!("expected an authorization error, got {other:?}"),
+    };
+    assert_eq!(host.state(id), Some(mcpoll::ServerState::Unauthorized));
+    assert_eq!(host.authorization_error(id), Some(&e));
+    e
+}
+
 #[track_caller]
 pub fn call_err(host: &mut Host, id: ServerId, name: &str, args: &str) -> CallError {
     let args = raw(args);
@@ -362,6 +376,38 @@ pub fn check_lab_tools(host: &mut Host, id: ServerId, label: &str) {
     );
     let fail = call(host, id, "fail", "{}");
     assert!(fail.is_error, "{label}: fail must be an isError result: {}", fail.json);
+}
+
+/// The demo server serving Streamable HTTP (modern era) on a free loopback port, with `args`
+/// after `--http 0`; killed when dropped.
+pub struct HttpDemo {
+    child: std::process::Child,
+    pub url: String,
+}
+
+impl HttpDemo {
+    pub fn start(args: &[&str]) -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(demo_server().program())
+            .args(["--http", "0"])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let url = line.trim().to_owned();
+        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+        Self { child, url }
+    }
+}
+
+impl Drop for HttpDemo {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// Drives a running `mcpoll ... watch` (stdout piped): calls `bump` (which adds one tool and

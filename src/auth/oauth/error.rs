@@ -1,6 +1,7 @@
 //! [`AuthError`]: which step of the flow failed, why, and what the server said.
 
 use std::fmt;
+use std::io;
 
 use super::metadata::ParseError;
 
@@ -47,6 +48,10 @@ pub enum AuthFailure {
     PkceUnsupported,
     /// No endpoint for this grant in the metadata.
     MissingEndpoint(&'static str),
+    /// An authorization server URL (the issuer, whose metadata would be fetched from it, or
+    /// the named endpoint) is not `https` and not on a loopback host: nothing is sent to it
+    /// (OAuth 2.1 1.5, MCP authorization "Communication Security").
+    NotHttps(&'static str),
     /// No pre-registered client, no usable client ID metadata document and no registration
     /// endpoint: the host must register a client by hand.
     NoClientIdentity,
@@ -68,8 +73,8 @@ pub enum AuthFailure {
     /// The authorization server answered the authorization request with an error (see
     /// [`AuthError::error`]).
     Denied,
-    /// The host's authorizer gave up (no redirect).
-    Declined,
+    /// The host's authorizer brought back no redirect, for this reason.
+    Declined(AuthorizeError),
     /// The redirect did not come within `OAuthConfig::authorization_timeout` of the
     /// authorization URL (a deferred authorization the user never finished).
     Expired,
@@ -81,6 +86,44 @@ pub enum AuthFailure {
     /// The request could not be made or its response not read (the driver said so).
     Transport,
 }
+
+/// Why an [`Authorizer`](super::Authorizer) brought back no redirect. The flow fails with
+/// [`AuthFailure::Declined`] carrying it, so the host can tell a user's "no" from a machine
+/// that cannot ask one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AuthorizeError {
+    /// The user said no, or closed the browser.
+    Declined,
+    /// No user can be asked here (no browser, no terminal): the default of
+    /// [`Authorizer::authorize`](super::Authorizer::authorize).
+    NoUser,
+    /// The authorizer could not reach the authorization page or bring back the redirect (its
+    /// own HTTP request, a browser launch, reading a terminal); the I/O error's kind.
+    Io(io::ErrorKind),
+    /// The authorization server's page did not end at the redirect URI (an error page, a
+    /// redirect elsewhere, an empty answer).
+    NoRedirect,
+    /// The authorizer stopped waiting for the user.
+    TimedOut,
+    /// The host gave up on the running flow ([`OAuthFlow::abandon`](super::OAuthFlow::abandon)).
+    Abandoned,
+}
+
+impl fmt::Display for AuthorizeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Declined => f.write_str("the user declined"),
+            Self::NoUser => f.write_str("no user to ask"),
+            Self::Io(kind) => write!(f, "the authorization page could not be followed ({kind})"),
+            Self::NoRedirect => f.write_str("the authorization page did not redirect back"),
+            Self::TimedOut => f.write_str("the user did not answer in time"),
+            Self::Abandoned => f.write_str("the host abandoned the flow"),
+        }
+    }
+}
+
+impl std::error::Error for AuthorizeError {}
 
 /// A failure of the OAuth flow, naming its step, with the HTTP status and OAuth `error`
 /// code when the server gave them.
@@ -99,6 +142,19 @@ pub struct AuthError {
 impl AuthError {
     pub(crate) fn new(step: AuthStep, reason: AuthFailure) -> Self {
         Self { step, reason, status: None, error: None }
+    }
+
+    /// The host's configuration is at fault, not a server: no client identity usable with
+    /// this authorization server, a grant without its credentials, a server URL that is not
+    /// absolute, or a flow that needs a user with no one to ask.
+    pub fn is_local(&self) -> bool {
+        matches!(
+            self.reason,
+            AuthFailure::NoClientIdentity
+                | AuthFailure::MissingCredentials
+                | AuthFailure::InvalidServerUrl
+                | AuthFailure::Declined(AuthorizeError::NoUser)
+        )
     }
 }
 
@@ -129,6 +185,9 @@ impl fmt::Display for AuthFailure {
             }
             Self::PkceUnsupported => f.write_str("the authorization server does not offer PKCE S256"),
             Self::MissingEndpoint(name) => write!(f, "the metadata has no {name}"),
+            Self::NotHttps(name) => {
+                write!(f, "the authorization server's {name} is neither https nor loopback")
+            }
             Self::NoClientIdentity => f.write_str(
                 "no client identity: no pre-registered client, no client ID metadata document support, no registration endpoint",
             ),
@@ -138,7 +197,7 @@ impl fmt::Display for AuthFailure {
             Self::IssMismatch { iss } => write!(f, "the redirect's iss ({iss}) is not the issuer"),
             Self::MissingCode => f.write_str("the redirect has no code"),
             Self::Denied => f.write_str("the authorization server refused"),
-            Self::Declined => f.write_str("the authorizer gave no redirect"),
+            Self::Declined(why) => write!(f, "the authorizer gave no redirect: {why}"),
             Self::Expired => f.write_str("the redirect did not come in time"),
             Self::StepUpLimit => f.write_str("re-authorization limit reached"),
             Self::Crypto => f.write_str("randomness or signing failed"),

@@ -9,14 +9,14 @@ use serde_json::json;
 
 use super::crypto::{random_token, s256};
 use super::encode::{base64, form, parse_query, percent_encode};
-use super::error::{AuthError, AuthFailure, AuthStep, RedirectError};
+use super::error::{AuthError, AuthFailure, AuthStep, AuthorizeError, RedirectError};
 use super::metadata::{
     parse_error_body, parse_registration, parse_resource_metadata, parse_server_metadata,
-    parse_token_response, ParseError, ServerMetadata,
+    parse_token_response, ParseError, ServerMetadata, MAX_EXPIRES_IN,
 };
 use super::store::{ClientRegistration, Secret, StoredAuth, Tokens};
 use super::url::{
-    as_metadata_locations, origin, parts, prm_locations, resource_covers, with_query,
+    as_metadata_locations, is_secure, origin, parts, prm_locations, resource_covers, with_query,
 };
 use super::{
     Action, Authorization, Authorizer, Grant, HttpMethod, HttpRequest, HttpResponse, OAuthConfig,
@@ -102,7 +102,7 @@ const ENDED_KEPT: usize = 4;
 impl fmt::Debug for OAuthFlow {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OAuthFlow")
-            .field("server_url", &self.config.server_url)
+            .field("server_url", &crate::redact::RedactedUrl(&self.config.server_url))
             .field("step", &self.step)
             .field("issuer", &self.issuer)
             .field("client", &self.client)
@@ -329,11 +329,13 @@ impl OAuthFlow {
     }
 
     /// Gives up on the running flow (the user closed the browser, the host is shutting
-    /// down): it fails with [`AuthFailure::Declined`]; a late response is ignored and a late
-    /// redirect refused ([`RedirectError::Late`]). Does nothing when no flow runs.
+    /// down): it fails with [`AuthFailure::Declined`] ([`AuthorizeError::Abandoned`]); a late
+    /// response is ignored and a late redirect refused ([`RedirectError::Late`]). Does nothing
+    /// when no flow runs.
     pub fn abandon(&mut self) {
         if self.is_running() {
-            self.fail(AuthStep::Authorization, AuthFailure::Declined);
+            let why = AuthFailure::Declined(AuthorizeError::Abandoned);
+            self.fail(AuthStep::Authorization, why);
         }
     }
 
@@ -348,9 +350,9 @@ impl OAuthFlow {
                 }
             }
             Authorization::Pending => log::debug!("oauth: waiting for the redirect"),
-            Authorization::Declined => {
+            Authorization::Refused(why) => {
                 if matches!(self.step, Step::Redirect { .. }) {
-                    self.fail(AuthStep::Authorization, AuthFailure::Declined);
+                    self.fail(AuthStep::Authorization, AuthFailure::Declined(why));
                 }
             }
         }
@@ -376,7 +378,10 @@ impl OAuthFlow {
         let tokens = self.tokens.as_ref()?;
         tokens.refresh_token.as_ref()?;
         let at = tokens.expires_at?.saturating_sub(self.config.refresh_margin.as_secs());
-        Some(self.epoch.0 + Duration::from_secs(at.saturating_sub(self.epoch.1)))
+        // A stored expiry is not checked on load, and the epoch is the host's: no addition
+        // here may overflow. A time past the range of `Instant` is no timer at all.
+        let wait = at.saturating_sub(self.epoch.1).min(MAX_EXPIRES_IN);
+        self.epoch.0.checked_add(Duration::from_secs(wait))
     }
 
     /// Fails an authorization whose redirect did not come in time, or refreshes the token if
@@ -448,6 +453,10 @@ impl OAuthFlow {
             self.server = None;
             self.config.store.clear(&self.config.server_url);
         }
+        if !is_secure(&issuer) {
+            // Its metadata would come in clear text, and name where the secrets go.
+            return self.fail(AuthStep::Discovery, AuthFailure::NotHttps("issuer"));
+        }
         self.issuer = Some(issuer.clone());
         let candidates = as_metadata_locations(&issuer);
         if candidates.is_empty() {
@@ -494,6 +503,16 @@ impl OAuthFlow {
         if meta.issuer != issuer {
             let issuer = meta.issuer;
             return self.fail(AuthStep::Discovery, AuthFailure::IssuerMismatch { issuer });
+        }
+        let endpoints = [
+            ("token_endpoint", Some(&meta.token_endpoint)),
+            ("authorization_endpoint", meta.authorization_endpoint.as_ref()),
+            ("registration_endpoint", meta.registration_endpoint.as_ref()),
+        ];
+        for (name, url) in endpoints {
+            if url.is_some_and(|u| !is_secure(u)) {
+                return self.fail(AuthStep::Discovery, AuthFailure::NotHttps(name));
+            }
         }
         self.server = Some(Server { meta, published: true });
         self.after_discovery();
@@ -665,7 +684,7 @@ impl OAuthFlow {
         }
         let url = with_query(&endpoint, &form(&pairs));
         self.requested_scope = scope;
-        let deadline = self.now + self.config.authorization_timeout;
+        let deadline = crate::engine::later(self.now, self.config.authorization_timeout);
         self.step = Step::Redirect { state, verifier: Secret::new(verifier), deadline };
         self.actions.push_back(Action::Authorize(url));
     }
@@ -924,6 +943,6 @@ impl OAuthFlow {
     }
 
     fn unix(&self, now: Instant) -> u64 {
-        self.epoch.1 + now.saturating_duration_since(self.epoch.0).as_secs()
+        self.epoch.1.saturating_add(now.saturating_duration_since(self.epoch.0).as_secs())
     }
 }

@@ -24,6 +24,8 @@ pub fn oauth_metadata(data: &[u8]) {
 pub fn oauth_token_response(data: &[u8]) {
     if let Ok(t) = parse_token_response(data) {
         assert!(!t.access_token.expose().is_empty());
+        // Issue 21: whatever the server says, the lifetime is one the clock can add.
+        assert!(t.expires_in.is_none_or(|s| s <= super::metadata::MAX_EXPIRES_IN));
         let shown = format!("{:?}", t.access_token);
         assert_eq!(shown, format!("Secret(<redacted, {} bytes>)", t.access_token.expose().len()));
     }

@@ -158,6 +158,10 @@ pub(crate) fn parse_server_metadata(body: &[u8]) -> Result<ServerMetadata, Parse
     })
 }
 
+/// The longest token lifetime taken from a token response (ten years); a longer one is cut to
+/// it, so expiry and refresh times stay far inside `Instant`'s range.
+pub(crate) const MAX_EXPIRES_IN: u64 = 10 * 365 * 86_400;
+
 /// RFC 6749 5.1. `token_type` must be `Bearer` (case-insensitive): a DPoP or MAC token sent
 /// as a bearer token would be refused by the resource anyway, so say so at the source.
 pub(crate) fn parse_token_response(body: &[u8]) -> Result<TokenResponse, ParseError> {
@@ -182,7 +186,8 @@ pub(crate) fn parse_token_response(body: &[u8]) -> Result<TokenResponse, ParseEr
     };
     Ok(TokenResponse {
         access_token: Secret(access_token),
-        expires_in,
+        // The server's number, however large, becomes a time the host can wait for.
+        expires_in: expires_in.map(|s| s.min(MAX_EXPIRES_IN)),
         refresh_token: string(&map, "refresh_token")?.filter(|s| !s.is_empty()).map(Secret),
         scope: string(&map, "scope")?,
     })

@@ -52,7 +52,7 @@ use std::fmt;
 use std::time::Duration;
 
 pub use crypto::{JwtAlgorithm, KeyError, SigningKey};
-pub use error::{AuthError, AuthFailure, AuthStep, RedirectError};
+pub use error::{AuthError, AuthFailure, AuthStep, AuthorizeError, RedirectError};
 pub use flow::OAuthFlow;
 pub use metadata::ParseError;
 pub use store::{ClientRegistration, MemoryStore, Secret, StoredAuth, TokenStore, Tokens};
@@ -107,10 +107,35 @@ impl PreRegistered {
             issuer: None,
         }
     }
+
+    /// A public client: a client ID and no secret or key (`token_endpoint_auth_method`
+    /// `none`), as a native or browser app registers for the authorization code grant.
+    pub fn public(client_id: impl Into<String>) -> Self {
+        Self { client_id: client_id.into(), client_secret: None, signing_key: None, issuer: None }
+    }
+
+    /// Sets the secret (see [`client_secret`](Self::client_secret)).
+    pub fn client_secret(mut self, secret: impl Into<String>) -> Self {
+        self.client_secret = Some(Secret::new(secret));
+        self
+    }
+
+    /// Sets the private key for `private_key_jwt` (see [`signing_key`](Self::signing_key)).
+    pub fn signing_key(mut self, key: SigningKey) -> Self {
+        self.signing_key = Some(key);
+        self
+    }
+
+    /// Binds these credentials to one authorization server: they are never shown to another
+    /// (see [`issuer`](Self::issuer)).
+    pub fn issuer(mut self, issuer: impl Into<String>) -> Self {
+        self.issuer = Some(issuer.into());
+        self
+    }
 }
 
-/// How an [`OAuthFlow`] behaves.
-#[derive(Debug)]
+/// How an [`OAuthFlow`] behaves. `Debug` shows its URLs redacted (user information and
+/// secret-looking query values hidden).
 #[non_exhaustive]
 pub struct OAuthConfig {
     /// The MCP server's URL: the resource being protected.
@@ -136,6 +161,23 @@ pub struct OAuthConfig {
     pub store: Box<dyn TokenStore>,
 }
 
+impl fmt::Debug for OAuthConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::redact::RedactedUrl;
+        f.debug_struct("OAuthConfig")
+            .field("server_url", &RedactedUrl(&self.server_url))
+            .field("grant", &self.grant)
+            .field("pre_registered", &self.pre_registered)
+            .field("client_metadata_url", &self.client_metadata_url.as_deref().map(RedactedUrl))
+            .field("client_name", &self.client_name)
+            .field("max_reauthorizations", &self.max_reauthorizations)
+            .field("refresh_margin", &self.refresh_margin)
+            .field("authorization_timeout", &self.authorization_timeout)
+            .field("store", &self.store)
+            .finish()
+    }
+}
+
 impl OAuthConfig {
     /// The authorization code grant for `server_url`, redirecting to `redirect_uri`.
     pub fn authorization_code(
@@ -150,6 +192,52 @@ impl OAuthConfig {
         let mut config = Self::new(server_url.into(), Grant::ClientCredentials);
         config.pre_registered = Some(client);
         config
+    }
+
+    /// Sets the host's credentials (see [`pre_registered`](Self::pre_registered)).
+    pub fn pre_registered(mut self, client: PreRegistered) -> Self {
+        self.pre_registered = Some(client);
+        self
+    }
+
+    /// Sets the Client ID Metadata Document URL (see
+    /// [`client_metadata_url`](Self::client_metadata_url)).
+    pub fn client_metadata_url(mut self, url: impl Into<String>) -> Self {
+        self.client_metadata_url = Some(url.into());
+        self
+    }
+
+    /// Sets `client_name` for dynamic registration (see [`client_name`](Self::client_name)).
+    pub fn client_name(mut self, name: impl Into<String>) -> Self {
+        self.client_name = name.into();
+        self
+    }
+
+    /// Sets the re-authorization limit (see
+    /// [`max_reauthorizations`](Self::max_reauthorizations)).
+    pub fn max_reauthorizations(mut self, limit: u8) -> Self {
+        self.max_reauthorizations = limit;
+        self
+    }
+
+    /// Sets how long before expiry a token is refreshed (see
+    /// [`refresh_margin`](Self::refresh_margin)).
+    pub fn refresh_margin(mut self, margin: Duration) -> Self {
+        self.refresh_margin = margin;
+        self
+    }
+
+    /// Sets how long a redirect is waited for (see
+    /// [`authorization_timeout`](Self::authorization_timeout)).
+    pub fn authorization_timeout(mut self, timeout: Duration) -> Self {
+        self.authorization_timeout = timeout;
+        self
+    }
+
+    /// Sets where tokens and registrations are kept (see [`store`](Self::store)).
+    pub fn store(mut self, store: Box<dyn TokenStore>) -> Self {
+        self.store = store;
+        self
     }
 
     fn new(server_url: String, grant: Grant) -> Self {
@@ -211,7 +299,7 @@ impl fmt::Debug for HttpRequest {
         f.debug_struct("HttpRequest")
             .field("id", &self.id)
             .field("method", &self.method)
-            .field("url", &self.url)
+            .field("url", &crate::redact::RedactedUrl(&self.url))
             .field("headers", &headers)
             .field("body", &format_args!("<{} bytes>", self.body.len()))
             .finish()
@@ -255,18 +343,20 @@ pub enum Action {
 /// `Host::handle_redirect` (or [`OAuthFlow::handle_redirect`]); the refused calls wait
 /// meanwhile, up to [`OAuthConfig::authorization_timeout`].
 pub trait Authorizer {
-    /// Returns the redirect URL, or `None` if the user gave up. The default gives up.
-    fn authorize(&mut self, authorization_url: &str) -> Option<String> {
+    /// Returns the redirect URL, or why there is none (the flow fails with
+    /// [`AuthFailure::Declined`] carrying it). The default has no user to ask
+    /// ([`AuthorizeError::NoUser`]).
+    fn authorize(&mut self, authorization_url: &str) -> Result<String, AuthorizeError> {
         let _ = authorization_url;
-        None
+        Err(AuthorizeError::NoUser)
     }
 
     /// Starts the authorization. The default answers at once from
     /// [`authorize`](Self::authorize).
     fn begin(&mut self, authorization_url: &str) -> Authorization {
         match self.authorize(authorization_url) {
-            Some(redirect) => Authorization::Redirect(redirect),
-            None => Authorization::Declined,
+            Ok(redirect) => Authorization::Redirect(redirect),
+            Err(why) => Authorization::Refused(why),
         }
     }
 }
@@ -277,8 +367,8 @@ pub trait Authorizer {
 pub enum Authorization {
     /// The redirect URL, at once.
     Redirect(String),
-    /// The user gave up; the flow fails with [`AuthFailure::Declined`].
-    Declined,
+    /// No redirect, for this reason; the flow fails with [`AuthFailure::Declined`].
+    Refused(AuthorizeError),
     /// The user is on it: the redirect comes later through `handle_redirect`.
     Pending,
 }

@@ -12,11 +12,11 @@ use super::encode::{base64_decode, parse_query};
 use super::*;
 use crate::AuthChallenge;
 
-const SERVER: &str = "http://mcp.test/mcp";
-const PRM_PATH: &str = "http://mcp.test/.well-known/oauth-protected-resource/mcp";
-const PRM_ROOT: &str = "http://mcp.test/.well-known/oauth-protected-resource";
-const AS: &str = "http://as.test";
-const AS_META: &str = "http://as.test/.well-known/oauth-authorization-server";
+const SERVER: &str = "https://mcp.test/mcp";
+const PRM_PATH: &str = "https://mcp.test/.well-known/oauth-protected-resource/mcp";
+const PRM_ROOT: &str = "https://mcp.test/.well-known/oauth-protected-resource";
+const AS: &str = "https://as.test";
+const AS_META: &str = "https://as.test/.well-known/oauth-authorization-server";
 const REDIRECT: &str = "http://127.0.0.1:3000/callback";
 const UNIX: u64 = 1_700_000_000;
 
@@ -250,19 +250,19 @@ fn prm_path_aware_then_root_with_path_issuer() {
     let mut h = Harness::code();
     h.flow.handle_challenge(h.now, 401, &challenge(None, None));
     h.get(PRM_PATH, 404, &json!({}));
-    h.get(PRM_ROOT, 200, &prm("http://mcp.test", "http://as.test/tenant1", None));
-    let issuer = "http://as.test/tenant1";
+    h.get(PRM_ROOT, 200, &prm("https://mcp.test", "https://as.test/tenant1", None));
+    let issuer = "https://as.test/tenant1";
     h.get(
-        "http://as.test/.well-known/oauth-authorization-server/tenant1",
+        "https://as.test/.well-known/oauth-authorization-server/tenant1",
         200,
         &meta(issuer, json!({})),
     );
-    let req = h.post("http://as.test/tenant1/register");
+    let req = h.post("https://as.test/tenant1/register");
     h.reply(&req, 201, &json!({"client_id": "c"}));
     let (auth, req) = h.grant(issuer);
     // Exactly as published: no slash appended to a pathless identifier.
-    assert_eq!(auth["resource"], "http://mcp.test");
-    assert_eq!(form_of(&req)["resource"], "http://mcp.test");
+    assert_eq!(auth["resource"], "https://mcp.test");
+    assert_eq!(form_of(&req)["resource"], "https://mcp.test");
 }
 
 #[test]
@@ -273,28 +273,28 @@ fn as_metadata_location_order() {
     h.flow.handle_challenge(
         h.now,
         401,
-        &challenge(Some("http://mcp.test/custom/metadata/location.json"), None),
+        &challenge(Some("https://mcp.test/custom/metadata/location.json"), None),
     );
     h.get(
-        "http://mcp.test/custom/metadata/location.json",
+        "https://mcp.test/custom/metadata/location.json",
         200,
-        &prm(SERVER, "http://as.test/tenant1", None),
+        &prm(SERVER, "https://as.test/tenant1", None),
     );
-    h.get("http://as.test/.well-known/oauth-authorization-server/tenant1", 404, &json!({}));
-    h.get("http://as.test/.well-known/openid-configuration/tenant1", 404, &json!({}));
+    h.get("https://as.test/.well-known/oauth-authorization-server/tenant1", 404, &json!({}));
+    h.get("https://as.test/.well-known/openid-configuration/tenant1", 404, &json!({}));
     h.get(
-        "http://as.test/tenant1/.well-known/openid-configuration",
+        "https://as.test/tenant1/.well-known/openid-configuration",
         200,
-        &meta("http://as.test/tenant1", json!({})),
+        &meta("https://as.test/tenant1", json!({})),
     );
-    h.post("http://as.test/tenant1/register");
+    h.post("https://as.test/tenant1/register");
 
     // metadata-var1: a pathless issuer with only OpenID configuration.
     let mut h = Harness::code();
     h.flow.handle_challenge(h.now, 401, &challenge(None, None));
     h.get(PRM_PATH, 200, &prm(SERVER, AS, None));
     h.get(AS_META, 404, &json!({}));
-    h.get("http://as.test/.well-known/openid-configuration", 200, &meta(AS, json!({})));
+    h.get("https://as.test/.well-known/openid-configuration", 200, &meta(AS, json!({})));
     h.register(json!({}));
     h.grant(AS);
 }
@@ -306,22 +306,22 @@ fn legacy_metadata_at_server_root() {
     h.flow.handle_challenge(h.now, 401, &challenge(None, None));
     h.get(PRM_PATH, 404, &json!({}));
     h.get(PRM_ROOT, 404, &json!({}));
-    let origin = "http://mcp.test";
+    let origin = "https://mcp.test";
     let m = meta(
         origin,
         json!({
-            "authorization_endpoint": "http://mcp.test/oauth/authorize",
-            "token_endpoint": "http://mcp.test/oauth/token",
-            "registration_endpoint": "http://mcp.test/oauth/register",
+            "authorization_endpoint": "https://mcp.test/oauth/authorize",
+            "token_endpoint": "https://mcp.test/oauth/token",
+            "registration_endpoint": "https://mcp.test/oauth/register",
         }),
     );
-    h.get("http://mcp.test/.well-known/oauth-authorization-server", 200, &m);
-    let req = h.post("http://mcp.test/oauth/register");
+    h.get("https://mcp.test/.well-known/oauth-authorization-server", 200, &m);
+    let req = h.post("https://mcp.test/oauth/register");
     h.reply(&req, 201, &json!({"client_id": "c"}));
-    let auth = h.authorize("http://mcp.test/oauth/authorize");
+    let auth = h.authorize("https://mcp.test/oauth/authorize");
     assert!(!auth.contains_key("resource"), "no PRM: no resource identifier to send");
     h.redirect(&format!("code=x&state={}&iss={origin}", auth["state"]));
-    let req = h.post("http://mcp.test/oauth/token");
+    let req = h.post("https://mcp.test/oauth/token");
     assert!(!form_of(&req).contains_key("resource"));
     h.token(&req, "t", json!({}));
     h.ready();
@@ -335,16 +335,16 @@ fn legacy_default_endpoints() {
     h.flow.handle_challenge(h.now, 401, &challenge(None, None));
     h.get(PRM_PATH, 404, &json!({}));
     h.get(PRM_ROOT, 404, &json!({}));
-    h.get("http://mcp.test/.well-known/oauth-authorization-server", 404, &json!({}));
-    h.get("http://mcp.test/.well-known/openid-configuration", 404, &json!({}));
-    let req = h.post("http://mcp.test/register");
+    h.get("https://mcp.test/.well-known/oauth-authorization-server", 404, &json!({}));
+    h.get("https://mcp.test/.well-known/openid-configuration", 404, &json!({}));
+    let req = h.post("https://mcp.test/register");
     let dcr: Value = serde_json::from_slice(&req.body).unwrap();
     // Nothing published: client_secret_basic is the RFC 8414 default.
     assert_eq!(dcr["token_endpoint_auth_method"], "client_secret_basic");
     h.reply(&req, 201, &json!({"client_id": "c", "client_secret": "s"}));
-    let auth = h.authorize("http://mcp.test/authorize");
+    let auth = h.authorize("https://mcp.test/authorize");
     h.redirect(&format!("code=x&state={}", auth["state"]));
-    let req = h.post("http://mcp.test/token");
+    let req = h.post("https://mcp.test/token");
     assert_eq!(header(&req, "authorization"), Some("Basic Yzpz"));
     h.token(&req, "t", json!({}));
     h.ready();
@@ -424,7 +424,7 @@ fn iss_response_parameter() {
         (Some(true), "https://evil.example.com"),
         (None, "https://evil.example.com"),
         // Exact comparison: a trailing slash or other case is another issuer.
-        (Some(true), "http://as.test/"),
+        (Some(true), "https://as.test/"),
         (Some(true), "HTTP://as.test"),
     ] {
         let e = iss_case(supported, Some(iss)).unwrap_err();
@@ -546,7 +546,7 @@ fn redirect_state_and_error() {
     h.register(json!({}));
     let auth = h.authorize(&format!("{AS}/authorize"));
     h.flow.abandon();
-    assert_eq!(h.failed().reason, AuthFailure::Declined);
+    assert_eq!(h.failed().reason, AuthFailure::Declined(AuthorizeError::Abandoned));
     h.redirect(&format!("code=c&state={}&iss={AS}", auth["state"]));
     h.nothing();
     h.flow.abandon();
@@ -824,15 +824,15 @@ fn refresh_on_401_then_fallback_to_authorization() {
 
 #[test]
 fn authorization_server_migration() {
-    let as2 = "http://as2.test";
+    let as2 = "https://as2.test";
     let mut h = ready_refreshable();
     h.flow.handle_authorized();
     h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), Some("mcp:basic")));
     h.get(PRM_PATH, 200, &prm(SERVER, as2, None));
     // Old client and tokens are gone before anything reaches the new server.
     assert_eq!(h.bearer(), None);
-    h.get("http://as2.test/.well-known/oauth-authorization-server", 200, &meta(as2, json!({})));
-    let req = h.post("http://as2.test/register");
+    h.get("https://as2.test/.well-known/oauth-authorization-server", 200, &meta(as2, json!({})));
+    let req = h.post("https://as2.test/register");
     h.reply(&req, 201, &json!({"client_id": "as2-client"}));
     let (auth, req) = h.grant(as2);
     assert_eq!(auth["client_id"], "as2-client");
@@ -848,7 +848,7 @@ fn authorization_server_migration() {
 fn host_credentials_stay_with_their_first_server() {
     // Pre-registered credentials with no issuer named are bound to the server they were
     // first used at: when the resource moves, they are not shown to the new one.
-    let as2 = "http://as2.test";
+    let as2 = "https://as2.test";
     let mut config = OAuthConfig::authorization_code(SERVER, REDIRECT);
     config.pre_registered = Some(PreRegistered::with_secret("pre-client", "pre-secret"));
     let mut h = Harness::new(config);
@@ -860,7 +860,7 @@ fn host_credentials_stay_with_their_first_server() {
     h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
     h.get(PRM_PATH, 200, &prm(SERVER, as2, None));
     let m = meta(as2, json!({"registration_endpoint": null}));
-    h.get("http://as2.test/.well-known/oauth-authorization-server", 200, &m);
+    h.get("https://as2.test/.well-known/oauth-authorization-server", 200, &m);
     let e = h.failed();
     assert_eq!((e.step, e.reason), (AuthStep::Registration, AuthFailure::NoClientIdentity));
 
@@ -873,7 +873,7 @@ fn host_credentials_stay_with_their_first_server() {
     h.ready();
     h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
     h.get(PRM_PATH, 200, &prm(SERVER, as2, None));
-    h.get("http://as2.test/.well-known/oauth-authorization-server", 200, &meta(as2, json!({})));
+    h.get("https://as2.test/.well-known/oauth-authorization-server", 200, &meta(as2, json!({})));
     assert_eq!(h.failed().reason, AuthFailure::NoClientIdentity);
 }
 
@@ -1009,7 +1009,7 @@ fn malformed_and_refused_answers() {
     h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
     h.get(PRM_PATH, 200, &prm(SERVER, AS, None));
     h.get(AS_META, 404, &json!({}));
-    h.get("http://as.test/.well-known/openid-configuration", 404, &json!({}));
+    h.get("https://as.test/.well-known/openid-configuration", 404, &json!({}));
     let e = h.failed();
     assert_eq!(
         (e.step, e.reason, e.status),
@@ -1116,7 +1116,7 @@ fn request_debug_redacts() {
     let req = HttpRequest {
         id: RequestId(1),
         method: HttpMethod::Post,
-        url: "http://as.test/token".into(),
+        url: "https://as.test/token".into(),
         headers: vec![("Authorization", "Basic c2VjcmV0".into())],
         body: b"refresh_token=SECRET".to_vec(),
     };
@@ -1135,4 +1135,67 @@ fn the_pkce_verifier_never_shows_in_debug_while_the_flow_waits_for_the_redirect(
     assert!(verifier.len() >= 43, "{verifier}");
     assert!(!waiting.contains(&verifier), "{waiting}");
     assert!(waiting.contains("Redirect"), "the step still shows: {waiting}");
+}
+
+/// A token response's `expires_in` is the authorization server's to choose: an absurd one
+/// (10^19 s, 1e300, a numeric string past `u64`) is clamped, and the refresh timer is still a
+/// time the host can wait for, without an overflow panic.
+#[test]
+fn absurd_expires_in_is_clamped() {
+    for expires_in in [json!(10_000_000_000_000_000_000u64), json!(1e300), json!(u64::MAX)] {
+        let mut h = Harness::code();
+        h.discover(json!({}), None);
+        h.register(json!({}));
+        let (_, req) = h.grant(AS);
+        h.token(&req, "t1", json!({"expires_in": expires_in, "refresh_token": "r1"}));
+        h.ready();
+        let at = h.flow.poll_timeout().expect("a refresh timer");
+        assert!(at > h.now + Duration::from_secs(86_400 * 365), "{expires_in}: {at:?}");
+        h.flow.handle_timeout(h.now + Duration::from_secs(86_400));
+        h.nothing();
+        assert_eq!(h.bearer(), Some("t1"));
+    }
+}
+
+/// Issue 21: a cleartext authorization server on a remote host gets nothing, neither the
+/// request for its metadata nor the client secret; its endpoints are checked one by one, since
+/// https metadata may still name an http token endpoint. Loopback hosts are exempt.
+#[test]
+fn cleartext_authorization_servers_are_refused_except_on_loopback() {
+    let secret = || PreRegistered::with_secret("id", "the-secret");
+    // The resource metadata names a cleartext issuer: no metadata request goes out.
+    for issuer in
+        ["http://as.example:8443", "http://10.0.0.1", "http://[::2]:80", "http://localhost.evil"]
+    {
+        let mut h = Harness::new(OAuthConfig::client_credentials(SERVER, secret()));
+        h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+        h.get(PRM_PATH, 200, &prm(SERVER, issuer, None));
+        let e = h.failed();
+        assert_eq!((e.step, e.reason), (AuthStep::Discovery, AuthFailure::NotHttps("issuer")));
+        h.nothing();
+    }
+    // https metadata naming a cleartext endpoint: nothing goes to it.
+    for (field, name) in [
+        ("token_endpoint", "token_endpoint"),
+        ("registration_endpoint", "registration_endpoint"),
+        ("authorization_endpoint", "authorization_endpoint"),
+    ] {
+        let mut h = Harness::new(OAuthConfig::client_credentials(SERVER, secret()));
+        h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+        h.get(PRM_PATH, 200, &prm(SERVER, AS, None));
+        h.get(AS_META, 200, &meta(AS, json!({ field: "http://as.example/x" })));
+        let e = h.failed();
+        assert_eq!((e.step, e.reason), (AuthStep::Discovery, AuthFailure::NotHttps(name)));
+        h.nothing();
+    }
+    // Loopback, by address or as localhost: the flow goes on to the token request.
+    for issuer in ["http://127.0.0.1:9000", "http://[::1]:9000", "http://localhost:9000"] {
+        let mut h = Harness::new(OAuthConfig::client_credentials(SERVER, secret()));
+        h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+        h.get(PRM_PATH, 200, &prm(SERVER, issuer, None));
+        let meta_url = format!("{issuer}/.well-known/oauth-authorization-server");
+        h.get(&meta_url, 200, &meta(issuer, json!({})));
+        let req = h.post(&format!("{issuer}/token"));
+        assert!(header(&req, "authorization").is_some_and(|a| a.starts_with("Basic ")));
+    }
 }

@@ -41,6 +41,24 @@ pub(crate) fn parts(url: &str) -> Option<Parts<'_>> {
     Some(Parts { scheme, authority, path, query })
 }
 
+/// Whether secrets may go to `url`: an `https` URL, or an `http` one whose host is a loopback
+/// address (`127.0.0.0/8`, `[::1]`) or `localhost`, where the traffic never leaves the machine
+/// (OAuth 2.1 1.5 and 8.4.2). A name that merely resolves to a loopback address does not count.
+pub(crate) fn is_secure(url: &str) -> bool {
+    let Some(p) = parts(url) else { return false };
+    if p.scheme == "https" {
+        return true;
+    }
+    let host = match p.authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => p.authority.rsplit_once(':').map_or(p.authority, |(h, _)| h),
+    };
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 /// `scheme://authority`.
 pub(crate) fn origin(p: &Parts<'_>) -> String {
     format!("{}://{}", p.scheme, p.authority)

@@ -19,10 +19,17 @@ OPTIONS:
   --json                 print the result as JSON (errors as one JSON line on stderr)
   --timeout MS           deadline of the command (default 30000; also bounds `watch`)
   --legacy | --modern    speak only 2025-11-25 (initialize) or only 2026-07-28
+  --root DIR             offer DIR to the server as a root, repeatable (added to the file's
+                         mcpoll.roots); an existing directory, relative to the current one,
+                         without `..`
+  --inherit-env          (stdio) give the server this shell's whole environment; by default
+                         it gets only HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG, LC_* and
+                         the entry's env
   --header 'K: V'        (HTTP) send a header, repeatable
   --bearer TOKEN         (HTTP) send Authorization: Bearer TOKEN
-  --client-credentials ID:SECRET
-                         (HTTP) OAuth client credentials grant
+  --client-credentials ID:SECRET [--issuer URL]
+                         (HTTP) OAuth client credentials grant; with --issuer the secret
+                         goes only to that authorization server, whatever the server names
   --oauth [--redirect-uri URI]
                          (HTTP) OAuth authorization code grant: prints the URL to open,
                          reads the redirected URL back on stdin
@@ -47,11 +54,12 @@ While a call runs, its progress is shown on stderr when stderr is a terminal. Ct
 the running call (the server is told) and exits with 130.
 
 EXIT CODES:
-  0    success; a tool's isError result counts (it is printed, and it is a completed call)
+  0    success
   1    the command failed: the server, the transport or mcpoll ended it (stderr says why)
-  2    bad usage, or a configuration file mcpoll cannot use
+  2    bad usage, or a configuration file (or its entry for the server) mcpoll cannot use
   3    refused locally, never sent: the tool is under the file's disabledTools, or --confirm
        was not answered yes
+  4    the tool answered with isError: true (its result is printed, as on success)
   130  interrupted by Ctrl-C";
 
 /// Where the server is.
@@ -64,8 +72,15 @@ pub(crate) enum Target {
 /// How the CLI gets a token from an OAuth authorization server.
 pub(crate) enum Auth {
     None,
-    ClientCredentials { id: String, secret: String },
-    Code { redirect_uri: String },
+    /// `issuer`: `--issuer`, the only authorization server the secret may go to.
+    ClientCredentials {
+        id: String,
+        secret: String,
+        issuer: Option<String>,
+    },
+    Code {
+        redirect_uri: String,
+    },
 }
 
 pub(crate) struct Args {
@@ -79,8 +94,12 @@ pub(crate) struct Args {
     /// `--legacy` or `--modern` was given.
     pub(crate) era: Option<EraPreference>,
     pub(crate) json: bool,
+    /// `--root DIR`, in order.
+    pub(crate) roots: Vec<String>,
     /// `--confirm`: ask before a destructive tool.
     pub(crate) confirm: bool,
+    /// `--inherit-env`: a stdio server gets the whole environment.
+    pub(crate) inherit_env: bool,
     pub(crate) command: Vec<String>,
 }
 
@@ -90,21 +109,27 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
     let (mut headers, mut bearer, mut command) = (Vec::new(), None, Vec::new());
     let (mut timeout, mut timeout_given, mut era, mut json) =
         (Duration::from_secs(30), false, None, false);
-    let (mut auth, mut redirect_uri) = (Auth::None, None);
-    let mut confirm = false;
+    let (mut auth, mut redirect_uri, mut issuer) = (Auth::None, None, None);
+    let (mut roots, mut confirm, mut inherit_env) = (Vec::new(), false, false);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--config" => config = Some(it.next().ok_or("--config needs a file")?),
             "--server" => server = Some(it.next().ok_or("--server needs a name")?),
             "--stdio" => stdio = Some(it.next().ok_or("--stdio needs a command")?),
             "--http" => http = Some(it.next().ok_or("--http needs a URL")?),
+            "--root" => roots.push(it.next().ok_or("--root needs a directory")?),
             "--bearer" => bearer = Some(it.next().ok_or("--bearer needs a token")?),
             "--client-credentials" => {
                 let c = it.next().ok_or("--client-credentials needs ID:SECRET")?;
                 let (id, secret) =
                     c.split_once(':').ok_or("--client-credentials needs ID:SECRET")?;
-                auth = Auth::ClientCredentials { id: id.to_owned(), secret: secret.to_owned() };
+                auth = Auth::ClientCredentials {
+                    id: id.to_owned(),
+                    secret: secret.to_owned(),
+                    issuer: None,
+                };
             }
+            "--issuer" => issuer = Some(it.next().ok_or("--issuer needs a URL")?),
             "--oauth" => auth = Auth::Code { redirect_uri: String::new() },
             "--redirect-uri" => redirect_uri = Some(it.next().ok_or("--redirect-uri needs a URI")?),
             "--header" => {
@@ -115,13 +140,15 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
             "--timeout" => {
                 let ms: u64 =
                     it.next().and_then(|v| v.parse().ok()).ok_or("--timeout needs milliseconds")?;
-                timeout = Duration::from_millis(ms.max(1));
+                // Ten years at most: the deadline is `now + timeout`, which must not overflow.
+                timeout = Duration::from_millis(ms.clamp(1, 10 * 365 * 86_400_000));
                 timeout_given = true;
             }
             "--legacy" => era = Some(EraPreference::LegacyOnly),
             "--modern" => era = Some(EraPreference::ModernOnly),
             "--json" => json = true,
             "--confirm" => confirm = true,
+            "--inherit-env" => inherit_env = true,
             "-h" | "--help" => return Err(String::new()),
             flag if flag.starts_with("--") && command.is_empty() => {
                 return Err(format!("unknown option {flag}"))
@@ -141,11 +168,29 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
     if let Auth::Code { redirect_uri: r } = &mut auth {
         *r = redirect_uri.unwrap_or_else(|| "http://127.0.0.1:8976/callback".into());
     }
+    match (&mut auth, issuer) {
+        (Auth::ClientCredentials { issuer: pinned, .. }, Some(url)) => *pinned = Some(url),
+        (_, Some(_)) => return Err("--issuer pins the issuer of --client-credentials".into()),
+        (_, None) => {}
+    }
     if bearer.is_some() && !matches!(auth, Auth::None) {
         return Err("give --bearer or an OAuth option, not both".into());
     }
     if command.is_empty() {
         return Err("no command given".into());
     }
-    Ok(Args { target, headers, bearer, auth, timeout, timeout_given, era, json, confirm, command })
+    Ok(Args {
+        target,
+        headers,
+        bearer,
+        auth,
+        timeout,
+        timeout_given,
+        era,
+        json,
+        confirm,
+        roots,
+        inherit_env,
+        command,
+    })
 }

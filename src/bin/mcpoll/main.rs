@@ -36,11 +36,12 @@ mod echo_server;
 mod show;
 
 use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use mcpoll::oauth::{Authorizer, OAuthConfig, PreRegistered};
+use mcpoll::oauth::{AuthorizeError, Authorizer, OAuthConfig, PreRegistered};
 use mcpoll::{
     BlockingError, CacheConfig, CallError, CallId, CallOptions, CatalogError, Config, ConfigFile,
     Event, Host, HttpOptions, LocalError, Method, OwnedResult, ProcessExit, ServerId, ServerState,
@@ -63,6 +64,8 @@ const CANCEL_GRACE: Duration = Duration::from_millis(300);
 /// The exit code after Ctrl-C (128 + SIGINT, as shells report it).
 const EXIT_INTERRUPTED: u8 = 130;
 
+/// The exit code of a call whose tool answered `isError: true` (the result is printed).
+const EXIT_TOOL_ERROR: u8 = 4;
 /// The exit code of a call refused locally (disabled tool, `--confirm` not answered yes).
 const EXIT_REFUSED: u8 = 3;
 
@@ -107,13 +110,16 @@ impl mcpoll::Policy for AskAtTerminal {
 struct Paste;
 
 impl Authorizer for Paste {
-    fn authorize(&mut self, url: &str) -> Option<String> {
+    fn authorize(&mut self, url: &str) -> Result<String, AuthorizeError> {
         eprintln!("Open this URL in a browser and authorize mcpoll:\n\n  {url}\n");
         eprintln!("Then paste here the whole URL the browser was sent back to:");
         let mut line = String::new();
-        std::io::stdin().read_line(&mut line).ok()?;
+        std::io::stdin().read_line(&mut line).map_err(|e| AuthorizeError::Io(e.kind()))?;
         let line = line.trim();
-        (!line.is_empty()).then(|| line.to_owned())
+        if line.is_empty() {
+            return Err(AuthorizeError::Declined);
+        }
+        Ok(line.to_owned())
     }
 }
 
@@ -147,8 +153,8 @@ impl From<mcpoll::RequestError> for Failure {
 
 /// What a successful command leaves to print.
 enum Output {
-    /// A result object, as JSON text.
-    Result(String),
+    /// A result object, as JSON text, and whether a tool answered it with `isError: true`.
+    Result(String, bool),
     /// Printed already (`watch`).
     Done,
 }
@@ -188,60 +194,89 @@ enum Chosen {
 type ToolLists = (Vec<String>, Vec<String>);
 
 /// Finds the server: an entry of the config file, or the `--stdio`/`--http` flags; with the
-/// entry's tool lists (empty without a file).
-fn choose(args: &Args) -> Result<(Chosen, ToolLists), Failure> {
+/// entry's tool lists (empty without a file) and the directories to offer as roots (the
+/// entry's `mcpoll.roots`, then each `--root`).
+fn choose(args: &Args) -> Result<(Chosen, ToolLists, Vec<PathBuf>), Failure> {
+    let (chosen, lists, mut roots) = choose_server(args)?;
+    for r in &args.roots {
+        let dir = std::path::absolute(r).map_err(|e| Failure::Usage(format!("--root {r}: {e}")))?;
+        roots.push(dir);
+    }
+    Ok((chosen, lists, roots))
+}
+
+/// The server of [`choose`], its entry's tool lists and its file's roots.
+fn choose_server(args: &Args) -> Result<(Chosen, ToolLists, Vec<PathBuf>), Failure> {
     let defaults = Config { default_timeout: args.timeout, ..Config::default() };
     let file = match &args.target {
         Target::Stdio(line) => {
             let command =
                 StdioCommand::from_command_line(line).map_err(|e| Failure::Usage(e.to_string()))?;
-            return Ok((Chosen::Stdio(command, defaults), ToolLists::default()));
+            // As for a config file's server: the host's environment only on request.
+            return Ok((
+                Chosen::Stdio(command.safe_env(), defaults),
+                ToolLists::default(),
+                Vec::new(),
+            ));
         }
         Target::Http(url) => {
             let opts = Box::new(HttpOptions::new(url.clone()));
-            return Ok((Chosen::Http(opts, defaults), ToolLists::default()));
+            return Ok((Chosen::Http(opts, defaults), ToolLists::default(), Vec::new()));
         }
         Target::Config { file, server } => (file, server),
     };
+    // Only the entry asked for has to be usable: another's fault is not this command's.
     let config = ConfigFile::load(file.0).map_err(|e| Failure::Usage(e.to_string()))?;
     let entry = match file.1 {
-        Some(name) => config.server(name).ok_or_else(|| {
+        Some(name) => config.entry(name).ok_or_else(|| {
             Failure::Usage(format!("no server {name:?} in the configuration file"))
         })?,
         None => {
-            let mut enabled = config.servers().filter(|s| !s.is_disabled());
+            let mut enabled = config.enabled_entries();
             match (enabled.next(), enabled.next()) {
                 (Some(only), None) => only,
                 _ => return Err(Failure::Usage("name the server with --server".into())),
             }
         }
     };
+    let entry = entry.map_err(|e| Failure::Usage(e.to_string()))?;
     let mut settings = entry.config().clone();
     if args.timeout_given {
         settings.default_timeout = args.timeout;
     }
     let lists = (entry.disabled_tools().to_vec(), entry.always_allowed_tools().to_vec());
+    let roots = entry.roots().to_vec();
     match (entry.stdio_command(), entry.http_options()) {
-        (Some(command), _) => Ok((Chosen::Stdio(command.clone(), settings), lists)),
-        (None, Some(opts)) => Ok((Chosen::Http(Box::new(opts), settings), lists)),
+        (Some(command), _) => Ok((Chosen::Stdio(command.clone(), settings), lists, roots)),
+        (None, Some(opts)) => Ok((Chosen::Http(Box::new(opts), settings), lists, roots)),
         (None, None) => Err(Failure::Usage("the server has no transport".into())),
     }
 }
 
-/// Adds the server the arguments name, with the flags' overrides and its entry's tool lists.
+/// Adds the server the arguments name, with the flags' overrides and its entry's tool lists,
+/// and offers it the roots.
 fn add_server(host: &mut Host, args: &Args) -> Result<ServerId, Failure> {
-    let (chosen, (disabled, always)) = choose(args)?;
-    let server = add_chosen(host, args, chosen)?;
+    let (chosen, (disabled, always), roots) = choose(args)?;
+    let server = add_chosen(host, args, chosen, !roots.is_empty())?;
     host.disable_tools(server, disabled);
     host.always_allow_tools(server, always);
+    if !roots.is_empty() {
+        // The library's checks: absolute, no `..`, existing, symlinks resolved inside.
+        host.set_root_dirs(server, &roots).map_err(|e| Failure::Usage(format!("--root: {e}")))?;
+    }
     if args.confirm {
         host.set_policy(AskAtTerminal);
     }
     Ok(server)
 }
 
-/// Adds the chosen server with the flags' overrides.
-fn add_chosen(host: &mut Host, args: &Args, chosen: Chosen) -> Result<ServerId, Failure> {
+/// Adds the chosen server; `roots`: it is to be offered roots.
+fn add_chosen(
+    host: &mut Host,
+    args: &Args,
+    chosen: Chosen,
+    roots: bool,
+) -> Result<ServerId, Failure> {
     let http_flags =
         !args.headers.is_empty() || args.bearer.is_some() || !matches!(args.auth, Auth::None);
     let (mut opts, mut config) = match chosen {
@@ -249,14 +284,19 @@ fn add_chosen(host: &mut Host, args: &Args, chosen: Chosen) -> Result<ServerId, 
             let m = "--header, --bearer and the OAuth options are for HTTP servers";
             return Err(Failure::Usage(m.into()));
         }
-        Chosen::Stdio(command, mut config) => {
+        Chosen::Stdio(mut command, mut config) => {
             config.era = args.era.unwrap_or(config.era);
+            config.answers.roots |= roots;
+            if args.inherit_env {
+                command = command.inherit_env();
+            }
             return host
                 .add_stdio_server(command, config)
                 .map_err(|e| Failure::Other("spawn_failed", e.to_string()));
         }
         Chosen::Http(opts, config) => (*opts, config),
     };
+    config.answers.roots |= roots;
     config.era = args.era.unwrap_or(config.era);
     let url = opts.url.clone();
     for (n, v) in &args.headers {
@@ -267,8 +307,9 @@ fn add_chosen(host: &mut Host, args: &Args, chosen: Chosen) -> Result<ServerId, 
     }
     match &args.auth {
         Auth::None => {}
-        Auth::ClientCredentials { id, secret } => {
-            let client = PreRegistered::with_secret(id.clone(), secret.clone());
+        Auth::ClientCredentials { id, secret, issuer } => {
+            let mut client = PreRegistered::with_secret(id.clone(), secret.clone());
+            client.issuer.clone_from(issuer);
             opts = opts.oauth(OAuthConfig::client_credentials(url, client));
         }
         Auth::Code { redirect_uri } => {
@@ -426,7 +467,8 @@ fn run(args: &Args) -> Result<Output, Failure> {
     };
     let call = match cmd.as_slice() {
         ["discover"] => {
-            return Ok(Output::Result(host.server_info(server).unwrap_or("{}").to_owned()))
+            let info = host.server_info(server).unwrap_or("{}").to_owned();
+            return Ok(Output::Result(info, false));
         }
         [c] if listing(c).is_some() => {
             host.list(server, listing(c).unwrap_or(Method::ToolsList), &o)?
@@ -457,7 +499,8 @@ fn run(args: &Args) -> Result<Output, Failure> {
     };
     let result = finish(&mut host, server, call);
     host.close_server(server);
-    Ok(Output::Result(result?.json))
+    let result = result?;
+    Ok(Output::Result(result.json, result.is_error))
 }
 
 /// Prints each catalog change until `bound` passes (`None`: until Ctrl-C).
@@ -576,7 +619,7 @@ fn main() -> ExitCode {
     }
     match run(&args) {
         Ok(Output::Done) => ExitCode::SUCCESS,
-        Ok(Output::Result(text)) => {
+        Ok(Output::Result(text, tool_error)) => {
             match serde_json::from_str::<serde_json::Value>(&text) {
                 Ok(v) if args.json => {
                     println!("{}", serde_json::to_string_pretty(&v).unwrap_or(text))
@@ -585,7 +628,11 @@ fn main() -> ExitCode {
                 // It always parses (the engine checked it); raw text otherwise.
                 Err(_) => println!("{text}"),
             }
-            ExitCode::SUCCESS
+            if tool_error {
+                ExitCode::from(EXIT_TOOL_ERROR)
+            } else {
+                ExitCode::SUCCESS
+            }
         }
         Err(f) => report(f, args.json),
     }

@@ -91,7 +91,7 @@ impl OAuthFetch {
     ) -> io::Result<Self> {
         let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
         let at = Instance::parse(&req.url, proxy).map_err(|e| invalid(e.to_string()))?;
-        let (id, deadline) = (req.id, now + timeout);
+        let (id, deadline) = (req.id, crate::engine::later(now, timeout));
         let stage = match at.addrs.first() {
             Some(&addr) => {
                 let request = encode(&req, &at)?;
@@ -360,7 +360,7 @@ impl OneShot {
             let eof = match self.tls.as_mut() {
                 Some(tls) => {
                     let mut plain = Vec::new();
-                    let r = tls.read(&mut self.sock, &mut plain)?;
+                    let r = tls.read(&mut self.sock, &mut plain, buf.len())?;
                     // Handshake bytes, then the buffered request once it is done.
                     tls.flush(&mut self.sock)?;
                     self.parser.push(&plain);

@@ -9,6 +9,7 @@ use super::resolve::Resolver;
 use crate::auth::oauth::{AuthError, Authorizer, OAuthConfig};
 use crate::driver::tls::{TlsOptions, TlsSetupError};
 use crate::driver::url::{ProxyChoice, UrlError};
+use crate::redact::{RedactedUrl, RedactedUrls};
 use crate::session::http::{StaticToken, TokenProvider};
 
 /// How to reach one HTTP server. `Debug` shows the names of the extra headers, not their
@@ -60,7 +61,7 @@ impl fmt::Debug for HttpOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let header_names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
         f.debug_struct("HttpOptions")
-            .field("url", &self.url)
+            .field("url", &RedactedUrl(&self.url))
             .field("header_names", &header_names)
             .field("token_provider", &self.token_provider)
             .field("oauth", &self.oauth)
@@ -71,7 +72,7 @@ impl fmt::Debug for HttpOptions {
             .field("idle_timeout", &self.idle_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("max_head_bytes", &self.max_head_bytes)
-            .field("alternates", &self.alternates)
+            .field("alternates", &RedactedUrls(&self.alternates))
             .field("resolver", &self.resolver)
             .finish()
     }
@@ -171,6 +172,67 @@ impl HttpOptions {
         self.headers.push((name.into(), value.into()));
         self
     }
+
+    /// Replaces the extra headers (see [`headers`](Self::headers)).
+    pub fn headers(mut self, headers: Vec<(String, String)>) -> Self {
+        self.headers = headers;
+        self
+    }
+
+    /// Asks `provider` for bearer tokens (see [`token_provider`](Self::token_provider)).
+    pub fn token_provider(mut self, provider: Box<dyn TokenProvider>) -> Self {
+        self.token_provider = Some(provider);
+        self
+    }
+
+    /// Sets certificate trust and client certificates (see [`tls`](Self::tls)).
+    pub fn tls(mut self, tls: TlsOptions) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// Sets the proxy choice (see [`proxy`](Self::proxy)).
+    pub fn proxy(mut self, proxy: ProxyChoice) -> Self {
+        self.proxy = proxy;
+        self
+    }
+
+    /// Sets how many connections carry calls at once (default 4). With
+    /// [`Config::max_in_flight`](crate::Config::max_in_flight) (default 32), it bounds a
+    /// server's throughput: calls past either limit wait in a queue, and
+    /// [`Stats::queued`](crate::Stats::queued) and each call's
+    /// [`CallRecord::queue_wait`](crate::CallRecord::queue_wait) show it. Raise both together for
+    /// many concurrent calls to one server.
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n;
+        self
+    }
+
+    /// Sets how long an idle keep-alive connection stays open (see
+    /// [`idle_timeout`](Self::idle_timeout)).
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// Sets the connection attempt timeout (see [`connect_timeout`](Self::connect_timeout)).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets the largest response head accepted (see [`max_head_bytes`](Self::max_head_bytes)).
+    pub fn max_head_bytes(mut self, bytes: usize) -> Self {
+        self.max_head_bytes = bytes;
+        self
+    }
+
+    /// Adds another instance of the same stateless server (see
+    /// [`alternates`](Self::alternates)).
+    pub fn alternate(mut self, url: impl Into<String>) -> Self {
+        self.alternates.push(url.into());
+        self
+    }
 }
 
 /// Why an HTTP server could not be added.
@@ -187,6 +249,9 @@ pub enum HttpSetupError {
     Tls(TlsSetupError),
     /// A configured header is not a valid HTTP header.
     Header(String),
+    /// The bearer token (`HttpOptions::bearer`, or a token provider's first token) holds a
+    /// CR, LF or NUL: it cannot go in a header.
+    BearerToken,
     /// The OAuth configuration is not usable.
     OAuth(AuthError),
 }
@@ -198,6 +263,7 @@ impl fmt::Display for HttpSetupError {
             Self::Resolve(e) => write!(f, "cannot resolve the server's host: {e}"),
             Self::Tls(e) => write!(f, "{e}"),
             Self::Header(h) => write!(f, "invalid header {h:?}"),
+            Self::BearerToken => f.write_str("the bearer token holds a line break or NUL"),
             Self::OAuth(e) => write!(f, "{e}"),
         }
     }

@@ -21,10 +21,11 @@ fn parse(text: &str) -> Result<ConfigFile, ConfigFileError> {
 /// Parses a file with one server entry `entry` named `s`, expecting an error.
 #[track_caller]
 fn refused(entry: &str) -> ConfigFileError {
-    match parse(&format!(r#"{{"mcpServers": {{"s": {entry}}}}}"#)) {
-        Err(e) => e,
-        Ok(f) => panic!("accepted: {entry}: {:?}", f.servers),
-    }
+    let file = parse(&format!(r#"{{"mcpServers": {{"s": {entry}}}}}"#)).expect("the file");
+    assert!(file.server("s").is_none(), "accepted: {entry}: {:?}", file.servers);
+    let e = file.entry("s").expect("the entry").expect_err("refused");
+    assert_eq!(file.errors().count(), 1);
+    e.clone()
 }
 
 const EVERY_FORM: &str = r#"{
@@ -63,7 +64,8 @@ const EVERY_FORM: &str = r#"{
         "connectTimeoutMs": 1500,
         "idleTimeoutMs": 9000,
         "alternates": ["http://127.0.0.1:8932/mcp"],
-        "oauth": {"clientId": "mcpoll-${PORT}", "clientSecret": "${env:TOKEN}"}
+        "oauth": {"clientId": "mcpoll-${PORT}", "clientSecret": "${env:TOKEN}",
+                  "issuer": "https://auth.example.com/tenant"}
       }
     },
     "streamable": {
@@ -134,6 +136,7 @@ fn every_supported_form() {
     let client = oauth.pre_registered.as_ref().unwrap();
     assert_eq!(client.client_id, "mcpoll-8931");
     assert_eq!(client.client_secret.as_ref().map(|s| s.expose()), Some("s3cret"));
+    assert_eq!(client.issuer.as_deref(), Some("https://auth.example.com/tenant"));
     // Header values and the client secret are credentials: never in a `{:?}`.
     let shown = format!("{remote:?}");
     assert!(!shown.contains("s3cret"), "{shown}");
@@ -268,6 +271,27 @@ fn one_malformed_line_per_error_kind() {
             Some("mcpoll.maxInFlight"),
             "Invalid",
         ),
+        // Issue 21: URLs are checked when the file is read, not when the server is added.
+        (r#"{"url": "file:///etc/passwd"}"#, Some("url"), "Invalid"),
+        (r#"{"type": "http", "url": "gopher://h:70/1"}"#, Some("url"), "Invalid"),
+        (r#"{"url": "https://user:pass@h/mcp"}"#, Some("url"), "Invalid"),
+        (r#"{"url": "http://h:0/"}"#, Some("url"), "Invalid"),
+        (r#"{"url": "http:///mcp"}"#, Some("url"), "Invalid"),
+        (
+            r#"{"url": "http://h/", "mcpoll": {"alternates": ["ftp://h/"]}}"#,
+            Some("mcpoll.alternates[0]"),
+            "Invalid",
+        ),
+        (
+            r#"{"url": "http://h/", "mcpoll": {"proxy": "socks5://p:1080"}}"#,
+            Some("mcpoll.proxy"),
+            "Invalid",
+        ),
+        (
+            r#"{"url": "http://h/", "mcpoll": {"oauth": {"clientId": "a", "clientSecret": "s", "issuer": "file:///x"}}}"#,
+            Some("mcpoll.oauth.issuer"),
+            "Invalid",
+        ),
         (
             r#"{"command": "x", "mcpoll": {"retry": {"jitterPercent": 101}}}"#,
             Some("mcpoll.retry.jitterPercent"),
@@ -297,6 +321,32 @@ fn one_malformed_line_per_error_kind() {
 }
 
 #[test]
+fn one_bad_entry_leaves_the_others_usable() {
+    let text = r#"{"mcpServers": {
+        "bad": {"command": "${LAB_DIR}/run"},
+        "good": {"command": "python3", "args": ["s.py"]},
+        "off": {"command": "x", "disabled": true, "mcpoll": {"era": 1}}
+    }}"#;
+    let file = parse(text).expect("the file is usable");
+    assert_eq!(file.servers().map(ConfiguredServer::name).collect::<Vec<_>>(), ["good"]);
+    let bad = file.entry("bad").unwrap().unwrap_err();
+    assert_eq!((bad.server.as_deref(), bad.key.as_deref()), (Some("bad"), Some("command")));
+    assert!(matches!(&bad.kind, ConfigFileErrorKind::UnsetVariable(v) if v == "LAB_DIR"));
+    assert_eq!(
+        bad.to_string().split(':').take(3).collect::<Vec<_>>(),
+        ["mcp.json", " server \"bad\"", " key \"command\""]
+    );
+    assert!(file.entry("good").unwrap().is_ok());
+    assert!(file.entry("none").is_none());
+    assert_eq!(file.errors().count(), 2, "the disabled entry's fault is kept too");
+    let enabled: Vec<_> = file
+        .enabled_entries()
+        .map(|e| e.map_or_else(|e| e.server.clone().unwrap(), |s| s.name().to_owned()))
+        .collect();
+    assert_eq!(enabled, ["bad", "good"], "a refused entry marked disabled stays out");
+}
+
+#[test]
 fn tool_lists_are_read_and_checked() {
     let f = parse(
         r#"{"mcpServers": {"s": {"command": "x", "disabledTools": ["rm", "drop"],
@@ -315,4 +365,55 @@ fn tool_lists_are_read_and_checked() {
     }
     let e = refused(r#"{"command": "x", "autoApprove": [true]}"#);
     assert_eq!(e.key.as_deref(), Some("autoApprove"));
+}
+
+/// Issue 21: a URL's secret-looking query values never show in `{:?}`, neither in the parsed
+/// entry nor in the `HttpOptions` made from it; nor does a `user:password@` in options built
+/// in code (a config file refuses those outright).
+#[test]
+fn urls_are_redacted_in_debug_output() {
+    let text = r#"{"mcpServers": {"r": {"url": "https://h/mcp?api_key=KEY1&tenant=blue",
+        "mcpoll": {"alternates": ["https://h2/mcp?token=KEY2"]}}}}"#;
+    let f = parse(text).unwrap();
+    let entry = f.server("r").unwrap();
+    let opts = entry.http_options().unwrap();
+    assert_eq!(opts.url, "https://h/mcp?api_key=KEY1&tenant=blue", "the URL itself is kept");
+    for shown in [format!("{f:?}"), format!("{entry:?}"), format!("{opts:?}")] {
+        assert!(!shown.contains("KEY1") && !shown.contains("KEY2"), "{shown}");
+        assert!(shown.contains("api_key=<redacted>&tenant=blue"), "{shown}");
+    }
+    let opts = crate::HttpOptions::new("https://user:pw@h/mcp?secret=S3&password=P4");
+    let shown = format!("{opts:?}");
+    for secret in ["user", "pw@", "S3", "P4"] {
+        assert!(!shown.contains(secret), "{secret} in {shown}");
+    }
+}
+
+/// Issue 21: a configuration file's stdio server sees only the safe variables of the host
+/// (and its entry's `env`), unless the entry opts in with `inheritEnv`. The test process runs
+/// under cargo, which sets `CARGO_MANIFEST_DIR`: a variable no server should get by default.
+#[test]
+fn a_config_files_stdio_server_gets_only_the_safe_environment() {
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some(), "run under cargo");
+    let run = |entry: &str| {
+        let f = parse(&format!(r#"{{"mcpServers": {{"s": {entry}}}}}"#)).unwrap();
+        let command = f.server("s").unwrap().stdio_command().unwrap().to_command();
+        let out = { command }.stdin(std::process::Stdio::null()).output().expect("run env");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let safe = run(r#"{"command": "env", "env": {"EXTRA": "x"}}"#);
+    let names: Vec<&str> = safe.lines().filter_map(|l| l.split_once('=')).map(|(k, _)| k).collect();
+    assert!(names.contains(&"PATH") && names.contains(&"EXTRA"), "{names:?}");
+    for name in &names {
+        let allowed = crate::SAFE_ENV_VARS.contains(name)
+            || *name == "LANG"
+            || name.starts_with("LC_")
+            || *name == "EXTRA";
+        assert!(allowed, "{name} reached the server: {names:?}");
+    }
+    let all = run(r#"{"command": "env", "mcpoll": {"inheritEnv": true}}"#);
+    assert!(all.lines().any(|l| l.starts_with("CARGO_MANIFEST_DIR=")), "{all}");
+    let err =
+        parse(r#"{"mcpServers": {"s": {"url": "http://h/", "mcpoll": {"inheritEnv": true}}}}"#);
+    assert_eq!(err.unwrap_err().key.as_deref(), Some("mcpoll.inheritEnv"));
 }

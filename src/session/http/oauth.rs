@@ -178,7 +178,10 @@ impl HttpSession {
                     Some(a) => st.flow.authorize_with(now, &url, a.as_mut()),
                     None => {
                         log::warn!("the OAuth flow needs a user, and no Authorizer is set");
-                        st.flow.abandon();
+                        // The trait's defaults: no user to ask.
+                        struct NoUser;
+                        impl Authorizer for NoUser {}
+                        st.flow.authorize_with(now, &url, &mut NoUser);
                     }
                 },
                 Action::Ready => {
@@ -213,7 +216,8 @@ impl HttpSession {
                                 self.fail(engine, now, i, id, failure);
                             }
                             Carries::Listen => {
-                                self.listen = Listen::At(now + self.listen_retry);
+                                self.listen =
+                                    Listen::At(crate::engine::later(now, self.listen_retry));
                                 self.release(i);
                             }
                             Carries::Message => self.release(i),

@@ -123,7 +123,7 @@ impl Sim {
     }
 
     fn body(&mut self, x: ExchangeId, chunk: &str) -> Flow {
-        let mut budget = usize::MAX;
+        let mut budget = Budget { frames: usize::MAX, units: usize::MAX };
         self.session.on_body(&mut self.engine, self.now, x, chunk.as_bytes(), &mut budget)
     }
 
@@ -300,9 +300,9 @@ fn a_401_refreshes_the_token_once_then_is_unauthorized() {
     assert_eq!(again.header("authorization"), Some("Bearer t1"));
     s.respond(again.x, 401, &challenge, "");
     assert!(s.next().is_none(), "refreshed once only");
-    assert_eq!(s.engine.state(), ServerState::Closed);
-    let events = s.events();
-    assert!(events.iter().any(|e| e.contains("AuthRequired")), "{events:?}");
+    assert_eq!(s.engine.state(), ServerState::Unauthorized);
+    let why = format!("{:?}", s.engine.authorization_error());
+    assert!(why.contains("AuthRequired"), "{why}");
 }
 
 #[test]
@@ -498,15 +498,38 @@ fn the_frame_budget_leaves_events_for_the_next_turn() {
     s.head(get.x, 200, &SSE);
     let note = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
     let five: String = (0..5).map(|_| format!("data: {note}\n\n")).collect();
-    let mut budget = 2;
+    let two = || Budget { frames: 2, units: usize::MAX };
+    let mut budget = two();
     let flow = s.session.on_body(&mut s.engine, s.now, get.x, five.as_bytes(), &mut budget);
-    assert_eq!((flow, budget), (Flow::Backlog, 0));
-    let mut budget = 2;
+    assert_eq!((flow, budget.frames), (Flow::Backlog, 0));
+    let mut budget = two();
     let flow = s.session.on_body(&mut s.engine, s.now, get.x, &[], &mut budget);
-    assert_eq!((flow, budget), (Flow::Backlog, 0));
-    let mut budget = 2;
+    assert_eq!((flow, budget.frames), (Flow::Backlog, 0));
+    let mut budget = two();
     let flow = s.session.on_body(&mut s.engine, s.now, get.x, &[], &mut budget);
-    assert_eq!((flow, budget), (Flow::Continue, 1), "the fifth, then nothing waits");
+    assert_eq!((flow, budget.frames), (Flow::Continue, 1), "the fifth, then nothing waits");
+}
+
+/// Comments, blank lines and `id:`-only events deliver nothing, so the frame budget never
+/// stops them: the unit budget does, one unit per line, and the rest waits for the next turn.
+#[test]
+fn the_unit_budget_stops_a_flood_that_delivers_nothing() {
+    let mut s = Sim::legacy(None);
+    let get = s.listen.take().unwrap();
+    s.head(get.x, 200, &SSE);
+    let flood = ": ping\n\nid: 7\n\n\n\n".repeat(1000);
+    let mut turns = 0;
+    let mut budget = Budget { frames: 64, units: 100 };
+    let mut flow = s.session.on_body(&mut s.engine, s.now, get.x, flood.as_bytes(), &mut budget);
+    while flow == Flow::Backlog {
+        assert_eq!(budget, Budget { frames: 64, units: 0 });
+        turns += 1;
+        budget = Budget { frames: 64, units: 100 };
+        flow = s.session.on_body(&mut s.engine, s.now, get.x, &[], &mut budget);
+    }
+    // 6,000 lines at 100 a turn: 59 turns left a backlog, the 60th took the last 100 lines.
+    assert_eq!((flow, turns, budget.units), (Flow::Continue, 59, 0));
+    assert!(s.events().is_empty());
 }
 
 mod oauth;

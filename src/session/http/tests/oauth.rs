@@ -22,15 +22,15 @@ impl As {
         let form = String::from_utf8_lossy(body).into_owned();
         self.asked.push(format!("{url} {form}"));
         if url.contains("oauth-protected-resource") {
-            (200, json!({"resource": SERVER, "authorization_servers": ["http://as.test"]}))
+            (200, json!({"resource": SERVER, "authorization_servers": ["https://as.test"]}))
         } else if url.contains("/.well-known/oauth-authorization-server") {
             (
                 200,
-                json!({"issuer": "http://as.test", "token_endpoint": "http://as.test/token",
+                json!({"issuer": "https://as.test", "token_endpoint": "https://as.test/token",
                 "grant_types_supported": ["client_credentials", "refresh_token"],
                 "token_endpoint_auth_methods_supported": ["client_secret_basic"]}),
             )
-        } else if url == "http://as.test/token" && !self.tokens.is_empty() {
+        } else if url == "https://as.test/token" && !self.tokens.is_empty() {
             self.tokens.remove(0)
         } else {
             (404, json!({}))

@@ -1,0 +1,112 @@
+//! Draining events while starting calls: [`Host::drain`] hands each event to a closure
+//! together with [`Commands`], so a program can start the next call (or cancel one) from
+//! inside its drain loop instead of counting and starting after it.
+//!
+//! An event borrows the text it carries. `poll_event` lends it from the server's engine, which
+//! is why nothing else can touch the host while it is held. `drain` copies the one event's text
+//! into a buffer the host keeps (cleared and reused: no allocation once it has grown to the
+//! largest event), so the event borrows only that buffer and the engines are free for
+//! commands.
+
+use std::fmt;
+use std::time::Instant;
+
+use serde_json::value::RawValue;
+use slab::Slab;
+
+use super::{command_on, Host, Server, ServerId};
+use crate::engine::{CallId, CallOptions, Event};
+use crate::error::{CancelError, RequestError};
+
+/// The host's call commands, usable while [`Host::drain`] hands out an event.
+pub struct Commands<'h> {
+    servers: &'h mut Slab<Server>,
+    registry: &'h mio::Registry,
+}
+
+impl fmt::Debug for Commands<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Commands").field("servers", &self.servers.len()).finish()
+    }
+}
+
+impl Commands<'_> {
+    /// [`Host::call_tool`].
+    pub fn call_tool(
+        &mut self,
+        server: ServerId,
+        name: &str,
+        arguments: &RawValue,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        command_on(self.servers, self.registry, server, |e, now| {
+            e.call_tool(now, name, arguments, opts)
+        })
+    }
+
+    /// [`Host::call_tool_json`].
+    pub fn call_tool_json(
+        &mut self,
+        server: ServerId,
+        name: &str,
+        arguments: &str,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        command_on(self.servers, self.registry, server, |e, now| {
+            e.call_tool_json(now, name, arguments, opts)
+        })
+    }
+
+    /// [`Host::call_tool_no_args`].
+    pub fn call_tool_no_args(
+        &mut self,
+        server: ServerId,
+        name: &str,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.call_tool_json(server, name, "{}", opts)
+    }
+
+    /// [`Host::cancel`].
+    pub fn cancel(&mut self, server: ServerId, call: CallId) -> Result<(), CancelError> {
+        super::cancel_on(self.servers, self.registry, server, call)
+    }
+}
+
+impl Host {
+    /// Hands every queued event to `f`, in the order [`poll_event`](Self::poll_event) gives
+    /// them (catalog changes first, servers taking turns), with [`Commands`] to start or
+    /// cancel calls meanwhile: a loop that keeps N calls in flight starts the next one in the
+    /// same closure that sees one end. Returns when no event is left (events the closure's
+    /// own commands cause come with later I/O). Allocates nothing per event once the host's
+    /// buffer has grown to the largest event.
+    pub fn drain(&mut self, mut f: impl FnMut(&mut Commands<'_>, ServerId, Event<'_>)) {
+        loop {
+            let now = Instant::now();
+            self.pump_catalogs(now);
+            let Self { servers, poll, cache, records, scratch, event_cursor, .. } = self;
+            let mut commands = Commands { servers, registry: poll.registry() };
+            if cache.has_changes() {
+                if let Some((id, event)) = cache.next_change() {
+                    f(&mut commands, id, event);
+                }
+                continue;
+            }
+            let n = commands.servers.capacity().max(1);
+            let start = *event_cursor % n;
+            let Some(index) = (0..n)
+                .map(|i| (start + i) % n)
+                .find(|&i| commands.servers.get(i).is_some_and(|s| s.engine.queued_events() > 0))
+            else {
+                return;
+            };
+            *event_cursor = index + 1;
+            let Some(s) = commands.servers.get_mut(index) else { return };
+            let id = ServerId { index, generation: s.generation };
+            let Some(detached) = s.engine.poll_event_into(scratch) else { return };
+            let event = detached.view(scratch);
+            records.event(index, &event);
+            f(&mut commands, id, event);
+        }
+    }
+}
