@@ -58,6 +58,7 @@ impl Client {
         url: &str,
         protocol_version: &str,
         oauth: Option<OAuthConfig>,
+        extensions: &str,
     ) -> Result<Self, Failure> {
         // Dated revisions up to 2025-11-25 are the initialize era; later ones are stateless.
         let era = if protocol_version <= "2025-11-25" {
@@ -70,6 +71,7 @@ impl Client {
             default_timeout: CALL_TIMEOUT,
             client_name: "mcpoll-conformance-client".into(),
             answers: answered_kinds(),
+            extensions: extensions.into(),
             ..Config::default()
         };
         let mut host = Host::new().map_err(|e| format!("poll: {e}"))?;
@@ -134,6 +136,76 @@ impl Client {
         }
         failed.map_or(Ok(()), Err)
     }
+}
+
+/// The skills extension (SEP-2640), the host side: `skills/list` by name, and loading a skill
+/// with every file checked against its entry (size, digest, and SKILL.md's frontmatter) before
+/// it is used.
+impl Client {
+    fn skills(&mut self) -> Result<Vec<Value>, Failure> {
+        let call = self.host.request(self.server, "skills/list", None, &self.opts);
+        let r = self.finish("skills/list", call)?;
+        let mut v: Value = serde_json::from_str(&r.json).map_err(|e| e.to_string())?;
+        Ok(match v.get_mut("skills").map(Value::take) {
+            Some(Value::Array(items)) => items,
+            _ => Vec::new(),
+        })
+    }
+
+    /// Reads the skill's SKILL.md (the entry's `uri`) and then its other files, each checked
+    /// before the next is read; the first mismatch ends the load.
+    fn load_skill(&mut self, entry: &Value) -> Result<(), Failure> {
+        let main = entry["uri"].as_str().ok_or("a skill entry without uri")?;
+        let files = entry["resources"].as_array().cloned().unwrap_or_default();
+        let listed = |uri: &str| files.iter().find(|f| f["uri"] == uri).cloned();
+        let main_file = listed(main).ok_or("SKILL.md is not among the entry's resources")?;
+        let body = self.read_checked(&main_file)?;
+        check_frontmatter(&body, &entry["frontmatter"])?;
+        for file in files.iter().filter(|f| f["uri"] != main) {
+            self.read_checked(file)?;
+        }
+        Ok(())
+    }
+
+    /// One file's text, if its byte length and SHA-256 digest match the entry.
+    fn read_checked(&mut self, file: &Value) -> Result<String, Failure> {
+        let uri = file["uri"].as_str().ok_or("a skill file without uri")?;
+        let call = self.host.read_resource(self.server, uri, &self.opts);
+        let r = self.finish(&format!("resources/read {uri}"), call)?;
+        let v: Value = serde_json::from_str(&r.json).map_err(|e| e.to_string())?;
+        let text = v["contents"][0]["text"].as_str().ok_or("no text content")?.to_owned();
+        if file["size"].as_u64() != Some(text.len() as u64) {
+            return Err(format!("{uri}: {} bytes, the entry says {}", text.len(), file["size"]));
+        }
+        let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+        let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        if file["digest"].as_str() != Some(&format!("sha256:{hex}")) {
+            return Err(format!("{uri}: digest sha256:{hex} differs from the entry's"));
+        }
+        Ok(text)
+    }
+}
+
+/// Compares SKILL.md's YAML frontmatter (the `key: value` lines between the `---` fences)
+/// field by field with the entry's.
+fn check_frontmatter(body: &str, expected: &Value) -> Result<(), Failure> {
+    let mut lines = body.lines();
+    if lines.next().map(str::trim) != Some("---") {
+        return Err("SKILL.md has no frontmatter".into());
+    }
+    let mut found = serde_json::Map::new();
+    for line in lines.by_ref().take_while(|l| l.trim() != "---") {
+        if let Some((k, v)) = line.split_once(':') {
+            let v = v.trim().trim_matches(|c| c == '"' || c == '\'');
+            found.insert(k.trim().to_owned(), Value::String(v.to_owned()));
+        }
+    }
+    for (key, want) in expected.as_object().into_iter().flatten() {
+        if found.get(key) != Some(want) {
+            return Err(format!("frontmatter {key}: {:?}, the entry says {want}", found.get(key)));
+        }
+    }
+    Ok(())
 }
 
 /// The server requests this client answers, and so declares: every kind.
@@ -219,8 +291,25 @@ fn run(scenario: &str, url: &str, version: &str, context: &Value) -> Result<(), 
         true => Some(oauth_config(url, context)?),
         false => None,
     };
-    let mut c = Client::connect(url, version, oauth)?;
+    // The skills extension (SEP-2640) is declared for its scenarios only.
+    let skills = scenario.starts_with("sep-2640-");
+    let extensions = if skills { r#"{"io.modelcontextprotocol/skills":{}}"# } else { "{}" };
+    let mut c = Client::connect(url, version, oauth, extensions)?;
     match scenario {
+        // Listing skills opens no file: a file is read only when its skill is loaded.
+        "sep-2640-client-no-prefetch" => {
+            c.skills()?;
+        }
+        // Load the listed skill as a host does when it needs it: its SKILL.md first, checked
+        // against the entry, and its other files only if that holds.
+        s if s.starts_with("sep-2640-client-verify-") => {
+            for entry in c.skills()? {
+                match c.load_skill(&entry) {
+                    Ok(()) => println!("skill {} loaded", entry["uri"]),
+                    Err(e) => println!("skill {} refused: {e}", entry["uri"]),
+                }
+            }
+        }
         // The handshake itself is what is checked.
         "initialize" => {}
         "tools_call" => {

@@ -1,10 +1,10 @@
 //! Engine configuration: limits, defaults and the three policies (retry, breaker, restart),
 //! checked once by [`Engine::new`](crate::Engine::new).
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::error::ConfigError;
-use crate::proto::version::EraPreference;
+use crate::proto::version::{Era, EraPreference, ProtocolVersion};
 
 /// Everything one server's engine needs to know up front.
 ///
@@ -104,6 +104,84 @@ pub struct Config {
     pub cache_identity: Option<String>,
     /// The tenant part of the capability cache key (`None`: no tenant).
     pub cache_tenant: Option<String>,
+    /// A `server/discover` verdict saved by an earlier run ([`Engine::verdict`]): the engine
+    /// takes the server as modern in its version and sends the first call at once, without a
+    /// probe. It is taken as fresh: the caller drops one whose [`SavedVerdict::expires`] has
+    /// passed ([`SavedVerdict::is_fresh`]; [`Host`](crate::Host) does). Should the server
+    /// refuse the version (`-32022`), answer like a legacy server or fail the first call, the
+    /// engine probes after all. Used for the first transport only; ignored with
+    /// [`EraPreference::LegacyOnly`].
+    ///
+    /// [`Engine::verdict`]: crate::Engine::verdict
+    pub saved_discover: Option<SavedVerdict>,
+    /// The extensions the client supports, as a JSON object from extension id to its
+    /// settings object: `{"io.example/skills":{}}`. Declared as `extensions` in the client
+    /// capabilities of both eras (2026-07-28 `_meta` and the 2025-11-25 `initialize`),
+    /// replacing an `extensions` member of `client_capabilities`; `{}` (the default) leaves
+    /// that member as it is. Every id must carry a prefix (`vendor.example/name`).
+    pub extensions: String,
+}
+
+/// A server's era verdict (its `server/discover` result) kept across restarts of the host.
+///
+/// Read it with [`Engine::verdict`](crate::Engine::verdict) or
+/// [`Host::verdict`](crate::Host::verdict), store the three fields, and give it back in
+/// [`Config::saved_discover`] while it is fresh.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SavedVerdict {
+    /// The version settled on (a 2026 revision).
+    pub version: ProtocolVersion,
+    /// The raw `server/discover` result, as the server sent it (it becomes
+    /// [`Engine::server_info`](crate::Engine::server_info) again).
+    pub result: String,
+    /// When the verdict stops being fresh: its `ttlMs` from when it was received. Wall-clock
+    /// time, since it outlives the process.
+    pub expires: SystemTime,
+}
+
+impl SavedVerdict {
+    /// `true` while `now` (wall-clock) is before [`expires`](Self::expires).
+    pub fn is_fresh(&self, now: SystemTime) -> bool {
+        now < self.expires
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        let err = |reason| Err(ConfigError { field: "saved_discover", reason });
+        if self.version.era() != Era::Modern {
+            return err("the version must be a 2026 revision");
+        }
+        let Ok(result) = crate::proto::json::parse(self.result.as_bytes()) else {
+            return err("the result must be JSON");
+        };
+        let asked = self.version;
+        if crate::engine::discover_verdict(result, asked) != Some(asked) {
+            return err("the result must be a discover result that lists the version");
+        }
+        Ok(())
+    }
+}
+
+/// `Config::extensions`: an object of objects under prefixed ids (PROTOCOL.md §2.13).
+fn check_extensions(extensions: &str) -> Result<(), ConfigError> {
+    use crate::proto::json::Kind;
+    let err = |reason| Err(ConfigError { field: "extensions", reason });
+    let Ok(e) = crate::proto::json::parse(extensions.as_bytes()) else {
+        return err("must be a JSON object");
+    };
+    if e.kind() != Kind::Object {
+        return err("must be a JSON object");
+    }
+    for (id, settings) in e.members() {
+        let id = id.as_str();
+        let (prefix, name) = id.rsplit_once('/').unwrap_or_default();
+        if prefix.is_empty() || name.is_empty() {
+            return err("every id must be `prefix/name`");
+        }
+        if settings.kind() != Kind::Object {
+            return err("every extension's settings must be a JSON object");
+        }
+    }
+    Ok(())
 }
 
 /// Which kinds of server request the host answers; each one set is declared to the server.
@@ -277,6 +355,8 @@ impl Default for Config {
             max_server_requests: 64,
             cache_identity: None,
             cache_tenant: None,
+            saved_discover: None,
+            extensions: "{}".into(),
         }
     }
 }
@@ -336,6 +416,10 @@ impl Config {
         if !caps.is_ok_and(|c| c.kind() == crate::proto::json::Kind::Object) {
             return err("client_capabilities", "must be a JSON object");
         }
+        if let Some(v) = &self.saved_discover {
+            v.check()?;
+        }
+        check_extensions(&self.extensions)?;
         #[cfg(not(feature = "server-requests"))]
         if self.answers != ServerRequestKinds::default() {
             return err("answers", "server requests need the `server-requests` feature");

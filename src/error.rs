@@ -481,6 +481,9 @@ pub enum RequestError {
     Degraded,
     /// The call's trace context is malformed (`CallOptions::trace`).
     TraceContext(crate::proto::trace::TraceContextError),
+    /// `request_raw` was given an empty method name, one with a verb of its own, or one
+    /// with a byte outside printable ASCII.
+    InvalidMethod,
 }
 
 impl fmt::Display for RequestError {
@@ -494,6 +497,7 @@ impl fmt::Display for RequestError {
             Self::BreakerOpen => "circuit breaker open",
             Self::Degraded => "the server is degraded",
             Self::TraceContext(e) => return write!(f, "bad trace context: {e}"),
+            Self::InvalidMethod => "not an extension method name",
         })
     }
 }

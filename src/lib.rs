@@ -171,7 +171,8 @@ pub use auth::oauth;
 pub use auth::AuthChallenge;
 pub use catalog::CatalogChange;
 pub use config::{
-    BreakerPolicy, CacheConfig, Config, RestartPolicy, RetryPolicy, ServerRequestKinds,
+    BreakerPolicy, CacheConfig, Config, RestartPolicy, RetryPolicy, SavedVerdict,
+    ServerRequestKinds,
 };
 pub use engine::{
     BreakerState, CallId, CallOptions, CallRecord, CallResult, Engine, Event, ExchangeFailure,

@@ -124,3 +124,64 @@ fn typescript_sdk_v1_stdio_resources_and_prompts_listings() {
     let p = parse(&host.wait(id, prompts).unwrap());
     assert!(p["prompts"].as_array().unwrap().iter().any(|x| x["name"] == "greet"), "{p}");
 }
+
+/// Restart without a probe, against the Python SDK: the first run probes and keeps the
+/// verdict (`Host::verdict`); a restarted host given it back (`Config::saved_discover`) writes
+/// the call as its first request. Requests are counted where they are written
+/// (`Stats::requests_sent`): two before the first answer without the verdict, one with it.
+#[test]
+fn python_sdk_v2_restart_with_a_saved_verdict_costs_one_round_trip() {
+    let Some(cmd) = peer("run-py-stdio.sh") else { return };
+    let cmd = cmd.env("LAB_DISCOVER_TTL_MS", "600000");
+    let config = Config { probe_timeout: PATIENCE, ..Config::default() };
+
+    let mut host = Host::new().unwrap();
+    let id = host.add_stdio_server(cmd.clone(), config.clone()).unwrap();
+    let r = call(&mut host, id, "echo", r#"{"text":"first"}"#);
+    assert!(r.json.contains("first"));
+    assert_eq!(host.stats(id).unwrap().requests_sent, 2, "the probe, then the call");
+    let verdict = host.verdict(id).expect("a fresh modern verdict (ttlMs 600000)");
+    assert_eq!(verdict.version, mcpoll::ProtocolVersion::MODERN);
+    assert!(verdict.result.contains("lab-py"));
+    drop(host);
+
+    let mut host = Host::new().unwrap();
+    let config = Config { saved_discover: Some(verdict.clone()), ..config };
+    let id = host.add_stdio_server(cmd, config).unwrap();
+    let r = call(&mut host, id, "echo", r#"{"text":"again"}"#);
+    assert!(r.json.contains("again"));
+    assert_eq!(host.stats(id).unwrap().requests_sent, 1, "the call only: no probe");
+    assert_eq!(host.era(id), Some(Era::Modern));
+    assert_eq!(host.verdict(id), Some(verdict));
+}
+
+/// An extension method against the Python SDK (a server-side request handler in
+/// `py_server.py`): the host declares the extension, sends `lab/skills_list` by name with
+/// params, gets the result, and gets the server's own notification as an event.
+#[test]
+fn python_sdk_v2_extension_method_and_notification() {
+    let Some(cmd) = peer("run-py-stdio.sh") else { return };
+    let config =
+        Config { extensions: r#"{"io.example/skills":{"v":1}}"#.into(), ..Config::default() };
+    let mut host = Host::new().unwrap();
+    let id = start(&mut host, cmd, config);
+    let params = raw(r#"{"query":"lab"}"#);
+    let call = host.request(id, "lab/skills_list", Some(&params), &CallOptions::default()).unwrap();
+    let result = parse(&host.wait(id, call).unwrap());
+    assert_eq!(result["skills"][0]["name"], "lab-skill");
+    assert_eq!(result["declared"], serde_json::json!({"io.example/skills": {"v": 1}}));
+    assert_eq!(result["params"], serde_json::json!({"query": "lab"}));
+    let mut seen = None;
+    while let Some((_, event)) = host.poll_event() {
+        if let mcpoll::Event::Notification { method, params } = event {
+            seen = Some((method.to_owned(), params.to_owned()));
+        }
+    }
+    let (method, params) = seen.expect("the extension's notification");
+    assert_eq!(method, "notifications/lab/skills_listed");
+    assert_eq!(parse_str(&params)["count"], 1);
+}
+
+fn parse_str(s: &str) -> serde_json::Value {
+    serde_json::from_str(s).unwrap()
+}

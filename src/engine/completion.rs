@@ -85,7 +85,8 @@ impl Engine {
             Outcome::Failed(e) => Some(e),
             _ => None,
         };
-        let tool = (p.method == Method::ToolsCall).then(|| self.requests.bufs(slot).name());
+        let named = matches!(p.method, Method::ToolsCall | Method::Extension);
+        let tool = named.then(|| self.requests.bufs(slot).name());
         let record = self.record_of(at, call, slot, &p, tool, &outcome);
         self.stats.calls += 1;
         if let Some(e) = failure {

@@ -110,6 +110,14 @@ pub enum Event<'a> {
         /// The resource URI.
         uri: &'a str,
     },
+    /// A notification the engine does not handle itself: an extension's (or a vendor's),
+    /// delivered as the server sent it.
+    Notification {
+        /// The notification's method.
+        method: &'a str,
+        /// Its `params` as raw JSON (`{}` when it had none).
+        params: &'a str,
+    },
     /// The server asks the host for something it declared it answers (`Config::answers`):
     /// answer with [`Engine::answer`](crate::Engine::answer) or
     /// [`Host::answer`](crate::Host::answer), or reject it. A legacy request waits
@@ -258,6 +266,10 @@ enum Stored {
     ResourceUpdated {
         uri: Range<usize>,
     },
+    Notification {
+        text: Range<usize>,
+        method_len: usize,
+    },
     Closed {
         error: CallError,
     },
@@ -288,6 +300,7 @@ impl Stored {
             | Self::Failed { tool: r, .. }
             | Self::Subscribed { notifications: r, .. }
             | Self::ResourceUpdated { uri: r }
+            | Self::Notification { text: r, .. }
             | Self::ServerRequest { params: r, .. }
             | Self::Progress { message: Some(r), .. } => Some(r),
             _ => None,
@@ -529,6 +542,14 @@ impl EventQueue {
         }
     }
 
+    /// Dropped, as change events are, when the host does not drain events.
+    pub(crate) fn notification(&mut self, method: &str, params: &str) {
+        if self.has_room() {
+            let text = self.keep_pair(method, params);
+            self.push(Stored::Notification { text, method_len: method.len() });
+        }
+    }
+
     /// Never dropped: the server-request table bounds them.
     pub(crate) fn server_request(
         &mut self,
@@ -631,6 +652,15 @@ fn view(arena: &str, stored: Stored) -> Event<'_> {
             Event::Subscribed { call, notifications: text(notifications) }
         }
         Stored::ResourceUpdated { uri } => Event::ResourceUpdated { uri: text(uri) },
+        Stored::Notification { text: r, method_len } => {
+            let all = text(r);
+            // The split is where the method ended: a char boundary by construction.
+            let (method, params) = (all.get(..method_len), all.get(method_len..));
+            Event::Notification {
+                method: method.unwrap_or_default(),
+                params: params.unwrap_or_default(),
+            }
+        }
         Stored::Closed { error } => Event::Closed { error },
         Stored::ServerRequest { request, kind, call, params } => {
             Event::ServerRequest { request, kind, call, params: text(params) }

@@ -109,6 +109,24 @@ impl Engine {
         if owner != Owner::Host {
             return self.on_lifecycle_result(now, owner, result);
         }
+        // Under a saved verdict, the first answer confirms it, unless it has no `resultType`:
+        // a legacy server answered (it is delivered as it is, then the era is probed).
+        let legacy_answer = self.assumed && result.get("resultType").is_none();
+        self.assumed = false;
+        if legacy_answer {
+            self.on_host_result(now, slot, result, head);
+            return self.reverify(now);
+        }
+        self.on_host_result(now, slot, result, head)
+    }
+
+    fn on_host_result(
+        &mut self,
+        now: Instant,
+        slot: usize,
+        result: RawJson<'_>,
+        head: ResultHead<'_>,
+    ) {
         let Some(method) = self.requests.get(slot).map(|p| p.method) else {
             return;
         };
@@ -141,6 +159,28 @@ impl Engine {
         if owner != Owner::Host {
             return self.on_lifecycle_error(now, owner, error, data);
         }
+        if self.assumed || matches!(self.lifecycle, Lifecycle::Probing(_)) {
+            // Under a saved verdict any error may mean the verdict is wrong; `-32022` says
+            // so and that the call was not processed. Such a call, and one safe to repeat,
+            // goes out again once the probe has settled the era.
+            let refused = error.code == RpcError::UNSUPPORTED_PROTOCOL_VERSION;
+            let safe = self.requests.get(slot).is_some_and(|p| p.class.retry_safe());
+            if refused || (self.assumed && safe) {
+                if let Some(id) = self.requests.renew_wire_id(slot) {
+                    self.send_queue.push_front(id);
+                }
+                return self.reverify(now);
+            }
+            if self.assumed {
+                self.finish(
+                    now,
+                    slot,
+                    Ended::Answered,
+                    Outcome::Failed(CallError::Protocol(error)),
+                );
+                return self.reverify(now);
+            }
+        }
         if error.code == RpcError::HEADER_MISMATCH && self.park_for_relist(now, slot) {
             return;
         }
@@ -166,7 +206,11 @@ impl Engine {
             notify::ACKNOWLEDGED => self.on_acknowledged(params),
             notify::CANCELLED => self.on_server_cancelled(now, params),
             notify::MESSAGE => log::trace!("server notification {method}"),
-            _ => log::debug!("ignoring unknown notification {method}"),
+            notify::INITIALIZED | notify::ROOTS_LIST_CHANGED => {
+                log::debug!("ignoring notification {method}")
+            }
+            // An extension's or a vendor's: the host's to read.
+            _ => self.events.notification(method, params.map_or("{}", |p| p.text())),
         }
     }
 

@@ -4,14 +4,15 @@
 //! version in common means modern; any other error, a probe timeout or the process dying on
 //! the probe means legacy. The fallback never depends on one particular error code.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use smallvec::SmallVec;
 
 use super::requests::{CallTraits, Ended, Owner};
 use super::{timers, Control};
+use crate::config::SavedVerdict;
 use crate::error::{CallError, LocalError, PeerError, RpcError};
-use crate::proto::json::RawJson;
+use crate::proto::json::{Kind, RawJson};
 use crate::proto::jsonrpc::{write_json_str, WireId};
 use crate::proto::mcp::Method;
 use crate::proto::meta::StaticMeta;
@@ -215,6 +216,43 @@ fn strings(v: Option<RawJson<'_>>) -> SmallVec<[std::borrow::Cow<'_, str>; 4]> {
     v.map(|a| a.elements().filter_map(RawJson::as_str).collect()).unwrap_or_default()
 }
 
+/// The version a `server/discover` result settles on when asked in `asked`, if it is a
+/// discover result that lists it: how a saved verdict is checked.
+pub(crate) fn discover_verdict(
+    result: RawJson<'_>,
+    asked: ProtocolVersion,
+) -> Option<ProtocolVersion> {
+    match probe_result(result, asked) {
+        ProbeVerdict::Modern(v) => Some(v),
+        _ => None,
+    }
+}
+
+/// A result's `ttlMs`; missing, negative or malformed reads as 0 (PROTOCOL.md §2.2).
+fn ttl_of(result: RawJson<'_>) -> Duration {
+    let Some(n) = result.get("ttlMs").filter(|n| n.kind() == Kind::Number) else {
+        return Duration::ZERO;
+    };
+    let text = n.text();
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Duration::ZERO;
+    }
+    let ms =
+        text.bytes().fold(0u64, |ms, b| ms.saturating_mul(10).saturating_add(u64::from(b - b'0')));
+    Duration::from_millis(ms)
+}
+
+/// Where the era verdict the engine works under came from, for [`Engine::verdict`](super::Engine::verdict).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VerdictSource {
+    /// No modern verdict (not ready, or legacy).
+    None,
+    /// This engine's probe, received at `at`, fresh for `ttl`.
+    Probed { at: Instant, ttl: Duration },
+    /// `Config::saved_discover`.
+    Saved,
+}
+
 /// The version string the probe starts with.
 pub(crate) fn first_probe_version() -> ProtocolVersion {
     debug_assert!(!MODERN_VERSIONS.is_empty() && !LEGACY_VERSIONS.is_empty());
@@ -229,6 +267,7 @@ impl super::Engine {
             Lifecycle::Probing(p) => (p.inconclusive, p.refusals, p.known_modern),
             _ => (0, 0, false),
         };
+        self.assumed = false;
         self.meta = Some(self.static_meta(version));
         let timeout = self.config.probe_timeout;
         let Some(call) = self.start_lifecycle_request(now, Method::Discover, Owner::Probe, timeout)
@@ -242,6 +281,7 @@ impl super::Engine {
 
     pub(super) fn start_handshake(&mut self, now: Instant) {
         self.meta = None;
+        self.assumed = false;
         let timeout = self.config.handshake_timeout;
         let Some(call) =
             self.start_lifecycle_request(now, Method::Initialize, Owner::Handshake, timeout)
@@ -362,6 +402,7 @@ impl super::Engine {
                     self.server_info.clear();
                     self.server_info.push_str(result.text());
                     self.push_control(Control::Initialized);
+                    self.verdict = VerdictSource::None;
                     self.become_ready(version);
                 }
                 None => {
@@ -425,6 +466,7 @@ impl super::Engine {
                 if let Some(r) = result {
                     self.server_info.clear();
                     self.server_info.push_str(r.text());
+                    self.verdict = VerdictSource::Probed { at: now, ttl: ttl_of(r) };
                 }
                 self.become_ready(version);
             }
@@ -443,6 +485,53 @@ impl super::Engine {
             }
             ProbeVerdict::Legacy => self.lifecycle_failed(now, PeerError::NoCommonVersion),
             ProbeVerdict::NoCommonVersion => self.lifecycle_failed(now, PeerError::NoCommonVersion),
+        }
+    }
+
+    /// Takes the era from `Config::saved_discover`, once, on the first transport: ready at
+    /// once, no probe. `false` when there is none (or it was used).
+    pub(super) fn resume_saved_verdict(&mut self) -> bool {
+        if !std::mem::take(&mut self.saved_pending) {
+            return false;
+        }
+        let Some(saved) = &self.config.saved_discover else { return false };
+        let version = saved.version;
+        self.server_info.clear();
+        self.server_info.push_str(&saved.result);
+        self.verdict = VerdictSource::Saved;
+        self.assumed = true;
+        log::trace!("era taken from the saved verdict: {version}");
+        self.become_ready(version);
+        true
+    }
+
+    /// The saved verdict did not hold (the server refused its version, answered like a legacy
+    /// server, or failed the first call): forget it and probe, as on a first start. Calls
+    /// wait in the queue until the era is settled again.
+    pub(super) fn reverify(&mut self, now: Instant) {
+        self.assumed = false;
+        self.verdict = VerdictSource::None;
+        if matches!(self.lifecycle, Lifecycle::Ready { .. }) {
+            log::debug!("the saved era verdict did not hold; probing");
+            self.start_probe(now, first_probe_version());
+        }
+    }
+
+    /// The verdict to save for the next run, with its expiry in wall-clock time (`wall` is
+    /// the wall-clock reading at `now`): only a modern verdict still fresh has one.
+    pub(super) fn saved_verdict(&self, now: Instant, wall: SystemTime) -> Option<SavedVerdict> {
+        let Lifecycle::Ready { version } = self.lifecycle else { return None };
+        match self.verdict {
+            VerdictSource::Probed { at, ttl } => {
+                let left = at.checked_add(ttl)?.checked_duration_since(now)?;
+                if left.is_zero() {
+                    return None;
+                }
+                let expires = wall.checked_add(left)?;
+                Some(SavedVerdict { version, result: self.server_info.clone(), expires })
+            }
+            VerdictSource::Saved => self.config.saved_discover.clone(),
+            VerdictSource::None => None,
         }
     }
 

@@ -35,7 +35,7 @@ mod timers;
 mod transport;
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::value::RawValue;
 
@@ -44,6 +44,7 @@ pub use events::{CallResult, Event, ListKind};
 #[cfg(feature = "http")]
 pub(crate) use headers::ParamHeaderList;
 pub use headers::ParamHeaders;
+pub(crate) use lifecycle::discover_verdict;
 pub use lifecycle::ServerState;
 pub use record::{CallRecord, FailureCounts, RecordSink};
 pub use requests::CallId;
@@ -52,7 +53,7 @@ pub use roots::{RootsBoundary, RootsBoundaryError};
 pub use server_requests::{ServerRequestId, ServerRequestKind};
 pub(crate) use stamp::later;
 
-use crate::config::Config;
+use crate::config::{Config, SavedVerdict};
 use crate::error::{
     AuthorizeError, CallError, CancelError, ConfigError, LocalError, PeerError, RequestError,
     RpcError, TransportError,
@@ -65,7 +66,7 @@ use crate::proto::meta::{write_call_meta, StaticMeta, TraceContext};
 use crate::proto::version::{Era, EraPreference, ProtocolVersion};
 use completion::Outcome;
 use events::EventQueue;
-use lifecycle::{Lifecycle, Opening, ProbeVerdict};
+use lifecycle::{Lifecycle, Opening, ProbeVerdict, VerdictSource};
 use outbound::Control;
 use requests::{CallTraits, Ended, Lookup, Owner, Requests, SendState};
 
@@ -187,6 +188,7 @@ pub struct Transmit<'a> {
     pub kind: TransmitKind,
     version: Option<ProtocolVersion>,
     name: &'a str,
+    method_name: &'a str,
     params: ParamHeaders<'a>,
 }
 
@@ -195,6 +197,12 @@ impl<'a> Transmit<'a> {
     /// while probing, the settled version once ready, none during `initialize`.
     pub fn version(&self) -> Option<ProtocolVersion> {
         self.version
+    }
+
+    /// The method of a request as written on the wire (`Mcp-Method`): the name an
+    /// extension request was made with, else [`Method::as_str`]. Empty for anything else.
+    pub fn method_name(&self) -> &'a str {
+        self.method_name
     }
 
     /// The unencoded `Mcp-Name` of a request: the tool or prompt name, or the resource URI.
@@ -333,6 +341,12 @@ pub struct Engine {
     capabilities: String,
     /// The host's roots and where they may point.
     roots: roots::Roots,
+    /// Where the modern verdict came from, and how long it stays fresh.
+    verdict: VerdictSource,
+    /// `Config::saved_discover` is still to be used (on the first transport).
+    saved_pending: bool,
+    /// The era was taken from a saved verdict and no answer has confirmed it yet.
+    assumed: bool,
 }
 
 impl Engine {
@@ -366,8 +380,15 @@ impl Engine {
             server_requests: server_requests::ServerRequests::with_capacity(
                 config.max_server_requests,
             ),
-            capabilities: config.answers.capabilities(&config.client_capabilities),
+            capabilities: server_requests::with_extensions(
+                config.answers.capabilities(&config.client_capabilities),
+                &config.extensions,
+            ),
             roots: roots::Roots::default(),
+            verdict: VerdictSource::None,
+            saved_pending: config.saved_discover.is_some()
+                && config.era != EraPreference::LegacyOnly,
+            assumed: false,
             config,
         })
     }
@@ -400,6 +421,15 @@ impl Engine {
     /// The raw `server/discover` (modern) or `initialize` (legacy) result, once ready.
     pub fn server_info(&self) -> Option<&str> {
         (!self.server_info.is_empty()).then_some(self.server_info.as_str())
+    }
+
+    /// The era verdict to keep for the next run of the host ([`Config::saved_discover`]): the
+    /// `server/discover` result, its version and, from its `ttlMs`, when it expires. `wall`
+    /// is the wall-clock time at `now` (the engine reads no clock). `None` unless the server
+    /// is ready in the modern era and the verdict is still fresh; a saved verdict in use is
+    /// given back as it was.
+    pub fn verdict(&self, now: Instant, wall: SystemTime) -> Option<SavedVerdict> {
+        self.saved_verdict(now, wall)
     }
 
     /// Calls pending (queued or in flight), including the probe or handshake.
@@ -617,6 +647,36 @@ impl Engine {
             p.extend_from_slice(b",\"value\":");
             write_json_str(p, argument_value);
             p.push(b'}');
+        })
+    }
+
+    /// Starts a request by method name, for methods mcpoll has no verb for: an extension's
+    /// (declare it in `Config::extensions`) or a vendor's. `params` is a JSON object (the
+    /// engine adds `_meta`), or `None` for none. The call is like any other: deadline,
+    /// cancellation, circuit breaker, call record, retries only when `opts.idempotency` says
+    /// it is safe to repeat (unknown by default). It completes with the raw result. A method
+    /// with a verb of its own (`tools/call`, `initialize`, ...) is refused with
+    /// [`RequestError::InvalidMethod`], as is an empty name or one with a byte outside
+    /// printable ASCII (it travels in the `Mcp-Method` header).
+    pub fn request_raw(
+        &mut self,
+        now: Instant,
+        method: &str,
+        params: Option<&RawValue>,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        let printable = method.bytes().all(|b| b.is_ascii_graphic());
+        if method.is_empty() || !printable || Method::CORE.iter().any(|m| m.as_str() == method) {
+            return Err(RequestError::InvalidMethod);
+        }
+        let members = match params.map(|p| p.get().trim()) {
+            None => "",
+            Some(p) if p.starts_with('{') && p.ends_with('}') => p[1..p.len() - 1].trim(),
+            Some(_) => return Err(RequestError::ArgumentsNotObject),
+        };
+        // The method name is kept where a call's `Mcp-Name` goes: extensions have none.
+        self.request(now, Method::Extension, opts, None, method, |p| {
+            p.extend_from_slice(members.as_bytes())
         })
     }
 
@@ -973,11 +1033,15 @@ mod tests;
 #[cfg(test)]
 mod tests_authorization;
 #[cfg(test)]
+mod tests_extensions;
+#[cfg(test)]
 mod tests_records;
 #[cfg(test)]
 mod tests_resilience;
 #[cfg(test)]
 mod tests_roots_sampling;
+#[cfg(test)]
+mod tests_saved_verdict;
 #[cfg(test)]
 mod tests_server_requests;
 #[cfg(all(test, not(feature = "server-requests")))]

@@ -61,7 +61,8 @@ impl Engine {
         let bufs = self.requests.bufs(slot);
         let static_meta = if modern { self.meta.as_ref().map(StaticMeta::bytes) } else { None };
         let meta = [static_meta.unwrap_or_default(), bufs.meta()];
-        jsonrpc::write_request(buf, id.get(), method.as_str(), bufs.params(), meta);
+        let name = if method == Method::Extension { bufs.name() } else { method.as_str() };
+        jsonrpc::write_request(buf, id.get(), name, bufs.params(), meta);
         self.mark_sent(now, slot);
         self.stats.requests_sent += 1;
         Some(method)
@@ -117,12 +118,18 @@ impl Engine {
     /// Addresses a transmit: the era's version, and for a request its name and param headers.
     pub(super) fn route(&self, len: usize, kind: TransmitKind) -> Transmit<'_> {
         let version = self.lifecycle.version();
-        let mut t = Transmit { len, kind, version, name: "", params: ParamHeaders::default() };
-        if let TransmitKind::Request { id, .. } = kind {
+        let params = ParamHeaders::default();
+        let mut t = Transmit { len, kind, version, name: "", method_name: "", params };
+        if let TransmitKind::Request { id, method } = kind {
             let slot = id.slot();
+            t.method_name = method.as_str();
             if self.requests.get(slot).is_some_and(|p| p.wire_gen == id.generation()) {
                 let bufs = self.requests.bufs(slot);
-                t.name = bufs.name();
+                if method == Method::Extension {
+                    t.method_name = bufs.name();
+                } else {
+                    t.name = bufs.name();
+                }
                 t.params = bufs.param_headers.iter();
             }
         }

@@ -44,7 +44,8 @@ pub struct CallRecord<'a> {
     pub request_id: Option<WireId>,
     /// The method.
     pub method: Method,
-    /// The tool's name, for `tools/call`.
+    /// The tool's name, for `tools/call`; the method's name, for an extension request
+    /// ([`Method::Extension`]).
     pub tool: Option<&'a str>,
     /// Requests written for the call: each attempt, and each further page of a listing or
     /// `input_required` round (0 when it ended before being sent).

@@ -186,7 +186,8 @@ impl Engine {
             Method::ToolsCall if opts.idempotency_key.is_some() => Idempotency::Keyed,
             Method::ToolsCall => tool_hint.unwrap_or(Idempotency::Unknown),
             // A subscription is re-opened by the host, never re-sent behind its back.
-            Method::Listen | Method::Initialize => Idempotency::Unknown,
+            // An extension's method: nothing is known of it.
+            Method::Listen | Method::Initialize | Method::Extension => Idempotency::Unknown,
             _ => Idempotency::Read,
         }
     }

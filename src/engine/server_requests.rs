@@ -131,6 +131,19 @@ impl ServerRequestKinds {
     }
 }
 
+/// `capabilities` (an object, as built above) with `extensions` as its `extensions` member,
+/// unless `extensions` has no member (then what the host configured stays).
+pub(crate) fn with_extensions(capabilities: String, extensions: &str) -> String {
+    let declared = json::parse(extensions.as_bytes()).is_ok_and(|e| e.members().next().is_some());
+    if !declared {
+        return capabilities;
+    }
+    let mut out = without_members(&capabilities, &["extensions"]);
+    push_member(&mut out, "extensions", extensions.trim());
+    out.push('}');
+    out
+}
+
 /// The start of a copy of the object `json` without the members named `drop` and without its
 /// closing brace, for [`push_member`] to add to. Read with the engine's own scanner rather
 /// than a `serde_json::Map`, which linked serde_json's whole tree building into every client

@@ -176,6 +176,7 @@ pub(super) fn describe(e: &Event<'_>) -> String {
         }
         Event::Subscribed { .. } => "Subscribed".into(),
         Event::ResourceUpdated { uri } => format!("updated {uri}"),
+        Event::Notification { method, params } => format!("notification {method} {params}"),
         Event::Closed { error } => format!("closed {}", error.name()),
         Event::Breaker { class, state, .. } => format!("breaker {class:?} {state:?}"),
         Event::TransportLost { error, restart_in } => {

@@ -138,7 +138,14 @@ impl Engine {
     pub(super) fn deadline_passed(&mut self, now: Instant, slot: usize) {
         let Some(owner) = self.requests.get(slot).map(|p| p.owner) else { return };
         match owner {
-            Owner::Host => self.abandon(now, slot, CallError::Local(LocalError::DeadlineExceeded)),
+            Owner::Host => {
+                self.abandon(now, slot, CallError::Local(LocalError::DeadlineExceeded));
+                // Under a saved verdict, silence may be a legacy server ignoring a request
+                // before `initialize`: the next calls wait for a probe.
+                if self.assumed {
+                    self.reverify(now);
+                }
+            }
             // No fallback to `initialize` for a server already known to be modern, nor for a
             // host that speaks only the modern era: a slow server gets the probe again, a
             // bounded number of times.

@@ -46,7 +46,21 @@ impl Engine {
                 CallError::Peer(PeerError::TooLarge)
             }
         };
+        let bare_4xx = matches!(
+            error,
+            CallError::Transport(TransportError::HttpStatus(s)) if (400..500).contains(&s) && s != 401 && s != 403
+        );
         match owner {
+            // Under a saved verdict, a 4xx without a JSON-RPC answer is what a legacy server
+            // says to a modern request (PROTOCOL.md §5.3): refused, not processed. Send it again
+            // once the probe has settled the era.
+            Owner::Host if self.assumed && bare_4xx => {
+                self.requests.end_exchange(slot, self.epoch.stamp(now));
+                if let Some(id) = self.requests.renew_wire_id(slot) {
+                    self.send_queue.push_front(id);
+                }
+                self.reverify(now);
+            }
             Owner::Host => {
                 // The stream is already gone: nothing to signal. A request that never left
                 // (the connection was never made) is safe to send again whatever it does.
@@ -61,10 +75,7 @@ impl Engine {
             Owner::Probe => {
                 // PROTOCOL.md §5.3: a 4xx without a recognised modern error is legacy evidence;
                 // 401, 403, 5xx, network errors and timeouts are evidence of nothing.
-                let legacy_evidence = matches!(
-                    error,
-                    CallError::Transport(TransportError::HttpStatus(s)) if (400..500).contains(&s) && s != 401 && s != 403
-                );
+                let legacy_evidence = bare_4xx;
                 // Authorization and other peer faults end the probe: asking again changes
                 // nothing until the host acts.
                 let auth = matches!(
@@ -125,6 +136,7 @@ impl Engine {
             return;
         };
         match next {
+            Opening::Probe if self.resume_saved_verdict() => {}
             Opening::Probe => self.start_probe(now, lifecycle::first_probe_version()),
             Opening::Handshake => self.start_handshake(now),
         }

@@ -13,7 +13,7 @@ use mio::Token;
 use serde_json::value::RawValue;
 use slab::Slab;
 
-use crate::config::{CacheConfig, Config};
+use crate::config::{CacheConfig, Config, SavedVerdict};
 #[cfg(feature = "http")]
 use crate::driver::http::{HttpDriver, HttpOptions, HttpSetupError};
 use crate::driver::reap::Reaper;
@@ -467,6 +467,7 @@ impl Host {
         config: Config,
     ) -> Result<ServerId, AddServerError> {
         let now = Instant::now();
+        let config = without_stale_verdict(config);
         let mut engine = Engine::new(config, now).map_err(AddServerError::Config)?;
         let base = self.poll.reserve(Self::STDIO_SERVER_TOKENS)?;
         let identity = engine.config().cache_identity.clone();
@@ -493,6 +494,7 @@ impl Host {
         config: Config,
     ) -> Result<ServerId, AddServerError> {
         let now = Instant::now();
+        let config = without_stale_verdict(config);
         let mut engine = Engine::new(config, now).map_err(AddServerError::Config)?;
         let base = self.poll.reserve(Self::HTTP_SERVER_TOKENS)?;
         let config = engine.config().clone();
@@ -658,6 +660,22 @@ impl Host {
         })
     }
 
+    /// Sends a request by method name, for methods mcpoll has no verb for (an extension's,
+    /// declared in `Config::extensions`, or a vendor's); see [`Engine::request_raw`]. A
+    /// [`Policy`] that covers [`Method::Extension`] is asked about it, with the method name
+    /// as the request's name.
+    pub fn request(
+        &mut self,
+        server: ServerId,
+        method: &str,
+        params: Option<&RawValue>,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.gated(server, Method::Extension, method, opts, |h, o| {
+            h.command(server, |e, now| e.request_raw(now, method, params, o))
+        })
+    }
+
     /// Asks for completions of a prompt or resource-template argument.
     pub fn complete(
         &mut self,
@@ -769,6 +787,14 @@ impl Host {
     /// The raw `server/discover` or `initialize` result.
     pub fn server_info(&self, server: ServerId) -> Option<&str> {
         self.server(server).and_then(|s| s.engine.server_info())
+    }
+
+    /// The server's era verdict to keep for the next run ([`Engine::verdict`]): give it back
+    /// in [`Config::saved_discover`] and the first call after the restart goes out without a
+    /// probe. `None` unless the server is ready in the modern era with a verdict still fresh.
+    pub fn verdict(&self, server: ServerId) -> Option<SavedVerdict> {
+        let s = self.server(server)?;
+        s.engine.verdict(Instant::now(), std::time::SystemTime::now())
     }
 
     /// The last of what the server process wrote to stderr (stdio servers).
@@ -1016,4 +1042,15 @@ impl Drop for Host {
         // Legacy sessions still being ended get a bounded last chance, then their sockets close.
         self.ending.finish(self.poll.registry());
     }
+}
+
+/// `config` without a saved era verdict whose time has passed (the engine reads no clock and
+/// takes the one it is given as fresh).
+pub(crate) fn without_stale_verdict(mut config: Config) -> Config {
+    let now = std::time::SystemTime::now();
+    if config.saved_discover.as_ref().is_some_and(|v| !v.is_fresh(now)) {
+        log::debug!("the saved era verdict has expired; probing");
+        config.saved_discover = None;
+    }
+    config
 }

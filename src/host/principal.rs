@@ -474,6 +474,7 @@ impl Host {
             config.cache_tenant = p.tenant.clone();
         }
         let setup = |e| LaneError::Setup(e);
+        let config = super::without_stale_verdict(config);
         let mut engine = Engine::new(config, now).map_err(|e| setup(AddServerError::Config(e)))?;
         let tenant = engine.config().cache_tenant.clone();
         let registry = self.poll.registry();

@@ -31,9 +31,29 @@ pub enum Method {
     Ping,
     /// `subscriptions/listen` (2026-07-28): a long-lived request carrying change notifications.
     Listen,
+    /// A method mcpoll has no verb for (an extension's or a vendor's), sent by name with
+    /// [`Engine::request_raw`](crate::Engine::request_raw); its name is the call's own
+    /// ([`Transmit::method_name`](crate::Transmit::method_name)).
+    Extension,
 }
 
 impl Method {
+    /// The methods with a verb of their own, which [`Method::Extension`] never names.
+    pub(crate) const CORE: [Self; 12] = [
+        Self::Discover,
+        Self::Initialize,
+        Self::ToolsList,
+        Self::ToolsCall,
+        Self::ResourcesList,
+        Self::ResourceTemplatesList,
+        Self::ResourcesRead,
+        Self::PromptsList,
+        Self::PromptsGet,
+        Self::Complete,
+        Self::Ping,
+        Self::Listen,
+    ];
+
     /// The method name on the wire.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -49,6 +69,7 @@ impl Method {
             Self::Complete => "completion/complete",
             Self::Ping => "ping",
             Self::Listen => "subscriptions/listen",
+            Self::Extension => "(extension)",
         }
     }
 

@@ -152,6 +152,8 @@ struct Exchange {
     body: Vec<u8>,
     /// `Mcp-Name`, already encoded for a header.
     name: Vec<u8>,
+    /// `Mcp-Method` of an extension request (printable ASCII, checked by the engine).
+    method: Vec<u8>,
     params: ParamHeaderList,
     version: Option<ProtocolVersion>,
     modern: bool,
@@ -183,6 +185,7 @@ impl Exchange {
             stage: Stage::Free,
             body: Vec::new(),
             name: Vec::new(),
+            method: Vec::new(),
             params: ParamHeaderList::default(),
             version: None,
             modern: false,
@@ -207,6 +210,7 @@ impl Exchange {
         self.carries = carries;
         self.body.clear();
         self.name.clear();
+        self.method.clear();
         self.params.clear();
         self.version = version;
         self.modern = modern;
@@ -396,6 +400,9 @@ impl HttpSession {
         x.reset(carries, version, modern);
         x.body.extend_from_slice(frame);
         if let (Carries::Request { method, .. }, true) = (carries, modern) {
+            if method == Method::Extension {
+                x.method.extend_from_slice(t.method_name().as_bytes());
+            }
             if method == Method::ToolsCall {
                 x.params.copy_from(t.param_headers());
             }
@@ -583,7 +590,12 @@ impl HttpSession {
             headers.push(("MCP-Protocol-Version", v.as_str().as_bytes()));
         }
         if let (true, Carries::Request { method, .. }) = (x.modern, x.carries) {
-            headers.push(("Mcp-Method", method.as_str().as_bytes()));
+            let method = if method == Method::Extension {
+                &x.method[..]
+            } else {
+                method.as_str().as_bytes()
+            };
+            headers.push(("Mcp-Method", method));
             if !x.name.is_empty() {
                 headers.push(("Mcp-Name", &x.name));
             }

@@ -11,7 +11,8 @@
 # the results to target/conformance/results/REVISION/<scenario>-<time>/checks.json, and passes
 # only when the failures are exactly those listed in expected-failures-REVISION.yaml (beside
 # this script): a new failure fails, and so does a listed failure that now passes.
-# Unscored scenarios (extensions, added after the release) are judged by the same list.
+# Unscored scenarios (extensions, added after the release) are judged by the same list, and so
+# are the skills extension's scenarios (sep-2640-*), which are run on their own with --force.
 #
 # Needs tests/conformance/setup.sh (or tests/peers/setup.sh) first. The client binary is
 # $CONFORMANCE_CLIENT, default target/debug/examples/conformance_client (what `cargo test`
@@ -68,6 +69,14 @@ case "${1:-}" in
     (cd "$repo" && harness client --command "$client" --requirements "$revision" \
       --expected-failures "$expected" -o "$results" 2>"$results/harness-stderr.txt")
     harness_rc=$?
+    # Extension scenarios off the spec timeline, which --requirements leaves out (the harness
+    # runs them only with --force): the skills extension (SEP-2640) applies to every revision.
+    # Their results land beside the others, and report.py below judges them by the same list.
+    for scenario in sep-2640-client-no-prefetch sep-2640-client-verify-digest \
+      sep-2640-client-verify-size sep-2640-client-verify-frontmatter; do
+      (cd "$repo" && harness client --command "$client" --scenario "$scenario" \
+        --spec-version "$revision" --force -o "$results" >/dev/null 2>>"$results/harness-stderr.txt")
+    done
     set -e
     printf 'conformance: harness exit %s after %ss\n' "$harness_rc" "$((SECONDS - start))"
     if [ "$harness_rc" -ne 0 ]; then

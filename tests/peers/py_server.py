@@ -25,7 +25,8 @@ from mcp_types import (
     Tool,
     ToolChoice,
 )
-from pydantic import BaseModel
+from mcp_types import RequestParams as _RequestParams
+from pydantic import BaseModel, ConfigDict
 
 from mcp.server import MCPServer
 from mcp.server.caching import CacheHint
@@ -40,6 +41,14 @@ HOST = "127.0.0.1"
 # LAB_TOOLS_TTL_MS sets the ttlMs of tools/list (unset: the SDK's 0, "do not cache"); the
 # capability cache tests use it to get a cacheable catalog.
 _tools_ttl_ms = int(os.environ.get("LAB_TOOLS_TTL_MS", "0"))
+# LAB_DISCOVER_TTL_MS does the same for server/discover: a client may keep the era verdict that
+# long (the restart tests use it).
+_discover_ttl_ms = int(os.environ.get("LAB_DISCOVER_TTL_MS", "0"))
+_cache_hints = {}
+if _tools_ttl_ms:
+    _cache_hints["tools/list"] = CacheHint(ttl_ms=_tools_ttl_ms)
+if _discover_ttl_ms:
+    _cache_hints["server/discover"] = CacheHint(ttl_ms=_discover_ttl_ms)
 
 
 async def log_cancellations(ctx, call_next):
@@ -53,7 +62,7 @@ async def log_cancellations(ctx, call_next):
 server = MCPServer(
     SERVER_NAME,
     version=SERVER_VERSION,
-    cache_hints={"tools/list": CacheHint(ttl_ms=_tools_ttl_ms)} if _tools_ttl_ms else None,
+    cache_hints=_cache_hints or None,
     middleware=[log_cancellations],
 )
 
@@ -230,6 +239,24 @@ def readme() -> str:
 @server.prompt(name="greet", description="Greet someone")
 def greet(name: str) -> str:
     return f"Please greet {name} warmly."
+
+
+# An extension method, the way a server adds one with the SDK (a low-level request handler):
+# `lab/skills_list` answers with the extensions the request declared in its client
+# capabilities and the params it got, after a notification of its own
+# (`notifications/lab/skills_listed`) on the request's stream.
+class _LabExtParams(_RequestParams):
+    model_config = ConfigDict(extra="allow")
+
+
+async def _lab_skills_list(ctx, params: _LabExtParams) -> dict:
+    caps = ctx.session.client_capabilities
+    declared = caps.model_dump(by_alias=True, exclude_none=True).get("extensions", {}) if caps else {}
+    await ctx.session._request_outbound.notify("notifications/lab/skills_listed", {"count": 1})
+    return {"skills": [{"name": "lab-skill"}], "declared": declared, "params": params.model_extra or {}}
+
+
+server._lowlevel_server.add_request_handler("lab/skills_list", _LabExtParams, _lab_skills_list)
 
 
 def main(argv: list[str]) -> int:

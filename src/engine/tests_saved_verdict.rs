@@ -1,0 +1,250 @@
+//! Restart without a probe: a saved `server/discover` verdict (`Config::saved_discover`) lets
+//! the first call go out at once, and the engine probes after all when the verdict does not
+//! hold. Simulated time, scripted peer.
+
+use std::time::{Duration, SystemTime};
+
+use serde_json::{json, Value};
+
+use super::tests::Harness;
+use super::*;
+
+const WALL: Duration = Duration::from_secs(1_800_000_000);
+
+fn wall() -> SystemTime {
+    SystemTime::UNIX_EPOCH + WALL
+}
+
+fn discover(ttl_ms: u64) -> Value {
+    json!({"resultType": "complete", "supportedVersions": ["2026-07-28"],
+           "capabilities": {"tools": {}}, "ttlMs": ttl_ms, "cacheScope": "private",
+           "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "s", "version": "1"}}})
+}
+
+fn saved() -> SavedVerdict {
+    SavedVerdict {
+        version: ProtocolVersion::MODERN,
+        result: discover(60_000).to_string(),
+        expires: wall() + Duration::from_secs(60),
+    }
+}
+
+fn restarted(config: Config) -> Harness {
+    let mut h = Harness::new(Config { saved_discover: Some(saved()), ..config });
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    assert_eq!(h.events(), ["ready modern 2026-07-28"]);
+    h
+}
+
+/// Answers the `initialize` just sent as a 2025-11-25 server; returns what followed it.
+fn answer_initialize(h: &mut Harness) -> Vec<Value> {
+    let init = h.sent_one();
+    assert_eq!(init["method"], "initialize");
+    let legacy = json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                        "serverInfo": {"name": "s", "version": "1"}});
+    h.reply(&init, legacy);
+    h.take_sent()
+}
+
+fn done(call: CallId, result: &Value) -> String {
+    format!("done {} {result}", call.get())
+}
+
+#[test]
+fn a_restarted_host_sends_its_first_call_without_a_probe() {
+    // First run: probe, then the call: two requests before the call's answer.
+    let mut first = Harness::new(Config::default());
+    let call = first.call("echo", r#"{"text":"hi"}"#);
+    first.engine.handle_transport(first.now, TransportEvent::opened());
+    let probe = first.sent_one();
+    assert_eq!(probe["method"], "server/discover");
+    first.reply(&probe, discover(60_000));
+    let sent = first.sent_one();
+    assert_eq!(sent["method"], "tools/call");
+    let ok = json!({"resultType": "complete", "content": []});
+    first.reply(&sent, ok.clone());
+    assert_eq!(first.events(), ["ready modern 2026-07-28".to_string(), done(call, &ok)]);
+    assert_eq!(first.engine.stats().requests_sent, 2);
+
+    // The host keeps the verdict; 10 s later it has 50 s left.
+    first.advance(Duration::from_secs(10));
+    let verdict = first.engine.verdict(first.now, wall()).expect("a fresh modern verdict");
+    assert_eq!(verdict.version, ProtocolVersion::MODERN);
+    assert_eq!(verdict.expires, wall() + Duration::from_secs(50));
+    assert_eq!(serde_json::from_str::<Value>(&verdict.result).unwrap(), discover(60_000));
+
+    // Second run: the first frame on the wire is the call itself, in the saved version.
+    let mut h = Harness::new(Config { saved_discover: Some(verdict.clone()), ..Config::default() });
+    let call = h.call("echo", r#"{"text":"hi"}"#);
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let sent = h.sent_one();
+    assert_eq!(sent["method"], "tools/call");
+    assert_eq!(sent["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+    h.reply(&sent, ok.clone());
+    assert_eq!(h.events(), ["ready modern 2026-07-28".to_string(), done(call, &ok)]);
+    assert_eq!(h.engine.stats().requests_sent, 1, "one round trip, not two");
+    assert_eq!(h.engine.server_info(), Some(verdict.result.as_str()));
+    assert_eq!(h.engine.verdict(h.now, wall()), Some(verdict), "given back as it was saved");
+}
+
+#[test]
+fn a_refused_version_falls_back_to_the_probe_and_sends_the_call_again() {
+    let mut h = restarted(Config::default());
+    let call = h.call("write_note", r#"{"note":"x"}"#);
+    let first = h.sent_one();
+    // -32022: the server did not process it; even a write goes out again.
+    let data = json!({"supported": ["2026-07-28"], "requested": "2026-07-28"});
+    h.reply_error(&first, -32022, Some(data));
+    let probe = h.sent_one();
+    assert_eq!(probe["method"], "server/discover");
+    assert!(h.events().is_empty(), "the call waits for the probe");
+    h.reply(&probe, discover(0));
+    let again = h.sent_one();
+    assert_eq!(again["method"], "tools/call");
+    assert_ne!(again["id"], first["id"], "a new id");
+    let ok = json!({"resultType": "complete", "content": []});
+    h.reply(&again, ok.clone());
+    assert_eq!(h.events(), ["ready modern 2026-07-28".to_string(), done(call, &ok)]);
+    assert_eq!(h.engine.verdict(h.now, wall()), None, "ttlMs 0: nothing to keep");
+}
+
+#[test]
+fn a_legacy_server_refusing_the_first_call_gets_the_handshake() {
+    let mut h = restarted(Config::default());
+    // Safe to repeat: it is sent again after the handshake.
+    let opts = CallOptions { idempotency: Some(Idempotency::Read), ..CallOptions::default() };
+    let args: &RawValue = serde_json::from_str(r#"{"text":"hi"}"#).unwrap();
+    let read = h.engine.call_tool(h.now, "echo", args, &opts).unwrap();
+    // Not safe to repeat: it ends with the server's error.
+    let write = h.call("write_note", r#"{"note":"x"}"#);
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 2);
+    h.reply_error(&sent[0], -32000, None); // "Server not initialized"
+    let probe = h.sent_one();
+    assert_eq!(probe["method"], "server/discover");
+    h.reply_error(&sent[1], -32000, None);
+    assert_eq!(h.events(), [format!("failed {} server_error", write.get())]);
+    h.reply_error(&probe, -32601, None);
+    let sent = answer_initialize(&mut h);
+    assert_eq!(sent[0]["method"], "notifications/initialized");
+    assert_eq!(sent[1]["method"], "tools/call");
+    assert!(sent[1]["params"].get("_meta").is_none(), "legacy: no modern _meta");
+    let ok = json!({"content": []});
+    h.reply(&sent[1], ok.clone());
+    assert_eq!(h.events(), ["ready legacy 2025-11-25".to_string(), done(read, &ok)]);
+    assert_eq!(h.engine.verdict(h.now, wall()), None, "a legacy verdict is not kept");
+}
+
+#[test]
+fn a_legacy_answer_is_delivered_and_then_the_era_is_probed() {
+    let mut h = restarted(Config::default());
+    let call = h.call("echo", r#"{"text":"hi"}"#);
+    let sent = h.sent_one();
+    // No `resultType`: only a legacy server answers so.
+    let legacy = json!({"content": []});
+    h.reply(&sent, legacy.clone());
+    assert_eq!(h.events(), [done(call, &legacy)]);
+    assert_eq!(h.engine.state(), ServerState::Probing);
+    let probe = h.sent_one();
+    assert_eq!(probe["method"], "server/discover");
+}
+
+#[test]
+fn a_confirmed_verdict_is_not_questioned_again() {
+    let mut h = restarted(Config::default());
+    let a = h.call("echo", r#"{"text":"a"}"#);
+    let sent = h.sent_one();
+    let ok = json!({"resultType": "complete", "content": []});
+    h.reply(&sent, ok.clone());
+    let b = h.call("echo", r#"{"text":"b"}"#);
+    let sent = h.sent_one();
+    h.reply_error(&sent, -32602, None);
+    assert_eq!(h.events(), [done(a, &ok), format!("failed {} invalid_params", b.get())]);
+    assert!(h.take_sent().is_empty(), "no probe once an answer confirmed the verdict");
+}
+
+#[test]
+fn the_saved_verdict_serves_the_first_transport_only_and_never_legacy_only() {
+    let mut h = restarted(no_restart_once());
+    h.engine.handle_transport(
+        h.now,
+        TransportEvent::closed(crate::error::TransportError::ConnectionLost),
+    );
+    assert!(h.events().iter().any(|e| e.starts_with("lost")));
+    h.advance_to_next_timeout();
+    assert!(h.engine.wants_transport());
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    assert_eq!(h.sent_one()["method"], "server/discover", "a new process is probed");
+
+    let config = Config {
+        saved_discover: Some(saved()),
+        era: EraPreference::LegacyOnly,
+        ..Config::default()
+    };
+    let mut h = Harness::new(config);
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    assert_eq!(h.sent_one()["method"], "initialize");
+}
+
+fn no_restart_once() -> Config {
+    let restart = crate::config::RestartPolicy {
+        base_delay: Duration::from_millis(10),
+        ..crate::config::RestartPolicy::default()
+    };
+    Config { restart, ..Config::default() }
+}
+
+#[test]
+fn a_saved_verdict_is_checked_once() {
+    // What `Engine::new` checks first.
+    let bad = |v: SavedVerdict| {
+        Config { saved_discover: Some(v), ..Config::default() }.check().unwrap_err().field
+    };
+    let legacy = SavedVerdict { version: ProtocolVersion::LEGACY, ..saved() };
+    assert_eq!(bad(legacy), "saved_discover");
+    let not_json = SavedVerdict { result: "{".into(), ..saved() };
+    assert_eq!(bad(not_json), "saved_discover");
+    let other =
+        SavedVerdict { result: r#"{"supportedVersions":["2099-01-01"]}"#.into(), ..saved() };
+    assert_eq!(bad(other), "saved_discover");
+    assert!(saved().is_fresh(wall()));
+    assert!(!saved().is_fresh(wall() + Duration::from_secs(60)));
+}
+
+#[test]
+fn over_http_a_bare_4xx_to_the_first_call_leads_to_the_handshake() {
+    let mut h = Harness::new(Config { saved_discover: Some(saved()), ..Config::default() });
+    h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
+    assert_eq!(h.events(), ["ready modern 2026-07-28"]);
+    let call = h.call("write_note", r#"{"note":"x"}"#);
+    let first = h.sent_one();
+    let id = |v: &Value| {
+        WireId::parse(crate::proto::json::parse(v["id"].to_string().as_bytes()).unwrap()).unwrap()
+    };
+    let bad = || ExchangeFailure::Transport(crate::error::TransportError::HttpStatus(400));
+    // A legacy server's "no session" answer: no JSON-RPC body.
+    h.engine.handle_transport(h.now, TransportEvent::exchange_failed(id(&first), bad()));
+    h.flush();
+    let probe = h.sent_one();
+    assert_eq!(probe["method"], "server/discover");
+    h.engine.handle_transport(h.now, TransportEvent::exchange_failed(id(&probe), bad()));
+    h.flush();
+    let sent = answer_initialize(&mut h);
+    assert_eq!(sent[1]["method"], "tools/call", "the write goes out again: it was refused");
+    let ok = json!({"content": []});
+    h.reply(&sent[1], ok.clone());
+    assert_eq!(h.events(), ["ready legacy 2025-11-25".to_string(), done(call, &ok)]);
+}
+
+#[test]
+fn silence_on_the_first_call_fails_it_and_probes_before_the_next() {
+    let mut h = restarted(Config::default());
+    let opts = CallOptions::timeout(Duration::from_secs(2));
+    let args: &RawValue = serde_json::from_str("{}").unwrap();
+    let call = h.engine.call_tool(h.now, "echo", args, &opts).unwrap();
+    assert_eq!(h.sent_one()["method"], "tools/call");
+    h.advance(Duration::from_secs(3));
+    assert_eq!(h.events(), [format!("failed {} deadline_exceeded", call.get())]);
+    let sent: Vec<_> = h.take_sent().into_iter().map(|v| v["method"].clone()).collect();
+    assert_eq!(sent, [json!("notifications/cancelled"), json!("server/discover")]);
+}
