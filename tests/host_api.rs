@@ -205,3 +205,43 @@ fn the_drain_starts_the_next_call_without_an_allocation_per_call() {
     assert_eq!(host.pending(server), Some(0), "every call ended");
     assert_eq!(allocs_after, allocs_before, "allocations while draining and starting calls");
 }
+
+/// A call started from inside the drain gets the local authorization any call gets: a policy
+/// that refuses it ends it unsent, with the reason (it used to go out unasked).
+#[test]
+fn a_call_started_in_the_drain_is_decided_by_the_policy() {
+    use mcpoll::{AccessRequest, CallError, Decision, Event, LocalError};
+    let mut host = Host::new().unwrap();
+    let id = start(&mut host, demo_server(), Config::default());
+    host.set_policy(|call: &AccessRequest<'_>| {
+        if call.name == "add" {
+            Decision::deny("no adding here")
+        } else {
+            Decision::Allow
+        }
+    });
+    let first = host.call_tool_json(id, "echo", r#"{"text":"x"}"#, &CallOptions::default());
+    let first = first.unwrap();
+    let (mut second, mut refused, mut sent_before) = (None, None, 0);
+    let started = Instant::now();
+    while refused.is_none() {
+        assert!(started.elapsed() < common::PATIENCE, "the drained call never ended");
+        host.poll(Some(Duration::from_millis(20))).unwrap();
+        host.drain(|commands, server, event| match event {
+            Event::CallDone { call, .. } if call == first => {
+                let opts = CallOptions::default();
+                second = Some(commands.call_tool_json(server, "add", r#"{"a":1,"b":2}"#, &opts));
+            }
+            Event::CallFailed { call, error, .. } if Some(Ok(call)) == second => {
+                refused = Some(error.clone());
+            }
+            _ => {}
+        });
+        if second.is_none() {
+            sent_before = host.stats(id).unwrap().requests_sent;
+        }
+    }
+    let denied = LocalError::AuthorizationDenied("no adding here".into());
+    assert_eq!(refused, Some(CallError::Local(denied)));
+    assert_eq!(host.stats(id).unwrap().requests_sent, sent_before, "the add was never sent");
+}

@@ -453,6 +453,31 @@ impl Host {
         Ok(call)
     }
 
+    /// Decides a call that a drain's [`Commands`](super::drain::Commands) started held (the
+    /// drain lends no access to the policy): releases it when allowed, else refuses or asks,
+    /// as [`gated`](Self::gated) does at the start of any other call.
+    pub(super) fn settle_held(
+        &mut self,
+        server: ServerId,
+        call: CallId,
+        method: Method,
+        name: &str,
+        breaker_tenant: u32,
+    ) {
+        match self.consult(server, None, method, name, breaker_tenant) {
+            Verdict::Allow => {
+                // A full queue leaves it held: its deadline or a cancel ends it then.
+                let _ = self.allow_call(server, call);
+            }
+            verdict => self.settle(server, call, method, name, verdict),
+        }
+    }
+
+    /// Whether no policy and no disabled tool is in effect: every call goes unasked.
+    pub(super) fn authorization_open(&self) -> bool {
+        self.authz.is_open()
+    }
+
     fn settle(
         &mut self,
         server: ServerId,

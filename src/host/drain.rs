@@ -17,11 +17,17 @@ use slab::Slab;
 use super::{command_on, Host, Server, ServerId};
 use crate::engine::{CallId, CallOptions, Event};
 use crate::error::{CancelError, RequestError};
+use crate::proto::mcp::Method;
 
 /// The host's call commands, usable while [`Host::drain`] hands out an event.
 pub struct Commands<'h> {
     servers: &'h mut Slab<Server>,
     registry: &'h mio::Registry,
+    /// No policy and no disabled tool is in effect: calls go as they are.
+    authorization_open: bool,
+    /// Otherwise calls start held, and the host decides them once the closure returns
+    /// (server, call, tool, breaker tenant). Empty, and so never allocated, without a policy.
+    held: &'h mut Vec<(ServerId, CallId, String, u32)>,
 }
 
 impl fmt::Debug for Commands<'_> {
@@ -39,9 +45,13 @@ impl Commands<'_> {
         arguments: &RawValue,
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        command_on(self.servers, self.registry, server, |e, now| {
+        let held = self.held_options(opts);
+        let opts = held.as_ref().unwrap_or(opts);
+        let call = command_on(self.servers, self.registry, server, |e, now| {
             e.call_tool(now, name, arguments, opts)
-        })
+        })?;
+        self.note_held(server, call, name, opts);
+        Ok(call)
     }
 
     /// [`Host::call_tool_json`].
@@ -52,9 +62,13 @@ impl Commands<'_> {
         arguments: &str,
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        command_on(self.servers, self.registry, server, |e, now| {
+        let held = self.held_options(opts);
+        let opts = held.as_ref().unwrap_or(opts);
+        let call = command_on(self.servers, self.registry, server, |e, now| {
             e.call_tool_json(now, name, arguments, opts)
-        })
+        })?;
+        self.note_held(server, call, name, opts);
+        Ok(call)
     }
 
     /// [`Host::call_tool_no_args`].
@@ -65,6 +79,17 @@ impl Commands<'_> {
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
         self.call_tool_json(server, name, "{}", opts)
+    }
+
+    /// The options of a call that must wait for the host's authorization decision.
+    fn held_options(&self, opts: &CallOptions) -> Option<CallOptions> {
+        (!self.authorization_open).then(|| CallOptions { hold: true, ..opts.clone() })
+    }
+
+    fn note_held(&mut self, server: ServerId, call: CallId, name: &str, opts: &CallOptions) {
+        if opts.hold && !self.authorization_open {
+            self.held.push((server, call, name.to_owned(), opts.tenant));
+        }
     }
 
     /// [`Host::cancel`].
@@ -81,11 +106,19 @@ impl Host {
     /// own commands cause come with later I/O). Allocates nothing per event once the host's
     /// buffer has grown to the largest event.
     pub fn drain(&mut self, mut f: impl FnMut(&mut Commands<'_>, ServerId, Event<'_>)) {
+        let mut held: Vec<(ServerId, CallId, String, u32)> = Vec::new();
         loop {
+            // Calls the last turn started held get the decision any call gets (local
+            // authorization is never skipped by starting a call from here).
+            for (server, call, name, tenant) in held.drain(..) {
+                self.settle_held(server, call, Method::ToolsCall, &name, tenant);
+            }
             let now = Instant::now();
             self.pump_catalogs(now);
+            let authorization_open = self.authorization_open();
             let Self { servers, poll, cache, records, scratch, event_cursor, .. } = self;
-            let mut commands = Commands { servers, registry: poll.registry() };
+            let registry = poll.registry();
+            let mut commands = Commands { servers, registry, authorization_open, held: &mut held };
             if cache.has_changes() {
                 if let Some((id, event)) = cache.next_change() {
                     f(&mut commands, id, event);
