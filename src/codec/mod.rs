@@ -3,6 +3,7 @@
 
 // Without the HTTP driver some codecs (SSE, HTTP/1) have no user; the engine still builds.
 #![cfg_attr(not(feature = "http"), allow(dead_code))]
+pub(crate) mod base64;
 #[cfg(feature = "http")]
 pub(crate) mod http1;
 pub(crate) mod ndjson;

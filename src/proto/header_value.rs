@@ -14,28 +14,8 @@ pub(crate) fn encode(out: &mut Vec<u8>, value: &str) {
         return;
     }
     out.extend_from_slice(b"=?base64?");
-    base64(out, b);
+    crate::codec::base64::standard_into(out, b);
     out.extend_from_slice(b"?=");
-}
-
-fn base64(out: &mut Vec<u8>, data: &[u8]) {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for chunk in data.chunks(3) {
-        let n = match *chunk {
-            [a, b, c] => (u32::from(a) << 16) | (u32::from(b) << 8) | u32::from(c),
-            [a, b] => (u32::from(a) << 16) | (u32::from(b) << 8),
-            [a] => u32::from(a) << 16,
-            _ => 0,
-        };
-        let symbols = [(n >> 18) & 63, (n >> 12) & 63, (n >> 6) & 63, n & 63];
-        for (j, s) in symbols.iter().enumerate() {
-            if j <= chunk.len() {
-                out.push(ALPHABET[*s as usize]);
-            } else {
-                out.push(b'=');
-            }
-        }
-    }
 }
 
 #[cfg(test)]
