@@ -31,7 +31,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use mcpoll::oauth::{
-    AuthorizeError, Authorizer, JwtAlgorithm, OAuthConfig, PreRegistered, SigningKey,
+    AuthorizeError, Authorizer, DpopMode, JwtAlgorithm, OAuthConfig, PreRegistered, SigningKey,
 };
 use mcpoll::{
     elicitation_defaults, BlockingError, CallId, CallOptions, Config, EraPreference, Event, Host,
@@ -408,7 +408,9 @@ fn oauth_config(url: &str, context: &Value) -> Result<OAuthConfig, String> {
             _ => config,
         }
     };
-    Ok(config.client_name("mcpoll-conformance-client"))
+    // DPoP where the authorization server offers it (the auth/dpop* scenarios); every other
+    // scenario's server does not, so they run with bearer tokens as before.
+    Ok(config.client_name("mcpoll-conformance-client").dpop(DpopMode::IfSupported))
 }
 
 /// The headless authorizer: GET the authorization URL and take the redirect it answers with,

@@ -148,7 +148,7 @@ fn encode(entries: &BTreeMap<String, StoredAuth>) -> Value {
         });
         let tokens = auth.tokens.as_ref().map(|t| {
             json!({"access_token": t.access_token.expose(), "refresh_token": secret(&t.refresh_token),
-                "expires_at": t.expires_at, "scope": t.scope})
+                "expires_at": t.expires_at, "scope": t.scope, "dpop_jkt": t.dpop_jkt})
         });
         out.insert(
             resource.clone(),
@@ -181,6 +181,7 @@ fn decode(text: &str) -> Option<BTreeMap<String, StoredAuth>> {
                 refresh_token: string(&t["refresh_token"]).map(Secret::new),
                 expires_at: t["expires_at"].as_u64(),
                 scope: string(&t["scope"]),
+                dpop_jkt: string(&t["dpop_jkt"]),
             }),
         };
         out.insert(resource.clone(), StoredAuth { issuer: string(&e["issuer"])?, client, tokens });

@@ -44,6 +44,7 @@ fn sample() -> StoredAuth {
             refresh_token: Some(Secret::new("refresh-SECRET")),
             expires_at: Some(1_900_000_000),
             scope: Some("read write".into()),
+            dpop_jkt: Some("0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I".into()),
         }),
     }
 }

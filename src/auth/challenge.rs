@@ -3,8 +3,8 @@
 // The parser serves the HTTP transport; without it only the type is used.
 #![cfg_attr(not(feature = "http"), allow(dead_code))]
 
-/// The auth-params of the `Bearer` challenge in a `WWW-Authenticate` header (RFC 6750 3,
-/// RFC 9728 5.1), as an MCP client needs them after a 401 or 403.
+/// The auth-params of the `Bearer` or `DPoP` challenge in a `WWW-Authenticate` header
+/// (RFC 6750 3, RFC 9449 7.1, RFC 9728 5.1), as an MCP client needs them after a 401 or 403.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuthChallenge {
     /// `resource_metadata`: the URL of the Protected Resource Metadata document.
@@ -15,13 +15,17 @@ pub struct AuthChallenge {
     pub error: Option<String>,
     /// `error_description`: human-readable text.
     pub error_description: Option<String>,
+    /// The server sent a `DPoP` challenge (RFC 9449 7.1); with `error` `use_dpop_nonce` it
+    /// asks for a proof with the nonce in its `DPoP-Nonce` header.
+    pub dpop: bool,
 }
 
-/// Finds the `Bearer` challenge in one `WWW-Authenticate` value and reads its parameters.
+/// Finds the `Bearer` and `DPoP` challenges in one `WWW-Authenticate` value and reads their
+/// parameters.
 ///
-/// Returns `None` when the value holds no `Bearer` challenge. Scheme and parameter names are
+/// Returns `None` when the value holds neither. Scheme and parameter names are
 /// case-insensitive; values may be tokens or quoted strings; the first copy of a parameter
-/// wins. Junk is skipped rather than refused: this runs on an error path, where a partial
+/// (in either challenge) wins. Junk is skipped rather than refused: this runs on an error path, where a partial
 /// answer beats none. A response may carry several `WWW-Authenticate` headers: try each.
 pub(crate) fn parse(value: &[u8]) -> Option<AuthChallenge> {
     let mut found: Option<AuthChallenge> = None;
@@ -47,9 +51,10 @@ pub(crate) fn parse(value: &[u8]) -> Option<AuthChallenge> {
             pos + value[pos..].iter().take_while(|&&b| matches!(b, b' ' | b'\t')).count();
         if value.get(after_ws) != Some(&b'=') {
             // A token not followed by `=` starts a new challenge.
-            in_bearer = name.eq_ignore_ascii_case(b"bearer");
-            if in_bearer && found.is_none() {
-                found = Some(AuthChallenge::default());
+            let dpop = name.eq_ignore_ascii_case(b"dpop");
+            in_bearer = dpop || name.eq_ignore_ascii_case(b"bearer");
+            if in_bearer {
+                found.get_or_insert_with(AuthChallenge::default).dpop |= dpop;
             }
             continue;
         }
@@ -135,6 +140,16 @@ mod tests {
             scope: scope.map(String::from),
             error: error.map(String::from),
             error_description: error_description.map(String::from),
+            dpop: false,
+        })
+    }
+
+    fn dpop(error: Option<&str>, resource_metadata: Option<&str>) -> Option<AuthChallenge> {
+        Some(AuthChallenge {
+            error: error.map(String::from),
+            resource_metadata: resource_metadata.map(String::from),
+            dpop: true,
+            ..AuthChallenge::default()
         })
     }
 
@@ -160,6 +175,16 @@ mod tests {
             (br#"Bearer ,,, =, "unterminated"#, bearer(None, None, None, None)),
             (b"Bearer error=\"caf\xc3\xa9 \xff\"", bearer(None, None, Some("caf\u{e9} \u{fffd}"), None)),
             (br#"Basic realm="x""#, None),
+            (
+                br#"DPoP error="use_dpop_nonce", resource_metadata="http://h/prm""#,
+                dpop(Some("use_dpop_nonce"), Some("http://h/prm")),
+            ),
+            (br#"dpop algs="ES256 PS256""#, dpop(None, None)),
+            (br#"Basic realm="x", DPoP error=use_dpop_nonce"#, dpop(Some("use_dpop_nonce"), None)),
+            (
+                br#"Bearer resource_metadata="http://h/prm", DPoP algs="ES256", error="x""#,
+                dpop(Some("x"), Some("http://h/prm")),
+            ),
             (b"", None),
             (b"\"Bearer\" ==== ,, \xff", None),
         ];

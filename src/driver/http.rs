@@ -360,7 +360,11 @@ impl HttpDriver {
         conn.close(registry);
         match outcome {
             Ok(r) => {
-                let response = HttpResponse { status: r.status, body: &r.body };
+                let response = HttpResponse {
+                    status: r.status,
+                    body: &r.body,
+                    dpop_nonce: r.dpop_nonce.as_deref(),
+                };
                 self.session.on_oauth_response(engine, now, id, response);
             }
             Err(e) => {
@@ -511,8 +515,8 @@ impl HttpDriver {
         c.out.clear();
         c.written = 0;
         c.parser.set_max_body_bytes(self.limits.max_body_bytes);
-        if let Some(plan) = self.session.plan(x) {
-            let at = self.instances.current();
+        let at = self.instances.current();
+        if let Some(plan) = self.session.plan(x, now, &at.htu) {
             let head = RequestHead {
                 method: plan.method,
                 target: &at.url.target,
@@ -840,11 +844,13 @@ impl HttpDriver {
                     return Ok(Parsed::Close);
                 }
                 Ok(ResponseEvent::Head(head)) => {
+                    let dpop = self.session.reads_dpop_nonce();
                     let fields = ResponseHead {
                         status: head.status(),
                         content_type: head.header("content-type"),
                         session_id: head.header("mcp-session-id"),
                         www_authenticate: head.header("www-authenticate"),
+                        dpop_nonce: dpop.then(|| head.header("dpop-nonce")).flatten(),
                     };
                     if self.session.on_head(x, fields) {
                         // An event stream is endless by design; each event has its own cap.
@@ -994,7 +1000,8 @@ impl HttpDriver {
     /// locally either way.
     fn end_session(&mut self, registry: &Registry, deadline: Instant) -> Option<close::SessionEnd> {
         let at = self.instances.current();
-        let request = self.session.end_plan().and_then(|plan| {
+        // The proof's `iat` is judged within minutes: the deadline is close enough to now.
+        let request = self.session.end_plan(deadline, &at.htu).and_then(|plan| {
             let mut headers = plan.headers;
             headers.push(("Connection", b"close"));
             let head = RequestHead {

@@ -114,6 +114,8 @@ pub(crate) struct ResponseHead<'a> {
     pub(crate) content_type: Option<&'a [u8]>,
     pub(crate) session_id: Option<&'a [u8]>,
     pub(crate) www_authenticate: Option<&'a [u8]>,
+    /// `DPoP-Nonce` (read only when [`HttpSession::reads_dpop_nonce`]).
+    pub(crate) dpop_nonce: Option<&'a [u8]>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,6 +160,8 @@ struct Exchange {
     version: Option<ProtocolVersion>,
     modern: bool,
     auth_retried: bool,
+    /// Sent again with the server's new DPoP nonce after `use_dpop_nonce` (once only).
+    nonce_retried: bool,
     /// The OAuth token generation this exchange was last sent with, if it carried one.
     token_gen: Option<u64>,
     sent_session: bool,
@@ -190,6 +194,7 @@ impl Exchange {
             version: None,
             modern: false,
             auth_retried: false,
+            nonce_retried: false,
             token_gen: None,
             sent_session: false,
             resuming: false,
@@ -215,6 +220,7 @@ impl Exchange {
         self.version = version;
         self.modern = modern;
         self.auth_retried = false;
+        self.nonce_retried = false;
         self.token_gen = None;
         self.sent_session = false;
         self.resuming = false;
@@ -272,7 +278,7 @@ pub(crate) struct HttpSession {
     bad_token: bool,
     /// The OAuth flow, when the host configured one: it supplies the tokens then.
     oauth: Option<oauth::OAuthState>,
-    /// `Bearer <token>`, or empty.
+    /// `Bearer <token>` or `DPoP <token>`, or empty.
     bearer: Vec<u8>,
     headers: Vec<(String, String)>,
     max_body: usize,
@@ -329,13 +335,18 @@ impl HttpSession {
     /// Takes `token` for the `Authorization` header; `false` (and no header) when it holds a
     /// CR, LF or NUL, which would break the request head or smuggle a header into it.
     fn set_token(&mut self, token: Option<String>) -> bool {
+        self.set_token_as(token, false)
+    }
+
+    /// [`set_token`](Self::set_token), with the `DPoP` scheme for a DPoP-bound token.
+    fn set_token_as(&mut self, token: Option<String>, dpop: bool) -> bool {
         self.bearer.clear();
         let Some(t) = token else { return true };
         if t.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
             log::debug!("refusing a bearer token with a line break or NUL in it");
             return false;
         }
-        self.bearer.extend_from_slice(b"Bearer ");
+        self.bearer.extend_from_slice(if dpop { b"DPoP " } else { b"Bearer " });
         self.bearer.extend_from_slice(t.as_bytes());
         true
     }
@@ -358,8 +369,10 @@ impl HttpSession {
 
     /// How to write the `DELETE` that ends the legacy session (§6.2), when there is one. It
     /// carries what every request of the session carries: `Mcp-Session-Id`, the negotiated
-    /// `MCP-Protocol-Version`, the bearer token (§8: on every request) and the host's headers.
-    pub(crate) fn end_plan(&self) -> Option<RequestPlan<'_>> {
+    /// `MCP-Protocol-Version`, the bearer token (§8: on every request, with its DPoP proof for
+    /// `htu`) and the host's headers.
+    pub(crate) fn end_plan(&mut self, now: Instant, htu: &str) -> Option<RequestPlan<'_>> {
+        let proof = self.oauth.as_mut().and_then(|o| o.resource_proof(now, "DELETE", htu));
         let session = self.session_id.as_deref()?;
         let mut headers: SmallVec<[(&str, &[u8]); 16]> = SmallVec::new();
         if let Some(v) = self.session_version {
@@ -368,6 +381,9 @@ impl HttpSession {
         headers.push(("Mcp-Session-Id", session.as_bytes()));
         if !self.bearer.is_empty() {
             headers.push(("Authorization", &self.bearer));
+        }
+        if let Some(proof) = proof {
+            headers.push(("DPoP", proof));
         }
         for (n, v) in &self.headers {
             headers.push((n.as_str(), v.as_bytes()));
@@ -547,8 +563,14 @@ impl HttpSession {
         Some(ExchangeId(i))
     }
 
-    /// How to write exchange `x` now; its response starts afresh.
-    pub(crate) fn plan(&mut self, x: ExchangeId) -> Option<RequestPlan<'_>> {
+    /// How to write exchange `x` now, to the URL whose `htu` (RFC 9449 4.2) is given; its
+    /// response starts afresh.
+    pub(crate) fn plan(
+        &mut self,
+        x: ExchangeId,
+        now: Instant,
+        htu: &str,
+    ) -> Option<RequestPlan<'_>> {
         let Self {
             exchanges,
             session_id,
@@ -579,6 +601,12 @@ impl HttpSession {
             *session_version = x.version;
         }
         let x = &*x;
+        let htm = if x.is_get() { "GET" } else { "POST" };
+        // The proof borrows the flow's buffer: no allocation once warm.
+        let proof = match oauth {
+            Some(o) if !bearer.is_empty() => o.resource_proof(now, htm, htu),
+            _ => None,
+        };
         let mut headers: SmallVec<[(&str, &[u8]); 16]> = SmallVec::new();
         if x.is_get() {
             headers.push(("Accept", b"text/event-stream"));
@@ -607,6 +635,9 @@ impl HttpSession {
         if !bearer.is_empty() {
             headers.push(("Authorization", bearer));
         }
+        if let Some(proof) = proof {
+            headers.push(("DPoP", proof));
+        }
         let last_event_id = match x.carries {
             Carries::Listen => listen_event_id.as_deref(),
             _ if x.resuming => Some(x.stream_id.as_str()),
@@ -618,7 +649,8 @@ impl HttpSession {
         for (n, v) in extra.iter() {
             headers.push((n.as_str(), v.as_bytes()));
         }
-        let (method, body): (_, &[u8]) = if x.is_get() { ("GET", &[]) } else { ("POST", &x.body) };
+        let body: &[u8] = if x.is_get() { &[] } else { &x.body };
+        let method = htm;
         Some(RequestPlan { method, headers, body })
     }
 
@@ -631,6 +663,9 @@ impl HttpSession {
         let ok = (200..300).contains(&head.status);
         if ok {
             self.oauth_authorized(i);
+        }
+        if let Some(nonce) = head.dpop_nonce {
+            self.oauth_resource_nonce(nonce);
         }
         let Some(x) = self.exchanges.get_mut(i) else { return false };
         x.status = head.status;
@@ -738,7 +773,7 @@ impl HttpSession {
     pub(crate) fn on_end(&mut self, engine: &mut Engine, now: Instant, x: ExchangeId) {
         let i = x.0;
         let Some(status) = self.exchanges.get(i).map(|x| x.status) else { return };
-        if self.oauth_refused(engine, now, i, status) {
+        if self.dpop_nonce_retry(i, status) || self.oauth_refused(engine, now, i, status) {
             return;
         }
         let Some(ex) = self.exchanges.get_mut(i) else { return };

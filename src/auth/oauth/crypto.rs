@@ -1,11 +1,11 @@
 //! The flow's cryptography, all from `ring` (already in the tree through rustls): SHA-256 for
 //! PKCE, the system random source for verifiers, `state` and JWT ids, and JWS signatures for
-//! `private_key_jwt` client authentication (RFC 7523 2.2).
+//! `private_key_jwt` client authentication (RFC 7523 2.2) and DPoP proofs (RFC 9449).
 
 use std::fmt;
 
 use ring::rand::{SecureRandom, SystemRandom};
-use ring::signature::{self, EcdsaKeyPair, RsaKeyPair};
+use ring::signature::{self, EcdsaKeyPair, KeyPair as _, RsaKeyPair};
 
 use super::encode::{base64_decode, base64url};
 
@@ -41,7 +41,7 @@ impl JwtAlgorithm {
         }
     }
 
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Es256 => "ES256",
             Self::Rs256 => "RS256",
@@ -72,8 +72,10 @@ impl fmt::Debug for SigningKey {
 pub enum KeyError {
     /// Not a `-----BEGIN PRIVATE KEY-----` PEM block with base64 inside.
     Pem,
-    /// The PKCS#8 document is not a key of the named algorithm.
+    /// The PKCS#8 document is not a key of the named algorithm (or, for DPoP, not ES256).
     Key,
+    /// No key could be generated: the system random source failed.
+    Generate,
 }
 
 impl fmt::Display for KeyError {
@@ -81,6 +83,7 @@ impl fmt::Display for KeyError {
         f.write_str(match self {
             Self::Pem => "the private key is not a PKCS#8 PEM block",
             Self::Key => "the private key does not match the signing algorithm",
+            Self::Generate => "no key could be generated (the random source failed)",
         })
     }
 }
@@ -112,31 +115,66 @@ impl SigningKey {
         Ok(Self { alg, key })
     }
 
+    /// A fresh ES256 key (for DPoP, when the host supplies none).
+    pub(crate) fn generate_es256() -> Result<Self, KeyError> {
+        let alg = &signature::ECDSA_P256_SHA256_FIXED_SIGNING;
+        let rng = SystemRandom::new();
+        let doc = EcdsaKeyPair::generate_pkcs8(alg, &rng).map_err(|_| KeyError::Generate)?;
+        let key =
+            EcdsaKeyPair::from_pkcs8(alg, doc.as_ref(), &rng).map_err(|_| KeyError::Generate)?;
+        Ok(Self { alg: JwtAlgorithm::Es256, key: KeyPair::Ec(key) })
+    }
+
+    /// The algorithm.
+    pub(crate) fn alg(&self) -> JwtAlgorithm {
+        self.alg
+    }
+
+    /// The public point of an ES256 key, uncompressed (`04 || x || y`, 65 bytes); `None` for
+    /// an RSA key.
+    pub(crate) fn ec_public_point(&self) -> Option<&[u8]> {
+        match &self.key {
+            KeyPair::Ec(k) => Some(k.public_key().as_ref()),
+            KeyPair::Rsa(_) => None,
+        }
+    }
+
+    /// Signs `input` (a JWS signing input) and appends the signature, base64url, to `out`.
+    /// An ES256 signature is made on the stack: with room in `out`, nothing is allocated.
+    pub(crate) fn sign_into(&self, input: &[u8], out: &mut Vec<u8>) -> Option<()> {
+        let rng = SystemRandom::new();
+        match &self.key {
+            KeyPair::Ec(k) => {
+                let sig = k.sign(&rng, input).ok()?;
+                crate::codec::base64::url_safe_into(out, sig.as_ref());
+            }
+            KeyPair::Rsa(k) => {
+                let mut sig = vec![0u8; k.public().modulus_len()];
+                k.sign(&signature::RSA_PKCS1_SHA256, &rng, input, &mut sig).ok()?;
+                crate::codec::base64::url_safe_into(out, &sig);
+            }
+        }
+        Some(())
+    }
+
     /// A compact JWS over `claims` (a JSON object), or `None` if signing failed.
     pub(crate) fn sign_jwt(&self, claims: &serde_json::Value) -> Option<String> {
         let header = serde_json::json!({"alg": self.alg.name(), "typ": "JWT"});
-        let mut input = base64url(header.to_string().as_bytes());
-        input.push('.');
-        input.push_str(&base64url(claims.to_string().as_bytes()));
-        let rng = SystemRandom::new();
-        let sig = match &self.key {
-            KeyPair::Ec(k) => k.sign(&rng, input.as_bytes()).ok()?.as_ref().to_vec(),
-            KeyPair::Rsa(k) => {
-                let mut sig = vec![0u8; k.public().modulus_len()];
-                k.sign(&signature::RSA_PKCS1_SHA256, &rng, input.as_bytes(), &mut sig).ok()?;
-                sig
-            }
-        };
-        input.push('.');
-        input.push_str(&base64url(&sig));
-        Some(input)
+        let mut input = base64url(header.to_string().as_bytes()).into_bytes();
+        input.push(b'.');
+        crate::codec::base64::url_safe_into(&mut input, claims.to_string().as_bytes());
+        let signed = input.len();
+        input.push(b'.');
+        let mut sig = Vec::new();
+        self.sign_into(&input[..signed], &mut sig)?;
+        input.extend_from_slice(&sig);
+        String::from_utf8(input).ok()
     }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use ring::signature::KeyPair as _;
 
     /// A fresh P-256 key as PKCS#8 PEM, and its public key for verifying.
     pub(crate) fn es256_pem() -> (String, Vec<u8>) {

@@ -83,6 +83,14 @@ pub enum AuthFailure {
     StepUpLimit,
     /// The random source or the signer failed.
     Crypto,
+    /// DPoP is [`Required`](super::DpopMode::Required) and the authorization server issued
+    /// an unbound token (`token_type` `Bearer`).
+    DpopUnbound,
+    /// DPoP is required and the authorization server's `dpop_signing_alg_values_supported`
+    /// does not list `ES256`, the one algorithm mcpoll signs proofs with.
+    DpopAlgorithm,
+    /// The authorization server issued a DPoP-bound token to a request without a proof.
+    DpopUnexpected,
     /// The request could not be made or its response not read (the driver said so).
     Transport,
 }
@@ -201,6 +209,13 @@ impl fmt::Display for AuthFailure {
             Self::Expired => f.write_str("the redirect did not come in time"),
             Self::StepUpLimit => f.write_str("re-authorization limit reached"),
             Self::Crypto => f.write_str("randomness or signing failed"),
+            Self::DpopUnbound => f.write_str("DPoP is required and the token is not DPoP-bound"),
+            Self::DpopAlgorithm => {
+                f.write_str("the authorization server does not accept ES256 DPoP proofs")
+            }
+            Self::DpopUnexpected => {
+                f.write_str("the authorization server issued a DPoP token without a proof")
+            }
             Self::Transport => f.write_str("the request failed in transport"),
         }
     }

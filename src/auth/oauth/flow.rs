@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::crypto::{random_token, s256};
+use super::dpop::{self, Dpop, DpopMode, Nonce};
 use super::encode::{base64, form, parse_query, percent_encode};
 use super::error::{AuthError, AuthFailure, AuthStep, AuthorizeError, RedirectError};
 use super::metadata::{
@@ -48,8 +49,19 @@ enum Step {
     /// Waiting for the host's redirect, until `deadline`. The PKCE verifier is a `Secret`: with
     /// an intercepted code it would buy a token, so `{:?}` must not show it.
     Redirect { state: String, verifier: Secret, deadline: Instant },
-    /// Waiting for a token response.
-    Token { refresh: bool },
+    /// Waiting for a token response. `proof`: the request carried a DPoP proof; `resend`:
+    /// its parameters, to send once more with the server's nonce after `use_dpop_nonce`.
+    Token { refresh: bool, proof: bool, resend: Option<Resend> },
+}
+
+/// A token request's parameters, kept to send it again; `Debug` shows their names only (the
+/// values hold codes, verifiers and refresh tokens).
+struct Resend(Vec<(&'static str, String)>);
+
+impl fmt::Debug for Resend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.0.iter().map(|(k, _)| k)).finish()
+    }
 }
 
 /// The authorization server in use and what it said about itself.
@@ -94,6 +106,10 @@ pub struct OAuthFlow {
     /// The `state` of the last few authorizations that ended, and how: a redirect carrying
     /// one is refused as late or duplicate without disturbing the authorization waiting now.
     ended: VecDeque<(String, RedirectError)>,
+    /// DPoP, unless [`DpopMode::Off`].
+    dpop: Option<Dpop>,
+    /// The authorization server's latest DPoP nonce (RFC 9449 8); forgotten with the server.
+    as_nonce: Nonce,
 }
 
 /// How many ended authorizations are remembered.
@@ -119,10 +135,28 @@ impl OAuthFlow {
             return Err(AuthError::new(AuthStep::Discovery, AuthFailure::InvalidServerUrl));
         }
         let stored = config.store.load(&config.server_url);
-        let (issuer, client, tokens) = match stored {
+        let (issuer, client, mut tokens) = match stored {
             Some(s) => (Some(s.issuer), s.client, s.tokens),
             None => (None, None, None),
         };
+        let mut dpop = match (config.dpop, config.dpop_key.take()) {
+            (DpopMode::Off, _) => None,
+            (mode, Some(key)) => Some(Dpop::new(mode, key)),
+            (mode, None) => match dpop::DpopKey::generate() {
+                Ok(key) => Some(Dpop::new(mode, key)),
+                Err(_) => return Err(AuthError::new(AuthStep::Token, AuthFailure::Crypto)),
+            },
+        };
+        // A token bound to another key (or DPoP now off) cannot be presented: drop it.
+        if let Some(jkt) = tokens.as_ref().and_then(|t| t.dpop_jkt.as_deref()) {
+            if dpop.as_ref().is_none_or(|d| d.thumbprint() != jkt) {
+                log::debug!("oauth: the stored token is bound to another DPoP key");
+                tokens = None;
+            }
+        }
+        if let Some(d) = dpop.as_mut() {
+            d.set_token(tokens.as_ref().map(|t| t.access_token.expose()));
+        }
         Ok(Self {
             config,
             epoch: (now, unix_now),
@@ -143,7 +177,34 @@ impl OAuthFlow {
             reauthorizations: 0,
             pre_registered_at: None,
             ended: VecDeque::with_capacity(ENDED_KEPT),
+            dpop,
+            as_nonce: Nonce::default(),
         })
+    }
+
+    /// Whether the token held is DPoP-bound: it is sent as `Authorization: DPoP`, with a
+    /// proof from [`resource_proof`](Self::resource_proof).
+    #[must_use]
+    pub fn is_dpop_bound(&self) -> bool {
+        self.dpop.is_some() && self.tokens.as_ref().is_some_and(|t| t.dpop_jkt.is_some())
+    }
+
+    /// A fresh DPoP proof for a request to the MCP server (`htm` the method, `htu` its URL
+    /// without query or fragment), with `ath` for the token held and the server's latest
+    /// nonce; `None` unless the token is DPoP-bound (or if signing failed). Written into a
+    /// buffer the flow reuses.
+    pub fn resource_proof(&mut self, now: Instant, htm: &str, htu: &str) -> Option<&[u8]> {
+        if !self.is_dpop_bound() {
+            return None;
+        }
+        let iat = self.unix(now);
+        self.dpop.as_mut()?.resource_proof(htm, htu, iat)
+    }
+
+    /// A `DPoP-Nonce` header from the MCP server (RFC 9449 9): kept for the next proofs.
+    /// Returns whether it was usable; ignored without DPoP.
+    pub fn handle_resource_nonce(&mut self, value: &[u8]) -> bool {
+        self.dpop.as_mut().is_some_and(|d| d.resource_nonce.update(value))
     }
 
     /// The access token to send as `Authorization: Bearer`, unless none is held or it has
@@ -233,7 +294,9 @@ impl OAuthFlow {
                 self.on_server(issuer, candidates, at, legacy, response)
             }
             Step::Register { method } => self.on_registration(method, response),
-            Step::Token { refresh } => self.on_token(now, refresh, response),
+            Step::Token { refresh, proof, resend } => {
+                self.on_token(now, refresh, proof, resend, response)
+            }
         }
     }
 
@@ -248,8 +311,8 @@ impl OAuthFlow {
         let step = match self.step {
             Step::Resource { .. } | Step::Server { .. } => AuthStep::Discovery,
             Step::Register { .. } => AuthStep::Registration,
-            Step::Token { refresh: true } => AuthStep::Refresh,
-            Step::Token { refresh: false } => AuthStep::Token,
+            Step::Token { refresh: true, .. } => AuthStep::Refresh,
+            Step::Token { refresh: false, .. } => AuthStep::Token,
             Step::Idle | Step::Redirect { .. } => return,
         };
         self.fail(step, AuthFailure::Transport);
@@ -451,6 +514,7 @@ impl OAuthFlow {
             self.client = None;
             self.tokens = None;
             self.server = None;
+            self.as_nonce.clear();
             self.config.store.clear(&self.config.server_url);
         }
         if !is_secure(&issuer) {
@@ -782,9 +846,29 @@ impl OAuthFlow {
         self.token_request(pairs, true);
     }
 
-    /// A token endpoint request with the client's authentication (RFC 6749 2.3, RFC 7523).
-    fn token_request(&mut self, mut pairs: Vec<(&'static str, String)>, refresh: bool) {
+    /// A token endpoint request with the client's authentication (RFC 6749 2.3, RFC 7523),
+    /// and a DPoP proof when DPoP is in use.
+    fn token_request(&mut self, pairs: Vec<(&'static str, String)>, refresh: bool) {
+        self.token_request_with(pairs, refresh, false);
+    }
+
+    /// [`token_request`](Self::token_request); `nonce_retry`: this is the one resend after
+    /// the server's `use_dpop_nonce`.
+    fn token_request_with(
+        &mut self,
+        mut pairs: Vec<(&'static str, String)>,
+        refresh: bool,
+        nonce_retry: bool,
+    ) {
         let step = if refresh { AuthStep::Refresh } else { AuthStep::Token };
+        let proof = match self.server.as_ref().map(|s| self.dpop_wanted(&s.meta)) {
+            Some(Ok(proof)) => proof,
+            Some(Err(why)) => return self.fail(step, why),
+            None => false,
+        };
+        // Kept for the nonce retry (before client authentication is added: a client
+        // assertion is made afresh).
+        let resend = (proof && !nonce_retry).then(|| Resend(pairs.clone()));
         let (Some(server), Some(client)) = (self.server.as_ref(), self.client.as_ref()) else {
             return self.fail(step, AuthFailure::NoClientIdentity);
         };
@@ -831,14 +915,58 @@ impl OAuthFlow {
             }
             _ => pairs.push(("client_id", client.client_id.clone())),
         }
+        if proof {
+            let iat = self.unix(self.now);
+            let nonce = self.as_nonce.get();
+            let built =
+                self.dpop.as_mut().and_then(|d| d.token_proof(dpop::htu(&endpoint), iat, nonce));
+            match built.map(|p| String::from_utf8_lossy(p).into_owned()) {
+                Some(p) => headers.push(("DPoP", p)),
+                None => return self.fail(step, AuthFailure::Crypto),
+            }
+        }
         let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let body = form(&borrowed).into_bytes();
-        self.step = Step::Token { refresh };
+        self.step = Step::Token { refresh, proof, resend };
         self.send(HttpMethod::Post, endpoint, headers, body);
     }
 
-    fn on_token(&mut self, now: Instant, refresh: bool, response: HttpResponse<'_>) {
+    /// Whether a token request to this server carries a DPoP proof (see [`DpopMode`]).
+    fn dpop_wanted(&self, meta: &ServerMetadata) -> Result<bool, AuthFailure> {
+        let Some(d) = &self.dpop else { return Ok(false) };
+        let es256 = meta
+            .dpop_signing_alg_values_supported
+            .as_ref()
+            .map(|algs| algs.iter().any(|a| a == "ES256"));
+        match (d.mode, es256) {
+            (DpopMode::IfSupported, Some(true)) | (DpopMode::Required, None | Some(true)) => {
+                Ok(true)
+            }
+            (DpopMode::Required, Some(false)) => Err(AuthFailure::DpopAlgorithm),
+            _ => Ok(false),
+        }
+    }
+
+    fn on_token(
+        &mut self,
+        now: Instant,
+        refresh: bool,
+        proof: bool,
+        resend: Option<Resend>,
+        response: HttpResponse<'_>,
+    ) {
         let step = if refresh { AuthStep::Refresh } else { AuthStep::Token };
+        let nonce = match (&self.dpop, response.dpop_nonce) {
+            (Some(_), Some(value)) => self.as_nonce.update(value),
+            _ => false,
+        };
+        if let (Some(resend), true, 400) = (resend, nonce, response.status) {
+            // RFC 9449 8: the server wants its nonce in the proof; once.
+            if parse_error_body(response.body).error.as_deref() == Some("use_dpop_nonce") {
+                log::debug!("oauth: the token endpoint asks for a DPoP nonce; sending again");
+                return self.token_request_with(resend.0, refresh, true);
+            }
+        }
         if response.status != 200 {
             if refresh && response.status == 400 {
                 // An expired or revoked refresh token (invalid_grant): start over with the
@@ -859,6 +987,17 @@ impl OAuthFlow {
             Ok(t) => t,
             Err(e) => return self.fail(step, AuthFailure::Malformed(e)),
         };
+        let dpop_jkt = match (granted.dpop, proof, self.dpop.as_ref()) {
+            (true, true, Some(d)) => Some(d.thumbprint().to_owned()),
+            (true, _, _) => return self.fail(step, AuthFailure::DpopUnexpected),
+            (false, _, Some(d)) if d.mode == DpopMode::Required => {
+                return self.fail(step, AuthFailure::DpopUnbound);
+            }
+            (false, _, _) => None,
+        };
+        if let Some(d) = self.dpop.as_mut() {
+            d.set_token(Some(granted.access_token.expose()));
+        }
         let previous_refresh = self.tokens.as_ref().and_then(|t| t.refresh_token.clone());
         self.tokens = Some(Tokens {
             access_token: granted.access_token,
@@ -867,6 +1006,7 @@ impl OAuthFlow {
             refresh_token: granted.refresh_token.or(if refresh { previous_refresh } else { None }),
             expires_at: granted.expires_in.map(|s| self.unix(now).saturating_add(s)),
             scope: granted.scope.or_else(|| self.requested_scope.clone()),
+            dpop_jkt,
         });
         self.save();
         self.finish(Ok(()));

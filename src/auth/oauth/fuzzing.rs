@@ -30,3 +30,9 @@ pub fn oauth_token_response(data: &[u8]) {
         assert_eq!(shown, format!("Secret(<redacted, {} bytes>)", t.access_token.expose().len()));
     }
 }
+
+/// Any bytes as what DPoP reads from a server: a `DPoP-Nonce` value and a
+/// `WWW-Authenticate` value (see `dpop::check_server_input`).
+pub fn dpop_server_input(data: &[u8]) {
+    super::dpop::check_server_input(data);
+}

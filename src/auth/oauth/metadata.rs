@@ -54,6 +54,9 @@ pub(crate) struct ServerMetadata {
     pub(crate) code_challenge_methods_supported: Option<Vec<String>>,
     pub(crate) iss_parameter_supported: bool,
     pub(crate) client_id_metadata_document_supported: bool,
+    /// `dpop_signing_alg_values_supported` (RFC 9449 5.1): absent when DPoP is not
+    /// advertised.
+    pub(crate) dpop_signing_alg_values_supported: Option<Vec<String>>,
 }
 
 /// A successful token response.
@@ -63,6 +66,8 @@ pub(crate) struct TokenResponse {
     pub(crate) expires_in: Option<u64>,
     pub(crate) refresh_token: Option<Secret>,
     pub(crate) scope: Option<String>,
+    /// `token_type` is `DPoP` (RFC 9449 5): the token is bound to the proof's key.
+    pub(crate) dpop: bool,
 }
 
 /// A dynamic client registration response.
@@ -155,6 +160,7 @@ pub(crate) fn parse_server_metadata(body: &[u8]) -> Result<ServerMetadata, Parse
         code_challenge_methods_supported: strings(&map, "code_challenge_methods_supported")?,
         iss_parameter_supported: flag(&map, "authorization_response_iss_parameter_supported")?,
         client_id_metadata_document_supported: flag(&map, "client_id_metadata_document_supported")?,
+        dpop_signing_alg_values_supported: strings(&map, "dpop_signing_alg_values_supported")?,
     })
 }
 
@@ -162,13 +168,14 @@ pub(crate) fn parse_server_metadata(body: &[u8]) -> Result<ServerMetadata, Parse
 /// it, so expiry and refresh times stay far inside `Instant`'s range.
 pub(crate) const MAX_EXPIRES_IN: u64 = 10 * 365 * 86_400;
 
-/// RFC 6749 5.1. `token_type` must be `Bearer` (case-insensitive): a DPoP or MAC token sent
-/// as a bearer token would be refused by the resource anyway, so say so at the source.
+/// RFC 6749 5.1. `token_type` must be `Bearer` or `DPoP` (RFC 9449 5; case-insensitive): a
+/// MAC or other token would be refused by the resource anyway, so say so at the source.
 pub(crate) fn parse_token_response(body: &[u8]) -> Result<TokenResponse, ParseError> {
     let map = object(body)?;
     let access_token = required(&map, "access_token")?;
     let token_type = required(&map, "token_type")?;
-    if !token_type.eq_ignore_ascii_case("bearer") {
+    let dpop = token_type.eq_ignore_ascii_case("dpop");
+    if !dpop && !token_type.eq_ignore_ascii_case("bearer") {
         return Err(ParseError::Invalid("token_type"));
     }
     let expires_in = match map.get("expires_in") {
@@ -190,6 +197,7 @@ pub(crate) fn parse_token_response(body: &[u8]) -> Result<TokenResponse, ParseEr
         expires_in: expires_in.map(|s| s.min(MAX_EXPIRES_IN)),
         refresh_token: string(&map, "refresh_token")?.filter(|s| !s.is_empty()).map(Secret),
         scope: string(&map, "scope")?,
+        dpop,
     })
 }
 
@@ -295,10 +303,7 @@ mod tests {
                 ParseError::Missing("access_token"),
             ),
             (b"{\"access_token\":\"a\"}", ParseError::Missing("token_type")),
-            (
-                b"{\"access_token\":\"a\",\"token_type\":\"DPoP\"}",
-                ParseError::Invalid("token_type"),
-            ),
+            (b"{\"access_token\":\"a\",\"token_type\":\"MAC\"}", ParseError::Invalid("token_type")),
             (
                 b"{\"access_token\":\"a\",\"token_type\":\"Bearer\",\"expires_in\":-1}",
                 ParseError::Invalid("expires_in"),

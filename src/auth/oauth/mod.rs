@@ -14,7 +14,9 @@
 //! authorization code grant with PKCE S256 (RFC 7636), resource indicators (RFC 8707) and the
 //! `iss` response parameter (RFC 9207); the client credentials grant with a secret or
 //! `private_key_jwt` (RFC 7523); scope selection and step-up; refresh; re-registration when
-//! the resource moves to another authorization server.
+//! the resource moves to another authorization server; DPoP-bound tokens (RFC 9449), with a
+//! fresh proof on every token request and every MCP request and the servers' nonces
+//! ([`OAuthConfig::dpop`]).
 //!
 //! # Call order
 //!
@@ -35,6 +37,7 @@
 //! or with another `state` is refused with a [`RedirectError`].
 
 mod crypto;
+pub(crate) mod dpop;
 mod encode;
 mod error;
 mod flow;
@@ -52,6 +55,7 @@ use std::fmt;
 use std::time::Duration;
 
 pub use crypto::{JwtAlgorithm, KeyError, SigningKey};
+pub use dpop::{DpopKey, DpopMode};
 pub use error::{AuthError, AuthFailure, AuthStep, AuthorizeError, RedirectError};
 pub use flow::OAuthFlow;
 pub use metadata::ParseError;
@@ -159,6 +163,11 @@ pub struct OAuthConfig {
     pub authorization_timeout: Duration,
     /// Where tokens and registrations are kept; [`MemoryStore`] by default.
     pub store: Box<dyn TokenStore>,
+    /// Whether tokens are DPoP-bound (RFC 9449); [`DpopMode::Off`] by default.
+    pub dpop: DpopMode,
+    /// The DPoP key; one is generated when DPoP is on and this is `None`. A token stored
+    /// bound to another key is not used.
+    pub dpop_key: Option<DpopKey>,
 }
 
 impl fmt::Debug for OAuthConfig {
@@ -174,6 +183,8 @@ impl fmt::Debug for OAuthConfig {
             .field("refresh_margin", &self.refresh_margin)
             .field("authorization_timeout", &self.authorization_timeout)
             .field("store", &self.store)
+            .field("dpop", &self.dpop)
+            .field("dpop_key", &self.dpop_key)
             .finish()
     }
 }
@@ -240,6 +251,18 @@ impl OAuthConfig {
         self
     }
 
+    /// Sets when tokens are DPoP-bound (see [`dpop`](Self::dpop)).
+    pub fn dpop(mut self, mode: DpopMode) -> Self {
+        self.dpop = mode;
+        self
+    }
+
+    /// Sets the host's DPoP key (see [`dpop_key`](Self::dpop_key)).
+    pub fn dpop_key(mut self, key: DpopKey) -> Self {
+        self.dpop_key = Some(key);
+        self
+    }
+
     fn new(server_url: String, grant: Grant) -> Self {
         Self {
             server_url,
@@ -251,6 +274,8 @@ impl OAuthConfig {
             refresh_margin: Duration::from_secs(60),
             authorization_timeout: Duration::from_secs(300),
             store: Box::<MemoryStore>::default(),
+            dpop: DpopMode::Off,
+            dpop_key: None,
         }
     }
 }
@@ -313,6 +338,15 @@ pub struct HttpResponse<'a> {
     pub status: u16,
     /// The body (the driver caps its size).
     pub body: &'a [u8],
+    /// The `DPoP-Nonce` header's value, if the response had one (RFC 9449 8).
+    pub dpop_nonce: Option<&'a [u8]>,
+}
+
+impl<'a> HttpResponse<'a> {
+    /// A response with this status and body and no `DPoP-Nonce`.
+    pub fn new(status: u16, body: &'a [u8]) -> Self {
+        Self { status, body, dpop_nonce: None }
+    }
 }
 
 /// What the flow wants next.

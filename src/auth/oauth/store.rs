@@ -30,7 +30,7 @@ impl fmt::Debug for Secret {
 /// The tokens granted for one resource by one authorization server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tokens {
-    /// The access token, sent as `Authorization: Bearer`.
+    /// The access token, sent as `Authorization: Bearer` (or `DPoP` when bound).
     pub access_token: Secret,
     /// The refresh token, when the authorization server issued one.
     pub refresh_token: Option<Secret>,
@@ -38,6 +38,9 @@ pub struct Tokens {
     pub expires_at: Option<u64>,
     /// The scope granted (or, when the server did not say, the scope requested).
     pub scope: Option<String>,
+    /// For a DPoP-bound token (`token_type` `DPoP`), the thumbprint of the key it is bound
+    /// to ([`DpopKey::thumbprint`](super::DpopKey::thumbprint)); `None` for a bearer token.
+    pub dpop_jkt: Option<String>,
 }
 
 /// A client identity at one authorization server, from registration or the host.
@@ -108,6 +111,7 @@ mod tests {
             refresh_token: Some(Secret::new("refresh-SECRET")),
             expires_at: Some(1),
             scope: None,
+            dpop_jkt: None,
         };
         let client = ClientRegistration {
             client_id: "id".into(),

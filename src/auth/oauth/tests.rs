@@ -119,7 +119,7 @@ impl Harness {
 
     fn reply(&mut self, req: &HttpRequest, status: u16, body: &Value) {
         let body = body.to_string();
-        self.flow.handle_response(self.now, req.id, HttpResponse { status, body: body.as_bytes() });
+        self.flow.handle_response(self.now, req.id, HttpResponse::new(status, body.as_bytes()));
     }
 
     /// The authorization URL's parameters.
@@ -991,7 +991,7 @@ fn malformed_and_refused_answers() {
     let mut h = Harness::code();
     h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
     let req = h.request(HttpMethod::Get, PRM_PATH);
-    h.flow.handle_response(h.now, req.id, HttpResponse { status: 200, body: b"<html>" });
+    h.flow.handle_response(h.now, req.id, HttpResponse::new(200, b"<html>"));
     let e = h.failed();
     assert_eq!(
         (e.step, e.reason),

@@ -41,6 +41,8 @@ enum Phase {
 pub(super) struct Fetched {
     pub(super) status: u16,
     pub(super) body: Vec<u8>,
+    /// The `DPoP-Nonce` header (RFC 9449 8), raw.
+    pub(super) dpop_nonce: Option<Vec<u8>>,
 }
 
 /// Where a request stands after a readiness event.
@@ -184,6 +186,7 @@ pub(super) struct OneShot {
     limits: Limits,
     status: u16,
     body: Vec<u8>,
+    dpop_nonce: Option<Vec<u8>>,
 }
 
 impl fmt::Debug for OneShot {
@@ -228,6 +231,7 @@ impl OneShot {
             limits,
             status: 0,
             body: Vec::new(),
+            dpop_nonce: None,
         })
     }
 
@@ -346,11 +350,18 @@ impl OneShot {
         loop {
             while let Some(ev) = self.parser.next() {
                 match ev {
-                    Ok(ResponseEvent::Head(h)) => self.status = h.status(),
+                    Ok(ResponseEvent::Head(h)) => {
+                        self.status = h.status();
+                        self.dpop_nonce = h.header("dpop-nonce").map(<[u8]>::to_vec);
+                    }
                     Ok(ResponseEvent::Body(chunk)) => self.body.extend_from_slice(chunk),
                     Ok(ResponseEvent::End { .. }) => {
                         let body = std::mem::take(&mut self.body);
-                        return Ok(Some(Fetched { status: self.status, body }));
+                        return Ok(Some(Fetched {
+                            status: self.status,
+                            body,
+                            dpop_nonce: self.dpop_nonce.take(),
+                        }));
                     }
                     Err(e) => {
                         return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
@@ -388,9 +399,16 @@ impl OneShot {
                         Ok(ResponseEvent::Body(chunk)) => self.body.extend_from_slice(chunk),
                         Ok(ResponseEvent::End { .. }) => {
                             let body = std::mem::take(&mut self.body);
-                            return Ok(Some(Fetched { status: self.status, body }));
+                            return Ok(Some(Fetched {
+                                status: self.status,
+                                body,
+                                dpop_nonce: self.dpop_nonce.take(),
+                            }));
                         }
-                        Ok(ResponseEvent::Head(h)) => self.status = h.status(),
+                        Ok(ResponseEvent::Head(h)) => {
+                            self.status = h.status();
+                            self.dpop_nonce = h.header("dpop-nonce").map(<[u8]>::to_vec);
+                        }
                         Err(e) => {
                             return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
                         }

@@ -19,6 +19,8 @@ use crate::driver::url::{proxy_for, HttpUrl, ProxyChoice};
 pub(super) struct Instance {
     pub(super) url: HttpUrl,
     pub(super) host_header: String,
+    /// The URL without query or fragment: a DPoP proof's `htu` (RFC 9449 4.2).
+    pub(super) htu: String,
     pub(super) proxy: Option<HttpUrl>,
     /// Empty until a name is resolved.
     pub(super) addrs: Vec<SocketAddr>,
@@ -28,9 +30,11 @@ impl Instance {
     /// Parses `url` and picks its proxy. No I/O: an IP literal gives its address at once, a
     /// name is resolved when a connection is first needed.
     pub(super) fn parse(url: &str, proxy: &ProxyChoice) -> Result<Self, HttpSetupError> {
+        let htu = crate::auth::oauth::dpop::htu(url).to_owned();
         let url = HttpUrl::parse(url).map_err(HttpSetupError::Url)?;
         let proxy = proxy_for(&url, proxy).map_err(HttpSetupError::Url)?;
-        let mut instance = Self { host_header: url.host_header(), url, proxy, addrs: Vec::new() };
+        let host_header = url.host_header();
+        let mut instance = Self { host_header, htu, url, proxy, addrs: Vec::new() };
         let (host, port) = instance.connect_to();
         instance.addrs = literal(host, port).unwrap_or_default();
         Ok(instance)

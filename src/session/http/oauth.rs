@@ -45,24 +45,67 @@ impl OAuthState {
     pub(super) fn holds_requests(&self) -> bool {
         self.flow.is_running()
     }
+
+    /// A DPoP proof for a request to the MCP server, when the token is DPoP-bound.
+    pub(super) fn resource_proof(&mut self, now: Instant, htm: &str, htu: &str) -> Option<&[u8]> {
+        self.flow.resource_proof(now, htm, htu)
+    }
+
+    /// The flow's token, for the `Authorization` header, and whether it is DPoP-bound.
+    fn token(&self, now: Instant) -> (Option<String>, bool) {
+        (self.flow.bearer(now).map(|t| t.expose().to_owned()), self.flow.is_dpop_bound())
+    }
 }
 
 /// Whether a response refuses the token in a way a new one can fix (a 401, or a 403 asking
-/// for more scope).
+/// for more scope). A DPoP nonce demand is not: the token is fine, the proof lacked the nonce.
 fn refusal(status: u16, challenge: Option<&AuthChallenge>) -> bool {
-    status == 401
-        || (status == 403
-            && challenge.and_then(|c| c.error.as_deref()) == Some("insufficient_scope"))
+    let error = challenge.and_then(|c| c.error.as_deref());
+    (status == 401 && error != Some(USE_DPOP_NONCE))
+        || (status == 403 && error == Some("insufficient_scope"))
 }
+
+/// The DPoP challenge's error asking for a proof with the server's nonce (RFC 9449 9).
+const USE_DPOP_NONCE: &str = "use_dpop_nonce";
 
 impl HttpSession {
     /// Runs the OAuth flow for this server: tokens come from it, and a 401 (or a 403 asking
     /// for more scope) starts it instead of failing the request.
     pub(crate) fn with_oauth(&mut self, now: Instant, state: OAuthState) {
         // A token kept by the store is used from the first request.
-        let token = state.flow.bearer(now).map(|t| t.expose().to_owned());
-        self.set_token(token);
+        let (token, dpop) = state.token(now);
+        self.set_token_as(token, dpop);
         self.oauth = Some(state);
+    }
+
+    /// Whether response heads should be searched for `DPoP-Nonce`: only with a DPoP-bound
+    /// token, so the bearer path reads no more headers than before.
+    pub(crate) fn reads_dpop_nonce(&self) -> bool {
+        self.oauth.as_ref().is_some_and(|o| o.flow.is_dpop_bound())
+    }
+
+    /// A `DPoP-Nonce` from the MCP server: the flow keeps the latest for the next proofs.
+    pub(super) fn oauth_resource_nonce(&mut self, value: &[u8]) {
+        if let Some(st) = self.oauth.as_mut() {
+            st.flow.handle_resource_nonce(value);
+        }
+    }
+
+    /// Exchange `i` got a 401 `use_dpop_nonce` (RFC 9449 9): it goes again at once with the
+    /// nonce the response brought, once. Returns whether it was taken.
+    pub(super) fn dpop_nonce_retry(&mut self, i: usize, status: u16) -> bool {
+        let Some(st) = self.oauth.as_ref() else { return false };
+        let Some(x) = self.exchanges.get_mut(i) else { return false };
+        let asks = status == 401
+            && x.challenge.as_ref().and_then(|c| c.error.as_deref()) == Some(USE_DPOP_NONCE);
+        if !asks || x.nonce_retried || !st.flow.is_dpop_bound() {
+            return false;
+        }
+        log::debug!("the server asks for a DPoP nonce: sending again with it");
+        x.nonce_retried = true;
+        x.stage = Stage::Waiting;
+        self.waiting.push_front(i);
+        true
     }
 
     /// The scope granted with the OAuth flow's current token (`None` without a flow or token).
@@ -187,8 +230,8 @@ impl HttpSession {
                 Action::Ready => {
                     st.generation += 1;
                     let parked = std::mem::take(&mut st.parked);
-                    let token = st.flow.bearer(now).map(|t| t.expose().to_owned());
-                    self.set_token(token);
+                    let (token, dpop) = st.token(now);
+                    self.set_token_as(token, dpop);
                     // Back at the front, in the order they were refused.
                     for &i in parked.iter().rev() {
                         if let Some(x) = self.exchanges.get_mut(i) {
@@ -202,8 +245,8 @@ impl HttpSession {
                 Action::Failed(e) => {
                     log::debug!("oauth: {e}");
                     let parked = std::mem::take(&mut st.parked);
-                    let token = st.flow.bearer(now).map(|t| t.expose().to_owned());
-                    self.set_token(token);
+                    let (token, dpop) = st.token(now);
+                    self.set_token_as(token, dpop);
                     let error = Box::new(e);
                     for i in parked {
                         let Some(x) = self.exchanges.get(i) else { continue };

@@ -99,7 +99,7 @@ impl Sim {
         self.flush();
         self.session.peek_waiting()?;
         let x = self.session.pop_waiting()?;
-        let plan = self.session.plan(x).unwrap();
+        let plan = self.session.plan(x, self.now, "http://127.0.0.1:9/mcp").unwrap();
         let headers = plan
             .headers
             .iter()
@@ -118,6 +118,7 @@ impl Sim {
             content_type: find("content-type"),
             session_id: find("mcp-session-id"),
             www_authenticate: find("www-authenticate"),
+            dpop_nonce: find("dpop-nonce"),
         };
         self.session.on_head(x, head)
     }

@@ -64,7 +64,7 @@ impl Sim {
             assert_eq!(req.method == HttpMethod::Post, req.url.ends_with("/token"));
             let (status, body) = server.answer(&req.url, &req.body);
             let body = body.to_string();
-            let response = HttpResponse { status, body: body.as_bytes() };
+            let response = HttpResponse::new(status, body.as_bytes());
             self.session.on_oauth_response(&mut self.engine, self.now, req.id, response);
         }
         n
