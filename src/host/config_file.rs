@@ -34,7 +34,7 @@ use crate::driver::tls::TlsOptions;
 #[cfg(feature = "http")]
 use crate::driver::url::ProxyChoice;
 #[cfg(feature = "http")]
-use crate::oauth::{OAuthConfig, PreRegistered, Secret};
+use crate::oauth::{DpopMode, OAuthConfig, PreRegistered, Secret};
 use crate::proto::version::EraPreference;
 
 /// Keys other hosts put in a server entry. `disabled: true` is honoured by
@@ -109,6 +109,8 @@ struct OAuthEntry {
     client_secret: Secret,
     /// `issuer`: the only authorization server the secret may go to.
     issuer: Option<String>,
+    /// `dpop`: `off` (the default), `ifSupported` or `required`.
+    dpop: DpopMode,
 }
 
 #[cfg(feature = "http")]
@@ -465,7 +467,8 @@ impl HttpEntry {
         if let Some(a) = &self.oauth {
             let mut client = PreRegistered::with_secret(&a.client_id, a.client_secret.expose());
             client.issuer.clone_from(&a.issuer);
-            o = o.oauth(OAuthConfig::client_credentials(self.url.clone(), client));
+            let config = OAuthConfig::client_credentials(self.url.clone(), client).dpop(a.dpop);
+            o = o.oauth(config);
         }
         o
     }
@@ -838,12 +841,12 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// `mcpoll.oauth`: `clientId` and `clientSecret`, both required (`${VAR}` expanded), and
-    /// `issuer`, which pins the authorization server.
+    /// `mcpoll.oauth`: `clientId` and `clientSecret`, both required (`${VAR}` expanded),
+    /// `issuer`, which pins the authorization server, and `dpop` (see [`DpopMode`]).
     #[cfg(feature = "http")]
     fn oauth_entry(&self, v: &Value) -> Result<OAuthEntry, ConfigFileError> {
         let o = v.as_object().ok_or_else(|| self.wrong("mcpoll.oauth", "an object"))?;
-        self.only(o, "mcpoll.oauth", &["clientId", "clientSecret", "issuer"])?;
+        self.only(o, "mcpoll.oauth", &["clientId", "clientSecret", "issuer", "dpop"])?;
         let text = |k: &str| -> Result<String, ConfigFileError> {
             let key = format!("mcpoll.oauth.{k}");
             match o.get(k) {
@@ -863,7 +866,21 @@ impl<'a> Parser<'a> {
             client_id: text("clientId")?,
             client_secret: Secret::new(text("clientSecret")?),
             issuer,
+            dpop: self.dpop_mode(o.get("dpop"))?,
         })
+    }
+
+    /// `mcpoll.oauth.dpop`: `"off"`, `"ifSupported"` or `"required"`; off when absent.
+    #[cfg(feature = "http")]
+    fn dpop_mode(&self, v: Option<&Value>) -> Result<DpopMode, ConfigFileError> {
+        const KEY: &str = "mcpoll.oauth.dpop";
+        let invalid = "must be \"off\", \"ifSupported\" or \"required\"";
+        match v {
+            None => Ok(DpopMode::Off),
+            Some(Value::String(s)) => DpopMode::from_name(s)
+                .ok_or_else(|| self.err(Some(KEY), ConfigFileErrorKind::Invalid(invalid))),
+            Some(_) => Err(self.wrong(KEY, "a string")),
+        }
     }
 
     /// The engine settings of an entry's `mcpoll` object (and a check that every key in it is

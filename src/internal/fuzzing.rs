@@ -2,7 +2,7 @@
 //! one-line shim into here.
 
 #[cfg(all(fuzzing, feature = "http"))]
-pub use crate::auth::oauth::fuzzing::{oauth_metadata, oauth_token_response};
+pub use crate::auth::oauth::fuzzing::{dpop_server_input, oauth_metadata, oauth_token_response};
 use std::fmt::Debug;
 
 use crate::codec::http1::{Limits, ResponseHead};

@@ -332,6 +332,11 @@ pub(crate) mod tests {
         (header, claims)
     }
 
+    /// A fresh P-256 key as PKCS#8 PEM (for tests outside this module).
+    pub(crate) fn es256_pem() -> String {
+        super::super::crypto::tests::es256_pem().0
+    }
+
     fn sha256_b64(data: &[u8]) -> String {
         b64(ring::digest::digest(&ring::digest::SHA256, data).as_ref())
     }

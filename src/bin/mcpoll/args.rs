@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use mcpoll::oauth::DpopMode;
 use mcpoll::EraPreference;
 
 pub(crate) const USAGE: &str = "\
@@ -33,6 +34,9 @@ OPTIONS:
   --oauth [--redirect-uri URI]
                          (HTTP) OAuth authorization code grant: prints the URL to open,
                          reads the redirected URL back on stdin
+  --dpop MODE            (HTTP, with OAuth) DPoP-bound tokens (RFC 9449): off, if-supported
+                         (when the authorization server offers ES256) or required; overrides
+                         the file's mcpoll.oauth.dpop
   --confirm              before calling a tool that may destroy or overwrite (its annotations
                          do not say readOnlyHint or destructiveHint: false), ask y/N on the
                          terminal; without a terminal such a call is refused (exit 3). Tools
@@ -88,6 +92,8 @@ pub(crate) struct Args {
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) bearer: Option<String>,
     pub(crate) auth: Auth,
+    /// `--dpop MODE`, for the OAuth flow (given or from the config file).
+    pub(crate) dpop: Option<DpopMode>,
     pub(crate) timeout: Duration,
     /// `--timeout` was given: it bounds `watch` and overrides a config file's `timeoutMs`.
     pub(crate) timeout_given: bool,
@@ -109,7 +115,7 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
     let (mut headers, mut bearer, mut command) = (Vec::new(), None, Vec::new());
     let (mut timeout, mut timeout_given, mut era, mut json) =
         (Duration::from_secs(30), false, None, false);
-    let (mut auth, mut redirect_uri, mut issuer) = (Auth::None, None, None);
+    let (mut auth, mut redirect_uri, mut issuer, mut dpop) = (Auth::None, None, None, None);
     let (mut roots, mut confirm, mut inherit_env) = (Vec::new(), false, false);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -130,6 +136,11 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
                 };
             }
             "--issuer" => issuer = Some(it.next().ok_or("--issuer needs a URL")?),
+            "--dpop" => {
+                let mode = it.next().ok_or("--dpop needs off, if-supported or required")?;
+                let mode = DpopMode::from_name(&mode);
+                dpop = Some(mode.ok_or("--dpop needs off, if-supported or required")?);
+            }
             "--oauth" => auth = Auth::Code { redirect_uri: String::new() },
             "--redirect-uri" => redirect_uri = Some(it.next().ok_or("--redirect-uri needs a URI")?),
             "--header" => {
@@ -184,6 +195,7 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
         headers,
         bearer,
         auth,
+        dpop,
         timeout,
         timeout_given,
         era,

@@ -277,8 +277,10 @@ fn add_chosen(
     chosen: Chosen,
     roots: bool,
 ) -> Result<ServerId, Failure> {
-    let http_flags =
-        !args.headers.is_empty() || args.bearer.is_some() || !matches!(args.auth, Auth::None);
+    let http_flags = !args.headers.is_empty()
+        || args.bearer.is_some()
+        || !matches!(args.auth, Auth::None)
+        || args.dpop.is_some();
     let (mut opts, mut config) = match chosen {
         Chosen::Stdio(..) if http_flags => {
             let m = "--header, --bearer and the OAuth options are for HTTP servers";
@@ -316,6 +318,13 @@ fn add_chosen(
             let config = OAuthConfig::authorization_code(url, redirect_uri.clone());
             opts = opts.oauth(config).authorizer(Box::new(Paste));
         }
+    }
+    if let Some(mode) = args.dpop {
+        let Some(oauth) = opts.oauth.as_mut() else {
+            let m = "--dpop needs an OAuth flow: --client-credentials, --oauth or mcpoll.oauth";
+            return Err(Failure::Usage(m.into()));
+        };
+        oauth.dpop = mode;
     }
     host.add_http_server(opts, config).map_err(|e| Failure::Other("setup_failed", e.to_string()))
 }

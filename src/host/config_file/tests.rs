@@ -65,7 +65,7 @@ const EVERY_FORM: &str = r#"{
         "idleTimeoutMs": 9000,
         "alternates": ["http://127.0.0.1:8932/mcp"],
         "oauth": {"clientId": "mcpoll-${PORT}", "clientSecret": "${env:TOKEN}",
-                  "issuer": "https://auth.example.com/tenant"}
+                  "issuer": "https://auth.example.com/tenant", "dpop": "ifSupported"}
       }
     },
     "streamable": {
@@ -137,11 +137,16 @@ fn every_supported_form() {
     assert_eq!(client.client_id, "mcpoll-8931");
     assert_eq!(client.client_secret.as_ref().map(|s| s.expose()), Some("s3cret"));
     assert_eq!(client.issuer.as_deref(), Some("https://auth.example.com/tenant"));
+    assert_eq!(oauth.dpop, crate::oauth::DpopMode::IfSupported);
     // Header values and the client secret are credentials: never in a `{:?}`.
     let shown = format!("{remote:?}");
     assert!(!shown.contains("s3cret"), "{shown}");
     assert!(shown.contains("Authorization") && shown.contains("mcpoll-8931"), "{shown}");
     assert!(f.server("streamable").unwrap().http_options().unwrap().oauth.is_none());
+    let plain = r#"{"mcpServers": {"s": {"url": "http://h/",
+        "mcpoll": {"oauth": {"clientId": "a", "clientSecret": "s"}}}}}"#;
+    let plain = parse(plain).unwrap().server("s").unwrap().http_options().unwrap();
+    assert_eq!(plain.oauth.unwrap().dpop, crate::oauth::DpopMode::Off, "off unless asked");
 
     let s = f.server("streamable").unwrap();
     assert_eq!(s.http_options().unwrap().proxy, ProxyChoice::Direct);
@@ -291,6 +296,16 @@ fn one_malformed_line_per_error_kind() {
             r#"{"url": "http://h/", "mcpoll": {"oauth": {"clientId": "a", "clientSecret": "s", "issuer": "file:///x"}}}"#,
             Some("mcpoll.oauth.issuer"),
             "Invalid",
+        ),
+        (
+            r#"{"url": "http://h/", "mcpoll": {"oauth": {"clientId": "a", "clientSecret": "s", "dpop": "on"}}}"#,
+            Some("mcpoll.oauth.dpop"),
+            "Invalid",
+        ),
+        (
+            r#"{"url": "http://h/", "mcpoll": {"oauth": {"clientId": "a", "clientSecret": "s", "dpop": true}}}"#,
+            Some("mcpoll.oauth.dpop"),
+            "WrongType",
         ),
         (
             r#"{"command": "x", "mcpoll": {"retry": {"jitterPercent": 101}}}"#,

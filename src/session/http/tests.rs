@@ -533,6 +533,7 @@ fn the_unit_budget_stops_a_flood_that_delivers_nothing() {
     assert!(s.events().is_empty());
 }
 
+mod dpop;
 mod oauth;
 
 #[test]
