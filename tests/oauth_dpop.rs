@@ -7,12 +7,16 @@ mod common;
 
 use std::sync::{Arc, Mutex, OnceLock};
 
+use common::counting::{allocs, Counting};
 use common::mini::{mcp_answer, MiniServer, Request, Response};
 use common::raw;
 use mcpoll::oauth::{DpopMode, OAuthConfig, PreRegistered};
 use mcpoll::{CallOptions, Config, Host, HttpOptions, ServerState};
 use ring::signature::{UnparsedPublicKey, ECDSA_P256_SHA256_FIXED};
 use serde_json::{json, Value};
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
 
 const TOKEN: &str = "dpop-bound-token";
 
@@ -228,4 +232,40 @@ fn the_cli_takes_dpop_with_client_credentials() {
         .output()
         .expect("run mcpoll");
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The proof costs no allocation once warm: a DPoP call allocates no more than the same call
+/// with a bearer token, through the same driver against the same kind of loopback server.
+#[test]
+fn a_dpop_call_allocates_no_more_than_a_bearer_call() {
+    const CALLS: u64 = 20;
+    let run = |host: &mut Host, id| {
+        let args = raw(r#"{"text":"x"}"#);
+        let opts = CallOptions::default();
+        let before = allocs();
+        for _ in 0..CALLS {
+            host.call_tool_blocking(id, "echo", &args, &opts).expect("call");
+        }
+        allocs() - before
+    };
+    let start = |host: &mut Host, url: String, mode: DpopMode| {
+        let client = PreRegistered::with_secret("id", "secret");
+        let oauth = OAuthConfig::client_credentials(url.clone(), client).dpop(mode);
+        let id = host.add_http_server(HttpOptions::new(url).oauth(oauth), Config::default());
+        let id = id.unwrap();
+        host.wait_ready(id, common::PATIENCE).unwrap();
+        id
+    };
+    let (_seen, _auth, mcp) = servers();
+    let (_auth2, bearer_mcp) = common::mini::client_credentials_servers("127.0.0.1");
+    let mut host = Host::new().unwrap();
+    let dpop = start(&mut host, mcp.url("http", "127.0.0.1"), DpopMode::Required);
+    let bearer = start(&mut host, bearer_mcp.url("http", "127.0.0.1"), DpopMode::Off);
+    // Warm up both (buffers, connections, the nonce).
+    run(&mut host, dpop);
+    run(&mut host, bearer);
+    let with_dpop = run(&mut host, dpop);
+    let with_bearer = run(&mut host, bearer);
+    eprintln!("allocations for {CALLS} calls: DPoP {with_dpop}, bearer {with_bearer}");
+    assert!(with_dpop <= with_bearer, "DPoP {with_dpop} > bearer {with_bearer}");
 }
