@@ -46,6 +46,7 @@ pub(crate) use headers::ParamHeaderList;
 pub use headers::ParamHeaders;
 pub(crate) use lifecycle::discover_verdict;
 pub use lifecycle::ServerState;
+pub(crate) use lifecycle::VerdictOrigin;
 pub use record::{CallRecord, FailureCounts, RecordSink};
 pub use requests::CallId;
 pub use retry::Idempotency;
@@ -430,6 +431,17 @@ impl Engine {
     /// given back as it was.
     pub fn verdict(&self, now: Instant, wall: SystemTime) -> Option<SavedVerdict> {
         self.saved_verdict(now, wall)
+    }
+
+    /// Where the era came from, without copying the verdict: what the host's capability
+    /// store looks at on every tick.
+    pub(crate) fn verdict_origin(&self) -> VerdictOrigin {
+        match (self.era(), &self.verdict) {
+            (_, VerdictSource::Probed { .. }) => VerdictOrigin::Probed,
+            (_, VerdictSource::Saved) => VerdictOrigin::Saved,
+            (Some(Era::Legacy), VerdictSource::None) => VerdictOrigin::Legacy,
+            (_, VerdictSource::None) => VerdictOrigin::Unsettled,
+        }
     }
 
     /// Calls pending (queued or in flight), including the probe or handshake.
