@@ -174,6 +174,7 @@ pub use config::{
     BreakerPolicy, CacheConfig, Config, RestartPolicy, RetryPolicy, SavedVerdict,
     ServerRequestKinds,
 };
+pub use engine::answer_checks::elicit::elicitation_defaults;
 pub use engine::{
     BreakerState, CallId, CallOptions, CallRecord, CallResult, Engine, Event, ExchangeFailure,
     FailureCounts, Idempotency, ListKind, OperationClass, ParamHeaders, RecordSink, RootsBoundary,
@@ -185,7 +186,6 @@ pub use error::{
     PeerError, ProcessExit, RequestError, RpcError, TlsFailure, TransportError,
 };
 pub use proto::annotations::ToolAnnotations;
-pub use proto::elicit::elicitation_defaults;
 pub use proto::mcp::{Method, ResultType, SubscriptionFilter};
 pub use proto::meta::TraceContext;
 pub use proto::trace::{TraceContextError, TraceId};

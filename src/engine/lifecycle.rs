@@ -255,6 +255,7 @@ pub(crate) enum VerdictSource {
 
 /// Where a server's era came from, as the host's capability store needs to know it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the host's alone
 pub(crate) enum VerdictOrigin {
     /// Not settled yet (probing, or never ready).
     Unsettled,

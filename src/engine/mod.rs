@@ -16,6 +16,7 @@
 //! events. The engine does work proportional to the frames it is given; a driver bounds how
 //! many frames it hands over per readiness event (`Config::frames_per_readiness`).
 
+pub(crate) mod answer_checks;
 pub(crate) mod breaker;
 mod completion;
 mod events;
@@ -435,6 +436,7 @@ impl Engine {
 
     /// Where the era came from, without copying the verdict: what the host's capability
     /// store looks at on every tick.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the host's alone
     pub(crate) fn verdict_origin(&self) -> VerdictOrigin {
         match (self.era(), &self.verdict) {
             (_, VerdictSource::Probed { .. }) => VerdictOrigin::Probed,

@@ -14,10 +14,10 @@ use serde_json::value::RawValue;
 use slab::Slab;
 use smallvec::SmallVec;
 
+use super::answer_checks::{elicit, sampling};
 use super::*;
 use crate::config::ServerRequestKinds;
 use crate::error::AnswerError;
-use crate::proto::{elicit, sampling};
 
 /// Handle to one server request waiting for the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
