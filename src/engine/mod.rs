@@ -58,19 +58,19 @@ pub(crate) use stamp::later;
 use crate::config::{Config, SavedVerdict};
 use crate::error::{
     AuthorizeError, CallError, CancelError, ConfigError, LocalError, PeerError, RequestError,
-    RpcError, TransportError,
+    TransportError,
 };
-use crate::proto::json::{self, Kind, RawJson};
+use crate::proto::json::{self, Kind};
+use crate::proto::jsonrpc::write_json_str;
 pub use crate::proto::jsonrpc::WireId;
-use crate::proto::jsonrpc::{self, write_json_str, Message};
-use crate::proto::mcp::{self, notify, Method, ResultType, SubscriptionFilter};
+use crate::proto::mcp::{Method, SubscriptionFilter};
 use crate::proto::meta::{write_call_meta, StaticMeta, TraceContext};
 use crate::proto::version::{Era, EraPreference, ProtocolVersion};
 use completion::Outcome;
 use events::EventQueue;
-use lifecycle::{Lifecycle, Opening, ProbeVerdict, VerdictSource};
+use lifecycle::{Lifecycle, Opening, VerdictSource};
 use outbound::Control;
-use requests::{CallTraits, Ended, Lookup, Owner, Requests, SendState};
+use requests::{CallTraits, Ended, Owner, Requests, SendState};
 
 /// Options for one call.
 #[derive(Debug, Clone, Default)]

@@ -18,8 +18,10 @@ use std::time::Instant;
 use serde_json::value::RawValue;
 
 use super::answer_checks::roots::{self as check, normalise};
-use super::*;
+use super::outbound;
+use super::Engine;
 use crate::error::AnswerError;
+use crate::proto::version::Era;
 
 /// The directories the host's roots must lie in. Paths are absolute; they are normalised
 /// lexically (`.` and repeated `/` dropped). Symlinks are not resolved here (the engine does no

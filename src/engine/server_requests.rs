@@ -15,9 +15,14 @@ use slab::Slab;
 use smallvec::SmallVec;
 
 use super::answer_checks::{elicit, sampling};
-use super::*;
+use super::completion::Outcome;
+use super::outbound::Control;
+use super::requests::{CallId, Ended, SendState};
+use super::Engine;
 use crate::config::ServerRequestKinds;
 use crate::error::AnswerError;
+use crate::error::{CallError, LocalError, PeerError};
+use crate::proto::json::{self, Kind, RawJson};
 
 /// Handle to one server request waiting for the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -5,8 +5,13 @@ use std::time::Instant;
 
 use smallvec::SmallVec;
 
+use super::completion::Outcome;
+use super::lifecycle::{Lifecycle, Opening};
+use super::requests::{Ended, Owner, SendState};
 use super::retry::Delivery;
-use super::*;
+use super::Engine;
+use crate::error::{CallError, LocalError, TransportError};
+use crate::proto::version::Era;
 
 /// Restart bookkeeping for a stdio server.
 #[derive(Debug, Default)]
