@@ -176,10 +176,10 @@ pub use config::{
 };
 pub use engine::answer_checks::elicit::elicitation_defaults;
 pub use engine::{
-    BreakerState, CallId, CallOptions, CallRecord, CallResult, Engine, Event, ExchangeFailure,
-    FailureCounts, Idempotency, ListKind, OperationClass, ParamHeaders, RecordSink, RootsBoundary,
-    RootsBoundaryError, ServerRequestId, ServerRequestKind, ServerState, Stats, Transmit,
-    TransmitKind, TransportEvent, TransportKind, WireId,
+    BreakerState, CallId, CallOptions, CallRecord, CallResult, Engine, Event, FailureCounts,
+    Idempotency, ListKind, OperationClass, RecordSink, RootsBoundary, RootsBoundaryError,
+    ServerRequestId, ServerRequestKind, ServerState, Stats, Transmit, TransmitKind, TransportEvent,
+    TransportKind, WireId,
 };
 pub use error::{
     AnswerError, AuthorizeError, CallError, CancelError, CloseReason, ConfigError, LocalError,

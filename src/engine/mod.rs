@@ -44,7 +44,7 @@ pub use breaker::{BreakerState, OperationClass};
 pub use events::{CallResult, Event, ListKind};
 #[cfg(feature = "http")]
 pub(crate) use headers::ParamHeaderList;
-pub use headers::ParamHeaders;
+pub(crate) use headers::ParamHeaders;
 pub(crate) use lifecycle::discover_verdict;
 pub use lifecycle::ServerState;
 pub(crate) use lifecycle::VerdictOrigin;
@@ -114,6 +114,7 @@ impl CallOptions {
 pub struct TransportEvent(TransportEventInner);
 
 #[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
 enum TransportEventInner {
     Opened(TransportKind),
     Closed(TransportError),
@@ -135,7 +136,8 @@ pub enum TransportKind {
 /// How one HTTP exchange (a POST and its response) ended without a JSON-RPC reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum ExchangeFailure {
+#[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
+pub(crate) enum ExchangeFailure {
     /// The transport failed, or the server answered with a bare HTTP status.
     Transport(TransportError),
     /// HTTP 401, after the token provider was asked for a fresh token once.
@@ -158,7 +160,8 @@ impl TransportEvent {
 
     /// A transport of this kind is open (for HTTP: the server was added; connections are the
     /// driver's business).
-    pub fn opened_as(kind: TransportKind) -> Self {
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
+    pub(crate) fn opened_as(kind: TransportKind) -> Self {
         Self(TransportEventInner::Opened(kind))
     }
 
@@ -168,13 +171,15 @@ impl TransportEvent {
     }
 
     /// The exchange that carried request `id` ended without a reply.
-    pub fn exchange_failed(id: WireId, failure: ExchangeFailure) -> Self {
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
+    pub(crate) fn exchange_failed(id: WireId, failure: ExchangeFailure) -> Self {
         Self(TransportEventInner::ExchangeFailed(id, failure))
     }
 
     /// The legacy session that request `id` was sent on is gone (HTTP 404 on a request with a
     /// session id): the request was not processed.
-    pub fn session_expired(id: WireId) -> Self {
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
+    pub(crate) fn session_expired(id: WireId) -> Self {
         Self(TransportEventInner::SessionExpired(id))
     }
 }
@@ -188,6 +193,7 @@ pub struct Transmit<'a> {
     pub len: usize,
     /// What the frame is.
     pub kind: TransmitKind,
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
     version: Option<ProtocolVersion>,
     name: &'a str,
     method_name: &'a str,
@@ -197,23 +203,27 @@ pub struct Transmit<'a> {
 impl<'a> Transmit<'a> {
     /// The protocol version an HTTP `MCP-Protocol-Version` header names: the probe's version
     /// while probing, the settled version once ready, none during `initialize`.
-    pub fn version(&self) -> Option<ProtocolVersion> {
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
+    pub(crate) fn version(&self) -> Option<ProtocolVersion> {
         self.version
     }
 
     /// The method of a request as written on the wire (`Mcp-Method`): the name an
     /// extension request was made with, else [`Method::as_str`]. Empty for anything else.
-    pub fn method_name(&self) -> &'a str {
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
+    pub(crate) fn method_name(&self) -> &'a str {
         self.method_name
     }
 
     /// The unencoded `Mcp-Name` of a request: the tool or prompt name, or the resource URI.
-    pub fn name(&self) -> Option<&'a str> {
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
+    pub(crate) fn name(&self) -> Option<&'a str> {
         (!self.name.is_empty()).then_some(self.name)
     }
 
     /// The `Mcp-Param-*` headers of a `tools/call` (empty for anything else).
-    pub fn param_headers(&self) -> ParamHeaders<'a> {
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
+    pub(crate) fn param_headers(&self) -> ParamHeaders<'a> {
         self.params
     }
 }
@@ -920,7 +930,8 @@ impl Engine {
     /// Handles one frame that arrived on the response to request `to` (HTTP): like
     /// [`handle_message`](Self::handle_message), except that an error with `"id": null` (legacy
     /// servers send those for transport-level rejections) is taken as the answer to `to`.
-    pub fn handle_reply(&mut self, now: Instant, frame: &[u8], to: WireId) {
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
+    pub(crate) fn handle_reply(&mut self, now: Instant, frame: &[u8], to: WireId) {
         self.dispatch(now, frame, Some(to));
     }
 
