@@ -142,7 +142,7 @@
 //!
 //! For readers of the source: the crate is built in floors, each importing from the floors
 //! below it. CI checks that `proto` imports nothing else of the crate, and that every module
-//! above the drivers' floor but `host` reads no clock and touches no `mio`. Arrows that still
+//! below the drivers' floor reads no clock and touches no `mio` outside its tests. Arrows that still
 //! point up (each one to remove): `error` and `engine` name `auth`'s error payloads, the
 //! engine's [`Event`] carries the host's catalog changes, `config` checks a saved verdict with
 //! the engine's discover parser, and `auth` uses the engine's deadline helper.
