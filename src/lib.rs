@@ -145,11 +145,12 @@
 //! below the drivers' floor reads no clock and touches no `mio` outside its tests. Arrows that still
 //! point up (each one to remove): `error` and `engine` name `auth`'s error payloads, the
 //! engine's [`Event`] carries the host's catalog changes, `config` checks a saved verdict with
-//! the engine's discover parser, and `auth` uses the engine's deadline helper.
+//! the engine's discover parser.
 //!
 //! | floor | module | job |
 //! | --- | --- | --- |
 //! | 1 | `proto` | the wire vocabulary, stateless: the validating JSON scanner, the JSON-RPC envelope, MCP methods, `_meta`, versions, header values |
+//! | 1 | `time` | deadline arithmetic that cannot overflow (`later`, for durations a peer or host chose) |
 //! | 1 | `codec` | bytes in, frames out: newline-delimited JSON, HTTP/1.1 responses, server-sent events; incremental and capped |
 //! | 2 | `error`, `config` | the public error types and the per-server [`Config`] |
 //! | 3 | `engine` | one server's protocol state machine, sans-IO: pending table, lifecycle and era probe, retries, breaker, limits, deadlines, server requests (and `engine::answer_checks`, the local checks of the host's answers) |
@@ -181,6 +182,7 @@ mod redact;
 mod schema;
 #[cfg(feature = "http")]
 mod session;
+mod time;
 
 #[cfg(feature = "stdio")]
 mod driver;

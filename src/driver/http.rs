@@ -974,7 +974,7 @@ impl HttpDriver {
         now: Instant,
     ) -> Option<close::SessionEnd> {
         self.close_all(registry);
-        self.end_session(registry, crate::engine::later(now, grace))
+        self.end_session(registry, crate::time::later(now, grace))
     }
 
     /// Closes every connection and stops listening for a resolution.

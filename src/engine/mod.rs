@@ -53,7 +53,6 @@ pub use requests::CallId;
 pub use retry::Idempotency;
 pub use roots::{RootsBoundary, RootsBoundaryError};
 pub use server_requests::{ServerRequestId, ServerRequestKind};
-pub(crate) use stamp::later;
 
 use crate::config::{Config, SavedVerdict};
 use crate::error::{

@@ -372,7 +372,7 @@ impl Engine {
         }
         let params = params.map_or("{}", RawJson::text);
         let timeout = self.config.server_request_timeout;
-        let deadline = super::later(now, timeout);
+        let deadline = crate::time::later(now, timeout);
         let origin = Origin::Legacy { id: id.clone() };
         match self.server_requests.insert(Entry::waiting(kind, origin, deadline, params)) {
             Some(request) => self.events.server_request(request, kind, None, params),

@@ -103,7 +103,8 @@ impl Engine {
                 self.restart.exits.len(),
                 policy.crash_loop_window
             );
-            self.restart.degraded_until = Some(super::later(now, policy.degraded_retry_after));
+            self.restart.degraded_until =
+                Some(crate::time::later(now, policy.degraded_retry_after));
             let first = self.restart.first_loss.clone().map(Box::new);
             self.fail_all(now, CallError::Local(LocalError::Degraded(first)));
             self.events.transport_lost(cause, None);
@@ -114,9 +115,9 @@ impl Engine {
             .base_delay
             .saturating_mul(1 << crashes.saturating_sub(1).min(16))
             .min(policy.max_delay);
-        self.restart.restart_at = Some(super::later(now, delay));
+        self.restart.restart_at = Some(crate::time::later(now, delay));
         self.restart.restarts += 1;
-        self.fail_unservable(now, super::later(now, delay), &cause);
+        self.fail_unservable(now, crate::time::later(now, delay), &cause);
         self.events.transport_lost(cause, Some(delay));
     }
 

@@ -783,7 +783,7 @@ impl Host {
         kind: CatalogKind,
         timeout: Duration,
     ) -> Result<CatalogView<'_>, CatalogError> {
-        let deadline = crate::engine::later(Instant::now(), timeout);
+        let deadline = crate::time::later(Instant::now(), timeout);
         let known = self.server(server).is_some_and(|s| s.catalog.key.is_some());
         match self.wait_ready(server, timeout) {
             Ok(crate::engine::ServerState::Ready(..)) => {}

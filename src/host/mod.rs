@@ -973,7 +973,7 @@ impl Host {
         server: ServerId,
         timeout: Duration,
     ) -> Result<ServerState, BlockingError> {
-        let deadline = crate::engine::later(Instant::now(), timeout);
+        let deadline = crate::time::later(Instant::now(), timeout);
         loop {
             let s = self.server(server).ok_or(BlockingError::UnknownServer)?;
             let state = s.engine.state();

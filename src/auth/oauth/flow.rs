@@ -684,7 +684,7 @@ impl OAuthFlow {
         }
         let url = with_query(&endpoint, &form(&pairs));
         self.requested_scope = scope;
-        let deadline = crate::engine::later(self.now, self.config.authorization_timeout);
+        let deadline = crate::time::later(self.now, self.config.authorization_timeout);
         self.step = Step::Redirect { state, verifier: Secret::new(verifier), deadline };
         self.actions.push_back(Action::Authorize(url));
     }
