@@ -99,7 +99,7 @@ struct HttpEntry {
     connect_timeout: Option<Duration>,
     idle_timeout: Option<Duration>,
     alternates: Vec<String>,
-    oauth: Option<OAuthEntry>,
+    oauth: Option<Box<OAuthEntry>>,
 }
 
 /// A grant without a user, from `mcpoll.oauth` (the authorization code grant needs a host
@@ -838,7 +838,7 @@ impl<'a> Parser<'a> {
             Some(_) => return Err(self.wrong("mcpoll.alternates", "an array of URLs")),
         }
         if let Some(oauth) = own.get("oauth") {
-            h.oauth = Some(self.oauth_entry(oauth)?);
+            h.oauth = Some(Box::new(self.oauth_entry(oauth)?));
         }
         if let Some(tls) = own.get("tls") {
             let tls = tls.as_object().ok_or_else(|| self.wrong("mcpoll.tls", "an object"))?;
