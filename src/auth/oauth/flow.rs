@@ -763,18 +763,9 @@ impl OAuthFlow {
             return self.fail(AuthStep::Token, AuthFailure::MissingCredentials);
         }
         self.client = Some(client);
-        let mut pairs = vec![("grant_type", "client_credentials".to_owned())];
         // No offline_access: this grant has no user to come back for, and RFC 6749 4.4.3
         // says it should not issue a refresh token.
-        let scope = self.select_scope(&server.meta, false);
-        if let Some(scope) = &scope {
-            pairs.push(("scope", scope.clone()));
-        }
-        if let Some(resource) = &self.resource {
-            pairs.push(("resource", resource.clone()));
-        }
-        self.requested_scope = scope;
-        self.token_request(pairs, false);
+        self.machine_token_request(vec![("grant_type", "client_credentials".to_owned())]);
     }
 
     fn refresh(&mut self) {

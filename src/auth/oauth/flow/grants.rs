@@ -80,8 +80,14 @@ impl OAuthFlow {
 
     /// RFC 7523 2.1 at the authorization server, with the client's authentication.
     fn bearer_grant(&mut self, assertion: String) {
+        let pairs = vec![("grant_type", JWT_BEARER_GRANT.to_owned()), ("assertion", assertion)];
+        self.machine_token_request(pairs);
+    }
+
+    /// A token request of a grant without a user: `pairs` with the selected scope (never
+    /// `offline_access`: there is no user to come back for) and the resource.
+    pub(super) fn machine_token_request(&mut self, mut pairs: Vec<(&'static str, String)>) {
         let Some(server) = self.server.clone() else { return };
-        let mut pairs = vec![("grant_type", JWT_BEARER_GRANT.to_owned()), ("assertion", assertion)];
         let scope = self.select_scope(&server.meta, false);
         if let Some(scope) = &scope {
             pairs.push(("scope", scope.clone()));
