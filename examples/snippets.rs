@@ -196,6 +196,32 @@ fn oauth(host: &mut Host, secret: &str) -> Result<ServerId, Box<dyn Error>> {
     Ok(server)
 }
 
+/// The README's "Authorization": workload identity and enterprise-managed authorization.
+fn oauth_assertions(
+    host: &mut Host,
+    url: &str,
+    id_token: String,
+    secret: &str,
+) -> Result<(ServerId, ServerId), Box<dyn Error>> {
+    use mcpoll::oauth::{
+        Assertion, AssertionRequest, IdentityProvider, OAuthConfig, PreRegistered,
+    };
+    use mcpoll::{AssertionFile, HttpOptions};
+
+    // A workload: its platform's JWT, re-read when it nears expiry or is refused.
+    let jwt = AssertionFile::new("/var/run/secrets/tokens/mcp-token");
+    let wif = OAuthConfig::jwt_bearer(url, "inventory-agent", Box::new(jwt));
+    let a = host.add_http_server(HttpOptions::new(url).oauth(wif), Config::default())?;
+
+    // A user signed in at the company's identity provider: the ID token becomes an ID-JAG.
+    let idp = IdentityProvider::new("https://idp.example.com/oauth2/token", "desktop-app");
+    let tokens = move |_: &AssertionRequest<'_>| Ok(Assertion::new(id_token.clone()));
+    let client = PreRegistered::with_secret("desktop-app-at-mcp", secret);
+    let xaa = OAuthConfig::identity_assertion(url, client, idp, Box::new(tokens));
+    let b = host.add_http_server(HttpOptions::new(url).oauth(xaa), Config::default())?;
+    Ok((a, b))
+}
+
 /// The README's "A capability store the host can persist".
 fn capability_store(host: &mut Host) -> Result<(), Box<dyn Error>> {
     use file_capability_store::FileCapabilityStore;
@@ -241,7 +267,7 @@ fn local_authorization(
 fn main() {
     // Referenced, not run: each needs a server the README only names.
     let _ = (http_server, embedding, server_requests, roots, principals, records, oauth);
-    let _ = (answer_handlers, drain, throughput, oauth_builders);
+    let _ = (answer_handlers, drain, throughput, oauth_builders, oauth_assertions);
     let _ = (capability_store, local_authorization);
     println!("the README's fragments compile; tests/readme.rs runs examples/usage.rs");
 }

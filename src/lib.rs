@@ -253,7 +253,8 @@ pub use host::{
 
 #[cfg(feature = "http")]
 pub use driver::http::{
-    HttpDriver, HttpOptions, HttpSetupError, Resolver, StaticToken, SystemResolver, TokenProvider,
+    AssertionFile, HttpDriver, HttpOptions, HttpSetupError, Resolver, StaticToken, SystemResolver,
+    TokenProvider,
 };
 #[cfg(feature = "http")]
 pub use driver::tls::{TlsOptions, TlsSetupError};

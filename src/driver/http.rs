@@ -10,6 +10,7 @@
 //! when done, so a slow resolver never stalls the loop: when the first connection is needed,
 //! and again only after every known address failed to connect, never per call.
 
+mod assertion_file;
 pub(crate) mod close;
 mod fetch;
 mod instances;
@@ -38,6 +39,7 @@ use crate::session::http::{
 use instances::{Instance, Instances, NextAddr};
 
 pub use crate::session::http::{StaticToken, TokenProvider};
+pub use assertion_file::AssertionFile;
 pub use options::{HttpOptions, HttpSetupError};
 pub use resolve::{Resolver, SystemResolver};
 

@@ -1,6 +1,8 @@
 //! [`OAuthFlow`]: the state machine. Discovery, client identity, grant, tokens; one HTTP
 //! request outstanding at a time.
 
+mod grants;
+
 use std::collections::VecDeque;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -50,6 +52,8 @@ enum Step {
     Redirect { state: String, verifier: Secret, deadline: Instant },
     /// Waiting for a token response.
     Token { refresh: bool },
+    /// Waiting for the identity provider's token exchange response (an ID-JAG).
+    Exchange,
 }
 
 /// The authorization server in use and what it said about itself.
@@ -94,6 +98,8 @@ pub struct OAuthFlow {
     /// The `state` of the last few authorizations that ended, and how: a redirect carrying
     /// one is refused as late or duplicate without disturbing the authorization waiting now.
     ended: VecDeque<(String, RedirectError)>,
+    /// The host's assertion held for the assertion grants, and their one retry.
+    assertion: grants::HeldAssertion,
 }
 
 /// How many ended authorizations are remembered.
@@ -143,6 +149,7 @@ impl OAuthFlow {
             reauthorizations: 0,
             pre_registered_at: None,
             ended: VecDeque::with_capacity(ENDED_KEPT),
+            assertion: grants::HeldAssertion::default(),
         })
     }
 
@@ -234,6 +241,7 @@ impl OAuthFlow {
             }
             Step::Register { method } => self.on_registration(method, response),
             Step::Token { refresh } => self.on_token(now, refresh, response),
+            Step::Exchange => self.on_exchange(response),
         }
     }
 
@@ -250,6 +258,7 @@ impl OAuthFlow {
             Step::Register { .. } => AuthStep::Registration,
             Step::Token { refresh: true } => AuthStep::Refresh,
             Step::Token { refresh: false } => AuthStep::Token,
+            Step::Exchange => AuthStep::Exchange,
             Step::Idle | Step::Redirect { .. } => return,
         };
         self.fail(step, AuthFailure::Transport);
@@ -522,8 +531,8 @@ impl OAuthFlow {
 
     fn after_discovery(&mut self) {
         let Some(server) = self.server.clone() else { return };
-        if self.config.grant == Grant::ClientCredentials {
-            return self.client_credentials();
+        if self.machine_grant() {
+            return;
         }
         if self.client.is_none() {
             if let Some(client) = self.pre_registered(&server.meta) {
@@ -754,18 +763,9 @@ impl OAuthFlow {
             return self.fail(AuthStep::Token, AuthFailure::MissingCredentials);
         }
         self.client = Some(client);
-        let mut pairs = vec![("grant_type", "client_credentials".to_owned())];
         // No offline_access: this grant has no user to come back for, and RFC 6749 4.4.3
         // says it should not issue a refresh token.
-        let scope = self.select_scope(&server.meta, false);
-        if let Some(scope) = &scope {
-            pairs.push(("scope", scope.clone()));
-        }
-        if let Some(resource) = &self.resource {
-            pairs.push(("resource", resource.clone()));
-        }
-        self.requested_scope = scope;
-        self.token_request(pairs, false);
+        self.machine_token_request(vec![("grant_type", "client_credentials".to_owned())]);
     }
 
     fn refresh(&mut self) {
@@ -847,11 +847,14 @@ impl OAuthFlow {
                     tokens.refresh_token = None;
                 }
                 if let Some(server) = self.server.clone() {
-                    if self.config.grant == Grant::ClientCredentials {
-                        return self.client_credentials();
+                    if self.machine_grant() {
+                        return;
                     }
                     return self.authorize(&server);
                 }
+            }
+            if !refresh && self.retry_assertion_grant(&response) {
+                return;
             }
             return self.fail_response(step, response);
         }
@@ -936,6 +939,7 @@ impl OAuthFlow {
         }
         self.outstanding = None;
         self.step_up = false;
+        self.assertion.finish();
         self.actions.push_back(match outcome {
             Ok(()) => Action::Ready,
             Err(e) => Action::Failed(e),
