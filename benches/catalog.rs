@@ -37,15 +37,16 @@ use catalog::listing::{parse_page, Catalog, CatalogKind, ParsedPage};
 use catalog::search::SearchIndex;
 use catalog::store::{Begin, Finished, ItemLookup, Lookup, RefreshOutcome, Store, StoreConfig};
 
-#[path = "common/alloc.rs"]
-mod alloc;
+#[path = "../tests/common/counting.rs"]
+#[allow(dead_code)]
+mod counting;
 
 #[path = "../tests/common/cargo_build.rs"]
 #[allow(dead_code)]
 mod cargo_build;
 
 #[global_allocator]
-static GLOBAL: alloc::Counting = alloc::Counting;
+static GLOBAL: counting::Counting = counting::Counting;
 
 const TOOLS: usize = 1000;
 const PAGE: usize = 100;
@@ -205,13 +206,13 @@ fn refresh(
 }
 
 fn per_op<F: FnMut()>(rounds: usize, mut f: F) -> (f64, f64) {
-    let before = alloc::allocations();
+    let before = counting::allocs();
     let t = Instant::now();
     for _ in 0..rounds {
         f();
     }
     let ns = t.elapsed().as_nanos() as f64 / rounds as f64;
-    let allocs = (alloc::allocations() - before) as f64 / rounds as f64;
+    let allocs = (counting::allocs() - before) as f64 / rounds as f64;
     (ns, allocs)
 }
 
@@ -314,7 +315,7 @@ fn main() {
         "unknown words only",
     ];
     let mut samples = Vec::new();
-    let before = alloc::allocations();
+    let before = counting::allocs();
     for _ in 0..300 {
         for q in queries {
             let t = Instant::now();
@@ -322,7 +323,7 @@ fn main() {
             samples.push(t.elapsed());
         }
     }
-    let allocs = (alloc::allocations() - before) as f64 / samples.len() as f64;
+    let allocs = (counting::allocs() - before) as f64 / samples.len() as f64;
     samples.sort();
     println!(
         "catalog search tools={} k=8 p50_us={:.1} p99_us={:.1} allocs={allocs:.1}",
@@ -339,13 +340,13 @@ fn sampled<F: FnMut()>(rounds: usize, mut f: F) -> (f64, f64, f64) {
         f();
     }
     let mut samples = Vec::with_capacity(rounds);
-    let before = alloc::allocations();
+    let before = counting::allocs();
     for _ in 0..rounds {
         let t = Instant::now();
         f();
         samples.push(t.elapsed());
     }
-    let allocs = (alloc::allocations() - before) as f64 / rounds as f64;
+    let allocs = (counting::allocs() - before) as f64 / rounds as f64;
     samples.sort();
     (percentile(&samples, 0.5), percentile(&samples, 0.99), allocs)
 }

@@ -43,11 +43,12 @@ use std::time::{Duration, Instant};
 use mcpoll::{CallId, CallOptions, Config, Event, Host, StdioCommand};
 use serde_json::value::RawValue;
 
-#[path = "common/alloc.rs"]
-mod alloc;
+#[path = "../tests/common/counting.rs"]
+#[allow(dead_code)]
+mod counting;
 
 #[global_allocator]
-static GLOBAL: alloc::Counting = alloc::Counting;
+static GLOBAL: counting::Counting = counting::Counting;
 
 const SERVE_HTTP: &str = "MCPOLL_BENCH_HTTP";
 const WARMUP: usize = 500;
@@ -120,7 +121,7 @@ fn measure(host: &mut Host, server: mcpoll::ServerId) -> (Vec<Duration>, f64) {
     let mut samples = Vec::with_capacity(rounds);
     let mut allocs = 0u64;
     for i in 0..WARMUP + rounds {
-        let before = alloc::allocations();
+        let before = counting::allocs();
         let t = Instant::now();
         let call = host.call_tool(server, "echo", &args, &opts).expect("call");
         let mut done = false;
@@ -140,7 +141,7 @@ fn measure(host: &mut Host, server: mcpoll::ServerId) -> (Vec<Duration>, f64) {
         let elapsed = t.elapsed();
         if i >= WARMUP {
             samples.push(elapsed);
-            allocs += alloc::allocations() - before;
+            allocs += counting::allocs() - before;
         }
     }
     host.close_server(server);
@@ -321,7 +322,7 @@ impl Tally {
         if self.done == WARMUP {
             self.start = Instant::now();
             self.cpu_at_start = cpu_ns();
-            self.allocs_at_start = alloc::allocations();
+            self.allocs_at_start = counting::allocs();
         } else if self.done > WARMUP {
             self.samples.push(sent.elapsed());
         }
@@ -332,7 +333,7 @@ impl Tally {
     }
 
     fn into_concurrent(self, count_allocs: bool) -> Concurrent {
-        let allocs = alloc::allocations() - self.allocs_at_start;
+        let allocs = counting::allocs() - self.allocs_at_start;
         let cpu = cpu_ns() - self.cpu_at_start;
         Concurrent {
             cpu_us_per_call: cpu as f64 / 1e3 / CONCURRENT_CALLS as f64,

@@ -14,10 +14,8 @@
 //! Each line: `timers pending=N poll_timeout_ns=.. handle_timeout_ns=.. complete_ns=..`, then
 //! `memory pending=10000 prealloc_bytes_per_call=.. queued_bytes_per_call=.. total=..`.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::VecDeque;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 mod common;
@@ -25,33 +23,16 @@ mod common;
 use mcpoll::{CallOptions, Config, Engine, Event};
 use serde_json::value::RawValue;
 
-/// Tracks live heap bytes in this process.
-struct Counting;
-
-static LIVE: AtomicI64 = AtomicI64::new(0);
-
-// Delegates to the system allocator unchanged; only counts.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+#[path = "../tests/common/counting.rs"]
+#[allow(dead_code)]
+mod counting;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: counting::Counting = counting::Counting;
 
+/// Live heap bytes of this thread (the bench is single-threaded).
 fn live() -> i64 {
-    LIVE.load(Ordering::Relaxed)
+    counting::snapshot().0 as i64
 }
 
 fn config(pending: usize) -> Config {

@@ -31,7 +31,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use mcpoll::oauth::{
-    AuthorizeError, Authorizer, DpopMode, JwtAlgorithm, OAuthConfig, PreRegistered, SigningKey,
+    Assertion, AssertionRequest, AuthorizeError, Authorizer, DpopMode, IdentityProvider,
+    JwtAlgorithm, OAuthConfig, PreRegistered, SigningKey,
 };
 use mcpoll::{
     elicitation_defaults, BlockingError, CallId, CallOptions, Config, EraPreference, Event, Host,
@@ -379,13 +380,33 @@ fn run(scenario: &str, url: &str, version: &str, context: &Value) -> Result<(), 
     Ok(())
 }
 
-/// The OAuth configuration for `url`, from the scenario's context: pre-registered credentials or
-/// client credentials when the harness gives them, else the authorization code grant with the
+/// The OAuth configuration for `url`, from the scenario's context: the workload's JWT
+/// (JWT-bearer grant), the user's identity token and the identity provider (enterprise-managed
+/// authorization), pre-registered credentials or client credentials when the harness gives
+/// them, else the authorization code grant with the
 /// suite's Client ID Metadata Document URL (used only where the server advertises support).
 fn oauth_config(url: &str, context: &Value) -> Result<OAuthConfig, String> {
     let field = |name: &str| context[name].as_str().map(String::from);
     let scenario = field("name").unwrap_or_default();
-    let config = if scenario.starts_with("auth/client-credentials") {
+    let config = if scenario == "auth/wif-jwt-bearer" {
+        // Workload identity: the workload's JWT, as a host's token file would give it.
+        let id = field("client_id").ok_or("no client_id in the context")?;
+        let jwt = field("valid_jwt").ok_or("no valid_jwt in the context")?;
+        let provider = move |_: &AssertionRequest<'_>| Ok(Assertion::new(jwt.clone()));
+        OAuthConfig::jwt_bearer(url, id, Box::new(provider))
+    } else if scenario == "auth/enterprise-managed-authorization" {
+        // The identity token the user signed in with at the enterprise identity provider,
+        // exchanged there for an ID-JAG.
+        let id = field("client_id").ok_or("no client_id in the context")?;
+        let secret = field("client_secret").ok_or("no client_secret in the context")?;
+        let endpoint = field("idp_token_endpoint").ok_or("no idp_token_endpoint")?;
+        let idp =
+            IdentityProvider::new(endpoint, field("idp_client_id").ok_or("no idp_client_id")?);
+        let id_token = field("idp_id_token").ok_or("no idp_id_token in the context")?;
+        let provider = move |_: &AssertionRequest<'_>| Ok(Assertion::new(id_token.clone()));
+        let client = PreRegistered::with_secret(id, secret);
+        OAuthConfig::identity_assertion(url, client, idp, Box::new(provider))
+    } else if scenario.starts_with("auth/client-credentials") {
         let id = field("client_id").ok_or("no client_id in the context")?;
         let client = match (field("client_secret"), field("private_key_pem")) {
             (Some(secret), _) => PreRegistered::with_secret(id, secret),

@@ -196,6 +196,47 @@ fn oauth(host: &mut Host, secret: &str) -> Result<ServerId, Box<dyn Error>> {
     Ok(server)
 }
 
+/// The README's "Authorization": workload identity and enterprise-managed authorization.
+fn oauth_assertions(
+    host: &mut Host,
+    url: &str,
+    id_token: String,
+    secret: &str,
+) -> Result<(ServerId, ServerId), Box<dyn Error>> {
+    use mcpoll::oauth::{
+        Assertion, AssertionRequest, IdentityProvider, OAuthConfig, PreRegistered,
+    };
+    use mcpoll::{AssertionFile, HttpOptions};
+
+    // A workload: its platform's JWT, re-read when it nears expiry or is refused.
+    let jwt = AssertionFile::new("/var/run/secrets/tokens/mcp-token");
+    let wif = OAuthConfig::jwt_bearer(url, "inventory-agent", Box::new(jwt));
+    let a = host.add_http_server(HttpOptions::new(url).oauth(wif), Config::default())?;
+
+    // A user signed in at the company's identity provider: the ID token becomes an ID-JAG.
+    let idp = IdentityProvider::new("https://idp.example.com/oauth2/token", "desktop-app");
+    let tokens = move |_: &AssertionRequest<'_>| Ok(Assertion::new(id_token.clone()));
+    let client = PreRegistered::with_secret("desktop-app-at-mcp", secret);
+    let xaa = OAuthConfig::identity_assertion(url, client, idp, Box::new(tokens));
+    let b = host.add_http_server(HttpOptions::new(url).oauth(xaa), Config::default())?;
+    Ok((a, b))
+}
+
+/// The README's "Authorization": DPoP-bound tokens.
+fn oauth_dpop(
+    url: &str,
+    secret: &str,
+    key_pem: String,
+) -> Result<mcpoll::oauth::OAuthConfig, Box<dyn Error>> {
+    use mcpoll::oauth::{DpopKey, DpopMode, OAuthConfig, PreRegistered};
+
+    let client = PreRegistered::with_secret("agent-7", secret);
+    let oauth = OAuthConfig::client_credentials(url, client).dpop(DpopMode::Required);
+    // Or with the host's own key, so that a stored token stays usable after a restart:
+    let oauth = oauth.dpop_key(DpopKey::from_pkcs8_pem(&key_pem)?);
+    Ok(oauth)
+}
+
 /// The README's "A capability store the host can persist".
 fn capability_store(host: &mut Host) -> Result<(), Box<dyn Error>> {
     use file_capability_store::FileCapabilityStore;
@@ -203,7 +244,7 @@ fn capability_store(host: &mut Host) -> Result<(), Box<dyn Error>> {
     host.set_capability_store(FileCapabilityStore::open("catalogs")?);
     let server = host.add_stdio_server(StdioCommand::new("my-server"), Config::default())?;
     host.wait_ready(server, Duration::from_secs(10))?;
-    let tools = host.tools_blocking(server, Duration::from_secs(10))?; // no tools/list when warm
+    let tools = host.tools_blocking(server, Duration::from_secs(10))?; // no probe, no tools/list when warm
     println!("{} tools", tools.len());
     Ok(())
 }
@@ -241,7 +282,7 @@ fn local_authorization(
 fn main() {
     // Referenced, not run: each needs a server the README only names.
     let _ = (http_server, embedding, server_requests, roots, principals, records, oauth);
-    let _ = (answer_handlers, drain, throughput, oauth_builders);
-    let _ = (capability_store, local_authorization);
+    let _ = (answer_handlers, drain, throughput, oauth_builders, oauth_assertions);
+    let _ = (capability_store, local_authorization, oauth_dpop);
     println!("the README's fragments compile; tests/readme.rs runs examples/usage.rs");
 }

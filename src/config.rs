@@ -145,7 +145,7 @@ impl SavedVerdict {
         now < self.expires
     }
 
-    fn check(&self) -> Result<(), ConfigError> {
+    pub(crate) fn check(&self) -> Result<(), ConfigError> {
         let err = |reason| Err(ConfigError { field: "saved_discover", reason });
         if self.version.era() != Era::Modern {
             return err("the version must be a 2026 revision");

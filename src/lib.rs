@@ -137,6 +137,31 @@
 //! | `schema` | no | `Schema` (JSON Schema checks) and checked tool calls on `Host` (no new crate) |
 //!
 //! The engine, codecs and protocol types build with no features at all.
+//!
+//! # Module map
+//!
+//! For readers of the source: the crate is built in floors, each importing from the floors
+//! below it. CI checks that `proto` imports nothing else of the crate, and that every module
+//! below the drivers' floor reads no clock and touches no `mio` outside its tests. Arrows that still
+//! point up (each one to remove): `error` and `engine` name `auth`'s error payloads, the
+//! engine's [`Event`] carries the host's catalog changes, `config` checks a saved verdict with
+//! the engine's discover parser.
+//!
+//! | floor | module | job |
+//! | --- | --- | --- |
+//! | 1 | `proto` | the wire vocabulary, stateless: the validating JSON scanner, the JSON-RPC envelope, MCP methods, `_meta`, versions, header values |
+//! | 1 | `time` | deadline arithmetic that cannot overflow (`later`, for durations a peer or host chose) |
+//! | 1 | `codec` | bytes in, frames out: newline-delimited JSON, HTTP/1.1 responses, server-sent events; incremental and capped |
+//! | 2 | `error`, `config` | the public error types and the per-server [`Config`] |
+//! | 3 | `engine` | one server's protocol state machine, sans-IO: pending table, lifecycle and era probe, retries, breaker, limits, deadlines, server requests (and `engine::answer_checks`, the local checks of the host's answers) |
+//! | 3 | `schema` | JSON Schema checks (feature `schema`) |
+//! | 3 | `catalog` | the capability cache's sans-IO parts: keys, hints, listings, the store, refresh walks, diffs, search |
+//! | 3 | `auth` | challenges and the OAuth flow as a sans-IO machine |
+//! | 4 | `session` | what Streamable HTTP's requests and responses mean for MCP, sans-IO: it turns the engine's transmits into exchanges and the responses back into engine inputs |
+//! | 5 | `driver` | the only I/O: child processes over pipes, HTTP/1.1 over TCP and TLS, the URL parser, the reaper |
+//! | 6 | `host` | many servers on one `mio::Poll`: tokens, readiness, the cache glue, principals and lanes, tasks, records, authorization, config files, roots |
+//! | - | `internal` | what fuzz targets and benches reach inside (hidden, unstable) |
+//! | - | `bin/mcpoll` | the command-line client (feature `cli`) |
 #![forbid(unsafe_code)]
 #![cfg_attr(not(fuzzing), warn(missing_docs))]
 #![warn(missing_debug_implementations, unreachable_pub, elided_lifetimes_in_paths)]
@@ -157,6 +182,7 @@ mod redact;
 mod schema;
 #[cfg(feature = "http")]
 mod session;
+mod time;
 
 #[cfg(feature = "stdio")]
 mod driver;
@@ -174,18 +200,18 @@ pub use config::{
     BreakerPolicy, CacheConfig, Config, RestartPolicy, RetryPolicy, SavedVerdict,
     ServerRequestKinds,
 };
+pub use engine::answer_checks::elicit::elicitation_defaults;
 pub use engine::{
-    BreakerState, CallId, CallOptions, CallRecord, CallResult, Engine, Event, ExchangeFailure,
-    FailureCounts, Idempotency, ListKind, OperationClass, ParamHeaders, RecordSink, RootsBoundary,
-    RootsBoundaryError, ServerRequestId, ServerRequestKind, ServerState, Stats, Transmit,
-    TransmitKind, TransportEvent, TransportKind, WireId,
+    BreakerState, CallId, CallOptions, CallRecord, CallResult, Engine, Event, FailureCounts,
+    Idempotency, ListKind, OperationClass, RecordSink, RootsBoundary, RootsBoundaryError,
+    ServerRequestId, ServerRequestKind, ServerState, Stats, Transmit, TransmitKind, TransportEvent,
+    TransportKind, WireId,
 };
 pub use error::{
     AnswerError, AuthorizeError, CallError, CancelError, CloseReason, ConfigError, LocalError,
     PeerError, ProcessExit, RequestError, RpcError, TlsFailure, TransportError,
 };
 pub use proto::annotations::ToolAnnotations;
-pub use proto::elicit::elicitation_defaults;
 pub use proto::mcp::{Method, ResultType, SubscriptionFilter};
 pub use proto::meta::TraceContext;
 pub use proto::trace::{TraceContextError, TraceId};
@@ -227,7 +253,8 @@ pub use host::{
 
 #[cfg(feature = "http")]
 pub use driver::http::{
-    HttpDriver, HttpOptions, HttpSetupError, Resolver, StaticToken, SystemResolver, TokenProvider,
+    AssertionFile, HttpDriver, HttpOptions, HttpSetupError, Resolver, StaticToken, SystemResolver,
+    TokenProvider,
 };
 #[cfg(feature = "http")]
 pub use driver::tls::{TlsOptions, TlsSetupError};

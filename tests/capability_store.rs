@@ -1,7 +1,7 @@
 //! The capability store of `examples/file_capability_store.rs` under a restarted host, against
-//! the Python SDK peer over stdio: a warm store serves the tool catalog with no `tools/list`;
-//! an expired entry, and an entry filed under another key, are not served and the server is
-//! asked again. Requests are counted by the host's engine (`Stats::requests_sent`: every
+//! the Python SDK peer over stdio: a warm store serves the era verdict and the tool catalog, so
+//! the restarted host sends no request before its first call; an expired entry, and an entry
+//! filed under another key, are not served and the server is asked again (probed, or listed). Requests are counted by the host's engine (`Stats::requests_sent`: every
 //! request written to the server) and by the call records.
 //!
 //! Skipped loudly without the peers (`tests/peers/setup.sh`); `MCPOLL_REQUIRE_PEERS=1` fails.
@@ -49,7 +49,9 @@ struct Run {
 }
 
 fn run(peer: &Path, dir: &Path) -> Run {
-    let cmd = StdioCommand::new(peer.join("run-py-stdio.sh")).env("LAB_TOOLS_TTL_MS", "600000");
+    let cmd = StdioCommand::new(peer.join("run-py-stdio.sh"))
+        .env("LAB_TOOLS_TTL_MS", "600000")
+        .env("LAB_DISCOVER_TTL_MS", "600000");
     let mut host = Host::new().unwrap();
     host.set_capability_store(FileCapabilityStore::open(dir).unwrap());
     let sent: Rc<RefCell<usize>> = Rc::default();
@@ -70,12 +72,18 @@ fn run(peer: &Path, dir: &Path) -> Run {
     Run { names, requests_before_call, listings_sent, from_store }
 }
 
-/// The store's one file, as JSON.
+/// The store's one tool catalog file, as JSON.
 fn only_file(dir: &Path) -> (PathBuf, serde_json::Value) {
+    only_entry(dir, "tools-")
+}
+
+/// The store's one file whose name starts with `prefix`, as JSON.
+fn only_entry(dir: &Path, prefix: &str) -> (PathBuf, serde_json::Value) {
     let files: Vec<PathBuf> = fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
         .collect();
     assert_eq!(files.len(), 1, "{files:?}");
     let v = serde_json::from_slice(&fs::read(&files[0]).unwrap()).unwrap();
@@ -101,12 +109,22 @@ fn a_restarted_host_serves_the_catalog_from_the_store_and_asks_again_when_it_may
     let result = entry["pages"][0]["result"].as_str().unwrap();
     assert!(result.contains("\"name\":\"echo\"") && !body.contains("run-py-stdio"), "{body}");
 
-    // Warm: the restarted host asks nothing but the probe before its first call.
+    // The probe's verdict went to the store too, under the server context without the
+    // version, and holds the version and the raw discover result.
+    let (verdict_file, verdict) = only_entry(&dir, "discover-");
+    let verdict_page = verdict["pages"][0]["result"].as_str().unwrap();
+    assert!(verdict_page.contains("\"protocolVersion\":\"2026-07-28\""), "{verdict_page}");
+    assert!(verdict_page.contains("supportedVersions"), "{verdict_page}");
+    assert!(!verdict.to_string().contains("run-py-stdio"));
+
+    // Warm: the restarted host asks nothing before its first call (cold: the probe and the
+    // listing).
+    assert_eq!(cold.requests_before_call, 2);
     let warm = run(&peer, &dir);
     assert_eq!(warm.names, cold.names);
     assert_eq!(warm.listings_sent, 0, "served from the store");
     assert!(!cold.from_store && warm.from_store);
-    assert_eq!(warm.requests_before_call, cold.requests_before_call - 1);
+    assert_eq!(warm.requests_before_call, 0);
     eprintln!(
         "requests before the first call: cold store {}, warm store {}",
         cold.requests_before_call, warm.requests_before_call
@@ -121,7 +139,8 @@ fn a_restarted_host_serves_the_catalog_from_the_store_and_asks_again_when_it_may
     let again = run(&peer, &dir);
     assert_eq!(again.listings_sent, 1, "an expired entry is not served");
     assert!(!again.from_store);
-    assert_eq!(again.requests_before_call, cold.requests_before_call);
+    // The verdict still came from the store: only the listing was asked again.
+    assert_eq!(again.requests_before_call, 1);
     let (_, renewed) = only_file(&dir);
     assert!(renewed["pages"][0]["expiresUnixMs"].as_u64().unwrap() > 1000);
 
@@ -133,7 +152,24 @@ fn a_restarted_host_serves_the_catalog_from_the_store_and_asks_again_when_it_may
     let refused = run(&peer, &dir);
     assert_eq!(refused.listings_sent, 1, "an entry of another key is not served");
     assert!(!refused.from_store);
-    assert_eq!(refused.requests_before_call, cold.requests_before_call);
+    assert_eq!(refused.requests_before_call, 1);
+
+    // An expired verdict, and one filed under another key, are not used: the server is
+    // probed again (and the verdict renewed), while the warm catalog still needs no listing.
+    let mut stale = verdict.clone();
+    stale["pages"][0]["expiresUnixMs"] = serde_json::json!(1000);
+    fs::write(&verdict_file, stale.to_string()).unwrap();
+    let reprobed = run(&peer, &dir);
+    assert_eq!((reprobed.requests_before_call, reprobed.listings_sent), (1, 0));
+    let (_, renewed_verdict) = only_entry(&dir, "discover-");
+    assert!(renewed_verdict["pages"][0]["expiresUnixMs"].as_u64().unwrap() > 1000);
+    let mut foreign = renewed_verdict.clone();
+    let other = foreign["key"].as_str().unwrap().replacen("discover-", "discover-0", 1);
+    foreign["key"] = serde_json::json!(other);
+    fs::write(&verdict_file, foreign.to_string()).unwrap();
+    let reprobed = run(&peer, &dir);
+    assert_eq!((reprobed.requests_before_call, reprobed.listings_sent), (1, 0));
+    assert_eq!(only_entry(&dir, "discover-").1["key"], renewed_verdict["key"]);
 
     // A public entry read back as private (or the reverse) is refused the same way.
     let (_, good) = only_file(&dir);
@@ -144,7 +180,9 @@ fn a_restarted_host_serves_the_catalog_from_the_store_and_asks_again_when_it_may
 
     // The server says its tools changed: the stored entry goes with the cached catalog.
     let (file, _) = only_file(&dir);
-    let cmd = StdioCommand::new(peer.join("run-py-stdio.sh")).env("LAB_TOOLS_TTL_MS", "600000");
+    let cmd = StdioCommand::new(peer.join("run-py-stdio.sh"))
+        .env("LAB_TOOLS_TTL_MS", "600000")
+        .env("LAB_DISCOVER_TTL_MS", "600000");
     let mut host = Host::new().unwrap();
     host.set_capability_store(FileCapabilityStore::open(&dir).unwrap());
     let id = start(&mut host, cmd, patient());
@@ -166,5 +204,65 @@ fn a_restarted_host_serves_the_catalog_from_the_store_and_asks_again_when_it_may
     let (_, fresh) = only_file(&dir);
     assert!(fresh["pages"][0]["result"].as_str().unwrap().contains("extra_1"));
     drop(host);
+    fs::remove_dir_all(&dir).ok();
+}
+
+/// A stored verdict the server contradicts is dropped from the store: the same identity now
+/// names a legacy-only server (the TypeScript SDK v1 peer), which answers the first call like a
+/// legacy server; the engine probes, settles on 2025-11-25, and the store's verdict goes.
+#[test]
+fn a_stored_verdict_the_server_contradicts_is_marked_stale() {
+    let Some(peer) = peers_dir() else { return };
+    let dir = scratch("contradicted");
+    let same = |c: Config| Config { cache_identity: Some("one-server".into()), ..c };
+
+    let modern =
+        StdioCommand::new(peer.join("run-py-stdio.sh")).env("LAB_DISCOVER_TTL_MS", "600000");
+    let mut host = Host::new().unwrap();
+    host.set_capability_store(FileCapabilityStore::open(&dir).unwrap());
+    let id = start(&mut host, modern, same(patient()));
+    call(&mut host, id, "echo", r#"{"text":"hi"}"#);
+    drop(host);
+    let (verdict_file, _) = only_entry(&dir, "discover-");
+
+    let legacy = StdioCommand::new(peer.join("run-ts1-stdio.sh"));
+    let mut host = Host::new().unwrap();
+    host.set_capability_store(FileCapabilityStore::open(&dir).unwrap());
+    let id = start(&mut host, legacy, same(patient()));
+    let out = call(&mut host, id, "echo", r#"{"text":"hi"}"#);
+    assert!(out.json.contains("hi"), "{}", out.json);
+    // The legacy answer sent the engine back to probing, which settles on the legacy era.
+    poll_until(&mut host, WAIT, |h| {
+        while h.poll_event().is_some() {}
+        h.era(id) == Some(mcpoll::Era::Legacy) && !verdict_file.exists()
+    });
+    drop(host);
+    fs::remove_dir_all(&dir).ok();
+}
+
+/// The extensions the client declares are part of the key: a host declaring one does not
+/// read the catalog a host without it stored (the server may list other tools for it).
+#[test]
+fn declared_extensions_key_the_stored_catalog_apart() {
+    let Some(peer) = peers_dir() else { return };
+    let dir = scratch("extensions");
+    let files = |host_config: Config| {
+        let cmd = StdioCommand::new(peer.join("run-py-stdio.sh")).env("LAB_TOOLS_TTL_MS", "600000");
+        let mut host = Host::new().unwrap();
+        host.set_capability_store(FileCapabilityStore::open(&dir).unwrap());
+        let id = start(&mut host, cmd, host_config);
+        assert!(host.tools_blocking(id, WAIT).unwrap().names().any(|n| n == "echo"));
+        drop(host);
+        let mut names: Vec<String> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("tools-"))
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(files(patient()).len(), 1);
+    let declared = Config { extensions: r#"{"io.example/skills":{}}"#.into(), ..patient() };
+    assert_eq!(files(declared).len(), 2, "a second entry, under its own key");
     fs::remove_dir_all(&dir).ok();
 }

@@ -10,6 +10,7 @@
 //! when done, so a slow resolver never stalls the loop: when the first connection is needed,
 //! and again only after every known address failed to connect, never per call.
 
+mod assertion_file;
 pub(crate) mod close;
 mod fetch;
 mod instances;
@@ -38,6 +39,7 @@ use crate::session::http::{
 use instances::{Instance, Instances, NextAddr};
 
 pub use crate::session::http::{StaticToken, TokenProvider};
+pub use assertion_file::AssertionFile;
 pub use options::{HttpOptions, HttpSetupError};
 pub use resolve::{Resolver, SystemResolver};
 
@@ -980,7 +982,7 @@ impl HttpDriver {
         now: Instant,
     ) -> Option<close::SessionEnd> {
         self.close_all(registry);
-        self.end_session(registry, crate::engine::later(now, grace))
+        self.end_session(registry, crate::time::later(now, grace))
     }
 
     /// Closes every connection and stops listening for a resolution.

@@ -72,7 +72,7 @@ impl Watch {
             stage: Stage::Polite,
             escalation,
             grace,
-            escalate_at: crate::engine::later(now, grace),
+            escalate_at: crate::time::later(now, grace),
             check_at: now + FIRST_CHECK,
             backoff: FIRST_CHECK,
         }
@@ -110,7 +110,7 @@ impl Watch {
             log::debug!("child {} still running: {signal:?} to its group", child.id());
             kill_group(child, signal);
             self.stage = next;
-            self.escalate_at = crate::engine::later(now, self.grace);
+            self.escalate_at = crate::time::later(now, self.grace);
             // The signal takes effect soon: look again soon.
             self.backoff = FIRST_CHECK;
         }

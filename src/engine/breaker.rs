@@ -172,18 +172,20 @@ impl Breakers {
             (State::HalfOpen { .. }, _, true) => (State::HalfOpen { probe_out: false }, None),
             (_, _, true) => (b.state, None),
             (State::Closed { .. }, false, _) => (State::Closed { failures: 0 }, None),
-            (State::Closed { failures }, true, _) if failures + 1 >= threshold => {
-                (State::Open { until: super::later(now, cool_down) }, Some(BreakerState::Open))
-            }
+            (State::Closed { failures }, true, _) if failures + 1 >= threshold => (
+                State::Open { until: crate::time::later(now, cool_down) },
+                Some(BreakerState::Open),
+            ),
             (State::Closed { failures }, true, _) => {
                 (State::Closed { failures: failures + 1 }, None)
             }
             (State::HalfOpen { .. }, false, _) => {
                 (State::Closed { failures: 0 }, Some(BreakerState::Closed))
             }
-            (State::HalfOpen { .. }, true, _) => {
-                (State::Open { until: super::later(now, cool_down) }, Some(BreakerState::Open))
-            }
+            (State::HalfOpen { .. }, true, _) => (
+                State::Open { until: crate::time::later(now, cool_down) },
+                Some(BreakerState::Open),
+            ),
             // A call admitted before the breaker opened ends later: it changes nothing.
             (State::Open { .. }, _, _) => (b.state, None),
         };

@@ -7,8 +7,12 @@ use smallvec::SmallVec;
 
 use super::record::CallRecord;
 use super::requests::Pending;
+use super::requests::{CallId, Ended, Lookup, Owner, SendState};
 use super::stamp::Stamp;
-use super::*;
+use super::Engine;
+use crate::error::CallError;
+use crate::proto::jsonrpc::WireId;
+use crate::proto::mcp::{Method, ResultType};
 
 /// How a host call ended.
 pub(super) enum Outcome<'a> {

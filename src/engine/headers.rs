@@ -173,7 +173,7 @@ impl ParamHeaderList {
 /// The `Mcp-Param-*` headers of a `tools/call` as (header name, encoded value) pairs, for
 /// tools whose listing declared `x-mcp-header` arguments; borrowed from the engine.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ParamHeaders<'a> {
+pub(crate) struct ParamHeaders<'a> {
     list: Option<&'a HeaderBufs>,
     next: usize,
 }

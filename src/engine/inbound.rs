@@ -7,7 +7,15 @@ use smallvec::SmallVec;
 
 use crate::proto::jsonrpc::ResultHead;
 
-use super::*;
+use super::completion::Outcome;
+use super::events::ListKind;
+use super::lifecycle::Lifecycle;
+use super::requests::{CallId, Ended, Lookup, Owner};
+use super::Engine;
+use crate::error::{CallError, PeerError, RpcError, TransportError};
+use crate::proto::json::{self, Kind, RawJson};
+use crate::proto::jsonrpc::{self, Message, WireId};
+use crate::proto::mcp::{self, notify, Method, ResultType};
 
 impl Engine {
     pub(super) fn dispatch(&mut self, now: Instant, frame: &[u8], reply_to: Option<WireId>) {

@@ -253,6 +253,20 @@ pub(crate) enum VerdictSource {
     Saved,
 }
 
+/// Where a server's era came from, as the host's capability store needs to know it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the host's alone
+pub(crate) enum VerdictOrigin {
+    /// Not settled yet (probing, or never ready).
+    Unsettled,
+    /// This engine's probe: a verdict worth keeping.
+    Probed,
+    /// A saved verdict, not yet contradicted.
+    Saved,
+    /// The server speaks the legacy era: a saved modern verdict for it is wrong.
+    Legacy,
+}
+
 /// The version string the probe starts with.
 pub(crate) fn first_probe_version() -> ProtocolVersion {
     debug_assert!(!MODERN_VERSIONS.is_empty() && !LEGACY_VERSIONS.is_empty());

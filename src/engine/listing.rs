@@ -4,7 +4,13 @@ use std::time::Instant;
 
 use smallvec::SmallVec;
 
-use super::*;
+use super::completion::Outcome;
+use super::requests::{Ended, SendState};
+use super::{CallOptions, Engine, TransportKind};
+use crate::error::{CallError, LocalError, PeerError};
+use crate::proto::json::{Kind, RawJson};
+use crate::proto::jsonrpc::write_json_str;
+use crate::proto::mcp::{self, Method, ResultType};
 
 impl Engine {
     /// One page of a listing: gather its items, then ask for the next page or finish.

@@ -16,6 +16,7 @@
 //! events. The engine does work proportional to the frames it is given; a driver bounds how
 //! many frames it hands over per readiness event (`Config::frames_per_readiness`).
 
+pub(crate) mod answer_checks;
 pub(crate) mod breaker;
 mod completion;
 mod events;
@@ -43,32 +44,32 @@ pub use breaker::{BreakerState, OperationClass};
 pub use events::{CallResult, Event, ListKind};
 #[cfg(feature = "http")]
 pub(crate) use headers::ParamHeaderList;
-pub use headers::ParamHeaders;
+pub(crate) use headers::ParamHeaders;
 pub(crate) use lifecycle::discover_verdict;
 pub use lifecycle::ServerState;
+pub(crate) use lifecycle::VerdictOrigin;
 pub use record::{CallRecord, FailureCounts, RecordSink};
 pub use requests::CallId;
 pub use retry::Idempotency;
 pub use roots::{RootsBoundary, RootsBoundaryError};
 pub use server_requests::{ServerRequestId, ServerRequestKind};
-pub(crate) use stamp::later;
 
 use crate::config::{Config, SavedVerdict};
 use crate::error::{
     AuthorizeError, CallError, CancelError, ConfigError, LocalError, PeerError, RequestError,
-    RpcError, TransportError,
+    TransportError,
 };
-use crate::proto::json::{self, Kind, RawJson};
+use crate::proto::json::{self, Kind};
+use crate::proto::jsonrpc::write_json_str;
 pub use crate::proto::jsonrpc::WireId;
-use crate::proto::jsonrpc::{self, write_json_str, Message};
-use crate::proto::mcp::{self, notify, Method, ResultType, SubscriptionFilter};
+use crate::proto::mcp::{Method, SubscriptionFilter};
 use crate::proto::meta::{write_call_meta, StaticMeta, TraceContext};
 use crate::proto::version::{Era, EraPreference, ProtocolVersion};
 use completion::Outcome;
 use events::EventQueue;
-use lifecycle::{Lifecycle, Opening, ProbeVerdict, VerdictSource};
+use lifecycle::{Lifecycle, Opening, VerdictSource};
 use outbound::Control;
-use requests::{CallTraits, Ended, Lookup, Owner, Requests, SendState};
+use requests::{CallTraits, Ended, Owner, Requests, SendState};
 
 /// Options for one call.
 #[derive(Debug, Clone, Default)]
@@ -112,6 +113,7 @@ impl CallOptions {
 pub struct TransportEvent(TransportEventInner);
 
 #[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
 enum TransportEventInner {
     Opened(TransportKind),
     Closed(TransportError),
@@ -133,7 +135,8 @@ pub enum TransportKind {
 /// How one HTTP exchange (a POST and its response) ended without a JSON-RPC reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum ExchangeFailure {
+#[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
+pub(crate) enum ExchangeFailure {
     /// The transport failed, or the server answered with a bare HTTP status.
     Transport(TransportError),
     /// HTTP 401, after the token provider was asked for a fresh token once.
@@ -156,7 +159,8 @@ impl TransportEvent {
 
     /// A transport of this kind is open (for HTTP: the server was added; connections are the
     /// driver's business).
-    pub fn opened_as(kind: TransportKind) -> Self {
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
+    pub(crate) fn opened_as(kind: TransportKind) -> Self {
         Self(TransportEventInner::Opened(kind))
     }
 
@@ -166,13 +170,15 @@ impl TransportEvent {
     }
 
     /// The exchange that carried request `id` ended without a reply.
-    pub fn exchange_failed(id: WireId, failure: ExchangeFailure) -> Self {
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
+    pub(crate) fn exchange_failed(id: WireId, failure: ExchangeFailure) -> Self {
         Self(TransportEventInner::ExchangeFailed(id, failure))
     }
 
     /// The legacy session that request `id` was sent on is gone (HTTP 404 on a request with a
     /// session id): the request was not processed.
-    pub fn session_expired(id: WireId) -> Self {
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
+    pub(crate) fn session_expired(id: WireId) -> Self {
         Self(TransportEventInner::SessionExpired(id))
     }
 }
@@ -186,6 +192,7 @@ pub struct Transmit<'a> {
     pub len: usize,
     /// What the frame is.
     pub kind: TransmitKind,
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
     version: Option<ProtocolVersion>,
     name: &'a str,
     method_name: &'a str,
@@ -195,23 +202,27 @@ pub struct Transmit<'a> {
 impl<'a> Transmit<'a> {
     /// The protocol version an HTTP `MCP-Protocol-Version` header names: the probe's version
     /// while probing, the settled version once ready, none during `initialize`.
-    pub fn version(&self) -> Option<ProtocolVersion> {
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
+    pub(crate) fn version(&self) -> Option<ProtocolVersion> {
         self.version
     }
 
     /// The method of a request as written on the wire (`Mcp-Method`): the name an
     /// extension request was made with, else [`Method::as_str`]. Empty for anything else.
-    pub fn method_name(&self) -> &'a str {
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
+    pub(crate) fn method_name(&self) -> &'a str {
         self.method_name
     }
 
     /// The unencoded `Mcp-Name` of a request: the tool or prompt name, or the resource URI.
-    pub fn name(&self) -> Option<&'a str> {
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
+    pub(crate) fn name(&self) -> Option<&'a str> {
         (!self.name.is_empty()).then_some(self.name)
     }
 
     /// The `Mcp-Param-*` headers of a `tools/call` (empty for anything else).
-    pub fn param_headers(&self) -> ParamHeaders<'a> {
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
+    pub(crate) fn param_headers(&self) -> ParamHeaders<'a> {
         self.params
     }
 }
@@ -430,6 +441,18 @@ impl Engine {
     /// given back as it was.
     pub fn verdict(&self, now: Instant, wall: SystemTime) -> Option<SavedVerdict> {
         self.saved_verdict(now, wall)
+    }
+
+    /// Where the era came from, without copying the verdict: what the host's capability
+    /// store looks at on every tick.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the host's alone
+    pub(crate) fn verdict_origin(&self) -> VerdictOrigin {
+        match (self.era(), &self.verdict) {
+            (_, VerdictSource::Probed { .. }) => VerdictOrigin::Probed,
+            (_, VerdictSource::Saved) => VerdictOrigin::Saved,
+            (Some(Era::Legacy), VerdictSource::None) => VerdictOrigin::Legacy,
+            (_, VerdictSource::None) => VerdictOrigin::Unsettled,
+        }
     }
 
     /// Calls pending (queued or in flight), including the probe or handshake.
@@ -906,7 +929,8 @@ impl Engine {
     /// Handles one frame that arrived on the response to request `to` (HTTP): like
     /// [`handle_message`](Self::handle_message), except that an error with `"id": null` (legacy
     /// servers send those for transport-level rejections) is taken as the answer to `to`.
-    pub fn handle_reply(&mut self, now: Instant, frame: &[u8], to: WireId) {
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
+    pub(crate) fn handle_reply(&mut self, now: Instant, frame: &[u8], to: WireId) {
         self.dispatch(now, frame, Some(to));
     }
 

@@ -4,8 +4,15 @@ use std::time::Instant;
 
 use smallvec::SmallVec;
 
+use super::headers::ParamHeaders;
 use super::inbound::itoa_buf;
-use super::*;
+use super::requests::SendState;
+use super::{Engine, Transmit, TransmitKind, TransportKind, MAX_CONTROL};
+use crate::error::RpcError;
+use crate::proto::jsonrpc::{self, WireId};
+use crate::proto::mcp::{notify, Method};
+use crate::proto::meta::StaticMeta;
+use crate::proto::version::Era;
 
 /// A frame that is not a request: notifications and replies to server requests.
 #[derive(Debug)]

@@ -103,7 +103,7 @@ pub(crate) fn decide(
         };
     }
     let delay = backoff(policy, attempt, random);
-    if super::later(now, delay.saturating_add(expected)) >= deadline {
+    if crate::time::later(now, delay.saturating_add(expected)) >= deadline {
         // No room before the deadline: the last error stands (a write stays "unknown").
         return if delivery == Delivery::MaybeDelivered && !class.retry_safe() {
             Decision::DeliveryUnknown

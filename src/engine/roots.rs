@@ -17,9 +17,11 @@ use std::time::Instant;
 
 use serde_json::value::RawValue;
 
-use super::*;
+use super::answer_checks::roots::{self as check, normalise};
+use super::outbound;
+use super::Engine;
 use crate::error::AnswerError;
-use crate::proto::roots::{self as check, normalise};
+use crate::proto::version::Era;
 
 /// The directories the host's roots must lie in. Paths are absolute; they are normalised
 /// lexically (`.` and repeated `/` dropped). Symlinks are not resolved here (the engine does no
@@ -89,7 +91,7 @@ impl Roots {
         self.current.as_deref()
     }
 
-    /// Checks a `ListRootsResult` against the boundary (see `proto::roots`).
+    /// Checks a `ListRootsResult` against the boundary (see `answer_checks::roots`).
     pub(super) fn check(&self, answer: &str) -> Result<(), AnswerError> {
         check::check_roots_answer(answer, &self.boundary.dirs)
     }

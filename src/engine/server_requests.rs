@@ -14,10 +14,15 @@ use serde_json::value::RawValue;
 use slab::Slab;
 use smallvec::SmallVec;
 
-use super::*;
+use super::answer_checks::{elicit, sampling};
+use super::completion::Outcome;
+use super::outbound::Control;
+use super::requests::{CallId, Ended, SendState};
+use super::Engine;
 use crate::config::ServerRequestKinds;
 use crate::error::AnswerError;
-use crate::proto::{elicit, sampling};
+use crate::error::{CallError, LocalError, PeerError};
+use crate::proto::json::{self, Kind, RawJson};
 
 /// Handle to one server request waiting for the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -367,7 +372,7 @@ impl Engine {
         }
         let params = params.map_or("{}", RawJson::text);
         let timeout = self.config.server_request_timeout;
-        let deadline = super::later(now, timeout);
+        let deadline = crate::time::later(now, timeout);
         let origin = Origin::Legacy { id: id.clone() };
         match self.server_requests.insert(Entry::waiting(kind, origin, deadline, params)) {
             Some(request) => self.events.server_request(request, kind, None, params),

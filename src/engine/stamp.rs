@@ -8,17 +8,6 @@
 
 use std::time::{Duration, Instant};
 
-/// The longest wait [`later`] adds: a hundred years, far inside `Instant`'s range everywhere.
-const FARTHEST: Duration = Duration::from_secs(100 * 365 * 86_400);
-
-/// `now + wait`, with `wait` cut to a hundred years so the addition cannot overflow, whoever
-/// chose the wait (a peer's `retry:`, a host's config). Use it wherever a time is computed
-/// from a duration that did not come from a constant.
-pub(crate) fn later(now: Instant, wait: Duration) -> Instant {
-    // Falls back to `now` only on a platform whose clock ends within a century of today.
-    now.checked_add(wait.min(FARTHEST)).unwrap_or(now)
-}
-
 /// A point in time: nanoseconds from the engine's [`Epoch`], either way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct Stamp(i64);
@@ -97,16 +86,6 @@ impl From<Duration> for Span {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn later_never_overflows() {
-        let now = Instant::now();
-        assert_eq!(later(now, Duration::from_secs(5)), now + Duration::from_secs(5));
-        for wait in [Duration::MAX, Duration::from_secs(u64::MAX / 2), Duration::from_secs(1 << 62)]
-        {
-            assert_eq!(later(now, wait), now + FARTHEST);
-        }
-    }
 
     #[test]
     fn stamps_round_trip_exactly_on_both_sides_of_the_epoch() {

@@ -5,8 +5,13 @@ use std::time::Instant;
 
 use smallvec::SmallVec;
 
+use super::completion::Outcome;
+use super::lifecycle::{Lifecycle, Opening};
+use super::requests::{Ended, Owner, SendState};
 use super::retry::Delivery;
-use super::*;
+use super::Engine;
+use crate::error::{CallError, LocalError, TransportError};
+use crate::proto::version::Era;
 
 /// Restart bookkeeping for a stdio server.
 #[derive(Debug, Default)]
@@ -98,7 +103,8 @@ impl Engine {
                 self.restart.exits.len(),
                 policy.crash_loop_window
             );
-            self.restart.degraded_until = Some(super::later(now, policy.degraded_retry_after));
+            self.restart.degraded_until =
+                Some(crate::time::later(now, policy.degraded_retry_after));
             let first = self.restart.first_loss.clone().map(Box::new);
             self.fail_all(now, CallError::Local(LocalError::Degraded(first)));
             self.events.transport_lost(cause, None);
@@ -109,9 +115,9 @@ impl Engine {
             .base_delay
             .saturating_mul(1 << crashes.saturating_sub(1).min(16))
             .min(policy.max_delay);
-        self.restart.restart_at = Some(super::later(now, delay));
+        self.restart.restart_at = Some(crate::time::later(now, delay));
         self.restart.restarts += 1;
-        self.fail_unservable(now, super::later(now, delay), &cause);
+        self.fail_unservable(now, crate::time::later(now, delay), &cause);
         self.events.transport_lost(cause, Some(delay));
     }
 

@@ -3,7 +3,16 @@
 
 use std::time::Instant;
 
-use super::*;
+use super::completion::Outcome;
+use super::lifecycle::{self, Lifecycle, Opening, ProbeVerdict};
+use super::requests::{Ended, Lookup, Owner};
+use super::retry;
+use super::{Engine, ExchangeFailure, TransportKind};
+#[cfg(feature = "http")]
+use crate::error::LocalError;
+use crate::error::{CallError, PeerError, TransportError};
+use crate::proto::jsonrpc::WireId;
+use crate::proto::version::EraPreference;
 
 /// A refusal for want of authorization: credentials refused or missing, or an OAuth flow that
 /// could not get a token.

@@ -1,6 +1,6 @@
 //! A store under the capability cache that outlives the process: the host keeps what it
-//! learned (tool, prompt and resource catalogs) across restarts instead of listing every
-//! server again at start-up.
+//! learned (tool, prompt and resource catalogs, and each server's era verdict) across restarts
+//! instead of probing and listing every server again at start-up.
 //!
 //! The cache calls the host's [`CapabilityStore`] at three points: `get` when a catalog is
 //! needed and memory holds nothing of it (once per catalog and context in the host's life),
@@ -10,6 +10,11 @@
 //! scope set and tenant), and pages past their expiry are dropped. The key is the cache key's
 //! hashes ([`StoreKey::id`]); entries hold the servers' list results, their `cacheScope` and
 //! expiry, and nothing else: no token, no credential, no principal name.
+//!
+//! The era verdict goes through the same store ([`EntryKind::Discover`]): `get` when a server
+//! is added without a [`Config::saved_discover`](crate::Config::saved_discover), `put` when a
+//! probe settled it, `mark_stale` when it did not hold (the server answered like a legacy
+//! one).
 //!
 //! `examples/file_capability_store.rs` keeps entries in a folder, one file per key.
 
@@ -25,6 +30,12 @@ pub enum EntryKind {
     Prompts,
     /// The resource catalog (`resources/list` pages).
     Resources,
+    /// A server's era verdict ([`SavedVerdict`](crate::SavedVerdict)): one page, whose JSON
+    /// is `{"protocolVersion":"…","result":{…}}` (the version settled on and the raw
+    /// `server/discover` result), filed in the public partition of the server context with
+    /// the version left out of the key. A host with a store needs no
+    /// [`Config::saved_discover`](crate::Config::saved_discover) of its own.
+    Discover,
 }
 
 impl EntryKind {
@@ -34,6 +45,7 @@ impl EntryKind {
             Self::Tools => "tools",
             Self::Prompts => "prompts",
             Self::Resources => "resources",
+            Self::Discover => "discover",
         }
     }
 }

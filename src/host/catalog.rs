@@ -45,7 +45,7 @@ use crate::catalog::refresh::{Answer, NeedError, Refresher, WalkError};
 use crate::catalog::search::SearchIndex;
 use crate::catalog::store::{CachedPage, ItemLookup, ListLookup, Store, StoreConfig, StoreError};
 use crate::config::CacheConfig;
-use crate::engine::{CallId, CallOptions, Engine, Event};
+use crate::engine::{CallId, CallOptions, Engine, Event, VerdictOrigin};
 use crate::error::{CallError, LocalError, PeerError, RequestError, RpcError};
 use crate::proto::mcp::{Method, SubscriptionFilter};
 use crate::proto::version::{Era, ProtocolVersion};
@@ -290,6 +290,20 @@ pub(super) struct ServerCatalog {
     listen_opened: Option<Instant>,
     /// The engine's `list_changed` counts when last looked at.
     seen_changes: [u64; 3],
+    /// What the capability store holds of the server's era verdict.
+    verdict: KeptVerdict,
+}
+
+/// What the capability store holds of a server context's era verdict, as far as this host
+/// knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeptVerdict {
+    /// Nothing this host read or wrote.
+    Unknown,
+    /// The verdict the server was started with came from the store.
+    Loaded,
+    /// This host filed the engine's probed verdict.
+    Filed,
 }
 
 /// Backoff before listening again after a stream broke: doubles up to the cap.
@@ -315,7 +329,13 @@ impl ServerCatalog {
             relisten_delay: RELISTEN_BASE,
             listen_opened: None,
             seen_changes: [0; 3],
+            verdict: KeptVerdict::Unknown,
         }
+    }
+
+    /// The server was started with the era verdict the capability store held.
+    pub(super) fn started_from_stored_verdict(&mut self) {
+        self.verdict = KeptVerdict::Loaded;
     }
 
     /// The same context for one principal with these granted scopes: its private catalogs
@@ -356,7 +376,7 @@ impl ServerCatalog {
             granted_scopes: &scopes,
             tenant: self.tenant.as_deref(),
             client_capabilities: &engine.config().client_capabilities,
-            extensions: "{}",
+            extensions: &engine.config().extensions,
         };
         // The capabilities were checked to be a JSON object by `Config::check`.
         let k = CacheKey::new(&parts).ok()?;
@@ -485,6 +505,48 @@ impl HostCache {
                 self.store.restore(now, key, kind, page.cursor.as_deref(), parsed);
             }
         }
+    }
+
+    /// The era verdict the persistent store holds for a server context, checked (see
+    /// [`verdict_store`](super::verdict_store)); `None` without a store.
+    pub(super) fn stored_verdict(
+        &mut self,
+        identity: &str,
+        http: bool,
+        config: &crate::config::Config,
+    ) -> Option<crate::config::SavedVerdict> {
+        let persist = self.persist.as_mut()?;
+        let transport = if http { key::Transport::Http } else { key::Transport::Stdio };
+        let sk = super::verdict_store::key(identity, transport, config)?;
+        let entry = persist.get(&sk)?;
+        super::verdict_store::verdict(&sk, entry, SystemTime::now())
+    }
+
+    /// Keeps the store's copy of the server's era verdict in step with the engine: files a
+    /// verdict the engine probed, and marks stale one the server contradicted.
+    fn keep_verdict(&mut self, now: Instant, catalog: &mut ServerCatalog, engine: &Engine) {
+        let Some(persist) = self.persist.as_mut() else { return };
+        let next = match (engine.verdict_origin(), catalog.verdict) {
+            (VerdictOrigin::Probed, KeptVerdict::Unknown | KeptVerdict::Loaded) => {
+                KeptVerdict::Filed
+            }
+            (VerdictOrigin::Legacy, KeptVerdict::Loaded | KeptVerdict::Filed) => {
+                KeptVerdict::Unknown
+            }
+            _ => return,
+        };
+        let config = engine.config();
+        let Some(sk) = super::verdict_store::key(&catalog.identity, catalog.transport, config)
+        else {
+            return;
+        };
+        if next == KeptVerdict::Filed {
+            let Some(v) = engine.verdict(now, SystemTime::now()) else { return };
+            persist.put(&sk, &super::verdict_store::entry(&sk, &v));
+        } else {
+            persist.mark_stale(&sk);
+        }
+        catalog.verdict = next;
     }
 
     /// Hands the catalog to the persistent store when a listing left all of it fresh: one
@@ -721,7 +783,7 @@ impl Host {
         kind: CatalogKind,
         timeout: Duration,
     ) -> Result<CatalogView<'_>, CatalogError> {
-        let deadline = crate::engine::later(Instant::now(), timeout);
+        let deadline = crate::time::later(Instant::now(), timeout);
         let known = self.server(server).is_some_and(|s| s.catalog.key.is_some());
         match self.wait_ready(server, timeout) {
             Ok(crate::engine::ServerState::Ready(..)) => {}
@@ -838,6 +900,17 @@ impl Host {
     }
 
     /// The cache's share of a tick, once the cache was used ([`HostCache::arm`]).
+    /// Keeps the capability store's copy of every server's era verdict in step (every round,
+    /// so a host that only uses the blocking helpers files it too); nothing without a store.
+    pub(super) fn keep_verdicts(&mut self, now: Instant) {
+        if self.cache.persist.is_none() {
+            return;
+        }
+        for (_, s) in self.servers.iter_mut() {
+            self.cache.keep_verdict(now, &mut s.catalog, &s.engine);
+        }
+    }
+
     pub(super) fn pump_catalogs(&mut self, now: Instant) {
         if let Some(pump) = self.cache.pump {
             pump(self, now);

@@ -34,7 +34,9 @@ use crate::driver::tls::TlsOptions;
 #[cfg(feature = "http")]
 use crate::driver::url::ProxyChoice;
 #[cfg(feature = "http")]
-use crate::oauth::{DpopMode, OAuthConfig, PreRegistered, Secret};
+use crate::oauth::{
+    Assertion, AssertionRequest, DpopMode, IdentityProvider, OAuthConfig, PreRegistered, Secret,
+};
 use crate::proto::version::EraPreference;
 
 /// Keys other hosts put in a server entry. `disabled: true` is honoured by
@@ -97,20 +99,52 @@ struct HttpEntry {
     connect_timeout: Option<Duration>,
     idle_timeout: Option<Duration>,
     alternates: Vec<String>,
-    oauth: Option<OAuthEntry>,
+    oauth: Option<Box<OAuthEntry>>,
 }
 
-/// The client credentials grant, from `mcpoll.oauth` (the authorization code grant needs a
-/// host that takes the user to a browser: it is set up in code, with `HttpOptions::oauth`).
+/// A grant without a user, from `mcpoll.oauth` (the authorization code grant needs a host
+/// that takes the user to a browser: it is set up in code, with `HttpOptions::oauth`).
 #[cfg(feature = "http")]
 #[derive(Debug, Clone)]
 struct OAuthEntry {
     client_id: String,
-    client_secret: Secret,
+    /// Required for client credentials and the identity assertion grant.
+    client_secret: Option<Secret>,
     /// `issuer`: the only authorization server the secret may go to.
     issuer: Option<String>,
     /// `dpop`: `off` (the default), `ifSupported` or `required`.
     dpop: DpopMode,
+    grant: FileGrant,
+}
+
+/// `mcpoll.oauth.grant`, with what each grant needs.
+#[cfg(feature = "http")]
+#[derive(Debug, Clone)]
+enum FileGrant {
+    ClientCredentials,
+    JwtBearer(AssertionSource),
+    IdentityAssertion { idp: IdentityProvider, id_token: AssertionSource },
+}
+
+/// `assertion` (a value, `${VAR}` expanded) or `assertionFile` (read when the flow asks).
+#[cfg(feature = "http")]
+#[derive(Debug, Clone)]
+enum AssertionSource {
+    Value(Secret),
+    File(PathBuf),
+}
+
+#[cfg(feature = "http")]
+impl AssertionSource {
+    fn provider(&self) -> Box<dyn crate::oauth::AssertionProvider> {
+        match self {
+            Self::Value(v) => {
+                let v = v.clone();
+                Box::new(move |_: &AssertionRequest<'_>| Ok(Assertion::new(v.expose())))
+            }
+            Self::File(path) => Box::new(crate::driver::http::AssertionFile::new(path.clone())),
+        }
+    }
 }
 
 #[cfg(feature = "http")]
@@ -465,10 +499,28 @@ impl HttpEntry {
         o.idle_timeout = self.idle_timeout.unwrap_or(o.idle_timeout);
         o.alternates.clone_from(&self.alternates);
         if let Some(a) = &self.oauth {
-            let mut client = PreRegistered::with_secret(&a.client_id, a.client_secret.expose());
+            let mut client = PreRegistered::public(&a.client_id);
+            client.client_secret.clone_from(&a.client_secret);
             client.issuer.clone_from(&a.issuer);
-            let config = OAuthConfig::client_credentials(self.url.clone(), client).dpop(a.dpop);
-            o = o.oauth(config);
+            let url = self.url.clone();
+            o = o.oauth(
+                match &a.grant {
+                    FileGrant::ClientCredentials => OAuthConfig::client_credentials(url, client),
+                    FileGrant::JwtBearer(source) => {
+                        OAuthConfig::jwt_bearer(url, &a.client_id, source.provider())
+                            .pre_registered(client)
+                    }
+                    FileGrant::IdentityAssertion { idp, id_token } => {
+                        OAuthConfig::identity_assertion(
+                            url,
+                            client,
+                            idp.clone(),
+                            id_token.provider(),
+                        )
+                    }
+                }
+                .dpop(a.dpop),
+            );
         }
         o
     }
@@ -796,7 +848,7 @@ impl<'a> Parser<'a> {
             Some(_) => return Err(self.wrong("mcpoll.alternates", "an array of URLs")),
         }
         if let Some(oauth) = own.get("oauth") {
-            h.oauth = Some(self.oauth_entry(oauth)?);
+            h.oauth = Some(Box::new(self.oauth_entry(oauth)?));
         }
         if let Some(tls) = own.get("tls") {
             let tls = tls.as_object().ok_or_else(|| self.wrong("mcpoll.tls", "an object"))?;
@@ -841,12 +893,37 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// `mcpoll.oauth`: `clientId` and `clientSecret`, both required (`${VAR}` expanded),
-    /// `issuer`, which pins the authorization server, and `dpop` (see [`DpopMode`]).
+    /// `mcpoll.oauth`: `grant` (`clientCredentials` by default, `jwtBearer`,
+    /// `identityAssertion`), `clientId` (required) and `clientSecret` (required but for
+    /// `jwtBearer`), `${VAR}` expanded, and `issuer`, which pins the authorization server. The
+    /// assertion grants take `assertion` or `assertionFile` (the workload's JWT, or the user's
+    /// identity token); `identityAssertion` also `idpTokenEndpoint`, `idpClientId` and
+    /// `idpClientSecret` (optional). Any grant takes `dpop` (see [`DpopMode`]).
     #[cfg(feature = "http")]
     fn oauth_entry(&self, v: &Value) -> Result<OAuthEntry, ConfigFileError> {
+        const COMMON: &[&str] = &["grant", "clientId", "clientSecret", "issuer", "dpop"];
+        const ASSERTION: &[&str] = &["assertion", "assertionFile"];
+        const IDP: &[&str] = &["idpTokenEndpoint", "idpClientId", "idpClientSecret"];
         let o = v.as_object().ok_or_else(|| self.wrong("mcpoll.oauth", "an object"))?;
-        self.only(o, "mcpoll.oauth", &["clientId", "clientSecret", "issuer", "dpop"])?;
+        let grant = match o.get("grant") {
+            None => "clientCredentials",
+            Some(Value::String(g))
+                if ["clientCredentials", "jwtBearer", "identityAssertion"]
+                    .contains(&g.as_str()) =>
+            {
+                g.as_str()
+            }
+            Some(_) => {
+                let expected = "\"clientCredentials\", \"jwtBearer\" or \"identityAssertion\"";
+                return Err(self.wrong("mcpoll.oauth.grant", expected));
+            }
+        };
+        let known: Vec<&str> = match grant {
+            "jwtBearer" => [COMMON, ASSERTION].concat(),
+            "identityAssertion" => [COMMON, ASSERTION, IDP].concat(),
+            _ => COMMON.to_vec(),
+        };
+        self.only(o, "mcpoll.oauth", &known)?;
         let text = |k: &str| -> Result<String, ConfigFileError> {
             let key = format!("mcpoll.oauth.{k}");
             match o.get(k) {
@@ -858,16 +935,42 @@ impl<'a> Parser<'a> {
                 None => Err(self.err(Some(&key), ConfigFileErrorKind::Missing)),
             }
         };
+        let optional = |k: &str| o.get(k).map(|_| text(k)).transpose();
         let issuer = match o.get("issuer") {
             None => None,
             Some(_) => Some(self.url("mcpoll.oauth.issuer", &text("issuer")?)?),
         };
-        Ok(OAuthEntry {
-            client_id: text("clientId")?,
-            client_secret: Secret::new(text("clientSecret")?),
-            issuer,
-            dpop: self.dpop_mode(o.get("dpop"))?,
-        })
+        let client_id = text("clientId")?;
+        let client_secret = match grant {
+            "jwtBearer" => optional("clientSecret")?,
+            _ => Some(text("clientSecret")?),
+        }
+        .map(Secret::new);
+        let assertion = || match (optional("assertion")?, optional("assertionFile")?) {
+            (Some(v), None) => Ok(AssertionSource::Value(Secret::new(v))),
+            (None, Some(path)) => Ok(AssertionSource::File(path.into())),
+            (None, None) => {
+                Err(self.err(Some("mcpoll.oauth.assertion"), ConfigFileErrorKind::Missing))
+            }
+            (Some(_), Some(_)) => {
+                let why = "give assertion or assertionFile, not both";
+                Err(self
+                    .err(Some("mcpoll.oauth.assertionFile"), ConfigFileErrorKind::Conflict(why)))
+            }
+        };
+        let grant = match grant {
+            "jwtBearer" => FileGrant::JwtBearer(assertion()?),
+            "identityAssertion" => {
+                let endpoint =
+                    self.url("mcpoll.oauth.idpTokenEndpoint", &text("idpTokenEndpoint")?)?;
+                let mut idp = IdentityProvider::new(endpoint, text("idpClientId")?);
+                idp.client_secret = optional("idpClientSecret")?.map(Secret::new);
+                FileGrant::IdentityAssertion { idp, id_token: assertion()? }
+            }
+            _ => FileGrant::ClientCredentials,
+        };
+        let dpop = self.dpop_mode(o.get("dpop"))?;
+        Ok(OAuthEntry { client_id, client_secret, issuer, dpop, grant })
     }
 
     /// `mcpoll.oauth.dpop`: `"off"`, `"ifSupported"` or `"required"`; off when absent.

@@ -451,6 +451,7 @@ impl Host {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.poll.last_now = now;
         tick(&mut self.servers, &self.poll, now);
+        self.keep_verdicts(now);
         self.exiting.handle_timeout(now);
         self.ending.handle_timeout(self.poll.registry(), now);
         self.ending.settle(&mut self.poll);
@@ -495,6 +496,7 @@ impl Host {
             }
         }
         tick(&mut self.servers, &self.poll, now);
+        self.keep_verdicts(now);
         self.exiting.handle_timeout(now);
         self.ending.handle_timeout(self.poll.registry(), now);
         self.ending.settle(&mut self.poll);

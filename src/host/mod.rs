@@ -41,6 +41,7 @@ mod roots;
 mod schema;
 mod task;
 mod tokens;
+mod verdict_store;
 
 pub use answers::{Answer, AnswerHandler};
 pub use authz::{AccessRequest, Confirm, Decision, DefaultPolicy, Policy};
@@ -467,19 +468,22 @@ impl Host {
         config: Config,
     ) -> Result<ServerId, AddServerError> {
         let now = Instant::now();
-        let config = without_stale_verdict(config);
+        let identity = config.cache_identity.clone();
+        let identity = identity.unwrap_or_else(|| command.program().to_string_lossy().into_owned());
+        let (config, stored) = self.with_stored_verdict(config, &identity, false);
         let mut engine = Engine::new(config, now).map_err(AddServerError::Config)?;
         let base = self.poll.reserve(Self::STDIO_SERVER_TOKENS)?;
-        let identity = engine.config().cache_identity.clone();
-        let identity = identity.unwrap_or_else(|| command.program().to_string_lossy().into_owned());
         let recipe = principal::Recipe::stdio(&command, engine.config());
         let program = command.program().to_string_lossy().into_owned();
         let mut driver = StdioDriver::new(command, engine.config(), base);
         driver
             .spawn(self.poll.registry(), &mut engine, now)
             .map_err(|error| AddServerError::Spawn { program, error })?;
-        let catalog =
+        let mut catalog =
             catalog::ServerCatalog::new(identity, false, engine.config().cache_tenant.clone());
+        if stored {
+            catalog.started_from_stored_verdict();
+        }
         let id = self.insert(engine, Transport::Stdio(driver), catalog);
         self.lanes.remember(id, recipe);
         Ok(id)
@@ -494,12 +498,15 @@ impl Host {
         config: Config,
     ) -> Result<ServerId, AddServerError> {
         let now = Instant::now();
-        let config = without_stale_verdict(config);
+        let identity = config.cache_identity.clone().unwrap_or_else(|| opts.url.clone());
+        let (config, stored) = self.with_stored_verdict(config, &identity, true);
         let mut engine = Engine::new(config, now).map_err(AddServerError::Config)?;
         let base = self.poll.reserve(Self::HTTP_SERVER_TOKENS)?;
         let config = engine.config().clone();
-        let identity = config.cache_identity.clone().unwrap_or_else(|| opts.url.clone());
-        let catalog = catalog::ServerCatalog::new(identity, true, config.cache_tenant.clone());
+        let mut catalog = catalog::ServerCatalog::new(identity, true, config.cache_tenant.clone());
+        if stored {
+            catalog.started_from_stored_verdict();
+        }
         let recipe = principal::Recipe::http(&opts, &config);
         let mut driver =
             HttpDriver::new(opts, &config, base, &mut engine, now).map_err(AddServerError::Http)?;
@@ -507,6 +514,23 @@ impl Host {
         let id = self.insert(engine, Transport::Http(driver), catalog);
         self.lanes.remember(id, recipe);
         Ok(id)
+    }
+
+    /// `config` without a stale saved verdict, and with the one the capability store holds
+    /// for this server context when it brings none of its own; `true` when that was used.
+    fn with_stored_verdict(
+        &mut self,
+        config: Config,
+        identity: &str,
+        http: bool,
+    ) -> (Config, bool) {
+        let mut config = without_stale_verdict(config);
+        if config.saved_discover.is_some() {
+            return (config, false);
+        }
+        config.saved_discover = self.cache.stored_verdict(identity, http, &config);
+        let stored = config.saved_discover.is_some();
+        (config, stored)
     }
 
     fn insert(
@@ -949,7 +973,7 @@ impl Host {
         server: ServerId,
         timeout: Duration,
     ) -> Result<ServerState, BlockingError> {
-        let deadline = crate::engine::later(Instant::now(), timeout);
+        let deadline = crate::time::later(Instant::now(), timeout);
         loop {
             let s = self.server(server).ok_or(BlockingError::UnknownServer)?;
             let state = s.engine.state();

@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::value::RawValue;
 
+use crate::engine::answer_checks::roots::{file_uri_path, for_each_root, mismatch};
 use crate::engine::{
     Engine, RootsBoundary, RootsBoundaryError, ServerRequestId, ServerRequestKind,
 };
 use crate::error::AnswerError;
-use crate::proto::roots::{file_uri_path, for_each_root, mismatch};
 
 use super::{Host, ServerId};
 

@@ -32,8 +32,8 @@ pub enum Method {
     /// `subscriptions/listen` (2026-07-28): a long-lived request carrying change notifications.
     Listen,
     /// A method mcpoll has no verb for (an extension's or a vendor's), sent by name with
-    /// [`Engine::request_raw`](crate::Engine::request_raw); its name is the call's own
-    /// ([`Transmit::method_name`](crate::Transmit::method_name)).
+    /// [`Engine::request_raw`](crate::Engine::request_raw); its name is the call's own (the
+    /// `Mcp-Method` header and the frame's `method`).
     Extension,
 }
 

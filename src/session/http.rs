@@ -19,13 +19,14 @@ use smallvec::SmallVec;
 use crate::auth::AuthChallenge;
 use crate::codec::sse::SseParser;
 use crate::engine::{
-    later, Engine, ExchangeFailure, ParamHeaderList, ServerState, Transmit, TransmitKind,
-    TransportEvent, WireId,
+    Engine, ExchangeFailure, ParamHeaderList, ServerState, Transmit, TransmitKind, TransportEvent,
+    WireId,
 };
 use crate::error::TransportError;
 use crate::proto::jsonrpc::{self, Message};
 use crate::proto::mcp::Method;
 use crate::proto::version::{Era, ProtocolVersion};
+use crate::time::later;
 
 /// Supplies bearer tokens. mcpoll never logs them.
 pub trait TokenProvider: fmt::Debug {

@@ -1,4 +1,5 @@
-//! A counting global allocator for the tests that check allocations or live bytes. Counts are
+//! A counting global allocator for the tests that check allocations or live bytes, and the
+//! benches that report them (through `#[path]`). Counts are
 //! per thread, so tests running in parallel in one binary do not disturb each other's figures
 //! (each host under test is single-threaded). A test binary installs it with
 //! `#[global_allocator] static GLOBAL: Counting = Counting;`.

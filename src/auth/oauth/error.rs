@@ -3,6 +3,7 @@
 use std::fmt;
 use std::io;
 
+use super::assertion::AssertionError;
 use super::metadata::ParseError;
 
 /// The step of the flow that failed.
@@ -19,6 +20,8 @@ pub enum AuthStep {
     Token,
     /// A refresh token grant.
     Refresh,
+    /// The token exchange at the enterprise identity provider (RFC 8693), for an ID-JAG.
+    Exchange,
 }
 
 /// Why a step failed.
@@ -56,7 +59,7 @@ pub enum AuthFailure {
     /// endpoint: the host must register a client by hand.
     NoClientIdentity,
     /// The grant needs credentials the host did not give (client credentials without a
-    /// secret or key).
+    /// secret or key, an assertion grant without an assertion provider).
     MissingCredentials,
     /// The redirect's `state` is not the one sent (a forged or stale response).
     StateMismatch,
@@ -81,6 +84,8 @@ pub enum AuthFailure {
     /// Re-authorization stopped: too many in a row, or a step-up for scopes already asked
     /// for and not granted.
     StepUpLimit,
+    /// The host's [`AssertionProvider`](super::AssertionProvider) gave no usable assertion.
+    Assertion(AssertionError),
     /// The random source or the signer failed.
     Crypto,
     /// DPoP is [`Required`](super::DpopMode::Required) and the authorization server issued
@@ -154,7 +159,8 @@ impl AuthError {
 
     /// The host's configuration is at fault, not a server: no client identity usable with
     /// this authorization server, a grant without its credentials, a server URL that is not
-    /// absolute, or a flow that needs a user with no one to ask.
+    /// absolute, a flow that needs a user with no one to ask, or an assertion the host's
+    /// provider could not give.
     pub fn is_local(&self) -> bool {
         matches!(
             self.reason,
@@ -162,6 +168,7 @@ impl AuthError {
                 | AuthFailure::MissingCredentials
                 | AuthFailure::InvalidServerUrl
                 | AuthFailure::Declined(AuthorizeError::NoUser)
+                | AuthFailure::Assertion(_)
         )
     }
 }
@@ -174,6 +181,7 @@ impl fmt::Display for AuthStep {
             Self::Authorization => "authorization",
             Self::Token => "token",
             Self::Refresh => "refresh",
+            Self::Exchange => "token exchange",
         })
     }
 }
@@ -208,6 +216,7 @@ impl fmt::Display for AuthFailure {
             Self::Declined(why) => write!(f, "the authorizer gave no redirect: {why}"),
             Self::Expired => f.write_str("the redirect did not come in time"),
             Self::StepUpLimit => f.write_str("re-authorization limit reached"),
+            Self::Assertion(why) => write!(f, "the host's assertion: {why}"),
             Self::Crypto => f.write_str("randomness or signing failed"),
             Self::DpopUnbound => f.write_str("DPoP is required and the token is not DPoP-bound"),
             Self::DpopAlgorithm => {

@@ -1,6 +1,8 @@
 //! [`OAuthFlow`]: the state machine. Discovery, client identity, grant, tokens; one HTTP
 //! request outstanding at a time.
 
+mod grants;
+
 use std::collections::VecDeque;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -52,6 +54,8 @@ enum Step {
     /// Waiting for a token response. `proof`: the request carried a DPoP proof; `resend`:
     /// its parameters, to send once more with the server's nonce after `use_dpop_nonce`.
     Token { refresh: bool, proof: bool, resend: Option<Resend> },
+    /// Waiting for the identity provider's token exchange response (an ID-JAG).
+    Exchange,
 }
 
 /// A token request's parameters, kept to send it again; `Debug` shows their names only (the
@@ -110,6 +114,8 @@ pub struct OAuthFlow {
     dpop: Option<Dpop>,
     /// The authorization server's latest DPoP nonce (RFC 9449 8); forgotten with the server.
     as_nonce: Nonce,
+    /// The host's assertion held for the assertion grants, and their one retry.
+    assertion: grants::HeldAssertion,
 }
 
 /// How many ended authorizations are remembered.
@@ -179,6 +185,7 @@ impl OAuthFlow {
             ended: VecDeque::with_capacity(ENDED_KEPT),
             dpop,
             as_nonce: Nonce::default(),
+            assertion: grants::HeldAssertion::default(),
         })
     }
 
@@ -297,6 +304,7 @@ impl OAuthFlow {
             Step::Token { refresh, proof, resend } => {
                 self.on_token(now, refresh, proof, resend, response)
             }
+            Step::Exchange => self.on_exchange(response),
         }
     }
 
@@ -313,6 +321,7 @@ impl OAuthFlow {
             Step::Register { .. } => AuthStep::Registration,
             Step::Token { refresh: true, .. } => AuthStep::Refresh,
             Step::Token { refresh: false, .. } => AuthStep::Token,
+            Step::Exchange => AuthStep::Exchange,
             Step::Idle | Step::Redirect { .. } => return,
         };
         self.fail(step, AuthFailure::Transport);
@@ -586,8 +595,8 @@ impl OAuthFlow {
 
     fn after_discovery(&mut self) {
         let Some(server) = self.server.clone() else { return };
-        if self.config.grant == Grant::ClientCredentials {
-            return self.client_credentials();
+        if self.machine_grant() {
+            return;
         }
         if self.client.is_none() {
             if let Some(client) = self.pre_registered(&server.meta) {
@@ -748,7 +757,7 @@ impl OAuthFlow {
         }
         let url = with_query(&endpoint, &form(&pairs));
         self.requested_scope = scope;
-        let deadline = crate::engine::later(self.now, self.config.authorization_timeout);
+        let deadline = crate::time::later(self.now, self.config.authorization_timeout);
         self.step = Step::Redirect { state, verifier: Secret::new(verifier), deadline };
         self.actions.push_back(Action::Authorize(url));
     }
@@ -818,18 +827,9 @@ impl OAuthFlow {
             return self.fail(AuthStep::Token, AuthFailure::MissingCredentials);
         }
         self.client = Some(client);
-        let mut pairs = vec![("grant_type", "client_credentials".to_owned())];
         // No offline_access: this grant has no user to come back for, and RFC 6749 4.4.3
         // says it should not issue a refresh token.
-        let scope = self.select_scope(&server.meta, false);
-        if let Some(scope) = &scope {
-            pairs.push(("scope", scope.clone()));
-        }
-        if let Some(resource) = &self.resource {
-            pairs.push(("resource", resource.clone()));
-        }
-        self.requested_scope = scope;
-        self.token_request(pairs, false);
+        self.machine_token_request(vec![("grant_type", "client_credentials".to_owned())]);
     }
 
     fn refresh(&mut self) {
@@ -975,11 +975,14 @@ impl OAuthFlow {
                     tokens.refresh_token = None;
                 }
                 if let Some(server) = self.server.clone() {
-                    if self.config.grant == Grant::ClientCredentials {
-                        return self.client_credentials();
+                    if self.machine_grant() {
+                        return;
                     }
                     return self.authorize(&server);
                 }
+            }
+            if !refresh && self.retry_assertion_grant(&response) {
+                return;
             }
             return self.fail_response(step, response);
         }
@@ -1076,6 +1079,7 @@ impl OAuthFlow {
         }
         self.outstanding = None;
         self.step_up = false;
+        self.assertion.finish();
         self.actions.push_back(match outcome {
             Ok(()) => Action::Ready,
             Err(e) => Action::Failed(e),

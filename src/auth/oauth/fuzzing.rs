@@ -2,8 +2,8 @@
 //! `fuzz/fuzz_targets/oauth_*.rs` is a one-line shim into here.
 
 use super::metadata::{
-    parse_error_body, parse_registration, parse_resource_metadata, parse_server_metadata,
-    parse_token_response,
+    parse_error_body, parse_exchange_response, parse_registration, parse_resource_metadata,
+    parse_server_metadata, parse_token_response,
 };
 
 /// Any bytes as every metadata document: never a panic, and what parses keeps its required
@@ -19,9 +19,15 @@ pub fn oauth_metadata(data: &[u8]) {
     let _ = parse_error_body(data);
 }
 
-/// Any bytes as a token response: never a panic; a parsed token is non-empty and its
+/// Any bytes as a token response and as a token exchange response (the ID-JAG of
+/// enterprise-managed authorization): never a panic; a parsed token is non-empty and its
 /// `Debug` never shows it.
 pub fn oauth_token_response(data: &[u8]) {
+    if let Ok(x) = parse_exchange_response(data) {
+        assert!(!x.assertion.expose().is_empty());
+        let shown = format!("{:?}", x.assertion);
+        assert_eq!(shown, format!("Secret(<redacted, {} bytes>)", x.assertion.expose().len()));
+    }
     if let Ok(t) = parse_token_response(data) {
         assert!(!t.access_token.expose().is_empty());
         // Issue 21: whatever the server says, the lifetime is one the clock can add.

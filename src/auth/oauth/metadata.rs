@@ -211,6 +211,29 @@ pub(crate) fn parse_registration(body: &[u8]) -> Result<Registration, ParseError
     })
 }
 
+/// The token type of an Identity Assertion JWT Authorization Grant (SEP-990).
+pub(crate) const ID_JAG: &str = "urn:ietf:params:oauth:token-type:id-jag";
+
+/// A token exchange response carrying an ID-JAG.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ExchangeResponse {
+    /// The ID-JAG (RFC 8693 names it `access_token` whatever it is).
+    pub(crate) assertion: Secret,
+}
+
+/// RFC 8693 2.2.1: `access_token` and `issued_token_type` are required, and the issued type
+/// must be the ID-JAG asked for. `token_type` (`N_A` here, since an ID-JAG is no access
+/// token) is read for its type only: its value says nothing the flow uses.
+pub(crate) fn parse_exchange_response(body: &[u8]) -> Result<ExchangeResponse, ParseError> {
+    let map = object(body)?;
+    let assertion = required(&map, "access_token")?;
+    if required(&map, "issued_token_type")? != ID_JAG {
+        return Err(ParseError::Invalid("issued_token_type"));
+    }
+    string(&map, "token_type")?;
+    Ok(ExchangeResponse { assertion: Secret(assertion) })
+}
+
 /// RFC 6749 5.2; anything unreadable is an empty body, since this runs on a failure path
 /// that already has the HTTP status to report.
 pub(crate) fn parse_error_body(body: &[u8]) -> ErrorBody {

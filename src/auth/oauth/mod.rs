@@ -13,10 +13,12 @@
 //! the host, a Client ID Metadata Document URL, or dynamic registration (RFC 7591); the
 //! authorization code grant with PKCE S256 (RFC 7636), resource indicators (RFC 8707) and the
 //! `iss` response parameter (RFC 9207); the client credentials grant with a secret or
-//! `private_key_jwt` (RFC 7523); scope selection and step-up; refresh; re-registration when
-//! the resource moves to another authorization server; DPoP-bound tokens (RFC 9449), with a
-//! fresh proof on every token request and every MCP request and the servers' nonces
-//! ([`OAuthConfig::dpop`]).
+//! `private_key_jwt` (RFC 7523); the JWT-bearer grant with an assertion from the host
+//! (RFC 7523, workload identity) and enterprise-managed authorization (an RFC 8693 token
+//! exchange for an ID-JAG at the enterprise identity provider, then the JWT-bearer grant);
+//! scope selection and step-up; refresh; re-registration when the resource moves to another
+//! authorization server; DPoP-bound tokens (RFC 9449), with a fresh proof on every token
+//! request and every MCP request and the servers' nonces ([`OAuthConfig::dpop`]).
 //!
 //! # Call order
 //!
@@ -36,6 +38,7 @@
 //! when), then fails with [`AuthFailure::Expired`]. A redirect that comes twice, too late,
 //! or with another `state` is refused with a [`RedirectError`].
 
+mod assertion;
 mod crypto;
 pub(crate) mod dpop;
 mod encode;
@@ -54,6 +57,9 @@ mod tests;
 use std::fmt;
 use std::time::Duration;
 
+pub use assertion::{
+    Assertion, AssertionError, AssertionKind, AssertionProvider, AssertionRequest, IdentityProvider,
+};
 pub use crypto::{JwtAlgorithm, KeyError, SigningKey};
 pub use dpop::{DpopKey, DpopMode};
 pub use error::{AuthError, AuthFailure, AuthStep, AuthorizeError, RedirectError};
@@ -75,6 +81,18 @@ pub enum Grant {
     /// The client credentials grant, for a machine identity: needs [`PreRegistered`]
     /// credentials with a secret or a signing key.
     ClientCredentials,
+    /// The JWT-bearer grant (RFC 7523 2.1), for a workload identity: the assertion comes from
+    /// the host's [`AssertionProvider`] ([`AssertionKind::JwtBearer`]); the client is the
+    /// [`PreRegistered`] one (a public client ID, or one with a secret or key).
+    JwtBearer,
+    /// Enterprise-managed authorization (SEP-990, the identity assertion authorization
+    /// grant): the user's identity token from the [`AssertionProvider`]
+    /// ([`AssertionKind::IdToken`]) is exchanged at `idp` for an ID-JAG (RFC 8693), which the
+    /// [`PreRegistered`] client then presents with the JWT-bearer grant.
+    IdentityAssertion {
+        /// The enterprise identity provider.
+        idp: IdentityProvider,
+    },
 }
 
 /// Client credentials the host registered by hand with an authorization server.
@@ -163,6 +181,8 @@ pub struct OAuthConfig {
     pub authorization_timeout: Duration,
     /// Where tokens and registrations are kept; [`MemoryStore`] by default.
     pub store: Box<dyn TokenStore>,
+    /// The host's assertions, for [`Grant::JwtBearer`] and [`Grant::IdentityAssertion`].
+    pub assertions: Option<Box<dyn AssertionProvider>>,
     /// Whether tokens are DPoP-bound (RFC 9449); [`DpopMode::Off`] by default.
     pub dpop: DpopMode,
     /// The DPoP key; one is generated when DPoP is on and this is `None`. A token stored
@@ -183,6 +203,7 @@ impl fmt::Debug for OAuthConfig {
             .field("refresh_margin", &self.refresh_margin)
             .field("authorization_timeout", &self.authorization_timeout)
             .field("store", &self.store)
+            .field("assertions", &self.assertions)
             .field("dpop", &self.dpop)
             .field("dpop_key", &self.dpop_key)
             .finish()
@@ -203,6 +224,42 @@ impl OAuthConfig {
         let mut config = Self::new(server_url.into(), Grant::ClientCredentials);
         config.pre_registered = Some(client);
         config
+    }
+
+    /// The JWT-bearer grant (workload identity) for `server_url`: `client_id` is a public
+    /// client ([`PreRegistered::public`]; replace it with
+    /// [`pre_registered`](Self::pre_registered) for one with a secret or key), and the
+    /// assertions come from `provider`.
+    pub fn jwt_bearer(
+        server_url: impl Into<String>,
+        client_id: impl Into<String>,
+        provider: Box<dyn AssertionProvider>,
+    ) -> Self {
+        let mut config = Self::new(server_url.into(), Grant::JwtBearer);
+        config.pre_registered = Some(PreRegistered::public(client_id));
+        config.assertions = Some(provider);
+        config
+    }
+
+    /// Enterprise-managed authorization for `server_url`: identity tokens from `id_tokens`
+    /// are exchanged at `idp` for an ID-JAG, which `client` (registered with the MCP server's
+    /// authorization server) presents with the JWT-bearer grant.
+    pub fn identity_assertion(
+        server_url: impl Into<String>,
+        client: PreRegistered,
+        idp: IdentityProvider,
+        id_tokens: Box<dyn AssertionProvider>,
+    ) -> Self {
+        let mut config = Self::new(server_url.into(), Grant::IdentityAssertion { idp });
+        config.pre_registered = Some(client);
+        config.assertions = Some(id_tokens);
+        config
+    }
+
+    /// Sets the host's assertion source (see [`assertions`](Self::assertions)).
+    pub fn assertions(mut self, provider: Box<dyn AssertionProvider>) -> Self {
+        self.assertions = Some(provider);
+        self
     }
 
     /// Sets the host's credentials (see [`pre_registered`](Self::pre_registered)).
@@ -274,6 +331,7 @@ impl OAuthConfig {
             refresh_margin: Duration::from_secs(60),
             authorization_timeout: Duration::from_secs(300),
             store: Box::<MemoryStore>::default(),
+            assertions: None,
             dpop: DpopMode::Off,
             dpop_key: None,
         }

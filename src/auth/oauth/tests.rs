@@ -12,20 +12,20 @@ use super::encode::{base64_decode, parse_query};
 use super::*;
 use crate::AuthChallenge;
 
-const SERVER: &str = "https://mcp.test/mcp";
-const PRM_PATH: &str = "https://mcp.test/.well-known/oauth-protected-resource/mcp";
+pub(super) const SERVER: &str = "https://mcp.test/mcp";
+pub(super) const PRM_PATH: &str = "https://mcp.test/.well-known/oauth-protected-resource/mcp";
 const PRM_ROOT: &str = "https://mcp.test/.well-known/oauth-protected-resource";
-const AS: &str = "https://as.test";
-const AS_META: &str = "https://as.test/.well-known/oauth-authorization-server";
+pub(super) const AS: &str = "https://as.test";
+pub(super) const AS_META: &str = "https://as.test/.well-known/oauth-authorization-server";
 const REDIRECT: &str = "http://127.0.0.1:3000/callback";
-const UNIX: u64 = 1_700_000_000;
+pub(super) const UNIX: u64 = 1_700_000_000;
 
-struct Harness {
-    flow: OAuthFlow,
-    now: Instant,
+pub(super) struct Harness {
+    pub(super) flow: OAuthFlow,
+    pub(super) now: Instant,
 }
 
-fn challenge(resource_metadata: Option<&str>, scope: Option<&str>) -> AuthChallenge {
+pub(super) fn challenge(resource_metadata: Option<&str>, scope: Option<&str>) -> AuthChallenge {
     AuthChallenge {
         resource_metadata: resource_metadata.map(String::from),
         scope: scope.map(String::from),
@@ -33,7 +33,7 @@ fn challenge(resource_metadata: Option<&str>, scope: Option<&str>) -> AuthChalle
     }
 }
 
-fn prm(resource: &str, server: &str, scopes: Option<&[&str]>) -> Value {
+pub(super) fn prm(resource: &str, server: &str, scopes: Option<&[&str]>) -> Value {
     let mut v = json!({"resource": resource, "authorization_servers": [server]});
     if let Some(s) = scopes {
         v["scopes_supported"] = json!(s);
@@ -43,7 +43,7 @@ fn prm(resource: &str, server: &str, scopes: Option<&[&str]>) -> Value {
 
 /// Metadata for `issuer` as the conformance suite's mock serves it by default, with `extra`
 /// merged over it.
-fn meta(issuer: &str, extra: Value) -> Value {
+pub(super) fn meta(issuer: &str, extra: Value) -> Value {
     let mut v = json!({
         "issuer": issuer,
         "authorization_endpoint": format!("{issuer}/authorize"),
@@ -69,12 +69,12 @@ fn fields(text: &str) -> HashMap<String, String> {
     parse_query(text).into_iter().collect()
 }
 
-fn header<'a>(req: &'a HttpRequest, name: &str) -> Option<&'a str> {
+pub(super) fn header<'a>(req: &'a HttpRequest, name: &str) -> Option<&'a str> {
     req.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
 }
 
 impl Harness {
-    fn new(config: OAuthConfig) -> Self {
+    pub(super) fn new(config: OAuthConfig) -> Self {
         let now = Instant::now();
         Self { flow: OAuthFlow::new(config, now, UNIX).unwrap(), now }
     }
@@ -84,19 +84,19 @@ impl Harness {
     }
 
     #[track_caller]
-    fn action(&mut self) -> Action {
+    pub(super) fn action(&mut self) -> Action {
         self.flow.poll_action().expect("an action")
     }
 
     #[track_caller]
-    fn nothing(&mut self) {
+    pub(super) fn nothing(&mut self) {
         if let Some(a) = self.flow.poll_action() {
             panic!("unexpected {a:?}");
         }
     }
 
     #[track_caller]
-    fn request(&mut self, method: HttpMethod, url: &str) -> HttpRequest {
+    pub(super) fn request(&mut self, method: HttpMethod, url: &str) -> HttpRequest {
         match self.action() {
             Action::Send(req) => {
                 assert_eq!((req.method, req.url.as_str()), (method, url));
@@ -107,17 +107,17 @@ impl Harness {
     }
 
     #[track_caller]
-    fn get(&mut self, url: &str, status: u16, body: &Value) {
+    pub(super) fn get(&mut self, url: &str, status: u16, body: &Value) {
         let req = self.request(HttpMethod::Get, url);
         self.reply(&req, status, body);
     }
 
     #[track_caller]
-    fn post(&mut self, url: &str) -> HttpRequest {
+    pub(super) fn post(&mut self, url: &str) -> HttpRequest {
         self.request(HttpMethod::Post, url)
     }
 
-    fn reply(&mut self, req: &HttpRequest, status: u16, body: &Value) {
+    pub(super) fn reply(&mut self, req: &HttpRequest, status: u16, body: &Value) {
         let body = body.to_string();
         self.flow.handle_response(self.now, req.id, HttpResponse::new(status, body.as_bytes()));
     }
@@ -140,7 +140,7 @@ impl Harness {
     }
 
     #[track_caller]
-    fn ready(&mut self) {
+    pub(super) fn ready(&mut self) {
         match self.action() {
             Action::Ready => {}
             other => panic!("expected Ready, got {other:?}"),
@@ -149,7 +149,7 @@ impl Harness {
     }
 
     #[track_caller]
-    fn failed(&mut self) -> AuthError {
+    pub(super) fn failed(&mut self) -> AuthError {
         match self.action() {
             Action::Failed(e) => {
                 assert!(!self.flow.is_running());
@@ -159,7 +159,7 @@ impl Harness {
         }
     }
 
-    fn bearer(&self) -> Option<&str> {
+    pub(super) fn bearer(&self) -> Option<&str> {
         self.flow.bearer(self.now).map(Secret::expose)
     }
 
@@ -194,7 +194,7 @@ impl Harness {
         (auth, req)
     }
 
-    fn token(&mut self, req: &HttpRequest, access: &str, extra: Value) {
+    pub(super) fn token(&mut self, req: &HttpRequest, access: &str, extra: Value) {
         let mut body = json!({"access_token": access, "token_type": "Bearer"});
         for (k, v) in extra.as_object().unwrap() {
             body[k] = v.clone();
@@ -203,7 +203,7 @@ impl Harness {
     }
 }
 
-fn form_of(req: &HttpRequest) -> HashMap<String, String> {
+pub(super) fn form_of(req: &HttpRequest) -> HashMap<String, String> {
     assert_eq!(header(req, "content-type"), Some("application/x-www-form-urlencoded"));
     fields(std::str::from_utf8(&req.body).unwrap())
 }

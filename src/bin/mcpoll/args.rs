@@ -34,6 +34,14 @@ OPTIONS:
   --oauth [--redirect-uri URI]
                          (HTTP) OAuth authorization code grant: prints the URL to open,
                          reads the redirected URL back on stdin
+  --jwt-bearer ID --assertion-file FILE [--issuer URL]
+                         (HTTP) OAuth JWT-bearer grant for a workload identity: the JWT is
+                         read from FILE (re-read when it nears expiry or is refused)
+  --identity-assertion ID:SECRET --idp-token-endpoint URL --idp-client ID[:SECRET]
+      --assertion-file FILE [--issuer URL]
+                         (HTTP) enterprise-managed authorization: the user's identity token
+                         (FILE) is exchanged at the identity provider for an ID-JAG, which
+                         client ID presents to the server's authorization server
   --dpop MODE            (HTTP, with OAuth) DPoP-bound tokens (RFC 9449): off, if-supported
                          (when the authorization server offers ES256) or required; overrides
                          the file's mcpoll.oauth.dpop
@@ -85,6 +93,22 @@ pub(crate) enum Auth {
     Code {
         redirect_uri: String,
     },
+    /// `--jwt-bearer ID --assertion-file FILE`.
+    JwtBearer {
+        id: String,
+        assertion_file: String,
+        issuer: Option<String>,
+    },
+    /// `--identity-assertion ID:SECRET` with the identity provider's options.
+    IdentityAssertion {
+        id: String,
+        secret: String,
+        idp_token_endpoint: String,
+        idp_client: String,
+        idp_secret: Option<String>,
+        assertion_file: String,
+        issuer: Option<String>,
+    },
 }
 
 pub(crate) struct Args {
@@ -109,6 +133,46 @@ pub(crate) struct Args {
     pub(crate) command: Vec<String>,
 }
 
+/// Moves `--assertion-file` and the identity provider's options into the assertion grant that
+/// needs them; any of them without it is an error.
+fn assertion_options(
+    auth: &mut Auth,
+    file: Option<String>,
+    idp_token_endpoint: Option<String>,
+    idp_client: Option<String>,
+) -> Result<(), String> {
+    match auth {
+        Auth::JwtBearer { assertion_file, .. } => {
+            if idp_token_endpoint.is_some() || idp_client.is_some() {
+                return Err("--idp-token-endpoint and --idp-client go with --identity-assertion".into());
+            }
+            *assertion_file = file.ok_or("--jwt-bearer needs --assertion-file")?;
+        }
+        Auth::IdentityAssertion {
+            assertion_file, idp_token_endpoint: endpoint, idp_client: client, idp_secret, ..
+        } => {
+            *assertion_file = file.ok_or("--identity-assertion needs --assertion-file")?;
+            *endpoint = idp_token_endpoint.ok_or("--identity-assertion needs --idp-token-endpoint")?;
+            let idp = idp_client.ok_or("--identity-assertion needs --idp-client")?;
+            match idp.split_once(':') {
+                Some((id, secret)) => {
+                    *client = id.to_owned();
+                    *idp_secret = Some(secret.to_owned());
+                }
+                None => *client = idp,
+            }
+        }
+        _ if file.is_some() || idp_token_endpoint.is_some() || idp_client.is_some() => {
+            return Err(
+                "--assertion-file, --idp-token-endpoint and --idp-client go with --jwt-bearer or --identity-assertion"
+                    .into(),
+            )
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 /// Parses the arguments. `Err("")` asks for the usage text alone (`--help`).
 pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     let (mut config, mut server, mut stdio, mut http) = (None, None, None, None);
@@ -117,6 +181,7 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
         (Duration::from_secs(30), false, None, false);
     let (mut auth, mut redirect_uri, mut issuer, mut dpop) = (Auth::None, None, None, None);
     let (mut roots, mut confirm, mut inherit_env) = (Vec::new(), false, false);
+    let (mut assertion_file, mut idp_token_endpoint, mut idp_client) = (None, None, None);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--config" => config = Some(it.next().ok_or("--config needs a file")?),
@@ -142,6 +207,31 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
                 dpop = Some(mode.ok_or("--dpop needs off, if-supported or required")?);
             }
             "--oauth" => auth = Auth::Code { redirect_uri: String::new() },
+            "--jwt-bearer" => {
+                let id = it.next().ok_or("--jwt-bearer needs a client ID")?;
+                auth = Auth::JwtBearer { id, assertion_file: String::new(), issuer: None };
+            }
+            "--identity-assertion" => {
+                let c = it.next().ok_or("--identity-assertion needs ID:SECRET")?;
+                let (id, secret) =
+                    c.split_once(':').ok_or("--identity-assertion needs ID:SECRET")?;
+                auth = Auth::IdentityAssertion {
+                    id: id.to_owned(),
+                    secret: secret.to_owned(),
+                    idp_token_endpoint: String::new(),
+                    idp_client: String::new(),
+                    idp_secret: None,
+                    assertion_file: String::new(),
+                    issuer: None,
+                };
+            }
+            "--assertion-file" => {
+                assertion_file = Some(it.next().ok_or("--assertion-file needs a file")?);
+            }
+            "--idp-token-endpoint" => {
+                idp_token_endpoint = Some(it.next().ok_or("--idp-token-endpoint needs a URL")?);
+            }
+            "--idp-client" => idp_client = Some(it.next().ok_or("--idp-client needs ID[:SECRET]")?),
             "--redirect-uri" => redirect_uri = Some(it.next().ok_or("--redirect-uri needs a URI")?),
             "--header" => {
                 let h = it.next().ok_or("--header needs 'Name: value'")?;
@@ -180,10 +270,18 @@ pub(crate) fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String
         *r = redirect_uri.unwrap_or_else(|| "http://127.0.0.1:8976/callback".into());
     }
     match (&mut auth, issuer) {
-        (Auth::ClientCredentials { issuer: pinned, .. }, Some(url)) => *pinned = Some(url),
-        (_, Some(_)) => return Err("--issuer pins the issuer of --client-credentials".into()),
+        (
+            Auth::ClientCredentials { issuer: pinned, .. }
+            | Auth::JwtBearer { issuer: pinned, .. }
+            | Auth::IdentityAssertion { issuer: pinned, .. },
+            Some(url),
+        ) => *pinned = Some(url),
+        (_, Some(_)) => {
+            return Err("--issuer pins the authorization server of a grant without a user".into())
+        }
         (_, None) => {}
     }
+    assertion_options(&mut auth, assertion_file, idp_token_endpoint, idp_client)?;
     if bearer.is_some() && !matches!(auth, Auth::None) {
         return Err("give --bearer or an OAuth option, not both".into());
     }

@@ -26,7 +26,10 @@
 //! a machine identity. `--oauth` runs the authorization code grant for a user: mcpoll prints
 //! the authorization URL on stderr, the user opens it in any browser, and pastes the URL the
 //! browser was sent back to (`--redirect-uri`, default `http://127.0.0.1:8976/callback`; the
-//! page need not load) on stdin.
+//! page need not load) on stdin. `--jwt-bearer ID --assertion-file FILE` presents a workload's
+//! JWT from FILE (the JWT-bearer grant); `--identity-assertion ID:SECRET` with
+//! `--idp-token-endpoint`, `--idp-client` and `--assertion-file` (the user's identity token)
+//! runs enterprise-managed authorization.
 
 mod args;
 // The demo server the example configuration starts (`mcpoll echo-server`): shipped inside
@@ -41,11 +44,11 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use mcpoll::oauth::{AuthorizeError, Authorizer, OAuthConfig, PreRegistered};
+use mcpoll::oauth::{AuthorizeError, Authorizer, IdentityProvider, OAuthConfig, PreRegistered};
 use mcpoll::{
-    BlockingError, CacheConfig, CallError, CallId, CallOptions, CatalogError, Config, ConfigFile,
-    Event, Host, HttpOptions, LocalError, Method, OwnedResult, ProcessExit, ServerId, ServerState,
-    StdioCommand, TransportError,
+    AssertionFile, BlockingError, CacheConfig, CallError, CallId, CallOptions, CatalogError,
+    Config, ConfigFile, Event, Host, HttpOptions, LocalError, Method, OwnedResult, ProcessExit,
+    ServerId, ServerState, StdioCommand, TransportError,
 };
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -317,6 +320,30 @@ fn add_chosen(
         Auth::Code { redirect_uri } => {
             let config = OAuthConfig::authorization_code(url, redirect_uri.clone());
             opts = opts.oauth(config).authorizer(Box::new(Paste));
+        }
+        Auth::JwtBearer { id, assertion_file, issuer } => {
+            let mut client = PreRegistered::public(id.clone());
+            client.issuer.clone_from(issuer);
+            let file = Box::new(AssertionFile::new(assertion_file));
+            opts = opts.oauth(OAuthConfig::jwt_bearer(url, id, file).pre_registered(client));
+        }
+        Auth::IdentityAssertion {
+            id,
+            secret,
+            idp_token_endpoint,
+            idp_client,
+            idp_secret,
+            assertion_file,
+            issuer,
+        } => {
+            let mut client = PreRegistered::with_secret(id.clone(), secret.clone());
+            client.issuer.clone_from(issuer);
+            let mut idp = IdentityProvider::new(idp_token_endpoint.clone(), idp_client.clone());
+            if let Some(s) = idp_secret {
+                idp = idp.client_secret(s.clone());
+            }
+            let file = Box::new(AssertionFile::new(assertion_file));
+            opts = opts.oauth(OAuthConfig::identity_assertion(url, client, idp, file));
         }
     }
     if let Some(mode) = args.dpop {

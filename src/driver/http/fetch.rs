@@ -93,7 +93,7 @@ impl OAuthFetch {
     ) -> io::Result<Self> {
         let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
         let at = Instance::parse(&req.url, proxy).map_err(|e| invalid(e.to_string()))?;
-        let (id, deadline) = (req.id, crate::engine::later(now, timeout));
+        let (id, deadline) = (req.id, crate::time::later(now, timeout));
         let stage = match at.addrs.first() {
             Some(&addr) => {
                 let request = encode(&req, &at)?;

@@ -435,3 +435,128 @@ fn a_config_files_stdio_server_gets_only_the_safe_environment() {
     let err = file.entry("s").unwrap().unwrap_err();
     assert_eq!(err.key.as_deref(), Some("mcpoll.inheritEnv"));
 }
+
+#[test]
+fn oauth_assertion_grants_are_read_and_checked() {
+    use crate::oauth::{AssertionKind, AssertionRequest, Grant};
+    let dir = std::env::temp_dir().join(format!("mcpoll-cf-assertion-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "file-jwt\n").unwrap();
+    let text = format!(
+        r#"{{"mcpServers": {{
+        "wif": {{"url": "https://mcp.example.com/mcp", "mcpoll": {{"oauth": {{
+            "grant": "jwtBearer", "clientId": "workload", "assertionFile": "{}"}}}}}},
+        "wif-env": {{"url": "https://mcp.example.com/mcp", "mcpoll": {{"oauth": {{
+            "grant": "jwtBearer", "clientId": "w", "assertion": "${{TOKEN}}"}}}}}},
+        "xaa": {{"url": "https://mcp.example.com/mcp", "mcpoll": {{"oauth": {{
+            "grant": "identityAssertion", "clientId": "xaa", "clientSecret": "${{TOKEN}}",
+            "issuer": "https://as.example.com", "idpTokenEndpoint": "https://idp.example.com/token",
+            "idpClientId": "idp-c", "idpClientSecret": "${{TOKEN}}", "assertion": "${{TOKEN}}"}}}}}}
+    }}}}"#,
+        token_file.display()
+    );
+    let f = parse(&text).unwrap();
+    assert_eq!(f.errors().count(), 0);
+    let request = AssertionRequest {
+        kind: AssertionKind::JwtBearer,
+        audience: "https://as.example.com",
+        resource: "https://mcp.example.com/mcp",
+        renew: false,
+    };
+    let ask = |name: &str| {
+        let mut oauth = f.server(name).unwrap().http_options().unwrap().oauth.unwrap();
+        let got = oauth.assertions.as_mut().unwrap().assertion(&request).unwrap();
+        (oauth, got.value.expose().to_owned())
+    };
+    let (wif, got) = ask("wif");
+    assert_eq!((wif.grant, got.as_str()), (Grant::JwtBearer, "file-jwt"));
+    let client = wif.pre_registered.unwrap();
+    assert_eq!((client.client_id.as_str(), client.client_secret), ("workload", None));
+    let (_, got) = ask("wif-env");
+    assert_eq!(got, "s3cret");
+    let (xaa, got) = ask("xaa");
+    assert_eq!(got, "s3cret");
+    let Grant::IdentityAssertion { idp } = &xaa.grant else { panic!("{:?}", xaa.grant) };
+    assert_eq!(
+        (idp.token_endpoint.as_str(), idp.client_id.as_str()),
+        ("https://idp.example.com/token", "idp-c")
+    );
+    assert_eq!(idp.client_secret.as_ref().map(|s| s.expose()), Some("s3cret"));
+    let client = xaa.pre_registered.as_ref().unwrap();
+    assert_eq!(client.client_secret.as_ref().map(|s| s.expose()), Some("s3cret"));
+    assert_eq!(client.issuer.as_deref(), Some("https://as.example.com"));
+    // Assertions and secrets never show in a `{:?}`.
+    for name in ["wif-env", "xaa"] {
+        let shown = format!("{:?}", f.server(name).unwrap());
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
+    assert!(!format!("{xaa:?}").contains("s3cret"));
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let oauth = |o: &str| format!(r#"{{"url": "http://h/", "mcpoll": {{"oauth": {o}}}}}"#);
+    let idp = r#""idpTokenEndpoint": "https://idp/token", "idpClientId": "i""#;
+    let cases = [
+        (oauth(r#"{"grant": "password", "clientId": "a"}"#), "mcpoll.oauth.grant", "WrongType"),
+        (oauth(r#"{"grant": "jwtBearer", "clientId": "a"}"#), "mcpoll.oauth.assertion", "Missing"),
+        (
+            oauth(
+                r#"{"grant": "jwtBearer", "clientId": "a", "assertion": "x", "assertionFile": "f"}"#,
+            ),
+            "mcpoll.oauth.assertionFile",
+            "Conflict",
+        ),
+        (
+            oauth(
+                r#"{"grant": "jwtBearer", "clientId": "a", "assertion": "", "assertionFile": "f"}"#,
+            ),
+            "mcpoll.oauth.assertion",
+            "Invalid",
+        ),
+        (
+            oauth(
+                r#"{"grant": "jwtBearer", "clientId": "a", "assertion": "x", "idpClientId": "i"}"#,
+            ),
+            "mcpoll.oauth.idpClientId",
+            "UnknownKey",
+        ),
+        (
+            oauth(r#"{"clientId": "a", "clientSecret": "s", "assertion": "x"}"#),
+            "mcpoll.oauth.assertion",
+            "UnknownKey",
+        ),
+        (
+            oauth(
+                r#"{"grant": "identityAssertion", "clientId": "a", "clientSecret": "s", "assertion": "x"}"#,
+            ),
+            "mcpoll.oauth.idpTokenEndpoint",
+            "Missing",
+        ),
+        (
+            oauth(&format!(
+                r#"{{"grant": "identityAssertion", "clientId": "a", "assertion": "x", {idp}}}"#
+            )),
+            "mcpoll.oauth.clientSecret",
+            "Missing",
+        ),
+        (
+            oauth(
+                r#"{"grant": "identityAssertion", "clientId": "a", "clientSecret": "s", "assertion": "x", "idpTokenEndpoint": "ftp://idp/token", "idpClientId": "i"}"#,
+            ),
+            "mcpoll.oauth.idpTokenEndpoint",
+            "Invalid",
+        ),
+        (
+            oauth(&format!(
+                r#"{{"grant": "identityAssertion", "clientId": "a", "clientSecret": "s", "assertion": "x", {idp}, "idpClientSecret": 1}}"#
+            )),
+            "mcpoll.oauth.idpClientSecret",
+            "WrongType",
+        ),
+    ];
+    for (entry, key, kind) in &cases {
+        let e = refused(entry);
+        assert_eq!(e.key.as_deref(), Some(*key), "{entry}: {e}");
+        assert_eq!(kind_name(&e.kind), *kind, "{entry}: {e}");
+    }
+}

@@ -260,7 +260,7 @@ impl HttpSession {
                             }
                             Carries::Listen => {
                                 self.listen =
-                                    Listen::At(crate::engine::later(now, self.listen_retry));
+                                    Listen::At(crate::time::later(now, self.listen_retry));
                                 self.release(i);
                             }
                             Carries::Message => self.release(i),

@@ -53,7 +53,7 @@ pub(crate) fn file_uri_path(uri: &str) -> Result<String, &'static str> {
     if path.contains(['?', '#']) {
         return Err("must not have a query or fragment");
     }
-    let decoded = super::percent::decode(path).ok_or("bad percent-encoding")?;
+    let decoded = crate::proto::percent::decode(path).ok_or("bad percent-encoding")?;
     normalise(&decoded)
 }
 
