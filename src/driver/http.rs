@@ -960,8 +960,9 @@ impl HttpDriver {
         // A poll of its own: the caller's is not this driver's to wait on.
         match mio::Poll::new() {
             Ok(mut poll) => {
-                let deadline = Instant::now() + grace;
-                if let Some(end) = self.end_session(poll.registry(), deadline) {
+                let now = Instant::now();
+                let deadline = now + grace;
+                if let Some(end) = self.end_session(poll.registry(), now, deadline) {
                     end.wait(&mut poll);
                 }
             }
@@ -982,7 +983,7 @@ impl HttpDriver {
         now: Instant,
     ) -> Option<close::SessionEnd> {
         self.close_all(registry);
-        self.end_session(registry, crate::time::later(now, grace))
+        self.end_session(registry, now, crate::time::later(now, grace))
     }
 
     /// Closes every connection and stops listening for a resolution.
@@ -1000,10 +1001,14 @@ impl HttpDriver {
     /// Starts the `DELETE` that ends the legacy session, with the headers its requests carry
     /// (§6.2, and the bearer token: §8), on this driver's closing token. The session is over
     /// locally either way.
-    fn end_session(&mut self, registry: &Registry, deadline: Instant) -> Option<close::SessionEnd> {
+    fn end_session(
+        &mut self,
+        registry: &Registry,
+        now: Instant,
+        deadline: Instant,
+    ) -> Option<close::SessionEnd> {
         let at = self.instances.current();
-        // The proof's `iat` is judged within minutes: the deadline is close enough to now.
-        let request = self.session.end_plan(deadline, &at.htu).and_then(|plan| {
+        let request = self.session.end_plan(now, &at.htu).and_then(|plan| {
             let mut headers = plan.headers;
             headers.push(("Connection", b"close"));
             let head = RequestHead {
