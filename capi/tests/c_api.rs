@@ -29,6 +29,10 @@ fn the_c_test_program_passes_against_the_sdk_peers() {
     } else {
         Command::new(&exe)
     };
+    // The library of this profile has the panic test hook when it has debug assertions.
+    if cfg!(debug_assertions) {
+        command.env("MCPOLL_C_TEST_HOOKS", "1");
+    }
     let output = command.arg(&peers).arg(&url).output().expect("run the C test program");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
