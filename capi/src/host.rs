@@ -12,8 +12,8 @@ use mcpoll::{CallId, CallOptions, Host, ServerId, ServerRequestId, StdioCommand}
 use crate::event::{fill, mcpoll_event, EventBuffers};
 use crate::options::{mcpoll_call_options, mcpoll_config, mcpoll_http_options};
 use crate::{
-    bytes_arg, guard, handle_ref, into_handle, json_arg, mcpoll_result, opt_handle_ref, out_arg,
-    str_arg, Fail,
+    bytes_arg, guard, handle_ref, into_handle, json_arg, mcpoll_result, opt_handle_ref,
+    opt_json_arg, out_arg, str_arg, Fail,
 };
 
 /// A host of MCP servers with its own poll (see `mcpoll_fd`). One thread at a time.
@@ -462,7 +462,7 @@ pub unsafe extern "C" fn mcpoll_get_prompt(
     unsafe {
         with_host(host, |h| {
             let (out, name) = (out_arg(call)?, str_arg(name)?);
-            let arguments = if arguments.is_null() { None } else { Some(json_arg(arguments)?) };
+            let arguments = opt_json_arg(arguments)?;
             let opts = call_options(options);
             h.call(server, out, |host, id| host.get_prompt(id, name, arguments.as_deref(), opts))
         })
@@ -489,7 +489,7 @@ pub unsafe extern "C" fn mcpoll_request(
     unsafe {
         with_host(host, |h| {
             let (out, method) = (out_arg(call)?, str_arg(method)?);
-            let params = if params.is_null() { None } else { Some(json_arg(params)?) };
+            let params = opt_json_arg(params)?;
             let opts = call_options(options);
             h.call(server, out, |host, id| host.request(id, method, params.as_deref(), opts))
         })

@@ -137,6 +137,20 @@ pub(crate) unsafe fn json_arg(p: *const c_char) -> Result<Box<serde_json::value:
         .map_err(|e| Fail::new(mcpoll_result::MCPOLL_INVALID_JSON, e.to_string()))
 }
 
+/// An optional JSON argument (null: `None`).
+///
+/// # Safety
+/// As [`str_arg`].
+pub(crate) unsafe fn opt_json_arg(
+    p: *const c_char,
+) -> Result<Option<Box<serde_json::value::RawValue>>, Fail> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: the caller's contract, passed through.
+    unsafe { json_arg(p) }.map(Some)
+}
+
 /// An out-parameter.
 ///
 /// # Safety

@@ -385,6 +385,17 @@ static void policy_and_extensions(mcpoll_host *host, uint64_t py) {
   n_seen = 0;
 }
 
+/* Starts the stdio peer `script` with `config` (freed here) and waits until it is ready. */
+static uint64_t start_ready(mcpoll_host *host, const char *script, mcpoll_config *config) {
+  const char *args[] = {script};
+  uint64_t s = 0;
+  OK(mcpoll_add_stdio_server(host, args, 1, NULL, 0, NULL, config, &s));
+  mcpoll_config_free(config);
+  n_seen = 0;
+  wait_for(host, s, MCPOLL_EVENT_READY, 0);
+  return s;
+}
+
 /* A crash in the middle of a call that is not safe to send twice: the call ends with
  * MCPOLL_LOCAL_DELIVERY_UNKNOWN, which counts against the circuit breaker (threshold 1 here):
  * the next write is refused (MCPOLL_REQUEST_BREAKER_OPEN), and a held call let go while it is
@@ -394,12 +405,7 @@ static void breaker_from_a_crash(mcpoll_host *host, const char *script) {
   OK(mcpoll_config_new(&config));
   OK(mcpoll_config_set_restart(config, true, 50));
   OK(mcpoll_config_set_breaker(config, 1, 600000));
-  const char *args[] = {script};
-  uint64_t s = 0, call = 0;
-  OK(mcpoll_add_stdio_server(host, args, 1, NULL, 0, NULL, config, &s));
-  mcpoll_config_free(config);
-  n_seen = 0;
-  wait_for(host, s, MCPOLL_EVENT_READY, 0);
+  uint64_t s = start_ready(host, script, config), call = 0;
   mcpoll_call_options *write = NULL;
   OK(mcpoll_call_options_new(&write));
   OK(mcpoll_call_options_set_idempotency(write, MCPOLL_IDEMPOTENCY_UNKNOWN));
@@ -433,12 +439,7 @@ static void degraded_after_a_crash(mcpoll_host *host, const char *script) {
   OK(mcpoll_config_set_restart(config, true, 50));
   EXPECT(mcpoll_config_set_crash_loop(config, 0, 60000), MCPOLL_INVALID_ARGUMENT);
   OK(mcpoll_config_set_crash_loop(config, 1, 600000));
-  const char *args[] = {script};
-  uint64_t s = 0, call = 0;
-  OK(mcpoll_add_stdio_server(host, args, 1, NULL, 0, NULL, config, &s));
-  mcpoll_config_free(config);
-  n_seen = 0;
-  wait_for(host, s, MCPOLL_EVENT_READY, 0);
+  uint64_t s = start_ready(host, script, config), call = 0;
   mcpoll_call_options *read = NULL;
   OK(mcpoll_call_options_new(&read));
   OK(mcpoll_call_options_set_idempotency(read, MCPOLL_IDEMPOTENCY_READ));
@@ -473,10 +474,7 @@ static void too_large(mcpoll_host *host, const char *script) {
   EXPECT(mcpoll_add_stdio_server(host, args, 1, NULL, 0, NULL, config, &s),
          MCPOLL_CONFIG_INVALID);
   OK(mcpoll_config_set_max_message_bytes(config, 8192));
-  OK(mcpoll_add_stdio_server(host, args, 1, NULL, 0, NULL, config, &s));
-  mcpoll_config_free(config);
-  n_seen = 0;
-  wait_for(host, s, MCPOLL_EVENT_READY, 0);
+  s = start_ready(host, script, config);
   static char big[10000 + 32];
   strcpy(big, "{\"text\":\"");
   memset(big + 9, 'x', 10000);
