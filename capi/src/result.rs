@@ -580,7 +580,7 @@ mod tests {
             let Some((e, v)) = left.split_once("::") else { continue };
             let v = &v[..v.find(|c: char| !c.is_ascii_alphanumeric()).unwrap_or(v.len())];
             let right = right.trim().trim_start_matches("mcpoll_result::");
-            let right = &right[..right.find(|c: char| c == ',' || c == '(').unwrap_or(right.len())];
+            let right = &right[..right.find([',', '(']).unwrap_or(right.len())];
             let old = out.insert(format!("{e}::{v}"), right.to_owned());
             assert!(old.is_none(), "{e}::{v} has two arms");
         }
