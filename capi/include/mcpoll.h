@@ -714,6 +714,8 @@ mcpoll_result mcpoll_add_http_server(mcpoll_host *host,
 /**
  * Calls tool `name` with `arguments` (a JSON object; null: `{}`); `options` may be null. The
  * call's id goes to `*call`; it ends with `MCPOLL_EVENT_CALL_DONE` or `_CALL_FAILED`.
+ * Arguments that are not one JSON value give `MCPOLL_ARGUMENTS_NOT_JSON`, a value that is not
+ * an object `MCPOLL_ARGUMENTS_NOT_OBJECT`.
  *
  * # Safety
  * `host` is live or null; strings are null or NUL-terminated; `options` is null or live;

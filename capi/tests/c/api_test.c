@@ -212,7 +212,7 @@ static void errors_without_a_server(mcpoll_host *host) {
   CHECK(strlen(mcpoll_last_error(host)) > 0);
   EXPECT(mcpoll_cancel(host, 12345, 1), MCPOLL_UNKNOWN_SERVER);
   EXPECT(mcpoll_call_tool(host, 1, "\xff\xfe", "{}", NULL, &call), MCPOLL_INVALID_UTF8);
-  EXPECT(mcpoll_call_tool(host, 1, "echo", "{\"text\":", NULL, &call), MCPOLL_INVALID_JSON);
+  EXPECT(mcpoll_get_prompt(host, 1, "greet", "{\"name\":", NULL, &call), MCPOLL_INVALID_JSON);
   OK(mcpoll_call_options_new(&opts));
   EXPECT(mcpoll_call_options_set_idempotency(opts, 77), MCPOLL_INVALID_ARGUMENT);
   OK(mcpoll_call_options_set_idempotency(opts, MCPOLL_IDEMPOTENCY_READ));
@@ -592,6 +592,7 @@ int main(int argc, char **argv) {
   seen_event *fail = end_of(host, py, call);
   CHECK(fail->kind == MCPOLL_EVENT_CALL_DONE && fail->is_error);
   EXPECT(mcpoll_call_tool(host, py, "echo", "[1]", NULL, &call), MCPOLL_ARGUMENTS_NOT_OBJECT);
+  EXPECT(mcpoll_call_tool(host, py, "echo", "{\"text\":", NULL, &call), MCPOLL_ARGUMENTS_NOT_JSON);
   /* A JSON-RPC error answer: the call fails with MCPOLL_PROTOCOL and the error's code. */
   OK(mcpoll_read_resource(host, py, "lab://no-such-resource", NULL, &call));
   seen_event *refused = end_of(host, py, call);
