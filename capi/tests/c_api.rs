@@ -20,6 +20,9 @@ fn the_c_test_program_passes_against_the_sdk_peers() {
     compile(&source, &exe);
     let peer = HttpPeer::start(&peers);
     let url = format!("http://127.0.0.1:{}/mcp", peer.port);
+    // Not an MCP server: Python's own HTTP server, which answers every POST with 501.
+    let plain = PlainHttp::start();
+    let plain_url = format!("http://127.0.0.1:{}/mcp", plain.port);
     let valgrind = std::env::var("MCPOLL_C_TEST_VALGRIND").is_ok_and(|v| v == "1");
     let mut command = if valgrind {
         let mut c = Command::new("valgrind");
@@ -33,7 +36,8 @@ fn the_c_test_program_passes_against_the_sdk_peers() {
     if cfg!(debug_assertions) {
         command.env("MCPOLL_C_TEST_HOOKS", "1");
     }
-    let output = command.arg(&peers).arg(&url).output().expect("run the C test program");
+    let output =
+        command.arg(&peers).arg(&url).arg(&plain_url).output().expect("run the C test program");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     println!("{stdout}");
@@ -41,4 +45,49 @@ fn the_c_test_program_passes_against_the_sdk_peers() {
     assert!(output.status.success(), "the C test program failed ({})", output.status);
     assert!(stdout.contains("checks passed"), "{stdout}");
     drop(peer);
+    drop(plain);
+}
+
+/// `python3 -m http.server` on a free loopback port, serving an empty folder; its process
+/// group is killed when dropped.
+struct PlainHttp {
+    child: std::process::Child,
+    port: u16,
+    dir: std::path::PathBuf,
+}
+
+impl PlainHttp {
+    fn start() -> Self {
+        use std::os::unix::process::CommandExt;
+        use std::time::{Duration, Instant};
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("plain-{port}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let child = Command::new("python3")
+            .args(["-m", "http.server", "--bind", "127.0.0.1", "--directory"])
+            .arg(&dir)
+            .arg(port.to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("python3 -m http.server");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "python3 -m http.server did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self { child, port, dir }
+    }
+}
+
+impl Drop for PlainHttp {
+    fn drop(&mut self) {
+        if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }

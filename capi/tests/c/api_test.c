@@ -4,7 +4,9 @@
  * error results a C program can cause, and the lifetime rules. The loop is poll(2) on
  * mcpoll_fd plus mcpoll_timeout_ms. Driven by capi/tests/c_api.rs (also under valgrind):
  *
- *   api_test PEERS_DIR HTTP_URL
+ *   api_test PEERS_DIR HTTP_URL PLAIN_HTTP_URL
+ *
+ * PLAIN_HTTP_URL is an HTTP server that is not an MCP server (it answers POST with 501).
  *
  * Exits 0 when every check passed; prints the failed check and exits 1 otherwise.
  */
@@ -520,9 +522,35 @@ static void http_unreachable(mcpoll_host *host, const char *url) {
   n_seen = 0;
 }
 
+/* An HTTP server that is not an MCP server: every POST gets 501 and an HTML page, so the
+ * call fails with MCPOLL_TRANSPORT_HTTP_STATUS and the tool cache has no catalog to give. */
+static void http_not_mcp(mcpoll_host *host, const char *url) {
+  mcpoll_http_options *http = NULL;
+  mcpoll_call_options *opts = NULL;
+  uint64_t s = 0, call = 0;
+  OK(mcpoll_call_options_new(&opts));
+  OK(mcpoll_call_options_set_timeout_ms(opts, 120000));
+  OK(mcpoll_http_options_new(url, &http));
+  OK(mcpoll_http_options_set_proxy(http, NULL));
+  OK(mcpoll_add_http_server(host, http, NULL, &s));
+  mcpoll_http_options_free(http);
+  n_seen = 0;
+  OK(mcpoll_call_tool(host, s, "echo", "{\"text\":\"x\"}", opts, &call));
+  seen_event *e = end_of(host, s, call);
+  CHECK(e->kind == MCPOLL_EVENT_CALL_FAILED && e->error == MCPOLL_TRANSPORT_HTTP_STATUS);
+  CHECK(strstr(e->message, "501") != NULL);
+  const char *json = NULL;
+  size_t len = 0;
+  /* It was never ready, so the tool cache has nothing to list from. */
+  EXPECT(mcpoll_tools(host, s, &json, &len), MCPOLL_CATALOG_NOT_READY);
+  OK(mcpoll_remove_server(host, s));
+  mcpoll_call_options_free(opts);
+  n_seen = 0;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: %s PEERS_DIR HTTP_URL\n", argv[0]);
+  if (argc != 4) {
+    fprintf(stderr, "usage: %s PEERS_DIR HTTP_URL PLAIN_HTTP_URL\n", argv[0]);
     return 2;
   }
   char stdio_script[4096];
@@ -708,6 +736,8 @@ int main(int argc, char **argv) {
 
   STEP("http unreachable");
   http_unreachable(host, argv[2]);
+  STEP("http not mcp");
+  http_not_mcp(host, argv[3]);
 
   STEP("close and remove");
   /* Closing and removing: a pending call fails as the transport closes, calls on a closed
