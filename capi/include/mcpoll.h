@@ -1026,6 +1026,19 @@ mcpoll_result mcpoll_config_set_crash_loop(mcpoll_config *config,
                                            uint64_t window_ms);
 
 /**
+ * How many calls are sent at once (`max_in_flight`, at least 1, checked when the server is
+ * added) and how many more wait in the queue (`max_queued`); past both, a call is refused
+ * with `MCPOLL_OVERLOADED`, and a held call let go with `mcpoll_allow_call` stays held
+ * (`MCPOLL_AUTHORIZE_OVERLOADED`).
+ *
+ * # Safety
+ * `config` is null or a live handle.
+ */
+mcpoll_result mcpoll_config_set_in_flight(mcpoll_config *config,
+                                          size_t max_in_flight,
+                                          size_t max_queued);
+
+/**
  * The most calls pending on one server at once (more than 0).
  *
  * # Safety

@@ -176,6 +176,29 @@ pub unsafe extern "C" fn mcpoll_config_set_crash_loop(
     }
 }
 
+/// How many calls are sent at once (`max_in_flight`, at least 1, checked when the server is
+/// added) and how many more wait in the queue (`max_queued`); past both, a call is refused
+/// with `MCPOLL_OVERLOADED`, and a held call let go with `mcpoll_allow_call` stays held
+/// (`MCPOLL_AUTHORIZE_OVERLOADED`).
+///
+/// # Safety
+/// `config` is null or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_config_set_in_flight(
+    config: *mut mcpoll_config,
+    max_in_flight: usize,
+    max_queued: usize,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        set(config, |c| {
+            c.config.max_in_flight = max_in_flight;
+            c.config.max_queued = max_queued;
+            Ok(())
+        })
+    }
+}
+
 /// The most calls pending on one server at once (more than 0).
 ///
 /// # Safety

@@ -398,6 +398,28 @@ static uint64_t start_ready(mcpoll_host *host, const char *script, mcpoll_config
   return s;
 }
 
+/* A held call let go while the server has no room (one call in flight, no queue) stays held:
+ * MCPOLL_AUTHORIZE_OVERLOADED; once the call in flight is over, it goes. */
+static void authorize_overloaded(mcpoll_host *host, const char *script) {
+  mcpoll_config *config = NULL;
+  OK(mcpoll_config_new(&config));
+  OK(mcpoll_config_set_in_flight(config, 1, 0));
+  uint64_t s = start_ready(host, script, config), slow = 0, call = 0;
+  OK(mcpoll_set_policy(host, s, MCPOLL_CONFIRM_ALWAYS));
+  OK(mcpoll_call_tool(host, s, "slow", "{\"ms\":30000}", NULL, &slow));
+  wait_for(host, s, MCPOLL_EVENT_AUTHORIZATION_ASKED, slow);
+  OK(mcpoll_allow_call(host, s, slow));
+  call = echo(host, s, "waited");
+  wait_for(host, s, MCPOLL_EVENT_AUTHORIZATION_ASKED, call);
+  EXPECT(mcpoll_allow_call(host, s, call), MCPOLL_AUTHORIZE_OVERLOADED);
+  OK(mcpoll_cancel(host, s, slow));
+  CHECK(end_of(host, s, slow)->error == MCPOLL_LOCAL_CANCELLED);
+  OK(mcpoll_allow_call(host, s, call));
+  CHECK(strstr(done_text(host, s, call), "waited") != NULL);
+  OK(mcpoll_remove_server(host, s));
+  n_seen = 0;
+}
+
 /* A crash in the middle of a call that is not safe to send twice: the call ends with
  * MCPOLL_LOCAL_DELIVERY_UNKNOWN, which counts against the circuit breaker (threshold 1 here):
  * the next write is refused (MCPOLL_REQUEST_BREAKER_OPEN), and a held call let go while it is
@@ -714,6 +736,7 @@ int main(int argc, char **argv) {
 
   STEP("breaker, degraded, too large");
   breaker_from_a_crash(host, stdio_script);
+  authorize_overloaded(host, stdio_script);
   degraded_after_a_crash(host, stdio_script);
   too_large(host, stdio_script);
 
