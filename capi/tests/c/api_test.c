@@ -420,6 +420,21 @@ static void authorize_overloaded(mcpoll_host *host, const char *script) {
   n_seen = 0;
 }
 
+/* Calls the slow tool with `options` (progress turned on here), waits until the server runs
+ * it (its first progress report), kills the server's process group, and returns the call's
+ * end. */
+static seen_event *crash_during_a_call(mcpoll_host *host, uint64_t s,
+                                       mcpoll_call_options *options) {
+  uint64_t call = 0;
+  uint32_t pid = 0;
+  OK(mcpoll_call_options_set_progress(options, true));
+  OK(mcpoll_call_tool(host, s, "slow", "{\"ms\":30000}", options, &call));
+  wait_for(host, s, MCPOLL_EVENT_PROGRESS, call);
+  OK(mcpoll_server_pid(host, s, &pid));
+  CHECK(pid > 0 && kill(-(pid_t)pid, SIGKILL) == 0);
+  return end_of(host, s, call);
+}
+
 /* A crash in the middle of a call that is not safe to send twice: the call ends with
  * MCPOLL_LOCAL_DELIVERY_UNKNOWN, which counts against the circuit breaker (threshold 1 here):
  * the next write is refused (MCPOLL_REQUEST_BREAKER_OPEN), and a held call let go while it is
@@ -433,13 +448,7 @@ static void breaker_from_a_crash(mcpoll_host *host, const char *script) {
   mcpoll_call_options *write = NULL;
   OK(mcpoll_call_options_new(&write));
   OK(mcpoll_call_options_set_idempotency(write, MCPOLL_IDEMPOTENCY_UNKNOWN));
-  OK(mcpoll_call_options_set_progress(write, true));
-  OK(mcpoll_call_tool(host, s, "slow", "{\"ms\":30000}", write, &call));
-  wait_for(host, s, MCPOLL_EVENT_PROGRESS, call); /* the server is running it */
-  uint32_t pid = 0;
-  OK(mcpoll_server_pid(host, s, &pid));
-  CHECK(pid > 0 && kill(-(pid_t)pid, SIGKILL) == 0);
-  seen_event *lost = end_of(host, s, call);
+  seen_event *lost = crash_during_a_call(host, s, write);
   CHECK(lost->kind == MCPOLL_EVENT_CALL_FAILED && lost->error == MCPOLL_LOCAL_DELIVERY_UNKNOWN);
   wait_for(host, s, MCPOLL_EVENT_BREAKER, 0);
   EXPECT(mcpoll_call_tool(host, s, "echo", "{\"text\":\"w\"}", write, &call),
@@ -467,14 +476,8 @@ static void degraded_after_a_crash(mcpoll_host *host, const char *script) {
   mcpoll_call_options *read = NULL;
   OK(mcpoll_call_options_new(&read));
   OK(mcpoll_call_options_set_idempotency(read, MCPOLL_IDEMPOTENCY_READ));
-  OK(mcpoll_call_options_set_progress(read, true));
-  OK(mcpoll_call_tool(host, s, "slow", "{\"ms\":30000}", read, &call));
+  seen_event *end = crash_during_a_call(host, s, read);
   mcpoll_call_options_free(read);
-  wait_for(host, s, MCPOLL_EVENT_PROGRESS, call);
-  uint32_t pid = 0;
-  OK(mcpoll_server_pid(host, s, &pid));
-  CHECK(pid > 0 && kill(-(pid_t)pid, SIGKILL) == 0);
-  seen_event *end = end_of(host, s, call);
   CHECK(end->kind == MCPOLL_EVENT_CALL_FAILED && end->error == MCPOLL_LOCAL_DEGRADED);
   seen_event *lost = wait_for(host, s, MCPOLL_EVENT_TRANSPORT_LOST, 0);
   CHECK(lost->restart_in_ms == -1);
