@@ -23,6 +23,14 @@ fn the_c_test_program_passes_against_the_sdk_peers() {
     // Not an MCP server: Python's own HTTP server, which answers every POST with 501.
     let plain = PlainHttp::start();
     let plain_url = format!("http://127.0.0.1:{}/mcp", plain.port);
+    // The Python SDK as an OAuth-protected resource whose authorization server (its issuer,
+    // port 9 of loopback) is not there: a wrong token is refused, and the OAuth flow fails.
+    let auth = HttpPeer::start_with(
+        &peers,
+        "run-py-auth-http.sh",
+        &[("MCPOLL_AUTH_ISSUER", "http://127.0.0.1:9")],
+    );
+    let auth_url = format!("http://127.0.0.1:{}/mcp", auth.port);
     let valgrind = std::env::var("MCPOLL_C_TEST_VALGRIND").is_ok_and(|v| v == "1");
     let mut command = if valgrind {
         let mut c = Command::new("valgrind");
@@ -37,7 +45,7 @@ fn the_c_test_program_passes_against_the_sdk_peers() {
         command.env("MCPOLL_C_TEST_HOOKS", "1");
     }
     let output =
-        command.arg(&peers).arg(&url).arg(&plain_url).output().expect("run the C test program");
+        command.arg(&peers).arg(&url).arg(&plain_url).arg(&auth_url).output().expect("run");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     println!("{stdout}");
@@ -46,6 +54,7 @@ fn the_c_test_program_passes_against_the_sdk_peers() {
     assert!(stdout.contains("checks passed"), "{stdout}");
     drop(peer);
     drop(plain);
+    drop(auth);
 }
 
 /// `python3 -m http.server` on a free loopback port, serving an empty folder; its process

@@ -4,9 +4,10 @@
  * error results a C program can cause, and the lifetime rules. The loop is poll(2) on
  * mcpoll_fd plus mcpoll_timeout_ms. Driven by capi/tests/c_api.rs (also under valgrind):
  *
- *   api_test PEERS_DIR HTTP_URL PLAIN_HTTP_URL
+ *   api_test PEERS_DIR HTTP_URL PLAIN_HTTP_URL AUTH_HTTP_URL
  *
- * PLAIN_HTTP_URL is an HTTP server that is not an MCP server (it answers POST with 501).
+ * PLAIN_HTTP_URL is an HTTP server that is not an MCP server (it answers POST with 501);
+ * AUTH_HTTP_URL the Python SDK peer protected by OAuth, whose authorization server is absent.
  *
  * Exits 0 when every check passed; prints the failed check and exits 1 otherwise.
  */
@@ -573,9 +574,39 @@ static void http_not_mcp(mcpoll_host *host, const char *url) {
   n_seen = 0;
 }
 
+/* The OAuth-protected peer: a bearer token it does not accept (MCPOLL_PEER_AUTH_REQUIRED),
+ * and the client credentials grant against an authorization server that is not there
+ * (MCPOLL_PEER_AUTHORIZATION). */
+static void http_auth(mcpoll_host *host, const char *url) {
+  mcpoll_http_options *http = NULL;
+  mcpoll_call_options *opts = NULL;
+  uint64_t s = 0, call = 0;
+  OK(mcpoll_call_options_new(&opts));
+  OK(mcpoll_call_options_set_timeout_ms(opts, 120000));
+  for (int round = 0; round < 2; round++) {
+    OK(mcpoll_http_options_new(url, &http));
+    OK(mcpoll_http_options_set_proxy(http, NULL));
+    if (round == 0) {
+      OK(mcpoll_http_options_set_bearer(http, "not-the-token"));
+    } else {
+      OK(mcpoll_http_options_set_client_credentials(http, "id", "secret"));
+    }
+    OK(mcpoll_add_http_server(host, http, NULL, &s));
+    mcpoll_http_options_free(http);
+    n_seen = 0;
+    OK(mcpoll_call_tool(host, s, "echo", "{\"text\":\"x\"}", opts, &call));
+    seen_event *e = end_of(host, s, call);
+    CHECK(e->kind == MCPOLL_EVENT_CALL_FAILED);
+    CHECK(e->error == (round == 0 ? MCPOLL_PEER_AUTH_REQUIRED : MCPOLL_PEER_AUTHORIZATION));
+    OK(mcpoll_remove_server(host, s));
+  }
+  mcpoll_call_options_free(opts);
+  n_seen = 0;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 4) {
-    fprintf(stderr, "usage: %s PEERS_DIR HTTP_URL PLAIN_HTTP_URL\n", argv[0]);
+  if (argc != 5) {
+    fprintf(stderr, "usage: %s PEERS_DIR HTTP_URL PLAIN_HTTP_URL AUTH_HTTP_URL\n", argv[0]);
     return 2;
   }
   char stdio_script[4096];
@@ -764,6 +795,8 @@ int main(int argc, char **argv) {
   http_unreachable(host, argv[2]);
   STEP("http not mcp");
   http_not_mcp(host, argv[3]);
+  STEP("http auth");
+  http_auth(host, argv[4]);
 
   STEP("close and remove");
   /* Closing and removing: a pending call fails as the transport closes, calls on a closed
