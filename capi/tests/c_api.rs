@@ -44,8 +44,9 @@ fn the_c_test_program_passes_against_the_sdk_peers() {
     if cfg!(debug_assertions) {
         command.env("MCPOLL_C_TEST_HOOKS", "1");
     }
-    let output =
-        command.arg(&peers).arg(&url).arg(&plain_url).arg(&auth_url).output().expect("run");
+    let odd = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/odd_server.py");
+    let output = command.arg(&peers).arg(&url).arg(&plain_url).arg(&auth_url).arg(&odd).output();
+    let output = output.expect("run the C test program");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     println!("{stdout}");

@@ -4,10 +4,11 @@
  * error results a C program can cause, and the lifetime rules. The loop is poll(2) on
  * mcpoll_fd plus mcpoll_timeout_ms. Driven by capi/tests/c_api.rs (also under valgrind):
  *
- *   api_test PEERS_DIR HTTP_URL PLAIN_HTTP_URL AUTH_HTTP_URL
+ *   api_test PEERS_DIR HTTP_URL PLAIN_HTTP_URL AUTH_HTTP_URL ODD_SERVER
  *
  * PLAIN_HTTP_URL is an HTTP server that is not an MCP server (it answers POST with 501);
- * AUTH_HTTP_URL the Python SDK peer protected by OAuth, whose authorization server is absent.
+ * AUTH_HTTP_URL the Python SDK peer protected by OAuth, whose authorization server is absent;
+ * ODD_SERVER capi/tests/c/odd_server.py, a stdio server that breaks the protocol on purpose.
  *
  * Exits 0 when every check passed; prints the failed check and exits 1 otherwise.
  */
@@ -604,9 +605,32 @@ static void http_auth(mcpoll_host *host, const char *url) {
   n_seen = 0;
 }
 
+/* odd_server.py: no common protocol version; then a reply nested too deep and a listing
+ * whose cursor repeats. */
+static void odd_server(mcpoll_host *host, const char *script) {
+  uint64_t s = 0, call = 0;
+  for (int round = 0; round < 2; round++) {
+    const char *args[] = {"python3", script, round == 0 ? "old" : "odd"};
+    OK(mcpoll_add_stdio_server(host, args, 3, NULL, 0, NULL, NULL, &s));
+    n_seen = 0;
+    OK(mcpoll_call_tool(host, s, "echo", "{\"text\":\"x\"}", NULL, &call));
+    seen_event *e = end_of(host, s, call);
+    CHECK(e->kind == MCPOLL_EVENT_CALL_FAILED);
+    CHECK(e->error == (round == 0 ? MCPOLL_PEER_NO_COMMON_VERSION : MCPOLL_PEER_TOO_DEEP));
+    if (round == 1) {
+      OK(mcpoll_list_tools(host, s, NULL, &call));
+      e = end_of(host, s, call);
+      CHECK(e->kind == MCPOLL_EVENT_CALL_FAILED && e->error == MCPOLL_PEER_CURSOR_REPEATED);
+    }
+    OK(mcpoll_remove_server(host, s));
+  }
+  n_seen = 0;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 5) {
-    fprintf(stderr, "usage: %s PEERS_DIR HTTP_URL PLAIN_HTTP_URL AUTH_HTTP_URL\n", argv[0]);
+  if (argc != 6) {
+    fprintf(stderr, "usage: %s PEERS_DIR HTTP_URL PLAIN_HTTP_URL AUTH_HTTP_URL ODD_SERVER\n",
+            argv[0]);
     return 2;
   }
   char stdio_script[4096];
@@ -767,6 +791,9 @@ int main(int argc, char **argv) {
   CHECK(logged > 0);
   CHECK(reentrant_result == MCPOLL_REENTRANT);
   OK(mcpoll_set_log_callback(NULL, NULL, 0));
+
+  STEP("a server that breaks the protocol");
+  odd_server(host, argv[5]);
 
   STEP("breaker, degraded, too large");
   breaker_from_a_crash(host, stdio_script);
