@@ -175,6 +175,19 @@ fn ask_then_allow_deny_cancel_and_deadline() {
     );
     assert!(records[5].held >= Duration::from_millis(200), "held until its deadline: {records:?}");
     assert!(seen.borrow().iter().all(|(_, known)| *known), "{:?}", seen.borrow());
+
+    // The same gate for arguments given as text, and for a call without arguments (they were
+    // sent unasked before).
+    drop(records);
+    let text = host.call_tool_json(id, "slow", r#"{"ms":10}"#, &CallOptions::default()).unwrap();
+    assert_eq!(next_ask(&mut host).1, text, "call_tool_json is asked about");
+    host.deny_call(id, text, "text too").unwrap();
+    assert!(end_of(&mut host, text).is_err());
+    let bare = host.call_tool_no_args(id, "slow", &CallOptions::default()).unwrap();
+    assert_eq!(next_ask(&mut host).1, bare, "call_tool_no_args is asked about");
+    host.deny_call(id, bare, "none either").unwrap();
+    assert!(end_of(&mut host, bare).is_err());
+    assert_eq!(host.stats(id).unwrap().requests_sent, sent_before, "still nothing sent");
 }
 
 fn an_mcp_servers_file_disables_tools_and_always_allows_others() {

@@ -28,6 +28,9 @@ fn calls() -> usize {
     std::env::var("MCPOLL_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5000)
 }
 
+// Not inlined, so that callgrind can count each path's instructions on its own
+// (`--toggle-collect`; see benches/README.md).
+#[inline(never)]
 fn rust_api(demo: &std::path::Path, n: usize) -> Vec<Duration> {
     let mut host = Host::new().expect("host");
     let server = host.add_stdio_server(StdioCommand::new(demo), Config::default()).expect("spawn");
@@ -59,6 +62,7 @@ fn rust_api(demo: &std::path::Path, n: usize) -> Vec<Duration> {
     samples
 }
 
+#[inline(never)]
 fn c_abi(demo: &std::path::Path, n: usize) -> Vec<Duration> {
     let program = std::ffi::CString::new(demo.as_os_str().as_encoded_bytes()).expect("path");
     let argv = [program.as_ptr()];

@@ -3,7 +3,7 @@
 use std::ffi::c_char;
 use std::io::Write;
 
-use mcpoll::{CallError, Event, ListKind, ServerRequestKind, TransportError};
+use mcpoll::{CallError, Event, ListKind, Method, ServerRequestKind, TransportError};
 
 use crate::host::Entry;
 use crate::mcpoll_result;
@@ -12,25 +12,46 @@ use crate::result::call_error;
 /// What an event is.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(missing_docs)]
 pub enum mcpoll_event_kind {
     /// No event was queued (`mcpoll_next_event` filled nothing else).
     MCPOLL_EVENT_NONE = 0,
+    /// The server is ready (again, after a restart); `data`: the protocol version.
     MCPOLL_EVENT_READY = 1,
+    /// A call completed: `call`; `data`: the result object (JSON); `is_error`: the tool
+    /// reported failure.
     MCPOLL_EVENT_CALL_DONE = 2,
+    /// A call failed: `call`, `error`, `error_kind`, `error_name`, `error_message`; `data`:
+    /// the JSON-RPC error's `data`, if any.
     MCPOLL_EVENT_CALL_FAILED = 3,
+    /// A call's progress report: `call`, `progress`, `total`; `data`: the message.
     MCPOLL_EVENT_PROGRESS = 4,
+    /// The server asks the host (answer with `mcpoll_answer` or `mcpoll_reject`):
+    /// `request`, `request_kind`, `call` (0: none); `data`: the params (JSON).
     MCPOLL_EVENT_SERVER_REQUEST = 5,
+    /// A server request is over before it was answered: `request`.
     MCPOLL_EVENT_SERVER_REQUEST_EXPIRED = 6,
+    /// The pipe or connection was lost: `error...`; `restart_in_ms`.
     MCPOLL_EVENT_TRANSPORT_LOST = 7,
+    /// The server is closed for good: `error...`.
     MCPOLL_EVENT_CLOSED = 8,
+    /// The server says a list changed: `list_kind`.
     MCPOLL_EVENT_LIST_CHANGED = 9,
+    /// The capability cache's tool catalog changed.
     MCPOLL_EVENT_TOOLS_CHANGED = 10,
+    /// The capability cache's prompt catalog changed.
     MCPOLL_EVENT_PROMPTS_CHANGED = 11,
+    /// The capability cache's resource catalog changed.
     MCPOLL_EVENT_RESOURCES_CHANGED = 12,
+    /// A subscribed resource changed: `data`: its URI.
     MCPOLL_EVENT_RESOURCE_UPDATED = 13,
+    /// A subscription was acknowledged: `call`; `data`: the notifications (JSON).
     MCPOLL_EVENT_SUBSCRIBED = 14,
+    /// A circuit breaker changed state.
     MCPOLL_EVENT_BREAKER = 15,
+    /// A call is held for the host's authorization (`mcpoll_set_policy`): `call`;
+    /// `list_kind`: its method; `data`: the tool or prompt name, or the resource URI. Answer
+    /// with `mcpoll_allow_call` or `mcpoll_deny_call`.
+    MCPOLL_EVENT_AUTHORIZATION_ASKED = 16,
     /// An event this version of the C ABI does not describe further.
     MCPOLL_EVENT_OTHER = 99,
 }
@@ -51,7 +72,8 @@ pub struct mcpoll_event {
     pub request: u64,
     /// `SERVER_REQUEST`: 1 form elicitation, 2 URL elicitation, 3 sampling, 4 roots.
     pub request_kind: u32,
-    /// `LIST_CHANGED`: 1 tools, 2 prompts, 3 resources.
+    /// `LIST_CHANGED`: 1 tools, 2 prompts, 3 resources. `AUTHORIZATION_ASKED`: the held
+    /// call's method, 1 `tools/call`, 2 `prompts/get`, 3 `resources/read`.
     pub list_kind: u32,
     /// `CALL_FAILED`, `TRANSPORT_LOST`, `CLOSED`: why (`MCPOLL_OK` otherwise).
     pub error: mcpoll_result,
@@ -77,7 +99,8 @@ pub struct mcpoll_event {
     pub total: f64,
     /// The event's text, NUL-terminated, `data_len` bytes before the NUL: `CALL_DONE` the
     /// result object (JSON); `CALL_FAILED` the JSON-RPC error's `data` (JSON) if any;
-    /// `SERVER_REQUEST` the request's params (JSON); `PROGRESS` the message; `READY` the
+    /// `SERVER_REQUEST` the request's params (JSON); `PROGRESS` the message;
+    /// `AUTHORIZATION_ASKED` the tool or prompt name, or the resource URI; `READY` the
     /// protocol version; `RESOURCE_UPDATED` the URI; `SUBSCRIBED` the notifications (JSON).
     pub data: *const c_char,
     /// Length of `data` in bytes, without the NUL.
@@ -224,6 +247,17 @@ pub(crate) fn fill(
             data(out, uri.as_bytes());
         }
         Event::Breaker { .. } => out.kind = MCPOLL_EVENT_BREAKER,
+        Event::AuthorizationAsked { call, method, name, .. } => {
+            out.kind = MCPOLL_EVENT_AUTHORIZATION_ASKED;
+            out.call = call.get();
+            out.list_kind = match method {
+                Method::ToolsCall => 1,
+                Method::PromptsGet => 2,
+                Method::ResourcesRead => 3,
+                _ => 0,
+            };
+            data(out, name.as_bytes());
+        }
         _ => out.kind = MCPOLL_EVENT_OTHER,
     }
 }

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, OsStr};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
@@ -12,8 +13,8 @@ use mcpoll::{CallId, CallOptions, Host, ServerId, ServerRequestId, StdioCommand}
 use crate::event::{fill, mcpoll_event, EventBuffers};
 use crate::options::{mcpoll_call_options, mcpoll_config, mcpoll_http_options};
 use crate::{
-    bytes_arg, guard, handle_ref, into_handle, json_arg, mcpoll_result, opt_handle_ref, out_arg,
-    str_arg, Fail,
+    bytes_arg, guard, handle_ref, into_handle, json_arg, mcpoll_result, opt_handle_ref,
+    opt_json_arg, out_arg, str_arg, Fail,
 };
 
 /// A host of MCP servers with its own poll (see `mcpoll_fd`). One thread at a time.
@@ -36,10 +37,36 @@ pub struct mcpoll_host {
 pub(crate) struct Entry {
     pub(crate) id: u64,
     server: ServerId,
-    pub(crate) calls: HashMap<u64, CallId>,
+    pub(crate) calls: HashMap<u64, CallId, BuildHasherDefault<IdHasher>>,
     /// Server requests waiting for the host, with the call each belongs to (0: none): a
     /// call's requests are forgotten when it ends.
-    pub(crate) requests: HashMap<u64, (ServerRequestId, u64)>,
+    pub(crate) requests: HashMap<u64, (ServerRequestId, u64), BuildHasherDefault<IdHasher>>,
+}
+
+/// The hasher of the id tables: one multiply per id. The keys are call and request ids the
+/// engine made (never a value a peer chose), so SipHash's defence against chosen keys buys
+/// nothing here, and its cost showed in the per-call instruction count.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
+
+impl IdHasher {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+}
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(Self::K);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(Self::K);
+    }
 }
 
 impl Entry {
@@ -61,9 +88,17 @@ impl mcpoll_host {
     fn add(&mut self, server: ServerId) -> u64 {
         let id = self.next_server;
         self.next_server += 1;
-        let entry = Entry { id, server, calls: HashMap::new(), requests: HashMap::new() };
+        let entry = Entry { id, server, calls: HashMap::default(), requests: HashMap::default() };
         self.servers.push(entry);
         id
+    }
+
+    /// The Rust handles of call `call` on server `server`, while the call is known.
+    fn held(&self, server: u64, call: u64) -> Result<(ServerId, CallId), Fail> {
+        let entry = self.servers.iter().find(|e| e.id == server);
+        let entry = entry.ok_or(mcpoll_result::MCPOLL_UNKNOWN_SERVER)?;
+        let id = *entry.calls.get(&call).ok_or(mcpoll_result::MCPOLL_UNKNOWN_CALL)?;
+        Ok((entry.server, id))
     }
 
     /// Starts a call on server `id` and records it.
@@ -326,6 +361,8 @@ pub unsafe extern "C" fn mcpoll_add_http_server(
 
 /// Calls tool `name` with `arguments` (a JSON object; null: `{}`); `options` may be null. The
 /// call's id goes to `*call`; it ends with `MCPOLL_EVENT_CALL_DONE` or `_CALL_FAILED`.
+/// Arguments that are not one JSON value give `MCPOLL_ARGUMENTS_NOT_JSON`, a value that is not
+/// an object `MCPOLL_ARGUMENTS_NOT_OBJECT`.
 ///
 /// # Safety
 /// `host` is live or null; strings are null or NUL-terminated; `options` is null or live;
@@ -343,14 +380,10 @@ pub unsafe extern "C" fn mcpoll_call_tool(
     unsafe {
         with_host(host, |h| {
             let (out, name) = (out_arg(call)?, str_arg(name)?);
-            let arguments = if arguments.is_null() {
-                serde_json::value::RawValue::from_string("{}".into())
-                    .map_err(|_| Fail::new(mcpoll_result::MCPOLL_INVALID_JSON, "empty arguments"))?
-            } else {
-                json_arg(arguments)?
-            };
+            // The engine checks the text once, as it writes it: no parse and no copy here.
+            let arguments = if arguments.is_null() { "{}" } else { str_arg(arguments)? };
             let opts = call_options(options);
-            h.call(server, out, |host, id| host.call_tool(id, name, &arguments, opts))
+            h.call(server, out, |host, id| host.call_tool_json(id, name, arguments, opts))
         })
     }
 }
@@ -454,9 +487,151 @@ pub unsafe extern "C" fn mcpoll_get_prompt(
     unsafe {
         with_host(host, |h| {
             let (out, name) = (out_arg(call)?, str_arg(name)?);
-            let arguments = if arguments.is_null() { None } else { Some(json_arg(arguments)?) };
+            let arguments = opt_json_arg(arguments)?;
             let opts = call_options(options);
             h.call(server, out, |host, id| host.get_prompt(id, name, arguments.as_deref(), opts))
+        })
+    }
+}
+
+/// Sends an extension request `method` (a name with no verb of its own in mcpoll, such as
+/// `"lab/skills_list"`) with `params` (a JSON object, or null for none); the result object
+/// comes with `MCPOLL_EVENT_CALL_DONE`. `MCPOLL_INVALID_METHOD` for an empty name, one of
+/// MCP's own methods, or one with a byte outside printable ASCII.
+///
+/// # Safety
+/// As `mcpoll_call_tool`.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_request(
+    host: *mut mcpoll_host,
+    server: u64,
+    method: *const c_char,
+    params: *const c_char,
+    options: *const mcpoll_call_options,
+    call: *mut u64,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract, for every argument.
+    unsafe {
+        with_host(host, |h| {
+            let (out, method) = (out_arg(call)?, str_arg(method)?);
+            let params = opt_json_arg(params)?;
+            let opts = call_options(options);
+            h.call(server, out, |host, id| host.request(id, method, params.as_deref(), opts))
+        })
+    }
+}
+
+/// `mcpoll_set_policy`: every call is sent (no policy asks).
+pub const MCPOLL_CONFIRM_NEVER: u32 = 0;
+/// Ask before a tool that may destroy or overwrite (not read-only and not
+/// `destructiveHint: false`, or not in the tool cache).
+pub const MCPOLL_CONFIRM_DESTRUCTIVE: u32 = 1;
+/// Ask before every tool call.
+pub const MCPOLL_CONFIRM_ALWAYS: u32 = 2;
+
+/// Installs the local authorization policy of server `server`, or the host's (for servers
+/// with none of their own) when `server` is 0: `confirm` (`MCPOLL_CONFIRM_*`) says which tool
+/// calls are held unsent and asked about with `MCPOLL_EVENT_AUTHORIZATION_ASKED`; answer with
+/// `mcpoll_allow_call` or `mcpoll_deny_call`, in this frame or a later one (the call's
+/// deadline runs meanwhile). Replaces the policy installed before.
+///
+/// # Safety
+/// `host` is live or null.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_set_policy(
+    host: *mut mcpoll_host,
+    server: u64,
+    confirm: u32,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_host(host, |h| {
+            let confirm = match confirm {
+                MCPOLL_CONFIRM_NEVER => mcpoll::Confirm::Never,
+                MCPOLL_CONFIRM_DESTRUCTIVE => mcpoll::Confirm::Destructive,
+                MCPOLL_CONFIRM_ALWAYS => mcpoll::Confirm::Always,
+                _ => return Err(mcpoll_result::MCPOLL_INVALID_ARGUMENT.into()),
+            };
+            let policy = mcpoll::DefaultPolicy::new(confirm);
+            if server == 0 {
+                h.host.set_policy(policy);
+            } else {
+                let id = h.entry(server)?.server;
+                h.host.set_server_policy(id, policy);
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Disables `count` tools of a server by name (copied): calls to them end at once, unsent,
+/// with `MCPOLL_LOCAL_AUTHORIZATION_DENIED`, and the tool cache leaves them out.
+///
+/// # Safety
+/// `host` is live or null; `names` holds `count` NUL-terminated strings (null when `count`
+/// is 0).
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_disable_tools(
+    host: *mut mcpoll_host,
+    server: u64,
+    names: *const *const c_char,
+    count: usize,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract, for every argument.
+    unsafe {
+        with_server(host, server, |h, id| {
+            let mut tools = Vec::with_capacity(count);
+            for &name in ptr_array(names, count)? {
+                tools.push(str_arg(name)?.to_owned());
+            }
+            h.host.disable_tools(id, tools);
+            Ok(())
+        })
+    }
+}
+
+/// Lets a call held for authorization (`MCPOLL_EVENT_AUTHORIZATION_ASKED`) go.
+/// `MCPOLL_AUTHORIZE_NOT_HELD` when the call is not held (already answered, or never asked
+/// about); `MCPOLL_AUTHORIZE_OVERLOADED` when the queue has no room now: it stays held, ask
+/// again later. An open circuit breaker ends it (`MCPOLL_LOCAL_BREAKER_OPEN`).
+///
+/// # Safety
+/// `host` is live or null.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_allow_call(
+    host: *mut mcpoll_host,
+    server: u64,
+    call: u64,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_host(host, |h| {
+            let (server, id) = h.held(server, call)?;
+            h.host.allow_call(server, id)?;
+            Ok(())
+        })
+    }
+}
+
+/// Refuses a call held for authorization: it ends unsent with
+/// `MCPOLL_LOCAL_AUTHORIZATION_DENIED`, its message carrying `reason` (copied).
+///
+/// # Safety
+/// `host` is live or null; `reason` is null or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_deny_call(
+    host: *mut mcpoll_host,
+    server: u64,
+    call: u64,
+    reason: *const c_char,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract, for every argument.
+    unsafe {
+        with_host(host, |h| {
+            let reason = str_arg(reason)?;
+            let (server, id) = h.held(server, call)?;
+            h.host.deny_call(server, id, reason)?;
+            Ok(())
         })
     }
 }

@@ -151,6 +151,54 @@ pub unsafe extern "C" fn mcpoll_config_set_restart(
     }
 }
 
+/// When a crashing stdio server is degraded: `exits` exits within `window_ms` (at least 1)
+/// suspend its restarts; its pending calls fail with `MCPOLL_LOCAL_DEGRADED` and new calls
+/// are refused with `MCPOLL_REQUEST_DEGRADED` until `mcpoll_restart_server`.
+///
+/// # Safety
+/// `config` is null or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_config_set_crash_loop(
+    config: *mut mcpoll_config,
+    exits: u32,
+    window_ms: u64,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        set(config, |c| {
+            if exits == 0 {
+                return Err(mcpoll_result::MCPOLL_INVALID_ARGUMENT.into());
+            }
+            c.config.restart.crash_loop_exits = exits;
+            c.config.restart.crash_loop_window = Duration::from_millis(window_ms);
+            Ok(())
+        })
+    }
+}
+
+/// How many calls are sent at once (`max_in_flight`, at least 1, checked when the server is
+/// added) and how many more wait in the queue (`max_queued`); past both, a call is refused
+/// with `MCPOLL_OVERLOADED`, and a held call let go with `mcpoll_allow_call` stays held
+/// (`MCPOLL_AUTHORIZE_OVERLOADED`).
+///
+/// # Safety
+/// `config` is null or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_config_set_in_flight(
+    config: *mut mcpoll_config,
+    max_in_flight: usize,
+    max_queued: usize,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        set(config, |c| {
+            c.config.max_in_flight = max_in_flight;
+            c.config.max_queued = max_queued;
+            Ok(())
+        })
+    }
+}
+
 /// The most calls pending on one server at once (more than 0).
 ///
 /// # Safety
@@ -164,6 +212,47 @@ pub unsafe extern "C" fn mcpoll_config_set_max_pending(
     unsafe {
         set(config, |c| {
             c.config.max_pending = max;
+            Ok(())
+        })
+    }
+}
+
+/// The circuit breakers: `failure_threshold` consecutive transport failures or timeouts of
+/// one kind of call (reads, writes) open its breaker (0 turns breakers off); an open breaker
+/// refuses calls (`MCPOLL_REQUEST_BREAKER_OPEN`) for `cool_down_ms`, then lets one through.
+///
+/// # Safety
+/// `config` is null or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_config_set_breaker(
+    config: *mut mcpoll_config,
+    failure_threshold: u32,
+    cool_down_ms: u64,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        set(config, |c| {
+            c.config.breaker.failure_threshold = failure_threshold;
+            c.config.breaker.cool_down = Duration::from_millis(cool_down_ms);
+            Ok(())
+        })
+    }
+}
+
+/// The largest message accepted from the server, in bytes (at least 1024, checked when the
+/// server is added): a larger reply fails its call with `MCPOLL_PEER_TOO_LARGE`.
+///
+/// # Safety
+/// `config` is null or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_config_set_max_message_bytes(
+    config: *mut mcpoll_config,
+    bytes: usize,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        set(config, |c| {
+            c.config.max_message_bytes = bytes;
             Ok(())
         })
     }
@@ -284,6 +373,34 @@ pub unsafe extern "C" fn mcpoll_call_options_set_progress(
     unsafe {
         set(options, |o| {
             o.options.progress = progress;
+            Ok(())
+        })
+    }
+}
+
+/// W3C trace context carried in the call's `_meta`: `traceparent` (null clears the trace
+/// context) and `tracestate` (null: none); copied. A malformed `traceparent` is refused when
+/// the call is made (`MCPOLL_TRACE_CONTEXT`).
+///
+/// # Safety
+/// `options` is null or a live handle; `traceparent` and `tracestate` are null or
+/// NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_call_options_set_trace(
+    options: *mut mcpoll_call_options,
+    traceparent: *const c_char,
+    tracestate: *const c_char,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        set(options, |o| {
+            // SAFETY: the caller's contract.
+            let (parent, state) = (opt_str_arg(traceparent)?, opt_str_arg(tracestate)?);
+            o.options.trace = parent.map(|p| mcpoll::TraceContext {
+                traceparent: p.to_owned(),
+                tracestate: state.map(str::to_owned),
+                baggage: None,
+            });
             Ok(())
         })
     }

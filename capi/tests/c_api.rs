@@ -20,6 +20,17 @@ fn the_c_test_program_passes_against_the_sdk_peers() {
     compile(&source, &exe);
     let peer = HttpPeer::start(&peers);
     let url = format!("http://127.0.0.1:{}/mcp", peer.port);
+    // Not an MCP server: Python's own HTTP server, which answers every POST with 501.
+    let plain = PlainHttp::start();
+    let plain_url = format!("http://127.0.0.1:{}/mcp", plain.port);
+    // The Python SDK as an OAuth-protected resource whose authorization server (its issuer,
+    // port 9 of loopback) is not there: a wrong token is refused, and the OAuth flow fails.
+    let auth = HttpPeer::start_with(
+        &peers,
+        "run-py-auth-http.sh",
+        &[("MCPOLL_AUTH_ISSUER", "http://127.0.0.1:9")],
+    );
+    let auth_url = format!("http://127.0.0.1:{}/mcp", auth.port);
     let valgrind = std::env::var("MCPOLL_C_TEST_VALGRIND").is_ok_and(|v| v == "1");
     let mut command = if valgrind {
         let mut c = Command::new("valgrind");
@@ -29,7 +40,13 @@ fn the_c_test_program_passes_against_the_sdk_peers() {
     } else {
         Command::new(&exe)
     };
-    let output = command.arg(&peers).arg(&url).output().expect("run the C test program");
+    // The library of this profile has the panic test hook when it has debug assertions.
+    if cfg!(debug_assertions) {
+        command.env("MCPOLL_C_TEST_HOOKS", "1");
+    }
+    let odd = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/odd_server.py");
+    let output = command.arg(&peers).arg(&url).arg(&plain_url).arg(&auth_url).arg(&odd).output();
+    let output = output.expect("run the C test program");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     println!("{stdout}");
@@ -37,4 +54,50 @@ fn the_c_test_program_passes_against_the_sdk_peers() {
     assert!(output.status.success(), "the C test program failed ({})", output.status);
     assert!(stdout.contains("checks passed"), "{stdout}");
     drop(peer);
+    drop(plain);
+    drop(auth);
+}
+
+/// `python3 -m http.server` on a free loopback port, serving an empty folder; its process
+/// group is killed when dropped.
+struct PlainHttp {
+    child: std::process::Child,
+    port: u16,
+    dir: std::path::PathBuf,
+}
+
+impl PlainHttp {
+    fn start() -> Self {
+        use std::os::unix::process::CommandExt;
+        use std::time::{Duration, Instant};
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("plain-{port}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let child = Command::new("python3")
+            .args(["-m", "http.server", "--bind", "127.0.0.1", "--directory"])
+            .arg(&dir)
+            .arg(port.to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("python3 -m http.server");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "python3 -m http.server did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self { child, port, dir }
+    }
+}
+
+impl Drop for PlainHttp {
+    fn drop(&mut self) {
+        if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }

@@ -51,7 +51,7 @@ fn the_readme_program_is_examples_c_hello_and_says_hello() {
 #[test]
 fn the_cpp_layer_calls_and_turns_results_into_exceptions() {
     let out = success(Command::new(compiled("cpp/hello")).arg(demo_server()).output().unwrap());
-    assert!(out.starts_with("refused: invalid JSON\n"), "{out}");
+    assert!(out.starts_with("refused: not JSON\n"), "{out}");
     let v: serde_json::Value = serde_json::from_str(out.lines().nth(1).unwrap()).unwrap();
     assert_eq!(v["content"][0]["text"], "hello from C++", "{out}");
 }

@@ -22,7 +22,7 @@ int main(int argc, char **argv) {
     try {
       host.call_tool(server, "echo", "[not an object]");
     } catch (const mcpoll::Error &e) {
-      std::printf("refused: %s\n", e.result() == MCPOLL_INVALID_JSON ? "invalid JSON" : e.what());
+      std::printf("refused: %s\n", e.result() == MCPOLL_ARGUMENTS_NOT_JSON ? "not JSON" : e.what());
     }
     uint64_t call = host.call_tool(server, "echo", R"({"text":"hello from C++"})");
     for (;;) {

@@ -626,7 +626,9 @@ impl Host {
         arguments: &str,
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        self.command(server, |e, now| e.call_tool_json(now, name, arguments, opts))
+        self.gated(server, Method::ToolsCall, name, opts, |h, o| {
+            h.command(server, |e, now| e.call_tool_json(now, name, arguments, o))
+        })
     }
 
     /// Calls a tool that takes no arguments (sends `"arguments":{}`).

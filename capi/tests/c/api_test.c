@@ -4,18 +4,25 @@
  * error results a C program can cause, and the lifetime rules. The loop is poll(2) on
  * mcpoll_fd plus mcpoll_timeout_ms. Driven by capi/tests/c_api.rs (also under valgrind):
  *
- *   api_test PEERS_DIR HTTP_URL
+ *   api_test PEERS_DIR HTTP_URL PLAIN_HTTP_URL AUTH_HTTP_URL ODD_SERVER
+ *
+ * PLAIN_HTTP_URL is an HTTP server that is not an MCP server (it answers POST with 501);
+ * AUTH_HTTP_URL the Python SDK peer protected by OAuth, whose authorization server is absent;
+ * ODD_SERVER capi/tests/c/odd_server.py, a stdio server that breaks the protocol on purpose.
  *
  * Exits 0 when every check passed; prints the failed check and exits 1 otherwise.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mcpoll.h"
 
@@ -57,6 +64,9 @@ typedef struct {
   int32_t exit_signal;
   int64_t rpc_code;
   bool is_error;
+  uint32_t list_kind;
+  int64_t restart_in_ms;
+  char message[512];
   char data[2048];
 } seen_event;
 
@@ -101,6 +111,9 @@ static void turn(mcpoll_host *host, int cap_ms) {
     s->exit_signal = ev.exit_signal;
     s->rpc_code = ev.rpc_code;
     s->is_error = ev.is_error;
+    s->list_kind = ev.list_kind;
+    s->restart_in_ms = ev.restart_in_ms;
+    snprintf(s->message, sizeof s->message, "%s", ev.error_message);
     snprintf(s->data, sizeof s->data, "%s", ev.data);
   }
 }
@@ -203,7 +216,7 @@ static void errors_without_a_server(mcpoll_host *host) {
   CHECK(strlen(mcpoll_last_error(host)) > 0);
   EXPECT(mcpoll_cancel(host, 12345, 1), MCPOLL_UNKNOWN_SERVER);
   EXPECT(mcpoll_call_tool(host, 1, "\xff\xfe", "{}", NULL, &call), MCPOLL_INVALID_UTF8);
-  EXPECT(mcpoll_call_tool(host, 1, "echo", "{\"text\":", NULL, &call), MCPOLL_INVALID_JSON);
+  EXPECT(mcpoll_get_prompt(host, 1, "greet", "{\"name\":", NULL, &call), MCPOLL_INVALID_JSON);
   OK(mcpoll_call_options_new(&opts));
   EXPECT(mcpoll_call_options_set_idempotency(opts, 77), MCPOLL_INVALID_ARGUMENT);
   OK(mcpoll_call_options_set_idempotency(opts, MCPOLL_IDEMPOTENCY_READ));
@@ -251,6 +264,10 @@ static void errors_without_a_server(mcpoll_host *host) {
   OK(mcpoll_http_options_set_ca_file(http, "/nonexistent/ca.pem"));
   EXPECT(mcpoll_add_http_server(host, http, NULL, &server), MCPOLL_HTTP_TLS_SETUP);
   mcpoll_http_options_free(http);
+  OK(mcpoll_http_options_new("http://127.0.0.1:9/mcp", &http));
+  OK(mcpoll_http_options_set_bearer(http, "token\r\nX-Injected: 1"));
+  EXPECT(mcpoll_add_http_server(host, http, NULL, &server), MCPOLL_HTTP_BEARER_TOKEN);
+  mcpoll_http_options_free(http);
   EXPECT(mcpoll_http_options_new(NULL, &http), MCPOLL_NULL_POINTER);
   EXPECT(mcpoll_set_log_callback(on_log, &logged, 6), MCPOLL_INVALID_ARGUMENT);
   /* Names and messages of every value are static strings. */
@@ -260,9 +277,360 @@ static void errors_without_a_server(mcpoll_host *host) {
   CHECK(strlen(mcpoll_version()) > 0);
 }
 
+/* MCPOLL_PANIC from a real unwind: debug builds of the library panic inside every entry point
+ * while MCPOLL_CAPI_TEST_PANIC is set (a test hook; release builds have none). The driver
+ * sets MCPOLL_C_TEST_HOOKS=1 when the library is a debug build. */
+static void panic_is_a_result(void) {
+  if (getenv("MCPOLL_C_TEST_HOOKS") == NULL) {
+    fprintf(stderr, "(no test hooks in this build: MCPOLL_PANIC not provoked)\n");
+    return;
+  }
+  mcpoll_host *h = NULL;
+  OK(mcpoll_host_new(&h));
+  CHECK(setenv("MCPOLL_CAPI_TEST_PANIC", "1", 1) == 0);
+  EXPECT(mcpoll_poll(h, 0), MCPOLL_PANIC);
+  CHECK(strstr(mcpoll_last_error(h), "panic") != NULL);
+  mcpoll_config *config = NULL;
+  EXPECT(mcpoll_config_new(&config), MCPOLL_PANIC);
+  CHECK(config == NULL);
+  CHECK(unsetenv("MCPOLL_CAPI_TEST_PANIC") == 0);
+  OK(mcpoll_poll(h, 0));
+  mcpoll_host_free(h);
+}
+
+/* MCPOLL_IO from the operating system: with every descriptor of the process in use, the host
+ * cannot make its poll (epoll_create1 fails with EMFILE). */
+static void io_is_a_result(void) {
+  struct rlimit old, low;
+  CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
+  low = old;
+  low.rlim_cur = 64;
+  CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+  int fds[64];
+  int n = 0;
+  while (n < 64) {
+    int fd = dup(0);
+    if (fd < 0) {
+      CHECK(errno == EMFILE);
+      break;
+    }
+    fds[n++] = fd;
+  }
+  CHECK(n < 64); /* the limit was reached */
+  mcpoll_host *h = NULL;
+  EXPECT(mcpoll_host_new(&h), MCPOLL_IO);
+  CHECK(h == NULL);
+  while (n > 0) close(fds[--n]);
+  CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0);
+  OK(mcpoll_host_new(&h));
+  mcpoll_host_free(h);
+}
+
+/* The local authorization policy from C: calls held and asked about, allowed or denied;
+ * disabled tools; an extension request by method name. */
+static void policy_and_extensions(mcpoll_host *host, uint64_t py) {
+  uint64_t call = 0, other = 0;
+  n_seen = 0;
+  EXPECT(mcpoll_set_policy(host, py, 7), MCPOLL_INVALID_ARGUMENT);
+  EXPECT(mcpoll_set_policy(host, 424242, MCPOLL_CONFIRM_ALWAYS), MCPOLL_UNKNOWN_SERVER);
+  OK(mcpoll_set_policy(host, py, MCPOLL_CONFIRM_ALWAYS));
+  call = echo(host, py, "asked");
+  seen_event *asked = wait_for(host, py, MCPOLL_EVENT_AUTHORIZATION_ASKED, call);
+  CHECK(strcmp(asked->data, "echo") == 0 && asked->list_kind == 1);
+  OK(mcpoll_allow_call(host, py, call));
+  EXPECT(mcpoll_allow_call(host, py, call), MCPOLL_AUTHORIZE_NOT_HELD);
+  CHECK(strstr(done_text(host, py, call), "asked") != NULL);
+  EXPECT(mcpoll_allow_call(host, py, call), MCPOLL_UNKNOWN_CALL);
+  call = echo(host, py, "denied");
+  wait_for(host, py, MCPOLL_EVENT_AUTHORIZATION_ASKED, call);
+  EXPECT(mcpoll_deny_call(host, py, call, NULL), MCPOLL_NULL_POINTER);
+  OK(mcpoll_deny_call(host, py, call, "not from this C test"));
+  seen_event *denied = end_of(host, py, call);
+  CHECK(denied->kind == MCPOLL_EVENT_CALL_FAILED);
+  CHECK(denied->error == MCPOLL_LOCAL_AUTHORIZATION_DENIED);
+  CHECK(strstr(denied->message, "not from this C test") != NULL);
+  /* The host-wide policy applies to servers without one of their own. */
+  OK(mcpoll_set_policy(host, py, MCPOLL_CONFIRM_NEVER));
+  OK(mcpoll_set_policy(host, 0, MCPOLL_CONFIRM_NEVER));
+  /* A call that is pending but was never held is not the host's to allow. */
+  OK(mcpoll_call_tool(host, py, "slow", "{\"ms\":3000}", NULL, &other));
+  EXPECT(mcpoll_allow_call(host, py, other), MCPOLL_AUTHORIZE_NOT_HELD);
+  OK(mcpoll_cancel(host, py, other));
+  /* Cancelled, but its end not yet handed out: the id is still known, the call is over. */
+  EXPECT(mcpoll_cancel(host, py, other), MCPOLL_CANCEL_NOT_PENDING);
+  CHECK(end_of(host, py, other)->error == MCPOLL_LOCAL_CANCELLED);
+  /* A disabled tool is refused locally, never sent. */
+  const char *disabled[] = {"add"};
+  OK(mcpoll_disable_tools(host, py, disabled, 1));
+  OK(mcpoll_call_tool(host, py, "add", "{\"a\":1,\"b\":2}", NULL, &call));
+  CHECK(end_of(host, py, call)->error == MCPOLL_LOCAL_AUTHORIZATION_DENIED);
+
+  /* Extension requests by method name. */
+  EXPECT(mcpoll_request(host, py, "tools/call", NULL, NULL, &call), MCPOLL_INVALID_METHOD);
+  EXPECT(mcpoll_request(host, py, "", NULL, NULL, &call), MCPOLL_INVALID_METHOD);
+  EXPECT(mcpoll_request(host, py, "lab/skills_list", "{\"x\":", NULL, &call),
+         MCPOLL_INVALID_JSON);
+  OK(mcpoll_request(host, py, "lab/skills_list", "{\"from\":\"c\"}", NULL, &call));
+  const char *skills = done_text(host, py, call);
+  CHECK(strstr(skills, "lab-skill") != NULL && strstr(skills, "\"from\":\"c\"") != NULL);
+
+  /* Trace context: a well-formed traceparent goes out with the call, a malformed one is
+   * refused before anything is sent. */
+  mcpoll_call_options *opts = NULL;
+  OK(mcpoll_call_options_new(&opts));
+  OK(mcpoll_call_options_set_trace(opts, "not-a-traceparent", NULL));
+  EXPECT(mcpoll_call_tool(host, py, "echo", "{\"text\":\"t\"}", opts, &call),
+         MCPOLL_TRACE_CONTEXT);
+  OK(mcpoll_call_options_set_trace(opts, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                                   "vendor=c"));
+  OK(mcpoll_call_tool(host, py, "echo", "{\"text\":\"traced\"}", opts, &call));
+  mcpoll_call_options_free(opts);
+  CHECK(strstr(done_text(host, py, call), "traced") != NULL);
+  n_seen = 0;
+}
+
+/* Starts the stdio peer `script` with `config` (freed here) and waits until it is ready. */
+static uint64_t start_ready(mcpoll_host *host, const char *script, mcpoll_config *config) {
+  const char *args[] = {script};
+  uint64_t s = 0;
+  OK(mcpoll_add_stdio_server(host, args, 1, NULL, 0, NULL, config, &s));
+  mcpoll_config_free(config);
+  n_seen = 0;
+  wait_for(host, s, MCPOLL_EVENT_READY, 0);
+  return s;
+}
+
+/* A held call let go while the server has no room (one call in flight, no queue) stays held:
+ * MCPOLL_AUTHORIZE_OVERLOADED; once the call in flight is over, it goes. */
+static void authorize_overloaded(mcpoll_host *host, const char *script) {
+  mcpoll_config *config = NULL;
+  OK(mcpoll_config_new(&config));
+  OK(mcpoll_config_set_in_flight(config, 1, 0));
+  uint64_t s = start_ready(host, script, config), slow = 0, call = 0;
+  OK(mcpoll_set_policy(host, s, MCPOLL_CONFIRM_ALWAYS));
+  OK(mcpoll_call_tool(host, s, "slow", "{\"ms\":30000}", NULL, &slow));
+  wait_for(host, s, MCPOLL_EVENT_AUTHORIZATION_ASKED, slow);
+  OK(mcpoll_allow_call(host, s, slow));
+  call = echo(host, s, "waited");
+  wait_for(host, s, MCPOLL_EVENT_AUTHORIZATION_ASKED, call);
+  EXPECT(mcpoll_allow_call(host, s, call), MCPOLL_AUTHORIZE_OVERLOADED);
+  OK(mcpoll_cancel(host, s, slow));
+  CHECK(end_of(host, s, slow)->error == MCPOLL_LOCAL_CANCELLED);
+  OK(mcpoll_allow_call(host, s, call));
+  CHECK(strstr(done_text(host, s, call), "waited") != NULL);
+  OK(mcpoll_remove_server(host, s));
+  n_seen = 0;
+}
+
+/* Calls the slow tool with `options` (progress turned on here), waits until the server runs
+ * it (its first progress report), kills the server's process group, and returns the call's
+ * end. */
+static seen_event *crash_during_a_call(mcpoll_host *host, uint64_t s,
+                                       mcpoll_call_options *options) {
+  uint64_t call = 0;
+  uint32_t pid = 0;
+  OK(mcpoll_call_options_set_progress(options, true));
+  OK(mcpoll_call_tool(host, s, "slow", "{\"ms\":30000}", options, &call));
+  wait_for(host, s, MCPOLL_EVENT_PROGRESS, call);
+  OK(mcpoll_server_pid(host, s, &pid));
+  CHECK(pid > 0 && kill(-(pid_t)pid, SIGKILL) == 0);
+  return end_of(host, s, call);
+}
+
+/* A crash in the middle of a call that is not safe to send twice: the call ends with
+ * MCPOLL_LOCAL_DELIVERY_UNKNOWN, which counts against the circuit breaker (threshold 1 here):
+ * the next write is refused (MCPOLL_REQUEST_BREAKER_OPEN), and a held call let go while it is
+ * open ends with MCPOLL_LOCAL_BREAKER_OPEN. */
+static void breaker_from_a_crash(mcpoll_host *host, const char *script) {
+  mcpoll_config *config = NULL;
+  OK(mcpoll_config_new(&config));
+  OK(mcpoll_config_set_restart(config, true, 50));
+  OK(mcpoll_config_set_breaker(config, 1, 600000));
+  uint64_t s = start_ready(host, script, config), call = 0;
+  mcpoll_call_options *write = NULL;
+  OK(mcpoll_call_options_new(&write));
+  OK(mcpoll_call_options_set_idempotency(write, MCPOLL_IDEMPOTENCY_UNKNOWN));
+  seen_event *lost = crash_during_a_call(host, s, write);
+  CHECK(lost->kind == MCPOLL_EVENT_CALL_FAILED && lost->error == MCPOLL_LOCAL_DELIVERY_UNKNOWN);
+  wait_for(host, s, MCPOLL_EVENT_BREAKER, 0);
+  EXPECT(mcpoll_call_tool(host, s, "echo", "{\"text\":\"w\"}", write, &call),
+         MCPOLL_REQUEST_BREAKER_OPEN);
+  OK(mcpoll_set_policy(host, s, MCPOLL_CONFIRM_ALWAYS));
+  OK(mcpoll_call_tool(host, s, "echo", "{\"text\":\"held\"}", write, &call));
+  wait_for(host, s, MCPOLL_EVENT_AUTHORIZATION_ASKED, call);
+  OK(mcpoll_allow_call(host, s, call));
+  CHECK(end_of(host, s, call)->error == MCPOLL_LOCAL_BREAKER_OPEN);
+  mcpoll_call_options_free(write);
+  OK(mcpoll_remove_server(host, s));
+  n_seen = 0;
+}
+
+/* A server that crashes once too often (the crash-loop bound is 1 here) is degraded: the call
+ * it was running fails with MCPOLL_LOCAL_DEGRADED, new calls are refused with
+ * MCPOLL_REQUEST_DEGRADED, and mcpoll_restart_server brings it back. */
+static void degraded_after_a_crash(mcpoll_host *host, const char *script) {
+  mcpoll_config *config = NULL;
+  OK(mcpoll_config_new(&config));
+  OK(mcpoll_config_set_restart(config, true, 50));
+  EXPECT(mcpoll_config_set_crash_loop(config, 0, 60000), MCPOLL_INVALID_ARGUMENT);
+  OK(mcpoll_config_set_crash_loop(config, 1, 600000));
+  uint64_t s = start_ready(host, script, config), call = 0;
+  mcpoll_call_options *read = NULL;
+  OK(mcpoll_call_options_new(&read));
+  OK(mcpoll_call_options_set_idempotency(read, MCPOLL_IDEMPOTENCY_READ));
+  seen_event *end = crash_during_a_call(host, s, read);
+  mcpoll_call_options_free(read);
+  CHECK(end->kind == MCPOLL_EVENT_CALL_FAILED && end->error == MCPOLL_LOCAL_DEGRADED);
+  seen_event *lost = wait_for(host, s, MCPOLL_EVENT_TRANSPORT_LOST, 0);
+  CHECK(lost->restart_in_ms == -1);
+  EXPECT(mcpoll_call_tool(host, s, "echo", "{\"text\":\"x\"}", NULL, &call),
+         MCPOLL_REQUEST_DEGRADED);
+  n_seen = 0;
+  OK(mcpoll_restart_server(host, s));
+  wait_for(host, s, MCPOLL_EVENT_READY, 0);
+  CHECK(strstr(done_text(host, s, echo(host, s, "back")), "back") != NULL);
+  OK(mcpoll_remove_server(host, s));
+  n_seen = 0;
+}
+
+/* A reply larger than the server's max_message_bytes fails its call (MCPOLL_PEER_TOO_LARGE). */
+static void too_large(mcpoll_host *host, const char *script) {
+  mcpoll_config *config = NULL;
+  OK(mcpoll_config_new(&config));
+  OK(mcpoll_config_set_max_message_bytes(config, 100));
+  const char *args[] = {script};
+  uint64_t s = 0, call = 0;
+  EXPECT(mcpoll_add_stdio_server(host, args, 1, NULL, 0, NULL, config, &s),
+         MCPOLL_CONFIG_INVALID);
+  OK(mcpoll_config_set_max_message_bytes(config, 8192));
+  s = start_ready(host, script, config);
+  static char big[10000 + 32];
+  strcpy(big, "{\"text\":\"");
+  memset(big + 9, 'x', 10000);
+  strcpy(big + 9 + 10000, "\"}");
+  OK(mcpoll_call_tool(host, s, "echo", big, NULL, &call));
+  seen_event *e = end_of(host, s, call);
+  CHECK(e->kind == MCPOLL_EVENT_CALL_FAILED && e->error == MCPOLL_PEER_TOO_LARGE);
+  OK(mcpoll_remove_server(host, s));
+  n_seen = 0;
+}
+
+/* HTTP servers that cannot be reached: nothing listens (MCPOLL_TRANSPORT_CONNECT_FAILED), and
+ * TLS to a port that speaks plain HTTP (MCPOLL_TRANSPORT_TLS). */
+static void http_unreachable(mcpoll_host *host, const char *url) {
+  mcpoll_http_options *http = NULL;
+  mcpoll_call_options *opts = NULL;
+  uint64_t s = 0, call = 0;
+  OK(mcpoll_call_options_new(&opts));
+  OK(mcpoll_call_options_set_timeout_ms(opts, 120000));
+  OK(mcpoll_http_options_new("http://127.0.0.1:9/mcp", &http));
+  OK(mcpoll_http_options_set_proxy(http, NULL));
+  OK(mcpoll_add_http_server(host, http, NULL, &s));
+  mcpoll_http_options_free(http);
+  n_seen = 0;
+  OK(mcpoll_call_tool(host, s, "echo", "{\"text\":\"x\"}", opts, &call));
+  seen_event *e = end_of(host, s, call);
+  CHECK(e->kind == MCPOLL_EVENT_CALL_FAILED && e->error == MCPOLL_TRANSPORT_CONNECT_FAILED);
+  OK(mcpoll_remove_server(host, s));
+
+  char tls_url[512];
+  CHECK(strncmp(url, "http://", 7) == 0);
+  snprintf(tls_url, sizeof tls_url, "https://%s", url + 7);
+  OK(mcpoll_http_options_new(tls_url, &http));
+  OK(mcpoll_http_options_set_proxy(http, NULL));
+  OK(mcpoll_add_http_server(host, http, NULL, &s));
+  mcpoll_http_options_free(http);
+  n_seen = 0;
+  OK(mcpoll_call_tool(host, s, "echo", "{\"text\":\"x\"}", opts, &call));
+  e = end_of(host, s, call);
+  CHECK(e->kind == MCPOLL_EVENT_CALL_FAILED && e->error == MCPOLL_TRANSPORT_TLS);
+  OK(mcpoll_remove_server(host, s));
+  mcpoll_call_options_free(opts);
+  n_seen = 0;
+}
+
+/* An HTTP server that is not an MCP server: every POST gets 501 and an HTML page, so the
+ * call fails with MCPOLL_TRANSPORT_HTTP_STATUS and the tool cache has no catalog to give. */
+static void http_not_mcp(mcpoll_host *host, const char *url) {
+  mcpoll_http_options *http = NULL;
+  mcpoll_call_options *opts = NULL;
+  uint64_t s = 0, call = 0;
+  OK(mcpoll_call_options_new(&opts));
+  OK(mcpoll_call_options_set_timeout_ms(opts, 120000));
+  OK(mcpoll_http_options_new(url, &http));
+  OK(mcpoll_http_options_set_proxy(http, NULL));
+  OK(mcpoll_add_http_server(host, http, NULL, &s));
+  mcpoll_http_options_free(http);
+  n_seen = 0;
+  OK(mcpoll_call_tool(host, s, "echo", "{\"text\":\"x\"}", opts, &call));
+  seen_event *e = end_of(host, s, call);
+  CHECK(e->kind == MCPOLL_EVENT_CALL_FAILED && e->error == MCPOLL_TRANSPORT_HTTP_STATUS);
+  CHECK(strstr(e->message, "501") != NULL);
+  const char *json = NULL;
+  size_t len = 0;
+  /* It was never ready, so the tool cache has nothing to list from. */
+  EXPECT(mcpoll_tools(host, s, &json, &len), MCPOLL_CATALOG_NOT_READY);
+  OK(mcpoll_remove_server(host, s));
+  mcpoll_call_options_free(opts);
+  n_seen = 0;
+}
+
+/* The OAuth-protected peer: a bearer token it does not accept (MCPOLL_PEER_AUTH_REQUIRED),
+ * and the client credentials grant against an authorization server that is not there
+ * (MCPOLL_PEER_AUTHORIZATION). */
+static void http_auth(mcpoll_host *host, const char *url) {
+  mcpoll_http_options *http = NULL;
+  mcpoll_call_options *opts = NULL;
+  uint64_t s = 0, call = 0;
+  OK(mcpoll_call_options_new(&opts));
+  OK(mcpoll_call_options_set_timeout_ms(opts, 120000));
+  for (int round = 0; round < 2; round++) {
+    OK(mcpoll_http_options_new(url, &http));
+    OK(mcpoll_http_options_set_proxy(http, NULL));
+    if (round == 0) {
+      OK(mcpoll_http_options_set_bearer(http, "not-the-token"));
+    } else {
+      OK(mcpoll_http_options_set_client_credentials(http, "id", "secret"));
+    }
+    OK(mcpoll_add_http_server(host, http, NULL, &s));
+    mcpoll_http_options_free(http);
+    n_seen = 0;
+    OK(mcpoll_call_tool(host, s, "echo", "{\"text\":\"x\"}", opts, &call));
+    seen_event *e = end_of(host, s, call);
+    CHECK(e->kind == MCPOLL_EVENT_CALL_FAILED);
+    CHECK(e->error == (round == 0 ? MCPOLL_PEER_AUTH_REQUIRED : MCPOLL_PEER_AUTHORIZATION));
+    OK(mcpoll_remove_server(host, s));
+  }
+  mcpoll_call_options_free(opts);
+  n_seen = 0;
+}
+
+/* odd_server.py: no common protocol version; then a reply nested too deep and a listing
+ * whose cursor repeats. */
+static void odd_server(mcpoll_host *host, const char *script) {
+  uint64_t s = 0, call = 0;
+  for (int round = 0; round < 2; round++) {
+    const char *args[] = {"python3", script, round == 0 ? "old" : "odd"};
+    OK(mcpoll_add_stdio_server(host, args, 3, NULL, 0, NULL, NULL, &s));
+    n_seen = 0;
+    OK(mcpoll_call_tool(host, s, "echo", "{\"text\":\"x\"}", NULL, &call));
+    seen_event *e = end_of(host, s, call);
+    CHECK(e->kind == MCPOLL_EVENT_CALL_FAILED);
+    CHECK(e->error == (round == 0 ? MCPOLL_PEER_NO_COMMON_VERSION : MCPOLL_PEER_TOO_DEEP));
+    if (round == 1) {
+      OK(mcpoll_list_tools(host, s, NULL, &call));
+      e = end_of(host, s, call);
+      CHECK(e->kind == MCPOLL_EVENT_CALL_FAILED && e->error == MCPOLL_PEER_CURSOR_REPEATED);
+    }
+    OK(mcpoll_remove_server(host, s));
+  }
+  n_seen = 0;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: %s PEERS_DIR HTTP_URL\n", argv[0]);
+  if (argc != 6) {
+    fprintf(stderr, "usage: %s PEERS_DIR HTTP_URL PLAIN_HTTP_URL AUTH_HTTP_URL ODD_SERVER\n",
+            argv[0]);
     return 2;
   }
   char stdio_script[4096];
@@ -273,6 +641,9 @@ int main(int argc, char **argv) {
   OK(mcpoll_host_new(&host));
   STEP("errors without a server");
   errors_without_a_server(host);
+  STEP("panic and io");
+  panic_is_a_result();
+  io_is_a_result();
 
   STEP("stdio peer");
   /* ---- stdio: the Python SDK peer, answering sampling from C ---- */
@@ -329,6 +700,7 @@ int main(int argc, char **argv) {
   seen_event *fail = end_of(host, py, call);
   CHECK(fail->kind == MCPOLL_EVENT_CALL_DONE && fail->is_error);
   EXPECT(mcpoll_call_tool(host, py, "echo", "[1]", NULL, &call), MCPOLL_ARGUMENTS_NOT_OBJECT);
+  EXPECT(mcpoll_call_tool(host, py, "echo", "{\"text\":", NULL, &call), MCPOLL_ARGUMENTS_NOT_JSON);
   /* A JSON-RPC error answer: the call fails with MCPOLL_PROTOCOL and the error's code. */
   OK(mcpoll_read_resource(host, py, "lab://no-such-resource", NULL, &call));
   seen_event *refused = end_of(host, py, call);
@@ -383,6 +755,8 @@ int main(int argc, char **argv) {
   OK(mcpoll_call_tool(host, py, "sample", "{}", NULL, &call));
   asked = wait_for(host, py, MCPOLL_EVENT_SERVER_REQUEST, call);
   OK(mcpoll_cancel(host, py, call));
+  /* Its end not handed out yet, the request id is known, but the request is over. */
+  EXPECT(mcpoll_answer(host, py, asked->request, "{}"), MCPOLL_ANSWER_NOT_PENDING);
   CHECK(end_of(host, py, call)->error == MCPOLL_LOCAL_CANCELLED);
   EXPECT(mcpoll_answer(host, py, asked->request, "{}"), MCPOLL_UNKNOWN_REQUEST);
 
@@ -392,6 +766,9 @@ int main(int argc, char **argv) {
          MCPOLL_ANSWER_MISMATCH);
   OK(mcpoll_call_tool(host, py, "roots", "{}", NULL, &call));
   CHECK(strstr(done_text(host, py, call), "file:///tmp") != NULL);
+
+  STEP("policy and extension requests");
+  policy_and_extensions(host, py);
 
   STEP("log and crash");
   /* The log callback, through a crash (a spawn logs): records arrive with their levels, and
@@ -415,6 +792,15 @@ int main(int argc, char **argv) {
   CHECK(reentrant_result == MCPOLL_REENTRANT);
   OK(mcpoll_set_log_callback(NULL, NULL, 0));
 
+  STEP("a server that breaks the protocol");
+  odd_server(host, argv[5]);
+
+  STEP("breaker, degraded, too large");
+  breaker_from_a_crash(host, stdio_script);
+  authorize_overloaded(host, stdio_script);
+  degraded_after_a_crash(host, stdio_script);
+  too_large(host, stdio_script);
+
   STEP("http");
   /* ---- HTTP: the Python SDK peer over Streamable HTTP ---- */
   mcpoll_http_options *http = NULL;
@@ -432,9 +818,20 @@ int main(int argc, char **argv) {
   CHECK(strstr(done_text(host, web, b), "to http") != NULL);
   CHECK(strstr(done_text(host, py, a), "to stdio") != NULL);
 
+  STEP("http unreachable");
+  http_unreachable(host, argv[2]);
+  STEP("http not mcp");
+  http_not_mcp(host, argv[3]);
+  STEP("http auth");
+  http_auth(host, argv[4]);
+
   STEP("close and remove");
-  /* Closing and removing: calls on a closed server fail; a removed id is unknown. */
+  /* Closing and removing: a pending call fails as the transport closes, calls on a closed
+   * server are refused; a removed id is unknown. */
+  OK(mcpoll_call_tool(host, web, "slow", "{\"ms\":30000}", NULL, &call));
   OK(mcpoll_close_server(host, web));
+  seen_event *closed = end_of(host, web, call);
+  CHECK(closed->kind == MCPOLL_EVENT_CALL_FAILED && closed->error == MCPOLL_TRANSPORT_CLOSED);
   EXPECT(mcpoll_call_tool(host, web, "echo", "{}", NULL, &call), MCPOLL_CLOSED);
   OK(mcpoll_remove_server(host, web));
   EXPECT(mcpoll_call_tool(host, web, "echo", "{}", NULL, &call), MCPOLL_UNKNOWN_SERVER);

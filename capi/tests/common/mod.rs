@@ -104,9 +104,15 @@ pub struct HttpPeer {
 
 impl HttpPeer {
     pub fn start(dir: &Path) -> Self {
+        Self::start_with(dir, "run-py-http.sh", &[])
+    }
+
+    /// The peer script `script` of `dir` with `env` added to its environment.
+    pub fn start_with(dir: &Path, script: &str, env: &[(&str, &str)]) -> Self {
         use std::os::unix::process::CommandExt;
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = Command::new(dir.join("run-py-http.sh"))
+        let child = Command::new(dir.join(script))
+            .envs(env.iter().copied())
             .arg(port.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
