@@ -41,9 +41,10 @@ fn same(input: &str, ours: &ParsedUrl, theirs: &Url) {
     }
     // `url` percent-encodes some characters and removes dot segments; ours sends the target
     // as written. Compare the targets where neither can apply.
-    let plain = ours.target.bytes().all(|b| {
-        b.is_ascii_alphanumeric() || b"-._~!$&()*+,;=:@/?".contains(&b)
-    });
+    let plain = ours
+        .target
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-._~!$&()*+,;=:@/?".contains(&b));
     let path = ours.target.split('?').next().unwrap_or_default();
     let dots = path.split('/').any(|seg| seg == "." || seg == "..");
     if plain && !dots {
