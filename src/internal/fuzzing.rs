@@ -340,7 +340,9 @@ pub fn engine_ops(data: &[u8]) {
     };
     let capacity = config.max_pending;
     let mut now = Instant::now();
-    let Ok(mut engine) = Engine::new(config, now) else { return };
+    // Not `let Ok(..) else return`: a config the build refuses (the fuzz crate once left out
+    // the server-requests feature) would make every input a no-op, silently.
+    let mut engine = Engine::new(config, now).expect("the fuzz config is valid");
     let kind = if http { TransportKind::Http } else { TransportKind::Stdio };
     engine.handle_transport(now, TransportEvent::opened_as(kind));
     let mut calls = Vec::new();
