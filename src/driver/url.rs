@@ -1,7 +1,7 @@
 //! HTTP URLs and proxy choice, parsed once when a server is added.
 
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use crate::redact::RedactedUrl;
 
@@ -98,6 +98,8 @@ impl HttpUrl {
         }
         let (host, port) = split_host_port(authority)?;
         let port = match port {
+            // Digits only: `u16::from_str` also takes a leading `+`, which no URL parser does.
+            Some(p) if !p.bytes().all(|b| b.is_ascii_digit()) => return Err(UrlError::Port),
             Some(p) => p.parse::<u16>().ok().filter(|p| *p != 0).ok_or(UrlError::Port)?,
             None if scheme == Scheme::Https => 443,
             None => 80,
@@ -154,10 +156,28 @@ fn split_host_port(authority: &str) -> Result<(&str, Option<&str>), UrlError> {
         Some((h, p)) => (h, Some(p)),
         None => (authority, None),
     };
-    if host.is_empty() || host.contains(':') {
+    if host.is_empty() || !plain_name(host) {
         return Err(UrlError::Host);
     }
     Ok((host, port))
+}
+
+/// A host name the driver can connect to as written, and that every URL parser reads the same
+/// way: ASCII letters, digits, `-`, `.` and `_` (an international name in its `xn--` form; no
+/// percent-encoding). A name whose last label is a number is an IPv4 address to a WHATWG
+/// parser (`127.1`, `0x7f.1`, `010.0.0.1` all name some address), so only the dotted-decimal
+/// form is taken: the address connected to is then the one a browser or a proxy would see.
+fn plain_name(host: &str) -> bool {
+    if !host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_')) {
+        return false;
+    }
+    let last = host.strip_suffix('.').unwrap_or(host).rsplit('.').next().unwrap_or_default();
+    let hex = last.strip_prefix("0x").or_else(|| last.strip_prefix("0X"));
+    let numeric = match hex {
+        Some(digits) => digits.bytes().all(|b| b.is_ascii_hexdigit()),
+        None => !last.is_empty() && last.bytes().all(|b| b.is_ascii_digit()),
+    };
+    !numeric || host.parse::<Ipv4Addr>().is_ok()
 }
 
 /// Where the driver's connections go first. `Debug` hides any `user:password@` in a proxy
@@ -253,6 +273,11 @@ mod tests {
         assert_eq!(u.host_header(), "[::1]:8443");
         assert_eq!(HttpUrl::parse("http://h?q=1").unwrap().target, "/?q=1");
         assert_eq!(HttpUrl::parse("http://[::1]/").unwrap().port, 80);
+        let u = HttpUrl::parse("http://xn--bcher-kva.example_1.test.:0080").unwrap();
+        assert_eq!((u.host.as_str(), u.port), ("xn--bcher-kva.example_1.test.", 80));
+        assert_eq!(HttpUrl::parse("http://10.0.0.1/").unwrap().host, "10.0.0.1");
+        assert_eq!(HttpUrl::parse("http://v1.0x/").unwrap_err(), UrlError::Host);
+        assert_eq!(HttpUrl::parse("http://a.0xg/").unwrap().host, "a.0xg");
         for (bad, err) in [
             ("ftp://x", UrlError::Scheme),
             ("http://", UrlError::Host),
@@ -264,6 +289,15 @@ mod tests {
             ("http://h:x/", UrlError::Port),
             ("http://u:p@h/", UrlError::Credentials),
             ("http://h/a b", UrlError::Characters),
+            // Found by the url_parse fuzz target (differential against the `url` crate).
+            ("http://h:+80/", UrlError::Port),
+            ("http://0x7f.1:80/", UrlError::Host),
+            ("http://127.1/", UrlError::Host),
+            ("http://010.0.0.1/", UrlError::Host),
+            ("http://1.2.3.4./", UrlError::Host),
+            ("http://a<b/", UrlError::Host),
+            ("http://a%41/", UrlError::Host),
+            ("http://bücher.example/", UrlError::Host),
         ] {
             assert_eq!(HttpUrl::parse(bad), Err(err), "{bad}");
         }

@@ -316,6 +316,9 @@ const INITIAL_ROOM: usize = 64;
 /// Dead arena bytes tolerated before compaction, so small queues are never copied.
 const COMPACT_MIN: usize = 64 * 1024;
 
+/// The arena room kept once the queue drains; what a large result grew beyond it is freed.
+const ARENA_KEEP: usize = 1024 * 1024;
+
 #[derive(Debug)]
 pub(crate) struct EventQueue {
     queue: VecDeque<Stored>,
@@ -385,8 +388,10 @@ impl EventQueue {
     fn arena_end(&mut self) -> usize {
         let dead = self.arena.len() - self.live;
         if self.queue.is_empty() {
-            // Nothing refers to the arena any more.
+            // Nothing refers to the arena any more. The room a large result (a listing of
+            // 100,000 tools) made is given back rather than kept for the host's lifetime.
             self.arena.clear();
+            self.arena.shrink_to(ARENA_KEEP);
             self.live = 0;
         } else if dead > COMPACT_MIN && dead > self.live {
             self.compact();
@@ -471,6 +476,8 @@ impl EventQueue {
         record: &CallRecord<'_>,
     ) {
         let start = self.arena_end();
+        // A listing can be megabytes: room for exactly it, not a doubling past it.
+        self.arena.reserve_exact(key.len() + items.len() + 8 + hints.max_len());
         self.arena.push_str("{\"");
         self.arena.push_str(key);
         self.arena.push_str("\":[");

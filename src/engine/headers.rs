@@ -43,10 +43,10 @@ impl ToolHeaders {
     /// until the next complete listing; calling it fails at the server either way.)
     pub(crate) fn learn_page(&mut self, items: &[u8], enforce_headers: bool) -> Option<Vec<u8>> {
         let tools = json::parse(items).ok().filter(|t| t.kind() == Kind::Array)?;
-        let mut dropped = false;
-        // The kept tools' text, as the server wrote it; only needed once one is dropped.
-        let mut kept = Vec::new();
-        for tool in tools.elements() {
+        // The kept tools' text, as the server wrote it: made only once a tool is dropped (a
+        // listing can be megabytes, and usually nothing is).
+        let mut kept: Option<Vec<u8>> = None;
+        for (i, tool) in tools.elements().enumerate() {
             let name = tool.get("name").and_then(RawJson::as_str).unwrap_or_default().into_owned();
             self.by_tool.remove(&name);
             self.classes.remove(&name);
@@ -67,19 +67,22 @@ impl ToolHeaders {
                     }
                     Err(reason) => {
                         log::warn!("dropping tool {name:?} from the list: x-mcp-header {reason}");
-                        dropped = true;
                         false
                     }
                 };
-            if keep {
-                if !kept.is_empty() {
-                    kept.push(b',');
+            if !keep && kept.is_none() {
+                // The first one dropped: every tool before it was kept.
+                let mut before = Vec::new();
+                for earlier in tools.elements().take(i) {
+                    push_item(&mut before, earlier);
                 }
-                kept.extend_from_slice(tool.text().as_bytes());
+                kept = Some(before);
+            } else if let (true, Some(kept)) = (keep, kept.as_mut()) {
+                push_item(kept, tool);
             }
         }
         // The caller wants the items without the surrounding brackets.
-        dropped.then_some(kept)
+        kept
     }
 
     /// What the last listing's annotations say about sending `tool` twice (`None`: unknown).
@@ -110,6 +113,14 @@ impl ToolHeaders {
             }
         }
     }
+}
+
+/// Appends `tool`'s text to a comma-separated list of items.
+fn push_item(list: &mut Vec<u8>, tool: RawJson<'_>) {
+    if !list.is_empty() {
+        list.push(b',');
+    }
+    list.extend_from_slice(tool.text().as_bytes());
 }
 
 /// The `Mcp-Param-*` headers of one request, built once per call into buffers the request's
@@ -363,6 +374,17 @@ mod tests {
         let mut out = ParamHeaderList::default();
         t.write_for_call("number", r#"{"x":1}"#, &mut out);
         assert_eq!(out.iter().count(), 0, "dropped tools contribute no headers");
+        // The kept list is made at the first drop: the tools before it are in it, in order.
+        let plain =
+            |name: &str| serde_json::json!({"name": name, "inputSchema": {"type": "object"}});
+        let mixed = vec![plain("a"), plain("b"), bad[0].clone(), plain("c"), bad[1].clone()];
+        let (_, rewritten) = learn(Value::Array(mixed));
+        let rewritten = rewritten.unwrap();
+        let names: Vec<&str> =
+            rewritten.as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        let (_, none_dropped) = learn(Value::Array(vec![plain("a"), plain("b")]));
+        assert_eq!(none_dropped, None, "nothing dropped: no copy");
     }
 
     #[test]

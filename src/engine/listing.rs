@@ -49,28 +49,38 @@ impl Engine {
                 self.stats.too_large += 1;
                 return fail(self, PeerError::TooLarge.into());
             }
-            if !more.items.is_empty() {
-                more.items.push(b',');
-            }
+            // The items are gathered as a JSON array (`[` first, `]` added at the end), so
+            // the tool-header table reads them in place rather than from a copy.
+            more.items.push(if more.items.is_empty() { b'[' } else { b',' });
             more.items.extend_from_slice(inner.as_bytes());
         }
         let Some(cursor) = next_cursor else {
             // The last page: an empty cursor is a valid cursor, only absence ends the list.
-            let mut items = std::mem::take(&mut self.requests.bufs_mut(slot).more().items);
-            if key == "tools" {
-                let mut array = Vec::with_capacity(items.len() + 2);
-                array.push(b'[');
-                array.extend_from_slice(&items);
+            let mut array = std::mem::take(&mut self.requests.bufs_mut(slot).more().items);
+            let mut kept = None;
+            if !array.is_empty() {
                 array.push(b']');
-                let enforce = self.transport == TransportKind::Http;
-                if let Some(kept) = self.tool_headers.learn(&array, enforce) {
-                    items = kept;
+                if key == "tools" {
+                    let enforce = self.transport == TransportKind::Http;
+                    kept = self.tool_headers.learn(&array, enforce);
                 }
+            } else if key == "tools" {
+                let enforce = self.transport == TransportKind::Http;
+                kept = self.tool_headers.learn(b"[]", enforce);
             }
+            let items = match &kept {
+                Some(kept) => kept.as_slice(),
+                None => array.get(1..array.len().saturating_sub(1)).unwrap_or_default(),
+            };
             let hints = self.requests.bufs_mut(slot).more().list_hints;
-            let listing = Outcome::Listing { key, items: &items, hints };
+            let listing = Outcome::Listing { key, items, hints };
             self.finish(now, slot, Ended::Answered, listing);
-            self.requests.bufs_mut(slot).more().items = items;
+            // The buffer is kept for the slot's next listing, unless a large one grew it: the
+            // result is in the event queue now, and a second copy would stay for nothing.
+            if array.capacity() <= LISTING_BUF_KEEP {
+                array.clear();
+                self.requests.bufs_mut(slot).more().items = array;
+            }
             return;
         };
         let hash = cursor_hash(&cursor);
@@ -228,6 +238,12 @@ impl ListHints {
         }
     }
 
+    /// At most how many bytes [`write`](Self::write) adds.
+    pub(crate) fn max_len(&self) -> usize {
+        // `,"ttlMs":` and 20 digits; `,"cacheScope":"public"`.
+        9 + 20 + 23
+    }
+
     /// The members to add to the joined result, each with a leading comma.
     pub(crate) fn write(&self, out: &mut String) {
         use std::fmt::Write;
@@ -239,6 +255,9 @@ impl ListHints {
         }
     }
 }
+
+/// The room a slot's listing buffer keeps between listings; a larger one is freed.
+const LISTING_BUF_KEEP: usize = 64 * 1024;
 
 /// A page handed on whole: a complete result.
 fn done(json: &str) -> Outcome<'_> {

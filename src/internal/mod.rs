@@ -8,3 +8,11 @@ pub mod fuzzing;
 pub mod catalog_fuzz;
 
 pub use crate::proto::jsonrpc::decode as decode_jsonrpc;
+
+pub use crate::proto::json::{Kind, RawJson};
+
+/// The crate's zero-copy JSON scanner (what the engine reads every frame with): the CLI reads
+/// a large listing with it instead of building a `serde_json::Value` of it.
+pub fn parse_json(text: &str) -> Option<RawJson<'_>> {
+    crate::proto::json::parse(text.as_bytes()).ok()
+}

@@ -4,9 +4,11 @@
 #   tests/peers/setup.sh [DEST]
 #
 # DEST defaults to target/peers under the repository root. It receives the three servers, their
-# start scripts (run-*.sh), a Python venv in DEST/.venv (requirements.lock.txt: PyPI mcp 2.3.0)
-# and DEST/node_modules (npm ci from package-lock.json: @modelcontextprotocol/server 2.4.0,
-# @modelcontextprotocol/node 2.1.2, @modelcontextprotocol/sdk 1.32.2, zod 4.6.7).
+# start scripts (run-*.sh), a Python venv in DEST/.venv (requirements.lock.txt: PyPI mcp 2.3.0,
+# and the reference servers mcp-server-git and mcp-server-time 2026.10.19) and
+# DEST/node_modules (npm ci from package-lock.json: @modelcontextprotocol/server 2.4.0,
+# @modelcontextprotocol/node 2.1.2, @modelcontextprotocol/sdk 1.32.2, zod 4.6.7, and the
+# reference servers @modelcontextprotocol/server-filesystem and server-memory 2026.8.31).
 #
 # Then it installs the official MCP conformance suite into target/conformance
 # (tests/conformance/setup.sh).
@@ -104,8 +106,11 @@ else
 fi
 
 # --- report ----------------------------------------------------------------------------------
-say "python mcp $(.venv/bin/python -c 'from importlib import metadata as m; print(m.version("mcp"))')"
-for pkg in @modelcontextprotocol/server @modelcontextprotocol/node @modelcontextprotocol/sdk zod; do
+for pkg in mcp mcp-server-git mcp-server-time; do
+  say "python $pkg $(.venv/bin/python -c "from importlib import metadata as m; print(m.version('$pkg'))")"
+done
+for pkg in @modelcontextprotocol/server @modelcontextprotocol/node @modelcontextprotocol/sdk zod \
+  @modelcontextprotocol/server-filesystem @modelcontextprotocol/server-memory; do
   say "npm $pkg $(node -p "require('./node_modules/$pkg/package.json').version")"
 done
 say "ready in $dest ($((SECONDS - start))s)"

@@ -656,13 +656,20 @@ fn main() -> ExitCode {
     match run(&args) {
         Ok(Output::Done) => ExitCode::SUCCESS,
         Ok(Output::Result(text, tool_error)) => {
-            match serde_json::from_str::<serde_json::Value>(&text) {
-                Ok(v) if args.json => {
-                    println!("{}", serde_json::to_string_pretty(&v).unwrap_or(text))
+            // A listing is read from its text, without a `Value` of every item.
+            let listing =
+                if args.json { None } else { show::readable_listing(&args.command[0], &text) };
+            if let Some(readable) = listing {
+                print!("{readable}");
+            } else {
+                match serde_json::from_str::<serde_json::Value>(&text) {
+                    Ok(v) if args.json => {
+                        println!("{}", serde_json::to_string_pretty(&v).unwrap_or(text))
+                    }
+                    Ok(v) => print!("{}", show::readable(&args.command[0], &v)),
+                    // It always parses (the engine checked it); raw text otherwise.
+                    Err(_) => println!("{text}"),
                 }
-                Ok(v) => print!("{}", show::readable(&args.command[0], &v)),
-                // It always parses (the engine checked it); raw text otherwise.
-                Err(_) => println!("{text}"),
             }
             if tool_error {
                 ExitCode::from(EXIT_TOOL_ERROR)

@@ -11,10 +11,10 @@ pub(crate) fn readable(command: &str, result: &Value) -> String {
     let mut out = String::new();
     match command {
         "discover" => discover(&mut out, result),
-        "tools" => listing(&mut out, result, "tools", "name"),
+        "tools" | "resources" | "templates" => {
+            out = readable_listing(command, &result.to_string()).unwrap_or_default();
+        }
         "prompts" => prompts(&mut out, result),
-        "resources" => listing(&mut out, result, "resources", "uri"),
-        "templates" => listing(&mut out, result, "resourceTemplates", "uriTemplate"),
         "call" => call(&mut out, result),
         "read" => read(&mut out, result),
         "get" | "prompt" => prompt(&mut out, result),
@@ -65,23 +65,42 @@ fn discover(out: &mut String, r: &Value) {
     }
 }
 
-fn listing(out: &mut String, r: &Value, key: &str, id: &str) {
-    let Some(items) = r.get(key).and_then(Value::as_array) else { return };
-    let width = items.iter().filter_map(|i| str_of(i, id)).map(str::len).max().unwrap_or(0);
-    for item in items {
-        let name = str_of(item, id).unwrap_or("?");
+/// The readable text of a listing (`tools`, `resources`, `templates`), read straight from the
+/// result's JSON text; `None` for another command or a result of another shape. A listing may
+/// hold 100,000 items, and a `serde_json::Value` of it takes about ten times its text.
+pub(crate) fn readable_listing(command: &str, text: &str) -> Option<String> {
+    use mcpoll::internal::{parse_json, Kind, RawJson};
+    fn text_of<'a>(item: RawJson<'a>, key: &str) -> Option<std::borrow::Cow<'a, str>> {
+        item.get(key).and_then(RawJson::as_str)
+    }
+    let (key, id) = match command {
+        "tools" => ("tools", "name"),
+        "resources" => ("resources", "uri"),
+        "templates" => ("resourceTemplates", "uriTemplate"),
+        _ => return None,
+    };
+    let items = parse_json(text)?.get(key).filter(|a| a.kind() == Kind::Array)?;
+    let width = items.elements().filter_map(|i| text_of(i, id)).map(|s| s.len()).max();
+    let mut out = String::new();
+    for item in items.elements() {
+        let name = text_of(item, id);
+        let description = text_of(item, "description");
+        let first = description.as_deref().and_then(|d| d.lines().next()).unwrap_or("");
         let read_only = item
             .get("annotations")
             .and_then(|a| a.get("readOnlyHint"))
-            .and_then(Value::as_bool)
+            .and_then(RawJson::as_bool)
             .unwrap_or(false);
         let mark = if read_only { " (read-only)" } else { "" };
-        let line = format!("{name:width$}  {}{mark}", first_line(item));
+        let name = name.as_deref().unwrap_or("?");
+        let width = width.unwrap_or(0);
+        let line = format!("{name:width$}  {first}{mark}");
         let _ = writeln!(out, "{}", line.trim_end());
     }
-    if items.is_empty() {
+    if items.elements().next().is_none() {
         let _ = writeln!(out, "(no {key})");
     }
+    Some(out)
 }
 
 fn prompts(out: &mut String, r: &Value) {

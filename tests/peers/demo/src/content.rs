@@ -52,14 +52,26 @@ pub(crate) fn prompt_definitions() -> Vec<Value> {
 /// the offset of the next page; anything this server did not hand out is rejected with -32602
 /// (§2.5 of the wire digest).
 pub(crate) fn list_page(key: &str, items: &[Value], params: &Value) -> Result<Value, RpcError> {
+    list_page_of(key, items, params, PAGE_SIZE)
+}
+
+/// Items per page of a listing with `--bulk-tools`.
+pub(crate) const BULK_PAGE_SIZE: usize = 1000;
+
+pub(crate) fn list_page_of(
+    key: &str,
+    items: &[Value],
+    params: &Value,
+    page_size: usize,
+) -> Result<Value, RpcError> {
     let start = match params.get("cursor") {
         None | Some(Value::Null) => 0,
         Some(cursor) => cursor
             .as_str()
-            .and_then(|c| parse_cursor(key, c, items.len()))
+            .and_then(|c| parse_cursor(key, c, items.len(), page_size))
             .ok_or_else(|| RpcError::invalid_params(format!("unknown cursor: {cursor}")))?,
     };
-    let end = (start + PAGE_SIZE).min(items.len());
+    let end = (start + page_size).min(items.len());
     let mut result = json!({ key: items[start..end] });
     if end < items.len() {
         result["nextCursor"] = json!(make_cursor(key, end));
@@ -71,10 +83,10 @@ fn make_cursor(key: &str, offset: usize) -> String {
     format!("{key}.page.{offset}")
 }
 
-fn parse_cursor(key: &str, cursor: &str, len: usize) -> Option<usize> {
+fn parse_cursor(key: &str, cursor: &str, len: usize, page_size: usize) -> Option<usize> {
     let offset = cursor.strip_prefix(key)?.strip_prefix(".page.")?.parse::<usize>().ok()?;
     // Only offsets this server could have produced: a later page start that still has items.
-    (offset > 0 && offset < len && offset % PAGE_SIZE == 0).then_some(offset)
+    (offset > 0 && offset < len && offset % page_size == 0).then_some(offset)
 }
 
 pub(crate) fn read_resource(params: &Value) -> Result<Value, RpcError> {

@@ -18,6 +18,8 @@
 //                             callable without it, and --fault, --state-file and --http imply it
 //   --schema-tools            list `bad_output` (structuredContent that breaks its outputSchema)
 //                             and `remote_ref` (an inputSchema with a network $ref)
+//   --bulk-tools N            tools/list serves N generated tools (`bulk_000000`...) instead,
+//                             1,000 a page: a large listing for memory tests
 //   --http PORT               serve Streamable HTTP at http://127.0.0.1:PORT/mcp instead of
 //                             stdio (modern era only; PORT 0 picks a free port); the URL is
 //                             printed on stdout

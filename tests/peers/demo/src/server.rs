@@ -8,8 +8,8 @@ use std::time::Instant;
 use serde_json::{json, Map, Value};
 
 use crate::content::{
-    discover_result, get_prompt, initialize_result, list_page, prompt_definitions, read_resource,
-    resource_definitions,
+    discover_result, get_prompt, initialize_result, list_page, list_page_of, prompt_definitions,
+    read_resource, resource_definitions, BULK_PAGE_SIZE,
 };
 use crate::faults::{Armed, FaultKind};
 use crate::flags::Flags;
@@ -21,8 +21,8 @@ use crate::ledger::{is_valid_key, Ledger};
 use crate::slow::{SlowCall, SLOW_MAX_MS};
 use crate::stdio::Output;
 use crate::tools::{
-    add_tool, bad_output_tool, echo_tool, lookup_tool, schema_tool_definitions, text_result,
-    tool_definitions, tool_error,
+    add_tool, bad_output_tool, bulk_tool_definitions, echo_tool, lookup_tool,
+    schema_tool_definitions, text_result, tool_definitions, tool_error,
 };
 use crate::{EXIT_CRASH_ON, EXIT_FAIL_FIRST, EXIT_NOT_INITIALIZE, META_PROTOCOL_VERSION};
 
@@ -249,6 +249,15 @@ impl Server {
     ) -> Result<Outcome, RpcError> {
         let reply = match method {
             "tools/list" => {
+                if self.flags.bulk_tools > 0 {
+                    let tools = bulk_tool_definitions(self.flags.bulk_tools);
+                    return Ok(Outcome::Reply(list_page_of(
+                        "tools",
+                        tools,
+                        params,
+                        BULK_PAGE_SIZE,
+                    )?));
+                }
                 let mut tools = tool_definitions(self.flags.resilience_tools);
                 if self.flags.schema_tools {
                     tools.extend(schema_tool_definitions());

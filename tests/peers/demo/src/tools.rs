@@ -189,3 +189,20 @@ pub(crate) fn text_result(text: &str) -> Value {
 pub(crate) fn tool_error(message: &str) -> Value {
     json!({"content": [{"type": "text", "text": message}], "isError": true})
 }
+
+/// `count` generated tools for `--bulk-tools`, made once per process (every page of every
+/// listing slices the same list).
+pub(crate) fn bulk_tool_definitions(count: u64) -> &'static [Value] {
+    static BULK: std::sync::OnceLock<Vec<Value>> = std::sync::OnceLock::new();
+    BULK.get_or_init(|| {
+        (0..count)
+            .map(|i| {
+                json!({
+                    "name": format!("bulk_{i:06}"),
+                    "description": format!("Generated tool {i} of a large listing."),
+                    "inputSchema": {"type": "object"},
+                })
+            })
+            .collect()
+    })
+}
