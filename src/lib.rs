@@ -177,8 +177,8 @@ pub use config::{
 pub use engine::{
     BreakerState, CallId, CallOptions, CallRecord, CallResult, Engine, Event, ExchangeFailure,
     FailureCounts, Idempotency, ListKind, OperationClass, ParamHeaders, RecordSink, RootsBoundary,
-    RootsBoundaryError, ServerRequestId, ServerRequestKind, ServerState, Stats, Transmit,
-    TransmitKind, TransportEvent, TransportKind, WireId,
+    RootsBoundaryError, ServerRequestId, ServerRequestKind, ServerState, Stats, TaskMode,
+    TaskStatus, Transmit, TransmitKind, TransportEvent, TransportKind, WireId, MAX_TASK_ID_BYTES,
 };
 pub use error::{
     AnswerError, AuthorizeError, CallError, CancelError, CloseReason, ConfigError, LocalError,

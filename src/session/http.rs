@@ -406,7 +406,15 @@ impl HttpSession {
             if method == Method::ToolsCall {
                 x.params.copy_from(t.param_headers());
             }
-            if matches!(method, Method::ToolsCall | Method::PromptsGet | Method::ResourcesRead) {
+            if matches!(
+                method,
+                Method::ToolsCall
+                    | Method::PromptsGet
+                    | Method::ResourcesRead
+                    | Method::TasksGet
+                    | Method::TasksResult
+                    | Method::TasksCancel
+            ) {
                 if let Some(name) = t.name() {
                     crate::proto::header_value::encode(&mut x.name, name);
                 }
