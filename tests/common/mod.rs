@@ -217,12 +217,18 @@ impl HttpPeer {
     }
 
     pub fn start_on(script: PathBuf, port: u16) -> Self {
+        Self::start_with_env(script, port, &[])
+    }
+
+    /// [`start_on`](Self::start_on) with extra environment variables for the peer.
+    pub fn start_with_env(script: PathBuf, port: u16, env: &[(&str, &str)]) -> Self {
         use std::os::unix::process::CommandExt;
         let stderr_path =
             std::env::temp_dir().join(format!("mcpoll-peer-{}-{port}.log", std::process::id()));
         let log = std::fs::File::create(&stderr_path).expect("peer log");
         let child = std::process::Command::new(&script)
             .arg(port.to_string())
+            .envs(env.iter().copied())
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(log)
