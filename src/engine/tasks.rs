@@ -166,6 +166,11 @@ fn hash(text: &str) -> u64 {
 }
 
 impl Engine {
+    /// The task (asked for or running) of the call in `slot`.
+    fn task_of(&self, slot: usize) -> Option<&TaskSlot> {
+        self.requests.bufs(slot).more.as_ref()?.task.as_ref()
+    }
+
     /// Whether a `tools/call` of `tool` made with `mode` asks for a task, and with what ttl.
     pub(super) fn task_wanted(&self, tool: &str, mode: TaskMode) -> Option<Option<Duration>> {
         match mode {
@@ -236,7 +241,7 @@ impl Engine {
 
     /// `true` when the reply to the `tools/call` in `slot` creates a task the call asked for.
     pub(super) fn creates_task(&self, slot: usize, result: RawJson<'_>, rt: ResultType) -> bool {
-        let task = self.requests.bufs(slot).more.as_ref().and_then(|m| m.task.as_ref());
+        let task = self.task_of(slot);
         if !task.is_some_and(|t| t.requested) {
             return false;
         }
@@ -290,13 +295,7 @@ impl Engine {
         result: RawJson<'_>,
         head: crate::proto::jsonrpc::ResultHead<'_>,
     ) {
-        let fetching = self
-            .requests
-            .bufs(slot)
-            .more
-            .as_ref()
-            .and_then(|m| m.task.as_ref())
-            .is_some_and(|t| t.fetch_result);
+        let fetching = self.task_of(slot).is_some_and(|t| t.fetch_result);
         if fetching {
             // `tasks/result`: exactly what `tools/call` would have returned.
             let outcome = match mcp::result_head(head) {
@@ -309,10 +308,8 @@ impl Engine {
             };
             return self.finish(now, slot, Ended::Answered, outcome);
         }
-        let same = |v: &TaskView<'_>, s: &Self| {
-            s.requests.bufs(slot).more.as_ref().and_then(|m| m.task.as_ref()).map(|t| t.id.as_str())
-                == Some(&*v.id)
-        };
+        let same =
+            |v: &TaskView<'_>, s: &Self| s.task_of(slot).map(|t| t.id.as_str()) == Some(&*v.id);
         let modern_ok = self.era() != Some(Era::Modern)
             || mcp::result_head(head).is_some_and(|(t, _)| t == ResultType::Complete);
         match read_task(result) {
@@ -407,13 +404,7 @@ impl Engine {
 
     /// Waits the task's poll interval before the next `tasks/get`.
     fn task_wait(&mut self, now: Instant, slot: usize) {
-        let poll = self
-            .requests
-            .bufs(slot)
-            .more
-            .as_ref()
-            .and_then(|m| m.task.as_ref())
-            .map_or(self.config.task_poll_min, |t| t.poll);
+        let poll = self.task_of(slot).map_or(self.config.task_poll_min, |t| t.poll);
         // The reply answered this wire id; the next poll goes under a new one.
         self.requests.renew_wire_id(slot);
         let until = self.epoch.stamp(now).after(poll);
@@ -437,8 +428,7 @@ impl Engine {
         if legacy && !self.server_task_caps().cancel {
             return;
         }
-        let Some(task) = self.requests.bufs(slot).more.as_ref().and_then(|m| m.task.as_ref())
-        else {
+        let Some(task) = self.task_of(slot) else {
             return;
         };
         let task = task.id.clone();

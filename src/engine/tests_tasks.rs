@@ -19,6 +19,15 @@ fn call_with(h: &mut Harness, opts: &CallOptions) -> CallId {
     h.engine.call_tool(h.now, "build", raw(r#"{"target":"all"}"#), opts).unwrap()
 }
 
+/// A modern call whose server made task `t-1` (polled every `poll_ms`), its events drained.
+fn task_call(h: &mut Harness, opts: &CallOptions, poll_ms: u64) -> CallId {
+    let call = call_with(h, opts);
+    let sent = h.sent_one();
+    h.reply(&sent, modern_task("task", "working", json!(poll_ms)));
+    h.events();
+    call
+}
+
 /// A 2026-07-28 task object (`tasks/get` result or `CreateTaskResult`).
 fn modern_task(result_type: &str, status: &str, poll_ms: Value) -> Value {
     json!({"resultType": result_type, "taskId": "t-1", "status": status,
@@ -138,10 +147,7 @@ fn poll_intervals_from_the_server_are_clamped() {
 #[test]
 fn cancelling_a_task_backed_call_ends_it_now_and_sends_tasks_cancel() {
     let mut h = Harness::ready_modern();
-    let call = call_with(&mut h, &prefer());
-    let sent = h.sent_one();
-    h.reply(&sent, modern_task("task", "working", json!(1000)));
-    h.events();
+    let call = task_call(&mut h, &prefer(), 1000);
     h.advance(Duration::from_secs(1));
     let get = h.sent_one();
     h.engine.cancel(h.now, call).unwrap();
@@ -166,10 +172,7 @@ fn cancelling_a_task_backed_call_ends_it_now_and_sends_tasks_cancel() {
 fn the_deadline_ends_a_task_backed_call_and_cancels_its_task() {
     let mut h = Harness::ready_modern();
     let opts = CallOptions { timeout: Some(Duration::from_secs(5)), ..prefer() };
-    let call = call_with(&mut h, &opts);
-    let sent = h.sent_one();
-    h.reply(&sent, modern_task("task", "working", json!(2000)));
-    h.events();
+    let call = task_call(&mut h, &opts, 2000);
     for _ in 0..2 {
         h.advance(Duration::from_secs(2));
         let get = h.sent_one();
@@ -184,10 +187,7 @@ fn the_deadline_ends_a_task_backed_call_and_cancels_its_task() {
 #[test]
 fn a_failed_task_ends_the_call_with_its_json_rpc_error() {
     let mut h = Harness::ready_modern();
-    let call = call_with(&mut h, &prefer());
-    let sent = h.sent_one();
-    h.reply(&sent, modern_task("task", "working", json!(100)));
-    h.events();
+    let call = task_call(&mut h, &prefer(), 100);
     h.advance(Duration::from_millis(100));
     let get = h.sent_one();
     let mut failed = modern_task("complete", "failed", json!(100));
@@ -228,10 +228,7 @@ fn declaring_the_extension_in_config_makes_every_tool_call_task_capable() {
 #[test]
 fn a_lost_poll_is_sent_again_never_delivery_unknown() {
     let mut h = Harness::ready_modern();
-    let call = call_with(&mut h, &prefer());
-    let sent = h.sent_one();
-    h.reply(&sent, modern_task("task", "working", json!(100)));
-    h.events();
+    let call = task_call(&mut h, &prefer(), 100);
     h.advance(Duration::from_millis(100));
     let get = h.sent_one();
     let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
