@@ -12,9 +12,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{peers_dir, start, HttpPeer, PATIENCE};
+use common::{peers_dir, start, task_ended, watch_task, HttpPeer, TaskSeen, PATIENCE};
 use mcpoll::{
-    CallError, CallId, CallOptions, Config, Era, Event, Host, HttpOptions, LocalError, ServerId,
+    CallError, CallId, CallOptions, Config, Era, Host, HttpOptions, LocalError, ServerId,
     StdioCommand, TaskMode, TaskStatus,
 };
 
@@ -24,44 +24,6 @@ fn task_opts() -> CallOptions {
         timeout: Some(PATIENCE),
         ..CallOptions::default()
     }
-}
-
-/// What one call went through, until it ended (bounded wait).
-#[derive(Debug, Default)]
-struct Seen {
-    task: Option<String>,
-    statuses: Vec<(TaskStatus, Option<String>)>,
-    done: Option<String>,
-    failed: Option<CallError>,
-}
-
-fn watch(host: &mut Host, call: CallId, until: impl Fn(&Seen) -> bool) -> Seen {
-    let deadline = Instant::now() + PATIENCE;
-    let mut seen = Seen::default();
-    loop {
-        while let Some((_, e)) = host.poll_event() {
-            match e {
-                Event::TaskCreated { call: c, task } if c == call => seen.task = Some(task.into()),
-                Event::TaskStatus { call: c, status, message, .. } if c == call => {
-                    seen.statuses.push((status, message.map(str::to_owned)))
-                }
-                Event::CallDone { call: c, result, .. } if c == call => {
-                    seen.done = Some(result.json().to_owned())
-                }
-                Event::CallFailed { call: c, error, .. } if c == call => seen.failed = Some(error),
-                _ => {}
-            }
-            if until(&seen) {
-                return seen;
-            }
-        }
-        assert!(Instant::now() < deadline, "not seen within {PATIENCE:?}: {seen:?}");
-        host.poll(Some(Duration::from_millis(50))).expect("poll");
-    }
-}
-
-fn ended(s: &Seen) -> bool {
-    s.done.is_some() || s.failed.is_some()
 }
 
 fn ts1_stdio() -> Option<StdioCommand> {
@@ -80,7 +42,7 @@ fn a_task_is_created_polled_and_its_result_delivered_as_the_call_end() {
     let id = start(&mut host, cmd, Config::default());
     assert_eq!(host.era(id), Some(Era::Legacy));
     let call = call_slow_task(&mut host, id, 1200);
-    let seen = watch(&mut host, call, ended);
+    let seen = watch_task(&mut host, call, task_ended);
     let task = seen.task.clone().expect("TaskCreated before the end");
     assert_eq!(task.len(), 32, "the SDK's task ids are 32 hex digits: {task}");
     let done: serde_json::Value = serde_json::from_str(seen.done.as_deref().unwrap()).unwrap();
@@ -99,11 +61,11 @@ fn cancelling_a_task_backed_call_ends_it_at_once_and_cancels_the_task_on_the_ser
     let mut host = Host::new().unwrap();
     let id = start(&mut host, cmd, Config::default());
     let call = call_slow_task(&mut host, id, 20_000);
-    let seen = watch(&mut host, call, |s| s.task.is_some());
+    let seen = watch_task(&mut host, call, |s: &TaskSeen| s.task.is_some());
     let task = seen.task.unwrap();
     assert_eq!(host.server_tasks(id), [(call, task.clone(), Some(TaskStatus::Working))]);
     host.cancel(id, call).expect("pending");
-    let seen = watch(&mut host, call, ended);
+    let seen = watch_task(&mut host, call, task_ended);
     assert_eq!(seen.failed, Some(CallError::Local(LocalError::Cancelled)));
     // The server heard `tasks/cancel`: its task stops at its next step.
     let deadline = Instant::now() + PATIENCE;
@@ -125,14 +87,14 @@ fn a_restarted_host_reattaches_to_its_task_by_id() {
         let mut host = Host::new().unwrap();
         let id = host.add_http_server(HttpOptions::new(peer.url()), Config::default()).unwrap();
         let call = call_slow_task(&mut host, id, 2500);
-        let seen = watch(&mut host, call, |s| s.task.is_some());
+        let seen = watch_task(&mut host, call, |s: &TaskSeen| s.task.is_some());
         seen.task.unwrap()
         // The host goes away with the call pending: nothing cancels the task.
     };
     let mut host = Host::new().unwrap();
     let id = host.add_http_server(HttpOptions::new(peer.url()), Config::default()).unwrap();
     let call = host.resume_task(id, &task, &task_opts()).expect("resume");
-    let seen = watch(&mut host, call, ended);
+    let seen = watch_task(&mut host, call, task_ended);
     let done: serde_json::Value =
         serde_json::from_str(seen.done.as_deref().unwrap_or("null")).unwrap();
     assert_eq!(done["content"][0]["text"], "slept 2500 ms", "{seen:?}; {}", peer.stderr());

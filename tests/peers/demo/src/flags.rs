@@ -30,6 +30,8 @@ pub(crate) struct Flags {
     pub(crate) resilience_tools: bool,
     /// Whether tools/list shows the schema test tools (`bad_output`, `remote_ref`).
     pub(crate) schema_tools: bool,
+    /// `--tasks`: the tasks extension (src/tasks.rs).
+    pub(crate) tasks: bool,
 }
 
 #[derive(Debug)]
@@ -73,6 +75,7 @@ impl Flags {
                 }
                 "--resilience-tools" => flags.resilience_tools = true,
                 "--schema-tools" => flags.schema_tools = true,
+                "--tasks" => flags.tasks = true,
                 "-h" | "--help" => return Err(FlagError::Help),
                 other => return Err(FlagError::Bad(format!("unknown flag `{other}`"))),
             }
@@ -129,7 +132,7 @@ fn port_arg(flag: &str, value: Option<String>) -> Result<u16, FlagError> {
 pub(crate) fn usage() -> &'static str {
     "usage: demo_server [--legacy-only] [--exit-on-non-initialize] [--silent-discover] \
      [--silent-list] [--junk-stdout] [--stderr-noise KIB] [--crash-on TOOL] [--startup-ms MS] \
-     [--state-file PATH] [--resilience-tools] [--schema-tools] [--http PORT] [--fault SPEC]...\n\
+     [--state-file PATH] [--resilience-tools] [--schema-tools] [--tasks] [--http PORT] [--fault SPEC]...\n\
      fault specs: crash|truncate|garbage|unknown-id|duplicate|late-after-cancel|hang|drip|\
      oversize:TOOL[:N], fail-first:TOOL:N, exit-on-start, and with --http also \
      reset-mid-sse|close-before-reply:TOOL[:N], status-then-ok:TOOL:N"

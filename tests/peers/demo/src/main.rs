@@ -18,6 +18,8 @@
 //                             callable without it, and --fault, --state-file and --http imply it
 //   --schema-tools            list `bad_output` (structuredContent that breaks its outputSchema)
 //                             and `remote_ref` (an inputSchema with a network $ref)
+//   --tasks                   the 2026-07-28 tasks extension on the tool `slow_task(ms)`
+//                             (src/tasks.rs); off by default
 //   --http PORT               serve Streamable HTTP at http://127.0.0.1:PORT/mcp instead of
 //                             stdio (modern era only; PORT 0 picks a free port); the URL is
 //                             printed on stdout
@@ -88,6 +90,7 @@ mod ledger;
 mod server;
 mod slow;
 mod stdio;
+mod tasks;
 mod tools;
 
 use std::process;
