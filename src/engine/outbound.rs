@@ -175,7 +175,10 @@ impl Engine {
                 if method == Method::Extension {
                     t.method_name = bufs.name();
                     t.params = bufs.param_headers.iter();
-                } else if matches!(method, Method::TasksGet | Method::TasksResult) {
+                } else if matches!(
+                    method,
+                    Method::TasksGet | Method::TasksResult | Method::TasksUpdate
+                ) {
                     // `Mcp-Name` of a task's request is its task id (tasks extension, HTTP).
                     let task = bufs.more.as_ref().and_then(|m| m.task.as_ref());
                     t.name = task.map_or("", |t| t.id.as_str());

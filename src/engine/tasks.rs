@@ -5,7 +5,9 @@
 //! - 2026-07-28, the `io.modelcontextprotocol/tasks` extension: the call declares the
 //!   extension in its `_meta` client capabilities; the server may answer `resultType: "task"`
 //!   (a flat `CreateTaskResult`); `tasks/get` returns the task with `result` or `error` inlined
-//!   once terminal; `tasks/cancel` asks the server to stop.
+//!   once terminal; input it needs (`input_required` with `inputRequests`) goes to the host as a
+//!   call's input requests do, each key once, and the answers go back in `tasks/update`;
+//!   `tasks/cancel` asks the server to stop.
 //! - 2025-11-25, the experimental core form: the call carries `params.task` (only when the
 //!   server declared `tasks.requests.tools.call` and the tool's `taskSupport` allows it); the
 //!   server answers `{"task": {...}}`; `tasks/get` polls; once the task is terminal (or needs
@@ -20,6 +22,8 @@
 //! sent again, so a write whose task id is known never ends as "delivery unknown".
 
 use std::time::{Duration, Instant};
+
+use smallvec::SmallVec;
 
 use super::*;
 
@@ -56,8 +60,8 @@ pub enum TaskMode {
 pub enum TaskStatus {
     /// The work goes on.
     Working,
-    /// The server waits for input (2025-11-25: mcpoll fetches `tasks/result`, on which the
-    /// server sends its requests).
+    /// The server waits for input: its requests reach the host as server requests (2026-07-28:
+    /// answered with `tasks/update`; 2025-11-25: sent by the server on `tasks/result`).
     InputRequired,
     /// Done; the call ends with the result.
     Completed,
@@ -115,12 +119,19 @@ pub(crate) struct TaskSlot {
     augmented: bool,
     /// The call still asks for a task (2025-11-25: cleared when the server or tool rules it out).
     pub(crate) requested: bool,
+    /// 2026-07-28: the next write is `tasks/update` with the host's answers.
+    updating: bool,
+    /// Hashes of the input request keys already put to the host: a key is asked once over
+    /// the task's life (the server may show it again until it takes the answer in).
+    asked: Vec<u64>,
 }
 
 impl TaskSlot {
     /// The method of the slot's next write once the task exists.
     pub(crate) fn method(&self) -> Method {
-        if self.fetch_result {
+        if self.updating {
+            Method::TasksUpdate
+        } else if self.fetch_result {
             Method::TasksResult
         } else {
             Method::TasksGet
@@ -169,6 +180,29 @@ impl Engine {
     /// The task (asked for or running) of the call in `slot`.
     fn task_of(&self, slot: usize) -> Option<&TaskSlot> {
         self.requests.bufs(slot).more.as_ref()?.task.as_ref()
+    }
+
+    fn task_mut(&mut self, slot: usize) -> Option<&mut TaskSlot> {
+        self.requests.bufs_mut(slot).more.as_mut()?.task.as_mut()
+    }
+
+    /// `true` when `task`'s `inputRequests` has a key not asked before; all its keys are then
+    /// remembered as asked.
+    fn new_input_keys(&mut self, slot: usize, task: RawJson<'_>) -> bool {
+        let inputs = task.get("inputRequests").filter(|r| r.kind() == Kind::Object);
+        let keys: SmallVec<[u64; 4]> =
+            inputs.into_iter().flat_map(RawJson::members).map(|(k, _)| hash(k.raw())).collect();
+        let Some(t) = self.task_mut(slot) else { return false };
+        let fresh = keys.iter().any(|k| !t.asked.contains(k));
+        if fresh {
+            t.asked.extend(
+                keys.iter()
+                    .filter(|k| !t.asked.contains(k))
+                    .copied()
+                    .collect::<SmallVec<[u64; 4]>>(),
+            );
+        }
+        fresh
     }
 
     /// Whether a `tools/call` of `tool` made with `mode` asks for a task, and with what ttl.
@@ -295,7 +329,20 @@ impl Engine {
         result: RawJson<'_>,
         head: crate::proto::jsonrpc::ResultHead<'_>,
     ) {
-        let fetching = self.task_of(slot).is_some_and(|t| t.fetch_result);
+        let (fetching, updating) =
+            self.task_of(slot).map_or((false, false), |t| (t.fetch_result, t.updating));
+        if updating {
+            // `tasks/update` acknowledged: the polls go on, without the answers.
+            let bufs = self.requests.bufs_mut(slot);
+            let base = bufs.more.as_mut().and_then(|m| m.params_base.take());
+            if let Some(base) = base {
+                bufs.truncate_params(base);
+            }
+            if let Some(t) = bufs.more.as_mut().and_then(|m| m.task.as_mut()) {
+                t.updating = false;
+            }
+            return self.task_wait(now, slot);
+        }
         if fetching {
             // `tasks/result`: exactly what `tools/call` would have returned.
             let outcome = match mcp::result_head(head) {
@@ -384,8 +431,14 @@ impl Engine {
                 };
                 self.finish(now, slot, Ended::Answered, outcome)
             }
-            // Input is not asked through `tasks/update` yet: the task is polled on, and the
-            // call's deadline bounds the wait.
+            // Input the task needs goes to the host as a call's input requests would; the
+            // answers go back in `tasks/update`. Keys already asked are not asked again.
+            TaskStatus::InputRequired if modern && !created && self.new_input_keys(slot, json) => {
+                if let Some(t) = self.task_mut(slot) {
+                    t.updating = true;
+                }
+                self.on_input_required(now, slot, json)
+            }
             _ if modern => self.task_wait(now, slot),
             // 2025-11-25: the result (or the requests that need input) come on `tasks/result`.
             TaskStatus::InputRequired | TaskStatus::Completed | TaskStatus::Failed => {

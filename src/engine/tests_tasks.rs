@@ -381,3 +381,54 @@ fn a_legacy_tool_that_requires_tasks_gets_one_and_a_forbidding_one_does_not() {
     h.engine.call_tool(h.now, "echo", raw("{}"), &prefer()).unwrap();
     assert!(h.sent_one()["params"].get("task").is_none(), "absent taskSupport forbids tasks");
 }
+
+#[cfg(feature = "server-requests")]
+#[test]
+fn a_modern_tasks_input_goes_to_the_host_and_back_in_tasks_update() {
+    let answers =
+        crate::config::ServerRequestKinds { elicitation_form: true, ..Default::default() };
+    let mut h = Harness::ready_with(Config { answers, ..Config::default() });
+    let call = task_call(&mut h, &prefer(), 100);
+    h.advance(Duration::from_millis(100));
+    let get = h.sent_one();
+    let ask = json!({"name": {"method": "elicitation/create", "params": {"mode": "form",
+        "message": "Your name?", "requestedSchema": {"type": "object",
+        "properties": {"name": {"type": "string"}}}}}});
+    let mut input = modern_task("complete", "input_required", json!(100));
+    input["inputRequests"] = ask.clone();
+    h.reply(&get, input.clone());
+    let mut request = None;
+    while let Some(e) = h.engine.poll_event() {
+        if let Event::ServerRequest { request: r, kind, call: c, .. } = e {
+            assert_eq!((kind, c), (ServerRequestKind::ElicitationForm, Some(call)));
+            request = Some(r);
+        }
+    }
+    let request = request.expect("the task's input request reaches the host");
+    assert!(h.take_sent().is_empty(), "no poll while the host answers");
+    let answer = r#"{"action":"accept","content":{"name":"Ann"}}"#;
+    h.engine.answer(h.now, request, raw(answer)).unwrap();
+    let update = h.sent_one();
+    assert_eq!(update["method"], "tasks/update");
+    assert_eq!(update["params"]["taskId"], "t-1");
+    assert_eq!(
+        update["params"]["inputResponses"],
+        json!({"name": {"action": "accept", "content": {"name": "Ann"}}})
+    );
+    assert_eq!(h.routes[&update["id"].as_u64().unwrap()].name.as_deref(), Some("t-1"));
+    h.reply(&update, json!({"resultType": "complete"}));
+    assert!(h.take_sent().is_empty(), "the next poll waits its interval");
+    h.advance(Duration::from_millis(100));
+    let get = h.sent_one();
+    assert_eq!(get["params"], json!({"taskId": "t-1", "_meta": get["params"]["_meta"]}));
+    // Not yet taken in on the server: the same key again is not asked again.
+    h.reply(&get, input);
+    assert!(h.events().iter().all(|e| !e.starts_with("asks")));
+    h.advance(Duration::from_millis(100));
+    let get = h.sent_one();
+    assert_eq!(get["method"], "tasks/get");
+    let mut done = modern_task("complete", "completed", json!(100));
+    done["result"] = json!({"content": [{"type": "text", "text": "hi Ann"}]});
+    h.reply(&get, done);
+    assert!(h.events().last().unwrap().starts_with(&format!("done {}", call.get())));
+}

@@ -37,6 +37,8 @@ pub enum Method {
     TasksResult,
     /// `tasks/cancel`: the cancellation of a task-backed call.
     TasksCancel,
+    /// `tasks/update` (2026-07-28): the answers to a task's input requests.
+    TasksUpdate,
     /// A method mcpoll has no verb for (an extension's or a vendor's), sent by name with
     /// [`Engine::request_raw`](crate::Engine::request_raw); its name is the call's own
     /// ([`Transmit::method_name`](crate::Transmit::method_name)).
@@ -45,7 +47,7 @@ pub enum Method {
 
 impl Method {
     /// The methods with a verb of their own, which [`Method::Extension`] never names.
-    pub(crate) const CORE: [Self; 15] = [
+    pub(crate) const CORE: [Self; 16] = [
         Self::Discover,
         Self::Initialize,
         Self::ToolsList,
@@ -61,6 +63,7 @@ impl Method {
         Self::TasksGet,
         Self::TasksResult,
         Self::TasksCancel,
+        Self::TasksUpdate,
     ];
 
     /// The method name on the wire.
@@ -81,6 +84,7 @@ impl Method {
             Self::TasksGet => "tasks/get",
             Self::TasksResult => "tasks/result",
             Self::TasksCancel => "tasks/cancel",
+            Self::TasksUpdate => "tasks/update",
             Self::Extension => "(extension)",
         }
     }

@@ -414,6 +414,7 @@ impl HttpSession {
                     | Method::TasksGet
                     | Method::TasksResult
                     | Method::TasksCancel
+                    | Method::TasksUpdate
             ) {
                 if let Some(name) = t.name() {
                     crate::proto::header_value::encode(&mut x.name, name);
