@@ -109,6 +109,10 @@ impl ToolHeaders {
         if !self.listed {
             return None;
         }
+        if self.tasks.is_empty() {
+            // Most servers have no task tools: no hashing of the name on every call.
+            return Some(TaskSupport::Forbidden);
+        }
         Some(match self.tasks.get(tool) {
             Some(true) => TaskSupport::Required,
             Some(false) => TaskSupport::Optional,

@@ -127,7 +127,9 @@ impl Engine {
         result: RawJson<'_>,
         head: ResultHead<'_>,
     ) {
-        let Some((method, tasked)) = self.requests.get(slot).map(|p| (p.method, p.task)) else {
+        let Some((method, tasked, asked)) =
+            self.requests.get(slot).map(|p| (p.method, p.task, p.task_asked))
+        else {
             return;
         };
         if let Some(key) = method.list_key() {
@@ -137,7 +139,7 @@ impl Engine {
             return self.on_task_reply(now, slot, result, head);
         }
         let head = mcp::result_head(head);
-        if method == Method::ToolsCall {
+        if asked && method == Method::ToolsCall {
             let rt = head.map_or(ResultType::Complete, |(t, _)| t);
             if self.creates_task(slot, result, rt) {
                 return self.on_task_created(now, slot, result);

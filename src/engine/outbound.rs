@@ -61,11 +61,11 @@ impl Engine {
         if p.wire_gen != id.generation() || p.state != SendState::Queued {
             return None; // cancelled or renewed since it was queued
         }
-        let (mut method, tasked) = (p.method, p.task);
+        let (mut method, tasked, asked) = (p.method, p.task, p.task_asked);
         let modern = self.lifecycle.version().is_some_and(|v| v.era() == Era::Modern);
-        // Only calls that asked for a task look further (plain calls: one pointer test).
+        // Only calls that asked for a task look further (plain calls: one flag).
         let mut task_meta = false;
-        if !tasked && self.requests.bufs(slot).more.as_ref().is_some_and(|m| m.task.is_some()) {
+        if asked && !tasked {
             if modern {
                 task_meta = true;
             } else {
@@ -73,7 +73,6 @@ impl Engine {
             }
         }
         let bufs = self.requests.bufs(slot);
-        let task = bufs.more.as_ref().and_then(|m| m.task.as_ref());
         let static_meta = if !modern {
             None
         } else if task_meta && self.task_meta.is_some() {
@@ -84,8 +83,10 @@ impl Engine {
         // A task's polls carry no per-call `_meta` (progress token, trace): the tool call did.
         let call_meta = if tasked { &[][..] } else { bufs.meta() };
         let meta = [static_meta.unwrap_or_default(), call_meta];
-        if let Some(t) = task.filter(|_| tasked) {
-            method = t.method();
+        if tasked {
+            if let Some(t) = bufs.more.as_ref().and_then(|m| m.task.as_ref()) {
+                method = t.method();
+            }
         }
         let name = if method == Method::Extension { bufs.name() } else { method.as_str() };
         jsonrpc::write_request(buf, id.get(), name, bufs.params(), meta);

@@ -84,6 +84,9 @@ pub(crate) struct Pending {
     /// A task-backed call whose task exists: its requests are `tasks/*` polls (the task
     /// itself is in [`MoreBufs::task`]).
     pub(crate) task: bool,
+    /// The call asks for a task (its [`MoreBufs::task`] says how): plain calls test this
+    /// flag only, on the fields already loaded.
+    pub(crate) task_asked: bool,
     /// How safe it is to send twice.
     pub(crate) class: Idempotency,
     /// Which breaker it answers to.
@@ -380,6 +383,7 @@ impl Requests {
             internal: false,
             one_page: false,
             task: false,
+            task_asked: false,
             class: traits.class,
             tenant: traits.tenant,
             op: if traits.class == Idempotency::Read {

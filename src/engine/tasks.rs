@@ -210,10 +210,11 @@ impl Engine {
         match mode {
             TaskMode::Off => None,
             TaskMode::Prefer { ttl } => Some(ttl),
+            TaskMode::Auto if self.tasks_declared => Some(None),
             TaskMode::Auto => {
                 let required =
                     self.tool_headers.task_support(tool) == Some(headers::TaskSupport::Required);
-                (self.tasks_declared || required).then_some(None)
+                required.then_some(None)
             }
         }
     }
@@ -222,6 +223,9 @@ impl Engine {
     pub(super) fn ask_for_task(&mut self, slot: usize, ttl: Option<Duration>) {
         let more = self.requests.bufs_mut(slot).more();
         more.task = Some(TaskSlot { ttl, requested: true, ..TaskSlot::default() });
+        if let Some(p) = self.requests.get_mut(slot) {
+            p.task_asked = true;
+        }
     }
 
     /// Right before a task-asking `tools/call` is written on a 2025-11-25 server: adds
