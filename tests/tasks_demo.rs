@@ -1,7 +1,8 @@
 //! The 2026-07-28 tasks extension (`io.modelcontextprotocol/tasks`) end to end, over real pipes
 //! and a real loopback socket, against the project's own demo server (`tests/peers/demo`,
 //! `--tasks`: `slow_task(ms)` answered with a spec-exact `CreateTaskResult`, `tasks/get`,
-//! `tasks/cancel`, `-32003` without the extension; see its `src/tasks.rs`).
+//! `tasks/cancel`, `tasks/update` for its input request, `-32003` without the extension; see its
+//! `src/tasks.rs`).
 //!
 //! This is not an interoperability claim: none of the pinned SDK peers implements the
 //! extension on the server side (Python SDK 2.3.0: no tasks; TypeScript SDK v2 server 2.4.0:
@@ -98,4 +99,50 @@ fn a_restarted_host_reattaches_to_a_modern_task_over_http() {
     let call = host.resume_task(id, &task, &task_opts()).unwrap();
     let seen = watch_task(&mut host, call, task_ended);
     assert_eq!(slept(&seen), "slept 1500 ms");
+}
+
+#[test]
+fn a_modern_tasks_input_request_is_answered_through_tasks_update() {
+    let answers = mcpoll::ServerRequestKinds { elicitation_form: true, ..Default::default() };
+    let mut host = Host::new().unwrap();
+    let config = Config { answers, ..Config::default() };
+    let id = start(&mut host, demo_server().arg("--tasks"), config);
+    let args = r#"{"ms":600,"ask":true}"#;
+    let call = host.call_tool_json(id, "slow_task", args, &task_opts()).unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    let (mut asked, mut input_required, mut done) = (0, false, None);
+    while done.is_none() {
+        let mut answer = None;
+        while let Some((_, e)) = host.poll_event() {
+            match e {
+                mcpoll::Event::ServerRequest { request, call: Some(c), params, .. }
+                    if c == call =>
+                {
+                    assert!(params.contains("Your name?"), "{params}");
+                    asked += 1;
+                    answer = Some(request);
+                }
+                mcpoll::Event::TaskStatus { call: c, status, .. } if c == call => {
+                    input_required |= status == TaskStatus::InputRequired;
+                }
+                mcpoll::Event::CallDone { call: c, result, .. } if c == call => {
+                    done = Some(result.json().to_owned());
+                }
+                mcpoll::Event::CallFailed { call: c, error, .. } if c == call => {
+                    panic!("failed: {error:?} {:?}", host.stderr_tail(id))
+                }
+                _ => {}
+            }
+        }
+        if let Some(request) = answer {
+            let reply = common::raw(r#"{"action":"accept","content":{"name":"Ann"}}"#);
+            host.answer(id, request, &reply).unwrap();
+        }
+        assert!(Instant::now() < deadline, "{:?}", host.stderr_tail(id));
+        host.poll(Some(Duration::from_millis(50))).unwrap();
+    }
+    assert!(input_required, "the task reported input_required");
+    assert_eq!(asked, 1, "the name was asked once");
+    let done: serde_json::Value = serde_json::from_str(&done.unwrap()).unwrap();
+    assert_eq!(done["content"][0]["text"], "slept 600 ms for Ann");
 }

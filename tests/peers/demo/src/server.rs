@@ -234,6 +234,7 @@ impl Server {
             }
             "tasks/get" if self.flags.tasks => Ok(Outcome::Reply(self.tasks.get(params)?)),
             "tasks/cancel" if self.flags.tasks => Ok(Outcome::Reply(self.tasks.cancel(params)?)),
+            "tasks/update" if self.flags.tasks => Ok(Outcome::Reply(self.tasks.update(params)?)),
             _ => self.feature_request(id, method, params, Era::Modern),
         }
     }

@@ -7,7 +7,9 @@
 //! gets `-32003` naming the extension, as the extension says a server that can only serve the
 //! call as a task must answer. `tasks/get` reports `working` (with `statusMessage`
 //! `step i/n`, one step per 100 ms) until `ms` have passed, then `completed` with the tool
-//! result inlined, or `cancelled` after `tasks/cancel`; an unknown id is `-32602`. Tasks are
+//! result inlined, or `cancelled` after `tasks/cancel`; an unknown id is `-32602`. With
+//! `"ask": true` the task stops half-way in `input_required`, asking for a name under the key
+//! `name` (a form elicitation), until `tasks/update` brings it; the result then names it. Tasks are
 //! kept for the process's life, so over HTTP they outlive a client's connection or restart.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -29,6 +31,11 @@ struct Task {
     started: Instant,
     created_at: String,
     cancelled: bool,
+    /// `"ask": true`: the name asked for half-way, once given.
+    ask: bool,
+    name: Option<String>,
+    /// When the name came: the rest of the work starts then.
+    resumed: Option<Instant>,
 }
 
 #[derive(Default)]
@@ -60,7 +67,17 @@ impl Tasks {
         let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         let id = format!("{:016x}{:08x}{:08x}", nanos as u64, std::process::id(), self.made);
         let created_at = timestamp();
-        let task = Task { id, ms, started: Instant::now(), created_at, cancelled: false };
+        let ask = args.get("ask").and_then(Value::as_bool).unwrap_or(false);
+        let task = Task {
+            id,
+            ms,
+            started: Instant::now(),
+            created_at,
+            cancelled: false,
+            ask,
+            name: None,
+            resumed: None,
+        };
         eprintln!("[task] created {} ms={ms}", task.id);
         let mut body = fields(&task, "working", None);
         body.insert("resultType".into(), json!("task"));
@@ -71,12 +88,32 @@ impl Tasks {
     /// `tasks/get`.
     pub(crate) fn get(&self, params: &Value) -> Result<Value, RpcError> {
         let task = self.find(params)?;
-        let elapsed = u64::try_from(task.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let ms = |i: Instant| u64::try_from(i.elapsed().as_millis()).unwrap_or(u64::MAX);
+        // Time worked: up to half-way before the name (when one is asked), the rest after.
+        let elapsed = match (task.ask, task.resumed) {
+            (false, _) => ms(task.started),
+            (true, None) => ms(task.started).min(task.ms / 2),
+            (true, Some(at)) => task.ms / 2 + ms(at),
+        };
         let body = if task.cancelled {
             fields(task, "cancelled", Some("cancelled by request"))
+        } else if task.ask && task.name.is_none() && elapsed >= task.ms / 2 {
+            let mut body = fields(task, "input_required", Some("waiting for a name"));
+            let schema = json!({"type": "object", "properties": {"name": {"type": "string"}},
+                                "required": ["name"]});
+            body.insert(
+                "inputRequests".into(),
+                json!({"name": {"method": "elicitation/create", "params": {"mode": "form",
+                    "message": "Your name?", "requestedSchema": schema}}}),
+            );
+            body
         } else if elapsed >= task.ms {
             let mut body = fields(task, "completed", None);
-            body.insert("result".into(), text_result(&format!("slept {} ms", task.ms)));
+            let text = match &task.name {
+                Some(name) => format!("slept {} ms for {name}", task.ms),
+                None => format!("slept {} ms", task.ms),
+            };
+            body.insert("result".into(), text_result(&text));
             body
         } else {
             let steps = task.ms.div_ceil(STEP_MS).max(1);
@@ -96,6 +133,25 @@ impl Tasks {
         if !done && !task.cancelled {
             task.cancelled = true;
             eprintln!("[task] cancelled {id}");
+        }
+        Ok(json!({}))
+    }
+
+    /// `tasks/update`: takes the name under `inputResponses.name`; keys it did not ask are
+    /// ignored, as the extension says.
+    pub(crate) fn update(&mut self, params: &Value) -> Result<Value, RpcError> {
+        let id = task_id(params)?;
+        let task = self.tasks.iter_mut().find(|t| t.id == id);
+        let task = task
+            .ok_or_else(|| RpcError::invalid_params("Failed to retrieve task: Task not found"))?;
+        let answer = &params["inputResponses"]["name"];
+        let name = answer["content"]["name"].as_str();
+        if task.ask && task.name.is_none() && answer["action"] == "accept" {
+            if let Some(name) = name {
+                eprintln!("[task] {id} got a name");
+                task.name = Some(name.to_owned());
+                task.resumed = Some(Instant::now());
+            }
         }
         Ok(json!({}))
     }
