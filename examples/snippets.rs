@@ -279,10 +279,33 @@ fn local_authorization(
     Ok(())
 }
 
+/// The README's "Long-running tool calls (MCP tasks)". `saved` stands for the host's store.
+fn tasks(host: &mut Host, server: ServerId) -> Result<(), Box<dyn Error>> {
+    use mcpoll::{CallOptions, TaskMode};
+
+    let mut saved: Vec<String> = Vec::new();
+    let opts = CallOptions { task: TaskMode::Prefer { ttl: None }, ..CallOptions::default() };
+    let call = host.call_tool_json(server, "build", r#"{"target":"all"}"#, &opts)?;
+    while let Some((_, event)) = host.poll_event() {
+        match event {
+            // Keep the id (a file, a database): it outlives this process.
+            Event::TaskCreated { task, .. } => saved.push(task.to_owned()),
+            Event::TaskStatus { status, message, .. } => println!("{status:?} {message:?}"),
+            Event::CallDone { call: c, result, .. } if c == call => println!("{}", result.json()),
+            _ => {}
+        }
+    }
+    // After a restart: reattach by id; the call ends with the task's result.
+    for task in &saved {
+        host.resume_task(server, task, &CallOptions::default())?;
+    }
+    Ok(())
+}
+
 fn main() {
     // Referenced, not run: each needs a server the README only names.
     let _ = (http_server, embedding, server_requests, roots, principals, records, oauth);
     let _ = (answer_handlers, drain, throughput, oauth_builders, oauth_assertions);
-    let _ = (capability_store, local_authorization, oauth_dpop);
+    let _ = (capability_store, local_authorization, oauth_dpop, tasks);
     println!("the README's fragments compile; tests/readme.rs runs examples/usage.rs");
 }

@@ -120,6 +120,12 @@ pub struct Config {
     /// replacing an `extensions` member of `client_capabilities`; `{}` (the default) leaves
     /// that member as it is. Every id must carry a prefix (`vendor.example/name`).
     pub extensions: String,
+    /// The shortest wait between two polls of a task-backed call (`tasks/get`), whatever
+    /// `pollInterval` the server suggests (default 100 ms).
+    pub task_poll_min: Duration,
+    /// The longest wait between two polls of a task-backed call (default 30 s). Without a
+    /// suggestion from the server, mcpoll waits 1 s, within these bounds.
+    pub task_poll_max: Duration,
 }
 
 /// A server's era verdict (its `server/discover` result) kept across restarts of the host.
@@ -357,6 +363,8 @@ impl Default for Config {
             cache_tenant: None,
             saved_discover: None,
             extensions: "{}".into(),
+            task_poll_min: Duration::from_millis(100),
+            task_poll_max: Duration::from_secs(30),
         }
     }
 }
@@ -420,6 +428,9 @@ impl Config {
             v.check()?;
         }
         check_extensions(&self.extensions)?;
+        if self.task_poll_min.is_zero() || self.task_poll_min > self.task_poll_max {
+            return err("task_poll_min", "must be non-zero and at most task_poll_max");
+        }
         #[cfg(not(feature = "server-requests"))]
         if self.answers != ServerRequestKinds::default() {
             return err("answers", "server requests need the `server-requests` feature");

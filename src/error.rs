@@ -304,6 +304,9 @@ pub enum PeerError {
     /// An `input_required` result asked for a kind of input the client did not declare
     /// (`Config::answers`), or for an unknown method.
     UndeclaredInputRequest(String),
+    /// The task that carried the call ended `cancelled` on the server (not by this client's
+    /// cancel, which ends the call at once).
+    TaskCancelled,
 }
 
 impl PeerError {
@@ -321,6 +324,7 @@ impl PeerError {
             Self::NoCommonVersion => "no_common_version",
             Self::VersionRefused(_) => "version_refused",
             Self::UndeclaredInputRequest(_) => "undeclared_input_request",
+            Self::TaskCancelled => "task_cancelled",
         }
     }
 }
@@ -345,6 +349,7 @@ impl fmt::Display for PeerError {
             Self::UndeclaredInputRequest(m) => {
                 write!(f, "the server asked for input the client did not declare ({m})")
             }
+            Self::TaskCancelled => f.write_str("the server cancelled the call's task"),
         }
     }
 }
@@ -484,6 +489,8 @@ pub enum RequestError {
     /// `request_raw` was given an empty method name, one with a verb of its own, or one
     /// with a byte outside printable ASCII.
     InvalidMethod,
+    /// `resume_task` was given an empty task id or one longer than `MAX_TASK_ID_BYTES`.
+    InvalidTaskId,
 }
 
 impl fmt::Display for RequestError {
@@ -498,6 +505,7 @@ impl fmt::Display for RequestError {
             Self::Degraded => "the server is degraded",
             Self::TraceContext(e) => return write!(f, "bad trace context: {e}"),
             Self::InvalidMethod => "not an extension method name",
+            Self::InvalidTaskId => "not a task id",
         })
     }
 }

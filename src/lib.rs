@@ -204,8 +204,8 @@ pub use engine::answer_checks::elicit::elicitation_defaults;
 pub use engine::{
     BreakerState, CallId, CallOptions, CallRecord, CallResult, Engine, Event, FailureCounts,
     Idempotency, ListKind, OperationClass, RecordSink, RootsBoundary, RootsBoundaryError,
-    ServerRequestId, ServerRequestKind, ServerState, Stats, Transmit, TransmitKind, TransportEvent,
-    TransportKind, WireId,
+    ServerRequestId, ServerRequestKind, ServerState, Stats, TaskMode, TaskStatus, Transmit,
+    TransmitKind, TransportEvent, TransportKind, WireId, MAX_TASK_ID_BYTES,
 };
 pub use error::{
     AnswerError, AuthorizeError, CallError, CancelError, CloseReason, ConfigError, LocalError,

@@ -45,7 +45,10 @@ impl Engine {
                     self.stats.queue_wait += waited;
                 }
             }
-            p.attempt += 1;
+            // A task's polls are not attempts of the call (a resumed call's first is).
+            if !p.task || p.attempt == 0 {
+                p.attempt += 1;
+            }
             p.sent_at = now;
             p.exchange_open = true;
         }
@@ -169,7 +172,10 @@ impl Engine {
     /// Ends a host call locally; tells the server if the request was written.
     pub(super) fn abandon(&mut self, now: Instant, slot: usize, error: CallError) {
         let Some(p) = self.requests.get(slot) else { return };
-        if p.state == SendState::Sent {
+        if p.task {
+            // The third way to cancel: the task goes on without a request in flight.
+            self.cancel_task(slot);
+        } else if p.state == SendState::Sent {
             self.signal_cancel(WireId::new(slot, p.wire_gen));
         }
         self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error));

@@ -133,6 +133,26 @@ pub enum Event<'a> {
         /// The request's `params` as JSON.
         params: &'a str,
     },
+    /// The server runs a `tools/call` as a task (MCP tasks). The call stays pending: mcpoll
+    /// polls the task and the call ends with the usual `CallDone` or `CallFailed`. Keep the
+    /// task id to reattach after a restart ([`Engine::resume_task`](crate::Engine::resume_task)).
+    TaskCreated {
+        /// The call.
+        call: CallId,
+        /// The server's task id.
+        task: &'a str,
+    },
+    /// A task-backed call's task changed status (or status message), as a poll reported it.
+    TaskStatus {
+        /// The call.
+        call: CallId,
+        /// The server's task id.
+        task: &'a str,
+        /// The new status.
+        status: crate::engine::TaskStatus,
+        /// The server's `statusMessage`, when it sent one.
+        message: Option<&'a str>,
+    },
     /// A legacy server request was not answered in time: the server was told it timed out.
     ServerRequestExpired {
         /// The request.
@@ -282,6 +302,18 @@ enum Stored {
     ServerRequestExpired {
         request: ServerRequestId,
     },
+    TaskCreated {
+        call: CallId,
+        task: Range<usize>,
+    },
+    /// `text` is the task id (`task_len` bytes) followed by the message.
+    TaskStatus {
+        call: CallId,
+        text: Range<usize>,
+        task_len: usize,
+        status: crate::engine::TaskStatus,
+        has_message: bool,
+    },
 }
 
 impl Stored {
@@ -302,6 +334,8 @@ impl Stored {
             | Self::ResourceUpdated { uri: r }
             | Self::Notification { text: r, .. }
             | Self::ServerRequest { params: r, .. }
+            | Self::TaskCreated { task: r, .. }
+            | Self::TaskStatus { text: r, .. }
             | Self::Progress { message: Some(r), .. } => Some(r),
             _ => None,
         }
@@ -569,6 +603,28 @@ impl EventQueue {
         self.push(Stored::ServerRequest { request, kind, call, params });
     }
 
+    /// Never dropped (the host needs the id to reattach); one per call, so the pending table
+    /// bounds them.
+    pub(crate) fn task_created(&mut self, call: CallId, task: &str) {
+        let task = self.keep(task);
+        self.push(Stored::TaskCreated { call, task });
+    }
+
+    /// Dropped, as progress is, when the host does not drain events.
+    pub(crate) fn task_status(
+        &mut self,
+        call: CallId,
+        task: &str,
+        status: crate::engine::TaskStatus,
+        message: Option<&str>,
+    ) {
+        if self.has_room() {
+            let text = self.keep_pair(task, message.unwrap_or(""));
+            let has_message = message.is_some();
+            self.push(Stored::TaskStatus { call, text, task_len: task.len(), status, has_message });
+        }
+    }
+
     pub(crate) fn server_request_expired(&mut self, request: ServerRequestId) {
         self.push(Stored::ServerRequestExpired { request });
     }
@@ -673,6 +729,14 @@ fn view(arena: &str, stored: Stored) -> Event<'_> {
             Event::ServerRequest { request, kind, call, params: text(params) }
         }
         Stored::ServerRequestExpired { request } => Event::ServerRequestExpired { request },
+        Stored::TaskCreated { call, task } => Event::TaskCreated { call, task: text(task) },
+        Stored::TaskStatus { call, text: r, task_len, status, has_message } => {
+            let all = text(r);
+            // The split is where the task id ended: a char boundary by construction.
+            let (task, message) = (all.get(..task_len), all.get(task_len..));
+            let message = message.filter(|_| has_message);
+            Event::TaskStatus { call, task: task.unwrap_or_default(), status, message }
+        }
     }
 }
 

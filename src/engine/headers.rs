@@ -20,12 +20,24 @@ pub(crate) struct ParamHeader {
     pub(crate) path: Vec<String>,
 }
 
+/// A tool's `execution.taskSupport` (2025-11-25); absent means forbidden.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TaskSupport {
+    Forbidden,
+    Optional,
+    Required,
+}
+
 /// Header annotations of every listed tool that has any, and the idempotency its annotations
 /// claim (`readOnlyHint`, `idempotentHint`).
 #[derive(Debug, Default)]
 pub(crate) struct ToolHeaders {
     by_tool: HashMap<String, Vec<ParamHeader>>,
     classes: HashMap<String, Idempotency>,
+    /// Tools whose `execution.taskSupport` is `"optional"` (false) or `"required"` (true).
+    tasks: HashMap<String, bool>,
+    /// A listing was read: a tool missing from `tasks` forbids tasks.
+    listed: bool,
 }
 
 impl ToolHeaders {
@@ -35,6 +47,7 @@ impl ToolHeaders {
     pub(crate) fn learn(&mut self, items: &[u8], enforce_headers: bool) -> Option<Vec<u8>> {
         self.by_tool.clear();
         self.classes.clear();
+        self.tasks.clear();
         self.learn_page(items, enforce_headers)
     }
 
@@ -50,6 +63,14 @@ impl ToolHeaders {
             let name = tool.get("name").and_then(RawJson::as_str).unwrap_or_default().into_owned();
             self.by_tool.remove(&name);
             self.classes.remove(&name);
+            self.tasks.remove(&name);
+            self.listed = true;
+            let execution = tool.get("execution").and_then(|e| e.get("taskSupport"));
+            match execution.and_then(RawJson::as_str).as_deref() {
+                Some("optional") => _ = self.tasks.insert(name.clone(), false),
+                Some("required") => _ = self.tasks.insert(name.clone(), true),
+                _ => {}
+            }
             let annotations = tool.get("annotations");
             let hint = |key: &str| annotations.and_then(|a| a.get(key)).and_then(RawJson::as_bool);
             if hint("readOnlyHint") == Some(true) {
@@ -83,6 +104,23 @@ impl ToolHeaders {
         }
         // The caller wants the items without the surrounding brackets.
         kept
+    }
+
+    /// What the listings say about running `tool` as a task (2025-11-25
+    /// `execution.taskSupport`): `None` before any listing.
+    pub(crate) fn task_support(&self, tool: &str) -> Option<TaskSupport> {
+        if !self.listed {
+            return None;
+        }
+        if self.tasks.is_empty() {
+            // Most servers have no task tools: no hashing of the name on every call.
+            return Some(TaskSupport::Forbidden);
+        }
+        Some(match self.tasks.get(tool) {
+            Some(true) => TaskSupport::Required,
+            Some(false) => TaskSupport::Optional,
+            None => TaskSupport::Forbidden,
+        })
     }
 
     /// What the last listing's annotations say about sending `tool` twice (`None`: unknown).

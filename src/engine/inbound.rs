@@ -135,13 +135,26 @@ impl Engine {
         result: RawJson<'_>,
         head: ResultHead<'_>,
     ) {
-        let Some(method) = self.requests.get(slot).map(|p| p.method) else {
+        let Some((method, tasked, asked)) =
+            self.requests.get(slot).map(|p| (p.method, p.task, p.task_asked))
+        else {
             return;
         };
         if let Some(key) = method.list_key() {
             return self.on_page(now, slot, key, result);
         }
+        if tasked {
+            return self.on_task_reply(now, slot, result, head);
+        }
         let head = mcp::result_head(head);
+        if asked && method == Method::ToolsCall {
+            let rt = head.map_or(ResultType::Complete, |(t, _)| t);
+            if self.creates_task(slot, result, rt) {
+                return self.on_task_created(now, slot, result);
+            }
+        }
+        // A task nobody asked for is no result (the tasks extension, 2026-07-28).
+        let head = head.filter(|(t, _)| *t != ResultType::Task);
         if matches!(head, Some((ResultType::InputRequired, _))) && method.takes_input() {
             return self.on_input_required(now, slot, result);
         }

@@ -283,6 +283,7 @@ impl super::Engine {
         };
         self.assumed = false;
         self.meta = Some(self.static_meta(version));
+        self.task_meta = None;
         let timeout = self.config.probe_timeout;
         let Some(call) = self.start_lifecycle_request(now, Method::Discover, Owner::Probe, timeout)
         else {
@@ -315,6 +316,13 @@ impl super::Engine {
         p.extend_from_slice(b",\"version\":");
         write_json_str(p, &c.client_version);
         p.push(b'}');
+    }
+
+    /// [`static_meta`](Self::static_meta) with the tasks extension declared too.
+    fn static_task_meta(&self, version: ProtocolVersion) -> StaticMeta {
+        let c = &self.config;
+        let caps = super::tasks::with_tasks_extension(&self.capabilities);
+        StaticMeta::new(version, &caps, &c.client_name, &c.client_version)
     }
 
     pub(super) fn static_meta(&self, version: ProtocolVersion) -> StaticMeta {
@@ -552,6 +560,8 @@ impl super::Engine {
     pub(super) fn become_ready(&mut self, version: ProtocolVersion) {
         self.lifecycle = Lifecycle::Ready { version };
         self.meta = (version.era() == Era::Modern).then(|| self.static_meta(version));
+        self.task_meta = (version.era() == Era::Modern && !self.tasks_declared)
+            .then(|| self.static_task_meta(version));
         self.events.ready(version.era(), version);
     }
 

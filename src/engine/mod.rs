@@ -32,6 +32,7 @@ mod roots;
 mod server_requests;
 mod stamp;
 mod supervision;
+mod tasks;
 mod timers;
 mod transport;
 
@@ -53,6 +54,7 @@ pub use requests::CallId;
 pub use retry::Idempotency;
 pub use roots::{RootsBoundary, RootsBoundaryError};
 pub use server_requests::{ServerRequestId, ServerRequestKind};
+pub use tasks::{TaskMode, TaskStatus, MAX_TASK_ID_BYTES};
 
 use crate::config::{Config, SavedVerdict};
 use crate::error::{
@@ -98,6 +100,10 @@ pub struct CallOptions {
     /// (`Config::max_pending`). A [`Host`](crate::Host) sets it for a call its authorization
     /// policy asks about.
     pub hold: bool,
+    /// Whether a `tools/call` may run as a task on the server (MCP tasks): it is then polled
+    /// to its end within the call's deadline, reported by `TaskCreated` and `TaskStatus`
+    /// events, and ends with the usual `CallDone` or `CallFailed`. Other methods ignore it.
+    pub task: TaskMode,
 }
 
 impl CallOptions {
@@ -358,6 +364,13 @@ pub struct Engine {
     saved_pending: bool,
     /// The era was taken from a saved verdict and no answer has confirmed it yet.
     assumed: bool,
+    /// `Config::extensions` declares the tasks extension: every `tools/call` takes a task.
+    tasks_declared: bool,
+    /// The modern `_meta` of a call that declares the tasks extension (when `Config` does
+    /// not already declare it for every call).
+    task_meta: Option<StaticMeta>,
+    /// The `Mcp-Name` of the last control request written (`tasks/cancel`: the task id).
+    control_name: String,
 }
 
 impl Engine {
@@ -400,6 +413,9 @@ impl Engine {
             saved_pending: config.saved_discover.is_some()
                 && config.era != EraPreference::LegacyOnly,
             assumed: false,
+            tasks_declared: tasks::declared(&config.extensions),
+            task_meta: None,
+            control_name: String::new(),
             config,
         })
     }
@@ -567,6 +583,9 @@ impl Engine {
             retry::write_arguments(p, arguments, key_field.as_deref().unwrap_or(""), key);
         });
         let call = call?;
+        if let Some(ttl) = self.task_wanted(name, opts.task) {
+            self.ask_for_task(call.0.slot(), ttl);
+        }
         if self.transport == TransportKind::Http {
             let slot = call.0.slot();
             let out = &mut self.requests.bufs_mut(slot).param_headers;
@@ -701,6 +720,28 @@ impl Engine {
         self.request(now, Method::Extension, opts, None, method, |p| {
             p.extend_from_slice(members.as_bytes())
         })
+    }
+
+    /// Starts a call that reattaches to a task by its id: one a `TaskCreated` event named,
+    /// kept across a dropped connection or a restart of the host. The call polls the task
+    /// (`tasks/get`) at once and then at its `pollInterval`, reports `TaskStatus` events, and
+    /// ends as the task-backed call would have: `CallDone` with the tool's result, or
+    /// `CallFailed` (a server that no longer knows the task answers with an error, `-32602`).
+    /// Cancelling it sends `tasks/cancel`. `opts.timeout` bounds the wait as for any call.
+    pub fn resume_task(
+        &mut self,
+        now: Instant,
+        task_id: &str,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.resume(now, task_id, opts)
+    }
+
+    /// The task-backed calls pending: each call, its task id and the status last reported
+    /// (`None` until the first poll of a resumed call). What a host persists to resume
+    /// them after a restart.
+    pub fn tasks(&self) -> impl Iterator<Item = (CallId, &str, Option<TaskStatus>)> + '_ {
+        self.task_calls()
     }
 
     /// Sends `server/discover` (modern servers only; the probe's answer is also kept in
@@ -950,7 +991,11 @@ impl Engine {
         while let Some(t) = self.timers.pop_due(at) {
             match t.kind {
                 timers::TimerKind::Backoff if self.timer_is_live(&t) => {
-                    self.backoff_ended(now, t.slot as usize)
+                    let slot = t.slot as usize;
+                    match self.requests.get(slot).map(|p| p.state) {
+                        Some(SendState::TaskWait(_)) => self.task_poll_due(slot),
+                        _ => self.backoff_ended(now, slot),
+                    }
                 }
                 timers::TimerKind::Deadline if self.timer_is_live(&t) => {
                     self.deadline_passed(now, t.slot as usize)
@@ -1068,5 +1113,7 @@ mod tests_roots_sampling;
 mod tests_saved_verdict;
 #[cfg(test)]
 mod tests_server_requests;
+#[cfg(test)]
+mod tests_tasks;
 #[cfg(all(test, not(feature = "server-requests")))]
 mod tests_without_server_requests;

@@ -9,7 +9,7 @@ use super::inbound::itoa_buf;
 use super::requests::SendState;
 use super::{Engine, Transmit, TransmitKind, TransportKind, MAX_CONTROL};
 use crate::error::RpcError;
-use crate::proto::jsonrpc::{self, WireId};
+use crate::proto::jsonrpc::{self, write_json_str, WireId};
 use crate::proto::mcp::{notify, Method};
 use crate::proto::meta::StaticMeta;
 use crate::proto::version::Era;
@@ -41,6 +41,11 @@ pub(super) enum Control {
         code: i64,
         message: &'static str,
     },
+    /// `tasks/cancel` for a task-backed call that ended locally; its reply is late.
+    TaskCancel {
+        id: WireId,
+        task: String,
+    },
 }
 
 impl Engine {
@@ -63,11 +68,33 @@ impl Engine {
         if p.wire_gen != id.generation() || p.state != SendState::Queued {
             return None; // cancelled or renewed since it was queued
         }
-        let method = p.method;
+        let (mut method, tasked, asked) = (p.method, p.task, p.task_asked);
         let modern = self.lifecycle.version().is_some_and(|v| v.era() == Era::Modern);
+        // Only calls that asked for a task look further (plain calls: one flag).
+        let mut task_meta = false;
+        if asked && !tasked {
+            if modern {
+                task_meta = true;
+            } else {
+                self.augment_legacy_call(slot);
+            }
+        }
         let bufs = self.requests.bufs(slot);
-        let static_meta = if modern { self.meta.as_ref().map(StaticMeta::bytes) } else { None };
-        let meta = [static_meta.unwrap_or_default(), bufs.meta()];
+        let static_meta = if !modern {
+            None
+        } else if task_meta && self.task_meta.is_some() {
+            self.task_meta.as_ref().map(StaticMeta::bytes)
+        } else {
+            self.meta.as_ref().map(StaticMeta::bytes)
+        };
+        // A task's polls carry no per-call `_meta` (progress token, trace): the tool call did.
+        let call_meta = if tasked { &[][..] } else { bufs.meta() };
+        let meta = [static_meta.unwrap_or_default(), call_meta];
+        if tasked {
+            if let Some(t) = bufs.more.as_ref().and_then(|m| m.task.as_ref()) {
+                method = t.method();
+            }
+        }
         let name = if method == Method::Extension { bufs.name() } else { method.as_str() };
         jsonrpc::write_request(buf, id.get(), name, bufs.params(), meta);
         self.mark_sent(now, slot);
@@ -111,6 +138,24 @@ impl Engine {
                 jsonrpc::write_error(buf, id, code, message);
                 TransmitKind::Response
             }
+            Control::TaskCancel { id, task } => {
+                let mut params: Vec<u8> = Vec::with_capacity(task.len() + 16);
+                params.extend_from_slice(b"\"taskId\":");
+                write_json_str(&mut params, &task);
+                let modern = self.era() == Some(Era::Modern);
+                let meta = if modern { self.meta.as_ref().map(StaticMeta::bytes) } else { None };
+                let method = Method::TasksCancel;
+                jsonrpc::write_request(
+                    buf,
+                    id.get(),
+                    method.as_str(),
+                    &params,
+                    [meta.unwrap_or_default(), b""],
+                );
+                self.stats.requests_sent += 1;
+                self.control_name = task;
+                TransmitKind::Request { id, method }
+            }
         }
     }
 
@@ -130,14 +175,25 @@ impl Engine {
         if let TransmitKind::Request { id, method } = kind {
             let slot = id.slot();
             t.method_name = method.as_str();
-            if self.requests.get(slot).is_some_and(|p| p.wire_gen == id.generation()) {
+            if method == Method::TasksCancel {
+                // Written from a control frame: the call is gone, its task id kept here.
+                t.name = &self.control_name;
+            } else if self.requests.get(slot).is_some_and(|p| p.wire_gen == id.generation()) {
                 let bufs = self.requests.bufs(slot);
                 if method == Method::Extension {
                     t.method_name = bufs.name();
+                    t.params = bufs.param_headers.iter();
+                } else if matches!(
+                    method,
+                    Method::TasksGet | Method::TasksResult | Method::TasksUpdate
+                ) {
+                    // `Mcp-Name` of a task's request is its task id (tasks extension, HTTP).
+                    let task = bufs.more.as_ref().and_then(|m| m.task.as_ref());
+                    t.name = task.map_or("", |t| t.id.as_str());
                 } else {
                     t.name = bufs.name();
+                    t.params = bufs.param_headers.iter();
                 }
-                t.params = bufs.param_headers.iter();
             }
         }
         t

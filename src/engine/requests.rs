@@ -58,6 +58,9 @@ pub(crate) enum SendState {
     /// Answered with `input_required`: waiting for the host to answer the input requests
     /// before the call goes again. Keeps its in-flight slot.
     AwaitingInput,
+    /// A task-backed call between polls, until this time: counted neither as queued nor in
+    /// flight (a task may run for hours without holding an in-flight slot).
+    TaskWait(Stamp),
 }
 
 #[derive(Debug)]
@@ -78,6 +81,12 @@ pub(crate) struct Pending {
     pub(crate) internal: bool,
     /// A listing of one page only (`Engine::list_page`): not followed, not joined.
     pub(crate) one_page: bool,
+    /// A task-backed call whose task exists: its requests are `tasks/*` polls (the task
+    /// itself is in [`MoreBufs::task`]).
+    pub(crate) task: bool,
+    /// The call asks for a task (its [`MoreBufs::task`] says how): plain calls test this
+    /// flag only, on the fields already loaded.
+    pub(crate) task_asked: bool,
     /// How safe it is to send twice.
     pub(crate) class: Idempotency,
     /// Which breaker it answers to.
@@ -160,6 +169,8 @@ pub(crate) struct MoreBufs {
     pub(crate) run_id: Option<u64>,
     /// How long the call was held for the host's authorization before it was released.
     pub(crate) held: Span,
+    /// The task behind a task-backed call, or the task it asks for.
+    pub(crate) task: Option<super::tasks::TaskSlot>,
 }
 
 impl SlotBufs {
@@ -183,6 +194,7 @@ impl SlotBufs {
             more.trace = None;
             more.run_id = None;
             more.held = Span::ZERO;
+            more.task = None;
         }
     }
 
@@ -306,7 +318,7 @@ impl Requests {
             return;
         }
         let counter = match state {
-            SendState::Held => return,
+            SendState::Held | SendState::TaskWait(_) => return,
             SendState::Queued => &mut self.queued,
             SendState::Sent
             | SendState::Backoff(_)
@@ -370,6 +382,8 @@ impl Requests {
             relisted: false,
             internal: false,
             one_page: false,
+            task: false,
+            task_asked: false,
             class: traits.class,
             tenant: traits.tenant,
             op: if traits.class == Idempotency::Read {

@@ -187,6 +187,10 @@ pub(super) fn describe(e: &Event<'_>) -> String {
         }
         Event::ServerRequestExpired { .. } => "expired".into(),
         Event::AuthorizationAsked { call, name, .. } => format!("asked {} {name}", call.get()),
+        Event::TaskCreated { call, task } => format!("task {} {task}", call.get()),
+        Event::TaskStatus { call, task, status, message } => {
+            format!("task {} {task} {} {message:?}", call.get(), status.as_str())
+        }
     }
 }
 

@@ -24,7 +24,7 @@ use std::time::Instant;
 pub(crate) enum TimerKind {
     /// The call's deadline.
     Deadline,
-    /// The end of a retry backoff.
+    /// The end of a retry backoff, or of a task-backed call's wait before its next poll.
     Backoff,
 }
 
@@ -191,7 +191,7 @@ impl Engine {
                     kind: TimerKind::Deadline,
                 };
                 let backoff = match p.state {
-                    SendState::Backoff(until) => Some(Timer {
+                    SendState::Backoff(until) | SendState::TaskWait(until) => Some(Timer {
                         at: until,
                         slot: slot as u32,
                         call_gen: p.call_gen,
@@ -212,7 +212,10 @@ pub(super) fn timer_live(requests: &Requests, t: &Timer) -> bool {
     p.call_gen == t.call_gen
         && match t.kind {
             TimerKind::Deadline => p.deadline == t.at,
-            TimerKind::Backoff => p.state == SendState::Backoff(t.at),
+            // A task's wait between polls rides on the backoff timer.
+            TimerKind::Backoff => {
+                p.state == SendState::Backoff(t.at) || p.state == SendState::TaskWait(t.at)
+            }
         }
 }
 

@@ -18,7 +18,9 @@ use crate::config::{CacheConfig, Config, SavedVerdict};
 use crate::driver::http::{HttpDriver, HttpOptions, HttpSetupError};
 use crate::driver::reap::Reaper;
 use crate::driver::stdio::{StdioCommand, StdioDriver};
-use crate::engine::{CallId, CallOptions, Engine, Event, ServerRequestId, ServerState, Stats};
+use crate::engine::{
+    CallId, CallOptions, Engine, Event, ServerRequestId, ServerState, Stats, TaskStatus,
+};
 use crate::error::{
     AnswerError, CallError, CancelError, ConfigError, LocalError, RequestError, TransportError,
 };
@@ -614,6 +616,26 @@ impl Host {
         self.gated(server, Method::ToolsCall, name, opts, |h, o| {
             h.command(server, |e, now| e.call_tool(now, name, arguments, o))
         })
+    }
+
+    /// Reattaches to a task on `server` by its id (one an [`Event::TaskCreated`] named, kept
+    /// across a dropped connection or a restart of the host): the new call polls the task and
+    /// ends with its result; see [`Engine::resume_task`]. Cancelling it sends `tasks/cancel`.
+    pub fn resume_task(
+        &mut self,
+        server: ServerId,
+        task_id: &str,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.command(server, |e, now| e.resume_task(now, task_id, opts))
+    }
+
+    /// The task-backed calls pending on `server`: each call, its task id and the status last
+    /// reported (empty for an unknown server). What to persist to resume them after a
+    /// restart ([`resume_task`](Self::resume_task)).
+    pub fn server_tasks(&self, server: ServerId) -> Vec<(CallId, String, Option<TaskStatus>)> {
+        let Some(s) = self.server(server) else { return Vec::new() };
+        s.engine.tasks().map(|(call, task, status)| (call, task.to_owned(), status)).collect()
     }
 
     /// Calls a tool with its arguments as JSON text (one object), checked once without

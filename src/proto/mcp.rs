@@ -31,6 +31,14 @@ pub enum Method {
     Ping,
     /// `subscriptions/listen` (2026-07-28): a long-lived request carrying change notifications.
     Listen,
+    /// `tasks/get`: a task-backed call's poll (both eras; Mcp-Name is the task id).
+    TasksGet,
+    /// `tasks/result` (2025-11-25): a finished task's result.
+    TasksResult,
+    /// `tasks/cancel`: the cancellation of a task-backed call.
+    TasksCancel,
+    /// `tasks/update` (2026-07-28): the answers to a task's input requests.
+    TasksUpdate,
     /// A method mcpoll has no verb for (an extension's or a vendor's), sent by name with
     /// [`Engine::request_raw`](crate::Engine::request_raw); its name is the call's own (the
     /// `Mcp-Method` header and the frame's `method`).
@@ -39,7 +47,7 @@ pub enum Method {
 
 impl Method {
     /// The methods with a verb of their own, which [`Method::Extension`] never names.
-    pub(crate) const CORE: [Self; 12] = [
+    pub(crate) const CORE: [Self; 16] = [
         Self::Discover,
         Self::Initialize,
         Self::ToolsList,
@@ -52,6 +60,10 @@ impl Method {
         Self::Complete,
         Self::Ping,
         Self::Listen,
+        Self::TasksGet,
+        Self::TasksResult,
+        Self::TasksCancel,
+        Self::TasksUpdate,
     ];
 
     /// The method name on the wire.
@@ -69,6 +81,10 @@ impl Method {
             Self::Complete => "completion/complete",
             Self::Ping => "ping",
             Self::Listen => "subscriptions/listen",
+            Self::TasksGet => "tasks/get",
+            Self::TasksResult => "tasks/result",
+            Self::TasksCancel => "tasks/cancel",
+            Self::TasksUpdate => "tasks/update",
             Self::Extension => "(extension)",
         }
     }
@@ -112,6 +128,9 @@ pub enum ResultType {
     Complete,
     /// An interim result asking the client for input (multi round-trip requests).
     InputRequired,
+    /// A task was created in place of the result (the `io.modelcontextprotocol/tasks`
+    /// extension): the engine polls it and the call ends with the task's result.
+    Task,
 }
 
 /// A result's `resultType`: missing means complete; an unknown value is invalid (`None`).
@@ -132,6 +151,7 @@ fn parse_result_type(v: Option<RawJson<'_>>) -> Option<ResultType> {
         Some(v) => match v.as_str().as_deref() {
             Some("complete") => Some(ResultType::Complete),
             Some("input_required") => Some(ResultType::InputRequired),
+            Some("task") => Some(ResultType::Task),
             _ => None,
         },
     }
@@ -198,7 +218,9 @@ mod tests {
         assert_eq!(rt("{}"), Some(ResultType::Complete));
         assert_eq!(rt(r#"{"resultType":"complete"}"#), Some(ResultType::Complete));
         assert_eq!(rt(r#"{"resultType":"input_required"}"#), Some(ResultType::InputRequired));
-        assert_eq!(rt(r#"{"resultType":"task"}"#), None);
+        // Known, and taken only by a call that asked for a task (the engine checks).
+        assert_eq!(rt(r#"{"resultType":"task"}"#), Some(ResultType::Task));
+        assert_eq!(rt(r#"{"resultType":"tasks"}"#), None);
         assert_eq!(rt(r#"{"resultType":7}"#), None);
         let head =
             |s: &'static str| result_head(ResultHead::of(json::parse(s.as_bytes()).unwrap()));

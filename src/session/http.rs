@@ -423,7 +423,16 @@ impl HttpSession {
             if method == Method::ToolsCall {
                 x.params.copy_from(t.param_headers());
             }
-            if matches!(method, Method::ToolsCall | Method::PromptsGet | Method::ResourcesRead) {
+            if matches!(
+                method,
+                Method::ToolsCall
+                    | Method::PromptsGet
+                    | Method::ResourcesRead
+                    | Method::TasksGet
+                    | Method::TasksResult
+                    | Method::TasksCancel
+                    | Method::TasksUpdate
+            ) {
                 if let Some(name) = t.name() {
                     crate::proto::header_value::encode(&mut x.name, name);
                 }

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use mcpoll::OwnedResult;
-use mcpoll::{CallError, CallId, CallOptions, Config, Event, Host, ServerId, StdioCommand};
+use mcpoll::{
+    CallError, CallId, CallOptions, Config, Event, Host, ServerId, StdioCommand, TaskStatus,
+};
 use serde_json::value::RawValue;
 
 mod cargo_build;
@@ -217,12 +219,18 @@ impl HttpPeer {
     }
 
     pub fn start_on(script: PathBuf, port: u16) -> Self {
+        Self::start_with_env(script, port, &[])
+    }
+
+    /// [`start_on`](Self::start_on) with extra environment variables for the peer.
+    pub fn start_with_env(script: PathBuf, port: u16, env: &[(&str, &str)]) -> Self {
         use std::os::unix::process::CommandExt;
         let stderr_path =
             std::env::temp_dir().join(format!("mcpoll-peer-{}-{port}.log", std::process::id()));
         let log = std::fs::File::create(&stderr_path).expect("peer log");
         let child = std::process::Command::new(&script)
             .arg(port.to_string())
+            .envs(env.iter().copied())
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(log)
@@ -456,4 +464,42 @@ pub fn check_watch_line(line: &serde_json::Value, bumped: &[String]) {
     assert!(added.iter().all(|n| bumped.iter().any(|b| n == b.as_str())), "{line} {bumped:?}");
     assert_eq!(line["removed"], serde_json::json!([]), "{line}");
     assert_eq!(line["hash"].as_str().map(str::len), Some(16), "{line}");
+}
+
+/// What one task-backed call went through (`watch_task`).
+#[derive(Debug, Default)]
+pub struct TaskSeen {
+    pub task: Option<String>,
+    pub statuses: Vec<(TaskStatus, Option<String>)>,
+    pub done: Option<String>,
+    pub failed: Option<CallError>,
+}
+
+pub fn watch_task(host: &mut Host, call: CallId, until: impl Fn(&TaskSeen) -> bool) -> TaskSeen {
+    let deadline = Instant::now() + PATIENCE;
+    let mut seen = TaskSeen::default();
+    loop {
+        while let Some((_, e)) = host.poll_event() {
+            match e {
+                Event::TaskCreated { call: c, task } if c == call => seen.task = Some(task.into()),
+                Event::TaskStatus { call: c, status, message, .. } if c == call => {
+                    seen.statuses.push((status, message.map(str::to_owned)))
+                }
+                Event::CallDone { call: c, result, .. } if c == call => {
+                    seen.done = Some(result.json().to_owned())
+                }
+                Event::CallFailed { call: c, error, .. } if c == call => seen.failed = Some(error),
+                _ => {}
+            }
+            if until(&seen) {
+                return seen;
+            }
+        }
+        assert!(Instant::now() < deadline, "not seen within {PATIENCE:?}: {seen:?}");
+        host.poll(Some(Duration::from_millis(50))).expect("poll");
+    }
+}
+
+pub fn task_ended(s: &TaskSeen) -> bool {
+    s.done.is_some() || s.failed.is_some()
 }

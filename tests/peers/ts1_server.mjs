@@ -12,6 +12,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import { InMemoryTaskStore } from '@modelcontextprotocol/sdk/experimental/tasks/stores/in-memory.js';
 import * as z from 'zod';
 
 const INFO = { name: 'lab-ts1', version: '0.1.0' };
@@ -21,6 +22,22 @@ const HOST = '127.0.0.1';
 const notes = [];
 let extraCount = 0;
 const connected = new Set(); // McpServer instances with a live transport (bump_tools updates them all)
+
+// LAB_TASKS=1: the SDK's experimental tasks (2025-11-25 core form): the `tasks` capability and
+// the tool `slow_task(ms)` (taskSupport "optional"). Off by default, so the surface the other
+// tests and the lab transcripts see is unchanged. One store for the process: a task outlives
+// the session that made it (the SDK's store scopes tasks to a session id only when given one;
+// this peer passes none, as a server with no authorization context of its own would).
+const TASKS = process.env.LAB_TASKS === '1';
+const sdkTaskStore = new InMemoryTaskStore();
+const taskStore = {
+    createTask: (params, requestId, request) => sdkTaskStore.createTask(params, requestId, request),
+    getTask: taskId => sdkTaskStore.getTask(taskId),
+    storeTaskResult: (taskId, status, result) => sdkTaskStore.storeTaskResult(taskId, status, result),
+    getTaskResult: taskId => sdkTaskStore.getTaskResult(taskId),
+    updateTaskStatus: (taskId, status, message) => sdkTaskStore.updateTaskStatus(taskId, status, message),
+    listTasks: cursor => sdkTaskStore.listTasks(cursor)
+};
 
 const log = (...args) => console.error(...args);
 const text = t => ({ content: [{ type: 'text', text: t }] });
@@ -37,6 +54,44 @@ function pause(ms, signal) {
     });
 }
 
+// `slow_task(ms)`: a task that works in 100 ms steps (status message `step i/n`), then
+// completes with `slept <ms> ms`; it stops when the task is cancelled (logs `[task] cancelled`).
+function registerTaskTool(server) {
+    server.experimental.tasks.registerToolTask('slow_task', {
+        description: 'Sleep `ms` milliseconds as a task, in 100 ms steps; cancellable.',
+        inputSchema: { ms: z.number() },
+        execution: { taskSupport: 'optional' }
+    }, {
+        async createTask({ ms }, { taskStore: store, taskRequestedTtl }) {
+            const task = await store.createTask({ ttl: taskRequestedTtl ?? 60000, pollInterval: 200 });
+            log(`[task] created ${task.taskId}`);
+            (async () => {
+                const total = Math.max(1, Math.floor(ms / 100));
+                for (let step = 1; step <= total; step++) {
+                    await new Promise(resolve => setTimeout(resolve, ms / total));
+                    const now = await taskStore.getTask(task.taskId);
+                    if (!now || now.status === 'cancelled') {
+                        log('[task] cancelled');
+                        return;
+                    }
+                    if (step < total) {
+                        await taskStore.updateTaskStatus(task.taskId, 'working', `step ${step}/${total}`);
+                    }
+                }
+                await taskStore.storeTaskResult(task.taskId, 'completed', text(`slept ${ms} ms`));
+                log(`[task] completed ${task.taskId}`);
+            })().catch(e => log('[task] error:', e?.message ?? e));
+            return { task };
+        },
+        async getTask(_args, { taskId }) {
+            return await taskStore.getTask(taskId);
+        },
+        async getTaskResult(_args, { taskId }) {
+            return await taskStore.getTaskResult(taskId);
+        }
+    });
+}
+
 function addExtraTool(server, n) {
     server.registerTool(`extra_${n}`, { description: `Tool added by bump_tools #${n}` },
         async () => text(`extra tool ${n}`));
@@ -44,7 +99,10 @@ function addExtraTool(server, n) {
 
 // SDK v1 takes raw zod shapes (not z.object) for inputSchema / outputSchema / argsSchema.
 function makeServer() {
-    const server = new McpServer(INFO, { capabilities: { tools: { listChanged: true } } });
+    const capabilities = { tools: { listChanged: true } };
+    if (TASKS) capabilities.tasks = { list: {}, cancel: {}, requests: { tools: { call: {} } } };
+    const server = new McpServer(INFO, TASKS ? { capabilities, taskStore } : { capabilities });
+    if (TASKS) registerTaskTool(server);
 
     server.registerTool('echo', {
         description: 'Echo back the `text` argument.',

@@ -33,6 +33,8 @@ pub(crate) struct Flags {
     /// Generated tools (`bulk_000000`...) that tools/list serves instead of the usual ones,
     /// 1,000 a page: a large listing for memory tests (100,000 make about 9.6 MB of JSON).
     pub(crate) bulk_tools: u64,
+    /// `--tasks`: the tasks extension (src/tasks.rs).
+    pub(crate) tasks: bool,
 }
 
 #[derive(Debug)]
@@ -77,6 +79,7 @@ impl Flags {
                 "--resilience-tools" => flags.resilience_tools = true,
                 "--schema-tools" => flags.schema_tools = true,
                 "--bulk-tools" => flags.bulk_tools = number_arg(&arg, args.next())?,
+                "--tasks" => flags.tasks = true,
                 "-h" | "--help" => return Err(FlagError::Help),
                 other => return Err(FlagError::Bad(format!("unknown flag `{other}`"))),
             }
@@ -133,8 +136,8 @@ fn port_arg(flag: &str, value: Option<String>) -> Result<u16, FlagError> {
 pub(crate) fn usage() -> &'static str {
     "usage: demo_server [--legacy-only] [--exit-on-non-initialize] [--silent-discover] \
      [--silent-list] [--junk-stdout] [--stderr-noise KIB] [--crash-on TOOL] [--startup-ms MS] \
-     [--state-file PATH] [--resilience-tools] [--schema-tools] [--bulk-tools N] [--http PORT] \
-     [--fault SPEC]...\n\
+     [--state-file PATH] [--resilience-tools] [--schema-tools] [--bulk-tools N] [--tasks] \
+     [--http PORT] [--fault SPEC]...\n\
      fault specs: crash|truncate|garbage|unknown-id|duplicate|late-after-cancel|hang|drip|\
      oversize:TOOL[:N], fail-first:TOOL:N, exit-on-start, and with --http also \
      reset-mid-sse|close-before-reply:TOOL[:N], status-then-ok:TOOL:N"

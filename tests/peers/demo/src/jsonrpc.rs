@@ -80,6 +80,11 @@ impl RpcError {
         RpcError { code, message: message.into(), data: None }
     }
 
+    pub(crate) fn with_data(mut self, data: Value) -> RpcError {
+        self.data = Some(data);
+        self
+    }
+
     pub(crate) fn invalid_request(message: &str) -> RpcError {
         RpcError::new(INVALID_REQUEST, message)
     }
@@ -117,7 +122,8 @@ pub(crate) fn error_message(id: &Value, error: &RpcError) -> Value {
 /// process serves 2026-07-28. Legacy results go out exactly as the handler built them.
 pub(crate) fn result_message(id: &Value, era: Era, method: &str, mut body: Value) -> Value {
     if let (Era::Modern, Value::Object(result)) = (era, &mut body) {
-        result.insert("resultType".into(), json!("complete"));
+        // A task's `CreateTaskResult` brings its own `"task"`.
+        result.entry("resultType").or_insert(json!("complete"));
         if is_cacheable(method) {
             result.insert("ttlMs".into(), json!(0));
             result.insert("cacheScope".into(), json!("private"));

@@ -20,6 +20,8 @@
 //                             and `remote_ref` (an inputSchema with a network $ref)
 //   --bulk-tools N            tools/list serves N generated tools (`bulk_000000`...) instead,
 //                             1,000 a page: a large listing for memory tests
+//   --tasks                   the 2026-07-28 tasks extension on the tool `slow_task(ms)`
+//                             (src/tasks.rs); off by default
 //   --http PORT               serve Streamable HTTP at http://127.0.0.1:PORT/mcp instead of
 //                             stdio (modern era only; PORT 0 picks a free port); the URL is
 //                             printed on stdout
@@ -90,6 +92,7 @@ mod ledger;
 mod server;
 mod slow;
 mod stdio;
+mod tasks;
 mod tools;
 
 use std::process;

@@ -20,6 +20,7 @@ use crate::jsonrpc::{
 use crate::ledger::{is_valid_key, Ledger};
 use crate::slow::{SlowCall, SLOW_MAX_MS};
 use crate::stdio::Output;
+use crate::tasks::{Tasks, EXTENSION};
 use crate::tools::{
     add_tool, bad_output_tool, bulk_tool_definitions, echo_tool, lookup_tool,
     schema_tool_definitions, text_result, tool_definitions, tool_error,
@@ -75,6 +76,7 @@ pub(crate) struct Server {
     initialized: bool,
     ledger: Ledger,
     slow_calls: Vec<SlowCall>,
+    tasks: Tasks,
 }
 
 impl Server {
@@ -95,6 +97,7 @@ impl Server {
             initialized: false,
             ledger,
             slow_calls: Vec::new(),
+            tasks: Tasks::default(),
         })
     }
 
@@ -217,7 +220,21 @@ impl Server {
         }
         check_modern_envelope(params)?;
         match method {
-            "server/discover" => Ok(Outcome::Reply(discover_result())),
+            "server/discover" => {
+                let mut result = discover_result();
+                if self.flags.tasks {
+                    result["capabilities"]["extensions"] = json!({EXTENSION: {}});
+                }
+                Ok(Outcome::Reply(result))
+            }
+            "tools/call" if self.flags.tasks && params["name"] == "slow_task" => {
+                let empty = Map::new();
+                let args = params["arguments"].as_object().unwrap_or(&empty);
+                Ok(Outcome::Reply(self.tasks.create(params, args)?))
+            }
+            "tasks/get" if self.flags.tasks => Ok(Outcome::Reply(self.tasks.get(params)?)),
+            "tasks/cancel" if self.flags.tasks => Ok(Outcome::Reply(self.tasks.cancel(params)?)),
+            "tasks/update" if self.flags.tasks => Ok(Outcome::Reply(self.tasks.update(params)?)),
             _ => self.feature_request(id, method, params, Era::Modern),
         }
     }

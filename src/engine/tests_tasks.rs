@@ -1,0 +1,434 @@
+//! Task-backed tool calls (MCP tasks) in both eras, on simulated time with a scripted peer:
+//! creation, polling at the server's interval (clamped), status events, the result as a normal
+//! call end, cancellation by `tasks/cancel`, the deadline, and reattaching by task id.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::tests::{raw, Harness};
+use super::*;
+
+const TASKS: &str = "io.modelcontextprotocol/tasks";
+
+fn prefer() -> CallOptions {
+    CallOptions { task: TaskMode::Prefer { ttl: None }, ..CallOptions::default() }
+}
+
+fn call_with(h: &mut Harness, opts: &CallOptions) -> CallId {
+    h.engine.call_tool(h.now, "build", raw(r#"{"target":"all"}"#), opts).unwrap()
+}
+
+/// A modern call whose server made task `t-1` (polled every `poll_ms`), its events drained.
+fn task_call(h: &mut Harness, opts: &CallOptions, poll_ms: u64) -> CallId {
+    let call = call_with(h, opts);
+    let sent = h.sent_one();
+    h.reply(&sent, modern_task("task", "working", json!(poll_ms)));
+    h.events();
+    call
+}
+
+/// A 2026-07-28 task object (`tasks/get` result or `CreateTaskResult`).
+fn modern_task(result_type: &str, status: &str, poll_ms: Value) -> Value {
+    json!({"resultType": result_type, "taskId": "t-1", "status": status,
+           "createdAt": "2026-08-01T10:00:00Z", "lastUpdatedAt": "2026-08-01T10:00:00Z",
+           "ttlMs": 60000, "pollIntervalMs": poll_ms})
+}
+
+/// A 2025-11-25 server that declared task-augmented tool calls (and `tasks.cancel`).
+fn ready_legacy_with_tasks(cancel: bool) -> Harness {
+    let mut h = Harness::new(Config::default());
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    h.reply_error(&probe, -32601, None);
+    let init = h.sent_one();
+    let mut tasks = json!({"list": {}, "requests": {"tools": {"call": {}}}});
+    if cancel {
+        tasks["cancel"] = json!({});
+    }
+    h.reply(
+        &init,
+        json!({"protocolVersion": "2025-11-25",
+        "capabilities": {"tools": {}, "tasks": tasks},
+        "serverInfo": {"name": "s", "version": "1"}}),
+    );
+    let _initialized = h.sent_one();
+    assert_eq!(h.events(), ["ready legacy 2025-11-25"]);
+    h
+}
+
+fn legacy_task(status: &str, poll_ms: u64) -> Value {
+    json!({"taskId": "t-9", "status": status, "createdAt": "2025-11-25T10:30:00Z",
+           "lastUpdatedAt": "2025-11-25T10:30:00Z", "ttl": 60000, "pollInterval": poll_ms})
+}
+
+#[test]
+fn a_modern_task_is_created_polled_at_its_interval_and_ends_as_the_call() {
+    let mut h = Harness::ready_modern();
+    let opts = CallOptions { progress: true, ..prefer() };
+    let call = call_with(&mut h, &opts);
+    let sent = h.sent_one();
+    assert_eq!(sent["method"], "tools/call");
+    let caps = &sent["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"];
+    assert_eq!(caps["extensions"], json!({TASKS: {}}), "the call declares the extension");
+    assert!(sent["params"].get("task").is_none(), "no 2025 task param in the modern era");
+
+    h.reply(&sent, modern_task("task", "working", json!(2000)));
+    assert_eq!(h.events(), [format!("task {} t-1", call.get())]);
+    assert!(h.take_sent().is_empty(), "nothing until the poll interval passes");
+    assert_eq!(h.engine.tasks().collect::<Vec<_>>(), [(call, "t-1", Some(TaskStatus::Working))]);
+    assert_eq!(h.engine.load(), (0, 0), "a waiting task holds no in-flight slot");
+
+    h.advance(Duration::from_millis(1999));
+    assert!(h.take_sent().is_empty());
+    h.advance(Duration::from_millis(1));
+    let get = h.sent_one();
+    assert_eq!(get["method"], "tasks/get");
+    assert_eq!(get["params"]["taskId"], "t-1");
+    let meta = &get["params"]["_meta"];
+    assert_eq!(meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+    assert!(meta.get("progressToken").is_none(), "the poll asks no progress of its own");
+    let route = &h.routes[&get["id"].as_u64().unwrap()];
+    assert_eq!(route.name.as_deref(), Some("t-1"), "Mcp-Name of tasks/get is the task id");
+
+    // Progress on the original token still reaches the call.
+    h.peer(json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                  "params": {"progressToken": call.get(), "progress": 1, "total": 4}}));
+    let mut working = modern_task("complete", "working", json!(500));
+    working["statusMessage"] = json!("step 1/4");
+    h.reply(&get, working);
+    assert_eq!(
+        h.events(),
+        [
+            format!("progress {} 1 Some(4.0) None", call.get()),
+            format!("task {} t-1 working Some(\"step 1/4\")", call.get()),
+        ]
+    );
+    h.advance(Duration::from_millis(500));
+    let get = h.sent_one();
+    let mut done = modern_task("complete", "completed", json!(500));
+    done["result"] = json!({"content": [{"type": "text", "text": "built"}], "isError": false});
+    h.reply(&get, done);
+    let events = h.events();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[0], format!("task {} t-1 completed None", call.get()));
+    assert_eq!(
+        events[1],
+        format!(
+            "done {} {{\"content\":[{{\"text\":\"built\",\"type\":\"text\"}}],\"isError\":false}}",
+            call.get()
+        )
+    );
+    assert_eq!(h.engine.tasks().count(), 0);
+    assert_eq!(h.engine.pending(), 0);
+}
+
+#[test]
+fn poll_intervals_from_the_server_are_clamped() {
+    for (poll, wait) in [
+        (json!(0), Duration::from_millis(100)),
+        (json!(1_000_000_000_000_000u64), Duration::from_secs(30)),
+        (json!(-5), Duration::from_secs(1)),
+        (json!(1.5), Duration::from_secs(1)),
+        (Value::Null, Duration::from_secs(1)),
+    ] {
+        let mut h = Harness::ready_modern();
+        let opts = CallOptions { timeout: Some(Duration::from_secs(3600)), ..prefer() };
+        call_with(&mut h, &opts);
+        let sent = h.sent_one();
+        h.reply(&sent, modern_task("task", "working", poll.clone()));
+        let at = h.engine.poll_timeout().unwrap();
+        assert_eq!(at - h.now, wait, "pollIntervalMs {poll}");
+        h.advance_to_next_timeout();
+        assert_eq!(h.sent_one()["method"], "tasks/get");
+    }
+}
+
+#[test]
+fn cancelling_a_task_backed_call_ends_it_now_and_sends_tasks_cancel() {
+    let mut h = Harness::ready_modern();
+    let call = task_call(&mut h, &prefer(), 1000);
+    h.advance(Duration::from_secs(1));
+    let get = h.sent_one();
+    h.engine.cancel(h.now, call).unwrap();
+    assert_eq!(h.events(), [format!("failed {} cancelled", call.get())]);
+    let cancel = h.sent_one();
+    assert_eq!(cancel["method"], "tasks/cancel");
+    assert_eq!(cancel["params"]["taskId"], "t-1");
+    assert_eq!(cancel["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+    let route = &h.routes[&cancel["id"].as_u64().unwrap()];
+    assert_eq!(route.name.as_deref(), Some("t-1"), "Mcp-Name of tasks/cancel is the task id");
+    // Neither the poll's answer nor the cancel's acknowledgement ends the call again.
+    h.reply(&get, modern_task("complete", "working", json!(1000)));
+    h.reply(&cancel, json!({"resultType": "complete"}));
+    assert!(h.events().is_empty());
+    assert_eq!(h.engine.stats().late_responses, 2);
+    assert_eq!(h.engine.pending(), 0);
+    h.advance(Duration::from_secs(5));
+    assert!(h.take_sent().is_empty(), "no poll after the cancel");
+}
+
+#[test]
+fn the_deadline_ends_a_task_backed_call_and_cancels_its_task() {
+    let mut h = Harness::ready_modern();
+    let opts = CallOptions { timeout: Some(Duration::from_secs(5)), ..prefer() };
+    let call = task_call(&mut h, &opts, 2000);
+    for _ in 0..2 {
+        h.advance(Duration::from_secs(2));
+        let get = h.sent_one();
+        h.reply(&get, modern_task("complete", "working", json!(2000)));
+    }
+    assert!(h.events().is_empty());
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.events(), [format!("failed {} deadline_exceeded", call.get())]);
+    assert_eq!(h.sent_one()["method"], "tasks/cancel");
+}
+
+#[test]
+fn a_failed_task_ends_the_call_with_its_json_rpc_error() {
+    let mut h = Harness::ready_modern();
+    let call = task_call(&mut h, &prefer(), 100);
+    h.advance(Duration::from_millis(100));
+    let get = h.sent_one();
+    let mut failed = modern_task("complete", "failed", json!(100));
+    failed["error"] = json!({"code": -32603, "message": "rate limited"});
+    h.reply(&get, failed);
+    let mut got = None;
+    while let Some(e) = h.engine.poll_event() {
+        if let Event::CallFailed { call: c, error: CallError::Protocol(rpc), .. } = e {
+            got = Some((c, rpc.code, rpc.message.clone()));
+        }
+    }
+    assert_eq!(got, Some((call, -32603, "rate limited".into())));
+}
+
+#[test]
+fn a_task_the_call_did_not_ask_for_is_an_invalid_result() {
+    let mut h = Harness::ready_modern();
+    let off = CallOptions { task: TaskMode::Off, ..CallOptions::default() };
+    let call = call_with(&mut h, &off);
+    let sent = h.sent_one();
+    let caps = &sent["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"];
+    assert!(caps.get("extensions").is_none(), "{caps}");
+    h.reply(&sent, modern_task("task", "working", json!(100)));
+    assert_eq!(h.events(), [format!("failed {} invalid_result", call.get())]);
+    assert!(h.take_sent().is_empty());
+}
+
+#[test]
+fn declaring_the_extension_in_config_makes_every_tool_call_task_capable() {
+    let config = Config { extensions: format!("{{\"{TASKS}\":{{}}}}"), ..Config::default() };
+    let mut h = Harness::ready_with(config);
+    let call = call_with(&mut h, &CallOptions::default());
+    let sent = h.sent_one();
+    h.reply(&sent, modern_task("task", "working", json!(100)));
+    assert_eq!(h.events(), [format!("task {} t-1", call.get())]);
+}
+
+#[test]
+fn a_lost_poll_is_sent_again_never_delivery_unknown() {
+    let mut h = Harness::ready_modern();
+    let call = task_call(&mut h, &prefer(), 100);
+    h.advance(Duration::from_millis(100));
+    let get = h.sent_one();
+    let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
+    h.engine.handle_transport(h.now, TransportEvent::exchange_failed(wire(&get), lost));
+    h.flush();
+    assert!(h.events().iter().all(|e| !e.starts_with("failed")), "the call goes on");
+    h.advance(Duration::from_secs(2));
+    let again = h.sent_one();
+    assert_eq!(
+        (again["method"].as_str(), again["params"]["taskId"].as_str()),
+        (Some("tasks/get"), Some("t-1"))
+    );
+    let mut done = modern_task("complete", "completed", json!(100));
+    done["result"] = json!({"content": []});
+    h.reply(&again, done);
+    assert!(h.events().contains(&format!("done {} {{\"content\":[]}}", call.get())));
+}
+
+fn wire(v: &Value) -> WireId {
+    super::tests::wire(v)
+}
+
+#[test]
+fn a_task_is_reattached_by_id_after_a_restart() {
+    // A new engine stands for the restarted host: it knows nothing but the saved task id.
+    let mut h = Harness::ready_modern();
+    let call = h.engine.resume_task(h.now, "t-1", &CallOptions::default()).unwrap();
+    assert_eq!(h.engine.tasks().collect::<Vec<_>>(), [(call, "t-1", None)]);
+    let get = h.sent_one();
+    assert_eq!(get["method"], "tasks/get", "the first poll goes at once");
+    assert_eq!(get["params"]["taskId"], "t-1");
+    h.reply(&get, modern_task("complete", "input_required", json!(300)));
+    assert_eq!(h.events(), [format!("task {} t-1 input_required None", call.get())]);
+    h.advance(Duration::from_millis(300));
+    let get = h.sent_one();
+    let mut done = modern_task("complete", "completed", json!(300));
+    done["result"] = json!({"content": [], "isError": true});
+    h.reply(&get, done);
+    let events = h.events();
+    assert_eq!(
+        events.last().unwrap(),
+        &format!("done {} {{\"content\":[],\"isError\":true}} isError", call.get())
+    );
+
+    // A task the server no longer knows ends the resumed call with its error.
+    let call = h.engine.resume_task(h.now, "gone", &CallOptions::default()).unwrap();
+    let get = h.sent_one();
+    h.reply_error(&get, -32602, None);
+    assert_eq!(h.events(), [format!("failed {} invalid_params", call.get())]);
+    assert_eq!(
+        h.engine.resume_task(h.now, "", &CallOptions::default()),
+        Err(RequestError::InvalidTaskId)
+    );
+}
+
+#[test]
+fn a_legacy_task_is_augmented_polled_and_its_result_fetched() {
+    let mut h = ready_legacy_with_tasks(true);
+    let opts = CallOptions {
+        task: TaskMode::Prefer { ttl: Some(Duration::from_secs(60)) },
+        ..CallOptions::default()
+    };
+    let call = call_with(&mut h, &opts);
+    let sent = h.sent_one();
+    assert_eq!(sent["params"]["task"], json!({"ttl": 60000}));
+    assert_eq!(sent["params"]["arguments"], json!({"target": "all"}));
+    h.reply(&sent, json!({"task": legacy_task("working", 500)}));
+    assert_eq!(h.events(), [format!("task {} t-9", call.get())]);
+    h.advance(Duration::from_millis(500));
+    let get = h.sent_one();
+    assert_eq!(
+        get,
+        json!({"jsonrpc": "2.0", "id": get["id"], "method": "tasks/get",
+                           "params": {"taskId": "t-9"}})
+    );
+    h.reply(&get, legacy_task("working", 500));
+    assert!(h.events().is_empty(), "no change, no event");
+    h.advance(Duration::from_millis(500));
+    let get = h.sent_one();
+    h.reply(&get, legacy_task("completed", 500));
+    assert_eq!(h.events(), [format!("task {} t-9 completed None", call.get())]);
+    let fetch = h.sent_one();
+    assert_eq!(fetch["method"], "tasks/result", "the result is fetched at once");
+    assert_eq!(fetch["params"], json!({"taskId": "t-9"}));
+    h.reply(
+        &fetch,
+        json!({"content": [{"type": "text", "text": "ok"}],
+        "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t-9"}}}),
+    );
+    let events = h.events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(events[0].starts_with(&format!("done {} {{", call.get())), "{events:?}");
+    assert!(events[0].contains(r#""content":[{"text":"ok","type":"text"}]"#), "{events:?}");
+}
+
+#[test]
+fn a_legacy_task_failure_comes_back_on_tasks_result() {
+    let mut h = ready_legacy_with_tasks(false);
+    let call = call_with(&mut h, &prefer());
+    let sent = h.sent_one();
+    assert_eq!(sent["params"]["task"], json!({}));
+    h.reply(&sent, json!({"task": legacy_task("failed", 100)}));
+    let fetch = h.sent_one();
+    assert_eq!(fetch["method"], "tasks/result");
+    h.reply_error(&fetch, -32603, None);
+    let events = h.events();
+    assert_eq!(events.last().unwrap(), &format!("failed {} internal_error", call.get()));
+}
+
+#[test]
+fn a_legacy_task_is_cancelled_only_where_the_server_declared_it() {
+    for declared in [true, false] {
+        let mut h = ready_legacy_with_tasks(declared);
+        let call = call_with(&mut h, &prefer());
+        let sent = h.sent_one();
+        h.reply(&sent, json!({"task": legacy_task("working", 100)}));
+        h.events();
+        h.engine.cancel(h.now, call).unwrap();
+        assert_eq!(h.events(), [format!("failed {} cancelled", call.get())]);
+        let sent = h.take_sent();
+        if declared {
+            assert_eq!(sent.len(), 1);
+            assert_eq!(sent[0]["method"], "tasks/cancel");
+            assert_eq!(sent[0]["params"], json!({"taskId": "t-9"}));
+        } else {
+            assert!(sent.is_empty(), "{sent:?}");
+        }
+    }
+}
+
+#[test]
+fn a_legacy_server_without_task_support_gets_a_plain_call() {
+    let mut h = Harness::ready_legacy();
+    call_with(&mut h, &prefer());
+    let sent = h.sent_one();
+    assert!(sent["params"].get("task").is_none(), "{sent}");
+}
+
+#[test]
+fn a_legacy_tool_that_requires_tasks_gets_one_and_a_forbidding_one_does_not() {
+    let mut h = ready_legacy_with_tasks(true);
+    let list = h.engine.list(h.now, Method::ToolsList, &CallOptions::default()).unwrap();
+    let sent = h.sent_one();
+    h.reply(&sent, json!({"tools": [
+        {"name": "build", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}},
+        {"name": "echo", "inputSchema": {"type": "object"}}]}));
+    assert!(h.events()[0].starts_with(&format!("done {}", list.get())));
+    call_with(&mut h, &CallOptions::default());
+    assert_eq!(h.sent_one()["params"]["task"], json!({}), "required: a task even on Auto");
+    h.engine.call_tool(h.now, "echo", raw("{}"), &prefer()).unwrap();
+    assert!(h.sent_one()["params"].get("task").is_none(), "absent taskSupport forbids tasks");
+}
+
+#[cfg(feature = "server-requests")]
+#[test]
+fn a_modern_tasks_input_goes_to_the_host_and_back_in_tasks_update() {
+    let answers =
+        crate::config::ServerRequestKinds { elicitation_form: true, ..Default::default() };
+    let mut h = Harness::ready_with(Config { answers, ..Config::default() });
+    let call = task_call(&mut h, &prefer(), 100);
+    h.advance(Duration::from_millis(100));
+    let get = h.sent_one();
+    let ask = json!({"name": {"method": "elicitation/create", "params": {"mode": "form",
+        "message": "Your name?", "requestedSchema": {"type": "object",
+        "properties": {"name": {"type": "string"}}}}}});
+    let mut input = modern_task("complete", "input_required", json!(100));
+    input["inputRequests"] = ask.clone();
+    h.reply(&get, input.clone());
+    let mut request = None;
+    while let Some(e) = h.engine.poll_event() {
+        if let Event::ServerRequest { request: r, kind, call: c, .. } = e {
+            assert_eq!((kind, c), (ServerRequestKind::ElicitationForm, Some(call)));
+            request = Some(r);
+        }
+    }
+    let request = request.expect("the task's input request reaches the host");
+    assert!(h.take_sent().is_empty(), "no poll while the host answers");
+    let answer = r#"{"action":"accept","content":{"name":"Ann"}}"#;
+    h.engine.answer(h.now, request, raw(answer)).unwrap();
+    let update = h.sent_one();
+    assert_eq!(update["method"], "tasks/update");
+    assert_eq!(update["params"]["taskId"], "t-1");
+    assert_eq!(
+        update["params"]["inputResponses"],
+        json!({"name": {"action": "accept", "content": {"name": "Ann"}}})
+    );
+    assert_eq!(h.routes[&update["id"].as_u64().unwrap()].name.as_deref(), Some("t-1"));
+    h.reply(&update, json!({"resultType": "complete"}));
+    assert!(h.take_sent().is_empty(), "the next poll waits its interval");
+    h.advance(Duration::from_millis(100));
+    let get = h.sent_one();
+    assert_eq!(get["params"], json!({"taskId": "t-1", "_meta": get["params"]["_meta"]}));
+    // Not yet taken in on the server: the same key again is not asked again.
+    h.reply(&get, input);
+    assert!(h.events().iter().all(|e| !e.starts_with("asks")));
+    h.advance(Duration::from_millis(100));
+    let get = h.sent_one();
+    assert_eq!(get["method"], "tasks/get");
+    let mut done = modern_task("complete", "completed", json!(100));
+    done["result"] = json!({"content": [{"type": "text", "text": "hi Ann"}]});
+    h.reply(&get, done);
+    assert!(h.events().last().unwrap().starts_with(&format!("done {}", call.get())));
+}
