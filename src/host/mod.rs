@@ -120,7 +120,7 @@ enum Transport {
 
 impl Transport {
     /// `read_closed`: the event said the peer closed its end (or, without an event to ask,
-    /// `true`), so a stdio driver reads on to `WouldBlock` instead of stopping at a short read.
+    /// `true`), so a driver reads on to `WouldBlock` instead of stopping at a short read.
     fn handle_readiness(
         &mut self,
         registry: &mio::Registry,
@@ -136,7 +136,7 @@ impl Transport {
                 }
             }
             #[cfg(feature = "http")]
-            Self::Http(d) => d.handle_readiness(registry, token, engine, now),
+            Self::Http(d) => d.handle_token(registry, token, read_closed, engine, now),
         }
     }
 
