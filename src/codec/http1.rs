@@ -271,22 +271,39 @@ impl<'a> ResponseHead<'a> {
 
     /// The value of the first header called `name`, compared case-insensitively.
     pub(crate) fn header(&self, name: &str) -> Option<&'a [u8]> {
-        self.headers().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v)
+        self.values(name).next()
     }
 
-    /// All headers in wire order, as `(name, value)`.
+    /// The values of every header called `name`, compared case-insensitively, in wire order.
+    /// Names are compared as bytes: the hot path looks up several per response, and a UTF-8
+    /// check of every name on every lookup cost more than the lookups.
+    fn values<'n>(&self, name: &'n str) -> impl Iterator<Item = &'a [u8]> + 'n
+    where
+        'a: 'n,
+    {
+        let (raw, spans) = (self.raw, self.spans);
+        spans.iter().filter_map(move |span| {
+            let n = raw.get(span.name.0..span.name.1)?;
+            n.eq_ignore_ascii_case(name.as_bytes()).then(|| raw.get(span.value.0..span.value.1))?
+        })
+    }
+
+    /// All headers in wire order, as `(name, value)` (for tests and the fuzz target).
+    #[cfg(any(test, fuzzing))]
     pub(crate) fn headers(&self) -> Headers<'a> {
         Headers { raw: self.raw, spans: self.spans.iter() }
     }
 }
 
 /// Iterator over a [`ResponseHead`]'s headers, from [`ResponseHead::headers`].
+#[cfg(any(test, fuzzing))]
 #[derive(Debug, Clone)]
 pub(crate) struct Headers<'a> {
     raw: &'a [u8],
     spans: std::slice::Iter<'a, Span>,
 }
 
+#[cfg(any(test, fuzzing))]
 impl<'a> Iterator for Headers<'a> {
     type Item = (&'a str, &'a [u8]);
 
@@ -760,7 +777,7 @@ fn framing(head: &ResponseHead<'_>) -> Result<(State, bool), HttpError> {
         return Ok((State::End, keep_alive));
     }
     let mut last_coding: Option<&[u8]> = None;
-    for (_, value) in head.headers().filter(|(n, _)| n.eq_ignore_ascii_case("transfer-encoding")) {
+    for value in head.values("transfer-encoding") {
         last_coding = list_items(value).last().or(last_coding);
     }
     let content_length = content_length(head);
@@ -805,7 +822,7 @@ fn range_in(whole: &[u8], part: &[u8]) -> Option<(usize, usize)> {
 /// (RFC 9110 8.6 allows `5, 5`).
 fn content_length(head: &ResponseHead<'_>) -> Result<Option<u64>, HttpError> {
     let mut found = None;
-    for (_, value) in head.headers().filter(|(n, _)| n.eq_ignore_ascii_case("content-length")) {
+    for value in head.values("content-length") {
         for member in value.split(|&b| b == b',') {
             let n = parse_decimal(trim_ows(member)).ok_or(HttpError::BadContentLength)?;
             if found.is_some_and(|f| f != n) {
@@ -854,9 +871,7 @@ fn parse_chunk_size(line: &[u8]) -> Option<u64> {
 
 /// Whether any `name` header's comma-separated list holds `token` (case-insensitive).
 fn has_token(head: &ResponseHead<'_>, name: &str, token: &str) -> bool {
-    head.headers()
-        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-        .any(|(_, v)| list_items(v).any(|item| item.eq_ignore_ascii_case(token.as_bytes())))
+    head.values(name).any(|v| list_items(v).any(|item| item.eq_ignore_ascii_case(token.as_bytes())))
 }
 
 /// The non-empty members of a comma-separated header list, trimmed.

@@ -838,6 +838,12 @@ impl Host {
     }
 
     /// The cache's share of a tick, once the cache was used ([`HostCache::arm`]).
+    /// Whether [`pump_catalogs`](Self::pump_catalogs) has anything to do: callers on the hot
+    /// path read the clock for it only then.
+    pub(super) fn catalogs_armed(&self) -> bool {
+        self.cache.pump.is_some()
+    }
+
     pub(super) fn pump_catalogs(&mut self, now: Instant) {
         if let Some(pump) = self.cache.pump {
             pump(self, now);

@@ -852,7 +852,8 @@ impl Host {
         let queued = self.cache.has_changes() || self.has_asks();
         let wake = if queued { Some(Duration::ZERO) } else { timeout };
         self.poll_inner(wake, Wake::OnQueuedEvents)?;
-        self.pump_catalogs(Instant::now());
+        // The time the round just handled its events at: one clock read per poll.
+        self.pump_catalogs(self.poll.last_now);
         Ok(())
     }
 
@@ -885,8 +886,9 @@ impl Host {
     /// The capability cache's own listings never show here; its `ToolsChanged` (and prompt and
     /// resource) events do.
     pub fn poll_event(&mut self) -> Option<(ServerId, Event<'_>)> {
-        let now = Instant::now();
-        self.pump_catalogs(now);
+        if self.catalogs_armed() {
+            self.pump_catalogs(Instant::now());
+        }
         if self.cache.has_changes() {
             return self.cache.next_change();
         }
