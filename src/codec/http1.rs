@@ -120,7 +120,9 @@ pub(crate) fn write_request(
         return Err(RequestError::BadTarget);
     }
     let host = req.host.as_bytes();
-    if host.is_empty() || !host.iter().all(|&b| is_vchar(b) && !b"/?#@".contains(&b)) {
+    if host.is_empty()
+        || !host.iter().all(|&b| is_vchar(b) && !matches!(b, b'/' | b'?' | b'#' | b'@'))
+    {
         return Err(RequestError::BadHost);
     }
     // `METHOD SP target " HTTP/1.1\r\n"`, then `"Host: " host CRLF`.
@@ -129,7 +131,7 @@ pub(crate) fn write_request(
         if !is_token(name.as_bytes()) {
             return Err(RequestError::BadHeaderName(i));
         }
-        if value.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0)) {
+        if memchr::memchr3(b'\r', b'\n', 0, value).is_some() {
             return Err(RequestError::BadHeaderValue(i));
         }
         if ["host", "content-length", "transfer-encoding"]
@@ -892,8 +894,22 @@ fn trim_ows_start(s: &[u8]) -> &[u8] {
 
 /// RFC 9110 `tchar`.
 fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+    TCHAR[usize::from(b)]
 }
+
+/// `tchar` (RFC 9110 5.6.2) as a table: every request checks each header name byte by byte.
+const TCHAR: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric()
+            || matches!(c, b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.')
+            || matches!(c, b'^' | b'_' | b'`' | b'|' | b'~');
+        b += 1;
+    }
+    table
+};
 
 fn is_token(s: &[u8]) -> bool {
     !s.is_empty() && s.iter().all(|&b| is_tchar(b))

@@ -831,7 +831,9 @@ impl HttpDriver {
                     Ok(0) => true,
                     Ok(n) => {
                         drained = !read_closed && n < most;
-                        c.plain.extend_from_slice(&self.read_buf[..n]);
+                        // Straight to the parser: no stop in `plain` on the way.
+                        c.parser.push(self.read_buf.get(..n).unwrap_or_default());
+                        self.bytes_left = self.bytes_left.saturating_sub(n);
                         false
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),

@@ -480,6 +480,7 @@ impl<'a, V: FnMut(Visit<'a>)> Scanner<'a, V> {
     }
 }
 
+#[inline]
 fn scan_scalar(b: &[u8], i: usize) -> Result<usize, JsonError> {
     match b.get(i) {
         Some(b'"') => scan_string(b, i),
@@ -500,6 +501,7 @@ fn scan_literal(b: &[u8], i: usize, literal: &[u8]) -> Result<usize, JsonError> 
 
 /// Validates the string whose opening quote is at `i` and returns the index just past its
 /// closing quote.
+#[inline]
 fn scan_string(b: &[u8], i: usize) -> Result<usize, JsonError> {
     let mut j = i + 1;
     loop {
@@ -816,6 +818,7 @@ fn container_end(b: &[u8], i: usize) -> usize {
 // ---------------------------------------------------------------------------------------------
 // Shared helpers.
 
+#[inline]
 fn skip_ws(b: &[u8], mut i: usize) -> usize {
     // Frames are mostly compact, so the first byte usually ends it.
     while b.get(i).is_some_and(|&c| is_ws(c)) {
@@ -848,6 +851,7 @@ fn is_delimiter(c: u8) -> bool {
 ///
 /// Strings are most of a frame's bytes (tool results are mostly text), so this looks at eight
 /// bytes per step, in safe code, the way serde_json's own string skipping does.
+#[inline]
 fn find_special(s: &[u8], controls: bool) -> Option<usize> {
     let mut chunks = s.chunks_exact(8);
     let mut base = 0;
