@@ -21,6 +21,7 @@
 use std::fmt;
 
 use crate::proto::json::{lanes_below, lanes_equal};
+use crate::proto::jsonrpc::write_u64;
 
 /// The most header lines a response head may carry (httparse parses into a fixed array).
 pub(crate) const MAX_HEADERS: usize = 64;
@@ -166,7 +167,8 @@ pub(crate) fn write_request(
     }
     if with_length {
         out.extend_from_slice(b"Content-Length: ");
-        push_decimal(out, body.len());
+        // A usize fits a u64 on every target this runs on.
+        write_u64(out, body.len() as u64);
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
@@ -944,22 +946,6 @@ fn decimal_len(mut n: usize) -> usize {
         len += 1;
     }
     len
-}
-
-/// Writes `n` in decimal without going through `fmt` (which would need an error path).
-fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
-    // 20 digits hold any u64, so any usize this code runs on.
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
 }
 
 /// What a parser makes of a stream, as comparable values: shared by the table tests and the
