@@ -18,7 +18,8 @@
 //!
 //! `MCPOLL_BENCH_ONLY=stdio` (or `stdio-floor`, `http`, `http-floor`) runs that sequential phase alone, and
 //! `MCPOLL_BENCH_ROUNDS=N` sets its call count: callgrind runs at two counts, subtracted, give
-//! instructions per call (benches/README.md).
+//! instructions per call (benches/README.md). The mcpoll phases print their allocations per
+//! call.
 //!
 //! It prints `stdio p50_us=.. p99_us=.. floor_p50_us=.. ratio=.. allocs_per_call=..` and
 //! `http p50_us=.. p99_us=.. floor_p50_us=.. ratio=.. allocs_per_call=..`.
@@ -558,14 +559,16 @@ fn main() {
             return;
         }
         Ok("stdio") => {
-            mcpoll(demo);
+            let (_, allocs_per_call) = mcpoll(demo);
+            println!("stdio allocs_per_call={allocs_per_call:.2}");
             return;
         }
         Ok(phase @ ("http-floor" | "http")) => {
             let exe = std::env::current_exe().expect("bench path");
             let (mut child, port) = spawn_http_server(&exe);
             if phase == "http" {
-                http_mcpoll(port);
+                let (_, allocs_per_call) = http_mcpoll(port);
+                println!("http allocs_per_call={allocs_per_call:.2}");
             } else {
                 http_floor(port);
             }

@@ -839,3 +839,129 @@ fn debug_output_of_a_host_with_a_request_in_flight_shows_no_credentials() {
         }
     }
 }
+
+/// A keep-alive server that closes each connection after its first answer, without saying so
+/// (no `Connection: close`), the way a server's idle timer closes a kept-alive connection.
+/// `closed` counts the connections it closed; `client_gone` those whose client then closed
+/// its end too; `accepted` the connections made.
+struct ClosingServer {
+    port: u16,
+    accepted: Arc<AtomicUsize>,
+    closed: Arc<AtomicUsize>,
+    client_gone: Arc<AtomicUsize>,
+}
+
+impl ClosingServer {
+    fn start() -> Self {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let closed = Arc::new(AtomicUsize::new(0));
+        let client_gone = Arc::new(AtomicUsize::new(0));
+        let counters = (Arc::clone(&accepted), Arc::clone(&closed), Arc::clone(&client_gone));
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                counters.0.fetch_add(1, Ordering::SeqCst);
+                let (closed, client_gone) = (Arc::clone(&counters.1), Arc::clone(&counters.2));
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream);
+                    let mut len = 0;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        let lower = line.to_ascii_lowercase();
+                        if let Some(v) = lower.strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; len];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let text = String::from_utf8_lossy(&body).into_owned();
+                    let req = Request {
+                        method: "POST".into(),
+                        path: "/mcp".into(),
+                        headers: vec![],
+                        body: text,
+                        at: std::time::Instant::now(),
+                    };
+                    let resp = mcp_answer(&req);
+                    let mut out = format!(
+                        "HTTP/1.1 {} X\r\nContent-Length: {}\r\n",
+                        resp.status,
+                        resp.body.len()
+                    );
+                    for (n, v) in &resp.headers {
+                        out.push_str(&format!("{n}: {v}\r\n"));
+                    }
+                    out.push_str("\r\n");
+                    out.push_str(&resp.body);
+                    let stream = reader.get_mut();
+                    let _ = stream.write_all(out.as_bytes());
+                    let _ = stream.shutdown(std::net::Shutdown::Write);
+                    closed.fetch_add(1, Ordering::SeqCst);
+                    let mut sink = [0u8; 512];
+                    while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}
+                    client_gone.fetch_add(1, Ordering::SeqCst);
+                });
+            }
+        });
+        Self { port, accepted, closed, client_gone }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+}
+
+/// Issue 25: the driver no longer peeks at an idle connection before each request. A
+/// connection the server closed while idle becomes readable with the end of file, and a host
+/// that polls retires it on that event (with no call pending, so nothing else could); the
+/// next call goes on a new connection and succeeds.
+#[test]
+fn an_idle_connection_the_server_closed_is_retired_by_its_readiness_event() {
+    let server = ClosingServer::start();
+    let mut host = Host::new().unwrap();
+    let id = add(&mut host, HttpOptions::new(server.url()));
+    let state = host.wait_ready(id, Duration::from_secs(30)).unwrap();
+    assert!(matches!(state, ServerState::Ready(..)), "{state:?}");
+    for round in 0..3 {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        // Every connection the server closed is closed by the client too, on its own poll.
+        while server.client_gone.load(Ordering::SeqCst) < server.accepted.load(Ordering::SeqCst) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "round {round}: a closed connection was kept"
+            );
+            host.poll(Some(Duration::from_millis(50))).unwrap();
+        }
+        assert_eq!(echo(&mut host, id, "hi")["content"][0]["text"], "hi");
+    }
+}
+
+/// A connection the server closed while the host was not polling, idle for longer than the
+/// driver reuses one unchecked, is checked before use: the call goes on a new connection.
+#[test]
+fn an_idle_connection_closed_while_the_host_did_not_poll_is_not_used() {
+    let server = ClosingServer::start();
+    let mut host = Host::new().unwrap();
+    let id = add(&mut host, HttpOptions::new(server.url()));
+    host.wait_ready(id, Duration::from_secs(30)).unwrap();
+    for _ in 0..2 {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while server.closed.load(Ordering::SeqCst) < server.accepted.load(Ordering::SeqCst) {
+            assert!(std::time::Instant::now() < deadline, "the server did not close");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Longer than the driver's unchecked reuse (100 ms): a lower bound, not a race.
+        std::thread::sleep(Duration::from_millis(250));
+        assert_eq!(echo(&mut host, id, "hi")["content"][0]["text"], "hi");
+    }
+}

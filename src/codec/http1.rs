@@ -20,6 +20,9 @@
 
 use std::fmt;
 
+use crate::proto::json::{lanes_below, lanes_equal};
+use crate::proto::jsonrpc::write_u64;
+
 /// The most header lines a response head may carry (httparse parses into a fixed array).
 pub(crate) const MAX_HEADERS: usize = 64;
 
@@ -120,7 +123,9 @@ pub(crate) fn write_request(
         return Err(RequestError::BadTarget);
     }
     let host = req.host.as_bytes();
-    if host.is_empty() || !host.iter().all(|&b| is_vchar(b) && !b"/?#@".contains(&b)) {
+    if host.is_empty()
+        || !host.iter().all(|&b| is_vchar(b) && !matches!(b, b'/' | b'?' | b'#' | b'@'))
+    {
         return Err(RequestError::BadHost);
     }
     // `METHOD SP target " HTTP/1.1\r\n"`, then `"Host: " host CRLF`.
@@ -129,7 +134,7 @@ pub(crate) fn write_request(
         if !is_token(name.as_bytes()) {
             return Err(RequestError::BadHeaderName(i));
         }
-        if value.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0)) {
+        if breaks_line(value) {
             return Err(RequestError::BadHeaderValue(i));
         }
         if ["host", "content-length", "transfer-encoding"]
@@ -162,7 +167,8 @@ pub(crate) fn write_request(
     }
     if with_length {
         out.extend_from_slice(b"Content-Length: ");
-        push_decimal(out, body.len());
+        // A usize fits a u64 on every target this runs on.
+        write_u64(out, body.len() as u64);
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
@@ -271,22 +277,39 @@ impl<'a> ResponseHead<'a> {
 
     /// The value of the first header called `name`, compared case-insensitively.
     pub(crate) fn header(&self, name: &str) -> Option<&'a [u8]> {
-        self.headers().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v)
+        self.values(name).next()
     }
 
-    /// All headers in wire order, as `(name, value)`.
+    /// The values of every header called `name`, compared case-insensitively, in wire order.
+    /// Names are compared as bytes: the hot path looks up several per response, and a UTF-8
+    /// check of every name on every lookup cost more than the lookups.
+    fn values<'n>(&self, name: &'n str) -> impl Iterator<Item = &'a [u8]> + 'n
+    where
+        'a: 'n,
+    {
+        let (raw, spans) = (self.raw, self.spans);
+        spans.iter().filter_map(move |span| {
+            let n = raw.get(span.name.0..span.name.1)?;
+            n.eq_ignore_ascii_case(name.as_bytes()).then(|| raw.get(span.value.0..span.value.1))?
+        })
+    }
+
+    /// All headers in wire order, as `(name, value)` (for tests and the fuzz target).
+    #[cfg(any(test, fuzzing))]
     pub(crate) fn headers(&self) -> Headers<'a> {
         Headers { raw: self.raw, spans: self.spans.iter() }
     }
 }
 
 /// Iterator over a [`ResponseHead`]'s headers, from [`ResponseHead::headers`].
+#[cfg(any(test, fuzzing))]
 #[derive(Debug, Clone)]
 pub(crate) struct Headers<'a> {
     raw: &'a [u8],
     spans: std::slice::Iter<'a, Span>,
 }
 
+#[cfg(any(test, fuzzing))]
 impl<'a> Iterator for Headers<'a> {
     type Item = (&'a str, &'a [u8]);
 
@@ -760,7 +783,7 @@ fn framing(head: &ResponseHead<'_>) -> Result<(State, bool), HttpError> {
         return Ok((State::End, keep_alive));
     }
     let mut last_coding: Option<&[u8]> = None;
-    for (_, value) in head.headers().filter(|(n, _)| n.eq_ignore_ascii_case("transfer-encoding")) {
+    for value in head.values("transfer-encoding") {
         last_coding = list_items(value).last().or(last_coding);
     }
     let content_length = content_length(head);
@@ -805,7 +828,7 @@ fn range_in(whole: &[u8], part: &[u8]) -> Option<(usize, usize)> {
 /// (RFC 9110 8.6 allows `5, 5`).
 fn content_length(head: &ResponseHead<'_>) -> Result<Option<u64>, HttpError> {
     let mut found = None;
-    for (_, value) in head.headers().filter(|(n, _)| n.eq_ignore_ascii_case("content-length")) {
+    for value in head.values("content-length") {
         for member in value.split(|&b| b == b',') {
             let n = parse_decimal(trim_ows(member)).ok_or(HttpError::BadContentLength)?;
             if found.is_some_and(|f| f != n) {
@@ -854,9 +877,7 @@ fn parse_chunk_size(line: &[u8]) -> Option<u64> {
 
 /// Whether any `name` header's comma-separated list holds `token` (case-insensitive).
 fn has_token(head: &ResponseHead<'_>, name: &str, token: &str) -> bool {
-    head.headers()
-        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-        .any(|(_, v)| list_items(v).any(|item| item.eq_ignore_ascii_case(token.as_bytes())))
+    head.values(name).any(|v| list_items(v).any(|item| item.eq_ignore_ascii_case(token.as_bytes())))
 }
 
 /// The non-empty members of a comma-separated header list, trimmed.
@@ -876,9 +897,38 @@ fn trim_ows_start(s: &[u8]) -> &[u8] {
 }
 
 /// RFC 9110 `tchar`.
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+/// Whether `value` holds a CR, LF or NUL, which would end or corrupt a header line. Eight
+/// bytes per step: values are short, and a call into memchr cost more than the scan.
+fn breaks_line(value: &[u8]) -> bool {
+    let mut chunks = value.chunks_exact(8);
+    for chunk in chunks.by_ref() {
+        // `chunks_exact` gives eight bytes, so this is one load; the fallback is unreachable.
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or([b' '; 8]));
+        // False positives only sit above a real hit, so any flagged lane means a hit.
+        if lanes_equal(word, b'\r') | lanes_equal(word, b'\n') | lanes_below(word, 1) != 0 {
+            return true;
+        }
+    }
+    chunks.remainder().iter().any(|&b| matches!(b, b'\r' | b'\n' | 0))
 }
+
+fn is_tchar(b: u8) -> bool {
+    TCHAR[usize::from(b)]
+}
+
+/// `tchar` (RFC 9110 5.6.2) as a table: every request checks each header name byte by byte.
+const TCHAR: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric()
+            || matches!(c, b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.')
+            || matches!(c, b'^' | b'_' | b'`' | b'|' | b'~');
+        b += 1;
+    }
+    table
+};
 
 fn is_token(s: &[u8]) -> bool {
     !s.is_empty() && s.iter().all(|&b| is_tchar(b))
@@ -896,22 +946,6 @@ fn decimal_len(mut n: usize) -> usize {
         len += 1;
     }
     len
-}
-
-/// Writes `n` in decimal without going through `fmt` (which would need an error path).
-fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
-    // 20 digits hold any u64, so any usize this code runs on.
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
 }
 
 /// What a parser makes of a stream, as comparable values: shared by the table tests and the
@@ -979,6 +1013,22 @@ pub(crate) fn observe<H>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn breaks_line_matches_a_byte_scan_at_every_position_and_length() {
+        for len in 0..40 {
+            for at in 0..=len {
+                for bad in [b'\r', b'\n', 0, b' ', 0x7f, 0x80, b'A'] {
+                    let mut v = vec![b'x'; len];
+                    if let Some(b) = v.get_mut(at) {
+                        *b = bad;
+                    }
+                    let expected = v.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0));
+                    assert_eq!(breaks_line(&v), expected, "{v:?}");
+                }
+            }
+        }
+    }
 
     /// The tables keep each head's status.
     fn run(limits: Limits, chunks: &[&[u8]], closed: bool) -> Vec<Observed<u16>> {

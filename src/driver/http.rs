@@ -133,6 +133,11 @@ pub struct HttpDriver {
     resolver: Arc<dyn Resolver>,
 }
 
+/// How long a keep-alive connection may sit idle and still be reused without a peek: servers
+/// close idle connections after seconds, and the readiness events report the closes the host
+/// has polled since.
+const IDLE_PEEK_AFTER: Duration = Duration::from_millis(100);
+
 /// Largest response body read for one of the OAuth flow's own requests.
 const OAUTH_MAX_BODY: u64 = 256 * 1024;
 
@@ -292,7 +297,8 @@ impl HttpDriver {
                 if let Some(c) = self.conns.get_mut(k) {
                     c.backlog = false;
                 }
-                if let Err(e) = self.read_conn(registry, engine, now, k) {
+                // No event to ask whether the server closed: read on to `WouldBlock`.
+                if let Err(e) = self.read_conn(registry, engine, now, k, true) {
                     self.on_conn_error(registry, engine, now, k, &e);
                 }
             }
@@ -399,7 +405,7 @@ impl HttpDriver {
     /// Gives waiting exchanges to idle connections, opening new ones up to the limit.
     fn dispatch(&mut self, registry: &Registry, engine: &mut Engine, now: Instant) {
         while let Some((x, dedicated)) = self.session.peek_waiting() {
-            let idle = self.live_idle_connection(registry);
+            let idle = self.live_idle_connection(registry, now);
             let k = match idle {
                 Some(k) if !dedicated => k,
                 _ => {
@@ -441,21 +447,31 @@ impl HttpDriver {
         }
     }
 
-    /// An idle keep-alive connection that is still open. Servers close idle connections on
-    /// their own schedule (uvicorn after 5 s); a peek finds those before a request is put on
-    /// one, so no request has to be resent because its connection was already dead.
-    fn live_idle_connection(&mut self, registry: &Registry) -> Option<usize> {
+    /// An idle keep-alive connection that is still open.
+    ///
+    /// Servers close idle connections on their own schedule (uvicorn after 5 s). Such a
+    /// connection becomes readable with the end of file, and its readiness event retires it
+    /// (`read_conn`), so a host that polls never puts a request on it. What the events cannot
+    /// have said yet is a close since the host last polled: a connection idle for
+    /// [`IDLE_PEEK_AFTER`] or more is checked with a non-blocking peek first, so no request
+    /// has to be resent because its connection was already dead. One reused sooner (calls
+    /// back to back) costs no system call.
+    fn live_idle_connection(&mut self, registry: &Registry, now: Instant) -> Option<usize> {
         loop {
             let k = self
                 .conns
                 .iter()
                 .find(|(_, c)| c.phase == ConnPhase::Open && c.exchange.is_none() && !c.dedicated)
                 .map(|(k, _)| k)?;
-            let alive = match self.conns.get(k).map(|c| c.sock.peek(&mut [0u8; 1])) {
-                Some(Err(e)) => e.kind() == io::ErrorKind::WouldBlock,
-                // EOF, or bytes nobody asked for: either way the connection is unusable.
-                _ => false,
-            };
+            let c = self.conns.get(k)?;
+            let fresh =
+                c.idle_since.is_some_and(|t| now.saturating_duration_since(t) < IDLE_PEEK_AFTER);
+            let alive = fresh
+                || match c.sock.peek(&mut [0u8; 1]) {
+                    Err(e) => e.kind() == io::ErrorKind::WouldBlock,
+                    // EOF, or bytes nobody asked for: either way the connection is unusable.
+                    Ok(_) => false,
+                };
             if alive {
                 return Some(k);
             }
@@ -563,11 +579,45 @@ impl HttpDriver {
 
     // ----- incoming ------------------------------------------------------------------------
 
-    /// Handles a readiness event for one of this driver's connections.
+    /// Handles a readiness event for one of this driver's connections: reads until
+    /// `WouldBlock` (or the frame budget), hands what arrived to the engine, and writes what
+    /// it has to send. [`handle_event`](Self::handle_event) does the same with one system call
+    /// fewer per response.
     pub fn handle_readiness(
         &mut self,
         registry: &Registry,
         token: Token,
+        engine: &mut Engine,
+        now: Instant,
+    ) {
+        self.handle_token(registry, token, true, engine, now);
+    }
+
+    /// [`handle_readiness`](Self::handle_readiness) for a whole mio event, which lets the driver
+    /// skip the `read` that only returns `WouldBlock`.
+    ///
+    /// A plain-TCP read that returns less than asked for has emptied the socket's receive
+    /// queue, and with edge-triggered readiness whatever the server sends next (bytes or its
+    /// close) raises a new event, so the driver stops there. Once the event says the server
+    /// closed its end (`is_read_closed`) no later event will come, so then it reads on to the
+    /// end of file.
+    pub fn handle_event(
+        &mut self,
+        registry: &Registry,
+        event: &mio::event::Event,
+        engine: &mut Engine,
+        now: Instant,
+    ) {
+        self.handle_token(registry, event.token(), event.is_read_closed(), engine, now);
+    }
+
+    /// [`handle_event`](Self::handle_event) for a host that passes the token and what the event
+    /// said of the peer's end (a host that only has the token passes `true`).
+    pub(crate) fn handle_token(
+        &mut self,
+        registry: &Registry,
+        token: Token,
+        read_closed: bool,
         engine: &mut Engine,
         now: Instant,
     ) {
@@ -599,7 +649,7 @@ impl HttpDriver {
             return;
         }
         self.fresh_budget();
-        let result = self.drive_conn(registry, engine, now, k);
+        let result = self.drive_conn(registry, engine, now, k, read_closed);
         if let Err(e) = result {
             self.on_conn_error(registry, engine, now, k, &e);
         }
@@ -612,6 +662,7 @@ impl HttpDriver {
         engine: &mut Engine,
         now: Instant,
         k: usize,
+        read_closed: bool,
     ) -> io::Result<()> {
         let phase = self.conns.get(k).map(|c| c.phase);
         if phase == Some(ConnPhase::Connecting) {
@@ -641,7 +692,7 @@ impl HttpDriver {
             // Waiting for its turn in `handle_timeout`; reading now would break the budget.
             return Ok(());
         }
-        self.read_conn(registry, engine, now, k)
+        self.read_conn(registry, engine, now, k, read_closed)
     }
 
     /// A new readiness turn: a full budget of messages, units and bytes.
@@ -732,19 +783,27 @@ impl HttpDriver {
     }
 
     /// Handles what the parser holds, then reads until `WouldBlock`, the end of the
-    /// connection, or the end of the frame budget.
+    /// connection, or the end of the frame budget. Unless `read_closed`, a plain-TCP read
+    /// shorter than asked for counts as `WouldBlock` ([`handle_event`](Self::handle_event)).
     fn read_conn(
         &mut self,
         registry: &Registry,
         engine: &mut Engine,
         now: Instant,
         k: usize,
+        read_closed: bool,
     ) -> io::Result<()> {
         let mut eof = false;
+        let mut drained = false;
         loop {
             let step = self.parse_responses(registry, engine, now, k)?;
             if step == Parsed::Backlog {
                 self.backlog(engine, now, k);
+                return Ok(());
+            }
+            if drained && step != Parsed::Close {
+                // The receive queue was empty after the last read: the next bytes, or the
+                // server's close, raise a new edge.
                 return Ok(());
             }
             if eof || step == Parsed::Close {
@@ -777,7 +836,10 @@ impl HttpDriver {
                 None => match c.sock.read(&mut self.read_buf[..most]) {
                     Ok(0) => true,
                     Ok(n) => {
-                        c.plain.extend_from_slice(&self.read_buf[..n]);
+                        drained = !read_closed && n < most;
+                        // Straight to the parser: no stop in `plain` on the way.
+                        c.parser.push(self.read_buf.get(..n).unwrap_or_default());
+                        self.bytes_left = self.bytes_left.saturating_sub(n);
                         false
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),

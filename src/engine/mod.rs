@@ -834,8 +834,14 @@ impl Engine {
         params(bufs.params_buf().0);
         // Host JSON may be pretty-printed. In valid JSON a raw CR or LF can only be whitespace
         // (inside strings they must be escaped), and on stdio one would end the frame early.
-        for b in bufs.params_mut().iter_mut().filter(|b| matches!(**b, b'\n' | b'\r')) {
-            *b = b' ';
+        let params = bufs.params_mut();
+        let mut at = 0;
+        while let Some(k) = params.get(at..).and_then(|rest| memchr::memchr2(b'\n', b'\r', rest)) {
+            at += k;
+            if let Some(b) = params.get_mut(at) {
+                *b = b' ';
+            }
+            at += 1;
         }
         if opts.hold {
             self.requests.set_state(slot, SendState::Held);

@@ -899,7 +899,6 @@ impl Host {
         }
     }
 
-    /// The cache's share of a tick, once the cache was used ([`HostCache::arm`]).
     /// Keeps the capability store's copy of every server's era verdict in step (every round,
     /// so a host that only uses the blocking helpers files it too); nothing without a store.
     pub(super) fn keep_verdicts(&mut self, now: Instant) {
@@ -911,6 +910,13 @@ impl Host {
         }
     }
 
+    /// Whether [`pump_catalogs`](Self::pump_catalogs) has anything to do: callers on the hot
+    /// path read the clock for it only then.
+    pub(super) fn catalogs_armed(&self) -> bool {
+        self.cache.pump.is_some()
+    }
+
+    /// The cache's share of a tick, once the cache was used ([`HostCache::arm`]).
     pub(super) fn pump_catalogs(&mut self, now: Instant) {
         if let Some(pump) = self.cache.pump {
             pump(self, now);

@@ -93,7 +93,7 @@ pub(super) struct Reactor {
     tokens: TokenSpace,
     /// The `now` of the last readiness call or tick: what `poll_timeout` reports while a
     /// driver holds input left unread (due at once, and never later than a real deadline).
-    last_now: Instant,
+    pub(super) last_now: Instant,
 }
 
 #[derive(Debug)]

@@ -123,7 +123,7 @@ enum Transport {
 
 impl Transport {
     /// `read_closed`: the event said the peer closed its end (or, without an event to ask,
-    /// `true`), so a stdio driver reads on to `WouldBlock` instead of stopping at a short read.
+    /// `true`), so a driver reads on to `WouldBlock` instead of stopping at a short read.
     fn handle_readiness(
         &mut self,
         registry: &mio::Registry,
@@ -139,7 +139,7 @@ impl Transport {
                 }
             }
             #[cfg(feature = "http")]
-            Self::Http(d) => d.handle_readiness(registry, token, engine, now),
+            Self::Http(d) => d.handle_token(registry, token, read_closed, engine, now),
         }
     }
 
@@ -900,7 +900,8 @@ impl Host {
         let queued = self.cache.has_changes() || self.has_asks();
         let wake = if queued { Some(Duration::ZERO) } else { timeout };
         self.poll_inner(wake, Wake::OnQueuedEvents)?;
-        self.pump_catalogs(Instant::now());
+        // The time the round just handled its events at: one clock read per poll.
+        self.pump_catalogs(self.poll.last_now);
         Ok(())
     }
 
@@ -933,8 +934,9 @@ impl Host {
     /// The capability cache's own listings never show here; its `ToolsChanged` (and prompt and
     /// resource) events do.
     pub fn poll_event(&mut self) -> Option<(ServerId, Event<'_>)> {
-        let now = Instant::now();
-        self.pump_catalogs(now);
+        if self.catalogs_armed() {
+            self.pump_catalogs(Instant::now());
+        }
         if self.cache.has_changes() {
             return self.cache.next_change();
         }

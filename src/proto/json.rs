@@ -443,6 +443,7 @@ impl<'a, V: FnMut(Visit<'a>)> Scanner<'a, V> {
     }
 
     /// Validates `"key"` and then `:`, returning the index just after the colon.
+    #[inline(always)]
     fn key(&mut self, i: usize) -> Result<usize, JsonError> {
         let b = self.text.as_bytes();
         if b.get(i) != Some(&b'"') {
@@ -461,6 +462,7 @@ impl<'a, V: FnMut(Visit<'a>)> Scanner<'a, V> {
 
     /// A value of the innermost open container ended just before `end`. Reports it when it is
     /// a member value at a visited depth with only objects around it.
+    #[inline(always)]
     fn value_ended(&mut self, end: usize) {
         let depth = usize::from(self.open.depth);
         if depth == 0 || depth > VISIT_DEPTH {
@@ -480,6 +482,7 @@ impl<'a, V: FnMut(Visit<'a>)> Scanner<'a, V> {
     }
 }
 
+#[inline(always)]
 fn scan_scalar(b: &[u8], i: usize) -> Result<usize, JsonError> {
     match b.get(i) {
         Some(b'"') => scan_string(b, i),
@@ -500,13 +503,29 @@ fn scan_literal(b: &[u8], i: usize, literal: &[u8]) -> Result<usize, JsonError> 
 
 /// Validates the string whose opening quote is at `i` and returns the index just past its
 /// closing quote.
+#[inline(always)]
 fn scan_string(b: &[u8], i: usize) -> Result<usize, JsonError> {
     let mut j = i + 1;
     loop {
-        // Jump to the next byte that matters. UTF-8 was checked already, so any other byte,
-        // multi-byte characters included, is just string content.
-        let special = find_special(b.get(j..).unwrap_or_default(), true);
-        j += special.ok_or(JsonError::Syntax)?;
+        // Jump to the next byte that matters, eight bytes per step while eight are left (most
+        // strings are keys and short values, so the first word usually ends them). UTF-8 was
+        // checked already, so any other byte, multi-byte characters included, is content.
+        match b.get(j..j + 8) {
+            Some(chunk) => {
+                // `get` gave eight bytes, so this is one load; the fallback is unreachable.
+                let word = u64::from_le_bytes(chunk.try_into().unwrap_or([b' '; 8]));
+                let hits = special_lanes(word);
+                if hits == 0 {
+                    j += 8;
+                    continue;
+                }
+                // Lane k holds byte k, and the lowest flagged lane is always a real hit.
+                j += (hits.trailing_zeros() / 8) as usize;
+            }
+            None => {
+                j += find_special(b.get(j..).unwrap_or_default(), true).ok_or(JsonError::Syntax)?
+            }
+        }
         match b.get(j) {
             Some(b'"') => return Ok(j + 1),
             Some(b'\\') => j = scan_escape(b, j + 1)?,
@@ -816,6 +835,7 @@ fn container_end(b: &[u8], i: usize) -> usize {
 // ---------------------------------------------------------------------------------------------
 // Shared helpers.
 
+#[inline(always)]
 fn skip_ws(b: &[u8], mut i: usize) -> usize {
     // Frames are mostly compact, so the first byte usually ends it.
     while b.get(i).is_some_and(|&c| is_ws(c)) {
@@ -848,6 +868,7 @@ fn is_delimiter(c: u8) -> bool {
 ///
 /// Strings are most of a frame's bytes (tool results are mostly text), so this looks at eight
 /// bytes per step, in safe code, the way serde_json's own string skipping does.
+#[inline]
 fn find_special(s: &[u8], controls: bool) -> Option<usize> {
     let mut chunks = s.chunks_exact(8);
     let mut base = 0;
@@ -868,6 +889,13 @@ fn find_special(s: &[u8], controls: bool) -> Option<usize> {
     chunks.remainder().iter().position(|&c| special(c)).map(|k| base + k)
 }
 
+/// The lanes of `word` that end plain string content: a quote, a backslash or a control
+/// character (with [`lanes_below`]'s caveat: only the lowest flagged lane is sure).
+#[inline]
+fn special_lanes(word: u64) -> u64 {
+    lanes_equal(word, b'"') | lanes_equal(word, b'\\') | lanes_below(word, 0x20)
+}
+
 /// 0x01 in each of a `u64`'s eight byte lanes.
 const LANES: u64 = u64::from_le_bytes([1; 8]);
 
@@ -875,13 +903,13 @@ const LANES: u64 = u64::from_le_bytes([1; 8]);
 ///
 /// A lane at or above `n` never borrows from the next one, so every lane below the first real
 /// hit stays clear. Lanes above it may be false positives, and callers only use the lowest.
-fn lanes_below(word: u64, n: u8) -> u64 {
+pub(crate) fn lanes_below(word: u64, n: u8) -> u64 {
     word.wrapping_sub(LANES * u64::from(n)) & !word & (LANES * 0x80)
 }
 
 /// Sets the high bit of each byte lane of `word` equal to `byte`, with the same caveat as
 /// [`lanes_below`].
-fn lanes_equal(word: u64, byte: u8) -> u64 {
+pub(crate) fn lanes_equal(word: u64, byte: u8) -> u64 {
     lanes_below(word ^ (LANES * u64::from(byte)), 1)
 }
 
