@@ -255,6 +255,10 @@ typedef enum {
    */
   MCPOLL_INVALID_METHOD = 208,
   /**
+   * An empty task id, or one over the length limit.
+   */
+  MCPOLL_INVALID_TASK_ID = 209,
+  /**
    * The call is not pending.
    */
   MCPOLL_CANCEL_NOT_PENDING = 300,
@@ -342,6 +346,10 @@ typedef enum {
    * The reply is nested too deep.
    */
   MCPOLL_PEER_TOO_DEEP = 1109,
+  /**
+   * The server cancelled the call's task.
+   */
+  MCPOLL_PEER_TASK_CANCELLED = 1110,
   /**
    * The server process exited.
    */

@@ -84,6 +84,8 @@ pub enum mcpoll_result {
     MCPOLL_ARGUMENTS_NOT_JSON = 207,
     /// Not an extension method name.
     MCPOLL_INVALID_METHOD = 208,
+    /// An empty task id, or one over the length limit.
+    MCPOLL_INVALID_TASK_ID = 209,
     // Cancelling (CancelError).
     /// The call is not pending.
     MCPOLL_CANCEL_NOT_PENDING = 300,
@@ -134,6 +136,8 @@ pub enum mcpoll_result {
     MCPOLL_PEER_UNDECLARED_INPUT_REQUEST = 1108,
     /// The reply is nested too deep.
     MCPOLL_PEER_TOO_DEEP = 1109,
+    /// The server cancelled the call's task.
+    MCPOLL_PEER_TASK_CANCELLED = 1110,
     // ... the pipe or socket failed (TransportError).
     /// The server process exited.
     MCPOLL_TRANSPORT_PROCESS_EXIT = 1200,
@@ -257,6 +261,7 @@ results! {
     MCPOLL_TRACE_CONTEXT, c"bad trace context";
     MCPOLL_ARGUMENTS_NOT_JSON, c"the arguments are not valid JSON";
     MCPOLL_INVALID_METHOD, c"not an extension method name";
+    MCPOLL_INVALID_TASK_ID, c"an empty task id, or one over the length limit";
     MCPOLL_CANCEL_NOT_PENDING, c"the call is not pending";
     MCPOLL_CANCEL_HANDSHAKE, c"handshake requests cannot be cancelled";
     MCPOLL_ANSWER_NOT_PENDING, c"no such server request is waiting";
@@ -279,6 +284,7 @@ results! {
     MCPOLL_PEER_VERSION_REFUSED, c"the server refused a version it lists as supported";
     MCPOLL_PEER_UNDECLARED_INPUT_REQUEST, c"the server asked for input not declared";
     MCPOLL_PEER_TOO_DEEP, c"the reply is nested too deep";
+    MCPOLL_PEER_TASK_CANCELLED, c"the server cancelled the call's task";
     MCPOLL_TRANSPORT_PROCESS_EXIT, c"the server process exited";
     MCPOLL_TRANSPORT_CLOSED, c"the transport was closed";
     MCPOLL_TRANSPORT_HTTP_STATUS, c"HTTP status without a JSON-RPC reply";
@@ -353,6 +359,7 @@ fn peer_error(e: &PeerError) -> mcpoll_result {
         PeerError::TooLarge => MCPOLL_PEER_TOO_LARGE,
         PeerError::InvalidResult => MCPOLL_PEER_INVALID_RESULT,
         PeerError::TooDeep => MCPOLL_PEER_TOO_DEEP,
+        PeerError::TaskCancelled => MCPOLL_PEER_TASK_CANCELLED,
         PeerError::CursorRepeated => MCPOLL_PEER_CURSOR_REPEATED,
         PeerError::NoCommonVersion => MCPOLL_PEER_NO_COMMON_VERSION,
         PeerError::VersionRefused(_) => MCPOLL_PEER_VERSION_REFUSED,
@@ -411,6 +418,7 @@ pub(crate) fn request_error(e: &RequestError) -> mcpoll_result {
         RequestError::Degraded => MCPOLL_REQUEST_DEGRADED,
         RequestError::TraceContext(_) => MCPOLL_TRACE_CONTEXT,
         RequestError::InvalidMethod => MCPOLL_INVALID_METHOD,
+        RequestError::InvalidTaskId => MCPOLL_INVALID_TASK_ID,
         _ => MCPOLL_UNKNOWN_ERROR,
     }
 }
@@ -656,6 +664,7 @@ mod tests {
             PeerError::TooLarge,
             PeerError::InvalidResult,
             PeerError::TooDeep,
+            PeerError::TaskCancelled,
             PeerError::CursorRepeated,
             PeerError::NoCommonVersion,
             PeerError::UndeclaredInputRequest("x".into()),
@@ -692,6 +701,7 @@ mod tests {
             RequestError::Degraded,
             RequestError::TraceContext(mcpoll::TraceContextError::Format),
             RequestError::InvalidMethod,
+            RequestError::InvalidTaskId,
         ];
         for r in &requests {
             assert_eq!(name(request_error(r)), want("RequestError", r));
