@@ -217,8 +217,9 @@ fn the_timeout_bounds_connecting_too() {
     let took = started.elapsed();
     assert_eq!(code, 1, "{err}");
     assert_eq!(error_line(&err)["error"]["name"], "deadline_exceeded", "{err}");
-    // The old bound was the probe's 5 s plus more; 1 s and room for a busy machine is less.
-    assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
+    // The old bound was the probe's 5 s and then the handshake's 30 s; 1 s and a busy
+    // machine's scheduling stay well under that.
+    assert!(took < std::time::Duration::from_secs(25), "took {took:?}");
 }
 
 #[test]

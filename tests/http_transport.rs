@@ -513,11 +513,13 @@ fn a_long_event_stream_is_handed_over_in_bounded_turns_and_still_completes() {
 
 // ----- closing a legacy session: the DELETE never stalls the loop -------------------------
 
-/// What closing may take: well under a frame of a game loop.
 /// What a host call may take: its work is far less, the rest is room for a busy machine.
 const PROMPT: Duration = Duration::from_millis(250);
 /// The host's close grace: how long a session's DELETE may wait for its answer.
 const GRACE: Duration = Duration::from_millis(250);
+/// What a busy machine's scheduling may add to a wait: an upper bound over a grace says
+/// "no second wait of its own" (the next one would be the 30 s handshake), not a latency.
+const SCHEDULING: Duration = Duration::from_secs(10);
 
 /// A legacy server issuing session `s-1` from a JSON `initialize`, with no GET stream; it
 /// echoes, and answers DELETE with `on_delete`.
@@ -656,7 +658,8 @@ fn a_delete_the_server_never_answers_is_dropped_after_the_grace_and_its_socket_c
     assert!(server.requests().iter().any(|r| r.method == "DELETE"), "it was sent");
     let open = eof.duration_since(closed);
     assert!(open >= GRACE - Duration::from_millis(10), "dropped before its grace: {open:?}");
-    assert!(open < GRACE + Duration::from_millis(500), "dropped late: {open:?}");
+    // Late only by what a busy machine's scheduling adds, not by another wait of its own.
+    assert!(open < GRACE + SCHEDULING, "dropped late: {open:?}");
     until_settled(&mut host);
 }
 
@@ -786,13 +789,16 @@ fn a_driver_outside_a_host_ends_its_session_on_shutdown_within_the_grace() {
     let mut poll = mio::Poll::new().unwrap();
 
     let (mut driver, _engine) = ready_driver(answering.url("http", "127.0.0.1"), &mut poll);
+    // A long grace, so that returning before it is the answer's doing, however busy the
+    // machine is.
+    let long_grace = common::PATIENCE / 2;
     let start = std::time::Instant::now();
-    driver.shutdown(poll.registry(), GRACE);
+    driver.shutdown(poll.registry(), long_grace);
     let took = start.elapsed();
     let reqs = answering.requests();
     let delete = reqs.iter().find(|r| r.method == "DELETE").expect("sent before returning");
     assert_eq!(delete.header("mcp-session-id"), Some("s-1"));
-    assert!(took < GRACE, "an answered DELETE ends the wait: {took:?}");
+    assert!(took < long_grace, "an answered DELETE ends the wait: {took:?}");
     assert_eq!(driver.session_id(), None);
 
     let (mut driver, _engine) = ready_driver(stalling.url("http", "127.0.0.1"), &mut poll);
@@ -800,7 +806,7 @@ fn a_driver_outside_a_host_ends_its_session_on_shutdown_within_the_grace() {
     driver.shutdown(poll.registry(), GRACE);
     let took = start.elapsed();
     assert!(took >= GRACE - Duration::from_millis(10), "waited for the answer: {took:?}");
-    assert!(took < GRACE + Duration::from_millis(200), "but no longer than the grace: {took:?}");
+    assert!(took < GRACE + SCHEDULING, "but no longer than the grace: {took:?}");
     let limit = std::time::Instant::now() + common::PATIENCE;
     while stalling.eofs.lock().unwrap().is_empty() {
         assert!(std::time::Instant::now() < limit, "the DELETE's socket stayed open");
