@@ -267,7 +267,7 @@ impl Engine {
         params.extend_from_slice(b",\"task\":{");
         if let Some(ms) = ttl {
             params.extend_from_slice(b"\"ttl\":");
-            params.extend_from_slice(ms.to_string().as_bytes());
+            crate::proto::jsonrpc::write_u64(params, ms);
         }
         params.push(b'}');
         true
