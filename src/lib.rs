@@ -167,9 +167,7 @@
 #![warn(missing_debug_implementations, unreachable_pub, elided_lifetimes_in_paths)]
 
 mod auth;
-// The capability cache; the host wires it in. Some of its parts (per-page lookups, resource
-// templates, the canonical text) serve only tests and `benches/catalog` so far.
-#[allow(dead_code)]
+// The capability cache; the host wires it in.
 mod catalog;
 mod codec;
 mod config;

@@ -139,6 +139,7 @@ impl CacheKey {
 }
 
 impl Partition {
+    #[cfg(test)]
     pub(crate) fn audience(self) -> Audience {
         self.audience
     }

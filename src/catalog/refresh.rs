@@ -126,11 +126,6 @@ impl<E> Refresher<E> {
         self.kind
     }
 
-    /// A page request is on the wire or waiting to be sent.
-    pub(crate) fn is_walking(&self) -> bool {
-        self.flight.is_some()
-    }
-
     /// Decides what a need gets, starting a walk when one is due (then [`poll_fetch`] names
     /// the page to request). Each need starts at most one walk: a need that finds the failure
     /// of the walk it started is answered from what is left (stale, or the error).

@@ -112,6 +112,7 @@ impl SearchIndex {
     }
 
     /// Tools indexed.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.by_name.len()
     }

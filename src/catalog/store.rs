@@ -162,7 +162,6 @@ pub(crate) struct CacheStats {
 pub(crate) struct CachedPage {
     cursor: Option<Box<str>>,
     page: ParsedPage,
-    scope: CacheScope,
     received: Instant,
     expires: Instant,
     /// When a change notification made it stale.
@@ -183,18 +182,9 @@ impl CachedPage {
         &self.page.items
     }
 
-    /// The item with this id on this page.
-    pub(crate) fn item(&self, id: &str) -> Option<&Item> {
-        self.page.item(id)
-    }
-
     /// The cursor of the next page; `None` on the last page.
     pub(crate) fn next_cursor(&self) -> Option<&str> {
         self.page.next_cursor.as_deref()
-    }
-
-    pub(crate) fn scope(&self) -> CacheScope {
-        self.scope
     }
 
     pub(crate) fn received(&self) -> Instant {
@@ -218,6 +208,7 @@ impl CachedPage {
 }
 
 /// What a page lookup found.
+#[cfg(test)]
 #[derive(Debug)]
 pub(crate) enum Lookup<'a> {
     Fresh(&'a CachedPage),
@@ -238,12 +229,16 @@ pub(crate) enum ItemLookup<'a> {
     /// Found on a page served stale after a failed refresh (the oldest such page counts).
     Stale {
         item: &'a Item,
+        // The host serves the item either way; the tests and fuzz targets check the age.
+        #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
         stale_for: Duration,
     },
     /// Every page is usable and none has it.
     Absent,
     /// This page is missing, expired or invalidated: refresh it, then ask again.
     Refresh {
+        // The host's walk finds the page itself; the tests check which one.
+        #[cfg_attr(not(test), allow(dead_code))]
         cursor: Option<&'a str>,
     },
 }
@@ -255,7 +250,11 @@ pub(crate) enum ListLookup<'a> {
     /// failed refresh (the stalest counts).
     Pages { pages: Vec<&'a CachedPage>, stale_for: Option<Duration> },
     /// This page is missing, expired or invalidated: refresh it, then ask again.
-    Refresh { cursor: Option<&'a str> },
+    Refresh {
+        // As in [`ItemLookup::Refresh`].
+        #[cfg_attr(not(test), allow(dead_code))]
+        cursor: Option<&'a str>,
+    },
 }
 
 /// Whether a whole list can be served, as [`Store::list_state`] sees it without counting.
@@ -295,10 +294,6 @@ impl RefreshToken {
     pub(crate) fn cursor(&self) -> Option<&str> {
         self.cursor.as_deref()
     }
-
-    pub(crate) fn kind(&self) -> CatalogKind {
-        self.kind
-    }
 }
 
 /// How a fetch ended.
@@ -320,16 +315,36 @@ pub(crate) enum Finished {
     /// Stored; look it up.
     Stored,
     /// Not cached, by rule; the page is handed back for this one use.
-    NotStored { page: ParsedPage, why: NotStored },
+    NotStored {
+        page: ParsedPage,
+        // Either reason means the same to the walk (hold the page for this use); the
+        // tests check which one applied.
+        #[cfg_attr(not(test), allow(dead_code))]
+        why: NotStored,
+    },
     /// Refused because one list alone would break a bound; the page is handed back.
-    Rejected { page: ParsedPage, error: StoreError },
+    /// (The walk starts over holding every page, so it reads neither; the tests do.)
+    Rejected {
+        #[cfg_attr(not(test), allow(dead_code))]
+        page: ParsedPage,
+        #[cfg_attr(not(test), allow(dead_code))]
+        error: StoreError,
+    },
     /// The fetch failed; the old page, if any, may be served stale until this instant.
-    Failed { servable_until: Option<Instant> },
+    Failed {
+        // The lookups apply the allowance themselves; the tests check the instant.
+        #[cfg_attr(not(test), allow(dead_code))]
+        servable_until: Option<Instant>,
+    },
     /// The cursor was invalid; the list is gone.
     ListDropped,
     /// The token was revoked by [`Store::mark_stale`] or [`Store::drop_list`]; the result
     /// raced a change and was not stored.
-    Cancelled { page: Option<ParsedPage> },
+    Cancelled {
+        // The next need walks again; the tests check what came back.
+        #[cfg_attr(not(test), allow(dead_code))]
+        page: Option<ParsedPage>,
+    },
 }
 
 /// Why a page was not cached.
@@ -446,16 +461,19 @@ impl Store {
     }
 
     /// Bytes held (the estimate the cap applies to).
+    #[cfg(any(test, fuzzing))]
     pub(crate) fn bytes(&self) -> usize {
         self.bytes
     }
 
     /// Refreshes in flight.
+    #[cfg(test)]
     pub(crate) fn refreshes_in_flight(&self) -> usize {
         self.flights.len()
     }
 
     /// Refreshes in flight for this key and kind (single-flight: at most one per cursor).
+    #[cfg(any(test, fuzzing))]
     pub(crate) fn refreshes_for(&self, key: &CacheKey, kind: CatalogKind) -> usize {
         self.flights.iter().filter(|f| f.key == *key && f.kind == kind).count()
     }
@@ -505,6 +523,7 @@ impl Store {
     }
 
     /// Looks up one page (`cursor` `None` for the first), private partition first.
+    #[cfg(test)]
     pub(crate) fn lookup(
         &mut self,
         now: Instant,
@@ -827,6 +846,7 @@ impl Store {
     }
 
     /// Drops pages that can no longer be served even stale, to give memory back early.
+    #[cfg(any(test, fuzzing))]
     pub(crate) fn purge(&mut self, now: Instant) {
         let max_stale = self.config.max_stale;
         let mut freed = (0, 0);
@@ -943,7 +963,6 @@ impl Store {
         list.pages.push(CachedPage {
             cursor,
             page,
-            scope,
             received: now,
             expires,
             invalidated: None,

@@ -452,7 +452,7 @@ impl ResponseParser {
         self.eof = true;
     }
 
-    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))] // read by the table tests and fuzz targets
+    #[cfg_attr(not(test), allow(dead_code))] // read by the table tests
     /// Forgets the connection: buffered bytes, the current response, end of stream and any
     /// error. Use it to reuse the parser on a new connection or to abandon a response.
     pub(crate) fn reset(&mut self) {
@@ -479,7 +479,7 @@ impl ResponseParser {
         self.buf.len() - self.start
     }
 
-    #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))] // read by the table tests and fuzz targets
+    #[cfg_attr(not(test), allow(dead_code))] // read by the table tests
     /// The head of the current response, from its `Head` event until the next one or
     /// [`reset`](Self::reset).
     pub(crate) fn head(&self) -> Option<ResponseHead<'_>> {
