@@ -7,7 +7,7 @@ use smallvec::SmallVec;
 
 use crate::proto::jsonrpc::ResultHead;
 
-use super::completion::Outcome;
+use super::ending::Outcome;
 use super::events::ListKind;
 use super::lifecycle::Lifecycle;
 use super::requests::{CallId, Ended, Lookup, Owner};

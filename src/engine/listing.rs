@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use smallvec::SmallVec;
 
-use super::completion::Outcome;
+use super::ending::Outcome;
 use super::requests::{Ended, SendState};
 use super::{CallOptions, Engine, TransportKind};
 use crate::error::{CallError, LocalError, PeerError};

@@ -18,7 +18,7 @@
 
 pub(crate) mod answer_checks;
 pub(crate) mod breaker;
-mod completion;
+mod ending;
 mod events;
 mod headers;
 mod inbound;
@@ -67,7 +67,7 @@ pub use crate::proto::jsonrpc::WireId;
 use crate::proto::mcp::{Method, SubscriptionFilter};
 use crate::proto::meta::{write_call_meta, StaticMeta, TraceContext};
 use crate::proto::version::{Era, EraPreference, ProtocolVersion};
-use completion::Outcome;
+use ending::Outcome;
 use events::EventQueue;
 use lifecycle::{Lifecycle, Opening, VerdictSource};
 use outbound::Control;
@@ -320,7 +320,7 @@ const MAX_CONTROL: usize = 256;
 /// until `None`, read [`poll_timeout`](Self::poll_timeout), then drain
 /// [`poll_event`](Self::poll_event). Time moves only through the `now` arguments. The work
 /// behind the verbs lives in modules named for their job: `lifecycle`, `inbound`, `outbound`,
-/// `transport`, `completion`, `listing`, `retry`, `breaker`, `supervision`, `timers`.
+/// `transport`, `ending`, `listing`, `retry`, `breaker`, `supervision`, `timers`.
 #[derive(Debug)]
 pub struct Engine {
     config: Config,
@@ -523,8 +523,15 @@ impl Engine {
     }
 
     /// Processes started after the first (stdio), for diagnostics.
-    pub fn restarts(&self) -> u32 {
+    pub fn restart_count(&self) -> u32 {
         self.restart.restarts
+    }
+
+    /// The old name of [`restart_count`](Self::restart_count), which read as a verb beside
+    /// [`restart`](Self::restart).
+    #[deprecated(note = "renamed restart_count")]
+    pub fn restarts(&self) -> u32 {
+        self.restart_count()
     }
 
     // ----- commands ------------------------------------------------------------------------

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::completion::Outcome;
+use super::ending::Outcome;
 use super::requests::{Ended, SendState};
 use super::{CallOptions, Engine};
 use crate::config::RetryPolicy;

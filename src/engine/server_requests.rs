@@ -15,7 +15,7 @@ use slab::Slab;
 use smallvec::SmallVec;
 
 use super::answer_checks::{elicit, sampling};
-use super::completion::Outcome;
+use super::ending::Outcome;
 use super::outbound::Control;
 use super::requests::{CallId, Ended, SendState};
 use super::Engine;

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use smallvec::SmallVec;
 
-use super::completion::Outcome;
+use super::ending::Outcome;
 use super::lifecycle::{Lifecycle, Opening};
 use super::requests::{Ended, Owner, SendState};
 use super::retry::Delivery;

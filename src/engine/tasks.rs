@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use super::completion::Outcome;
+use super::ending::Outcome;
 use super::outbound::Control;
 use super::requests::{CallId, Ended, SendState};
 use super::retry::Idempotency;

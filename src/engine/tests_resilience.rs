@@ -68,7 +68,7 @@ fn a_read_in_flight_during_a_crash_is_resent_to_the_new_process_with_a_new_id() 
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(h.engine.restarts(), 1);
+    assert_eq!(h.engine.restart_count(), 1);
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use super::completion::Outcome;
+use super::ending::Outcome;
 use super::lifecycle::{self, Lifecycle, Opening, ProbeVerdict};
 use super::requests::{Ended, Lookup, Owner};
 use super::retry;
