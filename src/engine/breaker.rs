@@ -9,7 +9,6 @@ use std::time::Instant;
 
 use smallvec::SmallVec;
 
-use super::Engine;
 use crate::config::BreakerPolicy;
 use crate::error::{CallError, LocalError};
 
@@ -200,16 +199,6 @@ impl Breakers {
             Some(State::Open { .. }) => BreakerState::Open,
             Some(State::HalfOpen { .. }) => BreakerState::HalfOpen,
         }
-    }
-}
-
-impl Engine {
-    pub(super) fn admit(&mut self, tenant: u32, op: OperationClass, now: Instant) -> bool {
-        let (ok, change) = self.breakers.admit(tenant, op, now);
-        if let Some(c) = change {
-            self.events.breaker(c.tenant, c.class, c.state);
-        }
-        ok
     }
 }
 

@@ -85,7 +85,7 @@ impl Engine {
             // The tool-list refresh: its end releases the calls waiting for it.
             self.refresh = None;
             self.unpark(now, matches!(outcome, Outcome::Listing { .. }));
-            self.tidy_timers();
+            self.timers.tidy(&self.requests);
             return;
         }
         let failure = match &outcome {
@@ -119,7 +119,7 @@ impl Engine {
         if let Some(c) = change {
             self.events.breaker(c.tenant, c.class, c.state);
         }
-        self.tidy_timers();
+        self.timers.tidy(&self.requests);
     }
 
     /// The record of a host call that ends now (all but what only the host knows).

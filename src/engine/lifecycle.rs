@@ -275,6 +275,40 @@ pub(crate) fn first_probe_version() -> ProtocolVersion {
 
 /// The lifecycle applied to the engine: probe, handshake, verdicts, and the end of it all.
 impl super::Engine {
+    /// A request's deadline passed: a host call ends; a timed-out probe or handshake decides
+    /// what the lifecycle tries next.
+    pub(super) fn deadline_passed(&mut self, now: Instant, slot: usize) {
+        let Some(owner) = self.requests.get(slot).map(|p| p.owner) else { return };
+        match owner {
+            Owner::Host => {
+                self.abandon(now, slot, CallError::Local(LocalError::DeadlineExceeded));
+                // Under a saved verdict, silence may be a legacy server ignoring a request
+                // before `initialize`: the next calls wait for a probe.
+                if self.assumed {
+                    self.reverify(now);
+                }
+            }
+            // No fallback to `initialize` for a server already known to be modern, nor for a
+            // host that speaks only the modern era: a slow server gets the probe again, a
+            // bounded number of times.
+            Owner::Probe
+                if self.lifecycle.known_modern()
+                    || self.config.era == crate::EraPreference::ModernOnly =>
+            {
+                log::debug!("era probe timed out; probing again (no fallback)");
+                if !self.retry_probe_later(now) {
+                    self.lifecycle_failed(now, LocalError::DeadlineExceeded)
+                }
+            }
+            Owner::Probe => {
+                log::debug!("era probe timed out; falling back to initialize");
+                self.drop_lifecycle_request();
+                self.start_handshake(now);
+            }
+            Owner::Handshake => self.lifecycle_failed(now, LocalError::DeadlineExceeded),
+        }
+    }
+
     /// Probes in `version`, keeping the failure counts of a probe already under way.
     pub(super) fn start_probe(&mut self, now: Instant, version: ProtocolVersion) {
         let (inconclusive, refusals, known_modern) = match self.lifecycle {
@@ -353,7 +387,7 @@ impl super::Engine {
             self.lifecycle_failed(now, LocalError::HandshakeFailed);
             return None;
         };
-        self.schedule(slot, deadline, timers::TimerKind::Deadline);
+        self.timers.schedule_request(&self.requests, slot, deadline, timers::TimerKind::Deadline);
         Some(LifecycleCall { slot, unsent: self.requests.wire_id(slot) })
     }
 
@@ -363,7 +397,7 @@ impl super::Engine {
     pub(super) fn drop_lifecycle_request(&mut self) {
         let Some(call) = self.lifecycle.call() else { return };
         self.requests.remove(call.slot, Ended::Abandoned);
-        self.tidy_timers();
+        self.timers.tidy(&self.requests);
         let next = match self.lifecycle {
             Lifecycle::Handshaking { .. } => Opening::Handshake,
             _ => Opening::Probe,

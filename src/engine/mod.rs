@@ -58,8 +58,8 @@ pub use tasks::{TaskMode, TaskStatus, MAX_TASK_ID_BYTES};
 
 use crate::config::{Config, SavedVerdict};
 use crate::error::{
-    AuthorizeError, CallError, CancelError, ConfigError, LocalError, PeerError, RequestError,
-    TransportError,
+    AnswerError, AuthorizeError, CallError, CancelError, ConfigError, LocalError, PeerError,
+    RequestError, TransportError,
 };
 use crate::proto::json::{self, Kind};
 use crate::proto::jsonrpc::write_json_str;
@@ -421,6 +421,12 @@ impl Engine {
     }
 
     // ----- getters -------------------------------------------------------------------------
+
+    /// The boundary set by [`set_roots_boundary`](Self::set_roots_boundary) (empty: roots may
+    /// be anywhere lexically sound).
+    pub fn roots_boundary(&self) -> &RootsBoundary {
+        self.roots.boundary()
+    }
 
     /// Where the engine is: connecting, probing, handshaking, ready (with era), closed.
     pub fn state(&self) -> ServerState {
@@ -834,7 +840,7 @@ impl Engine {
             .ok_or(RequestError::Overloaded)?;
         // SAFETY-style note: `insert` just filled this slot.
         let call = self.requests.call_id(slot).ok_or(RequestError::Overloaded)?;
-        self.schedule(slot, deadline, timers::TimerKind::Deadline);
+        self.timers.schedule_request(&self.requests, slot, deadline, timers::TimerKind::Deadline);
         let bufs = self.requests.bufs_mut(slot);
         let token = opts.progress.then(|| call.get());
         bufs.start(|meta| write_call_meta(meta, token, opts.trace.as_ref()), name);
@@ -901,6 +907,40 @@ impl Engine {
     /// `true` while `call` is held for authorization.
     pub fn is_held(&self, call: CallId) -> bool {
         self.held_slot(call).is_ok()
+    }
+
+    /// Asks the call's circuit breaker; a change of its state is an event.
+    fn admit(&mut self, tenant: u32, op: OperationClass, now: Instant) -> bool {
+        let (ok, change) = self.breakers.admit(tenant, op, now);
+        if let Some(c) = change {
+            self.events.breaker(c.tenant, c.class, c.state);
+        }
+        ok
+    }
+
+    /// Bounds the roots the host offers: an answer to a roots request, and any list given to
+    /// [`set_roots`](Self::set_roots), is refused when a root lies outside every directory. A
+    /// list set earlier that the new boundary refuses is dropped (roots requests go to the host
+    /// again), so a narrowed boundary never lets old roots out.
+    pub fn set_roots_boundary(&mut self, boundary: RootsBoundary) {
+        self.roots.set_boundary(boundary);
+    }
+
+    /// Sets the host's roots (a `ListRootsResult`: `{"roots":[{"uri":"file:///...",
+    /// "name":..}]}`), checked like an answer; from now on the engine answers roots requests
+    /// with it. When the list changed, the server speaks 2025-11-25 and the host declared
+    /// `ServerRequestKinds::roots_list_changed`, `notifications/roots/list_changed` is sent
+    /// (2026-07-28 has no such notification: a modern server asks for roots in each round).
+    pub fn set_roots(&mut self, _now: Instant, roots: &RawValue) -> Result<(), AnswerError> {
+        let answers = self.config.answers;
+        if self.roots.set(roots.get())?
+            && answers.roots
+            && answers.roots_list_changed
+            && self.era() == Some(Era::Legacy)
+        {
+            self.push_control(outbound::Control::RootsChanged);
+        }
+        Ok(())
     }
 
     fn held_slot(&self, call: CallId) -> Result<usize, AuthorizeError> {
@@ -1003,21 +1043,21 @@ impl Engine {
         let at = self.epoch.stamp(now);
         while let Some(t) = self.timers.pop_due(at) {
             match t.kind {
-                timers::TimerKind::Backoff if self.timer_is_live(&t) => {
+                timers::TimerKind::Backoff if timers::timer_live(&self.requests, &t) => {
                     let slot = t.slot as usize;
                     match self.requests.get(slot).map(|p| p.state) {
                         Some(SendState::TaskWait(_)) => self.task_poll_due(slot),
                         _ => self.backoff_ended(now, slot),
                     }
                 }
-                timers::TimerKind::Deadline if self.timer_is_live(&t) => {
+                timers::TimerKind::Deadline if timers::timer_live(&self.requests, &t) => {
                     self.deadline_passed(now, t.slot as usize)
                 }
                 // The call ended or moved on since this was scheduled.
                 _ => {}
             }
         }
-        self.tidy_timers();
+        self.timers.tidy(&self.requests);
     }
 
     // ----- outputs -------------------------------------------------------------------------

@@ -237,7 +237,12 @@ impl Engine {
                 self.requests.renew_wire_id(slot);
                 let until = self.epoch.stamp(now).after(delay);
                 self.requests.set_state(slot, SendState::Backoff(until));
-                self.schedule(slot, until, super::timers::TimerKind::Backoff);
+                self.timers.schedule_request(
+                    &self.requests,
+                    slot,
+                    until,
+                    super::timers::TimerKind::Backoff,
+                );
             }
             Decision::Fail => self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error)),
             Decision::DeliveryUnknown => {

@@ -13,15 +13,9 @@
 //! this is the seam for that (`Roots` would be keyed by principal).
 
 use std::fmt;
-use std::time::Instant;
-
-use serde_json::value::RawValue;
 
 use super::answer_checks::roots::{self as check, normalise};
-use super::outbound;
-use super::Engine;
 use crate::error::AnswerError;
-use crate::proto::version::Era;
 
 /// The directories the host's roots must lie in. Paths are absolute; they are normalised
 /// lexically (`.` and repeated `/` dropped). Symlinks are not resolved here (the engine does no
@@ -95,47 +89,34 @@ impl Roots {
     pub(super) fn check(&self, answer: &str) -> Result<(), AnswerError> {
         check::check_roots_answer(answer, &self.boundary.dirs)
     }
-}
 
-impl Engine {
-    /// Bounds the roots the host offers: an answer to a roots request, and any list given to
-    /// [`set_roots`](Self::set_roots), is refused when a root lies outside every directory. A
-    /// list set earlier that the new boundary refuses is dropped (roots requests go to the host
-    /// again), so a narrowed boundary never lets old roots out.
-    pub fn set_roots_boundary(&mut self, boundary: RootsBoundary) {
-        self.roots.boundary = boundary;
-        if self.roots.current.as_deref().is_some_and(|c| self.roots.check(c).is_err()) {
-            self.roots.current = None;
+    pub(super) fn boundary(&self) -> &RootsBoundary {
+        &self.boundary
+    }
+
+    /// A new boundary; a list set earlier that it refuses is dropped, so a narrowed boundary
+    /// never lets old roots out.
+    pub(super) fn set_boundary(&mut self, boundary: RootsBoundary) {
+        self.boundary = boundary;
+        if self.current.as_deref().is_some_and(|c| self.check(c).is_err()) {
+            self.current = None;
         }
     }
 
-    /// The boundary set by [`set_roots_boundary`](Self::set_roots_boundary) (empty: roots may
-    /// be anywhere lexically sound).
-    pub fn roots_boundary(&self) -> &RootsBoundary {
-        &self.roots.boundary
-    }
-
-    /// Sets the host's roots (a `ListRootsResult`: `{"roots":[{"uri":"file:///...",
-    /// "name":..}]}`), checked like an answer; from now on the engine answers roots requests
-    /// with it. When the list changed, the server speaks 2025-11-25 and the host declared
-    /// `ServerRequestKinds::roots_list_changed`, `notifications/roots/list_changed` is sent
-    /// (2026-07-28 has no such notification: a modern server asks for roots in each round).
-    pub fn set_roots(&mut self, _now: Instant, roots: &RawValue) -> Result<(), AnswerError> {
-        let text = roots.get().trim();
+    /// Sets the list (a `ListRootsResult`), checked like an answer and kept on one line (on
+    /// stdio a raw line break would end the frame). `Ok(true)` when it differs from the list
+    /// set before.
+    pub(super) fn set(&mut self, roots: &str) -> Result<bool, AnswerError> {
+        let text = roots.trim();
         if !text.starts_with('{') {
             return Err(AnswerError::NotObject);
         }
-        self.roots.check(text)?;
-        // One line: on stdio a raw line break would end the frame (see `answer`).
+        self.check(text)?;
         let text = text.replace(['\n', '\r'], " ");
-        if self.roots.current.as_deref() == Some(text.as_str()) {
-            return Ok(());
+        if self.current.as_deref() == Some(text.as_str()) {
+            return Ok(false);
         }
-        self.roots.current = Some(text);
-        let answers = self.config.answers;
-        if answers.roots && answers.roots_list_changed && self.era() == Some(Era::Legacy) {
-            self.push_control(outbound::Control::RootsChanged);
-        }
-        Ok(())
+        self.current = Some(text);
+        Ok(true)
     }
 }

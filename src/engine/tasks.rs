@@ -475,7 +475,7 @@ impl Engine {
         self.requests.renew_wire_id(slot);
         let until = self.epoch.stamp(now).after(poll);
         self.requests.set_state(slot, SendState::TaskWait(until));
-        self.schedule(slot, until, timers::TimerKind::Backoff);
+        self.timers.schedule_request(&self.requests, slot, until, timers::TimerKind::Backoff);
     }
 
     /// The wait before a poll ended: the poll joins the queue (a read: no breaker asked).

@@ -12,12 +12,10 @@
 //! The heap is preallocated at three entries per pending slot (48 bytes; it was six entries of
 //! 32 bytes, `cargo bench --bench timers`).
 
-use super::{Engine, Owner, Requests, SendState};
+use super::{Requests, SendState};
 use crate::engine::stamp::Stamp;
-use crate::error::{CallError, LocalError};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::time::Instant;
 
 /// Which of a request's times an entry stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -134,56 +132,20 @@ impl Timers {
     }
 }
 
-impl Engine {
-    pub(super) fn deadline_passed(&mut self, now: Instant, slot: usize) {
-        let Some(owner) = self.requests.get(slot).map(|p| p.owner) else { return };
-        match owner {
-            Owner::Host => {
-                self.abandon(now, slot, CallError::Local(LocalError::DeadlineExceeded));
-                // Under a saved verdict, silence may be a legacy server ignoring a request
-                // before `initialize`: the next calls wait for a probe.
-                if self.assumed {
-                    self.reverify(now);
-                }
-            }
-            // No fallback to `initialize` for a server already known to be modern, nor for a
-            // host that speaks only the modern era: a slow server gets the probe again, a
-            // bounded number of times.
-            Owner::Probe
-                if self.lifecycle.known_modern()
-                    || self.config.era == crate::EraPreference::ModernOnly =>
-            {
-                log::debug!("era probe timed out; probing again (no fallback)");
-                if !self.retry_probe_later(now) {
-                    self.lifecycle_failed(now, LocalError::DeadlineExceeded)
-                }
-            }
-            Owner::Probe => {
-                log::debug!("era probe timed out; falling back to initialize");
-                self.drop_lifecycle_request();
-                self.start_handshake(now);
-            }
-            Owner::Handshake => self.lifecycle_failed(now, LocalError::DeadlineExceeded),
-        }
-    }
-
-    pub(super) fn timer_is_live(&self, t: &Timer) -> bool {
-        timer_live(&self.requests, t)
-    }
-
-    /// Drops timers of calls that ended from the top of the heap, so `poll_timeout` stays
-    /// exact in the common case (O(log n) per ended call).
-    pub(super) fn tidy_timers(&mut self) {
-        let requests = &self.requests;
-        self.timers.skip_stale(|t| timer_live(requests, t));
-    }
-
-    /// Schedules a pending request's deadline or backoff end.
-    pub(super) fn schedule(&mut self, slot: usize, at: Stamp, kind: TimerKind) {
-        let Some(p) = self.requests.get(slot) else { return };
-        self.timers.schedule(Timer { at, slot: slot as u32, call_gen: p.call_gen, kind });
-        if self.timers.needs_rebuild() {
-            let live = self.requests.iter().flat_map(|(slot, p)| {
+impl Timers {
+    /// Schedules a pending request's deadline or backoff end; rebuilds the heap from the live
+    /// entries of `requests` when stale ones have piled up.
+    pub(super) fn schedule_request(
+        &mut self,
+        requests: &Requests,
+        slot: usize,
+        at: Stamp,
+        kind: TimerKind,
+    ) {
+        let Some(p) = requests.get(slot) else { return };
+        self.schedule(Timer { at, slot: slot as u32, call_gen: p.call_gen, kind });
+        if self.needs_rebuild() {
+            let live = requests.iter().flat_map(|(slot, p)| {
                 let deadline = Timer {
                     at: p.deadline,
                     slot: slot as u32,
@@ -201,8 +163,14 @@ impl Engine {
                 };
                 std::iter::once(deadline).chain(backoff)
             });
-            self.timers.rebuild(live);
+            self.rebuild(live);
         }
+    }
+
+    /// Drops timers of calls that ended from the top of the heap, so `poll_timeout` stays
+    /// exact in the common case (O(log n) per ended call).
+    pub(super) fn tidy(&mut self, requests: &Requests) {
+        self.skip_stale(|t| timer_live(requests, t));
     }
 }
 
