@@ -422,6 +422,16 @@ impl Engine {
 
     // ----- getters -------------------------------------------------------------------------
 
+    /// The record of a listing the host's capability cache answered without a request.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // made by the host only
+    pub(crate) fn cache_hit_record(&self, method: Method, age: Duration) -> CallRecord<'static> {
+        let mut r = CallRecord::new(method, self.transport);
+        r.version = self.lifecycle.version();
+        r.cache_hit = true;
+        r.cache_age = Some(age);
+        r
+    }
+
     /// The boundary set by [`set_roots_boundary`](Self::set_roots_boundary) (empty: roots may
     /// be anywhere lexically sound).
     pub fn roots_boundary(&self) -> &RootsBoundary {
