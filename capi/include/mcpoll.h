@@ -117,6 +117,22 @@
 #define MCPOLL_IDEMPOTENCY_UNKNOWN 4
 
 /**
+ * `mcpoll_call_options_set_task`: as the tool and the configuration say (the default).
+ */
+#define MCPOLL_TASK_AUTO 0
+
+/**
+ * Ask for the tool call to run as a task on the server (MCP tasks), which the server may
+ * decline; a task is polled to its end within the call's deadline.
+ */
+#define MCPOLL_TASK_PREFER 1
+
+/**
+ * A plain call: no task is asked for or accepted.
+ */
+#define MCPOLL_TASK_OFF 2
+
+/**
  * The result of every entry point, and the error of a failed call in an event
  * (`mcpoll_event.error`): `MCPOLL_OK` or one value per error kind. The values are stable;
  * `mcpoll_result_name` and `mcpoll_result_message` describe each one.
@@ -668,6 +684,20 @@ const char *mcpoll_version(void);
 mcpoll_result mcpoll_host_new(mcpoll_host **out);
 
 /**
+ * A new host as `mcpoll_host_new` makes, whose tool cache has other bounds: after a failed
+ * refresh a catalog is served at most `max_stale_ms` past its freshness (then
+ * `mcpoll_tools` gives `MCPOLL_CATALOG_STALE_TOO_LONG`), and at most `max_refreshes` (at
+ * least 1) catalog refreshes run at once over every server (one more gives
+ * `MCPOLL_CATALOG_TOO_MANY_REFRESHES`). `mcpoll_host_new` uses 300000 ms and 64.
+ *
+ * # Safety
+ * `out` is null or valid for a write.
+ */
+mcpoll_result mcpoll_host_new_with_cache(uint64_t max_stale_ms,
+                                         size_t max_refreshes,
+                                         mcpoll_host **out);
+
+/**
  * Frees a host (null is ignored): its servers' process groups are killed, its connections
  * closed, its descriptor closed. Every pointer it handed out dies with it.
  *
@@ -1076,6 +1106,15 @@ mcpoll_result mcpoll_config_set_breaker(mcpoll_config *config,
 mcpoll_result mcpoll_config_set_max_message_bytes(mcpoll_config *config, size_t bytes);
 
 /**
+ * The most pages one listing (`mcpoll_list_tools`) follows (at least 1, checked when the
+ * server is added): a listing with more fails with `MCPOLL_LOCAL_TOO_MANY_PAGES`.
+ *
+ * # Safety
+ * `config` is null or a live handle.
+ */
+mcpoll_result mcpoll_config_set_max_pages(mcpoll_config *config, size_t pages);
+
+/**
  * New call options (the server's default deadline, idempotency from the tool's annotations,
  * no progress), in `*out`.
  *
@@ -1127,6 +1166,20 @@ mcpoll_result mcpoll_call_options_set_idempotency_key(mcpoll_call_options *optio
  * `options` is null or a live handle.
  */
 mcpoll_result mcpoll_call_options_set_progress(mcpoll_call_options *options, bool progress);
+
+/**
+ * Whether a tool call may run as a task on the server (`MCPOLL_TASK_*`; other values give
+ * `MCPOLL_INVALID_ARGUMENT`). With `MCPOLL_TASK_PREFER`, `ttl_ms` is the task lifetime asked
+ * for on 2025-11-25 (0: none); it is ignored otherwise. The call still ends with
+ * `MCPOLL_EVENT_CALL_DONE` or `_CALL_FAILED` (`MCPOLL_PEER_TASK_CANCELLED` when the server
+ * cancelled the task). Other methods ignore it.
+ *
+ * # Safety
+ * `options` is null or a live handle.
+ */
+mcpoll_result mcpoll_call_options_set_task(mcpoll_call_options *options,
+                                           uint32_t mode,
+                                           uint64_t ttl_ms);
 
 /**
  * W3C trace context carried in the call's `_meta`: `traceparent` (null clears the trace

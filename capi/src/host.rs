@@ -213,11 +213,53 @@ unsafe fn ptr_array<'a>(
 /// `out` is null or valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn mcpoll_host_new(out: *mut *mut mcpoll_host) -> mcpoll_result {
+    // SAFETY: the caller's contract, passed through.
+    unsafe { new_host(out, || Host::new().map_err(io_fail)) }
+}
+
+/// A new host as `mcpoll_host_new` makes, whose tool cache has other bounds: after a failed
+/// refresh a catalog is served at most `max_stale_ms` past its freshness (then
+/// `mcpoll_tools` gives `MCPOLL_CATALOG_STALE_TOO_LONG`), and at most `max_refreshes` (at
+/// least 1) catalog refreshes run at once over every server (one more gives
+/// `MCPOLL_CATALOG_TOO_MANY_REFRESHES`). `mcpoll_host_new` uses 300000 ms and 64.
+///
+/// # Safety
+/// `out` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_host_new_with_cache(
+    max_stale_ms: u64,
+    max_refreshes: usize,
+    out: *mut *mut mcpoll_host,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract, passed through.
+    unsafe {
+        new_host(out, || {
+            if max_refreshes == 0 {
+                return Err(mcpoll_result::MCPOLL_INVALID_ARGUMENT.into());
+            }
+            let cache = mcpoll::CacheConfig {
+                max_stale: Duration::from_millis(max_stale_ms),
+                max_refreshes,
+                ..Default::default()
+            };
+            Host::with_cache(cache).map_err(io_fail)
+        })
+    }
+}
+
+/// A host from `make` in `*out`.
+///
+/// # Safety
+/// `out` is null or valid for a write.
+unsafe fn new_host(
+    out: *mut *mut mcpoll_host,
+    make: impl FnOnce() -> Result<Host, Fail>,
+) -> mcpoll_result {
     guard(|| {
         // SAFETY: the caller's contract.
         let out = unsafe { out_arg(out) }?;
         ignore_sigpipe();
-        let host = Host::new().map_err(|e| Fail::new(mcpoll_result::MCPOLL_IO, e.to_string()))?;
+        let host = make()?;
         *out = into_handle(mcpoll_host {
             host,
             servers: Vec::new(),
@@ -228,6 +270,11 @@ pub unsafe extern "C" fn mcpoll_host_new(out: *mut *mut mcpoll_host) -> mcpoll_r
         });
         Ok(())
     })
+}
+
+/// An I/O error as `MCPOLL_IO`, with its text.
+fn io_fail(e: std::io::Error) -> Fail {
+    Fail::new(mcpoll_result::MCPOLL_IO, e.to_string())
 }
 
 /// Sets SIGPIPE to be ignored when its action is the default.

@@ -5,7 +5,7 @@
 use std::ffi::c_char;
 use std::time::Duration;
 
-use mcpoll::{CallOptions, Config, Idempotency};
+use mcpoll::{CallOptions, Config, Idempotency, TaskMode};
 
 use crate::{free_handle, guard, into_handle, mcpoll_result, opt_str_arg, out_arg, str_arg, Fail};
 
@@ -258,6 +258,25 @@ pub unsafe extern "C" fn mcpoll_config_set_max_message_bytes(
     }
 }
 
+/// The most pages one listing (`mcpoll_list_tools`) follows (at least 1, checked when the
+/// server is added): a listing with more fails with `MCPOLL_LOCAL_TOO_MANY_PAGES`.
+///
+/// # Safety
+/// `config` is null or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_config_set_max_pages(
+    config: *mut mcpoll_config,
+    pages: usize,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        set(config, |c| {
+            c.config.max_pages = pages;
+            Ok(())
+        })
+    }
+}
+
 /// New call options (the server's default deadline, idempotency from the tool's annotations,
 /// no progress), in `*out`.
 ///
@@ -373,6 +392,44 @@ pub unsafe extern "C" fn mcpoll_call_options_set_progress(
     unsafe {
         set(options, |o| {
             o.options.progress = progress;
+            Ok(())
+        })
+    }
+}
+
+/// `mcpoll_call_options_set_task`: as the tool and the configuration say (the default).
+pub const MCPOLL_TASK_AUTO: u32 = 0;
+/// Ask for the tool call to run as a task on the server (MCP tasks), which the server may
+/// decline; a task is polled to its end within the call's deadline.
+pub const MCPOLL_TASK_PREFER: u32 = 1;
+/// A plain call: no task is asked for or accepted.
+pub const MCPOLL_TASK_OFF: u32 = 2;
+
+/// Whether a tool call may run as a task on the server (`MCPOLL_TASK_*`; other values give
+/// `MCPOLL_INVALID_ARGUMENT`). With `MCPOLL_TASK_PREFER`, `ttl_ms` is the task lifetime asked
+/// for on 2025-11-25 (0: none); it is ignored otherwise. The call still ends with
+/// `MCPOLL_EVENT_CALL_DONE` or `_CALL_FAILED` (`MCPOLL_PEER_TASK_CANCELLED` when the server
+/// cancelled the task). Other methods ignore it.
+///
+/// # Safety
+/// `options` is null or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_call_options_set_task(
+    options: *mut mcpoll_call_options,
+    mode: u32,
+    ttl_ms: u64,
+) -> mcpoll_result {
+    // SAFETY: the caller's contract.
+    unsafe {
+        set(options, |o| {
+            o.options.task = match mode {
+                MCPOLL_TASK_AUTO => TaskMode::Auto,
+                MCPOLL_TASK_PREFER => {
+                    TaskMode::Prefer { ttl: (ttl_ms > 0).then(|| Duration::from_millis(ttl_ms)) }
+                }
+                MCPOLL_TASK_OFF => TaskMode::Off,
+                _ => return Err(mcpoll_result::MCPOLL_INVALID_ARGUMENT.into()),
+            };
             Ok(())
         })
     }

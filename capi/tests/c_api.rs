@@ -1,6 +1,8 @@
 //! Compiles `tests/c/api_test.c` with the system C compiler against the static library and
 //! runs it against the SDK peers (`tests/peers`, installed by `tests/peers/setup.sh`): the
-//! Python peer over stdio and over HTTP. With `MCPOLL_C_TEST_VALGRIND=1` the program runs
+//! Python peer over stdio and over HTTP, and servers that break the protocol on purpose
+//! (`tests/c/odd_server.py` on stdio, `tests/c/odd_http.py` on HTTP) for the error results a
+//! well-behaved peer never causes. With `MCPOLL_C_TEST_VALGRIND=1` the program runs
 //! under valgrind memcheck (`--leak-check=full --error-exitcode=1`), as `.ci/run` does once.
 //!
 //! Needs the peers (`tests/peers/setup.sh`); `MCPOLL_SKIP_PEERS=1` skips it.
@@ -45,7 +47,11 @@ fn the_c_test_program_passes_against_the_sdk_peers() {
         command.env("MCPOLL_C_TEST_HOOKS", "1");
     }
     let odd = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/odd_server.py");
-    let output = command.arg(&peers).arg(&url).arg(&plain_url).arg(&auth_url).arg(&odd).output();
+    // An HTTP server that breaks the protocol on purpose, a path per way.
+    let odd_http = OddHttp::start();
+    let odd_http_url = format!("http://127.0.0.1:{}", odd_http.port);
+    command.arg(&peers).arg(&url).arg(&plain_url).arg(&auth_url).arg(&odd).arg(&odd_http_url);
+    let output = command.output();
     let output = output.expect("run the C test program");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -56,6 +62,7 @@ fn the_c_test_program_passes_against_the_sdk_peers() {
     drop(peer);
     drop(plain);
     drop(auth);
+    drop(odd_http);
 }
 
 /// `python3 -m http.server` on a free loopback port, serving an empty folder; its process
@@ -99,5 +106,44 @@ impl Drop for PlainHttp {
         }
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `tests/c/odd_http.py`, listening on the loopback port it chose and printed; its process
+/// group is killed when dropped.
+struct OddHttp {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl OddHttp {
+    fn start() -> Self {
+        use std::io::BufRead;
+        use std::os::unix::process::CommandExt;
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/odd_http.py");
+        let mut child = Command::new("python3")
+            .arg(&script)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .process_group(0)
+            .spawn()
+            .expect("python3 tests/c/odd_http.py");
+        // The first line is the port, printed once the socket listens.
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("piped stdout");
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+        let mut server = Self { child, port: 0 };
+        server.port = line.trim().parse().unwrap_or_else(|_| panic!("odd_http.py said {line:?}"));
+        server
+    }
+}
+
+impl Drop for OddHttp {
+    fn drop(&mut self) {
+        if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+        let _ = self.child.wait();
     }
 }

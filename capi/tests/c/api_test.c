@@ -4,11 +4,34 @@
  * error results a C program can cause, and the lifetime rules. The loop is poll(2) on
  * mcpoll_fd plus mcpoll_timeout_ms. Driven by capi/tests/c_api.rs (also under valgrind):
  *
- *   api_test PEERS_DIR HTTP_URL PLAIN_HTTP_URL AUTH_HTTP_URL ODD_SERVER
+ *   api_test PEERS_DIR HTTP_URL PLAIN_HTTP_URL AUTH_HTTP_URL ODD_SERVER ODD_HTTP_URL
  *
  * PLAIN_HTTP_URL is an HTTP server that is not an MCP server (it answers POST with 501);
  * AUTH_HTTP_URL the Python SDK peer protected by OAuth, whose authorization server is absent;
- * ODD_SERVER capi/tests/c/odd_server.py, a stdio server that breaks the protocol on purpose.
+ * ODD_SERVER capi/tests/c/odd_server.py, a stdio server that breaks the protocol on purpose;
+ * ODD_HTTP_URL capi/tests/c/odd_http.py (scheme, host and port), its HTTP counterpart.
+ *
+ * Every mcpoll_result value is provoked here and checked exactly, except these, which a C
+ * program cannot meet through this ABI:
+ *   MCPOLL_UNKNOWN_ERROR: no error maps to it (result.rs tests that every variant has a value).
+ *   MCPOLL_UNSUPPORTED: only from a library built without HTTP; this one has it (the Rust
+ *     test without_http_an_http_server_is_unsupported covers it).
+ *   MCPOLL_LOGGER_TAKEN: needs a second `log` logger in the process, which only Rust code
+ *     linking the library can install (capi/tests/logger_taken.rs).
+ *   MCPOLL_TOO_MANY_SERVERS: the host's token range is 0..usize::MAX; no program adds that
+ *     many servers (only an embedded Rust host is given a small range).
+ *   MCPOLL_HTTP_RESOLVE: no longer returned: names resolve when a connection is first needed,
+ *     and a failure is MCPOLL_TRANSPORT_CONNECT_FAILED.
+ *   MCPOLL_SERVER_ROOTS: only from roots given in a configuration file, which the C ABI does
+ *     not load (mcpoll_set_roots answers MCPOLL_ANSWER_MISMATCH).
+ *   MCPOLL_CANCEL_HANDSHAKE: the probe and handshake requests have no call id in C.
+ *   MCPOLL_NOT_SUPPORTED_BY_ERA: only from server/discover, subscriptions/listen, ping, and
+ *     a listing of a method that lists nothing; C can ask for none of them (its one listing
+ *     is tools/list, and mcpoll_request refuses MCP's own methods).
+ *   MCPOLL_INVALID_TASK_ID: only from resuming a task by id, which has no verb here.
+ *   MCPOLL_TRANSPORT_CLOSED_BY_SERVER: only ends a subscriptions/listen call.
+ *   MCPOLL_LOCAL_UNANSWERED: only the Rust blocking helpers end a call that way.
+ *   MCPOLL_CATALOG_TIMEOUT: only the Rust blocking catalog helpers wait.
  *
  * Exits 0 when every check passed; prints the failed check and exits 1 otherwise.
  */
@@ -268,6 +291,11 @@ static void errors_without_a_server(mcpoll_host *host) {
   OK(mcpoll_http_options_set_bearer(http, "token\r\nX-Injected: 1"));
   EXPECT(mcpoll_add_http_server(host, http, NULL, &server), MCPOLL_HTTP_BEARER_TOKEN);
   mcpoll_http_options_free(http);
+  /* The OAuth flow needs a resource URL without a fragment (the transport drops it). */
+  OK(mcpoll_http_options_new("http://127.0.0.1:9/mcp#part", &http));
+  OK(mcpoll_http_options_set_client_credentials(http, "id", "secret"));
+  EXPECT(mcpoll_add_http_server(host, http, NULL, &server), MCPOLL_HTTP_OAUTH_SETUP);
+  mcpoll_http_options_free(http);
   EXPECT(mcpoll_http_options_new(NULL, &http), MCPOLL_NULL_POINTER);
   EXPECT(mcpoll_set_log_callback(on_log, &logged, 6), MCPOLL_INVALID_ARGUMENT);
   /* Names and messages of every value are static strings. */
@@ -422,15 +450,19 @@ static void authorize_overloaded(mcpoll_host *host, const char *script) {
   n_seen = 0;
 }
 
-/* Calls the slow tool with `options` (progress turned on here), waits until the server runs
- * it (its first progress report), kills the server's process group, and returns the call's
- * end. */
-static seen_event *crash_during_a_call(mcpoll_host *host, uint64_t s,
+/* Calls tool `name` (the slow tool when null) with `options` (progress turned on here),
+ * waits until the server runs it (its first progress report), kills the server's process
+ * group, and returns the call's end. */
+static seen_event *crash_during_a_call(mcpoll_host *host, uint64_t s, const char *name,
                                        mcpoll_call_options *options) {
   uint64_t call = 0;
   uint32_t pid = 0;
   OK(mcpoll_call_options_set_progress(options, true));
-  OK(mcpoll_call_tool(host, s, "slow", "{\"ms\":30000}", options, &call));
+  if (name == NULL) {
+    OK(mcpoll_call_tool(host, s, "slow", "{\"ms\":30000}", options, &call));
+  } else {
+    OK(mcpoll_call_tool(host, s, name, NULL, options, &call));
+  }
   wait_for(host, s, MCPOLL_EVENT_PROGRESS, call);
   OK(mcpoll_server_pid(host, s, &pid));
   CHECK(pid > 0 && kill(-(pid_t)pid, SIGKILL) == 0);
@@ -450,7 +482,7 @@ static void breaker_from_a_crash(mcpoll_host *host, const char *script) {
   mcpoll_call_options *write = NULL;
   OK(mcpoll_call_options_new(&write));
   OK(mcpoll_call_options_set_idempotency(write, MCPOLL_IDEMPOTENCY_UNKNOWN));
-  seen_event *lost = crash_during_a_call(host, s, write);
+  seen_event *lost = crash_during_a_call(host, s, NULL, write);
   CHECK(lost->kind == MCPOLL_EVENT_CALL_FAILED && lost->error == MCPOLL_LOCAL_DELIVERY_UNKNOWN);
   wait_for(host, s, MCPOLL_EVENT_BREAKER, 0);
   EXPECT(mcpoll_call_tool(host, s, "echo", "{\"text\":\"w\"}", write, &call),
@@ -478,7 +510,7 @@ static void degraded_after_a_crash(mcpoll_host *host, const char *script) {
   mcpoll_call_options *read = NULL;
   OK(mcpoll_call_options_new(&read));
   OK(mcpoll_call_options_set_idempotency(read, MCPOLL_IDEMPOTENCY_READ));
-  seen_event *end = crash_during_a_call(host, s, read);
+  seen_event *end = crash_during_a_call(host, s, NULL, read);
   mcpoll_call_options_free(read);
   CHECK(end->kind == MCPOLL_EVENT_CALL_FAILED && end->error == MCPOLL_LOCAL_DEGRADED);
   seen_event *lost = wait_for(host, s, MCPOLL_EVENT_TRANSPORT_LOST, 0);
@@ -489,6 +521,31 @@ static void degraded_after_a_crash(mcpoll_host *host, const char *script) {
   OK(mcpoll_restart_server(host, s));
   wait_for(host, s, MCPOLL_EVENT_READY, 0);
   CHECK(strstr(done_text(host, s, echo(host, s, "back")), "back") != NULL);
+  OK(mcpoll_remove_server(host, s));
+  n_seen = 0;
+}
+
+/* A call kept for a retry across a restart, with room for one pending request only: the
+ * restarted server's era probe needs that room, so the call ends with
+ * MCPOLL_LOCAL_HANDSHAKE_FAILED. odd_server.py's tool that never answers is the call. */
+static void handshake_failed(mcpoll_host *host, const char *odd_script) {
+  mcpoll_config *config = NULL;
+  OK(mcpoll_config_new(&config));
+  OK(mcpoll_config_set_restart(config, true, 50));
+  OK(mcpoll_config_set_max_pending(config, 1));
+  const char *args[] = {"python3", odd_script, "modern"};
+  uint64_t s = 0;
+  OK(mcpoll_add_stdio_server(host, args, 3, NULL, 0, NULL, config, &s));
+  mcpoll_config_free(config);
+  n_seen = 0;
+  wait_for(host, s, MCPOLL_EVENT_READY, 0);
+  mcpoll_call_options *read = NULL;
+  OK(mcpoll_call_options_new(&read));
+  OK(mcpoll_call_options_set_idempotency(read, MCPOLL_IDEMPOTENCY_READ));
+  seen_event *end = crash_during_a_call(host, s, "hang", read);
+  mcpoll_call_options_free(read);
+  CHECK(end->kind == MCPOLL_EVENT_CALL_FAILED);
+  EXPECT(end->error, MCPOLL_LOCAL_HANDSHAKE_FAILED);
   OK(mcpoll_remove_server(host, s));
   n_seen = 0;
 }
@@ -605,19 +662,27 @@ static void http_auth(mcpoll_host *host, const char *url) {
   n_seen = 0;
 }
 
-/* odd_server.py: no common protocol version; then a reply nested too deep and a listing
- * whose cursor repeats. */
+/* odd_server.py: no common protocol version; a version refused although listed; then a
+ * reply nested too deep and a listing whose cursor repeats. */
 static void odd_server(mcpoll_host *host, const char *script) {
+  static const struct {
+    const char *mode;
+    mcpoll_result want;
+  } rounds[] = {
+      {"old", MCPOLL_PEER_NO_COMMON_VERSION},
+      {"refuse", MCPOLL_PEER_VERSION_REFUSED},
+      {"odd", MCPOLL_PEER_TOO_DEEP},
+  };
   uint64_t s = 0, call = 0;
-  for (int round = 0; round < 2; round++) {
-    const char *args[] = {"python3", script, round == 0 ? "old" : "odd"};
+  for (size_t round = 0; round < sizeof rounds / sizeof rounds[0]; round++) {
+    const char *args[] = {"python3", script, rounds[round].mode};
     OK(mcpoll_add_stdio_server(host, args, 3, NULL, 0, NULL, NULL, &s));
     n_seen = 0;
     OK(mcpoll_call_tool(host, s, "echo", "{\"text\":\"x\"}", NULL, &call));
     seen_event *e = end_of(host, s, call);
     CHECK(e->kind == MCPOLL_EVENT_CALL_FAILED);
-    CHECK(e->error == (round == 0 ? MCPOLL_PEER_NO_COMMON_VERSION : MCPOLL_PEER_TOO_DEEP));
-    if (round == 1) {
+    EXPECT(e->error, rounds[round].want);
+    if (strcmp(rounds[round].mode, "odd") == 0) {
       OK(mcpoll_list_tools(host, s, NULL, &call));
       e = end_of(host, s, call);
       CHECK(e->kind == MCPOLL_EVENT_CALL_FAILED && e->error == MCPOLL_PEER_CURSOR_REPEATED);
@@ -627,9 +692,133 @@ static void odd_server(mcpoll_host *host, const char *script) {
   n_seen = 0;
 }
 
+/* Calls tool `name` of server `s` with `options` and checks that it fails with `want`. */
+static void call_fails(mcpoll_host *host, uint64_t s, const char *name,
+                       const mcpoll_call_options *options, mcpoll_result want) {
+  uint64_t call = 0;
+  OK(mcpoll_call_tool(host, s, name, NULL, options, &call));
+  seen_event *e = end_of(host, s, call);
+  CHECK(e->kind == MCPOLL_EVENT_CALL_FAILED);
+  EXPECT(e->error, want);
+}
+
+/* odd_server.py in 2026-07-28 (see its tools): input requests that are malformed, undeclared,
+ * endless, too many at once, or rejected from C; a task cancelled by the server; a listing
+ * that never ends (the page limit is 5 here). */
+static void odd_modern_server(mcpoll_host *host, const char *script) {
+  mcpoll_config *config = NULL;
+  OK(mcpoll_config_new(&config));
+  OK(mcpoll_config_set_answers(config, MCPOLL_ANSWER_ELICITATION_FORM));
+  OK(mcpoll_config_set_max_pages(config, 5));
+  const char *args[] = {"python3", script, "modern"};
+  uint64_t s = 0, call = 0;
+  OK(mcpoll_add_stdio_server(host, args, 3, NULL, 0, NULL, config, &s));
+  mcpoll_config_free(config);
+  n_seen = 0;
+  call_fails(host, s, "bare", NULL, MCPOLL_PEER_INVALID_RESULT);
+  call_fails(host, s, "undeclared", NULL, MCPOLL_PEER_UNDECLARED_INPUT_REQUEST);
+  call_fails(host, s, "rounds", NULL, MCPOLL_LOCAL_TOO_MANY_INPUT_ROUNDS);
+  call_fails(host, s, "flood", NULL, MCPOLL_LOCAL_TOO_MANY_SERVER_REQUESTS);
+  /* A task nobody asked for is no result; one asked for ends as the server cancelled it. */
+  call_fails(host, s, "task", NULL, MCPOLL_PEER_INVALID_RESULT);
+  mcpoll_call_options *task = NULL;
+  OK(mcpoll_call_options_new(&task));
+  EXPECT(mcpoll_call_options_set_task(task, 9, 0), MCPOLL_INVALID_ARGUMENT);
+  OK(mcpoll_call_options_set_task(task, MCPOLL_TASK_PREFER, 0));
+  call_fails(host, s, "task", task, MCPOLL_PEER_TASK_CANCELLED);
+  mcpoll_call_options_free(task);
+  /* An input request rejected from C ends its call. */
+  OK(mcpoll_call_tool(host, s, "ask", NULL, NULL, &call));
+  seen_event *asked = wait_for(host, s, MCPOLL_EVENT_SERVER_REQUEST, call);
+  OK(mcpoll_reject(host, s, asked->request));
+  seen_event *e = end_of(host, s, call);
+  CHECK(e->kind == MCPOLL_EVENT_CALL_FAILED);
+  EXPECT(e->error, MCPOLL_LOCAL_INPUT_REJECTED);
+  OK(mcpoll_list_tools(host, s, NULL, &call));
+  e = end_of(host, s, call);
+  CHECK(e->kind == MCPOLL_EVENT_CALL_FAILED);
+  EXPECT(e->error, MCPOLL_LOCAL_TOO_MANY_PAGES);
+  OK(mcpoll_remove_server(host, s));
+  n_seen = 0;
+}
+
+/* The tool cache's bounds, on a host of its own (mcpoll_host_new_with_cache): no stale
+ * catalog served after a failed refresh, and one refresh at a time over every server. */
+static void catalog_bounds(const char *script) {
+  mcpoll_host *h = NULL;
+  EXPECT(mcpoll_host_new_with_cache(0, 0, &h), MCPOLL_INVALID_ARGUMENT);
+  OK(mcpoll_host_new_with_cache(0, 1, &h));
+  const char *once_args[] = {"python3", script, "once"};
+  /* The cache keys a stdio server by its program: through env(1), a key of its own. */
+  const char *mute_args[] = {"env", "python3", script, "mute"};
+  uint64_t once = 0, mute = 0;
+  OK(mcpoll_add_stdio_server(h, once_args, 3, NULL, 0, NULL, NULL, &once));
+  OK(mcpoll_add_stdio_server(h, mute_args, 4, NULL, 0, NULL, NULL, &mute));
+  n_seen = 0;
+  wait_for(h, once, MCPOLL_EVENT_READY, 0);
+  wait_for(h, mute, MCPOLL_EVENT_READY, 0);
+  /* Listed once, fresh for 1 ms; its refresh fails, and it may not be served stale. */
+  const char *json = NULL;
+  size_t len = 0;
+  mcpoll_result r;
+  double until = now_s() + 60;
+  while ((r = mcpoll_tools(h, once, &json, &len)) == MCPOLL_PENDING || r == MCPOLL_OK) {
+    CHECK(now_s() < until);
+    turn(h, 10);
+  }
+  EXPECT(r, MCPOLL_CATALOG_STALE_TOO_LONG);
+  /* The silent server's listing holds the one refresh allowed. */
+  EXPECT(mcpoll_tools(h, mute, &json, &len), MCPOLL_PENDING);
+  EXPECT(mcpoll_tools(h, once, &json, &len), MCPOLL_CATALOG_TOO_MANY_REFRESHES);
+  mcpoll_host_free(h);
+  n_seen = 0;
+}
+
+/* odd_http.py (see its paths): refused credentials, a broken response, a connection closed
+ * without a response (the call is safe to send again: it is, twice more, then fails), a
+ * session the server forgot, a resource that moved to an authorization server the client
+ * has no credentials for. */
+static void odd_http(mcpoll_host *host, const char *base) {
+  static const struct {
+    const char *path;
+    mcpoll_result want;
+  } paths[] = {
+      {"/forbidden", MCPOLL_PEER_FORBIDDEN},
+      {"/garbage", MCPOLL_TRANSPORT_BAD_RESPONSE},
+      {"/hangup", MCPOLL_TRANSPORT_CONNECTION_LOST},
+      {"/expire", MCPOLL_TRANSPORT_SESSION_EXPIRED},
+      /* The client credentials were given for the first authorization server only. */
+      {"/moved", MCPOLL_LOCAL_OAUTH_SETUP},
+  };
+  mcpoll_call_options *opts = NULL;
+  OK(mcpoll_call_options_new(&opts));
+  OK(mcpoll_call_options_set_timeout_ms(opts, 120000));
+  OK(mcpoll_call_options_set_idempotency(opts, MCPOLL_IDEMPOTENCY_READ));
+  for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+    char url[512];
+    snprintf(url, sizeof url, "%s%s", base, paths[i].path);
+    mcpoll_http_options *http = NULL;
+    uint64_t s = 0;
+    OK(mcpoll_http_options_new(url, &http));
+    OK(mcpoll_http_options_set_proxy(http, NULL));
+    if (strcmp(paths[i].path, "/moved") == 0) {
+      OK(mcpoll_http_options_set_client_credentials(http, "id", "secret"));
+    }
+    OK(mcpoll_add_http_server(host, http, NULL, &s));
+    mcpoll_http_options_free(http);
+    n_seen = 0;
+    STEP(paths[i].path);
+    call_fails(host, s, "echo", opts, paths[i].want);
+    OK(mcpoll_remove_server(host, s));
+  }
+  mcpoll_call_options_free(opts);
+  n_seen = 0;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 6) {
-    fprintf(stderr, "usage: %s PEERS_DIR HTTP_URL PLAIN_HTTP_URL AUTH_HTTP_URL ODD_SERVER\n",
+  if (argc != 7) {
+    fprintf(stderr,
+            "usage: %s PEERS_DIR HTTP_URL PLAIN_HTTP_URL AUTH_HTTP_URL ODD_SERVER ODD_HTTP_URL\n",
             argv[0]);
     return 2;
   }
@@ -794,11 +983,18 @@ int main(int argc, char **argv) {
 
   STEP("a server that breaks the protocol");
   odd_server(host, argv[5]);
+  STEP("a 2026-07-28 server that breaks the protocol");
+  odd_modern_server(host, argv[5]);
+  STEP("tool cache bounds");
+  catalog_bounds(argv[5]);
 
-  STEP("breaker, degraded, too large");
+  STEP("breaker, degraded");
   breaker_from_a_crash(host, stdio_script);
   authorize_overloaded(host, stdio_script);
   degraded_after_a_crash(host, stdio_script);
+  STEP("handshake failed");
+  handshake_failed(host, argv[5]);
+  STEP("too large");
   too_large(host, stdio_script);
 
   STEP("http");
@@ -824,6 +1020,8 @@ int main(int argc, char **argv) {
   http_not_mcp(host, argv[3]);
   STEP("http auth");
   http_auth(host, argv[4]);
+  STEP("an HTTP server that breaks the protocol");
+  odd_http(host, argv[6]);
 
   STEP("close and remove");
   /* Closing and removing: a pending call fails as the transport closes, calls on a closed
