@@ -1,7 +1,7 @@
 //! Supervised restart of a crashed stdio server: backoff between processes, crash-loop
 //! detection, and ending the calls no process can serve in time.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
@@ -10,6 +10,7 @@ use super::lifecycle::{Lifecycle, Opening};
 use super::requests::{Ended, Owner, SendState};
 use super::retry::Delivery;
 use super::Engine;
+use crate::config::RestartPolicy;
 use crate::error::{CallError, LocalError, TransportError};
 use crate::proto::version::Era;
 
@@ -50,6 +51,68 @@ impl RestartState {
     pub(crate) fn next_wakeup(&self) -> Option<Instant> {
         self.restart_at.or(self.degraded_until)
     }
+
+    /// Counts an exit at `now` (the loss itself was noted with [`note_loss`](Self::note_loss))
+    /// and decides what comes next: a restart after a backoff that doubles with each exit in
+    /// the crash window, or, at `crash_loop_exits` exits within it, no restart until
+    /// `degraded_retry_after` (or the host) says so.
+    pub(super) fn after_exit(&mut self, now: Instant, policy: &RestartPolicy) -> AfterExit {
+        let window_start = now.checked_sub(policy.crash_loop_window).unwrap_or(now);
+        self.exits.retain(|t| *t >= window_start);
+        if self.exits.is_empty() {
+            self.first_loss = self.last_loss.clone();
+        }
+        if self.exits.len() == self.exits.inline_size() {
+            self.exits.remove(0);
+        }
+        self.exits.push(now);
+        let crashes = self.exits.len() as u32;
+        if crashes >= policy.crash_loop_exits {
+            // Degraded means no start before `degraded_until`, whatever was scheduled before
+            // (a second loss reported for one process would otherwise leave a restart due).
+            self.restart_at = None;
+            self.degraded_until = Some(crate::time::later(now, policy.degraded_retry_after));
+            return AfterExit::Degraded { crashes, first_loss: self.first_loss.clone() };
+        }
+        let delay = policy
+            .base_delay
+            .saturating_mul(1 << crashes.saturating_sub(1).min(16))
+            .min(policy.max_delay);
+        self.restart_at = Some(crate::time::later(now, delay));
+        self.restarts += 1;
+        AfterExit::RestartIn(delay)
+    }
+
+    /// Why the process ended, for the host and for a crash loop's first cause.
+    pub(super) fn note_loss(&mut self, error: TransportError) {
+        self.last_loss = Some(error);
+    }
+
+    /// Whether a new process is due at `now`: the backoff ended, or a degraded server's wait
+    /// did (a half-open probe of the process: one more start, with the crash count cleared).
+    pub(super) fn due(&mut self, now: Instant) -> bool {
+        let mut due = false;
+        if self.restart_at.is_some_and(|t| t <= now) {
+            self.restart_at = None;
+            due = true;
+        }
+        if self.degraded_until.is_some_and(|t| t <= now) {
+            log::debug!("degraded server: trying one restart");
+            self.degraded_until = None;
+            self.exits.clear();
+            due = true;
+        }
+        due
+    }
+}
+
+/// What [`RestartState::after_exit`] decided.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum AfterExit {
+    /// A new process after this backoff.
+    RestartIn(Duration),
+    /// A crash loop: `crashes` exits within the window, the first for this cause.
+    Degraded { crashes: u32, first_loss: Option<TransportError> },
 }
 
 impl Engine {
@@ -61,7 +124,7 @@ impl Engine {
         // the host would try again on every poll).
         self.wants_transport = false;
         self.drop_lifecycle_request();
-        self.restart.last_loss = Some(error.clone());
+        self.restart.note_loss(error.clone());
         let cause = CallError::Transport(error);
         let sent: SmallVec<[usize; 16]> = self
             .requests
@@ -74,16 +137,6 @@ impl Engine {
         }
         // Nothing of the old process may be written to the new one.
         self.control.clear();
-        let policy = self.config.restart;
-        let window_start = now.checked_sub(policy.crash_loop_window).unwrap_or(now);
-        self.restart.exits.retain(|t| *t >= window_start);
-        if self.restart.exits.is_empty() {
-            self.restart.first_loss = self.restart.last_loss.clone();
-        }
-        if self.restart.exits.len() == self.restart.exits.inline_size() {
-            self.restart.exits.remove(0);
-        }
-        self.restart.exits.push(now);
         // A server that died during `initialize` already had its legacy verdict (the probe
         // failed, or it exited on the probe): the next process gets the handshake straight
         // away rather than another probe that would kill it again.
@@ -97,28 +150,22 @@ impl Engine {
         };
         self.lifecycle = Lifecycle::Connecting { next };
         self.meta = None;
-        if self.restart.exits.len() as u32 >= policy.crash_loop_exits {
-            log::warn!(
-                "server crashed {} times within {:?}: degraded",
-                self.restart.exits.len(),
-                policy.crash_loop_window
-            );
-            self.restart.degraded_until =
-                Some(crate::time::later(now, policy.degraded_retry_after));
-            let first = self.restart.first_loss.clone().map(Box::new);
-            self.fail_all(now, CallError::Local(LocalError::Degraded(first)));
-            self.events.transport_lost(cause, None);
-            return;
+        let policy = self.config.restart;
+        match self.restart.after_exit(now, &policy) {
+            AfterExit::Degraded { crashes, first_loss } => {
+                log::warn!(
+                    "server crashed {crashes} times within {:?}: degraded",
+                    policy.crash_loop_window
+                );
+                let first = first_loss.map(Box::new);
+                self.fail_all(now, CallError::Local(LocalError::Degraded(first)));
+                self.events.transport_lost(cause, None);
+            }
+            AfterExit::RestartIn(delay) => {
+                self.fail_unservable(now, crate::time::later(now, delay), &cause);
+                self.events.transport_lost(cause, Some(delay));
+            }
         }
-        let crashes = self.restart.exits.len() as u32;
-        let delay = policy
-            .base_delay
-            .saturating_mul(1 << crashes.saturating_sub(1).min(16))
-            .min(policy.max_delay);
-        self.restart.restart_at = Some(crate::time::later(now, delay));
-        self.restart.restarts += 1;
-        self.fail_unservable(now, crate::time::later(now, delay), &cause);
-        self.events.transport_lost(cause, Some(delay));
     }
 
     /// Calls whose deadline comes before the next process (or the next era probe) does cannot
@@ -146,16 +193,101 @@ impl Engine {
 
     /// Backoffs that ended, restarts that are due.
     pub(super) fn resilience_timeout(&mut self, now: Instant) {
-        if self.restart.restart_at.is_some_and(|t| t <= now) {
-            self.restart.restart_at = None;
+        if self.restart.due(now) {
             self.wants_transport = true;
         }
-        if self.restart.degraded_until.is_some_and(|t| t <= now) {
-            // A half-open probe of the process: one more start.
-            log::debug!("degraded server: trying one restart");
-            self.restart.degraded_until = None;
-            self.restart.exits.clear();
-            self.wants_transport = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::{AfterExit, RestartState};
+    use crate::config::RestartPolicy;
+    use crate::error::TransportError;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn policy() -> RestartPolicy {
+        RestartPolicy {
+            enabled: true,
+            base_delay: 100 * MS,
+            max_delay: 350 * MS,
+            crash_loop_exits: 4,
+            crash_loop_window: 1000 * MS,
+            degraded_retry_after: 5000 * MS,
         }
+    }
+
+    fn exit(r: &mut RestartState, at: Instant, error: TransportError) -> AfterExit {
+        r.note_loss(error);
+        r.after_exit(at, &policy())
+    }
+
+    #[test]
+    fn the_backoff_doubles_within_the_window_and_stops_at_the_cap() {
+        let (mut r, t0) = (RestartState::default(), Instant::now());
+        let delays: Vec<AfterExit> = (0..3)
+            .map(|i| exit(&mut r, t0 + i * 10 * MS, TransportError::ConnectionLost))
+            .collect();
+        assert_eq!(
+            delays,
+            [100 * MS, 200 * MS, 350 * MS].map(AfterExit::RestartIn),
+            "doubled, then capped at max_delay"
+        );
+        assert_eq!(r.restarts, 3);
+        assert_eq!(r.next_wakeup(), Some(t0 + 20 * MS + 350 * MS));
+    }
+
+    #[test]
+    fn exits_older_than_the_window_are_forgotten() {
+        let (mut r, t0) = (RestartState::default(), Instant::now());
+        for i in 0..3 {
+            exit(&mut r, t0 + i * 10 * MS, TransportError::ConnectionLost);
+        }
+        // Long after the window: the count starts again, and so does the backoff.
+        let later = t0 + 5000 * MS;
+        assert_eq!(
+            exit(&mut r, later, TransportError::BadResponse),
+            AfterExit::RestartIn(100 * MS)
+        );
+        assert!(!r.is_degraded());
+    }
+
+    #[test]
+    fn a_crash_loop_degrades_with_the_first_cause_and_a_half_open_retry() {
+        let (mut r, t0) = (RestartState::default(), Instant::now());
+        exit(&mut r, t0, TransportError::HttpStatus(500));
+        for i in 1..3 {
+            exit(&mut r, t0 + i * 10 * MS, TransportError::ConnectionLost);
+        }
+        let verdict = exit(&mut r, t0 + 30 * MS, TransportError::ConnectionLost);
+        assert_eq!(
+            verdict,
+            AfterExit::Degraded { crashes: 4, first_loss: Some(TransportError::HttpStatus(500)) },
+            "the first exit of the window says what is wrong"
+        );
+        assert!(r.is_degraded());
+        assert_eq!(r.last_loss(), Some(&TransportError::ConnectionLost));
+        // Nothing is due before the degraded wait ends; then one start, with the count cleared.
+        assert!(!r.due(t0 + 4000 * MS));
+        assert!(r.due(t0 + 30 * MS + 5000 * MS));
+        assert!(!r.is_degraded());
+        let again = exit(&mut r, t0 + 6000 * MS, TransportError::ConnectionLost);
+        assert_eq!(again, AfterExit::RestartIn(100 * MS));
+    }
+
+    #[test]
+    fn a_restart_is_due_once_its_backoff_ends_and_a_reset_cancels_it() {
+        let (mut r, t0) = (RestartState::default(), Instant::now());
+        exit(&mut r, t0, TransportError::ConnectionLost);
+        assert!(!r.due(t0 + 99 * MS));
+        assert!(r.due(t0 + 100 * MS));
+        assert!(!r.due(t0 + 200 * MS), "due once");
+        exit(&mut r, t0 + 300 * MS, TransportError::ConnectionLost);
+        r.reset();
+        assert_eq!(r.next_wakeup(), None);
+        assert!(!r.due(t0 + 10_000 * MS));
     }
 }
