@@ -293,7 +293,7 @@ impl super::Engine {
             // bounded number of times.
             Owner::Probe
                 if self.lifecycle.known_modern()
-                    || self.config.era == crate::EraPreference::ModernOnly =>
+                    || self.config.era == EraPreference::ModernOnly =>
             {
                 log::debug!("era probe timed out; probing again (no fallback)");
                 if !self.retry_probe_later(now) {

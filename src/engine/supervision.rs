@@ -12,7 +12,7 @@ use super::retry::Delivery;
 use super::Engine;
 use crate::config::RestartPolicy;
 use crate::error::{CallError, LocalError, TransportError};
-use crate::proto::version::Era;
+use crate::proto::version::{Era, EraPreference};
 
 /// Restart bookkeeping for a stdio server.
 #[derive(Debug, Default)]
@@ -144,7 +144,7 @@ impl Engine {
             matches!(self.lifecycle, Lifecycle::Connecting { next: Opening::Handshake });
         let next = match self.era() {
             Some(Era::Legacy) => Opening::Handshake,
-            _ if self.config.era == crate::EraPreference::LegacyOnly => Opening::Handshake,
+            _ if self.config.era == EraPreference::LegacyOnly => Opening::Handshake,
             _ if died_handshaking => Opening::Handshake,
             _ => Opening::Probe,
         };

@@ -25,7 +25,7 @@ use super::{
     Action, Authorization, Authorizer, Grant, HttpMethod, HttpRequest, HttpResponse, OAuthConfig,
     RequestId,
 };
-use crate::AuthChallenge;
+use crate::auth::challenge::AuthChallenge;
 
 const FORM: &str = "application/x-www-form-urlencoded";
 const JSON: &str = "application/json";
