@@ -12,30 +12,31 @@
 
 mod assertion_file;
 pub(crate) mod close;
+mod connection;
 mod fetch;
 mod instances;
 mod options;
 mod resolve;
 
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use mio::net::TcpStream;
-use mio::{Interest, Registry, Token};
+use mio::{Registry, Token};
 use slab::Slab;
 use smallvec::SmallVec;
 
 use crate::auth::oauth::{HttpResponse, OAuthFlow, RedirectError};
-use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent, ResponseParser};
-use crate::driver::tls::{tls_failure, TlsConfig, TlsSession};
+use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent};
+use crate::driver::tls::{tls_failure, TlsConfig};
 use crate::driver::url::{ProxyChoice, Scheme};
 use crate::engine::{Engine, ExchangeFailure, TransportEvent, TransportKind};
 use crate::error::TransportError;
 use crate::session::http::{
     should_rotate, Budget, ExchangeId, Flow, HttpSession, OAuthState, ResponseHead,
 };
+use connection::{Connection, Input, Route};
 use instances::{Instance, Instances, NextAddr};
 
 pub use crate::session::http::{StaticToken, TokenProvider};
@@ -43,25 +44,11 @@ pub use assertion_file::AssertionFile;
 pub use options::{HttpOptions, HttpSetupError};
 pub use resolve::{Resolver, SystemResolver};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ConnPhase {
-    Connecting,
-    /// CONNECT sent to the proxy; waiting for its 200.
-    Tunnelling,
-    Open,
-}
-
-/// One connection of the pool. Its buffers hold requests with their credentials and
-/// responses: `Debug` shows their lengths only.
+/// One connection of the pool, with what the pool knows of it.
+#[derive(Debug)]
 struct Conn {
-    sock: TcpStream,
-    tls: Option<TlsSession>,
-    phase: ConnPhase,
+    conn: Connection,
     started: Instant,
-    out: Vec<u8>,
-    written: usize,
-    plain: Vec<u8>,
-    parser: ResponseParser,
     /// Exchange in flight on this connection.
     exchange: Option<ExchangeId>,
     idle_since: Option<Instant>,
@@ -69,20 +56,6 @@ struct Conn {
     dedicated: bool,
     /// Events wait in the session for the next frame budget; reading stopped.
     backlog: bool,
-}
-
-impl std::fmt::Debug for Conn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Conn")
-            .field("phase", &self.phase)
-            .field("tls", &self.tls)
-            .field("unsent", &(self.out.len() - self.written))
-            .field("exchange", &self.exchange)
-            .field("idle_since", &self.idle_since)
-            .field("dedicated", &self.dedicated)
-            .field("backlog", &self.backlog)
-            .finish_non_exhaustive()
-    }
 }
 
 const TOKEN_CONNS: usize = 128;
@@ -244,9 +217,9 @@ impl HttpDriver {
     /// or now when a connection has events waiting for a frame budget.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let conns = self.conns.iter().filter_map(|(_, c)| match (c.phase, c.idle_since) {
-            (ConnPhase::Open, Some(idle)) => Some(idle + self.idle_timeout),
-            (ConnPhase::Open, None) => None,
+        let conns = self.conns.iter().filter_map(|(_, c)| match (c.conn.is_open(), c.idle_since) {
+            (true, Some(idle)) => Some(idle + self.idle_timeout),
+            (true, None) => None,
             _ => Some(c.started + self.connect_timeout),
         });
         let oauth = self.oauth_conn.as_ref().map(|c| c.deadline);
@@ -264,15 +237,9 @@ impl HttpDriver {
         let expired: SmallVec<[(usize, bool); 8]> = self
             .conns
             .iter()
-            .filter_map(|(k, c)| match (c.phase, c.idle_since) {
-                (ConnPhase::Open, Some(idle)) if now >= idle + self.idle_timeout => {
-                    Some((k, false))
-                }
-                (ConnPhase::Connecting | ConnPhase::Tunnelling, _)
-                    if now >= c.started + self.connect_timeout =>
-                {
-                    Some((k, true))
-                }
+            .filter_map(|(k, c)| match (c.conn.is_open(), c.idle_since) {
+                (true, Some(idle)) if now >= idle + self.idle_timeout => Some((k, false)),
+                (false, _) if now >= c.started + self.connect_timeout => Some((k, true)),
                 _ => None,
             })
             .collect();
@@ -340,6 +307,7 @@ impl HttpDriver {
                 req,
                 &self.proxy,
                 &self.resolver,
+                self.oauth_tls.as_ref(),
                 registry,
                 token,
                 now,
@@ -441,7 +409,7 @@ impl HttpDriver {
                 c.idle_since = None;
                 c.dedicated = dedicated;
             }
-            if self.conns.get(k).is_some_and(|c| c.phase == ConnPhase::Open) {
+            if self.conns.get(k).is_some_and(|c| c.conn.is_open()) {
                 self.start_exchange(registry, engine, now, k);
             }
         }
@@ -461,18 +429,12 @@ impl HttpDriver {
             let k = self
                 .conns
                 .iter()
-                .find(|(_, c)| c.phase == ConnPhase::Open && c.exchange.is_none() && !c.dedicated)
+                .find(|(_, c)| c.conn.is_open() && c.exchange.is_none() && !c.dedicated)
                 .map(|(k, _)| k)?;
             let c = self.conns.get(k)?;
             let fresh =
                 c.idle_since.is_some_and(|t| now.saturating_duration_since(t) < IDLE_PEEK_AFTER);
-            let alive = fresh
-                || match c.sock.peek(&mut [0u8; 1]) {
-                    Err(e) => e.kind() == io::ErrorKind::WouldBlock,
-                    // EOF, or bytes nobody asked for: either way the connection is unusable.
-                    Ok(_) => false,
-                };
-            if alive {
+            if fresh || c.conn.peek_alive() {
                 return Some(k);
             }
             log::trace!("dropping a keep-alive connection the server closed");
@@ -490,24 +452,13 @@ impl HttpDriver {
             NextAddr::At(addr) => addr,
             NextAddr::Resolving => return Ok(None),
         };
-        let mut sock = TcpStream::connect(addr)?;
-        let _ = sock.set_nodelay(true);
+        let route = Route::to(self.instances.current(), self.tls.as_ref())?;
         let entry = self.conns.vacant_entry();
         let k = entry.key();
-        registry.register(
-            &mut sock,
-            Token(self.base.0 + k),
-            Interest::READABLE | Interest::WRITABLE,
-        )?;
+        let token = Token(self.base.0 + k);
         entry.insert(Conn {
-            sock,
-            tls: None,
-            phase: ConnPhase::Connecting,
+            conn: Connection::connect(addr, route, registry, token, self.limits)?,
             started: now,
-            out: Vec::with_capacity(2048),
-            written: 0,
-            plain: Vec::with_capacity(8192),
-            parser: ResponseParser::new(self.limits),
             exchange: None,
             idle_since: None,
             dedicated: false,
@@ -530,9 +481,8 @@ impl HttpDriver {
     fn start_exchange(&mut self, registry: &Registry, engine: &mut Engine, now: Instant, k: usize) {
         let Some(c) = self.conns.get_mut(k) else { return };
         let Some(x) = c.exchange else { return };
-        c.out.clear();
-        c.written = 0;
-        c.parser.set_max_body_bytes(self.limits.max_body_bytes);
+        c.conn.parser().set_max_body_bytes(self.limits.max_body_bytes);
+        let out = c.conn.request_buf();
         let at = self.instances.current();
         if let Some(plan) = self.session.plan(x, now, &at.htu) {
             let head = RequestHead {
@@ -541,7 +491,7 @@ impl HttpDriver {
                 host: &at.host_header,
                 headers: &plan.headers,
             };
-            if let Err(e) = http1::write_request(&mut c.out, &head, plan.body) {
+            if let Err(e) = http1::write_request(out, &head, plan.body) {
                 // Only caller-supplied values can be refused here; they were checked at setup.
                 log::debug!("request head refused: {e:?}");
             }
@@ -553,28 +503,7 @@ impl HttpDriver {
 
     /// Sends the connection's buffered request bytes (through TLS when there is TLS).
     fn write_conn(&mut self, k: usize) -> io::Result<()> {
-        let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
-        match c.tls.as_mut() {
-            Some(tls) => {
-                if c.written < c.out.len() {
-                    tls.write_plaintext(&c.out[c.written..])?;
-                    c.written = c.out.len();
-                }
-                tls.flush(&mut c.sock)
-            }
-            None => {
-                while c.written < c.out.len() {
-                    match c.sock.write(&c.out[c.written..]) {
-                        Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                        Ok(n) => c.written += n,
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-                Ok(())
-            }
-        }
+        self.conns.get_mut(k).map_or(Ok(()), |c| c.conn.write())
     }
 
     // ----- incoming ------------------------------------------------------------------------
@@ -664,26 +593,11 @@ impl HttpDriver {
         k: usize,
         read_closed: bool,
     ) -> io::Result<()> {
-        let phase = self.conns.get(k).map(|c| c.phase);
-        if phase == Some(ConnPhase::Connecting) {
-            let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
-            if let Some(e) = c.sock.take_error()? {
-                return Err(e);
-            }
-            match c.sock.peer_addr() {
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(()),
-                Err(e) => return Err(e),
-            }
-            self.on_connected(k)?;
-        }
-        if self.conns.get(k).map(|c| c.phase) == Some(ConnPhase::Tunnelling) {
-            self.read_tunnel(k)?;
-        }
-        if self.conns.get(k).map(|c| c.phase) != Some(ConnPhase::Open) {
+        let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
+        if !c.conn.advance(&mut self.read_buf)? {
             return Ok(());
         }
-        if self.conns.get(k).is_some_and(|c| c.exchange.is_some() && c.out.is_empty()) {
+        if c.exchange.is_some() && !c.conn.has_request() {
             self.start_exchange(registry, engine, now, k);
         } else {
             self.write_conn(k)?;
@@ -710,75 +624,6 @@ impl HttpDriver {
         self.backlog_since.get_or_insert(now);
         if self.bytes_left == 0 || self.budget.units == 0 {
             engine.note_input_yield();
-        }
-    }
-
-    /// TCP is up: start the proxy tunnel, or TLS, or nothing.
-    fn on_connected(&mut self, k: usize) -> io::Result<()> {
-        let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
-        let at = self.instances.current();
-        if at.proxy.is_some() {
-            // Authority-form target (RFC 9110 §9.3.6), which the origin-form writer refuses.
-            let authority = at.url.authority();
-            c.out.clear();
-            c.written = 0;
-            c.out.extend_from_slice(b"CONNECT ");
-            c.out.extend_from_slice(authority.as_bytes());
-            c.out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
-            c.out.extend_from_slice(authority.as_bytes());
-            c.out.extend_from_slice(b"\r\n\r\n");
-            c.phase = ConnPhase::Tunnelling;
-            c.parser = ResponseParser::new(self.limits);
-            return self.write_conn(k);
-        }
-        self.start_tls_or_open(k)
-    }
-
-    fn start_tls_or_open(&mut self, k: usize) -> io::Result<()> {
-        let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
-        c.out.clear();
-        c.written = 0;
-        if let Some(tls) = &self.tls {
-            let mut session = tls
-                .session(&self.instances.current().url.host)
-                .map_err(|f| io::Error::other(crate::driver::tls::TlsError(f)))?;
-            session.flush(&mut c.sock)?;
-            c.tls = Some(session);
-        }
-        c.phase = ConnPhase::Open;
-        c.parser = ResponseParser::new(self.limits);
-        Ok(())
-    }
-
-    /// Reads the proxy's answer to CONNECT: a 2xx opens the tunnel.
-    fn read_tunnel(&mut self, k: usize) -> io::Result<()> {
-        self.write_conn(k)?;
-        loop {
-            let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
-            let n = match c.sock.read(&mut self.read_buf) {
-                Ok(0) => return Err(io::ErrorKind::ConnectionAborted.into()),
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            c.parser.push(&self.read_buf[..n]);
-            while let Some(ev) = c.parser.next() {
-                match ev {
-                    Ok(ResponseEvent::Head(head)) if (200..300).contains(&head.status()) => {
-                        return self.start_tls_or_open(k);
-                    }
-                    Ok(ResponseEvent::Head(head)) => {
-                        log::debug!("proxy refused CONNECT with {}", head.status());
-                        return Err(io::Error::new(
-                            io::ErrorKind::ConnectionRefused,
-                            "proxy refused CONNECT",
-                        ));
-                    }
-                    Ok(_) => {}
-                    Err(_) => return Err(io::Error::other("bad proxy response")),
-                }
-            }
         }
     }
 
@@ -820,45 +665,14 @@ impl HttpDriver {
                 return Ok(());
             }
             let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
-            c.plain.clear();
             let most = self.bytes_left.min(self.read_buf.len());
-            eof = match c.tls.as_mut() {
-                Some(tls) => {
-                    let r = tls.read(&mut c.sock, &mut c.plain, most)?;
-                    // TLS may have produced handshake bytes to send.
-                    tls.flush(&mut c.sock)?;
-                    match r {
-                        None => true,
-                        Some(0) => return Ok(()),
-                        Some(_) => false,
-                    }
+            match c.conn.read(&mut self.read_buf[..most])? {
+                Input::Read { n, emptied } => {
+                    drained = !read_closed && emptied;
+                    self.bytes_left = self.bytes_left.saturating_sub(n);
                 }
-                None => match c.sock.read(&mut self.read_buf[..most]) {
-                    Ok(0) => true,
-                    Ok(n) => {
-                        drained = !read_closed && n < most;
-                        // Straight to the parser: no stop in `plain` on the way.
-                        c.parser.push(self.read_buf.get(..n).unwrap_or_default());
-                        self.bytes_left = self.bytes_left.saturating_sub(n);
-                        false
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(e),
-                },
-            };
-            if c.tls.as_ref().is_some_and(|t| !t.is_handshaking()) && c.written < c.out.len() {
-                self.write_conn(k)?;
-            }
-            let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
-            self.bytes_left = self.bytes_left.saturating_sub(c.plain.len());
-            if !c.plain.is_empty() {
-                let plain = std::mem::take(&mut c.plain);
-                c.parser.push(&plain);
-                c.plain = plain;
-            }
-            if eof {
-                c.parser.eof();
+                Input::Blocked => return Ok(()),
+                Input::Closed => eof = true,
             }
         }
     }
@@ -884,7 +698,7 @@ impl HttpDriver {
                 return Ok(Parsed::Backlog);
             }
             let Some(c) = self.conns.get_mut(k) else { return Ok(Parsed::Close) };
-            let Some(ev) = c.parser.next() else { return Ok(Parsed::More) };
+            let Some(ev) = c.conn.parser().next() else { return Ok(Parsed::More) };
             self.budget.units -= 1;
             let Some(x) = c.exchange else {
                 // Bytes nobody asked for: the connection is out of step; close it.
@@ -918,7 +732,7 @@ impl HttpDriver {
                     };
                     if self.session.on_head(x, fields) {
                         // An event stream is endless by design; each event has its own cap.
-                        c.parser.set_max_body_bytes(u64::MAX);
+                        c.conn.parser().set_max_body_bytes(u64::MAX);
                     }
                 }
                 Ok(ResponseEvent::Body(chunk)) => {
@@ -937,8 +751,7 @@ impl HttpDriver {
                     }
                     let Some(c) = self.conns.get_mut(k) else { return Ok(Parsed::Close) };
                     c.idle_since = Some(now);
-                    c.out.clear();
-                    c.written = 0;
+                    c.conn.clear_request();
                     let _ = registry;
                 }
             }
@@ -962,7 +775,7 @@ impl HttpDriver {
         k: usize,
         e: &io::Error,
     ) {
-        let connecting = self.conns.get(k).is_some_and(|c| c.phase != ConnPhase::Open);
+        let connecting = self.conns.get(k).is_some_and(|c| !c.conn.is_open());
         let error = if let Some(t) = tls_failure(e) {
             TransportError::Tls(t)
         } else if connecting {
@@ -994,7 +807,7 @@ impl HttpDriver {
         failure: Option<TransportError>,
     ) {
         let Some(mut c) = self.conns.try_remove(k) else { return };
-        let _ = registry.deregister(&mut c.sock);
+        c.conn.deregister(registry);
         if let Some(x) = c.exchange {
             // Even a request that failed before any response byte may have reached the server
             // (it can crash after reading it): the engine's policy decides what is safe to resend.
@@ -1006,7 +819,7 @@ impl HttpDriver {
     /// Closes a connection without reporting anything (cancellation, shutdown).
     fn close_quietly(&mut self, registry: &Registry, k: usize) {
         if let Some(mut c) = self.conns.try_remove(k) {
-            let _ = registry.deregister(&mut c.sock);
+            c.conn.deregister(registry);
             if let Some(x) = c.exchange {
                 self.session.abandon(x);
             }
@@ -1092,7 +905,7 @@ impl HttpDriver {
         let _ = self.session.take_session_id();
         let addr = self.instances.addr_in_use()?;
         let token = Token(self.base.0 + TOKEN_CLOSE);
-        let tls = self.tls.clone();
+        let tls = self.tls.as_ref();
         match close::SessionEnd::start(request?, at, addr, registry, token, tls, deadline) {
             Ok(end) => Some(end),
             Err(e) => {

@@ -37,29 +37,28 @@ pub(crate) struct SessionEnd {
     conn: OneShot,
     token: Token,
     deadline: Instant,
-    /// The server's TLS configuration, for an https server.
-    tls: Option<TlsConfig>,
 }
 
 impl SessionEnd {
-    /// Connects to `addr` (of `at`) without waiting, with `token` on `registry`; `request` is
-    /// sent once the connection is up. Given up on at `deadline`.
+    /// Connects to `addr` (of `at`, with `tls` for an https server) without waiting, with
+    /// `token` on `registry`; `request` is sent once the connection is up. Given up on at
+    /// `deadline`.
     pub(super) fn start(
         request: Vec<u8>,
         at: &Instance,
         addr: SocketAddr,
         registry: &Registry,
         token: Token,
-        tls: Option<TlsConfig>,
+        tls: Option<&TlsConfig>,
         deadline: Instant,
     ) -> io::Result<Self> {
-        let conn = OneShot::start(request, at, addr, registry, token, MAX_BODY)?;
-        Ok(Self { conn, token, deadline, tls })
+        let conn = OneShot::start(request, at, tls, addr, registry, token, MAX_BODY)?;
+        Ok(Self { conn, token, deadline })
     }
 
     /// Moves it on after a readiness event; `true` once it is over (answered or failed).
     fn on_ready(&mut self) -> bool {
-        match self.conn.on_ready(self.tls.as_ref()) {
+        match self.conn.on_ready() {
             Progress::Pending => false,
             Progress::Done(Ok(r)) => {
                 // 405: the server does not let clients end sessions (§6.2); nothing to do.

@@ -10,31 +10,22 @@
 //! request's deadline covers both), and the `DELETE` that ends a legacy session after its
 //! server was closed ([`close`](super::close)).
 
-use std::fmt;
-use std::io::{self, Read, Write};
+use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mio::net::TcpStream;
-use mio::{Interest, Registry, Token};
+use mio::{Registry, Token};
 
+use super::connection::{Connection, Input, Route};
 use super::instances::Instance;
 use super::resolve::{Lookup, Resolver};
 use crate::auth::oauth::{HttpMethod, HttpRequest, RequestId};
-use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent, ResponseParser};
-use crate::driver::tls::{TlsConfig, TlsError, TlsSession};
-use crate::driver::url::{ProxyChoice, Scheme};
+use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent};
+use crate::driver::tls::TlsConfig;
+use crate::driver::url::ProxyChoice;
 
 /// Largest response head read.
 const MAX_HEAD: usize = 16 * 1024;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Connecting,
-    /// CONNECT sent to the proxy; waiting for its 2xx.
-    Tunnelling,
-    Open,
-}
 
 /// A response read to its end.
 #[derive(Debug)]
@@ -85,6 +76,7 @@ impl OAuthFetch {
         req: HttpRequest,
         proxy: &ProxyChoice,
         resolver: &Arc<dyn Resolver>,
+        tls: Option<&TlsConfig>,
         registry: &Registry,
         token: Token,
         now: Instant,
@@ -97,7 +89,7 @@ impl OAuthFetch {
         let stage = match at.addrs.first() {
             Some(&addr) => {
                 let request = encode(&req, &at)?;
-                Stage::Open(OneShot::start(request, &at, addr, registry, token, max_body)?)
+                Stage::Open(OneShot::start(request, &at, tls, addr, registry, token, max_body)?)
             }
             None => {
                 let (host, port) = at.connect_to();
@@ -126,7 +118,7 @@ impl OAuthFetch {
                 Err(e) => return Progress::Done(Err(e)),
             };
             let started = encode(&req, &at).and_then(|request| {
-                OneShot::start(request, &at, addr, registry, self.token, self.max_body)
+                OneShot::start(request, &at, tls, addr, registry, self.token, self.max_body)
             });
             match started {
                 // The connection's own readiness comes next.
@@ -136,7 +128,7 @@ impl OAuthFetch {
             return Progress::Pending;
         }
         match &mut self.stage {
-            Stage::Open(conn) => conn.on_ready(tls),
+            Stage::Open(conn) => conn.on_ready(),
             _ => Progress::Pending,
         }
     }
@@ -168,76 +160,38 @@ fn encode(req: &HttpRequest, at: &Instance) -> io::Result<Vec<u8>> {
     Ok(request)
 }
 
-/// One request on a connection of its own. Its bytes carry credentials (a bearer token, a
-/// client secret, an authorization code): `Debug` shows none of them.
+/// One request on a connection of its own, and its response as it comes.
+#[derive(Debug)]
 pub(super) struct OneShot {
-    sock: TcpStream,
-    phase: Phase,
-    /// The name TLS checks, for an https origin.
-    tls_host: Option<String>,
-    tls: Option<TlsSession>,
-    proxied: bool,
-    authority: String,
-    /// The request, written once the connection (and tunnel) is up.
-    request: Vec<u8>,
-    out: Vec<u8>,
-    written: usize,
-    parser: ResponseParser,
-    limits: Limits,
+    conn: Connection,
     status: u16,
     body: Vec<u8>,
     dpop_nonce: Option<Vec<u8>>,
 }
 
-impl fmt::Debug for OneShot {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OneShot")
-            .field("phase", &self.phase)
-            .field("authority", &self.authority)
-            .field("proxied", &self.proxied)
-            .field("tls", &self.tls)
-            .field("status", &self.status)
-            .finish_non_exhaustive()
-    }
-}
-
 impl OneShot {
     /// Connects to `addr` (of `at`: its proxy's when it has one) without waiting, registers
     /// the socket with `token`, and sends `request` (whole, with its head) once the connection
-    /// (and tunnel, and TLS) is up. A response body past `max_body` ends it as an error.
+    /// (and tunnel, and TLS with `tls`) is up. A response body past `max_body` ends it as an
+    /// error.
     pub(super) fn start(
         request: Vec<u8>,
         at: &Instance,
+        tls: Option<&TlsConfig>,
         addr: std::net::SocketAddr,
         registry: &Registry,
         token: Token,
         max_body: u64,
     ) -> io::Result<Self> {
-        let mut sock = TcpStream::connect(addr)?;
-        let _ = sock.set_nodelay(true);
-        registry.register(&mut sock, token, Interest::READABLE | Interest::WRITABLE)?;
         let limits = Limits { max_head_bytes: MAX_HEAD, max_body_bytes: max_body };
-        Ok(Self {
-            sock,
-            phase: Phase::Connecting,
-            tls_host: (at.url.scheme == Scheme::Https).then(|| at.url.host.clone()),
-            tls: None,
-            proxied: at.proxy.is_some(),
-            authority: at.url.authority(),
-            request,
-            out: Vec::new(),
-            written: 0,
-            parser: ResponseParser::new(limits),
-            limits,
-            status: 0,
-            body: Vec::new(),
-            dpop_nonce: None,
-        })
+        let mut conn = Connection::connect(addr, Route::to(at, tls)?, registry, token, limits)?;
+        *conn.request_buf() = request;
+        Ok(Self { conn, status: 0, body: Vec::new(), dpop_nonce: None })
     }
 
     /// Deregisters the socket; dropping it closes it.
     pub(super) fn close(mut self, registry: &Registry) {
-        let _ = registry.deregister(&mut self.sock);
+        self.conn.deregister(registry);
     }
 
     /// Moves the socket's registration from `from` to `to`, with `token`.
@@ -247,108 +201,28 @@ impl OneShot {
         to: &Registry,
         token: Token,
     ) -> io::Result<()> {
-        from.deregister(&mut self.sock)?;
-        to.register(&mut self.sock, token, Interest::READABLE | Interest::WRITABLE)
+        self.conn.move_to(from, to, token)
     }
 
     /// Moves the request on after a readiness event (a hint: a spurious call finds nothing).
-    pub(super) fn on_ready(&mut self, tls: Option<&TlsConfig>) -> Progress {
-        match self.drive(tls) {
+    pub(super) fn on_ready(&mut self) -> Progress {
+        match self.drive() {
             Ok(Some(done)) => Progress::Done(Ok(done)),
             Ok(None) => Progress::Pending,
             Err(e) => Progress::Done(Err(e)),
         }
     }
 
-    fn drive(&mut self, tls: Option<&TlsConfig>) -> io::Result<Option<Fetched>> {
-        if self.phase == Phase::Connecting {
-            if let Some(e) = self.sock.take_error()? {
-                return Err(e);
-            }
-            match self.sock.peer_addr() {
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(None),
-                Err(e) => return Err(e),
-            }
-            if self.proxied {
-                // Authority-form target (RFC 9110 §9.3.6), as for the MCP connections.
-                let a = &self.authority;
-                self.out = format!("CONNECT {a} HTTP/1.1\r\nHost: {a}\r\n\r\n").into_bytes();
-                self.phase = Phase::Tunnelling;
-            } else {
-                self.open(tls)?;
-            }
-        }
-        if self.phase == Phase::Tunnelling {
-            self.write()?;
-            if !self.read_tunnel()? {
-                return Ok(None);
-            }
-            self.open(tls)?;
-        }
-        self.write()?;
-        self.read()
-    }
-
-    /// TCP (and the tunnel) is up: TLS for an https origin, then the request.
-    fn open(&mut self, tls: Option<&TlsConfig>) -> io::Result<()> {
-        self.phase = Phase::Open;
-        self.parser = ResponseParser::new(self.limits);
-        self.out = std::mem::take(&mut self.request);
-        self.written = 0;
-        if let Some(host) = &self.tls_host {
-            let config = tls.ok_or_else(|| io::Error::other("no TLS configuration"))?;
-            let mut session = config.session(host).map_err(|f| io::Error::other(TlsError(f)))?;
-            // Buffered by rustls until the handshake is done.
-            session.write_plaintext(&self.out)?;
-            self.written = self.out.len();
-            self.tls = Some(session);
-        }
-        Ok(())
-    }
-
-    fn write(&mut self) -> io::Result<()> {
-        if let Some(tls) = self.tls.as_mut() {
-            return tls.flush(&mut self.sock);
-        }
-        while self.written < self.out.len() {
-            match self.sock.write(&self.out[self.written..]) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.written += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    /// Reads the proxy's answer to CONNECT; `true` once the tunnel is open.
-    fn read_tunnel(&mut self) -> io::Result<bool> {
-        let mut buf = [0u8; 4096];
-        loop {
-            let n = match self.sock.read(&mut buf) {
-                Ok(0) => return Err(io::ErrorKind::ConnectionAborted.into()),
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            self.parser.push(&buf[..n]);
-            if let Some(ev) = self.parser.next() {
-                return match ev {
-                    Ok(ResponseEvent::Head(h)) if (200..300).contains(&h.status()) => Ok(true),
-                    _ => Err(io::Error::new(io::ErrorKind::ConnectionRefused, "proxy refused")),
-                };
-            }
-        }
-    }
-
-    /// Reads what is there; the response once it is whole.
-    fn read(&mut self) -> io::Result<Option<Fetched>> {
+    /// Sends what it can, then reads what is there; the response once it is whole.
+    fn drive(&mut self) -> io::Result<Option<Fetched>> {
         let mut buf = [0u8; 8192];
+        if !self.conn.advance(&mut buf)? {
+            return Ok(None);
+        }
+        self.conn.write()?;
+        let mut closed = false;
         loop {
-            while let Some(ev) = self.parser.next() {
+            while let Some(ev) = self.conn.parser().next() {
                 match ev {
                     Ok(ResponseEvent::Head(h)) => {
                         self.status = h.status();
@@ -357,64 +231,21 @@ impl OneShot {
                     Ok(ResponseEvent::Body(chunk)) => self.body.extend_from_slice(chunk),
                     Ok(ResponseEvent::End { .. }) => {
                         let body = std::mem::take(&mut self.body);
-                        return Ok(Some(Fetched {
-                            status: self.status,
-                            body,
-                            dpop_nonce: self.dpop_nonce.take(),
-                        }));
+                        let dpop_nonce = self.dpop_nonce.take();
+                        return Ok(Some(Fetched { status: self.status, body, dpop_nonce }));
                     }
                     Err(e) => {
                         return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
                     }
                 }
             }
-            let eof = match self.tls.as_mut() {
-                Some(tls) => {
-                    let mut plain = Vec::new();
-                    let r = tls.read(&mut self.sock, &mut plain, buf.len())?;
-                    // Handshake bytes, then the buffered request once it is done.
-                    tls.flush(&mut self.sock)?;
-                    self.parser.push(&plain);
-                    match r {
-                        None => true,
-                        Some(0) => return Ok(None),
-                        Some(_) => false,
-                    }
-                }
-                None => match self.sock.read(&mut buf) {
-                    Ok(0) => true,
-                    Ok(n) => {
-                        self.parser.push(&buf[..n]);
-                        false
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(e),
-                },
-            };
-            if eof {
-                self.parser.eof();
-                while let Some(ev) = self.parser.next() {
-                    match ev {
-                        Ok(ResponseEvent::Body(chunk)) => self.body.extend_from_slice(chunk),
-                        Ok(ResponseEvent::End { .. }) => {
-                            let body = std::mem::take(&mut self.body);
-                            return Ok(Some(Fetched {
-                                status: self.status,
-                                body,
-                                dpop_nonce: self.dpop_nonce.take(),
-                            }));
-                        }
-                        Ok(ResponseEvent::Head(h)) => {
-                            self.status = h.status();
-                            self.dpop_nonce = h.header("dpop-nonce").map(<[u8]>::to_vec);
-                        }
-                        Err(e) => {
-                            return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
-                        }
-                    }
-                }
+            if closed {
                 return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            match self.conn.read(&mut buf)? {
+                Input::Read { .. } => {}
+                Input::Blocked => return Ok(None),
+                Input::Closed => closed = true,
             }
         }
     }
