@@ -75,6 +75,7 @@ pub(crate) const TOKENS_PER_DRIVER: usize = TOKEN_CONNS;
 pub struct HttpDriver {
     /// Where the server is, and the alternates rotated in on connection failure.
     instances: Instances,
+    /// For the https instances and the OAuth flow's own requests; `None` when neither has any.
     tls: Option<TlsConfig>,
     base: Token,
     max_conns: usize,
@@ -95,9 +96,6 @@ pub struct HttpDriver {
     backlog_since: Option<Instant>,
     frame: Vec<u8>,
     read_buf: Box<[u8]>,
-    /// TLS for the OAuth flow's own requests, which may go to https origins whatever the
-    /// MCP server's scheme; `None` without a flow.
-    oauth_tls: Option<TlsConfig>,
     /// The OAuth flow's request in flight, on its own connection (boxed: rarely there, and
     /// hosts keep drivers in an enum).
     oauth_conn: Option<Box<fetch::OAuthFetch>>,
@@ -127,14 +125,18 @@ impl HttpDriver {
     ) -> Result<Self, HttpSetupError> {
         opts.check_headers()?;
         let primary = Instance::parse(&opts.url, &opts.proxy)?;
-        let tls = match primary.url.scheme {
-            Scheme::Https => Some(TlsConfig::new(&opts.tls).map_err(HttpSetupError::Tls)?),
-            Scheme::Http => None,
-        };
         let mut standby = VecDeque::new();
         for alt in &opts.alternates {
             standby.push_back(Instance::parse(alt, &opts.proxy)?);
         }
+        // For every https instance (alternates may differ from the first in scheme), and for
+        // the OAuth flow's own requests, which may go to https origins whatever the server's.
+        let https =
+            std::iter::once(&primary).chain(&standby).any(|at| at.url.scheme == Scheme::Https);
+        let tls = match https || opts.oauth.is_some() {
+            true => Some(TlsConfig::new(&opts.tls).map_err(HttpSetupError::Tls)?),
+            false => None,
+        };
         let oauth = match opts.oauth {
             Some(config) => {
                 // The wall clock is read here, at the edge: the flow only derives Unix times
@@ -143,10 +145,6 @@ impl HttpDriver {
                 let flow = OAuthFlow::new(config, now, unix).map_err(HttpSetupError::OAuth)?;
                 Some(OAuthState::new(flow, opts.authorizer))
             }
-            None => None,
-        };
-        let oauth_tls = match oauth {
-            Some(_) => Some(TlsConfig::new(&opts.tls).map_err(HttpSetupError::Tls)?),
             None => None,
         };
         let mut session =
@@ -178,7 +176,6 @@ impl HttpDriver {
             backlog_since: None,
             frame: Vec::with_capacity(4096),
             read_buf: vec![0; 64 * 1024].into_boxed_slice(),
-            oauth_tls,
             oauth_conn: None,
             proxy: opts.proxy,
             resolver,
@@ -307,7 +304,7 @@ impl HttpDriver {
                 req,
                 &self.proxy,
                 &self.resolver,
-                self.oauth_tls.as_ref(),
+                self.tls.as_ref(),
                 registry,
                 token,
                 now,
@@ -565,7 +562,7 @@ impl HttpDriver {
         }
         if k == TOKEN_OAUTH {
             let progress = match self.oauth_conn.as_mut() {
-                Some(c) => c.on_ready(registry, self.oauth_tls.as_ref()),
+                Some(c) => c.on_ready(registry, self.tls.as_ref()),
                 None => return,
             };
             if let fetch::Progress::Done(outcome) = progress {
