@@ -27,10 +27,10 @@ use mio::{Registry, Token};
 use slab::Slab;
 use smallvec::SmallVec;
 
-use crate::auth::oauth::{HttpResponse, OAuthFlow, RedirectError};
+use crate::auth::oauth::{OAuthFlow, RedirectError};
 use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent};
 use crate::driver::tls::{tls_failure, TlsConfig};
-use crate::driver::url::{ProxyChoice, Scheme};
+use crate::driver::url::Scheme;
 use crate::engine::{Engine, ExchangeFailure, TransportEvent, TransportKind};
 use crate::error::TransportError;
 use crate::session::http::{
@@ -56,6 +56,17 @@ struct Conn {
     dedicated: bool,
     /// Events wait in the session for the next frame budget; reading stopped.
     backlog: bool,
+}
+
+impl Conn {
+    /// When the connection times out, and whether that fails it as a connect timeout (or
+    /// only closes it idle).
+    fn deadline(&self, idle: Duration, connect: Duration) -> Option<(Instant, bool)> {
+        match (self.conn.is_open(), self.idle_since) {
+            (true, since) => since.map(|t| (t + idle, false)),
+            (false, _) => Some((self.started + connect, true)),
+        }
+    }
 }
 
 const TOKEN_CONNS: usize = 128;
@@ -96,21 +107,14 @@ pub struct HttpDriver {
     backlog_since: Option<Instant>,
     frame: Vec<u8>,
     read_buf: Box<[u8]>,
-    /// The OAuth flow's request in flight, on its own connection (boxed: rarely there, and
-    /// hosts keep drivers in an enum).
-    oauth_conn: Option<Box<fetch::OAuthFetch>>,
-    proxy: ProxyChoice,
-    /// Resolves the OAuth flow's origins (the MCP server's are resolved by `instances`).
-    resolver: Arc<dyn Resolver>,
+    /// The OAuth flow's own requests, on connections of their own.
+    oauth: fetch::OAuthRequests,
 }
 
 /// How long a keep-alive connection may sit idle and still be reused without a peek: servers
 /// close idle connections after seconds, and the readiness events report the closes the host
 /// has polled since.
 const IDLE_PEEK_AFTER: Duration = Duration::from_millis(100);
-
-/// Largest response body read for one of the OAuth flow's own requests.
-const OAUTH_MAX_BODY: u64 = 256 * 1024;
 
 impl HttpDriver {
     /// Parses the URL, builds TLS, and tells the engine the transport is open. No I/O: the
@@ -158,7 +162,7 @@ impl HttpDriver {
         let resolver = opts.resolver.unwrap_or_else(|| Arc::new(SystemResolver));
         let driver = Self {
             instances: Instances::new(primary, standby, Arc::clone(&resolver)),
-            tls,
+            tls: tls.clone(),
             base,
             max_conns: opts.max_connections.clamp(1, TOKEN_CLOSE - 1),
             idle_timeout: opts.idle_timeout,
@@ -176,9 +180,13 @@ impl HttpDriver {
             backlog_since: None,
             frame: Vec::with_capacity(4096),
             read_buf: vec![0; 64 * 1024].into_boxed_slice(),
-            oauth_conn: None,
-            proxy: opts.proxy,
-            resolver,
+            oauth: fetch::OAuthRequests::new(
+                opts.proxy,
+                resolver,
+                tls,
+                Token(base.0 + TOKEN_OAUTH),
+                opts.connect_timeout,
+            ),
         };
         engine.handle_transport(now, TransportEvent::opened_as(TransportKind::Http));
         Ok(driver)
@@ -214,39 +222,30 @@ impl HttpDriver {
     /// or now when a connection has events waiting for a frame budget.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let conns = self.conns.iter().filter_map(|(_, c)| match (c.conn.is_open(), c.idle_since) {
-            (true, Some(idle)) => Some(idle + self.idle_timeout),
-            (true, None) => None,
-            _ => Some(c.started + self.connect_timeout),
-        });
-        let oauth = self.oauth_conn.as_ref().map(|c| c.deadline);
+        let (idle, connect) = (self.idle_timeout, self.connect_timeout);
+        let conns = self.conns.iter().filter_map(|(_, c)| c.deadline(idle, connect).map(|d| d.0));
         let resolving = self.instances.resolving_since().map(|t| t + self.connect_timeout);
         conns
             .chain(self.session.poll_timeout())
             .chain(self.backlog_since)
-            .chain(oauth)
+            .chain(self.oauth.poll_timeout())
             .chain(resolving)
             .min()
     }
 
     /// Closes idle and timed-out connections, drains backlogs, reopens streams when due.
     pub fn handle_timeout(&mut self, registry: &Registry, engine: &mut Engine, now: Instant) {
+        let (idle, connect) = (self.idle_timeout, self.connect_timeout);
         let expired: SmallVec<[(usize, bool); 8]> = self
             .conns
             .iter()
-            .filter_map(|(k, c)| match (c.conn.is_open(), c.idle_since) {
-                (true, Some(idle)) if now >= idle + self.idle_timeout => Some((k, false)),
-                (false, _) if now >= c.started + self.connect_timeout => Some((k, true)),
-                _ => None,
-            })
+            .filter_map(|(k, c)| c.deadline(idle, connect).filter(|d| now >= d.0).map(|d| (k, d.1)))
             .collect();
         for (k, timed_out) in expired {
             let failure = TransportError::ConnectFailed(io::ErrorKind::TimedOut);
             self.drop_conn(registry, engine, now, k, timed_out.then_some(failure));
         }
-        if self.oauth_conn.as_ref().is_some_and(|c| now >= c.deadline) {
-            self.finish_oauth(registry, engine, now, Err(io::ErrorKind::TimedOut.into()));
-        }
+        self.oauth.handle_timeout(&mut self.session, engine, registry, now);
         if self.instances.resolving_since().is_some_and(|t| now >= t + self.connect_timeout) {
             // Like a connect timeout, for what waits now; the resolution goes on for the next.
             log::debug!("resolving {} is taking too long", self.instances.current().url.host);
@@ -286,65 +285,9 @@ impl HttpDriver {
             }
         }
         self.session.oauth_timeout(engine, now);
-        self.start_oauth(registry, engine, now);
+        self.oauth.start(&mut self.session, engine, registry, now);
         self.session.handle_timeout(engine, now);
         self.dispatch(registry, engine, now);
-    }
-
-    /// Puts the OAuth flow's next request on a connection of its own, when it has one and
-    /// none is in flight.
-    fn start_oauth(&mut self, registry: &Registry, engine: &mut Engine, now: Instant) {
-        while self.oauth_conn.is_none() {
-            let Some(req) = self.session.poll_oauth_request() else { return };
-            let token = Token(self.base.0 + TOKEN_OAUTH);
-            let timeout = self.connect_timeout;
-            let id = req.id;
-            let url = req.url.clone();
-            match fetch::OAuthFetch::start(
-                req,
-                &self.proxy,
-                &self.resolver,
-                self.tls.as_ref(),
-                registry,
-                token,
-                now,
-                timeout,
-                OAUTH_MAX_BODY,
-            ) {
-                Ok(conn) => self.oauth_conn = Some(Box::new(conn)),
-                Err(e) => {
-                    log::debug!("oauth request to {url} failed: {e}");
-                    self.session.on_oauth_failed(engine, now, id);
-                }
-            }
-        }
-    }
-
-    /// The OAuth connection's request is over: hand its outcome to the flow.
-    fn finish_oauth(
-        &mut self,
-        registry: &Registry,
-        engine: &mut Engine,
-        now: Instant,
-        outcome: io::Result<fetch::Fetched>,
-    ) {
-        let Some(conn) = self.oauth_conn.take() else { return };
-        let id = conn.id;
-        conn.close(registry);
-        match outcome {
-            Ok(r) => {
-                let response = HttpResponse {
-                    status: r.status,
-                    body: &r.body,
-                    dpop_nonce: r.dpop_nonce.as_deref(),
-                };
-                self.session.on_oauth_response(engine, now, id, response);
-            }
-            Err(e) => {
-                log::debug!("oauth request failed: {e}");
-                self.session.on_oauth_failed(engine, now, id);
-            }
-        }
     }
 
     /// The redirect of a deferred OAuth authorization (see
@@ -561,12 +504,7 @@ impl HttpDriver {
             return;
         }
         if k == TOKEN_OAUTH {
-            let progress = match self.oauth_conn.as_mut() {
-                Some(c) => c.on_ready(registry, self.tls.as_ref()),
-                None => return,
-            };
-            if let fetch::Progress::Done(outcome) = progress {
-                self.finish_oauth(registry, engine, now, outcome);
+            if self.oauth.handle_readiness(&mut self.session, engine, registry, now) {
                 self.flush(registry, engine, now);
             }
             return;
@@ -638,7 +576,7 @@ impl HttpDriver {
         let mut eof = false;
         let mut drained = false;
         loop {
-            let step = self.parse_responses(registry, engine, now, k)?;
+            let step = self.parse_responses(engine, now, k)?;
             if step == Parsed::Backlog {
                 self.backlog(engine, now, k);
                 return Ok(());
@@ -677,7 +615,6 @@ impl HttpDriver {
     /// Runs the response parser over what it holds, handing each piece to the session.
     fn parse_responses(
         &mut self,
-        registry: &Registry,
         engine: &mut Engine,
         now: Instant,
         k: usize,
@@ -749,7 +686,6 @@ impl HttpDriver {
                     let Some(c) = self.conns.get_mut(k) else { return Ok(Parsed::Close) };
                     c.idle_since = Some(now);
                     c.conn.clear_request();
-                    let _ = registry;
                 }
             }
         }
@@ -864,52 +800,21 @@ impl HttpDriver {
         for k in keys {
             self.close_quietly(registry, k);
         }
-        if let Some(conn) = self.oauth_conn.take() {
-            conn.close(registry);
-        }
+        self.oauth.close(registry);
         self.instances.close(registry);
     }
 
-    /// Starts the `DELETE` that ends the legacy session, with the headers its requests carry
-    /// (§6.2, and the bearer token: §8), on this driver's closing token. The session is over
-    /// locally either way.
+    /// Starts the `DELETE` that ends the legacy session, when there is one, on this driver's
+    /// closing token.
     fn end_session(
         &mut self,
         registry: &Registry,
         now: Instant,
         deadline: Instant,
     ) -> Option<close::SessionEnd> {
-        let at = self.instances.current();
-        let request = self.session.end_plan(now, &at.htu).and_then(|plan| {
-            let mut headers = plan.headers;
-            headers.push(("Connection", b"close"));
-            let head = RequestHead {
-                method: plan.method,
-                target: &at.url.target,
-                host: &at.host_header,
-                headers: &headers,
-            };
-            let mut out = Vec::with_capacity(512);
-            match http1::write_request(&mut out, &head, plan.body) {
-                Ok(()) => Some(out),
-                Err(e) => {
-                    // Only caller-supplied header values can be refused; they were checked.
-                    log::debug!("session DELETE head refused: {e:?}");
-                    None
-                }
-            }
-        });
-        let _ = self.session.take_session_id();
-        let addr = self.instances.addr_in_use()?;
-        let token = Token(self.base.0 + TOKEN_CLOSE);
-        let tls = self.tls.as_ref();
-        match close::SessionEnd::start(request?, at, addr, registry, token, tls, deadline) {
-            Ok(end) => Some(end),
-            Err(e) => {
-                log::debug!("cannot end the legacy session: {e}");
-                None
-            }
-        }
+        let (token, tls) = (Token(self.base.0 + TOKEN_CLOSE), self.tls.as_ref());
+        let session = &mut self.session;
+        close::SessionEnd::start(session, &self.instances, tls, registry, token, now, deadline)
     }
 }
 

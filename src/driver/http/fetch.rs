@@ -5,27 +5,33 @@
 //!
 //! Two users: the OAuth flow's own requests (metadata, registration, token), whose origin is
 //! usually not the MCP server's, so they get their own `Host`, proxy choice and TLS name
-//! ([`OAuthFetch`], one at a time; the origin's name is resolved off the loop by
+//! ([`OAuthRequests`], one at a time; the origin's name is resolved off the loop by
 //! [`resolve`](super::resolve), on the same token as the connection that follows, and the
 //! request's deadline covers both), and the `DELETE` that ends a legacy session after its
 //! server was closed ([`close`](super::close)).
 
 use std::io;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::{Registry, Token};
+use smallvec::SmallVec;
 
 use super::connection::{Connection, Input, Route};
 use super::instances::Instance;
 use super::resolve::{Lookup, Resolver};
-use crate::auth::oauth::{HttpMethod, HttpRequest, RequestId};
+use crate::auth::oauth::{HttpMethod, HttpRequest, HttpResponse, RequestId};
 use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent};
 use crate::driver::tls::TlsConfig;
 use crate::driver::url::ProxyChoice;
+use crate::engine::Engine;
+use crate::session::http::HttpSession;
 
 /// Largest response head read.
 const MAX_HEAD: usize = 16 * 1024;
+/// Largest response body read for one of the OAuth flow's own requests.
+const MAX_BODY: u64 = 256 * 1024;
 
 /// A response read to its end.
 #[derive(Debug)]
@@ -43,15 +49,195 @@ pub(super) enum Progress {
     Done(io::Result<Fetched>),
 }
 
+/// The OAuth flow's own requests: one at a time, each on a connection of its own, on one
+/// token.
+#[derive(Debug)]
+pub(super) struct OAuthRequests {
+    proxy: ProxyChoice,
+    /// Resolves the flow's origins (the MCP server's are resolved by the driver's instances).
+    resolver: Arc<dyn Resolver>,
+    /// The driver's TLS configuration, for https origins.
+    tls: Option<TlsConfig>,
+    token: Token,
+    /// How long a request may take, resolution included.
+    timeout: Duration,
+    /// The request in flight (boxed: rarely there, and hosts keep drivers in an enum).
+    current: Option<Box<OAuthFetch>>,
+}
+
+impl OAuthRequests {
+    pub(super) fn new(
+        proxy: ProxyChoice,
+        resolver: Arc<dyn Resolver>,
+        tls: Option<TlsConfig>,
+        token: Token,
+        timeout: Duration,
+    ) -> Self {
+        Self { proxy, resolver, tls, token, timeout, current: None }
+    }
+
+    /// Puts the flow's next request on a connection, when it has one and none is in flight:
+    /// at once to an IP literal, or after its origin's name is resolved on a helper thread.
+    /// Readiness on the token moves it on either way.
+    pub(super) fn start(
+        &mut self,
+        session: &mut HttpSession,
+        engine: &mut Engine,
+        registry: &Registry,
+        now: Instant,
+    ) {
+        while self.current.is_none() {
+            let Some(req) = session.poll_oauth_request() else { return };
+            let id = req.id;
+            let url = req.url.clone();
+            match self.begin(req, registry, now) {
+                Ok(fetch) => self.current = Some(Box::new(fetch)),
+                Err(e) => {
+                    log::debug!("oauth request to {url} failed: {e}");
+                    session.on_oauth_failed(engine, now, id);
+                }
+            }
+        }
+    }
+
+    fn begin(&self, req: HttpRequest, registry: &Registry, now: Instant) -> io::Result<OAuthFetch> {
+        let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
+        let at = Instance::parse(&req.url, &self.proxy).map_err(|e| invalid(e.to_string()))?;
+        let (id, deadline) = (req.id, crate::time::later(now, self.timeout));
+        let stage = match at.addrs.first() {
+            Some(&addr) => Stage::Open(self.connect(&req, &at, addr, registry)?),
+            None => {
+                let (host, port) = at.connect_to();
+                let lookup = Lookup::start(&self.resolver, host, port, registry, self.token)?;
+                Stage::Resolving { lookup, req, at }
+            }
+        };
+        Ok(OAuthFetch { id, deadline, stage })
+    }
+
+    fn connect(
+        &self,
+        req: &HttpRequest,
+        at: &Instance,
+        addr: SocketAddr,
+        registry: &Registry,
+    ) -> io::Result<OneShot> {
+        let headers: SmallVec<[(&str, &[u8]); 16]> =
+            req.headers.iter().map(|(k, v)| (*k, v.as_bytes())).collect();
+        let method = match req.method {
+            HttpMethod::Get => "GET",
+            HttpMethod::Post => "POST",
+        };
+        let request = encode(method, at, &headers, &req.body)?;
+        OneShot::start(request, at, self.tls.as_ref(), addr, registry, self.token, MAX_BODY)
+    }
+
+    /// A readiness event on the token; `true` when a request ended, its outcome handed to the
+    /// flow.
+    pub(super) fn handle_readiness(
+        &mut self,
+        session: &mut HttpSession,
+        engine: &mut Engine,
+        registry: &Registry,
+        now: Instant,
+    ) -> bool {
+        let Some(mut fetch) = self.current.take() else { return false };
+        let progress = self.step(&mut fetch, registry);
+        self.current = Some(fetch);
+        match progress {
+            Progress::Pending => false,
+            Progress::Done(outcome) => {
+                self.finish(session, engine, registry, now, outcome);
+                true
+            }
+        }
+    }
+
+    /// Moves `fetch` on: from its resolution to its connection, or its connection on.
+    fn step(&self, fetch: &mut OAuthFetch, registry: &Registry) -> Progress {
+        let Stage::Resolving { lookup, .. } = &mut fetch.stage else {
+            return match &mut fetch.stage {
+                Stage::Open(conn) => conn.on_ready(),
+                _ => Progress::Pending,
+            };
+        };
+        let Some(outcome) = lookup.poll() else { return Progress::Pending };
+        let Stage::Resolving { lookup, req, at } =
+            std::mem::replace(&mut fetch.stage, Stage::Moving)
+        else {
+            return Progress::Pending;
+        };
+        lookup.close(registry);
+        let addr = outcome
+            .and_then(|addrs| addrs.first().copied().ok_or_else(|| io::ErrorKind::NotFound.into()));
+        match addr.and_then(|addr| self.connect(&req, &at, addr, registry)) {
+            // The connection's own readiness comes next.
+            Ok(conn) => {
+                fetch.stage = Stage::Open(conn);
+                Progress::Pending
+            }
+            Err(e) => Progress::Done(Err(e)),
+        }
+    }
+
+    /// The deadline of the request in flight.
+    pub(super) fn poll_timeout(&self) -> Option<Instant> {
+        self.current.as_ref().map(|f| f.deadline)
+    }
+
+    /// Fails the request in flight when its deadline has come.
+    pub(super) fn handle_timeout(
+        &mut self,
+        session: &mut HttpSession,
+        engine: &mut Engine,
+        registry: &Registry,
+        now: Instant,
+    ) {
+        if self.current.as_ref().is_some_and(|f| now >= f.deadline) {
+            self.finish(session, engine, registry, now, Err(io::ErrorKind::TimedOut.into()));
+        }
+    }
+
+    /// The request in flight is over: its outcome goes to the flow.
+    fn finish(
+        &mut self,
+        session: &mut HttpSession,
+        engine: &mut Engine,
+        registry: &Registry,
+        now: Instant,
+        outcome: io::Result<Fetched>,
+    ) {
+        let Some(fetch) = self.current.take() else { return };
+        let id = fetch.id;
+        fetch.close(registry);
+        match outcome {
+            Ok(r) => {
+                let dpop_nonce = r.dpop_nonce.as_deref();
+                let response = HttpResponse { status: r.status, body: &r.body, dpop_nonce };
+                session.on_oauth_response(engine, now, id, response);
+            }
+            Err(e) => {
+                log::debug!("oauth request failed: {e}");
+                session.on_oauth_failed(engine, now, id);
+            }
+        }
+    }
+
+    /// Drops the request in flight, deregistering what it registered.
+    pub(super) fn close(&mut self, registry: &Registry) {
+        if let Some(fetch) = self.current.take() {
+            fetch.close(registry);
+        }
+    }
+}
+
 /// One flow request: its origin's name being resolved, then its connection.
 #[derive(Debug)]
-pub(super) struct OAuthFetch {
-    pub(super) id: RequestId,
+struct OAuthFetch {
+    id: RequestId,
     /// The whole request (resolution included) fails after this.
-    pub(super) deadline: Instant,
+    deadline: Instant,
     stage: Stage,
-    token: Token,
-    max_body: u64,
 }
 
 // The driver boxes the whole fetch, and it is rarely there: one size is fine.
@@ -64,77 +250,13 @@ enum Stage {
         at: Instance,
     },
     Open(OneShot),
-    /// Between the two, only inside [`OAuthFetch::on_ready`].
+    /// Between the two, only inside [`OAuthRequests::handle_readiness`].
     Moving,
 }
 
 impl OAuthFetch {
-    /// Starts the request: connects at once to an IP literal, or resolves the origin's name
-    /// on a helper thread first. Readiness on `token` moves it on either way.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn start(
-        req: HttpRequest,
-        proxy: &ProxyChoice,
-        resolver: &Arc<dyn Resolver>,
-        tls: Option<&TlsConfig>,
-        registry: &Registry,
-        token: Token,
-        now: Instant,
-        timeout: Duration,
-        max_body: u64,
-    ) -> io::Result<Self> {
-        let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
-        let at = Instance::parse(&req.url, proxy).map_err(|e| invalid(e.to_string()))?;
-        let (id, deadline) = (req.id, crate::time::later(now, timeout));
-        let stage = match at.addrs.first() {
-            Some(&addr) => {
-                let request = encode(&req, &at)?;
-                Stage::Open(OneShot::start(request, &at, tls, addr, registry, token, max_body)?)
-            }
-            None => {
-                let (host, port) = at.connect_to();
-                let lookup = Lookup::start(resolver, host, port, registry, token)?;
-                Stage::Resolving { lookup, req, at }
-            }
-        };
-        Ok(Self { id, deadline, stage, token, max_body })
-    }
-
-    /// Moves the request on after a readiness event.
-    pub(super) fn on_ready(&mut self, registry: &Registry, tls: Option<&TlsConfig>) -> Progress {
-        if let Stage::Resolving { lookup, .. } = &mut self.stage {
-            let Some(outcome) = lookup.poll() else { return Progress::Pending };
-            let Stage::Resolving { lookup, req, at } =
-                std::mem::replace(&mut self.stage, Stage::Moving)
-            else {
-                return Progress::Pending;
-            };
-            lookup.close(registry);
-            let addr = match outcome {
-                Ok(addrs) => match addrs.first() {
-                    Some(&addr) => addr,
-                    None => return Progress::Done(Err(io::ErrorKind::NotFound.into())),
-                },
-                Err(e) => return Progress::Done(Err(e)),
-            };
-            let started = encode(&req, &at).and_then(|request| {
-                OneShot::start(request, &at, tls, addr, registry, self.token, self.max_body)
-            });
-            match started {
-                // The connection's own readiness comes next.
-                Ok(conn) => self.stage = Stage::Open(conn),
-                Err(e) => return Progress::Done(Err(e)),
-            }
-            return Progress::Pending;
-        }
-        match &mut self.stage {
-            Stage::Open(conn) => conn.on_ready(),
-            _ => Progress::Pending,
-        }
-    }
-
     /// Deregisters what is registered (the resolution's pipe or the socket).
-    pub(super) fn close(self: Box<Self>, registry: &Registry) {
+    fn close(self: Box<Self>, registry: &Registry) {
         match self.stage {
             Stage::Resolving { lookup, .. } => lookup.close(registry),
             Stage::Open(conn) => conn.close(registry),
@@ -143,19 +265,18 @@ impl OAuthFetch {
     }
 }
 
-/// The bytes of one flow request to `at`, closing its connection after the response.
-fn encode(req: &HttpRequest, at: &Instance) -> io::Result<Vec<u8>> {
-    let mut headers: Vec<(&str, &[u8])> =
-        req.headers.iter().map(|(k, v)| (*k, v.as_bytes())).collect();
-    headers.push(("Connection", b"close"));
-    let method = match req.method {
-        HttpMethod::Get => "GET",
-        HttpMethod::Post => "POST",
-    };
-    let head =
-        RequestHead { method, target: &at.url.target, host: &at.host_header, headers: &headers };
-    let mut request = Vec::new();
-    http1::write_request(&mut request, &head, &req.body)
+/// The bytes of a request to `at` that closes its connection after the response.
+pub(super) fn encode(
+    method: &str,
+    at: &Instance,
+    headers: &[(&str, &[u8])],
+    body: &[u8],
+) -> io::Result<Vec<u8>> {
+    let mut all: SmallVec<[(&str, &[u8]); 16]> = headers.iter().copied().collect();
+    all.push(("Connection", b"close"));
+    let head = RequestHead { method, target: &at.url.target, host: &at.host_header, headers: &all };
+    let mut request = Vec::with_capacity(512);
+    http1::write_request(&mut request, &head, body)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("request head: {e:?}")))?;
     Ok(request)
 }
@@ -178,7 +299,7 @@ impl OneShot {
         request: Vec<u8>,
         at: &Instance,
         tls: Option<&TlsConfig>,
-        addr: std::net::SocketAddr,
+        addr: SocketAddr,
         registry: &Registry,
         token: Token,
         max_body: u64,
