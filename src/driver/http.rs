@@ -328,12 +328,8 @@ impl HttpDriver {
                         Err(e) => {
                             self.session.pop_waiting();
                             let error = TransportError::ConnectFailed(e.kind());
-                            self.session.on_failed(
-                                engine,
-                                now,
-                                x,
-                                ExchangeFailure::Transport(error),
-                            );
+                            let failure = ExchangeFailure::Transport(error);
+                            self.session.on_failed(engine, now, x, failure);
                             continue;
                         }
                     }
@@ -344,12 +340,9 @@ impl HttpDriver {
                 // The wait for a connection is queueing, not network time.
                 engine.handle_on_wire(now, id);
             }
-            if let Some(c) = self.conns.get_mut(k) {
-                c.exchange = Some(x);
-                c.idle_since = None;
-                c.dedicated = dedicated;
-            }
-            if self.conns.get(k).is_some_and(|c| c.conn.is_open()) {
+            let Some(c) = self.conns.get_mut(k) else { continue };
+            (c.exchange, c.idle_since, c.dedicated) = (Some(x), None, dedicated);
+            if c.conn.is_open() {
                 self.start_exchange(registry, engine, now, k);
             }
         }
@@ -436,14 +429,9 @@ impl HttpDriver {
                 log::debug!("request head refused: {e:?}");
             }
         }
-        if let Err(e) = self.write_conn(k) {
+        if let Err(e) = c.conn.write() {
             self.on_conn_error(registry, engine, now, k, &e);
         }
-    }
-
-    /// Sends the connection's buffered request bytes (through TLS when there is TLS).
-    fn write_conn(&mut self, k: usize) -> io::Result<()> {
-        self.conns.get_mut(k).map_or(Ok(()), |c| c.conn.write())
     }
 
     // ----- incoming ------------------------------------------------------------------------
@@ -535,7 +523,7 @@ impl HttpDriver {
         if c.exchange.is_some() && !c.conn.has_request() {
             self.start_exchange(registry, engine, now, k);
         } else {
-            self.write_conn(k)?;
+            c.conn.write()?;
         }
         if self.conns.get(k).is_some_and(|c| c.backlog) {
             // Waiting for its turn in `handle_timeout`; reading now would break the budget.
@@ -576,7 +564,7 @@ impl HttpDriver {
         let mut eof = false;
         let mut drained = false;
         loop {
-            let step = self.parse_responses(engine, now, k)?;
+            let step = self.parse_responses(engine, now, k);
             if step == Parsed::Backlog {
                 self.backlog(engine, now, k);
                 return Ok(());
@@ -587,14 +575,13 @@ impl HttpDriver {
                 return Ok(());
             }
             if eof || step == Parsed::Close {
-                if self.conns.contains(k) {
-                    let lost = self.conns.get(k).and_then(|c| c.exchange).is_some();
-                    let failure = lost.then_some(TransportError::ConnectionLost);
+                if let Some(c) = self.conns.get(k) {
+                    let failure = c.exchange.map(|_| TransportError::ConnectionLost);
                     self.drop_conn(registry, engine, now, k, failure);
                 }
                 return Ok(());
             }
-            if self.bytes_left == 0 && !eof {
+            if self.bytes_left == 0 {
                 // The socket may hold more, and no new edge would say so: come back soon.
                 self.backlog(engine, now, k);
                 return Ok(());
@@ -613,30 +600,25 @@ impl HttpDriver {
     }
 
     /// Runs the response parser over what it holds, handing each piece to the session.
-    fn parse_responses(
-        &mut self,
-        engine: &mut Engine,
-        now: Instant,
-        k: usize,
-    ) -> io::Result<Parsed> {
+    fn parse_responses(&mut self, engine: &mut Engine, now: Instant, k: usize) -> Parsed {
         // Events left from the last turn go first.
         if let Some(x) = self.conns.get(k).and_then(|c| c.exchange) {
             match self.session.on_body(engine, now, x, &[], &mut self.budget) {
                 Flow::Continue => {}
-                Flow::Backlog => return Ok(Parsed::Backlog),
-                Flow::Close => return Ok(self.abandon_conn_exchange(k)),
+                Flow::Backlog => return Parsed::Backlog,
+                Flow::Close => return self.abandon_conn_exchange(k),
             }
         }
         loop {
             if self.budget.spent() {
-                return Ok(Parsed::Backlog);
+                return Parsed::Backlog;
             }
-            let Some(c) = self.conns.get_mut(k) else { return Ok(Parsed::Close) };
-            let Some(ev) = c.conn.parser().next() else { return Ok(Parsed::More) };
+            let Some(c) = self.conns.get_mut(k) else { return Parsed::Close };
+            let Some(ev) = c.conn.parser().next() else { return Parsed::More };
             self.budget.units -= 1;
             let Some(x) = c.exchange else {
                 // Bytes nobody asked for: the connection is out of step; close it.
-                return Ok(Parsed::Close);
+                return Parsed::Close;
             };
             match ev {
                 Err(e) => {
@@ -653,7 +635,7 @@ impl HttpDriver {
                         _ => ExchangeFailure::Transport(TransportError::BadResponse),
                     };
                     self.session.on_failed(engine, now, x, failure);
-                    return Ok(Parsed::Close);
+                    return Parsed::Close;
                 }
                 Ok(ResponseEvent::Head(head)) => {
                     let dpop = self.session.reads_dpop_nonce();
@@ -672,8 +654,8 @@ impl HttpDriver {
                 Ok(ResponseEvent::Body(chunk)) => {
                     match self.session.on_body(engine, now, x, chunk, &mut self.budget) {
                         Flow::Continue => {}
-                        Flow::Backlog => return Ok(Parsed::Backlog),
-                        Flow::Close => return Ok(self.abandon_conn_exchange(k)),
+                        Flow::Backlog => return Parsed::Backlog,
+                        Flow::Close => return self.abandon_conn_exchange(k),
                     }
                 }
                 Ok(ResponseEvent::End { keep_alive }) => {
@@ -681,9 +663,9 @@ impl HttpDriver {
                     let reuse = keep_alive && !c.dedicated;
                     self.session.on_end(engine, now, x);
                     if !reuse {
-                        return Ok(Parsed::Close);
+                        return Parsed::Close;
                     }
-                    let Some(c) = self.conns.get_mut(k) else { return Ok(Parsed::Close) };
+                    let Some(c) = self.conns.get_mut(k) else { return Parsed::Close };
                     c.idle_since = Some(now);
                     c.conn.clear_request();
                 }

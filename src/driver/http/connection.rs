@@ -45,6 +45,9 @@ impl Route {
 }
 
 /// Where a connection stands. Only `Plain` and `Tls` carry requests.
+// The TLS session stays inline, as it was in the pool's connections: an https connection is
+// in that stage for its whole life, and its reads and writes need no pointer chase.
+#[allow(clippy::large_enum_variant)]
 enum Stage {
     /// TCP connect under way.
     Connecting(Route),
@@ -334,5 +337,132 @@ fn read_tunnel(
             // Nothing comes before a head but an error.
             Some(_) => return Err(io::Error::other("bad proxy response")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufRead, BufReader};
+    use std::net::TcpListener;
+    use std::time::{Duration, Instant};
+
+    use mio::{Events, Poll};
+
+    use super::*;
+
+    const LIMITS: Limits = Limits { max_head_bytes: 16 * 1024, max_body_bytes: 1024 };
+
+    /// A proxy on loopback that reads one CONNECT head and answers `answer`; then after a 2xx
+    /// reads one request head and answers `response`, and after anything else reads on until
+    /// the client closes. Returns the lines it read.
+    fn proxy(
+        answer: &'static str,
+        response: &'static str,
+    ) -> (SocketAddr, std::thread::JoinHandle<Vec<String>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (sock, _) = listener.accept().unwrap();
+            sock.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            let mut reader = BufReader::new(sock.try_clone().unwrap());
+            let mut head = |lines: &mut Vec<String>| loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
+                    return;
+                }
+                lines.push(line.trim_end().to_owned());
+            };
+            let mut lines = Vec::new();
+            head(&mut lines);
+            (&sock).write_all(answer.as_bytes()).unwrap();
+            if answer.starts_with("HTTP/1.1 2") {
+                head(&mut lines);
+                (&sock).write_all(response.as_bytes()).unwrap();
+                return lines;
+            }
+            // Refused: whatever comes until the client closes.
+            let mut rest = String::new();
+            while reader.read_line(&mut rest).unwrap_or(0) > 0 {}
+            lines.extend(rest.lines().map(str::to_owned));
+            lines
+        });
+        (addr, server)
+    }
+
+    /// Drives `conn` on `poll` until `step` gives an answer; no answer in 30 s fails the test.
+    fn drive<T>(
+        poll: &mut Poll,
+        conn: &mut Connection,
+        mut step: impl FnMut(&mut Connection) -> Option<T>,
+    ) -> T {
+        let mut events = Events::with_capacity(4);
+        let until = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(answer) = step(conn) {
+                return answer;
+            }
+            assert!(Instant::now() < until, "no answer in time");
+            poll.poll(&mut events, Some(Duration::from_millis(100))).unwrap();
+        }
+    }
+
+    fn tunnel_to(origin: &str) -> Route {
+        Route { tunnel: Some(origin.to_owned()), tls: None }
+    }
+
+    #[test]
+    fn a_tunnel_opens_on_a_2xx_then_carries_the_request_and_its_response() {
+        let (addr, server) =
+            proxy("HTTP/1.1 200 Connection established\r\n\r\n", "HTTP/1.1 204 No Content\r\n\r\n");
+        let mut poll = Poll::new().unwrap();
+        let route = tunnel_to("origin.test:8080");
+        let mut conn = Connection::connect(addr, route, poll.registry(), Token(1), LIMITS).unwrap();
+        conn.request_buf().extend_from_slice(b"GET /mcp HTTP/1.1\r\nHost: origin.test\r\n\r\n");
+        conn.write().unwrap();
+        assert!(!conn.is_open());
+        let mut scratch = [0u8; 64];
+        drive(&mut poll, &mut conn, |c| c.advance(&mut scratch).unwrap().then_some(()));
+        assert!(conn.is_open());
+        conn.write().unwrap();
+        let status = drive(&mut poll, &mut conn, |c| {
+            let _ = c.read(&mut scratch).unwrap();
+            match c.parser().next() {
+                Some(Ok(ResponseEvent::Head(h))) => Some(h.status()),
+                Some(other) => panic!("{other:?}"),
+                None => None,
+            }
+        });
+        assert_eq!(status, 204);
+        let seen = server.join().unwrap();
+        assert_eq!(
+            seen,
+            [
+                "CONNECT origin.test:8080 HTTP/1.1",
+                "Host: origin.test:8080",
+                "GET /mcp HTTP/1.1",
+                "Host: origin.test"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_refused_connect_fails_the_connection_and_sends_nothing_queued() {
+        let (addr, server) = proxy("HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n", "");
+        let mut poll = Poll::new().unwrap();
+        let route = tunnel_to("origin.test:443");
+        let mut conn = Connection::connect(addr, route, poll.registry(), Token(1), LIMITS).unwrap();
+        conn.request_buf().extend_from_slice(b"GET /secret HTTP/1.1\r\n\r\n");
+        let mut scratch = [0u8; 64];
+        let err = drive(&mut poll, &mut conn, |c| {
+            c.write().unwrap();
+            c.advance(&mut scratch).err()
+        });
+        assert_eq!(err.kind(), io::ErrorKind::ConnectionRefused);
+        assert!(!conn.is_open());
+        drop(conn);
+        assert_eq!(
+            server.join().unwrap(),
+            ["CONNECT origin.test:443 HTTP/1.1", "Host: origin.test:443"]
+        );
     }
 }
