@@ -58,17 +58,6 @@ struct Conn {
     backlog: bool,
 }
 
-impl Conn {
-    /// When the connection times out, and whether that fails it as a connect timeout (or
-    /// only closes it idle).
-    fn deadline(&self, idle: Duration, connect: Duration) -> Option<(Instant, bool)> {
-        match (self.conn.is_open(), self.idle_since) {
-            (true, since) => since.map(|t| (t + idle, false)),
-            (false, _) => Some((self.started + connect, true)),
-        }
-    }
-}
-
 const TOKEN_CONNS: usize = 128;
 /// The token offset of the OAuth flow's connection (and the resolution before it).
 const TOKEN_OAUTH: usize = TOKEN_CONNS - 1;
@@ -222,8 +211,10 @@ impl HttpDriver {
     /// or now when a connection has events waiting for a frame budget.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let (idle, connect) = (self.idle_timeout, self.connect_timeout);
-        let conns = self.conns.iter().filter_map(|(_, c)| c.deadline(idle, connect).map(|d| d.0));
+        let conns = self.conns.iter().filter_map(|(_, c)| match (c.conn.is_open(), c.idle_since) {
+            (true, idle) => idle.map(|t| t + self.idle_timeout),
+            (false, _) => Some(c.started + self.connect_timeout),
+        });
         let resolving = self.instances.resolving_since().map(|t| t + self.connect_timeout);
         conns
             .chain(self.session.poll_timeout())
@@ -235,11 +226,14 @@ impl HttpDriver {
 
     /// Closes idle and timed-out connections, drains backlogs, reopens streams when due.
     pub fn handle_timeout(&mut self, registry: &Registry, engine: &mut Engine, now: Instant) {
-        let (idle, connect) = (self.idle_timeout, self.connect_timeout);
         let expired: SmallVec<[(usize, bool); 8]> = self
             .conns
             .iter()
-            .filter_map(|(k, c)| c.deadline(idle, connect).filter(|d| now >= d.0).map(|d| (k, d.1)))
+            .filter_map(|(k, c)| match (c.conn.is_open(), c.idle_since) {
+                (true, Some(idle)) => (now >= idle + self.idle_timeout).then_some((k, false)),
+                (true, None) => None,
+                (false, _) => (now >= c.started + self.connect_timeout).then_some((k, true)),
+            })
             .collect();
         for (k, timed_out) in expired {
             let failure = TransportError::ConnectFailed(io::ErrorKind::TimedOut);

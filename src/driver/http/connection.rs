@@ -47,7 +47,9 @@ impl Route {
 /// Where a connection stands. Only `Plain` and `Tls` carry requests.
 // The TLS session stays inline, as it was in the pool's connections: an https connection is
 // in that stage for its whole life, and its reads and writes need no pointer chase.
+// A tag of its own (no niche in the TLS session to decode): the stage is read on every call.
 #[allow(clippy::large_enum_variant)]
+#[repr(u8)]
 enum Stage {
     /// TCP connect under way.
     Connecting(Route),
@@ -142,13 +144,24 @@ impl Connection {
     }
 
     /// `true` once TCP, the tunnel and the start of TLS are done: requests can go.
+    #[inline]
     pub(super) fn is_open(&self) -> bool {
         matches!(self.stage, Stage::Plain | Stage::Tls(_))
     }
 
     /// Moves the connection on after a readiness event (a hint: a spurious call finds
     /// nothing), reading the proxy's answer into `scratch`; `true` once it is open.
+    #[inline]
     pub(super) fn advance(&mut self, scratch: &mut [u8]) -> io::Result<bool> {
+        if self.is_open() {
+            return Ok(true);
+        }
+        self.set_up(scratch)
+    }
+
+    /// [`advance`](Self::advance) before the connection is open.
+    #[inline(never)]
+    fn set_up(&mut self, scratch: &mut [u8]) -> io::Result<bool> {
         loop {
             match &mut self.stage {
                 Stage::Plain | Stage::Tls(_) => return Ok(true),
@@ -297,8 +310,8 @@ impl Connection {
 
 /// Writes `buf[*written..]` until the socket would block.
 fn write_plain(sock: &mut TcpStream, buf: &[u8], written: &mut usize) -> io::Result<()> {
-    while let Some(rest) = buf.get(*written..).filter(|r| !r.is_empty()) {
-        match sock.write(rest) {
+    while *written < buf.len() {
+        match sock.write(&buf[*written..]) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => *written += n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
