@@ -1,5 +1,7 @@
 //! Streamable HTTP on mio sockets: a small keep-alive pool per server, one exchange (a request
-//! and its response) per connection at a time, TLS by [`tls`](super::tls), CONNECT proxies.
+//! and its response) per connection at a time. Each connection of the pool, of the OAuth
+//! flow ([`fetch`]) and of a session's end ([`close`]) is a [`connection::Connection`]: TCP,
+//! CONNECT proxies, TLS by [`tls`](super::tls).
 //!
 //! This is the I/O half. What each message means for MCP (the era's headers, the legacy
 //! session, what a status or a broken stream means, when a stream is reopened, when to try

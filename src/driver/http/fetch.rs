@@ -1,7 +1,7 @@
-//! One request on a non-blocking connection of its own ([`OneShot`]): TCP, then the proxy's
-//! CONNECT tunnel when there is a proxy, then TLS for an https origin, then the request, then
-//! its response read to the end (the body capped). No redirect is followed; the connection is
-//! never reused.
+//! One request on a non-blocking connection of its own ([`OneShot`], on a
+//! [`Connection`]: TCP, then the proxy's CONNECT tunnel when there is a proxy, then TLS for
+//! an https origin), then its response read to the end (the body capped). No redirect is
+//! followed; the connection is never reused.
 //!
 //! Two users: the OAuth flow's own requests (metadata, registration, token), whose origin is
 //! usually not the MCP server's, so they get their own `Host`, proxy choice and TLS name
