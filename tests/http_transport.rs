@@ -336,6 +336,34 @@ fn a_failed_instance_rotates_to_an_alternate_and_a_retried_read_lands_there() {
     assert!(good.requests().len() >= 2, "the probe and the call went to the alternate");
 }
 
+#[test]
+fn an_alternate_is_reached_with_its_own_scheme_whatever_the_first_instances() {
+    let dead_port = common::free_port();
+    let call = |host: &mut Host, id| {
+        assert!(matches!(host.wait_ready(id, common::PATIENCE).unwrap(), ServerState::Ready(..)));
+        let o =
+            CallOptions { idempotency: Some(mcpoll::Idempotency::Read), ..CallOptions::default() };
+        host.call_tool_blocking(id, "echo", &raw(r#"{"text":"elsewhere"}"#), &o).unwrap().json
+    };
+    // An https instance that is down, and a plain-HTTP alternate: no TLS to the alternate.
+    let plain = MiniServer::start(None, mcp_answer);
+    let mut host = Host::new().unwrap();
+    let mut opts = HttpOptions::new(format!("https://127.0.0.1:{dead_port}/mcp"));
+    opts.alternates = vec![plain.url("http", "127.0.0.1")];
+    let id = add(&mut host, opts);
+    assert!(call(&mut host, id).contains("elsewhere"));
+    assert!(plain.requests().len() >= 2, "the probe and the call went to the alternate");
+    // A plain-HTTP instance that is down, and an https alternate: TLS to the alternate.
+    let pki = Pki::new("alternate");
+    let tls = MiniServer::start(Some(pki.server_config(&["localhost"], false)), mcp_answer);
+    let mut opts = HttpOptions::new(format!("http://127.0.0.1:{dead_port}/mcp"));
+    opts.alternates = vec![tls.url("https", "localhost")];
+    opts.tls = pki.trust();
+    let id = add(&mut host, opts);
+    assert!(call(&mut host, id).contains("elsewhere"));
+    assert!(tls.requests().len() >= 2, "the probe and the call went to the alternate");
+}
+
 /// A legacy (2025-11-25) server in a few lines: sessions, SSE replies, a server-sent `ping`
 /// on the call's stream, and a GET stream that drops after one event with an id.
 fn legacy_server(req: &Request) -> Response {

@@ -1,5 +1,7 @@
 //! Streamable HTTP on mio sockets: a small keep-alive pool per server, one exchange (a request
-//! and its response) per connection at a time, TLS by [`tls`](super::tls), CONNECT proxies.
+//! and its response) per connection at a time. Each connection of the pool, of the OAuth
+//! flow ([`fetch`]) and of a session's end ([`close`]) is a [`connection::Connection`]: TCP,
+//! CONNECT proxies, TLS by [`tls`](super::tls).
 //!
 //! This is the I/O half. What each message means for MCP (the era's headers, the legacy
 //! session, what a status or a broken stream means, when a stream is reopened, when to try
@@ -12,30 +14,31 @@
 
 mod assertion_file;
 pub(crate) mod close;
+mod connection;
 mod fetch;
 mod instances;
 mod options;
 mod resolve;
 
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use mio::net::TcpStream;
-use mio::{Interest, Registry, Token};
+use mio::{Registry, Token};
 use slab::Slab;
 use smallvec::SmallVec;
 
-use crate::auth::oauth::{HttpResponse, OAuthFlow, RedirectError};
-use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent, ResponseParser};
-use crate::driver::tls::{tls_failure, TlsConfig, TlsSession};
-use crate::driver::url::{ProxyChoice, Scheme};
+use crate::auth::oauth::{OAuthFlow, RedirectError};
+use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent};
+use crate::driver::tls::{tls_failure, TlsConfig};
+use crate::driver::url::Scheme;
 use crate::engine::{Engine, ExchangeFailure, TransportEvent, TransportKind};
 use crate::error::TransportError;
 use crate::session::http::{
     should_rotate, Budget, ExchangeId, Flow, HttpSession, OAuthState, ResponseHead,
 };
+use connection::{Connection, Input, Route};
 use instances::{Instance, Instances, NextAddr};
 
 pub use crate::session::http::{StaticToken, TokenProvider};
@@ -43,25 +46,11 @@ pub use assertion_file::AssertionFile;
 pub use options::{HttpOptions, HttpSetupError};
 pub use resolve::{Resolver, SystemResolver};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ConnPhase {
-    Connecting,
-    /// CONNECT sent to the proxy; waiting for its 200.
-    Tunnelling,
-    Open,
-}
-
-/// One connection of the pool. Its buffers hold requests with their credentials and
-/// responses: `Debug` shows their lengths only.
+/// One connection of the pool, with what the pool knows of it.
+#[derive(Debug)]
 struct Conn {
-    sock: TcpStream,
-    tls: Option<TlsSession>,
-    phase: ConnPhase,
+    conn: Connection,
     started: Instant,
-    out: Vec<u8>,
-    written: usize,
-    plain: Vec<u8>,
-    parser: ResponseParser,
     /// Exchange in flight on this connection.
     exchange: Option<ExchangeId>,
     idle_since: Option<Instant>,
@@ -69,20 +58,6 @@ struct Conn {
     dedicated: bool,
     /// Events wait in the session for the next frame budget; reading stopped.
     backlog: bool,
-}
-
-impl std::fmt::Debug for Conn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Conn")
-            .field("phase", &self.phase)
-            .field("tls", &self.tls)
-            .field("unsent", &(self.out.len() - self.written))
-            .field("exchange", &self.exchange)
-            .field("idle_since", &self.idle_since)
-            .field("dedicated", &self.dedicated)
-            .field("backlog", &self.backlog)
-            .finish_non_exhaustive()
-    }
 }
 
 const TOKEN_CONNS: usize = 128;
@@ -102,6 +77,7 @@ pub(crate) const TOKENS_PER_DRIVER: usize = TOKEN_CONNS;
 pub struct HttpDriver {
     /// Where the server is, and the alternates rotated in on connection failure.
     instances: Instances,
+    /// For the https instances and the OAuth flow's own requests; `None` when neither has any.
     tls: Option<TlsConfig>,
     base: Token,
     max_conns: usize,
@@ -122,24 +98,14 @@ pub struct HttpDriver {
     backlog_since: Option<Instant>,
     frame: Vec<u8>,
     read_buf: Box<[u8]>,
-    /// TLS for the OAuth flow's own requests, which may go to https origins whatever the
-    /// MCP server's scheme; `None` without a flow.
-    oauth_tls: Option<TlsConfig>,
-    /// The OAuth flow's request in flight, on its own connection (boxed: rarely there, and
-    /// hosts keep drivers in an enum).
-    oauth_conn: Option<Box<fetch::OAuthFetch>>,
-    proxy: ProxyChoice,
-    /// Resolves the OAuth flow's origins (the MCP server's are resolved by `instances`).
-    resolver: Arc<dyn Resolver>,
+    /// The OAuth flow's own requests, on connections of their own.
+    oauth: fetch::OAuthRequests,
 }
 
 /// How long a keep-alive connection may sit idle and still be reused without a peek: servers
 /// close idle connections after seconds, and the readiness events report the closes the host
 /// has polled since.
 const IDLE_PEEK_AFTER: Duration = Duration::from_millis(100);
-
-/// Largest response body read for one of the OAuth flow's own requests.
-const OAUTH_MAX_BODY: u64 = 256 * 1024;
 
 impl HttpDriver {
     /// Parses the URL, builds TLS, and tells the engine the transport is open. No I/O: the
@@ -154,14 +120,18 @@ impl HttpDriver {
     ) -> Result<Self, HttpSetupError> {
         opts.check_headers()?;
         let primary = Instance::parse(&opts.url, &opts.proxy)?;
-        let tls = match primary.url.scheme {
-            Scheme::Https => Some(TlsConfig::new(&opts.tls).map_err(HttpSetupError::Tls)?),
-            Scheme::Http => None,
-        };
         let mut standby = VecDeque::new();
         for alt in &opts.alternates {
             standby.push_back(Instance::parse(alt, &opts.proxy)?);
         }
+        // For every https instance (alternates may differ from the first in scheme), and for
+        // the OAuth flow's own requests, which may go to https origins whatever the server's.
+        let https =
+            std::iter::once(&primary).chain(&standby).any(|at| at.url.scheme == Scheme::Https);
+        let tls = match https || opts.oauth.is_some() {
+            true => Some(TlsConfig::new(&opts.tls).map_err(HttpSetupError::Tls)?),
+            false => None,
+        };
         let oauth = match opts.oauth {
             Some(config) => {
                 // The wall clock is read here, at the edge: the flow only derives Unix times
@@ -170,10 +140,6 @@ impl HttpDriver {
                 let flow = OAuthFlow::new(config, now, unix).map_err(HttpSetupError::OAuth)?;
                 Some(OAuthState::new(flow, opts.authorizer))
             }
-            None => None,
-        };
-        let oauth_tls = match oauth {
-            Some(_) => Some(TlsConfig::new(&opts.tls).map_err(HttpSetupError::Tls)?),
             None => None,
         };
         let mut session =
@@ -187,7 +153,7 @@ impl HttpDriver {
         let resolver = opts.resolver.unwrap_or_else(|| Arc::new(SystemResolver));
         let driver = Self {
             instances: Instances::new(primary, standby, Arc::clone(&resolver)),
-            tls,
+            tls: tls.clone(),
             base,
             max_conns: opts.max_connections.clamp(1, TOKEN_CLOSE - 1),
             idle_timeout: opts.idle_timeout,
@@ -205,10 +171,13 @@ impl HttpDriver {
             backlog_since: None,
             frame: Vec::with_capacity(4096),
             read_buf: vec![0; 64 * 1024].into_boxed_slice(),
-            oauth_tls,
-            oauth_conn: None,
-            proxy: opts.proxy,
-            resolver,
+            oauth: fetch::OAuthRequests::new(
+                opts.proxy,
+                resolver,
+                tls,
+                Token(base.0 + TOKEN_OAUTH),
+                opts.connect_timeout,
+            ),
         };
         engine.handle_transport(now, TransportEvent::opened_as(TransportKind::Http));
         Ok(driver)
@@ -244,17 +213,15 @@ impl HttpDriver {
     /// or now when a connection has events waiting for a frame budget.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let conns = self.conns.iter().filter_map(|(_, c)| match (c.phase, c.idle_since) {
-            (ConnPhase::Open, Some(idle)) => Some(idle + self.idle_timeout),
-            (ConnPhase::Open, None) => None,
-            _ => Some(c.started + self.connect_timeout),
+        let conns = self.conns.iter().filter_map(|(_, c)| match (c.conn.is_open(), c.idle_since) {
+            (true, idle) => idle.map(|t| t + self.idle_timeout),
+            (false, _) => Some(c.started + self.connect_timeout),
         });
-        let oauth = self.oauth_conn.as_ref().map(|c| c.deadline);
         let resolving = self.instances.resolving_since().map(|t| t + self.connect_timeout);
         conns
             .chain(self.session.poll_timeout())
             .chain(self.backlog_since)
-            .chain(oauth)
+            .chain(self.oauth.poll_timeout())
             .chain(resolving)
             .min()
     }
@@ -264,25 +231,17 @@ impl HttpDriver {
         let expired: SmallVec<[(usize, bool); 8]> = self
             .conns
             .iter()
-            .filter_map(|(k, c)| match (c.phase, c.idle_since) {
-                (ConnPhase::Open, Some(idle)) if now >= idle + self.idle_timeout => {
-                    Some((k, false))
-                }
-                (ConnPhase::Connecting | ConnPhase::Tunnelling, _)
-                    if now >= c.started + self.connect_timeout =>
-                {
-                    Some((k, true))
-                }
-                _ => None,
+            .filter_map(|(k, c)| match (c.conn.is_open(), c.idle_since) {
+                (true, Some(idle)) => (now >= idle + self.idle_timeout).then_some((k, false)),
+                (true, None) => None,
+                (false, _) => (now >= c.started + self.connect_timeout).then_some((k, true)),
             })
             .collect();
         for (k, timed_out) in expired {
             let failure = TransportError::ConnectFailed(io::ErrorKind::TimedOut);
             self.drop_conn(registry, engine, now, k, timed_out.then_some(failure));
         }
-        if self.oauth_conn.as_ref().is_some_and(|c| now >= c.deadline) {
-            self.finish_oauth(registry, engine, now, Err(io::ErrorKind::TimedOut.into()));
-        }
+        self.oauth.handle_timeout(&mut self.session, engine, registry, now);
         if self.instances.resolving_since().is_some_and(|t| now >= t + self.connect_timeout) {
             // Like a connect timeout, for what waits now; the resolution goes on for the next.
             log::debug!("resolving {} is taking too long", self.instances.current().url.host);
@@ -322,64 +281,9 @@ impl HttpDriver {
             }
         }
         self.session.oauth_timeout(engine, now);
-        self.start_oauth(registry, engine, now);
+        self.oauth.start(&mut self.session, engine, registry, now);
         self.session.handle_timeout(engine, now);
         self.dispatch(registry, engine, now);
-    }
-
-    /// Puts the OAuth flow's next request on a connection of its own, when it has one and
-    /// none is in flight.
-    fn start_oauth(&mut self, registry: &Registry, engine: &mut Engine, now: Instant) {
-        while self.oauth_conn.is_none() {
-            let Some(req) = self.session.poll_oauth_request() else { return };
-            let token = Token(self.base.0 + TOKEN_OAUTH);
-            let timeout = self.connect_timeout;
-            let id = req.id;
-            let url = req.url.clone();
-            match fetch::OAuthFetch::start(
-                req,
-                &self.proxy,
-                &self.resolver,
-                registry,
-                token,
-                now,
-                timeout,
-                OAUTH_MAX_BODY,
-            ) {
-                Ok(conn) => self.oauth_conn = Some(Box::new(conn)),
-                Err(e) => {
-                    log::debug!("oauth request to {url} failed: {e}");
-                    self.session.on_oauth_failed(engine, now, id);
-                }
-            }
-        }
-    }
-
-    /// The OAuth connection's request is over: hand its outcome to the flow.
-    fn finish_oauth(
-        &mut self,
-        registry: &Registry,
-        engine: &mut Engine,
-        now: Instant,
-        outcome: io::Result<fetch::Fetched>,
-    ) {
-        let Some(conn) = self.oauth_conn.take() else { return };
-        let id = conn.id;
-        conn.close(registry);
-        match outcome {
-            Ok(r) => {
-                let response = HttpResponse {
-                    status: r.status,
-                    body: &r.body,
-                    dpop_nonce: r.dpop_nonce.as_deref(),
-                };
-                self.session.on_oauth_response(engine, now, id, response);
-            }
-            Err(e) => {
-                log::debug!("oauth request failed: {e}");
-                self.session.on_oauth_failed(engine, now, id);
-            }
-        }
     }
 
     /// The redirect of a deferred OAuth authorization (see
@@ -420,12 +324,8 @@ impl HttpDriver {
                         Err(e) => {
                             self.session.pop_waiting();
                             let error = TransportError::ConnectFailed(e.kind());
-                            self.session.on_failed(
-                                engine,
-                                now,
-                                x,
-                                ExchangeFailure::Transport(error),
-                            );
+                            let failure = ExchangeFailure::Transport(error);
+                            self.session.on_failed(engine, now, x, failure);
                             continue;
                         }
                     }
@@ -436,12 +336,9 @@ impl HttpDriver {
                 // The wait for a connection is queueing, not network time.
                 engine.handle_on_wire(now, id);
             }
-            if let Some(c) = self.conns.get_mut(k) {
-                c.exchange = Some(x);
-                c.idle_since = None;
-                c.dedicated = dedicated;
-            }
-            if self.conns.get(k).is_some_and(|c| c.phase == ConnPhase::Open) {
+            let Some(c) = self.conns.get_mut(k) else { continue };
+            (c.exchange, c.idle_since, c.dedicated) = (Some(x), None, dedicated);
+            if c.conn.is_open() {
                 self.start_exchange(registry, engine, now, k);
             }
         }
@@ -461,18 +358,12 @@ impl HttpDriver {
             let k = self
                 .conns
                 .iter()
-                .find(|(_, c)| c.phase == ConnPhase::Open && c.exchange.is_none() && !c.dedicated)
+                .find(|(_, c)| c.conn.is_open() && c.exchange.is_none() && !c.dedicated)
                 .map(|(k, _)| k)?;
             let c = self.conns.get(k)?;
             let fresh =
                 c.idle_since.is_some_and(|t| now.saturating_duration_since(t) < IDLE_PEEK_AFTER);
-            let alive = fresh
-                || match c.sock.peek(&mut [0u8; 1]) {
-                    Err(e) => e.kind() == io::ErrorKind::WouldBlock,
-                    // EOF, or bytes nobody asked for: either way the connection is unusable.
-                    Ok(_) => false,
-                };
-            if alive {
+            if fresh || c.conn.peek_alive() {
                 return Some(k);
             }
             log::trace!("dropping a keep-alive connection the server closed");
@@ -490,24 +381,13 @@ impl HttpDriver {
             NextAddr::At(addr) => addr,
             NextAddr::Resolving => return Ok(None),
         };
-        let mut sock = TcpStream::connect(addr)?;
-        let _ = sock.set_nodelay(true);
+        let route = Route::to(self.instances.current(), self.tls.as_ref())?;
         let entry = self.conns.vacant_entry();
         let k = entry.key();
-        registry.register(
-            &mut sock,
-            Token(self.base.0 + k),
-            Interest::READABLE | Interest::WRITABLE,
-        )?;
+        let token = Token(self.base.0 + k);
         entry.insert(Conn {
-            sock,
-            tls: None,
-            phase: ConnPhase::Connecting,
+            conn: Connection::connect(addr, route, registry, token, self.limits)?,
             started: now,
-            out: Vec::with_capacity(2048),
-            written: 0,
-            plain: Vec::with_capacity(8192),
-            parser: ResponseParser::new(self.limits),
             exchange: None,
             idle_since: None,
             dedicated: false,
@@ -530,9 +410,8 @@ impl HttpDriver {
     fn start_exchange(&mut self, registry: &Registry, engine: &mut Engine, now: Instant, k: usize) {
         let Some(c) = self.conns.get_mut(k) else { return };
         let Some(x) = c.exchange else { return };
-        c.out.clear();
-        c.written = 0;
-        c.parser.set_max_body_bytes(self.limits.max_body_bytes);
+        c.conn.parser().set_max_body_bytes(self.limits.max_body_bytes);
+        let out = c.conn.request_buf();
         let at = self.instances.current();
         if let Some(plan) = self.session.plan(x, now, &at.htu) {
             let head = RequestHead {
@@ -541,39 +420,13 @@ impl HttpDriver {
                 host: &at.host_header,
                 headers: &plan.headers,
             };
-            if let Err(e) = http1::write_request(&mut c.out, &head, plan.body) {
+            if let Err(e) = http1::write_request(out, &head, plan.body) {
                 // Only caller-supplied values can be refused here; they were checked at setup.
                 log::debug!("request head refused: {e:?}");
             }
         }
-        if let Err(e) = self.write_conn(k) {
+        if let Err(e) = c.conn.write() {
             self.on_conn_error(registry, engine, now, k, &e);
-        }
-    }
-
-    /// Sends the connection's buffered request bytes (through TLS when there is TLS).
-    fn write_conn(&mut self, k: usize) -> io::Result<()> {
-        let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
-        match c.tls.as_mut() {
-            Some(tls) => {
-                if c.written < c.out.len() {
-                    tls.write_plaintext(&c.out[c.written..])?;
-                    c.written = c.out.len();
-                }
-                tls.flush(&mut c.sock)
-            }
-            None => {
-                while c.written < c.out.len() {
-                    match c.sock.write(&c.out[c.written..]) {
-                        Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                        Ok(n) => c.written += n,
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-                Ok(())
-            }
         }
     }
 
@@ -635,12 +488,7 @@ impl HttpDriver {
             return;
         }
         if k == TOKEN_OAUTH {
-            let progress = match self.oauth_conn.as_mut() {
-                Some(c) => c.on_ready(registry, self.oauth_tls.as_ref()),
-                None => return,
-            };
-            if let fetch::Progress::Done(outcome) = progress {
-                self.finish_oauth(registry, engine, now, outcome);
+            if self.oauth.handle_readiness(&mut self.session, engine, registry, now) {
                 self.flush(registry, engine, now);
             }
             return;
@@ -664,29 +512,14 @@ impl HttpDriver {
         k: usize,
         read_closed: bool,
     ) -> io::Result<()> {
-        let phase = self.conns.get(k).map(|c| c.phase);
-        if phase == Some(ConnPhase::Connecting) {
-            let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
-            if let Some(e) = c.sock.take_error()? {
-                return Err(e);
-            }
-            match c.sock.peer_addr() {
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(()),
-                Err(e) => return Err(e),
-            }
-            self.on_connected(k)?;
-        }
-        if self.conns.get(k).map(|c| c.phase) == Some(ConnPhase::Tunnelling) {
-            self.read_tunnel(k)?;
-        }
-        if self.conns.get(k).map(|c| c.phase) != Some(ConnPhase::Open) {
+        let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
+        if !c.conn.advance(&mut self.read_buf)? {
             return Ok(());
         }
-        if self.conns.get(k).is_some_and(|c| c.exchange.is_some() && c.out.is_empty()) {
+        if c.exchange.is_some() && !c.conn.has_request() {
             self.start_exchange(registry, engine, now, k);
         } else {
-            self.write_conn(k)?;
+            c.conn.write()?;
         }
         if self.conns.get(k).is_some_and(|c| c.backlog) {
             // Waiting for its turn in `handle_timeout`; reading now would break the budget.
@@ -713,75 +546,6 @@ impl HttpDriver {
         }
     }
 
-    /// TCP is up: start the proxy tunnel, or TLS, or nothing.
-    fn on_connected(&mut self, k: usize) -> io::Result<()> {
-        let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
-        let at = self.instances.current();
-        if at.proxy.is_some() {
-            // Authority-form target (RFC 9110 §9.3.6), which the origin-form writer refuses.
-            let authority = at.url.authority();
-            c.out.clear();
-            c.written = 0;
-            c.out.extend_from_slice(b"CONNECT ");
-            c.out.extend_from_slice(authority.as_bytes());
-            c.out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
-            c.out.extend_from_slice(authority.as_bytes());
-            c.out.extend_from_slice(b"\r\n\r\n");
-            c.phase = ConnPhase::Tunnelling;
-            c.parser = ResponseParser::new(self.limits);
-            return self.write_conn(k);
-        }
-        self.start_tls_or_open(k)
-    }
-
-    fn start_tls_or_open(&mut self, k: usize) -> io::Result<()> {
-        let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
-        c.out.clear();
-        c.written = 0;
-        if let Some(tls) = &self.tls {
-            let mut session = tls
-                .session(&self.instances.current().url.host)
-                .map_err(|f| io::Error::other(crate::driver::tls::TlsError(f)))?;
-            session.flush(&mut c.sock)?;
-            c.tls = Some(session);
-        }
-        c.phase = ConnPhase::Open;
-        c.parser = ResponseParser::new(self.limits);
-        Ok(())
-    }
-
-    /// Reads the proxy's answer to CONNECT: a 2xx opens the tunnel.
-    fn read_tunnel(&mut self, k: usize) -> io::Result<()> {
-        self.write_conn(k)?;
-        loop {
-            let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
-            let n = match c.sock.read(&mut self.read_buf) {
-                Ok(0) => return Err(io::ErrorKind::ConnectionAborted.into()),
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            c.parser.push(&self.read_buf[..n]);
-            while let Some(ev) = c.parser.next() {
-                match ev {
-                    Ok(ResponseEvent::Head(head)) if (200..300).contains(&head.status()) => {
-                        return self.start_tls_or_open(k);
-                    }
-                    Ok(ResponseEvent::Head(head)) => {
-                        log::debug!("proxy refused CONNECT with {}", head.status());
-                        return Err(io::Error::new(
-                            io::ErrorKind::ConnectionRefused,
-                            "proxy refused CONNECT",
-                        ));
-                    }
-                    Ok(_) => {}
-                    Err(_) => return Err(io::Error::other("bad proxy response")),
-                }
-            }
-        }
-    }
-
     /// Handles what the parser holds, then reads until `WouldBlock`, the end of the
     /// connection, or the end of the frame budget. Unless `read_closed`, a plain-TCP read
     /// shorter than asked for counts as `WouldBlock` ([`handle_event`](Self::handle_event)).
@@ -796,7 +560,7 @@ impl HttpDriver {
         let mut eof = false;
         let mut drained = false;
         loop {
-            let step = self.parse_responses(registry, engine, now, k)?;
+            let step = self.parse_responses(engine, now, k);
             if step == Parsed::Backlog {
                 self.backlog(engine, now, k);
                 return Ok(());
@@ -807,88 +571,50 @@ impl HttpDriver {
                 return Ok(());
             }
             if eof || step == Parsed::Close {
-                if self.conns.contains(k) {
-                    let lost = self.conns.get(k).and_then(|c| c.exchange).is_some();
-                    let failure = lost.then_some(TransportError::ConnectionLost);
+                if let Some(c) = self.conns.get(k) {
+                    let failure = c.exchange.map(|_| TransportError::ConnectionLost);
                     self.drop_conn(registry, engine, now, k, failure);
                 }
                 return Ok(());
             }
-            if self.bytes_left == 0 && !eof {
+            if self.bytes_left == 0 {
                 // The socket may hold more, and no new edge would say so: come back soon.
                 self.backlog(engine, now, k);
                 return Ok(());
             }
             let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
-            c.plain.clear();
             let most = self.bytes_left.min(self.read_buf.len());
-            eof = match c.tls.as_mut() {
-                Some(tls) => {
-                    let r = tls.read(&mut c.sock, &mut c.plain, most)?;
-                    // TLS may have produced handshake bytes to send.
-                    tls.flush(&mut c.sock)?;
-                    match r {
-                        None => true,
-                        Some(0) => return Ok(()),
-                        Some(_) => false,
-                    }
+            match c.conn.read(&mut self.read_buf[..most])? {
+                Input::Read { n, emptied } => {
+                    drained = !read_closed && emptied;
+                    self.bytes_left = self.bytes_left.saturating_sub(n);
                 }
-                None => match c.sock.read(&mut self.read_buf[..most]) {
-                    Ok(0) => true,
-                    Ok(n) => {
-                        drained = !read_closed && n < most;
-                        // Straight to the parser: no stop in `plain` on the way.
-                        c.parser.push(self.read_buf.get(..n).unwrap_or_default());
-                        self.bytes_left = self.bytes_left.saturating_sub(n);
-                        false
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(e),
-                },
-            };
-            if c.tls.as_ref().is_some_and(|t| !t.is_handshaking()) && c.written < c.out.len() {
-                self.write_conn(k)?;
-            }
-            let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
-            self.bytes_left = self.bytes_left.saturating_sub(c.plain.len());
-            if !c.plain.is_empty() {
-                let plain = std::mem::take(&mut c.plain);
-                c.parser.push(&plain);
-                c.plain = plain;
-            }
-            if eof {
-                c.parser.eof();
+                Input::Blocked => return Ok(()),
+                Input::Closed => eof = true,
             }
         }
     }
 
     /// Runs the response parser over what it holds, handing each piece to the session.
-    fn parse_responses(
-        &mut self,
-        registry: &Registry,
-        engine: &mut Engine,
-        now: Instant,
-        k: usize,
-    ) -> io::Result<Parsed> {
+    fn parse_responses(&mut self, engine: &mut Engine, now: Instant, k: usize) -> Parsed {
         // Events left from the last turn go first.
         if let Some(x) = self.conns.get(k).and_then(|c| c.exchange) {
             match self.session.on_body(engine, now, x, &[], &mut self.budget) {
                 Flow::Continue => {}
-                Flow::Backlog => return Ok(Parsed::Backlog),
-                Flow::Close => return Ok(self.abandon_conn_exchange(k)),
+                Flow::Backlog => return Parsed::Backlog,
+                Flow::Close => return self.abandon_conn_exchange(k),
             }
         }
         loop {
             if self.budget.spent() {
-                return Ok(Parsed::Backlog);
+                return Parsed::Backlog;
             }
-            let Some(c) = self.conns.get_mut(k) else { return Ok(Parsed::Close) };
-            let Some(ev) = c.parser.next() else { return Ok(Parsed::More) };
+            let Some(c) = self.conns.get_mut(k) else { return Parsed::Close };
+            let Some(ev) = c.conn.parser().next() else { return Parsed::More };
             self.budget.units -= 1;
             let Some(x) = c.exchange else {
                 // Bytes nobody asked for: the connection is out of step; close it.
-                return Ok(Parsed::Close);
+                return Parsed::Close;
             };
             match ev {
                 Err(e) => {
@@ -905,7 +631,7 @@ impl HttpDriver {
                         _ => ExchangeFailure::Transport(TransportError::BadResponse),
                     };
                     self.session.on_failed(engine, now, x, failure);
-                    return Ok(Parsed::Close);
+                    return Parsed::Close;
                 }
                 Ok(ResponseEvent::Head(head)) => {
                     let dpop = self.session.reads_dpop_nonce();
@@ -918,14 +644,14 @@ impl HttpDriver {
                     };
                     if self.session.on_head(x, fields) {
                         // An event stream is endless by design; each event has its own cap.
-                        c.parser.set_max_body_bytes(u64::MAX);
+                        c.conn.parser().set_max_body_bytes(u64::MAX);
                     }
                 }
                 Ok(ResponseEvent::Body(chunk)) => {
                     match self.session.on_body(engine, now, x, chunk, &mut self.budget) {
                         Flow::Continue => {}
-                        Flow::Backlog => return Ok(Parsed::Backlog),
-                        Flow::Close => return Ok(self.abandon_conn_exchange(k)),
+                        Flow::Backlog => return Parsed::Backlog,
+                        Flow::Close => return self.abandon_conn_exchange(k),
                     }
                 }
                 Ok(ResponseEvent::End { keep_alive }) => {
@@ -933,13 +659,11 @@ impl HttpDriver {
                     let reuse = keep_alive && !c.dedicated;
                     self.session.on_end(engine, now, x);
                     if !reuse {
-                        return Ok(Parsed::Close);
+                        return Parsed::Close;
                     }
-                    let Some(c) = self.conns.get_mut(k) else { return Ok(Parsed::Close) };
+                    let Some(c) = self.conns.get_mut(k) else { return Parsed::Close };
                     c.idle_since = Some(now);
-                    c.out.clear();
-                    c.written = 0;
-                    let _ = registry;
+                    c.conn.clear_request();
                 }
             }
         }
@@ -962,7 +686,7 @@ impl HttpDriver {
         k: usize,
         e: &io::Error,
     ) {
-        let connecting = self.conns.get(k).is_some_and(|c| c.phase != ConnPhase::Open);
+        let connecting = self.conns.get(k).is_some_and(|c| !c.conn.is_open());
         let error = if let Some(t) = tls_failure(e) {
             TransportError::Tls(t)
         } else if connecting {
@@ -994,7 +718,7 @@ impl HttpDriver {
         failure: Option<TransportError>,
     ) {
         let Some(mut c) = self.conns.try_remove(k) else { return };
-        let _ = registry.deregister(&mut c.sock);
+        c.conn.deregister(registry);
         if let Some(x) = c.exchange {
             // Even a request that failed before any response byte may have reached the server
             // (it can crash after reading it): the engine's policy decides what is safe to resend.
@@ -1006,7 +730,7 @@ impl HttpDriver {
     /// Closes a connection without reporting anything (cancellation, shutdown).
     fn close_quietly(&mut self, registry: &Registry, k: usize) {
         if let Some(mut c) = self.conns.try_remove(k) {
-            let _ = registry.deregister(&mut c.sock);
+            c.conn.deregister(registry);
             if let Some(x) = c.exchange {
                 self.session.abandon(x);
             }
@@ -1054,52 +778,21 @@ impl HttpDriver {
         for k in keys {
             self.close_quietly(registry, k);
         }
-        if let Some(conn) = self.oauth_conn.take() {
-            conn.close(registry);
-        }
+        self.oauth.close(registry);
         self.instances.close(registry);
     }
 
-    /// Starts the `DELETE` that ends the legacy session, with the headers its requests carry
-    /// (§6.2, and the bearer token: §8), on this driver's closing token. The session is over
-    /// locally either way.
+    /// Starts the `DELETE` that ends the legacy session, when there is one, on this driver's
+    /// closing token.
     fn end_session(
         &mut self,
         registry: &Registry,
         now: Instant,
         deadline: Instant,
     ) -> Option<close::SessionEnd> {
-        let at = self.instances.current();
-        let request = self.session.end_plan(now, &at.htu).and_then(|plan| {
-            let mut headers = plan.headers;
-            headers.push(("Connection", b"close"));
-            let head = RequestHead {
-                method: plan.method,
-                target: &at.url.target,
-                host: &at.host_header,
-                headers: &headers,
-            };
-            let mut out = Vec::with_capacity(512);
-            match http1::write_request(&mut out, &head, plan.body) {
-                Ok(()) => Some(out),
-                Err(e) => {
-                    // Only caller-supplied header values can be refused; they were checked.
-                    log::debug!("session DELETE head refused: {e:?}");
-                    None
-                }
-            }
-        });
-        let _ = self.session.take_session_id();
-        let addr = self.instances.addr_in_use()?;
-        let token = Token(self.base.0 + TOKEN_CLOSE);
-        let tls = self.tls.clone();
-        match close::SessionEnd::start(request?, at, addr, registry, token, tls, deadline) {
-            Ok(end) => Some(end),
-            Err(e) => {
-                log::debug!("cannot end the legacy session: {e}");
-                None
-            }
-        }
+        let (token, tls) = (Token(self.base.0 + TOKEN_CLOSE), self.tls.as_ref());
+        let session = &mut self.session;
+        close::SessionEnd::start(session, &self.instances, tls, registry, token, now, deadline)
     }
 }
 

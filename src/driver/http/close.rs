@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Registry, Token};
 
-use super::fetch::{OneShot, Progress};
-use super::instances::Instance;
+use super::fetch::{encode, OneShot, Progress};
+use super::instances::{Instance, Instances};
 use crate::driver::tls::TlsConfig;
+use crate::session::http::HttpSession;
 
 /// Largest response body read: what the server says does not matter, only that it answered.
 const MAX_BODY: u64 = 16 * 1024;
@@ -37,29 +38,56 @@ pub(crate) struct SessionEnd {
     conn: OneShot,
     token: Token,
     deadline: Instant,
-    /// The server's TLS configuration, for an https server.
-    tls: Option<TlsConfig>,
 }
 
 impl SessionEnd {
-    /// Connects to `addr` (of `at`) without waiting, with `token` on `registry`; `request` is
-    /// sent once the connection is up. Given up on at `deadline`.
+    /// Starts the `DELETE` that ends `session`'s legacy session, when it has one, to the
+    /// instance in use, with the headers its requests carry (§6.2, and the bearer token: §8),
+    /// through the same proxy and TLS (`tls`). Its connection is registered with `token`; it
+    /// is given up on at `deadline`. The session is over locally either way.
     pub(super) fn start(
+        session: &mut HttpSession,
+        instances: &Instances,
+        tls: Option<&TlsConfig>,
+        registry: &Registry,
+        token: Token,
+        now: Instant,
+        deadline: Instant,
+    ) -> Option<Self> {
+        let at = instances.current();
+        let request = session
+            .end_plan(now, &at.htu)
+            .map(|plan| encode(plan.method, at, &plan.headers, plan.body));
+        let _ = session.take_session_id();
+        let (addr, request) = (instances.addr_in_use()?, request?);
+        let sent = request.and_then(|r| Self::send(r, at, addr, registry, token, tls, deadline));
+        match sent {
+            Ok(end) => Some(end),
+            Err(e) => {
+                log::debug!("cannot end the legacy session: {e}");
+                None
+            }
+        }
+    }
+
+    /// Connects to `addr` (of `at`, with `tls` for an https server) without waiting, with
+    /// `token` on `registry`; `request` is sent once the connection is up.
+    fn send(
         request: Vec<u8>,
         at: &Instance,
         addr: SocketAddr,
         registry: &Registry,
         token: Token,
-        tls: Option<TlsConfig>,
+        tls: Option<&TlsConfig>,
         deadline: Instant,
     ) -> io::Result<Self> {
-        let conn = OneShot::start(request, at, addr, registry, token, MAX_BODY)?;
-        Ok(Self { conn, token, deadline, tls })
+        let conn = OneShot::start(request, at, tls, addr, registry, token, MAX_BODY)?;
+        Ok(Self { conn, token, deadline })
     }
 
     /// Moves it on after a readiness event; `true` once it is over (answered or failed).
     fn on_ready(&mut self) -> bool {
-        match self.conn.on_ready(self.tls.as_ref()) {
+        match self.conn.on_ready() {
             Progress::Pending => false,
             Progress::Done(Ok(r)) => {
                 // 405: the server does not let clients end sessions (§6.2); nothing to do.
@@ -240,8 +268,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let at = Instance::parse(&format!("http://{addr}/mcp"), &ProxyChoice::Direct).unwrap();
         let request = b"DELETE /mcp HTTP/1.1\r\nAuthorization: Bearer s3cret\r\n\r\n".to_vec();
-        SessionEnd::start(request, &at, addr, poll.registry(), Token(token), None, deadline)
-            .unwrap()
+        SessionEnd::send(request, &at, addr, poll.registry(), Token(token), None, deadline).unwrap()
     }
 
     #[test]

@@ -1,40 +1,37 @@
-//! One request on a non-blocking connection of its own ([`OneShot`]): TCP, then the proxy's
-//! CONNECT tunnel when there is a proxy, then TLS for an https origin, then the request, then
-//! its response read to the end (the body capped). No redirect is followed; the connection is
-//! never reused.
+//! One request on a non-blocking connection of its own ([`OneShot`], on a
+//! [`Connection`]: TCP, then the proxy's CONNECT tunnel when there is a proxy, then TLS for
+//! an https origin), then its response read to the end (the body capped). No redirect is
+//! followed; the connection is never reused.
 //!
 //! Two users: the OAuth flow's own requests (metadata, registration, token), whose origin is
 //! usually not the MCP server's, so they get their own `Host`, proxy choice and TLS name
-//! ([`OAuthFetch`], one at a time; the origin's name is resolved off the loop by
+//! ([`OAuthRequests`], one at a time; the origin's name is resolved off the loop by
 //! [`resolve`](super::resolve), on the same token as the connection that follows, and the
 //! request's deadline covers both), and the `DELETE` that ends a legacy session after its
 //! server was closed ([`close`](super::close)).
 
-use std::fmt;
-use std::io::{self, Read, Write};
+use std::io;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mio::net::TcpStream;
-use mio::{Interest, Registry, Token};
+use mio::{Registry, Token};
+use smallvec::SmallVec;
 
+use super::connection::{Connection, Input, Route};
 use super::instances::Instance;
 use super::resolve::{Lookup, Resolver};
-use crate::auth::oauth::{HttpMethod, HttpRequest, RequestId};
-use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent, ResponseParser};
-use crate::driver::tls::{TlsConfig, TlsError, TlsSession};
-use crate::driver::url::{ProxyChoice, Scheme};
+use crate::auth::oauth::{HttpMethod, HttpRequest, HttpResponse, RequestId};
+use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent};
+use crate::driver::tls::TlsConfig;
+use crate::driver::url::ProxyChoice;
+use crate::engine::Engine;
+use crate::session::http::HttpSession;
 
 /// Largest response head read.
 const MAX_HEAD: usize = 16 * 1024;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Connecting,
-    /// CONNECT sent to the proxy; waiting for its 2xx.
-    Tunnelling,
-    Open,
-}
+/// Largest response body read for one of the OAuth flow's own requests.
+const MAX_BODY: u64 = 256 * 1024;
 
 /// A response read to its end.
 #[derive(Debug)]
@@ -52,15 +49,195 @@ pub(super) enum Progress {
     Done(io::Result<Fetched>),
 }
 
+/// The OAuth flow's own requests: one at a time, each on a connection of its own, on one
+/// token.
+#[derive(Debug)]
+pub(super) struct OAuthRequests {
+    proxy: ProxyChoice,
+    /// Resolves the flow's origins (the MCP server's are resolved by the driver's instances).
+    resolver: Arc<dyn Resolver>,
+    /// The driver's TLS configuration, for https origins.
+    tls: Option<TlsConfig>,
+    token: Token,
+    /// How long a request may take, resolution included.
+    timeout: Duration,
+    /// The request in flight (boxed: rarely there, and hosts keep drivers in an enum).
+    current: Option<Box<OAuthFetch>>,
+}
+
+impl OAuthRequests {
+    pub(super) fn new(
+        proxy: ProxyChoice,
+        resolver: Arc<dyn Resolver>,
+        tls: Option<TlsConfig>,
+        token: Token,
+        timeout: Duration,
+    ) -> Self {
+        Self { proxy, resolver, tls, token, timeout, current: None }
+    }
+
+    /// Puts the flow's next request on a connection, when it has one and none is in flight:
+    /// at once to an IP literal, or after its origin's name is resolved on a helper thread.
+    /// Readiness on the token moves it on either way.
+    pub(super) fn start(
+        &mut self,
+        session: &mut HttpSession,
+        engine: &mut Engine,
+        registry: &Registry,
+        now: Instant,
+    ) {
+        while self.current.is_none() {
+            let Some(req) = session.poll_oauth_request() else { return };
+            let id = req.id;
+            let url = req.url.clone();
+            match self.begin(req, registry, now) {
+                Ok(fetch) => self.current = Some(Box::new(fetch)),
+                Err(e) => {
+                    log::debug!("oauth request to {url} failed: {e}");
+                    session.on_oauth_failed(engine, now, id);
+                }
+            }
+        }
+    }
+
+    fn begin(&self, req: HttpRequest, registry: &Registry, now: Instant) -> io::Result<OAuthFetch> {
+        let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
+        let at = Instance::parse(&req.url, &self.proxy).map_err(|e| invalid(e.to_string()))?;
+        let (id, deadline) = (req.id, crate::time::later(now, self.timeout));
+        let stage = match at.addrs.first() {
+            Some(&addr) => Stage::Open(self.connect(&req, &at, addr, registry)?),
+            None => {
+                let (host, port) = at.connect_to();
+                let lookup = Lookup::start(&self.resolver, host, port, registry, self.token)?;
+                Stage::Resolving { lookup, req, at }
+            }
+        };
+        Ok(OAuthFetch { id, deadline, stage })
+    }
+
+    fn connect(
+        &self,
+        req: &HttpRequest,
+        at: &Instance,
+        addr: SocketAddr,
+        registry: &Registry,
+    ) -> io::Result<OneShot> {
+        let headers: SmallVec<[(&str, &[u8]); 16]> =
+            req.headers.iter().map(|(k, v)| (*k, v.as_bytes())).collect();
+        let method = match req.method {
+            HttpMethod::Get => "GET",
+            HttpMethod::Post => "POST",
+        };
+        let request = encode(method, at, &headers, &req.body)?;
+        OneShot::start(request, at, self.tls.as_ref(), addr, registry, self.token, MAX_BODY)
+    }
+
+    /// A readiness event on the token; `true` when a request ended, its outcome handed to the
+    /// flow.
+    pub(super) fn handle_readiness(
+        &mut self,
+        session: &mut HttpSession,
+        engine: &mut Engine,
+        registry: &Registry,
+        now: Instant,
+    ) -> bool {
+        let Some(mut fetch) = self.current.take() else { return false };
+        let progress = self.step(&mut fetch, registry);
+        self.current = Some(fetch);
+        match progress {
+            Progress::Pending => false,
+            Progress::Done(outcome) => {
+                self.finish(session, engine, registry, now, outcome);
+                true
+            }
+        }
+    }
+
+    /// Moves `fetch` on: from its resolution to its connection, or its connection on.
+    fn step(&self, fetch: &mut OAuthFetch, registry: &Registry) -> Progress {
+        let Stage::Resolving { lookup, .. } = &mut fetch.stage else {
+            return match &mut fetch.stage {
+                Stage::Open(conn) => conn.on_ready(),
+                _ => Progress::Pending,
+            };
+        };
+        let Some(outcome) = lookup.poll() else { return Progress::Pending };
+        let Stage::Resolving { lookup, req, at } =
+            std::mem::replace(&mut fetch.stage, Stage::Moving)
+        else {
+            return Progress::Pending;
+        };
+        lookup.close(registry);
+        let addr = outcome
+            .and_then(|addrs| addrs.first().copied().ok_or_else(|| io::ErrorKind::NotFound.into()));
+        match addr.and_then(|addr| self.connect(&req, &at, addr, registry)) {
+            // The connection's own readiness comes next.
+            Ok(conn) => {
+                fetch.stage = Stage::Open(conn);
+                Progress::Pending
+            }
+            Err(e) => Progress::Done(Err(e)),
+        }
+    }
+
+    /// The deadline of the request in flight.
+    pub(super) fn poll_timeout(&self) -> Option<Instant> {
+        self.current.as_ref().map(|f| f.deadline)
+    }
+
+    /// Fails the request in flight when its deadline has come.
+    pub(super) fn handle_timeout(
+        &mut self,
+        session: &mut HttpSession,
+        engine: &mut Engine,
+        registry: &Registry,
+        now: Instant,
+    ) {
+        if self.current.as_ref().is_some_and(|f| now >= f.deadline) {
+            self.finish(session, engine, registry, now, Err(io::ErrorKind::TimedOut.into()));
+        }
+    }
+
+    /// The request in flight is over: its outcome goes to the flow.
+    fn finish(
+        &mut self,
+        session: &mut HttpSession,
+        engine: &mut Engine,
+        registry: &Registry,
+        now: Instant,
+        outcome: io::Result<Fetched>,
+    ) {
+        let Some(fetch) = self.current.take() else { return };
+        let id = fetch.id;
+        fetch.close(registry);
+        match outcome {
+            Ok(r) => {
+                let dpop_nonce = r.dpop_nonce.as_deref();
+                let response = HttpResponse { status: r.status, body: &r.body, dpop_nonce };
+                session.on_oauth_response(engine, now, id, response);
+            }
+            Err(e) => {
+                log::debug!("oauth request failed: {e}");
+                session.on_oauth_failed(engine, now, id);
+            }
+        }
+    }
+
+    /// Drops the request in flight, deregistering what it registered.
+    pub(super) fn close(&mut self, registry: &Registry) {
+        if let Some(fetch) = self.current.take() {
+            fetch.close(registry);
+        }
+    }
+}
+
 /// One flow request: its origin's name being resolved, then its connection.
 #[derive(Debug)]
-pub(super) struct OAuthFetch {
-    pub(super) id: RequestId,
+struct OAuthFetch {
+    id: RequestId,
     /// The whole request (resolution included) fails after this.
-    pub(super) deadline: Instant,
+    deadline: Instant,
     stage: Stage,
-    token: Token,
-    max_body: u64,
 }
 
 // The driver boxes the whole fetch, and it is rarely there: one size is fine.
@@ -73,76 +250,13 @@ enum Stage {
         at: Instance,
     },
     Open(OneShot),
-    /// Between the two, only inside [`OAuthFetch::on_ready`].
+    /// Between the two, only inside [`OAuthRequests::handle_readiness`].
     Moving,
 }
 
 impl OAuthFetch {
-    /// Starts the request: connects at once to an IP literal, or resolves the origin's name
-    /// on a helper thread first. Readiness on `token` moves it on either way.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn start(
-        req: HttpRequest,
-        proxy: &ProxyChoice,
-        resolver: &Arc<dyn Resolver>,
-        registry: &Registry,
-        token: Token,
-        now: Instant,
-        timeout: Duration,
-        max_body: u64,
-    ) -> io::Result<Self> {
-        let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
-        let at = Instance::parse(&req.url, proxy).map_err(|e| invalid(e.to_string()))?;
-        let (id, deadline) = (req.id, crate::time::later(now, timeout));
-        let stage = match at.addrs.first() {
-            Some(&addr) => {
-                let request = encode(&req, &at)?;
-                Stage::Open(OneShot::start(request, &at, addr, registry, token, max_body)?)
-            }
-            None => {
-                let (host, port) = at.connect_to();
-                let lookup = Lookup::start(resolver, host, port, registry, token)?;
-                Stage::Resolving { lookup, req, at }
-            }
-        };
-        Ok(Self { id, deadline, stage, token, max_body })
-    }
-
-    /// Moves the request on after a readiness event.
-    pub(super) fn on_ready(&mut self, registry: &Registry, tls: Option<&TlsConfig>) -> Progress {
-        if let Stage::Resolving { lookup, .. } = &mut self.stage {
-            let Some(outcome) = lookup.poll() else { return Progress::Pending };
-            let Stage::Resolving { lookup, req, at } =
-                std::mem::replace(&mut self.stage, Stage::Moving)
-            else {
-                return Progress::Pending;
-            };
-            lookup.close(registry);
-            let addr = match outcome {
-                Ok(addrs) => match addrs.first() {
-                    Some(&addr) => addr,
-                    None => return Progress::Done(Err(io::ErrorKind::NotFound.into())),
-                },
-                Err(e) => return Progress::Done(Err(e)),
-            };
-            let started = encode(&req, &at).and_then(|request| {
-                OneShot::start(request, &at, addr, registry, self.token, self.max_body)
-            });
-            match started {
-                // The connection's own readiness comes next.
-                Ok(conn) => self.stage = Stage::Open(conn),
-                Err(e) => return Progress::Done(Err(e)),
-            }
-            return Progress::Pending;
-        }
-        match &mut self.stage {
-            Stage::Open(conn) => conn.on_ready(tls),
-            _ => Progress::Pending,
-        }
-    }
-
     /// Deregisters what is registered (the resolution's pipe or the socket).
-    pub(super) fn close(self: Box<Self>, registry: &Registry) {
+    fn close(self: Box<Self>, registry: &Registry) {
         match self.stage {
             Stage::Resolving { lookup, .. } => lookup.close(registry),
             Stage::Open(conn) => conn.close(registry),
@@ -151,93 +265,54 @@ impl OAuthFetch {
     }
 }
 
-/// The bytes of one flow request to `at`, closing its connection after the response.
-fn encode(req: &HttpRequest, at: &Instance) -> io::Result<Vec<u8>> {
-    let mut headers: Vec<(&str, &[u8])> =
-        req.headers.iter().map(|(k, v)| (*k, v.as_bytes())).collect();
-    headers.push(("Connection", b"close"));
-    let method = match req.method {
-        HttpMethod::Get => "GET",
-        HttpMethod::Post => "POST",
-    };
-    let head =
-        RequestHead { method, target: &at.url.target, host: &at.host_header, headers: &headers };
-    let mut request = Vec::new();
-    http1::write_request(&mut request, &head, &req.body)
+/// The bytes of a request to `at` that closes its connection after the response.
+pub(super) fn encode(
+    method: &str,
+    at: &Instance,
+    headers: &[(&str, &[u8])],
+    body: &[u8],
+) -> io::Result<Vec<u8>> {
+    let mut all: SmallVec<[(&str, &[u8]); 16]> = headers.iter().copied().collect();
+    all.push(("Connection", b"close"));
+    let head = RequestHead { method, target: &at.url.target, host: &at.host_header, headers: &all };
+    let mut request = Vec::with_capacity(512);
+    http1::write_request(&mut request, &head, body)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("request head: {e:?}")))?;
     Ok(request)
 }
 
-/// One request on a connection of its own. Its bytes carry credentials (a bearer token, a
-/// client secret, an authorization code): `Debug` shows none of them.
+/// One request on a connection of its own, and its response as it comes.
+#[derive(Debug)]
 pub(super) struct OneShot {
-    sock: TcpStream,
-    phase: Phase,
-    /// The name TLS checks, for an https origin.
-    tls_host: Option<String>,
-    tls: Option<TlsSession>,
-    proxied: bool,
-    authority: String,
-    /// The request, written once the connection (and tunnel) is up.
-    request: Vec<u8>,
-    out: Vec<u8>,
-    written: usize,
-    parser: ResponseParser,
-    limits: Limits,
+    conn: Connection,
     status: u16,
     body: Vec<u8>,
     dpop_nonce: Option<Vec<u8>>,
 }
 
-impl fmt::Debug for OneShot {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OneShot")
-            .field("phase", &self.phase)
-            .field("authority", &self.authority)
-            .field("proxied", &self.proxied)
-            .field("tls", &self.tls)
-            .field("status", &self.status)
-            .finish_non_exhaustive()
-    }
-}
-
 impl OneShot {
     /// Connects to `addr` (of `at`: its proxy's when it has one) without waiting, registers
     /// the socket with `token`, and sends `request` (whole, with its head) once the connection
-    /// (and tunnel, and TLS) is up. A response body past `max_body` ends it as an error.
+    /// (and tunnel, and TLS with `tls`) is up. A response body past `max_body` ends it as an
+    /// error.
     pub(super) fn start(
         request: Vec<u8>,
         at: &Instance,
-        addr: std::net::SocketAddr,
+        tls: Option<&TlsConfig>,
+        addr: SocketAddr,
         registry: &Registry,
         token: Token,
         max_body: u64,
     ) -> io::Result<Self> {
-        let mut sock = TcpStream::connect(addr)?;
-        let _ = sock.set_nodelay(true);
-        registry.register(&mut sock, token, Interest::READABLE | Interest::WRITABLE)?;
         let limits = Limits { max_head_bytes: MAX_HEAD, max_body_bytes: max_body };
-        Ok(Self {
-            sock,
-            phase: Phase::Connecting,
-            tls_host: (at.url.scheme == Scheme::Https).then(|| at.url.host.clone()),
-            tls: None,
-            proxied: at.proxy.is_some(),
-            authority: at.url.authority(),
-            request,
-            out: Vec::new(),
-            written: 0,
-            parser: ResponseParser::new(limits),
-            limits,
-            status: 0,
-            body: Vec::new(),
-            dpop_nonce: None,
-        })
+        let mut conn = Connection::connect(addr, Route::to(at, tls)?, registry, token, limits)?;
+        *conn.request_buf() = request;
+        Ok(Self { conn, status: 0, body: Vec::new(), dpop_nonce: None })
     }
 
     /// Deregisters the socket; dropping it closes it.
     pub(super) fn close(mut self, registry: &Registry) {
-        let _ = registry.deregister(&mut self.sock);
+        self.conn.deregister(registry);
     }
 
     /// Moves the socket's registration from `from` to `to`, with `token`.
@@ -247,108 +322,28 @@ impl OneShot {
         to: &Registry,
         token: Token,
     ) -> io::Result<()> {
-        from.deregister(&mut self.sock)?;
-        to.register(&mut self.sock, token, Interest::READABLE | Interest::WRITABLE)
+        self.conn.move_to(from, to, token)
     }
 
     /// Moves the request on after a readiness event (a hint: a spurious call finds nothing).
-    pub(super) fn on_ready(&mut self, tls: Option<&TlsConfig>) -> Progress {
-        match self.drive(tls) {
+    pub(super) fn on_ready(&mut self) -> Progress {
+        match self.drive() {
             Ok(Some(done)) => Progress::Done(Ok(done)),
             Ok(None) => Progress::Pending,
             Err(e) => Progress::Done(Err(e)),
         }
     }
 
-    fn drive(&mut self, tls: Option<&TlsConfig>) -> io::Result<Option<Fetched>> {
-        if self.phase == Phase::Connecting {
-            if let Some(e) = self.sock.take_error()? {
-                return Err(e);
-            }
-            match self.sock.peer_addr() {
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(None),
-                Err(e) => return Err(e),
-            }
-            if self.proxied {
-                // Authority-form target (RFC 9110 §9.3.6), as for the MCP connections.
-                let a = &self.authority;
-                self.out = format!("CONNECT {a} HTTP/1.1\r\nHost: {a}\r\n\r\n").into_bytes();
-                self.phase = Phase::Tunnelling;
-            } else {
-                self.open(tls)?;
-            }
-        }
-        if self.phase == Phase::Tunnelling {
-            self.write()?;
-            if !self.read_tunnel()? {
-                return Ok(None);
-            }
-            self.open(tls)?;
-        }
-        self.write()?;
-        self.read()
-    }
-
-    /// TCP (and the tunnel) is up: TLS for an https origin, then the request.
-    fn open(&mut self, tls: Option<&TlsConfig>) -> io::Result<()> {
-        self.phase = Phase::Open;
-        self.parser = ResponseParser::new(self.limits);
-        self.out = std::mem::take(&mut self.request);
-        self.written = 0;
-        if let Some(host) = &self.tls_host {
-            let config = tls.ok_or_else(|| io::Error::other("no TLS configuration"))?;
-            let mut session = config.session(host).map_err(|f| io::Error::other(TlsError(f)))?;
-            // Buffered by rustls until the handshake is done.
-            session.write_plaintext(&self.out)?;
-            self.written = self.out.len();
-            self.tls = Some(session);
-        }
-        Ok(())
-    }
-
-    fn write(&mut self) -> io::Result<()> {
-        if let Some(tls) = self.tls.as_mut() {
-            return tls.flush(&mut self.sock);
-        }
-        while self.written < self.out.len() {
-            match self.sock.write(&self.out[self.written..]) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.written += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    /// Reads the proxy's answer to CONNECT; `true` once the tunnel is open.
-    fn read_tunnel(&mut self) -> io::Result<bool> {
-        let mut buf = [0u8; 4096];
-        loop {
-            let n = match self.sock.read(&mut buf) {
-                Ok(0) => return Err(io::ErrorKind::ConnectionAborted.into()),
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            self.parser.push(&buf[..n]);
-            if let Some(ev) = self.parser.next() {
-                return match ev {
-                    Ok(ResponseEvent::Head(h)) if (200..300).contains(&h.status()) => Ok(true),
-                    _ => Err(io::Error::new(io::ErrorKind::ConnectionRefused, "proxy refused")),
-                };
-            }
-        }
-    }
-
-    /// Reads what is there; the response once it is whole.
-    fn read(&mut self) -> io::Result<Option<Fetched>> {
+    /// Sends what it can, then reads what is there; the response once it is whole.
+    fn drive(&mut self) -> io::Result<Option<Fetched>> {
         let mut buf = [0u8; 8192];
+        if !self.conn.advance(&mut buf)? {
+            return Ok(None);
+        }
+        self.conn.write()?;
+        let mut closed = false;
         loop {
-            while let Some(ev) = self.parser.next() {
+            while let Some(ev) = self.conn.parser().next() {
                 match ev {
                     Ok(ResponseEvent::Head(h)) => {
                         self.status = h.status();
@@ -357,64 +352,21 @@ impl OneShot {
                     Ok(ResponseEvent::Body(chunk)) => self.body.extend_from_slice(chunk),
                     Ok(ResponseEvent::End { .. }) => {
                         let body = std::mem::take(&mut self.body);
-                        return Ok(Some(Fetched {
-                            status: self.status,
-                            body,
-                            dpop_nonce: self.dpop_nonce.take(),
-                        }));
+                        let dpop_nonce = self.dpop_nonce.take();
+                        return Ok(Some(Fetched { status: self.status, body, dpop_nonce }));
                     }
                     Err(e) => {
                         return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
                     }
                 }
             }
-            let eof = match self.tls.as_mut() {
-                Some(tls) => {
-                    let mut plain = Vec::new();
-                    let r = tls.read(&mut self.sock, &mut plain, buf.len())?;
-                    // Handshake bytes, then the buffered request once it is done.
-                    tls.flush(&mut self.sock)?;
-                    self.parser.push(&plain);
-                    match r {
-                        None => true,
-                        Some(0) => return Ok(None),
-                        Some(_) => false,
-                    }
-                }
-                None => match self.sock.read(&mut buf) {
-                    Ok(0) => true,
-                    Ok(n) => {
-                        self.parser.push(&buf[..n]);
-                        false
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(e),
-                },
-            };
-            if eof {
-                self.parser.eof();
-                while let Some(ev) = self.parser.next() {
-                    match ev {
-                        Ok(ResponseEvent::Body(chunk)) => self.body.extend_from_slice(chunk),
-                        Ok(ResponseEvent::End { .. }) => {
-                            let body = std::mem::take(&mut self.body);
-                            return Ok(Some(Fetched {
-                                status: self.status,
-                                body,
-                                dpop_nonce: self.dpop_nonce.take(),
-                            }));
-                        }
-                        Ok(ResponseEvent::Head(h)) => {
-                            self.status = h.status();
-                            self.dpop_nonce = h.header("dpop-nonce").map(<[u8]>::to_vec);
-                        }
-                        Err(e) => {
-                            return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
-                        }
-                    }
-                }
+            if closed {
                 return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            match self.conn.read(&mut buf)? {
+                Input::Read { .. } => {}
+                Input::Blocked => return Ok(None),
+                Input::Closed => closed = true,
             }
         }
     }
