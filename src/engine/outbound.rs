@@ -9,7 +9,7 @@ use super::inbound::itoa_buf;
 use super::requests::SendState;
 use super::{Engine, Transmit, TransmitKind, TransportKind, MAX_CONTROL};
 use crate::error::RpcError;
-use crate::proto::jsonrpc::{self, write_json_str, WireId};
+use crate::proto::jsonrpc::{self, write_json_str, MethodName, WireId};
 use crate::proto::mcp::{notify, Method};
 use crate::proto::meta::StaticMeta;
 use crate::proto::version::Era;
@@ -95,7 +95,10 @@ impl Engine {
                 method = t.method();
             }
         }
-        let name = if method == Method::Extension { bufs.name() } else { method.as_str() };
+        let name = match method {
+            Method::Extension => MethodName::Other(bufs.name()),
+            core => MethodName::Core(core),
+        };
         jsonrpc::write_request(buf, id.get(), name, bufs.params(), meta);
         self.mark_sent(now, slot);
         self.stats.requests_sent += 1;
@@ -148,7 +151,7 @@ impl Engine {
                 jsonrpc::write_request(
                     buf,
                     id.get(),
-                    method.as_str(),
+                    MethodName::Core(method),
                     &params,
                     [meta.unwrap_or_default(), b""],
                 );

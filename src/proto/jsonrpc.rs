@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use crate::proto::json::{self, Kind, RawJson, Visitor, SKIP};
+use crate::proto::mcp::Method;
 
 /// A wire id: a pending-table slot and that slot's generation, packed into one integer.
 ///
@@ -337,20 +338,37 @@ const DIGIT_PAIRS: [u8; 200] = {
     table
 };
 
+/// A request's method, as [`write_request`] writes it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum MethodName<'a> {
+    /// One of the crate's own methods: none holds a character JSON escapes (a test checks them
+    /// all), so its name is copied without looking for one.
+    Core(Method),
+    /// Any other name (an extension's), escaped where it needs it.
+    Other(&'a str),
+}
+
 /// Appends a request: `{"jsonrpc":"2.0","id":<id>,"method":<method>,"params":{..}}`.
 /// `params` are the members inside the params object; each part of `meta` (already-encoded
 /// members) joins one `_meta` object, which is left out when every part is empty.
 pub(crate) fn write_request(
     out: &mut Vec<u8>,
     id: u64,
-    method: &str,
+    method: MethodName<'_>,
     params: &[u8],
     meta: [&[u8]; 2],
 ) {
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     write_u64(out, id);
     out.extend_from_slice(b",\"method\":");
-    write_json_str(out, method);
+    match method {
+        MethodName::Core(m) => {
+            out.push(b'"');
+            out.extend_from_slice(m.as_str().as_bytes());
+            out.push(b'"');
+        }
+        MethodName::Other(name) => write_json_str(out, name),
+    }
     out.extend_from_slice(b",\"params\":{");
     out.extend_from_slice(params);
     let mut parts = meta.iter().filter(|m| !m.is_empty());
@@ -410,16 +428,28 @@ mod tests {
     #[test]
     fn requests_and_notifications_encode_as_json_rpc() {
         let mut out = Vec::new();
-        write_request(&mut out, 7, "tools/call", br#""name":"x""#, [b"", b""]);
+        write_request(
+            &mut out,
+            7,
+            MethodName::Core(Method::ToolsCall),
+            br#""name":"x""#,
+            [b"", b""],
+        );
         assert_eq!(out, br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x"}}"#);
         out.clear();
-        write_request(&mut out, 8, "tools/list", b"", [br#""a":1"#, br#""b":2"#]);
+        write_request(
+            &mut out,
+            8,
+            MethodName::Core(Method::ToolsList),
+            b"",
+            [br#""a":1"#, br#""b":2"#],
+        );
         assert_eq!(
             out,
             br#"{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{"_meta":{"a":1,"b":2}}}"#
         );
         out.clear();
-        write_request(&mut out, 9, "x", br#""k":1"#, [b"", br#""b":2"#]);
+        write_request(&mut out, 9, MethodName::Other("x"), br#""k":1"#, [b"", br#""b":2"#]);
         assert_eq!(
             out,
             br#"{"jsonrpc":"2.0","id":9,"method":"x","params":{"k":1,"_meta":{"b":2}}}"#
@@ -437,6 +467,21 @@ mod tests {
 
     fn raw(s: &str) -> RawJson<'_> {
         json::parse(s.as_bytes()).unwrap()
+    }
+
+    /// The crate's own method names are written without an escape check: none may need one.
+    #[test]
+    fn core_method_names_need_no_escapes() {
+        for m in Method::CORE {
+            let mut core = Vec::new();
+            write_request(&mut core, 1, MethodName::Core(m), b"", [b"", b""]);
+            let mut escaped = Vec::new();
+            write_request(&mut escaped, 1, MethodName::Other(m.as_str()), b"", [b"", b""]);
+            assert_eq!(core, escaped, "{m:?}");
+        }
+        let mut out = Vec::new();
+        write_request(&mut out, 2, MethodName::Other("a\"b"), b"", [b"", b""]);
+        assert_eq!(out, br#"{"jsonrpc":"2.0","id":2,"method":"a\"b","params":{}}"#);
     }
 
     #[test]
