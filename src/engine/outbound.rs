@@ -7,7 +7,7 @@ use smallvec::SmallVec;
 use super::headers::ParamHeaders;
 use super::inbound::itoa_buf;
 use super::requests::SendState;
-use super::{Engine, Transmit, TransmitKind, TransportKind, MAX_CONTROL};
+use super::{Engine, NameRef, Transmit, TransmitKind, TransportKind, MAX_CONTROL};
 use crate::error::RpcError;
 use crate::proto::jsonrpc::{self, write_json_str, MethodName, WireId};
 use crate::proto::mcp::{notify, Method};
@@ -174,13 +174,14 @@ impl Engine {
     pub(super) fn route(&self, len: usize, kind: TransmitKind) -> Transmit<'_> {
         let version = self.lifecycle.version();
         let params = ParamHeaders::default();
-        let mut t = Transmit { len, kind, version, name: "", method_name: "", params };
+        let mut t =
+            Transmit { len, kind, version, name: NameRef::Text(""), method_name: "", params };
         if let TransmitKind::Request { id, method } = kind {
             let slot = id.slot();
             t.method_name = method.as_str();
             if method == Method::TasksCancel {
                 // Written from a control frame: the call is gone, its task id kept here.
-                t.name = &self.control_name;
+                t.name = NameRef::Text(&self.control_name);
             } else if self.requests.get(slot).is_some_and(|p| p.wire_gen == id.generation()) {
                 let bufs = self.requests.bufs(slot);
                 if method == Method::Extension {
@@ -192,9 +193,9 @@ impl Engine {
                 ) {
                     // `Mcp-Name` of a task's request is its task id (tasks extension, HTTP).
                     let task = bufs.more.as_ref().and_then(|m| m.task.as_ref());
-                    t.name = task.map_or("", |t| t.id.as_str());
+                    t.name = NameRef::Text(task.map_or("", |t| t.id.as_str()));
                 } else {
-                    t.name = bufs.name();
+                    t.name = NameRef::Slot(bufs);
                     t.params = bufs.param_headers.iter();
                 }
             }
