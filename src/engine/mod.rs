@@ -1132,6 +1132,12 @@ impl Engine {
         self.events.pop()
     }
 
+    /// [`poll_event`](Self::poll_event), paired with `tag` (the host's server id) in place.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // read by the host only
+    pub(crate) fn poll_event_tagged<T>(&mut self, tag: T) -> Option<(T, Event<'_>)> {
+        self.events.pop_tagged(tag)
+    }
+
     /// [`poll_event`](Self::poll_event), with the event's text copied into `scratch` so the
     /// event does not borrow the engine (see `Host::drain`).
     #[cfg_attr(not(feature = "stdio"), allow(dead_code))]
