@@ -108,6 +108,11 @@ impl LineFramer {
         }
         loop {
             let pending = &self.buf[self.start..];
+            if self.scanned == pending.len() {
+                // Nothing new since the last search (the common case once a read's last line
+                // is out): that search already found no newline and checked the length.
+                return None;
+            }
             let Some(offset) = memchr::memchr(b'\n', &pending[self.scanned..]) else {
                 self.scanned = pending.len();
                 // One byte of slack: a full-size line may still end in "\r\n".

@@ -635,6 +635,15 @@ impl EventQueue {
         Some(self.view(stored))
     }
 
+    /// [`pop`](Self::pop), with `tag` beside the event: the pair is built where the caller
+    /// keeps it, instead of the event (312 bytes) being moved into a pair afterwards.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the host's poll_event only
+    pub(crate) fn pop_tagged<T>(&mut self, tag: T) -> Option<(T, Event<'_>)> {
+        let mut stored = self.queue.pop_front()?;
+        self.left(&mut stored);
+        Some((tag, view(&self.arena, stored)))
+    }
+
     /// [`pop`](Self::pop), with the event's text copied into `scratch` (cleared first; it
     /// keeps its capacity, so this allocates nothing once it has grown to the largest event):
     /// the event no longer borrows the queue. Read it with [`DetachedEvent::view`].

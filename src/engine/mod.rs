@@ -200,7 +200,7 @@ pub struct Transmit<'a> {
     pub kind: TransmitKind,
     #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
     version: Option<ProtocolVersion>,
-    name: &'a str,
+    name: NameRef<'a>,
     method_name: &'a str,
     params: ParamHeaders<'a>,
 }
@@ -223,7 +223,11 @@ impl<'a> Transmit<'a> {
     /// The unencoded `Mcp-Name` of a request: the tool or prompt name, or the resource URI.
     #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
     pub(crate) fn name(&self) -> Option<&'a str> {
-        (!self.name.is_empty()).then_some(self.name)
+        let name = match self.name {
+            NameRef::Text(text) => text,
+            NameRef::Slot(bufs) => bufs.name(),
+        };
+        (!name.is_empty()).then_some(name)
     }
 
     /// The `Mcp-Param-*` headers of a `tools/call` (empty for anything else).
@@ -231,6 +235,14 @@ impl<'a> Transmit<'a> {
     pub(crate) fn param_headers(&self) -> ParamHeaders<'a> {
         self.params
     }
+}
+
+/// Where a [`Transmit`]'s `Mcp-Name` is: text, or a call's buffers, whose name is read as text
+/// (a UTF-8 check) only when a driver asks for it; the stdio driver never does.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum NameRef<'a> {
+    Text(&'a str),
+    Slot(&'a requests::SlotBufs),
 }
 
 /// What a [`Transmit`] is, so a driver can route it.
@@ -1118,6 +1130,12 @@ impl Engine {
     /// engine.
     pub fn poll_event(&mut self) -> Option<Event<'_>> {
         self.events.pop()
+    }
+
+    /// [`poll_event`](Self::poll_event), paired with `tag` (the host's server id) in place.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // read by the host only
+    pub(crate) fn poll_event_tagged<T>(&mut self, tag: T) -> Option<(T, Event<'_>)> {
+        self.events.pop_tagged(tag)
     }
 
     /// [`poll_event`](Self::poll_event), with the event's text copied into `scratch` so the

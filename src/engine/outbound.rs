@@ -7,9 +7,9 @@ use smallvec::SmallVec;
 use super::headers::ParamHeaders;
 use super::inbound::itoa_buf;
 use super::requests::SendState;
-use super::{Engine, Transmit, TransmitKind, TransportKind, MAX_CONTROL};
+use super::{Engine, NameRef, Transmit, TransmitKind, TransportKind, MAX_CONTROL};
 use crate::error::RpcError;
-use crate::proto::jsonrpc::{self, write_json_str, WireId};
+use crate::proto::jsonrpc::{self, write_json_str, MethodName, WireId};
 use crate::proto::mcp::{notify, Method};
 use crate::proto::meta::StaticMeta;
 use crate::proto::version::Era;
@@ -95,7 +95,10 @@ impl Engine {
                 method = t.method();
             }
         }
-        let name = if method == Method::Extension { bufs.name() } else { method.as_str() };
+        let name = match method {
+            Method::Extension => MethodName::Other(bufs.name()),
+            core => MethodName::Core(core),
+        };
         jsonrpc::write_request(buf, id.get(), name, bufs.params(), meta);
         self.mark_sent(now, slot);
         self.stats.requests_sent += 1;
@@ -148,7 +151,7 @@ impl Engine {
                 jsonrpc::write_request(
                     buf,
                     id.get(),
-                    method.as_str(),
+                    MethodName::Core(method),
                     &params,
                     [meta.unwrap_or_default(), b""],
                 );
@@ -171,13 +174,14 @@ impl Engine {
     pub(super) fn route(&self, len: usize, kind: TransmitKind) -> Transmit<'_> {
         let version = self.lifecycle.version();
         let params = ParamHeaders::default();
-        let mut t = Transmit { len, kind, version, name: "", method_name: "", params };
+        let mut t =
+            Transmit { len, kind, version, name: NameRef::Text(""), method_name: "", params };
         if let TransmitKind::Request { id, method } = kind {
             let slot = id.slot();
             t.method_name = method.as_str();
             if method == Method::TasksCancel {
                 // Written from a control frame: the call is gone, its task id kept here.
-                t.name = &self.control_name;
+                t.name = NameRef::Text(&self.control_name);
             } else if self.requests.get(slot).is_some_and(|p| p.wire_gen == id.generation()) {
                 let bufs = self.requests.bufs(slot);
                 if method == Method::Extension {
@@ -189,9 +193,9 @@ impl Engine {
                 ) {
                     // `Mcp-Name` of a task's request is its task id (tasks extension, HTTP).
                     let task = bufs.more.as_ref().and_then(|m| m.task.as_ref());
-                    t.name = task.map_or("", |t| t.id.as_str());
+                    t.name = NameRef::Text(task.map_or("", |t| t.id.as_str()));
                 } else {
-                    t.name = bufs.name();
+                    t.name = NameRef::Slot(bufs);
                     t.params = bufs.param_headers.iter();
                 }
             }

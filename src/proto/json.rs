@@ -61,25 +61,27 @@ pub(crate) const MAX_DEPTH: u8 = 127;
 ///
 /// The first problem found, as a [`JsonError`].
 pub(crate) fn parse(frame: &[u8]) -> Result<RawJson<'_>, JsonError> {
-    parse_visit(frame, |_| {})
+    parse_visit(frame, &mut ())
 }
 
-/// [`parse`], reporting on the way each member of the top-level object and each member of an
-/// object that is itself a member value of the top-level object (two levels: the JSON-RPC
-/// envelope and, say, its `result`).
+/// [`parse`], reporting on the way the members a [`Visitor`] asks for: members of the
+/// top-level object, and members of an object that is itself a member value of the top-level
+/// object (two levels: the JSON-RPC envelope and, say, its `result`).
 ///
 /// This is how a reader gets at the members it needs in the one validating pass, instead of
-/// walking the text again with [`RawJson::get`] or [`RawJson::members`] for each level. A
-/// member is reported once its value has been validated, so the members of a nested object
-/// come before the member that holds it. Members are reported before the whole frame is known
-/// to be valid: when this returns an error, forget what the visitor saw.
+/// walking the text again with [`RawJson::get`] or [`RawJson::members`] for each level. The
+/// visitor names a slot for each key as it is read ([`Visitor::slot`]), so a member it does
+/// not want costs one key comparison and nothing when its value ends. A member is reported
+/// once its value has been validated, so the members of a nested object come before the
+/// member that holds it. Members are reported before the whole frame is known to be valid:
+/// when this returns an error, forget what the visitor saw.
 ///
 /// # Errors
 ///
 /// As for [`parse`].
-pub(crate) fn parse_visit<'a>(
+pub(crate) fn parse_visit<'a, V: Visitor<'a>>(
     frame: &'a [u8],
-    visit: impl FnMut(Visit<'a>),
+    visit: &mut V,
 ) -> Result<RawJson<'a>, JsonError> {
     // One pass by the standard library is faster than checking UTF-8 while scanning, and it lets
     // every later step slice `str`s safely.
@@ -90,7 +92,7 @@ pub(crate) fn parse_visit<'a>(
         return Err(JsonError::Empty);
     }
     let mut scanner =
-        Scanner { text, open: Nesting::default(), keys: [(0, 0); 2], starts: [0; 2], visit };
+        Scanner { text, open: Nesting::default(), slots: [SKIP; 2], starts: [0; 2], visit };
     let end = scanner.scan(start)?;
     if skip_ws(bytes, end) != bytes.len() {
         return Err(JsonError::Trailing);
@@ -98,16 +100,30 @@ pub(crate) fn parse_visit<'a>(
     text.get(start..end).map(RawJson).ok_or(JsonError::Syntax)
 }
 
-/// One member reported by [`parse_visit`].
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Visit<'a> {
-    /// For a member of a nested object, the key of the top-level member whose value that object
-    /// is; `None` for a member of the top-level object.
-    pub(crate) parent: Option<JsonKey<'a>>,
-    /// The member's key.
-    pub(crate) key: JsonKey<'a>,
-    /// The member's value, already validated.
-    pub(crate) value: RawJson<'a>,
+/// The slot a [`Visitor`] gives a member it does not want.
+pub(crate) const SKIP: u8 = u8::MAX;
+
+/// What [`parse_visit`] reports members to.
+pub(crate) trait Visitor<'a> {
+    /// The slot for the member whose key is `key` (the bytes between its quotes, escapes still
+    /// in place), or [`SKIP`]. `parent` is `None` for a member of the top-level object; for a
+    /// member of a nested object it is the slot of the top-level member whose value that
+    /// object is (never `SKIP`: the members of a skipped member's value are skipped unasked).
+    fn slot(&mut self, parent: Option<u8>, key: &[u8]) -> u8;
+
+    /// The value, already validated, of a member given `slot` (never `SKIP`).
+    fn value(&mut self, slot: u8, value: RawJson<'a>);
+}
+
+/// Wants nothing: plain [`parse`].
+impl Visitor<'_> for () {
+    #[inline(always)]
+    fn slot(&mut self, _: Option<u8>, _: &[u8]) -> u8 {
+        SKIP
+    }
+
+    #[inline(always)]
+    fn value(&mut self, _: u8, _: RawJson<'_>) {}
 }
 
 /// The text of a validated JSON value, borrowed from its frame.
@@ -369,19 +385,20 @@ impl Nesting {
 /// The object depths whose members [`parse_visit`] reports.
 const VISIT_DEPTH: usize = 2;
 
-/// The validating pass: [`Nesting`] for the grammar, plus where the current member of each
-/// reported object depth started, for the visitor.
-struct Scanner<'a, V> {
+/// The validating pass: [`Nesting`] for the grammar, plus, for the visitor, the slot of the
+/// current member and where the current value started at each reported depth.
+struct Scanner<'a, 'v, V> {
     text: &'a str,
     open: Nesting,
-    /// The current member's key (between its quotes) in the object at depth 1 and 2.
-    keys: [(usize, usize); VISIT_DEPTH],
+    /// The slot the visitor gave the current member of the object at depth 1 and 2; [`SKIP`]
+    /// for an array there, whose elements are not members.
+    slots: [u8; VISIT_DEPTH],
     /// Where the current value starts in the container at depth 1 and 2.
     starts: [usize; VISIT_DEPTH],
-    visit: V,
+    visit: &'v mut V,
 }
 
-impl<'a, V: FnMut(Visit<'a>)> Scanner<'a, V> {
+impl<'a, V: Visitor<'a>> Scanner<'a, '_, V> {
     /// Validates the one value that starts at `i` and returns the index just past it.
     fn scan(&mut self, mut i: usize) -> Result<usize, JsonError> {
         let b = self.text.as_bytes();
@@ -405,6 +422,11 @@ impl<'a, V: FnMut(Visit<'a>)> Scanner<'a, V> {
                 }
                 Some(b'[') => {
                     self.open.push(false)?;
+                    // Elements are not members: nothing at this depth is reported.
+                    let depth = usize::from(self.open.depth).wrapping_sub(1);
+                    if let Some(slot) = self.slots.get_mut(depth) {
+                        *slot = SKIP;
+                    }
                     i = skip_ws(b, i + 1);
                     if b.get(i) != Some(&b']') {
                         continue;
@@ -442,7 +464,8 @@ impl<'a, V: FnMut(Visit<'a>)> Scanner<'a, V> {
         Ok(i)
     }
 
-    /// Validates `"key"` and then `:`, returning the index just after the colon.
+    /// Validates `"key"` and then `:`, returning the index just after the colon. At a reported
+    /// depth, asks the visitor for the member's slot.
     #[inline(always)]
     fn key(&mut self, i: usize) -> Result<usize, JsonError> {
         let b = self.text.as_bytes();
@@ -450,8 +473,18 @@ impl<'a, V: FnMut(Visit<'a>)> Scanner<'a, V> {
             return Err(JsonError::Syntax);
         }
         let end = scan_string(b, i)?;
-        if let Some(key) = self.keys.get_mut(usize::from(self.open.depth).wrapping_sub(1)) {
-            *key = (i + 1, end - 1);
+        let key = || b.get(i + 1..end - 1).unwrap_or_default();
+        match self.open.depth {
+            1 => self.slots[0] = self.visit.slot(None, key()),
+            // A key at depth 2 is in an object that is the value of the current member at
+            // depth 1 (an array there is no member, and has set that slot to `SKIP`).
+            2 => {
+                self.slots[1] = match self.slots[0] {
+                    SKIP => SKIP,
+                    parent => self.visit.slot(Some(parent), key()),
+                }
+            }
+            _ => {}
         }
         let i = skip_ws(b, end);
         match b.get(i) {
@@ -461,24 +494,19 @@ impl<'a, V: FnMut(Visit<'a>)> Scanner<'a, V> {
     }
 
     /// A value of the innermost open container ended just before `end`. Reports it when it is
-    /// a member value at a visited depth with only objects around it.
+    /// a member value at a reported depth that the visitor gave a slot.
     #[inline(always)]
     fn value_ended(&mut self, end: usize) {
-        let depth = usize::from(self.open.depth);
-        if depth == 0 || depth > VISIT_DEPTH {
+        let depth = usize::from(self.open.depth).wrapping_sub(1);
+        let (Some(&slot), Some(&start)) = (self.slots.get(depth), self.starts.get(depth)) else {
+            return;
+        };
+        if slot == SKIP {
             return;
         }
-        let objects = (1u128 << depth) - 1;
-        if self.open.bits & objects != objects {
-            return;
+        if let Some(value) = self.text.get(start..end) {
+            self.visit.value(slot, RawJson(value));
         }
-        let slice = |(start, end): (usize, usize)| self.text.get(start..end);
-        let key = self.keys.get(depth - 1).and_then(|&k| slice(k));
-        let value = self.starts.get(depth - 1).and_then(|&start| slice((start, end)));
-        let (Some(key), Some(value)) = (key, value) else { return };
-        let parent = if depth == 2 { self.keys.first().and_then(|&k| slice(k)) } else { None };
-        let (key, parent) = (JsonKey { raw: key }, parent.map(|raw| JsonKey { raw }));
-        (self.visit)(Visit { parent, key, value: RawJson(value) });
     }
 }
 
@@ -1378,12 +1406,62 @@ mod tests {
 
     /// What `parse_visit` reports for `text`, as `(parent, key, value)` in report order.
     fn visits(text: &str) -> Vec<(Option<&str>, &str, &str)> {
-        let mut seen = Vec::new();
-        let parsed = parse_visit(text.as_bytes(), |m| {
-            seen.push((m.parent.map(|p| p.raw()), m.key.raw(), m.value.text()))
-        });
+        let mut all = Everything::default();
+        let parsed = parse_visit(text.as_bytes(), &mut all);
         assert!(parsed.is_ok(), "{text}");
-        seen
+        let key = |slot: u8| all.keys[usize::from(slot)];
+        all.seen
+            .iter()
+            .map(|&(slot, value)| (key(slot).0.map(key).map(|k| k.1), key(slot).1, value))
+            .collect()
+    }
+
+    /// A visitor that wants every member: each key read gets a new slot.
+    #[derive(Default)]
+    struct Everything<'a> {
+        /// Each slot's parent slot and key.
+        keys: Vec<(Option<u8>, &'a str)>,
+        seen: Vec<(u8, &'a str)>,
+    }
+
+    impl<'a> Visitor<'a> for Everything<'a> {
+        fn slot(&mut self, parent: Option<u8>, key: &[u8]) -> u8 {
+            // Keys are validated UTF-8 with their escapes in place; leak a copy for the test.
+            let key: &'a str = String::from_utf8(key.to_vec()).unwrap().leak();
+            self.keys.push((parent, key));
+            u8::try_from(self.keys.len() - 1).unwrap()
+        }
+
+        fn value(&mut self, slot: u8, value: RawJson<'a>) {
+            assert_ne!(slot, SKIP);
+            self.seen.push((slot, value.text()));
+        }
+    }
+
+    /// A visitor that skips every top-level member except `c`: nothing inside a skipped member
+    /// is asked about or reported.
+    #[test]
+    fn skipped_members_hide_their_members() {
+        struct OnlyC(Vec<(Option<u8>, String)>, Vec<String>);
+        impl<'a> Visitor<'a> for OnlyC {
+            fn slot(&mut self, parent: Option<u8>, key: &[u8]) -> u8 {
+                self.0.push((parent, String::from_utf8(key.to_vec()).unwrap()));
+                if parent.is_none() && key == b"c" {
+                    7
+                } else {
+                    SKIP
+                }
+            }
+            fn value(&mut self, slot: u8, value: RawJson<'a>) {
+                assert_eq!(slot, 7);
+                self.1.push(value.text().to_owned());
+            }
+        }
+        let mut v = OnlyC(Vec::new(), Vec::new());
+        parse_visit(br#"{"a":{"x":1},"b":[{"y":2}],"c":{"z":3}}"#, &mut v).unwrap();
+        let asked: Vec<_> = v.0.iter().map(|(p, k)| (*p, k.as_str())).collect();
+        assert_eq!(asked, [(None, "a"), (None, "b"), (None, "c"), (Some(7), "z")]);
+        assert_eq!(v.1, [r#"{"z":3}"#]);
     }
 
     #[test]
@@ -1437,7 +1515,7 @@ mod tests {
         for case in valid.chain(INVALID.iter().map(|(b, _)| *b)) {
             let nested = [br#"{"a":{"b":"#, case, br#"},"c":"#, case, b"}"].concat();
             for text in [case, &nested[..]] {
-                let visited = parse_visit(text, |_| {}).map(RawJson::text);
+                let visited = parse_visit(text, &mut Everything::default()).map(RawJson::text);
                 assert_eq!(visited, parse(text).map(RawJson::text), "{text:?}");
             }
         }

@@ -7,7 +7,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::proto::json::{self, Kind, RawJson, Visit};
+use crate::proto::json::{self, Kind, RawJson, Visitor, SKIP};
+use crate::proto::mcp::Method;
 
 /// A wire id: a pending-table slot and that slot's generation, packed into one integer.
 ///
@@ -172,46 +173,63 @@ impl fmt::Display for DecodeError {
 impl std::error::Error for DecodeError {}
 
 /// The envelope's members, each the first of its name, and the members of its first `result`
-/// and `error` that decoding needs.
+/// and `error` that decoding needs, each in the slot [`Envelope::slot`] names.
 #[derive(Default)]
-struct Envelope<'a> {
-    jsonrpc: Option<RawJson<'a>>,
-    id: Option<RawJson<'a>>,
-    method: Option<RawJson<'a>>,
-    params: Option<RawJson<'a>>,
-    result: Option<RawJson<'a>>,
-    error: Option<RawJson<'a>>,
-    head: ResultHead<'a>,
-    code: Option<RawJson<'a>>,
-    message: Option<RawJson<'a>>,
-    data: Option<RawJson<'a>>,
-}
+struct Envelope<'a>([Option<RawJson<'a>>; SLOTS]);
+
+// The envelope's slots.
+const JSONRPC: u8 = 0;
+const ID: u8 = 1;
+const METHOD: u8 = 2;
+const PARAMS: u8 = 3;
+const RESULT: u8 = 4;
+const ERROR: u8 = 5;
+const RESULT_TYPE: u8 = 6;
+const IS_ERROR: u8 = 7;
+const CODE: u8 = 8;
+const MESSAGE: u8 = 9;
+const DATA: u8 = 10;
+const SLOTS: usize = 11;
 
 impl<'a> Envelope<'a> {
-    fn take(&mut self, member: Visit<'a>) {
-        let (key, value) = (member.key.raw(), member.value);
-        let slot = match member.parent.map(|p| p.raw()) {
+    fn get(&self, slot: u8) -> Option<RawJson<'a>> {
+        self.0.get(usize::from(slot)).copied().flatten()
+    }
+}
+
+impl<'a> Visitor<'a> for Envelope<'a> {
+    fn slot(&mut self, parent: Option<u8>, key: &[u8]) -> u8 {
+        match parent {
             None => match key {
-                "jsonrpc" => &mut self.jsonrpc,
-                "id" => &mut self.id,
-                "method" => &mut self.method,
-                "params" => &mut self.params,
-                "result" => &mut self.result,
-                "error" => &mut self.error,
-                _ => return,
+                b"jsonrpc" => JSONRPC,
+                b"id" => ID,
+                b"method" => METHOD,
+                b"params" => PARAMS,
+                b"result" => RESULT,
+                b"error" => ERROR,
+                _ => SKIP,
             },
             // A nested member is reported before the member holding it, so while `result` is
             // still unset these belong to the first `result`.
-            Some("result") if self.result.is_none() => return self.head.take(key, value),
-            Some("error") if self.error.is_none() => match key {
-                "code" => &mut self.code,
-                "message" => &mut self.message,
-                "data" => &mut self.data,
-                _ => return,
+            Some(RESULT) if self.get(RESULT).is_none() => match key {
+                b"resultType" => RESULT_TYPE,
+                b"isError" => IS_ERROR,
+                _ => SKIP,
             },
-            Some(_) => return,
-        };
-        slot.get_or_insert(value);
+            Some(ERROR) if self.get(ERROR).is_none() => match key {
+                b"code" => CODE,
+                b"message" => MESSAGE,
+                b"data" => DATA,
+                _ => SKIP,
+            },
+            Some(_) => SKIP,
+        }
+    }
+
+    fn value(&mut self, slot: u8, value: RawJson<'a>) {
+        if let Some(kept) = self.0.get_mut(usize::from(slot)) {
+            kept.get_or_insert(value);
+        }
     }
 }
 
@@ -222,7 +240,7 @@ impl<'a> Envelope<'a> {
 /// walks the frame again.
 pub fn decode(frame: &[u8]) -> Result<Message<'_>, DecodeError> {
     let mut env = Envelope::default();
-    let value = json::parse_visit(frame, |m| env.take(m)).map_err(|e| match e {
+    let value = json::parse_visit(frame, &mut env).map_err(|e| match e {
         json::JsonError::TooDeep => DecodeError::TooDeep,
         _ => DecodeError::NotJson,
     })?;
@@ -232,32 +250,38 @@ pub fn decode(frame: &[u8]) -> Result<Message<'_>, DecodeError> {
         _ => return Err(DecodeError::NotJson),
     }
     // The plain spelling first: unescaping is for the rare peer that escapes it.
-    let version = env.jsonrpc.filter(|v| v.text() != r#""2.0""#);
-    if version.is_some_and(|v| v.as_str().as_deref() != Some("2.0")) || env.jsonrpc.is_none() {
+    let jsonrpc = env.get(JSONRPC);
+    let version = jsonrpc.filter(|v| v.text() != r#""2.0""#);
+    if version.is_some_and(|v| v.as_str().as_deref() != Some("2.0")) || jsonrpc.is_none() {
         return Err(DecodeError::BadVersion);
     }
     // `"id": null` is the "id could not be read" case: treat it as absent.
-    let id = env.id.filter(|v| !v.is_null());
-    let method = match env.method {
+    let id = env.get(ID).filter(|v| !v.is_null());
+    let method = match env.get(METHOD) {
         Some(m) => Some(m.as_str().ok_or(DecodeError::BadShape)?),
         None => None,
     };
-    match (method, env.result, env.error) {
+    let params = env.get(PARAMS);
+    match (method, env.get(RESULT), env.get(ERROR)) {
         (Some(method), None, None) => Ok(match id {
-            Some(id) => Message::Request { id, method, params: env.params },
-            None => Message::Notification { method, params: env.params },
+            Some(id) => Message::Request { id, method, params },
+            None => Message::Notification { method, params },
         }),
         (None, Some(result), None) => match id {
-            Some(id) => Ok(Message::Result { id, result, head: env.head }),
+            Some(id) => {
+                let head =
+                    ResultHead { result_type: env.get(RESULT_TYPE), is_error: env.get(IS_ERROR) };
+                Ok(Message::Result { id, result, head })
+            }
             None => Err(DecodeError::BadShape),
         },
         (None, None, Some(error)) => {
             if error.kind() != Kind::Object {
                 return Err(DecodeError::BadShape);
             }
-            let code = env.code.and_then(RawJson::as_i64).ok_or(DecodeError::BadShape)?;
-            let message = env.message.and_then(RawJson::as_str).unwrap_or_default();
-            Ok(Message::Error { id, error: ErrorObject { code, message, data: env.data } })
+            let code = env.get(CODE).and_then(RawJson::as_i64).ok_or(DecodeError::BadShape)?;
+            let message = env.get(MESSAGE).and_then(RawJson::as_str).unwrap_or_default();
+            Ok(Message::Error { id, error: ErrorObject { code, message, data: env.get(DATA) } })
         }
         _ => Err(DecodeError::BadShape),
     }
@@ -314,20 +338,37 @@ const DIGIT_PAIRS: [u8; 200] = {
     table
 };
 
+/// A request's method, as [`write_request`] writes it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum MethodName<'a> {
+    /// One of the crate's own methods: none holds a character JSON escapes (a test checks them
+    /// all), so its name is copied without looking for one.
+    Core(Method),
+    /// Any other name (an extension's), escaped where it needs it.
+    Other(&'a str),
+}
+
 /// Appends a request: `{"jsonrpc":"2.0","id":<id>,"method":<method>,"params":{..}}`.
 /// `params` are the members inside the params object; each part of `meta` (already-encoded
 /// members) joins one `_meta` object, which is left out when every part is empty.
 pub(crate) fn write_request(
     out: &mut Vec<u8>,
     id: u64,
-    method: &str,
+    method: MethodName<'_>,
     params: &[u8],
     meta: [&[u8]; 2],
 ) {
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     write_u64(out, id);
     out.extend_from_slice(b",\"method\":");
-    write_json_str(out, method);
+    match method {
+        MethodName::Core(m) => {
+            out.push(b'"');
+            out.extend_from_slice(m.as_str().as_bytes());
+            out.push(b'"');
+        }
+        MethodName::Other(name) => write_json_str(out, name),
+    }
     out.extend_from_slice(b",\"params\":{");
     out.extend_from_slice(params);
     let mut parts = meta.iter().filter(|m| !m.is_empty());
@@ -387,16 +428,28 @@ mod tests {
     #[test]
     fn requests_and_notifications_encode_as_json_rpc() {
         let mut out = Vec::new();
-        write_request(&mut out, 7, "tools/call", br#""name":"x""#, [b"", b""]);
+        write_request(
+            &mut out,
+            7,
+            MethodName::Core(Method::ToolsCall),
+            br#""name":"x""#,
+            [b"", b""],
+        );
         assert_eq!(out, br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x"}}"#);
         out.clear();
-        write_request(&mut out, 8, "tools/list", b"", [br#""a":1"#, br#""b":2"#]);
+        write_request(
+            &mut out,
+            8,
+            MethodName::Core(Method::ToolsList),
+            b"",
+            [br#""a":1"#, br#""b":2"#],
+        );
         assert_eq!(
             out,
             br#"{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{"_meta":{"a":1,"b":2}}}"#
         );
         out.clear();
-        write_request(&mut out, 9, "x", br#""k":1"#, [b"", br#""b":2"#]);
+        write_request(&mut out, 9, MethodName::Other("x"), br#""k":1"#, [b"", br#""b":2"#]);
         assert_eq!(
             out,
             br#"{"jsonrpc":"2.0","id":9,"method":"x","params":{"k":1,"_meta":{"b":2}}}"#
@@ -414,6 +467,21 @@ mod tests {
 
     fn raw(s: &str) -> RawJson<'_> {
         json::parse(s.as_bytes()).unwrap()
+    }
+
+    /// The crate's own method names are written without an escape check: none may need one.
+    #[test]
+    fn core_method_names_need_no_escapes() {
+        for m in Method::CORE {
+            let mut core = Vec::new();
+            write_request(&mut core, 1, MethodName::Core(m), b"", [b"", b""]);
+            let mut escaped = Vec::new();
+            write_request(&mut escaped, 1, MethodName::Other(m.as_str()), b"", [b"", b""]);
+            assert_eq!(core, escaped, "{m:?}");
+        }
+        let mut out = Vec::new();
+        write_request(&mut out, 2, MethodName::Other("a\"b"), b"", [b"", b""]);
+        assert_eq!(out, br#"{"jsonrpc":"2.0","id":2,"method":"a\"b","params":{}}"#);
     }
 
     #[test]

@@ -146,15 +146,20 @@ pub(crate) fn result_head(head: ResultHead<'_>) -> Option<(ResultType, bool)> {
 }
 
 fn parse_result_type(v: Option<RawJson<'_>>) -> Option<ResultType> {
-    match v {
-        None => Some(ResultType::Complete),
-        Some(v) => match v.as_str().as_deref() {
-            Some("complete") => Some(ResultType::Complete),
-            Some("input_required") => Some(ResultType::InputRequired),
-            Some("task") => Some(ResultType::Task),
-            _ => None,
-        },
-    }
+    let name = |s: &str| match s {
+        "complete" => Some(ResultType::Complete),
+        "input_required" => Some(ResultType::InputRequired),
+        "task" => Some(ResultType::Task),
+        _ => None,
+    };
+    let v = match v {
+        None => return Some(ResultType::Complete),
+        Some(v) => v,
+    };
+    // Every completed call passes here: the plain spelling first, compared as it stands in the
+    // frame; unescaping is for the rare peer that escapes it (and for values no name matches).
+    let plain = v.text().strip_prefix('"').and_then(|s| s.strip_suffix('"'));
+    plain.and_then(name).or_else(|| v.as_str().as_deref().and_then(name))
 }
 
 /// What a `subscriptions/listen` asks for (PROTOCOL.md §2.9).
@@ -222,6 +227,10 @@ mod tests {
         assert_eq!(rt(r#"{"resultType":"task"}"#), Some(ResultType::Task));
         assert_eq!(rt(r#"{"resultType":"tasks"}"#), None);
         assert_eq!(rt(r#"{"resultType":7}"#), None);
+        // An escaped spelling reads as the name it spells; a quote inside does not match.
+        assert_eq!(rt(r#"{"resultType":"comp\u006cete"}"#), Some(ResultType::Complete));
+        assert_eq!(rt(r#"{"resultType":"ta\/sk"}"#), None);
+        assert_eq!(rt(r#"{"resultType":"\"task\""}"#), None);
         let head =
             |s: &'static str| result_head(ResultHead::of(json::parse(s.as_bytes()).unwrap()));
         assert_eq!(head(r#"{"isError":true,"content":[]}"#), Some((ResultType::Complete, true)));
