@@ -20,7 +20,7 @@ use crate::auth::AuthChallenge;
 use crate::codec::sse::SseParser;
 use crate::engine::{
     Engine, ExchangeFailure, ParamHeaderList, ServerState, Transmit, TransmitKind, TransportEvent,
-    WireId,
+    TransportKind, WireId,
 };
 use crate::error::TransportError;
 use crate::proto::jsonrpc::{self, Message};
@@ -93,7 +93,7 @@ pub(crate) enum Flow {
     /// Keep reading.
     Continue,
     /// The budget is spent and input waits in the exchange: stop reading this connection,
-    /// and call [`HttpSession::on_body`] with no bytes on the next budget.
+    /// and call [`HttpSession::handle_body`] with no bytes on the next budget.
     Backlog,
     /// The exchange is over before its response ended (its reply came on a resumed stream,
     /// or the body is too large): close the connection.
@@ -283,6 +283,11 @@ pub(crate) struct HttpSession {
     bearer: Vec<u8>,
     headers: Vec<(String, String)>,
     max_body: usize,
+    /// The bytes of the engine's transmit being taken (reused: no allocation once warm).
+    frame: Vec<u8>,
+    /// Exchanges in flight whose connection the driver must close (2026-07-28 cancellation
+    /// closes the response stream), for [`poll_close`](Self::poll_close).
+    closing: Vec<ExchangeId>,
 }
 
 impl fmt::Debug for HttpSession {
@@ -326,6 +331,8 @@ impl HttpSession {
             tokens: None,
             bad_token: false,
             oauth: None,
+            frame: Vec::with_capacity(4096),
+            closing: Vec::new(),
         };
         let token = tokens.as_mut().and_then(|t| t.token());
         session.bad_token = !session.set_token(token);
@@ -394,9 +401,39 @@ impl HttpSession {
 
     // ----- outgoing ------------------------------------------------------------------------
 
+    /// Tells the engine its transport is open: Streamable HTTP, which needs no connection
+    /// before the first request.
+    pub(crate) fn open(&mut self, engine: &mut Engine, now: Instant) {
+        engine.handle_transport(now, TransportEvent::opened_as(TransportKind::Http));
+    }
+
+    /// Takes what is due: the engine's transmits become exchanges (and cancellations become
+    /// connections to close, see [`poll_close`](Self::poll_close)), the OAuth flow's deadline
+    /// is checked, the legacy GET stream is queued once the handshake is done, and resumes of
+    /// broken POST streams whose `retry:` delay has passed are queued.
+    pub(crate) fn handle_timeout(&mut self, engine: &mut Engine, now: Instant) {
+        let mut frame = std::mem::take(&mut self.frame);
+        loop {
+            frame.clear();
+            let Some(t) = engine.poll_transmit(now, &mut frame) else { break };
+            if let Some(x) = self.on_transmit(&t, &frame) {
+                self.closing.push(x);
+            }
+        }
+        self.frame = frame;
+        self.oauth_timeout(engine, now);
+        self.schedule(engine, now);
+    }
+
+    /// The next exchange in flight whose connection the driver must close without reporting
+    /// anything (then [`handle_abandoned`](Self::handle_abandoned)).
+    pub(crate) fn poll_close(&mut self) -> Option<ExchangeId> {
+        self.closing.pop()
+    }
+
     /// Takes one transmit of the engine (`frame` is its bytes). Returns the exchange whose
     /// connection the driver must close (2026-07-28 cancellation closes the response stream).
-    pub(crate) fn on_transmit(&mut self, t: &Transmit<'_>, frame: &[u8]) -> Option<ExchangeId> {
+    fn on_transmit(&mut self, t: &Transmit<'_>, frame: &[u8]) -> Option<ExchangeId> {
         let carries = match t.kind {
             TransmitKind::CloseStream { id } => return self.close_stream(id),
             TransmitKind::Request { id, method } => {
@@ -469,7 +506,7 @@ impl HttpSession {
     }
 
     /// Forgets an exchange without telling the engine (its connection was closed on purpose).
-    pub(crate) fn abandon(&mut self, x: ExchangeId) {
+    pub(crate) fn handle_abandoned(&mut self, x: ExchangeId) {
         self.release(x.0);
     }
 
@@ -490,7 +527,7 @@ impl HttpSession {
 
     /// Queues what is due: the legacy GET stream once the handshake is done, and resumes of
     /// broken POST streams whose `retry:` delay has passed.
-    pub(crate) fn handle_timeout(&mut self, engine: &Engine, now: Instant) {
+    fn schedule(&mut self, engine: &Engine, now: Instant) {
         if self.scheduled > 0 {
             for (i, x) in self.exchanges.iter_mut().enumerate() {
                 if let Stage::Resume(at) = x.stage {
@@ -556,21 +593,52 @@ impl HttpSession {
         self.waiting.iter().filter(|i| carries(i)).count()
     }
 
-    /// The request exchange `x` carries, if it carries one.
-    pub(crate) fn request_of(&self, x: ExchangeId) -> Option<WireId> {
-        match self.exchanges.get(x.0)?.carries {
-            Carries::Request { id, .. } => Some(id),
-            _ => None,
+    /// Takes the next exchange off the queue: it is now in flight, on a connection, and the
+    /// request it carries is on the wire (the wait for a connection was queueing, not network
+    /// time).
+    pub(crate) fn poll_exchange(
+        &mut self,
+        engine: &mut Engine,
+        now: Instant,
+    ) -> Option<ExchangeId> {
+        let i = self.waiting.pop_front()?;
+        let x = self.exchanges.get_mut(i)?;
+        x.stage = Stage::InFlight;
+        if let Carries::Request { id, .. } = x.carries {
+            engine.handle_on_wire(now, id);
         }
+        Some(ExchangeId(i))
     }
 
-    /// Takes the next exchange off the queue: it is now in flight.
-    pub(crate) fn pop_waiting(&mut self) -> Option<ExchangeId> {
-        let i = self.waiting.pop_front()?;
+    /// The next waiting exchange could get no connection: it fails with `failure`. Returns
+    /// `false` when none waits.
+    pub(crate) fn handle_no_connection(
+        &mut self,
+        engine: &mut Engine,
+        now: Instant,
+        failure: ExchangeFailure,
+    ) -> bool {
+        if self.oauth.as_ref().is_some_and(|o| o.holds_requests()) {
+            return false;
+        }
+        let Some(i) = self.waiting.pop_front() else { return false };
         if let Some(x) = self.exchanges.get_mut(i) {
             x.stage = Stage::InFlight;
         }
-        Some(ExchangeId(i))
+        self.handle_failed(engine, now, ExchangeId(i), failure);
+        true
+    }
+
+    /// A readiness turn stopped with input left for lack of budget (bytes or parsed units):
+    /// the engine counts it.
+    pub(crate) fn handle_yield(&self, engine: &mut Engine) {
+        engine.note_input_yield();
+    }
+
+    /// Whether a failed connection should send new connections to the next instance (see
+    /// [`should_rotate`]).
+    pub(crate) fn rotates(&self, engine: &Engine, error: &TransportError) -> bool {
+        should_rotate(engine.era(), error)
     }
 
     /// How to write exchange `x` now, to the URL whose `htu` (RFC 9449 4.2) is given; its
@@ -668,7 +736,7 @@ impl HttpSession {
 
     /// A response head for exchange `x`. Returns `true` for an event stream, which has no
     /// overall size (each event has its own cap).
-    pub(crate) fn on_head(&mut self, x: ExchangeId, head: ResponseHead<'_>) -> bool {
+    pub(crate) fn handle_head(&mut self, x: ExchangeId, head: ResponseHead<'_>) -> bool {
         let i = x.0;
         let ok = (200..300).contains(&head.status);
         if ok {
@@ -699,7 +767,7 @@ impl HttpSession {
     /// A piece of exchange `x`'s body. Hands at most `budget.frames` messages to the engine,
     /// reads at most `budget.units` SSE lines, and lowers both by what it took; call again
     /// with no bytes to drain a [`Flow::Backlog`].
-    pub(crate) fn on_body(
+    pub(crate) fn handle_body(
         &mut self,
         engine: &mut Engine,
         now: Instant,
@@ -711,7 +779,7 @@ impl HttpSession {
         let Some(ex) = self.exchanges.get_mut(i) else { return Flow::Close };
         if ex.mode == BodyMode::Json {
             if ex.reply.len() + chunk.len() > self.max_body {
-                self.on_failed(engine, now, x, ExchangeFailure::TooLarge);
+                self.handle_failed(engine, now, x, ExchangeFailure::TooLarge);
                 return Flow::Close;
             }
             ex.reply.extend_from_slice(chunk);
@@ -780,7 +848,7 @@ impl HttpSession {
     }
 
     /// Exchange `x`'s response ended: decide what its status and body mean.
-    pub(crate) fn on_end(&mut self, engine: &mut Engine, now: Instant, x: ExchangeId) {
+    pub(crate) fn handle_end(&mut self, engine: &mut Engine, now: Instant, x: ExchangeId) {
         let i = x.0;
         let Some(status) = self.exchanges.get(i).map(|x| x.status) else { return };
         if self.dpop_nonce_retry(i, status) || self.oauth_refused(engine, now, i, status) {
@@ -855,7 +923,7 @@ impl HttpSession {
 
     /// Exchange `x` ended without a complete response: it never got a connection, the
     /// connection broke, or the response was unreadable or too large.
-    pub(crate) fn on_failed(
+    pub(crate) fn handle_failed(
         &mut self,
         engine: &mut Engine,
         now: Instant,

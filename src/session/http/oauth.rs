@@ -155,7 +155,7 @@ impl HttpSession {
 
     /// Gives up on a deferred authorization whose redirect did not come in time, or
     /// refreshes the token before it expires; early and spurious calls do nothing.
-    pub(crate) fn oauth_timeout(&mut self, engine: &mut Engine, now: Instant) {
+    pub(super) fn oauth_timeout(&mut self, engine: &mut Engine, now: Instant) {
         let Some(st) = self.oauth.as_mut() else { return };
         st.flow.handle_timeout(now);
         self.drain_oauth(engine, now);
