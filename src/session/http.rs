@@ -131,15 +131,54 @@ enum Carries {
     Listen,
 }
 
+/// Where an exchange is in its life, with what only that stage needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
     Free,
-    Waiting,
-    InFlight,
+    /// Queued for a connection: what the next send is.
+    Waiting(Attempt),
+    /// On a connection: its request written (or being written) and its response read.
+    InFlight(Flight),
     /// A GET that resumes the response stream is due at this time.
     Resume(Instant),
-    /// Refused for want of a token: waits for the OAuth flow's outcome.
-    Parked,
+    /// Refused for want of a token: waits for the OAuth flow's outcome, then sends this.
+    Parked(Attempt),
+}
+
+/// What a send of an exchange is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attempt {
+    /// Its request (a POST), or the legacy GET stream.
+    Send,
+    /// A GET with `Last-Event-ID` that resumes a legacy request's response stream.
+    Resume,
+}
+
+/// One send of an exchange on a connection, and what its response has shown so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Flight {
+    attempt: Attempt,
+    /// The request carried `Mcp-Session-Id` (so a 404 means the session is gone).
+    sent_session: bool,
+    /// A legacy request's stream brought the reply.
+    answered: bool,
+    /// This response brought a new event id.
+    progressed: bool,
+}
+
+impl Flight {
+    fn new(attempt: Attempt) -> Self {
+        Self { attempt, sent_session: false, answered: false, progressed: false }
+    }
+}
+
+/// A resend an exchange gets at most once; [`Exchange::resent`] is a set of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resend {
+    /// After a 401, with a fresh token from the provider.
+    FreshToken = 1,
+    /// After a 401 `use_dpop_nonce`, with the server's DPoP nonce.
+    DpopNonce = 2,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,14 +199,10 @@ struct Exchange {
     params: ParamHeaderList,
     version: Option<ProtocolVersion>,
     modern: bool,
-    auth_retried: bool,
-    /// Sent again with the server's new DPoP nonce after `use_dpop_nonce` (once only).
-    nonce_retried: bool,
+    /// The [`Resend`]s this exchange has had (each once only), as a bit set.
+    resent: u8,
     /// The OAuth token generation this exchange was last sent with, if it carried one.
     token_gen: Option<u64>,
-    sent_session: bool,
-    /// The next send is a GET with `Last-Event-ID` that resumes the response stream.
-    resuming: bool,
     idle_resumes: u32,
     // The response being read.
     status: u16,
@@ -178,9 +213,6 @@ struct Exchange {
     /// A legacy request's stream: the last event id seen, and the server's `retry:`.
     stream_id: String,
     retry_ms: Option<u64>,
-    answered: bool,
-    /// This response brought a new event id.
-    progressed: bool,
 }
 
 impl Exchange {
@@ -194,11 +226,8 @@ impl Exchange {
             params: ParamHeaderList::default(),
             version: None,
             modern: false,
-            auth_retried: false,
-            nonce_retried: false,
+            resent: 0,
             token_gen: None,
-            sent_session: false,
-            resuming: false,
             idle_resumes: 0,
             status: 0,
             mode: BodyMode::Json,
@@ -207,8 +236,6 @@ impl Exchange {
             challenge: None,
             stream_id: String::new(),
             retry_ms: None,
-            answered: false,
-            progressed: false,
         }
     }
 
@@ -220,19 +247,54 @@ impl Exchange {
         self.params.clear();
         self.version = version;
         self.modern = modern;
-        self.auth_retried = false;
-        self.nonce_retried = false;
+        self.resent = 0;
         self.token_gen = None;
-        self.sent_session = false;
-        self.resuming = false;
         self.idle_resumes = 0;
         self.stream_id.clear();
         self.retry_ms = None;
-        self.answered = false;
+    }
+
+    /// The send this exchange waits for or is on (a free one: [`Attempt::Send`]).
+    fn attempt(&self) -> Attempt {
+        match self.stage {
+            Stage::Waiting(a) | Stage::Parked(a) => a,
+            Stage::InFlight(f) => f.attempt,
+            Stage::Resume(_) => Attempt::Resume,
+            Stage::Free => Attempt::Send,
+        }
+    }
+
+    /// The send is a GET with `Last-Event-ID` that resumes the response stream.
+    fn resuming(&self) -> bool {
+        self.attempt() == Attempt::Resume
+    }
+
+    /// The current send, when the exchange is on a connection (a fresh one otherwise).
+    fn flight(&self) -> Flight {
+        match self.stage {
+            Stage::InFlight(f) => f,
+            _ => Flight::new(self.attempt()),
+        }
+    }
+
+    fn flight_mut(&mut self) -> Option<&mut Flight> {
+        match &mut self.stage {
+            Stage::InFlight(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// Sends again as it was sent: queued, the same kind of send.
+    fn requeue(&mut self) {
+        self.stage = Stage::Waiting(self.attempt());
+    }
+
+    fn has_resent(&self, r: Resend) -> bool {
+        self.resent & r as u8 != 0
     }
 
     fn is_get(&self) -> bool {
-        self.carries == Carries::Listen || self.resuming
+        self.carries == Carries::Listen || self.resuming()
     }
 
     /// A legacy request whose event stream named an id can be resumed (§6.2 Resumption;
@@ -240,11 +302,11 @@ impl Exchange {
     fn resumable(&self) -> bool {
         matches!(self.carries, Carries::Request { .. })
             && !self.modern
-            && !self.answered
+            && !self.flight().answered
             && !self.stream_id.is_empty()
             && self.mode == BodyMode::Sse
             && (200..300).contains(&self.status)
-            && (self.progressed || self.idle_resumes + 1 < MAX_IDLE_RESUMES)
+            && (self.flight().progressed || self.idle_resumes + 1 < MAX_IDLE_RESUMES)
     }
 }
 
@@ -475,7 +537,7 @@ impl HttpSession {
                 }
             }
         }
-        x.stage = Stage::Waiting;
+        x.stage = Stage::Waiting(Attempt::Send);
         self.waiting.push_back(i);
         None
     }
@@ -493,13 +555,13 @@ impl HttpSession {
         match x.stage {
             Stage::Free => return,
             Stage::Resume(_) => self.scheduled -= 1,
-            Stage::Waiting => self.waiting.retain(|&w| w != i),
-            Stage::Parked => {
+            Stage::Waiting(_) => self.waiting.retain(|&w| w != i),
+            Stage::Parked(_) => {
                 if let Some(o) = self.oauth.as_mut() {
                     o.unpark(i);
                 }
             }
-            Stage::InFlight => {}
+            Stage::InFlight(_) => {}
         }
         x.stage = Stage::Free;
         self.free.push(i);
@@ -518,7 +580,7 @@ impl HttpSession {
                 && matches!(x.carries, Carries::Request { id: xid, .. } if xid == id)
         })?;
         log::trace!("closing the response stream of request {id} (cancellation)");
-        if self.exchanges[i].stage == Stage::InFlight {
+        if matches!(self.exchanges[i].stage, Stage::InFlight(_)) {
             return Some(ExchangeId(i));
         }
         self.release(i);
@@ -532,7 +594,7 @@ impl HttpSession {
             for (i, x) in self.exchanges.iter_mut().enumerate() {
                 if let Stage::Resume(at) = x.stage {
                     if at <= now {
-                        x.stage = Stage::Waiting;
+                        x.stage = Stage::Waiting(Attempt::Resume);
                         self.scheduled -= 1;
                         self.waiting.push_back(i);
                     }
@@ -551,7 +613,7 @@ impl HttpSession {
                 let i = self.take();
                 let x = &mut self.exchanges[i];
                 x.reset(Carries::Listen, Some(version), false);
-                x.stage = Stage::Waiting;
+                x.stage = Stage::Waiting(Attempt::Send);
                 self.listen = Listen::Open;
                 self.waiting.push_front(i);
             }
@@ -603,7 +665,7 @@ impl HttpSession {
     ) -> Option<ExchangeId> {
         let i = self.waiting.pop_front()?;
         let x = self.exchanges.get_mut(i)?;
-        x.stage = Stage::InFlight;
+        x.stage = Stage::InFlight(Flight::new(x.attempt()));
         if let Carries::Request { id, .. } = x.carries {
             engine.handle_on_wire(now, id);
         }
@@ -623,7 +685,7 @@ impl HttpSession {
         }
         let Some(i) = self.waiting.pop_front() else { return false };
         if let Some(x) = self.exchanges.get_mut(i) {
-            x.stage = Stage::InFlight;
+            x.stage = Stage::InFlight(Flight::new(x.attempt()));
         }
         self.handle_failed(engine, now, ExchangeId(i), failure);
         true
@@ -669,13 +731,17 @@ impl HttpSession {
         x.mode = BodyMode::Json;
         x.reply.clear();
         x.challenge = None;
-        x.progressed = false;
         x.sse = SseParser::new(*max_body);
         let is_initialize =
             matches!(x.carries, Carries::Request { method: Method::Initialize, .. });
         // PROTOCOL.md §3.1: 2026 never sends a session id; legacy sends it after initialize.
-        x.sent_session = session_id.is_some() && !x.modern && !is_initialize;
-        if x.sent_session && x.version.is_some() {
+        let sent_session = session_id.is_some() && !x.modern && !is_initialize;
+        let attempt = x.attempt();
+        if let Some(f) = x.flight_mut() {
+            f.sent_session = sent_session;
+            f.progressed = false;
+        }
+        if sent_session && x.version.is_some() {
             *session_version = x.version;
         }
         let x = &*x;
@@ -707,7 +773,7 @@ impl HttpSession {
             }
             headers.extend(x.params.iter());
         }
-        if let (Some(s), true) = (session_id.as_deref(), x.sent_session) {
+        if let (Some(s), true) = (session_id.as_deref(), sent_session) {
             headers.push(("Mcp-Session-Id", s.as_bytes()));
         }
         if !bearer.is_empty() {
@@ -718,7 +784,7 @@ impl HttpSession {
         }
         let last_event_id = match x.carries {
             Carries::Listen => listen_event_id.as_deref(),
-            _ if x.resuming => Some(x.stream_id.as_str()),
+            _ if attempt == Attempt::Resume => Some(x.stream_id.as_str()),
             _ => None,
         };
         if let Some(id) = last_event_id {
@@ -807,7 +873,10 @@ impl HttpSession {
                     match ex.carries {
                         Carries::Request { id, .. } => {
                             if !ex.modern && is_response(e.data.as_bytes()) {
-                                ex.answered = true;
+                                // `ex.stage` alone: the event borrows `ex.sse`.
+                                if let Stage::InFlight(f) = &mut ex.stage {
+                                    f.answered = true;
+                                }
                             }
                             engine.handle_reply(now, e.data.as_bytes(), id);
                         }
@@ -833,10 +902,12 @@ impl HttpSession {
                     if id != ex.stream_id {
                         ex.stream_id.clear();
                         ex.stream_id.push_str(id);
-                        ex.progressed = true;
+                        if let Some(f) = ex.flight_mut() {
+                            f.progressed = true;
+                        }
                     }
                 }
-                if ex.resuming && ex.answered {
+                if ex.resuming() && ex.flight().answered {
                     // The reply came on the resumed stream; a GET stream need not end.
                     self.release(i);
                     return Flow::Close;
@@ -880,7 +951,7 @@ impl HttpSession {
             return;
         }
         let Some(ex) = self.exchanges.get_mut(i) else { return };
-        if ex.resuming && ex.answered {
+        if ex.resuming() && ex.flight().answered {
             self.release(i);
             return;
         }
@@ -888,7 +959,7 @@ impl HttpSession {
             self.schedule_resume(i, now);
             return;
         }
-        if ex.resuming {
+        if ex.resuming() {
             // A refused or fruitless resume: whether the request ran is unknown.
             let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
             self.fail(engine, now, i, id, lost);
@@ -899,7 +970,7 @@ impl HttpSession {
             && body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
         // A legacy session the server forgot: 404 per the spec; the TypeScript SDK v1 answers
         // 400 with -32000 instead (lab FINDINGS §6). Either way the request was not processed.
-        let session_gone = ex.sent_session
+        let session_gone = ex.flight().sent_session
             && (status == 404 || (status == 400 && json && is_error_code(body, -32000)));
         if session_gone {
             self.release(i);
@@ -936,14 +1007,15 @@ impl HttpSession {
             Carries::Request { id, .. } => {
                 let transport = matches!(failure, ExchangeFailure::Transport(_));
                 let lost = failure == ExchangeFailure::Transport(TransportError::ConnectionLost);
-                if (lost || (ex.resuming && transport)) && ex.resumable() {
+                let resuming = ex.resuming();
+                if (lost || (resuming && transport)) && ex.resumable() {
                     // §6.2: a disconnect is not a cancellation; the stream can be resumed.
                     self.schedule_resume(i, now);
                     return;
                 }
                 // The request of a failed resume was delivered: its fate is unknown, never
                 // "not sent", whatever broke the resume.
-                let failure = if ex.resuming && transport {
+                let failure = if resuming && transport {
                     ExchangeFailure::Transport(TransportError::ConnectionLost)
                 } else {
                     failure
@@ -974,12 +1046,11 @@ impl HttpSession {
     /// server's `retry:` delay. Resuming is not re-sending, so it is safe for any call.
     fn schedule_resume(&mut self, i: usize, now: Instant) {
         let Some(x) = self.exchanges.get_mut(i) else { return };
-        x.idle_resumes = if x.progressed { 0 } else { x.idle_resumes + 1 };
-        // Until the resumed stream brings a new id, the next break counts as fruitless.
-        x.progressed = false;
+        x.idle_resumes = if x.flight().progressed { 0 } else { x.idle_resumes + 1 };
+        // Until the resumed stream brings a new id, the next break counts as fruitless (the
+        // resumed send starts a fresh `Flight`).
         let delay = x.retry_ms.map_or(DEFAULT_RETRY, |ms| Duration::from_millis(clamp_retry(ms)));
         log::debug!("resuming a broken response stream in {delay:?}");
-        x.resuming = true;
         x.stage = Stage::Resume(later(now, delay));
         self.scheduled += 1;
     }
@@ -987,7 +1058,7 @@ impl HttpSession {
     /// HTTP 401: ask the token provider once for a fresh token and send the request again.
     fn refresh(&mut self, i: usize) -> bool {
         let Some(x) = self.exchanges.get_mut(i) else { return false };
-        if x.auth_retried {
+        if x.has_resent(Resend::FreshToken) {
             return false;
         }
         let Some(fresh) = self.tokens.as_mut().and_then(|t| t.refresh()) else { return false };
@@ -996,8 +1067,8 @@ impl HttpSession {
             return false;
         }
         let Some(x) = self.exchanges.get_mut(i) else { return false };
-        x.auth_retried = true;
-        x.stage = Stage::Waiting;
+        x.resent |= Resend::FreshToken as u8;
+        x.requeue();
         self.waiting.push_front(i);
         true
     }

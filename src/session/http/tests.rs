@@ -401,6 +401,34 @@ fn a_resume_that_is_refused_or_brings_nothing_ends_as_a_lost_reply() {
     assert_eq!(s.events().len(), 1, "the call ended");
 }
 
+/// A resend keeps the kind of send it repeats: a resume refused for its token goes again as
+/// a resume (`Stage::Waiting(Attempt::Resume)`), never as the request itself.
+#[test]
+fn a_resume_refused_for_its_token_resumes_again_with_the_fresh_token() {
+    let tokens = Refresher { fresh: vec!["t1"] };
+    let mut s = Sim::legacy(Some(Box::new(tokens)));
+    let get = s.listen.take().unwrap();
+    s.respond(get.x, 405, &[], "");
+    s.call("t");
+    let call = s.next().unwrap();
+    assert_eq!(call.header("authorization"), Some("Bearer t0"));
+    s.respond(call.x, 200, &SSE, "id: e1\ndata:\n\n");
+    s.advance(DEFAULT_RETRY);
+    let resume = s.next().unwrap();
+    assert_eq!(resume.method, "GET");
+    s.respond(resume.x, 401, &[], "");
+    assert!(s.events().is_empty(), "the call is not over");
+    let again = s.next().unwrap();
+    assert_eq!(again.method, "GET", "the tools/call is not sent twice");
+    assert_eq!(again.header("last-event-id"), Some("e1"));
+    assert_eq!(again.header("authorization"), Some("Bearer t1"));
+    s.head(again.x, 200, &SSE);
+    let done = reply(&call, json!({"content": []}));
+    assert_eq!(s.body(again.x, &format!("id: e2\ndata: {done}\n\n")), Flow::Close);
+    assert_eq!(s.events(), [r#"done {"content":[]}"#]);
+    assert!(s.next().is_none());
+}
+
 #[test]
 fn a_resume_that_cannot_connect_never_makes_the_request_look_unsent() {
     let mut s = Sim::legacy(None);
