@@ -5,8 +5,8 @@
 //!
 //! This is the I/O half. What each message means for MCP (the era's headers, the legacy
 //! session, what a status or a broken stream means, when a stream is reopened, when to try
-//! another instance) is decided by the sans-IO HTTP session, which this driver feeds with the
-//! engine's transmits and the parsed responses.
+//! another instance) is decided by the sans-IO HTTP session, which takes the engine's transmits
+//! itself; this driver feeds it the parsed responses and calls no engine verb of its own.
 //!
 //! Host names are resolved on a short-lived helper thread ([`resolve`]) that wakes the poll
 //! when done, so a slow resolver never stalls the loop: when the first connection is needed,
@@ -287,7 +287,7 @@ impl HttpDriver {
         now: Instant,
         redirect: &str,
     ) -> Result<(), RedirectError> {
-        let taken = self.session.oauth_redirect(engine, now, redirect);
+        let taken = self.session.handle_oauth_redirect(engine, now, redirect);
         self.flush(registry, engine, now);
         taken
     }

@@ -1,9 +1,13 @@
 //! Streamable HTTP as a session, without sockets or a clock (PROTOCOL.md §3 for 2026-07-28,
 //! §6.2 for 2025-11-25).
 //!
-//! The driver hands over each [`Transmit`] and gets back request plans (method, headers, body);
-//! it hands over each response (head, body chunks, end, or failure) and this module tells the
-//! engine what it means. Decided here: the headers each era gets, when a session id is adopted
+//! The session pumps the engine itself: [`HttpSession::handle_timeout`] takes the engine's
+//! transmits and whatever is due, and the driver, which calls no engine verb after setup, takes
+//! exchanges ([`HttpSession::poll_exchange`]) and their request plans (method, headers, body),
+//! and hands over each response (`handle_head`, `handle_body`, `handle_end`, or
+//! `handle_failed`); this module tells the engine what it means. The verbs follow quinn-proto's
+//! `Connection`: `handle_*` for inputs, `poll_*` for outputs, one `handle_timeout`, and
+//! `poll_timeout`. Decided here: the headers each era gets, when a session id is adopted
 //! and when the session is gone, the one token refresh after a 401 (or, with OAuth configured,
 //! when the flow runs and what waits for it: see [`oauth`]), the legacy GET stream's schedule,
 //! resuming a legacy POST's event stream, and when to try another instance.
@@ -167,6 +171,7 @@ struct Flight {
 }
 
 impl Flight {
+    #[inline]
     fn new(attempt: Attempt) -> Self {
         Self { attempt, sent_session: false, answered: false, progressed: false }
     }
@@ -255,6 +260,7 @@ impl Exchange {
     }
 
     /// The send this exchange waits for or is on (a free one: [`Attempt::Send`]).
+    #[inline]
     fn attempt(&self) -> Attempt {
         match self.stage {
             Stage::Waiting(a) | Stage::Parked(a) => a,
@@ -265,11 +271,13 @@ impl Exchange {
     }
 
     /// The send is a GET with `Last-Event-ID` that resumes the response stream.
+    #[inline]
     fn resuming(&self) -> bool {
         self.attempt() == Attempt::Resume
     }
 
     /// The current send, when the exchange is on a connection (a fresh one otherwise).
+    #[inline]
     fn flight(&self) -> Flight {
         match self.stage {
             Stage::InFlight(f) => f,
@@ -277,6 +285,7 @@ impl Exchange {
         }
     }
 
+    #[inline]
     fn flight_mut(&mut self) -> Option<&mut Flight> {
         match &mut self.stage {
             Stage::InFlight(f) => Some(f),

@@ -114,14 +114,14 @@ impl HttpSession {
     }
 
     /// The next HTTP request of the flow for the driver to make, answered with
-    /// [`on_oauth_response`](Self::on_oauth_response) or
-    /// [`on_oauth_failed`](Self::on_oauth_failed).
+    /// [`handle_oauth_response`](Self::handle_oauth_response) or
+    /// [`handle_oauth_failed`](Self::handle_oauth_failed).
     pub(crate) fn poll_oauth_request(&mut self) -> Option<HttpRequest> {
         self.oauth.as_mut()?.outbound.take()
     }
 
     /// The response to the flow's request `id`.
-    pub(crate) fn on_oauth_response(
+    pub(crate) fn handle_oauth_response(
         &mut self,
         engine: &mut Engine,
         now: Instant,
@@ -134,14 +134,14 @@ impl HttpSession {
     }
 
     /// The flow's request `id` could not be made or its response not read.
-    pub(crate) fn on_oauth_failed(&mut self, engine: &mut Engine, now: Instant, id: RequestId) {
+    pub(crate) fn handle_oauth_failed(&mut self, engine: &mut Engine, now: Instant, id: RequestId) {
         let Some(st) = self.oauth.as_mut() else { return };
         st.flow.handle_transport_error(now, id);
         self.drain_oauth(engine, now);
     }
 
     /// The redirect of a deferred authorization (see [`Authorizer::begin`]), from the host.
-    pub(crate) fn oauth_redirect(
+    pub(crate) fn handle_oauth_redirect(
         &mut self,
         engine: &mut Engine,
         now: Instant,
