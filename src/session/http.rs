@@ -135,8 +135,10 @@ enum Carries {
     Listen,
 }
 
-/// Where an exchange is in its life, with what only that stage needs.
+/// Where an exchange is in its life, with what only that stage needs. A byte tag (no niche
+/// in the `Instant`) keeps each look at the stage one compare on the per-call path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 enum Stage {
     Free,
     /// Queued for a connection: what the next send is.
@@ -171,7 +173,7 @@ struct Flight {
 }
 
 impl Flight {
-    #[inline]
+    #[inline(always)]
     fn new(attempt: Attempt) -> Self {
         Self { attempt, sent_session: false, answered: false, progressed: false }
     }
@@ -260,7 +262,7 @@ impl Exchange {
     }
 
     /// The send this exchange waits for or is on (a free one: [`Attempt::Send`]).
-    #[inline]
+    #[inline(always)]
     fn attempt(&self) -> Attempt {
         match self.stage {
             Stage::Waiting(a) | Stage::Parked(a) => a,
@@ -271,13 +273,13 @@ impl Exchange {
     }
 
     /// The send is a GET with `Last-Event-ID` that resumes the response stream.
-    #[inline]
+    #[inline(always)]
     fn resuming(&self) -> bool {
         self.attempt() == Attempt::Resume
     }
 
     /// The current send, when the exchange is on a connection (a fresh one otherwise).
-    #[inline]
+    #[inline(always)]
     fn flight(&self) -> Flight {
         match self.stage {
             Stage::InFlight(f) => f,
@@ -285,7 +287,7 @@ impl Exchange {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn flight_mut(&mut self) -> Option<&mut Flight> {
         match &mut self.stage {
             Stage::InFlight(f) => Some(f),
@@ -300,10 +302,6 @@ impl Exchange {
 
     fn has_resent(&self, r: Resend) -> bool {
         self.resent & r as u8 != 0
-    }
-
-    fn is_get(&self) -> bool {
-        self.carries == Carries::Listen || self.resuming()
     }
 
     /// A legacy request whose event stream named an id can be resumed (§6.2 Resumption;
@@ -632,16 +630,22 @@ impl HttpSession {
     /// The next time [`handle_timeout`](Self::handle_timeout) has something to do.
     #[must_use]
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        let listen = match self.listen {
+        let mut next = match self.listen {
             Listen::At(t) => Some(t),
             _ => None,
         };
-        let resumes = self.exchanges.iter().filter_map(|x| match x.stage {
-            Stage::Resume(at) => Some(at),
-            _ => None,
-        });
-        let resumes = (self.scheduled > 0).then_some(resumes).into_iter().flatten();
-        listen.into_iter().chain(resumes).chain(self.oauth_poll_timeout()).min()
+        let mut keep = |t: Instant| next = Some(next.map_or(t, |n| n.min(t)));
+        if self.scheduled > 0 {
+            for x in &self.exchanges {
+                if let Stage::Resume(at) = x.stage {
+                    keep(at);
+                }
+            }
+        }
+        if let Some(t) = self.oauth_poll_timeout() {
+            keep(t);
+        }
+        next
     }
 
     /// The next exchange to put on a connection, and whether it wants a connection of its own
@@ -754,14 +758,15 @@ impl HttpSession {
             *session_version = x.version;
         }
         let x = &*x;
-        let htm = if x.is_get() { "GET" } else { "POST" };
+        let get = x.carries == Carries::Listen || attempt == Attempt::Resume;
+        let htm = if get { "GET" } else { "POST" };
         // The proof borrows the flow's buffer: no allocation once warm.
         let proof = match oauth {
             Some(o) if !bearer.is_empty() => o.resource_proof(now, htm, htu),
             _ => None,
         };
         let mut headers: SmallVec<[(&str, &[u8]); 16]> = SmallVec::new();
-        if x.is_get() {
+        if get {
             headers.push(("Accept", b"text/event-stream"));
         } else {
             headers.push(("Content-Type", b"application/json"));
@@ -802,7 +807,7 @@ impl HttpSession {
         for (n, v) in extra.iter() {
             headers.push((n.as_str(), v.as_bytes()));
         }
-        let body: &[u8] = if x.is_get() { &[] } else { &x.body };
+        let body: &[u8] = if get { &[] } else { &x.body };
         let method = htm;
         Some(RequestPlan { method, headers, body })
     }
@@ -960,7 +965,9 @@ impl HttpSession {
             return;
         }
         let Some(ex) = self.exchanges.get_mut(i) else { return };
-        if ex.resuming() && ex.flight().answered {
+        let flight = ex.flight();
+        let resuming = flight.attempt == Attempt::Resume;
+        if resuming && flight.answered {
             self.release(i);
             return;
         }
@@ -968,7 +975,7 @@ impl HttpSession {
             self.schedule_resume(i, now);
             return;
         }
-        if ex.resuming() {
+        if resuming {
             // A refused or fruitless resume: whether the request ran is unknown.
             let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
             self.fail(engine, now, i, id, lost);
@@ -979,7 +986,7 @@ impl HttpSession {
             && body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
         // A legacy session the server forgot: 404 per the spec; the TypeScript SDK v1 answers
         // 400 with -32000 instead (lab FINDINGS §6). Either way the request was not processed.
-        let session_gone = ex.flight().sent_session
+        let session_gone = flight.sent_session
             && (status == 404 || (status == 400 && json && is_error_code(body, -32000)));
         if session_gone {
             self.release(i);
