@@ -246,9 +246,10 @@ impl Exchange {
         }
     }
 
+    /// Starts the exchange afresh, all but its body, which the caller fills or clears (the
+    /// engine writes a transmit straight into it).
     fn reset(&mut self, carries: Carries, version: Option<ProtocolVersion>, modern: bool) {
         self.carries = carries;
-        self.body.clear();
         self.name.clear();
         self.method.clear();
         self.params.clear();
@@ -352,8 +353,6 @@ pub(crate) struct HttpSession {
     bearer: Vec<u8>,
     headers: Vec<(String, String)>,
     max_body: usize,
-    /// The bytes of the engine's transmit being taken (reused: no allocation once warm).
-    frame: Vec<u8>,
     /// Exchanges in flight whose connection the driver must close (2026-07-28 cancellation
     /// closes the response stream), for [`poll_close`](Self::poll_close).
     closing: Vec<ExchangeId>,
@@ -400,7 +399,6 @@ impl HttpSession {
             tokens: None,
             bad_token: false,
             oauth: None,
-            frame: Vec::with_capacity(4096),
             closing: Vec::new(),
         };
         let token = tokens.as_mut().and_then(|t| t.token());
@@ -481,15 +479,25 @@ impl HttpSession {
     /// is checked, the legacy GET stream is queued once the handshake is done, and resumes of
     /// broken POST streams whose `retry:` delay has passed are queued.
     pub(crate) fn handle_timeout(&mut self, engine: &mut Engine, now: Instant) {
-        let mut frame = std::mem::take(&mut self.frame);
         loop {
-            frame.clear();
-            let Some(t) = engine.poll_transmit(now, &mut frame) else { break };
-            if let Some(x) = self.on_transmit(&t, &frame) {
-                self.closing.push(x);
+            // The engine writes each frame straight into the body of the exchange that will
+            // carry it: no copy, no buffer of the session's own.
+            let i = self.take();
+            let body = &mut self.exchanges[i].body;
+            body.clear();
+            let Some(t) = engine.poll_transmit(now, body) else {
+                self.free.push(i);
+                break;
+            };
+            if let TransmitKind::CloseStream { id } = t.kind {
+                self.free.push(i);
+                if let Some(x) = self.close_stream(id) {
+                    self.closing.push(x);
+                }
+                continue;
             }
+            self.on_transmit(i, &t);
         }
-        self.frame = frame;
         self.oauth_timeout(engine, now);
         self.schedule(engine, now);
     }
@@ -500,11 +508,10 @@ impl HttpSession {
         self.closing.pop()
     }
 
-    /// Takes one transmit of the engine (`frame` is its bytes). Returns the exchange whose
-    /// connection the driver must close (2026-07-28 cancellation closes the response stream).
-    fn on_transmit(&mut self, t: &Transmit<'_>, frame: &[u8]) -> Option<ExchangeId> {
+    /// Takes one transmit of the engine (not a cancellation), whose bytes the engine wrote
+    /// into the body of exchange `i`, taken for it.
+    fn on_transmit(&mut self, i: usize, t: &Transmit<'_>) {
         let carries = match t.kind {
-            TransmitKind::CloseStream { id } => return self.close_stream(id),
             TransmitKind::Request { id, method } => {
                 if method == Method::Initialize {
                     // A new handshake starts a new session; the old id must not be sent.
@@ -518,10 +525,8 @@ impl HttpSession {
         };
         let version = t.version();
         let modern = version.is_some_and(|v| v.era() == Era::Modern);
-        let i = self.take();
         let x = &mut self.exchanges[i];
         x.reset(carries, version, modern);
-        x.body.extend_from_slice(frame);
         if let (Carries::Request { method, .. }, true) = (carries, modern) {
             if method == Method::Extension {
                 x.method.extend_from_slice(t.method_name().as_bytes());
@@ -546,7 +551,6 @@ impl HttpSession {
         }
         x.stage = Stage::Waiting(Attempt::Send);
         self.waiting.push_back(i);
-        None
     }
 
     fn take(&mut self) -> usize {
@@ -620,6 +624,7 @@ impl HttpSession {
                 let i = self.take();
                 let x = &mut self.exchanges[i];
                 x.reset(Carries::Listen, Some(version), false);
+                x.body.clear();
                 x.stage = Stage::Waiting(Attempt::Send);
                 self.listen = Listen::Open;
                 self.waiting.push_front(i);
