@@ -5,8 +5,8 @@
 //!
 //! This is the I/O half. What each message means for MCP (the era's headers, the legacy
 //! session, what a status or a broken stream means, when a stream is reopened, when to try
-//! another instance) is decided by the sans-IO HTTP session, which this driver feeds with the
-//! engine's transmits and the parsed responses.
+//! another instance) is decided by the sans-IO HTTP session, which takes the engine's transmits
+//! itself; this driver feeds it the parsed responses and calls no engine verb of its own.
 //!
 //! Host names are resolved on a short-lived helper thread ([`resolve`]) that wakes the poll
 //! when done, so a slow resolver never stalls the loop: when the first connection is needed,
@@ -33,11 +33,9 @@ use crate::auth::oauth::{OAuthFlow, RedirectError};
 use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent};
 use crate::driver::tls::{tls_failure, TlsConfig};
 use crate::driver::url::Scheme;
-use crate::engine::{Engine, ExchangeFailure, TransportEvent, TransportKind};
+use crate::engine::{Engine, ExchangeFailure};
 use crate::error::TransportError;
-use crate::session::http::{
-    should_rotate, Budget, ExchangeId, Flow, HttpSession, OAuthState, ResponseHead,
-};
+use crate::session::http::{Budget, ExchangeId, Flow, HttpSession, OAuthState, ResponseHead};
 use connection::{Connection, Input, Route};
 use instances::{Instance, Instances, NextAddr};
 
@@ -96,7 +94,6 @@ pub struct HttpDriver {
     bytes_left: usize,
     /// When a connection was left with a backlog: the driver is due again at once.
     backlog_since: Option<Instant>,
-    frame: Vec<u8>,
     read_buf: Box<[u8]>,
     /// The OAuth flow's own requests, on connections of their own.
     oauth: fetch::OAuthRequests,
@@ -151,7 +148,7 @@ impl HttpDriver {
             session.with_oauth(now, state);
         }
         let resolver = opts.resolver.unwrap_or_else(|| Arc::new(SystemResolver));
-        let driver = Self {
+        let mut driver = Self {
             instances: Instances::new(primary, standby, Arc::clone(&resolver)),
             tls: tls.clone(),
             base,
@@ -169,7 +166,6 @@ impl HttpDriver {
             budget: turn_budget(config.frames_per_readiness, config.bytes_per_readiness),
             bytes_left: config.bytes_per_readiness,
             backlog_since: None,
-            frame: Vec::with_capacity(4096),
             read_buf: vec![0; 64 * 1024].into_boxed_slice(),
             oauth: fetch::OAuthRequests::new(
                 opts.proxy,
@@ -179,7 +175,7 @@ impl HttpDriver {
                 opts.connect_timeout,
             ),
         };
-        engine.handle_transport(now, TransportEvent::opened_as(TransportKind::Http));
+        driver.session.open(engine, now);
         Ok(driver)
     }
 
@@ -267,22 +263,17 @@ impl HttpDriver {
 
     // ----- outgoing ------------------------------------------------------------------------
 
-    /// Turns the engine's transmits into exchanges and starts what can start.
+    /// Lets the session take the engine's transmits and what is due, closes the response
+    /// streams of cancelled calls, and starts what can start.
     pub fn flush(&mut self, registry: &Registry, engine: &mut Engine, now: Instant) {
-        loop {
-            self.frame.clear();
-            let Some(t) = engine.poll_transmit(now, &mut self.frame) else { break };
-            if let Some(x) = self.session.on_transmit(&t, &self.frame) {
-                // Cancellation: close the response stream carrying it.
-                let conn = self.conns.iter().find(|(_, c)| c.exchange == Some(x)).map(|(k, _)| k);
-                if let Some(k) = conn {
-                    self.close_quietly(registry, k);
-                }
+        self.session.handle_timeout(engine, now);
+        while let Some(x) = self.session.poll_close() {
+            let conn = self.conns.iter().find(|(_, c)| c.exchange == Some(x)).map(|(k, _)| k);
+            if let Some(k) = conn {
+                self.close_quietly(registry, k);
             }
         }
-        self.session.oauth_timeout(engine, now);
         self.oauth.start(&mut self.session, engine, registry, now);
-        self.session.handle_timeout(engine, now);
         self.dispatch(registry, engine, now);
     }
 
@@ -296,7 +287,7 @@ impl HttpDriver {
         now: Instant,
         redirect: &str,
     ) -> Result<(), RedirectError> {
-        let taken = self.session.oauth_redirect(engine, now, redirect);
+        let taken = self.session.handle_oauth_redirect(engine, now, redirect);
         self.flush(registry, engine, now);
         taken
     }
@@ -308,7 +299,7 @@ impl HttpDriver {
 
     /// Gives waiting exchanges to idle connections, opening new ones up to the limit.
     fn dispatch(&mut self, registry: &Registry, engine: &mut Engine, now: Instant) {
-        while let Some((x, dedicated)) = self.session.peek_waiting() {
+        while let Some((_, dedicated)) = self.session.peek_waiting() {
             let idle = self.live_idle_connection(registry, now);
             let k = match idle {
                 Some(k) if !dedicated => k,
@@ -322,20 +313,15 @@ impl HttpDriver {
                         // Readiness on the resolver token dispatches again.
                         Ok(None) => return,
                         Err(e) => {
-                            self.session.pop_waiting();
                             let error = TransportError::ConnectFailed(e.kind());
                             let failure = ExchangeFailure::Transport(error);
-                            self.session.on_failed(engine, now, x, failure);
+                            self.session.handle_no_connection(engine, now, failure);
                             continue;
                         }
                     }
                 }
             };
-            self.session.pop_waiting();
-            if let Some(id) = self.session.request_of(x) {
-                // The wait for a connection is queueing, not network time.
-                engine.handle_on_wire(now, id);
-            }
+            let Some(x) = self.session.poll_exchange(engine, now) else { return };
             let Some(c) = self.conns.get_mut(k) else { continue };
             (c.exchange, c.idle_since, c.dedicated) = (Some(x), None, dedicated);
             if c.conn.is_open() {
@@ -399,11 +385,8 @@ impl HttpDriver {
     /// Fails every exchange waiting for a connection, as a connection that could not be made
     /// (the server's name did not resolve, or not in time).
     fn fail_waiting(&mut self, engine: &mut Engine, now: Instant, kind: io::ErrorKind) {
-        while let Some((x, _)) = self.session.peek_waiting() {
-            self.session.pop_waiting();
-            let failure = ExchangeFailure::Transport(TransportError::ConnectFailed(kind));
-            self.session.on_failed(engine, now, x, failure);
-        }
+        let failure = ExchangeFailure::Transport(TransportError::ConnectFailed(kind));
+        while self.session.handle_no_connection(engine, now, failure.clone()) {}
     }
 
     /// Writes the exchange's request into the connection's buffer and sends what it can.
@@ -542,7 +525,7 @@ impl HttpDriver {
         }
         self.backlog_since.get_or_insert(now);
         if self.bytes_left == 0 || self.budget.units == 0 {
-            engine.note_input_yield();
+            self.session.handle_yield(engine);
         }
     }
 
@@ -599,7 +582,7 @@ impl HttpDriver {
     fn parse_responses(&mut self, engine: &mut Engine, now: Instant, k: usize) -> Parsed {
         // Events left from the last turn go first.
         if let Some(x) = self.conns.get(k).and_then(|c| c.exchange) {
-            match self.session.on_body(engine, now, x, &[], &mut self.budget) {
+            match self.session.handle_body(engine, now, x, &[], &mut self.budget) {
                 Flow::Continue => {}
                 Flow::Backlog => return Parsed::Backlog,
                 Flow::Close => return self.abandon_conn_exchange(k),
@@ -630,7 +613,7 @@ impl HttpDriver {
                         http1::HttpError::BodyTooLarge => ExchangeFailure::TooLarge,
                         _ => ExchangeFailure::Transport(TransportError::BadResponse),
                     };
-                    self.session.on_failed(engine, now, x, failure);
+                    self.session.handle_failed(engine, now, x, failure);
                     return Parsed::Close;
                 }
                 Ok(ResponseEvent::Head(head)) => {
@@ -642,13 +625,13 @@ impl HttpDriver {
                         www_authenticate: head.header("www-authenticate"),
                         dpop_nonce: dpop.then(|| head.header("dpop-nonce")).flatten(),
                     };
-                    if self.session.on_head(x, fields) {
+                    if self.session.handle_head(x, fields) {
                         // An event stream is endless by design; each event has its own cap.
                         c.conn.parser().set_max_body_bytes(u64::MAX);
                     }
                 }
                 Ok(ResponseEvent::Body(chunk)) => {
-                    match self.session.on_body(engine, now, x, chunk, &mut self.budget) {
+                    match self.session.handle_body(engine, now, x, chunk, &mut self.budget) {
                         Flow::Continue => {}
                         Flow::Backlog => return Parsed::Backlog,
                         Flow::Close => return self.abandon_conn_exchange(k),
@@ -657,7 +640,7 @@ impl HttpDriver {
                 Ok(ResponseEvent::End { keep_alive }) => {
                     c.exchange = None;
                     let reuse = keep_alive && !c.dedicated;
-                    self.session.on_end(engine, now, x);
+                    self.session.handle_end(engine, now, x);
                     if !reuse {
                         return Parsed::Close;
                     }
@@ -696,7 +679,7 @@ impl HttpDriver {
         } else {
             TransportError::ConnectionLost
         };
-        if should_rotate(engine.era(), &error) && self.instances.rotate(registry) {
+        if self.session.rotates(engine, &error) && self.instances.rotate(registry) {
             // Idle connections to the old instance close; those in use finish where they are.
             let idle: SmallVec<[usize; 8]> =
                 self.conns.iter().filter(|(_, c)| c.exchange.is_none()).map(|(k, _)| k).collect();
@@ -723,7 +706,7 @@ impl HttpDriver {
             // Even a request that failed before any response byte may have reached the server
             // (it can crash after reading it): the engine's policy decides what is safe to resend.
             let error = failure.unwrap_or(TransportError::ConnectionLost);
-            self.session.on_failed(engine, now, x, ExchangeFailure::Transport(error));
+            self.session.handle_failed(engine, now, x, ExchangeFailure::Transport(error));
         }
     }
 
@@ -732,7 +715,7 @@ impl HttpDriver {
         if let Some(mut c) = self.conns.try_remove(k) {
             c.conn.deregister(registry);
             if let Some(x) = c.exchange {
-                self.session.abandon(x);
+                self.session.handle_abandoned(x);
             }
         }
     }

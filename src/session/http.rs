@@ -1,9 +1,13 @@
 //! Streamable HTTP as a session, without sockets or a clock (PROTOCOL.md §3 for 2026-07-28,
 //! §6.2 for 2025-11-25).
 //!
-//! The driver hands over each [`Transmit`] and gets back request plans (method, headers, body);
-//! it hands over each response (head, body chunks, end, or failure) and this module tells the
-//! engine what it means. Decided here: the headers each era gets, when a session id is adopted
+//! The session pumps the engine itself: [`HttpSession::handle_timeout`] takes the engine's
+//! transmits and whatever is due, and the driver, which calls no engine verb after setup, takes
+//! exchanges ([`HttpSession::poll_exchange`]) and their request plans (method, headers, body),
+//! and hands over each response (`handle_head`, `handle_body`, `handle_end`, or
+//! `handle_failed`); this module tells the engine what it means. The verbs follow quinn-proto's
+//! `Connection`: `handle_*` for inputs, `poll_*` for outputs, one `handle_timeout`, and
+//! `poll_timeout`. Decided here: the headers each era gets, when a session id is adopted
 //! and when the session is gone, the one token refresh after a 401 (or, with OAuth configured,
 //! when the flow runs and what waits for it: see [`oauth`]), the legacy GET stream's schedule,
 //! resuming a legacy POST's event stream, and when to try another instance.
@@ -20,7 +24,7 @@ use crate::auth::AuthChallenge;
 use crate::codec::sse::SseParser;
 use crate::engine::{
     Engine, ExchangeFailure, ParamHeaderList, ServerState, Transmit, TransmitKind, TransportEvent,
-    WireId,
+    TransportKind, WireId,
 };
 use crate::error::TransportError;
 use crate::proto::jsonrpc::{self, Message};
@@ -93,7 +97,7 @@ pub(crate) enum Flow {
     /// Keep reading.
     Continue,
     /// The budget is spent and input waits in the exchange: stop reading this connection,
-    /// and call [`HttpSession::on_body`] with no bytes on the next budget.
+    /// and call [`HttpSession::handle_body`] with no bytes on the next budget.
     Backlog,
     /// The exchange is over before its response ended (its reply came on a resumed stream,
     /// or the body is too large): close the connection.
@@ -131,15 +135,57 @@ enum Carries {
     Listen,
 }
 
+/// Where an exchange is in its life, with what only that stage needs. A byte tag (no niche
+/// in the `Instant`) keeps each look at the stage one compare on the per-call path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 enum Stage {
     Free,
-    Waiting,
-    InFlight,
+    /// Queued for a connection: what the next send is.
+    Waiting(Attempt),
+    /// On a connection: its request written (or being written) and its response read.
+    InFlight(Flight),
     /// A GET that resumes the response stream is due at this time.
     Resume(Instant),
-    /// Refused for want of a token: waits for the OAuth flow's outcome.
-    Parked,
+    /// Refused for want of a token: waits for the OAuth flow's outcome, then sends this.
+    Parked(Attempt),
+}
+
+/// What a send of an exchange is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attempt {
+    /// Its request (a POST), or the legacy GET stream.
+    Send,
+    /// A GET with `Last-Event-ID` that resumes a legacy request's response stream.
+    Resume,
+}
+
+/// One send of an exchange on a connection, and what its response has shown so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Flight {
+    attempt: Attempt,
+    /// The request carried `Mcp-Session-Id` (so a 404 means the session is gone).
+    sent_session: bool,
+    /// A legacy request's stream brought the reply.
+    answered: bool,
+    /// This response brought a new event id.
+    progressed: bool,
+}
+
+impl Flight {
+    #[inline(always)]
+    fn new(attempt: Attempt) -> Self {
+        Self { attempt, sent_session: false, answered: false, progressed: false }
+    }
+}
+
+/// A resend an exchange gets at most once; [`Exchange::resent`] is a set of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resend {
+    /// After a 401, with a fresh token from the provider.
+    FreshToken = 1,
+    /// After a 401 `use_dpop_nonce`, with the server's DPoP nonce.
+    DpopNonce = 2,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,14 +206,10 @@ struct Exchange {
     params: ParamHeaderList,
     version: Option<ProtocolVersion>,
     modern: bool,
-    auth_retried: bool,
-    /// Sent again with the server's new DPoP nonce after `use_dpop_nonce` (once only).
-    nonce_retried: bool,
+    /// The [`Resend`]s this exchange has had (each once only), as a bit set.
+    resent: u8,
     /// The OAuth token generation this exchange was last sent with, if it carried one.
     token_gen: Option<u64>,
-    sent_session: bool,
-    /// The next send is a GET with `Last-Event-ID` that resumes the response stream.
-    resuming: bool,
     idle_resumes: u32,
     // The response being read.
     status: u16,
@@ -178,9 +220,6 @@ struct Exchange {
     /// A legacy request's stream: the last event id seen, and the server's `retry:`.
     stream_id: String,
     retry_ms: Option<u64>,
-    answered: bool,
-    /// This response brought a new event id.
-    progressed: bool,
 }
 
 impl Exchange {
@@ -194,11 +233,8 @@ impl Exchange {
             params: ParamHeaderList::default(),
             version: None,
             modern: false,
-            auth_retried: false,
-            nonce_retried: false,
+            resent: 0,
             token_gen: None,
-            sent_session: false,
-            resuming: false,
             idle_resumes: 0,
             status: 0,
             mode: BodyMode::Json,
@@ -207,32 +243,66 @@ impl Exchange {
             challenge: None,
             stream_id: String::new(),
             retry_ms: None,
-            answered: false,
-            progressed: false,
         }
     }
 
+    /// Starts the exchange afresh, all but its body, which the caller fills or clears (the
+    /// engine writes a transmit straight into it).
     fn reset(&mut self, carries: Carries, version: Option<ProtocolVersion>, modern: bool) {
         self.carries = carries;
-        self.body.clear();
         self.name.clear();
         self.method.clear();
         self.params.clear();
         self.version = version;
         self.modern = modern;
-        self.auth_retried = false;
-        self.nonce_retried = false;
+        self.resent = 0;
         self.token_gen = None;
-        self.sent_session = false;
-        self.resuming = false;
         self.idle_resumes = 0;
         self.stream_id.clear();
         self.retry_ms = None;
-        self.answered = false;
     }
 
-    fn is_get(&self) -> bool {
-        self.carries == Carries::Listen || self.resuming
+    /// The send this exchange waits for or is on (a free one: [`Attempt::Send`]).
+    #[inline(always)]
+    fn attempt(&self) -> Attempt {
+        match self.stage {
+            Stage::Waiting(a) | Stage::Parked(a) => a,
+            Stage::InFlight(f) => f.attempt,
+            Stage::Resume(_) => Attempt::Resume,
+            Stage::Free => Attempt::Send,
+        }
+    }
+
+    /// The send is a GET with `Last-Event-ID` that resumes the response stream.
+    #[inline(always)]
+    fn resuming(&self) -> bool {
+        self.attempt() == Attempt::Resume
+    }
+
+    /// The current send, when the exchange is on a connection (a fresh one otherwise).
+    #[inline(always)]
+    fn flight(&self) -> Flight {
+        match self.stage {
+            Stage::InFlight(f) => f,
+            _ => Flight::new(self.attempt()),
+        }
+    }
+
+    #[inline(always)]
+    fn flight_mut(&mut self) -> Option<&mut Flight> {
+        match &mut self.stage {
+            Stage::InFlight(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// Sends again as it was sent: queued, the same kind of send.
+    fn requeue(&mut self) {
+        self.stage = Stage::Waiting(self.attempt());
+    }
+
+    fn has_resent(&self, r: Resend) -> bool {
+        self.resent & r as u8 != 0
     }
 
     /// A legacy request whose event stream named an id can be resumed (§6.2 Resumption;
@@ -240,11 +310,11 @@ impl Exchange {
     fn resumable(&self) -> bool {
         matches!(self.carries, Carries::Request { .. })
             && !self.modern
-            && !self.answered
+            && !self.flight().answered
             && !self.stream_id.is_empty()
             && self.mode == BodyMode::Sse
             && (200..300).contains(&self.status)
-            && (self.progressed || self.idle_resumes + 1 < MAX_IDLE_RESUMES)
+            && (self.flight().progressed || self.idle_resumes + 1 < MAX_IDLE_RESUMES)
     }
 }
 
@@ -283,6 +353,9 @@ pub(crate) struct HttpSession {
     bearer: Vec<u8>,
     headers: Vec<(String, String)>,
     max_body: usize,
+    /// Exchanges in flight whose connection the driver must close (2026-07-28 cancellation
+    /// closes the response stream), for [`poll_close`](Self::poll_close).
+    closing: Vec<ExchangeId>,
 }
 
 impl fmt::Debug for HttpSession {
@@ -326,6 +399,7 @@ impl HttpSession {
             tokens: None,
             bad_token: false,
             oauth: None,
+            closing: Vec::new(),
         };
         let token = tokens.as_mut().and_then(|t| t.token());
         session.bad_token = !session.set_token(token);
@@ -394,11 +468,50 @@ impl HttpSession {
 
     // ----- outgoing ------------------------------------------------------------------------
 
-    /// Takes one transmit of the engine (`frame` is its bytes). Returns the exchange whose
-    /// connection the driver must close (2026-07-28 cancellation closes the response stream).
-    pub(crate) fn on_transmit(&mut self, t: &Transmit<'_>, frame: &[u8]) -> Option<ExchangeId> {
+    /// Tells the engine its transport is open: Streamable HTTP, which needs no connection
+    /// before the first request.
+    pub(crate) fn open(&mut self, engine: &mut Engine, now: Instant) {
+        engine.handle_transport(now, TransportEvent::opened_as(TransportKind::Http));
+    }
+
+    /// Takes what is due: the engine's transmits become exchanges (and cancellations become
+    /// connections to close, see [`poll_close`](Self::poll_close)), the OAuth flow's deadline
+    /// is checked, the legacy GET stream is queued once the handshake is done, and resumes of
+    /// broken POST streams whose `retry:` delay has passed are queued.
+    pub(crate) fn handle_timeout(&mut self, engine: &mut Engine, now: Instant) {
+        loop {
+            // The engine writes each frame straight into the body of the exchange that will
+            // carry it: no copy, no buffer of the session's own.
+            let i = self.take();
+            let body = &mut self.exchanges[i].body;
+            body.clear();
+            let Some(t) = engine.poll_transmit(now, body) else {
+                self.free.push(i);
+                break;
+            };
+            if let TransmitKind::CloseStream { id } = t.kind {
+                self.free.push(i);
+                if let Some(x) = self.close_stream(id) {
+                    self.closing.push(x);
+                }
+                continue;
+            }
+            self.on_transmit(i, &t);
+        }
+        self.oauth_timeout(engine, now);
+        self.schedule(engine, now);
+    }
+
+    /// The next exchange in flight whose connection the driver must close without reporting
+    /// anything (then [`handle_abandoned`](Self::handle_abandoned)).
+    pub(crate) fn poll_close(&mut self) -> Option<ExchangeId> {
+        self.closing.pop()
+    }
+
+    /// Takes one transmit of the engine (not a cancellation), whose bytes the engine wrote
+    /// into the body of exchange `i`, taken for it.
+    fn on_transmit(&mut self, i: usize, t: &Transmit<'_>) {
         let carries = match t.kind {
-            TransmitKind::CloseStream { id } => return self.close_stream(id),
             TransmitKind::Request { id, method } => {
                 if method == Method::Initialize {
                     // A new handshake starts a new session; the old id must not be sent.
@@ -412,10 +525,8 @@ impl HttpSession {
         };
         let version = t.version();
         let modern = version.is_some_and(|v| v.era() == Era::Modern);
-        let i = self.take();
         let x = &mut self.exchanges[i];
         x.reset(carries, version, modern);
-        x.body.extend_from_slice(frame);
         if let (Carries::Request { method, .. }, true) = (carries, modern) {
             if method == Method::Extension {
                 x.method.extend_from_slice(t.method_name().as_bytes());
@@ -438,9 +549,8 @@ impl HttpSession {
                 }
             }
         }
-        x.stage = Stage::Waiting;
+        x.stage = Stage::Waiting(Attempt::Send);
         self.waiting.push_back(i);
-        None
     }
 
     fn take(&mut self) -> usize {
@@ -456,20 +566,20 @@ impl HttpSession {
         match x.stage {
             Stage::Free => return,
             Stage::Resume(_) => self.scheduled -= 1,
-            Stage::Waiting => self.waiting.retain(|&w| w != i),
-            Stage::Parked => {
+            Stage::Waiting(_) => self.waiting.retain(|&w| w != i),
+            Stage::Parked(_) => {
                 if let Some(o) = self.oauth.as_mut() {
                     o.unpark(i);
                 }
             }
-            Stage::InFlight => {}
+            Stage::InFlight(_) => {}
         }
         x.stage = Stage::Free;
         self.free.push(i);
     }
 
     /// Forgets an exchange without telling the engine (its connection was closed on purpose).
-    pub(crate) fn abandon(&mut self, x: ExchangeId) {
+    pub(crate) fn handle_abandoned(&mut self, x: ExchangeId) {
         self.release(x.0);
     }
 
@@ -481,7 +591,7 @@ impl HttpSession {
                 && matches!(x.carries, Carries::Request { id: xid, .. } if xid == id)
         })?;
         log::trace!("closing the response stream of request {id} (cancellation)");
-        if self.exchanges[i].stage == Stage::InFlight {
+        if matches!(self.exchanges[i].stage, Stage::InFlight(_)) {
             return Some(ExchangeId(i));
         }
         self.release(i);
@@ -490,12 +600,12 @@ impl HttpSession {
 
     /// Queues what is due: the legacy GET stream once the handshake is done, and resumes of
     /// broken POST streams whose `retry:` delay has passed.
-    pub(crate) fn handle_timeout(&mut self, engine: &Engine, now: Instant) {
+    fn schedule(&mut self, engine: &Engine, now: Instant) {
         if self.scheduled > 0 {
             for (i, x) in self.exchanges.iter_mut().enumerate() {
                 if let Stage::Resume(at) = x.stage {
                     if at <= now {
-                        x.stage = Stage::Waiting;
+                        x.stage = Stage::Waiting(Attempt::Resume);
                         self.scheduled -= 1;
                         self.waiting.push_back(i);
                     }
@@ -514,7 +624,8 @@ impl HttpSession {
                 let i = self.take();
                 let x = &mut self.exchanges[i];
                 x.reset(Carries::Listen, Some(version), false);
-                x.stage = Stage::Waiting;
+                x.body.clear();
+                x.stage = Stage::Waiting(Attempt::Send);
                 self.listen = Listen::Open;
                 self.waiting.push_front(i);
             }
@@ -524,16 +635,22 @@ impl HttpSession {
     /// The next time [`handle_timeout`](Self::handle_timeout) has something to do.
     #[must_use]
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        let listen = match self.listen {
+        let mut next = match self.listen {
             Listen::At(t) => Some(t),
             _ => None,
         };
-        let resumes = self.exchanges.iter().filter_map(|x| match x.stage {
-            Stage::Resume(at) => Some(at),
-            _ => None,
-        });
-        let resumes = (self.scheduled > 0).then_some(resumes).into_iter().flatten();
-        listen.into_iter().chain(resumes).chain(self.oauth_poll_timeout()).min()
+        let mut keep = |t: Instant| next = Some(next.map_or(t, |n| n.min(t)));
+        if self.scheduled > 0 {
+            for x in &self.exchanges {
+                if let Stage::Resume(at) = x.stage {
+                    keep(at);
+                }
+            }
+        }
+        if let Some(t) = self.oauth_poll_timeout() {
+            keep(t);
+        }
+        next
     }
 
     /// The next exchange to put on a connection, and whether it wants a connection of its own
@@ -556,21 +673,52 @@ impl HttpSession {
         self.waiting.iter().filter(|i| carries(i)).count()
     }
 
-    /// The request exchange `x` carries, if it carries one.
-    pub(crate) fn request_of(&self, x: ExchangeId) -> Option<WireId> {
-        match self.exchanges.get(x.0)?.carries {
-            Carries::Request { id, .. } => Some(id),
-            _ => None,
-        }
-    }
-
-    /// Takes the next exchange off the queue: it is now in flight.
-    pub(crate) fn pop_waiting(&mut self) -> Option<ExchangeId> {
+    /// Takes the next exchange off the queue: it is now in flight, on a connection, and the
+    /// request it carries is on the wire (the wait for a connection was queueing, not network
+    /// time).
+    pub(crate) fn poll_exchange(
+        &mut self,
+        engine: &mut Engine,
+        now: Instant,
+    ) -> Option<ExchangeId> {
         let i = self.waiting.pop_front()?;
-        if let Some(x) = self.exchanges.get_mut(i) {
-            x.stage = Stage::InFlight;
+        let x = self.exchanges.get_mut(i)?;
+        x.stage = Stage::InFlight(Flight::new(x.attempt()));
+        if let Carries::Request { id, .. } = x.carries {
+            engine.handle_on_wire(now, id);
         }
         Some(ExchangeId(i))
+    }
+
+    /// The next waiting exchange could get no connection: it fails with `failure`. Returns
+    /// `false` when none waits.
+    pub(crate) fn handle_no_connection(
+        &mut self,
+        engine: &mut Engine,
+        now: Instant,
+        failure: ExchangeFailure,
+    ) -> bool {
+        if self.oauth.as_ref().is_some_and(|o| o.holds_requests()) {
+            return false;
+        }
+        let Some(i) = self.waiting.pop_front() else { return false };
+        if let Some(x) = self.exchanges.get_mut(i) {
+            x.stage = Stage::InFlight(Flight::new(x.attempt()));
+        }
+        self.handle_failed(engine, now, ExchangeId(i), failure);
+        true
+    }
+
+    /// A readiness turn stopped with input left for lack of budget (bytes or parsed units):
+    /// the engine counts it.
+    pub(crate) fn handle_yield(&self, engine: &mut Engine) {
+        engine.note_input_yield();
+    }
+
+    /// Whether a failed connection should send new connections to the next instance (see
+    /// [`should_rotate`]).
+    pub(crate) fn rotates(&self, engine: &Engine, error: &TransportError) -> bool {
+        should_rotate(engine.era(), error)
     }
 
     /// How to write exchange `x` now, to the URL whose `htu` (RFC 9449 4.2) is given; its
@@ -601,24 +749,29 @@ impl HttpSession {
         x.mode = BodyMode::Json;
         x.reply.clear();
         x.challenge = None;
-        x.progressed = false;
         x.sse = SseParser::new(*max_body);
         let is_initialize =
             matches!(x.carries, Carries::Request { method: Method::Initialize, .. });
         // PROTOCOL.md §3.1: 2026 never sends a session id; legacy sends it after initialize.
-        x.sent_session = session_id.is_some() && !x.modern && !is_initialize;
-        if x.sent_session && x.version.is_some() {
+        let sent_session = session_id.is_some() && !x.modern && !is_initialize;
+        let attempt = x.attempt();
+        if let Some(f) = x.flight_mut() {
+            f.sent_session = sent_session;
+            f.progressed = false;
+        }
+        if sent_session && x.version.is_some() {
             *session_version = x.version;
         }
         let x = &*x;
-        let htm = if x.is_get() { "GET" } else { "POST" };
+        let get = x.carries == Carries::Listen || attempt == Attempt::Resume;
+        let htm = if get { "GET" } else { "POST" };
         // The proof borrows the flow's buffer: no allocation once warm.
         let proof = match oauth {
             Some(o) if !bearer.is_empty() => o.resource_proof(now, htm, htu),
             _ => None,
         };
         let mut headers: SmallVec<[(&str, &[u8]); 16]> = SmallVec::new();
-        if x.is_get() {
+        if get {
             headers.push(("Accept", b"text/event-stream"));
         } else {
             headers.push(("Content-Type", b"application/json"));
@@ -639,7 +792,7 @@ impl HttpSession {
             }
             headers.extend(x.params.iter());
         }
-        if let (Some(s), true) = (session_id.as_deref(), x.sent_session) {
+        if let (Some(s), true) = (session_id.as_deref(), sent_session) {
             headers.push(("Mcp-Session-Id", s.as_bytes()));
         }
         if !bearer.is_empty() {
@@ -650,7 +803,7 @@ impl HttpSession {
         }
         let last_event_id = match x.carries {
             Carries::Listen => listen_event_id.as_deref(),
-            _ if x.resuming => Some(x.stream_id.as_str()),
+            _ if attempt == Attempt::Resume => Some(x.stream_id.as_str()),
             _ => None,
         };
         if let Some(id) = last_event_id {
@@ -659,7 +812,7 @@ impl HttpSession {
         for (n, v) in extra.iter() {
             headers.push((n.as_str(), v.as_bytes()));
         }
-        let body: &[u8] = if x.is_get() { &[] } else { &x.body };
+        let body: &[u8] = if get { &[] } else { &x.body };
         let method = htm;
         Some(RequestPlan { method, headers, body })
     }
@@ -668,7 +821,7 @@ impl HttpSession {
 
     /// A response head for exchange `x`. Returns `true` for an event stream, which has no
     /// overall size (each event has its own cap).
-    pub(crate) fn on_head(&mut self, x: ExchangeId, head: ResponseHead<'_>) -> bool {
+    pub(crate) fn handle_head(&mut self, x: ExchangeId, head: ResponseHead<'_>) -> bool {
         let i = x.0;
         let ok = (200..300).contains(&head.status);
         if ok {
@@ -699,7 +852,7 @@ impl HttpSession {
     /// A piece of exchange `x`'s body. Hands at most `budget.frames` messages to the engine,
     /// reads at most `budget.units` SSE lines, and lowers both by what it took; call again
     /// with no bytes to drain a [`Flow::Backlog`].
-    pub(crate) fn on_body(
+    pub(crate) fn handle_body(
         &mut self,
         engine: &mut Engine,
         now: Instant,
@@ -711,7 +864,7 @@ impl HttpSession {
         let Some(ex) = self.exchanges.get_mut(i) else { return Flow::Close };
         if ex.mode == BodyMode::Json {
             if ex.reply.len() + chunk.len() > self.max_body {
-                self.on_failed(engine, now, x, ExchangeFailure::TooLarge);
+                self.handle_failed(engine, now, x, ExchangeFailure::TooLarge);
                 return Flow::Close;
             }
             ex.reply.extend_from_slice(chunk);
@@ -739,7 +892,10 @@ impl HttpSession {
                     match ex.carries {
                         Carries::Request { id, .. } => {
                             if !ex.modern && is_response(e.data.as_bytes()) {
-                                ex.answered = true;
+                                // `ex.stage` alone: the event borrows `ex.sse`.
+                                if let Stage::InFlight(f) = &mut ex.stage {
+                                    f.answered = true;
+                                }
                             }
                             engine.handle_reply(now, e.data.as_bytes(), id);
                         }
@@ -765,10 +921,12 @@ impl HttpSession {
                     if id != ex.stream_id {
                         ex.stream_id.clear();
                         ex.stream_id.push_str(id);
-                        ex.progressed = true;
+                        if let Some(f) = ex.flight_mut() {
+                            f.progressed = true;
+                        }
                     }
                 }
-                if ex.resuming && ex.answered {
+                if ex.resuming() && ex.flight().answered {
                     // The reply came on the resumed stream; a GET stream need not end.
                     self.release(i);
                     return Flow::Close;
@@ -780,7 +938,7 @@ impl HttpSession {
     }
 
     /// Exchange `x`'s response ended: decide what its status and body mean.
-    pub(crate) fn on_end(&mut self, engine: &mut Engine, now: Instant, x: ExchangeId) {
+    pub(crate) fn handle_end(&mut self, engine: &mut Engine, now: Instant, x: ExchangeId) {
         let i = x.0;
         let Some(status) = self.exchanges.get(i).map(|x| x.status) else { return };
         if self.dpop_nonce_retry(i, status) || self.oauth_refused(engine, now, i, status) {
@@ -812,7 +970,9 @@ impl HttpSession {
             return;
         }
         let Some(ex) = self.exchanges.get_mut(i) else { return };
-        if ex.resuming && ex.answered {
+        let flight = ex.flight();
+        let resuming = flight.attempt == Attempt::Resume;
+        if resuming && flight.answered {
             self.release(i);
             return;
         }
@@ -820,7 +980,7 @@ impl HttpSession {
             self.schedule_resume(i, now);
             return;
         }
-        if ex.resuming {
+        if resuming {
             // A refused or fruitless resume: whether the request ran is unknown.
             let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
             self.fail(engine, now, i, id, lost);
@@ -831,7 +991,7 @@ impl HttpSession {
             && body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
         // A legacy session the server forgot: 404 per the spec; the TypeScript SDK v1 answers
         // 400 with -32000 instead (lab FINDINGS §6). Either way the request was not processed.
-        let session_gone = ex.sent_session
+        let session_gone = flight.sent_session
             && (status == 404 || (status == 400 && json && is_error_code(body, -32000)));
         if session_gone {
             self.release(i);
@@ -855,7 +1015,7 @@ impl HttpSession {
 
     /// Exchange `x` ended without a complete response: it never got a connection, the
     /// connection broke, or the response was unreadable or too large.
-    pub(crate) fn on_failed(
+    pub(crate) fn handle_failed(
         &mut self,
         engine: &mut Engine,
         now: Instant,
@@ -868,14 +1028,15 @@ impl HttpSession {
             Carries::Request { id, .. } => {
                 let transport = matches!(failure, ExchangeFailure::Transport(_));
                 let lost = failure == ExchangeFailure::Transport(TransportError::ConnectionLost);
-                if (lost || (ex.resuming && transport)) && ex.resumable() {
+                let resuming = ex.resuming();
+                if (lost || (resuming && transport)) && ex.resumable() {
                     // §6.2: a disconnect is not a cancellation; the stream can be resumed.
                     self.schedule_resume(i, now);
                     return;
                 }
                 // The request of a failed resume was delivered: its fate is unknown, never
                 // "not sent", whatever broke the resume.
-                let failure = if ex.resuming && transport {
+                let failure = if resuming && transport {
                     ExchangeFailure::Transport(TransportError::ConnectionLost)
                 } else {
                     failure
@@ -906,12 +1067,11 @@ impl HttpSession {
     /// server's `retry:` delay. Resuming is not re-sending, so it is safe for any call.
     fn schedule_resume(&mut self, i: usize, now: Instant) {
         let Some(x) = self.exchanges.get_mut(i) else { return };
-        x.idle_resumes = if x.progressed { 0 } else { x.idle_resumes + 1 };
-        // Until the resumed stream brings a new id, the next break counts as fruitless.
-        x.progressed = false;
+        x.idle_resumes = if x.flight().progressed { 0 } else { x.idle_resumes + 1 };
+        // Until the resumed stream brings a new id, the next break counts as fruitless (the
+        // resumed send starts a fresh `Flight`).
         let delay = x.retry_ms.map_or(DEFAULT_RETRY, |ms| Duration::from_millis(clamp_retry(ms)));
         log::debug!("resuming a broken response stream in {delay:?}");
-        x.resuming = true;
         x.stage = Stage::Resume(later(now, delay));
         self.scheduled += 1;
     }
@@ -919,7 +1079,7 @@ impl HttpSession {
     /// HTTP 401: ask the token provider once for a fresh token and send the request again.
     fn refresh(&mut self, i: usize) -> bool {
         let Some(x) = self.exchanges.get_mut(i) else { return false };
-        if x.auth_retried {
+        if x.has_resent(Resend::FreshToken) {
             return false;
         }
         let Some(fresh) = self.tokens.as_mut().and_then(|t| t.refresh()) else { return false };
@@ -928,8 +1088,8 @@ impl HttpSession {
             return false;
         }
         let Some(x) = self.exchanges.get_mut(i) else { return false };
-        x.auth_retried = true;
-        x.stage = Stage::Waiting;
+        x.resent |= Resend::FreshToken as u8;
+        x.requeue();
         self.waiting.push_front(i);
         true
     }

@@ -94,7 +94,7 @@ impl OAuthRequests {
                 Ok(fetch) => self.current = Some(Box::new(fetch)),
                 Err(e) => {
                     log::debug!("oauth request to {url} failed: {e}");
-                    session.on_oauth_failed(engine, now, id);
+                    session.handle_oauth_failed(engine, now, id);
                 }
             }
         }
@@ -214,11 +214,11 @@ impl OAuthRequests {
             Ok(r) => {
                 let dpop_nonce = r.dpop_nonce.as_deref();
                 let response = HttpResponse { status: r.status, body: &r.body, dpop_nonce };
-                session.on_oauth_response(engine, now, id, response);
+                session.handle_oauth_response(engine, now, id, response);
             }
             Err(e) => {
                 log::debug!("oauth request failed: {e}");
-                session.on_oauth_failed(engine, now, id);
+                session.handle_oauth_failed(engine, now, id);
             }
         }
     }

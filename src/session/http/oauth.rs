@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use super::{Carries, HttpSession, Listen, Stage};
+use super::{Carries, HttpSession, Listen, Resend, Stage};
 use crate::auth::oauth::{
     Action, Authorizer, HttpRequest, HttpResponse, OAuthFlow, RedirectError, RequestId,
 };
@@ -98,12 +98,12 @@ impl HttpSession {
         let Some(x) = self.exchanges.get_mut(i) else { return false };
         let asks = status == 401
             && x.challenge.as_ref().and_then(|c| c.error.as_deref()) == Some(USE_DPOP_NONCE);
-        if !asks || x.nonce_retried || !st.flow.is_dpop_bound() {
+        if !asks || x.has_resent(Resend::DpopNonce) || !st.flow.is_dpop_bound() {
             return false;
         }
         log::debug!("the server asks for a DPoP nonce: sending again with it");
-        x.nonce_retried = true;
-        x.stage = Stage::Waiting;
+        x.resent |= Resend::DpopNonce as u8;
+        x.requeue();
         self.waiting.push_front(i);
         true
     }
@@ -114,14 +114,14 @@ impl HttpSession {
     }
 
     /// The next HTTP request of the flow for the driver to make, answered with
-    /// [`on_oauth_response`](Self::on_oauth_response) or
-    /// [`on_oauth_failed`](Self::on_oauth_failed).
+    /// [`handle_oauth_response`](Self::handle_oauth_response) or
+    /// [`handle_oauth_failed`](Self::handle_oauth_failed).
     pub(crate) fn poll_oauth_request(&mut self) -> Option<HttpRequest> {
         self.oauth.as_mut()?.outbound.take()
     }
 
     /// The response to the flow's request `id`.
-    pub(crate) fn on_oauth_response(
+    pub(crate) fn handle_oauth_response(
         &mut self,
         engine: &mut Engine,
         now: Instant,
@@ -134,14 +134,14 @@ impl HttpSession {
     }
 
     /// The flow's request `id` could not be made or its response not read.
-    pub(crate) fn on_oauth_failed(&mut self, engine: &mut Engine, now: Instant, id: RequestId) {
+    pub(crate) fn handle_oauth_failed(&mut self, engine: &mut Engine, now: Instant, id: RequestId) {
         let Some(st) = self.oauth.as_mut() else { return };
         st.flow.handle_transport_error(now, id);
         self.drain_oauth(engine, now);
     }
 
     /// The redirect of a deferred authorization (see [`Authorizer::begin`]), from the host.
-    pub(crate) fn oauth_redirect(
+    pub(crate) fn handle_oauth_redirect(
         &mut self,
         engine: &mut Engine,
         now: Instant,
@@ -155,7 +155,7 @@ impl HttpSession {
 
     /// Gives up on a deferred authorization whose redirect did not come in time, or
     /// refreshes the token before it expires; early and spurious calls do nothing.
-    pub(crate) fn oauth_timeout(&mut self, engine: &mut Engine, now: Instant) {
+    pub(super) fn oauth_timeout(&mut self, engine: &mut Engine, now: Instant) {
         let Some(st) = self.oauth.as_mut() else { return };
         st.flow.handle_timeout(now);
         self.drain_oauth(engine, now);
@@ -195,13 +195,13 @@ impl HttpSession {
         if has_token && x.token_gen != Some(st.generation) {
             // Refused a token that has since been replaced (or none): the new one may do.
             log::debug!("HTTP {status} to an older token: resending with the current one");
-            x.stage = Stage::Waiting;
+            x.requeue();
             self.waiting.push_front(i);
             return true;
         }
         log::debug!("HTTP {status}: running the OAuth flow");
         st.flow.handle_challenge(now, status, &challenge);
-        x.stage = Stage::Parked;
+        x.stage = Stage::Parked(x.attempt());
         st.parked.push(i);
         self.drain_oauth(engine, now);
         true
@@ -235,8 +235,8 @@ impl HttpSession {
                     // Back at the front, in the order they were refused.
                     for &i in parked.iter().rev() {
                         if let Some(x) = self.exchanges.get_mut(i) {
-                            if x.stage == Stage::Parked {
-                                x.stage = Stage::Waiting;
+                            if matches!(x.stage, Stage::Parked(_)) {
+                                x.requeue();
                                 self.waiting.push_front(i);
                             }
                         }
@@ -250,7 +250,7 @@ impl HttpSession {
                     let error = Box::new(e);
                     for i in parked {
                         let Some(x) = self.exchanges.get(i) else { continue };
-                        if x.stage != Stage::Parked {
+                        if !matches!(x.stage, Stage::Parked(_)) {
                             continue;
                         }
                         match x.carries {

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::config::Config;
-use crate::engine::{CallOptions, Event, TransportKind};
+use crate::engine::{CallOptions, Event};
 use crate::error::{CallError, PeerError};
 
 const LEGACY_SESSION_GONE: &str =
@@ -50,7 +50,6 @@ struct Sim {
     engine: Engine,
     session: HttpSession,
     now: Instant,
-    frame: Vec<u8>,
     closed: Vec<ExchangeId>,
     /// The legacy GET stream, once the driver has put it on a connection.
     listen: Option<Sent>,
@@ -64,16 +63,10 @@ impl Sim {
     fn with_limit(tokens: Option<Box<dyn TokenProvider>>, max_body: usize) -> Self {
         let now = Instant::now();
         let mut engine = Engine::new(Config::default(), now).unwrap();
-        engine.handle_transport(now, TransportEvent::opened_as(TransportKind::Http));
         let extra = vec![("X-Extra".to_owned(), "1".to_owned())];
-        Self {
-            engine,
-            session: HttpSession::new(extra, tokens, max_body),
-            now,
-            frame: Vec::new(),
-            closed: Vec::new(),
-            listen: None,
-        }
+        let mut session = HttpSession::new(extra, tokens, max_body);
+        session.open(&mut engine, now);
+        Self { engine, session, now, closed: Vec::new(), listen: None }
     }
 
     fn advance(&mut self, by: Duration) {
@@ -81,16 +74,12 @@ impl Sim {
         self.engine.handle_timeout(self.now);
     }
 
-    /// Moves the engine's transmits into the session and runs its schedule.
+    /// Lets the session take the engine's transmits and what is due.
     fn flush(&mut self) {
-        loop {
-            self.frame.clear();
-            let Some(t) = self.engine.poll_transmit(self.now, &mut self.frame) else { break };
-            if let Some(x) = self.session.on_transmit(&t, &self.frame) {
-                self.closed.push(x);
-            }
+        self.session.handle_timeout(&mut self.engine, self.now);
+        while let Some(x) = self.session.poll_close() {
+            self.closed.push(x);
         }
-        self.session.handle_timeout(&self.engine, self.now);
     }
 
     /// The next request the driver would put on a connection (it looks before it takes, as
@@ -98,7 +87,7 @@ impl Sim {
     fn next(&mut self) -> Option<Sent> {
         self.flush();
         self.session.peek_waiting()?;
-        let x = self.session.pop_waiting()?;
+        let x = self.session.poll_exchange(&mut self.engine, self.now)?;
         let plan = self.session.plan(x, self.now, "http://127.0.0.1:9/mcp").unwrap();
         let headers = plan
             .headers
@@ -120,12 +109,12 @@ impl Sim {
             www_authenticate: find("www-authenticate"),
             dpop_nonce: find("dpop-nonce"),
         };
-        self.session.on_head(x, head)
+        self.session.handle_head(x, head)
     }
 
     fn body(&mut self, x: ExchangeId, chunk: &str) -> Flow {
         let mut budget = Budget { frames: usize::MAX, units: usize::MAX };
-        self.session.on_body(&mut self.engine, self.now, x, chunk.as_bytes(), &mut budget)
+        self.session.handle_body(&mut self.engine, self.now, x, chunk.as_bytes(), &mut budget)
     }
 
     /// A whole response: head, body, end.
@@ -134,7 +123,7 @@ impl Sim {
         if !body.is_empty() && self.body(x, body) == Flow::Close {
             return;
         }
-        self.session.on_end(&mut self.engine, self.now, x);
+        self.session.handle_end(&mut self.engine, self.now, x);
     }
 
     fn json(&mut self, x: ExchangeId, body: Value) {
@@ -327,7 +316,7 @@ fn the_get_stream_resumes_with_its_last_event_id_after_the_clamped_retry() {
     // A broken connection reopens on the same schedule; a refusal ends it for good.
     s.advance(Duration::from_secs(60));
     let third = s.next().unwrap();
-    s.session.on_failed(
+    s.session.handle_failed(
         &mut s.engine,
         s.now,
         third.x,
@@ -354,9 +343,9 @@ fn a_legacy_post_stream_broken_before_the_reply_resumes_after_retry_for_reads_an
         assert_eq!(s.body(call.x, "id: e1\nretry: 500\ndata:\n\n"), Flow::Continue);
         if break_by_loss {
             let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
-            s.session.on_failed(&mut s.engine, s.now, call.x, lost);
+            s.session.handle_failed(&mut s.engine, s.now, call.x, lost);
         } else {
-            s.session.on_end(&mut s.engine, s.now, call.x);
+            s.session.handle_end(&mut s.engine, s.now, call.x);
         }
         assert!(s.events().is_empty(), "{name}: the call is not over");
         assert_eq!(s.session.poll_timeout(), Some(s.now + Duration::from_millis(500)));
@@ -412,6 +401,34 @@ fn a_resume_that_is_refused_or_brings_nothing_ends_as_a_lost_reply() {
     assert_eq!(s.events().len(), 1, "the call ended");
 }
 
+/// A resend keeps the kind of send it repeats: a resume refused for its token goes again as
+/// a resume (`Stage::Waiting(Attempt::Resume)`), never as the request itself.
+#[test]
+fn a_resume_refused_for_its_token_resumes_again_with_the_fresh_token() {
+    let tokens = Refresher { fresh: vec!["t1"] };
+    let mut s = Sim::legacy(Some(Box::new(tokens)));
+    let get = s.listen.take().unwrap();
+    s.respond(get.x, 405, &[], "");
+    s.call("t");
+    let call = s.next().unwrap();
+    assert_eq!(call.header("authorization"), Some("Bearer t0"));
+    s.respond(call.x, 200, &SSE, "id: e1\ndata:\n\n");
+    s.advance(DEFAULT_RETRY);
+    let resume = s.next().unwrap();
+    assert_eq!(resume.method, "GET");
+    s.respond(resume.x, 401, &[], "");
+    assert!(s.events().is_empty(), "the call is not over");
+    let again = s.next().unwrap();
+    assert_eq!(again.method, "GET", "the tools/call is not sent twice");
+    assert_eq!(again.header("last-event-id"), Some("e1"));
+    assert_eq!(again.header("authorization"), Some("Bearer t1"));
+    s.head(again.x, 200, &SSE);
+    let done = reply(&call, json!({"content": []}));
+    assert_eq!(s.body(again.x, &format!("id: e2\ndata: {done}\n\n")), Flow::Close);
+    assert_eq!(s.events(), [r#"done {"content":[]}"#]);
+    assert!(s.next().is_none());
+}
+
 #[test]
 fn a_resume_that_cannot_connect_never_makes_the_request_look_unsent() {
     let mut s = Sim::legacy(None);
@@ -425,7 +442,12 @@ fn a_resume_that_cannot_connect_never_makes_the_request_look_unsent() {
         let Some(resume) = s.next() else { break };
         assert_eq!(resume.method, "GET");
         let refused = TransportError::ConnectFailed(std::io::ErrorKind::ConnectionRefused);
-        s.session.on_failed(&mut s.engine, s.now, resume.x, ExchangeFailure::Transport(refused));
+        s.session.handle_failed(
+            &mut s.engine,
+            s.now,
+            resume.x,
+            ExchangeFailure::Transport(refused),
+        );
     }
     s.advance(Duration::from_secs(10));
     assert!(s.next().is_none(), "the tools/call was not sent again");
@@ -460,7 +482,7 @@ fn cancelling_a_modern_call_hands_its_exchange_back_to_be_closed() {
     s.engine.cancel(s.now, c).unwrap();
     s.flush();
     assert_eq!(s.closed, [call.x], "the driver closes the connection carrying it");
-    s.session.abandon(call.x);
+    s.session.handle_abandoned(call.x);
     s.call("u");
     assert_eq!(s.next().unwrap().x, call.x, "the exchange slot is reused");
 }
@@ -501,13 +523,13 @@ fn the_frame_budget_leaves_events_for_the_next_turn() {
     let five: String = (0..5).map(|_| format!("data: {note}\n\n")).collect();
     let two = || Budget { frames: 2, units: usize::MAX };
     let mut budget = two();
-    let flow = s.session.on_body(&mut s.engine, s.now, get.x, five.as_bytes(), &mut budget);
+    let flow = s.session.handle_body(&mut s.engine, s.now, get.x, five.as_bytes(), &mut budget);
     assert_eq!((flow, budget.frames), (Flow::Backlog, 0));
     let mut budget = two();
-    let flow = s.session.on_body(&mut s.engine, s.now, get.x, &[], &mut budget);
+    let flow = s.session.handle_body(&mut s.engine, s.now, get.x, &[], &mut budget);
     assert_eq!((flow, budget.frames), (Flow::Backlog, 0));
     let mut budget = two();
-    let flow = s.session.on_body(&mut s.engine, s.now, get.x, &[], &mut budget);
+    let flow = s.session.handle_body(&mut s.engine, s.now, get.x, &[], &mut budget);
     assert_eq!((flow, budget.frames), (Flow::Continue, 1), "the fifth, then nothing waits");
 }
 
@@ -521,12 +543,13 @@ fn the_unit_budget_stops_a_flood_that_delivers_nothing() {
     let flood = ": ping\n\nid: 7\n\n\n\n".repeat(1000);
     let mut turns = 0;
     let mut budget = Budget { frames: 64, units: 100 };
-    let mut flow = s.session.on_body(&mut s.engine, s.now, get.x, flood.as_bytes(), &mut budget);
+    let mut flow =
+        s.session.handle_body(&mut s.engine, s.now, get.x, flood.as_bytes(), &mut budget);
     while flow == Flow::Backlog {
         assert_eq!(budget, Budget { frames: 64, units: 0 });
         turns += 1;
         budget = Budget { frames: 64, units: 100 };
-        flow = s.session.on_body(&mut s.engine, s.now, get.x, &[], &mut budget);
+        flow = s.session.handle_body(&mut s.engine, s.now, get.x, &[], &mut budget);
     }
     // 6,000 lines at 100 a turn: 59 turns left a backlog, the 60th took the last 100 lines.
     assert_eq!((flow, turns, budget.units), (Flow::Continue, 59, 0));

@@ -98,7 +98,7 @@ impl Sim {
                 dpop_nonce: nonce.as_deref().map(str::as_bytes),
                 ..HttpResponse::new(status, body.as_bytes())
             };
-            self.session.on_oauth_response(&mut self.engine, self.now, req.id, response);
+            self.session.handle_oauth_response(&mut self.engine, self.now, req.id, response);
         }
         n
     }

@@ -65,7 +65,7 @@ impl Sim {
             let (status, body) = server.answer(&req.url, &req.body);
             let body = body.to_string();
             let response = HttpResponse::new(status, body.as_bytes());
-            self.session.on_oauth_response(&mut self.engine, self.now, req.id, response);
+            self.session.handle_oauth_response(&mut self.engine, self.now, req.id, response);
         }
         n
     }
