@@ -18,6 +18,8 @@ use crate::catalog::store::{
 
 const CONTEXTS: usize = 5;
 const KINDS: [CatalogKind; 2] = [CatalogKind::Tools, CatalogKind::Prompts];
+/// Every name any context could have stored under `_b`: private ones, then each server's public.
+const B_NAMES: [&str; CONTEXTS + 2] = ["p0_b", "p1_b", "p2_b", "p3_b", "p4_b", "pub0_b", "pub1_b"];
 
 fn server_of(ctx: usize) -> usize {
     usize::from(ctx == 4)
@@ -113,6 +115,8 @@ fn run(data: &[u8]) -> Seen {
     let mut seen = (0, 0);
     let config = store_config();
     let mut store = Store::new(config).expect("valid config");
+    // Built once: a key costs a canonicalisation and a hash, and every operation needs one.
+    let keys: [CacheKey; CONTEXTS] = std::array::from_fn(key);
     let mut tokens: [[Option<RefreshToken>; 2]; CONTEXTS] = Default::default();
     // Simulated time: a fixed origin, moved only by the input.
     let mut now = Instant::now();
@@ -120,12 +124,13 @@ fn run(data: &[u8]) -> Seen {
     for pair in data.chunks(2) {
         let (op, arg) = (pair[0], pair.get(1).copied().unwrap_or(0));
         let ctx = usize::from(op >> 4) % CONTEXTS;
+        let key = &keys[ctx];
         let k = usize::from(arg & 1);
         let kind = KINDS[k];
         match op & 0x0f {
             0 | 1 => {
                 if tokens[ctx][k].is_none() {
-                    if let Ok(Begin::Fetch(t)) = store.begin_refresh(&key(ctx), kind, None) {
+                    if let Ok(Begin::Fetch(t)) = store.begin_refresh(key, kind, None) {
                         tokens[ctx][k] = Some(t);
                     }
                 }
@@ -150,22 +155,17 @@ fn run(data: &[u8]) -> Seen {
                 }
             }
             5 => {
-                let _ = store.mark_stale(now, &key(ctx), kind);
+                let _ = store.mark_stale(now, key, kind);
             }
             6 => now += Duration::from_millis(u64::from(arg) * 25),
             _ => {
-                if let Ok(ListLookup::Pages { pages, .. }) = store.list_pages(now, &key(ctx), kind)
-                {
+                if let Ok(ListLookup::Pages { pages, .. }) = store.list_pages(now, key, kind) {
                     for item in pages.iter().flat_map(|p| p.items()) {
                         check(ctx, item.id(), &mut seen);
                     }
                 }
-                // Ask for every name any context could have stored under `_b`.
-                let names = (0..CONTEXTS)
-                    .map(|o| format!("p{o}_b"))
-                    .chain((0..2).map(|s| format!("pub{s}_b")));
-                for name in names {
-                    match store.find_item(now, &key(ctx), kind, &name) {
+                for name in B_NAMES {
+                    match store.find_item(now, key, kind, name) {
                         Ok(ItemLookup::Fresh(item)) | Ok(ItemLookup::Stale { item, .. }) => {
                             check(ctx, item.id(), &mut seen)
                         }
