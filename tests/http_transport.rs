@@ -364,6 +364,71 @@ fn an_alternate_is_reached_with_its_own_scheme_whatever_the_first_instances() {
     assert!(tls.requests().len() >= 2, "the probe and the call went to the alternate");
 }
 
+#[test]
+fn a_connection_made_before_a_rotation_writes_its_request_for_its_own_instance() {
+    // The first instance holds the call `busy` until told.
+    let (got_tx, got_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let (got_tx, go_rx) = (Mutex::new(got_tx), Mutex::new(go_rx));
+    let first = MiniServer::start(None, move |req| {
+        if req.json()["params"]["arguments"]["text"] == "busy" {
+            let _ = got_tx.lock().unwrap().send(());
+            let _ = go_rx.lock().unwrap().recv();
+        }
+        mcp_answer(req)
+    });
+    let alternate = MiniServer::start(None, mcp_answer);
+    // Through a proxy, a connection stays "connecting" for as long as its CONNECT is held.
+    let proxy = MiniProxy::start();
+    let mut opts = HttpOptions::new(first.url("http", "127.0.0.1"));
+    opts.alternates = vec![format!("http://127.0.0.1:{}/other", alternate.port)];
+    opts.proxy = ProxyChoice::Url(format!("http://127.0.0.1:{}", proxy.port));
+    let mut host = Host::new().unwrap();
+    let id = add(&mut host, opts);
+    assert!(matches!(host.wait_ready(id, common::PATIENCE).unwrap(), ServerState::Ready(..)));
+    let echo = |host: &mut Host, text: &str| {
+        let args = raw(&format!(r#"{{"text":"{text}"}}"#));
+        host.call_tool(id, "echo", &args, &CallOptions::default()).unwrap()
+    };
+    let asked = |n: usize| {
+        let asked = Arc::clone(&proxy.asked);
+        move |_: &mut Host| asked.lock().unwrap().len() >= n
+    };
+    let before = proxy.asked.lock().unwrap().len();
+    // `busy` takes the open connection; `second` needs a new one, which stays connecting.
+    let busy = echo(&mut host, "busy");
+    common::poll_until(&mut host, common::PATIENCE, |_| got_rx.try_recv().is_ok());
+    proxy.hold.store(true, Ordering::SeqCst);
+    let second = echo(&mut host, "second");
+    common::poll_until(&mut host, common::PATIENCE, asked(before + 1));
+    // `third`'s connection is refused: new connections go to the alternate, where `third`
+    // is sent again (it was not delivered).
+    proxy.refuse.store(1, Ordering::SeqCst);
+    let third = echo(&mut host, "third");
+    common::poll_until(&mut host, common::PATIENCE, asked(before + 3));
+    let to_alternate = format!("127.0.0.1:{}", alternate.port);
+    assert_eq!(proxy.asked.lock().unwrap()[before + 2], to_alternate, "rotated");
+    proxy.hold.store(false, Ordering::SeqCst);
+    go_tx.send(()).unwrap();
+    for (call, text) in [(busy, "busy"), (second, "second"), (third, "third")] {
+        let r = host.wait(id, call).unwrap();
+        assert!(r.json.contains(text), "{}", r.json);
+    }
+    // `second`'s connection was made to the first instance: its request names that instance.
+    let seen = first.requests();
+    let req = seen.iter().find(|r| r.json()["params"]["arguments"]["text"] == "second");
+    let req = req.expect("`second` went where its connection goes");
+    assert_eq!(req.path, "/mcp");
+    assert_eq!(req.header("host"), Some(format!("127.0.0.1:{}", first.port).as_str()));
+    let third = alternate.requests().into_iter().find(|r| r.json()["method"] == "tools/call");
+    assert_eq!(third.expect("`third` at the alternate").path, "/other");
+    // The connections that finished at the first instance are not kept for the next call.
+    let fourth = echo(&mut host, "fourth");
+    assert!(host.wait(id, fourth).unwrap().json.contains("fourth"));
+    let at_alternate = |r: &Request| r.json()["params"]["arguments"]["text"] == "fourth";
+    assert!(alternate.requests().iter().any(at_alternate), "`fourth` went to the alternate");
+}
+
 /// A legacy (2025-11-25) server in a few lines: sessions, SSE replies, a server-sent `ping`
 /// on the call's stream, and a GET stream that drops after one event with an id.
 fn legacy_server(req: &Request) -> Response {

@@ -37,7 +37,7 @@ use crate::engine::{Engine, ExchangeFailure};
 use crate::error::TransportError;
 use crate::session::http::{Budget, ExchangeId, Flow, HttpSession, OAuthState, ResponseHead};
 use connection::{Connection, Input, Route};
-use instances::{Instance, Instances, NextAddr};
+use instances::{Instance, InstanceId, Instances, NextAddr};
 
 pub use crate::session::http::{StaticToken, TokenProvider};
 pub use assertion_file::AssertionFile;
@@ -48,6 +48,9 @@ pub use resolve::{Resolver, SystemResolver};
 #[derive(Debug)]
 struct Conn {
     conn: Connection,
+    /// Where the connection goes: its requests name this instance, whatever new connections
+    /// go to.
+    instance: InstanceId,
     started: Instant,
     /// Exchange in flight on this connection.
     exchange: Option<ExchangeId>,
@@ -344,7 +347,12 @@ impl HttpDriver {
             let k = self
                 .conns
                 .iter()
-                .find(|(_, c)| c.conn.is_open() && c.exchange.is_none() && !c.dedicated)
+                .find(|(_, c)| {
+                    c.conn.is_open()
+                        && c.exchange.is_none()
+                        && !c.dedicated
+                        && c.instance == self.instances.current_id()
+                })
                 .map(|(k, _)| k)?;
             let c = self.conns.get(k)?;
             let fresh =
@@ -373,6 +381,7 @@ impl HttpDriver {
         let token = Token(self.base.0 + k);
         entry.insert(Conn {
             conn: Connection::connect(addr, route, registry, token, self.limits)?,
+            instance: self.instances.current_id(),
             started: now,
             exchange: None,
             idle_since: None,
@@ -395,7 +404,7 @@ impl HttpDriver {
         let Some(x) = c.exchange else { return };
         c.conn.parser().set_max_body_bytes(self.limits.max_body_bytes);
         let out = c.conn.request_buf();
-        let at = self.instances.current();
+        let at = self.instances.get(c.instance);
         if let Some(plan) = self.session.plan(x, now, &at.htu) {
             let head = RequestHead {
                 method: plan.method,
@@ -639,7 +648,9 @@ impl HttpDriver {
                 }
                 Ok(ResponseEvent::End { keep_alive }) => {
                     c.exchange = None;
-                    let reuse = keep_alive && !c.dedicated;
+                    // One that finished at an instance rotated away from is not kept.
+                    let reuse =
+                        keep_alive && !c.dedicated && c.instance == self.instances.current_id();
                     self.session.handle_end(engine, now, x);
                     if !reuse {
                         return Parsed::Close;

@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// One request as the server saw it.
@@ -39,6 +39,11 @@ impl Response {
     /// records when (see [`MiniServer::eofs`]).
     pub fn stall() -> Self {
         Self { status: 0, headers: vec![], body: String::new() }
+    }
+
+    /// No answer: the server closes the connection at once (a server that died mid-request).
+    pub fn hang_up() -> Self {
+        Self { status: 1, headers: vec![], body: String::new() }
     }
 
     pub fn json(v: serde_json::Value) -> Self {
@@ -239,6 +244,9 @@ fn serve<S: Read + Write>(
         let req = Request { method, path, headers, body, at: std::time::Instant::now() };
         let resp = handler(&req);
         seen.lock().unwrap().push(req);
+        if resp.status == 1 {
+            return Ok(());
+        }
         if resp.status == 0 {
             // A close (or a TLS error for a close without close_notify) ends the wait.
             let mut sink = [0u8; 512];
@@ -264,6 +272,13 @@ pub struct MiniProxy {
     pub port: u16,
     pub tunnels: Arc<AtomicUsize>,
     pub targets: Arc<Mutex<Vec<String>>>,
+    /// While set, CONNECTs are read but not answered: the client's connection stays
+    /// "connecting".
+    pub hold: Arc<AtomicBool>,
+    /// How many of the next CONNECTs are refused (503).
+    pub refuse: Arc<AtomicUsize>,
+    /// Every CONNECT's target, in the order they were read.
+    pub asked: Arc<Mutex<Vec<String>>>,
 }
 
 impl MiniProxy {
@@ -272,23 +287,34 @@ impl MiniProxy {
         let port = listener.local_addr().expect("addr").port();
         let tunnels = Arc::new(AtomicUsize::new(0));
         let targets = Arc::new(Mutex::new(Vec::new()));
+        let gate = Gate::default();
+        let (hold, refuse, asked) =
+            (Arc::clone(&gate.hold), Arc::clone(&gate.refuse), Arc::clone(&gate.asked));
         let (t2, g2) = (Arc::clone(&tunnels), Arc::clone(&targets));
         std::thread::spawn(move || {
             for client in listener.incoming().flatten() {
-                let (t, g) = (Arc::clone(&t2), Arc::clone(&g2));
+                let (t, g, gate) = (Arc::clone(&t2), Arc::clone(&g2), gate.clone());
                 std::thread::spawn(move || {
-                    let _ = tunnel(client, &t, &g);
+                    let _ = tunnel(client, &t, &g, &gate);
                 });
             }
         });
-        Self { port, tunnels, targets }
+        Self { port, tunnels, targets, hold, refuse, asked }
     }
+}
+
+#[derive(Clone, Default)]
+struct Gate {
+    hold: Arc<AtomicBool>,
+    refuse: Arc<AtomicUsize>,
+    asked: Arc<Mutex<Vec<String>>>,
 }
 
 fn tunnel(
     client: TcpStream,
     count: &AtomicUsize,
     targets: &Mutex<Vec<String>>,
+    gate: &Gate,
 ) -> std::io::Result<()> {
     let mut reader = BufReader::new(client.try_clone()?);
     let mut line = String::new();
@@ -305,6 +331,15 @@ fn tunnel(
             break;
         }
     }
+    gate.asked.lock().unwrap().push(target.clone());
+    let refused =
+        gate.refuse.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+    if refused.is_ok() {
+        return (&client).write_all(b"HTTP/1.1 503 No\r\nContent-Length: 0\r\n\r\n");
+    }
+    while gate.hold.load(Ordering::SeqCst) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     let upstream = TcpStream::connect(&target)?;
     targets.lock().unwrap().push(target);
     count.fetch_add(1, Ordering::SeqCst);
@@ -312,6 +347,8 @@ fn tunnel(
     let (mut c2, mut u2) = (client.try_clone()?, upstream.try_clone()?);
     std::thread::spawn(move || {
         let _ = std::io::copy(&mut u2, &mut c2);
+        // The origin closed: so does the tunnel, as a proxy relays it.
+        let _ = c2.shutdown(std::net::Shutdown::Both);
     });
     let mut u = upstream;
     let _ = std::io::copy(&mut reader, &mut u);

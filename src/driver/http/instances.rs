@@ -58,12 +58,20 @@ pub(super) enum NextAddr {
     Resolving,
 }
 
-/// The instance in use, the next of its addresses to try, and the standby instances.
+/// Which of a server's instances a connection was made to. Connections keep their instance
+/// when new ones rotate to another: a request is written for the instance its connection
+/// reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct InstanceId(usize);
+
+/// The instance in use, the next of its addresses to try, and the standby instances (the
+/// others, tried in order after it).
 #[derive(Debug)]
 pub(super) struct Instances {
-    current: Instance,
+    /// The first URL, then the alternates; never empty.
+    all: Vec<Instance>,
+    current: usize,
     next_addr: usize,
-    standby: VecDeque<Instance>,
     resolver: Arc<dyn Resolver>,
     /// The resolution of `current`'s name in flight, and when it started.
     lookup: Option<(Lookup, Instant)>,
@@ -71,15 +79,32 @@ pub(super) struct Instances {
 
 impl Instances {
     pub(super) fn new(
-        current: Instance,
-        standby: VecDeque<Instance>,
+        first: Instance,
+        alternates: VecDeque<Instance>,
         resolver: Arc<dyn Resolver>,
     ) -> Self {
-        Self { current, next_addr: 0, standby, resolver, lookup: None }
+        let mut all = Vec::with_capacity(1 + alternates.len());
+        all.push(first);
+        all.extend(alternates);
+        Self { all, current: 0, next_addr: 0, resolver, lookup: None }
     }
 
     pub(super) fn current(&self) -> &Instance {
-        &self.current
+        &self.all[self.current]
+    }
+
+    /// The instance new connections go to.
+    pub(super) fn current_id(&self) -> InstanceId {
+        InstanceId(self.current)
+    }
+
+    /// The instance a connection was made to.
+    pub(super) fn get(&self, id: InstanceId) -> &Instance {
+        self.all.get(id.0).unwrap_or_else(|| self.current())
+    }
+
+    fn current_mut(&mut self) -> &mut Instance {
+        &mut self.all[self.current]
     }
 
     /// The address to connect to. When every known one failed (or none is known yet), a
@@ -93,9 +118,9 @@ impl Instances {
         if self.lookup.is_some() {
             return Ok(NextAddr::Resolving);
         }
-        if self.next_addr >= self.current.addrs.len() {
+        if self.next_addr >= self.current().addrs.len() {
             self.next_addr = 0;
-            let (host, port) = self.current.connect_to();
+            let (host, port) = self.current().connect_to();
             if literal(host, port).is_none() {
                 let lookup = Lookup::start(&self.resolver, host, port, registry, token)?;
                 log::trace!("resolving {host}");
@@ -103,7 +128,7 @@ impl Instances {
                 return Ok(NextAddr::Resolving);
             }
         }
-        self.current
+        self.current()
             .addrs
             .get(self.next_addr)
             .copied()
@@ -113,7 +138,7 @@ impl Instances {
 
     /// The address connections go to now (the last one that did not fail), if one is known.
     pub(super) fn addr_in_use(&self) -> Option<SocketAddr> {
-        let addrs = &self.current.addrs;
+        let addrs = &self.current().addrs;
         addrs.get(self.next_addr).or(addrs.first()).copied()
     }
 
@@ -140,7 +165,7 @@ impl Instances {
             lookup.close(registry);
         }
         self.next_addr = 0;
-        Some(outcome.map(|addrs| self.current.addrs = addrs))
+        Some(outcome.map(|addrs| self.current_mut().addrs = addrs))
     }
 
     /// A connection to the current address failed: the next one is tried next time.
@@ -150,15 +175,16 @@ impl Instances {
 
     /// Moves new connections to the next instance; `false` when there is none.
     pub(super) fn rotate(&mut self, registry: &Registry) -> bool {
-        let Some(next) = self.standby.pop_front() else { return false };
-        log::debug!("switching to instance {}", next.host_header);
+        if self.all.len() < 2 {
+            return false;
+        }
+        self.current = (self.current + 1) % self.all.len();
+        log::debug!("switching to instance {}", self.current().host_header);
         // A resolution in flight was for the old instance.
         if let Some((lookup, _)) = self.lookup.take() {
             lookup.close(registry);
         }
-        let current = std::mem::replace(&mut self.current, next);
         self.next_addr = 0;
-        self.standby.push_back(current);
         true
     }
 
