@@ -66,14 +66,34 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1e6
 }
 
-const FLOOR_LINE: &[u8] = concat!(
-    r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"#,
-    r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","#,
-    r#""io.modelcontextprotocol/clientCapabilities":{},"#,
-    r#""io.modelcontextprotocol/clientInfo":{"name":"mcpoll","version":"0.1.0"}}}}"#,
-    "\n"
-)
-.as_bytes();
+/// `MCPOLL_BENCH_RESULT_BYTES=N`: each call's result carries `N` bytes of text (the echo of
+/// one byte `N` times, so the request stays small); unset, the text is `hi`.
+fn result_bytes() -> Option<usize> {
+    std::env::var("MCPOLL_BENCH_RESULT_BYTES").ok().and_then(|v| v.parse().ok())
+}
+
+/// The echo call's arguments.
+fn echo_args() -> String {
+    match result_bytes() {
+        Some(n) => format!(r#"{{"text":"x","repeat":{n}}}"#),
+        None => r#"{"text":"hi"}"#.to_owned(),
+    }
+}
+
+/// The pre-serialized request line the stdio floor writes.
+fn floor_line() -> Vec<u8> {
+    format!(
+        concat!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","arguments":{},"#,
+            r#""_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","#,
+            r#""io.modelcontextprotocol/clientCapabilities":{{}},"#,
+            r#""io.modelcontextprotocol/clientInfo":{{"name":"mcpoll","version":"0.1.0"}}}}}}}}"#,
+            "\n"
+        ),
+        echo_args()
+    )
+    .into_bytes()
+}
 
 fn floor(demo: &std::path::Path) -> Vec<Duration> {
     let rounds = rounds();
@@ -85,7 +105,7 @@ fn floor(demo: &std::path::Path) -> Vec<Duration> {
         .expect("spawn floor child");
     let mut stdin = child.stdin.take().expect("stdin");
     let mut stdout = child.stdout.take().expect("stdout");
-    let line = FLOOR_LINE;
+    let line = &floor_line()[..];
     let mut buf = [0u8; 4096];
     let mut samples = Vec::with_capacity(rounds);
     for i in 0..WARMUP + rounds {
@@ -117,7 +137,7 @@ fn mcpoll(demo: &std::path::Path) -> (Vec<Duration>, f64) {
 /// Sequential echo calls through a host; samples and allocations per call after warm-up.
 fn measure(host: &mut Host, server: mcpoll::ServerId) -> (Vec<Duration>, f64) {
     let rounds = rounds();
-    let args = RawValue::from_string(r#"{"text":"hi"}"#.into()).expect("json");
+    let args = RawValue::from_string(echo_args()).expect("json");
     let opts = CallOptions::default();
     let mut samples = Vec::with_capacity(rounds);
     let mut allocs = 0u64;
@@ -188,7 +208,11 @@ fn serve_http() {
                     serde_json::json!({"resultType":"complete","supportedVersions":["2026-07-28"],
                         "capabilities":{"tools":{}},"ttlMs":0,"cacheScope":"private"})
                 } else {
-                    serde_json::json!({"resultType":"complete","content":[{"type":"text","text":"hi"}]})
+                    // The echo of `text`, `repeat` times when asked.
+                    let args = &v["params"]["arguments"];
+                    let text = args["text"].as_str().unwrap_or_default();
+                    let text = text.repeat(args["repeat"].as_u64().unwrap_or(1) as usize);
+                    serde_json::json!({"resultType":"complete","content":[{"type":"text","text":text}]})
                 };
                 let out =
                     serde_json::json!({"jsonrpc":"2.0","id":v["id"],"result":result}).to_string();
@@ -221,10 +245,13 @@ fn spawn_http_server(exe: &std::path::Path) -> (std::process::Child, u16) {
 
 /// The pre-serialized POST the HTTP floor sends.
 fn http_floor_request(port: u16) -> String {
-    let body = concat!(
-        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"#,
-        r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","#,
-        r#""io.modelcontextprotocol/clientCapabilities":{}}}}"#
+    let body = format!(
+        concat!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","arguments":{},"#,
+            r#""_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","#,
+            r#""io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+        ),
+        echo_args()
     );
     format!(
         "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
@@ -253,7 +280,7 @@ fn http_floor(port: u16) -> Vec<Duration> {
     let request = http_floor_request(port);
     let mut sock = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
     sock.set_nodelay(true).expect("nodelay");
-    let mut buf = vec![0u8; 8192];
+    let mut buf = vec![0u8; 8192 + result_bytes().unwrap_or(0) * 2];
     let mut samples = Vec::with_capacity(rounds);
     for i in 0..WARMUP + rounds {
         let t = Instant::now();
@@ -361,7 +388,8 @@ fn floor_concurrent(demo: &std::path::Path) -> Concurrent {
     let mut stdout = child.stdout.take().expect("stdout");
     let total = WARMUP + CONCURRENT_CALLS;
     let mut sent = std::collections::VecDeque::with_capacity(IN_FLIGHT);
-    let mut out = Vec::with_capacity(IN_FLIGHT * FLOOR_LINE.len());
+    let line = floor_line();
+    let mut out = Vec::with_capacity(IN_FLIGHT * line.len());
     let mut buf = vec![0u8; 64 * 1024];
     let mut tally = Tally::new();
     let mut issued = 0;
@@ -370,7 +398,7 @@ fn floor_concurrent(demo: &std::path::Path) -> Concurrent {
             out.clear();
             let now = Instant::now();
             for _ in 0..k.min(total - *issued) {
-                out.extend_from_slice(FLOOR_LINE);
+                out.extend_from_slice(&line);
                 sent.push_back(now);
                 *issued += 1;
             }
@@ -581,13 +609,19 @@ fn main() {
     let floor_samples = floor(demo);
     let (samples, allocs_per_call) = mcpoll(demo);
     report("stdio", floor_samples, samples, allocs_per_call);
-    report_concurrent("stdio64", floor_concurrent(demo), mcpoll_concurrent(demo));
+    // Large results are measured one call at a time only.
+    let concurrent = result_bytes().is_none();
+    if concurrent {
+        report_concurrent("stdio64", floor_concurrent(demo), mcpoll_concurrent(demo));
+    }
     let exe = std::env::current_exe().expect("bench path");
     let (mut child, port) = spawn_http_server(&exe);
     let floor_samples = http_floor(port);
     let (samples, allocs_per_call) = http_mcpoll(port);
     report("http", floor_samples, samples, allocs_per_call);
-    report_concurrent("http64", http_floor_concurrent(port), http_mcpoll_concurrent(port));
+    if concurrent {
+        report_concurrent("http64", http_floor_concurrent(port), http_mcpoll_concurrent(port));
+    }
     drop(child.stdin.take());
     let _ = child.wait();
 }
