@@ -217,3 +217,21 @@ pub(crate) fn bulk_tool_definitions(count: u64) -> &'static [Value] {
             .collect()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn echo(args: Value) -> Value {
+        echo_tool(args.as_object().expect("an object"))
+    }
+
+    #[test]
+    fn echo_repeats_its_text_when_asked_up_to_a_mebibyte() {
+        assert_eq!(echo(json!({"text": "ab"})), text_result("ab"));
+        assert_eq!(echo(json!({"text": "ab", "repeat": 3})), text_result("ababab"));
+        let too_much = echo(json!({"text": "ab", "repeat": MAX_ECHO_BYTES}));
+        assert_eq!(too_much["isError"], true);
+        assert_eq!(echo(json!({"text": "ab", "repeat": -1}))["isError"], true);
+    }
+}
