@@ -16,10 +16,14 @@
 //! (this binary again, with `MCPOLL_BENCH_HTTP=1`): the floor writes a pre-serialized POST on
 //! one kept-alive socket and reads the response up to its Content-Length.
 //!
-//! `MCPOLL_BENCH_ONLY=stdio` (or `stdio-floor`, `http`, `http-floor`) runs that sequential phase alone, and
+//! `MCPOLL_BENCH_ONLY=stdio` (or `stdio-floor`, `http`, `http-floor`) runs that sequential phase alone
+//! (`sequential`: both sequential phases with their floors, no 64-in-flight phase), and
 //! `MCPOLL_BENCH_ROUNDS=N` sets its call count: callgrind runs at two counts, subtracted, give
 //! instructions per call (benches/README.md). The mcpoll phases print their allocations per
 //! call.
+//!
+//! `MCPOLL_BENCH_RESULT_BYTES=N` makes every result carry `N` bytes of text (the 64 KiB figures
+//! of benches/README.md), floors included.
 //!
 //! It prints `stdio p50_us=.. p99_us=.. floor_p50_us=.. ratio=.. allocs_per_call=..` and
 //! `http p50_us=.. p99_us=.. floor_p50_us=.. ratio=.. allocs_per_call=..`.
@@ -609,8 +613,10 @@ fn main() {
     let floor_samples = floor(demo);
     let (samples, allocs_per_call) = mcpoll(demo);
     report("stdio", floor_samples, samples, allocs_per_call);
-    // Large results are measured one call at a time only.
-    let concurrent = result_bytes().is_none();
+    // Large results are measured one call at a time only; `MCPOLL_BENCH_ONLY=sequential` skips
+    // the 64-in-flight phases too.
+    let sequential = std::env::var("MCPOLL_BENCH_ONLY").is_ok_and(|v| v == "sequential");
+    let concurrent = result_bytes().is_none() && !sequential;
     if concurrent {
         report_concurrent("stdio64", floor_concurrent(demo), mcpoll_concurrent(demo));
     }
