@@ -91,8 +91,9 @@ pub(crate) fn parse_visit<'a, V: Visitor<'a>>(
     if start == bytes.len() {
         return Err(JsonError::Empty);
     }
-    let mut scanner =
-        Scanner { text, open: Nesting::default(), slots: [SKIP; 2], starts: [0; 2], visit };
+    let long_frame = bytes.len() >= LONG_FRAME;
+    let (slots, starts, open) = ([SKIP; 2], [0; 2], Nesting::default());
+    let mut scanner = Scanner { text, open, slots, starts, visit, long_frame };
     let end = scanner.scan(start)?;
     if skip_ws(bytes, end) != bytes.len() {
         return Err(JsonError::Trailing);
@@ -396,6 +397,8 @@ struct Scanner<'a, 'v, V> {
     /// Where the current value starts in the container at depth 1 and 2.
     starts: [usize; VISIT_DEPTH],
     visit: &'v mut V,
+    /// At least [`LONG_FRAME`] bytes: string values may be long.
+    long_frame: bool,
 }
 
 impl<'a, V: Visitor<'a>> Scanner<'a, '_, V> {
@@ -434,7 +437,7 @@ impl<'a, V: Visitor<'a>> Scanner<'a, '_, V> {
                     self.open.pop();
                     i += 1;
                 }
-                _ => i = scan_scalar(b, i)?,
+                _ => i = scan_scalar(b, i, self.long_frame)?,
             }
             self.value_ended(i);
             i = self.after_value(i)?;
@@ -511,8 +514,9 @@ impl<'a, V: Visitor<'a>> Scanner<'a, '_, V> {
 }
 
 #[inline(always)]
-fn scan_scalar(b: &[u8], i: usize) -> Result<usize, JsonError> {
+fn scan_scalar(b: &[u8], i: usize, long_frame: bool) -> Result<usize, JsonError> {
     match b.get(i) {
+        Some(b'"') if long_frame => scan_long_string(b, i),
         Some(b'"') => scan_string(b, i),
         Some(b'-' | b'0'..=b'9') => scan_number(b, i),
         Some(b't') => scan_literal(b, i, b"true"),
@@ -561,6 +565,54 @@ fn scan_string(b: &[u8], i: usize) -> Result<usize, JsonError> {
         }
     }
 }
+
+/// Frames from this size on scan their string values with [`scan_long_string`].
+const LONG_FRAME: usize = 2048;
+
+/// [`scan_string`] for the string values of a large frame (a tool's long text result), out of
+/// line: eight bytes per step, and past [`LONG_RUN`] bytes of plain content memchr's vector
+/// search for the next quote or backslash, with a control-character check without early exit,
+/// which the compiler vectorises. Small frames keep [`scan_string`] alone: a call, and a call
+/// into memchr, cost more than their short strings.
+#[inline(never)]
+fn scan_long_string(b: &[u8], i: usize) -> Result<usize, JsonError> {
+    let mut j = i + 1;
+    let mut run_start = j;
+    loop {
+        match b.get(j..j + 8) {
+            Some(_) if j - run_start >= LONG_RUN => {
+                let rest = b.get(j..).unwrap_or_default();
+                let end = memchr::memchr2(b'"', b'\\', rest).ok_or(JsonError::Syntax)?;
+                let run = rest.get(..end).unwrap_or_default();
+                if run.iter().fold(0u8, |seen, &c| seen | u8::from(c < 0x20)) != 0 {
+                    return Err(JsonError::Syntax); // a raw control character
+                }
+                j += end;
+            }
+            Some(chunk) => {
+                let word = u64::from_le_bytes(chunk.try_into().unwrap_or([b' '; 8]));
+                let hits = special_lanes(word);
+                if hits == 0 {
+                    j += 8;
+                    continue;
+                }
+                j += (hits.trailing_zeros() / 8) as usize;
+            }
+            None => {
+                j += find_special(b.get(j..).unwrap_or_default(), true).ok_or(JsonError::Syntax)?
+            }
+        }
+        match b.get(j) {
+            Some(b'"') => return Ok(j + 1),
+            Some(b'\\') => j = scan_escape(b, j + 1)?,
+            _ => return Err(JsonError::Syntax), // a raw control character
+        }
+        run_start = j;
+    }
+}
+
+/// Bytes of plain string content after which [`scan_long_string`] takes memchr's search.
+const LONG_RUN: usize = 64;
 
 /// Validates the escape whose letter is at `i` (just after the backslash) and returns the index
 /// past it.
@@ -1400,6 +1452,40 @@ mod tests {
             let plain: Vec<u8> = (0..len).map(|k| noise[2 + k % (noise.len() - 2)]).collect();
             assert_eq!(find_special(&plain, true), None, "{plain:x?}");
         }
+    }
+
+    /// Long frames' string values take memchr's search past [`LONG_RUN`] bytes: a quote, a
+    /// backslash (a valid or a broken escape) or a control character at every offset around and
+    /// past that point, in ASCII and multi-byte content, gets serde_json's verdict.
+    #[test]
+    fn long_strings_agree_with_serde_json_wherever_the_special_byte_is() {
+        let fills: [&str; 3] = ["x", "é", "\u{1F600}"];
+        let specials: [&str; 6] = ["\"", "\\n", "\\q", "\u{1}", "\u{1f}", "\\u00e9"];
+        for fill in fills {
+            for at in 0..160 {
+                for special in specials {
+                    let mut text = String::from("\"");
+                    (0..at).for_each(|_| text.push_str(fill));
+                    text.push_str(special);
+                    (0..70).for_each(|_| text.push_str(fill));
+                    text.push('"');
+                    // Alone, and in a frame long enough for the long path (trailing spaces).
+                    let long = format!("{text}{}", " ".repeat(LONG_FRAME));
+                    for frame in [&text, &long] {
+                        let verdict = parse(frame.as_bytes()).is_ok();
+                        assert_eq!(verdict, serde_ok(frame.as_bytes()), "{fill} {at} {special:?}");
+                        if let Ok(raw) = parse(frame.as_bytes()) {
+                            assert_same(raw, &serde_json::from_str(frame).unwrap());
+                        }
+                    }
+                }
+            }
+        }
+        // Content to the end with no closing quote, and a string that is long and clean.
+        let open = format!("[\"{}", "x".repeat(LONG_FRAME));
+        assert_eq!(parse(open.as_bytes()), Err(JsonError::Syntax));
+        let clean = format!("{open}\"]");
+        assert_eq!(parse(clean.as_bytes()).map(|r| r.text().len()), Ok(LONG_FRAME + 4));
     }
 
     const REPLY: &str = r#"{"jsonrpc":"2.0","id":42,"result":{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"x","version":"1"}},"content":[{"type":"text","text":"hi"}],"isError":false,"resultType":"complete"}}"#;
