@@ -11,9 +11,9 @@
 //! * search: `SearchIndex::search` p50/p99 over a set of queries against 1,000 tools.
 //! * host: the same cache behind `Host`, against the demo server (`tests/peers/demo`, legacy
 //!   era: its listings carry no hints, so they get the default TTL) over real pipes: a fresh
-//!   `Host::tools` and `Host::tool` (the cache hit), against an uncached `tools/list` round trip
+//!   `Host::tool_catalog` and `Host::tool` (the cache hit), against an uncached `tools/list` round trip
 //!   (`Host::list_tools` + `Host::wait`, the engine following the 3 pages), and a refresh
-//!   (`Host::tools_blocking` on a host whose cache keeps nothing, `default_ttl` 0: every need
+//!   (`Host::tool_catalog_blocking` on a host whose cache keeps nothing, `default_ttl` 0: every need
 //!   walks the 3 pages one request at a time, parses, digests and compares them). The demo
 //!   server is built with the bench profile first, as the roundtrip bench does; pin with
 //!   `taskset -c 0` for stable figures.
@@ -364,10 +364,10 @@ fn host_figures() {
         (host, id)
     };
     let (mut host, id) = start(CacheConfig::default());
-    let tools = host.tools_blocking(id, WAIT).expect("tools").len();
+    let tools = host.tool_catalog_blocking(id, WAIT).expect("tools").len();
     let before = host.stats(id).expect("stats").requests_sent;
     let (p50, p99, allocs) = sampled(20_000, || {
-        let view = host.tools(black_box(id)).expect("need").expect("fresh");
+        let view = host.tool_catalog(black_box(id)).expect("need").expect("fresh");
         black_box(view.len());
     });
     println!(
@@ -389,7 +389,7 @@ fn host_figures() {
     let nothing_kept = CacheConfig { default_ttl: Duration::ZERO, ..CacheConfig::default() };
     let (mut host, id) = start(nothing_kept);
     let (p50, p99, allocs) = sampled(2_000, || {
-        let view = host.tools_blocking(id, WAIT).expect("tools");
+        let view = host.tool_catalog_blocking(id, WAIT).expect("tools");
         assert!(!view.is_cached());
         black_box(view.len());
     });

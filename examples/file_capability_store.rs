@@ -114,7 +114,7 @@ fn main() {
     host.wait_ready(server, Duration::from_secs(20)).unwrap();
     let started = SystemTime::now();
     let names: Vec<String> = host
-        .tools_blocking(server, Duration::from_secs(20))
+        .tool_catalog_blocking(server, Duration::from_secs(20))
         .unwrap()
         .names()
         .map(str::to_owned)

@@ -22,7 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server =
         host.add_stdio_server(StdioCommand::from_command_line(&command)?, Config::default())?;
     // One listing fills the cache and the search index.
-    let total = host.tools_blocking(server, Duration::from_secs(30))?.len();
+    let total = host.tool_catalog_blocking(server, Duration::from_secs(30))?.len();
 
     // What the model sees instead of `total` tool definitions.
     let find_tools = json!({
@@ -46,10 +46,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let definition: Value = match host.tool(server, &name) {
             Some(json) => serde_json::from_str(json)?,
             // Not cacheable (`ttlMs: 0`): read it from a fresh listing instead.
-            None => match host.tools_blocking(server, Duration::from_secs(30))?.definition(&name) {
-                Some(json) => serde_json::from_str(json)?,
-                None => continue,
-            },
+            None => {
+                match host.tool_catalog_blocking(server, Duration::from_secs(30))?.definition(&name)
+                {
+                    Some(json) => serde_json::from_str(json)?,
+                    None => continue,
+                }
+            }
         };
         tools.push(json!({"score": score, "definition": definition}));
     }

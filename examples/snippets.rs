@@ -244,7 +244,7 @@ fn capability_store(host: &mut Host) -> Result<(), Box<dyn Error>> {
     host.set_capability_store(FileCapabilityStore::open("catalogs")?);
     let server = host.add_stdio_server(StdioCommand::new("my-server"), Config::default())?;
     host.wait_ready(server, Duration::from_secs(10))?;
-    let tools = host.tools_blocking(server, Duration::from_secs(10))?; // no probe, no tools/list when warm
+    let tools = host.tool_catalog_blocking(server, Duration::from_secs(10))?; // no probe, no tools/list when warm
     println!("{} tools", tools.len());
     Ok(())
 }

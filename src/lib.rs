@@ -104,7 +104,7 @@
 //! are [`Host::set_roots`] inside a [`RootsBoundary`].
 //!
 //! **Cache.** Tool, prompt and resource catalogs are cached per server under the server's
-//! hints: [`Host::tools_blocking`], [`Host::tool`], [`Host::search_tools`],
+//! hints: [`Host::tool_catalog_blocking`], [`Host::tool`], [`Host::search_tools`],
 //! [`Host::watch_catalogs`] ([`CatalogView`], [`CatalogChange`], [`Event::ToolsChanged`]),
 //! bounded by [`CacheConfig`] ([`Host::with_cache`]).
 //!

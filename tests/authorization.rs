@@ -88,7 +88,7 @@ fn ask_then_allow_deny_cancel_and_deadline() {
     let mut host = Host::new().unwrap();
     let id = start(&mut host, cmd, patient());
     let names: Vec<String> =
-        host.tools_blocking(id, WAIT).unwrap().names().map(str::to_owned).collect();
+        host.tool_catalog_blocking(id, WAIT).unwrap().names().map(str::to_owned).collect();
     assert!(names.iter().any(|n| n == "slow"), "{names:?}");
 
     let records: Rc<RefCell<Vec<Record>>> = Rc::default();
@@ -209,7 +209,7 @@ fn an_mcp_servers_file_disables_tools_and_always_allows_others() {
     let id = names.get("lab").unwrap();
     host.wait_ready(id, WAIT).unwrap();
 
-    let view = host.tools_blocking(id, WAIT).unwrap();
+    let view = host.tool_catalog_blocking(id, WAIT).unwrap();
     let tools: Vec<&str> = view.names().collect();
     assert!(tools.contains(&"slow") && !tools.contains(&"write_note"), "{tools:?}");
     assert!(view.definition("write_note").is_none());

@@ -64,7 +64,7 @@ fn run(peer: &Path, dir: &Path) -> Run {
     let id = start(&mut host, cmd, patient());
     // A warm store answers a single definition too, before any catalog was asked for.
     let from_store = host.tool(id, "echo").is_some();
-    let names = host.tools_blocking(id, WAIT).unwrap().names().map(str::to_owned).collect();
+    let names = host.tool_catalog_blocking(id, WAIT).unwrap().names().map(str::to_owned).collect();
     let requests_before_call = host.stats(id).unwrap().requests_sent;
     let out = call(&mut host, id, "echo", r#"{"text":"hi"}"#);
     assert!(out.json.contains("hi"));
@@ -186,7 +186,7 @@ fn a_restarted_host_serves_the_catalog_from_the_store_and_asks_again_when_it_may
     let mut host = Host::new().unwrap();
     host.set_capability_store(FileCapabilityStore::open(&dir).unwrap());
     let id = start(&mut host, cmd, patient());
-    assert!(host.tools_blocking(id, WAIT).unwrap().names().any(|n| n == "echo"));
+    assert!(host.tool_catalog_blocking(id, WAIT).unwrap().names().any(|n| n == "echo"));
     host.watch_catalogs(id).unwrap();
     poll_until(&mut host, WAIT, |h| {
         while h.poll_event().is_some() {}
@@ -199,7 +199,7 @@ fn a_restarted_host_serves_the_catalog_from_the_store_and_asks_again_when_it_may
     });
     // The next need lists the new catalog and stores it again.
     let names: Vec<String> =
-        host.tools_blocking(id, WAIT).unwrap().names().map(str::to_owned).collect();
+        host.tool_catalog_blocking(id, WAIT).unwrap().names().map(str::to_owned).collect();
     assert!(names.iter().any(|n| n == "extra_1"), "{names:?}");
     let (_, fresh) = only_file(&dir);
     assert!(fresh["pages"][0]["result"].as_str().unwrap().contains("extra_1"));
@@ -251,7 +251,7 @@ fn declared_extensions_key_the_stored_catalog_apart() {
         let mut host = Host::new().unwrap();
         host.set_capability_store(FileCapabilityStore::open(&dir).unwrap());
         let id = start(&mut host, cmd, host_config);
-        assert!(host.tools_blocking(id, WAIT).unwrap().names().any(|n| n == "echo"));
+        assert!(host.tool_catalog_blocking(id, WAIT).unwrap().names().any(|n| n == "echo"));
         drop(host);
         let mut names: Vec<String> = fs::read_dir(&dir)
             .unwrap()

@@ -31,7 +31,7 @@ fn sent(host: &Host, id: ServerId) -> u64 {
 }
 
 fn names(host: &mut Host, id: ServerId) -> Vec<String> {
-    host.tools_blocking(id, WAIT).expect("tools").names().map(str::to_owned).collect()
+    host.tool_catalog_blocking(id, WAIT).expect("tools").names().map(str::to_owned).collect()
 }
 
 #[test]
@@ -49,7 +49,7 @@ fn a_fresh_catalog_is_listed_once_and_then_served_from_the_cache() {
     let stats = host.cache_stats();
     assert_eq!((stats.refreshes, stats.hits), (1, 4), "{stats:?}");
     assert_eq!(stats.page_fetches, PAGES, "each page fetched, and cached, on its own");
-    let view = host.tools_blocking(id, WAIT).unwrap();
+    let view = host.tool_catalog_blocking(id, WAIT).unwrap();
     assert!(view.is_cached() && view.stale_for().is_none());
     let echo: serde_json::Value = serde_json::from_str(view.definition("echo").unwrap()).unwrap();
     assert_eq!(echo["name"], "echo");
@@ -64,19 +64,19 @@ fn concurrent_needs_share_one_listing_on_the_wire() {
     let before = sent(&host, id);
     // Three needs before any answer: the first starts the listing, the others join it.
     for _ in 0..3 {
-        assert!(host.tools(id).expect("need").is_none(), "nothing cached yet");
+        assert!(host.tool_catalog(id).expect("need").is_none(), "nothing cached yet");
     }
-    assert_eq!(host.tools_blocking(id, WAIT).unwrap().len(), 5);
+    assert_eq!(host.tool_catalog_blocking(id, WAIT).unwrap().len(), 5);
     assert_eq!(sent(&host, id), before + PAGES, "one tools/list for four needs");
     assert_eq!(host.cache_stats().refreshes, 1);
-    assert!(host.tools(id).unwrap().is_some(), "now a hit");
+    assert!(host.tool_catalog(id).unwrap().is_some(), "now a hit");
 }
 
 #[test]
 fn a_cached_definition_is_read_without_allocating() {
     let mut host = Host::new().unwrap();
     let id = start(&mut host, legacy_demo(), Config::default());
-    host.tools_blocking(id, WAIT).unwrap();
+    host.tool_catalog_blocking(id, WAIT).unwrap();
     assert!(host.tool(id, "add").is_some(), "warm");
     let before = allocs();
     for _ in 0..100 {
@@ -93,7 +93,7 @@ fn search_ranks_the_listed_tools() {
     let mut host = Host::new().unwrap();
     let id = start(&mut host, legacy_demo(), Config::default());
     assert!(host.search_tools(id, "add", 3).is_empty(), "nothing indexed before a listing");
-    host.tools_blocking(id, WAIT).unwrap();
+    host.tool_catalog_blocking(id, WAIT).unwrap();
     let hits = host.search_tools(id, "add two numbers", 3);
     assert_eq!(hits.first().map(|h| h.0), Some("add"), "{hits:?}");
     assert!(hits.len() <= 3);
@@ -145,7 +145,7 @@ fn a_closed_server_has_no_catalog() {
     let mut host = Host::new().unwrap();
     let id = start(&mut host, legacy_demo(), Config::default());
     host.close_server(id);
-    match host.tools_blocking(id, Duration::from_secs(2)) {
+    match host.tool_catalog_blocking(id, Duration::from_secs(2)) {
         Err(CatalogError::NotReady | CatalogError::Listing(_)) => {}
         other => panic!("{other:?}"),
     }
@@ -159,7 +159,7 @@ fn a_listing_marked_ttl_zero_is_served_once_and_never_cached() {
     assert_eq!(host.era(id), Some(mcpoll::Era::Modern));
     let before = sent(&host, id);
     for round in 1..=2 {
-        let view = host.tools_blocking(id, WAIT).unwrap();
+        let view = host.tool_catalog_blocking(id, WAIT).unwrap();
         assert!(!view.is_cached());
         assert_eq!(view.len(), 5);
         assert_eq!(sent(&host, id), before + round * PAGES, "listed again: ttlMs 0");
@@ -184,12 +184,12 @@ fn a_failed_refresh_serves_the_old_catalog_stale_then_fails() {
     assert_eq!(names(&mut host, id).len(), 5);
     host.close_server(id);
     std::thread::sleep(Duration::from_millis(100));
-    let view = host.tools_blocking(id, Duration::from_secs(2)).expect("served stale");
+    let view = host.tool_catalog_blocking(id, Duration::from_secs(2)).expect("served stale");
     assert_eq!(view.len(), 5);
     assert!(view.stale_for().is_some_and(|d| d >= Duration::from_millis(50)), "{view:?}");
     assert!(host.cache_stats().stale_serves >= 1);
     std::thread::sleep(Duration::from_millis(500));
-    match host.tools_blocking(id, Duration::from_secs(2)) {
+    match host.tool_catalog_blocking(id, Duration::from_secs(2)) {
         Err(CatalogError::StaleTooLong { max_stale, .. }) => {
             assert_eq!(max_stale, Duration::from_millis(400));
         }

@@ -74,7 +74,7 @@ fn a_wider_grant_after_step_up_is_listed_anew_not_served_from_the_narrower_one()
     assert!(matches!(host.wait_ready(id, WAIT).unwrap(), ServerState::Ready(..)));
 
     let names = |host: &mut Host| -> Vec<String> {
-        let view = host.tools_blocking(id, WAIT).expect("tools");
+        let view = host.tool_catalog_blocking(id, WAIT).expect("tools");
         view.names().map(str::to_owned).collect()
     };
     assert_eq!(names(&mut host), ["echo"]);
@@ -119,8 +119,8 @@ fn a_public_tool_list_listed_by_one_principal_is_searchable_by_another() {
         assert!(matches!(host.wait_ready(id, WAIT).unwrap(), ServerState::Ready(..)));
     }
 
-    assert_eq!(host.tools_blocking(la, WAIT).unwrap().len(), 2);
-    let shared = host.tools_blocking(lb, WAIT).unwrap();
+    assert_eq!(host.tool_catalog_blocking(la, WAIT).unwrap().len(), 2);
+    let shared = host.tool_catalog_blocking(lb, WAIT).unwrap();
     assert!(shared.is_cached());
     assert_eq!(lists.load(Ordering::SeqCst), 1, "the public list was listed once");
     for id in [la, lb] {

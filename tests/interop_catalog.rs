@@ -46,7 +46,7 @@ fn start_watching(script: &str, eager: bool) -> Option<(Host, ServerId)> {
     let mut host = Host::with_cache(cache).unwrap();
     let id = start(&mut host, cmd, Config::default());
     let baseline: Vec<String> =
-        host.tools_blocking(id, WAIT).unwrap().names().map(str::to_owned).collect();
+        host.tool_catalog_blocking(id, WAIT).unwrap().names().map(str::to_owned).collect();
     assert!(baseline.iter().any(|n| n == "bump_tools"), "{baseline:?}");
     assert!(!baseline.iter().any(|n| n.starts_with("extra_")), "{baseline:?}");
     host.watch_catalogs(id).unwrap();
@@ -77,7 +77,7 @@ fn bump_reaches_the_host_as_one_tools_changed(script: &str) {
     let only_extra = (vec!["extra_1".to_owned()], vec![], vec![]);
     assert_eq!(told, [only_extra], "{script}");
     // The cache holds the new catalog: a need is a hit.
-    let view = host.tools_blocking(id, WAIT).unwrap();
+    let view = host.tool_catalog_blocking(id, WAIT).unwrap();
     assert!(view.definition("extra_1").is_some(), "{script}");
     assert_eq!(host.search_tools(id, "extra", 1).first().map(|h| h.0), Some("extra_1"));
 }
@@ -115,7 +115,7 @@ fn python_sdk_v2_stdio_change_marks_stale_and_the_next_need_refetches() {
         changed
     });
     assert_eq!(host.cache_stats().refreshes, refreshes, "not eager: no listing yet");
-    let view = host.tools_blocking(id, WAIT).unwrap();
+    let view = host.tool_catalog_blocking(id, WAIT).unwrap();
     assert!(view.is_cached(), "ttlMs 600000: a cached catalog");
     assert!(view.definition("extra_1").is_some(), "stale entry was refetched");
     assert_eq!(host.cache_stats().refreshes, refreshes + 1);
@@ -183,7 +183,7 @@ fn python_sdk_v2_stdio_change_is_noticed_without_draining_events() {
     call(&mut host, id, "bump_tools", "{}");
     let deadline = Instant::now() + WAIT;
     loop {
-        let view = host.tools_blocking(id, WAIT).unwrap();
+        let view = host.tool_catalog_blocking(id, WAIT).unwrap();
         if view.definition("extra_1").is_some() {
             break;
         }

@@ -60,7 +60,7 @@ fn sent(host: &Host, id: ServerId) -> u64 {
 }
 
 fn has_extra(host: &mut Host, id: ServerId) -> bool {
-    let view = host.tools_blocking(id, WAIT).expect("tools");
+    let view = host.tool_catalog_blocking(id, WAIT).expect("tools");
     let found = view.names().any(|n| n.starts_with("extra_"));
     found
 }
@@ -145,7 +145,7 @@ fn modern_http_change_refreshes_the_cache(script: &str) {
     // catalog was served once and the next need lists again; else it is a cached hit.
     let cached = host.tool(id, "extra_1").is_some();
     let before = host.cache_stats().refreshes;
-    let view = host.tools_blocking(id, WAIT).expect("tools");
+    let view = host.tool_catalog_blocking(id, WAIT).expect("tools");
     assert!(view.definition("extra_1").is_some(), "{script}: the new catalog");
     assert_eq!(view.is_cached(), cached, "{script}");
     let relisted = host.cache_stats().refreshes - before;

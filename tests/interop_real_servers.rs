@@ -72,7 +72,7 @@ fn structured(
 }
 
 fn tool_names(host: &mut Host, id: ServerId) -> Vec<String> {
-    host.tools_blocking(id, PATIENCE).unwrap().names().map(str::to_owned).collect()
+    host.tool_catalog_blocking(id, PATIENCE).unwrap().names().map(str::to_owned).collect()
 }
 
 fn path(p: &Path) -> &str {
@@ -285,7 +285,7 @@ fn time_server_converts_between_fixed_zones() {
     let mut host = Host::new().unwrap();
     let cmd = cmd.args(["--local-timezone", "Asia/Tokyo"]);
     let id = start(&mut host, cmd, Config::default());
-    let view = host.tools_blocking(id, PATIENCE).unwrap();
+    let view = host.tool_catalog_blocking(id, PATIENCE).unwrap();
     let mut names: Vec<&str> = view.names().collect();
     names.sort_unstable();
     assert_eq!(names, ["convert_time", "get_current_time"]);

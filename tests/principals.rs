@@ -40,7 +40,7 @@ fn text(r: &mcpoll::OwnedResult) -> String {
 }
 
 fn tool_names(host: &mut Host, id: ServerId) -> Vec<String> {
-    host.tools_blocking(id, WAIT).expect("tools").names().map(str::to_owned).collect()
+    host.tool_catalog_blocking(id, WAIT).expect("tools").names().map(str::to_owned).collect()
 }
 
 #[test]
@@ -106,11 +106,15 @@ fn two_principals_never_see_each_others_calls_tokens_or_catalogs() {
     assert!(host.tool(server, "bob_notes").is_none());
 
     // The prompt list is marked public: listed once, then shared by the other principal.
-    let first =
-        host.prompts_blocking(la, WAIT).unwrap().names().map(str::to_owned).collect::<Vec<_>>();
+    let first = host
+        .prompt_catalog_blocking(la, WAIT)
+        .unwrap()
+        .names()
+        .map(str::to_owned)
+        .collect::<Vec<_>>();
     let after_first = host.cache_stats();
     assert_eq!(after_first.refreshes, again.refreshes + 1);
-    let shared = host.prompts_blocking(lb, WAIT).unwrap();
+    let shared = host.prompt_catalog_blocking(lb, WAIT).unwrap();
     assert!(shared.is_cached());
     let shared: Vec<String> = shared.names().map(str::to_owned).collect();
     assert_eq!(shared, first);

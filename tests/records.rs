@@ -107,9 +107,9 @@ fn records_scenario(
     cached: bool,
 ) {
     let records = collect(host);
-    assert!(host.tools_blocking(id, common::PATIENCE).unwrap().len() >= 4);
+    assert!(host.tool_catalog_blocking(id, common::PATIENCE).unwrap().len() >= 4);
     std::thread::sleep(Duration::from_millis(20));
-    assert!(host.tools_blocking(id, common::PATIENCE).unwrap().len() >= 4);
+    assert!(host.tool_catalog_blocking(id, common::PATIENCE).unwrap().len() >= 4);
     let trace = TraceContext::new(TRACEPARENT).unwrap().with_baggage("k=v").unwrap();
     let opts = CallOptions { trace: Some(trace), run_id: Some(42), ..CallOptions::default() };
     let echo = host.call_tool_blocking(id, "echo", &raw(r#"{"text":"hi"}"#), &opts).unwrap();
@@ -229,7 +229,7 @@ fn call_answering_roots(
 /// A session: listings, a call with a secret argument (echoed into the result), a call whose
 /// bad argument the server's error may quote, a call that asks for roots, then close.
 fn secret_session(host: &mut Host, id: ServerId) {
-    host.tools_blocking(id, common::PATIENCE).unwrap();
+    host.tool_catalog_blocking(id, common::PATIENCE).unwrap();
     let echoed = call_answering_roots(host, id, "echo", &format!(r#"{{"text":"{ARG_SECRET}"}}"#));
     assert!(echoed.unwrap().contains(ARG_SECRET), "the secret went to the server and back");
     // Not a string: the server refuses it, and its error may quote the value.

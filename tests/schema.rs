@@ -16,7 +16,7 @@ const WAIT: Duration = common::PATIENCE;
 fn listed_server(host: &mut Host) -> ServerId {
     let cmd = demo_server().arg("--resilience-tools").arg("--schema-tools");
     let id = start(host, cmd, Config::default());
-    host.tools_blocking(id, WAIT).expect("tools listed");
+    host.tool_catalog_blocking(id, WAIT).expect("tools listed");
     id
 }
 

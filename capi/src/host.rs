@@ -476,7 +476,7 @@ pub unsafe extern "C" fn mcpoll_tools(
         with_host(host, |h| {
             let (json, len) = (out_arg(json)?, out_arg(len)?);
             let id = h.entry(server)?.server;
-            let view = h.host.tools(id)?.ok_or(mcpoll_result::MCPOLL_PENDING)?;
+            let view = h.host.tool_catalog(id)?.ok_or(mcpoll_result::MCPOLL_PENDING)?;
             let buf = &mut h.listing;
             buf.clear();
             buf.push(b'[');

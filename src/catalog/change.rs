@@ -7,7 +7,7 @@ use super::hash::ContentHash;
 /// each list sorted; carried by `Event::ToolsChanged` (and the prompt and resource events).
 ///
 /// Only what changed is named, so a host can re-inject just those definitions into its
-/// model's context (read them with `Host::tool` or `Host::tools`).
+/// model's context (read them with `Host::tool` or `Host::tool_catalog`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CatalogChange {
     diff: CatalogDiff,

@@ -611,7 +611,7 @@ impl Store {
         })
     }
 
-    /// Every page of the list in cursor order, for reading a whole catalog (`Host::tools`,
+    /// Every page of the list in cursor order, for reading a whole catalog (`Host::tool_catalog`,
     /// the digest for a diff). Counts one hit, stale serve or miss per call.
     pub(crate) fn list_pages(
         &mut self,

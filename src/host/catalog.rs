@@ -641,17 +641,60 @@ impl Host {
     }
 
     /// The tool catalog if the cache can answer now; otherwise starts (or joins) its refresh
-    /// and returns `Ok(None)`: poll, then ask again. See [`tools_blocking`](Self::tools_blocking).
-    /// Before the server was first ready its key is unknown: `Err(CatalogError::NotReady)`.
-    pub fn tools(&mut self, server: ServerId) -> Result<Option<CatalogView<'_>>, CatalogError> {
+    /// and returns `Ok(None)`: poll, then ask again. See
+    /// [`tool_catalog_blocking`](Self::tool_catalog_blocking). Before the server was first ready
+    /// its key is unknown: `Err(CatalogError::NotReady)`.
+    ///
+    /// The cache's view of the catalog; [`list_tools`](Self::list_tools) is one `tools/list`
+    /// request, passed through.
+    pub fn tool_catalog(
+        &mut self,
+        server: ServerId,
+    ) -> Result<Option<CatalogView<'_>>, CatalogError> {
         self.catalog(server, CatalogKind::Tools)
+    }
+
+    /// The old name of [`tool_catalog`](Self::tool_catalog), too close to `list_tools`.
+    #[deprecated(note = "renamed tool_catalog")]
+    pub fn tools(&mut self, server: ServerId) -> Result<Option<CatalogView<'_>>, CatalogError> {
+        self.tool_catalog(server)
+    }
+
+    /// The old name of [`tool_catalog_blocking`](Self::tool_catalog_blocking).
+    #[deprecated(note = "renamed tool_catalog_blocking")]
+    pub fn tools_blocking(
+        &mut self,
+        server: ServerId,
+        timeout: Duration,
+    ) -> Result<CatalogView<'_>, CatalogError> {
+        self.tool_catalog_blocking(server, timeout)
+    }
+
+    /// The old name of [`prompt_catalog_blocking`](Self::prompt_catalog_blocking).
+    #[deprecated(note = "renamed prompt_catalog_blocking")]
+    pub fn prompts_blocking(
+        &mut self,
+        server: ServerId,
+        timeout: Duration,
+    ) -> Result<CatalogView<'_>, CatalogError> {
+        self.prompt_catalog_blocking(server, timeout)
+    }
+
+    /// The old name of [`resource_catalog_blocking`](Self::resource_catalog_blocking).
+    #[deprecated(note = "renamed resource_catalog_blocking")]
+    pub fn resources_blocking(
+        &mut self,
+        server: ServerId,
+        timeout: Duration,
+    ) -> Result<CatalogView<'_>, CatalogError> {
+        self.resource_catalog_blocking(server, timeout)
     }
 
     /// The tool catalog, from the cache when fresh, else listed (`tools/list`, every page)
     /// and cached under the server's hints. Concurrent needs share one listing. After a failed
     /// refresh the old catalog is served, flagged by [`CatalogView::stale_for`], for at most
     /// `CacheConfig::max_stale`. Waits for the server to be ready, at most `timeout` in all.
-    pub fn tools_blocking(
+    pub fn tool_catalog_blocking(
         &mut self,
         server: ServerId,
         timeout: Duration,
@@ -659,8 +702,8 @@ impl Host {
         self.catalog_blocking(server, CatalogKind::Tools, timeout)
     }
 
-    /// As [`tools_blocking`](Self::tools_blocking), for prompts.
-    pub fn prompts_blocking(
+    /// As [`tool_catalog_blocking`](Self::tool_catalog_blocking), for prompts.
+    pub fn prompt_catalog_blocking(
         &mut self,
         server: ServerId,
         timeout: Duration,
@@ -668,8 +711,8 @@ impl Host {
         self.catalog_blocking(server, CatalogKind::Prompts, timeout)
     }
 
-    /// As [`tools_blocking`](Self::tools_blocking), for resources.
-    pub fn resources_blocking(
+    /// As [`tool_catalog_blocking`](Self::tool_catalog_blocking), for resources.
+    pub fn resource_catalog_blocking(
         &mut self,
         server: ServerId,
         timeout: Duration,

@@ -8,7 +8,7 @@
 //! any other, created on first use. Behind it is a server entry of its own: its own
 //! [`Engine`] (pending table, circuit breakers, in-flight limit and queue, session, retry
 //! state) and its own driver (connection pool or child process, token provider or OAuth flow
-//! with its token store). Every existing verb (`call_tool`, `cancel`, `tools_blocking`,
+//! with its token store). Every existing verb (`call_tool`, `cancel`, `tool_catalog_blocking`,
 //! `stats`, ...) works on a lane unchanged, and events from it carry the lane's id.
 //!
 //! The alternatives were to pass the principal into one shared engine per server (a principal

@@ -53,7 +53,7 @@ fn compile_tool(definition: &str, limits: SchemaLimits) -> Result<ToolSchemas, S
 #[non_exhaustive]
 pub enum ToolCallError {
     /// The tool is not in the server's cached tool catalog nor in the last listing the host
-    /// read (list it first, with [`Host::tools_blocking`]); nothing was sent.
+    /// read (list it first, with [`Host::tool_catalog_blocking`]); nothing was sent.
     NotInCatalog,
     /// The tool's `inputSchema` or `outputSchema` could not be compiled (a remote `$ref`, past
     /// the bounds, malformed); nothing was sent.

@@ -396,7 +396,7 @@ fn learn_tools(host: &mut Host, server: ServerId, limit: Duration) -> Result<(),
             return Err(Failure::Interrupted);
         }
         let left = deadline.saturating_duration_since(Instant::now());
-        match host.tools_blocking(server, left.min(TICK)) {
+        match host.tool_catalog_blocking(server, left.min(TICK)) {
             Ok(_) => return Ok(()),
             Err(CatalogError::Timeout) if !left.is_zero() => {}
             Err(e) => return Err(Failure::Other("catalog", e.to_string())),
