@@ -6,6 +6,7 @@
 //! unsigned nanoseconds: 8 bytes each, exact to the nanosecond within 292 years of the epoch.
 //! Conversions happen where times enter and leave the engine.
 
+use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 /// A point in time: nanoseconds from the engine's [`Epoch`], either way.
@@ -34,30 +35,42 @@ impl Stamp {
     }
 }
 
-/// The instant stamps count from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Epoch(Instant);
+/// The instant stamps count from, and the last instant converted: a host passes one `now` to
+/// several verbs in a row (a call and the flush that writes it), and the conversion is a
+/// subtraction of two timespecs where the comparison is two integer compares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Epoch {
+    origin: Instant,
+    last: Cell<(Instant, Stamp)>,
+}
 
 impl Epoch {
     pub(crate) fn new(at: Instant) -> Self {
-        Epoch(at)
+        Epoch { origin: at, last: Cell::new((at, Stamp(0))) }
     }
 
     /// `at` as a stamp. Beyond 292 years from the epoch it saturates, which for a deadline
     /// that far away means what it says: never.
-    pub(crate) fn stamp(self, at: Instant) -> Stamp {
-        match at.checked_duration_since(self.0) {
-            Some(after) => Stamp(i64::try_from(after.as_nanos()).unwrap_or(i64::MAX)),
-            None => Stamp(i64::try_from((self.0 - at).as_nanos()).map_or(i64::MIN, |n| -n)),
+    pub(crate) fn stamp(&self, at: Instant) -> Stamp {
+        let (last, stamp) = self.last.get();
+        if at == last {
+            return stamp;
         }
+        let stamp = match at.checked_duration_since(self.origin) {
+            Some(after) => Stamp(i64::try_from(after.as_nanos()).unwrap_or(i64::MAX)),
+            None => Stamp(i64::try_from((self.origin - at).as_nanos()).map_or(i64::MIN, |n| -n)),
+        };
+        self.last.set((at, stamp));
+        stamp
     }
 
     /// The instant a stamp stands for (the nearest the platform can hold, should the
     /// saturated far end not fit an `Instant`).
-    pub(crate) fn instant(self, s: Stamp) -> Instant {
+    pub(crate) fn instant(&self, s: Stamp) -> Instant {
         let offset = Duration::from_nanos(s.0.unsigned_abs());
-        let at = if s.0 >= 0 { self.0.checked_add(offset) } else { self.0.checked_sub(offset) };
-        at.unwrap_or(self.0)
+        let origin = self.origin;
+        let at = if s.0 >= 0 { origin.checked_add(offset) } else { origin.checked_sub(offset) };
+        at.unwrap_or(origin)
     }
 }
 
@@ -101,6 +114,20 @@ mod tests {
             assert_eq!(epoch.instant(epoch.stamp(at)), at);
         }
         assert!(epoch.stamp(base) < epoch.stamp(base + Duration::from_nanos(1)));
+    }
+
+    /// The remembered conversion answers only for the very instant it was made for.
+    #[test]
+    fn a_repeated_instant_gets_the_same_stamp_and_a_new_one_its_own() {
+        let base = Instant::now();
+        let epoch = Epoch::new(base);
+        let (a, b) = (base + Duration::from_micros(5), base + Duration::from_micros(9));
+        for at in [a, a, b, a, base, b, b] {
+            assert_eq!(epoch.stamp(at).since(Stamp(0)), at - base);
+        }
+        let before = base - Duration::from_nanos(3);
+        assert_eq!(epoch.stamp(before), Stamp(-3));
+        assert_eq!(epoch.stamp(before), Stamp(-3));
     }
 
     #[test]
