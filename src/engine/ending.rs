@@ -103,8 +103,7 @@ impl Engine {
             if p.attempt > 0 { self.breakers.record(p.tenant, p.op, failure, now) } else { None };
         if failure.is_none() && p.attempt > 0 {
             // A moving average of one attempt's duration, for judging whether a retry fits.
-            let took = at.since(p.sent_at);
-            self.latency = (self.latency * 7 + took) / 8;
+            self.latency = self.latency.average_in(at.since(p.sent_at));
         }
         match outcome {
             Outcome::Done { json, result_type, is_error } => {

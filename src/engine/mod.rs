@@ -354,7 +354,9 @@ pub struct Engine {
     breakers: breaker::Breakers,
     jitter: retry::Jitter,
     /// How long calls have been taking (moving average), to judge whether a retry still fits.
-    latency: Duration,
+    /// A [`Span`](stamp::Span): the average is integer arithmetic on nanoseconds, where a
+    /// `Duration` multiplied and divided costs a division of seconds and nanoseconds per call.
+    latency: stamp::Span,
     restart: supervision::RestartState,
     /// Why the probe or handshake was refused for want of authorization, until the next call
     /// or [`retry_authorization`](Self::retry_authorization) runs it again.
@@ -407,7 +409,7 @@ impl Engine {
             refresh: None,
             breakers: breaker::Breakers::new(config.breaker),
             jitter: retry::Jitter::new(config.jitter_seed),
-            latency: Duration::ZERO,
+            latency: stamp::Span::ZERO,
             restart: supervision::RestartState::default(),
             unauthorized: None,
             timers: timers::Timers::with_capacity(config.max_pending),

@@ -220,7 +220,7 @@ impl Engine {
             attempt,
             now,
             deadline,
-            self.latency,
+            self.latency.get(),
             random,
         );
         match decision {

@@ -85,6 +85,14 @@ impl Span {
         Duration::from_nanos(self.0)
     }
 
+    /// A moving average with `sample` weighted one eighth.
+    pub(crate) fn average_in(self, sample: Duration) -> Span {
+        let sample = u64::try_from(sample.as_nanos()).unwrap_or(u64::MAX);
+        // floor((7 a + s) / 8), split so that nothing overflows on the way.
+        let (a, s) = (self.0, sample);
+        Span((a / 8 * 7).saturating_add(s / 8).saturating_add((a % 8 * 7 + s % 8) / 8))
+    }
+
     pub(crate) fn add(self, d: Duration) -> Span {
         Span(self.0.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
     }
@@ -128,6 +136,22 @@ mod tests {
         let before = base - Duration::from_nanos(3);
         assert_eq!(epoch.stamp(before), Stamp(-3));
         assert_eq!(epoch.stamp(before), Stamp(-3));
+    }
+
+    /// The moving average is floor((7 a + s) / 8), as `Duration` arithmetic gave it, and does
+    /// not overflow at the far end.
+    #[test]
+    fn the_moving_average_weights_a_sample_one_eighth_exactly() {
+        let values = [0, 1, 7, 8, 9, 15, 1_000_003, 123_456_789_012, u64::MAX / 2, u64::MAX - 1];
+        for a in values {
+            for s in values {
+                let exact = (7 * u128::from(a) + u128::from(s)) / 8;
+                let got = Span(a).average_in(Duration::from_nanos(s)).0;
+                assert_eq!(u128::from(got), exact, "{a} {s}");
+            }
+        }
+        let slow = Span(0).average_in(Duration::MAX);
+        assert_eq!(slow.0, u64::MAX / 8, "a sample past u64 nanoseconds counts as the most");
     }
 
     #[test]
