@@ -537,12 +537,35 @@ fn scan_literal(b: &[u8], i: usize, literal: &[u8]) -> Result<usize, JsonError> 
 /// closing quote.
 #[inline(always)]
 fn scan_string(b: &[u8], i: usize) -> Result<usize, JsonError> {
+    scan_string_in::<false>(b, i)
+}
+
+/// Frames from this size on scan their string values with [`scan_long_string`].
+const LONG_FRAME: usize = 2048;
+
+/// [`scan_string`] for the string values of a large frame (a tool's long text result), out of
+/// line: past [`LONG_RUN`] bytes of plain content it takes memchr's vector search
+/// ([`plain_run`]). Small frames keep [`scan_string`] alone: a call, and a call into memchr,
+/// cost more than their short strings.
+#[inline(never)]
+fn scan_long_string(b: &[u8], i: usize) -> Result<usize, JsonError> {
+    scan_string_in::<true>(b, i)
+}
+
+/// The string scan of both: eight bytes per step, and with `LONG` the vector search for long
+/// runs (the run's start is dead code without it, and the compiler drops it).
+#[inline(always)]
+fn scan_string_in<const LONG: bool>(b: &[u8], i: usize) -> Result<usize, JsonError> {
     let mut j = i + 1;
+    let mut run_start = j;
     loop {
         // Jump to the next byte that matters, eight bytes per step while eight are left (most
         // strings are keys and short values, so the first word usually ends them). UTF-8 was
         // checked already, so any other byte, multi-byte characters included, is content.
         match b.get(j..j + 8) {
+            Some(_) if LONG && j - run_start >= LONG_RUN => {
+                j += plain_run(b.get(j..).unwrap_or_default()).ok_or(JsonError::Syntax)?
+            }
             Some(chunk) => {
                 // `get` gave eight bytes, so this is one load; the fallback is unreachable.
                 let word = u64::from_le_bytes(chunk.try_into().unwrap_or([b' '; 8]));
@@ -563,52 +586,17 @@ fn scan_string(b: &[u8], i: usize) -> Result<usize, JsonError> {
             Some(b'\\') => j = scan_escape(b, j + 1)?,
             _ => return Err(JsonError::Syntax), // a raw control character
         }
+        run_start = j;
     }
 }
 
-/// Frames from this size on scan their string values with [`scan_long_string`].
-const LONG_FRAME: usize = 2048;
-
-/// [`scan_string`] for the string values of a large frame (a tool's long text result), out of
-/// line: eight bytes per step, and past [`LONG_RUN`] bytes of plain content memchr's vector
-/// search for the next quote or backslash, with a control-character check without early exit,
-/// which the compiler vectorises. Small frames keep [`scan_string`] alone: a call, and a call
-/// into memchr, cost more than their short strings.
-#[inline(never)]
-fn scan_long_string(b: &[u8], i: usize) -> Result<usize, JsonError> {
-    let mut j = i + 1;
-    let mut run_start = j;
-    loop {
-        match b.get(j..j + 8) {
-            Some(_) if j - run_start >= LONG_RUN => {
-                let rest = b.get(j..).unwrap_or_default();
-                let end = memchr::memchr2(b'"', b'\\', rest).ok_or(JsonError::Syntax)?;
-                let run = rest.get(..end).unwrap_or_default();
-                if run.iter().fold(0u8, |seen, &c| seen | u8::from(c < 0x20)) != 0 {
-                    return Err(JsonError::Syntax); // a raw control character
-                }
-                j += end;
-            }
-            Some(chunk) => {
-                let word = u64::from_le_bytes(chunk.try_into().unwrap_or([b' '; 8]));
-                let hits = special_lanes(word);
-                if hits == 0 {
-                    j += 8;
-                    continue;
-                }
-                j += (hits.trailing_zeros() / 8) as usize;
-            }
-            None => {
-                j += find_special(b.get(j..).unwrap_or_default(), true).ok_or(JsonError::Syntax)?
-            }
-        }
-        match b.get(j) {
-            Some(b'"') => return Ok(j + 1),
-            Some(b'\\') => j = scan_escape(b, j + 1)?,
-            _ => return Err(JsonError::Syntax), // a raw control character
-        }
-        run_start = j;
-    }
+/// The index in `s` of the first quote or backslash, by memchr's vector search; `None` when
+/// there is none, or a control character comes before it (either is a syntax error). The
+/// control characters are looked for without early exit, which the compiler vectorises.
+fn plain_run(s: &[u8]) -> Option<usize> {
+    let end = memchr::memchr2(b'"', b'\\', s)?;
+    let controls = s.get(..end)?.iter().fold(0u8, |seen, &c| seen | u8::from(c < 0x20));
+    (controls == 0).then_some(end)
 }
 
 /// Bytes of plain string content after which [`scan_long_string`] takes memchr's search.
