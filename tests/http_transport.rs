@@ -398,7 +398,7 @@ fn a_connection_made_before_a_rotation_writes_its_request_for_its_own_instance()
     // `busy` takes the open connection; `second` needs a new one, which stays connecting.
     let busy = echo(&mut host, "busy");
     common::poll_until(&mut host, common::PATIENCE, |_| got_rx.try_recv().is_ok());
-    proxy.hold.store(true, Ordering::SeqCst);
+    proxy.hold(true);
     let second = echo(&mut host, "second");
     common::poll_until(&mut host, common::PATIENCE, asked(before + 1));
     // `third`'s connection is refused: new connections go to the alternate, where `third`
@@ -408,7 +408,7 @@ fn a_connection_made_before_a_rotation_writes_its_request_for_its_own_instance()
     common::poll_until(&mut host, common::PATIENCE, asked(before + 3));
     let to_alternate = format!("127.0.0.1:{}", alternate.port);
     assert_eq!(proxy.asked.lock().unwrap()[before + 2], to_alternate, "rotated");
-    proxy.hold.store(false, Ordering::SeqCst);
+    proxy.hold(false);
     go_tx.send(()).unwrap();
     for (call, text) in [(busy, "busy"), (second, "second"), (third, "third")] {
         let r = host.wait(id, call).unwrap();

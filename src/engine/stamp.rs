@@ -38,7 +38,7 @@ impl Stamp {
 /// The instant stamps count from, and the last instant converted: a host passes one `now` to
 /// several verbs in a row (a call and the flush that writes it), and the conversion is a
 /// subtraction of two timespecs where the comparison is two integer compares.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) struct Epoch {
     origin: Instant,
     last: Cell<(Instant, Stamp)>,

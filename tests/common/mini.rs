@@ -3,8 +3,8 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 
 /// One request as the server saw it.
 #[derive(Debug, Clone)]
@@ -39,11 +39,6 @@ impl Response {
     /// records when (see [`MiniServer::eofs`]).
     pub fn stall() -> Self {
         Self { status: 0, headers: vec![], body: String::new() }
-    }
-
-    /// No answer: the server closes the connection at once (a server that died mid-request).
-    pub fn hang_up() -> Self {
-        Self { status: 1, headers: vec![], body: String::new() }
     }
 
     pub fn json(v: serde_json::Value) -> Self {
@@ -244,9 +239,6 @@ fn serve<S: Read + Write>(
         let req = Request { method, path, headers, body, at: std::time::Instant::now() };
         let resp = handler(&req);
         seen.lock().unwrap().push(req);
-        if resp.status == 1 {
-            return Ok(());
-        }
         if resp.status == 0 {
             // A close (or a TLS error for a close without close_notify) ends the wait.
             let mut sink = [0u8; 512];
@@ -272,9 +264,9 @@ pub struct MiniProxy {
     pub port: u16,
     pub tunnels: Arc<AtomicUsize>,
     pub targets: Arc<Mutex<Vec<String>>>,
-    /// While set, CONNECTs are read but not answered: the client's connection stays
-    /// "connecting".
-    pub hold: Arc<AtomicBool>,
+    /// While set ([`hold`](Self::hold)), CONNECTs are read but not answered: the client's
+    /// connection stays "connecting".
+    held: Arc<(Mutex<bool>, Condvar)>,
     /// How many of the next CONNECTs are refused (503).
     pub refuse: Arc<AtomicUsize>,
     /// Every CONNECT's target, in the order they were read.
@@ -288,8 +280,8 @@ impl MiniProxy {
         let tunnels = Arc::new(AtomicUsize::new(0));
         let targets = Arc::new(Mutex::new(Vec::new()));
         let gate = Gate::default();
-        let (hold, refuse, asked) =
-            (Arc::clone(&gate.hold), Arc::clone(&gate.refuse), Arc::clone(&gate.asked));
+        let (held, refuse, asked) =
+            (Arc::clone(&gate.held), Arc::clone(&gate.refuse), Arc::clone(&gate.asked));
         let (t2, g2) = (Arc::clone(&tunnels), Arc::clone(&targets));
         std::thread::spawn(move || {
             for client in listener.incoming().flatten() {
@@ -299,13 +291,22 @@ impl MiniProxy {
                 });
             }
         });
-        Self { port, tunnels, targets, hold, refuse, asked }
+        Self { port, tunnels, targets, held, refuse, asked }
+    }
+
+    /// Holds the CONNECTs read from now on unanswered (`true`), or answers them (`false`).
+    pub fn hold(&self, on: bool) {
+        let (held, released) = &*self.held;
+        *held.lock().unwrap() = on;
+        if !on {
+            released.notify_all();
+        }
     }
 }
 
 #[derive(Clone, Default)]
 struct Gate {
-    hold: Arc<AtomicBool>,
+    held: Arc<(Mutex<bool>, Condvar)>,
     refuse: Arc<AtomicUsize>,
     asked: Arc<Mutex<Vec<String>>>,
 }
@@ -337,9 +338,8 @@ fn tunnel(
     if refused.is_ok() {
         return (&client).write_all(b"HTTP/1.1 503 No\r\nContent-Length: 0\r\n\r\n");
     }
-    while gate.hold.load(Ordering::SeqCst) {
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    let (held, released) = &*gate.held;
+    drop(released.wait_while(held.lock().unwrap(), |on| *on).unwrap());
     let upstream = TcpStream::connect(&target)?;
     targets.lock().unwrap().push(target);
     count.fetch_add(1, Ordering::SeqCst);
