@@ -183,6 +183,8 @@ mod session;
 mod time;
 
 #[cfg(feature = "stdio")]
+mod client;
+#[cfg(feature = "stdio")]
 mod driver;
 #[cfg(feature = "stdio")]
 mod host;
@@ -223,31 +225,32 @@ pub use schema::{Schema, SchemaError, SchemaLimits, SchemaViolation};
 pub use mio;
 
 #[cfg(feature = "stdio")]
+pub use client::{AccessRequest, Confirm, Decision, DefaultPolicy, Policy};
+#[cfg(feature = "stdio")]
+pub use client::{
+    Answer, AnswerHandler, CacheStats, CatalogError, CatalogView, Client, Commands, ServerId,
+};
+#[cfg(feature = "stdio")]
+pub use client::{CapabilityStore, EntryKind, StoreKey, StoredEntry, StoredPage};
+#[cfg(feature = "stdio")]
+pub use client::{
+    CredentialSource, Credentials, LaneTarget, Principal, PrincipalError, PrincipalId,
+};
+#[cfg(feature = "stdio")]
+pub use client::{TaskCallError, TaskError, TaskId, TaskInfo, TaskOptions, MAX_TASK_BUDGET};
+#[cfg(feature = "stdio")]
 pub use driver::stdio::{CommandLineError, StdioCommand, StdioDriver, SAFE_ENV_VARS};
 #[cfg(all(feature = "stdio", feature = "schema"))]
 pub use host::ToolCallError;
 #[cfg(feature = "stdio")]
-pub use host::{AccessRequest, Confirm, Decision, DefaultPolicy, Policy};
-#[cfg(feature = "stdio")]
-pub use host::{
-    AddServerError, Answer, AnswerHandler, BlockingError, CacheStats, CatalogError, CatalogView,
-    Commands, EmbedError, ForeignToken, Host, OwnedResult, ServerId,
-};
-#[cfg(feature = "stdio")]
-pub use host::{CapabilityStore, EntryKind, StoreKey, StoredEntry, StoredPage};
+pub use host::{AddServerError, BlockingError, EmbedError, ForeignToken, Host, OwnedResult};
 #[cfg(feature = "stdio")]
 pub use host::{
     ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,
     ServerNames,
 };
 #[cfg(feature = "stdio")]
-pub use host::{
-    CredentialSource, Credentials, LaneError, LaneTarget, Principal, PrincipalError, PrincipalId,
-};
-#[cfg(feature = "stdio")]
-pub use host::{
-    TaskCallError, TaskError, TaskId, TaskInfo, TaskOptions, TaskScope, MAX_TASK_BUDGET,
-};
+pub use host::{LaneError, TaskScope};
 
 #[cfg(feature = "http")]
 pub use driver::http::{

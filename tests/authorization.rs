@@ -308,3 +308,19 @@ fn the_principal_policy_decides_for_its_lanes_and_disabled_tools_hold_there_too(
     host.set_policy(|_: &AccessRequest<'_>| Decision::deny("host says no"));
     assert_eq!(call_err(&mut host, lane, "echo", r#"{"text":"x"}"#), denied("host says no"));
 }
+
+/// A task's call with its arguments as JSON text is put to the policy like every other call
+/// (`TaskScope::call_tool_json` used to send it without asking). Against the demo server.
+#[test]
+fn a_task_call_with_json_arguments_is_refused_by_the_policy() {
+    let mut host = Host::new().unwrap();
+    let server = start(&mut host, demo_server(), Config::default());
+    host.set_policy(|_: &AccessRequest<'_>| Decision::deny("no tools in tasks"));
+    let task = host.task(mcpoll::TaskOptions::new()).unwrap();
+    let call = host
+        .in_task(task)
+        .call_tool_json(server, "echo", r#"{"text":"t"}"#, CallOptions::default())
+        .unwrap();
+    let denied = CallError::Local(LocalError::AuthorizationDenied("no tools in tasks".into()));
+    assert_eq!(end_of(&mut host, call), Err(denied));
+}

@@ -13,11 +13,12 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Registry, Token};
-use slab::Slab;
 
 use super::tokens::{Owner, TokenSpace};
-use super::{AddServerError, Host, Server, Transport};
+use super::{AddServerError, Host, Transport};
+use crate::client::Client;
 use crate::config::CacheConfig;
+use crate::engine::Engine;
 
 /// Why [`Host::embedded`] could not make a host.
 #[derive(Debug)]
@@ -372,7 +373,8 @@ impl Host {
     /// An embedded host's [`as_raw_fd`](Host::as_raw_fd) is the program's own poll's
     /// descriptor (through the registry the host was given): the program already waits on it.
     pub fn embedded(registry: &Registry, tokens: Range<usize>) -> Result<Self, EmbedError> {
-        Self::with_reactor(Reactor::embedded(registry, tokens)?).map_err(EmbedError::Io)
+        let client = Client::new(CacheConfig::default()).map_err(EmbedError::Io)?;
+        Self::with_reactor(Reactor::embedded(registry, tokens)?, client).map_err(EmbedError::Io)
     }
 
     /// [`embedded`](Self::embedded), with these capability cache bounds.
@@ -381,10 +383,9 @@ impl Host {
         tokens: Range<usize>,
         cache: CacheConfig,
     ) -> Result<Self, EmbedError> {
-        let mut host = Self::embedded(registry, tokens)?;
-        host.cache = super::catalog::HostCache::new(cache).map_err(EmbedError::Io)?;
-        host.cache.arm();
-        Ok(host)
+        let mut client = Client::new(cache).map_err(EmbedError::Io)?;
+        client.arm_cache();
+        Self::with_reactor(Reactor::embedded(registry, tokens)?, client).map_err(EmbedError::Io)
     }
 
     /// `true` for a host made by [`embedded`](Self::embedded).
@@ -436,12 +437,13 @@ impl Host {
             self.ending.settle(&mut self.poll);
             return Ok(());
         }
-        if let Some(index) = readiness(&mut self.servers, &self.poll, token, read_closed, now)? {
-            if let Some(s) = self.servers.get_mut(index) {
-                upkeep(s, self.poll.registry(), now);
-            }
+        let found =
+            readiness(&mut self.client, &mut self.transports, &self.poll, token, read_closed, now);
+        if let Some(index) = found? {
+            self.upkeep(index, now);
         }
-        self.answer_with_handlers(now);
+        self.client.after_input(now);
+        self.flush_unflushed(now);
         Ok(())
     }
 
@@ -450,13 +452,13 @@ impl Host {
     /// have to send. Idempotent; early or spurious calls do nothing but a scan of the servers.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.poll.last_now = now;
-        tick(&mut self.servers, &self.poll, now);
-        self.keep_verdicts(now);
+        self.tick(now);
         self.exiting.handle_timeout(now);
         self.ending.handle_timeout(self.poll.registry(), now);
         self.ending.settle(&mut self.poll);
-        self.answer_with_handlers(now);
-        self.pump_catalogs(now);
+        self.client.after_input(now);
+        self.client.pump_catalogs(now);
+        self.flush_unflushed(now);
     }
 
     /// When the host next needs [`handle_timeout`](Self::handle_timeout): the earliest
@@ -464,12 +466,18 @@ impl Host {
     /// input its frame budget left unread. `None`: nothing is due until an event or a command.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let servers = self.servers.iter().filter_map(|(_, s)| s.next_deadline());
+        let drivers = self.transports.iter().flatten().filter_map(Transport::poll_timeout);
         // Closed servers' children still exiting: their next check or signal; closed servers'
         // session `DELETE`s: when they are given up on.
-        let deadline =
-            servers.chain(self.exiting.poll_timeout()).chain(self.ending.poll_timeout()).min();
-        if self.servers.iter().any(|(_, s)| s.transport.has_backlog()) {
+        let deadline = drivers
+            .chain(self.client.poll_timeout())
+            .chain(self.exiting.poll_timeout())
+            .chain(self.ending.poll_timeout())
+            .min();
+        // Input that no readiness edge will report again, or output a command left unwritten
+        // (a verb of the core called without the host's flush): due now.
+        let unread = self.transports.iter().flatten().any(Transport::has_backlog);
+        if unread || self.client.has_unflushed() {
             // Input that no readiness edge will report again: due now.
             let now = self.poll.last_now;
             return Some(deadline.map_or(now, |d| d.min(now)));
@@ -492,15 +500,16 @@ impl Host {
                 if self.ending.handle_readiness(self.poll.registry(), event.token()) {
                     continue;
                 }
-                let _ = readiness(&mut self.servers, &self.poll, event.token(), closed, now);
+                let (client, transports) = (&mut self.client, &mut self.transports);
+                let _ = readiness(client, transports, &self.poll, event.token(), closed, now);
             }
         }
-        tick(&mut self.servers, &self.poll, now);
-        self.keep_verdicts(now);
+        self.tick(now);
         self.exiting.handle_timeout(now);
         self.ending.handle_timeout(self.poll.registry(), now);
         self.ending.settle(&mut self.poll);
-        self.answer_with_handlers(now);
+        self.client.after_input(now);
+        self.flush_unflushed(now);
     }
 }
 
@@ -528,7 +537,8 @@ impl AsFd for Host {
 
 /// Hands one event to the driver of the server holding `token`; that server's index, if any.
 fn readiness(
-    servers: &mut Slab<Server>,
+    client: &mut Client,
+    transports: &mut [Option<Transport>],
     reactor: &Reactor,
     token: Token,
     read_closed: bool,
@@ -539,28 +549,52 @@ fn readiness(
         Owner::Vacant => return Ok(None),
         Owner::Server(index) => index,
     };
-    let Some(s) = servers.get_mut(index) else { return Ok(None) };
-    s.transport.handle_readiness(reactor.registry(), token, read_closed, &mut s.engine, now);
+    let (Some(s), Some(Some(transport))) = (client.servers.get_mut(index), transports.get_mut(index))
+    else {
+        return Ok(None);
+    };
+    transport.handle_readiness(reactor.registry(), token, read_closed, &mut s.engine, now);
     Ok(Some(index))
 }
 
-/// One server's share of a tick, after its input: due timers, a process it asks for, output.
-fn upkeep(s: &mut Server, registry: &Registry, now: Instant) {
-    if s.engine.poll_timeout().is_some_and(|d| d <= now) {
-        s.engine.handle_timeout(now);
+impl Host {
+    /// One server's share of a tick, after its input: due timers, a process it asks for,
+    /// output, and the scope its driver now holds a token for.
+    fn upkeep(&mut self, index: usize, now: Instant) {
+        let (Some(s), Some(Some(transport))) =
+            (self.client.servers.get_mut(index), self.transports.get_mut(index))
+        else {
+            return;
+        };
+        let registry = self.poll.registry();
+        upkeep(&mut s.engine, transport, registry, now);
+        if transport.grants_scopes() {
+            s.catalog.note_granted(transport.granted_scope());
+        }
     }
-    if s.transport.poll_timeout().is_some_and(|d| d <= now) {
-        s.transport.handle_timeout(registry, &mut s.engine, now);
+
+    /// The tick over every server: left-over input first (one budget), then the upkeep.
+    fn tick(&mut self, now: Instant) {
+        let registry = self.poll.registry();
+        for (index, s) in self.client.servers.iter_mut() {
+            let Some(Some(transport)) = self.transports.get_mut(index) else { continue };
+            transport.resume(registry, &mut s.engine, now);
+            upkeep(&mut s.engine, transport, registry, now);
+            if transport.grants_scopes() {
+                s.catalog.note_granted(transport.granted_scope());
+            }
+        }
     }
-    s.transport.maintain(registry, &mut s.engine, now);
-    s.transport.flush(registry, &mut s.engine, now);
 }
 
-/// The tick over every server: left-over input first (one budget), then the upkeep.
-fn tick(servers: &mut Slab<Server>, reactor: &Reactor, now: Instant) {
-    let registry = reactor.registry();
-    for (_, s) in servers.iter_mut() {
-        s.transport.resume(registry, &mut s.engine, now);
-        upkeep(s, registry, now);
+/// One server's share of a tick, after its input: due timers, a process it asks for, output.
+fn upkeep(engine: &mut Engine, transport: &mut Transport, registry: &Registry, now: Instant) {
+    if engine.poll_timeout().is_some_and(|d| d <= now) {
+        engine.handle_timeout(now);
     }
+    if transport.poll_timeout().is_some_and(|d| d <= now) {
+        transport.handle_timeout(registry, engine, now);
+    }
+    transport.maintain(registry, engine, now);
+    transport.flush(registry, engine, now);
 }

@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use super::{Host, Server, Transport};
+use super::{Host, Transport};
 
 impl Host {
     /// `true` when a zero-timeout [`poll`](Self::poll) has nothing to do now except ask the
@@ -35,33 +35,22 @@ impl Host {
         let now = Instant::now();
         // A closed server's session `DELETE` moves only when polled; its exiting process is
         // checked and signalled only by a tick.
-        !self.cache.has_changes()
-            && self.ending.is_empty()
+        self.ending.is_empty()
             && self.exiting.poll_timeout().is_none_or(|d| d > now)
-            && self.servers.iter().all(|(_, s)| s.is_idle(now))
-    }
-}
-
-impl Server {
-    fn is_idle(&self, now: Instant) -> bool {
-        let engine = &self.engine;
-        engine.pending() == 0
-            && !engine.has_output()
-            && engine.queued_events() == 0
-            && !engine.wants_transport()
-            && self.next_deadline().is_none_or(|d| d > now)
-            && self.transport.is_idle()
+            && self.client.is_idle(now)
+            && self.transports.iter().flatten().all(|t| t.is_idle(now))
     }
 }
 
 impl Transport {
-    fn is_idle(&self) -> bool {
+    fn is_idle(&self, now: Instant) -> bool {
+        let timers = self.poll_timeout().is_none_or(|d| d > now);
         match self {
-            Self::Stdio(d) => d.unsent() == 0 && !d.has_backlog(),
-            // Its writes belong to pending requests or to the engine's output, checked above;
-            // its session timers are in `next_deadline`.
+            Self::Stdio(d) => timers && d.unsent() == 0 && !d.has_backlog(),
+            // Its writes belong to pending requests or to the engine's output, checked by the
+            // core.
             #[cfg(feature = "http")]
-            Self::Http(_) => true,
+            Self::Http(_) => timers,
         }
     }
 }

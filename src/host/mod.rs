@@ -10,66 +10,44 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use mio::Token;
-use serde_json::value::RawValue;
-use slab::Slab;
 
-use crate::config::{CacheConfig, Config, SavedVerdict};
+use crate::client::catalog::ServerCatalog;
+use crate::client::principal::Recipe;
+use crate::client::Client;
+use crate::config::{CacheConfig, Config};
 #[cfg(feature = "http")]
 use crate::driver::http::{HttpDriver, HttpOptions, HttpSetupError};
 use crate::driver::reap::Reaper;
 use crate::driver::stdio::{StdioCommand, StdioDriver};
-use crate::engine::{
-    CallId, CallOptions, Engine, Event, ServerRequestId, ServerState, Stats, TaskStatus,
-};
-use crate::error::{
-    AnswerError, CallError, CancelError, ConfigError, LocalError, RequestError, TransportError,
-};
-use crate::proto::mcp::{Method, ResultType};
-use crate::proto::version::Era;
+use crate::engine::{Engine, Stats};
+use crate::error::{AnswerError, CallError, ConfigError, RequestError, TransportError};
+use crate::proto::mcp::ResultType;
 
-mod answers;
-mod authz;
-mod capability_store;
-mod catalog;
+mod blocking;
 mod closing;
 mod config_file;
-mod drain;
 mod embed;
 mod idle;
-mod principal;
-mod records;
+mod lanes;
 mod roots;
 #[cfg(feature = "schema")]
 mod schema;
-mod task;
+mod task_scope;
 mod tokens;
-mod verdict_store;
+mod verbs;
 
-pub use answers::{Answer, AnswerHandler};
-pub use authz::{AccessRequest, Confirm, Decision, DefaultPolicy, Policy};
-pub use capability_store::{CapabilityStore, EntryKind, StoreKey, StoredEntry, StoredPage};
-pub use catalog::{CacheStats, CatalogError, CatalogView};
+use crate::client::ServerId;
+#[cfg(doc)]
+use crate::engine::{CallId, Event, ServerState};
 pub use config_file::{
     ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,
     ServerNames,
 };
-pub use drain::Commands;
 pub use embed::{EmbedError, ForeignToken};
-pub use principal::{
-    CredentialSource, Credentials, LaneError, LaneTarget, Principal, PrincipalError, PrincipalId,
-};
+pub use lanes::LaneError;
 #[cfg(feature = "schema")]
 pub use schema::ToolCallError;
-pub use task::{
-    TaskCallError, TaskError, TaskId, TaskInfo, TaskOptions, TaskScope, MAX_TASK_BUDGET,
-};
-
-/// Handle to a server in a [`Host`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ServerId {
-    index: usize,
-    generation: u32,
-}
+pub use task_scope::TaskScope;
 
 /// Why a server could not be added.
 #[derive(Debug)]
@@ -162,6 +140,16 @@ impl Transport {
             Self::Stdio(_) => None,
             #[cfg(feature = "http")]
             Self::Http(d) => d.granted_scope(),
+        }
+    }
+
+    /// `true` for a transport whose credentials come with a granted scope (HTTP with OAuth),
+    /// which the core keys its catalogs on.
+    fn grants_scopes(&self) -> bool {
+        match self {
+            Self::Stdio(_) => false,
+            #[cfg(feature = "http")]
+            Self::Http(_) => true,
         }
     }
 
@@ -308,25 +296,6 @@ pub struct OwnedResult {
     pub result_type: ResultType,
 }
 
-#[derive(Debug)]
-struct Server {
-    generation: u32,
-    engine: Engine,
-    transport: Transport,
-    catalog: catalog::ServerCatalog,
-}
-
-impl Server {
-    fn next_deadline(&self) -> Option<Instant> {
-        let deadlines = [
-            self.engine.poll_timeout(),
-            self.transport.poll_timeout(),
-            self.catalog.relisten_deadline(),
-        ];
-        deadlines.into_iter().flatten().min()
-    }
-}
-
 /// What ends a [`Host::poll_inner`] wait early besides I/O and deadlines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Wake {
@@ -408,58 +377,49 @@ enum Wake {
 pub struct Host {
     /// The host's own poll, or the program's registry (embedded), and the token range.
     poll: embed::Reactor,
-    servers: Slab<Server>,
-    next_generation: u32,
-    /// Where `poll_event` looks first, so one busy server cannot starve the others' events.
-    event_cursor: usize,
-    /// The capability cache (catalogs of every server) and its change events.
-    cache: catalog::HostCache,
+    /// The sans-IO core: engines, catalogs, lanes, tasks, policies, handlers, records.
+    client: Client,
+    /// Each server's driver, by the server's slot index in the core.
+    transports: Vec<Option<Transport>>,
     /// Children of closed servers, reaped from the tick (closing never waits).
     exiting: Reaper,
     /// Closed HTTP servers' legacy sessions being ended (`DELETE`), from the poll and tick.
     ending: closing::Ending,
-    /// Principals, and each server's lanes (one engine per server and principal).
-    lanes: principal::Lanes,
-    /// Tasks and the calls made under each.
-    tasks: task::TaskTable<(ServerId, CallId)>,
-    /// Server names and the call-record sink.
-    records: records::Records,
-    /// Answer handlers: the host's and each server's.
-    answers: answers::Handlers,
-    /// The text of the event `drain` is handing out (reused: no allocation once grown).
-    scratch: String,
     /// Compiled tool schemas, by definition hash.
     #[cfg(feature = "schema")]
     schemas: schema::SchemaCache,
-    /// Authorization policies, disabled tools, and the calls held for the host's answer.
-    authz: authz::Gate,
 }
 
 impl Host {
     /// A host with its own `mio::Poll`.
     pub fn new() -> io::Result<Self> {
-        Self::with_reactor(embed::Reactor::owned()?)
+        Self::with_reactor(embed::Reactor::owned()?, Client::new(CacheConfig::default())?)
     }
 
     /// The constructor both modes share.
-    fn with_reactor(poll: embed::Reactor) -> io::Result<Self> {
+    fn with_reactor(poll: embed::Reactor, client: Client) -> io::Result<Self> {
         Ok(Self {
             poll,
-            servers: Slab::new(),
-            next_generation: 0,
-            event_cursor: 0,
-            cache: catalog::HostCache::new(CacheConfig::default())?,
+            client,
+            transports: Vec::new(),
             exiting: Reaper::default(),
             ending: closing::Ending::default(),
-            lanes: principal::Lanes::default(),
-            tasks: task::TaskTable::default(),
-            records: records::Records::new(),
-            answers: answers::Handlers::default(),
-            scratch: String::new(),
             #[cfg(feature = "schema")]
             schemas: schema::SchemaCache::default(),
-            authz: authz::Gate::default(),
         })
+    }
+
+    /// A host whose capability cache has these bounds; [`Host::new`] uses the defaults.
+    pub fn with_cache(cache: CacheConfig) -> io::Result<Self> {
+        let mut client = Client::new(cache)?;
+        client.arm_cache();
+        Self::with_reactor(embed::Reactor::owned()?, client)
+    }
+
+    /// The sans-IO core under the host: every getter and command of the host without its
+    /// I/O, for code that wants to read state without a `&mut Host`.
+    pub fn client(&self) -> &Client {
+        &self.client
     }
 
     /// Starts a server as a child process and begins the era probe. Calls may be made at
@@ -475,20 +435,17 @@ impl Host {
         let (config, stored) = self.with_stored_verdict(config, &identity, false);
         let mut engine = Engine::new(config, now).map_err(AddServerError::Config)?;
         let base = self.poll.reserve(Self::STDIO_SERVER_TOKENS)?;
-        let recipe = principal::Recipe::stdio(&command, engine.config());
+        let recipe = Recipe::stdio(&command, engine.config());
         let program = command.program().to_string_lossy().into_owned();
         let mut driver = StdioDriver::new(command, engine.config(), base);
         driver
             .spawn(self.poll.registry(), &mut engine, now)
             .map_err(|error| AddServerError::Spawn { program, error })?;
-        let mut catalog =
-            catalog::ServerCatalog::new(identity, false, engine.config().cache_tenant.clone());
+        let mut catalog = ServerCatalog::new(identity, false, engine.config().cache_tenant.clone());
         if stored {
             catalog.started_from_stored_verdict();
         }
-        let id = self.insert(engine, Transport::Stdio(driver), catalog);
-        self.lanes.remember(id, recipe);
-        Ok(id)
+        Ok(self.insert(engine, Transport::Stdio(driver), catalog, Some(recipe)))
     }
 
     /// Adds a Streamable HTTP server. The URL is parsed now; its host name is resolved off the
@@ -505,17 +462,15 @@ impl Host {
         let mut engine = Engine::new(config, now).map_err(AddServerError::Config)?;
         let base = self.poll.reserve(Self::HTTP_SERVER_TOKENS)?;
         let config = engine.config().clone();
-        let mut catalog = catalog::ServerCatalog::new(identity, true, config.cache_tenant.clone());
+        let mut catalog = ServerCatalog::new(identity, true, config.cache_tenant.clone());
         if stored {
             catalog.started_from_stored_verdict();
         }
-        let recipe = principal::Recipe::http(&opts, &config);
+        let recipe = Recipe::http(&opts, &config);
         let mut driver =
             HttpDriver::new(opts, &config, base, &mut engine, now).map_err(AddServerError::Http)?;
         driver.flush(self.poll.registry(), &mut engine, now);
-        let id = self.insert(engine, Transport::Http(driver), catalog);
-        self.lanes.remember(id, recipe);
-        Ok(id)
+        Ok(self.insert(engine, Transport::Http(driver), catalog, Some(recipe)))
     }
 
     /// `config` without a stale saved verdict, and with the one the capability store holds
@@ -530,224 +485,42 @@ impl Host {
         if config.saved_discover.is_some() {
             return (config, false);
         }
-        config.saved_discover = self.cache.stored_verdict(identity, http, &config);
+        config.saved_discover = self.client.cache.stored_verdict(identity, http, &config);
         let stored = config.saved_discover.is_some();
         (config, stored)
     }
 
+    /// Hands a new server's engine and catalog to the core and keeps its driver beside it.
     fn insert(
         &mut self,
         engine: Engine,
         transport: Transport,
-        catalog: catalog::ServerCatalog,
+        catalog: ServerCatalog,
+        recipe: Option<Recipe>,
     ) -> ServerId {
-        self.next_generation = self.next_generation.wrapping_add(1);
-        let generation = self.next_generation;
         let tokens = transport.tokens();
-        self.records.added(self.servers.vacant_key(), catalog.identity());
-        let index = self.servers.insert(Server { generation, engine, transport, catalog });
-        self.poll.commit(tokens, index);
-        ServerId { index, generation }
+        let id = self.client.insert(engine, catalog, recipe);
+        if self.transports.len() <= id.index {
+            self.transports.resize_with(id.index + 1, || None);
+        }
+        self.transports[id.index] = Some(transport);
+        self.poll.commit(tokens, id.index);
+        // The driver wrote what the engine had when it was made; nothing waits for a flush.
+        while self.client.take_unflushed().is_some() {}
+        id
     }
 
-    fn server(&self, id: ServerId) -> Option<&Server> {
-        self.servers.get(id.index).filter(|s| s.generation == id.generation)
-    }
-
-    fn server_mut(&mut self, id: ServerId) -> Option<&mut Server> {
-        self.servers.get_mut(id.index).filter(|s| s.generation == id.generation)
-    }
-
-    /// Runs a command on a server's engine and writes what it produced right away.
-    fn command<T>(
-        &mut self,
-        id: ServerId,
-        f: impl FnOnce(&mut Engine, Instant) -> Result<T, RequestError>,
-    ) -> Result<T, RequestError> {
-        command_on(&mut self.servers, self.poll.registry(), id, f)
-    }
-
-    /// Answers a server request (`Event::ServerRequest`) of `server`; see
-    /// [`Engine::answer`].
-    pub fn answer(
-        &mut self,
-        server: ServerId,
-        request: ServerRequestId,
-        result: &RawValue,
-    ) -> Result<(), AnswerError> {
-        self.respond(server, |e, now| {
-            roots::check_answer_resolved(e, request, result)?;
-            e.answer(now, request, result)
-        })
-    }
-
-    /// Refuses a server request (`Event::ServerRequest`) of `server`; see [`Engine::reject`].
-    pub fn reject(
-        &mut self,
-        server: ServerId,
-        request: ServerRequestId,
-    ) -> Result<(), AnswerError> {
-        self.respond(server, |e, now| e.reject(now, request))
-    }
-
-    /// [`command`](Self::command) for the answer verbs.
-    fn respond(
-        &mut self,
-        id: ServerId,
-        f: impl FnOnce(&mut Engine, Instant) -> Result<(), AnswerError>,
-    ) -> Result<(), AnswerError> {
+    /// Writes the output of every server the core says has some: after each command, and
+    /// before each wait.
+    pub(crate) fn flush_unflushed(&mut self, now: Instant) {
         let registry = self.poll.registry();
-        let s = self.servers.get_mut(id.index).filter(|s| s.generation == id.generation);
-        let s = s.ok_or(AnswerError::NotPending)?;
-        let now = Instant::now();
-        f(&mut s.engine, now)?;
-        s.transport.flush(registry, &mut s.engine, now);
-        Ok(())
-    }
-
-    /// Calls a tool. `arguments` must be a JSON object.
-    pub fn call_tool(
-        &mut self,
-        server: ServerId,
-        name: &str,
-        arguments: &RawValue,
-        opts: &CallOptions,
-    ) -> Result<CallId, RequestError> {
-        self.gated(server, Method::ToolsCall, name, opts, |h, o| {
-            h.command(server, |e, now| e.call_tool(now, name, arguments, o))
-        })
-    }
-
-    /// Reattaches to a task on `server` by its id (one an [`Event::TaskCreated`] named, kept
-    /// across a dropped connection or a restart of the host): the new call polls the task and
-    /// ends with its result; see [`Engine::resume_task`]. Cancelling it sends `tasks/cancel`.
-    pub fn resume_task(
-        &mut self,
-        server: ServerId,
-        task_id: &str,
-        opts: &CallOptions,
-    ) -> Result<CallId, RequestError> {
-        self.command(server, |e, now| e.resume_task(now, task_id, opts))
-    }
-
-    /// The task-backed calls pending on `server`: each call, its task id and the status last
-    /// reported (empty for an unknown server). What to persist to resume them after a
-    /// restart ([`resume_task`](Self::resume_task)).
-    pub fn server_tasks(&self, server: ServerId) -> Vec<(CallId, String, Option<TaskStatus>)> {
-        let Some(s) = self.server(server) else { return Vec::new() };
-        s.engine.tasks().map(|(call, task, status)| (call, task.to_owned(), status)).collect()
-    }
-
-    /// Calls a tool with its arguments as JSON text (one object), checked once without
-    /// allocating; see [`Engine::call_tool_json`]. No `RawValue` needed:
-    /// `host.call_tool_json(server, "add", r#"{"a":1,"b":2}"#, &opts)`.
-    pub fn call_tool_json(
-        &mut self,
-        server: ServerId,
-        name: &str,
-        arguments: &str,
-        opts: &CallOptions,
-    ) -> Result<CallId, RequestError> {
-        self.gated(server, Method::ToolsCall, name, opts, |h, o| {
-            h.command(server, |e, now| e.call_tool_json(now, name, arguments, o))
-        })
-    }
-
-    /// Calls a tool that takes no arguments (sends `"arguments":{}`).
-    pub fn call_tool_no_args(
-        &mut self,
-        server: ServerId,
-        name: &str,
-        opts: &CallOptions,
-    ) -> Result<CallId, RequestError> {
-        self.call_tool_json(server, name, "{}", opts)
-    }
-
-    /// Lists every tool (following pagination to the end).
-    pub fn list_tools(
-        &mut self,
-        server: ServerId,
-        opts: &CallOptions,
-    ) -> Result<CallId, RequestError> {
-        self.list(server, Method::ToolsList, opts)
-    }
-
-    /// Runs a paginated listing (`tools/list`, `resources/list`, `resources/templates/list`,
-    /// `prompts/list`) to the end.
-    pub fn list(
-        &mut self,
-        server: ServerId,
-        method: Method,
-        opts: &CallOptions,
-    ) -> Result<CallId, RequestError> {
-        self.command(server, |e, now| e.list(now, method, opts))
-    }
-
-    /// Reads a resource.
-    pub fn read_resource(
-        &mut self,
-        server: ServerId,
-        uri: &str,
-        opts: &CallOptions,
-    ) -> Result<CallId, RequestError> {
-        self.gated(server, Method::ResourcesRead, uri, opts, |h, o| {
-            h.command(server, |e, now| e.read_resource(now, uri, o))
-        })
-    }
-
-    /// Gets a prompt.
-    pub fn get_prompt(
-        &mut self,
-        server: ServerId,
-        name: &str,
-        arguments: Option<&RawValue>,
-        opts: &CallOptions,
-    ) -> Result<CallId, RequestError> {
-        self.gated(server, Method::PromptsGet, name, opts, |h, o| {
-            h.command(server, |e, now| e.get_prompt(now, name, arguments, o))
-        })
-    }
-
-    /// Sends a request by method name, for methods mcpoll has no verb for (an extension's,
-    /// declared in `Config::extensions`, or a vendor's); see [`Engine::request_raw`]. A
-    /// [`Policy`] that covers [`Method::Extension`] is asked about it, with the method name
-    /// as the request's name.
-    pub fn request(
-        &mut self,
-        server: ServerId,
-        method: &str,
-        params: Option<&RawValue>,
-        opts: &CallOptions,
-    ) -> Result<CallId, RequestError> {
-        self.gated(server, Method::Extension, method, opts, |h, o| {
-            h.command(server, |e, now| e.request_raw(now, method, params, o))
-        })
-    }
-
-    /// Asks for completions of a prompt or resource-template argument.
-    pub fn complete(
-        &mut self,
-        server: ServerId,
-        reference: &RawValue,
-        argument: (&str, &str),
-        opts: &CallOptions,
-    ) -> Result<CallId, RequestError> {
-        self.command(server, |e, now| e.complete(now, reference, argument.0, argument.1, opts))
-    }
-
-    /// Opens a `subscriptions/listen` subscription (modern servers); see [`Engine::listen`].
-    pub fn listen(
-        &mut self,
-        server: ServerId,
-        filter: &crate::proto::mcp::SubscriptionFilter,
-        opts: &CallOptions,
-    ) -> Result<CallId, RequestError> {
-        self.command(server, |e, now| e.listen(now, filter, opts))
-    }
-
-    /// Cancels a call: its wait ends at once, and the server is told.
-    pub fn cancel(&mut self, server: ServerId, call: CallId) -> Result<(), CancelError> {
-        cancel_on(&mut self.servers, self.poll.registry(), server, call)
+        while let Some(index) = self.client.unflushed.pop() {
+            if let (Some(s), Some(Some(transport))) =
+                (self.client.servers.get_mut(index), self.transports.get_mut(index))
+            {
+                transport.flush(registry, &mut s.engine, now);
+            }
+        }
     }
 
     /// Closes a server: its calls fail, its process group is stopped (stdin closed, then
@@ -759,12 +532,12 @@ impl Host {
     pub fn close_server(&mut self, server: ServerId) {
         self.close_lanes(server);
         let registry = self.poll.registry();
-        if let Some(s) =
-            self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)
-        {
-            s.engine.close(Instant::now());
-            let grace = Duration::from_millis(250);
-            s.transport.shutdown(registry, grace, &mut self.exiting, &mut self.ending);
+        if let Some(engine) = self.client.engine_mut(server) {
+            engine.close(Instant::now());
+            if let Some(Some(transport)) = self.transports.get_mut(server.index) {
+                let grace = Duration::from_millis(250);
+                transport.shutdown(registry, grace, &mut self.exiting, &mut self.ending);
+            }
         }
         self.ending.settle(&mut self.poll);
     }
@@ -774,25 +547,26 @@ impl Host {
     /// [`Unauthorized`](ServerState::Unauthorized) one.
     pub fn restart(&mut self, server: ServerId) {
         let registry = self.poll.registry();
-        if let Some(s) =
-            self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)
-        {
+        if let Some(engine) = self.client.engine_mut(server) {
             let now = Instant::now();
-            s.engine.restart();
-            s.engine.retry_authorization(now);
-            s.transport.maintain(registry, &mut s.engine, now);
-            s.transport.flush(registry, &mut s.engine, now);
+            engine.restart();
+            engine.retry_authorization(now);
+            if let Some(Some(transport)) = self.transports.get_mut(server.index) {
+                transport.maintain(registry, engine, now);
+                transport.flush(registry, engine, now);
+            }
         }
     }
 
     /// Forgets a closed server (after its events are drained), and its lanes.
     pub fn remove_server(&mut self, server: ServerId) {
         self.remove_lanes(server);
-        self.authz.forget(server);
-        if self.server(server).is_some() {
+        if self.client.server(server).is_some() {
             self.close_server(server);
-            let removed = self.servers.remove(server.index);
-            self.release_tokens(server.index, removed.transport.tokens());
+            self.client.remove(server);
+            if let Some(transport) = self.transports.get_mut(server.index).and_then(Option::take) {
+                self.release_tokens(server.index, transport.tokens());
+            }
         }
     }
 
@@ -806,63 +580,42 @@ impl Host {
         redirect: &str,
     ) -> Result<(), crate::oauth::RedirectError> {
         let registry = self.poll.registry();
-        let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation);
-        match s {
-            Some(Server { transport: Transport::Http(d), engine, .. }) => {
-                d.handle_redirect(registry, engine, Instant::now(), redirect)
+        let engine = self.client.engine_mut(server);
+        match (engine, self.transports.get_mut(server.index)) {
+            (Some(engine), Some(Some(Transport::Http(d)))) => {
+                let now = Instant::now();
+                let out = d.handle_redirect(registry, engine, now, redirect);
+                self.note_granted_scope(server);
+                out
             }
             _ => Err(crate::oauth::RedirectError::NoFlow),
         }
     }
 
-    /// The server's state: probing, handshaking, ready with its era, closed.
-    pub fn state(&self, server: ServerId) -> Option<ServerState> {
-        self.server(server).map(|s| s.engine.state())
+    /// Tells the core the scope the server's driver now holds a token for.
+    fn note_granted_scope(&mut self, server: ServerId) {
+        if let Some(Some(transport)) = self.transports.get(server.index) {
+            self.client.note_granted_scope(server, transport.granted_scope());
+        }
     }
 
-    /// Why the server is [`ServerState::Unauthorized`]: the error its probe or handshake
-    /// failed with (an OAuth step, credentials refused, or a local OAuth configuration
-    /// problem, `LocalError::OAuthSetup`). [`restart`](Self::restart) or a new call tries again.
-    pub fn authorization_error(&self, server: ServerId) -> Option<&CallError> {
-        self.server(server)?.engine.authorization_error()
-    }
-
-    /// The era the server speaks, once known.
-    pub fn era(&self, server: ServerId) -> Option<Era> {
-        self.server(server).and_then(|s| s.engine.era())
-    }
-
-    /// The raw `server/discover` or `initialize` result.
-    pub fn server_info(&self, server: ServerId) -> Option<&str> {
-        self.server(server).and_then(|s| s.engine.server_info())
-    }
-
-    /// The server's era verdict to keep for the next run ([`Engine::verdict`]): give it back
-    /// in [`Config::saved_discover`] and the first call after the restart goes out without a
-    /// probe. `None` unless the server is ready in the modern era with a verdict still fresh.
-    pub fn verdict(&self, server: ServerId) -> Option<SavedVerdict> {
-        let s = self.server(server)?;
-        s.engine.verdict(Instant::now(), std::time::SystemTime::now())
+    fn transport(&self, server: ServerId) -> Option<&Transport> {
+        self.client.server(server)?;
+        self.transports.get(server.index)?.as_ref()
     }
 
     /// The last of what the server process wrote to stderr (stdio servers).
     pub fn stderr_tail(&self, server: ServerId) -> Option<String> {
-        match &self.server(server)?.transport {
+        match self.transport(server)? {
             Transport::Stdio(d) => Some(d.stderr_tail()),
             #[cfg(feature = "http")]
             Transport::Http(_) => None,
         }
     }
 
-    /// Why the server's last process ended (stdio: exit status and stderr tail), kept across
-    /// restarts: what a call that failed as `Degraded` can be explained with.
-    pub fn last_transport_error(&self, server: ServerId) -> Option<&TransportError> {
-        self.server(server)?.engine.last_transport_error()
-    }
-
     /// The server's process id, while it runs (stdio servers).
     pub fn pid(&self, server: ServerId) -> Option<u32> {
-        match &self.server(server)?.transport {
+        match self.transport(server)? {
             Transport::Stdio(d) => d.pid(),
             #[cfg(feature = "http")]
             Transport::Http(_) => None,
@@ -872,36 +625,31 @@ impl Host {
     /// The legacy HTTP session id, when the server issued one.
     #[cfg(feature = "http")]
     pub fn session_id(&self, server: ServerId) -> Option<&str> {
-        match &self.server(server)?.transport {
+        match self.transport(server)? {
             Transport::Http(d) => d.session_id(),
             Transport::Stdio(_) => None,
         }
     }
 
-    /// Calls pending on the server (queued, in flight or backing off), the handshake included.
-    pub fn pending(&self, server: ServerId) -> Option<usize> {
-        self.server(server).map(|s| s.engine.pending())
-    }
-
     /// The server engine's counters; `queued` includes an HTTP server's calls waiting for a
     /// connection.
     pub fn stats(&self, server: ServerId) -> Option<Stats> {
-        self.server(server).map(|s| {
-            let mut stats = s.engine.stats();
-            stats.queued += s.transport.requests_waiting() as u64;
-            stats
-        })
+        let mut stats = self.client.stats(server)?;
+        stats.queued += self.transport(server).map_or(0, Transport::requests_waiting) as u64;
+        Some(stats)
     }
 
     /// Waits at most `timeout` (`None`: until something happens) for I/O or the next engine
     /// deadline, then does the work that is due and returns. A game loop passes
     /// `Some(Duration::ZERO)` once per frame.
     pub fn poll(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        let queued = self.cache.has_changes() || self.has_asks();
+        let queued = self.client.cache.has_changes() || self.client.has_asks();
         let wake = if queued { Some(Duration::ZERO) } else { timeout };
         self.poll_inner(wake, Wake::OnQueuedEvents)?;
         // The time the round just handled its events at: one clock read per poll.
-        self.pump_catalogs(self.poll.last_now);
+        let now = self.poll.last_now;
+        self.client.pump_catalogs(now);
+        self.flush_unflushed(now);
         Ok(())
     }
 
@@ -911,6 +659,11 @@ impl Host {
     /// a queued event is no reason to return early, and taking it as one made them spin.
     fn poll_inner(&mut self, timeout: Option<Duration>, wake: Wake) -> io::Result<()> {
         let now = Instant::now();
+        // Output a command left (one that came through the core without a flush) goes out
+        // before the wait, which its answer would otherwise never end.
+        if self.client.has_unflushed() {
+            self.flush_unflushed(now);
+        }
         // The next deadline, or now when a driver has left input unread (its readiness edge
         // is spent: no new one will come for it).
         let until_due = self.poll_timeout().map(|d| d.saturating_duration_since(now));
@@ -919,180 +672,20 @@ impl Host {
             (a, b) => a.or(b),
         };
         // An event already queued for the host must not wait for I/O either.
-        let events_queued = wake == Wake::OnQueuedEvents
-            && self.servers.iter().any(|(_, s)| s.engine.queued_events() > 0);
+        let events_queued = wake == Wake::OnQueuedEvents && self.client.has_queued_events();
         let wait = if events_queued { Some(Duration::ZERO) } else { wait };
         self.poll.wait(wait)?;
         // The same readiness path and tick an embedded host's program drives (`embed`).
         self.round(Instant::now());
         Ok(())
     }
-
-    /// The next event from any server. Servers take turns, so a chatty one cannot starve the
-    /// rest.
-    ///
-    /// The capability cache's own listings never show here; its `ToolsChanged` (and prompt and
-    /// resource) events do.
-    pub fn poll_event(&mut self) -> Option<(ServerId, Event<'_>)> {
-        if self.catalogs_armed() {
-            self.pump_catalogs(Instant::now());
-        }
-        if self.cache.has_changes() {
-            return self.cache.next_change();
-        }
-        if self.has_asks() && self.take_ask() {
-            return self.current_ask();
-        }
-        let n = self.servers.capacity().max(1);
-        let start = self.event_cursor % n;
-        let index = (0..n)
-            .map(|i| (start + i) % n)
-            .find(|&i| self.servers.get(i).is_some_and(|s| s.engine.queued_events() > 0))?;
-        self.event_cursor = index + 1;
-        let s = self.servers.get_mut(index)?;
-        let id = ServerId { index, generation: s.generation };
-        // Made in place and returned as it is: an event is 312 bytes, and moving it into a
-        // pair and out again were two copies per event.
-        let out = s.engine.poll_event_tagged(id);
-        if let Some((_, event)) = &out {
-            self.records.event(index, event);
-        }
-        out
-    }
-
-    /// Polls until `call` ends, leaving every other event queued (they do not cut its waits
-    /// short: only I/O and deadlines do). For scripts and tests. Server requests go to the
-    /// answer handlers ([`set_answer_handler`](Self::set_answer_handler)); one they do not
-    /// answer ends the call at once with `LocalError::Unanswered`, since nobody else can
-    /// answer while this blocks.
-    pub fn wait(&mut self, server: ServerId, call: CallId) -> Result<OwnedResult, BlockingError> {
-        loop {
-            let s =
-                self.servers.get_mut(server.index).filter(|s| s.generation == server.generation);
-            let s = s.ok_or(BlockingError::UnknownServer)?;
-            let event = s.engine.take_call_event(call);
-            if let Some(e) = &event {
-                self.records.event(server.index, e);
-            }
-            match event {
-                Some(Event::CallDone { result, .. }) => {
-                    return Ok(OwnedResult {
-                        json: result.json().to_owned(),
-                        is_error: result.is_error(),
-                        result_type: result.result_type(),
-                    })
-                }
-                Some(Event::CallFailed { error, .. }) => return Err(BlockingError::Call(error)),
-                Some(_) | None => {}
-            }
-            // A server request no handler answers: nobody can while this blocks.
-            if self.end_unanswerable(server, call) {
-                continue;
-            }
-            self.poll_inner(Some(Duration::from_millis(100)), Wake::OnIo)
-                .map_err(BlockingError::Io)?;
-        }
-    }
-
-    /// Polls until the server is ready (or closed, or `timeout` passes) and returns its state.
-    /// A server that became degraded (its process kept dying) ends the wait at once with the
-    /// last transport error (for stdio: the exit status and stderr tail); one refused for want
-    /// of authorization ([`ServerState::Unauthorized`]) with its authorization error.
-    pub fn wait_ready(
-        &mut self,
-        server: ServerId,
-        timeout: Duration,
-    ) -> Result<ServerState, BlockingError> {
-        let deadline = crate::time::later(Instant::now(), timeout);
-        loop {
-            let s = self.server(server).ok_or(BlockingError::UnknownServer)?;
-            let state = s.engine.state();
-            if matches!(state, ServerState::Ready(..) | ServerState::Closed) {
-                return Ok(state);
-            }
-            if let Some(e) = s.engine.authorization_error() {
-                // Refused for want of authorization: nothing changes until the host acts.
-                return Err(BlockingError::Call(e.clone()));
-            }
-            if s.engine.is_degraded() {
-                // Restarts are suspended: no process will come up within any sane wait. The
-                // last failure says why (for a process: its exit status and stderr tail).
-                let e = s
-                    .engine
-                    .last_transport_error()
-                    .cloned()
-                    .map_or(CallError::Local(LocalError::Degraded(None)), CallError::Transport);
-                return Err(BlockingError::Call(e));
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(BlockingError::Call(CallError::Local(LocalError::DeadlineExceeded)));
-            }
-            self.poll_inner(Some(left), Wake::OnIo).map_err(BlockingError::Io)?;
-        }
-    }
-
-    /// Calls a tool and waits for its result.
-    pub fn call_tool_blocking(
-        &mut self,
-        server: ServerId,
-        name: &str,
-        arguments: &RawValue,
-        opts: &CallOptions,
-    ) -> Result<OwnedResult, BlockingError> {
-        let call = self.call_tool(server, name, arguments, opts)?;
-        self.wait(server, call)
-    }
-
-    /// [`call_tool_json`](Self::call_tool_json), waiting for the result.
-    pub fn call_tool_json_blocking(
-        &mut self,
-        server: ServerId,
-        name: &str,
-        arguments: &str,
-        opts: &CallOptions,
-    ) -> Result<OwnedResult, BlockingError> {
-        let call = self.call_tool_json(server, name, arguments, opts)?;
-        self.wait(server, call)
-    }
-}
-
-/// [`Host::command`] on the parts of a host it needs (so [`Commands`] can run it while an
-/// event borrows the rest).
-fn command_on<T>(
-    servers: &mut Slab<Server>,
-    registry: &mio::Registry,
-    id: ServerId,
-    f: impl FnOnce(&mut Engine, Instant) -> Result<T, RequestError>,
-) -> Result<T, RequestError> {
-    let s = servers.get_mut(id.index).filter(|s| s.generation == id.generation);
-    let s = s.ok_or(RequestError::Closed)?;
-    let now = Instant::now();
-    let out = f(&mut s.engine, now)?;
-    s.transport.flush(registry, &mut s.engine, now);
-    Ok(out)
-}
-
-/// [`Host::cancel`] on the parts of a host it needs (for [`Commands`] too).
-fn cancel_on(
-    servers: &mut Slab<Server>,
-    registry: &mio::Registry,
-    server: ServerId,
-    call: CallId,
-) -> Result<(), CancelError> {
-    let s = servers.get_mut(server.index).filter(|s| s.generation == server.generation);
-    let s = s.ok_or(CancelError::NotPending)?;
-    let now = Instant::now();
-    s.engine.cancel(now, call)?;
-    s.transport.flush(registry, &mut s.engine, now);
-    Ok(())
 }
 
 impl Drop for Host {
     fn drop(&mut self) {
-        // Drivers kill their process groups when dropped; dropping the slab does it. The
-        // reaper, dropped next, kills and reaps (for a bounded time) closed servers' children.
-        self.servers.clear();
+        // Drivers kill their process groups when dropped. The reaper, dropped next, kills and
+        // reaps (for a bounded time) closed servers' children.
+        self.transports.clear();
         // Legacy sessions still being ended get a bounded last chance, then their sockets close.
         self.ending.finish(self.poll.registry());
     }

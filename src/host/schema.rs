@@ -189,11 +189,18 @@ impl Host {
         server: ServerId,
         name: &str,
     ) -> Result<Arc<ToolSchemas>, ToolCallError> {
-        let hash = self.listed_tool(server, name).ok_or(ToolCallError::NotInCatalog)?.hash();
+        let hash = self
+            .client
+            .listed_tool(std::time::Instant::now(), server, name)
+            .ok_or(ToolCallError::NotInCatalog)?
+            .hash();
         if let Some(known) = self.schemas.by_hash.get(&hash) {
             return known.clone().map_err(ToolCallError::Schema);
         }
-        let definition = self.listed_tool(server, name).map(|i| i.json().to_owned());
+        let definition = self
+            .client
+            .listed_tool(std::time::Instant::now(), server, name)
+            .map(|i| i.json().to_owned());
         let definition = definition.ok_or(ToolCallError::NotInCatalog)?;
         let cache = &mut self.schemas;
         if cache.by_hash.len() >= MAX_COMPILED {

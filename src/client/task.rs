@@ -27,10 +27,12 @@ use std::time::{Duration, Instant};
 use serde_json::value::RawValue;
 use slab::Slab;
 
-use super::{Host, ServerId};
+use super::{Client, ServerId};
 use crate::engine::{CallId, CallOptions, Engine};
 use crate::error::RequestError;
 use crate::proto::mcp::Method;
+#[cfg(doc)]
+use crate::Host;
 
 /// The largest call budget a task may have: its call list is allocated up front.
 pub const MAX_TASK_BUDGET: u32 = 65_536;
@@ -317,147 +319,131 @@ impl<M: Copy> TaskTable<M> {
     }
 }
 
-/// Calls made under one task: the host's call verbs with the task's terms applied. From
-/// [`Host::in_task`].
-///
-/// The options are taken by value so the task's timeout and audit id are written into them
-/// without a copy.
-#[derive(Debug)]
-pub struct TaskScope<'h> {
-    host: &'h mut Host,
-    task: TaskId,
-}
-
-impl TaskScope<'_> {
-    /// [`Host::call_tool`] under the task.
-    pub fn call_tool(
-        &mut self,
-        server: ServerId,
-        name: &str,
-        arguments: &RawValue,
-        opts: CallOptions,
-    ) -> Result<CallId, TaskCallError> {
-        let task = self.task;
-        self.host.gated_in_task(task, server, Method::ToolsCall, name, opts, |h, o| {
-            h.task_command(task, server, o, |e, now, o| e.call_tool(now, name, arguments, o))
-        })
+impl Client {
+    /// Opens a task with these terms (its deadline counted from `now`).
+    pub fn task(&mut self, now: Instant, options: TaskOptions) -> Result<TaskId, TaskError> {
+        self.tasks.open(now, options)
     }
 
-    /// [`Host::call_tool_json`] under the task.
-    pub fn call_tool_json(
-        &mut self,
-        server: ServerId,
-        name: &str,
-        arguments: &str,
-        opts: CallOptions,
-    ) -> Result<CallId, TaskCallError> {
-        self.host.task_command(self.task, server, opts, |e, now, o| {
-            e.call_tool_json(now, name, arguments, o)
-        })
-    }
-
-    /// [`Host::list`] under the task.
-    pub fn list(
-        &mut self,
-        server: ServerId,
-        method: Method,
-        opts: CallOptions,
-    ) -> Result<CallId, TaskCallError> {
-        self.host.task_command(self.task, server, opts, |e, now, o| e.list(now, method, o))
-    }
-
-    /// [`Host::read_resource`] under the task.
-    pub fn read_resource(
-        &mut self,
-        server: ServerId,
-        uri: &str,
-        opts: CallOptions,
-    ) -> Result<CallId, TaskCallError> {
-        let task = self.task;
-        self.host.gated_in_task(task, server, Method::ResourcesRead, uri, opts, |h, o| {
-            h.task_command(task, server, o, |e, now, o| e.read_resource(now, uri, o))
-        })
-    }
-
-    /// [`Host::get_prompt`] under the task.
-    pub fn get_prompt(
-        &mut self,
-        server: ServerId,
-        name: &str,
-        arguments: Option<&RawValue>,
-        opts: CallOptions,
-    ) -> Result<CallId, TaskCallError> {
-        let task = self.task;
-        self.host.gated_in_task(task, server, Method::PromptsGet, name, opts, |h, o| {
-            h.task_command(task, server, o, |e, now, o| e.get_prompt(now, name, arguments, o))
-        })
-    }
-}
-
-impl Host {
-    /// Opens a task: a deadline, a call budget, a cancel for all its calls, and an audit id
-    /// that every call made under it carries. See [`Host::in_task`].
-    pub fn task(&mut self, options: TaskOptions) -> Result<TaskId, TaskError> {
-        self.tasks.open(Instant::now(), options)
-    }
-
-    /// Makes calls under `task`.
-    pub fn in_task(&mut self, task: TaskId) -> TaskScope<'_> {
-        TaskScope { host: self, task }
-    }
-
-    /// Ends every call of the task at once (each the way [`Host::cancel`] does: the wait ends
-    /// now, the server is told the right way for its era and transport, nothing is retried),
-    /// and refuses any further call under it. Returns how many calls were still running.
-    pub fn cancel_task(&mut self, task: TaskId) -> Result<usize, TaskError> {
+    /// Cancels every call of the task through its engine's cancel, and refuses calls under
+    /// it from now on. Returns how many calls were still pending.
+    pub fn cancel_task(&mut self, now: Instant, task: TaskId) -> Result<usize, TaskError> {
         let calls = self.tasks.cancel(task)?;
-        let now = Instant::now();
-        let registry = self.poll.registry();
         let mut ended = 0;
         for (server, call) in calls {
-            let Some(s) = self.servers.get_mut(server.index) else { continue };
-            if s.generation != server.generation {
-                continue;
-            }
+            let Some(s) = self.server_mut(server) else { continue };
             if s.engine.cancel(now, call).is_ok() {
                 ended += 1;
-                s.transport.flush(registry, &mut s.engine, now);
+                self.mark(server.index);
             }
         }
         Ok(ended)
     }
 
-    /// Forgets a task. Its calls still running go on to their own end (cancel first to stop
-    /// them).
+    /// Forgets a task (its calls go on); its handle goes stale.
     pub fn end_task(&mut self, task: TaskId) -> Result<(), TaskError> {
         self.tasks.end(task)
     }
 
-    /// The task's audit id, call count, budget, deadline and whether it was cancelled.
+    /// A task's terms and how much of them is used.
     pub fn task_info(&self, task: TaskId) -> Result<TaskInfo, TaskError> {
         self.tasks.info(task)
     }
 
-    /// Runs a call command under a task: admission, the task's terms written into the
-    /// options, the command, and the call counted.
-    fn task_command(
+    /// Makes one call under a task: the task admits it (budget, deadline, cancel), its
+    /// timeout is clamped to the task's deadline and its run id is the task's audit id.
+    pub(crate) fn task_command(
         &mut self,
+        now: Instant,
         task: TaskId,
         server: ServerId,
         mut opts: CallOptions,
         f: impl FnOnce(&mut Engine, Instant, &CallOptions) -> Result<CallId, RequestError>,
     ) -> Result<CallId, TaskCallError> {
-        let now = Instant::now();
-        let registry = self.poll.registry();
-        let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation);
-        let s = s.ok_or(RequestError::Closed)?;
-        let terms = self.tasks.admit(now, task, opts.timeout, s.engine.config().default_timeout)?;
+        let s = self.server_mut(server).ok_or(RequestError::Closed)?;
+        let default = s.engine.config().default_timeout;
+        let terms = self.tasks.admit(now, task, opts.timeout, default)?;
         opts.timeout = Some(terms.timeout);
         opts.run_id = Some(terms.run_id);
+        let s = self.server_mut(server).ok_or(RequestError::Closed)?;
         let call = f(&mut s.engine, now, &opts)?;
-        s.transport.flush(registry, &mut s.engine, now);
+        self.mark(server.index);
         self.tasks.record(task, (server, call));
         Ok(call)
+    }
+
+    /// Calls a tool under a task.
+    pub fn call_tool_in_task(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        server: ServerId,
+        name: &str,
+        arguments: &RawValue,
+        opts: CallOptions,
+    ) -> Result<CallId, TaskCallError> {
+        self.gated_in_task(now, task, server, Method::ToolsCall, name, opts, |c, o| {
+            c.task_command(now, task, server, o, |e, now, o| e.call_tool(now, name, arguments, o))
+        })
+    }
+
+    /// Calls a tool under a task, its arguments as JSON text.
+    pub fn call_tool_json_in_task(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        server: ServerId,
+        name: &str,
+        arguments: &str,
+        opts: CallOptions,
+    ) -> Result<CallId, TaskCallError> {
+        self.gated_in_task(now, task, server, Method::ToolsCall, name, opts, |c, o| {
+            c.task_command(now, task, server, o, |e, now, o| {
+                e.call_tool_json(now, name, arguments, o)
+            })
+        })
+    }
+
+    /// Runs a paginated listing under a task.
+    pub fn list_in_task(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        server: ServerId,
+        method: Method,
+        opts: CallOptions,
+    ) -> Result<CallId, TaskCallError> {
+        self.task_command(now, task, server, opts, |e, now, o| e.list(now, method, o))
+    }
+
+    /// Reads a resource under a task.
+    pub fn read_resource_in_task(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        server: ServerId,
+        uri: &str,
+        opts: CallOptions,
+    ) -> Result<CallId, TaskCallError> {
+        self.gated_in_task(now, task, server, Method::ResourcesRead, uri, opts, |c, o| {
+            c.task_command(now, task, server, o, |e, now, o| e.read_resource(now, uri, o))
+        })
+    }
+
+    /// Gets a prompt under a task.
+    #[allow(clippy::too_many_arguments)] // the verb's own five, and the task, time and options
+    pub fn get_prompt_in_task(
+        &mut self,
+        now: Instant,
+        task: TaskId,
+        server: ServerId,
+        name: &str,
+        arguments: Option<&RawValue>,
+        opts: CallOptions,
+    ) -> Result<CallId, TaskCallError> {
+        self.gated_in_task(now, task, server, Method::PromptsGet, name, opts, |c, o| {
+            c.task_command(now, task, server, o, |e, now, o| e.get_prompt(now, name, arguments, o))
+        })
     }
 }
 

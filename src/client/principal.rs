@@ -38,24 +38,24 @@
 //! what an OAuth server granted in the end.
 
 use std::fmt;
-use std::time::Instant;
 
 use slab::Slab;
 
-use super::{catalog, AddServerError, Host, ServerId, Transport};
+use super::{Client, ServerId};
 #[cfg(feature = "http")]
 use crate::auth::oauth::{Authorizer, OAuthConfig};
 use crate::config::Config;
 #[cfg(feature = "http")]
-use crate::driver::http::{HttpDriver, HttpOptions, StaticToken, TokenProvider};
-use crate::driver::stdio::{StdioCommand, StdioDriver};
-use crate::engine::Engine;
+use crate::driver::http::{HttpOptions, StaticToken, TokenProvider};
+use crate::driver::stdio::StdioCommand;
+#[cfg(doc)]
+use crate::Host;
 
 /// Handle to a principal registered with [`Host::add_principal`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PrincipalId {
-    index: usize,
-    generation: u32,
+    pub(crate) index: usize,
+    pub(crate) generation: u32,
 }
 
 /// An authenticated identity calls can be made for: a name, an optional tenant, the granted
@@ -65,10 +65,10 @@ pub struct PrincipalId {
 /// host refuses to register the second ([`PrincipalError::Duplicate`]).
 #[derive(Debug)]
 pub struct Principal {
-    name: String,
-    tenant: Option<String>,
-    scopes: Vec<String>,
-    credentials: Option<Box<dyn CredentialSource>>,
+    pub(crate) name: String,
+    pub(crate) tenant: Option<String>,
+    pub(crate) scopes: Vec<String>,
+    pub(crate) credentials: Option<Box<dyn CredentialSource>>,
 }
 
 impl Principal {
@@ -108,7 +108,7 @@ impl Principal {
     }
 
     /// The principal's tenant, when it has one.
-    pub(super) fn tenant_name(&self) -> Option<&str> {
+    pub(crate) fn tenant_name(&self) -> Option<&str> {
         self.tenant.as_deref()
     }
 
@@ -209,49 +209,25 @@ impl fmt::Display for PrincipalError {
 
 impl std::error::Error for PrincipalError {}
 
-/// Why a lane could not be had.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum LaneError {
-    /// No such server (or it was removed).
-    UnknownServer,
-    /// No such principal (or it was removed).
-    UnknownPrincipal,
-    /// The lane's server entry could not be set up.
-    Setup(AddServerError),
-}
-
-impl fmt::Display for LaneError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::UnknownServer => f.write_str("no such server"),
-            Self::UnknownPrincipal => f.write_str("no such principal"),
-            Self::Setup(e) => write!(f, "cannot open the principal's lane: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for LaneError {}
-
 /// How to make another entry for a server: its transport without credentials, and its config.
 #[derive(Debug)]
-pub(super) enum Recipe {
+pub(crate) enum Recipe {
     Stdio(StdioCommand, Config),
     #[cfg(feature = "http")]
     Http(Box<HttpOptions>, Config),
 }
 
 impl Recipe {
-    pub(super) fn stdio(command: &StdioCommand, config: &Config) -> Self {
+    pub(crate) fn stdio(command: &StdioCommand, config: &Config) -> Self {
         Self::Stdio(command.clone(), config.clone())
     }
 
     #[cfg(feature = "http")]
-    pub(super) fn http(opts: &HttpOptions, config: &Config) -> Self {
+    pub(crate) fn http(opts: &HttpOptions, config: &Config) -> Self {
         Self::Http(Box::new(opts.without_credentials()), config.clone())
     }
 
-    fn config(&self) -> &Config {
+    pub(crate) fn config(&self) -> &Config {
         match self {
             Self::Stdio(_, c) => c,
             #[cfg(feature = "http")]
@@ -261,71 +237,71 @@ impl Recipe {
 }
 
 #[derive(Debug)]
-struct PrincipalEntry {
-    generation: u32,
-    principal: Principal,
+pub(crate) struct PrincipalEntry {
+    pub(crate) generation: u32,
+    pub(crate) principal: Principal,
 }
 
 /// A server added with `add_*_server`, and the lanes opened on it.
 #[derive(Debug)]
-struct Base {
-    generation: u32,
-    recipe: Recipe,
-    lanes: Vec<(PrincipalId, ServerId)>,
+pub(crate) struct Base {
+    pub(crate) generation: u32,
+    pub(crate) recipe: Recipe,
+    pub(crate) lanes: Vec<(PrincipalId, ServerId)>,
 }
 
 /// The host's principals and the lanes of each server.
 #[derive(Debug, Default)]
-pub(super) struct Lanes {
-    principals: Slab<PrincipalEntry>,
-    next_generation: u32,
+pub(crate) struct Lanes {
+    pub(crate) principals: Slab<PrincipalEntry>,
+    pub(crate) next_generation: u32,
     /// By the server's slot index.
-    bases: std::collections::HashMap<usize, Base>,
+    pub(crate) bases: std::collections::HashMap<usize, Base>,
     /// By the lane's slot index.
-    lanes: std::collections::HashMap<usize, LaneLink>,
+    pub(crate) lanes: std::collections::HashMap<usize, LaneLink>,
 }
 
 /// What a lane is: whose, on which server.
 #[derive(Debug, Clone, Copy)]
-struct LaneLink {
-    lane: ServerId,
-    base: ServerId,
-    principal: PrincipalId,
+pub(crate) struct LaneLink {
+    pub(crate) lane: ServerId,
+    pub(crate) base: ServerId,
+    pub(crate) principal: PrincipalId,
 }
 
 impl Lanes {
     /// Keeps how to make lanes of a newly added server.
-    pub(super) fn remember(&mut self, server: ServerId, recipe: Recipe) {
+    pub(crate) fn remember(&mut self, server: ServerId, recipe: Recipe) {
         let base = Base { generation: server.generation, recipe, lanes: Vec::new() };
         self.bases.insert(server.index, base);
     }
 
-    fn principal(&self, id: PrincipalId) -> Option<&Principal> {
+    pub(crate) fn principal(&self, id: PrincipalId) -> Option<&Principal> {
         let e = self.principals.get(id.index).filter(|e| e.generation == id.generation)?;
         Some(&e.principal)
     }
 
     /// The server a lane belongs to and its principal; `None` for a server's own entry.
-    fn lane(&self, id: ServerId) -> Option<(ServerId, PrincipalId)> {
+    pub(crate) fn lane(&self, id: ServerId) -> Option<(ServerId, PrincipalId)> {
         let link = self.lanes.get(&id.index).filter(|l| l.lane == id)?;
         Some((link.base, link.principal))
     }
 
     /// Who calls on `id`: the server it belongs to (itself for a server's own handle), and
     /// for a lane its principal with the principal's name and tenant.
-    pub(super) fn caller(&self, id: ServerId) -> (ServerId, Option<(PrincipalId, &Principal)>) {
+    pub(crate) fn caller(&self, id: ServerId) -> (ServerId, Option<(PrincipalId, &Principal)>) {
         match self.lane(id) {
             Some((base, p)) => (base, self.principal(p).map(|e| (p, e))),
             None => (id, None),
         }
     }
 
-    fn base(&self, id: ServerId) -> Option<&Base> {
+    pub(crate) fn base(&self, id: ServerId) -> Option<&Base> {
         self.bases.get(&id.index).filter(|b| b.generation == id.generation)
     }
 
     /// Forgets `server` (a server or a lane) and returns the lanes that go with it.
-    pub(super) fn forget(&mut self, server: ServerId) -> Vec<ServerId> {
+    pub(crate) fn forget(&mut self, server: ServerId) -> Vec<ServerId> {
         if let Some(base) =
             self.bases.get(&server.index).filter(|b| b.generation == server.generation)
         {
@@ -349,7 +325,7 @@ impl Lanes {
     }
 }
 
-impl Host {
+impl Client {
     /// Registers a principal; calls are made for it on its lanes ([`Host::lane`]).
     pub fn add_principal(&mut self, principal: Principal) -> Result<PrincipalId, PrincipalError> {
         let lanes = &mut self.lanes;
@@ -364,166 +340,21 @@ impl Host {
         Ok(PrincipalId { index, generation })
     }
 
-    /// Forgets a principal and closes and removes its lanes on every server.
-    pub fn remove_principal(&mut self, principal: PrincipalId) {
-        if self.lanes.principal(principal).is_none() {
-            return;
-        }
-        let lanes: Vec<ServerId> = self
-            .lanes
-            .lanes
-            .values()
-            .filter(|l| l.principal == principal)
-            .map(|l| l.lane)
-            .collect();
-        for lane in lanes {
-            self.remove_server(lane);
-        }
-        self.lanes.principals.remove(principal.index);
-    }
-
-    /// The lane of `principal` on `server`: a server handle whose calls, tokens, breakers,
-    /// in-flight limit, session and private catalogs are the principal's alone. Created on first
-    /// use (its era probe starts at once, like a new server's); later uses return the same lane
-    /// while it exists. Given a lane, answers for the lane's server.
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    /// use mcpoll::{CallOptions, Config, Host, HttpOptions, Principal, TaskOptions};
-    ///
-    /// let mut host = Host::new()?;
-    /// let url = "https://mcp.example/mcp";
-    /// let server = host.add_http_server(HttpOptions::new(url), Config::default())?;
-    /// let alice = host.add_principal(Principal::new("alice").tenant("acme").bearer("a-token"))?;
-    /// let lane = host.lane(server, alice)?;
-    ///
-    /// let task = host.task(TaskOptions::new().deadline(Duration::from_secs(30)).budget(8))?;
-    /// let args = serde_json::value::RawValue::from_string(r#"{"q":"weather"}"#.into())?;
-    /// let call = host.in_task(task).call_tool(lane, "search", &args, CallOptions::default())?;
-    /// host.cancel_task(task)?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn lane(
-        &mut self,
-        server: ServerId,
-        principal: PrincipalId,
-    ) -> Result<ServerId, LaneError> {
-        let server = self.lanes.lane(server).map_or(server, |(base, _)| base);
-        if self.server(server).is_none() {
-            return Err(LaneError::UnknownServer);
-        }
-        let base = self.lanes.base(server).ok_or(LaneError::UnknownServer)?;
-        if self.lanes.principal(principal).is_none() {
-            return Err(LaneError::UnknownPrincipal);
-        }
-        if let Some(&(_, lane)) = base.lanes.iter().find(|(p, _)| *p == principal) {
-            if self.server(lane).is_some() {
-                return Ok(lane);
-            }
-        }
-        let lane = self.open_lane(server, principal)?;
-        if let Some(b) = self.lanes.bases.get_mut(&server.index) {
-            b.lanes.retain(|(p, _)| *p != principal);
-            b.lanes.push((principal, lane));
-        }
-        self.lanes.lanes.insert(lane.index, LaneLink { lane, base: server, principal });
-        Ok(lane)
-    }
-
     /// The principal a lane serves; `None` for a server's own handle.
     pub fn principal_of(&self, lane: ServerId) -> Option<PrincipalId> {
         self.lanes.lane(lane).map(|(_, p)| p)
     }
 
-    /// Closes the lanes of `server` along with it (see [`Host::close_server`]).
-    pub(super) fn close_lanes(&mut self, server: ServerId) {
-        let lanes: Vec<ServerId> = match self.lanes.base(server) {
-            Some(b) => b.lanes.iter().map(|&(_, l)| l).collect(),
-            None => return,
-        };
-        for lane in lanes {
-            self.close_server(lane);
-        }
+    /// The lanes of `principal`, on every server.
+    pub(crate) fn lanes_of(&self, principal: PrincipalId) -> Vec<ServerId> {
+        self.lanes.lanes.values().filter(|l| l.principal == principal).map(|l| l.lane).collect()
     }
 
-    /// Removes the lanes of `server` along with it, or unlinks a lane being removed.
-    pub(super) fn remove_lanes(&mut self, server: ServerId) {
-        for lane in self.lanes.forget(server) {
-            self.remove_server(lane);
+    /// Forgets a principal (its lanes removed first).
+    pub(crate) fn forget_principal(&mut self, principal: PrincipalId) {
+        if self.lanes.principal(principal).is_some() {
+            self.lanes.principals.remove(principal.index);
         }
-    }
-
-    fn open_lane(
-        &mut self,
-        server: ServerId,
-        principal: PrincipalId,
-    ) -> Result<ServerId, LaneError> {
-        let now = Instant::now();
-        let identity = self.server(server).ok_or(LaneError::UnknownServer)?.catalog.identity();
-        let identity = identity.to_owned();
-        let lanes = &mut self.lanes;
-        let base = lanes.bases.get(&server.index).ok_or(LaneError::UnknownServer)?;
-        let entry = lanes
-            .principals
-            .get_mut(principal.index)
-            .filter(|e| e.generation == principal.generation)
-            .ok_or(LaneError::UnknownPrincipal)?;
-        let p = &mut entry.principal;
-        let mut config = base.recipe.config().clone();
-        if p.tenant.is_some() {
-            config.cache_tenant = p.tenant.clone();
-        }
-        let setup = |e| LaneError::Setup(e);
-        let config = super::without_stale_verdict(config);
-        let mut engine = Engine::new(config, now).map_err(|e| setup(AddServerError::Config(e)))?;
-        let tenant = engine.config().cache_tenant.clone();
-        let registry = self.poll.registry();
-        let (transport, http) = match &base.recipe {
-            Recipe::Stdio(command, _) => {
-                let target = LaneTarget { identity: &identity, url: None };
-                let mut command = command.clone();
-                match p.credentials.as_mut().map(|c| c.credentials(&target)) {
-                    Some(Credentials::Env(vars)) => {
-                        for (k, v) in vars {
-                            command = command.env(k, v);
-                        }
-                    }
-                    Some(Credentials::None) | None => {}
-                    #[cfg(feature = "http")]
-                    Some(_) => log::debug!("HTTP credentials ignored for a stdio lane"),
-                }
-                let token = self.poll.reserve(Self::STDIO_SERVER_TOKENS).map_err(setup)?;
-                let program = command.program().to_string_lossy().into_owned();
-                let mut driver = StdioDriver::new(command, engine.config(), token);
-                driver
-                    .spawn(registry, &mut engine, now)
-                    .map_err(|error| setup(AddServerError::Spawn { program, error }))?;
-                (Transport::Stdio(driver), false)
-            }
-            #[cfg(feature = "http")]
-            Recipe::Http(template, _) => {
-                let mut opts = template.without_credentials();
-                let target = LaneTarget { identity: &identity, url: Some(&template.url) };
-                match p.credentials.as_mut().map(|c| c.credentials(&target)) {
-                    Some(Credentials::Token(provider)) => opts.token_provider = Some(provider),
-                    Some(Credentials::OAuth(flow, authorizer)) => {
-                        opts.oauth = Some(*flow);
-                        opts.authorizer = authorizer;
-                    }
-                    Some(Credentials::Env(_)) => log::debug!("env credentials ignored over HTTP"),
-                    Some(Credentials::None) | None => {}
-                }
-                let config = engine.config().clone();
-                let token = self.poll.reserve(Self::HTTP_SERVER_TOKENS).map_err(setup)?;
-                let mut driver = HttpDriver::new(opts, &config, token, &mut engine, now)
-                    .map_err(|e| setup(AddServerError::Http(e)))?;
-                driver.flush(registry, &mut engine, now);
-                (Transport::Http(driver), true)
-            }
-        };
-        let catalog = catalog::ServerCatalog::new(identity, http, tenant)
-            .for_principal(p.name.clone(), p.scopes.clone());
-        Ok(self.insert(engine, transport, catalog))
     }
 }
 

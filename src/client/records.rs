@@ -12,10 +12,12 @@ use std::time::Duration;
 use crate::engine::{Engine, Event, RecordSink};
 use crate::proto::mcp::Method;
 
-use super::{Host, ServerId};
+use super::{Client, ServerId};
+#[cfg(doc)]
+use crate::Host;
 
 /// The host's sink and server names.
-pub(super) struct Records {
+pub(crate) struct Records {
     sink: Option<Box<dyn RecordSink>>,
     /// Each server's name, by slab index (set when the server is added).
     names: Vec<String>,
@@ -31,14 +33,14 @@ impl fmt::Debug for Records {
 }
 
 impl Records {
-    pub(super) fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self { sink: None, names: Vec::new() }
     }
 
     /// Names the server at `index` after its identity (program or URL), reduced to what is safe
     /// to print: a URL's host and port (never its path, query or user), a program's
     /// file name (never its arguments, which the identity does not hold anyway).
-    pub(super) fn added(&mut self, index: usize, identity: &str) {
+    pub(crate) fn added(&mut self, index: usize, identity: &str) {
         self.set(index, default_name(identity));
     }
 
@@ -52,12 +54,12 @@ impl Records {
         }
     }
 
-    pub(super) fn name(&self, index: usize) -> &str {
+    pub(crate) fn name(&self, index: usize) -> &str {
         self.names.get(index).map_or("", String::as_str)
     }
 
     /// Hands the record of a terminal event to the sink, with the server's name.
-    pub(super) fn event(&mut self, index: usize, event: &Event<'_>) {
+    pub(crate) fn event(&mut self, index: usize, event: &Event<'_>) {
         let Some(sink) = self.sink.as_mut() else { return };
         if let Some(r) = event.record() {
             let name = self.names.get(index).map_or("", String::as_str);
@@ -66,7 +68,7 @@ impl Records {
     }
 
     /// Records a listing the capability cache answered without a request.
-    pub(super) fn cache_hit(
+    pub(crate) fn cache_hit(
         &mut self,
         index: usize,
         engine: &Engine,
@@ -88,7 +90,7 @@ fn default_name(identity: &str) -> &str {
     std::path::Path::new(identity).file_name().and_then(|f| f.to_str()).unwrap_or(identity)
 }
 
-impl Host {
+impl Client {
     /// Installs the sink that every call record goes to (replacing any earlier one, which is
     /// returned). Records reach it as calls' terminal events leave the engines: through
     /// [`poll_event`](Self::poll_event), the blocking helpers and the capability cache; and

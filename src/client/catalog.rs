@@ -51,7 +51,9 @@ use crate::proto::mcp::{Method, SubscriptionFilter};
 use crate::proto::version::{Era, ProtocolVersion};
 
 use super::capability_store::{CapabilityStore, EntryKind, StoreKey, StoredEntry, StoredPage};
-use super::{Host, ServerId, Wake};
+use super::{Client, ServerCore, ServerId};
+#[cfg(doc)]
+use crate::Host;
 
 /// The catalog kinds a host keeps, in slot order.
 const KINDS: [CatalogKind; 3] = [CatalogKind::Tools, CatalogKind::Prompts, CatalogKind::Resources];
@@ -261,7 +263,7 @@ impl KindState {
 
 /// One server's part of the cache.
 #[derive(Debug)]
-pub(super) struct ServerCatalog {
+pub(crate) struct ServerCatalog {
     identity: String,
     transport: key::Transport,
     /// The principal and granted scopes of a principal's lane (`super::principal`); `None` and
@@ -311,7 +313,7 @@ const RELISTEN_BASE: Duration = Duration::from_millis(200);
 const RELISTEN_MAX: Duration = Duration::from_secs(30);
 
 impl ServerCatalog {
-    pub(super) fn new(identity: String, http: bool, tenant: Option<String>) -> Self {
+    pub(crate) fn new(identity: String, http: bool, tenant: Option<String>) -> Self {
         ServerCatalog {
             identity,
             transport: if http { key::Transport::Http } else { key::Transport::Stdio },
@@ -334,27 +336,27 @@ impl ServerCatalog {
     }
 
     /// The server was started with the era verdict the capability store held.
-    pub(super) fn started_from_stored_verdict(&mut self) {
+    pub(crate) fn started_from_stored_verdict(&mut self) {
         self.verdict = KeptVerdict::Loaded;
     }
 
     /// The same context for one principal with these granted scopes: its private catalogs
     /// are its own; public ones are shared with every context of the server.
-    pub(super) fn for_principal(mut self, principal: String, scopes: Vec<String>) -> Self {
+    pub(crate) fn for_principal(mut self, principal: String, scopes: Vec<String>) -> Self {
         self.principal = Some(principal);
         self.scopes = scopes;
         self
     }
 
     /// The server's logical identity (its program or URL, or `Config::cache_identity`).
-    pub(super) fn identity(&self) -> &str {
+    pub(crate) fn identity(&self) -> &str {
         &self.identity
     }
 
     /// The key for the engine's current version; `None` until it was first ready. While the
     /// server is down or restarting, the last key stands, so its catalog can still be served
     /// stale after the refresh fails.
-    pub(super) fn key(&mut self, engine: &Engine) -> Option<CacheKey> {
+    pub(crate) fn key(&mut self, engine: &Engine) -> Option<CacheKey> {
         let version = match engine.state() {
             crate::engine::ServerState::Ready(_, v) => v,
             _ => return self.key.map(|(_, k)| k),
@@ -388,7 +390,7 @@ impl ServerCatalog {
     /// Tells the catalog the scope granted with the server's current token (`None`: no
     /// OAuth token). A change makes the next key anew: a narrower or wider grant may change
     /// what the server lists, so its catalogs are cached apart. Allocates only on a change.
-    fn note_granted(&mut self, granted: Option<&str>) {
+    pub(crate) fn note_granted(&mut self, granted: Option<&str>) {
         if self.granted.as_deref() != granted {
             self.granted = granted.map(str::to_owned);
             self.key_stale = true;
@@ -398,7 +400,7 @@ impl ServerCatalog {
 
 /// The host-wide part: the store and the change events waiting for the host.
 #[derive(Debug)]
-pub(super) struct HostCache {
+pub(crate) struct ClientCache {
     store: Store,
     eager: bool,
     changes: VecDeque<(ServerId, CatalogKind, CatalogChange)>,
@@ -411,11 +413,14 @@ pub(super) struct HostCache {
     /// a configured cache). Until then nothing can have been fetched or watched, so the tick
     /// has nothing to do; and because only the cache's own entry points name the function, a
     /// program that never uses the cache does not link it (about 95 KB of a minimal client).
-    pump: Option<fn(&mut Host, Instant)>,
+    pump: Option<fn(&mut Client, Instant)>,
+    /// The wall clock, read only to date what the persistent store keeps (its entries outlive
+    /// this process's `Instant`s); the shell gives it with the store.
+    wall: fn() -> SystemTime,
 }
 
-impl HostCache {
-    pub(super) fn new(config: CacheConfig) -> io::Result<Self> {
+impl ClientCache {
+    pub(crate) fn new(config: CacheConfig) -> io::Result<Self> {
         let store = Store::new(StoreConfig {
             max_entries: config.max_entries,
             max_bytes: config.max_bytes,
@@ -425,7 +430,7 @@ impl HostCache {
             max_refreshes: config.max_refreshes,
         })
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        Ok(HostCache {
+        Ok(ClientCache {
             store,
             eager: config.eager_refresh,
             changes: VecDeque::new(),
@@ -433,21 +438,22 @@ impl HostCache {
             persist: None,
             asked: HashSet::new(),
             pump: None,
+            wall: || SystemTime::UNIX_EPOCH,
         })
     }
 
     /// Makes every tick pump the cache from now on.
-    pub(super) fn arm(&mut self) {
-        self.pump = Some(Host::pump_armed);
+    pub(crate) fn arm(&mut self) {
+        self.pump = Some(Client::pump_armed);
     }
 
     /// The change events waiting, for `poll_event`.
-    pub(super) fn has_changes(&self) -> bool {
+    pub(crate) fn has_changes(&self) -> bool {
         !self.changes.is_empty()
     }
 
     /// Takes the next change event (the event borrows the cache).
-    pub(super) fn next_change(&mut self) -> Option<(ServerId, Event<'_>)> {
+    pub(crate) fn next_change(&mut self) -> Option<(ServerId, Event<'_>)> {
         let (id, kind, change) = self.changes.pop_front()?;
         let change = self.current.insert(change);
         Some((
@@ -482,7 +488,7 @@ impl HostCache {
         if !self.store.knows_nothing_of(key, kind) || !self.asked.insert((*key, kind)) {
             return;
         }
-        let wall = SystemTime::now();
+        let wall = (self.wall)();
         for scope in [CacheScope::Private, CacheScope::Public] {
             let sk = store_key(key, entry_kind, scope);
             let Some(entry) = persist.get(&sk) else { continue };
@@ -509,7 +515,7 @@ impl HostCache {
 
     /// The era verdict the persistent store holds for a server context, checked (see
     /// [`verdict_store`](super::verdict_store)); `None` without a store.
-    pub(super) fn stored_verdict(
+    pub(crate) fn stored_verdict(
         &mut self,
         identity: &str,
         http: bool,
@@ -519,7 +525,7 @@ impl HostCache {
         let transport = if http { key::Transport::Http } else { key::Transport::Stdio };
         let sk = super::verdict_store::key(identity, transport, config)?;
         let entry = persist.get(&sk)?;
-        super::verdict_store::verdict(&sk, entry, SystemTime::now())
+        super::verdict_store::verdict(&sk, entry, (self.wall)())
     }
 
     /// Keeps the store's copy of the server's era verdict in step with the engine: files a
@@ -541,7 +547,7 @@ impl HostCache {
             return;
         };
         if next == KeptVerdict::Filed {
-            let Some(v) = engine.verdict(now, SystemTime::now()) else { return };
+            let Some(v) = engine.verdict(now, (self.wall)()) else { return };
             persist.put(&sk, &super::verdict_store::entry(&sk, &v));
         } else {
             persist.mark_stale(&sk);
@@ -555,7 +561,7 @@ impl HostCache {
         let (Some(persist), Some(entry_kind)) = (self.persist.as_mut(), entry_kind(kind)) else {
             return;
         };
-        let wall = SystemTime::now();
+        let wall = (self.wall)();
         for scope in [CacheScope::Private, CacheScope::Public] {
             let pages = self.store.fresh_pages(now, key, kind, scope);
             if pages.is_empty() {
@@ -594,17 +600,16 @@ impl HostCache {
     }
 }
 
-impl super::Server {
-    /// The server's cache key under the scope its OAuth token was granted with: every lookup
-    /// goes through here, so none can use a key made for an earlier grant.
-    pub(super) fn cache_key(&mut self) -> Option<CacheKey> {
-        self.catalog.note_granted(self.transport.granted_scope());
+impl ServerCore {
+    /// The server's cache key under the scope its OAuth token was last said to be granted
+    /// with ([`Client::note_granted_scope`]).
+    pub(crate) fn cache_key(&mut self) -> Option<CacheKey> {
         self.catalog.key(&self.engine)
     }
 }
 
 /// What a need found, without borrowing.
-enum Need {
+pub(crate) enum Need {
     /// The store has it (fresh, or stale after a failed refresh).
     Cached,
     /// A listing that may not be cached, kept for this answer.
@@ -613,21 +618,26 @@ enum Need {
     Waiting,
 }
 
-impl Host {
-    /// A host whose capability cache has these bounds; [`Host::new`] uses the defaults.
-    pub fn with_cache(cache: CacheConfig) -> io::Result<Self> {
-        let mut host = Self::new()?;
-        host.cache = HostCache::new(cache)?;
-        host.cache.arm();
-        Ok(host)
-    }
-
+impl Client {
     /// Installs a persistent store under the capability cache: catalogs it holds are served
     /// without listing (after the checks in [`CapabilityStore`]), and every catalog a listing
-    /// leaves fresh is handed to it. Replaces the last one.
-    pub fn set_capability_store(&mut self, store: impl CapabilityStore + 'static) {
+    /// leaves fresh is handed to it. Replaces the last one. `wall` is the wall clock that
+    /// dates what the store keeps.
+    pub fn set_capability_store(
+        &mut self,
+        store: impl CapabilityStore + 'static,
+        wall: fn() -> SystemTime,
+    ) {
         self.cache.persist = Some(Box::new(store));
+        self.cache.wall = wall;
         self.cache.asked.clear();
+        self.cache.arm();
+    }
+
+    /// Makes every [`handle_timeout`](Self::handle_timeout) and
+    /// [`poll_event`](Self::poll_event) pump the cache from now on (a core made with a
+    /// configured cache).
+    pub(crate) fn arm_cache(&mut self) {
         self.cache.arm();
     }
 
@@ -640,100 +650,64 @@ impl Host {
         Some(caps.text())
     }
 
+    /// The scope granted with the server's current OAuth token (`None`: no OAuth token), as
+    /// the shell's driver last reported it. A change makes the next cache key anew: a
+    /// narrower or wider grant may change what the server lists, so its catalogs are cached
+    /// apart. Allocates only on a change.
+    pub fn note_granted_scope(&mut self, server: ServerId, granted: Option<&str>) {
+        if let Some(s) = self.server_mut(server) {
+            s.catalog.note_granted(granted);
+        }
+    }
+
     /// The tool catalog if the cache can answer now; otherwise starts (or joins) its refresh
-    /// and returns `Ok(None)`: poll, then ask again. See
-    /// [`tool_catalog_blocking`](Self::tool_catalog_blocking). Before the server was first ready
-    /// its key is unknown: `Err(CatalogError::NotReady)`.
-    ///
-    /// The cache's view of the catalog; [`list_tools`](Self::list_tools) is one `tools/list`
-    /// request, passed through.
+    /// and returns `Ok(None)`: move the bytes, then ask again. Before the server was first
+    /// ready its key is unknown: `Err(CatalogError::NotReady)`.
     pub fn tool_catalog(
         &mut self,
+        now: Instant,
         server: ServerId,
     ) -> Result<Option<CatalogView<'_>>, CatalogError> {
-        self.catalog(server, CatalogKind::Tools)
+        self.catalog(now, server, CatalogKind::Tools)
     }
 
-    /// The old name of [`tool_catalog`](Self::tool_catalog), too close to `list_tools`.
-    #[deprecated(note = "renamed tool_catalog")]
-    pub fn tools(&mut self, server: ServerId) -> Result<Option<CatalogView<'_>>, CatalogError> {
-        self.tool_catalog(server)
-    }
-
-    /// The old name of [`tool_catalog_blocking`](Self::tool_catalog_blocking).
-    #[deprecated(note = "renamed tool_catalog_blocking")]
-    pub fn tools_blocking(
+    /// As [`tool_catalog`](Self::tool_catalog), for any catalog kind.
+    pub(crate) fn catalog(
         &mut self,
+        now: Instant,
         server: ServerId,
-        timeout: Duration,
-    ) -> Result<CatalogView<'_>, CatalogError> {
-        self.tool_catalog_blocking(server, timeout)
+        kind: CatalogKind,
+    ) -> Result<Option<CatalogView<'_>>, CatalogError> {
+        self.pump_catalogs(now);
+        match self.need(server, kind, now)? {
+            Need::Waiting => Ok(None),
+            how => self.view(server, kind, now, how).map(Some),
+        }
     }
 
-    /// The old name of [`prompt_catalog_blocking`](Self::prompt_catalog_blocking).
-    #[deprecated(note = "renamed prompt_catalog_blocking")]
-    pub fn prompts_blocking(
-        &mut self,
-        server: ServerId,
-        timeout: Duration,
-    ) -> Result<CatalogView<'_>, CatalogError> {
-        self.prompt_catalog_blocking(server, timeout)
-    }
-
-    /// The old name of [`resource_catalog_blocking`](Self::resource_catalog_blocking).
-    #[deprecated(note = "renamed resource_catalog_blocking")]
-    pub fn resources_blocking(
-        &mut self,
-        server: ServerId,
-        timeout: Duration,
-    ) -> Result<CatalogView<'_>, CatalogError> {
-        self.resource_catalog_blocking(server, timeout)
-    }
-
-    /// The tool catalog, from the cache when fresh, else listed (`tools/list`, every page)
-    /// and cached under the server's hints. Concurrent needs share one listing. After a failed
-    /// refresh the old catalog is served, flagged by [`CatalogView::stale_for`], for at most
-    /// `CacheConfig::max_stale`. Waits for the server to be ready, at most `timeout` in all.
-    pub fn tool_catalog_blocking(
-        &mut self,
-        server: ServerId,
-        timeout: Duration,
-    ) -> Result<CatalogView<'_>, CatalogError> {
-        self.catalog_blocking(server, CatalogKind::Tools, timeout)
-    }
-
-    /// As [`tool_catalog_blocking`](Self::tool_catalog_blocking), for prompts.
-    pub fn prompt_catalog_blocking(
-        &mut self,
-        server: ServerId,
-        timeout: Duration,
-    ) -> Result<CatalogView<'_>, CatalogError> {
-        self.catalog_blocking(server, CatalogKind::Prompts, timeout)
-    }
-
-    /// As [`tool_catalog_blocking`](Self::tool_catalog_blocking), for resources.
-    pub fn resource_catalog_blocking(
-        &mut self,
-        server: ServerId,
-        timeout: Duration,
-    ) -> Result<CatalogView<'_>, CatalogError> {
-        self.catalog_blocking(server, CatalogKind::Resources, timeout)
+    /// `true` when the server has had a cache key (it was ready once): its catalog may be
+    /// served stale while it is down.
+    pub(crate) fn has_cache_key(&self, server: ServerId) -> bool {
+        self.server(server).is_some_and(|s| s.catalog.key.is_some())
     }
 
     /// One tool's definition (canonical JSON) from the cache (or the capability store, when
     /// memory holds nothing of the catalog), when cached and servable; it never lists. A fresh
     /// hit allocates nothing.
-    pub fn tool(&mut self, server: ServerId, name: &str) -> Option<&str> {
+    pub fn tool(&mut self, now: Instant, server: ServerId, name: &str) -> Option<&str> {
         if self.authz.is_disabled(self.lanes.caller(server).0, name) {
             return None;
         }
-        self.cached_tool(server, name).map(Item::json)
+        self.cached_tool(now, server, name).map(Item::json)
     }
 
     /// The cached definition of one tool, as [`tool`](Self::tool) finds it.
-    #[cfg_attr(not(feature = "schema"), allow(dead_code))] // the schema checks use its hash
-    pub(super) fn cached_tool(&mut self, server: ServerId, name: &str) -> Option<&Item> {
-        let now = Instant::now();
+    pub(crate) fn cached_tool(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        name: &str,
+    ) -> Option<&Item> {
         let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)?;
         let key = s.cache_key()?;
         self.cache.load(now, &key, CatalogKind::Tools);
@@ -746,11 +720,15 @@ impl Host {
     /// [`cached_tool`](Self::cached_tool), else the tool as the last listing handed to the host
     /// had it (a listing the server marked not cacheable, `ttlMs: 0`, is still what the host
     /// saw): what a checked call checks against.
-    pub(super) fn listed_tool(&mut self, server: ServerId, name: &str) -> Option<&Item> {
-        if self.cached_tool(server, name).is_some() {
-            return self.cached_tool(server, name);
+    pub(crate) fn listed_tool(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        name: &str,
+    ) -> Option<&Item> {
+        if self.cached_tool(now, server, name).is_some() {
+            return self.cached_tool(now, server, name);
         }
-        let now = Instant::now();
         let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)?;
         let key = s.cache_key()?;
         let refresher = &s.catalog.kinds[slot(CatalogKind::Tools)].refresher;
@@ -785,12 +763,12 @@ impl Host {
     /// backoff (200 ms doubling to 30 s) after an abnormal end, marking every catalog stale
     /// since changes may have been missed. A graceful end, or the host cancelling the stream,
     /// stops it. Legacy servers send their changes unasked: for them this does nothing more.
-    /// Re-listening happens during [`poll`](Self::poll) and [`poll_event`](Self::poll_event).
-    pub fn watch_catalogs(&mut self, server: ServerId) -> Result<(), RequestError> {
+    /// The re-listen deadline is part of [`poll_timeout`](Self::poll_timeout).
+    pub fn watch_catalogs(&mut self, now: Instant, server: ServerId) -> Result<(), RequestError> {
         let s = self.server_mut(server).ok_or(RequestError::Closed)?;
         s.catalog.watching = true;
         self.cache.arm();
-        self.pump_catalogs(Instant::now());
+        self.pump_catalogs(now);
         Ok(())
     }
 
@@ -807,62 +785,14 @@ impl Host {
         }
     }
 
-    fn catalog(
-        &mut self,
-        server: ServerId,
-        kind: CatalogKind,
-    ) -> Result<Option<CatalogView<'_>>, CatalogError> {
-        let now = Instant::now();
-        self.pump_catalogs(now);
-        match self.need(server, kind, now)? {
-            Need::Waiting => Ok(None),
-            how => self.view(server, kind, now, how).map(Some),
-        }
-    }
-
-    fn catalog_blocking(
-        &mut self,
-        server: ServerId,
-        kind: CatalogKind,
-        timeout: Duration,
-    ) -> Result<CatalogView<'_>, CatalogError> {
-        let deadline = crate::time::later(Instant::now(), timeout);
-        let known = self.server(server).is_some_and(|s| s.catalog.key.is_some());
-        match self.wait_ready(server, timeout) {
-            Ok(crate::engine::ServerState::Ready(..)) => {}
-            Err(super::BlockingError::UnknownServer) => return Err(CatalogError::UnknownServer),
-            Err(super::BlockingError::Io(e)) => return Err(CatalogError::Io(e)),
-            // A server known before may be down: its catalog can still be served stale.
-            _ if known => {}
-            Ok(_) => return Err(CatalogError::NotReady),
-            Err(super::BlockingError::Call(e)) => return Err(CatalogError::Listing(e)),
-            Err(super::BlockingError::Request(e)) => return Err(CatalogError::Request(e)),
-        }
-        let how = loop {
-            let now = Instant::now();
-            self.pump_catalogs(now);
-            match self.need(server, kind, now)? {
-                Need::Waiting => {}
-                how => break how,
-            }
-            let left = deadline.saturating_duration_since(now);
-            if left.is_zero() {
-                return Err(CatalogError::Timeout);
-            }
-            self.poll_inner(Some(left), Wake::OnIo).map_err(CatalogError::Io)?;
-        };
-        self.view(server, kind, Instant::now(), how)
-    }
-
     /// Decides what a need gets, starting a refresh when one is due. Borrows nothing after.
-    fn need(
+    pub(crate) fn need(
         &mut self,
         server: ServerId,
         kind: CatalogKind,
         now: Instant,
     ) -> Result<Need, CatalogError> {
         self.cache.arm();
-        let registry = self.poll.registry();
         let s = self
             .servers
             .get_mut(server.index)
@@ -874,7 +804,10 @@ impl Host {
         let state = &mut s.catalog.kinds[slot(kind)];
         let mut answer = state.refresher.need(now, store, &key).map_err(need_error)?;
         match state.send_fetch(&mut s.engine, store, &key, now) {
-            Some(true) => s.transport.flush(registry, &mut s.engine, now),
+            Some(true) if !self.unflushed.contains(&server.index) => {
+                self.unflushed.push(server.index);
+            }
+            Some(true) => {}
             // Failed at once: the old catalog answers if it still may, else the failure does.
             Some(false) => answer = state.refresher.need(now, store, &key).map_err(need_error)?,
             None => {}
@@ -889,7 +822,7 @@ impl Host {
         })
     }
 
-    fn view(
+    pub(crate) fn view(
         &mut self,
         server: ServerId,
         kind: CatalogKind,
@@ -944,7 +877,7 @@ impl Host {
 
     /// Keeps the capability store's copy of every server's era verdict in step (every round,
     /// so a host that only uses the blocking helpers files it too); nothing without a store.
-    pub(super) fn keep_verdicts(&mut self, now: Instant) {
+    pub(crate) fn keep_verdicts(&mut self, now: Instant) {
         if self.cache.persist.is_none() {
             return;
         }
@@ -955,12 +888,12 @@ impl Host {
 
     /// Whether [`pump_catalogs`](Self::pump_catalogs) has anything to do: callers on the hot
     /// path read the clock for it only then.
-    pub(super) fn catalogs_armed(&self) -> bool {
+    pub(crate) fn catalogs_armed(&self) -> bool {
         self.cache.pump.is_some()
     }
 
-    /// The cache's share of a tick, once the cache was used ([`HostCache::arm`]).
-    pub(super) fn pump_catalogs(&mut self, now: Instant) {
+    /// The cache's share of a tick, once the cache was used ([`ClientCache::arm`]).
+    pub(crate) fn pump_catalogs(&mut self, now: Instant) {
         if let Some(pump) = self.cache.pump {
             pump(self, now);
         }
@@ -970,8 +903,7 @@ impl Host {
     /// as events), hands them to the refresh walks, sends the next pages they ask for, and
     /// starts the eager refreshes that are due.
     fn pump_armed(&mut self, now: Instant) {
-        let registry = self.poll.registry();
-        let (cache, records) = (&mut self.cache, &mut self.records);
+        let (cache, records, unflushed) = (&mut self.cache, &mut self.records, &mut self.unflushed);
         for (index, s) in self.servers.iter_mut() {
             let id = ServerId { index, generation: s.generation };
             let mut started = false;
@@ -1029,8 +961,8 @@ impl Host {
                 }
             }
             started |= relisten(cache, &mut s.catalog, &mut s.engine, now);
-            if started {
-                s.transport.flush(registry, &mut s.engine, now);
+            if started && !unflushed.contains(&index) {
+                unflushed.push(index);
             }
         }
     }
@@ -1039,7 +971,7 @@ impl Host {
 impl ServerCatalog {
     /// When a broken listen stream of a watched server is due to be opened again: a deadline
     /// of the host like any other, so a host waiting in `poll(None)` wakes for it.
-    pub(super) fn relisten_deadline(&self) -> Option<Instant> {
+    pub(crate) fn relisten_deadline(&self) -> Option<Instant> {
         self.relisten_at.filter(|_| self.watching && self.listen.is_none())
     }
 }
@@ -1070,7 +1002,7 @@ fn listen_ended(catalog: &mut ServerCatalog, ended: Event<'_>, now: Instant) {
 /// Opens the listen stream of a watched server when due. Returns `true` when it started a
 /// request.
 fn relisten(
-    cache: &mut HostCache,
+    cache: &mut ClientCache,
     catalog: &mut ServerCatalog,
     engine: &mut Engine,
     now: Instant,

@@ -27,7 +27,9 @@ use crate::error::{AuthorizeError, RequestError};
 use crate::proto::annotations::ToolAnnotations;
 use crate::proto::mcp::Method;
 
-use super::{Host, PrincipalId, ServerId, TaskId};
+use super::{Client, PrincipalId, ServerId, TaskId};
+#[cfg(doc)]
+use crate::Host;
 
 /// What a policy decides about one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,7 +170,7 @@ struct Asked {
 
 /// The host's policies, tool rules and held calls.
 #[derive(Default)]
-pub(super) struct Gate {
+pub(crate) struct Gate {
     host: Option<Box<dyn Policy>>,
     servers: HashMap<ServerId, Box<dyn Policy>>,
     principals: HashMap<PrincipalId, Box<dyn Policy>>,
@@ -201,17 +203,17 @@ impl Gate {
     }
 
     /// `true` when `server`'s configuration disables tool `name`.
-    pub(super) fn is_disabled(&self, server: ServerId, name: &str) -> bool {
+    pub(crate) fn is_disabled(&self, server: ServerId, name: &str) -> bool {
         self.rules.get(&server).is_some_and(|r| r.disabled.iter().any(|t| t == name))
     }
 
     /// `true` when `server` has disabled tools at all.
-    pub(super) fn has_disabled(&self, server: ServerId) -> bool {
+    pub(crate) fn has_disabled(&self, server: ServerId) -> bool {
         self.disabled_count(server) > 0
     }
 
     /// How many tools `server` disables.
-    pub(super) fn disabled_count(&self, server: ServerId) -> usize {
+    pub(crate) fn disabled_count(&self, server: ServerId) -> usize {
         self.rules.get(&server).map_or(0, |r| r.disabled.len())
     }
 
@@ -231,20 +233,20 @@ impl Gate {
     }
 
     /// Forgets what was installed for a removed server.
-    pub(super) fn forget(&mut self, server: ServerId) {
+    pub(crate) fn forget(&mut self, server: ServerId) {
         self.servers.remove(&server);
         self.rules.remove(&server);
     }
 }
 
 /// What the gate decided, with what an ask needs.
-pub(super) enum Verdict {
+pub(crate) enum Verdict {
     Allow,
     Deny(Cow<'static, str>),
     Ask(ToolAnnotations),
 }
 
-impl Host {
+impl Client {
     /// Installs the host-wide authorization policy, asked about calls on every server that
     /// has no policy of its own (nor its principal). Replaces the last one.
     ///
@@ -326,13 +328,15 @@ impl Host {
     /// Lets a call held by [`Decision::Ask`] go: it joins the server's queue now (its
     /// deadline has kept running). `Err(Overloaded)` when the queue is full: the call stays
     /// held. `Err(NotHeld)` when it already ended (deadline, cancel) or was answered.
-    pub fn allow_call(&mut self, server: ServerId, call: CallId) -> Result<(), AuthorizeError> {
-        let registry = self.poll.registry();
-        let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation);
-        let s = s.ok_or(AuthorizeError::NotHeld)?;
-        let now = Instant::now();
+    pub fn allow_call(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        call: CallId,
+    ) -> Result<(), AuthorizeError> {
+        let s = self.server_mut(server).ok_or(AuthorizeError::NotHeld)?;
         s.engine.release(now, call)?;
-        s.transport.flush(registry, &mut s.engine, now);
+        self.mark(server.index);
         Ok(())
     }
 
@@ -341,18 +345,20 @@ impl Host {
     /// `reason`.
     pub fn deny_call(
         &mut self,
+        now: Instant,
         server: ServerId,
         call: CallId,
         reason: &str,
     ) -> Result<(), AuthorizeError> {
         let s = self.server_mut(server).ok_or(AuthorizeError::NotHeld)?;
-        s.engine.refuse(Instant::now(), call, reason)
+        s.engine.refuse(now, call, reason)
     }
 
     /// Puts one call to the gate: the configuration's disabled tools first, then the most
     /// specific policy installed (the principal's, the server's, the host's).
     fn consult(
         &mut self,
+        now: Instant,
         server: ServerId,
         task: Option<TaskId>,
         method: Method,
@@ -382,7 +388,7 @@ impl Host {
                 .is_some_and(|r| r.always_allow.iter().any(|t| t == name));
         // The cached definition, else the one the last listing showed (a listing the server
         // marked not cacheable is still what the host saw).
-        let listed = if tools { self.listed_tool(server, name) } else { None };
+        let listed = if tools { self.listed_tool(now, server, name) } else { None };
         let annotations = listed
             .map_or_else(ToolAnnotations::default, |t| ToolAnnotations::from_definition(t.json()));
         let (_, principal) = self.lanes.caller(server);
@@ -414,72 +420,77 @@ impl Host {
 
     /// Runs a call command behind the gate: an allowed call as asked; a refused or asked one
     /// made held, then refused at once or announced to the host.
-    pub(super) fn gated(
+    pub(crate) fn gated(
         &mut self,
+        now: Instant,
         server: ServerId,
         method: Method,
         name: &str,
         opts: &CallOptions,
-        start: impl FnOnce(&mut Host, &CallOptions) -> Result<CallId, RequestError>,
+        start: impl FnOnce(&mut Client, &CallOptions) -> Result<CallId, RequestError>,
     ) -> Result<CallId, RequestError> {
-        match self.consult(server, None, method, name, opts.tenant) {
+        match self.consult(now, server, None, method, name, opts.tenant) {
             Verdict::Allow => start(self, opts),
             verdict => {
                 let held = CallOptions { hold: true, ..opts.clone() };
                 let call = start(self, &held)?;
-                self.settle(server, call, method, name, verdict);
+                self.settle(now, server, call, method, name, verdict);
                 Ok(call)
             }
         }
     }
 
     /// [`gated`](Self::gated) for a task's call, whose options are its own.
-    pub(super) fn gated_in_task<E>(
+    #[allow(clippy::too_many_arguments)] // the call's own terms, and the task and time
+    pub(crate) fn gated_in_task<E>(
         &mut self,
+        now: Instant,
         task: TaskId,
         server: ServerId,
         method: Method,
         name: &str,
         mut opts: CallOptions,
-        start: impl FnOnce(&mut Host, CallOptions) -> Result<CallId, E>,
+        start: impl FnOnce(&mut Client, CallOptions) -> Result<CallId, E>,
     ) -> Result<CallId, E> {
-        let verdict = self.consult(server, Some(task), method, name, opts.tenant);
+        let verdict = self.consult(now, server, Some(task), method, name, opts.tenant);
         if let Verdict::Allow = verdict {
             return start(self, opts);
         }
         opts.hold = true;
         let call = start(self, opts)?;
-        self.settle(server, call, method, name, verdict);
+        self.settle(now, server, call, method, name, verdict);
         Ok(call)
     }
 
     /// Decides a call that a drain's [`Commands`](super::drain::Commands) started held (the
     /// drain lends no access to the policy): releases it when allowed, else refuses or asks,
     /// as [`gated`](Self::gated) does at the start of any other call.
-    pub(super) fn settle_held(
+    pub(crate) fn settle_held(
         &mut self,
+        now: Instant,
         server: ServerId,
         call: CallId,
         method: Method,
         name: &str,
         breaker_tenant: u32,
     ) {
-        match self.consult(server, None, method, name, breaker_tenant) {
+        match self.consult(now, server, None, method, name, breaker_tenant) {
             Verdict::Allow => {
                 // A full queue leaves it held: its deadline or a cancel ends it then.
-                let _ = self.allow_call(server, call);
+                let _ = self.allow_call(now, server, call);
             }
-            verdict => self.settle(server, call, method, name, verdict),
+            verdict => self.settle(now, server, call, method, name, verdict),
         }
     }
 
     /// Whether no policy and no disabled tool is in effect: every call goes unasked.
-    pub(super) fn authorization_open(&self) -> bool {
+    pub(crate) fn authorization_open(&self) -> bool {
         self.authz.is_open()
     }
 
     fn settle(
         &mut self,
+        now: Instant,
         server: ServerId,
         call: CallId,
         method: Method,
@@ -491,7 +502,7 @@ impl Host {
             Verdict::Allow => {}
             Verdict::Deny(reason) => {
                 // Held a moment ago, so it is still held: the refusal cannot miss.
-                let _ = s.engine.refuse(Instant::now(), call, &reason);
+                let _ = s.engine.refuse(now, call, &reason);
             }
             Verdict::Ask(annotations) => {
                 // Asks for calls that ended meanwhile go, so the queue is bounded by the
@@ -509,13 +520,13 @@ impl Host {
     }
 
     /// `true` while asks wait for `poll_event`.
-    pub(super) fn has_asks(&self) -> bool {
+    pub(crate) fn has_asks(&self) -> bool {
         !self.authz.asks.is_empty()
     }
 
     /// Takes the next ask about a call still held (dropping those about calls that ended);
     /// `true` when there is one for [`current_ask`](Self::current_ask).
-    pub(super) fn take_ask(&mut self) -> bool {
+    pub(crate) fn take_ask(&mut self) -> bool {
         while let Some(a) = self.authz.asks.pop_front() {
             let held = self
                 .servers
@@ -530,7 +541,7 @@ impl Host {
     }
 
     /// The ask [`take_ask`](Self::take_ask) took, as an event (it borrows the host).
-    pub(super) fn current_ask(&self) -> Option<(ServerId, Event<'_>)> {
+    pub(crate) fn current_ask(&self) -> Option<(ServerId, Event<'_>)> {
         let a = self.authz.current.as_ref()?;
         let event = Event::AuthorizationAsked {
             call: a.call,

@@ -14,15 +14,19 @@ use std::time::Instant;
 use serde_json::value::RawValue;
 use slab::Slab;
 
-use super::{command_on, Host, Server, ServerId};
+use super::{Client, ServerCore, ServerId};
 use crate::engine::{CallId, CallOptions, Event};
 use crate::error::{CancelError, RequestError};
 use crate::proto::mcp::Method;
+#[cfg(doc)]
+use crate::Host;
 
 /// The host's call commands, usable while [`Host::drain`] hands out an event.
 pub struct Commands<'h> {
-    servers: &'h mut Slab<Server>,
-    registry: &'h mio::Registry,
+    servers: &'h mut Slab<ServerCore>,
+    /// Servers with output: the shell writes it once the drain returns.
+    unflushed: &'h mut Vec<usize>,
+    now: Instant,
     /// No policy and no disabled tool is in effect: calls go as they are.
     authorization_open: bool,
     /// Otherwise calls start held, and the host decides them once the closure returns
@@ -47,9 +51,7 @@ impl Commands<'_> {
     ) -> Result<CallId, RequestError> {
         let held = self.held_options(opts);
         let opts = held.as_ref().unwrap_or(opts);
-        let call = command_on(self.servers, self.registry, server, |e, now| {
-            e.call_tool(now, name, arguments, opts)
-        })?;
+        let call = self.command(server, |e, now| e.call_tool(now, name, arguments, opts))?;
         self.note_held(server, call, name, opts);
         Ok(call)
     }
@@ -64,9 +66,7 @@ impl Commands<'_> {
     ) -> Result<CallId, RequestError> {
         let held = self.held_options(opts);
         let opts = held.as_ref().unwrap_or(opts);
-        let call = command_on(self.servers, self.registry, server, |e, now| {
-            e.call_tool_json(now, name, arguments, opts)
-        })?;
+        let call = self.command(server, |e, now| e.call_tool_json(now, name, arguments, opts))?;
         self.note_held(server, call, name, opts);
         Ok(call)
     }
@@ -94,31 +94,56 @@ impl Commands<'_> {
 
     /// [`Host::cancel`].
     pub fn cancel(&mut self, server: ServerId, call: CallId) -> Result<(), CancelError> {
-        super::cancel_on(self.servers, self.registry, server, call)
+        let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation);
+        let s = s.ok_or(CancelError::NotPending)?;
+        s.engine.cancel(self.now, call)?;
+        self.note_output(server.index);
+        Ok(())
+    }
+
+    fn command<T>(
+        &mut self,
+        id: ServerId,
+        f: impl FnOnce(&mut crate::engine::Engine, Instant) -> Result<T, RequestError>,
+    ) -> Result<T, RequestError> {
+        let s = self.servers.get_mut(id.index).filter(|s| s.generation == id.generation);
+        let s = s.ok_or(RequestError::Closed)?;
+        let out = f(&mut s.engine, self.now)?;
+        self.note_output(id.index);
+        Ok(out)
+    }
+
+    fn note_output(&mut self, index: usize) {
+        if !self.unflushed.contains(&index) {
+            self.unflushed.push(index);
+        }
     }
 }
 
-impl Host {
+impl Client {
     /// Hands every queued event to `f`, in the order [`poll_event`](Self::poll_event) gives
     /// them (catalog changes first, servers taking turns), with [`Commands`] to start or
     /// cancel calls meanwhile: a loop that keeps N calls in flight starts the next one in the
     /// same closure that sees one end. Returns when no event is left (events the closure's
     /// own commands cause come with later I/O). Allocates nothing per event once the host's
     /// buffer has grown to the largest event.
-    pub fn drain(&mut self, mut f: impl FnMut(&mut Commands<'_>, ServerId, Event<'_>)) {
+    pub fn drain(
+        &mut self,
+        now: Instant,
+        mut f: impl FnMut(&mut Commands<'_>, ServerId, Event<'_>),
+    ) {
         let mut held: Vec<(ServerId, CallId, String, u32)> = Vec::new();
         loop {
             // Calls the last turn started held get the decision any call gets (local
             // authorization is never skipped by starting a call from here).
             for (server, call, name, tenant) in held.drain(..) {
-                self.settle_held(server, call, Method::ToolsCall, &name, tenant);
+                self.settle_held(now, server, call, Method::ToolsCall, &name, tenant);
             }
-            let now = Instant::now();
             self.pump_catalogs(now);
             let authorization_open = self.authorization_open();
-            let Self { servers, poll, cache, records, scratch, event_cursor, .. } = self;
-            let registry = poll.registry();
-            let mut commands = Commands { servers, registry, authorization_open, held: &mut held };
+            let Self { servers, unflushed, cache, records, scratch, event_cursor, .. } = self;
+            let mut commands =
+                Commands { servers, unflushed, now, authorization_open, held: &mut held };
             if cache.has_changes() {
                 if let Some((id, event)) = cache.next_change() {
                     f(&mut commands, id, event);

@@ -14,9 +14,11 @@ use std::time::Instant;
 
 use serde_json::value::RawValue;
 
-use super::{roots, Host, ServerId};
+use super::{roots, Client, ServerId};
 use crate::engine::{CallId, ServerRequestKind};
 use crate::error::{CallError, LocalError};
+#[cfg(doc)]
+use crate::Host;
 
 /// What an [`AnswerHandler`] does with one server request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,7 +61,7 @@ impl fmt::Debug for dyn AnswerHandler {
 
 /// The host's handler and each server's.
 #[derive(Debug, Default)]
-pub(super) struct Handlers {
+pub(crate) struct Handlers {
     host: Option<Box<dyn AnswerHandler>>,
     servers: Vec<(ServerId, Box<dyn AnswerHandler>)>,
 }
@@ -84,7 +86,7 @@ impl Handlers {
     }
 }
 
-impl Host {
+impl Client {
     /// Answers server requests of every server (elicitation, sampling, roots) with `handler`,
     /// from the host's loop: `poll`, the blocking helpers (`call_tool_blocking`, `wait`, ...)
     /// and an embedded host's `handle_event` / `handle_timeout` alike. Each request is offered
@@ -114,11 +116,11 @@ impl Host {
     }
 
     /// Offers each server request not yet offered to the handlers, and sends their answers.
-    pub(super) fn answer_with_handlers(&mut self, now: Instant) {
+    pub(crate) fn answer_with_handlers(&mut self, now: Instant) {
         if self.answers.is_empty() {
             return;
         }
-        let Self { servers, answers, poll, .. } = self;
+        let Self { servers, answers, unflushed, .. } = self;
         // Handlers of servers removed since go with them.
         answers
             .servers
@@ -148,25 +150,28 @@ impl Host {
                 }
                 s.engine.forget_server_request_event(request);
             }
-            s.transport.flush(poll.registry(), &mut s.engine, now);
+            if !unflushed.contains(&index) {
+                unflushed.push(index);
+            }
         }
     }
 
     /// For the blocking helpers: ends `call` of `server` at once when it waits on a server
     /// request no handler answered (nobody else can while the helper blocks). `true` if so.
-    pub(super) fn end_unanswerable(&mut self, server: ServerId, call: CallId) -> bool {
-        let now = Instant::now();
+    pub(crate) fn end_unanswerable(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        call: CallId,
+    ) -> bool {
         self.answer_with_handlers(now);
-        let registry = self.poll.registry();
-        let Some(s) =
-            self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)
-        else {
+        let Some(s) = self.server_mut(server) else {
             return false;
         };
         let Some((request, kind)) = s.engine.unanswered_for(call) else { return false };
         let error = CallError::Local(LocalError::Unanswered(kind));
         s.engine.end_unanswered(now, call, request, error);
-        s.transport.flush(registry, &mut s.engine, now);
+        self.mark(server.index);
         true
     }
 }

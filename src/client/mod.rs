@@ -1,0 +1,543 @@
+//! The many-server core: every server's engine and catalog, the capability cache, principals
+//! and their lanes, tasks, local authorization, answer handlers and call records, with no I/O
+//! and no clock.
+//!
+//! The shape is quinn-proto's `Endpoint`: a slab of per-server state routed by handle, `now`
+//! on every verb that depends on time, one [`poll_event`](Client::poll_event) and one
+//! [`poll_timeout`](Client::poll_timeout) that is the earliest deadline the core owns. What
+//! the core produces for the wire stays in each server's engine; the core only says which
+//! servers have output ([`take_unflushed`](Client::take_unflushed)), and the shell (the
+//! [`Host`](crate::Host), with its drivers and poll) writes it. What the shell learns from a
+//! driver comes back in as an input ([`note_granted_scope`](Client::note_granted_scope)).
+//!
+//! So everything above the engine is testable with the engine harness on simulated time: a
+//! test adds engines, moves their frames itself, and calls the same verbs the host does.
+
+use std::time::Instant;
+
+use serde_json::value::RawValue;
+use slab::Slab;
+
+use crate::config::{CacheConfig, SavedVerdict};
+use crate::engine::{
+    CallId, CallOptions, Engine, Event, ServerRequestId, ServerState, Stats, TaskStatus,
+};
+use crate::error::{AnswerError, CallError, CancelError, RequestError, TransportError};
+use crate::proto::mcp::Method;
+use crate::proto::version::Era;
+
+pub(crate) mod answers;
+pub(crate) mod authz;
+pub(crate) mod capability_store;
+pub(crate) mod catalog;
+pub(crate) mod drain;
+pub(crate) mod principal;
+pub(crate) mod records;
+pub(crate) mod roots;
+pub(crate) mod task;
+pub(crate) mod verdict_store;
+
+#[cfg(test)]
+mod tests;
+
+pub use answers::{Answer, AnswerHandler};
+pub use authz::{AccessRequest, Confirm, Decision, DefaultPolicy, Policy};
+pub use capability_store::{CapabilityStore, EntryKind, StoreKey, StoredEntry, StoredPage};
+pub use catalog::{CacheStats, CatalogError, CatalogView};
+pub use drain::Commands;
+pub use principal::{
+    CredentialSource, Credentials, LaneTarget, Principal, PrincipalError, PrincipalId,
+};
+pub use task::{TaskCallError, TaskError, TaskId, TaskInfo, TaskOptions, MAX_TASK_BUDGET};
+
+/// Handle to a server in a [`Client`] (and so in a [`Host`](crate::Host)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ServerId {
+    pub(crate) index: usize,
+    pub(crate) generation: u32,
+}
+
+/// One server's part of the core.
+#[derive(Debug)]
+pub(crate) struct ServerCore {
+    pub(crate) generation: u32,
+    pub(crate) engine: Engine,
+    pub(crate) catalog: catalog::ServerCatalog,
+}
+
+/// The sans-IO core under [`Host`](crate::Host): many servers, each with its own engine, and
+/// everything the host keeps across them (the capability cache, principals and lanes, tasks,
+/// local authorization, answer handlers, call records). No I/O and no clock: `now` comes in
+/// on every verb that depends on time, and the wall clock only as a function the shell gives
+/// with a capability store.
+///
+/// The shape is quinn-proto's `Endpoint`: a slab of per-server state routed by [`ServerId`],
+/// one [`poll_event`](Self::poll_event), and one [`poll_timeout`](Self::poll_timeout) that is
+/// the earliest deadline the core owns (every engine's, and every watched catalog's re-listen
+/// backoff). Output stays in each server's [`Engine`]; the core says which servers have some
+/// ([`take_unflushed`](Self::take_unflushed)) and the shell writes it with its drivers. What
+/// the shell learns from a driver comes back as an input
+/// ([`note_granted_scope`](Self::note_granted_scope)).
+///
+/// Call order, as for an engine: after a command, write the output of the servers
+/// [`take_unflushed`](Self::take_unflushed) names; after input (the driver hands frames to
+/// [`engine_mut`](Self::engine_mut)) or at [`poll_timeout`](Self::poll_timeout), call
+/// [`handle_timeout`](Self::handle_timeout); then drain [`poll_event`](Self::poll_event).
+///
+/// Most programs use it through [`Host`](crate::Host), which adds the poll, the drivers and
+/// the blocking helpers, and whose verbs are these at the current time.
+#[derive(Debug)]
+pub struct Client {
+    pub(crate) servers: Slab<ServerCore>,
+    next_generation: u32,
+    /// Where `poll_event` looks first, so one busy server cannot starve the others' events.
+    event_cursor: usize,
+    /// The capability cache (catalogs of every server) and its change events.
+    pub(crate) cache: catalog::ClientCache,
+    /// Principals, and each server's lanes (one engine per server and principal).
+    pub(crate) lanes: principal::Lanes,
+    /// Tasks and the calls made under each.
+    tasks: task::TaskTable<(ServerId, CallId)>,
+    /// Server names and the call-record sink.
+    pub(crate) records: records::Records,
+    /// Answer handlers: the host's and each server's.
+    answers: answers::Handlers,
+    /// The text of the event `drain` is handing out (reused: no allocation once grown).
+    scratch: String,
+    /// Authorization policies, disabled tools, and the calls held for the host's answer.
+    pub(crate) authz: authz::Gate,
+    /// Servers whose engines may have output the shell has not written, each named once.
+    pub(crate) unflushed: Vec<usize>,
+}
+
+impl Client {
+    /// A core with no server and a capability cache of these bounds.
+    pub fn new(cache: CacheConfig) -> std::io::Result<Self> {
+        Ok(Self {
+            servers: Slab::new(),
+            next_generation: 0,
+            event_cursor: 0,
+            cache: catalog::ClientCache::new(cache)?,
+            lanes: principal::Lanes::default(),
+            tasks: task::TaskTable::default(),
+            records: records::Records::new(),
+            answers: answers::Handlers::default(),
+            scratch: String::new(),
+            authz: authz::Gate::default(),
+            unflushed: Vec::new(),
+        })
+    }
+
+    /// Adds a server's engine and its catalog context; `recipe` says how to make lanes of it
+    /// (`None` for a lane).
+    pub(crate) fn insert(
+        &mut self,
+        engine: Engine,
+        catalog: catalog::ServerCatalog,
+        recipe: Option<principal::Recipe>,
+    ) -> ServerId {
+        self.next_generation = self.next_generation.wrapping_add(1);
+        let generation = self.next_generation;
+        let has_output = engine.has_output();
+        self.records.added(self.servers.vacant_key(), catalog.identity());
+        let index = self.servers.insert(ServerCore { generation, engine, catalog });
+        let id = ServerId { index, generation };
+        if let Some(recipe) = recipe {
+            self.lanes.remember(id, recipe);
+        }
+        if has_output {
+            self.mark(index);
+        }
+        id
+    }
+
+    /// Takes a server out (after the shell closed it); `None` for an unknown handle.
+    pub(crate) fn remove(&mut self, id: ServerId) -> Option<ServerCore> {
+        self.server(id)?;
+        self.authz.forget(id);
+        self.unflushed.retain(|&i| i != id.index);
+        Some(self.servers.remove(id.index))
+    }
+
+    pub(crate) fn server(&self, id: ServerId) -> Option<&ServerCore> {
+        self.servers.get(id.index).filter(|s| s.generation == id.generation)
+    }
+
+    pub(crate) fn server_mut(&mut self, id: ServerId) -> Option<&mut ServerCore> {
+        self.servers.get_mut(id.index).filter(|s| s.generation == id.generation)
+    }
+
+    /// The handle of the server in slot `index`.
+    pub(crate) fn id_at(&self, index: usize) -> Option<ServerId> {
+        self.servers.get(index).map(|s| ServerId { index, generation: s.generation })
+    }
+
+    /// Notes that the server in slot `index` may have output to write.
+    pub(crate) fn mark(&mut self, index: usize) {
+        if !self.unflushed.contains(&index) {
+            self.unflushed.push(index);
+        }
+    }
+
+    /// The next server whose engine may have output since the shell last asked (each named
+    /// once): the shell drains its `poll_transmit` to the wire.
+    pub fn take_unflushed(&mut self) -> Option<ServerId> {
+        while let Some(index) = self.unflushed.pop() {
+            if let Some(id) = self.id_at(index) {
+                return Some(id);
+            }
+        }
+        None
+    }
+
+    /// `true` when some server may have output the shell has not written.
+    pub fn has_unflushed(&self) -> bool {
+        !self.unflushed.is_empty()
+    }
+
+    /// The engine of a server, for the shell's driver (and a test's scripted peer).
+    pub fn engine_mut(&mut self, server: ServerId) -> Option<&mut Engine> {
+        self.server_mut(server).map(|s| &mut s.engine)
+    }
+
+    /// The engine of a server.
+    pub fn engine(&self, server: ServerId) -> Option<&Engine> {
+        self.server(server).map(|s| &s.engine)
+    }
+
+    /// Runs a command on a server's engine and notes its output for the shell.
+    pub(crate) fn command<T>(
+        &mut self,
+        now: Instant,
+        id: ServerId,
+        f: impl FnOnce(&mut Engine, Instant) -> Result<T, RequestError>,
+    ) -> Result<T, RequestError> {
+        let s = self.server_mut(id).ok_or(RequestError::Closed)?;
+        let out = f(&mut s.engine, now)?;
+        self.mark(id.index);
+        Ok(out)
+    }
+
+    /// [`command`](Self::command) for the answer verbs.
+    fn respond(
+        &mut self,
+        now: Instant,
+        id: ServerId,
+        f: impl FnOnce(&mut Engine, Instant) -> Result<(), AnswerError>,
+    ) -> Result<(), AnswerError> {
+        let s = self.server_mut(id).ok_or(AnswerError::NotPending)?;
+        f(&mut s.engine, now)?;
+        self.mark(id.index);
+        Ok(())
+    }
+
+    /// Answers a server request (`Event::ServerRequest`) of `server`; see [`Engine::answer`].
+    /// An answer to a roots request is checked against the file system
+    /// ([`Host::set_roots_boundary`](crate::Host::set_roots_boundary)).
+    pub fn answer(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        request: ServerRequestId,
+        result: &RawValue,
+    ) -> Result<(), AnswerError> {
+        self.respond(now, server, |e, now| {
+            roots::check_answer_resolved(e, request, result)?;
+            e.answer(now, request, result)
+        })
+    }
+
+    /// Refuses a server request (`Event::ServerRequest`) of `server`; see [`Engine::reject`].
+    pub fn reject(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        request: ServerRequestId,
+    ) -> Result<(), AnswerError> {
+        self.respond(now, server, |e, now| e.reject(now, request))
+    }
+
+    /// Calls a tool. `arguments` must be a JSON object.
+    pub fn call_tool(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        name: &str,
+        arguments: &RawValue,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.gated(now, server, Method::ToolsCall, name, opts, |c, o| {
+            c.command(now, server, |e, now| e.call_tool(now, name, arguments, o))
+        })
+    }
+
+    /// Calls a tool with its arguments as JSON text (one object); see
+    /// [`Engine::call_tool_json`].
+    pub fn call_tool_json(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        name: &str,
+        arguments: &str,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.gated(now, server, Method::ToolsCall, name, opts, |c, o| {
+            c.command(now, server, |e, now| e.call_tool_json(now, name, arguments, o))
+        })
+    }
+
+    /// Reattaches to a task on `server` by its id; see [`Engine::resume_task`].
+    pub fn resume_task(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        task_id: &str,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.command(now, server, |e, now| e.resume_task(now, task_id, opts))
+    }
+
+    /// The task-backed calls pending on `server`: each call, its task id and the status last
+    /// reported (empty for an unknown server).
+    pub fn server_tasks(&self, server: ServerId) -> Vec<(CallId, String, Option<TaskStatus>)> {
+        let Some(s) = self.server(server) else { return Vec::new() };
+        s.engine.tasks().map(|(call, task, status)| (call, task.to_owned(), status)).collect()
+    }
+
+    /// Runs a paginated listing to the end; see [`Engine::list`].
+    pub fn list(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        method: Method,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.command(now, server, |e, now| e.list(now, method, opts))
+    }
+
+    /// Reads a resource.
+    pub fn read_resource(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        uri: &str,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.gated(now, server, Method::ResourcesRead, uri, opts, |c, o| {
+            c.command(now, server, |e, now| e.read_resource(now, uri, o))
+        })
+    }
+
+    /// Gets a prompt.
+    pub fn get_prompt(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        name: &str,
+        arguments: Option<&RawValue>,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.gated(now, server, Method::PromptsGet, name, opts, |c, o| {
+            c.command(now, server, |e, now| e.get_prompt(now, name, arguments, o))
+        })
+    }
+
+    /// Sends a request by method name; see [`Engine::request_raw`].
+    pub fn request(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        method: &str,
+        params: Option<&RawValue>,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.gated(now, server, Method::Extension, method, opts, |c, o| {
+            c.command(now, server, |e, now| e.request_raw(now, method, params, o))
+        })
+    }
+
+    /// Asks for completions of a prompt or resource-template argument.
+    pub fn complete(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        reference: &RawValue,
+        argument: (&str, &str),
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.command(now, server, |e, now| e.complete(now, reference, argument.0, argument.1, opts))
+    }
+
+    /// Opens a `subscriptions/listen` subscription; see [`Engine::listen`].
+    pub fn listen(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        filter: &crate::proto::mcp::SubscriptionFilter,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        self.command(now, server, |e, now| e.listen(now, filter, opts))
+    }
+
+    /// Cancels a call: its wait ends at once, and the server is told.
+    pub fn cancel(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        call: CallId,
+    ) -> Result<(), CancelError> {
+        let s = self.server_mut(server).ok_or(CancelError::NotPending)?;
+        s.engine.cancel(now, call)?;
+        self.mark(server.index);
+        Ok(())
+    }
+
+    /// The server's state: probing, handshaking, ready with its era, closed.
+    pub fn state(&self, server: ServerId) -> Option<ServerState> {
+        self.server(server).map(|s| s.engine.state())
+    }
+
+    /// Why the server is [`ServerState::Unauthorized`]; see
+    /// [`Host::authorization_error`](crate::Host::authorization_error).
+    pub fn authorization_error(&self, server: ServerId) -> Option<&CallError> {
+        self.server(server)?.engine.authorization_error()
+    }
+
+    /// The era the server speaks, once known.
+    pub fn era(&self, server: ServerId) -> Option<Era> {
+        self.server(server).and_then(|s| s.engine.era())
+    }
+
+    /// The raw `server/discover` or `initialize` result.
+    pub fn server_info(&self, server: ServerId) -> Option<&str> {
+        self.server(server).and_then(|s| s.engine.server_info())
+    }
+
+    /// The server's era verdict to keep for the next run; see [`Engine::verdict`].
+    pub fn verdict(
+        &self,
+        now: Instant,
+        wall: std::time::SystemTime,
+        server: ServerId,
+    ) -> Option<SavedVerdict> {
+        self.server(server)?.engine.verdict(now, wall)
+    }
+
+    /// Why the server's last connection or process ended, kept across restarts.
+    pub fn last_transport_error(&self, server: ServerId) -> Option<&TransportError> {
+        self.server(server)?.engine.last_transport_error()
+    }
+
+    /// Calls pending on the server (queued, in flight or backing off), the handshake included.
+    pub fn pending(&self, server: ServerId) -> Option<usize> {
+        self.server(server).map(|s| s.engine.pending())
+    }
+
+    /// The server engine's counters.
+    pub fn stats(&self, server: ServerId) -> Option<Stats> {
+        self.server(server).map(|s| s.engine.stats())
+    }
+
+    /// `true` when some server's engine holds an event for the host.
+    pub fn has_queued_events(&self) -> bool {
+        self.servers.iter().any(|(_, s)| s.engine.queued_events() > 0)
+    }
+
+    /// The earliest deadline the core owns: every engine's, and every watched catalog's
+    /// re-listen backoff. `None`: nothing is due until input or a command.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.servers.iter().filter_map(|(_, s)| s.next_deadline()).min()
+    }
+
+    /// Fires what is due at `now`: every engine's timers, then the cache's share (page
+    /// answers taken, next pages and re-listens sent), the era verdicts kept, and the answer
+    /// handlers asked. Spurious calls do nothing but a scan of the servers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for (index, s) in self.servers.iter_mut() {
+            if s.engine.poll_timeout().is_some_and(|d| d <= now) {
+                s.engine.handle_timeout(now);
+                if s.engine.has_output() && !self.unflushed.contains(&index) {
+                    self.unflushed.push(index);
+                }
+            }
+        }
+        self.after_input(now);
+        self.pump_catalogs(now);
+    }
+
+    /// What follows input or timers on any server: the era verdicts kept and the answer
+    /// handlers asked (the cache's share comes with [`pump_catalogs`](Self::pump_catalogs)).
+    pub(crate) fn after_input(&mut self, now: Instant) {
+        self.keep_verdicts(now);
+        self.answer_with_handlers(now);
+    }
+
+    /// The next event from any server. Servers take turns, so a chatty one cannot starve the
+    /// rest. Catalog changes and authorization asks come first.
+    pub fn poll_event(&mut self, now: Instant) -> Option<(ServerId, Event<'_>)> {
+        if self.catalogs_armed() {
+            self.pump_catalogs(now);
+        }
+        self.next_event()
+    }
+
+    /// [`poll_event`](Self::poll_event) after the cache's share was done (the shell wrote
+    /// what it sent).
+    pub(crate) fn next_event(&mut self) -> Option<(ServerId, Event<'_>)> {
+        if self.cache.has_changes() {
+            return self.cache.next_change();
+        }
+        if self.has_asks() && self.take_ask() {
+            return self.current_ask();
+        }
+        let n = self.servers.capacity().max(1);
+        let start = self.event_cursor % n;
+        let index = (0..n)
+            .map(|i| (start + i) % n)
+            .find(|&i| self.servers.get(i).is_some_and(|s| s.engine.queued_events() > 0))?;
+        self.event_cursor = index + 1;
+        let s = self.servers.get_mut(index)?;
+        let id = ServerId { index, generation: s.generation };
+        // Made in place and returned as it is: an event is 312 bytes, and moving it into a
+        // pair and out again were two copies per event.
+        let out = s.engine.poll_event_tagged(id);
+        if let Some((_, event)) = &out {
+            self.records.event(index, event);
+        }
+        out
+    }
+
+    /// The terminal event of `call` on `server`, taken out of order (the blocking helpers'
+    /// wait), its record handed to the sink.
+    pub(crate) fn take_call_event(&mut self, server: ServerId, call: CallId) -> Option<Event<'_>> {
+        let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)?;
+        let event = s.engine.take_call_event(call);
+        if let Some(e) = &event {
+            self.records.event(server.index, e);
+        }
+        event
+    }
+
+    /// `true` when the core has nothing to do at `now` but wait for input: no call pending,
+    /// no output unwritten, no event queued, no deadline due.
+    pub fn is_idle(&self, now: Instant) -> bool {
+        !self.cache.has_changes()
+            && self.unflushed.is_empty()
+            && self.servers.iter().all(|(_, s)| {
+                let engine = &s.engine;
+                engine.pending() == 0
+                    && !engine.has_output()
+                    && engine.queued_events() == 0
+                    && !engine.wants_transport()
+                    && s.next_deadline().is_none_or(|d| d > now)
+            })
+    }
+}
+
+impl ServerCore {
+    fn next_deadline(&self) -> Option<Instant> {
+        let deadlines = [self.engine.poll_timeout(), self.catalog.relisten_deadline()];
+        deadlines.into_iter().flatten().min()
+    }
+}

@@ -1,0 +1,297 @@
+//! The core's scenarios on simulated time: engines made ready by a scripted peer, frames moved
+//! by the test itself, no process, socket or clock.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::catalog::ServerCatalog;
+use super::*;
+use crate::catalog::listing::CatalogKind;
+use crate::config::Config;
+use crate::engine::{TransportEvent, TransportKind};
+use crate::error::LocalError;
+
+/// A core, the time, and the frames each server's engine wrote (decoded).
+struct Sim {
+    client: Client,
+    now: Instant,
+    buf: Vec<u8>,
+}
+
+impl Sim {
+    fn new() -> Self {
+        Self::with_cache(CacheConfig::default())
+    }
+
+    fn with_cache(cache: CacheConfig) -> Self {
+        Sim { client: Client::new(cache).unwrap(), now: Instant::now(), buf: Vec::new() }
+    }
+
+    /// A stdio server of the 2026-07-28 era, ready, whose tools announce list changes.
+    fn ready_server(&mut self, identity: &str) -> ServerId {
+        let mut engine = Engine::new(Config::default(), self.now).unwrap();
+        engine.handle_transport(self.now, TransportEvent::opened_as(TransportKind::Stdio));
+        let catalog = ServerCatalog::new(identity.to_owned(), false, None);
+        let id = self.client.insert(engine, catalog, None);
+        let discover = self.sent_one(id);
+        assert_eq!(discover["method"], "server/discover");
+        self.reply(
+            id,
+            &discover,
+            json!({"resultType": "complete", "supportedVersions": ["2026-07-28"],
+                "capabilities": {"tools": {"listChanged": true}}}),
+        );
+        while self.client.poll_event(self.now).is_some() {}
+        assert!(matches!(self.client.state(id), Some(ServerState::Ready(..))));
+        id
+    }
+
+    /// Every frame the server's engine has to send.
+    fn sent(&mut self, id: ServerId) -> Vec<Value> {
+        let mut out = Vec::new();
+        let engine = self.client.engine_mut(id).expect("a server");
+        loop {
+            self.buf.clear();
+            if engine.poll_transmit(self.now, &mut self.buf).is_none() {
+                break;
+            }
+            if !self.buf.is_empty() {
+                out.push(serde_json::from_slice(&self.buf).expect("a JSON frame"));
+            }
+        }
+        out
+    }
+
+    #[track_caller]
+    fn sent_one(&mut self, id: ServerId) -> Value {
+        let mut frames = self.sent(id);
+        assert_eq!(frames.len(), 1, "expected one frame, got {frames:#?}");
+        frames.remove(0)
+    }
+
+    fn peer(&mut self, id: ServerId, message: Value) {
+        let bytes = serde_json::to_vec(&message).unwrap();
+        self.client.engine_mut(id).expect("a server").handle_message(self.now, &bytes);
+        self.client.after_input(self.now);
+    }
+
+    fn reply(&mut self, id: ServerId, to: &Value, result: Value) {
+        self.peer(id, json!({"jsonrpc": "2.0", "id": to["id"], "result": result}));
+    }
+
+    fn fail(&mut self, id: ServerId, to: &Value) {
+        let error = json!({"code": -32603, "message": "broke"});
+        self.peer(id, json!({"jsonrpc": "2.0", "id": to["id"], "error": error}));
+    }
+
+    /// The servers the core says have output, in the order it names them.
+    fn unflushed(&mut self) -> Vec<ServerId> {
+        std::iter::from_fn(|| self.client.take_unflushed()).collect()
+    }
+
+    fn tool_names(&mut self, id: ServerId) -> Option<Vec<String>> {
+        let view = self.client.tool_catalog(self.now, id).expect("a catalog");
+        view.map(|v| v.names().map(str::to_owned).collect())
+    }
+}
+
+fn tools_page(names: &[&str]) -> Value {
+    let tools: Vec<Value> =
+        names.iter().map(|n| json!({"name": n, "inputSchema": {"type": "object"}})).collect();
+    json!({"resultType": "complete", "tools": tools, "ttlMs": 60_000})
+}
+
+/// The defect named in the issue, at the core: a watched server whose listen stream broke is
+/// due again after the backoff, and that deadline is the core's `poll_timeout`, so a shell
+/// that sleeps until it wakes for it.
+#[test]
+fn a_broken_listen_stream_is_a_deadline_of_the_core() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("watched");
+    assert_eq!(sim.client.poll_timeout(), None, "a ready, idle server has no deadline");
+
+    sim.client.watch_catalogs(sim.now, id).unwrap();
+    assert_eq!(sim.unflushed(), vec![id], "the listen request waits to be written");
+    let listen = sim.sent_one(id);
+    assert_eq!(listen["method"], "subscriptions/listen");
+
+    sim.fail(id, &listen);
+    sim.client.handle_timeout(sim.now);
+    let due = sim.client.poll_timeout().expect("the re-listen backoff is a deadline");
+    assert_eq!(due, sim.now + Duration::from_millis(200));
+    assert!(sim.sent(id).is_empty(), "nothing is sent before the backoff ends");
+
+    sim.now = due;
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.unflushed(), vec![id]);
+    let again = sim.sent_one(id);
+    assert_eq!(again["method"], "subscriptions/listen");
+    // The open stream's own far deadline may stand; the backoff is gone.
+    let next = sim.client.poll_timeout().map(|d| d - sim.now);
+    assert!(next.is_none_or(|d| d > Duration::from_secs(60)), "still due soon: {next:?}");
+}
+
+/// Two needs of one catalog make one listing; its answer serves both from the cache, and
+/// the next need is a hit with no request.
+#[test]
+fn needs_of_one_catalog_share_one_listing_and_then_hit_the_cache() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("tools");
+    assert_eq!(sim.tool_names(id), None, "the first need starts a refresh");
+    assert_eq!(sim.tool_names(id), None, "the second joins it");
+    let list = sim.sent_one(id);
+    assert_eq!(list["method"], "tools/list");
+
+    sim.reply(id, &list, tools_page(&["add", "echo"]));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(id).unwrap(), ["add", "echo"]);
+    assert!(sim.sent(id).is_empty(), "an answered need sends nothing more");
+    assert_eq!(sim.tool_names(id).unwrap(), ["add", "echo"]);
+    let stats = sim.client.cache_stats();
+    assert_eq!((stats.refreshes, stats.page_fetches), (1, 1));
+    assert!(stats.hits >= 1, "the last need was a hit: {stats:?}");
+    assert_eq!(sim.client.tool(sim.now, id, "echo").map(|d| d.contains("echo")), Some(true));
+}
+
+/// A change notification marks the catalog stale, and with eager refresh the core refetches
+/// it by itself and hands the host a change event naming what was added.
+#[test]
+fn a_list_change_refetches_eagerly_and_tells_the_host_what_changed() {
+    let mut sim = Sim::with_cache(CacheConfig { eager_refresh: true, ..CacheConfig::default() });
+    let id = sim.ready_server("changing");
+    assert_eq!(sim.tool_names(id), None);
+    let list = sim.sent_one(id);
+    sim.reply(id, &list, tools_page(&["add"]));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(id).unwrap(), ["add"]);
+    while sim.client.poll_event(sim.now).is_some() {}
+
+    sim.peer(id, json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    sim.client.handle_timeout(sim.now);
+    let refetch = sim.sent_one(id);
+    assert_eq!(refetch["method"], "tools/list", "the eager refresh went out by itself");
+    sim.reply(id, &refetch, tools_page(&["add", "mul"]));
+    sim.client.handle_timeout(sim.now);
+
+    let mut added = Vec::new();
+    while let Some((server, event)) = sim.client.poll_event(sim.now) {
+        if let Event::ToolsChanged(change) = event {
+            assert_eq!(server, id);
+            added.extend(change.added().iter().map(|n| n.to_string()));
+        }
+    }
+    assert_eq!(added, ["mul"]);
+}
+
+/// The core names each server with output once, only the ones that have it, and forgets a
+/// removed one.
+#[test]
+fn the_shell_is_told_each_server_with_output_once() {
+    let mut sim = Sim::new();
+    let a = sim.ready_server("a");
+    let b = sim.ready_server("b");
+    assert!(sim.unflushed().is_empty());
+    let opts = CallOptions::default();
+    sim.client.call_tool_json(sim.now, a, "echo", "{}", &opts).unwrap();
+    sim.client.call_tool_json(sim.now, a, "echo", "{}", &opts).unwrap();
+    assert_eq!(sim.unflushed(), vec![a]);
+    sim.client.call_tool_json(sim.now, b, "echo", "{}", &opts).unwrap();
+    sim.client.remove(b);
+    assert!(sim.unflushed().is_empty(), "a removed server has nothing to write");
+    assert_eq!(sim.sent(a).len(), 2);
+    let unknown = sim.client.call_tool_json(sim.now, b, "echo", "{}", &opts);
+    assert!(matches!(unknown, Err(RequestError::Closed)));
+}
+
+/// Servers take turns in `poll_event`: a server with many events does not starve another.
+#[test]
+fn servers_take_turns_in_poll_event() {
+    let mut sim = Sim::new();
+    let a = sim.ready_server("a");
+    let b = sim.ready_server("b");
+    let opts = CallOptions::default();
+    for _ in 0..3 {
+        sim.client.call_tool_json(sim.now, a, "echo", "{}", &opts).unwrap();
+    }
+    sim.client.call_tool_json(sim.now, b, "echo", "{}", &opts).unwrap();
+    for request in sim.sent(a) {
+        sim.reply(a, &request, json!({"resultType": "complete", "content": []}));
+    }
+    let only = sim.sent_one(b);
+    sim.reply(b, &only, json!({"resultType": "complete", "content": []}));
+    let order: Vec<ServerId> =
+        std::iter::from_fn(|| sim.client.poll_event(sim.now).map(|(s, _)| s)).collect();
+    assert_eq!(order.len(), 4);
+    assert!(order[..2].contains(&b), "b waited behind all of a: {order:?}");
+}
+
+/// A task's call whose arguments come as JSON text goes through local authorization like
+/// every other call (it went around the policy before the core existed).
+#[test]
+fn a_task_call_with_json_arguments_is_put_to_the_policy() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("guarded");
+    sim.client.set_policy(|_: &AccessRequest<'_>| Decision::deny("not under a task"));
+    let task = sim.client.task(sim.now, TaskOptions::new().budget(2)).unwrap();
+    let call = sim
+        .client
+        .call_tool_json_in_task(sim.now, task, id, "echo", "{}", CallOptions::default())
+        .unwrap();
+    assert!(sim.sent(id).is_empty(), "a refused call is never sent");
+    let mut refused = false;
+    while let Some((_, event)) = sim.client.poll_event(sim.now) {
+        if let Event::CallFailed { call: c, error, .. } = event {
+            assert_eq!(c, call);
+            refused = matches!(error, CallError::Local(LocalError::AuthorizationDenied(_)));
+        }
+    }
+    assert!(refused, "the policy's refusal ends the call");
+}
+
+/// A task's deadline clamps its calls' timeouts: the engine fails the call at the task's
+/// deadline, which is the core's `poll_timeout`.
+#[test]
+fn a_task_deadline_is_the_deadline_of_its_calls() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("slow");
+    let terms = TaskOptions::new().deadline(Duration::from_secs(2)).budget(1);
+    let task = sim.client.task(sim.now, terms).unwrap();
+    let call = sim
+        .client
+        .call_tool_json_in_task(sim.now, task, id, "sleep", "{}", CallOptions::default())
+        .unwrap();
+    sim.sent(id);
+    assert_eq!(sim.client.poll_timeout(), Some(sim.now + Duration::from_secs(2)));
+    sim.now += Duration::from_secs(2);
+    sim.client.handle_timeout(sim.now);
+    let mut failed = false;
+    while let Some((_, event)) = sim.client.poll_event(sim.now) {
+        if let Event::CallFailed { call: c, error, .. } = event {
+            failed |= c == call && matches!(error, CallError::Local(LocalError::DeadlineExceeded));
+        }
+    }
+    assert!(failed, "the call ended at the task's deadline");
+    let over =
+        sim.client.call_tool_json_in_task(sim.now, task, id, "sleep", "{}", CallOptions::default());
+    assert!(matches!(over, Err(TaskCallError::Task(_))));
+}
+
+/// The granted scope the shell reports is part of the catalog key: a new grant does not see
+/// the catalog listed under the old one.
+#[test]
+fn a_new_granted_scope_keys_the_catalog_apart() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("scoped");
+    sim.client.note_granted_scope(id, Some("read"));
+    assert_eq!(sim.tool_names(id), None);
+    let list = sim.sent_one(id);
+    sim.reply(id, &list, tools_page(&["read_only"]));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(id).unwrap(), ["read_only"]);
+
+    sim.client.note_granted_scope(id, Some("read write"));
+    assert_eq!(sim.tool_names(id), None, "the wider grant lists again");
+    assert_eq!(sim.sent_one(id)["method"], "tools/list");
+    let _ = CatalogKind::Tools;
+}

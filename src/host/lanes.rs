@@ -1,0 +1,188 @@
+//! Opening and closing principals' lanes: the part of principals that starts drivers. What a
+//! principal and a lane are is in the core ([`crate::client::principal`]).
+
+use std::fmt;
+use std::time::Instant;
+
+use super::{AddServerError, Host, Transport};
+use crate::client::catalog::ServerCatalog;
+use crate::client::principal::{Credentials, LaneLink, LaneTarget, Recipe};
+use crate::client::{PrincipalId, ServerId};
+#[cfg(feature = "http")]
+use crate::driver::http::HttpDriver;
+use crate::driver::stdio::StdioDriver;
+use crate::engine::Engine;
+
+/// Why a lane could not be had.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum LaneError {
+    /// No such server (or it was removed).
+    UnknownServer,
+    /// No such principal (or it was removed).
+    UnknownPrincipal,
+    /// The lane's server entry could not be set up.
+    Setup(AddServerError),
+}
+
+impl fmt::Display for LaneError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnknownServer => f.write_str("no such server"),
+            Self::UnknownPrincipal => f.write_str("no such principal"),
+            Self::Setup(e) => write!(f, "cannot open the principal's lane: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for LaneError {}
+
+impl Host {
+    /// Forgets a principal and closes and removes its lanes on every server.
+    pub fn remove_principal(&mut self, principal: PrincipalId) {
+        for lane in self.client.lanes_of(principal) {
+            self.remove_server(lane);
+        }
+        self.client.forget_principal(principal);
+    }
+
+    /// The lane of `principal` on `server`: a server handle whose calls, tokens, breakers,
+    /// in-flight limit, session and private catalogs are the principal's alone. Created on first
+    /// use (its era probe starts at once, like a new server's); later uses return the same lane
+    /// while it exists. Given a lane, answers for the lane's server.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use mcpoll::{CallOptions, Config, Host, HttpOptions, Principal, TaskOptions};
+    ///
+    /// let mut host = Host::new()?;
+    /// let url = "https://mcp.example/mcp";
+    /// let server = host.add_http_server(HttpOptions::new(url), Config::default())?;
+    /// let alice = host.add_principal(Principal::new("alice").tenant("acme").bearer("a-token"))?;
+    /// let lane = host.lane(server, alice)?;
+    ///
+    /// let task = host.task(TaskOptions::new().deadline(Duration::from_secs(30)).budget(8))?;
+    /// let args = serde_json::value::RawValue::from_string(r#"{"q":"weather"}"#.into())?;
+    /// let call = host.in_task(task).call_tool(lane, "search", &args, CallOptions::default())?;
+    /// host.cancel_task(task)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn lane(
+        &mut self,
+        server: ServerId,
+        principal: PrincipalId,
+    ) -> Result<ServerId, LaneError> {
+        let server = self.client.lanes.lane(server).map_or(server, |(base, _)| base);
+        if self.client.server(server).is_none() {
+            return Err(LaneError::UnknownServer);
+        }
+        let base = self.client.lanes.base(server).ok_or(LaneError::UnknownServer)?;
+        if self.client.lanes.principal(principal).is_none() {
+            return Err(LaneError::UnknownPrincipal);
+        }
+        if let Some(&(_, lane)) = base.lanes.iter().find(|(p, _)| *p == principal) {
+            if self.client.server(lane).is_some() {
+                return Ok(lane);
+            }
+        }
+        let lane = self.open_lane(server, principal)?;
+        if let Some(b) = self.client.lanes.bases.get_mut(&server.index) {
+            b.lanes.retain(|(p, _)| *p != principal);
+            b.lanes.push((principal, lane));
+        }
+        self.client.lanes.lanes.insert(lane.index, LaneLink { lane, base: server, principal });
+        Ok(lane)
+    }
+
+    /// Closes the lanes of `server` along with it (see [`Host::close_server`]).
+    pub(super) fn close_lanes(&mut self, server: ServerId) {
+        let lanes: Vec<ServerId> = match self.client.lanes.base(server) {
+            Some(b) => b.lanes.iter().map(|&(_, l)| l).collect(),
+            None => return,
+        };
+        for lane in lanes {
+            self.close_server(lane);
+        }
+    }
+
+    /// Removes the lanes of `server` along with it, or unlinks a lane being removed.
+    pub(super) fn remove_lanes(&mut self, server: ServerId) {
+        for lane in self.client.lanes.forget(server) {
+            self.remove_server(lane);
+        }
+    }
+
+    fn open_lane(
+        &mut self,
+        server: ServerId,
+        principal: PrincipalId,
+    ) -> Result<ServerId, LaneError> {
+        let now = Instant::now();
+        let identity =
+            self.client.server(server).ok_or(LaneError::UnknownServer)?.catalog.identity();
+        let identity = identity.to_owned();
+        let lanes = &mut self.client.lanes;
+        let base = lanes.bases.get(&server.index).ok_or(LaneError::UnknownServer)?;
+        let entry = lanes
+            .principals
+            .get_mut(principal.index)
+            .filter(|e| e.generation == principal.generation)
+            .ok_or(LaneError::UnknownPrincipal)?;
+        let p = &mut entry.principal;
+        let mut config = base.recipe.config().clone();
+        if p.tenant.is_some() {
+            config.cache_tenant = p.tenant.clone();
+        }
+        let setup = |e| LaneError::Setup(e);
+        let config = super::without_stale_verdict(config);
+        let mut engine = Engine::new(config, now).map_err(|e| setup(AddServerError::Config(e)))?;
+        let tenant = engine.config().cache_tenant.clone();
+        let registry = self.poll.registry();
+        let (transport, http) = match &base.recipe {
+            Recipe::Stdio(command, _) => {
+                let target = LaneTarget { identity: &identity, url: None };
+                let mut command = command.clone();
+                match p.credentials.as_mut().map(|c| c.credentials(&target)) {
+                    Some(Credentials::Env(vars)) => {
+                        for (k, v) in vars {
+                            command = command.env(k, v);
+                        }
+                    }
+                    Some(Credentials::None) | None => {}
+                    #[cfg(feature = "http")]
+                    Some(_) => log::debug!("HTTP credentials ignored for a stdio lane"),
+                }
+                let token = self.poll.reserve(Self::STDIO_SERVER_TOKENS).map_err(setup)?;
+                let program = command.program().to_string_lossy().into_owned();
+                let mut driver = StdioDriver::new(command, engine.config(), token);
+                driver
+                    .spawn(registry, &mut engine, now)
+                    .map_err(|error| setup(AddServerError::Spawn { program, error }))?;
+                (Transport::Stdio(driver), false)
+            }
+            #[cfg(feature = "http")]
+            Recipe::Http(template, _) => {
+                let mut opts = template.without_credentials();
+                let target = LaneTarget { identity: &identity, url: Some(&template.url) };
+                match p.credentials.as_mut().map(|c| c.credentials(&target)) {
+                    Some(Credentials::Token(provider)) => opts.token_provider = Some(provider),
+                    Some(Credentials::OAuth(flow, authorizer)) => {
+                        opts.oauth = Some(*flow);
+                        opts.authorizer = authorizer;
+                    }
+                    Some(Credentials::Env(_)) => log::debug!("env credentials ignored over HTTP"),
+                    Some(Credentials::None) | None => {}
+                }
+                let config = engine.config().clone();
+                let token = self.poll.reserve(Self::HTTP_SERVER_TOKENS).map_err(setup)?;
+                let mut driver = HttpDriver::new(opts, &config, token, &mut engine, now)
+                    .map_err(|e| setup(AddServerError::Http(e)))?;
+                driver.flush(registry, &mut engine, now);
+                (Transport::Http(driver), true)
+            }
+        };
+        let catalog = ServerCatalog::new(identity, http, tenant)
+            .for_principal(p.name.clone(), p.scopes.clone());
+        Ok(self.insert(engine, transport, catalog, None))
+    }
+}
