@@ -142,7 +142,7 @@
 //!
 //! For readers of the source: the crate is built in floors, each importing from the floors
 //! below it. CI checks that `proto` imports nothing else of the crate, and that every module
-//! below the drivers' floor reads no clock and touches no `mio` outside its tests. Arrows that still
+//! below the drivers' floor, and `client` above it, reads no clock and touches no `mio` outside its tests. Arrows that still
 //! point up (each one to remove): `error` and `engine` name `auth`'s error payloads, the
 //! engine's [`Event`] carries the host's catalog changes, `config` checks a saved verdict with
 //! the engine's discover parser.
@@ -159,7 +159,8 @@
 //! | 3 | `auth` | challenges and the OAuth flow as a sans-IO machine |
 //! | 4 | `session` | what Streamable HTTP's requests and responses mean for MCP, sans-IO: it turns the engine's transmits into exchanges and the responses back into engine inputs |
 //! | 5 | `driver` | the only I/O: child processes over pipes, HTTP/1.1 over TCP and TLS, the URL parser, the reaper |
-//! | 6 | `host` | many servers on one `mio::Poll`: tokens, readiness, the cache glue, principals and lanes, tasks, records, authorization, config files, roots |
+//! | 6 | `client` | many servers, sans-IO ([`Client`]): every server's engine and catalog context, the cache glue, principals and lanes, tasks, records, authorization, answer handlers; `now` on every verb |
+//! | 7 | `host` | the shell on one `mio::Poll`: tokens, readiness, drivers, closing and reaping, the blocking helpers, config files, root directories; [`Host`] wraps the core's verbs at the current time |
 //! | - | `internal` | what fuzz targets and benches reach inside (hidden, unstable) |
 //! | - | `bin/mcpoll` | the command-line client (feature `cli`) |
 #![forbid(unsafe_code)]

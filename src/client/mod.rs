@@ -536,7 +536,7 @@ impl Client {
 }
 
 impl ServerCore {
-    fn next_deadline(&self) -> Option<Instant> {
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
         let deadlines = [self.engine.poll_timeout(), self.catalog.relisten_deadline()];
         deadlines.into_iter().flatten().min()
     }

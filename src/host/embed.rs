@@ -466,19 +466,26 @@ impl Host {
     /// input its frame budget left unread. `None`: nothing is due until an event or a command.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let drivers = self.transports.iter().flatten().filter_map(Transport::poll_timeout);
+        // One pass over the servers: the core's deadlines of each (its engine's, its catalog's
+        // re-listen) beside its driver's, and whether the driver holds input unread.
+        let mut deadline = None;
+        let mut unread = false;
+        for (index, s) in self.client.servers.iter() {
+            let driver = self.transports.get(index).and_then(Option::as_ref);
+            unread |= driver.is_some_and(Transport::has_backlog);
+            let due = [s.next_deadline(), driver.and_then(Transport::poll_timeout)];
+            deadline = due.into_iter().flatten().chain(deadline).min();
+        }
         // Closed servers' children still exiting: their next check or signal; closed servers'
         // session `DELETE`s: when they are given up on.
-        let deadline = drivers
-            .chain(self.client.poll_timeout())
-            .chain(self.exiting.poll_timeout())
-            .chain(self.ending.poll_timeout())
+        let deadline = [self.exiting.poll_timeout(), self.ending.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .chain(deadline)
             .min();
         // Input that no readiness edge will report again, or output a command left unwritten
         // (a verb of the core called without the host's flush): due now.
-        let unread = self.transports.iter().flatten().any(Transport::has_backlog);
         if unread || self.client.has_unflushed() {
-            // Input that no readiness edge will report again: due now.
             let now = self.poll.last_now;
             return Some(deadline.map_or(now, |d| d.min(now)));
         }
@@ -509,7 +516,9 @@ impl Host {
         self.ending.handle_timeout(self.poll.registry(), now);
         self.ending.settle(&mut self.poll);
         self.client.after_input(now);
-        self.flush_unflushed(now);
+        if self.client.has_unflushed() {
+            self.flush_unflushed(now);
+        }
     }
 }
 
@@ -549,7 +558,8 @@ fn readiness(
         Owner::Vacant => return Ok(None),
         Owner::Server(index) => index,
     };
-    let (Some(s), Some(Some(transport))) = (client.servers.get_mut(index), transports.get_mut(index))
+    let (Some(s), Some(Some(transport))) =
+        (client.servers.get_mut(index), transports.get_mut(index))
     else {
         return Ok(None);
     };

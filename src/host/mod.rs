@@ -647,9 +647,11 @@ impl Host {
         let wake = if queued { Some(Duration::ZERO) } else { timeout };
         self.poll_inner(wake, Wake::OnQueuedEvents)?;
         // The time the round just handled its events at: one clock read per poll.
-        let now = self.poll.last_now;
-        self.client.pump_catalogs(now);
-        self.flush_unflushed(now);
+        if self.client.catalogs_armed() {
+            let now = self.poll.last_now;
+            self.client.pump_catalogs(now);
+            self.flush_unflushed(now);
+        }
         Ok(())
     }
 

@@ -12,6 +12,10 @@ use crate::proto::jsonrpc::{decode, Message, ResultHead};
 
 mod catalog_ops;
 pub use catalog_ops::catalog_ops;
+#[cfg(feature = "stdio")]
+mod client_ops;
+#[cfg(feature = "stdio")]
+pub use client_ops::client_ops;
 
 /// Checks that `run` makes the same of `stream` whole, cut every `step` bytes, and cut in two
 /// at `at` (taken modulo the length plus one, so any value will do).

@@ -1,0 +1,299 @@
+//! The many-server core ([`Client`]) under arbitrary interleavings, on simulated time: the
+//! capability-cache glue, watches and change events as the host runs them, not a model.
+//!
+//! Three contexts of one stdio server share the core's cache: the server's own (anonymous)
+//! and two principals' lanes (alice, bob), each an engine made ready by a scripted peer. The
+//! peer answers the page requests whenever the input says so, with pages whose items are named
+//! after who may read them (`p<ctx>_...`, or `pub_...` when the page is public), changes its
+//! catalogs, fails pages, rejects cursors, breaks listen streams and sends change
+//! notifications. Operations also need catalogs, look up one definition, watch catalogs, call
+//! tools and jump time. Checked after every step:
+//!
+//! - no panic;
+//! - no context is given an item private to another (views, lookups, change events);
+//! - at most one `tools/list` request of a context on the wire (single flight);
+//! - after `handle_timeout(now)`, no deadline of the core is in the past.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::client::catalog::ServerCatalog;
+use crate::client::{Client, ServerId};
+use crate::config::{CacheConfig, Config};
+use crate::engine::{CallOptions, Engine, Event, TransportEvent, TransportKind};
+
+const CONTEXTS: usize = 3;
+
+/// What the scripted peer of one context lists.
+#[derive(Debug, Clone, Copy)]
+struct Script {
+    version: u8,
+    pages: u8,
+    public: bool,
+    /// 0: no ttlMs; 1: ttlMs 0; else ttlMs = ttl * 60.
+    ttl: u8,
+}
+
+struct Input<'a>(&'a [u8]);
+
+impl Input<'_> {
+    fn byte(&mut self) -> u8 {
+        let Some((b, rest)) = self.0.split_first() else { return 0 };
+        self.0 = rest;
+        *b
+    }
+}
+
+struct Sim {
+    client: Client,
+    now: Instant,
+    ids: [ServerId; CONTEXTS],
+    /// Requests each context's engine sent and the peer has not answered, oldest first.
+    wire: [VecDeque<Value>; CONTEXTS],
+    scripts: [Script; CONTEXTS],
+    buf: Vec<u8>,
+}
+
+/// May context `ctx` see an item with this name?
+fn visible_to(ctx: usize, name: &str) -> bool {
+    name.starts_with("pub_") || name.starts_with(&format!("p{ctx}_"))
+}
+
+impl Sim {
+    fn new(cache: CacheConfig, now: Instant) -> Option<Self> {
+        let mut client = Client::new(cache).ok()?;
+        let mut ids = Vec::new();
+        for ctx in 0..CONTEXTS {
+            let mut engine = Engine::new(Config::default(), now).ok()?;
+            engine.handle_transport(now, TransportEvent::opened_as(TransportKind::Stdio));
+            let catalog = ServerCatalog::new("srv".to_owned(), false, None);
+            let catalog = match ctx {
+                0 => catalog,
+                1 => catalog.for_principal("alice".to_owned(), vec!["read".to_owned()]),
+                _ => catalog.for_principal("bob".to_owned(), vec!["read".to_owned()]),
+            };
+            ids.push(client.insert(engine, catalog, None));
+        }
+        let fresh = Script { version: 0, pages: 1, public: false, ttl: 0 };
+        let mut sim = Sim {
+            client,
+            now,
+            ids: ids.try_into().ok()?,
+            wire: Default::default(),
+            scripts: [fresh; CONTEXTS],
+            buf: Vec::new(),
+        };
+        for ctx in 0..CONTEXTS {
+            sim.collect(ctx);
+            let discover = sim.wire[ctx].pop_front()?;
+            let result = json!({"resultType": "complete", "supportedVersions": ["2026-07-28"],
+                "capabilities": {"tools": {"listChanged": true}}});
+            sim.peer(ctx, json!({"jsonrpc": "2.0", "id": discover["id"], "result": result}));
+        }
+        Some(sim)
+    }
+
+    /// Moves what the engine of `ctx` wrote onto its wire.
+    fn collect(&mut self, ctx: usize) {
+        let Some(engine) = self.client.engine_mut(self.ids[ctx]) else { return };
+        loop {
+            self.buf.clear();
+            if engine.poll_transmit(self.now, &mut self.buf).is_none() {
+                break;
+            }
+            let Ok(v) = serde_json::from_slice::<Value>(&self.buf) else { continue };
+            if v["method"] == "notifications/cancelled" {
+                // A request given up on (its deadline passed): the peer forgets it too.
+                let id = &v["params"]["requestId"];
+                self.wire[ctx].retain(|r| r["id"] != *id);
+            } else if v.get("id").is_some() && v.get("method").is_some() {
+                self.wire[ctx].push_back(v);
+            }
+        }
+        let lists = self.wire[ctx].iter().filter(|r| r["method"] == "tools/list").count();
+        assert!(lists <= 1, "context {ctx} has {lists} tools/list requests on the wire");
+    }
+
+    fn collect_all(&mut self) {
+        while self.client.take_unflushed().is_some() {}
+        for ctx in 0..CONTEXTS {
+            self.collect(ctx);
+        }
+    }
+
+    fn peer(&mut self, ctx: usize, message: Value) {
+        let bytes = serde_json::to_vec(&message).expect("JSON");
+        if let Some(engine) = self.client.engine_mut(self.ids[ctx]) {
+            engine.handle_message(self.now, &bytes);
+        }
+        self.client.after_input(self.now);
+        self.collect(ctx);
+    }
+
+    /// The page the script lists for `cursor`, or `None` for a cursor it does not know.
+    fn page(&self, ctx: usize, cursor: Option<&str>) -> Option<Value> {
+        let s = self.scripts[ctx];
+        let index = match cursor {
+            None => 0,
+            Some(c) => c.strip_prefix('c')?.parse::<u8>().ok()?,
+        };
+        if index >= s.pages {
+            return None;
+        }
+        let owner = if s.public { "pub".to_owned() } else { format!("p{ctx}") };
+        let tools: Vec<Value> = (0..2)
+            .map(|j| {
+                let name = format!("{owner}_t{index}{j}_v{}", s.version);
+                json!({"name": name, "inputSchema": {"type": "object"}})
+            })
+            .collect();
+        let mut page = json!({"resultType": "complete", "tools": tools});
+        if index + 1 < s.pages {
+            page["nextCursor"] = json!(format!("c{}", index + 1));
+        }
+        match s.ttl {
+            0 => {}
+            1 => page["ttlMs"] = json!(0),
+            t => page["ttlMs"] = json!(u64::from(t) * 60),
+        }
+        if s.public {
+            page["cacheScope"] = json!("public");
+        }
+        Some(page)
+    }
+
+    /// Answers the oldest request of `ctx` as `how` says.
+    fn answer(&mut self, ctx: usize, how: u8) {
+        let Some(request) = self.wire[ctx].pop_front() else { return };
+        let id = request["id"].clone();
+        let error = |code: i64| json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": "no"}});
+        let reply = match (request["method"].as_str(), how % 4) {
+            (_, 0) => error(-32603),
+            (Some("tools/list"), _) => {
+                let cursor = request["params"]["cursor"].as_str();
+                match self.page(ctx, cursor) {
+                    Some(page) => json!({"jsonrpc": "2.0", "id": id, "result": page}),
+                    None => error(-32602),
+                }
+            }
+            // A listen stream stays open until it breaks (how 0).
+            (Some("subscriptions/listen"), _) => {
+                self.wire[ctx].push_back(request);
+                return;
+            }
+            _ => json!({"jsonrpc": "2.0", "id": id,
+                "result": {"resultType": "complete", "content": []}}),
+        };
+        self.peer(ctx, reply);
+    }
+
+    fn check_view(&mut self, ctx: usize) {
+        let now = self.now;
+        if let Ok(Some(view)) = self.client.tool_catalog(now, self.ids[ctx]) {
+            for name in view.names() {
+                assert!(visible_to(ctx, name), "context {ctx} was shown {name}");
+            }
+        }
+        self.collect_all();
+    }
+
+    fn drain_events(&mut self) {
+        while let Some((server, event)) = self.client.poll_event(self.now) {
+            let Some(ctx) = self.ids.iter().position(|id| *id == server) else { continue };
+            if let Event::ToolsChanged(change) = event {
+                for name in change.added().iter().chain(change.changed()) {
+                    assert!(visible_to(ctx, name), "context {ctx} was told of {name}");
+                }
+            }
+        }
+        self.collect_all();
+    }
+}
+
+/// Applies the input as a sequence of operations on the core and checks the invariants.
+pub fn client_ops(data: &[u8]) {
+    let mut input = Input(data);
+    let cache = CacheConfig {
+        max_entries: 4 + usize::from(input.byte() % 8),
+        max_bytes: 2_000 + usize::from(input.byte()) * 40,
+        default_ttl: Duration::from_millis(300),
+        max_ttl: Duration::from_millis(2_000),
+        max_stale: Duration::from_millis(700),
+        max_refreshes: 1 + usize::from(input.byte() % 4),
+        eager_refresh: input.byte() & 1 == 1,
+    };
+    let Some(mut sim) = Sim::new(cache, Instant::now()) else { return };
+    for _ in 0..2048 {
+        if input.0.is_empty() {
+            break;
+        }
+        let op = input.byte();
+        let ctx = usize::from(op >> 4) % CONTEXTS;
+        match op & 0x0f {
+            0..=2 => sim.check_view(ctx),
+            3..=5 => {
+                let how = input.byte();
+                sim.answer(ctx, how);
+            }
+            6 => {
+                // The server changes and says so.
+                let s = &mut sim.scripts[ctx];
+                s.version = s.version.wrapping_add(1);
+                sim.peer(
+                    ctx,
+                    json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+                );
+            }
+            7 => {
+                // A change the client is not told about.
+                let b = input.byte();
+                let s = &mut sim.scripts[ctx];
+                s.pages = 1 + b % 3;
+                s.public = b & 0x10 != 0;
+                s.ttl = (b >> 5) % 8;
+                s.version = s.version.wrapping_add(1);
+            }
+            8 => {
+                let _ = sim.client.watch_catalogs(sim.now, sim.ids[ctx]);
+                sim.collect_all();
+            }
+            9 => {
+                // A call reads one definition: it must be this context's or public.
+                let name = format!("p{}_t{}{}_v0", input.byte() % 4, input.byte() % 2, 0);
+                let now = sim.now;
+                if let Some(def) = sim.client.tool(now, sim.ids[ctx], &name) {
+                    assert!(visible_to(ctx, &name), "context {ctx} read {name}: {def}");
+                }
+            }
+            10 => {
+                let opts = CallOptions::default();
+                let _ = sim.client.call_tool_json(sim.now, sim.ids[ctx], "echo", "{}", &opts);
+                sim.collect_all();
+            }
+            11 => sim.drain_events(),
+            _ => {
+                sim.now += Duration::from_millis(u64::from(input.byte()) * 9);
+                sim.client.handle_timeout(sim.now);
+                sim.collect_all();
+                let due = sim.client.poll_timeout();
+                assert!(due.is_none_or(|d| d > sim.now), "a deadline left in the past");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Seeds and a deterministic pseudo-random sweep, so plain `cargo test` runs the target.
+    #[test]
+    fn client_ops_holds_its_invariants() {
+        super::client_ops(&[]);
+        super::client_ops(&[1, 200, 1, 1, 0, 3, 1, 3, 1, 0, 0x10, 0x13, 1, 0x11, 12, 255, 11]);
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..200 {
+            super::client_ops(&super::super::pseudo_random_input(&mut x, 400));
+        }
+    }
+}
