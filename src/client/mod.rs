@@ -128,6 +128,30 @@ impl Client {
         })
     }
 
+    /// Adds a server: its engine (made with [`Engine::new`]; its output is the shell's to
+    /// write once [`take_unflushed`](Self::take_unflushed) names it) and the transport the
+    /// shell carries it over. `identity` names the server in the capability cache's key and in
+    /// call records (its program or URL, or `Config::cache_identity`): servers with the same
+    /// identity, transport and profiles share public catalogs.
+    pub fn add_server(
+        &mut self,
+        engine: Engine,
+        identity: &str,
+        transport: crate::engine::TransportKind,
+    ) -> ServerId {
+        let http = transport == crate::engine::TransportKind::Http;
+        let tenant = engine.config().cache_tenant.clone();
+        let catalog = catalog::ServerCatalog::new(identity.to_owned(), http, tenant);
+        self.insert(engine, catalog, None)
+    }
+
+    /// Takes a server out and hands its engine back (close it first for its calls to end
+    /// with events); its handle goes stale. `None` for an unknown handle.
+    pub fn remove_server(&mut self, server: ServerId) -> Option<Engine> {
+        self.lanes.forget(server);
+        self.remove(server).map(|s| s.engine)
+    }
+
     /// Adds a server's engine and its catalog context; `recipe` says how to make lanes of it
     /// (`None` for a lane).
     pub(crate) fn insert(

@@ -5,7 +5,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::catalog::ServerCatalog;
 use super::*;
 use crate::catalog::listing::CatalogKind;
 use crate::config::Config;
@@ -32,8 +31,7 @@ impl Sim {
     fn ready_server(&mut self, identity: &str) -> ServerId {
         let mut engine = Engine::new(Config::default(), self.now).unwrap();
         engine.handle_transport(self.now, TransportEvent::opened_as(TransportKind::Stdio));
-        let catalog = ServerCatalog::new(identity.to_owned(), false, None);
-        let id = self.client.insert(engine, catalog, None);
+        let id = self.client.add_server(engine, identity, TransportKind::Stdio);
         let discover = self.sent_one(id);
         assert_eq!(discover["method"], "server/discover");
         self.reply(
@@ -197,7 +195,7 @@ fn the_shell_is_told_each_server_with_output_once() {
     sim.client.call_tool_json(sim.now, a, "echo", "{}", &opts).unwrap();
     assert_eq!(sim.unflushed(), vec![a]);
     sim.client.call_tool_json(sim.now, b, "echo", "{}", &opts).unwrap();
-    sim.client.remove(b);
+    assert!(sim.client.remove_server(b).is_some());
     assert!(sim.unflushed().is_empty(), "a removed server has nothing to write");
     assert_eq!(sim.sent(a).len(), 2);
     let unknown = sim.client.call_tool_json(sim.now, b, "echo", "{}", &opts);

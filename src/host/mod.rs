@@ -505,8 +505,6 @@ impl Host {
         }
         self.transports[id.index] = Some(transport);
         self.poll.commit(tokens, id.index);
-        // The driver wrote what the engine had when it was made; nothing waits for a flush.
-        while self.client.take_unflushed().is_some() {}
         id
     }
 

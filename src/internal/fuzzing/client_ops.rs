@@ -69,6 +69,7 @@ impl Sim {
             let mut engine = Engine::new(Config::default(), now).ok()?;
             engine.handle_transport(now, TransportEvent::opened_as(TransportKind::Stdio));
             let catalog = ServerCatalog::new("srv".to_owned(), false, None);
+            // Lanes of one server: the same identity, each context its principal's.
             let catalog = match ctx {
                 0 => catalog,
                 1 => catalog.for_principal("alice".to_owned(), vec!["read".to_owned()]),
