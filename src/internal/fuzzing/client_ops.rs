@@ -1,10 +1,11 @@
 //! The many-server core ([`Client`]) under arbitrary interleavings, on simulated time: the
 //! capability-cache glue, watches and change events as the host runs them, not a model.
 //!
-//! Three contexts of one stdio server share the core's cache: the server's own (anonymous)
-//! and two principals' lanes (alice, bob), each an engine made ready by a scripted peer. The
-//! peer answers the page requests whenever the input says so, with pages whose items are named
-//! after who may read them (`p<ctx>_...`, or `pub_...` when the page is public), changes its
+//! Five contexts share the core's cache, each an engine made ready by a scripted peer: on
+//! server `s`, its own (anonymous) context and the lanes of alice, bob, and alice with another
+//! scope set; on server `other`, alice's lane. The peers answer the page requests whenever
+//! the input says so, with pages whose items are named after who may read them (`p<ctx>_...`,
+//! or `pub<server>_...` when the page is public: every context of that server), change their
 //! catalogs, fails pages, rejects cursors, breaks listen streams and sends change
 //! notifications. Operations also need catalogs, look up one definition, watch catalogs, call
 //! tools and jump time. Checked after every step:
@@ -24,7 +25,22 @@ use crate::client::{Client, ServerId};
 use crate::config::{CacheConfig, Config};
 use crate::engine::{CallOptions, Engine, Event, TransportEvent, TransportKind};
 
-const CONTEXTS: usize = 3;
+const CONTEXTS: usize = 5;
+
+/// Each context: its server's identity, and the principal and scopes of its lane (none for the
+/// server's own context).
+const CONTEXT: [(&str, Option<&str>, &[&str]); CONTEXTS] = [
+    ("s", None, &[]),
+    ("s", Some("alice"), &["read"]),
+    ("s", Some("bob"), &["read"]),
+    ("s", Some("alice"), &["read", "write"]),
+    ("other", Some("alice"), &["read"]),
+];
+
+/// The server of a context, as public items name it.
+fn server_of(ctx: usize) -> usize {
+    usize::from(CONTEXT[ctx].0 != "s")
+}
 
 /// What the scripted peer of one context lists.
 #[derive(Debug, Clone, Copy)]
@@ -58,7 +74,7 @@ struct Sim {
 
 /// May context `ctx` see an item with this name?
 fn visible_to(ctx: usize, name: &str) -> bool {
-    name.starts_with("pub_") || name.starts_with(&format!("p{ctx}_"))
+    name.starts_with(&format!("pub{}_", server_of(ctx))) || name.starts_with(&format!("p{ctx}_"))
 }
 
 impl Sim {
@@ -68,12 +84,13 @@ impl Sim {
         for ctx in 0..CONTEXTS {
             let mut engine = Engine::new(Config::default(), now).ok()?;
             engine.handle_transport(now, TransportEvent::opened_as(TransportKind::Stdio));
-            let catalog = ServerCatalog::new("srv".to_owned(), false, None);
-            // Lanes of one server: the same identity, each context its principal's.
-            let catalog = match ctx {
-                0 => catalog,
-                1 => catalog.for_principal("alice".to_owned(), vec!["read".to_owned()]),
-                _ => catalog.for_principal("bob".to_owned(), vec!["read".to_owned()]),
+            let (identity, principal, scopes) = CONTEXT[ctx];
+            // A lane has its server's identity and its principal's name and scopes.
+            let catalog = ServerCatalog::new(identity.to_owned(), false, None);
+            let catalog = match principal {
+                None => catalog,
+                Some(p) => catalog
+                    .for_principal(p.to_owned(), scopes.iter().map(|s| s.to_string()).collect()),
             };
             ids.push(client.insert(engine, catalog, None));
         }
@@ -143,7 +160,7 @@ impl Sim {
         if index >= s.pages {
             return None;
         }
-        let owner = if s.public { "pub".to_owned() } else { format!("p{ctx}") };
+        let owner = if s.public { format!("pub{}", server_of(ctx)) } else { format!("p{ctx}") };
         let tools: Vec<Value> = (0..2)
             .map(|j| {
                 let name = format!("{owner}_t{index}{j}_v{}", s.version);
@@ -262,7 +279,11 @@ pub fn client_ops(data: &[u8]) {
             }
             9 => {
                 // A call reads one definition: it must be this context's or public.
-                let name = format!("p{}_t{}{}_v0", input.byte() % 4, input.byte() % 2, 0);
+                let b = input.byte();
+                let owner =
+                    if b & 0x80 != 0 { format!("pub{}", b & 1) } else { format!("p{}", b % 8) };
+                let name =
+                    format!("{owner}_t{}{}_v{}", (b >> 3) % 3, (b >> 5) & 1, input.byte() % 4);
                 let now = sim.now;
                 if let Some(def) = sim.client.tool(now, sim.ids[ctx], &name) {
                     assert!(visible_to(ctx, &name), "context {ctx} read {name}: {def}");
