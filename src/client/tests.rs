@@ -32,6 +32,21 @@ impl Sim {
         let mut engine = Engine::new(Config::default(), self.now).unwrap();
         engine.handle_transport(self.now, TransportEvent::opened_as(TransportKind::Stdio));
         let id = self.client.add_server(engine, identity, TransportKind::Stdio);
+        self.make_ready(id)
+    }
+
+    /// A principal's lane on the server `identity`: an engine of its own under the lane's
+    /// catalog context (what `Host::lane` makes, with the driver left to the shell).
+    fn ready_lane(&mut self, identity: &str, principal: &str) -> ServerId {
+        let mut engine = Engine::new(Config::default(), self.now).unwrap();
+        engine.handle_transport(self.now, TransportEvent::opened_as(TransportKind::Stdio));
+        let catalog = super::catalog::ServerCatalog::new(identity.to_owned(), false, None)
+            .for_principal(principal.to_owned(), vec!["read".to_owned()]);
+        let id = self.client.insert(engine, catalog, None);
+        self.make_ready(id)
+    }
+
+    fn make_ready(&mut self, id: ServerId) -> ServerId {
         let discover = self.sent_one(id);
         assert_eq!(discover["method"], "server/discover");
         self.reply(
@@ -292,4 +307,74 @@ fn a_new_granted_scope_keys_the_catalog_apart() {
     assert_eq!(sim.tool_names(id), None, "the wider grant lists again");
     assert_eq!(sim.sent_one(id)["method"], "tools/list");
     let _ = CatalogKind::Tools;
+}
+
+/// Lanes of one server share its public catalog and keep their private ones apart: the second
+/// lane is served the public listing the first one fetched, with no request, while a private
+/// listing is fetched by each lane for itself.
+#[test]
+fn lanes_share_a_public_catalog_and_keep_private_ones_apart() {
+    let mut sim = Sim::new();
+    let alice = sim.ready_lane("srv", "alice");
+    let bob = sim.ready_lane("srv", "bob");
+
+    assert_eq!(sim.tool_names(alice), None);
+    let list = sim.sent_one(alice);
+    let mut public = tools_page(&["shared"]);
+    public["cacheScope"] = json!("public");
+    sim.reply(alice, &list, public);
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(alice).unwrap(), ["shared"]);
+    assert_eq!(sim.tool_names(bob).unwrap(), ["shared"], "bob is served alice's public listing");
+    assert!(sim.sent(bob).is_empty(), "with no request of his own");
+
+    // A private listing (no cacheScope) after a change is each lane's own.
+    sim.peer(alice, json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(alice), None, "stale: alice lists again");
+    let list = sim.sent_one(alice);
+    sim.reply(alice, &list, tools_page(&["alice_only"]));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(alice).unwrap(), ["alice_only"]);
+    assert!(sim.client.tool(sim.now, bob, "alice_only").is_none(), "never alice's private tool");
+    assert_eq!(sim.tool_names(bob), None, "the shared public listing went stale too");
+    let list = sim.sent_one(bob);
+    sim.reply(bob, &list, tools_page(&["bob_only"]));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(bob).unwrap(), ["bob_only"], "bob lists for himself");
+}
+
+/// A policy that asks holds the call unsent and hands the host an ask; the host's answer
+/// sends it (allow) or ends it (deny), each on the core alone.
+#[test]
+fn an_asked_call_waits_for_the_hosts_answer() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("asking");
+    sim.client.set_policy(|_: &AccessRequest<'_>| Decision::Ask);
+    let opts = CallOptions::default();
+    let first = sim.client.call_tool_json(sim.now, id, "delete", "{}", &opts).unwrap();
+    let second = sim.client.call_tool_json(sim.now, id, "drop", "{}", &opts).unwrap();
+    assert!(sim.sent(id).is_empty(), "asked calls are held");
+    let mut asked = Vec::new();
+    while let Some((server, event)) = sim.client.poll_event(sim.now) {
+        if let Event::AuthorizationAsked { call, name, .. } = event {
+            assert_eq!(server, id);
+            asked.push((call, name.to_owned()));
+        }
+    }
+    assert_eq!(asked, [(first, "delete".to_owned()), (second, "drop".to_owned())]);
+
+    sim.client.allow_call(sim.now, id, first).unwrap();
+    assert_eq!(sim.unflushed(), vec![id]);
+    assert_eq!(sim.sent_one(id)["params"]["name"], "delete");
+    sim.client.deny_call(sim.now, id, second, "not today").unwrap();
+    assert!(sim.sent(id).is_empty(), "a denied call is never sent");
+    let mut denied = false;
+    while let Some((_, event)) = sim.client.poll_event(sim.now) {
+        if let Event::CallFailed { call, error, .. } = event {
+            denied |= call == second
+                && matches!(error, CallError::Local(LocalError::AuthorizationDenied(_)));
+        }
+    }
+    assert!(denied);
 }

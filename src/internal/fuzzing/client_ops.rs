@@ -81,10 +81,9 @@ impl Sim {
     fn new(cache: CacheConfig, now: Instant) -> Option<Self> {
         let mut client = Client::new(cache).ok()?;
         let mut ids = Vec::new();
-        for ctx in 0..CONTEXTS {
+        for (identity, principal, scopes) in CONTEXT {
             let mut engine = Engine::new(Config::default(), now).ok()?;
             engine.handle_transport(now, TransportEvent::opened_as(TransportKind::Stdio));
-            let (identity, principal, scopes) = CONTEXT[ctx];
             // A lane has its server's identity and its principal's name and scopes.
             let catalog = ServerCatalog::new(identity.to_owned(), false, None);
             let catalog = match principal {
