@@ -179,7 +179,14 @@ pub(crate) struct Gate {
     asks: VecDeque<Asked>,
     /// The ask last handed out by `poll_event` (its event borrows it).
     current: Option<Asked>,
+    /// The decision itself, set by the first policy or tool rule installed. Until then every
+    /// call goes unasked, and because only the installers name the function, a program that
+    /// installs none does not link it, nor the catalog lookups it reads annotations with.
+    decide: Option<Decide>,
 }
+
+/// [`Client::decide`]'s signature, for [`Gate::decide`].
+type Decide = fn(&mut Client, Instant, ServerId, Option<TaskId>, Method, &str, u32) -> Verdict;
 
 impl fmt::Debug for Gate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -267,6 +274,7 @@ impl Client {
     /// ```
     pub fn set_policy(&mut self, policy: impl Policy + 'static) {
         self.authz.host = Some(Box::new(policy));
+        self.authz.decide = Some(Client::decide);
     }
 
     /// Installs the policy of one server, asked instead of the host's about calls on it and on
@@ -274,11 +282,13 @@ impl Client {
     pub fn set_server_policy(&mut self, server: ServerId, policy: impl Policy + 'static) {
         let (base, _) = self.lanes.caller(server);
         self.authz.servers.insert(base, Box::new(policy));
+        self.authz.decide = Some(Client::decide);
     }
 
     /// Installs the policy of one principal, asked before any other about calls on its lanes.
     pub fn set_principal_policy(&mut self, principal: PrincipalId, policy: impl Policy + 'static) {
         self.authz.principals.insert(principal, Box::new(policy));
+        self.authz.decide = Some(Client::decide);
     }
 
     /// Removes every installed policy (the configuration's `disabledTools` still apply).
@@ -322,6 +332,7 @@ impl Client {
         if !tools.is_empty() {
             let (base, _) = self.lanes.caller(server);
             list(self.authz.rules.entry(base).or_default()).extend(tools);
+            self.authz.decide = Some(Client::decide);
         }
     }
 
@@ -354,8 +365,8 @@ impl Client {
         s.engine.refuse(now, call, reason)
     }
 
-    /// Puts one call to the gate: the configuration's disabled tools first, then the most
-    /// specific policy installed (the principal's, the server's, the host's).
+    /// Puts one call to the gate: allowed at once when nothing is installed, else
+    /// [`decide`](Self::decide).
     fn consult(
         &mut self,
         now: Instant,
@@ -365,9 +376,25 @@ impl Client {
         name: &str,
         breaker_tenant: u32,
     ) -> Verdict {
-        if self.authz.is_open() {
-            return Verdict::Allow;
+        match self.authz.decide {
+            Some(decide) if !self.authz.is_open() => {
+                decide(self, now, server, task, method, name, breaker_tenant)
+            }
+            _ => Verdict::Allow,
         }
+    }
+
+    /// The gate's decision: the configuration's disabled tools first, then the most specific
+    /// policy installed (the principal's, the server's, the host's).
+    fn decide(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        task: Option<TaskId>,
+        method: Method,
+        name: &str,
+        breaker_tenant: u32,
+    ) -> Verdict {
         let (base, principal_id) = {
             let (base, principal) = self.lanes.caller(server);
             (base, principal.map(|(id, _)| id))

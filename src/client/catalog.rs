@@ -44,7 +44,7 @@ use crate::catalog::listing::{parse_page, CatalogKind, Item};
 use crate::catalog::refresh::{Answer, NeedError, Refresher, WalkError};
 use crate::catalog::search::SearchIndex;
 use crate::catalog::store::{CachedPage, ItemLookup, ListLookup, Store, StoreConfig, StoreError};
-use crate::config::CacheConfig;
+use crate::config::{CacheConfig, SavedVerdict};
 use crate::engine::{CallId, CallOptions, Engine, Event, VerdictOrigin};
 use crate::error::{CallError, LocalError, PeerError, RequestError, RpcError};
 use crate::proto::mcp::{Method, SubscriptionFilter};
@@ -417,6 +417,17 @@ pub(crate) struct ClientCache {
     /// The wall clock, read only to date what the persistent store keeps (its entries outlive
     /// this process's `Instant`s); the shell gives it with the store.
     wall: fn() -> SystemTime,
+    /// The era-verdict side of the persistent store, set with the store: a program that
+    /// installs none does not link it.
+    verdicts: Option<VerdictFns>,
+}
+
+/// [`ClientCache::keep_verdict`] and [`ClientCache::stored_verdict_of_store`], for
+/// [`ClientCache::verdicts`].
+#[derive(Debug, Clone, Copy)]
+struct VerdictFns {
+    keep: fn(&mut ClientCache, Instant, &mut ServerCatalog, &Engine),
+    stored: fn(&mut ClientCache, &str, bool, &crate::config::Config) -> Option<SavedVerdict>,
 }
 
 impl ClientCache {
@@ -439,6 +450,7 @@ impl ClientCache {
             asked: HashSet::new(),
             pump: None,
             wall: || SystemTime::UNIX_EPOCH,
+            verdicts: None,
         })
     }
 
@@ -520,7 +532,17 @@ impl ClientCache {
         identity: &str,
         http: bool,
         config: &crate::config::Config,
-    ) -> Option<crate::config::SavedVerdict> {
+    ) -> Option<SavedVerdict> {
+        let stored = self.verdicts?.stored;
+        stored(self, identity, http, config)
+    }
+
+    fn stored_verdict_of_store(
+        &mut self,
+        identity: &str,
+        http: bool,
+        config: &crate::config::Config,
+    ) -> Option<SavedVerdict> {
         let persist = self.persist.as_mut()?;
         let transport = if http { key::Transport::Http } else { key::Transport::Stdio };
         let sk = super::verdict_store::key(identity, transport, config)?;
@@ -630,6 +652,10 @@ impl Client {
     ) {
         self.cache.persist = Some(Box::new(store));
         self.cache.wall = wall;
+        self.cache.verdicts = Some(VerdictFns {
+            keep: ClientCache::keep_verdict,
+            stored: ClientCache::stored_verdict_of_store,
+        });
         self.cache.asked.clear();
         self.cache.arm();
     }
@@ -878,11 +904,9 @@ impl Client {
     /// Keeps the capability store's copy of every server's era verdict in step (every round,
     /// so a host that only uses the blocking helpers files it too); nothing without a store.
     pub(crate) fn keep_verdicts(&mut self, now: Instant) {
-        if self.cache.persist.is_none() {
-            return;
-        }
+        let Some(verdicts) = self.cache.verdicts else { return };
         for (_, s) in self.servers.iter_mut() {
-            self.cache.keep_verdict(now, &mut s.catalog, &s.engine);
+            (verdicts.keep)(&mut self.cache, now, &mut s.catalog, &s.engine);
         }
     }
 
