@@ -64,6 +64,9 @@ impl fmt::Debug for dyn AnswerHandler {
 pub(crate) struct Handlers {
     host: Option<Box<dyn AnswerHandler>>,
     servers: Vec<(ServerId, Box<dyn AnswerHandler>)>,
+    /// [`Client::offer_to_handlers`], set by the first handler installed: a program that
+    /// installs none does not link it, nor the answer checks it runs.
+    offer: Option<fn(&mut Client, Instant)>,
 }
 
 impl Handlers {
@@ -98,6 +101,7 @@ impl Client {
     /// [`set_server_answer_handler`]: Self::set_server_answer_handler
     pub fn set_answer_handler(&mut self, handler: Box<dyn AnswerHandler>) {
         self.answers.host = Some(handler);
+        self.answers.offer = Some(Client::offer_to_handlers);
     }
 
     /// [`set_answer_handler`](Self::set_answer_handler) for one server (or lane), asked before
@@ -112,11 +116,19 @@ impl Client {
         }
         self.answers.servers.retain(|(id, _)| *id != server);
         self.answers.servers.push((server, handler));
+        self.answers.offer = Some(Client::offer_to_handlers);
         true
     }
 
-    /// Offers each server request not yet offered to the handlers, and sends their answers.
+    /// Offers each server request not yet offered to the handlers, and sends their answers;
+    /// nothing when no handler was ever installed.
     pub(crate) fn answer_with_handlers(&mut self, now: Instant) {
+        if let Some(offer) = self.answers.offer {
+            offer(self, now);
+        }
+    }
+
+    fn offer_to_handlers(&mut self, now: Instant) {
         if self.answers.is_empty() {
             return;
         }
