@@ -640,6 +640,7 @@ impl Host {
     /// Waits at most `timeout` (`None`: until something happens) for I/O or the next engine
     /// deadline, then does the work that is due and returns. A game loop passes
     /// `Some(Duration::ZERO)` once per frame.
+    #[inline]
     pub fn poll(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         let queued = self.client.cache.has_changes() || self.client.has_asks();
         let wake = if queued { Some(Duration::ZERO) } else { timeout };
