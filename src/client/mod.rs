@@ -421,8 +421,9 @@ impl Client {
         self.server(server).map(|s| s.engine.state())
     }
 
-    /// Why the server is [`ServerState::Unauthorized`]; see
-    /// [`Host::authorization_error`](crate::Host::authorization_error).
+    /// Why the server is [`ServerState::Unauthorized`]: the error its probe or handshake
+    /// failed with (an OAuth step, credentials refused, or a local OAuth configuration
+    /// problem, `LocalError::OAuthSetup`). A restart or a new call tries again.
     pub fn authorization_error(&self, server: ServerId) -> Option<&CallError> {
         self.server(server)?.engine.authorization_error()
     }

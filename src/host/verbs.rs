@@ -9,12 +9,14 @@ use super::Host;
 use crate::catalog::listing::CatalogKind;
 use crate::client::catalog::Need;
 #[cfg(doc)]
-use crate::client::Client;
+use crate::client::{AccessRequest, Client, Decision, DefaultPolicy};
 use crate::client::{
     AnswerHandler, CacheStats, CapabilityStore, CatalogError, CatalogView, Commands, Policy,
     Principal, PrincipalError, PrincipalId, ServerId,
 };
 use crate::config::SavedVerdict;
+#[cfg(doc)]
+use crate::engine::Engine;
 use crate::engine::{
     CallId, CallOptions, Event, RecordSink, RootsBoundary, ServerRequestId, ServerState, TaskStatus,
 };
@@ -83,7 +85,10 @@ impl Host {
         self.client.verdict(Instant::now(), SystemTime::now(), server)
     }
 
-    /// [`Client::answer`] now, its output written at once.
+    /// Answers a server request (`Event::ServerRequest`) of `server`; see [`Engine::answer`]. An
+    /// answer to a roots request is checked against the file system
+    /// ([`Host::set_roots_boundary`](crate::Host::set_roots_boundary)). See [`Client::answer`]. At
+    /// the current time; what it sends is written at once.
     pub fn answer(
         &mut self,
         server: ServerId,
@@ -96,7 +101,8 @@ impl Host {
         out
     }
 
-    /// [`Client::reject`] now, its output written at once.
+    /// Refuses a server request (`Event::ServerRequest`) of `server`; see [`Engine::reject`]. See
+    /// [`Client::reject`]. At the current time; what it sends is written at once.
     pub fn reject(
         &mut self,
         server: ServerId,
@@ -108,7 +114,8 @@ impl Host {
         out
     }
 
-    /// [`Client::call_tool`] now, its output written at once.
+    /// Calls a tool. `arguments` must be a JSON object. See [`Client::call_tool`]. At the current
+    /// time; what it sends is written at once.
     pub fn call_tool(
         &mut self,
         server: ServerId,
@@ -122,7 +129,8 @@ impl Host {
         out
     }
 
-    /// [`Client::call_tool_json`] now, its output written at once.
+    /// Calls a tool with its arguments as JSON text (one object); see [`Engine::call_tool_json`].
+    /// See [`Client::call_tool_json`]. At the current time; what it sends is written at once.
     pub fn call_tool_json(
         &mut self,
         server: ServerId,
@@ -136,7 +144,8 @@ impl Host {
         out
     }
 
-    /// [`Client::resume_task`] now, its output written at once.
+    /// Reattaches to a task on `server` by its id; see [`Engine::resume_task`]. See
+    /// [`Client::resume_task`]. At the current time; what it sends is written at once.
     pub fn resume_task(
         &mut self,
         server: ServerId,
@@ -149,7 +158,8 @@ impl Host {
         out
     }
 
-    /// [`Client::list`] now, its output written at once.
+    /// Runs a paginated listing to the end; see [`Engine::list`]. See [`Client::list`]. At the
+    /// current time; what it sends is written at once.
     pub fn list(
         &mut self,
         server: ServerId,
@@ -162,7 +172,8 @@ impl Host {
         out
     }
 
-    /// [`Client::read_resource`] now, its output written at once.
+    /// Reads a resource. See [`Client::read_resource`]. At the current time; what it sends is
+    /// written at once.
     pub fn read_resource(
         &mut self,
         server: ServerId,
@@ -175,7 +186,8 @@ impl Host {
         out
     }
 
-    /// [`Client::get_prompt`] now, its output written at once.
+    /// Gets a prompt. See [`Client::get_prompt`]. At the current time; what it sends is written at
+    /// once.
     pub fn get_prompt(
         &mut self,
         server: ServerId,
@@ -189,7 +201,8 @@ impl Host {
         out
     }
 
-    /// [`Client::request`] now, its output written at once.
+    /// Sends a request by method name; see [`Engine::request_raw`]. See [`Client::request`]. At the
+    /// current time; what it sends is written at once.
     pub fn request(
         &mut self,
         server: ServerId,
@@ -203,7 +216,8 @@ impl Host {
         out
     }
 
-    /// [`Client::complete`] now, its output written at once.
+    /// Asks for completions of a prompt or resource-template argument. See [`Client::complete`]. At
+    /// the current time; what it sends is written at once.
     pub fn complete(
         &mut self,
         server: ServerId,
@@ -217,7 +231,8 @@ impl Host {
         out
     }
 
-    /// [`Client::listen`] now, its output written at once.
+    /// Opens a `subscriptions/listen` subscription; see [`Engine::listen`]. See [`Client::listen`].
+    /// At the current time; what it sends is written at once.
     pub fn listen(
         &mut self,
         server: ServerId,
@@ -230,7 +245,8 @@ impl Host {
         out
     }
 
-    /// [`Client::cancel`] now, its output written at once.
+    /// Cancels a call: its wait ends at once, and the server is told. See [`Client::cancel`]. At
+    /// the current time; what it sends is written at once.
     pub fn cancel(&mut self, server: ServerId, call: CallId) -> Result<(), CancelError> {
         let now = Instant::now();
         let out = self.client.cancel(now, server, call);
@@ -238,7 +254,10 @@ impl Host {
         out
     }
 
-    /// [`Client::allow_call`] now, its output written at once.
+    /// Lets a call held by [`Decision::Ask`] go: it joins the server's queue now (its deadline has
+    /// kept running). `Err(Overloaded)` when the queue is full: the call stays held. `Err(NotHeld)`
+    /// when it already ended (deadline, cancel) or was answered. See [`Client::allow_call`]. At the
+    /// current time; what it sends is written at once.
     pub fn allow_call(&mut self, server: ServerId, call: CallId) -> Result<(), AuthorizeError> {
         let now = Instant::now();
         let out = self.client.allow_call(now, server, call);
@@ -246,7 +265,9 @@ impl Host {
         out
     }
 
-    /// [`Client::deny_call`] now, its output written at once.
+    /// Refuses a call held by [`Decision::Ask`]: it ends unsent with
+    /// [`LocalError::AuthorizationDenied`](crate::LocalError::AuthorizationDenied) carrying
+    /// `reason`. See [`Client::deny_call`]. At the current time; what it sends is written at once.
     pub fn deny_call(
         &mut self,
         server: ServerId,
@@ -259,7 +280,9 @@ impl Host {
         out
     }
 
-    /// [`Client::set_roots`] now, its output written at once.
+    /// Sets the roots offered to `server` (a `ListRootsResult`); see [`Engine::set_roots`]. With a
+    /// boundary set, every root must exist and resolve (symlinks followed) inside it. See
+    /// [`Client::set_roots`]. At the current time; what it sends is written at once.
     pub fn set_roots(&mut self, server: ServerId, roots: &RawValue) -> Result<(), AnswerError> {
         let now = Instant::now();
         let out = self.client.set_roots(now, server, roots);
@@ -267,7 +290,13 @@ impl Host {
         out
     }
 
-    /// [`Client::watch_catalogs`] now, its output written at once.
+    /// Keeps the server's catalogs current: on a modern server, opens a `subscriptions/listen`
+    /// stream for tool, prompt and resource list changes (once ready), and opens it again with
+    /// backoff (200 ms doubling to 30 s) after an abnormal end, marking every catalog stale since
+    /// changes may have been missed. A graceful end, or the host cancelling the stream, stops it.
+    /// Legacy servers send their changes unasked: for them this does nothing more. The re-listen
+    /// deadline is part of [`poll_timeout`](Self::poll_timeout). See [`Client::watch_catalogs`]. At
+    /// the current time; what it sends is written at once.
     pub fn watch_catalogs(&mut self, server: ServerId) -> Result<(), RequestError> {
         let now = Instant::now();
         let out = self.client.watch_catalogs(now, server);
@@ -299,76 +328,98 @@ impl Host {
         self.tool_catalog(server)
     }
 
-    /// [`Client::tool`] now.
+    /// One tool's definition (canonical JSON) from the cache (or the capability store, when memory
+    /// holds nothing of the catalog), when cached and servable; it never lists. A fresh hit
+    /// allocates nothing. See [`Client::tool`]. At the current time.
     pub fn tool(&mut self, server: ServerId, name: &str) -> Option<&str> {
         self.client.tool(Instant::now(), server, name)
     }
 
-    /// [`Client::server_tasks`].
+    /// The task-backed calls pending on `server`: each call, its task id and the status last
+    /// reported (empty for an unknown server). See [`Client::server_tasks`].
     pub fn server_tasks(&self, server: ServerId) -> Vec<(CallId, String, Option<TaskStatus>)> {
         self.client.server_tasks(server)
     }
 
-    /// [`Client::state`].
+    /// The server's state: probing, handshaking, ready with its era, closed. See [`Client::state`].
     pub fn state(&self, server: ServerId) -> Option<ServerState> {
         self.client.state(server)
     }
 
+    /// Why the server is [`ServerState::Unauthorized`]: the error its probe or handshake failed
+    /// with (an OAuth step, credentials refused, or a local OAuth configuration problem,
+    /// `LocalError::OAuthSetup`). A restart or a new call tries again. See
     /// [`Client::authorization_error`].
     pub fn authorization_error(&self, server: ServerId) -> Option<&CallError> {
         self.client.authorization_error(server)
     }
 
-    /// [`Client::era`].
+    /// The era the server speaks, once known. See [`Client::era`].
     pub fn era(&self, server: ServerId) -> Option<Era> {
         self.client.era(server)
     }
 
-    /// [`Client::server_info`].
+    /// The raw `server/discover` or `initialize` result. See [`Client::server_info`].
     pub fn server_info(&self, server: ServerId) -> Option<&str> {
         self.client.server_info(server)
     }
 
+    /// Why the server's last connection or process ended, kept across restarts. See
     /// [`Client::last_transport_error`].
     pub fn last_transport_error(&self, server: ServerId) -> Option<&TransportError> {
         self.client.last_transport_error(server)
     }
 
+    /// Calls pending on the server (queued, in flight or backing off), the handshake included. See
     /// [`Client::pending`].
     pub fn pending(&self, server: ServerId) -> Option<usize> {
         self.client.pending(server)
     }
 
-    /// [`Client::capabilities`].
+    /// The server's protocol capabilities: the `capabilities` object of its `server/discover`
+    /// (modern) or `initialize` (legacy) result, as JSON, once ready. Borrowed from the kept
+    /// result: nothing is listed, called or allocated. See [`Client::capabilities`].
     pub fn capabilities(&self, server: ServerId) -> Option<&str> {
         self.client.capabilities(server)
     }
 
+    /// The `k` tools of the server's last listed catalog that best match `query` (BM25 over name,
+    /// title, description and annotation words; ties by name), best first, with their scores. The
+    /// index follows every refresh; it is empty until the tools were listed. See
     /// [`Client::search_tools`].
     pub fn search_tools(&self, server: ServerId, query: &str, k: usize) -> Vec<(&str, f64)> {
         self.client.search_tools(server, query, k)
     }
 
+    /// Counters of the capability cache: hits, misses, stale serves, refreshes, evictions. See
     /// [`Client::cache_stats`].
     pub fn cache_stats(&self) -> CacheStats {
         self.client.cache_stats()
     }
 
-    /// [`Client::server_name`].
+    /// The server's name in its records. See [`Client::server_name`].
     pub fn server_name(&self, server: ServerId) -> Option<&str> {
         self.client.server_name(server)
     }
 
-    /// [`Client::principal_of`].
+    /// The principal a lane serves; `None` for a server's own handle. See [`Client::principal_of`].
     pub fn principal_of(&self, lane: ServerId) -> Option<PrincipalId> {
         self.client.principal_of(lane)
     }
 
-    /// [`Client::set_answer_handler`].
+    /// Answers server requests of every server (elicitation, sampling, roots) with `handler`, from
+    /// the host's loop: `poll`, the blocking helpers (`call_tool_blocking`, `wait`, ...) and an
+    /// embedded host's `handle_event` / `handle_timeout` alike. Each request is offered once, after
+    /// the server's own handler ([`set_server_answer_handler`](Self::set_server_answer_handler)) passed. A request no handler
+    /// answers stays an `Event::ServerRequest`; in a blocking helper, which cannot wait for the
+    /// host, it ends the call at once with `LocalError::Unanswered`. The kinds must still be
+    /// declared (`Config::answers`). See [`Client::set_answer_handler`].
     pub fn set_answer_handler(&mut self, handler: Box<dyn AnswerHandler>) {
         self.client.set_answer_handler(handler)
     }
 
+    /// [`set_answer_handler`](Self::set_answer_handler) for one server (or lane), asked before the
+    /// host's. Returns `false` (and keeps nothing) when there is no such server. See
     /// [`Client::set_server_answer_handler`].
     pub fn set_server_answer_handler(
         &mut self,
@@ -378,27 +429,33 @@ impl Host {
         self.client.set_server_answer_handler(server, handler)
     }
 
-    /// [`Client::set_policy`].
+    /// Installs the host-wide authorization policy, asked about calls on every server that has no
+    /// policy of its own (nor its principal). Replaces the last one. See [`Client::set_policy`].
     pub fn set_policy(&mut self, policy: impl Policy + 'static) {
         self.client.set_policy(policy)
     }
 
-    /// [`Client::set_server_policy`].
+    /// Installs the policy of one server, asked instead of the host's about calls on it and on its
+    /// principals' lanes (unless the principal has its own). See [`Client::set_server_policy`].
     pub fn set_server_policy(&mut self, server: ServerId, policy: impl Policy + 'static) {
         self.client.set_server_policy(server, policy)
     }
 
+    /// Installs the policy of one principal, asked before any other about calls on its lanes. See
     /// [`Client::set_principal_policy`].
     pub fn set_principal_policy(&mut self, principal: PrincipalId, policy: impl Policy + 'static) {
         self.client.set_principal_policy(principal, policy)
     }
 
+    /// Removes every installed policy (the configuration's `disabledTools` still apply). See
     /// [`Client::clear_policies`].
     pub fn clear_policies(&mut self) {
         self.client.clear_policies()
     }
 
-    /// [`Client::disable_tools`].
+    /// Disables tools of a server: calls to them are refused locally (never sent), and they are
+    /// left out of its catalog views and tool search. What `disabledTools` in a configuration file
+    /// does. See [`Client::disable_tools`].
     pub fn disable_tools<S: Into<String>>(
         &mut self,
         server: ServerId,
@@ -407,7 +464,9 @@ impl Host {
         self.client.disable_tools(server, tools)
     }
 
-    /// [`Client::always_allow_tools`].
+    /// Marks tools of a server as always allowed: [`AccessRequest::always_allowed`] is set for
+    /// them, and the [`DefaultPolicy`] never asks about them. What `alwaysAllow` / `autoApprove` in
+    /// a configuration file do. See [`Client::always_allow_tools`].
     pub fn always_allow_tools<S: Into<String>>(
         &mut self,
         server: ServerId,
@@ -416,22 +475,28 @@ impl Host {
         self.client.always_allow_tools(server, tools)
     }
 
+    /// Installs the sink that every call record goes to (replacing any earlier one, which is
+    /// returned). Records reach it as calls' terminal events leave the engines: through
+    /// [`poll_event`](Self::poll_event), the blocking helpers and the capability cache; and for
+    /// each listing the cache answers itself. See [`CallRecord`](crate::CallRecord). See
     /// [`Client::set_record_sink`].
     pub fn set_record_sink(&mut self, sink: Box<dyn RecordSink>) -> Option<Box<dyn RecordSink>> {
         self.client.set_record_sink(sink)
     }
 
-    /// [`Client::take_record_sink`].
+    /// Removes the record sink. See [`Client::take_record_sink`].
     pub fn take_record_sink(&mut self) -> Option<Box<dyn RecordSink>> {
         self.client.take_record_sink()
     }
 
-    /// [`Client::set_server_name`].
+    /// Names a server in its records (the default is its URL's `host:port`, or its program's file
+    /// name). A name from a configuration file goes here. See [`Client::set_server_name`].
     pub fn set_server_name(&mut self, server: ServerId, name: &str) {
         self.client.set_server_name(server, name)
     }
 
-    /// [`Client::set_roots_boundary`].
+    /// Bounds the roots offered to `server`; see [`Engine::set_roots_boundary`]. Symlinks are
+    /// resolved when roots are set or answered. See [`Client::set_roots_boundary`].
     pub fn set_roots_boundary(
         &mut self,
         server: ServerId,
@@ -440,6 +505,7 @@ impl Host {
         self.client.set_roots_boundary(server, boundary)
     }
 
+    /// Registers a principal; calls are made for it on its lanes ([`Host::lane`]). See
     /// [`Client::add_principal`].
     pub fn add_principal(&mut self, principal: Principal) -> Result<PrincipalId, PrincipalError> {
         self.client.add_principal(principal)

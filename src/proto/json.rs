@@ -129,7 +129,7 @@ impl Visitor<'_> for () {
 
 /// The text of a validated JSON value, borrowed from its frame.
 ///
-/// Only [`parse`] and the iterators over a parsed value make these. That is why the accessors can
+/// Only `parse` and the iterators over a parsed value make these. That is why the accessors can
 /// skip over the text quickly without checking it again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RawJson<'a>(&'a str);
