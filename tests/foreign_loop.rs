@@ -1,7 +1,8 @@
 //! A host embedded in a loop the test owns (`Host::embedded`): the test's `mio::Poll` serves a
 //! UDP echo of its own and the host's server, forwarding events by token and ticking the host
 //! only when `poll_timeout` says so. Real peers (the demo server over stdio and over HTTP);
-//! token ranges filled, refused and reused; tokens outside the range refused.
+//! token ranges filled, refused and reused; tokens outside the range refused. And the core
+//! under a loop with no `mio` at all (the `own_io` example).
 
 mod common;
 
@@ -332,6 +333,16 @@ fn the_foreign_loop_example_runs() {
     assert!(stdout.contains(r#""structuredContent":{"sum":42}"#), "{stdout}");
     assert!(stdout.contains("udp: ping 9"), "{stdout}");
     assert!(stdout.contains("10 datagrams echoed, 10 returned"), "{stdout}");
+}
+
+/// The `own_io` example: the sans-IO core (`Client`) driven with `std::process` and a thread,
+/// no `mio` and no `Host`, calls the echo server once and exits when its child has.
+#[test]
+fn the_own_io_example_drives_the_core_with_std_io() {
+    let out = std::process::Command::new(example("own_io")).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(r#""text":"hello from a loop of its own""#), "{stdout}");
 }
 
 /// Read system calls this thread has made so far (`syscr` in `/proc/thread-self/io`).

@@ -226,6 +226,35 @@ impl Client {
         !self.unflushed.is_empty()
     }
 
+    /// One complete JSON-RPC frame from a server (a stdio line, an HTTP response's message):
+    /// the server's engine reads it, what that produces for the wire is named by
+    /// [`take_unflushed`](Self::take_unflushed), and the answer handlers are offered any
+    /// request it made. Unknown handles are ignored.
+    pub fn handle_message(&mut self, now: Instant, server: ServerId, frame: &[u8]) {
+        let Some(s) = self.server_mut(server) else { return };
+        s.engine.handle_message(now, frame);
+        let has_output = s.engine.has_output();
+        if has_output {
+            self.mark(server.index);
+        }
+        self.after_input(now);
+    }
+
+    /// What the shell's transport did (opened, closed) for a server; see
+    /// [`Engine::handle_transport`].
+    pub fn handle_transport(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        event: crate::engine::TransportEvent,
+    ) {
+        let Some(s) = self.server_mut(server) else { return };
+        s.engine.handle_transport(now, event);
+        if s.engine.has_output() {
+            self.mark(server.index);
+        }
+    }
+
     /// The engine of a server, for the shell's driver (and a test's scripted peer).
     pub fn engine_mut(&mut self, server: ServerId) -> Option<&mut Engine> {
         self.server_mut(server).map(|s| &mut s.engine)
@@ -489,9 +518,10 @@ impl Client {
         for (index, s) in self.servers.iter_mut() {
             if s.engine.poll_timeout().is_some_and(|d| d <= now) {
                 s.engine.handle_timeout(now);
-                if s.engine.has_output() && !self.unflushed.contains(&index) {
-                    self.unflushed.push(index);
-                }
+            }
+            // Output of a timer, or of input the shell gave an engine directly.
+            if s.engine.has_output() && !self.unflushed.contains(&index) {
+                self.unflushed.push(index);
             }
         }
         self.after_input(now);

@@ -29,9 +29,9 @@ impl Sim {
 
     /// A stdio server of the 2026-07-28 era, ready, whose tools announce list changes.
     fn ready_server(&mut self, identity: &str) -> ServerId {
-        let mut engine = Engine::new(Config::default(), self.now).unwrap();
-        engine.handle_transport(self.now, TransportEvent::opened_as(TransportKind::Stdio));
+        let engine = Engine::new(Config::default(), self.now).unwrap();
         let id = self.client.add_server(engine, identity, TransportKind::Stdio);
+        self.client.handle_transport(self.now, id, TransportEvent::opened());
         self.make_ready(id)
     }
 
@@ -85,8 +85,7 @@ impl Sim {
 
     fn peer(&mut self, id: ServerId, message: Value) {
         let bytes = serde_json::to_vec(&message).unwrap();
-        self.client.engine_mut(id).expect("a server").handle_message(self.now, &bytes);
-        self.client.after_input(self.now);
+        self.client.handle_message(self.now, id, &bytes);
     }
 
     fn reply(&mut self, id: ServerId, to: &Value, result: Value) {
