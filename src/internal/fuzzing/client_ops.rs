@@ -142,11 +142,14 @@ impl Sim {
 
     fn peer(&mut self, ctx: usize, message: Value) {
         let bytes = serde_json::to_vec(&message).expect("JSON");
-        if let Some(engine) = self.client.engine_mut(self.ids[ctx]) {
-            engine.handle_message(self.now, &bytes);
+        self.client.handle_message(self.now, self.ids[ctx], &bytes);
+        // Only a server the core names has output to write.
+        while let Some(id) = self.client.take_unflushed() {
+            let ctx = self.ids.iter().position(|i| *i == id).expect("one of ours");
+            self.collect(ctx);
         }
-        self.client.after_input(self.now);
-        self.collect(ctx);
+        let left = self.client.engine_mut(self.ids[ctx]).is_some_and(|e| e.has_output());
+        assert!(!left, "context {ctx} has output the core did not name");
     }
 
     /// The page the script lists for `cursor`, or `None` for a cursor it does not know.
