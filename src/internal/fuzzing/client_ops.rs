@@ -148,7 +148,12 @@ impl Sim {
             let ctx = self.ids.iter().position(|i| *i == id).expect("one of ours");
             self.collect(ctx);
         }
-        let left = self.client.engine_mut(self.ids[ctx]).is_some_and(|e| e.has_output());
+        // Requests may still wait (for the era probe, or a free in-flight slot), but none that
+        // could be written now.
+        let now = self.now;
+        self.buf.clear();
+        let engine = self.client.engine_mut(self.ids[ctx]).expect("a server");
+        let left = engine.poll_transmit(now, &mut self.buf).is_some();
         assert!(!left, "context {ctx} has output the core did not name");
     }
 
