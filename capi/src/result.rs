@@ -555,7 +555,7 @@ mod tests {
         ("AuthorizeError", "src/error.rs"),
         ("AnswerError", "src/error.rs"),
         ("AddServerError", "src/host/mod.rs"),
-        ("CatalogError", "src/host/catalog.rs"),
+        ("CatalogError", "src/client/catalog.rs"),
         ("HttpSetupError", "src/driver/http/options.rs"),
     ];
 
