@@ -127,10 +127,19 @@ impl Client {
     /// same closure that sees one end. Returns when no event is left (events the closure's
     /// own commands cause come with later I/O). Allocates nothing per event once the host's
     /// buffer has grown to the largest event.
-    pub fn drain(
+    pub fn drain(&mut self, now: Instant, f: impl FnMut(&mut Commands<'_>, ServerId, Event<'_>)) {
+        self.drain_with(now, f, |_| {});
+    }
+
+    /// [`drain`](Self::drain), calling `after_each` once the closure has had each event: the
+    /// host writes there what the closure started, call by call as a loop without a drain
+    /// would (a batch of every call of a drain grew the driver's write buffer past what the
+    /// loop's steady state needs).
+    pub(crate) fn drain_with(
         &mut self,
         now: Instant,
         mut f: impl FnMut(&mut Commands<'_>, ServerId, Event<'_>),
+        mut after_each: impl FnMut(&mut Client),
     ) {
         let mut held: Vec<(ServerId, CallId, String, u32)> = Vec::new();
         loop {
@@ -148,6 +157,7 @@ impl Client {
                 if let Some((id, event)) = cache.next_change() {
                     f(&mut commands, id, event);
                 }
+                after_each(self);
                 continue;
             }
             let n = commands.servers.capacity().max(1);
@@ -165,6 +175,7 @@ impl Client {
             let event = detached.view(scratch);
             records.event(index, &event);
             f(&mut commands, id, event);
+            after_each(self);
         }
     }
 }

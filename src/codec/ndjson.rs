@@ -44,11 +44,17 @@ pub(crate) struct LineFramer {
     tail: Vec<u8>,
 }
 
+/// The buffer's room from the start: a read of the stdio driver's first size, with no line
+/// left over.
+const FIRST_ROOM: usize = 4 * 1024;
+
 impl LineFramer {
     /// A framer accepting lines of at most `max_line` bytes (excluding the newline).
     pub(crate) fn new(max_line: usize) -> Self {
         Self {
-            buf: Vec::new(),
+            // Room for a first read (the stdio driver's starts at 4 KiB) from the start, so a
+            // burst of replies that arrives in one read does not grow it in steady state.
+            buf: Vec::with_capacity(FIRST_ROOM),
             start: 0,
             scanned: 0,
             max_line,

@@ -350,6 +350,9 @@ const INITIAL_ROOM: usize = 64;
 /// Dead arena bytes tolerated before compaction, so small queues are never copied.
 const COMPACT_MIN: usize = 64 * 1024;
 
+/// The arena's room from the start.
+const ARENA_START: usize = 4 * 1024;
+
 /// The arena room kept once the queue drains; what a large result grew beyond it is freed.
 const ARENA_KEEP: usize = 1024 * 1024;
 
@@ -378,7 +381,9 @@ impl EventQueue {
     pub(crate) fn new(max: usize) -> Self {
         Self {
             queue: VecDeque::with_capacity(max.min(INITIAL_ROOM)),
-            arena: String::new(),
+            // The texts of a burst of ordinary events (a few replies of a few hundred bytes
+            // each) fit from the start: the arena grows only for more, or larger, at once.
+            arena: String::with_capacity(ARENA_START),
             spare: String::new(),
             live: 0,
             terminals: 0,

@@ -511,14 +511,7 @@ impl Host {
     /// Writes the output of every server the core says has some: after each command, and
     /// before each wait.
     pub(crate) fn flush_unflushed(&mut self, now: Instant) {
-        let registry = self.poll.registry();
-        while let Some(index) = self.client.unflushed.pop() {
-            if let (Some(s), Some(Some(transport))) =
-                (self.client.servers.get_mut(index), self.transports.get_mut(index))
-            {
-                transport.flush(registry, &mut s.engine, now);
-            }
-        }
+        flush_unflushed(&mut self.client, &mut self.transports, self.poll.registry(), now);
     }
 
     /// Closes a server: its calls fail, its process group is stopped (stdin closed, then
@@ -679,6 +672,23 @@ impl Host {
         // The same readiness path and tick an embedded host's program drives (`embed`).
         self.round(Instant::now());
         Ok(())
+    }
+}
+
+/// [`Host::flush_unflushed`] on the parts of a host it needs (so a drain can run it while the
+/// core is lent to the drain).
+fn flush_unflushed(
+    client: &mut Client,
+    transports: &mut [Option<Transport>],
+    registry: &mio::Registry,
+    now: Instant,
+) {
+    while let Some(index) = client.unflushed.pop() {
+        if let (Some(s), Some(Some(transport))) =
+            (client.servers.get_mut(index), transports.get_mut(index))
+        {
+            transport.flush(registry, &mut s.engine, now);
+        }
     }
 }
 

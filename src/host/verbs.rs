@@ -62,11 +62,14 @@ impl Host {
     }
 
     /// Hands every queued event to `f` with [`Commands`] to start or cancel calls meanwhile;
-    /// see [`Client::drain`]. The calls the closure starts are written when it is done.
+    /// see [`Client::drain`]. The calls the closure starts are written as it returns from each event.
     pub fn drain(&mut self, f: impl FnMut(&mut Commands<'_>, ServerId, Event<'_>)) {
         let now = Instant::now();
-        self.client.drain(now, f);
-        self.flush_unflushed(now);
+        let (transports, registry) = (&mut self.transports, self.poll.registry());
+        let flush = |client: &mut crate::client::Client| {
+            super::flush_unflushed(client, transports, registry, now);
+        };
+        self.client.drain_with(now, f, flush);
     }
 
     /// Installs a persistent store under the capability cache; see
