@@ -912,9 +912,11 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
     i
 }
 
-fn skip_digits(b: &[u8], i: usize) -> usize {
-    let rest = b.get(i..).unwrap_or_default();
-    i + rest.iter().take_while(|c| c.is_ascii_digit()).count()
+fn skip_digits(b: &[u8], mut i: usize) -> usize {
+    while b.get(i).is_some_and(u8::is_ascii_digit) {
+        i += 1;
+    }
+    i
 }
 
 /// JSON whitespace. This is narrower than `u8::is_ascii_whitespace`, which also accepts form feed.
@@ -961,7 +963,14 @@ fn find_special(s: &[u8], controls: bool) -> Option<usize> {
 /// character (with [`lanes_below`]'s caveat: only the lowest flagged lane is sure).
 #[inline]
 fn special_lanes(word: u64) -> u64 {
-    lanes_equal(word, b'"') | lanes_equal(word, b'\\') | lanes_below(word, 0x20)
+    // XOR with 0x02 maps the quote (0x22) to 0x20 and the control characters onto themselves,
+    // and moves nothing else below 0x21: one `lanes_below` finds both. Each term keeps
+    // `lanes_below`'s caveat, and so does their union; the high-bit mask is applied once.
+    let quote_or_control = word ^ (LANES * 0x02);
+    let backslash = word ^ (LANES * u64::from(b'\\'));
+    ((quote_or_control.wrapping_sub(LANES * 0x21) & !quote_or_control)
+        | (backslash.wrapping_sub(LANES) & !backslash))
+        & (LANES * 0x80)
 }
 
 /// 0x01 in each of a `u64`'s eight byte lanes.
@@ -1474,6 +1483,28 @@ mod tests {
         assert_eq!(parse(open.as_bytes()), Err(JsonError::Syntax));
         let clean = format!("{open}\"]");
         assert_eq!(parse(clean.as_bytes()).map(|r| r.text().len()), Ok(LONG_FRAME + 4));
+    }
+
+    /// `special_lanes`' lowest flagged lane is the first quote, backslash or control byte, for
+    /// every byte value in every lane, behind plain bytes, ASCII or not, and before any others.
+    #[test]
+    fn the_lowest_special_lane_is_the_first_special_byte() {
+        let special = |c: u8| c == b'"' || c == b'\\' || c < 0x20;
+        for fill in [b'a', b' ', b'!', b'#', b'[', b']', 0x7f, 0x80, 0xc3, 0xff] {
+            for lane in 0..8 {
+                for byte in 0..=u8::MAX {
+                    for after in [fill, b'"', 0x00, 0xff] {
+                        let mut word = [after; 8];
+                        word[..lane].fill(fill);
+                        word[lane] = byte;
+                        let first = word.iter().position(|&c| special(c));
+                        let hits = special_lanes(u64::from_le_bytes(word));
+                        let found = (hits != 0).then(|| (hits.trailing_zeros() / 8) as usize);
+                        assert_eq!(found, first, "{word:?}");
+                    }
+                }
+            }
+        }
     }
 
     const REPLY: &str = r#"{"jsonrpc":"2.0","id":42,"result":{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"x","version":"1"}},"content":[{"type":"text","text":"hi"}],"isError":false,"resultType":"complete"}}"#;
