@@ -1064,3 +1064,24 @@ fn an_idle_connection_closed_while_the_host_did_not_poll_is_not_used() {
         assert_eq!(echo(&mut host, id, "hi")["content"][0]["text"], "hi");
     }
 }
+
+/// A host header the request writer sets itself (`Host`, `Content-Length`,
+/// `Transfer-Encoding`) is refused when the server is added. It used to pass the setup check,
+/// and then the request writer refused every request's head, so the driver sent none.
+#[test]
+fn a_header_the_request_writer_owns_is_refused_when_the_server_is_added() {
+    for name in ["Content-Length", "host", "Transfer-Encoding"] {
+        let mut host = Host::new().unwrap();
+        let opts = HttpOptions::new("http://127.0.0.1:9/mcp").header(name, "1");
+        match host.add_http_server(opts, Config::default()) {
+            Err(AddServerError::Http(mcpoll::HttpSetupError::Header(refused))) => {
+                assert_eq!(refused, name)
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    // Any other token is a header the host may add.
+    let mut host = Host::new().unwrap();
+    let opts = HttpOptions::new("http://127.0.0.1:9/mcp").header("X-Content-Length", "1");
+    assert!(host.add_http_server(opts, Config::default()).is_ok());
+}

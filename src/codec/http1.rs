@@ -1,7 +1,9 @@
 //! HTTP/1.1 for the client side of Streamable HTTP: a request writer and a response parser.
 //!
 //! [`write_request`] appends one request to a caller-owned buffer and refuses anything that
-//! would let a header name, value, target or host smuggle a line break onto the wire.
+//! would let a header name, value, target or host smuggle a line break onto the wire: the
+//! target and host when their [`Origin`] is made, a header name when its [`HeaderName`] is
+//! (the client's own at build time), the method and header values on every request.
 //!
 //! [`ResponseParser`] turns the bytes of one connection into [`ResponseEvent`]s: a
 //! [`Head`](ResponseEvent::Head), the decoded body in [`Body`](ResponseEvent::Body) pieces as
@@ -57,43 +59,151 @@ impl Default for Limits {
 pub(crate) struct RequestHead<'a> {
     /// The method, for example `POST`. Must be an RFC 9110 token.
     pub method: &'a str,
-    /// The origin-form target: absolute path plus optional query, for example `/mcp?x=1`.
-    pub target: &'a str,
-    /// The `Host` header value: host and optional port, for example `127.0.0.1:8080`.
-    pub host: &'a str,
-    /// More headers, written in this order after `Host`. `Host`, `Content-Length` and
-    /// `Transfer-Encoding` are written by [`write_request`] alone and are refused here.
-    pub headers: &'a [(&'a str, &'a [u8])],
+    /// Where the request goes: its target and `Host`, checked when the origin was made.
+    pub origin: &'a Origin,
+    /// More headers, written in this order after `Host`. Their names were checked when made
+    /// ([`HeaderName`]); their values are checked here, on every request.
+    pub headers: &'a [(HeaderName<'a>, &'a [u8])],
 }
 
-/// Why [`write_request`] refused a request. Nothing was written.
+/// Where requests go: an origin-form target (absolute path plus optional query, for example
+/// `/mcp?x=1`) and a `Host` header value (host and optional port, for example
+/// `127.0.0.1:8080`).
+///
+/// Both are checked once, when the origin is made, not on every request written to it: they
+/// come from a server's URL, which does not change between requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Origin {
+    target: String,
+    host: String,
+}
+
+impl Origin {
+    /// Checks `target` and `host` for [`write_request`].
+    ///
+    /// # Errors
+    ///
+    /// [`RequestError::Target`] or [`RequestError::Host`] when either could break the
+    /// request line or the `Host` header.
+    pub(crate) fn new(target: &str, host: &str) -> Result<Self, RequestError> {
+        let t = target.as_bytes();
+        if t.first() != Some(&b'/') || !t.iter().all(|&b| is_vchar(b) && b != b'#') {
+            return Err(RequestError::Target);
+        }
+        let h = host.as_bytes();
+        if h.is_empty()
+            || !h.iter().all(|&b| is_vchar(b) && !matches!(b, b'/' | b'?' | b'#' | b'@'))
+        {
+            return Err(RequestError::Host);
+        }
+        Ok(Self { target: target.to_owned(), host: host.to_owned() })
+    }
+}
+
+/// A header name [`write_request`] writes as it is: an RFC 9110 token, and none of the names
+/// the writer owns (`Host`, `Content-Length`, `Transfer-Encoding`: a second copy would make
+/// the framing ambiguous).
+///
+/// The client's own names are constants checked by the compiler ([`fixed`](Self::fixed)), so
+/// a request pays for checking only the names a host or a server supplied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HeaderName<'a>(&'a str);
+
+impl HeaderName<'static> {
+    /// A name known when the crate is built. Use it in a `const` item, where a name that is
+    /// not a token, or is reserved, fails the build.
+    pub(crate) const fn fixed(name: &'static str) -> Self {
+        assert!(is_token_const(name.as_bytes()), "a header name must be a token");
+        assert!(!is_reserved_const(name.as_bytes()), "the writer owns this header");
+        Self(name)
+    }
+}
+
+impl<'a> HeaderName<'a> {
+    /// A name supplied at run time.
+    ///
+    /// # Errors
+    ///
+    /// [`HeaderNameError`] when `name` is not a token or is one the writer owns.
+    pub(crate) fn new(name: &'a str) -> Result<Self, HeaderNameError> {
+        if !is_token(name.as_bytes()) {
+            return Err(HeaderNameError::NotToken);
+        }
+        if RESERVED.iter().any(|r| name.eq_ignore_ascii_case(r)) {
+            return Err(HeaderNameError::Reserved);
+        }
+        Ok(Self(name))
+    }
+
+    /// The name as written (what tests of the request's planners read).
+    #[cfg(test)]
+    pub(crate) fn as_str(self) -> &'a str {
+        self.0
+    }
+}
+
+/// Why a [`HeaderName`] was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeaderNameError {
+    /// Not an RFC 9110 token (empty, or holding a space, a colon, a line break...).
+    NotToken,
+    /// `Host`, `Content-Length` or `Transfer-Encoding`, which the writer sets itself.
+    Reserved,
+}
+
+/// The headers [`write_request`] writes itself, lowercase.
+const RESERVED: [&str; 3] = ["host", "content-length", "transfer-encoding"];
+
+const fn is_token_const(s: &[u8]) -> bool {
+    let mut i = 0;
+    while i < s.len() {
+        if !TCHAR[s[i] as usize] {
+            return false;
+        }
+        i += 1;
+    }
+    !s.is_empty()
+}
+
+const fn is_reserved_const(name: &[u8]) -> bool {
+    let mut r = 0;
+    while r < RESERVED.len() {
+        let reserved = RESERVED[r].as_bytes();
+        if reserved.len() == name.len() {
+            let mut i = 0;
+            while i < name.len() && name[i].to_ascii_lowercase() == reserved[i] {
+                i += 1;
+            }
+            if i == name.len() {
+                return true;
+            }
+        }
+        r += 1;
+    }
+    false
+}
+
+/// Why [`write_request`] or [`Origin::new`] refused a request. Nothing was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub(crate) enum RequestError {
     /// The method is not a token.
-    BadMethod,
+    Method,
     /// The target is not an origin-form path (`/` then visible ASCII, no `#`).
-    BadTarget,
+    Target,
     /// The host is empty or holds something other than visible ASCII host characters.
-    BadHost,
-    /// Header number `.0` has a name that is not a token.
-    BadHeaderName(usize),
+    Host,
     /// Header number `.0` has a value holding CR, LF or NUL.
-    BadHeaderValue(usize),
-    /// Header number `.0` is one the writer owns (`Host`, `Content-Length`,
-    /// `Transfer-Encoding`): a second copy would make the framing ambiguous.
-    ReservedHeader(usize),
+    HeaderValue(usize),
 }
 
 impl fmt::Display for RequestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::BadMethod => f.write_str("request method is not a token"),
-            Self::BadTarget => f.write_str("request target is not an origin-form path"),
-            Self::BadHost => f.write_str("host is not a valid Host header value"),
-            Self::BadHeaderName(i) => write!(f, "header {i}: name is not a token"),
-            Self::BadHeaderValue(i) => write!(f, "header {i}: value holds CR, LF or NUL"),
-            Self::ReservedHeader(i) => write!(f, "header {i}: set by the writer itself"),
+            Self::Method => f.write_str("request method is not a token"),
+            Self::Target => f.write_str("request target is not an origin-form path"),
+            Self::Host => f.write_str("host is not a valid Host header value"),
+            Self::HeaderValue(i) => write!(f, "header {i}: value holds CR, LF or NUL"),
         }
     }
 }
@@ -108,42 +218,25 @@ impl std::error::Error for RequestError {}
 ///
 /// # Errors
 ///
-/// A [`RequestError`] when the method, target, host or a header could inject or break
-/// framing. Everything is checked before the first byte is written, so `out` is unchanged.
+/// A [`RequestError`] when the method or a header value could inject or break framing (the
+/// origin and the header names were checked when made). Everything is checked before the
+/// first byte is written, so `out` is unchanged.
 pub(crate) fn write_request(
     out: &mut Vec<u8>,
     req: &RequestHead<'_>,
     body: &[u8],
 ) -> Result<(), RequestError> {
     if !is_token(req.method.as_bytes()) {
-        return Err(RequestError::BadMethod);
+        return Err(RequestError::Method);
     }
-    let target = req.target.as_bytes();
-    if target.first() != Some(&b'/') || !target.iter().all(|&b| is_vchar(b) && b != b'#') {
-        return Err(RequestError::BadTarget);
-    }
-    let host = req.host.as_bytes();
-    if host.is_empty()
-        || !host.iter().all(|&b| is_vchar(b) && !matches!(b, b'/' | b'?' | b'#' | b'@'))
-    {
-        return Err(RequestError::BadHost);
-    }
+    let (target, host) = (req.origin.target.as_bytes(), req.origin.host.as_bytes());
     // `METHOD SP target " HTTP/1.1\r\n"`, then `"Host: " host CRLF`.
     let mut len = req.method.len() + 1 + target.len() + 11 + 6 + host.len() + 2;
     for (i, &(name, value)) in req.headers.iter().enumerate() {
-        if !is_token(name.as_bytes()) {
-            return Err(RequestError::BadHeaderName(i));
-        }
         if breaks_line(value) {
-            return Err(RequestError::BadHeaderValue(i));
+            return Err(RequestError::HeaderValue(i));
         }
-        if ["host", "content-length", "transfer-encoding"]
-            .iter()
-            .any(|r| name.eq_ignore_ascii_case(r))
-        {
-            return Err(RequestError::ReservedHeader(i));
-        }
-        len += name.len() + 2 + value.len() + 2;
+        len += name.0.len() + 2 + value.len() + 2;
     }
     let with_length = !body.is_empty() || matches!(req.method, "POST" | "PUT" | "PATCH");
     if with_length {
@@ -160,7 +253,7 @@ pub(crate) fn write_request(
     out.extend_from_slice(host);
     out.extend_from_slice(b"\r\n");
     for &(name, value) in req.headers {
-        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(name.0.as_bytes());
         out.extend_from_slice(b": ");
         out.extend_from_slice(value);
         out.extend_from_slice(b"\r\n");
@@ -1363,17 +1456,23 @@ mod tests {
         assert_eq!(total, 1024 * 1000);
     }
 
+    fn origin(target: &str, host: &str) -> Origin {
+        Origin::new(target, host).unwrap()
+    }
+
+    const CONTENT_TYPE: HeaderName<'static> = HeaderName::fixed("Content-Type");
+    const ACCEPT: HeaderName<'static> = HeaderName::fixed("Accept");
+
     #[test]
     fn writes_a_post() {
         let mut out = b"previous".to_vec();
         let req = RequestHead {
             method: "POST",
-            target: "/mcp?x=1",
-            host: "127.0.0.1:18201",
+            origin: &origin("/mcp?x=1", "127.0.0.1:18201"),
             headers: &[
-                ("Content-Type", b"application/json"),
-                ("Accept", b"application/json, text/event-stream"),
-                ("MCP-Protocol-Version", b"2026-07-28"),
+                (CONTENT_TYPE, b"application/json"),
+                (ACCEPT, b"application/json, text/event-stream"),
+                (HeaderName::fixed("MCP-Protocol-Version"), b"2026-07-28"),
             ],
         };
         write_request(&mut out, &req, b"{\"id\":1}").unwrap();
@@ -1385,12 +1484,13 @@ mod tests {
     fn request_size_is_computed_exactly() {
         // `write_request` debug-asserts that what it wrote is what it reserved; cross the
         // digit-count boundaries of Content-Length.
+        let origin = origin("/", "h");
         for n in [0, 1, 9, 10, 99, 100, 999, 1000, 12345] {
             for method in ["POST", "GET", "DELETE"] {
                 let mut out = b"x".to_vec();
                 let body = vec![b'a'; n];
-                let headers: &[(&str, &[u8])] = &[("A", b"b"), ("Accept", b"")];
-                let req = RequestHead { method, target: "/", host: "h", headers };
+                let headers = &[(HeaderName::fixed("A"), &b"b"[..]), (ACCEPT, b"")];
+                let req = RequestHead { method, origin: &origin, headers };
                 write_request(&mut out, &req, &body).unwrap();
                 assert!(out.ends_with(&body));
             }
@@ -1400,7 +1500,8 @@ mod tests {
     #[test]
     fn writes_get_and_post_lengths() {
         let mut out = Vec::new();
-        let get = RequestHead { method: "GET", target: "/mcp", host: "[::1]:80", headers: &[] };
+        let origin = origin("/mcp", "[::1]:80");
+        let get = RequestHead { method: "GET", origin: &origin, headers: &[] };
         write_request(&mut out, &get, b"").unwrap();
         assert_eq!(out, b"GET /mcp HTTP/1.1\r\nHost: [::1]:80\r\n\r\n");
         out.clear();
@@ -1411,42 +1512,19 @@ mod tests {
 
     #[test]
     fn refuses_injection_and_writes_nothing() {
-        let ok = RequestHead { method: "POST", target: "/mcp", host: "h:1", headers: &[] };
+        let fine = origin("/mcp", "h:1");
+        let a = HeaderName::fixed("A");
+        let ok = RequestHead { method: "POST", origin: &fine, headers: &[] };
         let cases: &[(RequestHead<'_>, RequestError)] = &[
-            (RequestHead { method: "PO ST", ..ok }, RequestError::BadMethod),
-            (RequestHead { method: "", ..ok }, RequestError::BadMethod),
-            (RequestHead { target: "mcp", ..ok }, RequestError::BadTarget),
-            (RequestHead { target: "/a b", ..ok }, RequestError::BadTarget),
-            (RequestHead { target: "/a\r\nX: y", ..ok }, RequestError::BadTarget),
-            (RequestHead { target: "/a#frag", ..ok }, RequestError::BadTarget),
-            (RequestHead { host: "", ..ok }, RequestError::BadHost),
-            (RequestHead { host: "h\r\nX: y", ..ok }, RequestError::BadHost),
-            (RequestHead { host: "user@h", ..ok }, RequestError::BadHost),
+            (RequestHead { method: "PO ST", ..ok }, RequestError::Method),
+            (RequestHead { method: "", ..ok }, RequestError::Method),
             (
-                RequestHead { headers: &[("A", b"1"), ("B\r\nC", b"2")], ..ok },
-                RequestError::BadHeaderName(1),
+                RequestHead { headers: &[(a, b"1"), (a, b"1\r\nX: y")], ..ok },
+                RequestError::HeaderValue(1),
             ),
-            (RequestHead { headers: &[("A:", b"1")], ..ok }, RequestError::BadHeaderName(0)),
-            (RequestHead { headers: &[("", b"1")], ..ok }, RequestError::BadHeaderName(0)),
-            (
-                RequestHead { headers: &[("A", b"1\r\nX: y")], ..ok },
-                RequestError::BadHeaderValue(0),
-            ),
-            (RequestHead { headers: &[("A", b"1\nX: y")], ..ok }, RequestError::BadHeaderValue(0)),
-            (RequestHead { headers: &[("A", b"1\rX: y")], ..ok }, RequestError::BadHeaderValue(0)),
-            (RequestHead { headers: &[("A", b"1\0")], ..ok }, RequestError::BadHeaderValue(0)),
-            (
-                RequestHead { headers: &[("content-length", b"1")], ..ok },
-                RequestError::ReservedHeader(0),
-            ),
-            (
-                RequestHead { headers: &[("A", b""), ("HOST", b"x")], ..ok },
-                RequestError::ReservedHeader(1),
-            ),
-            (
-                RequestHead { headers: &[("Transfer-Encoding", b"chunked")], ..ok },
-                RequestError::ReservedHeader(0),
-            ),
+            (RequestHead { headers: &[(a, b"1\nX: y")], ..ok }, RequestError::HeaderValue(0)),
+            (RequestHead { headers: &[(a, b"1\rX: y")], ..ok }, RequestError::HeaderValue(0)),
+            (RequestHead { headers: &[(a, b"1\0")], ..ok }, RequestError::HeaderValue(0)),
         ];
         for (req, expected) in cases {
             let mut out = b"kept".to_vec();
@@ -1454,8 +1532,48 @@ mod tests {
             assert_eq!(out, b"kept");
         }
         let mut out = Vec::new();
-        let fine = RequestHead { headers: &[("Mcp-Name", b"=?base64?SGVsbG8=?=\t\x80")], ..ok };
+        let name = HeaderName::fixed("Mcp-Name");
+        let fine = RequestHead { headers: &[(name, b"=?base64?SGVsbG8=?=\t\x80")], ..ok };
         assert_eq!(write_request(&mut out, &fine, b""), Ok(()));
+    }
+
+    #[test]
+    fn an_origin_refuses_what_would_break_the_request_line_or_host() {
+        for (target, host, expected) in [
+            ("mcp", "h", RequestError::Target),
+            ("/a b", "h", RequestError::Target),
+            ("/a\r\nX: y", "h", RequestError::Target),
+            ("/a#frag", "h", RequestError::Target),
+            ("/", "", RequestError::Host),
+            ("/", "h\r\nX: y", RequestError::Host),
+            ("/", "user@h", RequestError::Host),
+        ] {
+            assert_eq!(Origin::new(target, host), Err(expected), "{target:?} {host:?}");
+        }
+        assert!(Origin::new("/mcp?x=1", "[::1]:80").is_ok_and(|o| o.target == "/mcp?x=1"));
+    }
+
+    #[test]
+    fn a_header_name_must_be_a_token_the_writer_does_not_own() {
+        for (name, expected) in [
+            ("B\r\nC", HeaderNameError::NotToken),
+            ("A:", HeaderNameError::NotToken),
+            ("", HeaderNameError::NotToken),
+            ("A B", HeaderNameError::NotToken),
+            ("content-length", HeaderNameError::Reserved),
+            ("HOST", HeaderNameError::Reserved),
+            ("Transfer-Encoding", HeaderNameError::Reserved),
+        ] {
+            assert_eq!(HeaderName::new(name), Err(expected), "{name:?}");
+        }
+        assert_eq!(HeaderName::new("X-Tenant"), Ok(HeaderName("X-Tenant")));
+        // The build-time check agrees with the run-time one.
+        for name in
+            ["Accept", "X-Tenant", "A:", "", "host", "Content-LENGTH", "Hosts", "Transfer-Encodin"]
+        {
+            let at_build = is_token_const(name.as_bytes()) && !is_reserved_const(name.as_bytes());
+            assert_eq!(at_build, HeaderName::new(name).is_ok(), "{name:?}");
+        }
     }
 
     /// A server sending interim heads without end is cut off after `MAX_INTERIM_HEADS`: the

@@ -406,12 +406,8 @@ impl HttpDriver {
         let out = c.conn.request_buf();
         let at = self.instances.get(c.instance);
         if let Some(plan) = self.session.plan(x, now, &at.htu) {
-            let head = RequestHead {
-                method: plan.method,
-                target: &at.url.target,
-                host: &at.host_header,
-                headers: &plan.headers,
-            };
+            let head =
+                RequestHead { method: plan.method, origin: &at.origin, headers: &plan.headers };
             if let Err(e) = http1::write_request(out, &head, plan.body) {
                 // Only caller-supplied values can be refused here; they were checked at setup.
                 log::debug!("request head refused: {e:?}");

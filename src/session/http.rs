@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use smallvec::SmallVec;
 
 use crate::auth::AuthChallenge;
+use crate::codec::http1::HeaderName;
 use crate::codec::sse::SseParser;
 use crate::engine::{
     Engine, ExchangeFailure, ParamHeaderList, ServerState, Transmit, TransmitKind, TransportEvent,
@@ -108,8 +109,32 @@ pub(crate) enum Flow {
 #[derive(Debug)]
 pub(crate) struct RequestPlan<'a> {
     pub(crate) method: &'static str,
-    pub(crate) headers: SmallVec<[(&'a str, &'a [u8]); 16]>,
+    pub(crate) headers: SmallVec<[(HeaderName<'a>, &'a [u8]); 16]>,
     pub(crate) body: &'a [u8],
+}
+
+/// The names of the headers the session writes, checked when the crate is built.
+mod names {
+    use crate::codec::http1::HeaderName;
+
+    pub(super) const ACCEPT: HeaderName<'static> = HeaderName::fixed("Accept");
+    pub(super) const CONTENT_TYPE: HeaderName<'static> = HeaderName::fixed("Content-Type");
+    pub(super) const PROTOCOL_VERSION: HeaderName<'static> =
+        HeaderName::fixed("MCP-Protocol-Version");
+    pub(super) const METHOD: HeaderName<'static> = HeaderName::fixed("Mcp-Method");
+    pub(super) const NAME: HeaderName<'static> = HeaderName::fixed("Mcp-Name");
+    pub(super) const SESSION_ID: HeaderName<'static> = HeaderName::fixed("Mcp-Session-Id");
+    pub(super) const AUTHORIZATION: HeaderName<'static> = HeaderName::fixed("Authorization");
+    pub(super) const DPOP: HeaderName<'static> = HeaderName::fixed("DPoP");
+    pub(super) const LAST_EVENT_ID: HeaderName<'static> = HeaderName::fixed("Last-Event-ID");
+}
+
+/// The host's own headers (`HttpOptions::headers`), whose names the driver's setup refused
+/// unless they were tokens it does not own: none is dropped here.
+fn host_headers(
+    headers: &[(String, String)],
+) -> impl Iterator<Item = (HeaderName<'_>, &[u8])> + '_ {
+    headers.iter().filter_map(|(n, v)| Some((HeaderName::new(n).ok()?, v.as_bytes())))
 }
 
 /// The fields of a response head the session reads.
@@ -449,20 +474,18 @@ impl HttpSession {
     pub(crate) fn end_plan(&mut self, now: Instant, htu: &str) -> Option<RequestPlan<'_>> {
         let proof = self.oauth.as_mut().and_then(|o| o.resource_proof(now, "DELETE", htu));
         let session = self.session_id.as_deref()?;
-        let mut headers: SmallVec<[(&str, &[u8]); 16]> = SmallVec::new();
+        let mut headers: SmallVec<[(HeaderName<'_>, &[u8]); 16]> = SmallVec::new();
         if let Some(v) = self.session_version {
-            headers.push(("MCP-Protocol-Version", v.as_str().as_bytes()));
+            headers.push((names::PROTOCOL_VERSION, v.as_str().as_bytes()));
         }
-        headers.push(("Mcp-Session-Id", session.as_bytes()));
+        headers.push((names::SESSION_ID, session.as_bytes()));
         if !self.bearer.is_empty() {
-            headers.push(("Authorization", &self.bearer));
+            headers.push((names::AUTHORIZATION, &self.bearer));
         }
         if let Some(proof) = proof {
-            headers.push(("DPoP", proof));
+            headers.push((names::DPOP, proof));
         }
-        for (n, v) in &self.headers {
-            headers.push((n.as_str(), v.as_bytes()));
-        }
+        headers.extend(host_headers(&self.headers));
         Some(RequestPlan { method: "DELETE", headers, body: &[] })
     }
 
@@ -770,15 +793,15 @@ impl HttpSession {
             Some(o) if !bearer.is_empty() => o.resource_proof(now, htm, htu),
             _ => None,
         };
-        let mut headers: SmallVec<[(&str, &[u8]); 16]> = SmallVec::new();
+        let mut headers: SmallVec<[(HeaderName<'_>, &[u8]); 16]> = SmallVec::new();
         if get {
-            headers.push(("Accept", b"text/event-stream"));
+            headers.push((names::ACCEPT, b"text/event-stream"));
         } else {
-            headers.push(("Content-Type", b"application/json"));
-            headers.push(("Accept", b"application/json, text/event-stream"));
+            headers.push((names::CONTENT_TYPE, b"application/json"));
+            headers.push((names::ACCEPT, b"application/json, text/event-stream"));
         }
         if let Some(v) = x.version {
-            headers.push(("MCP-Protocol-Version", v.as_str().as_bytes()));
+            headers.push((names::PROTOCOL_VERSION, v.as_str().as_bytes()));
         }
         if let (true, Carries::Request { method, .. }) = (x.modern, x.carries) {
             let method = if method == Method::Extension {
@@ -786,20 +809,23 @@ impl HttpSession {
             } else {
                 method.as_str().as_bytes()
             };
-            headers.push(("Mcp-Method", method));
+            headers.push((names::METHOD, method));
             if !x.name.is_empty() {
-                headers.push(("Mcp-Name", &x.name));
+                headers.push((names::NAME, &x.name));
             }
-            headers.extend(x.params.iter());
+            // Their suffixes come from the server's tool listing: checked as any name the
+            // client did not write itself (a call without them pays nothing).
+            let params = x.params.iter().filter_map(|(n, v)| Some((HeaderName::new(n).ok()?, v)));
+            headers.extend(params);
         }
         if let (Some(s), true) = (session_id.as_deref(), sent_session) {
-            headers.push(("Mcp-Session-Id", s.as_bytes()));
+            headers.push((names::SESSION_ID, s.as_bytes()));
         }
         if !bearer.is_empty() {
-            headers.push(("Authorization", bearer));
+            headers.push((names::AUTHORIZATION, bearer));
         }
         if let Some(proof) = proof {
-            headers.push(("DPoP", proof));
+            headers.push((names::DPOP, proof));
         }
         let last_event_id = match x.carries {
             Carries::Listen => listen_event_id.as_deref(),
@@ -807,11 +833,9 @@ impl HttpSession {
             _ => None,
         };
         if let Some(id) = last_event_id {
-            headers.push(("Last-Event-ID", id.as_bytes()));
+            headers.push((names::LAST_EVENT_ID, id.as_bytes()));
         }
-        for (n, v) in extra.iter() {
-            headers.push((n.as_str(), v.as_bytes()));
-        }
+        headers.extend(host_headers(extra));
         let body: &[u8] = if get { &[] } else { &x.body };
         let method = htm;
         Some(RequestPlan { method, headers, body })

@@ -22,7 +22,7 @@ use super::connection::{Connection, Input, Route};
 use super::instances::Instance;
 use super::resolve::{Lookup, Resolver};
 use crate::auth::oauth::{HttpMethod, HttpRequest, HttpResponse, RequestId};
-use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent};
+use crate::codec::http1::{self, HeaderName, Limits, RequestHead, ResponseEvent};
 use crate::driver::tls::TlsConfig;
 use crate::driver::url::ProxyChoice;
 use crate::engine::Engine;
@@ -122,8 +122,13 @@ impl OAuthRequests {
         addr: SocketAddr,
         registry: &Registry,
     ) -> io::Result<OneShot> {
-        let headers: SmallVec<[(&str, &[u8]); 16]> =
-            req.headers.iter().map(|(k, v)| (*k, v.as_bytes())).collect();
+        // The flow's names are its own constants; checking them here costs an OAuth fetch, not
+        // a call.
+        let headers = req
+            .headers
+            .iter()
+            .map(|(k, v)| Ok((HeaderName::new(k).map_err(refused)?, v.as_bytes())))
+            .collect::<io::Result<SmallVec<[_; 16]>>>()?;
         let method = match req.method {
             HttpMethod::Get => "GET",
             HttpMethod::Post => "POST",
@@ -269,16 +274,21 @@ impl OAuthFetch {
 pub(super) fn encode(
     method: &str,
     at: &Instance,
-    headers: &[(&str, &[u8])],
+    headers: &[(HeaderName<'_>, &[u8])],
     body: &[u8],
 ) -> io::Result<Vec<u8>> {
-    let mut all: SmallVec<[(&str, &[u8]); 16]> = headers.iter().copied().collect();
-    all.push(("Connection", b"close"));
-    let head = RequestHead { method, target: &at.url.target, host: &at.host_header, headers: &all };
+    const CONNECTION: HeaderName<'static> = HeaderName::fixed("Connection");
+    let mut all: SmallVec<[(HeaderName<'_>, &[u8]); 16]> = headers.iter().copied().collect();
+    all.push((CONNECTION, b"close"));
+    let head = RequestHead { method, origin: &at.origin, headers: &all };
     let mut request = Vec::with_capacity(512);
-    http1::write_request(&mut request, &head, body)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("request head: {e:?}")))?;
+    http1::write_request(&mut request, &head, body).map_err(refused)?;
     Ok(request)
+}
+
+/// A request head the writer refused, as the I/O error of the fetch that would have sent it.
+fn refused(e: impl std::fmt::Debug) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, format!("request head: {e:?}"))
 }
 
 /// One request on a connection of its own, and its response as it comes.

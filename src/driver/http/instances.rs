@@ -12,13 +12,15 @@ use mio::{Registry, Token};
 
 use super::resolve::{literal, Lookup, Resolver};
 use super::HttpSetupError;
-use crate::driver::url::{proxy_for, HttpUrl, ProxyChoice};
+use crate::codec::http1::{Origin, RequestError};
+use crate::driver::url::{proxy_for, HttpUrl, ProxyChoice, UrlError};
 
 /// One instance of the server: where it is and how to reach it.
 #[derive(Debug, Clone)]
 pub(super) struct Instance {
     pub(super) url: HttpUrl,
-    pub(super) host_header: String,
+    /// The URL's target and `Host` value, checked once for every request written to them.
+    pub(super) origin: Origin,
     /// The URL without query or fragment: a DPoP proof's `htu` (RFC 9449 4.2).
     pub(super) htu: String,
     pub(super) proxy: Option<HttpUrl>,
@@ -33,8 +35,14 @@ impl Instance {
         let htu = crate::auth::oauth::dpop::htu(url).to_owned();
         let url = HttpUrl::parse(url).map_err(HttpSetupError::Url)?;
         let proxy = proxy_for(&url, proxy).map_err(HttpSetupError::Url)?;
-        let host_header = url.host_header();
-        let mut instance = Self { host_header, htu, url, proxy, addrs: Vec::new() };
+        let origin = Origin::new(&url.target, &url.host_header()).map_err(|e| {
+            // The URL parser refuses what the request writer would; this is its second line.
+            HttpSetupError::Url(match e {
+                RequestError::Host => UrlError::Host,
+                _ => UrlError::Characters,
+            })
+        })?;
+        let mut instance = Self { origin, htu, url, proxy, addrs: Vec::new() };
         let (host, port) = instance.connect_to();
         instance.addrs = literal(host, port).unwrap_or_default();
         Ok(instance)
@@ -179,7 +187,7 @@ impl Instances {
             return false;
         }
         self.current = (self.current + 1) % self.all.len();
-        log::debug!("switching to instance {}", self.current().host_header);
+        log::debug!("switching to instance {}", self.current().url.host_header());
         // A resolution in flight was for the old instance.
         if let Some((lookup, _)) = self.lookup.take() {
             lookup.close(registry);

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::resolve::Resolver;
 use crate::auth::oauth::{AuthError, Authorizer, OAuthConfig};
+use crate::codec::http1::HeaderName;
 use crate::driver::tls::{TlsOptions, TlsSetupError};
 use crate::driver::url::{ProxyChoice, UrlError};
 use crate::redact::{RedactedUrl, RedactedUrls};
@@ -149,10 +150,9 @@ impl HttpOptions {
     /// Refuses a configured header that is not a valid HTTP header.
     pub(super) fn check_headers(&self) -> Result<(), HttpSetupError> {
         for (name, value) in &self.headers {
-            let ok = !name.is_empty()
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?={}".contains(&b))
+            // A reserved name (`Host`, `Content-Length`, `Transfer-Encoding`) is refused here
+            // too: the request writer sets those itself.
+            let ok = HeaderName::new(name).is_ok()
                 && !value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0);
             if !ok {
                 return Err(HttpSetupError::Header(name.clone()));

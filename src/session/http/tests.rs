@@ -92,7 +92,7 @@ impl Sim {
         let headers = plan
             .headers
             .iter()
-            .map(|(n, v)| ((*n).to_owned(), String::from_utf8_lossy(v).into_owned()))
+            .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v).into_owned()))
             .collect();
         let body = serde_json::from_slice(plan.body).unwrap_or(Value::Null);
         Some(Sent { x, method: plan.method, headers, body })

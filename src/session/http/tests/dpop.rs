@@ -288,7 +288,7 @@ fn the_legacy_get_stream_and_delete_carry_proofs_with_their_methods() {
     let plan = s.session.end_plan(s.now, HTU).expect("a legacy session to end");
     assert_eq!(plan.method, "DELETE");
     let find = |name: &str| {
-        plan.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| *v)
+        plan.headers.iter().find(|(n, _)| n.as_str().eq_ignore_ascii_case(name)).map(|(_, v)| *v)
     };
     assert_eq!(find("authorization"), Some(&b"DPoP tok-1"[..]));
     let (_, claims) = verify(std::str::from_utf8(find("dpop").unwrap()).unwrap());
