@@ -388,6 +388,14 @@ impl<'a> ResponseHead<'a> {
         })
     }
 
+    /// Every header's name and value, as bytes, in wire order.
+    fn raw_pairs(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> {
+        let (raw, spans) = (self.raw, self.spans);
+        spans.iter().filter_map(move |span| {
+            Some((raw.get(span.name.0..span.name.1)?, raw.get(span.value.0..span.value.1)?))
+        })
+    }
+
     /// All headers in wire order, as `(name, value)` (for tests and the fuzz target).
     #[cfg(any(test, fuzzing))]
     pub(crate) fn headers(&self) -> Headers<'a> {
@@ -869,20 +877,32 @@ impl ResponseParser {
 /// Picks the body framing of a final response, and whether the connection may carry
 /// another one (RFC 9112 6.3 and 9.3).
 fn framing(head: &ResponseHead<'_>) -> Result<(State, bool), HttpError> {
-    let close = has_token(head, "connection", "close");
-    let keep_alive = if head.minor == 0 {
-        !close && has_token(head, "connection", "keep-alive")
-    } else {
-        !close
-    };
+    // One pass over the head for the three headers that frame the body.
+    let (mut close, mut keep_alive_token) = (false, false);
+    let mut last_coding: Option<&[u8]> = None;
+    let mut content_length = Ok(None);
+    for (name, value) in head.raw_pairs() {
+        // The length first: most names are none of the three, and most differ in length.
+        match name.len() {
+            10 if name.eq_ignore_ascii_case(b"connection") => {
+                for item in list_items(value) {
+                    close |= item.eq_ignore_ascii_case(b"close");
+                    keep_alive_token |= item.eq_ignore_ascii_case(b"keep-alive");
+                }
+            }
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+                last_coding = list_items(value).last().or(last_coding);
+            }
+            14 if name.eq_ignore_ascii_case(b"content-length") => {
+                content_length = content_length.and_then(|found| length_members(found, value));
+            }
+            _ => {}
+        }
+    }
+    let keep_alive = !close && (head.minor != 0 || keep_alive_token);
     if matches!(head.status, 204 | 304) {
         return Ok((State::End, keep_alive));
     }
-    let mut last_coding: Option<&[u8]> = None;
-    for value in head.values("transfer-encoding") {
-        last_coding = list_items(value).last().or(last_coding);
-    }
-    let content_length = content_length(head);
     if let Some(coding) = last_coding {
         // Transfer-Encoding overrides Content-Length. An HTTP/1.0 message with it has faulty
         // framing, and a final coding other than chunked is delimited by the close.
@@ -920,18 +940,15 @@ fn range_in(whole: &[u8], part: &[u8]) -> Option<(usize, usize)> {
     (end <= whole.len()).then_some((start, end))
 }
 
-/// `Content-Length` from every copy of the header; copies and list members must agree
-/// (RFC 9110 8.6 allows `5, 5`).
-fn content_length(head: &ResponseHead<'_>) -> Result<Option<u64>, HttpError> {
-    let mut found = None;
-    for value in head.values("content-length") {
-        for member in value.split(|&b| b == b',') {
-            let n = parse_decimal(trim_ows(member)).ok_or(HttpError::BadContentLength)?;
-            if found.is_some_and(|f| f != n) {
-                return Err(HttpError::BadContentLength);
-            }
-            found = Some(n);
+/// The `Content-Length` so far (`found`) with one more copy of the header, `value`: copies
+/// and list members must agree (RFC 9110 8.6 allows `5, 5`).
+fn length_members(mut found: Option<u64>, value: &[u8]) -> Result<Option<u64>, HttpError> {
+    for member in value.split(|&b| b == b',') {
+        let n = parse_decimal(trim_ows(member)).ok_or(HttpError::BadContentLength)?;
+        if found.is_some_and(|f| f != n) {
+            return Err(HttpError::BadContentLength);
         }
+        found = Some(n);
     }
     Ok(found)
 }
@@ -972,10 +989,6 @@ fn parse_chunk_size(line: &[u8]) -> Option<u64> {
 }
 
 /// Whether any `name` header's comma-separated list holds `token` (case-insensitive).
-fn has_token(head: &ResponseHead<'_>, name: &str, token: &str) -> bool {
-    head.values(name).any(|v| list_items(v).any(|item| item.eq_ignore_ascii_case(token.as_bytes())))
-}
-
 /// The non-empty members of a comma-separated header list, trimmed.
 fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
     value.split(|&b| b == b',').map(trim_ows).filter(|item| !item.is_empty())
