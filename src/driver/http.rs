@@ -35,7 +35,9 @@ use crate::driver::tls::{tls_failure, TlsConfig};
 use crate::driver::url::Scheme;
 use crate::engine::{Engine, ExchangeFailure};
 use crate::error::TransportError;
-use crate::session::http::{Budget, ExchangeId, Flow, HttpSession, OAuthState, ResponseHead};
+use crate::session::http::{
+    Budget, ExchangeId, Flow, HttpSession, OAuthState, PlanHeaders, ResponseHead,
+};
 use connection::{Connection, Input, Route};
 use instances::{Instance, InstanceId, Instances, NextAddr};
 
@@ -405,12 +407,15 @@ impl HttpDriver {
         c.conn.parser().set_max_body_bytes(self.limits.max_body_bytes);
         let out = c.conn.request_buf();
         let at = self.instances.get(c.instance);
-        if let Some(plan) = self.session.plan(x, now, &at.htu) {
-            let head =
-                RequestHead { method: plan.method, origin: &at.origin, headers: &plan.headers };
-            if let Err(e) = http1::write_request(out, &head, plan.body) {
-                // Only caller-supplied values can be refused here; they were checked at setup.
-                log::debug!("request head refused: {e:?}");
+        // A block: the headers borrow the session until they are dropped.
+        {
+            let mut headers = PlanHeaders::new();
+            if let Some((method, body)) = self.session.plan_into(x, now, &at.htu, &mut headers) {
+                let head = RequestHead { method, origin: &at.origin, headers: &headers };
+                if let Err(e) = http1::write_request(out, &head, body) {
+                    // Only caller-supplied values can be refused here; they were checked at setup.
+                    log::debug!("request head refused: {e:?}");
+                }
             }
         }
         if let Err(e) = c.conn.write() {

@@ -105,11 +105,14 @@ pub(crate) enum Flow {
     Close,
 }
 
+/// The headers of one request, in the order they are written.
+pub(crate) type PlanHeaders<'a> = SmallVec<[(HeaderName<'a>, &'a [u8]); 16]>;
+
 /// How to write one request.
 #[derive(Debug)]
 pub(crate) struct RequestPlan<'a> {
     pub(crate) method: &'static str,
-    pub(crate) headers: SmallVec<[(HeaderName<'a>, &'a [u8]); 16]>,
+    pub(crate) headers: PlanHeaders<'a>,
     pub(crate) body: &'a [u8],
 }
 
@@ -474,7 +477,7 @@ impl HttpSession {
     pub(crate) fn end_plan(&mut self, now: Instant, htu: &str) -> Option<RequestPlan<'_>> {
         let proof = self.oauth.as_mut().and_then(|o| o.resource_proof(now, "DELETE", htu));
         let session = self.session_id.as_deref()?;
-        let mut headers: SmallVec<[(HeaderName<'_>, &[u8]); 16]> = SmallVec::new();
+        let mut headers = PlanHeaders::new();
         if let Some(v) = self.session_version {
             headers.push((names::PROTOCOL_VERSION, v.as_str().as_bytes()));
         }
@@ -744,14 +747,17 @@ impl HttpSession {
         should_rotate(engine.era(), error)
     }
 
-    /// How to write exchange `x` now, to the URL whose `htu` (RFC 9449 4.2) is given; its
-    /// response starts afresh.
-    pub(crate) fn plan(
-        &mut self,
+    /// How to write exchange `x` now, to the URL whose `htu` (RFC 9449 4.2) is given: its
+    /// method and body, and its headers pushed onto `headers` (empty), which the caller owns
+    /// so that a request's head is not moved around on its way to the writer (16 headers
+    /// are 512 bytes). Its response starts afresh.
+    pub(crate) fn plan_into<'a>(
+        &'a mut self,
         x: ExchangeId,
         now: Instant,
         htu: &str,
-    ) -> Option<RequestPlan<'_>> {
+        headers: &mut PlanHeaders<'a>,
+    ) -> Option<(&'static str, &'a [u8])> {
         let Self {
             exchanges,
             session_id,
@@ -793,7 +799,6 @@ impl HttpSession {
             Some(o) if !bearer.is_empty() => o.resource_proof(now, htm, htu),
             _ => None,
         };
-        let mut headers: SmallVec<[(HeaderName<'_>, &[u8]); 16]> = SmallVec::new();
         if get {
             headers.push((names::ACCEPT, b"text/event-stream"));
         } else {
@@ -837,7 +842,19 @@ impl HttpSession {
         }
         headers.extend(host_headers(extra));
         let body: &[u8] = if get { &[] } else { &x.body };
-        let method = htm;
+        Some((htm, body))
+    }
+
+    /// [`plan_into`](Self::plan_into) as one value, for tests that read a plan.
+    #[cfg(test)]
+    pub(crate) fn plan(
+        &mut self,
+        x: ExchangeId,
+        now: Instant,
+        htu: &str,
+    ) -> Option<RequestPlan<'_>> {
+        let mut headers = PlanHeaders::new();
+        let (method, body) = self.plan_into(x, now, htu, &mut headers)?;
         Some(RequestPlan { method, headers, body })
     }
 
