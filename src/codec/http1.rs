@@ -707,6 +707,11 @@ impl ResponseParser {
     }
 
     /// Tries to parse a head from the buffered bytes.
+    ///
+    /// Out of line: [`next`](Self::next) runs several times per response (head, body, end,
+    /// and once more to find nothing), and with this inlined each run paid the head's frame
+    /// (its 2 KiB of header slots) and register saves.
+    #[inline(never)]
     fn parse_head(&mut self) -> HeadStep {
         let pending = &self.buf[self.start..];
         if pending.is_empty() {
