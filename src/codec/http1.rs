@@ -889,16 +889,16 @@ fn framing(head: &ResponseHead<'_>) -> Result<(State, bool), HttpError> {
     for (name, value) in head.raw_pairs() {
         // The length first: most names are none of the three, and most differ in length.
         match name.len() {
-            10 if name.eq_ignore_ascii_case(b"connection") => {
+            10 if token_is(name, b"connection") => {
                 for item in list_items(value) {
                     close |= item.eq_ignore_ascii_case(b"close");
                     keep_alive_token |= item.eq_ignore_ascii_case(b"keep-alive");
                 }
             }
-            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+            17 if token_is(name, b"transfer-encoding") => {
                 last_coding = list_items(value).last().or(last_coding);
             }
-            14 if name.eq_ignore_ascii_case(b"content-length") => {
+            14 if token_is(name, b"content-length") => {
                 content_length = content_length.and_then(|found| length_members(found, value));
             }
             _ => {}
@@ -943,6 +943,27 @@ fn range_in(whole: &[u8], part: &[u8]) -> Option<(usize, usize)> {
     let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
     let end = start.checked_add(part.len())?;
     (end <= whole.len()).then_some((start, end))
+}
+
+/// Whether the header name `token` is `lower` (lowercase letters and `-`, at least eight
+/// bytes) in any case: eight-byte words, the last one overlapping, each with the case bit set.
+///
+/// Exact for tokens, which is all httparse hands out: setting bit 0x20 maps a token byte onto a
+/// lowercase letter only from that letter or its capital, and onto `-` only from `-` (the other
+/// byte, CR, is no token byte).
+fn token_is(token: &[u8], lower: &[u8]) -> bool {
+    let word = |s: &[u8], at: usize| {
+        s.get(at..at + 8).and_then(|w| w.try_into().ok()).map(u64::from_le_bytes)
+    };
+    let case = u64::from_le_bytes([0x20; 8]);
+    let last = lower.len().saturating_sub(8);
+    token.len() == lower.len()
+        && (0..lower.len()).step_by(8).map(|at| at.min(last)).all(|at| {
+            match (word(token, at), word(lower, at)) {
+                (Some(t), Some(l)) => t | case == l,
+                _ => false,
+            }
+        })
 }
 
 /// The `Content-Length` so far (`found`) with one more copy of the header, `value`: copies
@@ -1567,6 +1588,27 @@ mod tests {
         let name = HeaderName::fixed("Mcp-Name");
         let fine = RequestHead { headers: &[(name, b"=?base64?SGVsbG8=?=\t\x80")], ..ok };
         assert_eq!(write_request(&mut out, &fine, b""), Ok(()));
+    }
+
+    /// `token_is` agrees with a case-insensitive comparison for every token byte in every
+    /// position of each name framing looks for.
+    #[test]
+    fn token_is_matches_a_case_insensitive_comparison_of_tokens() {
+        for lower in [&b"connection"[..], b"content-length", b"transfer-encoding"] {
+            assert!(token_is(&lower.to_ascii_uppercase(), lower));
+            for at in 0..lower.len() {
+                for byte in (0..=u8::MAX).filter(|&b| is_tchar(b)) {
+                    let mut name = lower.to_vec();
+                    name[at] = byte;
+                    assert_eq!(
+                        token_is(&name, lower),
+                        name.eq_ignore_ascii_case(lower),
+                        "{name:?}"
+                    );
+                }
+            }
+            assert!(!token_is(&lower[1..], lower));
+        }
     }
 
     #[test]
