@@ -489,6 +489,10 @@ impl<'a, V: Visitor<'a>> Scanner<'a, '_, V> {
             }
             _ => {}
         }
+        // Compact frames put the colon right after the key.
+        if b.get(end) == Some(&b':') {
+            return Ok(end + 1);
+        }
         let i = skip_ws(b, end);
         match b.get(i) {
             Some(b':') => Ok(i + 1),
