@@ -452,12 +452,16 @@ impl<'a, V: Visitor<'a>> Scanner<'a, '_, V> {
     fn after_value(&mut self, mut i: usize) -> Result<usize, JsonError> {
         let b = self.text.as_bytes();
         while let Some(object) = self.open.top() {
-            i = skip_ws(b, i);
+            // The separator or bracket first: compact frames have no whitespace to skip.
             match b.get(i) {
                 Some(b',') if object => return self.key(skip_ws(b, i + 1)),
                 Some(b',') => return Ok(i + 1),
                 Some(b'}') if object => self.open.pop(),
                 Some(b']') if !object => self.open.pop(),
+                Some(&c) if is_ws(c) => {
+                    i = skip_ws(b, i);
+                    continue;
+                }
                 _ => return Err(JsonError::Syntax),
             }
             i += 1;
