@@ -454,7 +454,7 @@ impl<'a, V: Visitor<'a>> Scanner<'a, '_, V> {
         while let Some(object) = self.open.top() {
             // The separator or bracket first: compact frames have no whitespace to skip.
             match b.get(i) {
-                Some(b',') if object => return self.key(skip_ws(b, i + 1)),
+                Some(b',') if object => return self.key(i + 1),
                 Some(b',') => return Ok(i + 1),
                 Some(b'}') if object => self.open.pop(),
                 Some(b']') if !object => self.open.pop(),
@@ -474,10 +474,14 @@ impl<'a, V: Visitor<'a>> Scanner<'a, '_, V> {
     /// Validates `"key"` and then `:`, returning the index just after the colon. At a reported
     /// depth, asks the visitor for the member's slot.
     #[inline(always)]
-    fn key(&mut self, i: usize) -> Result<usize, JsonError> {
+    fn key(&mut self, mut i: usize) -> Result<usize, JsonError> {
         let b = self.text.as_bytes();
+        // The quote first: compact frames have no whitespace before a key.
         if b.get(i) != Some(&b'"') {
-            return Err(JsonError::Syntax);
+            i = skip_ws(b, i);
+            if b.get(i) != Some(&b'"') {
+                return Err(JsonError::Syntax);
+            }
         }
         let end = scan_string(b, i)?;
         let key = || b.get(i + 1..end - 1).unwrap_or_default();
