@@ -19,7 +19,10 @@ use crate::session::http::{StaticToken, TokenProvider};
 pub struct HttpOptions {
     /// The MCP endpoint, e.g. `https://host/mcp`.
     pub url: String,
-    /// Extra headers sent on every request.
+    /// Extra headers sent on every request. A name must be an HTTP token and none of `Host`,
+    /// `Content-Length` and `Transfer-Encoding` (the client writes those itself), and a value
+    /// must hold no CR, LF or NUL: adding the server fails with [`HttpSetupError::Header`]
+    /// otherwise.
     pub headers: Vec<(String, String)>,
     /// Where bearer tokens come from, when no [`oauth`](Self::oauth) flow is configured.
     pub token_provider: Option<Box<dyn TokenProvider>>,
@@ -247,7 +250,8 @@ pub enum HttpSetupError {
     Resolve(io::Error),
     /// The TLS options are not usable.
     Tls(TlsSetupError),
-    /// A configured header is not a valid HTTP header.
+    /// A configured header (named here) is not a valid HTTP header, or is one the client
+    /// writes itself (`Host`, `Content-Length`, `Transfer-Encoding`).
     Header(String),
     /// The bearer token (`HttpOptions::bearer`, or a token provider's first token) holds a
     /// CR, LF or NUL: it cannot go in a header.
