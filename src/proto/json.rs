@@ -957,10 +957,11 @@ fn find_special(s: &[u8], controls: bool) -> Option<usize> {
     for chunk in chunks.by_ref() {
         // `chunks_exact` gives eight bytes, so this is one load; the fallback is unreachable.
         let word = u64::from_le_bytes(chunk.try_into().unwrap_or([b' '; 8]));
-        let mut hits = lanes_equal(word, b'"') | lanes_equal(word, b'\\');
-        if controls {
-            hits |= lanes_below(word, 0x20);
-        }
+        let hits = if controls {
+            special_lanes(word)
+        } else {
+            lanes_equal(word, b'"') | lanes_equal(word, b'\\')
+        };
         if hits != 0 {
             // Lane k holds byte k, and the lowest flagged lane is always a real hit.
             return Some(base + (hits.trailing_zeros() / 8) as usize);

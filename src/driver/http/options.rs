@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::resolve::Resolver;
 use crate::auth::oauth::{AuthError, Authorizer, OAuthConfig};
-use crate::codec::http1::HeaderName;
+use crate::codec::http1::{breaks_line, HeaderName};
 use crate::driver::tls::{TlsOptions, TlsSetupError};
 use crate::driver::url::{ProxyChoice, UrlError};
 use crate::redact::{RedactedUrl, RedactedUrls};
@@ -155,8 +155,7 @@ impl HttpOptions {
         for (name, value) in &self.headers {
             // A reserved name (`Host`, `Content-Length`, `Transfer-Encoding`) is refused here
             // too: the request writer sets those itself.
-            let ok = HeaderName::new(name).is_ok()
-                && !value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0);
+            let ok = HeaderName::new(name).is_ok() && !breaks_line(value.as_bytes());
             if !ok {
                 return Err(HttpSetupError::Header(name.clone()));
             }
