@@ -1,221 +1,9 @@
-//! Listings: gathering pages behind `nextCursor`, and the re-listing a header mismatch asks for.
-
-use std::time::Instant;
-
-use smallvec::SmallVec;
+//! Listings: the pages gathered behind `nextCursor` joined into one answer, with the hints
+//! (time to live, scope) the joined answer carries.
 
 use super::ending::Outcome;
-use super::requests::{Ended, SendState};
-use super::{CallOptions, Engine, TransportKind};
-use crate::error::{CallError, LocalError, PeerError};
-use crate::proto::json::{Kind, RawJson};
-use crate::proto::jsonrpc::write_json_str;
-use crate::proto::mcp::{self, Method, ResultType};
-
-impl Engine {
-    /// One page of a listing: gather its items, then ask for the next page or finish.
-    pub(super) fn on_page(&mut self, now: Instant, slot: usize, key: &str, result: RawJson<'_>) {
-        let fail = |this: &mut Self, e: CallError| {
-            this.finish(now, slot, Ended::Answered, Outcome::Failed(e));
-        };
-        if result.kind() != Kind::Object || mcp::result_type(result) != Some(ResultType::Complete) {
-            return fail(self, PeerError::InvalidResult.into());
-        }
-        let inner = match result.get(key) {
-            Some(a) if a.kind() == Kind::Array => {
-                let t = a.text();
-                t.get(1..t.len() - 1).unwrap_or_default().trim()
-            }
-            Some(_) => return fail(self, PeerError::InvalidResult.into()),
-            None => "",
-        };
-        // `nextCursor: null` is taken as absent, like a missing member.
-        let next_cursor = result.get("nextCursor").filter(|c| !c.is_null());
-        let next_cursor = match next_cursor.map(RawJson::as_str) {
-            Some(None) => return fail(self, PeerError::InvalidResult.into()),
-            Some(Some(c)) => Some(c),
-            None => None,
-        };
-        if self.requests.get(slot).is_some_and(|p| p.one_page) {
-            return self.finish_one_page(now, slot, key, result, inner, next_cursor.is_some());
-        }
-        let bufs = self.requests.bufs_mut(slot);
-        let more = bufs.more();
-        more.list_hints.add(result);
-        if !inner.is_empty() {
-            if more.items.len().saturating_add(inner.len() + 1) > self.config.max_listing_bytes {
-                // Freed, not only cleared: the pages so far may be most of the cap.
-                more.items = Vec::new();
-                self.stats.too_large += 1;
-                return fail(self, PeerError::TooLarge.into());
-            }
-            // The items are gathered as a JSON array (`[` first, `]` added at the end), so
-            // the tool-header table reads them in place rather than from a copy.
-            more.items.push(if more.items.is_empty() { b'[' } else { b',' });
-            more.items.extend_from_slice(inner.as_bytes());
-        }
-        let Some(cursor) = next_cursor else {
-            // The last page: an empty cursor is a valid cursor, only absence ends the list.
-            let mut array = std::mem::take(&mut self.requests.bufs_mut(slot).more().items);
-            let mut kept = None;
-            if !array.is_empty() {
-                array.push(b']');
-                if key == "tools" {
-                    let enforce = self.transport == TransportKind::Http;
-                    kept = self.tool_headers.learn(&array, enforce);
-                }
-            } else if key == "tools" {
-                let enforce = self.transport == TransportKind::Http;
-                kept = self.tool_headers.learn(b"[]", enforce);
-            }
-            let items = match &kept {
-                Some(kept) => kept.as_slice(),
-                None => array.get(1..array.len().saturating_sub(1)).unwrap_or_default(),
-            };
-            let hints = self.requests.bufs_mut(slot).more().list_hints;
-            let listing = Outcome::Listing { key, items, hints };
-            self.finish(now, slot, Ended::Answered, listing);
-            // The buffer is kept for the slot's next listing, unless a large one grew it: the
-            // result is in the event queue now, and a second copy would stay for nothing.
-            if array.capacity() <= LISTING_BUF_KEEP {
-                array.clear();
-                self.requests.bufs_mut(slot).more().items = array;
-            }
-            return;
-        };
-        let hash = cursor_hash(&cursor);
-        if bufs.more().cursors.contains(&hash) {
-            return fail(self, PeerError::CursorRepeated.into());
-        }
-        bufs.more().cursors.push(hash);
-        bufs.truncate_params(0);
-        let params = bufs.params_buf().0;
-        params.extend_from_slice(b"\"cursor\":");
-        write_json_str(params, &cursor);
-        let pages = self.requests.get_mut(slot).map(|p| {
-            p.pages += 1;
-            p.pages
-        });
-        if pages.unwrap_or(0) as usize >= self.config.max_pages {
-            return fail(self, LocalError::TooManyPages.into());
-        }
-        if let Some(id) = self.requests.renew_wire_id(slot) {
-            self.send_queue.push_front(id);
-        }
-    }
-
-    /// A one-page listing ([`Engine::list_page`]) ends with the page as the server sent it. A
-    /// tool page also teaches the `x-mcp-header` table (merged: the other pages' tools keep
-    /// theirs), and over HTTP a tool breaking those rules is left out of the page handed on.
-    fn finish_one_page(
-        &mut self,
-        now: Instant,
-        slot: usize,
-        key: &str,
-        result: RawJson<'_>,
-        inner: &str,
-        has_next: bool,
-    ) {
-        if key != "tools" {
-            return self.finish(now, slot, Ended::Answered, done(result.text()));
-        }
-        let mut array = std::mem::take(&mut self.requests.bufs_mut(slot).more().items);
-        array.clear();
-        array.push(b'[');
-        array.extend_from_slice(inner.as_bytes());
-        array.push(b']');
-        let enforce = self.transport == TransportKind::Http;
-        let Some(kept) = self.tool_headers.learn_page(&array, enforce) else {
-            self.requests.bufs_mut(slot).more().items = array;
-            return self.finish(now, slot, Ended::Answered, done(result.text()));
-        };
-        // Rebuilt without the dropped tools; the cursor and the cache hints go along.
-        let mut hints = ListHints::default();
-        hints.add(result);
-        let mut json = String::with_capacity(kept.len() + 64);
-        json.push_str("{\"tools\":[");
-        json.push_str(std::str::from_utf8(&kept).unwrap_or_default());
-        json.push(']');
-        if let Some(c) = result.get("nextCursor").filter(|_| has_next) {
-            json.push_str(",\"nextCursor\":");
-            json.push_str(c.text());
-        }
-        hints.write(&mut json);
-        json.push('}');
-        self.requests.bufs_mut(slot).more().items = array;
-        self.finish(now, slot, Ended::Answered, done(&json));
-    }
-
-    /// HTTP -32020: the server says the call's `Mcp-Param-*` headers are missing or wrong, so
-    /// the tool list this engine knows is stale or absent. The spec asks to re-fetch
-    /// `tools/list` and retry: the call waits (once) for a fresh listing. Returns `false` when
-    /// that does not apply and the error should end the call.
-    pub(super) fn park_for_relist(&mut self, now: Instant, slot: usize) -> bool {
-        let Some(p) = self.requests.get_mut(slot) else { return false };
-        if self.transport != super::TransportKind::Http
-            || p.method != Method::ToolsCall
-            || p.relisted
-        {
-            return false;
-        }
-        p.relisted = true;
-        self.requests.set_state(slot, SendState::Parked);
-        if self.refresh.is_none() {
-            match self.request(now, Method::ToolsList, &CallOptions::default(), None, "", |_| {}) {
-                Ok(call) => {
-                    let refresh = call.0.slot();
-                    if let Some(r) = self.requests.get_mut(refresh) {
-                        r.internal = true;
-                    }
-                    self.refresh = Some(refresh);
-                }
-                Err(e) => {
-                    log::debug!("cannot refresh the tool list: {e}");
-                    self.unpark(now, false);
-                }
-            }
-        }
-        true
-    }
-
-    /// The refresh ended: parked calls go again with headers from the fresh listing, or end
-    /// with the header mismatch when the listing failed.
-    pub(super) fn unpark(&mut self, now: Instant, listed: bool) {
-        let parked: SmallVec<[usize; 8]> = self
-            .requests
-            .iter()
-            .filter(|(_, p)| p.state == SendState::Parked)
-            .map(|(s, _)| s)
-            .collect();
-        for slot in parked {
-            if !listed {
-                let e = crate::error::RpcError {
-                    code: crate::error::RpcError::HEADER_MISMATCH,
-                    message: "header mismatch, and re-listing the tools failed".into(),
-                    data: None,
-                };
-                self.finish(now, slot, Ended::Abandoned, Outcome::Failed(CallError::Protocol(e)));
-                continue;
-            }
-            let bufs = self.requests.bufs_mut(slot);
-            let mut params = Vec::with_capacity(bufs.params_len() + 2);
-            params.push(b'{');
-            params.extend_from_slice(bufs.params());
-            params.push(b'}');
-            let arguments =
-                crate::proto::json::parse(&params).ok().and_then(|p| p.get("arguments"));
-            let mut headers = std::mem::take(&mut bufs.param_headers);
-            headers.clear();
-            if let Some(a) = arguments {
-                self.tool_headers.write_for_call(bufs.name(), a.text(), &mut headers);
-            }
-            self.requests.bufs_mut(slot).param_headers = headers;
-            if let Some(id) = self.requests.renew_wire_id(slot) {
-                self.send_queue.push_front(id);
-            }
-        }
-    }
-}
+use crate::proto::json::RawJson;
+use crate::proto::mcp::ResultType;
 
 /// The cache hints of a listing's pages, combined for the one joined result: the shortest
 /// valid `ttlMs` of any page, and `cacheScope: "public"` only when every page said so. (A page
@@ -228,7 +16,7 @@ pub(crate) struct ListHints {
 }
 
 impl ListHints {
-    fn add(&mut self, page: RawJson<'_>) {
+    pub(super) fn add(&mut self, page: RawJson<'_>) {
         self.pages += 1;
         if let Some(ttl) = page.get("ttlMs").and_then(RawJson::as_u64) {
             self.ttl_ms = Some(self.ttl_ms.map_or(ttl, |t| t.min(ttl)));
@@ -257,10 +45,10 @@ impl ListHints {
 }
 
 /// The room a slot's listing buffer keeps between listings; a larger one is freed.
-const LISTING_BUF_KEEP: usize = 64 * 1024;
+pub(super) const LISTING_BUF_KEEP: usize = 64 * 1024;
 
 /// A page handed on whole: a complete result.
-fn done(json: &str) -> Outcome<'_> {
+pub(super) fn done(json: &str) -> Outcome<'_> {
     Outcome::Done { json, result_type: ResultType::Complete, is_error: false }
 }
 

@@ -15,6 +15,17 @@
 //! Every table is bounded by [`Config`]: pending calls, message size, listing pages, queued
 //! events. The engine does work proportional to the frames it is given; a driver bounds how
 //! many frames it hands over per readiness event (`Config::frames_per_readiness`).
+//!
+//! # Layout
+//!
+//! This file holds [`Engine`] and every method of it: the public verbs in the first `impl`
+//! block, then one block per job (the lifecycle, outgoing and incoming frames, transport
+//! reports, how calls end, retries, restarts, listings, tasks, server requests). Each job's
+//! types and pure decisions live in a module of its own that knows nothing of `Engine`: the
+//! pending table (`requests`), timers, the event queue, the circuit breakers, the retry
+//! policy, the restart bookkeeping, the era probe's verdicts, the task and server-request
+//! tables, and the rest. Those modules import only from each other and from below (`proto`,
+//! `config`, `error`); nothing in them reaches back into this file.
 
 pub(crate) mod answer_checks;
 pub(crate) mod breaker;
@@ -24,6 +35,7 @@ mod headers;
 mod inbound;
 mod lifecycle;
 mod listing;
+mod options;
 mod outbound;
 mod record;
 mod requests;
@@ -31,6 +43,7 @@ pub(crate) mod retry;
 mod roots;
 mod server_requests;
 mod stamp;
+mod stats;
 mod supervision;
 mod tasks;
 mod timers;
@@ -49,280 +62,51 @@ pub(crate) use headers::ParamHeaders;
 pub(crate) use lifecycle::discover_verdict;
 pub use lifecycle::ServerState;
 pub(crate) use lifecycle::VerdictOrigin;
+pub use options::CallOptions;
+pub use outbound::{Transmit, TransmitKind};
 pub use record::{CallRecord, FailureCounts, RecordSink};
 pub use requests::CallId;
 pub use retry::Idempotency;
 pub use roots::{RootsBoundary, RootsBoundaryError};
 pub use server_requests::{ServerRequestId, ServerRequestKind};
+pub use stats::Stats;
 pub use tasks::{TaskMode, TaskStatus, MAX_TASK_ID_BYTES};
+pub(crate) use transport::ExchangeFailure;
+pub use transport::{TransportEvent, TransportKind};
+
+use smallvec::SmallVec;
 
 use crate::config::{Config, SavedVerdict};
 use crate::error::{
     AnswerError, AuthorizeError, CallError, CancelError, ConfigError, LocalError, PeerError,
-    RequestError, TransportError,
+    RequestError, RpcError, TransportError,
 };
-use crate::proto::json::{self, Kind};
-use crate::proto::jsonrpc::write_json_str;
+use crate::proto::json::{self, Kind, RawJson};
 pub use crate::proto::jsonrpc::WireId;
-use crate::proto::mcp::{Method, SubscriptionFilter};
-use crate::proto::meta::{write_call_meta, StaticMeta, TraceContext};
+use crate::proto::jsonrpc::{self, write_json_str, Message, MethodName, ResultHead};
+use crate::proto::mcp::{self, notify, Method, ResultType, SubscriptionFilter};
+use crate::proto::meta::{write_call_meta, StaticMeta};
 use crate::proto::version::{Era, EraPreference, ProtocolVersion};
+use answer_checks::{elicit, sampling};
 use ending::Outcome;
 use events::EventQueue;
-use lifecycle::{Lifecycle, Opening, VerdictSource};
-use outbound::Control;
-use requests::{CallTraits, Ended, Owner, Requests, SendState};
-
-/// Options for one call.
-#[derive(Debug, Clone, Default)]
-pub struct CallOptions {
-    /// The call's deadline, from now (default: `Config::default_timeout`).
-    pub timeout: Option<Duration>,
-    /// Ask the server for progress notifications (the call's id is the progress token).
-    pub progress: bool,
-    /// W3C trace context to carry in `_meta`.
-    pub trace: Option<TraceContext>,
-    /// How safe the call is to send twice, overriding the tool's annotations.
-    pub idempotency: Option<Idempotency>,
-    /// An idempotency key, placed in the arguments under `Config::idempotency_key_field` (when
-    /// not already there); it makes a write safe to retry.
-    pub idempotency_key: Option<String>,
-    /// The tenant whose circuit breakers the call answers to (0 by default).
-    pub tenant: u32,
-    /// The run or task the call belongs to, copied into its [`CallRecord`]: a host task sets
-    /// its audit id here on every call made under it.
-    pub run_id: Option<u64>,
-    /// Start the call held: nothing is sent, and it counts against neither the in-flight
-    /// limit nor the queue (nor asks its circuit breaker), until
-    /// [`Engine::release`] lets it go or [`Engine::refuse`] ends it with
-    /// [`LocalError::AuthorizationDenied`]. Its deadline runs meanwhile, and
-    /// [`Engine::cancel`] ends it as any other call. It does take a slot of the pending table
-    /// (`Config::max_pending`). A [`Host`](crate::Host) sets it for a call its authorization
-    /// policy asks about.
-    pub hold: bool,
-    /// Whether a `tools/call` may run as a task on the server (MCP tasks): it is then polled
-    /// to its end within the call's deadline, reported by `TaskCreated` and `TaskStatus`
-    /// events, and ends with the usual `CallDone` or `CallFailed`. Other methods ignore it.
-    pub task: TaskMode,
-}
-
-impl CallOptions {
-    /// Options with a deadline.
-    pub fn timeout(timeout: Duration) -> Self {
-        Self { timeout: Some(timeout), ..Self::default() }
-    }
-}
-
-/// Something the transport reports to the engine. Built by drivers; opaque so the driver to
-/// engine protocol can grow without breaking hosts.
-#[derive(Debug, Clone)]
-pub struct TransportEvent(TransportEventInner);
-
-#[derive(Debug, Clone)]
-#[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
-enum TransportEventInner {
-    Opened(TransportKind),
-    Closed(TransportError),
-    ExchangeFailed(WireId, ExchangeFailure),
-    SessionExpired(WireId),
-}
-
-/// Which kind of transport carries the engine's messages; it decides how cancellation and
-/// replies to server requests travel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum TransportKind {
-    /// One child process, newline-delimited JSON both ways.
-    Stdio,
-    /// Streamable HTTP: one POST per message, each reply on its own response.
-    Http,
-}
-
-/// How one HTTP exchange (a POST and its response) ended without a JSON-RPC reply.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-#[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
-pub(crate) enum ExchangeFailure {
-    /// The transport failed, or the server answered with a bare HTTP status.
-    Transport(TransportError),
-    /// HTTP 401, after the token provider was asked for a fresh token once.
-    Unauthorized(crate::auth::AuthChallenge),
-    /// HTTP 403.
-    Forbidden(crate::auth::AuthChallenge),
-    /// HTTP 401 or 403, and the OAuth flow failed to get a token the server accepts.
-    #[cfg(feature = "http")]
-    Authorization(Box<crate::auth::oauth::AuthError>),
-    /// The reply was larger than [`Config::max_message_bytes`]: the call fails with
-    /// [`PeerError::TooLarge`], as over stdio.
-    TooLarge,
-}
-
-impl TransportEvent {
-    /// A stdio transport is open (a child was spawned).
-    pub fn opened() -> Self {
-        Self(TransportEventInner::Opened(TransportKind::Stdio))
-    }
-
-    /// A transport of this kind is open (for HTTP: the server was added; connections are the
-    /// driver's business).
-    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
-    pub(crate) fn opened_as(kind: TransportKind) -> Self {
-        Self(TransportEventInner::Opened(kind))
-    }
-
-    /// The transport is gone.
-    pub fn closed(error: TransportError) -> Self {
-        Self(TransportEventInner::Closed(error))
-    }
-
-    /// The exchange that carried request `id` ended without a reply.
-    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
-    pub(crate) fn exchange_failed(id: WireId, failure: ExchangeFailure) -> Self {
-        Self(TransportEventInner::ExchangeFailed(id, failure))
-    }
-
-    /// The legacy session that request `id` was sent on is gone (HTTP 404 on a request with a
-    /// session id): the request was not processed.
-    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
-    pub(crate) fn session_expired(id: WireId) -> Self {
-        Self(TransportEventInner::SessionExpired(id))
-    }
-}
-
-/// One frame [`Engine::poll_transmit`] wrote, or one thing the transport must do, with its
-/// full route: what an HTTP transport needs to address it, borrowed from the engine.
-#[derive(Debug, Clone, Copy)]
-#[must_use]
-pub struct Transmit<'a> {
-    /// Bytes appended to the caller's buffer (0 for [`TransmitKind::CloseStream`]).
-    pub len: usize,
-    /// What the frame is.
-    pub kind: TransmitKind,
-    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
-    version: Option<ProtocolVersion>,
-    name: NameRef<'a>,
-    method_name: &'a str,
-    params: ParamHeaders<'a>,
-}
-
-impl<'a> Transmit<'a> {
-    /// The protocol version an HTTP `MCP-Protocol-Version` header names: the probe's version
-    /// while probing, the settled version once ready, none during `initialize`.
-    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
-    pub(crate) fn version(&self) -> Option<ProtocolVersion> {
-        self.version
-    }
-
-    /// The method of a request as written on the wire (`Mcp-Method`): the name an
-    /// extension request was made with, else [`Method::as_str`]. Empty for anything else.
-    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
-    pub(crate) fn method_name(&self) -> &'a str {
-        self.method_name
-    }
-
-    /// The unencoded `Mcp-Name` of a request: the tool or prompt name, or the resource URI.
-    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
-    pub(crate) fn name(&self) -> Option<&'a str> {
-        let name = match self.name {
-            NameRef::Text(text) => text,
-            NameRef::Slot(bufs) => bufs.name(),
-        };
-        (!name.is_empty()).then_some(name)
-    }
-
-    /// The `Mcp-Param-*` headers of a `tools/call` (empty for anything else).
-    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
-    pub(crate) fn param_headers(&self) -> ParamHeaders<'a> {
-        self.params
-    }
-}
-
-/// Where a [`Transmit`]'s `Mcp-Name` is: text, or a call's buffers, whose name is read as text
-/// (a UTF-8 check) only when a driver asks for it; the stdio driver never does.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum NameRef<'a> {
-    Text(&'a str),
-    Slot(&'a requests::SlotBufs),
-}
-
-/// What a [`Transmit`] is, so a driver can route it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum TransmitKind {
-    /// A request; its reply will name `id`.
-    Request {
-        /// The wire id.
-        id: WireId,
-        /// The method.
-        method: Method,
-    },
-    /// A notification (`notifications/cancelled`, `notifications/initialized`).
-    Notification,
-    /// A reply to a request the server sent.
-    Response,
-    /// Close the response stream of request `id` (HTTP cancellation); no bytes were written.
-    CloseStream {
-        /// The wire id of the request whose stream to close.
-        id: WireId,
-    },
-}
-
-/// Counters of what the engine saw; cheap to read, never reset (but for `queued`, a gauge).
-///
-/// Throughput: at most `Config::max_in_flight` calls (default 32) are written at once, and an
-/// HTTP server carries at most `HttpOptions::max_connections` (default 4) of them at a time;
-/// past either limit calls wait. `queued` says how many wait now and `queue_wait` how long
-/// they have waited in all; each call's [`CallRecord::queue_wait`] says its own share.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Stats {
-    /// Host calls waiting now: for an in-flight slot (`Config::max_in_flight`) or for the
-    /// server to be ready, and, from `Host::stats` over HTTP, written but waiting for a
-    /// connection (`HttpOptions::max_connections`).
-    pub queued: u64,
-    /// Time host calls have spent waiting, summed over every call so far: before their first
-    /// write, and over HTTP for a connection (each attempt).
-    pub queue_wait: Duration,
-    /// Frames handed to `handle_message`.
-    pub frames_in: u64,
-    /// Frames that were not JSON-RPC messages (junk on stdout, bad shapes); skipped.
-    pub invalid_frames: u64,
-    /// Messages over the size limit.
-    pub too_large: u64,
-    /// Replies whose id was never issued.
-    pub unknown_ids: u64,
-    /// Second replies for an id already answered.
-    pub duplicate_responses: u64,
-    /// Replies for calls that had been cancelled or had timed out.
-    pub late_responses: u64,
-    /// Error replies with `"id": null`.
-    pub errors_without_id: u64,
-    /// Requests from the server (legacy JSON-RPC requests: `ping`, and those handed to the
-    /// host or refused).
-    pub server_requests: u64,
-    /// Control frames dropped because their queue was full.
-    pub control_dropped: u64,
-    /// Progress and change events dropped because the host did not drain events.
-    pub events_dropped: u64,
-    /// Requests written.
-    pub requests_sent: u64,
-    /// Attempts sent again after a transient failure.
-    pub retries: u64,
-    /// Legacy HTTP sessions renewed after the server forgot them.
-    pub sessions_renewed: u64,
-    /// Host calls that ended (completed or failed).
-    pub calls: u64,
-    /// Host calls that failed, by the kind of their error.
-    pub failures: FailureCounts,
-    /// Times a circuit breaker opened.
-    pub breaker_trips: u64,
-    /// Readiness turns a driver cut short because the server's input passed
-    /// `Config::bytes_per_readiness` (or its unit budget) before the turn ended: a server
-    /// sending faster than the host polls, or flooding with input that delivers nothing.
-    pub input_yields: u64,
-}
-
-const MAX_CONTROL: usize = 256;
+use inbound::{itoa_buf, sniff_id};
+use lifecycle::{
+    first_probe_version, handshake_result, probe_error, probe_result, ttl_of, Lifecycle,
+    LifecycleCall, Opening, Probe, ProbeStep, ProbeVerdict, VerdictSource, MAX_INCONCLUSIVE_PROBES,
+    MAX_SAME_VERSION_REFUSALS, PROBE_RETRY_BASE,
+};
+use listing::{cursor_hash, done, ListHints, LISTING_BUF_KEEP};
+use outbound::{Control, NameRef, MAX_CONTROL};
+use requests::{CallTraits, Ended, Lookup, Owner, Pending, Requests, SendState};
+use retry::{decide, Decision, Delivery};
+#[cfg(feature = "server-requests")]
+use server_requests::INVALID_PARAMS;
+use server_requests::{Entry, Origin, INTERNAL, TIMED_OUT, USER_REJECTED};
+use stamp::Stamp;
+use supervision::AfterExit;
+use tasks::{hash, read_task, LegacyTaskCaps, TaskSlot, TaskView};
+use transport::{unauthorized, TransportEventInner};
 
 /// One server's protocol engine.
 ///
@@ -330,9 +114,7 @@ const MAX_CONTROL: usize = 256;
 /// side effects), commands (`call_tool`, `cancel`, `restart`, ...), inputs (`handle_*`) and
 /// outputs (`poll_*`). After any input or command, drain [`poll_transmit`](Self::poll_transmit)
 /// until `None`, read [`poll_timeout`](Self::poll_timeout), then drain
-/// [`poll_event`](Self::poll_event). Time moves only through the `now` arguments. The work
-/// behind the verbs lives in modules named for their job: `lifecycle`, `inbound`, `outbound`,
-/// `transport`, `ending`, `listing`, `retry`, `breaker`, `supervision`, `timers`.
+/// [`poll_event`](Self::poll_event). Time moves only through the `now` arguments.
 #[derive(Debug)]
 pub struct Engine {
     config: Config,
@@ -847,7 +629,8 @@ impl Engine {
             Some(t) => Some(t.check().map_err(RequestError::TraceContext)?),
             None => None,
         };
-        let class = self.classify(method, opts, tool_hint);
+        let class =
+            retry::classify(method, opts.idempotency, opts.idempotency_key.is_some(), tool_hint);
         let op =
             if class == Idempotency::Read { OperationClass::Read } else { OperationClass::Write };
         if !opts.hold && !self.admit(opts.tenant, op, now) {
@@ -1167,6 +950,2160 @@ impl Engine {
     #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // read by the host only
     pub(crate) fn list_changes(&self) -> [u64; 3] {
         self.events.list_changes
+    }
+}
+
+/// The lifecycle applied to the engine: probe, handshake, verdicts, and the end of it all.
+// Era detection and the legacy handshake: the probe, its verdict, `initialize` (decisions in
+// `lifecycle`).
+impl Engine {
+    /// A request's deadline passed: a host call ends; a timed-out probe or handshake decides
+    /// what the lifecycle tries next.
+    fn deadline_passed(&mut self, now: Instant, slot: usize) {
+        let Some(owner) = self.requests.get(slot).map(|p| p.owner) else { return };
+        match owner {
+            Owner::Host => {
+                self.abandon(now, slot, CallError::Local(LocalError::DeadlineExceeded));
+                // Under a saved verdict, silence may be a legacy server ignoring a request
+                // before `initialize`: the next calls wait for a probe.
+                if self.assumed {
+                    self.reverify(now);
+                }
+            }
+            // No fallback to `initialize` for a server already known to be modern, nor for a
+            // host that speaks only the modern era: a slow server gets the probe again, a
+            // bounded number of times.
+            Owner::Probe
+                if self.lifecycle.known_modern()
+                    || self.config.era == EraPreference::ModernOnly =>
+            {
+                log::debug!("era probe timed out; probing again (no fallback)");
+                if !self.retry_probe_later(now) {
+                    self.lifecycle_failed(now, LocalError::DeadlineExceeded)
+                }
+            }
+            Owner::Probe => {
+                log::debug!("era probe timed out; falling back to initialize");
+                self.drop_lifecycle_request();
+                self.start_handshake(now);
+            }
+            Owner::Handshake => self.lifecycle_failed(now, LocalError::DeadlineExceeded),
+        }
+    }
+
+    /// Probes in `version`, keeping the failure counts of a probe already under way.
+    fn start_probe(&mut self, now: Instant, version: ProtocolVersion) {
+        let (inconclusive, refusals, known_modern) = match self.lifecycle {
+            Lifecycle::Probing(p) => (p.inconclusive, p.refusals, p.known_modern),
+            _ => (0, 0, false),
+        };
+        self.assumed = false;
+        self.meta = Some(self.static_meta(version));
+        self.task_meta = None;
+        let timeout = self.config.probe_timeout;
+        let Some(call) = self.start_lifecycle_request(now, Method::Discover, Owner::Probe, timeout)
+        else {
+            return;
+        };
+        let step = ProbeStep::InFlight(call);
+        let probe = Probe { version, step, inconclusive, refusals, known_modern };
+        self.lifecycle = Lifecycle::Probing(probe);
+    }
+
+    fn start_handshake(&mut self, now: Instant) {
+        self.meta = None;
+        self.assumed = false;
+        let timeout = self.config.handshake_timeout;
+        let Some(call) =
+            self.start_lifecycle_request(now, Method::Initialize, Owner::Handshake, timeout)
+        else {
+            return;
+        };
+        self.lifecycle = Lifecycle::Handshaking { call };
+        let c = &self.config;
+        let p = self.requests.bufs_mut(call.slot).params_buf().0;
+        p.extend_from_slice(b"\"protocolVersion\":");
+        write_json_str(p, ProtocolVersion::LEGACY.as_str());
+        p.extend_from_slice(b",\"capabilities\":");
+        let caps = c.answers.legacy_capabilities(&self.capabilities);
+        p.extend_from_slice(caps.as_bytes());
+        p.extend_from_slice(b",\"clientInfo\":{\"name\":");
+        write_json_str(p, &c.client_name);
+        p.extend_from_slice(b",\"version\":");
+        write_json_str(p, &c.client_version);
+        p.push(b'}');
+    }
+
+    /// [`static_meta`](Self::static_meta) with the tasks extension declared too.
+    fn static_task_meta(&self, version: ProtocolVersion) -> StaticMeta {
+        let c = &self.config;
+        let caps = tasks::with_tasks_extension(&self.capabilities);
+        StaticMeta::new(version, &caps, &c.client_name, &c.client_version)
+    }
+
+    fn static_meta(&self, version: ProtocolVersion) -> StaticMeta {
+        let c = &self.config;
+        StaticMeta::new(version, &self.capabilities, &c.client_name, &c.client_version)
+    }
+
+    /// Puts the probe or handshake request in the table; `None` when the engine had to close.
+    fn start_lifecycle_request(
+        &mut self,
+        now: Instant,
+        method: Method,
+        owner: Owner,
+        timeout: Duration,
+    ) -> Option<LifecycleCall> {
+        self.drop_lifecycle_request();
+        // The lifecycle request must not be refused for a full table: make room by failing
+        // the newest host call, which cannot have been sent before the era was settled.
+        if self.requests.is_full() {
+            if let Some(id) = self.send_queue.pop_back() {
+                self.abandon(now, id.slot(), CallError::Local(LocalError::HandshakeFailed));
+            }
+        }
+        let traits = CallTraits::control();
+        let at = self.epoch.stamp(now);
+        let deadline = at.after(timeout);
+        let Some(slot) = self.requests.insert(method, owner, at, deadline, traits) else {
+            self.lifecycle_failed(now, LocalError::HandshakeFailed);
+            return None;
+        };
+        self.timers.schedule_request(&self.requests, slot, deadline, timers::TimerKind::Deadline);
+        Some(LifecycleCall { slot, unsent: self.requests.wire_id(slot) })
+    }
+
+    /// Forgets the probe or handshake request in flight (its reply, if any, becomes late).
+    /// With no request left the engine is back to waiting for what to send first; every
+    /// caller then moves on to the state it chose.
+    fn drop_lifecycle_request(&mut self) {
+        let Some(call) = self.lifecycle.call() else { return };
+        self.requests.remove(call.slot, Ended::Abandoned);
+        self.timers.tidy(&self.requests);
+        let next = match self.lifecycle {
+            Lifecycle::Handshaking { .. } => Opening::Handshake,
+            _ => Opening::Probe,
+        };
+        self.lifecycle = Lifecycle::Connecting { next };
+    }
+
+    /// The probe or handshake frame to write next, once.
+    fn take_lifecycle_send(&mut self) -> Option<WireId> {
+        match &mut self.lifecycle {
+            Lifecycle::Probing(Probe { step: ProbeStep::InFlight(call), .. })
+            | Lifecycle::Handshaking { call } => call.unsent.take(),
+            _ => None,
+        }
+    }
+
+    /// When an inconclusive probe failure asked to probe again.
+    fn reprobe_at(&self) -> Option<Instant> {
+        match self.lifecycle {
+            Lifecycle::Probing(Probe { step: ProbeStep::RetryAt(at), .. }) => Some(at),
+            _ => None,
+        }
+    }
+
+    /// Sends the probe again once its retry delay has passed.
+    fn lifecycle_timeout(&mut self, now: Instant) {
+        if let Lifecycle::Probing(p) = self.lifecycle {
+            if matches!(p.step, ProbeStep::RetryAt(at) if at <= now) {
+                self.start_probe(now, p.version);
+            }
+        }
+    }
+
+    /// The probe failed in a way that says nothing about the era (HTTP 5xx, network): probe
+    /// again after a growing delay, a bounded number of times. Returns `false` when spent.
+    fn retry_probe_later(&mut self, now: Instant) -> bool {
+        let Lifecycle::Probing(p) = self.lifecycle else { return false };
+        if p.inconclusive >= MAX_INCONCLUSIVE_PROBES {
+            return false;
+        }
+        self.drop_lifecycle_request();
+        let delay = PROBE_RETRY_BASE * 2u32.pow(p.inconclusive);
+        log::debug!("era probe failed; probing again in {delay:?}");
+        let step = ProbeStep::RetryAt(now + delay);
+        self.lifecycle = Lifecycle::Probing(Probe { step, inconclusive: p.inconclusive + 1, ..p });
+        true
+    }
+
+    fn on_lifecycle_result(&mut self, now: Instant, owner: Owner, result: RawJson<'_>) {
+        match (owner, self.lifecycle) {
+            (Owner::Probe, Lifecycle::Probing(p)) => {
+                let verdict = probe_result(result, p.version);
+                self.apply_verdict(now, verdict, Some(result));
+            }
+            (Owner::Handshake, Lifecycle::Handshaking { .. }) => match handshake_result(result) {
+                Some(version) => {
+                    self.drop_lifecycle_request();
+                    self.server_info.clear();
+                    self.server_info.push_str(result.text());
+                    self.push_control(Control::Initialized);
+                    self.verdict = VerdictSource::None;
+                    self.become_ready(version);
+                }
+                None => {
+                    log::debug!("initialize settled on a version mcpoll does not speak");
+                    self.lifecycle_failed(now, PeerError::NoCommonVersion);
+                }
+            },
+            _ => self.drop_lifecycle_request(),
+        }
+    }
+
+    fn on_lifecycle_error(
+        &mut self,
+        now: Instant,
+        owner: Owner,
+        error: RpcError,
+        data: Option<RawJson<'_>>,
+    ) {
+        match (owner, self.lifecycle) {
+            (Owner::Probe, Lifecycle::Probing(p)) => {
+                let verdict = probe_error(error.code, data, p.version);
+                self.apply_verdict(now, verdict, None);
+            }
+            // A slow server that answered the timed-out probe late has settled on the modern
+            // era for this connection and refuses `initialize` with `-32022` (PROTOCOL.md
+            // §5.1: proof of a modern server; never fall back because of it). Probe again in
+            // a version it lists, once: a second timeout then fails the start.
+            (Owner::Handshake, Lifecycle::Handshaking { .. }) => {
+                match probe_error(error.code, data, ProtocolVersion::LEGACY) {
+                    ProbeVerdict::Reprobe(version) => {
+                        log::debug!("initialize refused by a modern server; probing in {version}");
+                        self.drop_lifecycle_request();
+                        self.start_probe(now, version);
+                        if let Lifecycle::Probing(p) = &mut self.lifecycle {
+                            p.known_modern = true;
+                        }
+                    }
+                    _ => {
+                        log::debug!("initialize failed: {}", error.name());
+                        self.shut(now, CallError::Protocol(error));
+                    }
+                }
+            }
+            _ => {
+                log::debug!("initialize failed: {}", error.name());
+                self.shut(now, CallError::Protocol(error));
+            }
+        }
+    }
+
+    fn apply_verdict(&mut self, now: Instant, verdict: ProbeVerdict, result: Option<RawJson<'_>>) {
+        let modern_only = self.config.era == EraPreference::ModernOnly;
+        match verdict {
+            ProbeVerdict::Modern(version) => {
+                self.drop_lifecycle_request();
+                if let Some(r) = result {
+                    self.server_info.clear();
+                    self.server_info.push_str(r.text());
+                    self.verdict = VerdictSource::Probed { at: now, ttl: ttl_of(r) };
+                }
+                self.become_ready(version);
+            }
+            ProbeVerdict::Reprobe(version) => self.start_probe(now, version),
+            ProbeVerdict::Refused(version) => match self.lifecycle {
+                Lifecycle::Probing(p) if p.refusals < MAX_SAME_VERSION_REFUSALS => {
+                    log::debug!("server refused {version} yet lists it; asking once more");
+                    self.lifecycle = Lifecycle::Probing(Probe { refusals: p.refusals + 1, ..p });
+                    self.start_probe(now, version);
+                }
+                _ => self.lifecycle_failed(now, PeerError::VersionRefused(version)),
+            },
+            ProbeVerdict::Legacy if !modern_only => {
+                self.drop_lifecycle_request();
+                self.start_handshake(now);
+            }
+            ProbeVerdict::Legacy => self.lifecycle_failed(now, PeerError::NoCommonVersion),
+            ProbeVerdict::NoCommonVersion => self.lifecycle_failed(now, PeerError::NoCommonVersion),
+        }
+    }
+
+    /// Takes the era from `Config::saved_discover`, once, on the first transport: ready at
+    /// once, no probe. `false` when there is none (or it was used).
+    fn resume_saved_verdict(&mut self) -> bool {
+        if !std::mem::take(&mut self.saved_pending) {
+            return false;
+        }
+        let Some(saved) = &self.config.saved_discover else { return false };
+        let version = saved.version;
+        self.server_info.clear();
+        self.server_info.push_str(&saved.result);
+        self.verdict = VerdictSource::Saved;
+        self.assumed = true;
+        log::trace!("era taken from the saved verdict: {version}");
+        self.become_ready(version);
+        true
+    }
+
+    /// The saved verdict did not hold (the server refused its version, answered like a legacy
+    /// server, or failed the first call): forget it and probe, as on a first start. Calls
+    /// wait in the queue until the era is settled again.
+    fn reverify(&mut self, now: Instant) {
+        self.assumed = false;
+        self.verdict = VerdictSource::None;
+        if matches!(self.lifecycle, Lifecycle::Ready { .. }) {
+            log::debug!("the saved era verdict did not hold; probing");
+            self.start_probe(now, first_probe_version());
+        }
+    }
+
+    /// The verdict to save for the next run, with its expiry in wall-clock time (`wall` is
+    /// the wall-clock reading at `now`): only a modern verdict still fresh has one.
+    fn saved_verdict(&self, now: Instant, wall: SystemTime) -> Option<SavedVerdict> {
+        let Lifecycle::Ready { version } = self.lifecycle else { return None };
+        match self.verdict {
+            VerdictSource::Probed { at, ttl } => {
+                let left = at.checked_add(ttl)?.checked_duration_since(now)?;
+                if left.is_zero() {
+                    return None;
+                }
+                let expires = wall.checked_add(left)?;
+                Some(SavedVerdict { version, result: self.server_info.clone(), expires })
+            }
+            VerdictSource::Saved => self.config.saved_discover.clone(),
+            VerdictSource::None => None,
+        }
+    }
+
+    fn become_ready(&mut self, version: ProtocolVersion) {
+        self.lifecycle = Lifecycle::Ready { version };
+        self.meta = (version.era() == Era::Modern).then(|| self.static_meta(version));
+        self.task_meta = (version.era() == Era::Modern && !self.tasks_declared)
+            .then(|| self.static_task_meta(version));
+        self.events.ready(version.era(), version);
+    }
+
+    fn lifecycle_failed(&mut self, now: Instant, error: impl Into<CallError>) {
+        self.shut(now, error.into());
+    }
+
+    /// The probe or handshake was refused for want of authorization: the calls waiting for it
+    /// fail with `error`, and the server waits for the next call or the host
+    /// ([`Engine::retry_authorization`]) instead of closing, so that both eras behave alike
+    /// (a legacy server that lets `initialize` through refuses only the calls).
+    fn authorization_failed(&mut self, now: Instant, error: CallError) {
+        if self.lifecycle == Lifecycle::Closed {
+            return;
+        }
+        log::debug!("the era probe or handshake was refused: {}", error.name());
+        self.drop_lifecycle_request();
+        self.fail_all(now, error.clone());
+        self.unauthorized = Some(error);
+    }
+
+    /// Ends everything: every pending call fails with `error`, then a `Closed` event.
+    fn shut(&mut self, now: Instant, error: CallError) {
+        if self.lifecycle == Lifecycle::Closed {
+            return;
+        }
+        self.drop_lifecycle_request();
+        self.fail_all(now, error.clone());
+        self.control.clear();
+        self.lifecycle = Lifecycle::Closed;
+        self.wants_transport = false;
+        self.events.closed(error);
+    }
+}
+
+// Outgoing frames: requests with their `_meta`, control frames, the route a driver needs
+// (`outbound`).
+impl Engine {
+    /// `true` while requests or control frames wait for `poll_transmit`.
+    // Only the host (feature `stdio`) asks, to tell an idle loop it may skip its poll.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))]
+    pub(crate) fn has_output(&self) -> bool {
+        !self.send_queue.is_empty() || !self.control.is_empty()
+    }
+
+    /// Writes the request with this wire id, if it is still current and queued.
+    fn write_request(&mut self, now: Instant, buf: &mut Vec<u8>, id: WireId) -> Option<Method> {
+        let slot = id.slot();
+        let p = self.requests.get(slot)?;
+        if p.wire_gen != id.generation() || p.state != SendState::Queued {
+            return None; // cancelled or renewed since it was queued
+        }
+        let (mut method, tasked, asked) = (p.method, p.task, p.task_asked);
+        let modern = self.lifecycle.version().is_some_and(|v| v.era() == Era::Modern);
+        // Only calls that asked for a task look further (plain calls: one flag).
+        let mut task_meta = false;
+        if asked && !tasked {
+            if modern {
+                task_meta = true;
+            } else {
+                self.augment_legacy_call(slot);
+            }
+        }
+        let bufs = self.requests.bufs(slot);
+        let static_meta = if !modern {
+            None
+        } else if task_meta && self.task_meta.is_some() {
+            self.task_meta.as_ref().map(StaticMeta::bytes)
+        } else {
+            self.meta.as_ref().map(StaticMeta::bytes)
+        };
+        // A task's polls carry no per-call `_meta` (progress token, trace): the tool call did.
+        let call_meta = if tasked { &[][..] } else { bufs.meta() };
+        let meta = [static_meta.unwrap_or_default(), call_meta];
+        if tasked {
+            if let Some(t) = bufs.more.as_ref().and_then(|m| m.task.as_ref()) {
+                method = t.method();
+            }
+        }
+        let name = match method {
+            Method::Extension => MethodName::Other(bufs.name()),
+            core => MethodName::Core(core),
+        };
+        jsonrpc::write_request(buf, id.get(), name, bufs.params(), meta);
+        self.mark_sent(now, slot);
+        self.stats.requests_sent += 1;
+        Some(method)
+    }
+
+    fn write_control(&mut self, buf: &mut Vec<u8>, c: Control) -> TransmitKind {
+        match c {
+            Control::Cancelled { id } => {
+                let mut params: SmallVec<[u8; 64]> = SmallVec::new();
+                params.extend_from_slice(b"\"requestId\":");
+                params.extend_from_slice(itoa_buf(id).as_str().as_bytes());
+                jsonrpc::write_notification(buf, notify::CANCELLED, Some(&params));
+                TransmitKind::Notification
+            }
+            Control::CloseStream { id } => TransmitKind::CloseStream { id },
+            Control::Initialized => {
+                jsonrpc::write_notification(buf, notify::INITIALIZED, None);
+                TransmitKind::Notification
+            }
+            Control::RootsChanged => {
+                jsonrpc::write_notification(buf, notify::ROOTS_LIST_CHANGED, None);
+                TransmitKind::Notification
+            }
+            Control::Reply { id, ok } => {
+                let id = std::str::from_utf8(&id).unwrap_or("null");
+                if ok {
+                    jsonrpc::write_result(buf, id, "{}");
+                } else {
+                    jsonrpc::write_error(buf, id, RpcError::METHOD_NOT_FOUND, "Method not found");
+                }
+                TransmitKind::Response
+            }
+            Control::Answer { id, result } => {
+                jsonrpc::write_result(buf, std::str::from_utf8(&id).unwrap_or("null"), &result);
+                TransmitKind::Response
+            }
+            Control::Refuse { id, code, message } => {
+                let id = std::str::from_utf8(&id).unwrap_or("null");
+                jsonrpc::write_error(buf, id, code, message);
+                TransmitKind::Response
+            }
+            Control::TaskCancel { id, task } => {
+                let mut params: Vec<u8> = Vec::with_capacity(task.len() + 16);
+                params.extend_from_slice(b"\"taskId\":");
+                write_json_str(&mut params, &task);
+                let modern = self.era() == Some(Era::Modern);
+                let meta = if modern { self.meta.as_ref().map(StaticMeta::bytes) } else { None };
+                let method = Method::TasksCancel;
+                jsonrpc::write_request(
+                    buf,
+                    id.get(),
+                    MethodName::Core(method),
+                    &params,
+                    [meta.unwrap_or_default(), b""],
+                );
+                self.stats.requests_sent += 1;
+                self.control_name = task;
+                TransmitKind::Request { id, method }
+            }
+        }
+    }
+
+    fn push_control(&mut self, c: Control) {
+        if self.control.len() >= MAX_CONTROL {
+            self.stats.control_dropped += 1;
+            return;
+        }
+        self.control.push_back(c);
+    }
+
+    /// Addresses a transmit: the era's version, and for a request its name and param headers.
+    fn route(&self, len: usize, kind: TransmitKind) -> Transmit<'_> {
+        let version = self.lifecycle.version();
+        let params = ParamHeaders::default();
+        let mut t =
+            Transmit { len, kind, version, name: NameRef::Text(""), method_name: "", params };
+        if let TransmitKind::Request { id, method } = kind {
+            let slot = id.slot();
+            t.method_name = method.as_str();
+            if method == Method::TasksCancel {
+                // Written from a control frame: the call is gone, its task id kept here.
+                t.name = NameRef::Text(&self.control_name);
+            } else if self.requests.get(slot).is_some_and(|p| p.wire_gen == id.generation()) {
+                let bufs = self.requests.bufs(slot);
+                if method == Method::Extension {
+                    t.method_name = bufs.name();
+                    t.params = bufs.param_headers.iter();
+                } else if matches!(
+                    method,
+                    Method::TasksGet | Method::TasksResult | Method::TasksUpdate
+                ) {
+                    // `Mcp-Name` of a task's request is its task id (tasks extension, HTTP).
+                    let task = bufs.more.as_ref().and_then(|m| m.task.as_ref());
+                    t.name = NameRef::Text(task.map_or("", |t| t.id.as_str()));
+                } else {
+                    t.name = NameRef::Slot(bufs);
+                    t.params = bufs.param_headers.iter();
+                }
+            }
+        }
+        t
+    }
+
+    /// Tells the server the way its era and transport expect (PROTOCOL.md §7 "Cancellation"):
+    /// stdio sends `notifications/cancelled`; modern HTTP closes the response stream; legacy
+    /// HTTP does both, since a disconnect alone is not a cancellation there.
+    fn signal_cancel(&mut self, id: WireId) {
+        let legacy = self.era() == Some(Era::Legacy);
+        match self.transport {
+            TransportKind::Stdio => self.push_control(Control::Cancelled { id }),
+            TransportKind::Http => {
+                if legacy {
+                    self.push_control(Control::Cancelled { id });
+                }
+                self.push_control(Control::CloseStream { id });
+            }
+        }
+    }
+}
+
+// Incoming messages: replies matched to their calls, server requests taken, notifications routed
+// (`inbound`).
+impl Engine {
+    fn dispatch(&mut self, now: Instant, frame: &[u8], reply_to: Option<WireId>) {
+        self.stats.frames_in += 1;
+        let message = match jsonrpc::decode(frame) {
+            Ok(m) => m,
+            Err(jsonrpc::DecodeError::TooDeep) => {
+                // Perhaps a reply: when its id is at either end, its call fails now instead of
+                // waiting out its deadline.
+                self.stats.invalid_frames += 1;
+                let ends = frame.len().min(64);
+                let (head, tail) = (&frame[..ends], &frame[frame.len() - ends..]);
+                return self.fail_unreadable(now, sniff_id(head, tail), PeerError::TooDeep);
+            }
+            Err(e) => {
+                // Servers print banners and logs to stdout in the wild: skip, count, go on.
+                self.stats.invalid_frames += 1;
+                log::debug!("skipping a frame that is not JSON-RPC: {e}");
+                return;
+            }
+        };
+        match message {
+            Message::Result { id, result, head } => self.on_result(now, id, result, head),
+            Message::Error { id: Some(id), error } => {
+                let rpc = RpcError::from_raw(error.code, &error.message, error.data);
+                self.on_error(now, id, rpc, error.data);
+            }
+            Message::Error { id: None, error } => match reply_to {
+                Some(to) => {
+                    let rpc = RpcError::from_raw(error.code, &error.message, error.data);
+                    let id_text = itoa_buf(to);
+                    if let Ok(id) = json::parse(id_text.as_str().as_bytes()) {
+                        self.on_error(now, id, rpc, error.data);
+                    }
+                }
+                None => {
+                    self.stats.errors_without_id += 1;
+                    // The server's message may quote the request: TRACE only.
+                    log::debug!("error reply with a null id: code {}", error.code);
+                    log::trace!("error reply with a null id: {}", error.message);
+                }
+            },
+            Message::Request { id, method, params } => {
+                self.on_server_request(now, id, &method, params)
+            }
+            Message::Notification { method, params } => self.on_notification(now, &method, params),
+        }
+    }
+
+    /// A message that could not be read (`error`): when its id was read from its ends and
+    /// names a pending request, that request fails with `error`.
+    fn fail_unreadable(&mut self, now: Instant, id: Option<WireId>, error: PeerError) {
+        let Some(id) = id else {
+            log::debug!("dropped an unreadable message ({error}) whose id could not be read");
+            return;
+        };
+        if let Lookup::Pending(slot) = self.requests.lookup(id) {
+            match self.requests.get(slot).map(|p| p.owner) {
+                Some(Owner::Host) => self.abandon(now, slot, CallError::Peer(error)),
+                Some(_) => self.lifecycle_failed(now, error),
+                None => {}
+            }
+        }
+    }
+
+    fn resolve(&mut self, now: Instant, id: RawJson<'_>) -> Option<(usize, Owner)> {
+        let lookup = WireId::parse(id).map_or(Lookup::Unknown, |w| self.requests.lookup(w));
+        match lookup {
+            Lookup::Pending(slot) => {
+                self.requests.end_exchange(slot, self.epoch.stamp(now));
+                self.requests.get(slot).map(|p| (slot, p.owner))
+            }
+            Lookup::Duplicate => {
+                self.stats.duplicate_responses += 1;
+                None
+            }
+            Lookup::Late => {
+                self.stats.late_responses += 1;
+                None
+            }
+            Lookup::Unknown => {
+                self.stats.unknown_ids += 1;
+                log::debug!("reply with an id mcpoll never issued: {}", id.text());
+                None
+            }
+        }
+    }
+
+    fn on_result(
+        &mut self,
+        now: Instant,
+        id: RawJson<'_>,
+        result: RawJson<'_>,
+        head: ResultHead<'_>,
+    ) {
+        let Some((slot, owner)) = self.resolve(now, id) else {
+            return;
+        };
+        if owner != Owner::Host {
+            return self.on_lifecycle_result(now, owner, result);
+        }
+        // Under a saved verdict, the first answer confirms it, unless it has no `resultType`:
+        // a legacy server answered (it is delivered as it is, then the era is probed).
+        let legacy_answer = self.assumed && result.get("resultType").is_none();
+        self.assumed = false;
+        if legacy_answer {
+            self.on_host_result(now, slot, result, head);
+            return self.reverify(now);
+        }
+        self.on_host_result(now, slot, result, head)
+    }
+
+    fn on_host_result(
+        &mut self,
+        now: Instant,
+        slot: usize,
+        result: RawJson<'_>,
+        head: ResultHead<'_>,
+    ) {
+        let Some((method, tasked, asked)) =
+            self.requests.get(slot).map(|p| (p.method, p.task, p.task_asked))
+        else {
+            return;
+        };
+        if let Some(key) = method.list_key() {
+            return self.on_page(now, slot, key, result);
+        }
+        if tasked {
+            return self.on_task_reply(now, slot, result, head);
+        }
+        let head = mcp::result_head(head);
+        if asked && method == Method::ToolsCall {
+            let rt = head.map_or(ResultType::Complete, |(t, _)| t);
+            if self.creates_task(slot, result, rt) {
+                return self.on_task_created(now, slot, result);
+            }
+        }
+        // A task nobody asked for is no result (the tasks extension, 2026-07-28).
+        let head = head.filter(|(t, _)| *t != ResultType::Task);
+        if matches!(head, Some((ResultType::InputRequired, _))) && method.takes_input() {
+            return self.on_input_required(now, slot, result);
+        }
+        let outcome = match head {
+            Some((result_type, is_error)) => {
+                Outcome::Done { json: result.text(), result_type, is_error }
+            }
+            None => Outcome::Failed(CallError::Peer(PeerError::InvalidResult)),
+        };
+        self.finish(now, slot, Ended::Answered, outcome);
+    }
+
+    fn on_error(
+        &mut self,
+        now: Instant,
+        id: RawJson<'_>,
+        error: RpcError,
+        data: Option<RawJson<'_>>,
+    ) {
+        let Some((slot, owner)) = self.resolve(now, id) else {
+            return;
+        };
+        if owner != Owner::Host {
+            return self.on_lifecycle_error(now, owner, error, data);
+        }
+        if self.assumed || matches!(self.lifecycle, Lifecycle::Probing(_)) {
+            // Under a saved verdict any error may mean the verdict is wrong; `-32022` says
+            // so and that the call was not processed. Such a call, and one safe to repeat,
+            // goes out again once the probe has settled the era.
+            let refused = error.code == RpcError::UNSUPPORTED_PROTOCOL_VERSION;
+            let safe = self.requests.get(slot).is_some_and(|p| p.class.retry_safe());
+            if refused || (self.assumed && safe) {
+                if let Some(id) = self.requests.renew_wire_id(slot) {
+                    self.send_queue.push_front(id);
+                }
+                return self.reverify(now);
+            }
+            if self.assumed {
+                self.finish(
+                    now,
+                    slot,
+                    Ended::Answered,
+                    Outcome::Failed(CallError::Protocol(error)),
+                );
+                return self.reverify(now);
+            }
+        }
+        if error.code == RpcError::HEADER_MISMATCH && self.park_for_relist(now, slot) {
+            return;
+        }
+        self.finish(now, slot, Ended::Answered, Outcome::Failed(CallError::Protocol(error)));
+    }
+
+    fn on_notification(&mut self, now: Instant, method: &str, params: Option<RawJson<'_>>) {
+        match method {
+            notify::PROGRESS => self.on_progress(params),
+            notify::TOOLS_CHANGED => self.events.list_changed(ListKind::Tools),
+            notify::PROMPTS_CHANGED => self.events.list_changed(ListKind::Prompts),
+            notify::RESOURCES_CHANGED => self.events.list_changed(ListKind::Resources),
+            notify::RESOURCE_UPDATED => {
+                if let Some(uri) = params.and_then(|p| p.get("uri")).and_then(RawJson::as_str) {
+                    self.events.resource_updated(&uri);
+                }
+            }
+            notify::ACKNOWLEDGED => self.on_acknowledged(params),
+            notify::CANCELLED => self.on_server_cancelled(now, params),
+            notify::MESSAGE => log::trace!("server notification {method}"),
+            notify::INITIALIZED | notify::ROOTS_LIST_CHANGED => {
+                log::debug!("ignoring notification {method}")
+            }
+            // An extension's or a vendor's: the host's to read.
+            _ => self.events.notification(method, params.map_or("{}", |p| p.text())),
+        }
+    }
+
+    /// The pending listen call a subscription id (its wire id) names.
+    fn listen_slot(&self, id: Option<RawJson<'_>>) -> Option<usize> {
+        let id = WireId::parse(id?)?;
+        let Lookup::Pending(slot) = self.requests.lookup(id) else { return None };
+        (self.requests.get(slot)?.method == Method::Listen).then_some(slot)
+    }
+
+    fn on_acknowledged(&mut self, params: Option<RawJson<'_>>) {
+        let Some(params) = params else { return };
+        let id = params.get("_meta").and_then(|m| m.get("io.modelcontextprotocol/subscriptionId"));
+        let Some(slot) = self.listen_slot(id) else { return };
+        if let Some(call) = self.requests.call_id(slot) {
+            let honoured = params.get("notifications").map_or("{}", RawJson::text);
+            self.events.subscribed(call, honoured);
+        }
+    }
+
+    /// On stdio a server ends a subscription with `notifications/cancelled` naming the listen
+    /// request (PROTOCOL.md §2.9, U3): the first of that and the graceful result ends it.
+    fn on_server_cancelled(&mut self, now: Instant, params: Option<RawJson<'_>>) {
+        let Some(slot) = self.listen_slot(params.and_then(|p| p.get("requestId"))) else { return };
+        let e = CallError::Transport(TransportError::ClosedByServer);
+        self.finish(now, slot, Ended::Answered, Outcome::Failed(e));
+    }
+
+    fn on_progress(&mut self, params: Option<RawJson<'_>>) {
+        let Some(p) = params.filter(|p| p.kind() == Kind::Object) else {
+            self.stats.invalid_frames += 1;
+            return;
+        };
+        // The progress token is the call handle, so it survives new pages and attempts.
+        let Some(token) = p.get("progressToken").and_then(WireId::parse) else {
+            return;
+        };
+        let progress = p.get("progress").and_then(RawJson::as_f64).unwrap_or(0.0);
+        let total = p.get("total").and_then(RawJson::as_f64);
+        let message = p.get("message").and_then(RawJson::as_str);
+        let call = CallId(token);
+        let wants = self
+            .requests
+            .slot_of(call)
+            .and_then(|s| self.requests.get(s))
+            .is_some_and(|r| r.progress);
+        if wants {
+            self.events.progress(call, progress, total, message.as_deref());
+        }
+    }
+}
+
+// What the transport reports: opened, closed, an HTTP exchange that failed, a legacy session that
+// vanished (`transport`).
+impl Engine {
+    fn on_exchange_failed(&mut self, now: Instant, id: WireId, failure: ExchangeFailure) {
+        let Lookup::Pending(slot) = self.requests.lookup(id) else { return };
+        let Some(owner) = self.requests.get(slot).map(|p| p.owner) else { return };
+        let error = match failure {
+            ExchangeFailure::Transport(e) => CallError::Transport(e),
+            ExchangeFailure::Unauthorized(c) => {
+                CallError::Peer(PeerError::AuthRequired(Box::new(c)))
+            }
+            ExchangeFailure::Forbidden(c) => CallError::Peer(PeerError::Forbidden(Box::new(c))),
+            // The host's own OAuth configuration cannot work: not the server's fault.
+            #[cfg(feature = "http")]
+            ExchangeFailure::Authorization(e) if e.is_local() => {
+                CallError::Local(LocalError::OAuthSetup(e))
+            }
+            #[cfg(feature = "http")]
+            ExchangeFailure::Authorization(e) => CallError::Peer(PeerError::Authorization(e)),
+            ExchangeFailure::TooLarge => {
+                self.stats.too_large += 1;
+                CallError::Peer(PeerError::TooLarge)
+            }
+        };
+        let bare_4xx = matches!(
+            error,
+            CallError::Transport(TransportError::HttpStatus(s)) if (400..500).contains(&s) && s != 401 && s != 403
+        );
+        match owner {
+            // Under a saved verdict, a 4xx without a JSON-RPC answer is what a legacy server
+            // says to a modern request (PROTOCOL.md §5.3): refused, not processed. Send it again
+            // once the probe has settled the era.
+            Owner::Host if self.assumed && bare_4xx => {
+                self.requests.end_exchange(slot, self.epoch.stamp(now));
+                if let Some(id) = self.requests.renew_wire_id(slot) {
+                    self.send_queue.push_front(id);
+                }
+                self.reverify(now);
+            }
+            Owner::Host => {
+                // The stream is already gone: nothing to signal. A request that never left
+                // (the connection was never made) is safe to send again whatever it does.
+                let delivery = match &error {
+                    CallError::Transport(TransportError::ConnectFailed(_)) => {
+                        retry::Delivery::NotSent
+                    }
+                    _ => retry::Delivery::MaybeDelivered,
+                };
+                self.on_attempt_failed(now, slot, error, delivery);
+            }
+            Owner::Probe => {
+                // PROTOCOL.md §5.3: a 4xx without a recognised modern error is legacy evidence;
+                // 401, 403, 5xx, network errors and timeouts are evidence of nothing.
+                let legacy_evidence = bare_4xx;
+                // Authorization and other peer faults end the probe: asking again changes
+                // nothing until the host acts.
+                let auth = matches!(
+                    error,
+                    CallError::Peer(_)
+                        | CallError::Local(_)
+                        | CallError::Transport(TransportError::HttpStatus(401 | 403))
+                );
+                if legacy_evidence {
+                    self.apply_verdict(now, ProbeVerdict::Legacy, None);
+                } else if unauthorized(&error) {
+                    self.authorization_failed(now, error);
+                } else if !auth && self.retry_probe_later(now) {
+                    // A server still starting up, or a passing network fault: probe again soon.
+                    log::debug!("era probe failed: {}", error.name());
+                    if let Some(at) = self.reprobe_at() {
+                        self.fail_unservable(now, at, &error);
+                    }
+                } else {
+                    self.shut(now, error);
+                }
+            }
+            Owner::Handshake if unauthorized(&error) => self.authorization_failed(now, error),
+            Owner::Handshake => self.shut(now, error),
+        }
+    }
+
+    /// A legacy HTTP session vanished under request `id`, which the server therefore did not
+    /// process: re-initialize and send it again, once.
+    fn on_session_expired(&mut self, now: Instant, id: WireId) {
+        let Lookup::Pending(slot) = self.requests.lookup(id) else { return };
+        self.requests.end_exchange(slot, self.epoch.stamp(now));
+        let Some(p) = self.requests.get_mut(slot) else { return };
+        match p.owner {
+            Owner::Host if !p.resent_for_session => {
+                p.resent_for_session = true;
+                if let Some(new_id) = self.requests.renew_wire_id(slot) {
+                    self.send_queue.push_front(new_id);
+                }
+                self.stats.sessions_renewed += 1;
+                if matches!(self.lifecycle, Lifecycle::Ready { .. }) {
+                    log::debug!("legacy session expired; re-initializing");
+                    self.start_handshake(now);
+                }
+            }
+            Owner::Host => {
+                let e = CallError::Transport(TransportError::SessionExpired);
+                self.finish(now, slot, Ended::Abandoned, Outcome::Failed(e));
+            }
+            _ => self.shut(now, CallError::Transport(TransportError::SessionExpired)),
+        }
+    }
+
+    fn on_opened(&mut self, now: Instant, kind: TransportKind) {
+        self.transport = kind;
+        self.wants_transport = false;
+        let Lifecycle::Connecting { next } = self.lifecycle else {
+            return;
+        };
+        match next {
+            Opening::Probe if self.resume_saved_verdict() => {}
+            Opening::Probe => self.start_probe(now, lifecycle::first_probe_version()),
+            Opening::Handshake => self.start_handshake(now),
+        }
+    }
+
+    fn on_closed(&mut self, now: Instant, error: TransportError) {
+        self.forget_legacy_requests();
+        if matches!(self.lifecycle, Lifecycle::Probing(_)) && self.config.era == EraPreference::Auto
+        {
+            // Some legacy servers exit when the first message is not `initialize` (PROTOCOL.md
+            // U10): take that as the legacy verdict and respawn once for the handshake.
+            log::debug!("server exited during the era probe; respawning for initialize");
+            self.drop_lifecycle_request();
+            self.lifecycle = Lifecycle::Connecting { next: Opening::Handshake };
+            self.wants_transport = true;
+            return;
+        }
+        if self.transport == TransportKind::Stdio
+            && self.config.restart.enabled
+            && self.lifecycle != Lifecycle::Closed
+        {
+            return self.on_process_lost(now, error);
+        }
+        self.shut(now, CallError::Transport(error));
+    }
+}
+
+// How calls end: the one path every terminal event takes, and the admission check that keeps room
+// for every end (`ending`).
+impl Engine {
+    /// `true` when one more host call's terminal event is sure to fit: terminal events are
+    /// never dropped, so they are bounded here, at admission. Those the host has not drained
+    /// plus those every pending host call will produce stay within `Config::max_queued_events`.
+    fn room_for_end(&self) -> bool {
+        let engine_own =
+            usize::from(self.lifecycle.call().is_some()) + usize::from(self.refresh.is_some());
+        let host_calls = self.requests.len().saturating_sub(engine_own);
+        self.events.terminals() + host_calls < self.config.max_queued_events
+    }
+
+    /// A request was written: count the attempt and the time it waited in the queue.
+    fn mark_sent(&mut self, now: Instant, slot: usize) {
+        let now = self.epoch.stamp(now);
+        self.requests.set_state(slot, SendState::Sent);
+        let held = self.requests.bufs(slot).held().get();
+        if let Some(p) = self.requests.get_mut(slot) {
+            if p.attempt == 0 {
+                let waited = now.since(p.created).saturating_sub(held);
+                p.queue_wait = waited.into();
+                if p.owner == Owner::Host {
+                    self.stats.queue_wait += waited;
+                }
+            }
+            // A task's polls are not attempts of the call (a resumed call's first is).
+            if !p.task || p.attempt == 0 {
+                p.attempt += 1;
+            }
+            p.sent_at = now;
+            p.exchange_open = true;
+        }
+    }
+
+    /// Over HTTP: request `id`, written at `sent_at`, goes on a connection only now (every
+    /// `HttpOptions::max_connections` was busy). The wait moves from network time to queue
+    /// time, in the call's record and in [`Stats`](Stats).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) fn handle_on_wire(&mut self, now: Instant, id: WireId) {
+        let Lookup::Pending(slot) = self.requests.lookup(id) else { return };
+        let now = self.epoch.stamp(now);
+        let Some(p) = self.requests.get_mut(slot) else { return };
+        if p.owner != Owner::Host || !p.exchange_open {
+            return;
+        }
+        let waited = now.since(p.sent_at);
+        if waited.is_zero() {
+            return;
+        }
+        p.queue_wait = p.queue_wait.add(waited);
+        p.sent_at = now;
+        self.stats.queue_wait += waited;
+    }
+
+    /// Ends a host call: frees the slot, tells its breaker, and queues the terminal event.
+    fn finish(&mut self, now: Instant, slot: usize, how: Ended, outcome: Outcome<'_>) {
+        let Some(call) = self.requests.call_id(slot) else { return };
+        let at = self.epoch.stamp(now);
+        self.requests.end_exchange(slot, at);
+        let Some(p) = self.requests.remove(slot, how) else { return };
+        self.server_requests.drop_call(call);
+        if p.internal {
+            // The tool-list refresh: its end releases the calls waiting for it.
+            self.refresh = None;
+            self.unpark(now, matches!(outcome, Outcome::Listing { .. }));
+            self.timers.tidy(&self.requests);
+            return;
+        }
+        let failure = match &outcome {
+            Outcome::Failed(e) => Some(e),
+            _ => None,
+        };
+        let named = matches!(p.method, Method::ToolsCall | Method::Extension);
+        let tool = named.then(|| self.requests.bufs(slot).name());
+        let record = self.record_of(at, call, slot, &p, tool, &outcome);
+        self.stats.calls += 1;
+        if let Some(e) = failure {
+            self.stats.failures.count(e);
+        }
+        let change =
+            if p.attempt > 0 { self.breakers.record(p.tenant, p.op, failure, now) } else { None };
+        if failure.is_none() && p.attempt > 0 {
+            // A moving average of one attempt's duration, for judging whether a retry fits.
+            self.latency = self.latency.average_in(at.since(p.sent_at));
+        }
+        match outcome {
+            Outcome::Done { json, result_type, is_error } => {
+                self.events.done(call, json, result_type, is_error, &record)
+            }
+            Outcome::Listing { key, items, hints } => {
+                self.events.done_listing(call, key, items, hints, &record)
+            }
+            Outcome::Failed(e) => self.events.failed(call, e, &record),
+        }
+        // The call's own end first, then what it did to its breaker.
+        if let Some(c) = change {
+            self.events.breaker(c.tenant, c.class, c.state);
+        }
+        self.timers.tidy(&self.requests);
+    }
+
+    /// The record of a host call that ends now (all but what only the host knows).
+    fn record_of<'t>(
+        &self,
+        now: Stamp,
+        call: CallId,
+        slot: usize,
+        p: &Pending,
+        tool: Option<&'t str>,
+        outcome: &Outcome<'_>,
+    ) -> CallRecord<'t> {
+        let mut r = CallRecord::new(p.method, self.transport);
+        r.call = Some(call);
+        let bufs = self.requests.bufs(slot);
+        (r.trace_id, r.run_id) = bufs.tags();
+        r.version = self.lifecycle.version();
+        r.request_id = (p.attempt > 0).then(|| WireId::new(slot, p.wire_gen));
+        r.tool = tool;
+        r.attempts = p.attempt;
+        r.queue_wait = p.queue_wait.get();
+        // A call that ends while held (refused, cancelled, past its deadline) waited all along.
+        r.authorization_wait =
+            if p.state == SendState::Held { now.since(p.created) } else { bufs.held().get() };
+        r.network = p.network.get();
+        r.elapsed = now.since(p.created);
+        r.rounds = p.rounds;
+        match outcome {
+            Outcome::Done { is_error, .. } => r.tool_error = *is_error,
+            Outcome::Listing { .. } => {}
+            Outcome::Failed(e) => r.failed(e),
+        }
+        r
+    }
+
+    /// Fails every host call (not the lifecycle request) with `error`.
+    fn fail_all(&mut self, now: Instant, error: CallError) {
+        let slots: SmallVec<[usize; 16]> = self
+            .requests
+            .iter()
+            .filter(|(_, p)| p.owner == Owner::Host)
+            .map(|(slot, _)| slot)
+            .collect();
+        for slot in slots {
+            self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error.clone()));
+        }
+        self.send_queue.clear();
+    }
+
+    /// Ends a host call locally; tells the server if the request was written.
+    fn abandon(&mut self, now: Instant, slot: usize, error: CallError) {
+        let Some(p) = self.requests.get(slot) else { return };
+        if p.task {
+            // The third way to cancel: the task goes on without a request in flight.
+            self.cancel_task(slot);
+        } else if p.state == SendState::Sent {
+            self.signal_cancel(WireId::new(slot, p.wire_gen));
+        }
+        self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error));
+    }
+}
+
+// Retries: which failed attempts go again and when (the policy is `retry`).
+impl Engine {
+    /// `true` when `id` has never been written: only first attempts wait for the in-flight
+    /// limit; a retry already holds its slot.
+    fn is_fresh(&self, id: WireId) -> bool {
+        self.requests.get(id.slot()).is_some_and(|p| p.attempt == 0)
+    }
+
+    /// An attempt failed in transport: send it again after a backoff if the policy allows,
+    /// else end the call (as `DeliveryUnknown` when a write may have run).
+    fn on_attempt_failed(
+        &mut self,
+        now: Instant,
+        slot: usize,
+        error: CallError,
+        delivery: Delivery,
+    ) {
+        self.requests.end_exchange(slot, self.epoch.stamp(now));
+        let Some(p) = self.requests.get(slot) else { return };
+        let (class, attempt, deadline, tenant, op) =
+            (p.class, p.attempt.max(1), self.epoch.instant(p.deadline), p.tenant, p.op);
+        let random = self.jitter.next();
+        let decision = decide(
+            &self.config.retry,
+            class,
+            &error,
+            delivery,
+            attempt,
+            now,
+            deadline,
+            self.latency.get(),
+            random,
+        );
+        match decision {
+            Decision::Retry(delay) => {
+                // A failed attempt tells its breaker even when the call goes on (a final
+                // failure is told by `finish`).
+                if let Some(c) = self.breakers.record(tenant, op, Some(&error), now) {
+                    self.events.breaker(c.tenant, c.class, c.state);
+                }
+                // The error's name only: its text may quote the server's stderr or message.
+                log::debug!("attempt {attempt} failed ({}); retrying in {delay:?}", error.name());
+                self.stats.retries += 1;
+                // The old wire id becomes late: a reply to it is never taken for the new one.
+                self.requests.renew_wire_id(slot);
+                let until = self.epoch.stamp(now).after(delay);
+                self.requests.set_state(slot, SendState::Backoff(until));
+                self.timers.schedule_request(
+                    &self.requests,
+                    slot,
+                    until,
+                    timers::TimerKind::Backoff,
+                );
+            }
+            Decision::Fail => self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error)),
+            Decision::DeliveryUnknown => {
+                let cause = match error {
+                    CallError::Transport(t) => t,
+                    _ => TransportError::ConnectionLost,
+                };
+                let e = CallError::Local(LocalError::DeliveryUnknown(Box::new(cause)));
+                self.finish(now, slot, Ended::Abandoned, Outcome::Failed(e));
+            }
+        }
+    }
+
+    /// A retry's backoff ended: send it again, unless its breaker says no.
+    fn backoff_ended(&mut self, now: Instant, slot: usize) {
+        let Some(p) = self.requests.get(slot) else { return };
+        let (tenant, op) = (p.tenant, p.op);
+        if !self.admit(tenant, op, now) {
+            let e = CallError::Local(LocalError::BreakerOpen);
+            self.finish(now, slot, Ended::Abandoned, Outcome::Failed(e));
+            return;
+        }
+        self.requests.set_state(slot, SendState::Queued);
+        if let Some(id) = self.requests.wire_id(slot) {
+            self.send_queue.push_front(id);
+        }
+    }
+}
+
+// Supervised restart of a crashed stdio server (the bookkeeping is `supervision::RestartState`).
+impl Engine {
+    /// The server process died. Calls that never left wait for the next process; calls that
+    /// may have reached it are retried or end by the retry policy; a restart is scheduled
+    /// with backoff, unless the exits come too fast (a crash loop: the server is degraded).
+    fn on_process_lost(&mut self, now: Instant, error: TransportError) {
+        // No new process until the backoff ends (a failed spawn lands here too: without this
+        // the host would try again on every poll).
+        self.wants_transport = false;
+        self.drop_lifecycle_request();
+        self.restart.note_loss(error.clone());
+        let cause = CallError::Transport(error);
+        let sent: SmallVec<[usize; 16]> = self
+            .requests
+            .iter()
+            .filter(|(_, p)| p.owner == Owner::Host && p.state == SendState::Sent)
+            .map(|(slot, _)| slot)
+            .collect();
+        for slot in sent {
+            self.on_attempt_failed(now, slot, cause.clone(), Delivery::MaybeDelivered);
+        }
+        // Nothing of the old process may be written to the new one.
+        self.control.clear();
+        // A server that died during `initialize` already had its legacy verdict (the probe
+        // failed, or it exited on the probe): the next process gets the handshake straight
+        // away rather than another probe that would kill it again.
+        let died_handshaking =
+            matches!(self.lifecycle, Lifecycle::Connecting { next: Opening::Handshake });
+        let next = match self.era() {
+            Some(Era::Legacy) => Opening::Handshake,
+            _ if self.config.era == EraPreference::LegacyOnly => Opening::Handshake,
+            _ if died_handshaking => Opening::Handshake,
+            _ => Opening::Probe,
+        };
+        self.lifecycle = Lifecycle::Connecting { next };
+        self.meta = None;
+        let policy = self.config.restart;
+        match self.restart.after_exit(now, &policy) {
+            AfterExit::Degraded { crashes, first_loss } => {
+                log::warn!(
+                    "server crashed {crashes} times within {:?}: degraded",
+                    policy.crash_loop_window
+                );
+                let first = first_loss.map(Box::new);
+                self.fail_all(now, CallError::Local(LocalError::Degraded(first)));
+                self.events.transport_lost(cause, None);
+            }
+            AfterExit::RestartIn(delay) => {
+                self.fail_unservable(now, crate::time::later(now, delay), &cause);
+                self.events.transport_lost(cause, Some(delay));
+            }
+        }
+    }
+
+    /// Calls whose deadline comes before the next process (or the next era probe) does cannot
+    /// be answered: they end now with the failure that stopped them (an exit status and stderr
+    /// tail, a lost connection) instead of a bare `DeadlineExceeded` when their deadline
+    /// passes. Calls in flight were settled by the retry policy already; this takes the ones
+    /// waiting to be (re)sent.
+    fn fail_unservable(&mut self, now: Instant, restart_at: Instant, cause: &CallError) {
+        let restart_at = self.epoch.stamp(restart_at);
+        let doomed: SmallVec<[usize; 16]> = self
+            .requests
+            .iter()
+            .filter(|(_, p)| {
+                p.owner == Owner::Host
+                    && p.state != SendState::Sent
+                    && !p.internal
+                    && p.deadline <= restart_at
+            })
+            .map(|(slot, _)| slot)
+            .collect();
+        for slot in doomed {
+            self.finish(now, slot, Ended::Abandoned, Outcome::Failed(cause.clone()));
+        }
+    }
+
+    /// Backoffs that ended, restarts that are due.
+    fn resilience_timeout(&mut self, now: Instant) {
+        if self.restart.due(now) {
+            self.wants_transport = true;
+        }
+    }
+}
+
+// Listings: pages joined behind `nextCursor`, and the re-listing a header mismatch asks for
+// (`listing`).
+impl Engine {
+    /// One page of a listing: gather its items, then ask for the next page or finish.
+    fn on_page(&mut self, now: Instant, slot: usize, key: &str, result: RawJson<'_>) {
+        let fail = |this: &mut Self, e: CallError| {
+            this.finish(now, slot, Ended::Answered, Outcome::Failed(e));
+        };
+        if result.kind() != Kind::Object || mcp::result_type(result) != Some(ResultType::Complete) {
+            return fail(self, PeerError::InvalidResult.into());
+        }
+        let inner = match result.get(key) {
+            Some(a) if a.kind() == Kind::Array => {
+                let t = a.text();
+                t.get(1..t.len() - 1).unwrap_or_default().trim()
+            }
+            Some(_) => return fail(self, PeerError::InvalidResult.into()),
+            None => "",
+        };
+        // `nextCursor: null` is taken as absent, like a missing member.
+        let next_cursor = result.get("nextCursor").filter(|c| !c.is_null());
+        let next_cursor = match next_cursor.map(RawJson::as_str) {
+            Some(None) => return fail(self, PeerError::InvalidResult.into()),
+            Some(Some(c)) => Some(c),
+            None => None,
+        };
+        if self.requests.get(slot).is_some_and(|p| p.one_page) {
+            return self.finish_one_page(now, slot, key, result, inner, next_cursor.is_some());
+        }
+        let bufs = self.requests.bufs_mut(slot);
+        let more = bufs.more();
+        more.list_hints.add(result);
+        if !inner.is_empty() {
+            if more.items.len().saturating_add(inner.len() + 1) > self.config.max_listing_bytes {
+                // Freed, not only cleared: the pages so far may be most of the cap.
+                more.items = Vec::new();
+                self.stats.too_large += 1;
+                return fail(self, PeerError::TooLarge.into());
+            }
+            // The items are gathered as a JSON array (`[` first, `]` added at the end), so
+            // the tool-header table reads them in place rather than from a copy.
+            more.items.push(if more.items.is_empty() { b'[' } else { b',' });
+            more.items.extend_from_slice(inner.as_bytes());
+        }
+        let Some(cursor) = next_cursor else {
+            // The last page: an empty cursor is a valid cursor, only absence ends the list.
+            let mut array = std::mem::take(&mut self.requests.bufs_mut(slot).more().items);
+            let mut kept = None;
+            if !array.is_empty() {
+                array.push(b']');
+                if key == "tools" {
+                    let enforce = self.transport == TransportKind::Http;
+                    kept = self.tool_headers.learn(&array, enforce);
+                }
+            } else if key == "tools" {
+                let enforce = self.transport == TransportKind::Http;
+                kept = self.tool_headers.learn(b"[]", enforce);
+            }
+            let items = match &kept {
+                Some(kept) => kept.as_slice(),
+                None => array.get(1..array.len().saturating_sub(1)).unwrap_or_default(),
+            };
+            let hints = self.requests.bufs_mut(slot).more().list_hints;
+            let listing = Outcome::Listing { key, items, hints };
+            self.finish(now, slot, Ended::Answered, listing);
+            // The buffer is kept for the slot's next listing, unless a large one grew it: the
+            // result is in the event queue now, and a second copy would stay for nothing.
+            if array.capacity() <= LISTING_BUF_KEEP {
+                array.clear();
+                self.requests.bufs_mut(slot).more().items = array;
+            }
+            return;
+        };
+        let hash = cursor_hash(&cursor);
+        if bufs.more().cursors.contains(&hash) {
+            return fail(self, PeerError::CursorRepeated.into());
+        }
+        bufs.more().cursors.push(hash);
+        bufs.truncate_params(0);
+        let params = bufs.params_buf().0;
+        params.extend_from_slice(b"\"cursor\":");
+        write_json_str(params, &cursor);
+        let pages = self.requests.get_mut(slot).map(|p| {
+            p.pages += 1;
+            p.pages
+        });
+        if pages.unwrap_or(0) as usize >= self.config.max_pages {
+            return fail(self, LocalError::TooManyPages.into());
+        }
+        if let Some(id) = self.requests.renew_wire_id(slot) {
+            self.send_queue.push_front(id);
+        }
+    }
+
+    /// A one-page listing ([`Engine::list_page`]) ends with the page as the server sent it. A
+    /// tool page also teaches the `x-mcp-header` table (merged: the other pages' tools keep
+    /// theirs), and over HTTP a tool breaking those rules is left out of the page handed on.
+    fn finish_one_page(
+        &mut self,
+        now: Instant,
+        slot: usize,
+        key: &str,
+        result: RawJson<'_>,
+        inner: &str,
+        has_next: bool,
+    ) {
+        if key != "tools" {
+            return self.finish(now, slot, Ended::Answered, done(result.text()));
+        }
+        let mut array = std::mem::take(&mut self.requests.bufs_mut(slot).more().items);
+        array.clear();
+        array.push(b'[');
+        array.extend_from_slice(inner.as_bytes());
+        array.push(b']');
+        let enforce = self.transport == TransportKind::Http;
+        let Some(kept) = self.tool_headers.learn_page(&array, enforce) else {
+            self.requests.bufs_mut(slot).more().items = array;
+            return self.finish(now, slot, Ended::Answered, done(result.text()));
+        };
+        // Rebuilt without the dropped tools; the cursor and the cache hints go along.
+        let mut hints = ListHints::default();
+        hints.add(result);
+        let mut json = String::with_capacity(kept.len() + 64);
+        json.push_str("{\"tools\":[");
+        json.push_str(std::str::from_utf8(&kept).unwrap_or_default());
+        json.push(']');
+        if let Some(c) = result.get("nextCursor").filter(|_| has_next) {
+            json.push_str(",\"nextCursor\":");
+            json.push_str(c.text());
+        }
+        hints.write(&mut json);
+        json.push('}');
+        self.requests.bufs_mut(slot).more().items = array;
+        self.finish(now, slot, Ended::Answered, done(&json));
+    }
+
+    /// HTTP -32020: the server says the call's `Mcp-Param-*` headers are missing or wrong, so
+    /// the tool list this engine knows is stale or absent. The spec asks to re-fetch
+    /// `tools/list` and retry: the call waits (once) for a fresh listing. Returns `false` when
+    /// that does not apply and the error should end the call.
+    fn park_for_relist(&mut self, now: Instant, slot: usize) -> bool {
+        let Some(p) = self.requests.get_mut(slot) else { return false };
+        if self.transport != TransportKind::Http || p.method != Method::ToolsCall || p.relisted {
+            return false;
+        }
+        p.relisted = true;
+        self.requests.set_state(slot, SendState::Parked);
+        if self.refresh.is_none() {
+            match self.request(now, Method::ToolsList, &CallOptions::default(), None, "", |_| {}) {
+                Ok(call) => {
+                    let refresh = call.0.slot();
+                    if let Some(r) = self.requests.get_mut(refresh) {
+                        r.internal = true;
+                    }
+                    self.refresh = Some(refresh);
+                }
+                Err(e) => {
+                    log::debug!("cannot refresh the tool list: {e}");
+                    self.unpark(now, false);
+                }
+            }
+        }
+        true
+    }
+
+    /// The refresh ended: parked calls go again with headers from the fresh listing, or end
+    /// with the header mismatch when the listing failed.
+    fn unpark(&mut self, now: Instant, listed: bool) {
+        let parked: SmallVec<[usize; 8]> = self
+            .requests
+            .iter()
+            .filter(|(_, p)| p.state == SendState::Parked)
+            .map(|(s, _)| s)
+            .collect();
+        for slot in parked {
+            if !listed {
+                let e = crate::error::RpcError {
+                    code: crate::error::RpcError::HEADER_MISMATCH,
+                    message: "header mismatch, and re-listing the tools failed".into(),
+                    data: None,
+                };
+                self.finish(now, slot, Ended::Abandoned, Outcome::Failed(CallError::Protocol(e)));
+                continue;
+            }
+            let bufs = self.requests.bufs_mut(slot);
+            let mut params = Vec::with_capacity(bufs.params_len() + 2);
+            params.push(b'{');
+            params.extend_from_slice(bufs.params());
+            params.push(b'}');
+            let arguments =
+                crate::proto::json::parse(&params).ok().and_then(|p| p.get("arguments"));
+            let mut headers = std::mem::take(&mut bufs.param_headers);
+            headers.clear();
+            if let Some(a) = arguments {
+                self.tool_headers.write_for_call(bufs.name(), a.text(), &mut headers);
+            }
+            self.requests.bufs_mut(slot).param_headers = headers;
+            if let Some(id) = self.requests.renew_wire_id(slot) {
+                self.send_queue.push_front(id);
+            }
+        }
+    }
+}
+
+// Task-backed tool calls: polled to their end, one call for the host (`tasks`).
+impl Engine {
+    /// The task (asked for or running) of the call in `slot`.
+    fn task_of(&self, slot: usize) -> Option<&TaskSlot> {
+        self.requests.bufs(slot).more.as_ref()?.task.as_ref()
+    }
+
+    fn task_mut(&mut self, slot: usize) -> Option<&mut TaskSlot> {
+        self.requests.bufs_mut(slot).more.as_mut()?.task.as_mut()
+    }
+
+    /// `true` when `task`'s `inputRequests` has a key not asked before; all its keys are then
+    /// remembered as asked.
+    fn new_input_keys(&mut self, slot: usize, task: RawJson<'_>) -> bool {
+        let inputs = task.get("inputRequests").filter(|r| r.kind() == Kind::Object);
+        let keys: SmallVec<[u64; 4]> =
+            inputs.into_iter().flat_map(RawJson::members).map(|(k, _)| hash(k.raw())).collect();
+        let Some(t) = self.task_mut(slot) else { return false };
+        let fresh = keys.iter().any(|k| !t.asked.contains(k));
+        if fresh {
+            t.asked.extend(
+                keys.iter()
+                    .filter(|k| !t.asked.contains(k))
+                    .copied()
+                    .collect::<SmallVec<[u64; 4]>>(),
+            );
+        }
+        fresh
+    }
+
+    /// Whether a `tools/call` of `tool` made with `mode` asks for a task, and with what ttl.
+    fn task_wanted(&self, tool: &str, mode: TaskMode) -> Option<Option<Duration>> {
+        match mode {
+            TaskMode::Off => None,
+            TaskMode::Prefer { ttl } => Some(ttl),
+            TaskMode::Auto if self.tasks_declared => Some(None),
+            TaskMode::Auto => {
+                let required =
+                    self.tool_headers.task_support(tool) == Some(headers::TaskSupport::Required);
+                required.then_some(None)
+            }
+        }
+    }
+
+    /// Marks a new `tools/call` as asking for a task.
+    fn ask_for_task(&mut self, slot: usize, ttl: Option<Duration>) {
+        let more = self.requests.bufs_mut(slot).more();
+        more.task = Some(TaskSlot { ttl, requested: true, ..TaskSlot::default() });
+        if let Some(p) = self.requests.get_mut(slot) {
+            p.task_asked = true;
+        }
+    }
+
+    /// Right before a task-asking `tools/call` is written on a 2025-11-25 server: adds
+    /// `params.task` once, if the server and the tool allow tasks; otherwise the call goes
+    /// plain. Returns whether the call still asks for a task.
+    fn augment_legacy_call(&mut self, slot: usize) -> bool {
+        let caps = LegacyTaskCaps::of_server_info(&self.server_info);
+        let tool_ok = {
+            let bufs = self.requests.bufs(slot);
+            !matches!(
+                self.tool_headers.task_support(bufs.name()),
+                Some(headers::TaskSupport::Forbidden)
+            )
+        };
+        let bufs = self.requests.bufs_mut(slot);
+        let Some(task) = bufs.more.as_mut().and_then(|m| m.task.as_mut()) else { return false };
+        if !task.requested {
+            return false;
+        }
+        if task.augmented {
+            return true;
+        }
+        if !(caps.tool_calls && tool_ok) {
+            task.requested = false;
+            return false;
+        }
+        task.augmented = true;
+        let ttl = task.ttl.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
+        let (params, _) = bufs.params_buf();
+        params.extend_from_slice(b",\"task\":{");
+        if let Some(ms) = ttl {
+            params.extend_from_slice(b"\"ttl\":");
+            crate::proto::jsonrpc::write_u64(params, ms);
+        }
+        params.push(b'}');
+        true
+    }
+
+    /// `true` when the reply to the `tools/call` in `slot` creates a task the call asked for.
+    fn creates_task(&self, slot: usize, result: RawJson<'_>, rt: ResultType) -> bool {
+        let task = self.task_of(slot);
+        if !task.is_some_and(|t| t.requested) {
+            return false;
+        }
+        match self.era() {
+            Some(Era::Modern) => rt == ResultType::Task,
+            _ => {
+                task.is_some_and(|t| t.augmented)
+                    && result.get("task").is_some_and(|t| t.kind() == Kind::Object)
+            }
+        }
+    }
+
+    /// The server created the call's task: report it and start polling.
+    fn on_task_created(&mut self, now: Instant, slot: usize, result: RawJson<'_>) {
+        let object = match self.era() {
+            Some(Era::Modern) => Some(result),
+            _ => result.get("task"),
+        };
+        let Some(view) = object.and_then(read_task) else {
+            let e = CallError::Peer(PeerError::InvalidResult);
+            return self.finish(now, slot, Ended::Answered, Outcome::Failed(e));
+        };
+        let Some(call) = self.requests.call_id(slot) else { return };
+        let bufs = self.requests.bufs_mut(slot);
+        let more = bufs.more();
+        // An earlier `input_required` round's members are no part of the polls.
+        more.params_base = None;
+        more.request_state.clear();
+        let task = more.task.get_or_insert_with(TaskSlot::default);
+        task.id.clear();
+        task.id.push_str(&view.id);
+        bufs.truncate_params(0);
+        let (params, _) = bufs.params_buf();
+        params.extend_from_slice(b"\"taskId\":");
+        write_json_str(params, &view.id);
+        if let Some(p) = self.requests.get_mut(slot) {
+            p.task = true;
+            // The write was delivered: what follows are polls, safe to repeat.
+            p.class = Idempotency::Read;
+        }
+        self.events.task_created(call, &view.id);
+        log::trace!("{call} runs as a task");
+        self.on_task_state(now, slot, view, result, true);
+    }
+
+    /// A reply to a task-backed call's `tasks/get` or `tasks/result`.
+    fn on_task_reply(
+        &mut self,
+        now: Instant,
+        slot: usize,
+        result: RawJson<'_>,
+        head: crate::proto::jsonrpc::ResultHead<'_>,
+    ) {
+        let (fetching, updating) =
+            self.task_of(slot).map_or((false, false), |t| (t.fetch_result, t.updating));
+        if updating {
+            // `tasks/update` acknowledged: the polls go on, without the answers.
+            let bufs = self.requests.bufs_mut(slot);
+            let base = bufs.more.as_mut().and_then(|m| m.params_base.take());
+            if let Some(base) = base {
+                bufs.truncate_params(base);
+            }
+            if let Some(t) = bufs.more.as_mut().and_then(|m| m.task.as_mut()) {
+                t.updating = false;
+            }
+            return self.task_wait(now, slot);
+        }
+        if fetching {
+            // `tasks/result`: exactly what `tools/call` would have returned.
+            let outcome = match mcp::result_head(head) {
+                Some((ResultType::Complete, is_error)) => Outcome::Done {
+                    json: result.text(),
+                    result_type: ResultType::Complete,
+                    is_error,
+                },
+                _ => Outcome::Failed(CallError::Peer(PeerError::InvalidResult)),
+            };
+            return self.finish(now, slot, Ended::Answered, outcome);
+        }
+        let same =
+            |v: &TaskView<'_>, s: &Self| s.task_of(slot).map(|t| t.id.as_str()) == Some(&*v.id);
+        let modern_ok = self.era() != Some(Era::Modern)
+            || mcp::result_head(head).is_some_and(|(t, _)| t == ResultType::Complete);
+        match read_task(result) {
+            Some(view) if modern_ok && same(&view, self) => {
+                self.on_task_state(now, slot, view, result, false)
+            }
+            _ => {
+                let e = CallError::Peer(PeerError::InvalidResult);
+                self.finish(now, slot, Ended::Answered, Outcome::Failed(e))
+            }
+        }
+    }
+
+    /// A task's state as a poll (or its creation) reported it: an event when it changed,
+    /// then the next step.
+    fn on_task_state(
+        &mut self,
+        now: Instant,
+        slot: usize,
+        view: TaskView<'_>,
+        json: RawJson<'_>,
+        created: bool,
+    ) {
+        let Some(call) = self.requests.call_id(slot) else { return };
+        let (min, max) = (self.config.task_poll_min, self.config.task_poll_max);
+        let message = view.message.as_deref().map_or(0, hash);
+        let Some(task) = self.requests.bufs_mut(slot).more.as_mut().and_then(|m| m.task.as_mut())
+        else {
+            return;
+        };
+        let changed = task.status != Some(view.status) || task.message != message;
+        let first = task.status.is_none();
+        task.status = Some(view.status);
+        task.message = message;
+        task.poll = view.poll.map_or(Duration::from_secs(1), Duration::from_millis).clamp(min, max);
+        if changed && !first || first && view.status != TaskStatus::Working {
+            self.events.task_status(call, &view.id, view.status, view.message.as_deref());
+        }
+        let modern = self.era() == Some(Era::Modern);
+        match view.status {
+            TaskStatus::Working => self.task_wait(now, slot),
+            TaskStatus::Cancelled => {
+                let e = CallError::Peer(PeerError::TaskCancelled);
+                self.finish(now, slot, Ended::Answered, Outcome::Failed(e))
+            }
+            // A `CreateTaskResult` carries no result to use (2026-07-28): polled for it.
+            TaskStatus::Completed if modern && !created => {
+                let outcome = match json.get("result").filter(|r| r.kind() == Kind::Object) {
+                    Some(r) => {
+                        let is_error = r.get("isError").and_then(|v| v.as_bool()).unwrap_or(false);
+                        Outcome::Done {
+                            json: r.text(),
+                            result_type: ResultType::Complete,
+                            is_error,
+                        }
+                    }
+                    None => Outcome::Failed(CallError::Peer(PeerError::InvalidResult)),
+                };
+                self.finish(now, slot, Ended::Answered, outcome)
+            }
+            TaskStatus::Failed if modern && !created => {
+                let error = json.get("error").filter(|e| e.kind() == Kind::Object);
+                let code = error.and_then(|e| e.get("code")).and_then(|c| c.text().parse().ok());
+                let outcome = match (error, code) {
+                    (Some(e), Some(code)) => {
+                        let message = e.get("message").and_then(RawJson::as_str);
+                        let data = e.get("data");
+                        let rpc = RpcError::from_raw(code, message.as_deref().unwrap_or(""), data);
+                        Outcome::Failed(CallError::Protocol(rpc))
+                    }
+                    _ => Outcome::Failed(CallError::Peer(PeerError::InvalidResult)),
+                };
+                self.finish(now, slot, Ended::Answered, outcome)
+            }
+            // Input the task needs goes to the host as a call's input requests would; the
+            // answers go back in `tasks/update`. Keys already asked are not asked again.
+            TaskStatus::InputRequired if modern && !created && self.new_input_keys(slot, json) => {
+                if let Some(t) = self.task_mut(slot) {
+                    t.updating = true;
+                }
+                self.on_input_required(now, slot, json)
+            }
+            _ if modern => self.task_wait(now, slot),
+            // 2025-11-25: the result (or the requests that need input) come on `tasks/result`.
+            TaskStatus::InputRequired | TaskStatus::Completed | TaskStatus::Failed => {
+                if let Some(t) =
+                    self.requests.bufs_mut(slot).more.as_mut().and_then(|m| m.task.as_mut())
+                {
+                    t.fetch_result = true;
+                }
+                self.requests.renew_wire_id(slot);
+                if let Some(id) = self.requests.wire_id(slot) {
+                    self.send_queue.push_front(id);
+                }
+            }
+        }
+    }
+
+    /// Waits the task's poll interval before the next `tasks/get`.
+    fn task_wait(&mut self, now: Instant, slot: usize) {
+        let poll = self.task_of(slot).map_or(self.config.task_poll_min, |t| t.poll);
+        // The reply answered this wire id; the next poll goes under a new one.
+        self.requests.renew_wire_id(slot);
+        let until = self.epoch.stamp(now).after(poll);
+        self.requests.set_state(slot, SendState::TaskWait(until));
+        self.timers.schedule_request(&self.requests, slot, until, timers::TimerKind::Backoff);
+    }
+
+    /// The wait before a poll ended: the poll joins the queue (a read: no breaker asked).
+    fn task_poll_due(&mut self, slot: usize) {
+        self.requests.set_state(slot, SendState::Queued);
+        if let Some(id) = self.requests.wire_id(slot) {
+            self.send_queue.push_back(id);
+        }
+    }
+
+    /// Ending a task-backed call locally: asks the server to cancel the task (`tasks/cancel`,
+    /// on 2025-11-25 only when the server declared `tasks.cancel`). Its reply is counted as
+    /// late: the call has ended.
+    fn cancel_task(&mut self, slot: usize) {
+        let legacy = self.era() != Some(Era::Modern);
+        if legacy && !LegacyTaskCaps::of_server_info(&self.server_info).cancel {
+            return;
+        }
+        let Some(task) = self.task_of(slot) else {
+            return;
+        };
+        let task = task.id.clone();
+        // A fresh id of the slot: the poll in flight becomes late, and so will this reply
+        // once the slot is freed.
+        let Some(id) = self.requests.renew_wire_id(slot) else { return };
+        self.push_control(Control::TaskCancel { id, task });
+    }
+
+    /// Starts a call that reattaches to a task this client (or an earlier run of it) made:
+    /// see [`Engine::resume_task`].
+    fn resume(
+        &mut self,
+        now: Instant,
+        task_id: &str,
+        opts: &CallOptions,
+    ) -> Result<CallId, RequestError> {
+        if task_id.is_empty() || task_id.len() > MAX_TASK_ID_BYTES {
+            return Err(RequestError::InvalidTaskId);
+        }
+        let call =
+            self.request(now, Method::ToolsCall, opts, Some(Idempotency::Read), "", |p| {
+                p.extend_from_slice(b"\"taskId\":");
+                write_json_str(p, task_id);
+            })?;
+        let slot = call.0.slot();
+        let more = self.requests.bufs_mut(slot).more();
+        more.task = Some(TaskSlot { id: task_id.into(), requested: true, ..TaskSlot::default() });
+        if let Some(p) = self.requests.get_mut(slot) {
+            p.task = true;
+        }
+        Ok(call)
+    }
+
+    /// The task-backed calls pending, with their task ids and last known status.
+    fn task_calls(&self) -> impl Iterator<Item = (CallId, &str, Option<TaskStatus>)> + '_ {
+        self.requests.iter().filter(|(_, p)| p.task).filter_map(move |(slot, _)| {
+            let call = self.requests.call_id(slot)?;
+            let task = self.requests.bufs(slot).more.as_ref()?.task.as_ref()?;
+            Some((call, task.id.as_str(), task.status))
+        })
+    }
+}
+
+// Requests the server makes of the client, and the host's answers to them (the table is
+// `server_requests`).
+impl Engine {
+    /// A legacy server's request: `ping` is answered at once, a declared kind goes to the
+    /// host, anything else is refused: -32601 for a kind not declared, -32602 for an
+    /// elicitation in a mode not declared (`client/elicitation.mdx`).
+    fn on_server_request(
+        &mut self,
+        now: Instant,
+        id: RawJson<'_>,
+        method: &str,
+        params: Option<RawJson<'_>>,
+    ) {
+        self.stats.server_requests += 1;
+        let id = SmallVec::from_slice(id.text().as_bytes());
+        if method == "ping" {
+            return self.push_control(Control::Reply { id, ok: true });
+        }
+        // Without the feature `Config::check` lets no kind be declared, so every request but
+        // `ping` is one this client does not know, as with nothing declared.
+        #[cfg(not(feature = "server-requests"))]
+        {
+            let _ = (now, params);
+            self.push_control(Control::Reply { id, ok: false })
+        }
+        #[cfg(feature = "server-requests")]
+        self.take_server_request(now, id, method, params);
+    }
+
+    /// A server request of a kind the host may answer: refused, answered from the roots the
+    /// host set, or queued for the host.
+    #[cfg(feature = "server-requests")]
+    fn take_server_request(
+        &mut self,
+        now: Instant,
+        id: SmallVec<[u8; 24]>,
+        method: &str,
+        params: Option<RawJson<'_>>,
+    ) {
+        let answers = self.config.answers;
+        let kind = ServerRequestKind::of(method, params).filter(|k| answers.declares(*k));
+        let Some(kind) = kind else {
+            let elicits = answers.elicitation_form || answers.elicitation_url;
+            if method == "elicitation/create" && elicits {
+                let message = "elicitation mode not supported";
+                return self.push_control(Control::Refuse { id, code: INVALID_PARAMS, message });
+            }
+            return self.push_control(Control::Reply { id, ok: false });
+        };
+        if kind == ServerRequestKind::Sampling {
+            let params = params.map_or("{}", RawJson::text);
+            if let Err(message) = sampling::check_request(params, answers.sampling_tools) {
+                return self.push_control(Control::Refuse { id, code: INVALID_PARAMS, message });
+            }
+        }
+        if let (ServerRequestKind::Roots, Some(roots)) = (kind, self.roots.current()) {
+            let result = roots.to_owned();
+            return self.push_control(Control::Answer { id, result });
+        }
+        let params = params.map_or("{}", RawJson::text);
+        let timeout = self.config.server_request_timeout;
+        let deadline = crate::time::later(now, timeout);
+        let origin = Origin::Legacy { id: id.clone() };
+        match self.server_requests.insert(Entry::waiting(kind, origin, deadline, params)) {
+            Some(request) => self.events.server_request(request, kind, None, params),
+            None => {
+                let message = "too many server requests waiting";
+                self.push_control(Control::Refuse { id, code: INTERNAL, message });
+            }
+        }
+    }
+
+    /// A call's `input_required` result: each input request goes to the host, and the call
+    /// waits (its deadline running) until every one is answered; with none (only
+    /// `requestState`, PROTOCOL.md §2.8 point 4) it is retried at once.
+    fn on_input_required(&mut self, now: Instant, slot: usize, result: RawJson<'_>) {
+        let Some(call) = self.requests.call_id(slot) else { return };
+        let rounds = self.requests.get(slot).map_or(0, |p| p.rounds);
+        let fail = Outcome::Failed;
+        if rounds >= self.config.max_input_rounds {
+            let e = CallError::Local(LocalError::TooManyInputRounds);
+            return self.finish(now, slot, Ended::Answered, fail(e));
+        }
+        let inputs = result.get("inputRequests").filter(|r| r.kind() == Kind::Object);
+        let state = result.get("requestState").filter(|s| s.kind() == Kind::String);
+        if inputs.is_none() && state.is_none() {
+            let e = CallError::Peer(PeerError::InvalidResult);
+            return self.finish(now, slot, Ended::Answered, fail(e));
+        }
+        let mut asked: SmallVec<[(&str, ServerRequestKind, &str); 4]> = SmallVec::new();
+        for (key, request) in inputs.into_iter().flat_map(RawJson::members) {
+            let method = request.get("method").and_then(RawJson::as_str).unwrap_or_default();
+            let params = request.get("params");
+            let kind = ServerRequestKind::of(&method, params);
+            // Without the feature nothing is declared (`Config::check`): every input request
+            // fails the call as undeclared.
+            #[cfg(not(feature = "server-requests"))]
+            let kind: Option<ServerRequestKind> = kind.and(None);
+            match kind.filter(|k| self.config.answers.declares(*k)) {
+                Some(ServerRequestKind::Sampling) => {
+                    let params = params.map_or("{}", RawJson::text);
+                    let tools = self.config.answers.sampling_tools;
+                    if let Err(reason) = sampling::check_request(params, tools) {
+                        log::debug!("refused a sampling input request: {reason}");
+                        let e = CallError::Peer(PeerError::InvalidResult);
+                        return self.finish(now, slot, Ended::Answered, fail(e));
+                    }
+                    asked.push((key.raw(), ServerRequestKind::Sampling, params));
+                }
+                Some(kind) => asked.push((key.raw(), kind, params.map_or("{}", RawJson::text))),
+                None => {
+                    let e = CallError::Peer(PeerError::UndeclaredInputRequest(method.into_owned()));
+                    return self.finish(now, slot, Ended::Answered, fail(e));
+                }
+            }
+        }
+        if asked.len() > self.server_requests.room() {
+            let e = CallError::Local(LocalError::TooManyServerRequests);
+            return self.finish(now, slot, Ended::Answered, fail(e));
+        }
+        let bufs = self.requests.bufs_mut(slot);
+        // The original params, without an earlier round's members, are what every retry sends.
+        let len = bufs.params_len();
+        let more = bufs.more();
+        let base = *more.params_base.get_or_insert(len);
+        more.request_state.clear();
+        if let Some(s) = state {
+            more.request_state.extend_from_slice(s.text().as_bytes());
+        }
+        bufs.truncate_params(base);
+        // The interim result answered this wire id; the retry goes under a new one.
+        self.requests.renew_wire_id(slot);
+        self.requests.set_state(slot, SendState::AwaitingInput);
+        if let Some(p) = self.requests.get_mut(slot) {
+            p.rounds += 1;
+        }
+        let deadline = self.requests.get(slot).map_or(now, |p| self.epoch.instant(p.deadline));
+        let mut waiting = false;
+        for (key, kind, params) in asked.iter().copied() {
+            let origin = Origin::Input { call, key: key.to_owned() };
+            // Roots the host set answer at once; the host sees only the other requests.
+            let known = self.roots.current().filter(|_| kind == ServerRequestKind::Roots);
+            let answer = known.map(str::to_owned);
+            let answered = answer.is_some();
+            let entry = Entry::waiting(kind, origin, deadline, params);
+            let Some(request) = self.server_requests.insert(|g| Entry { answer, ..entry(g) })
+            else {
+                continue;
+            };
+            if !answered {
+                waiting = true;
+                self.events.server_request(request, kind, Some(call), params);
+            }
+        }
+        if !waiting {
+            self.send_round(slot, call);
+        }
+    }
+
+    /// Every input request of the call is answered: the call goes again with
+    /// `inputResponses`, and `requestState` exactly as the server sent it (left out when it
+    /// sent none), under the wire id taken when the interim result came.
+    fn send_round(&mut self, slot: usize, call: CallId) {
+        let mut responses: Vec<u8> = Vec::new();
+        for (_, e) in self.server_requests.of_call(call) {
+            let (Origin::Input { key, .. }, Some(answer)) = (&e.origin, &e.answer) else {
+                continue;
+            };
+            responses.push(if responses.is_empty() { b'{' } else { b',' });
+            responses.push(b'"');
+            responses.extend_from_slice(key.as_bytes());
+            responses.extend_from_slice(b"\":");
+            responses.extend_from_slice(answer.as_bytes());
+        }
+        self.server_requests.drop_call(call);
+        let bufs = self.requests.bufs_mut(slot);
+        let (params, more) = bufs.params_buf();
+        let state = more.map_or(&[][..], |m| m.request_state.as_slice());
+        if !responses.is_empty() {
+            responses.push(b'}');
+            params.extend_from_slice(b",\"inputResponses\":");
+            params.extend_from_slice(&responses);
+        }
+        if !state.is_empty() {
+            params.extend_from_slice(b",\"requestState\":");
+            params.extend_from_slice(state);
+        }
+        self.requests.set_state(slot, SendState::Queued);
+        if let Some(id) = self.requests.wire_id(slot) {
+            self.send_queue.push_back(id);
+        }
+    }
+
+    /// What a waiting server request asks for; `None` once it is answered or gone.
+    pub fn server_request_kind(&self, request: ServerRequestId) -> Option<ServerRequestKind> {
+        self.server_requests.get(request).map(|e| e.kind)
+    }
+
+    /// The first server request not yet offered to the host's answer handlers, now marked
+    /// offered: its handle, kind, call (`None` for a legacy request) and params.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the host's handlers only
+    pub(crate) fn offer_server_request(
+        &mut self,
+    ) -> Option<(ServerRequestId, ServerRequestKind, Option<CallId>, &str)> {
+        self.server_requests.offer()
+    }
+
+    /// Whether any server request waits to be offered to the host's answer handlers.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))]
+    pub(crate) fn has_unoffered_server_requests(&self) -> bool {
+        self.server_requests.has_unoffered()
+    }
+
+    /// A server request nobody answered that `call` depends on: one of its input requests
+    /// (2026-07-28), or any legacy request (2025-11-25 does not link a request to a call).
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))]
+    pub(crate) fn unanswered_for(
+        &self,
+        call: CallId,
+    ) -> Option<(ServerRequestId, ServerRequestKind)> {
+        self.server_requests.unanswered_for(call)
+    }
+
+    /// Ends `call` at once with `error` because of server request `request` nobody can
+    /// answer (a blocking helper waits for it): a legacy request is refused, so the server is
+    /// not left waiting; the call ends as cancelled on the wire. Their events are dropped.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))]
+    pub(crate) fn end_unanswered(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        request: ServerRequestId,
+        error: CallError,
+    ) {
+        let legacy = matches!(
+            self.server_requests.get(request),
+            Some(Entry { origin: Origin::Legacy { .. }, .. })
+        );
+        if let Some(Entry { origin: Origin::Legacy { id }, .. }) =
+            legacy.then(|| self.server_requests.remove(request)).flatten()
+        {
+            self.events.remove_server_request(request);
+            let (code, message) = (INTERNAL, "the client has no answer for this request");
+            self.push_control(Control::Refuse { id, code, message });
+        }
+        let of_call: SmallVec<[ServerRequestId; 4]> = self
+            .server_requests
+            .of_call(call)
+            .map(|(slot, e)| ServerRequestId::new(slot, e.generation))
+            .collect();
+        for r in of_call {
+            self.events.remove_server_request(r);
+        }
+        if let Some(slot) = self.requests.slot_of(call) {
+            self.abandon(now, slot, error);
+        }
+    }
+
+    /// Drops the queued `Event::ServerRequest` of a request the host's handler answered.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))]
+    pub(crate) fn forget_server_request_event(&mut self, request: ServerRequestId) {
+        self.events.remove_server_request(request);
+    }
+
+    /// The host's answer to a server request (a JSON object: an `ElicitResult`,
+    /// `CreateMessageResult` or `ListRootsResult`). A form elicitation's answer is checked
+    /// against its requested schema first; nothing is sent when it does not fit.
+    pub fn answer(
+        &mut self,
+        _now: Instant,
+        request: ServerRequestId,
+        result: &RawValue,
+    ) -> Result<(), AnswerError> {
+        let entry = self.server_requests.get_mut(request).ok_or(AnswerError::NotPending)?;
+        let text = result.get().trim();
+        if !text.starts_with('{') {
+            return Err(AnswerError::NotObject);
+        }
+        match entry.kind {
+            ServerRequestKind::ElicitationForm => elicit::check_form_answer(&entry.params, text)?,
+            ServerRequestKind::Roots => self.roots.check(text)?,
+            ServerRequestKind::Sampling => sampling::check_answer(&entry.params, text)?,
+            _ => {}
+        }
+        // A line break can only be whitespace in valid JSON (strings escape them), and on
+        // stdio it would end the frame: the answer goes out on one line.
+        let text = text.replace(['\n', '\r'], " ");
+        let text = text.as_str();
+        if let Origin::Input { call, .. } = entry.origin {
+            entry.answer = Some(text.to_owned());
+            let waiting = self.server_requests.of_call(call).any(|(_, e)| e.answer.is_none());
+            if let (false, Some(slot)) = (waiting, self.requests.slot_of(call)) {
+                self.send_round(slot, call);
+            }
+            return Ok(());
+        }
+        if let Some(Entry { origin: Origin::Legacy { id }, .. }) =
+            self.server_requests.remove(request)
+        {
+            self.push_control(Control::Answer { id, result: text.to_owned() });
+        }
+        Ok(())
+    }
+
+    /// The host refuses a server request. A legacy request gets an error reply (sampling:
+    /// -1, "User rejected sampling request"); a modern call is not retried and fails with
+    /// `LocalError::InputRejected` (there is no error slot in `inputResponses`). To decline an
+    /// elicitation politely, answer `{"action":"decline"}` instead.
+    pub fn reject(&mut self, now: Instant, request: ServerRequestId) -> Result<(), AnswerError> {
+        let entry = self.server_requests.remove(request).ok_or(AnswerError::NotPending)?;
+        match entry.origin {
+            Origin::Legacy { id } => {
+                let (code, message) = match entry.kind {
+                    ServerRequestKind::Sampling => {
+                        (USER_REJECTED, "User rejected sampling request")
+                    }
+                    _ => (INTERNAL, "the client refused the request"),
+                };
+                self.push_control(Control::Refuse { id, code, message });
+            }
+            Origin::Input { call, .. } => {
+                if let Some(slot) = self.requests.slot_of(call) {
+                    let e = CallError::Local(LocalError::InputRejected);
+                    self.finish(now, slot, Ended::Abandoned, Outcome::Failed(e));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The transport closed: the legacy requests' ids mean nothing to a new process or
+    /// session, so they end (`ServerRequestExpired`) and nothing is sent for them.
+    fn forget_legacy_requests(&mut self) {
+        for request in self.server_requests.drain_legacy() {
+            self.events.server_request_expired(request);
+        }
+    }
+
+    /// Legacy server requests whose deadline passed: the server is told with a timeout error,
+    /// the host with `ServerRequestExpired`.
+    fn expire_server_requests(&mut self, now: Instant) {
+        while let Some((request, id)) = self.server_requests.take_expired(now) {
+            let message = "the client did not answer in time";
+            self.push_control(Control::Refuse { id, code: TIMED_OUT, message });
+            self.events.server_request_expired(request);
+        }
     }
 }
 

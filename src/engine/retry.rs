@@ -8,14 +8,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::ending::Outcome;
-use super::requests::{Ended, SendState};
-use super::{CallOptions, Engine};
 use crate::config::RetryPolicy;
-use crate::error::LocalError;
 use crate::error::{CallError, CloseReason, TransportError};
 use crate::proto::json::{self, Kind};
-use crate::proto::jsonrpc::{write_json_str, WireId};
+use crate::proto::jsonrpc::write_json_str;
 use crate::proto::mcp::Method;
 
 /// How safe a call is to send more than once.
@@ -169,106 +165,26 @@ pub(super) fn write_arguments(out: &mut Vec<u8>, arguments: &str, field: &str, k
     }
 }
 
-impl Engine {
-    /// How safe a new call is to send twice: the caller's word first, then an idempotency
-    /// key, then the tool's annotations; reads of lists, resources and prompts are reads.
-    /// `tool_hint` is what the last listing's annotations say about the tool being called.
-    pub(super) fn classify(
-        &self,
-        method: Method,
-        opts: &CallOptions,
-        tool_hint: Option<Idempotency>,
-    ) -> Idempotency {
-        if let Some(c) = opts.idempotency {
-            return c;
-        }
-        match method {
-            Method::ToolsCall if opts.idempotency_key.is_some() => Idempotency::Keyed,
-            Method::ToolsCall => tool_hint.unwrap_or(Idempotency::Unknown),
-            // A subscription is re-opened by the host, never re-sent behind its back.
-            // An extension's method: nothing is known of it.
-            Method::Listen | Method::Initialize | Method::Extension => Idempotency::Unknown,
-            _ => Idempotency::Read,
-        }
+/// How safe a new call is to send twice: the caller's word (`given`) first, then an
+/// idempotency key (`keyed`), then the tool's annotations; reads of lists, resources and
+/// prompts are reads. `tool_hint` is what the last listing's annotations say about the tool
+/// being called.
+pub(super) fn classify(
+    method: Method,
+    given: Option<Idempotency>,
+    keyed: bool,
+    tool_hint: Option<Idempotency>,
+) -> Idempotency {
+    if let Some(c) = given {
+        return c;
     }
-
-    /// `true` when `id` has never been written: only first attempts wait for the in-flight
-    /// limit; a retry already holds its slot.
-    pub(super) fn is_fresh(&self, id: WireId) -> bool {
-        self.requests.get(id.slot()).is_some_and(|p| p.attempt == 0)
-    }
-
-    /// An attempt failed in transport: send it again after a backoff if the policy allows,
-    /// else end the call (as `DeliveryUnknown` when a write may have run).
-    pub(super) fn on_attempt_failed(
-        &mut self,
-        now: Instant,
-        slot: usize,
-        error: CallError,
-        delivery: Delivery,
-    ) {
-        self.requests.end_exchange(slot, self.epoch.stamp(now));
-        let Some(p) = self.requests.get(slot) else { return };
-        let (class, attempt, deadline, tenant, op) =
-            (p.class, p.attempt.max(1), self.epoch.instant(p.deadline), p.tenant, p.op);
-        let random = self.jitter.next();
-        let decision = decide(
-            &self.config.retry,
-            class,
-            &error,
-            delivery,
-            attempt,
-            now,
-            deadline,
-            self.latency.get(),
-            random,
-        );
-        match decision {
-            Decision::Retry(delay) => {
-                // A failed attempt tells its breaker even when the call goes on (a final
-                // failure is told by `finish`).
-                if let Some(c) = self.breakers.record(tenant, op, Some(&error), now) {
-                    self.events.breaker(c.tenant, c.class, c.state);
-                }
-                // The error's name only: its text may quote the server's stderr or message.
-                log::debug!("attempt {attempt} failed ({}); retrying in {delay:?}", error.name());
-                self.stats.retries += 1;
-                // The old wire id becomes late: a reply to it is never taken for the new one.
-                self.requests.renew_wire_id(slot);
-                let until = self.epoch.stamp(now).after(delay);
-                self.requests.set_state(slot, SendState::Backoff(until));
-                self.timers.schedule_request(
-                    &self.requests,
-                    slot,
-                    until,
-                    super::timers::TimerKind::Backoff,
-                );
-            }
-            Decision::Fail => self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error)),
-            Decision::DeliveryUnknown => {
-                let cause = match error {
-                    CallError::Transport(t) => t,
-                    _ => TransportError::ConnectionLost,
-                };
-                let e = CallError::Local(LocalError::DeliveryUnknown(Box::new(cause)));
-                self.finish(now, slot, Ended::Abandoned, Outcome::Failed(e));
-            }
-        }
-    }
-
-    /// A retry's backoff ended: send it again, unless its breaker says no.
-    pub(super) fn backoff_ended(&mut self, now: Instant, slot: usize) {
-        let Some(p) = self.requests.get(slot) else { return };
-        let (tenant, op) = (p.tenant, p.op);
-        if !self.admit(tenant, op, now) {
-            let e = CallError::Local(LocalError::BreakerOpen);
-            self.finish(now, slot, Ended::Abandoned, Outcome::Failed(e));
-            return;
-        }
-        self.requests.set_state(slot, SendState::Queued);
-        if let Some(id) = self.requests.wire_id(slot) {
-            self.send_queue.push_front(id);
-        }
+    match method {
+        Method::ToolsCall if keyed => Idempotency::Keyed,
+        Method::ToolsCall => tool_hint.unwrap_or(Idempotency::Unknown),
+        // A subscription is re-opened by the host, never re-sent behind its back.
+        // An extension's method: nothing is known of it.
+        Method::Listen | Method::Initialize | Method::Extension => Idempotency::Unknown,
+        _ => Idempotency::Read,
     }
 }
 

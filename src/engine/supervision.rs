@@ -1,18 +1,12 @@
-//! Supervised restart of a crashed stdio server: backoff between processes, crash-loop
-//! detection, and ending the calls no process can serve in time.
+//! Supervised restart of a crashed stdio server: the backoff between processes and crash-loop
+//! detection.
 
 use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use super::ending::Outcome;
-use super::lifecycle::{Lifecycle, Opening};
-use super::requests::{Ended, Owner, SendState};
-use super::retry::Delivery;
-use super::Engine;
 use crate::config::RestartPolicy;
-use crate::error::{CallError, LocalError, TransportError};
-use crate::proto::version::{Era, EraPreference};
+use crate::error::TransportError;
 
 /// Restart bookkeeping for a stdio server.
 #[derive(Debug, Default)]
@@ -113,90 +107,6 @@ pub(super) enum AfterExit {
     RestartIn(Duration),
     /// A crash loop: `crashes` exits within the window, the first for this cause.
     Degraded { crashes: u32, first_loss: Option<TransportError> },
-}
-
-impl Engine {
-    /// The server process died. Calls that never left wait for the next process; calls that
-    /// may have reached it are retried or end by the retry policy; a restart is scheduled
-    /// with backoff, unless the exits come too fast (a crash loop: the server is degraded).
-    pub(super) fn on_process_lost(&mut self, now: Instant, error: TransportError) {
-        // No new process until the backoff ends (a failed spawn lands here too: without this
-        // the host would try again on every poll).
-        self.wants_transport = false;
-        self.drop_lifecycle_request();
-        self.restart.note_loss(error.clone());
-        let cause = CallError::Transport(error);
-        let sent: SmallVec<[usize; 16]> = self
-            .requests
-            .iter()
-            .filter(|(_, p)| p.owner == Owner::Host && p.state == SendState::Sent)
-            .map(|(slot, _)| slot)
-            .collect();
-        for slot in sent {
-            self.on_attempt_failed(now, slot, cause.clone(), Delivery::MaybeDelivered);
-        }
-        // Nothing of the old process may be written to the new one.
-        self.control.clear();
-        // A server that died during `initialize` already had its legacy verdict (the probe
-        // failed, or it exited on the probe): the next process gets the handshake straight
-        // away rather than another probe that would kill it again.
-        let died_handshaking =
-            matches!(self.lifecycle, Lifecycle::Connecting { next: Opening::Handshake });
-        let next = match self.era() {
-            Some(Era::Legacy) => Opening::Handshake,
-            _ if self.config.era == EraPreference::LegacyOnly => Opening::Handshake,
-            _ if died_handshaking => Opening::Handshake,
-            _ => Opening::Probe,
-        };
-        self.lifecycle = Lifecycle::Connecting { next };
-        self.meta = None;
-        let policy = self.config.restart;
-        match self.restart.after_exit(now, &policy) {
-            AfterExit::Degraded { crashes, first_loss } => {
-                log::warn!(
-                    "server crashed {crashes} times within {:?}: degraded",
-                    policy.crash_loop_window
-                );
-                let first = first_loss.map(Box::new);
-                self.fail_all(now, CallError::Local(LocalError::Degraded(first)));
-                self.events.transport_lost(cause, None);
-            }
-            AfterExit::RestartIn(delay) => {
-                self.fail_unservable(now, crate::time::later(now, delay), &cause);
-                self.events.transport_lost(cause, Some(delay));
-            }
-        }
-    }
-
-    /// Calls whose deadline comes before the next process (or the next era probe) does cannot
-    /// be answered: they end now with the failure that stopped them (an exit status and stderr
-    /// tail, a lost connection) instead of a bare `DeadlineExceeded` when their deadline
-    /// passes. Calls in flight were settled by the retry policy already; this takes the ones
-    /// waiting to be (re)sent.
-    pub(super) fn fail_unservable(&mut self, now: Instant, restart_at: Instant, cause: &CallError) {
-        let restart_at = self.epoch.stamp(restart_at);
-        let doomed: SmallVec<[usize; 16]> = self
-            .requests
-            .iter()
-            .filter(|(_, p)| {
-                p.owner == Owner::Host
-                    && p.state != SendState::Sent
-                    && !p.internal
-                    && p.deadline <= restart_at
-            })
-            .map(|(slot, _)| slot)
-            .collect();
-        for slot in doomed {
-            self.finish(now, slot, Ended::Abandoned, Outcome::Failed(cause.clone()));
-        }
-    }
-
-    /// Backoffs that ended, restarts that are due.
-    pub(super) fn resilience_timeout(&mut self, now: Instant) {
-        if self.restart.due(now) {
-            self.wants_transport = true;
-        }
-    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::proto::mcp::{ResultType, SubscriptionFilter};
+use crate::proto::meta::TraceContext;
 
 /// An engine, the frames it wrote (decoded), and a clock that only moves forward by addition.
 pub(super) struct Harness {

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use super::tests::{discover_result, raw, wire, Harness};
 use super::*;
 use crate::config::{BreakerPolicy, RetryPolicy};
+use crate::proto::meta::TraceContext;
 use crate::proto::trace::TraceContextError;
 
 const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";

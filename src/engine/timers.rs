@@ -12,7 +12,7 @@
 //! The heap is preallocated at three entries per pending slot (48 bytes; it was six entries of
 //! 32 bytes, `cargo bench --bench timers`).
 
-use super::{Requests, SendState};
+use super::requests::{Requests, SendState};
 use crate::engine::stamp::Stamp;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
