@@ -142,8 +142,8 @@
 //!
 //! For readers of the source: the crate is built in floors, each importing from the floors
 //! below it. CI checks that `proto` imports nothing else of the crate, and that every module
-//! below the drivers' floor, and `client` above it, reads no clock and touches no `mio` outside its tests. Arrows that still
-//! point up (each one to remove): `error` and `engine` name `auth`'s error payloads, the
+//! below the drivers' floor, and `client` above it, reads no clock and touches no `mio`
+//! outside its tests. Arrows that still point up (each one to remove): `error` and `engine` name `auth`'s error payloads, the
 //! engine's [`Event`] carries the host's catalog changes, `config` checks a saved verdict with
 //! the engine's discover parser.
 //!
@@ -153,14 +153,15 @@
 //! | 1 | `time` | deadline arithmetic that cannot overflow (`later`, for durations a peer or host chose) |
 //! | 1 | `codec` | bytes in, frames out: newline-delimited JSON, HTTP/1.1 responses, server-sent events; incremental and capped |
 //! | 2 | `error`, `config` | the public error types and the per-server [`Config`] |
-//! | 3 | `engine` | one server's protocol state machine, sans-IO: pending table, lifecycle and era probe, retries, breaker, limits, deadlines, server requests (and `engine::answer_checks`, the local checks of the host's answers) |
+//! | 3 | `engine` | one server's protocol state machine, sans-IO: pending table, lifecycle and era probe, retries, breaker, limits, deadlines, server requests (and `engine::answer_checks`, the local checks of the host's answers). `engine/mod.rs` holds [`Engine`] and all its methods; the modules under it own the tables and the pure decisions and import nothing from it |
 //! | 3 | `schema` | JSON Schema checks (feature `schema`) |
 //! | 3 | `catalog` | the capability cache's sans-IO parts: keys, hints, listings, the store, refresh walks, diffs, search |
 //! | 3 | `auth` | challenges and the OAuth flow as a sans-IO machine |
 //! | 4 | `session` | what Streamable HTTP's requests and responses mean for MCP, sans-IO: it turns the engine's transmits into exchanges and the responses back into engine inputs |
 //! | 5 | `driver` | the only I/O: child processes over pipes, HTTP/1.1 over TCP and TLS, the URL parser, the reaper |
 //! | 6 | `client` | many servers, sans-IO ([`Client`]): every server's engine and catalog context, the cache glue, principals and lanes, tasks, records, authorization, answer handlers; `now` on every verb |
-//! | 7 | `host` | the shell on one `mio::Poll`: tokens, readiness, drivers, closing and reaping, the blocking helpers, config files, root directories; [`Host`] wraps the core's verbs at the current time |
+//! | 6 | `config_file` | the `mcpServers` file read into each server's [`Config`] and driver options: a parse with no I/O but [`ConfigFile::load`]'s read of the file |
+//! | 7 | `host` | the shell on one `mio::Poll`: tokens, readiness, drivers, closing and reaping, the blocking helpers, servers started from a config file, root directories; [`Host`] wraps the core's verbs at the current time |
 //! | - | `internal` | what fuzz targets and benches reach inside (hidden, unstable) |
 //! | - | `bin/mcpoll` | the command-line client (feature `cli`) |
 #![forbid(unsafe_code)]
@@ -185,6 +186,8 @@ mod time;
 
 #[cfg(feature = "stdio")]
 mod client;
+#[cfg(feature = "stdio")]
+mod config_file;
 #[cfg(feature = "stdio")]
 mod driver;
 #[cfg(feature = "stdio")]
@@ -240,16 +243,15 @@ pub use client::{
 #[cfg(feature = "stdio")]
 pub use client::{TaskCallError, TaskError, TaskId, TaskInfo, TaskOptions, MAX_TASK_BUDGET};
 #[cfg(feature = "stdio")]
+pub use config_file::{ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer};
+#[cfg(feature = "stdio")]
 pub use driver::stdio::{CommandLineError, StdioCommand, StdioDriver, SAFE_ENV_VARS};
 #[cfg(all(feature = "stdio", feature = "schema"))]
 pub use host::ToolCallError;
 #[cfg(feature = "stdio")]
 pub use host::{AddServerError, BlockingError, EmbedError, ForeignToken, Host, OwnedResult};
 #[cfg(feature = "stdio")]
-pub use host::{
-    ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,
-    ServerNames,
-};
+pub use host::{FromConfigError, ServerNames};
 #[cfg(feature = "stdio")]
 pub use host::{LaneError, TaskScope};
 

@@ -25,8 +25,8 @@ use crate::proto::mcp::ResultType;
 
 mod blocking;
 mod closing;
-mod config_file;
 mod embed;
+mod from_config;
 mod idle;
 mod lanes;
 mod roots;
@@ -39,11 +39,8 @@ mod verbs;
 use crate::client::ServerId;
 #[cfg(doc)]
 use crate::engine::{CallId, Event, ServerState};
-pub use config_file::{
-    ConfigFile, ConfigFileError, ConfigFileErrorKind, ConfiguredServer, FromConfigError,
-    ServerNames,
-};
 pub use embed::{EmbedError, ForeignToken};
+pub use from_config::{FromConfigError, ServerNames};
 pub use lanes::LaneError;
 #[cfg(feature = "schema")]
 pub use schema::ToolCallError;

@@ -24,7 +24,6 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::{AddServerError, Host, ServerId};
 use crate::config::Config;
 #[cfg(feature = "http")]
 use crate::driver::http::HttpOptions;
@@ -38,11 +37,13 @@ use crate::oauth::{
     Assertion, AssertionRequest, DpopMode, IdentityProvider, OAuthConfig, PreRegistered, Secret,
 };
 use crate::proto::version::EraPreference;
+#[cfg(doc)]
+use crate::{DefaultPolicy, Host};
 
 /// Keys other hosts put in a server entry. `disabled: true` is honoured by
 /// [`Host::from_config`] (the server is not started); `disabledTools` refuses those tools
 /// locally and hides them ([`Host::disable_tools`]); `alwaysAllow` and `autoApprove` mark tools
-/// the [`DefaultPolicy`](super::DefaultPolicy) never asks about ([`Host::always_allow_tools`]);
+/// the [`DefaultPolicy`] never asks about ([`Host::always_allow_tools`]);
 /// the rest mean nothing to mcpoll.
 const FOREIGN_KEYS: &[&str] =
     &["disabled", "autoApprove", "alwaysAllow", "disabledTools", "description", "icon"];
@@ -67,7 +68,7 @@ struct RefusedEntry {
 #[derive(Debug, Clone)]
 pub struct ConfiguredServer {
     name: String,
-    transport: ConfiguredTransport,
+    pub(crate) transport: ConfiguredTransport,
     config: Config,
     disabled: bool,
     /// `mcpoll.roots`: the directories offered as roots, absolute.
@@ -79,7 +80,7 @@ pub struct ConfiguredServer {
 }
 
 #[derive(Debug, Clone)]
-enum ConfiguredTransport {
+pub(crate) enum ConfiguredTransport {
     Stdio(StdioCommand),
     #[cfg(feature = "http")]
     Http(HttpEntry),
@@ -90,7 +91,7 @@ enum ConfiguredTransport {
 /// their values are often credentials.
 #[cfg(feature = "http")]
 #[derive(Clone)]
-struct HttpEntry {
+pub(crate) struct HttpEntry {
     url: String,
     headers: Vec<(String, String)>,
     tls: TlsOptions,
@@ -272,61 +273,6 @@ impl fmt::Display for ConfigFileError {
 
 impl std::error::Error for ConfigFileError {}
 
-/// Why [`Host::from_config`] failed, or (in [`ServerNames::failures`]) why one of its
-/// servers was not started.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum FromConfigError {
-    /// The file was refused, or (in [`ServerNames::failures`]) one entry of it: the error
-    /// names the file, the server and the key.
-    File(ConfigFileError),
-    /// The host's poll could not be made.
-    Io(io::Error),
-    /// A server could not be added.
-    Add {
-        /// The server's name in the file.
-        server: String,
-        /// Why.
-        error: AddServerError,
-    },
-}
-
-impl fmt::Display for FromConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::File(e) => write!(f, "{e}"),
-            Self::Io(e) => write!(f, "cannot create the host: {e}"),
-            Self::Add { server, error } => write!(f, "server {server:?}: {error}"),
-        }
-    }
-}
-
-impl std::error::Error for FromConfigError {}
-
-/// The servers [`Host::from_config`] started, by their names in the file, and the entries it
-/// could not start.
-#[derive(Debug, Default)]
-pub struct ServerNames(Vec<(String, ServerId)>, Vec<FromConfigError>);
-
-impl ServerNames {
-    /// Each enabled entry that was not started, in name order: one mcpoll cannot use
-    /// ([`FromConfigError::File`], naming the file, the server and the key) or one that could
-    /// not be added ([`FromConfigError::Add`], by name). The other servers run regardless.
-    pub fn failures(&self) -> &[FromConfigError] {
-        &self.1
-    }
-
-    /// The server started for `name`.
-    pub fn get(&self, name: &str) -> Option<ServerId> {
-        self.0.iter().find(|(n, _)| n == name).map(|&(_, id)| id)
-    }
-
-    /// Every name and server, in name order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, ServerId)> + '_ {
-        self.0.iter().map(|(n, id)| (n.as_str(), *id))
-    }
-}
-
 impl ConfigFile {
     /// Reads and parses a file, expanding variables from the process environment.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigFileError> {
@@ -489,7 +435,7 @@ impl ConfiguredServer {
 
 #[cfg(feature = "http")]
 impl HttpEntry {
-    fn options(&self) -> HttpOptions {
+    pub(crate) fn options(&self) -> HttpOptions {
         let mut o = HttpOptions::new(self.url.clone());
         o.headers.clone_from(&self.headers);
         o.tls = self.tls.clone();
@@ -523,65 +469,6 @@ impl HttpEntry {
             );
         }
         o
-    }
-}
-
-impl Host {
-    /// A host running every server of an `mcpServers` file (except those marked
-    /// `"disabled": true`), and their ids by name. Stdio servers are spawned now; every era
-    /// probe starts at once. An entry mcpoll cannot use, or a server that cannot be added,
-    /// is left out and reported in [`ServerNames::failures`]; the rest start regardless.
-    ///
-    /// # Errors
-    ///
-    /// Only for the file as a whole (unreadable, not JSON, no `mcpServers`) and the host's
-    /// poll.
-    pub fn from_config(path: impl AsRef<Path>) -> Result<(Self, ServerNames), FromConfigError> {
-        let file = ConfigFile::load(path).map_err(FromConfigError::File)?;
-        let mut host = Host::new().map_err(FromConfigError::Io)?;
-        let (mut names, mut failures) = (Vec::new(), Vec::new());
-        for entry in file.enabled_entries() {
-            match entry {
-                Ok(server) => match host.add_configured(server) {
-                    Ok(id) => names.push((server.name.clone(), id)),
-                    Err(error) => {
-                        failures.push(FromConfigError::Add { server: server.name.clone(), error })
-                    }
-                },
-                Err(e) => failures.push(FromConfigError::File(e.clone())),
-            }
-        }
-        Ok((host, ServerNames(names, failures)))
-    }
-
-    /// Adds one server of a [`ConfigFile`], named in its call records by its key in the file.
-    pub fn add_configured(
-        &mut self,
-        server: &ConfiguredServer,
-    ) -> Result<ServerId, AddServerError> {
-        let id = match &server.transport {
-            ConfiguredTransport::Stdio(c) => {
-                self.add_stdio_server(c.clone(), server.config.clone())
-            }
-            #[cfg(feature = "http")]
-            ConfiguredTransport::Http(h) => {
-                self.add_http_server(h.options(), server.config.clone())
-            }
-        }?;
-        self.set_server_name(id, &server.name);
-        if !server.disabled_tools.is_empty() {
-            self.disable_tools(id, server.disabled_tools.iter().cloned());
-        }
-        if !server.always_allow.is_empty() {
-            self.always_allow_tools(id, server.always_allow.iter().cloned());
-        }
-        if !server.roots.is_empty() {
-            if let Err(e) = self.set_root_dirs(id, &server.roots) {
-                self.remove_server(id);
-                return Err(AddServerError::Roots(e));
-            }
-        }
-        Ok(id)
     }
 }
 
