@@ -164,6 +164,10 @@
 //! | 7 | `host` | the shell on one `mio::Poll`: tokens, readiness, drivers, closing and reaping, the blocking helpers, servers started from a config file, root directories; [`Host`] wraps the core's verbs at the current time |
 //! | - | `internal` | what fuzz targets and benches reach inside (hidden, unstable) |
 //! | - | `bin/mcpoll` | the command-line client (feature `cli`) |
+//!
+//! Tests in `src` take one of two places: a module's unit tests in the `mod tests` that ends
+//! its file, and a module's scenario suite in its `tests.rs` (split into `tests/*.rs` when it
+//! grows, the shared harness staying in `tests.rs`).
 #![forbid(unsafe_code)]
 #![cfg_attr(not(fuzzing), warn(missing_docs))]
 #![warn(missing_debug_implementations, unreachable_pub, elided_lifetimes_in_paths)]

@@ -6,7 +6,7 @@
 //! Of the pinned peers only this SDK implements tasks on the server side: the Python SDK 2.3.0
 //! has none, and the TypeScript SDK v2 server 2.4.0 knows the wire types only. So the
 //! 2026-07-28 extension form is covered by the engine's scenario tests
-//! (`src/engine/tests_tasks.rs`), not here.
+//! (`src/engine/tests/tasks.rs`), not here.
 
 mod common;
 

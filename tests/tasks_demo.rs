@@ -9,7 +9,7 @@
 //! wire types only; TypeScript SDK v1 1.32.2: the 2025-11-25 form, which
 //! `tests/interop_tasks.rs` drives). The wire shapes follow the extension's schema
 //! (`ttlMs`, `pollIntervalMs`, `resultType: "task"`), as the engine's scenario tests
-//! (`src/engine/tests_tasks.rs`) check frame by frame.
+//! (`src/engine/tests/tasks.rs`) check frame by frame.
 
 mod common;
 

@@ -515,5 +515,4 @@ fn cursor_hash(cursor: &str) -> u64 {
 }
 
 #[cfg(test)]
-#[path = "refresh_tests.rs"]
 mod tests;

@@ -1082,5 +1082,4 @@ pub(crate) fn page_bytes(cursor: Option<&str>, page: &ParsedPage) -> usize {
 }
 
 #[cfg(test)]
-#[path = "store_tests.rs"]
 mod tests;

@@ -3119,21 +3119,3 @@ fn checked_arguments(text: &str) -> Result<&str, RequestError> {
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_authorization;
-#[cfg(test)]
-mod tests_extensions;
-#[cfg(test)]
-mod tests_records;
-#[cfg(test)]
-mod tests_resilience;
-#[cfg(test)]
-mod tests_roots_sampling;
-#[cfg(test)]
-mod tests_saved_verdict;
-#[cfg(test)]
-mod tests_server_requests;
-#[cfg(test)]
-mod tests_tasks;
-#[cfg(all(test, not(feature = "server-requests")))]
-mod tests_without_server_requests;

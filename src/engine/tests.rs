@@ -1,5 +1,16 @@
 //! Engine scenarios with a scripted peer and simulated time: no I/O, no sleeps.
 
+mod authorization;
+mod extensions;
+mod records;
+mod resilience;
+mod roots_sampling;
+mod saved_verdict;
+mod server_requests;
+mod tasks;
+#[cfg(not(feature = "server-requests"))]
+mod without_server_requests;
+
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};

@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
 
-use super::tests::Harness;
-use super::*;
+use super::Harness;
+use crate::engine::*;
 
 const WALL: Duration = Duration::from_secs(1_800_000_000);
 

@@ -5,9 +5,9 @@
 
 use serde_json::{json, Value};
 
-use super::tests::Harness;
-use super::*;
+use super::Harness;
 use crate::config::ServerRequestKinds;
+use crate::engine::*;
 
 #[test]
 fn without_server_requests_nothing_can_be_declared() {

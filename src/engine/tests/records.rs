@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::tests::{discover_result, raw, wire, Harness};
-use super::*;
+use super::{discover_result, raw, wire, Harness};
 use crate::config::{BreakerPolicy, RetryPolicy};
+use crate::engine::*;
 use crate::proto::meta::TraceContext;
 use crate::proto::trace::TraceContextError;
 

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::tests::{discover_result, exit, raw, Harness};
-use super::*;
+use super::{discover_result, exit, raw, Harness};
 use crate::config::RestartPolicy;
 use crate::config::{BreakerPolicy, RetryPolicy};
+use crate::engine::*;
 
 fn opts(class: Idempotency) -> CallOptions {
     CallOptions { idempotency: Some(class), ..CallOptions::default() }

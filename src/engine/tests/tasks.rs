@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::tests::{raw, Harness};
-use super::*;
+use super::{raw, Harness};
+use crate::engine::*;
 
 const TASKS: &str = "io.modelcontextprotocol/tasks";
 

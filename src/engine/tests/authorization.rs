@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::tests::{raw, Harness};
-use super::*;
+use super::{raw, Harness};
 use crate::config::BreakerPolicy;
+use crate::engine::*;
 
 fn held(timeout_ms: u64) -> CallOptions {
     CallOptions { hold: true, ..CallOptions::timeout(Duration::from_millis(timeout_ms)) }

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::tests::{discover_result, raw, Harness};
-use super::*;
+use super::{discover_result, raw, Harness};
 use crate::config::ServerRequestKinds;
+use crate::engine::*;
 use crate::error::AnswerError;
 
 fn config() -> Config {

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::tests::{discover_result, Harness};
-use super::*;
+use super::{discover_result, Harness};
+use crate::engine::*;
 
 const SKILLS: &str = r#"{"io.example/skills":{"v":1}}"#;
 

@@ -3,9 +3,9 @@
 
 use serde_json::{json, Value};
 
-use super::tests::{discover_result, raw, Harness};
-use super::*;
+use super::{discover_result, raw, Harness};
 use crate::config::ServerRequestKinds;
+use crate::engine::*;
 use crate::error::AnswerError;
 
 const LIST_CHANGED: &str = "notifications/roots/list_changed";
