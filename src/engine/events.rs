@@ -241,21 +241,25 @@ impl<'a> CallResult<'a> {
 }
 
 /// An event as stored: borrowed data is kept as ranges into the arena.
+/// A completed call in the queue. `text` is the tool name (`tool_len` bytes) followed by the
+/// result.
+#[derive(Debug)]
+struct StoredDone {
+    call: CallId,
+    text: Range<usize>,
+    tool_len: usize,
+    result_type: ResultType,
+    is_error: bool,
+    record: CallRecord<'static>,
+}
+
 #[derive(Debug)]
 enum Stored {
     Ready {
         era: Era,
         version: ProtocolVersion,
     },
-    /// `text` is the tool name (`tool_len` bytes) followed by the result.
-    Done {
-        call: CallId,
-        text: Range<usize>,
-        tool_len: usize,
-        result_type: ResultType,
-        is_error: bool,
-        record: CallRecord<'static>,
-    },
+    Done(StoredDone),
     /// `tool` is the tool name (empty when none).
     Failed {
         call: CallId,
@@ -318,17 +322,17 @@ enum Stored {
 
 impl Stored {
     fn is_terminal_for(&self, target: CallId) -> bool {
-        matches!(self, Self::Done { call, .. } | Self::Failed { call, .. } if *call == target)
+        matches!(self, Self::Done(StoredDone { call, .. }) | Self::Failed { call, .. } if *call == target)
     }
 
     fn is_terminal(&self) -> bool {
-        matches!(self, Self::Done { .. } | Self::Failed { .. })
+        matches!(self, Self::Done(_) | Self::Failed { .. })
     }
 
     /// The arena text it refers to (each event has at most one range).
     fn range_mut(&mut self) -> Option<&mut Range<usize>> {
         match self {
-            Self::Done { text: r, .. }
+            Self::Done(StoredDone { text: r, .. })
             | Self::Failed { tool: r, .. }
             | Self::Subscribed { notifications: r, .. }
             | Self::ResourceUpdated { uri: r }
@@ -485,7 +489,7 @@ impl EventQueue {
         let tool = record.tool.unwrap_or_default();
         let text = self.keep_pair(tool, json);
         let (tool_len, record) = (tool.len(), record.detached());
-        self.push(Stored::Done { call, text, tool_len, result_type, is_error, record });
+        self.push(Stored::Done(StoredDone { call, text, tool_len, result_type, is_error, record }));
     }
 
     pub(crate) fn breaker(&mut self, tenant: u32, class: OperationClass, state: BreakerState) {
@@ -528,7 +532,8 @@ impl EventQueue {
         let text = start..self.arena.len();
         self.live += text.len();
         let (result_type, is_error, record) = (ResultType::Complete, false, record.detached());
-        self.push(Stored::Done { call, text, tool_len: 0, result_type, is_error, record });
+        let tool_len = 0;
+        self.push(Stored::Done(StoredDone { call, text, tool_len, result_type, is_error, record }));
     }
 
     pub(crate) fn failed(&mut self, call: CallId, error: CallError, record: &CallRecord<'_>) {
@@ -635,6 +640,14 @@ impl EventQueue {
     }
 
     pub(crate) fn pop(&mut self) -> Option<Event<'_>> {
+        // As in `pop_tagged`.
+        if let Some(Stored::Done(done)) = self.queue.front() {
+            self.terminals -= 1;
+            self.live -= done.text.len();
+            let event = done_view(&self.arena, done);
+            self.queue.pop_front();
+            return Some(event);
+        }
         let mut stored = self.queue.pop_front()?;
         self.left(&mut stored);
         Some(self.view(stored))
@@ -644,6 +657,15 @@ impl EventQueue {
     /// keeps it, instead of the event (312 bytes) being moved into a pair afterwards.
     #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the host's poll_event only
     pub(crate) fn pop_tagged<T>(&mut self, tag: T) -> Option<(T, Event<'_>)> {
+        // A completed call, the common event, is read where it lies and then dropped: moving
+        // it out of the queue first was one more copy of its 256-byte record.
+        if let Some(Stored::Done(done)) = self.queue.front() {
+            self.terminals -= 1;
+            self.live -= done.text.len();
+            let event = done_view(&self.arena, done);
+            self.queue.pop_front();
+            return Some((tag, event));
+        }
         let mut stored = self.queue.pop_front()?;
         self.left(&mut stored);
         Some((tag, view(&self.arena, stored)))
@@ -701,19 +723,25 @@ impl DetachedEvent {
     }
 }
 
+/// A `CallDone` event, its text read from `arena`.
+#[inline(always)]
+fn done_view<'a>(arena: &'a str, done: &StoredDone) -> Event<'a> {
+    let StoredDone { call, text, tool_len, result_type, is_error, record } = done;
+    let all = arena.get(text.clone()).unwrap_or_default();
+    // The split is where the tool name ended: a char boundary by construction.
+    let (tool, json) = (all.get(..*tool_len), all.get(*tool_len..));
+    let (tool, json) = (tool.unwrap_or_default(), json.unwrap_or_default());
+    let record = CallRecord { tool: (!tool.is_empty()).then_some(tool), ..*record };
+    let result = CallResult { json, result_type: *result_type, is_error: *is_error };
+    Event::CallDone { call: *call, result, record }
+}
+
 /// An event, its text read from `arena`.
 fn view(arena: &str, stored: Stored) -> Event<'_> {
     let text = |r: Range<usize>| arena.get(r).unwrap_or_default();
     match stored {
         Stored::Ready { era, version } => Event::Ready { era, version },
-        Stored::Done { call, text: r, tool_len, result_type, is_error, record } => {
-            let all = text(r);
-            // The split is where the tool name ended: a char boundary by construction.
-            let (tool, json) = (all.get(..tool_len), all.get(tool_len..));
-            let (tool, json) = (tool.unwrap_or_default(), json.unwrap_or_default());
-            let record = CallRecord { tool: (!tool.is_empty()).then_some(tool), ..record };
-            Event::CallDone { call, result: CallResult { json, result_type, is_error }, record }
-        }
+        Stored::Done(done) => done_view(arena, &done),
         Stored::Failed { call, error, tool, record } => {
             let tool = text(tool);
             let record = CallRecord { tool: (!tool.is_empty()).then_some(tool), ..record };
@@ -820,6 +848,34 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!((q.len(), q.terminals(), q.live), (0, 0, 0));
+    }
+
+    /// The host's path takes a completed call where it lies in the queue: the event reads the
+    /// same as through `pop`, and the queue forgets its text and its terminal count.
+    #[test]
+    fn a_completed_call_taken_with_its_server_tag_leaves_the_queue_accounted() {
+        let mut q = EventQueue::new(64);
+        let call = |n: u64| CallId(crate::proto::jsonrpc::WireId::new(n as usize, 1));
+        let mut record = CallRecord::new(crate::Method::ToolsCall, crate::TransportKind::Stdio);
+        record.tool = Some("echo");
+        record.attempts = 2;
+        q.done(call(1), "{\"k\":1}", ResultType::Complete, true, &record);
+        q.resource_updated("res://after");
+        assert_eq!(q.terminals(), 1);
+        match q.pop_tagged("server") {
+            Some(("server", Event::CallDone { call: c, result, record })) => {
+                assert_eq!((c, result.json(), result.is_error()), (call(1), "{\"k\":1}", true));
+                assert_eq!((record.tool, record.attempts), (Some("echo"), 2));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!((q.len(), q.terminals(), q.live), (1, 0, "res://after".len()));
+        assert!(matches!(
+            q.pop_tagged(7),
+            Some((7, Event::ResourceUpdated { uri: "res://after" }))
+        ));
+        assert_eq!((q.len(), q.terminals(), q.live), (0, 0, 0));
+        assert!(q.pop_tagged(()).is_none());
     }
 
     /// A record's tool name is kept in the arena beside the result (or alone, for a failure):
