@@ -59,6 +59,10 @@ impl Records {
     }
 
     /// Hands the record of a terminal event to the sink, with the server's name.
+    pub(crate) fn has_sink(&self) -> bool {
+        self.sink.is_some()
+    }
+
     pub(crate) fn event(&mut self, index: usize, event: &Event<'_>) {
         let Some(sink) = self.sink.as_mut() else { return };
         if let Some(r) = event.record() {

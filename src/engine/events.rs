@@ -645,7 +645,7 @@ impl EventQueue {
             self.terminals -= 1;
             self.live -= done.text.len();
             let event = done_view(&self.arena, done);
-            self.queue.pop_front();
+            self.queue.drain(..1);
             return Some(event);
         }
         let mut stored = self.queue.pop_front()?;
@@ -657,13 +657,14 @@ impl EventQueue {
     /// keeps it, instead of the event (312 bytes) being moved into a pair afterwards.
     #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the host's poll_event only
     pub(crate) fn pop_tagged<T>(&mut self, tag: T) -> Option<(T, Event<'_>)> {
-        // A completed call, the common event, is read where it lies and then dropped: moving
-        // it out of the queue first was one more copy of its 256-byte record.
+        // A completed call, the common event, is read where it lies and then dropped in place
+        // (`drain`): moving it out of the queue first (`pop_front`) copied its 256-byte
+        // record once more, and once more again to drop it.
         if let Some(Stored::Done(done)) = self.queue.front() {
             self.terminals -= 1;
             self.live -= done.text.len();
             let event = done_view(&self.arena, done);
-            self.queue.pop_front();
+            self.queue.drain(..1);
             return Some((tag, event));
         }
         let mut stored = self.queue.pop_front()?;
