@@ -77,6 +77,9 @@ pub(crate) struct RequestHead<'a> {
 pub(crate) struct Origin {
     target: String,
     host: String,
+    /// `POST target HTTP/1.1` and the `Host` line, written once: nearly every request an MCP
+    /// client sends is a POST to the one endpoint.
+    post_head: String,
 }
 
 impl Origin {
@@ -97,7 +100,8 @@ impl Origin {
         {
             return Err(RequestError::Host);
         }
-        Ok(Self { target: target.to_owned(), host: host.to_owned() })
+        let post_head = format!("POST {target} HTTP/1.1\r\nHost: {host}\r\n");
+        Ok(Self { target: target.to_owned(), host: host.to_owned(), post_head })
     }
 }
 
@@ -218,7 +222,8 @@ pub(crate) fn write_request(
     req: &RequestHead<'_>,
     body: &[u8],
 ) -> Result<(), RequestError> {
-    if !is_token(req.method.as_bytes()) {
+    let post = req.method == "POST";
+    if !post && !is_token(req.method.as_bytes()) {
         return Err(RequestError::Method);
     }
     let (target, host) = (req.origin.target.as_bytes(), req.origin.host.as_bytes());
@@ -238,12 +243,16 @@ pub(crate) fn write_request(
     out.reserve(len);
     let before = out.len();
 
-    out.extend_from_slice(req.method.as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(target);
-    out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
-    out.extend_from_slice(host);
-    out.extend_from_slice(b"\r\n");
+    if post {
+        out.extend_from_slice(req.origin.post_head.as_bytes());
+    } else {
+        out.extend_from_slice(req.method.as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(target);
+        out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
+        out.extend_from_slice(host);
+        out.extend_from_slice(b"\r\n");
+    }
     for &(name, value) in req.headers {
         out.extend_from_slice(name.0.as_bytes());
         out.extend_from_slice(b": ");
