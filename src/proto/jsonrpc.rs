@@ -47,11 +47,19 @@ impl WireId {
     pub fn parse(raw: RawJson<'_>) -> Option<Self> {
         let s = raw.text();
         let digits = s.strip_prefix('"').and_then(|s| s.strip_suffix('"')).unwrap_or(s);
-        if digits.is_empty() || digits.len() > 16 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        if digits.is_empty() || digits.len() > 16 {
             return None;
         }
-        // At most 16 digits (checked above), so this cannot overflow.
-        let v = digits.bytes().fold(0u64, |v, d| v * 10 + u64::from(d - b'0'));
+        // One pass that checks and adds each digit. At most 16 digits (checked above), so this
+        // cannot overflow.
+        let mut v = 0u64;
+        for d in digits.bytes() {
+            let digit = d.wrapping_sub(b'0');
+            if digit > 9 {
+                return None;
+            }
+            v = v * 10 + u64::from(digit);
+        }
         (v >> (SLOT_BITS + GEN_BITS) == 0).then_some(Self(v))
     }
 }
@@ -526,7 +534,12 @@ mod tests {
         assert_eq!(id.generation(), u32::MAX);
         assert_eq!(WireId::parse(raw(&id.get().to_string())), Some(id));
         assert_eq!(WireId::parse(raw(&format!("\"{}\"", id.get()))), Some(id));
-        for bad in ["-1", "1.5", "null", "\"x\"", "1e3", "9007199254740993", "\"\""] {
+        // The bytes either side of the digits, `/` and `:`, are not digits.
+        let neighbours = ["\"1/2\"", "\"12:4\"", "\"/\"", "\":\"", "\"12a\""];
+        for bad in ["-1", "1.5", "null", "\"x\"", "1e3", "9007199254740993", "\"\""]
+            .into_iter()
+            .chain(neighbours)
+        {
             assert_eq!(WireId::parse(raw(bad)), None, "{bad}");
         }
     }
