@@ -24,8 +24,10 @@
 //! types and pure decisions live in a module of its own that knows nothing of `Engine`: the
 //! pending table (`requests`), timers, the event queue, the circuit breakers, the retry
 //! policy, the restart bookkeeping, the era probe's verdicts, the task and server-request
-//! tables, and the rest. Those modules import only from each other and from below (`proto`,
-//! `config`, `error`); nothing in them reaches back into this file.
+//! tables, and the rest. Those modules import from each other, by their defining paths, and
+//! from the floors below; nothing in them reaches back into this file. (The two arrows that
+//! still point elsewhere are the crate's module map's: the catalog's changes carried by the
+//! events, and `auth`'s error payloads in the transport's reports.)
 
 pub(crate) mod answer_checks;
 pub(crate) mod breaker;

@@ -16,7 +16,7 @@
 use std::time::Duration;
 
 use crate::engine::requests::CallId;
-use crate::engine::TransportKind;
+use crate::engine::transport::TransportKind;
 use crate::error::{CallError, LocalError};
 use crate::proto::jsonrpc::WireId;
 use crate::proto::mcp::Method;
