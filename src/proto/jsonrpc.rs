@@ -206,6 +206,9 @@ impl<'a> Envelope<'a> {
 }
 
 impl<'a> Visitor<'a> for Envelope<'a> {
+    // Inlined into the scanner's key step: called for every key of the envelope and of the
+    // result, it was a call of its own (139 instructions per stdio call, callgrind.sh).
+    #[inline(always)]
     fn slot(&mut self, parent: Option<u8>, key: &[u8]) -> u8 {
         match parent {
             None => match key {
