@@ -314,40 +314,9 @@ pub(crate) fn write_json_str(out: &mut Vec<u8>, s: &str) {
 }
 
 /// Writes an unsigned integer in decimal into `out`.
-pub(crate) fn write_u64(out: &mut Vec<u8>, mut v: u64) {
-    // Every request writes its id, so this skips `fmt`'s machinery: digits into a stack buffer
-    // from the right (a u64 has at most 20), then one copy.
-    // Two digits per division: ids have about ten.
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
-    while v >= 100 {
-        let pair = (v % 100) as usize * 2;
-        v /= 100;
-        start -= 2;
-        digits[start..start + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
-    }
-    if v >= 10 {
-        let pair = v as usize * 2;
-        start -= 2;
-        digits[start..start + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
-    } else {
-        start -= 1;
-        digits[start] = b'0' + v as u8;
-    }
-    out.extend_from_slice(&digits[start..]);
+pub(crate) fn write_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
-
-/// "00" to "99", two bytes each, for [`write_u64`].
-const DIGIT_PAIRS: [u8; 200] = {
-    let mut table = [0u8; 200];
-    let mut i = 0;
-    while i < 100 {
-        table[2 * i] = b'0' + (i / 10) as u8;
-        table[2 * i + 1] = b'0' + (i % 10) as u8;
-        i += 1;
-    }
-    table
-};
 
 /// A request's method, as [`write_request`] writes it.
 #[derive(Debug, Clone, Copy)]
