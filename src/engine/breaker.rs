@@ -151,6 +151,7 @@ impl Breakers {
     }
 
     /// Records how a call that was admitted ended.
+    #[inline]
     pub(crate) fn record(
         &mut self,
         tenant: u32,

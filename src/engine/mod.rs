@@ -719,6 +719,7 @@ impl Engine {
     }
 
     /// Asks the call's circuit breaker; a change of its state is an event.
+    #[inline]
     fn admit(&mut self, tenant: u32, op: OperationClass, now: Instant) -> bool {
         let (ok, change) = self.breakers.admit(tenant, op, now);
         if let Some(c) = change {
@@ -1430,6 +1431,7 @@ impl Engine {
     }
 
     /// Addresses a transmit: the era's version, and for a request its name and param headers.
+    #[inline]
     fn route(&self, len: usize, kind: TransmitKind) -> Transmit<'_> {
         let version = self.lifecycle.version();
         let params = ParamHeaders::default();

@@ -355,6 +355,7 @@ impl Requests {
     }
 
     /// Takes a slot; the caller fills its buffers. `None` when the table is full.
+    #[inline]
     pub(crate) fn insert(
         &mut self,
         method: Method,

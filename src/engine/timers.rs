@@ -135,6 +135,7 @@ impl Timers {
 impl Timers {
     /// Schedules a pending request's deadline or backoff end; rebuilds the heap from the live
     /// entries of `requests` when stale ones have piled up.
+    #[inline]
     pub(super) fn schedule_request(
         &mut self,
         requests: &Requests,
