@@ -16,9 +16,30 @@ pub(crate) fn later(now: Instant, wait: Duration) -> Instant {
     now.checked_add(wait.min(FARTHEST)).unwrap_or(now)
 }
 
+/// The earlier of two optional deadlines; `None` only when both are.
+#[inline]
+pub(crate) fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_earlier_deadline_is_the_earlier_of_those_there_are() {
+        let now = Instant::now();
+        let soon = now + Duration::from_secs(1);
+        assert_eq!(earlier(Some(soon), Some(now)), Some(now));
+        assert_eq!(earlier(Some(now), Some(soon)), Some(now));
+        assert_eq!(earlier(None, Some(soon)), Some(soon));
+        assert_eq!(earlier(Some(soon), None), Some(soon));
+        assert_eq!(earlier(None, None), None);
+    }
 
     #[test]
     fn later_never_overflows() {

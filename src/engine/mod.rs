@@ -904,14 +904,10 @@ impl Engine {
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         // The heap may hold a stale earliest entry: at worst one early wake-up.
-        self.timers
-            .earliest()
-            .map(|at| self.epoch.instant(at))
-            .into_iter()
-            .chain(self.reprobe_at())
-            .chain(self.restart.next_wakeup())
-            .chain(self.server_requests.next_deadline())
-            .min()
+        let timer = self.timers.earliest().map(|at| self.epoch.instant(at));
+        let other = crate::time::earlier(self.reprobe_at(), self.restart.next_wakeup());
+        let other = crate::time::earlier(other, self.server_requests.next_deadline());
+        crate::time::earlier(timer, other)
     }
 
     /// The next event for the host. Borrowed data in it is valid until the next call on the

@@ -19,6 +19,7 @@ use super::{AddServerError, Host, Transport};
 use crate::client::Client;
 use crate::config::CacheConfig;
 use crate::engine::Engine;
+use crate::time::earlier;
 
 /// Why [`Host::embedded`] could not make a host.
 #[derive(Debug)]
@@ -473,16 +474,13 @@ impl Host {
         for (index, s) in self.client.servers.iter() {
             let driver = self.transports.get(index).and_then(Option::as_ref);
             unread |= driver.is_some_and(Transport::has_backlog);
-            let due = [s.next_deadline(), driver.and_then(Transport::poll_timeout)];
-            deadline = due.into_iter().flatten().chain(deadline).min();
+            let due = earlier(s.next_deadline(), driver.and_then(Transport::poll_timeout));
+            deadline = earlier(deadline, due);
         }
         // Closed servers' children still exiting: their next check or signal; closed servers'
         // session `DELETE`s: when they are given up on.
-        let deadline = [self.exiting.poll_timeout(), self.ending.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .chain(deadline)
-            .min();
+        let ending = earlier(self.exiting.poll_timeout(), self.ending.poll_timeout());
+        let deadline = earlier(deadline, ending);
         // Input that no readiness edge will report again, or output a command left unwritten
         // (a verb of the core called without the host's flush): due now.
         if unread || self.client.has_unflushed() {
