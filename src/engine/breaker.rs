@@ -73,15 +73,19 @@ pub(crate) fn counts(e: &CallError) -> bool {
 
 /// All the breakers of one engine. A handful of (tenant, class) pairs is the norm, so a small
 /// vector beats a map.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Breakers {
     policy: BreakerPolicy,
     all: SmallVec<[Breaker; 4]>,
+    /// Every breaker is closed with no failure counted: a call is admitted, and a success
+    /// changes nothing, without looking its breaker up (the steady state of a healthy server,
+    /// paid on every call). Recomputed after any other outcome.
+    all_fresh: bool,
 }
 
 impl Breakers {
     pub(crate) fn new(policy: BreakerPolicy) -> Self {
-        Self { policy, all: SmallVec::new() }
+        Self { policy, all: SmallVec::new(), all_fresh: true }
     }
 
     pub(super) fn find(&mut self, tenant: u32, class: OperationClass) -> &mut Breaker {
@@ -131,11 +135,11 @@ impl Breakers {
         class: OperationClass,
         now: Instant,
     ) -> (bool, Option<Change>) {
-        if self.policy.failure_threshold == 0 {
+        if self.policy.failure_threshold == 0 || self.all_fresh {
             return (true, None);
         }
         let b = self.find(tenant, class);
-        match b.state {
+        let verdict = match b.state {
             State::Closed { .. } => (true, None),
             State::Open { until } if now >= until => {
                 b.state = State::HalfOpen { probe_out: true };
@@ -147,7 +151,14 @@ impl Breakers {
                 b.state = State::HalfOpen { probe_out: true };
                 (true, None)
             }
-        }
+        };
+        self.note_states();
+        verdict
+    }
+
+    /// Recomputes [`all_fresh`](Self::all_fresh) after a state may have changed.
+    fn note_states(&mut self) {
+        self.all_fresh = self.all.iter().all(|b| b.state == State::Closed { failures: 0 });
     }
 
     /// Records how a call that was admitted ended.
@@ -159,7 +170,7 @@ impl Breakers {
         outcome: Option<&CallError>,
         now: Instant,
     ) -> Option<Change> {
-        if self.policy.failure_threshold == 0 {
+        if self.policy.failure_threshold == 0 || (outcome.is_none() && self.all_fresh) {
             return None;
         }
         let threshold = self.policy.failure_threshold;
@@ -190,6 +201,7 @@ impl Breakers {
             (State::Open { .. }, _, _) => (b.state, None),
         };
         b.state = next;
+        self.note_states();
         changed.map(|state| Change { tenant, class, state })
     }
 
@@ -320,5 +332,29 @@ mod tests {
         assert!(b.admit(T, R, later).0);
         b.record(T, R, Some(&CallError::Local(LocalError::Cancelled)), later);
         assert!(b.admit(T, R, later).0, "another probe may go");
+    }
+
+    #[test]
+    fn the_lookup_is_skipped_only_while_every_breaker_is_fresh() {
+        let policy = BreakerPolicy { failure_threshold: 2, cool_down: Duration::from_secs(1) };
+        let mut b = Breakers::new(policy);
+        let now = Instant::now();
+        assert!(b.admit(T, R, now).0 && b.all_fresh);
+        assert_eq!(b.record(T, R, None, now), None);
+        assert!(b.all.is_empty(), "a healthy table looks nothing up");
+        // One failure counted: successes go the long way again, and reset the count.
+        b.record(T, R, Some(&lost()), now);
+        assert!(!b.all_fresh);
+        b.record(T, R, None, now);
+        assert!(b.all_fresh, "the success reset the only breaker");
+        // Tripped, then recovered through a probe: fresh again.
+        b.record(T, R, Some(&lost()), now);
+        assert_eq!(b.record(T, R, Some(&lost()), now).map(|c| c.state), Some(BreakerState::Open));
+        assert!(!b.admit(T, R, now).0, "an open breaker is never skipped");
+        let later = now + Duration::from_secs(1);
+        assert!(b.admit(T, R, later).0);
+        assert!(!b.admit(T, R, later).0, "the half-open probe is out");
+        assert_eq!(b.record(T, R, None, later).map(|c| c.state), Some(BreakerState::Closed));
+        assert!(b.all_fresh);
     }
 }
