@@ -516,7 +516,7 @@ impl Client {
     /// handlers asked. Spurious calls do nothing but a scan of the servers.
     pub fn handle_timeout(&mut self, now: Instant) {
         for (index, s) in self.servers.iter_mut() {
-            if s.engine.poll_timeout().is_some_and(|d| d <= now) {
+            if s.engine.is_due(now) {
                 s.engine.handle_timeout(now);
             }
             // Output of a timer, or of input the shell gave an engine directly.

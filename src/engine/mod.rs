@@ -910,6 +910,18 @@ impl Engine {
         crate::time::earlier(timer, other)
     }
 
+    /// Whether [`poll_timeout`](Self::poll_timeout) has come at `now`: what a loop asks every
+    /// round before [`handle_timeout`](Self::handle_timeout). The timers are compared as
+    /// stamps, which `now` usually is already (the round's input was stamped with it), where
+    /// `poll_timeout` turns the earliest one back into an `Instant` first.
+    #[must_use]
+    pub fn is_due(&self, now: Instant) -> bool {
+        let timer_due = self.timers.earliest().is_some_and(|at| at <= self.epoch.stamp(now));
+        let other = crate::time::earlier(self.reprobe_at(), self.restart.next_wakeup());
+        let other = crate::time::earlier(other, self.server_requests.next_deadline());
+        timer_due || other.is_some_and(|at| at <= now)
+    }
+
     /// The next event for the host. Borrowed data in it is valid until the next call on the
     /// engine.
     pub fn poll_event(&mut self) -> Option<Event<'_>> {

@@ -100,6 +100,7 @@ impl Harness {
 
     pub(super) fn advance(&mut self, d: Duration) {
         self.now += d;
+        self.check_due();
         self.engine.handle_timeout(self.now);
         self.flush();
     }
@@ -109,8 +110,16 @@ impl Harness {
         let t = self.engine.poll_timeout().expect("no timer armed");
         assert!(t >= self.now);
         self.now = t;
+        self.check_due();
         self.engine.handle_timeout(self.now);
         self.flush();
+    }
+
+    /// `is_due`, the loop's cheap question, agrees with `poll_timeout` in every scenario that
+    /// moves the clock (deadlines, backoffs, restarts, probes, server requests).
+    fn check_due(&self) {
+        let by_instant = self.engine.poll_timeout().is_some_and(|t| t <= self.now);
+        assert_eq!(self.engine.is_due(self.now), by_instant, "at {:?}", self.now);
     }
 
     pub(super) fn events(&mut self) -> Vec<String> {

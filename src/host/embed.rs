@@ -597,7 +597,7 @@ impl Host {
 
 /// One server's share of a tick, after its input: due timers, a process it asks for, output.
 fn upkeep(engine: &mut Engine, transport: &mut Transport, registry: &Registry, now: Instant) {
-    if engine.poll_timeout().is_some_and(|d| d <= now) {
+    if engine.is_due(now) {
         engine.handle_timeout(now);
     }
     if transport.poll_timeout().is_some_and(|d| d <= now) {

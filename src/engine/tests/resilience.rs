@@ -615,3 +615,18 @@ fn calls_waiting_on_a_failing_http_probe_end_with_the_transport_error_within_the
     // Probes at 0, 250, 750 and 1750 ms; the next would be at 3750 ms, past the deadline.
     assert_eq!(when, Duration::from_millis(1750));
 }
+
+#[test]
+fn a_deadline_is_due_from_its_instant_on_and_not_a_nanosecond_before() {
+    let mut h = Harness::ready_modern();
+    assert!(!h.engine.is_due(h.now), "nothing pending, nothing due");
+    let opts = CallOptions { timeout: Some(Duration::from_millis(500)), ..CallOptions::default() };
+    h.engine.call_tool(h.now, "slow", raw("{}"), &opts).unwrap();
+    h.flush();
+    let deadline = h.engine.poll_timeout().expect("the call's deadline");
+    assert_eq!(deadline, h.now + Duration::from_millis(500));
+    assert!(!h.engine.is_due(deadline - Duration::from_nanos(1)));
+    assert!(h.engine.is_due(deadline));
+    assert!(h.engine.is_due(deadline + Duration::from_secs(3600)));
+}
+
