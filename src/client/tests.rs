@@ -47,6 +47,7 @@ impl Sim {
     }
 
     fn make_ready(&mut self, id: ServerId) -> ServerId {
+        assert_eq!(self.unflushed(), vec![id], "the probe is named for the shell to write");
         let discover = self.sent_one(id);
         assert_eq!(discover["method"], "server/discover");
         self.reply(
@@ -214,6 +215,29 @@ fn the_shell_is_told_each_server_with_output_once() {
     assert_eq!(sim.sent(a).len(), 2);
     let unknown = sim.client.call_tool_json(sim.now, b, "echo", "{}", &opts);
     assert!(matches!(unknown, Err(RequestError::Closed)));
+}
+
+/// The era's first request is output too: a shell that writes only the servers the core names
+/// must learn of the probe an opened transport starts, and of the handshake a legacy answer
+/// starts, or a server added to a running core never becomes ready.
+#[test]
+fn the_probe_and_the_handshake_are_named_for_the_shell_to_write() {
+    let mut sim = Sim::new();
+    let engine = Engine::new(Config::default(), sim.now).unwrap();
+    let id = sim.client.add_server(engine, "a", TransportKind::Stdio);
+    assert!(sim.unflushed().is_empty(), "no transport yet, nothing to write");
+    sim.client.handle_transport(sim.now, id, TransportEvent::opened());
+    assert_eq!(sim.unflushed(), vec![id], "the probe waits to be written");
+    let discover = sim.sent_one(id);
+    assert_eq!(discover["method"], "server/discover");
+    // A legacy server refuses the probe: the handshake comes next, and is named too.
+    sim.peer(
+        id,
+        json!({"jsonrpc": "2.0", "id": discover["id"],
+            "error": {"code": -32601, "message": "Method not found"}}),
+    );
+    assert_eq!(sim.unflushed(), vec![id], "the handshake waits to be written");
+    assert_eq!(sim.sent_one(id)["method"], "initialize");
 }
 
 /// Servers take turns in `poll_event`: a server with many events does not starve another.

@@ -517,7 +517,8 @@ impl StdioDriver {
                 self.written = 0;
             }
             let mut full = self.out.len() >= self.max_unsent;
-            while !full {
+            // Most passes (every round's upkeep) find nothing to send: no call to learn it.
+            while !full && engine.has_output() {
                 let Some(t) = engine.poll_transmit(now, &mut self.out) else { break };
                 if t.len > 0 {
                     self.out.push(b'\n');

@@ -1322,11 +1322,22 @@ impl Engine {
 // Outgoing frames: requests with their `_meta`, control frames, the route a driver needs
 // (`outbound`).
 impl Engine {
-    /// `true` while requests or control frames wait for `poll_transmit`.
-    // Only the host (feature `stdio`) asks, to tell an idle loop it may skip its poll.
-    #[cfg_attr(not(feature = "stdio"), allow(dead_code))]
+    /// `true` while requests, control frames or the era's own request (the probe, the
+    /// handshake) wait for `poll_transmit`; when `false`, `poll_transmit` returns `None`. The
+    /// core names the servers to write by it, and a driver skips its pass over an engine with
+    /// nothing to send.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the core and the drivers
+    #[inline]
     pub(crate) fn has_output(&self) -> bool {
-        !self.send_queue.is_empty() || !self.control.is_empty()
+        !self.send_queue.is_empty() || !self.control.is_empty() || self.lifecycle_has_unsent()
+    }
+
+    fn lifecycle_has_unsent(&self) -> bool {
+        match &self.lifecycle {
+            Lifecycle::Probing(Probe { step: ProbeStep::InFlight(call), .. })
+            | Lifecycle::Handshaking { call } => call.unsent.is_some(),
+            _ => false,
+        }
     }
 
     /// Writes the request with this wire id, if it is still current and queued.

@@ -505,7 +505,8 @@ impl HttpSession {
     /// is checked, the legacy GET stream is queued once the handshake is done, and resumes of
     /// broken POST streams whose `retry:` delay has passed are queued.
     pub(crate) fn handle_timeout(&mut self, engine: &mut Engine, now: Instant) {
-        loop {
+        // Most passes find nothing to send: they take no exchange to learn it.
+        while engine.has_output() {
             // The engine writes each frame straight into the body of the exchange that will
             // carry it: no copy, no buffer of the session's own.
             let i = self.take();
