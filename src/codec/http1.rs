@@ -62,8 +62,12 @@ pub(crate) struct RequestHead<'a> {
     pub method: &'a str,
     /// Where the request goes: its target and `Host`, checked when the origin was made.
     pub origin: &'a Origin,
-    /// More headers, written in this order after `Host`. Their names were checked when made
-    /// ([`HeaderName`]); their values are checked here, on every request.
+    /// Header lines written as they are right after `Host` (`Name: value\r\n` each): the
+    /// crate's own constant headers, laid out once at build time so a request copies them in
+    /// one piece. Never from a host or a peer; the session's presets are checked by a test.
+    pub preset: &'static [u8],
+    /// More headers, written in this order after the preset. Their names were checked when
+    /// made ([`HeaderName`]); their values are checked here, on every request.
     pub headers: &'a [(HeaderName<'a>, &'a [u8])],
 }
 
@@ -228,7 +232,7 @@ pub(crate) fn write_request(
     }
     let (target, host) = (req.origin.target.as_bytes(), req.origin.host.as_bytes());
     // `METHOD SP target " HTTP/1.1\r\n"`, then `"Host: " host CRLF`.
-    let mut len = req.method.len() + 1 + target.len() + 11 + 6 + host.len() + 2;
+    let mut len = req.method.len() + 1 + target.len() + 11 + 6 + host.len() + 2 + req.preset.len();
     for (i, &(name, value)) in req.headers.iter().enumerate() {
         if breaks_line(value) {
             return Err(RequestError::HeaderValue(i));
@@ -253,6 +257,7 @@ pub(crate) fn write_request(
         out.extend_from_slice(host);
         out.extend_from_slice(b"\r\n");
     }
+    out.extend_from_slice(req.preset);
     for &(name, value) in req.headers {
         out.extend_from_slice(name.0.as_bytes());
         out.extend_from_slice(b": ");
@@ -1527,6 +1532,7 @@ mod tests {
         let req = RequestHead {
             method: "POST",
             origin: &origin("/mcp?x=1", "127.0.0.1:18201"),
+            preset: b"",
             headers: &[
                 (CONTENT_TYPE, b"application/json"),
                 (ACCEPT, b"application/json, text/event-stream"),
@@ -1536,6 +1542,16 @@ mod tests {
         write_request(&mut out, &req, b"{\"id\":1}").unwrap();
         let expected = "previousPOST /mcp?x=1 HTTP/1.1\r\nHost: 127.0.0.1:18201\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nContent-Length: 8\r\n\r\n{\"id\":1}";
         assert_eq!(String::from_utf8(out).unwrap(), expected);
+        // The same head with its constant lines preset: the same bytes.
+        let mut preset_out = b"previous".to_vec();
+        let preset = RequestHead {
+            preset:
+                b"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n",
+            headers: &[(HeaderName::fixed("MCP-Protocol-Version"), b"2026-07-28")],
+            ..req
+        };
+        write_request(&mut preset_out, &preset, b"{\"id\":1}").unwrap();
+        assert_eq!(String::from_utf8(preset_out).unwrap(), expected);
     }
 
     #[test]
@@ -1548,7 +1564,7 @@ mod tests {
                 let mut out = b"x".to_vec();
                 let body = vec![b'a'; n];
                 let headers = &[(HeaderName::fixed("A"), &b"b"[..]), (ACCEPT, b"")];
-                let req = RequestHead { method, origin: &origin, headers };
+                let req = RequestHead { method, origin: &origin, preset: b"P: q\r\n", headers };
                 write_request(&mut out, &req, &body).unwrap();
                 assert!(out.ends_with(&body));
             }
@@ -1559,7 +1575,7 @@ mod tests {
     fn writes_get_and_post_lengths() {
         let mut out = Vec::new();
         let origin = origin("/mcp", "[::1]:80");
-        let get = RequestHead { method: "GET", origin: &origin, headers: &[] };
+        let get = RequestHead { method: "GET", origin: &origin, preset: b"", headers: &[] };
         write_request(&mut out, &get, b"").unwrap();
         assert_eq!(out, b"GET /mcp HTTP/1.1\r\nHost: [::1]:80\r\n\r\n");
         out.clear();
@@ -1572,7 +1588,7 @@ mod tests {
     fn refuses_injection_and_writes_nothing() {
         let fine = origin("/mcp", "h:1");
         let a = HeaderName::fixed("A");
-        let ok = RequestHead { method: "POST", origin: &fine, headers: &[] };
+        let ok = RequestHead { method: "POST", origin: &fine, preset: b"", headers: &[] };
         let cases: &[(RequestHead<'_>, RequestError)] = &[
             (RequestHead { method: "PO ST", ..ok }, RequestError::Method),
             (RequestHead { method: "", ..ok }, RequestError::Method),

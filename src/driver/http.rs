@@ -410,9 +410,10 @@ impl HttpDriver {
         // A block: the headers borrow the session until they are dropped.
         {
             let mut headers = PlanHeaders::new();
-            if let Some((method, body)) = self.session.plan_into(x, now, &at.htu, &mut headers) {
-                let head = RequestHead { method, origin: &at.origin, headers: &headers };
-                if let Err(e) = http1::write_request(out, &head, body) {
+            if let Some(plan) = self.session.plan_into(x, now, &at.htu, &mut headers) {
+                let (method, preset) = (plan.method, plan.preset);
+                let head = RequestHead { method, origin: &at.origin, preset, headers: &headers };
+                if let Err(e) = http1::write_request(out, &head, plan.body) {
                     // Only caller-supplied values can be refused here; they were checked at setup.
                     log::debug!("request head refused: {e:?}");
                 }

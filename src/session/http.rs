@@ -112,16 +112,60 @@ pub(crate) type PlanHeaders<'a> = SmallVec<[(HeaderName<'a>, &'a [u8]); 16]>;
 #[derive(Debug)]
 pub(crate) struct RequestPlan<'a> {
     pub(crate) method: &'static str,
+    /// Constant header lines written before `headers` ([`RequestHead::preset`]).
+    ///
+    /// [`RequestHead::preset`]: crate::codec::http1::RequestHead::preset
+    pub(crate) preset: &'static [u8],
     pub(crate) headers: PlanHeaders<'a>,
     pub(crate) body: &'a [u8],
+}
+
+/// What [`HttpSession::plan_into`] decides beside the headers it pushes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PlanHead<'a> {
+    pub(crate) method: &'static str,
+    pub(crate) preset: &'static [u8],
+    pub(crate) body: &'a [u8],
+}
+
+/// The constant header lines of a POST or a GET, with the negotiated version's line for each
+/// version mcpoll speaks: a request copies them in one piece instead of six. `true` when the
+/// version's line is in (a version without lines of its own has its header pushed as any).
+fn preset(get: bool, version: Option<ProtocolVersion>) -> (&'static [u8], bool) {
+    macro_rules! post {
+        ($($v:literal)?) => {
+            concat!(
+                "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+                $(, "MCP-Protocol-Version: ", $v, "\r\n")?
+            )
+        };
+    }
+    macro_rules! get {
+        ($($v:literal)?) => {
+            concat!("Accept: text/event-stream\r\n" $(, "MCP-Protocol-Version: ", $v, "\r\n")?)
+        };
+    }
+    let (lines, versioned) = match (get, version.map(ProtocolVersion::as_str)) {
+        (false, None) => (post!(), true),
+        (true, None) => (get!(), true),
+        (false, Some("2026-07-28")) => (post!("2026-07-28"), true),
+        (true, Some("2026-07-28")) => (get!("2026-07-28"), true),
+        (false, Some("2025-11-25")) => (post!("2025-11-25"), true),
+        (true, Some("2025-11-25")) => (get!("2025-11-25"), true),
+        (false, Some("2025-06-18")) => (post!("2025-06-18"), true),
+        (true, Some("2025-06-18")) => (get!("2025-06-18"), true),
+        (false, Some("2025-03-26")) => (post!("2025-03-26"), true),
+        (true, Some("2025-03-26")) => (get!("2025-03-26"), true),
+        (false, Some(_)) => (post!(), false),
+        (true, Some(_)) => (get!(), false),
+    };
+    (lines.as_bytes(), versioned)
 }
 
 /// The names of the headers the session writes, checked when the crate is built.
 mod names {
     use crate::codec::http1::HeaderName;
 
-    pub(super) const ACCEPT: HeaderName<'static> = HeaderName::fixed("Accept");
-    pub(super) const CONTENT_TYPE: HeaderName<'static> = HeaderName::fixed("Content-Type");
     pub(super) const PROTOCOL_VERSION: HeaderName<'static> =
         HeaderName::fixed("MCP-Protocol-Version");
     pub(super) const METHOD: HeaderName<'static> = HeaderName::fixed("Mcp-Method");
@@ -489,7 +533,7 @@ impl HttpSession {
             headers.push((names::DPOP, proof));
         }
         headers.extend(host_headers(&self.headers));
-        Some(RequestPlan { method: "DELETE", headers, body: &[] })
+        Some(RequestPlan { method: "DELETE", preset: b"", headers, body: &[] })
     }
 
     // ----- outgoing ------------------------------------------------------------------------
@@ -758,7 +802,7 @@ impl HttpSession {
         now: Instant,
         htu: &str,
         headers: &mut PlanHeaders<'a>,
-    ) -> Option<(&'static str, &'a [u8])> {
+    ) -> Option<PlanHead<'a>> {
         let Self {
             exchanges,
             session_id,
@@ -800,13 +844,8 @@ impl HttpSession {
             Some(o) if !bearer.is_empty() => o.resource_proof(now, htm, htu),
             _ => None,
         };
-        if get {
-            headers.push((names::ACCEPT, b"text/event-stream"));
-        } else {
-            headers.push((names::CONTENT_TYPE, b"application/json"));
-            headers.push((names::ACCEPT, b"application/json, text/event-stream"));
-        }
-        if let Some(v) = x.version {
+        let (preset, versioned) = preset(get, x.version);
+        if let (Some(v), false) = (x.version, versioned) {
             headers.push((names::PROTOCOL_VERSION, v.as_str().as_bytes()));
         }
         if let (true, Carries::Request { method, .. }) = (x.modern, x.carries) {
@@ -843,7 +882,7 @@ impl HttpSession {
         }
         headers.extend(host_headers(extra));
         let body: &[u8] = if get { &[] } else { &x.body };
-        Some((htm, body))
+        Some(PlanHead { method: htm, preset, body })
     }
 
     /// [`plan_into`](Self::plan_into) as one value, for tests that read a plan.
@@ -855,8 +894,8 @@ impl HttpSession {
         htu: &str,
     ) -> Option<RequestPlan<'_>> {
         let mut headers = PlanHeaders::new();
-        let (method, body) = self.plan_into(x, now, htu, &mut headers)?;
-        Some(RequestPlan { method, headers, body })
+        let PlanHead { method, preset, body } = self.plan_into(x, now, htu, &mut headers)?;
+        Some(RequestPlan { method, preset, headers, body })
     }
 
     // ----- incoming ------------------------------------------------------------------------

@@ -57,7 +57,7 @@ impl SessionEnd {
         let at = instances.current();
         let request = session
             .end_plan(now, &at.htu)
-            .map(|plan| encode(plan.method, at, &plan.headers, plan.body));
+            .map(|plan| encode(plan.method, at, plan.preset, &plan.headers, plan.body));
         let _ = session.take_session_id();
         let (addr, request) = (instances.addr_in_use()?, request?);
         let sent = request.and_then(|r| Self::send(r, at, addr, registry, token, tls, deadline));

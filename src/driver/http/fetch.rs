@@ -133,7 +133,7 @@ impl OAuthRequests {
             HttpMethod::Get => "GET",
             HttpMethod::Post => "POST",
         };
-        let request = encode(method, at, &headers, &req.body)?;
+        let request = encode(method, at, b"", &headers, &req.body)?;
         OneShot::start(request, at, self.tls.as_ref(), addr, registry, self.token, MAX_BODY)
     }
 
@@ -274,13 +274,14 @@ impl OAuthFetch {
 pub(super) fn encode(
     method: &str,
     at: &Instance,
+    preset: &'static [u8],
     headers: &[(HeaderName<'_>, &[u8])],
     body: &[u8],
 ) -> io::Result<Vec<u8>> {
     const CONNECTION: HeaderName<'static> = HeaderName::fixed("Connection");
     let mut all: SmallVec<[(HeaderName<'_>, &[u8]); 16]> = headers.iter().copied().collect();
     all.push((CONNECTION, b"close"));
-    let head = RequestHead { method, origin: &at.origin, headers: &all };
+    let head = RequestHead { method, origin: &at.origin, preset, headers: &all };
     let mut request = Vec::with_capacity(512);
     http1::write_request(&mut request, &head, body).map_err(refused)?;
     Ok(request)

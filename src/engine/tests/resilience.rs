@@ -629,4 +629,3 @@ fn a_deadline_is_due_from_its_instant_on_and_not_a_nanosecond_before() {
     assert!(h.engine.is_due(deadline));
     assert!(h.engine.is_due(deadline + Duration::from_secs(3600)));
 }
-

@@ -32,6 +32,47 @@ impl Sent {
     }
 }
 
+/// A plan's preset header lines as (name, value) pairs, each line checked as the request
+/// writer checks a header it is given.
+fn preset_pairs(preset: &[u8]) -> Vec<(String, String)> {
+    let text = std::str::from_utf8(preset).expect("ASCII lines");
+    assert!(text.is_empty() || text.ends_with("\r\n"), "{text:?}");
+    text.split_terminator("\r\n")
+        .map(|line| {
+            let (name, value) = line.split_once(": ").expect("Name: value");
+            assert!(HeaderName::new(name).is_ok(), "{name:?}");
+            assert!(!crate::codec::http1::breaks_line(value.as_bytes()), "{value:?}");
+            (name.to_owned(), value.to_owned())
+        })
+        .collect()
+}
+
+/// Every version mcpoll speaks has its line in the presets, and each preset says what the
+/// headers it stands for said (the exact bytes of a request are in the driver's tests).
+#[test]
+fn the_presets_cover_every_version_with_well_formed_lines() {
+    use crate::proto::version::{LEGACY_VERSIONS, MODERN_VERSIONS};
+    for get in [false, true] {
+        let accept = if get { "text/event-stream" } else { "application/json, text/event-stream" };
+        let (none, versioned) = super::preset(get, None);
+        assert!(versioned);
+        let mut expected = Vec::new();
+        if !get {
+            expected.push(("Content-Type".to_owned(), "application/json".to_owned()));
+        }
+        expected.push(("Accept".to_owned(), accept.to_owned()));
+        assert_eq!(preset_pairs(none), expected);
+        for &v in MODERN_VERSIONS.iter().chain(LEGACY_VERSIONS) {
+            let version = ProtocolVersion::known(v).expect("a known version");
+            let (lines, versioned) = super::preset(get, Some(version));
+            assert!(versioned, "{v} has no preset line");
+            let mut with_version = expected.clone();
+            with_version.push(("MCP-Protocol-Version".to_owned(), v.to_owned()));
+            assert_eq!(preset_pairs(lines), with_version);
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Refresher {
     fresh: Vec<&'static str>,
@@ -89,11 +130,12 @@ impl Sim {
         self.session.peek_waiting()?;
         let x = self.session.poll_exchange(&mut self.engine, self.now)?;
         let plan = self.session.plan(x, self.now, "http://127.0.0.1:9/mcp").unwrap();
-        let headers = plan
-            .headers
-            .iter()
-            .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v).into_owned()))
-            .collect();
+        let mut headers = preset_pairs(plan.preset);
+        headers.extend(
+            plan.headers
+                .iter()
+                .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v).into_owned())),
+        );
         let body = serde_json::from_slice(plan.body).unwrap_or(Value::Null);
         Some(Sent { x, method: plan.method, headers, body })
     }
