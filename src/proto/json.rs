@@ -924,11 +924,29 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
     i
 }
 
+/// The index just past the run of ASCII digits at `i`: eight bytes per step while eight are
+/// left (every reply's id is a run of ten or more digits).
 fn skip_digits(b: &[u8], mut i: usize) -> usize {
+    while let Some(chunk) = b.get(i..i + 8) {
+        // `get` gave eight bytes, so this is one load; the fallback is unreachable.
+        let stops = non_digit_lanes(u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8])));
+        if stops != 0 {
+            return i + (stops.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
     while b.get(i).is_some_and(u8::is_ascii_digit) {
         i += 1;
     }
     i
+}
+
+/// Sets the high bit of each byte lane of `word` that is not an ASCII digit; exact up to the
+/// first such lane (the only one callers use). Below 0x30 is [`lanes_below`]'s test; adding
+/// 0x46 sets the high bit of 0x3A to 0x7F, and the byte's own high bit covers 0x80 up. Lanes
+/// below the first hit are digits, so neither test carries or borrows into it.
+fn non_digit_lanes(word: u64) -> u64 {
+    lanes_below(word, 0x30) | ((word.wrapping_add(LANES * 0x46) | word) & (LANES * 0x80))
 }
 
 /// JSON whitespace. This is narrower than `u8::is_ascii_whitespace`, which also accepts form feed.
@@ -1517,6 +1535,33 @@ mod tests {
                         let hits = special_lanes(u64::from_le_bytes(word));
                         let found = (hits != 0).then(|| (hits.trailing_zeros() / 8) as usize);
                         assert_eq!(found, first, "{word:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// `non_digit_lanes`' lowest flagged lane is the first byte that is not a digit, for every
+    /// byte value in every lane, behind digits, and before any others.
+    #[test]
+    fn the_lowest_non_digit_lane_is_the_first_non_digit() {
+        for digit in [b'0', b'5', b'9'] {
+            for lane in 0..8 {
+                for byte in 0..=u8::MAX {
+                    for after in [digit, b',', 0x00, 0x39, 0x3a, 0x7f, 0x80, 0xff] {
+                        let mut word = [after; 8];
+                        word[..lane].fill(digit);
+                        word[lane] = byte;
+                        let first = word.iter().position(|c| !c.is_ascii_digit());
+                        let stops = non_digit_lanes(u64::from_le_bytes(word));
+                        let found = (stops != 0).then(|| (stops.trailing_zeros() / 8) as usize);
+                        assert_eq!(found, first, "{word:?}");
+                        // And the run as `skip_digits` finds it, eight bytes or fewer at a time.
+                        let run = first.unwrap_or(8);
+                        assert_eq!(skip_digits(&word, 0), run, "{word:?}");
+                        let mut longer = [b'1'; 19].to_vec();
+                        longer.extend_from_slice(&word);
+                        assert_eq!(skip_digits(&longer, 0), 19 + run, "{longer:?}");
                     }
                 }
             }
