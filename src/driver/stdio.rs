@@ -501,7 +501,23 @@ impl StdioDriver {
     /// Moves the engine's outgoing frames into the pipe, one line each, until the pipe is full
     /// or nothing is left. At most `Config::max_write_buffer_bytes` (plus one frame) wait in
     /// the driver: past that the engine keeps its frames until the pipe takes what is here.
+    #[inline]
     pub fn flush(
+        &mut self,
+        registry: &Registry,
+        engine: &mut Engine,
+        now: Instant,
+    ) -> io::Result<()> {
+        // Most calls (every round's upkeep, every read's) have nothing to write: they return
+        // here, without the frame of the loop below. (Bytes the pipe took stay in `out` until
+        // the next frame is added: they are not waiting.)
+        if self.written == self.out.len() && !engine.has_output() {
+            return Ok(());
+        }
+        self.flush_frames(registry, engine, now)
+    }
+
+    fn flush_frames(
         &mut self,
         registry: &Registry,
         engine: &mut Engine,
