@@ -349,9 +349,9 @@ impl From<HttpError> for std::io::Error {
 pub(crate) struct ResponseHead<'a> {
     status: u16,
     minor: u8,
+    /// Kept as bytes: only the tests and fuzz targets read it, so its UTF-8 check is theirs.
     #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))]
-    // read by the table tests and fuzz targets
-    reason: &'a str,
+    reason: &'a [u8],
     raw: &'a [u8],
     spans: &'a [Span],
 }
@@ -365,7 +365,7 @@ impl<'a> ResponseHead<'a> {
     #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))] // read by the table tests and fuzz targets
     /// The reason phrase, possibly empty (it is empty too when it was not valid UTF-8).
     pub(crate) fn reason(&self) -> &'a str {
-        self.reason
+        std::str::from_utf8(self.reason).unwrap_or("")
     }
 
     #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))] // read by the table tests and fuzz targets
@@ -819,7 +819,7 @@ impl ResponseParser {
         ResponseHead {
             status: self.status,
             minor: self.minor,
-            reason: std::str::from_utf8(reason).unwrap_or(""),
+            reason,
             raw: &self.head_raw,
             spans: &self.spans[..self.span_count],
         }
