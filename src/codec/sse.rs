@@ -115,6 +115,35 @@ enum FieldStep {
 }
 
 impl SseParser {
+    /// Makes this parser as [`new`](Self::new) would, for a new stream, keeping its buffers'
+    /// room: an exchange's parser is reset for every request it carries, and a stream after
+    /// a stream allocates nothing. (Every field is named, so a new one cannot be missed.)
+    pub(crate) fn reset(&mut self, max_event_bytes: usize) {
+        let Self { buf, start, scanned, line_cap, bom_done, after_cr, discarding, fields } = self;
+        buf.clear();
+        (*start, *scanned) = (0, 0);
+        *line_cap = max_event_bytes.saturating_add(FIELD_SLACK);
+        (*bom_done, *after_cr, *discarding) = (false, false, false);
+        let Fields {
+            max_data,
+            data,
+            data_lines,
+            event_type,
+            id_buf,
+            last_id,
+            retry,
+            skipping,
+            dispatched,
+        } = fields;
+        *max_data = max_event_bytes;
+        data.clear();
+        event_type.clear();
+        id_buf.clear();
+        last_id.clear();
+        *retry = None;
+        (*data_lines, *skipping, *dispatched) = (false, false, false);
+    }
+
     /// A parser whose events carry at most `max_event_bytes` of data (after UTF-8 decoding).
     pub(crate) fn new(max_event_bytes: usize) -> Self {
         Self {
@@ -400,7 +429,12 @@ pub(crate) enum Observed {
 /// Feeds `chunks` to a parser capped at `max`, checking its bounds on the way.
 #[cfg(any(test, fuzzing))]
 pub(crate) fn observe(max: usize, chunks: &[&[u8]]) -> Vec<Observed> {
-    let mut p = SseParser::new(max);
+    observe_in(&mut SseParser::new(max), max, chunks)
+}
+
+/// [`observe`] with a parser of the caller's (one that `max` was given to).
+#[cfg(any(test, fuzzing))]
+fn observe_in(p: &mut SseParser, max: usize, chunks: &[&[u8]]) -> Vec<Observed> {
     let mut out = Vec::new();
     for c in chunks {
         p.push(c);
@@ -456,6 +490,43 @@ mod tests {
     const LISTEN: &[u8] = include_bytes!("../../tests/data/spec/2026-sse-listen-stream.txt");
     const WITH_IDS: &[u8] =
         include_bytes!("../../tests/data/spec/2025-sse-post-stream-with-event-ids.txt");
+
+    /// A parser reset after any stream, however it was cut off, reads the next stream as a
+    /// new parser does (the session resets an exchange's parser for every request).
+    #[test]
+    fn a_reset_parser_reads_the_next_stream_as_a_new_one() {
+        let cut_offs: [&[u8]; 8] = [
+            b"",
+            b"data: half a li",
+            b"data: a\r",
+            b"\xEF\xBB",
+            b"id: 7\nretry: 1500\nevent: e\ndata: x",
+            b"id: 7\ndata: done\n\n",
+            &[b'x'; 300],
+            b"data: 0123456789012345678901234567890123456789\n",
+        ];
+        let next: [&[u8]; 6] = [
+            TOOLS_CALL,
+            LISTEN,
+            WITH_IDS,
+            b"\xEF\xBB\xBFdata: a\n\n",
+            b"\ndata: b\n\n",
+            b"data: 0123456789012345678901234567890123456789\n\n",
+        ];
+        for first_max in [16, 4096] {
+            for cut in cut_offs {
+                for stream in next {
+                    for max in [16, 4096] {
+                        let mut used = SseParser::new(first_max);
+                        observe_in(&mut used, first_max, &[cut]);
+                        used.reset(max);
+                        let again = observe_in(&mut used, max, &[stream]);
+                        assert_eq!(again, run(max, &[stream]), "{cut:?} then {stream:?}");
+                    }
+                }
+            }
+        }
+    }
 
     events! {
         single_event: 64, b"data: hello\n\n" => [msg("hello"), state(None, None)];

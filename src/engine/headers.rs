@@ -217,6 +217,12 @@ impl ParamHeaderList {
     pub(crate) fn iter(&self) -> ParamHeaders<'_> {
         ParamHeaders { list: self.0.as_deref(), next: 0 }
     }
+
+    /// No header: most calls' (only tools whose listing declares `x-mcp-header` have any).
+    #[cfg(feature = "http")]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|b| b.ends.is_empty())
+    }
 }
 
 /// The `Mcp-Param-*` headers of a `tools/call` as (header name, encoded value) pairs, for

@@ -823,7 +823,7 @@ impl HttpSession {
         x.mode = BodyMode::Json;
         x.reply.clear();
         x.challenge = None;
-        x.sse = SseParser::new(*max_body);
+        x.sse.reset(*max_body);
         let is_initialize =
             matches!(x.carries, Carries::Request { method: Method::Initialize, .. });
         // PROTOCOL.md §3.1: 2026 never sends a session id; legacy sends it after initialize.
@@ -860,8 +860,11 @@ impl HttpSession {
             }
             // Their suffixes come from the server's tool listing: checked as any name the
             // client did not write itself (a call without them pays nothing).
-            let params = x.params.iter().filter_map(|(n, v)| Some((HeaderName::new(n).ok()?, v)));
-            headers.extend(params);
+            if !x.params.is_empty() {
+                let params =
+                    x.params.iter().filter_map(|(n, v)| Some((HeaderName::new(n).ok()?, v)));
+                headers.extend(params);
+            }
         }
         if let (Some(s), true) = (session_id.as_deref(), sent_session) {
             headers.push((names::SESSION_ID, s.as_bytes()));
@@ -880,7 +883,9 @@ impl HttpSession {
         if let Some(id) = last_event_id {
             headers.push((names::LAST_EVENT_ID, id.as_bytes()));
         }
-        headers.extend(host_headers(extra));
+        if !extra.is_empty() {
+            headers.extend(host_headers(extra));
+        }
         let body: &[u8] = if get { &[] } else { &x.body };
         Some(PlanHead { method: htm, preset, body })
     }
