@@ -838,6 +838,13 @@ impl Engine {
         self.dispatch(now, frame, Some(to));
     }
 
+    /// Whether request `id` still waits for its answer (the HTTP session asks once a
+    /// response body was handed over: if it answered, the exchange has nothing left to fail).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
+    pub(crate) fn awaits(&self, id: WireId) -> bool {
+        matches!(self.requests.lookup(id), Lookup::Pending(_))
+    }
+
     /// Reports a message the codec dropped for size, with the first and last bytes of it: when
     /// the JSON-RPC id can be read from them, that call fails with `TooLarge`.
     pub fn handle_oversize(&mut self, now: Instant, head: &[u8], tail: &[u8]) {

@@ -1086,6 +1086,11 @@ impl HttpSession {
         }
         if json {
             engine.handle_reply(now, body, id);
+            if !engine.awaits(id) {
+                // The body answered the request (the common case): nothing is left to fail.
+                self.release(i);
+                return;
+            }
         }
         let failure = match status {
             401 => ExchangeFailure::Unauthorized(ex.challenge.take().unwrap_or_default()),
@@ -1095,7 +1100,6 @@ impl HttpSession {
             }
             s => ExchangeFailure::Transport(TransportError::HttpStatus(s)),
         };
-        // A no-op when the body already answered the request.
         self.fail(engine, now, i, id, failure);
     }
 
