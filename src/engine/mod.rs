@@ -656,14 +656,19 @@ impl Engine {
         params(bufs.params_buf().0);
         // Host JSON may be pretty-printed. In valid JSON a raw CR or LF can only be whitespace
         // (inside strings they must be escaped), and on stdio one would end the frame early.
-        let params = bufs.params_mut();
-        let mut at = 0;
-        while let Some(k) = params.get(at..).and_then(|rest| memchr::memchr2(b'\n', b'\r', rest)) {
-            at += k;
-            if let Some(b) = params.get_mut(at) {
-                *b = b' ';
+        // An HTTP body has its length: there they stay as the host wrote them.
+        if self.transport != TransportKind::Http {
+            let params = bufs.params_mut();
+            let mut at = 0;
+            while let Some(k) =
+                params.get(at..).and_then(|rest| memchr::memchr2(b'\n', b'\r', rest))
+            {
+                at += k;
+                if let Some(b) = params.get_mut(at) {
+                    *b = b' ';
+                }
+                at += 1;
             }
-            at += 1;
         }
         if opts.hold {
             self.requests.set_state(slot, SendState::Held);

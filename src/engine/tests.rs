@@ -62,7 +62,9 @@ impl Harness {
                 self.routes.insert(id.get(), route);
             }
             let v: Value = serde_json::from_slice(&self.buf).expect("engine wrote invalid JSON");
-            assert!(!self.buf.contains(&b'\n'), "a frame must be one line");
+            if self.engine.transport != TransportKind::Http {
+                assert!(!self.buf.contains(&b'\n'), "a stdio frame must be one line");
+            }
             self.sent.push(v);
         }
     }
@@ -477,6 +479,23 @@ fn pretty_printed_arguments_stay_on_one_line() {
     let prompt: &RawValue = serde_json::from_str("{\n\"k\": \"v\"\n}").unwrap();
     h.engine.get_prompt(h.now, "p", Some(prompt), &CallOptions::default()).unwrap();
     assert_eq!(h.sent_one()["params"]["arguments"], json!({"k": "v"}));
+}
+
+/// Over HTTP the body has its length: pretty-printed arguments go as the host wrote them.
+#[test]
+fn over_http_pretty_printed_arguments_are_sent_as_they_are() {
+    let mut h = Harness::new(Config::default());
+    h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
+    let probe = h.sent_one();
+    h.reply(&probe, discover_result());
+    h.events();
+    let args = "{\n  \"text\": \"a\\nb\",\r\n  \"n\": [1,\n 2]\n}";
+    h.call("echo", args);
+    let mut body = Vec::new();
+    assert!(h.engine.poll_transmit(h.now, &mut body).is_some());
+    assert!(body.windows(args.len()).any(|w| w == args.as_bytes()), "the host's bytes");
+    let sent: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(sent["params"]["arguments"], json!({"text": "a\nb", "n": [1, 2]}));
 }
 
 #[test]
