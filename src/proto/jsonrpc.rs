@@ -340,16 +340,14 @@ pub(crate) fn write_request(
 ) {
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     write_u64(out, id);
-    out.extend_from_slice(b",\"method\":");
     match method {
-        MethodName::Core(m) => {
-            out.push(b'"');
-            out.extend_from_slice(m.as_str().as_bytes());
-            out.push(b'"');
+        MethodName::Core(m) => out.extend_from_slice(m.request_middle().as_bytes()),
+        MethodName::Other(name) => {
+            out.extend_from_slice(b",\"method\":");
+            write_json_str(out, name);
+            out.extend_from_slice(b",\"params\":{");
         }
-        MethodName::Other(name) => write_json_str(out, name),
     }
-    out.extend_from_slice(b",\"params\":{");
     out.extend_from_slice(params);
     let mut parts = meta.iter().filter(|m| !m.is_empty());
     if let Some(first) = parts.next() {

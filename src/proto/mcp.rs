@@ -45,6 +45,31 @@ pub enum Method {
     Extension,
 }
 
+/// Each method's wire name, given to `$shape` (one table for every form a name takes).
+macro_rules! method_names {
+    ($method:expr, $shape:ident) => {
+        match $method {
+            Method::Discover => $shape!("server/discover"),
+            Method::Initialize => $shape!("initialize"),
+            Method::ToolsList => $shape!("tools/list"),
+            Method::ToolsCall => $shape!("tools/call"),
+            Method::ResourcesList => $shape!("resources/list"),
+            Method::ResourceTemplatesList => $shape!("resources/templates/list"),
+            Method::ResourcesRead => $shape!("resources/read"),
+            Method::PromptsList => $shape!("prompts/list"),
+            Method::PromptsGet => $shape!("prompts/get"),
+            Method::Complete => $shape!("completion/complete"),
+            Method::Ping => $shape!("ping"),
+            Method::Listen => $shape!("subscriptions/listen"),
+            Method::TasksGet => $shape!("tasks/get"),
+            Method::TasksResult => $shape!("tasks/result"),
+            Method::TasksCancel => $shape!("tasks/cancel"),
+            Method::TasksUpdate => $shape!("tasks/update"),
+            Method::Extension => $shape!("(extension)"),
+        }
+    };
+}
+
 impl Method {
     /// The methods with a verb of their own, which [`Method::Extension`] never names.
     pub(crate) const CORE: [Self; 16] = [
@@ -68,25 +93,23 @@ impl Method {
 
     /// The method name on the wire.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Discover => "server/discover",
-            Self::Initialize => "initialize",
-            Self::ToolsList => "tools/list",
-            Self::ToolsCall => "tools/call",
-            Self::ResourcesList => "resources/list",
-            Self::ResourceTemplatesList => "resources/templates/list",
-            Self::ResourcesRead => "resources/read",
-            Self::PromptsList => "prompts/list",
-            Self::PromptsGet => "prompts/get",
-            Self::Complete => "completion/complete",
-            Self::Ping => "ping",
-            Self::Listen => "subscriptions/listen",
-            Self::TasksGet => "tasks/get",
-            Self::TasksResult => "tasks/result",
-            Self::TasksCancel => "tasks/cancel",
-            Self::TasksUpdate => "tasks/update",
-            Self::Extension => "(extension)",
+        macro_rules! name {
+            ($name:literal) => {
+                $name
+            };
         }
+        method_names!(self, name)
+    }
+
+    /// What a request frame has between its id and its params' members:
+    /// `,"method":"<name>","params":{`, one piece per method, laid out at build time.
+    pub(crate) fn request_middle(self) -> &'static str {
+        macro_rules! middle {
+            ($name:literal) => {
+                concat!(",\"method\":\"", $name, "\",\"params\":{")
+            };
+        }
+        method_names!(self, middle)
     }
 
     /// Whether the method may answer `input_required` (2026-07-28 §2.8).
