@@ -62,14 +62,21 @@ pub(crate) struct RequestHead<'a> {
     pub method: &'a str,
     /// Where the request goes: its target and `Host`, checked when the origin was made.
     pub origin: &'a Origin,
-    /// Header lines written as they are right after `Host` (`Name: value\r\n` each): the
-    /// crate's own constant headers, laid out once at build time so a request copies them in
-    /// one piece. Never from a host or a peer; the session's presets are checked by a test.
-    pub preset: &'static [u8],
+    /// Header lines written as they are right after `Host`, in order (`Name: value\r\n`
+    /// each): the crate's own constant headers, laid out at build time so a request copies
+    /// them in a piece or two. Never from a host or a peer; the session's are checked by a
+    /// test.
+    pub preset: Preset,
     /// More headers, written in this order after the preset. Their names were checked when
     /// made ([`HeaderName`]); their values are checked here, on every request.
     pub headers: &'a [(HeaderName<'a>, &'a [u8])],
 }
+
+/// [`RequestHead::preset`]: up to two pieces of constant header lines.
+pub(crate) type Preset = [&'static [u8]; 2];
+
+/// No preset lines.
+pub(crate) const NO_PRESET: Preset = [b"", b""];
 
 /// Where requests go: an origin-form target (absolute path plus optional query, for example
 /// `/mcp?x=1`) and a `Host` header value (host and optional port, for example
@@ -232,7 +239,9 @@ pub(crate) fn write_request(
     }
     let (target, host) = (req.origin.target.as_bytes(), req.origin.host.as_bytes());
     // `METHOD SP target " HTTP/1.1\r\n"`, then `"Host: " host CRLF`.
-    let mut len = req.method.len() + 1 + target.len() + 11 + 6 + host.len() + 2 + req.preset.len();
+    let [preset_a, preset_b] = req.preset;
+    let mut len = req.method.len() + 1 + target.len() + 11 + 6 + host.len() + 2;
+    len += preset_a.len() + preset_b.len();
     for (i, &(name, value)) in req.headers.iter().enumerate() {
         if breaks_line(value) {
             return Err(RequestError::HeaderValue(i));
@@ -257,7 +266,8 @@ pub(crate) fn write_request(
         out.extend_from_slice(host);
         out.extend_from_slice(b"\r\n");
     }
-    out.extend_from_slice(req.preset);
+    out.extend_from_slice(preset_a);
+    out.extend_from_slice(preset_b);
     for &(name, value) in req.headers {
         out.extend_from_slice(name.0.as_bytes());
         out.extend_from_slice(b": ");
@@ -1532,7 +1542,7 @@ mod tests {
         let req = RequestHead {
             method: "POST",
             origin: &origin("/mcp?x=1", "127.0.0.1:18201"),
-            preset: b"",
+            preset: NO_PRESET,
             headers: &[
                 (CONTENT_TYPE, b"application/json"),
                 (ACCEPT, b"application/json, text/event-stream"),
@@ -1545,9 +1555,11 @@ mod tests {
         // The same head with its constant lines preset: the same bytes.
         let mut preset_out = b"previous".to_vec();
         let preset = RequestHead {
-            preset:
+            preset: [
                 b"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n",
-            headers: &[(HeaderName::fixed("MCP-Protocol-Version"), b"2026-07-28")],
+                b"MCP-Protocol-Version: 2026-07-28\r\n",
+            ],
+            headers: &[],
             ..req
         };
         write_request(&mut preset_out, &preset, b"{\"id\":1}").unwrap();
@@ -1564,7 +1576,12 @@ mod tests {
                 let mut out = b"x".to_vec();
                 let body = vec![b'a'; n];
                 let headers = &[(HeaderName::fixed("A"), &b"b"[..]), (ACCEPT, b"")];
-                let req = RequestHead { method, origin: &origin, preset: b"P: q\r\n", headers };
+                let req = RequestHead {
+                    method,
+                    origin: &origin,
+                    preset: [b"P: q\r\n", b"R: s\r\n"],
+                    headers,
+                };
                 write_request(&mut out, &req, &body).unwrap();
                 assert!(out.ends_with(&body));
             }
@@ -1575,7 +1592,7 @@ mod tests {
     fn writes_get_and_post_lengths() {
         let mut out = Vec::new();
         let origin = origin("/mcp", "[::1]:80");
-        let get = RequestHead { method: "GET", origin: &origin, preset: b"", headers: &[] };
+        let get = RequestHead { method: "GET", origin: &origin, preset: NO_PRESET, headers: &[] };
         write_request(&mut out, &get, b"").unwrap();
         assert_eq!(out, b"GET /mcp HTTP/1.1\r\nHost: [::1]:80\r\n\r\n");
         out.clear();
@@ -1588,7 +1605,7 @@ mod tests {
     fn refuses_injection_and_writes_nothing() {
         let fine = origin("/mcp", "h:1");
         let a = HeaderName::fixed("A");
-        let ok = RequestHead { method: "POST", origin: &fine, preset: b"", headers: &[] };
+        let ok = RequestHead { method: "POST", origin: &fine, preset: NO_PRESET, headers: &[] };
         let cases: &[(RequestHead<'_>, RequestError)] = &[
             (RequestHead { method: "PO ST", ..ok }, RequestError::Method),
             (RequestHead { method: "", ..ok }, RequestError::Method),

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use smallvec::SmallVec;
 
 use crate::auth::AuthChallenge;
-use crate::codec::http1::HeaderName;
+use crate::codec::http1::{HeaderName, Preset, NO_PRESET};
 use crate::codec::sse::SseParser;
 use crate::engine::{
     Engine, ExchangeFailure, ParamHeaderList, ServerState, Transmit, TransmitKind, TransportEvent,
@@ -115,7 +115,7 @@ pub(crate) struct RequestPlan<'a> {
     /// Constant header lines written before `headers` ([`RequestHead::preset`]).
     ///
     /// [`RequestHead::preset`]: crate::codec::http1::RequestHead::preset
-    pub(crate) preset: &'static [u8],
+    pub(crate) preset: Preset,
     pub(crate) headers: PlanHeaders<'a>,
     pub(crate) body: &'a [u8],
 }
@@ -124,42 +124,20 @@ pub(crate) struct RequestPlan<'a> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PlanHead<'a> {
     pub(crate) method: &'static str,
-    pub(crate) preset: &'static [u8],
+    pub(crate) preset: Preset,
     pub(crate) body: &'a [u8],
 }
 
-/// The constant header lines of a POST or a GET, with the negotiated version's line for each
-/// version mcpoll speaks: a request copies them in one piece instead of six. `true` when the
-/// version's line is in (a version without lines of its own has its header pushed as any).
-fn preset(get: bool, version: Option<ProtocolVersion>) -> (&'static [u8], bool) {
-    macro_rules! post {
-        ($($v:literal)?) => {
-            concat!(
-                "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
-                $(, "MCP-Protocol-Version: ", $v, "\r\n")?
-            )
-        };
-    }
-    macro_rules! get {
-        ($($v:literal)?) => {
-            concat!("Accept: text/event-stream\r\n" $(, "MCP-Protocol-Version: ", $v, "\r\n")?)
-        };
-    }
-    let (lines, versioned) = match (get, version.map(ProtocolVersion::as_str)) {
-        (false, None) => (post!(), true),
-        (true, None) => (get!(), true),
-        (false, Some("2026-07-28")) => (post!("2026-07-28"), true),
-        (true, Some("2026-07-28")) => (get!("2026-07-28"), true),
-        (false, Some("2025-11-25")) => (post!("2025-11-25"), true),
-        (true, Some("2025-11-25")) => (get!("2025-11-25"), true),
-        (false, Some("2025-06-18")) => (post!("2025-06-18"), true),
-        (true, Some("2025-06-18")) => (get!("2025-06-18"), true),
-        (false, Some("2025-03-26")) => (post!("2025-03-26"), true),
-        (true, Some("2025-03-26")) => (get!("2025-03-26"), true),
-        (false, Some(_)) => (post!(), false),
-        (true, Some(_)) => (get!(), false),
+/// The constant header lines of a POST or a GET, and the negotiated version's line
+/// ([`ProtocolVersion::header_line`]): a request copies them in two pieces instead of writing
+/// three headers.
+fn preset(get: bool, version: Option<ProtocolVersion>) -> Preset {
+    let lines: &'static str = if get {
+        "Accept: text/event-stream\r\n"
+    } else {
+        "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
     };
-    (lines.as_bytes(), versioned)
+    [lines.as_bytes(), version.map_or("", ProtocolVersion::header_line).as_bytes()]
 }
 
 /// The names of the headers the session writes, checked when the crate is built.
@@ -533,7 +511,7 @@ impl HttpSession {
             headers.push((names::DPOP, proof));
         }
         headers.extend(host_headers(&self.headers));
-        Some(RequestPlan { method: "DELETE", preset: b"", headers, body: &[] })
+        Some(RequestPlan { method: "DELETE", preset: NO_PRESET, headers, body: &[] })
     }
 
     // ----- outgoing ------------------------------------------------------------------------
@@ -844,10 +822,7 @@ impl HttpSession {
             Some(o) if !bearer.is_empty() => o.resource_proof(now, htm, htu),
             _ => None,
         };
-        let (preset, versioned) = preset(get, x.version);
-        if let (Some(v), false) = (x.version, versioned) {
-            headers.push((names::PROTOCOL_VERSION, v.as_str().as_bytes()));
-        }
+        let preset = preset(get, x.version);
         if let (true, Carries::Request { method, .. }) = (x.modern, x.carries) {
             let method = if method == Method::Extension {
                 &x.method[..]

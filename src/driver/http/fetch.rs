@@ -22,7 +22,9 @@ use super::connection::{Connection, Input, Route};
 use super::instances::Instance;
 use super::resolve::{Lookup, Resolver};
 use crate::auth::oauth::{HttpMethod, HttpRequest, HttpResponse, RequestId};
-use crate::codec::http1::{self, HeaderName, Limits, RequestHead, ResponseEvent};
+use crate::codec::http1::{
+    self, HeaderName, Limits, Preset, RequestHead, ResponseEvent, NO_PRESET,
+};
 use crate::driver::tls::TlsConfig;
 use crate::driver::url::ProxyChoice;
 use crate::engine::Engine;
@@ -133,7 +135,7 @@ impl OAuthRequests {
             HttpMethod::Get => "GET",
             HttpMethod::Post => "POST",
         };
-        let request = encode(method, at, b"", &headers, &req.body)?;
+        let request = encode(method, at, NO_PRESET, &headers, &req.body)?;
         OneShot::start(request, at, self.tls.as_ref(), addr, registry, self.token, MAX_BODY)
     }
 
@@ -274,7 +276,7 @@ impl OAuthFetch {
 pub(super) fn encode(
     method: &str,
     at: &Instance,
-    preset: &'static [u8],
+    preset: Preset,
     headers: &[(HeaderName<'_>, &[u8])],
     body: &[u8],
 ) -> io::Result<Vec<u8>> {
