@@ -63,8 +63,8 @@ pub(super) fn cursor_hash(cursor: &str) -> u64 {
 mod tests {
     use serde_json::{json, Value};
 
-    use crate::engine::tests::{discover_result, Harness};
-    use crate::{CallOptions, Config, Event, Method, TransportEvent, TransportKind};
+    use crate::engine::tests::Harness;
+    use crate::{CallOptions, Event, Method, TransportEvent};
 
     /// Lists three pages with the given extra members and returns the joined result.
     fn joined(pages: [Value; 3]) -> Value {
@@ -131,11 +131,7 @@ mod tests {
     /// pages' tools, and a tool breaking the rules leaves the page, cursor and hints kept.
     #[test]
     fn one_page_tool_listings_merge_the_header_table_and_drop_bad_tools() {
-        let mut h = Harness::new(Config::default());
-        h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
-        let probe = h.sent_one();
-        h.reply(&probe, discover_result());
-        h.events();
+        let mut h = Harness::ready_http();
         let opts = CallOptions::default();
         let header = |name: &str| {
             json!({"name": name, "inputSchema": {"type": "object", "properties": {
@@ -179,11 +175,7 @@ mod tests {
         use crate::engine::tests::wire;
         use crate::engine::ExchangeFailure;
         use crate::error::TransportError;
-        let mut h = Harness::new(Config::default());
-        h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
-        let probe = h.sent_one();
-        h.reply(&probe, discover_result());
-        h.events();
+        let mut h = Harness::ready_http();
         let list = |h: &mut Harness, tool: Value| {
             let c = h.engine.list_page(h.now, Method::ToolsList, None, &CallOptions::default());
             let sent = h.sent_one();

@@ -151,6 +151,20 @@ impl Harness {
         h
     }
 
+    /// Opens an HTTP transport and answers the probe as a modern server.
+    pub(super) fn ready_http() -> Self {
+        Self::ready_http_with(Config::default())
+    }
+
+    pub(super) fn ready_http_with(config: Config) -> Self {
+        let mut h = Self::new(config);
+        h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
+        let probe = h.sent_one();
+        h.reply(&probe, discover_result());
+        assert_eq!(h.events(), ["ready modern 2026-07-28"]);
+        h
+    }
+
     /// Opens the transport and walks the legacy handshake.
     pub(super) fn ready_legacy() -> Self {
         let mut h = Self::new(Config::default());
@@ -484,11 +498,7 @@ fn pretty_printed_arguments_stay_on_one_line() {
 /// Over HTTP the body has its length: pretty-printed arguments go as the host wrote them.
 #[test]
 fn over_http_pretty_printed_arguments_are_sent_as_they_are() {
-    let mut h = Harness::new(Config::default());
-    h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
-    let probe = h.sent_one();
-    h.reply(&probe, discover_result());
-    h.events();
+    let mut h = Harness::ready_http();
     let args = "{\n  \"text\": \"a\\nb\",\r\n  \"n\": [1,\n 2]\n}";
     h.call("echo", args);
     let mut body = Vec::new();

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{discover_result, Harness};
+use super::Harness;
 use crate::engine::*;
 
 const SKILLS: &str = r#"{"io.example/skills":{"v":1}}"#;
@@ -176,11 +176,7 @@ fn extensions_are_checked_once() {
 
 #[test]
 fn an_http_transmit_names_the_extension_method() {
-    let mut h = Harness::new(Config::default());
-    h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
-    let probe = h.sent_one();
-    h.reply(&probe, discover_result());
-    h.events();
+    let mut h = Harness::ready_http();
     h.engine.request_raw(h.now, "skills/list", None, &CallOptions::default()).unwrap();
     let mut buf = Vec::new();
     let t = h.engine.poll_transmit(h.now, &mut buf).unwrap();

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{discover_result, raw, wire, Harness};
+use super::{raw, wire, Harness};
 use crate::config::{BreakerPolicy, RetryPolicy};
 use crate::engine::*;
 use crate::proto::meta::TraceContext;
@@ -27,15 +27,6 @@ fn assert_traced(frame: &Value) {
     assert_eq!(meta["traceparent"], TRACEPARENT, "{frame}");
     assert_eq!(meta["tracestate"], "rojo=00f067aa0ba902b7", "{frame}");
     assert_eq!(meta["baggage"], "userId=alice", "{frame}");
-}
-
-fn http_ready(config: Config) -> Harness {
-    let mut h = Harness::new(config);
-    h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
-    let probe = h.sent_one();
-    h.reply(&probe, discover_result());
-    h.events();
-    h
 }
 
 fn no_jitter() -> Config {
@@ -100,7 +91,7 @@ fn a_completed_call_records_what_the_engine_knows() {
 
 #[test]
 fn failures_record_their_kind_name_code_and_whether_they_are_retryable() {
-    let mut h = http_ready(no_jitter());
+    let mut h = Harness::ready_http_with(no_jitter());
     // A JSON-RPC error: protocol, its code, not retryable.
     h.call("t", "{}");
     let sent = h.sent_one();
@@ -225,7 +216,7 @@ fn the_trace_context_rides_every_page_round_and_era() {
 fn stats_count_calls_failures_by_kind_and_breaker_trips() {
     let breaker = BreakerPolicy { failure_threshold: 2, ..BreakerPolicy::default() };
     let retry = RetryPolicy { max_attempts: 1, ..RetryPolicy::default() };
-    let mut h = http_ready(Config { breaker, retry, ..Config::default() });
+    let mut h = Harness::ready_http_with(Config { breaker, retry, ..Config::default() });
     h.call("ok", "{}");
     let s = h.sent_one();
     h.reply(&s, json!({"content": []}));

@@ -176,11 +176,7 @@ fn a_degraded_server_tries_one_restart_after_the_cool_down() {
 
 #[test]
 fn http_transient_failures_retry_reads_with_backoff_and_not_writes() {
-    let mut h = Harness::new(no_jitter());
-    h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
-    let probe = h.sent_one();
-    h.reply(&probe, discover_result());
-    h.events();
+    let mut h = Harness::ready_http_with(no_jitter());
     let read = h.engine.call_tool(h.now, "lookup", raw("{}"), &opts(Idempotency::Read)).unwrap();
     let write = h.call("write_note", "{}");
     let sent = h.take_sent();
@@ -218,11 +214,7 @@ fn http_transient_failures_retry_reads_with_backoff_and_not_writes() {
 
 #[test]
 fn a_write_whose_connection_never_opened_is_safe_to_retry() {
-    let mut h = Harness::new(no_jitter());
-    h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
-    let probe = h.sent_one();
-    h.reply(&probe, discover_result());
-    h.events();
+    let mut h = Harness::ready_http_with(no_jitter());
     let c = h.call("write_note", "{}");
     let first = h.sent_one();
     let refused = ExchangeFailure::Transport(TransportError::ConnectFailed(
@@ -249,11 +241,7 @@ fn the_deadline_ends_a_call_during_its_backoff_without_sending() {
         },
         ..Config::default()
     };
-    let mut h = Harness::new(config);
-    h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
-    let probe = h.sent_one();
-    h.reply(&probe, discover_result());
-    h.events();
+    let mut h = Harness::ready_http_with(config);
     let o = CallOptions { timeout: Some(Duration::from_millis(500)), ..opts(Idempotency::Read) };
     let c = h.engine.call_tool(h.now, "lookup", raw("{}"), &o).unwrap();
     let first = h.sent_one();
@@ -292,11 +280,7 @@ fn cancelled_and_timed_out_calls_are_never_retried() {
 fn the_breaker_opens_fails_fast_then_half_opens_and_closes() {
     let breaker = BreakerPolicy { failure_threshold: 2, cool_down: Duration::from_secs(5) };
     let retry = RetryPolicy { max_attempts: 1, ..RetryPolicy::default() };
-    let mut h = Harness::new(Config { breaker, retry, ..Config::default() });
-    h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
-    let probe = h.sent_one();
-    h.reply(&probe, discover_result());
-    h.events();
+    let mut h = Harness::ready_http_with(Config { breaker, retry, ..Config::default() });
     let lost = || ExchangeFailure::Transport(TransportError::ConnectionLost);
     for _ in 0..2 {
         h.engine.call_tool(h.now, "lookup", raw("{}"), &opts(Idempotency::Read)).unwrap();
@@ -417,18 +401,9 @@ fn tool_annotations_from_the_listing_set_the_class() {
     }
 }
 
-fn http_ready() -> Harness {
-    let mut h = Harness::new(Config::default());
-    h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
-    let probe = h.sent_one();
-    h.reply(&probe, discover_result());
-    h.events();
-    h
-}
-
 #[test]
 fn a_header_mismatch_refreshes_the_tool_list_and_resends_once_with_the_headers() {
-    let mut h = http_ready();
+    let mut h = Harness::ready_http();
     let c = h.call("get_weather", r#"{"city":"Oslo","region":"eu-north"}"#);
     let first = h.sent_one();
     let route =
@@ -456,7 +431,7 @@ fn a_header_mismatch_refreshes_the_tool_list_and_resends_once_with_the_headers()
 
 #[test]
 fn a_failed_refresh_ends_the_waiting_calls_with_the_mismatch() {
-    let mut h = http_ready();
+    let mut h = Harness::ready_http();
     let c = h.call("t", "{}");
     let first = h.sent_one();
     h.reply_error(&first, -32020, None);
