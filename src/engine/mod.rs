@@ -917,9 +917,15 @@ impl Engine {
     pub fn poll_timeout(&self) -> Option<Instant> {
         // The heap may hold a stale earliest entry: at worst one early wake-up.
         let timer = self.timers.earliest().map(|at| self.epoch.instant(at));
+        crate::time::earlier(timer, self.untimed_deadline())
+    }
+
+    /// The earliest deadline kept outside the timer heap: a probe's retry, a restart, a
+    /// legacy server request's answer.
+    #[inline(always)]
+    fn untimed_deadline(&self) -> Option<Instant> {
         let other = crate::time::earlier(self.reprobe_at(), self.restart.next_wakeup());
-        let other = crate::time::earlier(other, self.server_requests.next_deadline());
-        crate::time::earlier(timer, other)
+        crate::time::earlier(other, self.server_requests.next_deadline())
     }
 
     /// Whether [`poll_timeout`](Self::poll_timeout) has come at `now`: what a loop asks every
@@ -929,9 +935,7 @@ impl Engine {
     #[must_use]
     pub fn is_due(&self, now: Instant) -> bool {
         let timer_due = self.timers.earliest().is_some_and(|at| at <= self.epoch.stamp(now));
-        let other = crate::time::earlier(self.reprobe_at(), self.restart.next_wakeup());
-        let other = crate::time::earlier(other, self.server_requests.next_deadline());
-        timer_due || other.is_some_and(|at| at <= now)
+        timer_due || self.untimed_deadline().is_some_and(|at| at <= now)
     }
 
     /// The next event for the host. Borrowed data in it is valid until the next call on the
