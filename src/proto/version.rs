@@ -14,6 +14,7 @@ macro_rules! revisions {
         /// Every version, modern first: a [`ProtocolVersion`] is an index into it.
         const ALL_VERSIONS: &[&str] = &[$($modern,)+ $($legacy),+];
         /// Each version's header line, in the order of `ALL_VERSIONS`.
+        #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
         const HEADER_LINES: &[&str] = &[
             $(concat!("MCP-Protocol-Version: ", $modern, "\r\n"),)+
             $(concat!("MCP-Protocol-Version: ", $legacy, "\r\n"),)+
@@ -85,6 +86,7 @@ impl ProtocolVersion {
     }
 
     /// `MCP-Protocol-Version: <this version>\r\n`.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
     pub(crate) fn header_line(self) -> &'static str {
         HEADER_LINES.get(usize::from(self.0)).copied().unwrap_or_default()
     }
