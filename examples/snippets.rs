@@ -10,7 +10,7 @@
 use std::error::Error;
 use std::time::Duration;
 
-use mcpoll::{Config, Event, Host, ServerId, StdioCommand};
+use mcpoll::{ClientEvent, Config, Event, Host, ServerId, StdioCommand};
 
 // The store the capability-store fragment opens (its own example's `main` is not used here).
 #[allow(dead_code)]
@@ -270,7 +270,9 @@ fn local_authorization(
     let call = host.call_tool(server, "write_file", args, &CallOptions::default())?;
     // ... frames later, from the loop:
     while let Some((server, event)) = host.poll_event() {
-        if let Event::AuthorizationAsked { call, name, annotations, .. } = event {
+        if let Event::Client(ClientEvent::AuthorizationAsked { call, name, annotations, .. }) =
+            event
+        {
             // show the operator `name` and `annotations.is_destructive()`, answer when they do:
             host.allow_call(server, call)?; // or host.deny_call(server, call, "operator said no")?
         }

@@ -105,7 +105,7 @@
 //!
 //! **Cache.** Tool, prompt and resource catalogs are cached per server under the server's
 //! hints: [`Host::tool_catalog_blocking`], [`Host::tool`], [`Host::search_tools`],
-//! [`Host::watch_catalogs`] ([`CatalogView`], [`CatalogChange`], [`Event::ToolsChanged`]),
+//! [`Host::watch_catalogs`] ([`CatalogView`], [`CatalogChange`], [`ClientEvent::ToolsChanged`]),
 //! bounded by [`CacheConfig`] ([`Host::with_cache`]).
 //!
 //! **Authorize.** A bearer token ([`HttpOptions::bearer`]), a [`TokenProvider`], or the whole
@@ -143,9 +143,10 @@
 //! For readers of the source: the crate is built in floors, each importing from the floors
 //! below it. CI checks that `proto` imports nothing else of the crate, and that every module
 //! below the drivers' floor, and `client` above it, reads no clock and touches no `mio`
-//! outside its tests. Arrows that still point up (each one to remove): `error` and `engine` name `auth`'s error payloads, the
-//! engine's [`Event`] carries the host's catalog changes, `config` checks a saved verdict with
-//! the engine's discover parser.
+//! outside its tests. Arrows that still point up (each one to remove): `error` and `engine` name
+//! `auth`'s error payloads, `config` checks a saved verdict with the engine's discover parser.
+//! The core's own events (catalog changes, authorization asks) are not the engine's: they ride
+//! in [`Event::Client`] as a [`ClientEvent`], a slot the engine leaves empty.
 //!
 //! | floor | module | job |
 //! | --- | --- | --- |
@@ -236,7 +237,8 @@ pub use mio;
 pub use client::{AccessRequest, Confirm, Decision, DefaultPolicy, Policy};
 #[cfg(feature = "stdio")]
 pub use client::{
-    Answer, AnswerHandler, CacheStats, CatalogError, CatalogView, Client, Commands, ServerId,
+    Answer, AnswerHandler, CacheStats, CatalogError, CatalogView, Client, ClientEvent, Commands,
+    HostEvent, ServerId,
 };
 #[cfg(feature = "stdio")]
 pub use client::{CapabilityStore, EntryKind, StoreKey, StoredEntry, StoredPage};

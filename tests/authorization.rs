@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use mcpoll::{
-    AccessRequest, BlockingError, CallError, CallId, CallOptions, Config, Confirm, Decision,
-    DefaultPolicy, Event, Host, LocalError, ServerId, StdioCommand, ToolAnnotations,
+    AccessRequest, BlockingError, CallError, CallId, CallOptions, ClientEvent, Config, Confirm,
+    Decision, DefaultPolicy, Event, Host, LocalError, ServerId, StdioCommand, ToolAnnotations,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -45,7 +45,13 @@ fn next_ask(host: &mut Host) -> (ServerId, CallId, String, ToolAnnotations) {
     let deadline = Instant::now() + WAIT;
     loop {
         while let Some((server, e)) = host.poll_event() {
-            if let Event::AuthorizationAsked { call, name, annotations, method } = e {
+            if let Event::Client(ClientEvent::AuthorizationAsked {
+                call,
+                name,
+                annotations,
+                method,
+            }) = e
+            {
                 assert_eq!(method, mcpoll::Method::ToolsCall);
                 return (server, call, name.to_owned(), annotations);
             }
@@ -155,7 +161,10 @@ fn ask_then_allow_deny_cancel_and_deadline() {
     // Its ask was dropped with it: no event names a call that ended.
     host.poll(Some(Duration::ZERO)).unwrap();
     while let Some((_, e)) = host.poll_event() {
-        assert!(!matches!(e, Event::AuthorizationAsked { .. }), "stale ask {e:?}");
+        assert!(
+            !matches!(e, Event::Client(ClientEvent::AuthorizationAsked { .. })),
+            "stale ask {e:?}"
+        );
     }
 
     let stats = host.stats(id).unwrap();

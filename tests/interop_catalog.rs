@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use mcpoll::{CacheConfig, Config, Event, Host, ServerId, StdioCommand};
+use mcpoll::{CacheConfig, ClientEvent, Config, Event, Host, ServerId, StdioCommand};
 
 const WAIT: Duration = common::PATIENCE;
 
@@ -29,7 +29,7 @@ fn drain(host: &mut Host, how_long: Duration, told: &mut Told, subscribed: &mut 
         host.poll(Some(Duration::from_millis(20))).expect("poll");
         while let Some((_, e)) = host.poll_event() {
             match e {
-                Event::ToolsChanged(c) => {
+                Event::Client(ClientEvent::ToolsChanged(c)) => {
                     told.push((list(c.added()), list(c.removed()), list(c.changed())));
                 }
                 Event::Subscribed { .. } => *subscribed = true,
@@ -110,7 +110,10 @@ fn python_sdk_v2_stdio_change_marks_stale_and_the_next_need_refetches() {
         let mut changed = false;
         while let Some((_, e)) = h.poll_event() {
             changed |= matches!(e, Event::ListChanged(mcpoll::ListKind::Tools));
-            assert!(!matches!(e, Event::ToolsChanged(_)), "not eager: no diff yet");
+            assert!(
+                !matches!(e, Event::Client(ClientEvent::ToolsChanged(_))),
+                "not eager: no diff yet"
+            );
         }
         changed
     });

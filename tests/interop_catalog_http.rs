@@ -15,7 +15,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use mcpoll::{CacheConfig, Config, Era, Event, Host, HttpOptions, ListKind, ServerId};
+use mcpoll::{CacheConfig, ClientEvent, Config, Era, Event, Host, HttpOptions, ListKind, ServerId};
 
 const WAIT: Duration = common::PATIENCE;
 
@@ -37,7 +37,7 @@ fn drain(host: &mut Host, how_long: Duration, seen: &mut Seen) {
         host.poll(Some(Duration::from_millis(20))).expect("poll");
         while let Some((_, e)) = host.poll_event() {
             match e {
-                Event::ToolsChanged(c) => {
+                Event::Client(ClientEvent::ToolsChanged(c)) => {
                     seen.told.push((list(c.added()), list(c.removed()), list(c.changed())));
                 }
                 Event::ListChanged(ListKind::Tools) => seen.list_changed = true,

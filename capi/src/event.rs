@@ -3,7 +3,9 @@
 use std::ffi::c_char;
 use std::io::Write;
 
-use mcpoll::{CallError, Event, ListKind, Method, ServerRequestKind, TransportError};
+use mcpoll::{
+    CallError, ClientEvent, Event, HostEvent, ListKind, Method, ServerRequestKind, TransportError,
+};
 
 use crate::host::Entry;
 use crate::mcpoll_result;
@@ -158,7 +160,7 @@ pub(crate) fn fill(
     out: &mut mcpoll_event,
     bufs: &mut EventBuffers,
     entry: &mut Entry,
-    event: Event<'_>,
+    event: HostEvent<'_>,
 ) {
     use mcpoll_event_kind::*;
     *out = mcpoll_event::none();
@@ -239,15 +241,17 @@ pub(crate) fn fill(
                 ListKind::Resources => 3,
             };
         }
-        Event::ToolsChanged(_) => out.kind = MCPOLL_EVENT_TOOLS_CHANGED,
-        Event::PromptsChanged(_) => out.kind = MCPOLL_EVENT_PROMPTS_CHANGED,
-        Event::ResourcesChanged(_) => out.kind = MCPOLL_EVENT_RESOURCES_CHANGED,
+        Event::Client(ClientEvent::ToolsChanged(_)) => out.kind = MCPOLL_EVENT_TOOLS_CHANGED,
+        Event::Client(ClientEvent::PromptsChanged(_)) => out.kind = MCPOLL_EVENT_PROMPTS_CHANGED,
+        Event::Client(ClientEvent::ResourcesChanged(_)) => {
+            out.kind = MCPOLL_EVENT_RESOURCES_CHANGED
+        }
         Event::ResourceUpdated { uri } => {
             out.kind = MCPOLL_EVENT_RESOURCE_UPDATED;
             data(out, uri.as_bytes());
         }
         Event::Breaker { .. } => out.kind = MCPOLL_EVENT_BREAKER,
-        Event::AuthorizationAsked { call, method, name, .. } => {
+        Event::Client(ClientEvent::AuthorizationAsked { call, method, name, .. }) => {
             out.kind = MCPOLL_EVENT_AUTHORIZATION_ASKED;
             out.call = call.get();
             out.list_kind = match method {

@@ -4,7 +4,7 @@ use super::diff::CatalogDiff;
 use super::hash::ContentHash;
 
 /// The ids added, removed and changed between the last announced catalog and a newer one,
-/// each list sorted; carried by `Event::ToolsChanged` (and the prompt and resource events).
+/// each list sorted; carried by `ClientEvent::ToolsChanged` (and the prompt and resource events).
 ///
 /// Only what changed is named, so a host can re-inject just those definitions into its
 /// model's context (read them with `Host::tool` or `Host::tool_catalog`).

@@ -14,7 +14,7 @@
 //! never retried nor counted against the server's breaker. An asked call is held in the
 //! engine ([`CallOptions::hold`]): its deadline runs, [`Host::cancel`] ends it, and it takes no
 //! place in the in-flight limit or the queue until [`Host::allow_call`] lets it go. The host
-//! learns of it from [`Event::AuthorizationAsked`](crate::Event::AuthorizationAsked). No
+//! learns of it from [`ClientEvent::AuthorizationAsked`](crate::ClientEvent::AuthorizationAsked). No
 //! callback is stored in the engine: the policy lives here, in the host.
 
 use std::borrow::Cow;
@@ -22,6 +22,7 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::time::Instant;
 
+use crate::client::event::{ClientEvent, HostEvent};
 use crate::engine::{CallId, CallOptions, Event};
 use crate::error::{AuthorizeError, RequestError};
 use crate::proto::annotations::ToolAnnotations;
@@ -39,7 +40,7 @@ pub enum Decision {
     /// Refuse it locally, with this reason (it reaches the host in
     /// [`LocalError::AuthorizationDenied`](crate::LocalError::AuthorizationDenied)).
     Deny(Cow<'static, str>),
-    /// Hold it unsent and ask the host ([`Event::AuthorizationAsked`]); the host answers with
+    /// Hold it unsent and ask the host ([`ClientEvent::AuthorizationAsked`]); the host answers with
     /// [`Host::allow_call`] or [`Host::deny_call`], in this poll or many frames later. The
     /// blocking helpers ([`Host::call_tool_blocking`], [`Host::wait`]) leave the event queued
     /// and cannot answer it: an asked call they wait for ends at its deadline.
@@ -267,7 +268,7 @@ impl Client {
     ///     } else if call.name == "drop_table" {
     ///         Decision::deny("never on this host")
     ///     } else {
-    ///         Decision::Ask // Event::AuthorizationAsked; answer with allow_call / deny_call
+    ///         Decision::Ask // ClientEvent::AuthorizationAsked; answer with allow_call / deny_call
     ///     }
     /// });
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -568,14 +569,14 @@ impl Client {
     }
 
     /// The ask [`take_ask`](Self::take_ask) took, as an event (it borrows the host).
-    pub(crate) fn current_ask(&self) -> Option<(ServerId, Event<'_>)> {
+    pub(crate) fn current_ask(&self) -> Option<(ServerId, HostEvent<'_>)> {
         let a = self.authz.current.as_ref()?;
-        let event = Event::AuthorizationAsked {
+        let event = Event::Client(ClientEvent::AuthorizationAsked {
             call: a.call,
             method: a.method,
             name: &a.name,
             annotations: a.annotations,
-        };
+        });
         Some((a.server, event))
     }
 }

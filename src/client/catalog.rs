@@ -1,6 +1,6 @@
 //! The host's capability cache: tool, prompt and resource catalogs kept per server context,
 //! refreshed once however many needs wait (single-flight), invalidated by the server's own
-//! change signals, diffed into `ToolsChanged` events, and searchable.
+//! change signals, diffed into `ClientEvent::ToolsChanged` events, and searchable.
 //!
 //! The pure parts live in [`crate::catalog`]; this module only connects them to engines.
 //!
@@ -44,6 +44,7 @@ use crate::catalog::listing::{parse_page, CatalogKind, Item};
 use crate::catalog::refresh::{Answer, NeedError, Refresher, WalkError};
 use crate::catalog::search::SearchIndex;
 use crate::catalog::store::{CachedPage, ItemLookup, ListLookup, Store, StoreConfig, StoreError};
+use crate::client::event::{ClientEvent, HostEvent};
 use crate::config::{CacheConfig, SavedVerdict};
 use crate::engine::{CallId, CallOptions, Engine, Event, VerdictOrigin};
 use crate::error::{CallError, LocalError, PeerError, RequestError, RpcError};
@@ -465,18 +466,18 @@ impl ClientCache {
     }
 
     /// Takes the next change event (the event borrows the cache).
-    pub(crate) fn next_change(&mut self) -> Option<(ServerId, Event<'_>)> {
+    pub(crate) fn next_change(&mut self) -> Option<(ServerId, HostEvent<'_>)> {
         let (id, kind, change) = self.changes.pop_front()?;
         let change = self.current.insert(change);
         Some((
             id,
-            match kind {
-                CatalogKind::Tools => Event::ToolsChanged(change),
-                CatalogKind::Prompts => Event::PromptsChanged(change),
+            Event::Client(match kind {
+                CatalogKind::Tools => ClientEvent::ToolsChanged(change),
+                CatalogKind::Prompts => ClientEvent::PromptsChanged(change),
                 CatalogKind::Resources | CatalogKind::ResourceTemplates => {
-                    Event::ResourcesChanged(change)
+                    ClientEvent::ResourcesChanged(change)
                 }
-            },
+            }),
         ))
     }
 

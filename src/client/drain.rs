@@ -15,7 +15,8 @@ use serde_json::value::RawValue;
 use slab::Slab;
 
 use super::{Client, ServerCore, ServerId};
-use crate::engine::{CallId, CallOptions, Event};
+use crate::client::event::HostEvent;
+use crate::engine::{CallId, CallOptions};
 use crate::error::{CancelError, RequestError};
 use crate::proto::mcp::Method;
 #[cfg(doc)]
@@ -127,7 +128,11 @@ impl Client {
     /// same closure that sees one end. Returns when no event is left (events the closure's
     /// own commands cause come with later I/O). Allocates nothing per event once the host's
     /// buffer has grown to the largest event.
-    pub fn drain(&mut self, now: Instant, f: impl FnMut(&mut Commands<'_>, ServerId, Event<'_>)) {
+    pub fn drain(
+        &mut self,
+        now: Instant,
+        f: impl FnMut(&mut Commands<'_>, ServerId, HostEvent<'_>),
+    ) {
         self.drain_with(now, f, |_| {});
     }
 
@@ -138,7 +143,7 @@ impl Client {
     pub(crate) fn drain_with(
         &mut self,
         now: Instant,
-        mut f: impl FnMut(&mut Commands<'_>, ServerId, Event<'_>),
+        mut f: impl FnMut(&mut Commands<'_>, ServerId, HostEvent<'_>),
         mut after_each: impl FnMut(&mut Client),
     ) {
         let mut held: Vec<(ServerId, CallId, String, u32)> = Vec::new();

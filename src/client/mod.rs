@@ -31,6 +31,7 @@ pub(crate) mod authz;
 pub(crate) mod capability_store;
 pub(crate) mod catalog;
 pub(crate) mod drain;
+pub(crate) mod event;
 pub(crate) mod principal;
 pub(crate) mod records;
 pub(crate) mod roots;
@@ -45,6 +46,7 @@ pub use authz::{AccessRequest, Confirm, Decision, DefaultPolicy, Policy};
 pub use capability_store::{CapabilityStore, EntryKind, StoreKey, StoredEntry, StoredPage};
 pub use catalog::{CacheStats, CatalogError, CatalogView};
 pub use drain::Commands;
+pub use event::{ClientEvent, HostEvent};
 pub use principal::{
     CredentialSource, Credentials, LaneTarget, Principal, PrincipalError, PrincipalId,
 };
@@ -537,7 +539,7 @@ impl Client {
 
     /// The next event from any server. Servers take turns, so a chatty one cannot starve the
     /// rest. Catalog changes and authorization asks come first.
-    pub fn poll_event(&mut self, now: Instant) -> Option<(ServerId, Event<'_>)> {
+    pub fn poll_event(&mut self, now: Instant) -> Option<(ServerId, HostEvent<'_>)> {
         if self.catalogs_armed() {
             self.pump_catalogs(now);
         }
@@ -546,7 +548,7 @@ impl Client {
 
     /// [`poll_event`](Self::poll_event) after the cache's share was done (the shell wrote
     /// what it sent).
-    pub(crate) fn next_event(&mut self) -> Option<(ServerId, Event<'_>)> {
+    pub(crate) fn next_event(&mut self) -> Option<(ServerId, HostEvent<'_>)> {
         if self.cache.has_changes() {
             return self.cache.next_change();
         }

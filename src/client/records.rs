@@ -63,7 +63,7 @@ impl Records {
         self.sink.is_some()
     }
 
-    pub(crate) fn event(&mut self, index: usize, event: &Event<'_>) {
+    pub(crate) fn event<C>(&mut self, index: usize, event: &Event<'_, C>) {
         let Some(sink) = self.sink.as_mut() else { return };
         if let Some(r) = event.record() {
             let name = self.names.get(index).map_or("", String::as_str);

@@ -189,7 +189,7 @@ fn a_list_change_refetches_eagerly_and_tells_the_host_what_changed() {
 
     let mut added = Vec::new();
     while let Some((server, event)) = sim.client.poll_event(sim.now) {
-        if let Event::ToolsChanged(change) = event {
+        if let Event::Client(ClientEvent::ToolsChanged(change)) = event {
             assert_eq!(server, id);
             added.extend(change.added().iter().map(|n| n.to_string()));
         }
@@ -380,7 +380,7 @@ fn an_asked_call_waits_for_the_hosts_answer() {
     assert!(sim.sent(id).is_empty(), "asked calls are held");
     let mut asked = Vec::new();
     while let Some((server, event)) = sim.client.poll_event(sim.now) {
-        if let Event::AuthorizationAsked { call, name, .. } = event {
+        if let Event::Client(ClientEvent::AuthorizationAsked { call, name, .. }) = event {
             assert_eq!(server, id);
             asked.push((call, name.to_owned()));
         }

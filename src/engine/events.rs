@@ -14,6 +14,7 @@
 //! end.
 
 use std::collections::VecDeque;
+use std::convert::Infallible;
 use std::ops::Range;
 
 use serde::Deserialize;
@@ -29,10 +30,12 @@ use crate::error::CallError;
 use crate::proto::mcp::ResultType;
 use crate::proto::version::{Era, ProtocolVersion};
 
-/// Something the host should know; drained with [`Engine::poll_event`](crate::Engine::poll_event).
+/// Something the host should know; drained with [`Engine::poll_event`](crate::Engine::poll_event)
+/// (or [`Host::poll_event`](crate::Host::poll_event), whose events carry the many-server core's
+/// own in [`Event::Client`]).
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum Event<'a> {
+pub enum Event<'a, C = Infallible> {
     /// The era is settled and calls flow: the probe or handshake succeeded.
     Ready {
         /// The era the server speaks.
@@ -98,13 +101,6 @@ pub enum Event<'a> {
     },
     /// The server says a list changed (tools, prompts or resources).
     ListChanged(ListKind),
-    /// A refreshed tool catalog differs from the last one the host was told about. Only a
-    /// [`Host`](crate::Host) emits it (its capability cache); an engine on its own never does.
-    ToolsChanged(&'a crate::catalog::CatalogChange),
-    /// As [`ToolsChanged`](Self::ToolsChanged), for the prompt catalog.
-    PromptsChanged(&'a crate::catalog::CatalogChange),
-    /// As [`ToolsChanged`](Self::ToolsChanged), for the resource catalog.
-    ResourcesChanged(&'a crate::catalog::CatalogChange),
     /// The server updated a resource the client subscribed to.
     ResourceUpdated {
         /// The resource URI.
@@ -158,29 +154,19 @@ pub enum Event<'a> {
         /// The request.
         request: ServerRequestId,
     },
-    /// A call is held unsent because the host's authorization policy answered
-    /// [`Decision::Ask`](crate::Decision::Ask): answer with
-    /// [`Host::allow_call`](crate::Host::allow_call) or
-    /// [`Host::deny_call`](crate::Host::deny_call). Its deadline keeps running; cancelling it
-    /// works as for any call. Only a [`Host`](crate::Host) emits it.
-    AuthorizationAsked {
-        /// The held call.
-        call: CallId,
-        /// `tools/call`, or `resources/read` / `prompts/get` when the policy covers them.
-        method: crate::proto::mcp::Method,
-        /// The tool or prompt name, or the resource URI.
-        name: &'a str,
-        /// The tool definition's hints, from the capability cache.
-        annotations: crate::proto::annotations::ToolAnnotations,
-    },
     /// The connection is closed and will not come back by itself; all calls have ended.
     Closed {
         /// What closed it.
         error: CallError,
     },
+    /// An event of the layer above the engine: a [`Client`](crate::Client), and so a
+    /// [`Host`](crate::Host), hands out its own here ([`ClientEvent`](crate::ClientEvent):
+    /// catalog changes, authorization asks). An engine on its own has none: its `C` is
+    /// [`Infallible`].
+    Client(C),
 }
 
-impl<'a> Event<'a> {
+impl<'a, C> Event<'a, C> {
     /// The call's record, for `CallDone` and `CallFailed`: what an engine-only host hands to
     /// its [`RecordSink`](crate::RecordSink).
     pub fn record(&self) -> Option<&CallRecord<'a>> {
@@ -656,7 +642,7 @@ impl EventQueue {
     /// [`pop`](Self::pop), with `tag` beside the event: the pair is built where the caller
     /// keeps it, instead of the event (312 bytes) being moved into a pair afterwards.
     #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the host's poll_event only
-    pub(crate) fn pop_tagged<T>(&mut self, tag: T) -> Option<(T, Event<'_>)> {
+    pub(crate) fn pop_tagged<T, C>(&mut self, tag: T) -> Option<(T, Event<'_, C>)> {
         // A completed call, the common event, is read where it lies and then dropped in place
         // (`drain`): moving it out of the queue first (`pop_front`) copied its 256-byte
         // record once more, and once more again to drop it.
@@ -706,7 +692,7 @@ impl EventQueue {
         Some(self.view(stored))
     }
 
-    fn view(&self, stored: Stored) -> Event<'_> {
+    fn view<C>(&self, stored: Stored) -> Event<'_, C> {
         view(&self.arena, stored)
     }
 }
@@ -719,14 +705,14 @@ pub(crate) struct DetachedEvent(Stored);
 impl DetachedEvent {
     /// The event, its text read from the buffer `pop_into` filled.
     #[cfg_attr(not(feature = "stdio"), allow(dead_code))]
-    pub(crate) fn view(self, scratch: &str) -> Event<'_> {
+    pub(crate) fn view<C>(self, scratch: &str) -> Event<'_, C> {
         view(scratch, self.0)
     }
 }
 
 /// A `CallDone` event, its text read from `arena`.
 #[inline(always)]
-fn done_view<'a>(arena: &'a str, done: &StoredDone) -> Event<'a> {
+fn done_view<'a, C>(arena: &'a str, done: &StoredDone) -> Event<'a, C> {
     let StoredDone { call, text, tool_len, result_type, is_error, record } = done;
     let all = arena.get(text.clone()).unwrap_or_default();
     // The split is where the tool name ended: a char boundary by construction.
@@ -738,7 +724,7 @@ fn done_view<'a>(arena: &'a str, done: &StoredDone) -> Event<'a> {
 }
 
 /// An event, its text read from `arena`.
-fn view(arena: &str, stored: Stored) -> Event<'_> {
+fn view<C>(arena: &str, stored: Stored) -> Event<'_, C> {
     let text = |r: Range<usize>| arena.get(r).unwrap_or_default();
     match stored {
         Stored::Ready { era, version } => Event::Ready { era, version },
@@ -863,7 +849,7 @@ mod tests {
         q.done(call(1), "{\"k\":1}", ResultType::Complete, true, &record);
         q.resource_updated("res://after");
         assert_eq!(q.terminals(), 1);
-        match q.pop_tagged("server") {
+        match q.pop_tagged::<_, Infallible>("server") {
             Some(("server", Event::CallDone { call: c, result, record })) => {
                 assert_eq!((c, result.json(), result.is_error()), (call(1), "{\"k\":1}", true));
                 assert_eq!((record.tool, record.attempts), (Some("echo"), 2));
@@ -872,11 +858,11 @@ mod tests {
         }
         assert_eq!((q.len(), q.terminals(), q.live), (1, 0, "res://after".len()));
         assert!(matches!(
-            q.pop_tagged(7),
+            q.pop_tagged::<_, Infallible>(7),
             Some((7, Event::ResourceUpdated { uri: "res://after" }))
         ));
         assert_eq!((q.len(), q.terminals(), q.live), (0, 0, 0));
-        assert!(q.pop_tagged(()).is_none());
+        assert!(q.pop_tagged::<_, Infallible>(()).is_none());
     }
 
     /// A record's tool name is kept in the arena beside the result (or alone, for a failure):

@@ -946,7 +946,7 @@ impl Engine {
 
     /// [`poll_event`](Self::poll_event), paired with `tag` (the host's server id) in place.
     #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // read by the host only
-    pub(crate) fn poll_event_tagged<T>(&mut self, tag: T) -> Option<(T, Event<'_>)> {
+    pub(crate) fn poll_event_tagged<T, C>(&mut self, tag: T) -> Option<(T, Event<'_, C>)> {
         self.events.pop_tagged(tag)
     }
 

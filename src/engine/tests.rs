@@ -207,10 +207,6 @@ pub(super) fn describe(e: &Event<'_>) -> String {
             format!("progress {} {progress} {total:?} {message:?}", call.get())
         }
         Event::ListChanged(k) => format!("list_changed {k:?}"),
-        // Only a host emits these.
-        Event::ToolsChanged(c) | Event::PromptsChanged(c) | Event::ResourcesChanged(c) => {
-            format!("catalog changed {c:?}")
-        }
         Event::Subscribed { .. } => "Subscribed".into(),
         Event::ResourceUpdated { uri } => format!("updated {uri}"),
         Event::Notification { method, params } => format!("notification {method} {params}"),
@@ -223,11 +219,11 @@ pub(super) fn describe(e: &Event<'_>) -> String {
             format!("asks {} {:?} {params}", kind.method(), call.map(CallId::get))
         }
         Event::ServerRequestExpired { .. } => "expired".into(),
-        Event::AuthorizationAsked { call, name, .. } => format!("asked {} {name}", call.get()),
         Event::TaskCreated { call, task } => format!("task {} {task}", call.get()),
         Event::TaskStatus { call, task, status, message } => {
             format!("task {} {task} {} {message:?}", call.get(), status.as_str())
         }
+        Event::Client(never) => match *never {},
     }
 }
 

@@ -11,14 +11,14 @@ use crate::client::catalog::Need;
 #[cfg(doc)]
 use crate::client::{AccessRequest, Client, Decision, DefaultPolicy};
 use crate::client::{
-    AnswerHandler, CacheStats, CapabilityStore, CatalogError, CatalogView, Commands, Policy,
-    Principal, PrincipalError, PrincipalId, ServerId,
+    AnswerHandler, CacheStats, CapabilityStore, CatalogError, CatalogView, Commands, HostEvent,
+    Policy, Principal, PrincipalError, PrincipalId, ServerId,
 };
 use crate::config::SavedVerdict;
 #[cfg(doc)]
 use crate::engine::Engine;
 use crate::engine::{
-    CallId, CallOptions, Event, RecordSink, RootsBoundary, ServerRequestId, ServerState, TaskStatus,
+    CallId, CallOptions, RecordSink, RootsBoundary, ServerRequestId, ServerState, TaskStatus,
 };
 use crate::error::{
     AnswerError, AuthorizeError, CallError, CancelError, RequestError, TransportError,
@@ -51,7 +51,7 @@ impl Host {
     ///
     /// The capability cache's own listings never show here; its `ToolsChanged` (and prompt and
     /// resource) events do.
-    pub fn poll_event(&mut self) -> Option<(ServerId, Event<'_>)> {
+    pub fn poll_event(&mut self) -> Option<(ServerId, HostEvent<'_>)> {
         // The clock is read only when the cache has work a tick may have left.
         if self.client.catalogs_armed() {
             let now = Instant::now();
@@ -63,7 +63,7 @@ impl Host {
 
     /// Hands every queued event to `f` with [`Commands`] to start or cancel calls meanwhile;
     /// see [`Client::drain`]. The calls the closure starts are written as it returns from each event.
-    pub fn drain(&mut self, f: impl FnMut(&mut Commands<'_>, ServerId, Event<'_>)) {
+    pub fn drain(&mut self, f: impl FnMut(&mut Commands<'_>, ServerId, HostEvent<'_>)) {
         let now = Instant::now();
         let (transports, registry) = (&mut self.transports, self.poll.registry());
         let flush = |client: &mut crate::client::Client| {

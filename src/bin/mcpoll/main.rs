@@ -47,8 +47,8 @@ use std::time::{Duration, Instant};
 use mcpoll::oauth::{AuthorizeError, Authorizer, IdentityProvider, OAuthConfig, PreRegistered};
 use mcpoll::{
     AssertionFile, BlockingError, CacheConfig, CallError, CallId, CallOptions, CatalogError,
-    Config, ConfigFile, Event, Host, HttpOptions, LocalError, Method, OwnedResult, ProcessExit,
-    ServerId, ServerState, StdioCommand, TransportError,
+    ClientEvent, Config, ConfigFile, Event, Host, HttpOptions, LocalError, Method, OwnedResult,
+    ProcessExit, ServerId, ServerState, StdioCommand, TransportError,
 };
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -558,9 +558,9 @@ fn watch(
         host.poll(Some(TICK)).map_err(|e| Failure::Other("io", e.to_string()))?;
         while let Some((_, event)) = host.poll_event() {
             let (kind, change) = match event {
-                Event::ToolsChanged(c) => ("tools", c),
-                Event::PromptsChanged(c) => ("prompts", c),
-                Event::ResourcesChanged(c) => ("resources", c),
+                Event::Client(ClientEvent::ToolsChanged(c)) => ("tools", c),
+                Event::Client(ClientEvent::PromptsChanged(c)) => ("prompts", c),
+                Event::Client(ClientEvent::ResourcesChanged(c)) => ("resources", c),
                 Event::Closed { error } => return Err(Failure::Call(error)),
                 _ => continue,
             };

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::client::catalog::ServerCatalog;
+use crate::client::ClientEvent;
 use crate::client::{Client, ServerId};
 use crate::config::{CacheConfig, Config};
 use crate::engine::{CallOptions, Engine, Event, TransportEvent, TransportKind};
@@ -227,7 +228,7 @@ impl Sim {
     fn drain_events(&mut self) {
         while let Some((server, event)) = self.client.poll_event(self.now) {
             let Some(ctx) = self.ids.iter().position(|id| *id == server) else { continue };
-            if let Event::ToolsChanged(change) = event {
+            if let Event::Client(ClientEvent::ToolsChanged(change)) = event {
                 for name in change.added().iter().chain(change.changed()) {
                     assert!(visible_to(ctx, name), "context {ctx} was told of {name}");
                 }
