@@ -4,6 +4,7 @@
 
 pub(crate) mod reap;
 pub(crate) mod stdio;
+pub(crate) mod transport;
 
 #[cfg(feature = "http")]
 pub(crate) mod http;

@@ -12,7 +12,8 @@ use std::time::Instant;
 use mio::{Registry, Token};
 
 #[cfg(feature = "http")]
-use crate::driver::http::close::{SessionEnd, SessionEnds};
+use crate::driver::http::close::SessionEnds;
+use crate::driver::transport::SessionEnd;
 
 use super::embed::Reactor;
 use super::Host;
@@ -29,9 +30,11 @@ pub(super) struct Ending {
 impl Ending {
     /// Takes a closed server's session end to drive. Call [`settle`](Self::settle) after:
     /// an older end may have been dropped to make room.
-    #[cfg(feature = "http")]
     pub(super) fn push(&mut self, registry: &Registry, end: SessionEnd) {
+        #[cfg(feature = "http")]
         self.ends.push(registry, end);
+        #[cfg(not(feature = "http"))]
+        match end {}
     }
 
     /// A readiness event; `false` when `token` is not an end's.

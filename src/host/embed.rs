@@ -15,9 +15,10 @@ use std::time::{Duration, Instant};
 use mio::{Events, Poll, Registry, Token};
 
 use super::tokens::{Owner, TokenSpace};
-use super::{AddServerError, Host, Transport};
+use super::{AddServerError, Host};
 use crate::client::Client;
 use crate::config::CacheConfig;
+use crate::driver::transport::Transport;
 use crate::engine::Engine;
 use crate::time::earlier;
 
@@ -176,17 +177,6 @@ impl Reactor {
                 "an embedded host cannot wait: the program polls and forwards events to \
                  Host::handle_readiness",
             )),
-        }
-    }
-}
-
-impl Transport {
-    /// The tokens the driver registers with.
-    pub(super) fn tokens(&self) -> Range<usize> {
-        match self {
-            Self::Stdio(d) => d.tokens(),
-            #[cfg(feature = "http")]
-            Self::Http(d) => d.tokens(),
         }
     }
 }

@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use super::{Host, Transport};
+use super::Host;
 
 impl Host {
     /// `true` when a zero-timeout [`poll`](Self::poll) has nothing to do now except ask the
@@ -39,18 +39,5 @@ impl Host {
             && self.exiting.poll_timeout().is_none_or(|d| d > now)
             && self.client.is_idle(now)
             && self.transports.iter().flatten().all(|t| t.is_idle(now))
-    }
-}
-
-impl Transport {
-    fn is_idle(&self, now: Instant) -> bool {
-        let timers = self.poll_timeout().is_none_or(|d| d > now);
-        match self {
-            Self::Stdio(d) => timers && d.unsent() == 0 && !d.has_backlog(),
-            // Its writes belong to pending requests or to the engine's output, checked by the
-            // core.
-            #[cfg(feature = "http")]
-            Self::Http(_) => timers,
-        }
     }
 }

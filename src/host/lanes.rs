@@ -4,13 +4,14 @@
 use std::fmt;
 use std::time::Instant;
 
-use super::{AddServerError, Host, Transport};
+use super::{AddServerError, Host};
 use crate::client::catalog::ServerCatalog;
 use crate::client::principal::{Credentials, LaneLink, LaneTarget, Recipe};
 use crate::client::{PrincipalId, ServerId};
 #[cfg(feature = "http")]
 use crate::driver::http::HttpDriver;
 use crate::driver::stdio::StdioDriver;
+use crate::driver::transport::Transport;
 use crate::engine::Engine;
 
 /// Why a lane could not be had.

@@ -9,8 +9,6 @@ use std::fmt;
 use std::io;
 use std::time::{Duration, Instant};
 
-use mio::Token;
-
 use crate::client::catalog::ServerCatalog;
 use crate::client::principal::Recipe;
 use crate::client::Client;
@@ -19,8 +17,9 @@ use crate::config::{CacheConfig, Config};
 use crate::driver::http::{HttpDriver, HttpOptions, HttpSetupError};
 use crate::driver::reap::Reaper;
 use crate::driver::stdio::{StdioCommand, StdioDriver};
+use crate::driver::transport::Transport;
 use crate::engine::{Engine, Stats};
-use crate::error::{AnswerError, CallError, ConfigError, RequestError, TransportError};
+use crate::error::{AnswerError, CallError, ConfigError, RequestError};
 use crate::proto::mcp::ResultType;
 
 mod blocking;
@@ -85,165 +84,6 @@ impl fmt::Display for AddServerError {
             }
             Self::Roots(e) => write!(f, "roots: {e}"),
         }
-    }
-}
-
-/// The transport of one server.
-#[derive(Debug)]
-enum Transport {
-    Stdio(StdioDriver),
-    #[cfg(feature = "http")]
-    Http(HttpDriver),
-}
-
-impl Transport {
-    /// `read_closed`: the event said the peer closed its end (or, without an event to ask,
-    /// `true`), so a driver reads on to `WouldBlock` instead of stopping at a short read.
-    fn handle_readiness(
-        &mut self,
-        registry: &mio::Registry,
-        token: Token,
-        read_closed: bool,
-        engine: &mut Engine,
-        now: Instant,
-    ) {
-        match self {
-            Self::Stdio(d) => {
-                if let Err(e) = d.handle_token(registry, token, read_closed, engine, now) {
-                    log::debug!("server I/O failed: {e}");
-                }
-            }
-            #[cfg(feature = "http")]
-            Self::Http(d) => d.handle_token(registry, token, read_closed, engine, now),
-        }
-    }
-
-    fn flush(&mut self, registry: &mio::Registry, engine: &mut Engine, now: Instant) {
-        match self {
-            Self::Stdio(d) => {
-                if let Err(e) = d.flush(registry, engine, now) {
-                    log::debug!("flush failed: {e}");
-                }
-            }
-            #[cfg(feature = "http")]
-            Self::Http(d) => d.flush(registry, engine, now),
-        }
-    }
-
-    /// The scope granted with the server's current OAuth token: it, not the scopes the host
-    /// declared, is what the server answers for, so the capability cache keys on it.
-    fn granted_scope(&self) -> Option<&str> {
-        match self {
-            Self::Stdio(_) => None,
-            #[cfg(feature = "http")]
-            Self::Http(d) => d.granted_scope(),
-        }
-    }
-
-    /// `true` for a transport whose credentials come with a granted scope (HTTP with OAuth),
-    /// which the core keys its catalogs on.
-    fn grants_scopes(&self) -> bool {
-        match self {
-            Self::Stdio(_) => false,
-            #[cfg(feature = "http")]
-            Self::Http(_) => true,
-        }
-    }
-
-    /// `true` when the driver stopped reading before `WouldBlock` (its per-readiness frame
-    /// budget ran out): it must be resumed without waiting for a readiness event.
-    fn has_backlog(&self) -> bool {
-        match self {
-            Self::Stdio(d) => d.has_backlog(),
-            // The HTTP driver keeps its backlog in the session and asks for an immediate
-            // wake-up through its own `poll_timeout` instead.
-            #[cfg(feature = "http")]
-            Self::Http(_) => false,
-        }
-    }
-
-    /// Carries on with input left over by the frame budget.
-    fn resume(&mut self, registry: &mio::Registry, engine: &mut Engine, now: Instant) {
-        match self {
-            Self::Stdio(d) => {
-                if d.has_backlog() {
-                    if let Err(e) = d.resume(registry, engine, now) {
-                        log::debug!("server I/O failed: {e}");
-                    }
-                }
-            }
-            #[cfg(feature = "http")]
-            Self::Http(_) => {}
-        }
-    }
-
-    /// Requests written but waiting for a connection (HTTP).
-    fn requests_waiting(&self) -> usize {
-        match self {
-            Self::Stdio(_) => 0,
-            #[cfg(feature = "http")]
-            Self::Http(d) => d.requests_waiting(),
-        }
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        match self {
-            Self::Stdio(d) => d.poll_timeout(),
-            #[cfg(feature = "http")]
-            Self::Http(d) => d.poll_timeout(),
-        }
-    }
-
-    /// Starts a new process when the engine asks for one (a restart after a crash).
-    fn maintain(&mut self, registry: &mio::Registry, engine: &mut Engine, now: Instant) {
-        // Irrefutable when the HTTP transport is compiled out.
-        #[allow(irrefutable_let_patterns)]
-        if let Self::Stdio(d) = self {
-            if !d.is_running() && engine.wants_transport() {
-                if let Err(e) = d.spawn(registry, engine, now) {
-                    log::warn!("restarting the server failed: {e}");
-                    let reason = crate::error::CloseReason::SpawnFailed;
-                    engine.handle_transport(
-                        now,
-                        crate::engine::TransportEvent::closed(TransportError::Closed(reason)),
-                    );
-                }
-            }
-        }
-    }
-
-    fn handle_timeout(&mut self, registry: &mio::Registry, engine: &mut Engine, now: Instant) {
-        match self {
-            Self::Stdio(d) => {
-                if let Err(e) = d.handle_timeout(registry, engine, now) {
-                    log::warn!("restarting the server failed: {e}");
-                }
-            }
-            #[cfg(feature = "http")]
-            Self::Http(d) => d.handle_timeout(registry, engine, now),
-        }
-    }
-
-    /// Stops the transport without waiting: a stdio child goes to `reaper`, a legacy HTTP
-    /// session's `DELETE` to `ending`.
-    fn shutdown(
-        &mut self,
-        registry: &mio::Registry,
-        grace: Duration,
-        reaper: &mut Reaper,
-        ending: &mut closing::Ending,
-    ) {
-        let now = Instant::now();
-        match self {
-            Self::Stdio(d) => reaper.extend(d.detach(registry, grace, now)),
-            #[cfg(feature = "http")]
-            Self::Http(d) => {
-                if let Some(end) = d.detach(registry, grace, now) {
-                    ending.push(registry, end);
-                }
-            }
-        }
-        let _ = ending;
     }
 }
 
@@ -524,7 +364,10 @@ impl Host {
             engine.close(Instant::now());
             if let Some(Some(transport)) = self.transports.get_mut(server.index) {
                 let grace = Duration::from_millis(250);
-                transport.shutdown(registry, grace, &mut self.exiting, &mut self.ending);
+                let now = Instant::now();
+                if let Some(end) = transport.shutdown(registry, grace, &mut self.exiting, now) {
+                    self.ending.push(registry, end);
+                }
             }
         }
         self.ending.settle(&mut self.poll);
