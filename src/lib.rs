@@ -104,9 +104,10 @@
 //! are [`Host::set_roots`] inside a [`RootsBoundary`].
 //!
 //! **Cache.** Tool, prompt and resource catalogs are cached per server under the server's
-//! hints: [`Host::tool_catalog_blocking`], [`Host::tool`], [`Host::search_tools`],
-//! [`Host::watch_catalogs`] ([`CatalogView`], [`CatalogChange`], [`ClientEvent::ToolsChanged`]),
-//! bounded by [`CacheConfig`] ([`Host::with_cache`]).
+//! hints: [`Host::tool_catalog_blocking`], [`Host::tool`], [`Client::search_tools`] (the
+//! core's getters read through a `Host` too), [`Host::watch_catalogs`] ([`CatalogView`],
+//! [`CatalogChange`], [`ClientEvent::ToolsChanged`]), bounded by [`CacheConfig`]
+//! ([`Host::with_cache`]).
 //!
 //! **Authorize.** A bearer token ([`HttpOptions::bearer`]), a [`TokenProvider`], or the whole
 //! OAuth flow ([`HttpOptions::oauth`], module [`oauth`]); refusals are

@@ -532,6 +532,19 @@ fn flush_unflushed(
     }
 }
 
+/// A host reads as its core: every getter of [`Client`] (`state`, `era`, `pending`,
+/// `capabilities`, `search_tools`, `cache_stats`, `task_info`, ...) works on a `Host` as it is,
+/// and is written once, on the core. Only reading: the core's commands take `now` and leave
+/// output for the shell to write, so a host's commands are its own (they read the clock and
+/// write what they queued at once).
+impl std::ops::Deref for Host {
+    type Target = Client;
+
+    fn deref(&self) -> &Client {
+        &self.client
+    }
+}
+
 impl Drop for Host {
     fn drop(&mut self) {
         // Drivers kill their process groups when dropped. The reaper, dropped next, kills and

@@ -6,7 +6,7 @@ use std::time::Instant;
 use serde_json::value::RawValue;
 
 use super::Host;
-use crate::client::{ServerId, TaskCallError, TaskError, TaskId, TaskInfo, TaskOptions};
+use crate::client::{ServerId, TaskCallError, TaskError, TaskId, TaskOptions};
 use crate::engine::{CallId, CallOptions};
 use crate::proto::mcp::Method;
 
@@ -119,10 +119,5 @@ impl Host {
     /// them).
     pub fn end_task(&mut self, task: TaskId) -> Result<(), TaskError> {
         self.client.end_task(task)
-    }
-
-    /// The task's audit id, call count, budget, deadline and whether it was cancelled.
-    pub fn task_info(&self, task: TaskId) -> Result<TaskInfo, TaskError> {
-        self.client.task_info(task)
     }
 }

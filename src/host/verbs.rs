@@ -11,20 +11,15 @@ use crate::client::catalog::Need;
 #[cfg(doc)]
 use crate::client::{AccessRequest, Client, Decision, DefaultPolicy};
 use crate::client::{
-    AnswerHandler, CacheStats, CapabilityStore, CatalogError, CatalogView, Commands, HostEvent,
-    Policy, Principal, PrincipalError, PrincipalId, ServerId,
+    AnswerHandler, CapabilityStore, CatalogError, CatalogView, Commands, HostEvent, Policy,
+    Principal, PrincipalError, PrincipalId, ServerId,
 };
 use crate::config::SavedVerdict;
 #[cfg(doc)]
 use crate::engine::Engine;
-use crate::engine::{
-    CallId, CallOptions, RecordSink, RootsBoundary, ServerRequestId, ServerState, TaskStatus,
-};
-use crate::error::{
-    AnswerError, AuthorizeError, CallError, CancelError, RequestError, TransportError,
-};
+use crate::engine::{CallId, CallOptions, RecordSink, RootsBoundary, ServerRequestId};
+use crate::error::{AnswerError, AuthorizeError, CancelError, RequestError};
 use crate::proto::mcp::{Method, SubscriptionFilter};
-use crate::proto::version::Era;
 
 impl Host {
     /// Calls a tool that takes no arguments (sends `"arguments":{}`).
@@ -336,78 +331,6 @@ impl Host {
     /// allocates nothing. See [`Client::tool`]. At the current time.
     pub fn tool(&mut self, server: ServerId, name: &str) -> Option<&str> {
         self.client.tool(Instant::now(), server, name)
-    }
-
-    /// The task-backed calls pending on `server`: each call, its task id and the status last
-    /// reported (empty for an unknown server). See [`Client::server_tasks`].
-    pub fn server_tasks(&self, server: ServerId) -> Vec<(CallId, String, Option<TaskStatus>)> {
-        self.client.server_tasks(server)
-    }
-
-    /// The server's state: probing, handshaking, ready with its era, closed. See [`Client::state`].
-    pub fn state(&self, server: ServerId) -> Option<ServerState> {
-        self.client.state(server)
-    }
-
-    /// Why the server is [`ServerState::Unauthorized`]: the error its probe or handshake failed
-    /// with (an OAuth step, credentials refused, or a local OAuth configuration problem,
-    /// `LocalError::OAuthSetup`). A restart or a new call tries again. See
-    /// [`Client::authorization_error`].
-    pub fn authorization_error(&self, server: ServerId) -> Option<&CallError> {
-        self.client.authorization_error(server)
-    }
-
-    /// The era the server speaks, once known. See [`Client::era`].
-    pub fn era(&self, server: ServerId) -> Option<Era> {
-        self.client.era(server)
-    }
-
-    /// The raw `server/discover` or `initialize` result. See [`Client::server_info`].
-    pub fn server_info(&self, server: ServerId) -> Option<&str> {
-        self.client.server_info(server)
-    }
-
-    /// Why the server's last connection or process ended, kept across restarts. See
-    /// [`Client::last_transport_error`].
-    pub fn last_transport_error(&self, server: ServerId) -> Option<&TransportError> {
-        self.client.last_transport_error(server)
-    }
-
-    /// Calls pending on the server (queued, in flight or backing off), the handshake included. See
-    /// [`Client::pending`].
-    pub fn pending(&self, server: ServerId) -> Option<usize> {
-        self.client.pending(server)
-    }
-
-    /// The server's protocol capabilities: the `capabilities` object of its `server/discover`
-    /// (modern) or `initialize` (legacy) result, as JSON, once ready. Borrowed from the kept
-    /// result: nothing is listed, called or allocated. See [`Client::capabilities`].
-    pub fn capabilities(&self, server: ServerId) -> Option<&str> {
-        self.client.capabilities(server)
-    }
-
-    /// The `k` tools of the server's last listed catalog that best match `query` (BM25 over name,
-    /// title, description and annotation words; ties by name), best first, with their scores. The
-    /// index follows every refresh; it is empty until the tools were listed. See
-    /// [`Client::search_tools`].
-    pub fn search_tools(&self, server: ServerId, query: &str, k: usize) -> Vec<(&str, f64)> {
-        self.client.search_tools(server, query, k)
-    }
-
-    /// Counters of the capability cache: hits, misses, stale serves, refreshes, evictions. See
-    /// [`Client::cache_stats`].
-    pub fn cache_stats(&self) -> CacheStats {
-        self.client.cache_stats()
-    }
-
-    /// The server's name in its records. See [`Client::server_name`].
-    pub fn server_name(&self, server: ServerId) -> Option<&str> {
-        self.client.server_name(server)
-    }
-
-    /// The principal a lane serves; `None` for a server's own handle. See [`Client::principal_of`].
-    pub fn principal_of(&self, lane: ServerId) -> Option<PrincipalId> {
-        self.client.principal_of(lane)
     }
 
     /// Answers server requests of every server (elicitation, sampling, roots) with `handler`, from
