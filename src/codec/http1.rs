@@ -1007,7 +1007,9 @@ fn parse_decimal(digits: &[u8]) -> Option<u64> {
 
 /// Parses `1*HEXDIG [ BWS ";" chunk-ext ] CR` (the line feed is already cut off).
 /// Extensions are skipped but may not hold control characters, so a stray CR or NUL in the
-/// framing is an error rather than something two parsers could read differently.
+/// framing is an error rather than something two parsers could read differently. Not
+/// `httparse::parse_chunk_size`, which takes an empty size as 0 and any octet in an extension
+/// (the test `the_chunk_size_line_agrees_with_httparse_or_is_stricter` pins the difference).
 fn parse_chunk_size(line: &[u8]) -> Option<u64> {
     let line = line.strip_suffix(b"\r")?;
     let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
@@ -1427,6 +1429,44 @@ mod tests {
                 + &chunked(&[r#"{"jsonrpc":"2.0","id":28,"error":{"code":-32601,"message":"Method not found"}}"#])
                 + &crlf("HTTP/1.1 202 Accepted\ndate: Wed, 02 Dec 2026 15:16:54 GMT\nserver: uvicorn\ncontent-type: application/json\nmcp-session-id: f9c3bf6bae6a435f943e66e0c68348c1\ncontent-length: 0\n\n"), closed
             => [head(404), body(r#"{"jsonrpc":"2.0","id":28,"error":{"code":-32601,"message":"Method not found"}}"#), end(true), head(202), end(true)];
+    }
+
+    /// Why the chunk-size line has a parser of its own beside `httparse::parse_chunk_size`:
+    /// on what both take they read the same size, and where httparse is lenient (an empty
+    /// size, control characters in an extension) this one refuses, so a framing two parsers on
+    /// the path could read differently is an error here.
+    #[test]
+    fn the_chunk_size_line_agrees_with_httparse_or_is_stricter() {
+        let httparse_size = |line: &[u8]| {
+            let with_lf = [line, b"\n"].concat();
+            match httparse::parse_chunk_size(&with_lf) {
+                Ok(httparse::Status::Complete((_, size))) => Some(size),
+                _ => None,
+            }
+        };
+        let same: [&[u8]; 10] = [
+            b"0\r",
+            b"5\r",
+            b"1aF\r",
+            b"5;name=value\r",
+            b"5 ;ext\r",
+            b"5\t; ext=\"quoted\"\r",
+            b"fffffffffffffff\r",
+            b"ffffffffffffffff\r",
+            b"10000000000000000\r",
+            b"5 x\r",
+        ];
+        for line in same {
+            assert_eq!(parse_chunk_size(line), httparse_size(line), "{:?}", line.escape_ascii());
+        }
+        let stricter: [&[u8]; 4] = [b"\r", b";ext\r", b"5;a\x00b\r", b"5;\x7f\r"];
+        for line in stricter {
+            let name = line.escape_ascii();
+            assert!(httparse_size(line).is_some(), "httparse takes {name}");
+            assert_eq!(parse_chunk_size(line), None, "{name} is refused");
+        }
+        assert_eq!(parse_chunk_size(b"ffffffffffffffff\r"), Some(u64::MAX));
+        assert_eq!(parse_chunk_size(b"10000000000000000\r"), None, "past a u64");
     }
 
     #[test]
