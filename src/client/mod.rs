@@ -35,6 +35,8 @@ pub(crate) mod event;
 pub(crate) mod principal;
 pub(crate) mod records;
 pub(crate) mod roots;
+#[cfg(feature = "schema")]
+pub(crate) mod schema;
 pub(crate) mod task;
 pub(crate) mod verdict_store;
 
@@ -117,6 +119,9 @@ pub struct Client {
     pub(crate) authz: authz::Gate,
     /// Servers whose engines may have output the shell has not written, each named once.
     pub(crate) unflushed: Vec<usize>,
+    /// Compiled tool schemas, by definition hash.
+    #[cfg(feature = "schema")]
+    schemas: schema::SchemaCache,
 }
 
 impl Client {
@@ -134,6 +139,8 @@ impl Client {
             scratch: String::new(),
             authz: authz::Gate::default(),
             unflushed: Vec::new(),
+            #[cfg(feature = "schema")]
+            schemas: schema::SchemaCache::default(),
         })
     }
 

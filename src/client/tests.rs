@@ -401,3 +401,50 @@ fn an_asked_call_waits_for_the_hosts_answer() {
     }
     assert!(denied);
 }
+
+/// The checked calls' schemas are the core's: compiled once from the cached definition, a
+/// refreshed catalog whose tool changed compiles anew, and a check never lists by itself.
+#[cfg(feature = "schema")]
+#[test]
+fn tool_schemas_are_compiled_once_per_definition_from_the_cache() {
+    use crate::client::schema::SchemaCheck;
+    let raw = |s: &str| serde_json::value::RawValue::from_string(s.to_owned()).unwrap();
+    let page = |max: u32| {
+        let schema = json!({"type": "object", "properties": {"n": {"type": "integer",
+            "maximum": max}}, "required": ["n"]});
+        json!({"resultType": "complete", "ttlMs": 60_000,
+            "tools": [{"name": "count", "inputSchema": schema}]})
+    };
+    let mut sim = Sim::new();
+    let id = sim.ready_server("checked");
+    let check = |sim: &mut Sim, args: &str| {
+        sim.client.check_tool_arguments(sim.now, id, "count", &raw(args))
+    };
+    assert!(matches!(check(&mut sim, r#"{"n":1}"#), Err(SchemaCheck::NotInCatalog)));
+    assert!(sim.sent(id).is_empty(), "a check does not list");
+
+    assert_eq!(sim.tool_names(id), None);
+    let list = sim.sent_one(id);
+    sim.reply(id, &list, page(5));
+    sim.client.handle_timeout(sim.now);
+    assert!(check(&mut sim, r#"{"n":5}"#).is_ok());
+    let Err(SchemaCheck::Violation(v)) = check(&mut sim, r#"{"n":6}"#) else {
+        panic!("6 is past the maximum")
+    };
+    assert_eq!(v.pointer, "/n");
+    assert!(matches!(check(&mut sim, "[1]"), Err(SchemaCheck::Violation(_))));
+    assert_eq!(sim.client.schema_compiles(), 1, "one definition, compiled once");
+
+    // The catalog changes: the new definition is compiled, and checked against.
+    sim.peer(id, json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    assert_eq!(sim.tool_names(id), None, "a stale catalog lists again");
+    let list = sim.sent_one(id);
+    sim.reply(id, &list, page(10));
+    sim.client.handle_timeout(sim.now);
+    assert!(check(&mut sim, r#"{"n":6}"#).is_ok());
+    assert_eq!(sim.client.schema_compiles(), 2);
+
+    // A tool without an outputSchema passes any result (the output checks are
+    // `tests/schema.rs`'s, against the demo server).
+    assert!(sim.client.check_tool_result(sim.now, id, "count", r#"{"content":[]}"#).is_ok());
+}

@@ -222,9 +222,6 @@ pub struct Host {
     exiting: Reaper,
     /// Closed HTTP servers' legacy sessions being ended (`DELETE`), from the poll and tick.
     ending: closing::Ending,
-    /// Compiled tool schemas, by definition hash.
-    #[cfg(feature = "schema")]
-    schemas: schema::SchemaCache,
 }
 
 impl Host {
@@ -241,8 +238,6 @@ impl Host {
             transports: Vec::new(),
             exiting: Reaper::default(),
             ending: closing::Ending::default(),
-            #[cfg(feature = "schema")]
-            schemas: schema::SchemaCache::default(),
         })
     }
 

@@ -1,52 +1,19 @@
 //! Checked tool calls (cargo feature `schema`): arguments against the tool's `inputSchema`
 //! before anything is sent, `structuredContent` against its `outputSchema` when the result
-//! comes.
-//!
-//! The schemas come from the capability cache's definition of the tool (the catalog the host
-//! listed); the call never lists by itself. Each definition is compiled once and kept under
-//! its content hash, so a refreshed catalog whose tool did not change reuses the compiled
-//! schema, and a changed tool gets a new one. A schema that fails to compile (remote `$ref`,
-//! over the bounds) is remembered as failed too: a hostile definition costs one compile.
+//! comes. The compiled schemas are the core's ([`Client`](crate::Client)); what is here sends
+//! the call and waits for it.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::value::RawValue;
-use serde_json::Value;
 
-use crate::catalog::hash::ContentHash;
+use crate::client::schema::SchemaCheck;
 use crate::engine::{CallId, CallOptions};
 use crate::error::RequestError;
-use crate::schema::{Schema, SchemaError, SchemaLimits, SchemaViolation};
+use crate::schema::{SchemaError, SchemaViolation};
 
 use super::{BlockingError, Host, OwnedResult, ServerId};
-
-/// Compiled definitions kept at most; past it the table starts over (the catalog bounds how
-/// many tools there are, so this only trims definitions of tools long gone).
-const MAX_COMPILED: usize = 1024;
-
-/// The compiled schemas of one tool definition.
-#[derive(Debug)]
-struct ToolSchemas {
-    input: Option<Schema>,
-    output: Option<Schema>,
-}
-
-/// Compiled tool schemas, by the content hash of the tool's definition.
-#[derive(Debug, Default)]
-pub(super) struct SchemaCache {
-    limits: SchemaLimits,
-    by_hash: HashMap<ContentHash, Result<Arc<ToolSchemas>, SchemaError>>,
-    compiles: u64,
-}
-
-fn compile_tool(definition: &str, limits: SchemaLimits) -> Result<ToolSchemas, SchemaError> {
-    let members: HashMap<String, &RawValue> =
-        serde_json::from_str(definition).map_err(|_| SchemaError::NotJson)?;
-    let schema = |name| members.get(name).map(|s| Schema::compile(s.get(), limits)).transpose();
-    Ok(ToolSchemas { input: schema("inputSchema")?, output: schema("outputSchema")? })
-}
 
 /// Why a checked tool call did not give a result that fits the tool's schemas.
 #[derive(Debug)]
@@ -94,16 +61,31 @@ impl From<RequestError> for ToolCallError {
     }
 }
 
-impl Host {
-    /// Sets the bounds for compiling and checking tool schemas (default
-    /// [`SchemaLimits::default`]); schemas already compiled are compiled again.
-    pub fn set_schema_limits(&mut self, limits: SchemaLimits) {
-        self.schemas = SchemaCache { limits, ..SchemaCache::default() };
+impl ToolCallError {
+    /// The error of a failed check; `result` is the result text an output check was of.
+    fn of(check: SchemaCheck, result: Option<&str>) -> Self {
+        match (check, result) {
+            (SchemaCheck::NotInCatalog, _) => Self::NotInCatalog,
+            (SchemaCheck::Unusable(e), _) => Self::Schema(e),
+            (SchemaCheck::NotAnObject, _) => Self::Call(RequestError::ArgumentsNotObject.into()),
+            (SchemaCheck::Violation(violation), Some(json)) => Self::Output {
+                violation,
+                result: OwnedResult {
+                    json: json.to_owned(),
+                    is_error: false,
+                    result_type: crate::proto::mcp::ResultType::Complete,
+                },
+            },
+            (SchemaCheck::Violation(violation), None) => Self::Arguments(violation),
+        }
     }
+}
 
-    /// Tool definitions compiled so far (a cached definition is compiled once).
-    pub fn schema_compiles(&self) -> u64 {
-        self.schemas.compiles
+impl Host {
+    /// Sets the bounds for compiling and checking tool schemas; see
+    /// [`Client::set_schema_limits`](crate::Client::set_schema_limits).
+    pub fn set_schema_limits(&mut self, limits: crate::SchemaLimits) {
+        self.client.set_schema_limits(limits);
     }
 
     /// Calls a tool after checking `arguments` against its `inputSchema` from the cached tool
@@ -115,12 +97,8 @@ impl Host {
         arguments: &RawValue,
         opts: &CallOptions,
     ) -> Result<CallId, ToolCallError> {
-        let schemas = self.tool_schemas(server, name)?;
-        if let Some(input) = &schemas.input {
-            let args: Value = serde_json::from_str(arguments.get())
-                .map_err(|_| ToolCallError::Call(RequestError::ArgumentsNotObject.into()))?;
-            input.validate(&args).map_err(ToolCallError::Arguments)?;
-        }
+        let checked = self.client.check_tool_arguments(Instant::now(), server, name, arguments);
+        checked.map_err(|c| ToolCallError::of(c, None))?;
         Ok(self.call_tool(server, name, arguments, opts)?)
     }
 
@@ -133,33 +111,8 @@ impl Host {
         name: &str,
         result: &str,
     ) -> Result<(), ToolCallError> {
-        let schemas = self.tool_schemas(server, name)?;
-        let Some(output) = &schemas.output else { return Ok(()) };
-        let no_result = || SchemaViolation {
-            pointer: String::new(),
-            reason: "the result is not a JSON object",
-            budget: false,
-        };
-        let outcome = match serde_json::from_str::<Value>(result) {
-            Ok(Value::Object(r)) if r.get("isError") == Some(&Value::Bool(true)) => Ok(()),
-            Ok(Value::Object(r)) => match r.get("structuredContent") {
-                Some(content) => output.validate(content),
-                None => Err(SchemaViolation {
-                    pointer: String::new(),
-                    reason: "structuredContent: missing although the tool has an outputSchema",
-                    budget: false,
-                }),
-            },
-            _ => Err(no_result()),
-        };
-        outcome.map_err(|violation| ToolCallError::Output {
-            violation,
-            result: OwnedResult {
-                json: result.to_owned(),
-                is_error: false,
-                result_type: crate::proto::mcp::ResultType::Complete,
-            },
-        })
+        let checked = self.client.check_tool_result(Instant::now(), server, name, result);
+        checked.map_err(|c| ToolCallError::of(c, Some(result)))
     }
 
     /// [`call_tool_checked`](Self::call_tool_checked), then waits for the result and checks
@@ -173,42 +126,12 @@ impl Host {
     ) -> Result<OwnedResult, ToolCallError> {
         let call = self.call_tool_checked(server, name, arguments, opts)?;
         let result = self.wait(server, call).map_err(ToolCallError::Call)?;
-        match self.check_tool_result(server, name, &result.json) {
+        match self.client.check_tool_result(Instant::now(), server, name, &result.json) {
             Ok(()) => Ok(result),
-            Err(ToolCallError::Output { violation, .. }) => {
+            Err(SchemaCheck::Violation(violation)) => {
                 Err(ToolCallError::Output { violation, result })
             }
-            Err(e) => Err(e),
+            Err(check) => Err(ToolCallError::of(check, None)),
         }
-    }
-
-    /// The tool's compiled schemas: from the table when its definition was seen before (no
-    /// copy, no parse), else compiled now and kept.
-    fn tool_schemas(
-        &mut self,
-        server: ServerId,
-        name: &str,
-    ) -> Result<Arc<ToolSchemas>, ToolCallError> {
-        let hash = self
-            .client
-            .listed_tool(std::time::Instant::now(), server, name)
-            .ok_or(ToolCallError::NotInCatalog)?
-            .hash();
-        if let Some(known) = self.schemas.by_hash.get(&hash) {
-            return known.clone().map_err(ToolCallError::Schema);
-        }
-        let definition = self
-            .client
-            .listed_tool(std::time::Instant::now(), server, name)
-            .map(|i| i.json().to_owned());
-        let definition = definition.ok_or(ToolCallError::NotInCatalog)?;
-        let cache = &mut self.schemas;
-        if cache.by_hash.len() >= MAX_COMPILED {
-            cache.by_hash.clear();
-        }
-        cache.compiles += 1;
-        let compiled = compile_tool(&definition, cache.limits).map(Arc::new);
-        cache.by_hash.insert(hash, compiled.clone());
-        compiled.map_err(ToolCallError::Schema)
     }
 }
