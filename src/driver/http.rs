@@ -115,7 +115,7 @@ impl HttpDriver {
     /// connections are made on demand.
     pub fn new(
         opts: HttpOptions,
-        config: &crate::Config,
+        config: &crate::config::Config,
         base: Token,
         engine: &mut Engine,
         now: Instant,
