@@ -342,6 +342,16 @@ impl Host {
 
     /// Writes the output of every server the core says has some: after each command, and
     /// before each wait.
+    /// Runs a command of the core at the current time, then writes what it queued: how each
+    /// of the host's commands is the core's at once, with its I/O.
+    #[inline(always)]
+    pub(crate) fn at_now<T>(&mut self, command: impl FnOnce(&mut Client, Instant) -> T) -> T {
+        let now = Instant::now();
+        let out = command(&mut self.client, now);
+        self.flush_unflushed(now);
+        out
+    }
+
     pub(crate) fn flush_unflushed(&mut self, now: Instant) {
         flush_unflushed(&mut self.client, &mut self.transports, self.poll.registry(), now);
     }

@@ -30,10 +30,9 @@ impl TaskScope<'_> {
         arguments: &RawValue,
         opts: CallOptions,
     ) -> Result<CallId, TaskCallError> {
-        let now = Instant::now();
-        let out = self.host.client.call_tool_in_task(now, self.task, server, name, arguments, opts);
-        self.host.flush_unflushed(now);
-        out
+        let task = self.task;
+        self.host
+            .at_now(|core, now| core.call_tool_in_task(now, task, server, name, arguments, opts))
     }
 
     /// [`Host::call_tool_json`] under the task.
@@ -44,11 +43,10 @@ impl TaskScope<'_> {
         arguments: &str,
         opts: CallOptions,
     ) -> Result<CallId, TaskCallError> {
-        let now = Instant::now();
-        let client = &mut self.host.client;
-        let out = client.call_tool_json_in_task(now, self.task, server, name, arguments, opts);
-        self.host.flush_unflushed(now);
-        out
+        let task = self.task;
+        self.host.at_now(|core, now| {
+            core.call_tool_json_in_task(now, task, server, name, arguments, opts)
+        })
     }
 
     /// [`Host::list`] under the task.
@@ -58,10 +56,8 @@ impl TaskScope<'_> {
         method: Method,
         opts: CallOptions,
     ) -> Result<CallId, TaskCallError> {
-        let now = Instant::now();
-        let out = self.host.client.list_in_task(now, self.task, server, method, opts);
-        self.host.flush_unflushed(now);
-        out
+        let task = self.task;
+        self.host.at_now(|core, now| core.list_in_task(now, task, server, method, opts))
     }
 
     /// [`Host::read_resource`] under the task.
@@ -71,10 +67,8 @@ impl TaskScope<'_> {
         uri: &str,
         opts: CallOptions,
     ) -> Result<CallId, TaskCallError> {
-        let now = Instant::now();
-        let out = self.host.client.read_resource_in_task(now, self.task, server, uri, opts);
-        self.host.flush_unflushed(now);
-        out
+        let task = self.task;
+        self.host.at_now(|core, now| core.read_resource_in_task(now, task, server, uri, opts))
     }
 
     /// [`Host::get_prompt`] under the task.
@@ -85,11 +79,9 @@ impl TaskScope<'_> {
         arguments: Option<&RawValue>,
         opts: CallOptions,
     ) -> Result<CallId, TaskCallError> {
-        let now = Instant::now();
-        let client = &mut self.host.client;
-        let out = client.get_prompt_in_task(now, self.task, server, name, arguments, opts);
-        self.host.flush_unflushed(now);
-        out
+        let task = self.task;
+        self.host
+            .at_now(|core, now| core.get_prompt_in_task(now, task, server, name, arguments, opts))
     }
 }
 
@@ -109,10 +101,7 @@ impl Host {
     /// now, the server is told the right way for its era and transport, nothing is retried),
     /// and refuses any further call under it. Returns how many calls were still running.
     pub fn cancel_task(&mut self, task: TaskId) -> Result<usize, TaskError> {
-        let now = Instant::now();
-        let out = self.client.cancel_task(now, task);
-        self.flush_unflushed(now);
-        out
+        self.at_now(|core, now| core.cancel_task(now, task))
     }
 
     /// Forgets a task. Its calls still running go on to their own end (cancel first to stop

@@ -93,10 +93,7 @@ impl Host {
         request: ServerRequestId,
         result: &RawValue,
     ) -> Result<(), AnswerError> {
-        let now = Instant::now();
-        let out = self.client.answer(now, server, request, result);
-        self.flush_unflushed(now);
-        out
+        self.at_now(|core, now| core.answer(now, server, request, result))
     }
 
     /// Refuses a server request (`Event::ServerRequest`) of `server`; see [`Engine::reject`]. See
@@ -106,10 +103,7 @@ impl Host {
         server: ServerId,
         request: ServerRequestId,
     ) -> Result<(), AnswerError> {
-        let now = Instant::now();
-        let out = self.client.reject(now, server, request);
-        self.flush_unflushed(now);
-        out
+        self.at_now(|core, now| core.reject(now, server, request))
     }
 
     /// Calls a tool. `arguments` must be a JSON object. See [`Client::call_tool`]. At the current
@@ -121,10 +115,7 @@ impl Host {
         arguments: &RawValue,
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        let now = Instant::now();
-        let out = self.client.call_tool(now, server, name, arguments, opts);
-        self.flush_unflushed(now);
-        out
+        self.at_now(|core, now| core.call_tool(now, server, name, arguments, opts))
     }
 
     /// Calls a tool with its arguments as JSON text (one object); see [`Engine::call_tool_json`].
@@ -136,10 +127,7 @@ impl Host {
         arguments: &str,
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        let now = Instant::now();
-        let out = self.client.call_tool_json(now, server, name, arguments, opts);
-        self.flush_unflushed(now);
-        out
+        self.at_now(|core, now| core.call_tool_json(now, server, name, arguments, opts))
     }
 
     /// Reattaches to a task on `server` by its id; see [`Engine::resume_task`]. See
@@ -150,10 +138,7 @@ impl Host {
         task_id: &str,
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        let now = Instant::now();
-        let out = self.client.resume_task(now, server, task_id, opts);
-        self.flush_unflushed(now);
-        out
+        self.at_now(|core, now| core.resume_task(now, server, task_id, opts))
     }
 
     /// Runs a paginated listing to the end; see [`Engine::list`]. See [`Client::list`]. At the
@@ -164,10 +149,7 @@ impl Host {
         method: Method,
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        let now = Instant::now();
-        let out = self.client.list(now, server, method, opts);
-        self.flush_unflushed(now);
-        out
+        self.at_now(|core, now| core.list(now, server, method, opts))
     }
 
     /// Reads a resource. See [`Client::read_resource`]. At the current time; what it sends is
@@ -178,10 +160,7 @@ impl Host {
         uri: &str,
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        let now = Instant::now();
-        let out = self.client.read_resource(now, server, uri, opts);
-        self.flush_unflushed(now);
-        out
+        self.at_now(|core, now| core.read_resource(now, server, uri, opts))
     }
 
     /// Gets a prompt. See [`Client::get_prompt`]. At the current time; what it sends is written at
@@ -193,10 +172,7 @@ impl Host {
         arguments: Option<&RawValue>,
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        let now = Instant::now();
-        let out = self.client.get_prompt(now, server, name, arguments, opts);
-        self.flush_unflushed(now);
-        out
+        self.at_now(|core, now| core.get_prompt(now, server, name, arguments, opts))
     }
 
     /// Sends a request by method name; see [`Engine::request_raw`]. See [`Client::request`]. At the
@@ -208,10 +184,7 @@ impl Host {
         params: Option<&RawValue>,
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        let now = Instant::now();
-        let out = self.client.request(now, server, method, params, opts);
-        self.flush_unflushed(now);
-        out
+        self.at_now(|core, now| core.request(now, server, method, params, opts))
     }
 
     /// Asks for completions of a prompt or resource-template argument. See [`Client::complete`]. At
@@ -223,10 +196,7 @@ impl Host {
         argument: (&str, &str),
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        let now = Instant::now();
-        let out = self.client.complete(now, server, reference, argument, opts);
-        self.flush_unflushed(now);
-        out
+        self.at_now(|core, now| core.complete(now, server, reference, argument, opts))
     }
 
     /// Opens a `subscriptions/listen` subscription; see [`Engine::listen`]. See [`Client::listen`].
@@ -237,19 +207,13 @@ impl Host {
         filter: &SubscriptionFilter,
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        let now = Instant::now();
-        let out = self.client.listen(now, server, filter, opts);
-        self.flush_unflushed(now);
-        out
+        self.at_now(|core, now| core.listen(now, server, filter, opts))
     }
 
     /// Cancels a call: its wait ends at once, and the server is told. See [`Client::cancel`]. At
     /// the current time; what it sends is written at once.
     pub fn cancel(&mut self, server: ServerId, call: CallId) -> Result<(), CancelError> {
-        let now = Instant::now();
-        let out = self.client.cancel(now, server, call);
-        self.flush_unflushed(now);
-        out
+        self.at_now(|core, now| core.cancel(now, server, call))
     }
 
     /// Lets a call held by [`Decision::Ask`] go: it joins the server's queue now (its deadline has
@@ -257,10 +221,7 @@ impl Host {
     /// when it already ended (deadline, cancel) or was answered. See [`Client::allow_call`]. At the
     /// current time; what it sends is written at once.
     pub fn allow_call(&mut self, server: ServerId, call: CallId) -> Result<(), AuthorizeError> {
-        let now = Instant::now();
-        let out = self.client.allow_call(now, server, call);
-        self.flush_unflushed(now);
-        out
+        self.at_now(|core, now| core.allow_call(now, server, call))
     }
 
     /// Refuses a call held by [`Decision::Ask`]: it ends unsent with
@@ -272,20 +233,14 @@ impl Host {
         call: CallId,
         reason: &str,
     ) -> Result<(), AuthorizeError> {
-        let now = Instant::now();
-        let out = self.client.deny_call(now, server, call, reason);
-        self.flush_unflushed(now);
-        out
+        self.at_now(|core, now| core.deny_call(now, server, call, reason))
     }
 
     /// Sets the roots offered to `server` (a `ListRootsResult`); see [`Engine::set_roots`]. With a
     /// boundary set, every root must exist and resolve (symlinks followed) inside it. See
     /// [`Client::set_roots`]. At the current time; what it sends is written at once.
     pub fn set_roots(&mut self, server: ServerId, roots: &RawValue) -> Result<(), AnswerError> {
-        let now = Instant::now();
-        let out = self.client.set_roots(now, server, roots);
-        self.flush_unflushed(now);
-        out
+        self.at_now(|core, now| core.set_roots(now, server, roots))
     }
 
     /// Keeps the server's catalogs current: on a modern server, opens a `subscriptions/listen`
@@ -296,10 +251,7 @@ impl Host {
     /// deadline is part of [`poll_timeout`](Self::poll_timeout). See [`Client::watch_catalogs`]. At
     /// the current time; what it sends is written at once.
     pub fn watch_catalogs(&mut self, server: ServerId) -> Result<(), RequestError> {
-        let now = Instant::now();
-        let out = self.client.watch_catalogs(now, server);
-        self.flush_unflushed(now);
-        out
+        self.at_now(|core, now| core.watch_catalogs(now, server))
     }
 
     /// [`Client::tool_catalog`] now; a refresh it starts is written at once. See
