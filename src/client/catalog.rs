@@ -407,28 +407,96 @@ pub(crate) struct ClientCache {
     changes: VecDeque<(ServerId, CatalogKind, CatalogChange)>,
     /// The change last handed out by `poll_event` (its event borrows it).
     current: Option<CatalogChange>,
-    /// The host's persistent store, and the catalogs it was asked for already.
-    persist: Option<Box<dyn CapabilityStore>>,
+    /// The host's persistent store (with its wall clock and the era verdicts), and the
+    /// catalogs it was asked for already.
+    persist: Option<Box<dyn Persist>>,
     asked: HashSet<(CacheKey, CatalogKind)>,
     /// The cache's share of every tick, set by the first use of the cache (a need, a watch,
     /// a configured cache). Until then nothing can have been fetched or watched, so the tick
     /// has nothing to do; and because only the cache's own entry points name the function, a
     /// program that never uses the cache does not link it (about 95 KB of a minimal client).
     pump: Option<fn(&mut Client, Instant)>,
-    /// The wall clock, read only to date what the persistent store keeps (its entries outlive
-    /// this process's `Instant`s); the shell gives it with the store.
-    wall: fn() -> SystemTime,
-    /// The era-verdict side of the persistent store, set with the store: a program that
-    /// installs none does not link it.
-    verdicts: Option<VerdictFns>,
 }
 
-/// [`ClientCache::keep_verdict`] and [`ClientCache::stored_verdict_of_store`], for
-/// [`ClientCache::verdicts`].
-#[derive(Debug, Clone, Copy)]
-struct VerdictFns {
-    keep: fn(&mut ClientCache, Instant, &mut ServerCatalog, &Engine),
-    stored: fn(&mut ClientCache, &str, bool, &crate::config::Config) -> Option<SavedVerdict>,
+/// The host's persistent store with what only a program that installs one needs: the wall
+/// clock that dates its entries (they outlive this process's `Instant`s) and the keeping of
+/// the servers' era verdicts. The core reaches it through `dyn`, and only
+/// [`Client::set_capability_store`] makes one, so a program that installs no store does not
+/// link the verdict code.
+trait Persist {
+    /// The host's store.
+    fn store(&mut self) -> &mut dyn CapabilityStore;
+    /// The wall-clock time now.
+    fn wall(&self) -> SystemTime;
+    /// The era verdict the store holds for a server context, checked (see
+    /// [`verdict_store`](super::verdict_store)).
+    fn stored_verdict(
+        &mut self,
+        identity: &str,
+        http: bool,
+        config: &crate::config::Config,
+    ) -> Option<SavedVerdict>;
+    /// Keeps the store's copy of the server's era verdict in step with the engine: files a
+    /// verdict the engine probed, and marks stale one the server contradicted.
+    fn keep_verdict(&mut self, now: Instant, catalog: &mut ServerCatalog, engine: &Engine);
+}
+
+impl fmt::Debug for dyn Persist {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<persistent store>")
+    }
+}
+
+/// The one [`Persist`]: a host's store and the wall clock it gave with it.
+struct Persistent<S> {
+    store: S,
+    wall: fn() -> SystemTime,
+}
+
+impl<S: CapabilityStore> Persist for Persistent<S> {
+    fn store(&mut self) -> &mut dyn CapabilityStore {
+        &mut self.store
+    }
+
+    fn wall(&self) -> SystemTime {
+        (self.wall)()
+    }
+
+    fn stored_verdict(
+        &mut self,
+        identity: &str,
+        http: bool,
+        config: &crate::config::Config,
+    ) -> Option<SavedVerdict> {
+        let transport = if http { key::Transport::Http } else { key::Transport::Stdio };
+        let sk = super::verdict_store::key(identity, transport, config)?;
+        let entry = self.store.get(&sk)?;
+        super::verdict_store::verdict(&sk, entry, self.wall())
+    }
+
+    fn keep_verdict(&mut self, now: Instant, catalog: &mut ServerCatalog, engine: &Engine) {
+        let next = match (engine.verdict_origin(), catalog.verdict) {
+            (VerdictOrigin::Probed, KeptVerdict::Unknown | KeptVerdict::Loaded) => {
+                KeptVerdict::Filed
+            }
+            (VerdictOrigin::Legacy, KeptVerdict::Loaded | KeptVerdict::Filed) => {
+                KeptVerdict::Unknown
+            }
+            _ => return,
+        };
+        let config = engine.config();
+        let Some(sk) = super::verdict_store::key(&catalog.identity, catalog.transport, config)
+        else {
+            return;
+        };
+        if next == KeptVerdict::Filed {
+            let Some(v) = engine.verdict(now, self.wall()) else { return };
+            self.store.put(&sk, &super::verdict_store::entry(&sk, &v));
+        } else {
+            self.store.mark_stale(&sk);
+        }
+        catalog.verdict = next;
+    }
 }
 
 impl ClientCache {
@@ -450,8 +518,6 @@ impl ClientCache {
             persist: None,
             asked: HashSet::new(),
             pump: None,
-            wall: || SystemTime::UNIX_EPOCH,
-            verdicts: None,
         })
     }
 
@@ -486,7 +552,7 @@ impl ClientCache {
         self.store.mark_stale(now, key, kind);
         if let (Some(persist), Some(entry)) = (self.persist.as_mut(), entry_kind(kind)) {
             for scope in [CacheScope::Private, CacheScope::Public] {
-                persist.mark_stale(&store_key(key, entry, scope));
+                persist.store().mark_stale(&store_key(key, entry, scope));
             }
         }
     }
@@ -501,10 +567,10 @@ impl ClientCache {
         if !self.store.knows_nothing_of(key, kind) || !self.asked.insert((*key, kind)) {
             return;
         }
-        let wall = (self.wall)();
+        let wall = persist.wall();
         for scope in [CacheScope::Private, CacheScope::Public] {
             let sk = store_key(key, entry_kind, scope);
-            let Some(entry) = persist.get(&sk) else { continue };
+            let Some(entry) = persist.store().get(&sk) else { continue };
             if entry.key != sk.id() || entry.public != sk.is_public() {
                 log::debug!("capability store: an entry filed under another key was refused");
                 continue;
@@ -534,48 +600,7 @@ impl ClientCache {
         http: bool,
         config: &crate::config::Config,
     ) -> Option<SavedVerdict> {
-        let stored = self.verdicts?.stored;
-        stored(self, identity, http, config)
-    }
-
-    fn stored_verdict_of_store(
-        &mut self,
-        identity: &str,
-        http: bool,
-        config: &crate::config::Config,
-    ) -> Option<SavedVerdict> {
-        let persist = self.persist.as_mut()?;
-        let transport = if http { key::Transport::Http } else { key::Transport::Stdio };
-        let sk = super::verdict_store::key(identity, transport, config)?;
-        let entry = persist.get(&sk)?;
-        super::verdict_store::verdict(&sk, entry, (self.wall)())
-    }
-
-    /// Keeps the store's copy of the server's era verdict in step with the engine: files a
-    /// verdict the engine probed, and marks stale one the server contradicted.
-    fn keep_verdict(&mut self, now: Instant, catalog: &mut ServerCatalog, engine: &Engine) {
-        let Some(persist) = self.persist.as_mut() else { return };
-        let next = match (engine.verdict_origin(), catalog.verdict) {
-            (VerdictOrigin::Probed, KeptVerdict::Unknown | KeptVerdict::Loaded) => {
-                KeptVerdict::Filed
-            }
-            (VerdictOrigin::Legacy, KeptVerdict::Loaded | KeptVerdict::Filed) => {
-                KeptVerdict::Unknown
-            }
-            _ => return,
-        };
-        let config = engine.config();
-        let Some(sk) = super::verdict_store::key(&catalog.identity, catalog.transport, config)
-        else {
-            return;
-        };
-        if next == KeptVerdict::Filed {
-            let Some(v) = engine.verdict(now, (self.wall)()) else { return };
-            persist.put(&sk, &super::verdict_store::entry(&sk, &v));
-        } else {
-            persist.mark_stale(&sk);
-        }
-        catalog.verdict = next;
+        self.persist.as_mut()?.stored_verdict(identity, http, config)
     }
 
     /// Hands the catalog to the persistent store when a listing left all of it fresh: one
@@ -584,7 +609,7 @@ impl ClientCache {
         let (Some(persist), Some(entry_kind)) = (self.persist.as_mut(), entry_kind(kind)) else {
             return;
         };
-        let wall = (self.wall)();
+        let wall = persist.wall();
         for scope in [CacheScope::Private, CacheScope::Public] {
             let pages = self.store.fresh_pages(now, key, kind, scope);
             if pages.is_empty() {
@@ -599,7 +624,7 @@ impl ClientCache {
                     expires: wall + p.expires().saturating_duration_since(now),
                 })
                 .collect();
-            persist.put(&sk, &StoredEntry { key: sk.id(), public: sk.is_public(), pages });
+            persist.store().put(&sk, &StoredEntry { key: sk.id(), public: sk.is_public(), pages });
         }
     }
 
@@ -651,12 +676,7 @@ impl Client {
         store: impl CapabilityStore + 'static,
         wall: fn() -> SystemTime,
     ) {
-        self.cache.persist = Some(Box::new(store));
-        self.cache.wall = wall;
-        self.cache.verdicts = Some(VerdictFns {
-            keep: ClientCache::keep_verdict,
-            stored: ClientCache::stored_verdict_of_store,
-        });
+        self.cache.persist = Some(Box::new(Persistent { store, wall }));
         self.cache.asked.clear();
         self.cache.arm();
     }
@@ -905,9 +925,9 @@ impl Client {
     /// Keeps the capability store's copy of every server's era verdict in step (every round,
     /// so a host that only uses the blocking helpers files it too); nothing without a store.
     pub(crate) fn keep_verdicts(&mut self, now: Instant) {
-        let Some(verdicts) = self.cache.verdicts else { return };
+        let Some(persist) = self.cache.persist.as_mut() else { return };
         for (_, s) in self.servers.iter_mut() {
-            (verdicts.keep)(&mut self.cache, now, &mut s.catalog, &s.engine);
+            persist.keep_verdict(now, &mut s.catalog, &s.engine);
         }
     }
 

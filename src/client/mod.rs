@@ -93,9 +93,11 @@ pub(crate) struct ServerCore {
 ///
 /// What a program does not install, it does not link: the capability cache's share of each
 /// round (armed by the first catalog need, watch or configured cache), local authorization's
-/// decision (the first policy or tool rule), the answer handlers' offer (the first handler)
-/// and the persistent store's era verdicts (the store) are each reached through a function
-/// that only its installer names. A minimal stdio client is 580 KiB stripped that way
+/// decision (the first policy or tool rule) and the answer handlers' offer (the first
+/// handler) are each reached through a function that only its installer names, and the
+/// persistent store's era verdicts through the store's own `dyn` object, which only
+/// [`set_capability_store`](Self::set_capability_store) makes. A minimal stdio client is
+/// 581 KiB stripped that way
 /// (`benches/footprint.sh`).
 #[derive(Debug)]
 pub struct Client {
