@@ -4,7 +4,7 @@
 use std::time::{Duration, SystemTime};
 
 use crate::error::ConfigError;
-use crate::proto::version::{Era, EraPreference, ProtocolVersion};
+use crate::proto::version::{EraPreference, ProtocolVersion};
 
 /// Everything one server's engine needs to know up front.
 ///
@@ -149,21 +149,6 @@ impl SavedVerdict {
     /// `true` while `now` (wall-clock) is before [`expires`](Self::expires).
     pub fn is_fresh(&self, now: SystemTime) -> bool {
         now < self.expires
-    }
-
-    pub(crate) fn check(&self) -> Result<(), ConfigError> {
-        let err = |reason| Err(ConfigError { field: "saved_discover", reason });
-        if self.version.era() != Era::Modern {
-            return err("the version must be a 2026 revision");
-        }
-        let Ok(result) = crate::proto::json::parse(self.result.as_bytes()) else {
-            return err("the result must be JSON");
-        };
-        let asked = self.version;
-        if crate::engine::discover_verdict(result, asked) != Some(asked) {
-            return err("the result must be a discover result that lists the version");
-        }
-        Ok(())
     }
 }
 
@@ -423,9 +408,6 @@ impl Config {
         let caps = crate::proto::json::parse(self.client_capabilities.as_bytes());
         if !caps.is_ok_and(|c| c.kind() == crate::proto::json::Kind::Object) {
             return err("client_capabilities", "must be a JSON object");
-        }
-        if let Some(v) = &self.saved_discover {
-            v.check()?;
         }
         check_extensions(&self.extensions)?;
         if self.task_poll_min.is_zero() || self.task_poll_min > self.task_poll_max {

@@ -145,8 +145,8 @@
 //! below it. CI checks that `proto` imports nothing else of the crate, and that every module
 //! below the drivers' floor, and `client` above it, reads no clock and touches no `mio`
 //! outside its tests. Arrows that still point up (each one to remove): `error` and `engine` name
-//! `auth`'s error payloads, `config` checks a saved verdict with the engine's discover parser.
-//! The core's own events (catalog changes, authorization asks) are not the engine's: they ride
+//! `auth`'s error payloads. A saved era verdict is checked by the engine, which reads discover
+//! results, not by `config`. The core's own events (catalog changes, authorization asks) are not the engine's: they ride
 //! in [`Event::Client`] as a [`ClientEvent`], a slot the engine leaves empty.
 //!
 //! | floor | module | job |

@@ -69,7 +69,7 @@ pub(super) fn verdict(key: &StoreKey, entry: StoredEntry, now: SystemTime) -> Op
     let version = ProtocolVersion::known(&parsed.get("protocolVersion")?.as_str()?)?;
     let result = parsed.get("result")?.text().to_owned();
     let verdict = SavedVerdict { version, result, expires: page.expires };
-    if !verdict.is_fresh(now) || verdict.check().is_err() {
+    if !verdict.is_fresh(now) || crate::engine::check_saved_verdict(&verdict).is_err() {
         log::debug!("capability store: an expired or unusable era verdict was dropped");
         return None;
     }

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use crate::error::RpcError;
+use crate::config::SavedVerdict;
+use crate::error::{ConfigError, RpcError};
 use crate::proto::json::{Kind, RawJson};
 use crate::proto::jsonrpc::WireId;
 use crate::proto::version::{pick_common, Era, ProtocolVersion, LEGACY_VERSIONS, MODERN_VERSIONS};
@@ -210,16 +211,22 @@ fn strings(v: Option<RawJson<'_>>) -> SmallVec<[std::borrow::Cow<'_, str>; 4]> {
     v.map(|a| a.elements().filter_map(RawJson::as_str).collect()).unwrap_or_default()
 }
 
-/// The version a `server/discover` result settles on when asked in `asked`, if it is a
-/// discover result that lists it: how a saved verdict is checked.
-pub(crate) fn discover_verdict(
-    result: RawJson<'_>,
-    asked: ProtocolVersion,
-) -> Option<ProtocolVersion> {
-    match probe_result(result, asked) {
-        ProbeVerdict::Modern(v) => Some(v),
-        _ => None,
+/// Whether a saved era verdict ([`Config::saved_discover`](crate::Config::saved_discover)) can
+/// stand for a probe: a 2026 version, and a discover result that lists it, read as the
+/// engine reads a probe's answer.
+pub(crate) fn check_saved_verdict(verdict: &SavedVerdict) -> Result<(), ConfigError> {
+    let err = |reason| Err(ConfigError { field: "saved_discover", reason });
+    if verdict.version.era() != Era::Modern {
+        return err("the version must be a 2026 revision");
     }
+    let Ok(result) = crate::proto::json::parse(verdict.result.as_bytes()) else {
+        return err("the result must be JSON");
+    };
+    let asked = verdict.version;
+    if !matches!(probe_result(result, asked), ProbeVerdict::Modern(v) if v == asked) {
+        return err("the result must be a discover result that lists the version");
+    }
+    Ok(())
 }
 
 /// A result's `ttlMs`; missing, negative or malformed reads as 0 (PROTOCOL.md §2.2).

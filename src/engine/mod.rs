@@ -61,7 +61,7 @@ pub use events::{CallResult, Event, ListKind};
 #[cfg(feature = "http")]
 pub(crate) use headers::ParamHeaderList;
 pub(crate) use headers::ParamHeaders;
-pub(crate) use lifecycle::discover_verdict;
+pub(crate) use lifecycle::check_saved_verdict;
 pub use lifecycle::ServerState;
 pub(crate) use lifecycle::VerdictOrigin;
 pub use options::CallOptions;
@@ -175,6 +175,10 @@ impl Engine {
     /// Builds an engine; checks the config once and preallocates every table.
     pub fn new(config: Config, now: Instant) -> Result<Self, ConfigError> {
         config.check()?;
+        // The config's own floor cannot read a discover result; the engine checks it here.
+        if let Some(v) = &config.saved_discover {
+            check_saved_verdict(v)?;
+        }
         let next = match config.era {
             EraPreference::LegacyOnly => Opening::Handshake,
             _ => Opening::Probe,

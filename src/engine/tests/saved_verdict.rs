@@ -198,7 +198,8 @@ fn no_restart_once() -> Config {
 fn a_saved_verdict_is_checked_once() {
     // What `Engine::new` checks first.
     let bad = |v: SavedVerdict| {
-        Config { saved_discover: Some(v), ..Config::default() }.check().unwrap_err().field
+        let config = Config { saved_discover: Some(v), ..Config::default() };
+        Engine::new(config, Instant::now()).map(drop).unwrap_err().field
     };
     let legacy = SavedVerdict { version: ProtocolVersion::LEGACY, ..saved() };
     assert_eq!(bad(legacy), "saved_discover");
