@@ -11,7 +11,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::auth::AuthChallenge;
+use crate::proto::challenge::AuthChallenge;
 
 /// Why a call ended without a result.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -145,13 +145,13 @@
 //! below it. CI checks that `proto` imports nothing else of the crate, and that every module
 //! below the drivers' floor, and `client` above it, reads no clock and touches no `mio`
 //! outside its tests. Arrows that still point up (each one to remove): `error` and `engine` name
-//! `auth`'s error payloads. A saved era verdict is checked by the engine, which reads discover
+//! the OAuth flow's error (`auth::oauth::AuthError`). A saved era verdict is checked by the engine, which reads discover
 //! results, not by `config`. The core's own events (catalog changes, authorization asks) are not the engine's: they ride
 //! in [`Event::Client`] as a [`ClientEvent`], a slot the engine leaves empty.
 //!
 //! | floor | module | job |
 //! | --- | --- | --- |
-//! | 1 | `proto` | the wire vocabulary, stateless: the validating JSON scanner, the JSON-RPC envelope, MCP methods, `_meta`, versions, header values |
+//! | 1 | `proto` | the wire vocabulary, stateless: the validating JSON scanner, the JSON-RPC envelope, MCP methods, `_meta`, versions, header values, the `WWW-Authenticate` challenge |
 //! | 1 | `time` | deadline arithmetic that cannot overflow (`later`, for durations a peer or host chose) |
 //! | 1 | `codec` | bytes in, frames out: newline-delimited JSON, HTTP/1.1 responses, server-sent events; incremental and capped |
 //! | 2 | `error`, `config` | the public error types and the per-server [`Config`] |
@@ -204,7 +204,6 @@ pub mod internal;
 
 #[cfg(feature = "http")]
 pub use auth::oauth;
-pub use auth::AuthChallenge;
 pub use catalog::CatalogChange;
 pub use config::{
     BreakerPolicy, CacheConfig, Config, RestartPolicy, RetryPolicy, SavedVerdict,
@@ -222,6 +221,7 @@ pub use error::{
     PeerError, ProcessExit, RequestError, RpcError, TlsFailure, TransportError,
 };
 pub use proto::annotations::ToolAnnotations;
+pub use proto::challenge::AuthChallenge;
 pub use proto::mcp::{Method, ResultType, SubscriptionFilter};
 pub use proto::meta::TraceContext;
 pub use proto::trace::{TraceContextError, TraceId};

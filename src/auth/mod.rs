@@ -1,8 +1,6 @@
-//! Authorization: what a server's challenge asks for. (Token providers live with the HTTP
-//! driver that calls them.)
+//! Authorization: the OAuth flow. (The challenge a server sends is read in
+//! [`proto::challenge`](crate::proto::challenge); token providers live with the HTTP driver
+//! that calls them.)
 
-pub(crate) mod challenge;
 #[cfg(feature = "http")]
 pub mod oauth;
-
-pub use challenge::AuthChallenge;

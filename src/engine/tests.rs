@@ -1175,8 +1175,10 @@ fn http_unauthorized_is_auth_required_with_the_challenge() {
     h.events();
     let c = h.call("echo", "{}");
     let req = h.sent_one();
-    let challenge =
-        crate::auth::AuthChallenge { scope: Some("tools".into()), ..Default::default() };
+    let challenge = crate::proto::challenge::AuthChallenge {
+        scope: Some("tools".into()),
+        ..Default::default()
+    };
     let failure = ExchangeFailure::Unauthorized(challenge.clone());
     h.engine.handle_transport(h.now, TransportEvent::exchange_failed(wire(&req), failure));
     match h.engine.poll_event() {

@@ -56,9 +56,9 @@ pub(crate) enum ExchangeFailure {
     /// The transport failed, or the server answered with a bare HTTP status.
     Transport(TransportError),
     /// HTTP 401, after the token provider was asked for a fresh token once.
-    Unauthorized(crate::auth::AuthChallenge),
+    Unauthorized(crate::proto::challenge::AuthChallenge),
     /// HTTP 403.
-    Forbidden(crate::auth::AuthChallenge),
+    Forbidden(crate::proto::challenge::AuthChallenge),
     /// HTTP 401 or 403, and the OAuth flow failed to get a token the server accepts.
     #[cfg(feature = "http")]
     Authorization(Box<crate::auth::oauth::AuthError>),

@@ -105,7 +105,7 @@ fn kind(m: &Message<'_>) -> (u8, String) {
 /// `WWW-Authenticate` challenge on the way, which must never panic either.
 fn head_seen(h: &ResponseHead<'_>) -> (u16, u8, String, Vec<(String, Vec<u8>)>) {
     for (_, value) in h.headers() {
-        let _ = crate::auth::challenge::parse(value);
+        let _ = crate::proto::challenge::parse(value);
     }
     let headers = h.headers().map(|(n, v)| (n.to_owned(), v.to_vec())).collect();
     (h.status(), h.version_minor(), h.reason().to_owned(), headers)
@@ -118,7 +118,7 @@ pub fn http_response(data: &[u8]) {
     let [head_cap, body_cap, split_lo, split_hi, stream @ ..] = data else {
         return;
     };
-    let _ = crate::auth::challenge::parse(stream);
+    let _ = crate::proto::challenge::parse(stream);
     let limits = Limits {
         max_head_bytes: 16 + 4 * usize::from(*head_cap),
         max_body_bytes: match body_cap {

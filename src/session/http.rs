@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use crate::auth::AuthChallenge;
 use crate::codec::http1::{HeaderName, Preset, NO_PRESET};
 use crate::codec::sse::SseParser;
 use crate::engine::{
@@ -28,6 +27,7 @@ use crate::engine::{
     TransportKind, WireId,
 };
 use crate::error::TransportError;
+use crate::proto::challenge::AuthChallenge;
 use crate::proto::jsonrpc::{self, Message};
 use crate::proto::mcp::Method;
 use crate::proto::version::{Era, ProtocolVersion};
@@ -896,7 +896,7 @@ impl HttpSession {
         let sse = head.content_type.is_some_and(|v| starts_with_ci(v, b"text/event-stream"));
         x.mode = if sse && ok { BodyMode::Sse } else { BodyMode::Json };
         if matches!(head.status, 401 | 403) {
-            x.challenge = head.www_authenticate.and_then(crate::auth::challenge::parse);
+            x.challenge = head.www_authenticate.and_then(crate::proto::challenge::parse);
         }
         // The session id is adopted from a successful `initialize` only (§6.2): any other
         // response naming one cannot move the client to another session.

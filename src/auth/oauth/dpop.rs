@@ -300,7 +300,7 @@ pub(crate) fn check_server_input(data: &[u8]) {
     let mut kept = Nonce::default();
     let taken = kept.update(data);
     assert_eq!(taken, kept.get().is_some());
-    if let Some(c) = crate::auth::challenge::parse(data) {
+    if let Some(c) = crate::proto::challenge::parse(data) {
         if c.dpop {
             let lower = data.to_ascii_lowercase();
             assert!(lower.windows(4).any(|w| w == b"dpop"));

@@ -25,7 +25,7 @@ use super::{
     Action, Authorization, Authorizer, Grant, HttpMethod, HttpRequest, HttpResponse, OAuthConfig,
     RequestId,
 };
-use crate::auth::challenge::AuthChallenge;
+use crate::proto::challenge::AuthChallenge;
 
 const FORM: &str = "application/x-www-form-urlencoded";
 const JSON: &str = "application/json";

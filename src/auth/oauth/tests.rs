@@ -10,7 +10,7 @@ use super::crypto::s256;
 use super::crypto::tests::es256_pem;
 use super::encode::{base64_decode, parse_query};
 use super::*;
-use crate::auth::challenge::AuthChallenge;
+use crate::proto::challenge::AuthChallenge;
 
 pub(super) const SERVER: &str = "https://mcp.test/mcp";
 pub(super) const PRM_PATH: &str = "https://mcp.test/.well-known/oauth-protected-resource/mcp";

@@ -9,8 +9,8 @@ use super::{Carries, HttpSession, Listen, Resend, Stage};
 use crate::auth::oauth::{
     Action, Authorizer, HttpRequest, HttpResponse, OAuthFlow, RedirectError, RequestId,
 };
-use crate::auth::AuthChallenge;
 use crate::engine::{Engine, ExchangeFailure};
+use crate::proto::challenge::AuthChallenge;
 
 /// The flow and what the session keeps for it.
 #[derive(Debug)]

@@ -1,5 +1,6 @@
-//! The `WWW-Authenticate` challenge a server sends with a 401 or 403: authorization, not HTTP
-//! framing, so it lives here and produces the public [`AuthChallenge`].
+//! The `WWW-Authenticate` challenge a server sends with a 401 or 403, read into the public
+//! [`AuthChallenge`]: wire vocabulary, stateless, which the error types, the engine, the HTTP
+//! session and the OAuth flow all name.
 // The parser serves the HTTP transport; without it only the type is used.
 #![cfg_attr(not(feature = "http"), allow(dead_code))]
 
