@@ -383,7 +383,7 @@ pub enum LocalError {
     /// The server asked for something of this kind (an elicitation, a sampling call, the
     /// roots) while a blocking helper waited for the call, and no answer handler
     /// (`Host::set_answer_handler`) answered it: nobody could, so the call ended at once.
-    Unanswered(crate::engine::ServerRequestKind),
+    Unanswered(crate::proto::mcp::ServerRequestKind),
     /// The OAuth flow cannot run with the host's configuration (no client identity for this
     /// authorization server, a grant without its secret or key, a server URL that is not an
     /// absolute http(s) URL, a flow that needs a user and no `Authorizer`): fix the

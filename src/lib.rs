@@ -213,8 +213,8 @@ pub use engine::answer_checks::elicit::elicitation_defaults;
 pub use engine::{
     BreakerState, CallId, CallOptions, CallRecord, CallResult, Engine, Event, FailureCounts,
     Idempotency, ListKind, OperationClass, RecordSink, RootsBoundary, RootsBoundaryError,
-    ServerRequestId, ServerRequestKind, ServerState, Stats, TaskMode, TaskStatus, Transmit,
-    TransmitKind, TransportEvent, TransportKind, WireId, MAX_TASK_ID_BYTES,
+    ServerRequestId, ServerState, Stats, TaskMode, TaskStatus, Transmit, TransmitKind,
+    TransportEvent, TransportKind, WireId, MAX_TASK_ID_BYTES,
 };
 pub use error::{
     AnswerError, AuthorizeError, CallError, CancelError, CloseReason, ConfigError, LocalError,
@@ -222,7 +222,7 @@ pub use error::{
 };
 pub use proto::annotations::ToolAnnotations;
 pub use proto::challenge::AuthChallenge;
-pub use proto::mcp::{Method, ResultType, SubscriptionFilter};
+pub use proto::mcp::{Method, ResultType, ServerRequestKind, SubscriptionFilter};
 pub use proto::meta::TraceContext;
 pub use proto::trace::{TraceContextError, TraceId};
 pub use proto::version::{Era, EraPreference, ProtocolVersion};

@@ -15,8 +15,9 @@ use std::time::Instant;
 use serde_json::value::RawValue;
 
 use super::{roots, Client, ServerId};
-use crate::engine::{CallId, ServerRequestKind};
+use crate::engine::CallId;
 use crate::error::{CallError, LocalError};
+use crate::proto::mcp::ServerRequestKind;
 #[cfg(doc)]
 use crate::Host;
 

@@ -8,8 +8,9 @@ use std::time::Instant;
 use serde_json::value::RawValue;
 
 use crate::engine::answer_checks::roots::{file_uri_path, for_each_root, mismatch};
-use crate::engine::{Engine, RootsBoundary, ServerRequestId, ServerRequestKind};
+use crate::engine::{Engine, RootsBoundary, ServerRequestId};
 use crate::error::AnswerError;
+use crate::proto::mcp::ServerRequestKind;
 
 use super::{Client, ServerId};
 

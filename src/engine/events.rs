@@ -25,9 +25,10 @@ use std::time::Duration;
 use crate::engine::breaker::{BreakerState, OperationClass};
 use crate::engine::record::CallRecord;
 use crate::engine::requests::CallId;
-use crate::engine::server_requests::{ServerRequestId, ServerRequestKind};
+use crate::engine::server_requests::ServerRequestId;
 use crate::error::CallError;
 use crate::proto::mcp::ResultType;
+use crate::proto::mcp::ServerRequestKind;
 use crate::proto::version::{Era, ProtocolVersion};
 
 /// Something the host should know; drained with [`Engine::poll_event`](crate::Engine::poll_event)

@@ -70,7 +70,7 @@ pub use record::{CallRecord, FailureCounts, RecordSink};
 pub use requests::CallId;
 pub use retry::Idempotency;
 pub use roots::{RootsBoundary, RootsBoundaryError};
-pub use server_requests::{ServerRequestId, ServerRequestKind};
+pub use server_requests::ServerRequestId;
 pub use stats::Stats;
 pub use tasks::{TaskMode, TaskStatus, MAX_TASK_ID_BYTES};
 pub(crate) use transport::ExchangeFailure;
@@ -86,7 +86,7 @@ use crate::error::{
 use crate::proto::json::{self, Kind, RawJson};
 pub use crate::proto::jsonrpc::WireId;
 use crate::proto::jsonrpc::{self, write_json_str, Message, MethodName, ResultHead};
-use crate::proto::mcp::{self, notify, Method, ResultType, SubscriptionFilter};
+use crate::proto::mcp::{self, notify, Method, ResultType, ServerRequestKind, SubscriptionFilter};
 use crate::proto::meta::{write_call_meta, StaticMeta};
 use crate::proto::version::{Era, EraPreference, ProtocolVersion};
 use answer_checks::{elicit, sampling};

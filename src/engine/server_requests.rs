@@ -15,7 +15,8 @@ use smallvec::SmallVec;
 
 use super::requests::CallId;
 use crate::config::ServerRequestKinds;
-use crate::proto::json::{self, RawJson};
+use crate::proto::json;
+use crate::proto::mcp::ServerRequestKind;
 
 /// Handle to one server request waiting for the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -39,47 +40,6 @@ impl ServerRequestId {
 impl std::fmt::Display for ServerRequestId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "server-request#{}", self.get())
-    }
-}
-
-/// What the server asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ServerRequestKind {
-    /// `elicitation/create`, form mode: answer an `ElicitResult` whose `content` fits
-    /// `params.requestedSchema` (see [`elicitation_defaults`](crate::elicitation_defaults)).
-    ElicitationForm,
-    /// `elicitation/create`, URL mode: `accept` means only that the user agreed to open it.
-    ElicitationUrl,
-    /// `sampling/createMessage`: answer a `CreateMessageResult`.
-    Sampling,
-    /// `roots/list`: answer `{"roots":[...]}`, each `uri` a `file://` URI (checked).
-    Roots,
-}
-
-impl ServerRequestKind {
-    /// The method the server used.
-    pub fn method(self) -> &'static str {
-        match self {
-            Self::ElicitationForm | Self::ElicitationUrl => "elicitation/create",
-            Self::Sampling => "sampling/createMessage",
-            Self::Roots => "roots/list",
-        }
-    }
-
-    pub(super) fn of(method: &str, params: Option<RawJson<'_>>) -> Option<Self> {
-        match method {
-            "elicitation/create" => {
-                let url = params
-                    .and_then(|p| p.get("mode"))
-                    .and_then(RawJson::as_str)
-                    .is_some_and(|m| m == "url");
-                Some(if url { Self::ElicitationUrl } else { Self::ElicitationForm })
-            }
-            "sampling/createMessage" => Some(Self::Sampling),
-            "roots/list" => Some(Self::Roots),
-            _ => None,
-        }
     }
 }
 

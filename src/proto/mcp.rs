@@ -235,6 +235,48 @@ impl SubscriptionFilter {
     }
 }
 
+/// What the server asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ServerRequestKind {
+    /// `elicitation/create`, form mode: answer an `ElicitResult` whose `content` fits
+    /// `params.requestedSchema` (see [`elicitation_defaults`](crate::elicitation_defaults)).
+    ElicitationForm,
+    /// `elicitation/create`, URL mode: `accept` means only that the user agreed to open it.
+    ElicitationUrl,
+    /// `sampling/createMessage`: answer a `CreateMessageResult`.
+    Sampling,
+    /// `roots/list`: answer `{"roots":[...]}`, each `uri` a `file://` URI (checked).
+    Roots,
+}
+
+impl ServerRequestKind {
+    /// The method the server used.
+    pub fn method(self) -> &'static str {
+        match self {
+            Self::ElicitationForm | Self::ElicitationUrl => "elicitation/create",
+            Self::Sampling => "sampling/createMessage",
+            Self::Roots => "roots/list",
+        }
+    }
+
+    /// The kind of a request by its method (and, for elicitation, its `params.mode`).
+    pub(crate) fn of(method: &str, params: Option<RawJson<'_>>) -> Option<Self> {
+        match method {
+            "elicitation/create" => {
+                let url = params
+                    .and_then(|p| p.get("mode"))
+                    .and_then(RawJson::as_str)
+                    .is_some_and(|m| m == "url");
+                Some(if url { Self::ElicitationUrl } else { Self::ElicitationForm })
+            }
+            "sampling/createMessage" => Some(Self::Sampling),
+            "roots/list" => Some(Self::Roots),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
