@@ -142,19 +142,21 @@
 //! # Module map
 //!
 //! For readers of the source: the crate is built in floors, each importing from the floors
-//! below it. CI checks that `proto` imports nothing else of the crate, and that every module
-//! below the drivers' floor, and `client` above it, reads no clock and touches no `mio`
-//! outside its tests. Arrows that still point up (each one to remove): `error` and `engine` name
-//! the OAuth flow's error (`auth::oauth::AuthError`). A saved era verdict is checked by the engine, which reads discover
-//! results, not by `config`. The core's own events (catalog changes, authorization asks) are not the engine's: they ride
-//! in [`Event::Client`] as a [`ClientEvent`], a slot the engine leaves empty.
+//! below it and none importing from above. CI checks the floors that are easiest to break:
+//! `proto` imports nothing above the first floor, `error` and `config` nothing above the
+//! second, and every module below the drivers' floor, and `client` above it, reads no clock
+//! and touches no `mio` outside its tests. Types several floors name live on the lowest of
+//! them: the `WWW-Authenticate` challenge and the kinds of server request in `proto`, the
+//! OAuth flow's errors in `error`. The core's own events (catalog changes, authorization
+//! asks) are not the engine's: they ride in [`Event::Client`] as a [`ClientEvent`], a slot the
+//! engine leaves empty, and the engine, not `config`, checks a saved era verdict.
 //!
 //! | floor | module | job |
 //! | --- | --- | --- |
 //! | 1 | `proto` | the wire vocabulary, stateless: the validating JSON scanner, the JSON-RPC envelope, MCP methods, `_meta`, versions, header values, the `WWW-Authenticate` challenge |
 //! | 1 | `time` | deadline arithmetic that cannot overflow (`later`, for durations a peer or host chose) |
 //! | 1 | `codec` | bytes in, frames out: newline-delimited JSON, HTTP/1.1 responses, server-sent events; incremental and capped |
-//! | 2 | `error`, `config` | the public error types and the per-server [`Config`] |
+//! | 2 | `error`, `config` | the public error types (the OAuth flow's in `error::oauth`) and the per-server [`Config`] |
 //! | 3 | `engine` | one server's protocol state machine, sans-IO: pending table, lifecycle and era probe, retries, breaker, limits, deadlines, server requests (and `engine::answer_checks`, the local checks of the host's answers). `engine/mod.rs` holds [`Engine`] and all its methods; the modules under it own the tables and the pure decisions and import nothing from it |
 //! | 3 | `schema` | JSON Schema checks (feature `schema`) |
 //! | 3 | `catalog` | the capability cache's sans-IO parts: keys, hints, listings, the store, refresh walks, diffs, search |

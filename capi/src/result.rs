@@ -546,14 +546,14 @@ mod tests {
     /// The error enums of the Rust API that the C ABI's verbs and events can meet, with the
     /// core file that defines each.
     const ENUMS: &[(&str, &str)] = &[
-        ("CallError", "src/error.rs"),
-        ("TransportError", "src/error.rs"),
-        ("PeerError", "src/error.rs"),
-        ("LocalError", "src/error.rs"),
-        ("RequestError", "src/error.rs"),
-        ("CancelError", "src/error.rs"),
-        ("AuthorizeError", "src/error.rs"),
-        ("AnswerError", "src/error.rs"),
+        ("CallError", "src/error/mod.rs"),
+        ("TransportError", "src/error/mod.rs"),
+        ("PeerError", "src/error/mod.rs"),
+        ("LocalError", "src/error/mod.rs"),
+        ("RequestError", "src/error/mod.rs"),
+        ("CancelError", "src/error/mod.rs"),
+        ("AuthorizeError", "src/error/mod.rs"),
+        ("AnswerError", "src/error/mod.rs"),
         ("AddServerError", "src/host/mod.rs"),
         ("CatalogError", "src/client/catalog.rs"),
         ("HttpSetupError", "src/driver/http/options.rs"),

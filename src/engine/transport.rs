@@ -61,7 +61,7 @@ pub(crate) enum ExchangeFailure {
     Forbidden(crate::proto::challenge::AuthChallenge),
     /// HTTP 401 or 403, and the OAuth flow failed to get a token the server accepts.
     #[cfg(feature = "http")]
-    Authorization(Box<crate::auth::oauth::AuthError>),
+    Authorization(Box<crate::error::oauth::AuthError>),
     /// The reply was larger than [`Config::max_message_bytes`]: the call fails with
     /// [`PeerError::TooLarge`], as over stdio.
     TooLarge,

@@ -7,10 +7,10 @@
 //! authorization server refuses the assertion with `invalid_grant`.
 
 use std::fmt;
-use std::io;
 
 use super::encode::base64_decode;
 use super::store::Secret;
+pub use crate::error::oauth::AssertionError;
 
 /// How long before its expiry a held assertion is asked for again rather than sent.
 pub(crate) const RENEW_MARGIN_SECS: u64 = 30;
@@ -76,34 +76,6 @@ impl Assertion {
         self.expires_at.is_none_or(|at| unix_now.saturating_add(margin) < at)
     }
 }
-
-/// Why the [`AssertionProvider`] has no assertion. The flow fails with
-/// [`AuthFailure::Assertion`](super::AuthFailure::Assertion) carrying it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum AssertionError {
-    /// None is available (no identity token yet, the workload has no identity here).
-    Unavailable,
-    /// Reading it failed (a token file, a metadata endpoint); the I/O error's kind.
-    Io(io::ErrorKind),
-    /// It is empty.
-    Empty,
-    /// It has already expired.
-    Expired,
-}
-
-impl fmt::Display for AssertionError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Unavailable => f.write_str("no assertion is available"),
-            Self::Io(kind) => write!(f, "the assertion could not be read ({kind})"),
-            Self::Empty => f.write_str("the assertion is empty"),
-            Self::Expired => f.write_str("the assertion has expired"),
-        }
-    }
-}
-
-impl std::error::Error for AssertionError {}
 
 /// The host's source of assertions: a token file it re-reads, a metadata endpoint, the
 /// identity token of the signed-in user. A closure

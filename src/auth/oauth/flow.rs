@@ -12,7 +12,6 @@ use serde_json::json;
 use super::crypto::{random_token, s256};
 use super::dpop::{self, Dpop, DpopMode, Nonce};
 use super::encode::{base64, form, parse_query, percent_encode};
-use super::error::{AuthError, AuthFailure, AuthStep, AuthorizeError, RedirectError};
 use super::metadata::{
     parse_error_body, parse_registration, parse_resource_metadata, parse_server_metadata,
     parse_token_response, ParseError, ServerMetadata, MAX_EXPIRES_IN,
@@ -25,6 +24,7 @@ use super::{
     Action, Authorization, Authorizer, Grant, HttpMethod, HttpRequest, HttpResponse, OAuthConfig,
     RequestId,
 };
+use crate::error::oauth::{AuthError, AuthFailure, AuthStep, AuthorizeError, RedirectError};
 use crate::proto::challenge::AuthChallenge;
 
 const FORM: &str = "application/x-www-form-urlencoded";

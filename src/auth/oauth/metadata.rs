@@ -3,35 +3,10 @@
 //! token responses and OAuth error bodies (RFC 6749 5.1, 5.2). Every one returns a typed
 //! error on any input: peer data never panics.
 
-use std::fmt;
-
 use serde_json::{Map, Value};
 
 use super::store::Secret;
-
-/// Why a document was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ParseError {
-    /// Not a JSON object.
-    NotJson,
-    /// A required member is absent.
-    Missing(&'static str),
-    /// A member has the wrong type or an unusable value.
-    Invalid(&'static str),
-}
-
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::NotJson => f.write_str("the body is not a JSON object"),
-            Self::Missing(name) => write!(f, "`{name}` is missing"),
-            Self::Invalid(name) => write!(f, "`{name}` is not valid"),
-        }
-    }
-}
-
-impl std::error::Error for ParseError {}
+pub use crate::error::oauth::ParseError;
 
 /// Protected Resource Metadata: who guards the resource and which scopes it knows.
 #[derive(Debug, Clone, PartialEq, Eq)]

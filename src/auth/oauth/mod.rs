@@ -42,7 +42,6 @@ mod assertion;
 mod crypto;
 pub(crate) mod dpop;
 mod encode;
-mod error;
 mod flow;
 mod metadata;
 mod store;
@@ -57,12 +56,12 @@ mod tests;
 use std::fmt;
 use std::time::Duration;
 
+pub use crate::error::oauth::{AuthError, AuthFailure, AuthStep, AuthorizeError, RedirectError};
 pub use assertion::{
     Assertion, AssertionError, AssertionKind, AssertionProvider, AssertionRequest, IdentityProvider,
 };
 pub use crypto::{JwtAlgorithm, KeyError, SigningKey};
 pub use dpop::{DpopKey, DpopMode};
-pub use error::{AuthError, AuthFailure, AuthStep, AuthorizeError, RedirectError};
 pub use flow::OAuthFlow;
 pub use metadata::ParseError;
 pub use store::{ClientRegistration, MemoryStore, Secret, StoredAuth, TokenStore, Tokens};

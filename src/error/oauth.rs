@@ -1,10 +1,61 @@
-//! [`AuthError`]: which step of the flow failed, why, and what the server said.
+//! The OAuth flow's errors ([`AuthError`]: which step failed, why, and what the server said),
+//! here on the error floor so that [`CallError`](super::CallError) and the engine can carry
+//! them without importing the flow. `mcpoll::oauth` re-exports them.
 
 use std::fmt;
 use std::io;
 
-use super::assertion::AssertionError;
-use super::metadata::ParseError;
+/// Why a document was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ParseError {
+    /// Not a JSON object.
+    NotJson,
+    /// A required member is absent.
+    Missing(&'static str),
+    /// A member has the wrong type or an unusable value.
+    Invalid(&'static str),
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotJson => f.write_str("the body is not a JSON object"),
+            Self::Missing(name) => write!(f, "`{name}` is missing"),
+            Self::Invalid(name) => write!(f, "`{name}` is not valid"),
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// Why the [`AssertionProvider`](crate::oauth::AssertionProvider) has no assertion. The flow
+/// fails with [`AuthFailure::Assertion`] carrying it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AssertionError {
+    /// None is available (no identity token yet, the workload has no identity here).
+    Unavailable,
+    /// Reading it failed (a token file, a metadata endpoint); the I/O error's kind.
+    Io(io::ErrorKind),
+    /// It is empty.
+    Empty,
+    /// It has already expired.
+    Expired,
+}
+
+impl fmt::Display for AssertionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Unavailable => f.write_str("no assertion is available"),
+            Self::Io(kind) => write!(f, "the assertion could not be read ({kind})"),
+            Self::Empty => f.write_str("the assertion is empty"),
+            Self::Expired => f.write_str("the assertion has expired"),
+        }
+    }
+}
+
+impl std::error::Error for AssertionError {}
 
 /// The step of the flow that failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,11 +135,11 @@ pub enum AuthFailure {
     /// Re-authorization stopped: too many in a row, or a step-up for scopes already asked
     /// for and not granted.
     StepUpLimit,
-    /// The host's [`AssertionProvider`](super::AssertionProvider) gave no usable assertion.
+    /// The host's [`AssertionProvider`](crate::oauth::AssertionProvider) gave no usable assertion.
     Assertion(AssertionError),
     /// The random source or the signer failed.
     Crypto,
-    /// DPoP is [`Required`](super::DpopMode::Required) and the authorization server issued
+    /// DPoP is [`Required`](crate::oauth::DpopMode::Required) and the authorization server issued
     /// an unbound token (`token_type` `Bearer`).
     DpopUnbound,
     /// DPoP is required and the authorization server's `dpop_signing_alg_values_supported`
@@ -100,7 +151,7 @@ pub enum AuthFailure {
     Transport,
 }
 
-/// Why an [`Authorizer`](super::Authorizer) brought back no redirect. The flow fails with
+/// Why an [`Authorizer`](crate::oauth::Authorizer) brought back no redirect. The flow fails with
 /// [`AuthFailure::Declined`] carrying it, so the host can tell a user's "no" from a machine
 /// that cannot ask one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,7 +160,7 @@ pub enum AuthorizeError {
     /// The user said no, or closed the browser.
     Declined,
     /// No user can be asked here (no browser, no terminal): the default of
-    /// [`Authorizer::authorize`](super::Authorizer::authorize).
+    /// [`Authorizer::authorize`](crate::oauth::Authorizer::authorize).
     NoUser,
     /// The authorizer could not reach the authorization page or bring back the redirect (its
     /// own HTTP request, a browser launch, reading a terminal); the I/O error's kind.
@@ -119,7 +170,8 @@ pub enum AuthorizeError {
     NoRedirect,
     /// The authorizer stopped waiting for the user.
     TimedOut,
-    /// The host gave up on the running flow ([`OAuthFlow::abandon`](super::OAuthFlow::abandon)).
+    /// The host gave up on the running flow
+    /// ([`OAuthFlow::abandon`](crate::oauth::OAuthFlow::abandon)).
     Abandoned,
 }
 
@@ -245,8 +297,9 @@ impl fmt::Display for AuthError {
 
 impl std::error::Error for AuthError {}
 
-/// Why a redirect handed to [`OAuthFlow::handle_redirect`](super::OAuthFlow::handle_redirect)
-/// (or `Host::handle_redirect`) was not taken.
+/// Why a redirect handed to
+/// [`OAuthFlow::handle_redirect`](crate::oauth::OAuthFlow::handle_redirect) (or
+/// `Host::handle_redirect`) was not taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RedirectError {

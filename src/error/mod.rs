@@ -13,6 +13,10 @@ use std::sync::Arc;
 
 use crate::proto::challenge::AuthChallenge;
 
+/// The OAuth flow's errors.
+#[cfg(feature = "http")]
+pub(crate) mod oauth;
+
 /// Why a call ended without a result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -287,7 +291,7 @@ pub enum PeerError {
     /// The server refused the request and the OAuth flow configured for it could not get a
     /// token it accepts: the error names the step that failed.
     #[cfg(feature = "http")]
-    Authorization(Box<crate::auth::oauth::AuthError>),
+    Authorization(Box<oauth::AuthError>),
     /// A message from the server exceeded `Config::max_message_bytes`, or a listing's pages
     /// together exceeded `Config::max_listing_bytes`.
     TooLarge,
@@ -389,7 +393,7 @@ pub enum LocalError {
     /// absolute http(s) URL, a flow that needs a user and no `Authorizer`): fix the
     /// configuration; the server is not at fault.
     #[cfg(feature = "http")]
-    OAuthSetup(Box<crate::auth::oauth::AuthError>),
+    OAuthSetup(Box<oauth::AuthError>),
     /// The host's local authorization policy refused the call (or the host refused a call
     /// held for its answer), with the reason it gave. Nothing was sent; it is never retried
     /// and does not count against the server.
