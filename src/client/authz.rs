@@ -14,8 +14,9 @@
 //! never retried nor counted against the server's breaker. An asked call is held in the
 //! engine ([`CallOptions::hold`]): its deadline runs, [`Host::cancel`] ends it, and it takes no
 //! place in the in-flight limit or the queue until [`Host::allow_call`] lets it go. The host
-//! learns of it from [`ClientEvent::AuthorizationAsked`](crate::ClientEvent::AuthorizationAsked). No
-//! callback is stored in the engine: the policy lives here, in the host.
+//! learns of it from
+//! [`ClientEvent::AuthorizationAsked`](crate::ClientEvent::AuthorizationAsked). No callback is
+//! stored in the engine: the policy lives here, in the host.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
@@ -40,8 +41,8 @@ pub enum Decision {
     /// Refuse it locally, with this reason (it reaches the host in
     /// [`LocalError::AuthorizationDenied`](crate::LocalError::AuthorizationDenied)).
     Deny(Cow<'static, str>),
-    /// Hold it unsent and ask the host ([`ClientEvent::AuthorizationAsked`]); the host answers with
-    /// [`Host::allow_call`] or [`Host::deny_call`], in this poll or many frames later. The
+    /// Hold it unsent and ask the host ([`ClientEvent::AuthorizationAsked`]); the host answers
+    /// with [`Host::allow_call`] or [`Host::deny_call`], in this poll or many frames later. The
     /// blocking helpers ([`Host::call_tool_blocking`], [`Host::wait`]) leave the event queued
     /// and cannot answer it: an asked call they wait for ends at its deadline.
     Ask,
@@ -268,7 +269,7 @@ impl Client {
     ///     } else if call.name == "drop_table" {
     ///         Decision::deny("never on this host")
     ///     } else {
-    ///         Decision::Ask // ClientEvent::AuthorizationAsked; answer with allow_call / deny_call
+    ///         Decision::Ask // ClientEvent::AuthorizationAsked: allow_call or deny_call
     ///     }
     /// });
     /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -27,8 +27,7 @@ use crate::engine::record::CallRecord;
 use crate::engine::requests::CallId;
 use crate::engine::server_requests::ServerRequestId;
 use crate::error::CallError;
-use crate::proto::mcp::ResultType;
-use crate::proto::mcp::ServerRequestKind;
+use crate::proto::mcp::{ResultType, ServerRequestKind};
 use crate::proto::version::{Era, ProtocolVersion};
 
 /// Something the host should know; drained with [`Engine::poll_event`](crate::Engine::poll_event)
@@ -641,7 +640,7 @@ impl EventQueue {
     }
 
     /// [`pop`](Self::pop), with `tag` beside the event: the pair is built where the caller
-    /// keeps it, instead of the event (312 bytes) being moved into a pair afterwards.
+    /// keeps it, instead of the event (304 bytes) being moved into a pair afterwards.
     #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the host's poll_event only
     pub(crate) fn pop_tagged<T, C>(&mut self, tag: T) -> Option<(T, Event<'_, C>)> {
         // A completed call, the common event, is read where it lies and then dropped in place
@@ -695,7 +694,7 @@ impl EventQueue {
         Some(self.view(stored))
     }
 
-    fn view<C>(&self, stored: Stored) -> Event<'_, C> {
+    fn view(&self, stored: Stored) -> Event<'_> {
         view(&self.arena, stored)
     }
 }

@@ -62,21 +62,21 @@ impl From<RequestError> for ToolCallError {
 }
 
 impl ToolCallError {
-    /// The error of a failed check; `result` is the result text an output check was of.
-    fn of(check: SchemaCheck, result: Option<&str>) -> Self {
-        match (check, result) {
-            (SchemaCheck::NotInCatalog, _) => Self::NotInCatalog,
-            (SchemaCheck::Unusable(e), _) => Self::Schema(e),
-            (SchemaCheck::NotAnObject, _) => Self::Call(RequestError::ArgumentsNotObject.into()),
-            (SchemaCheck::Violation(violation), Some(json)) => Self::Output {
-                violation,
-                result: OwnedResult {
-                    json: json.to_owned(),
-                    is_error: false,
-                    result_type: crate::proto::mcp::ResultType::Complete,
-                },
-            },
-            (SchemaCheck::Violation(violation), None) => Self::Arguments(violation),
+    /// A failed check of a call's arguments: nothing was sent.
+    fn of_arguments(check: SchemaCheck) -> Self {
+        match check {
+            SchemaCheck::NotInCatalog => Self::NotInCatalog,
+            SchemaCheck::Unusable(e) => Self::Schema(e),
+            SchemaCheck::NotAnObject => Self::Call(RequestError::ArgumentsNotObject.into()),
+            SchemaCheck::Violation(violation) => Self::Arguments(violation),
+        }
+    }
+
+    /// A failed check of a call's result, which a mismatch keeps.
+    fn of_result(check: SchemaCheck, result: OwnedResult) -> Self {
+        match check {
+            SchemaCheck::Violation(violation) => Self::Output { violation, result },
+            other => Self::of_arguments(other),
         }
     }
 }
@@ -98,7 +98,7 @@ impl Host {
         opts: &CallOptions,
     ) -> Result<CallId, ToolCallError> {
         let checked = self.client.check_tool_arguments(Instant::now(), server, name, arguments);
-        checked.map_err(|c| ToolCallError::of(c, None))?;
+        checked.map_err(ToolCallError::of_arguments)?;
         Ok(self.call_tool(server, name, arguments, opts)?)
     }
 
@@ -112,7 +112,14 @@ impl Host {
         result: &str,
     ) -> Result<(), ToolCallError> {
         let checked = self.client.check_tool_result(Instant::now(), server, name, result);
-        checked.map_err(|c| ToolCallError::of(c, Some(result)))
+        checked.map_err(|check| {
+            let result = OwnedResult {
+                json: result.to_owned(),
+                is_error: false,
+                result_type: crate::proto::mcp::ResultType::Complete,
+            };
+            ToolCallError::of_result(check, result)
+        })
     }
 
     /// [`call_tool_checked`](Self::call_tool_checked), then waits for the result and checks
@@ -128,10 +135,7 @@ impl Host {
         let result = self.wait(server, call).map_err(ToolCallError::Call)?;
         match self.client.check_tool_result(Instant::now(), server, name, &result.json) {
             Ok(()) => Ok(result),
-            Err(SchemaCheck::Violation(violation)) => {
-                Err(ToolCallError::Output { violation, result })
-            }
-            Err(check) => Err(ToolCallError::of(check, None)),
+            Err(check) => Err(ToolCallError::of_result(check, result)),
         }
     }
 }
