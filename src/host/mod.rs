@@ -366,10 +366,10 @@ impl Host {
         self.close_lanes(server);
         let registry = self.poll.registry();
         if let Some(engine) = self.client.engine_mut(server) {
-            engine.close(Instant::now());
+            let now = Instant::now();
+            engine.close(now);
             if let Some(Some(transport)) = self.transports.get_mut(server.index) {
                 let grace = Duration::from_millis(250);
-                let now = Instant::now();
                 if let Some(end) = transport.shutdown(registry, grace, &mut self.exiting, now) {
                     self.ending.push(registry, end);
                 }
