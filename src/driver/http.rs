@@ -214,17 +214,28 @@ impl HttpDriver {
     /// or now when a connection has events waiting for a frame budget.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let conns = self.conns.iter().filter_map(|(_, c)| match (c.conn.is_open(), c.idle_since) {
-            (true, idle) => idle.map(|t| t + self.idle_timeout),
-            (false, _) => Some(c.started + self.connect_timeout),
-        });
-        let resolving = self.instances.resolving_since().map(|t| t + self.connect_timeout);
-        conns
-            .chain(self.session.poll_timeout())
-            .chain(self.backlog_since)
-            .chain(self.oauth.poll_timeout())
-            .chain(resolving)
-            .min()
+        // Called twice per poll: the connections' ages are compared before any deadline is
+        // made of them, so the pool costs one `Instant` sum, not one per connection.
+        let (mut idle, mut opening) = (None::<Instant>, None::<Instant>);
+        for (_, c) in &self.conns {
+            match (c.conn.is_open(), c.idle_since) {
+                (true, Some(t)) => idle = Some(idle.map_or(t, |e| e.min(t))),
+                (true, None) => {}
+                (false, _) => opening = Some(opening.map_or(c.started, |e| e.min(c.started))),
+            }
+        }
+        let mut next = self.session.poll_timeout();
+        let mut keep = |t: Option<Instant>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        keep(idle.map(|t| t + self.idle_timeout));
+        keep(opening.map(|t| t + self.connect_timeout));
+        keep(self.backlog_since);
+        keep(self.oauth.poll_timeout());
+        keep(self.instances.resolving_since().map(|t| t + self.connect_timeout));
+        next
     }
 
     /// Closes idle and timed-out connections, drains backlogs, reopens streams when due.
