@@ -1085,3 +1085,25 @@ fn a_header_the_request_writer_owns_is_refused_when_the_server_is_added() {
     let opts = HttpOptions::new("http://127.0.0.1:9/mcp").header("X-Content-Length", "1");
     assert!(host.add_http_server(opts, Config::default()).is_ok());
 }
+
+/// The pool's deadlines are the host's: once a call is done, the keep-alive connection it
+/// used expires `idle_timeout` after its response ended, and that is the host's next deadline
+/// (a host waiting in `poll` wakes for it). At that instant the connection is closed, and its
+/// deadline is gone. Pins what `HttpDriver::poll_timeout` reports, which compares the pool's
+/// idle and opening times before it makes deadlines of them.
+#[test]
+fn an_idle_connection_expires_at_the_hosts_next_deadline() {
+    let server = MiniServer::start(None, mcp_answer);
+    let mut host = Host::new().unwrap();
+    let idle = Duration::from_secs(7);
+    let opts = HttpOptions::new(server.url("http", "127.0.0.1")).idle_timeout(idle);
+    let id = add(&mut host, opts);
+    host.wait_ready(id, Duration::from_secs(30)).unwrap();
+    let before = std::time::Instant::now();
+    assert_eq!(echo(&mut host, id, "hi")["content"][0]["text"], "hi");
+    let after = std::time::Instant::now();
+    let due = host.poll_timeout().expect("the idle connection's expiry");
+    assert!(due >= before + idle && due <= after + idle, "{:?}", due - before);
+    host.handle_timeout(due);
+    assert!(host.poll_timeout().is_none_or(|next| next > due), "the expiry is still due");
+}
