@@ -5,8 +5,9 @@
 # neither the demo server child nor the HTTP server child), over stdio and over Streamable
 # HTTP (keep-alive): one roundtrip bench phase alone (MCPOLL_BENCH_ONLY) under callgrind at
 # 1,000 and 6,000 calls; the difference over 5,000 cancels start-up. The same for each floor (a
-# pre-serialized request, blocking read). Then the top functions of each 6,000-call run by
-# exclusive instructions. The bench is built with line tables for the annotation.
+# pre-serialized request, blocking read). Then the top functions per call by exclusive
+# instructions, each with the code inlined into it. The bench is built with line tables for
+# the annotation.
 #
 # --check: compare with benches/instruction_budget.txt and fail when a transport's count is
 # more than 10% over its budget (a regression guard for CI; callgrind counts instructions,
@@ -51,16 +52,17 @@ fi
 # from (callgrind_annotate lists `file:function` pairs, so one function that inlines the scanner
 # shows as a dozen rows: its own file, core's `slice/index.rs`, `uint_macros.rs`, ...).
 by_function() {
-  callgrind_annotate --inclusive=no --threshold=100 --auto=no "$1" 2>/dev/null | grep -E '^ *[0-9,]+ \(' |
-    grep -v 'PROGRAM TOTALS' |
-    sed -E 's/ \[[^]]*\]$//; s/^ *([0-9,]+) \([^)]*\) +[^:]*:/\1 /; s/,//g'
+  callgrind_annotate --inclusive=no --threshold=100 --auto=no "$1" 2>/dev/null |
+    grep -E '^ *[0-9,]+ \(' | grep -v 'PROGRAM TOTALS' |
+    sed -E 's/ \[[^]]*\]$//; s/^ *([0-9,]+) \([^)]*\) +[^:]*:/\1 /'
 }
 for phase in stdio http; do
   echo "callgrind $phase: top functions by exclusive instructions per call (inlined code counted"
   echo "in the function it was inlined into; the 6,000-call run less the 1,000-call run, / 5,000)"
   awk -v calls=5000 '
     FNR == 1 { run++ }
-    { n = $1; $1 = ""; sub(/^ /, ""); if (run == 1) big[$0] += n; else small[$0] += n }
+    { n = $1; gsub(/,/, "", n); $1 = ""; sub(/^ /, "")
+      if (run == 1) big[$0] += n; else small[$0] += n }
     END { for (f in big) printf "%8.0f  %s\n", (big[f] - small[f]) / calls, f }
   ' <(by_function "$out/$phase.6000") <(by_function "$out/$phase.1000") |
     sort -rn | awk 'NR <= 30'
