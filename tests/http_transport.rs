@@ -1107,3 +1107,21 @@ fn an_idle_connection_expires_at_the_hosts_next_deadline() {
     host.handle_timeout(due);
     assert!(host.poll_timeout().is_none_or(|next| next > due), "the expiry is still due");
 }
+
+/// The pool's timeouts are the host's to choose, `Duration::MAX` ("never") among them. A
+/// deadline made of one used to be `Instant + Duration`, which panics past the clock's range:
+/// the first `poll` with a connection being opened, or one idle, panicked in the driver.
+#[test]
+fn timeouts_of_duration_max_mean_never_and_do_not_panic() {
+    let server = MiniServer::start(None, mcp_answer);
+    let mut host = Host::new().unwrap();
+    let opts = HttpOptions::new(server.url("http", "127.0.0.1"))
+        .idle_timeout(Duration::MAX)
+        .connect_timeout(Duration::MAX);
+    let id = add(&mut host, opts);
+    host.wait_ready(id, Duration::from_secs(30)).unwrap();
+    assert_eq!(echo(&mut host, id, "hi")["content"][0]["text"], "hi");
+    let far = std::time::Instant::now() + Duration::from_secs(86_400 * 365);
+    assert!(host.poll_timeout().is_none_or(|due| due > far), "{:?}", host.poll_timeout());
+    host.poll(Some(Duration::ZERO)).unwrap();
+}

@@ -38,6 +38,7 @@ use crate::error::TransportError;
 use crate::session::http::{
     Budget, ExchangeId, Flow, HttpSession, OAuthState, PlanHeaders, ResponseHead,
 };
+use crate::time::{earlier, later};
 use connection::{Connection, Input, Route};
 use instances::{Instance, InstanceId, Instances, NextAddr};
 
@@ -215,26 +216,23 @@ impl HttpDriver {
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         // Called twice per poll: the connections' ages are compared before any deadline is
-        // made of them, so the pool costs one `Instant` sum, not one per connection.
-        let (mut idle, mut opening) = (None::<Instant>, None::<Instant>);
+        // made of them, so the pool costs one deadline sum, not one per connection.
+        let (mut idle, mut opening) = (None, None);
         for (_, c) in &self.conns {
             match (c.conn.is_open(), c.idle_since) {
-                (true, Some(t)) => idle = Some(idle.map_or(t, |e| e.min(t))),
-                (true, None) => {}
-                (false, _) => opening = Some(opening.map_or(c.started, |e| e.min(c.started))),
+                (true, since) => idle = earlier(idle, since),
+                (false, _) => opening = earlier(opening, Some(c.started)),
             }
         }
         let mut next = self.session.poll_timeout();
-        let mut keep = |t: Option<Instant>| {
-            if let Some(t) = t {
-                next = Some(next.map_or(t, |n| n.min(t)));
-            }
-        };
-        keep(idle.map(|t| t + self.idle_timeout));
-        keep(opening.map(|t| t + self.connect_timeout));
+        let mut keep = |t: Option<Instant>| next = earlier(next, t);
+        // The timeouts are the host's to choose (`Duration::MAX` among them): `later`, not `+`,
+        // which panics past the clock's range.
+        keep(idle.map(|t| later(t, self.idle_timeout)));
+        keep(opening.map(|t| later(t, self.connect_timeout)));
         keep(self.backlog_since);
         keep(self.oauth.poll_timeout());
-        keep(self.instances.resolving_since().map(|t| t + self.connect_timeout));
+        keep(self.instances.resolving_since().map(|t| later(t, self.connect_timeout)));
         next
     }
 
@@ -244,9 +242,9 @@ impl HttpDriver {
             .conns
             .iter()
             .filter_map(|(k, c)| match (c.conn.is_open(), c.idle_since) {
-                (true, Some(idle)) => (now >= idle + self.idle_timeout).then_some((k, false)),
+                (true, Some(idle)) => (now >= later(idle, self.idle_timeout)).then_some((k, false)),
                 (true, None) => None,
-                (false, _) => (now >= c.started + self.connect_timeout).then_some((k, true)),
+                (false, _) => (now >= later(c.started, self.connect_timeout)).then_some((k, true)),
             })
             .collect();
         for (k, timed_out) in expired {
@@ -254,7 +252,7 @@ impl HttpDriver {
             self.drop_conn(registry, engine, now, k, timed_out.then_some(failure));
         }
         self.oauth.handle_timeout(&mut self.session, engine, registry, now);
-        if self.instances.resolving_since().is_some_and(|t| now >= t + self.connect_timeout) {
+        if self.instances.resolving_since().is_some_and(|t| now >= later(t, self.connect_timeout)) {
             // Like a connect timeout, for what waits now; the resolution goes on for the next.
             log::debug!("resolving {} is taking too long", self.instances.current().url.host);
             self.instances.rearm_lookup(now);
@@ -776,7 +774,7 @@ impl HttpDriver {
         now: Instant,
     ) -> Option<close::SessionEnd> {
         self.close_all(registry);
-        self.end_session(registry, now, crate::time::later(now, grace))
+        self.end_session(registry, now, later(now, grace))
     }
 
     /// Closes every connection and stops listening for a resolution.
