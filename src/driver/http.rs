@@ -30,14 +30,12 @@ use slab::Slab;
 use smallvec::SmallVec;
 
 use crate::auth::oauth::{OAuthFlow, RedirectError};
-use crate::codec::http1::{self, Limits, RequestHead, ResponseEvent};
+use crate::codec::http1::Limits;
 use crate::driver::tls::{tls_failure, TlsConfig};
 use crate::driver::url::Scheme;
 use crate::engine::{Engine, ExchangeFailure};
 use crate::error::TransportError;
-use crate::session::http::{
-    Budget, ExchangeId, Flow, HttpSession, OAuthState, PlanHeaders, ResponseHead,
-};
+use crate::session::http::{Budget, ExchangeId, HttpSession, OAuthState, ResponseStep};
 use crate::time::{earlier, later};
 use connection::{Connection, Input, Route};
 use instances::{Instance, InstanceId, Instances, NextAddr};
@@ -416,18 +414,7 @@ impl HttpDriver {
         c.conn.parser().set_max_body_bytes(self.limits.max_body_bytes);
         let out = c.conn.request_buf();
         let at = self.instances.get(c.instance);
-        // A block: the headers borrow the session until they are dropped.
-        {
-            let mut headers = PlanHeaders::new();
-            if let Some(plan) = self.session.plan_into(x, now, &at.htu, &mut headers) {
-                let (method, preset) = (plan.method, plan.preset);
-                let head = RequestHead { method, origin: &at.origin, preset, headers: &headers };
-                if let Err(e) = http1::write_request(out, &head, plan.body) {
-                    // Only caller-supplied values can be refused here; they were checked at setup.
-                    log::debug!("request head refused: {e:?}");
-                }
-            }
-        }
+        self.session.write_request(x, now, &at.origin, &at.htu, out);
         if let Err(e) = c.conn.write() {
             self.on_conn_error(registry, engine, now, k, &e);
         }
@@ -598,89 +585,33 @@ impl HttpDriver {
         }
     }
 
-    /// Runs the response parser over what it holds, handing each piece to the session.
+    /// Hands what the connection's response parser holds to the session, exchange by
+    /// exchange, and says what the connection does next.
     fn parse_responses(&mut self, engine: &mut Engine, now: Instant, k: usize) -> Parsed {
-        // Events left from the last turn go first.
-        if let Some(x) = self.conns.get(k).and_then(|c| c.exchange) {
-            match self.session.handle_body(engine, now, x, &[], &mut self.budget) {
-                Flow::Continue => {}
-                Flow::Backlog => return Parsed::Backlog,
-                Flow::Close => return self.abandon_conn_exchange(k),
-            }
-        }
         loop {
-            if self.budget.spent() {
-                return Parsed::Backlog;
-            }
             let Some(c) = self.conns.get_mut(k) else { return Parsed::Close };
-            let Some(ev) = c.conn.parser().next() else { return Parsed::More };
-            self.budget.units -= 1;
             let Some(x) = c.exchange else {
                 // Bytes nobody asked for: the connection is out of step; close it.
-                return Parsed::Close;
+                let unasked = c.conn.parser().next().is_some();
+                return if unasked { Parsed::Close } else { Parsed::More };
             };
-            match ev {
-                Err(e) => {
-                    log::debug!("bad HTTP response: {e:?}");
-                    c.exchange = None;
-                    // A response cut off by the connection closing is a lost connection (a
-                    // transient failure); one over the size cap fails its call as too large;
-                    // anything else is a broken response.
-                    let failure = match e {
-                        http1::HttpError::Truncated => {
-                            ExchangeFailure::Transport(TransportError::ConnectionLost)
-                        }
-                        http1::HttpError::BodyTooLarge => ExchangeFailure::TooLarge,
-                        _ => ExchangeFailure::Transport(TransportError::BadResponse),
-                    };
-                    self.session.handle_failed(engine, now, x, failure);
-                    return Parsed::Close;
-                }
-                Ok(ResponseEvent::Head(head)) => {
-                    let dpop = self.session.reads_dpop_nonce();
-                    let fields = ResponseHead {
-                        status: head.status(),
-                        content_type: head.header("content-type"),
-                        session_id: head.header("mcp-session-id"),
-                        www_authenticate: head.header("www-authenticate"),
-                        dpop_nonce: dpop.then(|| head.header("dpop-nonce")).flatten(),
-                    };
-                    if self.session.handle_head(x, fields) {
-                        // An event stream is endless by design; each event has its own cap.
-                        c.conn.parser().set_max_body_bytes(u64::MAX);
-                    }
-                }
-                Ok(ResponseEvent::Body(chunk)) => {
-                    match self.session.handle_body(engine, now, x, chunk, &mut self.budget) {
-                        Flow::Continue => {}
-                        Flow::Backlog => return Parsed::Backlog,
-                        Flow::Close => return self.abandon_conn_exchange(k),
-                    }
-                }
-                Ok(ResponseEvent::End { keep_alive }) => {
-                    c.exchange = None;
-                    // One that finished at an instance rotated away from is not kept.
-                    let reuse =
-                        keep_alive && !c.dedicated && c.instance == self.instances.current_id();
-                    self.session.handle_end(engine, now, x);
-                    if !reuse {
-                        return Parsed::Close;
-                    }
-                    let Some(c) = self.conns.get_mut(k) else { return Parsed::Close };
-                    c.idle_since = Some(now);
-                    c.conn.clear_request();
-                }
-            }
-        }
-    }
-
-    /// The session is done with the connection's exchange before its response ended: the
-    /// connection cannot carry another, so it closes.
-    fn abandon_conn_exchange(&mut self, k: usize) -> Parsed {
-        if let Some(c) = self.conns.get_mut(k) {
+            let budget = &mut self.budget;
+            let ended = match self.session.handle_response(engine, now, x, c.conn.parser(), budget)
+            {
+                ResponseStep::More => return Parsed::More,
+                ResponseStep::Backlog => return Parsed::Backlog,
+                ResponseStep::Close => None,
+                ResponseStep::Ended { keep_alive } => Some(keep_alive),
+            };
             c.exchange = None;
+            // One that finished at an instance rotated away from is not kept.
+            let current = c.instance == self.instances.current_id();
+            if ended != Some(true) || c.dedicated || !current {
+                return Parsed::Close;
+            }
+            c.idle_since = Some(now);
+            c.conn.clear_request();
         }
-        Parsed::Close
     }
 
     fn on_conn_error(

@@ -2,10 +2,12 @@
 //! §6.2 for 2025-11-25).
 //!
 //! The session pumps the engine itself: [`HttpSession::handle_timeout`] takes the engine's
-//! transmits and whatever is due, and the driver, which calls no engine verb after setup, takes
-//! exchanges ([`HttpSession::poll_exchange`]) and their request plans (method, headers, body),
-//! and hands over each response (`handle_head`, `handle_body`, `handle_end`, or
-//! `handle_failed`); this module tells the engine what it means. The verbs follow quinn-proto's
+//! transmits and whatever is due. The driver, which calls no engine verb after setup, moves
+//! bytes: it takes exchanges ([`HttpSession::poll_exchange`]), has the session write each
+//! one's request ([`HttpSession::write_request`]), and hands it the connection's response
+//! parser ([`HttpSession::handle_response`]), or says the exchange failed
+//! ([`HttpSession::handle_failed`]); this module parses what the bytes say and tells the engine
+//! what it means. The verbs follow quinn-proto's
 //! `Connection`: `handle_*` for inputs, `poll_*` for outputs, one `handle_timeout`, and
 //! `poll_timeout`. Decided here: the headers each era gets, when a session id is adopted
 //! and when the session is gone, the one token refresh after a 401 (or, with OAuth configured,
@@ -20,7 +22,10 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use crate::codec::http1::{HeaderName, Preset, NO_PRESET};
+use crate::codec::http1::{
+    self, HeaderName, HttpError, Origin, Preset, RequestHead, ResponseEvent, ResponseParser,
+    NO_PRESET,
+};
 use crate::codec::sse::SseParser;
 use crate::engine::{
     Engine, ExchangeFailure, ParamHeaderList, ServerState, Transmit, TransmitKind, TransportEvent,
@@ -94,7 +99,7 @@ impl Budget {
 
 /// What happens to the driver's connection after a body chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Flow {
+enum Flow {
     /// Keep reading.
     Continue,
     /// The budget is spent and input waits in the exchange: stop reading this connection,
@@ -102,6 +107,21 @@ pub(crate) enum Flow {
     Backlog,
     /// The exchange is over before its response ended (its reply came on a resumed stream,
     /// or the body is too large): close the connection.
+    Close,
+}
+
+/// Where a connection stands after [`HttpSession::handle_response`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ResponseStep {
+    /// The parser needs more bytes.
+    More,
+    /// The turn's budget is spent with input left (in the parser or parsed in the exchange):
+    /// stop reading the connection, and call again on the next budget.
+    Backlog,
+    /// The response ended. `keep_alive`: the server lets the connection carry another.
+    Ended { keep_alive: bool },
+    /// The exchange is over before its response ended (the response is broken or too large,
+    /// or its reply came on a resumed stream): the connection cannot carry another and closes.
     Close,
 }
 
@@ -122,10 +142,10 @@ pub(crate) struct RequestPlan<'a> {
 
 /// What [`HttpSession::plan_into`] decides beside the headers it pushes.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct PlanHead<'a> {
-    pub(crate) method: &'static str,
-    pub(crate) preset: Preset,
-    pub(crate) body: &'a [u8],
+struct PlanHead<'a> {
+    method: &'static str,
+    preset: Preset,
+    body: &'a [u8],
 }
 
 /// The constant header lines of a POST or a GET, and the negotiated version's line
@@ -164,13 +184,13 @@ fn host_headers(
 
 /// The fields of a response head the session reads.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct ResponseHead<'a> {
-    pub(crate) status: u16,
-    pub(crate) content_type: Option<&'a [u8]>,
-    pub(crate) session_id: Option<&'a [u8]>,
-    pub(crate) www_authenticate: Option<&'a [u8]>,
+struct ResponseHead<'a> {
+    status: u16,
+    content_type: Option<&'a [u8]>,
+    session_id: Option<&'a [u8]>,
+    www_authenticate: Option<&'a [u8]>,
     /// `DPoP-Nonce` (read only when [`HttpSession::reads_dpop_nonce`]).
-    pub(crate) dpop_nonce: Option<&'a [u8]>,
+    dpop_nonce: Option<&'a [u8]>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -774,7 +794,7 @@ impl HttpSession {
     /// method and body, and its headers pushed onto `headers` (empty), which the caller owns
     /// so that a request's head is not moved around on its way to the writer (16 headers
     /// are 512 bytes). Its response starts afresh.
-    pub(crate) fn plan_into<'a>(
+    fn plan_into<'a>(
         &'a mut self,
         x: ExchangeId,
         now: Instant,
@@ -865,24 +885,100 @@ impl HttpSession {
         Some(PlanHead { method: htm, preset, body })
     }
 
-    /// [`plan_into`](Self::plan_into) as one value, for tests that read a plan.
-    #[cfg(test)]
-    pub(crate) fn plan(
+    /// Writes exchange `x`'s request into `out`, to `origin`, whose URL's `htu` (RFC 9449 4.2)
+    /// is given; its response starts afresh. The headers are built on the stack and written
+    /// once: no allocation once `out` is warm.
+    pub(crate) fn write_request(
         &mut self,
         x: ExchangeId,
         now: Instant,
+        origin: &Origin,
         htu: &str,
-    ) -> Option<RequestPlan<'_>> {
+        out: &mut Vec<u8>,
+    ) {
         let mut headers = PlanHeaders::new();
-        let PlanHead { method, preset, body } = self.plan_into(x, now, htu, &mut headers)?;
-        Some(RequestPlan { method, preset, headers, body })
+        let Some(plan) = self.plan_into(x, now, htu, &mut headers) else { return };
+        let head =
+            RequestHead { method: plan.method, origin, preset: plan.preset, headers: &headers };
+        if let Err(e) = http1::write_request(out, &head, plan.body) {
+            // Only values a host supplied can be refused here, and they were checked at setup.
+            log::debug!("request head refused: {e:?}");
+        }
     }
 
     // ----- incoming ------------------------------------------------------------------------
 
+    /// Runs a connection's response `parser` over what it holds for exchange `x`, within
+    /// `budget` (each parsed piece takes a unit, each message handed to the engine a frame),
+    /// and says what the connection does next. What an earlier turn parsed and left goes
+    /// first.
+    pub(crate) fn handle_response(
+        &mut self,
+        engine: &mut Engine,
+        now: Instant,
+        x: ExchangeId,
+        parser: &mut ResponseParser,
+        budget: &mut Budget,
+    ) -> ResponseStep {
+        match self.handle_body(engine, now, x, &[], budget) {
+            Flow::Continue => {}
+            Flow::Backlog => return ResponseStep::Backlog,
+            Flow::Close => return ResponseStep::Close,
+        }
+        loop {
+            if budget.spent() {
+                return ResponseStep::Backlog;
+            }
+            let Some(event) = parser.next() else { return ResponseStep::More };
+            budget.units -= 1;
+            match event {
+                Err(e) => {
+                    log::debug!("bad HTTP response: {e:?}");
+                    // A response cut off by the connection closing is a lost connection (a
+                    // transient failure); one over the size cap fails its call as too large;
+                    // anything else is a broken response.
+                    let failure = match e {
+                        HttpError::Truncated => {
+                            ExchangeFailure::Transport(TransportError::ConnectionLost)
+                        }
+                        HttpError::BodyTooLarge => ExchangeFailure::TooLarge,
+                        _ => ExchangeFailure::Transport(TransportError::BadResponse),
+                    };
+                    self.handle_failed(engine, now, x, failure);
+                    return ResponseStep::Close;
+                }
+                Ok(ResponseEvent::Head(head)) => {
+                    let dpop = self.reads_dpop_nonce();
+                    let fields = ResponseHead {
+                        status: head.status(),
+                        content_type: head.header("content-type"),
+                        session_id: head.header("mcp-session-id"),
+                        www_authenticate: head.header("www-authenticate"),
+                        dpop_nonce: dpop.then(|| head.header("dpop-nonce")).flatten(),
+                    };
+                    if self.handle_head(x, fields) {
+                        // An event stream is endless by design; each event has its own cap.
+                        parser.set_max_body_bytes(u64::MAX);
+                    }
+                }
+                Ok(ResponseEvent::Body(chunk)) => {
+                    match self.handle_body(engine, now, x, chunk, budget) {
+                        Flow::Continue => {}
+                        Flow::Backlog => return ResponseStep::Backlog,
+                        Flow::Close => return ResponseStep::Close,
+                    }
+                }
+                Ok(ResponseEvent::End { keep_alive }) => {
+                    self.handle_end(engine, now, x);
+                    return ResponseStep::Ended { keep_alive };
+                }
+            }
+        }
+    }
+
     /// A response head for exchange `x`. Returns `true` for an event stream, which has no
     /// overall size (each event has its own cap).
-    pub(crate) fn handle_head(&mut self, x: ExchangeId, head: ResponseHead<'_>) -> bool {
+    fn handle_head(&mut self, x: ExchangeId, head: ResponseHead<'_>) -> bool {
         let i = x.0;
         let ok = (200..300).contains(&head.status);
         if ok {
@@ -913,7 +1009,7 @@ impl HttpSession {
     /// A piece of exchange `x`'s body. Hands at most `budget.frames` messages to the engine,
     /// reads at most `budget.units` SSE lines, and lowers both by what it took; call again
     /// with no bytes to drain a [`Flow::Backlog`].
-    pub(crate) fn handle_body(
+    fn handle_body(
         &mut self,
         engine: &mut Engine,
         now: Instant,
@@ -999,7 +1095,7 @@ impl HttpSession {
     }
 
     /// Exchange `x`'s response ended: decide what its status and body mean.
-    pub(crate) fn handle_end(&mut self, engine: &mut Engine, now: Instant, x: ExchangeId) {
+    fn handle_end(&mut self, engine: &mut Engine, now: Instant, x: ExchangeId) {
         let i = x.0;
         let Some(status) = self.exchanges.get(i).map(|x| x.status) else { return };
         if self.dpop_nonce_retry(i, status) || self.oauth_refused(engine, now, i, status) {

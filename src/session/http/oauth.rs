@@ -80,7 +80,7 @@ impl HttpSession {
 
     /// Whether response heads should be searched for `DPoP-Nonce`: only with a DPoP-bound
     /// token, so the bearer path reads no more headers than before.
-    pub(crate) fn reads_dpop_nonce(&self) -> bool {
+    pub(super) fn reads_dpop_nonce(&self) -> bool {
         self.oauth.as_ref().is_some_and(|o| o.flow.is_dpop_bound())
     }
 

@@ -1,11 +1,13 @@
 //! The HTTP session against a real engine with simulated time: no sockets, no sleeps. The
-//! test plays the driver (takes plans, feeds responses) and the server (scripts them).
+//! test plays the driver, a byte pump (takes the requests the session writes, feeds response
+//! bytes to a response parser as a connection does), and the server (scripts them).
 
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use super::*;
+use crate::codec::http1::Limits;
 use crate::config::Config;
 use crate::engine::{CallOptions, Event};
 use crate::error::{CallError, PeerError};
@@ -17,7 +19,7 @@ const LEGACY_SESSION_GONE: &str =
 #[derive(Debug)]
 struct Sent {
     x: ExchangeId,
-    method: &'static str,
+    method: String,
     headers: Vec<(String, String)>,
     body: Value,
 }
@@ -92,6 +94,8 @@ struct Sim {
     closed: Vec<ExchangeId>,
     /// The legacy GET stream, once the driver has put it on a connection.
     listen: Option<Sent>,
+    /// The response parser of each exchange's connection, until its response is over.
+    parsers: Vec<(ExchangeId, ResponseParser)>,
 }
 
 impl Sim {
@@ -105,7 +109,7 @@ impl Sim {
         let extra = vec![("X-Extra".to_owned(), "1".to_owned())];
         let mut session = HttpSession::new(extra, tokens, max_body);
         session.open(&mut engine, now);
-        Self { engine, session, now, closed: Vec::new(), listen: None }
+        Self { engine, session, now, closed: Vec::new(), listen: None, parsers: Vec::new() }
     }
 
     fn advance(&mut self, by: Duration) {
@@ -127,43 +131,83 @@ impl Sim {
         self.flush();
         self.session.peek_waiting()?;
         let x = self.session.poll_exchange(&mut self.engine, self.now)?;
-        let plan = self.session.plan(x, self.now, "http://127.0.0.1:9/mcp").unwrap();
-        let mut headers = preset_pairs(plan.preset);
-        headers.extend(
-            plan.headers
-                .iter()
-                .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v).into_owned())),
-        );
-        let body = serde_json::from_slice(plan.body).unwrap_or(Value::Null);
-        Some(Sent { x, method: plan.method, headers, body })
+        let origin = Origin::new("/mcp", "127.0.0.1:9").unwrap();
+        let mut out = Vec::new();
+        self.session.write_request(x, self.now, &origin, "http://127.0.0.1:9/mcp", &mut out);
+        let mut fields = [httparse::EMPTY_HEADER; 32];
+        let mut request = httparse::Request::new(&mut fields);
+        let Ok(httparse::Status::Complete(n)) = request.parse(&out) else {
+            panic!("the request does not parse: {:?}", String::from_utf8_lossy(&out))
+        };
+        assert_eq!((request.path, request.version), (Some("/mcp"), Some(1)));
+        let headers: Vec<(String, String)> = request
+            .headers
+            .iter()
+            .map(|h| (h.name.to_owned(), String::from_utf8_lossy(h.value).into_owned()))
+            .collect();
+        let method = request.method.unwrap_or_default().to_owned();
+        let body = &out[n..];
+        let length = headers.iter().find(|(n, _)| n.eq_ignore_ascii_case("content-length"));
+        assert_eq!(length.map(|(_, v)| v.parse::<usize>().unwrap()).unwrap_or(0), body.len());
+        let body = serde_json::from_slice(body).unwrap_or(Value::Null);
+        Some(Sent { x, method, headers, body })
     }
 
-    fn head(&mut self, x: ExchangeId, status: u16, headers: &[(&str, &str)]) -> bool {
-        let find = |name: &str| {
-            headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_bytes())
+    /// Response bytes for exchange `x`, through its connection's parser and the session, as
+    /// the driver hands them over (with no budget to stop them).
+    fn feed(&mut self, x: ExchangeId, bytes: &[u8]) -> ResponseStep {
+        let Self { engine, session, now, parsers, .. } = self;
+        let i = match parsers.iter().position(|(y, _)| *y == x) {
+            Some(i) => i,
+            None => {
+                parsers.push((x, ResponseParser::new(Limits::default())));
+                parsers.len() - 1
+            }
         };
-        let head = ResponseHead {
-            status,
-            content_type: find("content-type"),
-            session_id: find("mcp-session-id"),
-            www_authenticate: find("www-authenticate"),
-            dpop_nonce: find("dpop-nonce"),
-        };
-        self.session.handle_head(x, head)
-    }
-
-    fn body(&mut self, x: ExchangeId, chunk: &str) -> Flow {
+        let parser = &mut parsers[i].1;
+        parser.push(bytes);
         let mut budget = Budget { frames: usize::MAX, units: usize::MAX };
-        self.session.handle_body(&mut self.engine, self.now, x, chunk.as_bytes(), &mut budget)
+        let step = session.handle_response(engine, *now, x, parser, &mut budget);
+        if matches!(step, ResponseStep::Ended { .. } | ResponseStep::Close) {
+            parsers.remove(i);
+        }
+        step
     }
 
-    /// A whole response: head, body, end.
-    fn respond(&mut self, x: ExchangeId, status: u16, headers: &[(&str, &str)], body: &str) {
-        self.head(x, status, headers);
-        if !body.is_empty() && self.body(x, body) == Flow::Close {
-            return;
+    /// The head of a response whose body comes in chunks ([`body`](Self::body)) and ends with
+    /// [`end`](Self::end).
+    fn head(&mut self, x: ExchangeId, status: u16, headers: &[(&str, &str)]) -> ResponseStep {
+        let mut head = format!("HTTP/1.1 {status} Sim\r\n");
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
         }
-        self.session.handle_end(&mut self.engine, self.now, x);
+        head.push_str("Transfer-Encoding: chunked\r\n\r\n");
+        self.feed(x, head.as_bytes())
+    }
+
+    fn body(&mut self, x: ExchangeId, chunk: &str) -> ResponseStep {
+        self.feed(x, format!("{:x}\r\n{chunk}\r\n", chunk.len()).as_bytes())
+    }
+
+    fn end(&mut self, x: ExchangeId) -> ResponseStep {
+        self.feed(x, b"0\r\n\r\n")
+    }
+
+    /// Exchange `x`'s connection failed: its parser goes with it.
+    fn fail(&mut self, x: ExchangeId, failure: ExchangeFailure) {
+        self.parsers.retain(|(y, _)| *y != x);
+        self.session.handle_failed(&mut self.engine, self.now, x, failure);
+    }
+
+    /// A whole response, its length given.
+    fn respond(&mut self, x: ExchangeId, status: u16, headers: &[(&str, &str)], body: &str) {
+        let mut response = format!("HTTP/1.1 {status} Sim\r\n");
+        for (name, value) in headers {
+            response.push_str(&format!("{name}: {value}\r\n"));
+        }
+        response.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+        let step = self.feed(x, response.as_bytes());
+        assert!(matches!(step, ResponseStep::Ended { .. } | ResponseStep::Close), "{step:?}");
     }
 
     fn json(&mut self, x: ExchangeId, body: Value) {
@@ -356,12 +400,7 @@ fn the_get_stream_resumes_with_its_last_event_id_after_the_clamped_retry() {
     // A broken connection reopens on the same schedule; a refusal ends it for good.
     s.advance(Duration::from_secs(60));
     let third = s.next().unwrap();
-    s.session.handle_failed(
-        &mut s.engine,
-        s.now,
-        third.x,
-        ExchangeFailure::Transport(TransportError::ConnectionLost),
-    );
+    s.fail(third.x, ExchangeFailure::Transport(TransportError::ConnectionLost));
     assert_eq!(s.session.poll_timeout(), Some(s.now + Duration::from_secs(60)));
     s.advance(Duration::from_secs(60));
     let fourth = s.next().unwrap();
@@ -380,12 +419,12 @@ fn a_legacy_post_stream_broken_before_the_reply_resumes_after_retry_for_reads_an
         s.call(name);
         let call = s.next().unwrap();
         s.head(call.x, 200, &SSE);
-        assert_eq!(s.body(call.x, "id: e1\nretry: 500\ndata:\n\n"), Flow::Continue);
+        assert_eq!(s.body(call.x, "id: e1\nretry: 500\ndata:\n\n"), ResponseStep::More);
         if break_by_loss {
             let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
-            s.session.handle_failed(&mut s.engine, s.now, call.x, lost);
+            s.fail(call.x, lost);
         } else {
-            s.session.handle_end(&mut s.engine, s.now, call.x);
+            assert_eq!(s.end(call.x), ResponseStep::Ended { keep_alive: true });
         }
         assert!(s.events().is_empty(), "{name}: the call is not over");
         assert_eq!(s.session.poll_timeout(), Some(s.now + Duration::from_millis(500)));
@@ -399,7 +438,7 @@ fn a_legacy_post_stream_broken_before_the_reply_resumes_after_retry_for_reads_an
         assert_eq!(resume.header("accept"), Some("text/event-stream"));
         s.head(resume.x, 200, &SSE);
         let done = reply(&call, json!({"content": []}));
-        assert_eq!(s.body(resume.x, &format!("id: e2\ndata: {done}\n\n")), Flow::Close);
+        assert_eq!(s.body(resume.x, &format!("id: e2\ndata: {done}\n\n")), ResponseStep::Close);
         assert_eq!(s.events(), [r#"done {"content":[]}"#], "{name}");
         assert!(s.next().is_none());
     }
@@ -464,7 +503,7 @@ fn a_resume_refused_for_its_token_resumes_again_with_the_fresh_token() {
     assert_eq!(again.header("authorization"), Some("Bearer t1"));
     s.head(again.x, 200, &SSE);
     let done = reply(&call, json!({"content": []}));
-    assert_eq!(s.body(again.x, &format!("id: e2\ndata: {done}\n\n")), Flow::Close);
+    assert_eq!(s.body(again.x, &format!("id: e2\ndata: {done}\n\n")), ResponseStep::Close);
     assert_eq!(s.events(), [r#"done {"content":[]}"#]);
     assert!(s.next().is_none());
 }
@@ -482,12 +521,7 @@ fn a_resume_that_cannot_connect_never_makes_the_request_look_unsent() {
         let Some(resume) = s.next() else { break };
         assert_eq!(resume.method, "GET");
         let refused = TransportError::ConnectFailed(std::io::ErrorKind::ConnectionRefused);
-        s.session.handle_failed(
-            &mut s.engine,
-            s.now,
-            resume.x,
-            ExchangeFailure::Transport(refused),
-        );
+        s.fail(resume.x, ExchangeFailure::Transport(refused));
     }
     s.advance(Duration::from_secs(10));
     assert!(s.next().is_none(), "the tools/call was not sent again");
@@ -548,10 +582,45 @@ fn an_oversize_json_body_fails_the_call_as_too_large() {
     s.call("t");
     let call = s.next().unwrap();
     s.head(call.x, 200, &[("Content-Type", "application/json")]);
-    assert_eq!(s.body(call.x, &"x".repeat(3000)), Flow::Continue);
-    assert_eq!(s.body(call.x, &"x".repeat(3000)), Flow::Close);
+    assert_eq!(s.body(call.x, &"x".repeat(3000)), ResponseStep::More);
+    assert_eq!(s.body(call.x, &"x".repeat(3000)), ResponseStep::Close);
     assert_eq!(s.events(), [format!("failed {:?}", CallError::Peer(PeerError::TooLarge))]);
     assert_eq!(s.engine.stats().too_large, 1);
+}
+
+/// What the response parser refuses fails the exchange, and the connection closes: its
+/// bytes can no longer be trusted to frame another response.
+#[test]
+fn a_response_the_parser_refuses_fails_its_call_and_closes_the_connection() {
+    let mut s = Sim::modern();
+    s.call("t");
+    let call = s.next().unwrap();
+    let broken = "HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n";
+    assert_eq!(s.feed(call.x, broken.as_bytes()), ResponseStep::Close);
+    let events = s.events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(events[0].starts_with("failed") && events[0].contains("BadResponse"), "{events:?}");
+}
+
+/// Bytes of a response that has not ended yet ask for more; its end lets the connection
+/// carry the next exchange unless the server said otherwise.
+#[test]
+fn a_response_ends_with_what_the_server_said_of_the_connection() {
+    let mut s = Sim::modern();
+    for (close, keep_alive) in [(false, true), (true, false)] {
+        s.call("t");
+        let call = s.next().unwrap();
+        let body = reply(&call, json!({"content": []})).to_string();
+        let connection = if close { "Connection: close\r\n" } else { "" };
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n{connection}\
+             Content-Length: {}\r\n\r\n",
+            body.len()
+        );
+        assert_eq!(s.feed(call.x, head.as_bytes()), ResponseStep::More);
+        assert_eq!(s.feed(call.x, body.as_bytes()), ResponseStep::Ended { keep_alive });
+        assert_eq!(s.events(), [r#"done {"content":[]}"#]);
+    }
 }
 
 #[test]
