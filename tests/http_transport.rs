@@ -61,6 +61,7 @@ impl Pki {
         require_client_cert: bool,
     ) -> Arc<rustls::ServerConfig> {
         let (cert, key) = self.leaf("server", names);
+        #[allow(deprecated)] // ring, as src/driver/tls.rs says why
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()

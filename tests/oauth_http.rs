@@ -58,6 +58,7 @@ fn localhost_tls(dir: &std::path::Path) -> (Arc<rustls::ServerConfig>, TlsOption
     let params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
     let cert = params.signed_by(&key, &Issuer::from_params(&ca_params, &ca_key)).unwrap();
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+    #[allow(deprecated)] // ring, as src/driver/tls.rs says why
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

@@ -66,6 +66,10 @@ impl fmt::Debug for TlsConfig {
     }
 }
 
+/// rustls' ring provider: ring builds with a C compiler alone, where aws-lc-rs also needs
+/// cmake, which small boards' toolchains often lack. rustls 0.23.48 deprecates it because ring
+/// has no post-quantum key exchange: a property of the provider chosen, not a misuse.
+#[allow(deprecated)]
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
