@@ -92,6 +92,8 @@ struct Fields {
     /// The last event ID buffer: set by `id` lines, committed at each blank line.
     id_buf: String,
     last_id: String,
+    /// A blank line committed an ID other than the last one since the stream began.
+    id_changed: bool,
     retry: Option<u64>,
     /// `TooLarge` was reported for this event: its data is dropped until the blank line.
     skipping: bool,
@@ -133,6 +135,7 @@ impl SseParser {
             event_type,
             id_buf,
             last_id,
+            id_changed,
             retry,
             skipping,
             dispatched,
@@ -143,7 +146,17 @@ impl SseParser {
         id_buf.clear();
         last_id.clear();
         *retry = None;
-        (*data_lines, *skipping, *dispatched) = (false, false, false);
+        (*data_lines, *id_changed, *skipping, *dispatched) = (false, false, false, false);
+    }
+
+    /// Starts a reconnected stream from the last event ID of the one before (the `Last-Event-ID`
+    /// it was resumed with), as an `EventSource` keeps its last event ID buffer across
+    /// reconnections: only an `id` line of the new stream changes it. Call after
+    /// [`reset`](Self::reset).
+    pub(crate) fn resume_from(&mut self, last_event_id: &str) {
+        self.fields.id_buf.clear();
+        self.fields.id_buf.push_str(last_event_id);
+        self.fields.last_id.clone_from(&self.fields.id_buf);
     }
 
     /// A parser whose events carry at most `max_event_bytes` of data (after UTF-8 decoding).
@@ -181,6 +194,12 @@ impl SseParser {
     /// if there was none or it was set empty. Send it as `Last-Event-ID` to resume.
     pub(crate) fn last_event_id(&self) -> Option<&str> {
         Some(self.fields.last_id.as_str()).filter(|id| !id.is_empty())
+    }
+
+    /// Whether the stream has committed a new event ID since it began (or since the ID it
+    /// resumed from), however its bytes were cut: a stream that did has made progress.
+    pub(crate) fn id_changed(&self) -> bool {
+        self.fields.id_changed
     }
 
     /// The reconnection time the server asked for with `retry`, in milliseconds.
@@ -351,7 +370,10 @@ impl Fields {
 
     fn blank_line(&mut self) -> FieldStep {
         // The ID is committed even when nothing is dispatched: priming events exist for it.
-        self.last_id.clone_from(&self.id_buf);
+        if self.last_id != self.id_buf {
+            self.id_changed = true;
+            self.last_id.clone_from(&self.id_buf);
+        }
         if self.skipping || self.data.is_empty() {
             self.skipping = false;
             self.clear_event();

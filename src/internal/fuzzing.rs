@@ -131,6 +131,21 @@ pub fn http_response(data: &[u8]) {
     same_however_split(stream, step, at, |parts| http1::observe(limits, parts, true, head_seen));
 }
 
+/// The first byte picks the era (its low bit: legacy) and a cut; the rest is a server's
+/// response to a `tools/call` of a ready HTTP session, where `@ID@@@@` stands for the call's
+/// id. Never a panic, and what the session and the engine make of the response (the step, the
+/// events, a resume's schedule) must not depend on how TCP cut it.
+#[cfg(feature = "http")]
+pub fn http_session(data: &[u8]) {
+    let [pick, stream @ ..] = data else {
+        return;
+    };
+    let legacy = pick & 1 == 1;
+    let step = 1 + usize::from(pick >> 1) % 17;
+    let observe = crate::session::http::fuzzing::observe;
+    assert_eq!(observe(legacy, stream, step), observe(legacy, stream, 0), "cut every {step}");
+}
+
 /// The first byte chooses the event cap, the next two a split pattern; the rest is the
 /// stream. Events, errors, the last event ID and the retry time must not depend on how the
 /// stream is split.
@@ -305,6 +320,12 @@ mod tests {
         super::jsonrpc_decode(b"garbage");
         super::http_response(b"\xff\xff\x05\x00HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nWWW-Authenticate: Bearer scope=\"a\"\r\n\r\n5;x\r\nhello\r\n0\r\nT: 1\r\n\r\nHTTP/1.0 200 OK\r\n\r\nto close");
         super::http_response(b"\x01\x01\x03\x00HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\nshort");
+        for seed in
+            ["cut-bad-head", "legacy-cleared-id", "legacy-sse-resume", "modern-json", "modern-sse"]
+        {
+            let path = format!("{}/fuzz/corpus/http_session/{seed}", env!("CARGO_MANIFEST_DIR"));
+            super::http_session(&std::fs::read(path).expect("a checked-in seed"));
+        }
         // Issue 21's seeds: an interim-head flood, a comment and id-only event flood (its
         // token-lifetime seeds are covered by auth::oauth::tests::absurd_expires_in_is_clamped).
         super::http_response(include_bytes!("../../fuzz/corpus/http_response/interim-flood"));

@@ -822,11 +822,17 @@ impl HttpSession {
         x.reply.clear();
         x.challenge = None;
         x.sse.reset(*max_body);
+        let attempt = x.attempt();
+        // A reconnected stream goes on from the id it asks to resume from.
+        match x.carries {
+            Carries::Listen => x.sse.resume_from(listen_event_id.as_deref().unwrap_or("")),
+            _ if attempt == Attempt::Resume => x.sse.resume_from(&x.stream_id),
+            _ => {}
+        }
         let is_initialize =
             matches!(x.carries, Carries::Request { method: Method::Initialize, .. });
         // PROTOCOL.md §3.1: 2026 never sends a session id; legacy sends it after initialize.
         let sent_session = session_id.is_some() && !x.modern && !is_initialize;
-        let attempt = x.attempt();
         if let Some(f) = x.flight_mut() {
             f.sent_session = sent_session;
             f.progressed = false;
@@ -1074,14 +1080,15 @@ impl HttpSession {
             }
             Carries::Request { .. } if !ex.modern => {
                 ex.retry_ms = ex.sse.retry_ms().or(ex.retry_ms);
-                if let Some(id) = ex.sse.last_event_id() {
-                    if id != ex.stream_id {
-                        ex.stream_id.clear();
-                        ex.stream_id.push_str(id);
-                        if let Some(f) = ex.flight_mut() {
-                            f.progressed = true;
-                        }
-                    }
+                // The stream's id as of the last event, cleared when the server cleared it:
+                // the parser started from the id this stream resumed from, if it did.
+                let id = ex.sse.last_event_id().unwrap_or_default();
+                if id != ex.stream_id {
+                    ex.stream_id.clear();
+                    ex.stream_id.push_str(id);
+                }
+                if let (true, Some(f)) = (ex.sse.id_changed(), ex.flight_mut()) {
+                    f.progressed = true;
                 }
                 if ex.resuming() && ex.flight().answered {
                     // The reply came on the resumed stream; a GET stream need not end.
@@ -1281,6 +1288,8 @@ fn is_error_code(body: &[u8], code: i64) -> bool {
     matches!(jsonrpc::decode(body), Ok(Message::Error { error, .. }) if error.code == code)
 }
 
+#[cfg(any(test, fuzzing))]
+pub(crate) mod fuzzing;
 mod oauth;
 #[cfg(test)]
 mod tests;

@@ -444,6 +444,47 @@ fn a_legacy_post_stream_broken_before_the_reply_resumes_after_retry_for_reads_an
     }
 }
 
+/// Found by the `http_session` fuzz target: the id to resume from was read at the end of
+/// each piece of the body, so an id the server cleared (`id:` with no value) was kept when the
+/// two came in separate pieces, and forgotten when they came in one. As in one piece, the
+/// stream has no id to resume from: the reply is lost.
+#[test]
+fn an_event_id_the_server_cleared_is_not_resumed_from_however_the_stream_was_cut() {
+    for pieces in [&["id: 1\n\nid:\n\n"][..], &["id: 1\n\n", "id:\n\n"]] {
+        let mut s = Sim::legacy(None);
+        let get = s.listen.take().unwrap();
+        s.respond(get.x, 405, &[], "");
+        s.call("t");
+        let call = s.next().unwrap();
+        s.head(call.x, 200, &SSE);
+        for piece in pieces {
+            assert_eq!(s.body(call.x, piece), ResponseStep::More);
+        }
+        assert_eq!(s.end(call.x), ResponseStep::Ended { keep_alive: true });
+        let events = s.events();
+        assert_eq!(events.len(), 1, "{pieces:?}: {events:?}");
+        assert!(events[0].contains("DeliveryUnknown(ConnectionLost)"), "{pieces:?}: {events:?}");
+        assert_eq!(s.session.poll_timeout(), None, "{pieces:?}: no resume");
+    }
+}
+
+/// A reconnected GET stream carries the last event id until the server sends another: one
+/// that brings only comments before it ends must not make the next reconnect forget it.
+#[test]
+fn the_get_stream_keeps_its_last_event_id_across_reconnects_that_bring_none() {
+    let mut s = Sim::legacy(None);
+    let get = s.listen.take().unwrap();
+    s.respond(get.x, 200, &SSE, "id: ev-7\ndata: {}\n\n");
+    s.advance(DEFAULT_RETRY);
+    let again = s.next().unwrap();
+    assert_eq!(again.header("last-event-id"), Some("ev-7"));
+    s.respond(again.x, 200, &SSE, ": keep-alive\n\n");
+    s.advance(DEFAULT_RETRY);
+    let third = s.next().unwrap();
+    assert_eq!(third.method, "GET");
+    assert_eq!(third.header("last-event-id"), Some("ev-7"), "still the last id the server gave");
+}
+
 #[test]
 fn a_resume_that_is_refused_or_brings_nothing_ends_as_a_lost_reply() {
     let mut s = Sim::legacy(None);

@@ -1,0 +1,227 @@
+//! The session under a hostile server's response bytes, for the `http_session` fuzz target: a
+//! ready session (either era) with one `tools/call` in flight, whose response is whatever the
+//! fuzzer sends, cut into pieces as TCP may cut it.
+
+use std::time::{Duration, Instant};
+
+use serde_json::value::RawValue;
+
+use super::{Budget, ExchangeId, HttpSession, ResponseStep};
+use crate::codec::http1::{Limits, Origin, ResponseParser};
+use crate::config::Config;
+use crate::engine::{CallOptions, Engine, ExchangeFailure};
+use crate::error::TransportError;
+
+/// The session's cap on a JSON body, small so the fuzzer reaches it.
+const MAX_BODY: usize = 4096;
+
+/// What the session and the engine made of one response: the step it ended on, the engine's
+/// events, when the session wants waking next (a resume's `retry:`), and whether it has
+/// queued another request (a resume, or a fresh token's retry). None of it may depend on how
+/// the bytes were cut.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Outcome {
+    step: ResponseStep,
+    events: Vec<String>,
+    wake_after: Option<Duration>,
+    requests_next: bool,
+}
+
+/// Stands for the call's JSON-RPC id in a response: the engine's ids are not small numbers,
+/// and a reply the fuzzer cannot address reaches little of the session. As long as the
+/// longest id the harness's engine gives (padded with JSON's spaces), so a `Content-Length`
+/// stays right.
+pub(crate) const ID: &[u8] = b"@ID@@@@";
+
+/// Runs the call's response `stream` through one connection's parser, whole when `cut` is 0,
+/// else cut every `cut` bytes, and then the server's close. Each [`ID`] in it becomes the
+/// call's id first. Panics when the session cannot be brought to ready (the canned handshake
+/// is the harness's own).
+pub(crate) fn observe(legacy: bool, stream: &[u8], cut: usize) -> Outcome {
+    let mut pump = Pump::ready(legacy);
+    let args = RawValue::from_string(r#"{"q":1}"#.to_owned()).expect("literal JSON");
+    let opts = CallOptions::timeout(Duration::from_secs(30));
+    pump.engine.call_tool(pump.now, "t", &args, &opts).expect("a ready engine takes a call");
+    let (x, id) = pump.next_request().expect("the call goes out");
+    let stream = with_id(stream, id.as_bytes());
+    let parts: Vec<&[u8]> = if cut == 0 { vec![&stream] } else { stream.chunks(cut).collect() };
+    let mut parser = ResponseParser::new(Limits::default());
+    let mut step = ResponseStep::More;
+    for part in parts {
+        parser.push(part);
+        step = pump.turn(x, &mut parser);
+        if step != ResponseStep::More {
+            break;
+        }
+    }
+    if step == ResponseStep::More {
+        // The server closes the connection, and the driver reads to its end: a read-to-close
+        // body ends, a cut one fails, and an exchange still open is a lost connection.
+        parser.eof();
+        step = pump.turn(x, &mut parser);
+        if step == ResponseStep::More {
+            let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
+            pump.session.handle_failed(&mut pump.engine, pump.now, x, lost);
+            step = ResponseStep::Close;
+        }
+    }
+    pump.session.handle_timeout(&mut pump.engine, pump.now);
+    let wake_after = pump.session.poll_timeout().map(|t| t.saturating_duration_since(pump.now));
+    let requests_next = pump.session.peek_waiting().is_some();
+    Outcome { step, events: pump.events(), wake_after, requests_next }
+}
+
+/// The driver's part, on simulated time: takes exchanges, writes their requests, answers them
+/// with canned responses.
+struct Pump {
+    engine: Engine,
+    session: HttpSession,
+    now: Instant,
+}
+
+impl Pump {
+    /// A session past its probe (modern) or its handshake (legacy, with the GET stream refused).
+    fn ready(legacy: bool) -> Self {
+        let now = Instant::now();
+        let mut engine = Engine::new(Config::default(), now).expect("the default config is valid");
+        let mut session = HttpSession::new(Vec::new(), None, MAX_BODY);
+        session.open(&mut engine, now);
+        let mut pump = Self { engine, session, now };
+        let (probe, id) = pump.next_request().expect("the probe goes out");
+        if legacy {
+            let gone = r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"no"},"id":null}"#;
+            pump.respond(probe, "400 Bad Request", "", gone);
+            let (init, id) = pump.next_request().expect("initialize goes out");
+            let result = concat!(
+                r#"{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"#,
+                r#""serverInfo":{"name":"f","version":"1"}}"#
+            );
+            pump.respond(init, "200 OK", "Mcp-Session-Id: s-1\r\n", &reply(&id, result));
+            while let Some((x, _)) = pump.next_request() {
+                // The GET stream is refused; `notifications/initialized` is accepted.
+                pump.respond(x, "405 Method Not Allowed", "", "");
+            }
+        } else {
+            let result = concat!(
+                r#"{"resultType":"complete","supportedVersions":["2026-07-28"],"#,
+                r#""capabilities":{"tools":{}},"ttlMs":0,"cacheScope":"private"}"#
+            );
+            pump.respond(probe, "200 OK", "", &reply(&id, result));
+        }
+        pump.events();
+        pump
+    }
+
+    /// The next exchange, with its request's JSON-RPC id (`null` for none).
+    fn next_request(&mut self) -> Option<(ExchangeId, String)> {
+        self.session.handle_timeout(&mut self.engine, self.now);
+        self.session.peek_waiting()?;
+        let x = self.session.poll_exchange(&mut self.engine, self.now)?;
+        let origin = Origin::new("/mcp", "127.0.0.1:9").expect("a valid origin");
+        let mut out = Vec::new();
+        self.session.write_request(x, self.now, &origin, "http://127.0.0.1:9/mcp", &mut out);
+        let body = out.windows(4).position(|w| w == b"\r\n\r\n").map_or(&[][..], |i| &out[i + 4..]);
+        let id = serde_json::from_slice::<serde_json::Value>(body)
+            .map_or(serde_json::Value::Null, |v| v["id"].clone());
+        Some((x, id.to_string()))
+    }
+
+    /// A whole JSON response to exchange `x`.
+    fn respond(&mut self, x: ExchangeId, status: &str, headers: &str, body: &str) {
+        let length = body.len();
+        let bytes = format!(
+            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{headers}\
+             Content-Length: {length}\r\n\r\n{body}"
+        );
+        let mut parser = ResponseParser::new(Limits::default());
+        parser.push(bytes.as_bytes());
+        let step = self.turn(x, &mut parser);
+        assert!(matches!(step, ResponseStep::Ended { .. }), "a canned response ends: {step:?}");
+    }
+
+    /// What `parser` holds for exchange `x`, handed to the session with no budget to stop it.
+    fn turn(&mut self, x: ExchangeId, parser: &mut ResponseParser) -> ResponseStep {
+        let mut budget = Budget { frames: usize::MAX, units: usize::MAX };
+        self.session.handle_response(&mut self.engine, self.now, x, parser, &mut budget)
+    }
+
+    fn events(&mut self) -> Vec<String> {
+        std::iter::from_fn(|| self.engine.poll_event().map(|e| format!("{e:?}"))).collect()
+    }
+}
+
+/// `stream` with each [`ID`] replaced by `id`, padded with spaces to the same length.
+fn with_id(stream: &[u8], id: &[u8]) -> Vec<u8> {
+    assert!(id.len() <= ID.len(), "the harness's ids fit its placeholder: {id:?}");
+    let mut padded = id.to_vec();
+    padded.resize(ID.len(), b' ');
+    let id = &padded[..];
+    let mut out = Vec::with_capacity(stream.len());
+    let mut rest = stream;
+    while !rest.is_empty() {
+        if rest.starts_with(ID) {
+            out.extend_from_slice(id);
+            rest = &rest[ID.len()..];
+        } else {
+            out.push(rest[0]);
+            rest = &rest[1..];
+        }
+    }
+    out
+}
+
+fn reply(id: &str, result: &str) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DONE: &str = r#"{"jsonrpc":"2.0","id":@ID@@@@,"result":{"content":[]}}"#;
+
+    /// A chunked event stream of `events`, then its end.
+    fn event_stream(events: &[&str]) -> String {
+        let mut s = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\
+                     Transfer-Encoding: chunked\r\n\r\n"
+            .to_owned();
+        for e in events {
+            s.push_str(&format!("{:x}\r\n{e}\r\n", e.len()));
+        }
+        s + "0\r\n\r\n"
+    }
+
+    #[test]
+    fn a_json_reply_completes_the_call_in_either_era() {
+        for legacy in [false, true] {
+            let response = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+                 Content-Length: {}\r\n\r\n{DONE}",
+                DONE.len()
+            );
+            let outcome = observe(legacy, response.as_bytes(), 0);
+            assert!(outcome.events.iter().any(|e| e.starts_with("CallDone")), "{outcome:?}");
+        }
+    }
+
+    #[test]
+    fn a_legacy_event_stream_cut_before_the_reply_is_resumed_after_its_retry() {
+        let outcome = observe(true, event_stream(&["id: e1\nretry: 700\n\n"]).as_bytes(), 0);
+        assert_eq!(outcome.step, ResponseStep::Ended { keep_alive: true }, "{outcome:?}");
+        assert!(outcome.events.is_empty(), "{outcome:?}");
+        assert_eq!(outcome.wake_after, Some(Duration::from_millis(700)));
+        assert!(!outcome.requests_next, "not before the retry");
+    }
+
+    #[test]
+    fn the_outcome_does_not_depend_on_how_the_response_is_cut() {
+        let sse = event_stream(&["id: 1\ndata: ", DONE, "\n\n"]);
+        let broken = b"HTTP/1.1 500 Oops\r\nContent-Length: 3\r\n\r\n{}}";
+        for (legacy, stream) in [(false, sse.as_bytes()), (true, sse.as_bytes()), (false, broken)] {
+            let whole = observe(legacy, stream, 0);
+            for step in [1, 2, 7] {
+                assert_eq!(observe(legacy, stream, step), whole, "cut every {step} bytes");
+            }
+        }
+    }
+}
