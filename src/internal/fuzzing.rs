@@ -131,19 +131,24 @@ pub fn http_response(data: &[u8]) {
     same_however_split(stream, step, at, |parts| http1::observe(limits, parts, true, head_seen));
 }
 
-/// The first byte picks the era (its low bit: legacy) and a cut; the rest is a server's
-/// response to a `tools/call` of a ready HTTP session, where `@ID@@@@` stands for the call's
-/// id. Never a panic, and what the session and the engine make of the response (the step, the
-/// events, a resume's schedule) must not depend on how TCP cut it.
+/// The first byte picks the era (its low bit: legacy) and a cut, the second a readiness
+/// turn's budget; the rest is a server's response to a `tools/call` of a ready HTTP session,
+/// where `@ID@@@@` stands for the call's id. Never a panic, and what the session and the
+/// engine make of the response (the step, the events, a resume's schedule) must not depend on
+/// how TCP cut it, nor on how many turns it took.
 #[cfg(feature = "http")]
 pub fn http_session(data: &[u8]) {
-    let [pick, stream @ ..] = data else {
+    use crate::session::http::fuzzing::{observe, UNLIMITED};
+    use crate::session::http::Budget;
+    let [pick, turn, stream @ ..] = data else {
         return;
     };
     let legacy = pick & 1 == 1;
-    let step = 1 + usize::from(pick >> 1) % 17;
-    let observe = crate::session::http::fuzzing::observe;
-    assert_eq!(observe(legacy, stream, step), observe(legacy, stream, 0), "cut every {step}");
+    let cut = 1 + usize::from(pick >> 1) % 17;
+    let budget =
+        Budget { frames: 1 + usize::from(turn & 7), units: 1 + 4 * usize::from(turn >> 3) };
+    let whole = observe(legacy, stream, 0, UNLIMITED);
+    assert_eq!(observe(legacy, stream, cut, budget), whole, "cut every {cut}, turns of {budget:?}");
 }
 
 /// The first byte chooses the event cap, the next two a split pattern; the rest is the
@@ -320,9 +325,14 @@ mod tests {
         super::jsonrpc_decode(b"garbage");
         super::http_response(b"\xff\xff\x05\x00HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nWWW-Authenticate: Bearer scope=\"a\"\r\n\r\n5;x\r\nhello\r\n0\r\nT: 1\r\n\r\nHTTP/1.0 200 OK\r\n\r\nto close");
         super::http_response(b"\x01\x01\x03\x00HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\nshort");
-        for seed in
-            ["cut-bad-head", "legacy-cleared-id", "legacy-sse-resume", "modern-json", "modern-sse"]
-        {
+        for seed in [
+            "cut-bad-head",
+            "legacy-cleared-id",
+            "legacy-resume-twice",
+            "legacy-sse-resume",
+            "modern-json",
+            "modern-sse",
+        ] {
             let path = format!("{}/fuzz/corpus/http_session/{seed}", env!("CARGO_MANIFEST_DIR"));
             super::http_session(&std::fs::read(path).expect("a checked-in seed"));
         }

@@ -15,13 +15,13 @@ use crate::error::TransportError;
 /// The session's cap on a JSON body, small so the fuzzer reaches it.
 const MAX_BODY: usize = 4096;
 
-/// What the session and the engine made of one response: the step it ended on, the engine's
-/// events, when the session wants waking next (a resume's `retry:`), and whether it has
-/// queued another request (a resume, or a fresh token's retry). None of it may depend on how
-/// the bytes were cut.
+/// What the session and the engine made of a server's responses: each request the session
+/// wrote (as text) and the step its response ended on, the engine's events, when the session
+/// wants waking next (a resume's `retry:`), and whether it has queued another request. None
+/// of it may depend on how the bytes were cut, nor on how many turns they took.
 #[derive(Debug, PartialEq)]
 pub(crate) struct Outcome {
-    step: ResponseStep,
+    exchanges: Vec<(String, ResponseStep)>,
     events: Vec<String>,
     wake_after: Option<Duration>,
     requests_next: bool,
@@ -33,42 +33,66 @@ pub(crate) struct Outcome {
 /// stays right.
 pub(crate) const ID: &[u8] = b"@ID@@@@";
 
-/// Runs the call's response `stream` through one connection's parser, whole when `cut` is 0,
-/// else cut every `cut` bytes, and then the server's close. Each [`ID`] in it becomes the
-/// call's id first. Panics when the session cannot be brought to ready (the canned handshake
-/// is the harness's own).
-pub(crate) fn observe(legacy: bool, stream: &[u8], cut: usize) -> Outcome {
+/// Ends one response in a stream: the first answers the call, each next one the next request
+/// the session sends, at once or when it next wakes (a resumed stream, a reconnected one).
+pub(crate) const NEXT: &[u8] = b"@NEXT@";
+
+/// The most responses a stream is split into.
+const MAX_RESPONSES: usize = 4;
+
+/// A readiness turn's budget that never runs out.
+pub(crate) const UNLIMITED: Budget = Budget { frames: usize::MAX, units: usize::MAX };
+
+/// Runs the responses in `stream` (see [`NEXT`]; each [`ID`] becomes the call's id first)
+/// through a connection's parser each: whole when `cut` is 0, else cut every `cut` bytes,
+/// and then the server's close; each piece in turns of `budget` (each turn a fresh one, as
+/// each readiness event brings) until it is taken. Panics when the session cannot be brought
+/// to ready (the canned handshake is the harness's own), or on a budget that takes nothing.
+pub(crate) fn observe(legacy: bool, stream: &[u8], cut: usize, budget: Budget) -> Outcome {
+    assert!(budget.frames > 0 && budget.units > 0, "a turn takes something");
     let mut pump = Pump::ready(legacy);
     let args = RawValue::from_string(r#"{"q":1}"#.to_owned()).expect("literal JSON");
     let opts = CallOptions::timeout(Duration::from_secs(30));
     pump.engine.call_tool(pump.now, "t", &args, &opts).expect("a ready engine takes a call");
-    let (x, id) = pump.next_request().expect("the call goes out");
-    let stream = with_id(stream, id.as_bytes());
-    let parts: Vec<&[u8]> = if cut == 0 { vec![&stream] } else { stream.chunks(cut).collect() };
-    let mut parser = ResponseParser::new(Limits::default());
-    let mut step = ResponseStep::More;
-    for part in parts {
-        parser.push(part);
-        step = pump.turn(x, &mut parser);
-        if step != ResponseStep::More {
-            break;
+    let mut sent = pump.next_request().expect("the call goes out");
+    let stream = with_id(stream, sent.id.as_bytes());
+    let mut exchanges = Vec::new();
+    for (n, response) in responses(&stream).enumerate() {
+        if n > 0 {
+            let Some(next) = pump.next_request_when_due() else { break };
+            sent = next;
         }
-    }
-    if step == ResponseStep::More {
-        // The server closes the connection, and the driver reads to its end: a read-to-close
-        // body ends, a cut one fails, and an exchange still open is a lost connection.
-        parser.eof();
-        step = pump.turn(x, &mut parser);
-        if step == ResponseStep::More {
-            let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
-            pump.session.handle_failed(&mut pump.engine, pump.now, x, lost);
-            step = ResponseStep::Close;
-        }
+        let step = pump.run_response(sent.x, response, cut, budget);
+        exchanges.push((std::mem::take(&mut sent.text), step));
     }
     pump.session.handle_timeout(&mut pump.engine, pump.now);
     let wake_after = pump.session.poll_timeout().map(|t| t.saturating_duration_since(pump.now));
     let requests_next = pump.session.peek_waiting().is_some();
-    Outcome { step, events: pump.events(), wake_after, requests_next }
+    Outcome { exchanges, events: pump.events(), wake_after, requests_next }
+}
+
+/// The responses of `stream`, at most [`MAX_RESPONSES`].
+fn responses(stream: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = Some(stream);
+    std::iter::from_fn(move || {
+        let s = rest?;
+        match s.windows(NEXT.len()).position(|w| w == NEXT) {
+            Some(i) => {
+                rest = Some(&s[i + NEXT.len()..]);
+                Some(&s[..i])
+            }
+            None => rest.take(),
+        }
+    })
+    .take(MAX_RESPONSES)
+}
+
+/// A request the session wrote.
+struct Sent {
+    x: ExchangeId,
+    /// Its JSON-RPC id, `null` for none.
+    id: String,
+    text: String,
 }
 
 /// The driver's part, on simulated time: takes exchanges, writes their requests, answers them
@@ -87,17 +111,17 @@ impl Pump {
         let mut session = HttpSession::new(Vec::new(), None, MAX_BODY);
         session.open(&mut engine, now);
         let mut pump = Self { engine, session, now };
-        let (probe, id) = pump.next_request().expect("the probe goes out");
+        let Sent { x: probe, id, .. } = pump.next_request().expect("the probe goes out");
         if legacy {
             let gone = r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"no"},"id":null}"#;
             pump.respond(probe, "400 Bad Request", "", gone);
-            let (init, id) = pump.next_request().expect("initialize goes out");
+            let Sent { x: init, id, .. } = pump.next_request().expect("initialize goes out");
             let result = concat!(
                 r#"{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"#,
                 r#""serverInfo":{"name":"f","version":"1"}}"#
             );
             pump.respond(init, "200 OK", "Mcp-Session-Id: s-1\r\n", &reply(&id, result));
-            while let Some((x, _)) = pump.next_request() {
+            while let Some(Sent { x, .. }) = pump.next_request() {
                 // The GET stream is refused; `notifications/initialized` is accepted.
                 pump.respond(x, "405 Method Not Allowed", "", "");
             }
@@ -112,8 +136,8 @@ impl Pump {
         pump
     }
 
-    /// The next exchange, with its request's JSON-RPC id (`null` for none).
-    fn next_request(&mut self) -> Option<(ExchangeId, String)> {
+    /// The next request the session writes.
+    fn next_request(&mut self) -> Option<Sent> {
         self.session.handle_timeout(&mut self.engine, self.now);
         self.session.peek_waiting()?;
         let x = self.session.poll_exchange(&mut self.engine, self.now)?;
@@ -123,7 +147,49 @@ impl Pump {
         let body = out.windows(4).position(|w| w == b"\r\n\r\n").map_or(&[][..], |i| &out[i + 4..]);
         let id = serde_json::from_slice::<serde_json::Value>(body)
             .map_or(serde_json::Value::Null, |v| v["id"].clone());
-        Some((x, id.to_string()))
+        Some(Sent { x, id: id.to_string(), text: String::from_utf8_lossy(&out).into_owned() })
+    }
+
+    /// The next request, at once or when the session or the engine next wakes.
+    fn next_request_when_due(&mut self) -> Option<Sent> {
+        if let Some(sent) = self.next_request() {
+            return Some(sent);
+        }
+        let due = crate::time::earlier(self.session.poll_timeout(), self.engine.poll_timeout())?;
+        self.now = self.now.max(due);
+        self.engine.handle_timeout(self.now);
+        self.next_request()
+    }
+
+    /// Runs `response` to exchange `x` through a connection's parser, cut every `cut` bytes
+    /// (0: whole) and in turns of `budget`, then the server's close.
+    fn run_response(
+        &mut self,
+        x: ExchangeId,
+        response: &[u8],
+        cut: usize,
+        budget: Budget,
+    ) -> ResponseStep {
+        let parts: Vec<&[u8]> =
+            if cut == 0 { vec![response] } else { response.chunks(cut).collect() };
+        let mut parser = ResponseParser::new(Limits::default());
+        for part in parts {
+            parser.push(part);
+            let step = self.turns(x, &mut parser, budget);
+            if step != ResponseStep::More {
+                return step;
+            }
+        }
+        // The server closes the connection, and the driver reads to its end: a read-to-close
+        // body ends, a cut one fails, and an exchange still open is a lost connection.
+        parser.eof();
+        let mut step = self.turns(x, &mut parser, budget);
+        if step == ResponseStep::More {
+            let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
+            self.session.handle_failed(&mut self.engine, self.now, x, lost);
+            step = ResponseStep::Close;
+        }
+        step
     }
 
     /// A whole JSON response to exchange `x`.
@@ -135,14 +201,26 @@ impl Pump {
         );
         let mut parser = ResponseParser::new(Limits::default());
         parser.push(bytes.as_bytes());
-        let step = self.turn(x, &mut parser);
+        let step = self.turns(x, &mut parser, UNLIMITED);
         assert!(matches!(step, ResponseStep::Ended { .. }), "a canned response ends: {step:?}");
     }
 
-    /// What `parser` holds for exchange `x`, handed to the session with no budget to stop it.
-    fn turn(&mut self, x: ExchangeId, parser: &mut ResponseParser) -> ResponseStep {
-        let mut budget = Budget { frames: usize::MAX, units: usize::MAX };
-        self.session.handle_response(&mut self.engine, self.now, x, parser, &mut budget)
+    /// What `parser` holds for exchange `x`, handed to the session in turns of `budget` until
+    /// a turn ends with no backlog.
+    fn turns(
+        &mut self,
+        x: ExchangeId,
+        parser: &mut ResponseParser,
+        budget: Budget,
+    ) -> ResponseStep {
+        loop {
+            let mut left = budget;
+            let step =
+                self.session.handle_response(&mut self.engine, self.now, x, parser, &mut left);
+            if step != ResponseStep::Backlog {
+                return step;
+            }
+        }
     }
 
     fn events(&mut self) -> Vec<String> {
@@ -199,28 +277,52 @@ mod tests {
                  Content-Length: {}\r\n\r\n{DONE}",
                 DONE.len()
             );
-            let outcome = observe(legacy, response.as_bytes(), 0);
+            let outcome = observe(legacy, response.as_bytes(), 0, UNLIMITED);
             assert!(outcome.events.iter().any(|e| e.starts_with("CallDone")), "{outcome:?}");
         }
     }
 
     #[test]
     fn a_legacy_event_stream_cut_before_the_reply_is_resumed_after_its_retry() {
-        let outcome = observe(true, event_stream(&["id: e1\nretry: 700\n\n"]).as_bytes(), 0);
-        assert_eq!(outcome.step, ResponseStep::Ended { keep_alive: true }, "{outcome:?}");
+        let cut_short = event_stream(&["id: e1\nretry: 700\n\n"]);
+        let outcome = observe(true, cut_short.as_bytes(), 0, UNLIMITED);
+        let ended = ResponseStep::Ended { keep_alive: true };
+        assert_eq!(outcome.exchanges[0].1, ended, "{outcome:?}");
         assert!(outcome.events.is_empty(), "{outcome:?}");
         assert_eq!(outcome.wake_after, Some(Duration::from_millis(700)));
         assert!(!outcome.requests_next, "not before the retry");
+
+        let resumed = event_stream(&["id: e2\ndata: ", DONE, "\n\n"]);
+        let stream = [cut_short.as_bytes(), NEXT, resumed.as_bytes()].concat();
+        let outcome = observe(true, &stream, 0, UNLIMITED);
+        let [(_, first), (resume, second)] = &outcome.exchanges[..] else {
+            panic!("two exchanges: {outcome:?}")
+        };
+        assert_eq!(*first, ended);
+        assert!(resume.starts_with("GET /mcp HTTP/1.1\r\n"), "{resume}");
+        assert!(resume.contains("\r\nLast-Event-ID: e1\r\n"), "{resume}");
+        // Its reply came on the resumed stream, which then has nothing more to carry.
+        assert_eq!(*second, ResponseStep::Close);
+        assert!(outcome.events.iter().any(|e| e.starts_with("CallDone")), "{outcome:?}");
     }
 
     #[test]
     fn the_outcome_does_not_depend_on_how_the_response_is_cut() {
         let sse = event_stream(&["id: 1\ndata: ", DONE, "\n\n"]);
         let broken = b"HTTP/1.1 500 Oops\r\nContent-Length: 3\r\n\r\n{}}";
-        for (legacy, stream) in [(false, sse.as_bytes()), (true, sse.as_bytes()), (false, broken)] {
-            let whole = observe(legacy, stream, 0);
-            for step in [1, 2, 7] {
-                assert_eq!(observe(legacy, stream, step), whole, "cut every {step} bytes");
+        let resumed = [&event_stream(&["id: e1\n\n"]), "@NEXT@", &sse].concat();
+        for (legacy, stream) in [
+            (false, sse.as_bytes()),
+            (true, sse.as_bytes()),
+            (false, broken),
+            (true, resumed.as_bytes()),
+        ] {
+            let whole = observe(legacy, stream, 0, UNLIMITED);
+            for cut in [1, 2, 7] {
+                for budget in [UNLIMITED, Budget { frames: 1, units: 1 }] {
+                    let outcome = observe(legacy, stream, cut, budget);
+                    assert_eq!(outcome, whole, "cut every {cut} bytes, turns of {budget:?}");
+                }
             }
         }
     }
