@@ -161,7 +161,7 @@
 //! | 3 | `schema` | JSON Schema checks (feature `schema`) |
 //! | 3 | `catalog` | the capability cache's sans-IO parts: keys, hints, listings, the store, refresh walks, diffs, search |
 //! | 3 | `auth` | challenges and the OAuth flow as a sans-IO machine |
-//! | 4 | `session` | what Streamable HTTP's requests and responses mean for MCP, sans-IO: it turns the engine's transmits into exchanges and the responses back into engine inputs |
+//! | 4 | `session` | what Streamable HTTP's requests and responses mean for MCP, sans-IO: it turns the engine's transmits into exchanges, writes their requests' bytes, and reads their responses from a connection's HTTP/1.1 parser back into engine inputs |
 //! | 5 | `driver` | the only I/O: child processes over pipes, HTTP/1.1 over TCP and TLS, the URL parser, the reaper, and `driver::transport`, one server's driver whichever its transport |
 //! | 6 | `client` | many servers, sans-IO ([`Client`]): every server's engine and catalog context, the cache glue, principals and lanes, tasks, records, authorization, answer handlers; `now` on every verb |
 //! | 6 | `config_file` | the `mcpServers` file read into each server's [`Config`] and driver options: a parse with no I/O but [`ConfigFile::load`]'s read of the file |

@@ -3,10 +3,11 @@
 //! flow ([`fetch`]) and of a session's end ([`close`]) is a [`connection::Connection`]: TCP,
 //! CONNECT proxies, TLS by [`tls`](super::tls).
 //!
-//! This is the I/O half. What each message means for MCP (the era's headers, the legacy
-//! session, what a status or a broken stream means, when a stream is reopened, when to try
-//! another instance) is decided by the sans-IO HTTP session, which takes the engine's transmits
-//! itself; this driver feeds it the parsed responses and calls no engine verb of its own.
+//! This is the I/O half: it moves bytes. The sans-IO HTTP session takes the engine's
+//! transmits itself, writes each request into the connection's buffer, and reads each response
+//! from the connection's parser; it decides what a message means for MCP (the era's headers,
+//! the legacy session, what a status or a broken stream means, when a stream is reopened, when
+//! to try another instance). This driver calls no engine verb of its own.
 //!
 //! Host names are resolved on a short-lived helper thread ([`resolve`]) that wakes the poll
 //! when done, so a slow resolver never stalls the loop: when the first connection is needed,
