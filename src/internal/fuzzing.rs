@@ -131,24 +131,27 @@ pub fn http_response(data: &[u8]) {
     same_however_split(stream, step, at, |parts| http1::observe(limits, parts, true, head_seen));
 }
 
-/// The first byte picks the era (its low bit: legacy) and a cut, the second a readiness
-/// turn's budget; the rest is a server's response to a `tools/call` of a ready HTTP session,
-/// where `@ID@@@@` stands for the call's id. Never a panic, and what the session and the
-/// engine make of the response (the step, the events, a resume's schedule) must not depend on
-/// how TCP cut it, nor on how many turns it took.
+/// The first byte picks the era (bit 0: legacy), the request (bit 1: `tools/list`, else
+/// `tools/call`) and a cut, the second a readiness turn's budget; the rest is what a server
+/// answers a ready HTTP session: up to four responses with `@NEXT@` between them, where
+/// `@ID@@@@` stands for the id of the request answered. Never a panic, and what the session
+/// and the engine make of it (the requests, the steps, the events, the next wake) must not
+/// depend on how TCP cut it, nor on how many turns it took.
 #[cfg(feature = "http")]
 pub fn http_session(data: &[u8]) {
-    use crate::session::http::fuzzing::{observe, UNLIMITED};
+    use crate::session::http::fuzzing::{observe, Ask, UNLIMITED};
     use crate::session::http::Budget;
     let [pick, turn, stream @ ..] = data else {
         return;
     };
     let legacy = pick & 1 == 1;
-    let cut = 1 + usize::from(pick >> 1) % 17;
+    let ask = if pick & 2 == 0 { Ask::CallTool } else { Ask::ListTools };
+    let cut = 1 + usize::from(pick >> 2) % 17;
     let budget =
         Budget { frames: 1 + usize::from(turn & 7), units: 1 + 4 * usize::from(turn >> 3) };
-    let whole = observe(legacy, stream, 0, UNLIMITED);
-    assert_eq!(observe(legacy, stream, cut, budget), whole, "cut every {cut}, turns of {budget:?}");
+    let whole = observe(legacy, ask, stream, 0, UNLIMITED);
+    let outcome = observe(legacy, ask, stream, cut, budget);
+    assert_eq!(outcome, whole, "cut every {cut}, turns of {budget:?}");
 }
 
 /// The first byte chooses the event cap, the next two a split pattern; the rest is the
@@ -331,6 +334,7 @@ mod tests {
             "legacy-resume-twice",
             "legacy-sse-resume",
             "modern-json",
+            "modern-list-two-pages",
             "modern-sse",
         ] {
             let path = format!("{}/fuzz/corpus/http_session/{seed}", env!("CARGO_MANIFEST_DIR"));

@@ -11,6 +11,7 @@ use crate::codec::http1::{Limits, Origin, ResponseParser};
 use crate::config::Config;
 use crate::engine::{CallOptions, Engine, ExchangeFailure};
 use crate::error::TransportError;
+use crate::proto::mcp::Method;
 
 /// The session's cap on a JSON body, small so the fuzzer reaches it.
 const MAX_BODY: usize = 4096;
@@ -43,26 +44,54 @@ const MAX_RESPONSES: usize = 4;
 /// A readiness turn's budget that never runs out.
 pub(crate) const UNLIMITED: Budget = Budget { frames: usize::MAX, units: usize::MAX };
 
-/// Runs the responses in `stream` (see [`NEXT`]; each [`ID`] becomes the call's id first)
-/// through a connection's parser each: whole when `cut` is 0, else cut every `cut` bytes,
-/// and then the server's close; each piece in turns of `budget` (each turn a fresh one, as
-/// each readiness event brings) until it is taken. Panics when the session cannot be brought
-/// to ready (the canned handshake is the harness's own), or on a budget that takes nothing.
-pub(crate) fn observe(legacy: bool, stream: &[u8], cut: usize, budget: Budget) -> Outcome {
+/// What the harness asks of the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ask {
+    /// `tools/call`: a write, never resent.
+    CallTool,
+    /// `tools/list` to its last page: read-only, so a transient failure is retried.
+    ListTools,
+}
+
+/// Runs the responses in `stream` (see [`NEXT`]; each [`ID`] becomes the id of the request
+/// the response answers, or for a resumed stream of the request it resumes) through a connection's parser each: whole when `cut` is 0, else cut
+/// every `cut` bytes, and then the server's close; each piece in turns of `budget` (each turn
+/// a fresh one, as each readiness event brings) until it is taken. Panics when the session
+/// cannot be brought to ready (the canned handshake is the harness's own), or on a budget
+/// that takes nothing.
+pub(crate) fn observe(
+    legacy: bool,
+    ask: Ask,
+    stream: &[u8],
+    cut: usize,
+    budget: Budget,
+) -> Outcome {
     assert!(budget.frames > 0 && budget.units > 0, "a turn takes something");
     let mut pump = Pump::ready(legacy);
-    let args = RawValue::from_string(r#"{"q":1}"#.to_owned()).expect("literal JSON");
     let opts = CallOptions::timeout(Duration::from_secs(30));
-    pump.engine.call_tool(pump.now, "t", &args, &opts).expect("a ready engine takes a call");
-    let mut sent = pump.next_request().expect("the call goes out");
-    let stream = with_id(stream, sent.id.as_bytes());
+    let (engine, now) = (&mut pump.engine, pump.now);
+    match ask {
+        Ask::CallTool => {
+            let args = RawValue::from_string(r#"{"q":1}"#.to_owned()).expect("literal JSON");
+            engine.call_tool(now, "t", &args, &opts).expect("a ready engine takes a call")
+        }
+        Ask::ListTools => engine.list(now, Method::ToolsList, &opts).expect("and a listing"),
+    };
+    let mut sent = pump.next_request().expect("the request goes out");
+    let mut id = sent.id.clone();
     let mut exchanges = Vec::new();
-    for (n, response) in responses(&stream).enumerate() {
+    for (n, response) in responses(stream).enumerate() {
         if n > 0 {
             let Some(next) = pump.next_request_when_due() else { break };
             sent = next;
         }
-        let step = pump.run_response(sent.x, response, cut, budget);
+        // A GET (a resumed stream) has no id of its own: it carries the replies of the
+        // request before it.
+        if sent.id != "null" {
+            id.clone_from(&sent.id);
+        }
+        let response = with_id(response, id.as_bytes());
+        let step = pump.run_response(sent.x, &response, cut, budget);
         exchanges.push((std::mem::take(&mut sent.text), step));
     }
     pump.session.handle_timeout(&mut pump.engine, pump.now);
@@ -277,7 +306,7 @@ mod tests {
                  Content-Length: {}\r\n\r\n{DONE}",
                 DONE.len()
             );
-            let outcome = observe(legacy, response.as_bytes(), 0, UNLIMITED);
+            let outcome = observe(legacy, Ask::CallTool, response.as_bytes(), 0, UNLIMITED);
             assert!(outcome.events.iter().any(|e| e.starts_with("CallDone")), "{outcome:?}");
         }
     }
@@ -285,7 +314,7 @@ mod tests {
     #[test]
     fn a_legacy_event_stream_cut_before_the_reply_is_resumed_after_its_retry() {
         let cut_short = event_stream(&["id: e1\nretry: 700\n\n"]);
-        let outcome = observe(true, cut_short.as_bytes(), 0, UNLIMITED);
+        let outcome = observe(true, Ask::CallTool, cut_short.as_bytes(), 0, UNLIMITED);
         let ended = ResponseStep::Ended { keep_alive: true };
         assert_eq!(outcome.exchanges[0].1, ended, "{outcome:?}");
         assert!(outcome.events.is_empty(), "{outcome:?}");
@@ -294,7 +323,7 @@ mod tests {
 
         let resumed = event_stream(&["id: e2\ndata: ", DONE, "\n\n"]);
         let stream = [cut_short.as_bytes(), NEXT, resumed.as_bytes()].concat();
-        let outcome = observe(true, &stream, 0, UNLIMITED);
+        let outcome = observe(true, Ask::CallTool, &stream, 0, UNLIMITED);
         let [(_, first), (resume, second)] = &outcome.exchanges[..] else {
             panic!("two exchanges: {outcome:?}")
         };
@@ -304,6 +333,20 @@ mod tests {
         // Its reply came on the resumed stream, which then has nothing more to carry.
         assert_eq!(*second, ResponseStep::Close);
         assert!(outcome.events.iter().any(|e| e.starts_with("CallDone")), "{outcome:?}");
+    }
+
+    #[test]
+    fn a_listing_follows_its_pages_and_a_busy_page_is_asked_again() {
+        let seed = include_bytes!("../../../fuzz/corpus/http_session/modern-list-two-pages");
+        let outcome = observe(false, Ask::ListTools, &seed[2..], 0, UNLIMITED);
+        let requests: Vec<&str> = outcome.exchanges.iter().map(|(r, _)| r.as_str()).collect();
+        assert_eq!(requests.len(), 3, "{outcome:?}");
+        assert!(!requests[0].contains("cursor"), "{}", requests[0]);
+        for again in &requests[1..] {
+            assert!(again.contains(r#""cursor":"c2""#), "{again}");
+        }
+        let done = outcome.events.iter().filter(|e| e.starts_with("CallDone")).count();
+        assert_eq!(done, 1, "{outcome:?}");
     }
 
     #[test]
@@ -317,10 +360,10 @@ mod tests {
             (false, broken),
             (true, resumed.as_bytes()),
         ] {
-            let whole = observe(legacy, stream, 0, UNLIMITED);
+            let whole = observe(legacy, Ask::CallTool, stream, 0, UNLIMITED);
             for cut in [1, 2, 7] {
                 for budget in [UNLIMITED, Budget { frames: 1, units: 1 }] {
-                    let outcome = observe(legacy, stream, cut, budget);
+                    let outcome = observe(legacy, Ask::CallTool, stream, cut, budget);
                     assert_eq!(outcome, whole, "cut every {cut} bytes, turns of {budget:?}");
                 }
             }
