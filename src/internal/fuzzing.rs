@@ -131,8 +131,9 @@ pub fn http_response(data: &[u8]) {
     same_however_split(stream, step, at, |parts| http1::observe(limits, parts, true, head_seen));
 }
 
-/// The first byte picks the era (bit 0: legacy), the request (bit 1: `tools/list`, else
-/// `tools/call`) and a cut, the second a readiness turn's budget; the rest is what a server
+/// The first byte picks the era (bit 0: legacy), the request (bits 1 and 2: `tools/call`,
+/// `tools/list`, or `subscriptions/listen` when modern) and a cut, the second a readiness
+/// turn's budget; the rest is what a server
 /// answers a ready HTTP session: up to four responses with `@NEXT@` between them, where
 /// `@ID@@@@` stands for the id of the request answered. Never a panic, and what the session
 /// and the engine make of it (the requests, the steps, the events, the next wake) must not
@@ -145,8 +146,13 @@ pub fn http_session(data: &[u8]) {
         return;
     };
     let legacy = pick & 1 == 1;
-    let ask = if pick & 2 == 0 { Ask::CallTool } else { Ask::ListTools };
-    let cut = 1 + usize::from(pick >> 2) % 17;
+    let ask = match (pick >> 1) & 3 {
+        0 => Ask::CallTool,
+        1 => Ask::ListTools,
+        _ if legacy => Ask::CallTool,
+        _ => Ask::Listen,
+    };
+    let cut = 1 + usize::from(pick >> 3) % 17;
     let budget =
         Budget { frames: 1 + usize::from(turn & 7), units: 1 + 4 * usize::from(turn >> 3) };
     let whole = observe(legacy, ask, stream, 0, UNLIMITED);
@@ -335,6 +341,7 @@ mod tests {
             "legacy-sse-resume",
             "modern-json",
             "modern-list-two-pages",
+            "modern-listen",
             "modern-sse",
         ] {
             let path = format!("{}/fuzz/corpus/http_session/{seed}", env!("CARGO_MANIFEST_DIR"));

@@ -11,7 +11,7 @@ use crate::codec::http1::{Limits, Origin, ResponseParser};
 use crate::config::Config;
 use crate::engine::{CallOptions, Engine, ExchangeFailure};
 use crate::error::TransportError;
-use crate::proto::mcp::Method;
+use crate::proto::mcp::{Method, SubscriptionFilter};
 
 /// The session's cap on a JSON body, small so the fuzzer reaches it.
 const MAX_BODY: usize = 4096;
@@ -51,6 +51,8 @@ pub(crate) enum Ask {
     CallTool,
     /// `tools/list` to its last page: read-only, so a transient failure is retried.
     ListTools,
+    /// `subscriptions/listen` (2026-07-28 only): a stream of notifications with no end.
+    Listen,
 }
 
 /// Runs the responses in `stream` (see [`NEXT`]; each [`ID`] becomes the id of the request
@@ -58,7 +60,7 @@ pub(crate) enum Ask {
 /// every `cut` bytes, and then the server's close; each piece in turns of `budget` (each turn
 /// a fresh one, as each readiness event brings) until it is taken. Panics when the session
 /// cannot be brought to ready (the canned handshake is the harness's own), or on a budget
-/// that takes nothing.
+/// that takes nothing, or on [`Ask::Listen`] of a legacy session.
 pub(crate) fn observe(
     legacy: bool,
     ask: Ask,
@@ -76,6 +78,14 @@ pub(crate) fn observe(
             engine.call_tool(now, "t", &args, &opts).expect("a ready engine takes a call")
         }
         Ask::ListTools => engine.list(now, Method::ToolsList, &opts).expect("and a listing"),
+        Ask::Listen => {
+            let filter = SubscriptionFilter {
+                tools_list_changed: true,
+                resource_subscriptions: vec!["file:///a".to_owned()],
+                ..SubscriptionFilter::default()
+            };
+            engine.listen(now, &filter, &opts).expect("a modern engine listens")
+        }
     };
     let mut sent = pump.next_request().expect("the request goes out");
     let mut id = sent.id.clone();
@@ -347,6 +357,15 @@ mod tests {
         }
         let done = outcome.events.iter().filter(|e| e.starts_with("CallDone")).count();
         assert_eq!(done, 1, "{outcome:?}");
+    }
+
+    #[test]
+    fn a_listen_stream_delivers_its_notifications() {
+        let seed = include_bytes!("../../../fuzz/corpus/http_session/modern-listen");
+        let outcome = observe(false, Ask::Listen, &seed[2..], 0, UNLIMITED);
+        let [tools, resource, ..] = &outcome.events[..] else { panic!("{outcome:?}") };
+        assert_eq!(tools, "ListChanged(Tools)");
+        assert_eq!(resource, r#"ResourceUpdated { uri: "file:///a" }"#);
     }
 
     #[test]
