@@ -132,7 +132,8 @@ pub fn http_response(data: &[u8]) {
 }
 
 /// The first byte picks the era (bit 0: legacy), the request (bits 1 and 2: `tools/call`,
-/// `tools/list`, or `subscriptions/listen` when modern) and a cut, the second a readiness
+/// `tools/list`, or a stream of notifications: `subscriptions/listen`, or a legacy session's
+/// GET stream) and a cut, the second a readiness
 /// turn's budget; the rest is what a server
 /// answers a ready HTTP session: up to four responses with `@NEXT@` between them, where
 /// `@ID@@@@` stands for the id of the request answered. Never a panic, and what the session
@@ -149,7 +150,6 @@ pub fn http_session(data: &[u8]) {
     let ask = match (pick >> 1) & 3 {
         0 => Ask::CallTool,
         1 => Ask::ListTools,
-        _ if legacy => Ask::CallTool,
         _ => Ask::Listen,
     };
     let cut = 1 + usize::from(pick >> 3) % 17;
@@ -337,6 +337,7 @@ mod tests {
         for seed in [
             "cut-bad-head",
             "legacy-cleared-id",
+            "legacy-get-stream",
             "legacy-resume-twice",
             "legacy-sse-resume",
             "modern-json",

@@ -51,7 +51,8 @@ pub(crate) enum Ask {
     CallTool,
     /// `tools/list` to its last page: read-only, so a transient failure is retried.
     ListTools,
-    /// `subscriptions/listen` (2026-07-28 only): a stream of notifications with no end.
+    /// `subscriptions/listen` (2026-07-28), or a legacy session's GET stream: notifications
+    /// with no end, reopened when they end.
     Listen,
 }
 
@@ -60,7 +61,7 @@ pub(crate) enum Ask {
 /// every `cut` bytes, and then the server's close; each piece in turns of `budget` (each turn
 /// a fresh one, as each readiness event brings) until it is taken. Panics when the session
 /// cannot be brought to ready (the canned handshake is the harness's own), or on a budget
-/// that takes nothing, or on [`Ask::Listen`] of a legacy session.
+/// that takes nothing.
 pub(crate) fn observe(
     legacy: bool,
     ask: Ask,
@@ -69,25 +70,31 @@ pub(crate) fn observe(
     budget: Budget,
 ) -> Outcome {
     assert!(budget.frames > 0 && budget.units > 0, "a turn takes something");
-    let mut pump = Pump::ready(legacy);
+    let (mut pump, get) = Pump::ready(legacy, ask == Ask::Listen);
     let opts = CallOptions::timeout(Duration::from_secs(30));
     let (engine, now) = (&mut pump.engine, pump.now);
     match ask {
+        Ask::Listen if legacy => {}
         Ask::CallTool => {
             let args = RawValue::from_string(r#"{"q":1}"#.to_owned()).expect("literal JSON");
-            engine.call_tool(now, "t", &args, &opts).expect("a ready engine takes a call")
+            let _ = engine.call_tool(now, "t", &args, &opts).expect("a ready engine takes a call");
         }
-        Ask::ListTools => engine.list(now, Method::ToolsList, &opts).expect("and a listing"),
+        Ask::ListTools => {
+            let _ = engine.list(now, Method::ToolsList, &opts).expect("and a listing");
+        }
         Ask::Listen => {
             let filter = SubscriptionFilter {
                 tools_list_changed: true,
                 resource_subscriptions: vec!["file:///a".to_owned()],
                 ..SubscriptionFilter::default()
             };
-            engine.listen(now, &filter, &opts).expect("a modern engine listens")
+            let _ = engine.listen(now, &filter, &opts).expect("a modern engine listens");
         }
     };
-    let mut sent = pump.next_request().expect("the request goes out");
+    let mut sent = match get {
+        Some(get) => get,
+        None => pump.next_request().expect("the request goes out"),
+    };
     let mut id = sent.id.clone();
     let mut exchanges = Vec::new();
     for (n, response) in responses(stream).enumerate() {
@@ -143,14 +150,16 @@ struct Pump {
 }
 
 impl Pump {
-    /// A session past its probe (modern) or its handshake (legacy, with the GET stream refused).
-    fn ready(legacy: bool) -> Self {
+    /// A session past its probe (modern) or its handshake (legacy), and the legacy GET
+    /// stream's request when it is to be kept (else it is refused).
+    fn ready(legacy: bool, keep_get: bool) -> (Self, Option<Sent>) {
         let now = Instant::now();
         let mut engine = Engine::new(Config::default(), now).expect("the default config is valid");
         let mut session = HttpSession::new(Vec::new(), None, MAX_BODY);
         session.open(&mut engine, now);
         let mut pump = Self { engine, session, now };
         let Sent { x: probe, id, .. } = pump.next_request().expect("the probe goes out");
+        let mut get = None;
         if legacy {
             let gone = r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"no"},"id":null}"#;
             pump.respond(probe, "400 Bad Request", "", gone);
@@ -160,9 +169,13 @@ impl Pump {
                 r#""serverInfo":{"name":"f","version":"1"}}"#
             );
             pump.respond(init, "200 OK", "Mcp-Session-Id: s-1\r\n", &reply(&id, result));
-            while let Some(Sent { x, .. }) = pump.next_request() {
-                // The GET stream is refused; `notifications/initialized` is accepted.
-                pump.respond(x, "405 Method Not Allowed", "", "");
+            while let Some(sent) = pump.next_request() {
+                if keep_get && sent.text.starts_with("GET ") {
+                    get = Some(sent);
+                } else {
+                    // The GET stream is refused; `notifications/initialized` is accepted.
+                    pump.respond(sent.x, "405 Method Not Allowed", "", "");
+                }
             }
         } else {
             let result = concat!(
@@ -172,7 +185,8 @@ impl Pump {
             pump.respond(probe, "200 OK", "", &reply(&id, result));
         }
         pump.events();
-        pump
+        assert_eq!(get.is_some(), legacy && keep_get, "the GET stream opens once ready");
+        (pump, get)
     }
 
     /// The next request the session writes.
@@ -366,6 +380,19 @@ mod tests {
         let [tools, resource, ..] = &outcome.events[..] else { panic!("{outcome:?}") };
         assert_eq!(tools, "ListChanged(Tools)");
         assert_eq!(resource, r#"ResourceUpdated { uri: "file:///a" }"#);
+    }
+
+    #[test]
+    fn a_legacy_get_stream_reopens_with_the_last_id_the_server_gave() {
+        let seed = include_bytes!("../../../fuzz/corpus/http_session/legacy-get-stream");
+        let outcome = observe(true, Ask::Listen, &seed[2..], 0, UNLIMITED);
+        let requests: Vec<&str> = outcome.exchanges.iter().map(|(r, _)| r.as_str()).collect();
+        let [first, second, third] = requests[..] else { panic!("{outcome:?}") };
+        assert!(first.starts_with("GET ") && !first.contains("Last-Event-ID"), "{first}");
+        assert!(second.contains("\r\nLast-Event-ID: ev-7\r\n"), "{second}");
+        // The reopened stream brought no id: the next reopening still asks for ev-7.
+        assert!(third.contains("\r\nLast-Event-ID: ev-7\r\n"), "{third}");
+        assert_eq!(outcome.events, ["ListChanged(Tools)", "ListChanged(Tools)"]);
     }
 
     #[test]
