@@ -429,8 +429,8 @@ pub(crate) enum Observed {
     /// An event: type, data, id.
     Event(String, String, Option<String>),
     TooLarge,
-    /// After the input: `last_event_id()` and `retry_ms()`.
-    State(Option<String>, Option<u64>),
+    /// After the input: `last_event_id()`, `retry_ms()` and `id_changed()`.
+    State(Option<String>, Option<u64>, bool),
 }
 
 /// Feeds `chunks` to a parser capped at `max`, checking its bounds on the way.
@@ -456,7 +456,7 @@ fn observe_in(p: &mut SseParser, max: usize, chunks: &[&[u8]]) -> Vec<Observed> 
         }
         assert!(p.buffered() <= max + FIELD_SLACK, "parser holds more than a line");
     }
-    out.push(Observed::State(p.last_event_id().map(String::from), p.retry_ms()));
+    out.push(Observed::State(p.last_event_id().map(String::from), p.retry_ms(), p.id_changed()));
     out
 }
 
@@ -488,8 +488,31 @@ mod tests {
         ev("message", data, None)
     }
 
+    /// The state after a stream; an id it ends with is one it changed to (a fresh parser
+    /// has none).
     fn state(id: Option<&str>, retry: Option<u64>) -> Out {
-        Out::State(id.map(String::from), retry)
+        Out::State(id.map(String::from), retry, id.is_some())
+    }
+
+    /// A reconnected stream keeps the id it resumed from until an `id` line changes it, and
+    /// only a change counts as one, however the bytes are cut.
+    #[test]
+    fn a_resumed_stream_starts_from_its_last_event_id() {
+        for (stream, id, changed) in [
+            (&b": ping\n\ndata: x\n\n"[..], Some("e1"), false),
+            (b"id: e1\n\n", Some("e1"), false),
+            (b"id: e2\ndata: x\n\nid: e1\n\n", Some("e1"), true),
+            (b"id:\n\n", None, true),
+        ] {
+            for cut in [1, 3, stream.len()] {
+                let mut p = SseParser::new(64);
+                p.resume_from("e1");
+                let pieces: Vec<&[u8]> = stream.chunks(cut).collect();
+                let seen = observe_in(&mut p, 64, &pieces);
+                let end = Out::State(id.map(String::from), None, changed);
+                assert_eq!(seen.last(), Some(&end), "{stream:?} cut every {cut}");
+            }
+        }
     }
 
     const TOOLS_CALL: &[u8] =
@@ -559,7 +582,7 @@ mod tests {
         field_without_colon: 64, b"data\ndata\n\n" => [msg("\n"), state(None, None)];
         empty_data_is_not_dispatched: 64, b"data:\n\nevent: e\n\ndata: x\n\n" => [msg("x"), state(None, None)];
         id_persists: 64, b"id: 1\ndata: a\n\ndata: b\n\nid\ndata: c\n\n"
-            => [ev("message", "a", Some("1")), ev("message", "b", Some("1")), msg("c"), state(None, None)];
+            => [ev("message", "a", Some("1")), ev("message", "b", Some("1")), msg("c"), Out::State(None, None, true)];
         id_commits_at_blank_line: 64, b"id: 1\ndata: a\n\nid: 2\ndata: b"
             => [ev("message", "a", Some("1")), state(Some("1"), None)];
         id_with_nul_is_ignored: 64, b"id: 1\n\nid: 2\x003\ndata: a\n\n"
