@@ -63,6 +63,7 @@ pub(crate) enum Ask {
 /// cannot be brought to ready (the canned handshake is the harness's own), or on a budget
 /// that takes nothing.
 pub(crate) fn observe(
+    now: Instant,
     legacy: bool,
     ask: Ask,
     stream: &[u8],
@@ -70,7 +71,7 @@ pub(crate) fn observe(
     budget: Budget,
 ) -> Outcome {
     assert!(budget.frames > 0 && budget.units > 0, "a turn takes something");
-    let (mut pump, get) = Pump::ready(legacy, ask == Ask::Listen);
+    let (mut pump, get) = Pump::ready(now, legacy, ask == Ask::Listen);
     let opts = CallOptions::timeout(Duration::from_secs(30));
     let (engine, now) = (&mut pump.engine, pump.now);
     match ask {
@@ -152,8 +153,7 @@ struct Pump {
 impl Pump {
     /// A session past its probe (modern) or its handshake (legacy), and the legacy GET
     /// stream's request when it is to be kept (else it is refused).
-    fn ready(legacy: bool, keep_get: bool) -> (Self, Option<Sent>) {
-        let now = Instant::now();
+    fn ready(now: Instant, legacy: bool, keep_get: bool) -> (Self, Option<Sent>) {
         let mut engine = Engine::new(Config::default(), now).expect("the default config is valid");
         let mut session = HttpSession::new(Vec::new(), None, MAX_BODY);
         session.open(&mut engine, now);
@@ -330,7 +330,8 @@ mod tests {
                  Content-Length: {}\r\n\r\n{DONE}",
                 DONE.len()
             );
-            let outcome = observe(legacy, Ask::CallTool, response.as_bytes(), 0, UNLIMITED);
+            let outcome =
+                observe(Instant::now(), legacy, Ask::CallTool, response.as_bytes(), 0, UNLIMITED);
             assert!(outcome.events.iter().any(|e| e.starts_with("CallDone")), "{outcome:?}");
         }
     }
@@ -338,7 +339,8 @@ mod tests {
     #[test]
     fn a_legacy_event_stream_cut_before_the_reply_is_resumed_after_its_retry() {
         let cut_short = event_stream(&["id: e1\nretry: 700\n\n"]);
-        let outcome = observe(true, Ask::CallTool, cut_short.as_bytes(), 0, UNLIMITED);
+        let outcome =
+            observe(Instant::now(), true, Ask::CallTool, cut_short.as_bytes(), 0, UNLIMITED);
         let ended = ResponseStep::Ended { keep_alive: true };
         assert_eq!(outcome.exchanges[0].1, ended, "{outcome:?}");
         assert!(outcome.events.is_empty(), "{outcome:?}");
@@ -347,7 +349,7 @@ mod tests {
 
         let resumed = event_stream(&["id: e2\ndata: ", DONE, "\n\n"]);
         let stream = [cut_short.as_bytes(), NEXT, resumed.as_bytes()].concat();
-        let outcome = observe(true, Ask::CallTool, &stream, 0, UNLIMITED);
+        let outcome = observe(Instant::now(), true, Ask::CallTool, &stream, 0, UNLIMITED);
         let [(_, first), (resume, second)] = &outcome.exchanges[..] else {
             panic!("two exchanges: {outcome:?}")
         };
@@ -362,7 +364,7 @@ mod tests {
     #[test]
     fn a_listing_follows_its_pages_and_a_busy_page_is_asked_again() {
         let seed = include_bytes!("../../../fuzz/corpus/http_session/modern-list-two-pages");
-        let outcome = observe(false, Ask::ListTools, &seed[2..], 0, UNLIMITED);
+        let outcome = observe(Instant::now(), false, Ask::ListTools, &seed[2..], 0, UNLIMITED);
         let requests: Vec<&str> = outcome.exchanges.iter().map(|(r, _)| r.as_str()).collect();
         assert_eq!(requests.len(), 3, "{outcome:?}");
         assert!(!requests[0].contains("cursor"), "{}", requests[0]);
@@ -376,7 +378,7 @@ mod tests {
     #[test]
     fn a_listen_stream_delivers_its_notifications() {
         let seed = include_bytes!("../../../fuzz/corpus/http_session/modern-listen");
-        let outcome = observe(false, Ask::Listen, &seed[2..], 0, UNLIMITED);
+        let outcome = observe(Instant::now(), false, Ask::Listen, &seed[2..], 0, UNLIMITED);
         let [tools, resource, ..] = &outcome.events[..] else { panic!("{outcome:?}") };
         assert_eq!(tools, "ListChanged(Tools)");
         assert_eq!(resource, r#"ResourceUpdated { uri: "file:///a" }"#);
@@ -385,7 +387,7 @@ mod tests {
     #[test]
     fn a_legacy_get_stream_reopens_with_the_last_id_the_server_gave() {
         let seed = include_bytes!("../../../fuzz/corpus/http_session/legacy-get-stream");
-        let outcome = observe(true, Ask::Listen, &seed[2..], 0, UNLIMITED);
+        let outcome = observe(Instant::now(), true, Ask::Listen, &seed[2..], 0, UNLIMITED);
         let requests: Vec<&str> = outcome.exchanges.iter().map(|(r, _)| r.as_str()).collect();
         let [first, second, third] = requests[..] else { panic!("{outcome:?}") };
         assert!(first.starts_with("GET ") && !first.contains("Last-Event-ID"), "{first}");
@@ -406,10 +408,11 @@ mod tests {
             (false, broken),
             (true, resumed.as_bytes()),
         ] {
-            let whole = observe(legacy, Ask::CallTool, stream, 0, UNLIMITED);
+            let whole = observe(Instant::now(), legacy, Ask::CallTool, stream, 0, UNLIMITED);
             for cut in [1, 2, 7] {
                 for budget in [UNLIMITED, Budget { frames: 1, units: 1 }] {
-                    let outcome = observe(legacy, Ask::CallTool, stream, cut, budget);
+                    let outcome =
+                        observe(Instant::now(), legacy, Ask::CallTool, stream, cut, budget);
                     assert_eq!(outcome, whole, "cut every {cut} bytes, turns of {budget:?}");
                 }
             }
