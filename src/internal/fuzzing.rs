@@ -133,8 +133,8 @@ pub fn http_response(data: &[u8]) {
 
 /// The first byte picks the era (bit 0: legacy), the request (bits 1 and 2: `tools/call`,
 /// `tools/list`, or a stream of notifications: `subscriptions/listen`, or a legacy session's
-/// GET stream) and a cut, the second a readiness
-/// turn's budget; the rest is what a server
+/// GET stream) and a cut (bits 3 to 7). The second sets a readiness turn's budget (bits 0 to
+/// 6) and a bearer token the server may refuse once (bit 7). The rest is what a server
 /// answers a ready HTTP session: up to four responses with `@NEXT@` between them, where
 /// `@ID@@@@` stands for the id of the request answered. Never a panic, and what the session
 /// and the engine make of it (the requests, the steps, the events, the next wake) must not
@@ -153,12 +153,13 @@ pub fn http_session(data: &[u8]) {
         _ => Ask::Listen,
     };
     let cut = 1 + usize::from(pick >> 3) % 17;
-    let budget =
-        Budget { frames: 1 + usize::from(turn & 7), units: 1 + 4 * usize::from(turn >> 3) };
+    let units = 1 + 4 * usize::from((turn >> 3) & 15);
+    let budget = Budget { frames: 1 + usize::from(turn & 7), units };
+    let bearer = turn & 0x80 != 0;
     // The harness is sans-IO: the clock is read here, once for both runs.
     let now = std::time::Instant::now();
-    let whole = observe(now, legacy, ask, stream, 0, UNLIMITED);
-    let outcome = observe(now, legacy, ask, stream, cut, budget);
+    let whole = observe(now, legacy, bearer, ask, stream, 0, UNLIMITED);
+    let outcome = observe(now, legacy, bearer, ask, stream, cut, budget);
     assert_eq!(outcome, whole, "cut every {cut}, turns of {budget:?}");
 }
 
@@ -342,6 +343,8 @@ mod tests {
             "legacy-get-stream",
             "legacy-resume-twice",
             "legacy-sse-resume",
+            "legacy-stray-reply",
+            "modern-401-refresh",
             "modern-json",
             "modern-list-two-pages",
             "modern-listen",

@@ -1054,13 +1054,15 @@ impl HttpSession {
                     budget.frames -= 1;
                     match ex.carries {
                         Carries::Request { id, .. } => {
-                            if !ex.modern && is_response(e.data.as_bytes()) {
-                                // `ex.stage` alone: the event borrows `ex.sse`.
+                            engine.handle_reply(now, e.data.as_bytes(), id);
+                            // Answered when the engine is done with the request: a reply to
+                            // another request on this stream answers nothing.
+                            if !ex.modern && !engine.awaits(id) {
+                                // `ex.stage` alone: `ex.sse` is borrowed by the loop.
                                 if let Stage::InFlight(f) = &mut ex.stage {
                                     f.answered = true;
                                 }
                             }
-                            engine.handle_reply(now, e.data.as_bytes(), id);
                         }
                         _ => engine.handle_message(now, e.data.as_bytes()),
                     }
@@ -1276,11 +1278,6 @@ fn clamp_retry(ms: u64) -> u64 {
 
 fn starts_with_ci(v: &[u8], prefix: &[u8]) -> bool {
     v.len() >= prefix.len() && v[..prefix.len()].eq_ignore_ascii_case(prefix)
-}
-
-/// Whether `data` is a JSON-RPC response (what ends a request's stream).
-fn is_response(data: &[u8]) -> bool {
-    matches!(jsonrpc::decode(data), Ok(Message::Result { .. } | Message::Error { .. }))
 }
 
 /// Whether `body` is a JSON-RPC error with `code` (the ts1 session-gone shape).

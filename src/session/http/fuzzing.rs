@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::value::RawValue;
 
-use super::{Budget, ExchangeId, HttpSession, ResponseStep};
+use super::{Budget, ExchangeId, HttpSession, ResponseStep, TokenProvider};
 use crate::codec::http1::{Limits, Origin, ResponseParser};
 use crate::config::Config;
 use crate::engine::{CallOptions, Engine, ExchangeFailure};
@@ -65,13 +65,14 @@ pub(crate) enum Ask {
 pub(crate) fn observe(
     now: Instant,
     legacy: bool,
+    bearer: bool,
     ask: Ask,
     stream: &[u8],
     cut: usize,
     budget: Budget,
 ) -> Outcome {
     assert!(budget.frames > 0 && budget.units > 0, "a turn takes something");
-    let (mut pump, get) = Pump::ready(now, legacy, ask == Ask::Listen);
+    let (mut pump, get) = Pump::ready(now, legacy, bearer, ask == Ask::Listen);
     let opts = CallOptions::timeout(Duration::from_secs(30));
     let (engine, now) = (&mut pump.engine, pump.now);
     match ask {
@@ -134,6 +135,22 @@ fn responses(stream: &[u8]) -> impl Iterator<Item = &[u8]> {
     .take(MAX_RESPONSES)
 }
 
+/// Bearer tokens `t0`, then after a 401 one fresh one, `t1`; then none.
+#[derive(Debug)]
+struct Tokens(u8);
+
+impl TokenProvider for Tokens {
+    fn token(&mut self) -> Option<String> {
+        Some(format!("t{}", self.0))
+    }
+    fn refresh(&mut self) -> Option<String> {
+        (self.0 == 0).then(|| {
+            self.0 = 1;
+            "t1".to_owned()
+        })
+    }
+}
+
 /// A request the session wrote.
 struct Sent {
     x: ExchangeId,
@@ -153,9 +170,10 @@ struct Pump {
 impl Pump {
     /// A session past its probe (modern) or its handshake (legacy), and the legacy GET
     /// stream's request when it is to be kept (else it is refused).
-    fn ready(now: Instant, legacy: bool, keep_get: bool) -> (Self, Option<Sent>) {
+    fn ready(now: Instant, legacy: bool, bearer: bool, keep_get: bool) -> (Self, Option<Sent>) {
         let mut engine = Engine::new(Config::default(), now).expect("the default config is valid");
-        let mut session = HttpSession::new(Vec::new(), None, MAX_BODY);
+        let tokens = bearer.then(|| Box::new(Tokens(0)) as Box<dyn TokenProvider>);
+        let mut session = HttpSession::new(Vec::new(), tokens, MAX_BODY);
         session.open(&mut engine, now);
         let mut pump = Self { engine, session, now };
         let Sent { x: probe, id, .. } = pump.next_request().expect("the probe goes out");
@@ -330,8 +348,15 @@ mod tests {
                  Content-Length: {}\r\n\r\n{DONE}",
                 DONE.len()
             );
-            let outcome =
-                observe(Instant::now(), legacy, Ask::CallTool, response.as_bytes(), 0, UNLIMITED);
+            let outcome = observe(
+                Instant::now(),
+                legacy,
+                false,
+                Ask::CallTool,
+                response.as_bytes(),
+                0,
+                UNLIMITED,
+            );
             assert!(outcome.events.iter().any(|e| e.starts_with("CallDone")), "{outcome:?}");
         }
     }
@@ -340,7 +365,7 @@ mod tests {
     fn a_legacy_event_stream_cut_before_the_reply_is_resumed_after_its_retry() {
         let cut_short = event_stream(&["id: e1\nretry: 700\n\n"]);
         let outcome =
-            observe(Instant::now(), true, Ask::CallTool, cut_short.as_bytes(), 0, UNLIMITED);
+            observe(Instant::now(), true, false, Ask::CallTool, cut_short.as_bytes(), 0, UNLIMITED);
         let ended = ResponseStep::Ended { keep_alive: true };
         assert_eq!(outcome.exchanges[0].1, ended, "{outcome:?}");
         assert!(outcome.events.is_empty(), "{outcome:?}");
@@ -349,7 +374,7 @@ mod tests {
 
         let resumed = event_stream(&["id: e2\ndata: ", DONE, "\n\n"]);
         let stream = [cut_short.as_bytes(), NEXT, resumed.as_bytes()].concat();
-        let outcome = observe(Instant::now(), true, Ask::CallTool, &stream, 0, UNLIMITED);
+        let outcome = observe(Instant::now(), true, false, Ask::CallTool, &stream, 0, UNLIMITED);
         let [(_, first), (resume, second)] = &outcome.exchanges[..] else {
             panic!("two exchanges: {outcome:?}")
         };
@@ -364,7 +389,8 @@ mod tests {
     #[test]
     fn a_listing_follows_its_pages_and_a_busy_page_is_asked_again() {
         let seed = include_bytes!("../../../fuzz/corpus/http_session/modern-list-two-pages");
-        let outcome = observe(Instant::now(), false, Ask::ListTools, &seed[2..], 0, UNLIMITED);
+        let outcome =
+            observe(Instant::now(), false, false, Ask::ListTools, &seed[2..], 0, UNLIMITED);
         let requests: Vec<&str> = outcome.exchanges.iter().map(|(r, _)| r.as_str()).collect();
         assert_eq!(requests.len(), 3, "{outcome:?}");
         assert!(!requests[0].contains("cursor"), "{}", requests[0]);
@@ -378,7 +404,7 @@ mod tests {
     #[test]
     fn a_listen_stream_delivers_its_notifications() {
         let seed = include_bytes!("../../../fuzz/corpus/http_session/modern-listen");
-        let outcome = observe(Instant::now(), false, Ask::Listen, &seed[2..], 0, UNLIMITED);
+        let outcome = observe(Instant::now(), false, false, Ask::Listen, &seed[2..], 0, UNLIMITED);
         let [tools, resource, ..] = &outcome.events[..] else { panic!("{outcome:?}") };
         assert_eq!(tools, "ListChanged(Tools)");
         assert_eq!(resource, r#"ResourceUpdated { uri: "file:///a" }"#);
@@ -387,7 +413,7 @@ mod tests {
     #[test]
     fn a_legacy_get_stream_reopens_with_the_last_id_the_server_gave() {
         let seed = include_bytes!("../../../fuzz/corpus/http_session/legacy-get-stream");
-        let outcome = observe(Instant::now(), true, Ask::Listen, &seed[2..], 0, UNLIMITED);
+        let outcome = observe(Instant::now(), true, false, Ask::Listen, &seed[2..], 0, UNLIMITED);
         let requests: Vec<&str> = outcome.exchanges.iter().map(|(r, _)| r.as_str()).collect();
         let [first, second, third] = requests[..] else { panic!("{outcome:?}") };
         assert!(first.starts_with("GET ") && !first.contains("Last-Event-ID"), "{first}");
@@ -395,6 +421,17 @@ mod tests {
         // The reopened stream brought no id: the next reopening still asks for ev-7.
         assert!(third.contains("\r\nLast-Event-ID: ev-7\r\n"), "{third}");
         assert_eq!(outcome.events, ["ListChanged(Tools)", "ListChanged(Tools)"]);
+    }
+
+    #[test]
+    fn a_refused_token_is_refreshed_once_and_the_request_sent_again() {
+        let seed = include_bytes!("../../../fuzz/corpus/http_session/modern-401-refresh");
+        let outcome = observe(Instant::now(), false, true, Ask::CallTool, &seed[2..], 0, UNLIMITED);
+        let requests: Vec<&str> = outcome.exchanges.iter().map(|(r, _)| r.as_str()).collect();
+        let [first, again] = requests[..] else { panic!("{outcome:?}") };
+        assert!(first.contains("\r\nAuthorization: Bearer t0\r\n"), "{first}");
+        assert!(again.contains("\r\nAuthorization: Bearer t1\r\n"), "{again}");
+        assert!(outcome.events.iter().any(|e| e.starts_with("CallDone")), "{outcome:?}");
     }
 
     #[test]
@@ -408,11 +445,11 @@ mod tests {
             (false, broken),
             (true, resumed.as_bytes()),
         ] {
-            let whole = observe(Instant::now(), legacy, Ask::CallTool, stream, 0, UNLIMITED);
+            let whole = observe(Instant::now(), legacy, false, Ask::CallTool, stream, 0, UNLIMITED);
             for cut in [1, 2, 7] {
                 for budget in [UNLIMITED, Budget { frames: 1, units: 1 }] {
                     let outcome =
-                        observe(Instant::now(), legacy, Ask::CallTool, stream, cut, budget);
+                        observe(Instant::now(), legacy, false, Ask::CallTool, stream, cut, budget);
                     assert_eq!(outcome, whole, "cut every {cut} bytes, turns of {budget:?}");
                 }
             }

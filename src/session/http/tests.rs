@@ -485,6 +485,33 @@ fn the_get_stream_keeps_its_last_event_id_across_reconnects_that_bring_none() {
     assert_eq!(third.header("last-event-id"), Some("ev-7"), "still the last id the server gave");
 }
 
+/// Found by the `http_session` fuzz target: a legacy POST stream counted as answered as soon
+/// as any response came on it, whatever its id. A reply to another request (a server's
+/// mistake) on a resumed stream then dropped the stream, and the call, whose own reply came
+/// later, waited for its deadline; on the first stream it made the call's loss final instead
+/// of resumable.
+#[test]
+fn only_the_calls_own_reply_answers_its_stream() {
+    let stray = json!({"jsonrpc": "2.0", "id": 999_999, "result": {}});
+    // On the first stream: the stray reply, then the stream breaks. It is resumed.
+    let mut s = Sim::legacy(None);
+    let get = s.listen.take().unwrap();
+    s.respond(get.x, 405, &[], "");
+    s.call("t");
+    let call = s.next().unwrap();
+    s.respond(call.x, 200, &SSE, &format!("id: e1\ndata: {stray}\n\n"));
+    assert!(s.events().is_empty(), "the call is not over");
+    s.advance(DEFAULT_RETRY);
+    let resume = s.next().expect("the stream is resumed");
+    assert_eq!(resume.header("last-event-id"), Some("e1"));
+    // On the resumed stream: the stray reply does not end it; the call's own does.
+    s.head(resume.x, 200, &SSE);
+    assert_eq!(s.body(resume.x, &format!("id: e2\ndata: {stray}\n\n")), ResponseStep::More);
+    let done = reply(&call, json!({"content": []}));
+    assert_eq!(s.body(resume.x, &format!("id: e3\ndata: {done}\n\n")), ResponseStep::Close);
+    assert_eq!(s.events(), [r#"done {"content":[]}"#]);
+}
+
 #[test]
 fn a_resume_that_is_refused_or_brings_nothing_ends_as_a_lost_reply() {
     let mut s = Sim::legacy(None);
