@@ -341,6 +341,7 @@ mod tests {
             "cut-bad-head",
             "legacy-cleared-id",
             "legacy-get-stream",
+            "legacy-reply-then-more",
             "legacy-resume-twice",
             "legacy-sse-resume",
             "legacy-stray-reply",

@@ -1058,9 +1058,13 @@ impl HttpSession {
                             // Answered when the engine is done with the request: a reply to
                             // another request on this stream answers nothing.
                             if !ex.modern && !engine.awaits(id) {
-                                // `ex.stage` alone: `ex.sse` is borrowed by the loop.
                                 if let Stage::InFlight(f) = &mut ex.stage {
                                     f.answered = true;
+                                }
+                                if ex.resuming() {
+                                    // A resumed stream is over with its reply: what follows it
+                                    // is not read, however the bytes were cut.
+                                    break;
                                 }
                             }
                         }

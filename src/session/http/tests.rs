@@ -512,6 +512,27 @@ fn only_the_calls_own_reply_answers_its_stream() {
     assert_eq!(s.events(), [r#"done {"content":[]}"#]);
 }
 
+/// Found by the `http_session` fuzz target: a resumed stream is closed once the call's reply
+/// is on it, and what followed the reply was read when it came in the same read and dropped
+/// when it came in the next. Now nothing after the reply is read, however the bytes were cut.
+#[test]
+fn a_resumed_stream_ends_at_its_reply_however_the_bytes_were_cut() {
+    let mut s = Sim::legacy(None);
+    let get = s.listen.take().unwrap();
+    s.respond(get.x, 405, &[], "");
+    s.call("t");
+    let call = s.next().unwrap();
+    s.respond(call.x, 200, &SSE, "id: e1\ndata:\n\n");
+    s.advance(DEFAULT_RETRY);
+    let resume = s.next().unwrap();
+    s.head(resume.x, 200, &SSE);
+    let done = reply(&call, json!({"content": []}));
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+    let both = format!("id: e2\ndata: {done}\n\ndata: {note}\n\n");
+    assert_eq!(s.body(resume.x, &both), ResponseStep::Close);
+    assert_eq!(s.events(), [r#"done {"content":[]}"#], "the reply, and nothing after it");
+}
+
 #[test]
 fn a_resume_that_is_refused_or_brings_nothing_ends_as_a_lost_reply() {
     let mut s = Sim::legacy(None);
