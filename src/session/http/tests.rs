@@ -244,6 +244,16 @@ impl Sim {
         s
     }
 
+    /// [`legacy`](Self::legacy) with its GET stream refused, and a call `t` on the wire.
+    fn legacy_call() -> (Self, Sent) {
+        let mut s = Self::legacy(None);
+        let get = s.listen.take().unwrap();
+        s.respond(get.x, 405, &[], "");
+        s.call("t");
+        let call = s.next().unwrap();
+        (s, call)
+    }
+
     /// Probe refused, handshake done, session `s-1`; the GET stream is open, unanswered.
     fn legacy(tokens: Option<Box<dyn TokenProvider>>) -> Self {
         let mut s = Self::new(tokens);
@@ -494,11 +504,7 @@ fn the_get_stream_keeps_its_last_event_id_across_reconnects_that_bring_none() {
 fn only_the_calls_own_reply_answers_its_stream() {
     let stray = json!({"jsonrpc": "2.0", "id": 999_999, "result": {}});
     // On the first stream: the stray reply, then the stream breaks. It is resumed.
-    let mut s = Sim::legacy(None);
-    let get = s.listen.take().unwrap();
-    s.respond(get.x, 405, &[], "");
-    s.call("t");
-    let call = s.next().unwrap();
+    let (mut s, call) = Sim::legacy_call();
     s.respond(call.x, 200, &SSE, &format!("id: e1\ndata: {stray}\n\n"));
     assert!(s.events().is_empty(), "the call is not over");
     s.advance(DEFAULT_RETRY);
@@ -517,11 +523,7 @@ fn only_the_calls_own_reply_answers_its_stream() {
 /// when it came in the next. Now nothing after the reply is read, however the bytes were cut.
 #[test]
 fn a_resumed_stream_ends_at_its_reply_however_the_bytes_were_cut() {
-    let mut s = Sim::legacy(None);
-    let get = s.listen.take().unwrap();
-    s.respond(get.x, 405, &[], "");
-    s.call("t");
-    let call = s.next().unwrap();
+    let (mut s, call) = Sim::legacy_call();
     s.respond(call.x, 200, &SSE, "id: e1\ndata:\n\n");
     s.advance(DEFAULT_RETRY);
     let resume = s.next().unwrap();
@@ -535,11 +537,7 @@ fn a_resumed_stream_ends_at_its_reply_however_the_bytes_were_cut() {
 
 #[test]
 fn a_resume_that_is_refused_or_brings_nothing_ends_as_a_lost_reply() {
-    let mut s = Sim::legacy(None);
-    let get = s.listen.take().unwrap();
-    s.respond(get.x, 405, &[], "");
-    s.call("t");
-    let call = s.next().unwrap();
+    let (mut s, call) = Sim::legacy_call();
     s.respond(call.x, 200, &SSE, "id: e1\ndata:\n\n");
     for i in 1..=MAX_IDLE_RESUMES {
         s.advance(DEFAULT_RETRY);
@@ -557,11 +555,7 @@ fn a_resume_that_is_refused_or_brings_nothing_ends_as_a_lost_reply() {
     s.advance(DEFAULT_RETRY);
     assert!(s.next().is_none());
     // A refused resume fails the call at once.
-    let mut s = Sim::legacy(None);
-    let get = s.listen.take().unwrap();
-    s.respond(get.x, 405, &[], "");
-    s.call("t");
-    let call = s.next().unwrap();
+    let (mut s, call) = Sim::legacy_call();
     s.respond(call.x, 200, &SSE, "id: e1\ndata:\n\n");
     s.advance(DEFAULT_RETRY);
     let resume = s.next().unwrap();
@@ -599,11 +593,7 @@ fn a_resume_refused_for_its_token_resumes_again_with_the_fresh_token() {
 
 #[test]
 fn a_resume_that_cannot_connect_never_makes_the_request_look_unsent() {
-    let mut s = Sim::legacy(None);
-    let get = s.listen.take().unwrap();
-    s.respond(get.x, 405, &[], "");
-    s.call("t");
-    let call = s.next().unwrap();
+    let (mut s, call) = Sim::legacy_call();
     s.respond(call.x, 200, &SSE, "id: e1\ndata:\n\n");
     for _ in 0..MAX_IDLE_RESUMES {
         s.advance(DEFAULT_RETRY);
