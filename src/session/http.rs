@@ -97,19 +97,6 @@ impl Budget {
     }
 }
 
-/// What happens to the driver's connection after a body chunk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Flow {
-    /// Keep reading.
-    Continue,
-    /// The budget is spent and input waits in the exchange: stop reading this connection,
-    /// and call [`HttpSession::handle_body`] with no bytes on the next budget.
-    Backlog,
-    /// The exchange is over before its response ended (its reply came on a resumed stream,
-    /// or the body is too large): close the connection.
-    Close,
-}
-
 /// Where a connection stands after [`HttpSession::handle_response`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ResponseStep {
@@ -926,10 +913,9 @@ impl HttpSession {
         parser: &mut ResponseParser,
         budget: &mut Budget,
     ) -> ResponseStep {
-        match self.handle_body(engine, now, x, &[], budget) {
-            Flow::Continue => {}
-            Flow::Backlog => return ResponseStep::Backlog,
-            Flow::Close => return ResponseStep::Close,
+        let step = self.handle_body(engine, now, x, &[], budget);
+        if step != ResponseStep::More {
+            return step;
         }
         loop {
             if budget.spent() {
@@ -968,10 +954,9 @@ impl HttpSession {
                     }
                 }
                 Ok(ResponseEvent::Body(chunk)) => {
-                    match self.handle_body(engine, now, x, chunk, budget) {
-                        Flow::Continue => {}
-                        Flow::Backlog => return ResponseStep::Backlog,
-                        Flow::Close => return ResponseStep::Close,
+                    let step = self.handle_body(engine, now, x, chunk, budget);
+                    if step != ResponseStep::More {
+                        return step;
                     }
                 }
                 Ok(ResponseEvent::End { keep_alive }) => {
@@ -1014,7 +999,8 @@ impl HttpSession {
 
     /// A piece of exchange `x`'s body. Hands at most `budget.frames` messages to the engine,
     /// reads at most `budget.units` SSE lines, and lowers both by what it took; call again
-    /// with no bytes to drain a [`Flow::Backlog`].
+    /// with no bytes to drain a [`ResponseStep::Backlog`]. [`ResponseStep::More`]: keep
+    /// reading; never `Ended`, which only the parser knows.
     fn handle_body(
         &mut self,
         engine: &mut Engine,
@@ -1022,30 +1008,30 @@ impl HttpSession {
         x: ExchangeId,
         chunk: &[u8],
         budget: &mut Budget,
-    ) -> Flow {
+    ) -> ResponseStep {
         let i = x.0;
-        let Some(ex) = self.exchanges.get_mut(i) else { return Flow::Close };
+        let Some(ex) = self.exchanges.get_mut(i) else { return ResponseStep::Close };
         if ex.mode == BodyMode::Json {
             if ex.reply.len() + chunk.len() > self.max_body {
                 self.handle_failed(engine, now, x, ExchangeFailure::TooLarge);
-                return Flow::Close;
+                return ResponseStep::Close;
             }
             ex.reply.extend_from_slice(chunk);
-            return Flow::Continue;
+            return ResponseStep::More;
         }
         ex.sse.push(chunk);
-        let mut flow = Flow::Continue;
+        let mut flow = ResponseStep::More;
         loop {
             if budget.spent() {
                 if ex.sse.buffered() > 0 {
-                    flow = Flow::Backlog;
+                    flow = ResponseStep::Backlog;
                 }
                 break;
             }
             let Some(event) = ex.sse.next_event_within(&mut budget.units) else {
                 // Out of input, or out of units with lines still to read.
                 if budget.units == 0 && ex.sse.buffered() > 0 {
-                    flow = Flow::Backlog;
+                    flow = ResponseStep::Backlog;
                 }
                 break;
             };
@@ -1099,7 +1085,7 @@ impl HttpSession {
                 if ex.resuming() && ex.flight().answered {
                     // The reply came on the resumed stream; a GET stream need not end.
                     self.release(i);
-                    return Flow::Close;
+                    return ResponseStep::Close;
                 }
             }
             _ => {}

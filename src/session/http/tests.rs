@@ -712,13 +712,13 @@ fn the_frame_budget_leaves_events_for_the_next_turn() {
     let two = || Budget { frames: 2, units: usize::MAX };
     let mut budget = two();
     let flow = s.session.handle_body(&mut s.engine, s.now, get.x, five.as_bytes(), &mut budget);
-    assert_eq!((flow, budget.frames), (Flow::Backlog, 0));
+    assert_eq!((flow, budget.frames), (ResponseStep::Backlog, 0));
     let mut budget = two();
     let flow = s.session.handle_body(&mut s.engine, s.now, get.x, &[], &mut budget);
-    assert_eq!((flow, budget.frames), (Flow::Backlog, 0));
+    assert_eq!((flow, budget.frames), (ResponseStep::Backlog, 0));
     let mut budget = two();
     let flow = s.session.handle_body(&mut s.engine, s.now, get.x, &[], &mut budget);
-    assert_eq!((flow, budget.frames), (Flow::Continue, 1), "the fifth, then nothing waits");
+    assert_eq!((flow, budget.frames), (ResponseStep::More, 1), "the fifth, then nothing waits");
 }
 
 /// Comments, blank lines and `id:`-only events deliver nothing, so the frame budget never
@@ -733,14 +733,14 @@ fn the_unit_budget_stops_a_flood_that_delivers_nothing() {
     let mut budget = Budget { frames: 64, units: 100 };
     let mut flow =
         s.session.handle_body(&mut s.engine, s.now, get.x, flood.as_bytes(), &mut budget);
-    while flow == Flow::Backlog {
+    while flow == ResponseStep::Backlog {
         assert_eq!(budget, Budget { frames: 64, units: 0 });
         turns += 1;
         budget = Budget { frames: 64, units: 100 };
         flow = s.session.handle_body(&mut s.engine, s.now, get.x, &[], &mut budget);
     }
     // 6,000 lines at 100 a turn: 59 turns left a backlog, the 60th took the last 100 lines.
-    assert_eq!((flow, turns, budget.units), (Flow::Continue, 59, 0));
+    assert_eq!((flow, turns, budget.units), (ResponseStep::More, 59, 0));
     assert!(s.events().is_empty());
 }
 
