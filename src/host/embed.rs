@@ -325,7 +325,8 @@ impl Host {
     /// makes no call into the program and does not wait.
     ///
     /// **When to call although nothing is readable.** When [`Host::poll_timeout`] is at or
-    /// before now: a request deadline, a retry or restart backoff, an exiting process's
+    /// before now: a request deadline, a retry or restart backoff, the capability cache's
+    /// re-listen after a broken [`Host::watch_catalogs`] stream, an exiting process's
     /// check, an idle HTTP connection's timeout, or input that a frame budget left unread
     /// (no new edge will report it, so the deadline is already past). Read the deadline
     /// after every `poll` and every command (`call_tool`, `cancel`, ...), since a command can
@@ -333,10 +334,6 @@ impl Host {
     /// to be sent; what the server answers makes the descriptor readable. Drain `poll_event`
     /// after every `poll` (and after a command that can queue an event at once): queued
     /// events do not make the descriptor readable.
-    ///
-    /// One gap: the capability cache's re-listen after a broken [`Host::watch_catalogs`]
-    /// stream (200 ms backoff, doubling) is not in `poll_timeout`; it happens at the next
-    /// `poll` made for any other reason.
     ///
     /// **Idle.** With no call pending, no timer armed and no process exiting,
     /// `poll_timeout` is `None` and nothing makes the descriptor readable but a server's own
