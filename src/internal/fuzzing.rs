@@ -136,9 +136,10 @@ pub fn http_response(data: &[u8]) {
 /// GET stream) and a cut (bits 3 to 7). The second sets a readiness turn's budget (bits 0 to
 /// 6) and a bearer token the server may refuse once (bit 7). The rest is what a server
 /// answers a ready HTTP session: up to four responses with `@NEXT@` between them, where
-/// `@ID@@@@` stands for the id of the request answered. Never a panic, and what the session
-/// and the engine make of it (the requests, the steps, the events, the next wake) must not
-/// depend on how TCP cut it, nor on how many turns it took.
+/// `@ID@@@@` stands for the id of the request answered, and the first `@CANCEL@` at the start
+/// of a line is where the host cancels its request. Never a panic, and what the session and the engine make of it
+/// (the requests, the steps, the events, the streams closed, the next wake) must not depend
+/// on how TCP cut it, nor on how many turns it took.
 #[cfg(feature = "http")]
 pub fn http_session(data: &[u8]) {
     use crate::session::http::fuzzing::{observe, Ask, UNLIMITED};
@@ -339,6 +340,7 @@ mod tests {
         super::http_response(b"\x01\x01\x03\x00HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\nshort");
         for seed in [
             "cut-bad-head",
+            "legacy-cancel-mid-stream",
             "legacy-cleared-id",
             "legacy-get-stream",
             "legacy-reply-then-more",
@@ -346,6 +348,7 @@ mod tests {
             "legacy-sse-resume",
             "legacy-stray-reply",
             "modern-401-refresh",
+            "modern-cancel-mid-stream",
             "modern-json",
             "modern-list-two-pages",
             "modern-listen",

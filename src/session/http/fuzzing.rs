@@ -1,6 +1,6 @@
 //! The session under a hostile server's response bytes, for the `http_session` fuzz target: a
-//! ready session (either era) with one `tools/call` in flight, whose response is whatever the
-//! fuzzer sends, cut into pieces as TCP may cut it.
+//! ready session (either era) with one request in flight, whose response is whatever the
+//! fuzzer sends, cut into pieces as TCP may cut it, and which the host may cancel part-way.
 
 use std::time::{Duration, Instant};
 
@@ -9,7 +9,7 @@ use serde_json::value::RawValue;
 use super::{Budget, ExchangeId, HttpSession, ResponseStep, TokenProvider};
 use crate::codec::http1::{Limits, Origin, ResponseParser};
 use crate::config::Config;
-use crate::engine::{CallOptions, Engine, ExchangeFailure};
+use crate::engine::{CallId, CallOptions, Engine, ExchangeFailure};
 use crate::error::TransportError;
 use crate::proto::mcp::{Method, SubscriptionFilter};
 
@@ -17,13 +17,15 @@ use crate::proto::mcp::{Method, SubscriptionFilter};
 const MAX_BODY: usize = 4096;
 
 /// What the session and the engine made of a server's responses: each request the session
-/// wrote (as text) and the step its response ended on, the engine's events, when the session
-/// wants waking next (a resume's `retry:`), and whether it has queued another request. None
-/// of it may depend on how the bytes were cut, nor on how many turns they took.
+/// wrote (as text) and the step its response ended on, the engine's events, how many
+/// exchanges in flight the session had the driver close (a cancelled call's stream), when the
+/// session wants waking next (a resume's `retry:`), and whether it has queued another
+/// request. None of it may depend on how the bytes were cut, nor on how many turns they took.
 #[derive(Debug, PartialEq)]
 pub(crate) struct Outcome {
     exchanges: Vec<(String, ResponseStep)>,
     events: Vec<String>,
+    closed: usize,
     wake_after: Option<Duration>,
     requests_next: bool,
 }
@@ -37,6 +39,16 @@ pub(crate) const ID: &[u8] = b"@ID@@@@";
 /// Ends one response in a stream: the first answers the call, each next one the next request
 /// the session sends, at once or when it next wakes (a resumed stream, a reconnected one).
 pub(crate) const NEXT: &[u8] = b"@NEXT@";
+
+/// Where the host cancels its request, the first time it comes in a response at the start of
+/// a line: after the bytes before it were handed to the session, and before those after it
+/// (which the server sends on, and which reach the session only if the cancellation left the
+/// exchange open). Elsewhere it is only bytes. Between lines because the HTTP parser judges a
+/// head line or a chunk size when its line feed comes (re-reading a partial head on every
+/// read would cost a slow peer's whole head per byte): a malformed partial line is refused
+/// before a cancel when the bytes came in one read and not when they came in several, and
+/// either ending (refused or cancelled) is right for a call the host gave up on.
+pub(crate) const CANCEL: &[u8] = b"@CANCEL@";
 
 /// The most responses a stream is split into.
 const MAX_RESPONSES: usize = 4;
@@ -75,22 +87,21 @@ pub(crate) fn observe(
     let (mut pump, get) = Pump::ready(now, legacy, bearer, ask == Ask::Listen);
     let opts = CallOptions::timeout(Duration::from_secs(30));
     let (engine, now) = (&mut pump.engine, pump.now);
-    match ask {
-        Ask::Listen if legacy => {}
+    // The legacy GET stream is the session's own, not a call: there is nothing to cancel.
+    let mut cancel = match ask {
+        Ask::Listen if legacy => None,
         Ask::CallTool => {
             let args = RawValue::from_string(r#"{"q":1}"#.to_owned()).expect("literal JSON");
-            let _ = engine.call_tool(now, "t", &args, &opts).expect("a ready engine takes a call");
+            Some(engine.call_tool(now, "t", &args, &opts).expect("a ready engine takes a call"))
         }
-        Ask::ListTools => {
-            let _ = engine.list(now, Method::ToolsList, &opts).expect("and a listing");
-        }
+        Ask::ListTools => Some(engine.list(now, Method::ToolsList, &opts).expect("and a listing")),
         Ask::Listen => {
             let filter = SubscriptionFilter {
                 tools_list_changed: true,
                 resource_subscriptions: vec!["file:///a".to_owned()],
                 ..SubscriptionFilter::default()
             };
-            let _ = engine.listen(now, &filter, &opts).expect("a modern engine listens");
+            Some(engine.listen(now, &filter, &opts).expect("a modern engine listens"))
         }
     };
     let mut sent = match get {
@@ -110,13 +121,28 @@ pub(crate) fn observe(
             id.clone_from(&sent.id);
         }
         let response = with_id(response, id.as_bytes());
-        let step = pump.run_response(sent.x, &response, cut, budget);
+        let at_line_start = |at: usize| at == 0 || response.get(at - 1) == Some(&b'\n');
+        let (head, tail) = match find(&response, CANCEL) {
+            Some(at) if cancel.is_some() && at_line_start(at) => {
+                (&response[..at], Some(&response[at + CANCEL.len()..]))
+            }
+            _ => (&response[..], None),
+        };
+        let step = match tail {
+            Some(tail) => pump.run_cancelled(sent.x, head, tail, cancel.take(), cut, budget),
+            None => pump.run_response(sent.x, head, cut, budget),
+        };
         exchanges.push((std::mem::take(&mut sent.text), step));
     }
     pump.session.handle_timeout(&mut pump.engine, pump.now);
     let wake_after = pump.session.poll_timeout().map(|t| t.saturating_duration_since(pump.now));
     let requests_next = pump.session.peek_waiting().is_some();
-    Outcome { exchanges, events: pump.events(), wake_after, requests_next }
+    Outcome { exchanges, events: pump.events(), closed: pump.closed, wake_after, requests_next }
+}
+
+/// Where `marker` first starts in `bytes`.
+fn find(bytes: &[u8], marker: &[u8]) -> Option<usize> {
+    bytes.windows(marker.len()).position(|w| w == marker)
 }
 
 /// The responses of `stream`, at most [`MAX_RESPONSES`].
@@ -124,7 +150,7 @@ fn responses(stream: &[u8]) -> impl Iterator<Item = &[u8]> {
     let mut rest = Some(stream);
     std::iter::from_fn(move || {
         let s = rest?;
-        match s.windows(NEXT.len()).position(|w| w == NEXT) {
+        match find(s, NEXT) {
             Some(i) => {
                 rest = Some(&s[i + NEXT.len()..]);
                 Some(&s[..i])
@@ -165,6 +191,8 @@ struct Pump {
     engine: Engine,
     session: HttpSession,
     now: Instant,
+    /// Exchanges in flight the session had the driver close.
+    closed: usize,
 }
 
 impl Pump {
@@ -175,7 +203,7 @@ impl Pump {
         let tokens = bearer.then(|| Box::new(Tokens(0)) as Box<dyn TokenProvider>);
         let mut session = HttpSession::new(Vec::new(), tokens, MAX_BODY);
         session.open(&mut engine, now);
-        let mut pump = Self { engine, session, now };
+        let mut pump = Self { engine, session, now, closed: 0 };
         let Sent { x: probe, id, .. } = pump.next_request().expect("the probe goes out");
         let mut get = None;
         if legacy {
@@ -241,20 +269,74 @@ impl Pump {
         cut: usize,
         budget: Budget,
     ) -> ResponseStep {
-        let parts: Vec<&[u8]> =
-            if cut == 0 { vec![response] } else { response.chunks(cut).collect() };
         let mut parser = ResponseParser::new(Limits::default());
+        match self.feed(x, &mut parser, response, cut, budget) {
+            ResponseStep::More => self.end(x, &mut parser, budget),
+            step => step,
+        }
+    }
+
+    /// [`run_response`](Self::run_response) with the host cancelling `call` once `head` was
+    /// handed to the session: what the session then asks the driver to close is closed (and
+    /// `tail` never read from it), as the HTTP driver does.
+    fn run_cancelled(
+        &mut self,
+        x: ExchangeId,
+        head: &[u8],
+        tail: &[u8],
+        call: Option<CallId>,
+        cut: usize,
+        budget: Budget,
+    ) -> ResponseStep {
+        let mut parser = ResponseParser::new(Limits::default());
+        let mut step = self.feed(x, &mut parser, head, cut, budget);
+        if let Some(call) = call {
+            // Refused when the call already ended: a cancellation that comes too late.
+            let _ = self.engine.cancel(self.now, call);
+        }
+        self.session.handle_timeout(&mut self.engine, self.now);
+        while let Some(closed) = self.session.poll_close() {
+            self.session.handle_abandoned(closed);
+            self.closed += 1;
+            if closed == x && step == ResponseStep::More {
+                step = ResponseStep::Close;
+            }
+        }
+        if step == ResponseStep::More {
+            step = self.feed(x, &mut parser, tail, cut, budget);
+        }
+        match step {
+            ResponseStep::More => self.end(x, &mut parser, budget),
+            step => step,
+        }
+    }
+
+    /// Hands `bytes` to the session through `parser`, cut every `cut` bytes (0: whole) and in
+    /// turns of `budget`, until the exchange is done with them (anything but `More`).
+    fn feed(
+        &mut self,
+        x: ExchangeId,
+        parser: &mut ResponseParser,
+        bytes: &[u8],
+        cut: usize,
+        budget: Budget,
+    ) -> ResponseStep {
+        let parts: Vec<&[u8]> = if cut == 0 { vec![bytes] } else { bytes.chunks(cut).collect() };
         for part in parts {
             parser.push(part);
-            let step = self.turns(x, &mut parser, budget);
+            let step = self.turns(x, parser, budget);
             if step != ResponseStep::More {
                 return step;
             }
         }
-        // The server closes the connection, and the driver reads to its end: a read-to-close
-        // body ends, a cut one fails, and an exchange still open is a lost connection.
+        ResponseStep::More
+    }
+
+    /// The server closes the connection, and the driver reads to its end: a read-to-close
+    /// body ends, a cut one fails, and an exchange still open is a lost connection.
+    fn end(&mut self, x: ExchangeId, parser: &mut ResponseParser, budget: Budget) -> ResponseStep {
         parser.eof();
-        let mut step = self.turns(x, &mut parser, budget);
+        let mut step = self.turns(x, parser, budget);
         if step == ResponseStep::More {
             let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
             self.session.handle_failed(&mut self.engine, self.now, x, lost);
@@ -434,16 +516,68 @@ mod tests {
         assert!(outcome.events.iter().any(|e| e.starts_with("CallDone")), "{outcome:?}");
     }
 
+    /// An event stream that is cancelled after its first event: the head and that event,
+    /// the marker, then the call's reply and the stream's end.
+    fn cancelled_stream() -> String {
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}"#;
+        let open = event_stream(&[&format!("id: 1\ndata: {note}\n\n")]);
+        let (head, end) = open.split_at(open.len() - "0\r\n\r\n".len());
+        let reply = format!("id: 2\ndata: {DONE}\n\n");
+        format!("{head}@CANCEL@{:x}\r\n{reply}\r\n{end}", reply.len())
+    }
+
+    #[test]
+    fn a_call_cancelled_mid_stream_has_its_stream_closed_and_its_reply_unread() {
+        let stream = cancelled_stream();
+        for legacy in [false, true] {
+            let outcome = observe(
+                Instant::now(),
+                legacy,
+                false,
+                Ask::CallTool,
+                stream.as_bytes(),
+                0,
+                UNLIMITED,
+            );
+            assert_eq!(outcome.closed, 1, "{outcome:?}");
+            assert_eq!(outcome.exchanges[0].1, ResponseStep::Close, "{outcome:?}");
+            let ends: Vec<&String> =
+                outcome.events.iter().filter(|e| e.starts_with("Call")).collect();
+            assert_eq!(ends.len(), 1, "{outcome:?}");
+            assert!(ends[0].starts_with("CallFailed") && ends[0].contains("Cancelled"), "{ends:?}");
+        }
+    }
+
+    #[test]
+    fn a_legacy_cancellation_is_posted_as_the_next_request_and_a_modern_one_is_not() {
+        let accepted = "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n";
+        let stream = [cancelled_stream().as_str(), "@NEXT@", accepted].concat();
+        let legacy =
+            observe(Instant::now(), true, false, Ask::CallTool, stream.as_bytes(), 0, UNLIMITED);
+        let [_, (notice, step)] = &legacy.exchanges[..] else { panic!("{legacy:?}") };
+        assert!(notice.starts_with("POST /mcp HTTP/1.1\r\n"), "{notice}");
+        assert!(notice.contains(r#""method":"notifications/cancelled""#), "{notice}");
+        assert!(matches!(step, ResponseStep::Ended { .. }), "{step:?}");
+        // The 2026-07-28 revision cancels by closing the stream alone: nothing more is sent.
+        let modern =
+            observe(Instant::now(), false, false, Ask::CallTool, stream.as_bytes(), 0, UNLIMITED);
+        assert_eq!(modern.exchanges.len(), 1, "{modern:?}");
+        assert!(!modern.requests_next, "{modern:?}");
+    }
+
     #[test]
     fn the_outcome_does_not_depend_on_how_the_response_is_cut() {
         let sse = event_stream(&["id: 1\ndata: ", DONE, "\n\n"]);
         let broken = b"HTTP/1.1 500 Oops\r\nContent-Length: 3\r\n\r\n{}}";
         let resumed = [&event_stream(&["id: e1\n\n"]), "@NEXT@", &sse].concat();
+        let cancelled = cancelled_stream();
         for (legacy, stream) in [
             (false, sse.as_bytes()),
             (true, sse.as_bytes()),
             (false, broken),
             (true, resumed.as_bytes()),
+            (false, cancelled.as_bytes()),
+            (true, cancelled.as_bytes()),
         ] {
             let whole = observe(Instant::now(), legacy, false, Ask::CallTool, stream, 0, UNLIMITED);
             for cut in [1, 2, 7] {
