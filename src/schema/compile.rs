@@ -60,6 +60,35 @@ pub(super) struct Keywords {
     pub(super) one_of: Vec<NodeId>,
     pub(super) not: Option<NodeId>,
     pub(super) reference: Option<NodeId>,
+    /// `if`, with `then` and `else` (either may be absent; without `if` both are ignored).
+    pub(super) condition: Option<Condition>,
+    /// `contains`, and how many elements must match it (`minContains`, 1 by default, and
+    /// `maxContains`).
+    pub(super) contains: Option<Contains>,
+    /// `propertyNames`: every member name, as a string, must match it.
+    pub(super) property_names: Option<NodeId>,
+    /// `dependentRequired` (and draft-07 `dependencies` with a list): when the member is
+    /// present, these must be too.
+    pub(super) dependent_required: Vec<(String, Vec<String>)>,
+    /// `dependentSchemas` (and draft-07 `dependencies` with a schema): when the member is
+    /// present, the whole object must match.
+    pub(super) dependent_schemas: Vec<(String, NodeId)>,
+}
+
+/// `if` / `then` / `else`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Condition {
+    pub(super) test: NodeId,
+    pub(super) then: Option<NodeId>,
+    pub(super) otherwise: Option<NodeId>,
+}
+
+/// `contains` with `minContains` and `maxContains`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Contains {
+    pub(super) schema: NodeId,
+    pub(super) min: u64,
+    pub(super) max: Option<u64>,
 }
 
 /// A compiled schema; node 0 is the root.
@@ -243,6 +272,22 @@ impl Compiler<'_> {
         if let Some(n) = map.get("not") {
             k.not = Some(self.child(n, at, "not", depth)?);
         }
+        if let Some(test) = map.get("if") {
+            let test = self.child(test, at, "if", depth)?;
+            let then = map.get("then").map(|t| self.child(t, at, "then", depth)).transpose()?;
+            let otherwise =
+                map.get("else").map(|e| self.child(e, at, "else", depth)).transpose()?;
+            k.condition = Some(Condition { test, then, otherwise });
+        }
+        if let Some(c) = map.get("contains") {
+            let schema = self.child(c, at, "contains", depth)?;
+            let (min, max) = (count("minContains").unwrap_or(1), count("maxContains"));
+            k.contains = Some(Contains { schema, min, max });
+        }
+        if let Some(names) = map.get("propertyNames") {
+            k.property_names = Some(self.child(names, at, "propertyNames", depth)?);
+        }
+        self.dependencies(map, &mut k, at, depth)?;
         if let Some(r) = map.get("$ref") {
             let Some(r) = r.as_str() else {
                 return Err(malformed(at, "$ref", "must be a string"));
@@ -250,6 +295,45 @@ impl Compiler<'_> {
             k.reference = Some(self.reference(r)?);
         }
         Ok(Node::Keywords(Box::new(k)))
+    }
+
+    /// `dependentRequired`, `dependentSchemas`, and draft-07's `dependencies`, whose members
+    /// are either (a list of names, or a schema).
+    fn dependencies(
+        &mut self,
+        map: &serde_json::Map<String, Value>,
+        k: &mut Keywords,
+        at: &mut String,
+        depth: usize,
+    ) -> Result<(), SchemaError> {
+        let names = |list: &Value| -> Option<Vec<String>> {
+            list.as_array()?.iter().map(|n| n.as_str().map(str::to_owned)).collect()
+        };
+        for keyword in ["dependentRequired", "dependentSchemas", "dependencies"] {
+            let Some(deps) = map.get(keyword) else { continue };
+            let Some(deps) = deps.as_object() else {
+                return Err(malformed(at, keyword, "must be an object"));
+            };
+            let len = at.len();
+            at.push('/');
+            at.push_str(keyword);
+            for (member, dep) in deps {
+                let list = keyword != "dependentSchemas" && dep.is_array();
+                if list {
+                    let Some(required) = names(dep) else {
+                        return Err(malformed(at, member, "must be a list of member names"));
+                    };
+                    k.dependent_required.push((member.clone(), required));
+                } else if keyword == "dependentRequired" {
+                    return Err(malformed(at, member, "must be a list of member names"));
+                } else {
+                    let id = self.child(dep, at, member, depth + 1)?;
+                    k.dependent_schemas.push((member.clone(), id));
+                }
+            }
+            at.truncate(len);
+        }
+        Ok(())
     }
 
     fn reference(&mut self, r: &str) -> Result<NodeId, SchemaError> {

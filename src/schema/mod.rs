@@ -14,14 +14,14 @@
 //! prefix), `prefixItems`, `minItems`, `maxItems`, `uniqueItems`, `minimum`, `maximum`,
 //! `exclusiveMinimum`, `exclusiveMaximum` (number form; the draft-04 boolean form is
 //! ignored), `multipleOf`, `minLength`, `maxLength` (counted in Unicode code points),
-//! `anyOf`, `oneOf`, `allOf`, `not`, `$ref` to a local JSON pointer (`#` or `#/...`, into
-//! `$defs`, `definitions` or anywhere else in the same document), and boolean schemas.
+//! `anyOf`, `oneOf`, `allOf`, `not`, `if`/`then`/`else`, `contains` with `minContains` and
+//! `maxContains`, `propertyNames`, `dependentRequired`, `dependentSchemas` (and draft-07's
+//! `dependencies`, either form), `$ref` to a local JSON pointer (`#` or `#/...`, into `$defs`,
+//! `definitions` or anywhere else in the same document), and boolean schemas.
 //!
 //! Ignored, so an instance is never refused for them: `pattern`, `patternProperties` (and
 //! `additionalProperties` is then not checked, since it depends on the patterns), `format`,
-//! `if`/`then`/`else`, `contains`, `propertyNames`, `dependentRequired`,
-//! `dependentSchemas`, `unevaluated*`, `$dynamicRef`, `$anchor`, `$id`, annotations and any
-//! unknown keyword. Sibling keywords next to `$ref` are checked too (2020-12 behaviour).
+//! `unevaluated*`, `$dynamicRef`, `$anchor`, `$id`, annotations and any unknown keyword. Sibling keywords next to `$ref` are checked too (2020-12 behaviour).
 //!
 //! # Refused schemas
 //!

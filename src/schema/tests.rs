@@ -149,11 +149,110 @@ fn unknown_and_unsupported_keywords_are_ignored() {
         "patternProperties": {"^x": {"type": "integer"}},
         "additionalProperties": false,
         "x-vendor": {"anything": true},
-        "if": {"required": ["s"]}, "then": false
+        "unevaluatedProperties": false
     }));
-    // `pattern`, `format` and `if`/`then` are not checked; with `patternProperties` present,
-    // `additionalProperties` cannot be judged and is skipped too.
+    // `pattern`, `format` and `unevaluated*` are not checked; with `patternProperties`
+    // present, `additionalProperties` cannot be judged and is skipped too.
     assert!(s.validate(&json!({"s": "zzz", "xy": "not an integer", "other": 1})).is_ok());
+}
+
+#[test]
+fn if_chooses_then_or_else_and_is_no_failure_itself() {
+    let s = compile(json!({
+        "if": {"properties": {"unit": {"const": "c"}}, "required": ["unit"]},
+        "then": {"properties": {"t": {"maximum": 60}}},
+        "else": {"properties": {"t": {"maximum": 140}}}
+    }));
+    assert!(s.validate(&json!({"unit": "c", "t": 40})).is_ok());
+    assert_eq!(fails_at(&s, json!({"unit": "c", "t": 100})), ("/t".into(), "maximum: too large"));
+    assert!(s.validate(&json!({"unit": "f", "t": 100})).is_ok(), "else");
+    assert!(s.validate(&json!({"t": 100})).is_ok(), "no unit: `if` fails, else applies");
+    assert_eq!(fails_at(&s, json!({"t": 200})).1, "maximum: too large");
+    // Without `if`, `then` and `else` mean nothing; an `if` alone never refuses.
+    assert!(compile(json!({"then": false, "else": false})).validate(&json!(1)).is_ok());
+    assert!(compile(json!({"if": false})).validate(&json!(1)).is_ok());
+    let only_then = compile(json!({"if": {"type": "string"}, "then": {"minLength": 2}}));
+    assert!(only_then.validate(&json!(5)).is_ok(), "no else: a mismatch of `if` passes");
+    assert_eq!(fails_at(&only_then, json!("a")).1, "minLength: too short");
+}
+
+#[test]
+fn contains_counts_matching_items_between_min_and_max() {
+    let s = compile(json!({"contains": {"type": "integer"}}));
+    assert!(s.validate(&json!(["a", 2])).is_ok());
+    assert_eq!(fails_at(&s, json!(["a", "b"])), ("".into(), "contains: too few items match"));
+    assert_eq!(fails_at(&s, json!([])).1, "contains: too few items match");
+    assert!(s.validate(&json!({"not": "an array"})).is_ok(), "only arrays");
+    let s = compile(json!({"contains": {"const": 1}, "minContains": 2, "maxContains": 3}));
+    assert_eq!(fails_at(&s, json!([1, 0])).1, "contains: too few items match");
+    assert!(s.validate(&json!([1, 0, 1])).is_ok());
+    assert!(s.validate(&json!([1, 1, 1])).is_ok());
+    assert_eq!(fails_at(&s, json!([1, 1, 1, 1])).1, "maxContains: too many items match contains");
+    // `minContains: 0` takes an array with no match, and `min`/`maxContains` without
+    // `contains` mean nothing.
+    assert!(compile(json!({"contains": false, "minContains": 0})).validate(&json!([])).is_ok());
+    assert!(compile(json!({"minContains": 5})).validate(&json!([])).is_ok());
+    // Nested: the pointer is the array's.
+    let s = compile(json!({"properties": {"tags": {"contains": {"const": "x"}}}}));
+    assert_eq!(fails_at(&s, json!({"tags": ["y"]})).0, "/tags");
+}
+
+#[test]
+fn property_names_check_each_name_as_a_string() {
+    let s = compile(json!({
+        "properties": {"env": {"propertyNames": {"maxLength": 3, "not": {"const": "bad"}}}}
+    }));
+    assert!(s.validate(&json!({"env": {"a": 1, "abc": 2}})).is_ok());
+    let long = fails_at(&s, json!({"env": {"abcd": 1}}));
+    assert_eq!(long, ("/env".into(), "propertyNames: a member name does not match"));
+    assert_eq!(fails_at(&s, json!({"env": {"bad": 1}})).0, "/env");
+    assert!(compile(json!({"propertyNames": false})).validate(&json!({})).is_ok(), "no names");
+    assert!(compile(json!({"propertyNames": {"type": "integer"}})).validate(&json!([1])).is_ok());
+}
+
+#[test]
+fn dependencies_require_members_or_a_schema_when_a_member_is_present() {
+    let s = compile(json!({
+        "dependentRequired": {"card": ["expiry", "cvc"]},
+        "dependentSchemas": {"refund": {"required": ["reason"]}}
+    }));
+    assert!(s.validate(&json!({"cash": 1})).is_ok());
+    assert!(s.validate(&json!({"card": 1, "expiry": 2, "cvc": 3})).is_ok());
+    assert_eq!(
+        fails_at(&s, json!({"card": 1, "expiry": 2})),
+        ("/cvc".into(), "dependentRequired: missing")
+    );
+    assert_eq!(fails_at(&s, json!({"refund": true})), ("/reason".into(), "required: missing"));
+    assert!(s.validate(&json!(["card"])).is_ok(), "only objects");
+    // Draft-07 `dependencies` holds either form.
+    let s = compile(
+        json!({"dependencies": {"a": ["b"], "c": {"properties": {"d": {"type": "string"}}}}}),
+    );
+    assert_eq!(fails_at(&s, json!({"a": 1})).0, "/b");
+    assert_eq!(fails_at(&s, json!({"c": 1, "d": 2})), ("/d".into(), "type: wrong type"));
+    assert!(s.validate(&json!({"a": 1, "b": 2, "c": 1, "d": "x"})).is_ok());
+    // A list that is not of names is a malformed schema, not one that is quietly ignored.
+    let bad =
+        Schema::compile_value(&json!({"dependentRequired": {"a": [1]}}), SchemaLimits::default());
+    assert!(matches!(bad, Err(SchemaError::Malformed { at, .. }) if at == "/dependentRequired/a"));
+    let bad =
+        Schema::compile_value(&json!({"dependentRequired": {"a": {}}}), SchemaLimits::default());
+    assert!(matches!(bad, Err(SchemaError::Malformed { .. })));
+}
+
+#[test]
+fn the_new_keywords_share_the_step_budget() {
+    // 2,000 items each checked against `contains` (which never matches) under a small budget.
+    let limits = SchemaLimits { max_steps: 500, ..SchemaLimits::default() };
+    let s = Schema::compile_value(&json!({"contains": {"const": -1}}), limits).unwrap();
+    let v = s.validate(&Value::Array(vec![json!(0); 2_000])).unwrap_err();
+    assert!(v.budget, "{v}");
+    // Member names, each checked by a run of its own, count against the same budget.
+    let s = Schema::compile_value(&json!({"propertyNames": {"minLength": 1}}), limits).unwrap();
+    let members: serde_json::Map<String, Value> =
+        (0..2_000).map(|i| (format!("k{i}"), json!(0))).collect();
+    let v = s.validate(&Value::Object(members)).unwrap_err();
+    assert!(v.budget, "{v}");
 }
 
 #[test]

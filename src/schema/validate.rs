@@ -2,7 +2,7 @@
 
 use serde_json::{Number, Value};
 
-use super::compile::{types, Node, NodeId, Schema};
+use super::compile::{types, Contains, Node, NodeId, Schema};
 use super::SchemaViolation;
 
 /// One segment of the instance location being checked.
@@ -154,6 +154,9 @@ impl<'v> Run<'v> {
                         self.descend(sub, item, Seg::Index(i), depth)?;
                     }
                 }
+                if let Some(c) = k.contains {
+                    self.contains(c, items, depth)?;
+                }
             }
             Value::Object(members) => {
                 let n = members.len() as u64;
@@ -181,6 +184,29 @@ impl<'v> Run<'v> {
                             self.descend(sub, value, Seg::Key(name), depth)?
                         }
                         (None, None) => {}
+                    }
+                }
+                if let Some(names) = k.property_names {
+                    for name in members.keys() {
+                        self.property_name(names, name, depth)?;
+                    }
+                }
+                for (member, required) in &k.dependent_required {
+                    if !members.contains_key(member) {
+                        continue;
+                    }
+                    self.step(required.len() as u64)?;
+                    if let Some(missing) = required.iter().find(|r| !members.contains_key(*r)) {
+                        // Named like `required`'s: the member that should be there.
+                        self.path.push(Seg::Key(missing));
+                        let e = self.fail("dependentRequired: missing");
+                        self.path.pop();
+                        return Err(e);
+                    }
+                }
+                for (member, sub) in &k.dependent_schemas {
+                    if members.contains_key(member) {
+                        self.check(*sub, v, depth + 1)?;
                     }
                 }
             }
@@ -217,7 +243,64 @@ impl<'v> Run<'v> {
                 return Err(self.fail("not: the subschema matches"));
             }
         }
+        if let Some(c) = k.condition {
+            // `if` only chooses: its own mismatch is no failure.
+            let branch = if self.matches(c.test, v, depth)? { c.then } else { c.otherwise };
+            if let Some(branch) = branch {
+                self.check(branch, v, depth + 1)?;
+            }
+        }
         Ok(())
+    }
+
+    /// `contains`: between `min` and `max` elements of `items` match. Counting stops once the
+    /// answer is known (past `max`, or at `min` without a `max`).
+    fn contains(
+        &mut self,
+        c: Contains,
+        items: &'v [Value],
+        depth: usize,
+    ) -> Result<(), SchemaViolation> {
+        let mut found = 0u64;
+        for item in items {
+            if c.max.is_none() && found >= c.min {
+                break;
+            }
+            found += u64::from(self.matches(c.schema, item, depth)?);
+            if c.max.is_some_and(|max| found > max) {
+                return Err(self.fail("maxContains: too many items match contains"));
+            }
+        }
+        if found < c.min {
+            return Err(self.fail("contains: too few items match"));
+        }
+        Ok(())
+    }
+
+    /// `propertyNames` on one member name. A name is not a location in the instance: a
+    /// mismatch names the object.
+    fn property_name(
+        &mut self,
+        names: NodeId,
+        name: &str,
+        depth: usize,
+    ) -> Result<(), SchemaViolation> {
+        // The name as a JSON string, checked by a run of its own that shares the budget (its
+        // path would borrow the string, which lives only here).
+        let name = Value::String(name.to_owned());
+        let mut run = Run {
+            schema: self.schema,
+            steps: self.steps,
+            max_depth: self.max_depth.saturating_sub(depth),
+            path: Vec::new(),
+        };
+        let outcome = run.check(names, &name, 0);
+        self.steps = run.steps;
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(e) if e.budget => Err(SchemaViolation { pointer: self.fail("").pointer, ..e }),
+            Err(_) => Err(self.fail("propertyNames: a member name does not match")),
+        }
     }
 
     fn number(&self, k: &super::compile::Keywords, n: &Number) -> Result<(), SchemaViolation> {
