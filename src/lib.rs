@@ -135,7 +135,7 @@
 //! | `http` | yes | [`HttpDriver`], [`HttpOptions`], TLS and proxies (httparse, rustls, webpki-roots), [`oauth`] |
 //! | `server-requests` | yes | answering the server's own requests (elicitation, sampling, roots) declared in [`Config::answers`]; without it nothing can be declared and every server request but `ping` is answered "Method not found" |
 //! | `cli` | no | the `mcpoll` command-line binary only (adds `ctrlc`); the library is unchanged |
-//! | `schema` | no | `Schema` (JSON Schema checks) and checked tool calls on `Host` (no new crate) |
+//! | `schema` | no | `Schema` (JSON Schema checks) and checked tool calls on `Host` (adds `regex-lite`, for `pattern`) |
 //!
 //! The engine, codecs and protocol types build with no features at all.
 //!

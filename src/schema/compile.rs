@@ -49,9 +49,14 @@ pub(super) struct Keywords {
     pub(super) min_properties: Option<u64>,
     pub(super) max_properties: Option<u64>,
     pub(super) properties: Vec<(String, NodeId)>,
+    /// `patternProperties` whose pattern compiled.
+    pub(super) pattern_properties: Vec<(Pattern, NodeId)>,
     pub(super) required: Vec<String>,
-    /// `None` when absent, or when `patternProperties` makes it undecidable here.
+    /// `None` when absent, or when a `patternProperties` pattern that did not compile makes
+    /// it undecidable which members are additional.
     pub(super) additional: Option<NodeId>,
+    /// `pattern`, when it compiled.
+    pub(super) pattern: Option<Pattern>,
     pub(super) prefix_items: Vec<NodeId>,
     /// Applies to the elements after `prefix_items`.
     pub(super) items: Option<NodeId>,
@@ -74,6 +79,33 @@ pub(super) struct Keywords {
     /// present, the whole object must match.
     pub(super) dependent_schemas: Vec<(String, NodeId)>,
 }
+
+/// A `pattern` (or a `patternProperties` name), searched for anywhere in a string as
+/// ECMA-262 does. regex-lite's syntax is close to ECMA-262's: a pattern that is not valid in
+/// it (lookaround, backreferences, `\p{..}`) or past the bounds below is ignored, never
+/// refused on (the module documentation lists where the two read a pattern differently).
+#[derive(Debug, Clone)]
+pub(super) struct Pattern(regex_lite::Regex);
+
+impl Pattern {
+    /// Whether the pattern occurs in `text`.
+    pub(super) fn is_match(&self, text: &str) -> bool {
+        self.0.is_match(text)
+    }
+
+    /// The validation steps a search of `text` costs: regex-lite searches in time
+    /// proportional to the text times the compiled pattern, whose source length stands for it.
+    pub(super) fn steps(&self, text: &str) -> u64 {
+        let per_byte = 1 + self.0.as_str().len() as u64 / 8;
+        1 + (text.len() as u64).saturating_mul(per_byte) / 256
+    }
+}
+
+/// The most patterns one schema compiles (the rest are ignored), and each one's compiled
+/// size: a schema's text is bounded, but a short pattern can compile to a large machine
+/// (`a{1000}{1000}`), so memory is bounded here, at 4 MiB per schema at worst.
+const MAX_PATTERNS: usize = 256;
+const PATTERN_BYTES: usize = 16 * 1024;
 
 /// `if` / `then` / `else`.
 #[derive(Debug, Clone, Copy)]
@@ -106,12 +138,20 @@ struct Compiler<'a> {
     refs: HashMap<String, NodeId>,
     /// Referenced pointers whose node is reserved but not built yet.
     pending: Vec<(String, NodeId)>,
+    /// Patterns compiled so far (see [`MAX_PATTERNS`]).
+    patterns: usize,
 }
 
 impl Schema {
     pub(super) fn compile(root: &Value, limits: SchemaLimits) -> Result<Self, SchemaError> {
-        let mut c =
-            Compiler { root, nodes: Vec::new(), limits, refs: HashMap::new(), pending: Vec::new() };
+        let mut c = Compiler {
+            root,
+            nodes: Vec::new(),
+            limits,
+            refs: HashMap::new(),
+            pending: Vec::new(),
+            patterns: 0,
+        };
         // A remote `$ref` anywhere is refused up front, even under a keyword that is ignored
         // or a definition nothing refers to: such a schema expects fetching we never do.
         scan_refs(root, 0, limits.max_depth.saturating_mul(2))?;
@@ -246,13 +286,30 @@ impl Compiler<'_> {
             }
             at.truncate(len);
         }
+        let mut all_patterns = true;
+        if let Some(props) = map.get("patternProperties") {
+            let Some(props) = props.as_object() else {
+                return Err(malformed(at, "patternProperties", "must be an object"));
+            };
+            let len = at.len();
+            at.push_str("/patternProperties");
+            for (source, s) in props {
+                let id = self.child(s, at, source, depth + 1)?;
+                match self.pattern(source) {
+                    Some(pattern) => k.pattern_properties.push((pattern, id)),
+                    None => all_patterns = false,
+                }
+            }
+            at.truncate(len);
+        }
         if let Some(a) = map.get("additionalProperties") {
             let id = self.child(a, at, "additionalProperties", depth)?;
-            // Which members are "additional" depends on the patterns, which are not checked.
-            if !map.contains_key("patternProperties") {
+            // Which members are "additional" depends on every pattern.
+            if all_patterns {
                 k.additional = Some(id);
             }
         }
+        k.pattern = map.get("pattern").and_then(Value::as_str).and_then(|p| self.pattern(p));
         k.prefix_items = self.children(map.get("prefixItems"), at, "prefixItems", depth)?;
         match map.get("items") {
             // Draft-07's array form is 2020-12's `prefixItems`; `additionalItems` the rest.
@@ -295,6 +352,17 @@ impl Compiler<'_> {
             k.reference = Some(self.reference(r)?);
         }
         Ok(Node::Keywords(Box::new(k)))
+    }
+
+    /// `source` compiled, unless it is not valid for regex-lite or past the bounds.
+    fn pattern(&mut self, source: &str) -> Option<Pattern> {
+        if self.patterns >= MAX_PATTERNS {
+            return None;
+        }
+        self.patterns += 1;
+        let built =
+            regex_lite::RegexBuilder::new(source).size_limit(PATTERN_BYTES).nest_limit(64).build();
+        built.ok().map(Pattern)
     }
 
     /// `dependentRequired`, `dependentSchemas`, and draft-07's `dependencies`, whose members

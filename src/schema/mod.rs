@@ -4,8 +4,10 @@
 //! A small validator of the keywords MCP tool schemas use, written here rather than taken from
 //! the `jsonschema` crate: that crate brings regex engines, URL and HTTP resolution machinery
 //! and dozens of transitive crates into a library whose whole tree is 16 crates, while tool
-//! schemas use a handful of keywords. A schema is compiled once (see [`Schema::compile`]) into
-//! a flat node table and then checked against any number of instances.
+//! schemas use a handful of keywords. The one engine it does take is `regex-lite`, for
+//! `pattern` and `patternProperties`: a crate with no dependencies of its own whose searches
+//! take time linear in the text. A schema is compiled once (see [`Schema::compile`]) into a
+//! flat node table and then checked against any number of instances.
 //!
 //! # Keywords
 //!
@@ -16,12 +18,21 @@
 //! ignored), `multipleOf`, `minLength`, `maxLength` (counted in Unicode code points),
 //! `anyOf`, `oneOf`, `allOf`, `not`, `if`/`then`/`else`, `contains` with `minContains` and
 //! `maxContains`, `propertyNames`, `dependentRequired`, `dependentSchemas` (and draft-07's
-//! `dependencies`, either form), `$ref` to a local JSON pointer (`#` or `#/...`, into `$defs`,
-//! `definitions` or anywhere else in the same document), and boolean schemas.
+//! `dependencies`, either form), `pattern` and `patternProperties` (see below), `$ref` to a
+//! local JSON pointer (`#` or `#/...`, into `$defs`, `definitions` or anywhere else in the
+//! same document), and boolean schemas.
 //!
-//! Ignored, so an instance is never refused for them: `pattern`, `patternProperties` (and
-//! `additionalProperties` is then not checked, since it depends on the patterns), `format`,
-//! `unevaluated*`, `$dynamicRef`, `$anchor`, `$id`, annotations and any unknown keyword. Sibling keywords next to `$ref` are checked too (2020-12 behaviour).
+//! Ignored, so an instance is never refused for them: `format`, `unevaluated*`,
+//! `$dynamicRef`, `$anchor`, `$id`, annotations and any unknown keyword; and a pattern that
+//! regex-lite cannot read (lookaround, backreferences, `\p{..}`), or past the bounds (256
+//! patterns per schema, 16 KiB compiled each), together with `additionalProperties` beside a
+//! `patternProperties` pattern so ignored, since which members are additional depends on it.
+//! Patterns are ECMA-262's in JSON Schema, and regex-lite reads Rust's regex syntax, which is
+//! close to it. The differences a schema could notice: `\d`, `\w`, `\s` and `\b` are ASCII
+//! here (ECMA-262's `\s` also takes Unicode spaces), `.` also matches `\r`, and `&&`, `--`
+//! and `~~` inside a class are set operations, not characters.
+//!
+//! Sibling keywords next to `$ref` are checked too (2020-12 behaviour).
 //!
 //! # Refused schemas
 //!

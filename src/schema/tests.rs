@@ -145,15 +145,87 @@ fn remote_and_dangling_refs_are_refused() {
 fn unknown_and_unsupported_keywords_are_ignored() {
     let s = compile(json!({
         "type": "object",
-        "properties": {"s": {"type": "string", "pattern": "^a$", "format": "email"}},
-        "patternProperties": {"^x": {"type": "integer"}},
+        "properties": {"s": {"type": "string", "format": "email", "pattern": "^(?=a)"}},
+        "patternProperties": {"^x(?!y)": {"type": "integer"}},
         "additionalProperties": false,
         "x-vendor": {"anything": true},
         "unevaluatedProperties": false
     }));
-    // `pattern`, `format` and `unevaluated*` are not checked; with `patternProperties`
-    // present, `additionalProperties` cannot be judged and is skipped too.
-    assert!(s.validate(&json!({"s": "zzz", "xy": "not an integer", "other": 1})).is_ok());
+    // `format` and `unevaluated*` are not checked, nor a pattern regex-lite cannot read
+    // (lookaround); with a `patternProperties` pattern unread, `additionalProperties` cannot
+    // be judged and is skipped too.
+    assert!(s.validate(&json!({"s": "zzz", "xz": "not an integer", "other": 1})).is_ok());
+}
+
+#[test]
+fn pattern_is_searched_for_anywhere_in_a_string() {
+    let s = compile(json!({
+        "properties": {
+            "id": {"type": "string", "pattern": "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"},
+            "code": {"pattern": "[A-Z]{3}"},
+            "path": {"pattern": "^\\/[a-z]+$"}
+        }
+    }));
+    assert!(s.validate(&json!({"id": "123e4567-e89b-12d3-a456-426614174000"})).is_ok());
+    assert_eq!(fails_at(&s, json!({"id": "123e4567"})), ("/id".into(), "pattern: does not match"));
+    assert!(s.validate(&json!({"code": "xxABCxx"})).is_ok(), "not anchored unless asked");
+    assert_eq!(fails_at(&s, json!({"code": "AbC"})).0, "/code");
+    assert!(s.validate(&json!({"code": 42})).is_ok(), "only strings");
+    assert!(s.validate(&json!({"path": "/etc"})).is_ok(), "an escaped slash, as ECMA-262 allows");
+    // Common shapes compile within the size bound: a date-time and an e-mail address.
+    let s = compile(json!({"properties": {
+        "at": {"pattern": "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d+)?(Z|[+-]\\d{2}:\\d{2})$"},
+        "mail": {"pattern": "^[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\\.[a-zA-Z]{2,}$"}
+    }}));
+    assert!(s.validate(&json!({"at": "2026-12-05T10:00:00Z", "mail": "a.b@example.org"})).is_ok());
+    assert_eq!(fails_at(&s, json!({"at": "5 Dec"})).0, "/at");
+    assert_eq!(fails_at(&s, json!({"mail": "no at sign"})).0, "/mail");
+}
+
+#[test]
+fn pattern_properties_apply_to_matching_names_and_settle_additional_properties() {
+    let s = compile(json!({
+        "properties": {"name": {"type": "string"}},
+        "patternProperties": {"^x-": {"type": "integer"}, "-n$": {"minimum": 0}},
+        "additionalProperties": false
+    }));
+    assert!(s.validate(&json!({"name": "a", "x-a": 1, "x-b-n": 2})).is_ok());
+    assert_eq!(fails_at(&s, json!({"x-a": "1"})), ("/x-a".into(), "type: wrong type"));
+    // Both patterns apply to a name both match.
+    assert_eq!(fails_at(&s, json!({"x-b-n": -1})).1, "minimum: too small");
+    assert_eq!(
+        fails_at(&s, json!({"other": 1})),
+        ("/other".into(), "false schema: nothing matches")
+    );
+    // A declared member is checked by its own schema and by the patterns it matches.
+    let s = compile(json!({
+        "properties": {"x-id": {"type": "integer"}},
+        "patternProperties": {"^x-": {"minimum": 10}}
+    }));
+    assert_eq!(fails_at(&s, json!({"x-id": 5})).1, "minimum: too small");
+    assert_eq!(fails_at(&s, json!({"x-id": "5"})).1, "type: wrong type");
+}
+
+#[test]
+fn hostile_patterns_are_bounded() {
+    // A short pattern that compiles to a large machine is ignored, not refused on.
+    let s = compile(json!({"pattern": "a{1000}{1000}"}));
+    assert!(s.validate(&json!("b")).is_ok());
+    // Past the most patterns one schema compiles, the rest are ignored.
+    let many: serde_json::Map<String, Value> =
+        (0..300).map(|i| (format!("p{i}"), json!({"pattern": "^never$"}))).collect();
+    let s = compile(json!({"properties": many}));
+    let args: serde_json::Map<String, Value> =
+        (0..300).map(|i| (format!("p{i}"), json!("x"))).collect();
+    assert!(s.validate(&Value::Object(args)).is_err());
+    let one = |i: usize| Value::Object([(format!("p{i}"), json!("x"))].into_iter().collect());
+    let checked = (0..300).filter(|&i| s.validate(&one(i)).is_err()).count();
+    assert_eq!(checked, 256, "256 patterns are checked, the other 44 ignored");
+    // A long text costs steps in proportion: the budget stops the search before it runs.
+    let limits = SchemaLimits { max_steps: 1_000, ..SchemaLimits::default() };
+    let s = Schema::compile_value(&json!({"pattern": "(a|b|c|d|e|f|g|h)+z"}), limits).unwrap();
+    let v = s.validate(&json!("a".repeat(1 << 20))).unwrap_err();
+    assert!(v.budget, "{v}");
 }
 
 #[test]

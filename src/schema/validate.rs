@@ -118,14 +118,22 @@ impl<'v> Run<'v> {
         }
         match v {
             Value::Number(n) => self.number(k, n)?,
-            Value::String(s) if k.min_length.is_some() || k.max_length.is_some() => {
-                self.step(1 + s.len() as u64 / 64)?;
-                let len = s.chars().count() as u64;
-                if k.min_length.is_some_and(|m| len < m) {
-                    return Err(self.fail("minLength: too short"));
+            Value::String(s) => {
+                if k.min_length.is_some() || k.max_length.is_some() {
+                    self.step(1 + s.len() as u64 / 64)?;
+                    let len = s.chars().count() as u64;
+                    if k.min_length.is_some_and(|m| len < m) {
+                        return Err(self.fail("minLength: too short"));
+                    }
+                    if k.max_length.is_some_and(|m| len > m) {
+                        return Err(self.fail("maxLength: too long"));
+                    }
                 }
-                if k.max_length.is_some_and(|m| len > m) {
-                    return Err(self.fail("maxLength: too long"));
+                if let Some(pattern) = &k.pattern {
+                    self.step(pattern.steps(s))?;
+                    if !pattern.is_match(s) {
+                        return Err(self.fail("pattern: does not match"));
+                    }
                 }
             }
             Value::Array(items) => {
@@ -179,11 +187,21 @@ impl<'v> Run<'v> {
                 for (name, value) in members {
                     self.step(1)?;
                     let declared = k.properties.iter().find(|(p, _)| p == name).map(|(_, s)| *s);
+                    // Every pattern the name matches applies, beside its declared schema.
+                    let mut matched = false;
+                    for (pattern, sub) in &k.pattern_properties {
+                        self.step(pattern.steps(name))?;
+                        if pattern.is_match(name) {
+                            matched = true;
+                            self.descend(*sub, value, Seg::Key(name), depth)?;
+                        }
+                    }
                     match (declared, k.additional) {
-                        (Some(sub), _) | (None, Some(sub)) => {
+                        (Some(sub), _) => self.descend(sub, value, Seg::Key(name), depth)?,
+                        (None, Some(sub)) if !matched => {
                             self.descend(sub, value, Seg::Key(name), depth)?
                         }
-                        (None, None) => {}
+                        _ => {}
                     }
                 }
                 if let Some(names) = k.property_names {
