@@ -22,11 +22,12 @@
 //! local JSON pointer (`#` or `#/...`, into `$defs`, `definitions` or anywhere else in the
 //! same document), and boolean schemas.
 //!
-//! Ignored, so an instance is never refused for them: `format`, `unevaluated*`,
-//! `$dynamicRef`, `$anchor`, `$id`, annotations and any unknown keyword; and a pattern that
-//! regex-lite cannot read (lookaround, backreferences, `\p{..}`), or past the bounds (256
-//! patterns per schema, 16 KiB compiled each), together with `additionalProperties` beside a
-//! `patternProperties` pattern so ignored, since which members are additional depends on it.
+//! Ignored, so an instance is never refused for them: `format` (an annotation only, 2020-12's
+//! default), `unevaluated*`, `$dynamicRef`, `$anchor`, `$id`, annotations and any unknown
+//! keyword; and a pattern that regex-lite cannot read (lookaround, backreferences, `\p{..}`),
+//! or past the bounds (256 patterns per schema, 16 KiB compiled each), together with
+//! `additionalProperties` beside a `patternProperties` pattern so ignored, since which members
+//! are additional depends on it.
 //! Patterns are ECMA-262's in JSON Schema, and regex-lite reads Rust's regex syntax, which is
 //! close to it. The differences a schema could notice: `\d`, `\w`, `\s` and `\b` are ASCII
 //! here (ECMA-262's `\s` also takes Unicode spaces), `.` also matches `\r`, and `&&`, `--`
