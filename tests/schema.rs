@@ -1,15 +1,16 @@
 //! The `schema` feature against the demo server: tool arguments checked before anything is
 //! sent, `structuredContent` checked against `outputSchema`, a network `$ref` refused (and
-//! never fetched), each definition compiled once.
+//! never fetched), each definition compiled once; and a Python SDK peer's `pattern`, read as the
+//! server reads it.
 #![cfg(feature = "schema")]
 
 mod common;
 
 use std::time::Duration;
 
-use mcpoll::{CallOptions, Config, Host, SchemaError, ServerId, ToolCallError};
+use mcpoll::{CallOptions, Config, Host, SchemaError, ServerId, StdioCommand, ToolCallError};
 
-use common::{demo_server, parse, raw, start};
+use common::{demo_server, parse, peers_dir, raw, start};
 
 const WAIT: Duration = common::PATIENCE;
 
@@ -107,4 +108,39 @@ fn an_oversized_schema_is_refused_within_the_limits() {
     host.set_schema_limits(limits);
     let r = host.call_tool_checked(id, "add", &raw(r#"{"a":1,"b":2}"#), &CallOptions::default());
     assert!(matches!(r, Err(ToolCallError::Schema(SchemaError::TooLarge))), "{r:?}");
+}
+
+/// The Python SDK peer's `book` tool: pydantic writes its bounds into the input schema
+/// (`"pattern": "^[A-Z]{3}-[0-9]{3}$"`, `minimum` 1, `maximum` 9) and checks them itself. What
+/// the schema refuses is never sent, what it takes the server takes, and what it refuses the
+/// server refuses too when it is sent unchecked.
+#[test]
+fn a_python_sdk_tools_pattern_is_checked_before_send_as_the_server_checks_it() {
+    let Some(dir) = peers_dir() else { return };
+    let mut host = Host::new().unwrap();
+    let id = start(&mut host, StdioCommand::new(dir.join("run-py-stdio.sh")), Config::default());
+    host.tool_catalog_blocking(id, WAIT).expect("tools listed");
+    let opts = CallOptions::default();
+    let good = raw(r#"{"flight":"ABC-123","seats":2}"#);
+    let booked = host.call_tool_checked_blocking(id, "book", &good, &opts).expect("booked");
+    assert_eq!(parse(&booked)["content"][0]["text"], "booked 2 on ABC-123");
+
+    let sent_before = host.stats(id).unwrap().requests_sent;
+    for (args, pointer, reason) in [
+        (r#"{"flight":"abc-123"}"#, "/flight", "pattern: does not match"),
+        (r#"{"flight":"XABC-123"}"#, "/flight", "pattern: does not match"),
+        (r#"{"flight":"ABC-123","seats":10}"#, "/seats", "maximum: too large"),
+    ] {
+        match host.call_tool_checked(id, "book", &raw(args), &opts) {
+            Err(ToolCallError::Arguments(v)) => {
+                assert_eq!((v.pointer.as_str(), v.reason), (pointer, reason), "{args}");
+            }
+            other => panic!("{args}: {other:?}"),
+        }
+    }
+    assert_eq!(host.stats(id).unwrap().requests_sent, sent_before, "nothing was written");
+
+    // Unchecked, the server refuses the same flight name itself (an `isError` result).
+    let refused = host.call_tool_blocking(id, "book", &raw(r#"{"flight":"abc-123"}"#), &opts);
+    assert!(refused.expect("a tool result").is_error, "the server's own check");
 }

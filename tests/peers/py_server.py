@@ -26,7 +26,7 @@ from mcp_types import (
     ToolChoice,
 )
 from mcp_types import RequestParams as _RequestParams
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from mcp.server import MCPServer
 from mcp.server.caching import CacheHint
@@ -93,6 +93,17 @@ class AddResult(BaseModel):
 )
 def add(a: float, b: float) -> AddResult:
     return AddResult(sum=a + b)
+
+
+@server.tool(
+    description="Book 1 to 9 seats on a flight named like ABC-123 (pydantic writes the bounds "
+    "into the input schema as `pattern`, `minimum` and `maximum`, and checks them itself).",
+)
+def book(
+    flight: Annotated[str, Field(pattern=r"^[A-Z]{3}-[0-9]{3}$")],
+    seats: Annotated[int, Field(ge=1, le=9)] = 1,
+) -> str:
+    return f"booked {seats} on {flight}"
 
 
 @server.tool(description="Sleep `ms` milliseconds, reporting progress every 100 ms; cancellable.")
