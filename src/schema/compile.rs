@@ -227,16 +227,31 @@ impl Compiler<'_> {
         let Some(list) = value.as_array() else {
             return Err(malformed(at, keyword, "must be an array of schemas"));
         };
-        let len = at.len();
-        at.push('/');
-        at.push_str(keyword);
-        let ids = list
-            .iter()
-            .enumerate()
-            .map(|(i, s)| self.child(s, at, &i.to_string(), depth + 1))
-            .collect();
-        at.truncate(len);
-        ids
+        under(at, keyword, |at| {
+            let child = |(i, s): (usize, &Value)| self.child(s, at, &i.to_string(), depth + 1);
+            list.iter().enumerate().map(child).collect()
+        })
+    }
+
+    /// The subschemas of a keyword whose value is an object of them, by member name
+    /// (`properties`, `patternProperties`).
+    fn named_children(
+        &mut self,
+        value: Option<&Value>,
+        at: &mut String,
+        keyword: &str,
+        depth: usize,
+    ) -> Result<Vec<(String, NodeId)>, SchemaError> {
+        let Some(value) = value else { return Ok(Vec::new()) };
+        let Some(members) = value.as_object() else {
+            return Err(malformed(at, keyword, "must be an object"));
+        };
+        under(at, keyword, |at| {
+            let child = |(name, s): (&String, &Value)| {
+                Ok((name.clone(), self.child(s, at, name, depth + 1)?))
+            };
+            members.iter().map(child).collect()
+        })
     }
 
     fn build(&mut self, value: &Value, at: &mut String, depth: usize) -> Result<Node, SchemaError> {
@@ -274,33 +289,15 @@ impl Compiler<'_> {
             .and_then(Value::as_array)
             .map(|r| r.iter().filter_map(Value::as_str).map(str::to_owned).collect())
             .unwrap_or_default();
-        if let Some(props) = map.get("properties") {
-            let Some(props) = props.as_object() else {
-                return Err(malformed(at, "properties", "must be an object"));
-            };
-            let len = at.len();
-            at.push_str("/properties");
-            for (name, s) in props {
-                let id = self.child(s, at, name, depth + 1)?;
-                k.properties.push((name.clone(), id));
-            }
-            at.truncate(len);
-        }
+        k.properties = self.named_children(map.get("properties"), at, "properties", depth)?;
         let mut all_patterns = true;
-        if let Some(props) = map.get("patternProperties") {
-            let Some(props) = props.as_object() else {
-                return Err(malformed(at, "patternProperties", "must be an object"));
-            };
-            let len = at.len();
-            at.push_str("/patternProperties");
-            for (source, s) in props {
-                let id = self.child(s, at, source, depth + 1)?;
-                match self.pattern(source) {
-                    Some(pattern) => k.pattern_properties.push((pattern, id)),
-                    None => all_patterns = false,
-                }
+        let patterns =
+            self.named_children(map.get("patternProperties"), at, "patternProperties", depth)?;
+        for (source, id) in patterns {
+            match self.pattern(&source) {
+                Some(pattern) => k.pattern_properties.push((pattern, id)),
+                None => all_patterns = false,
             }
-            at.truncate(len);
         }
         if let Some(a) = map.get("additionalProperties") {
             let id = self.child(a, at, "additionalProperties", depth)?;
@@ -382,24 +379,23 @@ impl Compiler<'_> {
             let Some(deps) = deps.as_object() else {
                 return Err(malformed(at, keyword, "must be an object"));
             };
-            let len = at.len();
-            at.push('/');
-            at.push_str(keyword);
-            for (member, dep) in deps {
-                let list = keyword != "dependentSchemas" && dep.is_array();
-                if list {
-                    let Some(required) = names(dep) else {
+            under(at, keyword, |at| {
+                for (member, dep) in deps {
+                    let list = keyword != "dependentSchemas" && dep.is_array();
+                    if list {
+                        let Some(required) = names(dep) else {
+                            return Err(malformed(at, member, "must be a list of member names"));
+                        };
+                        k.dependent_required.push((member.clone(), required));
+                    } else if keyword == "dependentRequired" {
                         return Err(malformed(at, member, "must be a list of member names"));
-                    };
-                    k.dependent_required.push((member.clone(), required));
-                } else if keyword == "dependentRequired" {
-                    return Err(malformed(at, member, "must be a list of member names"));
-                } else {
-                    let id = self.child(dep, at, member, depth + 1)?;
-                    k.dependent_schemas.push((member.clone(), id));
+                    } else {
+                        let id = self.child(dep, at, member, depth + 1)?;
+                        k.dependent_schemas.push((member.clone(), id));
+                    }
                 }
-            }
-            at.truncate(len);
+                Ok(())
+            })?;
         }
         Ok(())
     }
@@ -446,6 +442,16 @@ fn scan_refs(value: &Value, depth: usize, max_depth: usize) -> Result<(), Schema
         Value::Array(list) => list.iter().try_for_each(|v| scan_refs(v, depth + 1, max_depth)),
         _ => Ok(()),
     }
+}
+
+/// `f` with `/keyword` pushed onto the pointer `at`, which is as it was again afterwards.
+fn under<T>(at: &mut String, keyword: &str, f: impl FnOnce(&mut String) -> T) -> T {
+    let len = at.len();
+    at.push('/');
+    at.push_str(keyword);
+    let out = f(at);
+    at.truncate(len);
+    out
 }
 
 fn malformed(at: &str, keyword: &str, reason: &'static str) -> SchemaError {
