@@ -136,8 +136,8 @@ pub fn http_response(data: &[u8]) {
 /// GET stream) and a cut (bits 3 to 7). The second sets a readiness turn's budget (bits 0 to
 /// 6) and a bearer token the server may refuse once (bit 7). The rest is what a server
 /// answers a ready HTTP session: up to four responses with `@NEXT@` between them, where
-/// `@ID@@@@` stands for the id of the request answered, and the first `@CANCEL@` at the start
-/// of a line is where the host cancels its request. Never a panic, and what the session and the engine make of it
+/// `@ID@@@@` stands for the id of the request answered, and the first `@CANCEL@` or `@LATE@`
+/// at the start of a line is where the host cancels its request or its deadline passes. Never a panic, and what the session and the engine make of it
 /// (the requests, the steps, the events, the streams closed, the next wake) must not depend
 /// on how TCP cut it, nor on how many turns it took.
 #[cfg(feature = "http")]
@@ -343,6 +343,7 @@ mod tests {
             "legacy-cancel-mid-stream",
             "legacy-cleared-id",
             "legacy-get-stream",
+            "legacy-late-mid-stream",
             "legacy-reply-then-more",
             "legacy-resume-twice",
             "legacy-sse-resume",
@@ -350,6 +351,7 @@ mod tests {
             "modern-401-refresh",
             "modern-cancel-mid-stream",
             "modern-json",
+            "modern-late-mid-stream",
             "modern-list-two-pages",
             "modern-listen",
             "modern-sse",

@@ -50,6 +50,22 @@ pub(crate) const NEXT: &[u8] = b"@NEXT@";
 /// either ending (refused or cancelled) is right for a call the host gave up on.
 pub(crate) const CANCEL: &[u8] = b"@CANCEL@";
 
+/// Where the request's deadline passes instead (the clock jumps past it), on the same terms
+/// as [`CANCEL`]; the first of the two that comes is the only one.
+pub(crate) const LATE: &[u8] = b"@LATE@";
+
+/// The request's deadline.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// How the harness stops waiting for a request part-way through its response.
+#[derive(Debug, Clone, Copy)]
+enum Stop {
+    /// The host cancels the call (none: the legacy GET stream, which is no call).
+    Cancel(Option<CallId>),
+    /// The call's deadline passes.
+    Late,
+}
+
 /// The most responses a stream is split into.
 const MAX_RESPONSES: usize = 4;
 
@@ -85,10 +101,10 @@ pub(crate) fn observe(
 ) -> Outcome {
     assert!(budget.frames > 0 && budget.units > 0, "a turn takes something");
     let (mut pump, get) = Pump::ready(now, legacy, bearer, ask == Ask::Listen);
-    let opts = CallOptions::timeout(Duration::from_secs(30));
+    let opts = CallOptions::timeout(DEADLINE);
     let (engine, now) = (&mut pump.engine, pump.now);
     // The legacy GET stream is the session's own, not a call: there is nothing to cancel.
-    let mut cancel = match ask {
+    let call = match ask {
         Ask::Listen if legacy => None,
         Ask::CallTool => {
             let args = RawValue::from_string(r#"{"q":1}"#.to_owned()).expect("literal JSON");
@@ -110,6 +126,7 @@ pub(crate) fn observe(
     };
     let mut id = sent.id.clone();
     let mut exchanges = Vec::new();
+    let mut stopped = false;
     for (n, response) in responses(stream).enumerate() {
         if n > 0 {
             let Some(next) = pump.next_request_when_due() else { break };
@@ -121,16 +138,13 @@ pub(crate) fn observe(
             id.clone_from(&sent.id);
         }
         let response = with_id(response, id.as_bytes());
-        let at_line_start = |at: usize| at == 0 || response.get(at - 1) == Some(&b'\n');
-        let (head, tail) = match find(&response, CANCEL) {
-            Some(at) if cancel.is_some() && at_line_start(at) => {
-                (&response[..at], Some(&response[at + CANCEL.len()..]))
+        let step = match stop_in(&response, call).filter(|_| !stopped) {
+            Some((at, len, stop)) => {
+                stopped = true;
+                let (head, tail) = (&response[..at], &response[at + len..]);
+                pump.run_stopped(sent.x, head, tail, stop, cut, budget)
             }
-            _ => (&response[..], None),
-        };
-        let step = match tail {
-            Some(tail) => pump.run_cancelled(sent.x, head, tail, cancel.take(), cut, budget),
-            None => pump.run_response(sent.x, head, cut, budget),
+            None => pump.run_response(sent.x, &response, cut, budget),
         };
         exchanges.push((std::mem::take(&mut sent.text), step));
     }
@@ -138,6 +152,20 @@ pub(crate) fn observe(
     let wake_after = pump.session.poll_timeout().map(|t| t.saturating_duration_since(pump.now));
     let requests_next = pump.session.peek_waiting().is_some();
     Outcome { exchanges, events: pump.events(), closed: pump.closed, wake_after, requests_next }
+}
+
+/// The first stop marker at the start of a line in `response`: where it starts, its length,
+/// and what it does. A cancel without a call to cancel is only bytes.
+fn stop_in(response: &[u8], call: Option<CallId>) -> Option<(usize, usize, Stop)> {
+    let at_line_start = |at: &usize| *at == 0 || response.get(at - 1) == Some(&b'\n');
+    let cancel = find(response, CANCEL)
+        .filter(|at| call.is_some() && at_line_start(at))
+        .map(|at| (at, CANCEL.len(), Stop::Cancel(call)));
+    let late = find(response, LATE).filter(at_line_start).map(|at| (at, LATE.len(), Stop::Late));
+    match (cancel, late) {
+        (Some(c), Some(l)) => Some(if c.0 < l.0 { c } else { l }),
+        (c, l) => c.or(l),
+    }
 }
 
 /// Where `marker` first starts in `bytes`.
@@ -276,23 +304,30 @@ impl Pump {
         }
     }
 
-    /// [`run_response`](Self::run_response) with the host cancelling `call` once `head` was
-    /// handed to the session: what the session then asks the driver to close is closed (and
-    /// `tail` never read from it), as the HTTP driver does.
-    fn run_cancelled(
+    /// [`run_response`](Self::run_response) with the host cancelling its call, or the call's
+    /// deadline passing, once `head` was handed to the session: what the session then asks
+    /// the driver to close is closed (and `tail` never read from it), as the HTTP driver does.
+    fn run_stopped(
         &mut self,
         x: ExchangeId,
         head: &[u8],
         tail: &[u8],
-        call: Option<CallId>,
+        stop: Stop,
         cut: usize,
         budget: Budget,
     ) -> ResponseStep {
         let mut parser = ResponseParser::new(Limits::default());
         let mut step = self.feed(x, &mut parser, head, cut, budget);
-        if let Some(call) = call {
+        match stop {
             // Refused when the call already ended: a cancellation that comes too late.
-            let _ = self.engine.cancel(self.now, call);
+            Stop::Cancel(Some(call)) => {
+                let _ = self.engine.cancel(self.now, call);
+            }
+            Stop::Cancel(None) => {}
+            Stop::Late => {
+                self.now += DEADLINE + Duration::from_secs(1);
+                self.engine.handle_timeout(self.now);
+            }
         }
         self.session.handle_timeout(&mut self.engine, self.now);
         while let Some(closed) = self.session.poll_close() {
@@ -519,11 +554,46 @@ mod tests {
     /// An event stream that is cancelled after its first event: the head and that event,
     /// the marker, then the call's reply and the stream's end.
     fn cancelled_stream() -> String {
+        stopped_stream("@CANCEL@")
+    }
+
+    /// [`cancelled_stream`] with `marker` where it stops.
+    fn stopped_stream(marker: &str) -> String {
         let note = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}"#;
         let open = event_stream(&[&format!("id: 1\ndata: {note}\n\n")]);
         let (head, end) = open.split_at(open.len() - "0\r\n\r\n".len());
         let reply = format!("id: 2\ndata: {DONE}\n\n");
-        format!("{head}@CANCEL@{:x}\r\n{reply}\r\n{end}", reply.len())
+        format!("{head}{marker}{:x}\r\n{reply}\r\n{end}", reply.len())
+    }
+
+    #[test]
+    fn a_call_whose_deadline_passes_mid_stream_has_its_stream_closed_in_either_era() {
+        let stream = stopped_stream("@LATE@");
+        for legacy in [false, true] {
+            let outcome = observe(
+                Instant::now(),
+                legacy,
+                false,
+                Ask::CallTool,
+                stream.as_bytes(),
+                0,
+                UNLIMITED,
+            );
+            assert_eq!(outcome.closed, 1, "{outcome:?}");
+            assert_eq!(outcome.exchanges[0].1, ResponseStep::Close, "{outcome:?}");
+            let ends: Vec<&String> =
+                outcome.events.iter().filter(|e| e.starts_with("Call")).collect();
+            assert_eq!(ends.len(), 1, "{outcome:?}");
+            assert!(
+                ends[0].starts_with("CallFailed") && ends[0].contains("DeadlineExceeded"),
+                "{ends:?}"
+            );
+        }
+        // Only the first stop counts: a later cancel marker is only bytes of the reply's event.
+        let both = stopped_stream("@LATE@@CANCEL@");
+        let outcome =
+            observe(Instant::now(), false, false, Ask::CallTool, both.as_bytes(), 0, UNLIMITED);
+        assert_eq!(outcome.closed, 1, "{outcome:?}");
     }
 
     #[test]
@@ -571,6 +641,7 @@ mod tests {
         let broken = b"HTTP/1.1 500 Oops\r\nContent-Length: 3\r\n\r\n{}}";
         let resumed = [&event_stream(&["id: e1\n\n"]), "@NEXT@", &sse].concat();
         let cancelled = cancelled_stream();
+        let late = stopped_stream("@LATE@");
         for (legacy, stream) in [
             (false, sse.as_bytes()),
             (true, sse.as_bytes()),
@@ -578,6 +649,8 @@ mod tests {
             (true, resumed.as_bytes()),
             (false, cancelled.as_bytes()),
             (true, cancelled.as_bytes()),
+            (false, late.as_bytes()),
+            (true, late.as_bytes()),
         ] {
             let whole = observe(Instant::now(), legacy, false, Ask::CallTool, stream, 0, UNLIMITED);
             for cut in [1, 2, 7] {
