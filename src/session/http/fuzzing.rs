@@ -60,8 +60,8 @@ const DEADLINE: Duration = Duration::from_secs(30);
 /// How the harness stops waiting for a request part-way through its response.
 #[derive(Debug, Clone, Copy)]
 enum Stop {
-    /// The host cancels the call (none: the legacy GET stream, which is no call).
-    Cancel(Option<CallId>),
+    /// The host cancels the call.
+    Cancel(CallId),
     /// The call's deadline passes.
     Late,
 }
@@ -85,11 +85,12 @@ pub(crate) enum Ask {
 }
 
 /// Runs the responses in `stream` (see [`NEXT`]; each [`ID`] becomes the id of the request
-/// the response answers, or for a resumed stream of the request it resumes) through a connection's parser each: whole when `cut` is 0, else cut
-/// every `cut` bytes, and then the server's close; each piece in turns of `budget` (each turn
-/// a fresh one, as each readiness event brings) until it is taken. Panics when the session
-/// cannot be brought to ready (the canned handshake is the harness's own), or on a budget
-/// that takes nothing.
+/// the response answers, or for a resumed stream of the request it resumes) through a
+/// connection's parser each: whole when `cut` is 0, else cut every `cut` bytes, and then the
+/// server's close; each piece in turns of `budget` (each turn a fresh one, as each readiness
+/// event brings) until it is taken. The first [`CANCEL`] or [`LATE`] stops the wait there.
+/// Panics when the session cannot be brought to ready (the canned handshake is the harness's
+/// own), or on a budget that takes nothing.
 pub(crate) fn observe(
     now: Instant,
     legacy: bool,
@@ -158,9 +159,10 @@ pub(crate) fn observe(
 /// and what it does. A cancel without a call to cancel is only bytes.
 fn stop_in(response: &[u8], call: Option<CallId>) -> Option<(usize, usize, Stop)> {
     let at_line_start = |at: &usize| *at == 0 || response.get(at - 1) == Some(&b'\n');
-    let cancel = find(response, CANCEL)
-        .filter(|at| call.is_some() && at_line_start(at))
-        .map(|at| (at, CANCEL.len(), Stop::Cancel(call)));
+    let cancel = call.and_then(|call| {
+        let at = find(response, CANCEL).filter(at_line_start)?;
+        Some((at, CANCEL.len(), Stop::Cancel(call)))
+    });
     let late = find(response, LATE).filter(at_line_start).map(|at| (at, LATE.len(), Stop::Late));
     match (cancel, late) {
         (Some(c), Some(l)) => Some(if c.0 < l.0 { c } else { l }),
@@ -320,10 +322,9 @@ impl Pump {
         let mut step = self.feed(x, &mut parser, head, cut, budget);
         match stop {
             // Refused when the call already ended: a cancellation that comes too late.
-            Stop::Cancel(Some(call)) => {
+            Stop::Cancel(call) => {
                 let _ = self.engine.cancel(self.now, call);
             }
-            Stop::Cancel(None) => {}
             Stop::Late => {
                 self.now += DEADLINE + Duration::from_secs(1);
                 self.engine.handle_timeout(self.now);
