@@ -177,7 +177,8 @@
 #![warn(missing_debug_implementations, unreachable_pub, elided_lifetimes_in_paths)]
 
 mod auth;
-// The capability cache; the host wires it in.
+// The capability cache; the many-server core wires it in, so it is built with it.
+#[cfg(feature = "stdio")]
 mod catalog;
 mod codec;
 mod config;
@@ -206,6 +207,7 @@ pub mod internal;
 
 #[cfg(feature = "http")]
 pub use auth::oauth;
+#[cfg(feature = "stdio")]
 pub use catalog::CatalogChange;
 pub use config::{
     BreakerPolicy, CacheConfig, Config, RestartPolicy, RetryPolicy, SavedVerdict,

@@ -25,6 +25,8 @@ pub struct mcpoll_call_options {
 /// An HTTP server's options: URL, headers, bearer token, CA file, proxy, client credentials.
 #[derive(Debug, Clone)]
 pub struct mcpoll_http_options {
+    // Read only where the HTTP server is added, which a build without `http` refuses.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) url: String,
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) bearer: Option<String>,

@@ -16,10 +16,6 @@
 //! Nothing here names a type from the rest of the crate, so `benches/catalog.rs` can compile
 //! these files on their own.
 
-// Without the host (feature `stdio`) only `CatalogChange` is reachable, through the engine's
-// `Event`, whose host-only variants carry it.
-#![cfg_attr(not(feature = "stdio"), allow(dead_code))]
-
 pub(crate) mod canonical;
 pub(crate) mod change;
 pub(crate) mod diff;

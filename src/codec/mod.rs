@@ -1,12 +1,14 @@
 //! Sans-IO codecs: bytes in, complete frames out. Each is incremental, capped and indifferent
 //! to how its input is chunked.
 
-// Without the HTTP driver some codecs (SSE, HTTP/1) have no user; the engine still builds.
-#![cfg_attr(not(feature = "http"), allow(dead_code))]
+// Each codec is built with the driver that uses it: the stdio driver's line framer, the
+// HTTP session's HTTP/1 and SSE parsers.
 pub(crate) mod base64;
 #[cfg(feature = "http")]
 pub(crate) mod http1;
+#[cfg(feature = "stdio")]
 pub(crate) mod ndjson;
+#[cfg(feature = "http")]
 pub(crate) mod sse;
 
 /// The chunking-independence check every codec's table tests share: the same output for the
