@@ -348,7 +348,49 @@ impl Compiler<'_> {
             };
             k.reference = Some(self.reference(r)?);
         }
+        self.unevaluated(map, &mut k, all_patterns, at, depth)?;
         Ok(Node::Keywords(Box::new(k)))
+    }
+
+    /// `unevaluatedProperties` and `unevaluatedItems` where no subschema applies to the
+    /// instance in place (`allOf`, `$ref`, `if`, ...): there the members and items they see are
+    /// exactly those `additionalProperties` and `items` would, so they take those places (when
+    /// free). Beside an in-place subschema, which members it evaluated would have to be
+    /// tracked through every applicator: they are ignored there, never refused on.
+    fn unevaluated(
+        &mut self,
+        map: &serde_json::Map<String, Value>,
+        k: &mut Keywords,
+        all_patterns: bool,
+        at: &mut String,
+        depth: usize,
+    ) -> Result<(), SchemaError> {
+        const IN_PLACE: [&str; 9] = [
+            "allOf",
+            "anyOf",
+            "oneOf",
+            "if",
+            "$ref",
+            "$dynamicRef",
+            "dependentSchemas",
+            "dependencies",
+            "contains",
+        ];
+        let alone = !IN_PLACE.iter().any(|keyword| map.contains_key(*keyword));
+        if let Some(u) = map.get("unevaluatedProperties") {
+            let id = self.child(u, at, "unevaluatedProperties", depth)?;
+            let free = !map.contains_key("additionalProperties");
+            if alone && all_patterns && free {
+                k.additional = Some(id);
+            }
+        }
+        if let Some(u) = map.get("unevaluatedItems") {
+            let id = self.child(u, at, "unevaluatedItems", depth)?;
+            if alone && k.items.is_none() {
+                k.items = Some(id);
+            }
+        }
+        Ok(())
     }
 
     /// `source` compiled, unless it is not valid for regex-lite or past the bounds.

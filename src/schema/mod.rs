@@ -18,16 +18,21 @@
 //! ignored), `multipleOf`, `minLength`, `maxLength` (counted in Unicode code points),
 //! `anyOf`, `oneOf`, `allOf`, `not`, `if`/`then`/`else`, `contains` with `minContains` and
 //! `maxContains`, `propertyNames`, `dependentRequired`, `dependentSchemas` (and draft-07's
-//! `dependencies`, either form), `pattern` and `patternProperties` (see below), `$ref` to a
-//! local JSON pointer (`#` or `#/...`, into `$defs`, `definitions` or anywhere else in the
-//! same document), and boolean schemas.
+//! `dependencies`, either form), `pattern` and `patternProperties` (see below),
+//! `unevaluatedProperties` and `unevaluatedItems` in a schema with no in-place subschema
+//! (`allOf`, `anyOf`, `oneOf`, `if`, `$ref`, `dependentSchemas`, `contains`), where they see
+//! what `additionalProperties` and `items` would; `$ref` to a local JSON pointer (`#` or
+//! `#/...`, into `$defs`, `definitions` or anywhere else in the same document), and boolean
+//! schemas.
 //!
 //! Ignored, so an instance is never refused for them: `format` (an annotation only, 2020-12's
-//! default), `unevaluated*`, `$dynamicRef`, `$anchor`, `$id`, annotations and any unknown
-//! keyword; and a pattern that regex-lite cannot read (lookaround, backreferences, `\p{..}`),
-//! or past the bounds (256 patterns per schema, 16 KiB compiled each), together with
+//! default), `unevaluated*` beside an in-place subschema (which members that evaluated is not
+//! tracked), `$dynamicRef`, `$anchor`, `$id`, annotations and any unknown keyword; and a
+//! pattern that regex-lite cannot read (lookaround, backreferences, `\p{..}`), or past the
+//! bounds (256 patterns per schema, 16 KiB compiled each), together with
 //! `additionalProperties` beside a `patternProperties` pattern so ignored, since which members
 //! are additional depends on it.
+//!
 //! Patterns are ECMA-262's in JSON Schema, and regex-lite reads Rust's regex syntax, which is
 //! close to it. The differences a schema could notice: `\d`, `\w`, `\s` and `\b` are ASCII
 //! here (ECMA-262's `\s` also takes Unicode spaces), `.` also matches `\r`, and `&&`, `--`

@@ -229,6 +229,43 @@ fn hostile_patterns_are_bounded() {
 }
 
 #[test]
+fn unevaluated_members_and_items_are_checked_where_no_subschema_applies_in_place() {
+    let s = compile(json!({
+        "properties": {"a": {}},
+        "patternProperties": {"^x-": {}},
+        "unevaluatedProperties": false
+    }));
+    assert!(s.validate(&json!({"a": 1, "x-b": 2})).is_ok());
+    assert_eq!(
+        fails_at(&s, json!({"a": 1, "c": 2})),
+        ("/c".into(), "false schema: nothing matches")
+    );
+    let s = compile(json!({"properties": {"a": {}}, "unevaluatedProperties": {"type": "integer"}}));
+    assert!(s.validate(&json!({"a": "s", "b": 1})).is_ok());
+    assert_eq!(fails_at(&s, json!({"b": "s"})), ("/b".into(), "type: wrong type"));
+    let s = compile(json!({"prefixItems": [{"type": "string"}], "unevaluatedItems": false}));
+    assert!(s.validate(&json!(["a"])).is_ok());
+    assert_eq!(fails_at(&s, json!(["a", 1])).0, "/1");
+    // With `additionalProperties` or `items` present, every member or item is evaluated.
+    let s = compile(json!({"additionalProperties": true, "unevaluatedProperties": false}));
+    assert!(s.validate(&json!({"c": 1})).is_ok());
+    // Inside an `allOf` branch, the branch sees only its own members, as 2020-12 says.
+    let s = compile(json!({
+        "allOf": [{"properties": {"a": {}}, "unevaluatedProperties": false}],
+        "properties": {"b": {}}
+    }));
+    assert_eq!(fails_at(&s, json!({"a": 1, "b": 2})).0, "/b");
+    // Beside an in-place subschema they are not checked: what `allOf` evaluated is not tracked.
+    let s = compile(json!({
+        "allOf": [{"properties": {"b": {}}}],
+        "properties": {"a": {}},
+        "unevaluatedProperties": false
+    }));
+    assert!(s.validate(&json!({"a": 1, "b": 2})).is_ok());
+    assert!(s.validate(&json!({"c": 1})).is_ok(), "not checked here, never refused on");
+}
+
+#[test]
 fn if_chooses_then_or_else_and_is_no_failure_itself() {
     let s = compile(json!({
         "if": {"properties": {"unit": {"const": "c"}}, "required": ["unit"]},
