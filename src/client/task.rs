@@ -451,9 +451,9 @@ impl Client {
 mod tests {
     use super::*;
 
+    use crate::config::Config;
     use crate::engine::{Event, TransmitKind, TransportEvent, TransportKind};
     use crate::error::{CallError, LocalError};
-    use crate::Config;
 
     fn table() -> (TaskTable<u32>, Instant) {
         (TaskTable::default(), Instant::now())

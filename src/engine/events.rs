@@ -777,8 +777,8 @@ mod tests {
 
     use super::*;
     use crate::engine::tests::{raw, Harness};
+    use crate::engine::CallOptions;
     use crate::error::{LocalError, RequestError};
-    use crate::CallOptions;
 
     /// A blocking host takes each call's own end and leaves the rest queued: an unread event at
     /// the head used to keep the arena from ever being reset, so every result stayed in it.

@@ -64,7 +64,8 @@ mod tests {
     use serde_json::{json, Value};
 
     use crate::engine::tests::Harness;
-    use crate::{CallOptions, Event, Method, TransportEvent};
+    use crate::engine::{CallOptions, Event, TransportEvent};
+    use crate::proto::mcp::Method;
 
     /// Lists three pages with the given extra members and returns the joined result.
     fn joined(pages: [Value; 3]) -> Value {
