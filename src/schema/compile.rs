@@ -103,9 +103,11 @@ impl Pattern {
 
 /// The most patterns one schema compiles (the rest are ignored), and each one's compiled
 /// size: a schema's text is bounded, but a short pattern can compile to a large machine
-/// (`a{1000}{1000}`), so memory is bounded here, at 4 MiB per schema at worst.
-const MAX_PATTERNS: usize = 256;
-const PATTERN_BYTES: usize = 16 * 1024;
+/// (`a{1000}{1000}`), so memory is bounded here, at 4 MiB per schema at worst (about what its
+/// 10,000 nodes may take). 32 KiB admits `^.{1,255}$` (22 KiB: `.` is every Unicode scalar
+/// value); an e-mail, date-time or UUID pattern takes under 2 KiB.
+const MAX_PATTERNS: usize = 128;
+const PATTERN_BYTES: usize = 32 * 1024;
 
 /// `if` / `then` / `else`.
 #[derive(Debug, Clone, Copy)]

@@ -29,7 +29,7 @@
 //! default), `unevaluated*` beside an in-place subschema (which members that evaluated is not
 //! tracked), `$dynamicRef`, `$anchor`, `$id`, annotations and any unknown keyword; and a
 //! pattern that regex-lite cannot read (lookaround, backreferences, `\p{..}`), or past the
-//! bounds (256 patterns per schema, 16 KiB compiled each), together with
+//! bounds (128 patterns per schema, 32 KiB compiled each), together with
 //! `additionalProperties` beside a `patternProperties` pattern so ignored, since which members
 //! are additional depends on it.
 //!
