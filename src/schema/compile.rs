@@ -85,21 +85,31 @@ pub(super) struct Keywords {
 /// it (lookaround, backreferences, `\p{..}`) or past the bounds below is ignored, never
 /// refused on (the module documentation lists where the two read a pattern differently).
 #[derive(Debug, Clone)]
-pub(super) struct Pattern(regex_lite::Regex);
+pub(super) struct Pattern {
+    regex: regex_lite::Regex,
+    /// A bound on its compiled size: the smallest of [`SIZE_STEPS`] it compiled within.
+    size: usize,
+}
 
 impl Pattern {
     /// Whether the pattern occurs in `text`.
     pub(super) fn is_match(&self, text: &str) -> bool {
-        self.0.is_match(text)
+        self.regex.is_match(text)
     }
 
-    /// The validation steps a search of `text` costs: regex-lite searches in time
-    /// proportional to the text times the compiled pattern, whose source length stands for it.
+    /// The validation steps a search of `text` costs, charged before it runs: regex-lite
+    /// searches in time proportional to the text times the compiled machine (a short source
+    /// such as `.{1,255}x` can make a large one), so a 1 KiB machine costs a step per 16 bytes
+    /// of text and a 32 KiB one two steps per byte.
     pub(super) fn steps(&self, text: &str) -> u64 {
-        let per_byte = 1 + self.0.as_str().len() as u64 / 8;
-        1 + (text.len() as u64).saturating_mul(per_byte) / 256
+        let per_16_bytes = (self.size / 1024) as u64;
+        1 + (text.len() as u64).saturating_mul(per_16_bytes) / 16
     }
 }
+
+/// The size limits a pattern is compiled under, smallest first; the one it fits bounds its
+/// size (see [`Pattern::steps`]).
+const SIZE_STEPS: [usize; 3] = [1024, 4 * 1024, PATTERN_BYTES];
 
 /// The most patterns one schema compiles (the rest are ignored), and each one's compiled
 /// size: a schema's text is bounded, but a short pattern can compile to a large machine
@@ -401,9 +411,11 @@ impl Compiler<'_> {
             return None;
         }
         self.patterns += 1;
-        let built =
-            regex_lite::RegexBuilder::new(source).size_limit(PATTERN_BYTES).nest_limit(64).build();
-        built.ok().map(Pattern)
+        SIZE_STEPS.into_iter().find_map(|size| {
+            let built =
+                regex_lite::RegexBuilder::new(source).size_limit(size).nest_limit(64).build();
+            Some(Pattern { regex: built.ok()?, size })
+        })
     }
 
     /// `dependentRequired`, `dependentSchemas`, and draft-07's `dependencies`, whose members

@@ -226,6 +226,15 @@ fn hostile_patterns_are_bounded() {
     let one = |i: usize| Value::Object([(format!("p{i}"), json!("x"))].into_iter().collect());
     let checked = (0..300).filter(|&i| s.validate(&one(i)).is_err()).count();
     assert_eq!(checked, 128, "128 patterns are checked, the other 172 ignored");
+    // A long text costs steps in proportion to it and to the compiled pattern, whatever the
+    // source's length: `.{1,255}x` (22 KiB compiled) on a mebibyte is past the default budget,
+    // and stopped before the search runs.
+    let s = compile(json!({"pattern": ".{1,255}x"}));
+    let v = s.validate(&json!("a".repeat(1 << 20))).unwrap_err();
+    assert!(v.budget, "{v}");
+    assert!(s.validate(&json!("a".repeat(1000) + "x")).is_ok(), "a short text is searched");
+    // A small pattern on the same text fits the default budget.
+    assert!(compile(json!({"pattern": "^a+$"})).validate(&json!("a".repeat(1 << 20))).is_ok());
     // A long text costs steps in proportion: the budget stops the search before it runs.
     let limits = SchemaLimits { max_steps: 1_000, ..SchemaLimits::default() };
     let s = Schema::compile_value(&json!({"pattern": "(a|b|c|d|e|f|g|h)+z"}), limits).unwrap();
