@@ -152,6 +152,8 @@ struct Compiler<'a> {
     pending: Vec<(String, NodeId)>,
     /// Patterns compiled so far (see [`MAX_PATTERNS`]).
     patterns: usize,
+    /// Each `$anchor` name's JSON pointer, for `#name` references.
+    anchors: HashMap<String, String>,
 }
 
 impl Schema {
@@ -163,10 +165,13 @@ impl Schema {
             refs: HashMap::new(),
             pending: Vec::new(),
             patterns: 0,
+            anchors: HashMap::new(),
         };
         // A remote `$ref` anywhere is refused up front, even under a keyword that is ignored
-        // or a definition nothing refers to: such a schema expects fetching we never do.
-        scan_refs(root, 0, limits.max_depth.saturating_mul(2))?;
+        // or a definition nothing refers to: such a schema expects fetching we never do. The
+        // same walk finds the `$anchor`s.
+        let max_depth = limits.max_depth.saturating_mul(2);
+        scan_refs(root, &mut String::new(), &mut c.anchors, 0, max_depth)?;
         c.refs.insert(String::new(), NodeId(0));
         c.subschema(root, &mut String::new(), 0)?;
         // Referenced targets are built one after another, not nested in the referrer, so the
@@ -215,14 +220,7 @@ impl Compiler<'_> {
         depth: usize,
     ) -> Result<NodeId, SchemaError> {
         let len = at.len();
-        at.push('/');
-        for c in segment.chars() {
-            match c {
-                '~' => at.push_str("~0"),
-                '/' => at.push_str("~1"),
-                c => at.push(c),
-            }
-        }
+        push_segment(at, segment);
         let id = self.subschema(value, at, depth + 1);
         at.truncate(len);
         id
@@ -460,13 +458,15 @@ impl Compiler<'_> {
         let Some(fragment) = r.strip_prefix('#') else {
             return Err(SchemaError::RemoteRef(r.to_owned()));
         };
-        if !(fragment.is_empty() || fragment.starts_with('/')) {
-            // `#anchor`: a plain-name fragment needs `$anchor` lookup, not supported.
-            return Err(SchemaError::UnresolvedRef(r.to_owned()));
-        }
-        let pointer = crate::proto::percent::decode(fragment)
-            .ok_or_else(|| SchemaError::UnresolvedRef(r.into()))?
-            .into_owned();
+        let fragment = crate::proto::percent::decode(fragment)
+            .ok_or_else(|| SchemaError::UnresolvedRef(r.into()))?;
+        let pointer = if fragment.is_empty() || fragment.starts_with('/') {
+            fragment.into_owned()
+        } else {
+            // `#name`: the schema object whose `$anchor` is that name.
+            let anchored = self.anchors.get(fragment.as_ref());
+            anchored.cloned().ok_or_else(|| SchemaError::UnresolvedRef(r.to_owned()))?
+        };
         if let Some(id) = self.refs.get(&pointer) {
             return Ok(*id);
         }
@@ -480,23 +480,55 @@ impl Compiler<'_> {
     }
 }
 
-/// Refuses remote `$ref`s anywhere under `value` (data in `enum`, `const` or `default` too:
-/// an object there with a non-local `$ref` string is taken as a reference).
-fn scan_refs(value: &Value, depth: usize, max_depth: usize) -> Result<(), SchemaError> {
+/// Refuses remote `$ref`s anywhere under `value`, which is at pointer `at` (data in `enum`,
+/// `const` or `default` too: an object there with a non-local `$ref` string is taken as a
+/// reference), and files each `$anchor` name's pointer in `anchors` (the first of a name; one
+/// `$id` does not scope them, as nothing is fetched).
+fn scan_refs(
+    value: &Value,
+    at: &mut String,
+    anchors: &mut HashMap<String, String>,
+    depth: usize,
+    max_depth: usize,
+) -> Result<(), SchemaError> {
     if depth > max_depth {
         return Err(SchemaError::TooDeep);
     }
-    match value {
-        Value::Object(map) => {
-            if let Some(r) = map.get("$ref").and_then(Value::as_str) {
-                if !r.starts_with('#') {
-                    return Err(SchemaError::RemoteRef(r.to_owned()));
-                }
+    if let Value::Object(map) = value {
+        if let Some(r) = map.get("$ref").and_then(Value::as_str) {
+            if !r.starts_with('#') {
+                return Err(SchemaError::RemoteRef(r.to_owned()));
             }
-            map.values().try_for_each(|v| scan_refs(v, depth + 1, max_depth))
         }
-        Value::Array(list) => list.iter().try_for_each(|v| scan_refs(v, depth + 1, max_depth)),
+        if let Some(name) = map.get("$anchor").and_then(Value::as_str) {
+            anchors.entry(name.to_owned()).or_insert_with(|| at.clone());
+        }
+    }
+    let mut scan = |segment: &str, v: &Value| {
+        let len = at.len();
+        push_segment(at, segment);
+        let scanned = scan_refs(v, at, anchors, depth + 1, max_depth);
+        at.truncate(len);
+        scanned
+    };
+    match value {
+        Value::Object(map) => map.iter().try_for_each(|(k, v)| scan(k, v)),
+        Value::Array(list) => {
+            list.iter().enumerate().try_for_each(|(i, v)| scan(&i.to_string(), v))
+        }
         _ => Ok(()),
+    }
+}
+
+/// Appends `/segment` to the JSON pointer `at`, escaped (RFC 6901).
+fn push_segment(at: &mut String, segment: &str) {
+    at.push('/');
+    for c in segment.chars() {
+        match c {
+            '~' => at.push_str("~0"),
+            '/' => at.push_str("~1"),
+            c => at.push(c),
+        }
     }
 }
 

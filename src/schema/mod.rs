@@ -22,12 +22,13 @@
 //! `unevaluatedProperties` and `unevaluatedItems` in a schema with no in-place subschema
 //! (`allOf`, `anyOf`, `oneOf`, `if`, `$ref`, `dependentSchemas`, `contains`), where they see
 //! what `additionalProperties` and `items` would; `$ref` to a local JSON pointer (`#` or
-//! `#/...`, into `$defs`, `definitions` or anywhere else in the same document), and boolean
-//! schemas.
+//! `#/...`, into `$defs`, `definitions` or anywhere else in the same document) or to a plain
+//! name (`#name`, the schema whose `$anchor` it is, anywhere in the document: `$id` does not
+//! scope it), and boolean schemas.
 //!
 //! Ignored, so an instance is never refused for them: `format` (an annotation only, 2020-12's
 //! default), `unevaluated*` beside an in-place subschema (which members that evaluated is not
-//! tracked), `$dynamicRef`, `$anchor`, `$id`, annotations and any unknown keyword; and a
+//! tracked), `$dynamicRef`, `$id`, annotations and any unknown keyword; and a
 //! pattern that regex-lite cannot read (lookaround, backreferences, `\p{..}`), or past the
 //! bounds (128 patterns per schema, 32 KiB compiled each), together with
 //! `additionalProperties` beside a `patternProperties` pattern so ignored, since which members
@@ -42,8 +43,9 @@
 //!
 //! # Refused schemas
 //!
-//! A `$ref` that is not a local pointer (`https://...`, `other.json#/x`, `#anchor`) is
-//! refused with [`SchemaError::RemoteRef`]: nothing is ever fetched. A schema larger than
+//! A `$ref` to another document (`https://...`, `other.json#/x`) is refused with
+//! [`SchemaError::RemoteRef`]: nothing is ever fetched; one to a pointer or a name the document
+//! does not have, with [`SchemaError::UnresolvedRef`]. A schema larger than
 //! [`SchemaLimits::max_bytes`], nested deeper than `max_depth` or with more than
 //! `max_nodes` subschemas is refused at compile time; a validation that evaluates more than
 //! `max_steps` keywords or recurses deeper than `max_depth` through `$ref` stops with

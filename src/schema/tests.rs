@@ -134,11 +134,39 @@ fn remote_and_dangling_refs_are_refused() {
         err(json!({"$ref": "#/$defs/none"})),
         SchemaError::UnresolvedRef("#/$defs/none".into())
     );
+    // A plain name that no `$anchor` carries.
     assert!(matches!(err(json!({"$ref": "#anchor"})), SchemaError::UnresolvedRef(_)));
     assert!(matches!(err(json!({"type": "strung"})), SchemaError::Malformed { .. }));
     assert!(
         matches!(err(json!({"properties": {"a": 3}})), SchemaError::Malformed { at, .. } if at == "/properties/a")
     );
+}
+
+#[test]
+fn a_plain_name_reference_points_at_the_schema_with_that_anchor() {
+    let s = compile(json!({
+        "$defs": {
+            "pos": {"$anchor": "positive", "type": "integer", "minimum": 1},
+            "odd/~name": {"$anchor": "three", "const": 3}
+        },
+        "properties": {
+            "n": {"$ref": "#positive"},
+            "m": {"$ref": "#three"},
+            "k": {"$ref": "#/$defs/pos"}
+        }
+    }));
+    assert!(s.validate(&json!({"n": 2, "m": 3, "k": 1})).is_ok());
+    assert_eq!(fails_at(&s, json!({"n": 0})), ("/n".into(), "minimum: too small"));
+    assert_eq!(fails_at(&s, json!({"m": 4})).0, "/m", "under a name that needs escaping");
+    assert_eq!(fails_at(&s, json!({"k": "x"})).1, "type: wrong type");
+    // Recursive through an anchor at the root: a tree.
+    let tree = compile(json!({
+        "$anchor": "node",
+        "type": "object",
+        "properties": {"kids": {"type": "array", "items": {"$ref": "#node"}}}
+    }));
+    assert!(tree.validate(&json!({"kids": [{"kids": []}, {}]})).is_ok());
+    assert_eq!(fails_at(&tree, json!({"kids": [{"kids": [1]}]})).0, "/kids/0/kids/0");
 }
 
 #[test]
