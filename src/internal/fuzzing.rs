@@ -137,9 +137,10 @@ pub fn http_response(data: &[u8]) {
 /// 6) and a bearer token the server may refuse once (bit 7). The rest is what a server
 /// answers a ready HTTP session: up to four responses with `@NEXT@` between them, where
 /// `@ID@@@@` stands for the id of the request answered, and the first `@CANCEL@` or `@LATE@`
-/// at the start of a line is where the host cancels its request or its deadline passes. Never a panic, and what the session and the engine make of it
-/// (the requests, the steps, the events, the streams closed, the next wake) must not depend
-/// on how TCP cut it, nor on how many turns it took.
+/// at the start of a line is where the host cancels its request or its deadline passes.
+/// Never a panic, and what the session and the engine make of it (the requests, the steps,
+/// the events, the streams closed, the next wake) must not depend on how TCP cut it, nor on
+/// how many turns it took.
 #[cfg(feature = "http")]
 pub fn http_session(data: &[u8]) {
     use crate::session::http::fuzzing::{observe, Ask, UNLIMITED};

@@ -521,7 +521,7 @@ fn scan_refs(
 }
 
 /// Appends `/segment` to the JSON pointer `at`, escaped (RFC 6901).
-fn push_segment(at: &mut String, segment: &str) {
+pub(super) fn push_segment(at: &mut String, segment: &str) {
     at.push('/');
     for c in segment.chars() {
         match c {

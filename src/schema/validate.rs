@@ -2,7 +2,7 @@
 
 use serde_json::{Number, Value};
 
-use super::compile::{types, Contains, Node, NodeId, Schema};
+use super::compile::{push_segment, types, Contains, Node, NodeId, Schema};
 use super::SchemaViolation;
 
 /// One segment of the instance location being checked.
@@ -37,18 +37,9 @@ impl<'v> Run<'v> {
     fn fail(&self, reason: &'static str) -> SchemaViolation {
         let mut pointer = String::new();
         for seg in &self.path {
-            pointer.push('/');
             match seg {
-                Seg::Key(k) => {
-                    for c in k.chars() {
-                        match c {
-                            '~' => pointer.push_str("~0"),
-                            '/' => pointer.push_str("~1"),
-                            c => pointer.push(c),
-                        }
-                    }
-                }
-                Seg::Index(i) => pointer.push_str(&i.to_string()),
+                Seg::Key(k) => push_segment(&mut pointer, k),
+                Seg::Index(i) => push_segment(&mut pointer, &i.to_string()),
             }
         }
         SchemaViolation { pointer, reason, budget: false }
@@ -316,7 +307,7 @@ impl<'v> Run<'v> {
         self.steps = run.steps;
         match outcome {
             Ok(()) => Ok(()),
-            Err(e) if e.budget => Err(SchemaViolation { pointer: self.fail("").pointer, ..e }),
+            Err(e) if e.budget => Err(self.budget(e.reason)),
             Err(_) => Err(self.fail("propertyNames: a member name does not match")),
         }
     }
