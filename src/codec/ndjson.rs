@@ -6,6 +6,8 @@
 //! next newline without buffering the rest. Blank lines are skipped. Whether a line is JSON is
 //! the decoder's business, not the framer's.
 
+use std::io::{self, Read};
+
 /// How many bytes of an oversize line are kept from each end, so the engine can still find
 /// the JSON-RPC id (Python SDKs write it near the start, TypeScript SDKs at the very end).
 pub(crate) const OVERSIZE_SNIPPET: usize = 64;
@@ -28,7 +30,12 @@ pub(crate) enum Frame<'a> {
 /// Incremental line framer with a byte cap per line.
 #[derive(Debug)]
 pub(crate) struct LineFramer {
+    /// The bytes read and not yet framed are `buf[start..filled]`; the rest of `buf` is room
+    /// for the next read, kept initialized so that a read lands in it directly, with no copy
+    /// out of a read buffer of its own.
     buf: Vec<u8>,
+    /// The end of the bytes read.
+    filled: usize,
     /// Start of the first unconsumed byte in `buf`.
     start: usize,
     /// Bytes after `start` already known to hold no newline (so they are never rescanned).
@@ -54,7 +61,8 @@ impl LineFramer {
         Self {
             // Room for a first read (the stdio driver's starts at 4 KiB) from the start, so a
             // burst of replies that arrives in one read does not grow it in steady state.
-            buf: Vec::with_capacity(FIRST_ROOM),
+            buf: vec![0; FIRST_ROOM],
+            filled: 0,
             start: 0,
             scanned: 0,
             max_line,
@@ -68,32 +76,52 @@ impl LineFramer {
 
     /// Appends bytes read from the stream. Call [`next_frame`](Self::next_frame) until `None`
     /// before pushing more, or memory use grows by one read.
+    #[cfg(any(test, fuzzing))]
     pub(crate) fn push(&mut self, mut data: &[u8]) {
+        // A slice reads whole into room made for all of it: the same path as a pipe's bytes.
+        let size = data.len();
+        let _ = self.read_from(&mut data, size);
+    }
+
+    /// One `read` of at most `size` bytes from `source`, straight into the framer's buffer;
+    /// what `read` returned. Call [`next_frame`](Self::next_frame) until `None` before reading
+    /// more, or memory use grows by one read.
+    pub(crate) fn read_from(&mut self, source: &mut impl Read, size: usize) -> io::Result<usize> {
         if self.start > 0 {
             // Compact: consumed bytes are never needed again.
-            self.buf.drain(..self.start);
+            self.buf.copy_within(self.start..self.filled, 0);
+            self.filled -= self.start;
             self.start = 0;
         }
+        let end = self.filled + size;
+        if self.buf.len() < end {
+            // Zeroed once: later reads find the room already initialized.
+            self.buf.resize(end, 0);
+        }
+        let from = self.filled;
+        let n = source.read(&mut self.buf[from..end])?;
+        self.filled += n;
         if self.discarding {
-            let newline = memchr::memchr(b'\n', data);
-            let dropped = &data[..newline.unwrap_or(data.len())];
-            self.keep_tail(dropped);
+            // Inside an oversize line the framer holds nothing else (`next_frame` cleared it).
+            let newline = memchr::memchr(b'\n', &self.buf[from..self.filled]);
+            let dropped = from..newline.map_or(self.filled, |i| from + i);
+            self.keep_tail_of(dropped);
             match newline {
-                None => return,
+                None => self.filled = from,
                 Some(i) => {
                     self.discarding = false;
                     self.oversize_done = true;
-                    data = &data[i + 1..];
+                    self.start = from + i + 1;
                 }
             }
         }
-        self.buf.extend_from_slice(data);
+        Ok(n)
     }
 
     #[cfg_attr(not(any(test, fuzzing)), allow(dead_code))] // read by the table tests and fuzz targets
     /// Bytes buffered and not yet framed.
     pub(crate) fn buffered(&self) -> usize {
-        self.buf.len() - self.start
+        self.filled - self.start
     }
 
     /// The next frame, or `None` when more input is needed.
@@ -113,7 +141,7 @@ impl LineFramer {
             return Some(Frame::TooLarge { head: &self.head, tail: &self.tail });
         }
         loop {
-            let pending = &self.buf[self.start..];
+            let pending = &self.buf[self.start..self.filled];
             if self.scanned == pending.len() {
                 // Nothing new since the last search (the common case once a read's last line
                 // is out): that search already found no newline and checked the length.
@@ -129,7 +157,7 @@ impl LineFramer {
                     self.tail.clear();
                     let from = pending.len().saturating_sub(TAIL_KEPT);
                     self.tail.extend_from_slice(&pending[from..]);
-                    self.buf.clear();
+                    self.filled = 0;
                     self.start = 0;
                     self.scanned = 0;
                     self.discarding = true;
@@ -158,20 +186,26 @@ impl LineFramer {
         }
     }
 
-    /// Keeps the first and last bytes of a line being dropped.
-    fn keep_tail(&mut self, dropped: &[u8]) {
-        self.oversize_len += dropped.len();
-        let room = TAIL_KEPT - self.head.len();
-        self.head.extend_from_slice(&dropped[..room.min(dropped.len())]);
-        if dropped.len() >= TAIL_KEPT {
-            self.tail.clear();
-            self.tail.extend_from_slice(&dropped[dropped.len() - TAIL_KEPT..]);
-            return;
-        }
-        self.tail.extend_from_slice(dropped);
-        let excess = self.tail.len().saturating_sub(TAIL_KEPT);
-        self.tail.drain(..excess);
+    /// [`keep_tail`](Self::keep_tail) of bytes of the buffer.
+    fn keep_tail_of(&mut self, dropped: std::ops::Range<usize>) {
+        let Self { buf, head, tail, oversize_len, .. } = self;
+        keep_tail(head, tail, oversize_len, &buf[dropped]);
     }
+}
+
+/// Keeps the first and last bytes of a line being dropped.
+fn keep_tail(head: &mut Vec<u8>, tail: &mut Vec<u8>, oversize_len: &mut usize, dropped: &[u8]) {
+    *oversize_len += dropped.len();
+    let room = TAIL_KEPT - head.len();
+    head.extend_from_slice(&dropped[..room.min(dropped.len())]);
+    if dropped.len() >= TAIL_KEPT {
+        tail.clear();
+        tail.extend_from_slice(&dropped[dropped.len() - TAIL_KEPT..]);
+        return;
+    }
+    tail.extend_from_slice(dropped);
+    let excess = tail.len().saturating_sub(TAIL_KEPT);
+    tail.drain(..excess);
 }
 
 /// Head and tail keep one byte more than they report, for a `\r` that may precede the newline.

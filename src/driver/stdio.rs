@@ -259,6 +259,16 @@ pub(crate) const TOKENS_PER_DRIVER: usize = 3;
 /// client's resident memory.)
 const READ_START: usize = 4 * 1024;
 const READ_CHUNK: usize = 64 * 1024;
+
+/// The next read's size after a read of `n` bytes into `size`: doubled (up to `READ_CHUNK`)
+/// when that read filled it.
+fn grown(size: usize, n: usize) -> usize {
+    if n == size && n < READ_CHUNK {
+        (2 * n).min(READ_CHUNK)
+    } else {
+        size
+    }
+}
 /// Reads of stderr per readiness event (1 MiB): the ring keeps only a tail, but a child writing
 /// stderr as fast as it can must not hold the loop either.
 const STDERR_READS: usize = 16;
@@ -289,6 +299,9 @@ pub struct StdioDriver {
     framer: LineFramer,
     out: Vec<u8>,
     written: usize,
+    /// The size of the next read of stdout, which lands in the framer's buffer.
+    stdout_read: usize,
+    /// Where stderr is read into.
     read_buf: Box<[u8]>,
     stderr_tail: VecDeque<u8>,
     stderr_cap: usize,
@@ -317,6 +330,7 @@ impl StdioDriver {
             framer: LineFramer::new(config.max_message_bytes),
             out: Vec::with_capacity(4096),
             written: 0,
+            stdout_read: READ_START,
             read_buf: vec![0; READ_START].into_boxed_slice(),
             stderr_tail: VecDeque::with_capacity(config.stderr_tail_bytes),
             stderr_cap: config.stderr_tail_bytes,
@@ -625,13 +639,12 @@ impl StdioDriver {
             let Some(stdout) = self.running.as_mut().and_then(|r| r.stdout.as_mut()) else {
                 return Ok(());
             };
-            match stdout.read(&mut self.read_buf) {
+            match self.framer.read_from(stdout, self.stdout_read) {
                 Ok(0) => return self.on_exit(registry, engine, now),
                 Ok(n) => {
                     bytes = bytes.saturating_sub(n);
-                    self.framer.push(&self.read_buf[..n]);
-                    emptied = n < self.read_buf.len() && !read_closed;
-                    self.grow_read_buf(n);
+                    emptied = n < self.stdout_read && !read_closed;
+                    self.stdout_read = grown(self.stdout_read, n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -643,10 +656,11 @@ impl StdioDriver {
         }
     }
 
-    /// Doubles the read buffer (up to `READ_CHUNK`) after a read of `n` bytes filled it.
+    /// Doubles the stderr buffer (up to `READ_CHUNK`) after a read of `n` bytes filled it.
     fn grow_read_buf(&mut self, n: usize) {
-        if n == self.read_buf.len() && n < READ_CHUNK {
-            self.read_buf = vec![0; (2 * n).min(READ_CHUNK)].into_boxed_slice();
+        let size = grown(self.read_buf.len(), n);
+        if size != self.read_buf.len() {
+            self.read_buf = vec![0; size].into_boxed_slice();
         }
     }
 
@@ -897,7 +911,8 @@ mod tests {
         assert!(first.is_some() && second != first, "the exit was not seen");
     }
 
-    /// The read buffer starts small and grows only while reads fill it, to `READ_CHUNK`.
+    /// Reads of stdout start small and grow only while they fill what they asked for, to
+    /// `READ_CHUNK`; they land in the framer, so stderr's buffer stays as it was.
     #[test]
     fn the_read_buffer_grows_with_what_the_server_writes() {
         let mut poll = mio::Poll::new().unwrap();
@@ -911,7 +926,7 @@ mod tests {
         let script = "head -c 65000 /dev/zero | tr '\\0' a; echo; touch \"$0\"; sleep 30";
         let command = StdioCommand::new("sh").args(["-c", script]).arg(&written);
         let mut driver = StdioDriver::new(command, engine.config(), Token(0));
-        assert_eq!(driver.read_buf.len(), READ_START);
+        assert_eq!(driver.stdout_read, READ_START);
         driver.spawn(poll.registry(), &mut engine, now).unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
         while !written.exists() {
@@ -927,7 +942,8 @@ mod tests {
             }
         }
         assert_eq!(engine.stats().invalid_frames, 1, "the line was read");
-        assert_eq!(driver.read_buf.len(), READ_CHUNK);
+        assert_eq!(driver.stdout_read, READ_CHUNK);
+        assert_eq!(driver.read_buf.len(), READ_START, "stdout's reads do not grow stderr's buffer");
         if let Some(r) = driver.running.as_mut() {
             let _ = r.child.kill();
             let _ = r.child.wait();
