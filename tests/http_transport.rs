@@ -526,6 +526,44 @@ fn an_oversize_json_reply_fails_the_call_as_too_large_as_over_stdio() {
     );
 }
 
+/// Replies from a few bytes to several hundred KiB, one after another on one keep-alive
+/// connection, over plain TCP and over TLS: each arrives whole, however many reads (or TLS
+/// records) it takes, as a connection's reads start small and grow while they fill, and a
+/// short reply after a long one is not mixed with it.
+#[test]
+fn replies_of_every_size_arrive_whole_one_after_another() {
+    let pki = Pki::new("sizes");
+    for tls in [false, true] {
+        let sized = |req: &Request| {
+            if req.json()["method"] != "tools/call" {
+                return mcp_answer(req);
+            }
+            let n = req.json()["params"]["arguments"]["n"].as_u64().unwrap() as usize;
+            let text: String = (0..n).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+            Response::json(serde_json::json!({"jsonrpc": "2.0", "id": req.json()["id"],
+                "result": {"content": [{"type": "text", "text": text}]}}))
+        };
+        let server_tls = tls.then(|| pki.server_config(&["localhost"], false));
+        let server = MiniServer::start(server_tls, sized);
+        let mut host = Host::new().unwrap();
+        let config = Config { max_message_bytes: 1 << 20, ..Config::default() };
+        let mut opts =
+            HttpOptions::new(server.url(if tls { "https" } else { "http" }, "localhost"));
+        opts.tls = pki.trust();
+        let id = host.add_http_server(opts, config).expect("add");
+        for n in [3, 5_000, 70_000, 10, 300_000, 4_096, 1] {
+            let args = raw(&format!(r#"{{"n":{n}}}"#));
+            let done = host.call_tool_blocking(id, "echo", &args, &CallOptions::default());
+            let result: serde_json::Value = serde_json::from_str(&done.unwrap().json).unwrap();
+            let text = result["content"][0]["text"].as_str().unwrap();
+            assert_eq!(text.len(), n, "a reply of {n} bytes of text, tls {tls}");
+            let expected = |(i, b): (usize, u8)| b == b'a' + (i % 26) as u8;
+            assert!(text.bytes().enumerate().all(expected), "{n}, tls {tls}");
+        }
+        assert_eq!(server.requests().len(), 8, "one probe and seven calls");
+    }
+}
+
 /// A legacy server whose `tools/call` stream primes an event id and `retry: 500`, then ends
 /// before the reply; the reply waits for a GET that resumes after that id.
 fn resumable_server(call_id: &Mutex<serde_json::Value>, req: &Request) -> Response {

@@ -21,6 +21,7 @@
 //! interim `1xx` head) and trailers (read and dropped).
 
 use std::fmt;
+use std::io::{self, Read};
 use std::mem::MaybeUninit;
 
 use crate::proto::json::{lanes_below, lanes_equal};
@@ -461,7 +462,12 @@ struct Span {
 #[derive(Debug)]
 pub(crate) struct ResponseParser {
     limits: Limits,
+    /// The bytes read and not yet parsed are `buf[start..filled]`; the rest of `buf` is room
+    /// for the next read, kept initialized so that a read lands in it directly, with no copy
+    /// out of a read buffer of the driver's.
     buf: Vec<u8>,
+    /// The end of the bytes read.
+    filled: usize,
     /// First unconsumed byte in `buf`.
     start: usize,
     /// Bytes after `start` already searched for a line feed, so partial heads and lines are
@@ -530,6 +536,7 @@ impl ResponseParser {
         Self {
             limits,
             buf: Vec::new(),
+            filled: 0,
             start: 0,
             scanned: 0,
             state: State::Head,
@@ -551,16 +558,37 @@ impl ResponseParser {
     /// Appends bytes read from the connection. Call [`next`](Self::next) until `None` before
     /// pushing more, or memory use grows by one read. Bytes pushed after [`eof`](Self::eof),
     /// an error or a final `End` are dropped.
-    pub(crate) fn push(&mut self, data: &[u8]) {
-        if self.eof || self.state == State::Closed {
-            return;
-        }
+    pub(crate) fn push(&mut self, mut data: &[u8]) {
+        // A slice reads whole into room made for all of it: the same path as a socket's bytes.
+        let size = data.len();
+        let _ = self.read_from(&mut data, size);
+    }
+
+    /// One `read` of at most `size` bytes from `source`, straight into the parser's buffer;
+    /// what `read` returned. Call [`next`](Self::next) until `None` before reading more, or
+    /// memory use grows by one read. Bytes read after [`eof`](Self::eof), an error or a final
+    /// `End` are dropped.
+    pub(crate) fn read_from(
+        &mut self,
+        source: &mut (impl Read + ?Sized),
+        size: usize,
+    ) -> io::Result<usize> {
         if self.start > 0 {
             // Compact: consumed bytes are never needed again (the head lives in `head_raw`).
-            self.buf.drain(..self.start);
+            self.buf.copy_within(self.start..self.filled, 0);
+            self.filled -= self.start;
             self.start = 0;
         }
-        self.buf.extend_from_slice(data);
+        let end = self.filled + size;
+        if self.buf.len() < end {
+            // Zeroed once: later reads find the room already initialized.
+            self.buf.resize(end, 0);
+        }
+        let n = source.read(&mut self.buf[self.filled..end])?;
+        if !self.eof && self.state != State::Closed {
+            self.filled += n;
+        }
+        Ok(n)
     }
 
     /// The peer closed the connection. A read-to-close body then ends; a partial head or a
@@ -573,7 +601,7 @@ impl ResponseParser {
     /// Forgets the connection: buffered bytes, the current response, end of stream and any
     /// error. Use it to reuse the parser on a new connection or to abandon a response.
     pub(crate) fn reset(&mut self) {
-        self.buf.clear();
+        self.filled = 0;
         self.start = 0;
         self.scanned = 0;
         self.state = State::Head;
@@ -593,7 +621,7 @@ impl ResponseParser {
 
     /// Bytes buffered and not yet parsed.
     pub(crate) fn buffered(&self) -> usize {
-        self.buf.len() - self.start
+        self.filled - self.start
     }
 
     #[cfg_attr(not(test), allow(dead_code))] // read by the table tests
@@ -682,7 +710,7 @@ impl ResponseParser {
                     }
                 },
                 State::ChunkDataEnd => {
-                    let pending = &self.buf[self.start..];
+                    let pending = &self.buf[self.start..self.filled];
                     match pending {
                         [b'\r', b'\n', ..] => {
                             self.start += 2;
@@ -728,7 +756,7 @@ impl ResponseParser {
     /// (its 2 KiB of header slots) and register saves.
     #[inline(never)]
     fn parse_head(&mut self) -> HeadStep {
-        let pending = &self.buf[self.start..];
+        let pending = &self.buf[self.start..self.filled];
         if pending.is_empty() {
             // A close between responses is the normal end of a connection, not an error.
             return HeadStep::Wait;
@@ -853,7 +881,7 @@ impl ResponseParser {
 
     /// Takes the next line if it ends (with its line feed) within `cap` bytes.
     fn take_line(&mut self, cap: usize) -> LineStep {
-        let pending = &self.buf[self.start..];
+        let pending = &self.buf[self.start..self.filled];
         let window = &pending[..pending.len().min(cap)];
         let fresh = window.get(self.scanned..).unwrap_or_default();
         if let Some(i) = fresh.iter().position(|&b| b == b'\n') {
@@ -888,7 +916,7 @@ impl ResponseParser {
     /// Nothing more is read on this connection; drop what is buffered.
     fn close(&mut self) {
         self.state = State::Closed;
-        self.buf.clear();
+        self.filled = 0;
         self.start = 0;
         self.scanned = 0;
     }

@@ -148,15 +148,16 @@ impl fmt::Debug for TlsSession {
 }
 
 impl TlsSession {
-    /// Reads ciphertext from the socket and decrypts it; returns the plaintext bytes appended
-    /// to `plain`. `Ok(None)` means the peer closed the connection. Stops once `most`
-    /// plaintext bytes came (a record more at worst), so a server sending without pause
-    /// cannot keep it reading: the socket may then hold more, and no new edge says so.
+    /// Reads ciphertext from the socket and decrypts it; the plaintext goes to `take`, which
+    /// reads it from the reader it is given (once per call) and says how many bytes it took;
+    /// returns their total. `Ok(None)` means the peer closed the connection. Stops once
+    /// `most` plaintext bytes came (a record more at worst), so a server sending without
+    /// pause cannot keep it reading: the socket may then hold more, and no new edge says so.
     pub(crate) fn read<S: Read>(
         &mut self,
         sock: &mut S,
-        plain: &mut Vec<u8>,
         most: usize,
+        mut take: impl FnMut(&mut dyn Read) -> io::Result<usize>,
     ) -> io::Result<Option<usize>> {
         let mut total = 0;
         loop {
@@ -166,12 +167,12 @@ impl TlsSession {
             match self.conn.read_tls(sock) {
                 Ok(0) => {
                     self.process()?;
-                    total += self.drain_plaintext(plain)?;
+                    total += self.drain_plaintext(&mut take)?;
                     return Ok(if total == 0 { None } else { Some(total) });
                 }
                 Ok(_) => {
                     self.process()?;
-                    total += self.drain_plaintext(plain)?;
+                    total += self.drain_plaintext(&mut take)?;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Some(total)),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -187,16 +188,16 @@ impl TlsSession {
             .map_err(|e| io::Error::other(TlsError(classify(&e))))
     }
 
-    fn drain_plaintext(&mut self, plain: &mut Vec<u8>) -> io::Result<usize> {
-        let mut buf = [0u8; 16 * 1024];
+    /// Hands the decrypted plaintext to `take` until none is left.
+    fn drain_plaintext(
+        &mut self,
+        take: &mut impl FnMut(&mut dyn Read) -> io::Result<usize>,
+    ) -> io::Result<usize> {
         let mut n = 0;
         loop {
-            match self.conn.reader().read(&mut buf) {
+            match take(&mut self.conn.reader()) {
                 Ok(0) => return Ok(n),
-                Ok(k) => {
-                    plain.extend_from_slice(&buf[..k]);
-                    n += k;
-                }
+                Ok(k) => n += k,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(n),
                 // A close without close_notify: treat as EOF, the HTTP layer judges truncation.
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(n),

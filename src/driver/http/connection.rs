@@ -73,6 +73,14 @@ pub(super) enum Input {
     Closed,
 }
 
+/// A connection's first plain read, and the most a read grows to (the driver's read buffer):
+/// a read that fills its size doubles it, since more was waiting.
+const FIRST_READ: usize = 4 * 1024;
+const MOST_READ: usize = 64 * 1024;
+/// The most plaintext one TLS record carries (RFC 8446 5.1): the room each take from rustls
+/// gets.
+const TLS_RECORD: usize = 16 * 1024;
+
 /// One connection: socket, stage, the bytes to send and the parser of what comes back.
 pub(super) struct Connection {
     sock: TcpStream,
@@ -81,10 +89,12 @@ pub(super) struct Connection {
     out: Vec<u8>,
     written: usize,
     parser: ResponseParser,
+    /// The size of the next plain read into the parser: it starts small and doubles while
+    /// reads fill it (up to what the driver allows a read), so a connection of short replies
+    /// keeps a small buffer.
+    read_size: usize,
     /// What the parser starts with, on open.
     limits: Limits,
-    /// Plaintext out of TLS on its way to the parser.
-    plain: Vec<u8>,
 }
 
 impl fmt::Debug for Connection {
@@ -122,8 +132,8 @@ impl Connection {
             out: Vec::with_capacity(2048),
             written: 0,
             parser: ResponseParser::new(limits),
+            read_size: FIRST_READ,
             limits,
-            plain: Vec::new(),
         })
     }
 
@@ -209,7 +219,6 @@ impl Connection {
                 let mut session =
                     config.session(&host).map_err(|f| io::Error::other(TlsError(f)))?;
                 session.flush(&mut self.sock)?;
-                self.plain = Vec::with_capacity(8192);
                 Stage::Tls(session)
             }
             None => Stage::Plain,
@@ -257,8 +266,11 @@ impl Connection {
     pub(super) fn read(&mut self, scratch: &mut [u8]) -> io::Result<Input> {
         match &mut self.stage {
             Stage::Tls(tls) => {
-                self.plain.clear();
-                let r = tls.read(&mut self.sock, &mut self.plain, scratch.len())?;
+                // Decrypted straight into the parser's buffer, a record's worth at a time.
+                let parser = &mut self.parser;
+                let r = tls.read(&mut self.sock, scratch.len(), |plain| {
+                    parser.read_from(plain, TLS_RECORD)
+                })?;
                 tls.flush(&mut self.sock)?;
                 match r {
                     None => {
@@ -266,22 +278,22 @@ impl Connection {
                         Ok(Input::Closed)
                     }
                     Some(0) => Ok(Input::Blocked),
-                    Some(n) => {
-                        self.parser.push(&self.plain);
-                        Ok(Input::Read { n, emptied: false })
-                    }
+                    Some(n) => Ok(Input::Read { n, emptied: false }),
                 }
             }
             Stage::Plain => loop {
-                match self.sock.read(scratch) {
+                // Straight into the parser's buffer: no stop in `scratch` or `plain` on the way.
+                let size = self.read_size.min(scratch.len());
+                match self.parser.read_from(&mut self.sock, size) {
                     Ok(0) => {
                         self.parser.eof();
                         return Ok(Input::Closed);
                     }
                     Ok(n) => {
-                        // Straight to the parser: no stop in `plain` on the way.
-                        self.parser.push(scratch.get(..n).unwrap_or_default());
-                        return Ok(Input::Read { n, emptied: n < scratch.len() });
+                        if n == self.read_size && n < MOST_READ {
+                            self.read_size = (2 * n).min(MOST_READ);
+                        }
+                        return Ok(Input::Read { n, emptied: n < size });
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Input::Blocked),
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
