@@ -558,6 +558,7 @@ impl ResponseParser {
     /// Appends bytes read from the connection. Call [`next`](Self::next) until `None` before
     /// pushing more, or memory use grows by one read. Bytes pushed after [`eof`](Self::eof),
     /// an error or a final `End` are dropped.
+    #[cfg(any(test, fuzzing))]
     pub(crate) fn push(&mut self, mut data: &[u8]) {
         // A slice reads whole into room made for all of it: the same path as a socket's bytes.
         let size = data.len();

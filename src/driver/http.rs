@@ -38,7 +38,7 @@ use crate::engine::{Engine, ExchangeFailure};
 use crate::error::TransportError;
 use crate::session::http::{Budget, ExchangeId, HttpSession, OAuthState, ResponseStep};
 use crate::time::{earlier, later};
-use connection::{Connection, Input, Route};
+use connection::{Connection, Input, Route, MOST_READ};
 use instances::{Instance, InstanceId, Instances, NextAddr};
 
 pub use crate::session::http::{StaticToken, TokenProvider};
@@ -99,7 +99,6 @@ pub struct HttpDriver {
     bytes_left: usize,
     /// When a connection was left with a backlog: the driver is due again at once.
     backlog_since: Option<Instant>,
-    read_buf: Box<[u8]>,
     /// The OAuth flow's own requests, on connections of their own.
     oauth: fetch::OAuthRequests,
 }
@@ -171,7 +170,6 @@ impl HttpDriver {
             budget: turn_budget(config.frames_per_readiness, config.bytes_per_readiness),
             bytes_left: config.bytes_per_readiness,
             backlog_since: None,
-            read_buf: vec![0; 64 * 1024].into_boxed_slice(),
             oauth: fetch::OAuthRequests::new(
                 opts.proxy,
                 resolver,
@@ -504,7 +502,7 @@ impl HttpDriver {
         read_closed: bool,
     ) -> io::Result<()> {
         let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
-        if !c.conn.advance(&mut self.read_buf)? {
+        if !c.conn.advance()? {
             return Ok(());
         }
         if c.exchange.is_some() && !c.conn.has_request() {
@@ -574,8 +572,7 @@ impl HttpDriver {
                 return Ok(());
             }
             let Some(c) = self.conns.get_mut(k) else { return Ok(()) };
-            let most = self.bytes_left.min(self.read_buf.len());
-            match c.conn.read(&mut self.read_buf[..most])? {
+            match c.conn.read(self.bytes_left.min(MOST_READ))? {
                 Input::Read { n, emptied } => {
                     drained = !read_closed && emptied;
                     self.bytes_left = self.bytes_left.saturating_sub(n);

@@ -9,7 +9,7 @@
 //! lengths only.
 
 use std::fmt;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::SocketAddr;
 
 use mio::net::TcpStream;
@@ -73,10 +73,10 @@ pub(super) enum Input {
     Closed,
 }
 
-/// A connection's first plain read, and the most a read grows to (the driver's read buffer):
-/// a read that fills its size doubles it, since more was waiting.
+/// A connection's first plain read, and the most a read grows to: a read that fills its size
+/// doubles it, since more was waiting.
 const FIRST_READ: usize = 4 * 1024;
-const MOST_READ: usize = 64 * 1024;
+pub(super) const MOST_READ: usize = 64 * 1024;
 /// The most plaintext one TLS record carries (RFC 8446 5.1): the room each take from rustls
 /// gets.
 const TLS_RECORD: usize = 16 * 1024;
@@ -160,18 +160,18 @@ impl Connection {
     }
 
     /// Moves the connection on after a readiness event (a hint: a spurious call finds
-    /// nothing), reading the proxy's answer into `scratch`; `true` once it is open.
+    /// nothing), reading the proxy's answer into the parser; `true` once it is open.
     #[inline]
-    pub(super) fn advance(&mut self, scratch: &mut [u8]) -> io::Result<bool> {
+    pub(super) fn advance(&mut self) -> io::Result<bool> {
         if self.is_open() {
             return Ok(true);
         }
-        self.set_up(scratch)
+        self.set_up()
     }
 
     /// [`advance`](Self::advance) before the connection is open.
     #[inline(never)]
-    fn set_up(&mut self, scratch: &mut [u8]) -> io::Result<bool> {
+    fn set_up(&mut self) -> io::Result<bool> {
         loop {
             match &mut self.stage {
                 Stage::Plain | Stage::Tls(_) => return Ok(true),
@@ -201,7 +201,7 @@ impl Connection {
                 }
                 Stage::Tunnelling { connect, sent, tls } => {
                     write_plain(&mut self.sock, connect, sent)?;
-                    if !read_tunnel(&mut self.sock, &mut self.parser, scratch)? {
+                    if !read_tunnel(&mut self.sock, &mut self.parser)? {
                         return Ok(false);
                     }
                     let tls = tls.take();
@@ -261,16 +261,15 @@ impl Connection {
         }
     }
 
-    /// Reads up to `scratch.len()` bytes (of plaintext: a TLS record more at worst) into the
+    /// Reads up to `most` bytes (of plaintext: a TLS record more at worst) into the
     /// parser, and sends what TLS has to send (handshake bytes, then what it held).
-    pub(super) fn read(&mut self, scratch: &mut [u8]) -> io::Result<Input> {
+    pub(super) fn read(&mut self, most: usize) -> io::Result<Input> {
         match &mut self.stage {
             Stage::Tls(tls) => {
                 // Decrypted straight into the parser's buffer, a record's worth at a time.
                 let parser = &mut self.parser;
-                let r = tls.read(&mut self.sock, scratch.len(), |plain| {
-                    parser.read_from(plain, TLS_RECORD)
-                })?;
+                let r =
+                    tls.read(&mut self.sock, most, |plain| parser.read_from(plain, TLS_RECORD))?;
                 tls.flush(&mut self.sock)?;
                 match r {
                     None => {
@@ -282,8 +281,8 @@ impl Connection {
                 }
             }
             Stage::Plain => loop {
-                // Straight into the parser's buffer: no stop in `scratch` or `plain` on the way.
-                let size = self.read_size.min(scratch.len());
+                // Straight into the parser's buffer: no stop in a read buffer on the way.
+                let size = self.read_size.min(most);
                 match self.parser.read_from(&mut self.sock, size) {
                     Ok(0) => {
                         self.parser.eof();
@@ -335,20 +334,15 @@ fn write_plain(sock: &mut TcpStream, buf: &[u8], written: &mut usize) -> io::Res
 }
 
 /// Reads the proxy's answer to CONNECT; `true` once a 2xx opened the tunnel.
-fn read_tunnel(
-    sock: &mut TcpStream,
-    parser: &mut ResponseParser,
-    scratch: &mut [u8],
-) -> io::Result<bool> {
+fn read_tunnel(sock: &mut TcpStream, parser: &mut ResponseParser) -> io::Result<bool> {
     loop {
-        let n = match sock.read(scratch) {
+        match parser.read_from(sock, FIRST_READ) {
             Ok(0) => return Err(io::ErrorKind::ConnectionAborted.into()),
-            Ok(n) => n,
+            Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
-        };
-        parser.push(scratch.get(..n).unwrap_or_default());
+        }
         match parser.next() {
             None => {}
             Some(Ok(ResponseEvent::Head(head))) if (200..300).contains(&head.status()) => {
@@ -445,12 +439,11 @@ mod tests {
         conn.request_buf().extend_from_slice(b"GET /mcp HTTP/1.1\r\nHost: origin.test\r\n\r\n");
         conn.write().unwrap();
         assert!(!conn.is_open());
-        let mut scratch = [0u8; 64];
-        drive(&mut poll, &mut conn, |c| c.advance(&mut scratch).unwrap().then_some(()));
+        drive(&mut poll, &mut conn, |c| c.advance().unwrap().then_some(()));
         assert!(conn.is_open());
         conn.write().unwrap();
         let status = drive(&mut poll, &mut conn, |c| {
-            let _ = c.read(&mut scratch).unwrap();
+            let _ = c.read(64).unwrap();
             match c.parser().next() {
                 Some(Ok(ResponseEvent::Head(h))) => Some(h.status()),
                 Some(other) => panic!("{other:?}"),
@@ -477,10 +470,9 @@ mod tests {
         let route = tunnel_to("origin.test:443");
         let mut conn = Connection::connect(addr, route, poll.registry(), Token(1), LIMITS).unwrap();
         conn.request_buf().extend_from_slice(b"GET /secret HTTP/1.1\r\n\r\n");
-        let mut scratch = [0u8; 64];
         let err = drive(&mut poll, &mut conn, |c| {
             c.write().unwrap();
-            c.advance(&mut scratch).err()
+            c.advance().err()
         });
         assert_eq!(err.kind(), io::ErrorKind::ConnectionRefused);
         assert!(!conn.is_open());

@@ -349,8 +349,7 @@ impl OneShot {
 
     /// Sends what it can, then reads what is there; the response once it is whole.
     fn drive(&mut self) -> io::Result<Option<Fetched>> {
-        let mut buf = [0u8; 8192];
-        if !self.conn.advance(&mut buf)? {
+        if !self.conn.advance()? {
             return Ok(None);
         }
         self.conn.write()?;
@@ -376,7 +375,7 @@ impl OneShot {
             if closed {
                 return Err(io::ErrorKind::UnexpectedEof.into());
             }
-            match self.conn.read(&mut buf)? {
+            match self.conn.read(FETCH_READ)? {
                 Input::Read { .. } => {}
                 Input::Blocked => return Ok(None),
                 Input::Closed => closed = true,
@@ -384,3 +383,6 @@ impl OneShot {
         }
     }
 }
+
+/// The most one read of an OAuth fetch takes (the answers are small; more is read in turn).
+const FETCH_READ: usize = 8 * 1024;
