@@ -198,7 +198,7 @@ impl ParamHeaderList {
         let b = self.bufs();
         b.names.push_str("Mcp-Param-");
         b.names.push_str(suffix);
-        crate::proto::header_value::encode(&mut b.values, value);
+        crate::proto::header_value::encode(&mut b.values, value.as_bytes());
         b.ends.push((b.names.len(), b.values.len()));
     }
 

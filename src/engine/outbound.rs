@@ -81,11 +81,13 @@ impl<'a> Transmit<'a> {
     }
 
     /// The unencoded `Mcp-Name` of a request: the tool or prompt name, or the resource URI.
+    /// Its bytes (UTF-8, as every name is written from a `&str`): the header encoder reads
+    /// bytes, and a call's name needs no second UTF-8 check on its way to it.
     #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
-    pub(crate) fn name(&self) -> Option<&'a str> {
+    pub(crate) fn name(&self) -> Option<&'a [u8]> {
         let name = match self.name {
-            NameRef::Text(text) => text,
-            NameRef::Slot(bufs) => bufs.name(),
+            NameRef::Text(text) => text.as_bytes(),
+            NameRef::Slot(bufs) => bufs.name_bytes(),
         };
         (!name.is_empty()).then_some(name)
     }

@@ -215,8 +215,13 @@ impl SlotBufs {
     /// The `Mcp-Name` value; empty for methods that have none.
     pub(crate) fn name(&self) -> &str {
         // Written from a `&str` in `start`, so always valid; checked rather than assumed.
-        std::str::from_utf8(&self.text[self.meta_end as usize..self.name_end as usize])
-            .unwrap_or("")
+        std::str::from_utf8(self.name_bytes()).unwrap_or("")
+    }
+
+    /// [`name`](Self::name)'s bytes, unchecked: for a reader of bytes.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's `Mcp-Name`
+    pub(crate) fn name_bytes(&self) -> &[u8] {
+        &self.text[self.meta_end as usize..self.name_end as usize]
     }
 
     pub(crate) fn params(&self) -> &[u8] {

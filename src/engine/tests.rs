@@ -56,7 +56,7 @@ impl Harness {
             if let TransmitKind::Request { id, .. } = t.kind {
                 let route = OwnedRoute {
                     version: t.version(),
-                    name: t.name().map(str::to_owned),
+                    name: t.name().map(|n| String::from_utf8(n.to_vec()).expect("UTF-8")),
                     params: t.param_headers().map(|(n, v)| (n.to_owned(), v.to_vec())).collect(),
                 };
                 self.routes.insert(id.get(), route);

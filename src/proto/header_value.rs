@@ -2,12 +2,12 @@
 
 /// Encodes a value for `Mcp-Name` / `Mcp-Param-*` (PROTOCOL.md §3.2): as is when it is visible
 /// ASCII with inner spaces or tabs only, else `=?base64?<base64 of UTF-8>?=`.
-pub(crate) fn encode(out: &mut Vec<u8>, value: &str) {
-    let b = value.as_bytes();
+pub(crate) fn encode(out: &mut Vec<u8>, value: &[u8]) {
+    let b = value;
     let visible = b.iter().all(|&c| (0x21..=0x7e).contains(&c) || c == b' ' || c == b'\t');
     let padded = matches!(b.first(), Some(b' ' | b'\t')) || matches!(b.last(), Some(b' ' | b'\t'));
     // A plain value that looks encoded must be encoded too, or it would be decoded.
-    let looks_encoded = value.starts_with("=?base64?") && value.ends_with("?=");
+    let looks_encoded = value.starts_with(b"=?base64?") && value.ends_with(b"?=");
     let plain = !b.is_empty() && visible && !padded && !looks_encoded;
     if plain {
         out.extend_from_slice(b);
@@ -26,7 +26,7 @@ mod tests {
     fn header_values_are_encoded_as_the_spec_shows() {
         let enc = |s: &str| {
             let mut v = Vec::new();
-            encode(&mut v, s);
+            encode(&mut v, s.as_bytes());
             String::from_utf8(v).unwrap()
         };
         assert_eq!(enc("get_weather"), "get_weather");
