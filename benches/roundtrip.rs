@@ -23,7 +23,8 @@
 //! call.
 //!
 //! `MCPOLL_BENCH_RESULT_BYTES=N` makes every result carry `N` bytes of text (the 64 KiB figures
-//! of benches/README.md), floors included.
+//! of benches/README.md), floors included. `MCPOLL_BENCH_IDLE_SERVERS=K` puts `K` ready, idle
+//! demo servers in the stdio phase's host beside the one it calls.
 //!
 //! It prints `stdio p50_us=.. p99_us=.. floor_p50_us=.. ratio=.. allocs_per_call=..` and
 //! `http p50_us=.. p99_us=.. floor_p50_us=.. ratio=.. allocs_per_call=..`.
@@ -74,6 +75,12 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 /// one byte `N` times, so the request stays small); unset, the text is `hi`.
 fn result_bytes() -> Option<usize> {
     std::env::var("MCPOLL_BENCH_RESULT_BYTES").ok().and_then(|v| v.parse().ok())
+}
+
+/// `MCPOLL_BENCH_IDLE_SERVERS=K`: the stdio phase's host also holds `K` ready demo servers
+/// that are never called, to show what each server the host keeps costs the calls to another.
+fn idle_servers() -> usize {
+    std::env::var("MCPOLL_BENCH_IDLE_SERVERS").ok().and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 /// The echo call's arguments.
@@ -135,6 +142,10 @@ fn mcpoll(demo: &std::path::Path) -> (Vec<Duration>, f64) {
     let mut host = Host::new().expect("host");
     let server = host.add_stdio_server(StdioCommand::new(demo), Config::default()).expect("spawn");
     host.wait_ready(server, Duration::from_secs(10)).expect("ready");
+    for _ in 0..idle_servers() {
+        let idle = host.add_stdio_server(StdioCommand::new(demo), Config::default()).expect("spawn");
+        host.wait_ready(idle, Duration::from_secs(30)).expect("ready");
+    }
     measure(&mut host, server)
 }
 
