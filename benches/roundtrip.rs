@@ -143,7 +143,8 @@ fn mcpoll(demo: &std::path::Path) -> (Vec<Duration>, f64) {
     let server = host.add_stdio_server(StdioCommand::new(demo), Config::default()).expect("spawn");
     host.wait_ready(server, Duration::from_secs(10)).expect("ready");
     for _ in 0..idle_servers() {
-        let idle = host.add_stdio_server(StdioCommand::new(demo), Config::default()).expect("spawn");
+        let idle =
+            host.add_stdio_server(StdioCommand::new(demo), Config::default()).expect("spawn");
         host.wait_ready(idle, Duration::from_secs(30)).expect("ready");
     }
     measure(&mut host, server)

@@ -564,11 +564,13 @@ impl Client {
         if self.has_asks() && self.take_ask() {
             return self.current_ask();
         }
-        let n = self.servers.capacity().max(1);
-        let start = self.event_cursor % n;
-        let index = (0..n)
-            .map(|i| (start + i) % n)
-            .find(|&i| self.servers.get(i).is_some_and(|s| s.engine.queued_events() > 0))?;
+        // From the cursor to the end, then from the start to the cursor: no division per
+        // server (a host may keep hundreds).
+        let n = self.servers.capacity();
+        let start = self.event_cursor.min(n);
+        let has_events =
+            |i: &usize| self.servers.get(*i).is_some_and(|s| s.engine.queued_events() > 0);
+        let index = (start..n).chain(0..start).find(has_events)?;
         self.event_cursor = index + 1;
         let s = self.servers.get_mut(index)?;
         let id = ServerId { index, generation: s.generation };
