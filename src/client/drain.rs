@@ -165,12 +165,7 @@ impl Client {
                 after_each(self);
                 continue;
             }
-            let n = commands.servers.capacity().max(1);
-            let start = *event_cursor % n;
-            let Some(index) = (0..n)
-                .map(|i| (start + i) % n)
-                .find(|&i| commands.servers.get(i).is_some_and(|s| s.engine.queued_events() > 0))
-            else {
+            let Some(index) = super::next_with_events(commands.servers, *event_cursor) else {
                 return;
             };
             *event_cursor = index + 1;

@@ -40,6 +40,16 @@ pub(crate) mod schema;
 pub(crate) mod task;
 pub(crate) mod verdict_store;
 
+/// The first server at or after `cursor`, going round, with an event queued: servers take
+/// turns, so a chatty one cannot starve the rest. From the cursor to the end, then from the
+/// start: no division per server (a host may keep hundreds).
+fn next_with_events(servers: &Slab<ServerCore>, cursor: usize) -> Option<usize> {
+    let n = servers.capacity();
+    let start = cursor.min(n);
+    let has_events = |i: &usize| servers.get(*i).is_some_and(|s| s.engine.queued_events() > 0);
+    (start..n).chain(0..start).find(has_events)
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -564,13 +574,7 @@ impl Client {
         if self.has_asks() && self.take_ask() {
             return self.current_ask();
         }
-        // From the cursor to the end, then from the start to the cursor: no division per
-        // server (a host may keep hundreds).
-        let n = self.servers.capacity();
-        let start = self.event_cursor.min(n);
-        let has_events =
-            |i: &usize| self.servers.get(*i).is_some_and(|s| s.engine.queued_events() > 0);
-        let index = (start..n).chain(0..start).find(has_events)?;
+        let index = next_with_events(&self.servers, self.event_cursor)?;
         self.event_cursor = index + 1;
         let s = self.servers.get_mut(index)?;
         let id = ServerId { index, generation: s.generation };
