@@ -12,9 +12,8 @@ use std::fmt;
 use std::time::Instant;
 
 use serde_json::value::RawValue;
-use slab::Slab;
 
-use super::{Client, ServerCore, ServerId};
+use super::{Client, ServerId};
 use crate::client::event::HostEvent;
 use crate::engine::{CallId, CallOptions};
 use crate::error::{CancelError, RequestError};
@@ -24,7 +23,7 @@ use crate::Host;
 
 /// The host's call commands, usable while [`Host::drain`] hands out an event.
 pub struct Commands<'h> {
-    servers: &'h mut Slab<ServerCore>,
+    servers: &'h mut super::servers::Servers,
     /// Servers with output: the shell writes it once the drain returns.
     unflushed: &'h mut Vec<usize>,
     now: Instant,

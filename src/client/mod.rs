@@ -16,7 +16,6 @@
 use std::time::Instant;
 
 use serde_json::value::RawValue;
-use slab::Slab;
 
 use crate::config::{CacheConfig, SavedVerdict};
 use crate::engine::{
@@ -37,13 +36,14 @@ pub(crate) mod records;
 pub(crate) mod roots;
 #[cfg(feature = "schema")]
 pub(crate) mod schema;
+pub(crate) mod servers;
 pub(crate) mod task;
 pub(crate) mod verdict_store;
 
 /// The first server at or after `cursor`, going round, with an event queued: servers take
 /// turns, so a chatty one cannot starve the rest. From the cursor to the end, then from the
 /// start: no division per server (a host may keep hundreds).
-fn next_with_events(servers: &Slab<ServerCore>, cursor: usize) -> Option<usize> {
+fn next_with_events(servers: &servers::Servers, cursor: usize) -> Option<usize> {
     let n = servers.capacity();
     let start = cursor.min(n);
     let has_events = |i: &usize| servers.get(*i).is_some_and(|s| s.engine.queued_events() > 0);
@@ -111,7 +111,7 @@ pub(crate) struct ServerCore {
 /// (`benches/footprint.sh`).
 #[derive(Debug)]
 pub struct Client {
-    pub(crate) servers: Slab<ServerCore>,
+    pub(crate) servers: servers::Servers,
     next_generation: u32,
     /// Where `poll_event` looks first, so one busy server cannot starve the others' events.
     event_cursor: usize,
@@ -140,7 +140,7 @@ impl Client {
     /// A core with no server and a capability cache of these bounds.
     pub fn new(cache: CacheConfig) -> std::io::Result<Self> {
         Ok(Self {
-            servers: Slab::new(),
+            servers: servers::Servers::default(),
             next_generation: 0,
             event_cursor: 0,
             cache: catalog::ClientCache::new(cache)?,

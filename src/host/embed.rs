@@ -437,7 +437,8 @@ impl Host {
 
     /// The tick: resumes input left over by frame budgets, fires every due deadline, starts
     /// processes that are due, checks and signals exiting ones, and writes what the engines
-    /// have to send. Idempotent; early or spurious calls do nothing but a scan of the servers.
+    /// have to send. Idempotent; early or spurious calls do nothing but look at the servers
+    /// something happened to since the last one.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.poll.last_now = now;
         self.tick(now);
@@ -454,11 +455,15 @@ impl Host {
     /// input its frame budget left unread. `None`: nothing is due until an event or a command.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        // One pass over the servers: the core's deadlines of each (its engine's, its catalog's
-        // re-listen) beside its driver's, and whether the driver holds input unread.
-        let mut deadline = None;
+        // The deadlines the ticks filed, and those of the servers something happened to since
+        // (the core's deadlines of each, its engine's and its catalog's re-listen, beside its
+        // driver's), and whether such a driver holds input unread (a tick leaves a server
+        // whose driver does marked).
+        let servers = &self.client.servers;
+        let mut deadline = servers.earliest();
         let mut unread = false;
-        for (index, s) in self.client.servers.iter() {
+        for &index in servers.touched() {
+            let Some(s) = servers.get(index) else { continue };
             let driver = self.transports.get(index).and_then(Option::as_ref);
             unread |= driver.is_some_and(Transport::has_backlog);
             let due = earlier(s.next_deadline(), driver.and_then(Transport::poll_timeout));
@@ -568,17 +573,35 @@ impl Host {
         }
     }
 
-    /// The tick over every server: left-over input first (one budget), then the upkeep.
+    /// The tick over the servers something happened to or whose deadline came: left-over
+    /// input first (one budget), then the upkeep; then each one's next deadline is filed (a
+    /// server whose driver still holds input stays marked, due again at once).
     fn tick(&mut self, now: Instant) {
+        let mut round = std::mem::take(&mut self.round);
+        self.client.servers.take_round(now, &mut round);
         let registry = self.poll.registry();
-        for (index, s) in self.client.servers.iter_mut() {
-            let Some(Some(transport)) = self.transports.get_mut(index) else { continue };
+        for &index in &round {
+            let s = self.client.servers.get_mut_in_round(index);
+            let (Some(s), Some(Some(transport))) = (s, self.transports.get_mut(index)) else {
+                continue;
+            };
             transport.resume(registry, &mut s.engine, now);
             upkeep(&mut s.engine, transport, registry, now);
             if transport.grants_scopes() {
                 s.catalog.note_granted(transport.granted_scope());
             }
         }
+        for &index in &round {
+            let Some(s) = self.client.servers.get(index) else { continue };
+            let driver = self.transports.get(index).and_then(Option::as_ref);
+            let due = earlier(s.next_deadline(), driver.and_then(Transport::poll_timeout));
+            let unread = driver.is_some_and(Transport::has_backlog);
+            self.client.servers.file_deadline(index, due, now);
+            if unread {
+                self.client.servers.touch(index);
+            }
+        }
+        self.round = round;
     }
 }
 

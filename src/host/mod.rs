@@ -222,6 +222,8 @@ pub struct Host {
     exiting: Reaper,
     /// Closed HTTP servers' legacy sessions being ended (`DELETE`), from the poll and tick.
     ending: closing::Ending,
+    /// The servers the current tick looks at (kept: no allocation per round).
+    round: Vec<usize>,
 }
 
 impl Host {
@@ -238,6 +240,7 @@ impl Host {
             transports: Vec::new(),
             exiting: Reaper::default(),
             ending: closing::Ending::default(),
+            round: Vec::new(),
         })
     }
 

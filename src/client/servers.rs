@@ -1,0 +1,276 @@
+//! The core's servers, and which of them a round has to look at.
+//!
+//! A round used to walk every server a host keeps (each engine's timers, each driver's upkeep
+//! and deadline), so every idle server cost every call. Here a server is looked at when
+//! something happened to it or its deadline came: every mutable access marks it (the borrow
+//! checker sees to it that nothing changes a server without one), and the round files each
+//! server's next deadline in one heap when it is done with it.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::Instant;
+
+use slab::Slab;
+
+use super::ServerCore;
+
+/// Every server of a core, by index, and the bookkeeping of the rounds.
+#[derive(Debug, Default)]
+pub(crate) struct Servers {
+    slab: Slab<ServerCore>,
+    /// Servers reached mutably since a round last took them, each once.
+    touched: Vec<usize>,
+    /// By index: in `touched`.
+    marked: Vec<bool>,
+    /// Every server's next deadline as the last round that looked at it left it, earliest
+    /// first, with a stamp. An entry whose stamp is no longer its server's is stale: it is
+    /// dropped when it comes to the top, so the top is always a live one.
+    deadlines: BinaryHeap<Reverse<(Instant, usize, u64)>>,
+    /// By index: the stamp of the server's current deadline entry, and that deadline.
+    stamps: Vec<(u64, Option<Instant>)>,
+    next_stamp: u64,
+}
+
+impl Servers {
+    pub(crate) fn get(&self, index: usize) -> Option<&ServerCore> {
+        self.slab.get(index)
+    }
+
+    /// The server, marked for the next round.
+    pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut ServerCore> {
+        let server = self.slab.get_mut(index)?;
+        mark(&mut self.touched, &mut self.marked, index);
+        Some(server)
+    }
+
+    /// The server, not marked: for the round itself, which files its deadline afterwards.
+    pub(crate) fn get_mut_in_round(&mut self, index: usize) -> Option<&mut ServerCore> {
+        self.slab.get_mut(index)
+    }
+
+    pub(crate) fn iter(&self) -> slab::Iter<'_, ServerCore> {
+        self.slab.iter()
+    }
+
+    /// Every server, each marked for the next round.
+    pub(crate) fn iter_mut(&mut self) -> slab::IterMut<'_, ServerCore> {
+        for (index, _) in self.slab.iter() {
+            mark(&mut self.touched, &mut self.marked, index);
+        }
+        self.slab.iter_mut()
+    }
+
+    pub(crate) fn insert(&mut self, server: ServerCore) -> usize {
+        let index = self.slab.insert(server);
+        mark(&mut self.touched, &mut self.marked, index);
+        index
+    }
+
+    pub(crate) fn remove(&mut self, index: usize) -> ServerCore {
+        // Its deadline entry goes stale; a later server in the slot files its own.
+        if let Some(filed) = self.stamps.get_mut(index) {
+            *filed = (0, None);
+        }
+        self.drop_stale_top();
+        self.slab.remove(index)
+    }
+
+    pub(crate) fn vacant_key(&self) -> usize {
+        self.slab.vacant_key()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.slab.len()
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.slab.capacity()
+    }
+
+    /// Marks a server for the next round (a change to what the shell keeps beside it).
+    pub(crate) fn touch(&mut self, index: usize) {
+        mark(&mut self.touched, &mut self.marked, index);
+    }
+
+    /// The servers marked since the last round.
+    pub(crate) fn touched(&self) -> &[usize] {
+        &self.touched
+    }
+
+    /// The earliest deadline filed.
+    pub(crate) fn earliest(&self) -> Option<Instant> {
+        self.deadlines.peek().map(|Reverse((at, _, _))| *at)
+    }
+
+    /// The servers a round at `now` looks at, into `work` (cleared first): those marked since
+    /// the last round, and those whose deadline has come. Each once, in index order.
+    pub(crate) fn take_round(&mut self, now: Instant, work: &mut Vec<usize>) {
+        work.clear();
+        for index in self.touched.drain(..) {
+            if let Some(m) = self.marked.get_mut(index) {
+                *m = false;
+            }
+            work.push(index);
+        }
+        while let Some(Reverse((at, index, stamp))) = self.deadlines.peek().copied() {
+            if at > now {
+                break;
+            }
+            self.deadlines.pop();
+            if self.stamps.get(index).is_some_and(|&(current, _)| current == stamp) {
+                work.push(index);
+            }
+        }
+        self.drop_stale_top();
+        if work.len() > 1 {
+            work.sort_unstable();
+            work.dedup();
+        }
+    }
+
+    /// Pops stale entries off the top, so that [`earliest`](Self::earliest) is exact.
+    fn drop_stale_top(&mut self) {
+        while let Some(Reverse((_, index, stamp))) = self.deadlines.peek() {
+            if self.stamps.get(*index).is_some_and(|&(current, _)| current == *stamp) {
+                return;
+            }
+            self.deadlines.pop();
+        }
+    }
+
+    /// Files the next deadline of the server at `index` (none: nothing is due until
+    /// something happens to it), replacing the one filed before.
+    pub(crate) fn file_deadline(&mut self, index: usize, at: Option<Instant>, now: Instant) {
+        if self.stamps.len() <= index {
+            self.stamps.resize(index + 1, (0, None));
+        }
+        let filed = &mut self.stamps[index];
+        // The same deadline as filed, still to come (its entry is in the heap) or none:
+        // nothing to do. One that has come is filed again: a round took its entry.
+        if filed.1 == at && at.is_none_or(|at| at > now) {
+            return;
+        }
+        self.next_stamp += 1;
+        *filed = (self.next_stamp, at);
+        if let Some(at) = at {
+            self.deadlines.push(Reverse((at, index, self.next_stamp)));
+        }
+        self.drop_stale_top();
+        // Stale entries are dropped when they come up; past twice the live ones (a busy
+        // server files one a round), the heap is rebuilt from the live ones instead.
+        if self.deadlines.len() > 2 * self.slab.len() + 64 {
+            let stamps = &self.stamps;
+            self.deadlines.retain(|Reverse((_, i, s))| stamps.get(*i).is_some_and(|f| f.0 == *s));
+        }
+    }
+}
+
+#[inline]
+fn mark(touched: &mut Vec<usize>, marked: &mut Vec<bool>, index: usize) {
+    match marked.get_mut(index) {
+        // Marked already: the common case, a server touched again in the same round.
+        Some(true) => {}
+        Some(m) => {
+            *m = true;
+            touched.push(index);
+        }
+        None => {
+            marked.resize(index + 1, false);
+            marked[index] = true;
+            touched.push(index);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::client::catalog::ServerCatalog;
+    use crate::config::Config;
+    use crate::engine::Engine;
+
+    fn server(now: Instant) -> ServerCore {
+        let engine = Engine::new(Config::default(), now).unwrap();
+        ServerCore { generation: 1, engine, catalog: ServerCatalog::new("s".into(), false, None) }
+    }
+
+    fn round(servers: &mut Servers, now: Instant) -> Vec<usize> {
+        let mut work = vec![99];
+        servers.take_round(now, &mut work);
+        work
+    }
+
+    /// A round looks at the servers reached mutably since the last one and at those whose
+    /// deadline has come, each once: an idle server costs nothing.
+    #[test]
+    fn a_round_looks_only_at_touched_and_due_servers() {
+        let now = Instant::now();
+        let mut servers = Servers::default();
+        let ids: Vec<usize> = (0..5).map(|_| servers.insert(server(now))).collect();
+        assert_eq!(round(&mut servers, now), ids, "new servers are looked at once");
+        for &i in &ids {
+            servers.file_deadline(i, None, now);
+        }
+        assert_eq!(round(&mut servers, now), [0; 0], "nothing happened: nothing to look at");
+        let _ = servers.get(3);
+        let _ = servers.iter().count();
+        assert_eq!(round(&mut servers, now), [0; 0], "reading marks nothing");
+        servers.get_mut(3);
+        servers.get_mut(1);
+        servers.get_mut(3);
+        assert_eq!(round(&mut servers, now), [1, 3], "each once, in order");
+        servers.file_deadline(2, Some(now + Duration::from_secs(5)), now);
+        servers.file_deadline(4, Some(now + Duration::from_secs(9)), now);
+        assert_eq!(servers.earliest(), Some(now + Duration::from_secs(5)));
+        assert_eq!(round(&mut servers, now + Duration::from_secs(4)), [0; 0], "not yet");
+        assert_eq!(round(&mut servers, now + Duration::from_secs(5)), [2]);
+        assert_eq!(round(&mut servers, now + Duration::from_secs(5)), [0; 0], "taken once");
+        servers.iter_mut().count();
+        assert_eq!(round(&mut servers, now), ids, "iterating mutably marks every server");
+    }
+
+    /// A deadline filed again replaces the one before: the old entry is dropped when it comes
+    /// up, and a removed server's too.
+    #[test]
+    fn a_refiled_or_removed_servers_old_deadline_is_stale() {
+        let now = Instant::now();
+        let secs = |n| now + Duration::from_secs(n);
+        let mut servers = Servers::default();
+        let (a, b) = (servers.insert(server(now)), servers.insert(server(now)));
+        round(&mut servers, now);
+        servers.file_deadline(a, Some(secs(1)), now);
+        servers.file_deadline(a, Some(secs(3)), now);
+        servers.file_deadline(b, Some(secs(2)), now);
+        assert_eq!(servers.earliest(), Some(secs(2)), "the replaced deadline is not the next");
+        assert_eq!(round(&mut servers, secs(1)), [0; 0]);
+        servers.remove(b);
+        assert_eq!(servers.earliest(), Some(secs(3)), "nor is a removed server's");
+        assert_eq!(round(&mut servers, secs(2)), [0; 0]);
+        assert_eq!(round(&mut servers, secs(3)), [a]);
+        // The same deadline filed again while it is still to come adds no entry; once it has
+        // come (a round took its entry), it is filed anew.
+        servers.file_deadline(a, Some(secs(9)), secs(3));
+        servers.file_deadline(a, Some(secs(9)), secs(3));
+        assert_eq!(servers.deadlines.len(), 1);
+        assert_eq!(round(&mut servers, secs(9)), [a]);
+        servers.file_deadline(a, Some(secs(9)), secs(9));
+        assert_eq!(round(&mut servers, secs(9)), [a], "still due: looked at again");
+    }
+
+    /// A busy server files a deadline every round: the stale entries do not pile up.
+    #[test]
+    fn stale_deadlines_stay_bounded() {
+        let now = Instant::now();
+        let mut servers = Servers::default();
+        let a = servers.insert(server(now));
+        assert_eq!(round(&mut servers, now), [a]);
+        for k in 0..10_000u64 {
+            servers.file_deadline(a, Some(now + Duration::from_secs(1_000 + k)), now);
+        }
+        assert!(servers.deadlines.len() <= 2 * servers.len() + 65, "{}", servers.deadlines.len());
+        assert_eq!(round(&mut servers, now + Duration::from_secs(10_998)), [0; 0], "stale");
+        assert_eq!(round(&mut servers, now + Duration::from_secs(10_999)), [a], "the last one");
+    }
+}
