@@ -27,7 +27,7 @@ pub(crate) struct Servers {
     /// dropped when it comes to the top, so the top is always a live one.
     deadlines: BinaryHeap<Reverse<(Instant, usize, u64)>>,
     /// By index: the stamp of the server's current deadline entry, and that deadline.
-    stamps: Vec<(u64, Option<Instant>)>,
+    filed: Vec<(u64, Option<Instant>)>,
     next_stamp: u64,
 }
 
@@ -68,7 +68,7 @@ impl Servers {
 
     pub(crate) fn remove(&mut self, index: usize) -> ServerCore {
         // Its deadline entry goes stale; a later server in the slot files its own.
-        if let Some(filed) = self.stamps.get_mut(index) {
+        if let Some(filed) = self.filed.get_mut(index) {
             *filed = (0, None);
         }
         self.drop_stale_top();
@@ -117,7 +117,7 @@ impl Servers {
                 break;
             }
             self.deadlines.pop();
-            if self.stamps.get(index).is_some_and(|&(current, _)| current == stamp) {
+            if self.filed.get(index).is_some_and(|&(current, _)| current == stamp) {
                 work.push(index);
             }
         }
@@ -131,7 +131,7 @@ impl Servers {
     /// Pops stale entries off the top, so that [`earliest`](Self::earliest) is exact.
     fn drop_stale_top(&mut self) {
         while let Some(Reverse((_, index, stamp))) = self.deadlines.peek() {
-            if self.stamps.get(*index).is_some_and(|&(current, _)| current == *stamp) {
+            if self.filed.get(*index).is_some_and(|&(current, _)| current == *stamp) {
                 return;
             }
             self.deadlines.pop();
@@ -141,10 +141,10 @@ impl Servers {
     /// Files the next deadline of the server at `index` (none: nothing is due until
     /// something happens to it), replacing the one filed before.
     pub(crate) fn file_deadline(&mut self, index: usize, at: Option<Instant>, now: Instant) {
-        if self.stamps.len() <= index {
-            self.stamps.resize(index + 1, (0, None));
+        if self.filed.len() <= index {
+            self.filed.resize(index + 1, (0, None));
         }
-        let filed = &mut self.stamps[index];
+        let filed = &mut self.filed[index];
         // The same deadline as filed, still to come (its entry is in the heap) or none:
         // nothing to do. One that has come is filed again: a round took its entry.
         if filed.1 == at && at.is_none_or(|at| at > now) {
@@ -159,8 +159,8 @@ impl Servers {
         // Stale entries are dropped when they come up; past twice the live ones (a busy
         // server files one a round), the heap is rebuilt from the live ones instead.
         if self.deadlines.len() > 2 * self.slab.len() + 64 {
-            let stamps = &self.stamps;
-            self.deadlines.retain(|Reverse((_, i, s))| stamps.get(*i).is_some_and(|f| f.0 == *s));
+            let filed = &self.filed;
+            self.deadlines.retain(|Reverse((_, i, s))| filed.get(*i).is_some_and(|f| f.0 == *s));
         }
     }
 }

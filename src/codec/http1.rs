@@ -574,18 +574,8 @@ impl ResponseParser {
         source: &mut (impl Read + ?Sized),
         size: usize,
     ) -> io::Result<usize> {
-        if self.start > 0 {
-            // Compact: consumed bytes are never needed again (the head lives in `head_raw`).
-            self.buf.copy_within(self.start..self.filled, 0);
-            self.filled -= self.start;
-            self.start = 0;
-        }
-        let end = self.filled + size;
-        if self.buf.len() < end {
-            // Zeroed once: later reads find the room already initialized.
-            self.buf.resize(end, 0);
-        }
-        let n = source.read(&mut self.buf[self.filled..end])?;
+        // The head lives in `head_raw`: what is consumed may move away.
+        let n = super::read_after(&mut self.buf, &mut self.start, &mut self.filled, source, size)?;
         if !self.eof && self.state != State::Closed {
             self.filled += n;
         }

@@ -11,6 +11,32 @@ pub(crate) mod ndjson;
 #[cfg(feature = "http")]
 pub(crate) mod sse;
 
+/// One `read` of at most `size` bytes from `source` into `buf` right after its unconsumed
+/// bytes `buf[*start..*filled]`, which move to the front first (consumed bytes are never
+/// needed again). The room is zeroed once, when `buf` first grows to it, and stays
+/// initialized, so a read lands in it directly with no read buffer of its own. Returns what
+/// `read` returned: the new bytes are `buf[*filled..*filled + n]`, for the caller to keep
+/// (by adding `n` to `filled`) or drop.
+#[cfg(any(feature = "stdio", feature = "http"))]
+pub(crate) fn read_after(
+    buf: &mut Vec<u8>,
+    start: &mut usize,
+    filled: &mut usize,
+    source: &mut (impl std::io::Read + ?Sized),
+    size: usize,
+) -> std::io::Result<usize> {
+    if *start > 0 {
+        buf.copy_within(*start..*filled, 0);
+        *filled -= *start;
+        *start = 0;
+    }
+    let end = *filled + size;
+    if buf.len() < end {
+        buf.resize(end, 0);
+    }
+    source.read(&mut buf[*filled..end])
+}
+
 /// The chunking-independence check every codec's table tests share: the same output for the
 /// input whole, split at every offset, split at every pair of offsets (inputs up to
 /// `pairs_up_to` bytes), and fed byte by byte.

@@ -86,20 +86,13 @@ impl LineFramer {
     /// One `read` of at most `size` bytes from `source`, straight into the framer's buffer;
     /// what `read` returned. Call [`next_frame`](Self::next_frame) until `None` before reading
     /// more, or memory use grows by one read.
-    pub(crate) fn read_from(&mut self, source: &mut impl Read, size: usize) -> io::Result<usize> {
-        if self.start > 0 {
-            // Compact: consumed bytes are never needed again.
-            self.buf.copy_within(self.start..self.filled, 0);
-            self.filled -= self.start;
-            self.start = 0;
-        }
-        let end = self.filled + size;
-        if self.buf.len() < end {
-            // Zeroed once: later reads find the room already initialized.
-            self.buf.resize(end, 0);
-        }
+    pub(crate) fn read_from(
+        &mut self,
+        source: &mut (impl Read + ?Sized),
+        size: usize,
+    ) -> io::Result<usize> {
+        let n = super::read_after(&mut self.buf, &mut self.start, &mut self.filled, source, size)?;
         let from = self.filled;
-        let n = source.read(&mut self.buf[from..end])?;
         self.filled += n;
         if self.discarding {
             // Inside an oversize line the framer holds nothing else (`next_frame` cleared it).

@@ -463,11 +463,9 @@ impl Host {
         let mut deadline = servers.earliest();
         let mut unread = false;
         for &index in servers.touched() {
-            let Some(s) = servers.get(index) else { continue };
             let driver = self.transports.get(index).and_then(Option::as_ref);
             unread |= driver.is_some_and(Transport::has_backlog);
-            let due = earlier(s.next_deadline(), driver.and_then(Transport::poll_timeout));
-            deadline = earlier(deadline, due);
+            deadline = earlier(deadline, self.deadline_of(index));
         }
         // Closed servers' children still exiting: their next check or signal; closed servers'
         // session `DELETE`s: when they are given up on.
@@ -592,16 +590,22 @@ impl Host {
             }
         }
         for &index in &round {
-            let Some(s) = self.client.servers.get(index) else { continue };
-            let driver = self.transports.get(index).and_then(Option::as_ref);
-            let due = earlier(s.next_deadline(), driver.and_then(Transport::poll_timeout));
-            let unread = driver.is_some_and(Transport::has_backlog);
+            // A server removed since has none, and files nothing.
+            let due = self.deadline_of(index);
             self.client.servers.file_deadline(index, due, now);
-            if unread {
+            let driver = self.transports.get(index).and_then(Option::as_ref);
+            if driver.is_some_and(Transport::has_backlog) {
                 self.client.servers.touch(index);
             }
         }
         self.round = round;
+    }
+
+    /// One server's next deadline: its core's (engine, catalog re-listen) and its driver's.
+    fn deadline_of(&self, index: usize) -> Option<Instant> {
+        let s = self.client.servers.get(index)?;
+        let driver = self.transports.get(index).and_then(Option::as_ref);
+        earlier(s.next_deadline(), driver.and_then(Transport::poll_timeout))
     }
 }
 
