@@ -164,7 +164,7 @@ impl Client {
                 after_each(self);
                 continue;
             }
-            let Some(index) = super::next_with_events(commands.servers, *event_cursor) else {
+            let Some(index) = commands.servers.next_with_events(*event_cursor) else {
                 return;
             };
             *event_cursor = index + 1;

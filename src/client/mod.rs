@@ -40,16 +40,6 @@ pub(crate) mod servers;
 pub(crate) mod task;
 pub(crate) mod verdict_store;
 
-/// The first server at or after `cursor`, going round, with an event queued: servers take
-/// turns, so a chatty one cannot starve the rest. From the cursor to the end, then from the
-/// start: no division per server (a host may keep hundreds).
-fn next_with_events(servers: &servers::Servers, cursor: usize) -> Option<usize> {
-    let n = servers.capacity();
-    let start = cursor.min(n);
-    let has_events = |i: &usize| servers.get(*i).is_some_and(|s| s.engine.queued_events() > 0);
-    (start..n).chain(0..start).find(has_events)
-}
-
 #[cfg(test)]
 mod tests;
 
@@ -522,7 +512,7 @@ impl Client {
 
     /// `true` when some server's engine holds an event for the host.
     pub fn has_queued_events(&self) -> bool {
-        self.servers.iter().any(|(_, s)| s.engine.queued_events() > 0)
+        self.servers.next_with_events(0).is_some()
     }
 
     /// The earliest deadline the core owns: every engine's, and every watched catalog's
@@ -547,6 +537,7 @@ impl Client {
         }
         self.after_input(now);
         self.pump_catalogs(now);
+        self.servers.forget_eventless();
     }
 
     /// What follows input or timers on any server: the era verdicts kept and the answer
@@ -574,7 +565,7 @@ impl Client {
         if self.has_asks() && self.take_ask() {
             return self.current_ask();
         }
-        let index = next_with_events(&self.servers, self.event_cursor)?;
+        let index = self.servers.next_with_events(self.event_cursor)?;
         self.event_cursor = index + 1;
         let s = self.servers.get_mut(index)?;
         let id = ServerId { index, generation: s.generation };

@@ -5,6 +5,10 @@
 //! something happened to it or its deadline came: every mutable access marks it (the borrow
 //! checker sees to it that nothing changes a server without one), and the round files each
 //! server's next deadline in one heap when it is done with it.
+//!
+//! The same accesses say where events can be: an engine queues one only under a mutable
+//! access, so every such access also puts the server on a list of those that may hold events,
+//! which each round's end prunes. The turn-taking of `poll_event` looks at that list alone.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -18,10 +22,8 @@ use super::ServerCore;
 #[derive(Debug, Default)]
 pub(crate) struct Servers {
     slab: Slab<ServerCore>,
-    /// Servers reached mutably since a round last took them, each once.
-    touched: Vec<usize>,
-    /// By index: in `touched`.
-    marked: Vec<bool>,
+    /// Which servers a round has to look at, and which may hold events.
+    marks: Marks,
     /// Every server's next deadline as the last round that looked at it left it, earliest
     /// first, with a stamp. An entry whose stamp is no longer its server's is stale: it is
     /// dropped when it comes to the top, so the top is always a live one.
@@ -39,13 +41,16 @@ impl Servers {
     /// The server, marked for the next round.
     pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut ServerCore> {
         let server = self.slab.get_mut(index)?;
-        mark(&mut self.touched, &mut self.marked, index);
+        self.marks.mark(index, TOUCHED | EVENTFUL);
         Some(server)
     }
 
-    /// The server, not marked: for the round itself, which files its deadline afterwards.
+    /// The server, not marked for the next round: for the round itself, which files its
+    /// deadline afterwards. It may queue events all the same.
     pub(crate) fn get_mut_in_round(&mut self, index: usize) -> Option<&mut ServerCore> {
-        self.slab.get_mut(index)
+        let server = self.slab.get_mut(index)?;
+        self.marks.mark(index, EVENTFUL);
+        Some(server)
     }
 
     pub(crate) fn iter(&self) -> slab::Iter<'_, ServerCore> {
@@ -55,14 +60,14 @@ impl Servers {
     /// Every server, each marked for the next round.
     pub(crate) fn iter_mut(&mut self) -> slab::IterMut<'_, ServerCore> {
         for (index, _) in self.slab.iter() {
-            mark(&mut self.touched, &mut self.marked, index);
+            self.marks.mark(index, TOUCHED | EVENTFUL);
         }
         self.slab.iter_mut()
     }
 
     pub(crate) fn insert(&mut self, server: ServerCore) -> usize {
         let index = self.slab.insert(server);
-        mark(&mut self.touched, &mut self.marked, index);
+        self.marks.mark(index, TOUCHED | EVENTFUL);
         index
     }
 
@@ -83,18 +88,14 @@ impl Servers {
         self.slab.len()
     }
 
-    pub(crate) fn capacity(&self) -> usize {
-        self.slab.capacity()
-    }
-
     /// Marks a server for the next round (a change to what the shell keeps beside it).
     pub(crate) fn touch(&mut self, index: usize) {
-        mark(&mut self.touched, &mut self.marked, index);
+        self.marks.mark(index, TOUCHED);
     }
 
     /// The servers marked since the last round.
     pub(crate) fn touched(&self) -> &[usize] {
-        &self.touched
+        &self.marks.touched
     }
 
     /// The earliest deadline filed.
@@ -106,12 +107,7 @@ impl Servers {
     /// the last round, and those whose deadline has come. Each once, in index order.
     pub(crate) fn take_round(&mut self, now: Instant, work: &mut Vec<usize>) {
         work.clear();
-        for index in self.touched.drain(..) {
-            if let Some(m) = self.marked.get_mut(index) {
-                *m = false;
-            }
-            work.push(index);
-        }
+        self.marks.take_touched(work);
         while let Some(Reverse((at, index, stamp))) = self.deadlines.peek().copied() {
             if at > now {
                 break;
@@ -165,20 +161,94 @@ impl Servers {
     }
 }
 
-#[inline]
-fn mark(touched: &mut Vec<usize>, marked: &mut Vec<bool>, index: usize) {
-    match marked.get_mut(index) {
-        // Marked already: the common case, a server touched again in the same round.
-        Some(true) => {}
-        Some(m) => {
-            *m = true;
-            touched.push(index);
+impl Servers {
+    /// At a round's end: forgets the servers that may have held events and hold none now
+    /// (their events were taken), so that `poll_event` no longer looks at them.
+    pub(crate) fn forget_eventless(&mut self) {
+        let Self { slab, marks, .. } = self;
+        marks
+            .retain_eventful(|index| slab.get(index).is_some_and(|s| s.engine.queued_events() > 0));
+    }
+
+    /// The first server at or after `cursor`, going round, with an event queued: servers take
+    /// turns, so a chatty one cannot starve the rest. Only the servers that may hold events
+    /// are looked at, not every server a host keeps.
+    pub(crate) fn next_with_events(&self, cursor: usize) -> Option<usize> {
+        // Ordered by (before the cursor, index): the first at or after the cursor, else the
+        // first of all.
+        let mut best: Option<(bool, usize)> = None;
+        for &index in &self.marks.eventful {
+            if self.slab.get(index).is_some_and(|s| s.engine.queued_events() > 0) {
+                let key = (index < cursor, index);
+                if best.is_none_or(|b| key < b) {
+                    best = Some(key);
+                }
+            }
         }
-        None => {
-            marked.resize(index + 1, false);
-            marked[index] = true;
-            touched.push(index);
+        best.map(|(_, index)| index)
+    }
+}
+
+/// `Marks` bit: on the list of servers the next round looks at.
+const TOUCHED: u8 = 1;
+/// `Marks` bit: on the list of servers that may hold events.
+const EVENTFUL: u8 = 2;
+
+/// Two lists of servers, each server on each at most once, and a byte of bits per server
+/// saying which lists it is on: one load tells a mark that changes nothing (most of them: a
+/// call reaches its server mutably about ten times).
+#[derive(Debug, Default)]
+struct Marks {
+    bits: Vec<u8>,
+    /// Servers reached mutably since a round last took them.
+    touched: Vec<usize>,
+    /// Servers that may hold queued events: every server reached mutably since the last
+    /// round's end, and those that round's end found holding some.
+    eventful: Vec<usize>,
+}
+
+impl Marks {
+    #[inline]
+    fn mark(&mut self, index: usize, bits: u8) {
+        if self.bits.get(index).is_some_and(|&b| b & bits == bits) {
+            return;
         }
+        self.add(index, bits);
+    }
+
+    #[cold]
+    fn add(&mut self, index: usize, bits: u8) {
+        if self.bits.len() <= index {
+            self.bits.resize(index + 1, 0);
+        }
+        let new = bits & !self.bits[index];
+        self.bits[index] |= bits;
+        if new & TOUCHED != 0 {
+            self.touched.push(index);
+        }
+        if new & EVENTFUL != 0 {
+            self.eventful.push(index);
+        }
+    }
+
+    /// Moves the touched servers to `work`, unmarked.
+    fn take_touched(&mut self, work: &mut Vec<usize>) {
+        for index in self.touched.drain(..) {
+            self.bits[index] &= !TOUCHED;
+            work.push(index);
+        }
+    }
+
+    /// Keeps on the eventful list the servers `keep` says, and unmarks the others.
+    fn retain_eventful(&mut self, mut keep: impl FnMut(usize) -> bool) {
+        let bits = &mut self.bits;
+        self.eventful.retain(|&index| {
+            let kept = keep(index);
+            if !kept {
+                bits[index] &= !EVENTFUL;
+            }
+            kept
+        });
     }
 }
 
@@ -257,6 +327,71 @@ mod tests {
         assert_eq!(round(&mut servers, secs(9)), [a]);
         servers.file_deadline(a, Some(secs(9)), secs(9));
         assert_eq!(round(&mut servers, secs(9)), [a], "still due: looked at again");
+    }
+
+    /// `poll_event`'s turn-taking looks at the servers marked since the last round and those
+    /// a round left holding events, not at every server; it still goes round from the cursor.
+    #[test]
+    fn events_are_looked_for_only_where_they_can_be() {
+        let now = Instant::now();
+        let mut servers = Servers::default();
+        for _ in 0..5 {
+            servers.insert(server(now));
+        }
+        let end_round = |servers: &mut Servers, now| {
+            round(servers, now);
+            servers.forget_eventless();
+        };
+        end_round(&mut servers, now);
+        let close = |servers: &mut Servers, i| servers.get_mut(i).unwrap().engine.close(now);
+        // Each closing queues the server's state change; the servers are marked.
+        close(&mut servers, 3);
+        close(&mut servers, 1);
+        let queued = |servers: &Servers, i: usize| servers.get(i).unwrap().engine.queued_events();
+        assert!(queued(&servers, 1) > 0 && queued(&servers, 3) > 0);
+        assert_eq!(servers.next_with_events(0), Some(1));
+        assert_eq!(servers.next_with_events(2), Some(3), "from the cursor");
+        assert_eq!(servers.next_with_events(4), Some(1), "going round");
+        // A round's end forgets the servers that hold no events.
+        end_round(&mut servers, now);
+        assert_eq!(
+            (servers.marks.touched.len(), servers.marks.eventful.as_slice()),
+            (0, &[3, 1][..])
+        );
+        assert_eq!(servers.next_with_events(2), Some(3));
+        // Server 1's events taken: the next round's end forgets it; with all taken, nothing is
+        // left to look at.
+        let drain = |servers: &mut Servers, i| {
+            let engine = &mut servers.get_mut(i).unwrap().engine;
+            while engine.poll_event().is_some() {}
+        };
+        drain(&mut servers, 1);
+        assert_eq!(servers.next_with_events(0), Some(3));
+        end_round(&mut servers, now);
+        assert_eq!(servers.marks.eventful, [3]);
+        drain(&mut servers, 3);
+        assert_eq!(servers.next_with_events(0), None);
+        end_round(&mut servers, now);
+        assert!(servers.marks.eventful.is_empty() && servers.touched().is_empty());
+        assert!(servers.marks.bits.iter().all(|&b| b == 0));
+        // A server whose deadline came (a round's own access) may queue events too.
+        let (due, later) = (now + Duration::from_secs(1), now + Duration::from_secs(2));
+        servers.file_deadline(2, Some(due), now);
+        assert_eq!(round(&mut servers, due), [2]);
+        servers.get_mut_in_round(2).unwrap().engine.close(due);
+        assert_eq!(servers.next_with_events(0), Some(2));
+        servers.forget_eventless();
+        assert_eq!(servers.marks.eventful, [2]);
+        drain(&mut servers, 2);
+        end_round(&mut servers, later);
+        // A removed server's entry goes with its events.
+        close(&mut servers, 4);
+        end_round(&mut servers, now);
+        assert_eq!(servers.marks.eventful, [4]);
+        servers.remove(4);
+        assert_eq!(servers.next_with_events(0), None);
+        end_round(&mut servers, now);
+        assert!(servers.marks.eventful.is_empty());
     }
 
     /// A busy server files a deadline every round: the stale entries do not pile up.

@@ -573,7 +573,8 @@ impl Host {
 
     /// The tick over the servers something happened to or whose deadline came: left-over
     /// input first (one budget), then the upkeep; then each one's next deadline is filed (a
-    /// server whose driver still holds input stays marked, due again at once).
+    /// server whose driver still holds input stays marked, due again at once), and those
+    /// that may have held events and hold none are no longer looked at by `poll_event`.
     fn tick(&mut self, now: Instant) {
         let mut round = std::mem::take(&mut self.round);
         self.client.servers.take_round(now, &mut round);
@@ -598,6 +599,7 @@ impl Host {
                 self.client.servers.touch(index);
             }
         }
+        self.client.servers.forget_eventless();
         self.round = round;
     }
 
