@@ -26,6 +26,9 @@ enum OnCall {
     Interim { limit: u64 },
     /// Nothing at all.
     Silent,
+    /// The answer, and in the same write a second response nobody asked for (a forged answer
+    /// to the same call).
+    Stowaway,
 }
 
 /// A server that answers `server/discover` and floods each `tools/call` as `on_call` says.
@@ -35,6 +38,8 @@ struct Flooder {
     url: String,
     flooded: Arc<AtomicU64>,
     started: mpsc::Receiver<()>,
+    /// Connections accepted.
+    connections: Arc<AtomicU64>,
 }
 
 fn flooder(on_call: OnCall) -> Flooder {
@@ -43,14 +48,17 @@ fn flooder(on_call: OnCall) -> Flooder {
     let flooded = Arc::new(AtomicU64::new(0));
     let (tx, started) = mpsc::channel();
     let counter = Arc::clone(&flooded);
+    let connections = Arc::new(AtomicU64::new(0));
+    let accepted = Arc::clone(&connections);
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(stream) = stream else { return };
+            accepted.fetch_add(1, Ordering::Relaxed);
             let (counter, tx) = (Arc::clone(&counter), tx.clone());
             std::thread::spawn(move || serve(stream, on_call, &counter, &tx));
         }
     });
-    Flooder { url, flooded, started }
+    Flooder { url, flooded, started, connections }
 }
 
 /// One request: its body, or `None` when the client closed.
@@ -92,6 +100,23 @@ fn serve(mut stream: TcpStream, on_call: OnCall, flooded: &AtomicU64, started: &
                     return;
                 }
             }
+            Some("tools/call") if matches!(on_call, OnCall::Stowaway) => {
+                let response = |text: &str| {
+                    let result = serde_json::json!({"resultType": "complete",
+                        "content": [{"type": "text", "text": text}]});
+                    let reply = serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result})
+                        .to_string();
+                    format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+                         Content-Length: {}\r\n\r\n{reply}",
+                        reply.len()
+                    )
+                };
+                let both = response("genuine") + &response("forged");
+                if stream.write_all(both.as_bytes()).is_err() {
+                    return;
+                }
+            }
             Some("tools/call") => {
                 let (mut chunk, limit) = match on_call {
                     OnCall::Sse { limit } => (
@@ -99,7 +124,7 @@ fn serve(mut stream: TcpStream, on_call: OnCall, flooded: &AtomicU64, started: &
                         limit,
                     ),
                     OnCall::Interim { limit } => (Vec::new(), limit),
-                    OnCall::Silent => (Vec::new(), 0),
+                    OnCall::Silent | OnCall::Stowaway => (Vec::new(), 0),
                 };
                 let unit: &[u8] = match on_call {
                     OnCall::Sse { .. } => b": keep-alive\n\n\nid: 7\n\n",
@@ -272,6 +297,28 @@ fn an_endless_run_of_interim_heads_fails_the_call() {
         matches!(error, BlockingError::Call(CallError::Transport(TransportError::BadResponse))),
         "{error:?}"
     );
+}
+
+/// A response nobody asked for, after the answer on a keep-alive connection: the connection
+/// is out of step with its requests, so it is closed rather than kept, and the next call goes
+/// on a new one and gets its own answer, not the forged one left in the buffer.
+#[test]
+fn bytes_after_an_answer_close_the_connection_rather_than_answer_the_next_call() {
+    let server = flooder(OnCall::Stowaway);
+    let mut host = Host::new().unwrap();
+    let id = host.add_http_server(HttpOptions::new(&server.url), Config::default()).unwrap();
+    let state = host.wait_ready(id, Duration::from_secs(30)).unwrap();
+    assert!(matches!(state, ServerState::Ready(..)), "{state:?}");
+    let opts = CallOptions::timeout(Duration::from_secs(30));
+    let before = server.connections.load(Ordering::Relaxed);
+    for n in 0..3 {
+        let result = host.call_tool_blocking(id, "echo", &raw("{}"), &opts).unwrap();
+        let text = &common::parse(&result)["content"][0]["text"];
+        assert_eq!(text, "genuine", "call {n}");
+    }
+    // Each answer came with a stowaway, so each call after the first had a new connection.
+    let connections = server.connections.load(Ordering::Relaxed) - before;
+    assert_eq!(connections, 2, "{connections} new connections for 3 calls");
 }
 
 /// Issue 21: a bearer token with a line break (or NUL) would break the request head or add a

@@ -589,8 +589,11 @@ impl HttpDriver {
         loop {
             let Some(c) = self.conns.get_mut(k) else { return Parsed::Close };
             let Some(x) = c.exchange else {
-                // Bytes nobody asked for: the connection is out of step; close it.
-                let unasked = c.conn.parser().next().is_some();
+                // Bytes nobody asked for: the connection is out of step; close it. (With
+                // nothing buffered there is nothing to ask the parser: the usual case, after
+                // a response that ended.)
+                let parser = c.conn.parser();
+                let unasked = parser.buffered() > 0 && parser.next().is_some();
                 return if unasked { Parsed::Close } else { Parsed::More };
             };
             let budget = &mut self.budget;
