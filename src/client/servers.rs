@@ -77,6 +77,11 @@ impl Servers {
             *filed = (0, None);
         }
         self.drop_stale_top();
+        // Nor is it left unfiled (a removal is rare: the walk is cheap enough).
+        if self.marks.bits.get(index).is_some_and(|&b| b & UNFILED != 0) {
+            self.marks.unmark(index, UNFILED);
+            self.marks.unfiled.retain(|&i| i != index);
+        }
         self.slab.remove(index)
     }
 
@@ -93,11 +98,6 @@ impl Servers {
         self.marks.mark(index, TOUCHED);
     }
 
-    /// The servers marked since the last round.
-    pub(crate) fn touched(&self) -> &[usize] {
-        &self.marks.touched
-    }
-
     /// The earliest deadline filed.
     pub(crate) fn earliest(&self) -> Option<Instant> {
         self.deadlines.peek().map(|Reverse((at, _, _))| *at)
@@ -105,8 +105,36 @@ impl Servers {
 
     /// The servers a round at `now` looks at, into `work` (cleared first): those marked since
     /// the last round, and those whose deadline has come. Each once, in index order.
-    pub(crate) fn take_round(&mut self, now: Instant, work: &mut Vec<usize>) {
+    ///
+    /// First, the servers the last round looked at and nothing marked since get their next
+    /// deadline filed (`deadline` works one out), as that round left it: nothing changed it
+    /// since. A server still busy is marked again before the next round (the call's reply, the
+    /// next call), so its deadline is not filed after every round only to be replaced: while
+    /// it is unfiled, `poll_timeout` works it out with the marked ones'.
+    pub(crate) fn take_round(
+        &mut self,
+        now: Instant,
+        work: &mut Vec<usize>,
+        mut deadline: impl FnMut(usize, &ServerCore) -> Option<Instant>,
+    ) {
         work.clear();
+        let mut unfiled = std::mem::take(&mut self.marks.unfiled);
+        for &index in &unfiled {
+            let touched = self.marks.unmark(index, UNFILED) & TOUCHED != 0;
+            if let (false, Some(s)) = (touched, self.slab.get(index)) {
+                let at = deadline(index, s);
+                self.file_deadline(index, at, now);
+            }
+        }
+        unfiled.clear();
+        self.marks.unfiled = unfiled;
+        // A marked server's filed deadline may no longer be its own: it is worked out anew
+        // once the round is done with it.
+        for &index in &self.marks.touched {
+            if let Some(filed) = self.filed.get_mut(index) {
+                *filed = (0, None);
+            }
+        }
         self.marks.take_touched(work);
         while let Some(Reverse((at, index, stamp))) = self.deadlines.peek().copied() {
             if at > now {
@@ -122,6 +150,29 @@ impl Servers {
             work.sort_unstable();
             work.dedup();
         }
+    }
+
+    /// At a round's end, the servers it looked at: their deadlines are filed at the next
+    /// round, unless something marks them first.
+    pub(crate) fn leave_unfiled(&mut self, round: &[usize]) {
+        for &index in round {
+            let bits = self.marks.bits.get_mut(index);
+            if let (true, Some(bits)) = (self.slab.contains(index), bits) {
+                if *bits & UNFILED == 0 {
+                    *bits |= UNFILED;
+                    self.marks.unfiled.push(index);
+                }
+            }
+        }
+    }
+
+    /// The servers whose deadline is not filed: those the last round left unfiled and those
+    /// marked since (each once). The earliest deadline of a host is the earliest filed one
+    /// and theirs.
+    pub(crate) fn unfiled(&self) -> impl Iterator<Item = usize> + '_ {
+        let marks = &self.marks;
+        let touched_only = marks.touched.iter().filter(|&&i| marks.bits[i] & UNFILED == 0);
+        marks.unfiled.iter().chain(touched_only).copied()
     }
 
     /// Pops stale entries off the top, so that [`earliest`](Self::earliest) is exact.
@@ -193,8 +244,10 @@ impl Servers {
 const TOUCHED: u8 = 1;
 /// `Marks` bit: on the list of servers that may hold events.
 const EVENTFUL: u8 = 2;
+/// `Marks` bit: on the list of servers the last round looked at, whose deadline is not filed.
+const UNFILED: u8 = 4;
 
-/// Two lists of servers, each server on each at most once, and a byte of bits per server
+/// Three lists of servers, each server on each at most once, and a byte of bits per server
 /// saying which lists it is on: one load tells a mark that changes nothing (most of them: a
 /// call reaches its server mutably about ten times).
 #[derive(Debug, Default)]
@@ -205,6 +258,8 @@ struct Marks {
     /// Servers that may hold queued events: every server reached mutably since the last
     /// round's end, and those that round's end found holding some.
     eventful: Vec<usize>,
+    /// Servers the last round looked at, their deadline not filed yet.
+    unfiled: Vec<usize>,
 }
 
 impl Marks {
@@ -229,6 +284,13 @@ impl Marks {
         if new & EVENTFUL != 0 {
             self.eventful.push(index);
         }
+    }
+
+    /// Clears `bit` of a server (the caller takes it off that list); its bits before.
+    fn unmark(&mut self, index: usize, bit: u8) -> u8 {
+        let bits = self.bits[index];
+        self.bits[index] = bits & !bit;
+        bits
     }
 
     /// Moves the touched servers to `work`, unmarked.
@@ -266,9 +328,10 @@ mod tests {
         ServerCore { generation: 1, engine, catalog: ServerCatalog::new("s".into(), false, None) }
     }
 
+    /// A round whose servers' deadlines are filed by the test itself (none left unfiled).
     fn round(servers: &mut Servers, now: Instant) -> Vec<usize> {
         let mut work = vec![99];
-        servers.take_round(now, &mut work);
+        servers.take_round(now, &mut work, |_, _| unreachable!("nothing was left unfiled"));
         work
     }
 
@@ -372,7 +435,7 @@ mod tests {
         drain(&mut servers, 3);
         assert_eq!(servers.next_with_events(0), None);
         end_round(&mut servers, now);
-        assert!(servers.marks.eventful.is_empty() && servers.touched().is_empty());
+        assert!(servers.marks.eventful.is_empty() && servers.marks.touched.is_empty());
         assert!(servers.marks.bits.iter().all(|&b| b == 0));
         // A server whose deadline came (a round's own access) may queue events too.
         let (due, later) = (now + Duration::from_secs(1), now + Duration::from_secs(2));
@@ -392,6 +455,57 @@ mod tests {
         assert_eq!(servers.next_with_events(0), None);
         end_round(&mut servers, now);
         assert!(servers.marks.eventful.is_empty());
+    }
+
+    /// The servers a round looked at are filed at the next round, with the deadline worked
+    /// out then, unless something marked them since; until then `unfiled` names them, so the
+    /// host's next deadline counts theirs. A server marked again is not filed (its deadline is
+    /// about to change), and a deadline it had filed before goes stale.
+    #[test]
+    fn a_rounds_servers_are_filed_at_the_next_round_unless_marked_again() {
+        let now = Instant::now();
+        let secs = |n| now + Duration::from_secs(n);
+        let mut servers = Servers::default();
+        let (a, b) = (servers.insert(server(now)), servers.insert(server(now)));
+        let mut work = Vec::new();
+        let mut asked = Vec::new();
+        let mut take = |servers: &mut Servers, at, deadlines: [Option<Instant>; 2]| {
+            servers.take_round(at, &mut work, |i, _| {
+                asked.push(i);
+                deadlines[i]
+            });
+            servers.leave_unfiled(&work);
+            (std::mem::take(&mut asked), work.clone())
+        };
+        let unfiled = |servers: &Servers| servers.unfiled().collect::<Vec<_>>();
+        assert_eq!(take(&mut servers, now, [None; 2]), (vec![], vec![a, b]), "new: marked");
+        assert_eq!(unfiled(&servers), [a, b]);
+        assert_eq!(servers.earliest(), None);
+        // Nothing marked them since: filed now, with the deadlines as they are, and no longer
+        // looked at until those come.
+        let due = [Some(secs(5)), Some(secs(9))];
+        assert_eq!(take(&mut servers, now, due), (vec![a, b], vec![]));
+        assert_eq!((unfiled(&servers), servers.earliest()), (vec![], Some(secs(5))));
+        assert_eq!(take(&mut servers, secs(4), due), (vec![], vec![]), "not due yet");
+        // A due server is looked at, and left unfiled again.
+        assert_eq!(take(&mut servers, secs(5), due), (vec![], vec![a]));
+        assert_eq!((unfiled(&servers), servers.earliest()), (vec![a], Some(secs(9))));
+        // Marked before the next round (a reply, a call): not filed, looked at again; one
+        // marked and unfiled is named once.
+        servers.get_mut(a);
+        assert_eq!(unfiled(&servers), [a]);
+        assert_eq!(take(&mut servers, secs(6), due), (vec![], vec![a]));
+        // A marked server's filed deadline is its old one: it goes stale when it is marked.
+        servers.get_mut(b);
+        assert_eq!(unfiled(&servers), [a, b]);
+        // (a, untouched since the last round, is filed now.)
+        assert_eq!(take(&mut servers, secs(7), [Some(secs(8)), None]), (vec![a], vec![b]));
+        assert_eq!(servers.earliest(), Some(secs(8)), "a's; b's 9 s is stale");
+        assert_eq!(unfiled(&servers), [b]);
+        // A removed server is neither filed nor named.
+        servers.remove(b);
+        assert_eq!(unfiled(&servers), [0; 0]);
+        assert_eq!(take(&mut servers, secs(7), [None; 2]), (vec![], vec![]));
     }
 
     /// A busy server files a deadline every round: the stale entries do not pile up.

@@ -16,7 +16,7 @@ use mio::{Events, Poll, Registry, Token};
 
 use super::tokens::{Owner, TokenSpace};
 use super::{AddServerError, Host};
-use crate::client::Client;
+use crate::client::{Client, ServerCore};
 use crate::config::CacheConfig;
 use crate::driver::transport::Transport;
 use crate::engine::Engine;
@@ -462,10 +462,11 @@ impl Host {
         let servers = &self.client.servers;
         let mut deadline = servers.earliest();
         let mut unread = false;
-        for &index in servers.touched() {
+        for index in servers.unfiled() {
             let driver = self.transports.get(index).and_then(Option::as_ref);
             unread |= driver.is_some_and(Transport::has_backlog);
-            deadline = earlier(deadline, self.deadline_of(index));
+            let core = servers.get(index);
+            deadline = earlier(deadline, core.and_then(|s| deadline_of(s, driver)));
         }
         // Closed servers' children still exiting: their next check or signal; closed servers'
         // session `DELETE`s: when they are given up on.
@@ -572,12 +573,16 @@ impl Host {
     }
 
     /// The tick over the servers something happened to or whose deadline came: left-over
-    /// input first (one budget), then the upkeep; then each one's next deadline is filed (a
-    /// server whose driver still holds input stays marked, due again at once), and those
-    /// that may have held events and hold none are no longer looked at by `poll_event`.
+    /// input first (one budget), then the upkeep (a server whose driver still holds input
+    /// stays marked, due again at once). Each one's next deadline is filed at the next tick
+    /// unless it is marked first; those that may have held events and hold none are no longer
+    /// looked at by `poll_event`.
     fn tick(&mut self, now: Instant) {
         let mut round = std::mem::take(&mut self.round);
-        self.client.servers.take_round(now, &mut round);
+        let transports = &self.transports;
+        self.client.servers.take_round(now, &mut round, |index, s| {
+            deadline_of(s, transports.get(index).and_then(Option::as_ref))
+        });
         let registry = self.poll.registry();
         for &index in &round {
             let s = self.client.servers.get_mut_in_round(index);
@@ -591,24 +596,22 @@ impl Host {
             }
         }
         for &index in &round {
-            // A server removed since has none, and files nothing.
-            let due = self.deadline_of(index);
-            self.client.servers.file_deadline(index, due, now);
             let driver = self.transports.get(index).and_then(Option::as_ref);
             if driver.is_some_and(Transport::has_backlog) {
                 self.client.servers.touch(index);
             }
         }
+        // Their deadlines are filed at the next round, unless they are marked first (as a
+        // busy server is, by its next reply or call): worked out once a call, not twice.
+        self.client.servers.leave_unfiled(&round);
         self.client.servers.forget_eventless();
         self.round = round;
     }
+}
 
-    /// One server's next deadline: its core's (engine, catalog re-listen) and its driver's.
-    fn deadline_of(&self, index: usize) -> Option<Instant> {
-        let s = self.client.servers.get(index)?;
-        let driver = self.transports.get(index).and_then(Option::as_ref);
-        earlier(s.next_deadline(), driver.and_then(Transport::poll_timeout))
-    }
+/// One server's next deadline: its core's (engine, catalog re-listen) and its driver's.
+fn deadline_of(s: &ServerCore, driver: Option<&Transport>) -> Option<Instant> {
+    earlier(s.next_deadline(), driver.and_then(Transport::poll_timeout))
 }
 
 /// One server's share of a tick, after its input: due timers, a process it asks for, output.
