@@ -328,6 +328,12 @@ mod tests {
         ServerCore { generation: 1, engine, catalog: ServerCatalog::new("s".into(), false, None) }
     }
 
+    fn two_servers(now: Instant) -> (Servers, usize, usize) {
+        let mut servers = Servers::default();
+        let (a, b) = (servers.insert(server(now)), servers.insert(server(now)));
+        (servers, a, b)
+    }
+
     /// A round whose servers' deadlines are filed by the test itself (none left unfiled).
     fn round(servers: &mut Servers, now: Instant) -> Vec<usize> {
         let mut work = vec![99];
@@ -370,8 +376,7 @@ mod tests {
     fn a_refiled_or_removed_servers_old_deadline_is_stale() {
         let now = Instant::now();
         let secs = |n| now + Duration::from_secs(n);
-        let mut servers = Servers::default();
-        let (a, b) = (servers.insert(server(now)), servers.insert(server(now)));
+        let (mut servers, a, b) = two_servers(now);
         round(&mut servers, now);
         servers.file_deadline(a, Some(secs(1)), now);
         servers.file_deadline(a, Some(secs(3)), now);
@@ -465,8 +470,7 @@ mod tests {
     fn a_rounds_servers_are_filed_at_the_next_round_unless_marked_again() {
         let now = Instant::now();
         let secs = |n| now + Duration::from_secs(n);
-        let mut servers = Servers::default();
-        let (a, b) = (servers.insert(server(now)), servers.insert(server(now)));
+        let (mut servers, a, b) = two_servers(now);
         let mut work = Vec::new();
         let mut asked = Vec::new();
         let mut take = |servers: &mut Servers, at, deadlines: [Option<Instant>; 2]| {
