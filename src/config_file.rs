@@ -400,7 +400,7 @@ impl ConfiguredServer {
     }
 
     /// The tools under `alwaysAllow` and `autoApprove`: never asked about by the
-    /// [`DefaultPolicy`](crate::DefaultPolicy).
+    /// [`crate::DefaultPolicy`].
     pub fn always_allowed_tools(&self) -> &[String] {
         &self.always_allow
     }

@@ -15,7 +15,7 @@
 //! engine ([`CallOptions::hold`]): its deadline runs, [`Host::cancel`] ends it, and it takes no
 //! place in the in-flight limit or the queue until [`Host::allow_call`] lets it go. The host
 //! learns of it from
-//! [`ClientEvent::AuthorizationAsked`](crate::ClientEvent::AuthorizationAsked). No callback is
+//! [`crate::ClientEvent::AuthorizationAsked`]. No callback is
 //! stored in the engine: the policy lives here, in the host.
 
 use std::borrow::Cow;

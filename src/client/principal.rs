@@ -6,7 +6,7 @@
 //! credentials come from. A call names its auth context by the server handle it is made on:
 //! [`Host::lane`] gives, for a server and a principal, a *lane*, which is a [`ServerId`] like
 //! any other, created on first use. Behind it is a server entry of its own: its own
-//! [`Engine`] (pending table, circuit breakers, in-flight limit and queue, session, retry
+//! [`Engine`](crate::engine::Engine) (pending table, circuit breakers, in-flight limit and queue, session, retry
 //! state) and its own driver (connection pool or child process, token provider or OAuth flow
 //! with its token store). Every existing verb (`call_tool`, `cancel`, `tool_catalog_blocking`,
 //! `stats`, ...) works on a lane unchanged, and events from it carry the lane's id.

@@ -3,8 +3,11 @@
 //! A round used to walk every server a host keeps (each engine's timers, each driver's upkeep
 //! and deadline), so every idle server cost every call. Here a server is looked at when
 //! something happened to it or its deadline came: every mutable access marks it (the borrow
-//! checker sees to it that nothing changes a server without one), and the round files each
-//! server's next deadline in one heap when it is done with it.
+//! checker sees to it that nothing changes a server without one). The servers a round looked
+//! at have their next deadline filed in one heap at the next round, unless something marked
+//! them again meanwhile (a busy server's reply or next call): until then the host's next
+//! deadline works theirs out with the marked ones', so a busy server's is worked out once a
+//! call and never filed only to be replaced.
 //!
 //! The same accesses say where events can be: an engine queues one only under a mutable
 //! access, so every such access also puts the server on a list of those that may hold events,
@@ -24,7 +27,7 @@ pub(crate) struct Servers {
     slab: Slab<ServerCore>,
     /// Which servers a round has to look at, and which may hold events.
     marks: Marks,
-    /// Every server's next deadline as the last round that looked at it left it, earliest
+    /// Every filed server's next deadline (see [`take_round`](Self::take_round)), earliest
     /// first, with a stamp. An entry whose stamp is no longer its server's is stale: it is
     /// dropped when it comes to the top, so the top is always a live one.
     deadlines: BinaryHeap<Reverse<(Instant, usize, u64)>>,
@@ -397,8 +400,9 @@ mod tests {
         assert_eq!(round(&mut servers, secs(9)), [a], "still due: looked at again");
     }
 
-    /// `poll_event`'s turn-taking looks at the servers marked since the last round and those
-    /// a round left holding events, not at every server; it still goes round from the cursor.
+    /// `poll_event`'s turn-taking looks at the servers reached mutably since the last round's
+    /// end and those that round's end found holding events, not at every server; it still
+    /// goes round from the cursor.
     #[test]
     fn events_are_looked_for_only_where_they_can_be() {
         let now = Instant::now();

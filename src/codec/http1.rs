@@ -450,7 +450,7 @@ struct Span {
 
 /// Incremental HTTP/1.x response parser for one connection.
 ///
-/// Call order: [`push`](Self::push) what was read, then call [`next`](Self::next) until it
+/// Call order: [`read_from`](Self::read_from) the connection, then call [`next`](Self::next) until it
 /// returns `None`; when the peer closes, call [`eof`](Self::eof) and drain `next` again. After
 /// [`ResponseEvent::End`] with `keep_alive` the parser reads the next response (pipelined
 /// bytes already pushed are kept). After an error or an `End` without `keep_alive`, `next`

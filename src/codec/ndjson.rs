@@ -179,7 +179,7 @@ impl LineFramer {
         }
     }
 
-    /// [`keep_tail`](Self::keep_tail) of bytes of the buffer.
+    /// [`keep_tail`] of the `dropped` range of the buffer.
     fn keep_tail_of(&mut self, dropped: std::ops::Range<usize>) {
         let Self { buf, head, tail, oversize_len, .. } = self;
         keep_tail(head, tail, oversize_len, &buf[dropped]);

@@ -1963,7 +1963,7 @@ impl Engine {
 
     /// Over HTTP: request `id`, written at `sent_at`, goes on a connection only now (every
     /// `HttpOptions::max_connections` was busy). The wait moves from network time to queue
-    /// time, in the call's record and in [`Stats`](Stats).
+    /// time, in the call's record and in [`Stats`].
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn handle_on_wire(&mut self, now: Instant, id: WireId) {
         let Lookup::Pending(slot) = self.requests.lookup(id) else { return };

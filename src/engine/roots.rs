@@ -1,7 +1,7 @@
 //! The host's roots: where they may point, the list itself once the host sets it, and
 //! `notifications/roots/list_changed` when it changes.
 //!
-//! With a list set ([`Engine::set_roots`]), the engine answers `roots/list` itself (legacy
+//! With a list set ([`Engine::set_roots`](super::Engine::set_roots)), the engine answers `roots/list` itself (legacy
 //! requests and modern input requests alike) and the host sees no `ServerRequest` for roots.
 //! Without one, roots requests go to the host as before and its answer is checked the same way.
 //!

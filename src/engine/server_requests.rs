@@ -6,7 +6,7 @@
 //! client retries the call with `inputResponses` (PROTOCOL.md §2.8). Either way each request of
 //! a kind the host declared (`Config::answers`) becomes an `Event::ServerRequest` and waits in a
 //! bounded slab until the host answers or rejects it, or its deadline passes. The engine stores
-//! no callbacks: the host answers when it can, through [`Engine::answer`].
+//! no callbacks: the host answers when it can, through [`Engine::answer`](super::Engine::answer).
 
 use std::time::Instant;
 

@@ -16,7 +16,7 @@
 //!
 //! The call keeps its slot, deadline, progress token and record. Once its task exists
 //! (`Pending::task`), the slot's params are `"taskId":..` and each of its writes is a poll; it
-//! waits between polls in [`SendState::TaskWait`], holding no in-flight slot, for the server's
+//! waits between polls in [`SendState::TaskWait`](super::requests::SendState::TaskWait), holding no in-flight slot, for the server's
 //! `pollInterval` clamped to `Config::task_poll_min..=task_poll_max` (stamps saturate: no
 //! arithmetic on peer data can overflow). A poll is a read: lost with its connection, it is
 //! sent again, so a write whose task id is known never ends as "delivery unknown".

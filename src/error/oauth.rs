@@ -1,6 +1,7 @@
-//! The OAuth flow's errors ([`AuthError`]: which step failed, why, and what the server said),
-//! here on the error floor so that [`CallError`](super::CallError) and the engine can carry
-//! them without importing the flow. `mcpoll::oauth` re-exports them.
+//! The OAuth flow's errors ([`AuthError`](crate::error::oauth::AuthError): which step
+//! failed, why, and what the server said), here on the error floor so that
+//! [`CallError`](super::CallError) and the engine can carry them without importing the flow.
+//! `mcpoll::oauth` re-exports them.
 
 use std::fmt;
 use std::io;

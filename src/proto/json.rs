@@ -227,7 +227,7 @@ impl<'a> RawJson<'a> {
 
     /// A number's value as the nearest `f64`. Returns `None` for other kinds.
     ///
-    /// [`parse`] rejects numbers that overflow, but the overflow test it shares with serde_json is
+    /// `parse` rejects numbers that overflow, but the overflow test it shares with serde_json is
     /// not correctly rounded. A number it accepted can still round past `f64::MAX`, and such a
     /// number reads as `±f64::MAX`.
     #[must_use]
