@@ -24,7 +24,8 @@
 //!
 //! `MCPOLL_BENCH_RESULT_BYTES=N` makes every result carry `N` bytes of text (the 64 KiB figures
 //! of benches/README.md), floors included. `MCPOLL_BENCH_IDLE_SERVERS=K` puts `K` ready, idle
-//! demo servers in the stdio phase's host beside the one it calls.
+//! demo servers in the stdio phase's host beside the one it calls. `MCPOLL_BENCH_CACHE=1` makes
+//! that host with the capability cache configured (`Host::with_cache`).
 //!
 //! It prints `stdio p50_us=.. p99_us=.. floor_p50_us=.. ratio=.. allocs_per_call=..` and
 //! `http p50_us=.. p99_us=.. floor_p50_us=.. ratio=.. allocs_per_call=..`.
@@ -46,7 +47,7 @@ use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mcpoll::{CallId, CallOptions, Config, Event, Host, StdioCommand};
+use mcpoll::{CacheConfig, CallId, CallOptions, Config, Event, Host, StdioCommand};
 use serde_json::value::RawValue;
 
 #[path = "../tests/common/counting.rs"]
@@ -81,6 +82,12 @@ fn result_bytes() -> Option<usize> {
 /// that are never called, to show what each server the host keeps costs the calls to another.
 fn idle_servers() -> usize {
     std::env::var("MCPOLL_BENCH_IDLE_SERVERS").ok().and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// `MCPOLL_BENCH_CACHE=1`: the stdio phase's host has the capability cache configured, as a
+/// host that reads servers' catalogs has.
+fn with_cache() -> bool {
+    std::env::var("MCPOLL_BENCH_CACHE").is_ok_and(|v| v == "1")
 }
 
 /// The echo call's arguments.
@@ -139,7 +146,10 @@ fn floor(demo: &std::path::Path) -> Vec<Duration> {
 }
 
 fn mcpoll(demo: &std::path::Path) -> (Vec<Duration>, f64) {
-    let mut host = Host::new().expect("host");
+    let mut host = match with_cache() {
+        true => Host::with_cache(CacheConfig::default()).expect("host"),
+        false => Host::new().expect("host"),
+    };
     let server = host.add_stdio_server(StdioCommand::new(demo), Config::default()).expect("spawn");
     host.wait_ready(server, Duration::from_secs(10)).expect("ready");
     for _ in 0..idle_servers() {

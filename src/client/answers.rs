@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use serde_json::value::RawValue;
 
+use super::servers::Pass;
 use super::{roots, Client, ServerId};
 use crate::engine::CallId;
 use crate::error::{CallError, LocalError};
@@ -67,12 +68,17 @@ pub(crate) struct Handlers {
     servers: Vec<(ServerId, Box<dyn AnswerHandler>)>,
     /// [`Client::offer_to_handlers`], set by the first handler installed: a program that
     /// installs none does not link it, nor the answer checks it runs.
-    offer: Option<fn(&mut Client, Instant)>,
+    offer: Option<fn(&mut Client, Instant, &[usize])>,
 }
 
 impl Handlers {
     fn is_empty(&self) -> bool {
         self.host.is_none() && self.servers.is_empty()
+    }
+
+    /// Whether a handler was ever installed (the pass after input then offers requests).
+    pub(crate) fn installed(&self) -> bool {
+        self.offer.is_some()
     }
 
     /// The server's handler, then the host's; `Pass` when neither answers.
@@ -102,7 +108,7 @@ impl Client {
     /// [`set_server_answer_handler`]: Self::set_server_answer_handler
     pub fn set_answer_handler(&mut self, handler: Box<dyn AnswerHandler>) {
         self.answers.host = Some(handler);
-        self.answers.offer = Some(Client::offer_to_handlers);
+        self.install_offer();
     }
 
     /// [`set_answer_handler`](Self::set_answer_handler) for one server (or lane), asked before
@@ -117,19 +123,30 @@ impl Client {
         }
         self.answers.servers.retain(|(id, _)| *id != server);
         self.answers.servers.push((server, handler));
-        self.answers.offer = Some(Client::offer_to_handlers);
+        self.install_offer();
         true
     }
 
-    /// Offers each server request not yet offered to the handlers, and sends their answers;
-    /// nothing when no handler was ever installed.
-    pub(crate) fn answer_with_handlers(&mut self, now: Instant) {
-        if let Some(offer) = self.answers.offer {
-            offer(self, now);
+    /// Makes the pass after input offer server requests to the handlers from now on. Requests
+    /// that came before the first handler are offered at the next pass, so every server is
+    /// looked at once.
+    fn install_offer(&mut self) {
+        if self.answers.offer.is_none() {
+            self.answers.offer = Some(Client::offer_to_handlers);
+            self.servers.mark_all_for(Pass::AfterInput);
         }
     }
 
-    fn offer_to_handlers(&mut self, now: Instant) {
+    /// Offers each server request not yet offered to the handlers, and sends their answers,
+    /// on the servers in `work` (those changed since the last pass: a request comes as
+    /// input); nothing when no handler was ever installed.
+    pub(crate) fn answer_with_handlers(&mut self, now: Instant, work: &[usize]) {
+        if let Some(offer) = self.answers.offer {
+            offer(self, now, work);
+        }
+    }
+
+    fn offer_to_handlers(&mut self, now: Instant, work: &[usize]) {
         if self.answers.is_empty() {
             return;
         }
@@ -138,10 +155,12 @@ impl Client {
         answers
             .servers
             .retain(|(id, _)| servers.get(id.index).is_some_and(|s| s.generation == id.generation));
-        for (index, s) in servers.iter_mut() {
+        for &index in work {
+            let Some(s) = servers.get(index) else { continue };
             if !s.engine.has_unoffered_server_requests() {
                 continue;
             }
+            let Some(s) = servers.get_mut_without_passes(index) else { continue };
             let server = ServerId { index, generation: s.generation };
             while let Some((request, kind, answer)) =
                 s.engine.offer_server_request().map(|(request, kind, _, params)| {
@@ -177,7 +196,7 @@ impl Client {
         server: ServerId,
         call: CallId,
     ) -> bool {
-        self.answer_with_handlers(now);
+        self.after_input(now);
         let Some(s) = self.server_mut(server) else {
             return false;
         };

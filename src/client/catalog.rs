@@ -52,6 +52,7 @@ use crate::proto::mcp::{Method, SubscriptionFilter};
 use crate::proto::version::{Era, ProtocolVersion};
 
 use super::capability_store::{CapabilityStore, EntryKind, StoreKey, StoredEntry, StoredPage};
+use super::servers::Pass;
 use super::{Client, ServerCore, ServerId};
 #[cfg(doc)]
 use crate::Host;
@@ -437,8 +438,9 @@ trait Persist {
         config: &crate::config::Config,
     ) -> Option<SavedVerdict>;
     /// Keeps the store's copy of the server's era verdict in step with the engine: files a
-    /// verdict the engine probed, and marks stale one the server contradicted.
-    fn keep_verdict(&mut self, now: Instant, catalog: &mut ServerCatalog, engine: &Engine);
+    /// verdict the engine probed, and marks stale one the server contradicted. `false` when
+    /// a probed verdict could not be filed yet (the next pass tries again).
+    fn keep_verdict(&mut self, now: Instant, catalog: &mut ServerCatalog, engine: &Engine) -> bool;
 }
 
 impl fmt::Debug for dyn Persist {
@@ -474,7 +476,7 @@ impl<S: CapabilityStore> Persist for Persistent<S> {
         super::verdict_store::verdict(&sk, entry, self.wall())
     }
 
-    fn keep_verdict(&mut self, now: Instant, catalog: &mut ServerCatalog, engine: &Engine) {
+    fn keep_verdict(&mut self, now: Instant, catalog: &mut ServerCatalog, engine: &Engine) -> bool {
         let next = match (engine.verdict_origin(), catalog.verdict) {
             (VerdictOrigin::Probed, KeptVerdict::Unknown | KeptVerdict::Loaded) => {
                 KeptVerdict::Filed
@@ -482,20 +484,21 @@ impl<S: CapabilityStore> Persist for Persistent<S> {
             (VerdictOrigin::Legacy, KeptVerdict::Loaded | KeptVerdict::Filed) => {
                 KeptVerdict::Unknown
             }
-            _ => return,
+            _ => return true,
         };
         let config = engine.config();
         let Some(sk) = super::verdict_store::key(&catalog.identity, catalog.transport, config)
         else {
-            return;
+            return true;
         };
         if next == KeptVerdict::Filed {
-            let Some(v) = engine.verdict(now, self.wall()) else { return };
+            let Some(v) = engine.verdict(now, self.wall()) else { return false };
             self.store.put(&sk, &super::verdict_store::entry(&sk, &v));
         } else {
             self.store.mark_stale(&sk);
         }
         catalog.verdict = next;
+        true
     }
 }
 
@@ -524,6 +527,11 @@ impl ClientCache {
     /// Makes every tick pump the cache from now on.
     pub(crate) fn arm(&mut self) {
         self.pump = Some(Client::pump_armed);
+    }
+
+    /// Whether the host installed a persistent store.
+    pub(crate) fn has_store(&self) -> bool {
+        self.persist.is_some()
     }
 
     /// The change events waiting, for `poll_event`.
@@ -679,6 +687,8 @@ impl Client {
         self.cache.persist = Some(Box::new(Persistent { store, wall }));
         self.cache.asked.clear();
         self.cache.arm();
+        // Verdicts probed before the store came are filed at the next pass.
+        self.servers.mark_all_for(Pass::AfterInput);
     }
 
     /// Makes every [`handle_timeout`](Self::handle_timeout) and
@@ -922,19 +932,26 @@ impl Client {
         }
     }
 
-    /// Keeps the capability store's copy of every server's era verdict in step (every round,
-    /// so a host that only uses the blocking helpers files it too); nothing without a store.
-    pub(crate) fn keep_verdicts(&mut self, now: Instant) {
+    /// Keeps the capability store's copy of the era verdict of each server in `work` in step
+    /// (every round, so a host that only uses the blocking helpers files it too); nothing
+    /// without a store.
+    pub(crate) fn keep_verdicts(&mut self, now: Instant, work: &[usize]) {
         let Some(persist) = self.cache.persist.as_mut() else { return };
-        for (_, s) in self.servers.iter_mut() {
-            persist.keep_verdict(now, &mut s.catalog, &s.engine);
+        for &index in work {
+            // Only the catalog's note of what the store holds changes: nothing a round or an
+            // event turn looks at, so the server is not marked for them.
+            let Some(s) = self.servers.get_mut_unmarked(index) else { continue };
+            if !persist.keep_verdict(now, &mut s.catalog, &s.engine) {
+                self.servers.mark_for(index, Pass::AfterInput);
+            }
         }
     }
 
-    /// Whether [`pump_catalogs`](Self::pump_catalogs) has anything to do: callers on the hot
-    /// path read the clock for it only then.
-    pub(crate) fn catalogs_armed(&self) -> bool {
-        self.cache.pump.is_some()
+    /// Whether [`pump_catalogs`](Self::pump_catalogs) has anything to do (the cache is in use
+    /// and a server changed since its last run): callers on the hot path read the clock for
+    /// it only then.
+    pub(crate) fn has_catalog_work(&self) -> bool {
+        self.cache.pump.is_some() && self.servers.has_pass_work(Pass::Catalogs)
     }
 
     /// The cache's share of a tick, once the cache was used ([`ClientCache::arm`]).
@@ -947,11 +964,23 @@ impl Client {
     /// Takes the answers to catalog page requests out of the engines (the host never sees them
     /// as events), hands them to the refresh walks, sends the next pages they ask for, and
     /// starts the eager refreshes that are due.
+    ///
+    /// Only at the servers something happened to since the last run ([`Pass::Catalogs`]): a
+    /// page answer, a change notice or a listen stream's end comes as input, a re-listen's
+    /// backoff ends as a deadline of the server's, and a need is a command to it. Every one
+    /// of those marks it. A host that keeps many servers pays for the ones that moved.
     fn pump_armed(&mut self, now: Instant) {
+        let mut work = std::mem::take(&mut self.pass_work);
+        self.servers.take_pass(Pass::Catalogs, &mut work);
         let (cache, records, unflushed) = (&mut self.cache, &mut self.records, &mut self.unflushed);
-        for (index, s) in self.servers.iter_mut() {
+        for &index in &work {
+            let Some(s) = self.servers.get_mut_unmarked(index) else { continue };
             let id = ServerId { index, generation: s.generation };
             let mut started = false;
+            // Whether the engine or the re-listen deadline changed: then the next round looks
+            // at the server (a look that found nothing to do leaves it alone).
+            let mut changed = false;
+            let relisten_before = s.catalog.relisten_deadline();
             // First, so the key below and the helpers' keys follow the current grant.
             let key = s.cache_key();
             cache.notice_changes(now, &mut s.catalog, &s.engine);
@@ -969,6 +998,7 @@ impl Client {
                         Some(Event::CallFailed { error, .. }) => Err(CatalogError::Listing(error)),
                         _ => continue,
                     };
+                    changed = true;
                     state.call = None;
                     let store = &mut cache.store;
                     let change = match result {
@@ -998,18 +1028,31 @@ impl Client {
                 let state = &mut s.catalog.kinds[slot(kind)];
                 let sent = state.send_fetch(&mut s.engine, &mut cache.store, &key, now);
                 started |= sent == Some(true);
+                changed |= sent.is_some();
             }
             if let Some(call) = s.catalog.listen {
                 if let Some(e) = s.engine.take_call_event(call) {
                     records.event(index, &e);
                     listen_ended(&mut s.catalog, e, now);
+                    changed = true;
                 }
             }
             started |= relisten(cache, &mut s.catalog, &mut s.engine, now);
             if started && !unflushed.contains(&index) {
                 unflushed.push(index);
             }
+            changed |= started || s.catalog.relisten_deadline() != relisten_before;
+            // A re-listen asks for an eager refresh after the kinds were looked at: the next
+            // run starts it, as it would have with every server looked at every run.
+            let eager_left = s.catalog.kinds.iter().any(|k| k.eager_due);
+            if changed {
+                self.servers.mark_changed(index);
+            }
+            if eager_left {
+                self.servers.mark_for(index, Pass::Catalogs);
+            }
         }
+        self.pass_work = work;
     }
 }
 

@@ -168,7 +168,7 @@ impl Client {
                 return;
             };
             *event_cursor = index + 1;
-            let Some(s) = commands.servers.get_mut(index) else { return };
+            let Some(s) = commands.servers.get_mut_without_passes(index) else { return };
             let id = ServerId { index, generation: s.generation };
             let Some(detached) = s.engine.poll_event_into(scratch) else { return };
             let event = detached.view(scratch);

@@ -121,6 +121,9 @@ pub struct Client {
     pub(crate) authz: authz::Gate,
     /// Servers whose engines may have output the shell has not written, each named once.
     pub(crate) unflushed: Vec<usize>,
+    /// The servers a pass over the changed ones looks at ([`servers::Pass`]); kept for its
+    /// room.
+    pass_work: Vec<usize>,
     /// Compiled tool schemas, by definition hash.
     #[cfg(feature = "schema")]
     schemas: schema::SchemaCache,
@@ -141,6 +144,7 @@ impl Client {
             scratch: String::new(),
             authz: authz::Gate::default(),
             unflushed: Vec::new(),
+            pass_work: Vec::new(),
             #[cfg(feature = "schema")]
             schemas: schema::SchemaCache::default(),
         })
@@ -542,15 +546,24 @@ impl Client {
 
     /// What follows input or timers on any server: the era verdicts kept and the answer
     /// handlers asked (the cache's share comes with [`pump_catalogs`](Self::pump_catalogs)).
+    ///
+    /// Both look only at the servers changed since the last time ([`servers::Pass::AfterInput`]),
+    /// and neither takes them before the host installs a store or a handler.
     pub(crate) fn after_input(&mut self, now: Instant) {
-        self.keep_verdicts(now);
-        self.answer_with_handlers(now);
+        if !self.cache.has_store() && !self.answers.installed() {
+            return;
+        }
+        let mut work = std::mem::take(&mut self.pass_work);
+        self.servers.take_pass(servers::Pass::AfterInput, &mut work);
+        self.keep_verdicts(now, &work);
+        self.answer_with_handlers(now, &work);
+        self.pass_work = work;
     }
 
     /// The next event from any server. Servers take turns, so a chatty one cannot starve the
     /// rest. Catalog changes and authorization asks come first.
     pub fn poll_event(&mut self, now: Instant) -> Option<(ServerId, HostEvent<'_>)> {
-        if self.catalogs_armed() {
+        if self.has_catalog_work() {
             self.pump_catalogs(now);
         }
         self.next_event()
@@ -567,7 +580,7 @@ impl Client {
         }
         let index = self.servers.next_with_events(self.event_cursor)?;
         self.event_cursor = index + 1;
-        let s = self.servers.get_mut(index)?;
+        let s = self.servers.get_mut_without_passes(index)?;
         let id = ServerId { index, generation: s.generation };
         // Made in place and returned as it is: an event is 304 bytes, and moving it into a
         // pair and out again were two copies per event. Without a record sink it goes

@@ -12,6 +12,10 @@
 //! The same accesses say where events can be: an engine queues one only under a mutable
 //! access, so every such access also puts the server on a list of those that may hold events,
 //! which each round's end prunes. The turn-taking of `poll_event` looks at that list alone.
+//!
+//! And where the core's own passes have work ([`Pass`]): the capability cache's pump, and the
+//! era verdicts' keeping with the answer handlers' offer after input. Each takes the servers
+//! changed since it last ran, not every server a host keeps.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -41,36 +45,65 @@ impl Servers {
         self.slab.get(index)
     }
 
-    /// The server, marked for the next round.
+    /// The server, marked for the next round and for every pass.
     pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut ServerCore> {
+        let server = self.slab.get_mut(index)?;
+        self.marks.mark(index, CHANGED);
+        Some(server)
+    }
+
+    /// The server, not marked for the next round: for the round itself, which files its
+    /// deadline afterwards. It may queue events all the same, and what the round does is the
+    /// passes' to look at.
+    pub(crate) fn get_mut_in_round(&mut self, index: usize) -> Option<&mut ServerCore> {
+        let server = self.slab.get_mut(index)?;
+        self.marks.mark(index, CHANGED & !TOUCHED);
+        Some(server)
+    }
+
+    /// The server, marked for the next round and as maybe holding events, but not for the
+    /// passes: for an access that leaves them no work. A pass that took the server
+    /// ([`take_pass`](Self::take_pass)) and changes it would otherwise take it again at once
+    /// although nothing else happened to it (a pass that leaves work for its next run marks
+    /// the server again, [`mark_for`](Self::mark_for)); taking an event changes nothing a
+    /// pass looks at.
+    pub(crate) fn get_mut_without_passes(&mut self, index: usize) -> Option<&mut ServerCore> {
         let server = self.slab.get_mut(index)?;
         self.marks.mark(index, TOUCHED | EVENTFUL);
         Some(server)
     }
 
-    /// The server, not marked for the next round: for the round itself, which files its
-    /// deadline afterwards. It may queue events all the same.
-    pub(crate) fn get_mut_in_round(&mut self, index: usize) -> Option<&mut ServerCore> {
-        let server = self.slab.get_mut(index)?;
-        self.marks.mark(index, EVENTFUL);
-        Some(server)
+    /// The server, not marked at all: for a pass that took it and may find nothing to do.
+    /// Marking it for the round on every look would bring it back to every pass through the
+    /// round's own marks, so the pass marks it ([`mark_changed`](Self::mark_changed)) when it
+    /// changed its engine or its deadlines, and only then.
+    pub(crate) fn get_mut_unmarked(&mut self, index: usize) -> Option<&mut ServerCore> {
+        self.slab.get_mut(index)
+    }
+
+    /// Marks a server a pass changed ([`get_mut_unmarked`](Self::get_mut_unmarked)) for the
+    /// next round, and as maybe holding events.
+    pub(crate) fn mark_changed(&mut self, index: usize) {
+        if self.slab.contains(index) {
+            self.marks.mark(index, TOUCHED | EVENTFUL);
+        }
     }
 
     pub(crate) fn iter(&self) -> slab::Iter<'_, ServerCore> {
         self.slab.iter()
     }
 
-    /// Every server, each marked for the next round.
+    /// Every server, each marked for the next round and for every pass.
     pub(crate) fn iter_mut(&mut self) -> slab::IterMut<'_, ServerCore> {
         for (index, _) in self.slab.iter() {
-            self.marks.mark(index, TOUCHED | EVENTFUL);
+            self.marks.mark(index, CHANGED);
         }
         self.slab.iter_mut()
     }
 
     pub(crate) fn insert(&mut self, server: ServerCore) -> usize {
         let index = self.slab.insert(server);
-        self.marks.mark(index, TOUCHED | EVENTFUL);
+        self.marks.mark(index, CHANGED);
         index
     }
 
@@ -99,6 +132,38 @@ impl Servers {
     /// Marks a server for the next round (a change to what the shell keeps beside it).
     pub(crate) fn touch(&mut self, index: usize) {
         self.marks.mark(index, TOUCHED);
+    }
+
+    /// The servers `pass` has to look at, into `work` (cleared first), in index order: those
+    /// changed since the pass last took them, and those it was asked to come back to. They
+    /// are no longer marked for it.
+    pub(crate) fn take_pass(&mut self, pass: Pass, work: &mut Vec<usize>) {
+        work.clear();
+        self.marks.take(pass.bit(), work);
+        work.retain(|&index| self.slab.contains(index));
+        if work.len() > 1 {
+            work.sort_unstable();
+        }
+    }
+
+    /// Whether `pass` has a server to look at.
+    pub(crate) fn has_pass_work(&self, pass: Pass) -> bool {
+        !self.marks.list(pass.bit()).is_empty()
+    }
+
+    /// Marks a server for `pass` (work the pass left for its next run).
+    pub(crate) fn mark_for(&mut self, index: usize, pass: Pass) {
+        if self.slab.contains(index) {
+            self.marks.mark(index, pass.bit());
+        }
+    }
+
+    /// Marks every server for `pass`: a part of it installed late (a store, an answer
+    /// handler) looks at every server once, as it would have from the start.
+    pub(crate) fn mark_all_for(&mut self, pass: Pass) {
+        for (index, _) in self.slab.iter() {
+            self.marks.mark(index, pass.bit());
+        }
     }
 
     /// The earliest deadline filed.
@@ -249,8 +314,32 @@ const TOUCHED: u8 = 1;
 const EVENTFUL: u8 = 2;
 /// `Marks` bit: on the list of servers the last round looked at, whose deadline is not filed.
 const UNFILED: u8 = 4;
+/// `Marks` bit: on the list of servers the capability cache's pump looks at ([`Pass::Catalogs`]).
+const CATALOGS: u8 = 8;
+/// `Marks` bit: on the list of servers the pass after input looks at ([`Pass::AfterInput`]).
+const AFTER_INPUT: u8 = 16;
+/// What a mutable access marks: the next round, events, and every pass.
+const CHANGED: u8 = TOUCHED | EVENTFUL | CATALOGS | AFTER_INPUT;
 
-/// Three lists of servers, each server on each at most once, and a byte of bits per server
+/// A pass of the core over the servers that something happened to since it last ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pass {
+    /// The capability cache's share of a tick: page answers taken, next pages, re-listens.
+    Catalogs,
+    /// What follows input: the era verdicts kept in the store, the answer handlers asked.
+    AfterInput,
+}
+
+impl Pass {
+    fn bit(self) -> u8 {
+        match self {
+            Pass::Catalogs => CATALOGS,
+            Pass::AfterInput => AFTER_INPUT,
+        }
+    }
+}
+
+/// Five lists of servers, each server on each at most once, and a byte of bits per server
 /// saying which lists it is on: one load tells a mark that changes nothing (most of them: a
 /// call reaches its server mutably about ten times).
 #[derive(Debug, Default)]
@@ -263,6 +352,11 @@ struct Marks {
     eventful: Vec<usize>,
     /// Servers the last round looked at, their deadline not filed yet.
     unfiled: Vec<usize>,
+    /// Servers changed since the cache's pump last took them. Never taken while the cache
+    /// is unused: each server stays on it once, and its first run looks at them all.
+    catalogs: Vec<usize>,
+    /// Servers changed since the pass after input last took them (likewise).
+    after_input: Vec<usize>,
 }
 
 impl Marks {
@@ -286,6 +380,30 @@ impl Marks {
         }
         if new & EVENTFUL != 0 {
             self.eventful.push(index);
+        }
+        if new & CATALOGS != 0 {
+            self.catalogs.push(index);
+        }
+        if new & AFTER_INPUT != 0 {
+            self.after_input.push(index);
+        }
+    }
+
+    /// The list of a pass's bit.
+    fn list(&self, bit: u8) -> &Vec<usize> {
+        if bit == CATALOGS {
+            &self.catalogs
+        } else {
+            &self.after_input
+        }
+    }
+
+    /// Moves the servers on a pass's list to `work`, unmarked.
+    fn take(&mut self, bit: u8, work: &mut Vec<usize>) {
+        let list = if bit == CATALOGS { &mut self.catalogs } else { &mut self.after_input };
+        for index in list.drain(..) {
+            self.bits[index] &= !bit;
+            work.push(index);
         }
     }
 
@@ -445,7 +563,8 @@ mod tests {
         assert_eq!(servers.next_with_events(0), None);
         end_round(&mut servers, now);
         assert!(servers.marks.eventful.is_empty() && servers.marks.touched.is_empty());
-        assert!(servers.marks.bits.iter().all(|&b| b == 0));
+        // Only the passes' marks are left (no pass ran: they are the cache's and the store's).
+        assert!(servers.marks.bits.iter().all(|&b| b & !(CATALOGS | AFTER_INPUT) == 0));
         // A server whose deadline came (a round's own access) may queue events too.
         let (due, later) = (now + Duration::from_secs(1), now + Duration::from_secs(2));
         servers.file_deadline(2, Some(due), now);
@@ -514,6 +633,51 @@ mod tests {
         servers.remove(b);
         assert_eq!(unfiled(&servers), [0; 0]);
         assert_eq!(take(&mut servers, secs(7), [None; 2]), (vec![], vec![]));
+    }
+
+    /// A pass takes the servers changed since it last ran, in index order, each once; its own
+    /// accesses do not bring them back, a server it leaves work on comes back, a late part
+    /// of it sees every server once, and a removed server is not taken.
+    #[test]
+    fn a_pass_takes_the_servers_changed_since_it_last_ran() {
+        let now = Instant::now();
+        let mut servers = Servers::default();
+        let (a, b, c) =
+            (servers.insert(server(now)), servers.insert(server(now)), servers.insert(server(now)));
+        let take = |servers: &mut Servers, pass| {
+            let mut work = vec![99];
+            servers.take_pass(pass, &mut work);
+            work
+        };
+        assert_eq!(take(&mut servers, Pass::Catalogs), [a, b, c], "new servers");
+        assert!(take(&mut servers, Pass::Catalogs).is_empty());
+        assert!(!servers.has_pass_work(Pass::Catalogs));
+        // Each pass has its own list: the other one still has them all.
+        assert!(servers.has_pass_work(Pass::AfterInput));
+        assert_eq!(round(&mut servers, now), [a, b, c], "new servers");
+        // Changes (a command, input, a round's upkeep) mark every pass.
+        servers.get_mut(c);
+        servers.get_mut_in_round(a);
+        servers.get_mut(c);
+        assert_eq!(take(&mut servers, Pass::Catalogs), [a, c]);
+        assert_eq!(round(&mut servers, now), [c], "the round's own access is not the next's");
+        // The passes' own accesses, and taking events, do not; the round sees what a pass
+        // says it changed, and an event taken.
+        servers.get_mut_unmarked(a);
+        servers.get_mut_without_passes(b);
+        assert!(take(&mut servers, Pass::Catalogs).is_empty());
+        assert_eq!(round(&mut servers, now), [b]);
+        servers.mark_changed(a);
+        assert!(take(&mut servers, Pass::Catalogs).is_empty());
+        assert_eq!(round(&mut servers, now), [a]);
+        // Work left for the next run; a part installed late; a removed server.
+        servers.mark_for(b, Pass::Catalogs);
+        assert_eq!(take(&mut servers, Pass::Catalogs), [b]);
+        assert_eq!(take(&mut servers, Pass::AfterInput), [a, b, c]);
+        servers.mark_all_for(Pass::AfterInput);
+        servers.remove(b);
+        servers.mark_for(b, Pass::AfterInput);
+        assert_eq!(take(&mut servers, Pass::AfterInput), [a, c]);
     }
 
     /// A busy server files a deadline every round: the stale entries do not pile up.

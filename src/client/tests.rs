@@ -10,6 +10,7 @@ use crate::catalog::listing::CatalogKind;
 use crate::config::Config;
 use crate::engine::{TransportEvent, TransportKind};
 use crate::error::LocalError;
+use crate::proto::mcp::ServerRequestKind;
 
 /// A core, the time, and the frames each server's engine wrote (decoded).
 struct Sim {
@@ -447,4 +448,84 @@ fn tool_schemas_are_compiled_once_per_definition_from_the_cache() {
     // A tool without an outputSchema passes any result (the output checks are
     // `tests/schema.rs`'s, against the demo server).
     assert!(sim.client.check_tool_result(sim.now, id, "count", r#"{"content":[]}"#).is_ok());
+}
+
+/// The servers the next round of a shell looks at (those marked since the last round), in
+/// index order.
+fn next_round(sim: &mut Sim) -> Vec<usize> {
+    let mut work = Vec::new();
+    sim.client.servers.take_round(sim.now, &mut work, |_, s| s.next_deadline());
+    work
+}
+
+/// A call to `id` made and answered, its end taken by the host.
+fn call_answered(sim: &mut Sim, id: ServerId) {
+    let opts = CallOptions::default();
+    sim.client.call_tool_json(sim.now, id, "t", "{}", &opts).unwrap();
+    let call = sim.sent_one(id);
+    sim.reply(id, &call, json!({"content": [], "isError": false}));
+    while sim.client.poll_event(sim.now).is_some() {}
+}
+
+/// Input to one server of a core whose cache is in use makes the next round look at that
+/// server alone. The cache's pump walked every server and marked each for the round, so a
+/// host that used the cache paid for every server it kept, every call (about 1,150
+/// instructions per idle server per call in the roundtrip bench).
+#[test]
+fn the_cache_looks_only_at_the_servers_that_moved() {
+    let mut sim = Sim::new();
+    let (a, b, _c) = (sim.ready_server("a"), sim.ready_server("b"), sim.ready_server("c"));
+    assert_eq!(sim.tool_names(a), None, "the cache in use: a's tools listed");
+    let list = sim.sent_one(a);
+    sim.reply(a, &list, tools_page(&["t"]));
+    while sim.client.poll_event(sim.now).is_some() {}
+    assert_eq!(sim.tool_names(a), Some(vec!["t".to_owned()]));
+    next_round(&mut sim);
+
+    call_answered(&mut sim, b);
+    assert_eq!(next_round(&mut sim), [b.index]);
+    // And the cache still does its part where something moved: a list change on `a` makes
+    // its tools stale, so the next need lists them again.
+    sim.peer(a, json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    while sim.client.poll_event(sim.now).is_some() {}
+    assert_eq!(next_round(&mut sim), [a.index]);
+    assert_eq!(sim.tool_names(a), None, "stale after the change: listed again");
+    let list = sim.sent_one(a);
+    sim.reply(a, &list, tools_page(&["t", "u"]));
+    while sim.client.poll_event(sim.now).is_some() {}
+    assert_eq!(sim.tool_names(a), Some(vec!["t".to_owned(), "u".to_owned()]));
+}
+
+/// A store that keeps nothing, for the pass after input.
+#[derive(Debug)]
+struct NoStore;
+
+impl CapabilityStore for NoStore {
+    fn get(&mut self, _: &StoreKey) -> Option<StoredEntry> {
+        None
+    }
+
+    fn put(&mut self, _: &StoreKey, _: &StoredEntry) {}
+
+    fn mark_stale(&mut self, _: &StoreKey) {}
+}
+
+/// The same for the pass after input (era verdicts kept in an installed store, answer
+/// handlers asked), which walked every server and marked each for the round after every
+/// round once a store or a handler was installed.
+#[test]
+fn the_pass_after_input_looks_only_at_the_servers_that_moved() {
+    let mut sim = Sim::new();
+    let (_a, b, _c) = (sim.ready_server("a"), sim.ready_server("b"), sim.ready_server("c"));
+    sim.client.set_capability_store(NoStore, std::time::SystemTime::now);
+    sim.client
+        .set_answer_handler(Box::new(|_: ServerId, _: ServerRequestKind, _: &str| Answer::Pass));
+    sim.client.after_input(sim.now);
+    next_round(&mut sim);
+
+    call_answered(&mut sim, b);
+    sim.client.after_input(sim.now);
+    assert_eq!(next_round(&mut sim), [b.index]);
+    sim.client.after_input(sim.now);
+    assert!(next_round(&mut sim).is_empty(), "a pass that found nothing to do marks nothing");
 }

@@ -487,7 +487,7 @@ impl Host {
         let wake = if queued { Some(Duration::ZERO) } else { timeout };
         self.poll_inner(wake, Wake::OnQueuedEvents)?;
         // The time the round just handled its events at: one clock read per poll.
-        if self.client.catalogs_armed() {
+        if self.client.has_catalog_work() {
             let now = self.poll.last_now;
             self.client.pump_catalogs(now);
             self.flush_unflushed(now);

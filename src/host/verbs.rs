@@ -48,7 +48,7 @@ impl Host {
     /// resource) events do.
     pub fn poll_event(&mut self) -> Option<(ServerId, HostEvent<'_>)> {
         // The clock is read only when the cache has work a tick may have left.
-        if self.client.catalogs_armed() {
+        if self.client.has_catalog_work() {
             let now = Instant::now();
             self.client.pump_catalogs(now);
             self.flush_unflushed(now);
