@@ -124,6 +124,9 @@ pub struct Client {
     /// The servers a pass over the changed ones looks at ([`servers::Pass`]); kept for its
     /// room.
     pass_work: Vec<usize>,
+    /// The servers [`handle_timeout`](Self::handle_timeout) looks at; kept for its room. (A
+    /// host has its own round: it never calls the core's `handle_timeout`.)
+    round: Vec<usize>,
     /// Compiled tool schemas, by definition hash.
     #[cfg(feature = "schema")]
     schemas: schema::SchemaCache,
@@ -145,6 +148,7 @@ impl Client {
             authz: authz::Gate::default(),
             unflushed: Vec::new(),
             pass_work: Vec::new(),
+            round: Vec::new(),
             #[cfg(feature = "schema")]
             schemas: schema::SchemaCache::default(),
         })
@@ -521,16 +525,26 @@ impl Client {
 
     /// The earliest deadline the core owns: every engine's, and every watched catalog's
     /// re-listen backoff. `None`: nothing is due until input or a command.
+    ///
+    /// The deadlines [`handle_timeout`](Self::handle_timeout) filed, and those of the servers
+    /// something happened to since: not a walk over every server.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.servers.iter().filter_map(|(_, s)| s.next_deadline()).min()
+        let servers = &self.servers;
+        let unfiled = servers.unfiled().filter_map(|index| servers.get(index)?.next_deadline());
+        unfiled.fold(servers.earliest(), |next, at| Some(next.map_or(at, |n| n.min(at))))
     }
 
     /// Fires what is due at `now`: every engine's timers, then the cache's share (page
     /// answers taken, next pages and re-listens sent), the era verdicts kept, and the answer
-    /// handlers asked. Spurious calls do nothing but a scan of the servers.
+    /// handlers asked. Looks at the servers something happened to since the last call and
+    /// those whose deadline came, as the host's rounds do, so a core that keeps many servers
+    /// pays for the ones that moved; spurious calls do nothing but that look.
     pub fn handle_timeout(&mut self, now: Instant) {
-        for (index, s) in self.servers.iter_mut() {
+        let mut round = std::mem::take(&mut self.round);
+        self.servers.take_round(now, &mut round, |_, s| s.next_deadline());
+        for &index in &round {
+            let Some(s) = self.servers.get_mut_in_round(index) else { continue };
             if s.engine.is_due(now) {
                 s.engine.handle_timeout(now);
             }
@@ -539,6 +553,9 @@ impl Client {
                 self.unflushed.push(index);
             }
         }
+        // Their deadlines are filed at the next call, unless something marks them first.
+        self.servers.leave_unfiled(&round);
+        self.round = round;
         self.after_input(now);
         self.pump_catalogs(now);
         self.servers.forget_eventless();

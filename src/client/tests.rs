@@ -529,3 +529,33 @@ fn the_pass_after_input_looks_only_at_the_servers_that_moved() {
     sim.client.after_input(sim.now);
     assert!(next_round(&mut sim).is_empty(), "a pass that found nothing to do marks nothing");
 }
+
+/// The core's own `handle_timeout` looks at the servers that moved, and its `poll_timeout`
+/// still names every deadline: that of a server the last call looked at (left unfiled), and
+/// that of one no call has looked at since (filed). The call times out on time.
+#[test]
+fn the_cores_deadline_is_kept_for_the_servers_its_tick_looked_at() {
+    let mut sim = Sim::new();
+    let (_a, b) = (sim.ready_server("a"), sim.ready_server("b"));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.client.poll_timeout(), None);
+    let opts = CallOptions { timeout: Some(Duration::from_secs(5)), ..CallOptions::default() };
+    let call = sim.client.call_tool_json(sim.now, b, "t", "{}", &opts).unwrap();
+    sim.sent_one(b);
+    let due = sim.now + Duration::from_secs(5);
+    assert_eq!(sim.client.poll_timeout(), Some(due), "marked by the call");
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.client.poll_timeout(), Some(due), "looked at, left unfiled");
+    assert!(next_round(&mut sim).is_empty(), "nothing moved since: nothing to look at");
+    assert_eq!(sim.client.poll_timeout(), Some(due), "filed");
+    sim.now = due;
+    sim.client.handle_timeout(sim.now);
+    let mut ended = 0;
+    while let Some((_, event)) = sim.client.poll_event(sim.now) {
+        if let Event::CallFailed { call: c, error, .. } = event {
+            assert_eq!((c, error), (call, CallError::Local(LocalError::DeadlineExceeded)));
+            ended += 1;
+        }
+    }
+    assert_eq!(ended, 1, "the call ended at its deadline");
+}

@@ -13,7 +13,9 @@
 //! - no panic;
 //! - no context is given an item private to another (views, lookups, change events);
 //! - at most one `tools/list` request of a context on the wire (single flight);
-//! - after `handle_timeout(now)`, no deadline of the core is in the past.
+//! - after `handle_timeout(now)`, no deadline of the core is in the past;
+//! - after every step, the core's deadline is the earliest of every server's, though its
+//!   rounds look only at the servers that moved.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -311,6 +313,10 @@ pub fn client_ops(data: &[u8]) {
                 assert!(due.is_none_or(|d| d > sim.now), "a deadline left in the past");
             }
         }
+        // The deadline the core keeps (filed for the servers its rounds looked at, worked out
+        // for those marked since) is every server's earliest, whatever the step was.
+        let every = sim.client.servers.iter().filter_map(|(_, s)| s.next_deadline()).min();
+        assert_eq!(sim.client.poll_timeout(), every, "the core's deadline is not the earliest");
     }
 }
 
