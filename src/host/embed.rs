@@ -248,13 +248,16 @@ impl Host {
     /// mio's rules ask. A token outside the range is [`ForeignToken`], and nothing is done.
     /// Readiness is a hint: a spurious call costs one `WouldBlock` read.
     ///
-    /// **What one tick does.** [`Host::handle_timeout`], for every server: resume input a frame
+    /// **What one tick does.** [`Host::handle_timeout`], for every server something happened to
+    /// since the last tick or whose deadline came (not the others: a host pays for the servers
+    /// that moved, not for every one it keeps): resume input a frame
     /// budget left unread (one more budget at most), fire the engine's due deadlines (request
     /// timeouts, retries, backoff, probes, restarts, server-request expiry) and the driver's
     /// (connect and idle timeouts, stream reopen, HTTP backlog, an exiting process's check),
     /// start a process the engine asks for, and write what the engines have to send; then one
     /// `try_wait` (and a signal, when one is due) per exiting process of a closed server, and
-    /// the capability cache takes finished refreshes. Early or spurious calls only cost that scan.
+    /// the capability cache takes finished refreshes (on the servers that moved as well).
+    /// Early or spurious calls only cost that look.
     ///
     /// **When to tick.** When `poll_timeout()` is at or before `now`. It is the earliest deadline
     /// of any server or exiting process, or a time already past when a driver holds input its frame budget left
