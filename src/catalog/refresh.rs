@@ -182,6 +182,13 @@ impl<E> Refresher<E> {
         self.start(now, store, key, false)
     }
 
+    /// Whether [`poll_fetch`](Self::poll_fetch) has a page to name: one look, for callers that
+    /// ask every catalog of a server in turn.
+    #[inline]
+    pub(crate) fn has_fetch(&self) -> bool {
+        self.flight.as_ref().is_some_and(|f| f.unsent)
+    }
+
     /// The page whose one-page listing the host must send now (`Some(None)`: the first page).
     /// Each page is named once.
     pub(crate) fn poll_fetch(&mut self) -> Option<Option<&str>> {

@@ -1026,9 +1026,11 @@ impl Client {
                     }
                 }
                 let state = &mut s.catalog.kinds[slot(kind)];
-                let sent = state.send_fetch(&mut s.engine, &mut cache.store, &key, now);
-                started |= sent == Some(true);
-                changed |= sent.is_some();
+                if state.refresher.has_fetch() {
+                    let sent = state.send_fetch(&mut s.engine, &mut cache.store, &key, now);
+                    started |= sent == Some(true);
+                    changed |= sent.is_some();
+                }
             }
             if let Some(call) = s.catalog.listen {
                 if let Some(e) = s.engine.take_call_event(call) {

@@ -105,10 +105,20 @@ impl Servers {
             *filed = (0, None);
         }
         self.drop_stale_top();
-        // Nor is it left unfiled (a removal is rare: the walk is cheap enough).
-        if self.marks.bits.get(index).is_some_and(|&b| b & UNFILED != 0) {
-            self.marks.unmark(index, UNFILED);
-            self.marks.unfiled.retain(|&i| i != index);
+        // Nor is it left unfiled, nor left for a pass (a removal is rare: the walks are cheap
+        // enough).
+        let bits = self.marks.bits.get(index).copied().unwrap_or(0);
+        for (bit, list) in [
+            (UNFILED, &mut self.marks.unfiled),
+            (CATALOGS, &mut self.marks.catalogs),
+            (AFTER_INPUT, &mut self.marks.after_input),
+        ] {
+            if bits & bit != 0 {
+                list.retain(|&i| i != index);
+            }
+        }
+        if let Some(b) = self.marks.bits.get_mut(index) {
+            *b &= !(UNFILED | CATALOGS | AFTER_INPUT);
         }
         self.slab.remove(index)
     }
@@ -131,8 +141,8 @@ impl Servers {
     /// are no longer marked for it.
     pub(crate) fn take_pass(&mut self, pass: Pass, work: &mut Vec<usize>) {
         work.clear();
+        // A removed server was taken off the list (`remove`).
         self.marks.take(pass.bit(), work);
-        work.retain(|&index| self.slab.contains(index));
         if work.len() > 1 {
             work.sort_unstable();
         }
