@@ -975,6 +975,10 @@ impl Client {
         let (cache, records, unflushed) = (&mut self.cache, &mut self.records, &mut self.unflushed);
         for &index in &work {
             let Some(s) = self.servers.get_mut_unmarked(index) else { continue };
+            if s.catalog.is_quiet(&s.engine) {
+                // The usual case for a server the host called: nothing of the cache's moved.
+                continue;
+            }
             let id = ServerId { index, generation: s.generation };
             let mut started = false;
             // Whether the engine or the re-listen deadline changed: then the next round looks
@@ -1059,6 +1063,17 @@ impl Client {
 }
 
 impl ServerCatalog {
+    /// Whether the pump has nothing to do here: no page request on the wire, refresh due or
+    /// page to ask for in any catalog, no listen stream and no watch, no change notice
+    /// unseen. Each is a condition the pump acts on; with none of them its look changes
+    /// nothing (the key it would make is made where it is needed).
+    fn is_quiet(&self, engine: &Engine) -> bool {
+        self.kinds.iter().all(|k| k.call.is_none() && !k.eager_due && !k.refresher.has_fetch())
+            && self.listen.is_none()
+            && !self.watching
+            && engine.list_changes() == self.seen_changes
+    }
+
     /// When a broken listen stream of a watched server is due to be opened again: a deadline
     /// of the host like any other, so a host waiting in `poll(None)` wakes for it.
     pub(crate) fn relisten_deadline(&self) -> Option<Instant> {
