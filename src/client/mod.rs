@@ -531,8 +531,8 @@ impl Client {
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let servers = &self.servers;
-        let unfiled = servers.unfiled().filter_map(|index| servers.get(index)?.next_deadline());
-        unfiled.fold(servers.earliest(), |next, at| Some(next.map_or(at, |n| n.min(at))))
+        let unfiled = servers.unfiled().map(|index| servers.get(index)?.next_deadline());
+        unfiled.fold(servers.earliest(), crate::time::earlier)
     }
 
     /// Fires what is due at `now`: every engine's timers, then the cache's share (page

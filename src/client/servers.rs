@@ -108,11 +108,10 @@ impl Servers {
         // Nor is it left unfiled, nor left for a pass (a removal is rare: the walks are cheap
         // enough).
         let bits = self.marks.bits.get(index).copied().unwrap_or(0);
-        for (bit, list) in [
-            (UNFILED, &mut self.marks.unfiled),
-            (CATALOGS, &mut self.marks.catalogs),
-            (AFTER_INPUT, &mut self.marks.after_input),
-        ] {
+        let [catalogs, after_input] = &mut self.marks.passes;
+        for (bit, list) in
+            [(UNFILED, &mut self.marks.unfiled), (CATALOGS, catalogs), (AFTER_INPUT, after_input)]
+        {
             if bits & bit != 0 {
                 list.retain(|&i| i != index);
             }
@@ -142,7 +141,7 @@ impl Servers {
     pub(crate) fn take_pass(&mut self, pass: Pass, work: &mut Vec<usize>) {
         work.clear();
         // A removed server was taken off the list (`remove`).
-        self.marks.take(pass.bit(), work);
+        self.marks.take(pass, work);
         if work.len() > 1 {
             work.sort_unstable();
         }
@@ -150,7 +149,7 @@ impl Servers {
 
     /// Whether `pass` has a server to look at.
     pub(crate) fn has_pass_work(&self, pass: Pass) -> bool {
-        !self.marks.list(pass.bit()).is_empty()
+        !self.marks.passes[pass as usize].is_empty()
     }
 
     /// Marks a server for `pass` (work the pass left for its next run).
@@ -354,11 +353,10 @@ struct Marks {
     eventful: Vec<usize>,
     /// Servers the last round looked at, their deadline not filed yet.
     unfiled: Vec<usize>,
-    /// Servers changed since the cache's pump last took them. Never taken while the cache
-    /// is unused: each server stays on it once, and its first run looks at them all.
-    catalogs: Vec<usize>,
-    /// Servers changed since the pass after input last took them (likewise).
-    after_input: Vec<usize>,
+    /// By [`Pass`]: the servers changed since the pass last took them. A pass's list is never
+    /// taken while the pass is unused (no cache, no store or handler): each server stays on
+    /// it once, and the pass's first run looks at them all.
+    passes: [Vec<usize>; 2],
 }
 
 impl Marks {
@@ -384,27 +382,17 @@ impl Marks {
             self.eventful.push(index);
         }
         if new & CATALOGS != 0 {
-            self.catalogs.push(index);
+            self.passes[Pass::Catalogs as usize].push(index);
         }
         if new & AFTER_INPUT != 0 {
-            self.after_input.push(index);
-        }
-    }
-
-    /// The list of a pass's bit.
-    fn list(&self, bit: u8) -> &Vec<usize> {
-        if bit == CATALOGS {
-            &self.catalogs
-        } else {
-            &self.after_input
+            self.passes[Pass::AfterInput as usize].push(index);
         }
     }
 
     /// Moves the servers on a pass's list to `work`, unmarked.
-    fn take(&mut self, bit: u8, work: &mut Vec<usize>) {
-        let list = if bit == CATALOGS { &mut self.catalogs } else { &mut self.after_input };
-        for index in list.drain(..) {
-            self.bits[index] &= !bit;
+    fn take(&mut self, pass: Pass, work: &mut Vec<usize>) {
+        for index in self.passes[pass as usize].drain(..) {
+            self.bits[index] &= !pass.bit();
             work.push(index);
         }
     }
