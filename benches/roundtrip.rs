@@ -25,7 +25,9 @@
 //! `MCPOLL_BENCH_RESULT_BYTES=N` makes every result carry `N` bytes of text (the 64 KiB figures
 //! of benches/README.md), floors included. `MCPOLL_BENCH_IDLE_SERVERS=K` puts `K` ready, idle
 //! demo servers in the stdio phase's host beside the one it calls. `MCPOLL_BENCH_CACHE=1` makes
-//! that host with the capability cache configured (`Host::with_cache`).
+//! that host with the capability cache configured (`Host::with_cache`). `MCPOLL_BENCH_IS_IDLE=1`
+//! asks `Host::is_idle` before every poll and once after each call, as a game loop does each
+//! frame (`examples/game_loop.rs`), and counts the calls after which the host was idle.
 //!
 //! It prints `stdio p50_us=.. p99_us=.. floor_p50_us=.. ratio=.. allocs_per_call=..` and
 //! `http p50_us=.. p99_us=.. floor_p50_us=.. ratio=.. allocs_per_call=..`.
@@ -88,6 +90,12 @@ fn idle_servers() -> usize {
 /// host that reads servers' catalogs has.
 fn with_cache() -> bool {
     std::env::var("MCPOLL_BENCH_CACHE").is_ok_and(|v| v == "1")
+}
+
+/// `MCPOLL_BENCH_IS_IDLE=1`: the loop asks `Host::is_idle` before every poll and once after
+/// each call, as a game loop asks it every frame: busy frames and an idle one.
+fn asks_is_idle() -> bool {
+    std::env::var("MCPOLL_BENCH_IS_IDLE").is_ok_and(|v| v == "1")
 }
 
 /// The echo call's arguments.
@@ -165,6 +173,8 @@ fn measure(host: &mut Host, server: mcpoll::ServerId) -> (Vec<Duration>, f64) {
     let rounds = rounds();
     let args = RawValue::from_string(echo_args()).expect("json");
     let opts = CallOptions::default();
+    let asks_is_idle = asks_is_idle();
+    let mut idle_after = 0;
     let mut samples = Vec::with_capacity(rounds);
     let mut allocs = 0u64;
     for i in 0..WARMUP + rounds {
@@ -173,6 +183,8 @@ fn measure(host: &mut Host, server: mcpoll::ServerId) -> (Vec<Duration>, f64) {
         let call = host.call_tool(server, "echo", &args, &opts).expect("call");
         let mut done = false;
         while !done {
+            // A call is pending: never idle.
+            assert!(!(asks_is_idle && host.is_idle()), "idle with a call pending");
             host.poll(None).expect("poll");
             while let Some((_, e)) = host.poll_event() {
                 match e {
@@ -186,10 +198,15 @@ fn measure(host: &mut Host, server: mcpoll::ServerId) -> (Vec<Duration>, f64) {
             }
         }
         let elapsed = t.elapsed();
+        // The frame after the call: with nothing pending, the host is idle.
+        idle_after += usize::from(asks_is_idle && host.is_idle());
         if i >= WARMUP {
             samples.push(elapsed);
             allocs += counting::allocs() - before;
         }
+    }
+    if asks_is_idle {
+        println!("is_idle after {idle_after} of {} calls", WARMUP + rounds);
     }
     host.close_server(server);
     (samples, allocs as f64 / rounds as f64)

@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use serde_json::value::RawValue;
 
+use self::servers::Settled;
 use crate::config::{CacheConfig, SavedVerdict};
 use crate::engine::{
     CallId, CallOptions, Engine, Event, ServerRequestId, ServerState, Stats, TaskStatus,
@@ -542,7 +543,7 @@ impl Client {
     /// pays for the ones that moved; spurious calls do nothing but that look.
     pub fn handle_timeout(&mut self, now: Instant) {
         let mut round = std::mem::take(&mut self.round);
-        self.servers.take_round(now, &mut round, |_, s| s.next_deadline());
+        self.servers.take_round(now, &mut round, |_, s| s.settled());
         for &index in &round {
             let Some(s) = self.servers.get_mut_in_round(index) else { continue };
             if s.engine.is_due(now) {
@@ -624,22 +625,45 @@ impl Client {
     }
 
     /// `true` when the core has nothing to do at `now` but wait for input: no call pending,
-    /// no output unwritten, no event queued, no deadline due.
+    /// no output unwritten, no event queued, no deadline due. Looks at the servers something
+    /// happened to since the last tick, not at every server.
     pub fn is_idle(&self, now: Instant) -> bool {
-        !self.cache.has_changes()
-            && self.unflushed.is_empty()
-            && self.servers.iter().all(|(_, s)| {
-                let engine = &s.engine;
-                engine.pending() == 0
-                    && !engine.has_output()
-                    && engine.queued_events() == 0
-                    && !engine.wants_transport()
-                    && s.next_deadline().is_none_or(|d| d > now)
-            })
+        self.is_idle_with(now, |_, s| s.is_idle(now))
+    }
+
+    /// [`is_idle`](Self::is_idle) with the shell's own question about each server not filed
+    /// (`is_idle`): a shell whose ticks file its drivers' work beside the core's asks about
+    /// both.
+    pub(crate) fn is_idle_with(
+        &self,
+        now: Instant,
+        is_idle: impl FnMut(usize, &ServerCore) -> bool,
+    ) -> bool {
+        !self.cache.has_changes() && self.unflushed.is_empty() && self.servers.is_idle(now, is_idle)
     }
 }
 
 impl ServerCore {
+    /// What a tick leaves this server as, for the core's own ticks.
+    pub(crate) fn settled(&self) -> Settled {
+        Settled { deadline: self.next_deadline(), busy: self.is_busy() }
+    }
+
+    /// Work that waits for no deadline: a call or handshake pending, output, an event, a
+    /// transport to start.
+    pub(crate) fn is_busy(&self) -> bool {
+        let engine = &self.engine;
+        engine.pending() > 0
+            || engine.has_output()
+            || engine.queued_events() > 0
+            || engine.wants_transport()
+    }
+
+    /// Neither busy nor due at `now`.
+    pub(crate) fn is_idle(&self, now: Instant) -> bool {
+        !self.is_busy() && self.next_deadline().is_none_or(|d| d > now)
+    }
+
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         let deadlines = [self.engine.poll_timeout(), self.catalog.relisten_deadline()];
         deadlines.into_iter().flatten().min()

@@ -16,6 +16,11 @@
 //! And where the core's own passes have work ([`Pass`]): the capability cache's pump, and the
 //! era verdicts' keeping with the answer handlers' offer after input. Each takes the servers
 //! changed since it last ran, not every server a host keeps.
+//!
+//! A server is filed with what the round left it as ([`Settled`]): its deadline, and whether
+//! it has work that waits for none (a call pending, output, an event). Marking it takes that
+//! back at once, so the filed state is always current, and "is anything to do?" counts the
+//! busy filed servers and asks the marked ones, again not a walk over every server.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -31,16 +36,55 @@ pub(crate) struct Servers {
     slab: Slab<ServerCore>,
     /// Which servers a round has to look at, and which may hold events.
     marks: Marks,
-    /// Every filed server's next deadline (see [`take_round`](Self::take_round)), earliest
-    /// first, with a stamp. An entry whose stamp is no longer its server's is stale: it is
-    /// dropped when it comes to the top, so the top is always a live one.
+    /// What the rounds left the servers nothing marked since as (see
+    /// [`take_round`](Self::take_round)).
+    filing: Filing,
+}
+
+/// The filed servers: what a round left each as, and their deadlines in one heap.
+#[derive(Debug, Default)]
+struct Filing {
+    /// Every filed server's next deadline, earliest first, with a stamp. An entry whose stamp
+    /// is no longer its server's is stale: it is dropped when it comes to the top, so the top
+    /// is always a live one.
     deadlines: BinaryHeap<Reverse<(Instant, usize, u64)>>,
-    /// By index: the stamp of the server's current deadline entry, and that deadline.
-    filed: Vec<(u64, Option<Instant>)>,
+    /// By index: what the last round to file the server left it as.
+    filed: Vec<Filed>,
+    /// How many filed servers are busy ([`Settled::busy`]): with none, and no deadline of
+    /// theirs come, the core's idleness is a question about the unfiled servers alone.
+    busy: usize,
     next_stamp: u64,
 }
 
+/// What a round left a server as, worked out when its deadline is filed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Settled {
+    /// The server's next deadline; `None`: nothing is due until something happens to it.
+    pub(crate) deadline: Option<Instant>,
+    /// Whether it has work that waits for no deadline: a call pending, output, an event.
+    pub(crate) busy: bool,
+}
+
+/// A server's filed state: the stamp of its current deadline entry, and what it was settled
+/// as. Stamp 0: not filed.
+#[derive(Debug, Clone, Copy, Default)]
+struct Filed {
+    stamp: u64,
+    deadline: Option<Instant>,
+    busy: bool,
+}
+
 impl Servers {
+    /// Marks a server. One newly marked for the next round is no longer filed: whatever
+    /// reached it may change its deadline and its work, so neither `poll_timeout` nor
+    /// `is_idle` goes by what it was filed as (they ask it, as a marked server).
+    #[inline]
+    fn mark(marks: &mut Marks, filing: &mut Filing, index: usize, bits: u8) {
+        if marks.mark(index, bits) & TOUCHED != 0 {
+            filing.unfile(index);
+        }
+    }
+
     pub(crate) fn get(&self, index: usize) -> Option<&ServerCore> {
         self.slab.get(index)
     }
@@ -48,7 +92,7 @@ impl Servers {
     /// The server, marked for the next round and for every pass.
     pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut ServerCore> {
         let server = self.slab.get_mut(index)?;
-        self.marks.mark(index, CHANGED);
+        Self::mark(&mut self.marks, &mut self.filing, index, CHANGED);
         Some(server)
     }
 
@@ -69,7 +113,7 @@ impl Servers {
     /// pass looks at.
     pub(crate) fn get_mut_without_passes(&mut self, index: usize) -> Option<&mut ServerCore> {
         let server = self.slab.get_mut(index)?;
-        self.marks.mark(index, TOUCHED | EVENTFUL);
+        Self::mark(&mut self.marks, &mut self.filing, index, TOUCHED | EVENTFUL);
         Some(server)
     }
 
@@ -85,26 +129,25 @@ impl Servers {
     /// next round, and as maybe holding events.
     pub(crate) fn mark_changed(&mut self, index: usize) {
         if self.slab.contains(index) {
-            self.marks.mark(index, TOUCHED | EVENTFUL);
+            Self::mark(&mut self.marks, &mut self.filing, index, TOUCHED | EVENTFUL);
         }
     }
 
+    /// Every server: for the checks that compare the rounds' bookkeeping with a walk.
+    #[cfg(any(fuzzing, test))]
     pub(crate) fn iter(&self) -> slab::Iter<'_, ServerCore> {
         self.slab.iter()
     }
 
     pub(crate) fn insert(&mut self, server: ServerCore) -> usize {
         let index = self.slab.insert(server);
-        self.marks.mark(index, CHANGED);
+        Self::mark(&mut self.marks, &mut self.filing, index, CHANGED);
         index
     }
 
     pub(crate) fn remove(&mut self, index: usize) -> ServerCore {
         // Its deadline entry goes stale; a later server in the slot files its own.
-        if let Some(filed) = self.filed.get_mut(index) {
-            *filed = (0, None);
-        }
-        self.drop_stale_top();
+        self.filing.unfile(index);
         // Nor is it left unfiled, nor left for a pass (a removal is rare: the walks are cheap
         // enough).
         let bits = self.marks.bits.get(index).copied().unwrap_or(0);
@@ -132,7 +175,7 @@ impl Servers {
 
     /// Marks a server for the next round (a change to what the shell keeps beside it).
     pub(crate) fn touch(&mut self, index: usize) {
-        self.marks.mark(index, TOUCHED);
+        Self::mark(&mut self.marks, &mut self.filing, index, TOUCHED);
     }
 
     /// The servers `pass` has to look at, into `work` (cleared first), in index order: those
@@ -169,7 +212,7 @@ impl Servers {
 
     /// The earliest deadline filed.
     pub(crate) fn earliest(&self) -> Option<Instant> {
-        self.deadlines.peek().map(|Reverse((at, _, _))| *at)
+        self.filing.earliest()
     }
 
     /// The servers a round at `now` looks at, into `work` (cleared first): those marked since
@@ -184,37 +227,23 @@ impl Servers {
         &mut self,
         now: Instant,
         work: &mut Vec<usize>,
-        mut deadline: impl FnMut(usize, &ServerCore) -> Option<Instant>,
+        mut settle: impl FnMut(usize, &ServerCore) -> Settled,
     ) {
         work.clear();
         let mut unfiled = std::mem::take(&mut self.marks.unfiled);
         for &index in &unfiled {
             let touched = self.marks.unmark(index, UNFILED) & TOUCHED != 0;
             if let (false, Some(s)) = (touched, self.slab.get(index)) {
-                let at = deadline(index, s);
-                self.file_deadline(index, at, now);
+                let settled = settle(index, s);
+                self.filing.file(index, settled, now, self.slab.len());
             }
         }
         unfiled.clear();
         self.marks.unfiled = unfiled;
-        // A marked server's filed deadline may no longer be its own: it is worked out anew
-        // once the round is done with it.
-        for &index in &self.marks.touched {
-            if let Some(filed) = self.filed.get_mut(index) {
-                *filed = (0, None);
-            }
-        }
+        // A marked server's filed deadline went when it was marked (`mark`): it is worked
+        // out anew once the round is done with it.
         self.marks.take_touched(work);
-        while let Some(Reverse((at, index, stamp))) = self.deadlines.peek().copied() {
-            if at > now {
-                break;
-            }
-            self.deadlines.pop();
-            if self.filed.get(index).is_some_and(|&(current, _)| current == stamp) {
-                work.push(index);
-            }
-        }
-        self.drop_stale_top();
+        self.filing.take_due(now, work);
         if work.len() > 1 {
             work.sort_unstable();
             work.dedup();
@@ -244,39 +273,112 @@ impl Servers {
         marks.unfiled.iter().chain(touched_only).copied()
     }
 
+    /// Files what a round left the server at `index` as (for tests: a round files them).
+    #[cfg(test)]
+    fn file(&mut self, index: usize, settled: Settled, now: Instant) {
+        self.filing.file(index, settled, now, self.slab.len());
+    }
+
+    /// `true` when no server has work at `now`: no filed server is busy or due, and
+    /// `is_idle` says so of each server not filed (those the last round looked at and those
+    /// marked since). Not a walk over every server: a filed server cannot have changed since
+    /// it was filed, as any change marks it.
+    pub(crate) fn is_idle(
+        &self,
+        now: Instant,
+        mut is_idle: impl FnMut(usize, &ServerCore) -> bool,
+    ) -> bool {
+        if self.filing.busy != 0 || self.earliest().is_some_and(|at| at <= now) {
+            return false;
+        }
+        // `unfiled`, as two plain loops: a game loop asks every frame.
+        let marks = &self.marks;
+        for &index in &marks.unfiled {
+            if self.slab.get(index).is_some_and(|s| !is_idle(index, s)) {
+                return false;
+            }
+        }
+        for &index in &marks.touched {
+            let unfiled = marks.bits[index] & UNFILED != 0;
+            if !unfiled && self.slab.get(index).is_some_and(|s| !is_idle(index, s)) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+impl Filing {
+    /// The earliest deadline filed.
+    fn earliest(&self) -> Option<Instant> {
+        self.deadlines.peek().map(|Reverse((at, _, _))| *at)
+    }
+
+    /// Moves the servers whose deadline has come at `now` into `work`, no longer filed (the
+    /// round that takes them files them again).
+    fn take_due(&mut self, now: Instant, work: &mut Vec<usize>) {
+        while let Some(Reverse((at, index, stamp))) = self.deadlines.peek().copied() {
+            if at > now {
+                break;
+            }
+            self.deadlines.pop();
+            if self.filed.get(index).is_some_and(|f| f.stamp == stamp) {
+                self.unfile(index);
+                work.push(index);
+            }
+        }
+    }
+
     /// Pops stale entries off the top, so that [`earliest`](Self::earliest) is exact.
     fn drop_stale_top(&mut self) {
         while let Some(Reverse((_, index, stamp))) = self.deadlines.peek() {
-            if self.filed.get(*index).is_some_and(|&(current, _)| current == *stamp) {
+            if self.filed.get(*index).is_some_and(|f| f.stamp == *stamp) {
                 return;
             }
             self.deadlines.pop();
         }
     }
 
-    /// Files the next deadline of the server at `index` (none: nothing is due until
-    /// something happens to it), replacing the one filed before.
-    pub(crate) fn file_deadline(&mut self, index: usize, at: Option<Instant>, now: Instant) {
+    /// Files what a round left the server at `index` as: its next deadline (none: nothing is
+    /// due until something happens to it) replaces the one filed before. `live`: how many
+    /// servers there are, which bounds the stale entries kept.
+    fn file(&mut self, index: usize, settled: Settled, now: Instant, live: usize) {
         if self.filed.len() <= index {
-            self.filed.resize(index + 1, (0, None));
+            self.filed.resize(index + 1, Filed::default());
         }
         let filed = &mut self.filed[index];
-        // The same deadline as filed, still to come (its entry is in the heap) or none:
-        // nothing to do. One that has come is filed again: a round took its entry.
-        if filed.1 == at && at.is_none_or(|at| at > now) {
+        let was_busy = filed.stamp != 0 && filed.busy;
+        self.busy = self.busy + usize::from(settled.busy) - usize::from(was_busy);
+        filed.busy = settled.busy;
+        let at = settled.deadline;
+        // Filed with the same deadline, still to come (its entry is in the heap) or none:
+        // nothing more to do.
+        if filed.stamp != 0 && filed.deadline == at && at.is_none_or(|at| at > now) {
             return;
         }
         self.next_stamp += 1;
-        *filed = (self.next_stamp, at);
+        (filed.stamp, filed.deadline) = (self.next_stamp, at);
         if let Some(at) = at {
             self.deadlines.push(Reverse((at, index, self.next_stamp)));
         }
         self.drop_stale_top();
         // Stale entries are dropped when they come up; past twice the live ones (a busy
         // server files one a round), the heap is rebuilt from the live ones instead.
-        if self.deadlines.len() > 2 * self.slab.len() + 64 {
+        if self.deadlines.len() > 2 * live + 64 {
             let filed = &self.filed;
-            self.deadlines.retain(|Reverse((_, i, s))| filed.get(*i).is_some_and(|f| f.0 == *s));
+            self.deadlines
+                .retain(|Reverse((_, i, s))| filed.get(*i).is_some_and(|f| f.stamp == *s));
+        }
+    }
+
+    /// Takes a server's filed state back (it is marked, due or removed): its deadline entry
+    /// goes stale, and it no longer counts as busy until it is filed again.
+    fn unfile(&mut self, index: usize) {
+        let Some(filed) = self.filed.get_mut(index) else { return };
+        if filed.stamp != 0 {
+            self.busy -= usize::from(filed.busy);
+            *filed = Filed::default();
+            self.drop_stale_top();
         }
     }
 }
@@ -360,16 +462,17 @@ struct Marks {
 }
 
 impl Marks {
+    /// Puts a server on the lists of `bits`; the bits it was not marked with before.
     #[inline]
-    fn mark(&mut self, index: usize, bits: u8) {
+    fn mark(&mut self, index: usize, bits: u8) -> u8 {
         if self.bits.get(index).is_some_and(|&b| b & bits == bits) {
-            return;
+            return 0;
         }
-        self.add(index, bits);
+        self.add(index, bits)
     }
 
     #[cold]
-    fn add(&mut self, index: usize, bits: u8) {
+    fn add(&mut self, index: usize, bits: u8) -> u8 {
         if self.bits.len() <= index {
             self.bits.resize(index + 1, 0);
         }
@@ -387,6 +490,7 @@ impl Marks {
         if new & AFTER_INPUT != 0 {
             self.passes[Pass::AfterInput as usize].push(index);
         }
+        new
     }
 
     /// Moves the servers on a pass's list to `work`, unmarked.
@@ -439,6 +543,11 @@ mod tests {
         ServerCore { generation: 1, engine, catalog: ServerCatalog::new("s".into(), false, None) }
     }
 
+    /// A server settled as not busy, with this deadline.
+    fn settled_idle(deadline: Option<Instant>) -> Settled {
+        Settled { deadline, busy: false }
+    }
+
     fn two_servers(now: Instant) -> (Servers, usize, usize) {
         let mut servers = Servers::default();
         let (a, b) = (servers.insert(server(now)), servers.insert(server(now)));
@@ -461,7 +570,7 @@ mod tests {
         let ids: Vec<usize> = (0..5).map(|_| servers.insert(server(now))).collect();
         assert_eq!(round(&mut servers, now), ids, "new servers are looked at once");
         for &i in &ids {
-            servers.file_deadline(i, None, now);
+            servers.file(i, settled_idle(None), now);
         }
         assert_eq!(round(&mut servers, now), [0; 0], "nothing happened: nothing to look at");
         let _ = servers.get(3);
@@ -471,8 +580,8 @@ mod tests {
         servers.get_mut(1);
         servers.get_mut(3);
         assert_eq!(round(&mut servers, now), [1, 3], "each once, in order");
-        servers.file_deadline(2, Some(now + Duration::from_secs(5)), now);
-        servers.file_deadline(4, Some(now + Duration::from_secs(9)), now);
+        servers.file(2, settled_idle(Some(now + Duration::from_secs(5))), now);
+        servers.file(4, settled_idle(Some(now + Duration::from_secs(9))), now);
         assert_eq!(servers.earliest(), Some(now + Duration::from_secs(5)));
         assert_eq!(round(&mut servers, now + Duration::from_secs(4)), [0; 0], "not yet");
         assert_eq!(round(&mut servers, now + Duration::from_secs(5)), [2]);
@@ -487,9 +596,9 @@ mod tests {
         let secs = |n| now + Duration::from_secs(n);
         let (mut servers, a, b) = two_servers(now);
         round(&mut servers, now);
-        servers.file_deadline(a, Some(secs(1)), now);
-        servers.file_deadline(a, Some(secs(3)), now);
-        servers.file_deadline(b, Some(secs(2)), now);
+        servers.file(a, settled_idle(Some(secs(1))), now);
+        servers.file(a, settled_idle(Some(secs(3))), now);
+        servers.file(b, settled_idle(Some(secs(2))), now);
         assert_eq!(servers.earliest(), Some(secs(2)), "the replaced deadline is not the next");
         assert_eq!(round(&mut servers, secs(1)), [0; 0]);
         servers.remove(b);
@@ -498,11 +607,11 @@ mod tests {
         assert_eq!(round(&mut servers, secs(3)), [a]);
         // The same deadline filed again while it is still to come adds no entry; once it has
         // come (a round took its entry), it is filed anew.
-        servers.file_deadline(a, Some(secs(9)), secs(3));
-        servers.file_deadline(a, Some(secs(9)), secs(3));
-        assert_eq!(servers.deadlines.len(), 1);
+        servers.file(a, settled_idle(Some(secs(9))), secs(3));
+        servers.file(a, settled_idle(Some(secs(9))), secs(3));
+        assert_eq!(servers.filing.deadlines.len(), 1);
         assert_eq!(round(&mut servers, secs(9)), [a]);
-        servers.file_deadline(a, Some(secs(9)), secs(9));
+        servers.file(a, settled_idle(Some(secs(9))), secs(9));
         assert_eq!(round(&mut servers, secs(9)), [a], "still due: looked at again");
     }
 
@@ -555,7 +664,7 @@ mod tests {
         assert!(servers.marks.bits.iter().all(|&b| b & !(CATALOGS | AFTER_INPUT) == 0));
         // A server whose deadline came (a round's own access) may queue events too.
         let (due, later) = (now + Duration::from_secs(1), now + Duration::from_secs(2));
-        servers.file_deadline(2, Some(due), now);
+        servers.file(2, settled_idle(Some(due)), now);
         assert_eq!(round(&mut servers, due), [2]);
         servers.get_mut_in_round(2).unwrap().engine.close(due);
         assert_eq!(servers.next_with_events(0), Some(2));
@@ -587,7 +696,7 @@ mod tests {
         let mut take = |servers: &mut Servers, at, deadlines: [Option<Instant>; 2]| {
             servers.take_round(at, &mut work, |i, _| {
                 asked.push(i);
-                deadlines[i]
+                settled_idle(deadlines[i])
             });
             servers.leave_unfiled(&work);
             (std::mem::take(&mut asked), work.clone())
@@ -668,6 +777,58 @@ mod tests {
         assert_eq!(take(&mut servers, Pass::AfterInput), [a, c]);
     }
 
+    /// Idleness is asked of the servers not filed alone: a filed server counts by what it was
+    /// filed as (busy, or a deadline come), and a host keeping many servers pays nothing for
+    /// the idle ones. A server marked again is asked again, whatever it was filed as; a
+    /// removed one no longer counts.
+    #[test]
+    fn idleness_asks_only_the_servers_not_filed() {
+        let now = Instant::now();
+        let secs = |n| now + Duration::from_secs(n);
+        let mut servers = Servers::default();
+        for _ in 0..5 {
+            servers.insert(server(now));
+        }
+        let asked = |servers: &Servers, at, idle: bool| {
+            let mut asked = Vec::new();
+            let answer = servers.is_idle(at, |i, _| {
+                asked.push(i);
+                idle
+            });
+            (answer, asked)
+        };
+        assert_eq!(asked(&servers, now, true), (true, vec![0, 1, 2, 3, 4]), "new: all asked");
+        assert_eq!(asked(&servers, now, false), (false, vec![0]), "the first busy one ends it");
+        round(&mut servers, now);
+        for i in 0..5 {
+            servers.file(i, settled_idle(None), now);
+        }
+        assert_eq!(asked(&servers, now, false), (true, vec![]), "all filed idle: none asked");
+        // A busy one filed counts without being asked, and stops counting when filed idle.
+        servers.file(3, Settled { deadline: None, busy: true }, now);
+        assert_eq!(asked(&servers, now, true), (false, vec![]));
+        servers.file(3, Settled { deadline: None, busy: true }, now);
+        servers.file(3, settled_idle(None), now);
+        assert_eq!(asked(&servers, now, true), (true, vec![]), "counted once, and uncounted");
+        // A deadline filed: idle until it comes.
+        servers.file(1, settled_idle(Some(secs(5))), now);
+        assert_eq!(asked(&servers, secs(4), true), (true, vec![]));
+        assert_eq!(asked(&servers, secs(5), true), (false, vec![]), "due: not idle");
+        servers.file(1, settled_idle(None), now);
+        // Filed busy, then marked: no longer counted, but asked, until a round files it again.
+        servers.file(2, Settled { deadline: Some(secs(1)), busy: true }, now);
+        servers.get_mut(2);
+        assert_eq!(asked(&servers, secs(1), true), (true, vec![2]), "asked, not counted");
+        assert_eq!(servers.earliest(), None, "its deadline went with it");
+        round(&mut servers, now);
+        servers.leave_unfiled(&[2]);
+        assert_eq!(asked(&servers, now, false), (false, vec![2]), "asked until filed");
+        // A removed server counts no more.
+        servers.file(4, Settled { deadline: Some(secs(1)), busy: true }, now);
+        servers.remove(4);
+        assert_eq!(asked(&servers, secs(2), true), (true, vec![2]));
+    }
+
     /// A busy server files a deadline every round: the stale entries do not pile up.
     #[test]
     fn stale_deadlines_stay_bounded() {
@@ -676,9 +837,13 @@ mod tests {
         let a = servers.insert(server(now));
         assert_eq!(round(&mut servers, now), [a]);
         for k in 0..10_000u64 {
-            servers.file_deadline(a, Some(now + Duration::from_secs(1_000 + k)), now);
+            servers.file(a, settled_idle(Some(now + Duration::from_secs(1_000 + k))), now);
         }
-        assert!(servers.deadlines.len() <= 2 * servers.len() + 65, "{}", servers.deadlines.len());
+        assert!(
+            servers.filing.deadlines.len() <= 2 * servers.len() + 65,
+            "{}",
+            servers.filing.deadlines.len()
+        );
         assert_eq!(round(&mut servers, now + Duration::from_secs(10_998)), [0; 0], "stale");
         assert_eq!(round(&mut servers, now + Duration::from_secs(10_999)), [a], "the last one");
     }

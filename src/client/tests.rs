@@ -454,7 +454,7 @@ fn tool_schemas_are_compiled_once_per_definition_from_the_cache() {
 /// index order.
 fn next_round(sim: &mut Sim) -> Vec<usize> {
     let mut work = Vec::new();
-    sim.client.servers.take_round(sim.now, &mut work, |_, s| s.next_deadline());
+    sim.client.servers.take_round(sim.now, &mut work, |_, s| s.settled());
     work
 }
 
@@ -558,4 +558,29 @@ fn the_cores_deadline_is_kept_for_the_servers_its_tick_looked_at() {
         }
     }
     assert_eq!(ended, 1, "the call ended at its deadline");
+}
+
+/// What a tick filed for a server stops counting once something reaches the server: a call
+/// answered before its deadline no longer names that deadline, nor keeps the core busy, even
+/// before the next tick (a loop asks `poll_timeout` and `is_idle` between its input and its
+/// tick). The filed state used to stay until the next tick, so the core named a deadline no
+/// server had.
+#[test]
+fn a_servers_filed_deadline_and_work_go_when_it_is_reached() {
+    let mut sim = Sim::new();
+    let (_a, b) = (sim.ready_server("a"), sim.ready_server("b"));
+    sim.client.handle_timeout(sim.now);
+    let opts = CallOptions { timeout: Some(Duration::from_secs(5)), ..CallOptions::default() };
+    sim.client.call_tool_json(sim.now, b, "t", "{}", &opts).unwrap();
+    let request = sim.sent_one(b);
+    sim.client.handle_timeout(sim.now);
+    assert!(next_round(&mut sim).is_empty(), "nothing moved since: filed");
+    let due = sim.now + Duration::from_secs(5);
+    assert_eq!(sim.client.poll_timeout(), Some(due), "filed with the call's deadline");
+    assert!(!sim.client.is_idle(sim.now), "filed busy");
+    sim.reply(b, &request, json!({"resultType": "complete", "content": []}));
+    while sim.client.poll_event(sim.now).is_some() {}
+    while sim.client.take_unflushed().is_some() {}
+    assert_eq!(sim.client.poll_timeout(), None, "the answered call's deadline is no one's");
+    assert!(sim.client.is_idle(sim.now), "answered, its event taken: nothing to do");
 }

@@ -195,13 +195,17 @@ impl Transport {
     /// `true` when nothing is due, unwritten or left to resume: the driver's share of
     /// `Host::is_idle`.
     pub(crate) fn is_idle(&self, now: Instant) -> bool {
-        let timers = self.poll_timeout().is_none_or(|d| d > now);
+        !self.has_work() && self.poll_timeout().is_none_or(|d| d > now)
+    }
+
+    /// Work that waits for no deadline: bytes unwritten, input left unread.
+    pub(crate) fn has_work(&self) -> bool {
         match self {
-            Self::Stdio(d) => timers && d.unsent() == 0 && !d.has_backlog(),
+            Self::Stdio(d) => d.unsent() > 0 || d.has_backlog(),
             // Its writes belong to pending requests or to the engine's output, checked by the
             // core.
             #[cfg(feature = "http")]
-            Self::Http(_) => timers,
+            Self::Http(_) => false,
         }
     }
 }

@@ -16,6 +16,7 @@ use mio::{Events, Poll, Registry, Token};
 
 use super::tokens::{Owner, TokenSpace};
 use super::{AddServerError, Host};
+use crate::client::servers::Settled;
 use crate::client::{Client, ServerCore};
 use crate::config::CacheConfig;
 use crate::driver::transport::Transport;
@@ -584,7 +585,7 @@ impl Host {
         let mut round = std::mem::take(&mut self.round);
         let transports = &self.transports;
         self.client.servers.take_round(now, &mut round, |index, s| {
-            deadline_of(s, transports.get(index).and_then(Option::as_ref))
+            settled(s, transports.get(index).and_then(Option::as_ref))
         });
         let registry = self.poll.registry();
         for &index in &round {
@@ -615,6 +616,18 @@ impl Host {
 /// One server's next deadline: its core's (engine, catalog re-listen) and its driver's.
 fn deadline_of(s: &ServerCore, driver: Option<&Transport>) -> Option<Instant> {
     earlier(s.next_deadline(), driver.and_then(Transport::poll_timeout))
+}
+
+/// What a tick leaves a server as: its deadline, and whether it or its driver has work that
+/// waits for none.
+fn settled(s: &ServerCore, driver: Option<&Transport>) -> Settled {
+    Settled { deadline: deadline_of(s, driver), busy: s.is_busy() || is_busy(driver) }
+}
+
+/// Whether a server's driver has work that waits for no deadline (bytes unwritten, input
+/// left unread).
+fn is_busy(driver: Option<&Transport>) -> bool {
+    driver.is_some_and(Transport::has_work)
 }
 
 /// One server's share of a tick, after its input: due timers, a process it asks for, output.

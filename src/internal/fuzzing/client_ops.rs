@@ -117,8 +117,11 @@ impl Sim {
 
     /// Moves what the engine of `ctx` wrote onto its wire.
     fn collect(&mut self, ctx: usize) {
-        let Some(engine) = self.client.engine_mut(self.ids[ctx]) else { return };
-        loop {
+        // A look first: reaching an engine mutably marks its server for the next round, and
+        // a sim that marked every server every step would never let one be filed.
+        let has_output = self.client.engine(self.ids[ctx]).is_some_and(Engine::has_output);
+        let mut engine = if has_output { self.client.engine_mut(self.ids[ctx]) } else { None };
+        while let Some(engine) = engine.as_deref_mut() {
             self.buf.clear();
             if engine.poll_transmit(self.now, &mut self.buf).is_none() {
                 break;
@@ -317,6 +320,13 @@ pub fn client_ops(data: &[u8]) {
         // for those marked since) is every server's earliest, whatever the step was.
         let every = sim.client.servers.iter().filter_map(|(_, s)| s.next_deadline()).min();
         assert_eq!(sim.client.poll_timeout(), every, "the core's deadline is not the earliest");
+        // Nor does its idleness (the filed servers counted, the others looked at) differ from
+        // a look at every server.
+        let idle = sim.client.is_idle(sim.now);
+        let every_idle = !sim.client.cache.has_changes()
+            && !sim.client.has_unflushed()
+            && sim.client.servers.iter().all(|(_, s)| s.is_idle(sim.now));
+        assert_eq!(idle, every_idle, "the core's idleness is not every server's");
     }
 }
 
