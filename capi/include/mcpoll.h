@@ -946,6 +946,19 @@ mcpoll_result mcpoll_fd(const mcpoll_host *host, int *fd);
 mcpoll_result mcpoll_timeout_ms(const mcpoll_host *host, int64_t *ms);
 
 /**
+ * Whether the host has nothing to do now, in `*idle`: no call pending, nothing waiting to be
+ * written, no event queued, no deadline due. A loop that runs every frame may skip
+ * `mcpoll_poll` while it is true (no system call then), and poll now and then anyway, at the
+ * rate what servers send unasked needs an answer (every few hundred milliseconds is plenty
+ * for `ping`). The answer costs the servers something happened to since the last poll, not
+ * every server the host keeps.
+ *
+ * # Safety
+ * `host` is live or null; `idle` is null or valid for a write.
+ */
+mcpoll_result mcpoll_is_idle(const mcpoll_host *host, bool *idle);
+
+/**
  * The next event into `*event`, or an event of kind `MCPOLL_EVENT_NONE` when none is queued.
  * Its pointers are valid until the next call that takes the host as `mcpoll_host *`.
  *

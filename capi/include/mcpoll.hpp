@@ -94,6 +94,13 @@ class Host {
     return ms;
   }
 
+  /* Nothing to do now: a loop may skip poll() while true (and poll now and then anyway). */
+  bool is_idle() const {
+    bool idle = false;
+    check(mcpoll_is_idle(get(), &idle));
+    return idle;
+  }
+
   /* The next event into `event`; false when none is queued. */
   bool next_event(mcpoll_event &event) {
     check(mcpoll_next_event(get(), &event), get());

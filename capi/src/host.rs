@@ -841,6 +841,28 @@ pub unsafe extern "C" fn mcpoll_timeout_ms(
     })
 }
 
+/// Whether the host has nothing to do now, in `*idle`: no call pending, nothing waiting to be
+/// written, no event queued, no deadline due. A loop that runs every frame may skip
+/// `mcpoll_poll` while it is true (no system call then), and poll now and then anyway, at the
+/// rate what servers send unasked needs an answer (every few hundred milliseconds is plenty
+/// for `ping`). The answer costs the servers something happened to since the last poll, not
+/// every server the host keeps.
+///
+/// # Safety
+/// `host` is live or null; `idle` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn mcpoll_is_idle(
+    host: *const mcpoll_host,
+    idle: *mut bool,
+) -> mcpoll_result {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let (h, idle) = unsafe { (handle_ref(host)?, out_arg(idle)?) };
+        *idle = h.host.is_idle();
+        Ok(())
+    })
+}
+
 /// The next event into `*event`, or an event of kind `MCPOLL_EVENT_NONE` when none is queued.
 /// Its pointers are valid until the next call that takes the host as `mcpoll_host *`.
 ///

@@ -233,6 +233,11 @@ static void errors_without_a_server(mcpoll_host *host) {
   mcpoll_http_options *http = NULL;
   EXPECT(mcpoll_host_new(NULL), MCPOLL_NULL_POINTER);
   EXPECT(mcpoll_poll(NULL, 0), MCPOLL_NULL_POINTER);
+  bool idle = false;
+  EXPECT(mcpoll_is_idle(NULL, &idle), MCPOLL_NULL_POINTER);
+  EXPECT(mcpoll_is_idle(host, NULL), MCPOLL_NULL_POINTER);
+  OK(mcpoll_is_idle(host, &idle));
+  CHECK(idle); /* no server: nothing to do */
   EXPECT(mcpoll_call_tool(host, 1, "echo", "{}", NULL, NULL), MCPOLL_NULL_POINTER);
   EXPECT(mcpoll_call_tool(host, 1, NULL, "{}", NULL, &call), MCPOLL_NULL_POINTER);
   EXPECT(mcpoll_call_tool(host, 12345, "echo", "{}", NULL, &call), MCPOLL_UNKNOWN_SERVER);
@@ -878,7 +883,19 @@ int main(int argc, char **argv) {
   many_calls(host, py, 200);
   uint64_t call = 0;
   OK(mcpoll_call_tool(host, py, "add", "{\"a\":2,\"b\":3}", NULL, &call));
+  bool idle = true;
+  OK(mcpoll_is_idle(host, &idle));
+  CHECK(!idle); /* a call is pending */
   CHECK(strstr(done_text(host, py, call), "\"sum\":5") != NULL);
+  /* Idle again once the call ended and its event was taken (what the server may send
+   * unasked meanwhile is polled for, within a bound). */
+  double idle_by = now_s() + 60;
+  for (;;) {
+    OK(mcpoll_is_idle(host, &idle));
+    if (idle) break;
+    CHECK(now_s() < idle_by);
+    turn(host, 50);
+  }
   OK(mcpoll_list_tools(host, py, NULL, &call));
   CHECK(strstr(done_text(host, py, call), "\"slow\"") != NULL);
   OK(mcpoll_read_resource(host, py, "lab://readme", NULL, &call));
