@@ -313,3 +313,33 @@ fn is_idle_until_a_call_is_made_and_again_once_it_is_done() {
     }
     assert!(host.is_idle(), "the call ended and its event was taken");
 }
+
+/// With several servers, the idle ones count by what the ticks filed them as: a call on one
+/// makes the host busy however many idle servers sit beside it, while it is pending through
+/// polls that touch no other server, and the host is idle again once it ended.
+#[test]
+fn is_idle_sees_a_call_on_one_of_many_servers() {
+    let mut host = Host::new().unwrap();
+    let ids: Vec<_> = (0..4).map(|_| start(&mut host, demo_server(), Config::default())).collect();
+    while host.poll_event().is_some() {}
+    // Ticks that find nothing to do file every server as it is.
+    poll_until(&mut host, PATIENCE, |h| {
+        while h.poll_event().is_some() {}
+        h.is_idle()
+    });
+    host.poll(Some(Duration::ZERO)).unwrap();
+    assert!(host.is_idle(), "four servers, nothing pending");
+    let call = host.call_tool(ids[2], "slow", &raw(r#"{"ms":100}"#), &CallOptions::default());
+    let call = call.unwrap();
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let mut done = false;
+    while !done {
+        assert!(!host.is_idle(), "idle while a call is pending");
+        assert!(std::time::Instant::now() < deadline, "the call never ended");
+        host.poll(Some(Duration::from_millis(10))).unwrap();
+        while let Some((_, e)) = host.poll_event() {
+            done |= matches!(e, mcpoll::Event::CallDone { call: c, .. } if c == call);
+        }
+    }
+    assert!(host.is_idle(), "the call ended and its event was taken");
+}

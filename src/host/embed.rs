@@ -446,10 +446,6 @@ impl Host {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.poll.last_now = now;
         self.tick(now);
-        self.exiting.handle_timeout(now);
-        self.ending.handle_timeout(self.poll.registry(), now);
-        self.ending.settle(&mut self.poll);
-        self.client.after_input(now);
         self.client.pump_catalogs(now);
         self.flush_unflushed(now);
     }
@@ -505,10 +501,6 @@ impl Host {
             }
         }
         self.tick(now);
-        self.exiting.handle_timeout(now);
-        self.ending.handle_timeout(self.poll.registry(), now);
-        self.ending.settle(&mut self.poll);
-        self.client.after_input(now);
         if self.client.has_unflushed() {
             self.flush_unflushed(now);
         }
@@ -580,7 +572,8 @@ impl Host {
     /// input first (one budget), then the upkeep (a server whose driver still holds input
     /// stays marked, due again at once). Each one's next deadline is filed at the next tick
     /// unless it is marked first; those that may have held events and hold none are no longer
-    /// looked at by `poll_event`.
+    /// looked at by `poll_event`. Then closed servers' children and session ends move, and
+    /// the core's pass after input runs.
     fn tick(&mut self, now: Instant) {
         let mut round = std::mem::take(&mut self.round);
         let transports = &self.transports;
@@ -610,6 +603,11 @@ impl Host {
         self.client.servers.leave_unfiled(&round);
         self.client.servers.forget_eventless();
         self.round = round;
+        // Closed servers' exiting children and session `DELETE`s, then what follows input.
+        self.exiting.handle_timeout(now);
+        self.ending.handle_timeout(self.poll.registry(), now);
+        self.ending.settle(&mut self.poll);
+        self.client.after_input(now);
     }
 }
 

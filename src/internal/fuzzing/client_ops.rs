@@ -14,8 +14,10 @@
 //! - no context is given an item private to another (views, lookups, change events);
 //! - at most one `tools/list` request of a context on the wire (single flight);
 //! - after `handle_timeout(now)`, no deadline of the core is in the past;
-//! - after every step, the core's deadline is the earliest of every server's, though its
-//!   rounds look only at the servers that moved.
+//! - after every step, the core's deadline is the earliest of every server's, and its
+//!   idleness every server's, though its rounds look only at the servers that moved (the
+//!   simulator reaches an engine mutably only when it has output to take, so servers stay
+//!   filed between rounds as a host's idle ones do).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
