@@ -631,9 +631,8 @@ impl Client {
         self.is_idle_with(now, |_, s| s.is_idle(now))
     }
 
-    /// [`is_idle`](Self::is_idle) with the shell's own question about each server not filed
-    /// (`is_idle`): a shell whose ticks file its drivers' work beside the core's asks about
-    /// both.
+    /// [`is_idle`](Self::is_idle) with the shell's own question for each server not filed,
+    /// asked as its ticks file them (a host's counts its drivers' work beside the core's).
     pub(crate) fn is_idle_with(
         &self,
         now: Instant,
@@ -659,7 +658,8 @@ impl ServerCore {
             || engine.wants_transport()
     }
 
-    /// Neither busy nor due at `now`.
+    /// [`settled`](Self::settled) neither busy nor due at `now`, without working out the
+    /// deadline of a busy server.
     pub(crate) fn is_idle(&self, now: Instant) -> bool {
         !self.is_busy() && self.next_deadline().is_none_or(|d| d > now)
     }

@@ -279,32 +279,17 @@ impl Servers {
         self.filing.file(index, settled, now, self.slab.len());
     }
 
-    /// `true` when no server has work at `now`: no filed server is busy or due, and
-    /// `is_idle` says so of each server not filed (those the last round looked at and those
-    /// marked since). Not a walk over every server: a filed server cannot have changed since
-    /// it was filed, as any change marks it.
+    /// `true` when no server has work at `now`: no filed server is busy or due, and `is_idle`
+    /// says so of each server not filed (the last round looked at it, or it was marked
+    /// since). Not a walk over every server: a filed server cannot have changed since it was
+    /// filed, as any change marks it.
     pub(crate) fn is_idle(
         &self,
         now: Instant,
         mut is_idle: impl FnMut(usize, &ServerCore) -> bool,
     ) -> bool {
-        if self.filing.busy != 0 || self.earliest().is_some_and(|at| at <= now) {
-            return false;
-        }
-        // `unfiled`, as two plain loops: a game loop asks every frame.
-        let marks = &self.marks;
-        for &index in &marks.unfiled {
-            if self.slab.get(index).is_some_and(|s| !is_idle(index, s)) {
-                return false;
-            }
-        }
-        for &index in &marks.touched {
-            let unfiled = marks.bits[index] & UNFILED != 0;
-            if !unfiled && self.slab.get(index).is_some_and(|s| !is_idle(index, s)) {
-                return false;
-            }
-        }
-        true
+        let filed_idle = self.filing.busy == 0 && self.earliest().is_none_or(|at| at > now);
+        filed_idle && self.unfiled().all(|i| self.slab.get(i).is_none_or(|s| is_idle(i, s)))
     }
 }
 

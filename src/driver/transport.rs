@@ -192,13 +192,8 @@ impl Transport {
         }
     }
 
-    /// `true` when nothing is due, unwritten or left to resume: the driver's share of
-    /// `Host::is_idle`.
-    pub(crate) fn is_idle(&self, now: Instant) -> bool {
-        !self.has_work() && self.poll_timeout().is_none_or(|d| d > now)
-    }
-
-    /// Work that waits for no deadline: bytes unwritten, input left unread.
+    /// Work that waits for no deadline: bytes unwritten, input left unread (the driver's
+    /// share of `Host::is_idle`, beside its deadline).
     pub(crate) fn has_work(&self) -> bool {
         match self {
             Self::Stdio(d) => d.unsent() > 0 || d.has_backlog(),

@@ -616,16 +616,20 @@ fn deadline_of(s: &ServerCore, driver: Option<&Transport>) -> Option<Instant> {
     earlier(s.next_deadline(), driver.and_then(Transport::poll_timeout))
 }
 
-/// What a tick leaves a server as: its deadline, and whether it or its driver has work that
-/// waits for none.
+/// What a tick leaves a server as: its deadline, and whether it or its driver (bytes
+/// unwritten, input left unread) has work that waits for none.
 fn settled(s: &ServerCore, driver: Option<&Transport>) -> Settled {
-    Settled { deadline: deadline_of(s, driver), busy: s.is_busy() || is_busy(driver) }
+    Settled { deadline: deadline_of(s, driver), busy: is_busy(s, driver) }
 }
 
-/// Whether a server's driver has work that waits for no deadline (bytes unwritten, input
-/// left unread).
-fn is_busy(driver: Option<&Transport>) -> bool {
-    driver.is_some_and(Transport::has_work)
+fn is_busy(s: &ServerCore, driver: Option<&Transport>) -> bool {
+    s.is_busy() || driver.is_some_and(Transport::has_work)
+}
+
+/// What `Host::is_idle` asks of a server not filed: [`settled`] neither busy nor due at
+/// `now`, without working out the deadline of a busy server (a game loop asks every frame).
+pub(super) fn is_idle(s: &ServerCore, driver: Option<&Transport>, now: Instant) -> bool {
+    !is_busy(s, driver) && deadline_of(s, driver).is_none_or(|d| d > now)
 }
 
 /// One server's share of a tick, after its input: due timers, a process it asks for, output.

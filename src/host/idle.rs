@@ -40,8 +40,7 @@ impl Host {
         self.ending.is_empty()
             && self.exiting.poll_timeout().is_none_or(|d| d > now)
             && self.client.is_idle_with(now, |index, s| {
-                let driver = self.transports.get(index).and_then(Option::as_ref);
-                s.is_idle(now) && driver.is_none_or(|t| t.is_idle(now))
+                super::embed::is_idle(s, self.transports.get(index).and_then(Option::as_ref), now)
             })
     }
 }
