@@ -300,6 +300,51 @@ impl Lanes {
         self.bases.get(&id.index).filter(|b| b.generation == id.generation)
     }
 
+    /// The lane linked for `principal` on `server`: the one [`link`](Self::link) last made.
+    pub(crate) fn linked(&self, server: ServerId, principal: PrincipalId) -> Option<ServerId> {
+        let base = self.base(server)?;
+        base.lanes.iter().find(|&&(p, _)| p == principal).map(|&(_, lane)| lane)
+    }
+
+    /// How to make lanes of `server`, and the principal one is made for (mutable: its
+    /// credentials are asked for the lane's). `None` when either is gone.
+    pub(crate) fn recipe_for(
+        &mut self,
+        server: ServerId,
+        principal: PrincipalId,
+    ) -> Option<(&Recipe, &mut Principal)> {
+        let base = self.bases.get(&server.index).filter(|b| b.generation == server.generation)?;
+        let entry = self
+            .principals
+            .get_mut(principal.index)
+            .filter(|e| e.generation == principal.generation)?;
+        Some((&base.recipe, &mut entry.principal))
+    }
+
+    /// The lanes opened on `server` (none for a lane, or a server no longer here).
+    pub(crate) fn lanes_on(&self, server: ServerId) -> Vec<ServerId> {
+        self.base(server).map(|b| b.lanes.iter().map(|&(_, l)| l).collect()).unwrap_or_default()
+    }
+
+    /// Links a newly opened `lane` of `principal` to its server, in place of any earlier lane
+    /// of the principal there (one closed and gone). Does nothing when the server is gone.
+    pub(crate) fn link(&mut self, server: ServerId, principal: PrincipalId, lane: ServerId) {
+        let Some(base) =
+            self.bases.get_mut(&server.index).filter(|b| b.generation == server.generation)
+        else {
+            return;
+        };
+        if let Some(&(_, old)) = base.lanes.iter().find(|&&(p, _)| p == principal) {
+            // Its slot may hold another lane by now: only its own link goes.
+            if self.lanes.get(&old.index).is_some_and(|l| l.lane == old) {
+                self.lanes.remove(&old.index);
+            }
+        }
+        base.lanes.retain(|&(p, _)| p != principal);
+        base.lanes.push((principal, lane));
+        self.lanes.insert(lane.index, LaneLink { lane, base: server, principal });
+    }
+
     /// Forgets `server` (a server or a lane) and returns the lanes that go with it.
     pub(crate) fn forget(&mut self, server: ServerId) -> Vec<ServerId> {
         if let Some(base) =
@@ -361,6 +406,65 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn server(index: usize, generation: u32) -> ServerId {
+        ServerId { index, generation }
+    }
+
+    /// A base server at slot 0 and the principals `names`, in slots from 0.
+    fn lanes_of_one_server(names: &[&str]) -> (Lanes, ServerId, Vec<PrincipalId>) {
+        let mut lanes = Lanes::default();
+        let base = server(0, 1);
+        lanes.remember(base, Recipe::Stdio(StdioCommand::new("true"), Config::default()));
+        let ids = names
+            .iter()
+            .map(|name| {
+                let principal = Principal::new(*name);
+                let index = lanes.principals.insert(PrincipalEntry { generation: 1, principal });
+                PrincipalId { index, generation: 1 }
+            })
+            .collect();
+        (lanes, base, ids)
+    }
+
+    #[test]
+    fn a_principal_has_one_linked_lane_per_server_and_a_new_one_replaces_the_old() {
+        let (mut lanes, base, ids) = lanes_of_one_server(&["alice", "bob"]);
+        let (alice, bob) = (ids[0], ids[1]);
+        let first = server(1, 1);
+        lanes.link(base, alice, first);
+        assert_eq!(lanes.linked(base, alice), Some(first));
+        assert_eq!(lanes.linked(base, bob), None);
+        assert_eq!(lanes.lane(first), Some((base, alice)));
+        let second = server(2, 1);
+        lanes.link(base, alice, second);
+        assert_eq!(lanes.linked(base, alice), Some(second));
+        assert_eq!(lanes.lane(first), None, "the replaced lane is no longer one");
+        assert_eq!(lanes.lanes_on(base), [second]);
+        // Bob's lane takes the first lane's slot, reused: Alice's next link leaves it alone.
+        let reused = server(1, 2);
+        lanes.link(base, bob, reused);
+        lanes.link(base, alice, server(3, 1));
+        assert_eq!(lanes.lane(reused), Some((base, bob)));
+        assert_eq!(lanes.lanes_on(base), [reused, server(3, 1)]);
+        // A stale handle of the base, or a lane, has no lanes and links none.
+        assert!(lanes.lanes_on(server(0, 2)).is_empty() && lanes.lanes_on(reused).is_empty());
+        lanes.link(server(0, 2), bob, server(4, 1));
+        assert_eq!(lanes.lane(server(4, 1)), None);
+    }
+
+    #[test]
+    fn forgetting_a_server_takes_its_lanes_and_forgetting_a_lane_unlinks_it() {
+        let (mut lanes, base, ids) = lanes_of_one_server(&["alice", "bob"]);
+        lanes.link(base, ids[0], server(1, 1));
+        lanes.link(base, ids[1], server(2, 1));
+        assert!(lanes.forget(server(1, 1)).is_empty());
+        assert_eq!(lanes.linked(base, ids[0]), None);
+        assert_eq!(lanes.lanes_on(base), [server(2, 1)]);
+        assert_eq!(lanes.forget(base), [server(2, 1)]);
+        assert_eq!(lanes.lane(server(2, 1)), None);
+        assert!(lanes.base(base).is_none() && lanes.recipe_for(base, ids[1]).is_none());
+    }
 
     #[test]
     fn scope_sets_ignore_order_and_duplicates() {

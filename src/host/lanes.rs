@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use super::{AddServerError, Host};
 use crate::client::catalog::ServerCatalog;
-use crate::client::principal::{Credentials, LaneLink, LaneTarget, Recipe};
+use crate::client::principal::{Credentials, LaneTarget, Recipe};
 use crate::client::{PrincipalId, ServerId};
 #[cfg(feature = "http")]
 use crate::driver::http::HttpDriver;
@@ -74,34 +74,25 @@ impl Host {
         principal: PrincipalId,
     ) -> Result<ServerId, LaneError> {
         let server = self.client.lanes.lane(server).map_or(server, |(base, _)| base);
-        if self.client.server(server).is_none() {
+        if self.client.server(server).is_none() || self.client.lanes.base(server).is_none() {
             return Err(LaneError::UnknownServer);
         }
-        let base = self.client.lanes.base(server).ok_or(LaneError::UnknownServer)?;
         if self.client.lanes.principal(principal).is_none() {
             return Err(LaneError::UnknownPrincipal);
         }
-        if let Some(&(_, lane)) = base.lanes.iter().find(|(p, _)| *p == principal) {
+        if let Some(lane) = self.client.lanes.linked(server, principal) {
             if self.client.server(lane).is_some() {
                 return Ok(lane);
             }
         }
         let lane = self.open_lane(server, principal)?;
-        if let Some(b) = self.client.lanes.bases.get_mut(&server.index) {
-            b.lanes.retain(|(p, _)| *p != principal);
-            b.lanes.push((principal, lane));
-        }
-        self.client.lanes.lanes.insert(lane.index, LaneLink { lane, base: server, principal });
+        self.client.lanes.link(server, principal, lane);
         Ok(lane)
     }
 
     /// Closes the lanes of `server` along with it (see [`Host::close_server`]).
     pub(super) fn close_lanes(&mut self, server: ServerId) {
-        let lanes: Vec<ServerId> = match self.client.lanes.base(server) {
-            Some(b) => b.lanes.iter().map(|&(_, l)| l).collect(),
-            None => return,
-        };
-        for lane in lanes {
+        for lane in self.client.lanes.lanes_on(server) {
             self.close_server(lane);
         }
     }
@@ -122,15 +113,10 @@ impl Host {
         let identity =
             self.client.server(server).ok_or(LaneError::UnknownServer)?.catalog.identity();
         let identity = identity.to_owned();
-        let lanes = &mut self.client.lanes;
-        let base = lanes.bases.get(&server.index).ok_or(LaneError::UnknownServer)?;
-        let entry = lanes
-            .principals
-            .get_mut(principal.index)
-            .filter(|e| e.generation == principal.generation)
-            .ok_or(LaneError::UnknownPrincipal)?;
-        let p = &mut entry.principal;
-        let mut config = base.recipe.config().clone();
+        // `lane` has checked that both are here.
+        let (recipe, p) =
+            self.client.lanes.recipe_for(server, principal).ok_or(LaneError::UnknownServer)?;
+        let mut config = recipe.config().clone();
         if p.tenant.is_some() {
             config.cache_tenant = p.tenant.clone();
         }
@@ -139,7 +125,7 @@ impl Host {
         let mut engine = Engine::new(config, now).map_err(|e| setup(AddServerError::Config(e)))?;
         let tenant = engine.config().cache_tenant.clone();
         let registry = self.poll.registry();
-        let (transport, http) = match &base.recipe {
+        let (transport, http) = match recipe {
             Recipe::Stdio(command, _) => {
                 let target = LaneTarget { identity: &identity, url: None };
                 let mut command = command.clone();
