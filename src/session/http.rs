@@ -227,12 +227,14 @@ struct Flight {
     answered: bool,
     /// This response brought a new event id.
     progressed: bool,
+    /// An event of this response was over the size cap, and dropped.
+    oversize: bool,
 }
 
 impl Flight {
     #[inline(always)]
     fn new(attempt: Attempt) -> Self {
-        Self { attempt, sent_session: false, answered: false, progressed: false }
+        Self { attempt, sent_session: false, answered: false, progressed: false, oversize: false }
     }
 }
 
@@ -1058,7 +1060,12 @@ impl HttpSession {
                     }
                 }
                 Ok(_) => {}
-                Err(err) => log::debug!("SSE event dropped: {err:?}"),
+                Err(err) => {
+                    log::debug!("SSE event dropped: {err:?}");
+                    if let (Carries::Request { .. }, Some(f)) = (ex.carries, ex.flight_mut()) {
+                        f.oversize = true;
+                    }
+                }
             }
         }
         let retry = ex.sse.retry_ms().map(|ms| Duration::from_millis(clamp_retry(ms)));
@@ -1130,6 +1137,12 @@ impl HttpSession {
         let resuming = flight.attempt == Attempt::Resume;
         if resuming && flight.answered {
             self.release(i);
+            return;
+        }
+        if flight.oversize && engine.awaits(id) {
+            // The stream ended without the reply, and dropped an event over the cap: that was
+            // the reply (what a server sends before it is small), so the request was answered.
+            self.fail(engine, now, i, id, ExchangeFailure::TooLarge);
             return;
         }
         if ex.resumable() {

@@ -234,7 +234,11 @@ impl Sim {
 
     /// Probe answered: a stateless 2026-07-28 server.
     fn modern() -> Self {
-        let mut s = Self::new(None);
+        Self::modern_in(Self::new(None))
+    }
+
+    /// [`modern`](Self::modern) from a new simulator `s`.
+    fn modern_in(mut s: Self) -> Self {
         let probe = s.next().unwrap();
         assert_eq!(probe.rpc(), "server/discover");
         let result = json!({"resultType": "complete", "supportedVersions": ["2026-07-28"],
@@ -256,7 +260,11 @@ impl Sim {
 
     /// Probe refused, handshake done, session `s-1`; the GET stream is open, unanswered.
     fn legacy(tokens: Option<Box<dyn TokenProvider>>) -> Self {
-        let mut s = Self::new(tokens);
+        Self::legacy_in(Self::new(tokens))
+    }
+
+    /// [`legacy`](Self::legacy) from a new simulator `s`.
+    fn legacy_in(mut s: Self) -> Self {
         let probe = s.next().unwrap();
         let json_type = [("Content-Type", "application/json")];
         s.respond(probe.x, 400, &json_type, LEGACY_SESSION_GONE);
@@ -665,6 +673,30 @@ fn an_oversize_json_body_fails_the_call_as_too_large() {
     assert_eq!(s.body(call.x, &"x".repeat(3000)), ResponseStep::Close);
     assert_eq!(s.events(), [format!("failed {:?}", CallError::Peer(PeerError::TooLarge))]);
     assert_eq!(s.engine.stats().too_large, 1);
+}
+
+/// An event over the size cap is dropped; when the stream then ends without the call's reply,
+/// the reply was that event: the call fails as too large, as over a JSON body, and not as a
+/// lost connection (which would make a write's delivery unknown and a read be retried).
+#[test]
+fn an_oversize_event_fails_the_call_as_too_large_in_either_era() {
+    for legacy in [false, true] {
+        let s = Sim::with_limit(None, 4096);
+        let mut s = if legacy { Sim::legacy_in(s) } else { Sim::modern_in(s) };
+        if let Some(get) = s.listen.take() {
+            s.respond(get.x, 405, &[], "");
+        }
+        s.call("t");
+        let call = s.next().unwrap();
+        let big = json!({"content": [{"type": "text", "text": "x".repeat(5000)}]});
+        let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": "p", "progress": 1}});
+        let stream = format!("data: {progress}\n\ndata: {}\n\n", reply(&call, big));
+        s.respond(call.x, 200, &SSE, &stream);
+        let failed = format!("failed {:?}", CallError::Peer(PeerError::TooLarge));
+        assert_eq!(s.events(), [failed], "legacy: {legacy}");
+        assert_eq!(s.engine.stats().too_large, 1, "legacy: {legacy}");
+    }
 }
 
 /// What the response parser refuses fails the exchange, and the connection closes: its
