@@ -54,6 +54,22 @@ pub(crate) struct Change {
     pub(crate) state: BreakerState,
 }
 
+/// A breaker's answer to a call that asks to start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admission {
+    Refused,
+    Admitted,
+    /// Admitted as the half-open breaker's one probe: the breaker waits for its outcome, or
+    /// for [`Breakers::release_probe`] when it ends unsent.
+    Probe,
+}
+
+impl Admission {
+    pub(crate) fn admitted(self) -> bool {
+        self != Self::Refused
+    }
+}
+
 /// Breakers kept per engine; tenants beyond this reuse healthy slots (see `find`).
 const MAX_BREAKERS: usize = 64;
 /// The tenant id of the shared breaker used when every slot is tripped.
@@ -134,26 +150,34 @@ impl Breakers {
         tenant: u32,
         class: OperationClass,
         now: Instant,
-    ) -> (bool, Option<Change>) {
+    ) -> (Admission, Option<Change>) {
         if self.policy.failure_threshold == 0 || self.all_fresh {
-            return (true, None);
+            return (Admission::Admitted, None);
         }
         let b = self.find(tenant, class);
         let verdict = match b.state {
-            State::Closed { .. } => (true, None),
+            State::Closed { .. } => (Admission::Admitted, None),
             State::Open { until } if now >= until => {
                 b.state = State::HalfOpen { probe_out: true };
-                (true, Some(Change { tenant, class, state: BreakerState::HalfOpen }))
+                (Admission::Probe, Some(Change { tenant, class, state: BreakerState::HalfOpen }))
             }
-            State::Open { .. } => (false, None),
-            State::HalfOpen { probe_out: true } => (false, None),
+            State::Open { .. } | State::HalfOpen { probe_out: true } => (Admission::Refused, None),
             State::HalfOpen { probe_out: false } => {
                 b.state = State::HalfOpen { probe_out: true };
-                (true, None)
+                (Admission::Probe, None)
             }
         };
         self.note_states();
         verdict
+    }
+
+    /// The probe a half-open breaker let through ended before it was written, so it says
+    /// nothing of the server: the next call may probe instead.
+    pub(crate) fn release_probe(&mut self, tenant: u32, class: OperationClass) {
+        let b = self.find(tenant, class);
+        if b.state == (State::HalfOpen { probe_out: true }) {
+            b.state = State::HalfOpen { probe_out: false };
+        }
     }
 
     /// Recomputes [`all_fresh`](Self::all_fresh) after a state may have changed.
@@ -235,7 +259,7 @@ mod tests {
         let t0 = Instant::now();
         // closed: failures below the threshold, and a success resets the count.
         for _ in 0..2 {
-            assert_eq!(b.admit(T, R, t0), (true, None));
+            assert_eq!(b.admit(T, R, t0), (Admission::Admitted, None));
             assert_eq!(b.record(T, R, Some(&lost()), t0), None);
         }
         assert_eq!(b.record(T, R, None, t0), None);
@@ -249,21 +273,21 @@ mod tests {
             );
         }
         // open: fail fast until the cool-down ends.
-        assert_eq!(b.admit(T, R, t0 + Duration::from_secs(9)), (false, None));
+        assert_eq!(b.admit(T, R, t0 + Duration::from_secs(9)), (Admission::Refused, None));
         // open -> half-open: one probe through, the next refused.
         let (ok, change) = b.admit(T, R, t0 + Duration::from_secs(10));
-        assert!(ok);
+        assert_eq!(ok, Admission::Probe);
         assert_eq!(change.map(|c| c.state), Some(BreakerState::HalfOpen));
-        assert!(!b.admit(T, R, t0 + Duration::from_secs(10)).0);
+        assert!(!b.admit(T, R, t0 + Duration::from_secs(10)).0.admitted());
         // half-open -> open when the probe fails.
         let t1 = t0 + Duration::from_secs(11);
         assert_eq!(b.record(T, R, Some(&lost()), t1).map(|c| c.state), Some(BreakerState::Open));
-        assert!(!b.admit(T, R, t1 + Duration::from_secs(5)).0);
+        assert!(!b.admit(T, R, t1 + Duration::from_secs(5)).0.admitted());
         // half-open -> closed when the probe succeeds.
         let t2 = t1 + Duration::from_secs(10);
-        assert!(b.admit(T, R, t2).0);
+        assert!(b.admit(T, R, t2).0.admitted());
         assert_eq!(b.record(T, R, None, t2).map(|c| c.state), Some(BreakerState::Closed));
-        assert_eq!(b.admit(T, R, t2), (true, None));
+        assert_eq!(b.admit(T, R, t2), (Admission::Admitted, None));
     }
 
     #[test]
@@ -294,9 +318,15 @@ mod tests {
         let now = Instant::now();
         b.record(1, OperationClass::Write, Some(&lost()), now);
         assert_eq!(b.state(1, OperationClass::Write), BreakerState::Open);
-        assert!(b.admit(1, OperationClass::Read, now).0, "reads of the same tenant still flow");
-        assert!(b.admit(2, OperationClass::Write, now).0, "another tenant's writes still flow");
-        assert!(!b.admit(1, OperationClass::Write, now).0);
+        assert!(
+            b.admit(1, OperationClass::Read, now).0.admitted(),
+            "reads of the same tenant still flow"
+        );
+        assert!(
+            b.admit(2, OperationClass::Write, now).0.admitted(),
+            "another tenant's writes still flow"
+        );
+        assert!(!b.admit(1, OperationClass::Write, now).0.admitted());
     }
 
     #[test]
@@ -317,7 +347,7 @@ mod tests {
             b.all.len() <= MAX_BREAKERS + 2,
             "tripped ones overflow into one shared breaker per class"
         );
-        assert!(!b.admit(5, R, now).0, "a tracked tripped tenant stays open");
+        assert!(!b.admit(5, R, now).0.admitted(), "a tracked tripped tenant stays open");
     }
 
     #[test]
@@ -329,9 +359,9 @@ mod tests {
         let now = Instant::now();
         b.record(T, R, Some(&lost()), now);
         let later = now + Duration::from_secs(1);
-        assert!(b.admit(T, R, later).0);
+        assert!(b.admit(T, R, later).0.admitted());
         b.record(T, R, Some(&CallError::Local(LocalError::Cancelled)), later);
-        assert!(b.admit(T, R, later).0, "another probe may go");
+        assert!(b.admit(T, R, later).0.admitted(), "another probe may go");
     }
 
     #[test]
@@ -339,7 +369,7 @@ mod tests {
         let policy = BreakerPolicy { failure_threshold: 2, cool_down: Duration::from_secs(1) };
         let mut b = Breakers::new(policy);
         let now = Instant::now();
-        assert!(b.admit(T, R, now).0 && b.all_fresh);
+        assert!(b.admit(T, R, now).0.admitted() && b.all_fresh);
         assert_eq!(b.record(T, R, None, now), None);
         assert!(b.all.is_empty(), "a healthy table looks nothing up");
         // One failure counted: successes go the long way again, and reset the count.
@@ -350,10 +380,10 @@ mod tests {
         // Tripped, then recovered through a probe: fresh again.
         b.record(T, R, Some(&lost()), now);
         assert_eq!(b.record(T, R, Some(&lost()), now).map(|c| c.state), Some(BreakerState::Open));
-        assert!(!b.admit(T, R, now).0, "an open breaker is never skipped");
+        assert!(!b.admit(T, R, now).0.admitted(), "an open breaker is never skipped");
         let later = now + Duration::from_secs(1);
-        assert!(b.admit(T, R, later).0);
-        assert!(!b.admit(T, R, later).0, "the half-open probe is out");
+        assert!(b.admit(T, R, later).0.admitted());
+        assert!(!b.admit(T, R, later).0.admitted(), "the half-open probe is out");
         assert_eq!(b.record(T, R, None, later).map(|c| c.state), Some(BreakerState::Closed));
         assert!(b.all_fresh);
     }

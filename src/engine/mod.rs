@@ -56,6 +56,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::value::RawValue;
 
+use breaker::Admission;
 pub use breaker::{BreakerState, OperationClass};
 pub use events::{CallResult, Event, ListKind};
 #[cfg(feature = "http")]
@@ -639,7 +640,10 @@ impl Engine {
             retry::classify(method, opts.idempotency, opts.idempotency_key.is_some(), tool_hint);
         let op =
             if class == Idempotency::Read { OperationClass::Read } else { OperationClass::Write };
-        if !opts.hold && !self.admit(opts.tenant, op, now) {
+        // A held call asks when it is released.
+        let admission =
+            if opts.hold { Admission::Admitted } else { self.admit(opts.tenant, op, now) };
+        if !admission.admitted() {
             return Err(RequestError::BreakerOpen);
         }
         let timeout = opts.timeout.unwrap_or(self.config.default_timeout);
@@ -647,10 +651,13 @@ impl Engine {
         let deadline = now.after(timeout);
         let (progress, tenant, run_id) = (opts.progress, opts.tenant, opts.run_id);
         let traits = CallTraits { progress, class, tenant, trace, run_id };
-        let slot = self
-            .requests
-            .insert(method, Owner::Host, now, deadline, traits)
-            .ok_or(RequestError::Overloaded)?;
+        let Some(slot) = self.requests.insert(method, Owner::Host, now, deadline, traits) else {
+            if admission == Admission::Probe {
+                self.breakers.release_probe(tenant, op);
+            }
+            return Err(RequestError::Overloaded);
+        };
+        self.requests.note_admission(slot, admission);
         // SAFETY-style note: `insert` just filled this slot.
         let call = self.requests.call_id(slot).ok_or(RequestError::Overloaded)?;
         self.timers.schedule_request(&self.requests, slot, deadline, timers::TimerKind::Deadline);
@@ -695,7 +702,9 @@ impl Engine {
         let (tenant, op, created) = (p.tenant, p.op, p.created);
         // Kept with the slot's rarely used buffers: a held call is the exception.
         self.requests.bufs_mut(slot).more().held = self.epoch.stamp(now).since(created).into();
-        if !self.admit(tenant, op, now) {
+        let admission = self.admit(tenant, op, now);
+        self.requests.note_admission(slot, admission);
+        if !admission.admitted() {
             let error = CallError::Local(LocalError::BreakerOpen);
             self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error));
             return Ok(());
@@ -729,12 +738,12 @@ impl Engine {
 
     /// Asks the call's circuit breaker; a change of its state is an event.
     #[inline]
-    fn admit(&mut self, tenant: u32, op: OperationClass, now: Instant) -> bool {
-        let (ok, change) = self.breakers.admit(tenant, op, now);
+    fn admit(&mut self, tenant: u32, op: OperationClass, now: Instant) -> Admission {
+        let (admission, change) = self.breakers.admit(tenant, op, now);
         if let Some(c) = change {
             self.events.breaker(c.tenant, c.class, c.state);
         }
-        ok
+        admission
     }
 
     /// Bounds the roots the host offers: an answer to a roots request, and any list given to
@@ -2006,8 +2015,15 @@ impl Engine {
         if let Some(e) = failure {
             self.stats.failures.count(e);
         }
-        let change =
-            if p.attempt > 0 { self.breakers.record(p.tenant, p.op, failure, now) } else { None };
+        let change = if p.attempt > 0 {
+            self.breakers.record(p.tenant, p.op, failure, now)
+        } else {
+            // Unsent, it says nothing of the server; a probe gives its place back.
+            if p.probe {
+                self.breakers.release_probe(p.tenant, p.op);
+            }
+            None
+        };
         if failure.is_none() && p.attempt > 0 {
             // A moving average of one attempt's duration, for judging whether a retry fits.
             self.latency = self.latency.average_in(at.since(p.sent_at));
@@ -2158,7 +2174,9 @@ impl Engine {
     fn backoff_ended(&mut self, now: Instant, slot: usize) {
         let Some(p) = self.requests.get(slot) else { return };
         let (tenant, op) = (p.tenant, p.op);
-        if !self.admit(tenant, op, now) {
+        let admission = self.admit(tenant, op, now);
+        self.requests.note_admission(slot, admission);
+        if !admission.admitted() {
             let e = CallError::Local(LocalError::BreakerOpen);
             self.finish(now, slot, Ended::Abandoned, Outcome::Failed(e));
             return;

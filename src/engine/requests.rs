@@ -6,7 +6,7 @@
 
 use slab::Slab;
 
-use crate::engine::breaker::OperationClass;
+use crate::engine::breaker::{Admission, OperationClass};
 use crate::engine::retry::Idempotency;
 use crate::engine::stamp::{Span, Stamp};
 use crate::proto::jsonrpc::WireId;
@@ -106,6 +106,8 @@ pub(crate) struct Pending {
     /// waiting for its reply (since `sent_at`).
     pub(crate) network: Span,
     pub(crate) exchange_open: bool,
+    /// Admitted as its half-open breaker's probe (by the last admission it asked for).
+    pub(crate) probe: bool,
 }
 
 /// Extra facts about a call, fixed when it starts.
@@ -404,6 +406,7 @@ impl Requests {
             rounds: 0,
             network: Span::ZERO,
             exchange_open: false,
+            probe: false,
         });
         self.count(owner, SendState::Queued, 1);
         let bufs = &mut self.bufs[slot];
@@ -447,6 +450,13 @@ impl Requests {
 
     pub(crate) fn get(&self, slot: usize) -> Option<&Pending> {
         self.slab.get(slot)
+    }
+
+    /// What the call's breaker said when the call last asked to start.
+    pub(crate) fn note_admission(&mut self, slot: usize, admission: Admission) {
+        if let Some(p) = self.get_mut(slot) {
+            p.probe = admission == Admission::Probe;
+        }
     }
 
     pub(crate) fn get_mut(&mut self, slot: usize) -> Option<&mut Pending> {

@@ -316,6 +316,43 @@ fn the_breaker_opens_fails_fast_then_half_opens_and_closes() {
     assert!(h.engine.call_tool(h.now, "lookup", raw("{}"), &o).is_ok());
 }
 
+/// A half-open breaker's probe that ends before it is written (cancelled, or past its
+/// deadline in the queue) gives back the probe's place, so the next call can probe: it must
+/// not leave the breaker refusing every call for good.
+#[test]
+fn a_probe_that_ends_unsent_lets_the_next_call_probe() {
+    let breaker = BreakerPolicy { failure_threshold: 1, cool_down: Duration::from_secs(5) };
+    let retry = RetryPolicy { max_attempts: 1, ..RetryPolicy::default() };
+    let config = Config { breaker, retry, max_in_flight: 1, ..Config::default() };
+    let mut h = Harness::ready_http_with(config);
+    let o = opts(Idempotency::Read);
+    let lost = || ExchangeFailure::Transport(TransportError::ConnectionLost);
+    h.engine.call_tool(h.now, "lookup", raw("{}"), &o).unwrap();
+    let s = h.sent_one();
+    h.engine
+        .handle_transport(h.now, TransportEvent::exchange_failed(super::tests::wire(&s), lost()));
+    assert_eq!(h.events().last().unwrap(), "breaker Read Open");
+    // A write fills the one in-flight place, so a read probe waits in the queue unsent.
+    h.engine.call_tool(h.now, "write", raw("{}"), &CallOptions::default()).unwrap();
+    let write = h.sent_one();
+    h.now += Duration::from_secs(5);
+    let probe = h.engine.call_tool(h.now, "lookup", raw("{}"), &o).unwrap();
+    h.engine.cancel(h.now, probe).unwrap();
+    let short = CallOptions { timeout: Some(Duration::from_secs(1)), ..o.clone() };
+    h.engine.call_tool(h.now, "lookup", raw("{}"), &short).expect("the cancelled probe's place");
+    h.now += Duration::from_secs(2);
+    h.engine.handle_timeout(h.now);
+    h.events();
+    // The second probe ran out of time in the queue: a third may go.
+    let third = h.engine.call_tool(h.now, "lookup", raw("{}"), &o).expect("a probe again");
+    h.reply(&write, json!({"content": []}));
+    let s = h.sent_one();
+    h.reply(&s, json!({"content": []}));
+    let events = h.events();
+    assert!(events.contains(&format!("done {} {{\"content\":[]}}", third.get())), "{events:?}");
+    assert_eq!(events.last().unwrap(), "breaker Read Closed");
+}
+
 #[test]
 fn is_error_protocol_errors_and_cancels_leave_the_breaker_alone() {
     let breaker = BreakerPolicy { failure_threshold: 1, cool_down: Duration::from_secs(5) };
