@@ -1252,7 +1252,9 @@ impl Engine {
                 }
                 _ => self.lifecycle_failed(now, PeerError::VersionRefused(version)),
             },
-            ProbeVerdict::Legacy if !modern_only => {
+            // Not for a server that refused `initialize` as a modern one (-32022): falling
+            // back again would go round between the two for good.
+            ProbeVerdict::Legacy if !modern_only && !self.lifecycle.known_modern() => {
                 self.drop_lifecycle_request();
                 self.start_handshake(now);
             }

@@ -365,6 +365,34 @@ fn a_second_probe_timeout_after_a_modern_refusal_closes_instead_of_looping() {
     assert_eq!(h.events(), ["closed deadline_exceeded"]);
 }
 
+/// A server that refuses `initialize` as a modern one (-32022) and then answers the probe in
+/// the version it listed like a legacy server (an error, here "method not found") is not
+/// given `initialize` again: the two would alternate for good. The start fails.
+#[test]
+fn a_legacy_answer_after_a_modern_refusal_closes_instead_of_looping() {
+    let mut h = Harness::new(no_restart());
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let mut probes = 0;
+    while h.engine.state() != ServerState::Closed {
+        assert!(probes < 4, "discover and initialize alternate");
+        let Some(frame) = h.take_sent().into_iter().next() else { break };
+        match frame["method"].as_str() {
+            Some("server/discover") => {
+                probes += 1;
+                h.reply_error(&frame, -32601, None);
+            }
+            Some("initialize") => {
+                let data = json!({"supported": ["2026-07-28"], "requested": "2025-11-25"});
+                h.reply_error(&frame, -32022, Some(data));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(probes, 2, "the first probe, and the one after the modern refusal");
+    assert_eq!(h.engine.state(), ServerState::Closed);
+    assert_eq!(h.events(), ["closed no_common_version"]);
+}
+
 /// A host that speaks only the modern era never falls back to `initialize`: a probe that
 /// timed out (a server slow to start) is sent again, and its answer settles the era.
 #[test]
