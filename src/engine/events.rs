@@ -149,7 +149,9 @@ pub enum Event<'a, C = Infallible> {
         /// The server's `statusMessage`, when it sent one.
         message: Option<&'a str>,
     },
-    /// A legacy server request was not answered in time: the server was told it timed out.
+    /// A legacy server request ended unanswered: it was not answered in time (the server was
+    /// told it timed out), the server cancelled it (`notifications/cancelled`), or its
+    /// transport closed. Its answer is refused from now on.
     ServerRequestExpired {
         /// The request.
         request: ServerRequestId,

@@ -1766,9 +1766,16 @@ impl Engine {
     /// On stdio a server ends a subscription with `notifications/cancelled` naming the listen
     /// request (PROTOCOL.md §2.9, U3): the first of that and the graceful result ends it.
     fn on_server_cancelled(&mut self, now: Instant, params: Option<RawJson<'_>>) {
-        let Some(slot) = self.listen_slot(params.and_then(|p| p.get("requestId"))) else { return };
-        let e = CallError::Transport(TransportError::ClosedByServer);
-        self.finish(now, slot, Ended::Answered, Outcome::Failed(e));
+        let request_id = params.and_then(|p| p.get("requestId"));
+        if let Some(slot) = self.listen_slot(request_id) {
+            let e = CallError::Transport(TransportError::ClosedByServer);
+            return self.finish(now, slot, Ended::Answered, Outcome::Failed(e));
+        }
+        // 2025-11-25: the server withdrew a request of its own. It ends for the host, and the
+        // server is owed no reply to it (not even the timeout error).
+        if let Some(request) = request_id.and_then(|id| self.server_requests.take_legacy(id)) {
+            self.events.server_request_expired(request);
+        }
     }
 
     fn on_progress(&mut self, params: Option<RawJson<'_>>) {

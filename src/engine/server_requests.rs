@@ -291,7 +291,23 @@ impl ServerRequests {
         gone
     }
 
-    /// The earliest deadline of a legacy request.
+    /// Removes the legacy request the server sent with the JSON-RPC id `id` (as JSON values:
+    /// the same string however escaped, or the same number text).
+    pub(super) fn take_legacy(&mut self, id: json::RawJson<'_>) -> Option<ServerRequestId> {
+        let wanted = id.as_str();
+        let (slot, e) = self.slab.iter().find(|(_, e)| match &e.origin {
+            Origin::Legacy { id: sent } if sent[..] == *id.text().as_bytes() => true,
+            Origin::Legacy { id: sent } => wanted.as_ref().is_some_and(|w| {
+                let sent =
+                    std::str::from_utf8(sent).ok().and_then(|t| json::parse(t.as_bytes()).ok());
+                sent.and_then(|v| v.as_str()).is_some_and(|s| s == *w)
+            }),
+            Origin::Input { .. } => false,
+        })?;
+        let request = ServerRequestId::new(slot, e.generation);
+        self.remove(request).map(|_| request)
+    }
+
     /// Removes one legacy request whose deadline is `now` or earlier: its handle and the
     /// server's JSON-RPC id, for the timeout error the server is owed.
     pub(super) fn take_expired(

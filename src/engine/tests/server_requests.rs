@@ -392,6 +392,32 @@ fn an_unanswered_legacy_request_times_out_on_both_sides() {
     assert_eq!(h.engine.poll_timeout(), None);
 }
 
+/// 2025-11-25: a server may withdraw a request of its own with `notifications/cancelled`.
+/// The request ends for the host (`ServerRequestExpired`), its answer is refused, and the
+/// server is sent nothing for it, not even the timeout error later. Ids match as JSON values,
+/// string or number; another request stays.
+#[test]
+fn a_legacy_request_the_server_cancels_ends_and_is_never_answered() {
+    let answers = ServerRequestKinds { roots: true, ..Default::default() };
+    let mut h = legacy(answers);
+    let timeout = h.engine.config().server_request_timeout;
+    h.peer(json!({"jsonrpc": "2.0", "id": "s1", "method": "roots/list"}));
+    h.peer(json!({"jsonrpc": "2.0", "id": 7, "method": "roots/list"}));
+    h.peer(json!({"jsonrpc": "2.0", "id": 8, "method": "roots/list"}));
+    let (asks, _) = drain(&mut h);
+    for id in [json!("s1"), json!(7), json!("8"), json!("unknown")] {
+        h.peer(json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": id, "reason": "no longer needed"}}));
+    }
+    assert_eq!(h.events(), ["expired", "expired"]);
+    assert_eq!(h.engine.answer(h.now, asks[0].0, raw("{}")), Err(AnswerError::NotPending));
+    assert_eq!(h.engine.answer(h.now, asks[1].0, raw("{}")), Err(AnswerError::NotPending));
+    h.advance(timeout);
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0]["id"], json!(8), "only the request still waiting times out");
+}
+
 #[test]
 fn legacy_requests_end_with_their_transport() {
     let answers = ServerRequestKinds { roots: true, ..Default::default() };
