@@ -642,7 +642,7 @@ impl Engine {
             if class == Idempotency::Read { OperationClass::Read } else { OperationClass::Write };
         // A held call asks when it is released.
         let admission =
-            if opts.hold { Admission::Admitted } else { self.admit(opts.tenant, op, now) };
+            if opts.hold { Admission::Admitted } else { self.admit(method, opts.tenant, op, now) };
         if !admission.admitted() {
             return Err(RequestError::BreakerOpen);
         }
@@ -699,10 +699,10 @@ impl Engine {
             return Err(AuthorizeError::Overloaded);
         }
         let Some(p) = self.requests.get(slot) else { return Err(AuthorizeError::NotHeld) };
-        let (tenant, op, created) = (p.tenant, p.op, p.created);
+        let (method, tenant, op, created) = (p.method, p.tenant, p.op, p.created);
         // Kept with the slot's rarely used buffers: a held call is the exception.
         self.requests.bufs_mut(slot).more().held = self.epoch.stamp(now).since(created).into();
-        let admission = self.admit(tenant, op, now);
+        let admission = self.admit(method, tenant, op, now);
         self.requests.note_admission(slot, admission);
         if !admission.admitted() {
             let error = CallError::Local(LocalError::BreakerOpen);
@@ -738,7 +738,16 @@ impl Engine {
 
     /// Asks the call's circuit breaker; a change of its state is an event.
     #[inline]
-    fn admit(&mut self, tenant: u32, op: OperationClass, now: Instant) -> Admission {
+    fn admit(
+        &mut self,
+        method: Method,
+        tenant: u32,
+        op: OperationClass,
+        now: Instant,
+    ) -> Admission {
+        if !judged_by_breaker(method) {
+            return Admission::Admitted;
+        }
         let (admission, change) = self.breakers.admit(tenant, op, now);
         if let Some(c) = change {
             self.events.breaker(c.tenant, c.class, c.state);
@@ -2024,7 +2033,9 @@ impl Engine {
         if let Some(e) = failure {
             self.stats.failures.count(e);
         }
-        let change = if p.attempt > 0 {
+        let change = if !judged_by_breaker(p.method) {
+            None
+        } else if p.attempt > 0 {
             self.breakers.record(p.tenant, p.op, failure, now)
         } else {
             // Unsent, it says nothing of the server; a probe gives its place back.
@@ -2132,6 +2143,11 @@ impl Engine {
     ) {
         self.requests.end_exchange(slot, self.epoch.stamp(now));
         let Some(p) = self.requests.get(slot) else { return };
+        if p.method == Method::Listen {
+            // A subscription changes nothing on the server, and is opened again by the host,
+            // never behind its back: it ends with the error as it is.
+            return self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error));
+        }
         let (class, attempt, deadline, tenant, op) =
             (p.class, p.attempt.max(1), self.epoch.instant(p.deadline), p.tenant, p.op);
         let random = self.jitter.next();
@@ -2182,8 +2198,8 @@ impl Engine {
     /// A retry's backoff ended: send it again, unless its breaker says no.
     fn backoff_ended(&mut self, now: Instant, slot: usize) {
         let Some(p) = self.requests.get(slot) else { return };
-        let (tenant, op) = (p.tenant, p.op);
-        let admission = self.admit(tenant, op, now);
+        let (method, tenant, op) = (p.method, p.tenant, p.op);
+        let admission = self.admit(method, tenant, op, now);
         self.requests.note_admission(slot, admission);
         if !admission.admitted() {
             let e = CallError::Local(LocalError::BreakerOpen);
@@ -3175,6 +3191,13 @@ impl Engine {
             self.events.server_request_expired(request);
         }
     }
+}
+
+/// Whether a request's outcome tells its circuit breaker about the server's health. Not a
+/// `subscriptions/listen` stream: its end is how long the stream lived, not whether the server
+/// works, and it holds no breaker's probe for its whole life.
+fn judged_by_breaker(method: Method) -> bool {
+    method != Method::Listen
 }
 
 /// Tool-call arguments given as text: one JSON object (the text of it, without the whitespace

@@ -316,6 +316,39 @@ fn the_breaker_opens_fails_fast_then_half_opens_and_closes() {
     assert!(h.engine.call_tool(h.now, "lookup", raw("{}"), &o).is_ok());
 }
 
+/// A `subscriptions/listen` stream that breaks is no write whose delivery is unknown, and its
+/// end says nothing of the server's health: it ends as the transport error it is, no breaker
+/// counts it, and none is asked for it (a re-listen never holds a half-open breaker's probe).
+#[test]
+fn a_broken_listen_stream_is_no_write_and_leaves_the_breakers_alone() {
+    let breaker = BreakerPolicy { failure_threshold: 2, cool_down: Duration::from_secs(5) };
+    let mut h = Harness::ready_http_with(Config { breaker, ..Config::default() });
+    let filter =
+        crate::proto::mcp::SubscriptionFilter { tools_list_changed: true, ..Default::default() };
+    let lost = || ExchangeFailure::Transport(TransportError::ConnectionLost);
+    for _ in 0..3 {
+        let sub = h.engine.listen(h.now, &filter, &CallOptions::default()).unwrap();
+        let s = h.sent_one();
+        h.engine.handle_transport(
+            h.now,
+            TransportEvent::exchange_failed(super::tests::wire(&s), lost()),
+        );
+        assert_eq!(h.events(), [format!("failed {} connection_lost", sub.get())]);
+    }
+    assert_eq!(h.engine.breaker_state(0, OperationClass::Write), BreakerState::Closed);
+    // With the write breaker open, a listen still opens.
+    for _ in 0..2 {
+        h.engine.call_tool(h.now, "write", raw("{}"), &CallOptions::default()).unwrap();
+        let s = h.sent_one();
+        h.engine.handle_transport(
+            h.now,
+            TransportEvent::exchange_failed(super::tests::wire(&s), lost()),
+        );
+    }
+    assert_eq!(h.engine.breaker_state(0, OperationClass::Write), BreakerState::Open);
+    h.engine.listen(h.now, &filter, &CallOptions::default()).expect("a listen is not refused");
+}
+
 /// A half-open breaker's probe that ends before it is written (cancelled, or past its
 /// deadline in the queue) gives back the probe's place, so the next call can probe: it must
 /// not leave the breaker refusing every call for good.
