@@ -572,10 +572,13 @@ impl HttpSession {
         let carries = match t.kind {
             TransmitKind::Request { id, method } => {
                 if method == Method::Initialize {
-                    // A new handshake starts a new session; the old id must not be sent.
+                    // A new handshake starts a new session; the old id must not be sent, nor
+                    // the old GET stream's event id and retry delay used for the new one's.
                     self.session_id = None;
                     self.session_version = None;
                     self.listen = Listen::Off;
+                    self.listen_event_id = None;
+                    self.listen_retry = DEFAULT_RETRY;
                 }
                 Carries::Request { id, method }
             }

@@ -503,6 +503,35 @@ fn the_get_stream_keeps_its_last_event_id_across_reconnects_that_bring_none() {
     assert_eq!(third.header("last-event-id"), Some("ev-7"), "still the last id the server gave");
 }
 
+/// Event ids belong to a stream of one session: after the session is renewed, the new
+/// session's GET stream starts afresh, with no `Last-Event-ID` (which a server would take for
+/// a resumption of a stream it never had) and the default retry delay.
+#[test]
+fn a_new_session_opens_its_get_stream_without_the_old_sessions_event_id() {
+    let mut s = Sim::legacy(None);
+    let get = s.listen.take().unwrap();
+    s.respond(get.x, 200, &SSE, "retry: 60000\nid: ev-7\ndata: {}\n\n");
+    s.call("t");
+    let call = s.next().unwrap();
+    s.respond(call.x, 404, &[], "");
+    let init = s.next().unwrap();
+    assert_eq!(init.rpc(), "initialize");
+    let result = json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+        "serverInfo": {"name": "sim", "version": "1"}});
+    let body = reply(&init, result).to_string();
+    let headers = [("Content-Type", "application/json"), ("Mcp-Session-Id", "s-2")];
+    s.respond(init.x, 200, &headers, &body);
+    let get = s.next().unwrap();
+    assert_eq!(get.method, "GET");
+    assert_eq!(get.header("mcp-session-id"), Some("s-2"));
+    assert_eq!(get.header("last-event-id"), None, "no id of the old session's stream");
+    // Its end is followed by a new GET after the default delay, not the old stream's minute.
+    s.respond(get.x, 200, &SSE, ": keep-alive\n\n");
+    s.advance(DEFAULT_RETRY);
+    let gets: Vec<Sent> = std::iter::from_fn(|| s.next()).filter(|x| x.method == "GET").collect();
+    assert_eq!(gets.len(), 1, "the GET stream reopens after the default delay");
+}
+
 /// Found by the `http_session` fuzz target: a legacy POST stream counted as answered as soon
 /// as any response came on it, whatever its id. A reply to another request (a server's
 /// mistake) on a resumed stream then dropped the stream, and the call, whose own reply came
