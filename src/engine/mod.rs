@@ -2013,6 +2013,12 @@ impl Engine {
         let Some(call) = self.requests.call_id(slot) else { return };
         let at = self.epoch.stamp(now);
         self.requests.end_exchange(slot, at);
+        let queued = self.requests.get(slot).is_some_and(|p| p.state == SendState::Queued);
+        if let Some(id) = self.requests.wire_id(slot).filter(|_| queued) {
+            // Out of the send queue at once: behind a call that waits for the in-flight limit,
+            // ended calls would pile up there with no bound.
+            self.send_queue.retain(|&q| q != id);
+        }
         let Some(p) = self.requests.remove(slot, how) else { return };
         self.server_requests.drop_call(call);
         if p.internal {

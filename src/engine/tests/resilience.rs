@@ -349,6 +349,34 @@ fn a_broken_listen_stream_is_no_write_and_leaves_the_breakers_alone() {
     h.engine.listen(h.now, &filter, &CallOptions::default()).expect("a listen is not refused");
 }
 
+/// Calls that end while they wait in the send queue (past their deadline, cancelled) leave
+/// it, even while a call ahead of them waits for the in-flight limit: the queue never holds
+/// more than the calls that still wait.
+#[test]
+fn calls_that_end_queued_leave_the_send_queue() {
+    let config = Config { max_in_flight: 1, ..Config::default() };
+    let mut h = Harness::ready_with(config);
+    h.engine.call_tool(h.now, "slow", raw("{}"), &CallOptions::default()).unwrap();
+    let slow = h.sent_one();
+    h.engine.call_tool(h.now, "next", raw("{}"), &CallOptions::default()).unwrap();
+    let short = CallOptions { timeout: Some(Duration::from_millis(1)), ..CallOptions::default() };
+    for i in 0..1000 {
+        let call = h.engine.call_tool(h.now, "brief", raw("{}"), &short).unwrap();
+        if i % 2 == 0 {
+            h.engine.cancel(h.now, call).unwrap();
+        } else {
+            h.advance(Duration::from_millis(1));
+        }
+        h.events();
+        assert!(h.engine.send_queue.len() <= 2, "{} entries after {i}", h.engine.send_queue.len());
+    }
+    assert!(h.take_sent().is_empty(), "the queued calls wait for the slow one");
+    h.reply(&slow, json!({"content": []}));
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0]["params"]["name"], "next");
+}
+
 /// A half-open breaker's probe that ends before it is written (cancelled, or past its
 /// deadline in the queue) gives back the probe's place, so the next call can probe: it must
 /// not leave the breaker refusing every call for good.
