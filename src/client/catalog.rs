@@ -379,7 +379,7 @@ impl ServerCatalog {
             principal: self.principal.as_deref(),
             granted_scopes: &scopes,
             tenant: self.tenant.as_deref(),
-            client_capabilities: &engine.config().client_capabilities,
+            client_capabilities: engine.declared_capabilities(),
             extensions: &engine.config().extensions,
         };
         // The capabilities were checked to be a JSON object by `Config::check`.

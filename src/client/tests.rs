@@ -30,7 +30,12 @@ impl Sim {
 
     /// A stdio server of the 2026-07-28 era, ready, whose tools announce list changes.
     fn ready_server(&mut self, identity: &str) -> ServerId {
-        let engine = Engine::new(Config::default(), self.now).unwrap();
+        self.ready_server_with(identity, Config::default())
+    }
+
+    /// [`ready_server`](Self::ready_server) with its own configuration.
+    fn ready_server_with(&mut self, identity: &str, config: Config) -> ServerId {
+        let engine = Engine::new(config, self.now).unwrap();
         let id = self.client.add_server(engine, identity, TransportKind::Stdio);
         self.client.handle_transport(self.now, id, TransportEvent::opened());
         self.make_ready(id)
@@ -331,6 +336,29 @@ fn a_new_granted_scope_keys_the_catalog_apart() {
     assert_eq!(sim.tool_names(id), None, "the wider grant lists again");
     assert_eq!(sim.sent_one(id)["method"], "tools/list");
     let _ = CatalogKind::Tools;
+}
+
+/// The capabilities a client declares can change what a server lists, so they key its
+/// catalogs: those actually sent, with the kinds of server request the host answers
+/// (`Config::answers`) put in. A server entry that declares sampling is not served the
+/// listing one without it fetched from the same server; one that declares the same is.
+#[cfg(feature = "server-requests")]
+#[test]
+fn the_capabilities_sent_key_the_catalog_with_the_answered_kinds() {
+    let mut sim = Sim::new();
+    let plain = sim.ready_server("srv");
+    let same = sim.ready_server("srv");
+    let answers = crate::ServerRequestKinds { sampling: true, ..Default::default() };
+    let sampling = sim.ready_server_with("srv", Config { answers, ..Config::default() });
+
+    assert_eq!(sim.tool_names(plain), None);
+    let list = sim.sent_one(plain);
+    sim.reply(plain, &list, tools_page(&["basic"]));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(plain).unwrap(), ["basic"]);
+    assert_eq!(sim.tool_names(same).unwrap(), ["basic"], "the same declaration shares it");
+    assert_eq!(sim.tool_names(sampling), None, "a listing of its own");
+    assert_eq!(sim.sent_one(sampling)["method"], "tools/list");
 }
 
 /// Lanes of one server share its public catalog and keep their private ones apart: the second

@@ -24,6 +24,7 @@ use super::capability_store::{EntryKind, StoreKey, StoredEntry, StoredPage};
 /// The store key of the verdict of this server context; `None` when the client's profile
 /// is not JSON (then the engine refuses the config anyway).
 pub(super) fn key(identity: &str, transport: Transport, config: &Config) -> Option<StoreKey> {
+    let capabilities = crate::engine::declared_capabilities(config);
     let parts = KeyParts {
         server: identity,
         transport,
@@ -32,7 +33,7 @@ pub(super) fn key(identity: &str, transport: Transport, config: &Config) -> Opti
         principal: None,
         granted_scopes: &[],
         tenant: None,
-        client_capabilities: &config.client_capabilities,
+        client_capabilities: &capabilities,
         extensions: &config.extensions,
     };
     let partition = CacheKey::new(&parts).ok()?.partition(CacheScope::Public).id();

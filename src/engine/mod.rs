@@ -71,6 +71,8 @@ pub use record::{CallRecord, FailureCounts, RecordSink};
 pub use requests::CallId;
 pub use retry::Idempotency;
 pub use roots::{RootsBoundary, RootsBoundaryError};
+#[cfg(feature = "stdio")] // the core's catalog keys
+pub(crate) use server_requests::declared_capabilities;
 pub use server_requests::ServerRequestId;
 pub use stats::Stats;
 pub use tasks::{TaskMode, TaskStatus, MAX_TASK_ID_BYTES};
@@ -207,10 +209,7 @@ impl Engine {
             server_requests: server_requests::ServerRequests::with_capacity(
                 config.max_server_requests,
             ),
-            capabilities: server_requests::with_extensions(
-                config.answers.capabilities(&config.client_capabilities),
-                &config.extensions,
-            ),
+            capabilities: server_requests::declared_capabilities(&config),
             roots: roots::Roots::default(),
             verdict: VerdictSource::None,
             saved_pending: config.saved_discover.is_some()
@@ -1370,6 +1369,12 @@ impl Engine {
     #[inline]
     pub(crate) fn has_output(&self) -> bool {
         !self.send_queue.is_empty() || !self.control.is_empty() || self.lifecycle_has_unsent()
+    }
+
+    /// The client capabilities this engine declares ([`declared_capabilities`]).
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the core's catalog keys
+    pub(crate) fn declared_capabilities(&self) -> &str {
+        &self.capabilities
     }
 
     fn lifecycle_has_unsent(&self) -> bool {

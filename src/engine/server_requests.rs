@@ -14,7 +14,7 @@ use slab::Slab;
 use smallvec::SmallVec;
 
 use super::requests::CallId;
-use crate::config::ServerRequestKinds;
+use crate::config::{Config, ServerRequestKinds};
 use crate::proto::json;
 use crate::proto::mcp::ServerRequestKind;
 
@@ -92,6 +92,13 @@ impl ServerRequestKinds {
         out.push('}');
         out
     }
+}
+
+/// The client capabilities an engine of `config` declares to its server: the configured ones
+/// with the kinds the host answers put in, and the extensions. What the catalog and the era
+/// verdict are keyed by, since a server may answer differently for them.
+pub(crate) fn declared_capabilities(config: &Config) -> String {
+    with_extensions(config.answers.capabilities(&config.client_capabilities), &config.extensions)
 }
 
 /// `capabilities` (an object, as built above) with `extensions` as its `extensions` member,
