@@ -402,6 +402,8 @@ pub(crate) struct HttpSession {
     session_version: Option<ProtocolVersion>,
     listen: Listen,
     listen_retry: Duration,
+    /// Ends of the GET stream in a row that it was not served (refused, or no connection).
+    listen_failures: u32,
     listen_event_id: Option<String>,
     tokens: Option<Box<dyn TokenProvider>>,
     /// The provider's first token was refused by `set_token`.
@@ -451,6 +453,7 @@ impl HttpSession {
             session_version: None,
             listen: Listen::Off,
             listen_retry: DEFAULT_RETRY,
+            listen_failures: 0,
             listen_event_id: None,
             bearer: Vec::new(),
             headers,
@@ -579,6 +582,7 @@ impl HttpSession {
                     self.listen = Listen::Off;
                     self.listen_event_id = None;
                     self.listen_retry = DEFAULT_RETRY;
+                    self.listen_failures = 0;
                 }
                 Carries::Request { id, method }
             }
@@ -1110,15 +1114,24 @@ impl HttpSession {
         if self.dpop_nonce_retry(i, status) || self.oauth_refused(engine, now, i, status) {
             return;
         }
-        let Some(ex) = self.exchanges.get_mut(i) else { return };
+        let Some(carries) = self.exchanges.get(i).map(|x| x.carries) else { return };
         let ok = (200..300).contains(&status);
-        let id = match ex.carries {
+        let id = match carries {
+            // Sent again with a fresh token, whatever it carries: the server may be waiting
+            // for a reply a message carries, and the GET stream brings its requests.
+            _ if status == 401 && self.refresh(i) => return,
             Carries::Listen => {
-                self.listen = if ok {
-                    Listen::At(later(now, self.listen_retry))
-                } else {
-                    log::debug!("the server offers no GET stream ({status})");
-                    Listen::Unsupported
+                self.listen = match status {
+                    _ if ok => self.listen_again(now, true),
+                    // Busy or briefly unable, or (409, the TypeScript SDK) still holding a
+                    // stream of the session it has not seen go: asked again, later each time.
+                    408 | 409 | 425 | 429 | 500..=599 => self.listen_again(now, false),
+                    // Only 405 is the spec's "no GET stream" (§6.2); other refusals last, so
+                    // asking again would be refused again.
+                    _ => {
+                        log::debug!("the server offers no GET stream ({status})");
+                        Listen::Unsupported
+                    }
                 };
                 self.release(i);
                 return;
@@ -1132,9 +1145,6 @@ impl HttpSession {
             }
             Carries::Request { id, .. } => id,
         };
-        if status == 401 && self.refresh(i) {
-            return;
-        }
         let Some(ex) = self.exchanges.get_mut(i) else { return };
         let flight = ex.flight();
         let resuming = flight.attempt == Attempt::Resume;
@@ -1220,11 +1230,22 @@ impl HttpSession {
                 self.fail(engine, now, i, id, failure);
             }
             Carries::Listen => {
-                self.listen = Listen::At(later(now, self.listen_retry));
+                let served = self.exchanges.get(i).is_some_and(|x| (200..300).contains(&x.status));
+                self.listen = self.listen_again(now, served);
                 self.release(i);
             }
             Carries::Message => self.release(i),
         }
+    }
+
+    /// When the GET stream opens again after it ended: the server's `retry:` delay (or the
+    /// default) after a stream it `served`, doubling with each refusal or failure in a row
+    /// (up to the largest delay), so a server that keeps refusing is not asked every second.
+    fn listen_again(&mut self, now: Instant, served: bool) -> Listen {
+        self.listen_failures = if served { 0 } else { self.listen_failures.saturating_add(1) };
+        let doublings = self.listen_failures.saturating_sub(1).min(8);
+        let delay = self.listen_retry.saturating_mul(1 << doublings);
+        Listen::At(later(now, delay.min(Duration::from_millis(MAX_RETRY_MS))))
     }
 
     fn fail(

@@ -503,6 +503,71 @@ fn the_get_stream_keeps_its_last_event_id_across_reconnects_that_bring_none() {
     assert_eq!(third.header("last-event-id"), Some("ev-7"), "still the last id the server gave");
 }
 
+/// Only 405 says a server has no GET stream (§6.2). A refused token is refreshed and the GET
+/// sent again; a busy server, or a 409 for a stream of the session it has not seen go (the
+/// TypeScript SDK's answer), is asked again later, each time later than the last; other
+/// refusals turn the stream off for the session.
+#[test]
+fn the_get_stream_is_off_only_for_405_and_lasting_refusals() {
+    let tokens = Refresher { fresh: vec!["t1"] };
+    let mut s = Sim::legacy(Some(Box::new(tokens)));
+    let get = s.listen.take().unwrap();
+    s.respond(get.x, 401, &[], "");
+    let again = s.next().expect("the GET again, with the fresh token");
+    assert_eq!((again.method.as_str(), again.header("authorization")), ("GET", Some("Bearer t1")));
+    let mut gaps = Vec::new();
+    let mut x = again.x;
+    for status in [503, 409, 429, 503] {
+        s.respond(x, status, &[], "");
+        let mut waited = Duration::ZERO;
+        let next = loop {
+            assert!(waited < Duration::from_secs(120), "{status}: no GET again");
+            if let Some(next) = s.next() {
+                break next;
+            }
+            s.advance(Duration::from_millis(250));
+            waited += Duration::from_millis(250);
+        };
+        assert_eq!(next.method, "GET", "{status}");
+        gaps.push(waited);
+        x = next.x;
+    }
+    assert!(gaps.windows(2).all(|w| w[0] < w[1]), "each wait longer: {gaps:?}");
+    // A stream that opens resets the waits; a 405 turns it off for good.
+    s.respond(x, 200, &SSE, ": ok\n\n");
+    s.advance(DEFAULT_RETRY);
+    let next = s.next().unwrap();
+    s.respond(next.x, 405, &[], "");
+    s.advance(Duration::from_secs(3600));
+    assert!(s.next().is_none(), "no GET after 405");
+    for status in [400, 403] {
+        let mut s = Sim::legacy(None);
+        let get = s.listen.take().unwrap();
+        s.respond(get.x, status, &[], "");
+        s.advance(Duration::from_secs(3600));
+        assert!(s.next().is_none(), "no GET after {status}");
+    }
+}
+
+/// A notification or a reply to a server request refused for its token is sent again once
+/// with a fresh one, as a request is: the server may be waiting for that reply.
+#[test]
+fn a_message_refused_for_its_token_is_sent_again_with_a_fresh_one() {
+    let tokens = Refresher { fresh: vec!["t1"] };
+    let mut s = Sim::legacy(Some(Box::new(tokens)));
+    let get = s.listen.take().unwrap();
+    s.head(get.x, 200, &SSE);
+    s.body(get.x, "data: {\"jsonrpc\":\"2.0\",\"id\":\"p1\",\"method\":\"ping\"}\n\n");
+    let pong = s.next().expect("the reply to the ping");
+    assert_eq!(pong.body["id"], "p1");
+    assert_eq!(pong.header("authorization"), Some("Bearer t0"));
+    s.respond(pong.x, 401, &[], "");
+    let again = s.next().expect("sent again");
+    assert_eq!((again.body.clone(), again.header("authorization")), (pong.body, Some("Bearer t1")));
+    s.respond(again.x, 401, &[], "");
+    assert!(s.next().is_none(), "once only");
+}
+
 /// Event ids belong to a stream of one session: after the session is renewed, the new
 /// session's GET stream starts afresh, with no `Last-Event-ID` (which a server would take for
 /// a resumption of a stream it never had) and the default retry delay.
