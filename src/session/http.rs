@@ -223,7 +223,7 @@ struct Flight {
     attempt: Attempt,
     /// The request carried `Mcp-Session-Id` (so a 404 means the session is gone).
     sent_session: bool,
-    /// A legacy request's stream brought the reply.
+    /// The request's event stream brought its reply.
     answered: bool,
     /// This response brought a new event id.
     progressed: bool,
@@ -1028,6 +1028,15 @@ impl HttpSession {
             ex.reply.extend_from_slice(chunk);
             return ResponseStep::More;
         }
+        if !chunk.is_empty()
+            && matches!(ex.carries, Carries::Request { .. })
+            && ex.flight().answered
+        {
+            // The stream goes on after it brought the reply (the server should have ended it):
+            // closed, so that an answered call does not hold a connection the pool needs.
+            self.release(i);
+            return ResponseStep::Close;
+        }
         ex.sse.push(chunk);
         let mut flow = ResponseStep::More;
         loop {
@@ -1052,7 +1061,7 @@ impl HttpSession {
                             engine.handle_reply(now, e.data.as_bytes(), id);
                             // Answered when the engine is done with the request: a reply to
                             // another request on this stream answers nothing.
-                            if !ex.modern && !engine.awaits(id) {
+                            if !engine.awaits(id) {
                                 if let Stage::InFlight(f) = &mut ex.stage {
                                     f.answered = true;
                                 }

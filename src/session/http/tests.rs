@@ -568,6 +568,34 @@ fn a_message_refused_for_its_token_is_sent_again_with_a_fresh_one() {
     assert!(s.next().is_none(), "once only");
 }
 
+/// A POST's event stream that goes on after it brought the call's reply (keep-alive comments,
+/// more events) is closed there: the server should have ended it, and a connection held by an
+/// answered call is one the pool cannot use, in either era. Events in the same bytes as the
+/// reply are still read.
+#[test]
+fn a_post_stream_that_goes_on_after_its_reply_is_closed() {
+    for legacy in [false, true] {
+        let (mut s, call) = if legacy {
+            Sim::legacy_call()
+        } else {
+            let mut s = Sim::modern();
+            s.call("t");
+            let call = s.next().unwrap();
+            (s, call)
+        };
+        s.head(call.x, 200, &SSE);
+        let done = reply(&call, json!({"content": []}));
+        let log = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+        let step = s.body(call.x, &format!("id: 1\ndata: {done}\n\ndata: {log}\n\n"));
+        assert_eq!(step, ResponseStep::More, "legacy: {legacy}");
+        let events = s.events();
+        assert!(events[0].starts_with("done"), "legacy: {legacy}: {events:?}");
+        assert_eq!(events.len(), 2, "the event after the reply is read: {events:?}");
+        assert_eq!(s.body(call.x, ": keep-alive\n\n"), ResponseStep::Close, "legacy: {legacy}");
+        assert!(s.events().is_empty());
+    }
+}
+
 /// Event ids belong to a stream of one session: after the session is renewed, the new
 /// session's GET stream starts afresh, with no `Last-Event-ID` (which a server would take for
 /// a resumption of a stream it never had) and the default retry delay.
