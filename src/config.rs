@@ -218,7 +218,8 @@ pub struct CacheConfig {
     pub max_entries: usize,
     /// Bytes held at most (an estimate of heap use), over every server.
     pub max_bytes: usize,
-    /// Lifetime of a catalog whose `ttlMs` is missing or malformed.
+    /// Lifetime of a 2025-11-25 catalog, whose results carry no `ttlMs`. (A 2026-07-28 result
+    /// must carry one: without a valid one it is stale at once, as the spec says.)
     pub default_ttl: Duration,
     /// Cap on every lifetime, whatever the server says.
     pub max_ttl: Duration,

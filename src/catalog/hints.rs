@@ -7,9 +7,11 @@ use super::canonical::Value;
 pub(crate) enum TtlHint {
     /// `ttlMs` was a non-negative integer. `Millis(0)` means "do not cache".
     Millis(u64),
-    /// `ttlMs` was missing, negative, fractional or not a number. The store then applies the
-    /// client's default TTL, never "forever". (PROTOCOL.md reads this as 0; a client that
-    /// wants that sets its default TTL to zero.)
+    /// `ttlMs` was missing, negative, fractional or not a number. A 2026-07-28 page is then
+    /// stale at once, as PROTOCOL.md §2.2 says ([`ParsedPage::lifetime_in_era`]); a 2025-11-25
+    /// one, which never carries it, gets the client's default TTL, never "forever".
+    ///
+    /// [`ParsedPage::lifetime_in_era`]: super::listing::ParsedPage::lifetime_in_era
     Unspecified,
 }
 

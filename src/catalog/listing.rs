@@ -11,7 +11,7 @@ use std::fmt;
 
 use super::canonical::{self, keep_last_of_runs, CanonicalError, Value};
 use super::hash::{ContentHash, StableHasher};
-use super::hints::CacheHints;
+use super::hints::{CacheHints, TtlHint};
 
 /// The four kinds of list the spec makes cacheable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -119,6 +119,16 @@ pub(crate) struct ParsedPage {
 }
 
 impl ParsedPage {
+    /// The page with the lifetime its era gives a missing or malformed `ttlMs`: a 2026-07-28
+    /// result must carry one, so without it the page is stale at once (PROTOCOL.md §2.2);
+    /// a 2025-11-25 result never does, and keeps the client's default lifetime.
+    pub(crate) fn lifetime_in_era(mut self, modern: bool) -> Self {
+        if modern && self.hints.ttl == TtlHint::Unspecified {
+            self.hints.ttl = TtlHint::Millis(0);
+        }
+        self
+    }
+
     /// The item with this id, by binary search.
     #[cfg(test)]
     pub(crate) fn item(&self, id: &str) -> Option<&Item> {

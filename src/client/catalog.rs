@@ -17,8 +17,9 @@
 //! # Pages
 //!
 //! A catalog is fetched page by page (`Engine::list_page`) and each page is cached on its own,
-//! under its cursor, with its own hints (`ttlMs`, `cacheScope`; a page without them gets
-//! `CacheConfig::default_ttl` and stays private). A refresh fetches only the pages that are not
+//! under its cursor, with its own hints (`ttlMs`, `cacheScope`; a page without them stays
+//! private, and is stale at once in the 2026-07-28 era or lives `CacheConfig::default_ttl`
+//! in the 2025-11-25 one, whose results carry no hints). A refresh fetches only the pages that are not
 //! fresh, and no buffer ever holds the whole catalog's text; see [`crate::catalog::refresh`].
 //! A cursor the server rejects (-32602) drops every page of the list and the walk starts over
 //! from the first page, once.
@@ -987,6 +988,7 @@ impl Client {
             let relisten_before = s.catalog.relisten_deadline();
             // First, so the key below and the helpers' keys follow the current grant.
             let key = s.cache_key();
+            let modern = s.engine.era() == Some(Era::Modern);
             cache.notice_changes(now, &mut s.catalog, &s.engine);
             for kind in KINDS {
                 let state = &mut s.catalog.kinds[slot(kind)];
@@ -998,6 +1000,7 @@ impl Client {
                     }
                     let result = match event {
                         Some(Event::CallDone { result, .. }) => parse_page(kind, result.json())
+                            .map(|page| page.lifetime_in_era(modern))
                             .map_err(|_| CatalogError::Listing(PeerError::InvalidResult.into())),
                         Some(Event::CallFailed { error, .. }) => Err(CatalogError::Listing(error)),
                         _ => continue,

@@ -338,6 +338,29 @@ fn a_new_granted_scope_keys_the_catalog_apart() {
     let _ = CatalogKind::Tools;
 }
 
+/// A 2026-07-28 listing page without a valid `ttlMs` is immediately stale (PROTOCOL.md §2.2:
+/// treat it as 0): the need that waited for it is served, and the next one lists again. (A
+/// 2025-11-25 page never carries one; it gets `CacheConfig::default_ttl`.)
+#[test]
+fn a_modern_page_without_a_valid_ttl_is_not_served_again() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("no-ttl");
+    for ttl in [None, Some(json!(-5)), Some(json!("60000")), Some(json!(1.5))] {
+        assert_eq!(sim.tool_names(id), None, "ttlMs {ttl:?}: the need lists");
+        let list = sim.sent_one(id);
+        assert_eq!(list["method"], "tools/list");
+        let mut page = tools_page(&["t"]);
+        match ttl {
+            Some(ttl) => page["ttlMs"] = ttl,
+            None => drop(page.as_object_mut().unwrap().remove("ttlMs")),
+        }
+        sim.reply(id, &list, page);
+        sim.client.handle_timeout(sim.now);
+        assert_eq!(sim.tool_names(id).unwrap(), ["t"], "the waiting need is served");
+    }
+    assert_eq!(sim.tool_names(id), None, "and the next one lists again");
+}
+
 /// The capabilities a client declares can change what a server lists, so they key its
 /// catalogs: those actually sent, with the kinds of server request the host answers
 /// (`Config::answers`) put in. A server entry that declares sampling is not served the
