@@ -40,6 +40,16 @@ impl std::fmt::Write for SmallString {
 /// Finds the JSON-RPC id of an oversize message from its ends: `{"jsonrpc":"2.0","id":N,` or
 /// `{"id":N,` at the start (Python SDKs, sorted-key writers) or `"id":N}` at the very end
 /// (TypeScript SDKs).
+/// The id of a frame that is JSON but no JSON-RPC message, when it is shaped like a reply
+/// (an `id`, no `method`): its call can then be failed.
+pub(super) fn reply_id(frame: &[u8]) -> Option<WireId> {
+    let message = json::parse(frame).ok()?;
+    if message.get("method").is_some() {
+        return None;
+    }
+    WireId::parse(message.get("id")?)
+}
+
 pub(super) fn sniff_id(head: &[u8], tail: &[u8]) -> Option<WireId> {
     fn digits(s: &[u8]) -> Option<WireId> {
         let end = s.iter().position(|b| !b.is_ascii_digit()).unwrap_or(s.len());

@@ -1560,6 +1560,15 @@ impl Engine {
                 let (head, tail) = (&frame[..ends], &frame[frame.len() - ends..]);
                 return self.fail_unreadable(now, sniff_id(head, tail), PeerError::TooDeep);
             }
+            Err(jsonrpc::DecodeError::BadShape) => {
+                // JSON, but no message: when it is a reply by its id (a result beside an error,
+                // an error without an integer code), its call fails now instead of waiting
+                // out its deadline. (A probe's or a handshake's is left to its timeout, which
+                // falls back.)
+                self.stats.invalid_frames += 1;
+                let id = inbound::reply_id(frame).filter(|&id| self.is_host_call(id));
+                return self.fail_unreadable(now, id, PeerError::InvalidResult);
+            }
             Err(e) => {
                 // Servers print banners and logs to stdout in the wild: skip, count, go on.
                 self.stats.invalid_frames += 1;
@@ -1597,6 +1606,12 @@ impl Engine {
 
     /// A message that could not be read (`error`): when its id was read from its ends and
     /// names a pending request, that request fails with `error`.
+    /// Whether `id` is the wire id of a host call still waiting for its reply.
+    fn is_host_call(&self, id: WireId) -> bool {
+        let Lookup::Pending(slot) = self.requests.lookup(id) else { return false };
+        self.requests.get(slot).is_some_and(|p| p.owner == Owner::Host)
+    }
+
     fn fail_unreadable(&mut self, now: Instant, id: Option<WireId>, error: PeerError) {
         let Some(id) = id else {
             log::debug!("dropped an unreadable message ({error}) whose id could not be read");
@@ -1604,7 +1619,11 @@ impl Engine {
         };
         if let Lookup::Pending(slot) = self.requests.lookup(id) {
             match self.requests.get(slot).map(|p| p.owner) {
-                Some(Owner::Host) => self.abandon(now, slot, CallError::Peer(error)),
+                // Answered, if unreadably: the server is not told to stop.
+                Some(Owner::Host) => {
+                    self.requests.end_exchange(slot, self.epoch.stamp(now));
+                    self.finish(now, slot, Ended::Answered, Outcome::Failed(CallError::Peer(error)))
+                }
                 Some(_) => self.lifecycle_failed(now, error),
                 None => {}
             }

@@ -888,6 +888,44 @@ fn a_reply_nested_too_deep_fails_its_call_at_once() {
     assert_eq!(h.engine.pending(), 1, "{}", third.get());
 }
 
+/// A reply whose members do not form one (a result beside an error, an error without an
+/// integer code, an error that is not an object) fails its call at once as an invalid result,
+/// instead of leaving it to wait out its deadline. A malformed message that is no reply (a
+/// method that is not a string) is only counted.
+#[test]
+fn a_malformed_reply_fails_its_call_at_once() {
+    let mut h = Harness::ready_modern();
+    let calls: Vec<CallId> = (0..3).map(|_| h.call("t", "{}")).collect();
+    let sent = h.take_sent();
+    let ids: Vec<String> = sent.iter().map(|f| f["id"].to_string()).collect();
+    let frames = [
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{}},"error":{{"code":1,"message":"m"}}}}"#,
+            ids[0]
+        ),
+        format!(r#"{{"jsonrpc":"2.0","id":{},"error":{{"code":"x","message":"m"}}}}"#, ids[1]),
+        format!(r#"{{"jsonrpc":"2.0","error":7,"id":{}}}"#, ids[2]),
+        r#"{"jsonrpc":"2.0","id":1,"method":7}"#.to_owned(),
+    ];
+    for frame in &frames {
+        h.engine.handle_message(h.now, frame.as_bytes());
+    }
+    let failed: Vec<String> =
+        calls.iter().map(|c| format!("failed {} invalid_result", c.get())).collect();
+    assert_eq!(h.events(), failed);
+    assert_eq!(h.engine.stats().invalid_frames, 4);
+    assert!(h.take_sent().is_empty(), "no cancellation for calls that were answered");
+    // A malformed answer to the probe is left to the probe's timeout, which falls back.
+    let mut h = Harness::new(Config::default());
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    let frame = format!(r#"{{"jsonrpc":"2.0","id":{},"result":{{}},"error":{{}}}}"#, probe["id"]);
+    h.engine.handle_message(h.now, frame.as_bytes());
+    assert_eq!(h.engine.state(), ServerState::Probing);
+    h.advance_to_next_timeout();
+    assert_eq!(h.sent_one()["method"], "initialize");
+}
+
 #[test]
 fn progress_is_routed_to_the_call_that_asked() {
     let mut h = Harness::ready_modern();
