@@ -656,7 +656,10 @@ impl Engine {
             }
             return Err(RequestError::Overloaded);
         };
-        self.requests.note_admission(slot, admission);
+        if admission == Admission::Probe {
+            // A call is inserted as no probe: only a probe is noted.
+            self.requests.note_admission(slot, admission);
+        }
         // SAFETY-style note: `insert` just filled this slot.
         let call = self.requests.call_id(slot).ok_or(RequestError::Overloaded)?;
         self.timers.schedule_request(&self.requests, slot, deadline, timers::TimerKind::Deadline);
@@ -736,7 +739,7 @@ impl Engine {
     }
 
     /// Asks the call's circuit breaker; a change of its state is an event.
-    #[inline]
+    #[inline(always)]
     fn admit(
         &mut self,
         method: Method,
