@@ -294,7 +294,8 @@ pub struct RestartPolicy {
     pub base_delay: Duration,
     /// The delay never exceeds this.
     pub max_delay: Duration,
-    /// This many exits within `crash_loop_window` mark the server degraded.
+    /// This many exits within `crash_loop_window` mark the server degraded. At most 64 are
+    /// counted: a larger value (`u32::MAX`, say) never marks it degraded.
     pub crash_loop_exits: u32,
     /// The window for counting exits.
     pub crash_loop_window: Duration,

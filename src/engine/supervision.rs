@@ -8,6 +8,9 @@ use smallvec::SmallVec;
 use crate::config::RestartPolicy;
 use crate::error::TransportError;
 
+/// The most exits a crash window counts: a `crash_loop_exits` above it never degrades.
+const MAX_COUNTED_EXITS: u32 = 64;
+
 /// Restart bookkeeping for a stdio server.
 #[derive(Debug, Default)]
 pub(crate) struct RestartState {
@@ -56,8 +59,10 @@ impl RestartState {
         if self.exits.is_empty() {
             self.first_loss = self.last_loss.clone();
         }
-        if self.exits.len() == self.exits.inline_size() {
-            self.exits.remove(0);
+        // Only the newest `crash_loop_exits` matter (never more than MAX_COUNTED_EXITS).
+        let counted = policy.crash_loop_exits.clamp(1, MAX_COUNTED_EXITS) as usize;
+        if self.exits.len() >= counted {
+            self.exits.drain(..=self.exits.len() - counted);
         }
         self.exits.push(now);
         let crashes = self.exits.len() as u32;
@@ -148,6 +153,25 @@ mod tests {
         );
         assert_eq!(r.restarts, 3);
         assert_eq!(r.next_wakeup(), Some(t0 + 20 * MS + 350 * MS));
+    }
+
+    /// The count reaches a `crash_loop_exits` past the exits kept inline (eight): a policy of
+    /// ten degrades at the tenth exit. Past the most exits counted, none degrades.
+    #[test]
+    fn a_crash_loop_of_more_exits_than_kept_inline_still_degrades() {
+        for (exits, degrades_at) in [(10, Some(10)), (64, Some(64)), (u32::MAX, None)] {
+            let p = RestartPolicy { crash_loop_exits: exits, base_delay: MS, ..policy() };
+            let (mut r, t0) = (RestartState::default(), Instant::now());
+            let verdicts: Vec<AfterExit> = (1..=80u32)
+                .map(|i| {
+                    r.note_loss(TransportError::ConnectionLost);
+                    r.after_exit(t0 + i * MS, &p)
+                })
+                .take_while(|v| matches!(v, AfterExit::RestartIn(_)))
+                .collect();
+            let first_degraded = (verdicts.len() < 80).then_some(verdicts.len() as u32 + 1);
+            assert_eq!(first_degraded, degrades_at, "crash_loop_exits {exits}");
+        }
     }
 
     #[test]
