@@ -116,7 +116,16 @@ pub struct OAuthFlow {
     as_nonce: Nonce,
     /// The host's assertion held for the assertion grants, and their one retry.
     assertion: grants::HeldAssertion,
+    /// No refresh before this time, and the wait that set it: a refresh that failed, or that
+    /// brought a token already due for its refresh, is not tried again at once.
+    refresh_not_before: Option<Instant>,
+    refresh_wait: Duration,
 }
+
+/// The first wait after a refresh before the next may start; it doubles with each refresh
+/// that leaves one due, up to the largest.
+const FIRST_REFRESH_WAIT: Duration = Duration::from_secs(5);
+const MAX_REFRESH_WAIT: Duration = Duration::from_secs(600);
 
 /// How many ended authorizations are remembered.
 const ENDED_KEPT: usize = 4;
@@ -186,6 +195,8 @@ impl OAuthFlow {
             dpop,
             as_nonce: Nonce::default(),
             assertion: grants::HeldAssertion::default(),
+            refresh_not_before: None,
+            refresh_wait: Duration::ZERO,
         })
     }
 
@@ -453,7 +464,8 @@ impl OAuthFlow {
         // A stored expiry is not checked on load, and the epoch is the host's: no addition
         // here may overflow. A time past the range of `Instant` is no timer at all.
         let wait = at.saturating_sub(self.epoch.1).min(MAX_EXPIRES_IN);
-        self.epoch.0.checked_add(Duration::from_secs(wait))
+        let due = self.epoch.0.checked_add(Duration::from_secs(wait))?;
+        Some(self.refresh_not_before.map_or(due, |not_before| due.max(not_before)))
     }
 
     /// Fails an authorization whose redirect did not come in time, or refreshes the token if
@@ -469,6 +481,10 @@ impl OAuthFlow {
         }
         if self.poll_timeout().is_some_and(|at| at <= now) {
             self.now = now;
+            // However it ends, the next refresh waits (reset by one that brings a token with
+            // time left): a token endpoint that keeps failing is not asked in a tight loop.
+            self.refresh_wait = (self.refresh_wait * 2).clamp(FIRST_REFRESH_WAIT, MAX_REFRESH_WAIT);
+            self.refresh_not_before = Some(crate::time::later(now, self.refresh_wait));
             self.refresh();
         }
     }
@@ -1011,6 +1027,13 @@ impl OAuthFlow {
             scope: granted.scope.or_else(|| self.requested_scope.clone()),
             dpop_jkt,
         });
+        let margin = self.config.refresh_margin.as_secs();
+        let expires = self.tokens.as_ref().and_then(|t| t.expires_at);
+        if expires.is_none_or(|at| at.saturating_sub(margin) > self.unix(now)) {
+            // A token with time left before its refresh: the waits start over.
+            self.refresh_wait = Duration::ZERO;
+            self.refresh_not_before = None;
+        }
         self.save();
         self.finish(Ok(()));
     }

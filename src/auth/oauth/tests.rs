@@ -822,6 +822,47 @@ fn refresh_on_401_then_fallback_to_authorization() {
     );
 }
 
+/// A refresh that failed (the token endpoint down) or brought a token already due for its
+/// refresh (`expires_in` within the margin) is not tried again at once: the flow's timer is
+/// later than now, further each time, so a driver that runs it never spins on refreshes. A
+/// refresh that brings a long-lived token resets the wait.
+#[test]
+fn a_failed_or_short_refresh_waits_before_the_next() {
+    let mut h = ready_refreshable();
+    h.now += Duration::from_secs(3540);
+    let mut waits = Vec::new();
+    for round in 0..4 {
+        h.flow.handle_timeout(h.now);
+        let req = h.post(&format!("{AS}/token"));
+        if round % 2 == 0 {
+            h.reply(&req, 503, &json!({"error": "temporarily_unavailable"}));
+            h.failed();
+        } else {
+            h.token(&req, "short", json!({"expires_in": 30, "refresh_token": "r2"}));
+            h.ready();
+        }
+        let next = h.flow.poll_timeout().expect("a refresh is still due");
+        assert!(next > h.now, "round {round}: the next refresh at once");
+        h.flow.handle_timeout(h.now);
+        h.nothing();
+        waits.push(next - h.now);
+        h.now = next;
+    }
+    assert!(waits.windows(2).all(|w| w[0] < w[1]), "each wait longer: {waits:?}");
+    h.flow.handle_timeout(h.now);
+    let req = h.post(&format!("{AS}/token"));
+    h.token(&req, "long", json!({"expires_in": 3600, "refresh_token": "r3"}));
+    h.ready();
+    assert_eq!(h.flow.poll_timeout(), Some(h.now + Duration::from_secs(3540)));
+    // The wait starts small again for the next failure.
+    h.now += Duration::from_secs(3540);
+    h.flow.handle_timeout(h.now);
+    let req = h.post(&format!("{AS}/token"));
+    h.reply(&req, 503, &json!({}));
+    h.failed();
+    assert_eq!(h.flow.poll_timeout().map(|t| t - h.now), Some(waits[0]));
+}
+
 #[test]
 fn authorization_server_migration() {
     let as2 = "https://as2.test";
