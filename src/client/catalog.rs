@@ -41,7 +41,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::catalog::change::CatalogChange;
 use crate::catalog::hints::{CacheHints, CacheScope, TtlHint};
 use crate::catalog::key::{self, CacheKey, KeyParts};
-use crate::catalog::listing::{parse_page, CatalogKind, Item};
+use crate::catalog::listing::{parse_page, unique_last_wins, CatalogKind, Item};
 use crate::catalog::refresh::{Answer, NeedError, Refresher, WalkError};
 use crate::catalog::search::SearchIndex;
 use crate::catalog::store::{CachedPage, ItemLookup, ListLookup, Store, StoreConfig, StoreError};
@@ -899,10 +899,10 @@ impl Client {
         let shown = |it: &&Item| kind != CatalogKind::Tools || !authz.is_disabled(base, it.id());
         if let Need::OneUse = how {
             let refresher = &s.catalog.kinds[slot(kind)].refresher;
-            let (mut items, stale_for) = refresher
+            let (items, stale_for) = refresher
                 .one_use_items(now, &self.cache.store, &key)
                 .ok_or(CatalogError::NotReady)?;
-            items.retain(shown);
+            let (items, _) = unique_last_wins(items.into_iter().filter(shown));
             return Ok(CatalogView { items, stale_for, cached: false });
         }
         // A catalog stored by another context's refresh (a shared public listing) becomes this
@@ -923,11 +923,11 @@ impl Client {
                     let age = now.saturating_duration_since(fetched);
                     self.records.cache_hit(server.index, &s.engine, method(kind), age);
                 }
-                Ok(CatalogView {
-                    items: pages.iter().flat_map(|p| p.items()).filter(shown).collect(),
-                    stale_for,
-                    cached: true,
-                })
+                // Each page is in id order: the view, one sorted list of the pages joined
+                // (a tool on two pages once, as the later one defines it).
+                let (items, _) =
+                    unique_last_wins(pages.iter().flat_map(|p| p.items()).filter(shown));
+                Ok(CatalogView { items, stale_for, cached: true })
             }
             ListLookup::Refresh { .. } => Err(CatalogError::NotReady),
         }

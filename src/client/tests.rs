@@ -361,6 +361,38 @@ fn a_modern_page_without_a_valid_ttl_is_not_served_again() {
     assert_eq!(sim.tool_names(id), None, "and the next one lists again");
 }
 
+/// A catalog of several pages is one view in id order, each tool once (the later page's
+/// definition when a tool is on two): every tool is found by `definition`, whether the pages
+/// are cached or served once (`ttlMs: 0`).
+#[test]
+fn a_paged_catalog_is_one_view_in_id_order() {
+    for ttl in [60_000, 0] {
+        let mut sim = Sim::new();
+        let id = sim.ready_server("paged");
+        assert_eq!(sim.tool_names(id), None);
+        let list = sim.sent_one(id);
+        let mut first = tools_page(&["zeta", "yak", "mid"]);
+        first["nextCursor"] = json!("p2");
+        first["ttlMs"] = json!(ttl);
+        sim.reply(id, &list, first);
+        sim.client.handle_timeout(sim.now);
+        let list = sim.sent_one(id);
+        assert_eq!(list["params"]["cursor"], "p2");
+        let mut second = tools_page(&["alpha", "mid"]);
+        second["tools"][1]["description"] = json!("the second page's");
+        second["ttlMs"] = json!(ttl);
+        sim.reply(id, &list, second);
+        sim.client.handle_timeout(sim.now);
+        let view = sim.client.tool_catalog(sim.now, id).unwrap().expect("the catalog");
+        let names: Vec<&str> = view.names().collect();
+        assert_eq!(names, ["alpha", "mid", "yak", "zeta"], "ttlMs {ttl}");
+        for name in &names {
+            assert!(view.definition(name).is_some(), "ttlMs {ttl}: {name} not found");
+        }
+        assert!(view.definition("mid").unwrap().contains("the second page's"), "ttlMs {ttl}");
+    }
+}
+
 /// The capabilities a client declares can change what a server lists, so they key its
 /// catalogs: those actually sent, with the kinds of server request the host answers
 /// (`Config::answers`) put in. A server entry that declares sampling is not served the
