@@ -190,6 +190,20 @@ pub(crate) struct Gate {
 /// [`Client::decide`]'s signature, for [`Gate::decide`].
 type Decide = fn(&mut Client, Instant, ServerId, Option<TaskId>, Method, &str, u32) -> Verdict;
 
+impl Gate {
+    /// The ask last taken, as an event.
+    pub(crate) fn current_ask(&self) -> Option<(ServerId, HostEvent<'_>)> {
+        let a = self.current.as_ref()?;
+        let event = Event::Client(ClientEvent::AuthorizationAsked {
+            call: a.call,
+            method: a.method,
+            name: &a.name,
+            annotations: a.annotations,
+        });
+        Some((a.server, event))
+    }
+}
+
 impl fmt::Debug for Gate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Gate")
@@ -571,14 +585,7 @@ impl Client {
 
     /// The ask [`take_ask`](Self::take_ask) took, as an event (it borrows the host).
     pub(crate) fn current_ask(&self) -> Option<(ServerId, HostEvent<'_>)> {
-        let a = self.authz.current.as_ref()?;
-        let event = Event::Client(ClientEvent::AuthorizationAsked {
-            call: a.call,
-            method: a.method,
-            name: &a.name,
-            annotations: a.annotations,
-        });
-        Some((a.server, event))
+        self.authz.current_ask()
     }
 }
 

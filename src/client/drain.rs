@@ -154,11 +154,21 @@ impl Client {
             }
             self.pump_catalogs(now);
             let authorization_open = self.authorization_open();
-            let Self { servers, unflushed, cache, records, scratch, event_cursor, .. } = self;
+            // In `poll_event`'s order: the cache's changes, then the asks, then the engines'.
+            let asked = !self.cache.has_changes() && self.has_asks() && self.take_ask();
+            let Self { servers, unflushed, cache, records, scratch, event_cursor, authz, .. } =
+                self;
             let mut commands =
                 Commands { servers, unflushed, now, authorization_open, held: &mut held };
             if cache.has_changes() {
                 if let Some((id, event)) = cache.next_change() {
+                    f(&mut commands, id, event);
+                }
+                after_each(self);
+                continue;
+            }
+            if asked {
+                if let Some((id, event)) = authz.current_ask() {
                     f(&mut commands, id, event);
                 }
                 after_each(self);

@@ -486,6 +486,34 @@ fn an_asked_call_waits_for_the_hosts_answer() {
     assert!(denied);
 }
 
+/// `drain` hands out authorization asks as `poll_event` does, those of calls started before
+/// it and those its closure starts, in order, and leaves none behind (an ask left queued would
+/// keep a host's poll waking at once).
+#[test]
+fn drain_hands_out_authorization_asks() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("asking");
+    sim.client.set_policy(|_: &AccessRequest<'_>| Decision::Ask);
+    let opts = CallOptions::default();
+    let first = sim.client.call_tool_json(sim.now, id, "delete", "{}", &opts).unwrap();
+    let mut asked = Vec::new();
+    let mut second = None;
+    sim.client.drain(sim.now, |commands, server, event| {
+        if let Event::Client(ClientEvent::AuthorizationAsked { call, name, .. }) = event {
+            assert_eq!(server, id);
+            asked.push((call, name.to_owned()));
+            if second.is_none() {
+                let args = serde_json::value::RawValue::from_string("{}".into()).unwrap();
+                let call = commands.call_tool(id, "drop", &args, &CallOptions::default());
+                second = Some(call.unwrap());
+            }
+        }
+    });
+    let second = second.expect("the first ask was handed out");
+    assert_eq!(asked, [(first, "delete".to_owned()), (second, "drop".to_owned())]);
+    assert!(!sim.client.has_asks(), "no ask left queued");
+}
+
 /// The checked calls' schemas are the core's: compiled once from the cached definition, a
 /// refreshed catalog whose tool changed compiles anew, and a check never lists by itself.
 #[cfg(feature = "schema")]
