@@ -197,6 +197,14 @@ impl<E> Refresher<E> {
         Some(f.token.cursor())
     }
 
+    /// Gives the walk's page in flight back to the store (the server is being removed): a
+    /// caller of another context sharing the key fetches it instead of waiting for good.
+    pub(crate) fn release(&mut self, store: &mut Store) {
+        if let Some(flight) = self.flight.take() {
+            store.release_refresh(flight.token);
+        }
+    }
+
     /// The request [`poll_fetch`](Self::poll_fetch) named could not be sent.
     /// Every page of the list not fresh is then served stale, within the allowance.
     pub(crate) fn fetch_failed(

@@ -723,6 +723,12 @@ impl Store {
         Ok(Begin::Fetch(RefreshToken { id, key: *key, kind, cursor }))
     }
 
+    /// Gives a refresh back unfinished (its server is gone): nothing is recorded of the list,
+    /// and the next caller for the page fetches it.
+    pub(crate) fn release_refresh(&mut self, token: RefreshToken) {
+        self.flights.retain(|f| f.id != token.id);
+    }
+
     /// Records how a fetch ended.
     pub(crate) fn finish_refresh(
         &mut self,

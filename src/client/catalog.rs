@@ -504,6 +504,14 @@ impl<S: CapabilityStore> Persist for Persistent<S> {
 }
 
 impl ClientCache {
+    /// Gives back the refreshes a removed server's walks hold in the store, so that a server
+    /// sharing the key fetches instead of waiting for a listing that never comes.
+    pub(crate) fn release_refreshes(&mut self, catalog: &mut ServerCatalog) {
+        for state in &mut catalog.kinds {
+            state.refresher.release(&mut self.store);
+        }
+    }
+
     pub(crate) fn new(config: CacheConfig) -> io::Result<Self> {
         let store = Store::new(StoreConfig {
             max_entries: config.max_entries,

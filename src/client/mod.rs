@@ -207,7 +207,9 @@ impl Client {
         self.server(id)?;
         self.authz.forget(id);
         self.unflushed.retain(|&i| i != id.index);
-        Some(self.servers.remove(id.index))
+        let mut s = self.servers.remove(id.index);
+        self.cache.release_refreshes(&mut s.catalog);
+        Some(s)
     }
 
     pub(crate) fn server(&self, id: ServerId) -> Option<&ServerCore> {

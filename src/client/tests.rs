@@ -361,6 +361,26 @@ fn a_modern_page_without_a_valid_ttl_is_not_served_again() {
     assert_eq!(sim.tool_names(id), None, "and the next one lists again");
 }
 
+/// A server removed while its listing is in flight gives back its refresh: a server of the
+/// same cache key added next lists for itself (it does not wait for a listing that will never
+/// come), and removals never use up the cache's room for refreshes.
+#[test]
+fn a_server_removed_mid_listing_gives_its_refresh_back() {
+    let mut sim = Sim::with_cache(CacheConfig { max_refreshes: 1, ..CacheConfig::default() });
+    let first = sim.ready_server("tools");
+    assert_eq!(sim.tool_names(first), None);
+    assert_eq!(sim.sent_one(first)["method"], "tools/list");
+    sim.client.remove_server(first).expect("removed");
+    let again = sim.ready_server("tools");
+    assert_eq!(sim.tool_names(again), None);
+    assert_eq!(sim.sent_one(again)["method"], "tools/list", "its own listing");
+    sim.client.remove_server(again).expect("removed");
+    let other = sim.ready_server("another");
+    let view = sim.client.tool_catalog(sim.now, other).map(|v| v.is_some());
+    assert!(matches!(view, Ok(false)), "room for its refresh: {view:?}");
+    assert_eq!(sim.sent_one(other)["method"], "tools/list");
+}
+
 /// A catalog of several pages is one view in id order, each tool once (the later page's
 /// definition when a tool is on two): every tool is found by `definition`, whether the pages
 /// are cached or served once (`ttlMs: 0`).
