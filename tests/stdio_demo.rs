@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use mcpoll::AddServerError;
+use mcpoll::{AddServerError, BlockingError};
 use mcpoll::{
     CallError, CallOptions, Config, Era, EraPreference, Host, LocalError, Method, PeerError,
     ServerState, TransportError,
@@ -312,6 +312,26 @@ fn is_idle_until_a_call_is_made_and_again_once_it_is_done() {
         }
     }
     assert!(host.is_idle(), "the call ended and its event was taken");
+}
+
+/// `wait` on a call that is no longer pending (its end taken through `poll_event`), or that is
+/// another server's, returns `NotPending` at once instead of polling for good.
+#[test]
+fn waiting_for_a_call_that_is_not_pending_returns_at_once() {
+    let mut host = Host::new().unwrap();
+    let id = start(&mut host, demo_server(), Config::default());
+    let other = start(&mut host, demo_server(), Config::default());
+    let call = host.call_tool(id, "echo", &raw(r#"{"text":"x"}"#), &CallOptions::default());
+    let call = call.unwrap();
+    assert!(matches!(host.wait(other, call), Err(BlockingError::NotPending)), "another's call");
+    poll_until(&mut host, PATIENCE, |h| {
+        let mut done = false;
+        while let Some((_, e)) = h.poll_event() {
+            done |= matches!(e, mcpoll::Event::CallDone { call: c, .. } if c == call);
+        }
+        done
+    });
+    assert!(matches!(host.wait(id, call), Err(BlockingError::NotPending)), "its end was taken");
 }
 
 /// With several servers, the idle ones count by what the ticks filed them as: a call on one

@@ -984,6 +984,11 @@ impl Engine {
         self.events.pop_into(scratch)
     }
 
+    /// Whether `call` is still pending on this engine (its end not come yet).
+    pub fn is_pending(&self, call: CallId) -> bool {
+        self.requests.slot_of(call).is_some()
+    }
+
     /// Removes and returns the terminal event (`CallDone` or `CallFailed`) of one call,
     /// leaving every other event queued in order. For blocking helpers.
     pub fn take_call_event(&mut self, call: CallId) -> Option<Event<'_>> {

@@ -34,6 +34,10 @@ impl Host {
                 Some(Event::CallFailed { error, .. }) => return Err(BlockingError::Call(error)),
                 Some(_) | None => {}
             }
+            if !self.client.engine(server).is_some_and(|e| e.is_pending(call)) {
+                // Neither pending nor ended here: no poll would ever end it.
+                return Err(BlockingError::NotPending);
+            }
             // A server request no handler answers: nobody can while this blocks.
             let now = Instant::now();
             if self.client.end_unanswerable(now, server, call) {
@@ -181,7 +185,8 @@ impl Host {
             Err(BlockingError::Io(e)) => return Err(CatalogError::Io(e)),
             // A server known before may be down: its catalog can still be served stale.
             _ if known => {}
-            Ok(_) => return Err(CatalogError::NotReady),
+            // `wait_ready` waits for no call.
+            Ok(_) | Err(BlockingError::NotPending) => return Err(CatalogError::NotReady),
             Err(BlockingError::Call(e)) => return Err(CatalogError::Listing(e)),
             Err(BlockingError::Request(e)) => return Err(CatalogError::Request(e)),
         }

@@ -101,6 +101,9 @@ pub enum BlockingError {
     Io(io::Error),
     /// No such server.
     UnknownServer,
+    /// The call is not pending on the server: it ended and its end was taken already (through
+    /// `poll_event`), or it is another server's.
+    NotPending,
 }
 
 impl fmt::Display for BlockingError {
@@ -110,6 +113,7 @@ impl fmt::Display for BlockingError {
             Self::Call(e) => write!(f, "{e}"),
             Self::Io(e) => write!(f, "poll failed: {e}"),
             Self::UnknownServer => f.write_str("no such server"),
+            Self::NotPending => f.write_str("the call is not pending on this server"),
         }
     }
 }
