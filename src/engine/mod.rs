@@ -831,9 +831,10 @@ impl Engine {
         }
     }
 
-    /// The host asks a degraded (or closed-by-crash) server to start again now.
+    /// The host asks a degraded (or closed-by-crash) server to start again now. Does nothing
+    /// to a server whose transport is up, nor to a closed one.
     pub fn restart(&mut self) {
-        if self.lifecycle == Lifecycle::Closed {
+        if !matches!(self.lifecycle, Lifecycle::Connecting { .. }) {
             return;
         }
         self.restart.reset();

@@ -551,6 +551,24 @@ fn legacy_only_skips_the_probe() {
     assert_eq!(h.sent_one()["method"], "initialize");
 }
 
+/// `restart` is for a server waiting for its transport (degraded, or between processes): on a
+/// server whose transport is up it changes nothing, and asks for no transport a driver would
+/// never give (which kept a host from ever being idle).
+#[test]
+fn restarting_a_server_whose_transport_is_up_changes_nothing() {
+    for mut h in [Harness::ready_modern(), Harness::ready_http()] {
+        h.engine.restart();
+        assert!(!h.engine.wants_transport());
+        assert!(matches!(h.engine.state(), ServerState::Ready(..)));
+    }
+    // Between processes it asks for one at once.
+    let mut h = Harness::ready_modern();
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit(3)));
+    assert!(!h.engine.wants_transport(), "the restart waits for its backoff");
+    h.engine.restart();
+    assert!(h.engine.wants_transport(), "the host asked for it now");
+}
+
 #[test]
 fn process_exit_during_probe_respawns_once_for_initialize() {
     let mut h = Harness::new(no_restart());
