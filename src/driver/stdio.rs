@@ -403,9 +403,17 @@ impl StdioDriver {
                 return Err(e);
             }
         };
-        registry.register(&mut stdin, self.token(STDIN), Interest::WRITABLE)?;
-        registry.register(&mut stdout, self.token(STDOUT), Interest::READABLE)?;
-        registry.register(&mut stderr, self.token(STDERR), Interest::READABLE)?;
+        let registered = (|| {
+            registry.register(&mut stdin, self.token(STDIN), Interest::WRITABLE)?;
+            registry.register(&mut stdout, self.token(STDOUT), Interest::READABLE)?;
+            registry.register(&mut stderr, self.token(STDERR), Interest::READABLE)
+        })();
+        if let Err(e) = registered {
+            // Nobody would watch or reap the child: it goes now, as when its pipes failed.
+            kill_group(&child, Signal::KILL);
+            let _ = child.wait();
+            return Err(e);
+        }
         log::debug!("spawned server {:?} as pid {}", self.command.program, child.id());
         self.running = Some(Running {
             child,
