@@ -67,6 +67,9 @@ impl TokenProvider for StaticToken {
 
 /// The wait before a stream is reopened when the server named none.
 const DEFAULT_RETRY: Duration = Duration::from_secs(1);
+/// How long a response stream may go on after it brought its request's reply before its
+/// connection is closed (the spec says the server should end it then).
+const REPLY_LINGER: Duration = Duration::from_secs(1);
 /// Bounds on the server's `retry:`: `retry: 0` on a stream that ends at once must not become
 /// a reconnect loop, and a huge value must not park a call for good.
 const MIN_RETRY_MS: u64 = 250;
@@ -279,6 +282,9 @@ struct Exchange {
     /// A legacy request's stream: the last event id seen, and the server's `retry:`.
     stream_id: String,
     retry_ms: Option<u64>,
+    /// The response brought the request's reply but goes on: its connection is closed at this
+    /// time if it has not ended by then.
+    lingers_until: Option<Instant>,
 }
 
 impl Exchange {
@@ -302,6 +308,7 @@ impl Exchange {
             challenge: None,
             stream_id: String::new(),
             retry_ms: None,
+            lingers_until: None,
         }
     }
 
@@ -397,6 +404,8 @@ pub(crate) struct HttpSession {
     waiting: VecDeque<usize>,
     /// Exchanges in [`Stage::Resume`].
     scheduled: usize,
+    /// Exchanges whose response goes on after it brought its reply ([`Exchange::lingers_until`]).
+    lingering: usize,
     session_id: Option<String>,
     /// The protocol version the legacy session's requests carried (for its `DELETE`).
     session_version: Option<ProtocolVersion>,
@@ -449,6 +458,7 @@ impl HttpSession {
             free: Vec::new(),
             waiting: VecDeque::with_capacity(64),
             scheduled: 0,
+            lingering: 0,
             session_id: None,
             session_version: None,
             listen: Listen::Off,
@@ -561,6 +571,23 @@ impl HttpSession {
         }
         self.oauth_timeout(engine, now);
         self.schedule(engine, now);
+        if self.lingering > 0 {
+            self.close_lingering(now);
+        }
+    }
+
+    /// Responses that went on past [`REPLY_LINGER`] after they brought their reply (the server
+    /// should have ended them): their connections are closed, so the pool has them back.
+    fn close_lingering(&mut self, now: Instant) {
+        let Self { exchanges, closing, lingering, .. } = self;
+        for (i, x) in exchanges.iter_mut().enumerate() {
+            if x.lingers_until.is_some_and(|t| t <= now) {
+                log::debug!("a response stream went on after its reply: closing it");
+                x.lingers_until = None;
+                *lingering -= 1;
+                closing.push(ExchangeId(i));
+            }
+        }
     }
 
     /// The next exchange in flight whose connection the driver must close without reporting
@@ -628,6 +655,9 @@ impl HttpSession {
 
     fn release(&mut self, i: usize) {
         let Some(x) = self.exchanges.get_mut(i) else { return };
+        if x.lingers_until.take().is_some() {
+            self.lingering -= 1;
+        }
         match x.stage {
             Stage::Free => return,
             Stage::Resume(_) => self.scheduled -= 1,
@@ -711,6 +741,9 @@ impl HttpSession {
                     keep(at);
                 }
             }
+        }
+        if self.lingering > 0 {
+            self.exchanges.iter().filter_map(|x| x.lingers_until).for_each(&mut keep);
         }
         if let Some(t) = self.oauth_poll_timeout() {
             keep(t);
@@ -1028,15 +1061,6 @@ impl HttpSession {
             ex.reply.extend_from_slice(chunk);
             return ResponseStep::More;
         }
-        if !chunk.is_empty()
-            && matches!(ex.carries, Carries::Request { .. })
-            && ex.flight().answered
-        {
-            // The stream goes on after it brought the reply (the server should have ended it):
-            // closed, so that an answered call does not hold a connection the pool needs.
-            self.release(i);
-            return ResponseStep::Close;
-        }
         ex.sse.push(chunk);
         let mut flow = ResponseStep::More;
         loop {
@@ -1063,6 +1087,12 @@ impl HttpSession {
                             // another request on this stream answers nothing.
                             if !engine.awaits(id) {
                                 if let Stage::InFlight(f) = &mut ex.stage {
+                                    if !f.answered && ex.lingers_until.is_none() {
+                                        // The stream should end now; if it does not, its
+                                        // connection is closed after a grace.
+                                        ex.lingers_until = Some(later(now, REPLY_LINGER));
+                                        self.lingering += 1;
+                                    }
                                     f.answered = true;
                                 }
                                 if ex.resuming() {

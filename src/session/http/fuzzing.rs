@@ -650,4 +650,31 @@ mod tests {
             }
         }
     }
+
+    /// Found by the `http_session` fuzz target: a POST stream was closed at the first bytes
+    /// that followed its reply in a later read, so the outcome depended on where TCP cut the
+    /// response (a close against the response's end in one piece). It now lingers for a
+    /// grace instead, whatever the cuts.
+    #[test]
+    fn bytes_after_the_reply_do_not_make_the_outcome_depend_on_the_cuts() {
+        let input: &[u8] = b"\x11\tHTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTn: t30\n\n\r\n0\r\n\r\n@TETXNT@HP/1.1 200 2\ndata: {\"jsonrpc\":\"2.0\",\"id\":@ID@@@@,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"yk\"}]}}\n\n\r\n0\r\n\r\n";
+        crate::internal::fuzzing::http_session(input);
+        let sse = event_stream(&["data: ", DONE, "\n\n", ": keep-alive\n\n"]);
+        for legacy in [false, true] {
+            let whole =
+                observe(Instant::now(), legacy, false, Ask::CallTool, sse.as_bytes(), 0, UNLIMITED);
+            for cut in [1, 3, 40] {
+                let outcome = observe(
+                    Instant::now(),
+                    legacy,
+                    false,
+                    Ask::CallTool,
+                    sse.as_bytes(),
+                    cut,
+                    UNLIMITED,
+                );
+                assert_eq!(outcome, whole, "cut every {cut} bytes");
+            }
+        }
+    }
 }

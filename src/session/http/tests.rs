@@ -569,11 +569,11 @@ fn a_message_refused_for_its_token_is_sent_again_with_a_fresh_one() {
 }
 
 /// A POST's event stream that goes on after it brought the call's reply (keep-alive comments,
-/// more events) is closed there: the server should have ended it, and a connection held by an
-/// answered call is one the pool cannot use, in either era. Events in the same bytes as the
-/// reply are still read.
+/// more events) has its connection closed a grace after the reply: the server should have
+/// ended it, and a connection held by an answered call is one the pool cannot use, in either
+/// era. Until then what it brings is still read; a stream that ends in time is not closed.
 #[test]
-fn a_post_stream_that_goes_on_after_its_reply_is_closed() {
+fn a_post_stream_that_goes_on_after_its_reply_is_closed_after_a_grace() {
     for legacy in [false, true] {
         let (mut s, call) = if legacy {
             Sim::legacy_call()
@@ -585,15 +585,37 @@ fn a_post_stream_that_goes_on_after_its_reply_is_closed() {
         };
         s.head(call.x, 200, &SSE);
         let done = reply(&call, json!({"content": []}));
-        let log = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
-        let step = s.body(call.x, &format!("id: 1\ndata: {done}\n\ndata: {log}\n\n"));
+        let step = s.body(call.x, &format!("id: 1\ndata: {done}\n\n"));
         assert_eq!(step, ResponseStep::More, "legacy: {legacy}");
-        let events = s.events();
-        assert!(events[0].starts_with("done"), "legacy: {legacy}: {events:?}");
-        assert_eq!(events.len(), 2, "the event after the reply is read: {events:?}");
-        assert_eq!(s.body(call.x, ": keep-alive\n\n"), ResponseStep::Close, "legacy: {legacy}");
+        assert!(s.events()[0].starts_with("done"), "legacy: {legacy}");
+        let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+        assert_eq!(
+            s.body(call.x, &format!(": keep-alive\n\ndata: {changed}\n\n")),
+            ResponseStep::More
+        );
+        assert_eq!(s.events().len(), 1, "what comes within the grace is read");
+        assert_eq!(s.session.poll_timeout(), Some(s.now + REPLY_LINGER), "legacy: {legacy}");
+        s.advance(REPLY_LINGER - Duration::from_millis(1));
+        s.flush();
+        assert!(s.closed.is_empty(), "legacy: {legacy}: closed before the grace ended");
+        s.advance(Duration::from_millis(1));
+        s.flush();
+        assert_eq!(s.closed, [call.x], "legacy: {legacy}");
+        s.session.handle_abandoned(call.x);
+        assert_eq!(s.session.poll_timeout(), None, "legacy: {legacy}");
         assert!(s.events().is_empty());
     }
+    // A stream that ends in time leaves nothing to close.
+    let mut s = Sim::modern();
+    s.call("t");
+    let call = s.next().unwrap();
+    s.head(call.x, 200, &SSE);
+    s.body(call.x, &format!("data: {}\n\n", reply(&call, json!({"content": []}))));
+    assert!(matches!(s.end(call.x), ResponseStep::Ended { .. }));
+    assert_eq!(s.session.poll_timeout(), None);
+    s.advance(REPLY_LINGER);
+    s.flush();
+    assert!(s.closed.is_empty());
 }
 
 /// Event ids belong to a stream of one session: after the session is renewed, the new
