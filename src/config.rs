@@ -99,8 +99,9 @@ pub struct Config {
     /// Most server requests waiting for the host at once; one more is refused.
     pub max_server_requests: usize,
     /// The server's logical identity in a [`Host`](crate::Host)'s capability cache (`None`:
-    /// the program of a stdio server, the URL of an HTTP one). Two servers given the same
-    /// identity may share `cacheScope: "public"` catalogs, so name them for what they are.
+    /// the program and arguments of a stdio server, each after a NUL, the URL of an HTTP
+    /// one). Two servers given the same identity may share catalogs, so name them for what
+    /// they are (servers that differ only by their environment need one each).
     pub cache_identity: Option<String>,
     /// The tenant part of the capability cache key (`None`: no tenant).
     pub cache_tenant: Option<String>,

@@ -124,6 +124,24 @@ fn servers_with_another_identity_or_tenant_do_not_share_entries() {
     assert_eq!(host.cache_stats().refreshes, 3);
 }
 
+/// Two servers run by the same program with other arguments (`npx -y a`, `npx -y b`: the
+/// usual shape of a configuration file) are different servers: without `cache_identity`,
+/// neither is served the other's catalog. Their records still name the program only.
+#[test]
+fn servers_of_one_program_with_other_arguments_do_not_share_catalogs() {
+    let mut host = Host::new().unwrap();
+    let a = start(&mut host, legacy_demo(), Config::default());
+    let b = start(&mut host, legacy_demo().args(["--bulk-tools", "2"]), Config::default());
+    let listed_a = names(&mut host, a);
+    let before = sent(&host, b);
+    let listed_b = names(&mut host, b);
+    assert!(sent(&host, b) > before, "b lists its own catalog");
+    assert_eq!(listed_b, ["bulk_000000", "bulk_000001"]);
+    assert_ne!(listed_a, listed_b);
+    let name = host.client().server_name(a).map(str::to_owned);
+    assert!(name.as_deref().is_some_and(|n| !n.contains("legacy")), "{name:?}");
+}
+
 #[test]
 fn an_expired_catalog_is_listed_again() {
     let cache = CacheConfig {

@@ -63,7 +63,8 @@ pub struct AccessRequest<'a> {
     /// The handle the call was made on: a server, or a principal's lane on it.
     pub server: ServerId,
     /// The server's name ([`Host::set_server_name`], or its key in a configuration file),
-    /// else its cache identity (`Config::cache_identity`, its program or URL).
+    /// else its cache identity (`Config::cache_identity`, its program or URL: never a stdio
+    /// server's arguments).
     pub server_name: Option<&'a str>,
     /// The principal a lane serves (`None`: the server's own context).
     pub principal: Option<PrincipalId>,

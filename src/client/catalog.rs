@@ -7,8 +7,8 @@
 //! # Key
 //!
 //! Every catalog is filed under a [`CacheKey`] of: the server's logical identity
-//! (`Config::cache_identity`, else its program or URL), the transport, the negotiated protocol
-//! version, the tenant (`Config::cache_tenant`), the client capability profile
+//! (`Config::cache_identity`, else its program and arguments, or its URL), the transport, the
+//! negotiated protocol version, the tenant (`Config::cache_tenant`), the client capability profile
 //! (`Config::client_capabilities`) and the extension profile (empty: mcpoll advertises no
 //! extensions yet). The principal and scope parts are those of the principal a lane serves
 //! ([`Host::lane`], `super::principal`), or anonymous with no scopes for the server's own
@@ -351,7 +351,8 @@ impl ServerCatalog {
         self
     }
 
-    /// The server's logical identity (its program or URL, or `Config::cache_identity`).
+    /// The server's logical identity (its program and arguments, or its URL, or
+    /// `Config::cache_identity`).
     pub(crate) fn identity(&self) -> &str {
         &self.identity
     }

@@ -158,7 +158,8 @@ impl Client {
     /// Adds a server: its engine (made with [`Engine::new`]; its output is the shell's to
     /// write once [`take_unflushed`](Self::take_unflushed) names it) and the transport the
     /// shell carries it over. `identity` names the server in the capability cache's key and in
-    /// call records (its program or URL, or `Config::cache_identity`): servers with the same
+    /// call records (its program or URL, or `Config::cache_identity`; a record never shows
+    /// what follows a NUL in it, as a stdio server's arguments do): servers with the same
     /// identity, transport and profiles share public catalogs.
     pub fn add_server(
         &mut self,

@@ -126,7 +126,8 @@ impl Principal {
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct LaneTarget<'a> {
-    /// The server's logical identity (`Config::cache_identity`, else its URL or program).
+    /// The server's logical identity (`Config::cache_identity`, else its URL, or its program
+    /// and arguments each after a NUL).
     pub identity: &'a str,
     /// The MCP endpoint URL (HTTP servers).
     pub url: Option<&'a str>,

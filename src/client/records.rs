@@ -86,6 +86,9 @@ impl Records {
 }
 
 fn default_name(identity: &str) -> &str {
+    // A stdio server's default identity is its program, then its arguments after NULs: the
+    // arguments may hold secrets, so the name is the program's alone.
+    let identity = identity.split('\0').next().unwrap_or(identity);
     if let Some((scheme, rest)) = identity.split_once("://") {
         let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
         let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
@@ -134,5 +137,6 @@ mod tests {
         assert_eq!(default_name("/usr/local/bin/my-server"), "my-server");
         assert_eq!(default_name("my-server"), "my-server");
         assert_eq!(default_name("weird://"), "weird");
+        assert_eq!(default_name("/usr/bin/node\0/srv/server.js\0--token=s3cret"), "node");
     }
 }

@@ -88,6 +88,18 @@ impl StdioCommand {
         Ok(Self::new(program).args(args))
     }
 
+    /// The server's identity in the capability cache when the configuration names none: its
+    /// program and arguments, each after a NUL (which no argument can hold). Two servers run
+    /// by one launcher (`npx -y a`, `npx -y b`) are different servers.
+    pub(crate) fn cache_identity(&self) -> String {
+        let mut identity = self.program.to_string_lossy().into_owned();
+        for arg in &self.args {
+            identity.push('\0');
+            identity.push_str(&arg.to_string_lossy());
+        }
+        identity
+    }
+
     /// Adds an argument.
     pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
         self.args.push(arg.as_ref().into());

@@ -269,8 +269,7 @@ impl Host {
         config: Config,
     ) -> Result<ServerId, AddServerError> {
         let now = Instant::now();
-        let identity = config.cache_identity.clone();
-        let identity = identity.unwrap_or_else(|| command.program().to_string_lossy().into_owned());
+        let identity = config.cache_identity.clone().unwrap_or_else(|| command.cache_identity());
         let (config, stored) = self.with_stored_verdict(config, &identity, false);
         let mut engine = Engine::new(config, now).map_err(AddServerError::Config)?;
         let base = self.poll.reserve(Self::STDIO_SERVER_TOKENS)?;
