@@ -1670,7 +1670,7 @@ impl Engine {
         head: ResultHead<'_>,
     ) {
         let Some((slot, owner)) = self.resolve(now, id) else {
-            return;
+            return self.cancel_orphan_task(id, result);
         };
         if owner != Owner::Host {
             return self.on_lifecycle_result(now, owner, result);
@@ -2846,6 +2846,34 @@ impl Engine {
         // once the slot is freed.
         let Some(id) = self.requests.renew_wire_id(slot) else { return };
         self.push_control(Control::TaskCancel { id, task });
+    }
+
+    /// A late reply (its call ended before it came: cancelled, past its deadline) that
+    /// created a task: the task would run on for nobody, so it is cancelled (PROTOCOL.md §6.4)
+    /// where the server takes `tasks/cancel`. Its acknowledgement is late in turn, and names
+    /// a task that is over, so it asks for nothing more.
+    fn cancel_orphan_task(&mut self, id: RawJson<'_>, result: RawJson<'_>) {
+        let Some(wire) = WireId::parse(id) else { return };
+        if self.requests.lookup(wire) != Lookup::Late {
+            return;
+        }
+        let object = match self.era() {
+            Some(Era::Modern) => {
+                let rt = result.get("resultType").and_then(|t| t.as_str());
+                (rt.as_deref() == Some("task")).then_some(result)
+            }
+            _ => result.get("task"),
+        };
+        let Some(view) = object.and_then(read_task) else { return };
+        let legacy = self.era() != Some(Era::Modern);
+        if view.status.is_terminal()
+            || (legacy && !LegacyTaskCaps::of_server_info(&self.server_info).cancel)
+        {
+            return;
+        }
+        log::debug!("a late reply created a task: cancelling it");
+        // The reply's own id, done with on both sides: the acknowledgement is late too.
+        self.push_control(Control::TaskCancel { id: wire, task: view.id.into_owned() });
     }
 
     /// Starts a call that reattaches to a task this client (or an earlier run of it) made:

@@ -168,6 +168,54 @@ fn cancelling_a_task_backed_call_ends_it_now_and_sends_tasks_cancel() {
     assert!(h.take_sent().is_empty(), "no poll after the cancel");
 }
 
+/// A call cancelled (or past its deadline) after it was sent but before the reply that
+/// creates its task: when that reply comes late, the task it made is cancelled with
+/// `tasks/cancel` (PROTOCOL.md §6.4), in either era, rather than left to run for nobody. A
+/// late reply that creates nothing, or names a task already over, sends nothing.
+#[test]
+fn a_task_created_by_a_late_reply_is_cancelled() {
+    let mut h = Harness::ready_modern();
+    let call = call_with(&mut h, &prefer());
+    let sent = h.sent_one();
+    h.engine.cancel(h.now, call).unwrap();
+    h.take_sent();
+    h.events();
+    h.reply(&sent, modern_task("task", "working", json!(1000)));
+    let cancel = h.sent_one();
+    assert_eq!(cancel["method"], "tasks/cancel");
+    assert_eq!(cancel["params"]["taskId"], "t-1");
+    // Its acknowledgement (the task, cancelled) asks for nothing more.
+    h.reply(&cancel, modern_task("complete", "cancelled", json!(1000)));
+    assert!(h.take_sent().is_empty());
+    // A late plain result, or a task already over, sends nothing.
+    for late in [
+        json!({"resultType": "complete", "content": []}),
+        modern_task("task", "completed", json!(1)),
+    ] {
+        let call = call_with(&mut h, &prefer());
+        let sent = h.sent_one();
+        h.engine.cancel(h.now, call).unwrap();
+        h.take_sent();
+        h.reply(&sent, late);
+        assert!(h.take_sent().is_empty());
+    }
+    assert!(h.events().iter().all(|e| e.contains("cancelled")));
+
+    let mut h = ready_legacy_with_tasks(true);
+    let opts = CallOptions { timeout: Some(Duration::from_secs(1)), ..prefer() };
+    let call = call_with(&mut h, &opts);
+    let sent = h.sent_one();
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.events(), [format!("failed {} deadline_exceeded", call.get())]);
+    h.take_sent();
+    h.reply(&sent, json!({"task": legacy_task("working", 100)}));
+    let cancel = h.sent_one();
+    assert_eq!(
+        (&cancel["method"], &cancel["params"]),
+        (&json!("tasks/cancel"), &json!({"taskId": "t-9"}))
+    );
+}
+
 #[test]
 fn the_deadline_ends_a_task_backed_call_and_cancels_its_task() {
     let mut h = Harness::ready_modern();
