@@ -103,6 +103,21 @@ fn echo(host: &mut Host, id: mcpoll::ServerId, text: &str) -> serde_json::Value 
     serde_json::from_str(&r.json).unwrap()
 }
 
+/// A request larger than rustls buffers at once (64 KiB) goes out whole over TLS, as over
+/// plain HTTP: the rest is handed to TLS as it sends, not refused.
+#[test]
+fn a_large_request_goes_out_whole_over_tls() {
+    let pki = Pki::new("large");
+    let server = MiniServer::start(Some(pki.server_config(&["localhost"], false)), mcp_answer);
+    let mut host = Host::new().unwrap();
+    let mut opts = HttpOptions::new(server.url("https", "localhost"));
+    opts.tls = pki.trust();
+    let id = add(&mut host, opts);
+    assert!(matches!(host.wait_ready(id, common::PATIENCE).unwrap(), ServerState::Ready(..)));
+    let text = "x".repeat(200 * 1024);
+    assert_eq!(echo(&mut host, id, &text)["content"][0]["text"], text.as_str());
+}
+
 #[test]
 fn tls_with_a_trusted_ca_works_and_carries_sni() {
     let pki = Pki::new("ok");

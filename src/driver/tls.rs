@@ -206,9 +206,15 @@ impl TlsSession {
         }
     }
 
-    /// Queues plaintext for encryption.
-    pub(crate) fn write_plaintext(&mut self, data: &[u8]) -> io::Result<()> {
-        self.conn.writer().write_all(data)
+    /// Queues what it can of `data` for encryption and says how much: rustls holds at most its
+    /// buffer limit (64 KiB), and takes the rest as the socket takes what it holds.
+    pub(crate) fn write_plaintext(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.conn.writer().write(data)
+    }
+
+    /// `true` while ciphertext waits for the socket.
+    pub(crate) fn wants_write(&self) -> bool {
+        self.conn.wants_write()
     }
 
     /// Writes queued ciphertext to the socket until it would block.

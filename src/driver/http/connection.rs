@@ -250,13 +250,18 @@ impl Connection {
     pub(super) fn write(&mut self) -> io::Result<()> {
         match &mut self.stage {
             Stage::Plain => write_plain(&mut self.sock, &self.out, &mut self.written),
-            Stage::Tls(tls) => {
+            Stage::Tls(tls) => loop {
+                let before = self.written;
                 if self.written < self.out.len() {
-                    tls.write_plaintext(&self.out[self.written..])?;
-                    self.written = self.out.len();
+                    self.written += tls.write_plaintext(&self.out[self.written..])?;
                 }
-                tls.flush(&mut self.sock)
-            }
+                tls.flush(&mut self.sock)?;
+                // Done; or the socket would block (its writable event brings the rest); or
+                // rustls took nothing (handshaking: the handshake's end brings the rest).
+                if self.written == self.out.len() || tls.wants_write() || self.written == before {
+                    return Ok(());
+                }
+            },
             Stage::Connecting(_) | Stage::Tunnelling { .. } => Ok(()),
         }
     }
