@@ -948,6 +948,12 @@ fn a_driver_outside_a_host_ends_its_session_on_shutdown_within_the_grace() {
     assert!(took < long_grace, "an answered DELETE ends the wait: {took:?}");
     assert_eq!(driver.session_id(), None);
 
+    // A grace past the clock's range ("as long as it takes") ends with the answer too, and
+    // does not overflow.
+    let (mut driver, _engine) = ready_driver(answering.url("http", "127.0.0.1"), &mut poll);
+    driver.shutdown(poll.registry(), Duration::MAX);
+    assert_eq!(driver.session_id(), None);
+
     let (mut driver, _engine) = ready_driver(stalling.url("http", "127.0.0.1"), &mut poll);
     let start = std::time::Instant::now();
     driver.shutdown(poll.registry(), GRACE);

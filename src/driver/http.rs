@@ -684,7 +684,7 @@ impl HttpDriver {
         match mio::Poll::new() {
             Ok(mut poll) => {
                 let now = Instant::now();
-                let deadline = now + grace;
+                let deadline = crate::time::later(now, grace);
                 if let Some(end) = self.end_session(poll.registry(), now, deadline) {
                     end.wait(&mut poll);
                 }

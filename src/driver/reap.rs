@@ -218,7 +218,7 @@ impl Drop for Reaper {
 impl Reaper {
     /// Reaps what exits within `limit`, sleeping between checks (only on drop).
     fn reap_for(&mut self, limit: Duration) {
-        let until = Instant::now() + limit;
+        let until = crate::time::later(Instant::now(), limit);
         loop {
             self.exiting.retain_mut(|e| match e.child.try_wait() {
                 Ok(None) => true,

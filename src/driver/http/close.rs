@@ -232,7 +232,7 @@ impl SessionEnds {
             }
         }
         self.ends = moved;
-        let until = Instant::now() + limit;
+        let until = crate::time::later(Instant::now(), limit);
         let mut events = Events::with_capacity(16);
         loop {
             let now = Instant::now();
