@@ -103,6 +103,89 @@ fn echo(host: &mut Host, id: mcpoll::ServerId, text: &str) -> serde_json::Value 
     serde_json::from_str(&r.json).unwrap()
 }
 
+/// A server that answers a request before it has read all of it (a 400 or 401 from a
+/// middleware, the connection kept) would take the next request on that connection for the
+/// rest of the first one's body: the connection is closed instead of reused, as HTTP/1.1 asks
+/// of a client that did not finish sending.
+#[test]
+fn a_connection_answered_before_its_request_was_sent_is_not_reused() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (verdict, told) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (sock, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(sock.try_clone().unwrap());
+        let mut out = sock;
+        let head = |r: &mut BufReader<std::net::TcpStream>| {
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if r.read_line(&mut line).unwrap_or(0) == 0 {
+                    return None;
+                }
+                let lower = line.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+                if line == "\r\n" {
+                    return Some(length);
+                }
+            }
+        };
+        // The probe, read whole and answered.
+        let length = head(&mut reader).unwrap();
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let probe: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let result = serde_json::json!({"jsonrpc": "2.0", "id": probe["id"], "result": {
+            "resultType": "complete", "supportedVersions": ["2026-07-28"],
+            "capabilities": {"tools": {}}, "ttlMs": 0, "cacheScope": "private"}});
+        let result = result.to_string();
+        let reply = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{result}",
+            result.len()
+        );
+        out.write_all(reply.as_bytes()).unwrap();
+        // The large call: its head only, then a refusal, the connection kept.
+        head(&mut reader).unwrap();
+        out.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n").unwrap();
+        // What follows on this connection: the end of it, or the next request.
+        let mut seen = Vec::new();
+        let mut chunk = [0u8; 65536];
+        let said = loop {
+            match reader.read(&mut chunk) {
+                Ok(0) | Err(_) => break "closed",
+                Ok(n) => seen.extend_from_slice(&chunk[..n]),
+            }
+            if seen.windows(9).any(|w| w == b"POST /mcp") {
+                break "reused";
+            }
+            let keep = seen.len().saturating_sub(8);
+            seen.drain(..keep);
+        };
+        let _ = verdict.send(said);
+    });
+    let mut host = Host::new().unwrap();
+    let mut opts = HttpOptions::new(format!("http://127.0.0.1:{port}/mcp"));
+    opts.max_connections = 1;
+    let id = add(&mut host, opts);
+    assert!(matches!(host.wait_ready(id, common::PATIENCE).unwrap(), ServerState::Ready(..)));
+    let big = raw(&format!(r#"{{"text":"{}"}}"#, "x".repeat(16 << 20)));
+    let first = host.call_tool_blocking(id, "echo", &big, &CallOptions::default());
+    assert!(first.is_err(), "refused: {first:?}");
+    let _next = host.call_tool(id, "echo", &raw(r#"{"text":"y"}"#), &CallOptions::default());
+    let deadline = std::time::Instant::now() + common::PATIENCE;
+    let said = loop {
+        host.poll(Some(Duration::from_millis(10))).unwrap();
+        if let Ok(said) = told.try_recv() {
+            break said;
+        }
+        assert!(std::time::Instant::now() < deadline, "the server saw neither");
+    };
+    assert_eq!(said, "closed", "the next request went on the half-sent connection");
+}
+
 /// A request larger than rustls buffers at once (64 KiB) goes out whole over TLS, as over
 /// plain HTTP: the rest is handed to TLS as it sends, not refused.
 #[test]

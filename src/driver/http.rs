@@ -605,9 +605,11 @@ impl HttpDriver {
                 ResponseStep::Ended { keep_alive } => Some(keep_alive),
             };
             c.exchange = None;
-            // One that finished at an instance rotated away from is not kept.
+            // One that finished at an instance rotated away from is not kept, nor one whose
+            // request was answered before it was all sent (the server would read the next
+            // request as the rest of this one: HTTP/1.1 says close it).
             let current = c.instance == self.instances.current_id();
-            if ended != Some(true) || c.dedicated || !current {
+            if ended != Some(true) || c.dedicated || !current || c.conn.request_unsent() {
                 return Parsed::Close;
             }
             c.idle_since = Some(now);

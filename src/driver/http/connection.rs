@@ -239,6 +239,12 @@ impl Connection {
         self.written = 0;
     }
 
+    /// `true` while part of the request has not gone to the socket (nor, over TLS, to rustls
+    /// and from it): a response that ends before then leaves the server reading the rest.
+    pub(super) fn request_unsent(&self) -> bool {
+        self.written < self.out.len() || matches!(&self.stage, Stage::Tls(tls) if tls.wants_write())
+    }
+
     /// `true` when a request was put in [`request_buf`](Self::request_buf) since it was last
     /// emptied.
     pub(super) fn has_request(&self) -> bool {
