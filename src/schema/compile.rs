@@ -280,7 +280,8 @@ impl Compiler<'_> {
         k.enumeration = map.get("enum").and_then(Value::as_array).cloned();
         k.constant = map.get("const").cloned();
         let num = |name| map.get(name).and_then(Value::as_f64);
-        let count = |name| map.get(name).and_then(Value::as_u64);
+        // A count may be written with a decimal point (2.0): JSON Schema counts it the same.
+        let count = |name| map.get(name).and_then(count_of);
         k.minimum = num("minimum");
         k.maximum = num("maximum");
         // The draft-04 boolean form is not a number: ignored.
@@ -566,4 +567,13 @@ fn type_bits(value: Option<&Value>, at: &str) -> Result<u8, SchemaError> {
         }),
         Some(_) => Err(malformed(at, "type", "must be a name or a list of names")),
     }
+}
+
+/// A non-negative integer, however it is written (2 or 2.0); `None` for anything else.
+fn count_of(v: &Value) -> Option<u64> {
+    v.as_u64().or_else(|| {
+        let f = v.as_f64()?;
+        // `as` saturates: past 2^64 the keyword could never be reached anyway.
+        (f >= 0.0 && f.fract() == 0.0).then_some(f as u64)
+    })
 }

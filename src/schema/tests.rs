@@ -463,3 +463,34 @@ fn the_fuzz_seeds_hold_the_fuzz_invariants() {
     }
     assert!(seen >= 4);
 }
+
+/// `multipleOf` is exact for integers and within a few ulps for other numbers, however large
+/// the quotient: the tolerance once grew with it until every value passed.
+#[test]
+fn multiple_of_holds_for_large_quotients() {
+    let two = compile(json!({"multipleOf": 2}));
+    assert_eq!(fails_at(&two, json!(1_000_000_001u64)).1, "multipleOf: not a multiple");
+    assert!(two.validate(&json!(1_000_000_002u64)).is_ok());
+    let thousand = compile(json!({"type": "integer", "multipleOf": 1000}));
+    assert_eq!(fails_at(&thousand, json!(1_700_000_000_123u64)).1, "multipleOf: not a multiple");
+    assert!(thousand.validate(&json!(1_700_000_000_000u64)).is_ok());
+    let cents = compile(json!({"multipleOf": 0.01}));
+    assert_eq!(fails_at(&cents, json!(1_234_567.891)).1, "multipleOf: not a multiple");
+    assert!(cents.validate(&json!(19.99)).is_ok());
+    assert!(compile(json!({"multipleOf": 0.1})).validate(&json!(0.3)).is_ok());
+}
+
+/// The count keywords written with a decimal point (`"maxLength": 2.0`, as servers that keep
+/// limits as doubles write them) are the same counts (JSON-Schema-Test-Suite: "minLength
+/// validation with a decimal"), not ignored.
+#[test]
+fn count_keywords_written_with_a_decimal_point_count() {
+    assert_eq!(
+        fails_at(&compile(json!({"maxLength": 2.0})), json!("foo")).1,
+        "maxLength: too long"
+    );
+    assert_eq!(fails_at(&compile(json!({"minLength": 2.0})), json!("f")).1, "minLength: too short");
+    assert!(fails_at(&compile(json!({"maxItems": 1.0})), json!([1, 2])).1.starts_with("maxItems"));
+    let none_needed = compile(json!({"contains": {"const": 1}, "minContains": 0.0}));
+    assert!(none_needed.validate(&json!([])).is_ok());
+}

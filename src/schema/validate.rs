@@ -327,9 +327,7 @@ impl<'v> Run<'v> {
             return Err(self.fail("exclusiveMaximum: too large"));
         }
         if let Some(m) = k.multiple_of {
-            let q = x / m;
-            // Tolerance for binary fractions (0.3 / 0.1 is 2.9999999999999996).
-            if !q.is_finite() || (q - q.round()).abs() > 1e-9 * q.abs().max(1.0) {
+            if !is_multiple(n, x, m) {
                 return Err(self.fail("multipleOf: not a multiple"));
             }
         }
@@ -348,6 +346,19 @@ fn type_of(v: &Value) -> u8 {
         Value::Number(n) if is_integer(n) => types::NUMBER | types::INTEGER,
         Value::Number(_) => types::NUMBER,
     }
+}
+
+/// Whether `n` (`x` as a float) is a multiple of `m` (positive): exactly for an integer of an
+/// integer, else within a few units of the last place of the quotient (0.3 / 0.1 is
+/// 2.9999999999999996), a tolerance that stays that small however large the quotient.
+fn is_multiple(n: &Number, x: f64, m: f64) -> bool {
+    let whole = m.fract() == 0.0 && m <= u64::MAX as f64;
+    let int = n.as_u64().map(i128::from).or_else(|| n.as_i64().map(i128::from));
+    if let (true, Some(i)) = (whole, int) {
+        return i % (m as i128) == 0;
+    }
+    let q = x / m;
+    q.is_finite() && (q - q.round()).abs() <= 4.0 * f64::EPSILON * q.abs().max(1.0)
 }
 
 fn is_integer(n: &Number) -> bool {

@@ -89,7 +89,8 @@ fn full_check(schema: Option<&Value>, content: &Map<String, Value>) -> Result<()
 fn fits(prop: &Value, value: &Value) -> Result<(), &'static str> {
     let ok = match prop.get("type").and_then(Value::as_str) {
         Some("string") => value.is_string(),
-        Some("integer") => value.is_i64() || value.is_u64(),
+        // 2.0 is an integer, as JSON Schema (and the crate's validator) count it.
+        Some("integer") => value.as_f64().is_some_and(|f| f.is_finite() && f.fract() == 0.0),
         Some("number") => value.is_number(),
         Some("boolean") => value.is_boolean(),
         Some("array") => value.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
@@ -168,6 +169,20 @@ mod tests {
         assert_eq!(field(check_form_answer(&params(), r#"{"action":"maybe"}"#)), "action");
         assert!(check_form_answer(&params(), r#"{"action":"decline"}"#).is_ok());
         assert_eq!(check_form_answer(&params(), "[1]"), Err(AnswerError::NotObject));
+    }
+
+    /// An integer written with a decimal point (2.0: what a host holding form values as
+    /// floats sends) is an integer, as JSON Schema and the crate's own validator say; and an
+    /// integer default written so is offered.
+    #[test]
+    fn an_integer_written_with_a_decimal_point_is_an_integer() {
+        let answer = json!({"action": "accept", "content": {"name": "a", "age": 2.0}});
+        assert!(check_form_answer(&params(), &answer.to_string()).is_ok());
+        let params = json!({"message": "m", "requestedSchema": {"type": "object",
+            "properties": {"age": {"type": "integer", "default": 30.0}}}});
+        let defaults = elicitation_defaults(&params.to_string()).unwrap();
+        let defaults: Value = serde_json::from_str(&defaults).unwrap();
+        assert_eq!(defaults["content"]["age"], json!(30.0));
     }
 
     #[cfg(feature = "schema")]
