@@ -149,6 +149,36 @@ fn the_authorization_servers_name_is_resolved_off_the_loop_too() {
     assert_eq!(hosts, [format!("localhost:{}", auth.port), format!("localhost:{}", auth.port)]);
 }
 
+/// The connect timeout covers the TLS handshake: a server that takes the connection and never
+/// answers the handshake fails the waiting calls with `ConnectFailed(TimedOut)` after it, not
+/// at their own deadlines.
+#[test]
+fn a_tls_handshake_slower_than_the_connect_timeout_fails_the_waiting_calls() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Every connection is taken and held, and never answered.
+    std::thread::spawn(move || {
+        let held: Vec<_> = listener.incoming().collect();
+        drop(held);
+    });
+    let mut config = Config::default();
+    config.retry.max_attempts = 1;
+    let mut opts = HttpOptions::new(format!("https://127.0.0.1:{port}/mcp"));
+    opts.connect_timeout = Duration::from_millis(200);
+    let mut host = Host::new().unwrap();
+    let id = host.add_http_server(opts, config).unwrap();
+    let call_opts =
+        CallOptions { timeout: Some(Duration::from_secs(20)), ..CallOptions::default() };
+    let pending = host.call_tool(id, "echo", &raw("{}"), &call_opts).unwrap();
+    let start = std::time::Instant::now();
+    match host.wait(id, pending) {
+        Err(BlockingError::Call(CallError::Transport(TransportError::ConnectFailed(kind)))) => {
+            assert_eq!(kind, io::ErrorKind::TimedOut)
+        }
+        other => panic!("{other:?} after {:?}", start.elapsed()),
+    }
+}
+
 #[test]
 fn a_resolution_slower_than_the_connect_timeout_fails_the_waiting_calls() {
     let (resolver, gate) = Gated::new();

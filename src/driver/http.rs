@@ -216,7 +216,7 @@ impl HttpDriver {
         // made of them, so the pool costs one deadline sum, not one per connection.
         let (mut idle, mut opening) = (None, None);
         for (_, c) in &self.conns {
-            match (c.conn.is_open(), c.idle_since) {
+            match (c.conn.is_established(), c.idle_since) {
                 (true, since) => idle = earlier(idle, since),
                 (false, _) => opening = earlier(opening, Some(c.started)),
             }
@@ -238,7 +238,7 @@ impl HttpDriver {
         let expired: SmallVec<[(usize, bool); 8]> = self
             .conns
             .iter()
-            .filter_map(|(k, c)| match (c.conn.is_open(), c.idle_since) {
+            .filter_map(|(k, c)| match (c.conn.is_established(), c.idle_since) {
                 (true, Some(idle)) => (now >= later(idle, self.idle_timeout)).then_some((k, false)),
                 (true, None) => None,
                 (false, _) => (now >= later(c.started, self.connect_timeout)).then_some((k, true)),

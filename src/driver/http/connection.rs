@@ -159,6 +159,16 @@ impl Connection {
         matches!(self.stage, Stage::Plain | Stage::Tls(_))
     }
 
+    /// `true` once the TLS handshake is done too: until then the connect timeout runs.
+    #[inline]
+    pub(super) fn is_established(&self) -> bool {
+        match &self.stage {
+            Stage::Plain => true,
+            Stage::Tls(tls) => !tls.is_handshaking(),
+            Stage::Connecting(_) | Stage::Tunnelling { .. } => false,
+        }
+    }
+
     /// Moves the connection on after a readiness event (a hint: a spurious call finds
     /// nothing), reading the proxy's answer into the parser; `true` once it is open.
     #[inline]
