@@ -149,6 +149,30 @@ fn the_authorization_servers_name_is_resolved_off_the_loop_too() {
     assert_eq!(hosts, [format!("localhost:{}", auth.port), format!("localhost:{}", auth.port)]);
 }
 
+/// Answers an address that refuses a connection at once (TCP to a multicast address: the
+/// kernel says "network unreachable" in `connect` itself), then `127.0.0.1`.
+#[derive(Debug)]
+struct UnreachableFirst;
+
+impl Resolver for UnreachableFirst {
+    fn resolve(&self, _: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+        Ok(vec![SocketAddr::from(([224, 0, 0, 1], port)), SocketAddr::from(([127, 0, 0, 1], port))])
+    }
+}
+
+/// A connection that fails in `connect` itself moves on to the next address, as one that
+/// fails later does: the calls reach the server at the second address.
+#[test]
+fn an_address_refused_at_once_moves_on_to_the_next() {
+    let server = MiniServer::start(None, mcp_answer);
+    let url = format!("http://unreachable-first.test:{}/mcp", server.port);
+    let opts = HttpOptions::new(url).resolver(Arc::new(UnreachableFirst));
+    let mut host = Host::new().unwrap();
+    let id = host.add_http_server(opts, Config::default()).unwrap();
+    assert!(matches!(host.wait_ready(id, common::PATIENCE).unwrap(), ServerState::Ready(..)));
+    assert!(echo(&mut host, id, "reached").unwrap().contains("reached"));
+}
+
 /// The connect timeout covers the TLS handshake: a server that takes the connection and never
 /// answers the handshake fails the waiting calls with `ConnectFailed(TimedOut)` after it, not
 /// at their own deadlines.

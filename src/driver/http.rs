@@ -325,6 +325,7 @@ impl HttpDriver {
                         Ok(None) => return,
                         Err(e) => {
                             let error = TransportError::ConnectFailed(e.kind());
+                            self.rotate_after(registry, engine, &error);
                             let failure = ExchangeFailure::Transport(error);
                             self.session.handle_no_connection(engine, now, failure);
                             continue;
@@ -387,8 +388,17 @@ impl HttpDriver {
         let entry = self.conns.vacant_entry();
         let k = entry.key();
         let token = Token(self.base.0 + k);
+        let conn = match Connection::connect(addr, route, registry, token, self.limits) {
+            Ok(conn) => conn,
+            Err(e) => {
+                // Refused in `connect` itself (a network with no route): as a connection that
+                // fails later, the next address next time.
+                self.instances.connect_failed();
+                return Err(e);
+            }
+        };
         entry.insert(Conn {
-            conn: Connection::connect(addr, route, registry, token, self.limits)?,
+            conn,
             instance: self.instances.current_id(),
             started: now,
             exchange: None,
@@ -635,16 +645,22 @@ impl HttpDriver {
         } else {
             TransportError::ConnectionLost
         };
-        if self.session.rotates(engine, &error) && self.instances.rotate(registry) {
-            // Idle connections to the old instance close; those in use finish where they are.
+        self.rotate_after(registry, engine, &error);
+        log::debug!("HTTP connection failed: {e}");
+        self.drop_conn(registry, engine, now, k, Some(error));
+    }
+
+    /// After a connection failed with `error`: new connections go to the next instance where
+    /// the session allows it (a stateless server), and idle connections to the old one close;
+    /// those in use finish where they are.
+    fn rotate_after(&mut self, registry: &Registry, engine: &Engine, error: &TransportError) {
+        if self.session.rotates(engine, error) && self.instances.rotate(registry) {
             let idle: SmallVec<[usize; 8]> =
                 self.conns.iter().filter(|(_, c)| c.exchange.is_none()).map(|(k, _)| k).collect();
             for k in idle {
                 self.close_quietly(registry, k);
             }
         }
-        log::debug!("HTTP connection failed: {e}");
-        self.drop_conn(registry, engine, now, k, Some(error));
     }
 
     /// Removes a connection; its exchange (if any) fails with `failure`.
