@@ -190,26 +190,27 @@ fn a_connection_answered_before_its_request_was_sent_is_not_reused() {
 /// plain HTTP: the rest is handed to TLS as it sends, not refused.
 #[test]
 fn a_large_request_goes_out_whole_over_tls() {
-    let pki = Pki::new("large");
-    let server = MiniServer::start(Some(pki.server_config(&["localhost"], false)), mcp_answer);
-    let mut host = Host::new().unwrap();
-    let mut opts = HttpOptions::new(server.url("https", "localhost"));
-    opts.tls = pki.trust();
-    let id = add(&mut host, opts);
-    assert!(matches!(host.wait_ready(id, common::PATIENCE).unwrap(), ServerState::Ready(..)));
+    let (_server, mut host, id) = ready_over_tls("large");
     let text = "x".repeat(200 * 1024);
     assert_eq!(echo(&mut host, id, &text)["content"][0]["text"], text.as_str());
 }
 
-#[test]
-fn tls_with_a_trusted_ca_works_and_carries_sni() {
-    let pki = Pki::new("ok");
+/// A server behind TLS for `localhost` with a CA of its own (named `name`), and a host that
+/// trusts that CA, ready with it.
+fn ready_over_tls(name: &str) -> (MiniServer, Host, mcpoll::ServerId) {
+    let pki = Pki::new(name);
     let server = MiniServer::start(Some(pki.server_config(&["localhost"], false)), mcp_answer);
     let mut host = Host::new().unwrap();
     let mut opts = HttpOptions::new(server.url("https", "localhost"));
     opts.tls = pki.trust();
     let id = add(&mut host, opts);
     assert!(matches!(host.wait_ready(id, common::PATIENCE).unwrap(), ServerState::Ready(..)));
+    (server, host, id)
+}
+
+#[test]
+fn tls_with_a_trusted_ca_works_and_carries_sni() {
+    let (server, mut host, id) = ready_over_tls("ok");
     assert_eq!(echo(&mut host, id, "over tls")["content"][0]["text"], "over tls");
     let reqs = server.requests();
     assert_eq!(reqs.len(), 2);
