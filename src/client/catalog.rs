@@ -8,8 +8,9 @@
 //!
 //! Every catalog is filed under a [`CacheKey`] of: the server's logical identity
 //! (`Config::cache_identity`, else its program and arguments, or its URL), the transport, the
-//! negotiated protocol version, the tenant (`Config::cache_tenant`), the client capability profile
-//! (`Config::client_capabilities`) and the extension profile (empty: mcpoll advertises no
+//! negotiated protocol version, the tenant (`Config::cache_tenant`), the client capability
+//! profile (the capabilities the engine declares: `Config::client_capabilities` with the
+//! answered kinds put in) and the extension profile (empty: mcpoll advertises no
 //! extensions yet). The principal and scope parts are those of the principal a lane serves
 //! ([`Host::lane`], `super::principal`), or anonymous with no scopes for the server's own
 //! context; a lane's tenant is its principal's, else `Config::cache_tenant`.
@@ -19,8 +20,9 @@
 //! A catalog is fetched page by page (`Engine::list_page`) and each page is cached on its own,
 //! under its cursor, with its own hints (`ttlMs`, `cacheScope`; a page without them stays
 //! private, and is stale at once in the 2026-07-28 era or lives `CacheConfig::default_ttl`
-//! in the 2025-11-25 one, whose results carry no hints). A refresh fetches only the pages that are not
-//! fresh, and no buffer ever holds the whole catalog's text; see [`crate::catalog::refresh`].
+//! in the 2025-11-25 one, whose results carry no hints). A refresh fetches only the pages that
+//! are not fresh, and no buffer ever holds the whole catalog's text; see
+//! [`crate::catalog::refresh`].
 //! A cursor the server rejects (-32602) drops every page of the list and the walk starts over
 //! from the first page, once.
 //!
