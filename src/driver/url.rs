@@ -245,10 +245,22 @@ fn bypassed(host: &str, no_proxy: &str) -> bool {
         if entry == "*" {
             return true;
         }
-        let entry =
-            entry.split(':').next().unwrap_or(entry).trim_start_matches('.').to_ascii_lowercase();
-        host == entry || host.ends_with(&format!(".{entry}"))
+        let entry = no_proxy_host(entry).trim_start_matches('.').to_ascii_lowercase();
+        !entry.is_empty() && (host == entry || host.ends_with(&format!(".{entry}")))
     })
+}
+
+/// The host of a `NO_PROXY` entry, without its port: `[fd00::5]:443` and `fd00::5` (an IPv6
+/// address, whose colons are not a port's) give `fd00::5`; `example.com:443` gives
+/// `example.com`.
+fn no_proxy_host(entry: &str) -> &str {
+    if let Some(rest) = entry.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or_default();
+    }
+    if entry.matches(':').count() > 1 {
+        return entry;
+    }
+    entry.split(':').next().unwrap_or(entry)
 }
 
 #[cfg(test)]
@@ -310,6 +322,19 @@ mod tests {
         assert!(!bypassed("badexample.com", "example.com"));
         assert!(bypassed("anything", "*"));
         assert!(!bypassed("h", ""));
+    }
+
+    /// IPv6 entries, bare or bracketed, with or without a port, match the address; none of
+    /// them becomes an empty entry that matches a name ending in a dot.
+    #[test]
+    fn no_proxy_ipv6_entries() {
+        assert!(bypassed("::1", "::1"));
+        assert!(bypassed("fd00::5", "fd00::5"));
+        assert!(bypassed("fd00::5", "[fd00::5]"));
+        assert!(bypassed("fd00::5", "[fd00::5]:8443"));
+        assert!(!bypassed("fd00::6", "[fd00::5]"));
+        assert!(!bypassed("example.com.", "::1"));
+        assert!(!bypassed("example.com.", "[::1]"));
     }
 
     #[test]
