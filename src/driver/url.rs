@@ -41,6 +41,9 @@ pub enum UrlError {
     Credentials,
     /// Spaces or control characters.
     Characters,
+    /// A proxy given as `https://`: proxies are spoken to in plain HTTP (`CONNECT`), and TLS
+    /// to the proxy itself is not supported.
+    ProxyScheme,
 }
 
 impl fmt::Display for UrlError {
@@ -60,6 +63,7 @@ impl UrlError {
                 "credentials in the URL are refused; use a header or a token provider"
             }
             Self::Characters => "the URL contains spaces or control characters",
+            Self::ProxyScheme => "an https:// proxy is not supported; give it as http://",
         }
     }
 }
@@ -235,7 +239,12 @@ pub(crate) fn proxy_for(
     };
     // Proxies are often given without a scheme.
     let url = if url.contains("://") { url } else { format!("http://{url}") };
-    HttpUrl::parse(&url).map(Some)
+    let proxy = HttpUrl::parse(&url)?;
+    // Spoken to in plain text, an https:// proxy would fail every connection, and say so badly.
+    if proxy.scheme == Scheme::Https {
+        return Err(UrlError::ProxyScheme);
+    }
+    Ok(Some(proxy))
 }
 
 /// `NO_PROXY`: comma-separated hosts or domain suffixes (`example.com`, `.example.com`), ports
@@ -348,6 +357,8 @@ mod tests {
         let p = proxy_for(&t, &ProxyChoice::Url("127.0.0.1:3128".into())).unwrap().unwrap();
         assert_eq!((p.host.as_str(), p.port), ("127.0.0.1", 3128));
         assert_eq!(proxy_for(&t, &ProxyChoice::Direct).unwrap(), None);
+        let tls_proxy = ProxyChoice::Url("https://proxy.example:443".into());
+        assert_eq!(proxy_for(&t, &tls_proxy), Err(UrlError::ProxyScheme));
     }
 
     #[test]
