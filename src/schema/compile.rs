@@ -301,6 +301,8 @@ impl Compiler<'_> {
             .map(|r| r.iter().filter_map(Value::as_str).map(str::to_owned).collect())
             .unwrap_or_default();
         k.properties = self.named_children(map.get("properties"), at, "properties", depth)?;
+        // Looked up by name for each member an instance has (`validate`).
+        k.properties.sort_by(|a, b| a.0.cmp(&b.0));
         let mut all_patterns = true;
         let patterns =
             self.named_children(map.get("patternProperties"), at, "patternProperties", depth)?;

@@ -494,3 +494,32 @@ fn count_keywords_written_with_a_decimal_point_count() {
     let none_needed = compile(json!({"contains": {"const": 1}, "minContains": 0.0}));
     assert!(none_needed.validate(&json!([])).is_ok());
 }
+
+/// `uniqueItems` pays for each comparison what it walks: items that are large and alike cost
+/// steps in proportion, so a hostile schema and result cannot make one check take seconds
+/// within the budget (it once paid one step a pair, whatever the items' size).
+#[test]
+fn unique_items_pays_for_what_it_compares() {
+    let limits = SchemaLimits { max_steps: 1_000, ..SchemaLimits::default() };
+    let s = Schema::compile_value(&json!({"uniqueItems": true}), limits).unwrap();
+    // 40 arrays of 100 numbers, alike but for the last: 780 pairs of about 100 compares each.
+    let items: Vec<Value> = (0..40)
+        .map(|i| Value::Array((0..100).map(|j| json!(if j == 99 { i } else { 7 })).collect()))
+        .collect();
+    let v = s.validate(&Value::Array(items)).unwrap_err();
+    assert!(v.budget, "{v}");
+    // Small items stay well within it, and a repeat is still found.
+    assert!(s.validate(&json!([1, 2, 3, [4], {"a": 5}])).is_ok());
+    assert_eq!(fails_at(&s, json!([1, [2], {"a": 1.0}, {"a": 1}])).1, "uniqueItems: items repeat");
+}
+
+/// A member is looked up among many declared properties by name, not by a walk: the right
+/// subschema applies to each, in any order of declaration.
+#[test]
+fn members_find_their_declared_property_among_many() {
+    let properties: serde_json::Map<String, Value> =
+        (0..2000).map(|i| (format!("p{i:04}"), json!({"type": "integer", "maximum": i}))).collect();
+    let s = compile(json!({"properties": properties}));
+    assert!(s.validate(&json!({"p0000": 0, "p1999": 1999, "other": "x"})).is_ok());
+    assert_eq!(fails_at(&s, json!({"p1000": 1001})), ("/p1000".into(), "maximum: too large"));
+}

@@ -49,6 +49,26 @@ impl<'v> Run<'v> {
         SchemaViolation { budget: true, ..self.fail(reason) }
     }
 
+    /// `uniqueItems`: every pair compared, each comparison paying for the values it walks.
+    fn unique(&mut self, items: &[Value]) -> Result<(), SchemaViolation> {
+        let max = self.schema.limits.max_steps;
+        let mut left = max.saturating_sub(self.steps);
+        for (i, a) in items.iter().enumerate() {
+            for b in &items[..i] {
+                match json_eq_counted(a, b, &mut left) {
+                    None => {
+                        self.steps = max;
+                        return Err(self.budget("validation took more steps than allowed"));
+                    }
+                    Some(true) => return Err(self.fail("uniqueItems: items repeat")),
+                    Some(false) => {}
+                }
+            }
+        }
+        self.steps = max - left;
+        Ok(())
+    }
+
     fn step(&mut self, n: u64) -> Result<(), SchemaViolation> {
         self.steps += n;
         if self.steps > self.schema.limits.max_steps {
@@ -136,12 +156,7 @@ impl<'v> Run<'v> {
                     return Err(self.fail("maxItems: too many items"));
                 }
                 if k.unique_items {
-                    for (i, a) in items.iter().enumerate() {
-                        self.step(i as u64)?;
-                        if items[..i].iter().any(|b| json_eq(a, b)) {
-                            return Err(self.fail("uniqueItems: items repeat"));
-                        }
-                    }
+                    self.unique(items)?;
                 }
                 for (i, item) in items.iter().enumerate() {
                     let sub = k.prefix_items.get(i).copied().or(if i >= k.prefix_items.len() {
@@ -177,7 +192,12 @@ impl<'v> Run<'v> {
                 }
                 for (name, value) in members {
                     self.step(1)?;
-                    let declared = k.properties.iter().find(|(p, _)| p == name).map(|(_, s)| *s);
+                    // Sorted by name when compiled: found without a walk, however many.
+                    let declared = k
+                        .properties
+                        .binary_search_by(|(p, _)| p.as_str().cmp(name))
+                        .ok()
+                        .map(|i| k.properties[i].1);
                     // Every pattern the name matches applies, beside its declared schema.
                     let mut matched = false;
                     for (pattern, sub) in &k.pattern_properties {
@@ -381,6 +401,42 @@ pub(super) fn json_eq(a: &Value, b: &Value) -> bool {
         }
         _ => a == b,
     }
+}
+
+/// [`json_eq`] paying one step of `left` for each value it compares (and a string one more for
+/// each 64 bytes), so comparing large items costs what it takes; `None` when `left` runs out.
+fn json_eq_counted(a: &Value, b: &Value, left: &mut u64) -> Option<bool> {
+    *left = left.checked_sub(1)?;
+    Some(match (a, b) {
+        (Value::Array(x), Value::Array(y)) => {
+            if x.len() != y.len() {
+                return Some(false);
+            }
+            for (a, b) in x.iter().zip(y) {
+                if !json_eq_counted(a, b, left)? {
+                    return Some(false);
+                }
+            }
+            true
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            if x.len() != y.len() {
+                return Some(false);
+            }
+            for (k, a) in x {
+                match y.get(k) {
+                    Some(b) if json_eq_counted(a, b, left)? => {}
+                    _ => return Some(false),
+                }
+            }
+            true
+        }
+        (Value::String(x), Value::String(y)) => {
+            *left = left.checked_sub((x.len().min(y.len()) / 64) as u64)?;
+            x == y
+        }
+        _ => json_eq(a, b),
+    })
 }
 
 fn int(n: &Number) -> Option<i128> {
