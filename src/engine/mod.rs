@@ -2046,13 +2046,13 @@ impl Engine {
         let Some(call) = self.requests.call_id(slot) else { return };
         let at = self.epoch.stamp(now);
         self.requests.end_exchange(slot, at);
-        let queued = self.requests.get(slot).is_some_and(|p| p.state == SendState::Queued);
-        if let Some(id) = self.requests.wire_id(slot).filter(|_| queued) {
+        let Some(p) = self.requests.remove(slot, how) else { return };
+        if p.state == SendState::Queued {
             // Out of the send queue at once: behind a call that waits for the in-flight limit,
             // ended calls would pile up there with no bound.
+            let id = WireId::new(slot, p.wire_gen);
             self.send_queue.retain(|&q| q != id);
         }
-        let Some(p) = self.requests.remove(slot, how) else { return };
         self.server_requests.drop_call(call);
         if p.internal {
             // The tool-list refresh: its end releases the calls waiting for it.
@@ -2647,11 +2647,7 @@ impl Engine {
 
     /// The server created the call's task: report it and start polling.
     fn on_task_created(&mut self, now: Instant, slot: usize, result: RawJson<'_>) {
-        let object = match self.era() {
-            Some(Era::Modern) => Some(result),
-            _ => result.get("task"),
-        };
-        let Some(view) = object.and_then(read_task) else {
+        let Some(view) = self.task_object(result).and_then(read_task) else {
             let e = CallError::Peer(PeerError::InvalidResult);
             return self.finish(now, slot, Ended::Answered, Outcome::Failed(e));
         };
@@ -2676,6 +2672,15 @@ impl Engine {
         self.events.task_created(call, &view.id);
         log::trace!("{call} runs as a task");
         self.on_task_state(now, slot, view, result, true);
+    }
+
+    /// The task object of a result that creates one: the result itself (2026-07-28, flat) or
+    /// its `task` member (2025-11-25).
+    fn task_object<'a>(&self, result: RawJson<'a>) -> Option<RawJson<'a>> {
+        match self.era() {
+            Some(Era::Modern) => Some(result),
+            _ => result.get("task"),
+        }
     }
 
     /// A reply to a task-backed call's `tasks/get` or `tasks/result`.
@@ -2857,15 +2862,12 @@ impl Engine {
         if self.requests.lookup(wire) != Lookup::Late {
             return;
         }
-        let object = match self.era() {
-            Some(Era::Modern) => {
-                let rt = result.get("resultType").and_then(|t| t.as_str());
-                (rt.as_deref() == Some("task")).then_some(result)
-            }
-            _ => result.get("task"),
-        };
-        let Some(view) = object.and_then(read_task) else { return };
         let legacy = self.era() != Some(Era::Modern);
+        let rt = result.get("resultType").and_then(|t| t.as_str());
+        if !legacy && rt.as_deref() != Some("task") {
+            return;
+        }
+        let Some(view) = self.task_object(result).and_then(read_task) else { return };
         if view.status.is_terminal()
             || (legacy && !LegacyTaskCaps::of_server_info(&self.server_info).cancel)
         {

@@ -60,6 +60,12 @@ pub(crate) const MAX_DEPTH: u8 = 127;
 /// # Errors
 ///
 /// The first problem found, as a [`JsonError`].
+/// Whether a parsed number is an integer as JSON Schema counts one: 1, or 1.0.
+#[cfg_attr(not(feature = "server-requests"), allow(dead_code))] // elicitation answers, schemas
+pub(crate) fn is_integer(n: &serde_json::Number) -> bool {
+    n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.is_finite() && f.fract() == 0.0)
+}
+
 pub(crate) fn parse(frame: &[u8]) -> Result<RawJson<'_>, JsonError> {
     parse_visit(frame, &mut ())
 }

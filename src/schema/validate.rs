@@ -49,23 +49,24 @@ impl<'v> Run<'v> {
         SchemaViolation { budget: true, ..self.fail(reason) }
     }
 
-    /// `uniqueItems`: every pair compared, each comparison paying for the values it walks.
-    fn unique(&mut self, items: &[Value]) -> Result<(), SchemaViolation> {
+    /// [`json_eq`] within the budget: the comparison pays for the values it walks.
+    fn equal(&mut self, a: &Value, b: &Value) -> Result<bool, SchemaViolation> {
         let max = self.schema.limits.max_steps;
         let mut left = max.saturating_sub(self.steps);
+        let same = json_eq(a, b, &mut left);
+        self.steps = max - left;
+        same.ok_or_else(|| self.budget("validation took more steps than allowed"))
+    }
+
+    /// `uniqueItems`: every pair compared.
+    fn unique(&mut self, items: &[Value]) -> Result<(), SchemaViolation> {
         for (i, a) in items.iter().enumerate() {
             for b in &items[..i] {
-                match json_eq_counted(a, b, &mut left) {
-                    None => {
-                        self.steps = max;
-                        return Err(self.budget("validation took more steps than allowed"));
-                    }
-                    Some(true) => return Err(self.fail("uniqueItems: items repeat")),
-                    Some(false) => {}
+                if self.equal(a, b)? {
+                    return Err(self.fail("uniqueItems: items repeat"));
                 }
             }
         }
-        self.steps = max - left;
         Ok(())
     }
 
@@ -117,13 +118,19 @@ impl<'v> Run<'v> {
             return Err(self.fail("type: wrong type"));
         }
         if let Some(allowed) = &k.enumeration {
-            self.step(allowed.len() as u64)?;
-            if !allowed.iter().any(|a| json_eq(a, v)) {
+            let mut found = false;
+            for a in allowed {
+                if self.equal(a, v)? {
+                    found = true;
+                    break;
+                }
+            }
+            if !found {
                 return Err(self.fail("enum: not one of the allowed values"));
             }
         }
         if let Some(c) = &k.constant {
-            if !json_eq(c, v) {
+            if !self.equal(c, v)? {
                 return Err(self.fail("const: not the required value"));
             }
         }
@@ -363,7 +370,7 @@ fn type_of(v: &Value) -> u8 {
         Value::Array(_) => types::ARRAY,
         Value::String(_) => types::STRING,
         // An integer-valued number (1 or 1.0) is an integer, and every integer a number.
-        Value::Number(n) if is_integer(n) => types::NUMBER | types::INTEGER,
+        Value::Number(n) if crate::proto::json::is_integer(n) => types::NUMBER | types::INTEGER,
         Value::Number(_) => types::NUMBER,
     }
 }
@@ -381,39 +388,23 @@ fn is_multiple(n: &Number, x: f64, m: f64) -> bool {
     q.is_finite() && (q - q.round()).abs() <= 4.0 * f64::EPSILON * q.abs().max(1.0)
 }
 
-fn is_integer(n: &Number) -> bool {
-    n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.is_finite() && f.fract() == 0.0)
-}
-
 /// JSON equality as JSON Schema defines it: numbers by value (1 equals 1.0), objects
-/// regardless of member order.
-pub(super) fn json_eq(a: &Value, b: &Value) -> bool {
-    match (a, b) {
+/// regardless of member order. Pays one step of `left` for each value it compares (a string one
+/// more for each 64 bytes), so comparing large values costs what it takes; `None` when `left`
+/// runs out.
+pub(super) fn json_eq(a: &Value, b: &Value, left: &mut u64) -> Option<bool> {
+    *left = left.checked_sub(1)?;
+    Some(match (a, b) {
         (Value::Number(x), Value::Number(y)) => match (int(x), int(y)) {
             (Some(x), Some(y)) => x == y,
             _ => x.as_f64() == y.as_f64(),
         },
         (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, a)| y.get(k).is_some_and(|b| json_eq(a, b)))
-        }
-        _ => a == b,
-    }
-}
-
-/// [`json_eq`] paying one step of `left` for each value it compares (and a string one more for
-/// each 64 bytes), so comparing large items costs what it takes; `None` when `left` runs out.
-fn json_eq_counted(a: &Value, b: &Value, left: &mut u64) -> Option<bool> {
-    *left = left.checked_sub(1)?;
-    Some(match (a, b) {
-        (Value::Array(x), Value::Array(y)) => {
             if x.len() != y.len() {
                 return Some(false);
             }
             for (a, b) in x.iter().zip(y) {
-                if !json_eq_counted(a, b, left)? {
+                if !json_eq(a, b, left)? {
                     return Some(false);
                 }
             }
@@ -425,7 +416,7 @@ fn json_eq_counted(a: &Value, b: &Value, left: &mut u64) -> Option<bool> {
             }
             for (k, a) in x {
                 match y.get(k) {
-                    Some(b) if json_eq_counted(a, b, left)? => {}
+                    Some(b) if json_eq(a, b, left)? => {}
                     _ => return Some(false),
                 }
             }
@@ -435,7 +426,7 @@ fn json_eq_counted(a: &Value, b: &Value, left: &mut u64) -> Option<bool> {
             *left = left.checked_sub((x.len().min(y.len()) / 64) as u64)?;
             x == y
         }
-        _ => json_eq(a, b),
+        _ => a == b,
     })
 }
 

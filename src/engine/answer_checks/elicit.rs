@@ -90,7 +90,7 @@ fn fits(prop: &Value, value: &Value) -> Result<(), &'static str> {
     let ok = match prop.get("type").and_then(Value::as_str) {
         Some("string") => value.is_string(),
         // 2.0 is an integer, as JSON Schema (and the crate's validator) count it.
-        Some("integer") => value.as_f64().is_some_and(|f| f.is_finite() && f.fract() == 0.0),
+        Some("integer") => value.as_number().is_some_and(crate::proto::json::is_integer),
         Some("number") => value.is_number(),
         Some("boolean") => value.is_boolean(),
         Some("array") => value.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
