@@ -1363,6 +1363,9 @@ impl Engine {
         self.control.clear();
         self.lifecycle = Lifecycle::Closed;
         self.wants_transport = false;
+        // A restart (or a degraded server's retry) scheduled before the close would start a
+        // process for a closed server when its time came.
+        self.restart.stop();
         self.events.closed(error);
     }
 }

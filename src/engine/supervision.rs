@@ -45,6 +45,13 @@ impl RestartState {
         self.restart_at = None;
     }
 
+    /// No process is started again: the server is closed. What is known of the losses stays
+    /// for the host to read.
+    pub(super) fn stop(&mut self) {
+        self.restart_at = None;
+        self.degraded_until = None;
+    }
+
     pub(crate) fn next_wakeup(&self) -> Option<Instant> {
         self.restart_at.or(self.degraded_until)
     }

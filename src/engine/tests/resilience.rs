@@ -174,6 +174,23 @@ fn a_degraded_server_tries_one_restart_after_the_cool_down() {
     assert!(h.engine.wants_transport());
 }
 
+/// A server closed by the host while it waits for a restart (or a degraded one's retry) stays
+/// closed: no new process when the timer would have come due, and no deadline left for it.
+#[test]
+fn a_server_closed_while_its_restart_waits_is_not_started_again() {
+    for crash_loop_exits in [5, 1] {
+        let restart = RestartPolicy { crash_loop_exits, ..RestartPolicy::default() };
+        let mut h = Harness::ready_with(Config { restart, ..Config::default() });
+        h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
+        h.events();
+        assert!(h.engine.poll_timeout().is_some(), "a restart or a retry is scheduled");
+        h.engine.close(h.now);
+        assert_eq!(h.engine.poll_timeout(), None, "exits {crash_loop_exits}");
+        h.advance(Duration::from_secs(120));
+        assert!(!h.engine.wants_transport(), "exits {crash_loop_exits}");
+    }
+}
+
 #[test]
 fn http_transient_failures_retry_reads_with_backoff_and_not_writes() {
     let mut h = Harness::ready_http_with(no_jitter());
