@@ -46,3 +46,46 @@ fn a_broken_listen_stream_is_reopened_by_a_host_waiting_in_poll_none() {
         while host.poll_event().is_some() {}
     }
 }
+
+/// A blocking helper's wait reopens a watched server's broken stream when its backoff ends,
+/// as `poll` does: the deadline is the host's, so a wait that left the re-listen to `poll`
+/// woke for it at once, again and again (a busy loop), until the call it waited for ended.
+/// Here the server answers the call only once the stream is open again.
+#[test]
+fn a_blocking_wait_reopens_a_broken_listen_stream() {
+    let listens = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&listens);
+    let server = MiniServer::start(None, move |req: &Request| {
+        let msg = req.json();
+        if msg["method"] == "subscriptions/listen" {
+            if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+                let error = serde_json::json!({"code": -32603, "message": "listen broke"});
+                return Response::json(
+                    serde_json::json!({"jsonrpc": "2.0", "id": msg["id"], "error": error}),
+                );
+            }
+            // The second stream stays open: no answer until the test ends.
+            std::thread::sleep(common::PATIENCE);
+        }
+        if msg["method"] == "tools/call" {
+            let end = std::time::Instant::now() + common::PATIENCE;
+            while seen.load(Ordering::SeqCst) < 2 && std::time::Instant::now() < end {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+        mcp_answer(req)
+    });
+    let mut host = Host::new().unwrap();
+    let opts = HttpOptions::new(server.url("http", "127.0.0.1"));
+    let id = host.add_http_server(opts, Config::default()).unwrap();
+    assert!(matches!(host.wait_ready(id, common::PATIENCE), Ok(ServerState::Ready(..))));
+    host.watch_catalogs(id).unwrap();
+    common::poll_until(&mut host, common::PATIENCE, |h| {
+        while h.poll_event().is_some() {}
+        listens.load(Ordering::SeqCst) == 1 && h.pending(id) == Some(0)
+    });
+    let args = serde_json::value::RawValue::from_string(r#"{"text":"hi"}"#.into()).unwrap();
+    let result = host.call_tool_blocking(id, "echo", &args, &Default::default());
+    assert!(result.is_ok(), "{result:?}");
+    assert_eq!(listens.load(Ordering::SeqCst), 2, "the wait opened the stream again");
+}

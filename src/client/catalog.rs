@@ -996,7 +996,7 @@ impl Client {
             // Whether the engine or the re-listen deadline changed: then the next round looks
             // at the server (a look that found nothing to do leaves it alone).
             let mut changed = false;
-            let relisten_before = s.catalog.relisten_deadline();
+            let relisten_before = s.catalog.relisten_deadline(&s.engine);
             // First, so the key below and the helpers' keys follow the current grant.
             let key = s.cache_key();
             let modern = s.engine.era() == Some(Era::Modern);
@@ -1061,7 +1061,7 @@ impl Client {
             if started && !unflushed.contains(&index) {
                 unflushed.push(index);
             }
-            changed |= started || s.catalog.relisten_deadline() != relisten_before;
+            changed |= started || s.catalog.relisten_deadline(&s.engine) != relisten_before;
             // A re-listen asks for an eager refresh after the kinds were looked at: the next
             // run starts it, as it would have with every server looked at every run.
             let eager_left = s.catalog.kinds.iter().any(|k| k.eager_due);
@@ -1089,9 +1089,14 @@ impl ServerCatalog {
     }
 
     /// When a broken listen stream of a watched server is due to be opened again: a deadline
-    /// of the host like any other, so a host waiting in `poll(None)` wakes for it.
-    pub(crate) fn relisten_deadline(&self) -> Option<Instant> {
-        self.relisten_at.filter(|_| self.watching && self.listen.is_none())
+    /// of the host like any other, so a host waiting in `poll(None)` wakes for it. None while
+    /// the server cannot listen (closed, restarting, degraded, not modern): the backoff would
+    /// stay past and wake the host at once, forever; the server's becoming ready again is
+    /// what lets [`relisten`] act.
+    pub(crate) fn relisten_deadline(&self, engine: &Engine) -> Option<Instant> {
+        let can_listen =
+            self.watching && self.listen.is_none() && engine.era() == Some(Era::Modern);
+        self.relisten_at.filter(|_| can_listen)
     }
 }
 

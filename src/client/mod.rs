@@ -668,7 +668,7 @@ impl ServerCore {
     }
 
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        let deadlines = [self.engine.poll_timeout(), self.catalog.relisten_deadline()];
+        let deadlines = [self.engine.poll_timeout(), self.catalog.relisten_deadline(&self.engine)];
         deadlines.into_iter().flatten().min()
     }
 }

@@ -151,6 +151,61 @@ fn a_broken_listen_stream_is_a_deadline_of_the_core() {
     assert!(next.is_none_or(|d| d > Duration::from_secs(60)), "still due soon: {next:?}");
 }
 
+/// A watched server that is closed (or not ready: restarting, degraded) cannot listen: its
+/// re-listen backoff is no deadline then, or the shell would wake for it at once, forever.
+#[test]
+fn a_watched_server_that_cannot_listen_owns_no_deadline() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("watched");
+    sim.client.watch_catalogs(sim.now, id).unwrap();
+    sim.unflushed();
+    sim.sent_one(id);
+    sim.client.engine_mut(id).unwrap().close(sim.now);
+    sim.client.handle_timeout(sim.now);
+    for _ in 0..4 {
+        while sim.client.poll_event(sim.now).is_some() {}
+        match sim.client.poll_timeout() {
+            Some(due) if due <= sim.now => panic!("a deadline already past: the shell spins"),
+            Some(due) => sim.now = due,
+            None => break,
+        }
+        sim.client.handle_timeout(sim.now);
+    }
+    assert_eq!(sim.client.poll_timeout(), None);
+}
+
+/// A watched server whose process crashed listens again once it is ready again: the backoff
+/// that was no deadline meanwhile is acted on when the server can listen.
+#[test]
+fn a_watched_server_listens_again_once_its_restarted_process_is_ready() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("watched");
+    sim.client.watch_catalogs(sim.now, id).unwrap();
+    sim.unflushed();
+    sim.sent_one(id);
+    let exit = crate::error::ProcessExit { code: Some(1), signal: None, stderr_tail: "".into() };
+    let lost = TransportEvent::closed(crate::error::TransportError::ProcessExit(exit));
+    sim.client.handle_transport(sim.now, id, lost);
+    sim.client.handle_timeout(sim.now);
+    while sim.client.poll_event(sim.now).is_some() {}
+    while !sim.client.engine(id).unwrap().wants_transport() {
+        let due = sim.client.poll_timeout().expect("the restart is due");
+        assert!(due > sim.now, "a deadline already past: the shell spins");
+        sim.now = due;
+        sim.client.handle_timeout(sim.now);
+        while sim.client.poll_event(sim.now).is_some() {}
+    }
+    sim.client.handle_transport(sim.now, id, TransportEvent::opened());
+    sim.make_ready(id);
+    sim.client.handle_timeout(sim.now);
+    while sim.client.poll_event(sim.now).is_some() {}
+    let again = sim.sent(id);
+    assert!(
+        again.iter().any(|f| f["method"] == "subscriptions/listen"),
+        "the stream is opened again: {again:#?}"
+    );
+}
+
 /// Two needs of one catalog make one listing; its answer serves both from the cache, and
 /// the next need is a hit with no request.
 #[test]

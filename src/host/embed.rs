@@ -482,8 +482,7 @@ impl Host {
     }
 
     /// The owned mode's work after a wait: every event of the host's own poll through the
-    /// readiness path, then the tick (without the cache's part: `poll` adds it, and the
-    /// blocking helpers leave it out).
+    /// readiness path, then the tick (without the cache's part, which `poll_inner` adds).
     pub(super) fn round(&mut self, now: Instant) {
         self.poll.last_now = now;
         if let Mode::Owned { events, .. } = &self.poll.mode {

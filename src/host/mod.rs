@@ -488,14 +488,7 @@ impl Host {
     pub fn poll(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         let queued = self.client.cache.has_changes() || self.client.has_asks();
         let wake = if queued { Some(Duration::ZERO) } else { timeout };
-        self.poll_inner(wake, Wake::OnQueuedEvents)?;
-        // The time the round just handled its events at: one clock read per poll.
-        if self.client.has_catalog_work() {
-            let now = self.poll.last_now;
-            self.client.pump_catalogs(now);
-            self.flush_unflushed(now);
-        }
-        Ok(())
+        self.poll_inner(wake, Wake::OnQueuedEvents)
     }
 
     /// One round of [`poll`](Self::poll). `wake` says whether events already queued for the
@@ -522,6 +515,14 @@ impl Host {
         self.poll.wait(wait)?;
         // The same readiness path and tick an embedded host's program drives (`embed`).
         self.round(Instant::now());
+        // The cache's share, in the blocking helpers' waits too: a re-listen due is a deadline
+        // of the host, and a wait that woke for it and left it undone woke again at once.
+        // At the time the round handled its events: one clock read per poll.
+        if self.client.has_catalog_work() {
+            let now = self.poll.last_now;
+            self.client.pump_catalogs(now);
+            self.flush_unflushed(now);
+        }
         Ok(())
     }
 }
