@@ -36,10 +36,23 @@ impl fmt::Debug for RedactedUrls<'_> {
 /// `url` with its user information and secret-looking query values replaced; borrowed when
 /// there is nothing to hide.
 pub(crate) fn redact_url(url: &str) -> Cow<'_, str> {
-    let start = url.find("://").map_or(0, |i| i + 3);
-    let end = url[start..].find(['/', '?', '#']).map_or(url.len(), |i| start + i);
-    let userinfo = url[start..end].rfind('@').map(|at| start + at);
-    let query = url.find('?').map(|q| {
+    // The `://` after a scheme only: one further on (a URL in the query of an origin-form
+    // target, `/cb?next=https://x`) starts nothing.
+    let start = match url.find("://") {
+        Some(i) if is_scheme(&url[..i]) => i + 3,
+        _ => 0,
+    };
+    let mut end = url[start..].find(['/', '?', '#']).map_or(url.len(), |i| start + i);
+    let mut userinfo = url[start..end].rfind('@').map(|at| start + at);
+    if userinfo.is_none() && start > 0 && !is_host_port(&url[start..end]) {
+        // Not a host and port: a password with a `/`, `?` or `#` in it, unencoded, as users
+        // paste them (`http://alice:pa/ss@proxy:3128`). The authority runs to the last `@`.
+        if let Some(at) = url[start..].rfind('@').map(|at| start + at) {
+            userinfo = Some(at);
+            end = url[at..].find(['/', '?', '#']).map_or(url.len(), |i| at + i);
+        }
+    }
+    let query = url[end..].find('?').map(|q| end + q).map(|q| {
         let stop = url[q..].find('#').map_or(url.len(), |i| q + i);
         (q + 1, stop)
     });
@@ -79,16 +92,77 @@ pub(crate) fn redact_url(url: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Whether a `name=value` query pair names a credential (by the name, case-insensitively).
+/// Whether `text` is a URL scheme (RFC 3986 3.1).
+fn is_scheme(text: &str) -> bool {
+    let mut bytes = text.bytes();
+    bytes.next().is_some_and(|b| b.is_ascii_alphabetic())
+        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+}
+
+/// Whether an authority without user information reads as a host with an optional numeric
+/// port (a bracketed IPv6 address included).
+fn is_host_port(authority: &str) -> bool {
+    let port = match authority.rfind(':') {
+        Some(i) if !authority[i..].contains(']') => &authority[i + 1..],
+        _ => return true,
+    };
+    // A bare IPv6 address (no brackets) has more colons; its last group is hex.
+    port.bytes().all(|b| b.is_ascii_digit())
+        || (authority.matches(':').count() > 1 && !authority.starts_with('['))
+}
+
+/// Whether a `name=value` query pair names a credential (by the name, case-insensitively,
+/// percent-encoding undone).
 fn is_secret_pair(pair: &str) -> bool {
     let Some((name, value)) = pair.split_once('=') else { return false };
     if value.is_empty() {
         return false;
     }
+    let name = percent_decoded_lowercase(name);
+    names_a_credential(&name) || matches!(name.as_str(), "sig" | "code" | "jwt")
+}
+
+/// Whether a header or parameter name says its value is a credential (`Authorization`,
+/// `Cookie`, `X-Api-Key`, `access_token`, ...), case-insensitively.
+pub(crate) fn names_a_credential(name: &str) -> bool {
+    const WORDS: [&str; 12] = [
+        "key",
+        "token",
+        "secret",
+        "pass",
+        "pwd",
+        "auth",
+        "credential",
+        "signature",
+        "verifier",
+        "assertion",
+        "session",
+        "cookie",
+    ];
     let name = name.to_ascii_lowercase();
-    const WORDS: [&str; 8] =
-        ["key", "token", "secret", "pass", "pwd", "auth", "credential", "signature"];
-    WORDS.iter().any(|w| name.contains(w)) || matches!(name.as_str(), "sig" | "code" | "jwt")
+    WORDS.iter().any(|w| name.contains(w))
+}
+
+/// `name` lowercased, with its `%XX` escapes undone (`%74oken` is `token`); an escape that is
+/// not one stays as it is.
+fn percent_decoded_lowercase(name: &str) -> String {
+    let bytes = name.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        let escape = (bytes[i] == b'%').then(|| (bytes.get(i + 1), bytes.get(i + 2)));
+        if let Some((Some(&h), Some(&l))) = escape {
+            if let (Some(h), Some(l)) = (hex(h), hex(l)) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).to_ascii_lowercase()
 }
 
 #[cfg(test)]
@@ -119,5 +193,45 @@ mod tests {
             assert_eq!(format!("{:?}", RedactedUrl(url)), format!("{shown:?}"));
         }
         assert!(matches!(redact_url("https://h/x?y=1"), Cow::Borrowed(_)));
+    }
+
+    /// Origin-form targets (what an HTTP URL's `Debug` shows) carry a URL in their query at
+    /// times: the `://` in it is no scheme's, and slicing as if it were panicked.
+    #[test]
+    fn a_url_inside_a_query_is_no_scheme() {
+        let cases = [
+            ("/mcp?token=abc&next=https://x", "/mcp?token=<redacted>&next=https://x"),
+            ("/cb?next=https://u:p@x/", "/cb?next=https://u:p@x/"),
+            (
+                "https://h/cb?next=https://u:p@x/&key=k",
+                "https://h/cb?next=https://u:p@x/&key=<redacted>",
+            ),
+        ];
+        for (url, shown) in cases {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
+    }
+
+    /// Passwords pasted with a `/`, `?` or `#` in them, and credential names spelled with
+    /// percent escapes or as the OAuth parameters that carry secrets.
+    #[test]
+    fn unusual_credentials_are_hidden_too() {
+        let cases = [
+            ("http://alice:pa/ss@proxy:3128", "http://<redacted>@proxy:3128"),
+            ("https://u:p?w@h/mcp", "https://<redacted>@h/mcp"),
+            ("https://u:p#w@h/", "https://<redacted>@h/"),
+            ("https://h/?%74oken=t", "https://h/?%74oken=<redacted>"),
+            (
+                "https://h/?code_verifier=v&client_assertion=a",
+                "https://h/?code_verifier=<redacted>&client_assertion=<redacted>",
+            ),
+            ("https://h/?sessionid=s", "https://h/?sessionid=<redacted>"),
+            // Hosts and ports stay as they are.
+            ("http://[::1]:8080/a@b", "http://[::1]:8080/a@b"),
+            ("http://h:8080/a@b", "http://h:8080/a@b"),
+        ];
+        for (url, shown) in cases {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
     }
 }

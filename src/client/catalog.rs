@@ -269,7 +269,7 @@ impl KindState {
 /// One server's part of the cache.
 #[derive(Debug)]
 pub(crate) struct ServerCatalog {
-    identity: String,
+    identity: Identity,
     transport: key::Transport,
     /// The principal and granted scopes of a principal's lane (`super::principal`); `None` and
     /// empty for the server's own context.
@@ -313,6 +313,23 @@ enum KeptVerdict {
     Filed,
 }
 
+/// A server's identity in the cache key: its program and arguments (NUL-separated), its URL,
+/// or the host's `Config::cache_identity`. Shown by `Debug` without its secrets: no
+/// argument, and the URL redacted.
+struct Identity(String);
+
+impl fmt::Debug for Identity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.split_once('\0') {
+            Some((program, args)) => {
+                let n = args.split('\0').count();
+                write!(f, "{program:?} <{n} arguments redacted>")
+            }
+            None => fmt::Debug::fmt(&crate::redact::RedactedUrl(&self.0), f),
+        }
+    }
+}
+
 /// Backoff before listening again after a stream broke: doubles up to the cap.
 const RELISTEN_BASE: Duration = Duration::from_millis(200);
 const RELISTEN_MAX: Duration = Duration::from_secs(30);
@@ -320,7 +337,7 @@ const RELISTEN_MAX: Duration = Duration::from_secs(30);
 impl ServerCatalog {
     pub(crate) fn new(identity: String, http: bool, tenant: Option<String>) -> Self {
         ServerCatalog {
-            identity,
+            identity: Identity(identity),
             transport: if http { key::Transport::Http } else { key::Transport::Stdio },
             principal: None,
             scopes: Vec::new(),
@@ -356,7 +373,7 @@ impl ServerCatalog {
     /// The server's logical identity (its program and arguments, or its URL, or
     /// `Config::cache_identity`).
     pub(crate) fn identity(&self) -> &str {
-        &self.identity
+        &self.identity.0
     }
 
     /// The key for the engine's current version; `None` until it was first ready. While the
@@ -377,7 +394,7 @@ impl ServerCatalog {
             None => self.scopes.iter().map(String::as_str).collect(),
         };
         let parts = KeyParts {
-            server: &self.identity,
+            server: &self.identity.0,
             transport: self.transport,
             protocol_version: version.as_str(),
             principal: self.principal.as_deref(),
@@ -491,7 +508,7 @@ impl<S: CapabilityStore> Persist for Persistent<S> {
             _ => return true,
         };
         let config = engine.config();
-        let Some(sk) = super::verdict_store::key(&catalog.identity, catalog.transport, config)
+        let Some(sk) = super::verdict_store::key(&catalog.identity.0, catalog.transport, config)
         else {
             return true;
         };

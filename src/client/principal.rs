@@ -496,6 +496,9 @@ mod tests {
             .bearer("server-token")
             .header("Authorization", "Bearer other")
             .header("proxy-authorization", "Basic x")
+            .header("Cookie", "session=s3cret")
+            .header("X-Api-Key", "s3cret")
+            .header("X-Auth-Token", "s3cret")
             .header("X-Tenant", "blue");
         let lane = opts.without_credentials();
         assert!(lane.token_provider.is_none() && lane.oauth.is_none());

@@ -206,6 +206,19 @@ fn a_watched_server_listens_again_once_its_restarted_process_is_ready() {
     );
 }
 
+/// The core's `Debug` names its servers without their secrets: a stdio server's arguments
+/// (its default identity) and the credentials in a URL's query.
+#[test]
+fn the_core_shows_its_servers_without_their_secrets() {
+    let mut sim = Sim::new();
+    sim.ready_server("/usr/bin/node\0srv.js\0--token=s3cret");
+    sim.ready_server("http://h/mcp?api_key=KEY1");
+    // The alternate form shows the servers (a slab shows only its length otherwise).
+    let shown = format!("{:#?}", sim.client);
+    assert!(!shown.contains("s3cret") && !shown.contains("KEY1"), "{shown}");
+    assert!(shown.contains("/usr/bin/node") && shown.contains("<2 arguments redacted>"), "{shown}");
+}
+
 /// Two needs of one catalog make one listing; its answer serves both from the cache, and
 /// the next need is a hit with no request.
 #[test]

@@ -85,13 +85,24 @@ pub(crate) const NO_PRESET: Preset = [b"", b""];
 ///
 /// Both are checked once, when the origin is made, not on every request written to it: they
 /// come from a server's URL, which does not change between requests.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Origin {
     target: String,
     host: String,
     /// `POST target HTTP/1.1` and the `Host` line, written once: nearly every request an MCP
     /// client sends is a POST to the one endpoint.
     post_head: String,
+}
+
+impl fmt::Debug for Origin {
+    /// The target's secret-looking query values hidden (the prepared request line repeats the
+    /// target, so it is left out).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Origin")
+            .field("target", &crate::redact::RedactedUrl(&self.target))
+            .field("host", &self.host)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Origin {
@@ -1722,6 +1733,17 @@ mod tests {
             assert_eq!(Origin::new(target, host), Err(expected), "{target:?} {host:?}");
         }
         assert!(Origin::new("/mcp?x=1", "[::1]:80").is_ok_and(|o| o.target == "/mcp?x=1"));
+    }
+
+    /// An origin's `Debug` (inside every HTTP driver's) hides a credential in its query, in
+    /// the target and in the request line prepared from it; a URL in the query does not
+    /// upset the redaction (it once panicked).
+    #[test]
+    fn an_origin_shows_no_query_secret() {
+        for target in ["/mcp?api_key=KEY1", "/mcp?api_key=KEY1&next=https://app/"] {
+            let shown = format!("{:?}", origin(target, "h"));
+            assert!(!shown.contains("KEY1") && shown.contains("/mcp?api_key="), "{shown}");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
+use std::fmt;
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -38,13 +39,28 @@ use crate::error::{ProcessExit, TransportError};
 /// with the safe set unless their entry says `"mcpoll": {"inheritEnv": true}`: such a file
 /// names programs its reader did not write, and a host's tokens should not reach them by
 /// accident.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct StdioCommand {
     program: OsString,
     args: Vec<OsString>,
     env: Vec<(OsString, OsString)>,
     inherit: Inherit,
     cwd: Option<PathBuf>,
+}
+
+impl fmt::Debug for StdioCommand {
+    /// The program, how many arguments, and the names of the variables set: arguments and
+    /// values carry tokens often enough (`--token=...`, `API_KEY`) that none is shown.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let hidden = |n: usize| format!("<{n} redacted>");
+        f.debug_struct("StdioCommand")
+            .field("program", &self.program)
+            .field("args", &format_args!("{}", hidden(self.args.len())))
+            .field("env", &self.env.iter().map(|(k, _)| (k, "<redacted>")).collect::<Vec<_>>())
+            .field("inherit", &self.inherit)
+            .field("cwd", &self.cwd)
+            .finish()
+    }
 }
 
 /// The host variables a child started with [`StdioCommand::safe_env`] sees (when set), besides
@@ -905,6 +921,16 @@ mod tests {
     }
 
     use super::*;
+
+    /// A command's `Debug` (and so a host's, a driver's, a configuration file's) shows no
+    /// argument and no variable's value: either may hold a token.
+    #[test]
+    fn a_command_shows_no_argument_or_value() {
+        let command = StdioCommand::new("srv").arg("--token=s3cret").env("API_KEY", "s3cret");
+        let shown = format!("{command:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("\"srv\"") && shown.contains("API_KEY"), "{shown}");
+    }
 
     /// A short read stops the reading only while the server's end is open: when the event
     /// also reports the close, the driver reads on to the end of file, which no later event

@@ -453,7 +453,7 @@ pub trait Authorizer {
 }
 
 /// What [`Authorizer::begin`] did with the authorization URL.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Authorization {
     /// The redirect URL, at once.
@@ -462,6 +462,19 @@ pub enum Authorization {
     Refused(AuthorizeError),
     /// The user is on it: the redirect comes later through `handle_redirect`.
     Pending,
+}
+
+impl fmt::Debug for Authorization {
+    /// The redirect's authorization code hidden: it is a credential until it is exchanged.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Redirect(url) => {
+                f.debug_tuple("Redirect").field(&crate::redact::RedactedUrl(url)).finish()
+            }
+            Self::Refused(why) => f.debug_tuple("Refused").field(why).finish(),
+            Self::Pending => f.write_str("Pending"),
+        }
+    }
 }
 
 impl fmt::Debug for dyn Authorizer {

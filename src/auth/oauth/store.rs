@@ -83,9 +83,18 @@ pub trait TokenStore: fmt::Debug {
 }
 
 /// A [`TokenStore`] in memory: tokens live as long as the process.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct MemoryStore {
     entries: HashMap<String, StoredAuth>,
+}
+
+impl fmt::Debug for MemoryStore {
+    /// The servers' URLs redacted (a query may carry a key); what is kept for each shows as
+    /// [`StoredAuth`]'s own `Debug` does.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let entries = self.entries.iter().map(|(k, v)| (crate::redact::RedactedUrl(k), v));
+        f.debug_map().entries(entries).finish()
+    }
 }
 
 impl TokenStore for MemoryStore {
@@ -124,5 +133,20 @@ mod tests {
         );
         assert!(!text.contains("SECRET"), "{text}");
         assert!(text.contains("redacted, 13 bytes"), "{text}");
+    }
+
+    /// A memory store's keys are the servers' URLs, which may carry a key in their query; an
+    /// authorizer's redirect carries the authorization code.
+    #[test]
+    fn store_keys_and_redirects_are_redacted() {
+        let mut store = MemoryStore::default();
+        let auth = StoredAuth { issuer: "i".into(), client: None, tokens: None };
+        store.save("https://h/mcp?api_key=KEY1", &auth);
+        let text = format!("{store:?}");
+        assert!(!text.contains("KEY1") && text.contains("https://h/mcp"), "{text}");
+        let redirect =
+            super::super::Authorization::Redirect("http://localhost/cb?code=C0DE&state=s".into());
+        let text = format!("{redirect:?}");
+        assert!(!text.contains("C0DE") && text.contains("state=s"), "{text}");
     }
 }

@@ -95,7 +95,10 @@ impl OAuthRequests {
             match self.begin(req, registry, now) {
                 Ok(fetch) => self.current = Some(Box::new(fetch)),
                 Err(e) => {
-                    log::debug!("oauth request to {url} failed: {e}");
+                    log::debug!(
+                        "oauth request to {} failed: {e}",
+                        crate::redact::RedactedUrl(&url)
+                    );
                     session.handle_oauth_failed(engine, now, id);
                 }
             }

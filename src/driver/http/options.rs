@@ -121,16 +121,15 @@ impl HttpOptions {
     }
 
     /// These options without any credential: no token provider, no OAuth flow, no
-    /// authorizer, and no `Authorization` (or `Proxy-Authorization`) header. A principal's lane
-    /// starts from this and adds its own, so the server's own credentials never reach it.
+    /// authorizer, and no header that carries one (`Authorization`, `Proxy-Authorization`,
+    /// `Cookie`, and any whose name says key, token, secret and the like, as `X-Api-Key`). A
+    /// principal's lane starts from this and adds its own, so the server's own credentials
+    /// never reach it.
     pub(crate) fn without_credentials(&self) -> Self {
         let headers = self
             .headers
             .iter()
-            .filter(|(name, _)| {
-                !name.eq_ignore_ascii_case("authorization")
-                    && !name.eq_ignore_ascii_case("proxy-authorization")
-            })
+            .filter(|(name, _)| !crate::redact::names_a_credential(name))
             .cloned()
             .collect();
         Self {
