@@ -937,7 +937,9 @@ mcpoll_result mcpoll_fd(const mcpoll_host *host, int *fd);
 
 /**
  * Milliseconds until the host must be polled although its descriptor is not readable, in
- * `*ms`: rounded up, 0 when due now, -1 when nothing is due (sleep until the descriptor is
+ * `*ms`: rounded up, 0 when due now (a deadline passed, or an event waits for
+ * mcpoll_next_event: a cancel, or a call the policy refused or holds for an ask, queues one
+ * with no I/O to wake the loop), -1 when nothing is due (sleep until the descriptor is
  * readable). Read it again after every call that takes the host as `mcpoll_host *`.
  *
  * # Safety

@@ -199,6 +199,10 @@ unsafe fn ptr_array<'a>(
     if p.is_null() {
         return Err(mcpoll_result::MCPOLL_NULL_POINTER.into());
     }
+    if count > isize::MAX as usize / std::mem::size_of::<*const c_char>() {
+        // No such array fits in memory: `from_raw_parts` requires this.
+        return Err(mcpoll_result::MCPOLL_INVALID_ARGUMENT.into());
+    }
     // SAFETY: not null, and valid for `count` reads by the caller's contract.
     Ok(unsafe { std::slice::from_raw_parts(p, count) })
 }
@@ -627,10 +631,11 @@ pub unsafe extern "C" fn mcpoll_disable_tools(
     // SAFETY: the caller's contract, for every argument.
     unsafe {
         with_server(host, server, |h, id| {
-            let mut tools = Vec::with_capacity(count);
-            for &name in ptr_array(names, count)? {
-                tools.push(str_arg(name)?.to_owned());
-            }
+            // The array is checked before anything is sized by `count`: a null `names` with a
+            // huge count is a null pointer, not an allocation that aborts.
+            let names = ptr_array(names, count)?;
+            let tools = names.iter().map(|&name| Ok(str_arg(name)?.to_owned()));
+            let tools = tools.collect::<Result<Vec<_>, Fail>>()?;
             h.host.disable_tools(id, tools);
             Ok(())
         })
@@ -816,7 +821,9 @@ pub unsafe extern "C" fn mcpoll_fd(host: *const mcpoll_host, fd: *mut c_int) -> 
 }
 
 /// Milliseconds until the host must be polled although its descriptor is not readable, in
-/// `*ms`: rounded up, 0 when due now, -1 when nothing is due (sleep until the descriptor is
+/// `*ms`: rounded up, 0 when due now (a deadline passed, or an event waits for
+/// mcpoll_next_event: a cancel, or a call the policy refused or holds for an ask, queues one
+/// with no I/O to wake the loop), -1 when nothing is due (sleep until the descriptor is
 /// readable). Read it again after every call that takes the host as `mcpoll_host *`.
 ///
 /// # Safety
@@ -830,6 +837,7 @@ pub unsafe extern "C" fn mcpoll_timeout_ms(
         // SAFETY: the caller's contract.
         let (h, ms) = unsafe { (handle_ref(host)?, out_arg(ms)?) };
         *ms = match h.host.poll_timeout() {
+            _ if h.host.has_events() => 0,
             None => -1,
             Some(t) => {
                 let left = t.saturating_duration_since(Instant::now());
@@ -1031,6 +1039,35 @@ mod tests {
             let mut ms = 0;
             assert_eq!(mcpoll_timeout_ms(host, &mut ms), mcpoll_result::MCPOLL_OK);
             assert_eq!(ms, -1, "a host with nothing to do has no deadline");
+            mcpoll_host_free(host);
+        }
+    }
+
+    /// A null array with a huge count is a null pointer, not an allocation of `count` names
+    /// (which aborted, or panicked past `isize::MAX`); a count no array can have is refused.
+    #[test]
+    fn an_array_is_checked_before_its_count_sizes_anything() {
+        // SAFETY: live handles and valid pointers, but for the null array under test.
+        unsafe {
+            let mut host = std::ptr::null_mut();
+            assert_eq!(mcpoll_host_new(&mut host), mcpoll_result::MCPOLL_OK);
+            let argv = [c"cat".as_ptr()];
+            let mut server = 0;
+            let r = mcpoll_add_stdio_server(
+                host,
+                argv.as_ptr(),
+                1,
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+                std::ptr::null(),
+                &mut server,
+            );
+            assert_eq!(r, mcpoll_result::MCPOLL_OK);
+            let r = mcpoll_disable_tools(host, server, std::ptr::null(), usize::MAX);
+            assert_eq!(r, mcpoll_result::MCPOLL_NULL_POINTER);
+            let r = mcpoll_disable_tools(host, server, argv.as_ptr(), usize::MAX);
+            assert_eq!(r, mcpoll_result::MCPOLL_INVALID_ARGUMENT);
             mcpoll_host_free(host);
         }
     }

@@ -56,6 +56,20 @@ impl Host {
         self.client.next_event()
     }
 
+    /// Whether [`poll_event`](Self::poll_event) may have an event to hand out now: one queued
+    /// by a server, an authorization ask, a catalog change, or work of the capability cache
+    /// that can make one. A loop that sleeps on the descriptor and
+    /// [`poll_timeout`](Self::poll_timeout) (which counts deadlines, not events) looks here
+    /// first: a command can end a call at once (a cancel, a call the policy refuses or holds
+    /// for an ask) and queue its event with no I/O or deadline to wake the loop.
+    #[must_use]
+    pub fn has_events(&self) -> bool {
+        self.client.has_queued_events()
+            || self.client.has_asks()
+            || self.client.cache.has_changes()
+            || self.client.has_catalog_work()
+    }
+
     /// Hands every queued event to `f` with [`Commands`] to start or cancel calls meanwhile;
     /// see [`Client::drain`]. The calls the closure starts are written as it returns from each event.
     pub fn drain(&mut self, f: impl FnMut(&mut Commands<'_>, ServerId, HostEvent<'_>)) {

@@ -368,6 +368,11 @@ static void policy_and_extensions(mcpoll_host *host, uint64_t py) {
   EXPECT(mcpoll_set_policy(host, 424242, MCPOLL_CONFIRM_ALWAYS), MCPOLL_UNKNOWN_SERVER);
   OK(mcpoll_set_policy(host, py, MCPOLL_CONFIRM_ALWAYS));
   call = echo(host, py, "asked");
+  /* A command that queues an event (here the ask) with no I/O to come makes the deadline 0:
+   * a loop that sleeps on the descriptor and the deadline must not sleep through it. */
+  int64_t due = -1;
+  OK(mcpoll_timeout_ms(host, &due));
+  CHECK(due == 0);
   seen_event *asked = wait_for(host, py, MCPOLL_EVENT_AUTHORIZATION_ASKED, call);
   CHECK(strcmp(asked->data, "echo") == 0 && asked->list_kind == 1);
   OK(mcpoll_allow_call(host, py, call));
@@ -389,6 +394,9 @@ static void policy_and_extensions(mcpoll_host *host, uint64_t py) {
   OK(mcpoll_call_tool(host, py, "slow", "{\"ms\":3000}", NULL, &other));
   EXPECT(mcpoll_allow_call(host, py, other), MCPOLL_AUTHORIZE_NOT_HELD);
   OK(mcpoll_cancel(host, py, other));
+  due = -1;
+  OK(mcpoll_timeout_ms(host, &due));
+  CHECK(due == 0);
   /* Cancelled, but its end not yet handed out: the id is still known, the call is over. */
   EXPECT(mcpoll_cancel(host, py, other), MCPOLL_CANCEL_NOT_PENDING);
   CHECK(end_of(host, py, other)->error == MCPOLL_LOCAL_CANCELLED);
@@ -396,6 +404,9 @@ static void policy_and_extensions(mcpoll_host *host, uint64_t py) {
   const char *disabled[] = {"add"};
   OK(mcpoll_disable_tools(host, py, disabled, 1));
   OK(mcpoll_call_tool(host, py, "add", "{\"a\":1,\"b\":2}", NULL, &call));
+  due = -1;
+  OK(mcpoll_timeout_ms(host, &due));
+  CHECK(due == 0);
   CHECK(end_of(host, py, call)->error == MCPOLL_LOCAL_AUTHORIZATION_DENIED);
 
   /* Extension requests by method name. */
