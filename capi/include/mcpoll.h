@@ -1014,6 +1014,9 @@ mcpoll_result mcpoll_server_pid(const mcpoll_host *host, uint64_t server, uint32
  * `MCPOLL_LOGGER_TAKEN` when the process (a Rust program linking this library) installed
  * another `log` logger first.
  *
+ * Returns once no callback runs on another thread: after turning logging off (or replacing
+ * the callback) the old callback is not called again, and its `userdata` may be freed.
+ *
  * # Safety
  * `callback`, when not null, is a function with that signature, callable until logging is
  * turned off or the process ends; `userdata` is whatever it expects.

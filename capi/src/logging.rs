@@ -9,7 +9,7 @@ use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_void};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::RwLock;
 
 use crate::{guard, mcpoll_result, Fail};
 
@@ -31,7 +31,9 @@ struct Sink {
     userdata: usize,
 }
 
-static SINK: Mutex<Option<Sink>> = Mutex::new(None);
+/// Read-locked for as long as a callback runs, so that turning logging off (which takes it for
+/// writing) returns only once no callback runs: the program may then free `userdata`.
+static SINK: RwLock<Option<Sink>> = RwLock::new(None);
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
@@ -57,11 +59,8 @@ impl log::Log for Logger {
         if in_callback() {
             return;
         }
-        let sink = match SINK.lock() {
-            Ok(s) => *s,
-            Err(poisoned) => *poisoned.into_inner(),
-        };
-        let Some(sink) = sink else { return };
+        let held = SINK.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let Some(sink) = *held else { return };
         let _ = LINE.try_with(|line| {
             let Ok(mut line) = line.try_borrow_mut() else { return };
             let (target, message) = &mut *line;
@@ -81,6 +80,7 @@ impl log::Log for Logger {
             };
             IN_CALLBACK.with(|c| c.set(false));
         });
+        drop(held);
     }
 
     fn flush(&self) {}
@@ -105,6 +105,9 @@ fn fill(buf: &mut Vec<u8>, args: std::fmt::Arguments<'_>) {
 /// `MCPOLL_LOGGER_TAKEN` when the process (a Rust program linking this library) installed
 /// another `log` logger first.
 ///
+/// Returns once no callback runs on another thread: after turning logging off (or replacing
+/// the callback) the old callback is not called again, and its `userdata` may be freed.
+///
 /// # Safety
 /// `callback`, when not null, is a function with that signature, callable until logging is
 /// turned off or the process ends; `userdata` is whatever it expects.
@@ -126,7 +129,9 @@ pub unsafe extern "C" fn mcpoll_set_log_callback(
         };
         // One lock for the installation and the sink, so two first calls on two threads
         // cannot both try to install the logger.
-        let mut slot = SINK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // For writing: waits for callbacks running on other threads (this thread's cannot be
+        // in one: `guard` returned MCPOLL_REENTRANT then).
+        let mut slot = SINK.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         if !INSTALLED.load(Ordering::Acquire) {
             if log::set_logger(&LOGGER).is_err() {
                 return Err(Fail::new(
@@ -138,8 +143,9 @@ pub unsafe extern "C" fn mcpoll_set_log_callback(
         }
         let sink = callback.map(|callback| Sink { callback, userdata: userdata as usize });
         *slot = sink;
-        drop(slot);
+        // Under the lock, so that two setters on two threads leave one's sink with its level.
         log::set_max_level(if sink.is_some() { level } else { log::LevelFilter::Off });
+        drop(slot);
         Ok(())
     })
 }
