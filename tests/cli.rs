@@ -316,3 +316,38 @@ fn a_bearer_token_with_a_line_break_fails_at_once() {
     assert_eq!(line["error"]["name"], "setup_failed", "{line}");
     assert!(line["error"]["message"].as_str().unwrap_or_default().contains("bearer"), "{line}");
 }
+
+/// A reader that stops early (`mcpoll ... tools | head -1`) ends the program quietly with
+/// 141, as SIGPIPE would a C program: `print!` panicked on the closed pipe (exit 101).
+#[test]
+fn a_reader_that_goes_away_ends_the_program_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let server = demo("--bulk-tools 20000");
+    let mut child = Command::new(common::cli())
+        .args(["--stdio", &server, "tools"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run mcpoll");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert!(first.starts_with("bulk_"), "{first}");
+    drop(out);
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(output.status.code(), Some(141), "{stderr}");
+}
+
+/// An argument that is not UTF-8 is a usage error (exit 2), not a panic (exit 101).
+#[test]
+fn an_argument_that_is_not_utf8_is_a_usage_error() {
+    use std::os::unix::ffi::OsStrExt;
+    let bad = std::ffi::OsStr::from_bytes(b"\xff");
+    let out = mcpoll().args(["--root".as_ref(), bad, "tools".as_ref()]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(error_line(&stderr)["error"]["name"], "usage", "{stderr}");
+}

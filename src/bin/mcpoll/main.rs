@@ -67,6 +67,10 @@ const CANCEL_GRACE: Duration = Duration::from_millis(300);
 /// The exit code after Ctrl-C (128 + SIGINT, as shells report it).
 const EXIT_INTERRUPTED: u8 = 130;
 
+/// The exit code when the reader of the output went away (128 + SIGPIPE, as a program the
+/// signal killed would give).
+const EXIT_BROKEN_PIPE: u8 = 141;
+
 /// The exit code of a call whose tool answered `isError: true` (the result is printed).
 const EXIT_TOOL_ERROR: u8 = 4;
 /// The exit code of a call refused locally (disabled tool, `--confirm` not answered yes).
@@ -114,6 +118,7 @@ struct Paste;
 
 impl Authorizer for Paste {
     fn authorize(&mut self, url: &str) -> Result<String, AuthorizeError> {
+        let url = show::terminal_safe(url, false);
         eprintln!("Open this URL in a browser and authorize mcpoll:\n\n  {url}\n");
         eprintln!("Then paste here the whole URL the browser was sent back to:");
         let mut line = String::new();
@@ -134,6 +139,9 @@ enum Failure {
     Call(CallError),
     /// Anything else that stopped the command (exit 1).
     Other(&'static str, String),
+    /// The output could not be written (exit 1; a reader that went away, as `| head` does,
+    /// exits 141 quietly, as a program killed by SIGPIPE would).
+    Output(std::io::Error),
     /// Ctrl-C (exit 130).
     Interrupted,
 }
@@ -412,7 +420,8 @@ struct Progress {
 impl Progress {
     fn show(&mut self, progress: f64, total: Option<f64>, message: Option<&str>) {
         let total = total.map(|t| format!("/{t}")).unwrap_or_default();
-        let message = message.map(|m| format!("  {m}")).unwrap_or_default();
+        let message =
+            message.map(|m| format!("  {}", show::terminal_safe(m, false))).unwrap_or_default();
         // \r and "erase line": the next report overwrites this one.
         eprint!("\r\x1b[2K[{progress}{total}]{message}");
         let _ = std::io::stderr().flush();
@@ -572,13 +581,15 @@ fn watch(
                     "kind": kind, "added": added, "removed": removed, "changed": changed,
                     "hash": hash,
                 });
-                println!("{line}");
+                emit(&format!("{line}\n")).map_err(Failure::Output)?;
             } else {
                 let parts: Vec<String> = [('+', &added), ('-', &removed), ('~', &changed)]
                     .into_iter()
-                    .flat_map(|(sign, v)| v.iter().map(move |n| format!("{sign}{n}")))
+                    .flat_map(|(sign, v)| {
+                        v.iter().map(move |n| format!("{sign}{}", show::terminal_safe(n, false)))
+                    })
                     .collect();
-                println!("{kind} changed: {}", parts.join(" "));
+                emit(&format!("{kind} changed: {}\n", parts.join(" "))).map_err(Failure::Output)?;
             }
         }
     }
@@ -608,6 +619,10 @@ fn report(f: Failure, json: bool) -> ExitCode {
             (e.kind(), e.name().to_owned(), message, code)
         }
         Failure::Other(name, m) => ("local", name.to_owned(), m, 1),
+        Failure::Output(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            return ExitCode::from(EXIT_BROKEN_PIPE)
+        }
+        Failure::Output(e) => ("local", "output".to_owned(), format!("cannot write: {e}"), 1),
         Failure::Interrupted => {
             let m = "interrupted: the call was cancelled".to_owned();
             ("local", "interrupted".to_owned(), m, EXIT_INTERRUPTED)
@@ -626,26 +641,42 @@ fn report(f: Failure, json: bool) -> ExitCode {
         }
         eprintln!("{}", json!({ "error": error }));
     } else {
-        eprintln!("mcpoll: {message} ({kind}/{name})");
+        // The message may quote the server (an error's text): shown, not obeyed.
+        eprintln!("mcpoll: {} ({kind}/{name})", show::terminal_safe(&message, false));
         if name == "usage" {
             eprintln!("Try `mcpoll --help`.");
         }
         if let Some(x) = exit.filter(|x| !x.stderr_tail.is_empty()) {
-            eprintln!("the server's last stderr:\n{}", x.stderr_tail.trim_end());
+            let tail = show::terminal_safe(x.stderr_tail.trim_end(), true);
+            eprintln!("the server's last stderr:\n{tail}");
         }
     }
     ExitCode::from(code)
 }
 
+/// Writes `text` to standard output, reporting what `print!` would panic on (a closed pipe).
+fn emit(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
 fn main() -> ExitCode {
-    if std::env::args().nth(1).as_deref() == Some("echo-server") {
+    // `std::env::args` panics on an argument that is not UTF-8: a usage error instead.
+    let given: Result<Vec<String>, _> =
+        std::env::args_os().skip(1).map(|a| a.into_string()).collect();
+    let Ok(given) = given else {
+        let json = std::env::args_os().any(|a| a == "--json");
+        return report(Failure::Usage("an argument is not valid UTF-8".into()), json);
+    };
+    if given.first().map(String::as_str) == Some("echo-server") {
         echo_server::main();
         return ExitCode::SUCCESS;
     }
-    let args = match args::parse(std::env::args().skip(1)) {
+    let args = match args::parse(given.iter().cloned()) {
         Ok(a) => a,
         Err(m) => {
-            let json = std::env::args().any(|a| a == "--json");
+            let json = given.iter().any(|a| a == "--json");
             return report(Failure::Usage(m), json);
         }
     };
@@ -659,17 +690,17 @@ fn main() -> ExitCode {
             // A listing is read from its text, without a `Value` of every item.
             let listing =
                 if args.json { None } else { show::readable_listing(&args.command[0], &text) };
-            if let Some(readable) = listing {
-                print!("{readable}");
-            } else {
-                match serde_json::from_str::<serde_json::Value>(&text) {
-                    Ok(v) if args.json => {
-                        println!("{}", serde_json::to_string_pretty(&v).unwrap_or(text))
-                    }
-                    Ok(v) => print!("{}", show::readable(&args.command[0], &v)),
+            let shown = match listing {
+                Some(readable) => readable,
+                None => match serde_json::from_str::<serde_json::Value>(&text) {
+                    Ok(v) if args.json => serde_json::to_string_pretty(&v).unwrap_or(text) + "\n",
+                    Ok(v) => show::readable(&args.command[0], &v),
                     // It always parses (the engine checked it); raw text otherwise.
-                    Err(_) => println!("{text}"),
-                }
+                    Err(_) => show::terminal_safe(&text, true).into_owned() + "\n",
+                },
+            };
+            if let Err(e) = emit(&shown) {
+                return report(Failure::Output(e), args.json);
             }
             if tool_error {
                 ExitCode::from(EXIT_TOOL_ERROR)

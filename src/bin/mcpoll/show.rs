@@ -2,9 +2,39 @@
 //!
 //! Anything of a shape not recognised is printed as indented JSON, so nothing is ever lost.
 
+use std::borrow::Cow;
 use std::fmt::Write;
 
 use serde_json::Value;
+
+/// The widest a listing's name column is padded to: a longer name is printed as it is, and
+/// does not pad every other line to its length (one 60 KB name padded a listing of 100,000
+/// tools to gigabytes; past 65,535 the padding panicked).
+const MAX_COLUMN: usize = 40;
+
+/// `text` safe to write to a terminal: control characters (escape sequences that move the
+/// cursor, clear the screen, set the title or the clipboard; a lone carriage return that
+/// overwrites a line) and the bidirectional overrides that reorder what is shown are written
+/// as `\u{..}` escapes. Line feeds and tabs stay when `lines` (multi-line text) allows them.
+/// A server names its tools and writes their descriptions: what it sends is shown, not obeyed.
+pub(crate) fn terminal_safe(text: &str, lines: bool) -> Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        (c.is_control() && !(lines && matches!(c, '\n' | '\t')))
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.contains(unsafe_char) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
 
 /// The readable text for the result of `command`, ending in a newline.
 pub(crate) fn readable(command: &str, result: &Value) -> String {
@@ -23,7 +53,7 @@ pub(crate) fn readable(command: &str, result: &Value) -> String {
     if out.is_empty() {
         pretty(&mut out, result);
     }
-    out
+    terminal_safe(&out, true).into_owned()
 }
 
 fn pretty(out: &mut String, v: &Value) {
@@ -80,7 +110,8 @@ pub(crate) fn readable_listing(command: &str, text: &str) -> Option<String> {
         _ => return None,
     };
     let items = parse_json(text)?.get(key).filter(|a| a.kind() == Kind::Array)?;
-    let width = items.elements().filter_map(|i| text_of(i, id)).map(|s| s.len()).max();
+    let names = items.elements().filter_map(|i| text_of(i, id));
+    let width = names.map(|s| s.chars().count()).filter(|&n| n <= MAX_COLUMN).max();
     let mut out = String::new();
     for item in items.elements() {
         let name = text_of(item, id);
@@ -92,7 +123,8 @@ pub(crate) fn readable_listing(command: &str, text: &str) -> Option<String> {
             .and_then(RawJson::as_bool)
             .unwrap_or(false);
         let mark = if read_only { " (read-only)" } else { "" };
-        let name = name.as_deref().unwrap_or("?");
+        let name = terminal_safe(name.as_deref().unwrap_or("?"), false);
+        let first = terminal_safe(first, false);
         let width = width.unwrap_or(0);
         let line = format!("{name:width$}  {first}{mark}");
         let _ = writeln!(out, "{}", line.trim_end());
@@ -203,7 +235,7 @@ fn prompt(out: &mut String, r: &Value) {
 mod tests {
     use serde_json::json;
 
-    use super::readable;
+    use super::{readable, readable_listing, terminal_safe};
 
     #[test]
     fn shapes() {
@@ -221,5 +253,40 @@ mod tests {
         assert_eq!(readable("get", &prompt), "user: Hi\n");
         let odd = json!({"x": 1});
         assert_eq!(readable("read", &odd), "{\n  \"x\": 1\n}\n");
+    }
+
+    /// A name far longer than the others is printed as it is: no line is padded to it (which
+    /// made the listing hundreds of times its size, and panicked past 65,535 characters).
+    #[test]
+    fn a_very_long_name_pads_no_line() {
+        let long = "u".repeat(70_000);
+        let text = json!({"resources": [{"uri": long}]}).to_string();
+        let shown = readable_listing("resources", &text).unwrap();
+        assert_eq!(shown.trim_end(), long);
+        let mut items = vec![json!({"uri": "u".repeat(60_000)})];
+        items.extend((0..2_000).map(|i| json!({"uri": format!("r{i}"), "description": "d"})));
+        let text = json!({ "resources": items }).to_string();
+        let shown = readable_listing("resources", &text).unwrap();
+        assert!(shown.len() < 4 * text.len(), "{} bytes for {}", shown.len(), text.len());
+        assert!(shown.contains("\nr1     d\n"), "the short names still line up");
+    }
+
+    /// What a server sends is shown, not obeyed by the terminal: escape sequences, a lone
+    /// carriage return, bidirectional overrides.
+    #[test]
+    fn server_text_cannot_drive_the_terminal() {
+        let tools = json!({"tools": [
+            {"name": "a\u{1b}]0;title\u{7}", "description": "\u{1b}[2J\rhidden"},
+            {"name": "b\u{202e}txt.exe"}
+        ]});
+        let shown = readable("tools", &tools);
+        assert!(!shown.contains(['\u{1b}', '\u{7}', '\r', '\u{202e}']), "{shown:?}");
+        assert!(shown.contains("a\\u{1b}]0;title\\u{7}"), "{shown:?}");
+        let discover = json!({"instructions": "line one\n\tline \u{9b}two"});
+        let shown = readable("discover", &discover);
+        assert_eq!(shown, "instructions:\nline one\n\tline \\u{9b}two\n");
+        let call = json!({"content": [{"type": "text", "text": "ok\u{1b}[31m"}]});
+        assert!(!readable("call", &call).contains('\u{1b}'));
+        assert_eq!(terminal_safe("plain\ntext", false), "plain\\u{a}text");
     }
 }
