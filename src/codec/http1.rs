@@ -404,7 +404,7 @@ impl<'a> ResponseHead<'a> {
     /// The values of every header called `name`, compared case-insensitively, in wire order.
     /// Names are compared as bytes: the hot path looks up several per response, and a UTF-8
     /// check of every name on every lookup cost more than the lookups.
-    fn values<'n>(&self, name: &'n str) -> impl Iterator<Item = &'a [u8]> + 'n
+    pub(crate) fn values<'n>(&self, name: &'n str) -> impl Iterator<Item = &'a [u8]> + 'n
     where
         'a: 'n,
     {

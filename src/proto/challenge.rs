@@ -26,10 +26,29 @@ pub struct AuthChallenge {
 ///
 /// Returns `None` when the value holds neither. Scheme and parameter names are
 /// case-insensitive; values may be tokens or quoted strings; the first copy of a parameter
-/// (in either challenge) wins. Junk is skipped rather than refused: this runs on an error path, where a partial
-/// answer beats none. A response may carry several `WWW-Authenticate` headers: try each.
+/// (in either challenge) wins. Junk is skipped rather than refused: this runs on an error
+/// path, where a partial answer beats none. A response may carry several `WWW-Authenticate`
+/// headers: see [`parse_all`], which the session uses.
+#[cfg(any(test, fuzzing))]
 pub(crate) fn parse(value: &[u8]) -> Option<AuthChallenge> {
+    parse_all(std::iter::once(value))
+}
+
+/// [`parse`] over every `WWW-Authenticate` header of a response, in wire order, as one list of
+/// challenges (RFC 9110 11.6.1: several header lines are one comma-separated list): a `Basic`
+/// challenge in the first and `Bearer resource_metadata=...` in the second, or `Bearer` in one
+/// and `DPoP error="use_dpop_nonce"` in another, are all read.
+pub(crate) fn parse_all<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> Option<AuthChallenge> {
     let mut found: Option<AuthChallenge> = None;
+    for value in values {
+        parse_into(value, &mut found);
+    }
+    found
+}
+
+/// Reads the challenges of one header value into `found`.
+fn parse_into(value: &[u8], found: &mut Option<AuthChallenge>) {
+    // A header line starts a new challenge: parameters never carry over from the last line.
     let mut in_bearer = false;
     let mut pos = 0;
     loop {
@@ -37,7 +56,7 @@ pub(crate) fn parse(value: &[u8]) -> Option<AuthChallenge> {
             pos += 1;
         }
         if pos >= value.len() {
-            return found;
+            return;
         }
         let name_end = pos + value[pos..].iter().take_while(|&&b| is_tchar(b)).count();
         if name_end == pos {
@@ -192,5 +211,18 @@ mod tests {
         for (value, expected) in cases {
             assert_eq!(&parse(value), expected, "{}", String::from_utf8_lossy(value));
         }
+    }
+
+    /// Several header lines are one list of challenges; a line starts a new challenge.
+    #[test]
+    fn challenges_on_several_header_lines() {
+        let lines: [&[u8]; 2] = [br#"Bearer realm="mcp""#, br#"DPoP error="use_dpop_nonce""#];
+        assert_eq!(parse_all(lines), dpop(Some("use_dpop_nonce"), None));
+        let lines: [&[u8]; 2] = [br#"Basic realm="x""#, br#"Bearer resource_metadata="u""#];
+        assert_eq!(parse_all(lines), bearer(Some("u"), None, None, None));
+        // A parameter that opens a line continues no challenge of the line before.
+        let lines: [&[u8]; 2] = [b"Bearer", br#"scope="s""#];
+        assert_eq!(parse_all(lines), bearer(None, None, None, None));
+        assert_eq!(parse_all(std::iter::empty()), None);
     }
 }

@@ -173,12 +173,13 @@ fn host_headers(
 }
 
 /// The fields of a response head the session reads.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 struct ResponseHead<'a> {
     status: u16,
     content_type: Option<&'a [u8]>,
     session_id: Option<&'a [u8]>,
-    www_authenticate: Option<&'a [u8]>,
+    /// The `Bearer` and `DPoP` challenges of a 401 or 403, from every `WWW-Authenticate`.
+    challenge: Option<crate::proto::challenge::AuthChallenge>,
     /// `DPoP-Nonce` (read only when [`HttpSession::reads_dpop_nonce`]).
     dpop_nonce: Option<&'a [u8]>,
 }
@@ -983,11 +984,16 @@ impl HttpSession {
                 }
                 Ok(ResponseEvent::Head(head)) => {
                     let dpop = self.reads_dpop_nonce();
+                    let status = head.status();
+                    let refused = matches!(status, 401 | 403);
+                    let challenges = || head.values("www-authenticate");
                     let fields = ResponseHead {
-                        status: head.status(),
+                        status,
                         content_type: head.header("content-type"),
                         session_id: head.header("mcp-session-id"),
-                        www_authenticate: head.header("www-authenticate"),
+                        challenge: refused
+                            .then(|| crate::proto::challenge::parse_all(challenges()))
+                            .flatten(),
                         dpop_nonce: dpop.then(|| head.header("dpop-nonce")).flatten(),
                     };
                     if self.handle_head(x, fields) {
@@ -1025,7 +1031,7 @@ impl HttpSession {
         let sse = head.content_type.is_some_and(|v| starts_with_ci(v, b"text/event-stream"));
         x.mode = if sse && ok { BodyMode::Sse } else { BodyMode::Json };
         if matches!(head.status, 401 | 403) {
-            x.challenge = head.www_authenticate.and_then(crate::proto::challenge::parse);
+            x.challenge = head.challenge;
         }
         // The session id is adopted from a successful `initialize` only (§6.2): any other
         // response naming one cannot move the client to another session.

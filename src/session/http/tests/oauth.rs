@@ -283,3 +283,20 @@ fn a_legacy_get_stream_refused_with_401_waits_for_the_flow_and_for_a_refresh() {
     assert_eq!(get.header("last-event-id"), Some("ev-6"));
     assert!(sent.iter().any(|x| x.body["params"]["name"] == "c"));
 }
+
+/// A 401 may carry its challenges on several `WWW-Authenticate` lines; the `Bearer` one
+/// after a `Basic` one is read (only the first line was, and its `resource_metadata` lost).
+#[test]
+fn a_bearer_challenge_on_a_second_header_line_is_read() {
+    let mut s = Sim::modern().with_oauth();
+    let mut server = As { tokens: vec![token("tok-1")], ..As::default() };
+    s.call("a");
+    let a = s.next().unwrap();
+    let prm = "http://mcp.test/elsewhere/oauth-protected-resource-of-mcp";
+    let bearer = format!(r#"Bearer resource_metadata="{prm}""#);
+    let headers = [("WWW-Authenticate", r#"Basic realm="mcp""#), ("WWW-Authenticate", &bearer)];
+    s.respond(a.x, 401, &headers, "");
+    s.run_flow(&mut server);
+    assert!(server.asked[0].starts_with(prm), "{:?}", server.asked);
+    assert_eq!(s.next().unwrap().header("authorization"), Some("Bearer tok-1"));
+}
