@@ -47,17 +47,11 @@ impl CacheHints {
     }
 }
 
-/// A plain non-negative integer; anything else (`-1`, `1.5`, `1e3`) is malformed. Values past
-/// `u64::MAX` saturate: the store caps every TTL at its own maximum anyway.
+/// A non-negative integer in any notation JSON Schema counts as one (`300000`, `300000.0`,
+/// `3e5`); anything else (`-1`, `1.5`) is malformed. Values past `u64::MAX` saturate: the
+/// store caps every TTL at its own maximum anyway.
 fn parse_ttl(n: &str) -> TtlHint {
-    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
-        return TtlHint::Unspecified;
-    }
-    let mut ms: u64 = 0;
-    for b in n.bytes() {
-        ms = ms.saturating_mul(10).saturating_add(u64::from(b - b'0'));
-    }
-    TtlHint::Millis(ms)
+    crate::proto::json::whole_number(n).map_or(TtlHint::Unspecified, TtlHint::Millis)
 }
 
 #[cfg(test)]
@@ -75,6 +69,11 @@ mod tests {
         assert_eq!(h, CacheHints { ttl: TtlHint::Millis(300_000), scope: CacheScope::Public });
         assert_eq!(hints(r#"{"ttlMs":0}"#).ttl, TtlHint::Millis(0));
         assert_eq!(hints(r#"{"ttlMs":99999999999999999999999}"#).ttl, TtlHint::Millis(u64::MAX));
+        // Whole numbers in other notations are integers to JSON Schema: not stale at once.
+        for (json, ms) in [(r#"{"ttlMs":300000.0}"#, 300_000), (r#"{"ttlMs":3e5}"#, 300_000)] {
+            assert_eq!(hints(json).ttl, TtlHint::Millis(ms), "{json}");
+        }
+        assert_eq!(hints(r#"{"ttlMs":1e300}"#).ttl, TtlHint::Millis(u64::MAX));
     }
 
     #[test]
@@ -83,7 +82,7 @@ mod tests {
             r#"{}"#,
             r#"{"ttlMs":-1}"#,
             r#"{"ttlMs":1.5}"#,
-            r#"{"ttlMs":1e3}"#,
+            r#"{"ttlMs":-1e3}"#,
             r#"{"ttlMs":"100"}"#,
             r#"{"ttlMs":null}"#,
             r#"[]"#,

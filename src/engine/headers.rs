@@ -141,10 +141,20 @@ impl ToolHeaders {
             let Some(v) = v else { continue };
             match v.kind() {
                 Kind::String => out.push(&h.name, &v.as_str().unwrap_or_default()),
-                // An integer's JSON text is its decimal form; a fraction or exponent is no
-                // integer (as serde_json's `is_i64`/`is_u64` judge it).
+                // An integer's JSON text is its decimal form.
                 Kind::Number if v.as_i64().is_some() || v.as_u64().is_some() => {
                     out.push(&h.name, v.text())
+                }
+                // So is that of an integer written otherwise (`1.0`, `1e2`, `-0`): JSON Schema
+                // counts them as integers, and a server that checks the header against the
+                // body reads its value (the TypeScript SDK's `String(1.0)` is "1"), so leaving
+                // the header out made it refuse the call (-32020). Exactly, up to 2^53.
+                Kind::Number => {
+                    const EXACT: f64 = 9_007_199_254_740_992.0;
+                    let whole = v.as_f64().filter(|f| f.fract() == 0.0 && f.abs() <= EXACT);
+                    if let Some(f) = whole {
+                        out.push(&h.name, &(f as i64).to_string());
+                    }
                 }
                 Kind::Bool => out.push(&h.name, v.text()),
                 _ => {}
@@ -432,7 +442,7 @@ mod tests {
     }
 
     #[test]
-    fn only_integers_count_as_numbers_and_escapes_are_read() {
+    fn integers_in_any_notation_count_as_numbers_and_escapes_are_read() {
         let (t, _) = learn(serde_json::json!([tool(
             "t",
             serde_json::json!({
@@ -440,10 +450,16 @@ mod tests {
                 "i": {"type": "integer", "x-mcp-header": "I"}
             })
         )]));
-        for not_integer in ["1.5", "1e2", "-0", "1.0"] {
+        for not_integer in ["1.5", "1e-2", "1e300"] {
             let mut out = ParamHeaderList::default();
             t.write_for_call("t", &format!(r#"{{"i":{not_integer}}}"#), &mut out);
             assert_eq!(out.iter().count(), 0, "{not_integer}");
+        }
+        // Integers written as a JSON Schema integer may be: their decimal form.
+        for (written, decimal) in [("1e2", "100"), ("-0", "0"), ("1.0", "1"), ("-2.0e0", "-2")] {
+            let mut out = ParamHeaderList::default();
+            t.write_for_call("t", &format!(r#"{{"i":{written}}}"#), &mut out);
+            assert_eq!(pairs(&out), [("Mcp-Param-I".into(), decimal.into())], "{written}");
         }
         let mut out = ParamHeaderList::default();
         t.write_for_call("t", r#"{"s":"a\u0041","i":18446744073709551615}"#, &mut out);

@@ -234,13 +234,7 @@ pub(super) fn ttl_of(result: RawJson<'_>) -> Duration {
     let Some(n) = result.get("ttlMs").filter(|n| n.kind() == Kind::Number) else {
         return Duration::ZERO;
     };
-    let text = n.text();
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return Duration::ZERO;
-    }
-    let ms =
-        text.bytes().fold(0u64, |ms, b| ms.saturating_mul(10).saturating_add(u64::from(b - b'0')));
-    Duration::from_millis(ms)
+    crate::proto::json::whole_number(n.text()).map_or(Duration::ZERO, Duration::from_millis)
 }
 
 /// Where the era verdict the engine works under came from, for [`Engine::verdict`](super::Engine::verdict).

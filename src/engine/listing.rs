@@ -18,7 +18,8 @@ pub(crate) struct ListHints {
 impl ListHints {
     pub(super) fn add(&mut self, page: RawJson<'_>) {
         self.pages += 1;
-        if let Some(ttl) = page.get("ttlMs").and_then(RawJson::as_u64) {
+        let ttl = page.get("ttlMs").filter(|n| n.kind() == crate::proto::json::Kind::Number);
+        if let Some(ttl) = ttl.and_then(|n| crate::proto::json::whole_number(n.text())) {
             self.ttl_ms = Some(self.ttl_ms.map_or(ttl, |t| t.min(ttl)));
         }
         if page.get("cacheScope").is_some_and(|s| s.as_str().as_deref() == Some("public")) {

@@ -66,6 +66,19 @@ pub(crate) fn is_integer(n: &serde_json::Number) -> bool {
     n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.is_finite() && f.fract() == 0.0)
 }
 
+/// The value of a number's JSON `text` when it is a non-negative integer in any notation JSON
+/// Schema counts as one (`300000`, `300000.0`, `3e5`), saturating at `u64::MAX`; `None` for a
+/// negative number or a fraction. How every `ttlMs` is read.
+pub(crate) fn whole_number(text: &str) -> Option<u64> {
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        let digits = text.bytes().map(|b| u64::from(b - b'0'));
+        return Some(digits.fold(0u64, |n, d| n.saturating_mul(10).saturating_add(d)));
+    }
+    // A fraction or an exponent: whole all the same when its value is (`as` saturates).
+    let f: f64 = text.parse().ok()?;
+    (f.is_finite() && f.fract() == 0.0 && f >= 0.0).then_some(f as u64)
+}
+
 pub(crate) fn parse(frame: &[u8]) -> Result<RawJson<'_>, JsonError> {
     parse_visit(frame, &mut ())
 }
@@ -1099,6 +1112,27 @@ impl Unescape<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `ttlMs` in any notation of a whole number; negatives and fractions are not.
+    #[test]
+    fn whole_numbers_in_every_notation() {
+        for (text, n) in [
+            ("0", Some(0)),
+            ("300000", Some(300_000)),
+            ("300000.0", Some(300_000)),
+            ("3e5", Some(300_000)),
+            ("3E+5", Some(300_000)),
+            ("-0", Some(0)),
+            ("99999999999999999999999", Some(u64::MAX)),
+            ("1e300", Some(u64::MAX)),
+            ("-1", None),
+            ("1.5", None),
+            ("-1e3", None),
+            ("", None),
+        ] {
+            assert_eq!(whole_number(text), n, "{text}");
+        }
+    }
 
     use serde_json::Value;
 
