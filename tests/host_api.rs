@@ -248,3 +248,31 @@ fn a_call_started_in_the_drain_is_decided_by_the_policy() {
     assert_eq!(refused, Some(CallError::Local(denied)));
     assert_eq!(Some(host.stats(id).unwrap().requests_sent), sent_before, "the add was never sent");
 }
+
+// ----- removing a server -----------------------------------------------------------------------
+
+/// A server removed with a call pending ends it with an event, under the removed handle, then
+/// says it closed; the handle is no server's after. (The engine and its events were dropped:
+/// the call never ended for the host, nor reached the record sink.)
+#[test]
+fn removing_a_server_ends_its_pending_calls_with_events() {
+    let mut host = Host::new().unwrap();
+    let server = start(&mut host, demo_server(), Config::default());
+    while host.poll_event().is_some() {}
+    let opts = CallOptions::default();
+    let call = host.call_tool_json(server, "slow", r#"{"ms":60000}"#, &opts).unwrap();
+    host.remove_server(server);
+    assert!(host.has_events(), "the ends wait for poll_event");
+    let mut seen = Vec::new();
+    while let Some((id, event)) = host.poll_event() {
+        assert_eq!(id, server);
+        seen.push(match event {
+            Event::CallFailed { call: c, .. } if c == call => "failed".to_owned(),
+            Event::Closed { .. } => "closed".to_owned(),
+            other => format!("{other:?}"),
+        });
+    }
+    assert_eq!(seen, ["failed", "closed"]);
+    assert!(!host.has_events());
+    assert_eq!(host.pending(server), None, "no such server");
+}

@@ -13,6 +13,7 @@
 //! So everything above the engine is testable with the engine harness on simulated time: a
 //! test adds engines, moves their frames itself, and calls the same verbs the host does.
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use serde_json::value::RawValue;
@@ -131,7 +132,16 @@ pub struct Client {
     /// Compiled tool schemas, by definition hash.
     #[cfg(feature = "schema")]
     schemas: schema::SchemaCache,
+    /// Engines of removed servers whose events the host has not taken yet: the ends of the
+    /// calls the close failed, and `Closed`, still reach `poll_event` (under the removed
+    /// handle) and their records the sink. Each is dropped once drained; at most
+    /// [`MAX_RETIRED`] are kept.
+    retired: VecDeque<(ServerId, Engine)>,
 }
+
+/// Removed servers whose undrained events are kept (the oldest go first): a host that never
+/// drains them does not keep every engine it removed.
+const MAX_RETIRED: usize = 64;
 
 impl Client {
     /// A core with no server and a capability cache of these bounds.
@@ -152,6 +162,7 @@ impl Client {
             round: Vec::new(),
             #[cfg(feature = "schema")]
             schemas: schema::SchemaCache::default(),
+            retired: VecDeque::new(),
         })
     }
 
@@ -201,6 +212,31 @@ impl Client {
             self.mark(index);
         }
         id
+    }
+
+    /// Keeps the engine of a server the host removed while it has events to hand out (the
+    /// ends of the calls its close failed): they come after the live servers' events.
+    pub(crate) fn retire(&mut self, id: ServerId, engine: Engine) {
+        if engine.queued_events() == 0 {
+            return;
+        }
+        if self.retired.len() >= MAX_RETIRED {
+            self.retired.pop_front();
+        }
+        self.retired.push_back((id, engine));
+    }
+
+    /// The next event of a removed server's engine ([`retire`](Self::retire)).
+    fn next_retired_event(&mut self) -> Option<(ServerId, HostEvent<'_>)> {
+        while self.retired.front().is_some_and(|(_, e)| e.queued_events() == 0) {
+            self.retired.pop_front();
+        }
+        let (id, engine) = self.retired.front_mut()?;
+        let out = engine.poll_event_tagged(*id);
+        if let Some((_, event)) = &out {
+            self.records.event(id.index, event);
+        }
+        out
     }
 
     /// Takes a server out (after the shell closed it); `None` for an unknown handle.
@@ -525,6 +561,7 @@ impl Client {
     /// `true` when some server's engine holds an event for the host.
     pub fn has_queued_events(&self) -> bool {
         self.servers.next_with_events(0).is_some()
+            || self.retired.iter().any(|(_, e)| e.queued_events() > 0)
     }
 
     /// The earliest deadline the core owns: every engine's, and every watched catalog's
@@ -599,7 +636,9 @@ impl Client {
         if self.has_asks() && self.take_ask() {
             return self.current_ask();
         }
-        let index = self.servers.next_with_events(self.event_cursor)?;
+        let Some(index) = self.servers.next_with_events(self.event_cursor) else {
+            return self.next_retired_event();
+        };
         self.event_cursor = index + 1;
         let s = self.servers.get_mut_without_passes(index)?;
         let id = ServerId { index, generation: s.generation };
@@ -641,7 +680,10 @@ impl Client {
         now: Instant,
         is_idle: impl FnMut(usize, &ServerCore) -> bool,
     ) -> bool {
-        !self.cache.has_changes() && self.unflushed.is_empty() && self.servers.is_idle(now, is_idle)
+        !self.cache.has_changes()
+            && self.unflushed.is_empty()
+            && self.retired.iter().all(|(_, e)| e.queued_events() == 0)
+            && self.servers.is_idle(now, is_idle)
     }
 }
 

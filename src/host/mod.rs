@@ -400,12 +400,17 @@ impl Host {
         }
     }
 
-    /// Forgets a closed server (after its events are drained), and its lanes.
+    /// Closes and forgets a server, and its lanes. What the close ends still reaches
+    /// [`poll_event`](Self::poll_event) under the removed handle: a `CallFailed` for each call
+    /// that was pending (and any event not yet taken), then `Closed`; their records reach the
+    /// sink. Any other use of the handle finds no server.
     pub fn remove_server(&mut self, server: ServerId) {
         self.remove_lanes(server);
         if self.client.server(server).is_some() {
             self.close_server(server);
-            self.client.remove(server);
+            if let Some(core) = self.client.remove(server) {
+                self.client.retire(server, core.engine);
+            }
             if let Some(transport) = self.transports.get_mut(server.index).and_then(Option::take) {
                 self.release_tokens(server.index, transport.tokens());
             }
