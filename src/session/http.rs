@@ -165,11 +165,21 @@ mod names {
 }
 
 /// The host's own headers (`HttpOptions::headers`), whose names the driver's setup refused
-/// unless they were tokens it does not own: none is dropped here.
+/// unless they were tokens it does not own.
+///
+/// With a token of the session's (`token`: the `Authorization` it writes itself), a host
+/// header of that name is left out: two would be refused by servers and proxies, or one of
+/// them picked at random. The token is the one the host asked for last (a `--bearer` beside a
+/// configuration file's header).
 fn host_headers(
     headers: &[(String, String)],
+    token: bool,
 ) -> impl Iterator<Item = (HeaderName<'_>, &[u8])> + '_ {
-    headers.iter().filter_map(|(n, v)| Some((HeaderName::new(n).ok()?, v.as_bytes())))
+    let replaced = move |n: &str| token && n.eq_ignore_ascii_case("authorization");
+    headers
+        .iter()
+        .filter(move |(n, _)| !replaced(n))
+        .filter_map(|(n, v)| Some((HeaderName::new(n).ok()?, v.as_bytes())))
 }
 
 /// The fields of a response head the session reads.
@@ -533,7 +543,7 @@ impl HttpSession {
         if let Some(proof) = proof {
             headers.push((names::DPOP, proof));
         }
-        headers.extend(host_headers(&self.headers));
+        headers.extend(host_headers(&self.headers, !self.bearer.is_empty()));
         Some(RequestPlan { method: "DELETE", preset: NO_PRESET, headers, body: &[] })
     }
 
@@ -915,7 +925,7 @@ impl HttpSession {
             headers.push((names::LAST_EVENT_ID, id.as_bytes()));
         }
         if !extra.is_empty() {
-            headers.extend(host_headers(extra));
+            headers.extend(host_headers(extra, !bearer.is_empty()));
         }
         let body: &[u8] = if get { &[] } else { &x.body };
         Some(PlanHead { method: htm, preset, body })

@@ -168,7 +168,9 @@ impl HttpOptions {
         self
     }
 
-    /// Adds a header to every request.
+    /// Adds a header to every request. An `Authorization` header goes only while the server
+    /// has no token of mcpoll's own ([`bearer`](Self::bearer), a token provider, an OAuth
+    /// flow): a token replaces it rather than going beside it.
     pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.headers.push((name.into(), value.into()));
         self

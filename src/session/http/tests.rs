@@ -923,6 +923,30 @@ fn the_unit_budget_stops_a_flood_that_delivers_nothing() {
 mod dpop;
 mod oauth;
 
+/// A token the session holds (a bearer, a provider's, OAuth's) is the one `Authorization`:
+/// a configured header of that name (a config file's `Authorization: Bearer ${TOKEN}` beside
+/// `--bearer`) is left out, not sent as a second one that servers and proxies refuse or pick
+/// from at random. Without a token the configured header goes as it is.
+#[test]
+fn a_token_replaces_a_configured_authorization_header() {
+    let token: Box<dyn TokenProvider> = Box::new(StaticToken("real".into()));
+    let mut s = Sim::new(Some(token));
+    s.session.headers.push(("authorization".into(), "Bearer from-file".into()));
+    let probe = s.next().unwrap();
+    let values: Vec<&str> = probe
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("authorization"))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(values, ["Bearer real"]);
+    assert_eq!(probe.header("x-extra"), Some("1"), "other configured headers still go");
+
+    let mut s = Sim::new(None);
+    s.session.headers.push(("Authorization".into(), "Bearer from-file".into()));
+    assert_eq!(s.next().unwrap().header("authorization"), Some("Bearer from-file"));
+}
+
 #[test]
 fn debug_output_shows_no_credentials_session_id_or_bodies() {
     let extra = vec![("X-Api-Key".to_owned(), "k3y-value".to_owned())];
