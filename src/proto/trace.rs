@@ -37,9 +37,9 @@ pub enum TraceContextError {
     ParentId,
     /// The flags are not two lowercase hex digits.
     Flags,
-    /// `tracestate` is longer than 512 bytes or has a byte that is not printable ASCII.
+    /// `tracestate` has a byte that is neither printable ASCII nor a tab.
     TraceState,
-    /// `baggage` is longer than 8192 bytes or has a byte that is not printable ASCII.
+    /// `baggage` has a byte that is neither printable ASCII nor a tab.
     Baggage,
 }
 
@@ -51,8 +51,8 @@ impl fmt::Display for TraceContextError {
             Self::TraceId => "traceparent trace id is not 32 lowercase hex digits, or is zero",
             Self::ParentId => "traceparent parent id is not 16 lowercase hex digits, or is zero",
             Self::Flags => "traceparent flags are not two lowercase hex digits",
-            Self::TraceState => "tracestate is over 512 bytes or not printable ASCII",
-            Self::Baggage => "baggage is over 8192 bytes or not printable ASCII",
+            Self::TraceState => "tracestate is not printable ASCII",
+            Self::Baggage => "baggage is not printable ASCII",
         })
     }
 }
@@ -86,9 +86,12 @@ impl fmt::Debug for TraceId {
     }
 }
 
-/// W3C Trace Context §3.3.1.3 recommends vendors keep `tracestate` within 512 bytes.
+/// W3C Trace Context §3.3.1.5: at least 512 bytes of `tracestate` are propagated; a longer one
+/// is cut, list-members over [`LARGE_TRACESTATE_MEMBER`] bytes first, then from the end.
 const MAX_TRACESTATE: usize = 512;
-/// W3C Baggage §3.3.2: at least 8192 bytes must be propagated; more may be cut.
+const LARGE_TRACESTATE_MEMBER: usize = 128;
+/// W3C Baggage §3.3.2: at least 8192 bytes are propagated; a longer one loses whole
+/// list-members from its end.
 const MAX_BAGGAGE: usize = 8192;
 
 impl TraceContext {
@@ -98,17 +101,19 @@ impl TraceContext {
         Ok(Self { traceparent: traceparent.to_owned(), tracestate: None, baggage: None })
     }
 
-    /// Adds a `tracestate`, checked.
+    /// Adds a `tracestate`, checked; one over 512 bytes is cut as W3C Trace Context says
+    /// (list-members over 128 bytes first, then from the end; whole members only).
     pub fn with_tracestate(mut self, tracestate: &str) -> Result<Self, TraceContextError> {
-        check_opaque(tracestate, MAX_TRACESTATE, TraceContextError::TraceState)?;
-        self.tracestate = Some(tracestate.to_owned());
+        check_opaque(tracestate, TraceContextError::TraceState)?;
+        let kept = cut_list(tracestate, MAX_TRACESTATE, LARGE_TRACESTATE_MEMBER);
+        self.tracestate = Some(kept);
         Ok(self)
     }
 
-    /// Adds a `baggage`, checked.
+    /// Adds a `baggage`, checked; one over 8192 bytes loses whole list-members from its end.
     pub fn with_baggage(mut self, baggage: &str) -> Result<Self, TraceContextError> {
-        check_opaque(baggage, MAX_BAGGAGE, TraceContextError::Baggage)?;
-        self.baggage = Some(baggage.to_owned());
+        check_opaque(baggage, TraceContextError::Baggage)?;
+        self.baggage = Some(cut_list(baggage, MAX_BAGGAGE, usize::MAX));
         Ok(self)
     }
 
@@ -116,10 +121,10 @@ impl TraceContext {
     pub fn check(&self) -> Result<TraceId, TraceContextError> {
         let id = parse_traceparent(&self.traceparent)?;
         if let Some(s) = &self.tracestate {
-            check_opaque(s, MAX_TRACESTATE, TraceContextError::TraceState)?;
+            check_opaque(s, TraceContextError::TraceState)?;
         }
         if let Some(b) = &self.baggage {
-            check_opaque(b, MAX_BAGGAGE, TraceContextError::Baggage)?;
+            check_opaque(b, TraceContextError::Baggage)?;
         }
         Ok(id)
     }
@@ -130,11 +135,28 @@ impl TraceContext {
     }
 }
 
-fn check_opaque(s: &str, max: usize, e: TraceContextError) -> Result<(), TraceContextError> {
-    if s.len() > max || !s.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+/// Printable ASCII, and tabs (the lists' optional whitespace may be one).
+fn check_opaque(s: &str, e: TraceContextError) -> Result<(), TraceContextError> {
+    if !s.bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b)) {
         return Err(e);
     }
     Ok(())
+}
+
+/// A comma-separated `list` within `max` bytes, whole list-members only: members longer than
+/// `large` go first, then members from the end. The list as it is when it fits.
+fn cut_list(list: &str, max: usize, large: usize) -> String {
+    if list.len() <= max {
+        return list.to_owned();
+    }
+    let members = list.split(',').map(|m| m.trim_matches([' ', '\t'])).filter(|m| !m.is_empty());
+    let mut kept: Vec<&str> = members.filter(|m| m.len() <= large).collect();
+    let joined =
+        |kept: &[&str]| kept.iter().map(|m| m.len()).sum::<usize>() + kept.len().saturating_sub(1);
+    while joined(&kept) > max {
+        kept.pop();
+    }
+    kept.join(",")
 }
 
 /// Lowercase hex only: W3C Trace Context §3.2.2 ("HEXDIGLC").
@@ -230,14 +252,36 @@ mod tests {
     fn tracestate_and_baggage_are_bounded_and_printable() {
         let t = TraceContext::new(GOOD).unwrap();
         assert!(t.clone().with_tracestate("congo=t61rcWkgMzE,rojo=00f067aa0ba902b7").is_ok());
-        assert_eq!(
-            t.clone().with_tracestate(&"a".repeat(513)).err(),
-            Some(TraceContextError::TraceState)
-        );
+        assert_eq!(t.clone().with_tracestate("a=1\r").err(), Some(TraceContextError::TraceState));
         assert_eq!(t.clone().with_baggage("k=v\n").err(), Some(TraceContextError::Baggage));
         assert!(t.clone().with_baggage("userId=alice,serverNode=DF%2028").is_ok());
         // Set directly, then checked as a whole.
         let raw = TraceContext { baggage: Some("\u{7f}".into()), ..t };
         assert_eq!(raw.check(), Err(TraceContextError::Baggage));
+    }
+
+    /// A valid `tracestate` longer than 512 bytes (32 members is the W3C maximum) or with
+    /// tabs for whitespace is cut the W3C way, not refused (which failed the call).
+    #[test]
+    fn a_long_tracestate_or_baggage_is_cut_at_whole_members() {
+        let t = TraceContext::new(GOOD).unwrap();
+        let members: Vec<String> =
+            (0..32).map(|i| format!("vendor{i:02}=0123456789abcdef")).collect();
+        let long = members.join(",");
+        assert!(long.len() > 512);
+        let cut = t.clone().with_tracestate(&long).unwrap().tracestate.unwrap();
+        assert!(cut.len() <= 512 && long.starts_with(&cut), "{cut}");
+        // 25 bytes a member and a comma between: 19 fit in 512.
+        assert_eq!(cut.split(',').count(), 19, "whole members, from the start");
+        // Large members go first, before any from the end.
+        let with_large = format!("big={},{}", "x".repeat(200), members[..2].join(","));
+        let padded = format!("{with_large},{}", "y=1,".repeat(80));
+        let cut = t.clone().with_tracestate(&padded).unwrap().tracestate.unwrap();
+        assert!(cut.starts_with("vendor00=") && !cut.contains("big="), "{cut}");
+        let tabs = t.clone().with_tracestate("a=1,\tb=2").unwrap();
+        assert_eq!(tabs.tracestate.as_deref(), Some("a=1,\tb=2"), "kept as given when it fits");
+        let baggage: String = (0..1000).map(|i| format!("k{i}=v{i},")).collect();
+        let cut = t.with_baggage(&baggage).unwrap().baggage.unwrap();
+        assert!(cut.len() <= 8192 && cut.ends_with(|c: char| c.is_ascii_digit()), "{cut}");
     }
 }
