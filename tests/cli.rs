@@ -351,3 +351,74 @@ fn an_argument_that_is_not_utf8_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert_eq!(error_line(&stderr)["error"]["name"], "usage", "{stderr}");
 }
+
+/// Ctrl-C at the `--confirm` prompt ends the CLI with 130 and sends nothing. The prompt read
+/// stdin with a plain `read_line`, which the signal does not interrupt (the handler restarts
+/// it): `^C` showed and nothing happened until Enter. In a terminal made by util-linux
+/// `script`; the shell writes its pid (mcpoll's, after `exec`) for the signal.
+#[test]
+fn ctrl_c_at_the_confirm_prompt_ends_the_cli() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let exe = common::cli();
+    let server = demo("");
+    let pid_file =
+        std::env::temp_dir().join(format!("mcpoll-cli-confirm-{}.pid", std::process::id()));
+    let _ = std::fs::remove_file(&pid_file);
+    let line = format!(
+        "echo $$ > '{}'; exec '{}' --stdio \"{server}\" --confirm call add '{{\"a\":1,\"b\":2}}'",
+        pid_file.display(),
+        exe.display()
+    );
+    let child = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("\n!!!!!!!! SKIPPED: no `script` to make a terminal with: {e} !!!!!!!!\n");
+            return;
+        }
+    };
+    let mut tty = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = tty.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut shown = Vec::new();
+    let deadline = std::time::Instant::now() + common::PATIENCE;
+    while !String::from_utf8_lossy(&shown).contains("[y/N]") {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(bytes) => shown.extend(bytes),
+            Err(_) => panic!("no prompt: {:?}", String::from_utf8_lossy(&shown)),
+        }
+    }
+    let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let _ = std::fs::remove_file(&pid_file);
+    let pid = rustix::process::Pid::from_raw(pid).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("SIGINT");
+    // Without the fix the prompt waits for a line that never comes: the wait below would end
+    // only by the kill after it.
+    let ended = std::time::Instant::now() + common::PATIENCE;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > ended {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let status = status.expect("the CLI never ended after Ctrl-C at the prompt");
+    assert_eq!(status.code(), Some(130));
+}

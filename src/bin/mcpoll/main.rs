@@ -102,15 +102,45 @@ impl mcpoll::Policy for AskAtTerminal {
             call.name
         );
         let _ = std::io::stderr().flush();
-        let mut line = String::new();
-        let yes = std::io::stdin().read_line(&mut line).is_ok()
-            && matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes");
-        if yes {
+        let line = match read_line_or_interrupt() {
+            Ok(Some(line)) => line,
+            Ok(None) => return mcpoll::Decision::deny("interrupted at the terminal (--confirm)"),
+            Err(_) => String::new(),
+        };
+        if matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
             mcpoll::Decision::Allow
         } else {
             mcpoll::Decision::deny("not confirmed at the terminal (--confirm)")
         }
     }
+}
+
+/// A line from stdin, or `None` once Ctrl-C is pressed. The handler only sets [`INTERRUPTED`],
+/// and the signal restarts a read it interrupts (`SA_RESTART`), so a plain `read_line` at a
+/// prompt ignored Ctrl-C until Enter (and a `y` typed then went through). The line is waited
+/// for in a poll that looks at the flag every [`TICK`]; stdin that cannot be polled (a
+/// regular file) is read at once.
+fn read_line_or_interrupt() -> std::io::Result<Option<String>> {
+    use std::os::fd::AsRawFd;
+    let stdin = std::io::stdin();
+    let mut poll = mio::Poll::new()?;
+    let fd = stdin.as_raw_fd();
+    let mut source = mio::unix::SourceFd(&fd);
+    if poll.registry().register(&mut source, mio::Token(0), mio::Interest::READABLE).is_ok() {
+        let mut events = mio::Events::with_capacity(1);
+        while events.is_empty() {
+            if INTERRUPTED.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            match poll.poll(&mut events, Some(TICK)) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                other => other?,
+            }
+        }
+    }
+    let mut line = String::new();
+    stdin.read_line(&mut line)?;
+    Ok(Some(line))
 }
 
 /// The authorization code grant from a terminal: print the URL, read back the redirect.
@@ -121,8 +151,8 @@ impl Authorizer for Paste {
         let url = show::terminal_safe(url, false);
         eprintln!("Open this URL in a browser and authorize mcpoll:\n\n  {url}\n");
         eprintln!("Then paste here the whole URL the browser was sent back to:");
-        let mut line = String::new();
-        std::io::stdin().read_line(&mut line).map_err(|e| AuthorizeError::Io(e.kind()))?;
+        let line = read_line_or_interrupt().map_err(|e| AuthorizeError::Io(e.kind()))?;
+        let Some(line) = line else { return Err(AuthorizeError::Declined) };
         let line = line.trim();
         if line.is_empty() {
             return Err(AuthorizeError::Declined);
