@@ -304,6 +304,12 @@ const STDERR_READS: usize = 16;
 /// usually exiting, and its own status says more than SIGKILL's.
 const EXIT_GRACE: Duration = Duration::from_millis(200);
 
+/// How often a child with requests outstanding is asked whether it still runs (`try_wait`):
+/// its exit is otherwise seen as the end of its stdout, which never comes while a process it
+/// started holds that pipe (a helper or daemon that inherited it), and the calls would wait
+/// out their deadlines. Idle servers are not asked: an idle host makes no system call.
+const LIVENESS_CHECK: Duration = Duration::from_secs(1);
+
 #[derive(Debug)]
 struct Running {
     child: Child,
@@ -312,6 +318,9 @@ struct Running {
     stderr: Option<Receiver>,
     /// stdout closed: the child is exiting, and its status is awaited (stderr still drains).
     exit: Option<Watch>,
+    /// When to ask whether the child still runs ([`LIVENESS_CHECK`]): set by a write while
+    /// the engine has requests outstanding, cleared once they are all answered.
+    liveness_at: Option<Instant>,
 }
 
 /// Drives one server child process for one [`Engine`].
@@ -449,6 +458,7 @@ impl StdioDriver {
             stdout: Some(stdout),
             stderr: Some(stderr),
             exit: None,
+            liveness_at: None,
         });
         self.framer = LineFramer::new(self.max_line);
         self.out.clear();
@@ -517,7 +527,13 @@ impl StdioDriver {
         read_closed: bool,
     ) -> io::Result<()> {
         match token.0.wrapping_sub(self.base.0) {
-            STDOUT => self.read_stdout(registry, engine, now, read_closed)?,
+            STDOUT => {
+                self.read_stdout(registry, engine, now, read_closed)?;
+                // The last answer is in: nothing to ask the child about.
+                if let Some(r) = self.running.as_mut().filter(|_| engine.pending() == 0) {
+                    r.liveness_at = None;
+                }
+            }
             STDERR => self.read_stderr(STDERR_READS),
             _ => {}
         }
@@ -590,6 +606,9 @@ impl StdioDriver {
                     self.out.push(b'\n');
                 }
                 full = self.out.len() >= self.max_unsent;
+            }
+            if let Some(r) = self.running.as_mut().filter(|_| engine.pending() > 0) {
+                r.liveness_at.get_or_insert(crate::time::later(now, LIVENESS_CHECK));
             }
             if !self.write_out(registry) || !full {
                 // The pipe is full (its writable edge resumes us), or the engine is drained.
@@ -770,10 +789,15 @@ impl StdioDriver {
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) is next due: while a child that closed
-    /// stdout is exiting, its next check (or SIGKILL). `None` otherwise.
+    /// stdout is exiting, its next check (or SIGKILL); while requests are outstanding, the
+    /// next look at whether the child still runs. `None` otherwise.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.running.as_ref().and_then(|r| r.exit.as_ref()).map(Watch::deadline)
+        let running = self.running.as_ref()?;
+        match &running.exit {
+            Some(watch) => Some(watch.deadline()),
+            None => running.liveness_at,
+        }
     }
 
     /// Checks an exiting child (one `try_wait`, SIGKILL once its grace is over) and, once it is
@@ -785,10 +809,30 @@ impl StdioDriver {
         engine: &mut Engine,
         now: Instant,
     ) -> io::Result<()> {
-        if self.poll_timeout().is_some_and(|d| d <= now) {
-            self.check_exit(registry, engine, now)?;
+        if self.poll_timeout().is_none_or(|d| d > now) {
+            return Ok(());
         }
-        Ok(())
+        let Some(running) = self.running.as_mut() else { return Ok(()) };
+        if running.exit.is_none() {
+            // The liveness look: a child that exited while something holds its stdout is
+            // ended here as if its stdout had closed.
+            running.liveness_at = None;
+            match running.child.try_wait() {
+                Ok(None) if engine.pending() > 0 => {
+                    running.liveness_at = Some(crate::time::later(now, LIVENESS_CHECK));
+                }
+                Ok(None) => {}
+                Ok(Some(_)) | Err(_) => {
+                    log::debug!(
+                        "server {:?} exited with its stdout held open",
+                        self.command.program
+                    );
+                    return self.on_exit(registry, engine, now);
+                }
+            }
+            return Ok(());
+        }
+        self.check_exit(registry, engine, now)
     }
 
     fn check_exit(
@@ -955,6 +999,35 @@ mod tests {
         // An exit during the probe is a fallback to the legacy handshake on a new process.
         let second = driver.running.as_ref().map(|r| r.child.id());
         assert!(first.is_some() && second != first, "the exit was not seen");
+    }
+
+    /// A server that exits while a process it started holds its stdout (a helper that
+    /// inherited the pipe) gives no end of file: with a request outstanding, the driver asks
+    /// the child itself, and its exit is seen (here the probe's fallback starts a new
+    /// process) instead of the calls waiting out their deadlines.
+    #[test]
+    fn an_exit_is_seen_while_a_process_it_started_holds_stdout() {
+        let mut poll = mio::Poll::new().unwrap();
+        let now = Instant::now();
+        let mut engine = Engine::new(Config::default(), now).unwrap();
+        let command = StdioCommand::new("sh").args(["-c", "sleep 1000 & exit 3"]);
+        let mut driver = StdioDriver::new(command, engine.config(), Token(0));
+        driver.spawn(poll.registry(), &mut engine, now).unwrap();
+        driver.flush(poll.registry(), &mut engine, now).unwrap();
+        let first = driver.running.as_ref().map(|r| r.child.id());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut events = mio::Events::with_capacity(8);
+        while driver.running.as_ref().map(|r| r.child.id()) == first {
+            assert!(Instant::now() < deadline, "the exit was not seen");
+            let due = driver.poll_timeout().expect("a look at the child while the probe waits");
+            let wait = due.saturating_duration_since(Instant::now());
+            poll.poll(&mut events, Some(wait)).unwrap();
+            let now = Instant::now();
+            for event in events.iter() {
+                driver.handle_event(poll.registry(), event, &mut engine, now).unwrap();
+            }
+            driver.handle_timeout(poll.registry(), &mut engine, now).unwrap();
+        }
     }
 
     /// Reads of stdout start small and grow only while they fill what they asked for, to
