@@ -156,8 +156,17 @@ impl Client {
             let authorization_open = self.authorization_open();
             // In `poll_event`'s order: the cache's changes, then the asks, then the engines'.
             let asked = !self.cache.has_changes() && self.has_asks() && self.take_ask();
-            let Self { servers, unflushed, cache, records, scratch, event_cursor, authz, .. } =
-                self;
+            let Self {
+                servers,
+                unflushed,
+                cache,
+                records,
+                scratch,
+                event_cursor,
+                authz,
+                retired,
+                ..
+            } = self;
             let mut commands =
                 Commands { servers, unflushed, now, authorization_open, held: &mut held };
             if cache.has_changes() {
@@ -175,7 +184,14 @@ impl Client {
                 continue;
             }
             let Some(index) = commands.servers.next_with_events(*event_cursor) else {
-                return;
+                // Then what removed servers left: their calls' ends, and `Closed`.
+                let Some(r) = Self::next_retired(retired) else { return };
+                let Some(detached) = r.engine.poll_event_into(scratch) else { return };
+                let event = detached.view(scratch);
+                records.event_named(&r.name, &event);
+                f(&mut commands, r.id, event);
+                after_each(self);
+                continue;
             };
             *event_cursor = index + 1;
             let Some(s) = commands.servers.get_mut_without_passes(index) else { return };

@@ -136,7 +136,16 @@ pub struct Client {
     /// calls the close failed, and `Closed`, still reach `poll_event` (under the removed
     /// handle) and their records the sink. Each is dropped once drained; at most
     /// [`MAX_RETIRED`] are kept.
-    retired: VecDeque<(ServerId, Engine)>,
+    retired: VecDeque<Retired>,
+}
+
+/// A removed server's engine, kept for the events it still holds.
+#[derive(Debug)]
+pub(crate) struct Retired {
+    id: ServerId,
+    /// Its name for the records (its slot may be another server's by now).
+    name: String,
+    engine: Engine,
 }
 
 /// Removed servers whose undrained events are kept (the oldest go first): a host that never
@@ -223,18 +232,25 @@ impl Client {
         if self.retired.len() >= MAX_RETIRED {
             self.retired.pop_front();
         }
-        self.retired.push_back((id, engine));
+        let name = self.records.name(id.index).to_owned();
+        self.retired.push_back(Retired { id, name, engine });
     }
 
-    /// The next event of a removed server's engine ([`retire`](Self::retire)).
-    fn next_retired_event(&mut self) -> Option<(ServerId, HostEvent<'_>)> {
-        while self.retired.front().is_some_and(|(_, e)| e.queued_events() == 0) {
-            self.retired.pop_front();
+    /// The removed server whose events come next ([`retire`](Self::retire)), dropping those
+    /// already drained.
+    fn next_retired(retired: &mut VecDeque<Retired>) -> Option<&mut Retired> {
+        while retired.front().is_some_and(|r| r.engine.queued_events() == 0) {
+            retired.pop_front();
         }
-        let (id, engine) = self.retired.front_mut()?;
-        let out = engine.poll_event_tagged(*id);
+        retired.front_mut()
+    }
+
+    /// The next event of a removed server's engine.
+    fn next_retired_event(&mut self) -> Option<(ServerId, HostEvent<'_>)> {
+        let r = Self::next_retired(&mut self.retired)?;
+        let out = r.engine.poll_event_tagged(r.id);
         if let Some((_, event)) = &out {
-            self.records.event(id.index, event);
+            self.records.event_named(&r.name, event);
         }
         out
     }
@@ -561,7 +577,7 @@ impl Client {
     /// `true` when some server's engine holds an event for the host.
     pub fn has_queued_events(&self) -> bool {
         self.servers.next_with_events(0).is_some()
-            || self.retired.iter().any(|(_, e)| e.queued_events() > 0)
+            || self.retired.iter().any(|r| r.engine.queued_events() > 0)
     }
 
     /// The earliest deadline the core owns: every engine's, and every watched catalog's
@@ -682,7 +698,7 @@ impl Client {
     ) -> bool {
         !self.cache.has_changes()
             && self.unflushed.is_empty()
-            && self.retired.iter().all(|(_, e)| e.queued_events() == 0)
+            && self.retired.iter().all(|r| r.engine.queued_events() == 0)
             && self.servers.is_idle(now, is_idle)
     }
 }

@@ -71,6 +71,15 @@ impl Records {
         }
     }
 
+    /// [`event`](Self::event) of a removed server, under the name it had (its slot may hold
+    /// another server by now).
+    pub(crate) fn event_named<C>(&mut self, name: &str, event: &Event<'_, C>) {
+        let Some(sink) = self.sink.as_mut() else { return };
+        if let Some(r) = event.record() {
+            sink.record(&r.with_server(name));
+        }
+    }
+
     /// Records a listing the capability cache answered without a request.
     pub(crate) fn cache_hit(
         &mut self,

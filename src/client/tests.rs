@@ -219,6 +219,46 @@ fn the_core_shows_its_servers_without_their_secrets() {
     assert!(shown.contains("/usr/bin/node") && shown.contains("<2 arguments redacted>"), "{shown}");
 }
 
+/// A removed server's last events (the ends of its calls, `Closed`) come out of `poll_event`
+/// and `drain` alike (a drain that left them queued spun a loop on `has_queued_events`), and
+/// their records carry the name it had, though its slot is another server's by then.
+#[test]
+fn a_removed_servers_last_events_reach_drain_and_keep_its_name() {
+    for by_drain in [false, true] {
+        let mut sim = Sim::new();
+        let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let log = std::rc::Rc::clone(&seen);
+        let sink = move |r: &crate::CallRecord<'_>| {
+            log.borrow_mut().push(r.server.unwrap_or("").to_owned());
+        };
+        sim.client.set_record_sink(Box::new(sink));
+        let alpha = sim.ready_server("alpha");
+        let opts = CallOptions::default();
+        let call = sim.client.call_tool_json(sim.now, alpha, "echo", "{}", &opts).unwrap();
+        sim.client.engine_mut(alpha).unwrap().close(sim.now);
+        let engine = sim.client.remove_server(alpha).unwrap();
+        sim.client.retire(alpha, engine);
+        // Added, not made ready: the setup would take the events this test looks for.
+        let engine = Engine::new(Config::default(), sim.now).unwrap();
+        let beta = sim.client.add_server(engine, "beta", TransportKind::Stdio);
+        assert_eq!(beta.index, alpha.index, "the slot is reused");
+        seen.borrow_mut().clear();
+        let mut ended = Vec::new();
+        if by_drain {
+            sim.client.drain(sim.now, |_, id, e| ended.push((id, format!("{e:?}"))));
+        } else {
+            while let Some((id, e)) = sim.client.poll_event(sim.now) {
+                ended.push((id, format!("{e:?}")));
+            }
+        }
+        assert!(!sim.client.has_queued_events(), "drain {by_drain}");
+        let failed = format!("CallFailed {{ call: {call:?}");
+        assert!(ended.iter().any(|(id, e)| *id == alpha && e.starts_with(&failed)), "{ended:?}");
+        assert!(ended.iter().any(|(id, e)| *id == alpha && e.starts_with("Closed")), "{ended:?}");
+        assert_eq!(*seen.borrow(), ["alpha"], "drain {by_drain}");
+    }
+}
+
 /// Two needs of one catalog make one listing; its answer serves both from the cache, and
 /// the next need is a hit with no request.
 #[test]
