@@ -134,6 +134,16 @@ impl StdioCommand {
         self
     }
 
+    /// This command without the variables it sets whose names say credential (`API_KEY`,
+    /// `GITHUB_TOKEN`, `DB_PASSWORD`, ...): what a principal's lane starts from, so the
+    /// server's own credentials never reach another principal's process. Other variables
+    /// (a log level, a data folder) stay; arguments are kept as they are.
+    pub(crate) fn without_credentials(&self) -> Self {
+        let mut lane = self.clone();
+        lane.env.retain(|(name, _)| !crate::redact::names_a_credential(&name.to_string_lossy()));
+        lane
+    }
+
     /// Starts the child with an empty environment (plus what [`env`](Self::env) adds), so no
     /// credential of the host leaks into a server by accident.
     pub fn env_clear(mut self) -> Self {
@@ -974,6 +984,19 @@ mod tests {
         let shown = format!("{command:?}");
         assert!(!shown.contains("s3cret"), "{shown}");
         assert!(shown.contains("\"srv\"") && shown.contains("API_KEY"), "{shown}");
+    }
+
+    /// A lane's command keeps none of the server's credential variables.
+    #[test]
+    fn a_lane_command_keeps_no_credential_variable() {
+        let base = StdioCommand::new("srv")
+            .env("GITHUB_PERSONAL_ACCESS_TOKEN", "ghp_s3cret")
+            .env("Api_Key", "k")
+            .env("LOG_LEVEL", "debug");
+        let lane = base.without_credentials().to_command();
+        let set: Vec<_> = lane.get_envs().map(|(k, _)| k.to_string_lossy().into_owned()).collect();
+        assert!(set.contains(&"LOG_LEVEL".to_owned()), "{set:?}");
+        assert!(!set.iter().any(|k| k.contains("TOKEN") || k == "Api_Key"), "{set:?}");
     }
 
     /// A short read stops the reading only while the server's end is open: when the event

@@ -128,7 +128,8 @@ impl Host {
         let (transport, http) = match recipe {
             Recipe::Stdio(command, _) => {
                 let target = LaneTarget { identity: &identity, url: None };
-                let mut command = command.clone();
+                // The server's own credentials stay with it; the principal's are added.
+                let mut command = command.without_credentials();
                 match p.credentials.as_mut().map(|c| c.credentials(&target)) {
                     Some(Credentials::Env(vars)) => {
                         for (k, v) in vars {
