@@ -107,6 +107,10 @@ pub enum AuthFailure {
     /// the named endpoint) is not `https` and not on a loopback host: nothing is sent to it
     /// (OAuth 2.1 1.5, MCP authorization "Communication Security").
     NotHttps(&'static str),
+    /// The MCP server's URL, or the resource metadata URL a challenge of it names, is not
+    /// `https` and not on a loopback host: no token goes to it, and no discovery request
+    /// (bearer tokens travel over TLS only: OAuth 2.1 1.5, RFC 6750 5.3).
+    CleartextResource,
     /// No pre-registered client, no usable client ID metadata document and no registration
     /// endpoint: the host must register a client by hand.
     NoClientIdentity,
@@ -257,6 +261,9 @@ impl fmt::Display for AuthFailure {
             Self::NotHttps(name) => {
                 write!(f, "the authorization server's {name} is neither https nor loopback")
             }
+            Self::CleartextResource => f.write_str(
+                "the MCP server (or its resource metadata) is neither https nor loopback: no token is sent to it",
+            ),
             Self::NoClientIdentity => f.write_str(
                 "no client identity: no pre-registered client, no client ID metadata document support, no registration endpoint",
             ),

@@ -149,6 +149,10 @@ impl OAuthFlow {
         if parts(&config.server_url).is_none() {
             return Err(AuthError::new(AuthStep::Discovery, AuthFailure::InvalidServerUrl));
         }
+        if !is_secure(&config.server_url) {
+            // Its tokens would cross the network in clear, to whoever is on the path.
+            return Err(AuthError::new(AuthStep::Discovery, AuthFailure::CleartextResource));
+        }
         let stored = config.store.load(&config.server_url);
         let (issuer, client, mut tokens) = match stored {
             Some(s) => (Some(s.issuer), s.client, s.tokens),
@@ -282,6 +286,10 @@ impl OAuthFlow {
         // Discovery runs on every challenge, not once: the resource may have moved to
         // another authorization server (SEP-2352), which is only visible in its PRM.
         let (candidates, from_challenge) = match &challenge.resource_metadata {
+            // Fetched in clear, it could name any authorization server to an attacker's taste.
+            Some(url) if !is_secure(url) => {
+                return self.fail(AuthStep::Discovery, AuthFailure::CleartextResource);
+            }
             Some(url) => (vec![url.clone()], true),
             None => (prm_locations(&self.config.server_url), false),
         };

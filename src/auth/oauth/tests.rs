@@ -1198,6 +1198,31 @@ fn absurd_expires_in_is_clamped() {
     }
 }
 
+/// A cleartext MCP server on a remote host gets no token: the flow is refused when it is
+/// made, and a resource metadata URL in cleartext named by an https server's challenge is not
+/// fetched (an attacker on the path could name any authorization server in it). Loopback
+/// hosts are exempt.
+#[test]
+fn cleartext_resources_get_no_token() {
+    let secret = || PreRegistered::with_secret("id", "the-secret");
+    for url in ["http://mcp.example.com/mcp", "http://10.0.0.1/mcp", "http://localhost.evil/mcp"] {
+        let e = OAuthFlow::new(OAuthConfig::client_credentials(url, secret()), Instant::now(), 0)
+            .err()
+            .unwrap_or_else(|| panic!("{url} accepted"));
+        assert_eq!((e.step, e.reason), (AuthStep::Discovery, AuthFailure::CleartextResource));
+    }
+    for url in ["http://127.0.0.1:8080/mcp", "http://localhost/mcp", "http://[::1]/mcp"] {
+        let flow =
+            OAuthFlow::new(OAuthConfig::client_credentials(url, secret()), Instant::now(), 0);
+        assert!(flow.is_ok(), "{url}");
+    }
+    let mut h = Harness::new(OAuthConfig::client_credentials(SERVER, secret()));
+    h.flow.handle_challenge(h.now, 401, &challenge(Some("http://evil.example/prm"), None));
+    let e = h.failed();
+    assert_eq!((e.step, e.reason), (AuthStep::Discovery, AuthFailure::CleartextResource));
+    h.nothing();
+}
+
 /// Issue 21: a cleartext authorization server on a remote host gets nothing, neither the
 /// request for its metadata nor the client secret; its endpoints are checked one by one, since
 /// https metadata may still name an http token endpoint. Loopback hosts are exempt.

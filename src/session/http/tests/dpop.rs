@@ -10,12 +10,12 @@ use crate::auth::oauth::{
 };
 use crate::session::http::OAuthState;
 
-const SERVER: &str = "http://mcp.test/mcp";
+const SERVER: &str = "https://mcp.test/mcp";
 /// What the simulated driver gives as the MCP request's `htu`.
 const HTU: &str = "http://127.0.0.1:9/mcp";
 const UNIX: u64 = 1_800_000_000;
 const CHALLENGE: &str =
-    r#"DPoP resource_metadata="http://mcp.test/.well-known/oauth-protected-resource/mcp""#;
+    r#"DPoP resource_metadata="https://mcp.test/.well-known/oauth-protected-resource/mcp""#;
 const NONCE_CHALLENGE: &str = r#"DPoP error="use_dpop_nonce", algs="ES256""#;
 
 /// An authorization server that may offer DPoP and may demand nonces.

@@ -5,9 +5,9 @@ use super::*;
 use crate::auth::oauth::{HttpMethod, HttpResponse, OAuthConfig, OAuthFlow, PreRegistered};
 use crate::session::http::OAuthState;
 
-const SERVER: &str = "http://mcp.test/mcp";
+const SERVER: &str = "https://mcp.test/mcp";
 const CHALLENGE: &str =
-    r#"Bearer resource_metadata="http://mcp.test/.well-known/oauth-protected-resource/mcp""#;
+    r#"Bearer resource_metadata="https://mcp.test/.well-known/oauth-protected-resource/mcp""#;
 
 /// What the authorization server says, and what it was asked.
 #[derive(Default)]
@@ -292,7 +292,7 @@ fn a_bearer_challenge_on_a_second_header_line_is_read() {
     let mut server = As { tokens: vec![token("tok-1")], ..As::default() };
     s.call("a");
     let a = s.next().unwrap();
-    let prm = "http://mcp.test/elsewhere/oauth-protected-resource-of-mcp";
+    let prm = "https://mcp.test/elsewhere/oauth-protected-resource-of-mcp";
     let bearer = format!(r#"Bearer resource_metadata="{prm}""#);
     let headers = [("WWW-Authenticate", r#"Basic realm="mcp""#), ("WWW-Authenticate", &bearer)];
     s.respond(a.x, 401, &headers, "");
