@@ -775,6 +775,10 @@ impl Store {
             let lk = ListKey { partition: key.partition(scope), kind };
             if let Some(list) = self.lists.get_mut(&lk) {
                 for p in &mut list.pages {
+                    // A failed refresh before the notice let the old page be served stale;
+                    // after it, the page is known to be out of date: refreshed, not served
+                    // (until a refresh fails again).
+                    p.refresh_failed = false;
                     if p.invalidated.is_none() {
                         p.invalidated = Some(now);
                         pages += 1;

@@ -95,6 +95,21 @@ fn fresh_until_received_plus_ttl_exactly() {
     assert_eq!((st.hits, st.misses, st.refreshes), (2, 2, 1));
 }
 
+/// A change notice after a failed refresh: the page that was served stale (the refresh
+/// failed) is known to be out of date now, and is refreshed rather than served; served stale
+/// again only once that refresh fails too.
+#[test]
+fn a_change_notice_after_a_failed_refresh_stops_the_stale_serving() {
+    let (mut s, t0, k) = (store(), Instant::now(), key_for("alice"));
+    fetch(&mut s, t0, &k, None, page(r#"{"name":"a"}"#, r#","ttlMs":1000"#));
+    fail(&mut s, t0 + ms(1_200), &k, None);
+    assert_eq!(look(&mut s, t0 + ms(1_200), &k, None), "stale 200ms a");
+    s.mark_stale(t0 + ms(1_210), &k, TOOLS);
+    assert_eq!(look(&mut s, t0 + ms(1_210), &k, None), "expired");
+    fail(&mut s, t0 + ms(1_300), &k, None);
+    assert_eq!(look(&mut s, t0 + ms(1_300), &k, None), "stale 300ms a");
+}
+
 #[test]
 fn server_ttl_is_capped_by_max_ttl() {
     let (mut s, t0, k) = (store(), Instant::now(), key_for("alice"));
