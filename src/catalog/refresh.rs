@@ -152,7 +152,11 @@ impl<E> Refresher<E> {
             // Served stale; a refresh goes behind it unless this need's own just failed.
             (ListState::Stale, Some(Outcome::Failed(_))) => Ok(Answer::Cached),
             (ListState::Stale, _) => {
-                self.start(now, store, key, true)?;
+                // The stale catalog is the answer whether or not the refresh behind it can
+                // start now (a full refresh table): the next need tries again.
+                if self.start(now, store, key, true).is_err() {
+                    log::debug!("a catalog refresh behind a stale answer could not start");
+                }
                 Ok(Answer::Cached)
             }
             (ListState::TooStale(stale_for), Some(Outcome::Failed(_))) => {

@@ -241,6 +241,43 @@ fn a_failed_page_serves_the_old_catalog_stale_or_fails_without_one() {
     assert!(matches!(r.need(t2, &mut s, &key()), Err(NeedError::StaleTooLong { .. })));
 }
 
+/// A catalog servable stale is served when the refresh behind it cannot start (the refresh
+/// table is full): the error was returned instead, though the answer was at hand.
+#[test]
+fn a_stale_answer_does_not_wait_for_room_to_refresh() {
+    let t0 = Instant::now();
+    let config = StoreConfig {
+        default_ttl: ms(1_000),
+        max_stale: ms(5_000),
+        max_refreshes: 1,
+        ..StoreConfig::default()
+    };
+    let mut s = Store::new(config).expect("config");
+    let mut server = Server::new(&["a"], 1, "");
+    let mut r = Refresher::new(TOOLS);
+    r.need(t0, &mut s, &key()).expect("need");
+    drive(&mut r, &mut s, &mut server, t0);
+    let t1 = t0 + ms(1_500);
+    assert_eq!(r.need(t1, &mut s, &key()), Ok(Answer::Waiting));
+    server.fail = true;
+    drive(&mut r, &mut s, &mut server, t1);
+    assert_eq!(r.need(t1, &mut s, &key()), Ok(Answer::Cached), "served stale after the failure");
+    // Another catalog takes the only refresh slot.
+    let other = CacheKey::new(&KeyParts {
+        server: "other",
+        transport: Transport::Stdio,
+        protocol_version: "2025-11-25",
+        principal: None,
+        granted_scopes: &[],
+        tenant: None,
+        client_capabilities: "{}",
+        extensions: "{}",
+    })
+    .expect("key");
+    assert!(matches!(s.begin_refresh(&other, TOOLS, None), Ok(Begin::Fetch(_))));
+    assert_eq!(r.need(t1 + ms(10), &mut s, &key()), Ok(Answer::Cached));
+}
+
 #[test]
 fn pages_that_may_not_be_cached_are_served_once() {
     let (t0, mut s) = (Instant::now(), store_with(1 << 20));
