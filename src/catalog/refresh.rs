@@ -219,10 +219,12 @@ impl<E> Refresher<E> {
         error: E,
     ) {
         let Some(flight) = self.flight.take() else { return };
-        if let Finished::Failed { .. } =
-            store.finish_refresh(now, flight.token, RefreshOutcome::Failed)
-        {
-            store.walk_failed(now, key, self.kind);
+        match store.finish_refresh(now, flight.token, RefreshOutcome::Failed) {
+            Finished::Failed { .. } => store.walk_failed(now, key, self.kind),
+            // A change raced the walk and revoked it: its failure answers nobody (as its page
+            // would not have); the next need starts a walk of the changed list.
+            Finished::Cancelled { .. } => return,
+            _ => {}
         }
         self.fail(flight.by_need, WalkError::Fetch(error));
     }

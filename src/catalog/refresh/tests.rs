@@ -241,6 +241,27 @@ fn a_failed_page_serves_the_old_catalog_stale_or_fails_without_one() {
     assert!(matches!(r.need(t2, &mut s, &key()), Err(NeedError::StaleTooLong { .. })));
 }
 
+/// A walk that a change notice revoked, and whose page then failed, is no answer: the next
+/// need walks the changed list (it returned the failure instead, with the server back up).
+#[test]
+fn a_revoked_walk_that_fails_leaves_the_next_need_to_walk_again() {
+    let (t0, mut s) = (Instant::now(), store_with(1 << 20));
+    let mut server = Server::new(&["a"], 1, "");
+    let mut r = Refresher::new(TOOLS);
+    r.need(t0, &mut s, &key()).expect("need");
+    drive(&mut r, &mut s, &mut server, t0);
+    s.mark_stale(t0 + ms(10), &key(), TOOLS);
+    assert_eq!(r.need(t0 + ms(10), &mut s, &key()), Ok(Answer::Waiting));
+    assert!(r.poll_fetch().is_some());
+    s.mark_stale(t0 + ms(11), &key(), TOOLS);
+    r.on_page(t0 + ms(12), &mut s, &key(), Err("down"), None);
+    assert_eq!(r.need(t0 + ms(12), &mut s, &key()), Ok(Answer::Waiting));
+    server.asked();
+    drive(&mut r, &mut s, &mut server, t0 + ms(13));
+    assert_eq!(server.asked(), ["-"], "a new walk");
+    assert_eq!(r.need(t0 + ms(13), &mut s, &key()), Ok(Answer::Cached));
+}
+
 /// A catalog servable stale is served when the refresh behind it cannot start (the refresh
 /// table is full): the error was returned instead, though the answer was at hand.
 #[test]
