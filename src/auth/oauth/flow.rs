@@ -158,6 +158,7 @@ impl OAuthFlow {
             Some(s) => (Some(s.issuer), s.client, s.tokens),
             None => (None, None, None),
         };
+        let pre_registered_at = issuer.clone();
         let mut dpop = match (config.dpop, config.dpop_key.take()) {
             (DpopMode::Off, _) => None,
             (mode, Some(key)) => Some(Dpop::new(mode, key)),
@@ -194,7 +195,9 @@ impl OAuthFlow {
             tokens,
             requested_scope: None,
             reauthorizations: 0,
-            pre_registered_at: None,
+            // The issuer the store remembers for this server is the one the host's
+            // credentials were used at before a restart: they stay bound to it (SEP-2352).
+            pre_registered_at,
             ended: VecDeque::with_capacity(ENDED_KEPT),
             dpop,
             as_nonce: Nonce::default(),

@@ -918,6 +918,30 @@ fn host_credentials_stay_with_their_first_server() {
     assert_eq!(h.failed().reason, AuthFailure::NoClientIdentity);
 }
 
+/// The binding of the host's credentials to their first server outlives a restart: the
+/// store remembers the issuer, and a resource that names another after the restart does not
+/// get the client secret sent there (it was, once the in-memory binding was gone).
+#[test]
+fn host_credentials_stay_with_their_first_server_across_a_restart() {
+    let mut store = MemoryStore::default();
+    let tokens = Tokens {
+        access_token: Secret::new("old"),
+        refresh_token: None,
+        expires_at: Some(UNIX + 3_600),
+        scope: None,
+        dpop_jkt: None,
+    };
+    store.save(SERVER, &StoredAuth { issuer: AS.into(), client: None, tokens: Some(tokens) });
+    let pre = PreRegistered::with_secret("cc", "secret");
+    let mut h = Harness::new(OAuthConfig::client_credentials(SERVER, pre).store(Box::new(store)));
+    let as2 = "https://as2.test";
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    h.get(PRM_PATH, 200, &prm(SERVER, as2, None));
+    h.get("https://as2.test/.well-known/oauth-authorization-server", 200, &meta(as2, json!({})));
+    assert_eq!(h.failed().reason, AuthFailure::NoClientIdentity);
+    h.nothing();
+}
+
 #[test]
 fn store_keeps_tokens_and_registration() {
     #[derive(Debug, Default)]
