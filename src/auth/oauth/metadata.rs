@@ -168,8 +168,10 @@ pub(crate) fn parse_token_response(body: &[u8]) -> Result<TokenResponse, ParseEr
     };
     Ok(TokenResponse {
         access_token: Secret(access_token),
-        // The server's number, however large, becomes a time the host can wait for.
-        expires_in: expires_in.map(|s| s.min(MAX_EXPIRES_IN)),
+        // The server's number, however large, becomes a time the host can wait for. Zero
+        // says nothing usable (a token dead on arrival would be fetched again and again):
+        // read as no lifetime given, as other OAuth clients do.
+        expires_in: expires_in.filter(|&s| s > 0).map(|s| s.min(MAX_EXPIRES_IN)),
         refresh_token: string(&map, "refresh_token")?.filter(|s| !s.is_empty()).map(Secret),
         scope: string(&map, "scope")?,
         dpop,
@@ -291,6 +293,10 @@ mod tests {
             (&br#"{"access_token":"a","token_type":"Bearer","expires_in":"60"}"#[..], Some(60)),
             (br#"{"access_token":"a","token_type":"Bearer","expires_in":59.9}"#, Some(59)),
             (br#"{"access_token":"a","token_type":"Bearer"}"#, None),
+            // Zero: no lifetime given (a token expired on arrival made the flow run again,
+            // up to its re-authorization limit, with a browser prompt each time).
+            (br#"{"access_token":"a","token_type":"Bearer","expires_in":0}"#, None),
+            (br#"{"access_token":"a","token_type":"Bearer","expires_in":0.5}"#, None),
         ] {
             assert_eq!(parse_token_response(body).unwrap().expires_in, want);
         }
