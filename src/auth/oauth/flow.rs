@@ -833,7 +833,8 @@ impl OAuthFlow {
 
     /// Whether a step-up challenge asks for anything not already asked for or granted.
     fn adds_scope(&self, challenged: Option<&str>) -> bool {
-        let Some(challenged) = challenged else { return true };
+        // A blank scope names none: as if absent (the flow reads it so too).
+        let Some(challenged) = challenged.filter(|s| !s.trim().is_empty()) else { return true };
         let have = |s: &str| {
             let in_list = |list: Option<&str>| {
                 list.is_some_and(|l| l.split_ascii_whitespace().any(|x| x == s))
@@ -1114,6 +1115,12 @@ impl OAuthFlow {
         self.outstanding = None;
         self.step_up = false;
         self.assertion.finish();
+        if outcome.is_err() {
+            // What a failed (declined, abandoned, refused) flow asked for was not granted:
+            // the scope held is the token's. Kept, it made a later step-up for the same
+            // scope look like a loop and fail at once, for good.
+            self.requested_scope = self.tokens.as_ref().and_then(|t| t.scope.clone());
+        }
         self.actions.push_back(match outcome {
             Ok(()) => Action::Ready,
             Err(e) => Action::Failed(e),

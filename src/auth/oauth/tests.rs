@@ -722,6 +722,27 @@ fn step_up_asks_for_the_union() {
     assert_eq!(h.bearer(), Some("t2"));
 }
 
+/// A step-up that did not end in a token (abandoned here) does not count as asked: the same
+/// scope can be asked for again (it failed at once with StepUpLimit, until some 401). A blank
+/// scope asks for nothing new, and is no loop either.
+#[test]
+fn an_unfinished_step_up_can_be_asked_again() {
+    let mut h = ready_with_scope(OAuthConfig::authorization_code(SERVER, REDIRECT));
+    step_up(&mut h, "mcp:write");
+    h.get(PRM_PATH, 200, &prm(SERVER, AS, Some(&["mcp:profile"])));
+    h.get(AS_META, 200, &meta(AS, json!({})));
+    let (auth, _) = h.grant(AS);
+    assert_eq!(auth["scope"], "mcp:basic mcp:write");
+    h.flow.abandon();
+    h.failed();
+    step_up(&mut h, "mcp:write");
+    h.request(HttpMethod::Get, PRM_PATH);
+
+    let mut h = ready_with_scope(OAuthConfig::authorization_code(SERVER, REDIRECT));
+    step_up(&mut h, " ");
+    h.request(HttpMethod::Get, PRM_PATH);
+}
+
 #[test]
 fn step_up_is_bounded() {
     // The same scope again after it was asked for: no new authorization at all.
