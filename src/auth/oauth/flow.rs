@@ -402,6 +402,7 @@ impl OAuthFlow {
             }
         }
         if let Some(error) = param("error") {
+            self.forget_dead_client(Some(error));
             let mut e = AuthError::new(AuthStep::Authorization, AuthFailure::Denied);
             e.error = Some(error.to_owned());
             return self.finish(Err(e));
@@ -1012,6 +1013,7 @@ impl OAuthFlow {
             if !refresh && self.retry_assertion_grant(&response) {
                 return;
             }
+            self.forget_dead_client(parse_error_body(response.body).error.as_deref());
             return self.fail_response(step, response);
         }
         let granted = match parse_token_response(response.body) {
@@ -1075,6 +1077,27 @@ impl OAuthFlow {
         self.next_id += 1;
         self.outstanding = Some(id);
         self.actions.push_back(Action::Send(HttpRequest { id, method, url, headers, body }));
+    }
+
+    /// The authorization server no longer knows a client it registered for us
+    /// (`invalid_client`, `unauthorized_client`: deleted, expired, or registered for another
+    /// redirect URI): the registration is dropped, here and in the store, so the next flow
+    /// registers anew instead of failing the same way every time. The host's own credentials
+    /// and a client ID metadata document are kept: they are not the server's to forget.
+    fn forget_dead_client(&mut self, error: Option<&str>) {
+        if !matches!(error, Some("invalid_client" | "unauthorized_client")) {
+            return;
+        }
+        let Some(client) = self.client.as_ref() else { return };
+        let host_owned =
+            self.config.pre_registered.as_ref().is_some_and(|p| p.client_id == client.client_id)
+                || self.config.client_metadata_url.as_deref() == Some(client.client_id.as_str());
+        if host_owned {
+            return;
+        }
+        log::debug!("oauth: the authorization server refused its registered client; forgetting it");
+        self.client = None;
+        self.save();
     }
 
     fn save(&mut self) {

@@ -963,6 +963,24 @@ fn host_credentials_stay_with_their_first_server_across_a_restart() {
     h.nothing();
 }
 
+/// A registration the authorization server no longer knows (`invalid_client`) is dropped,
+/// here and in the store: the next flow registers anew (it reused the dead client for good,
+/// and every authorization failed the same way).
+#[test]
+fn a_registration_the_server_refuses_is_registered_anew() {
+    let mut h = Harness::code();
+    h.discover(json!({}), None);
+    h.register(json!({}));
+    let (_, req) = h.grant(AS);
+    let refused = HttpResponse::new(401, br#"{"error":"invalid_client"}"#);
+    h.flow.handle_response(h.now, req.id, refused);
+    assert_eq!(h.failed().error.as_deref(), Some("invalid_client"));
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    h.get(PRM_PATH, 200, &prm(SERVER, AS, None));
+    h.get(AS_META, 200, &meta(AS, json!({})));
+    h.register(json!({}));
+}
+
 #[test]
 fn store_keeps_tokens_and_registration() {
     #[derive(Debug, Default)]
