@@ -330,6 +330,9 @@ impl fmt::Debug for Identity {
     }
 }
 
+/// The most catalog change events kept for the host ([`ClientCache::push_change`]).
+const MAX_QUEUED_CHANGES: usize = 256;
+
 /// Backoff before listening again after a stream broke: doubles up to the cap.
 const RELISTEN_BASE: Duration = Duration::from_millis(200);
 const RELISTEN_MAX: Duration = Duration::from_secs(30);
@@ -561,6 +564,23 @@ impl ClientCache {
     /// Whether the host installed a persistent store.
     pub(crate) fn has_store(&self) -> bool {
         self.persist.is_some()
+    }
+
+    /// Queues a change event for the host. At most [`MAX_QUEUED_CHANGES`] wait: a host that
+    /// never drains `poll_event` (the blocking helpers only) while a server's list flaps
+    /// would otherwise keep every change's names for good. The oldest go first; the catalog
+    /// itself is always current.
+    pub(crate) fn push_change(
+        &mut self,
+        server: ServerId,
+        kind: CatalogKind,
+        change: CatalogChange,
+    ) {
+        if self.changes.len() >= MAX_QUEUED_CHANGES {
+            log::debug!("catalog change events not taken: dropping the oldest");
+            self.changes.pop_front();
+        }
+        self.changes.push_back((server, kind, change));
     }
 
     /// The change events waiting, for `poll_event`.
@@ -941,7 +961,7 @@ impl Client {
             state.adopted = received;
             let search = (kind == CatalogKind::Tools).then_some(&mut s.catalog.search);
             if let Some(change) = state.refresher.adopt(now, &self.cache.store, &key, search) {
-                self.cache.changes.push_back((server, kind, change));
+                self.cache.push_change(server, kind, change);
             }
         }
         match self.cache.store.list_pages(now, &key, kind).map_err(store_error)? {
@@ -1051,7 +1071,7 @@ impl Client {
                         }
                     };
                     if let Some(change) = change {
-                        cache.changes.push_back((id, kind, change));
+                        cache.push_change(id, kind, change);
                     }
                     cache.save(now, &key, kind);
                 } else if state.eager_due {

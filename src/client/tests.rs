@@ -259,6 +259,31 @@ fn a_removed_servers_last_events_reach_drain_and_keep_its_name() {
     }
 }
 
+/// Catalog change events a host never takes are bounded: the oldest go (every change's
+/// names were kept for good).
+#[test]
+fn catalog_change_events_not_taken_are_bounded() {
+    use crate::catalog::change::CatalogChange;
+    use crate::catalog::diff::CatalogDiff;
+    use crate::catalog::hash::ContentHash;
+    let mut sim = Sim::new();
+    let id = sim.ready_server("flapping");
+    for i in 0..1_000 {
+        let diff = CatalogDiff { added: vec![format!("t{i}").into()], ..CatalogDiff::default() };
+        let change = CatalogChange::new(diff, ContentHash::of(b"x"));
+        sim.client.cache.push_change(id, CatalogKind::Tools, change);
+    }
+    let mut kept = Vec::new();
+    while let Some((_, event)) = sim.client.poll_event(sim.now) {
+        if let crate::client::HostEvent::Client(crate::client::ClientEvent::ToolsChanged(c)) = event
+        {
+            kept.push(c.added()[0].to_string());
+        }
+    }
+    assert_eq!(kept.len(), 256);
+    assert_eq!(kept.last().map(String::as_str), Some("t999"), "the newest are kept");
+}
+
 /// Two needs of one catalog make one listing; its answer serves both from the cache, and
 /// the next need is a hit with no request.
 #[test]
