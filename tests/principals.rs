@@ -374,10 +374,14 @@ fn environ(pid: u32) -> String {
 }
 
 #[test]
-fn a_stdio_lane_is_a_process_of_its_own_with_its_principals_environment() {
+fn a_stdio_lane_is_a_process_of_its_own_with_its_principals_environment_and_the_servers_name() {
     let mut host = Host::new().unwrap();
     let config = Config { cache_identity: Some("demo".into()), ..Config::default() };
-    let server = start(&mut host, demo_server(), config);
+    // The server's own credential variable stays with it; its name in the records is the
+    // lanes' too.
+    let command = demo_server().env("MCPOLL_BASE_SECRET", "server-key");
+    let server = start(&mut host, command, config);
+    host.set_server_name(server, "demo-server");
     let dave = Principal::new("dave").credentials(Box::new(EnvSecret("dave-key")));
     let dave = host.add_principal(dave).unwrap();
     let erin =
@@ -391,6 +395,14 @@ fn a_stdio_lane_is_a_process_of_its_own_with_its_principals_environment() {
     assert!(!environ(pids[0]).contains("MCPOLL_LANE_SECRET"));
     assert!(environ(pids[1]).contains("MCPOLL_LANE_SECRET=dave-key@demo"));
     assert!(environ(pids[2]).contains("MCPOLL_LANE_SECRET=erin-key@demo"));
+    assert!(environ(pids[0]).contains("MCPOLL_BASE_SECRET=server-key"));
+    assert!(
+        !environ(pids[1]).contains("MCPOLL_BASE_SECRET")
+            && !environ(pids[2]).contains("MCPOLL_BASE_SECRET")
+    );
+    for lane in [ld, le] {
+        assert_eq!(host.client().server_name(lane), Some("demo-server"));
+    }
     assert_eq!(text(&call(&mut host, ld, "echo", r#"{"text":"d"}"#)), "d");
     // Removing the server takes its lanes (and their processes) with it.
     host.remove_server(server);

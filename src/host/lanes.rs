@@ -87,6 +87,11 @@ impl Host {
         }
         let lane = self.open_lane(server, principal)?;
         self.client.lanes.link(server, principal, lane);
+        // Its records name the server it is a lane of, as its authorization requests do (not
+        // the program or host it defaults to, which two servers may share).
+        if let Some(name) = self.client.server_name(server).map(str::to_owned) {
+            self.client.set_server_name(lane, &name);
+        }
         Ok(lane)
     }
 
