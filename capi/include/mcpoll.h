@@ -689,6 +689,7 @@ mcpoll_result mcpoll_host_new(mcpoll_host **out);
  * `mcpoll_tools` gives `MCPOLL_CATALOG_STALE_TOO_LONG`), and at most `max_refreshes` (at
  * least 1) catalog refreshes run at once over every server (one more gives
  * `MCPOLL_CATALOG_TOO_MANY_REFRESHES`). `mcpoll_host_new` uses 300000 ms and 64.
+ * `MCPOLL_INVALID_ARGUMENT` for a `max_refreshes` of 0 or a `max_stale_ms` over 366 days.
  *
  * # Safety
  * `out` is null or valid for a write.

@@ -226,6 +226,7 @@ pub unsafe extern "C" fn mcpoll_host_new(out: *mut *mut mcpoll_host) -> mcpoll_r
 /// `mcpoll_tools` gives `MCPOLL_CATALOG_STALE_TOO_LONG`), and at most `max_refreshes` (at
 /// least 1) catalog refreshes run at once over every server (one more gives
 /// `MCPOLL_CATALOG_TOO_MANY_REFRESHES`). `mcpoll_host_new` uses 300000 ms and 64.
+/// `MCPOLL_INVALID_ARGUMENT` for a `max_refreshes` of 0 or a `max_stale_ms` over 366 days.
 ///
 /// # Safety
 /// `out` is null or valid for a write.
@@ -246,7 +247,13 @@ pub unsafe extern "C" fn mcpoll_host_new_with_cache(
                 max_refreshes,
                 ..Default::default()
             };
-            Host::with_cache(cache).map_err(io_fail)
+            Host::with_cache(cache).map_err(|e| match e.kind() {
+                // The cache's own bounds refused (no system call failed): say which.
+                std::io::ErrorKind::InvalidInput => {
+                    Fail::new(mcpoll_result::MCPOLL_INVALID_ARGUMENT, e.to_string())
+                }
+                _ => io_fail(e),
+            })
         })
     }
 }
@@ -1041,6 +1048,17 @@ mod tests {
             assert_eq!(ms, -1, "a host with nothing to do has no deadline");
             mcpoll_host_free(host);
         }
+    }
+
+    /// A cache bound out of range is an invalid argument, not an I/O failure.
+    #[test]
+    fn a_cache_bound_out_of_range_is_an_invalid_argument() {
+        let mut host = std::ptr::null_mut();
+        let days_367 = 367 * 86_400_000;
+        // SAFETY: a valid out-pointer; no host is made.
+        let r = unsafe { mcpoll_host_new_with_cache(days_367, 64, &mut host) };
+        assert_eq!(r, mcpoll_result::MCPOLL_INVALID_ARGUMENT);
+        assert!(host.is_null());
     }
 
     /// A null array with a huge count is a null pointer, not an allocation of `count` names
