@@ -263,13 +263,16 @@ impl ServerRequestKind {
     /// The kind of a request by its method (and, for elicitation, its `params.mode`).
     pub(crate) fn of(method: &str, params: Option<RawJson<'_>>) -> Option<Self> {
         match method {
-            "elicitation/create" => {
-                let url = params
-                    .and_then(|p| p.get("mode"))
-                    .and_then(RawJson::as_str)
-                    .is_some_and(|m| m == "url");
-                Some(if url { Self::ElicitationUrl } else { Self::ElicitationForm })
-            }
+            // No mode is form (the 2025-06-18 shape); a mode that is neither form nor url is
+            // one no client declares: no kind, which is refused (-32602), not taken for form.
+            "elicitation/create" => match params.and_then(|p| p.get("mode")) {
+                None => Some(Self::ElicitationForm),
+                Some(mode) => match mode.as_str().as_deref() {
+                    Some("form") => Some(Self::ElicitationForm),
+                    Some("url") => Some(Self::ElicitationUrl),
+                    _ => None,
+                },
+            },
             "sampling/createMessage" => Some(Self::Sampling),
             "roots/list" => Some(Self::Roots),
             _ => None,
@@ -281,6 +284,27 @@ impl ServerRequestKind {
 mod tests {
     use super::*;
     use crate::proto::json;
+
+    /// An elicitation's kind by its mode: none or `form` is a form, `url` a URL; any other
+    /// mode is no kind at all (it was taken for a form), which the engine refuses with -32602.
+    #[test]
+    fn elicitation_kinds_by_mode() {
+        let kind = |params: &str| {
+            ServerRequestKind::of(
+                "elicitation/create",
+                Some(json::parse(params.as_bytes()).unwrap()),
+            )
+        };
+        assert_eq!(kind(r#"{"message":"m"}"#), Some(ServerRequestKind::ElicitationForm));
+        assert_eq!(kind(r#"{"mode":"form"}"#), Some(ServerRequestKind::ElicitationForm));
+        assert_eq!(kind(r#"{"mode":"url"}"#), Some(ServerRequestKind::ElicitationUrl));
+        assert_eq!(kind(r#"{"mode":"bogus"}"#), None);
+        assert_eq!(kind(r#"{"mode":7}"#), None);
+        assert_eq!(
+            ServerRequestKind::of("elicitation/create", None),
+            Some(ServerRequestKind::ElicitationForm)
+        );
+    }
 
     #[test]
     fn result_type_missing_is_complete_and_unknown_is_invalid() {
