@@ -119,6 +119,9 @@ pub struct OAuthFlow {
     /// No refresh before this time, and the wait that set it: a refresh that failed, or that
     /// brought a token already due for its refresh, is not tried again at once.
     refresh_not_before: Option<Instant>,
+    /// The refresh in flight was started by the timer, ahead of the expiry, while the token
+    /// still works (not by a 401).
+    background_refresh: bool,
     refresh_wait: Duration,
 }
 
@@ -203,6 +206,7 @@ impl OAuthFlow {
             as_nonce: Nonce::default(),
             assertion: grants::HeldAssertion::default(),
             refresh_not_before: None,
+            background_refresh: false,
             refresh_wait: Duration::ZERO,
         })
     }
@@ -497,6 +501,7 @@ impl OAuthFlow {
             // time left): a token endpoint that keeps failing is not asked in a tight loop.
             self.refresh_wait = (self.refresh_wait * 2).clamp(FIRST_REFRESH_WAIT, MAX_REFRESH_WAIT);
             self.refresh_not_before = Some(crate::time::later(now, self.refresh_wait));
+            self.background_refresh = true;
             self.refresh();
         }
     }
@@ -1003,6 +1008,14 @@ impl OAuthFlow {
                 if let Some(tokens) = self.tokens.as_mut() {
                     tokens.refresh_token = None;
                 }
+                // Kept, the dead refresh token would be tried again after a restart.
+                self.save();
+                if self.background_refresh && self.bearer(self.now).is_some() {
+                    // Ahead of the expiry, with a token that still works: it serves to its
+                    // end, and the 401 after that asks the user. Asking now would hold every
+                    // request behind a browser prompt nobody was waiting for.
+                    return self.finish(Ok(()));
+                }
                 if let Some(server) = self.server.clone() {
                     if self.machine_grant() {
                         return;
@@ -1137,6 +1150,7 @@ impl OAuthFlow {
         }
         self.outstanding = None;
         self.step_up = false;
+        self.background_refresh = false;
         self.assertion.finish();
         if outcome.is_err() {
             // What a failed (declined, abandoned, refused) flow asked for was not granted:

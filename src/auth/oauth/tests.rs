@@ -814,6 +814,45 @@ fn refresh_before_expiry() {
     assert_eq!(h.flow.poll_timeout(), Some(h.now + Duration::from_secs(3540)));
 }
 
+/// A refresh the timer started ahead of the expiry, refused (a dead refresh token): the
+/// token in hand serves to its end, and nobody is asked now; the dead refresh token is
+/// dropped from the store too. (The user was asked at once, every request held meanwhile.)
+#[test]
+fn a_background_refresh_refused_keeps_the_token_until_it_expires() {
+    #[derive(Debug, Default)]
+    struct Shared(std::rc::Rc<std::cell::RefCell<MemoryStore>>);
+    impl TokenStore for Shared {
+        fn load(&mut self, r: &str) -> Option<StoredAuth> {
+            self.0.borrow_mut().load(r)
+        }
+        fn save(&mut self, r: &str, a: &StoredAuth) {
+            self.0.borrow_mut().save(r, a)
+        }
+        fn clear(&mut self, r: &str) {
+            self.0.borrow_mut().clear(r)
+        }
+    }
+    let store = Shared::default();
+    let mut h = Harness::new(
+        OAuthConfig::authorization_code(SERVER, REDIRECT).store(Box::new(Shared(store.0.clone()))),
+    );
+    h.discover(json!({}), None);
+    h.register(json!({}));
+    let (_, req) = h.grant(AS);
+    h.token(&req, "t1", json!({"expires_in": 3600, "refresh_token": "r1"}));
+    h.ready();
+    h.now += Duration::from_secs(3540);
+    h.flow.handle_timeout(h.now);
+    let req = h.post(&format!("{AS}/token"));
+    h.reply(&req, 400, &json!({"error": "invalid_grant"}));
+    h.ready();
+    assert!(!h.flow.is_running(), "nobody is asked");
+    assert_eq!(h.bearer(), Some("t1"));
+    let kept = store.0.borrow_mut().load(SERVER).unwrap();
+    assert!(kept.tokens.unwrap().refresh_token.is_none(), "the dead refresh token is gone");
+    assert_eq!(h.flow.poll_timeout(), None, "no refresh left to try");
+}
+
 #[test]
 fn refresh_on_401_then_fallback_to_authorization() {
     let mut h = ready_refreshable();
