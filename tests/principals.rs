@@ -404,6 +404,10 @@ fn a_stdio_lane_is_a_process_of_its_own_with_its_principals_environment_and_the_
         assert_eq!(host.client().server_name(lane), Some("demo-server"));
     }
     assert_eq!(text(&call(&mut host, ld, "echo", r#"{"text":"d"}"#)), "d");
+    // A closed server gets no new lane (which would start a process for it again).
+    host.close_server(server);
+    let fay = host.add_principal(Principal::new("fay")).unwrap();
+    assert!(matches!(host.lane(server, fay), Err(mcpoll::LaneError::Closed)));
     // Removing the server takes its lanes (and their processes) with it.
     host.remove_server(server);
     assert!(host.state(ld).is_none() && host.state(le).is_none());

@@ -12,7 +12,7 @@ use crate::client::{PrincipalId, ServerId};
 use crate::driver::http::HttpDriver;
 use crate::driver::stdio::StdioDriver;
 use crate::driver::transport::Transport;
-use crate::engine::Engine;
+use crate::engine::{Engine, ServerState};
 
 /// Why a lane could not be had.
 #[derive(Debug)]
@@ -24,6 +24,9 @@ pub enum LaneError {
     UnknownPrincipal,
     /// The lane's server entry could not be set up.
     Setup(AddServerError),
+    /// The server was closed ([`Host::close_server`]): no new lane starts a process or a
+    /// session for it.
+    Closed,
 }
 
 impl fmt::Display for LaneError {
@@ -31,6 +34,7 @@ impl fmt::Display for LaneError {
         match self {
             Self::UnknownServer => f.write_str("no such server"),
             Self::UnknownPrincipal => f.write_str("no such principal"),
+            Self::Closed => f.write_str("the server is closed"),
             Self::Setup(e) => write!(f, "cannot open the principal's lane: {e}"),
         }
     }
@@ -79,6 +83,10 @@ impl Host {
         }
         if self.client.lanes.principal(principal).is_none() {
             return Err(LaneError::UnknownPrincipal);
+        }
+        if self.client.state(server) == Some(ServerState::Closed) {
+            // The host closed it: a lane would start a process or session for it again.
+            return Err(LaneError::Closed);
         }
         if let Some(lane) = self.client.lanes.linked(server, principal) {
             if self.client.server(lane).is_some() {
