@@ -185,7 +185,6 @@ mod config;
 mod engine;
 mod error;
 mod proto;
-#[cfg(feature = "http")]
 mod redact;
 #[cfg(feature = "schema")]
 mod schema;
