@@ -21,23 +21,22 @@ pub struct AuthChallenge {
     pub dpop: bool,
 }
 
-/// Finds the `Bearer` and `DPoP` challenges in one `WWW-Authenticate` value and reads their
-/// parameters.
-///
-/// Returns `None` when the value holds neither. Scheme and parameter names are
-/// case-insensitive; values may be tokens or quoted strings; the first copy of a parameter
-/// (in either challenge) wins. Junk is skipped rather than refused: this runs on an error
-/// path, where a partial answer beats none. A response may carry several `WWW-Authenticate`
-/// headers: see [`parse_all`], which the session uses.
+/// [`parse_all`] of one `WWW-Authenticate` value (the tests' and the fuzz target's entry).
 #[cfg(any(test, fuzzing))]
 pub(crate) fn parse(value: &[u8]) -> Option<AuthChallenge> {
     parse_all(std::iter::once(value))
 }
 
-/// [`parse`] over every `WWW-Authenticate` header of a response, in wire order, as one list of
-/// challenges (RFC 9110 11.6.1: several header lines are one comma-separated list): a `Basic`
-/// challenge in the first and `Bearer resource_metadata=...` in the second, or `Bearer` in one
-/// and `DPoP error="use_dpop_nonce"` in another, are all read.
+/// Finds the `Bearer` and `DPoP` challenges in every `WWW-Authenticate` header of a
+/// response, in wire order, read as one list of challenges (RFC 9110 11.6.1: several header
+/// lines are one comma-separated list; a line starts a new challenge), and reads their
+/// parameters: a `Basic` challenge in the first line and `Bearer resource_metadata=...` in the
+/// second, or `Bearer` in one and `DPoP error="use_dpop_nonce"` in another, are all read.
+///
+/// Returns `None` when no value holds either. Scheme and parameter names are
+/// case-insensitive; values may be tokens or quoted strings; the first copy of a parameter
+/// (in either challenge) wins. Junk is skipped rather than refused: this runs on an error
+/// path, where a partial answer beats none.
 pub(crate) fn parse_all<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> Option<AuthChallenge> {
     let mut found: Option<AuthChallenge> = None;
     for value in values {
