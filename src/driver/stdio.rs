@@ -540,7 +540,8 @@ impl StdioDriver {
             STDOUT => {
                 self.read_stdout(registry, engine, now, read_closed)?;
                 // The last answer is in: nothing to ask the child about.
-                if let Some(r) = self.running.as_mut().filter(|_| engine.pending() == 0) {
+                let armed = self.running.as_mut().filter(|r| r.liveness_at.is_some());
+                if let Some(r) = armed.filter(|_| engine.pending() == 0) {
                     r.liveness_at = None;
                 }
             }
@@ -617,8 +618,10 @@ impl StdioDriver {
                 }
                 full = self.out.len() >= self.max_unsent;
             }
-            if let Some(r) = self.running.as_mut().filter(|_| engine.pending() > 0) {
-                r.liveness_at.get_or_insert(crate::time::later(now, LIVENESS_CHECK));
+            if let Some(r) = self.running.as_mut().filter(|r| r.liveness_at.is_none()) {
+                if engine.pending() > 0 {
+                    r.liveness_at = Some(crate::time::later(now, LIVENESS_CHECK));
+                }
             }
             if !self.write_out(registry) || !full {
                 // The pipe is full (its writable edge resumes us), or the engine is drained.
