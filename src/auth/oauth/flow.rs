@@ -520,7 +520,10 @@ impl OAuthFlow {
                 self.step = Step::Resource { candidates, at: at + 1, from_challenge };
                 return self.fetch_current();
             }
-            if from_challenge {
+            // Only a PRM that is not there (404, 410) makes a 2025-03-26 server: a server
+            // error, a rate limit or a refusal there is a failure to report, not a reason to
+            // guess at the origin as authorization server.
+            if from_challenge || !matches!(response.status, 404 | 410) {
                 return self.fail_response(AuthStep::Discovery, response);
             }
             // No PRM anywhere: a 2025-03-26 server, whose authorization server is its origin.

@@ -327,6 +327,22 @@ fn legacy_metadata_at_server_root() {
     h.ready();
 }
 
+/// The 2025-03-26 fallback (the origin as authorization server) follows only a PRM that is
+/// not there: a 503 (or a 429, a 401) at the well-known locations fails the discovery with
+/// its status instead of guessing.
+#[test]
+fn a_prm_that_fails_is_no_reason_for_the_legacy_fallback() {
+    for status in [503, 429, 401] {
+        let mut h = Harness::code();
+        h.flow.handle_challenge(h.now, 401, &challenge(None, None));
+        h.get(PRM_PATH, status, &json!({}));
+        h.get(PRM_ROOT, status, &json!({}));
+        let e = h.failed();
+        assert_eq!((e.step, e.status), (AuthStep::Discovery, Some(status)));
+        h.nothing();
+    }
+}
+
 #[test]
 fn legacy_default_endpoints() {
     // 2025-03-26 with no metadata at all: /authorize, /token, /register at the origin, and
