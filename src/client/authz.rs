@@ -261,6 +261,11 @@ impl Gate {
         self.servers.remove(&server);
         self.rules.remove(&server);
     }
+
+    /// A removed principal's policy goes with it.
+    pub(crate) fn forget_principal(&mut self, principal: PrincipalId) {
+        self.principals.remove(&principal);
+    }
 }
 
 /// What the gate decided, with what an ask needs.

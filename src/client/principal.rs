@@ -401,6 +401,9 @@ impl Client {
         if self.lanes.principal(principal).is_some() {
             self.lanes.principals.remove(principal.index);
         }
+        // Its policy goes with it: kept, it held the authorization gate shut for good (every
+        // call made from a drain started held) though no lane of it was left to ask about.
+        self.authz.forget_principal(principal);
     }
 }
 

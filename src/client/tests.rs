@@ -284,6 +284,19 @@ fn catalog_change_events_not_taken_are_bounded() {
     assert_eq!(kept.last().map(String::as_str), Some("t999"), "the newest are kept");
 }
 
+/// A removed principal's policy goes with it: the gate opens again when no other policy or
+/// rule is left (it stayed shut for good).
+#[test]
+fn a_removed_principals_policy_goes_with_it() {
+    let mut sim = Sim::new();
+    let alice = sim.client.add_principal(Principal::new("alice")).unwrap();
+    assert!(sim.client.authorization_open());
+    sim.client.set_principal_policy(alice, |_: &AccessRequest<'_>| Decision::Allow);
+    assert!(!sim.client.authorization_open());
+    sim.client.forget_principal(alice);
+    assert!(sim.client.authorization_open());
+}
+
 /// Two needs of one catalog make one listing; its answer serves both from the cache, and
 /// the next need is a hit with no request.
 #[test]
