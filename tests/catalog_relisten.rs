@@ -8,7 +8,25 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use common::mini::{mcp_answer, MiniServer, Request, Response};
-use mcpoll::{Config, Host, HttpOptions, ServerState};
+use mcpoll::{Config, Host, HttpOptions, ServerId, ServerState};
+
+/// A host watching `server`'s catalogs, once the first listen stream (counted in `listens`)
+/// broke and the host has taken that in: nothing is pending.
+fn watched_after_its_first_stream_broke(
+    server: &MiniServer,
+    listens: &AtomicUsize,
+) -> (Host, ServerId) {
+    let mut host = Host::new().unwrap();
+    let opts = HttpOptions::new(server.url("http", "127.0.0.1"));
+    let id = host.add_http_server(opts, Config::default()).unwrap();
+    assert!(matches!(host.wait_ready(id, common::PATIENCE), Ok(ServerState::Ready(..))));
+    host.watch_catalogs(id).unwrap();
+    common::poll_until(&mut host, common::PATIENCE, |h| {
+        while h.poll_event().is_some() {}
+        listens.load(Ordering::SeqCst) == 1 && h.pending(id) == Some(0)
+    });
+    (host, id)
+}
 
 #[test]
 fn a_broken_listen_stream_is_reopened_by_a_host_waiting_in_poll_none() {
@@ -25,16 +43,7 @@ fn a_broken_listen_stream_is_reopened_by_a_host_waiting_in_poll_none() {
         }
         mcp_answer(req)
     });
-    let mut host = Host::new().unwrap();
-    let opts = HttpOptions::new(server.url("http", "127.0.0.1"));
-    let id = host.add_http_server(opts, Config::default()).unwrap();
-    assert!(matches!(host.wait_ready(id, common::PATIENCE), Ok(ServerState::Ready(..))));
-    host.watch_catalogs(id).unwrap();
-    // The first stream fails; once the host has taken that in, nothing is pending.
-    common::poll_until(&mut host, common::PATIENCE, |h| {
-        while h.poll_event().is_some() {}
-        listens.load(Ordering::SeqCst) == 1 && h.pending(id) == Some(0)
-    });
+    let (mut host, _) = watched_after_its_first_stream_broke(&server, &listens);
     // The backoff is 200 ms from the failure, which came before this line: whatever else the
     // host waits for (a pooled connection's idle end, 30 s), it is due before a second.
     let due = host.poll_timeout().expect("the re-listen backoff is a deadline of the host");
@@ -75,15 +84,7 @@ fn a_blocking_wait_reopens_a_broken_listen_stream() {
         }
         mcp_answer(req)
     });
-    let mut host = Host::new().unwrap();
-    let opts = HttpOptions::new(server.url("http", "127.0.0.1"));
-    let id = host.add_http_server(opts, Config::default()).unwrap();
-    assert!(matches!(host.wait_ready(id, common::PATIENCE), Ok(ServerState::Ready(..))));
-    host.watch_catalogs(id).unwrap();
-    common::poll_until(&mut host, common::PATIENCE, |h| {
-        while h.poll_event().is_some() {}
-        listens.load(Ordering::SeqCst) == 1 && h.pending(id) == Some(0)
-    });
+    let (mut host, id) = watched_after_its_first_stream_broke(&server, &listens);
     let args = serde_json::value::RawValue::from_string(r#"{"text":"hi"}"#.into()).unwrap();
     let result = host.call_tool_blocking(id, "echo", &args, &Default::default());
     assert!(result.is_ok(), "{result:?}");

@@ -20,6 +20,22 @@ pub(super) const AS_META: &str = "https://as.test/.well-known/oauth-authorizatio
 const REDIRECT: &str = "http://127.0.0.1:3000/callback";
 pub(super) const UNIX: u64 = 1_700_000_000;
 
+/// A memory token store the test keeps a handle on, to look at what the flow saved.
+#[derive(Debug, Default)]
+struct Shared(std::rc::Rc<std::cell::RefCell<MemoryStore>>);
+
+impl TokenStore for Shared {
+    fn load(&mut self, r: &str) -> Option<StoredAuth> {
+        self.0.borrow_mut().load(r)
+    }
+    fn save(&mut self, r: &str, a: &StoredAuth) {
+        self.0.borrow_mut().save(r, a)
+    }
+    fn clear(&mut self, r: &str) {
+        self.0.borrow_mut().clear(r)
+    }
+}
+
 pub(super) struct Harness {
     pub(super) flow: OAuthFlow,
     pub(super) now: Instant,
@@ -835,19 +851,6 @@ fn refresh_before_expiry() {
 /// dropped from the store too. (The user was asked at once, every request held meanwhile.)
 #[test]
 fn a_background_refresh_refused_keeps_the_token_until_it_expires() {
-    #[derive(Debug, Default)]
-    struct Shared(std::rc::Rc<std::cell::RefCell<MemoryStore>>);
-    impl TokenStore for Shared {
-        fn load(&mut self, r: &str) -> Option<StoredAuth> {
-            self.0.borrow_mut().load(r)
-        }
-        fn save(&mut self, r: &str, a: &StoredAuth) {
-            self.0.borrow_mut().save(r, a)
-        }
-        fn clear(&mut self, r: &str) {
-            self.0.borrow_mut().clear(r)
-        }
-    }
     let store = Shared::default();
     let mut h = Harness::new(
         OAuthConfig::authorization_code(SERVER, REDIRECT).store(Box::new(Shared(store.0.clone()))),
@@ -1038,19 +1041,6 @@ fn a_registration_the_server_refuses_is_registered_anew() {
 
 #[test]
 fn store_keeps_tokens_and_registration() {
-    #[derive(Debug, Default)]
-    struct Shared(std::rc::Rc<std::cell::RefCell<MemoryStore>>);
-    impl TokenStore for Shared {
-        fn load(&mut self, r: &str) -> Option<StoredAuth> {
-            self.0.borrow_mut().load(r)
-        }
-        fn save(&mut self, r: &str, a: &StoredAuth) {
-            self.0.borrow_mut().save(r, a)
-        }
-        fn clear(&mut self, r: &str) {
-            self.0.borrow_mut().clear(r)
-        }
-    }
     let store = Shared::default();
     let mut config = OAuthConfig::authorization_code(SERVER, REDIRECT);
     config.store = Box::new(Shared(store.0.clone()));

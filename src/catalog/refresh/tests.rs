@@ -11,8 +11,13 @@ use super::*;
 const TOOLS: CatalogKind = CatalogKind::Tools;
 
 fn key() -> CacheKey {
+    key_of("srv")
+}
+
+/// The key of the stdio server `server` of these tests.
+fn key_of(server: &str) -> CacheKey {
     CacheKey::new(&KeyParts {
-        server: "srv",
+        server,
         transport: Transport::Stdio,
         protocol_version: "2025-11-25",
         principal: None,
@@ -284,18 +289,7 @@ fn a_stale_answer_does_not_wait_for_room_to_refresh() {
     drive(&mut r, &mut s, &mut server, t1);
     assert_eq!(r.need(t1, &mut s, &key()), Ok(Answer::Cached), "served stale after the failure");
     // Another catalog takes the only refresh slot.
-    let other = CacheKey::new(&KeyParts {
-        server: "other",
-        transport: Transport::Stdio,
-        protocol_version: "2025-11-25",
-        principal: None,
-        granted_scopes: &[],
-        tenant: None,
-        client_capabilities: "{}",
-        extensions: "{}",
-    })
-    .expect("key");
-    assert!(matches!(s.begin_refresh(&other, TOOLS, None), Ok(Begin::Fetch(_))));
+    assert!(matches!(s.begin_refresh(&key_of("other"), TOOLS, None), Ok(Begin::Fetch(_))));
     assert_eq!(r.need(t1 + ms(10), &mut s, &key()), Ok(Answer::Cached));
 }
 
