@@ -65,6 +65,12 @@ impl Commands<'_> {
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
         let held = self.held_options(opts);
+        if held.is_some() && !self.room_for_held(server) {
+            // As a call made outside the drain is refused when the queue is full: a held one
+            // skips that check, and was left held when its release found no room, ending
+            // only at its deadline, unsent.
+            return Err(RequestError::Overloaded);
+        }
         let opts = held.as_ref().unwrap_or(opts);
         let call = self.command(server, |e, now| e.call_tool_json(now, name, arguments, opts))?;
         self.note_held(server, call, name, opts);
@@ -84,6 +90,14 @@ impl Commands<'_> {
     /// The options of a call that must wait for the host's authorization decision.
     fn held_options(&self, opts: &CallOptions) -> Option<CallOptions> {
         (!self.authorization_open).then(|| CallOptions { hold: true, ..opts.clone() })
+    }
+
+    /// Whether the queue of `server` has room for one more call beyond those this drain has
+    /// started held (each takes its place when the host's decision releases it).
+    fn room_for_held(&self, server: ServerId) -> bool {
+        let s = self.servers.get(server.index).filter(|s| s.generation == server.generation);
+        let started = self.held.iter().filter(|(id, ..)| *id == server).count();
+        s.is_none_or(|s| s.engine.queue_room() > started)
     }
 
     fn note_held(&mut self, server: ServerId, call: CallId, name: &str, opts: &CallOptions) {

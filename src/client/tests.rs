@@ -297,6 +297,32 @@ fn a_removed_principals_policy_goes_with_it() {
     assert!(sim.client.authorization_open());
 }
 
+/// Calls a drain starts while a policy or a disabled tool is in effect start held; past the
+/// room of the queue they are refused at once, as any call is (they were left held when their
+/// release found no room, and ended unsent at their deadline).
+#[test]
+fn calls_a_drain_starts_held_respect_the_queue() {
+    let mut sim = Sim::new();
+    let config = Config { max_in_flight: 1, max_queued: 0, ..Config::default() };
+    let id = sim.ready_server_with("limited", config);
+    sim.client.disable_tools(id, ["x"]);
+    let opts = CallOptions::default();
+    let first = sim.client.call_tool_json(sim.now, id, "echo", "{}", &opts).unwrap();
+    let frame = sim.sent_one(id);
+    sim.reply(id, &frame, json!({"content": []}));
+    let mut started = Vec::new();
+    sim.client.drain(sim.now, |commands, _, event| {
+        if matches!(event, HostEvent::CallDone { call, .. } if call == first) {
+            for _ in 0..2 {
+                started.push(commands.call_tool_json(id, "y", "{}", &CallOptions::default()));
+            }
+        }
+    });
+    assert!(started[0].is_ok(), "{started:?}");
+    assert_eq!(started[1], Err(RequestError::Overloaded));
+    assert_eq!(sim.sent(id).len(), 1, "the first goes out once released");
+}
+
 /// Two needs of one catalog make one listing; its answer serves both from the cache, and
 /// the next need is a hit with no request.
 #[test]

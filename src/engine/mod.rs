@@ -793,8 +793,13 @@ impl Engine {
     /// Room for one more queued call. Calls that a free in-flight slot will take at the next
     /// transmit are not "queued".
     fn room_in_queue(&self) -> bool {
+        self.queue_room() > 0
+    }
+
+    /// How many more calls the in-flight limit and the queue take now.
+    pub(crate) fn queue_room(&self) -> usize {
         let free = self.config.max_in_flight.saturating_sub(self.requests.in_flight());
-        self.requests.queued() < self.config.max_queued + free
+        (self.config.max_queued + free).saturating_sub(self.requests.queued())
     }
 
     /// Cancels a call: the local wait ends at once (a `CallFailed { Cancelled }` event), the
