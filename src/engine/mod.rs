@@ -622,8 +622,11 @@ impl Engine {
             return Err(RequestError::Closed);
         }
         // A server refused for want of authorization tries again for a new call, as a legacy
-        // server whose calls alone were refused would.
-        self.retry_authorization(now);
+        // server whose calls alone were refused would; a held call, when it is released (it
+        // may never be: a policy can refuse it, and nothing should go out for it then).
+        if !opts.hold {
+            self.retry_authorization(now);
+        }
         if self.is_degraded() {
             return Err(RequestError::Degraded);
         }
@@ -700,6 +703,7 @@ impl Engine {
         if !self.room_in_queue() {
             return Err(AuthorizeError::Overloaded);
         }
+        self.retry_authorization(now);
         let Some(p) = self.requests.get(slot) else { return Err(AuthorizeError::NotHeld) };
         let (method, tenant, op, created) = (p.method, p.tenant, p.op, p.created);
         // Kept with the slot's rarely used buffers: a held call is the exception.

@@ -1278,6 +1278,32 @@ fn http_unauthorized_is_auth_required_with_the_challenge() {
     }
 }
 
+/// A held call (one the host's policy decides before it may go) starts no new probe on a
+/// server refused for want of authorization: a call then refused locally (a disabled tool)
+/// re-ran the probe, and over OAuth the whole flow. Its release does, as a new call would.
+#[test]
+fn a_held_call_retries_authorization_only_when_released() {
+    let mut h = http_harness(EraPreference::Auto);
+    let probe = h.sent_one();
+    let failure = ExchangeFailure::Unauthorized(Default::default());
+    h.engine.handle_transport(h.now, TransportEvent::exchange_failed(wire(&probe), failure));
+    h.events();
+    assert_eq!(h.engine.state(), ServerState::Unauthorized);
+    let held = CallOptions { hold: true, ..CallOptions::default() };
+    let call = h.engine.call_tool(h.now, "x", raw("{}"), &held).unwrap();
+    assert!(h.take_sent().is_empty(), "nothing goes out for a held call");
+    h.engine.refuse(h.now, call, "disabled").unwrap();
+    assert!(h.take_sent().is_empty());
+    let call = h.engine.call_tool(h.now, "y", raw("{}"), &held).unwrap();
+    h.engine.release(h.now, call).unwrap();
+    let sent = h.take_sent();
+    assert_eq!(
+        sent.first().map(|f| f["method"].clone()),
+        Some("server/discover".into()),
+        "{sent:?}"
+    );
+}
+
 #[test]
 fn http_null_id_error_is_attributed_to_its_exchange() {
     let mut h = http_harness(EraPreference::Auto);
