@@ -317,7 +317,10 @@ impl<E> Refresher<E> {
         }
         let mut cursor = match next {
             Some(c) => c,
-            None => return self.complete(now, store, key, flight.by_need, search),
+            None => {
+                store.prune_unreachable(now, key, self.kind);
+                return self.complete(now, store, key, flight.by_need, search);
+            }
         };
         let max = store.config().max_entries;
         loop {
@@ -342,7 +345,10 @@ impl<E> Refresher<E> {
             match fresh.map(|p| p.next_cursor().map(Box::from)) {
                 // Fresh: skip it and follow its cursor.
                 Some(Some(next)) => cursor = next,
-                Some(None) => return self.complete(now, store, key, flight.by_need, search),
+                Some(None) => {
+                    store.prune_unreachable(now, key, self.kind);
+                    return self.complete(now, store, key, flight.by_need, search);
+                }
                 None => break,
             }
         }

@@ -855,6 +855,39 @@ impl Store {
         matches!(self.store(now, key, kind, cursor.map(Box::from), page), Finished::Stored)
     }
 
+    /// Drops the pages of `key`'s list that its chain from the first page no longer reaches,
+    /// once the whole chain is there: a server whose cursors change between listings (signed
+    /// or position-derived ones), or a list that shrank, left its old pages behind at every
+    /// refresh, counted against the bounds until they evicted every other catalog.
+    pub(crate) fn prune_unreachable(&mut self, now: Instant, key: &CacheKey, kind: CatalogKind) {
+        let mut reached: Vec<(ListKey, usize)> = Vec::new();
+        let (walk, _) =
+            self.walk(now, key, kind, |found, _| reached.push((found.list, found.index)));
+        if !matches!(walk, Walk::Done) {
+            return;
+        }
+        for scope in [CacheScope::Private, CacheScope::Public] {
+            let lk = ListKey { partition: key.partition(scope), kind };
+            let Some(list) = self.lists.get_mut(&lk) else { continue };
+            let (mut index, mut pages, mut bytes) = (0, 0, 0);
+            list.pages.retain(|p| {
+                let keep = reached.contains(&(lk, index));
+                index += 1;
+                if !keep {
+                    pages += 1;
+                    bytes += p.bytes;
+                }
+                keep
+            });
+            list.bytes -= bytes;
+            self.entries -= pages;
+            self.bytes -= bytes;
+            if list.pages.is_empty() {
+                self.lists.remove(&lk);
+            }
+        }
+    }
+
     /// Drops pages that can no longer be served even stale, to give memory back early.
     #[cfg(any(test, fuzzing))]
     pub(crate) fn purge(&mut self, now: Instant) {

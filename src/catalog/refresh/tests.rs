@@ -267,6 +267,28 @@ fn a_revoked_walk_that_fails_leaves_the_next_need_to_walk_again() {
     assert_eq!(r.need(t0 + ms(13), &mut s, &key()), Ok(Answer::Cached));
 }
 
+/// A walk whose server changed its cursors leaves no page of the old chain behind.
+#[test]
+fn a_walk_over_new_cursors_leaves_no_old_page() {
+    let (t0, mut s) = (Instant::now(), store_with(1 << 20));
+    let mut server = Server::new(&["a", "b"], 1, "");
+    let mut r = Refresher::new(TOOLS);
+    r.need(t0, &mut s, &key()).expect("need");
+    drive(&mut r, &mut s, &mut server, t0);
+    assert_eq!(s.entries(), 2);
+    // The same items behind a new cursor.
+    let second = server.pages.remove("p1").expect("page p1");
+    let first = server.pages[""].replace("\"p1\"", "\"q1\"");
+    server.pages.insert(String::new(), first);
+    server.pages.insert("q1".into(), second);
+    let t1 = t0 + ms(1_500);
+    assert_eq!(r.need(t1, &mut s, &key()), Ok(Answer::Waiting));
+    drive(&mut r, &mut s, &mut server, t1);
+    assert_eq!(server.asked(), ["-", "p1", "-", "q1"]);
+    assert_eq!(s.entries(), 2, "p1's page is gone");
+    assert_eq!(names(&mut s, t1), "a,b");
+}
+
 /// A catalog servable stale is served when the refresh behind it cannot start (the refresh
 /// table is full): the error was returned instead, though the answer was at hand.
 #[test]

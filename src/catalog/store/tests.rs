@@ -110,6 +110,27 @@ fn a_change_notice_after_a_failed_refresh_stops_the_stale_serving() {
     assert_eq!(look(&mut s, t0 + ms(1_300), &k, None), "stale 300ms a");
 }
 
+/// Pages the chain from the first page no longer reaches (the server's cursors changed
+/// between listings) are dropped once the whole chain is there; they stayed, counted against
+/// the bounds at every refresh.
+#[test]
+fn pages_the_chain_no_longer_reaches_are_dropped() {
+    let (mut s, t0, k) = (store(), Instant::now(), key_for("alice"));
+    fetch(&mut s, t0, &k, None, page(r#"{"name":"a"}"#, r#","nextCursor":"c1""#));
+    fetch(&mut s, t0, &k, Some("c1"), page(r#"{"name":"b"}"#, ""));
+    assert_eq!(s.entries(), 2);
+    let t1 = t0 + ms(2_000);
+    fetch(&mut s, t1, &k, None, page(r#"{"name":"a"}"#, r#","nextCursor":"c2""#));
+    s.prune_unreachable(t1, &k, TOOLS);
+    assert_eq!(s.entries(), 2, "the first page replaced; c1's kept until the chain is whole");
+    fetch(&mut s, t1, &k, Some("c2"), page(r#"{"name":"b"}"#, ""));
+    assert_eq!(s.entries(), 3, "the old chain's second page is still counted");
+    s.prune_unreachable(t1, &k, TOOLS);
+    assert_eq!(s.entries(), 2, "c1's page is gone");
+    assert_eq!(look(&mut s, t1, &k, Some("c1")), "miss");
+    assert_eq!(look(&mut s, t1, &k, Some("c2")), "fresh b");
+}
+
 #[test]
 fn server_ttl_is_capped_by_max_ttl() {
     let (mut s, t0, k) = (store(), Instant::now(), key_for("alice"));
