@@ -422,3 +422,35 @@ fn ctrl_c_at_the_confirm_prompt_ends_the_cli() {
     let status = status.expect("the CLI never ended after Ctrl-C at the prompt");
     assert_eq!(status.code(), Some(130));
 }
+
+/// `watch` on a server that offers no tools (resources only) watches what it has: it listed
+/// tools first for its baseline, and the server's -32601 ended it (exit 1, `catalog`). The
+/// server is a few lines of Python on stdio, of the 2026-07-28 era.
+#[test]
+fn watch_on_a_server_without_tools_watches_what_it_has() {
+    let script = r#"
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    if m["method"] == "server/discover":
+        r = {"resultType": "complete", "supportedVersions": ["2026-07-28"],
+             "capabilities": {"resources": {"listChanged": True}},
+             "serverInfo": {"name": "resources-only", "version": "1"}}
+        out = {"jsonrpc": "2.0", "id": m["id"], "result": r}
+    elif m["method"] == "subscriptions/listen":
+        continue
+    else:
+        out = {"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32601, "message": "no"}}
+    print(json.dumps(out), flush=True)
+"#;
+    let dir = std::env::temp_dir().join(format!("mcpoll-cli-no-tools-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("server.py");
+    std::fs::write(&file, script).unwrap();
+    let server = format!("python3 '{}'", file.display());
+    let (code, _, err) = run(&["--timeout", "1500", "--stdio", &server, "watch"]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(code, 0, "{err}");
+}

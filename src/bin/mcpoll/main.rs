@@ -586,8 +586,14 @@ fn watch(
     bound: Option<Duration>,
 ) -> Result<(), Failure> {
     let started = Instant::now();
-    // The baseline: later refreshes are diffed against it.
-    learn_tools(host, server, args.timeout)?;
+    // The baseline: later refreshes are diffed against it. A server without tools (resources
+    // or prompts only) has none to list: asking failed the watch (-32601).
+    let caps = host.client().capabilities(server).unwrap_or("{}");
+    let has_tools =
+        serde_json::from_str::<serde_json::Value>(caps).map_or(true, |c| c.get("tools").is_some());
+    if has_tools {
+        learn_tools(host, server, args.timeout)?;
+    }
     host.watch_catalogs(server)?;
     let names = |v: &[Box<str>]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     while bound.is_none_or(|b| started.elapsed() < b) {
