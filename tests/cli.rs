@@ -450,7 +450,8 @@ for line in sys.stdin:
     let file = dir.join("server.py");
     std::fs::write(&file, script).unwrap();
     let server = format!("python3 '{}'", file.display());
-    let (code, _, err) = run(&["--timeout", "1500", "--stdio", &server, "watch"]);
+    // The bound is the watch's and the readiness wait's: ample for Python to start.
+    let (code, _, err) = run(&["--timeout", "4000", "--stdio", &server, "watch"]);
     std::fs::remove_dir_all(&dir).ok();
     assert_eq!(code, 0, "{err}");
 }
