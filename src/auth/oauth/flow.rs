@@ -1048,13 +1048,20 @@ impl OAuthFlow {
             d.set_token(Some(granted.access_token.expose()));
         }
         let previous_refresh = self.tokens.as_ref().and_then(|t| t.refresh_token.clone());
+        // An omitted scope is the one asked for, or for a refresh the one granted before
+        // (RFC 6749 3.3, 6): after a restart nothing was asked in this process.
+        let previous_scope = self.tokens.as_ref().and_then(|t| t.scope.clone());
+        let omitted_scope = match refresh {
+            true => previous_scope.or_else(|| self.requested_scope.clone()),
+            false => self.requested_scope.clone(),
+        };
         self.tokens = Some(Tokens {
             access_token: granted.access_token,
             // A refresh response may omit the refresh token: the old one stays valid
             // (RFC 6749 6).
             refresh_token: granted.refresh_token.or(if refresh { previous_refresh } else { None }),
             expires_at: granted.expires_in.map(|s| self.unix(now).saturating_add(s)),
-            scope: granted.scope.or_else(|| self.requested_scope.clone()),
+            scope: granted.scope.or(omitted_scope),
             dpop_jkt,
         });
         let margin = self.config.refresh_margin.as_secs();

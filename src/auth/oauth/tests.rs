@@ -872,6 +872,35 @@ fn a_background_refresh_refused_keeps_the_token_until_it_expires() {
     assert_eq!(h.flow.poll_timeout(), None, "no refresh left to try");
 }
 
+/// A refresh answer without `scope` keeps the scope granted before (RFC 6749 6), also after a
+/// restart, when nothing was asked in this process (it became none).
+#[test]
+fn a_refresh_without_scope_keeps_the_granted_one() {
+    let mut store = MemoryStore::default();
+    let tokens = Tokens {
+        access_token: Secret::new("old"),
+        refresh_token: Some(Secret::new("r1")),
+        expires_at: Some(UNIX + 3_600),
+        scope: Some("a b".into()),
+        dpop_jkt: None,
+    };
+    let client = ClientRegistration {
+        client_id: "dcr-client".into(),
+        client_secret: None,
+        token_endpoint_auth_method: "none".into(),
+    };
+    let auth = StoredAuth { issuer: AS.into(), client: Some(client), tokens: Some(tokens) };
+    store.save(SERVER, &auth);
+    let config = OAuthConfig::authorization_code(SERVER, REDIRECT).store(Box::new(store));
+    let mut h = Harness::new(config);
+    h.discover(json!({}), None);
+    let req = h.post(&format!("{AS}/token"));
+    assert_eq!(form_of(&req)["grant_type"], "refresh_token");
+    h.token(&req, "t2", json!({"expires_in": 3600}));
+    h.ready();
+    assert_eq!(h.flow.granted_scope(), Some("a b"));
+}
+
 #[test]
 fn refresh_on_401_then_fallback_to_authorization() {
     let mut h = ready_refreshable();
