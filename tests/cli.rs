@@ -455,3 +455,17 @@ for line in sys.stdin:
     std::fs::remove_dir_all(&dir).ok();
     assert_eq!(code, 0, "{err}");
 }
+
+/// A URL or a header given on the command line that cannot be used is bad usage (exit 2, as
+/// the same URL from a configuration file is), not a setup failure (exit 1).
+#[test]
+fn an_unusable_url_or_header_on_the_command_line_is_bad_usage() {
+    for args in [
+        &["--http", "ftp://127.0.0.1/mcp", "tools"][..],
+        &["--http", "http://127.0.0.1:9/mcp", "--header", "Bad Name: v", "tools"][..],
+    ] {
+        let (code, _, err) = run(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(error_line(&err)["error"]["name"], "usage", "{err}");
+    }
+}

@@ -391,7 +391,14 @@ fn add_chosen(
         };
         oauth.dpop = mode;
     }
-    host.add_http_server(opts, config).map_err(|e| Failure::Other("setup_failed", e.to_string()))
+    host.add_http_server(opts, config).map_err(|e| match e {
+        // A URL or a header the command line (or the file) gave that cannot be used is bad
+        // usage (2), as the same URL from a configuration file is.
+        mcpoll::AddServerError::Http(
+            mcpoll::HttpSetupError::Url(_) | mcpoll::HttpSetupError::Header(_),
+        ) => Failure::Usage(e.to_string()),
+        e => Failure::Other("setup_failed", e.to_string()),
+    })
 }
 
 /// Waits until the server is ready, giving up at `limit` or on Ctrl-C.
