@@ -122,6 +122,11 @@ pub struct OAuthFlow {
     /// The refresh in flight was started by the timer, ahead of the expiry, while the token
     /// still works (not by a 401).
     background_refresh: bool,
+    /// How long before its expiry the current token is refreshed: `refresh_margin`, or half
+    /// the token's lifetime when that is shorter (a 30 s token under a 60 s margin was due on
+    /// arrival, again and again). `None` for a token loaded from the store (its lifetime is
+    /// not known): the configured margin.
+    token_margin: Option<u64>,
     refresh_wait: Duration,
 }
 
@@ -207,6 +212,7 @@ impl OAuthFlow {
             assertion: grants::HeldAssertion::default(),
             refresh_not_before: None,
             background_refresh: false,
+            token_margin: None,
             refresh_wait: Duration::ZERO,
         })
     }
@@ -476,7 +482,7 @@ impl OAuthFlow {
         }
         let tokens = self.tokens.as_ref()?;
         tokens.refresh_token.as_ref()?;
-        let at = tokens.expires_at?.saturating_sub(self.config.refresh_margin.as_secs());
+        let at = tokens.expires_at?.saturating_sub(self.margin());
         // A stored expiry is not checked on load, and the epoch is the host's: no addition
         // here may overflow. A time past the range of `Instant` is no timer at all.
         let wait = at.saturating_sub(self.epoch.1).min(MAX_EXPIRES_IN);
@@ -1064,7 +1070,9 @@ impl OAuthFlow {
             scope: granted.scope.or(omitted_scope),
             dpop_jkt,
         });
-        let margin = self.config.refresh_margin.as_secs();
+        let configured = self.config.refresh_margin.as_secs();
+        self.token_margin = granted.expires_in.map(|lifetime| configured.min(lifetime / 2));
+        let margin = self.margin();
         let expires = self.tokens.as_ref().and_then(|t| t.expires_at);
         if expires.is_none_or(|at| at.saturating_sub(margin) > self.unix(now)) {
             // A token with time left before its refresh: the waits start over.
@@ -1076,6 +1084,11 @@ impl OAuthFlow {
     }
 
     // ---- plumbing ----
+
+    /// How long before its expiry the current token is refreshed (see `token_margin`).
+    fn margin(&self) -> u64 {
+        self.token_margin.unwrap_or(self.config.refresh_margin.as_secs())
+    }
 
     fn fetch_current(&mut self) {
         let url = match &self.step {

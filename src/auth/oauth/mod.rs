@@ -173,7 +173,8 @@ pub struct OAuthConfig {
     /// Most re-authorizations (after a 401 with a token, or a 403 step-up) before the next
     /// success; then the flow fails with [`AuthFailure::StepUpLimit`].
     pub max_reauthorizations: u8,
-    /// How long before expiry a refresh token is used.
+    /// How long before expiry a refresh token is used; for a token that lives less than twice
+    /// as long, halfway through its life.
     pub refresh_margin: Duration,
     /// How long the flow waits for the redirect after [`Action::Authorize`] before it fails
     /// with [`AuthFailure::Expired`] (a deferred authorization the user never finished).
