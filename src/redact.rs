@@ -121,7 +121,9 @@ fn is_secret_pair(pair: &str) -> bool {
     if value.is_empty() {
         return false;
     }
-    let name = percent_decoded_lowercase(name);
+    // A malformed escape leaves the name as it is: it is only looked at.
+    let name = crate::proto::percent::decode(name).unwrap_or(Cow::Borrowed(name));
+    let name = name.to_ascii_lowercase();
     names_a_credential(&name) || matches!(name.as_str(), "sig" | "code" | "jwt")
 }
 
@@ -144,28 +146,6 @@ pub(crate) fn names_a_credential(name: &str) -> bool {
     ];
     let name = name.to_ascii_lowercase();
     WORDS.iter().any(|w| name.contains(w))
-}
-
-/// `name` lowercased, with its `%XX` escapes undone (`%74oken` is `token`); an escape that is
-/// not one stays as it is.
-fn percent_decoded_lowercase(name: &str) -> String {
-    let bytes = name.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        let escape = (bytes[i] == b'%').then(|| (bytes.get(i + 1), bytes.get(i + 2)));
-        if let Some((Some(&h), Some(&l))) = escape {
-            if let (Some(h), Some(l)) = (hex(h), hex(l)) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).to_ascii_lowercase()
 }
 
 #[cfg(test)]

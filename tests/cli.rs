@@ -425,7 +425,8 @@ fn ctrl_c_at_the_confirm_prompt_ends_the_cli() {
 
 /// `watch` on a server that offers no tools (resources only) watches what it has: it listed
 /// tools first for its baseline, and the server's -32601 ended it (exit 1, `catalog`). The
-/// server is a few lines of Python on stdio, of the 2026-07-28 era.
+/// server is a few lines of Python on stdio, of the 2026-07-28 era, that marks a file when
+/// the watch's listen stream arrives; then Ctrl-C ends the watch as it ends any (130).
 #[test]
 fn watch_on_a_server_without_tools_watches_what_it_has() {
     let script = r#"
@@ -440,6 +441,7 @@ for line in sys.stdin:
              "serverInfo": {"name": "resources-only", "version": "1"}}
         out = {"jsonrpc": "2.0", "id": m["id"], "result": r}
     elif m["method"] == "subscriptions/listen":
+        open(sys.argv[1], "w").close()
         continue
     else:
         out = {"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32601, "message": "no"}}
@@ -447,13 +449,33 @@ for line in sys.stdin:
 "#;
     let dir = std::env::temp_dir().join(format!("mcpoll-cli-no-tools-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("server.py");
+    let (file, listening) = (dir.join("server.py"), dir.join("listening"));
     std::fs::write(&file, script).unwrap();
-    let server = format!("python3 '{}'", file.display());
-    // The bound is the watch's and the readiness wait's: ample for Python to start.
-    let (code, _, err) = run(&["--timeout", "4000", "--stdio", &server, "watch"]);
+    let server = format!("python3 '{}' '{}'", file.display(), listening.display());
+    let mut child = mcpoll()
+        .args(["--stdio", &server, "watch"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run mcpoll");
+    // The event itself: the listen stream reached the server, or the watch ended before it.
+    let waiting = std::time::Instant::now();
+    while !listening.exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            panic!("the watch ended ({status}) before it listened: {err}");
+        }
+        assert!(waiting.elapsed() < common::PATIENCE, "no listen stream arrived");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("SIGINT");
+    let out = child.wait_with_output().unwrap();
     std::fs::remove_dir_all(&dir).ok();
-    assert_eq!(code, 0, "{err}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert_eq!(error_line(&err)["error"]["name"], "interrupted", "{err}");
 }
 
 /// A URL or a header given on the command line that cannot be used is bad usage (exit 2, as

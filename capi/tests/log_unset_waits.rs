@@ -10,14 +10,21 @@ use std::time::{Duration, Instant};
 use mcpoll_capi::{mcpoll_result, mcpoll_set_log_callback};
 
 static ENTERED: AtomicBool = AtomicBool::new(false);
+static UNSETTING: AtomicBool = AtomicBool::new(false);
 static UNSET_RETURNED: AtomicBool = AtomicBool::new(false);
 static SEEN_AFTER_UNSET: AtomicBool = AtomicBool::new(false);
 
-/// Stays in the callback for a while (or until the unset returned, which must not happen
-/// while it runs), noting whether the unset returned meanwhile.
+/// Stays in the callback until the other thread is about to turn logging off, then a while
+/// longer (or until the unset returned, which must not happen while it runs), noting whether
+/// the unset returned meanwhile. The test passes however long the while is; the while only
+/// gives the old code's race room to show.
 unsafe extern "C" fn slow_callback(_: *mut c_void, _: u32, _: *const c_char, _: *const c_char) {
     if ENTERED.swap(true, Ordering::SeqCst) {
         return;
+    }
+    let bound = Instant::now() + Duration::from_secs(60);
+    while !UNSETTING.load(Ordering::SeqCst) && Instant::now() < bound {
+        std::thread::yield_now();
     }
     let end = Instant::now() + Duration::from_millis(300);
     while Instant::now() < end {
@@ -40,6 +47,7 @@ fn turning_logging_off_waits_for_a_running_callback() {
         assert!(Instant::now() < end, "the callback never ran");
         std::thread::yield_now();
     }
+    UNSETTING.store(true, Ordering::SeqCst);
     // SAFETY: a null callback turns logging off.
     let r = unsafe { mcpoll_set_log_callback(None, std::ptr::null_mut(), 0) };
     UNSET_RETURNED.store(true, Ordering::SeqCst);
