@@ -39,6 +39,30 @@ impl fmt::Debug for RedactedUrls<'_> {
 /// `url` with its user information and secret-looking query values replaced; borrowed when
 /// there is nothing to hide.
 pub(crate) fn redact_url(url: &str) -> Cow<'_, str> {
+    rewrite(url, Secrets::Hide)
+}
+
+/// `url` without its user information and without the query parameters whose names look like
+/// credentials (name and value gone): the URL another principal's lane of a server uses, which
+/// must not carry the server's own `api_key` or password. Borrowed when there is nothing to
+/// drop.
+#[cfg(feature = "http")]
+pub(crate) fn url_without_credentials(url: &str) -> Cow<'_, str> {
+    rewrite(url, Secrets::Drop)
+}
+
+/// What [`rewrite`] does with a credential it finds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Secrets {
+    /// Shows that it was there: [`HIDDEN`] in its place, a query parameter's name kept.
+    Hide,
+    /// Leaves no trace of it.
+    Drop,
+}
+
+/// [`redact_url`] and [`url_without_credentials`]: one reading of where a URL's user
+/// information and query are.
+fn rewrite(url: &str, secrets: Secrets) -> Cow<'_, str> {
     // The `://` after a scheme only: one further on (a URL in the query of an origin-form
     // target, `/cb?next=https://x`) starts nothing.
     let start = match url.find("://") {
@@ -66,32 +90,38 @@ pub(crate) fn redact_url(url: &str) -> Cow<'_, str> {
     let mut out = String::with_capacity(url.len());
     out.push_str(&url[..start]);
     match userinfo {
-        Some(at) => {
+        // `at` is the `@`: hidden, the `@` stays; dropped, it goes too.
+        Some(at) if secrets == Secrets::Hide => {
             out.push_str(HIDDEN);
             out.push_str(&url[at..end]);
         }
+        Some(at) => out.push_str(&url[at + 1..end]),
         None => out.push_str(&url[start..end]),
     }
-    match query {
-        Some((a, b)) => {
-            out.push_str(&url[end..a]);
-            for (i, pair) in url[a..b].split('&').enumerate() {
-                if i > 0 {
-                    out.push('&');
-                }
-                match pair.split_once('=') {
-                    Some((name, _)) if is_secret_pair(pair) => {
-                        out.push_str(name);
-                        out.push('=');
-                        out.push_str(HIDDEN);
-                    }
-                    _ => out.push_str(pair),
-                }
-            }
-            out.push_str(&url[b..]);
+    let Some((a, b)) = query else {
+        out.push_str(&url[end..]);
+        return Cow::Owned(out);
+    };
+    // Up to and without the `?`: it is written with the first pair kept.
+    out.push_str(&url[end..a - 1]);
+    let mut kept = 0;
+    for pair in url[a..b].split('&') {
+        let secret = is_secret_pair(pair);
+        if secret && secrets == Secrets::Drop {
+            continue;
         }
-        None => out.push_str(&url[end..]),
+        out.push(if kept == 0 { '?' } else { '&' });
+        kept += 1;
+        match pair.split_once('=') {
+            Some((name, _)) if secret => {
+                out.push_str(name);
+                out.push('=');
+                out.push_str(HIDDEN);
+            }
+            _ => out.push_str(pair),
+        }
     }
+    out.push_str(&url[b..]);
     Cow::Owned(out)
 }
 
@@ -216,5 +246,26 @@ mod tests {
         for (url, shown) in cases {
             assert_eq!(redact_url(url), shown, "{url}");
         }
+    }
+
+    /// What another principal's lane of a server connects to: no user information, no
+    /// credential parameter (name and value gone), everything else as it was.
+    #[cfg(feature = "http")]
+    #[test]
+    fn a_lanes_url_has_no_credential_of_the_servers() {
+        let cases = [
+            ("https://h/mcp", "https://h/mcp"),
+            ("https://u:p@h:8443/mcp?x=1", "https://h:8443/mcp?x=1"),
+            ("https://h/mcp?api_key=abc&x=1&Token=t#frag", "https://h/mcp?x=1#frag"),
+            ("https://h/mcp?x=1&api_key=abc", "https://h/mcp?x=1"),
+            ("https://h/mcp?api_key=abc#frag", "https://h/mcp#frag"),
+            ("https://h/mcp?%74oken=t&tenant=blue", "https://h/mcp?tenant=blue"),
+            ("http://alice:pa/ss@h:3128/mcp", "http://h:3128/mcp"),
+            ("https://h/mcp?key=", "https://h/mcp?key="),
+        ];
+        for (url, lane) in cases {
+            assert_eq!(url_without_credentials(url), lane, "{url}");
+        }
+        assert!(matches!(url_without_credentials("https://h/x?y=1"), Cow::Borrowed(_)));
     }
 }

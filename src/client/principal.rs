@@ -30,9 +30,11 @@
 //! # Credentials
 //!
 //! A lane never inherits the server's own credentials: its HTTP options are the server's minus
-//! the token provider, OAuth flow, authorizer and `Authorization` headers, plus what the
-//! principal's [`CredentialSource`] gives for that server. A stdio lane may get environment
-//! variables instead.
+//! the token provider, OAuth flow, authorizer, credential headers (`Authorization`,
+//! `X-Api-Key`, ...), the user information and credential parameters of its URLs
+//! (`?api_key=`) and the TLS client certificate, plus what the principal's
+//! [`CredentialSource`] gives for that server. A stdio lane may get environment variables
+//! instead (the server's credential variables are not passed on).
 //!
 //! Known limit: the key's scope part is the scope set the principal was registered with, not
 //! what an OAuth server granted in the end.
@@ -495,7 +497,7 @@ mod tests {
     #[cfg(feature = "http")]
     #[test]
     fn a_lane_template_keeps_no_credential_of_the_server() {
-        let opts = HttpOptions::new("http://127.0.0.1:1/mcp")
+        let mut opts = HttpOptions::new("http://127.0.0.1:1/mcp?api_key=s3cret&region=eu")
             .bearer("server-token")
             .header("Authorization", "Bearer other")
             .header("proxy-authorization", "Basic x")
@@ -503,10 +505,16 @@ mod tests {
             .header("X-Api-Key", "s3cret")
             .header("X-Auth-Token", "s3cret")
             .header("X-Tenant", "blue");
+        opts.alternates = vec!["http://user:pw@127.0.0.2:1/mcp?token=t".to_owned()];
+        opts.tls.client_cert = Some(("server.pem".into(), "server.key".into()));
+        opts.tls.ca_file = Some("ca.pem".into());
         let lane = opts.without_credentials();
         assert!(lane.token_provider.is_none() && lane.oauth.is_none());
         assert!(lane.authorizer.is_none());
         assert_eq!(lane.headers, [("X-Tenant".to_owned(), "blue".to_owned())]);
-        assert_eq!(lane.url, opts.url);
+        assert_eq!(lane.url, "http://127.0.0.1:1/mcp?region=eu");
+        assert_eq!(lane.alternates, ["http://127.0.0.2:1/mcp"]);
+        assert!(lane.tls.client_cert.is_none());
+        assert_eq!(lane.tls.ca_file, opts.tls.ca_file, "the server's trust is the lane's too");
     }
 }

@@ -164,7 +164,9 @@ impl Host {
             #[cfg(feature = "http")]
             Recipe::Http(template, _) => {
                 let mut opts = template.without_credentials();
-                let target = LaneTarget { identity: &identity, url: Some(&template.url) };
+                // The URL the lane connects to: without the server's own `?api_key=`.
+                let url = opts.url.clone();
+                let target = LaneTarget { identity: &identity, url: Some(&url) };
                 match p.credentials.as_mut().map(|c| c.credentials(&target)) {
                     Some(Credentials::Token(provider)) => opts.token_provider = Some(provider),
                     Some(Credentials::OAuth(flow, authorizer)) => {

@@ -122,9 +122,11 @@ impl HttpOptions {
 
     /// These options without any credential: no token provider, no OAuth flow, no
     /// authorizer, and no header that carries one (`Authorization`, `Proxy-Authorization`,
-    /// `Cookie`, and any whose name says key, token, secret and the like, as `X-Api-Key`). A
-    /// principal's lane starts from this and adds its own, so the server's own credentials
-    /// never reach it.
+    /// `Cookie`, and any whose name says key, token, secret and the like, as `X-Api-Key`), no
+    /// user information or credential parameter (`?api_key=`) in its URLs, and no TLS client
+    /// certificate. A principal's lane starts from this and adds its own, so the server's own
+    /// credentials never reach it. The proxy stays as it is: it is the host's way out, not
+    /// the server's identity.
     pub(crate) fn without_credentials(&self) -> Self {
         let headers = self
             .headers
@@ -132,19 +134,21 @@ impl HttpOptions {
             .filter(|(name, _)| !crate::redact::names_a_credential(name))
             .cloned()
             .collect();
+        let url = |u: &String| crate::redact::url_without_credentials(u).into_owned();
         Self {
-            url: self.url.clone(),
+            url: url(&self.url),
             headers,
             token_provider: None,
             oauth: None,
             authorizer: None,
-            tls: self.tls.clone(),
+            // The client certificate is the server's identity too: a lane presents none.
+            tls: TlsOptions { client_cert: None, ..self.tls.clone() },
             proxy: self.proxy.clone(),
             max_connections: self.max_connections,
             idle_timeout: self.idle_timeout,
             connect_timeout: self.connect_timeout,
             max_head_bytes: self.max_head_bytes,
-            alternates: self.alternates.clone(),
+            alternates: self.alternates.iter().map(url).collect(),
             resolver: self.resolver.clone(),
         }
     }
