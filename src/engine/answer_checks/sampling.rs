@@ -13,6 +13,7 @@
 //! `stopReason` of `"toolUse"` comes with at least one `tool_use`.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 
 use serde_json::Value;
 
@@ -49,14 +50,16 @@ pub(crate) fn check_request(params: &str, tools_declared: bool) -> Result<(), &'
             continue;
         }
         let next = messages.get(i + 1).map(|m| raw_blocks(m.get("content"))).unwrap_or_default();
-        let answered = |id: &Cow<'_, str>| {
-            next.iter().any(|b| {
-                raw_kind(*b) == "tool_result"
-                    && b.get("toolUseId").and_then(RawJson::as_str).as_ref() == Some(id)
-            })
-        };
+        // The answered ids once, in a set: looking for each use among the next message's
+        // blocks costs uses times blocks, which a server's one large request can make
+        // minutes of the host's loop.
+        let answered: HashSet<Cow<'_, str>> = next
+            .iter()
+            .filter(|b| raw_kind(**b) == "tool_result")
+            .filter_map(|b| b.get("toolUseId").and_then(RawJson::as_str))
+            .collect();
         // A server asks again only once it has the results, so an unanswered use is an error.
-        if !uses.iter().all(answered) {
+        if !uses.iter().all(|id| answered.contains(id)) {
             return Err("a tool use has no tool result in the next message");
         }
     }
@@ -161,6 +164,27 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// Each tool use is looked for among the next message's results in a set: with a list
+    /// scan, a request of 20,000 uses of one id, answered only by the last of 20,000 results,
+    /// kept the host's loop busy for minutes.
+    #[test]
+    fn many_tool_uses_are_paired_in_linear_time() {
+        let n = 20_000;
+        let uses = vec![json!({"type": "tool_use", "id": "a", "name": "t", "input": {}}); n];
+        let mut results =
+            vec![json!({"type": "tool_result", "toolUseId": "b", "content": []}); n - 1];
+        results.push(json!({"type": "tool_result", "toolUseId": "a", "content": []}));
+        let params = json!({"messages": [
+            {"role": "assistant", "content": uses},
+            {"role": "user", "content": results},
+        ], "maxTokens": 10, "tools": [{"name": "t", "inputSchema": {"type": "object"}}]});
+        assert_eq!(check_request(&params.to_string(), true), Ok(()));
+        // And one use left unanswered is still found.
+        let mut params = params;
+        params["messages"][1]["content"][n - 1]["toolUseId"] = json!("c");
+        assert!(check_request(&params.to_string(), true).is_err());
+    }
 
     fn weather() -> Value {
         json!({"messages": [{"role": "user", "content": {"type": "text", "text": "Weather?"}}],
