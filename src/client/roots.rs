@@ -24,6 +24,15 @@ impl Client {
     ) -> Result<(), AnswerError> {
         let s = self.server_mut(server).ok_or(AnswerError::NotPending)?;
         s.engine.set_roots_boundary(boundary);
+        // The engine drops a list set earlier that the new boundary refuses by its words; one
+        // that reads as inside but resolves outside (a symlink) goes too, or the engine would
+        // go on answering with it.
+        let escapes =
+            s.engine.roots().map(|current| check_resolved(current, s.engine.roots_boundary()));
+        if escapes.is_some_and(|checked| checked.is_err()) {
+            log::debug!("a roots list set earlier resolves outside the new boundary: dropped");
+            s.engine.forget_roots();
+        }
         Ok(())
     }
 

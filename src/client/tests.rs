@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use super::*;
 use crate::catalog::listing::CatalogKind;
 use crate::config::Config;
-use crate::engine::{TransportEvent, TransportKind};
+use crate::engine::{RootsBoundary, TransportEvent, TransportKind};
 use crate::error::LocalError;
 use crate::proto::mcp::ServerRequestKind;
 
@@ -886,4 +886,34 @@ fn a_servers_filed_deadline_and_work_go_when_it_is_reached() {
     while sim.client.take_unflushed().is_some() {}
     assert_eq!(sim.client.poll_timeout(), None, "the answered call's deadline is no one's");
     assert!(sim.client.is_idle(sim.now), "answered, its event taken: nothing to do");
+}
+
+/// A roots list set with no boundary, whose root reads as inside a boundary set later but is a
+/// symlink out of it, is dropped when that boundary comes: the engine checks words only, and
+/// went on answering roots requests with the list.
+#[test]
+fn a_boundary_set_later_drops_roots_that_resolve_outside_it() {
+    let base = std::env::temp_dir().join(format!("mcpoll-late-boundary-{}", std::process::id()));
+    let (allowed, outside) = (base.join("allowed"), base.join("outside"));
+    std::fs::create_dir_all(allowed.join("real")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let link = allowed.join("link");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&outside, &link).unwrap();
+    let roots = |p: &std::path::Path| {
+        let list = format!(r#"{{"roots":[{{"uri":"file://{}"}}]}}"#, p.display());
+        serde_json::value::RawValue::from_string(list).unwrap()
+    };
+    let mut sim = Sim::new();
+    let (inside, escaping) = (sim.ready_server("inside"), sim.ready_server("escaping"));
+    let now = sim.now;
+    sim.client.set_roots(now, inside, &roots(&allowed.join("real"))).unwrap();
+    sim.client.set_roots(now, escaping, &roots(&link)).unwrap();
+    for server in [inside, escaping] {
+        let boundary = RootsBoundary::new([allowed.to_str().unwrap()]).unwrap();
+        sim.client.set_roots_boundary(server, boundary).unwrap();
+    }
+    assert!(sim.client.engine(inside).unwrap().roots().is_some(), "a real directory stays");
+    assert_eq!(sim.client.engine(escaping).unwrap().roots(), None, "the symlink out goes");
+    let _ = std::fs::remove_dir_all(&base);
 }

@@ -769,6 +769,17 @@ impl Engine {
         self.roots.set_boundary(boundary);
     }
 
+    /// The roots list the host set ([`set_roots`](Self::set_roots)), if any.
+    pub(crate) fn roots(&self) -> Option<&str> {
+        self.roots.current()
+    }
+
+    /// Forgets the roots list the host set: roots requests go to the host again. For a list
+    /// a check beyond the engine's (the file system's) no longer lets through.
+    pub(crate) fn forget_roots(&mut self) {
+        self.roots.forget();
+    }
+
     /// Sets the host's roots (a `ListRootsResult`: `{"roots":[{"uri":"file:///...",
     /// "name":..}]}`), checked like an answer; from now on the engine answers roots requests
     /// with it. When the list changed, the server speaks 2025-11-25 and the host declared

@@ -103,6 +103,10 @@ impl Roots {
         }
     }
 
+    pub(super) fn forget(&mut self) {
+        self.current = None;
+    }
+
     /// Sets the list (a `ListRootsResult`), checked like an answer and kept on one line (on
     /// stdio a raw line break would end the frame). `Ok(true)` when it differs from the list
     /// set before.
