@@ -3014,16 +3014,15 @@ impl Engine {
     fn on_input_required(&mut self, now: Instant, slot: usize, result: RawJson<'_>) {
         let Some(call) = self.requests.call_id(slot) else { return };
         let rounds = self.requests.get(slot).map_or(0, |p| p.rounds);
-        let fail = Outcome::Failed;
         if rounds >= self.config.max_input_rounds {
             let e = CallError::Local(LocalError::TooManyInputRounds);
-            return self.finish(now, slot, Ended::Answered, fail(e));
+            return self.fail_input_round(now, slot, e);
         }
         let inputs = result.get("inputRequests").filter(|r| r.kind() == Kind::Object);
         let state = result.get("requestState").filter(|s| s.kind() == Kind::String);
         if inputs.is_none() && state.is_none() {
             let e = CallError::Peer(PeerError::InvalidResult);
-            return self.finish(now, slot, Ended::Answered, fail(e));
+            return self.fail_input_round(now, slot, e);
         }
         let mut asked: SmallVec<[(&str, ServerRequestKind, &str); 4]> = SmallVec::new();
         for (key, request) in inputs.into_iter().flat_map(RawJson::members) {
@@ -3041,20 +3040,20 @@ impl Engine {
                     if let Err(reason) = sampling::check_request(params, tools) {
                         log::debug!("refused a sampling input request: {reason}");
                         let e = CallError::Peer(PeerError::InvalidResult);
-                        return self.finish(now, slot, Ended::Answered, fail(e));
+                        return self.fail_input_round(now, slot, e);
                     }
                     asked.push((key.raw(), ServerRequestKind::Sampling, params));
                 }
                 Some(kind) => asked.push((key.raw(), kind, params.map_or("{}", RawJson::text))),
                 None => {
                     let e = CallError::Peer(PeerError::UndeclaredInputRequest(method.into_owned()));
-                    return self.finish(now, slot, Ended::Answered, fail(e));
+                    return self.fail_input_round(now, slot, e);
                 }
             }
         }
         if asked.len() > self.server_requests.room() {
             let e = CallError::Local(LocalError::TooManyServerRequests);
-            return self.finish(now, slot, Ended::Answered, fail(e));
+            return self.fail_input_round(now, slot, e);
         }
         let bufs = self.requests.bufs_mut(slot);
         // The original params, without an earlier round's members, are what every retry sends.
@@ -3092,6 +3091,16 @@ impl Engine {
         }
         if !waiting {
             self.send_round(slot, call);
+        }
+    }
+
+    /// A round of input that cannot go on ends its call. A plain call's server is done with
+    /// it (the interim result answered it); a task waits on the server for the input, so it is
+    /// cancelled there, as a cancel by the host would.
+    fn fail_input_round(&mut self, now: Instant, slot: usize, error: CallError) {
+        match self.requests.get(slot).is_some_and(|p| p.task) {
+            true => self.abandon(now, slot, error),
+            false => self.finish(now, slot, Ended::Answered, Outcome::Failed(error)),
         }
     }
 
@@ -3258,8 +3267,9 @@ impl Engine {
             }
             Origin::Input { call, .. } => {
                 if let Some(slot) = self.requests.slot_of(call) {
-                    let e = CallError::Local(LocalError::InputRejected);
-                    self.finish(now, slot, Ended::Abandoned, Outcome::Failed(e));
+                    // As a cancel: a task waiting for this input is cancelled on the server,
+                    // not left there in `input_required` for nobody.
+                    self.abandon(now, slot, CallError::Local(LocalError::InputRejected));
                 }
             }
         }

@@ -480,3 +480,42 @@ fn a_modern_tasks_input_goes_to_the_host_and_back_in_tasks_update() {
     h.reply(&get, done);
     assert!(h.events().last().unwrap().starts_with(&format!("done {}", call.get())));
 }
+
+/// A task waiting on the server for input it will not get ends with `tasks/cancel`, as a
+/// cancel by the host does: when the host rejects the input request, and when the request
+/// cannot be asked at all (here one of a kind the client did not declare). Both ended the
+/// call locally and left the task in `input_required` for nobody.
+#[test]
+fn a_task_whose_input_will_not_come_is_cancelled() {
+    let ask = |method: &str| {
+        json!({"name": {"method": method, "params": {"mode": "form", "message": "Your name?",
+            "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}}}})
+    };
+    for undeclared in [false, true] {
+        let answers =
+            crate::config::ServerRequestKinds { elicitation_form: true, ..Default::default() };
+        let mut h = Harness::ready_with(Config { answers, ..Config::default() });
+        let call = task_call(&mut h, &prefer(), 100);
+        h.advance(Duration::from_millis(100));
+        let get = h.sent_one();
+        let mut input = modern_task("complete", "input_required", json!(100));
+        input["inputRequests"] =
+            ask(if undeclared { "sampling/createMessage" } else { "elicitation/create" });
+        h.reply(&get, input);
+        if !undeclared {
+            let mut request = None;
+            while let Some(e) = h.engine.poll_event() {
+                if let Event::ServerRequest { request: r, .. } = e {
+                    request = Some(r);
+                }
+            }
+            let request = request.expect("the task's input request reaches the host");
+            h.engine.reject(h.now, request).unwrap();
+        }
+        let cancel = h.sent_one();
+        assert_eq!(cancel["method"], "tasks/cancel", "undeclared: {undeclared}");
+        assert_eq!(cancel["params"]["taskId"], "t-1");
+        let failed = format!("failed {}", call.get());
+        assert!(h.events().iter().any(|e| e.starts_with(&failed)), "undeclared: {undeclared}");
+    }
+}
