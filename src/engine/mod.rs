@@ -2177,6 +2177,12 @@ impl Engine {
     fn abandon(&mut self, now: Instant, slot: usize, error: CallError) {
         let Some(p) = self.requests.get(slot) else { return };
         if p.task {
+            // A poll on the wire over HTTP holds a connection until it is answered, and a
+            // 2025-11-25 `tasks/result` is answered only when the task ends: its stream is
+            // closed (the poll alone; the task is the next line's business).
+            if p.state == SendState::Sent && self.transport == TransportKind::Http {
+                self.push_control(Control::CloseStream { id: WireId::new(slot, p.wire_gen) });
+            }
             // The third way to cancel: the task goes on without a request in flight.
             self.cancel_task(slot);
         } else if p.state == SendState::Sent {

@@ -1163,7 +1163,7 @@ pub(super) fn wire(v: &Value) -> WireId {
 }
 
 /// Drains transmits with their kinds (frames decoded when there are bytes).
-fn transmits(h: &mut Harness) -> Vec<(TransmitKind, Option<Value>)> {
+pub(super) fn transmits(h: &mut Harness) -> Vec<(TransmitKind, Option<Value>)> {
     let mut out = Vec::new();
     loop {
         h.buf.clear();

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{raw, Harness};
+use super::{raw, transmits, Harness};
 use crate::engine::*;
 
 const TASKS: &str = "io.modelcontextprotocol/tasks";
@@ -37,8 +37,13 @@ fn modern_task(result_type: &str, status: &str, poll_ms: Value) -> Value {
 
 /// A 2025-11-25 server that declared task-augmented tool calls (and `tasks.cancel`).
 fn ready_legacy_with_tasks(cancel: bool) -> Harness {
+    ready_legacy_with_tasks_over(cancel, TransportKind::Stdio)
+}
+
+/// [`ready_legacy_with_tasks`] over a transport of choice.
+fn ready_legacy_with_tasks_over(cancel: bool, transport: TransportKind) -> Harness {
     let mut h = Harness::new(Config::default());
-    h.engine.handle_transport(h.now, TransportEvent::opened());
+    h.engine.handle_transport(h.now, TransportEvent::opened_as(transport));
     let probe = h.sent_one();
     h.reply_error(&probe, -32601, None);
     let init = h.sent_one();
@@ -404,6 +409,33 @@ fn a_legacy_task_is_cancelled_only_where_the_server_declared_it() {
         } else {
             assert!(sent.is_empty(), "{sent:?}");
         }
+    }
+}
+
+/// Cancelling a task-backed call over HTTP while its poll is on the wire closes that poll's
+/// stream: a 2025-11-25 `tasks/result` waits on the server until the task ends, and where
+/// the server takes no `tasks/cancel` nothing else frees its connection (it stayed taken
+/// from the pool until the task ended, hours maybe).
+#[test]
+fn cancelling_a_task_closes_the_stream_of_its_poll() {
+    for declared in [false, true] {
+        let mut h = ready_legacy_with_tasks_over(declared, TransportKind::Http);
+        let call = call_with(&mut h, &prefer());
+        let sent = h.sent_one();
+        h.reply(&sent, json!({"task": legacy_task("completed", 100)}));
+        let fetch = h.sent_one();
+        assert_eq!(fetch["method"], "tasks/result");
+        h.events();
+        h.engine.cancel(h.now, call).unwrap();
+        let t = transmits(&mut h);
+        let kinds: Vec<_> = t.iter().map(|(kind, _)| *kind).collect();
+        assert!(
+            kinds.contains(&TransmitKind::CloseStream { id: wire(&fetch) }),
+            "declared {declared}: {t:?}"
+        );
+        let cancels =
+            t.iter().filter(|(_, f)| f.as_ref().is_some_and(|f| f["method"] == "tasks/cancel"));
+        assert_eq!(cancels.count(), usize::from(declared), "{t:?}");
     }
 }
 
