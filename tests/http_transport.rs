@@ -195,6 +195,34 @@ fn a_large_request_goes_out_whole_over_tls() {
     assert_eq!(echo(&mut host, id, &text)["content"][0]["text"], text.as_str());
 }
 
+/// A connection cut during its TLS handshake carried no request (rustls sends none before
+/// the handshake ends): a write on it was not delivered, and goes again on a new connection.
+/// It was taken for a connection lost with the request on it, and the call ended at once as
+/// `DeliveryUnknown`.
+#[test]
+fn a_write_whose_tls_handshake_is_cut_goes_again() {
+    let pki = Pki::new("cut");
+    let server = MiniServer::start(Some(pki.server_config(&["localhost"], false)), mcp_answer);
+    let mut host = Host::new().unwrap();
+    let mut opts = HttpOptions::new(server.url("https", "localhost"));
+    opts.tls = pki.trust();
+    // The probe's connection expires at once, so the call needs a new one.
+    opts.idle_timeout = Duration::from_millis(1);
+    let id = add(&mut host, opts);
+    assert!(matches!(host.wait_ready(id, common::PATIENCE).unwrap(), ServerState::Ready(..)));
+    // The idle connection expires 1 ms after the probe's answer: a poll that starts later
+    // than that closes it (its events taken first: queued ones end a poll at once).
+    while host.poll_event().is_some() {}
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_millis(20) {
+        host.poll(Some(Duration::from_millis(5))).unwrap();
+    }
+    server.drop_next_connections(1);
+    // A tool call without annotations: a write, resent only when surely not delivered.
+    assert_eq!(echo(&mut host, id, "again")["content"][0]["text"], "again");
+    assert_eq!(server.drops_to_come(), 0, "the call's first connection was cut");
+}
+
 /// A server behind TLS for `localhost` with a CA of its own (named `name`), and a host that
 /// trusts that CA, ready with it.
 fn ready_over_tls(name: &str) -> (MiniServer, Host, mcpoll::ServerId) {

@@ -570,10 +570,13 @@ impl HttpDriver {
                 return Ok(());
             }
             if eof || step == Parsed::Close {
-                if let Some(c) = self.conns.get(k) {
-                    let failure = c.exchange.map(|_| TransportError::ConnectionLost);
-                    self.drop_conn(registry, engine, now, k, failure);
+                let Some(c) = self.conns.get(k) else { return Ok(()) };
+                if eof && !c.conn.is_established() {
+                    // Cut during the TLS handshake: no request byte left (as `on_conn_error`).
+                    return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
                 }
+                let failure = c.exchange.map(|_| TransportError::ConnectionLost);
+                self.drop_conn(registry, engine, now, k, failure);
                 return Ok(());
             }
             if self.bytes_left == 0 {
@@ -635,7 +638,9 @@ impl HttpDriver {
         k: usize,
         e: &io::Error,
     ) {
-        let connecting = self.conns.get(k).is_some_and(|c| !c.conn.is_open());
+        // Until the TLS handshake ends, rustls sends no request byte: a failure then is a
+        // failed connect, the request surely not delivered (safe to send again).
+        let connecting = self.conns.get(k).is_some_and(|c| !c.conn.is_established());
         let error = if let Some(t) = tls_failure(e) {
             TransportError::Tls(t)
         } else if connecting {

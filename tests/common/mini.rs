@@ -155,6 +155,8 @@ pub struct MiniServer {
     pub seen: Arc<Mutex<Vec<Request>>>,
     /// When a client closed a connection the server was stalling on ([`Response::stall`]).
     pub eofs: Arc<Mutex<Vec<std::time::Instant>>>,
+    /// Connections still to be dropped as soon as they are accepted (before a TLS handshake).
+    drop_next: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl MiniServer {
@@ -169,8 +171,16 @@ impl MiniServer {
         let eofs = Arc::new(Mutex::new(Vec::new()));
         let handler: Handler = Arc::new(handler);
         let (seen2, eofs2) = (Arc::clone(&seen), Arc::clone(&eofs));
+        let drop_next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let drop_next2 = Arc::clone(&drop_next);
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
+                let take = |n: usize| n.checked_sub(1);
+                let ordering = std::sync::atomic::Ordering::SeqCst;
+                if drop_next2.fetch_update(ordering, ordering, take).is_ok() {
+                    drop(stream);
+                    continue;
+                }
                 let (handler, tls) = (Arc::clone(&handler), tls.clone());
                 let (seen, eofs) = (Arc::clone(&seen2), Arc::clone(&eofs2));
                 std::thread::spawn(move || {
@@ -189,7 +199,19 @@ impl MiniServer {
                 });
             }
         });
-        Self { port, seen, eofs }
+        Self { port, seen, eofs, drop_next }
+    }
+
+    /// Drops the next `n` connections as soon as they are accepted: a TLS client sees its
+    /// handshake cut.
+    pub fn drop_next_connections(&self, n: usize) {
+        self.drop_next.store(n, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// How many of the connections [`drop_next_connections`](Self::drop_next_connections)
+    /// named are still to come.
+    pub fn drops_to_come(&self) -> usize {
+        self.drop_next.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn url(&self, scheme: &str, host: &str) -> String {
