@@ -13,7 +13,9 @@ use common::mini::{client_credentials_servers, mcp_answer, MiniServer};
 use common::raw;
 use mcpoll::oauth::{OAuthConfig, PreRegistered};
 use mcpoll::{BlockingError, TransportError};
-use mcpoll::{CallError, CallOptions, Config, Host, HttpOptions, Resolver, ServerState};
+use mcpoll::{
+    CallError, CallOptions, Config, Host, HttpOptions, Idempotency, Resolver, ServerState,
+};
 
 /// Answers `127.0.0.1` for any name, but only once the test lets it (one answer per
 /// message on the gate); counts the names it was asked about.
@@ -223,4 +225,32 @@ fn a_resolution_slower_than_the_connect_timeout_fails_the_waiting_calls() {
     // One thread for the one resolution, however many attempts waited for it.
     assert_eq!(*resolver.asked.lock().unwrap(), ["stuck.test"]);
     drop(gate);
+}
+
+/// Refuses one name and resolves every other to `127.0.0.1`.
+#[derive(Debug)]
+struct Refusing(&'static str);
+
+impl Resolver for Refusing {
+    fn resolve(&self, host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+        if host == self.0 {
+            return Err(io::ErrorKind::NotFound.into());
+        }
+        Ok(vec![SocketAddr::from(([127, 0, 0, 1], port))])
+    }
+}
+
+/// A first instance whose name does not resolve moves new connections on to an alternate, as
+/// one that refuses connections does: every attempt asked for the dead name again.
+#[test]
+fn a_name_that_does_not_resolve_moves_on_to_an_alternate() {
+    let server = MiniServer::start(None, mcp_answer);
+    let mut opts = HttpOptions::new(format!("http://dead.test:{}/mcp", server.port))
+        .resolver(Arc::new(Refusing("dead.test")));
+    opts.alternates = vec![format!("http://alive.test:{}/mcp", server.port)];
+    let mut host = Host::new().unwrap();
+    let id = host.add_http_server(opts, Config::default()).unwrap();
+    let read = CallOptions { idempotency: Some(Idempotency::Read), ..CallOptions::default() };
+    let r = host.call_tool_blocking(id, "echo", &raw(r#"{"text":"alive"}"#), &read);
+    assert!(r.expect("call").json.contains("alive"));
 }

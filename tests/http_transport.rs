@@ -223,6 +223,50 @@ fn a_write_whose_tls_handshake_is_cut_goes_again() {
     assert_eq!(server.drops_to_come(), 0, "the call's first connection was cut");
 }
 
+/// Resolves every name to two addresses: one whose server never answers a TLS handshake, then
+/// one that serves.
+#[derive(Debug)]
+struct SilentFirst {
+    silent: u16,
+    serving: u16,
+}
+
+impl mcpoll::Resolver for SilentFirst {
+    fn resolve(&self, _: &str, _: u16) -> std::io::Result<Vec<std::net::SocketAddr>> {
+        let at = |port| std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        Ok(vec![at(self.silent), at(self.serving)])
+    }
+}
+
+/// A connect (here its TLS handshake) that times out moves new connections on to the next
+/// address, as a refused one does. Every attempt went to the silent first address again,
+/// and the server was never reached.
+#[test]
+fn a_connect_that_times_out_moves_on_to_the_next_address() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    // Every connection is taken and held, and its handshake never answered.
+    std::thread::spawn(move || {
+        let held: Vec<_> = silent.incoming().collect();
+        drop(held);
+    });
+    let pki = Pki::new("silent-first");
+    let server = MiniServer::start(Some(pki.server_config(&["localhost"], false)), mcp_answer);
+    let mut opts = HttpOptions::new(server.url("https", "localhost"))
+        .resolver(Arc::new(SilentFirst { silent: silent_port, serving: server.port }));
+    opts.tls = pki.trust();
+    opts.connect_timeout = Duration::from_millis(200);
+    let mut host = Host::new().unwrap();
+    let id = add(&mut host, opts);
+    let o = CallOptions {
+        idempotency: Some(mcpoll::Idempotency::Read),
+        timeout: Some(Duration::from_secs(20)),
+        ..CallOptions::default()
+    };
+    let r = host.call_tool_blocking(id, "echo", &raw(r#"{"text":"second"}"#), &o).expect("call");
+    assert!(r.json.contains("second"));
+}
+
 /// A server behind TLS for `localhost` with a CA of its own (named `name`), and a host that
 /// trusts that CA, ready with it.
 fn ready_over_tls(name: &str) -> (MiniServer, Host, mcpoll::ServerId) {

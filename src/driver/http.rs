@@ -245,15 +245,20 @@ impl HttpDriver {
             })
             .collect();
         for (k, timed_out) in expired {
-            let failure = TransportError::ConnectFailed(io::ErrorKind::TimedOut);
-            self.drop_conn(registry, engine, now, k, timed_out.then_some(failure));
+            let failure =
+                timed_out.then_some(TransportError::ConnectFailed(io::ErrorKind::TimedOut));
+            if let Some(error) = &failure {
+                // As a refused connect: the next address next time, or the next instance.
+                self.connect_failed(registry, engine, k, error);
+            }
+            self.drop_conn(registry, engine, now, k, failure);
         }
         self.oauth.handle_timeout(&mut self.session, engine, registry, now);
         if self.instances.resolving_since().is_some_and(|t| now >= later(t, self.connect_timeout)) {
             // Like a connect timeout, for what waits now; the resolution goes on for the next.
             log::debug!("resolving {} is taking too long", self.instances.current().url.host);
             self.instances.rearm_lookup(now);
-            self.fail_waiting(engine, now, io::ErrorKind::TimedOut);
+            self.fail_waiting(registry, engine, now, io::ErrorKind::TimedOut);
         }
         if self.backlog_since.take().is_some() {
             let backlog: SmallVec<[usize; 8]> =
@@ -410,9 +415,18 @@ impl HttpDriver {
     }
 
     /// Fails every exchange waiting for a connection, as a connection that could not be made
-    /// (the server's name did not resolve, or not in time).
-    fn fail_waiting(&mut self, engine: &mut Engine, now: Instant, kind: io::ErrorKind) {
-        let failure = ExchangeFailure::Transport(TransportError::ConnectFailed(kind));
+    /// (the server's name did not resolve, or not in time); their next attempts go to the next
+    /// instance where the session allows it, as after a failed connect.
+    fn fail_waiting(
+        &mut self,
+        registry: &Registry,
+        engine: &mut Engine,
+        now: Instant,
+        kind: io::ErrorKind,
+    ) {
+        let error = TransportError::ConnectFailed(kind);
+        self.rotate_after(registry, engine, &error);
+        let failure = ExchangeFailure::Transport(error);
         while self.session.handle_no_connection(engine, now, failure.clone()) {}
     }
 
@@ -480,7 +494,7 @@ impl HttpDriver {
                 Some(Ok(())) => {}
                 Some(Err(e)) => {
                     log::debug!("resolving {} failed: {e}", self.instances.current().url.host);
-                    self.fail_waiting(engine, now, e.kind());
+                    self.fail_waiting(registry, engine, now, e.kind());
                 }
             }
             self.flush(registry, engine, now);
@@ -644,15 +658,34 @@ impl HttpDriver {
         let error = if let Some(t) = tls_failure(e) {
             TransportError::Tls(t)
         } else if connecting {
-            // Try the next address next time.
-            self.instances.connect_failed();
             TransportError::ConnectFailed(e.kind())
         } else {
             TransportError::ConnectionLost
         };
-        self.rotate_after(registry, engine, &error);
+        self.connect_failed(registry, engine, k, &error);
         log::debug!("HTTP connection failed: {e}");
         self.drop_conn(registry, engine, now, k, Some(error));
+    }
+
+    /// What the failure of connection `k` with `error` says of where new connections go: a
+    /// failed connect tries the next address next time, and the session may move to the next
+    /// instance. Only for a connection to the current instance: the failures of several
+    /// connections to an instance already left behind moved the choice back to it, or on past
+    /// the next one.
+    fn connect_failed(
+        &mut self,
+        registry: &Registry,
+        engine: &Engine,
+        k: usize,
+        error: &TransportError,
+    ) {
+        if self.conns.get(k).is_none_or(|c| c.instance != self.instances.current_id()) {
+            return;
+        }
+        if matches!(error, TransportError::ConnectFailed(_)) {
+            self.instances.connect_failed();
+        }
+        self.rotate_after(registry, engine, error);
     }
 
     /// After a connection failed with `error`: new connections go to the next instance where
