@@ -835,17 +835,37 @@ impl StdioDriver {
                     running.liveness_at = Some(crate::time::later(now, LIVENESS_CHECK));
                 }
                 Ok(None) => {}
-                Ok(Some(_)) | Err(_) => {
-                    log::debug!(
-                        "server {:?} exited with its stdout held open",
-                        self.command.program
-                    );
-                    return self.on_exit(registry, engine, now);
-                }
+                Ok(Some(_)) | Err(_) => return self.on_exit_seen(registry, engine, now),
             }
             return Ok(());
         }
         self.check_exit(registry, engine, now)
+    }
+
+    /// The liveness look found the child gone while its stdout is still open. The lines it
+    /// wrote before it exited are the engine's first (its replies): a turn of reading, and
+    /// while lines are left for later turns the exit waits for them, looked at again at once.
+    /// Then it is ended as if its stdout had closed.
+    fn on_exit_seen(
+        &mut self,
+        registry: &Registry,
+        engine: &mut Engine,
+        now: Instant,
+    ) -> io::Result<()> {
+        if !self.stdout_backlog {
+            self.read_stdout(registry, engine, now, false)?;
+        }
+        let Some(running) = self.running.as_mut() else { return Ok(()) };
+        if running.exit.is_some() {
+            // The read came to the end of stdout, and that ended it.
+            return Ok(());
+        }
+        if self.stdout_backlog {
+            running.liveness_at = Some(now);
+            return Ok(());
+        }
+        log::debug!("server {:?} exited with its stdout held open", self.command.program);
+        self.on_exit(registry, engine, now)
     }
 
     fn check_exit(
@@ -1025,6 +1045,43 @@ mod tests {
         // An exit during the probe is a fallback to the legacy handshake on a new process.
         let second = driver.running.as_ref().map(|r| r.child.id());
         assert!(first.is_some() && second != first, "the exit was not seen");
+    }
+
+    /// The liveness look that finds the child gone hands over the lines it wrote first: with
+    /// more lines than one turn takes, the look came due between turns and ended the process
+    /// at once, and the lines left unread (replies among them) were lost.
+    #[test]
+    fn a_child_seen_gone_by_the_liveness_look_keeps_its_last_lines() {
+        let mut poll = mio::Poll::new().unwrap();
+        let now = Instant::now();
+        let config = Config { frames_per_readiness: 1, ..Config::default() };
+        let mut engine = Engine::new(config, now).unwrap();
+        let command = StdioCommand::new("sh").args(["-c", "echo a; echo b; echo c; exit 3"]);
+        let mut driver = StdioDriver::new(command, engine.config(), Token(0));
+        driver.spawn(poll.registry(), &mut engine, now).unwrap();
+        // The probe is outstanding: the liveness look is armed.
+        driver.flush(poll.registry(), &mut engine, now).unwrap();
+        let first = driver.running.as_ref().map(|r| r.child.id());
+        // All three lines and the exit are there before the one event is handled.
+        std::thread::sleep(Duration::from_millis(300));
+        let mut events = mio::Events::with_capacity(8);
+        poll.poll(&mut events, Some(Duration::from_secs(5))).unwrap();
+        let stdout = events.iter().find(|e| e.token() == Token(STDOUT)).expect("stdout event");
+        driver.handle_event(poll.registry(), stdout, &mut engine, now).unwrap();
+        assert_eq!(engine.stats().invalid_frames, 1, "one line per turn");
+        assert!(driver.has_backlog());
+        // The look comes due before the next turn, then the turns go on as a host's ticks.
+        let later = now + Duration::from_secs(2);
+        driver.handle_timeout(poll.registry(), &mut engine, later).unwrap();
+        for _ in 0..10 {
+            if driver.running.as_ref().map(|r| r.child.id()) != first {
+                break;
+            }
+            driver.resume(poll.registry(), &mut engine, later).unwrap();
+            driver.handle_timeout(poll.registry(), &mut engine, later).unwrap();
+        }
+        assert_ne!(driver.running.as_ref().map(|r| r.child.id()), first, "the exit was seen");
+        assert_eq!(engine.stats().invalid_frames, 3, "every line was read before the exit");
     }
 
     /// A server that exits while a process it started holds its stdout (a helper that
