@@ -226,6 +226,29 @@ fn a_loop_that_polls_only_when_not_idle_still_reaps_a_closed_server() {
     assert!(polls < 1000, "it polled only when checks were due: {polls}");
 }
 
+/// A server whose engine closes by itself (here its handshake outlasts `handshake_timeout`)
+/// has its process stopped and reaped as a closed one's: only `close_server` and
+/// `remove_server` stopped it, so it ran on, `pid` still naming it, until the host removed it.
+#[test]
+fn a_server_that_closes_by_itself_has_its_process_reaped() {
+    let mut host = Host::new().unwrap();
+    let config = Config {
+        handshake_timeout: Duration::from_millis(100),
+        era: mcpoll::EraPreference::LegacyOnly,
+        ..no_restart()
+    };
+    let id = host.add_stdio_server(stubborn(), config).unwrap();
+    let pid = host.pid(id).unwrap();
+    let start = Instant::now();
+    while !reaped(pid) {
+        assert!(start.elapsed() < LIMIT, "not reaped: {:?} ({:?})", comm(pid), host.state(id));
+        host.poll(Some(Duration::from_millis(20))).unwrap();
+        while host.poll_event().is_some() {}
+    }
+    assert_eq!(host.state(id), Some(mcpoll::ServerState::Closed));
+    assert_eq!(host.pid(id), None);
+}
+
 /// The documented limit of the process-group kill (issue 21): a grandchild that leaves the
 /// server's process group with `setsid()` is not signalled when the server is closed, while one
 /// that stays in the group is. Catching it would take `PR_SET_CHILD_SUBREAPER` on the host

@@ -183,6 +183,16 @@ impl Transport {
         }
     }
 
+    /// Whether there is a process, a connection or a session for
+    /// [`shutdown`](Self::shutdown) to end.
+    pub(crate) fn is_live(&self) -> bool {
+        match self {
+            Self::Stdio(d) => d.is_running(),
+            #[cfg(feature = "http")]
+            Self::Http(d) => d.connections() > 0 || d.session_id().is_some(),
+        }
+    }
+
     /// The tokens the driver registers with.
     pub(crate) fn tokens(&self) -> Range<usize> {
         match self {
