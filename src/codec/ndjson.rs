@@ -143,7 +143,8 @@ impl LineFramer {
             let Some(offset) = memchr::memchr(b'\n', &pending[self.scanned..]) else {
                 self.scanned = pending.len();
                 // One byte of slack: a full-size line may still end in "\r\n".
-                if pending.len() > self.max_line + 1 {
+                // Saturating: `usize::MAX` is a host's way to say "no limit".
+                if pending.len() > self.max_line.saturating_add(1) {
                     self.head.clear();
                     self.head.extend_from_slice(&pending[..TAIL_KEPT.min(pending.len())]);
                     self.oversize_len = pending.len();
@@ -227,7 +228,8 @@ pub(crate) fn observe(max: usize, chunks: &[&[u8]]) -> Vec<Observed> {
                 Frame::TooLarge { head, tail } => Observed::TooLarge(head.to_vec(), tail.to_vec()),
             });
         }
-        assert!(f.buffered() <= max + 1 + c.len(), "framer holds more than a line plus one read");
+        let bound = max.saturating_add(1).saturating_add(c.len());
+        assert!(f.buffered() <= bound, "framer holds more than a line plus one read");
     }
     out
 }
@@ -273,6 +275,10 @@ mod tests {
         oversize_by_one_with_crlf: 4, b"12345\r\n1\n" => [big("12345", "12345"), f("1")];
         oversize_unterminated_waits: 4, b"{}\n1234567" => [f("{}")];
         utf8_passes_through: 64, "{\"t\":\"héllo 世界\"}\n".as_bytes() => [f("{\"t\":\"héllo 世界\"}")];
+        // `usize::MAX` as the limit means none: a line cut across reads still waits whole (the
+        // check of its length overflowed: a panic in a debug build, and in a release build
+        // every line cut across reads was discarded as oversize).
+        no_limit: usize::MAX, b"{\"a\":1}\n{}\n" => [f("{\"a\":1}"), f("{}")];
     }
 
     #[test]
