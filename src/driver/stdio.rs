@@ -379,7 +379,9 @@ impl StdioDriver {
             written: 0,
             stdout_read: READ_START,
             read_buf: vec![0; READ_START].into_boxed_slice(),
-            stderr_tail: VecDeque::with_capacity(config.stderr_tail_bytes),
+            // Grown as the child writes: most write little, and `usize::MAX` (keep all)
+            // is no capacity to ask for up front.
+            stderr_tail: VecDeque::new(),
             stderr_cap: config.stderr_tail_bytes,
             max_line: config.max_message_bytes,
             frame_budget: config.frames_per_readiness,
@@ -1045,6 +1047,17 @@ mod tests {
         // An exit during the probe is a fallback to the legacy handshake on a new process.
         let second = driver.running.as_ref().map(|r| r.child.id());
         assert!(first.is_some() && second != first, "the exit was not seen");
+    }
+
+    /// The stderr tail is not allocated up front: `usize::MAX` (keep all of it) panicked in
+    /// `add_stdio_server` with a capacity overflow, and every server and lane paid for the
+    /// whole tail before a byte came.
+    #[test]
+    fn an_unbounded_stderr_tail_is_not_allocated_up_front() {
+        let config = Config { stderr_tail_bytes: usize::MAX, ..Config::default() };
+        let driver = StdioDriver::new(StdioCommand::new("true"), &config, Token(0));
+        assert_eq!(driver.stderr_tail.capacity(), 0);
+        assert_eq!(driver.stderr_tail(), "");
     }
 
     /// The liveness look that finds the child gone hands over the lines it wrote first: with
