@@ -276,3 +276,20 @@ fn removing_a_server_ends_its_pending_calls_with_events() {
     assert!(!host.has_events());
     assert_eq!(host.pending(server), None, "no such server");
 }
+
+/// `{:?}` of a host shows a stdio server's driver without its buffers' bytes: it printed the
+/// request written and the reply read (a call's arguments and result) as lists of numbers,
+/// 650 KB after one call of 100 KB and as much as `max_message_bytes` allows per buffer.
+#[test]
+fn debug_output_of_a_stdio_host_shows_no_call_data_and_stays_small() {
+    let mut host = Host::new().unwrap();
+    let id = host.add_stdio_server(common::demo_server(), Config::default()).unwrap();
+    host.wait_ready(id, common::PATIENCE).unwrap();
+    let args = format!(r#"{{"text":"s3cret{}"}}"#, "x".repeat(100_000));
+    let done = host.call_tool_blocking(id, "echo", &raw(&args), &CallOptions::default());
+    assert!(done.unwrap().json.contains("s3cret"));
+    let shown = format!("{host:?}");
+    let as_bytes = "s3cret".bytes().map(|b| b.to_string()).collect::<Vec<_>>().join(", ");
+    assert!(!shown.contains("s3cret") && !shown.contains(&as_bytes), "call data in {shown}");
+    assert!(shown.len() < 16 * 1024, "{} bytes of Debug", shown.len());
+}

@@ -338,7 +338,6 @@ struct Running {
 /// Besides readiness, call [`handle_timeout`](Self::handle_timeout) when
 /// [`poll_timeout`](Self::poll_timeout) is due: a child that closed stdout is reaped there (never
 /// waited for), and only then is its exit reported to the engine.
-#[derive(Debug)]
 pub struct StdioDriver {
     command: StdioCommand,
     base: Token,
@@ -364,6 +363,25 @@ pub struct StdioDriver {
     /// new event will report it: the host resumes the driver instead.
     stdout_backlog: bool,
     stderr_backlog: bool,
+}
+
+/// The driver's state without its buffers' bytes (requests written, replies read, the
+/// stderr tail): those are a call's arguments and results, and up to `max_message_bytes`
+/// each, which a `{:?}` in a log line would print as megabytes of numbers.
+impl fmt::Debug for StdioDriver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StdioDriver")
+            .field("command", &self.command)
+            .field("base", &self.base)
+            .field("pid", &self.pid())
+            .field("exiting", &self.running.as_ref().is_some_and(|r| r.exit.is_some()))
+            .field("unsent", &self.unsent())
+            .field("buffered", &self.framer.buffered())
+            .field("stderr_tail_bytes", &self.stderr_tail.len())
+            .field("stdout_backlog", &self.stdout_backlog)
+            .field("stderr_backlog", &self.stderr_backlog)
+            .finish_non_exhaustive()
+    }
 }
 
 impl StdioDriver {
