@@ -60,11 +60,20 @@ impl Pki {
         names: &[&str],
         require_client_cert: bool,
     ) -> Arc<rustls::ServerConfig> {
+        self.server_config_of(names, require_client_cert, rustls::DEFAULT_VERSIONS)
+    }
+
+    fn server_config_of(
+        &self,
+        names: &[&str],
+        require_client_cert: bool,
+        versions: &[&'static rustls::SupportedProtocolVersion],
+    ) -> Arc<rustls::ServerConfig> {
         let (cert, key) = self.leaf("server", names);
         #[allow(deprecated)] // ring, as src/driver/tls.rs says why
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
-            .with_safe_default_protocol_versions()
+            .with_protocol_versions(versions)
             .unwrap();
         let builder = if require_client_cert {
             let mut roots = rustls::RootCertStore::empty();
@@ -193,6 +202,34 @@ fn a_large_request_goes_out_whole_over_tls() {
     let (_server, mut host, id) = ready_over_tls("large");
     let text = "x".repeat(200 * 1024);
     assert_eq!(echo(&mut host, id, &text)["content"][0]["text"], text.as_str());
+}
+
+/// A request larger than rustls takes while it handshakes (64 KiB), written on a new TLS 1.2
+/// connection, goes out whole: the rest waited for a writable edge that never came once the
+/// handshake ended inside a read (TLS 1.3's session ticket happens to bring another read), and
+/// the call waited out its deadline.
+#[test]
+fn a_large_first_request_on_a_new_tls_1_2_connection_goes_out_whole() {
+    let pki = Pki::new("tls12");
+    let config = pki.server_config_of(&["localhost"], false, &[&rustls::version::TLS12]);
+    let server = MiniServer::start(Some(config), mcp_answer);
+    let mut host = Host::new().unwrap();
+    let mut opts = HttpOptions::new(server.url("https", "localhost"));
+    opts.tls = pki.trust();
+    // The probe's connection expires at once, so the call needs a new one.
+    opts.idle_timeout = Duration::from_millis(1);
+    let id = add(&mut host, opts);
+    assert!(matches!(host.wait_ready(id, common::PATIENCE).unwrap(), ServerState::Ready(..)));
+    while host.poll_event().is_some() {}
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_millis(20) {
+        host.poll(Some(Duration::from_millis(5))).unwrap();
+    }
+    let text = "x".repeat(200 * 1024);
+    let args = raw(&format!(r#"{{"text":"{text}"}}"#));
+    let o = CallOptions { timeout: Some(Duration::from_secs(10)), ..CallOptions::default() };
+    let r = host.call_tool_blocking(id, "echo", &args, &o).expect("call");
+    assert!(r.json.contains(&text));
 }
 
 /// A connection cut during its TLS handshake carried no request (rustls sends none before

@@ -292,14 +292,21 @@ impl Connection {
                 let r =
                     tls.read(&mut self.sock, most, |plain| parser.read_from(plain, TLS_RECORD))?;
                 tls.flush(&mut self.sock)?;
-                match r {
+                let input = match r {
                     None => {
                         self.parser.eof();
-                        Ok(Input::Closed)
+                        Input::Closed
                     }
-                    Some(0) => Ok(Input::Blocked),
-                    Some(n) => Ok(Input::Read { n, emptied: false }),
+                    Some(0) => Input::Blocked,
+                    Some(n) => Input::Read { n, emptied: false },
+                };
+                // The handshake may have ended in this read. What rustls would not take while
+                // it handshook (past 64 KiB) goes now: the flush that sent the rest may not
+                // have filled the socket, so no writable edge would ever bring it.
+                if self.written < self.out.len() && input != Input::Closed {
+                    self.write()?;
                 }
+                Ok(input)
             }
             Stage::Plain => loop {
                 // Straight into the parser's buffer: no stop in a read buffer on the way.
