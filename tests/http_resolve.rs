@@ -254,3 +254,34 @@ fn a_name_that_does_not_resolve_moves_on_to_an_alternate() {
     let r = host.call_tool_blocking(id, "echo", &raw(r#"{"text":"alive"}"#), &read);
     assert!(r.expect("call").json.contains("alive"));
 }
+
+/// Resolves every name to a port where nothing listens first, then to the port asked for.
+#[derive(Debug)]
+struct DeadPortFirst(u16);
+
+impl Resolver for DeadPortFirst {
+    fn resolve(&self, _: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+        Ok(vec![
+            SocketAddr::from(([127, 0, 0, 1], self.0)),
+            SocketAddr::from(([127, 0, 0, 1], port)),
+        ])
+    }
+}
+
+/// The OAuth flow's requests move on to the next address of a name as the server's own
+/// requests do (`localhost` is `::1` then `127.0.0.1` on many systems, and a development
+/// authorization server listens on one of them). They tried only the first, and the flow
+/// failed on every try.
+#[test]
+fn the_authorization_servers_next_address_is_tried_when_the_first_refuses() {
+    let (_auth, mcp) = client_credentials_servers("localhost");
+    let url = mcp.url("http", "127.0.0.1");
+    let client = PreRegistered::with_secret("id", "secret");
+    let opts = HttpOptions::new(url.clone())
+        .oauth(OAuthConfig::client_credentials(url, client))
+        .resolver(Arc::new(DeadPortFirst(common::free_port())));
+    let mut host = Host::new().unwrap();
+    let protected = host.add_http_server(opts, Config::default()).unwrap();
+    let out = echo(&mut host, protected, "through").expect("the protected call");
+    assert!(out.contains("through"), "{out}");
+}

@@ -110,7 +110,10 @@ impl OAuthRequests {
         let at = Instance::parse(&req.url, &self.proxy).map_err(|e| invalid(e.to_string()))?;
         let (id, deadline) = (req.id, crate::time::later(now, self.timeout));
         let stage = match at.addrs.first() {
-            Some(&addr) => Stage::Open(self.connect(&req, &at, addr, registry)?),
+            Some(_) => {
+                let addrs = at.addrs.clone();
+                self.open(req, at, addrs, registry)?
+            }
             None => {
                 let (host, port) = at.connect_to();
                 let lookup = Lookup::start(&self.resolver, host, port, registry, self.token)?;
@@ -118,6 +121,30 @@ impl OAuthRequests {
             }
         };
         Ok(OAuthFetch { id, deadline, stage })
+    }
+
+    /// Connects to the first of `addrs` that does not refuse at once; the rest are kept for
+    /// a connect refused later ([`step`](Self::step)).
+    fn open(
+        &self,
+        req: HttpRequest,
+        at: Instance,
+        addrs: Vec<SocketAddr>,
+        registry: &Registry,
+    ) -> io::Result<Stage> {
+        let mut rest = addrs.into_iter();
+        let mut failed = io::Error::from(io::ErrorKind::NotFound);
+        while let Some(addr) = rest.next() {
+            match self.connect(&req, &at, addr, registry) {
+                Ok(conn) => {
+                    let rest: Vec<SocketAddr> = rest.collect();
+                    let next = (!rest.is_empty()).then(|| Box::new(Next { req, at, rest }));
+                    return Ok(Stage::Open(conn, next));
+                }
+                Err(e) => failed = e,
+            }
+        }
+        Err(failed)
     }
 
     fn connect(
@@ -165,12 +192,26 @@ impl OAuthRequests {
 
     /// Moves `fetch` on: from its resolution to its connection, or its connection on.
     fn step(&self, fetch: &mut OAuthFetch, registry: &Registry) -> Progress {
-        let Stage::Resolving { lookup, .. } = &mut fetch.stage else {
-            return match &mut fetch.stage {
-                Stage::Open(conn) => conn.on_ready(),
-                _ => Progress::Pending,
+        if let Stage::Open(conn, next) = &mut fetch.stage {
+            let progress = conn.on_ready();
+            // A connect refused (nothing sent yet) moves on to the next address of the name,
+            // as the server's own connections do.
+            let refused = matches!(progress, Progress::Done(Err(_))) && !conn.is_open();
+            let Some(next) = next.take().filter(|_| refused) else { return progress };
+            let Stage::Open(conn, _) = std::mem::replace(&mut fetch.stage, Stage::Moving) else {
+                return progress;
             };
-        };
+            conn.close(registry);
+            let Next { req, at, rest } = *next;
+            return match self.open(req, at, rest, registry) {
+                Ok(stage) => {
+                    fetch.stage = stage;
+                    Progress::Pending
+                }
+                Err(e) => Progress::Done(Err(e)),
+            };
+        }
+        let Stage::Resolving { lookup, .. } = &mut fetch.stage else { return Progress::Pending };
         let Some(outcome) = lookup.poll() else { return Progress::Pending };
         let Stage::Resolving { lookup, req, at } =
             std::mem::replace(&mut fetch.stage, Stage::Moving)
@@ -178,12 +219,10 @@ impl OAuthRequests {
             return Progress::Pending;
         };
         lookup.close(registry);
-        let addr = outcome
-            .and_then(|addrs| addrs.first().copied().ok_or_else(|| io::ErrorKind::NotFound.into()));
-        match addr.and_then(|addr| self.connect(&req, &at, addr, registry)) {
+        match outcome.and_then(|addrs| self.open(req, at, addrs, registry)) {
             // The connection's own readiness comes next.
-            Ok(conn) => {
-                fetch.stage = Stage::Open(conn);
+            Ok(stage) => {
+                fetch.stage = stage;
                 Progress::Pending
             }
             Err(e) => Progress::Done(Err(e)),
@@ -259,9 +298,18 @@ enum Stage {
         req: HttpRequest,
         at: Instance,
     },
-    Open(OneShot),
+    /// Connected (or connecting) to one address, with the addresses after it.
+    Open(OneShot, Option<Box<Next>>),
     /// Between the two, only inside [`OAuthRequests::handle_readiness`].
     Moving,
+}
+
+/// What a fetch needs to connect to the next address of its origin's name.
+#[derive(Debug)]
+struct Next {
+    req: HttpRequest,
+    at: Instance,
+    rest: Vec<SocketAddr>,
 }
 
 impl OAuthFetch {
@@ -269,7 +317,7 @@ impl OAuthFetch {
     fn close(self: Box<Self>, registry: &Registry) {
         match self.stage {
             Stage::Resolving { lookup, .. } => lookup.close(registry),
-            Stage::Open(conn) => conn.close(registry),
+            Stage::Open(conn, _) => conn.close(registry),
             Stage::Moving => {}
         }
     }
@@ -342,6 +390,11 @@ impl OneShot {
     }
 
     /// Moves the request on after a readiness event (a hint: a spurious call finds nothing).
+    /// `true` once the connection is made (before that, a failure is a refused connect).
+    fn is_open(&self) -> bool {
+        self.conn.is_open()
+    }
+
     pub(super) fn on_ready(&mut self) -> Progress {
         match self.drive() {
             Ok(Some(done)) => Progress::Done(Ok(done)),
