@@ -151,7 +151,8 @@ pub enum Event<'a, C = Infallible> {
     },
     /// A legacy server request ended unanswered: it was not answered in time (the server was
     /// told it timed out), the server cancelled it (`notifications/cancelled`), or its
-    /// transport closed. Its answer is refused from now on.
+    /// transport closed. Its answer is refused from now on. Only for a request whose
+    /// `ServerRequest` the host took: one that ends before then leaves no event at all.
     ServerRequestExpired {
         /// The request.
         request: ServerRequestId,
@@ -677,14 +678,25 @@ impl EventQueue {
         Some(DetachedEvent(stored))
     }
 
-    /// Removes the `ServerRequest` event of `request`, if still queued.
-    pub(crate) fn remove_server_request(&mut self, request: ServerRequestId) {
+    /// Removes the `ServerRequest` event of `request`, if still queued; `true` when it was.
+    pub(crate) fn remove_server_request(&mut self, request: ServerRequestId) -> bool {
         let at = self
             .queue
             .iter()
             .position(|e| matches!(e, Stored::ServerRequest { request: r, .. } if *r == request));
-        if let Some(mut stored) = at.and_then(|i| self.queue.remove(i)) {
-            self.left(&mut stored);
+        let Some(mut stored) = at.and_then(|i| self.queue.remove(i)) else { return false };
+        self.left(&mut stored);
+        true
+    }
+
+    /// A server request that left the table unanswered (withdrawn by the server, past its
+    /// deadline, its server gone): a host that took its `ServerRequest` is told it expired;
+    /// one that has not yet is told nothing, and the event goes. So the queued requests stay
+    /// bounded by the table even for a host that never drains events (a server that asks and
+    /// withdraws without end grew the queue without bound).
+    pub(crate) fn server_request_withdrawn(&mut self, request: ServerRequestId) {
+        if !self.remove_server_request(request) {
+            self.server_request_expired(request);
         }
     }
 

@@ -1839,7 +1839,7 @@ impl Engine {
         // 2025-11-25: the server withdrew a request of its own. It ends for the host, and the
         // server is owed no reply to it (not even the timeout error).
         if let Some(request) = request_id.and_then(|id| self.server_requests.take_legacy(id)) {
-            self.events.server_request_expired(request);
+            self.events.server_request_withdrawn(request);
         }
     }
 
@@ -2076,7 +2076,11 @@ impl Engine {
             let id = WireId::new(slot, p.wire_gen);
             self.send_queue.retain(|&q| q != id);
         }
-        self.server_requests.drop_call(call);
+        // Its input requests the host has not taken yet go with it: it would be asked for
+        // what no call waits for.
+        for request in self.server_requests.drop_call(call) {
+            self.events.remove_server_request(request);
+        }
         if p.internal {
             // The tool-list refresh: its end releases the calls waiting for it.
             self.refresh = None;
@@ -3286,7 +3290,7 @@ impl Engine {
     /// session, so they end (`ServerRequestExpired`) and nothing is sent for them.
     fn forget_legacy_requests(&mut self) {
         for request in self.server_requests.drain_legacy() {
-            self.events.server_request_expired(request);
+            self.events.server_request_withdrawn(request);
         }
     }
 
@@ -3296,7 +3300,7 @@ impl Engine {
         while let Some((request, id)) = self.server_requests.take_expired(now) {
             let message = "the client did not answer in time";
             self.push_control(Control::Refuse { id, code: TIMED_OUT, message });
-            self.events.server_request_expired(request);
+            self.events.server_request_withdrawn(request);
         }
     }
 }

@@ -273,15 +273,19 @@ impl ServerRequests {
     }
 
     /// Forgets the input requests of a call that ended.
-    pub(crate) fn drop_call(&mut self, call: CallId) {
+    pub(crate) fn drop_call(&mut self, call: CallId) -> SmallVec<[ServerRequestId; 4]> {
         if self.slab.is_empty() {
             // Every call ends here, and almost none has a server request waiting.
-            return;
+            return SmallVec::new();
         }
-        let slots: SmallVec<[usize; 8]> = self.of_call(call).map(|(s, _)| s).collect();
-        for s in slots {
-            self.slab.try_remove(s);
+        let gone: SmallVec<[ServerRequestId; 4]> = self
+            .of_call(call)
+            .map(|(slot, e)| ServerRequestId { slot: slot as u32, generation: e.generation })
+            .collect();
+        for r in &gone {
+            self.slab.try_remove(r.slot as usize);
         }
+        gone
     }
 
     /// Forgets every legacy request: the server that sent them is gone.

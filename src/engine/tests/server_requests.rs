@@ -489,3 +489,45 @@ fn modern_discover_declares_the_answered_kinds_too() {
     );
     h.reply(&probe, discover_result());
 }
+
+/// A server that asks and withdraws without end cannot grow the events of a host that does
+/// not drain them: a request withdrawn before the host took it leaves no event at all (each
+/// pair left its `ServerRequest`, params copied, and an `expired` behind, past
+/// `max_queued_events`). One the host took is still said to have expired.
+#[test]
+fn requests_withdrawn_before_the_host_took_them_leave_no_events() {
+    let answers = ServerRequestKinds { roots: true, ..Default::default() };
+    let mut h = legacy(answers);
+    for id in 0..5_000 {
+        h.peer(json!({"jsonrpc": "2.0", "id": id, "method": "roots/list"}));
+        h.peer(json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": id}}));
+    }
+    assert_eq!(h.engine.queued_events(), 0);
+    h.peer(json!({"jsonrpc": "2.0", "id": "seen", "method": "roots/list"}));
+    let (asks, _) = drain(&mut h);
+    assert_eq!(asks.len(), 1);
+    h.peer(json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": "seen"}}));
+    assert_eq!(h.events(), ["expired"]);
+}
+
+/// A call that ends takes the input requests the host has not taken yet with it: rejecting
+/// one of two left the other on the queue, asking the host for a call that had failed.
+#[test]
+fn a_call_that_ends_takes_its_untaken_input_requests_along() {
+    let mut h = Harness::ready_with(config());
+    let c = h.call("t", "{}");
+    let first = h.sent_one();
+    let inputs = json!({"a": elicit("first?"), "b": elicit("second?")});
+    h.reply(&first, json!({"resultType": "input_required", "inputRequests": inputs}));
+    let request = loop {
+        match h.engine.poll_event() {
+            Some(Event::ServerRequest { request, .. }) => break request,
+            Some(_) => {}
+            None => panic!("no input request"),
+        }
+    };
+    h.engine.reject(h.now, request).unwrap();
+    assert_eq!(h.events(), [format!("failed {} input_rejected", c.get())]);
+}
