@@ -1426,12 +1426,14 @@ impl Engine {
         }
         let (mut method, tasked, asked) = (p.method, p.task, p.task_asked);
         let modern = self.lifecycle.version().is_some_and(|v| v.era() == Era::Modern);
-        // Only calls that asked for a task look further (plain calls: one flag).
+        // Only calls that asked for a task look further (plain calls: one flag). A task's
+        // own requests (its polls, its input's updates) declare the extension as the call did:
+        // a server may refuse a request that does not.
         let mut task_meta = false;
-        if asked && !tasked {
+        if asked || tasked {
             if modern {
                 task_meta = true;
-            } else {
+            } else if !tasked {
                 self.augment_legacy_call(slot);
             }
         }
@@ -1502,7 +1504,9 @@ impl Engine {
                 params.extend_from_slice(b"\"taskId\":");
                 write_json_str(&mut params, &task);
                 let modern = self.era() == Some(Era::Modern);
-                let meta = if modern { self.meta.as_ref().map(StaticMeta::bytes) } else { None };
+                // Declaring the tasks extension, as the task's other requests do.
+                let meta = self.task_meta.as_ref().or(self.meta.as_ref()).filter(|_| modern);
+                let meta = meta.map(StaticMeta::bytes);
                 let method = Method::TasksCancel;
                 jsonrpc::write_request(
                     buf,

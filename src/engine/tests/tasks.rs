@@ -93,6 +93,8 @@ fn a_modern_task_is_created_polled_at_its_interval_and_ends_as_the_call() {
     let meta = &get["params"]["_meta"];
     assert_eq!(meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
     assert!(meta.get("progressToken").is_none(), "the poll asks no progress of its own");
+    let caps = &meta["io.modelcontextprotocol/clientCapabilities"];
+    assert_eq!(caps["extensions"], json!({TASKS: {}}), "the poll declares the extension too");
     let route = &h.routes[&get["id"].as_u64().unwrap()];
     assert_eq!(route.name.as_deref(), Some("t-1"), "Mcp-Name of tasks/get is the task id");
 
@@ -161,6 +163,8 @@ fn cancelling_a_task_backed_call_ends_it_now_and_sends_tasks_cancel() {
     assert_eq!(cancel["method"], "tasks/cancel");
     assert_eq!(cancel["params"]["taskId"], "t-1");
     assert_eq!(cancel["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+    let caps = &cancel["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"];
+    assert_eq!(caps["extensions"], json!({TASKS: {}}), "tasks/cancel declares the extension");
     let route = &h.routes[&cancel["id"].as_u64().unwrap()];
     assert_eq!(route.name.as_deref(), Some("t-1"), "Mcp-Name of tasks/cancel is the task id");
     // Neither the poll's answer nor the cancel's acknowledgement ends the call again.
