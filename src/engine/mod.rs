@@ -1741,7 +1741,7 @@ impl Engine {
         // A task nobody asked for is no result (the tasks extension, 2026-07-28).
         let head = head.filter(|(t, _)| *t != ResultType::Task);
         if matches!(head, Some((ResultType::InputRequired, _))) && method.takes_input() {
-            return self.on_input_required(now, slot, result);
+            return self.on_input_required(now, slot, result, &[]);
         }
         let outcome = match head {
             Some((result_type, is_error)) => {
@@ -2591,21 +2591,21 @@ impl Engine {
 
     /// `true` when `task`'s `inputRequests` has a key not asked before; all its keys are then
     /// remembered as asked.
-    fn new_input_keys(&mut self, slot: usize, task: RawJson<'_>) -> bool {
+    /// When the task's `inputRequests` name a key not asked before: the keys asked before
+    /// (to leave out: a server may list an answered key until it has taken the answer in),
+    /// after noting the new ones as asked. `None` when every key was asked already.
+    fn new_input_keys(&mut self, slot: usize, task: RawJson<'_>) -> Option<SmallVec<[u64; 4]>> {
         let inputs = task.get("inputRequests").filter(|r| r.kind() == Kind::Object);
         let keys: SmallVec<[u64; 4]> =
             inputs.into_iter().flat_map(RawJson::members).map(|(k, _)| hash(k.raw())).collect();
-        let Some(t) = self.task_mut(slot) else { return false };
-        let fresh = keys.iter().any(|k| !t.asked.contains(k));
-        if fresh {
-            t.asked.extend(
-                keys.iter()
-                    .filter(|k| !t.asked.contains(k))
-                    .copied()
-                    .collect::<SmallVec<[u64; 4]>>(),
-            );
+        let t = self.task_mut(slot)?;
+        let (old, fresh): (SmallVec<[u64; 4]>, SmallVec<[u64; 4]>) =
+            keys.into_iter().partition(|k| t.asked.contains(k));
+        if fresh.is_empty() {
+            return None;
         }
-        fresh
+        t.asked.extend(fresh);
+        Some(old)
     }
 
     /// Whether a `tools/call` of `tool` made with `mode` asks for a task, and with what ttl.
@@ -2832,11 +2832,14 @@ impl Engine {
             }
             // Input the task needs goes to the host as a call's input requests would; the
             // answers go back in `tasks/update`. Keys already asked are not asked again.
-            TaskStatus::InputRequired if modern && !created && self.new_input_keys(slot, json) => {
+            TaskStatus::InputRequired if modern && !created => {
+                let Some(asked) = self.new_input_keys(slot, json) else {
+                    return self.task_wait(now, slot);
+                };
                 if let Some(t) = self.task_mut(slot) {
                     t.updating = true;
                 }
-                self.on_input_required(now, slot, json)
+                self.on_input_required(now, slot, json, &asked)
             }
             _ if modern => self.task_wait(now, slot),
             // 2025-11-25: the result (or the requests that need input) come on `tasks/result`.
@@ -3025,7 +3028,13 @@ impl Engine {
     /// A call's `input_required` result: each input request goes to the host, and the call
     /// waits (its deadline running) until every one is answered; with none (only
     /// `requestState`, PROTOCOL.md §2.8 point 4) it is retried at once.
-    fn on_input_required(&mut self, now: Instant, slot: usize, result: RawJson<'_>) {
+    fn on_input_required(
+        &mut self,
+        now: Instant,
+        slot: usize,
+        result: RawJson<'_>,
+        asked_before: &[u64],
+    ) {
         let Some(call) = self.requests.call_id(slot) else { return };
         let rounds = self.requests.get(slot).map_or(0, |p| p.rounds);
         if rounds >= self.config.max_input_rounds {
@@ -3039,7 +3048,8 @@ impl Engine {
             return self.fail_input_round(now, slot, e);
         }
         let mut asked: SmallVec<[(&str, ServerRequestKind, &str); 4]> = SmallVec::new();
-        for (key, request) in inputs.into_iter().flat_map(RawJson::members) {
+        let members = inputs.into_iter().flat_map(RawJson::members);
+        for (key, request) in members.filter(|(k, _)| !asked_before.contains(&hash(k.raw()))) {
             let method = request.get("method").and_then(RawJson::as_str).unwrap_or_default();
             let params = request.get("params");
             let kind = ServerRequestKind::of(&method, params);

@@ -555,3 +555,54 @@ fn a_task_whose_input_will_not_come_is_cancelled() {
         assert!(h.events().iter().any(|e| e.starts_with(&failed)), "undeclared: {undeclared}");
     }
 }
+
+/// A task that lists an answered key beside a new one (the server has not taken the answer in
+/// yet) asks the host for the new key alone: every key the list held was asked again, and
+/// the host was prompted twice for the same input.
+#[test]
+fn a_tasks_answered_key_is_not_asked_again_beside_a_new_one() {
+    let answers =
+        crate::config::ServerRequestKinds { elicitation_form: true, ..Default::default() };
+    let mut h = Harness::ready_with(Config { answers, ..Config::default() });
+    task_call(&mut h, &prefer(), 100);
+    let ask = |message: &str| {
+        json!({"method": "elicitation/create", "params": {"mode": "form", "message": message,
+            "requestedSchema": {"type": "object", "properties": {"v": {"type": "string"}}}}})
+    };
+    let asks = |h: &mut Harness| {
+        let mut out = Vec::new();
+        while let Some(e) = h.engine.poll_event() {
+            if let Event::ServerRequest { request, params, .. } = e {
+                out.push((request, params.to_owned()));
+            }
+        }
+        out
+    };
+    h.advance(Duration::from_millis(100));
+    let get = h.sent_one();
+    let mut input = modern_task("complete", "input_required", json!(100));
+    input["inputRequests"] = json!({"name": ask("Your name?")});
+    h.reply(&get, input);
+    let first = asks(&mut h);
+    assert_eq!(first.len(), 1);
+    h.engine
+        .answer(h.now, first[0].0, raw(r#"{"action":"accept","content":{"v":"Ann"}}"#))
+        .unwrap();
+    let update = h.sent_one();
+    assert_eq!(update["method"], "tasks/update");
+    h.reply(&update, json!({"resultType": "complete"}));
+    h.advance(Duration::from_millis(100));
+    let get = h.sent_one();
+    let mut input = modern_task("complete", "input_required", json!(100));
+    input["inputRequests"] = json!({"name": ask("Your name?"), "age": ask("Your age?")});
+    h.reply(&get, input);
+    let second = asks(&mut h);
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert!(second[0].1.contains("Your age?"), "{second:?}");
+    h.engine.answer(h.now, second[0].0, raw(r#"{"action":"accept","content":{"v":"7"}}"#)).unwrap();
+    let update = h.sent_one();
+    assert_eq!(
+        update["params"]["inputResponses"],
+        json!({"age": {"action": "accept", "content": {"v": "7"}}})
+    );
+}
