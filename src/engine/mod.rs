@@ -1967,6 +1967,8 @@ impl Engine {
                 self.stats.sessions_renewed += 1;
                 if matches!(self.lifecycle, Lifecycle::Ready { .. }) {
                     log::debug!("legacy session expired; re-initializing");
+                    // Their ids were the old session's: the new one never made them.
+                    self.forget_legacy_requests();
                     self.start_handshake(now);
                 }
             }

@@ -1365,6 +1365,36 @@ fn expired_legacy_session_reinitializes_and_resends_once() {
     assert_eq!(h.engine.stats().sessions_renewed, 1);
 }
 
+/// A legacy session that expires takes its server requests with it: their ids were the old
+/// session's, so an answer (or the timeout error) sent to the new one named a request it
+/// never made. The host that took one is told it expired.
+#[test]
+fn an_expired_legacy_session_ends_its_server_requests() {
+    let answers = crate::config::ServerRequestKinds { roots: true, ..Default::default() };
+    let config = Config { era: EraPreference::LegacyOnly, answers, ..Config::default() };
+    let mut h = Harness::new(config);
+    h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
+    let init = h.sent_one();
+    h.reply(&init, json!({"protocolVersion": "2025-11-25"}));
+    h.take_sent();
+    h.events();
+    h.peer(json!({"jsonrpc": "2.0", "id": 7, "method": "roots/list"}));
+    let request = loop {
+        match h.engine.poll_event() {
+            Some(Event::ServerRequest { request, .. }) => break request,
+            Some(_) => {}
+            None => panic!("no server request"),
+        }
+    };
+    h.call("echo", r#"{"text":"x"}"#);
+    let first = h.sent_one();
+    h.engine.handle_transport(h.now, TransportEvent::session_expired(wire(&first)));
+    assert_eq!(h.sent_one()["method"], "initialize");
+    assert_eq!(h.events(), ["expired"]);
+    let answer = RawValue::from_string(r#"{"roots":[]}"#.into()).unwrap();
+    assert_eq!(h.engine.answer(h.now, request, &answer), Err(AnswerError::NotPending));
+}
+
 #[test]
 fn transmits_carry_the_http_route() {
     let mut h = http_harness(EraPreference::Auto);
