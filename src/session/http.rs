@@ -77,6 +77,10 @@ const MAX_RETRY_MS: u64 = 60_000;
 /// Resumes of one POST's stream in a row that brought no new event id: after that the reply
 /// is taken as lost.
 const MAX_IDLE_RESUMES: u32 = 3;
+/// How long the answer to a notification or a reply POST (a `202`) may take before its
+/// connection is closed: no call's deadline bounds it, and a server that never answers would
+/// keep a connection of the pool for good.
+const MESSAGE_WAIT: Duration = Duration::from_secs(30);
 
 /// One exchange (a request and its response, maybe resumed), as the driver names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -293,8 +297,9 @@ struct Exchange {
     /// A legacy request's stream: the last event id seen, and the server's `retry:`.
     stream_id: String,
     retry_ms: Option<u64>,
-    /// The response brought the request's reply but goes on: its connection is closed at this
-    /// time if it has not ended by then.
+    /// The response brought the request's reply but goes on, or the exchange carries a
+    /// notification or a reply (nobody waits for its answer): its connection is closed at
+    /// this time if the response has not ended by then.
     lingers_until: Option<Instant>,
 }
 
@@ -415,7 +420,7 @@ pub(crate) struct HttpSession {
     waiting: VecDeque<usize>,
     /// Exchanges in [`Stage::Resume`].
     scheduled: usize,
-    /// Exchanges whose response goes on after it brought its reply ([`Exchange::lingers_until`]).
+    /// Exchanges with a time their connection is closed at ([`Exchange::lingers_until`]).
     lingering: usize,
     session_id: Option<String>,
     /// The protocol version the legacy session's requests carried (for its `DELETE`).
@@ -593,7 +598,7 @@ impl HttpSession {
         let Self { exchanges, closing, lingering, .. } = self;
         for (i, x) in exchanges.iter_mut().enumerate() {
             if x.lingers_until.is_some_and(|t| t <= now) {
-                log::debug!("a response stream went on after its reply: closing it");
+                log::debug!("a response went on past its time: closing its connection");
                 x.lingers_until = None;
                 *lingering -= 1;
                 closing.push(ExchangeId(i));
@@ -942,6 +947,12 @@ impl HttpSession {
         htu: &str,
         out: &mut Vec<u8>,
     ) {
+        if let Some(ex) = self.exchanges.get_mut(x.0) {
+            if ex.carries == Carries::Message && ex.lingers_until.is_none() {
+                ex.lingers_until = Some(later(now, MESSAGE_WAIT));
+                self.lingering += 1;
+            }
+        }
         let mut headers = PlanHeaders::new();
         let Some(plan) = self.plan_into(x, now, htu, &mut headers) else { return };
         let head =

@@ -960,3 +960,28 @@ fn debug_output_shows_no_credentials_session_id_or_bodies() {
     }
     assert!(shown.contains("X-Api-Key") && shown.contains("<redacted>"), "{shown}");
 }
+
+/// A notification POST whose answer never comes has its connection closed after
+/// `MESSAGE_WAIT`: no call's deadline bounds it, and it kept a connection of the pool for
+/// good (four such, the default pool, and no call was ever sent again).
+#[test]
+fn a_notification_whose_answer_never_comes_gives_its_connection_back() {
+    let mut s = Sim::legacy(None);
+    let get = s.listen.take().unwrap();
+    s.respond(get.x, 405, &[], "");
+    let id = s.call("t");
+    let call = s.next().unwrap();
+    // A legacy cancel posts `notifications/cancelled` (and closes the call's stream).
+    s.engine.cancel(s.now, id).unwrap();
+    let note = s.next().expect("a notification");
+    assert_eq!(note.rpc(), "notifications/cancelled");
+    assert_eq!(s.closed, [call.x]);
+    s.closed.clear();
+    s.events();
+    assert_eq!(s.session.poll_timeout(), Some(s.now + MESSAGE_WAIT));
+    s.advance(MESSAGE_WAIT);
+    s.flush();
+    assert_eq!(s.closed, [note.x], "its connection is closed");
+    s.session.handle_abandoned(note.x);
+    assert_eq!(s.session.poll_timeout(), None);
+}
