@@ -240,6 +240,12 @@ impl Engine {
         self.roots.boundary()
     }
 
+    /// Whether the engine is closed for good (the host closed it, or it closed by itself).
+    #[inline]
+    pub(crate) fn is_closed(&self) -> bool {
+        self.lifecycle == Lifecycle::Closed
+    }
+
     /// Where the engine is: connecting, probing, handshaking, ready (with era), closed.
     pub fn state(&self) -> ServerState {
         if self.unauthorized.is_some() {
@@ -2084,8 +2090,10 @@ impl Engine {
         }
         // Its input requests the host has not taken yet go with it: it would be asked for
         // what no call waits for.
-        for request in self.server_requests.drop_call(call) {
-            self.events.remove_server_request(request);
+        if !self.server_requests.is_empty() {
+            for request in self.server_requests.drop_call(call) {
+                self.events.remove_server_request(request);
+            }
         }
         if p.internal {
             // The tool-list refresh: its end releases the calls waiting for it.

@@ -20,7 +20,7 @@ use crate::client::servers::Settled;
 use crate::client::{Client, ServerCore};
 use crate::config::CacheConfig;
 use crate::driver::transport::Transport;
-use crate::engine::{Engine, ServerState};
+use crate::engine::Engine;
 use crate::time::earlier;
 
 /// Why [`Host::embedded`] could not make a host.
@@ -590,7 +590,7 @@ impl Host {
             if transport.grants_scopes() {
                 s.catalog.note_granted(transport.granted_scope());
             }
-            if s.engine.state() == ServerState::Closed && transport.is_live() {
+            if s.engine.is_closed() && transport.is_live() {
                 // The engine closed by itself (a handshake past its timeout, no common
                 // version): its process, connections and session end as `close_server` ends
                 // them, or they would run on until the server is removed.
