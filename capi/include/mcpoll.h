@@ -37,7 +37,7 @@
  * callback is process-wide and runs on the thread that logged, inside an mcpoll call.
  *
  * Build: cargo build --release -p mcpoll-capi
- * Link (static): cc app.c -Icapi/include target/release/libmcpoll_capi.a -lpthread -ldl -lm
+ * Link (static): cc app.c -Icapi/include target/release/libmcpoll_capi.a -lgcc_s -lutil -lrt -lpthread -lm -ldl
  * Link (shared): cc app.c -Icapi/include -Ltarget/release -lmcpoll_capi
  */
 
@@ -1073,7 +1073,8 @@ mcpoll_result mcpoll_config_set_restart(mcpoll_config *config,
 /**
  * When a crashing stdio server is degraded: `exits` exits within `window_ms` (at least 1)
  * suspend its restarts; its pending calls fail with `MCPOLL_LOCAL_DEGRADED` and new calls
- * are refused with `MCPOLL_REQUEST_DEGRADED` until `mcpoll_restart_server`.
+ * are refused with `MCPOLL_REQUEST_DEGRADED` until `mcpoll_restart_server`, or until the one
+ * restart the engine tries by itself after 60 s.
  *
  * # Safety
  * `config` is null or a live handle.

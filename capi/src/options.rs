@@ -155,7 +155,8 @@ pub unsafe extern "C" fn mcpoll_config_set_restart(
 
 /// When a crashing stdio server is degraded: `exits` exits within `window_ms` (at least 1)
 /// suspend its restarts; its pending calls fail with `MCPOLL_LOCAL_DEGRADED` and new calls
-/// are refused with `MCPOLL_REQUEST_DEGRADED` until `mcpoll_restart_server`.
+/// are refused with `MCPOLL_REQUEST_DEGRADED` until `mcpoll_restart_server`, or until the one
+/// restart the engine tries by itself after 60 s.
 ///
 /// # Safety
 /// `config` is null or a live handle.

@@ -270,7 +270,8 @@ impl Host {
 
     /// [`Client::tool_catalog`] now; a refresh it starts is written at once. See
     /// [`tool_catalog_blocking`](Self::tool_catalog_blocking). The cache's view of the
-    /// catalog; [`list_tools`](Self::list_tools) is one `tools/list` request, passed through.
+    /// catalog; [`list_tools`](Self::list_tools) is one uncached `tools/list` listing (every
+    /// page), passed through.
     pub fn tool_catalog(
         &mut self,
         server: ServerId,

@@ -12,7 +12,7 @@ usage: mcpoll SERVER [OPTIONS] COMMAND [ARGS]
 
 SERVER (one of):
   --config FILE [--server NAME]  a server of an mcpServers JSON file (the name may be left
-                                 out when the file has one server)
+                                 out when the file has one enabled server)
   --stdio \"CMD ARGS...\"          run CMD (split into words as a shell would, run without one)
   --http URL                     a Streamable HTTP endpoint
 
