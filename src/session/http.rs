@@ -422,6 +422,8 @@ pub(crate) struct HttpSession {
     scheduled: usize,
     /// Exchanges with a time their connection is closed at ([`Exchange::lingers_until`]).
     lingering: usize,
+    /// `initialize` exchanges not yet over: while there is one, nothing else is sent.
+    initializing: usize,
     session_id: Option<String>,
     /// The protocol version the legacy session's requests carried (for its `DELETE`).
     session_version: Option<ProtocolVersion>,
@@ -475,6 +477,7 @@ impl HttpSession {
             waiting: VecDeque::with_capacity(64),
             scheduled: 0,
             lingering: 0,
+            initializing: 0,
             session_id: None,
             session_version: None,
             listen: Listen::Off,
@@ -585,6 +588,17 @@ impl HttpSession {
             }
             self.on_transmit(i, &t);
         }
+        if self.initializing > 0 {
+            // Counted again while a handshake holds the queue: a miscount would hold every
+            // request for good.
+            let handshakes = self.exchanges.iter().filter(|x| {
+                x.stage != Stage::Free
+                    && matches!(x.carries, Carries::Request { method: Method::Initialize, .. })
+            });
+            let counted = handshakes.count();
+            debug_assert_eq!(counted, self.initializing, "initialize exchanges miscounted");
+            self.initializing = counted;
+        }
         self.oauth_timeout(engine, now);
         self.schedule(engine, now);
         if self.lingering > 0 {
@@ -658,7 +672,14 @@ impl HttpSession {
             }
         }
         x.stage = Stage::Waiting(Attempt::Send);
-        self.waiting.push_back(i);
+        if matches!(carries, Carries::Request { method: Method::Initialize, .. }) {
+            // A new session: its handshake goes first, and what waits goes after it, under
+            // the new session's id (`peek_waiting`).
+            self.initializing += 1;
+            self.waiting.push_front(i);
+        } else {
+            self.waiting.push_back(i);
+        }
     }
 
     fn take(&mut self) -> usize {
@@ -673,6 +694,11 @@ impl HttpSession {
         let Some(x) = self.exchanges.get_mut(i) else { return };
         if x.lingers_until.take().is_some() {
             self.lingering -= 1;
+        }
+        if x.stage != Stage::Free
+            && matches!(x.carries, Carries::Request { method: Method::Initialize, .. })
+        {
+            self.initializing -= 1;
         }
         match x.stage {
             Stage::Free => return,
@@ -774,8 +800,15 @@ impl HttpSession {
             return None;
         }
         let &i = self.waiting.front()?;
-        let listen = self.exchanges.get(i).is_some_and(|x| x.carries == Carries::Listen);
-        Some((ExchangeId(i), listen))
+        let x = self.exchanges.get(i)?;
+        if self.initializing > 0
+            && !matches!(x.carries, Carries::Request { method: Method::Initialize, .. })
+        {
+            // A session is being made: a request sent now would carry no session id (the old
+            // one is gone), and the server would refuse it. It goes once the new id is here.
+            return None;
+        }
+        Some((ExchangeId(i), x.carries == Carries::Listen))
     }
 
     /// Exchanges carrying a request that wait for a connection (`HttpOptions::max_connections`

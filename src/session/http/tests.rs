@@ -985,3 +985,31 @@ fn a_notification_whose_answer_never_comes_gives_its_connection_back() {
     s.session.handle_abandoned(note.x);
     assert_eq!(s.session.poll_timeout(), None);
 }
+
+/// A legacy session that expires is made anew before anything else goes: a request that
+/// waited for a connection went out first, with no session id (the old one is dropped when
+/// the new `initialize` is queued), and the server refused it (a 400 the call failed with).
+#[test]
+fn requests_waiting_at_a_session_renewal_go_after_the_handshake_with_the_new_id() {
+    let (mut s, first) = Sim::legacy_call();
+    s.call("b");
+    s.flush(); // `b` waits for a connection
+    s.respond(first.x, 404, &[], "");
+    let init = s.next().expect("the handshake");
+    assert_eq!(init.rpc(), "initialize", "the handshake goes first");
+    assert!(s.next().is_none(), "nothing goes before the new session's id");
+    let result = json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+        "serverInfo": {"name": "sim", "version": "1"}});
+    let body = reply(&init, result).to_string();
+    let headers = [("Content-Type", "application/json"), ("Mcp-Session-Id", "s-2")];
+    s.respond(init.x, 200, &headers, &body);
+    let mut calls = Vec::new();
+    while let Some(sent) = s.next() {
+        if sent.rpc() == "tools/call" {
+            assert_eq!(sent.header("mcp-session-id"), Some("s-2"), "{:?}", sent.body);
+            calls.push(sent.body["params"]["name"].as_str().unwrap_or_default().to_owned());
+        }
+    }
+    calls.sort();
+    assert_eq!(calls, ["b", "t"], "both calls go, in the new session");
+}
