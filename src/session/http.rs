@@ -81,6 +81,9 @@ const MAX_IDLE_RESUMES: u32 = 3;
 /// connection is closed: no call's deadline bounds it, and a server that never answers would
 /// keep a connection of the pool for good.
 const MESSAGE_WAIT: Duration = Duration::from_secs(30);
+/// Notification and reply POSTs that may wait or be in flight at once (the engine's own
+/// queue of such frames holds as many).
+const MAX_MESSAGES: usize = 256;
 
 /// One exchange (a request and its response, maybe resumed), as the driver names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -424,6 +427,8 @@ pub(crate) struct HttpSession {
     lingering: usize,
     /// `initialize` exchanges not yet over: while there is one, nothing else is sent.
     initializing: usize,
+    /// Exchanges carrying a notification or a reply, not yet over (at most [`MAX_MESSAGES`]).
+    messages: usize,
     session_id: Option<String>,
     /// The protocol version the legacy session's requests carried (for its `DELETE`).
     session_version: Option<ProtocolVersion>,
@@ -478,6 +483,7 @@ impl HttpSession {
             scheduled: 0,
             lingering: 0,
             initializing: 0,
+            messages: 0,
             session_id: None,
             session_version: None,
             listen: Listen::Off,
@@ -586,6 +592,23 @@ impl HttpSession {
                 }
                 continue;
             }
+            let message = !matches!(t.kind, TransmitKind::Request { .. });
+            if message && self.messages >= MAX_MESSAGES {
+                // Counted again first: a miscount would drop every answer from now on.
+                let live = |x: &&Exchange| x.stage != Stage::Free && x.carries == Carries::Message;
+                let counted = self.exchanges.iter().filter(live).count();
+                debug_assert_eq!(counted, self.messages, "message exchanges miscounted");
+                self.messages = counted;
+            }
+            if message && self.messages >= MAX_MESSAGES {
+                // A server that sends requests (pings) faster than their answers' POSTs
+                // complete would grow the queue without bound: past the bound, answers and
+                // notifications are dropped, as the engine drops its control frames.
+                log::debug!("too many notification and reply POSTs waiting: one dropped");
+                self.free.push(i);
+                continue;
+            }
+            self.messages += usize::from(message);
             self.on_transmit(i, &t);
         }
         if self.initializing > 0 {
@@ -695,10 +718,12 @@ impl HttpSession {
         if x.lingers_until.take().is_some() {
             self.lingering -= 1;
         }
-        if x.stage != Stage::Free
-            && matches!(x.carries, Carries::Request { method: Method::Initialize, .. })
-        {
-            self.initializing -= 1;
+        if x.stage != Stage::Free {
+            match x.carries {
+                Carries::Request { method: Method::Initialize, .. } => self.initializing -= 1,
+                Carries::Message => self.messages -= 1,
+                _ => {}
+            }
         }
         match x.stage {
             Stage::Free => return,

@@ -1013,3 +1013,28 @@ fn requests_waiting_at_a_session_renewal_go_after_the_handshake_with_the_new_id(
     calls.sort();
     assert_eq!(calls, ["b", "t"], "both calls go, in the new session");
 }
+
+/// A server that asks faster than the answers' POSTs complete (pings on the GET stream, none
+/// of their POSTs answered) cannot grow the session's exchanges past a bound: each answer
+/// became an exchange of its own, without limit.
+#[test]
+fn answers_waiting_to_be_posted_are_bounded() {
+    let mut s = Sim::legacy(None);
+    let get = s.listen.take().unwrap();
+    assert!(matches!(s.head(get.x, 200, &SSE), ResponseStep::More));
+    for round in 0..20 {
+        for n in 0..100 {
+            let ping = json!({"jsonrpc": "2.0", "id": round * 100 + n, "method": "ping"});
+            s.body(get.x, &format!("data: {ping}\n\n"));
+        }
+        s.flush();
+    }
+    assert!(s.session.exchanges.len() <= MAX_MESSAGES + 4, "{}", s.session.exchanges.len());
+    // A call still goes, once the driver gets to it.
+    s.call("after");
+    let mut went = false;
+    while let Some(sent) = s.next() {
+        went |= sent.rpc() == "tools/call";
+    }
+    assert!(went, "the call was sent");
+}
