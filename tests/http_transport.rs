@@ -232,6 +232,32 @@ fn a_large_first_request_on_a_new_tls_1_2_connection_goes_out_whole() {
     assert!(r.json.contains(&text));
 }
 
+/// A 2026 `subscriptions/listen` stream, which lasts as long as the subscription, gets a
+/// connection of its own, as the legacy GET stream does: on a pooled one it kept that
+/// connection for good, and with a pool of one no call was sent again.
+#[test]
+fn a_listen_stream_takes_no_connection_of_the_pool() {
+    let server = MiniServer::start(None, |req| {
+        if req.json()["method"] == "subscriptions/listen" {
+            return Response::stall();
+        }
+        mcp_answer(req)
+    });
+    let mut host = Host::new().unwrap();
+    let mut opts = HttpOptions::new(server.url("http", "127.0.0.1"));
+    opts.max_connections = 1;
+    let id = add(&mut host, opts);
+    assert!(matches!(host.wait_ready(id, common::PATIENCE).unwrap(), ServerState::Ready(..)));
+    let filter = mcpoll::SubscriptionFilter { tools_list_changed: true, ..Default::default() };
+    host.listen(id, &filter, &CallOptions::default()).unwrap();
+    common::poll_until(&mut host, common::PATIENCE, |_| {
+        server.requests().iter().any(|r| r.json()["method"] == "subscriptions/listen")
+    });
+    let o = CallOptions { timeout: Some(Duration::from_secs(10)), ..CallOptions::default() };
+    let r = host.call_tool_blocking(id, "echo", &raw(r#"{"text":"beside"}"#), &o).expect("call");
+    assert!(r.json.contains("beside"));
+}
+
 /// A connection cut during its TLS handshake carried no request (rustls sends none before
 /// the handshake ends): a write on it was not delivered, and goes again on a new connection.
 /// It was taken for a connection lost with the request on it, and the call ended at once as

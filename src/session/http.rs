@@ -819,7 +819,7 @@ impl HttpSession {
     }
 
     /// The next exchange to put on a connection, and whether it wants a connection of its own
-    /// (the GET stream, which never ends by design).
+    /// (the legacy GET stream and a 2026 listen, which end only with their subscription).
     pub(crate) fn peek_waiting(&self) -> Option<(ExchangeId, bool)> {
         if self.oauth.as_ref().is_some_and(|o| o.holds_requests()) {
             return None;
@@ -833,7 +833,11 @@ impl HttpSession {
             // one is gone), and the server would refuse it. It goes once the new id is here.
             return None;
         }
-        Some((ExchangeId(i), x.carries == Carries::Listen))
+        // A stream that lasts as long as its subscription (the legacy GET stream, a 2026
+        // `subscriptions/listen`) would keep a pooled connection for good.
+        let lasting =
+            matches!(x.carries, Carries::Listen | Carries::Request { method: Method::Listen, .. });
+        Some((ExchangeId(i), lasting))
     }
 
     /// Exchanges carrying a request that wait for a connection (`HttpOptions::max_connections`
