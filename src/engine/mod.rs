@@ -242,6 +242,7 @@ impl Engine {
 
     /// Whether the engine is closed for good (the host closed it, or it closed by itself).
     #[inline]
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the host's tick
     pub(crate) fn is_closed(&self) -> bool {
         self.lifecycle == Lifecycle::Closed
     }
@@ -776,12 +777,14 @@ impl Engine {
     }
 
     /// The roots list the host set ([`set_roots`](Self::set_roots)), if any.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the core's boundary check
     pub(crate) fn roots(&self) -> Option<&str> {
         self.roots.current()
     }
 
     /// Forgets the roots list the host set: roots requests go to the host again. For a list
     /// a check beyond the engine's (the file system's) no longer lets through.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the core's boundary check
     pub(crate) fn forget_roots(&mut self) {
         self.roots.forget();
     }
@@ -878,6 +881,7 @@ impl Engine {
                 self.on_exchange_failed(now, id, failure)
             }
             TransportEventInner::SessionExpired(id) => self.on_session_expired(now, id),
+            TransportEventInner::SessionGone => self.on_session_gone(now),
         }
     }
 
@@ -1960,6 +1964,17 @@ impl Engine {
 
     /// A legacy HTTP session vanished under request `id`, which the server therefore did not
     /// process: re-initialize and send it again, once.
+    /// The legacy session is gone, learnt from the GET stream: a new one is made, as when a
+    /// request finds it gone (its calls go under the new one; its server requests end).
+    fn on_session_gone(&mut self, now: Instant) {
+        if matches!(self.lifecycle, Lifecycle::Ready { .. }) && self.era() == Some(Era::Legacy) {
+            log::debug!("legacy session gone (GET stream); re-initializing");
+            self.stats.sessions_renewed += 1;
+            self.forget_legacy_requests();
+            self.start_handshake(now);
+        }
+    }
+
     fn on_session_expired(&mut self, now: Instant, id: WireId) {
         let Lookup::Pending(slot) = self.requests.lookup(id) else { return };
         self.requests.end_exchange(slot, self.epoch.stamp(now));

@@ -35,6 +35,7 @@ pub(super) enum TransportEventInner {
     Closed(TransportError),
     ExchangeFailed(WireId, ExchangeFailure),
     SessionExpired(WireId),
+    SessionGone,
 }
 
 /// Which kind of transport carries the engine's messages; it decides how cancellation and
@@ -96,5 +97,12 @@ impl TransportEvent {
     #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
     pub(crate) fn session_expired(id: WireId) -> Self {
         Self(TransportEventInner::SessionExpired(id))
+    }
+
+    /// The legacy session is gone, seen on none of the engine's requests (the GET stream got
+    /// HTTP 404): a new one is made.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
+    pub(crate) fn session_gone() -> Self {
+        Self(TransportEventInner::SessionGone)
     }
 }

@@ -660,6 +660,9 @@ impl HttpSession {
                     self.session_id = None;
                     self.session_version = None;
                     self.listen = Listen::Off;
+                    // The old session's GET stream ends with it: its end must not set the new
+                    // session's stream state, nor its events its `Last-Event-ID`.
+                    self.close_listen();
                     self.listen_event_id = None;
                     self.listen_retry = DEFAULT_RETRY;
                     self.listen_failures = 0;
@@ -702,6 +705,23 @@ impl HttpSession {
             self.waiting.push_front(i);
         } else {
             self.waiting.push_back(i);
+        }
+    }
+
+    /// Closes the GET stream: dropped while it waits, its connection closed while open.
+    fn close_listen(&mut self) {
+        let listens: SmallVec<[usize; 2]> = (0..self.exchanges.len())
+            .filter(|&i| {
+                let x = &self.exchanges[i];
+                x.stage != Stage::Free && x.carries == Carries::Listen
+            })
+            .collect();
+        for i in listens {
+            if matches!(self.exchanges[i].stage, Stage::InFlight(_)) {
+                self.closing.push(ExchangeId(i));
+            } else {
+                self.release(i);
+            }
         }
     }
 
@@ -1248,6 +1268,14 @@ impl HttpSession {
             // Sent again with a fresh token, whatever it carries: the server may be waiting
             // for a reply a message carries, and the GET stream brings its requests.
             _ if status == 401 && self.refresh(i) => return,
+            Carries::Listen if status == 404 && self.exchanges[i].flight().sent_session => {
+                // The session is gone (§6.2: 404 on a request that carried its id): a new
+                // one is made, and it gets a GET stream of its own once ready.
+                self.listen = Listen::Off;
+                self.release(i);
+                engine.handle_transport(now, TransportEvent::session_gone());
+                return;
+            }
             Carries::Listen => {
                 self.listen = match status {
                     _ if ok => self.listen_again(now, true),

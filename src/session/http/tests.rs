@@ -1038,3 +1038,50 @@ fn answers_waiting_to_be_posted_are_bounded() {
     }
     assert!(went, "the call was sent");
 }
+
+/// A legacy GET stream answered 404 (the server forgot the session, say after a restart)
+/// makes a new session, and the new session gets a GET stream of its own: the stream was
+/// given up as unsupported, and an idle client heard nothing more from the server.
+#[test]
+fn a_get_stream_that_finds_its_session_gone_makes_a_new_one() {
+    let mut s = Sim::legacy(None);
+    let get = s.listen.take().unwrap();
+    assert_eq!(get.header("mcp-session-id"), Some("s-1"));
+    s.respond(get.x, 404, &[], "");
+    let init = s.next().expect("a new handshake");
+    assert_eq!(init.rpc(), "initialize");
+    let result = json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+        "serverInfo": {"name": "sim", "version": "1"}});
+    let body = reply(&init, result).to_string();
+    let headers = [("Content-Type", "application/json"), ("Mcp-Session-Id", "s-2")];
+    s.respond(init.x, 200, &headers, &body);
+    let get = s.next().expect("the new session's GET stream");
+    assert_eq!((get.method.as_str(), get.header("mcp-session-id")), ("GET", Some("s-2")));
+}
+
+/// A session made anew closes the old session's GET stream: left open, its later end set the
+/// new session's stream state (a 404 gave it up as unsupported; another end opened a second
+/// stream) and its events named the `Last-Event-ID` the new stream would resume from.
+#[test]
+fn a_session_made_anew_closes_the_old_get_stream() {
+    let mut s = Sim::legacy(None);
+    let old_get = s.listen.take().unwrap();
+    assert!(matches!(s.head(old_get.x, 200, &SSE), ResponseStep::More));
+    s.body(old_get.x, "id: old-7\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n\n");
+    s.call("t");
+    let call = s.next().unwrap();
+    s.respond(call.x, 404, &[], "");
+    let init = s.next().expect("the handshake");
+    assert_eq!(init.rpc(), "initialize");
+    assert!(s.closed.contains(&old_get.x), "the old GET stream is closed");
+    s.session.handle_abandoned(old_get.x);
+    let result = json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+        "serverInfo": {"name": "sim", "version": "1"}});
+    let body = reply(&init, result).to_string();
+    let headers = [("Content-Type", "application/json"), ("Mcp-Session-Id", "s-2")];
+    s.respond(init.x, 200, &headers, &body);
+    let get = s.next().expect("the new session's GET stream");
+    assert_eq!(get.method, "GET");
+    assert_eq!(get.header("mcp-session-id"), Some("s-2"));
+    assert_eq!(get.header("last-event-id"), None, "nothing of the old stream");
+}
