@@ -1336,7 +1336,10 @@ impl HttpSession {
             engine.handle_transport(now, TransportEvent::session_expired(id));
             return;
         }
-        if json {
+        // A 401 or 403 is an authorization answer whatever its body says (a rejected Origin
+        // comes with a JSON-RPC error of null id): read as the request's error, it was taken
+        // for legacy evidence during the probe, and its challenge was lost.
+        if json && !matches!(status, 401 | 403) {
             engine.handle_reply(now, body, id);
             if !engine.awaits(id) {
                 // The body answered the request (the common case): nothing is left to fail.

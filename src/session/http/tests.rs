@@ -1085,3 +1085,22 @@ fn a_session_made_anew_closes_the_old_get_stream() {
     assert_eq!(get.header("mcp-session-id"), Some("s-2"));
     assert_eq!(get.header("last-event-id"), None, "nothing of the old stream");
 }
+
+/// A 401 or 403 whose body is a JSON-RPC error (a rejected `Origin` answers so, with a null
+/// id) is an authorization answer, not the request's protocol error: during the probe it was
+/// taken as legacy evidence, `initialize` was refused the same way, and the server closed
+/// with `Protocol(-32000)` instead of waiting as `Unauthorized` (`Forbidden`, the challenge
+/// kept).
+#[test]
+fn a_401_or_403_with_a_json_rpc_body_is_an_authorization_answer() {
+    let body = r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Invalid Origin"},"id":null}"#;
+    for (status, kind) in [(403, "Forbidden"), (401, "AuthRequired")] {
+        let mut s = Sim::new(None);
+        let probe = s.next().unwrap();
+        s.respond(probe.x, status, &[("Content-Type", "application/json")], body);
+        assert!(s.next().is_none(), "{status}: no initialize");
+        assert_eq!(s.engine.state(), ServerState::Unauthorized, "{status}");
+        let why = format!("{:?}", s.engine.authorization_error());
+        assert!(why.contains(kind), "{status}: {why}");
+    }
+}
