@@ -2992,6 +2992,14 @@ impl Engine {
         params: Option<RawJson<'_>>,
     ) {
         self.stats.server_requests += 1;
+        if self.era() == Some(Era::Modern) {
+            // 2026-07-28: servers send no requests and clients no responses (PROTOCOL.md 1);
+            // input comes as `input_required`. Answering would put a response on the wire
+            // the era forbids, and a host would be asked to sample or elicit for it.
+            log::debug!("a 2026-07-28 server sent a request ({method}): ignored");
+            self.stats.invalid_frames += 1;
+            return;
+        }
         let id = SmallVec::from_slice(id.text().as_bytes());
         if method == "ping" {
             return self.push_control(Control::Reply { id, ok: true });

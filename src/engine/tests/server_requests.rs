@@ -531,3 +531,18 @@ fn a_call_that_ends_takes_its_untaken_input_requests_along() {
     h.engine.reject(h.now, request).unwrap();
     assert_eq!(h.events(), [format!("failed {} input_rejected", c.get())]);
 }
+
+/// A 2026-07-28 server that sends a request anyway (the era has none: input comes as
+/// `input_required`) gets no response and the host is not asked: `ping` was answered, and a
+/// declared kind reached the host as a legacy request whose answer went on the wire.
+#[test]
+fn a_modern_servers_requests_are_ignored() {
+    let mut h = Harness::ready_with(config());
+    h.peer(json!({"jsonrpc": "2.0", "id": "s1", "method": "ping"}));
+    h.peer(json!({"jsonrpc": "2.0", "id": "s2", "method": "elicitation/create",
+        "params": {"mode": "form", "message": "Name?",
+            "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}}));
+    assert!(h.take_sent().is_empty(), "no response in 2026");
+    assert!(h.events().is_empty(), "the host is not asked");
+    assert_eq!(h.engine.stats().invalid_frames, 2);
+}
