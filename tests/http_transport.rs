@@ -212,19 +212,7 @@ fn a_large_request_goes_out_whole_over_tls() {
 fn a_large_first_request_on_a_new_tls_1_2_connection_goes_out_whole() {
     let pki = Pki::new("tls12");
     let config = pki.server_config_of(&["localhost"], false, &[&rustls::version::TLS12]);
-    let server = MiniServer::start(Some(config), mcp_answer);
-    let mut host = Host::new().unwrap();
-    let mut opts = HttpOptions::new(server.url("https", "localhost"));
-    opts.tls = pki.trust();
-    // The probe's connection expires at once, so the call needs a new one.
-    opts.idle_timeout = Duration::from_millis(1);
-    let id = add(&mut host, opts);
-    assert!(matches!(host.wait_ready(id, common::PATIENCE).unwrap(), ServerState::Ready(..)));
-    while host.poll_event().is_some() {}
-    let start = std::time::Instant::now();
-    while start.elapsed() < Duration::from_millis(20) {
-        host.poll(Some(Duration::from_millis(5))).unwrap();
-    }
+    let (_server, mut host, id) = ready_with_no_idle_connection(&pki, config);
     let text = "x".repeat(200 * 1024);
     let args = raw(&format!(r#"{{"text":"{text}"}}"#));
     let o = CallOptions { timeout: Some(Duration::from_secs(10)), ..CallOptions::default() };
@@ -265,21 +253,8 @@ fn a_listen_stream_takes_no_connection_of_the_pool() {
 #[test]
 fn a_write_whose_tls_handshake_is_cut_goes_again() {
     let pki = Pki::new("cut");
-    let server = MiniServer::start(Some(pki.server_config(&["localhost"], false)), mcp_answer);
-    let mut host = Host::new().unwrap();
-    let mut opts = HttpOptions::new(server.url("https", "localhost"));
-    opts.tls = pki.trust();
-    // The probe's connection expires at once, so the call needs a new one.
-    opts.idle_timeout = Duration::from_millis(1);
-    let id = add(&mut host, opts);
-    assert!(matches!(host.wait_ready(id, common::PATIENCE).unwrap(), ServerState::Ready(..)));
-    // The idle connection expires 1 ms after the probe's answer: a poll that starts later
-    // than that closes it (its events taken first: queued ones end a poll at once).
-    while host.poll_event().is_some() {}
-    let start = std::time::Instant::now();
-    while start.elapsed() < Duration::from_millis(20) {
-        host.poll(Some(Duration::from_millis(5))).unwrap();
-    }
+    let config = pki.server_config(&["localhost"], false);
+    let (server, mut host, id) = ready_with_no_idle_connection(&pki, config);
     server.drop_next_connections(1);
     // A tool call without annotations: a write, resent only when surely not delivered.
     assert_eq!(echo(&mut host, id, "again")["content"][0]["text"], "again");
@@ -328,6 +303,29 @@ fn a_connect_that_times_out_moves_on_to_the_next_address() {
     };
     let r = host.call_tool_blocking(id, "echo", &raw(r#"{"text":"second"}"#), &o).expect("call");
     assert!(r.json.contains("second"));
+}
+
+/// A server behind TLS (`config`, for `localhost`, of `pki`), and a host ready with it whose
+/// keep-alive connection has expired: its next request makes a new connection.
+fn ready_with_no_idle_connection(
+    pki: &Pki,
+    config: Arc<rustls::ServerConfig>,
+) -> (MiniServer, Host, mcpoll::ServerId) {
+    let server = MiniServer::start(Some(config), mcp_answer);
+    let mut host = Host::new().unwrap();
+    let mut opts = HttpOptions::new(server.url("https", "localhost"));
+    opts.tls = pki.trust();
+    opts.idle_timeout = Duration::from_millis(1);
+    let id = add(&mut host, opts);
+    assert!(matches!(host.wait_ready(id, common::PATIENCE).unwrap(), ServerState::Ready(..)));
+    // The idle connection expires 1 ms after the probe's answer: a poll that starts later
+    // than that closes it (its events taken first: queued ones end a poll at once).
+    while host.poll_event().is_some() {}
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_millis(20) {
+        host.poll(Some(Duration::from_millis(5))).unwrap();
+    }
+    (server, host, id)
 }
 
 /// A server behind TLS for `localhost` with a CA of its own (named `name`), and a host that

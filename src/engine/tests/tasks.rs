@@ -517,36 +517,49 @@ fn a_modern_tasks_input_goes_to_the_host_and_back_in_tasks_update() {
     assert!(h.events().last().unwrap().starts_with(&format!("done {}", call.get())));
 }
 
+/// A modern server, ready, whose client answers form elicitations (and nothing else).
+fn answering_forms() -> Harness {
+    let answers =
+        crate::config::ServerRequestKinds { elicitation_form: true, ..Default::default() };
+    Harness::ready_with(Config { answers, ..Config::default() })
+}
+
+/// A form elicitation by `method` asking `message`, as a task's input request.
+fn form_ask(method: &str, message: &str) -> Value {
+    json!({"method": method, "params": {"mode": "form", "message": message,
+        "requestedSchema": {"type": "object", "properties": {"v": {"type": "string"}}}}})
+}
+
+/// The input requests the host was asked since the last look, with their params.
+fn asked(h: &mut Harness) -> Vec<(ServerRequestId, String)> {
+    let mut out = Vec::new();
+    while let Some(e) = h.engine.poll_event() {
+        if let Event::ServerRequest { request, params, .. } = e {
+            out.push((request, params.to_owned()));
+        }
+    }
+    out
+}
+
 /// A task waiting on the server for input it will not get ends with `tasks/cancel`, as a
 /// cancel by the host does: when the host rejects the input request, and when the request
 /// cannot be asked at all (here one of a kind the client did not declare). Both ended the
 /// call locally and left the task in `input_required` for nobody.
 #[test]
 fn a_task_whose_input_will_not_come_is_cancelled() {
-    let ask = |method: &str| {
-        json!({"name": {"method": method, "params": {"mode": "form", "message": "Your name?",
-            "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}}}})
-    };
     for undeclared in [false, true] {
-        let answers =
-            crate::config::ServerRequestKinds { elicitation_form: true, ..Default::default() };
-        let mut h = Harness::ready_with(Config { answers, ..Config::default() });
+        let mut h = answering_forms();
         let call = task_call(&mut h, &prefer(), 100);
         h.advance(Duration::from_millis(100));
         let get = h.sent_one();
+        let method = if undeclared { "sampling/createMessage" } else { "elicitation/create" };
         let mut input = modern_task("complete", "input_required", json!(100));
-        input["inputRequests"] =
-            ask(if undeclared { "sampling/createMessage" } else { "elicitation/create" });
+        input["inputRequests"] = json!({"name": form_ask(method, "Your name?")});
         h.reply(&get, input);
         if !undeclared {
-            let mut request = None;
-            while let Some(e) = h.engine.poll_event() {
-                if let Event::ServerRequest { request: r, .. } = e {
-                    request = Some(r);
-                }
-            }
-            let request = request.expect("the task's input request reaches the host");
-            h.engine.reject(h.now, request).unwrap();
+            let asks = asked(&mut h);
+            assert_eq!(asks.len(), 1, "the task's input request reaches the host");
+            h.engine.reject(h.now, asks[0].0).unwrap();
         }
         let cancel = h.sent_one();
         assert_eq!(cancel["method"], "tasks/cancel", "undeclared: {undeclared}");
@@ -561,29 +574,15 @@ fn a_task_whose_input_will_not_come_is_cancelled() {
 /// the host was prompted twice for the same input.
 #[test]
 fn a_tasks_answered_key_is_not_asked_again_beside_a_new_one() {
-    let answers =
-        crate::config::ServerRequestKinds { elicitation_form: true, ..Default::default() };
-    let mut h = Harness::ready_with(Config { answers, ..Config::default() });
+    let mut h = answering_forms();
     task_call(&mut h, &prefer(), 100);
-    let ask = |message: &str| {
-        json!({"method": "elicitation/create", "params": {"mode": "form", "message": message,
-            "requestedSchema": {"type": "object", "properties": {"v": {"type": "string"}}}}})
-    };
-    let asks = |h: &mut Harness| {
-        let mut out = Vec::new();
-        while let Some(e) = h.engine.poll_event() {
-            if let Event::ServerRequest { request, params, .. } = e {
-                out.push((request, params.to_owned()));
-            }
-        }
-        out
-    };
+    let ask = |message: &str| form_ask("elicitation/create", message);
     h.advance(Duration::from_millis(100));
     let get = h.sent_one();
     let mut input = modern_task("complete", "input_required", json!(100));
     input["inputRequests"] = json!({"name": ask("Your name?")});
     h.reply(&get, input);
-    let first = asks(&mut h);
+    let first = asked(&mut h);
     assert_eq!(first.len(), 1);
     h.engine
         .answer(h.now, first[0].0, raw(r#"{"action":"accept","content":{"v":"Ann"}}"#))
@@ -596,7 +595,7 @@ fn a_tasks_answered_key_is_not_asked_again_beside_a_new_one() {
     let mut input = modern_task("complete", "input_required", json!(100));
     input["inputRequests"] = json!({"name": ask("Your name?"), "age": ask("Your age?")});
     h.reply(&get, input);
-    let second = asks(&mut h);
+    let second = asked(&mut h);
     assert_eq!(second.len(), 1, "{second:?}");
     assert!(second[0].1.contains("Your age?"), "{second:?}");
     h.engine.answer(h.now, second[0].0, raw(r#"{"action":"accept","content":{"v":"7"}}"#)).unwrap();

@@ -293,6 +293,17 @@ impl Sim {
     }
 }
 
+impl Sim {
+    /// Answers a legacy `initialize` as the server would, naming the new session `session`.
+    fn answer_initialize(&mut self, init: &Sent, session: &str) {
+        let result = json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+            "serverInfo": {"name": "sim", "version": "1"}});
+        let body = reply(init, result).to_string();
+        let headers = [("Content-Type", "application/json"), ("Mcp-Session-Id", session)];
+        self.respond(init.x, 200, &headers, &body);
+    }
+}
+
 fn reply(req: &Sent, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": req.body["id"], "result": result})
 }
@@ -631,11 +642,7 @@ fn a_new_session_opens_its_get_stream_without_the_old_sessions_event_id() {
     s.respond(call.x, 404, &[], "");
     let init = s.next().unwrap();
     assert_eq!(init.rpc(), "initialize");
-    let result = json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
-        "serverInfo": {"name": "sim", "version": "1"}});
-    let body = reply(&init, result).to_string();
-    let headers = [("Content-Type", "application/json"), ("Mcp-Session-Id", "s-2")];
-    s.respond(init.x, 200, &headers, &body);
+    s.answer_initialize(&init, "s-2");
     let get = s.next().unwrap();
     assert_eq!(get.method, "GET");
     assert_eq!(get.header("mcp-session-id"), Some("s-2"));
@@ -998,11 +1005,7 @@ fn requests_waiting_at_a_session_renewal_go_after_the_handshake_with_the_new_id(
     let init = s.next().expect("the handshake");
     assert_eq!(init.rpc(), "initialize", "the handshake goes first");
     assert!(s.next().is_none(), "nothing goes before the new session's id");
-    let result = json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
-        "serverInfo": {"name": "sim", "version": "1"}});
-    let body = reply(&init, result).to_string();
-    let headers = [("Content-Type", "application/json"), ("Mcp-Session-Id", "s-2")];
-    s.respond(init.x, 200, &headers, &body);
+    s.answer_initialize(&init, "s-2");
     let mut calls = Vec::new();
     while let Some(sent) = s.next() {
         if sent.rpc() == "tools/call" {
@@ -1050,11 +1053,7 @@ fn a_get_stream_that_finds_its_session_gone_makes_a_new_one() {
     s.respond(get.x, 404, &[], "");
     let init = s.next().expect("a new handshake");
     assert_eq!(init.rpc(), "initialize");
-    let result = json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
-        "serverInfo": {"name": "sim", "version": "1"}});
-    let body = reply(&init, result).to_string();
-    let headers = [("Content-Type", "application/json"), ("Mcp-Session-Id", "s-2")];
-    s.respond(init.x, 200, &headers, &body);
+    s.answer_initialize(&init, "s-2");
     let get = s.next().expect("the new session's GET stream");
     assert_eq!((get.method.as_str(), get.header("mcp-session-id")), ("GET", Some("s-2")));
 }
@@ -1075,11 +1074,7 @@ fn a_session_made_anew_closes_the_old_get_stream() {
     assert_eq!(init.rpc(), "initialize");
     assert!(s.closed.contains(&old_get.x), "the old GET stream is closed");
     s.session.handle_abandoned(old_get.x);
-    let result = json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
-        "serverInfo": {"name": "sim", "version": "1"}});
-    let body = reply(&init, result).to_string();
-    let headers = [("Content-Type", "application/json"), ("Mcp-Session-Id", "s-2")];
-    s.respond(init.x, 200, &headers, &body);
+    s.answer_initialize(&init, "s-2");
     let get = s.next().expect("the new session's GET stream");
     assert_eq!(get.method, "GET");
     assert_eq!(get.header("mcp-session-id"), Some("s-2"));
