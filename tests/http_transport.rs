@@ -212,12 +212,13 @@ fn a_large_request_goes_out_whole_over_tls() {
 fn a_large_first_request_on_a_new_tls_1_2_connection_goes_out_whole() {
     let pki = Pki::new("tls12");
     let config = pki.server_config_of(&["localhost"], false, &[&rustls::version::TLS12]);
-    let (_server, mut host, id) = ready_with_no_idle_connection(&pki, config);
+    let (server, mut host, id) = ready_with_no_idle_connection(&pki, config);
     let text = "x".repeat(200 * 1024);
     let args = raw(&format!(r#"{{"text":"{text}"}}"#));
     let o = CallOptions { timeout: Some(Duration::from_secs(10)), ..CallOptions::default() };
     let r = host.call_tool_blocking(id, "echo", &args, &o).expect("call");
     assert!(r.json.contains(&text));
+    assert_eq!(server.accepted(), 2, "the call went on a new connection");
 }
 
 /// A 2026 `subscriptions/listen` stream, which lasts as long as the subscription, gets a

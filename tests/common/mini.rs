@@ -157,6 +157,8 @@ pub struct MiniServer {
     pub eofs: Arc<Mutex<Vec<std::time::Instant>>>,
     /// Connections still to be dropped as soon as they are accepted (before a TLS handshake).
     drop_next: Arc<std::sync::atomic::AtomicUsize>,
+    /// Connections accepted so far (dropped ones included).
+    accepted: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl MiniServer {
@@ -173,8 +175,11 @@ impl MiniServer {
         let (seen2, eofs2) = (Arc::clone(&seen), Arc::clone(&eofs));
         let drop_next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let drop_next2 = Arc::clone(&drop_next);
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let accepted2 = Arc::clone(&accepted);
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
+                accepted2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let take = |n: usize| n.checked_sub(1);
                 let ordering = std::sync::atomic::Ordering::SeqCst;
                 if drop_next2.fetch_update(ordering, ordering, take).is_ok() {
@@ -199,13 +204,18 @@ impl MiniServer {
                 });
             }
         });
-        Self { port, seen, eofs, drop_next }
+        Self { port, seen, eofs, drop_next, accepted }
     }
 
     /// Drops the next `n` connections as soon as they are accepted: a TLS client sees its
     /// handshake cut.
     pub fn drop_next_connections(&self, n: usize) {
         self.drop_next.store(n, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// How many of the connections [`drop_next_connections`](Self::drop_next_connections)
