@@ -1093,12 +1093,19 @@ mod tests {
         // The probe is outstanding: the liveness look is armed.
         driver.flush(poll.registry(), &mut engine, now).unwrap();
         let first = driver.running.as_ref().map(|r| r.child.id());
-        // All three lines and the exit are there before the one event is handled.
-        std::thread::sleep(Duration::from_millis(300));
+        // All three lines and the exit are there before the one event is handled: the events
+        // are only looked at until one says stdout closed (the child wrote all and exited).
+        let deadline = Instant::now() + Duration::from_secs(60);
         let mut events = mio::Events::with_capacity(8);
-        poll.poll(&mut events, Some(Duration::from_secs(5))).unwrap();
-        let stdout = events.iter().find(|e| e.token() == Token(STDOUT)).expect("stdout event");
-        driver.handle_event(poll.registry(), stdout, &mut engine, now).unwrap();
+        let closed = loop {
+            assert!(Instant::now() < deadline, "stdout never closed");
+            poll.poll(&mut events, Some(Duration::from_secs(1))).unwrap();
+            let stdout = events.iter().find(|e| e.token() == Token(STDOUT));
+            if let Some(e) = stdout.filter(|e| e.is_read_closed()) {
+                break e.clone();
+            }
+        };
+        driver.handle_event(poll.registry(), &closed, &mut engine, now).unwrap();
         assert_eq!(engine.stats().invalid_frames, 1, "one line per turn");
         assert!(driver.has_backlog());
         // The look comes due before the next turn, then the turns go on as a host's ticks.

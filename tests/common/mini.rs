@@ -159,6 +159,8 @@ pub struct MiniServer {
     drop_next: Arc<std::sync::atomic::AtomicUsize>,
     /// Connections accepted so far (dropped ones included).
     accepted: Arc<std::sync::atomic::AtomicUsize>,
+    /// Connections whose client closed them (or that broke) after they were served.
+    ended: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl MiniServer {
@@ -177,6 +179,8 @@ impl MiniServer {
         let drop_next2 = Arc::clone(&drop_next);
         let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let accepted2 = Arc::clone(&accepted);
+        let ended = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let ended2 = Arc::clone(&ended);
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
                 accepted2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -188,6 +192,7 @@ impl MiniServer {
                 }
                 let (handler, tls) = (Arc::clone(&handler), tls.clone());
                 let (seen, eofs) = (Arc::clone(&seen2), Arc::clone(&eofs2));
+                let ended = Arc::clone(&ended2);
                 std::thread::spawn(move || {
                     let _ = match tls {
                         Some(cfg) => match rustls::ServerConnection::new(cfg) {
@@ -201,16 +206,22 @@ impl MiniServer {
                         },
                         None => serve(stream, &handler, &seen, &eofs),
                     };
+                    ended.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 });
             }
         });
-        Self { port, seen, eofs, drop_next, accepted }
+        Self { port, seen, eofs, drop_next, accepted, ended }
     }
 
     /// Drops the next `n` connections as soon as they are accepted: a TLS client sees its
     /// handshake cut.
     pub fn drop_next_connections(&self, n: usize) {
         self.drop_next.store(n, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Connections that ended after being served (the client closed them, or they broke).
+    pub fn ended(&self) -> usize {
+        self.ended.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Connections accepted so far.
