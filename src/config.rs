@@ -99,9 +99,12 @@ pub struct Config {
     /// Most server requests waiting for the host at once; one more is refused.
     pub max_server_requests: usize,
     /// The server's logical identity in a [`Host`](crate::Host)'s capability cache (`None`:
-    /// the program and arguments of a stdio server, each after a NUL, the URL of an HTTP
-    /// one). Two servers given the same identity may share catalogs, so name them for what
-    /// they are (servers that differ only by their environment need one each).
+    /// the program and arguments of a stdio server, each after a NUL, and a fingerprint of
+    /// the environment and working directory it is given; the URL of an HTTP one, and a
+    /// fingerprint of its own headers). Two servers given the same identity may share
+    /// catalogs, so name them for what they are. The default cannot see who a token
+    /// provider's or an OAuth flow's tokens are for: servers that differ only there need one
+    /// each (or one server with a lane per principal).
     pub cache_identity: Option<String>,
     /// The tenant part of the capability cache key (`None`: no tenant).
     pub cache_tenant: Option<String>,

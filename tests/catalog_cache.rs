@@ -142,6 +142,29 @@ fn servers_of_one_program_with_other_arguments_do_not_share_catalogs() {
     assert!(name.as_deref().is_some_and(|n| !n.contains("legacy")), "{name:?}");
 }
 
+/// Two runs of one program with other environments (each with its own token, say) are
+/// different servers: without `cache_identity`, neither is served the other's catalog. The
+/// same environment set in another order is the same server. No value shows in `Debug`.
+#[test]
+fn servers_of_one_program_with_other_environments_do_not_share_catalogs() {
+    let mut host = Host::new().unwrap();
+    let with = |token: &str| legacy_demo().env("DEMO_TOKEN", token).env("DEMO_REGION", "eu");
+    let a = start(&mut host, with("s3cret-a"), Config::default());
+    let b = start(&mut host, with("s3cret-b"), Config::default());
+    let reordered = legacy_demo().env("DEMO_REGION", "eu").env("DEMO_TOKEN", "s3cret-a");
+    let c = start(&mut host, reordered, Config::default());
+    names(&mut host, a);
+    for (id, listed) in [(b, PAGES), (c, 0)] {
+        let before = sent(&host, id);
+        names(&mut host, id);
+        assert_eq!(sent(&host, id) - before, listed);
+    }
+    let shown = format!("{:?}", host.client());
+    assert!(!shown.contains("s3cret"), "{shown}");
+    let name = host.client().server_name(a).map(str::to_owned);
+    assert!(name.as_deref().is_some_and(|n| !n.contains('\u{1}')), "{name:?}");
+}
+
 #[test]
 fn an_expired_catalog_is_listed_again() {
     let cache = CacheConfig {

@@ -30,6 +30,30 @@ impl KeyPart {
     }
 }
 
+/// Where a default server identity's context fingerprint starts ([`add_context`]). Neither
+/// an argument nor a URL can hold a NUL, so nothing before it looks like one.
+const CONTEXT_MARK: &str = "\0\u{1}";
+
+/// Appends to a default server identity (a stdio program and its arguments, an HTTP URL) a
+/// fingerprint of what the host set beside it that can change the server's answers: a
+/// child's environment and working directory, an HTTP server's own headers (a key, a
+/// tenant). Servers that differ only there are different servers to the cache. Only the
+/// fingerprint is kept, so no value set there (often a token) is held or shown.
+pub(crate) fn add_context<'a>(identity: &mut String, fields: impl IntoIterator<Item = &'a str>) {
+    let mut h = StableHasher::new();
+    h.write_framed("context");
+    for f in fields {
+        h.write_framed(f);
+    }
+    identity.push_str(CONTEXT_MARK);
+    identity.push_str(&h.finish().to_string());
+}
+
+/// A server identity without the fingerprint [`add_context`] appended: what may be shown.
+pub(crate) fn without_context(identity: &str) -> &str {
+    identity.split_once(CONTEXT_MARK).map_or(identity, |(shown, _)| shown)
+}
+
 /// How the client reaches the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Transport {

@@ -7,7 +7,8 @@
 //! # Key
 //!
 //! Every catalog is filed under a [`CacheKey`] of: the server's logical identity
-//! (`Config::cache_identity`, else its program and arguments, or its URL), the transport, the
+//! (`Config::cache_identity`, else its program, arguments and environment, or its URL and
+//! headers), the transport, the
 //! negotiated protocol version, the tenant (`Config::cache_tenant`), the client capability
 //! profile (the capabilities the engine declares: `Config::client_capabilities` with the
 //! answered kinds put in) and the extension profile (empty: mcpoll advertises no
@@ -314,13 +315,14 @@ enum KeptVerdict {
 }
 
 /// A server's identity in the cache key: its program and arguments (NUL-separated), its URL,
-/// or the host's `Config::cache_identity`. Shown by `Debug` without its secrets: no
-/// argument, and the URL redacted.
+/// or the host's `Config::cache_identity`; after the first two, maybe a fingerprint of their
+/// context ([`key::add_context`]). Shown by `Debug` without its secrets: no argument, no
+/// fingerprint, and the URL redacted.
 struct Identity(String);
 
 impl fmt::Debug for Identity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0.split_once('\0') {
+        match key::without_context(&self.0).split_once('\0') {
             Some((program, args)) => {
                 let n = args.split('\0').count();
                 write!(f, "{program:?} <{n} arguments redacted>")

@@ -106,13 +106,38 @@ impl StdioCommand {
 
     /// The server's identity in the capability cache when the configuration names none: its
     /// program and arguments, each after a NUL (which no argument can hold). Two servers run
-    /// by one launcher (`npx -y a`, `npx -y b`) are different servers.
+    /// by one launcher (`npx -y a`, `npx -y b`) are different servers. So are two runs of one
+    /// program with different environments (each with its own `GITHUB_TOKEN`, say) or working
+    /// directories: a fingerprint of those follows ([`add_context`](crate::catalog::key::add_context)).
     pub(crate) fn cache_identity(&self) -> String {
         let mut identity = self.program.to_string_lossy().into_owned();
         for arg in &self.args {
             identity.push('\0');
             identity.push_str(&arg.to_string_lossy());
         }
+        if self.env.is_empty() && self.cwd.is_none() && self.inherit == Inherit::All {
+            return identity;
+        }
+        // What the child gets: a later value of a variable replaces an earlier one, as in
+        // `Command::env`, and the order they were set in does not matter.
+        let mut env: Vec<(String, String)> = Vec::with_capacity(self.env.len());
+        for (k, v) in &self.env {
+            let (k, v) = (k.to_string_lossy().into_owned(), v.to_string_lossy().into_owned());
+            match env.iter_mut().find(|(name, _)| *name == k) {
+                Some(slot) => slot.1 = v,
+                None => env.push((k, v)),
+            }
+        }
+        env.sort_unstable();
+        let inherit = match self.inherit {
+            Inherit::All => "inherit-all",
+            Inherit::Safe => "inherit-safe",
+            Inherit::Nothing => "inherit-nothing",
+        };
+        let cwd = self.cwd.as_deref().map(|d| d.to_string_lossy());
+        let fields = [inherit, cwd.as_deref().unwrap_or("")].into_iter();
+        let vars = env.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]);
+        crate::catalog::key::add_context(&mut identity, fields.chain(vars));
         identity
     }
 
@@ -1015,6 +1040,31 @@ mod tests {
         assert_eq!(folded, "starting\nerror: no config (repeated 3 times)\npartial");
         assert_eq!(super::fold_repeated_lines("a\na"), "a\na", "a cut line is not a repeat");
         assert_eq!(super::fold_repeated_lines(""), "");
+    }
+
+    /// Two runs of one program with other environments or working directories are two
+    /// servers to the cache; the order variables were set in is not, nor is a value set and
+    /// then replaced. No value is kept in the identity.
+    #[test]
+    fn the_cache_identity_tells_servers_apart_by_their_environment() {
+        let server = || super::StdioCommand::new("/usr/bin/server").arg("--stdio");
+        let plain = server().cache_identity();
+        assert_eq!(plain, "/usr/bin/server\0--stdio");
+        let a = server().env("TOKEN", "s3cret-a").env("REGION", "eu").cache_identity();
+        let b = server().env("TOKEN", "s3cret-b").env("REGION", "eu").cache_identity();
+        assert_ne!(a, b);
+        assert!(!a.contains("s3cret"), "{a:?}");
+        let reordered = server().env("REGION", "eu").env("TOKEN", "s3cret-a").cache_identity();
+        let replaced = server()
+            .env("TOKEN", "old")
+            .env("REGION", "eu")
+            .env("TOKEN", "s3cret-a")
+            .cache_identity();
+        assert_eq!((&reordered, &replaced), (&a, &a));
+        let elsewhere = server().current_dir("/srv/b").cache_identity();
+        assert_ne!(elsewhere, server().current_dir("/srv/a").cache_identity());
+        assert_ne!(server().env_clear().cache_identity(), plain);
+        assert_eq!(crate::catalog::key::without_context(&a), plain);
     }
 
     use super::*;

@@ -126,6 +126,9 @@ impl Host {
         let identity =
             self.client.server(server).ok_or(LaneError::UnknownServer)?.catalog.identity();
         let identity = identity.to_owned();
+        // A credential source knows servers by program or URL: not by the fingerprint of
+        // their context.
+        let shown = crate::catalog::key::without_context(&identity);
         // `lane` has checked that both are here.
         let (recipe, p) =
             self.client.lanes.recipe_for(server, principal).ok_or(LaneError::UnknownServer)?;
@@ -140,7 +143,7 @@ impl Host {
         let registry = self.poll.registry();
         let (transport, http) = match recipe {
             Recipe::Stdio(command, _) => {
-                let target = LaneTarget { identity: &identity, url: None };
+                let target = LaneTarget { identity: shown, url: None };
                 // The server's own credentials stay with it; the principal's are added.
                 let mut command = command.without_credentials();
                 match p.credentials.as_mut().map(|c| c.credentials(&target)) {
@@ -166,7 +169,7 @@ impl Host {
                 let mut opts = template.without_credentials();
                 // The URL the lane connects to: without the server's own `?api_key=`.
                 let url = opts.url.clone();
-                let target = LaneTarget { identity: &identity, url: Some(&url) };
+                let target = LaneTarget { identity: shown, url: Some(&url) };
                 match p.credentials.as_mut().map(|c| c.credentials(&target)) {
                     Some(Credentials::Token(provider)) => opts.token_provider = Some(provider),
                     Some(Credentials::OAuth(flow, authorizer)) => {

@@ -295,7 +295,7 @@ impl Host {
         config: Config,
     ) -> Result<ServerId, AddServerError> {
         let now = Instant::now();
-        let identity = config.cache_identity.clone().unwrap_or_else(|| opts.url.clone());
+        let identity = config.cache_identity.clone().unwrap_or_else(|| opts.cache_identity());
         let (config, stored) = self.with_stored_verdict(config, &identity, true);
         let mut engine = Engine::new(config, now).map_err(AddServerError::Config)?;
         let base = self.poll.reserve(Self::HTTP_SERVER_TOKENS)?;

@@ -83,6 +83,24 @@ impl fmt::Debug for HttpOptions {
 }
 
 impl HttpOptions {
+    /// The server's identity in the capability cache when the configuration names none: its
+    /// URL, and when it has headers of its own (an API key, a tenant), a fingerprint of them
+    /// ([`add_context`](crate::catalog::key::add_context)): one endpoint called with two keys
+    /// may list two sets of tools. Names are compared without case, and the order the headers
+    /// were given in does not matter.
+    pub(crate) fn cache_identity(&self) -> String {
+        let mut identity = self.url.clone();
+        if self.headers.is_empty() {
+            return identity;
+        }
+        let mut headers: Vec<(String, &str)> =
+            self.headers.iter().map(|(n, v)| (n.to_ascii_lowercase(), v.as_str())).collect();
+        headers.sort_unstable();
+        let fields = headers.iter().flat_map(|(n, v)| [n.as_str(), v]);
+        crate::catalog::key::add_context(&mut identity, fields);
+        identity
+    }
+
     /// Options for `url` with every default.
     pub fn new(url: impl Into<String>) -> Self {
         Self {
@@ -278,3 +296,31 @@ impl fmt::Display for HttpSetupError {
 }
 
 impl std::error::Error for HttpSetupError {}
+
+#[cfg(test)]
+mod tests {
+    use super::HttpOptions;
+
+    fn with_headers(headers: &[(&str, &str)]) -> HttpOptions {
+        let mut opts = HttpOptions::new("https://mcp.example.com/mcp");
+        opts.headers = headers.iter().map(|&(n, v)| (n.into(), v.into())).collect();
+        opts
+    }
+
+    /// One endpoint called with two API keys may list two sets of tools: two servers to the
+    /// cache. The keys themselves are kept nowhere in the identity.
+    #[test]
+    fn the_cache_identity_tells_servers_apart_by_their_headers() {
+        let plain = with_headers(&[]).cache_identity();
+        assert_eq!(plain, "https://mcp.example.com/mcp");
+        let a = with_headers(&[("X-Api-Key", "s3cret-a"), ("X-Region", "eu")]).cache_identity();
+        let b = with_headers(&[("X-Api-Key", "s3cret-b"), ("X-Region", "eu")]).cache_identity();
+        assert_ne!(a, b);
+        assert_ne!(a, plain);
+        assert!(!a.contains("s3cret") && !a.contains("eu"), "{a:?}");
+        // Order and the case of names do not make another server.
+        let same = with_headers(&[("x-region", "eu"), ("x-api-key", "s3cret-a")]).cache_identity();
+        assert_eq!(a, same);
+        assert_eq!(crate::catalog::key::without_context(&a), plain);
+    }
+}
