@@ -2110,24 +2110,10 @@ impl Engine {
                 self.events.remove_server_request(request);
             }
         }
-        if p.internal {
-            // The tool-list refresh: its end releases the calls waiting for it.
-            self.refresh = None;
-            self.unpark(now, matches!(outcome, Outcome::Listing { .. }));
-            self.timers.tidy(&self.requests);
-            return;
-        }
         let failure = match &outcome {
             Outcome::Failed(e) => Some(e),
             _ => None,
         };
-        let named = matches!(p.method, Method::ToolsCall | Method::Extension);
-        let tool = named.then(|| self.requests.bufs(slot).name());
-        let record = self.record_of(at, call, slot, &p, tool, &outcome);
-        self.stats.calls += 1;
-        if let Some(e) = failure {
-            self.stats.failures.count(e);
-        }
         let change = if !judged_by_breaker(p.method) {
             None
         } else if p.attempt > 0 {
@@ -2139,9 +2125,28 @@ impl Engine {
             }
             None
         };
-        if failure.is_none() && p.attempt > 0 {
+        if failure.is_none() && p.attempt > 0 && judged_by_latency(p.method) {
             // A moving average of one attempt's duration, for judging whether a retry fits.
             self.latency = self.latency.average_in(at.since(p.sent_at));
+        }
+        if p.internal {
+            // The tool-list refresh: its end releases the calls waiting for it. It went
+            // through the breaker as any read (it may be the half-open breaker's probe), so
+            // its end was recorded there above.
+            self.refresh = None;
+            self.unpark(now, matches!(outcome, Outcome::Listing { .. }));
+            if let Some(c) = change {
+                self.events.breaker(c.tenant, c.class, c.state);
+            }
+            self.timers.tidy(&self.requests);
+            return;
+        }
+        let named = matches!(p.method, Method::ToolsCall | Method::Extension);
+        let tool = named.then(|| self.requests.bufs(slot).name());
+        let record = self.record_of(at, call, slot, &p, tool, &outcome);
+        self.stats.calls += 1;
+        if let Some(e) = failure {
+            self.stats.failures.count(e);
         }
         match outcome {
             Outcome::Done { json, result_type, is_error } => {
@@ -3357,6 +3362,13 @@ impl Engine {
 /// works, and it holds no breaker's probe for its whole life.
 fn judged_by_breaker(method: Method) -> bool {
     method != Method::Listen
+}
+
+/// Whether a successful request's duration says how long an attempt takes. A subscription's
+/// stream lasts as long as the host listens, and a 2025-11-25 `tasks/result` as long as its
+/// task runs: hours in the average would leave no call time for a retry.
+fn judged_by_latency(method: Method) -> bool {
+    !matches!(method, Method::Listen | Method::TasksResult)
 }
 
 /// Tool-call arguments given as text: one JSON object (the text of it, without the whitespace

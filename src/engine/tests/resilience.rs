@@ -431,6 +431,65 @@ fn a_probe_that_ends_unsent_lets_the_next_call_probe() {
     assert_eq!(events.last().unwrap(), "breaker Read Closed");
 }
 
+/// The engine's own tool-list refresh (after a header mismatch) goes through the Read
+/// breaker as any read, so it can be the half-open breaker's probe: its end must be recorded
+/// there, or the breaker stays half-open with its probe out and refuses every read for good.
+#[test]
+fn a_tool_list_refresh_that_probes_a_half_open_breaker_closes_it() {
+    let breaker = BreakerPolicy { failure_threshold: 1, cool_down: Duration::from_secs(5) };
+    let retry = RetryPolicy { max_attempts: 1, ..RetryPolicy::default() };
+    let mut h = Harness::ready_http_with(Config { breaker, retry, ..Config::default() });
+    let lost = || ExchangeFailure::Transport(TransportError::ConnectionLost);
+    h.engine.call_tool(h.now, "lookup", raw("{}"), &opts(Idempotency::Read)).unwrap();
+    let s = h.sent_one();
+    h.engine
+        .handle_transport(h.now, TransportEvent::exchange_failed(super::tests::wire(&s), lost()));
+    assert_eq!(h.events().last().unwrap(), "breaker Read Open");
+    h.now += Duration::from_secs(5);
+    // A write refused for its headers: the refresh is the first read after the cool-down.
+    let write = h.call("t", "{}");
+    let first = h.sent_one();
+    h.reply_error(&first, -32020, None);
+    let list = h.sent_one();
+    assert_eq!(list["method"], "tools/list");
+    h.reply(&list, json!({"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}));
+    assert_eq!(h.events(), ["breaker Read HalfOpen", "breaker Read Closed"]);
+    let again = h.sent_one();
+    h.reply(&again, json!({"content": []}));
+    assert_eq!(h.events(), [format!("done {} {{\"content\":[]}}", write.get())]);
+    assert_eq!(h.engine.breaker_state(0, OperationClass::Read), BreakerState::Closed);
+    h.engine
+        .call_tool(h.now, "lookup", raw("{}"), &opts(Idempotency::Read))
+        .expect("reads go again");
+}
+
+/// A subscription that ends gracefully after an hour says nothing of how long a call takes:
+/// with it in the moving average, no retry would fit any call's deadline for the next dozens
+/// of calls.
+#[test]
+fn a_long_subscription_leaves_the_retries_of_later_calls_alone() {
+    let mut h = Harness::ready_http_with(no_jitter());
+    let filter = SubscriptionFilter { tools_list_changed: true, ..SubscriptionFilter::default() };
+    h.engine.listen(h.now, &filter, &CallOptions::default()).unwrap();
+    let listen = h.sent_one();
+    h.advance(Duration::from_secs(3600));
+    let meta = json!({"io.modelcontextprotocol/subscriptionId": listen["id"]});
+    h.reply(&listen, json!({"resultType": "complete", "_meta": meta}));
+    h.events();
+    h.engine.call_tool(h.now, "lookup", raw("{}"), &opts(Idempotency::Read)).unwrap();
+    let s = h.sent_one();
+    let unavailable = ExchangeFailure::Transport(TransportError::HttpStatus(503));
+    let failed = TransportEvent::exchange_failed(super::tests::wire(&s), unavailable);
+    h.engine.handle_transport(h.now, failed);
+    let mut resent = h.take_sent();
+    while resent.is_empty() && h.engine.poll_timeout().is_some() {
+        h.advance_to_next_timeout();
+        resent = h.take_sent();
+    }
+    assert_eq!(resent.len(), 1, "the read is retried: {:?}", h.events());
+    assert_eq!(h.engine.stats().retries, 1);
+}
+
 #[test]
 fn is_error_protocol_errors_and_cancels_leave_the_breaker_alone() {
     let breaker = BreakerPolicy { failure_threshold: 1, cool_down: Duration::from_secs(5) };
