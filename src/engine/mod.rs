@@ -2065,6 +2065,7 @@ impl Engine {
             // A task's polls are not attempts of the call (a resumed call's first is).
             if !p.task || p.attempt == 0 {
                 p.attempt += 1;
+                p.tries = p.tries.saturating_add(1);
             }
             p.sent_at = now;
             p.exchange_open = true;
@@ -2255,7 +2256,7 @@ impl Engine {
             return self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error));
         }
         let (class, attempt, deadline, tenant, op) =
-            (p.class, p.attempt.max(1), self.epoch.instant(p.deadline), p.tenant, p.op);
+            (p.class, u32::from(p.tries.max(1)), self.epoch.instant(p.deadline), p.tenant, p.op);
         let random = self.jitter.next();
         let decision = decide(
             &self.config.retry,
@@ -2488,6 +2489,7 @@ impl Engine {
         write_json_str(params, &cursor);
         let pages = self.requests.get_mut(slot).map(|p| {
             p.pages += 1;
+            p.tries = 0;
             p.pages
         });
         if pages.unwrap_or(0) as usize >= self.config.max_pages {
@@ -3132,6 +3134,7 @@ impl Engine {
         self.requests.set_state(slot, SendState::AwaitingInput);
         if let Some(p) = self.requests.get_mut(slot) {
             p.rounds += 1;
+            p.tries = 0;
         }
         let deadline = self.requests.get(slot).map_or(now, |p| self.epoch.instant(p.deadline));
         let mut waiting = false;

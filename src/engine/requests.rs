@@ -94,6 +94,10 @@ pub(crate) struct Pending {
     pub(crate) op: OperationClass,
     /// Attempts made so far (1 once first sent).
     pub(crate) attempt: u32,
+    /// Attempts of the request on the wire now: the next listing page or `input_required`
+    /// round starts again from 0, so its retries are counted as its own. One byte, so that a
+    /// slot stays within its bytes: it saturates, and the deadline bounds retries past it.
+    pub(crate) tries: u8,
     /// When the call was made, and when its current attempt was written (meaningful once
     /// `attempt > 0`).
     pub(crate) created: Stamp,
@@ -400,6 +404,7 @@ impl Requests {
                 OperationClass::Write
             },
             attempt: 0,
+            tries: 0,
             created: now,
             sent_at: now,
             queue_wait: Span::ZERO,

@@ -38,6 +38,37 @@ fn restart_process(h: &mut Harness) {
     h.reply(&probe, discover_result());
 }
 
+/// A listing's later pages are requests of their own: the third page's first failure is its
+/// first attempt, retried as a read, not the listing's third (past `max_attempts`).
+#[test]
+fn a_later_page_lost_in_a_crash_is_retried_as_its_own_first_attempt() {
+    let mut h = Harness::ready_with(no_jitter());
+    let c = h.engine.list(h.now, Method::ToolsList, &CallOptions::default()).unwrap();
+    let p1 = h.sent_one();
+    h.reply(&p1, json!({"tools": [{"name": "a"}], "nextCursor": "c1"}));
+    let p2 = h.sent_one();
+    h.reply(&p2, json!({"tools": [{"name": "b"}], "nextCursor": "c2"}));
+    let p3 = h.sent_one();
+    assert_eq!(p3["params"]["cursor"], "c2");
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
+    let events = h.events();
+    assert!(events.iter().all(|e| !e.contains(&c.get().to_string())), "{events:?}");
+    restart_process(&mut h);
+    let mut again = h.take_sent();
+    while again.is_empty() && h.engine.poll_timeout().is_some() {
+        h.advance_to_next_timeout();
+        again = h.take_sent();
+    }
+    assert_eq!(again.len(), 1, "{:?}", h.events());
+    assert_eq!(again[0]["params"]["cursor"], "c2");
+    h.reply(&again[0], json!({"tools": [{"name": "c"}]}));
+    let done = format!(
+        "done {} {{\"tools\":[{{\"name\":\"a\"}},{{\"name\":\"b\"}},{{\"name\":\"c\"}}]}}",
+        c.get()
+    );
+    assert_eq!(h.events().last(), Some(&done));
+}
+
 #[test]
 fn a_read_in_flight_during_a_crash_is_resent_to_the_new_process_with_a_new_id() {
     let mut h = Harness::ready_with(no_jitter());
