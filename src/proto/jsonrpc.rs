@@ -273,7 +273,14 @@ pub fn decode(frame: &[u8]) -> Result<Message<'_>, DecodeError> {
         None => None,
     };
     let params = env.get(PARAMS);
-    match (method, env.get(RESULT), env.get(ERROR)) {
+    // Serializers that write every field of a response type (Kotlin's, by default) send the
+    // member that does not apply as `null`: `"result": {...}, "error": null`.
+    let (result, error) = match (env.get(RESULT), env.get(ERROR)) {
+        (Some(r), Some(e)) if e.is_null() && !r.is_null() => (Some(r), None),
+        (Some(r), Some(e)) if r.is_null() && !e.is_null() => (None, Some(e)),
+        pair => pair,
+    };
+    match (method, result, error) {
         (Some(method), None, None) => Ok(match id {
             Some(id) => Message::Request { id, method, params },
             None => Message::Notification { method, params },
@@ -445,6 +452,34 @@ mod tests {
 
     fn raw(s: &str) -> RawJson<'_> {
         json::parse(s.as_bytes()).unwrap()
+    }
+
+    /// Kotlin SDK servers (kotlinx.serialization with explicit nulls) write the member that
+    /// does not apply as `null`: the other one is the answer. Both null, or both set, is no
+    /// response.
+    #[test]
+    fn a_null_result_or_error_beside_the_other_is_absent() {
+        let ok = br#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"isError":true},"error":null}"#;
+        match decode(ok) {
+            Ok(Message::Result { id, result, head }) => {
+                assert_eq!(id.as_i64(), Some(1));
+                assert_eq!(result.text(), r#"{"content":[],"isError":true}"#);
+                assert_eq!(head.is_error.map(|v| v.text()), Some("true"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let failed =
+            br#"{"jsonrpc":"2.0","id":2,"result":null,"error":{"code":-32602,"message":"m"}}"#;
+        match decode(failed) {
+            Ok(Message::Error { error, .. }) => {
+                assert_eq!((error.code, &*error.message), (-32602, "m"))
+            }
+            other => panic!("{other:?}"),
+        }
+        let neither = br#"{"jsonrpc":"2.0","id":3,"result":null,"error":null}"#;
+        assert!(matches!(decode(neither), Err(DecodeError::BadShape)));
+        let both = br#"{"jsonrpc":"2.0","id":4,"result":{},"error":{"code":1,"message":""}}"#;
+        assert!(matches!(decode(both), Err(DecodeError::BadShape)));
     }
 
     /// The crate's own method names are written without an escape check: none may need one.
