@@ -318,6 +318,27 @@ fn the_principal_policy_decides_for_its_lanes_and_disabled_tools_hold_there_too(
     assert_eq!(call_err(&mut host, lane, "echo", r#"{"text":"x"}"#), denied("host says no"));
 }
 
+/// A principal without a tenant calls in its server's (`Config::cache_tenant`), as its
+/// lane's cache key says: a policy asked about its calls is told that tenant, not none.
+#[test]
+fn a_policy_sees_the_servers_tenant_for_a_principal_without_one() {
+    let mut host = Host::new().unwrap();
+    let config = Config { cache_tenant: Some("acme".into()), ..Config::default() };
+    let server = start(&mut host, demo_server(), config);
+    let bob = host.add_principal(mcpoll::Principal::new("bob")).unwrap();
+    let lane = host.lane(server, bob).unwrap();
+    host.wait_ready(lane, WAIT).unwrap();
+    let seen: Rc<RefCell<Vec<Option<String>>>> = Rc::default();
+    let log = seen.clone();
+    host.set_policy(move |req: &AccessRequest<'_>| {
+        log.borrow_mut().push(req.tenant.map(str::to_owned));
+        Decision::Allow
+    });
+    call(&mut host, lane, "echo", r#"{"text":"x"}"#);
+    call(&mut host, server, "echo", r#"{"text":"x"}"#);
+    assert_eq!(*seen.borrow(), [Some("acme".to_owned()), Some("acme".to_owned())]);
+}
+
 /// A task's call with its arguments as JSON text is put to the policy like every other call
 /// (`TaskScope::call_tool_json` used to send it without asking). Against the demo server.
 #[test]

@@ -442,10 +442,10 @@ impl Client {
             .map_or_else(ToolAnnotations::default, |t| ToolAnnotations::from_definition(t.json()));
         let (_, principal) = self.lanes.caller(server);
         let s = self.servers.get(server.index).filter(|s| s.generation == server.generation);
-        let tenant = match principal {
-            Some((_, p)) => p.tenant_name(),
-            None => s.and_then(|s| s.engine.config().cache_tenant.as_deref()),
-        };
+        // The principal's, else the server's (a lane of a principal without one keeps its
+        // server's, as its cache key does).
+        let server_tenant = || s.and_then(|s| s.engine.config().cache_tenant.as_deref());
+        let tenant = principal.and_then(|(_, p)| p.tenant_name()).or_else(server_tenant);
         let request = AccessRequest {
             server,
             server_name: Some(self.records.name(base.index)).filter(|n| !n.is_empty()),
