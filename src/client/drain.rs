@@ -49,11 +49,7 @@ impl Commands<'_> {
         arguments: &RawValue,
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        let held = self.held_options(opts);
-        let opts = held.as_ref().unwrap_or(opts);
-        let call = self.command(server, |e, now| e.call_tool(now, name, arguments, opts))?;
-        self.note_held(server, call, name, opts);
-        Ok(call)
+        self.start_call(server, name, opts, |e, now, opts| e.call_tool(now, name, arguments, opts))
     }
 
     /// [`Host::call_tool_json`].
@@ -64,17 +60,9 @@ impl Commands<'_> {
         arguments: &str,
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
-        let held = self.held_options(opts);
-        if held.is_some() && !self.room_for_held(server) {
-            // As a call made outside the drain is refused when the queue is full: a held one
-            // skips that check, and was left held when its release found no room, ending
-            // only at its deadline, unsent.
-            return Err(RequestError::Overloaded);
-        }
-        let opts = held.as_ref().unwrap_or(opts);
-        let call = self.command(server, |e, now| e.call_tool_json(now, name, arguments, opts))?;
-        self.note_held(server, call, name, opts);
-        Ok(call)
+        self.start_call(server, name, opts, |e, now, opts| {
+            e.call_tool_json(now, name, arguments, opts)
+        })
     }
 
     /// [`Host::call_tool_no_args`].
@@ -85,6 +73,32 @@ impl Commands<'_> {
         opts: &CallOptions,
     ) -> Result<CallId, RequestError> {
         self.call_tool_json(server, name, "{}", opts)
+    }
+
+    /// Starts tool call `name` with `start`: as it is, or held for the host's authorization
+    /// decision when a policy or a disabled tool is in effect.
+    fn start_call(
+        &mut self,
+        server: ServerId,
+        name: &str,
+        opts: &CallOptions,
+        start: impl FnOnce(
+            &mut crate::engine::Engine,
+            Instant,
+            &CallOptions,
+        ) -> Result<CallId, RequestError>,
+    ) -> Result<CallId, RequestError> {
+        let held = self.held_options(opts);
+        if held.is_some() && !self.room_for_held(server) {
+            // As a call made outside the drain is refused when the queue is full: a held one
+            // skips that check, and was left held when its release found no room, ending
+            // only at its deadline, unsent.
+            return Err(RequestError::Overloaded);
+        }
+        let opts = held.as_ref().unwrap_or(opts);
+        let call = self.command(server, |e, now| start(e, now, opts))?;
+        self.note_held(server, call, name, opts);
+        Ok(call)
     }
 
     /// The options of a call that must wait for the host's authorization decision.

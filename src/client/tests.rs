@@ -311,15 +311,18 @@ fn calls_a_drain_starts_held_respect_the_queue() {
     let frame = sim.sent_one(id);
     sim.reply(id, &frame, json!({"content": []}));
     let mut started = Vec::new();
+    let no_args = serde_json::value::RawValue::from_string("{}".into()).unwrap();
     sim.client.drain(sim.now, |commands, _, event| {
         if matches!(event, HostEvent::CallDone { call, .. } if call == first) {
-            for _ in 0..2 {
-                started.push(commands.call_tool_json(id, "y", "{}", &CallOptions::default()));
-            }
+            let o = CallOptions::default();
+            started.push(commands.call_tool_json(id, "y", "{}", &o));
+            started.push(commands.call_tool_json(id, "y", "{}", &o));
+            // Arguments as a `RawValue` take the same check.
+            started.push(commands.call_tool(id, "y", &no_args, &o));
         }
     });
     assert!(started[0].is_ok(), "{started:?}");
-    assert_eq!(started[1], Err(RequestError::Overloaded));
+    assert_eq!(started[1..], [Err(RequestError::Overloaded), Err(RequestError::Overloaded)]);
     assert_eq!(sim.sent(id).len(), 1, "the first goes out once released");
 }
 
