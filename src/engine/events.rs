@@ -570,9 +570,13 @@ impl EventQueue {
         }
     }
 
+    /// Dropped past the bound like any notification's event: a server may repeat the
+    /// acknowledgement of a live subscription as often as it likes.
     pub(crate) fn subscribed(&mut self, call: CallId, notifications: &str) {
-        let notifications = self.keep(notifications);
-        self.push(Stored::Subscribed { call, notifications });
+        if self.has_room() {
+            let notifications = self.keep(notifications);
+            self.push(Stored::Subscribed { call, notifications });
+        }
     }
 
     pub(crate) fn resource_updated(&mut self, uri: &str) {

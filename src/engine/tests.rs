@@ -1438,6 +1438,23 @@ fn listen_acknowledged_then_notifications_then_graceful_end() {
     assert!(events[2].starts_with(&format!("done {}", sub.get())), "{events:?}");
 }
 
+/// A server repeating the acknowledgement of a live subscription (each copy up to the
+/// largest message) grows the host's event queue no more than any notification does.
+#[test]
+fn repeated_acknowledgements_are_bounded_like_any_notification() {
+    let mut h = Harness::ready_with(Config { max_queued_events: 8, ..Config::default() });
+    listen_all(&mut h);
+    let req = h.sent_one();
+    let meta = json!({"io.modelcontextprotocol/subscriptionId": req["id"]});
+    for _ in 0..100 {
+        h.peer(json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                      "params": {"notifications": {"toolsListChanged": true}, "_meta": meta}}));
+    }
+    assert!(h.engine.queued_events() <= 8, "{} events queued", h.engine.queued_events());
+    assert!(h.engine.stats().events_dropped >= 92);
+    assert_eq!(h.events()[0], "Subscribed");
+}
+
 #[test]
 fn listen_ended_by_a_server_cancelled_notification() {
     let mut h = Harness::ready_modern();
