@@ -23,6 +23,11 @@ use std::fmt;
 /// The UTF-8 byte order mark, skipped once at the start of a stream.
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
+/// The longest event ID taken. A longer one is ignored, as one holding NUL is: it is sent
+/// back in a request head (`Last-Event-ID`), and every blank line compares it with the last
+/// one, so an ID of megabytes made each empty line of a flood cost a megabyte's comparison.
+const MAX_EVENT_ID: usize = 1024;
+
 /// Room for `data: ` ahead of a value, so a line carrying a full-size value is not oversize.
 const FIELD_SLACK: usize = 6;
 
@@ -331,8 +336,9 @@ impl Fields {
                 self.event_type.clear();
                 push_lossy(&mut self.event_type, value);
             }
-            // An ID holding NUL is ignored (it could not be sent back in a header).
-            b"id" if !value.contains(&0) => {
+            // An ID holding NUL is ignored (it could not be sent back in a header), and so
+            // is one too long to send back.
+            b"id" if value.len() <= MAX_EVENT_ID && !value.contains(&0) => {
                 self.id_buf.clear();
                 push_lossy(&mut self.id_buf, value);
             }
@@ -492,6 +498,24 @@ mod tests {
     /// has none).
     fn state(id: Option<&str>, retry: Option<u64>) -> Out {
         Out::State(id.map(String::from), retry, id.is_some())
+    }
+
+    /// An ID longer than [`MAX_EVENT_ID`] is ignored, however it arrives: the last one taken
+    /// stays (it is what the stream resumes from), and no blank line compares a megabyte.
+    #[test]
+    fn an_event_id_too_long_to_send_back_is_ignored() {
+        let long = format!("id: {}\n", "x".repeat(1 << 20));
+        let limit = format!("id: {}\n\n", "y".repeat(MAX_EVENT_ID));
+        for cut in [7, 4096, usize::MAX] {
+            let mut p = SseParser::new(2 << 20);
+            let stream = [b"id: e1\n\n", long.as_bytes(), b"data: x\n\n\n\n"].concat();
+            let pieces: Vec<&[u8]> = stream.chunks(cut.min(stream.len())).collect();
+            let seen = observe_in(&mut p, 2 << 20, &pieces);
+            assert_eq!(seen.last(), Some(&Out::State(Some("e1".into()), None, true)), "cut {cut}");
+            p.push(limit.as_bytes());
+            while p.next_event().is_some() {}
+            assert_eq!(p.last_event_id().map(str::len), Some(MAX_EVENT_ID), "the longest taken");
+        }
     }
 
     /// A reconnected stream keeps the id it resumed from until an `id` line changes it, and
