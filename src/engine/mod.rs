@@ -1616,8 +1616,20 @@ impl Engine {
                 return self.fail_unreadable(now, id, PeerError::InvalidResult);
             }
             Err(e) => {
-                // Servers print banners and logs to stdout in the wild: skip, count, go on.
                 self.stats.invalid_frames += 1;
+                if e == jsonrpc::DecodeError::NotJson {
+                    // JSON to its writer that mcpoll does not read (a lone surrogate escape
+                    // from a string cut inside an emoji, a number past f64, bytes that are not
+                    // UTF-8): when it is a host call's reply by the id at either end, the call
+                    // fails now instead of waiting out its deadline.
+                    let ends = frame.len().min(64);
+                    let (head, tail) = (&frame[..ends], &frame[frame.len() - ends..]);
+                    let id = sniff_id(head, tail).filter(|&id| self.is_host_call(id));
+                    if id.is_some() {
+                        return self.fail_unreadable(now, id, PeerError::InvalidResult);
+                    }
+                }
+                // Servers print banners and logs to stdout in the wild: skip, count, go on.
                 log::debug!("skipping a frame that is not JSON-RPC: {e}");
                 return;
             }

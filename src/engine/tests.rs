@@ -906,6 +906,29 @@ fn a_reply_nested_too_deep_fails_its_call_at_once() {
     assert_eq!(h.engine.pending(), 1, "{}", third.get());
 }
 
+/// A reply that is JSON to its writer but that mcpoll does not read (a lone surrogate from a
+/// string cut inside an emoji, a number past f64, bytes that are not UTF-8) fails its call at
+/// once when its id is at either end; a banner line is only counted.
+#[test]
+fn a_reply_that_does_not_scan_fails_its_call_at_once() {
+    let mut h = Harness::ready_modern();
+    let calls: Vec<CallId> = (0..3).map(|_| h.call("t", "{}")).collect();
+    let ids: Vec<String> = h.take_sent().iter().map(|s| s["id"].to_string()).collect();
+    let frames: [Vec<u8>; 4] = [
+        format!(r#"{{"jsonrpc":"2.0","id":{},"result":{{"content":[{{"type":"text","text":"ab\ud83d"}}]}}}}"#, ids[0]).into_bytes(),
+        format!(r#"{{"jsonrpc":"2.0","result":{{"n":1e999}},"id":{}}}"#, ids[1]).into_bytes(),
+        [format!(r#"{{"jsonrpc":"2.0","id":{},"result":{{"text":""#, ids[2]).as_bytes(), b"\xff\xfe", b"\"}}"].concat(),
+        b"Server listening on stdio".to_vec(),
+    ];
+    for frame in &frames {
+        h.engine.handle_message(h.now, frame);
+    }
+    let failed: Vec<String> =
+        calls.iter().map(|c| format!("failed {} invalid_result", c.get())).collect();
+    assert_eq!(h.events(), failed);
+    assert_eq!(h.engine.stats().invalid_frames, 4);
+}
+
 /// A reply whose members do not form one (a result beside an error, an error without an
 /// integer code, an error that is not an object) fails its call at once as an invalid result,
 /// instead of leaving it to wait out its deadline. A malformed message that is no reply (a
