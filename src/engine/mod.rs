@@ -2750,9 +2750,22 @@ impl Engine {
             // The write was delivered: what follows are polls, safe to repeat.
             p.class = Idempotency::Read;
         }
+        self.answered_for_now(now, slot);
         self.events.task_created(call, &view.id);
         log::trace!("{call} runs as a task");
         self.on_task_state(now, slot, view, result, true);
+    }
+
+    /// A call the server answered for now (its task was created, or it asks for input): the
+    /// server is up, and its breaker hears so now. A half-open breaker's probe would otherwise
+    /// be out for as long as the task runs or the input takes, refusing every other call.
+    fn answered_for_now(&mut self, now: Instant, slot: usize) {
+        let Some(p) = self.requests.get(slot) else { return };
+        if judged_by_breaker(p.method) {
+            if let Some(c) = self.breakers.record(p.tenant, p.op, None, now) {
+                self.events.breaker(c.tenant, c.class, c.state);
+            }
+        }
     }
 
     /// The task object of a result that creates one: the result itself (2026-07-28, flat) or
@@ -3148,6 +3161,7 @@ impl Engine {
             p.rounds += 1;
             p.tries = 0;
         }
+        self.answered_for_now(now, slot);
         let deadline = self.requests.get(slot).map_or(now, |p| self.epoch.instant(p.deadline));
         let mut waiting = false;
         for (key, kind, params) in asked.iter().copied() {

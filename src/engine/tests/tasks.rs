@@ -67,6 +67,32 @@ fn legacy_task(status: &str, poll_ms: u64) -> Value {
            "lastUpdatedAt": "2025-11-25T10:30:00Z", "ttl": 60000, "pollInterval": poll_ms})
 }
 
+/// A task-backed call admitted as its half-open breaker's probe: the task's creation says the
+/// server is up, so the breaker closes then, not when the task ends (hours later, with every
+/// other call of its class refused meanwhile).
+#[test]
+fn a_task_created_by_a_half_open_breakers_probe_closes_the_breaker() {
+    let breaker =
+        crate::config::BreakerPolicy { failure_threshold: 1, cool_down: Duration::from_secs(5) };
+    let retry = crate::config::RetryPolicy { max_attempts: 1, ..Default::default() };
+    let mut h = Harness::ready_http_with(Config { breaker, retry, ..Config::default() });
+    let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
+    h.engine.call_tool(h.now, "write", raw("{}"), &CallOptions::default()).unwrap();
+    let s = h.sent_one();
+    h.engine.handle_transport(h.now, TransportEvent::exchange_failed(super::tests::wire(&s), lost));
+    assert_eq!(h.events().last().unwrap(), "breaker Write Open");
+    h.now += Duration::from_secs(5);
+    let long = CallOptions { timeout: Some(Duration::from_secs(3600)), ..prefer() };
+    call_with(&mut h, &long);
+    let sent = h.sent_one();
+    h.reply(&sent, modern_task("task", "working", json!(60_000)));
+    let events = h.events();
+    assert!(events.contains(&"breaker Write Closed".to_owned()), "{events:?}");
+    h.engine
+        .call_tool(h.now, "write", raw("{}"), &CallOptions::default())
+        .expect("another write is admitted while the task runs");
+}
+
 #[test]
 fn a_modern_task_is_created_polled_at_its_interval_and_ends_as_the_call() {
     let mut h = Harness::ready_modern();
