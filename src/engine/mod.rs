@@ -190,7 +190,8 @@ impl Engine {
             lifecycle: Lifecycle::Connecting { next },
             wants_transport: true,
             transport: TransportKind::Stdio,
-            requests: Requests::with_capacity(config.max_pending),
+            // One slot more than the host may fill: the probe's or handshake's (`is_full`).
+            requests: Requests::with_capacity(config.max_pending.saturating_add(1)),
             send_queue: VecDeque::with_capacity(config.max_pending),
             control: VecDeque::with_capacity(MAX_CONTROL),
             events: EventQueue::new(config.max_queued_events),
@@ -1142,13 +1143,7 @@ impl Engine {
         timeout: Duration,
     ) -> Option<LifecycleCall> {
         self.drop_lifecycle_request();
-        // The lifecycle request must not be refused for a full table: make room by failing
-        // the newest host call, which cannot have been sent before the era was settled.
-        if self.requests.is_full() {
-            if let Some(id) = self.send_queue.pop_back() {
-                self.abandon(now, id.slot(), CallError::Local(LocalError::HandshakeFailed));
-            }
-        }
+        // The table keeps a slot for it, so no host call is failed to make room.
         let traits = CallTraits::control();
         let at = self.epoch.stamp(now);
         let deadline = at.after(timeout);

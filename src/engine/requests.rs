@@ -352,8 +352,11 @@ impl Requests {
         self.slab.len()
     }
 
+    /// No host call fits. The last slot is the engine's own: the probe or the handshake (one
+    /// at a time) must never find the table full of host calls that wait for it (held, between
+    /// task polls, backing off for a restart), or a restart would close the engine.
     pub(crate) fn is_full(&self) -> bool {
-        self.slab.len() >= self.next_gen.len()
+        self.slab.len() + 1 >= self.next_gen.len()
     }
 
     fn fresh_gen(&mut self, slot: usize) -> u32 {
@@ -365,7 +368,8 @@ impl Requests {
         *g
     }
 
-    /// Takes a slot; the caller fills its buffers. `None` when the table is full.
+    /// Takes a slot; the caller fills its buffers. `None` when the table is full (for a host
+    /// call, [`is_full`](Self::is_full); the probe and the handshake also have the last slot).
     #[inline]
     pub(crate) fn insert(
         &mut self,
@@ -375,7 +379,11 @@ impl Requests {
         deadline: Stamp,
         traits: CallTraits,
     ) -> Option<usize> {
-        if self.is_full() {
+        let full = match owner {
+            Owner::Host => self.is_full(),
+            Owner::Probe | Owner::Handshake => self.slab.len() >= self.next_gen.len(),
+        };
+        if full {
             return None;
         }
         let slot = self.slab.vacant_key();
@@ -522,7 +530,8 @@ mod tests {
     #[test]
     fn stale_ids_never_match_a_reused_slot() {
         let now = Stamp::from_nanos(0);
-        let mut t = Requests::with_capacity(1);
+        // One host slot, and the lifecycle's.
+        let mut t = Requests::with_capacity(2);
         let traits = CallTraits::control();
         let a = t.insert(Method::ToolsCall, Owner::Host, now, now, traits).unwrap();
         t.set_state(a, SendState::Sent);

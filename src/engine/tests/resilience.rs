@@ -69,6 +69,23 @@ fn a_later_page_lost_in_a_crash_is_retried_as_its_own_first_attempt() {
     assert_eq!(h.events().last(), Some(&done));
 }
 
+/// A table full of host calls that wait without a place in the send queue (held for the
+/// host's decision here) still has room for the probe of a restarted process: the engine
+/// restarts instead of closing for good.
+#[test]
+fn a_restart_with_the_table_full_of_held_calls_probes_again() {
+    let mut h = Harness::ready_with(Config { max_pending: 2, ..no_jitter() });
+    let held = CallOptions { hold: true, ..CallOptions::default() };
+    for _ in 0..2 {
+        h.engine.call_tool(h.now, "t", raw("{}"), &held).unwrap();
+    }
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
+    h.events();
+    restart_process(&mut h);
+    assert!(matches!(h.engine.state(), ServerState::Ready(..)), "{:?}", h.engine.state());
+    assert_eq!(h.engine.pending(), 2, "the held calls wait on");
+}
+
 #[test]
 fn a_read_in_flight_during_a_crash_is_resent_to_the_new_process_with_a_new_id() {
     let mut h = Harness::ready_with(no_jitter());
