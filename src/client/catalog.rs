@@ -528,6 +528,14 @@ impl<S: CapabilityStore> Persist for Persistent<S> {
     }
 }
 
+impl ServerCatalog {
+    /// The calls the cache itself has in flight on this server (page fetches, the listen
+    /// stream): their ends are the cache's, never the host's events.
+    pub(crate) fn own_calls(&self) -> impl Iterator<Item = CallId> + '_ {
+        self.kinds.iter().filter_map(|k| k.call).chain(self.listen)
+    }
+}
+
 impl ClientCache {
     /// Gives back the refreshes a removed server's walks hold in the store, so that a server
     /// sharing the key fetches instead of waiting for a listing that never comes.

@@ -262,6 +262,13 @@ impl Client {
         self.unflushed.retain(|&i| i != id.index);
         let mut s = self.servers.remove(id.index);
         self.cache.release_refreshes(&mut s.catalog);
+        // The close ended the cache's own calls too: their ends are no host events (the pump
+        // that takes them from a live server will not see this one again).
+        for call in s.catalog.own_calls() {
+            if let Some(e) = s.engine.take_call_event(call) {
+                self.records.event(id.index, &e);
+            }
+        }
         Some(s)
     }
 

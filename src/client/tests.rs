@@ -259,6 +259,28 @@ fn a_removed_servers_last_events_reach_drain_and_keep_its_name() {
     }
 }
 
+/// The cache's own calls on a server the host removes (its listen stream, a page fetch) end
+/// with the close like any call, but their ends are the cache's: the host sees only the
+/// server's `Closed`, never a `CallFailed` for a call it did not make.
+#[test]
+fn a_removed_servers_cache_calls_are_no_host_events() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("alpha");
+    sim.client.watch_catalogs(sim.now, id).unwrap();
+    assert_eq!(sim.tool_names(id), None, "a listing starts");
+    let sent: Vec<String> = sim.sent(id).iter().map(|f| f["method"].to_string()).collect();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    sim.client.engine_mut(id).unwrap().close(sim.now);
+    let engine = sim.client.remove_server(id).unwrap();
+    sim.client.retire(id, engine);
+    let mut seen = Vec::new();
+    while let Some((_, e)) = sim.client.poll_event(sim.now) {
+        seen.push(format!("{e:?}"));
+    }
+    assert!(seen.iter().all(|e| !e.starts_with("CallFailed")), "{seen:?}");
+    assert!(seen.iter().any(|e| e.starts_with("Closed")), "{seen:?}");
+}
+
 /// Catalog change events a host never takes are bounded: the oldest go (every change's
 /// names were kept for good).
 #[test]
