@@ -525,3 +525,29 @@ fn each_lane_runs_its_principals_own_oauth_flow() {
     assert!(token_posts.contains(&"Basic YWxpY2U6YS1zZWNyZXQ=".to_owned()));
     assert!(token_posts.contains(&"Basic Ym9iOmItc2VjcmV0".to_owned()));
 }
+
+/// A principal's lane serves its server's files: it has the server's roots and boundary when
+/// it opens, and follows when the server's change (else a roots request on the lane went to
+/// the host, and a host answer for it was checked against no boundary). Against the demo
+/// server.
+#[test]
+fn a_lane_keeps_its_servers_roots_and_boundary() {
+    let base = std::env::temp_dir().join(format!("mcpoll-lane-roots-{}", std::process::id()));
+    let (a, b) = (base.join("a"), base.join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let mut host = Host::new().unwrap();
+    let server = start(&mut host, demo_server(), Config::default());
+    host.set_root_dirs(server, &[&a]).unwrap();
+    let alice = host.add_principal(Principal::new("alice")).unwrap();
+    let lane = host.lane(server, alice).unwrap();
+    let dirs = |host: &Host, id: ServerId| -> Vec<String> {
+        let engine = host.client().engine(id).expect("open");
+        engine.roots_boundary().dirs().map(str::to_owned).collect()
+    };
+    assert_eq!(dirs(&host, lane), [a.to_str().unwrap()]);
+    host.set_root_dirs(server, &[&a, &b]).unwrap();
+    assert_eq!(dirs(&host, lane), dirs(&host, server));
+    assert_eq!(dirs(&host, lane).len(), 2);
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -15,9 +15,23 @@ use crate::proto::mcp::ServerRequestKind;
 use super::{Client, ServerId};
 
 impl Client {
-    /// Bounds the roots offered to `server`; see [`Engine::set_roots_boundary`]. Symlinks are
-    /// resolved when roots are set or answered.
+    /// Bounds the roots offered to `server`, and to the principals' lanes on it (they serve
+    /// the same files); see [`Engine::set_roots_boundary`]. Symlinks are resolved when roots
+    /// are set or answered.
     pub fn set_roots_boundary(
+        &mut self,
+        server: ServerId,
+        boundary: RootsBoundary,
+    ) -> Result<(), AnswerError> {
+        self.server(server).ok_or(AnswerError::NotPending)?;
+        for lane in self.lanes.lanes_on(server) {
+            // A lane gone by now has nothing to bound.
+            let _ = self.bound_roots(lane, boundary.clone());
+        }
+        self.bound_roots(server, boundary)
+    }
+
+    fn bound_roots(
         &mut self,
         server: ServerId,
         boundary: RootsBoundary,
@@ -36,8 +50,9 @@ impl Client {
         Ok(())
     }
 
-    /// Sets the roots offered to `server` (a `ListRootsResult`); see [`Engine::set_roots`].
-    /// With a boundary set, every root must exist and resolve (symlinks followed) inside it.
+    /// Sets the roots offered to `server` (a `ListRootsResult`), and to the principals' lanes
+    /// on it; see [`Engine::set_roots`]. With a boundary set, every root must exist and
+    /// resolve (symlinks followed) inside it.
     pub fn set_roots(
         &mut self,
         now: Instant,
@@ -46,7 +61,12 @@ impl Client {
     ) -> Result<(), AnswerError> {
         let s = self.server(server).ok_or(AnswerError::NotPending)?;
         check_resolved(roots.get(), s.engine.roots_boundary())?;
-        self.respond(now, server, |e, now| e.set_roots(now, roots))
+        self.respond(now, server, |e, now| e.set_roots(now, roots))?;
+        for lane in self.lanes.lanes_on(server) {
+            // Its boundary is its server's: checked above. A lane gone by now is skipped.
+            let _ = self.respond(now, lane, |e, now| e.set_roots(now, roots));
+        }
+        Ok(())
     }
 }
 

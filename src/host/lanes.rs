@@ -126,6 +126,10 @@ impl Host {
         let identity =
             self.client.server(server).ok_or(LaneError::UnknownServer)?.catalog.identity();
         let identity = identity.to_owned();
+        // The lane serves its server's files: the same roots, within the same boundary.
+        let base = self.client.engine(server).ok_or(LaneError::UnknownServer)?;
+        let boundary = base.roots_boundary().clone();
+        let roots = base.roots().map(str::to_owned);
         // A credential source knows servers by program or URL: not by the fingerprint of
         // their context.
         let shown = crate::catalog::key::without_context(&identity);
@@ -139,6 +143,11 @@ impl Host {
         let setup = |e| LaneError::Setup(e);
         let config = super::without_stale_verdict(config);
         let mut engine = Engine::new(config, now).map_err(|e| setup(AddServerError::Config(e)))?;
+        engine.set_roots_boundary(boundary);
+        if let Some(list) = roots.and_then(|r| serde_json::value::RawValue::from_string(r).ok()) {
+            // Checked when it was set on the server, against this boundary.
+            let _ = engine.set_roots(now, &list);
+        }
         let tenant = engine.config().cache_tenant.clone();
         let registry = self.poll.registry();
         let (transport, http) = match recipe {
