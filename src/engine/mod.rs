@@ -1591,6 +1591,9 @@ impl Engine {
 impl Engine {
     fn dispatch(&mut self, now: Instant, frame: &[u8], reply_to: Option<WireId>) {
         self.stats.frames_in += 1;
+        // A byte order mark, which a program writing UTF-8 "with signature" puts before its
+        // first output (RFC 8259 8.1: a parser may ignore it).
+        let frame = frame.strip_prefix(UTF8_BOM).unwrap_or(frame);
         let message = match jsonrpc::decode(frame) {
             Ok(m) => m,
             Err(jsonrpc::DecodeError::TooDeep) => {
@@ -3384,6 +3387,9 @@ impl Engine {
 /// Whether a request's outcome tells its circuit breaker about the server's health. Not a
 /// `subscriptions/listen` stream: its end is how long the stream lived, not whether the server
 /// works, and it holds no breaker's probe for its whole life.
+/// The UTF-8 byte order mark.
+pub(crate) const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
 fn judged_by_breaker(method: Method) -> bool {
     method != Method::Listen
 }

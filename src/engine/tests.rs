@@ -929,6 +929,20 @@ fn a_reply_that_does_not_scan_fails_its_call_at_once() {
     assert_eq!(h.engine.stats().invalid_frames, 4);
 }
 
+/// A server that writes UTF-8 with a byte order mark puts one before its first line: that
+/// line is still read (it is usually the probe's answer).
+#[test]
+fn a_byte_order_mark_before_a_frame_is_ignored() {
+    let mut h = Harness::new(Config::default());
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    let reply = json!({"jsonrpc": "2.0", "id": probe["id"], "result": discover_result()});
+    let frame = [b"\xEF\xBB\xBF".as_slice(), &serde_json::to_vec(&reply).unwrap()].concat();
+    h.engine.handle_message(h.now, &frame);
+    assert_eq!(h.events(), ["ready modern 2026-07-28"]);
+    assert_eq!(h.engine.stats().invalid_frames, 0);
+}
+
 /// A reply whose members do not form one (a result beside an error, an error without an
 /// integer code, an error that is not an object) fails its call at once as an invalid result,
 /// instead of leaving it to wait out its deadline. A malformed message that is no reply (a

@@ -1325,8 +1325,9 @@ impl HttpSession {
             return;
         }
         let body = &ex.reply;
+        let unmarked = body.strip_prefix(crate::engine::UTF8_BOM).unwrap_or(body);
         let json = ex.mode == BodyMode::Json
-            && body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+            && unmarked.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
         // A legacy session the server forgot: 404 per the spec; the TypeScript SDK v1 answers
         // 400 with -32000 instead (lab FINDINGS §6). Either way the request was not processed.
         let session_gone = flight.sent_session

@@ -333,6 +333,18 @@ fn modern_requests_carry_the_2026_headers_and_no_session() {
     assert!(s.next().is_none(), "no GET stream in 2026");
 }
 
+/// A JSON body that starts with a byte order mark (a server writing UTF-8 "with signature")
+/// is the call's answer, not a body that is no JSON.
+#[test]
+fn a_json_body_after_a_byte_order_mark_answers_its_call() {
+    let mut s = Sim::modern();
+    s.call("t");
+    let call = s.next().unwrap();
+    let body = format!("\u{feff}{}", reply(&call, json!({"content": []})));
+    s.respond(call.x, 200, &[("Content-Type", "application/json")], &body);
+    assert_eq!(s.events(), [r#"done {"content":[]}"#]);
+}
+
 #[test]
 fn legacy_requests_carry_the_session_and_no_2026_headers() {
     let mut s = Sim::legacy(None);
