@@ -2032,6 +2032,9 @@ impl Engine {
             // U10): take that as the legacy verdict and respawn once for the handshake.
             log::debug!("server exited during the era probe; respawning for initialize");
             self.drop_lifecycle_request();
+            // Calls sent under a saved verdict before it was probed again went down with the
+            // process: the retry policy settles them as after any crash.
+            self.fail_sent_calls(now, &CallError::Transport(error));
             self.lifecycle = Lifecycle::Connecting { next: Opening::Handshake };
             self.wants_transport = true;
             return;
@@ -2342,17 +2345,7 @@ impl Engine {
         self.drop_lifecycle_request();
         self.restart.note_loss(error.clone());
         let cause = CallError::Transport(error);
-        let sent: SmallVec<[usize; 16]> = self
-            .requests
-            .iter()
-            .filter(|(_, p)| p.owner == Owner::Host && p.state == SendState::Sent)
-            .map(|(slot, _)| slot)
-            .collect();
-        for slot in sent {
-            self.on_attempt_failed(now, slot, cause.clone(), Delivery::MaybeDelivered);
-        }
-        // Nothing of the old process may be written to the new one.
-        self.control.clear();
+        self.fail_sent_calls(now, &cause);
         // A server that died during `initialize` already had its legacy verdict (the probe
         // failed, or it exited on the probe): the next process gets the handshake straight
         // away rather than another probe that would kill it again.
@@ -2382,6 +2375,22 @@ impl Engine {
                 self.events.transport_lost(cause, Some(delay));
             }
         }
+    }
+
+    /// The host calls written to a process that is gone: each is settled by the retry policy
+    /// (sent again, or `DeliveryUnknown` for a write), and nothing of the old process is
+    /// written to the new one.
+    fn fail_sent_calls(&mut self, now: Instant, cause: &CallError) {
+        let sent: SmallVec<[usize; 16]> = self
+            .requests
+            .iter()
+            .filter(|(_, p)| p.owner == Owner::Host && p.state == SendState::Sent)
+            .map(|(slot, _)| slot)
+            .collect();
+        for slot in sent {
+            self.on_attempt_failed(now, slot, cause.clone(), Delivery::MaybeDelivered);
+        }
+        self.control.clear();
     }
 
     /// Calls whose deadline comes before the next process (or the next era probe) does cannot

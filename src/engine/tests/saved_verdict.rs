@@ -135,6 +135,38 @@ fn a_legacy_server_refusing_the_first_call_gets_the_handshake() {
     assert_eq!(h.engine.verdict(h.now, wall()), None, "a legacy verdict is not kept");
 }
 
+/// A process that exits during the probe a refused first call started (a saved verdict that
+/// no longer holds) takes the calls already written with it: a write ends `DeliveryUnknown`
+/// at once, a read is sent again after the handshake, and neither waits out its deadline
+/// under the old process's id.
+#[test]
+fn calls_written_before_a_reverify_probe_that_kills_the_process_are_settled() {
+    let mut h = restarted(Config::default());
+    let opts = CallOptions { idempotency: Some(Idempotency::Read), ..CallOptions::default() };
+    let args: &RawValue = serde_json::from_str(r#"{"text":"hi"}"#).unwrap();
+    let read = h.engine.call_tool(h.now, "echo", args, &opts).unwrap();
+    let write = h.call("write_note", r#"{"note":"x"}"#);
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 2);
+    h.reply_error(&sent[0], -32000, None); // "Server not initialized": the verdict is probed
+    assert_eq!(h.sent_one()["method"], "server/discover");
+    h.engine.handle_transport(h.now, TransportEvent::closed(super::exit(1)));
+    assert_eq!(h.events(), [format!("failed {} delivery_unknown", write.get())]);
+    assert!(h.engine.wants_transport(), "respawned for initialize");
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let sent = answer_initialize(&mut h);
+    let mut resent: Vec<Value> = sent.into_iter().filter(|f| f["method"] == "tools/call").collect();
+    while resent.is_empty() && h.engine.poll_timeout().is_some() {
+        h.advance_to_next_timeout();
+        resent = h.take_sent().into_iter().filter(|f| f["method"] == "tools/call").collect();
+    }
+    assert_eq!(resent.len(), 1, "{:?}", h.events());
+    assert_eq!(resent[0]["params"]["name"], "echo");
+    let ok = json!({"content": []});
+    h.reply(&resent[0], ok.clone());
+    assert!(h.events().contains(&done(read, &ok)));
+}
+
 #[test]
 fn a_legacy_answer_is_delivered_and_then_the_era_is_probed() {
     let mut h = restarted(Config::default());
