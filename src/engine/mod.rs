@@ -2514,7 +2514,7 @@ impl Engine {
         if pages.unwrap_or(0) as usize >= self.config.max_pages {
             return fail(self, LocalError::TooManyPages.into());
         }
-        if let Some(id) = self.requests.renew_wire_id(slot) {
+        if let Some(id) = self.requests.renew_answered_wire_id(slot) {
             self.send_queue.push_front(id);
         }
     }
@@ -2924,8 +2924,10 @@ impl Engine {
     /// Waits the task's poll interval before the next `tasks/get`.
     fn task_wait(&mut self, now: Instant, slot: usize) {
         let poll = self.task_of(slot).map_or(self.config.task_poll_min, |t| t.poll);
-        // The reply answered this wire id; the next poll goes under a new one.
-        self.requests.renew_wire_id(slot);
+        // The reply answered this wire id; the next poll goes under a new one. A second copy
+        // of it is a duplicate: taken as late, it looked like an orphan task's creation and
+        // cancelled the task this call polls.
+        self.requests.renew_answered_wire_id(slot);
         let until = self.epoch.stamp(now).after(poll);
         self.requests.set_state(slot, SendState::TaskWait(until));
         self.timers.schedule_request(&self.requests, slot, until, timers::TimerKind::Backoff);
@@ -3162,7 +3164,7 @@ impl Engine {
         }
         bufs.truncate_params(base);
         // The interim result answered this wire id; the retry goes under a new one.
-        self.requests.renew_wire_id(slot);
+        self.requests.renew_answered_wire_id(slot);
         self.requests.set_state(slot, SendState::AwaitingInput);
         if let Some(p) = self.requests.get_mut(slot) {
             p.rounds += 1;

@@ -450,10 +450,21 @@ impl Requests {
         p.exchange_open = false;
     }
 
-    /// Gives a pending request a new wire id (next page, new attempt); the old id becomes late.
+    /// Gives a pending request a new wire id (new attempt); the old id becomes late.
     pub(crate) fn renew_wire_id(&mut self, slot: usize) -> Option<WireId> {
+        self.renew(slot, Ended::Abandoned)
+    }
+
+    /// [`renew_wire_id`](Self::renew_wire_id) after a reply answered the old id (the next
+    /// page, the next poll, an input round's retry): another copy of that reply is a
+    /// duplicate, not a late answer to act on.
+    pub(crate) fn renew_answered_wire_id(&mut self, slot: usize) -> Option<WireId> {
+        self.renew(slot, Ended::Answered)
+    }
+
+    fn renew(&mut self, slot: usize, old_ended: Ended) -> Option<WireId> {
         let old = self.slab.get(slot)?.wire_gen;
-        self.ended[slot] = (old, Ended::Abandoned);
+        self.ended[slot] = (old, old_ended);
         let g = self.fresh_gen(slot);
         let p = self.slab.get_mut(slot)?;
         p.wire_gen = g;

@@ -93,6 +93,25 @@ fn a_task_created_by_a_half_open_breakers_probe_closes_the_breaker() {
         .expect("another write is admitted while the task runs");
 }
 
+/// A second copy of the reply that created the task is a duplicate: it must not be taken for
+/// a late reply that created an orphan task, and cancel the task the call polls.
+#[test]
+fn a_duplicate_of_the_task_creation_reply_cancels_nothing() {
+    let mut h = Harness::ready_modern();
+    let call = call_with(&mut h, &prefer());
+    let sent = h.sent_one();
+    h.reply(&sent, modern_task("task", "working", json!(1000)));
+    h.events();
+    h.reply(&sent, modern_task("task", "working", json!(1000)));
+    assert!(h.take_sent().is_empty(), "no tasks/cancel");
+    assert_eq!(h.engine.stats().duplicate_responses, 1);
+    h.advance(Duration::from_millis(1000));
+    let poll = h.sent_one();
+    assert_eq!(poll["method"], "tasks/get");
+    assert_eq!(poll["params"]["taskId"], "t-1", "the task is polled on");
+    assert_eq!(h.engine.pending(), 1, "{}", call.get());
+}
+
 #[test]
 fn a_modern_task_is_created_polled_at_its_interval_and_ends_as_the_call() {
     let mut h = Harness::ready_modern();
