@@ -1385,6 +1385,9 @@ impl Engine {
         }
         self.drop_lifecycle_request();
         self.fail_all(now, error.clone());
+        // The legacy server's own requests end too: nobody will answer them on a closed
+        // server, and their deadlines would keep the engine waking up to refuse them.
+        self.forget_legacy_requests();
         self.control.clear();
         self.lifecycle = Lifecycle::Closed;
         self.wants_transport = false;
@@ -3033,6 +3036,10 @@ impl Engine {
         params: Option<RawJson<'_>>,
     ) {
         self.stats.server_requests += 1;
+        if self.lifecycle == Lifecycle::Closed {
+            log::debug!("a request ({method}) reached a closed server: ignored");
+            return;
+        }
         if self.era() == Some(Era::Modern) {
             // 2026-07-28: servers send no requests and clients no responses (PROTOCOL.md 1);
             // input comes as `input_required`. Answering would put a response on the wire
@@ -3395,12 +3402,12 @@ impl Engine {
     }
 }
 
-/// Whether a request's outcome tells its circuit breaker about the server's health. Not a
-/// `subscriptions/listen` stream: its end is how long the stream lived, not whether the server
-/// works, and it holds no breaker's probe for its whole life.
 /// The UTF-8 byte order mark.
 pub(crate) const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
+/// Whether a request's outcome tells its circuit breaker about the server's health. Not a
+/// `subscriptions/listen` stream: its end is how long the stream lived, not whether the server
+/// works, and it holds no breaker's probe for its whole life.
 fn judged_by_breaker(method: Method) -> bool {
     method != Method::Listen
 }

@@ -354,6 +354,29 @@ fn legacy_requests_go_to_the_host_and_the_answer_carries_the_servers_id() {
     assert_eq!(h.engine.stats().server_requests, 2);
 }
 
+/// Closing a legacy server ends its requests: nothing is answered or refused on it later (no
+/// timer wakes the engine for them), an answer finds nothing pending, and a request or ping
+/// that arrives after the close is not answered.
+#[test]
+fn a_closed_servers_requests_end_with_it() {
+    let mut h = legacy(ServerRequestKinds { roots: true, ..Default::default() });
+    h.peer(json!({"jsonrpc": "2.0", "id": 3, "method": "roots/list"}));
+    let (asks, _) = drain(&mut h);
+    h.engine.close(h.now);
+    let events = h.events();
+    assert_eq!(events, ["expired", "closed closed"], "the request ends, then the server");
+    assert_eq!(h.engine.poll_timeout(), None, "nothing left to wake for");
+    assert_eq!(
+        h.engine.answer(h.now, asks[0].0, raw(r#"{"roots":[]}"#)),
+        Err(AnswerError::NotPending)
+    );
+    h.peer(json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}));
+    h.peer(json!({"jsonrpc": "2.0", "id": 5, "method": "roots/list"}));
+    h.advance(Duration::from_secs(120));
+    assert!(h.take_sent().is_empty());
+    assert!(h.events().is_empty());
+}
+
 #[test]
 fn legacy_requests_of_undeclared_kinds_are_refused_as_the_spec_says() {
     let answers = ServerRequestKinds { elicitation_form: true, ..Default::default() };
