@@ -2078,11 +2078,12 @@ impl Engine {
                     self.stats.queue_wait += waited;
                 }
             }
-            // A task's polls are not attempts of the call (a resumed call's first is).
+            // A task's polls are not attempts of the call (a resumed call's first is); each
+            // is a try of its own, counted until a poll is answered (`task_wait`).
             if !p.task || p.attempt == 0 {
                 p.attempt += 1;
-                p.tries = p.tries.saturating_add(1);
             }
+            p.tries = p.tries.saturating_add(1);
             p.sent_at = now;
             p.exchange_open = true;
         }
@@ -2111,6 +2112,18 @@ impl Engine {
     /// Ends a host call: frees the slot, tells its breaker, and queues the terminal event.
     fn finish(&mut self, now: Instant, slot: usize, how: Ended, outcome: Outcome<'_>) {
         let Some(call) = self.requests.call_id(slot) else { return };
+        if matches!(outcome, Outcome::Failed(_)) && self.requests.get(slot).is_some_and(|p| p.task)
+        {
+            // However the call fails (its polls failing, an answer refused, a reply
+            // unreadable; a cancel or a deadline asked already, in `abandon`), a task the
+            // server still runs would run on for nobody: it is cancelled. One that ended on
+            // the server needs nothing.
+            let running =
+                self.task_of(slot).is_some_and(|t| !t.status.is_some_and(|s| s.is_terminal()));
+            if running {
+                self.cancel_task(slot);
+            }
+        }
         let at = self.epoch.stamp(now);
         self.requests.end_exchange(slot, at);
         let Some(p) = self.requests.remove(slot, how) else { return };
@@ -2321,8 +2334,11 @@ impl Engine {
     /// A retry's backoff ended: send it again, unless its breaker says no.
     fn backoff_ended(&mut self, now: Instant, slot: usize) {
         let Some(p) = self.requests.get(slot) else { return };
-        let (method, tenant, op) = (p.method, p.tenant, p.op);
-        let admission = self.admit(method, tenant, op, now);
+        let (method, tenant, op, task) = (p.method, p.tenant, p.op, p.task);
+        // A task's poll asks no breaker, as its scheduled polls do not (`task_poll_due`): the
+        // task runs on the server whatever the breaker says, and the call polls for it.
+        let admission =
+            if task { Admission::Admitted } else { self.admit(method, tenant, op, now) };
         self.requests.note_admission(slot, admission);
         if !admission.admitted() {
             let e = CallError::Local(LocalError::BreakerOpen);
@@ -2931,6 +2947,9 @@ impl Engine {
         // of it is a duplicate: taken as late, it looked like an orphan task's creation and
         // cancelled the task this call polls.
         self.requests.renew_answered_wire_id(slot);
+        if let Some(p) = self.requests.get_mut(slot) {
+            p.tries = 0;
+        }
         let until = self.epoch.stamp(now).after(poll);
         self.requests.set_state(slot, SendState::TaskWait(until));
         self.timers.schedule_request(&self.requests, slot, until, timers::TimerKind::Backoff);
@@ -2960,6 +2979,10 @@ impl Engine {
         // once the slot is freed.
         let Some(id) = self.requests.renew_wire_id(slot) else { return };
         self.push_control(Control::TaskCancel { id, task });
+        // Taken as cancelled from now on, so the call's end (`finish`) asks no second time.
+        if let Some(t) = self.task_mut(slot) {
+            t.status = Some(TaskStatus::Cancelled);
+        }
     }
 
     /// A late reply (its call ended before it came: cancelled, past its deadline) that

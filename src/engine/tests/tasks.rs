@@ -93,6 +93,76 @@ fn a_task_created_by_a_half_open_breakers_probe_closes_the_breaker() {
         .expect("another write is admitted while the task runs");
 }
 
+/// A task's polls that keep failing (an HTTP 503 each) are tried with growing waits, ask no
+/// breaker, and after `max_attempts` in a row end the call with the failure and cancel the
+/// task: they neither poll every 100 ms until the deadline nor end as `BreakerOpen` with
+/// the task left running.
+#[test]
+fn failing_polls_back_off_then_end_the_call_and_cancel_the_task() {
+    let breaker =
+        crate::config::BreakerPolicy { failure_threshold: 2, cool_down: Duration::from_secs(60) };
+    let mut h = Harness::ready_http_with(Config { breaker, ..Config::default() });
+    let call = task_call(&mut h, &prefer(), 1000);
+    h.advance(Duration::from_millis(1000));
+    let mut waits = Vec::new();
+    let mut get = h.sent_one();
+    loop {
+        assert_eq!(get["method"], "tasks/get");
+        let unavailable = ExchangeFailure::Transport(TransportError::HttpStatus(503));
+        let failed = TransportEvent::exchange_failed(super::tests::wire(&get), unavailable);
+        h.engine.handle_transport(h.now, failed);
+        let sent = h.take_sent();
+        if !sent.is_empty() {
+            assert_eq!(sent.len(), 1, "{sent:?}");
+            assert_eq!(sent[0]["method"], "tasks/cancel");
+            assert_eq!(sent[0]["params"]["taskId"], "t-1");
+            break;
+        }
+        let before = h.now;
+        h.advance_to_next_timeout();
+        waits.push(h.now - before);
+        get = h.sent_one();
+    }
+    assert_eq!(waits.len(), 2, "max_attempts 3: two retries, {waits:?}");
+    assert!(waits[1] > waits[0], "the wait grows: {waits:?}");
+    let events = h.events();
+    assert!(events.contains(&format!("failed {} http_status", call.get())), "{events:?}");
+}
+
+/// A task whose input answer the server refuses (`tasks/update` with an error) ends the call,
+/// and the task, left waiting for input nobody will give, is cancelled.
+#[test]
+fn a_task_whose_update_is_refused_is_cancelled() {
+    let answers =
+        crate::config::ServerRequestKinds { elicitation_form: true, ..Default::default() };
+    let mut h = Harness::ready_with(Config { answers, ..Config::default() });
+    let call = task_call(&mut h, &prefer(), 100);
+    h.advance(Duration::from_millis(100));
+    let get = h.sent_one();
+    let mut input = modern_task("complete", "input_required", json!(100));
+    input["inputRequests"] = json!({"name": {"method": "elicitation/create", "params": {
+        "mode": "form", "message": "Your name?", "requestedSchema": {"type": "object",
+        "properties": {"name": {"type": "string"}}}}}});
+    h.reply(&get, input);
+    let mut request = None;
+    while let Some(e) = h.engine.poll_event() {
+        if let Event::ServerRequest { request: r, .. } = e {
+            request = Some(r);
+        }
+    }
+    let answer = r#"{"action":"accept","content":{"name":"Ann"}}"#;
+    h.engine.answer(h.now, request.expect("asked"), raw(answer)).unwrap();
+    let update = h.sent_one();
+    assert_eq!(update["method"], "tasks/update");
+    h.reply_error(&update, -32602, None);
+    let cancel = h.sent_one();
+    assert_eq!(
+        (&cancel["method"], &cancel["params"]["taskId"]),
+        (&json!("tasks/cancel"), &json!("t-1"))
+    );
+    assert!(h.events().iter().any(|e| e.starts_with(&format!("failed {}", call.get()))));
+}
+
 /// A second copy of the reply that created the task is a duplicate: it must not be taken for
 /// a late reply that created an orphan task, and cancel the task the call polls.
 #[test]
