@@ -44,6 +44,9 @@ pub(crate) struct Refresher<E> {
     one_use_bytes: usize,
     /// How the last walk a need waited on ended, kept until a need reads it.
     outcome: Option<Outcome<E>>,
+    /// The last walk nobody waited on (behind a stale answer, or eager) failed: the next need
+    /// served stale starts no walk at once. Never an answer: a need in any other state lists.
+    failed_behind: bool,
     /// The catalog last announced (the diff baseline).
     announced: Option<Catalog>,
 }
@@ -118,6 +121,7 @@ impl<E> Refresher<E> {
             one_use: Vec::new(),
             one_use_bytes: 0,
             outcome: None,
+            failed_behind: false,
             announced: None,
         }
     }
@@ -147,14 +151,18 @@ impl<E> Refresher<E> {
                 }
             });
         }
+        let failed_behind = std::mem::take(&mut self.failed_behind);
         match (state, self.outcome.take()) {
             (ListState::Fresh, _) => Ok(Answer::Cached),
-            // Served stale; a refresh goes behind it unless this need's own just failed.
+            // Served stale; a refresh goes behind it unless this need's own just failed, or
+            // the last one behind a stale answer did.
             (ListState::Stale, Some(Outcome::Failed(_))) => Ok(Answer::Cached),
+            (ListState::Stale, _) if failed_behind => Ok(Answer::Cached),
             (ListState::Stale, _) => {
                 // The stale catalog is the answer whether or not the refresh behind it can
-                // start now (a full refresh table): the next need tries again.
-                if self.start(now, store, key, true).is_err() {
+                // start now (a full refresh table): the next need tries again. Nobody waits
+                // for it: its failure is no later need's answer.
+                if self.start(now, store, key, false).is_err() {
                     log::debug!("a catalog refresh behind a stale answer could not start");
                 }
                 Ok(Answer::Cached)
@@ -392,6 +400,8 @@ impl<E> Refresher<E> {
     fn fail(&mut self, by_need: bool, error: WalkError<E>) {
         if by_need {
             self.outcome = Some(Outcome::Failed(error));
+        } else {
+            self.failed_behind = true;
         }
     }
 

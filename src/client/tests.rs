@@ -121,6 +121,36 @@ fn tools_page(names: &[&str]) -> Value {
     json!({"resultType": "complete", "tools": tools, "ttlMs": 60_000})
 }
 
+/// A refresh that fails behind a stale answer was waited for by nobody: its failure is not
+/// handed, much later, to a need the catalog's next change (or expiry) brings, which would
+/// get the old error at once and list nothing.
+#[test]
+fn a_failed_refresh_behind_a_stale_answer_is_no_later_needs_answer() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("tools");
+    assert_eq!(sim.tool_names(id), None);
+    let list = sim.sent_one(id);
+    sim.reply(id, &list, tools_page(&["add"]));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(id).unwrap(), ["add"]);
+    sim.now += Duration::from_secs(61);
+    assert_eq!(sim.tool_names(id), None, "expired: listed again");
+    let list = sim.sent_one(id);
+    sim.fail(id, &list);
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(id).unwrap(), ["add"], "served stale after the failure");
+    assert_eq!(sim.tool_names(id).unwrap(), ["add"], "stale, a refresh behind it");
+    let behind = sim.sent_one(id);
+    sim.fail(id, &behind);
+    sim.client.handle_timeout(sim.now);
+    sim.peer(id, json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    sim.client.handle_timeout(sim.now);
+    sim.now += Duration::from_secs(300);
+    let view = sim.client.tool_catalog(sim.now, id).map(|v| v.is_some());
+    assert_eq!(view.ok(), Some(false), "a new listing is waited for");
+    assert_eq!(sim.sent_one(id)["method"], "tools/list");
+}
+
 /// The defect named in the issue, at the core: a watched server whose listen stream broke is
 /// due again after the backoff, and that deadline is the core's `poll_timeout`, so a shell
 /// that sleeps until it wakes for it.
