@@ -836,10 +836,9 @@ impl Store {
             .map_or_else(Vec::new, |l| l.pages.iter().filter(|p| p.is_fresh(now)).collect())
     }
 
-    /// `true` when no page of the list is held in either partition of `key`.
-    pub(crate) fn knows_nothing_of(&self, key: &CacheKey, kind: CatalogKind) -> bool {
-        let c = self.candidates(key, kind);
-        c.lists.iter().all(Option::is_none)
+    /// Whether memory holds a list of `key`'s catalog in the partition `scope` gives.
+    pub(crate) fn has_list(&self, key: &CacheKey, kind: CatalogKind, scope: CacheScope) -> bool {
+        self.lists.contains_key(&ListKey { partition: key.partition(scope), kind })
     }
 
     /// Stores a page a persistent store kept; its hints carry the lifetime it has left and its

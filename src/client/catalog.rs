@@ -624,18 +624,25 @@ impl ClientCache {
         }
     }
 
-    /// Fills memory from the persistent store when it holds nothing of the catalog, once per
-    /// catalog and context: entries filed under another key are refused, expired pages
-    /// dropped, and the rest stored with the lifetime they have left.
+    /// Fills memory from the persistent store, once per catalog and context, where memory
+    /// holds nothing of the context's own (private) list: entries filed under another key are
+    /// refused, expired pages dropped, and the rest stored with the lifetime they have left.
+    /// The public entry goes first and the private one after, so that, as in memory, the
+    /// principal's own list is what it is served (a page stored in one scope supersedes the
+    /// other's copy); a public list already in memory (another principal's) is newer than
+    /// the stored one and is kept.
     fn load(&mut self, now: Instant, key: &CacheKey, kind: CatalogKind) {
         let (Some(persist), Some(entry_kind)) = (self.persist.as_mut(), entry_kind(kind)) else {
             return;
         };
-        if !self.store.knows_nothing_of(key, kind) || !self.asked.insert((*key, kind)) {
+        if self.store.has_list(key, kind, CacheScope::Private) || !self.asked.insert((*key, kind)) {
             return;
         }
         let wall = persist.wall();
-        for scope in [CacheScope::Private, CacheScope::Public] {
+        for scope in [CacheScope::Public, CacheScope::Private] {
+            if scope == CacheScope::Public && self.store.has_list(key, kind, scope) {
+                continue;
+            }
             let sk = store_key(key, entry_kind, scope);
             let Some(entry) = persist.store().get(&sk) else { continue };
             if entry.key != sk.id() || entry.public != sk.is_public() {

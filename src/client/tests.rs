@@ -854,6 +854,62 @@ fn the_cache_looks_only_at_the_servers_that_moved() {
     assert_eq!(sim.tool_names(a), Some(vec!["t".to_owned(), "u".to_owned()]));
 }
 
+/// A store that keeps entries in a map both runs of a test share.
+#[derive(Debug, Clone, Default)]
+struct MapStore(std::rc::Rc<std::cell::RefCell<std::collections::HashMap<String, StoredEntry>>>);
+
+impl CapabilityStore for MapStore {
+    fn get(&mut self, key: &StoreKey) -> Option<StoredEntry> {
+        self.0.borrow().get(&key.id()).cloned()
+    }
+
+    fn put(&mut self, key: &StoreKey, entry: &StoredEntry) {
+        self.0.borrow_mut().insert(key.id(), entry.clone());
+    }
+
+    fn mark_stale(&mut self, key: &StoreKey) {
+        self.0.borrow_mut().remove(&key.id());
+    }
+}
+
+/// After a restart, a principal is served its own (private) catalog from the persistent
+/// store, not the public one another principal's lane filed: in memory the private list is
+/// what the principal reads, and so it must be when both come back from the store, in
+/// whichever order the lanes ask.
+#[test]
+fn a_principals_private_catalog_comes_back_from_the_store_as_its_own() {
+    let store = MapStore::default();
+    let mut sim = Sim::new();
+    sim.client.set_capability_store(store.clone(), std::time::SystemTime::now);
+    let alice = sim.ready_lane("srv", "alice");
+    assert_eq!(sim.tool_names(alice), None);
+    let list = sim.sent_one(alice);
+    sim.reply(alice, &list, tools_page(&["admin", "basic"]));
+    sim.client.handle_timeout(sim.now);
+    sim.unflushed();
+    let bob = sim.ready_lane("srv", "bob");
+    assert_eq!(sim.tool_names(bob), None);
+    let list = sim.sent_one(bob);
+    let mut public = tools_page(&["basic"]);
+    public["cacheScope"] = json!("public");
+    sim.reply(bob, &list, public);
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(alice).unwrap(), ["admin", "basic"]);
+    assert_eq!(sim.tool_names(bob).unwrap(), ["basic"]);
+    for bob_first in [false, true] {
+        let mut sim = Sim::new();
+        sim.client.set_capability_store(store.clone(), std::time::SystemTime::now);
+        let alice = sim.ready_lane("srv", "alice");
+        sim.unflushed();
+        let bob = sim.ready_lane("srv", "bob");
+        if bob_first {
+            assert_eq!(sim.tool_names(bob).unwrap(), ["basic"]);
+        }
+        assert_eq!(sim.tool_names(alice).unwrap(), ["admin", "basic"], "bob first: {bob_first}");
+        assert!(sim.sent(alice).is_empty(), "served from the store");
+    }
+}
+
 /// A store that keeps nothing, for the pass after input.
 #[derive(Debug)]
 struct NoStore;
