@@ -1173,8 +1173,14 @@ impl OAuthFlow {
         }
         self.outstanding = None;
         self.step_up = false;
-        self.background_refresh = false;
+        let by_challenge = !std::mem::take(&mut self.background_refresh);
         self.assertion.finish();
+        if outcome.is_err() && by_challenge {
+            // A flow that got no token (declined, timed out, its server down) is no
+            // re-authorization the server went on refusing: counted, three of them locked the
+            // server out for good, a host's restart included.
+            self.reauthorizations = self.reauthorizations.saturating_sub(1);
+        }
         if outcome.is_err() {
             // What a failed (declined, abandoned, refused) flow asked for was not granted:
             // the scope held is the token's. Kept, it made a later step-up for the same

@@ -1421,3 +1421,21 @@ fn cleartext_authorization_servers_are_refused_except_on_loopback() {
         assert!(header(&req, "authorization").is_some_and(|a| a.starts_with("Basic ")));
     }
 }
+
+/// Flows that get no token (the authorization server unreachable, a user who declines) are
+/// no re-authorizations the server went on refusing: the next challenge starts a flow again,
+/// however many failed before. Counted, three of them locked the server out for good (every
+/// 401 failed at once with StepUpLimit, a host's restart included).
+#[test]
+fn failed_flows_do_not_count_against_the_reauthorization_limit() {
+    let pre = PreRegistered::with_secret("cc", "secret");
+    let mut h = Harness::new(OAuthConfig::client_credentials(SERVER, pre));
+    for _ in 0..5 {
+        h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+        let req = h.request(HttpMethod::Get, PRM_PATH);
+        h.flow.handle_transport_error(h.now, req.id);
+        assert_eq!(h.failed().step, AuthStep::Discovery);
+    }
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    h.get(PRM_PATH, 200, &prm(SERVER, AS, None));
+}
