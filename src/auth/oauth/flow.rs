@@ -1012,6 +1012,10 @@ impl OAuthFlow {
         }
         if response.status != 200 {
             if refresh && response.status == 400 {
+                // A registered client the server no longer knows answers 400 invalid_client
+                // too (RFC 6749 5.2, a public client): it goes, or the authorization below
+                // would go out under it, and the server cannot even redirect back to it.
+                self.forget_dead_client(parse_error_body(response.body).error.as_deref());
                 // An expired or revoked refresh token (invalid_grant): start over with the
                 // user rather than fail.
                 if let Some(tokens) = self.tokens.as_mut() {
@@ -1025,11 +1029,10 @@ impl OAuthFlow {
                     // request behind a browser prompt nobody was waiting for.
                     return self.finish(Ok(()));
                 }
-                if let Some(server) = self.server.clone() {
-                    if self.machine_grant() {
-                        return;
-                    }
-                    return self.authorize(&server);
+                if self.server.is_some() {
+                    // The user is asked again, under a client registered anew if the old one
+                    // was forgotten above.
+                    return self.after_discovery();
                 }
             }
             if !refresh && self.retry_assertion_grant(&response) {

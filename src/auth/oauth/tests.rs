@@ -938,6 +938,20 @@ fn refresh_on_401_then_fallback_to_authorization() {
     h.token(&req, "t3", json!({}));
     h.ready();
 
+    // The registered client itself is gone (a public client's refusal is a 400 too): it is
+    // registered anew before the user is asked, not used for the authorization.
+    let mut h = ready_refreshable();
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    h.get(PRM_PATH, 200, &prm(SERVER, AS, None));
+    h.get(AS_META, 200, &meta(AS, json!({})));
+    let req = h.post(&format!("{AS}/token"));
+    h.reply(&req, 400, &json!({"error": "invalid_client"}));
+    h.register(json!({"client_id": "dcr-client-2"}));
+    let (params, req) = h.grant(AS);
+    assert_eq!(params["client_id"], "dcr-client-2");
+    h.token(&req, "t4", json!({}));
+    h.ready();
+
     // A refresh failing otherwise is a Refresh error with the server's words.
     let mut h = ready_refreshable();
     h.now += Duration::from_secs(3600);
