@@ -126,6 +126,27 @@ fn client_credentials_are_obtained_and_sent_without_the_host_driving_anything() 
     assert_eq!(to_mcp.iter().filter(|r| r.method == "GET").count(), 1, "one PRM fetch");
 }
 
+/// The OAuth token goes on every request to whichever instance is current: an alternate
+/// reached in clear on a remote host would get it (and the session) after a failover, so
+/// such a server is refused at setup, as a cleartext `server_url` is.
+#[test]
+fn an_oauth_server_with_a_cleartext_remote_alternate_is_refused() {
+    let url = "https://mcp.example.com/mcp";
+    let client = || PreRegistered::with_secret("id", "secret");
+    let opts = |alt: &str| {
+        HttpOptions::new(url).alternate(alt).oauth(OAuthConfig::client_credentials(url, client()))
+    };
+    let mut host = Host::new().unwrap();
+    match host.add_http_server(opts("http://10.0.0.7/mcp"), Config::default()) {
+        Err(mcpoll::AddServerError::Http(mcpoll::HttpSetupError::OAuth(e))) => {
+            assert_eq!(e.reason, mcpoll::oauth::AuthFailure::CleartextResource)
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(host.add_http_server(opts("https://10.0.0.7/mcp"), Config::default()).is_ok());
+    assert!(host.add_http_server(opts("http://127.0.0.1:9/mcp"), Config::default()).is_ok());
+}
+
 #[test]
 fn debug_output_never_shows_the_client_secret() {
     let url = "http://127.0.0.1:1/mcp";

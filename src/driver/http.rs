@@ -120,6 +120,17 @@ impl HttpDriver {
         now: Instant,
     ) -> Result<Self, HttpSetupError> {
         opts.check_headers()?;
+        if opts.oauth.is_some() {
+            // The token goes on every request, to whichever instance is current: each must
+            // be one the flow itself would send it to (https, or loopback), as its own
+            // `server_url` must be.
+            let urls = std::iter::once(&opts.url).chain(&opts.alternates);
+            if urls.clone().any(|u| !crate::auth::oauth::is_secure(u)) {
+                use crate::auth::oauth::{AuthError, AuthFailure, AuthStep};
+                let e = AuthError::new(AuthStep::Discovery, AuthFailure::CleartextResource);
+                return Err(HttpSetupError::OAuth(e));
+            }
+        }
         let primary = Instance::parse(&opts.url, &opts.proxy)?;
         let mut standby = VecDeque::new();
         for alt in &opts.alternates {

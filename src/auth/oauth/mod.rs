@@ -47,6 +47,8 @@ mod metadata;
 mod store;
 mod url;
 
+pub(crate) use url::is_secure;
+
 #[cfg(fuzzing)]
 #[doc(hidden)]
 pub(crate) mod fuzzing;
