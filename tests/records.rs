@@ -343,3 +343,40 @@ fn no_secret_reaches_a_log_line_or_a_record() {
         }
     }
 }
+
+/// The OAuth flow's own requests are logged with their URL redacted: a query key on a
+/// metadata or token endpoint (an identity provider's `?api_key=`) stays out of the log, as
+/// everywhere else the flow shows a URL.
+#[test]
+fn an_oauth_fetch_is_logged_without_its_query() {
+    use common::mini::{MiniServer, Request, Response};
+    use mcpoll::oauth::{OAuthConfig, PreRegistered};
+    capture_logs();
+    let port: std::sync::Arc<std::sync::OnceLock<u16>> = Default::default();
+    let port2 = std::sync::Arc::clone(&port);
+    let server = MiniServer::start(None, move |req: &Request| {
+        let base = format!("http://127.0.0.1:{}", port2.get().copied().unwrap_or_default());
+        if req.method == "GET" {
+            return Response { status: 404, headers: Vec::new(), body: String::new() };
+        }
+        let challenge = format!(r#"Bearer resource_metadata="{base}/prm?key=q5ecret-key""#);
+        Response {
+            status: 401,
+            headers: vec![("WWW-Authenticate".into(), challenge)],
+            body: String::new(),
+        }
+    });
+    let _ = port.set(server.port);
+    let url = server.url("http", "127.0.0.1");
+    let client = PreRegistered::with_secret("id", "secret");
+    let opts = HttpOptions::new(url.clone()).oauth(OAuthConfig::client_credentials(url, client));
+    let mut host = Host::new().unwrap();
+    let id = host.add_http_server(opts, Config::default()).unwrap();
+    let fetched = |s: &MiniServer| s.requests().iter().any(|r| r.method == "GET");
+    common::poll_until(&mut host, common::PATIENCE, |_| fetched(&server));
+    let _ = host.poll(Some(Duration::from_millis(10)));
+    drop((host, id));
+    let lines = CAPTURED.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert!(lines.iter().any(|l| l.contains("oauth: Get")), "the fetch is logged: {lines:#?}");
+    assert!(lines.iter().all(|l| !l.contains("q5ecret-key")), "{lines:#?}");
+}

@@ -214,7 +214,9 @@ impl HttpSession {
             let Some(action) = st.flow.poll_action() else { break };
             match action {
                 Action::Send(req) => {
-                    log::debug!("oauth: {:?} {}", req.method, req.url);
+                    // Redacted, as everywhere the flow shows a URL: a query may hold a key.
+                    let url = crate::redact::RedactedUrl(&req.url);
+                    log::debug!("oauth: {:?} {url:?}", req.method);
                     st.outbound = Some(req);
                 }
                 Action::Authorize(url) => match st.authorizer.as_mut() {
