@@ -345,6 +345,11 @@ impl Exchange {
         self.idle_resumes = 0;
         self.stream_id.clear();
         self.retry_ms = None;
+        // The last response's status belongs to the exchange this slot carried before: read
+        // by a failure before any response (a refused connect), it made the GET stream look
+        // served, and it was asked again every second while the server was down.
+        self.status = 0;
+        self.mode = BodyMode::Json;
     }
 
     /// The send this exchange waits for or is on (a free one: [`Attempt::Send`]).
@@ -1277,8 +1282,11 @@ impl HttpSession {
                 return;
             }
             Carries::Listen => {
+                // Only an event stream is one: a 2xx with a page or a JSON body for `GET /mcp`
+                // served nothing, and is asked again later each time, as a failure is.
+                let stream = self.exchanges[i].mode == BodyMode::Sse;
                 self.listen = match status {
-                    _ if ok => self.listen_again(now, true),
+                    _ if ok => self.listen_again(now, stream),
                     // Busy or briefly unable, or (409, the TypeScript SDK) still holding a
                     // stream of the session it has not seen go: asked again, later each time.
                     408 | 409 | 425 | 429 | 500..=599 => self.listen_again(now, false),
@@ -1390,7 +1398,10 @@ impl HttpSession {
                 self.fail(engine, now, i, id, failure);
             }
             Carries::Listen => {
-                let served = self.exchanges.get(i).is_some_and(|x| (200..300).contains(&x.status));
+                let served = self
+                    .exchanges
+                    .get(i)
+                    .is_some_and(|x| (200..300).contains(&x.status) && x.mode == BodyMode::Sse);
                 self.listen = self.listen_again(now, served);
                 self.release(i);
             }

@@ -451,6 +451,47 @@ fn the_get_stream_resumes_with_its_last_event_id_after_the_clamped_retry() {
     assert!(s.next().is_none(), "405: no GET stream");
 }
 
+/// A GET stream that cannot get a connection waits longer each time (1 s, 2 s, 4 s, ...):
+/// the last stream's 200, left in the slot, made each refusal look served and the server
+/// was asked every second while it was down. And a 2xx that is no event stream (a page for
+/// `GET /mcp`) served nothing: asked again later each time too.
+#[test]
+fn a_get_stream_that_cannot_connect_or_is_no_stream_backs_off() {
+    let mut s = Sim::legacy(None);
+    let get = s.listen.take().unwrap();
+    s.respond(get.x, 200, &SSE, "retry: 1000\n\n");
+    let refused = || {
+        ExchangeFailure::Transport(TransportError::ConnectFailed(
+            std::io::ErrorKind::ConnectionRefused,
+        ))
+    };
+    let mut waits = Vec::new();
+    for _ in 0..4 {
+        let due = s.session.poll_timeout().expect("the GET stream is due again");
+        waits.push(due - s.now);
+        s.now = due;
+        s.flush();
+        assert!(s.session.handle_no_connection(&mut s.engine, s.now, refused()));
+    }
+    let secs = |n: u64| Duration::from_secs(n);
+    assert_eq!(waits, [secs(1), secs(1), secs(2), secs(4)]);
+
+    let mut s = Sim::legacy(None);
+    let get = s.listen.take().unwrap();
+    s.respond(get.x, 200, &SSE, "retry: 1000\n\n");
+    let mut waits = Vec::new();
+    for _ in 0..3 {
+        let due = s.session.poll_timeout().expect("the GET stream is due again");
+        waits.push(due - s.now);
+        s.now = due;
+        let again = s.next().expect("the GET again");
+        assert_eq!(again.method, "GET");
+        s.respond(again.x, 200, &[("Content-Type", "text/html")], "<html></html>");
+    }
+    waits.push(s.session.poll_timeout().unwrap() - s.now);
+    assert_eq!(waits, [secs(1), secs(1), secs(2), secs(4)]);
+}
+
 #[test]
 fn a_legacy_post_stream_broken_before_the_reply_resumes_after_retry_for_reads_and_writes() {
     for (break_by_loss, name) in [(false, "write"), (true, "read")] {
