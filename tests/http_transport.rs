@@ -1402,3 +1402,95 @@ fn timeouts_of_duration_max_mean_never_and_do_not_panic() {
     assert!(host.poll_timeout().is_none_or(|due| due > far), "{:?}", host.poll_timeout());
     host.poll(Some(Duration::ZERO)).unwrap();
 }
+
+/// A legacy server that pings the client on a call's own response stream and answers the
+/// call only once the pong arrives: with `max_connections` 1 the call holds the pool, and the
+/// pong must still get a connection (one past the limit) or both wait for the call's deadline.
+#[test]
+fn an_answer_to_the_server_gets_a_connection_while_the_calls_hold_the_pool() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::sync::mpsc;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (pong_tx, pong_rx) = mpsc::channel::<()>();
+    let pong_rx = Arc::new(Mutex::new(pong_rx));
+    std::thread::spawn(move || {
+        for sock in listener.incoming().flatten() {
+            let (pong_tx, pong_rx) = (pong_tx.clone(), Arc::clone(&pong_rx));
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(sock.try_clone().unwrap());
+                let mut out = sock;
+                loop {
+                    let (mut method, mut length) = (String::new(), 0);
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if method.is_empty() {
+                            method = line.split(' ').next().unwrap_or_default().to_owned();
+                        }
+                        let lower = line.to_ascii_lowercase();
+                        if let Some(v) = lower.strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap();
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let msg: serde_json::Value =
+                        serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+                    let json = |v: serde_json::Value, extra: &str| {
+                        let v = v.to_string();
+                        format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\n\r\n{v}",
+                            v.len()
+                        )
+                    };
+                    let reply = match (method.as_str(), msg["method"].as_str()) {
+                        ("GET", _) => "HTTP/1.1 405 No\r\nContent-Length: 0\r\n\r\n".to_owned(),
+                        (_, Some("initialize")) => json(
+                            serde_json::json!({"jsonrpc": "2.0", "id": msg["id"], "result": {
+                                "protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                                "serverInfo": {"name": "pinger", "version": "1"}}}),
+                            "Mcp-Session-Id: s-1\r\n",
+                        ),
+                        (_, Some("tools/call")) => {
+                            let ping = r#"{"jsonrpc":"2.0","id":"p-1","method":"ping"}"#;
+                            let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+                            let _ = out.write_all(format!("{head}data: {ping}\n\n").as_bytes());
+                            let pong =
+                                pong_rx.lock().unwrap().recv_timeout(Duration::from_secs(30));
+                            let text = if pong.is_ok() { "after the pong" } else { "no pong" };
+                            let result = serde_json::json!({"jsonrpc": "2.0", "id": msg["id"],
+                                "result": {"content": [{"type": "text", "text": text}]}});
+                            let _ = out.write_all(format!("data: {result}\n\n").as_bytes());
+                            return;
+                        }
+                        (_, None) if msg["id"] == "p-1" => {
+                            let _ = pong_tx.send(());
+                            "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n".to_owned()
+                        }
+                        _ => "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n".to_owned(),
+                    };
+                    if out.write_all(reply.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let mut host = Host::new().unwrap();
+    let mut opts = HttpOptions::new(format!("http://127.0.0.1:{port}/mcp"));
+    opts.max_connections = 1;
+    let config = Config { era: mcpoll::EraPreference::LegacyOnly, ..Config::default() };
+    let id = host.add_http_server(opts, config).unwrap();
+    assert!(matches!(host.wait_ready(id, common::PATIENCE).unwrap(), ServerState::Ready(..)));
+    let opts = CallOptions::timeout(Duration::from_secs(20));
+    let r = host.call_tool_blocking(id, "echo", &raw(r#"{"text":"x"}"#), &opts).expect("the call");
+    assert!(r.json.contains("after the pong"), "{}", r.json);
+}

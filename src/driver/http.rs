@@ -36,7 +36,7 @@ use crate::driver::tls::{tls_failure, TlsConfig};
 use crate::driver::url::Scheme;
 use crate::engine::{Engine, ExchangeFailure};
 use crate::error::TransportError;
-use crate::session::http::{Budget, ExchangeId, HttpSession, OAuthState, ResponseStep};
+use crate::session::http::{Budget, ConnNeed, ExchangeId, HttpSession, OAuthState, ResponseStep};
 use crate::time::{earlier, later};
 use connection::{Connection, Input, Route, MOST_READ};
 use instances::{Instance, InstanceId, Instances, NextAddr};
@@ -326,13 +326,17 @@ impl HttpDriver {
 
     /// Gives waiting exchanges to idle connections, opening new ones up to the limit.
     fn dispatch(&mut self, registry: &Registry, engine: &mut Engine, now: Instant) {
-        while let Some((_, dedicated)) = self.session.peek_waiting() {
+        while let Some((_, need)) = self.session.peek_waiting() {
+            let dedicated = need == ConnNeed::Own;
             let idle = self.live_idle_connection(registry, now);
             let k = match idle {
                 Some(k) if !dedicated => k,
                 _ => {
                     let busy = self.conns.iter().filter(|(_, c)| !c.dedicated).count();
-                    if !dedicated && busy >= self.max_conns {
+                    // An answer to the server may take one connection past the limit: the
+                    // calls holding the pool may be waiting for it (it comes first).
+                    let limit = self.max_conns + usize::from(need == ConnNeed::PoolOrSpare);
+                    if !dedicated && busy >= limit {
                         return;
                     }
                     match self.connect(registry, now) {

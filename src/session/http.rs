@@ -213,6 +213,19 @@ enum Carries {
     Listen,
 }
 
+/// The connection an exchange waiting to be sent needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ConnNeed {
+    /// One of the pool (`HttpOptions::max_connections`).
+    Pool,
+    /// One of the pool, or one connection past its limit: an answer to the server's request,
+    /// or a notification, which the calls holding every pooled connection may be waiting for.
+    PoolOrSpare,
+    /// One of its own, outside the pool: the legacy GET stream and a 2026 listen, which end
+    /// only with their subscription.
+    Own,
+}
+
 /// Where an exchange is in its life, with what only that stage needs. A byte tag (no niche
 /// in the `Instant`) keeps each look at the stage one compare on the per-call path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -708,6 +721,18 @@ impl HttpSession {
             // the new session's id (`peek_waiting`).
             self.initializing += 1;
             self.waiting.push_front(i);
+        } else if carries == Carries::Message {
+            // An answer to the server's request (or a notification) goes ahead of the calls
+            // that wait: the calls holding the pool may be the very ones waiting for it (an
+            // elicitation or a ping on a call's stream). FIFO among answers.
+            let exchanges = &self.exchanges;
+            let is_call = |&w: &usize| {
+                exchanges.get(w).is_some_and(|x| {
+                    matches!(x.carries, Carries::Request { method, .. } if method != Method::Initialize)
+                })
+            };
+            let at = self.waiting.iter().position(is_call).unwrap_or(self.waiting.len());
+            self.waiting.insert(at, i);
         } else {
             self.waiting.push_back(i);
         }
@@ -843,9 +868,8 @@ impl HttpSession {
         next
     }
 
-    /// The next exchange to put on a connection, and whether it wants a connection of its own
-    /// (the legacy GET stream and a 2026 listen, which end only with their subscription).
-    pub(crate) fn peek_waiting(&self) -> Option<(ExchangeId, bool)> {
+    /// The next exchange to put on a connection, and the connection it needs.
+    pub(crate) fn peek_waiting(&self) -> Option<(ExchangeId, ConnNeed)> {
         if self.oauth.as_ref().is_some_and(|o| o.holds_requests()) {
             return None;
         }
@@ -862,7 +886,12 @@ impl HttpSession {
         // `subscriptions/listen`) would keep a pooled connection for good.
         let lasting =
             matches!(x.carries, Carries::Listen | Carries::Request { method: Method::Listen, .. });
-        Some((ExchangeId(i), lasting))
+        let need = match x.carries {
+            _ if lasting => ConnNeed::Own,
+            Carries::Message => ConnNeed::PoolOrSpare,
+            _ => ConnNeed::Pool,
+        };
+        Some((ExchangeId(i), need))
     }
 
     /// Exchanges carrying a request that wait for a connection (`HttpOptions::max_connections`
