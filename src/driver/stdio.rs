@@ -1155,6 +1155,14 @@ mod tests {
                 break e.clone();
             }
         };
+        // The child closes stdout as it exits, a moment before it can be reaped: waited for
+        // too (its status is kept by `Child`, so the driver's look finds it), or on a busy
+        // machine the look could come before the exit and the turns below end first.
+        let running = driver.running.as_mut().unwrap();
+        while running.child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "the child never exited");
+            poll.poll(&mut events, Some(Duration::from_millis(10))).unwrap();
+        }
         driver.handle_event(poll.registry(), &closed, &mut engine, now).unwrap();
         assert_eq!(engine.stats().invalid_frames, 1, "one line per turn");
         assert!(driver.has_backlog());
