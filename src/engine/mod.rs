@@ -2155,7 +2155,7 @@ impl Engine {
             }
             None
         };
-        if failure.is_none() && p.attempt > 0 && judged_by_latency(p.method) {
+        if failure.is_none() && p.attempt > 0 && !p.task && judged_by_latency(p.method) {
             // A moving average of one attempt's duration, for judging whether a retry fits.
             self.latency = self.latency.average_in(at.since(p.sent_at));
         }
@@ -3437,7 +3437,9 @@ fn judged_by_breaker(method: Method) -> bool {
 
 /// Whether a successful request's duration says how long an attempt takes. A subscription's
 /// stream lasts as long as the host listens, and a 2025-11-25 `tasks/result` as long as its
-/// task runs: hours in the average would leave no call time for a retry.
+/// task runs (a task-backed call's last poll is one: `finish` leaves those out by the slot's
+/// task flag, its method being the call's): hours in the average would leave no call time
+/// for a retry.
 fn judged_by_latency(method: Method) -> bool {
     !matches!(method, Method::Listen | Method::TasksResult)
 }

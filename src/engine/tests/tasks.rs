@@ -558,6 +558,33 @@ fn cancelling_a_task_closes_the_stream_of_its_poll() {
     }
 }
 
+/// A 2025-11-25 task whose `tasks/result` waited an hour for the task says nothing of how long
+/// a call takes: with it in the moving average, no retry would fit a later call's deadline.
+#[test]
+fn a_long_task_leaves_the_retries_of_later_calls_alone() {
+    let mut h = ready_legacy_with_tasks_over(true, TransportKind::Http);
+    let long = CallOptions { timeout: Some(Duration::from_secs(7200)), ..prefer() };
+    call_with(&mut h, &long);
+    let sent = h.sent_one();
+    h.reply(&sent, json!({"task": legacy_task("completed", 100)}));
+    let fetch = h.sent_one();
+    assert_eq!(fetch["method"], "tasks/result");
+    h.advance(Duration::from_secs(3600));
+    h.reply(&fetch, json!({"content": []}));
+    h.events();
+    let read = CallOptions { idempotency: Some(Idempotency::Read), ..CallOptions::default() };
+    h.engine.call_tool(h.now, "lookup", raw("{}"), &read).unwrap();
+    let s = h.sent_one();
+    let unavailable = ExchangeFailure::Transport(TransportError::HttpStatus(503));
+    h.engine.handle_transport(h.now, TransportEvent::exchange_failed(wire(&s), unavailable));
+    let mut resent = h.take_sent();
+    while resent.is_empty() && h.engine.poll_timeout().is_some() {
+        h.advance_to_next_timeout();
+        resent = h.take_sent();
+    }
+    assert_eq!(resent.len(), 1, "the read is retried: {:?}", h.events());
+}
+
 #[test]
 fn a_legacy_server_without_task_support_gets_a_plain_call() {
     let mut h = Harness::ready_legacy();
