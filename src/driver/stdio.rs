@@ -291,13 +291,14 @@ fn split_words(line: &str) -> Result<Vec<String>, CommandLineError> {
                     }
                 }
             }
-            '\\' => {
-                in_word = true;
-                match chars.next().ok_or(CommandLineError::TrailingBackslash)? {
-                    '\n' => {}
-                    c => word.push(c),
+            '\\' => match chars.next().ok_or(CommandLineError::TrailingBackslash)? {
+                // A line continuation is no part of any word: `a \⏎ b` is two words.
+                '\n' => {}
+                c => {
+                    in_word = true;
+                    word.push(c);
                 }
-            }
+            },
             c => {
                 in_word = true;
                 word.push(c);
@@ -969,6 +970,10 @@ impl StdioDriver {
         let mut running = self.running.take()?;
         deregister_all(registry, &mut running);
         running.stdin = None;
+        // What was not written never will be: kept, it was work the driver seemed to have
+        // for good (`Host::is_idle` false while the closed server stayed).
+        self.out.clear();
+        self.written = 0;
         let watch = Watch::new(now, grace, Escalation::TermThenKill);
         Some(Exiting::new(running.child, watch, [running.stdout, running.stderr]))
     }
@@ -1180,6 +1185,35 @@ mod tests {
         assert_eq!(engine.stats().invalid_frames, 3, "every line was read before the exit");
     }
 
+    /// A detached child's unwritten bytes go with it: nothing will write them, and kept they
+    /// were work the driver seemed to have for good (a closed server's host never idle).
+    #[test]
+    fn a_detached_child_leaves_nothing_to_write() {
+        let poll = mio::Poll::new().unwrap();
+        let now = Instant::now();
+        // A saved verdict: the call goes at once, with no probe to answer.
+        let saved = crate::config::SavedVerdict {
+            version: crate::proto::version::ProtocolVersion::MODERN,
+            result: r#"{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}}}"#.into(),
+            expires: std::time::SystemTime::now() + Duration::from_secs(600),
+        };
+        let config = Config { saved_discover: Some(saved), ..Config::default() };
+        let mut engine = Engine::new(config, now).unwrap();
+        // Never reads stdin: the pipe fills, and the rest waits in the driver.
+        let command = StdioCommand::new("sh").args(["-c", "exec sleep 1000"]);
+        let mut driver = StdioDriver::new(command, engine.config(), Token(0));
+        driver.spawn(poll.registry(), &mut engine, now).unwrap();
+        let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(1 << 20));
+        let args: &serde_json::value::RawValue = serde_json::from_str(&big).unwrap();
+        engine.call_tool(now, "echo", args, &crate::CallOptions::default()).unwrap();
+        driver.flush(poll.registry(), &mut engine, now).unwrap();
+        assert!(driver.unsent() > 0, "the pipe took it all");
+        let exiting = driver.detach(poll.registry(), Duration::from_millis(1), now);
+        assert_eq!(driver.unsent(), 0);
+        // Ended (SIGTERM, then SIGKILL, a millisecond each) and reaped.
+        exiting.expect("it was running").wait().unwrap();
+    }
+
     /// A server that exits while a process it started holds its stdout (a helper that
     /// inherited the pipe) gives no end of file: with a request outstanding, the driver asks
     /// the child itself, and its exit is seen (here the probe's fallback starts a new
@@ -1260,6 +1294,10 @@ mod tests {
             ("a '' b", &["a", "", "b"]),
             (r#"x"y"'z'"#, &["xyz"]),
             ("'$HOME' *", &["$HOME", "*"]),
+            // A backslash before a line end continues the line: no empty word where it was.
+            ("docker run -i \\\n  -e T img", &["docker", "run", "-i", "-e", "T", "img"]),
+            ("a \\\n", &["a"]),
+            ("a\\\nb", &["ab"]),
         ];
         for (line, want) in cases {
             assert_eq!(split_words(line).unwrap(), *want, "{line}");
