@@ -480,6 +480,22 @@ for line in sys.stdin:
 
 /// A URL or a header given on the command line that cannot be used is bad usage (exit 2, as
 /// the same URL from a configuration file is), not a setup failure (exit 1).
+/// A mistyped command, or arguments that are not a JSON object, are a usage error before any
+/// server is started: not "could not start the server" for a missing program, nor after a
+/// slow server's download and handshake.
+#[test]
+fn a_bad_command_is_bad_usage_before_the_server_starts() {
+    for args in [
+        &["--stdio", "/nonexistent/server", "frobnicate"][..],
+        &["--stdio", "/nonexistent/server", "call", "echo", "not json"][..],
+        &["--stdio", "/nonexistent/server", "read"][..],
+    ] {
+        let (code, _, err) = run(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(error_line(&err)["error"]["name"], "usage", "{err}");
+    }
+}
+
 #[test]
 fn an_unusable_url_or_header_on_the_command_line_is_bad_usage() {
     for args in [

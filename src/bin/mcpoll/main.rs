@@ -525,8 +525,45 @@ fn interrupt(host: &mut Host, server: ServerId, call: CallId) -> Failure {
     Failure::Interrupted
 }
 
+/// What the command line asks of the server, checked before the server is started: a
+/// mistyped command or bad arguments are a usage error at once, not after a download and a
+/// handshake (and with the server started for nothing).
+enum Verb<'a> {
+    Discover,
+    List(Method),
+    Read(&'a str),
+    Call(&'a str, Box<RawValue>),
+    Watch,
+    Prompt(&'a str, Box<RawValue>),
+}
+
+fn verb(args: &Args) -> Result<Verb<'_>, Failure> {
+    let cmd: Vec<&str> = args.command.iter().map(String::as_str).collect();
+    let listing = |c: &str| match c {
+        "tools" => Some(Method::ToolsList),
+        "resources" => Some(Method::ResourcesList),
+        "templates" => Some(Method::ResourceTemplatesList),
+        "prompts" => Some(Method::PromptsList),
+        _ => None,
+    };
+    Ok(match cmd.as_slice() {
+        ["discover"] => Verb::Discover,
+        [c] if listing(c).is_some() => Verb::List(listing(c).unwrap_or(Method::ToolsList)),
+        ["read", uri] => Verb::Read(uri),
+        ["call", name, rest @ ..] if rest.len() <= 1 => {
+            Verb::Call(name, object_arg(args.command.get(2))?)
+        }
+        ["watch"] => Verb::Watch,
+        ["get" | "prompt", name, rest @ ..] if rest.len() <= 1 => {
+            Verb::Prompt(name, object_arg(args.command.get(2))?)
+        }
+        _ => return Err(Failure::Usage(format!("unknown command: {}", args.command.join(" ")))),
+    })
+}
+
 fn run(args: &Args) -> Result<Output, Failure> {
-    let watching = args.command.first().is_some_and(|c| c == "watch");
+    let verb = verb(args)?;
+    let watching = matches!(verb, Verb::Watch);
     let cache = CacheConfig { eager_refresh: watching, ..CacheConfig::default() };
     let mut host = Host::with_cache(cache).map_err(|e| Failure::Other("io", e.to_string()))?;
     let server = add_server(&mut host, args)?;
@@ -539,25 +576,14 @@ fn run(args: &Args) -> Result<Output, Failure> {
     let left = || command_deadline.map(|d| d.saturating_duration_since(Instant::now()));
     let showing_progress = std::io::stderr().is_terminal();
     let o = CallOptions { progress: showing_progress, timeout: left(), ..CallOptions::default() };
-    let cmd: Vec<&str> = args.command.iter().map(String::as_str).collect();
-    let listing = |c: &str| match c {
-        "tools" => Some(Method::ToolsList),
-        "resources" => Some(Method::ResourcesList),
-        "templates" => Some(Method::ResourceTemplatesList),
-        "prompts" => Some(Method::PromptsList),
-        _ => None,
-    };
-    let call = match cmd.as_slice() {
-        ["discover"] => {
+    let call = match verb {
+        Verb::Discover => {
             let info = host.server_info(server).unwrap_or("{}").to_owned();
             return Ok(Output::Result(info, false));
         }
-        [c] if listing(c).is_some() => {
-            host.list(server, listing(c).unwrap_or(Method::ToolsList), &o)?
-        }
-        ["read", uri] => host.read_resource(server, uri, &o)?,
-        ["call", name, rest @ ..] if rest.len() <= 1 => {
-            let arguments = object_arg(args.command.get(2))?;
+        Verb::List(method) => host.list(server, method, &o)?,
+        Verb::Read(uri) => host.read_resource(server, uri, &o)?,
+        Verb::Call(name, arguments) => {
             // The catalog (through the cache) tells whether a retry is safe and which
             // arguments travel as headers; a server that cannot list still gets the call.
             let limit = left().unwrap_or(args.timeout);
@@ -567,17 +593,13 @@ fn run(args: &Args) -> Result<Output, Failure> {
             let o = CallOptions { timeout: left(), ..o };
             host.call_tool(server, name, &arguments, &o)?
         }
-        ["watch"] => {
+        Verb::Watch => {
             let bound = args.timeout_given.then_some(args.timeout);
             let outcome = watch(&mut host, server, args, bound);
             host.close_server(server);
             return outcome.map(|()| Output::Done);
         }
-        ["get" | "prompt", name, rest @ ..] if rest.len() <= 1 => {
-            let arguments = object_arg(args.command.get(2))?;
-            host.get_prompt(server, name, Some(&arguments), &o)?
-        }
-        _ => return Err(Failure::Usage(format!("unknown command: {}", args.command.join(" ")))),
+        Verb::Prompt(name, arguments) => host.get_prompt(server, name, Some(&arguments), &o)?,
     };
     let result = finish(&mut host, server, call);
     host.close_server(server);
