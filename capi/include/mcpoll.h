@@ -1061,7 +1061,8 @@ mcpoll_result mcpoll_config_set_answers(mcpoll_config *config, uint32_t flags);
 
 /**
  * Whether a crashed stdio server is restarted, and the delay before the first restart
- * (milliseconds; it doubles for each crash in the crash window).
+ * (milliseconds; it doubles for each crash in the crash window, up to 10 s, or up to this
+ * delay when it is longer).
  *
  * # Safety
  * `config` is null or a live handle.
@@ -1072,7 +1073,7 @@ mcpoll_result mcpoll_config_set_restart(mcpoll_config *config,
 
 /**
  * When a crashing stdio server is degraded: `exits` exits within `window_ms` (at least 1)
- * suspend its restarts; its pending calls fail with `MCPOLL_LOCAL_DEGRADED` and new calls
+ * suspend its restarts (at most 64 exits are counted: a larger `exits` never degrades it); its pending calls fail with `MCPOLL_LOCAL_DEGRADED` and new calls
  * are refused with `MCPOLL_REQUEST_DEGRADED` until `mcpoll_restart_server`, or until the one
  * restart the engine tries by itself after 60 s.
  *

@@ -133,7 +133,8 @@ pub unsafe extern "C" fn mcpoll_config_set_answers(
 }
 
 /// Whether a crashed stdio server is restarted, and the delay before the first restart
-/// (milliseconds; it doubles for each crash in the crash window).
+/// (milliseconds; it doubles for each crash in the crash window, up to 10 s, or up to this
+/// delay when it is longer).
 ///
 /// # Safety
 /// `config` is null or a live handle.
@@ -146,15 +147,19 @@ pub unsafe extern "C" fn mcpoll_config_set_restart(
     // SAFETY: the caller's contract.
     unsafe {
         set(config, |c| {
+            let base = Duration::from_millis(base_delay_ms);
             c.config.restart.enabled = enabled;
-            c.config.restart.base_delay = Duration::from_millis(base_delay_ms);
+            c.config.restart.base_delay = base;
+            // The cap (10 s by default) would otherwise cut a longer first delay: a 30 s
+            // delay asked for came after 10 s.
+            c.config.restart.max_delay = c.config.restart.max_delay.max(base);
             Ok(())
         })
     }
 }
 
 /// When a crashing stdio server is degraded: `exits` exits within `window_ms` (at least 1)
-/// suspend its restarts; its pending calls fail with `MCPOLL_LOCAL_DEGRADED` and new calls
+/// suspend its restarts (at most 64 exits are counted: a larger `exits` never degrades it); its pending calls fail with `MCPOLL_LOCAL_DEGRADED` and new calls
 /// are refused with `MCPOLL_REQUEST_DEGRADED` until `mcpoll_restart_server`, or until the one
 /// restart the engine tries by itself after 60 s.
 ///
@@ -626,5 +631,27 @@ impl mcpoll_http_options {
                 .oauth(mcpoll::oauth::OAuthConfig::client_credentials(self.url.clone(), client));
         }
         opts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A first restart delay longer than the engine's cap (10 s) is honoured, not cut to it.
+    #[test]
+    fn a_long_restart_delay_is_not_cut_to_the_cap() {
+        let mut config: *mut mcpoll_config = std::ptr::null_mut();
+        // SAFETY: `config` is a valid place for the handle, then the live handle it holds.
+        unsafe {
+            assert_eq!(mcpoll_config_new(&mut config), mcpoll_result::MCPOLL_OK);
+            assert_eq!(mcpoll_config_set_restart(config, true, 30_000), mcpoll_result::MCPOLL_OK);
+            let restart = (*config).config.restart;
+            assert_eq!(restart.base_delay, Duration::from_secs(30));
+            assert!(restart.max_delay >= restart.base_delay, "{restart:?}");
+            assert_eq!(mcpoll_config_set_restart(config, true, 50), mcpoll_result::MCPOLL_OK);
+            assert_eq!((*config).config.restart.base_delay, Duration::from_millis(50));
+            mcpoll_config_free(config);
+        }
     }
 }

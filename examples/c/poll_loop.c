@@ -25,7 +25,9 @@
 
 static void check(mcpoll_host *host, mcpoll_result r, const char *what) {
   if (r == MCPOLL_OK) return;
-  fprintf(stderr, "%s: %s (%s)\n", what, mcpoll_result_name(r), mcpoll_last_error(host));
+  /* No host yet (its creation failed): no last error either, and printf takes no NULL. */
+  const char *detail = host ? mcpoll_last_error(host) : "";
+  fprintf(stderr, "%s: %s (%s)\n", what, mcpoll_result_name(r), detail ? detail : "");
   exit(1);
 }
 
