@@ -108,21 +108,29 @@ fn a_refused_version_falls_back_to_the_probe_and_sends_the_call_again() {
     assert_eq!(h.engine.verdict(h.now, wall()), None, "ttlMs 0: nothing to keep");
 }
 
-#[test]
-fn a_legacy_server_refusing_the_first_call_gets_the_handshake() {
-    let mut h = restarted(Config::default());
-    // Safe to repeat: it is sent again after the handshake.
+/// A read and a write sent at once under a saved verdict, and the read refused as a legacy
+/// server refuses a call before `initialize`: the era is probed again. Returns the read, the
+/// write, the write's frame and the probe.
+fn a_read_and_a_write_and_a_refusal(h: &mut Harness) -> (CallId, CallId, Value, Value) {
     let opts = CallOptions { idempotency: Some(Idempotency::Read), ..CallOptions::default() };
     let args: &RawValue = serde_json::from_str(r#"{"text":"hi"}"#).unwrap();
     let read = h.engine.call_tool(h.now, "echo", args, &opts).unwrap();
-    // Not safe to repeat: it ends with the server's error.
     let write = h.call("write_note", r#"{"note":"x"}"#);
-    let sent = h.take_sent();
+    let mut sent = h.take_sent();
     assert_eq!(sent.len(), 2);
     h.reply_error(&sent[0], -32000, None); // "Server not initialized"
     let probe = h.sent_one();
     assert_eq!(probe["method"], "server/discover");
-    h.reply_error(&sent[1], -32000, None);
+    (read, write, sent.remove(1), probe)
+}
+
+#[test]
+fn a_legacy_server_refusing_the_first_call_gets_the_handshake() {
+    let mut h = restarted(Config::default());
+    // The read is safe to repeat: it is sent again after the handshake. The write is not: it
+    // ends with the server's error.
+    let (read, write, write_frame, probe) = a_read_and_a_write_and_a_refusal(&mut h);
+    h.reply_error(&write_frame, -32000, None);
     assert_eq!(h.events(), [format!("failed {} server_error", write.get())]);
     h.reply_error(&probe, -32601, None);
     let sent = answer_initialize(&mut h);
@@ -142,14 +150,7 @@ fn a_legacy_server_refusing_the_first_call_gets_the_handshake() {
 #[test]
 fn calls_written_before_a_reverify_probe_that_kills_the_process_are_settled() {
     let mut h = restarted(Config::default());
-    let opts = CallOptions { idempotency: Some(Idempotency::Read), ..CallOptions::default() };
-    let args: &RawValue = serde_json::from_str(r#"{"text":"hi"}"#).unwrap();
-    let read = h.engine.call_tool(h.now, "echo", args, &opts).unwrap();
-    let write = h.call("write_note", r#"{"note":"x"}"#);
-    let sent = h.take_sent();
-    assert_eq!(sent.len(), 2);
-    h.reply_error(&sent[0], -32000, None); // "Server not initialized": the verdict is probed
-    assert_eq!(h.sent_one()["method"], "server/discover");
+    let (read, write, _, _) = a_read_and_a_write_and_a_refusal(&mut h);
     h.engine.handle_transport(h.now, TransportEvent::closed(super::exit(1)));
     assert_eq!(h.events(), [format!("failed {} delivery_unknown", write.get())]);
     assert!(h.engine.wants_transport(), "respawned for initialize");

@@ -129,10 +129,10 @@ fn failing_polls_back_off_then_end_the_call_and_cancel_the_task() {
     assert!(events.contains(&format!("failed {} http_status", call.get())), "{events:?}");
 }
 
-/// A task whose input answer the server refuses (`tasks/update` with an error) ends the call,
-/// and the task, left waiting for input nobody will give, is cancelled.
-#[test]
-fn a_task_whose_update_is_refused_is_cancelled() {
+/// A modern task call whose task asks the host for a name (a form elicitation) in a poll's
+/// reply: the harness, the call, the input request handed to the host, and that reply.
+#[cfg(feature = "server-requests")]
+fn a_task_asking_for_a_name() -> (Harness, CallId, ServerRequestId, Value) {
     let answers =
         crate::config::ServerRequestKinds { elicitation_form: true, ..Default::default() };
     let mut h = Harness::ready_with(Config { answers, ..Config::default() });
@@ -143,15 +143,26 @@ fn a_task_whose_update_is_refused_is_cancelled() {
     input["inputRequests"] = json!({"name": {"method": "elicitation/create", "params": {
         "mode": "form", "message": "Your name?", "requestedSchema": {"type": "object",
         "properties": {"name": {"type": "string"}}}}}});
-    h.reply(&get, input);
+    h.reply(&get, input.clone());
     let mut request = None;
     while let Some(e) = h.engine.poll_event() {
-        if let Event::ServerRequest { request: r, .. } = e {
+        if let Event::ServerRequest { request: r, kind, call: c, .. } = e {
+            assert_eq!((kind, c), (ServerRequestKind::ElicitationForm, Some(call)));
             request = Some(r);
         }
     }
+    let request = request.expect("the task's input request reaches the host");
+    (h, call, request, input)
+}
+
+/// A task whose input answer the server refuses (`tasks/update` with an error) ends the call,
+/// and the task, left waiting for input nobody will give, is cancelled.
+#[cfg(feature = "server-requests")]
+#[test]
+fn a_task_whose_update_is_refused_is_cancelled() {
+    let (mut h, call, request, _) = a_task_asking_for_a_name();
     let answer = r#"{"action":"accept","content":{"name":"Ann"}}"#;
-    h.engine.answer(h.now, request.expect("asked"), raw(answer)).unwrap();
+    h.engine.answer(h.now, request, raw(answer)).unwrap();
     let update = h.sent_one();
     assert_eq!(update["method"], "tasks/update");
     h.reply_error(&update, -32602, None);
@@ -611,26 +622,7 @@ fn a_legacy_tool_that_requires_tasks_gets_one_and_a_forbidding_one_does_not() {
 #[cfg(feature = "server-requests")]
 #[test]
 fn a_modern_tasks_input_goes_to_the_host_and_back_in_tasks_update() {
-    let answers =
-        crate::config::ServerRequestKinds { elicitation_form: true, ..Default::default() };
-    let mut h = Harness::ready_with(Config { answers, ..Config::default() });
-    let call = task_call(&mut h, &prefer(), 100);
-    h.advance(Duration::from_millis(100));
-    let get = h.sent_one();
-    let ask = json!({"name": {"method": "elicitation/create", "params": {"mode": "form",
-        "message": "Your name?", "requestedSchema": {"type": "object",
-        "properties": {"name": {"type": "string"}}}}}});
-    let mut input = modern_task("complete", "input_required", json!(100));
-    input["inputRequests"] = ask.clone();
-    h.reply(&get, input.clone());
-    let mut request = None;
-    while let Some(e) = h.engine.poll_event() {
-        if let Event::ServerRequest { request: r, kind, call: c, .. } = e {
-            assert_eq!((kind, c), (ServerRequestKind::ElicitationForm, Some(call)));
-            request = Some(r);
-        }
-    }
-    let request = request.expect("the task's input request reaches the host");
+    let (mut h, call, request, input) = a_task_asking_for_a_name();
     assert!(h.take_sent().is_empty(), "no poll while the host answers");
     let answer = r#"{"action":"accept","content":{"name":"Ann"}}"#;
     h.engine.answer(h.now, request, raw(answer)).unwrap();
