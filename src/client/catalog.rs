@@ -1117,8 +1117,11 @@ impl Client {
             }
             changed |= started || s.catalog.relisten_deadline(&s.engine) != relisten_before;
             // A re-listen asks for an eager refresh after the kinds were looked at: the next
-            // run starts it, as it would have with every server looked at every run.
-            let eager_left = s.catalog.kinds.iter().any(|k| k.eager_due);
+            // run starts it, as it would have with every server looked at every run. One that
+            // waits for a listing on the wire waits for its answer, which marks the server:
+            // marked every run meanwhile, the server kept `has_events` true, and a loop that
+            // looks there first spun for as long as the listing took.
+            let eager_left = s.catalog.kinds.iter().any(|k| k.eager_due && k.call.is_none());
             if changed {
                 self.servers.mark_changed(index);
             }

@@ -400,6 +400,28 @@ fn needs_of_one_catalog_share_one_listing_and_then_hit_the_cache() {
     assert_eq!(sim.client.tool(sim.now, id, "echo").map(|d| d.contains("echo")), Some(true));
 }
 
+/// With eager refresh, a change that arrives while a listing is on the wire leaves the server
+/// to the listing's answer: it is not marked for the cache's pass at every round meanwhile (a
+/// loop that asks `has_events` first spun at full CPU for as long as the listing took). The
+/// answer brings the eager refresh.
+#[test]
+fn a_change_during_a_listing_leaves_no_catalog_work_until_its_answer() {
+    let mut sim = Sim::with_cache(CacheConfig { eager_refresh: true, ..CacheConfig::default() });
+    let id = sim.ready_server("changing");
+    assert_eq!(sim.tool_names(id), None);
+    let list = sim.sent_one(id);
+    sim.peer(id, json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    for _ in 0..3 {
+        sim.client.handle_timeout(sim.now);
+        while sim.client.poll_event(sim.now).is_some() {}
+    }
+    assert!(!sim.client.has_catalog_work(), "nothing to do until the listing answers");
+    sim.reply(id, &list, tools_page(&["add"]));
+    sim.client.handle_timeout(sim.now);
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.sent_one(id)["method"], "tools/list", "the eager refresh");
+}
+
 /// A change notification marks the catalog stale, and with eager refresh the core refetches
 /// it by itself and hands the host a change event naming what was added.
 #[test]
