@@ -228,6 +228,31 @@ fn a_missing_program_is_a_clear_spawn_error() {
     }
 }
 
+/// A working directory that is not there fails the spawn with the same `NotFound` as a missing
+/// program: the error says which it was, so "python3: No such file or directory" does not
+/// send the user looking for python3.
+#[test]
+fn a_missing_working_directory_is_named_in_the_spawn_error() {
+    let mut host = Host::new().unwrap();
+    let command = demo_server().current_dir("/nonexistent/srv");
+    match host.add_stdio_server(command, Config::default()) {
+        Err(AddServerError::Spawn { error, .. }) => {
+            assert_eq!(error.kind(), std::io::ErrorKind::NotFound);
+            let said = error.to_string();
+            assert!(said.contains("working directory /nonexistent/srv"), "{said}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A program that is missing is still said so.
+    let missing = mcpoll::StdioCommand::new("/nonexistent/mcp-server").current_dir("/");
+    match host.add_stdio_server(missing, Config::default()) {
+        Err(AddServerError::Spawn { error, .. }) => {
+            assert!(!error.to_string().contains("working directory"), "{error}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn closing_a_server_stops_its_process_and_fails_its_calls() {
     let mut host = Host::new().unwrap();

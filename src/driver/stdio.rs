@@ -203,6 +203,19 @@ impl StdioCommand {
         &self.program
     }
 
+    /// A spawn failure, said of what failed: a working directory that is not there fails the
+    /// spawn with the same `NotFound` as a missing program, and read as one ("could not start
+    /// the server \"python3\": No such file or directory").
+    fn spawn_error(&self, e: io::Error) -> io::Error {
+        match &self.cwd {
+            Some(dir) if e.kind() == io::ErrorKind::NotFound && !dir.is_dir() => io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("its working directory {} is not a directory", dir.display()),
+            ),
+            _ => e,
+        }
+    }
+
     pub(crate) fn to_command(&self) -> Command {
         let mut c = Command::new(&self.program);
         c.args(&self.args);
@@ -476,7 +489,8 @@ impl StdioDriver {
         engine: &mut Engine,
         now: Instant,
     ) -> io::Result<()> {
-        let mut child = self.command.to_command().spawn()?;
+        let mut child =
+            self.command.to_command().spawn().map_err(|e| self.command.spawn_error(e))?;
         let take = |c: &mut Child| -> io::Result<(Sender, Receiver, Receiver)> {
             let missing = || io::Error::other("child pipe missing");
             let stdin = Sender::from(c.stdin.take().ok_or_else(missing)?);
