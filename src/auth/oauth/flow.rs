@@ -559,6 +559,12 @@ impl OAuthFlow {
     }
 
     fn discover_server(&mut self, issuer: String, legacy: bool) {
+        if !is_secure(&issuer) {
+            // Its metadata would come in clear text, and name where the secrets go. Refused
+            // before anything of the current server's is dropped: a resource that names such
+            // an issuer does not cost the user the tokens it holds.
+            return self.fail(AuthStep::Discovery, AuthFailure::NotHttps("issuer"));
+        }
         if self.issuer.as_deref().is_some_and(|old| old != issuer) {
             // Another authorization server: what the old one issued is bound to it and is
             // never shown to the new one (SEP-2352).
@@ -567,10 +573,6 @@ impl OAuthFlow {
             self.server = None;
             self.as_nonce.clear();
             self.config.store.clear(&self.config.server_url);
-        }
-        if !is_secure(&issuer) {
-            // Its metadata would come in clear text, and name where the secrets go.
-            return self.fail(AuthStep::Discovery, AuthFailure::NotHttps("issuer"));
         }
         self.issuer = Some(issuer.clone());
         let candidates = as_metadata_locations(&issuer);

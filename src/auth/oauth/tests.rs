@@ -1026,6 +1026,19 @@ fn authorization_server_migration() {
     assert_eq!(h.bearer(), Some("as2-token"));
 }
 
+/// A resource whose metadata names an authorization server in clear text is refused before
+/// anything of the current server's is dropped: the tokens held (and stored) stay.
+#[test]
+fn a_cleartext_new_issuer_costs_no_tokens() {
+    let mut h = ready_refreshable();
+    h.flow.handle_authorized();
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    h.get(PRM_PATH, 200, &prm(SERVER, "http://as2.test", None));
+    let e = h.failed();
+    assert_eq!((e.step, e.reason), (AuthStep::Discovery, AuthFailure::NotHttps("issuer")));
+    assert_eq!(h.bearer(), Some("t1"), "the token held is kept");
+}
+
 #[test]
 fn host_credentials_stay_with_their_first_server() {
     // Pre-registered credentials with no issuer named are bound to the server they were
