@@ -279,11 +279,6 @@ enum Resend {
     FreshToken = 1,
     /// After a 401 `use_dpop_nonce`, with the server's DPoP nonce.
     DpopNonce = 2,
-    /// After a 401, with the token an OAuth flow run for it got: a second 401 to that token is
-    /// the request's answer, not a reason for another flow (the flow's own limit starts over
-    /// at any other request's success, so one refused request could run a flow per round
-    /// until its deadline).
-    OAuthFlow = 4,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -199,13 +199,6 @@ impl HttpSession {
             self.waiting.push_front(i);
             return true;
         }
-        if status == 401 {
-            if x.has_resent(Resend::OAuthFlow) {
-                log::debug!("HTTP 401 to the token a flow got for this request: its answer");
-                return false;
-            }
-            x.resent |= Resend::OAuthFlow as u8;
-        }
         log::debug!("HTTP {status}: running the OAuth flow");
         st.flow.handle_challenge(now, status, &challenge);
         x.stage = Stage::Parked(x.attempt());
