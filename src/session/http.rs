@@ -279,6 +279,14 @@ enum Resend {
     FreshToken = 1,
     /// After a 401 `use_dpop_nonce`, with the server's DPoP nonce.
     DpopNonce = 2,
+    /// After a 401, with the token an OAuth flow run for it got. The flow's own limit on
+    /// re-authorizations starts over at any other request's success, so without this one
+    /// request the server keeps refusing would run a flow per round until its deadline.
+    OAuthFlow = 4,
+    /// After a second 401 whose challenge names other resource metadata than the first flow
+    /// followed: the resource moved to another authorization server (SEP-2352), which only a
+    /// flow that follows the new metadata can find out.
+    OAuthMoved = 8,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -303,6 +311,9 @@ struct Exchange {
     resent: u8,
     /// The OAuth token generation this exchange was last sent with, if it carried one.
     token_gen: Option<u64>,
+    /// The `resource_metadata` of the 401 challenge whose flow this exchange waited for
+    /// ([`Resend::OAuthFlow`]), to tell a moved resource from the same refusal again.
+    flowed_for: Option<String>,
     idle_resumes: u32,
     // The response being read.
     status: u16,
@@ -332,6 +343,7 @@ impl Exchange {
             modern: false,
             resent: 0,
             token_gen: None,
+            flowed_for: None,
             idle_resumes: 0,
             status: 0,
             mode: BodyMode::Json,
@@ -355,6 +367,7 @@ impl Exchange {
         self.modern = modern;
         self.resent = 0;
         self.token_gen = None;
+        self.flowed_for = None;
         self.idle_resumes = 0;
         self.stream_id.clear();
         self.retry_ms = None;
@@ -406,6 +419,23 @@ impl Exchange {
 
     fn has_resent(&self, r: Resend) -> bool {
         self.resent & r as u8 != 0
+    }
+
+    /// Whether a 401 with `challenge` may run an OAuth flow for this exchange, noting it
+    /// when it may: the first 401 may, and one more whose challenge names other resource
+    /// metadata (the resource moved); a 401 to the token a flow got for it is its answer.
+    fn may_flow_for(&mut self, challenge: &AuthChallenge) -> bool {
+        let names = challenge.resource_metadata.as_deref();
+        let step = if !self.has_resent(Resend::OAuthFlow) {
+            Resend::OAuthFlow
+        } else if !self.has_resent(Resend::OAuthMoved) && names != self.flowed_for.as_deref() {
+            Resend::OAuthMoved
+        } else {
+            return false;
+        };
+        self.resent |= step as u8;
+        self.flowed_for = names.map(str::to_owned);
+        true
     }
 
     /// A legacy request whose event stream named an id can be resumed (§6.2 Resumption;

@@ -199,6 +199,11 @@ impl HttpSession {
             self.waiting.push_front(i);
             return true;
         }
+        if status == 401 && !x.may_flow_for(&challenge) {
+            log::debug!("HTTP 401 to the token a flow got for this request: its answer");
+            x.challenge = Some(challenge);
+            return false;
+        }
         log::debug!("HTTP {status}: running the OAuth flow");
         st.flow.handle_challenge(now, status, &challenge);
         x.stage = Stage::Parked(x.attempt());

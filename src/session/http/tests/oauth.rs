@@ -101,6 +101,55 @@ fn a_401_runs_the_flow_and_the_refused_requests_go_again_first_with_the_token() 
     assert_eq!(s.events(), [r#"done {"content":[]}"#]);
 }
 
+/// A request refused with 401 again after a flow got a token for it is answered so: no flow
+/// per round for it, though another request's success starts the flow's own count over.
+#[test]
+fn a_request_refused_again_after_its_flow_is_answered_not_flowed_again() {
+    let mut s = Sim::modern().with_oauth();
+    let mut server = As { tokens: vec![token("tok-1"), token("tok-2")], ..As::default() };
+    s.call("a");
+    let a = s.next().unwrap();
+    s.refuse(a.x, 401, CHALLENGE);
+    assert_eq!(s.run_flow(&mut server), 3);
+    let a = s.next().unwrap();
+    assert_eq!(a.header("authorization"), Some("Bearer tok-1"));
+    s.call("b");
+    let b = s.next().unwrap();
+    let body = reply(&b, json!({"content": []}));
+    s.json(b.x, body);
+    s.refuse(a.x, 401, CHALLENGE);
+    assert_eq!(s.run_flow(&mut server), 0, "no second flow for the same request");
+    let events = s.events();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(events[1].starts_with("failed Peer(AuthRequired"), "{events:?}");
+    assert!(s.next().is_none(), "nothing is resent");
+}
+
+/// A second 401 that names other resource metadata (the resource moved to another
+/// authorization server) gets a flow of its own; a third refusal is the answer.
+#[test]
+fn a_request_whose_resource_moved_gets_one_more_flow() {
+    const MOVED: &str =
+        r#"Bearer resource_metadata="https://mcp.test/.well-known/oauth-protected-resource/v2""#;
+    let mut s = Sim::modern().with_oauth();
+    let mut server = As { tokens: vec![token("tok-1"), token("tok-2")], ..As::default() };
+    s.call("a");
+    let a = s.next().unwrap();
+    s.refuse(a.x, 401, CHALLENGE);
+    assert_eq!(s.run_flow(&mut server), 3);
+    let a = s.next().unwrap();
+    s.refuse(a.x, 401, MOVED);
+    assert!(s.run_flow(&mut server) > 0, "the moved resource's metadata is followed");
+    assert!(server.asked.iter().any(|q| q.contains("oauth-protected-resource/v2")));
+    let a = s.next().unwrap();
+    assert_eq!(a.header("authorization"), Some("Bearer tok-2"));
+    s.refuse(a.x, 401, CHALLENGE);
+    assert_eq!(s.run_flow(&mut server), 0, "two flows per request at most");
+    let events = s.events();
+    assert!(events.iter().any(|e| e.starts_with("failed Peer(AuthRequired")), "{events:?}");
+    assert!(s.next().is_none(), "nothing is resent");
+}
+
 #[test]
 fn a_failed_flow_fails_the_refused_requests_with_the_step_that_failed() {
     let mut s = Sim::modern().with_oauth();
