@@ -533,11 +533,18 @@ impl OAuthFlow {
                 return self.fail_response(AuthStep::Discovery, response);
             }
             // No PRM anywhere: a 2025-03-26 server, whose authorization server is its origin.
-            self.resource = None;
-            self.prm_scopes = None;
             let Some(issuer) = parts(&self.config.server_url).map(|p| origin(&p)) else {
                 return self.fail(AuthStep::Discovery, AuthFailure::InvalidServerUrl);
             };
+            if self.issuer.as_deref().is_some_and(|known| known != issuer) {
+                // The tokens held came from the authorization server a PRM named. A PRM
+                // that is gone now (a deployment's passing 404) is no evidence that the
+                // server went back to 2025-03-26; the guess would drop every credential as
+                // an issuer change. Reported instead, with what the user holds kept.
+                return self.fail_response(AuthStep::Discovery, response);
+            }
+            self.resource = None;
+            self.prm_scopes = None;
             return self.discover_server(issuer, true);
         }
         let prm = match parse_resource_metadata(response.body) {

@@ -1039,6 +1039,31 @@ fn a_cleartext_new_issuer_costs_no_tokens() {
     assert_eq!(h.bearer(), Some("t1"), "the token held is kept");
 }
 
+/// A PRM that is gone (404 at every location) after the tokens came from the authorization
+/// server it named: the discovery fails with the status, and the tokens and the stored
+/// credentials are kept. (The 2025-03-26 guess, the origin, was taken for an issuer change.)
+#[test]
+fn a_prm_gone_after_tokens_from_its_issuer_costs_no_tokens() {
+    let store = Shared::default();
+    let config =
+        OAuthConfig::authorization_code(SERVER, REDIRECT).store(Box::new(Shared(store.0.clone())));
+    let mut h = Harness::new(config);
+    h.discover(json!({}), None);
+    h.register(json!({}));
+    let (_, req) = h.grant(AS);
+    h.token(&req, "t1", json!({"expires_in": 3600, "refresh_token": "r1"}));
+    h.ready();
+    h.flow.handle_authorized();
+    h.flow.handle_challenge(h.now, 401, &challenge(None, None));
+    h.get(PRM_PATH, 404, &json!({}));
+    h.get(PRM_ROOT, 404, &json!({}));
+    let e = h.failed();
+    assert_eq!((e.step, e.status), (AuthStep::Discovery, Some(404)));
+    h.nothing();
+    assert_eq!(h.bearer(), Some("t1"), "the token held is kept");
+    assert_eq!(store.0.borrow_mut().load(SERVER).map(|a| a.issuer), Some(AS.to_owned()));
+}
+
 #[test]
 fn host_credentials_stay_with_their_first_server() {
     // Pre-registered credentials with no issuer named are bound to the server they were
