@@ -6,7 +6,7 @@
 //! and the others' header paths are kept here. A `tools/call` of a tool with headers then reads
 //! those argument values. Only tools that declare headers cost a parse of their arguments.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use smallvec::SmallVec;
 
@@ -38,6 +38,19 @@ pub(crate) struct ToolHeaders {
     tasks: HashMap<String, bool>,
     /// A listing was read: a tool missing from `tasks` forbids tasks.
     listed: bool,
+    /// The tools named by the pages of the one-page walk under way, since its first page:
+    /// at its last page every entry of a tool it did not name goes, so a server that renames
+    /// its tools at every listing cannot grow the table for the engine's life.
+    walk: Option<HashSet<String>>,
+}
+
+/// Where a page of a one-page walk ([`ToolHeaders::learn_page`]) stands in its listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PageAt {
+    /// Asked for without a cursor: a walk starts.
+    pub(crate) first: bool,
+    /// Without `nextCursor`: the walk ends.
+    pub(crate) last: bool,
 }
 
 impl ToolHeaders {
@@ -48,13 +61,33 @@ impl ToolHeaders {
         self.by_tool.clear();
         self.classes.clear();
         self.tasks.clear();
-        self.learn_page(items, enforce_headers)
+        self.walk = None;
+        self.learn_page(items, enforce_headers, PageAt { first: false, last: false })
     }
 
     /// As [`learn`](Self::learn), from one page of a listing: the page's tools replace their
-    /// own entries and every other tool keeps its. (A tool gone from the server keeps its entry
-    /// until the next complete listing; calling it fails at the server either way.)
-    pub(crate) fn learn_page(&mut self, items: &[u8], enforce_headers: bool) -> Option<Vec<u8>> {
+    /// own entries and every other tool keeps its until the walk's last page, where the tools
+    /// no page of the walk named lose theirs (a walk whose first page this engine did not
+    /// read sweeps nothing).
+    pub(crate) fn learn_page(
+        &mut self,
+        items: &[u8],
+        enforce_headers: bool,
+        at: PageAt,
+    ) -> Option<Vec<u8>> {
+        if at.first {
+            self.walk = Some(HashSet::new());
+        }
+        let kept = self.learn_tools(items, enforce_headers);
+        if let Some(named) = self.walk.take_if(|_| at.last) {
+            self.by_tool.retain(|tool, _| named.contains(tool));
+            self.classes.retain(|tool, _| named.contains(tool));
+            self.tasks.retain(|tool, _| named.contains(tool));
+        }
+        kept
+    }
+
+    fn learn_tools(&mut self, items: &[u8], enforce_headers: bool) -> Option<Vec<u8>> {
         let tools = json::parse(items).ok().filter(|t| t.kind() == Kind::Array)?;
         // The kept tools' text, as the server wrote it: made only once a tool is dropped (a
         // listing can be megabytes, and usually nothing is).
@@ -65,6 +98,9 @@ impl ToolHeaders {
             self.classes.remove(&name);
             self.tasks.remove(&name);
             self.listed = true;
+            if let Some(named) = self.walk.as_mut() {
+                named.insert(name.clone());
+            }
             let execution = tool.get("execution").and_then(|e| e.get("taskSupport"));
             match execution.and_then(RawJson::as_str).as_deref() {
                 Some("optional") => _ = self.tasks.insert(name.clone(), false),
@@ -121,6 +157,12 @@ impl ToolHeaders {
             Some(false) => TaskSupport::Optional,
             None => TaskSupport::Forbidden,
         })
+    }
+
+    /// How many tools have headers here.
+    #[cfg(test)]
+    pub(crate) fn tools_with_headers(&self) -> usize {
+        self.by_tool.len()
     }
 
     /// What the last listing's annotations say about sending `tool` twice (`None`: unknown).

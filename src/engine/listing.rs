@@ -166,6 +166,53 @@ mod tests {
         }
     }
 
+    /// A walk of one-page tool listings ends by forgetting the tools none of its pages named:
+    /// a server that renames its tools at every listing does not grow the header table (nor
+    /// keep a gone tool's read-only class) for the engine's life. A walk read from its middle
+    /// forgets nothing.
+    #[test]
+    fn a_one_page_walk_forgets_the_tools_it_did_not_name() {
+        let mut h = Harness::ready_http();
+        let opts = CallOptions::default();
+        let tool = |name: &str| {
+            json!({"name": name, "annotations": {"readOnlyHint": true},
+                "inputSchema": {"type": "object", "properties": {
+                "region": {"type": "string", "x-mcp-header": "Region"}}}})
+        };
+        let page = |h: &mut Harness, cursor: Option<&str>, tools: Value, next: Option<&str>| {
+            let c = h.engine.list_page(h.now, Method::ToolsList, cursor, &opts).unwrap();
+            let sent = h.sent_one();
+            let mut result = json!({"resultType": "complete", "tools": tools});
+            if let Some(next) = next {
+                result["nextCursor"] = json!(next);
+            }
+            h.reply(&sent, result);
+            page_result(h, c);
+        };
+        let known = |h: &Harness, name: &str| {
+            (
+                h.engine.tool_headers.class_of(name).is_some(),
+                h.engine.tool_headers.tools_with_headers(),
+            )
+        };
+        page(&mut h, None, json!([tool("t-1")]), Some("2"));
+        page(&mut h, Some("2"), json!([tool("u-1")]), None);
+        assert_eq!(known(&h, "t-1"), (true, 2));
+        // The next walk names other tools: the first walk's are gone at its end, not before.
+        page(&mut h, None, json!([tool("t-2")]), Some("2"));
+        assert_eq!(known(&h, "t-1"), (true, 3), "a walk under way forgets nothing");
+        page(&mut h, Some("2"), json!([tool("u-2")]), None);
+        assert_eq!(known(&h, "t-1"), (false, 2));
+        assert_eq!(known(&h, "u-2"), (true, 2));
+        h.call("t-1", r#"{"region":"eu"}"#);
+        let call = h.sent_one();
+        let route = h.routes[&crate::engine::tests::wire(&call).get()].clone();
+        assert!(route.params.is_empty(), "a tool gone has no headers: {:?}", route.params);
+        // A last page whose walk started elsewhere (no first page read here) sweeps nothing.
+        page(&mut h, Some("9"), json!([tool("v")]), None);
+        assert_eq!(known(&h, "u-2"), (true, 3));
+    }
+
     /// Issue 10: "a call already in flight keeps the definition it started with (its
     /// idempotency hint, x-mcp-header rules) even if the catalog changes under it". The tool
     /// is read-only with a `Region` header when the call starts; a new listing then makes it

@@ -2553,13 +2553,18 @@ impl Engine {
         if key != "tools" {
             return self.finish(now, slot, Ended::Answered, done(result.text()));
         }
+        // A page asked for without a cursor (no params at all) starts a walk.
+        let at = headers::PageAt {
+            first: self.requests.bufs_mut(slot).params_len() == 0,
+            last: !has_next,
+        };
         let mut array = std::mem::take(&mut self.requests.bufs_mut(slot).more().items);
         array.clear();
         array.push(b'[');
         array.extend_from_slice(inner.as_bytes());
         array.push(b']');
         let enforce = self.transport == TransportKind::Http;
-        let Some(kept) = self.tool_headers.learn_page(&array, enforce) else {
+        let Some(kept) = self.tool_headers.learn_page(&array, enforce, at) else {
             self.requests.bufs_mut(slot).more().items = array;
             return self.finish(now, slot, Ended::Answered, done(result.text()));
         };
