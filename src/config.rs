@@ -96,7 +96,8 @@ pub struct Config {
     /// before the server is told it timed out. Input requests of a modern call wait under the
     /// call's own deadline instead.
     pub server_request_timeout: Duration,
-    /// Most server requests waiting for the host at once; one more is refused.
+    /// Most server requests waiting for the host at once; one more is refused. 1 to 65,536:
+    /// the table is made with the engine.
     pub max_server_requests: usize,
     /// The server's logical identity in a [`Host`](crate::Host)'s capability cache (`None`:
     /// the program and arguments of a stdio server, each after a NUL, and a fingerprint of
@@ -363,6 +364,9 @@ impl Default for Config {
 /// The most pending calls a table may hold: ids keep the slot in 20 bits.
 pub(crate) const MAX_PENDING_LIMIT: usize = 1 << 20;
 
+/// The most server requests an engine keeps waiting for the host at once.
+pub(crate) const MAX_SERVER_REQUESTS_LIMIT: usize = 1 << 16;
+
 impl Config {
     pub(crate) fn check(&self) -> Result<(), ConfigError> {
         let err = |field, reason| Err(ConfigError { field, reason });
@@ -405,8 +409,10 @@ impl Config {
         if self.server_request_timeout.is_zero() {
             return err("server_request_timeout", "must be non-zero");
         }
-        if self.max_server_requests == 0 {
-            return err("max_server_requests", "must be at least 1");
+        // The table is made whole with the engine: a "no limit" of usize::MAX would be a
+        // capacity panic (or an abort) in add_server, and each lane pays it again.
+        if self.max_server_requests == 0 || self.max_server_requests > MAX_SERVER_REQUESTS_LIMIT {
+            return err("max_server_requests", "must be between 1 and 65536");
         }
         // The engine's own scanner, which reads these capabilities later (and accepts what
         // serde_json's Value would): serde_json's deserializer stays out of clients that do

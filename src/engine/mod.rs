@@ -824,7 +824,8 @@ impl Engine {
     /// How many more calls the in-flight limit and the queue take now.
     pub(crate) fn queue_room(&self) -> usize {
         let free = self.config.max_in_flight.saturating_sub(self.requests.in_flight());
-        (self.config.max_queued + free).saturating_sub(self.requests.queued())
+        // Saturating: `usize::MAX` is how a configuration says "no limit".
+        self.config.max_queued.saturating_add(free).saturating_sub(self.requests.queued())
     }
 
     /// Cancels a call: the local wait ends at once (a `CallFailed { Cancelled }` event), the

@@ -114,8 +114,11 @@ pub(crate) fn decide(
 pub(crate) fn backoff(policy: &RetryPolicy, attempt: u32, random: u64) -> Duration {
     let exp = attempt.saturating_sub(1).min(20);
     let raw = policy.base_delay.saturating_mul(1 << exp).min(policy.max_delay);
-    let jitter_span = raw.as_micros() as u64 * u64::from(policy.jitter_percent.min(100)) / 100;
-    let jitter = if jitter_span == 0 { 0 } else { random % (jitter_span + 1) };
+    // In u128: a delay of centuries (a configuration's "never") times the percentage is past
+    // u64.
+    let span = raw.as_micros() * u128::from(policy.jitter_percent.min(100)) / 100;
+    let jitter_span = u64::try_from(span).unwrap_or(u64::MAX);
+    let jitter = if jitter_span == 0 { 0 } else { random % jitter_span.saturating_add(1) };
     raw.saturating_add(Duration::from_micros(jitter))
 }
 
@@ -309,6 +312,21 @@ mod tests {
             0,
         );
         assert_eq!(too_slow, Decision::Fail);
+    }
+
+    /// A delay of centuries (a configuration's way of saying "never") with jitter: the span
+    /// multiplied past u64 (a panic in a debug build, a wrapped jitter otherwise).
+    #[test]
+    fn a_huge_delay_gets_its_jitter_without_overflow() {
+        let huge = Duration::from_secs(u64::MAX / 1_000);
+        let p = RetryPolicy {
+            base_delay: huge,
+            max_delay: huge,
+            jitter_percent: 20,
+            ..RetryPolicy::default()
+        };
+        let d = backoff(&p, 1, u64::MAX - 1);
+        assert!(d >= huge && d <= huge + huge / 5, "{d:?}");
     }
 
     #[test]

@@ -556,6 +556,28 @@ fn is_error_protocol_errors_and_cancels_leave_the_breaker_alone() {
     assert_eq!(h.engine.breaker_state(0, OperationClass::Read), BreakerState::Closed);
 }
 
+/// `usize::MAX` for the in-flight limit or the queue (a configuration's "no limit") is no
+/// limit: their sum overflowed (a panic in a debug build; in a release build the wrapped room
+/// refused the 128th call, or every call).
+#[test]
+fn limits_of_usize_max_are_no_limits() {
+    let config = Config { max_in_flight: usize::MAX, max_queued: 128, ..Config::default() };
+    let mut h = Harness::ready_with(config);
+    for i in 0..200 {
+        h.call(&format!("t{i}"), "{}");
+    }
+    assert_eq!(h.take_sent().len(), 200);
+    let config = Config { max_in_flight: 1, max_queued: usize::MAX, ..Config::default() };
+    let mut h = Harness::ready_with(config);
+    h.call("a", "{}");
+    h.call("b", "{}");
+    assert_eq!(h.take_sent().len(), 1, "one in flight, one queued");
+    // The server request table is made whole with the engine: "no limit" there is refused.
+    let config = Config { max_server_requests: usize::MAX, ..Config::default() };
+    let e = Engine::new(config, std::time::Instant::now()).err().map(|e| e.field);
+    assert_eq!(e, Some("max_server_requests"));
+}
+
 #[test]
 fn the_in_flight_limit_queues_in_order_records_the_wait_and_overflows_as_overloaded() {
     let config = Config { max_in_flight: 2, max_queued: 2, ..Config::default() };
