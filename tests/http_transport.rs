@@ -976,6 +976,25 @@ fn closing_a_legacy_session_sends_delete_with_the_sessions_headers_without_waiti
     until_settled(&mut host);
 }
 
+/// A legacy server whose GET stream fails (503) is closed while the stream backs off: the
+/// backoff's deadline went on being reported after the close, in the past, so the host's loop
+/// never slept again (and never became idle) until the server was removed.
+#[test]
+fn a_closed_legacy_server_whose_get_stream_backs_off_leaves_no_deadline() {
+    let legacy = session_server(deleted);
+    let server = MiniServer::start(None, move |req: &Request| match req.method.as_str() {
+        "GET" => Response { status: 503, headers: vec![], body: String::new() },
+        _ => legacy(req),
+    });
+    let mut host = Host::new().unwrap();
+    let id = add_legacy(&mut host, HttpOptions::new(server.url("http", "127.0.0.1")));
+    common::poll_until(&mut host, common::PATIENCE, |_| {
+        server.requests().iter().any(|r| r.method == "GET")
+    });
+    close_and_see_delete(&mut host, id, &server);
+    until_settled(&mut host);
+}
+
 #[test]
 fn the_delete_goes_over_tls_and_through_a_connect_proxy_like_the_sessions_requests() {
     let pki = Pki::new("delete");

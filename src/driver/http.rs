@@ -765,6 +765,7 @@ impl HttpDriver {
                 let _ = self.session.take_session_id();
             }
         }
+        self.session.close();
     }
 
     /// Closes every connection without waiting. The `DELETE` that ends a legacy session, when
@@ -777,7 +778,9 @@ impl HttpDriver {
         now: Instant,
     ) -> Option<close::SessionEnd> {
         self.close_all(registry);
-        self.end_session(registry, now, later(now, grace))
+        let end = self.end_session(registry, now, later(now, grace));
+        self.session.close();
+        end
     }
 
     /// Closes every connection and stops listening for a resolution.

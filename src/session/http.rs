@@ -793,6 +793,20 @@ impl HttpSession {
         self.exchanges.len() - 1
     }
 
+    /// The server is closed and its connections with it: nothing of the session is due again.
+    /// A legacy GET stream's backoff, a broken stream's resumption or the OAuth flow's token
+    /// refresh left scheduled kept a closed server in the host's deadlines, due at once on
+    /// every turn (a loop at full CPU), and the refresh went on rotating the user's tokens
+    /// for a server nobody used. Call after the session's `DELETE` is planned (its proof
+    /// needs the flow).
+    pub(crate) fn close(&mut self) {
+        for i in 0..self.exchanges.len() {
+            self.release(i);
+        }
+        self.listen = Listen::Off;
+        self.oauth = None;
+    }
+
     fn release(&mut self, i: usize) {
         let Some(x) = self.exchanges.get_mut(i) else { return };
         if x.lingers_until.take().is_some() {

@@ -150,6 +150,24 @@ fn a_request_whose_resource_moved_gets_one_more_flow() {
     assert!(s.next().is_none(), "nothing is resent");
 }
 
+/// A closed session keeps no token refresh due: the flow's timer kept a closed server in the
+/// host's deadlines and refreshed (rotated) the user's tokens for nobody.
+#[test]
+fn a_closed_session_refreshes_no_token() {
+    let mut s = Sim::modern().with_oauth();
+    let mut server = As { tokens: vec![token("tok-1")], ..As::default() };
+    s.call("a");
+    let a = s.next().unwrap();
+    s.refuse(a.x, 401, CHALLENGE);
+    assert_eq!(s.run_flow(&mut server), 3);
+    assert!(s.session.poll_timeout().is_some(), "the refresh is due before the expiry");
+    s.session.close();
+    assert_eq!(s.session.poll_timeout(), None);
+    s.now += Duration::from_secs(3600);
+    s.session.handle_timeout(&mut s.engine, s.now);
+    assert!(s.session.poll_oauth_request().is_none(), "no refresh");
+}
+
 #[test]
 fn a_failed_flow_fails_the_refused_requests_with_the_step_that_failed() {
     let mut s = Sim::modern().with_oauth();
