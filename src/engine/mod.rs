@@ -1984,6 +1984,7 @@ impl Engine {
         if matches!(self.lifecycle, Lifecycle::Ready { .. }) && self.era() == Some(Era::Legacy) {
             log::debug!("legacy session gone (GET stream); re-initializing");
             self.stats.sessions_renewed += 1;
+            self.end_session_tasks(now, &TransportError::SessionExpired);
             self.forget_legacy_requests();
             self.start_handshake(now);
         }
@@ -2002,6 +2003,7 @@ impl Engine {
                 self.stats.sessions_renewed += 1;
                 if matches!(self.lifecycle, Lifecycle::Ready { .. }) {
                     log::debug!("legacy session expired; re-initializing");
+                    self.end_session_tasks(now, &TransportError::SessionExpired);
                     // Their ids were the old session's: the new one never made them.
                     self.forget_legacy_requests();
                     self.start_handshake(now);
@@ -2401,6 +2403,11 @@ impl Engine {
     /// (sent again, or `DeliveryUnknown` for a write), and nothing of the old process is
     /// written to the new one.
     fn fail_sent_calls(&mut self, now: Instant, cause: &CallError) {
+        let lost = match cause {
+            CallError::Transport(t) => t.clone(),
+            _ => TransportError::ConnectionLost,
+        };
+        self.end_session_tasks(now, &lost);
         let sent: SmallVec<[usize; 16]> = self
             .requests
             .iter()
@@ -2411,6 +2418,32 @@ impl Engine {
             self.on_attempt_failed(now, slot, cause.clone(), Delivery::MaybeDelivered);
         }
         self.control.clear();
+    }
+
+    /// 2025-11-25 task-backed calls whose task lived in a process or session that is gone
+    /// (PROTOCOL.md §4: one process is one session): the next one never heard of the task,
+    /// so polling it there ends the call with the server's error for an unknown id (or its
+    /// `tasks/cancel` goes to a process that never saw the task). The tool may have run, all
+    /// or part: each ends with `DeliveryUnknown`, and no cancel is sent.
+    fn end_session_tasks(&mut self, now: Instant, lost: &TransportError) {
+        if self.era() != Some(Era::Legacy) {
+            // A 2026-07-28 task is the server's, not a session's: it is polled on.
+            return;
+        }
+        let tasks: SmallVec<[usize; 8]> = self
+            .requests
+            .iter()
+            .filter(|(_, p)| p.owner == Owner::Host && p.task)
+            .map(|(slot, _)| slot)
+            .collect();
+        for slot in tasks {
+            if let Some(t) = self.task_mut(slot) {
+                // Taken as over, so the call's end (`finish`) sends no `tasks/cancel`.
+                t.status = Some(TaskStatus::Cancelled);
+            }
+            let e = CallError::Local(LocalError::DeliveryUnknown(Box::new(lost.clone())));
+            self.finish(now, slot, Ended::Abandoned, Outcome::Failed(e));
+        }
     }
 
     /// Calls whose deadline comes before the next process (or the next era probe) does cannot
@@ -2973,6 +3006,12 @@ impl Engine {
     /// on 2025-11-25 only when the server declared `tasks.cancel`). Its reply is counted as
     /// late: the call has ended.
     fn cancel_task(&mut self, slot: usize) {
+        if !matches!(self.lifecycle, Lifecycle::Ready { .. }) {
+            // No process or session to tell now, and the next one's first message must be
+            // its probe or `initialize`: a `tasks/cancel` queued meanwhile went out before it
+            // (servers that exit on any other first message crashed again).
+            return;
+        }
         let legacy = self.era() != Some(Era::Modern);
         if legacy && !LegacyTaskCaps::of_server_info(&self.server_info).cancel {
             return;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{raw, transmits, Harness};
+use super::{exit, raw, transmits, Harness};
 use crate::engine::*;
 
 const TASKS: &str = "io.modelcontextprotocol/tasks";
@@ -465,6 +465,94 @@ fn a_task_is_reattached_by_id_after_a_restart() {
         h.engine.resume_task(h.now, "", &CallOptions::default()),
         Err(RequestError::InvalidTaskId)
     );
+}
+
+/// Lets the restart backoff run out and opens the next process.
+fn next_process(h: &mut Harness) {
+    for _ in 0..8 {
+        if h.engine.wants_transport() {
+            break;
+        }
+        h.now = h.engine.poll_timeout().expect("restart timer");
+        h.engine.handle_timeout(h.now);
+    }
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+}
+
+/// A 2025-11-25 task lives in its process's session (PROTOCOL.md §4): when the process dies
+/// the call ends `DeliveryUnknown` (the tool may have run), and the next process hears
+/// neither a poll nor a cancel of a task it never saw. (The call was kept, its old task
+/// polled in the new session, and the server's "unknown task" error ended it as a protocol
+/// error, then `tasks/cancel` went for it.)
+#[test]
+fn a_legacy_task_ends_with_its_process() {
+    let mut h = ready_legacy_with_tasks(true);
+    let call = call_with(&mut h, &prefer());
+    let sent = h.sent_one();
+    h.reply(&sent, json!({"task": legacy_task("working", 500)}));
+    h.events();
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
+    let events = h.events();
+    assert!(events.contains(&format!("failed {} delivery_unknown", call.get())), "{events:?}");
+    next_process(&mut h);
+    let init = h.sent_one();
+    assert_eq!(init["method"], "initialize", "the new process's first message");
+    h.reply(
+        &init,
+        json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+            "serverInfo": {"name": "s", "version": "1"}}),
+    );
+    h.advance(Duration::from_secs(5));
+    let sent = h.take_sent();
+    assert!(sent.iter().all(|m| m["method"] == "notifications/initialized"), "{sent:?}");
+}
+
+/// The same for a legacy HTTP session the server forgot: its tasks end with it, and the new
+/// session polls none of them.
+#[test]
+fn a_legacy_task_ends_with_its_http_session() {
+    let mut h = ready_legacy_with_tasks_over(true, TransportKind::Http);
+    let task = call_with(&mut h, &prefer());
+    let sent = h.sent_one();
+    h.reply(&sent, json!({"task": legacy_task("working", 500)}));
+    h.events();
+    h.call("other", "{}");
+    let other = h.sent_one();
+    h.engine.handle_transport(h.now, TransportEvent::session_expired(wire(&other)));
+    let events = h.events();
+    assert!(events.contains(&format!("failed {} delivery_unknown", task.get())), "{events:?}");
+    let init = h.sent_one();
+    assert_eq!(init["method"], "initialize");
+    h.reply(
+        &init,
+        json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+            "serverInfo": {"name": "s", "version": "1"}}),
+    );
+    h.advance(Duration::from_secs(5));
+    let sent = h.take_sent();
+    let methods: Vec<_> = sent.iter().map(|m| m["method"].clone()).collect();
+    assert_eq!(methods, [json!("notifications/initialized"), json!("tools/call")], "{sent:?}");
+}
+
+/// A task-backed call cancelled while its server restarts: nothing is queued for the next
+/// process ahead of its probe (a `tasks/cancel` went out first, and a server that exits on
+/// any first message but its handshake crashed again).
+#[test]
+fn a_task_cancelled_while_its_server_restarts_sends_nothing_before_the_handshake() {
+    let mut h = ready_legacy_with_tasks(true);
+    let call = call_with(&mut h, &prefer());
+    let sent = h.sent_one();
+    h.reply(&sent, json!({"task": legacy_task("working", 60_000)}));
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
+    // Ended with its process already; a cancel now finds nothing to cancel.
+    let _ = h.engine.cancel(h.now, call);
+    let events = h.events();
+    assert_eq!(
+        events.iter().filter(|e| e.starts_with(&format!("failed {}", call.get()))).count(),
+        1
+    );
+    next_process(&mut h);
+    assert_eq!(h.sent_one()["method"], "initialize");
 }
 
 #[test]
