@@ -154,6 +154,19 @@ impl SseParser {
         (*data_lines, *id_changed, *skipping, *dispatched) = (false, false, false, false);
     }
 
+    /// Gives back the room of a buffer that a large event grew past `keep` bytes: the
+    /// parser belongs to a slot that lives as long as its session, and a reset keeps room.
+    pub(crate) fn shed(&mut self, keep: usize) {
+        if self.buf.capacity() > keep {
+            self.buf = Vec::new();
+            (self.start, self.scanned) = (0, 0);
+        }
+        if self.fields.data.capacity() > keep {
+            self.fields.data = String::new();
+            self.fields.data_lines = false;
+        }
+    }
+
     /// Starts a reconnected stream from the last event ID of the one before (the `Last-Event-ID`
     /// it was resumed with), as an `EventSource` keeps its last event ID buffer across
     /// reconnections: only an `id` line of the new stream changes it. Call after

@@ -272,6 +272,9 @@ impl Flight {
     }
 }
 
+/// Room an exchange's buffers keep between requests; more is given back when it is freed.
+const SLOT_BUF_KEEP: usize = 256 * 1024;
+
 /// A resend an exchange gets at most once; [`Exchange::resent`] is a set of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Resend {
@@ -415,6 +418,19 @@ impl Exchange {
     /// Sends again as it was sent: queued, the same kind of send.
     fn requeue(&mut self) {
         self.stage = Stage::Waiting(self.attempt());
+    }
+
+    /// Gives back the room a large request or response grew the slot's buffers to: slots
+    /// are reused for the session's life, and one reply of many megabytes left each slot it
+    /// passed through holding them for good.
+    fn shed(&mut self) {
+        if self.reply.capacity() > SLOT_BUF_KEEP {
+            self.reply = Vec::new();
+        }
+        if self.body.capacity() > SLOT_BUF_KEEP {
+            self.body = Vec::new();
+        }
+        self.sse.shed(SLOT_BUF_KEEP);
     }
 
     fn has_resent(&self, r: Resend) -> bool {
@@ -831,6 +847,7 @@ impl HttpSession {
             Stage::InFlight(_) => {}
         }
         x.stage = Stage::Free;
+        x.shed();
         self.free.push(i);
     }
 
@@ -1241,6 +1258,12 @@ impl HttpSession {
         let i = x.0;
         let Some(ex) = self.exchanges.get_mut(i) else { return ResponseStep::Close };
         if ex.mode == BodyMode::Json {
+            if !matches!(ex.carries, Carries::Request { .. }) {
+                // A notification's or an answer's POST, or a GET stream answered with JSON:
+                // nobody reads the body, so it is not gathered (a server answering each with
+                // megabytes grew every such slot to its cap).
+                return ResponseStep::More;
+            }
             if ex.reply.len() + chunk.len() > self.max_body {
                 self.handle_failed(engine, now, x, ExchangeFailure::TooLarge);
                 return ResponseStep::Close;

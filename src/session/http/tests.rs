@@ -1070,6 +1070,29 @@ fn requests_waiting_at_a_session_renewal_go_after_the_handshake_with_the_new_id(
     assert_eq!(calls, ["b", "t"], "both calls go, in the new session");
 }
 
+/// A slot keeps no more room than [`SLOT_BUF_KEEP`] once its exchange is over, and the body
+/// of an answer's POST is not gathered at all: a server answering with megabytes left every
+/// slot it passed through holding them for the session's life.
+#[test]
+fn slots_give_back_the_room_of_large_bodies() {
+    let mut s = Sim::legacy_in(Sim::with_limit(None, 4 << 20));
+    let get = s.listen.take().unwrap();
+    assert!(matches!(s.head(get.x, 200, &SSE), ResponseStep::More));
+    s.body(get.x, &format!("data: {}\n\n", json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})));
+    s.flush();
+    let pong = s.next().expect("the ping's answer");
+    assert_eq!(pong.body["id"], 1);
+    let big = "x".repeat(1 << 20);
+    s.json(pong.x, json!({"padding": big}));
+    s.call("a");
+    let a = s.next().unwrap();
+    let body = reply(&a, json!({"content": [{"type": "text", "text": big}]}));
+    s.json(a.x, body);
+    assert!(s.events().iter().any(|e| e.starts_with("done")));
+    let held: Vec<usize> = s.session.exchanges.iter().map(|x| x.reply.capacity()).collect();
+    assert!(held.iter().all(|&c| c <= SLOT_BUF_KEEP), "{held:?}");
+}
+
 /// A server that asks faster than the answers' POSTs complete (pings on the GET stream, none
 /// of their POSTs answered) cannot grow the session's exchanges past a bound: each answer
 /// became an exchange of its own, without limit.
