@@ -166,6 +166,31 @@ mod tests {
         }
     }
 
+    /// A slot gives back the room a large page grew its listing buffer to, once the listing
+    /// is over: one-page listings put the page's copy back whatever its size, and a walk that
+    /// failed after gathering pages (a repeated cursor here) kept them all.
+    #[test]
+    fn a_large_listing_leaves_no_room_held_in_its_slot() {
+        let mut h = Harness::ready_http();
+        let opts = CallOptions::default();
+        let tools: Vec<Value> =
+            (0..4000).map(|i| json!({"name": format!("tool-{i:05}"), "inputSchema": {}})).collect();
+        let c = h.engine.list_page(h.now, Method::ToolsList, None, &opts).unwrap();
+        let sent = h.sent_one();
+        h.reply(&sent, json!({"resultType": "complete", "tools": tools}));
+        page_result(&mut h, c);
+        let room = h.engine.requests.largest_listing_room();
+        assert!(room <= super::LISTING_BUF_KEEP, "{room}");
+        let c = h.engine.list(h.now, Method::ToolsList, &opts).unwrap();
+        for _ in 0..2 {
+            let sent = h.sent_one();
+            h.reply(&sent, json!({"resultType": "complete", "tools": tools, "nextCursor": "same"}));
+        }
+        assert!(h.events().iter().any(|e| e.starts_with(&format!("failed {}", c.get()))));
+        let room = h.engine.requests.largest_listing_room();
+        assert!(room <= super::LISTING_BUF_KEEP, "{room}");
+    }
+
     /// A walk of one-page tool listings ends by forgetting the tools none of its pages named:
     /// a server that renames its tools at every listing does not grow the header table (nor
     /// keep a gone tool's read-only class) for the engine's life. A walk read from its middle

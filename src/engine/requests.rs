@@ -187,6 +187,10 @@ impl SlotBufs {
 
     /// Empties the slot for a new call, keeping every buffer's room.
     fn reset(&mut self) {
+        if self.text.capacity() > super::listing::LISTING_BUF_KEEP {
+            // A call with large arguments used this slot last.
+            self.text = Vec::new();
+        }
         self.text.clear();
         self.meta_end = 0;
         self.name_end = 0;
@@ -201,6 +205,21 @@ impl SlotBufs {
             more.run_id = None;
             more.held = Span::ZERO;
             more.task = None;
+        }
+    }
+
+    /// Gives back the room of listing and round buffers a large page or failed walk grew past
+    /// `keep` bytes: slots live as long as their engine, and [`reset`](Self::reset) keeps
+    /// room, so one 16 MiB page held its slot's memory for good. (The call's own text is
+    /// read for its record after the slot is freed: [`reset`](Self::reset) sheds that.)
+    fn shed(&mut self, keep: usize) {
+        if let Some(more) = self.more.as_mut() {
+            if more.items.capacity() > keep {
+                more.items = Vec::new();
+            }
+            if more.request_state.capacity() > keep {
+                more.request_state = Vec::new();
+            }
         }
     }
 
@@ -491,6 +510,13 @@ impl Requests {
         &self.bufs[slot]
     }
 
+    /// The most room any slot's listing buffer holds.
+    #[cfg(test)]
+    pub(crate) fn largest_listing_room(&self) -> usize {
+        let room = |b: &SlotBufs| b.more.as_ref().map_or(0, |m| m.items.capacity());
+        self.bufs.iter().map(room).max().unwrap_or(0)
+    }
+
     pub(crate) fn bufs_mut(&mut self, slot: usize) -> &mut SlotBufs {
         &mut self.bufs[slot]
     }
@@ -524,6 +550,7 @@ impl Requests {
     /// Frees a slot, remembering how its last wire id ended.
     pub(crate) fn remove(&mut self, slot: usize, how: Ended) -> Option<Pending> {
         let p = self.slab.try_remove(slot)?;
+        self.bufs[slot].shed(super::listing::LISTING_BUF_KEEP);
         self.ended[slot] = (p.wire_gen, how);
         self.count(p.owner, p.state, -1);
         Some(p)
