@@ -229,12 +229,20 @@ pub(crate) fn check_saved_verdict(verdict: &SavedVerdict) -> Result<(), ConfigEr
     Ok(())
 }
 
-/// A result's `ttlMs`; missing, negative or malformed reads as 0 (PROTOCOL.md §2.2).
+/// The longest an era verdict is kept fresh, whatever the server's `ttlMs`: a saved verdict
+/// outlives the process, and a server's `1e18` made it good for millions of years (and, cast
+/// to a store's integer type, already expired).
+pub(super) const MAX_VERDICT_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// A discover result's `ttlMs`, at most [`MAX_VERDICT_TTL`]; missing, negative or malformed
+/// reads as 0 (PROTOCOL.md §2.2).
 pub(super) fn ttl_of(result: RawJson<'_>) -> Duration {
     let Some(n) = result.get("ttlMs").filter(|n| n.kind() == Kind::Number) else {
         return Duration::ZERO;
     };
-    crate::proto::json::whole_number(n.text()).map_or(Duration::ZERO, Duration::from_millis)
+    let ttl =
+        crate::proto::json::whole_number(n.text()).map_or(Duration::ZERO, Duration::from_millis);
+    ttl.min(MAX_VERDICT_TTL)
 }
 
 /// Where the era verdict the engine works under came from, for [`Engine::verdict`](super::Engine::verdict).

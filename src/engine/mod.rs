@@ -277,10 +277,10 @@ impl Engine {
     }
 
     /// The era verdict to keep for the next run of the host ([`Config::saved_discover`]): the
-    /// `server/discover` result, its version and, from its `ttlMs`, when it expires. `wall`
-    /// is the wall-clock time at `now` (the engine reads no clock). `None` unless the server
-    /// is ready in the modern era and the verdict is still fresh; a saved verdict in use is
-    /// given back as it was.
+    /// `server/discover` result, its version and, from its `ttlMs` (a day at most), when it
+    /// expires. `wall` is the wall-clock time at `now` (the engine reads no clock). `None`
+    /// unless the server is ready in the modern era and the verdict is still fresh; a saved
+    /// verdict in use is given back as it was.
     pub fn verdict(&self, now: Instant, wall: SystemTime) -> Option<SavedVerdict> {
         self.saved_verdict(now, wall)
     }

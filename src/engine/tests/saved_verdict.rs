@@ -87,6 +87,18 @@ fn a_restarted_host_sends_its_first_call_without_a_probe() {
     assert_eq!(h.engine.verdict(h.now, wall()), Some(verdict), "given back as it was saved");
 }
 
+/// A server's `ttlMs` of centuries keeps the verdict a day at most: the saved verdict
+/// outlives the process, and nothing bounded it.
+#[test]
+fn a_huge_ttl_keeps_the_verdict_a_day_at_most() {
+    let mut h = Harness::new(Config::default());
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    h.reply(&probe, discover(1_000_000_000_000_000_000));
+    let verdict = h.engine.verdict(h.now, wall()).expect("a fresh modern verdict");
+    assert_eq!(verdict.expires, wall() + Duration::from_secs(24 * 3600));
+}
+
 #[test]
 fn a_refused_version_falls_back_to_the_probe_and_sends_the_call_again() {
     let mut h = restarted(Config::default());
