@@ -51,6 +51,11 @@ pub(crate) struct LineFramer {
     tail: Vec<u8>,
 }
 
+/// The most room the buffer keeps once a long line is out: more than a read (the stdio
+/// driver's are 64 KiB at most) and what a read leaves over, so shedding never repeats in
+/// steady state.
+const ROOM_KEPT: usize = 256 * 1024;
+
 /// The buffer's room from the start: a read of the stdio driver's first size, with no line
 /// left over.
 const FIRST_ROOM: usize = 4 * 1024;
@@ -91,6 +96,14 @@ impl LineFramer {
         source: &mut (impl Read + ?Sized),
         size: usize,
     ) -> io::Result<usize> {
+        if self.start == self.filled && self.buf.len() > ROOM_KEPT {
+            // A long line grew the buffer; it is out now, and its room goes back rather than
+            // staying for the process's life (a 16 MiB line, even one dropped as oversize).
+            // Reads are smaller than what is kept, so steady state allocates nothing.
+            self.buf.truncate(ROOM_KEPT);
+            self.buf.shrink_to_fit();
+            (self.start, self.filled, self.scanned) = (0, 0, 0);
+        }
         let n = super::read_after(&mut self.buf, &mut self.start, &mut self.filled, source, size)?;
         let from = self.filled;
         self.filled += n;
@@ -279,6 +292,20 @@ mod tests {
         // check of its length overflowed: a panic in a debug build, and in a release build
         // every line cut across reads was discarded as oversize).
         no_limit: usize::MAX, b"{\"a\":1}\n{}\n" => [f("{\"a\":1}"), f("{}")];
+    }
+
+    /// A long line's room goes back once the line is out: the buffer kept it for the
+    /// process's life.
+    #[test]
+    fn a_long_lines_room_is_given_back() {
+        let mut f = LineFramer::new(16 << 20);
+        let line = format!("{{\"pad\":\"{}\"}}\n", "p".repeat(4 << 20));
+        f.push(line.as_bytes());
+        assert!(matches!(f.next_frame(), Some(Frame::Line(l)) if l.len() == line.len() - 1));
+        assert!(f.next_frame().is_none());
+        f.push(b"{}\n");
+        assert!(matches!(f.next_frame(), Some(Frame::Line(b"{}"))));
+        assert!(f.buf.capacity() <= ROOM_KEPT, "{}", f.buf.capacity());
     }
 
     #[test]

@@ -424,6 +424,10 @@ impl EventQueue {
             // 100,000 tools) made is given back rather than kept for the host's lifetime.
             self.arena.clear();
             self.arena.shrink_to(ARENA_KEEP);
+            // So is the room of the spare one, which a compaction during the large result
+            // swapped in.
+            self.spare.clear();
+            self.spare.shrink_to(ARENA_KEEP);
             self.live = 0;
         } else if dead > COMPACT_MIN && dead > self.live {
             self.compact();
@@ -820,6 +824,26 @@ mod tests {
         assert!(peak <= 2 * COMPACT_MIN + 1024, "arena grew to {peak} bytes");
         assert_eq!(h.engine.queued_events(), 1);
         assert!(matches!(h.engine.poll_event(), Some(Event::ListChanged(ListKind::Tools))));
+    }
+
+    /// The room a large result made is given back from both buffers once the queue is
+    /// empty: the spare one, which a compaction swapped out holding the large result's room,
+    /// kept it for the host's lifetime.
+    #[test]
+    fn an_emptied_queue_gives_back_the_room_of_both_buffers() {
+        let mut q = EventQueue::new(1 << 30);
+        let call = |n: u64| CallId(crate::proto::jsonrpc::WireId::new(n as usize, 1));
+        let big = "z".repeat(4 * ARENA_KEEP);
+        let record = CallRecord::new(crate::Method::ToolsCall, crate::TransportKind::Stdio);
+        q.resource_updated("res://pinned");
+        for n in 0..3 {
+            q.done(call(n), &big, ResultType::Complete, false, &record);
+            assert!(q.take_terminal(call(n)).is_some());
+        }
+        assert!(q.pop().is_some());
+        q.resource_updated("res://next");
+        let room = (q.arena.capacity(), q.spare.capacity());
+        assert!(room.0 <= ARENA_KEEP && room.1 <= ARENA_KEEP, "{room:?}");
     }
 
     #[test]
