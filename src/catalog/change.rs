@@ -34,6 +34,12 @@ impl CatalogChange {
         &self.diff.changed
     }
 
+    /// Roughly the memory the change's names hold: their bytes and each box.
+    pub(crate) fn weight(&self) -> usize {
+        let d = &self.diff;
+        d.added.iter().chain(&d.removed).chain(&d.changed).map(|n| n.len() + 16).sum()
+    }
+
     /// The content hash of the new catalog, 16 hex digits: stable across processes, machines
     /// and releases, so a host may persist it and compare later.
     pub fn catalog_hash(&self) -> String {

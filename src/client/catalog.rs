@@ -335,6 +335,10 @@ impl fmt::Debug for Identity {
 /// The most catalog change events kept for the host ([`ClientCache::push_change`]).
 const MAX_QUEUED_CHANGES: usize = 256;
 
+/// The most memory the names of the change events kept for the host may hold (the newest
+/// change is kept whatever its size).
+const MAX_QUEUED_CHANGE_BYTES: usize = 8 << 20;
+
 /// Backoff before listening again after a stream broke: doubles up to the cap.
 const RELISTEN_BASE: Duration = Duration::from_millis(200);
 const RELISTEN_MAX: Duration = Duration::from_secs(30);
@@ -432,6 +436,8 @@ pub(crate) struct ClientCache {
     store: Store,
     eager: bool,
     changes: VecDeque<(ServerId, CatalogKind, CatalogChange)>,
+    /// The [`CatalogChange::weight`] of every change in `changes`.
+    change_bytes: usize,
     /// The change last handed out by `poll_event` (its event borrows it).
     current: Option<CatalogChange>,
     /// The host's persistent store (with its wall clock and the era verdicts), and the
@@ -559,6 +565,7 @@ impl ClientCache {
             store,
             eager: config.eager_refresh,
             changes: VecDeque::new(),
+            change_bytes: 0,
             current: None,
             persist: None,
             asked: HashSet::new(),
@@ -586,11 +593,18 @@ impl ClientCache {
         kind: CatalogKind,
         change: CatalogChange,
     ) {
-        if self.changes.len() >= MAX_QUEUED_CHANGES {
-            log::debug!("catalog change events not taken: dropping the oldest");
-            self.changes.pop_front();
-        }
+        self.change_bytes += change.weight();
         self.changes.push_back((server, kind, change));
+        // By count and by bytes: a server that renames a large catalog at each refresh made
+        // each change hold two catalogs' names, up to gigabytes at the count's bound.
+        while self.changes.len() > MAX_QUEUED_CHANGES
+            || (self.change_bytes > MAX_QUEUED_CHANGE_BYTES && self.changes.len() > 1)
+        {
+            log::debug!("catalog change events not taken: dropping the oldest");
+            if let Some((_, _, old)) = self.changes.pop_front() {
+                self.change_bytes -= old.weight();
+            }
+        }
     }
 
     /// The change events waiting, for `poll_event`.
@@ -601,6 +615,7 @@ impl ClientCache {
     /// Takes the next change event (the event borrows the cache).
     pub(crate) fn next_change(&mut self) -> Option<(ServerId, HostEvent<'_>)> {
         let (id, kind, change) = self.changes.pop_front()?;
+        self.change_bytes -= change.weight();
         let change = self.current.insert(change);
         Some((
             id,

@@ -311,6 +311,35 @@ fn a_removed_servers_cache_calls_are_no_host_events() {
     assert!(seen.iter().any(|e| e.starts_with("Closed")), "{seen:?}");
 }
 
+/// Catalog change events a host never takes are bounded by the memory their names hold too:
+/// a server renaming a large catalog at each refresh made each of 256 kept changes hold two
+/// catalogs' names.
+#[test]
+fn catalog_change_events_not_taken_are_bounded_by_bytes() {
+    use crate::catalog::change::CatalogChange;
+    use crate::catalog::diff::CatalogDiff;
+    use crate::catalog::hash::ContentHash;
+    let mut sim = Sim::new();
+    let id = sim.ready_server("renaming");
+    for round in 0..20 {
+        let names =
+            |tag: &str| (0..50_000).map(|i| format!("{tag}-{round}-{i:08}").into()).collect();
+        let diff =
+            CatalogDiff { added: names("new"), removed: names("old"), ..CatalogDiff::default() };
+        let change = CatalogChange::new(diff, ContentHash::of(b"x"));
+        sim.client.cache.push_change(id, CatalogKind::Tools, change);
+    }
+    let mut kept = Vec::new();
+    while let Some((_, event)) = sim.client.poll_event(sim.now) {
+        if let crate::client::HostEvent::Client(crate::client::ClientEvent::ToolsChanged(c)) = event
+        {
+            kept.push(c.added()[0].to_string());
+        }
+    }
+    // Each change is about 3.5 MB of names: two fit in the 8 MiB; the newest are kept.
+    assert_eq!(kept, ["new-18-00000000", "new-19-00000000"]);
+}
+
 /// Catalog change events a host never takes are bounded: the oldest go (every change's
 /// names were kept for good).
 #[test]
