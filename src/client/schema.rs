@@ -23,6 +23,12 @@ use super::{Client, ServerId};
 /// many tools there are, so this only trims definitions of tools long gone).
 const MAX_COMPILED: usize = 1024;
 
+/// Compiled schema nodes kept at most, all definitions together; past it the table starts
+/// over too. A node can weigh half a kilobyte, and a definition 10,000 nodes (the default
+/// limit): by count alone, a server that changes a large tool at each refresh could make the
+/// table gigabytes.
+const MAX_COMPILED_NODES: usize = 100_000;
+
 /// The compiled schemas of one tool definition.
 #[derive(Debug)]
 struct ToolSchemas {
@@ -35,6 +41,8 @@ struct ToolSchemas {
 pub(crate) struct SchemaCache {
     limits: SchemaLimits,
     by_hash: HashMap<ContentHash, Result<Arc<ToolSchemas>, SchemaError>>,
+    /// The nodes of every schema in `by_hash`.
+    nodes: usize,
     compiles: u64,
 }
 
@@ -49,6 +57,20 @@ pub(crate) enum SchemaCheck {
     NotAnObject,
     /// The value does not match the schema.
     Violation(SchemaViolation),
+}
+
+impl SchemaCache {
+    /// The nodes of every schema kept, counted afresh.
+    #[cfg(test)]
+    pub(crate) fn kept_nodes(&self) -> usize {
+        self.by_hash.values().filter_map(|t| t.as_ref().ok()).map(|t| t.nodes()).sum()
+    }
+}
+
+impl ToolSchemas {
+    fn nodes(&self) -> usize {
+        [&self.input, &self.output].into_iter().flatten().map(Schema::node_count).sum()
+    }
 }
 
 fn compile_tool(definition: &str, limits: SchemaLimits) -> Result<ToolSchemas, SchemaError> {
@@ -127,11 +149,14 @@ impl Client {
         let definition = self.listed_tool(now, server, name).map(|i| i.json().to_owned());
         let definition = definition.ok_or(SchemaCheck::NotInCatalog)?;
         let cache = &mut self.schemas;
-        if cache.by_hash.len() >= MAX_COMPILED {
-            cache.by_hash.clear();
-        }
         cache.compiles += 1;
         let compiled = compile_tool(&definition, cache.limits).map(Arc::new);
+        let nodes = compiled.as_ref().map_or(0, |t| t.nodes());
+        if cache.by_hash.len() >= MAX_COMPILED || cache.nodes + nodes > MAX_COMPILED_NODES {
+            cache.by_hash.clear();
+            cache.nodes = 0;
+        }
+        cache.nodes += nodes;
         cache.by_hash.insert(hash, compiled.clone());
         compiled.map_err(SchemaCheck::Unusable)
     }

@@ -859,6 +859,37 @@ fn tool_schemas_are_compiled_once_per_definition_from_the_cache() {
     assert!(sim.client.check_tool_result(sim.now, id, "count", r#"{"content":[]}"#).is_ok());
 }
 
+/// The compiled schemas kept are bounded by their nodes, not only by their count: a server
+/// that changes a large tool at each refresh kept 1,024 compiled copies of it.
+#[cfg(feature = "schema")]
+#[test]
+fn compiled_schemas_are_bounded_by_their_nodes() {
+    let raw = |s: &str| serde_json::value::RawValue::from_string(s.to_owned()).unwrap();
+    let page = |round: usize| {
+        let properties: serde_json::Map<String, Value> =
+            (0..5_000).map(|i| (format!("p{i}"), json!({"type": "integer"}))).collect();
+        let schema = json!({"type": "object", "properties": properties, "title": round});
+        json!({"resultType": "complete", "ttlMs": 60_000,
+            "tools": [{"name": "wide", "inputSchema": schema}]})
+    };
+    let mut sim = Sim::new();
+    let id = sim.ready_server("wide");
+    assert_eq!(sim.tool_names(id), None);
+    for round in 0..40 {
+        if round > 0 {
+            sim.peer(id, json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+            assert_eq!(sim.tool_names(id), None);
+        }
+        let list = sim.sent_one(id);
+        sim.reply(id, &list, page(round));
+        sim.client.handle_timeout(sim.now);
+        assert!(sim.client.check_tool_arguments(sim.now, id, "wide", &raw("{}")).is_ok());
+        let kept = sim.client.schemas.kept_nodes();
+        assert!(kept <= 100_000, "round {round}: {kept}");
+    }
+    assert_eq!(sim.client.schema_compiles(), 40);
+}
+
 /// The servers the next round of a shell looks at (those marked since the last round), in
 /// index order.
 fn next_round(sim: &mut Sim) -> Vec<usize> {

@@ -97,6 +97,11 @@ impl Schema {
         compile::Schema::compile(value, limits).map(Schema)
     }
 
+    /// The nodes the compiled schema holds, a measure of its memory.
+    pub(crate) fn node_count(&self) -> usize {
+        self.0.nodes.len()
+    }
+
     /// Checks an instance; the error names the first failing location as a JSON pointer.
     pub fn validate(&self, instance: &Value) -> Result<(), SchemaViolation> {
         self.0.validate(instance)
