@@ -260,7 +260,7 @@ pub struct RetryPolicy {
     pub base_delay: Duration,
     /// Backoff never exceeds this (before jitter).
     pub max_delay: Duration,
-    /// Jitter added on top, as a fraction of the delay (0 to 1).
+    /// Jitter added on top, in percent of the delay (0 to 100; more reads as 100).
     pub jitter_percent: u8,
 }
 

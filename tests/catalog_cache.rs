@@ -193,6 +193,20 @@ fn a_closed_server_has_no_catalog() {
     assert!(Host::with_cache(CacheConfig { max_entries: 0, ..CacheConfig::default() }).is_err());
 }
 
+/// A server that never gets ready within the wait (a program that never answers its probe)
+/// is `NotReady`, as the error's docs say: it was the listing's failure, with no listing sent.
+#[test]
+fn a_server_not_ready_in_time_has_no_catalog_yet() {
+    let mut host = Host::new().unwrap();
+    let silent = mcpoll::StdioCommand::new("sleep").arg("60");
+    let id = host.add_stdio_server(silent, Config::default()).unwrap();
+    match host.tool_catalog_blocking(id, Duration::from_millis(300)) {
+        Err(CatalogError::NotReady) => {}
+        other => panic!("{other:?}"),
+    }
+    host.remove_server(id);
+}
+
 #[test]
 fn a_listing_marked_ttl_zero_is_served_once_and_never_cached() {
     let mut host = Host::new().unwrap();

@@ -71,6 +71,8 @@ const TOKEN_RESOLVE: usize = TOKEN_CONNS - 2;
 /// The token offset of the legacy session's `DELETE` after a close ([`close`]); MCP
 /// connections use the ones below.
 const TOKEN_CLOSE: usize = TOKEN_CONNS - 3;
+// `HttpOptions::max_connections` documents the cap this makes.
+const _: () = assert!(TOKEN_CLOSE - 1 == 124);
 /// Tokens an HTTP driver uses, from its base token.
 pub(crate) const TOKENS_PER_DRIVER: usize = TOKEN_CONNS;
 

@@ -472,7 +472,9 @@ impl fmt::Display for LocalError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RequestError {
-    /// The pending table is full (`Config::max_pending`), or the host has left
+    /// The in-flight limit and its queue are used up (`Config::max_in_flight` plus
+    /// `Config::max_queued`: 160 calls with the defaults, the first to be reached), the
+    /// pending table is full (`Config::max_pending`), or the host has left
     /// `Config::max_queued_events` calls' terminal events undrained.
     Overloaded,
     /// The engine is closed; no further calls are accepted.

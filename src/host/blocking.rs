@@ -50,8 +50,8 @@ impl Host {
         }
     }
 
-    /// Polls until the server is ready (or closed, or `timeout` passes) and returns its state.
-    /// A server that became degraded (its process kept dying) ends the wait at once with the
+    /// Polls until the server is ready (or closed) and returns its state; when `timeout`
+    /// passes first, fails with [`LocalError::DeadlineExceeded`]. A server that became degraded (its process kept dying) ends the wait at once with the
     /// last transport error (for stdio: the exit status and stderr tail); one refused for want
     /// of authorization ([`ServerState::Unauthorized`]) with its authorization error.
     pub fn wait_ready(
@@ -185,8 +185,13 @@ impl Host {
             Err(BlockingError::Io(e)) => return Err(CatalogError::Io(e)),
             // A server known before may be down: its catalog can still be served stale.
             _ if known => {}
-            // `wait_ready` waits for no call.
-            Ok(_) | Err(BlockingError::NotPending) => return Err(CatalogError::NotReady),
+            // `wait_ready` waits for no call; its own deadline is a server not ready in time
+            // (no listing was sent: not the listing's failure).
+            Ok(_)
+            | Err(BlockingError::NotPending)
+            | Err(BlockingError::Call(CallError::Local(LocalError::DeadlineExceeded))) => {
+                return Err(CatalogError::NotReady)
+            }
             Err(BlockingError::Call(e)) => return Err(CatalogError::Listing(e)),
             Err(BlockingError::Request(e)) => return Err(CatalogError::Request(e)),
         }

@@ -363,8 +363,10 @@ impl Host {
     }
 
     /// Closes a server: its calls fail, its process group is stopped (stdin closed, then
-    /// SIGTERM after 250 ms, then SIGKILL after 250 ms more), and its handle becomes invalid
-    /// once its events are drained. An HTTP server's connections close, and its legacy
+    /// SIGTERM after 250 ms, then SIGKILL after 250 ms more). Its handle stays valid (its
+    /// state is [`ServerState::Closed`], calls are refused with [`RequestError::Closed`])
+    /// until [`remove_server`](Self::remove_server) frees it and its resources. An HTTP
+    /// server's connections close, and its legacy
     /// session, if it has one, is ended with a `DELETE` that gets 250 ms to be answered.
     /// Returns without waiting: the poll and tick reap the process and send the `DELETE`.
     /// The principals' lanes on it close with it.

@@ -42,7 +42,8 @@ pub struct HttpOptions {
     pub tls: TlsOptions,
     /// Direct, from the environment (default), or an explicit CONNECT proxy.
     pub proxy: ProxyChoice,
-    /// Most connections used for calls at once (the legacy GET stream has its own).
+    /// Most connections used for calls at once (the legacy GET stream has its own); at most
+    /// 124 (the driver's token block), a larger value reads as 124.
     pub max_connections: usize,
     /// An idle keep-alive connection is closed after this long.
     pub idle_timeout: Duration,
@@ -227,7 +228,8 @@ impl HttpOptions {
     /// server's throughput: calls past either limit wait in a queue, and
     /// [`Stats::queued`](crate::Stats::queued) and each call's
     /// [`CallRecord::queue_wait`](crate::CallRecord::queue_wait) show it. Raise both together for
-    /// many concurrent calls to one server.
+    /// many concurrent calls to one server. At most 124 connections: a larger value reads
+    /// as 124.
     pub fn max_connections(mut self, n: usize) -> Self {
         self.max_connections = n;
         self
