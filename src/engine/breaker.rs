@@ -185,6 +185,29 @@ impl Breakers {
         self.all_fresh = self.all.iter().all(|b| b.state == State::Closed { failures: 0 });
     }
 
+    /// Records how an attempt of a call ended; `probe`: the call was admitted as its
+    /// half-open breaker's probe. While the breaker is half-open only the probe's end counts:
+    /// an older call's cancel or error freed the probe's place with the probe still out (a
+    /// second probe went), its failure reopened the breaker under the probe (whose success
+    /// was then lost), its success closed it before the probe said anything.
+    #[inline]
+    pub(crate) fn record_attempt(
+        &mut self,
+        tenant: u32,
+        class: OperationClass,
+        outcome: Option<&CallError>,
+        now: Instant,
+        probe: bool,
+    ) -> Option<Change> {
+        if !probe && !self.all_fresh {
+            let b = self.find(tenant, class);
+            if matches!(b.state, State::HalfOpen { .. }) {
+                return None;
+            }
+        }
+        self.record(tenant, class, outcome, now)
+    }
+
     /// Records how a call that was admitted ended.
     #[inline]
     pub(crate) fn record(

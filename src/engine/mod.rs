@@ -2150,7 +2150,7 @@ impl Engine {
         let change = if !judged_by_breaker(p.method) {
             None
         } else if p.attempt > 0 {
-            self.breakers.record(p.tenant, p.op, failure, now)
+            self.breakers.record_attempt(p.tenant, p.op, failure, now, p.probe)
         } else {
             // Unsent, it says nothing of the server; a probe gives its place back.
             if p.probe {
@@ -2287,8 +2287,14 @@ impl Engine {
             // never behind its back: it ends with the error as it is.
             return self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error));
         }
-        let (class, attempt, deadline, tenant, op) =
-            (p.class, u32::from(p.tries.max(1)), self.epoch.instant(p.deadline), p.tenant, p.op);
+        let (class, attempt, deadline, tenant, op, probe) = (
+            p.class,
+            u32::from(p.tries.max(1)),
+            self.epoch.instant(p.deadline),
+            p.tenant,
+            p.op,
+            p.probe,
+        );
         let random = self.jitter.next();
         let decision = decide(
             &self.config.retry,
@@ -2305,7 +2311,8 @@ impl Engine {
             Decision::Retry(delay) => {
                 // A failed attempt tells its breaker even when the call goes on (a final
                 // failure is told by `finish`).
-                if let Some(c) = self.breakers.record(tenant, op, Some(&error), now) {
+                if let Some(c) = self.breakers.record_attempt(tenant, op, Some(&error), now, probe)
+                {
                     self.events.breaker(c.tenant, c.class, c.state);
                 }
                 // The error's name only: its text may quote the server's stderr or message.
@@ -2827,7 +2834,7 @@ impl Engine {
     fn answered_for_now(&mut self, now: Instant, slot: usize) {
         let Some(p) = self.requests.get(slot) else { return };
         if judged_by_breaker(p.method) {
-            if let Some(c) = self.breakers.record(p.tenant, p.op, None, now) {
+            if let Some(c) = self.breakers.record_attempt(p.tenant, p.op, None, now, p.probe) {
                 self.events.breaker(c.tenant, c.class, c.state);
             }
         }

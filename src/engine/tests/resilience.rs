@@ -381,6 +381,51 @@ fn the_breaker_opens_fails_fast_then_half_opens_and_closes() {
     assert!(h.engine.call_tool(h.now, "lookup", raw("{}"), &o).is_ok());
 }
 
+/// While a breaker is half-open only its probe's end counts: a call written before the breaker
+/// opened that gets an error reply, fails or succeeds meanwhile changes nothing. (Its error
+/// reply, like a cancel, freed the probe's place with the probe still out, so a second probe
+/// went; its failure reopened the breaker under the probe, whose success was then lost.)
+#[test]
+fn only_the_probe_judges_a_half_open_breaker() {
+    let breaker = BreakerPolicy { failure_threshold: 2, cool_down: Duration::from_secs(5) };
+    let retry = RetryPolicy { max_attempts: 1, ..RetryPolicy::default() };
+    let mut h = Harness::ready_http_with(Config { breaker, retry, ..Config::default() });
+    let lost = || ExchangeFailure::Transport(TransportError::ConnectionLost);
+    let o = opts(Idempotency::Read);
+    let old = |h: &mut Harness| {
+        let c = h.engine.call_tool(h.now, "slow", raw("{}"), &o).unwrap();
+        (c, h.sent_one())
+    };
+    let (refused_by_server, refused_sent) = old(&mut h);
+    let (failing, failing_sent) = old(&mut h);
+    let (answered, answered_sent) = old(&mut h);
+    for _ in 0..2 {
+        h.engine.call_tool(h.now, "lookup", raw("{}"), &o).unwrap();
+        let s = h.sent_one();
+        let failed = TransportEvent::exchange_failed(super::tests::wire(&s), lost());
+        h.engine.handle_transport(h.now, failed);
+    }
+    assert_eq!(h.events().last().unwrap(), "breaker Read Open");
+    h.now += Duration::from_secs(5);
+    h.engine.call_tool(h.now, "lookup", raw("{}"), &o).unwrap();
+    assert_eq!(h.events(), ["breaker Read HalfOpen"]);
+    let probe = h.sent_one();
+    h.reply_error(&refused_sent, -32603, None);
+    let refused = h.engine.call_tool(h.now, "lookup", raw("{}"), &o);
+    assert_eq!(refused, Err(RequestError::BreakerOpen), "the probe is still out");
+    let failed = TransportEvent::exchange_failed(super::tests::wire(&failing_sent), lost());
+    h.engine.handle_transport(h.now, failed);
+    h.reply(&answered_sent, json!({"content": []}));
+    let events = h.events();
+    assert!(events.iter().all(|e| !e.starts_with("breaker")), "{events:?}");
+    for call in [refused_by_server, failing] {
+        assert!(events.iter().any(|e| e.starts_with(&format!("failed {}", call.get()))));
+    }
+    assert!(events.iter().any(|e| e.starts_with(&format!("done {}", answered.get()))));
+    h.reply(&probe, json!({"content": []}));
+    assert_eq!(h.events().last().unwrap(), "breaker Read Closed", "the probe's verdict");
+}
+
 /// A `subscriptions/listen` stream that breaks is no write whose delivery is unknown, and its
 /// end says nothing of the server's health: it ends as the transport error it is, no breaker
 /// counts it, and none is asked for it (a re-listen never holds a half-open breaker's probe).
