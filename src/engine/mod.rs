@@ -2978,7 +2978,10 @@ impl Engine {
                 {
                     t.fetch_result = true;
                 }
-                self.requests.renew_wire_id(slot);
+                // The reply answered this wire id: a second copy of it is a duplicate (taken
+                // as late, a creation reply's copy looked like an orphan task's and cancelled
+                // the task being fetched).
+                self.requests.renew_answered_wire_id(slot);
                 if let Some(id) = self.requests.wire_id(slot) {
                     self.send_queue.push_front(id);
                 }

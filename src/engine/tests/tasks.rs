@@ -193,6 +193,23 @@ fn a_duplicate_of_the_task_creation_reply_cancels_nothing() {
     assert_eq!(h.engine.pending(), 1, "{}", call.get());
 }
 
+/// The same for a 2025-11-25 task created already needing input (or done): its result is
+/// fetched at once, and a copy of the creation reply cancels nothing.
+#[test]
+fn a_duplicate_of_a_legacy_creation_reply_needing_input_cancels_nothing() {
+    let mut h = ready_legacy_with_tasks(true);
+    call_with(&mut h, &prefer());
+    let sent = h.sent_one();
+    let created = json!({"task": legacy_task("input_required", 500)});
+    h.reply(&sent, created.clone());
+    h.events();
+    let fetch = h.sent_one();
+    assert_eq!(fetch["method"], "tasks/result");
+    h.reply(&sent, created);
+    assert!(h.take_sent().is_empty(), "no tasks/cancel");
+    assert_eq!(h.engine.stats().duplicate_responses, 1);
+}
+
 #[test]
 fn a_modern_task_is_created_polled_at_its_interval_and_ends_as_the_call() {
     let mut h = Harness::ready_modern();
