@@ -230,7 +230,22 @@ impl Client {
             return;
         }
         if self.retired.len() >= MAX_RETIRED {
-            self.retired.pop_front();
+            // Past the bound, the oldest engine that holds no call's end goes first: what a
+            // host needs most is each of its calls' one end. Only when every engine kept holds
+            // one is the oldest dropped, ends and all.
+            self.retired.retain(|r| r.engine.queued_events() > 0);
+            let spare = self.retired.iter().position(|r| r.engine.terminal_events() == 0);
+            if let Some(at) = spare {
+                self.retired.remove(at);
+            } else if self.retired.len() >= MAX_RETIRED {
+                if let Some(old) = self.retired.pop_front() {
+                    log::warn!(
+                        "{} ends of calls of a removed server dropped: {MAX_RETIRED} removed \
+                         servers' events wait undrained",
+                        old.engine.terminal_events()
+                    );
+                }
+            }
         }
         let name = self.records.name(id.index).to_owned();
         self.retired.push_back(Retired { id, name, engine });

@@ -311,6 +311,38 @@ fn a_removed_servers_cache_calls_are_no_host_events() {
     assert!(seen.iter().any(|e| e.starts_with("Closed")), "{seen:?}");
 }
 
+/// Past the bound on removed servers kept for their events, one holding no call's end goes
+/// before one that holds some: the oldest went whatever it held, and the host never heard of
+/// its calls' ends while a later server's resource notice was kept.
+#[test]
+fn removed_servers_holding_calls_ends_are_kept_first() {
+    let mut sim = Sim::new();
+    // Every server made first: making one drains the events waiting.
+    let with_a_call = |sim: &mut Sim, name: &str| {
+        let id = sim.ready_server(name);
+        sim.client.call_tool_json(sim.now, id, "t", "{}", &CallOptions::default()).unwrap();
+        sim.sent_one(id);
+        sim.unflushed();
+        id
+    };
+    let first = with_a_call(&mut sim, "first");
+    let quiet = sim.ready_server("quiet");
+    let rest: Vec<ServerId> = (0..63).map(|i| with_a_call(&mut sim, &format!("s{i}"))).collect();
+    let updated = json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+        "params": {"uri": "res://a"}});
+    sim.peer(quiet, updated);
+    for id in [first, quiet].into_iter().chain(rest) {
+        let mut core = sim.client.remove(id).unwrap();
+        core.engine.close(sim.now);
+        sim.client.retire(id, core.engine);
+    }
+    let mut ends = 0;
+    while let Some((_, event)) = sim.client.poll_event(sim.now) {
+        ends += usize::from(matches!(event, Event::CallFailed { .. }));
+    }
+    assert_eq!(ends, 64, "every removed server's call ended");
+}
+
 /// Catalog change events a host never takes are bounded by the memory their names hold too:
 /// a server renaming a large catalog at each refresh made each of 256 kept changes hold two
 /// catalogs' names.

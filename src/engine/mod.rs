@@ -1033,6 +1033,11 @@ impl Engine {
         self.events.len()
     }
 
+    /// How many of the queued events are calls' ends (`CallDone`, `CallFailed`).
+    pub(crate) fn terminal_events(&self) -> usize {
+        self.events.terminals()
+    }
+
     /// `list_changed` notifications of each kind received so far (tools, prompts, resources),
     /// whether or not their events were drained or dropped: how the host's capability cache
     /// notices a change without taking the host's events.
