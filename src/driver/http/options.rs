@@ -13,6 +13,12 @@ use crate::driver::url::{ProxyChoice, UrlError};
 use crate::redact::{RedactedUrl, RedactedUrls};
 use crate::session::http::{StaticToken, TokenProvider};
 
+/// The default [`HttpOptions::idle_timeout`]: under the 5 s after which uvicorn (the Python
+/// SDK's server) and Node's http close an idle connection, so a request is never written into
+/// their close (the 30 s it was made writes sent after 5 to 30 s of quiet `DeliveryUnknown`
+/// whenever the request met the server's close on the wire).
+pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+
 /// How to reach one HTTP server. `Debug` shows the names of the extra headers, not their
 /// values (an API key is often one).
 #[non_exhaustive]
@@ -45,7 +51,10 @@ pub struct HttpOptions {
     /// Most connections used for calls at once (the legacy GET stream has its own); at most
     /// 124 (the driver's token block), a larger value reads as 124.
     pub max_connections: usize,
-    /// An idle keep-alive connection is closed after this long.
+    /// An idle keep-alive connection is closed after this long (default 4 s). Keep it below
+    /// the server's own keep-alive timeout (5 s for uvicorn, the Python SDK's server, and for
+    /// Node's http): a request written as the server closes the connection is lost without an
+    /// answer, and a write then ends as `DeliveryUnknown`.
     pub idle_timeout: Duration,
     /// A connection attempt (TCP, proxy and TLS) fails after this long.
     pub connect_timeout: Duration,
@@ -113,7 +122,7 @@ impl HttpOptions {
             tls: TlsOptions::default(),
             proxy: ProxyChoice::FromEnv,
             max_connections: 4,
-            idle_timeout: Duration::from_secs(30),
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
             connect_timeout: Duration::from_secs(10),
             max_head_bytes: 16 * 1024,
             alternates: Vec::new(),
@@ -307,6 +316,15 @@ mod tests {
         let mut opts = HttpOptions::new("https://mcp.example.com/mcp");
         opts.headers = headers.iter().map(|&(n, v)| (n.into(), v.into())).collect();
         opts
+    }
+
+    /// The default idle timeout closes a connection before the common servers do (uvicorn's
+    /// and Node's 5 s): with 30 s, a write sent after 5 to 30 s of quiet could meet the
+    /// server's close on the wire and end `DeliveryUnknown`.
+    #[test]
+    fn idle_connections_are_closed_before_common_servers_close_them() {
+        let opts = HttpOptions::new("https://mcp.example.com/mcp");
+        assert!(opts.idle_timeout < std::time::Duration::from_secs(5), "{:?}", opts.idle_timeout);
     }
 
     /// One endpoint called with two API keys may list two sets of tools: two servers to the
