@@ -129,6 +129,17 @@ impl HttpUrl {
         }
     }
 
+    /// The URI a request to this URL targets, as its `Host` header and request line say it,
+    /// without query: a DPoP proof's `htu` (RFC 9449 4.2). Normalized as the request is
+    /// (scheme and host in lower case, no default port, `/` for an empty path), so a server
+    /// that compares `htu` with the request exactly accepts it whatever the configured
+    /// spelling (`HTTPS://MCP.Example.com:443/mcp`).
+    pub(crate) fn htu(&self) -> String {
+        let scheme = if self.scheme == Scheme::Https { "https" } else { "http" };
+        let path = self.target.split_once('?').map_or(self.target.as_str(), |(p, _)| p);
+        format!("{scheme}://{}{path}", self.host_header())
+    }
+
     /// `host:port` with the port always present (the CONNECT request target).
     pub(crate) fn authority(&self) -> String {
         let host =
@@ -275,6 +286,17 @@ fn no_proxy_host(entry: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A DPoP proof's `htu` is the URI the request goes to, spelled as the request spells it:
+    /// the configured URL's case and default port were kept, and a verifier comparing
+    /// exactly refused the proof.
+    #[test]
+    fn the_htu_is_normalized_as_the_request_is() {
+        let htu = |u: &str| HttpUrl::parse(u).unwrap().htu();
+        assert_eq!(htu("HTTPS://MCP.Example.com:443/mcp?x=1#f"), "https://mcp.example.com/mcp");
+        assert_eq!(htu("http://h:8080"), "http://h:8080/");
+        assert_eq!(htu("https://[::1]:8443/a/b"), "https://[::1]:8443/a/b");
+    }
 
     #[test]
     fn parses_urls() {

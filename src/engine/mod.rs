@@ -1034,6 +1034,7 @@ impl Engine {
     }
 
     /// How many of the queued events are calls' ends (`CallDone`, `CallFailed`).
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the core's, for removed servers
     pub(crate) fn terminal_events(&self) -> usize {
         self.events.terminals()
     }

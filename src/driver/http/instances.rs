@@ -32,8 +32,8 @@ impl Instance {
     /// Parses `url` and picks its proxy. No I/O: an IP literal gives its address at once, a
     /// name is resolved when a connection is first needed.
     pub(super) fn parse(url: &str, proxy: &ProxyChoice) -> Result<Self, HttpSetupError> {
-        let htu = crate::auth::oauth::dpop::htu(url).to_owned();
         let url = HttpUrl::parse(url).map_err(HttpSetupError::Url)?;
+        let htu = url.htu();
         let proxy = proxy_for(&url, proxy).map_err(HttpSetupError::Url)?;
         let origin = Origin::new(&url.target, &url.host_header()).map_err(|e| {
             // The URL parser refuses what the request writer would; this is its second line.
@@ -201,5 +201,19 @@ impl Instances {
         if let Some((lookup, _)) = self.lookup.take() {
             lookup.close(registry);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The DPoP `htu` of an instance is its request's URI, not the configured spelling: with
+    /// `HTTPS://MCP.Example.com:443/mcp` the proofs said so while the request line and `Host`
+    /// said `https://mcp.example.com/mcp`, and a verifier comparing exactly refused them.
+    #[test]
+    fn an_instances_htu_is_its_requests_uri() {
+        let instance = Instance::parse("HTTPS://MCP.Example.com:443/mcp", &ProxyChoice::Direct);
+        assert_eq!(instance.unwrap().htu, "https://mcp.example.com/mcp");
     }
 }
