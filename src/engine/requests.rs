@@ -212,6 +212,8 @@ impl SlotBufs {
     /// `keep` bytes: slots live as long as their engine, and [`reset`](Self::reset) keeps
     /// room, so one 16 MiB page held its slot's memory for good. (The call's own text is
     /// read for its record after the slot is freed: [`reset`](Self::reset) sheds that.)
+    #[cold]
+    #[inline(never)]
     fn shed(&mut self, keep: usize) {
         if let Some(more) = self.more.as_mut() {
             if more.items.capacity() > keep {
@@ -548,9 +550,14 @@ impl Requests {
     }
 
     /// Frees a slot, remembering how its last wire id ended.
+    #[inline]
     pub(crate) fn remove(&mut self, slot: usize, how: Ended) -> Option<Pending> {
         let p = self.slab.try_remove(slot)?;
-        self.bufs[slot].shed(super::listing::LISTING_BUF_KEEP);
+        let bufs = &mut self.bufs[slot];
+        if bufs.more.is_some() {
+            // Plain calls never make these buffers: one check on their path.
+            bufs.shed(super::listing::LISTING_BUF_KEEP);
+        }
         self.ended[slot] = (p.wire_gen, how);
         self.count(p.owner, p.state, -1);
         Some(p)
