@@ -205,13 +205,16 @@ fn http_sdk_peer_driven_by_poll2_many_calls_server_restart_and_idle() {
     let Some(dir) = peers_dir() else { return };
     let mut peer = HttpPeer::start(&dir, "run-py-http.sh");
     let mut l = FdLoop::new();
-    let server = l.host.add_http_server(HttpOptions::new(peer.url()), Config::default()).unwrap();
+    // The pooled connections' idle timeout set long (the default, 4 s, stays under the
+    // server's own 5 s), so an idle host has nothing due for a long while.
+    let opts = HttpOptions::new(peer.url()).idle_timeout(Duration::from_secs(30));
+    let server = l.host.add_http_server(opts, Config::default()).unwrap();
     l.until("ready", |e| e.iter().any(|(s, x)| *s == server && *x == Seen::Ready));
     l.events.clear();
 
     l.many_calls(server, 300, 16);
-    // Idle: no call pending, and only the pooled connections' idle timeout ahead (30 s by
-    // default), so nothing is due for a long while and nothing is readable.
+    // Idle: no call pending, and only the pooled connections' idle timeout ahead, so nothing
+    // is due for a long while and nothing is readable.
     let quiet_until = Instant::now() + LIMIT;
     while readable(&l.host, Some(Duration::ZERO))
         || l.host.poll_timeout().is_some_and(|t| t <= Instant::now())
