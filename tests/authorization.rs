@@ -281,6 +281,11 @@ fn an_mcp_servers_file_disables_tools_and_always_allows_others() {
         }
         other => panic!("expected a local refusal, got {other:?}"),
     }
+    // That server policy is a closure, which covers tool calls only: reads still go to the
+    // host's policy, which covers them (the closure's not covering them let every read pass).
+    let read = host.read_resource(id, "lab://readme", &CallOptions::default()).unwrap();
+    let no_reads = CallError::Local(LocalError::AuthorizationDenied("no reads".into()));
+    assert_eq!(end_of(&mut host, read), Err(no_reads));
 }
 
 /// The most specific policy decides: a principal's over its server's over the host's; the

@@ -241,19 +241,24 @@ impl Gate {
         self.rules.get(&server).map_or(0, |r| r.disabled.len())
     }
 
-    /// The most specific policy installed for a call on `base` for `principal`.
+    /// The most specific policy installed for a call of `method` on `base` for `principal`
+    /// among those that cover `method`. One that does not cover it hands the call on to the
+    /// next: a principal's closure (which covers tool calls only) left every read and prompt
+    /// of the principal ungated, though the host's policy gated them.
     fn chosen(
         &mut self,
         base: ServerId,
         principal: Option<PrincipalId>,
+        method: Method,
     ) -> Option<&mut Box<dyn Policy>> {
-        if let Some(p) = principal.filter(|p| self.principals.contains_key(p)) {
+        let covers = |p: Option<&Box<dyn Policy>>| p.is_some_and(|p| p.covers(method));
+        if let Some(p) = principal.filter(|p| covers(self.principals.get(p))) {
             return self.principals.get_mut(&p);
         }
-        if self.servers.contains_key(&base) {
+        if covers(self.servers.get(&base)) {
             return self.servers.get_mut(&base);
         }
-        self.host.as_mut()
+        self.host.as_mut().filter(|p| p.covers(method))
     }
 
     /// Forgets what was installed for a removed server.
@@ -300,14 +305,17 @@ impl Client {
     }
 
     /// Installs the policy of one server, asked instead of the host's about calls on it and on
-    /// its principals' lanes (unless the principal has its own).
+    /// its principals' lanes (unless the principal has its own), for the methods it
+    /// [covers](Policy::covers); the host's is asked about the others.
     pub fn set_server_policy(&mut self, server: ServerId, policy: impl Policy + 'static) {
         let (base, _) = self.lanes.caller(server);
         self.authz.servers.insert(base, Box::new(policy));
         self.authz.decide = Some(Client::decide);
     }
 
-    /// Installs the policy of one principal, asked before any other about calls on its lanes.
+    /// Installs the policy of one principal, asked before any other about calls on its lanes
+    /// of the methods it [covers](Policy::covers); the server's or the host's is asked about
+    /// the others.
     pub fn set_principal_policy(&mut self, principal: PrincipalId, policy: impl Policy + 'static) {
         self.authz.principals.insert(principal, Box::new(policy));
         self.authz.decide = Some(Client::decide);
@@ -407,7 +415,7 @@ impl Client {
     }
 
     /// The gate's decision: the configuration's disabled tools first, then the most specific
-    /// policy installed (the principal's, the server's, the host's).
+    /// policy installed that covers the method (the principal's, the server's, the host's).
     fn decide(
         &mut self,
         now: Instant,
@@ -425,9 +433,8 @@ impl Client {
         if tools && self.authz.is_disabled(base, name) {
             return Verdict::Deny(Cow::Borrowed("the tool is disabled by configuration"));
         }
-        match self.authz.chosen(base, principal_id) {
-            Some(policy) if policy.covers(method) => {}
-            _ => return Verdict::Allow,
+        if self.authz.chosen(base, principal_id, method).is_none() {
+            return Verdict::Allow;
         }
         let always_allowed = tools
             && self
@@ -459,7 +466,9 @@ impl Client {
             annotations,
             always_allowed,
         };
-        let Some(policy) = self.authz.chosen(base, principal_id) else { return Verdict::Allow };
+        let Some(policy) = self.authz.chosen(base, principal_id, method) else {
+            return Verdict::Allow;
+        };
         match policy.decide(&request) {
             Decision::Allow => Verdict::Allow,
             Decision::Deny(reason) => Verdict::Deny(reason),
