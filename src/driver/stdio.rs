@@ -72,8 +72,22 @@ pub const SAFE_ENV_VARS: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM",
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Inherit {
     All,
+    /// The host's whole environment but the variables [`passes_to_a_lane`] keeps back: what a
+    /// principal's lane of an `All` server starts from.
+    AllButCredentials,
     Safe,
     Nothing,
+}
+
+/// Whether a variable may reach another principal's lane: not one whose name says credential
+/// (`GITHUB_PERSONAL_ACCESS_TOKEN`, `DB_PASSWORD`, ...), nor one whose value is a URL with
+/// user information (`DATABASE_URL=postgres://admin:pw@db/app`).
+fn passes_to_a_lane(name: &OsStr, value: &OsStr) -> bool {
+    let (name, value) = (name.to_string_lossy(), value.to_string_lossy());
+    let url_with_userinfo = value.split_once("://").is_some_and(|(_, rest)| {
+        rest.split(['/', '?', '#']).next().is_some_and(|authority| authority.contains('@'))
+    });
+    !crate::redact::names_a_credential(&name) && !url_with_userinfo
 }
 
 /// Whether the host variable `name` is one [`StdioCommand::safe_env`] passes on.
@@ -131,6 +145,7 @@ impl StdioCommand {
         env.sort_unstable();
         let inherit = match self.inherit {
             Inherit::All => "inherit-all",
+            Inherit::AllButCredentials => "inherit-all-but-credentials",
             Inherit::Safe => "inherit-safe",
             Inherit::Nothing => "inherit-nothing",
         };
@@ -159,13 +174,19 @@ impl StdioCommand {
         self
     }
 
-    /// This command without the variables it sets whose names say credential (`API_KEY`,
-    /// `GITHUB_TOKEN`, `DB_PASSWORD`, ...): what a principal's lane starts from, so the
-    /// server's own credentials never reach another principal's process. Other variables
-    /// (a log level, a data folder) stay; arguments are kept as they are.
+    /// This command without the variables whose names say credential (`API_KEY`,
+    /// `GITHUB_TOKEN`, `DB_PASSWORD`, ...) or whose values are URLs with user information,
+    /// among those it sets and those it inherits from the host: what a principal's lane
+    /// starts from, so neither the server's own credentials nor the host's (a
+    /// `GITHUB_PERSONAL_ACCESS_TOKEN` in the host's environment made every principal's lane
+    /// act as the host's account) reach another principal's process. Other variables (a log
+    /// level, a data folder, `PATH`) stay; arguments are kept as they are.
     pub(crate) fn without_credentials(&self) -> Self {
         let mut lane = self.clone();
-        lane.env.retain(|(name, _)| !crate::redact::names_a_credential(&name.to_string_lossy()));
+        lane.env.retain(|(name, value)| passes_to_a_lane(name, value));
+        if lane.inherit == Inherit::All {
+            lane.inherit = Inherit::AllButCredentials;
+        }
         lane
     }
 
@@ -221,6 +242,10 @@ impl StdioCommand {
         c.args(&self.args);
         match self.inherit {
             Inherit::All => {}
+            Inherit::AllButCredentials => {
+                c.env_clear();
+                c.envs(std::env::vars_os().filter(|(k, v)| passes_to_a_lane(k, v)));
+            }
             Inherit::Nothing => {
                 c.env_clear();
             }
@@ -1098,17 +1123,33 @@ mod tests {
         assert!(shown.contains("\"srv\"") && shown.contains("API_KEY"), "{shown}");
     }
 
-    /// A lane's command keeps none of the server's credential variables.
+    /// A lane's command keeps none of the server's credential variables, nor of the host's
+    /// environment it would inherit: it starts from the host's environment less those (the
+    /// lane of a server started with the whole environment inherited the host's token).
     #[test]
     fn a_lane_command_keeps_no_credential_variable() {
         let base = StdioCommand::new("srv")
             .env("GITHUB_PERSONAL_ACCESS_TOKEN", "ghp_s3cret")
             .env("Api_Key", "k")
+            .env("DATABASE_URL", "postgres://admin:pw@db/app")
             .env("LOG_LEVEL", "debug");
-        let lane = base.without_credentials().to_command();
-        let set: Vec<_> = lane.get_envs().map(|(k, _)| k.to_string_lossy().into_owned()).collect();
+        let lane = base.without_credentials();
+        assert!(lane.inherit == Inherit::AllButCredentials, "not the host's whole environment");
+        let command = lane.to_command();
+        let set: Vec<_> =
+            command.get_envs().map(|(k, _)| k.to_string_lossy().into_owned()).collect();
         assert!(set.contains(&"LOG_LEVEL".to_owned()), "{set:?}");
-        assert!(!set.iter().any(|k| k.contains("TOKEN") || k == "Api_Key"), "{set:?}");
+        let kept_back = |k: &String| k.contains("TOKEN") || k == "Api_Key" || k == "DATABASE_URL";
+        assert!(!set.iter().any(kept_back), "{set:?}");
+        // What the host's environment passes on.
+        let var = |k: &str, v: &str| passes_to_a_lane(OsStr::new(k), OsStr::new(v));
+        assert!(var("PATH", "/usr/bin") && var("RUST_LOG", "debug"));
+        assert!(var("SITE", "https://example.com/x@y"), "an @ in the path is no user");
+        assert!(!var("GITHUB_PERSONAL_ACCESS_TOKEN", "ghp_x"));
+        assert!(!var("REDIS_URL", "redis://:pw@cache:6379"));
+        assert!(!var("MIRROR", "https://tok@git.example.com/r"));
+        // A server that keeps the host's environment back keeps it back on its lanes too.
+        assert!(StdioCommand::new("srv").safe_env().without_credentials().inherit == Inherit::Safe);
     }
 
     /// A short read stops the reading only while the server's end is open: when the event
