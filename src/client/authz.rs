@@ -368,13 +368,23 @@ impl Client {
 
     /// Lets a call held by [`Decision::Ask`] go: it joins the server's queue now (its
     /// deadline has kept running). `Err(Overloaded)` when the queue is full: the call stays
-    /// held. `Err(NotHeld)` when it already ended (deadline, cancel) or was answered.
+    /// held. `Err(NotHeld)` when it already ended (deadline, cancel) or was answered. A call
+    /// to a tool [disabled](Self::disable_tools) since it was held ends refused instead, as
+    /// any call to it would (its `CallFailed` says so).
     pub fn allow_call(
         &mut self,
         now: Instant,
         server: ServerId,
         call: CallId,
     ) -> Result<(), AuthorizeError> {
+        let (base, _) = self.lanes.caller(server);
+        let s = self.servers.get(server.index).filter(|s| s.generation == server.generation);
+        let disabled = s
+            .and_then(|s| s.engine.held_tool(call))
+            .is_some_and(|tool| self.authz.is_disabled(base, tool));
+        if disabled {
+            return self.deny_call(now, server, call, "the tool is disabled by configuration");
+        }
         let s = self.server_mut(server).ok_or(AuthorizeError::NotHeld)?;
         s.engine.release(now, call)?;
         self.mark(server.index);

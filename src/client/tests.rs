@@ -819,6 +819,31 @@ fn an_asked_call_waits_for_the_hosts_answer() {
 /// `drain` hands out authorization asks as `poll_event` does, those of calls started before
 /// it and those its closure starts, in order, and leaves none behind (an ask left queued would
 /// keep a host's poll waking at once).
+/// A call held for the host's answer to a tool disabled meanwhile (a configuration reload)
+/// is not sent when the host allows it: `disable_tools` says calls to it are never sent.
+#[test]
+fn allowing_a_call_to_a_tool_disabled_meanwhile_refuses_it() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("asking");
+    sim.client.set_policy(|_: &AccessRequest<'_>| Decision::Ask);
+    let opts = CallOptions::default();
+    let call = sim.client.call_tool_json(sim.now, id, "delete", "{}", &opts).unwrap();
+    assert!(sim.sent(id).is_empty(), "held for the ask");
+    sim.client.disable_tools(id, ["delete"]);
+    sim.client.allow_call(sim.now, id, call).unwrap();
+    assert!(sim.sent(id).is_empty(), "never sent");
+    let mut ended = None;
+    while let Some((_, event)) = sim.client.poll_event(sim.now) {
+        if let Event::CallFailed { call: c, error, .. } = event {
+            ended = Some((c, error));
+        }
+    }
+    let refused = CallError::Local(LocalError::AuthorizationDenied(
+        "the tool is disabled by configuration".into(),
+    ));
+    assert_eq!(ended, Some((call, refused)));
+}
+
 #[test]
 fn drain_hands_out_authorization_asks() {
     let mut sim = Sim::new();

@@ -750,6 +750,14 @@ impl Engine {
         self.held_slot(call).is_ok()
     }
 
+    /// The tool a held `tools/call` calls.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the core's gate
+    pub(crate) fn held_tool(&self, call: CallId) -> Option<&str> {
+        let slot = self.held_slot(call).ok()?;
+        let p = self.requests.get(slot)?;
+        (p.method == Method::ToolsCall).then(|| self.requests.bufs(slot).name())
+    }
+
     /// Asks the call's circuit breaker; a change of its state is an event.
     #[inline(always)]
     fn admit(
