@@ -306,7 +306,9 @@ impl Client {
 
     /// Installs the policy of one server, asked instead of the host's about calls on it and on
     /// its principals' lanes (unless the principal has its own), for the methods it
-    /// [covers](Policy::covers); the host's is asked about the others.
+    /// [covers](Policy::covers); the host's is asked about the others. A lane's handle names
+    /// its server: the policy is the server's, for every principal (a principal's own is
+    /// [`set_principal_policy`](Self::set_principal_policy)).
     pub fn set_server_policy(&mut self, server: ServerId, policy: impl Policy + 'static) {
         let (base, _) = self.lanes.caller(server);
         self.authz.servers.insert(base, Box::new(policy));
@@ -330,7 +332,8 @@ impl Client {
 
     /// Disables tools of a server: calls to them are refused locally (never sent), and they
     /// are left out of its catalog views and tool search. What `disabledTools` in a
-    /// configuration file does.
+    /// configuration file does. A lane's handle names its server: the tools are disabled on
+    /// all its lanes.
     pub fn disable_tools<S: Into<String>>(
         &mut self,
         server: ServerId,
@@ -341,7 +344,8 @@ impl Client {
 
     /// Marks tools of a server as always allowed: [`AccessRequest::always_allowed`] is set for
     /// them, and the [`DefaultPolicy`] never asks about them. What `alwaysAllow` /
-    /// `autoApprove` in a configuration file do.
+    /// `autoApprove` in a configuration file do. A lane's handle names its server: the tools
+    /// are always allowed on all its lanes.
     pub fn always_allow_tools<S: Into<String>>(
         &mut self,
         server: ServerId,
