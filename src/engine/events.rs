@@ -7,7 +7,8 @@
 //!
 //! # Bounds
 //!
-//! Progress, change and state events are dropped, and counted, once `max` events are queued.
+//! Progress, change and state events are dropped, and counted, once `max` events are queued,
+//! or when the text they bring would take the queue's text past 32 MiB.
 //! Terminal events (`CallDone`, `CallFailed`) are never dropped; they are bounded at admission
 //! instead: the engine refuses a new call (`Overloaded`) while the terminal events waiting for
 //! the host plus the calls pending reach `max`, so each pending call always has room for its
@@ -349,6 +350,11 @@ const ARENA_START: usize = 4 * 1024;
 /// The arena room kept once the queue drains; what a large result grew beyond it is freed.
 const ARENA_KEEP: usize = 1024 * 1024;
 
+/// The most text the queue holds before it drops the droppable events that bring more: a
+/// server's 1,024 notifications of 16 MiB each (one per event the count allows) otherwise
+/// made 16 GiB wait for a host that does not drain.
+const DROPPABLE_TEXT_CAP: usize = 32 * 1024 * 1024;
+
 #[derive(Debug)]
 pub(crate) struct EventQueue {
     queue: VecDeque<Stored>,
@@ -541,7 +547,13 @@ impl EventQueue {
     /// Progress, change, breaker and transport-lost events are dropped, and counted, past the
     /// cap; terminal events never are (see the module docs for their bound).
     fn has_room(&mut self) -> bool {
-        if self.queue.len() >= self.max {
+        self.has_room_for(0)
+    }
+
+    /// [`has_room`](Self::has_room) for a droppable event that brings `text` bytes: dropped
+    /// too when the queue's text would pass [`DROPPABLE_TEXT_CAP`].
+    fn has_room_for(&mut self, text: usize) -> bool {
+        if self.queue.len() >= self.max || self.live.saturating_add(text) > DROPPABLE_TEXT_CAP {
             self.dropped += 1;
             return false;
         }
@@ -555,7 +567,7 @@ impl EventQueue {
         total: Option<f64>,
         msg: Option<&str>,
     ) {
-        if self.has_room() {
+        if self.has_room_for(msg.map_or(0, str::len)) {
             let message = msg.map(|m| self.keep(m));
             self.push(Stored::Progress { call, progress, total, message });
         }
@@ -577,14 +589,14 @@ impl EventQueue {
     /// Dropped past the bound like any notification's event: a server may repeat the
     /// acknowledgement of a live subscription as often as it likes.
     pub(crate) fn subscribed(&mut self, call: CallId, notifications: &str) {
-        if self.has_room() {
+        if self.has_room_for(notifications.len()) {
             let notifications = self.keep(notifications);
             self.push(Stored::Subscribed { call, notifications });
         }
     }
 
     pub(crate) fn resource_updated(&mut self, uri: &str) {
-        if self.has_room() {
+        if self.has_room_for(uri.len()) {
             let uri = self.keep(uri);
             self.push(Stored::ResourceUpdated { uri });
         }
@@ -592,7 +604,7 @@ impl EventQueue {
 
     /// Dropped, as change events are, when the host does not drain events.
     pub(crate) fn notification(&mut self, method: &str, params: &str) {
-        if self.has_room() {
+        if self.has_room_for(method.len() + params.len()) {
             let text = self.keep_pair(method, params);
             self.push(Stored::Notification { text, method_len: method.len() });
         }
@@ -844,6 +856,25 @@ mod tests {
         q.resource_updated("res://next");
         let room = (q.arena.capacity(), q.spare.capacity());
         assert!(room.0 <= ARENA_KEEP && room.1 <= ARENA_KEEP, "{room:?}");
+    }
+
+    /// Droppable events are bounded by the text they bring too: a server's notifications of
+    /// megabytes each filled the queue's text up to the count's bound (16 GiB at 1,024 events
+    /// of 16 MiB). A call's end is never dropped, whatever the text already queued.
+    #[test]
+    fn droppable_events_are_bounded_by_their_text() {
+        let mut q = EventQueue::new(1024);
+        let big = "p".repeat(1 << 20);
+        for _ in 0..100 {
+            q.notification("x/vendor", &big);
+            q.resource_updated(&big);
+        }
+        assert!(q.live <= DROPPABLE_TEXT_CAP, "{}", q.live);
+        assert!(q.dropped > 0);
+        let call = CallId(crate::proto::jsonrpc::WireId::new(1, 1));
+        let record = CallRecord::new(crate::Method::ToolsCall, crate::TransportKind::Stdio);
+        q.done(call, &big, ResultType::Complete, false, &record);
+        assert!(q.take_terminal(call).is_some(), "a call's end is kept");
     }
 
     #[test]
