@@ -3144,6 +3144,14 @@ impl Engine {
         if method == "ping" {
             return self.push_control(Control::Reply { id, ok: true });
         }
+        if !matches!(self.lifecycle, Lifecycle::Ready { .. }) {
+            // The era is not settled (the probe or the handshake is out): a server that turns
+            // out modern may send none, and a legacy one none before `initialized`. Taken as
+            // legacy, it asked a host that pinned 2026-07-28 to sample or elicit, and its
+            // answer went out on a 2026 connection.
+            log::debug!("a request ({method}) before the server was ready: ignored");
+            return;
+        }
         // Without the feature `Config::check` lets no kind be declared, so every request but
         // `ping` is one this client does not know, as with nothing declared.
         #[cfg(not(feature = "server-requests"))]

@@ -560,6 +560,17 @@ fn a_call_that_ends_takes_its_untaken_input_requests_along() {
 /// declared kind reached the host as a legacy request whose answer went on the wire.
 #[test]
 fn a_modern_servers_requests_are_ignored() {
+    // Before the era is settled too: a request that comes ahead of the probe's answer.
+    let mut h = Harness::new(config());
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    h.peer(json!({"jsonrpc": "2.0", "id": "s0", "method": "sampling/createMessage",
+        "params": {"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
+            "maxTokens": 10}}));
+    h.reply(&probe, discover_result());
+    assert_eq!(h.events(), ["ready modern 2026-07-28"], "the host is not asked");
+    assert!(h.take_sent().is_empty(), "no answer goes");
+
     let mut h = Harness::ready_with(config());
     h.peer(json!({"jsonrpc": "2.0", "id": "s1", "method": "ping"}));
     h.peer(json!({"jsonrpc": "2.0", "id": "s2", "method": "elicitation/create",
