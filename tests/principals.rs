@@ -549,5 +549,14 @@ fn a_lane_keeps_its_servers_roots_and_boundary() {
     host.set_root_dirs(server, &[&a, &b]).unwrap();
     assert_eq!(dirs(&host, lane), dirs(&host, server));
     assert_eq!(dirs(&host, lane).len(), 2);
+    // Offering no directory withdraws the roots, not the boundary: an empty boundary is none,
+    // and a later roots list naming /etc passed its check.
+    host.set_root_dirs(server, &[] as &[&std::path::Path]).unwrap();
+    assert_eq!(dirs(&host, server).len(), 2, "the boundary stays");
+    let etc = serde_json::value::RawValue::from_string(
+        r#"{"roots":[{"uri":"file:///etc","name":"etc"}]}"#.to_owned(),
+    )
+    .unwrap();
+    assert!(host.set_roots(server, &etc).is_err(), "outside the boundary");
     let _ = std::fs::remove_dir_all(&base);
 }

@@ -20,7 +20,8 @@ impl Host {
     /// a `file://` URI ([`set_roots`](Self::set_roots)), so every check of those two applies:
     /// an absolute path without `..`, that exists, symlinks resolved inside. The server must
     /// be configured to answer roots (`Config::answers.roots`). What the CLI's `--root` and a
-    /// configuration file's `mcpoll.roots` go through.
+    /// configuration file's `mcpoll.roots` go through. No directory offers no roots and keeps
+    /// the boundary as it was.
     ///
     /// # Errors
     ///
@@ -31,6 +32,15 @@ impl Host {
         server: ServerId,
         dirs: &[P],
     ) -> Result<(), AnswerError> {
+        if dirs.is_empty() {
+            // No roots now; the boundary stays what it was (an empty one is none: any
+            // directory a later roots list named passed its check).
+            let none = RawValue::from_string(r#"{"roots":[]}"#.to_owned())
+                .map_err(|_| AnswerError::NotObject)?;
+            self.client.set_roots(Instant::now(), server, &none)?;
+            self.flush_unflushed(Instant::now());
+            return Ok(());
+        }
         let mut texts = Vec::with_capacity(dirs.len());
         for (i, dir) in dirs.iter().enumerate() {
             let text = dir.as_ref().to_str().ok_or_else(|| mismatch(i, "must be UTF-8"))?;
