@@ -103,6 +103,18 @@ pub struct HttpDriver {
     backlog_since: Option<Instant>,
     /// The OAuth flow's own requests, on connections of their own.
     oauth: fetch::OAuthRequests,
+    /// When the OAuth flow is told the wall clock again (`None`: no flow).
+    wall_due: Option<Instant>,
+}
+
+/// How often an OAuth flow is told what the wall clock reads: a device's clock set by NTP
+/// after the server was added, or a suspend, is seen within this.
+const WALL_CLOCK_READ: Duration = Duration::from_secs(1);
+
+/// The wall clock, in seconds since the Unix epoch (0 for a clock set before it). Read here,
+/// at the edge: the flow only derives Unix times (token expiry, JWT claims) from it.
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// How long a keep-alive connection may sit idle and still be reused without a peek: servers
@@ -148,10 +160,9 @@ impl HttpDriver {
         };
         let oauth = match opts.oauth {
             Some(config) => {
-                // The wall clock is read here, at the edge: the flow only derives Unix times
-                // (token expiry, JWT claims) from it.
-                let unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-                let flow = OAuthFlow::new(config, now, unix).map_err(HttpSetupError::OAuth)?;
+                // Told again every WALL_CLOCK_READ on `flush`: a clock set later moves it.
+                let flow =
+                    OAuthFlow::new(config, now, unix_now()).map_err(HttpSetupError::OAuth)?;
                 Some(OAuthState::new(flow, opts.authorizer))
             }
             None => None,
@@ -161,6 +172,7 @@ impl HttpDriver {
         if session.bad_token() {
             return Err(HttpSetupError::BearerToken);
         }
+        let wall_due = oauth.is_some().then(|| later(now, WALL_CLOCK_READ));
         if let Some(state) = oauth {
             session.with_oauth(now, state);
         }
@@ -183,6 +195,7 @@ impl HttpDriver {
             budget: turn_budget(config.frames_per_readiness, config.bytes_per_readiness),
             bytes_left: config.bytes_per_readiness,
             backlog_since: None,
+            wall_due,
             oauth: fetch::OAuthRequests::new(
                 opts.proxy,
                 resolver,
@@ -295,6 +308,10 @@ impl HttpDriver {
     /// Lets the session take the engine's transmits and what is due, closes the response
     /// streams of cancelled calls, and starts what can start.
     pub fn flush(&mut self, registry: &Registry, engine: &mut Engine, now: Instant) {
+        if self.wall_due.is_some_and(|due| now >= due) {
+            self.session.handle_wall_clock(now, unix_now());
+            self.wall_due = Some(later(now, WALL_CLOCK_READ));
+        }
         self.session.handle_timeout(engine, now);
         while let Some(x) = self.session.poll_close() {
             let conn = self.conns.iter().find(|(_, c)| c.exchange == Some(x)).map(|(k, _)| k);

@@ -1205,6 +1205,16 @@ impl OAuthFlow {
         });
     }
 
+    /// The wall clock reads `unix_now` (seconds since the Unix epoch) at `now`: what the flow
+    /// dates claims and expiries from from now on. The flow otherwise derives wall time from
+    /// the reading it was made with and the monotonic clock, which a device's clock set late
+    /// (booted at 1970, synced by NTP later) or a suspend (the monotonic clock stops) leaves
+    /// behind: DPoP proofs and client assertions dated 1970 were refused by every server. A
+    /// token's expiry dated from the old reading may look past now; it is refreshed.
+    pub fn handle_wall_clock(&mut self, now: Instant, unix_now: u64) {
+        self.epoch = (now, unix_now);
+    }
+
     fn unix(&self, now: Instant) -> u64 {
         self.epoch.1.saturating_add(now.saturating_duration_since(self.epoch.0).as_secs())
     }

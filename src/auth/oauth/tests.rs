@@ -1234,6 +1234,31 @@ fn client_credentials_with_private_key_jwt() {
     h.ready();
 }
 
+/// A wall clock set after the flow was made (a device booted at 1970, synced by NTP later)
+/// dates what the flow signs from then on: the assertion of the next grant carries the
+/// clock's new reading, not the boot-time one plus the time since.
+#[test]
+fn the_wall_clock_told_later_dates_the_claims() {
+    let (pem, _) = es256_pem();
+    let key = SigningKey::from_pkcs8_pem(&pem, JwtAlgorithm::Es256).unwrap();
+    let mut h =
+        Harness::new(OAuthConfig::client_credentials(SERVER, PreRegistered::with_key("cc", key)));
+    h.now += Duration::from_secs(30);
+    let synced = UNIX + 1_000_000;
+    h.flow.handle_wall_clock(h.now, synced);
+    h.now += Duration::from_secs(10);
+    h.discover(json!({"token_endpoint_auth_methods_supported": ["private_key_jwt"], "token_endpoint_auth_signing_alg_values_supported": ["ES256"]}), None);
+    let req = h.post(&format!("{AS}/token"));
+    let jwt = &form_of(&req)["client_assertion"];
+    let (input, _) = jwt.rsplit_once('.').unwrap();
+    let claims: Value =
+        serde_json::from_slice(&base64_decode(input.split('.').nth(1).unwrap()).unwrap()).unwrap();
+    assert_eq!(
+        (claims["iat"].as_u64(), claims["exp"].as_u64()),
+        (Some(synced + 10), Some(synced + 310))
+    );
+}
+
 #[test]
 fn malformed_and_refused_answers() {
     // Metadata that is not JSON.

@@ -161,6 +161,13 @@ impl HttpSession {
         self.drain_oauth(engine, now);
     }
 
+    /// What the wall clock reads at `now` (see [`OAuthFlow::handle_wall_clock`]).
+    pub(crate) fn handle_wall_clock(&mut self, now: Instant, unix_now: u64) {
+        if let Some(st) = self.oauth.as_mut() {
+            st.flow.handle_wall_clock(now, unix_now);
+        }
+    }
+
     /// When a deferred authorization expires, or the token is due for a refresh.
     pub(super) fn oauth_poll_timeout(&self) -> Option<Instant> {
         self.oauth.as_ref()?.flow.poll_timeout()
