@@ -150,10 +150,19 @@ pub struct SavedVerdict {
     pub expires: SystemTime,
 }
 
+/// The longest an era verdict is kept fresh, whatever the server's `ttlMs`: a saved verdict
+/// outlives the process, and a server's `1e18` made it good for millions of years (and, cast
+/// to a store's integer type, already expired).
+pub(crate) const MAX_VERDICT_TTL: Duration = Duration::from_secs(24 * 3600);
+
 impl SavedVerdict {
-    /// `true` while `now` (wall-clock) is before [`expires`](Self::expires).
+    /// `true` while `now` (wall-clock) is before [`expires`](Self::expires), and that is at
+    /// most a day ahead: a verdict dated by a clock that was wrong then (a device's clock at
+    /// 2030, corrected later) or is wrong now (booted at 1970 before NTP) is not fresh, or it
+    /// would be served, never probed again, for years.
     pub fn is_fresh(&self, now: SystemTime) -> bool {
-        now < self.expires
+        let latest = now.checked_add(MAX_VERDICT_TTL).unwrap_or(now);
+        now < self.expires && self.expires <= latest
     }
 }
 

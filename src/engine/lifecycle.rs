@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use crate::config::SavedVerdict;
+use crate::config::{SavedVerdict, MAX_VERDICT_TTL};
 use crate::error::{ConfigError, RpcError};
 use crate::proto::json::{Kind, RawJson};
 use crate::proto::jsonrpc::WireId;
@@ -228,11 +228,6 @@ pub(crate) fn check_saved_verdict(verdict: &SavedVerdict) -> Result<(), ConfigEr
     }
     Ok(())
 }
-
-/// The longest an era verdict is kept fresh, whatever the server's `ttlMs`: a saved verdict
-/// outlives the process, and a server's `1e18` made it good for millions of years (and, cast
-/// to a store's integer type, already expired).
-pub(super) const MAX_VERDICT_TTL: Duration = Duration::from_secs(24 * 3600);
 
 /// A discover result's `ttlMs`, at most [`MAX_VERDICT_TTL`]; missing, negative or malformed
 /// reads as 0 (PROTOCOL.md §2.2).

@@ -255,6 +255,13 @@ fn a_saved_verdict_is_checked_once() {
     assert_eq!(bad(other), "saved_discover");
     assert!(saved().is_fresh(wall()));
     assert!(!saved().is_fresh(wall() + Duration::from_secs(60)));
+    // An expiry more than a day ahead was dated by a wrong clock (then or now): not fresh,
+    // or a device booted at 1970 before NTP served a verdict of 2025 for good.
+    let booted_at_1970 = SystemTime::UNIX_EPOCH + Duration::from_secs(100);
+    assert!(!saved().is_fresh(booted_at_1970));
+    let a_day = Duration::from_secs(24 * 3600);
+    assert!(saved().is_fresh(saved().expires - a_day));
+    assert!(!saved().is_fresh(saved().expires - a_day - Duration::from_secs(1)));
 }
 
 #[test]
