@@ -18,6 +18,7 @@
 
 use std::fs;
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -74,8 +75,11 @@ impl FileCapabilityStore {
             })
             .collect();
         let text = json!({"key": entry.key, "public": entry.public, "pages": pages}).to_string();
+        // A file of its own, never one planted there (a link would be followed and the file
+        // it names overwritten), readable by this user only.
         let tmp = path.with_extension("json.tmp");
-        let mut f = fs::File::create(&tmp)?;
+        let _ = fs::remove_file(&tmp);
+        let mut f = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
         f.write_all(text.as_bytes())?;
         f.sync_all()?;
         fs::rename(&tmp, path)

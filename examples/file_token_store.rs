@@ -95,8 +95,9 @@ impl FileStore {
         self.entries.keys().map(String::as_str)
     }
 
-    /// Writes every entry: a 0600 temporary file beside the real one, synced, then renamed
-    /// over it.
+    /// Writes every entry: a 0600 temporary file beside the real one, synced, renamed over
+    /// it, and the rename synced (the folder's entry): a power cut after a refresh that
+    /// rotated the refresh token must not bring the old, spent one back.
     fn write(&self) -> io::Result<()> {
         let tmp = temporary(&self.path);
         let _ = fs::remove_file(&tmp);
@@ -104,7 +105,9 @@ impl FileStore {
         let text = encode(&self.entries).to_string();
         file.write_all(text.as_bytes())?;
         file.sync_all()?;
-        fs::rename(&tmp, &self.path)
+        fs::rename(&tmp, &self.path)?;
+        let folder = self.path.parent().filter(|p| !p.as_os_str().is_empty());
+        fs::File::open(folder.unwrap_or(Path::new(".")))?.sync_all()
     }
 
     fn persist(&mut self) {
