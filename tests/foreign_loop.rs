@@ -181,6 +181,25 @@ fn stdio_server_and_udp_share_the_programs_poll() {
     host.remove_server(id);
 }
 
+/// A server whose engine closes on a reply read through the program's poll (a modern-only
+/// host against a legacy-only server: no common version) has its process ended too, in a
+/// loop that ticks only when the host is due: the end was left to a tick, and with no
+/// deadline left none came, so the process ran on with its pipes registered.
+#[test]
+fn a_server_closed_by_a_reply_ends_its_process_without_a_tick() {
+    let mut p = Program::new();
+    let mut host = Host::embedded(p.poll.registry(), RANGE).unwrap();
+    let modern_only = Config { era: mcpoll::EraPreference::ModernOnly, ..Config::default() };
+    let id = host.add_stdio_server(demo_server().arg("--legacy-only"), modern_only).unwrap();
+    let deadline = Instant::now() + common::PATIENCE;
+    while !matches!(host.state(id), Some(ServerState::Closed)) || host.pid(id).is_some() {
+        assert!(Instant::now() < deadline, "state {:?}, pid {:?}", host.state(id), host.pid(id));
+        p.turn(&mut host, Duration::from_millis(100));
+        while host.poll_event().is_some() {}
+    }
+    host.remove_server(id);
+}
+
 #[test]
 fn http_server_through_the_programs_poll() {
     let demo = common::HttpDemo::start(&[]);

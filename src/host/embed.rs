@@ -565,6 +565,10 @@ impl Host {
         if transport.grants_scopes() {
             s.catalog.note_granted(transport.granted_scope());
         }
+        // A reply read on readiness can close the engine (no common version, a refused
+        // handshake): with no deadline left, the tick that would end its process might
+        // never come to an embedding loop that ticks only when a deadline is due.
+        end_if_closed(&s.engine, transport, registry, &mut self.exiting, &mut self.ending, now);
     }
 
     /// The tick over the servers something happened to or whose deadline came: left-over
@@ -590,15 +594,7 @@ impl Host {
             if transport.grants_scopes() {
                 s.catalog.note_granted(transport.granted_scope());
             }
-            if s.engine.is_closed() && transport.is_live() {
-                // The engine closed by itself (a handshake past its timeout, no common
-                // version): its process, connections and session end as `close_server` ends
-                // them, or they would run on until the server is removed.
-                let grace = Duration::from_millis(250);
-                if let Some(end) = transport.shutdown(registry, grace, &mut self.exiting, now) {
-                    self.ending.push(registry, end);
-                }
-            }
+            end_if_closed(&s.engine, transport, registry, &mut self.exiting, &mut self.ending, now);
         }
         for &index in &round {
             let driver = self.transports.get(index).and_then(Option::as_ref);
@@ -650,4 +646,23 @@ fn upkeep(engine: &mut Engine, transport: &mut Transport, registry: &Registry, n
     }
     transport.maintain(registry, engine, now);
     transport.flush(registry, engine, now);
+}
+
+/// An engine that closed by itself (a handshake past its timeout, no common version, a
+/// refused handshake): its process, connections and session end as `close_server` ends them,
+/// or they would run on until the server is removed.
+fn end_if_closed(
+    engine: &Engine,
+    transport: &mut Transport,
+    registry: &Registry,
+    exiting: &mut crate::driver::reap::Reaper,
+    ending: &mut super::closing::Ending,
+    now: Instant,
+) {
+    if engine.is_closed() && transport.is_live() {
+        let grace = Duration::from_millis(250);
+        if let Some(end) = transport.shutdown(registry, grace, exiting, now) {
+            ending.push(registry, end);
+        }
+    }
 }
