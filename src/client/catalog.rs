@@ -523,11 +523,18 @@ impl<S: CapabilityStore> Persist for Persistent<S> {
         else {
             return true;
         };
-        if next == KeptVerdict::Filed {
-            let Some(v) = engine.verdict(now, self.wall()) else { return false };
-            self.store.put(&sk, &super::verdict_store::entry(&sk, &v));
-        } else {
-            self.store.mark_stale(&sk);
+        let verdict = engine.verdict(now, self.wall()).filter(|_| next == KeptVerdict::Filed);
+        let ready = matches!(engine.state(), crate::engine::ServerState::Ready(..));
+        if next == KeptVerdict::Filed && verdict.is_none() && !ready {
+            // Not ready again yet (a restart): looked at again once it is.
+            return false;
+        }
+        match verdict {
+            Some(v) => self.store.put(&sk, &super::verdict_store::entry(&sk, &v)),
+            // Legacy now, or a probe whose verdict is not to be kept (`ttlMs` 0 or missing):
+            // the store's goes. (Left to a later pass, the server was taken again after
+            // every input for as long as it lived, its store key built each time.)
+            None => self.store.mark_stale(&sk),
         }
         catalog.verdict = next;
         true

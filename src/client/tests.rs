@@ -1083,6 +1083,19 @@ fn the_pass_after_input_looks_only_at_the_servers_that_moved() {
     assert!(next_round(&mut sim).is_empty(), "a pass that found nothing to do marks nothing");
 }
 
+/// A modern server whose era verdict is not to be kept (its `server/discover` result has no
+/// `ttlMs`) is looked at once by the pass after input: it was marked for the pass again each
+/// time, so every later input anywhere took it again and built its store key anew.
+#[test]
+fn a_verdict_not_to_be_kept_is_looked_at_once() {
+    let mut sim = Sim::new();
+    sim.client.set_capability_store(NoStore, std::time::SystemTime::now);
+    let a = sim.ready_server("a");
+    call_answered(&mut sim, a);
+    sim.client.after_input(sim.now);
+    assert!(!sim.client.servers.has_pass_work(super::servers::Pass::AfterInput));
+}
+
 /// The core's own `handle_timeout` looks at the servers that moved, and its `poll_timeout`
 /// still names every deadline: that of a server the last call looked at (left unfiled), and
 /// that of one no call has looked at since (filed). The call times out on time.
