@@ -343,6 +343,18 @@ fn removed_servers_holding_calls_ends_are_kept_first() {
     assert_eq!(ends, 64, "every removed server's call ended");
 }
 
+/// The first added name of each tool change event the core hands out, in order.
+fn first_added_of_each_change(sim: &mut Sim) -> Vec<String> {
+    let mut kept = Vec::new();
+    while let Some((_, event)) = sim.client.poll_event(sim.now) {
+        if let crate::client::HostEvent::Client(crate::client::ClientEvent::ToolsChanged(c)) = event
+        {
+            kept.push(c.added()[0].to_string());
+        }
+    }
+    kept
+}
+
 /// Catalog change events a host never takes are bounded by the memory their names hold too:
 /// a server renaming a large catalog at each refresh made each of 256 kept changes hold two
 /// catalogs' names.
@@ -361,13 +373,7 @@ fn catalog_change_events_not_taken_are_bounded_by_bytes() {
         let change = CatalogChange::new(diff, ContentHash::of(b"x"));
         sim.client.cache.push_change(id, CatalogKind::Tools, change);
     }
-    let mut kept = Vec::new();
-    while let Some((_, event)) = sim.client.poll_event(sim.now) {
-        if let crate::client::HostEvent::Client(crate::client::ClientEvent::ToolsChanged(c)) = event
-        {
-            kept.push(c.added()[0].to_string());
-        }
-    }
+    let kept = first_added_of_each_change(&mut sim);
     // Each change is about 3.5 MB of names: two fit in the 8 MiB; the newest are kept.
     assert_eq!(kept, ["new-18-00000000", "new-19-00000000"]);
 }
@@ -386,13 +392,7 @@ fn catalog_change_events_not_taken_are_bounded() {
         let change = CatalogChange::new(diff, ContentHash::of(b"x"));
         sim.client.cache.push_change(id, CatalogKind::Tools, change);
     }
-    let mut kept = Vec::new();
-    while let Some((_, event)) = sim.client.poll_event(sim.now) {
-        if let crate::client::HostEvent::Client(crate::client::ClientEvent::ToolsChanged(c)) = event
-        {
-            kept.push(c.added()[0].to_string());
-        }
-    }
+    let kept = first_added_of_each_change(&mut sim);
     assert_eq!(kept.len(), 256);
     assert_eq!(kept.last().map(String::as_str), Some("t999"), "the newest are kept");
 }

@@ -496,6 +496,16 @@ fn next_process(h: &mut Harness) {
     h.engine.handle_transport(h.now, TransportEvent::opened());
 }
 
+/// Answers `init` as a 2025-11-25 server declaring no tasks, lets 5 s pass, and returns
+/// what was sent meanwhile.
+fn answer_initialize_then_wait(h: &mut Harness, init: &Value) -> Vec<Value> {
+    let result = json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+        "serverInfo": {"name": "s", "version": "1"}});
+    h.reply(init, result);
+    h.advance(Duration::from_secs(5));
+    h.take_sent()
+}
+
 /// A 2025-11-25 task lives in its process's session (PROTOCOL.md §4): when the process dies
 /// the call ends `DeliveryUnknown` (the tool may have run), and the next process hears
 /// neither a poll nor a cancel of a task it never saw. (The call was kept, its old task
@@ -514,13 +524,7 @@ fn a_legacy_task_ends_with_its_process() {
     next_process(&mut h);
     let init = h.sent_one();
     assert_eq!(init["method"], "initialize", "the new process's first message");
-    h.reply(
-        &init,
-        json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
-            "serverInfo": {"name": "s", "version": "1"}}),
-    );
-    h.advance(Duration::from_secs(5));
-    let sent = h.take_sent();
+    let sent = answer_initialize_then_wait(&mut h, &init);
     assert!(sent.iter().all(|m| m["method"] == "notifications/initialized"), "{sent:?}");
 }
 
@@ -540,13 +544,7 @@ fn a_legacy_task_ends_with_its_http_session() {
     assert!(events.contains(&format!("failed {} delivery_unknown", task.get())), "{events:?}");
     let init = h.sent_one();
     assert_eq!(init["method"], "initialize");
-    h.reply(
-        &init,
-        json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
-            "serverInfo": {"name": "s", "version": "1"}}),
-    );
-    h.advance(Duration::from_secs(5));
-    let sent = h.take_sent();
+    let sent = answer_initialize_then_wait(&mut h, &init);
     let methods: Vec<_> = sent.iter().map(|m| m["method"].clone()).collect();
     assert_eq!(methods, [json!("notifications/initialized"), json!("tools/call")], "{sent:?}");
 }

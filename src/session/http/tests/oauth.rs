@@ -101,16 +101,23 @@ fn a_401_runs_the_flow_and_the_refused_requests_go_again_first_with_the_token() 
     assert_eq!(s.events(), [r#"done {"content":[]}"#]);
 }
 
-/// A request refused with 401 again after a flow got a token for it is answered so: no flow
-/// per round for it, though another request's success starts the flow's own count over.
-#[test]
-fn a_request_refused_again_after_its_flow_is_answered_not_flowed_again() {
+/// Call `a` refused with a 401, and the flow it started run (PRM, metadata, token) against an
+/// authorization server that gives `tokens` in turn.
+fn refused_then_flowed(tokens: &[&str]) -> (Sim, As) {
     let mut s = Sim::modern().with_oauth();
-    let mut server = As { tokens: vec![token("tok-1"), token("tok-2")], ..As::default() };
+    let mut server = As { tokens: tokens.iter().map(|t| token(t)).collect(), ..As::default() };
     s.call("a");
     let a = s.next().unwrap();
     s.refuse(a.x, 401, CHALLENGE);
     assert_eq!(s.run_flow(&mut server), 3);
+    (s, server)
+}
+
+/// A request refused with 401 again after a flow got a token for it is answered so: no flow
+/// per round for it, though another request's success starts the flow's own count over.
+#[test]
+fn a_request_refused_again_after_its_flow_is_answered_not_flowed_again() {
+    let (mut s, mut server) = refused_then_flowed(&["tok-1", "tok-2"]);
     let a = s.next().unwrap();
     assert_eq!(a.header("authorization"), Some("Bearer tok-1"));
     s.call("b");
@@ -131,12 +138,7 @@ fn a_request_refused_again_after_its_flow_is_answered_not_flowed_again() {
 fn a_request_whose_resource_moved_gets_one_more_flow() {
     const MOVED: &str =
         r#"Bearer resource_metadata="https://mcp.test/.well-known/oauth-protected-resource/v2""#;
-    let mut s = Sim::modern().with_oauth();
-    let mut server = As { tokens: vec![token("tok-1"), token("tok-2")], ..As::default() };
-    s.call("a");
-    let a = s.next().unwrap();
-    s.refuse(a.x, 401, CHALLENGE);
-    assert_eq!(s.run_flow(&mut server), 3);
+    let (mut s, mut server) = refused_then_flowed(&["tok-1", "tok-2"]);
     let a = s.next().unwrap();
     s.refuse(a.x, 401, MOVED);
     assert!(s.run_flow(&mut server) > 0, "the moved resource's metadata is followed");
@@ -154,12 +156,7 @@ fn a_request_whose_resource_moved_gets_one_more_flow() {
 /// host's deadlines and refreshed (rotated) the user's tokens for nobody.
 #[test]
 fn a_closed_session_refreshes_no_token() {
-    let mut s = Sim::modern().with_oauth();
-    let mut server = As { tokens: vec![token("tok-1")], ..As::default() };
-    s.call("a");
-    let a = s.next().unwrap();
-    s.refuse(a.x, 401, CHALLENGE);
-    assert_eq!(s.run_flow(&mut server), 3);
+    let (mut s, _) = refused_then_flowed(&["tok-1"]);
     assert!(s.session.poll_timeout().is_some(), "the refresh is due before the expiry");
     s.session.close();
     assert_eq!(s.session.poll_timeout(), None);
