@@ -694,7 +694,7 @@ mod tests {
         let told: Vec<_> = sims.iter_mut().map(|s| s.sent(later)).collect();
         let id = |r: &serde_json::Value| r["id"].clone();
         assert_eq!(told[0].len(), 1, "stdio: one notification");
-        assert_eq!(told[0][0].0, TransmitKind::Notification);
+        assert!(matches!(told[0][0].0, TransmitKind::Cancelled { .. }));
         let note = told[0][0].1.as_ref().unwrap();
         assert_eq!(note["method"], "notifications/cancelled");
         assert_eq!(note["params"]["requestId"], id(&requests[0]));

@@ -1493,7 +1493,7 @@ impl Engine {
                 params.extend_from_slice(b"\"requestId\":");
                 params.extend_from_slice(itoa_buf(id).as_str().as_bytes());
                 jsonrpc::write_notification(buf, notify::CANCELLED, Some(&params));
-                TransmitKind::Notification
+                TransmitKind::Cancelled { id }
             }
             Control::CloseStream { id } => TransmitKind::CloseStream { id },
             Control::Initialized => {

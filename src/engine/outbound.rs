@@ -118,8 +118,14 @@ pub enum TransmitKind {
         /// The method.
         method: Method,
     },
-    /// A notification (`notifications/cancelled`, `notifications/initialized`).
+    /// A notification (`notifications/initialized`, ...).
     Notification,
+    /// `notifications/cancelled` for request `id`: a notification, which an HTTP session
+    /// leaves unsent when the request itself never went (it waited for a connection).
+    Cancelled {
+        /// The wire id of the request it cancels.
+        id: WireId,
+    },
     /// A reply to a request the server sent.
     Response,
     /// Close the response stream of request `id` (HTTP cancellation); no bytes were written.

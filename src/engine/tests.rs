@@ -1374,7 +1374,7 @@ fn legacy_http_cancel_posts_the_notification_and_closes_the_stream() {
     h.engine.cancel(h.now, c).unwrap();
     let t = transmits(&mut h);
     assert_eq!(t.len(), 2);
-    assert_eq!(t[0].0, TransmitKind::Notification);
+    assert_eq!(t[0].0, TransmitKind::Cancelled { id: wire(&req) });
     assert_eq!(t[0].1.as_ref().unwrap()["params"]["requestId"], req["id"]);
     assert_eq!(t[1], (TransmitKind::CloseStream { id: wire(&req) }, None));
 }

@@ -649,6 +649,15 @@ impl HttpSession {
                 self.free.push(i);
                 break;
             };
+            if let TransmitKind::Cancelled { id } = t.kind {
+                if !self.reached_the_server(id) {
+                    // The request still waits for a connection (or was refused before the
+                    // server took it): it is released unsent by the stream close that follows,
+                    // and a notice for an id the server never saw would only confuse it.
+                    self.free.push(i);
+                    continue;
+                }
+            }
             if let TransmitKind::CloseStream { id } = t.kind {
                 self.free.push(i);
                 if let Some(x) = self.close_stream(id) {
@@ -858,6 +867,20 @@ impl HttpSession {
 
     /// Cancellation of request `id`: an exchange not yet on a connection is dropped here; one
     /// in flight is returned for the driver to close.
+    /// Whether request `id` went to the server: on a connection, or sent and now resuming its
+    /// broken stream. One waiting for its first send, or refused (401) and waiting for a
+    /// token, did not reach it.
+    fn reached_the_server(&self, id: WireId) -> bool {
+        self.exchanges.iter().any(|x| {
+            matches!(x.carries, Carries::Request { id: xid, .. } if xid == id)
+                && match x.stage {
+                    Stage::InFlight(_) | Stage::Resume(_) => true,
+                    Stage::Waiting(a) => a == Attempt::Resume,
+                    Stage::Parked(_) | Stage::Free => false,
+                }
+        })
+    }
+
     fn close_stream(&mut self, id: WireId) -> Option<ExchangeId> {
         let i = self.exchanges.iter().position(|x| {
             x.stage != Stage::Free

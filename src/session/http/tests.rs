@@ -1046,6 +1046,20 @@ fn a_notification_whose_answer_never_comes_gives_its_connection_back() {
     assert_eq!(s.session.poll_timeout(), None);
 }
 
+/// A legacy call cancelled while it still waits for a connection is released unsent, and no
+/// `notifications/cancelled` goes for it: the notice named a request id the server never saw.
+#[test]
+fn a_legacy_call_cancelled_before_it_went_is_not_announced() {
+    let (mut s, _first) = Sim::legacy_call();
+    let waiting = s.call("b");
+    s.flush(); // `b` waits for a connection
+    s.engine.cancel(s.now, waiting).unwrap();
+    s.flush();
+    assert!(s.session.peek_waiting().is_none(), "nothing to send");
+    let events = s.events();
+    assert!(events.iter().any(|e| e.starts_with("failed Local(Cancelled)")), "{events:?}");
+}
+
 /// A legacy session that expires is made anew before anything else goes: a request that
 /// waited for a connection went out first, with no session id (the old one is dropped when
 /// the new `initialize` is queued), and the server refused it (a 400 the call failed with).
