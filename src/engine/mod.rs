@@ -102,7 +102,7 @@ use lifecycle::{
     MAX_SAME_VERSION_REFUSALS, PROBE_RETRY_BASE,
 };
 use listing::{cursor_hash, done, ListHints, LISTING_BUF_KEEP};
-use outbound::{Control, NameRef, MAX_CONTROL};
+use outbound::{Control, NameRef, MAX_CONTROL, MAX_DEFERRED_TASK_CANCELS};
 use requests::{CallTraits, Ended, Lookup, Owner, Pending, Requests, SendState};
 use retry::{decide, Decision, Delivery};
 #[cfg(feature = "server-requests")]
@@ -130,6 +130,9 @@ pub struct Engine {
     /// Host requests waiting to be written, in call order.
     send_queue: VecDeque<WireId>,
     control: VecDeque<Control>,
+    /// `tasks/cancel`s of 2026-07-28 tasks whose calls ended while the server restarted: sent
+    /// once it is ready again ([`MAX_DEFERRED_TASK_CANCELS`] at most).
+    deferred_task_cancels: Vec<Control>,
     events: EventQueue,
     meta: Option<StaticMeta>,
     /// The `server/discover` or `initialize` result, kept for the host.
@@ -194,6 +197,7 @@ impl Engine {
             requests: Requests::with_capacity(config.max_pending.saturating_add(1)),
             send_queue: VecDeque::with_capacity(config.max_pending),
             control: VecDeque::with_capacity(MAX_CONTROL),
+            deferred_task_cancels: Vec::new(),
             events: EventQueue::new(config.max_queued_events),
             meta: None,
             server_info: String::new(),
@@ -1369,6 +1373,13 @@ impl Engine {
 
     fn become_ready(&mut self, version: ProtocolVersion) {
         self.lifecycle = Lifecycle::Ready { version };
+        // Cancels of 2026-07-28 tasks that ended while the server restarted; a server that
+        // comes back legacy never had those tasks.
+        for cancel in std::mem::take(&mut self.deferred_task_cancels) {
+            if version.era() == Era::Modern {
+                self.push_control(cancel);
+            }
+        }
         self.meta = (version.era() == Era::Modern).then(|| self.static_meta(version));
         self.task_meta = (version.era() == Era::Modern && !self.tasks_declared)
             .then(|| self.static_task_meta(version));
@@ -1404,6 +1415,7 @@ impl Engine {
         // server, and their deadlines would keep the engine waking up to refuse them.
         self.forget_legacy_requests();
         self.control.clear();
+        self.deferred_task_cancels.clear();
         self.lifecycle = Lifecycle::Closed;
         self.wants_transport = false;
         // A restart (or a degraded server's retry) scheduled before the close would start a
@@ -3028,16 +3040,20 @@ impl Engine {
 
     /// Ending a task-backed call locally: asks the server to cancel the task (`tasks/cancel`,
     /// on 2025-11-25 only when the server declared `tasks.cancel`). Its reply is counted as
-    /// late: the call has ended.
+    /// late: the call has ended. While the server restarts, a 2026-07-28 task's cancel waits
+    /// for it to be ready (the next process's first message must be its probe; a legacy
+    /// task ended with its process, `end_session_tasks`).
     fn cancel_task(&mut self, slot: usize) {
-        if !matches!(self.lifecycle, Lifecycle::Ready { .. }) {
-            // No process or session to tell now, and the next one's first message must be
-            // its probe or `initialize`: a `tasks/cancel` queued meanwhile went out before it
-            // (servers that exit on any other first message crashed again).
+        let ready = matches!(self.lifecycle, Lifecycle::Ready { .. });
+        let modern = match self.era() {
+            Some(era) => era == Era::Modern,
+            // Restarting: the era it was ready in, as its verdict says.
+            None => matches!(self.verdict, VerdictSource::Probed { .. } | VerdictSource::Saved),
+        };
+        if self.lifecycle == Lifecycle::Closed || (!ready && !modern) {
             return;
         }
-        let legacy = self.era() != Some(Era::Modern);
-        if legacy && !LegacyTaskCaps::of_server_info(&self.server_info).cancel {
+        if !modern && !LegacyTaskCaps::of_server_info(&self.server_info).cancel {
             return;
         }
         let Some(task) = self.task_of(slot) else {
@@ -3047,7 +3063,11 @@ impl Engine {
         // A fresh id of the slot: the poll in flight becomes late, and so will this reply
         // once the slot is freed.
         let Some(id) = self.requests.renew_wire_id(slot) else { return };
-        self.push_control(Control::TaskCancel { id, task });
+        if ready {
+            self.push_control(Control::TaskCancel { id, task });
+        } else if self.deferred_task_cancels.len() < MAX_DEFERRED_TASK_CANCELS {
+            self.deferred_task_cancels.push(Control::TaskCancel { id, task });
+        }
         // Taken as cancelled from now on, so the call's end (`finish`) asks no second time.
         if let Some(t) = self.task_mut(slot) {
             t.status = Some(TaskStatus::Cancelled);

@@ -13,6 +13,9 @@ use crate::proto::version::ProtocolVersion;
 /// counted in `Stats::control_dropped`).
 pub(super) const MAX_CONTROL: usize = 256;
 
+/// `tasks/cancel`s kept for a restarting server at most; more are dropped.
+pub(super) const MAX_DEFERRED_TASK_CANCELS: usize = 64;
+
 /// A frame that is not a request: notifications and replies to server requests.
 #[derive(Debug)]
 pub(super) enum Control {

@@ -549,6 +549,25 @@ fn a_legacy_task_ends_with_its_http_session() {
     assert_eq!(methods, [json!("notifications/initialized"), json!("tools/call")], "{sent:?}");
 }
 
+/// A 2026-07-28 task is the server's: one whose call is cancelled while its server restarts
+/// is cancelled once the server is ready again, after the probe (the cancel was dropped, and
+/// the task ran on for nobody).
+#[test]
+fn a_modern_task_cancelled_while_its_server_restarts_is_cancelled_once_ready() {
+    let mut h = Harness::ready_modern();
+    let call = task_call(&mut h, &prefer(), 60_000);
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
+    h.events();
+    h.engine.cancel(h.now, call).unwrap();
+    next_process(&mut h);
+    let probe = h.sent_one();
+    assert_eq!(probe["method"], "server/discover", "the probe goes first");
+    h.reply(&probe, super::discover_result());
+    let cancel = h.sent_one();
+    assert_eq!(cancel["method"], "tasks/cancel");
+    assert_eq!(cancel["params"]["taskId"], "t-1");
+}
+
 /// A task-backed call cancelled while its server restarts: nothing is queued for the next
 /// process ahead of its probe (a `tasks/cancel` went out first, and a server that exits on
 /// any first message but its handshake crashed again).
