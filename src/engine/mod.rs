@@ -1558,7 +1558,12 @@ impl Engine {
     }
 
     fn push_control(&mut self, c: Control) {
-        if self.control.len() >= MAX_CONTROL {
+        // A stream close is never dropped: it is the only cancel a 2026-07-28 HTTP server
+        // gets, and without it the call's connection stays busy until the server is done.
+        // It carries no bytes, and each call has one at most, so the pending table bounds
+        // them.
+        let close = matches!(c, Control::CloseStream { .. });
+        if self.control.len() >= MAX_CONTROL && !close {
             self.stats.control_dropped += 1;
             return;
         }

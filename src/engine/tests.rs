@@ -1212,6 +1212,25 @@ pub(super) fn transmits(h: &mut Harness) -> Vec<(TransmitKind, Option<Value>)> {
     out
 }
 
+/// Every call cancelled at once over 2026-07-28 HTTP gets its stream closed, past the bound
+/// on control frames: a stream close is the only cancel such a server gets, and the dropped
+/// ones left their connections busy until the server was done.
+#[test]
+fn stream_closes_are_never_dropped() {
+    let config =
+        Config { max_pending: 400, max_in_flight: 300, max_queued: 0, ..Config::default() };
+    let mut h = Harness::ready_http_with(config);
+    let calls: Vec<CallId> = (0..300).map(|i| h.call(&format!("t{i}"), "{}")).collect();
+    assert_eq!(transmits(&mut h).len(), 300);
+    for c in &calls {
+        h.engine.cancel(h.now, *c).unwrap();
+    }
+    let closes = transmits(&mut h);
+    assert_eq!(closes.len(), 300);
+    assert!(closes.iter().all(|(k, _)| matches!(k, TransmitKind::CloseStream { .. })));
+    assert_eq!(h.engine.stats().control_dropped, 0);
+}
+
 #[test]
 fn http_probe_4xx_without_rpc_body_is_legacy_but_auth_and_5xx_are_not_evidence() {
     #[derive(Debug, PartialEq)]
