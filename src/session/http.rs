@@ -257,6 +257,8 @@ struct Flight {
     attempt: Attempt,
     /// The request carried `Mcp-Session-Id` (so a 404 means the session is gone).
     sent_session: bool,
+    /// Which session it carried ([`HttpSession::session_gen`] when it was sent).
+    session: u32,
     /// The request's event stream brought its reply.
     answered: bool,
     /// This response brought a new event id.
@@ -268,7 +270,14 @@ struct Flight {
 impl Flight {
     #[inline(always)]
     fn new(attempt: Attempt) -> Self {
-        Self { attempt, sent_session: false, answered: false, progressed: false, oversize: false }
+        Self {
+            attempt,
+            sent_session: false,
+            session: 0,
+            answered: false,
+            progressed: false,
+            oversize: false,
+        }
     }
 }
 
@@ -286,6 +295,9 @@ enum Resend {
     /// re-authorizations starts over at any other request's success, so without this one
     /// request the server keeps refusing would run a flow per round until its deadline.
     OAuthFlow = 4,
+    /// After a 404 from a session the client has already replaced: the request goes again in
+    /// the current one.
+    OldSession = 16,
     /// After a second 401 whose challenge names other resource metadata than the first flow
     /// followed: the resource moved to another authorization server (SEP-2352), which only a
     /// flow that follows the new metadata can find out.
@@ -494,6 +506,8 @@ pub(crate) struct HttpSession {
     /// Exchanges carrying a notification or a reply, not yet over (at most [`MAX_MESSAGES`]).
     messages: usize,
     session_id: Option<String>,
+    /// Counts the session ids adopted: a flight notes the one it carried.
+    session_gen: u32,
     /// The protocol version the legacy session's requests carried (for its `DELETE`).
     session_version: Option<ProtocolVersion>,
     listen: Listen,
@@ -549,6 +563,7 @@ impl HttpSession {
             initializing: 0,
             messages: 0,
             session_id: None,
+            session_gen: 0,
             session_version: None,
             listen: Listen::Off,
             listen_retry: DEFAULT_RETRY,
@@ -1049,6 +1064,7 @@ impl HttpSession {
         let Self {
             exchanges,
             session_id,
+            session_gen,
             session_version,
             listen_event_id,
             bearer,
@@ -1080,6 +1096,7 @@ impl HttpSession {
         let sent_session = session_id.is_some() && !x.modern && !is_initialize;
         if let Some(f) = x.flight_mut() {
             f.sent_session = sent_session;
+            f.session = *session_gen;
             f.progressed = false;
         }
         if sent_session && x.version.is_some() {
@@ -1261,6 +1278,7 @@ impl HttpSession {
         if let (Some(s), true, true) = (head.session_id, is_initialize, ok) {
             if let (Ok(s), true) = (std::str::from_utf8(s), s.iter().all(u8::is_ascii_graphic)) {
                 self.session_id = Some(s.to_owned());
+                self.session_gen = self.session_gen.wrapping_add(1);
             }
         }
         x.mode == BodyMode::Sse
@@ -1459,6 +1477,18 @@ impl HttpSession {
         // 400 with -32000 instead (lab FINDINGS §6). Either way the request was not processed.
         let session_gone = flight.sent_session
             && (status == 404 || (status == 400 && json && is_error_code(body, -32000)));
+        let replaced = flight.session != self.session_gen && self.session_id.is_some();
+        if session_gone && replaced && !ex.has_resent(Resend::OldSession) {
+            // A 404 of a session already replaced (the request went out just before another
+            // request's 404 renewed it): the request was not processed, and goes again in the
+            // current session. Taken as the current one's end, it renewed that session too,
+            // ending the new session's tasks and server requests.
+            let ex = &mut self.exchanges[i];
+            ex.resent |= Resend::OldSession as u8;
+            ex.requeue();
+            self.waiting.push_front(i);
+            return;
+        }
         if session_gone {
             self.release(i);
             engine.handle_transport(now, TransportEvent::session_expired(id));

@@ -1046,6 +1046,34 @@ fn a_notification_whose_answer_never_comes_gives_its_connection_back() {
     assert_eq!(s.session.poll_timeout(), None);
 }
 
+/// A 404 from a session already replaced (its request went out before another request's 404
+/// renewed the session) sends the request again in the current session, and renews nothing:
+/// taken as the current session's end, it made a third session, ending the second's tasks and
+/// server requests.
+#[test]
+fn a_late_404_of_a_replaced_session_is_sent_again_in_the_new_one() {
+    let (mut s, first) = Sim::legacy_call();
+    s.call("b");
+    let second = s.next().unwrap();
+    assert_eq!(second.header("mcp-session-id"), Some("s-1"));
+    s.respond(first.x, 404, &[], "");
+    let init = s.next().expect("the handshake");
+    s.answer_initialize(&init, "s-2");
+    while let Some(sent) = s.next() {
+        assert_ne!(sent.rpc(), "initialize");
+        if sent.rpc() == "tools/call" {
+            assert_eq!(sent.body["params"]["name"], "t", "the first call goes again");
+        }
+    }
+    s.respond(second.x, 404, &[], "");
+    let again = s.next().expect("the second call, again");
+    assert_eq!(again.rpc(), "tools/call");
+    assert_eq!(again.body["params"]["name"], "b");
+    assert_eq!(again.header("mcp-session-id"), Some("s-2"));
+    assert!(s.next().is_none(), "no third session");
+    assert_eq!(s.engine.stats().sessions_renewed, 1);
+}
+
 /// A legacy call cancelled while it still waits for a connection is released unsent, and no
 /// `notifications/cancelled` goes for it: the notice named a request id the server never saw.
 #[test]
