@@ -293,10 +293,12 @@ fn an_endless_run_of_interim_heads_fails_the_call() {
     assert!(matches!(state, ServerState::Ready(..)), "{state:?}");
     let opts = CallOptions::timeout(Duration::from_secs(50));
     let error = host.call_tool_blocking(id, "flood", &raw("{}"), &opts).unwrap_err();
-    assert!(
-        matches!(error, BlockingError::Call(CallError::Transport(TransportError::BadResponse))),
-        "{error:?}"
-    );
+    // A write (no idempotency said) whose response broke: its delivery is unknown, and the
+    // broken response is why.
+    let BlockingError::Call(CallError::Local(LocalError::DeliveryUnknown(why))) = error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(*why, TransportError::BadResponse);
 }
 
 /// A response nobody asked for, after the answer on a keep-alive connection: the connection

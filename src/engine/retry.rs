@@ -75,6 +75,17 @@ pub(crate) fn is_transient(e: &CallError) -> bool {
     }
 }
 
+/// A transport failure that ends the reply without saying whether the request was processed,
+/// though no retry is made for it.
+fn reply_lost(e: &CallError) -> bool {
+    matches!(
+        e,
+        CallError::Transport(
+            TransportError::Tls(_) | TransportError::BadResponse | TransportError::ClosedByServer
+        )
+    )
+}
+
 /// One row of the decision table. `attempt` counts from 1 (the attempt that just failed);
 /// `expected` is how long an attempt is expected to take.
 #[allow(clippy::too_many_arguments)]
@@ -92,7 +103,11 @@ pub(crate) fn decide(
     let transient = is_transient(error);
     let safe = class.retry_safe() || delivery == Delivery::NotSent;
     if !transient || !safe || attempt >= policy.max_attempts {
-        return if transient && delivery == Delivery::MaybeDelivered && !class.retry_safe() {
+        // A reply the transport lost after the request may have gone, retried or not: a
+        // broken response (unreadable framing, a TLS alert, the server closing its end) says
+        // no more than a lost connection does about whether the write was processed.
+        let lost = transient || reply_lost(error);
+        return if lost && delivery == Delivery::MaybeDelivered && !class.retry_safe() {
             Decision::DeliveryUnknown
         } else {
             Decision::Fail
@@ -227,6 +242,8 @@ mod tests {
                 CallError::Transport(TransportError::Tls(crate::error::TlsFailure::UnknownIssuer)),
             ),
             ("rpc", CallError::Protocol(RpcError::from_raw(-32602, "bad", None))),
+            ("garbled", CallError::Transport(TransportError::BadResponse)),
+            ("gone", CallError::Transport(TransportError::SessionExpired)),
             ("cancel", CallError::Local(LocalError::Cancelled)),
             ("deadline", CallError::Local(LocalError::DeadlineExceeded)),
         ];
@@ -246,6 +263,15 @@ mod tests {
             ("503", Unknown, Delivery::MaybeDelivered, roomy, DeliveryUnknown),
             ("404", Read, Delivery::MaybeDelivered, roomy, Fail),
             ("tls", Read, Delivery::NotSent, roomy, Fail),
+            // A reply lost to a broken response or a TLS alert: a read fails as it is (no
+            // retry for it), a write's delivery is unknown (it ended as the raw error).
+            ("tls", Unknown, Delivery::MaybeDelivered, roomy, DeliveryUnknown),
+            ("garbled", Read, Delivery::MaybeDelivered, roomy, Fail),
+            ("garbled", Unknown, Delivery::MaybeDelivered, roomy, DeliveryUnknown),
+            ("garbled", Unknown, Delivery::NotSent, roomy, Fail),
+            // Refusals say the request was not processed: as they are.
+            ("gone", Unknown, Delivery::MaybeDelivered, roomy, Fail),
+            ("404", Unknown, Delivery::MaybeDelivered, roomy, Fail),
             ("rpc", Read, Delivery::MaybeDelivered, roomy, Fail),
             ("rpc", Unknown, Delivery::MaybeDelivered, roomy, Fail),
             ("cancel", Read, Delivery::MaybeDelivered, roomy, Fail),
