@@ -382,8 +382,8 @@ impl Client {
         call: CallId,
     ) -> Result<(), AuthorizeError> {
         let (base, _) = self.lanes.caller(server);
-        let s = self.servers.get(server.index).filter(|s| s.generation == server.generation);
-        let disabled = s
+        let disabled = self
+            .server(server)
             .and_then(|s| s.engine.held_tool(call))
             .is_some_and(|tool| self.authz.is_disabled(base, tool));
         if disabled {

@@ -523,7 +523,10 @@ impl<S: CapabilityStore> Persist for Persistent<S> {
         else {
             return true;
         };
-        let verdict = engine.verdict(now, self.wall()).filter(|_| next == KeptVerdict::Filed);
+        let verdict = match next {
+            KeptVerdict::Filed => engine.verdict(now, self.wall()),
+            _ => None,
+        };
         let ready = matches!(engine.state(), crate::engine::ServerState::Ready(..));
         if next == KeptVerdict::Filed && verdict.is_none() && !ready {
             // Not ready again yet (a restart): looked at again once it is.

@@ -84,10 +84,11 @@ enum Inherit {
 /// user information (`DATABASE_URL=postgres://admin:pw@db/app`).
 fn passes_to_a_lane(name: &OsStr, value: &OsStr) -> bool {
     let (name, value) = (name.to_string_lossy(), value.to_string_lossy());
-    let url_with_userinfo = value.split_once("://").is_some_and(|(_, rest)| {
-        rest.split(['/', '?', '#']).next().is_some_and(|authority| authority.contains('@'))
-    });
-    !crate::redact::names_a_credential(&name) && !url_with_userinfo
+    // The crate's one reading of where a URL's credentials are (user information, a
+    // password with a `/` in it, `?api_key=`): the URL would be rewritten to hide them.
+    let secret_url = value.contains("://")
+        && matches!(crate::redact::redact_url(&value), std::borrow::Cow::Owned(_));
+    !crate::redact::names_a_credential(&name) && !secret_url
 }
 
 /// Whether the host variable `name` is one [`StdioCommand::safe_env`] passes on.
@@ -1148,6 +1149,8 @@ mod tests {
         assert!(!var("GITHUB_PERSONAL_ACCESS_TOKEN", "ghp_x"));
         assert!(!var("REDIS_URL", "redis://:pw@cache:6379"));
         assert!(!var("MIRROR", "https://tok@git.example.com/r"));
+        assert!(!var("PROXY", "http://alice:pa/ss@proxy:3128"), "a password with a slash");
+        assert!(!var("HOOK", "https://h.example.com/in?api_key=k"));
         // A server that keeps the host's environment back keeps it back on its lanes too.
         assert!(StdioCommand::new("srv").safe_env().without_credentials().inherit == Inherit::Safe);
     }

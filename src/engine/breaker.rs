@@ -185,30 +185,11 @@ impl Breakers {
         self.all_fresh = self.all.iter().all(|b| b.state == State::Closed { failures: 0 });
     }
 
-    /// Records how an attempt of a call ended; `probe`: the call was admitted as its
-    /// half-open breaker's probe. While the breaker is half-open only the probe's end counts:
-    /// an older call's cancel or error freed the probe's place with the probe still out (a
-    /// second probe went), its failure reopened the breaker under the probe (whose success
-    /// was then lost), its success closed it before the probe said anything.
-    #[inline]
-    pub(crate) fn record_attempt(
-        &mut self,
-        tenant: u32,
-        class: OperationClass,
-        outcome: Option<&CallError>,
-        now: Instant,
-        probe: bool,
-    ) -> Option<Change> {
-        if !probe && !self.all_fresh {
-            let b = self.find(tenant, class);
-            if matches!(b.state, State::HalfOpen { .. }) {
-                return None;
-            }
-        }
-        self.record(tenant, class, outcome, now)
-    }
-
-    /// Records how a call that was admitted ended.
+    /// Records how an attempt of an admitted call ended; `probe`: the call was admitted as
+    /// its half-open breaker's probe. While the breaker is half-open only the probe's end
+    /// counts: an older call's cancel or error freed the probe's place with the probe still
+    /// out (a second probe went), its failure reopened the breaker under the probe (whose
+    /// success was then lost), its success closed it before the probe said anything.
     #[inline]
     pub(crate) fn record(
         &mut self,
@@ -216,6 +197,7 @@ impl Breakers {
         class: OperationClass,
         outcome: Option<&CallError>,
         now: Instant,
+        probe: bool,
     ) -> Option<Change> {
         if self.policy.failure_threshold == 0 || (outcome.is_none() && self.all_fresh) {
             return None;
@@ -223,6 +205,9 @@ impl Breakers {
         let threshold = self.policy.failure_threshold;
         let cool_down = self.policy.cool_down;
         let b = self.find(tenant, class);
+        if !probe && matches!(b.state, State::HalfOpen { .. }) {
+            return None;
+        }
         let failed = outcome.is_some_and(counts);
         let neutral = outcome.is_some() && !failed;
         let (next, changed) = match (b.state, failed, neutral) {
@@ -283,13 +268,13 @@ mod tests {
         // closed: failures below the threshold, and a success resets the count.
         for _ in 0..2 {
             assert_eq!(b.admit(T, R, t0), (Admission::Admitted, None));
-            assert_eq!(b.record(T, R, Some(&lost()), t0), None);
+            assert_eq!(b.record(T, R, Some(&lost()), t0, false), None);
         }
-        assert_eq!(b.record(T, R, None, t0), None);
+        assert_eq!(b.record(T, R, None, t0, false), None);
         assert_eq!(b.state(T, R), BreakerState::Closed);
         // closed -> open on the threshold-th consecutive failure.
         for i in 0..3 {
-            let change = b.record(T, R, Some(&lost()), t0);
+            let change = b.record(T, R, Some(&lost()), t0, false);
             assert_eq!(
                 change.map(|c| c.state),
                 if i == 2 { Some(BreakerState::Open) } else { None }
@@ -304,12 +289,15 @@ mod tests {
         assert!(!b.admit(T, R, t0 + Duration::from_secs(10)).0.admitted());
         // half-open -> open when the probe fails.
         let t1 = t0 + Duration::from_secs(11);
-        assert_eq!(b.record(T, R, Some(&lost()), t1).map(|c| c.state), Some(BreakerState::Open));
+        assert_eq!(
+            b.record(T, R, Some(&lost()), t1, true).map(|c| c.state),
+            Some(BreakerState::Open)
+        );
         assert!(!b.admit(T, R, t1 + Duration::from_secs(5)).0.admitted());
         // half-open -> closed when the probe succeeds.
         let t2 = t1 + Duration::from_secs(10);
         assert!(b.admit(T, R, t2).0.admitted());
-        assert_eq!(b.record(T, R, None, t2).map(|c| c.state), Some(BreakerState::Closed));
+        assert_eq!(b.record(T, R, None, t2, true).map(|c| c.state), Some(BreakerState::Closed));
         assert_eq!(b.admit(T, R, t2), (Admission::Admitted, None));
     }
 
@@ -325,11 +313,14 @@ mod tests {
             CallError::Local(LocalError::Cancelled),
             CallError::Peer(PeerError::AuthRequired(Box::default())),
         ] {
-            assert_eq!(b.record(T, R, Some(&neutral), now), None, "{neutral:?}");
+            assert_eq!(b.record(T, R, Some(&neutral), now, false), None, "{neutral:?}");
         }
         assert_eq!(b.state(T, R), BreakerState::Closed);
         let timeout = CallError::Local(LocalError::DeadlineExceeded);
-        assert_eq!(b.record(T, R, Some(&timeout), now).map(|c| c.state), Some(BreakerState::Open));
+        assert_eq!(
+            b.record(T, R, Some(&timeout), now, false).map(|c| c.state),
+            Some(BreakerState::Open)
+        );
     }
 
     #[test]
@@ -339,7 +330,7 @@ mod tests {
             cool_down: Duration::from_secs(60),
         });
         let now = Instant::now();
-        b.record(1, OperationClass::Write, Some(&lost()), now);
+        b.record(1, OperationClass::Write, Some(&lost()), now, false);
         assert_eq!(b.state(1, OperationClass::Write), BreakerState::Open);
         assert!(
             b.admit(1, OperationClass::Read, now).0.admitted(),
@@ -364,7 +355,7 @@ mod tests {
         }
         assert!(b.all.len() <= MAX_BREAKERS, "healthy breakers are reused");
         for tenant in 0..200 {
-            b.record(tenant, R, Some(&lost()), now);
+            b.record(tenant, R, Some(&lost()), now, false);
         }
         assert!(
             b.all.len() <= MAX_BREAKERS + 2,
@@ -380,10 +371,10 @@ mod tests {
             cool_down: Duration::from_secs(1),
         });
         let now = Instant::now();
-        b.record(T, R, Some(&lost()), now);
+        b.record(T, R, Some(&lost()), now, false);
         let later = now + Duration::from_secs(1);
         assert!(b.admit(T, R, later).0.admitted());
-        b.record(T, R, Some(&CallError::Local(LocalError::Cancelled)), later);
+        b.record(T, R, Some(&CallError::Local(LocalError::Cancelled)), later, true);
         assert!(b.admit(T, R, later).0.admitted(), "another probe may go");
     }
 
@@ -393,21 +384,24 @@ mod tests {
         let mut b = Breakers::new(policy);
         let now = Instant::now();
         assert!(b.admit(T, R, now).0.admitted() && b.all_fresh);
-        assert_eq!(b.record(T, R, None, now), None);
+        assert_eq!(b.record(T, R, None, now, false), None);
         assert!(b.all.is_empty(), "a healthy table looks nothing up");
         // One failure counted: successes go the long way again, and reset the count.
-        b.record(T, R, Some(&lost()), now);
+        b.record(T, R, Some(&lost()), now, false);
         assert!(!b.all_fresh);
-        b.record(T, R, None, now);
+        b.record(T, R, None, now, false);
         assert!(b.all_fresh, "the success reset the only breaker");
         // Tripped, then recovered through a probe: fresh again.
-        b.record(T, R, Some(&lost()), now);
-        assert_eq!(b.record(T, R, Some(&lost()), now).map(|c| c.state), Some(BreakerState::Open));
+        b.record(T, R, Some(&lost()), now, false);
+        assert_eq!(
+            b.record(T, R, Some(&lost()), now, false).map(|c| c.state),
+            Some(BreakerState::Open)
+        );
         assert!(!b.admit(T, R, now).0.admitted(), "an open breaker is never skipped");
         let later = now + Duration::from_secs(1);
         assert!(b.admit(T, R, later).0.admitted());
         assert!(!b.admit(T, R, later).0.admitted(), "the half-open probe is out");
-        assert_eq!(b.record(T, R, None, later).map(|c| c.state), Some(BreakerState::Closed));
+        assert_eq!(b.record(T, R, None, later, true).map(|c| c.state), Some(BreakerState::Closed));
         assert!(b.all_fresh);
     }
 }

@@ -2181,7 +2181,7 @@ impl Engine {
         let change = if !judged_by_breaker(p.method) {
             None
         } else if p.attempt > 0 {
-            self.breakers.record_attempt(p.tenant, p.op, failure, now, p.probe)
+            self.breakers.record(p.tenant, p.op, failure, now, p.probe)
         } else {
             // Unsent, it says nothing of the server; a probe gives its place back.
             if p.probe {
@@ -2342,8 +2342,7 @@ impl Engine {
             Decision::Retry(delay) => {
                 // A failed attempt tells its breaker even when the call goes on (a final
                 // failure is told by `finish`).
-                if let Some(c) = self.breakers.record_attempt(tenant, op, Some(&error), now, probe)
-                {
+                if let Some(c) = self.breakers.record(tenant, op, Some(&error), now, probe) {
                     self.events.breaker(c.tenant, c.class, c.state);
                 }
                 // The error's name only: its text may quote the server's stderr or message.
@@ -2865,7 +2864,7 @@ impl Engine {
     fn answered_for_now(&mut self, now: Instant, slot: usize) {
         let Some(p) = self.requests.get(slot) else { return };
         if judged_by_breaker(p.method) {
-            if let Some(c) = self.breakers.record_attempt(p.tenant, p.op, None, now, p.probe) {
+            if let Some(c) = self.breakers.record(p.tenant, p.op, None, now, p.probe) {
                 self.events.breaker(c.tenant, c.class, c.state);
             }
         }

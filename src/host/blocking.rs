@@ -51,9 +51,10 @@ impl Host {
     }
 
     /// Polls until the server is ready (or closed) and returns its state; when `timeout`
-    /// passes first, fails with [`LocalError::DeadlineExceeded`]. A server that became degraded (its process kept dying) ends the wait at once with the
-    /// last transport error (for stdio: the exit status and stderr tail); one refused for want
-    /// of authorization ([`ServerState::Unauthorized`]) with its authorization error.
+    /// passes first, fails with [`LocalError::DeadlineExceeded`]. A server that became
+    /// degraded (its process kept dying) ends the wait at once with the last transport error
+    /// (for stdio: the exit status and stderr tail); one refused for want of authorization
+    /// ([`ServerState::Unauthorized`]) with its authorization error.
     pub fn wait_ready(
         &mut self,
         server: ServerId,

@@ -366,8 +366,8 @@ impl Host {
     /// SIGTERM after 250 ms, then SIGKILL after 250 ms more). Its handle stays valid (its
     /// state is [`ServerState::Closed`], calls are refused with [`RequestError::Closed`])
     /// until [`remove_server`](Self::remove_server) frees it and its resources. An HTTP
-    /// server's connections close, and its legacy
-    /// session, if it has one, is ended with a `DELETE` that gets 250 ms to be answered.
+    /// server's connections close, and its legacy session, if it has one, is ended with a
+    /// `DELETE` that gets 250 ms to be answered.
     /// Returns without waiting: the poll and tick reap the process and send the `DELETE`.
     /// The principals' lanes on it close with it.
     pub fn close_server(&mut self, server: ServerId) {

@@ -255,9 +255,8 @@ enum Attempt {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Flight {
     attempt: Attempt,
-    /// The request carried `Mcp-Session-Id` (so a 404 means the session is gone).
-    sent_session: bool,
-    /// Which session it carried ([`HttpSession::session_gen`] when it was sent).
+    /// The session whose `Mcp-Session-Id` the request carried ([`HttpSession::session_gen`]
+    /// when it was sent; 0: none), so a 404 says which session is gone.
     session: u32,
     /// The request's event stream brought its reply.
     answered: bool,
@@ -270,14 +269,7 @@ struct Flight {
 impl Flight {
     #[inline(always)]
     fn new(attempt: Attempt) -> Self {
-        Self {
-            attempt,
-            sent_session: false,
-            session: 0,
-            answered: false,
-            progressed: false,
-            oversize: false,
-        }
+        Self { attempt, session: 0, answered: false, progressed: false, oversize: false }
     }
 }
 
@@ -295,13 +287,13 @@ enum Resend {
     /// re-authorizations starts over at any other request's success, so without this one
     /// request the server keeps refusing would run a flow per round until its deadline.
     OAuthFlow = 4,
-    /// After a 404 from a session the client has already replaced: the request goes again in
-    /// the current one.
-    OldSession = 16,
     /// After a second 401 whose challenge names other resource metadata than the first flow
     /// followed: the resource moved to another authorization server (SEP-2352), which only a
     /// flow that follows the new metadata can find out.
     OAuthMoved = 8,
+    /// After a 404 from a session the client has already replaced: the request goes again in
+    /// the current one.
+    OldSession = 16,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -506,7 +498,7 @@ pub(crate) struct HttpSession {
     /// Exchanges carrying a notification or a reply, not yet over (at most [`MAX_MESSAGES`]).
     messages: usize,
     session_id: Option<String>,
-    /// Counts the session ids adopted: a flight notes the one it carried.
+    /// Counts the session ids adopted (from 1): a flight notes the one it carried.
     session_gen: u32,
     /// The protocol version the legacy session's requests carried (for its `DELETE`).
     session_version: Option<ProtocolVersion>,
@@ -1095,8 +1087,7 @@ impl HttpSession {
         // PROTOCOL.md §3.1: 2026 never sends a session id; legacy sends it after initialize.
         let sent_session = session_id.is_some() && !x.modern && !is_initialize;
         if let Some(f) = x.flight_mut() {
-            f.sent_session = sent_session;
-            f.session = *session_gen;
+            f.session = if sent_session { *session_gen } else { 0 };
             f.progressed = false;
         }
         if sent_session && x.version.is_some() {
@@ -1278,7 +1269,8 @@ impl HttpSession {
         if let (Some(s), true, true) = (head.session_id, is_initialize, ok) {
             if let (Ok(s), true) = (std::str::from_utf8(s), s.iter().all(u8::is_ascii_graphic)) {
                 self.session_id = Some(s.to_owned());
-                self.session_gen = self.session_gen.wrapping_add(1);
+                // Never 0, which a flight reads as no session.
+                self.session_gen = self.session_gen.checked_add(1).unwrap_or(1);
             }
         }
         x.mode == BodyMode::Sse
@@ -1410,7 +1402,7 @@ impl HttpSession {
             // Sent again with a fresh token, whatever it carries: the server may be waiting
             // for a reply a message carries, and the GET stream brings its requests.
             _ if status == 401 && self.refresh(i) => return,
-            Carries::Listen if status == 404 && self.exchanges[i].flight().sent_session => {
+            Carries::Listen if status == 404 && self.exchanges[i].flight().session != 0 => {
                 // The session is gone (§6.2: 404 on a request that carried its id): a new
                 // one is made, and it gets a GET stream of its own once ready.
                 self.listen = Listen::Off;
@@ -1475,7 +1467,7 @@ impl HttpSession {
             && unmarked.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
         // A legacy session the server forgot: 404 per the spec; the TypeScript SDK v1 answers
         // 400 with -32000 instead (lab FINDINGS §6). Either way the request was not processed.
-        let session_gone = flight.sent_session
+        let session_gone = flight.session != 0
             && (status == 404 || (status == 400 && json && is_error_code(body, -32000)));
         let replaced = flight.session != self.session_gen && self.session_id.is_some();
         if session_gone && replaced && !ex.has_resent(Resend::OldSession) {
