@@ -1404,6 +1404,29 @@ fn an_idle_connection_expires_at_the_hosts_next_deadline() {
     assert!(host.poll_timeout().is_none_or(|next| next > due), "the expiry is still due");
 }
 
+/// A server that says it closes idle connections sooner (`Keep-Alive: timeout=3`, as Apache
+/// does) gets its connection closed a second before that, not after the host's own 7 s, when
+/// a request written into it would meet the server's close.
+#[test]
+fn an_idle_connection_expires_before_the_servers_announced_timeout() {
+    let server = MiniServer::start(None, |req: &Request| {
+        let mut answer = mcp_answer(req);
+        answer.headers.push(("Keep-Alive".into(), "timeout=3, max=100".into()));
+        answer
+    });
+    let mut host = Host::new().unwrap();
+    let opts =
+        HttpOptions::new(server.url("http", "127.0.0.1")).idle_timeout(Duration::from_secs(7));
+    let id = add(&mut host, opts);
+    host.wait_ready(id, Duration::from_secs(30)).unwrap();
+    let before = std::time::Instant::now();
+    assert_eq!(echo(&mut host, id, "hi")["content"][0]["text"], "hi");
+    let after = std::time::Instant::now();
+    let due = host.poll_timeout().expect("the idle connection's expiry");
+    let kept = Duration::from_secs(2);
+    assert!(due >= before + kept && due <= after + kept, "{:?}", due - before);
+}
+
 /// The pool's timeouts are the host's to choose, `Duration::MAX` ("never") among them. A
 /// deadline made of one used to be `Instant + Duration`, which panics past the clock's range:
 /// the first `poll` with a connection being opened, or one idle, panicked in the driver.

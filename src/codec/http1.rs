@@ -415,6 +415,19 @@ impl<'a> ResponseHead<'a> {
         })
     }
 
+    /// The idle timeout a `Keep-Alive: timeout=N` header announces (RFC 2068 section 19.7.1.1,
+    /// still sent by Apache and others): the server closes the connection after `N` idle
+    /// seconds. `None` when absent or not a decimal.
+    pub(crate) fn keep_alive_timeout(&self) -> Option<std::time::Duration> {
+        let value = self.header("keep-alive")?;
+        let seconds = list_items(value).find_map(|item| {
+            let (name, digits) = item.split_at(item.iter().position(|&b| b == b'=')?);
+            (trim_ows(name).eq_ignore_ascii_case(b"timeout"))
+                .then(|| parse_decimal(trim_ows(&digits[1..])))?
+        })?;
+        Some(std::time::Duration::from_secs(seconds))
+    }
+
     /// Every header's name and value, as bytes, in wire order.
     fn raw_pairs(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> {
         let (raw, spans) = (self.raw, self.spans);
@@ -784,6 +797,9 @@ impl ResponseParser {
             // Lenient where browsers are: these never change where the head ends.
             .allow_spaces_after_header_name_in_responses(true)
             .allow_multiple_spaces_in_response_status_delimiters(true)
+            // RFC 9112 section 5.2: a recipient of obs-fold in a response replaces it with
+            // spaces before reading the value (done below, in the copy of the head).
+            .allow_obsolete_multiline_headers_in_responses(true)
             .parse_response_with_uninit_headers(&mut response, window, &mut headers);
         let len = match parsed {
             Ok(httparse::Status::Complete(len)) => len,
@@ -826,6 +842,13 @@ impl ResponseParser {
             else {
                 return HeadStep::Fail(HttpError::BadHead("header outside the head"));
             };
+            // A folded value keeps its line breaks: make them the spaces RFC 9112 asks for,
+            // so no reader of a value ever sees a CR or LF in it.
+            for b in &mut self.head_raw[value.0..value.1] {
+                if matches!(*b, b'\r' | b'\n') {
+                    *b = b' ';
+                }
+            }
             *slot = Span { name, value };
             count += 1;
         }
@@ -1539,6 +1562,42 @@ mod tests {
             matches!(p.next(), Some(Ok(ResponseEvent::Head(h))) if h.status() == 200 && h.reason() == "OK")
         );
         assert_eq!(p.head().map(|h| h.headers().count()), Some(0));
+    }
+
+    #[test]
+    fn a_folded_value_reads_as_one_line() {
+        let mut p = ResponseParser::new(L);
+        p.push(b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer scope=\"a\",\r\n\tresource_metadata=\"m\"\r\nContent-Length: 0\r\n\r\n");
+        match p.next() {
+            Some(Ok(ResponseEvent::Head(h))) => {
+                let value = h.header("www-authenticate").map(<[u8]>::to_vec);
+                assert_eq!(
+                    value.as_deref(),
+                    Some(&b"Bearer scope=\"a\",  \tresource_metadata=\"m\""[..])
+                );
+                assert_eq!(h.header("content-length"), Some(&b"0"[..]));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(p.next(), Some(Ok(ResponseEvent::End { keep_alive: true }))));
+    }
+
+    #[test]
+    fn a_keep_alive_header_tells_the_idle_timeout() {
+        let timeout = |value: &str| {
+            let mut p = ResponseParser::new(L);
+            p.push(
+                crlf(&format!("HTTP/1.1 200 OK\nKeep-Alive: {value}\nContent-Length: 0\n\n"))
+                    .as_bytes(),
+            );
+            let Some(Ok(ResponseEvent::Head(h))) = p.next() else { panic!("{value}") };
+            h.keep_alive_timeout().map(|d| d.as_secs())
+        };
+        assert_eq!(timeout("timeout=5, max=100"), Some(5));
+        assert_eq!(timeout("max=100 , Timeout = 2"), Some(2));
+        assert_eq!(timeout("max=100"), None);
+        assert_eq!(timeout("timeout=soon"), None);
+        assert_eq!(timeout("timeout"), None);
     }
 
     #[test]

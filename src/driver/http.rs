@@ -56,11 +56,28 @@ struct Conn {
     started: Instant,
     /// Exchange in flight on this connection.
     exchange: Option<ExchangeId>,
-    idle_since: Option<Instant>,
+    /// Since when the connection has sat idle, and until when it may.
+    idle: Option<Idle>,
     /// Carries the legacy GET stream: never reused, not counted in the pool.
     dedicated: bool,
     /// Events wait in the session for the next frame budget; reading stopped.
     backlog: bool,
+}
+
+/// An idle keep-alive connection's times.
+#[derive(Debug, Clone, Copy)]
+struct Idle {
+    since: Instant,
+    /// `HttpOptions::idle_timeout` after `since`, or sooner when the server said it closes
+    /// sooner (`Keep-Alive: timeout=N`).
+    until: Instant,
+}
+
+/// How long a connection is kept idle when the server announced it closes one after
+/// `announced`: a second less, so a request is not written as the server closes, but at
+/// least half of it.
+fn idle_within(announced: Duration) -> Duration {
+    announced.saturating_sub(Duration::from_secs(1)).max(announced / 2)
 }
 
 const TOKEN_CONNS: usize = 128;
@@ -242,8 +259,8 @@ impl HttpDriver {
         // made of them, so the pool costs one deadline sum, not one per connection.
         let (mut idle, mut opening) = (None, None);
         for (_, c) in &self.conns {
-            match (c.conn.is_established(), c.idle_since) {
-                (true, since) => idle = earlier(idle, since),
+            match (c.conn.is_established(), c.idle) {
+                (true, since) => idle = earlier(idle, since.map(|i| i.until)),
                 (false, _) => opening = earlier(opening, Some(c.started)),
             }
         }
@@ -251,7 +268,7 @@ impl HttpDriver {
         let mut keep = |t: Option<Instant>| next = earlier(next, t);
         // The timeouts are the host's to choose (`Duration::MAX` among them): `later`, not `+`,
         // which panics past the clock's range.
-        keep(idle.map(|t| later(t, self.idle_timeout)));
+        keep(idle);
         keep(opening.map(|t| later(t, self.connect_timeout)));
         keep(self.backlog_since);
         keep(self.oauth.poll_timeout());
@@ -264,8 +281,8 @@ impl HttpDriver {
         let expired: SmallVec<[(usize, bool); 8]> = self
             .conns
             .iter()
-            .filter_map(|(k, c)| match (c.conn.is_established(), c.idle_since) {
-                (true, Some(idle)) => (now >= later(idle, self.idle_timeout)).then_some((k, false)),
+            .filter_map(|(k, c)| match (c.conn.is_established(), c.idle) {
+                (true, Some(idle)) => (now >= idle.until).then_some((k, false)),
                 (true, None) => None,
                 (false, _) => (now >= later(c.started, self.connect_timeout)).then_some((k, true)),
             })
@@ -374,7 +391,7 @@ impl HttpDriver {
             };
             let Some(x) = self.session.poll_exchange(engine, now) else { return };
             let Some(c) = self.conns.get_mut(k) else { continue };
-            (c.exchange, c.idle_since, c.dedicated) = (Some(x), None, dedicated);
+            (c.exchange, c.idle, c.dedicated) = (Some(x), None, dedicated);
             if c.conn.is_open() {
                 self.start_exchange(registry, engine, now, k);
             }
@@ -404,7 +421,7 @@ impl HttpDriver {
                 .map(|(k, _)| k)?;
             let c = self.conns.get(k)?;
             let fresh =
-                c.idle_since.is_some_and(|t| now.saturating_duration_since(t) < IDLE_PEEK_AFTER);
+                c.idle.is_some_and(|i| now.saturating_duration_since(i.since) < IDLE_PEEK_AFTER);
             if fresh || c.conn.peek_alive() {
                 return Some(k);
             }
@@ -441,7 +458,7 @@ impl HttpDriver {
             instance: self.instances.current_id(),
             started: now,
             exchange: None,
-            idle_since: None,
+            idle: None,
             dedicated: false,
             backlog: false,
         });
@@ -673,7 +690,10 @@ impl HttpDriver {
             if ended != Some(true) || c.dedicated || !current || c.conn.request_unsent() {
                 return Parsed::Close;
             }
-            c.idle_since = Some(now);
+            let announced = c.conn.parser().head().and_then(|h| h.keep_alive_timeout());
+            let kept =
+                announced.map_or(self.idle_timeout, |t| idle_within(t).min(self.idle_timeout));
+            c.idle = Some(Idle { since: now, until: later(now, kept) });
             c.conn.clear_request();
         }
     }

@@ -105,6 +105,8 @@ fn kind(m: &Message<'_>) -> (u8, String) {
 /// `WWW-Authenticate` challenge on the way, which must never panic either.
 fn head_seen(h: &ResponseHead<'_>) -> (u16, u8, String, Vec<(String, Vec<u8>)>) {
     for (_, value) in h.headers() {
+        // A folded value reads as one line (RFC 9112 section 5.2).
+        assert!(!value.iter().any(|b| matches!(b, b'\r' | b'\n')), "{value:?}");
         let _ = crate::proto::challenge::parse(value);
     }
     let headers = h.headers().map(|(n, v)| (n.to_owned(), v.to_vec())).collect();

@@ -54,7 +54,9 @@ pub struct HttpOptions {
     /// An idle keep-alive connection is closed after this long (default 4 s). Keep it below
     /// the server's own keep-alive timeout (5 s for uvicorn, the Python SDK's server, and for
     /// Node's http): a request written as the server closes the connection is lost without an
-    /// answer, and a write then ends as `DeliveryUnknown`.
+    /// answer, and a write then ends as `DeliveryUnknown`. A server that announces its own
+    /// (`Keep-Alive: timeout=N`) has its connections closed a second before that (at least
+    /// half of it) when that is sooner.
     pub idle_timeout: Duration,
     /// A connection attempt (TCP, proxy and TLS) fails after this long.
     pub connect_timeout: Duration,
