@@ -49,6 +49,10 @@ pub(crate) struct Refresher<E> {
     failed_behind: bool,
     /// The catalog last announced (the diff baseline).
     announced: Option<Catalog>,
+    /// The last walk ended (none started since): its stored pages are what it read even once
+    /// expired, for its one answer and `one_use_items`. Pages that expire faster than a walk
+    /// takes are never fresh together, and such a list is still the server's answer.
+    walked: bool,
 }
 
 /// The walk in progress: the page on the wire (or about to be).
@@ -123,6 +127,7 @@ impl<E> Refresher<E> {
             outcome: None,
             failed_behind: false,
             announced: None,
+            walked: false,
         }
     }
 
@@ -394,7 +399,7 @@ impl<E> Refresher<E> {
         store: &'a Store,
         key: &CacheKey,
     ) -> Option<(Vec<&'a Item>, Option<Duration>)> {
-        chain_items(now, store, key, self.kind, &self.one_use)
+        chain_items(now, store, key, self.kind, &self.one_use, self.walked)
     }
 
     fn fail(&mut self, by_need: bool, error: WalkError<E>) {
@@ -414,6 +419,7 @@ impl<E> Refresher<E> {
     ) -> Result<(), NeedError<E>> {
         self.one_use.clear();
         self.one_use_bytes = 0;
+        self.walked = false;
         let Some(cursor) = first_unfresh(now, store, key, self.kind) else { return Ok(()) };
         let token = match store.begin_refresh(key, self.kind, cursor.as_deref()) {
             Ok(Begin::Fetch(token)) => {
@@ -464,10 +470,15 @@ impl<E> Refresher<E> {
         by_need: bool,
         search: Option<&mut SearchIndex>,
     ) -> Option<CatalogChange> {
-        if by_need && !self.one_use.is_empty() {
+        // Pages the store did not keep, or pages that expired before the walk ended: the list
+        // the walk read is the need's answer, once (the next need walks again).
+        let servable =
+            || matches!(store.list_state(now, key, self.kind), ListState::Fresh | ListState::Stale);
+        if by_need && (!self.one_use.is_empty() || !servable()) {
             self.outcome = Some(Outcome::OneUse);
         }
-        let (items, _) = chain_items(now, store, key, self.kind, &self.one_use)?;
+        self.walked = true;
+        let (items, _) = chain_items(now, store, key, self.kind, &self.one_use, true)?;
         let fresh = Catalog::from_items(self.kind, items.iter().copied());
         let change = match &self.announced {
             None => {
@@ -523,6 +534,7 @@ fn chain_items<'a>(
     key: &CacheKey,
     kind: CatalogKind,
     held: &'a [(Option<Box<str>>, ParsedPage)],
+    as_walked: bool,
 ) -> Option<(Vec<&'a Item>, Option<Duration>)> {
     let mut items = Vec::new();
     let mut worst: Option<Duration> = None;
@@ -531,7 +543,11 @@ fn chain_items<'a>(
         let (page_items, next) = match held.iter().find(|(c, _)| c.as_deref() == cursor) {
             Some((_, p)) => (p.items.as_slice(), p.next_cursor.as_deref()),
             None => {
-                let (p, stale) = store.servable_page(now, key, kind, cursor)?;
+                let (p, stale) = match store.servable_page(now, key, kind, cursor) {
+                    Some(found) => found,
+                    None if as_walked => (store.stored_page(key, kind, cursor)?, None),
+                    None => return None,
+                };
                 if let Some(d) = stale {
                     worst = Some(worst.map_or(d, |w| w.max(d)));
                 }

@@ -522,6 +522,16 @@ impl Store {
         }
     }
 
+    /// The page for `cursor` whatever its expiry, private partition first; counts nothing.
+    pub(crate) fn stored_page(
+        &self,
+        key: &CacheKey,
+        kind: CatalogKind,
+        cursor: Option<&str>,
+    ) -> Option<&CachedPage> {
+        self.candidates(key, kind).locate(cursor).map(|(_, page)| page)
+    }
+
     /// Looks up one page (`cursor` `None` for the first), private partition first.
     #[cfg(test)]
     pub(crate) fn lookup(

@@ -723,6 +723,33 @@ fn a_paged_catalog_is_one_view_in_id_order() {
     }
 }
 
+/// A catalog whose pages expire faster than its listing takes (`ttlMs` 50, each page taken
+/// in 60 ms after the one before): the waiting need is served what the listing read, and the
+/// next need lists again. The old core found the list expired once the last page
+/// came, and listed again for every need without ever serving one.
+#[test]
+fn a_catalog_that_expires_during_its_listing_is_served_as_listed() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("fast");
+    assert_eq!(sim.tool_names(id), None);
+    let list = sim.sent_one(id);
+    let mut first = tools_page(&["b"]);
+    (first["nextCursor"], first["ttlMs"]) = (json!("p2"), json!(50));
+    sim.reply(id, &list, first);
+    sim.now += Duration::from_millis(60);
+    sim.client.handle_timeout(sim.now);
+    let list = sim.sent_one(id);
+    assert_eq!(list["params"]["cursor"], "p2");
+    let mut second = tools_page(&["a"]);
+    second["ttlMs"] = json!(50);
+    sim.reply(id, &list, second);
+    sim.now += Duration::from_millis(60);
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(id).expect("the listing is served"), ["a", "b"]);
+    assert_eq!(sim.tool_names(id), None, "the next need lists again");
+    assert_eq!(sim.sent_one(id)["method"], "tools/list");
+}
+
 /// The capabilities a client declares can change what a server lists, so they key its
 /// catalogs: those actually sent, with the kinds of server request the host answers
 /// (`Config::answers`) put in. A server entry that declares sampling is not served the

@@ -336,6 +336,31 @@ fn pages_that_may_not_be_cached_are_served_once() {
     assert_eq!(server.asked(), ["p1"]);
 }
 
+/// Pages that expire faster than the walk takes (`ttlMs` 100, a page every 60 ms): when the
+/// last arrives the first has expired, and the list was never fresh as a whole. The need that
+/// waited is answered with what its walk read, once, and the next need walks again; the old
+/// code found the list expired at the end of every walk and walked on until the deadline.
+#[test]
+fn a_list_whose_pages_expire_during_its_walk_is_served_once_as_walked() {
+    let (t0, mut s) = (Instant::now(), store_with(1 << 20));
+    let mut server = Server::new(&["a", "b", "c"], 1, r#","ttlMs":100"#);
+    let mut r = Refresher::new(TOOLS);
+    assert_eq!(r.need(t0, &mut s, &key()), Ok(Answer::Waiting));
+    let mut now = t0;
+    while let Some(cursor) = r.poll_fetch() {
+        let result = server.page(cursor.map(str::to_owned).as_deref());
+        assert_eq!(r.on_page(now, &mut s, &key(), result, None), None);
+        now += ms(60);
+    }
+    assert_eq!(server.asked(), ["-", "p1", "p2"]);
+    let done = now - ms(60);
+    assert_eq!(r.need(done, &mut s, &key()), Ok(Answer::OneUse));
+    let (items, stale) = r.one_use_items(done, &s, &key()).expect("items");
+    let ids: Vec<&str> = items.iter().map(|i| i.id()).collect();
+    assert_eq!((ids, stale), (vec!["a", "b", "c"], None));
+    assert_eq!(r.need(done, &mut s, &key()), Ok(Answer::Waiting), "the next need walks again");
+}
+
 #[test]
 fn a_list_over_the_byte_cap_is_held_once_and_nothing_of_it_is_cached() {
     let (t0, mut s) = (Instant::now(), store_with(700));
