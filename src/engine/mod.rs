@@ -111,7 +111,7 @@ use server_requests::{Entry, Origin, INTERNAL, TIMED_OUT, USER_REJECTED};
 use stamp::Stamp;
 use supervision::AfterExit;
 use tasks::{hash, read_task, LegacyTaskCaps, TaskSlot, TaskView};
-use transport::{unauthorized, TransportEventInner};
+use transport::{stream_broke, unauthorized, TransportEventInner};
 
 /// One server's protocol engine.
 ///
@@ -1500,12 +1500,16 @@ impl Engine {
 
     fn write_control(&mut self, buf: &mut Vec<u8>, c: Control) -> TransmitKind {
         match c {
-            Control::Cancelled { id } => {
+            Control::Cancelled { id, went } => {
                 let mut params: SmallVec<[u8; 64]> = SmallVec::new();
                 params.extend_from_slice(b"\"requestId\":");
                 params.extend_from_slice(itoa_buf(id).as_str().as_bytes());
                 jsonrpc::write_notification(buf, notify::CANCELLED, Some(&params));
-                TransmitKind::Cancelled { id }
+                if went {
+                    TransmitKind::Notification
+                } else {
+                    TransmitKind::Cancelled { id }
+                }
             }
             Control::CloseStream { id } => TransmitKind::CloseStream { id },
             Control::Initialized => {
@@ -1610,10 +1614,10 @@ impl Engine {
     fn signal_cancel(&mut self, id: WireId) {
         let legacy = self.era() == Some(Era::Legacy);
         match self.transport {
-            TransportKind::Stdio => self.push_control(Control::Cancelled { id }),
+            TransportKind::Stdio => self.push_control(Control::Cancelled { id, went: false }),
             TransportKind::Http => {
                 if legacy {
-                    self.push_control(Control::Cancelled { id });
+                    self.push_control(Control::Cancelled { id, went: false });
                 }
                 self.push_control(Control::CloseStream { id });
             }
@@ -1966,8 +1970,16 @@ impl Engine {
                 self.reverify(now);
             }
             Owner::Host => {
-                // The stream is already gone: nothing to signal. A request that never left
-                // (the connection was never made) is safe to send again whatever it does.
+                // 2025-11-25: a response stream that broke is no cancellation, and the server
+                // may run on for nobody (the call ends or goes again under a new id): tell it.
+                // (A 2026-07-28 server takes the broken stream itself as the cancellation; a
+                // task's poll is no work of its own, and the task goes on by design.)
+                let task = self.requests.get(slot).is_some_and(|p| p.task);
+                if self.era() == Some(Era::Legacy) && !task && stream_broke(&error) {
+                    self.push_control(Control::Cancelled { id, went: true });
+                }
+                // A request that never left (the connection was never made) is safe to send
+                // again whatever it does.
                 let delivery = match &error {
                     CallError::Transport(TransportError::ConnectFailed(_)) => {
                         retry::Delivery::NotSent

@@ -21,6 +21,9 @@ pub(super) const MAX_DEFERRED_TASK_CANCELS: usize = 64;
 pub(super) enum Control {
     Cancelled {
         id: WireId,
+        /// The request is known to have gone (its response stream broke): sent as a plain
+        /// notification, which an HTTP session does not check against its exchanges.
+        went: bool,
     },
     CloseStream {
         id: WireId,

@@ -1382,6 +1382,45 @@ fn modern_http_cancel_closes_the_stream_and_sends_no_notification() {
     assert_eq!(transmits(&mut h), [(TransmitKind::CloseStream { id: wire(&req) }, None)]);
 }
 
+/// 2025-11-25: a disconnect is no cancellation there, so a call whose response stream broke
+/// (and which ends, or goes again under a new id) tells the server it stopped waiting, with a
+/// notice the HTTP session sends whatever became of the exchange. A 2026-07-28 server takes
+/// the broken stream as the cancellation: nothing is sent to it.
+#[test]
+fn a_legacy_call_whose_stream_broke_is_announced_cancelled() {
+    for (legacy, read) in [(true, false), (true, true), (false, false)] {
+        let mut h =
+            http_harness(if legacy { EraPreference::LegacyOnly } else { EraPreference::Auto });
+        let first = h.sent_one();
+        if legacy {
+            h.reply(&first, json!({"protocolVersion": "2025-11-25"}));
+        } else {
+            h.reply(&first, discover_result());
+        }
+        h.take_sent();
+        // A listing is read-only, retried under a new id; a tool call is a write, which ends.
+        if read {
+            h.engine.list(h.now, Method::ToolsList, &CallOptions::default()).unwrap();
+        } else {
+            h.call("write", "{}");
+        }
+        let req = h.sent_one();
+        let failure = ExchangeFailure::Transport(TransportError::ConnectionLost);
+        h.engine.handle_transport(h.now, TransportEvent::exchange_failed(wire(&req), failure));
+        let t = transmits(&mut h);
+        if !legacy {
+            assert!(t.is_empty(), "{t:?}");
+            continue;
+        }
+        assert_eq!(t[0].0, TransmitKind::Notification, "read {read}");
+        let note = t[0].1.as_ref().unwrap();
+        assert_eq!(
+            (note["method"].as_str(), &note["params"]["requestId"]),
+            (Some("notifications/cancelled"), &req["id"])
+        );
+    }
+}
+
 #[test]
 fn legacy_http_cancel_posts_the_notification_and_closes_the_stream() {
     let mut h = http_harness(EraPreference::LegacyOnly);

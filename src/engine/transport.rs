@@ -1,6 +1,6 @@
 //! What the transport reports ([`TransportEvent`]: opened, closed, an HTTP exchange that
 //! failed, a legacy session that vanished), the kind of transport, and which failures are
-//! refusals for want of authorization.
+//! refusals for want of authorization or broken response streams.
 
 #[cfg(doc)]
 use crate::config::Config;
@@ -21,6 +21,20 @@ pub(super) fn unauthorized(error: &CallError) -> bool {
         CallError::Transport(TransportError::HttpStatus(401 | 403)) => true,
         _ => false,
     }
+}
+
+/// A response stream that ended without its answer after its request went: the server may
+/// still be working on the request.
+pub(super) fn stream_broke(error: &CallError) -> bool {
+    matches!(
+        error,
+        CallError::Transport(
+            TransportError::ConnectionLost
+                | TransportError::Tls(_)
+                | TransportError::BadResponse
+                | TransportError::ClosedByServer
+        )
+    )
 }
 
 /// Something the transport reports to the engine. Built by drivers; opaque so the driver to
