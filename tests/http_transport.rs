@@ -1138,6 +1138,76 @@ fn embedded_removing_a_legacy_server_never_stalls_and_its_tokens_wait_for_the_de
     host.add_http_server(HttpOptions::new(url), legacy_only()).expect("the block is free again");
 }
 
+/// A reply read before its call's deadline but left unhanded by the frame budget (one frame
+/// per turn: three notices, then the reply, in one event stream) is handed to the engine
+/// before the engine's timers run, as a stdio driver's is: a host ticked only after the
+/// deadline gets the reply, not a timeout. The old tick ran the engine's timers first.
+#[test]
+fn embedded_a_reply_the_frame_budget_left_unread_beats_its_deadline() {
+    const NOTES: usize = 3;
+    let server = MiniServer::start(None, |req: &Request| {
+        if req.json()["method"] != "tools/call" {
+            return mcp_answer(req);
+        }
+        // A vendor's notification: each one is a host event.
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/test/tick","params":{}}"#;
+        let done = serde_json::json!({"jsonrpc": "2.0", "id": req.json()["id"], "result": {"content": []}});
+        let mut body: String = (0..NOTES).map(|_| format!("data: {note}\n\n")).collect();
+        body.push_str(&format!("data: {done}\n\n"));
+        Response {
+            status: 200,
+            headers: vec![("Content-Type".into(), "text/event-stream".into())],
+            body,
+        }
+    });
+    let mut poll = mio::Poll::new().unwrap();
+    let mut host = Host::embedded(poll.registry(), 5000..5000 + Host::HTTP_SERVER_TOKENS).unwrap();
+    let config = Config { frames_per_readiness: 1, ..Config::default() };
+    let url = server.url("http", "127.0.0.1");
+    let id = host.add_http_server(HttpOptions::new(url), config).unwrap();
+    run_embedded(&mut poll, &mut host, |h| matches!(h.state(id), Some(ServerState::Ready(..))));
+    while host.poll_event().is_some() {}
+    let timeout = Duration::from_secs(5);
+    let call = host.call_tool(id, "t", &raw("{}"), &CallOptions::timeout(timeout)).unwrap();
+    let start = std::time::Instant::now();
+    // Readiness, then a tick whenever due, one frame each, until every notice is in: the
+    // reply is then the next frame, already read and waiting.
+    let (mut notes, mut ended) = (0, None);
+    let mut take_events = |host: &mut Host, notes: &mut usize| {
+        while let Some((_, event)) = host.poll_event() {
+            match event {
+                mcpoll::HostEvent::Notification { .. } => *notes += 1,
+                mcpoll::HostEvent::CallDone { call: c, result, .. } if c == call => {
+                    ended = Some(Ok(result.json().to_owned()))
+                }
+                mcpoll::HostEvent::CallFailed { call: c, error, .. } if c == call => {
+                    ended = Some(Err(error.to_string()))
+                }
+                _ => {}
+            }
+        }
+        ended.clone()
+    };
+    let mut events = mio::Events::with_capacity(64);
+    while notes < NOTES {
+        assert!(start.elapsed() < common::PATIENCE, "the notices never came");
+        let now = std::time::Instant::now();
+        if host.poll_timeout().is_some_and(|t| t <= now) {
+            host.handle_timeout(now);
+        } else {
+            poll.poll(&mut events, Some(Duration::from_millis(10))).unwrap();
+            for event in events.iter() {
+                host.handle_readiness(event.token(), now).unwrap();
+            }
+        }
+        assert_eq!(take_events(&mut host, &mut notes), None, "the reply came with a notice");
+    }
+    assert!(host.poll_timeout().is_some_and(|t| t <= std::time::Instant::now()), "input left");
+    host.handle_timeout(start + timeout + Duration::from_secs(1));
+    let ended = take_events(&mut host, &mut notes);
+    assert_eq!(ended, Some(Ok(r#"{"content":[]}"#.to_owned())));
+}
+
 /// A driver outside a host, brought to a ready legacy session by a loop of the test's own.
 fn ready_driver(url: String, poll: &mut mio::Poll) -> (mcpoll::HttpDriver, mcpoll::Engine) {
     let now = std::time::Instant::now();

@@ -638,11 +638,14 @@ pub(super) fn is_idle(s: &ServerCore, driver: Option<&Transport>, now: Instant) 
 
 /// One server's share of a tick, after its input: due timers, a process it asks for, output.
 fn upkeep(engine: &mut Engine, transport: &mut Transport, registry: &Registry, now: Instant) {
-    if engine.is_due(now) {
-        engine.handle_timeout(now);
-    }
+    // The driver's first: input a frame budget left unread (an HTTP driver hands it over in
+    // its `handle_timeout`; stdio's `resume` did) was read before the engine's timers were
+    // due, and a reply among it must not lose to its call's deadline.
     if transport.poll_timeout().is_some_and(|d| d <= now) {
         transport.handle_timeout(registry, engine, now);
+    }
+    if engine.is_due(now) {
+        engine.handle_timeout(now);
     }
     transport.maintain(registry, engine, now);
     transport.flush(registry, engine, now);
