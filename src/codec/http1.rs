@@ -23,6 +23,7 @@
 use std::fmt;
 use std::io::{self, Read};
 use std::mem::MaybeUninit;
+use std::time::Duration;
 
 use crate::proto::json::{lanes_below, lanes_equal};
 use crate::proto::jsonrpc::write_u64;
@@ -415,19 +416,6 @@ impl<'a> ResponseHead<'a> {
         })
     }
 
-    /// The idle timeout a `Keep-Alive: timeout=N` header announces (RFC 2068 section 19.7.1.1,
-    /// still sent by Apache and others): the server closes the connection after `N` idle
-    /// seconds. `None` when absent or not a decimal.
-    pub(crate) fn keep_alive_timeout(&self) -> Option<std::time::Duration> {
-        let value = self.header("keep-alive")?;
-        let seconds = list_items(value).find_map(|item| {
-            let (name, digits) = item.split_at(item.iter().position(|&b| b == b'=')?);
-            (trim_ows(name).eq_ignore_ascii_case(b"timeout"))
-                .then(|| parse_decimal(trim_ows(&digits[1..])))?
-        })?;
-        Some(std::time::Duration::from_secs(seconds))
-    }
-
     /// Every header's name and value, as bytes, in wire order.
     fn raw_pairs(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> {
         let (raw, spans) = (self.raw, self.spans);
@@ -509,6 +497,8 @@ pub(crate) struct ResponseParser {
     reason: (usize, usize),
     has_head: bool,
     keep_alive: bool,
+    /// What the current head's `Keep-Alive: timeout=N` announced.
+    idle_timeout: Option<Duration>,
     /// Decoded body bytes of the current response counted against the limit so far.
     body_seen: u64,
     /// Trailer bytes of the current chunked body so far.
@@ -545,6 +535,9 @@ enum HeadStep {
     Skipped,
     Ready,
     Fail(HttpError),
+    /// The strict parse met what may be obs-fold: parse again allowing it (never out of
+    /// [`ResponseParser::parse_head`]).
+    Refold,
 }
 
 /// What one attempt at a line produced: `Got(a, b)` is `buf[a..b]`, line feed excluded.
@@ -573,6 +566,7 @@ impl ResponseParser {
             reason: (0, 0),
             has_head: false,
             keep_alive: false,
+            idle_timeout: None,
             body_seen: 0,
             trailer_seen: 0,
             interim: 0,
@@ -646,6 +640,12 @@ impl ResponseParser {
         self.has_head.then(|| self.head_view())
     }
 
+    /// The idle timeout the last head announced (`Keep-Alive: timeout=N`): the server closes
+    /// the connection after it.
+    pub(crate) fn keep_alive_timeout(&self) -> Option<Duration> {
+        self.idle_timeout.filter(|_| self.has_head)
+    }
+
     /// The next event, or `None` when more input (or [`eof`](Self::eof)) is needed.
     // Not `Iterator::next`: each event borrows the parser, which an `Iterator` cannot express.
     #[allow(clippy::should_implement_trait)]
@@ -659,6 +659,10 @@ impl ResponseParser {
                     HeadStep::Skipped => continue,
                     HeadStep::Ready => return Some(Ok(ResponseEvent::Head(self.head_view()))),
                     HeadStep::Fail(e) => return Some(Err(self.fail(e))),
+                    HeadStep::Refold => {
+                        let e = HttpError::BadHead("invalid header name");
+                        return Some(Err(self.fail(e)));
+                    }
                 },
                 State::Length { remaining } => {
                     if self.body_seen.saturating_add(remaining) > self.limits.max_body_bytes {
@@ -789,6 +793,25 @@ impl ResponseParser {
         if !(first_look || new_line || full || self.eof) {
             return HeadStep::Wait;
         }
+        match self.read_head(false) {
+            HeadStep::Refold => self.read_head(true),
+            step => step,
+        }
+    }
+
+    /// Parses the head [`parse_head`](Self::parse_head) found worth parsing. RFC 9112 section
+    /// 5.2 has a recipient of obs-fold in a response replace it with spaces before reading the
+    /// value, which `fold` does (in the copy of the head). Folds are rare and allowing them
+    /// costs every head, so a head is parsed again allowing them ([`HeadStep::Refold`] asks for
+    /// that) only when the strict parse stopped at a line that is no header: a folded one
+    /// starts with a space. Out of line, so the two calls share one copy of httparse's parse,
+    /// which is then inlined into it.
+    #[inline(never)]
+    fn read_head(&mut self, fold: bool) -> HeadStep {
+        let pending = &self.buf[self.start..self.filled];
+        let max = self.limits.max_head_bytes;
+        let window = &pending[..pending.len().min(max)];
+        let full = window.len() == max;
         // Left uninitialised: httparse writes the slots it fills and reads no other, and
         // filling 64 empty headers (2 KiB) first cost more than parsing a small head.
         let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
@@ -797,10 +820,11 @@ impl ResponseParser {
             // Lenient where browsers are: these never change where the head ends.
             .allow_spaces_after_header_name_in_responses(true)
             .allow_multiple_spaces_in_response_status_delimiters(true)
-            // RFC 9112 section 5.2: a recipient of obs-fold in a response replaces it with
-            // spaces before reading the value (done below, in the copy of the head).
-            .allow_obsolete_multiline_headers_in_responses(true)
+            .allow_obsolete_multiline_headers_in_responses(fold)
             .parse_response_with_uninit_headers(&mut response, window, &mut headers);
+        if !fold && matches!(parsed, Err(httparse::Error::HeaderName)) {
+            return HeadStep::Refold;
+        }
         let len = match parsed {
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) if full => {
@@ -844,8 +868,9 @@ impl ResponseParser {
             };
             // A folded value keeps its line breaks: make them the spaces RFC 9112 asks for,
             // so no reader of a value ever sees a CR or LF in it.
-            for b in &mut self.head_raw[value.0..value.1] {
-                if matches!(*b, b'\r' | b'\n') {
+            if fold {
+                let value = &mut self.head_raw[value.0..value.1];
+                for b in value.iter_mut().filter(|b| matches!(**b, b'\r' | b'\n')) {
                     *b = b' ';
                 }
             }
@@ -863,9 +888,10 @@ impl ResponseParser {
         self.body_seen = 0;
         self.interim = 0;
         match framing(&self.head_view()) {
-            Ok((state, keep_alive)) => {
+            Ok(Framing { state, keep_alive, idle_timeout }) => {
                 self.state = state;
                 self.keep_alive = keep_alive;
+                self.idle_timeout = idle_timeout;
                 self.has_head = true;
                 HeadStep::Ready
             }
@@ -949,9 +975,19 @@ impl ResponseParser {
 
 /// Picks the body framing of a final response, and whether the connection may carry
 /// another one (RFC 9112 6.3 and 9.3).
-fn framing(head: &ResponseHead<'_>) -> Result<(State, bool), HttpError> {
-    // One pass over the head for the three headers that frame the body.
+/// What a head says of its body and its connection.
+struct Framing {
+    state: State,
+    keep_alive: bool,
+    /// `Keep-Alive: timeout=N`: the server closes the connection after `N` idle seconds.
+    idle_timeout: Option<Duration>,
+}
+
+fn framing(head: &ResponseHead<'_>) -> Result<Framing, HttpError> {
+    // One pass over the head for the three headers that frame the body, and the server's
+    // idle timeout.
     let (mut close, mut keep_alive_token) = (false, false);
+    let mut idle_timeout = None;
     let mut last_coding: Option<&[u8]> = None;
     let mut content_length = Ok(None);
     for (name, value) in head.raw_pairs() {
@@ -969,28 +1005,43 @@ fn framing(head: &ResponseHead<'_>) -> Result<(State, bool), HttpError> {
             14 if token_is(name, b"content-length") => {
                 content_length = content_length.and_then(|found| length_members(found, value));
             }
+            10 if token_is(name, b"keep-alive") => {
+                idle_timeout = announced_timeout(value).or(idle_timeout);
+            }
             _ => {}
         }
     }
     let keep_alive = !close && (head.minor != 0 || keep_alive_token);
+    let framed = |state, keep_alive| Ok(Framing { state, keep_alive, idle_timeout });
     if matches!(head.status, 204 | 304) {
-        return Ok((State::End, keep_alive));
+        return framed(State::End, keep_alive);
     }
     if let Some(coding) = last_coding {
         // Transfer-Encoding overrides Content-Length. An HTTP/1.0 message with it has faulty
         // framing, and a final coding other than chunked is delimited by the close.
         if head.minor == 0 || !coding.eq_ignore_ascii_case(b"chunked") {
-            return Ok((State::ToClose, false));
+            return framed(State::ToClose, false);
         }
         // A message with both might be an attempt at response splitting: read it, but do
         // not reuse the connection.
-        return Ok((State::ChunkSize, keep_alive && matches!(content_length, Ok(None))));
+        return framed(State::ChunkSize, keep_alive && matches!(content_length, Ok(None)));
     }
     match content_length? {
-        Some(0) => Ok((State::End, keep_alive)),
-        Some(n) => Ok((State::Length { remaining: n }, keep_alive)),
-        None => Ok((State::ToClose, false)),
+        Some(0) => framed(State::End, keep_alive),
+        Some(n) => framed(State::Length { remaining: n }, keep_alive),
+        None => framed(State::ToClose, false),
     }
+}
+
+/// The `timeout=N` of a `Keep-Alive` value (RFC 2068 section 19.7.1.1, still sent by Apache
+/// and others), in seconds; `None` when absent or not a decimal.
+fn announced_timeout(value: &[u8]) -> Option<Duration> {
+    let seconds = list_items(value).find_map(|item| {
+        let (name, digits) = item.split_at(item.iter().position(|&b| b == b'=')?);
+        (trim_ows(name).eq_ignore_ascii_case(b"timeout"))
+            .then(|| parse_decimal(trim_ows(&digits[1..])))?
+    })?;
+    Some(Duration::from_secs(seconds))
 }
 
 /// Maps httparse's error to ours, so its type stays inside this file.
@@ -1590,8 +1641,8 @@ mod tests {
                 crlf(&format!("HTTP/1.1 200 OK\nKeep-Alive: {value}\nContent-Length: 0\n\n"))
                     .as_bytes(),
             );
-            let Some(Ok(ResponseEvent::Head(h))) = p.next() else { panic!("{value}") };
-            h.keep_alive_timeout().map(|d| d.as_secs())
+            assert!(matches!(p.next(), Some(Ok(ResponseEvent::Head(_)))), "{value}");
+            p.keep_alive_timeout().map(|d| d.as_secs())
         };
         assert_eq!(timeout("timeout=5, max=100"), Some(5));
         assert_eq!(timeout("max=100 , Timeout = 2"), Some(2));

@@ -690,7 +690,7 @@ impl HttpDriver {
             if ended != Some(true) || c.dedicated || !current || c.conn.request_unsent() {
                 return Parsed::Close;
             }
-            let announced = c.conn.parser().head().and_then(|h| h.keep_alive_timeout());
+            let announced = c.conn.parser().keep_alive_timeout();
             let kept =
                 announced.map_or(self.idle_timeout, |t| idle_within(t).min(self.idle_timeout));
             c.idle = Some(Idle { since: now, until: later(now, kept) });
