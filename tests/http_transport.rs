@@ -1474,6 +1474,28 @@ fn an_idle_connection_expires_at_the_hosts_next_deadline() {
     assert!(host.poll_timeout().is_none_or(|next| next > due), "the expiry is still due");
 }
 
+/// A server mounted at `/mcp/` answers `POST /mcp` with a 307 to `/mcp/` (Starlette does):
+/// the request goes again there, and so does every request after it. The old client failed
+/// every request with `HttpStatus(307)` (the probe, and so the server).
+#[test]
+fn a_307_to_another_path_is_followed_and_kept() {
+    let server = MiniServer::start(None, |req: &Request| match req.path.as_str() {
+        "/mcp" => Response {
+            status: 307,
+            headers: vec![("Location".into(), "/mcp/".into())],
+            body: String::new(),
+        },
+        _ => mcp_answer(req),
+    });
+    let mut host = Host::new().unwrap();
+    let id = add(&mut host, HttpOptions::new(server.url("http", "127.0.0.1")));
+    host.wait_ready(id, Duration::from_secs(30)).unwrap();
+    assert_eq!(echo(&mut host, id, "hi")["content"][0]["text"], "hi");
+    assert_eq!(echo(&mut host, id, "again")["content"][0]["text"], "again");
+    let paths: Vec<String> = server.requests().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(paths, ["/mcp", "/mcp/", "/mcp/", "/mcp/"]);
+}
+
 /// A server that says it closes idle connections sooner (`Keep-Alive: timeout=3`, as Apache
 /// does) gets its connection closed a second before that, not after the host's own 7 s, when
 /// a request written into it would meet the server's close.

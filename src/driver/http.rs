@@ -682,6 +682,12 @@ impl HttpDriver {
                 ResponseStep::Close => None,
                 ResponseStep::Ended { keep_alive } => Some(keep_alive),
             };
+            if let Some(location) = self.session.take_moved() {
+                // Before the request goes again: it is written to the new path.
+                if !self.instances.move_current(&location) {
+                    log::debug!("not following a redirect to another origin");
+                }
+            }
             c.exchange = None;
             // One that finished at an instance rotated away from is not kept, nor one whose
             // request was answered before it was all sent (the server would read the next

@@ -84,6 +84,8 @@ const MESSAGE_WAIT: Duration = Duration::from_secs(30);
 /// Notification and reply POSTs that may wait or be in flight at once (the engine's own
 /// queue of such frames holds as many).
 const MAX_MESSAGES: usize = 256;
+/// The longest `Location` followed; a longer one fails its request with its status.
+const MAX_LOCATION: usize = 2048;
 
 /// One exchange (a request and its response, maybe resumed), as the driver names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,6 +201,8 @@ struct ResponseHead<'a> {
     challenge: Option<crate::proto::challenge::AuthChallenge>,
     /// `DPoP-Nonce` (read only when [`HttpSession::reads_dpop_nonce`]).
     dpop_nonce: Option<&'a [u8]>,
+    /// `Location` of a 307 or 308 (read for those only).
+    location: Option<&'a [u8]>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -294,6 +298,8 @@ enum Resend {
     /// After a 404 from a session the client has already replaced: the request goes again in
     /// the current one.
     OldSession = 16,
+    /// After a 307 or 308 to another path of the same origin: the request goes again to it.
+    Redirect = 32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -519,6 +525,11 @@ pub(crate) struct HttpSession {
     /// Exchanges in flight whose connection the driver must close (2026-07-28 cancellation
     /// closes the response stream), for [`poll_close`](Self::poll_close).
     closing: Vec<ExchangeId>,
+    /// The `Location` of the last 307 or 308 a request got, and its exchange.
+    location: Option<(usize, String)>,
+    /// Where a redirect the session followed leads, for the driver
+    /// ([`take_moved`](Self::take_moved)).
+    moved: Option<String>,
 }
 
 impl fmt::Debug for HttpSession {
@@ -568,6 +579,8 @@ impl HttpSession {
             bad_token: false,
             oauth: None,
             closing: Vec::new(),
+            location: None,
+            moved: None,
         };
         let token = tokens.as_mut().and_then(|t| t.token());
         session.bad_token = !session.set_token(token);
@@ -727,6 +740,15 @@ impl HttpSession {
     /// anything (then [`handle_abandoned`](Self::handle_abandoned)).
     pub(crate) fn poll_close(&mut self) -> Option<ExchangeId> {
         self.closing.pop()
+    }
+
+    /// Where the server's endpoint moved (the `Location` of a 307 or 308 a request got, as
+    /// the server wrote it): the request goes again, once, and is written to whatever target
+    /// the driver makes of this. The driver follows only a path of the same origin (the
+    /// request's credentials must not go anywhere else); refused, the request meets the same
+    /// redirect again and fails with its status.
+    pub(crate) fn take_moved(&mut self) -> Option<String> {
+        self.moved.take()
     }
 
     /// Takes one transmit of the engine (not a cancellation), whose bytes the engine wrote
@@ -1224,6 +1246,9 @@ impl HttpSession {
                             .then(|| crate::proto::challenge::parse_all(challenges()))
                             .flatten(),
                         dpop_nonce: dpop.then(|| head.header("dpop-nonce")).flatten(),
+                        location: matches!(status, 307 | 308)
+                            .then(|| head.header("location"))
+                            .flatten(),
                     };
                     if self.handle_head(x, fields) {
                         // An event stream is endless by design; each event has its own cap.
@@ -1261,6 +1286,14 @@ impl HttpSession {
         x.mode = if sse && ok { BodyMode::Sse } else { BodyMode::Json };
         if matches!(head.status, 401 | 403) {
             x.challenge = head.challenge;
+        }
+        // A redirect keeps the method and the body (307, 308: RFC 9110 15.4.8 and 15.4.9);
+        // the others would make a POST a GET, which no MCP endpoint answers.
+        let location = head.location.filter(|l| l.len() <= MAX_LOCATION);
+        if let (Some(l), Carries::Request { .. }) = (location, x.carries) {
+            if let Ok(l) = std::str::from_utf8(l) {
+                self.location = Some((i, l.to_owned()));
+            }
         }
         // The session id is adopted from a successful `initialize` only (§6.2): any other
         // response naming one cannot move the client to another session.
@@ -1459,6 +1492,18 @@ impl HttpSession {
             // A refused or fruitless resume: whether the request ran is unknown.
             let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
             self.fail(engine, now, i, id, lost);
+            return;
+        }
+        let location = self.location.take_if(|(at, _)| *at == i).map(|(_, l)| l);
+        if let (Some(location), false) = (location, ex.has_resent(Resend::Redirect)) {
+            // Not processed (a redirect says to ask elsewhere): sent again, once, to where
+            // the driver makes of the location. Starlette answers `POST /mcp` with a 307 to
+            // `/mcp/`, which the official SDKs' clients follow.
+            log::debug!("HTTP {status}: the endpoint moved to {location}");
+            ex.resent |= Resend::Redirect as u8;
+            ex.requeue();
+            self.waiting.push_front(i);
+            self.moved = Some(location);
             return;
         }
         let body = &ex.reply;

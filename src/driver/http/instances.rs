@@ -48,6 +48,28 @@ impl Instance {
         Ok(instance)
     }
 
+    /// Takes a redirect's `Location` as the endpoint's new path: a path (`/mcp/`), or a URL
+    /// of the same origin (scheme, host and port). Another origin is refused (`false`): the
+    /// requests carry the server's credentials. Connections are unchanged (same origin).
+    pub(super) fn move_to(&mut self, location: &str) -> bool {
+        let location = location.split_once('#').map_or(location, |(l, _)| l);
+        let target = if location.starts_with('/') && !location.starts_with("//") {
+            location.to_owned()
+        } else {
+            let Ok(url) = HttpUrl::parse(location) else { return false };
+            let here = &self.url;
+            if (url.scheme, &url.host, url.port) != (here.scheme, &here.host, here.port) {
+                return false;
+            }
+            url.target
+        };
+        let Ok(origin) = Origin::new(&target, &self.url.host_header()) else { return false };
+        self.url.target = target;
+        self.origin = origin;
+        self.htu = self.url.htu();
+        true
+    }
+
     /// The host and port a connection goes to: the proxy's, when there is one.
     pub(super) fn connect_to(&self) -> (&str, u16) {
         match &self.proxy {
@@ -109,6 +131,11 @@ impl Instances {
     /// The instance a connection was made to.
     pub(super) fn get(&self, id: InstanceId) -> &Instance {
         self.all.get(id.0).unwrap_or_else(|| self.current())
+    }
+
+    /// A redirect's `Location` for the instance in use ([`Instance::move_to`]).
+    pub(super) fn move_current(&mut self, location: &str) -> bool {
+        self.current_mut().move_to(location)
     }
 
     fn current_mut(&mut self) -> &mut Instance {
@@ -215,5 +242,32 @@ mod tests {
     fn an_instances_htu_is_its_requests_uri() {
         let instance = Instance::parse("HTTPS://MCP.Example.com:443/mcp", &ProxyChoice::Direct);
         assert_eq!(instance.unwrap().htu, "https://mcp.example.com/mcp");
+    }
+
+    /// A redirect moves the endpoint to a path of the same origin only: the requests carry
+    /// the server's credentials.
+    #[test]
+    fn a_redirect_moves_the_endpoint_within_its_origin_only() {
+        let at = |url: &str| Instance::parse(url, &ProxyChoice::Direct).unwrap();
+        for location in ["/mcp/", "http://Example.com:8000/mcp/", "/mcp/#frag"] {
+            let mut i = at("http://example.com:8000/mcp?k=1");
+            assert!(i.move_to(location), "{location}");
+            assert_eq!(
+                (i.url.target.as_str(), i.htu.as_str()),
+                ("/mcp/", "http://example.com:8000/mcp/")
+            );
+        }
+        for location in [
+            "https://example.com:8000/mcp/",
+            "http://example.com/mcp/",
+            "http://evil.example:8000/mcp/",
+            "//evil.example/mcp/",
+            "mcp/",
+            "/mcp/\r\nX-Injected: 1",
+        ] {
+            let mut i = at("http://example.com:8000/mcp");
+            assert!(!i.move_to(location), "{location}");
+            assert_eq!(i.url.target, "/mcp", "{location}");
+        }
     }
 }

@@ -838,6 +838,44 @@ fn a_resume_that_cannot_connect_never_makes_the_request_look_unsent() {
     );
 }
 
+/// A 307 or 308 with a `Location` was not processed: the request goes again, once, and the
+/// driver is told where (Starlette answers `POST /mcp` with a 307 to `/mcp/`). The same
+/// request redirected again fails with the status, as do a 302 (which would make the POST a
+/// GET) and a 307 without a `Location`.
+#[test]
+fn a_redirect_sends_the_request_again_once_and_names_where() {
+    for status in [307, 308] {
+        let mut s = Sim::modern();
+        s.call("t");
+        let call = s.next().unwrap();
+        s.respond(call.x, status, &[("Location", "http://127.0.0.1:9/mcp/")], "");
+        assert!(s.events().is_empty(), "{status}: the call goes on");
+        assert_eq!(s.session.take_moved().as_deref(), Some("http://127.0.0.1:9/mcp/"));
+        assert_eq!(s.session.take_moved(), None, "told once");
+        let again = s.next().expect("sent again");
+        assert_eq!((again.rpc(), &again.body["id"]), ("tools/call", &call.body["id"]));
+        s.respond(again.x, status, &[("Location", "/elsewhere")], "");
+        assert_eq!(s.session.take_moved(), None, "{status}: followed once");
+        let events = s.events();
+        assert!(
+            events.len() == 1 && events[0].contains(&format!("HttpStatus({status})")),
+            "{events:?}"
+        );
+    }
+    for (status, headers) in [(302, &[("Location", "/mcp/")][..]), (307, &[][..])] {
+        let mut s = Sim::modern();
+        s.call("t");
+        let call = s.next().unwrap();
+        s.respond(call.x, status, headers, "");
+        assert_eq!(s.session.take_moved(), None, "{status}");
+        let events = s.events();
+        assert!(
+            events.len() == 1 && events[0].contains(&format!("HttpStatus({status})")),
+            "{events:?}"
+        );
+    }
+}
+
 #[test]
 fn modern_streams_are_never_resumed() {
     let mut s = Sim::modern();
