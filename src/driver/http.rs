@@ -682,11 +682,9 @@ impl HttpDriver {
                 ResponseStep::Close => None,
                 ResponseStep::Ended { keep_alive } => Some(keep_alive),
             };
-            if let Some(location) = self.session.take_moved() {
+            if self.session.has_moved() {
                 // Before the request goes again: it is written to the new path.
-                if !self.instances.move_current(&location) {
-                    log::debug!("not following a redirect to another origin");
-                }
+                follow_redirect(&mut self.session, &mut self.instances);
             }
             c.exchange = None;
             // One that finished at an instance rotated away from is not kept, nor one whose
@@ -860,6 +858,18 @@ fn turn_budget(frames: usize, bytes: usize) -> Budget {
 
 /// Bytes of the byte budget that buy one parsed unit.
 const UNIT_BYTES: usize = 64;
+
+/// Takes where the endpoint moved as the instance's new target, if it may
+/// ([`HttpSession::take_moved`]). Rare: kept out of the response path.
+#[cold]
+#[inline(never)]
+fn follow_redirect(session: &mut HttpSession, instances: &mut Instances) {
+    if let Some(location) = session.take_moved() {
+        if !instances.move_current(&location) {
+            log::debug!("not following a redirect to another origin");
+        }
+    }
+}
 
 /// Where [`HttpDriver::parse_responses`] stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

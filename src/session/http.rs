@@ -149,12 +149,14 @@ struct PlanHead<'a> {
 
 /// The constant header lines of a POST or a GET, and the negotiated version's line
 /// ([`ProtocolVersion::header_line`]): a request copies them in two pieces instead of writing
-/// three headers.
+/// four headers. `Accept-Encoding: identity`, since a request without one accepts any content
+/// coding (RFC 9110 12.5.3) and the client decodes none.
 fn preset(get: bool, version: Option<ProtocolVersion>) -> Preset {
     let lines: &'static str = if get {
-        "Accept: text/event-stream\r\n"
+        "Accept: text/event-stream\r\nAccept-Encoding: identity\r\n"
     } else {
-        "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+        "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Accept-Encoding: identity\r\n"
     };
     [lines.as_bytes(), version.map_or("", ProtocolVersion::header_line).as_bytes()]
 }
@@ -749,6 +751,12 @@ impl HttpSession {
     /// redirect again and fails with its status.
     pub(crate) fn take_moved(&mut self) -> Option<String> {
         self.moved.take()
+    }
+
+    /// Whether [`take_moved`](Self::take_moved) has a location: one look per response.
+    #[inline]
+    pub(crate) fn has_moved(&self) -> bool {
+        self.moved.is_some()
     }
 
     /// Takes one transmit of the engine (not a cancellation), whose bytes the engine wrote

@@ -63,6 +63,7 @@ fn the_presets_are_well_formed_lines_for_every_version() {
             expected.push(("Content-Type".to_owned(), "application/json".to_owned()));
         }
         expected.push(("Accept".to_owned(), accept.to_owned()));
+        expected.push(("Accept-Encoding".to_owned(), "identity".to_owned()));
         assert_eq!(preset_pairs(super::preset(get, None)), expected);
         for &v in MODERN_VERSIONS.iter().chain(LEGACY_VERSIONS) {
             let version = ProtocolVersion::known(v).expect("a known version");
@@ -320,6 +321,7 @@ fn modern_requests_carry_the_2026_headers_and_no_session() {
     assert_eq!(call.header("mcp-method"), Some("tools/call"));
     assert_eq!(call.header("mcp-name"), Some("get_weather"));
     assert_eq!(call.header("accept"), Some("application/json, text/event-stream"));
+    assert_eq!(call.header("accept-encoding"), Some("identity"), "no coding is decoded");
     assert_eq!(call.header("authorization"), None);
     assert_eq!(call.header("x-extra"), Some("1"));
     assert_eq!(call.header("mcp-session-id"), None);
@@ -351,6 +353,7 @@ fn legacy_requests_carry_the_session_and_no_2026_headers() {
     let get = s.listen.take().unwrap();
     assert_eq!(get.method, "GET", "the GET stream opens once ready");
     assert_eq!(get.header("accept"), Some("text/event-stream"));
+    assert_eq!(get.header("accept-encoding"), Some("identity"));
     assert_eq!(get.header("mcp-session-id"), Some("s-1"));
     assert_eq!(get.header("mcp-protocol-version"), Some("2025-11-25"));
     s.call("get_weather");
