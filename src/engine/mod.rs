@@ -2490,7 +2490,14 @@ impl Engine {
                 // Taken as over, so the call's end (`finish`) sends no `tasks/cancel`.
                 t.status = Some(TaskStatus::Cancelled);
             }
-            let e = CallError::Local(LocalError::DeliveryUnknown(Box::new(lost.clone())));
+            // A task's class is its polls' (reads) once it exists: the call's own is its
+            // operation class. A write may have run; a read has nothing to be unknown about.
+            let read = self.requests.get(slot).is_some_and(|p| p.op == OperationClass::Read);
+            let e = if read {
+                CallError::Transport(lost.clone())
+            } else {
+                CallError::Local(LocalError::DeliveryUnknown(Box::new(lost.clone())))
+            };
             self.finish(now, slot, Ended::Abandoned, Outcome::Failed(e));
         }
     }

@@ -528,6 +528,24 @@ fn a_legacy_task_ends_with_its_process() {
     assert!(sent.iter().all(|m| m["method"] == "notifications/initialized"), "{sent:?}");
 }
 
+/// A read-only call run as a legacy task ends with its process as a read does, with the
+/// transport's error: `DeliveryUnknown` says a write may have run, and a read changed nothing.
+/// (The old engine took the class of the task's polls for the call's own.)
+#[test]
+fn a_legacy_read_task_ends_with_its_process_as_a_read() {
+    let mut h = ready_legacy_with_tasks(true);
+    let opts = CallOptions { idempotency: Some(Idempotency::Read), ..prefer() };
+    let call = call_with(&mut h, &opts);
+    let sent = h.sent_one();
+    h.reply(&sent, json!({"task": legacy_task("working", 500)}));
+    h.events();
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
+    let ended: Vec<String> = h.events().into_iter().filter(|e| e.starts_with("failed")).collect();
+    assert_eq!(ended.len(), 1, "{ended:?}");
+    assert!(ended[0].starts_with(&format!("failed {} ", call.get())), "{ended:?}");
+    assert!(!ended[0].contains("delivery_unknown"), "{ended:?}");
+}
+
 /// The same for a legacy HTTP session the server forgot: its tasks end with it, and the new
 /// session polls none of them.
 #[test]
