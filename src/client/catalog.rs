@@ -54,6 +54,7 @@ use crate::engine::{CallId, CallOptions, Engine, Event, VerdictOrigin};
 use crate::error::{CallError, LocalError, PeerError, RequestError, RpcError};
 use crate::proto::mcp::{Method, SubscriptionFilter};
 use crate::proto::version::{Era, ProtocolVersion};
+use crate::time::later;
 
 use super::capability_store::{CapabilityStore, EntryKind, StoreKey, StoredEntry, StoredPage};
 use super::servers::Pass;
@@ -218,6 +219,8 @@ struct KindState {
     call: Option<CallId>,
     /// A change arrived and the host asked for eager refresh: refetch when no walk is on.
     eager_due: bool,
+    /// An eager refresh started: the next one starts no sooner than this ([`EAGER_FLOOR`]).
+    eager_after: Option<Instant>,
     /// A need waited for a refresh: the answer it gets next is no cache hit (the listing
     /// already has its record).
     fetched_for_need: bool,
@@ -233,6 +236,7 @@ impl KindState {
             refresher: Refresher::new(kind),
             call: None,
             eager_due: false,
+            eager_after: None,
             fetched_for_need: false,
             adopted: None,
         }
@@ -298,6 +302,8 @@ pub(crate) struct ServerCatalog {
     listen_opened: Option<Instant>,
     /// The engine's `list_changed` counts when last looked at.
     seen_changes: [u64; 3],
+    /// When an eager refresh held back by [`EAGER_FLOOR`] is due: a deadline of the host.
+    eager_held: Option<Instant>,
     /// What the capability store holds of the server's era verdict.
     verdict: KeptVerdict,
 }
@@ -342,6 +348,10 @@ const MAX_QUEUED_CHANGE_BYTES: usize = 8 << 20;
 /// Backoff before listening again after a stream broke: doubles up to the cap.
 const RELISTEN_BASE: Duration = Duration::from_millis(200);
 const RELISTEN_MAX: Duration = Duration::from_secs(30);
+/// The least time between two eager refreshes of one catalog: a server that announces a
+/// change after every listing (or a stream of them) is listed once a second at most, not in
+/// a loop.
+const EAGER_FLOOR: Duration = Duration::from_secs(1);
 
 impl ServerCatalog {
     pub(crate) fn new(identity: String, http: bool, tenant: Option<String>) -> Self {
@@ -362,6 +372,7 @@ impl ServerCatalog {
             relisten_delay: RELISTEN_BASE,
             listen_opened: None,
             seen_changes: [0; 3],
+            eager_held: None,
             verdict: KeptVerdict::Unknown,
         }
     }
@@ -1116,8 +1127,9 @@ impl Client {
                         cache.push_change(id, kind, change);
                     }
                     cache.save(now, &key, kind);
-                } else if state.eager_due {
+                } else if state.eager_due && state.eager_after.is_none_or(|t| t <= now) {
                     state.eager_due = false;
+                    state.eager_after = Some(later(now, EAGER_FLOOR));
                     if let Err(e) = state.refresher.refresh_eagerly(now, &mut cache.store, &key) {
                         log::debug!("eager catalog refresh could not start: {e:?}");
                     }
@@ -1146,7 +1158,19 @@ impl Client {
             // waits for a listing on the wire waits for its answer, which marks the server:
             // marked every run meanwhile, the server kept `has_events` true, and a loop that
             // looks there first spun for as long as the listing took.
-            let eager_left = s.catalog.kinds.iter().any(|k| k.eager_due && k.call.is_none());
+            let eager = |k: &&KindState| k.eager_due && k.call.is_none();
+            let eager_left = s
+                .catalog
+                .kinds
+                .iter()
+                .filter(eager)
+                .any(|k| k.eager_after.is_none_or(|t| t <= now));
+            // One held back by the floor is a deadline instead: marked every run meanwhile,
+            // the server would keep the loop busy for as long as the floor.
+            let held = s.catalog.kinds.iter().filter(eager).filter_map(|k| k.eager_after);
+            let held = if key.is_some() { held.filter(|&t| t > now).min() } else { None };
+            changed |= held != s.catalog.eager_held;
+            s.catalog.eager_held = held;
             if changed {
                 self.servers.mark_changed(index);
             }
@@ -1175,6 +1199,11 @@ impl ServerCatalog {
     /// the server cannot listen (closed, restarting, degraded, not modern): the backoff would
     /// stay past and wake the host at once, forever; the server's becoming ready again is
     /// what lets [`relisten`] act.
+    /// When an eager refresh the floor held back is due ([`EAGER_FLOOR`]).
+    pub(crate) fn eager_deadline(&self) -> Option<Instant> {
+        self.eager_held
+    }
+
     pub(crate) fn relisten_deadline(&self, engine: &Engine) -> Option<Instant> {
         let can_listen =
             self.watching && self.listen.is_none() && engine.era() == Some(Era::Modern);

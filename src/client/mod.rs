@@ -748,7 +748,11 @@ impl ServerCore {
     }
 
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        let deadlines = [self.engine.poll_timeout(), self.catalog.relisten_deadline(&self.engine)];
+        let deadlines = [
+            self.engine.poll_timeout(),
+            self.catalog.relisten_deadline(&self.engine),
+            self.catalog.eager_deadline(),
+        ];
         deadlines.into_iter().flatten().min()
     }
 }

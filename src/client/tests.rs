@@ -513,6 +513,38 @@ fn a_list_change_refetches_eagerly_and_tells_the_host_what_changed() {
     assert_eq!(added, ["mul"]);
 }
 
+/// A server that announces a change after every listing (or a stream of changes) is listed
+/// eagerly once a second at most: the change that comes within a second of the last eager
+/// listing is a deadline of the core, and its listing goes out when that passes. The old core
+/// listed again at once, in a loop for as long as the server kept announcing.
+#[test]
+fn eager_refreshes_of_a_catalog_are_a_second_apart_at_least() {
+    let mut sim = Sim::with_cache(CacheConfig { eager_refresh: true, ..CacheConfig::default() });
+    let id = sim.ready_server("chatty");
+    assert_eq!(sim.tool_names(id), None);
+    let list = sim.sent_one(id);
+    sim.reply(id, &list, tools_page(&["add"]));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(id).unwrap(), ["add"]);
+    let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+    sim.peer(id, changed.clone());
+    sim.client.handle_timeout(sim.now);
+    let first = sim.now;
+    let refetch = sim.sent_one(id);
+    assert_eq!(refetch["method"], "tools/list", "the first goes out at once");
+    sim.reply(id, &refetch, tools_page(&["add", "mul"]));
+    sim.client.handle_timeout(sim.now);
+    sim.now += Duration::from_millis(300);
+    sim.peer(id, changed);
+    sim.client.handle_timeout(sim.now);
+    assert!(sim.sent(id).is_empty(), "held back by the floor");
+    let due = sim.client.poll_timeout();
+    assert_eq!(due, Some(first + Duration::from_secs(1)), "a deadline of the core");
+    sim.now = due.unwrap();
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.sent_one(id)["method"], "tools/list", "then it goes out");
+}
+
 /// The core names each server with output once, only the ones that have it, and forgets a
 /// removed one.
 #[test]
