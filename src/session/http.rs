@@ -1507,7 +1507,8 @@ impl HttpSession {
             // Not processed (a redirect says to ask elsewhere): sent again, once, to where
             // the driver makes of the location. Starlette answers `POST /mcp` with a 307 to
             // `/mcp/`, which the official SDKs' clients follow.
-            log::debug!("HTTP {status}: the endpoint moved to {location}");
+            let shown = crate::redact::redact_url(&location);
+            log::debug!("HTTP {status}: the endpoint moved to {shown}");
             ex.resent |= Resend::Redirect as u8;
             ex.requeue();
             self.waiting.push_front(i);
