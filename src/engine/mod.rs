@@ -958,8 +958,11 @@ impl Engine {
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit<'_>> {
         let start = buf.len();
         if let Some(c) = self.control.pop_front() {
+            let went = matches!(c, Control::Cancelled { went: true, .. });
             let kind = self.write_control(buf, c);
-            return Some(self.route(buf.len() - start, kind));
+            let mut t = self.route(buf.len() - start, kind);
+            t.went = went;
+            return Some(t);
         }
         if let Some(id) = self.take_lifecycle_send() {
             let method = self.write_request(now, buf, id)?;
@@ -1500,16 +1503,12 @@ impl Engine {
 
     fn write_control(&mut self, buf: &mut Vec<u8>, c: Control) -> TransmitKind {
         match c {
-            Control::Cancelled { id, went } => {
+            Control::Cancelled { id, .. } => {
                 let mut params: SmallVec<[u8; 64]> = SmallVec::new();
                 params.extend_from_slice(b"\"requestId\":");
                 params.extend_from_slice(itoa_buf(id).as_str().as_bytes());
                 jsonrpc::write_notification(buf, notify::CANCELLED, Some(&params));
-                if went {
-                    TransmitKind::Notification
-                } else {
-                    TransmitKind::Cancelled { id }
-                }
+                TransmitKind::Cancelled { id }
             }
             Control::CloseStream { id } => TransmitKind::CloseStream { id },
             Control::Initialized => {
@@ -1579,8 +1578,8 @@ impl Engine {
     fn route(&self, len: usize, kind: TransmitKind) -> Transmit<'_> {
         let version = self.lifecycle.version();
         let params = ParamHeaders::default();
-        let mut t =
-            Transmit { len, kind, version, name: NameRef::Text(""), method_name: "", params };
+        let name = NameRef::Text("");
+        let mut t = Transmit { len, kind, version, name, method_name: "", params, went: false };
         if let TransmitKind::Request { id, method } = kind {
             let slot = id.slot();
             t.method_name = method.as_str();

@@ -21,8 +21,8 @@ pub(super) const MAX_DEFERRED_TASK_CANCELS: usize = 64;
 pub(super) enum Control {
     Cancelled {
         id: WireId,
-        /// The request is known to have gone (its response stream broke): sent as a plain
-        /// notification, which an HTTP session does not check against its exchanges.
+        /// The request is known to have gone (its response stream broke): the HTTP session
+        /// does not look for it among its exchanges ([`Transmit::went`]).
         went: bool,
     },
     CloseStream {
@@ -69,9 +69,19 @@ pub struct Transmit<'a> {
     pub(super) name: NameRef<'a>,
     pub(super) method_name: &'a str,
     pub(super) params: ParamHeaders<'a>,
+    /// A [`TransmitKind::Cancelled`] for a request known to have gone (its response stream
+    /// broke): the HTTP session sends it although no exchange of its own says so.
+    pub(super) went: bool,
 }
 
 impl<'a> Transmit<'a> {
+    /// Whether a [`TransmitKind::Cancelled`] is for a request known to have reached the
+    /// server (its response stream broke after it went).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
+    pub(crate) fn went(&self) -> bool {
+        self.went
+    }
+
     /// The protocol version an HTTP `MCP-Protocol-Version` header names: the probe's version
     /// while probing, the settled version once ready, none during `initialize`.
     #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
@@ -127,7 +137,8 @@ pub enum TransmitKind {
     /// A notification (`notifications/initialized`, ...).
     Notification,
     /// `notifications/cancelled` for request `id`: a notification, which an HTTP session
-    /// leaves unsent when the request itself never went (it waited for a connection).
+    /// leaves unsent when the request itself never went (it waited for a connection), and
+    /// sends past its bound on notification and reply POSTs.
     Cancelled {
         /// The wire id of the request it cancels.
         id: WireId,

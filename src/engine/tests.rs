@@ -1384,7 +1384,7 @@ fn modern_http_cancel_closes_the_stream_and_sends_no_notification() {
 
 /// 2025-11-25: a disconnect is no cancellation there, so a call whose response stream broke
 /// (and which ends, or goes again under a new id) tells the server it stopped waiting, with a
-/// notice the HTTP session sends whatever became of the exchange. A 2026-07-28 server takes
+/// notice the HTTP session sends whatever became of the exchange (`Transmit::went`). A 2026-07-28 server takes
 /// the broken stream as the cancellation: nothing is sent to it.
 #[test]
 fn a_legacy_call_whose_stream_broke_is_announced_cancelled() {
@@ -1412,7 +1412,7 @@ fn a_legacy_call_whose_stream_broke_is_announced_cancelled() {
             assert!(t.is_empty(), "{t:?}");
             continue;
         }
-        assert_eq!(t[0].0, TransmitKind::Notification, "read {read}");
+        assert_eq!(t[0].0, TransmitKind::Cancelled { id: wire(&req) }, "read {read}");
         let note = t[0].1.as_ref().unwrap();
         assert_eq!(
             (note["method"].as_str(), &note["params"]["requestId"]),

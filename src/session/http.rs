@@ -672,7 +672,7 @@ impl HttpSession {
                 break;
             };
             if let TransmitKind::Cancelled { id } = t.kind {
-                if !self.reached_the_server(id) {
+                if !t.went() && !self.reached_the_server(id) {
                     // The request still waits for a connection (or was refused before the
                     // server took it): it is released unsent by the stream close that follows,
                     // and a notice for an id the server never saw would only confuse it.
@@ -688,14 +688,18 @@ impl HttpSession {
                 continue;
             }
             let message = !matches!(t.kind, TransmitKind::Request { .. });
-            if message && self.messages >= MAX_MESSAGES {
+            // A cancellation passes the bound: the server's only word that nobody waits (a
+            // call has one, or one per attempt whose stream broke, so the pending table bounds
+            // them), which a server flooding the client with pings must not crowd out.
+            let bounded = message && !matches!(t.kind, TransmitKind::Cancelled { .. });
+            if bounded && self.messages >= MAX_MESSAGES {
                 // Counted again first: a miscount would drop every answer from now on.
                 let live = |x: &&Exchange| x.stage != Stage::Free && x.carries == Carries::Message;
                 let counted = self.exchanges.iter().filter(live).count();
                 debug_assert_eq!(counted, self.messages, "message exchanges miscounted");
                 self.messages = counted;
             }
-            if message && self.messages >= MAX_MESSAGES {
+            if bounded && self.messages >= MAX_MESSAGES {
                 // A server that sends requests (pings) faster than their answers' POSTs
                 // complete would grow the queue without bound: past the bound, answers and
                 // notifications are dropped, as the engine drops its control frames.

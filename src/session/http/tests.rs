@@ -1190,6 +1190,30 @@ fn slots_give_back_the_room_of_large_bodies() {
     assert!(held.iter().all(|&c| c <= SLOT_BUF_KEEP), "{held:?}");
 }
 
+/// The bound on answers waiting to be posted leaves a cancellation through: a call cancelled
+/// while the server floods the session with pings still tells the server (the notice was
+/// dropped with the pongs past the bound).
+#[test]
+fn a_cancellation_passes_the_bound_on_waiting_answers() {
+    let mut s = Sim::legacy(None);
+    let get = s.listen.take().unwrap();
+    assert!(matches!(s.head(get.x, 200, &SSE), ResponseStep::More));
+    let call = s.call("slow");
+    let sent = s.next().expect("the call");
+    assert_eq!(sent.rpc(), "tools/call");
+    for n in 0..(MAX_MESSAGES + 10) {
+        let ping = json!({"jsonrpc": "2.0", "id": n, "method": "ping"});
+        s.body(get.x, &format!("data: {ping}\n\n"));
+    }
+    s.flush();
+    s.engine.cancel(s.now, call).unwrap();
+    let mut cancelled = false;
+    while let Some(sent) = s.next() {
+        cancelled |= sent.rpc() == "notifications/cancelled";
+    }
+    assert!(cancelled, "the server is told");
+}
+
 /// A server that asks faster than the answers' POSTs complete (pings on the GET stream, none
 /// of their POSTs answered) cannot grow the session's exchanges past a bound: each answer
 /// became an exchange of its own, without limit.
