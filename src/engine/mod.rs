@@ -1934,7 +1934,8 @@ impl Engine {
 impl Engine {
     fn on_exchange_failed(&mut self, now: Instant, id: WireId, failure: ExchangeFailure) {
         let Lookup::Pending(slot) = self.requests.lookup(id) else { return };
-        let Some(owner) = self.requests.get(slot).map(|p| p.owner) else { return };
+        let Some(p) = self.requests.get(slot) else { return };
+        let (owner, sent_assumed) = (p.owner, p.sent_assumed);
         let error = match failure {
             ExchangeFailure::Transport(e) => CallError::Transport(e),
             ExchangeFailure::Unauthorized(c) => {
@@ -1960,13 +1961,16 @@ impl Engine {
         match owner {
             // Under a saved verdict, a 4xx without a JSON-RPC answer is what a legacy server
             // says to a modern request (PROTOCOL.md §5.3): refused, not processed. Send it again
-            // once the probe has settled the era.
-            Owner::Host if self.assumed && bare_4xx => {
+            // once the probe has settled the era: every request sent under the verdict, the
+            // ones refused after the first began the reverify too.
+            Owner::Host if sent_assumed && bare_4xx => {
                 self.requests.end_exchange(slot, self.epoch.stamp(now));
                 if let Some(id) = self.requests.renew_wire_id(slot) {
                     self.send_queue.push_front(id);
                 }
-                self.reverify(now);
+                if self.assumed {
+                    self.reverify(now);
+                }
             }
             Owner::Host => {
                 // 2025-11-25: a response stream that broke is no cancellation, and the server
@@ -2115,7 +2119,9 @@ impl Engine {
         let now = self.epoch.stamp(now);
         self.requests.set_state(slot, SendState::Sent);
         let held = self.requests.bufs(slot).held().get();
+        let assumed = self.assumed;
         if let Some(p) = self.requests.get_mut(slot) {
+            p.sent_assumed = assumed;
             if p.attempt == 0 {
                 let waited = now.since(p.created).saturating_sub(held);
                 p.queue_wait = waited.into();

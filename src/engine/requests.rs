@@ -112,6 +112,9 @@ pub(crate) struct Pending {
     pub(crate) exchange_open: bool,
     /// Admitted as its half-open breaker's probe (by the last admission it asked for).
     pub(crate) probe: bool,
+    /// Its current attempt went out under a saved era verdict not yet confirmed: a bare 4xx
+    /// to it is a legacy server's refusal even once the reverify it started has begun.
+    pub(crate) sent_assumed: bool,
 }
 
 /// Extra facts about a call, fixed when it starts.
@@ -441,6 +444,7 @@ impl Requests {
             network: Span::ZERO,
             exchange_open: false,
             probe: false,
+            sent_assumed: false,
         });
         self.count(owner, SendState::Queued, 1);
         let bufs = &mut self.bufs[slot];

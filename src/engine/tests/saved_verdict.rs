@@ -289,6 +289,41 @@ fn over_http_a_bare_4xx_to_the_first_call_leads_to_the_handshake() {
     assert_eq!(h.events(), ["ready legacy 2025-11-25".to_string(), done(call, &ok)]);
 }
 
+/// Two calls out under a saved verdict that no longer holds, each refused with a bare 4xx:
+/// both were refused, not processed, and both go again once the handshake is done. The old
+/// engine sent only the first again: the second refusal came after the reverify had begun,
+/// and failed its call with `HttpStatus(400)`.
+#[test]
+fn over_http_every_call_refused_under_a_stale_verdict_goes_again() {
+    let mut h = Harness::new(Config { saved_discover: Some(saved()), ..Config::default() });
+    h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
+    assert_eq!(h.events(), ["ready modern 2026-07-28"]);
+    let a = h.call("write_note", r#"{"note":"a"}"#);
+    let b = h.call("write_note", r#"{"note":"b"}"#);
+    let out = h.take_sent();
+    assert_eq!(out.len(), 2, "{out:?}");
+    let id = |v: &Value| {
+        WireId::parse(crate::proto::json::parse(v["id"].to_string().as_bytes()).unwrap()).unwrap()
+    };
+    let bad = || ExchangeFailure::Transport(crate::error::TransportError::HttpStatus(400));
+    h.engine.handle_transport(h.now, TransportEvent::exchange_failed(id(&out[0]), bad()));
+    h.engine.handle_transport(h.now, TransportEvent::exchange_failed(id(&out[1]), bad()));
+    h.flush();
+    let probe = h.sent_one();
+    assert_eq!(probe["method"], "server/discover");
+    h.engine.handle_transport(h.now, TransportEvent::exchange_failed(id(&probe), bad()));
+    h.flush();
+    let sent = answer_initialize(&mut h);
+    let notes: Vec<&Value> = sent.iter().filter(|m| m["method"] == "tools/call").collect();
+    assert_eq!(notes.len(), 2, "both go out again: {sent:?}");
+    let ok = json!({"content": []});
+    for m in &notes {
+        h.reply(m, ok.clone());
+    }
+    let events = h.events();
+    assert!(events.contains(&done(a, &ok)) && events.contains(&done(b, &ok)), "{events:?}");
+}
+
 #[test]
 fn silence_on_the_first_call_fails_it_and_probes_before_the_next() {
     let mut h = restarted(Config::default());
