@@ -522,14 +522,16 @@ impl Store {
         }
     }
 
-    /// The page for `cursor` whatever its expiry, private partition first; counts nothing.
+    /// The page for `cursor` whatever its expiry, private partition first, unless a change
+    /// notice invalidated it; counts nothing.
     pub(crate) fn stored_page(
         &self,
         key: &CacheKey,
         kind: CatalogKind,
         cursor: Option<&str>,
     ) -> Option<&CachedPage> {
-        self.candidates(key, kind).locate(cursor).map(|(_, page)| page)
+        let (_, page) = self.candidates(key, kind).locate(cursor)?;
+        page.invalidated.is_none().then_some(page)
     }
 
     /// Looks up one page (`cursor` `None` for the first), private partition first.

@@ -1187,6 +1187,11 @@ impl ServerCatalog {
     /// page to ask for in any catalog, no listen stream and no watch, no change notice
     /// unseen. Each is a condition the pump acts on; with none of them its look changes
     /// nothing (the key it would make is made where it is needed).
+    /// When an eager refresh the floor held back is due ([`EAGER_FLOOR`]).
+    pub(crate) fn eager_deadline(&self) -> Option<Instant> {
+        self.eager_held
+    }
+
     fn is_quiet(&self, engine: &Engine) -> bool {
         self.kinds.iter().all(|k| k.call.is_none() && !k.eager_due && !k.refresher.has_fetch())
             && self.listen.is_none()
@@ -1199,11 +1204,6 @@ impl ServerCatalog {
     /// the server cannot listen (closed, restarting, degraded, not modern): the backoff would
     /// stay past and wake the host at once, forever; the server's becoming ready again is
     /// what lets [`relisten`] act.
-    /// When an eager refresh the floor held back is due ([`EAGER_FLOOR`]).
-    pub(crate) fn eager_deadline(&self) -> Option<Instant> {
-        self.eager_held
-    }
-
     pub(crate) fn relisten_deadline(&self, engine: &Engine) -> Option<Instant> {
         let can_listen =
             self.watching && self.listen.is_none() && engine.era() == Some(Era::Modern);

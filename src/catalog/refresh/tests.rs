@@ -358,6 +358,9 @@ fn a_list_whose_pages_expire_during_its_walk_is_served_once_as_walked() {
     let (items, stale) = r.one_use_items(done, &s, &key()).expect("items");
     let ids: Vec<&str> = items.iter().map(|i| i.id()).collect();
     assert_eq!((ids, stale), (vec!["a", "b", "c"], None));
+    // A change notice takes the walked pages back: what the host saw is no longer the list.
+    let _ = s.mark_stale(done, &key(), TOOLS);
+    assert!(r.one_use_items(done, &s, &key()).is_none(), "invalidated pages are not served");
     assert_eq!(r.need(done, &mut s, &key()), Ok(Answer::Waiting), "the next need walks again");
 }
 
