@@ -684,7 +684,7 @@ impl HttpDriver {
             };
             if self.session.has_moved() {
                 // Before the request goes again: it is written to the new path.
-                follow_redirect(&mut self.session, &mut self.instances);
+                follow_redirect(&mut self.session, &mut self.instances, c.instance);
             }
             c.exchange = None;
             // One that finished at an instance rotated away from is not kept, nor one whose
@@ -773,8 +773,14 @@ impl HttpDriver {
         if let Some(x) = c.exchange {
             // Even a request that failed before any response byte may have reached the server
             // (it can crash after reading it): the engine's policy decides what is safe to resend.
+            // Until the connection is established (TCP, proxy, TLS) no request byte left.
             let error = failure.unwrap_or(TransportError::ConnectionLost);
-            self.session.handle_failed(engine, now, x, ExchangeFailure::Transport(error));
+            let failure = if c.conn.is_established() {
+                ExchangeFailure::Transport(error)
+            } else {
+                ExchangeFailure::Unsent(error)
+            };
+            self.session.handle_failed(engine, now, x, failure);
         }
     }
 
@@ -863,9 +869,10 @@ const UNIT_BYTES: usize = 64;
 /// ([`HttpSession::take_moved`]). Rare: kept out of the response path.
 #[cold]
 #[inline(never)]
-fn follow_redirect(session: &mut HttpSession, instances: &mut Instances) {
+fn follow_redirect(session: &mut HttpSession, instances: &mut Instances, answered: InstanceId) {
     if let Some(location) = session.take_moved() {
-        if !instances.move_current(&location) {
+        // The instance that answered, which new connections may have rotated away from.
+        if !instances.move_instance(answered, &location) {
             log::debug!("not following a redirect to another origin");
         }
     }

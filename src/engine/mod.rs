@@ -1936,8 +1936,9 @@ impl Engine {
         let Lookup::Pending(slot) = self.requests.lookup(id) else { return };
         let Some(p) = self.requests.get(slot) else { return };
         let (owner, sent_assumed) = (p.owner, p.sent_assumed);
+        let unsent = matches!(failure, ExchangeFailure::Unsent(_));
         let error = match failure {
-            ExchangeFailure::Transport(e) => CallError::Transport(e),
+            ExchangeFailure::Transport(e) | ExchangeFailure::Unsent(e) => CallError::Transport(e),
             ExchangeFailure::Unauthorized(c) => {
                 CallError::Peer(PeerError::AuthRequired(Box::new(c)))
             }
@@ -1978,12 +1979,13 @@ impl Engine {
                 // (A 2026-07-28 server takes the broken stream itself as the cancellation; a
                 // task's poll is no work of its own, and the task goes on by design.)
                 let task = self.requests.get(slot).is_some_and(|p| p.task);
-                if self.era() == Some(Era::Legacy) && !task && stream_broke(&error) {
+                if self.era() == Some(Era::Legacy) && !task && !unsent && stream_broke(&error) {
                     self.push_control(Control::Cancelled { id, went: true });
                 }
-                // A request that never left (the connection was never made) is safe to send
-                // again whatever it does.
+                // A request that never left (the connection was never made, or its TLS
+                // handshake failed) is safe to send again whatever it does.
                 let delivery = match &error {
+                    _ if unsent => retry::Delivery::NotSent,
                     CallError::Transport(TransportError::ConnectFailed(_)) => {
                         retry::Delivery::NotSent
                     }

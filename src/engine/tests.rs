@@ -1421,6 +1421,31 @@ fn a_legacy_call_whose_stream_broke_is_announced_cancelled() {
     }
 }
 
+/// A request whose connection failed before any byte of it left (a certificate refused in
+/// the TLS handshake) was not delivered: a write fails with the TLS error, not
+/// `DeliveryUnknown`, and a 2025-11-25 server is sent no cancellation for an id it never saw.
+#[test]
+fn a_request_whose_tls_handshake_failed_was_not_delivered() {
+    let mut h = http_harness(EraPreference::LegacyOnly);
+    let init = h.sent_one();
+    h.reply(&init, json!({"protocolVersion": "2025-11-25"}));
+    h.take_sent();
+    let c = h.call("write", "{}");
+    let req = h.sent_one();
+    let tls = TransportError::Tls(crate::error::TlsFailure::UnknownIssuer);
+    let failure = ExchangeFailure::Unsent(tls);
+    h.engine.handle_transport(h.now, TransportEvent::exchange_failed(wire(&req), failure));
+    assert!(transmits(&mut h).is_empty(), "nothing to cancel");
+    let events = h.events();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.starts_with(&format!("failed {}", c.get()))
+                && !e.contains("delivery_unknown")),
+        "{events:?}"
+    );
+}
+
 #[test]
 fn legacy_http_cancel_posts_the_notification_and_closes_the_stream() {
     let mut h = http_harness(EraPreference::LegacyOnly);

@@ -70,6 +70,9 @@ pub enum TransportKind {
 pub(crate) enum ExchangeFailure {
     /// The transport failed, or the server answered with a bare HTTP status.
     Transport(TransportError),
+    /// The connection failed before any byte of the request left: a connect, or a TLS
+    /// handshake (a certificate refused). Safe to send again, and nothing to cancel.
+    Unsent(TransportError),
     /// HTTP 401, after the token provider was asked for a fresh token once.
     Unauthorized(crate::proto::challenge::AuthChallenge),
     /// HTTP 403.

@@ -336,6 +336,8 @@ struct Exchange {
     reply: Vec<u8>,
     sse: SseParser,
     challenge: Option<AuthChallenge>,
+    /// The `Location` of a 307 or 308 answering the request, until its response ends.
+    location: Option<Box<str>>,
     /// A legacy request's stream: the last event id seen, and the server's `retry:`.
     stream_id: String,
     retry_ms: Option<u64>,
@@ -365,6 +367,7 @@ impl Exchange {
             reply: Vec::new(),
             sse: SseParser::new(max_event),
             challenge: None,
+            location: None,
             stream_id: String::new(),
             retry_ms: None,
             lingers_until: None,
@@ -391,6 +394,7 @@ impl Exchange {
         // served, and it was asked again every second while the server was down.
         self.status = 0;
         self.mode = BodyMode::Json;
+        self.location = None;
     }
 
     /// The send this exchange waits for or is on (a free one: [`Attempt::Send`]).
@@ -527,8 +531,6 @@ pub(crate) struct HttpSession {
     /// Exchanges in flight whose connection the driver must close (2026-07-28 cancellation
     /// closes the response stream), for [`poll_close`](Self::poll_close).
     closing: Vec<ExchangeId>,
-    /// The `Location` of the last 307 or 308 a request got, and its exchange.
-    location: Option<(usize, String)>,
     /// Where a redirect the session followed leads, for the driver
     /// ([`take_moved`](Self::take_moved)).
     moved: Option<String>,
@@ -581,7 +583,6 @@ impl HttpSession {
             bad_token: false,
             oauth: None,
             closing: Vec::new(),
-            location: None,
             moved: None,
         };
         let token = tokens.as_mut().and_then(|t| t.token());
@@ -1108,6 +1109,7 @@ impl HttpSession {
         x.mode = BodyMode::Json;
         x.reply.clear();
         x.challenge = None;
+        x.location = None;
         x.sse.reset(*max_body);
         let attempt = x.attempt();
         // A reconnected stream goes on from the id it asks to resume from.
@@ -1302,11 +1304,10 @@ impl HttpSession {
         // A redirect keeps the method and the body (307, 308: RFC 9110 15.4.8 and 15.4.9);
         // the others would make a POST a GET, which no MCP endpoint answers.
         let location = head.location.filter(|l| l.len() <= MAX_LOCATION);
-        if let (Some(l), Carries::Request { .. }) = (location, x.carries) {
-            if let Ok(l) = std::str::from_utf8(l) {
-                self.location = Some((i, l.to_owned()));
-            }
-        }
+        x.location = match (location.map(std::str::from_utf8), x.carries) {
+            (Some(Ok(l)), Carries::Request { .. }) => Some(l.into()),
+            _ => None,
+        };
         // The session id is adopted from a successful `initialize` only (§6.2): any other
         // response naming one cannot move the client to another session.
         let is_initialize =
@@ -1506,7 +1507,7 @@ impl HttpSession {
             self.fail(engine, now, i, id, lost);
             return;
         }
-        let location = self.location.take_if(|(at, _)| *at == i).map(|(_, l)| l);
+        let location = ex.location.take().filter(|_| matches!(status, 307 | 308));
         if let (Some(location), false) = (location, ex.has_resent(Resend::Redirect)) {
             // Not processed (a redirect says to ask elsewhere): sent again, once, to where
             // the driver makes of the location. Starlette answers `POST /mcp` with a 307 to
@@ -1516,7 +1517,7 @@ impl HttpSession {
             ex.resent |= Resend::Redirect as u8;
             ex.requeue();
             self.waiting.push_front(i);
-            self.moved = Some(location);
+            self.moved = Some(location.into());
             return;
         }
         let body = &ex.reply;
@@ -1579,7 +1580,8 @@ impl HttpSession {
         let Some(ex) = self.exchanges.get(i) else { return };
         match ex.carries {
             Carries::Request { id, .. } => {
-                let transport = matches!(failure, ExchangeFailure::Transport(_));
+                let transport =
+                    matches!(failure, ExchangeFailure::Transport(_) | ExchangeFailure::Unsent(_));
                 let lost = failure == ExchangeFailure::Transport(TransportError::ConnectionLost);
                 let resuming = ex.resuming();
                 if (lost || (resuming && transport)) && ex.resumable() {

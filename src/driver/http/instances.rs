@@ -13,7 +13,7 @@ use mio::{Registry, Token};
 use super::resolve::{literal, Lookup, Resolver};
 use super::HttpSetupError;
 use crate::codec::http1::{Origin, RequestError};
-use crate::driver::url::{proxy_for, HttpUrl, ProxyChoice, UrlError};
+use crate::driver::url::{proxy_for, HttpUrl, ProxyChoice, Scheme, UrlError};
 
 /// One instance of the server: where it is and how to reach it.
 #[derive(Debug, Clone)]
@@ -51,6 +51,10 @@ impl Instance {
     /// Takes a redirect's `Location` as the endpoint's new path: a path (`/mcp/`), or a URL
     /// of the same origin (scheme, host and port). Another origin is refused (`false`): the
     /// requests carry the server's credentials. Connections are unchanged (same origin).
+    ///
+    /// One exception: an `http://` location on port 80 of the same host, answering `https`,
+    /// is what a server behind a proxy that ends TLS writes (it sees plain HTTP): its path is
+    /// taken, and the requests stay on `https`.
     pub(super) fn move_to(&mut self, location: &str) -> bool {
         let location = location.split_once('#').map_or(location, |(l, _)| l);
         let target = if location.starts_with('/') && !location.starts_with("//") {
@@ -58,7 +62,10 @@ impl Instance {
         } else {
             let Ok(url) = HttpUrl::parse(location) else { return false };
             let here = &self.url;
-            if (url.scheme, &url.host, url.port) != (here.scheme, &here.host, here.port) {
+            let same = (url.scheme, url.port) == (here.scheme, here.port);
+            let behind_tls_proxy =
+                (here.scheme, url.scheme, url.port) == (Scheme::Https, Scheme::Http, 80);
+            if url.host != here.host || !(same || behind_tls_proxy) {
                 return false;
             }
             url.target
@@ -133,9 +140,9 @@ impl Instances {
         self.all.get(id.0).unwrap_or_else(|| self.current())
     }
 
-    /// A redirect's `Location` for the instance in use ([`Instance::move_to`]).
-    pub(super) fn move_current(&mut self, location: &str) -> bool {
-        self.current_mut().move_to(location)
+    /// A redirect's `Location` for instance `id`, the one that answered ([`Instance::move_to`]).
+    pub(super) fn move_instance(&mut self, id: InstanceId, location: &str) -> bool {
+        self.all.get_mut(id.0).is_some_and(|i| i.move_to(location))
     }
 
     fn current_mut(&mut self) -> &mut Instance {
@@ -257,6 +264,12 @@ mod tests {
                 ("/mcp/", "http://example.com:8000/mcp/")
             );
         }
+        // A server behind a proxy that ends TLS names plain HTTP: the path only is taken.
+        let mut i = at("https://example.com/mcp");
+        assert!(i.move_to("http://example.com/mcp/"));
+        assert_eq!(i.htu, "https://example.com/mcp/");
+        let mut i = at("https://example.com/mcp");
+        assert!(!i.move_to("http://other.example/mcp/"));
         for location in [
             "https://example.com:8000/mcp/",
             "http://example.com/mcp/",

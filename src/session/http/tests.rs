@@ -879,6 +879,26 @@ fn a_redirect_sends_the_request_again_once_and_names_where() {
     }
 }
 
+/// A redirect whose response broke before its end is no redirect of the next request that
+/// takes its slot: the location was kept by the session until some response ended, and that
+/// request's own answer was thrown away and the request sent again (a write twice).
+#[test]
+fn a_redirect_cut_short_leaves_nothing_for_the_next_request() {
+    let mut s = Sim::modern();
+    s.call("first");
+    let first = s.next().unwrap();
+    s.head(first.x, 307, &[("Location", "/mcp/")]);
+    s.fail(first.x, ExchangeFailure::Transport(TransportError::ConnectionLost));
+    s.events();
+    s.call("second");
+    let second = s.next().expect("the second call");
+    assert_eq!(second.x, first.x, "the slot is reused");
+    s.json(second.x, reply(&second, json!({"content": []})));
+    assert_eq!(s.events(), [r#"done {"content":[]}"#]);
+    assert_eq!(s.session.take_moved(), None);
+    assert!(s.next().is_none(), "sent once");
+}
+
 #[test]
 fn modern_streams_are_never_resumed() {
     let mut s = Sim::modern();
