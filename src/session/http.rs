@@ -44,6 +44,14 @@ pub trait TokenProvider: fmt::Debug {
     fn token(&mut self) -> Option<String>;
     /// The server refused the last token (HTTP 401): a fresh one, or `None` to give up.
     fn refresh(&mut self) -> Option<String>;
+    /// What tells this provider's tokens apart for the capability cache, when it is fixed:
+    /// a static token's value. Two servers at one URL with different tokens may list
+    /// different tools, so they are different servers to the cache (only a fingerprint of
+    /// this is kept). `None` (the default): the URL and headers alone name the server; a
+    /// provider whose tokens stand for different users should set `Config::cache_identity`.
+    fn cache_context(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// A fixed token (the `--bearer` case): refreshing yields nothing new.
@@ -62,6 +70,9 @@ impl TokenProvider for StaticToken {
     }
     fn refresh(&mut self) -> Option<String> {
         None
+    }
+    fn cache_context(&self) -> Option<&str> {
+        Some(&self.0)
     }
 }
 

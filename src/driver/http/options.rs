@@ -96,17 +96,21 @@ impl fmt::Debug for HttpOptions {
 
 impl HttpOptions {
     /// The server's identity in the capability cache when the configuration names none: its
-    /// URL, and when it has headers of its own (an API key, a tenant), a fingerprint of them
-    /// ([`add_context`](crate::catalog::key::add_context)): one endpoint called with two keys
-    /// may list two sets of tools. Names are compared without case, and the order the headers
-    /// were given in does not matter.
+    /// URL, and when it has headers of its own (an API key, a tenant) or a static bearer
+    /// token, a fingerprint of them ([`add_context`](crate::catalog::key::add_context)): one
+    /// endpoint called with two keys may list two sets of tools. Names are compared without
+    /// case, and the order the headers were given in does not matter.
     pub(crate) fn cache_identity(&self) -> String {
         let mut identity = self.url.clone();
-        if self.headers.is_empty() {
+        // A static bearer token (`bearer`) is a header too, written by the session; its name
+        // here is no header name (a NUL), so no header of the host's can stand for it.
+        let token = self.token_provider.as_ref().and_then(|t| t.cache_context());
+        if self.headers.is_empty() && token.is_none() {
             return identity;
         }
         let mut headers: Vec<(String, &str)> =
             self.headers.iter().map(|(n, v)| (n.to_ascii_lowercase(), v.as_str())).collect();
+        headers.extend(token.map(|t| ("\0bearer".to_owned(), t)));
         headers.sort_unstable();
         let fields = headers.iter().flat_map(|(n, v)| [n.as_str(), v]);
         crate::catalog::key::add_context(&mut identity, fields);
@@ -344,5 +348,18 @@ mod tests {
         let same = with_headers(&[("x-region", "eu"), ("x-api-key", "s3cret-a")]).cache_identity();
         assert_eq!(a, same);
         assert_eq!(crate::catalog::key::without_context(&a), plain);
+    }
+
+    /// A static bearer token is a header the session writes: two tokens at one URL are two
+    /// servers to the cache, or one user's private listing was served to the other. The old
+    /// identity was the URL alone. A provider whose tokens change says nothing here.
+    #[test]
+    fn the_cache_identity_tells_static_tokens_apart() {
+        let plain = with_headers(&[]).cache_identity();
+        let alice = with_headers(&[]).bearer("tok-alice").cache_identity();
+        let bob = with_headers(&[]).bearer("tok-bob").cache_identity();
+        assert!(alice != bob && alice != plain, "{alice:?} {bob:?}");
+        assert!(!alice.contains("tok-alice"), "{alice:?}");
+        assert_eq!(crate::catalog::key::without_context(&alice), plain);
     }
 }
