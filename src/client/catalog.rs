@@ -685,10 +685,14 @@ impl ClientCache {
                 log::debug!("capability store: an entry filed under another key was refused");
                 continue;
             }
+            let max_ttl = self.store.config().max_ttl;
             for page in entry.pages {
-                // Expired (or from a clock that went back): dropped.
+                // Expired, or further off than any page can live (written by a clock set
+                // ahead, or a file edited by hand): dropped. Capped at `max_ttl` instead, it
+                // was served for good by every host that lives less than `max_ttl`, and never
+                // listed again to be saved over.
                 let left = page.expires.duration_since(wall).unwrap_or_default();
-                if left.is_zero() {
+                if left.is_zero() || left > max_ttl {
                     continue;
                 }
                 let Ok(mut parsed) = parse_page(kind, &page.json) else {

@@ -1108,6 +1108,34 @@ fn a_principals_private_catalog_comes_back_from_the_store_as_its_own() {
     }
 }
 
+/// A stored page further off than any page can live (`CacheConfig::max_ttl`, an hour by
+/// default) was written by a clock set ahead or edited by hand: it is dropped, and the catalog
+/// listed again. Capped at `max_ttl`, it was served by every host that lived less than that,
+/// and never listed again to be saved over.
+#[test]
+fn a_stored_page_further_off_than_max_ttl_is_not_served() {
+    let store = MapStore::default();
+    let mut sim = Sim::new();
+    sim.client.set_capability_store(store.clone(), std::time::SystemTime::now);
+    let id = sim.ready_server("srv");
+    assert_eq!(sim.tool_names(id), None);
+    let list = sim.sent_one(id);
+    sim.reply(id, &list, tools_page(&["t"]));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(id).unwrap(), ["t"]);
+    let year = std::time::Duration::from_secs(365 * 86_400);
+    for entry in store.0.borrow_mut().values_mut() {
+        for page in &mut entry.pages {
+            page.expires = std::time::SystemTime::now() + year;
+        }
+    }
+    let mut sim = Sim::new();
+    sim.client.set_capability_store(store.clone(), std::time::SystemTime::now);
+    let id = sim.ready_server("srv");
+    assert_eq!(sim.tool_names(id), None, "not served from the store");
+    assert_eq!(sim.sent_one(id)["method"], "tools/list");
+}
+
 /// A store that keeps nothing, for the pass after input.
 #[derive(Debug)]
 struct NoStore;
