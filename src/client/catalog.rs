@@ -328,13 +328,19 @@ struct Identity(String);
 
 impl fmt::Debug for Identity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match key::without_context(&self.0).split_once('\0') {
-            Some((program, args)) => {
-                let n = args.split('\0').count();
-                write!(f, "{program:?} <{n} arguments redacted>")
-            }
-            None => fmt::Debug::fmt(&crate::redact::RedactedUrl(&self.0), f),
+        fmt_identity(&self.0, f)
+    }
+}
+
+/// A server identity as `Debug` may show it: a program without its arguments (a token is
+/// often one), a URL redacted, no context fingerprint.
+pub(crate) fn fmt_identity(identity: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match key::without_context(identity).split_once('\0') {
+        Some((program, args)) => {
+            let n = args.split('\0').count();
+            write!(f, "{program:?} <{n} arguments redacted>")
         }
+        None => fmt::Debug::fmt(&crate::redact::RedactedUrl(identity), f),
     }
 }
 

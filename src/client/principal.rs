@@ -124,8 +124,9 @@ impl Principal {
     }
 }
 
-/// The server a lane is being created for, as a [`CredentialSource`] sees it.
-#[derive(Debug, Clone, Copy)]
+/// The server a lane is being created for, as a [`CredentialSource`] sees it. `Debug` shows
+/// the program without its arguments and URLs redacted (either may hold a key).
+#[derive(Clone, Copy)]
 #[non_exhaustive]
 pub struct LaneTarget<'a> {
     /// The server's logical identity (`Config::cache_identity`, else its URL, or its program
@@ -133,6 +134,21 @@ pub struct LaneTarget<'a> {
     pub identity: &'a str,
     /// The MCP endpoint URL (HTTP servers).
     pub url: Option<&'a str>,
+}
+
+impl std::fmt::Debug for LaneTarget<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        struct Shown<'a>(&'a str);
+        impl std::fmt::Debug for Shown<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                super::catalog::fmt_identity(self.0, f)
+            }
+        }
+        f.debug_struct("LaneTarget")
+            .field("identity", &Shown(self.identity))
+            .field("url", &self.url.map(crate::redact::RedactedUrl))
+            .finish()
+    }
 }
 
 /// A principal's credentials for one server.
@@ -412,6 +428,21 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a credential source is shown of a server names no key: the program without its
+    /// arguments, the URL redacted (the derived `Debug` showed both whole).
+    #[test]
+    fn a_lane_targets_debug_shows_no_key() {
+        let stdio = LaneTarget { identity: "server\0--token=sekrit", url: None };
+        let http = LaneTarget {
+            identity: "https://h/mcp?api_key=sekrit",
+            url: Some("https://h/mcp?api_key=sekrit"),
+        };
+        for target in [stdio, http] {
+            let shown = format!("{target:?}");
+            assert!(!shown.contains("sekrit"), "{shown}");
+        }
+    }
 
     fn server(index: usize, generation: u32) -> ServerId {
         ServerId { index, generation }

@@ -30,8 +30,8 @@ pub enum AssertionKind {
     IdToken,
 }
 
-/// One question to the [`AssertionProvider`].
-#[derive(Debug, Clone, Copy)]
+/// One question to the [`AssertionProvider`]. `Debug` shows the URLs redacted.
+#[derive(Clone, Copy)]
 #[non_exhaustive]
 pub struct AssertionRequest<'a> {
     /// Which assertion.
@@ -44,6 +44,17 @@ pub struct AssertionRequest<'a> {
     pub resource: &'a str,
     /// The previous assertion expired or was refused: a cached one will not do.
     pub renew: bool,
+}
+
+impl std::fmt::Debug for AssertionRequest<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AssertionRequest")
+            .field("kind", &self.kind)
+            .field("audience", &crate::redact::RedactedUrl(self.audience))
+            .field("resource", &crate::redact::RedactedUrl(self.resource))
+            .field("renew", &self.renew)
+            .finish()
+    }
 }
 
 /// An assertion from the host. `Debug` never shows it.
@@ -161,6 +172,20 @@ pub(crate) fn jwt_exp(token: &str) -> Option<u64> {
 mod tests {
     use super::*;
     use crate::auth::oauth::encode::base64url;
+
+    /// The resource of a request falls back to the server's URL, which may carry a key in its
+    /// query: `Debug` shows it redacted.
+    #[test]
+    fn an_assertion_requests_debug_shows_no_key() {
+        let request = AssertionRequest {
+            kind: AssertionKind::JwtBearer,
+            audience: "https://as.example",
+            resource: "https://h/mcp?api_key=sekrit",
+            renew: false,
+        };
+        let shown = format!("{request:?}");
+        assert!(!shown.contains("sekrit") && shown.contains("as.example"), "{shown}");
+    }
 
     #[test]
     fn exp_is_read_from_a_jwt_and_nothing_else() {

@@ -391,8 +391,9 @@ impl fmt::Debug for HttpRequest {
     }
 }
 
-/// An HTTP response to a flow request.
-#[derive(Debug, Clone, Copy)]
+/// An HTTP response to a flow request. `Debug` shows the body's length, not the body: a
+/// token response carries the access and refresh tokens, a registration the client secret.
+#[derive(Clone, Copy)]
 pub struct HttpResponse<'a> {
     /// The status code.
     pub status: u16,
@@ -400,6 +401,16 @@ pub struct HttpResponse<'a> {
     pub body: &'a [u8],
     /// The `DPoP-Nonce` header's value, if the response had one (RFC 9449 8).
     pub dpop_nonce: Option<&'a [u8]>,
+}
+
+impl fmt::Debug for HttpResponse<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpResponse")
+            .field("status", &self.status)
+            .field("body", &format_args!("<{} bytes>", self.body.len()))
+            .field("dpop_nonce", &self.dpop_nonce.map(|n| format!("<{} bytes>", n.len())))
+            .finish()
+    }
 }
 
 impl<'a> HttpResponse<'a> {

@@ -1516,3 +1516,15 @@ fn failed_flows_do_not_count_against_the_reauthorization_limit() {
     h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
     h.get(PRM_PATH, 200, &prm(SERVER, AS, None));
 }
+
+/// A response's `Debug` shows no body: a token response carries the access and refresh
+/// tokens (the derived `Debug` printed them as a byte array, which a host logging each
+/// response of a flow it drives decodes at a glance).
+#[test]
+fn a_responses_debug_shows_no_token() {
+    let body = br#"{"access_token":"sekrit","refresh_token":"r3fresh"}"#;
+    let shown = format!("{:?}", HttpResponse::new(200, body));
+    let bytes = |s: &[u8]| format!("{s:?}").trim_matches(['[', ']']).to_owned();
+    assert!(!shown.contains("sekrit") && !shown.contains(&bytes(b"sekrit")), "{shown}");
+    assert!(shown.contains("200"), "{shown}");
+}

@@ -35,13 +35,22 @@ const MAX_HEAD: usize = 16 * 1024;
 /// Largest response body read for one of the OAuth flow's own requests.
 const MAX_BODY: u64 = 256 * 1024;
 
-/// A response read to its end.
-#[derive(Debug)]
+/// A response read to its end. `Debug` shows the body's length only: a token response's
+/// body holds the tokens.
 pub(super) struct Fetched {
     pub(super) status: u16,
     pub(super) body: Vec<u8>,
     /// The `DPoP-Nonce` header (RFC 9449 8), raw.
     pub(super) dpop_nonce: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for Fetched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fetched")
+            .field("status", &self.status)
+            .field("body", &format_args!("<{} bytes>", self.body.len()))
+            .finish_non_exhaustive()
+    }
 }
 
 /// Where a request stands after a readiness event.
@@ -345,13 +354,23 @@ fn refused(e: impl std::fmt::Debug) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, format!("request head: {e:?}"))
 }
 
-/// One request on a connection of its own, and its response as it comes.
-#[derive(Debug)]
+/// One request on a connection of its own, and its response as it comes. `Debug` shows the
+/// body's length only (a token response's body holds the tokens).
 pub(super) struct OneShot {
     conn: Connection,
     status: u16,
     body: Vec<u8>,
     dpop_nonce: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for OneShot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OneShot")
+            .field("conn", &self.conn)
+            .field("status", &self.status)
+            .field("body", &format_args!("<{} bytes>", self.body.len()))
+            .finish_non_exhaustive()
+    }
 }
 
 impl OneShot {
