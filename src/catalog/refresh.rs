@@ -231,7 +231,7 @@ impl<E> Refresher<E> {
         key: &CacheKey,
         error: E,
     ) {
-        let Some(flight) = self.flight.take() else { return };
+        let Some(flight) = self.take_flight(store, key) else { return };
         match store.finish_refresh(now, flight.token, RefreshOutcome::Failed) {
             Finished::Failed { .. } => store.walk_failed(now, key, self.kind),
             // A change raced the walk and revoked it: its failure answers nobody (as its page
@@ -255,7 +255,7 @@ impl<E> Refresher<E> {
         if self.flight.as_ref().is_some_and(|f| f.token.cursor().is_none() || f.restarted) {
             return self.fetch_failed(now, store, key, error);
         }
-        let Some(flight) = self.flight.take() else { return };
+        let Some(flight) = self.take_flight(store, key) else { return };
         let _ = store.finish_refresh(now, flight.token, RefreshOutcome::InvalidCursor);
         self.one_use.clear();
         self.one_use_bytes = 0;
@@ -295,7 +295,7 @@ impl<E> Refresher<E> {
                 return None;
             }
         };
-        let mut flight = self.flight.take()?;
+        let mut flight = self.take_flight(store, key)?;
         let cursor: Option<Box<str>> = flight.token.cursor().map(Box::from);
         let next: Option<Box<str>> = page.next_cursor.clone();
         // `carried_input` asks the store not to keep it: a refused list is held for one use.
@@ -400,6 +400,20 @@ impl<E> Refresher<E> {
         key: &CacheKey,
     ) -> Option<(Vec<&'a Item>, Option<Duration>)> {
         chain_items(now, store, key, self.kind, &self.one_use, self.walked)
+    }
+
+    /// The walk in progress, when it is `key`'s. One begun under another key (the server's
+    /// granted scope changed while its page was out, and the page came back under the new
+    /// grant's token) answers for none: the refresh is given back, nothing is stored under
+    /// the old key, and the next need walks under the current one.
+    fn take_flight(&mut self, store: &mut Store, key: &CacheKey) -> Option<Flight> {
+        let flight = self.flight.take()?;
+        if flight.token.key() == key {
+            return Some(flight);
+        }
+        log::debug!("a catalog page came back under another key: dropped");
+        store.release_refresh(flight.token);
+        None
     }
 
     fn fail(&mut self, by_need: bool, error: WalkError<E>) {

@@ -294,6 +294,11 @@ impl RefreshToken {
     pub(crate) fn cursor(&self) -> Option<&str> {
         self.cursor.as_deref()
     }
+
+    /// The key the refresh was begun for.
+    pub(crate) fn key(&self) -> &CacheKey {
+        &self.key
+    }
 }
 
 /// How a fetch ended.

@@ -364,6 +364,26 @@ fn a_list_whose_pages_expire_during_its_walk_is_served_once_as_walked() {
     assert_eq!(r.need(done, &mut s, &key()), Ok(Answer::Waiting), "the next need walks again");
 }
 
+/// A page that comes back after the key changed (the server's granted scope changed while it
+/// was out, and it was fetched again under the new grant's token) is stored under neither
+/// key: the old code stored it under the key the walk began with, where a later token of the
+/// old grant was served a listing made for the new one.
+#[test]
+fn a_page_that_comes_back_under_another_key_is_not_stored() {
+    let (t0, mut s) = (Instant::now(), store_with(1 << 20));
+    let mut server = Server::new(&["a", "b"], 2, "");
+    let mut r = Refresher::new(TOOLS);
+    let (old, new) = (key_of("read"), key_of("read admin"));
+    assert_eq!(r.need(t0, &mut s, &old), Ok(Answer::Waiting));
+    assert_eq!(r.poll_fetch(), Some(None));
+    let page = server.page(None);
+    assert_eq!(r.on_page(t0, &mut s, &new, page, None), None);
+    assert_eq!(s.entries(), 0, "nothing stored");
+    assert_eq!(s.refreshes_for(&old, TOOLS), 0, "the refresh was given back");
+    assert_eq!(r.need(t0, &mut s, &new), Ok(Answer::Waiting), "a walk under the new key");
+    assert_eq!(r.poll_fetch(), Some(None));
+}
+
 #[test]
 fn a_list_over_the_byte_cap_is_held_once_and_nothing_of_it_is_cached() {
     let (t0, mut s) = (Instant::now(), store_with(700));
