@@ -216,6 +216,10 @@ impl fmt::Display for TransportError {
             Self::Closed(r) => write!(f, "transport closed: {r}"),
             Self::HttpStatus(s) => write!(f, "HTTP status {s} without a JSON-RPC reply"),
             Self::ConnectionLost => f.write_str("connection lost before the reply"),
+            // Connecting never fails with `NotFound`: the resolver's failure does.
+            Self::ConnectFailed(std::io::ErrorKind::NotFound) => {
+                f.write_str("could not connect: the host name has no address")
+            }
             Self::ConnectFailed(k) => write!(f, "could not connect: {k}"),
             Self::Tls(t) => write!(f, "TLS failed: {t:?}"),
             Self::BadResponse => f.write_str("malformed HTTP response"),

@@ -36,8 +36,15 @@ pub struct SystemResolver;
 
 impl Resolver for SystemResolver {
     fn resolve(&self, host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
-        Ok((host, port).to_socket_addrs()?.collect())
+        Ok((host, port).to_socket_addrs().map_err(no_address)?.collect())
     }
+}
+
+/// A failed lookup as the kind the transport error names ("the host name has no address"):
+/// the standard library's is uncategorized, which told a user with a mistyped host name
+/// nothing. The system's own words are kept as the error's text.
+fn no_address(e: io::Error) -> io::Error {
+    io::Error::new(io::ErrorKind::NotFound, e)
 }
 
 /// The addresses of an IP literal, without asking anyone.
@@ -113,6 +120,19 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    /// The system's lookup failure is uncategorized: it becomes the kind the transport error
+    /// shows as "the host name has no address", its text kept.
+    #[test]
+    fn a_failed_lookup_says_the_name_has_no_address() {
+        let system =
+            io::Error::other("failed to lookup address information: Name or service not known");
+        let e = no_address(system);
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert!(e.to_string().contains("Name or service not known"), "{e}");
+        let shown = crate::TransportError::ConnectFailed(e.kind()).to_string();
+        assert_eq!(shown, "could not connect: the host name has no address");
+    }
 
     /// Answers `addrs` once the test opens the gate.
     #[derive(Debug)]
