@@ -44,6 +44,9 @@ pub enum UrlError {
     /// A proxy given as `https://`: proxies are spoken to in plain HTTP (`CONNECT`), and TLS
     /// to the proxy itself is not supported.
     ProxyScheme,
+    /// A proxy URL with credentials (`http://user:pass@proxy:3128`, often from
+    /// `HTTPS_PROXY`): proxy authentication is not supported.
+    ProxyCredentials,
 }
 
 impl fmt::Display for UrlError {
@@ -64,6 +67,10 @@ impl UrlError {
             }
             Self::Characters => "the URL contains spaces or control characters",
             Self::ProxyScheme => "an https:// proxy is not supported; give it as http://",
+            Self::ProxyCredentials => {
+                "the proxy URL holds credentials, and proxy authentication is not supported \
+                 (name the server in NO_PROXY, or use a proxy that needs none)"
+            }
         }
     }
 }
@@ -250,7 +257,11 @@ pub(crate) fn proxy_for(
     };
     // Proxies are often given without a scheme.
     let url = if url.contains("://") { url } else { format!("http://{url}") };
-    let proxy = HttpUrl::parse(&url)?;
+    // Credentials refused as the server URL's would be said the server URL held them.
+    let proxy = HttpUrl::parse(&url).map_err(|e| match e {
+        UrlError::Credentials => UrlError::ProxyCredentials,
+        e => e,
+    })?;
     // Spoken to in plain text, an https:// proxy would fail every connection, and say so badly.
     if proxy.scheme == Scheme::Https {
         return Err(UrlError::ProxyScheme);
@@ -381,6 +392,11 @@ mod tests {
         assert_eq!(proxy_for(&t, &ProxyChoice::Direct).unwrap(), None);
         let tls_proxy = ProxyChoice::Url("https://proxy.example:443".into());
         assert_eq!(proxy_for(&t, &tls_proxy), Err(UrlError::ProxyScheme));
+        // A proxy's credentials are the proxy's, not the server URL's (whose error said to
+        // move them to a header, a thing the user had not done).
+        let with_user = ProxyChoice::Url("http://alice:pw@proxy.example:3128".into());
+        assert_eq!(proxy_for(&t, &with_user), Err(UrlError::ProxyCredentials));
+        assert!(UrlError::ProxyCredentials.to_string().contains("proxy"));
     }
 
     #[test]
