@@ -1462,14 +1462,7 @@ fn an_idle_connection_expires_at_the_hosts_next_deadline() {
     let server = MiniServer::start(None, mcp_answer);
     let mut host = Host::new().unwrap();
     let idle = Duration::from_secs(7);
-    let opts = HttpOptions::new(server.url("http", "127.0.0.1")).idle_timeout(idle);
-    let id = add(&mut host, opts);
-    host.wait_ready(id, Duration::from_secs(30)).unwrap();
-    let before = std::time::Instant::now();
-    assert_eq!(echo(&mut host, id, "hi")["content"][0]["text"], "hi");
-    let after = std::time::Instant::now();
-    let due = host.poll_timeout().expect("the idle connection's expiry");
-    assert!(due >= before + idle && due <= after + idle, "{:?}", due - before);
+    let due = idle_expiry_after_one_call(&mut host, &server, idle, idle);
     host.handle_timeout(due);
     assert!(host.poll_timeout().is_none_or(|next| next > due), "the expiry is still due");
 }
@@ -1507,16 +1500,27 @@ fn an_idle_connection_expires_before_the_servers_announced_timeout() {
         answer
     });
     let mut host = Host::new().unwrap();
-    let opts =
-        HttpOptions::new(server.url("http", "127.0.0.1")).idle_timeout(Duration::from_secs(7));
-    let id = add(&mut host, opts);
+    let (idle, kept) = (Duration::from_secs(7), Duration::from_secs(2));
+    idle_expiry_after_one_call(&mut host, &server, idle, kept);
+}
+
+/// Calls `server` once with `idle` as the idle timeout and checks the host's next deadline is
+/// the connection's expiry, `kept` after the call; returns that deadline.
+fn idle_expiry_after_one_call(
+    host: &mut Host,
+    server: &MiniServer,
+    idle: Duration,
+    kept: Duration,
+) -> std::time::Instant {
+    let opts = HttpOptions::new(server.url("http", "127.0.0.1")).idle_timeout(idle);
+    let id = add(host, opts);
     host.wait_ready(id, Duration::from_secs(30)).unwrap();
     let before = std::time::Instant::now();
-    assert_eq!(echo(&mut host, id, "hi")["content"][0]["text"], "hi");
+    assert_eq!(echo(host, id, "hi")["content"][0]["text"], "hi");
     let after = std::time::Instant::now();
     let due = host.poll_timeout().expect("the idle connection's expiry");
-    let kept = Duration::from_secs(2);
     assert!(due >= before + kept && due <= after + kept, "{:?}", due - before);
+    due
 }
 
 /// The pool's timeouts are the host's to choose, `Duration::MAX` ("never") among them. A

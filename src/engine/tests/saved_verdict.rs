@@ -264,18 +264,29 @@ fn a_saved_verdict_is_checked_once() {
     assert!(!saved().is_fresh(saved().expires - a_day - Duration::from_secs(1)));
 }
 
-#[test]
-fn over_http_a_bare_4xx_to_the_first_call_leads_to_the_handshake() {
+/// An HTTP engine restarted with the saved verdict, ready at once.
+fn restarted_over_http() -> Harness {
     let mut h = Harness::new(Config { saved_discover: Some(saved()), ..Config::default() });
     h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
     assert_eq!(h.events(), ["ready modern 2026-07-28"]);
+    h
+}
+
+/// The wire id of a request the harness decoded.
+fn id(v: &Value) -> WireId {
+    WireId::parse(crate::proto::json::parse(v["id"].to_string().as_bytes()).unwrap()).unwrap()
+}
+
+/// A legacy server's "no session" answer: a 400 with no JSON-RPC body.
+fn bad() -> ExchangeFailure {
+    ExchangeFailure::Transport(crate::error::TransportError::HttpStatus(400))
+}
+
+#[test]
+fn over_http_a_bare_4xx_to_the_first_call_leads_to_the_handshake() {
+    let mut h = restarted_over_http();
     let call = h.call("write_note", r#"{"note":"x"}"#);
     let first = h.sent_one();
-    let id = |v: &Value| {
-        WireId::parse(crate::proto::json::parse(v["id"].to_string().as_bytes()).unwrap()).unwrap()
-    };
-    let bad = || ExchangeFailure::Transport(crate::error::TransportError::HttpStatus(400));
-    // A legacy server's "no session" answer: no JSON-RPC body.
     h.engine.handle_transport(h.now, TransportEvent::exchange_failed(id(&first), bad()));
     h.flush();
     let probe = h.sent_one();
@@ -295,17 +306,11 @@ fn over_http_a_bare_4xx_to_the_first_call_leads_to_the_handshake() {
 /// and failed its call with `HttpStatus(400)`.
 #[test]
 fn over_http_every_call_refused_under_a_stale_verdict_goes_again() {
-    let mut h = Harness::new(Config { saved_discover: Some(saved()), ..Config::default() });
-    h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
-    assert_eq!(h.events(), ["ready modern 2026-07-28"]);
+    let mut h = restarted_over_http();
     let a = h.call("write_note", r#"{"note":"a"}"#);
     let b = h.call("write_note", r#"{"note":"b"}"#);
     let out = h.take_sent();
     assert_eq!(out.len(), 2, "{out:?}");
-    let id = |v: &Value| {
-        WireId::parse(crate::proto::json::parse(v["id"].to_string().as_bytes()).unwrap()).unwrap()
-    };
-    let bad = || ExchangeFailure::Transport(crate::error::TransportError::HttpStatus(400));
     h.engine.handle_transport(h.now, TransportEvent::exchange_failed(id(&out[0]), bad()));
     h.engine.handle_transport(h.now, TransportEvent::exchange_failed(id(&out[1]), bad()));
     h.flush();
