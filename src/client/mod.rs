@@ -748,11 +748,9 @@ impl ServerCore {
     }
 
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        let deadlines = [
-            self.engine.poll_timeout(),
-            self.catalog.relisten_deadline(&self.engine),
-            self.catalog.eager_deadline(),
-        ];
-        deadlines.into_iter().flatten().min()
+        let catalog = &self.catalog;
+        let catalog =
+            crate::time::earlier(catalog.relisten_deadline(&self.engine), catalog.eager_deadline());
+        crate::time::earlier(self.engine.poll_timeout(), catalog)
     }
 }
