@@ -242,7 +242,8 @@ pub struct CacheConfig {
     pub max_stale: Duration,
     /// Catalog refreshes in flight at most.
     pub max_refreshes: usize,
-    /// Refetch a catalog as soon as the server says it changed (else on the next need).
+    /// Refetch a catalog as soon as the server says it changed (else on the next need), a
+    /// second after the last such refetch of it at the soonest.
     pub eager_refresh: bool,
 }
 
