@@ -282,18 +282,24 @@ fn bad() -> ExchangeFailure {
     ExchangeFailure::Transport(crate::error::TransportError::HttpStatus(400))
 }
 
+/// The reverify a refusal started: its probe refused as a legacy server refuses it, the
+/// handshake answered; returns what followed the `initialize`.
+fn legacy_after_the_reverify(h: &mut Harness) -> Vec<Value> {
+    h.flush();
+    let probe = h.sent_one();
+    assert_eq!(probe["method"], "server/discover");
+    h.engine.handle_transport(h.now, TransportEvent::exchange_failed(id(&probe), bad()));
+    h.flush();
+    answer_initialize(h)
+}
+
 #[test]
 fn over_http_a_bare_4xx_to_the_first_call_leads_to_the_handshake() {
     let mut h = restarted_over_http();
     let call = h.call("write_note", r#"{"note":"x"}"#);
     let first = h.sent_one();
     h.engine.handle_transport(h.now, TransportEvent::exchange_failed(id(&first), bad()));
-    h.flush();
-    let probe = h.sent_one();
-    assert_eq!(probe["method"], "server/discover");
-    h.engine.handle_transport(h.now, TransportEvent::exchange_failed(id(&probe), bad()));
-    h.flush();
-    let sent = answer_initialize(&mut h);
+    let sent = legacy_after_the_reverify(&mut h);
     assert_eq!(sent[1]["method"], "tools/call", "the write goes out again: it was refused");
     let ok = json!({"content": []});
     h.reply(&sent[1], ok.clone());
@@ -313,12 +319,7 @@ fn over_http_every_call_refused_under_a_stale_verdict_goes_again() {
     assert_eq!(out.len(), 2, "{out:?}");
     h.engine.handle_transport(h.now, TransportEvent::exchange_failed(id(&out[0]), bad()));
     h.engine.handle_transport(h.now, TransportEvent::exchange_failed(id(&out[1]), bad()));
-    h.flush();
-    let probe = h.sent_one();
-    assert_eq!(probe["method"], "server/discover");
-    h.engine.handle_transport(h.now, TransportEvent::exchange_failed(id(&probe), bad()));
-    h.flush();
-    let sent = answer_initialize(&mut h);
+    let sent = legacy_after_the_reverify(&mut h);
     let notes: Vec<&Value> = sent.iter().filter(|m| m["method"] == "tools/call").collect();
     assert_eq!(notes.len(), 2, "both go out again: {sent:?}");
     let ok = json!({"content": []});
