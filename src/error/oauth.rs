@@ -154,6 +154,9 @@ pub enum AuthFailure {
     DpopUnexpected,
     /// The request could not be made or its response not read (the driver said so).
     Transport,
+    /// The connection for the request failed: a certificate refused, a name that does not
+    /// resolve, a connection refused or timed out (the driver's error says which).
+    Connection(crate::error::TransportError),
 }
 
 /// Why an [`Authorizer`](crate::oauth::Authorizer) brought back no redirect. The flow fails with
@@ -286,6 +289,7 @@ impl fmt::Display for AuthFailure {
                 f.write_str("the authorization server issued a DPoP token without a proof")
             }
             Self::Transport => f.write_str("the request failed in transport"),
+            Self::Connection(e) => write!(f, "the connection failed: {e}"),
         }
     }
 }

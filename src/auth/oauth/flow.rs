@@ -344,6 +344,22 @@ impl OAuthFlow {
     /// the step; a transport failure is not a missing document, so discovery does not go on
     /// to the next location.
     pub fn handle_transport_error(&mut self, now: Instant, id: RequestId) {
+        self.request_failed(now, id, AuthFailure::Transport);
+    }
+
+    /// As [`handle_transport_error`](Self::handle_transport_error), for a request whose
+    /// connection failed with `error` (a certificate refused, a name that does not resolve,
+    /// refused, timed out): the failure says which ([`AuthFailure::Connection`]).
+    pub fn handle_connection_error(
+        &mut self,
+        now: Instant,
+        id: RequestId,
+        error: crate::error::TransportError,
+    ) {
+        self.request_failed(now, id, AuthFailure::Connection(error));
+    }
+
+    fn request_failed(&mut self, now: Instant, id: RequestId, reason: AuthFailure) {
         if self.outstanding != Some(id) {
             return;
         }
@@ -356,7 +372,7 @@ impl OAuthFlow {
             Step::Exchange => AuthStep::Exchange,
             Step::Idle | Step::Redirect { .. } => return,
         };
-        self.fail(step, AuthFailure::Transport);
+        self.fail(step, reason);
     }
 
     /// The URL the authorization server redirected the user to, after [`Action::Authorize`]

@@ -1336,6 +1336,21 @@ fn malformed_and_refused_answers() {
     );
 }
 
+/// A request whose connection failed says how (a refused certificate at the authorization
+/// server, a name that does not resolve), not only that it failed in transport: the driver
+/// knew, and the failure the host saw did not say.
+#[test]
+fn connection_failures_name_their_cause() {
+    let mut h = Harness::code();
+    h.flow.handle_challenge(h.now, 401, &challenge(None, None));
+    let req = h.request(HttpMethod::Get, PRM_PATH);
+    let tls = crate::error::TransportError::Tls(crate::error::TlsFailure::UnknownIssuer);
+    h.flow.handle_connection_error(h.now, req.id, tls.clone());
+    let e = h.failed();
+    assert_eq!((e.step, &e.reason), (AuthStep::Discovery, &AuthFailure::Connection(tls)));
+    assert!(e.to_string().contains("UnknownIssuer"), "{e}");
+}
+
 #[test]
 fn transport_failures_name_the_step() {
     let mut h = Harness::code();

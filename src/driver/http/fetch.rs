@@ -28,6 +28,7 @@ use crate::codec::http1::{
 use crate::driver::tls::TlsConfig;
 use crate::driver::url::ProxyChoice;
 use crate::engine::Engine;
+use crate::error::TransportError;
 use crate::session::http::HttpSession;
 
 /// Largest response head read.
@@ -108,7 +109,10 @@ impl OAuthRequests {
                         "oauth request to {} failed: {e}",
                         crate::redact::RedactedUrl(&url)
                     );
-                    session.handle_oauth_failed(engine, now, id);
+                    // An endpoint URL refused is no connection failure; the rest are.
+                    let refused_url = e.kind() == io::ErrorKind::InvalidInput;
+                    let connection = (!refused_url).then(|| connection_error(&e, false));
+                    session.handle_oauth_failed(engine, now, id, connection.flatten());
                 }
             }
         }
@@ -267,6 +271,7 @@ impl OAuthRequests {
     ) {
         let Some(fetch) = self.current.take() else { return };
         let id = fetch.id;
+        let connected = matches!(&fetch.stage, Stage::Open(one, _) if one.is_established());
         fetch.close(registry);
         match outcome {
             Ok(r) => {
@@ -276,7 +281,8 @@ impl OAuthRequests {
             }
             Err(e) => {
                 log::debug!("oauth request failed: {e}");
-                session.handle_oauth_failed(engine, now, id);
+                let connection = connection_error(&e, connected);
+                session.handle_oauth_failed(engine, now, id, connection);
             }
         }
     }
@@ -286,6 +292,17 @@ impl OAuthRequests {
         if let Some(fetch) = self.current.take() {
             fetch.close(registry);
         }
+    }
+}
+
+/// The transport error of a flow request that failed before its connection was
+/// `connected` (TCP, proxy, TLS), or with a TLS failure at any point: what the flow's failure
+/// names ([`AuthFailure::Connection`](crate::oauth::AuthFailure::Connection)). `None` for a
+/// response that broke or was too large, which the flow reports as it did.
+fn connection_error(e: &io::Error, connected: bool) -> Option<TransportError> {
+    match crate::driver::tls::tls_failure(e) {
+        Some(t) => Some(TransportError::Tls(t)),
+        None => (!connected).then(|| TransportError::ConnectFailed(e.kind())),
     }
 }
 
@@ -374,6 +391,11 @@ impl std::fmt::Debug for OneShot {
 }
 
 impl OneShot {
+    /// Whether the connection is up (TCP, proxy and TLS): before, no request byte left.
+    fn is_established(&self) -> bool {
+        self.conn.is_established()
+    }
+
     /// Connects to `addr` (of `at`: its proxy's when it has one) without waiting, registers
     /// the socket with `token`, and sends `request` (whole, with its head) once the connection
     /// (and tunnel, and TLS with `tls`) is up. A response body past `max_body` ends it as an

@@ -10,6 +10,7 @@ use crate::auth::oauth::{
     Action, Authorizer, HttpRequest, HttpResponse, OAuthFlow, RedirectError, RequestId,
 };
 use crate::engine::{Engine, ExchangeFailure};
+use crate::error::TransportError;
 use crate::proto::challenge::AuthChallenge;
 
 /// The flow and what the session keeps for it.
@@ -133,10 +134,20 @@ impl HttpSession {
         self.drain_oauth(engine, now);
     }
 
-    /// The flow's request `id` could not be made or its response not read.
-    pub(crate) fn handle_oauth_failed(&mut self, engine: &mut Engine, now: Instant, id: RequestId) {
+    /// The flow's request `id` could not be made or its response not read; `connection`, the
+    /// error its connection failed with, when it did.
+    pub(crate) fn handle_oauth_failed(
+        &mut self,
+        engine: &mut Engine,
+        now: Instant,
+        id: RequestId,
+        connection: Option<TransportError>,
+    ) {
         let Some(st) = self.oauth.as_mut() else { return };
-        st.flow.handle_transport_error(now, id);
+        match connection {
+            Some(e) => st.flow.handle_connection_error(now, id, e),
+            None => st.flow.handle_transport_error(now, id),
+        }
         self.drain_oauth(engine, now);
     }
 
