@@ -483,3 +483,24 @@ impl OneShot {
 
 /// The most one read of an OAuth fetch takes (the answers are small; more is read in turn).
 const FETCH_READ: usize = 8 * 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::tls::TlsError;
+    use crate::error::TlsFailure;
+
+    /// What the flow is told of a failed request: the connection's error before it was up,
+    /// a TLS failure at any point, and nothing more of a response that broke.
+    #[test]
+    fn a_failed_flow_request_names_its_connection_error() {
+        let refused = io::Error::from(io::ErrorKind::ConnectionRefused);
+        let expected = TransportError::ConnectFailed(io::ErrorKind::ConnectionRefused);
+        assert_eq!(connection_error(&refused, false), Some(expected));
+        let tls = io::Error::new(io::ErrorKind::InvalidData, TlsError(TlsFailure::UnknownIssuer));
+        let expected = TransportError::Tls(TlsFailure::UnknownIssuer);
+        assert_eq!(connection_error(&tls, true), Some(expected));
+        let broken = io::Error::from(io::ErrorKind::InvalidData);
+        assert_eq!(connection_error(&broken, true), None);
+    }
+}
