@@ -7,7 +7,8 @@
 //! `put` when a listing left the whole catalog fresh, and `mark_stale` when the server said the
 //! list changed. Every entry comes back through checks before it is served: it must be filed
 //! under the key it was asked for (a private entry is only ever served to its own principal,
-//! scope set and tenant), and pages past their expiry are dropped. The key is the cache key's
+//! scope set and tenant), and pages past their expiry, or expiring further off than
+//! `CacheConfig::max_ttl` allows, are dropped. The key is the cache key's
 //! hashes ([`StoreKey::id`]); entries hold the servers' list results, their `cacheScope` and
 //! expiry, and nothing else: no token, no credential, no principal name.
 //!

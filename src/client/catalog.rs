@@ -7,8 +7,8 @@
 //! # Key
 //!
 //! Every catalog is filed under a [`CacheKey`] of: the server's logical identity
-//! (`Config::cache_identity`, else its program, arguments and environment, or its URL and
-//! headers), the transport, the
+//! (`Config::cache_identity`, else its program, arguments and environment, or its URL,
+//! headers and static bearer token), the transport, the
 //! negotiated protocol version, the tenant (`Config::cache_tenant`), the client capability
 //! profile (the capabilities the engine declares: `Config::client_capabilities` with the
 //! answered kinds put in) and the extension profile (empty: mcpoll advertises no
@@ -351,6 +351,12 @@ const MAX_QUEUED_CHANGES: usize = 256;
 /// change is kept whatever its size).
 const MAX_QUEUED_CHANGE_BYTES: usize = 8 << 20;
 
+/// How far a stored page's expiry may be past `max_ttl` and still be loaded (capped): pages
+/// are written at the limit when the server's `ttlMs` is at or above it, and a store shared
+/// with a machine whose clock runs a little ahead, or a clock stepped back, would otherwise
+/// drop them.
+const STORE_CLOCK_SKEW: Duration = Duration::from_secs(60);
+
 /// Backoff before listening again after a stream broke: doubles up to the cap.
 const RELISTEN_BASE: Duration = Duration::from_millis(200);
 const RELISTEN_MAX: Duration = Duration::from_secs(30);
@@ -668,7 +674,8 @@ impl ClientCache {
 
     /// Fills memory from the persistent store, once per catalog and context, where memory
     /// holds nothing of the context's own (private) list: entries filed under another key are
-    /// refused, expired pages dropped, and the rest stored with the lifetime they have left.
+    /// refused, expired pages dropped and so are pages expiring further off than `max_ttl`
+    /// (and [`STORE_CLOCK_SKEW`]), and the rest stored with the lifetime they have left.
     /// The public entry goes first and the private one after, so that, as in memory, the
     /// principal's own list is what it is served (a page stored in one scope supersedes the
     /// other's copy); a public list already in memory (another principal's) is newer than
@@ -691,14 +698,14 @@ impl ClientCache {
                 log::debug!("capability store: an entry filed under another key was refused");
                 continue;
             }
-            let max_ttl = self.store.config().max_ttl;
+            let longest = self.store.config().max_ttl.saturating_add(STORE_CLOCK_SKEW);
             for page in entry.pages {
                 // Expired, or further off than any page can live (written by a clock set
                 // ahead, or a file edited by hand): dropped. Capped at `max_ttl` instead, it
                 // was served for good by every host that lives less than `max_ttl`, and never
-                // listed again to be saved over.
+                // listed again to be saved over. (Within the skew allowed, the store caps it.)
                 let left = page.expires.duration_since(wall).unwrap_or_default();
-                if left.is_zero() || left > max_ttl {
+                if left.is_zero() || left > longest {
                     continue;
                 }
                 let Ok(mut parsed) = parse_page(kind, &page.json) else {

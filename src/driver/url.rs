@@ -69,7 +69,8 @@ impl UrlError {
             Self::ProxyScheme => "an https:// proxy is not supported; give it as http://",
             Self::ProxyCredentials => {
                 "the proxy URL holds credentials, and proxy authentication is not supported \
-                 (name the server in NO_PROXY, or use a proxy that needs none)"
+                 (remove them, or, for a proxy from HTTPS_PROXY or HTTP_PROXY, name the server \
+                 in NO_PROXY)"
             }
         }
     }
@@ -257,7 +258,12 @@ pub(crate) fn proxy_for(
     };
     // Proxies are often given without a scheme.
     let url = if url.contains("://") { url } else { format!("http://{url}") };
-    // Credentials refused as the server URL's would be said the server URL held them.
+    // Credentials refused as the server URL's would be said the server URL held them. A
+    // password with a `/`, `?` or `#` in it, unencoded, ends the authority early for the
+    // parser (which then reads a bad host or port): any `@` says credentials.
+    if url.contains('@') {
+        return Err(UrlError::ProxyCredentials);
+    }
     let proxy = HttpUrl::parse(&url).map_err(|e| match e {
         UrlError::Credentials => UrlError::ProxyCredentials,
         e => e,
@@ -394,8 +400,10 @@ mod tests {
         assert_eq!(proxy_for(&t, &tls_proxy), Err(UrlError::ProxyScheme));
         // A proxy's credentials are the proxy's, not the server URL's (whose error said to
         // move them to a header, a thing the user had not done).
-        let with_user = ProxyChoice::Url("http://alice:pw@proxy.example:3128".into());
-        assert_eq!(proxy_for(&t, &with_user), Err(UrlError::ProxyCredentials));
+        for with_user in ["http://alice:pw@proxy.example:3128", "http://alice:pa/ss@proxy:3128"] {
+            let with_user = ProxyChoice::Url(with_user.into());
+            assert_eq!(proxy_for(&t, &with_user), Err(UrlError::ProxyCredentials));
+        }
         assert!(UrlError::ProxyCredentials.to_string().contains("proxy"));
     }
 

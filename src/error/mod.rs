@@ -218,7 +218,7 @@ impl fmt::Display for TransportError {
             Self::ConnectionLost => f.write_str("connection lost before the reply"),
             // Connecting never fails with `NotFound`: the resolver's failure does.
             Self::ConnectFailed(std::io::ErrorKind::NotFound) => {
-                f.write_str("could not connect: the host name has no address")
+                f.write_str("could not connect: the host name did not resolve")
             }
             Self::ConnectFailed(k) => write!(f, "could not connect: {k}"),
             Self::Tls(t) => write!(f, "TLS failed: {t:?}"),

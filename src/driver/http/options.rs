@@ -136,7 +136,11 @@ impl HttpOptions {
         }
     }
 
-    /// Sends `Authorization: Bearer <token>` on every request.
+    /// Sends `Authorization: Bearer <token>` on every request. The token is part of the
+    /// server's identity in the capability cache (a fingerprint of it, kept in the persistent
+    /// store's keys as headers' are): a host given a new short-lived token at each start
+    /// starts with a cold cache each time, and should name the server with
+    /// `Config::cache_identity` instead.
     pub fn bearer(mut self, token: impl Into<String>) -> Self {
         self.token_provider = Some(Box::new(StaticToken(token.into())));
         self

@@ -40,10 +40,14 @@ impl Resolver for SystemResolver {
     }
 }
 
-/// A failed lookup as the kind the transport error names ("the host name has no address"):
-/// the standard library's is uncategorized, which told a user with a mistyped host name
-/// nothing. The system's own words are kept as the error's text.
+/// A failed lookup as the kind the transport error names ("the host name did not
+/// resolve"): the standard library's is uncategorized, which told a user with a mistyped host
+/// name nothing. The system's own words are kept as the error's text; an error of the
+/// system's own (an errno: too many open files) keeps its kind.
 fn no_address(e: io::Error) -> io::Error {
+    if e.raw_os_error().is_some() {
+        return e;
+    }
     io::Error::new(io::ErrorKind::NotFound, e)
 }
 
@@ -122,7 +126,7 @@ mod tests {
     use super::*;
 
     /// The system's lookup failure is uncategorized: it becomes the kind the transport error
-    /// shows as "the host name has no address", its text kept.
+    /// shows as "the host name did not resolve", its text kept.
     #[test]
     fn a_failed_lookup_says_the_name_has_no_address() {
         let system =
@@ -131,7 +135,9 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::NotFound);
         assert!(e.to_string().contains("Name or service not known"), "{e}");
         let shown = crate::TransportError::ConnectFailed(e.kind()).to_string();
-        assert_eq!(shown, "could not connect: the host name has no address");
+        assert_eq!(shown, "could not connect: the host name did not resolve");
+        let errno = io::Error::from_raw_os_error(24);
+        assert_eq!(no_address(errno).raw_os_error(), Some(24), "an errno keeps its kind");
     }
 
     /// Answers `addrs` once the test opens the gate.
