@@ -1060,7 +1060,7 @@ impl<'a> Parser<'a> {
             out.push_str(&rest[..start]);
             let after = &rest[start + 2..];
             let Some(end) = after.find('}') else {
-                let kind = ConfigFileErrorKind::UnsupportedVariable(rest[start..].to_owned());
+                let kind = ConfigFileErrorKind::UnsupportedVariable(shown_variable(after));
                 return Err(self.err(Some(key), kind));
             };
             let inner = &after[..end];
@@ -1072,6 +1072,7 @@ impl<'a> Parser<'a> {
     }
 
     fn variable(&self, key: &str, inner: &str) -> Result<String, ConfigFileError> {
+        // (A refused variable is named by `shown_variable`, without its default.)
         let valid_name =
             |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
         let (name, default) = match inner.split_once(":-") {
@@ -1099,7 +1100,7 @@ impl<'a> Parser<'a> {
             "execPath",
         ];
         if !valid_name(name) || EDITOR.contains(&name) {
-            let kind = ConfigFileErrorKind::UnsupportedVariable(format!("${{{inner}}}"));
+            let kind = ConfigFileErrorKind::UnsupportedVariable(shown_variable(inner));
             return Err(self.err(Some(key), kind));
         }
         match ((self.env)(name), default) {
@@ -1110,6 +1111,13 @@ impl<'a> Parser<'a> {
             }
         }
     }
+}
+
+/// A variable reference as an error names it: `${NAME}`, never its default, which is often a
+/// secret written in place (`${TOKEN:-sk-...}`) and would reach the CLI's stderr.
+fn shown_variable(inner: &str) -> String {
+    let name = inner.split_once(":-").map_or(inner, |(name, _)| name);
+    format!("${{{name}}}")
 }
 
 #[cfg(test)]

@@ -23,7 +23,8 @@ pub struct mcpoll_call_options {
 }
 
 /// An HTTP server's options: URL, headers, bearer token, CA file, proxy, client credentials.
-#[derive(Debug, Clone)]
+/// `Debug` shows header names, and whether a token or secret is set, never a value.
+#[derive(Clone)]
 pub struct mcpoll_http_options {
     // Read only where the HTTP server is added, which a build without `http` refuses.
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
@@ -35,6 +36,21 @@ pub struct mcpoll_http_options {
     pub(crate) proxy: Option<Option<String>>,
     /// Client id and secret for the OAuth client credentials grant.
     pub(crate) client_credentials: Option<(String, String)>,
+}
+
+impl std::fmt::Debug for mcpoll_http_options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL's query may hold a key, a header's value a token: names and presence only.
+        let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("mcpoll_http_options")
+            .field("url", &format_args!("<{} bytes>", self.url.len()))
+            .field("headers", &names)
+            .field("bearer", &self.bearer.as_ref().map(|_| "<redacted>"))
+            .field("ca_file", &self.ca_file)
+            .field("proxy", &self.proxy.as_ref().map(|p| p.as_ref().map(|_| "<set>")))
+            .field("client_id", &self.client_credentials.as_ref().map(|(id, _)| id))
+            .finish_non_exhaustive()
+    }
 }
 
 /// `mcpoll_config_set_answers` flag: form-mode elicitation.
@@ -637,6 +653,23 @@ impl mcpoll_http_options {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Options hold a bearer token, a client secret, header values and a URL whose query may
+    /// carry a key: `Debug` shows none of them (the derived one showed all).
+    #[test]
+    fn debug_shows_no_secret() {
+        let options = mcpoll_http_options {
+            url: "https://h/mcp?api_key=s3cret-url".into(),
+            headers: vec![("X-Api-Key".into(), "s3cret-header".into())],
+            bearer: Some("s3cret-token".into()),
+            ca_file: None,
+            proxy: Some(Some("http://proxy:3128".into())),
+            client_credentials: Some(("client".into(), "s3cret-client".into())),
+        };
+        let shown = format!("{options:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("X-Api-Key") && shown.contains("client"), "{shown}");
+    }
 
     /// A first restart delay longer than the engine's cap (10 s) is honoured, not cut to it.
     #[test]

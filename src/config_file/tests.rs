@@ -340,6 +340,21 @@ fn one_malformed_line_per_error_kind() {
     );
 }
 
+/// A refused variable is named without its default, which is often a secret written in
+/// place: the whole reference, default included, reached the error and the CLI's stderr.
+#[test]
+fn a_refused_variable_is_named_without_its_default() {
+    for entry in [
+        r#"{"command": "x", "env": {"K": "${BAD-NAME:-s3cret}"}}"#,
+        r#"{"command": "x", "env": {"K": "${workspaceFolder:-s3cret}"}}"#,
+        r#"{"url": "http://h/?k=${TOKEN:-s3cret"}"#,
+    ] {
+        let e = refused(entry);
+        assert_eq!(kind_name(&e.kind), "UnsupportedVariable", "{entry}: {e}");
+        assert!(!e.to_string().contains("s3cret"), "{e}");
+    }
+}
+
 #[test]
 fn one_bad_entry_leaves_the_others_usable() {
     let text = r#"{"mcpServers": {
