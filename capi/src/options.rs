@@ -23,7 +23,6 @@ pub struct mcpoll_call_options {
 }
 
 /// An HTTP server's options: URL, headers, bearer token, CA file, proxy, client credentials.
-/// `Debug` shows header names, and whether a token or secret is set, never a value.
 #[derive(Clone)]
 pub struct mcpoll_http_options {
     // Read only where the HTTP server is added, which a build without `http` refuses.
@@ -38,6 +37,8 @@ pub struct mcpoll_http_options {
     pub(crate) client_credentials: Option<(String, String)>,
 }
 
+// `Debug` shows header names, and whether a token or secret is set, never a value. (Not a doc
+// comment on the struct: cbindgen copies those into the C header.)
 impl std::fmt::Debug for mcpoll_http_options {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The URL's query may hold a key, a header's value a token: names and presence only.
