@@ -868,8 +868,7 @@ impl ResponseParser {
             };
             // A folded value keeps its line breaks: make them the spaces RFC 9112 asks for,
             // so no reader of a value ever sees a CR or LF in it.
-            if fold {
-                let value = &mut self.head_raw[value.0..value.1];
+            if let (true, Some(value)) = (fold, self.head_raw.get_mut(value.0..value.1)) {
                 for b in value.iter_mut().filter(|b| matches!(**b, b'\r' | b'\n')) {
                     *b = b' ';
                 }

@@ -710,16 +710,8 @@ impl HttpDriver {
         k: usize,
         e: &io::Error,
     ) {
-        // Until the TLS handshake ends, rustls sends no request byte: a failure then is a
-        // failed connect, the request surely not delivered (safe to send again).
-        let connecting = self.conns.get(k).is_some_and(|c| !c.conn.is_established());
-        let error = if let Some(t) = tls_failure(e) {
-            TransportError::Tls(t)
-        } else if connecting {
-            TransportError::ConnectFailed(e.kind())
-        } else {
-            TransportError::ConnectionLost
-        };
+        let established = self.conns.get(k).is_some_and(|c| c.conn.is_established());
+        let error = conn_failure(e, established);
         self.connect_failed(registry, engine, k, &error);
         log::debug!("HTTP connection failed: {e}");
         self.drop_conn(registry, engine, now, k, Some(error));
@@ -864,6 +856,18 @@ fn turn_budget(frames: usize, bytes: usize) -> Budget {
 
 /// Bytes of the byte budget that buy one parsed unit.
 const UNIT_BYTES: usize = 64;
+
+/// A connection's I/O failure as the transport error it reports: a TLS failure as such; until
+/// the connection is `established` (TCP, proxy, TLS; rustls sends no request byte before)
+/// a failed connect, the request surely not delivered; after, a lost connection. The MCP
+/// connections' and the OAuth flow's requests' one reading.
+pub(super) fn conn_failure(e: &io::Error, established: bool) -> TransportError {
+    match tls_failure(e) {
+        Some(t) => TransportError::Tls(t),
+        None if !established => TransportError::ConnectFailed(e.kind()),
+        None => TransportError::ConnectionLost,
+    }
+}
 
 /// Takes where the endpoint moved as the instance's new target, if it may
 /// ([`HttpSession::take_moved`]). Rare: kept out of the response path.

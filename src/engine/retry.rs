@@ -77,7 +77,7 @@ pub(crate) fn is_transient(e: &CallError) -> bool {
 
 /// A transport failure that ends the reply without saying whether the request was processed,
 /// though no retry is made for it.
-fn reply_lost(e: &CallError) -> bool {
+pub(super) fn reply_lost(e: &CallError) -> bool {
     matches!(
         e,
         CallError::Transport(

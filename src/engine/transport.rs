@@ -26,15 +26,9 @@ pub(super) fn unauthorized(error: &CallError) -> bool {
 /// A response stream that ended without its answer after its request went: the server may
 /// still be working on the request.
 pub(super) fn stream_broke(error: &CallError) -> bool {
-    matches!(
-        error,
-        CallError::Transport(
-            TransportError::ConnectionLost
-                | TransportError::Tls(_)
-                | TransportError::BadResponse
-                | TransportError::ClosedByServer
-        )
-    )
+    // A lost connection, or what the retry policy counts as a reply lost with its stream.
+    matches!(error, CallError::Transport(TransportError::ConnectionLost))
+        || super::retry::reply_lost(error)
 }
 
 /// Something the transport reports to the engine. Built by drivers; opaque so the driver to

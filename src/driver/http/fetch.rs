@@ -300,10 +300,7 @@ impl OAuthRequests {
 /// names ([`AuthFailure::Connection`](crate::oauth::AuthFailure::Connection)). `None` for a
 /// response that broke or was too large, which the flow reports as it did.
 fn connection_error(e: &io::Error, connected: bool) -> Option<TransportError> {
-    match crate::driver::tls::tls_failure(e) {
-        Some(t) => Some(TransportError::Tls(t)),
-        None => (!connected).then(|| TransportError::ConnectFailed(e.kind())),
-    }
+    Some(super::conn_failure(e, connected)).filter(|t| *t != TransportError::ConnectionLost)
 }
 
 /// One flow request: its origin's name being resolved, then its connection.
