@@ -416,6 +416,17 @@ impl<E> Refresher<E> {
         None
     }
 
+    /// Forgets what the last walk read and how it ended: the catalog is keyed anew (a new
+    /// grant or protocol version), and that walk's pages and answer were the old key's. A
+    /// walk still out is given back when its page comes ([`take_flight`](Self::take_flight)).
+    pub(crate) fn forget_walk(&mut self) {
+        self.one_use.clear();
+        self.one_use_bytes = 0;
+        self.outcome = None;
+        self.failed_behind = false;
+        self.walked = false;
+    }
+
     fn fail(&mut self, by_need: bool, error: WalkError<E>) {
         if by_need {
             self.outcome = Some(Outcome::Failed(error));
@@ -494,15 +505,19 @@ impl<E> Refresher<E> {
         self.walked = true;
         let (items, _) = chain_items(now, store, key, self.kind, &self.one_use, true)?;
         let fresh = Catalog::from_items(self.kind, items.iter().copied());
-        let change = match &self.announced {
-            None => {
-                if let Some(index) = search {
-                    for it in unique_last_wins(items.iter().copied()).0 {
-                        let _ = index.upsert(it.json());
-                    }
+        // An empty index was never filled, or was emptied when the key changed: it takes
+        // the whole list (for an index that was empty rightly, the same as the difference).
+        let search = match search {
+            Some(index) if self.announced.is_none() || index.is_empty() => {
+                for it in unique_last_wins(items.iter().copied()).0 {
+                    let _ = index.upsert(it.json());
                 }
                 None
             }
+            search => search,
+        };
+        let change = match &self.announced {
+            None => None,
             Some(old) if old.hash() != fresh.hash() => {
                 let d = diff(old, &fresh).ok()?;
                 if let Some(index) = search {

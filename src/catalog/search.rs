@@ -117,6 +117,11 @@ impl SearchIndex {
         self.by_name.len()
     }
 
+    /// No tool indexed.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+
     /// Adds a tool from its JSON definition, replacing one of the same name.
     pub(crate) fn upsert(&mut self, tool_json: &str) -> Result<(), SearchError> {
         let v: serde_json::Value =

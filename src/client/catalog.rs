@@ -437,9 +437,36 @@ impl ServerCatalog {
         };
         // The capabilities were checked to be a JSON object by `Config::check`.
         let k = CacheKey::new(&parts).ok()?;
+        if self.key.is_some_and(|(_, old)| old != k) {
+            self.forget_key_state();
+        }
         self.key = Some((version, k));
         self.key_stale = false;
         Some(k)
+    }
+
+    /// What this context knows from listings under its last key and must not carry to a
+    /// new one (a narrower grant must not search, or be served once, what a wider one
+    /// listed): the search index, the walk's held pages and answer, and the note of the
+    /// stored catalog adopted. The last announced catalog stays the baseline of the change
+    /// events, so the host hears what the new key lists differently.
+    fn forget_key_state(&mut self) {
+        self.search = SearchIndex::new();
+        for state in &mut self.kinds {
+            state.refresher.forget_walk();
+            state.adopted = None;
+        }
+    }
+
+    /// Whether the search index is the current key's: not when a new grant or a new
+    /// protocol version will key the catalog anew and the key was not made again yet. (While
+    /// the server is down the last key stands, and so does its index.)
+    pub(crate) fn search_is_current(&self, engine: &Engine) -> bool {
+        let keyed = match engine.state() {
+            crate::engine::ServerState::Ready(_, v) => self.key.is_some_and(|(kv, _)| kv == v),
+            _ => true,
+        };
+        keyed && !self.key_stale
     }
 
     /// Tells the catalog the scope granted with the server's current token (`None`: no
@@ -917,6 +944,9 @@ impl Client {
     /// scores. The index follows every refresh; it is empty until the tools were listed.
     pub fn search_tools(&self, server: ServerId, query: &str, k: usize) -> Vec<(&str, f64)> {
         let Some(s) = self.server(server) else { return Vec::new() };
+        if !s.catalog.search_is_current(&s.engine) {
+            return Vec::new();
+        }
         let base = self.lanes.caller(server).0;
         if !self.authz.has_disabled(base) {
             return s

@@ -680,6 +680,68 @@ fn a_new_granted_scope_keys_the_catalog_apart() {
     let _ = CatalogKind::Tools;
 }
 
+/// A narrower grant does not search the tools listed under the wider one: the search index
+/// is the current key's, emptied when the key changes and filled by that key's listing (or by
+/// its catalog still stored, when the grant comes back).
+#[test]
+fn the_search_index_follows_the_granted_scope() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("scoped");
+    let found = |sim: &Sim, query: &str| -> Vec<String> {
+        sim.client.search_tools(id, query, 5).into_iter().map(|(n, _)| n.to_owned()).collect()
+    };
+    sim.client.note_granted_scope(id, Some("read write"));
+    assert_eq!(sim.tool_names(id), None);
+    let list = sim.sent_one(id);
+    sim.reply(id, &list, tools_page(&["read_notes", "write_notes"]));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(id).unwrap(), ["read_notes", "write_notes"]);
+    assert_eq!(found(&sim, "write"), ["write_notes"]);
+
+    sim.client.note_granted_scope(id, Some("read"));
+    assert!(found(&sim, "write").is_empty(), "nothing listed under the narrower grant yet");
+    assert_eq!(sim.tool_names(id), None, "the narrower grant lists");
+    assert!(found(&sim, "write").is_empty(), "the wider grant's tools are gone from the index");
+    let list = sim.sent_one(id);
+    sim.reply(id, &list, tools_page(&["read_notes"]));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(id).unwrap(), ["read_notes"]);
+    assert!(found(&sim, "write").is_empty());
+    assert_eq!(found(&sim, "read"), ["read_notes"]);
+
+    sim.client.note_granted_scope(id, Some("read write"));
+    assert_eq!(sim.tool_names(id).unwrap(), ["read_notes", "write_notes"], "still stored");
+    assert!(sim.sent(id).is_empty(), "served from the store");
+    assert_eq!(found(&sim, "write"), ["write_notes"], "and searched again");
+}
+
+/// A listing the store would not keep is served once, to the need that waited for it, and
+/// only under the grant that listed it: a grant that changes before that need looks lists
+/// again instead of being served the other grant's tools.
+#[test]
+fn a_one_use_listing_is_not_served_under_a_new_grant() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("scoped");
+    let uncached = |names: &[&str]| {
+        let mut page = tools_page(names);
+        page["ttlMs"] = json!(0);
+        page
+    };
+    sim.client.note_granted_scope(id, Some("read write"));
+    assert_eq!(sim.tool_names(id), None);
+    let list = sim.sent_one(id);
+    sim.reply(id, &list, uncached(&["read_notes", "write_notes"]));
+    sim.client.handle_timeout(sim.now);
+
+    sim.client.note_granted_scope(id, Some("read"));
+    assert_eq!(sim.tool_names(id), None, "the narrower grant lists for itself");
+    let list = sim.sent_one(id);
+    assert_eq!(list["method"], "tools/list");
+    sim.reply(id, &list, uncached(&["read_notes"]));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(id).unwrap(), ["read_notes"], "served once, to the need");
+}
+
 /// A 2026-07-28 listing page without a valid `ttlMs` is immediately stale (PROTOCOL.md §2.2:
 /// treat it as 0): the need that waited for it is served, and the next one lists again. (A
 /// 2025-11-25 page never carries one; it gets `CacheConfig::default_ttl`.)
