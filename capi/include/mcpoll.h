@@ -403,6 +403,10 @@ typedef enum {
    */
   MCPOLL_TRANSPORT_CLOSED_BY_SERVER = 1208,
   /**
+   * The HTTP proxy refused to open a tunnel to the server.
+   */
+  MCPOLL_TRANSPORT_PROXY_REFUSED = 1209,
+  /**
    * The request may have been delivered; outcome unknown.
    */
   MCPOLL_LOCAL_DELIVERY_UNKNOWN = 1300,

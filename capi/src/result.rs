@@ -157,6 +157,8 @@ pub enum mcpoll_result {
     MCPOLL_TRANSPORT_SESSION_EXPIRED = 1207,
     /// The server ended the stream.
     MCPOLL_TRANSPORT_CLOSED_BY_SERVER = 1208,
+    /// The HTTP proxy refused to open a tunnel to the server.
+    MCPOLL_TRANSPORT_PROXY_REFUSED = 1209,
     // ... mcpoll ended the call (LocalError).
     /// The request may have been delivered; outcome unknown.
     MCPOLL_LOCAL_DELIVERY_UNKNOWN = 1300,
@@ -294,6 +296,7 @@ results! {
     MCPOLL_TRANSPORT_BAD_RESPONSE, c"malformed HTTP response";
     MCPOLL_TRANSPORT_SESSION_EXPIRED, c"the session expired and could not be renewed";
     MCPOLL_TRANSPORT_CLOSED_BY_SERVER, c"the server ended the stream";
+    MCPOLL_TRANSPORT_PROXY_REFUSED, c"the HTTP proxy refused to open a tunnel to the server";
     MCPOLL_LOCAL_DELIVERY_UNKNOWN, c"the request may have been delivered; outcome unknown";
     MCPOLL_LOCAL_BREAKER_OPEN, c"circuit breaker open";
     MCPOLL_LOCAL_DEGRADED, c"the server keeps crashing; restarts are suspended";
@@ -397,6 +400,7 @@ fn transport_error(e: &TransportError) -> mcpoll_result {
         TransportError::HttpStatus(_) => MCPOLL_TRANSPORT_HTTP_STATUS,
         TransportError::ConnectionLost => MCPOLL_TRANSPORT_CONNECTION_LOST,
         TransportError::ConnectFailed(_) => MCPOLL_TRANSPORT_CONNECT_FAILED,
+        TransportError::ProxyRefused(_) => MCPOLL_TRANSPORT_PROXY_REFUSED,
         TransportError::Tls(_) => MCPOLL_TRANSPORT_TLS,
         TransportError::BadResponse => MCPOLL_TRANSPORT_BAD_RESPONSE,
         TransportError::SessionExpired => MCPOLL_TRANSPORT_SESSION_EXPIRED,
@@ -647,6 +651,7 @@ mod tests {
             TransportError::HttpStatus(500),
             TransportError::ConnectionLost,
             TransportError::ConnectFailed(std::io::ErrorKind::ConnectionRefused),
+            TransportError::ProxyRefused(407),
             TransportError::Tls(TlsFailure::Handshake),
             TransportError::BadResponse,
             TransportError::SessionExpired,

@@ -1986,9 +1986,9 @@ impl Engine {
                 // handshake failed) is safe to send again whatever it does.
                 let delivery = match &error {
                     _ if unsent => retry::Delivery::NotSent,
-                    CallError::Transport(TransportError::ConnectFailed(_)) => {
-                        retry::Delivery::NotSent
-                    }
+                    CallError::Transport(
+                        TransportError::ConnectFailed(_) | TransportError::ProxyRefused(_),
+                    ) => retry::Delivery::NotSent,
                     _ => retry::Delivery::MaybeDelivered,
                 };
                 self.on_attempt_failed(now, slot, error, delivery);

@@ -63,6 +63,9 @@ pub(crate) fn is_transient(e: &CallError) -> bool {
             | TransportError::ConnectionLost
             | TransportError::ConnectFailed(_) => true,
             TransportError::HttpStatus(s) => matches!(s, 408 | 429 | 500..=599),
+            // The proxy could not reach the server, or is overloaded; a refusal (403, 407)
+            // stands until the host changes something.
+            TransportError::ProxyRefused(s) => matches!(s, 502..=504),
             TransportError::Closed(r) => {
                 matches!(r, CloseReason::WriteFailed | CloseReason::ReadFailed)
             }
@@ -241,6 +244,8 @@ mod tests {
                 "tls",
                 CallError::Transport(TransportError::Tls(crate::error::TlsFailure::UnknownIssuer)),
             ),
+            ("proxy 502", CallError::Transport(TransportError::ProxyRefused(502))),
+            ("proxy 407", CallError::Transport(TransportError::ProxyRefused(407))),
             ("rpc", CallError::Protocol(RpcError::from_raw(-32602, "bad", None))),
             ("garbled", CallError::Transport(TransportError::BadResponse)),
             ("gone", CallError::Transport(TransportError::SessionExpired)),
@@ -269,6 +274,10 @@ mod tests {
             ("garbled", Read, Delivery::MaybeDelivered, roomy, Fail),
             ("garbled", Unknown, Delivery::MaybeDelivered, roomy, DeliveryUnknown),
             ("garbled", Unknown, Delivery::NotSent, roomy, Fail),
+            // A proxy that could not reach the server: the request never left, so a write
+            // goes again too. One that wants credentials refuses again until the host acts.
+            ("proxy 502", Unknown, Delivery::NotSent, roomy, ms100),
+            ("proxy 407", Read, Delivery::NotSent, roomy, Fail),
             // Refusals say the request was not processed: as they are.
             ("gone", Unknown, Delivery::MaybeDelivered, roomy, Fail),
             ("404", Unknown, Delivery::MaybeDelivered, roomy, Fail),

@@ -165,6 +165,10 @@ pub enum TransportError {
     ConnectionLost,
     /// The connection could not be made (refused, unreachable, name not resolved).
     ConnectFailed(std::io::ErrorKind),
+    /// The HTTP proxy would not open a tunnel to the server: its status to `CONNECT` (407:
+    /// it wants credentials; 403: the server is not allowed; 502 or 503: it could not reach
+    /// the server). Nothing reached the server.
+    ProxyRefused(u16),
     /// The TLS handshake or certificate check failed.
     Tls(TlsFailure),
     /// The response broke the HTTP or SSE framing (bad head, bad chunk, event too large).
@@ -201,6 +205,7 @@ impl TransportError {
             Self::HttpStatus(_) => "http_status",
             Self::ConnectionLost => "connection_lost",
             Self::ConnectFailed(_) => "connect_failed",
+            Self::ProxyRefused(_) => "proxy_refused",
             Self::Tls(_) => "tls",
             Self::BadResponse => "bad_response",
             Self::SessionExpired => "session_expired",
@@ -221,6 +226,7 @@ impl fmt::Display for TransportError {
                 f.write_str("could not connect: the host name did not resolve")
             }
             Self::ConnectFailed(k) => write!(f, "could not connect: {k}"),
+            Self::ProxyRefused(s) => write!(f, "the HTTP proxy refused the tunnel with status {s}"),
             Self::Tls(t) => write!(f, "TLS failed: {t:?}"),
             Self::BadResponse => f.write_str("malformed HTTP response"),
             Self::SessionExpired => {

@@ -361,6 +361,24 @@ fn write_plain(sock: &mut TcpStream, buf: &[u8], written: &mut usize) -> io::Res
     Ok(())
 }
 
+/// The proxy's status to a CONNECT it refused, carried inside the `io::Error` the connection
+/// fails with, so the error a call ends with can name it ([`proxy_refusal`]).
+#[derive(Debug)]
+struct ProxyRefused(u16);
+
+impl std::fmt::Display for ProxyRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "proxy refused CONNECT with status {}", self.0)
+    }
+}
+
+impl std::error::Error for ProxyRefused {}
+
+/// The proxy's status, when `e` is a refused CONNECT.
+pub(crate) fn proxy_refusal(e: &io::Error) -> Option<u16> {
+    e.get_ref().and_then(|inner| inner.downcast_ref::<ProxyRefused>()).map(|r| r.0)
+}
+
 /// Reads the proxy's answer to CONNECT; `true` once a 2xx opened the tunnel.
 fn read_tunnel(sock: &mut TcpStream, parser: &mut ResponseParser) -> io::Result<bool> {
     loop {
@@ -378,8 +396,8 @@ fn read_tunnel(sock: &mut TcpStream, parser: &mut ResponseParser) -> io::Result<
             }
             Some(Ok(ResponseEvent::Head(head))) => {
                 log::debug!("proxy refused CONNECT with {}", head.status());
-                let refused = io::Error::new(io::ErrorKind::ConnectionRefused, "proxy refused");
-                return Err(refused);
+                let refused = ProxyRefused(head.status());
+                return Err(io::Error::new(io::ErrorKind::ConnectionRefused, refused));
             }
             // Nothing comes before a head but an error.
             Some(_) => return Err(io::Error::other("bad proxy response")),
@@ -503,6 +521,11 @@ mod tests {
             c.advance().err()
         });
         assert_eq!(err.kind(), io::ErrorKind::ConnectionRefused);
+        assert_eq!(proxy_refusal(&err), Some(403));
+        // What a call through it ends with: the proxy's refusal, not a refused connection.
+        let error = super::super::conn_failure(&err, false);
+        assert_eq!(error, crate::TransportError::ProxyRefused(403));
+        assert_eq!(error.to_string(), "the HTTP proxy refused the tunnel with status 403");
         assert!(!conn.is_open());
         drop(conn);
         assert_eq!(
