@@ -195,6 +195,70 @@ fn a_connection_answered_before_its_request_was_sent_is_not_reused() {
     assert_eq!(said, "closed", "the next request went on the half-sent connection");
 }
 
+/// A server that refuses a large request from its head (a 413, a 401) and closes without
+/// reading the body resets the connection: the client's write fails (broken pipe, reset)
+/// with the answer already in its receive queue. The call ends with that answer, not with a
+/// lost connection (for a write: "delivery unknown", though the server said it refused it).
+#[test]
+fn an_answer_before_the_write_failed_is_read() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let (sock, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(sock.try_clone().unwrap());
+        let mut out = sock;
+        let head = |r: &mut BufReader<std::net::TcpStream>| {
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if r.read_line(&mut line).unwrap_or(0) == 0 {
+                    return None;
+                }
+                let lower = line.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+                if line == "\r\n" {
+                    return Some(length);
+                }
+            }
+        };
+        // The probe, read whole and answered.
+        let length = head(&mut reader).unwrap();
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let probe = Request {
+            method: "POST".into(),
+            path: "/mcp".into(),
+            headers: Vec::new(),
+            body: String::from_utf8(body).unwrap(),
+            at: std::time::Instant::now(),
+        };
+        let result = mcp_answer(&probe).body;
+        let reply = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{result}",
+            result.len()
+        );
+        out.write_all(reply.as_bytes()).unwrap();
+        // The large call: its head only, then the refusal, and a close with the body unread
+        // (the kernel answers the client's next bytes with a reset).
+        head(&mut reader).unwrap();
+        let refusal =
+            "HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        out.write_all(refusal.as_bytes()).unwrap();
+    });
+    let mut host = Host::new().unwrap();
+    let mut opts = HttpOptions::new(format!("http://127.0.0.1:{port}/mcp"));
+    opts.max_connections = 1;
+    let id = add(&mut host, opts);
+    assert!(matches!(host.wait_ready(id, common::PATIENCE).unwrap(), ServerState::Ready(..)));
+    let big = raw(&format!(r#"{{"text":"{}"}}"#, "x".repeat(32 << 20)));
+    let refused = host.call_tool_blocking(id, "echo", &big, &CallOptions::default());
+    let Err(mcpoll::BlockingError::Call(error)) = refused else { panic!("{refused:?}") };
+    assert_eq!(error, CallError::Transport(TransportError::HttpStatus(413)));
+}
+
 /// A request larger than rustls buffers at once (64 KiB) goes out whole over TLS, as over
 /// plain HTTP: the rest is handed to TLS as it sends, not refused.
 #[test]

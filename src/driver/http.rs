@@ -711,10 +711,52 @@ impl HttpDriver {
         e: &io::Error,
     ) {
         let established = self.conns.get(k).is_some_and(|c| c.conn.is_established());
+        if established && write_refused(e) && self.read_answer_left(registry, engine, now, k) {
+            return;
+        }
         let error = conn_failure(e, established);
         self.connect_failed(registry, engine, k, &error);
         log::debug!("HTTP connection failed: {e}");
         self.drop_conn(registry, engine, now, k, Some(error));
+    }
+
+    /// After a write to connection `k` failed: reads what the server sent before it closed
+    /// (a server refusing a request from its head, a 413 or a 401, may close without reading
+    /// the body, and its kernel resets the connection, which fails the write with the
+    /// answer already in our receive queue). `true` when a whole answer settled the
+    /// exchange and the connection is gone; `false` leaves the failure to be reported as it
+    /// is. Rare: kept out of the response path.
+    #[cold]
+    #[inline(never)]
+    fn read_answer_left(
+        &mut self,
+        registry: &Registry,
+        engine: &mut Engine,
+        now: Instant,
+        k: usize,
+    ) -> bool {
+        // The turn that wrote may have spent its budget on other connections; this answer is
+        // at most one response.
+        self.fresh_budget();
+        loop {
+            if self.conns.get(k).is_none_or(|c| c.exchange.is_none()) {
+                return false;
+            }
+            match self.parse_responses(engine, now, k) {
+                // The exchange is settled (a request not all sent is never kept).
+                Parsed::Close => {
+                    self.drop_conn(registry, engine, now, k, None);
+                    return true;
+                }
+                Parsed::Backlog => return false,
+                Parsed::More => {}
+            }
+            let Some(c) = self.conns.get_mut(k) else { return false };
+            match c.conn.read(MOST_READ) {
+                Ok(Input::Read { .. }) => {}
+                Ok(Input::Blocked | Input::Closed) | Err(_) => return false,
+            }
+        }
     }
 
     /// What the failure of connection `k` with `error` says of where new connections go: a
@@ -871,6 +913,12 @@ pub(super) fn conn_failure(e: &io::Error, established: bool) -> TransportError {
         None if !established => TransportError::ConnectFailed(e.kind()),
         None => TransportError::ConnectionLost,
     }
+}
+
+/// A write failure that a server closing the connection on purpose makes: it may have
+/// answered first ([`HttpDriver::read_answer_left`]).
+fn write_refused(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset)
 }
 
 /// Takes where the endpoint moved as the instance's new target, if it may
