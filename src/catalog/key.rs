@@ -8,8 +8,10 @@
 //! fingerprint per part is enough to tell them apart.
 //!
 //! [`CacheKey::partition`] maps a key to where an entry lives: `cacheScope: "public"` erases
-//! the principal, scope and tenant so every principal of the same server (and the same
-//! transport, version and profiles) shares the entry; `"private"` keeps them.
+//! the principal and scope so every principal of the same server (and the same transport,
+//! version, profiles and tenant) shares the entry; `"private"` keeps them. No entry crosses
+//! a tenant: a tenant is the host's isolation boundary, and a server's word that a result
+//! is public speaks for its own users, not for the host's other tenants.
 
 use super::canonical::{self, CanonicalError};
 use super::hash::StableHasher;
@@ -93,7 +95,7 @@ pub(crate) struct CacheKey {
     extension_profile: KeyPart,
 }
 
-/// Where an entry lives: a key with its principal, scope and tenant erased when the entry is
+/// Where an entry lives: a key with its principal and scope erased when the entry is
 /// public.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Partition {
@@ -102,16 +104,17 @@ pub(crate) struct Partition {
     protocol: KeyPart,
     client_profile: KeyPart,
     extension_profile: KeyPart,
+    tenant: KeyPart,
     audience: Audience,
 }
 
 /// Who may read an entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Audience {
-    /// Every principal of the server.
+    /// Every principal of the server in the tenant.
     Public,
-    /// One principal with one scope set in one tenant.
-    Private { principal: KeyPart, scope: KeyPart, tenant: KeyPart },
+    /// One principal with one scope set.
+    Private { principal: KeyPart, scope: KeyPart },
 }
 
 impl CacheKey {
@@ -150,13 +153,12 @@ impl CacheKey {
             protocol: self.protocol,
             client_profile: self.client_profile,
             extension_profile: self.extension_profile,
+            tenant: self.tenant,
             audience: match scope {
                 CacheScope::Public => Audience::Public,
-                CacheScope::Private => Audience::Private {
-                    principal: self.principal,
-                    scope: self.scope,
-                    tenant: self.tenant,
-                },
+                CacheScope::Private => {
+                    Audience::Private { principal: self.principal, scope: self.scope }
+                }
             },
         }
     }
@@ -180,10 +182,11 @@ impl Partition {
             "{:016x}-{t}-{:016x}-{:016x}-{:016x}",
             self.server.0, self.protocol.0, self.client_profile.0, self.extension_profile.0
         );
+        let tenant = self.tenant.0;
         match self.audience {
-            Audience::Public => id.push_str("-public"),
-            Audience::Private { principal, scope, tenant } => {
-                id.push_str(&format!("-{:016x}-{:016x}-{:016x}", principal.0, scope.0, tenant.0))
+            Audience::Public => id.push_str(&format!("-public-{tenant:016x}")),
+            Audience::Private { principal, scope } => {
+                id.push_str(&format!("-{:016x}-{:016x}-{tenant:016x}", principal.0, scope.0))
             }
         }
         id
@@ -260,17 +263,17 @@ mod tests {
     }
 
     #[test]
-    fn public_partition_erases_principal_scope_and_tenant_only() {
+    fn public_partition_erases_principal_and_scope_only() {
         let alice = key(base());
-        let bob = key(KeyParts {
-            principal: Some("bob"),
-            granted_scopes: &[],
-            tenant: Some("globex"),
-            ..base()
-        });
+        let bob = key(KeyParts { principal: Some("bob"), granted_scopes: &[], ..base() });
         assert_eq!(alice.partition(CacheScope::Public), bob.partition(CacheScope::Public));
         assert_ne!(alice.partition(CacheScope::Private), bob.partition(CacheScope::Private));
         assert_eq!(alice.partition(CacheScope::Public).audience(), Audience::Public);
+        // Public never crosses a tenant: another tenant's principal lists for itself.
+        let carol = key(KeyParts { principal: Some("carol"), tenant: Some("globex"), ..base() });
+        assert_ne!(alice.partition(CacheScope::Public), carol.partition(CacheScope::Public));
+        let (a, c) = (alice.partition(CacheScope::Public), carol.partition(CacheScope::Public));
+        assert_ne!(a.id(), c.id(), "nor does a persistent store's entry");
         // Public never crosses a server, transport, version or profile.
         let other = key(KeyParts { protocol_version: "2025-11-25", ..base() });
         assert_ne!(alice.partition(CacheScope::Public), other.partition(CacheScope::Public));

@@ -12,9 +12,9 @@
 //!   (and drops the page it would have replaced); a missing or malformed `ttlMs` gets
 //!   [`StoreConfig::default_ttl`], which is itself capped: nothing lives forever.
 //! - **Sharing.** `cacheScope: "public"` pages live in the key's public partition, readable by
-//!   every principal of that server context; anything else stays private to one principal,
-//!   scope set and tenant ([`CacheKey::partition`]). A lookup reads its private partition
-//!   first, then the public one. Storing a page in one partition drops the same page from the
+//!   every principal of that server context and tenant; anything else stays private to one
+//!   principal, scope set and tenant ([`CacheKey::partition`]). A lookup reads its private
+//!   partition first, then the public one. Storing a page in one partition drops the same page from the
 //!   other, so the server's latest word on scope is the one that counts.
 //! - **Never cached:** results of requests that carried `inputResponses` or `requestState`.
 //! - **Invalid cursor:** every page of that list is dropped, in both partitions.

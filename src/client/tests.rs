@@ -44,9 +44,20 @@ impl Sim {
     /// A principal's lane on the server `identity`: an engine of its own under the lane's
     /// catalog context (what `Host::lane` makes, with the driver left to the shell).
     fn ready_lane(&mut self, identity: &str, principal: &str) -> ServerId {
+        self.ready_tenant_lane(identity, principal, None)
+    }
+
+    /// [`ready_lane`](Self::ready_lane) for a principal of `tenant`.
+    fn ready_tenant_lane(
+        &mut self,
+        identity: &str,
+        principal: &str,
+        tenant: Option<&str>,
+    ) -> ServerId {
         let mut engine = Engine::new(Config::default(), self.now).unwrap();
         engine.handle_transport(self.now, TransportEvent::opened_as(TransportKind::Stdio));
-        let catalog = super::catalog::ServerCatalog::new(identity.to_owned(), false, None)
+        let tenant = tenant.map(str::to_owned);
+        let catalog = super::catalog::ServerCatalog::new(identity.to_owned(), false, tenant)
             .for_principal(principal.to_owned(), vec!["read".to_owned()]);
         let id = self.client.insert(engine, catalog, None);
         self.make_ready(id)
@@ -900,6 +911,27 @@ fn lanes_share_a_public_catalog_and_keep_private_ones_apart() {
     sim.reply(bob, &list, tools_page(&["bob_only"]));
     sim.client.handle_timeout(sim.now);
     assert_eq!(sim.tool_names(bob).unwrap(), ["bob_only"], "bob lists for himself");
+}
+
+/// A public listing is shared within a tenant only: the host's tenants are isolated from one
+/// another, whatever a server says of its own users.
+#[test]
+fn a_public_catalog_is_not_shared_across_tenants() {
+    let mut sim = Sim::new();
+    let alice = sim.ready_tenant_lane("srv", "alice", Some("acme"));
+    let bob = sim.ready_tenant_lane("srv", "bob", Some("acme"));
+    let carol = sim.ready_tenant_lane("srv", "carol", Some("globex"));
+
+    assert_eq!(sim.tool_names(alice), None);
+    let list = sim.sent_one(alice);
+    let mut public = tools_page(&["acme_tool"]);
+    public["cacheScope"] = json!("public");
+    sim.reply(alice, &list, public);
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(bob).unwrap(), ["acme_tool"], "shared within the tenant");
+    assert!(sim.sent(bob).is_empty());
+    assert_eq!(sim.tool_names(carol), None, "another tenant lists for itself");
+    assert_eq!(sim.sent_one(carol)["method"], "tools/list");
 }
 
 /// A policy that asks holds the call unsent and hands the host an ask; the host's answer
