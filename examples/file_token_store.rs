@@ -57,14 +57,24 @@ impl fmt::Display for FileStoreError {
 impl std::error::Error for FileStoreError {}
 
 /// Tokens and registrations in a 0600 file, one entry per resource (the MCP server's URL).
-/// `Debug` shows no secret (`StoredAuth` redacts).
-#[derive(Debug)]
+/// `Debug` shows no secret: not the entries (their tokens, and resource URLs that may carry
+/// a key in their query), only how many there are.
 pub struct FileStore {
     path: PathBuf,
     entries: BTreeMap<String, StoredAuth>,
     /// The last write that failed (`TokenStore::save` cannot return it); the entries stay in
     /// memory either way.
     pub last_error: Option<io::Error>,
+}
+
+impl fmt::Debug for FileStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileStore")
+            .field("path", &self.path)
+            .field("entries", &self.entries.len())
+            .field("last_error", &self.last_error)
+            .finish()
+    }
 }
 
 impl FileStore {

@@ -59,9 +59,13 @@ fn saved_tokens_come_back_from_a_0600_file() {
     store.save("https://mcp.example/mcp", &sample());
     let bare = StoredAuth { issuer: "https://other".into(), client: None, tokens: None };
     store.save("https://two.example/mcp", &bare);
+    // A resource URL may carry a key in its query.
+    store.save("https://three.example/mcp?key=KEY-SECRET", &bare);
     assert!(store.last_error.is_none());
     assert_eq!(mode(&path), 0o600);
-    assert!(!format!("{store:?}").contains("SECRET"), "Debug shows no secret");
+    let shown = format!("{store:?}");
+    assert!(!shown.contains("SECRET"), "Debug shows no secret: {shown}");
+    store.clear("https://three.example/mcp?key=KEY-SECRET");
 
     let mut again = FileStore::open(&path).unwrap();
     assert_eq!(again.load("https://mcp.example/mcp"), Some(sample()));
