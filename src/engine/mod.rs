@@ -2316,9 +2316,10 @@ impl Engine {
 // Retries: which failed attempts go again and when (the policy is `retry`).
 impl Engine {
     /// `true` when `id` has never been written: only first attempts wait for the in-flight
-    /// limit; a retry already holds its slot.
+    /// limit; a retry already holds its slot. The engine's own tool-list refresh never waits:
+    /// the calls it unparks hold the slots it would wait for.
     fn is_fresh(&self, id: WireId) -> bool {
-        self.requests.get(id.slot()).is_some_and(|p| p.attempt == 0)
+        self.requests.get(id.slot()).is_some_and(|p| p.attempt == 0 && !p.internal)
     }
 
     /// An attempt failed in transport: send it again after a backoff if the policy allows,
@@ -2701,6 +2702,12 @@ impl Engine {
                         r.internal = true;
                     }
                     self.refresh = Some(refresh);
+                    // The parked calls hold in-flight slots and wait for this listing: it goes
+                    // first, past the limit (`is_fresh`), or neither would ever move.
+                    if let Some(id) = self.requests.wire_id(refresh) {
+                        self.send_queue.retain(|&q| q != id);
+                        self.send_queue.push_front(id);
+                    }
                 }
                 Err(e) => {
                     log::debug!("cannot refresh the tool list: {e}");

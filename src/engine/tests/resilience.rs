@@ -718,6 +718,29 @@ fn a_header_mismatch_refreshes_the_tool_list_and_resends_once_with_the_headers()
     assert_eq!(h.events(), [format!("failed {} header_mismatch", c.get())]);
 }
 
+/// The refresh a header mismatch makes is the engine's own, and the parked calls wait for it:
+/// it does not wait behind the in-flight limit they hold (nor behind the calls queued there),
+/// which left them all to their deadline with the listing unsent.
+#[test]
+fn the_tool_list_refresh_passes_the_in_flight_limit_its_parked_calls_hold() {
+    let mut h = Harness::ready_http_with(Config { max_in_flight: 1, ..Config::default() });
+    let c = h.call("t", "{}");
+    let first = h.sent_one();
+    let queued = h.call("t", "{}");
+    assert!(h.take_sent().is_empty(), "the second call waits for the limit");
+    h.reply_error(&first, -32020, None);
+    let list = h.sent_one();
+    assert_eq!(list["method"], "tools/list", "the refresh goes at once");
+    h.reply(&list, json!({"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}));
+    let again = h.sent_one();
+    assert_eq!(again["params"]["name"], "t");
+    h.reply(&again, json!({"content": []}));
+    let next = h.sent_one();
+    h.reply(&next, json!({"content": []}));
+    let done = |c: CallId| format!("done {} {{\"content\":[]}}", c.get());
+    assert_eq!(h.events(), [done(c), done(queued)]);
+}
+
 #[test]
 fn a_failed_refresh_ends_the_waiting_calls_with_the_mismatch() {
     let mut h = Harness::ready_http();
