@@ -529,6 +529,9 @@ pub(crate) struct HttpSession {
     listen_retry: Duration,
     /// Ends of the GET stream in a row that it was not served (refused, or no connection).
     listen_failures: u32,
+    /// A GET stream's 404 made the session anew, and no stream was served since: another
+    /// 404 means the server has no GET stream, not that this session is gone too.
+    listen_renewed: bool,
     listen_event_id: Option<String>,
     tokens: Option<Box<dyn TokenProvider>>,
     /// The provider's first token was refused by `set_token`.
@@ -586,6 +589,7 @@ impl HttpSession {
             listen: Listen::Off,
             listen_retry: DEFAULT_RETRY,
             listen_failures: 0,
+            listen_renewed: false,
             listen_event_id: None,
             bearer: Vec::new(),
             headers,
@@ -1459,9 +1463,16 @@ impl HttpSession {
             // Sent again with a fresh token, whatever it carries: the server may be waiting
             // for a reply a message carries, and the GET stream brings its requests.
             _ if status == 401 && self.refresh(i) => return,
-            Carries::Listen if status == 404 && self.exchanges[i].flight().session != 0 => {
+            Carries::Listen
+                if status == 404
+                    && self.exchanges[i].flight().session != 0
+                    && !self.listen_renewed =>
+            {
                 // The session is gone (§6.2: 404 on a request that carried its id): a new
-                // one is made, and it gets a GET stream of its own once ready.
+                // one is made, and it gets a GET stream of its own once ready. Once only
+                // until a stream is served: a server with no GET handler (a web framework's
+                // "Cannot GET" is a 404) would otherwise have a session made after each.
+                self.listen_renewed = true;
                 self.listen = Listen::Off;
                 self.release(i);
                 engine.handle_transport(now, TransportEvent::session_gone());
@@ -1626,6 +1637,7 @@ impl HttpSession {
     /// (up to the largest delay), so a server that keeps refusing is not asked every second.
     fn listen_again(&mut self, now: Instant, served: bool) -> Listen {
         self.listen_failures = if served { 0 } else { self.listen_failures.saturating_add(1) };
+        self.listen_renewed &= !served;
         let doublings = self.listen_failures.saturating_sub(1).min(8);
         let delay = self.listen_retry.saturating_mul(1 << doublings);
         Listen::At(later(now, delay.min(Duration::from_millis(MAX_RETRY_MS))))

@@ -1275,6 +1275,29 @@ fn a_get_stream_that_finds_its_session_gone_makes_a_new_one() {
     assert_eq!((get.method.as_str(), get.header("mcp-session-id")), ("GET", Some("s-2")));
 }
 
+/// A stateful server with no GET handler answers the GET stream 404, as a web framework does
+/// for a method it has no route for: the first 404 makes the session anew (it may be gone),
+/// the new session's 404 says there is no GET stream. It made a session after each before:
+/// handshakes in a loop, each ending the old session's task calls and server requests.
+#[test]
+fn a_get_stream_refused_404_in_a_new_session_is_no_stream() {
+    let mut s = Sim::legacy(None);
+    let mut get = s.listen.take().unwrap();
+    let mut handshakes = 0;
+    for n in 2..6 {
+        s.respond(get.x, 404, &[], "");
+        let Some(init) = s.next().filter(|x| x.rpc() == "initialize") else { break };
+        handshakes += 1;
+        s.answer_initialize(&init, &format!("s-{n}"));
+        let Some(next) = s.next().filter(|x| x.method == "GET") else { break };
+        get = next;
+    }
+    assert_eq!(handshakes, 1, "one new session, then no GET stream");
+    assert!(s.next().is_none(), "nothing more is sent");
+    s.advance(Duration::from_secs(60));
+    assert!(s.next().is_none(), "nor asked again later");
+}
+
 /// A session made anew closes the old session's GET stream: left open, its later end set the
 /// new session's stream state (a 404 gave it up as unsupported; another end opened a second
 /// stream) and its events named the `Last-Event-ID` the new stream would resume from.
