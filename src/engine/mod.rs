@@ -2288,8 +2288,25 @@ impl Engine {
             .filter(|(_, p)| p.owner == Owner::Host)
             .map(|(slot, _)| slot)
             .collect();
+        // A write on the wire when the transport failed may have run: as when the retry
+        // policy settles it (`on_attempt_failed`), its end says the delivery is unknown, so
+        // a host retrying on its own does not send it again as if it had failed. A host's
+        // own close, a refusal or a local end is no lost reply: those stand as they are.
+        let unknown = match &error {
+            CallError::Transport(t) if retry::is_transient(&error) || retry::reply_lost(&error) => {
+                Some(CallError::Local(LocalError::DeliveryUnknown(Box::new(t.clone()))))
+            }
+            _ => None,
+        };
         for slot in slots {
-            self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error.clone()));
+            let lost = self.requests.get(slot).is_some_and(|p| {
+                p.state == SendState::Sent && p.method != Method::Listen && !p.class.retry_safe()
+            });
+            let error = match &unknown {
+                Some(unknown) if lost => unknown.clone(),
+                _ => error.clone(),
+            };
+            self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error));
         }
         self.send_queue.clear();
     }
