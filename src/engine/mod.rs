@@ -1088,12 +1088,14 @@ impl Engine {
                     || self.config.era == EraPreference::ModernOnly =>
             {
                 log::debug!("era probe timed out; probing again (no fallback)");
+                self.close_lifecycle_stream();
                 if !self.retry_probe_later(now) {
                     self.lifecycle_failed(now, LocalError::DeadlineExceeded)
                 }
             }
             Owner::Probe => {
                 log::debug!("era probe timed out; falling back to initialize");
+                self.close_lifecycle_stream();
                 self.drop_lifecycle_request();
                 self.start_handshake(now);
             }
@@ -1175,6 +1177,22 @@ impl Engine {
         };
         self.timers.schedule_request(&self.requests, slot, deadline, timers::TimerKind::Deadline);
         Some(LifecycleCall { slot, unsent: self.requests.wire_id(slot) })
+    }
+
+    /// Gives up the probe written over HTTP the 2026 way, by closing its stream (left open,
+    /// it would hold a connection until the server answered). Over stdio nothing is said: a
+    /// `notifications/cancelled` before `initialize` would reach a server that may be legacy.
+    fn close_lifecycle_stream(&mut self) {
+        if self.transport != TransportKind::Http {
+            return;
+        }
+        let Some(call) = self.lifecycle.call() else { return };
+        if call.unsent.is_some() {
+            return;
+        }
+        if let Some(id) = self.requests.wire_id(call.slot) {
+            self.push_control(Control::CloseStream { id });
+        }
     }
 
     /// Forgets the probe or handshake request in flight (its reply, if any, becomes late).

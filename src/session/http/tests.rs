@@ -1298,6 +1298,20 @@ fn a_get_stream_refused_404_in_a_new_session_is_no_stream() {
     assert!(s.next().is_none(), "nor asked again later");
 }
 
+/// A probe the server never answers is given up after its timeout the 2026 HTTP way, by
+/// closing its stream: left open, it held a connection for good (with `max_connections` 1
+/// the fallback `initialize` never got one, and a server that would have worked was not
+/// reached).
+#[test]
+fn a_probe_that_timed_out_has_its_stream_closed() {
+    let mut s = Sim::new(None);
+    let probe = s.next().unwrap();
+    assert_eq!(probe.rpc(), "server/discover");
+    s.advance(Duration::from_secs(5));
+    assert_eq!(s.next().unwrap().rpc(), "initialize");
+    assert!(s.closed.contains(&probe.x), "the probe's stream is closed");
+}
+
 /// A session made anew closes the old session's GET stream: left open, its later end set the
 /// new session's stream state (a 404 gave it up as unsupported; another end opened a second
 /// stream) and its events named the `Last-Event-ID` the new stream would resume from.
