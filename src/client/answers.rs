@@ -81,12 +81,23 @@ impl Handlers {
         self.offer.is_some()
     }
 
-    /// The server's handler, then the host's; `Pass` when neither answers.
-    fn ask(&mut self, server: ServerId, kind: ServerRequestKind, params: &str) -> Answer {
-        if let Some((_, h)) = self.servers.iter_mut().find(|(id, _)| *id == server) {
-            match h.answer(server, kind, params) {
-                Answer::Pass => {}
-                answer => return answer,
+    /// The handler of `server` (a lane, maybe), then that of the server it is a lane of
+    /// (`base`; the same for a server's own handle), then the host's; `Pass` when none
+    /// answers. Each is told `server`.
+    fn ask(
+        &mut self,
+        server: ServerId,
+        base: ServerId,
+        kind: ServerRequestKind,
+        params: &str,
+    ) -> Answer {
+        let own: &[ServerId] = if base == server { &[server] } else { &[server, base] };
+        for id in own {
+            if let Some((_, h)) = self.servers.iter_mut().find(|(s, _)| s == id) {
+                match h.answer(server, kind, params) {
+                    Answer::Pass => {}
+                    answer => return answer,
+                }
             }
         }
         match &mut self.host {
@@ -112,7 +123,7 @@ impl Client {
     }
 
     /// [`set_answer_handler`](Self::set_answer_handler) for one server (or lane), asked before
-    /// the host's. Returns `false` (and keeps nothing) when there is no such server.
+    /// the host's. A server's handler is asked for its lanes too, after a lane's own. Returns `false` (and keeps nothing) when there is no such server.
     pub fn set_server_answer_handler(
         &mut self,
         server: ServerId,
@@ -150,7 +161,7 @@ impl Client {
         if self.answers.is_empty() {
             return;
         }
-        let Self { servers, answers, unflushed, .. } = self;
+        let Self { servers, answers, unflushed, lanes, .. } = self;
         // Handlers of servers removed since go with them.
         answers
             .servers
@@ -162,9 +173,10 @@ impl Client {
             }
             let Some(s) = servers.get_mut_without_passes(index) else { continue };
             let server = ServerId { index, generation: s.generation };
+            let base = lanes.caller(server).0;
             while let Some((request, kind, answer)) =
                 s.engine.offer_server_request().map(|(request, kind, _, params)| {
-                    (request, kind, answers.ask(server, kind, params))
+                    (request, kind, answers.ask(server, base, kind, params))
                 })
             {
                 let outcome = match answer {
