@@ -164,6 +164,15 @@ impl SavedVerdict {
         let latest = now.checked_add(MAX_VERDICT_TTL).unwrap_or(now);
         now < self.expires && self.expires <= latest
     }
+
+    /// The server marked the result `cacheScope: "public"`: it may be shared beyond the
+    /// authorization context that asked (PROTOCOL.md §2.2), with a principal's lane.
+    pub(crate) fn is_public(&self) -> bool {
+        crate::proto::json::parse(self.result.as_bytes())
+            .ok()
+            .and_then(|r| r.get("cacheScope"))
+            .is_some_and(|s| s.as_str().as_deref() == Some("public"))
+    }
 }
 
 /// `Config::extensions`: an object of objects under prefixed ids (PROTOCOL.md §2.13).

@@ -559,6 +559,12 @@ impl<S: CapabilityStore> Persist for Persistent<S> {
     }
 
     fn keep_verdict(&mut self, now: Instant, catalog: &mut ServerCatalog, engine: &Engine) -> bool {
+        if catalog.principal.is_some() {
+            // A lane's verdict is its principal's: its probe carried the principal's
+            // credentials, and the server may answer each principal its own instructions and
+            // capabilities. The store's entry is the server's own context's.
+            return true;
+        }
         let next = match (engine.verdict_origin(), catalog.verdict) {
             (VerdictOrigin::Probed, KeptVerdict::Unknown | KeptVerdict::Loaded) => {
                 KeptVerdict::Filed

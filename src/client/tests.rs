@@ -54,25 +54,32 @@ impl Sim {
         principal: &str,
         tenant: Option<&str>,
     ) -> ServerId {
+        let id = self.opened_lane(identity, principal, tenant);
+        self.make_ready(id)
+    }
+
+    /// A principal's lane whose transport opened, its probe not answered yet.
+    fn opened_lane(&mut self, identity: &str, principal: &str, tenant: Option<&str>) -> ServerId {
         let mut engine = Engine::new(Config::default(), self.now).unwrap();
         engine.handle_transport(self.now, TransportEvent::opened_as(TransportKind::Stdio));
         let tenant = tenant.map(str::to_owned);
         let catalog = super::catalog::ServerCatalog::new(identity.to_owned(), false, tenant)
             .for_principal(principal.to_owned(), vec!["read".to_owned()]);
-        let id = self.client.insert(engine, catalog, None);
-        self.make_ready(id)
+        self.client.insert(engine, catalog, None)
     }
 
     fn make_ready(&mut self, id: ServerId) -> ServerId {
+        let result = json!({"resultType": "complete", "supportedVersions": ["2026-07-28"],
+            "capabilities": {"tools": {"listChanged": true}}});
+        self.make_ready_with(id, result)
+    }
+
+    /// [`make_ready`](Self::make_ready) with the server's `server/discover` result.
+    fn make_ready_with(&mut self, id: ServerId, result: Value) -> ServerId {
         assert_eq!(self.unflushed(), vec![id], "the probe is named for the shell to write");
         let discover = self.sent_one(id);
         assert_eq!(discover["method"], "server/discover");
-        self.reply(
-            id,
-            &discover,
-            json!({"resultType": "complete", "supportedVersions": ["2026-07-28"],
-                "capabilities": {"tools": {"listChanged": true}}}),
-        );
+        self.reply(id, &discover, result);
         while self.client.poll_event(self.now).is_some() {}
         assert!(matches!(self.client.state(id), Some(ServerState::Ready(..))));
         id
@@ -1200,6 +1207,80 @@ fn a_principals_private_catalog_comes_back_from_the_store_as_its_own() {
         assert_eq!(sim.tool_names(alice).unwrap(), ["admin", "basic"], "bob first: {bob_first}");
         assert!(sim.sent(alice).is_empty(), "served from the store");
     }
+}
+
+/// A lane's `server/discover` result is its principal's (the probe carries the lane's
+/// credentials, and a server may answer each principal its own instructions and
+/// capabilities): it is not filed under the server's shared key, where the server's next run
+/// (and every lane it opens) would start from it. The server's own verdict is filed.
+#[test]
+fn a_lanes_era_verdict_is_not_filed_for_the_server() {
+    let store = MapStore::default();
+    let mut sim = Sim::new();
+    sim.client.set_capability_store(store.clone(), std::time::SystemTime::now);
+    let discover = |who: &str| {
+        json!({"resultType": "complete", "supportedVersions": ["2026-07-28"],
+            "capabilities": {"tools": {}}, "instructions": format!("for {who}"),
+            "ttlMs": 60_000, "cacheScope": "private"})
+    };
+    let alice = sim.opened_lane("srv", "alice", Some("acme"));
+    sim.make_ready_with(alice, discover("alice"));
+    sim.client.handle_timeout(sim.now);
+    let filed = || store.0.borrow().keys().filter(|k| k.contains("discover")).count();
+    assert_eq!(filed(), 0, "nothing filed for the lane: {:?}", store.0.borrow().keys());
+    let own = sim.client.add_server(
+        Engine::new(Config::default(), sim.now).unwrap(),
+        "srv",
+        TransportKind::Stdio,
+    );
+    sim.client.handle_transport(sim.now, own, TransportEvent::opened());
+    sim.make_ready_with(own, discover("the host"));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(filed(), 1, "the server's own verdict is filed");
+}
+
+/// A server's own answer handler speaks for its lanes too (as its policies, disabled tools
+/// and roots do): a lane's server request is offered to the lane's handler, then the
+/// server's, then the host's. The server's was skipped, so a host-wide handler that accepts
+/// answered what the server's handler would have refused.
+#[test]
+fn a_servers_answer_handler_answers_for_its_lanes() {
+    let mut sim = Sim::new();
+    let answers = crate::ServerRequestKinds { elicitation_form: true, ..Default::default() };
+    let config = Config { answers, ..Config::default() };
+    let base = sim.ready_server_with("srv", config.clone());
+    let command = crate::StdioCommand::new("true");
+    sim.client.lanes.remember(base, principal::Recipe::Stdio(command, config.clone()));
+    let alice = sim.client.add_principal(Principal::new("alice")).unwrap();
+    let mut engine = Engine::new(config, sim.now).unwrap();
+    engine.handle_transport(sim.now, TransportEvent::opened_as(TransportKind::Stdio));
+    let catalog = catalog::ServerCatalog::new("srv".to_owned(), false, None)
+        .for_principal("alice".to_owned(), Vec::new());
+    let lane = sim.client.insert(engine, catalog, None);
+    sim.client.lanes.link(base, alice, lane);
+    sim.make_ready(lane);
+    let accept = |_: ServerId, _: ServerRequestKind, _: &str| {
+        Answer::Result(r#"{"action":"accept","content":{"ok":true}}"#.to_owned())
+    };
+    sim.client.set_answer_handler(Box::new(accept));
+    let refuse = |_: ServerId, _: ServerRequestKind, _: &str| Answer::Reject;
+    assert!(sim.client.set_server_answer_handler(base, Box::new(refuse)));
+
+    sim.client.call_tool_json(sim.now, lane, "t", "{}", &CallOptions::default()).unwrap();
+    let first = sim.sent_one(lane);
+    let elicit = json!({"method": "elicitation/create", "params": {"message": "ok?",
+        "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}});
+    let ask = json!({"resultType": "input_required", "inputRequests": {"a": elicit}});
+    sim.reply(lane, &first, ask);
+    sim.client.handle_timeout(sim.now);
+    assert!(sim.sent(lane).is_empty(), "no answer goes to the server");
+    let mut rejected = false;
+    while let Some((_, event)) = sim.client.poll_event(sim.now) {
+        if let Event::CallFailed { error, .. } = event {
+            rejected |= matches!(error, CallError::Local(LocalError::InputRejected));
+        }
+    }
+    assert!(rejected, "the server's handler refused the lane's request");
 }
 
 /// A stored page further off than any page can live (`CacheConfig::max_ttl`, an hour by

@@ -3,9 +3,9 @@
 //! host must not ask again: the era and the catalogs.
 //!
 //! The verdict is looked up before the version is known, so its key leaves the version out:
-//! it is the server context (identity, transport, client capabilities, extensions) in the
-//! public partition. The discover probe is sent before any credential, so nothing in it
-//! belongs to one principal. The entry holds one page whose JSON is
+//! it is the server context (identity, transport, tenant, client capabilities, extensions)
+//! in the public partition. Only a server's own context files it: a lane's probe carries its
+//! principal's credentials, and its answer is that principal's. The entry holds one page whose JSON is
 //! `{"protocolVersion":"…","result":{…}}`: the version settled on and the raw result.
 //! Coming back, an entry is checked like a catalog's (the key it was filed under, its expiry)
 //! and then like [`Config::saved_discover`](crate::Config::saved_discover) (a 2026 version the
@@ -32,7 +32,7 @@ pub(super) fn key(identity: &str, transport: Transport, config: &Config) -> Opti
         protocol_version: "",
         principal: None,
         granted_scopes: &[],
-        tenant: None,
+        tenant: config.cache_tenant.as_deref(),
         client_capabilities: &capabilities,
         extensions: &config.extensions,
     };

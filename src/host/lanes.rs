@@ -8,6 +8,7 @@ use super::{AddServerError, Host};
 use crate::client::catalog::ServerCatalog;
 use crate::client::principal::{Credentials, LaneTarget, Recipe};
 use crate::client::{PrincipalId, ServerId};
+use crate::config::SavedVerdict;
 #[cfg(feature = "http")]
 use crate::driver::http::HttpDriver;
 use crate::driver::stdio::StdioDriver;
@@ -139,6 +140,12 @@ impl Host {
         let mut config = recipe.config().clone();
         if p.tenant.is_some() {
             config.cache_tenant = p.tenant.clone();
+        }
+        // The server's saved era verdict answered its own context: a lane starts from it only
+        // when the server said it may be shared. Else the lane probes with its principal's
+        // credentials, and is told its own instructions and capabilities.
+        if !config.saved_discover.as_ref().is_some_and(SavedVerdict::is_public) {
+            config.saved_discover = None;
         }
         let setup = |e| LaneError::Setup(e);
         let config = super::without_stale_verdict(config);
