@@ -61,6 +61,11 @@ impl log::Log for Logger {
         }
         let held = SINK.read().unwrap_or_else(|poisoned| poisoned.into_inner());
         let Some(sink) = *held else { return };
+        // Read under the lock the setter holds: a record that passed the `log` macros' check
+        // before the level was lowered is not handed to the callback after the setter returned.
+        if record.level() > log::max_level() {
+            return;
+        }
         let _ = LINE.try_with(|line| {
             let Ok(mut line) = line.try_borrow_mut() else { return };
             let (target, message) = &mut *line;
@@ -141,7 +146,11 @@ pub unsafe extern "C" fn mcpoll_set_log_callback(
             }
             INSTALLED.store(true, Ordering::Release);
         }
-        let sink = callback.map(|callback| Sink { callback, userdata: userdata as usize });
+        // Level 0 is off, as a null callback is: the callback is not kept (kept behind the
+        // level, it was still called for a record already past the level check).
+        let on = level != log::LevelFilter::Off;
+        let sink =
+            callback.filter(|_| on).map(|callback| Sink { callback, userdata: userdata as usize });
         *slot = sink;
         // Under the lock, so that two setters on two threads leave one's sink with its level.
         log::set_max_level(if sink.is_some() { level } else { log::LevelFilter::Off });
