@@ -16,7 +16,8 @@
  * value per error kind. mcpoll_result_name and mcpoll_result_message describe a value;
  * mcpoll_last_error gives the details of a host's last failure. No function aborts or
  * unwinds into C: null pointers, invalid UTF-8, invalid JSON, unknown ids and calls from
- * inside the log callback give a result; an internal panic gives MCPOLL_PANIC.
+ * inside the log callback give a result (the *_free functions, which return none, then do
+ * nothing: free after the callback returned); an internal panic gives MCPOLL_PANIC.
  *
  * IDS. Servers, calls and server requests are uint64_t ids, never 0. Server ids are never
  * reused in a host, so an id used after mcpoll_remove_server is MCPOLL_UNKNOWN_SERVER; a call
@@ -704,7 +705,9 @@ mcpoll_result mcpoll_host_new_with_cache(uint64_t max_stale_ms,
 
 /**
  * Frees a host (null is ignored): its servers' process groups are killed, its connections
- * closed, its descriptor closed. Every pointer it handed out dies with it.
+ * closed, its descriptor closed. Every pointer it handed out dies with it. From inside the
+ * log callback it does nothing (the host may be in the middle of the call that logged):
+ * free it after the callback returned.
  *
  * # Safety
  * `host` is null or a live host handle, not used afterwards.
@@ -712,8 +715,11 @@ mcpoll_result mcpoll_host_new_with_cache(uint64_t max_stale_ms,
 void mcpoll_host_free(mcpoll_host *host);
 
 /**
- * The text of the host's last failure ("" when its last call succeeded): NUL-terminated,
- * valid until the next call that takes the host as `mcpoll_host *`. Null for a null host.
+ * The text of the host's last failure ("" when its last call that takes the host as
+ * `mcpoll_host *` succeeded; the calls that take it as `const mcpoll_host *` leave it as it
+ * is): NUL-terminated, valid until the next call that takes the host as `mcpoll_host *`.
+ * Null for a null host. From inside the log callback (the host may be in the middle of a
+ * call) the host is not read: a fixed text says so.
  *
  * # Safety
  * `host` is null or a live host handle.
@@ -1039,7 +1045,8 @@ mcpoll_result mcpoll_set_log_callback(mcpoll_log_callback callback,
 mcpoll_result mcpoll_config_new(mcpoll_config **out);
 
 /**
- * Frees a configuration (null is ignored).
+ * Frees a configuration (null is ignored). From inside the log callback it does nothing
+ * (a call that logged may be reading them): free them after the callback returned.
  *
  * # Safety
  * `config` is null or a live handle from `mcpoll_config_new`, not used afterwards.
@@ -1149,7 +1156,8 @@ mcpoll_result mcpoll_config_set_max_pages(mcpoll_config *config, size_t pages);
 mcpoll_result mcpoll_call_options_new(mcpoll_call_options **out);
 
 /**
- * Frees call options (null is ignored).
+ * Frees call options (null is ignored). From inside the log callback it does nothing
+ * (a call that logged may be reading them): free them after the callback returned.
  *
  * # Safety
  * `options` is null or a live handle from `mcpoll_call_options_new`, not used afterwards.
@@ -1228,7 +1236,8 @@ mcpoll_result mcpoll_call_options_set_trace(mcpoll_call_options *options,
 mcpoll_result mcpoll_http_options_new(const char *url, mcpoll_http_options **out);
 
 /**
- * Frees HTTP server options (null is ignored).
+ * Frees HTTP server options (null is ignored). From inside the log callback it does nothing
+ * (a call that logged may be reading them): free them after the callback returned.
  *
  * # Safety
  * `options` is null or a live handle from `mcpoll_http_options_new`, not used afterwards.

@@ -13,7 +13,7 @@ use mcpoll::{CallId, CallOptions, Host, ServerId, ServerRequestId, StdioCommand}
 use crate::event::{fill, mcpoll_event, EventBuffers};
 use crate::options::{mcpoll_call_options, mcpoll_config, mcpoll_http_options};
 use crate::{
-    bytes_arg, guard, handle_ref, into_handle, json_arg, mcpoll_result, opt_handle_ref,
+    bytes_arg, guard, handle_mut, handle_ref, into_handle, json_arg, mcpoll_result, opt_handle_ref,
     opt_json_arg, out_arg, str_arg, Fail,
 };
 
@@ -127,7 +127,7 @@ unsafe fn with_host(
 ) -> mcpoll_result {
     let code = guard(|| {
         // SAFETY: the caller's contract.
-        let h = unsafe { out_arg(host) }?;
+        let h = unsafe { handle_mut(host) }?;
         let result = body(h);
         h.last_error.clear();
         if let Err(fail) = &result {
@@ -268,7 +268,7 @@ unsafe fn new_host(
 ) -> mcpoll_result {
     guard(|| {
         // SAFETY: the caller's contract.
-        let out = unsafe { out_arg(out) }?;
+        let out = unsafe { out_arg(out, std::ptr::null_mut()) }?;
         ignore_sigpipe();
         let host = make()?;
         *out = into_handle(mcpoll_host {
@@ -306,7 +306,9 @@ fn ignore_sigpipe() {
 }
 
 /// Frees a host (null is ignored): its servers' process groups are killed, its connections
-/// closed, its descriptor closed. Every pointer it handed out dies with it.
+/// closed, its descriptor closed. Every pointer it handed out dies with it. From inside the
+/// log callback it does nothing (the host may be in the middle of the call that logged):
+/// free it after the callback returned.
 ///
 /// # Safety
 /// `host` is null or a live host handle, not used afterwards.
@@ -316,13 +318,20 @@ pub unsafe extern "C" fn mcpoll_host_free(host: *mut mcpoll_host) {
     unsafe { crate::free_handle(host) }
 }
 
-/// The text of the host's last failure ("" when its last call succeeded): NUL-terminated,
-/// valid until the next call that takes the host as `mcpoll_host *`. Null for a null host.
+/// The text of the host's last failure ("" when its last call that takes the host as
+/// `mcpoll_host *` succeeded; the calls that take it as `const mcpoll_host *` leave it as it
+/// is): NUL-terminated, valid until the next call that takes the host as `mcpoll_host *`.
+/// Null for a null host. From inside the log callback (the host may be in the middle of a
+/// call) the host is not read: a fixed text says so.
 ///
 /// # Safety
 /// `host` is null or a live host handle.
 #[no_mangle]
 pub unsafe extern "C" fn mcpoll_last_error(host: *const mcpoll_host) -> *const c_char {
+    if crate::logging::in_callback() {
+        // The call that logged holds the host mutably: reading it here would alias that.
+        return c"mcpoll_last_error: called from inside the log callback".as_ptr();
+    }
     // SAFETY: the caller's contract.
     match unsafe { host.as_ref() } {
         Some(h) if !h.last_error.is_empty() => h.last_error.as_ptr().cast(),
@@ -355,7 +364,7 @@ pub unsafe extern "C" fn mcpoll_add_stdio_server(
     // SAFETY: the caller's contract, for every argument.
     unsafe {
         with_host(host, |h| {
-            let out = out_arg(server)?;
+            let out = out_arg(server, 0)?;
             let argv = ptr_array(argv, argc)?;
             let (&program, args) = argv
                 .split_first()
@@ -400,7 +409,7 @@ pub unsafe extern "C" fn mcpoll_add_http_server(
     // SAFETY: the caller's contract, for every argument.
     unsafe {
         with_host(host, |h| {
-            let out = out_arg(server)?;
+            let out = out_arg(server, 0)?;
             let options = handle_ref(options)?;
             #[cfg(feature = "http")]
             {
@@ -437,7 +446,7 @@ pub unsafe extern "C" fn mcpoll_call_tool(
     // SAFETY: the caller's contract, for every argument.
     unsafe {
         with_host(host, |h| {
-            let (out, name) = (out_arg(call)?, str_arg(name)?);
+            let (out, name) = (out_arg(call, 0)?, str_arg(name)?);
             // The engine checks the text once, as it writes it: no parse and no copy here.
             let arguments = if arguments.is_null() { "{}" } else { str_arg(arguments)? };
             let opts = call_options(options);
@@ -461,7 +470,7 @@ pub unsafe extern "C" fn mcpoll_list_tools(
     // SAFETY: the caller's contract, for every argument.
     unsafe {
         with_host(host, |h| {
-            let out = out_arg(call)?;
+            let out = out_arg(call, 0)?;
             let opts = call_options(options);
             h.call(server, out, |host, id| host.list_tools(id, opts))
         })
@@ -485,7 +494,7 @@ pub unsafe extern "C" fn mcpoll_tools(
     // SAFETY: the caller's contract, for every argument.
     unsafe {
         with_host(host, |h| {
-            let (json, len) = (out_arg(json)?, out_arg(len)?);
+            let (json, len) = (out_arg(json, std::ptr::null())?, out_arg(len, 0)?);
             let id = h.entry(server)?.server;
             let view = h.host.tool_catalog(id)?.ok_or(mcpoll_result::MCPOLL_PENDING)?;
             let buf = &mut h.listing;
@@ -521,7 +530,7 @@ pub unsafe extern "C" fn mcpoll_read_resource(
     // SAFETY: the caller's contract, for every argument.
     unsafe {
         with_host(host, |h| {
-            let (out, uri) = (out_arg(call)?, str_arg(uri)?);
+            let (out, uri) = (out_arg(call, 0)?, str_arg(uri)?);
             let opts = call_options(options);
             h.call(server, out, |host, id| host.read_resource(id, uri, opts))
         })
@@ -544,7 +553,7 @@ pub unsafe extern "C" fn mcpoll_get_prompt(
     // SAFETY: the caller's contract, for every argument.
     unsafe {
         with_host(host, |h| {
-            let (out, name) = (out_arg(call)?, str_arg(name)?);
+            let (out, name) = (out_arg(call, 0)?, str_arg(name)?);
             let arguments = opt_json_arg(arguments)?;
             let opts = call_options(options);
             h.call(server, out, |host, id| host.get_prompt(id, name, arguments.as_deref(), opts))
@@ -571,7 +580,7 @@ pub unsafe extern "C" fn mcpoll_request(
     // SAFETY: the caller's contract, for every argument.
     unsafe {
         with_host(host, |h| {
-            let (out, method) = (out_arg(call)?, str_arg(method)?);
+            let (out, method) = (out_arg(call, 0)?, str_arg(method)?);
             let params = opt_json_arg(params)?;
             let opts = call_options(options);
             h.call(server, out, |host, id| host.request(id, method, params.as_deref(), opts))
@@ -821,7 +830,7 @@ pub unsafe extern "C" fn mcpoll_poll(host: *mut mcpoll_host, timeout_ms: i64) ->
 pub unsafe extern "C" fn mcpoll_fd(host: *const mcpoll_host, fd: *mut c_int) -> mcpoll_result {
     guard(|| {
         // SAFETY: the caller's contract.
-        let (h, fd) = unsafe { (handle_ref(host)?, out_arg(fd)?) };
+        let (h, fd) = unsafe { (handle_ref(host)?, out_arg(fd, -1)?) };
         *fd = h.host.as_raw_fd();
         Ok(())
     })
@@ -842,7 +851,7 @@ pub unsafe extern "C" fn mcpoll_timeout_ms(
 ) -> mcpoll_result {
     guard(|| {
         // SAFETY: the caller's contract.
-        let (h, ms) = unsafe { (handle_ref(host)?, out_arg(ms)?) };
+        let (h, ms) = unsafe { (handle_ref(host)?, out_arg(ms, -1)?) };
         *ms = match h.host.poll_timeout() {
             _ if h.host.has_events() => 0,
             None => -1,
@@ -872,7 +881,7 @@ pub unsafe extern "C" fn mcpoll_is_idle(
 ) -> mcpoll_result {
     guard(|| {
         // SAFETY: the caller's contract.
-        let (h, idle) = unsafe { (handle_ref(host)?, out_arg(idle)?) };
+        let (h, idle) = unsafe { (handle_ref(host)?, out_arg(idle, false)?) };
         *idle = h.host.is_idle();
         Ok(())
     })
@@ -891,8 +900,7 @@ pub unsafe extern "C" fn mcpoll_next_event(
     // SAFETY: the caller's contract.
     unsafe {
         with_host(host, |h| {
-            let out = out_arg(event)?;
-            *out = mcpoll_event::none();
+            let out = out_arg(event, mcpoll_event::none())?;
             let mcpoll_host { host, servers, event: bufs, .. } = h;
             while let Some((id, e)) = host.poll_event() {
                 // Every server the host has is in the table (added and removed together).
@@ -973,7 +981,7 @@ pub unsafe extern "C" fn mcpoll_server_pid(
 ) -> mcpoll_result {
     guard(|| {
         // SAFETY: the caller's contract.
-        let (h, pid) = unsafe { (handle_ref(host)?, out_arg(pid)?) };
+        let (h, pid) = unsafe { (handle_ref(host)?, out_arg(pid, 0)?) };
         let entry = h.servers.iter().find(|e| e.id == server);
         let entry = entry.ok_or(mcpoll_result::MCPOLL_UNKNOWN_SERVER)?;
         *pid = h.host.pid(entry.server).unwrap_or(0);
@@ -984,6 +992,32 @@ pub unsafe extern "C" fn mcpoll_server_pid(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Out-parameters are written through the pointer before any reference to them is made:
+    /// C passes the address of an uninitialised variable, whose bytes may be no valid value
+    /// (a `bool` of 0xAB, an event kind past the enum). A reference to such memory is
+    /// undefined behaviour even unread, which only Miri would show; this runs the calls over
+    /// garbage and checks what comes back.
+    #[test]
+    fn out_parameters_over_garbage_come_back_valid() {
+        // SAFETY: live handles; each out-pointer is to a local of the right size and
+        // alignment (filled with garbage bytes); read only after the call wrote it.
+        unsafe {
+            let mut host = std::mem::MaybeUninit::<*mut mcpoll_host>::uninit();
+            assert_eq!(mcpoll_host_new(host.as_mut_ptr()), mcpoll_result::MCPOLL_OK);
+            let host = host.assume_init();
+            let mut idle = std::mem::MaybeUninit::<bool>::uninit();
+            idle.as_mut_ptr().cast::<u8>().write(0xAB);
+            assert_eq!(mcpoll_is_idle(host, idle.as_mut_ptr()), mcpoll_result::MCPOLL_OK);
+            assert!(idle.assume_init(), "a host with no server is idle");
+            let mut event = std::mem::MaybeUninit::<mcpoll_event>::uninit();
+            event.as_mut_ptr().cast::<u8>().write_bytes(0xAB, size_of::<mcpoll_event>());
+            assert_eq!(mcpoll_next_event(host, event.as_mut_ptr()), mcpoll_result::MCPOLL_OK);
+            let event = event.assume_init();
+            assert_eq!(event.kind, crate::event::mcpoll_event_kind::MCPOLL_EVENT_NONE);
+            mcpoll_host_free(host);
+        }
+    }
 
     /// A library built without the `http` feature refuses HTTP servers with a result of its
     /// own (`cargo test -p mcpoll-capi --no-default-features --lib` runs this).

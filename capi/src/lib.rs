@@ -151,11 +151,30 @@ pub(crate) unsafe fn opt_json_arg(
     unsafe { json_arg(p) }.map(Some)
 }
 
-/// An out-parameter.
+/// An out-parameter, set to `init` before a reference to it is made: C commonly passes the
+/// address of an uninitialised variable (`uint64_t id; f(&id)`), and a reference to memory
+/// that holds no valid `T` (garbage in a `bool` or an enum field) is undefined behaviour even
+/// unread. `write` neither reads nor drops what was there.
 ///
 /// # Safety
 /// `p` is null or valid for writes of a `T` and not aliased for `'a`.
-pub(crate) unsafe fn out_arg<'a, T>(p: *mut T) -> Result<&'a mut T, Fail> {
+pub(crate) unsafe fn out_arg<'a, T>(p: *mut T, init: T) -> Result<&'a mut T, Fail> {
+    if p.is_null() {
+        return Err(mcpoll_result::MCPOLL_NULL_POINTER.into());
+    }
+    // SAFETY: the caller's contract: valid for writes, not aliased; initialised just before
+    // the reference is made.
+    unsafe {
+        p.write(init);
+        Ok(&mut *p)
+    }
+}
+
+/// A handle argument, exclusive.
+///
+/// # Safety
+/// `p` is null or a live handle of type `T` from this library, not used elsewhere for `'a`.
+pub(crate) unsafe fn handle_mut<'a, T>(p: *mut T) -> Result<&'a mut T, Fail> {
     // SAFETY: the caller's contract; null is refused by `as_mut`.
     unsafe { p.as_mut() }.ok_or_else(|| mcpoll_result::MCPOLL_NULL_POINTER.into())
 }

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use mcpoll::{CallOptions, Config, Idempotency, TaskMode};
 
-use crate::{free_handle, guard, into_handle, mcpoll_result, opt_str_arg, out_arg, str_arg, Fail};
+use crate::{
+    free_handle, guard, handle_mut, into_handle, mcpoll_result, opt_str_arg, out_arg, str_arg, Fail,
+};
 
 /// A server's configuration (`mcpoll::Config`): timeouts, what server requests the host
 /// answers, restarts, limits.
@@ -73,13 +75,14 @@ pub const MCPOLL_ANSWER_ROOTS_LIST_CHANGED: u32 = 16;
 pub unsafe extern "C" fn mcpoll_config_new(out: *mut *mut mcpoll_config) -> mcpoll_result {
     guard(|| {
         // SAFETY: the caller's contract.
-        let out = unsafe { out_arg(out) }?;
+        let out = unsafe { out_arg(out, std::ptr::null_mut()) }?;
         *out = into_handle(mcpoll_config::default());
         Ok(())
     })
 }
 
-/// Frees a configuration (null is ignored).
+/// Frees a configuration (null is ignored). From inside the log callback it does nothing
+/// (a call that logged may be reading them): free them after the callback returned.
 ///
 /// # Safety
 /// `config` is null or a live handle from `mcpoll_config_new`, not used afterwards.
@@ -96,7 +99,7 @@ pub unsafe extern "C" fn mcpoll_config_free(config: *mut mcpoll_config) {
 unsafe fn set<T>(p: *mut T, f: impl FnOnce(&mut T) -> Result<(), Fail>) -> mcpoll_result {
     guard(|| {
         // SAFETY: the caller's contract.
-        let handle = unsafe { out_arg(p) }?;
+        let handle = unsafe { handle_mut(p) }?;
         f(handle)
     })
 }
@@ -313,13 +316,14 @@ pub unsafe extern "C" fn mcpoll_call_options_new(
 ) -> mcpoll_result {
     guard(|| {
         // SAFETY: the caller's contract.
-        let out = unsafe { out_arg(out) }?;
+        let out = unsafe { out_arg(out, std::ptr::null_mut()) }?;
         *out = into_handle(mcpoll_call_options::default());
         Ok(())
     })
 }
 
-/// Frees call options (null is ignored).
+/// Frees call options (null is ignored). From inside the log callback it does nothing
+/// (a call that logged may be reading them): free them after the callback returned.
 ///
 /// # Safety
 /// `options` is null or a live handle from `mcpoll_call_options_new`, not used afterwards.
@@ -499,7 +503,7 @@ pub unsafe extern "C" fn mcpoll_http_options_new(
 ) -> mcpoll_result {
     guard(|| {
         // SAFETY: the caller's contract.
-        let (url, out) = unsafe { (str_arg(url)?, out_arg(out)?) };
+        let (url, out) = unsafe { (str_arg(url)?, out_arg(out, std::ptr::null_mut())?) };
         *out = into_handle(mcpoll_http_options {
             url: url.to_owned(),
             headers: Vec::new(),
@@ -512,7 +516,8 @@ pub unsafe extern "C" fn mcpoll_http_options_new(
     })
 }
 
-/// Frees HTTP server options (null is ignored).
+/// Frees HTTP server options (null is ignored). From inside the log callback it does nothing
+/// (a call that logged may be reading them): free them after the callback returned.
 ///
 /// # Safety
 /// `options` is null or a live handle from `mcpoll_http_options_new`, not used afterwards.
