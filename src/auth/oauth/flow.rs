@@ -588,16 +588,8 @@ impl OAuthFlow {
             // an issuer does not cost the user the tokens it holds.
             return self.fail(AuthStep::Discovery, AuthFailure::NotHttps("issuer"));
         }
-        if self.issuer.as_deref().is_some_and(|old| old != issuer) {
-            // Another authorization server: what the old one issued is bound to it and is
-            // never shown to the new one (SEP-2352).
-            self.client = None;
-            self.tokens = None;
-            self.server = None;
-            self.as_nonce.clear();
-            self.config.store.clear(&self.config.server_url);
-        }
-        self.issuer = Some(issuer.clone());
+        // Another authorization server's is dropped once its metadata passed the checks
+        // (`adopt_issuer`): a resource naming one that cannot be used costs nothing.
         let candidates = as_metadata_locations(&issuer);
         if candidates.is_empty() {
             return self.fail(AuthStep::Discovery, AuthFailure::NoMetadata);
@@ -632,6 +624,7 @@ impl OAuthFlow {
                 issuer,
                 ..ServerMetadata::default()
             };
+            self.adopt_issuer(&meta.issuer);
             self.server = Some(Server { meta, published: false });
             return self.after_discovery();
         }
@@ -654,8 +647,45 @@ impl OAuthFlow {
                 return self.fail(AuthStep::Discovery, AuthFailure::NotHttps(name));
             }
         }
+        self.adopt_issuer(&meta.issuer);
         self.server = Some(Server { meta, published: true });
         self.after_discovery();
+    }
+
+    /// The authorization server `issuer` passed discovery. When it is another than the one
+    /// the flow held, what the old one issued is bound to it and is never shown to the new
+    /// one (SEP-2352): its client and tokens go, here and in the store. The store keeps the
+    /// old issuer when the host's credentials, named with no issuer, were first used there
+    /// (`save` leaves that binding as it is): after a restart they are still not the new
+    /// server's.
+    fn adopt_issuer(&mut self, issuer: &str) {
+        let Some(old) = self.issuer.as_deref().filter(|old| *old != issuer) else {
+            self.issuer = Some(issuer.to_owned());
+            return;
+        };
+        log::debug!("oauth: the resource moved to another authorization server");
+        self.client = None;
+        self.tokens = None;
+        self.server = None;
+        self.as_nonce.clear();
+        match self.implicit_binding().filter(|bound| *bound == old) {
+            Some(bound) => {
+                let kept = StoredAuth { issuer: bound.to_owned(), client: None, tokens: None };
+                self.config.store.save(&self.config.server_url, &kept);
+            }
+            None => self.config.store.clear(&self.config.server_url),
+        }
+        self.issuer = Some(issuer.to_owned());
+    }
+
+    /// The issuer the host's credentials are bound to when the host named none for them: the
+    /// first they were used at (or the store's at start).
+    fn implicit_binding(&self) -> Option<&str> {
+        let pre = self.config.pre_registered.as_ref()?;
+        if pre.issuer.is_some() {
+            return None;
+        }
+        self.pre_registered_at.as_deref()
     }
 
     // ---- client identity ----
@@ -1166,6 +1196,14 @@ impl OAuthFlow {
 
     fn save(&mut self) {
         let Some(issuer) = self.issuer.clone() else { return };
+        if self.implicit_binding().is_some_and(|bound| bound != issuer) {
+            // The store names the server the host's credentials are bound to: another's
+            // tokens and registration stay in memory only, or after a restart the host's
+            // secret would be taken for the new server's (name its issuer in
+            // `PreRegistered::issuer` to keep them).
+            log::debug!("oauth: not storing another server's tokens over the host's binding");
+            return;
+        }
         // Pre-registered credentials stay with the host; only registrations are stored.
         let dynamic = self.client.clone().filter(|c| {
             self.config.pre_registered.as_ref().is_none_or(|p| p.client_id != c.client_id)

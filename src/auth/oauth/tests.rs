@@ -1011,9 +1011,11 @@ fn authorization_server_migration() {
     h.flow.handle_authorized();
     h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), Some("mcp:basic")));
     h.get(PRM_PATH, 200, &prm(SERVER, as2, None));
-    // Old client and tokens are gone before anything reaches the new server.
-    assert_eq!(h.bearer(), None);
+    // Old client and tokens stay until the new server's metadata passed its checks (its
+    // metadata request carries none of them), and are gone before anything else reaches it.
+    assert!(h.bearer().is_some());
     h.get("https://as2.test/.well-known/oauth-authorization-server", 200, &meta(as2, json!({})));
+    assert_eq!(h.bearer(), None);
     let req = h.post("https://as2.test/register");
     h.reply(&req, 201, &json!({"client_id": "as2-client"}));
     let (auth, req) = h.grant(as2);
@@ -1119,6 +1121,52 @@ fn host_credentials_stay_with_their_first_server_across_a_restart() {
     h.get("https://as2.test/.well-known/oauth-authorization-server", 200, &meta(as2, json!({})));
     assert_eq!(h.failed().reason, AuthFailure::NoClientIdentity);
     h.nothing();
+}
+
+/// A resource that names a new authorization server costs nothing of the old one's until
+/// the new one's metadata passed its checks, and host credentials named with no issuer stay
+/// bound to the server they were first used at in the store too: the old code cleared the
+/// store as soon as the new issuer was named, so after a restart the host's secret went to
+/// the new server's token endpoint.
+#[test]
+fn host_credentials_stay_bound_after_a_refused_move_and_a_restart() {
+    let store = Shared::default();
+    let t1 = Tokens {
+        access_token: Secret::new("t1"),
+        refresh_token: Some(Secret::new("r1")),
+        expires_at: Some(UNIX + 3_600),
+        scope: None,
+        dpop_jkt: None,
+    };
+    let held = StoredAuth { issuer: AS.into(), client: None, tokens: Some(t1) };
+    store.0.borrow_mut().save(SERVER, &held);
+    let config = || {
+        OAuthConfig::client_credentials(SERVER, PreRegistered::with_secret("cc", "secret"))
+            .store(Box::new(Shared(store.0.clone())))
+    };
+    let as2 = "https://as2.test";
+    let as2_meta = "https://as2.test/.well-known/oauth-authorization-server";
+    // The new server's metadata is not found: nothing of the old one's is lost.
+    let mut h = Harness::new(config());
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    h.get(PRM_PATH, 200, &prm(SERVER, as2, None));
+    h.get(as2_meta, 404, &json!({}));
+    h.get("https://as2.test/.well-known/openid-configuration", 404, &json!({}));
+    assert_eq!(h.failed().step, AuthStep::Discovery);
+    assert_eq!(h.bearer(), Some("t1"), "the token held is kept");
+    assert_eq!(store.0.borrow_mut().load(SERVER), Some(held.clone()), "and stored");
+    // The new server is found: the host's credentials are not for it, in this run or after
+    // a restart.
+    for run in ["first", "after a restart"] {
+        let mut h = Harness::new(config());
+        h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+        h.get(PRM_PATH, 200, &prm(SERVER, as2, None));
+        h.get(as2_meta, 200, &meta(as2, json!({})));
+        assert_eq!(h.failed().reason, AuthFailure::NoClientIdentity, "{run}");
+        h.nothing();
+        let kept = store.0.borrow_mut().load(SERVER).map(|a| a.issuer);
+        assert_eq!(kept.as_deref(), Some(AS), "{run}: the binding is kept");
+    }
 }
 
 /// A registration the authorization server no longer knows (`invalid_client`) is dropped,
