@@ -285,13 +285,21 @@ impl OAuthFlow {
             self.actions.push_back(Action::Failed(e));
             return;
         }
+        // Refused before any flow starts, so not through `finish`: it gives back the count of
+        // a flow that ran and forgets the scope asked, which these refusals rest on.
+        let refused = || {
+            let e = AuthError::new(AuthStep::Authorization, AuthFailure::StepUpLimit);
+            Action::Failed(e)
+        };
         if step_up && !self.adds_scope(challenge.scope.as_deref()) {
             // The server asks for what was already asked and not granted: asking again
             // would loop.
-            return self.fail(AuthStep::Authorization, AuthFailure::StepUpLimit);
+            self.actions.push_back(refused());
+            return;
         }
         if self.reauthorizations >= self.config.max_reauthorizations {
-            return self.fail(AuthStep::Authorization, AuthFailure::StepUpLimit);
+            self.actions.push_back(refused());
+            return;
         }
         self.reauthorizations += 1;
         self.step_up = step_up;
@@ -864,13 +872,17 @@ impl OAuthFlow {
     /// With `offline`, `offline_access` is added where the authorization server lists it
     /// (SEP-2207).
     fn select_scope(&self, meta: &ServerMetadata, offline: bool) -> Option<String> {
-        fn add(scopes: &mut Vec<String>, list: &str) {
+        // Each scope once, in the order first seen. A set, not a look back along the list:
+        // a metadata document of 256 KiB can list tens of thousands of scopes, and the
+        // quadratic look cost seconds of the poll thread on every flow.
+        let mut seen = std::collections::HashSet::new();
+        let mut add = |scopes: &mut Vec<String>, list: &str| {
             for s in list.split_ascii_whitespace() {
-                if !scopes.iter().any(|have| have == s) {
+                if seen.insert(s.to_owned()) {
                     scopes.push(s.to_owned());
                 }
             }
-        }
+        };
         let mut scopes: Vec<String> = Vec::new();
         if self.step_up {
             if let Some(previous) = &self.requested_scope {

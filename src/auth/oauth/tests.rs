@@ -754,6 +754,25 @@ fn step_up_asks_for_the_union() {
     assert_eq!(h.bearer(), Some("t2"));
 }
 
+/// A step-up the authorization server granted less than was asked for is not asked again:
+/// the refusal of the second identical 403 reset what the flow knew was asked (to the
+/// token's scope), so the third asked the user again, and every second call after.
+#[test]
+fn a_step_up_the_server_never_grants_is_not_asked_again() {
+    let mut h = ready_with_scope(OAuthConfig::authorization_code(SERVER, REDIRECT));
+    step_up(&mut h, "mcp:write");
+    h.get(PRM_PATH, 200, &prm(SERVER, AS, None));
+    h.get(AS_META, 200, &meta(AS, json!({})));
+    let (_, req) = h.grant(AS);
+    h.token(&req, "t2", json!({"scope": "mcp:basic"}));
+    h.ready();
+    for round in 0..3 {
+        step_up(&mut h, "mcp:write");
+        assert_eq!(h.failed().reason, AuthFailure::StepUpLimit, "round {round}");
+        h.nothing();
+    }
+}
+
 /// A step-up that did not end in a token (abandoned here) does not count as asked: the same
 /// scope can be asked for again (it failed at once with StepUpLimit, until some 401). A blank
 /// scope asks for nothing new, and is no loop either.
@@ -796,8 +815,13 @@ fn step_up_is_bounded() {
         h.token(&req, "t", json!({}));
         h.ready();
     }
-    step_up(&mut h, "extra:9");
-    assert_eq!(h.failed().reason, AuthFailure::StepUpLimit);
+    // Refused at the limit, and again: a refusal is no flow, and gives back no count (it did,
+    // so every second challenge ran a whole new authorization).
+    for i in 9..12 {
+        step_up(&mut h, &format!("extra:{i}"));
+        assert_eq!(h.failed().reason, AuthFailure::StepUpLimit, "extra:{i}");
+        h.nothing();
+    }
     // A success starts the count over.
     h.flow.handle_authorized();
     step_up(&mut h, "extra:10");
