@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use super::{Carries, HttpSession, Listen, Resend, Stage};
+use super::{Carries, HttpSession, Resend, Stage};
 use crate::auth::oauth::{
     Action, Authorizer, HttpRequest, HttpResponse, OAuthFlow, RedirectError, RequestId,
 };
@@ -284,8 +284,9 @@ impl HttpSession {
                                 self.fail(engine, now, i, id, failure);
                             }
                             Carries::Listen => {
-                                self.listen =
-                                    Listen::At(crate::time::later(now, self.listen_retry));
+                                // Later each time, as after any refusal: the next opening
+                                // runs the flow again.
+                                self.listen = self.listen_again(now, false);
                                 self.release(i);
                             }
                             Carries::Message => self.release(i),

@@ -364,3 +364,24 @@ fn a_bearer_challenge_on_a_second_header_line_is_read() {
     assert!(server.asked[0].starts_with(prm), "{:?}", server.asked);
     assert_eq!(s.next().unwrap().header("authorization"), Some("Bearer tok-1"));
 }
+
+/// A 2025-11-25 GET stream refused 401 whose flow fails (no authorizer, the authorization
+/// server down) is opened again later each time, as after any failure: it was opened again
+/// every second for as long as the session lived, each time a whole flow (discovery, a token
+/// request, a prompt with a user authorizer).
+#[test]
+fn a_get_stream_whose_flow_fails_is_not_reopened_every_second() {
+    let mut s = Sim::legacy(None).with_oauth();
+    let mut server = As::default();
+    let (mut flows, mut get) = (0, s.listen.take());
+    for _ in 0..20 {
+        if let Some(g) = get.take() {
+            assert_eq!(g.method, "GET");
+            s.refuse(g.x, 401, CHALLENGE);
+            flows += usize::from(s.run_flow(&mut server) > 0);
+        }
+        s.advance(Duration::from_secs(1));
+        get = s.next();
+    }
+    assert!((2..=5).contains(&flows), "{flows} flows in 20 s");
+}
