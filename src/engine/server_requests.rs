@@ -98,7 +98,17 @@ impl ServerRequestKinds {
 /// with the kinds the host answers put in, and the extensions. What the catalog and the era
 /// verdict are keyed by, since a server may answer differently for them.
 pub(crate) fn declared_capabilities(config: &Config) -> String {
-    with_extensions(config.answers.capabilities(&config.client_capabilities), &config.extensions)
+    let declared = with_extensions(
+        config.answers.capabilities(&config.client_capabilities),
+        &config.extensions,
+    );
+    // Values are copied as the host wrote them, and a host may write them over several lines:
+    // they go into every request's `_meta`, and a stdio frame is one line. A line break in
+    // valid JSON is whitespace (inside a string it would be escaped), so a space does as well.
+    if declared.contains(['\n', '\r']) {
+        return declared.replace(['\n', '\r'], " ");
+    }
+    declared
 }
 
 /// `capabilities` (an object, as built above) with `extensions` as its `extensions` member,

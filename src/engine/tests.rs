@@ -1114,6 +1114,37 @@ fn transport_loss_fails_every_call_once() {
     assert!(h.events().is_empty(), "closing twice reports nothing new");
 }
 
+/// Client capabilities and extensions written over several lines (`to_string_pretty`, a
+/// config file) go out on one line: they are copied into every request's `_meta` and into
+/// `initialize`, and a stdio frame is one line. Copied as they were, the probe and the
+/// handshake were split into lines that are not JSON, and the server never became ready.
+#[test]
+fn multi_line_capabilities_and_extensions_keep_stdio_frames_on_one_line() {
+    let extensions = "{\n  \"io.example/skills\": {\r\n  }\n}".to_owned();
+    let client_capabilities = "{\"experimental\": {\n\"x\": {}}}".to_owned();
+    for era in [EraPreference::Auto, EraPreference::LegacyOnly] {
+        let config = Config {
+            era,
+            extensions: extensions.clone(),
+            client_capabilities: client_capabilities.clone(),
+            ..Config::default()
+        };
+        let mut h = Harness::new(config);
+        h.engine.handle_transport(h.now, TransportEvent::opened());
+        let sent = h.take_sent();
+        assert_eq!(sent.len(), 1, "{era:?}: the probe or the handshake, one line each");
+        let meta = &sent[0]["params"];
+        let caps = meta["capabilities"].clone();
+        let caps = if caps.is_null() {
+            meta["_meta"]["io.modelcontextprotocol/clientCapabilities"].clone()
+        } else {
+            caps
+        };
+        assert_eq!(caps["experimental"]["x"], json!({}), "{era:?}: {caps}");
+        assert_eq!(caps["extensions"]["io.example/skills"], json!({}), "{era:?}: {caps}");
+    }
+}
+
 #[test]
 fn arguments_must_be_an_object() {
     let mut h = Harness::ready_modern();
