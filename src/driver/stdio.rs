@@ -938,10 +938,15 @@ impl StdioDriver {
         engine: &mut Engine,
         now: Instant,
     ) -> io::Result<()> {
+        let seen = self.running.as_ref().map(|r| r.child.id());
         if !self.stdout_backlog {
             self.read_stdout(registry, engine, now, false)?;
         }
-        let Some(running) = self.running.as_mut() else { return Ok(()) };
+        // The read may have come to the end of stdout, which ended the child (and maybe
+        // started the next process, the engine's fallback): the look was for that one.
+        let Some(running) = self.running.as_mut().filter(|r| Some(r.child.id()) == seen) else {
+            return Ok(());
+        };
         if running.exit.is_some() {
             // The read came to the end of stdout, and that ended it.
             return Ok(());
@@ -1241,6 +1246,34 @@ mod tests {
         }
         assert_ne!(driver.running.as_ref().map(|r| r.child.id()), first, "the exit was seen");
         assert_eq!(engine.stats().invalid_frames, 3, "every line was read before the exit");
+    }
+
+    /// The liveness look that ends a child which exited during the era probe may start the
+    /// next process at once (the engine's fallback to `initialize`): it ended that new
+    /// process too, as if it were the one seen gone (its pipes closed, killed, counted as a
+    /// crash).
+    #[test]
+    fn the_liveness_look_leaves_the_process_it_started_alone() {
+        let mut poll = mio::Poll::new().unwrap();
+        let now = Instant::now();
+        let mut engine = Engine::new(Config::default(), now).unwrap();
+        let command = StdioCommand::new("sh").args(["-c", "exit 3"]);
+        let mut driver = StdioDriver::new(command, engine.config(), Token(0));
+        driver.spawn(poll.registry(), &mut engine, now).unwrap();
+        driver.flush(poll.registry(), &mut engine, now).unwrap();
+        let first = driver.running.as_ref().map(|r| r.child.id());
+        // Gone before any event is handled (its status kept by `Child` for the look).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut events = mio::Events::with_capacity(8);
+        let running = driver.running.as_mut().unwrap();
+        while running.child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "the child never exited");
+            poll.poll(&mut events, Some(Duration::from_millis(10))).unwrap();
+        }
+        driver.handle_timeout(poll.registry(), &mut engine, now + Duration::from_secs(2)).unwrap();
+        let next = driver.running.as_ref().expect("the fallback's process");
+        assert_ne!(Some(next.child.id()), first, "a new process");
+        assert!(next.exit.is_none() && next.stdin.is_some(), "left running, its stdin open");
     }
 
     /// A detached child's unwritten bytes go with it: nothing will write them, and kept they
