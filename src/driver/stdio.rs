@@ -363,6 +363,10 @@ pub(crate) const TOKENS_PER_DRIVER: usize = 3;
 const READ_START: usize = 4 * 1024;
 const READ_CHUNK: usize = 64 * 1024;
 
+/// The room the write buffer starts with, and gets back after a large frame
+/// ([`StdioDriver::shed_out`]).
+const OUT_CAPACITY: usize = 4 * 1024;
+
 /// The next read's size after a read of `n` bytes into `size`: doubled (up to `READ_CHUNK`)
 /// when that read filled it.
 fn grown(size: usize, n: usize) -> usize {
@@ -458,7 +462,7 @@ impl StdioDriver {
             base,
             running: None,
             framer: LineFramer::new(config.max_message_bytes),
-            out: Vec::with_capacity(4096),
+            out: Vec::with_capacity(OUT_CAPACITY),
             written: 0,
             stdout_read: READ_START,
             read_buf: vec![0; READ_START].into_boxed_slice(),
@@ -694,6 +698,9 @@ impl StdioDriver {
                 // All of it in the common case; otherwise the unsent rest moves to the front.
                 self.out.drain(..self.written);
                 self.written = 0;
+                if self.out.is_empty() && self.out.capacity() > self.keep_capacity() {
+                    self.shed_out();
+                }
             }
             let mut full = self.out.len() >= self.max_unsent;
             // Most passes (every round's upkeep) find nothing to send: no call to learn it.
@@ -715,6 +722,20 @@ impl StdioDriver {
             }
             // Everything went out and the engine may hold more: take the next batch.
         }
+    }
+
+    /// The most room the write buffer keeps once empty: twice the mark at which it stops
+    /// taking frames (a frame may pass it), and never less than it starts with.
+    fn keep_capacity(&self) -> usize {
+        self.max_unsent.saturating_mul(2).max(OUT_CAPACITY)
+    }
+
+    /// Gives back the room one large frame (a call with megabytes of arguments) grew the
+    /// write buffer to: kept, every server and lane held it for its life. Rare: out of line.
+    #[cold]
+    #[inline(never)]
+    fn shed_out(&mut self) {
+        self.out = Vec::with_capacity(OUT_CAPACITY);
     }
 
     /// Writes buffered bytes until the pipe is full or they are all out; `false` when the pipe
@@ -1274,6 +1295,41 @@ mod tests {
         let next = driver.running.as_ref().expect("the fallback's process");
         assert_ne!(Some(next.child.id()), first, "a new process");
         assert!(next.exit.is_none() && next.stdin.is_some(), "left running, its stdin open");
+    }
+
+    /// The write buffer gives back the room one large frame grew it to, once the frame is out:
+    /// it kept it for the server's life (the engine and the framer shed theirs).
+    #[test]
+    fn the_write_buffer_sheds_a_large_frame_once_it_is_out() {
+        let mut poll = mio::Poll::new().unwrap();
+        let now = Instant::now();
+        let saved = crate::config::SavedVerdict {
+            version: crate::proto::version::ProtocolVersion::MODERN,
+            result: r#"{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}}}"#.into(),
+            expires: std::time::SystemTime::now() + Duration::from_secs(600),
+        };
+        let config = Config { saved_discover: Some(saved), ..Config::default() };
+        let mut engine = Engine::new(config, now).unwrap();
+        let command = StdioCommand::new("sh").args(["-c", "exec cat >/dev/null"]);
+        let mut driver = StdioDriver::new(command, engine.config(), Token(0));
+        driver.spawn(poll.registry(), &mut engine, now).unwrap();
+        let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(8 << 20));
+        let args: &serde_json::value::RawValue = serde_json::from_str(&big).unwrap();
+        engine.call_tool(now, "echo", args, &crate::CallOptions::default()).unwrap();
+        driver.flush(poll.registry(), &mut engine, now).unwrap();
+        assert!(driver.out.capacity() >= 8 << 20);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut events = mio::Events::with_capacity(8);
+        while driver.unsent() > 0 {
+            assert!(Instant::now() < deadline, "the child never read it all");
+            poll.poll(&mut events, Some(Duration::from_millis(10))).unwrap();
+            driver.flush(poll.registry(), &mut engine, now).unwrap();
+        }
+        let small: &serde_json::value::RawValue = serde_json::from_str("{}").unwrap();
+        engine.call_tool(now, "echo", small, &crate::CallOptions::default()).unwrap();
+        driver.flush(poll.registry(), &mut engine, now).unwrap();
+        assert!(driver.out.capacity() <= driver.keep_capacity(), "{}", driver.out.capacity());
+        drop(driver.detach(poll.registry(), Duration::from_millis(1), now));
     }
 
     /// A detached child's unwritten bytes go with it: nothing will write them, and kept they
