@@ -1394,6 +1394,7 @@ impl Engine {
 
     fn become_ready(&mut self, version: ProtocolVersion) {
         self.lifecycle = Lifecycle::Ready { version };
+        self.restart.ready();
         // Cancels of 2026-07-28 tasks that ended while the server restarted; a server that
         // comes back legacy never had those tasks.
         for cancel in std::mem::take(&mut self.deferred_task_cancels) {

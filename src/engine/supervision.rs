@@ -27,6 +27,9 @@ pub(crate) struct RestartState {
     /// Why the first process of the current crash window ended: in a crash loop the first
     /// exit usually says what is wrong, the later ones repeat it or fail to start at all.
     first_loss: Option<TransportError>,
+    /// The one restart after a degraded wait is running and has not been ready yet: an exit
+    /// now degrades the server again at once, as a breaker's half-open probe does.
+    half_open: bool,
 }
 
 impl RestartState {
@@ -43,6 +46,12 @@ impl RestartState {
         self.degraded_until = None;
         self.exits.clear();
         self.restart_at = None;
+        self.half_open = false;
+    }
+
+    /// The process became ready: a half-open retry worked, and exits count afresh.
+    pub(super) fn ready(&mut self) {
+        self.half_open = false;
     }
 
     /// No process is started again: the server is closed. What is known of the losses stays
@@ -50,6 +59,7 @@ impl RestartState {
     pub(super) fn stop(&mut self) {
         self.restart_at = None;
         self.degraded_until = None;
+        self.half_open = false;
     }
 
     pub(crate) fn next_wakeup(&self) -> Option<Instant> {
@@ -61,6 +71,17 @@ impl RestartState {
     /// the crash window, or, at `crash_loop_exits` exits within it, no restart until
     /// `degraded_retry_after` (or the host) says so.
     pub(super) fn after_exit(&mut self, now: Instant, policy: &RestartPolicy) -> AfterExit {
+        if std::mem::take(&mut self.half_open) {
+            // The one retry after the degraded wait failed before it was ready: degraded
+            // again, for another wait (it started a whole crash window over, five processes
+            // with the defaults, each wait).
+            self.exits.clear();
+            self.exits.push(now);
+            self.first_loss = self.last_loss.clone();
+            self.restart_at = None;
+            self.degraded_until = Some(crate::time::later(now, policy.degraded_retry_after));
+            return AfterExit::Degraded { crashes: 1, first_loss: self.first_loss.clone() };
+        }
         let window_start = now.checked_sub(policy.crash_loop_window).unwrap_or(now);
         self.exits.retain(|t| *t >= window_start);
         if self.exits.is_empty() {
@@ -106,6 +127,7 @@ impl RestartState {
             log::debug!("degraded server: trying one restart");
             self.degraded_until = None;
             self.exits.clear();
+            self.half_open = true;
             due = true;
         }
         due
@@ -215,8 +237,18 @@ mod tests {
         assert!(!r.due(t0 + 4000 * MS));
         assert!(r.due(t0 + 30 * MS + 5000 * MS));
         assert!(!r.is_degraded());
-        let again = exit(&mut r, t0 + 6000 * MS, TransportError::ConnectionLost);
-        assert_eq!(again, AfterExit::RestartIn(100 * MS));
+        // The one restart fails before it is ready: degraded again at once (it started a
+        // whole new crash window: four more processes here, five with the defaults).
+        let again = exit(&mut r, t0 + 6000 * MS, TransportError::BadResponse);
+        let first_loss = Some(TransportError::BadResponse);
+        assert_eq!(again, AfterExit::Degraded { crashes: 1, first_loss });
+        assert!(r.is_degraded());
+        assert!(!r.due(t0 + 10_000 * MS), "another wait");
+        // The next one is ready, then exits: a crash like any other.
+        assert!(r.due(t0 + 11_000 * MS));
+        r.ready();
+        let later = exit(&mut r, t0 + 60_000 * MS, TransportError::ConnectionLost);
+        assert_eq!(later, AfterExit::RestartIn(100 * MS));
     }
 
     #[test]
