@@ -167,6 +167,7 @@ impl SavedVerdict {
 
     /// The server marked the result `cacheScope: "public"`: it may be shared beyond the
     /// authorization context that asked (PROTOCOL.md §2.2), with a principal's lane.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the host's lanes only
     pub(crate) fn is_public(&self) -> bool {
         crate::proto::json::parse(self.result.as_bytes())
             .ok()

@@ -23,8 +23,9 @@ use rustix::process::Signal;
 use super::reap::{kill_group, Check, Escalation, Exiting, Watch};
 use crate::codec::ndjson::{Frame, LineFramer};
 use crate::config::Config;
-use crate::engine::{Engine, TransportEvent};
-use crate::error::{ProcessExit, TransportError};
+use crate::engine::{Engine, ExchangeFailure, TransportEvent};
+use crate::error::{CloseReason, ProcessExit, TransportError};
+use crate::proto::jsonrpc::{self, Message, WireId};
 
 /// What to run: a program, its arguments, environment and working directory. No shell is
 /// involved, so nothing in the arguments is interpreted.
@@ -414,6 +415,8 @@ pub struct StdioDriver {
     framer: LineFramer,
     out: Vec<u8>,
     written: usize,
+    /// `out` begins with the rest of a frame partly written before the last drain.
+    out_mid_frame: bool,
     /// The size of the next read of stdout, which lands in the framer's buffer.
     stdout_read: usize,
     /// Where stderr is read into.
@@ -464,6 +467,7 @@ impl StdioDriver {
             framer: LineFramer::new(config.max_message_bytes),
             out: Vec::with_capacity(OUT_CAPACITY),
             written: 0,
+            out_mid_frame: false,
             stdout_read: READ_START,
             read_buf: vec![0; READ_START].into_boxed_slice(),
             // Grown as the child writes: most write little, and `usize::MAX` (keep all)
@@ -563,6 +567,7 @@ impl StdioDriver {
         self.framer = LineFramer::new(self.max_line);
         self.out.clear();
         self.written = 0;
+        self.out_mid_frame = false;
         self.stdout_backlog = false;
         self.stderr_backlog = false;
         engine.handle_transport(now, TransportEvent::opened());
@@ -694,13 +699,19 @@ impl StdioDriver {
             if self.running.as_ref().is_none_or(|r| r.stdin.is_none()) {
                 return Ok(());
             }
-            if self.written > 0 {
-                // All of it in the common case; otherwise the unsent rest moves to the front.
-                self.out.drain(..self.written);
+            if self.written == self.out.len() && self.written > 0 {
+                // All of it, the common case.
+                self.out.clear();
                 self.written = 0;
-                if self.out.is_empty() && self.out.capacity() > self.keep_capacity() {
+                self.out_mid_frame = false;
+                if self.out.capacity() > self.keep_capacity() {
                     self.shed_out();
                 }
+            } else if self.written > 0 {
+                // The unsent rest moves to the front, maybe the rest of a frame.
+                self.out_mid_frame = self.out.get(self.written - 1) != Some(&b'\n');
+                self.out.drain(..self.written);
+                self.written = 0;
             }
             let mut full = self.out.len() >= self.max_unsent;
             // Most passes (every round's upkeep) find nothing to send: no call to learn it.
@@ -717,6 +728,10 @@ impl StdioDriver {
                 }
             }
             if !self.write_out(registry) || !full {
+                if self.running.as_ref().is_some_and(|r| r.stdin.is_none()) {
+                    // The write failed: nothing more goes to this child.
+                    self.drop_unwritten(engine, now);
+                }
                 // The pipe is full (its writable edge resumes us), or the engine is drained.
                 return Ok(());
             }
@@ -752,19 +767,49 @@ impl StdioDriver {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     // The child closed stdin or died; its exit shows up as EOF on stdout.
+                    // What is left is dropped by the caller (`drop_unwritten`).
                     log::debug!("write to server failed: {e}");
                     if let Some(r) = self.running.as_mut() {
                         if let Some(mut s) = r.stdin.take() {
                             let _ = registry.deregister(&mut s);
                         }
                     }
-                    self.out.clear();
-                    self.written = 0;
                     return false;
                 }
             }
         }
         true
+    }
+
+    /// The child is gone (or took no more): the bytes not written never will be. The host's
+    /// requests among them whose first byte was not written were not delivered, and the
+    /// engine is told so: they go again (to the next process) as the retry policy allows,
+    /// where they ended `DeliveryUnknown` with the writes that may have been read. (A frame
+    /// partly written may be all a server needs to act on: it stays "maybe delivered".) Read
+    /// from the bytes themselves, once, rather than noted for every frame on the way out.
+    #[cold]
+    #[inline(never)]
+    fn drop_unwritten(&mut self, engine: &mut Engine, now: Instant) {
+        let mid_frame = match self.written {
+            0 => self.out_mid_frame,
+            n => self.out.get(n - 1) != Some(&b'\n'),
+        };
+        let unwritten = self.out.get(self.written..).unwrap_or_default();
+        // The frame the write stopped in is partly out: the whole ones start after its end.
+        let skip = usize::from(mid_frame);
+        for line in unwritten.split(|&b| b == b'\n').skip(skip) {
+            let Ok(Message::Request { id, method, .. }) = jsonrpc::decode(line) else { continue };
+            // The probe and the handshake are the era's own business, as the process is.
+            if matches!(method.as_ref(), "server/discover" | "initialize") {
+                continue;
+            }
+            let Some(id) = WireId::parse(id) else { continue };
+            let failure = ExchangeFailure::Unsent(TransportError::Closed(CloseReason::WriteFailed));
+            engine.handle_transport(now, TransportEvent::exchange_failed(id, failure));
+        }
+        self.out.clear();
+        self.written = 0;
+        self.out_mid_frame = false;
     }
 
     /// Bytes written by the engine but not yet accepted by the pipe.
@@ -901,9 +946,8 @@ impl StdioDriver {
         if let Some(mut s) = running.stdout.take() {
             let _ = registry.deregister(&mut s);
         }
-        self.out.clear();
-        self.written = 0;
         running.exit = Some(Watch::new(now, EXIT_GRACE, Escalation::Kill));
+        self.drop_unwritten(engine, now);
         // Most children have exited by the time their stdout reads EOF.
         self.check_exit(registry, engine, now)
     }
@@ -1040,6 +1084,7 @@ impl StdioDriver {
         // for good (`Host::is_idle` false while the closed server stayed).
         self.out.clear();
         self.written = 0;
+        self.out_mid_frame = false;
         let watch = Watch::new(now, grace, Escalation::TermThenKill);
         Some(Exiting::new(running.child, watch, [running.stdout, running.stderr]))
     }
@@ -1329,6 +1374,54 @@ mod tests {
         engine.call_tool(now, "echo", small, &crate::CallOptions::default()).unwrap();
         driver.flush(poll.registry(), &mut engine, now).unwrap();
         assert!(driver.out.capacity() <= driver.keep_capacity(), "{}", driver.out.capacity());
+        drop(driver.detach(poll.registry(), Duration::from_millis(1), now));
+    }
+
+    /// A request whose first byte never reached the pipe when the child died was not
+    /// delivered: it goes to the next process (here, after the restart's backoff), where it
+    /// ended `DeliveryUnknown` with the writes that may have been read.
+    #[test]
+    fn a_request_never_written_to_a_dead_child_goes_to_the_next_one() {
+        let mut poll = mio::Poll::new().unwrap();
+        let now = Instant::now();
+        let saved = crate::config::SavedVerdict {
+            version: crate::proto::version::ProtocolVersion::MODERN,
+            result: r#"{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}}}"#.into(),
+            expires: std::time::SystemTime::now() + Duration::from_secs(600),
+        };
+        let config = Config { saved_discover: Some(saved), ..Config::default() };
+        let mut engine = Engine::new(config, now).unwrap();
+        // Reads nothing, then exits: the first call fills the pipe, the second waits whole
+        // behind it (both taken from the engine: the first is under `max_write_buffer_bytes`).
+        let command = StdioCommand::new("sh").args(["-c", "sleep 0.3; exit 1"]);
+        let mut driver = StdioDriver::new(command, engine.config(), Token(0));
+        driver.spawn(poll.registry(), &mut engine, now).unwrap();
+        let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(200 << 10));
+        let big: &serde_json::value::RawValue = serde_json::from_str(&big).unwrap();
+        let small: &serde_json::value::RawValue = serde_json::from_str("{}").unwrap();
+        let opts = crate::CallOptions::default();
+        let first = engine.call_tool(now, "write", big, &opts).unwrap();
+        let second = engine.call_tool(now, "write", small, &opts).unwrap();
+        driver.flush(poll.registry(), &mut engine, now).unwrap();
+        assert!(driver.unsent() > small.get().len(), "the second call is all in the buffer");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut events = mio::Events::with_capacity(8);
+        let mut ended = Vec::new();
+        while driver.is_running() {
+            assert!(Instant::now() < deadline, "the child never exited");
+            poll.poll(&mut events, Some(Duration::from_millis(10))).unwrap();
+            for e in &events {
+                driver.handle_event(poll.registry(), e, &mut engine, now).unwrap();
+            }
+            driver.handle_timeout(poll.registry(), &mut engine, now).unwrap();
+            while let Some(e) = engine.poll_event() {
+                if let crate::Event::CallFailed { call, error, .. } = e {
+                    ended.push((call, error.name()));
+                }
+            }
+        }
+        assert_eq!(ended, [(first, "delivery_unknown")], "the first may have been read");
+        assert!(engine.is_pending(second), "the second was never written: it goes again");
         drop(driver.detach(poll.registry(), Duration::from_millis(1), now));
     }
 
