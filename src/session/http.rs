@@ -1355,7 +1355,12 @@ impl HttpSession {
             if !matches!(ex.carries, Carries::Request { .. }) {
                 // A notification's or an answer's POST, or a GET stream answered with JSON:
                 // nobody reads the body, so it is not gathered (a server answering each with
-                // megabytes grew every such slot to its cap).
+                // megabytes grew every such slot to its cap). But for its first bytes when a
+                // GET stream is refused 400: the TypeScript SDK says a session is gone so.
+                if matches!(ex.carries, Carries::Listen) && ex.status == 400 {
+                    let room = REFUSAL_BYTES.saturating_sub(ex.reply.len());
+                    ex.reply.extend_from_slice(chunk.get(..room).unwrap_or(chunk));
+                }
                 return ResponseStep::More;
             }
             if ex.reply.len() + chunk.len() > self.max_body {
@@ -1464,9 +1469,9 @@ impl HttpSession {
             // for a reply a message carries, and the GET stream brings its requests.
             _ if status == 401 && self.refresh(i) => return,
             Carries::Listen
-                if status == 404
-                    && self.exchanges[i].flight().session != 0
-                    && !self.listen_renewed =>
+                if self.exchanges[i].flight().session != 0
+                    && !self.listen_renewed
+                    && (status == 404 || legacy_session_gone(&self.exchanges[i])) =>
             {
                 // The session is gone (§6.2: 404 on a request that carried its id): a new
                 // one is made, and it gets a GET stream of its own once ready. Once only
@@ -1690,6 +1695,15 @@ impl HttpSession {
 /// Whether a failed connection should send new connections to the next instance: only for
 /// stateless (2026-07-28) servers, whose calls may land anywhere (a legacy session lives on
 /// one instance), and not for TLS failures, which another instance would repeat.
+/// The first bytes of a GET stream's 400 that are kept, to read a JSON-RPC error in them.
+const REFUSAL_BYTES: usize = 1024;
+
+/// A 400 with a JSON-RPC -32000: how the TypeScript SDK (v1) says it forgot a legacy session
+/// (lab FINDINGS §6), where the spec says 404.
+fn legacy_session_gone(ex: &Exchange) -> bool {
+    ex.status == 400 && ex.mode == BodyMode::Json && is_error_code(&ex.reply, -32000)
+}
+
 pub(crate) fn should_rotate(era: Option<Era>, error: &TransportError) -> bool {
     !matches!(error, TransportError::Tls(_)) && era != Some(Era::Legacy)
 }

@@ -1312,6 +1312,33 @@ fn a_probe_that_timed_out_has_its_stream_closed() {
     assert!(s.closed.contains(&probe.x), "the probe's stream is closed");
 }
 
+/// The TypeScript SDK (v1) says a session it forgot (it restarted) with 400 and a JSON-RPC
+/// -32000, on the GET stream as on a POST: the session is made anew, once, as for a 404. The
+/// stream was switched off for good instead, and a client that only listened (for
+/// `list_changed`, server requests) never heard from the server again.
+#[test]
+fn a_get_stream_refused_400_for_a_forgotten_session_makes_a_new_one() {
+    let json_type = [("Content-Type", "application/json")];
+    let mut s = Sim::legacy(None);
+    let get = s.listen.take().unwrap();
+    assert!(matches!(s.head(get.x, 200, &SSE), ResponseStep::More));
+    s.fail(get.x, ExchangeFailure::Transport(TransportError::ConnectionLost));
+    s.advance(Duration::from_secs(2));
+    let again = s.next().expect("the GET reconnects");
+    assert_eq!((again.method.as_str(), again.header("mcp-session-id")), ("GET", Some("s-1")));
+    s.respond(again.x, 400, &json_type, LEGACY_SESSION_GONE);
+    let init = s.next().expect("a new session");
+    assert_eq!((init.rpc(), init.header("mcp-session-id")), ("initialize", None));
+    s.answer_initialize(&init, "s-2");
+    let get = s.next().unwrap();
+    assert_eq!((get.method.as_str(), get.header("mcp-session-id")), ("GET", Some("s-2")));
+    // The same answer to the new session's first GET: no GET stream, no third session.
+    s.respond(get.x, 400, &json_type, LEGACY_SESSION_GONE);
+    s.advance(Duration::from_secs(120));
+    let rest: Vec<String> = std::iter::from_fn(|| s.next()).map(|x| x.rpc().to_owned()).collect();
+    assert_eq!(rest, ["notifications/initialized"], "nothing but the new session's own");
+}
+
 /// A session made anew closes the old session's GET stream: left open, its later end set the
 /// new session's stream state (a 404 gave it up as unsupported; another end opened a second
 /// stream) and its events named the `Last-Event-ID` the new stream would resume from.
