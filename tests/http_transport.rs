@@ -112,13 +112,57 @@ fn echo(host: &mut Host, id: mcpoll::ServerId, text: &str) -> serde_json::Value 
     serde_json::from_str(&r.json).unwrap()
 }
 
+/// Reads one request head from a raw connection: its `Content-Length` (0 when none), or
+/// `None` at the end of the connection.
+fn read_head(r: &mut std::io::BufReader<std::net::TcpStream>) -> Option<usize> {
+    use std::io::BufRead;
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        let lower = line.to_ascii_lowercase();
+        if let Some(v) = lower.strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap();
+        }
+        if line == "\r\n" {
+            return Some(length);
+        }
+    }
+}
+
+/// Reads the era probe from a raw connection whole and answers it as a 2026-07-28 server.
+fn answer_probe(
+    reader: &mut std::io::BufReader<std::net::TcpStream>,
+    out: &mut std::net::TcpStream,
+) {
+    use std::io::{Read, Write};
+    let length = read_head(reader).unwrap();
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    let probe = Request {
+        method: "POST".into(),
+        path: "/mcp".into(),
+        headers: Vec::new(),
+        body: String::from_utf8(body).unwrap(),
+        at: std::time::Instant::now(),
+    };
+    let result = mcp_answer(&probe).body;
+    let reply = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{result}",
+        result.len()
+    );
+    out.write_all(reply.as_bytes()).unwrap();
+}
+
 /// A server that answers a request before it has read all of it (a 400 or 401 from a
 /// middleware, the connection kept) would take the next request on that connection for the
 /// rest of the first one's body: the connection is closed instead of reused, as HTTP/1.1 asks
 /// of a client that did not finish sending.
 #[test]
 fn a_connection_answered_before_its_request_was_sent_is_not_reused() {
-    use std::io::{BufRead, BufReader, Read, Write};
+    use std::io::{BufReader, Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let (verdict, told) = std::sync::mpsc::channel();
@@ -126,38 +170,9 @@ fn a_connection_answered_before_its_request_was_sent_is_not_reused() {
         let (sock, _) = listener.accept().unwrap();
         let mut reader = BufReader::new(sock.try_clone().unwrap());
         let mut out = sock;
-        let head = |r: &mut BufReader<std::net::TcpStream>| {
-            let mut length = 0;
-            loop {
-                let mut line = String::new();
-                if r.read_line(&mut line).unwrap_or(0) == 0 {
-                    return None;
-                }
-                let lower = line.to_ascii_lowercase();
-                if let Some(v) = lower.strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap();
-                }
-                if line == "\r\n" {
-                    return Some(length);
-                }
-            }
-        };
-        // The probe, read whole and answered.
-        let length = head(&mut reader).unwrap();
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).unwrap();
-        let probe: serde_json::Value = serde_json::from_slice(&body).unwrap();
-        let result = serde_json::json!({"jsonrpc": "2.0", "id": probe["id"], "result": {
-            "resultType": "complete", "supportedVersions": ["2026-07-28"],
-            "capabilities": {"tools": {}}, "ttlMs": 0, "cacheScope": "private"}});
-        let result = result.to_string();
-        let reply = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{result}",
-            result.len()
-        );
-        out.write_all(reply.as_bytes()).unwrap();
+        answer_probe(&mut reader, &mut out);
         // The large call: its head only, then a refusal, the connection kept.
-        head(&mut reader).unwrap();
+        read_head(&mut reader).unwrap();
         out.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n").unwrap();
         // What follows on this connection: the end of it, or the next request.
         let mut seen = Vec::new();
@@ -201,49 +216,17 @@ fn a_connection_answered_before_its_request_was_sent_is_not_reused() {
 /// lost connection (for a write: "delivery unknown", though the server said it refused it).
 #[test]
 fn an_answer_before_the_write_failed_is_read() {
-    use std::io::{BufRead, BufReader, Read, Write};
+    use std::io::{BufReader, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
         let (sock, _) = listener.accept().unwrap();
         let mut reader = BufReader::new(sock.try_clone().unwrap());
         let mut out = sock;
-        let head = |r: &mut BufReader<std::net::TcpStream>| {
-            let mut length = 0;
-            loop {
-                let mut line = String::new();
-                if r.read_line(&mut line).unwrap_or(0) == 0 {
-                    return None;
-                }
-                let lower = line.to_ascii_lowercase();
-                if let Some(v) = lower.strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap();
-                }
-                if line == "\r\n" {
-                    return Some(length);
-                }
-            }
-        };
-        // The probe, read whole and answered.
-        let length = head(&mut reader).unwrap();
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).unwrap();
-        let probe = Request {
-            method: "POST".into(),
-            path: "/mcp".into(),
-            headers: Vec::new(),
-            body: String::from_utf8(body).unwrap(),
-            at: std::time::Instant::now(),
-        };
-        let result = mcp_answer(&probe).body;
-        let reply = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{result}",
-            result.len()
-        );
-        out.write_all(reply.as_bytes()).unwrap();
+        answer_probe(&mut reader, &mut out);
         // The large call: its head only, then the refusal, and a close with the body unread
         // (the kernel answers the client's next bytes with a reset).
-        head(&mut reader).unwrap();
+        read_head(&mut reader).unwrap();
         let refusal =
             "HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
         out.write_all(refusal.as_bytes()).unwrap();

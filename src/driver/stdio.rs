@@ -1314,6 +1314,17 @@ mod tests {
         assert_eq!(engine.stats().invalid_frames, 3, "every line was read before the exit");
     }
 
+    /// A configuration whose saved era verdict makes the engine ready at once: calls go to
+    /// the child with no probe to answer.
+    fn saved_verdict_config() -> Config {
+        let saved = crate::config::SavedVerdict {
+            version: crate::proto::version::ProtocolVersion::MODERN,
+            result: r#"{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}}}"#.into(),
+            expires: std::time::SystemTime::now() + Duration::from_secs(600),
+        };
+        Config { saved_discover: Some(saved), ..Config::default() }
+    }
+
     /// The liveness look that ends a child which exited during the era probe may start the
     /// next process at once (the engine's fallback to `initialize`): it ended that new
     /// process too, as if it were the one seen gone (its pipes closed, killed, counted as a
@@ -1348,14 +1359,9 @@ mod tests {
     fn the_write_buffer_sheds_a_large_frame_once_it_is_out() {
         let mut poll = mio::Poll::new().unwrap();
         let now = Instant::now();
-        let saved = crate::config::SavedVerdict {
-            version: crate::proto::version::ProtocolVersion::MODERN,
-            result: r#"{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}}}"#.into(),
-            expires: std::time::SystemTime::now() + Duration::from_secs(600),
-        };
-        let config = Config { saved_discover: Some(saved), ..Config::default() };
-        let mut engine = Engine::new(config, now).unwrap();
-        let command = StdioCommand::new("sh").args(["-c", "exec cat >/dev/null"]);
+        let mut engine = Engine::new(saved_verdict_config(), now).unwrap();
+        // Reads nothing at first: the first flush leaves most of the frame in the buffer.
+        let command = StdioCommand::new("sh").args(["-c", "sleep 1; exec cat >/dev/null"]);
         let mut driver = StdioDriver::new(command, engine.config(), Token(0));
         driver.spawn(poll.registry(), &mut engine, now).unwrap();
         let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(8 << 20));
@@ -1384,13 +1390,7 @@ mod tests {
     fn a_request_never_written_to_a_dead_child_goes_to_the_next_one() {
         let mut poll = mio::Poll::new().unwrap();
         let now = Instant::now();
-        let saved = crate::config::SavedVerdict {
-            version: crate::proto::version::ProtocolVersion::MODERN,
-            result: r#"{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}}}"#.into(),
-            expires: std::time::SystemTime::now() + Duration::from_secs(600),
-        };
-        let config = Config { saved_discover: Some(saved), ..Config::default() };
-        let mut engine = Engine::new(config, now).unwrap();
+        let mut engine = Engine::new(saved_verdict_config(), now).unwrap();
         // Reads nothing, then exits: the first call fills the pipe, the second waits whole
         // behind it (both taken from the engine: the first is under `max_write_buffer_bytes`).
         let command = StdioCommand::new("sh").args(["-c", "sleep 0.3; exit 1"]);
@@ -1432,13 +1432,7 @@ mod tests {
         let poll = mio::Poll::new().unwrap();
         let now = Instant::now();
         // A saved verdict: the call goes at once, with no probe to answer.
-        let saved = crate::config::SavedVerdict {
-            version: crate::proto::version::ProtocolVersion::MODERN,
-            result: r#"{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}}}"#.into(),
-            expires: std::time::SystemTime::now() + Duration::from_secs(600),
-        };
-        let config = Config { saved_discover: Some(saved), ..Config::default() };
-        let mut engine = Engine::new(config, now).unwrap();
+        let mut engine = Engine::new(saved_verdict_config(), now).unwrap();
         // Never reads stdin: the pipe fills, and the rest waits in the driver.
         let command = StdioCommand::new("sh").args(["-c", "exec sleep 1000"]);
         let mut driver = StdioDriver::new(command, engine.config(), Token(0));
