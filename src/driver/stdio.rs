@@ -1393,7 +1393,7 @@ mod tests {
         let mut engine = Engine::new(saved_verdict_config(), now).unwrap();
         // Reads nothing, then exits: the first call fills the pipe, the second waits whole
         // behind it (both taken from the engine: the first is under `max_write_buffer_bytes`).
-        let command = StdioCommand::new("sh").args(["-c", "sleep 0.3; exit 1"]);
+        let command = StdioCommand::new("sh").args(["-c", "sleep 1; exit 1"]);
         let mut driver = StdioDriver::new(command, engine.config(), Token(0));
         driver.spawn(poll.registry(), &mut engine, now).unwrap();
         let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(200 << 10));
