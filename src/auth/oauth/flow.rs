@@ -663,20 +663,21 @@ impl OAuthFlow {
     /// The authorization server `issuer` passed discovery. When it is another than the one
     /// the flow held, what the old one issued is bound to it and is never shown to the new
     /// one (SEP-2352): its client and tokens go, here and in the store. The store keeps the
-    /// old issuer when the host's credentials, named with no issuer, were first used there
-    /// (`save` leaves that binding as it is): after a restart they are still not the new
-    /// server's.
+    /// issuer the host's credentials, named with no issuer, were first used at (`save` leaves
+    /// that binding as it is), however many moves later: after a restart they are still not
+    /// the new server's.
     fn adopt_issuer(&mut self, issuer: &str) {
-        let Some(old) = self.issuer.as_deref().filter(|old| *old != issuer) else {
+        if self.issuer.as_deref().is_none_or(|old| old == issuer) {
             self.issuer = Some(issuer.to_owned());
             return;
-        };
+        }
         log::debug!("oauth: the resource moved to another authorization server");
         self.client = None;
         self.tokens = None;
         self.server = None;
         self.as_nonce.clear();
-        match self.implicit_binding().filter(|bound| *bound == old) {
+        // Whatever server the flow moves from: a second move must not forget the first.
+        match self.implicit_binding() {
             Some(bound) => {
                 let kept = StoredAuth { issuer: bound.to_owned(), client: None, tokens: None };
                 self.config.store.save(&self.config.server_url, &kept);

@@ -1180,13 +1180,20 @@ fn host_credentials_stay_bound_after_a_refused_move_and_a_restart() {
     assert_eq!(h.bearer(), Some("t1"), "the token held is kept");
     assert_eq!(store.0.borrow_mut().load(SERVER), Some(held.clone()), "and stored");
     // The new server is found: the host's credentials are not for it, in this run or after
-    // a restart.
+    // a restart; nor for a third one it moves to next.
+    let as3 = "https://as3.test";
+    let as3_meta = "https://as3.test/.well-known/oauth-authorization-server";
     for run in ["first", "after a restart"] {
         let mut h = Harness::new(config());
         h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
         h.get(PRM_PATH, 200, &prm(SERVER, as2, None));
         h.get(as2_meta, 200, &meta(as2, json!({})));
         assert_eq!(h.failed().reason, AuthFailure::NoClientIdentity, "{run}");
+        h.nothing();
+        h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+        h.get(PRM_PATH, 200, &prm(SERVER, as3, None));
+        h.get(as3_meta, 200, &meta(as3, json!({})));
+        assert_eq!(h.failed().reason, AuthFailure::NoClientIdentity, "{run}: as3");
         h.nothing();
         let kept = store.0.borrow_mut().load(SERVER).map(|a| a.issuer);
         assert_eq!(kept.as_deref(), Some(AS), "{run}: the binding is kept");
