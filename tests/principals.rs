@@ -527,14 +527,11 @@ fn each_lane_runs_its_principals_own_oauth_flow() {
     assert!(token_posts.contains(&"Basic Ym9iOmItc2VjcmV0".to_owned()));
 }
 
-/// A principal's lane serves its server's files: it has the server's roots and boundary when
-/// it opens, and follows when the server's change (else a roots request on the lane went to
-/// the host, and a host answer for it was checked against no boundary). Against the demo
-/// server.
 /// A server started from a saved era verdict (`Config::saved_discover`, or the capability
 /// store's) has it for its own context: its lanes probe for themselves, with their
 /// principals' credentials, unless the verdict says it may be shared (`cacheScope` public).
-/// They started from the server's, and were told its instructions and capabilities.
+/// They started from the server's, and were told its instructions and capabilities. A lane
+/// of another tenant than the server's never does.
 #[test]
 fn a_lane_starts_from_the_servers_saved_verdict_only_when_it_is_public() {
     for scope in ["private", "public"] {
@@ -549,14 +546,22 @@ fn a_lane_starts_from_the_servers_saved_verdict_only_when_it_is_public() {
         let mut host = Host::new().unwrap();
         let server = start(&mut host, demo_server(), config);
         let alice = host.add_principal(Principal::new("alice")).unwrap();
-        let lane = host.lane(server, alice).unwrap();
-        ready(&mut host, lane);
-        let info = host.server_info(lane).unwrap_or_default().to_owned();
-        let inherited = info.contains("saved for the server");
-        assert_eq!(inherited, scope == "public", "{scope}: {info}");
+        // Of another tenant than the server's (none): a public word is not for it.
+        let bob = host.add_principal(Principal::new("bob").tenant("globex")).unwrap();
+        for (who, shares) in [(alice, scope == "public"), (bob, false)] {
+            let lane = host.lane(server, who).unwrap();
+            ready(&mut host, lane);
+            let info = host.server_info(lane).unwrap_or_default().to_owned();
+            let inherited = info.contains("saved for the server");
+            assert_eq!(inherited, shares, "{scope}: {info}");
+        }
     }
 }
 
+/// A principal's lane serves its server's files: it has the server's roots and boundary when
+/// it opens, and follows when the server's change (else a roots request on the lane went to
+/// the host, and a host answer for it was checked against no boundary). Against the demo
+/// server.
 #[test]
 fn a_lane_keeps_its_servers_roots_and_boundary() {
     let base = std::env::temp_dir().join(format!("mcpoll-lane-roots-{}", std::process::id()));

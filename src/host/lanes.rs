@@ -138,14 +138,17 @@ impl Host {
         let (recipe, p) =
             self.client.lanes.recipe_for(server, principal).ok_or(LaneError::UnknownServer)?;
         let mut config = recipe.config().clone();
+        // The server's saved era verdict answered its own context: a lane starts from it only
+        // when the server said it may be shared, and within the server's tenant (a server's
+        // word that a result is public is not for the host's other tenants). Else the lane
+        // probes with its principal's credentials, and is told its own instructions and
+        // capabilities.
+        let same_tenant = p.tenant.is_none() || p.tenant == config.cache_tenant;
+        if !(same_tenant && config.saved_discover.as_ref().is_some_and(SavedVerdict::is_public)) {
+            config.saved_discover = None;
+        }
         if p.tenant.is_some() {
             config.cache_tenant = p.tenant.clone();
-        }
-        // The server's saved era verdict answered its own context: a lane starts from it only
-        // when the server said it may be shared. Else the lane probes with its principal's
-        // credentials, and is told its own instructions and capabilities.
-        if !config.saved_discover.as_ref().is_some_and(SavedVerdict::is_public) {
-            config.saved_discover = None;
         }
         let setup = |e| LaneError::Setup(e);
         let config = super::without_stale_verdict(config);
