@@ -417,6 +417,9 @@ pub struct StdioDriver {
     written: usize,
     /// `out` begins with the rest of a frame partly written before the last drain.
     out_mid_frame: bool,
+    /// The most room `out` keeps once all written: twice `max_write_buffer_bytes` (a frame
+    /// may pass that mark), never less than it starts with ([`shed_out`](Self::shed_out)).
+    keep_out: usize,
     /// The size of the next read of stdout, which lands in the framer's buffer.
     stdout_read: usize,
     /// Where stderr is read into.
@@ -468,6 +471,7 @@ impl StdioDriver {
             out: Vec::with_capacity(OUT_CAPACITY),
             written: 0,
             out_mid_frame: false,
+            keep_out: config.max_write_buffer_bytes.saturating_mul(2).max(OUT_CAPACITY),
             stdout_read: READ_START,
             read_buf: vec![0; READ_START].into_boxed_slice(),
             // Grown as the child writes: most write little, and `usize::MAX` (keep all)
@@ -565,9 +569,7 @@ impl StdioDriver {
             liveness_at: None,
         });
         self.framer = LineFramer::new(self.max_line);
-        self.out.clear();
-        self.written = 0;
-        self.out_mid_frame = false;
+        self.clear_out();
         self.stdout_backlog = false;
         self.stderr_backlog = false;
         engine.handle_transport(now, TransportEvent::opened());
@@ -704,9 +706,6 @@ impl StdioDriver {
                 self.out.clear();
                 self.written = 0;
                 self.out_mid_frame = false;
-                if self.out.capacity() > self.keep_capacity() {
-                    self.shed_out();
-                }
             } else if self.written > 0 {
                 // The unsent rest moves to the front, maybe the rest of a frame.
                 self.out_mid_frame = self.out.get(self.written - 1) != Some(&b'\n');
@@ -739,18 +738,27 @@ impl StdioDriver {
         }
     }
 
-    /// The most room the write buffer keeps once empty: twice the mark at which it stops
-    /// taking frames (a frame may pass it), and never less than it starts with.
-    fn keep_capacity(&self) -> usize {
-        self.max_unsent.saturating_mul(2).max(OUT_CAPACITY)
+    /// Empties the write buffer (its bytes all written, or never to be), giving back the room
+    /// a large frame grew it to ([`shed_out`](Self::shed_out)).
+    fn clear_out(&mut self) {
+        if self.out.capacity() > self.keep_out {
+            self.shed_out();
+        } else {
+            self.out.clear();
+        }
+        self.written = 0;
+        self.out_mid_frame = false;
     }
 
     /// Gives back the room one large frame (a call with megabytes of arguments) grew the
-    /// write buffer to: kept, every server and lane held it for its life. Rare: out of line.
+    /// write buffer to: kept, every server and lane held it for its life (an idle one too,
+    /// the bytes written staying until the next frame). Rare: out of line.
     #[cold]
     #[inline(never)]
     fn shed_out(&mut self) {
         self.out = Vec::with_capacity(OUT_CAPACITY);
+        self.written = 0;
+        self.out_mid_frame = false;
     }
 
     /// Writes buffered bytes until the pipe is full or they are all out; `false` when the pipe
@@ -777,6 +785,10 @@ impl StdioDriver {
                     return false;
                 }
             }
+        }
+        if self.out.capacity() > self.keep_out {
+            // All written: a large frame's room goes now, not at the next frame.
+            self.shed_out();
         }
         true
     }
@@ -807,9 +819,7 @@ impl StdioDriver {
             let failure = ExchangeFailure::Unsent(TransportError::Closed(CloseReason::WriteFailed));
             engine.handle_transport(now, TransportEvent::exchange_failed(id, failure));
         }
-        self.out.clear();
-        self.written = 0;
-        self.out_mid_frame = false;
+        self.clear_out();
     }
 
     /// Bytes written by the engine but not yet accepted by the pipe.
@@ -1082,9 +1092,7 @@ impl StdioDriver {
         running.stdin = None;
         // What was not written never will be: kept, it was work the driver seemed to have
         // for good (`Host::is_idle` false while the closed server stayed).
-        self.out.clear();
-        self.written = 0;
-        self.out_mid_frame = false;
+        self.clear_out();
         let watch = Watch::new(now, grace, Escalation::TermThenKill);
         Some(Exiting::new(running.child, watch, [running.stdout, running.stderr]))
     }
@@ -1353,8 +1361,9 @@ mod tests {
         assert!(next.exit.is_none() && next.stdin.is_some(), "left running, its stdin open");
     }
 
-    /// The write buffer gives back the room one large frame grew it to, once the frame is out:
-    /// it kept it for the server's life (the engine and the framer shed theirs).
+    /// The write buffer gives back the room one large frame grew it to, once the frame is out
+    /// (not at the next frame, which an idle server may never send): it kept it for the
+    /// server's life (the engine and the framer shed theirs).
     #[test]
     fn the_write_buffer_sheds_a_large_frame_once_it_is_out() {
         let mut poll = mio::Poll::new().unwrap();
@@ -1376,10 +1385,12 @@ mod tests {
             poll.poll(&mut events, Some(Duration::from_millis(10))).unwrap();
             driver.flush(poll.registry(), &mut engine, now).unwrap();
         }
+        // Given back once written, with no next frame to come (an idle server kept it).
+        assert!(driver.out.capacity() <= driver.keep_out, "{}", driver.out.capacity());
         let small: &serde_json::value::RawValue = serde_json::from_str("{}").unwrap();
         engine.call_tool(now, "echo", small, &crate::CallOptions::default()).unwrap();
         driver.flush(poll.registry(), &mut engine, now).unwrap();
-        assert!(driver.out.capacity() <= driver.keep_capacity(), "{}", driver.out.capacity());
+        assert_eq!(driver.unsent(), 0, "and the buffer serves the next frame");
         drop(driver.detach(poll.registry(), Duration::from_millis(1), now));
     }
 
