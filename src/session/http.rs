@@ -1313,6 +1313,10 @@ impl HttpSession {
         x.status = head.status;
         let sse = head.content_type.is_some_and(|v| starts_with_ci(v, b"text/event-stream"));
         x.mode = if sse && ok { BodyMode::Sse } else { BodyMode::Json };
+        if x.mode == BodyMode::Sse && matches!(x.carries, Carries::Listen) {
+            // A GET stream served: a later 404 on it means its session is gone.
+            self.listen_renewed = false;
+        }
         if matches!(head.status, 401 | 403) {
             x.challenge = head.challenge;
         }
@@ -1569,6 +1573,8 @@ impl HttpSession {
         }
         if session_gone {
             self.release(i);
+            // A session made anew for a request: its GET stream's 404 means it is gone too.
+            self.listen_renewed = false;
             engine.handle_transport(now, TransportEvent::session_expired(id));
             return;
         }
@@ -1692,9 +1698,6 @@ impl HttpSession {
     }
 }
 
-/// Whether a failed connection should send new connections to the next instance: only for
-/// stateless (2026-07-28) servers, whose calls may land anywhere (a legacy session lives on
-/// one instance), and not for TLS failures, which another instance would repeat.
 /// The first bytes of a GET stream's 400 that are kept, to read a JSON-RPC error in them.
 const REFUSAL_BYTES: usize = 1024;
 
@@ -1704,6 +1707,9 @@ fn legacy_session_gone(ex: &Exchange) -> bool {
     ex.status == 400 && ex.mode == BodyMode::Json && is_error_code(&ex.reply, -32000)
 }
 
+/// Whether a failed connection should send new connections to the next instance: only for
+/// stateless (2026-07-28) servers, whose calls may land anywhere (a legacy session lives on
+/// one instance), and not for TLS failures, which another instance would repeat.
 pub(crate) fn should_rotate(era: Option<Era>, error: &TransportError) -> bool {
     !matches!(error, TransportError::Tls(_)) && era != Some(Era::Legacy)
 }

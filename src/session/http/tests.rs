@@ -1339,6 +1339,34 @@ fn a_get_stream_refused_400_for_a_forgotten_session_makes_a_new_one() {
     assert_eq!(rest, ["notifications/initialized"], "nothing but the new session's own");
 }
 
+/// The guard on GET-made sessions holds only until the session is known to work: a call's
+/// 404 that made the session anew, or a GET stream served, and a later 404 on the GET stream
+/// is a gone session again (it was taken for no GET stream, for good).
+#[test]
+fn a_get_stream_404_after_a_calls_renewal_makes_a_new_session_again() {
+    let mut s = Sim::legacy(None);
+    let get = s.listen.take().unwrap();
+    s.respond(get.x, 404, &[], "");
+    let init = s.next().expect("a new session");
+    s.answer_initialize(&init, "s-2");
+    let frames: Vec<Sent> = std::iter::from_fn(|| s.next()).collect();
+    let get = frames.iter().find(|x| x.method == "GET").expect("its GET stream");
+    // The stream is not served yet; a call finds the session gone (the server restarted).
+    s.call("t");
+    let call = s.next().unwrap();
+    s.respond(call.x, 404, &[], "");
+    let init = s.next().expect("a session for the call");
+    assert_eq!(init.rpc(), "initialize");
+    s.session.handle_abandoned(get.x);
+    s.answer_initialize(&init, "s-3");
+    let frames: Vec<Sent> = std::iter::from_fn(|| s.next()).collect();
+    let get = frames.iter().find(|x| x.method == "GET").expect("the third session's GET");
+    assert_eq!(get.header("mcp-session-id"), Some("s-3"));
+    s.respond(get.x, 404, &[], "");
+    let again = s.next().expect("the GET stream's 404 makes a session again");
+    assert_eq!(again.rpc(), "initialize");
+}
+
 /// A session made anew closes the old session's GET stream: left open, its later end set the
 /// new session's stream state (a 404 gave it up as unsupported; another end opened a second
 /// stream) and its events named the `Last-Event-ID` the new stream would resume from.
