@@ -11,6 +11,7 @@
 use std::fmt;
 use std::io::{self, Write};
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
@@ -125,6 +126,7 @@ impl Connection {
     ) -> io::Result<Self> {
         let mut sock = TcpStream::connect(addr)?;
         let _ = sock.set_nodelay(true);
+        keep_alive_probes(&sock);
         registry.register(&mut sock, token, Interest::READABLE | Interest::WRITABLE)?;
         Ok(Self {
             sock,
@@ -361,6 +363,30 @@ fn write_plain(sock: &mut TcpStream, buf: &[u8], written: &mut usize) -> io::Res
     Ok(())
 }
 
+/// TCP keepalive on every connection: a peer gone without a word (a NAT or a firewall that
+/// dropped the mapping, a host powered off) sends no FIN or RST, and a GET or listen stream
+/// that waits for events, or an idle connection kept for the next call, would wait on it for
+/// good. The kernel probes after [`KEEPALIVE_IDLE`] of silence, every [`KEEPALIVE_INTERVAL`],
+/// and fails the connection (readable with an error) after [`KEEPALIVE_PROBES`] unanswered.
+/// Best effort: a socket that refuses an option keeps the kernel's default.
+fn keep_alive_probes(sock: &TcpStream) {
+    use rustix::net::sockopt;
+    let set = sockopt::set_socket_keepalive(sock, true)
+        .and_then(|()| sockopt::set_tcp_keepidle(sock, KEEPALIVE_IDLE))
+        .and_then(|()| sockopt::set_tcp_keepintvl(sock, KEEPALIVE_INTERVAL))
+        .and_then(|()| sockopt::set_tcp_keepcnt(sock, KEEPALIVE_PROBES));
+    if let Err(e) = set {
+        log::debug!("TCP keepalive not set: {e}");
+    }
+}
+
+/// Silence before the first keepalive probe.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(60);
+/// Between two keepalive probes.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+/// Unanswered probes before the connection fails (so about 90 s from the last byte).
+const KEEPALIVE_PROBES: u32 = 3;
+
 /// The proxy's status to a CONNECT it refused, carried inside the `io::Error` the connection
 /// fails with, so the error a call ends with can name it ([`proxy_refusal`]).
 #[derive(Debug)]
@@ -507,6 +533,23 @@ mod tests {
                 "Host: origin.test"
             ]
         );
+    }
+
+    /// Every connection probes a silent peer: without keepalive, a stream waiting for events
+    /// from a server that vanished without a FIN (a NAT that dropped its mapping) waited for
+    /// good.
+    #[test]
+    fn connections_probe_a_silent_peer() {
+        use rustix::net::sockopt;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let poll = Poll::new().unwrap();
+        let route = Route { tunnel: None, tls: None };
+        let conn = Connection::connect(addr, route, poll.registry(), Token(1), LIMITS).unwrap();
+        assert!(sockopt::socket_keepalive(&conn.sock).unwrap());
+        assert_eq!(sockopt::tcp_keepidle(&conn.sock).unwrap(), KEEPALIVE_IDLE);
+        assert_eq!(sockopt::tcp_keepintvl(&conn.sock).unwrap(), KEEPALIVE_INTERVAL);
+        assert_eq!(sockopt::tcp_keepcnt(&conn.sock).unwrap(), KEEPALIVE_PROBES);
     }
 
     #[test]
