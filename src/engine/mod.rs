@@ -2307,23 +2307,20 @@ impl Engine {
             .filter(|(_, p)| p.owner == Owner::Host)
             .map(|(slot, _)| slot)
             .collect();
-        // A write on the wire when the transport failed may have run: as when the retry
-        // policy settles it (`on_attempt_failed`), its end says the delivery is unknown, so
-        // a host retrying on its own does not send it again as if it had failed. A host's
-        // own close, a refusal or a local end is no lost reply: those stand as they are.
-        let unknown = match &error {
-            CallError::Transport(t) if retry::is_transient(&error) || retry::reply_lost(&error) => {
-                Some(CallError::Local(LocalError::DeliveryUnknown(Box::new(t.clone()))))
-            }
-            _ => None,
-        };
+        // A call on the wire ends as the retry policy ends one it sends no more
+        // (`on_attempt_failed`): a write whose reply the failure lost, `DeliveryUnknown`, so
+        // a host retrying on its own does not send it again as if it had failed; a host's own
+        // close, a refusal or a local end stands as it is. (A subscription changes nothing.)
         for slot in slots {
-            let lost = self.requests.get(slot).is_some_and(|p| {
-                p.state == SendState::Sent && p.method != Method::Listen && !p.class.retry_safe()
+            let unknown = self.requests.get(slot).is_some_and(|p| {
+                p.state == SendState::Sent
+                    && p.method != Method::Listen
+                    && retry::without_retry(p.class, &error, Delivery::MaybeDelivered)
+                        == Decision::DeliveryUnknown
             });
-            let error = match &unknown {
-                Some(unknown) if lost => unknown.clone(),
-                _ => error.clone(),
+            let error = match unknown {
+                true => retry::delivery_unknown(error.clone()),
+                false => error.clone(),
             };
             self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error));
         }
@@ -2417,11 +2414,7 @@ impl Engine {
             }
             Decision::Fail => self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error)),
             Decision::DeliveryUnknown => {
-                let cause = match error {
-                    CallError::Transport(t) => t,
-                    _ => TransportError::ConnectionLost,
-                };
-                let e = CallError::Local(LocalError::DeliveryUnknown(Box::new(cause)));
+                let e = retry::delivery_unknown(error);
                 self.finish(now, slot, Ended::Abandoned, Outcome::Failed(e));
             }
         }

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use crate::config::RetryPolicy;
-use crate::error::{CallError, CloseReason, TransportError};
+use crate::error::{CallError, CloseReason, LocalError, TransportError};
 use crate::proto::json::{self, Kind};
 use crate::proto::jsonrpc::write_json_str;
 use crate::proto::mcp::Method;
@@ -103,18 +103,9 @@ pub(crate) fn decide(
     expected: Duration,
     random: u64,
 ) -> Decision {
-    let transient = is_transient(error);
     let safe = class.retry_safe() || delivery == Delivery::NotSent;
-    if !transient || !safe || attempt >= policy.max_attempts {
-        // A reply the transport lost after the request may have gone, retried or not: a
-        // broken response (unreadable framing, a TLS alert, the server closing its end) says
-        // no more than a lost connection does about whether the write was processed.
-        let lost = transient || reply_lost(error);
-        return if lost && delivery == Delivery::MaybeDelivered && !class.retry_safe() {
-            Decision::DeliveryUnknown
-        } else {
-            Decision::Fail
-        };
+    if !is_transient(error) || !safe || attempt >= policy.max_attempts {
+        return without_retry(class, error, delivery);
     }
     let delay = backoff(policy, attempt, random);
     if crate::time::later(now, delay.saturating_add(expected)) >= deadline {
@@ -126,6 +117,29 @@ pub(crate) fn decide(
         };
     }
     Decision::Retry(delay)
+}
+
+/// How a failed attempt ends when it does not go again (no retry allowed, or none left, or
+/// the transport closed for good): a reply the transport lost after a write may have gone
+/// is `DeliveryUnknown`, else the error stands. A broken response (unreadable framing, a TLS
+/// alert, the server closing its end) says no more than a lost connection does about
+/// whether the write was processed.
+pub(super) fn without_retry(class: Idempotency, error: &CallError, delivery: Delivery) -> Decision {
+    let lost = is_transient(error) || reply_lost(error);
+    if lost && delivery == Delivery::MaybeDelivered && !class.retry_safe() {
+        Decision::DeliveryUnknown
+    } else {
+        Decision::Fail
+    }
+}
+
+/// `error` as the `DeliveryUnknown` a [`Decision::DeliveryUnknown`] ends the call with.
+pub(super) fn delivery_unknown(error: CallError) -> CallError {
+    let cause = match error {
+        CallError::Transport(t) => t,
+        _ => TransportError::ConnectionLost,
+    };
+    CallError::Local(LocalError::DeliveryUnknown(Box::new(cause)))
 }
 
 /// `min(max, base * 2^(attempt-1))` plus up to `jitter_percent` of it.
