@@ -415,8 +415,6 @@ pub struct StdioDriver {
     framer: LineFramer,
     out: Vec<u8>,
     written: usize,
-    /// `out` begins with the rest of a frame partly written before the last drain.
-    out_mid_frame: bool,
     /// The most room `out` keeps once all written: twice `max_write_buffer_bytes` (a frame
     /// may pass that mark), never less than it starts with ([`shed_out`](Self::shed_out)).
     keep_out: usize,
@@ -470,7 +468,6 @@ impl StdioDriver {
             framer: LineFramer::new(config.max_message_bytes),
             out: Vec::with_capacity(OUT_CAPACITY),
             written: 0,
-            out_mid_frame: false,
             keep_out: config.max_write_buffer_bytes.saturating_mul(2).max(OUT_CAPACITY),
             stdout_read: READ_START,
             read_buf: vec![0; READ_START].into_boxed_slice(),
@@ -701,14 +698,8 @@ impl StdioDriver {
             if self.running.as_ref().is_none_or(|r| r.stdin.is_none()) {
                 return Ok(());
             }
-            if self.written == self.out.len() && self.written > 0 {
-                // All of it, the common case.
-                self.out.clear();
-                self.written = 0;
-                self.out_mid_frame = false;
-            } else if self.written > 0 {
-                // The unsent rest moves to the front, maybe the rest of a frame.
-                self.out_mid_frame = self.out.get(self.written - 1) != Some(&b'\n');
+            if self.written > 0 {
+                // All of it in the common case; otherwise the unsent rest moves to the front.
                 self.out.drain(..self.written);
                 self.written = 0;
             }
@@ -747,7 +738,6 @@ impl StdioDriver {
             self.out.clear();
         }
         self.written = 0;
-        self.out_mid_frame = false;
     }
 
     /// Gives back the room one large frame (a call with megabytes of arguments) grew the
@@ -758,7 +748,6 @@ impl StdioDriver {
     fn shed_out(&mut self) {
         self.out = Vec::with_capacity(OUT_CAPACITY);
         self.written = 0;
-        self.out_mid_frame = false;
     }
 
     /// Writes buffered bytes until the pipe is full or they are all out; `false` when the pipe
@@ -802,14 +791,10 @@ impl StdioDriver {
     #[cold]
     #[inline(never)]
     fn drop_unwritten(&mut self, engine: &mut Engine, now: Instant) {
-        let mid_frame = match self.written {
-            0 => self.out_mid_frame,
-            n => self.out.get(n - 1) != Some(&b'\n'),
-        };
         let unwritten = self.out.get(self.written..).unwrap_or_default();
-        // The frame the write stopped in is partly out: the whole ones start after its end.
-        let skip = usize::from(mid_frame);
-        for line in unwritten.split(|&b| b == b'\n').skip(skip) {
+        // The rest of a frame partly out is no request: a proper tail of a JSON object is
+        // never one whole (it ends with a brace the tail did not open), so it fails to decode.
+        for line in unwritten.split(|&b| b == b'\n') {
             let Ok(Message::Request { id, method, .. }) = jsonrpc::decode(line) else { continue };
             // The probe and the handshake are the era's own business, as the process is.
             if matches!(method.as_ref(), "server/discover" | "initialize") {
@@ -1239,12 +1224,8 @@ mod tests {
     /// would announce.
     #[test]
     fn a_line_and_the_close_in_one_event_still_end_the_process() {
-        let mut poll = mio::Poll::new().unwrap();
-        let now = Instant::now();
-        let mut engine = Engine::new(Config::default(), now).unwrap();
-        let command = StdioCommand::new("sh").args(["-c", "echo not-json; exit 3"]);
-        let mut driver = StdioDriver::new(command, engine.config(), Token(0));
-        driver.spawn(poll.registry(), &mut engine, now).unwrap();
+        let (mut poll, mut engine, mut driver, now) =
+            spawned("echo not-json; exit 3", Config::default());
         let first = driver.running.as_ref().map(|r| r.child.id());
         // Let the line and the close both arrive before the one wait, so one event has both.
         std::thread::sleep(Duration::from_millis(300));
@@ -1275,13 +1256,9 @@ mod tests {
     /// at once, and the lines left unread (replies among them) were lost.
     #[test]
     fn a_child_seen_gone_by_the_liveness_look_keeps_its_last_lines() {
-        let mut poll = mio::Poll::new().unwrap();
-        let now = Instant::now();
         let config = Config { frames_per_readiness: 1, ..Config::default() };
-        let mut engine = Engine::new(config, now).unwrap();
-        let command = StdioCommand::new("sh").args(["-c", "echo a; echo b; echo c; exit 3"]);
-        let mut driver = StdioDriver::new(command, engine.config(), Token(0));
-        driver.spawn(poll.registry(), &mut engine, now).unwrap();
+        let (mut poll, mut engine, mut driver, now) =
+            spawned("echo a; echo b; echo c; exit 3", config);
         // The probe is outstanding: the liveness look is armed.
         driver.flush(poll.registry(), &mut engine, now).unwrap();
         let first = driver.running.as_ref().map(|r| r.child.id());
@@ -1303,7 +1280,7 @@ mod tests {
         let running = driver.running.as_mut().unwrap();
         while running.child.try_wait().unwrap().is_none() {
             assert!(Instant::now() < deadline, "the child never exited");
-            poll.poll(&mut events, Some(Duration::from_millis(10))).unwrap();
+            wait_a_little(&mut poll, &mut events);
         }
         driver.handle_event(poll.registry(), &closed, &mut engine, now).unwrap();
         assert_eq!(engine.stats().invalid_frames, 1, "one line per turn");
@@ -1320,6 +1297,27 @@ mod tests {
         }
         assert_ne!(driver.running.as_ref().map(|r| r.child.id()), first, "the exit was seen");
         assert_eq!(engine.stats().invalid_frames, 3, "every line was read before the exit");
+    }
+
+    /// A driver of `sh -c script`, its child started under an engine of `config`: the poll,
+    /// the engine, the driver and the time it started at.
+    fn spawned(script: &str, config: Config) -> (mio::Poll, Engine, StdioDriver, Instant) {
+        let poll = mio::Poll::new().unwrap();
+        let now = Instant::now();
+        let mut engine = Engine::new(config, now).unwrap();
+        let command = StdioCommand::new("sh").args(["-c", script]);
+        let mut driver = StdioDriver::new(command, engine.config(), Token(0));
+        driver.spawn(poll.registry(), &mut engine, now).unwrap();
+        (poll, engine, driver, now)
+    }
+
+    /// Waits up to 10 ms for events; a signal that cut the wait short (a child's exit) is
+    /// only an earlier return.
+    fn wait_a_little(poll: &mut mio::Poll, events: &mut mio::Events) {
+        match poll.poll(events, Some(Duration::from_millis(10))) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => events.clear(),
+            r => r.unwrap(),
+        }
     }
 
     /// A configuration whose saved era verdict makes the engine ready at once: calls go to
@@ -1339,12 +1337,7 @@ mod tests {
     /// crash).
     #[test]
     fn the_liveness_look_leaves_the_process_it_started_alone() {
-        let mut poll = mio::Poll::new().unwrap();
-        let now = Instant::now();
-        let mut engine = Engine::new(Config::default(), now).unwrap();
-        let command = StdioCommand::new("sh").args(["-c", "exit 3"]);
-        let mut driver = StdioDriver::new(command, engine.config(), Token(0));
-        driver.spawn(poll.registry(), &mut engine, now).unwrap();
+        let (mut poll, mut engine, mut driver, now) = spawned("exit 3", Config::default());
         driver.flush(poll.registry(), &mut engine, now).unwrap();
         let first = driver.running.as_ref().map(|r| r.child.id());
         // Gone before any event is handled (its status kept by `Child` for the look).
@@ -1353,7 +1346,7 @@ mod tests {
         let running = driver.running.as_mut().unwrap();
         while running.child.try_wait().unwrap().is_none() {
             assert!(Instant::now() < deadline, "the child never exited");
-            poll.poll(&mut events, Some(Duration::from_millis(10))).unwrap();
+            wait_a_little(&mut poll, &mut events);
         }
         driver.handle_timeout(poll.registry(), &mut engine, now + Duration::from_secs(2)).unwrap();
         let next = driver.running.as_ref().expect("the fallback's process");
@@ -1366,13 +1359,9 @@ mod tests {
     /// server's life (the engine and the framer shed theirs).
     #[test]
     fn the_write_buffer_sheds_a_large_frame_once_it_is_out() {
-        let mut poll = mio::Poll::new().unwrap();
-        let now = Instant::now();
-        let mut engine = Engine::new(saved_verdict_config(), now).unwrap();
         // Reads nothing at first: the first flush leaves most of the frame in the buffer.
-        let command = StdioCommand::new("sh").args(["-c", "sleep 1; exec cat >/dev/null"]);
-        let mut driver = StdioDriver::new(command, engine.config(), Token(0));
-        driver.spawn(poll.registry(), &mut engine, now).unwrap();
+        let (mut poll, mut engine, mut driver, now) =
+            spawned("sleep 1; exec cat >/dev/null", saved_verdict_config());
         let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(8 << 20));
         let args: &serde_json::value::RawValue = serde_json::from_str(&big).unwrap();
         engine.call_tool(now, "echo", args, &crate::CallOptions::default()).unwrap();
@@ -1382,7 +1371,7 @@ mod tests {
         let mut events = mio::Events::with_capacity(8);
         while driver.unsent() > 0 {
             assert!(Instant::now() < deadline, "the child never read it all");
-            poll.poll(&mut events, Some(Duration::from_millis(10))).unwrap();
+            wait_a_little(&mut poll, &mut events);
             driver.flush(poll.registry(), &mut engine, now).unwrap();
         }
         // Given back once written, with no next frame to come (an idle server kept it).
@@ -1399,14 +1388,10 @@ mod tests {
     /// ended `DeliveryUnknown` with the writes that may have been read.
     #[test]
     fn a_request_never_written_to_a_dead_child_goes_to_the_next_one() {
-        let mut poll = mio::Poll::new().unwrap();
-        let now = Instant::now();
-        let mut engine = Engine::new(saved_verdict_config(), now).unwrap();
         // Reads nothing, then exits: the first call fills the pipe, the second waits whole
         // behind it (both taken from the engine: the first is under `max_write_buffer_bytes`).
-        let command = StdioCommand::new("sh").args(["-c", "sleep 1; exit 1"]);
-        let mut driver = StdioDriver::new(command, engine.config(), Token(0));
-        driver.spawn(poll.registry(), &mut engine, now).unwrap();
+        let (mut poll, mut engine, mut driver, now) =
+            spawned("sleep 1; exit 1", saved_verdict_config());
         let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(200 << 10));
         let big: &serde_json::value::RawValue = serde_json::from_str(&big).unwrap();
         let small: &serde_json::value::RawValue = serde_json::from_str("{}").unwrap();
@@ -1420,7 +1405,7 @@ mod tests {
         let mut ended = Vec::new();
         while driver.is_running() {
             assert!(Instant::now() < deadline, "the child never exited");
-            poll.poll(&mut events, Some(Duration::from_millis(10))).unwrap();
+            wait_a_little(&mut poll, &mut events);
             for e in &events {
                 driver.handle_event(poll.registry(), e, &mut engine, now).unwrap();
             }
@@ -1440,14 +1425,10 @@ mod tests {
     /// were work the driver seemed to have for good (a closed server's host never idle).
     #[test]
     fn a_detached_child_leaves_nothing_to_write() {
-        let poll = mio::Poll::new().unwrap();
-        let now = Instant::now();
         // A saved verdict: the call goes at once, with no probe to answer.
-        let mut engine = Engine::new(saved_verdict_config(), now).unwrap();
         // Never reads stdin: the pipe fills, and the rest waits in the driver.
-        let command = StdioCommand::new("sh").args(["-c", "exec sleep 1000"]);
-        let mut driver = StdioDriver::new(command, engine.config(), Token(0));
-        driver.spawn(poll.registry(), &mut engine, now).unwrap();
+        let (poll, mut engine, mut driver, now) =
+            spawned("exec sleep 1000", saved_verdict_config());
         let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(1 << 20));
         let args: &serde_json::value::RawValue = serde_json::from_str(&big).unwrap();
         engine.call_tool(now, "echo", args, &crate::CallOptions::default()).unwrap();
@@ -1465,12 +1446,8 @@ mod tests {
     /// process) instead of the calls waiting out their deadlines.
     #[test]
     fn an_exit_is_seen_while_a_process_it_started_holds_stdout() {
-        let mut poll = mio::Poll::new().unwrap();
-        let now = Instant::now();
-        let mut engine = Engine::new(Config::default(), now).unwrap();
-        let command = StdioCommand::new("sh").args(["-c", "sleep 1000 & exit 3"]);
-        let mut driver = StdioDriver::new(command, engine.config(), Token(0));
-        driver.spawn(poll.registry(), &mut engine, now).unwrap();
+        let (mut poll, mut engine, mut driver, now) =
+            spawned("sleep 1000 & exit 3", Config::default());
         driver.flush(poll.registry(), &mut engine, now).unwrap();
         let first = driver.running.as_ref().map(|r| r.child.id());
         let deadline = Instant::now() + Duration::from_secs(60);
