@@ -258,16 +258,14 @@ pub(crate) fn proxy_for(
     };
     // Proxies are often given without a scheme.
     let url = if url.contains("://") { url } else { format!("http://{url}") };
-    // Credentials refused as the server URL's would be said the server URL held them. A
-    // password with a `/`, `?` or `#` in it, unencoded, ends the authority early for the
-    // parser (which then reads a bad host or port): any `@` says credentials.
+    // Looked for before the parse: refused as the server URL's, they would be said to be the
+    // server URL's; and a password with a `/`, `?` or `#` in it, unencoded, ends the
+    // authority early for the parser (which then reads a bad host or port). Any `@` says
+    // credentials, so the parse never meets them.
     if url.contains('@') {
         return Err(UrlError::ProxyCredentials);
     }
-    let proxy = HttpUrl::parse(&url).map_err(|e| match e {
-        UrlError::Credentials => UrlError::ProxyCredentials,
-        e => e,
-    })?;
+    let proxy = HttpUrl::parse(&url)?;
     // Spoken to in plain text, an https:// proxy would fail every connection, and say so badly.
     if proxy.scheme == Scheme::Https {
         return Err(UrlError::ProxyScheme);
