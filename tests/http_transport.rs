@@ -132,6 +132,18 @@ fn read_head(r: &mut std::io::BufReader<std::net::TcpStream>) -> Option<usize> {
     }
 }
 
+/// Accepts the client's connection on a raw server and answers its era probe: the reading
+/// side and the writing side of the connection, ready for the next request.
+fn accept_ready(
+    listener: &std::net::TcpListener,
+) -> (std::io::BufReader<std::net::TcpStream>, std::net::TcpStream) {
+    let (sock, _) = listener.accept().unwrap();
+    let mut reader = std::io::BufReader::new(sock.try_clone().unwrap());
+    let mut out = sock;
+    answer_probe(&mut reader, &mut out);
+    (reader, out)
+}
+
 /// Reads the era probe from a raw connection whole and answers it as a 2026-07-28 server.
 fn answer_probe(
     reader: &mut std::io::BufReader<std::net::TcpStream>,
@@ -162,15 +174,12 @@ fn answer_probe(
 /// of a client that did not finish sending.
 #[test]
 fn a_connection_answered_before_its_request_was_sent_is_not_reused() {
-    use std::io::{BufReader, Read, Write};
+    use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let (verdict, told) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let (sock, _) = listener.accept().unwrap();
-        let mut reader = BufReader::new(sock.try_clone().unwrap());
-        let mut out = sock;
-        answer_probe(&mut reader, &mut out);
+        let (mut reader, mut out) = accept_ready(&listener);
         // The large call: its head only, then a refusal, the connection kept.
         read_head(&mut reader).unwrap();
         out.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n").unwrap();
@@ -216,14 +225,11 @@ fn a_connection_answered_before_its_request_was_sent_is_not_reused() {
 /// lost connection (for a write: "delivery unknown", though the server said it refused it).
 #[test]
 fn an_answer_before_the_write_failed_is_read() {
-    use std::io::{BufReader, Write};
+    use std::io::Write;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
-        let (sock, _) = listener.accept().unwrap();
-        let mut reader = BufReader::new(sock.try_clone().unwrap());
-        let mut out = sock;
-        answer_probe(&mut reader, &mut out);
+        let (mut reader, mut out) = accept_ready(&listener);
         // The large call: its head only, then the refusal, and a close with the body unread
         // (the kernel answers the client's next bytes with a reset).
         read_head(&mut reader).unwrap();

@@ -14,8 +14,8 @@
 //! - **Sharing.** `cacheScope: "public"` pages live in the key's public partition, readable by
 //!   every principal of that server context and tenant; anything else stays private to one
 //!   principal, scope set and tenant ([`CacheKey::partition`]). A lookup reads its private
-//!   partition first, then the public one. Storing a page in one partition drops the same page from the
-//!   other, so the server's latest word on scope is the one that counts.
+//!   partition first, then the public one. Storing a page in one partition drops the same
+//!   page from the other, so the server's latest word on scope is the one that counts.
 //! - **Never cached:** results of requests that carried `inputResponses` or `requestState`.
 //! - **Invalid cursor:** every page of that list is dropped, in both partitions.
 //! - **Stale-if-error.** A page past its expiry, or marked stale by a change notification,

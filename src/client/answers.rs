@@ -123,7 +123,8 @@ impl Client {
     }
 
     /// [`set_answer_handler`](Self::set_answer_handler) for one server (or lane), asked before
-    /// the host's. A server's handler is asked for its lanes too, after a lane's own. Returns `false` (and keeps nothing) when there is no such server.
+    /// the host's. A server's handler is asked for its lanes too, after a lane's own. Returns
+    /// `false` (and keeps nothing) when there is no such server.
     pub fn set_server_answer_handler(
         &mut self,
         server: ServerId,

@@ -5,8 +5,9 @@
 //! The verdict is looked up before the version is known, so its key leaves the version out:
 //! it is the server context (identity, transport, tenant, client capabilities, extensions)
 //! in the public partition. Only a server's own context files it: a lane's probe carries its
-//! principal's credentials, and its answer is that principal's. The entry holds one page whose JSON is
-//! `{"protocolVersion":"…","result":{…}}`: the version settled on and the raw result.
+//! principal's credentials, and its answer is that principal's. The entry holds one page
+//! whose JSON is `{"protocolVersion":"…","result":{…}}`: the version settled on and the raw
+//! result.
 //! Coming back, an entry is checked like a catalog's (the key it was filed under, its expiry)
 //! and then like [`Config::saved_discover`](crate::Config::saved_discover) (a 2026 version the
 //! result lists); one that fails is dropped and the server probed.

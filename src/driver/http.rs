@@ -898,10 +898,9 @@ fn turn_budget(frames: usize, bytes: usize) -> Budget {
 const UNIT_BYTES: usize = 64;
 
 /// A connection's I/O failure as the transport error it reports: a proxy's refusal of the
-/// tunnel and a TLS failure as such; until
-/// the connection is `established` (TCP, proxy, TLS; rustls sends no request byte before)
-/// a failed connect, the request surely not delivered; after, a lost connection. The MCP
-/// connections' and the OAuth flow's requests' one reading.
+/// tunnel and a TLS failure as such; until the connection is `established` (TCP, proxy, TLS;
+/// rustls sends no request byte before) a failed connect, the request surely not delivered;
+/// after, a lost connection. The MCP connections' and the OAuth flow's requests' one reading.
 pub(super) fn conn_failure(e: &io::Error, established: bool) -> TransportError {
     if let Some(status) = connection::proxy_refusal(e) {
         return TransportError::ProxyRefused(status);
