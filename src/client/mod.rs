@@ -33,6 +33,7 @@ pub(crate) mod capability_store;
 pub(crate) mod catalog;
 pub(crate) mod drain;
 pub(crate) mod event;
+pub(crate) mod lane;
 pub(crate) mod principal;
 pub(crate) mod records;
 pub(crate) mod roots;

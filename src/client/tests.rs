@@ -17,6 +17,8 @@ struct Sim {
     client: Client,
     now: Instant,
     buf: Vec<u8>,
+    /// The servers lanes are opened on, by identity.
+    bases: Vec<(String, ServerId)>,
 }
 
 impl Sim {
@@ -25,7 +27,8 @@ impl Sim {
     }
 
     fn with_cache(cache: CacheConfig) -> Self {
-        Sim { client: Client::new(cache).unwrap(), now: Instant::now(), buf: Vec::new() }
+        let client = Client::new(cache).unwrap();
+        Sim { client, now: Instant::now(), buf: Vec::new(), bases: Vec::new() }
     }
 
     /// A stdio server of the 2026-07-28 era, ready, whose tools announce list changes.
@@ -58,14 +61,51 @@ impl Sim {
         self.make_ready(id)
     }
 
-    /// A principal's lane whose transport opened, its probe not answered yet.
+    /// A principal's lane whose transport opened, its probe not answered yet, on the server
+    /// `identity` (added and made ready first if it is not here yet).
     fn opened_lane(&mut self, identity: &str, principal: &str, tenant: Option<&str>) -> ServerId {
-        let mut engine = Engine::new(Config::default(), self.now).unwrap();
+        let base = match self.bases.iter().find(|(i, _)| i == identity) {
+            Some(&(_, base)) => base,
+            None => {
+                let base = self.base_server(identity, Config::default());
+                self.make_ready(base)
+            }
+        };
+        let mut who = Principal::new(principal).scopes(["read"]);
+        if let Some(tenant) = tenant {
+            who = who.tenant(tenant);
+        }
+        let principal = match self.client.add_principal(who) {
+            Ok(p) | Err(PrincipalError::Duplicate(p)) => p,
+        };
+        self.open_lane(base, principal)
+    }
+
+    /// A stdio server lanes can be opened on, as `Host::add_stdio_server` adds one: its
+    /// transport open, its probe not answered yet.
+    fn base_server(&mut self, identity: &str, config: Config) -> ServerId {
+        let engine = Engine::new(config.clone(), self.now).unwrap();
+        let catalog = catalog::ServerCatalog::new(identity.to_owned(), false, None);
+        let recipe = principal::Recipe::stdio(&crate::StdioCommand::new(identity), &config);
+        let id = self.client.insert(engine, catalog, Some(recipe));
+        self.client.handle_transport(self.now, id, TransportEvent::opened());
+        self.bases.push((identity.to_owned(), id));
+        id
+    }
+
+    /// Opens the lane of `principal` on `base` as `Host::lane` does, the driver left out: its
+    /// transport opened, its probe not answered yet.
+    fn open_lane(&mut self, base: ServerId, principal: PrincipalId) -> ServerId {
+        let wall = std::time::SystemTime::now();
+        let start = match self.client.lane(self.now, wall, base, principal) {
+            Ok(lane::Lane::Start(start)) => *start,
+            other => panic!("no lane to start: {other:?}"),
+        };
+        let lane::LaneStart { base, principal, mut engine, catalog, .. } = start;
         engine.handle_transport(self.now, TransportEvent::opened_as(TransportKind::Stdio));
-        let tenant = tenant.map(str::to_owned);
-        let catalog = super::catalog::ServerCatalog::new(identity.to_owned(), false, tenant)
-            .for_principal(principal.to_owned(), vec!["read".to_owned()]);
-        self.client.insert(engine, catalog, None)
+        let lane = self.client.insert(engine, catalog, None);
+        self.client.link_lane(base, principal, lane);
+        lane
     }
 
     fn make_ready(&mut self, id: ServerId) -> ServerId {
@@ -1248,16 +1288,10 @@ fn a_servers_answer_handler_answers_for_its_lanes() {
     let mut sim = Sim::new();
     let answers = crate::ServerRequestKinds { elicitation_form: true, ..Default::default() };
     let config = Config { answers, ..Config::default() };
-    let base = sim.ready_server_with("srv", config.clone());
-    let command = crate::StdioCommand::new("true");
-    sim.client.lanes.remember(base, principal::Recipe::Stdio(command, config.clone()));
+    let base = sim.base_server("srv", config);
+    sim.make_ready(base);
     let alice = sim.client.add_principal(Principal::new("alice")).unwrap();
-    let mut engine = Engine::new(config, sim.now).unwrap();
-    engine.handle_transport(sim.now, TransportEvent::opened_as(TransportKind::Stdio));
-    let catalog = catalog::ServerCatalog::new("srv".to_owned(), false, None)
-        .for_principal("alice".to_owned(), Vec::new());
-    let lane = sim.client.insert(engine, catalog, None);
-    sim.client.lanes.link(base, alice, lane);
+    let lane = sim.open_lane(base, alice);
     sim.make_ready(lane);
     let accept = |_: ServerId, _: ServerRequestKind, _: &str| {
         Answer::Result(r#"{"action":"accept","content":{"ok":true}}"#.to_owned())
@@ -1450,4 +1484,86 @@ fn a_boundary_set_later_drops_roots_that_resolve_outside_it() {
     assert!(sim.client.engine(inside).unwrap().roots().is_some(), "a real directory stays");
     assert_eq!(sim.client.engine(escaping).unwrap().roots(), None, "the symlink out goes");
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Which lane a principal's calls go to, on the core alone: one per principal and server
+/// while it exists (also when asked with the lane's own handle), none for a server added
+/// without a way to make one, for a principal not registered, or for a server the host closed.
+/// A lane's records carry its server's name and its catalog the principal's tenant.
+#[test]
+fn a_lane_is_one_per_principal_and_server_and_refused_where_none_can_be() {
+    let mut sim = Sim::new();
+    let base = sim.base_server("srv", Config::default());
+    sim.make_ready(base);
+    sim.client.set_server_name(base, "weather");
+    let alice = sim.client.add_principal(Principal::new("alice").tenant("acme")).unwrap();
+    let lane = sim.open_lane(base, alice);
+    let wall = std::time::SystemTime::now();
+    for asked_on in [base, lane] {
+        let again = sim.client.lane(sim.now, wall, asked_on, alice);
+        assert!(matches!(again, Ok(lane::Lane::Open(l)) if l == lane), "{again:?}");
+    }
+    assert_eq!(sim.client.server_name(lane), Some("weather"));
+    assert_eq!(sim.client.principal_of(lane), Some(alice));
+    let tenant = sim.client.engine(lane).unwrap().config().cache_tenant.clone();
+    assert_eq!(tenant.as_deref(), Some("acme"));
+
+    let bob = sim.client.add_principal(Principal::new("bob")).unwrap();
+    sim.client.forget_principal(bob);
+    let refused = sim.client.lane(sim.now, wall, base, bob);
+    assert!(matches!(refused, Err(lane::LaneRefused::UnknownPrincipal)), "{refused:?}");
+    let engine = Engine::new(Config::default(), sim.now).unwrap();
+    let plain = sim.client.add_server(engine, "plain", TransportKind::Stdio);
+    let refused = sim.client.lane(sim.now, wall, plain, alice);
+    assert!(matches!(refused, Err(lane::LaneRefused::UnknownServer)), "{refused:?}");
+    sim.client.engine_mut(base).unwrap().close(sim.now);
+    let carol = sim.client.add_principal(Principal::new("carol")).unwrap();
+    let refused = sim.client.lane(sim.now, wall, base, carol);
+    assert!(matches!(refused, Err(lane::LaneRefused::Closed)), "{refused:?}");
+}
+
+/// A lane starts from its server's saved era verdict only when the server marked it public,
+/// the principal is of the server's tenant, and the verdict is fresh; else it probes with its
+/// own credentials (its `server/discover` may be answered for the principal alone).
+#[test]
+fn a_lane_starts_from_the_servers_saved_verdict_only_when_public_fresh_and_of_its_tenant() {
+    let wall = std::time::SystemTime::now();
+    let verdict = |scope: &str, expires: std::time::SystemTime| crate::config::SavedVerdict {
+        version: crate::ProtocolVersion::MODERN,
+        result: json!({"resultType": "complete", "supportedVersions": ["2026-07-28"],
+            "capabilities": {"tools": {}}, "ttlMs": 60_000, "cacheScope": scope})
+        .to_string(),
+        expires,
+    };
+    let fresh = wall + Duration::from_secs(60);
+    let stale = wall - Duration::from_secs(1);
+    let cases = [
+        ("public", fresh, None, Some("acme"), true),
+        ("public", fresh, Some("acme"), Some("acme"), true),
+        ("public", fresh, Some("globex"), Some("acme"), false),
+        ("public", fresh, Some("acme"), None, false),
+        ("private", fresh, None, Some("acme"), false),
+        ("public", stale, None, Some("acme"), false),
+    ];
+    for (scope, expires, tenant, server_tenant, inherited) in cases {
+        let mut sim = Sim::new();
+        let config = Config {
+            saved_discover: Some(verdict(scope, expires)),
+            cache_tenant: server_tenant.map(str::to_owned),
+            ..Config::default()
+        };
+        let base = sim.base_server("srv", config);
+        let mut who = Principal::new("alice");
+        if let Some(t) = tenant {
+            who = who.tenant(t);
+        }
+        let alice = sim.client.add_principal(who).unwrap();
+        let start = match sim.client.lane(sim.now, wall, base, alice) {
+            Ok(lane::Lane::Start(start)) => start,
+            other => panic!("{other:?}"),
+        };
+        let kept = start.engine.config().saved_discover.is_some();
+        let case = format!("{scope}, stale: {}, {tenant:?} on {server_tenant:?}", expires < wall);
+        assert_eq!(kept, inherited, "{case}");
+    }
 }

@@ -2,18 +2,15 @@
 //! principal and a lane are is in the core ([`crate::client::principal`]).
 
 use std::fmt;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use super::{AddServerError, Host};
-use crate::client::catalog::ServerCatalog;
-use crate::client::principal::{Credentials, LaneTarget, Recipe};
+use crate::client::lane::{Lane, LaneRefused, LaneStart, Reach};
 use crate::client::{PrincipalId, ServerId};
-use crate::config::SavedVerdict;
 #[cfg(feature = "http")]
 use crate::driver::http::HttpDriver;
 use crate::driver::stdio::StdioDriver;
 use crate::driver::transport::Transport;
-use crate::engine::{Engine, ServerState};
 
 /// Why a lane could not be had.
 #[derive(Debug)]
@@ -42,6 +39,17 @@ impl fmt::Display for LaneError {
 }
 
 impl std::error::Error for LaneError {}
+
+impl From<LaneRefused> for LaneError {
+    fn from(refused: LaneRefused) -> Self {
+        match refused {
+            LaneRefused::UnknownServer => Self::UnknownServer,
+            LaneRefused::UnknownPrincipal => Self::UnknownPrincipal,
+            LaneRefused::Closed => Self::Closed,
+            LaneRefused::Config(e) => Self::Setup(AddServerError::Config(e)),
+        }
+    }
+}
 
 impl Host {
     /// Forgets a principal and closes and removes its lanes on every server.
@@ -78,29 +86,36 @@ impl Host {
         server: ServerId,
         principal: PrincipalId,
     ) -> Result<ServerId, LaneError> {
-        let server = self.client.lanes.lane(server).map_or(server, |(base, _)| base);
-        if self.client.server(server).is_none() || self.client.lanes.base(server).is_none() {
-            return Err(LaneError::UnknownServer);
-        }
-        if self.client.lanes.principal(principal).is_none() {
-            return Err(LaneError::UnknownPrincipal);
-        }
-        if self.client.state(server) == Some(ServerState::Closed) {
-            // The host closed it: a lane would start a process or session for it again.
-            return Err(LaneError::Closed);
-        }
-        if let Some(lane) = self.client.lanes.linked(server, principal) {
-            if self.client.server(lane).is_some() {
-                return Ok(lane);
+        let now = Instant::now();
+        let start = match self.client.lane(now, SystemTime::now(), server, principal)? {
+            Lane::Open(lane) => return Ok(lane),
+            Lane::Start(start) => *start,
+        };
+        let LaneStart { base, principal, mut engine, reach, catalog } = start;
+        let setup = LaneError::Setup;
+        let registry = self.poll.registry();
+        let transport = match reach {
+            Reach::Stdio(command) => {
+                let token = self.poll.reserve(Self::STDIO_SERVER_TOKENS).map_err(setup)?;
+                let program = command.program().to_string_lossy().into_owned();
+                let mut driver = StdioDriver::new(command, engine.config(), token);
+                driver
+                    .spawn(registry, &mut engine, now)
+                    .map_err(|error| setup(AddServerError::Spawn { program, error }))?;
+                Transport::Stdio(driver)
             }
-        }
-        let lane = self.open_lane(server, principal)?;
-        self.client.lanes.link(server, principal, lane);
-        // Its records name the server it is a lane of, as its authorization requests do (not
-        // the program or host it defaults to, which two servers may share).
-        if let Some(name) = self.client.server_name(server).map(str::to_owned) {
-            self.client.set_server_name(lane, &name);
-        }
+            #[cfg(feature = "http")]
+            Reach::Http(opts) => {
+                let config = engine.config().clone();
+                let token = self.poll.reserve(Self::HTTP_SERVER_TOKENS).map_err(setup)?;
+                let mut driver = HttpDriver::new(*opts, &config, token, &mut engine, now)
+                    .map_err(|e| setup(AddServerError::Http(e)))?;
+                driver.flush(registry, &mut engine, now);
+                Transport::Http(driver)
+            }
+        };
+        let lane = self.insert(engine, transport, catalog, None);
+        self.client.link_lane(base, principal, lane);
         Ok(lane)
     }
 
@@ -116,98 +131,5 @@ impl Host {
         for lane in self.client.lanes.forget(server) {
             self.remove_server(lane);
         }
-    }
-
-    fn open_lane(
-        &mut self,
-        server: ServerId,
-        principal: PrincipalId,
-    ) -> Result<ServerId, LaneError> {
-        let now = Instant::now();
-        let identity =
-            self.client.server(server).ok_or(LaneError::UnknownServer)?.catalog.identity();
-        let identity = identity.to_owned();
-        // The lane serves its server's files: the same roots, within the same boundary.
-        let base = self.client.engine(server).ok_or(LaneError::UnknownServer)?;
-        let boundary = base.roots_boundary().clone();
-        let roots = base.roots().map(str::to_owned);
-        // A credential source knows servers by program or URL: not by the fingerprint of
-        // their context.
-        let shown = crate::catalog::key::without_context(&identity);
-        // `lane` has checked that both are here.
-        let (recipe, p) =
-            self.client.lanes.recipe_for(server, principal).ok_or(LaneError::UnknownServer)?;
-        let mut config = recipe.config().clone();
-        // The server's saved era verdict answered its own context: a lane starts from it only
-        // when the server said it may be shared, and within the server's tenant (a server's
-        // word that a result is public is not for the host's other tenants). Else the lane
-        // probes with its principal's credentials, and is told its own instructions and
-        // capabilities.
-        let same_tenant = p.tenant.is_none() || p.tenant == config.cache_tenant;
-        if !(same_tenant && config.saved_discover.as_ref().is_some_and(SavedVerdict::is_public)) {
-            config.saved_discover = None;
-        }
-        if p.tenant.is_some() {
-            config.cache_tenant = p.tenant.clone();
-        }
-        let setup = |e| LaneError::Setup(e);
-        let config = super::without_stale_verdict(config);
-        let mut engine = Engine::new(config, now).map_err(|e| setup(AddServerError::Config(e)))?;
-        engine.set_roots_boundary(boundary);
-        if let Some(list) = roots.and_then(|r| serde_json::value::RawValue::from_string(r).ok()) {
-            // Checked when it was set on the server, against this boundary.
-            let _ = engine.set_roots(now, &list);
-        }
-        let tenant = engine.config().cache_tenant.clone();
-        let registry = self.poll.registry();
-        let (transport, http) = match recipe {
-            Recipe::Stdio(command, _) => {
-                let target = LaneTarget { identity: shown, url: None };
-                // The server's own credentials stay with it; the principal's are added.
-                let mut command = command.without_credentials();
-                match p.credentials.as_mut().map(|c| c.credentials(&target)) {
-                    Some(Credentials::Env(vars)) => {
-                        for (k, v) in vars {
-                            command = command.env(k, v);
-                        }
-                    }
-                    Some(Credentials::None) | None => {}
-                    #[cfg(feature = "http")]
-                    Some(_) => log::debug!("HTTP credentials ignored for a stdio lane"),
-                }
-                let token = self.poll.reserve(Self::STDIO_SERVER_TOKENS).map_err(setup)?;
-                let program = command.program().to_string_lossy().into_owned();
-                let mut driver = StdioDriver::new(command, engine.config(), token);
-                driver
-                    .spawn(registry, &mut engine, now)
-                    .map_err(|error| setup(AddServerError::Spawn { program, error }))?;
-                (Transport::Stdio(driver), false)
-            }
-            #[cfg(feature = "http")]
-            Recipe::Http(template, _) => {
-                let mut opts = template.without_credentials();
-                // The URL the lane connects to: without the server's own `?api_key=`.
-                let url = opts.url.clone();
-                let target = LaneTarget { identity: shown, url: Some(&url) };
-                match p.credentials.as_mut().map(|c| c.credentials(&target)) {
-                    Some(Credentials::Token(provider)) => opts.token_provider = Some(provider),
-                    Some(Credentials::OAuth(flow, authorizer)) => {
-                        opts.oauth = Some(*flow);
-                        opts.authorizer = authorizer;
-                    }
-                    Some(Credentials::Env(_)) => log::debug!("env credentials ignored over HTTP"),
-                    Some(Credentials::None) | None => {}
-                }
-                let config = engine.config().clone();
-                let token = self.poll.reserve(Self::HTTP_SERVER_TOKENS).map_err(setup)?;
-                let mut driver = HttpDriver::new(opts, &config, token, &mut engine, now)
-                    .map_err(|e| setup(AddServerError::Http(e)))?;
-                driver.flush(registry, &mut engine, now);
-                (Transport::Http(driver), true)
-            }
-        };
-        let catalog = ServerCatalog::new(identity, http, tenant)
-            .for_principal(p.name.clone(), p.scopes.clone());
-        Ok(self.insert(engine, transport, catalog, None))
     }
 }
