@@ -262,7 +262,10 @@ impl<E> Refresher<E> {
         match store.begin_refresh(key, self.kind, None) {
             Ok(Begin::Fetch(token)) => {
                 let (cursors, by_need) = (Vec::new(), flight.by_need);
-                let hold_all = false;
+                // A walk that holds its pages (the store refused the list) holds them again:
+                // stored, they would be refused again, and that refusal's restart would forget
+                // this one.
+                let hold_all = flight.hold_all;
                 self.flight = Some(Flight {
                     token,
                     unsent: true,
@@ -321,7 +324,7 @@ impl<E> Refresher<E> {
                 // every page for this one answer.
                 self.one_use.clear();
                 self.one_use_bytes = 0;
-                return self.restart_held(store, key, flight.by_need);
+                return self.restart_held(store, key, flight.by_need, flight.restarted);
             }
             // A change raced the walk (or the list was dropped): the next need starts again.
             Finished::Cancelled { .. } | Finished::Failed { .. } | Finished::ListDropped => {
@@ -467,22 +470,19 @@ impl<E> Refresher<E> {
         Ok(())
     }
 
+    /// Starts the walk over, holding every page: the store refused the list. `restarted`
+    /// carries over: a walk that started over for a rejected cursor does not again.
     fn restart_held(
         &mut self,
         store: &mut Store,
         key: &CacheKey,
         by_need: bool,
+        restarted: bool,
     ) -> Option<CatalogChange> {
         if let Ok(Begin::Fetch(token)) = store.begin_refresh(key, self.kind, None) {
             let cursors = Vec::new();
-            self.flight = Some(Flight {
-                token,
-                unsent: true,
-                by_need,
-                hold_all: true,
-                cursors,
-                restarted: false,
-            });
+            self.flight =
+                Some(Flight { token, unsent: true, by_need, hold_all: true, cursors, restarted });
         }
         None
     }

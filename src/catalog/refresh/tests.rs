@@ -446,6 +446,35 @@ fn a_rejected_cursor_drops_the_list_and_the_walk_starts_over_once() {
     );
 }
 
+/// A list too large for the store, whose server rejects a cursor the held walk reaches: the
+/// walk starts over once, as any. The restart of a refused list forgot that it had, and the
+/// two restarts took turns for as long as the host ran, the list never answered.
+#[test]
+fn a_rejected_cursor_in_a_list_too_large_to_store_starts_the_walk_over_once() {
+    let (t0, mut s) = (Instant::now(), store_with(700));
+    let mut server = Server::new(&["a", "b", "c", "d", "e", "f", "g", "h"], 2, "");
+    let mut r = Refresher::new(TOOLS);
+    r.need(t0, &mut s, &key()).expect("need");
+    let mut fetches = 0;
+    while let Some(c) = r.poll_fetch() {
+        fetches += 1;
+        assert!(fetches < 50, "the walk does not end: {:?}", server.asked());
+        let c = c.map(str::to_owned);
+        if c.as_deref() == Some("p3") {
+            server.asked.push("p3 rejected".into());
+            r.cursor_rejected(t0, &mut s, &key(), "invalid cursor");
+            continue;
+        }
+        let page = server.page(c.as_deref());
+        r.on_page(t0, &mut s, &key(), page, None);
+    }
+    assert_eq!(server.asked().iter().filter(|c| *c == "p3 rejected").count(), 2);
+    assert_eq!(
+        r.need(t0, &mut s, &key()),
+        Err(NeedError::Walk(WalkError::Fetch("invalid cursor")))
+    );
+}
+
 /// Issue 21: a list the store refuses is held for one use, but not without end: past
 /// `MAX_HELD_FACTOR` times the store's cap the held pages are dropped and the need fails
 /// with `TooLarge`, long before the page cap.
