@@ -802,7 +802,11 @@ impl ClientCache {
             if let Some(key) = key {
                 self.mark_stale(now, &key, kind);
             }
-            catalog.kinds[slot(kind)].eager_due |= self.eager;
+            let state = &mut catalog.kinds[slot(kind)];
+            // What the last walk held for one use (a listing the store would not keep) is as
+            // stale as what it stored: no longer what a checked call or a policy reads.
+            state.refresher.forget_walk();
+            state.eager_due |= self.eager;
         }
         catalog.seen_changes = counts;
     }
@@ -918,6 +922,9 @@ impl Client {
         name: &str,
     ) -> Option<&Item> {
         let s = self.servers.get_mut(server.index).filter(|s| s.generation == server.generation)?;
+        // A change the server announced since the last pass of the cache makes the page
+        // stale now, not at that pass.
+        self.cache.notice_changes(now, &mut s.catalog, &s.engine);
         let key = s.cache_key()?;
         self.cache.load(now, &key, CatalogKind::Tools);
         match self.cache.store.find_item(now, &key, CatalogKind::Tools, name) {
@@ -1010,6 +1017,8 @@ impl Client {
             .get_mut(server.index)
             .filter(|s| s.generation == server.generation)
             .ok_or(CatalogError::UnknownServer)?;
+        // A change announced since the last pass of the cache: stale now (see `cached_tool`).
+        self.cache.notice_changes(now, &mut s.catalog, &s.engine);
         let key = s.cache_key().ok_or(CatalogError::NotReady)?;
         self.cache.load(now, &key, kind);
         let store = &mut self.cache.store;

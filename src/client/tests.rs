@@ -1567,3 +1567,41 @@ fn a_lane_starts_from_the_servers_saved_verdict_only_when_public_fresh_and_of_it
         assert_eq!(kept, inherited, "{case}");
     }
 }
+
+/// A tool list the server said not to keep (`ttlMs` 0) is held for the answer it was listed
+/// for, and a checked call or a policy reads it from there: a change notice makes it as stale
+/// as a cached one. It was kept, and a tool announced as changed (now destructive, say) was
+/// still judged by its old annotations until some later listing.
+#[test]
+fn a_change_notice_drops_a_listing_held_for_one_use() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("srv");
+    assert_eq!(sim.tool_names(id), None);
+    let list = sim.sent_one(id);
+    let mut page = tools_page(&["t"]);
+    page["ttlMs"] = json!(0);
+    sim.reply(id, &list, page);
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(id).unwrap(), ["t"]);
+    assert!(sim.client.listed_tool(sim.now, id, "t").is_some());
+    sim.peer(id, json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    sim.client.handle_timeout(sim.now);
+    assert!(sim.client.listed_tool(sim.now, id, "t").is_none(), "the old definition is gone");
+}
+
+/// A change notice the engine has read makes the cached catalog stale for the next read at
+/// once, before any pass of the cache: `tool` and a listing no longer serve the old page.
+#[test]
+fn a_change_notice_is_seen_by_the_next_read_of_the_cache() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("srv");
+    assert_eq!(sim.tool_names(id), None);
+    let list = sim.sent_one(id);
+    sim.reply(id, &list, tools_page(&["add"]));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(id).unwrap(), ["add"]);
+    sim.peer(id, json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    assert!(sim.client.tool(sim.now, id, "add").is_none(), "stale at once");
+    assert_eq!(sim.tool_names(id), None, "listed again");
+    assert_eq!(sim.sent_one(id)["method"], "tools/list");
+}
