@@ -17,6 +17,9 @@ struct Run<'v> {
     steps: u64,
     max_depth: usize,
     path: Vec<Seg<'v>>,
+    /// How many checks whose mismatch is only a `false` ([`matches`](Run::matches)) enclose
+    /// this one: their mismatches name no location, which nobody would read.
+    quiet: u32,
 }
 
 impl Schema {
@@ -28,13 +31,27 @@ impl Schema {
             // descends into the instance stops here instead of overflowing the stack.
             max_depth: self.limits.max_depth.saturating_mul(4),
             path: Vec::new(),
+            quiet: 0,
         };
         run.check(NodeId(0), instance, 0)
     }
 }
 
 impl<'v> Run<'v> {
+    /// A mismatch here. Its location is written only where it may be reported: a hostile
+    /// schema makes thousands of mismatches inside `anyOf` and the like, and the pointer to a
+    /// long member name, written for each, cost what no step counted.
     fn fail(&self, reason: &'static str) -> SchemaViolation {
+        let pointer = if self.quiet > 0 { String::new() } else { self.pointer() };
+        SchemaViolation { pointer, reason, budget: false }
+    }
+
+    /// The end of the budget, which stops the whole validation: reported, so located.
+    fn budget(&self, reason: &'static str) -> SchemaViolation {
+        SchemaViolation { pointer: self.pointer(), reason, budget: true }
+    }
+
+    fn pointer(&self) -> String {
         let mut pointer = String::new();
         for seg in &self.path {
             match seg {
@@ -42,11 +59,7 @@ impl<'v> Run<'v> {
                 Seg::Index(i) => push_segment(&mut pointer, &i.to_string()),
             }
         }
-        SchemaViolation { pointer, reason, budget: false }
-    }
-
-    fn budget(&self, reason: &'static str) -> SchemaViolation {
-        SchemaViolation { budget: true, ..self.fail(reason) }
+        pointer
     }
 
     /// [`json_eq`] within the budget: the comparison pays for the values it walks.
@@ -94,7 +107,10 @@ impl<'v> Run<'v> {
 
     /// `Ok(true)` when `v` matches; a budget stop is passed up, a mismatch is `Ok(false)`.
     fn matches(&mut self, id: NodeId, v: &'v Value, depth: usize) -> Result<bool, SchemaViolation> {
-        match self.check(id, v, depth + 1) {
+        self.quiet += 1;
+        let outcome = self.check(id, v, depth + 1);
+        self.quiet -= 1;
+        match outcome {
             Ok(()) => Ok(true),
             Err(e) if e.budget => Err(e),
             Err(_) => Ok(false),
@@ -322,13 +338,16 @@ impl<'v> Run<'v> {
         depth: usize,
     ) -> Result<(), SchemaViolation> {
         // The name as a JSON string, checked by a run of its own that shares the budget (its
-        // path would borrow the string, which lives only here).
+        // path would borrow the string, which lives only here). The copy is paid for: inside
+        // `anyOf` branches a schema can have every name copied again and again.
+        self.step(1 + name.len() as u64 / 64)?;
         let name = Value::String(name.to_owned());
         let mut run = Run {
             schema: self.schema,
             steps: self.steps,
             max_depth: self.max_depth.saturating_sub(depth),
             path: Vec::new(),
+            quiet: self.quiet,
         };
         let outcome = run.check(names, &name, 0);
         self.steps = run.steps;
