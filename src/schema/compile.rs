@@ -146,8 +146,13 @@ struct Compiler<'a> {
     root: &'a Value,
     nodes: Vec<Node>,
     limits: SchemaLimits,
-    /// Each local pointer's node, so every `$ref` to it shares one node (and cycles close).
-    refs: HashMap<String, NodeId>,
+    /// The node of each subschema built or reserved, by the address of its value in `root`
+    /// (one location, one address): every `$ref` to a location and the location itself share
+    /// one node, and cycles close. Built once per location, a schema's nodes (and the `enum`
+    /// and `const` values they copy) grow with its text, not with how often its parts are
+    /// referred to: a chain of `$ref`s into one nested definition built that definition's
+    /// tail again for each, a thousand times the memory of its text.
+    refs: HashMap<usize, NodeId>,
     /// Referenced pointers whose node is reserved but not built yet.
     pending: Vec<(String, NodeId)>,
     /// Patterns compiled so far (see [`MAX_PATTERNS`]).
@@ -172,7 +177,6 @@ impl Schema {
         // same walk finds the `$anchor`s.
         let max_depth = limits.max_depth.saturating_mul(2);
         scan_refs(root, &mut String::new(), &mut c.anchors, 0, max_depth)?;
-        c.refs.insert(String::new(), NodeId(0));
         c.subschema(root, &mut String::new(), 0)?;
         // Referenced targets are built one after another, not nested in the referrer, so the
         // stack depth stays bounded by `max_depth` however long a chain of `$ref`s is.
@@ -205,7 +209,11 @@ impl Compiler<'_> {
         at: &mut String,
         depth: usize,
     ) -> Result<NodeId, SchemaError> {
+        if let Some(&id) = self.refs.get(&address(value)) {
+            return Ok(id);
+        }
         let id = self.reserve()?;
+        self.refs.insert(address(value), id);
         let node = self.build(value, at, depth)?;
         self.nodes[id.0 as usize] = node;
         Ok(id)
@@ -470,17 +478,22 @@ impl Compiler<'_> {
             let anchored = self.anchors.get(fragment.as_ref());
             anchored.cloned().ok_or_else(|| SchemaError::UnresolvedRef(r.to_owned()))?
         };
-        if let Some(id) = self.refs.get(&pointer) {
-            return Ok(*id);
-        }
-        if self.root.pointer(&pointer).is_none() {
+        let Some(target) = self.root.pointer(&pointer) else {
             return Err(SchemaError::UnresolvedRef(r.to_owned()));
+        };
+        if let Some(&id) = self.refs.get(&address(target)) {
+            return Ok(id);
         }
         let id = self.reserve()?;
-        self.refs.insert(pointer.clone(), id);
+        self.refs.insert(address(target), id);
         self.pending.push((pointer, id));
         Ok(id)
     }
+}
+
+/// Where a subschema sits in the schema's tree: its identity while the tree is borrowed.
+fn address(value: &Value) -> usize {
+    std::ptr::from_ref(value) as usize
 }
 
 /// Refuses remote `$ref`s anywhere under `value`, which is at pointer `at` (data in `enum`,
