@@ -484,12 +484,15 @@ impl Exchange {
     /// A legacy request whose event stream named an id can be resumed (§6.2 Resumption;
     /// 2026-07-28 has no resumption).
     fn resumable(&self) -> bool {
+        // A resume that broke before its head (written, then the connection or its TLS
+        // handshake reset) still stands for the 2xx event stream it resumes: only such a
+        // stream is resumed. Its request being written had made it look like no stream.
         matches!(self.carries, Carries::Request { .. })
             && !self.modern
             && !self.flight().answered
             && !self.stream_id.is_empty()
-            && self.mode == BodyMode::Sse
-            && (200..300).contains(&self.status)
+            && ((self.mode == BodyMode::Sse && (200..300).contains(&self.status))
+                || (self.resuming() && self.status == 0))
             && (self.flight().progressed || self.idle_resumes + 1 < MAX_IDLE_RESUMES)
     }
 }

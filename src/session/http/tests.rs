@@ -841,6 +841,29 @@ fn a_resume_that_cannot_connect_never_makes_the_request_look_unsent() {
     );
 }
 
+/// A resume whose GET was written and whose connection then broke before a head came (a TLS
+/// handshake reset while the server restarts) is tried again, as one that could not connect
+/// is: the request being written had made its exchange look like no event stream, and the
+/// call failed at the first such break.
+#[test]
+fn a_resume_that_breaks_after_it_was_written_resumes_again() {
+    let (mut s, call) = Sim::legacy_call();
+    s.respond(call.x, 200, &SSE, "id: e1\ndata:\n\n");
+    s.advance(DEFAULT_RETRY);
+    let resume = s.next().unwrap();
+    assert_eq!(resume.method, "GET");
+    let reset = TransportError::ConnectFailed(std::io::ErrorKind::ConnectionReset);
+    s.fail(resume.x, ExchangeFailure::Unsent(reset));
+    assert!(s.events().is_empty(), "the call is not over");
+    s.advance(DEFAULT_RETRY);
+    let again = s.next().unwrap();
+    assert_eq!((again.method.as_str(), again.header("last-event-id")), ("GET", Some("e1")));
+    // A refusal of the resume ends the call, its delivery unknown.
+    s.respond(again.x, 404, &[], "");
+    let events = s.events();
+    assert!(events.len() == 1 && events[0].contains("ConnectionLost"), "{events:?}");
+}
+
 /// A 307 or 308 with a `Location` was not processed: the request goes again, once, and the
 /// driver is told where (Starlette answers `POST /mcp` with a 307 to `/mcp/`). The same
 /// request redirected again fails with the status, as do a 302 (which would make the POST a
