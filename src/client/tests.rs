@@ -1605,3 +1605,43 @@ fn a_change_notice_is_seen_by_the_next_read_of_the_cache() {
     assert_eq!(sim.tool_names(id), None, "listed again");
     assert_eq!(sim.sent_one(id)["method"], "tools/list");
 }
+
+/// The roots request of an input round that the host's roots answer at once is not the
+/// answer handlers' to see: offered to them, a handler refusing what it does not handle
+/// failed the whole call (`InputRejected`), although its roots answer was there, and one
+/// answering put its own list in place of the host's.
+#[test]
+fn roots_answered_from_the_hosts_list_are_not_offered_to_answer_handlers() {
+    let mut sim = Sim::new();
+    let answers =
+        crate::ServerRequestKinds { elicitation_form: true, roots: true, ..Default::default() };
+    let id = sim.ready_server_with("srv", Config { answers, ..Config::default() });
+    let roots = r#"{"roots":[{"uri":"file:///tmp","name":"tmp"}]}"#;
+    let roots = serde_json::value::RawValue::from_string(roots.to_owned()).unwrap();
+    sim.client.set_roots(sim.now, id, &roots).unwrap();
+    sim.unflushed();
+    sim.sent(id);
+    let handler = |_: ServerId, kind: ServerRequestKind, _: &str| match kind {
+        ServerRequestKind::ElicitationForm => {
+            Answer::Result(r#"{"action":"accept","content":{"ok":true}}"#.to_owned())
+        }
+        _ => Answer::Reject,
+    };
+    sim.client.set_answer_handler(Box::new(handler));
+
+    sim.client.call_tool_json(sim.now, id, "t", "{}", &CallOptions::default()).unwrap();
+    let first = sim.sent_one(id);
+    let elicit = json!({"method": "elicitation/create", "params": {"message": "ok?",
+        "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}});
+    // The roots request first: offered first, it was the one refused.
+    let asked = json!({"a": {"method": "roots/list"}, "e": elicit});
+    sim.reply(id, &first, json!({"resultType": "input_required", "inputRequests": asked}));
+    sim.client.handle_timeout(sim.now);
+    while let Some((_, event)) = sim.client.poll_event(sim.now) {
+        assert!(!matches!(event, Event::CallFailed { .. }), "{event:?}");
+    }
+    let retry = sim.sent_one(id);
+    let responses = &retry["params"]["inputResponses"];
+    assert_eq!(responses["a"]["roots"][0]["uri"], "file:///tmp", "{retry}");
+    assert_eq!(responses["e"]["action"], "accept", "{retry}");
+}

@@ -3373,8 +3373,12 @@ impl Engine {
             let answer = known.map(str::to_owned);
             let answered = answer.is_some();
             let entry = Entry::waiting(kind, origin, deadline, params);
-            let Some(request) = self.server_requests.insert(|g| Entry { answer, ..entry(g) })
-            else {
+            // Answered already, it is no answer handler's to see either: offered, a handler
+            // refusing what it does not handle failed the call, or one answering replaced
+            // the host's roots.
+            let offered = answered;
+            let insert = |g| Entry { answer, offered, ..entry(g) };
+            let Some(request) = self.server_requests.insert(insert) else {
                 continue;
             };
             if !answered {
