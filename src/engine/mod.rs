@@ -2929,6 +2929,11 @@ impl Engine {
             if let Some(c) = self.breakers.record(p.tenant, p.op, None, now, p.probe) {
                 self.events.breaker(c.tenant, c.class, c.state);
             }
+            // A probe has given its verdict: its end, much later, is an ordinary call's,
+            // which neither closes nor opens a breaker half-open for another probe.
+            if p.probe {
+                self.requests.note_admission(slot, Admission::Admitted);
+            }
         }
     }
 

@@ -93,6 +93,50 @@ fn a_task_created_by_a_half_open_breakers_probe_closes_the_breaker() {
         .expect("another write is admitted while the task runs");
 }
 
+/// The half-open breaker's probe that became a task gave its verdict when the task was made:
+/// it is an ordinary call after that. Its end, much later, came as a probe's still, and
+/// closed (or opened) the breaker again while another probe was out.
+#[test]
+fn a_task_made_by_a_probe_is_no_probe_when_it_ends() {
+    let breaker =
+        crate::config::BreakerPolicy { failure_threshold: 1, cool_down: Duration::from_secs(5) };
+    let retry = crate::config::RetryPolicy { max_attempts: 1, ..Default::default() };
+    let mut h = Harness::ready_http_with(Config { breaker, retry, ..Config::default() });
+    let lost = || ExchangeFailure::Transport(TransportError::ConnectionLost);
+    let fail = |h: &mut Harness| {
+        h.engine.call_tool(h.now, "write", raw("{}"), &CallOptions::default()).unwrap();
+        let s = h.sent_one();
+        let failed = TransportEvent::exchange_failed(super::tests::wire(&s), lost());
+        h.engine.handle_transport(h.now, failed);
+        assert_eq!(h.events().last().unwrap(), "breaker Write Open");
+        h.now += Duration::from_secs(5);
+    };
+    fail(&mut h);
+    let long = CallOptions { timeout: Some(Duration::from_secs(3600)), ..prefer() };
+    call_with(&mut h, &long);
+    let sent = h.sent_one();
+    h.reply(&sent, modern_task("task", "working", json!(60_000)));
+    assert!(h.events().contains(&"breaker Write Closed".to_owned()));
+    // Open again, and half-open with a new probe out.
+    fail(&mut h);
+    let probe = CallOptions { timeout: Some(Duration::from_secs(3600)), ..CallOptions::default() };
+    h.engine.call_tool(h.now, "write", raw("{}"), &probe).unwrap();
+    let p = h.sent_one();
+    assert_eq!(h.engine.breaker_state(0, OperationClass::Write), BreakerState::HalfOpen);
+    // The task ends.
+    h.advance(Duration::from_secs(60));
+    let get = h.sent_one();
+    assert_eq!(get["method"], "tasks/get");
+    let mut done = modern_task("complete", "completed", json!(60_000));
+    done["result"] = json!({"content": [], "isError": false});
+    h.reply(&get, done);
+    h.events();
+    let state = h.engine.breaker_state(0, OperationClass::Write);
+    assert_eq!(state, BreakerState::HalfOpen, "the probe out has the verdict");
+    h.reply(&p, json!({"resultType": "complete", "content": []}));
+    assert!(h.events().contains(&"breaker Write Closed".to_owned()));
+}
+
 /// A task's polls that keep failing (an HTTP 503 each) are tried with growing waits, ask no
 /// breaker, and after `max_attempts` in a row end the call with the failure and cancel the
 /// task: they neither poll every 100 ms until the deadline nor end as `BreakerOpen` with
