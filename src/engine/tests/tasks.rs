@@ -469,6 +469,34 @@ fn declaring_the_extension_in_config_makes_every_tool_call_task_capable() {
     assert_eq!(h.events(), [format!("task {} t-1", call.get())]);
 }
 
+/// With the extension in the host's configuration every call declares it, one made without
+/// a task (`TaskMode::Off`) too: a task the server makes of it is followed. It was an invalid
+/// result, the task left running on the server for nobody, and a write it had taken reported
+/// as failed.
+#[test]
+fn a_task_made_of_a_call_that_declared_the_extension_without_asking_is_followed() {
+    let config = Config { extensions: format!("{{\"{TASKS}\":{{}}}}"), ..Config::default() };
+    let mut h = Harness::ready_with(config);
+    let off = CallOptions { task: TaskMode::Off, ..CallOptions::default() };
+    let call = call_with(&mut h, &off);
+    let sent = h.sent_one();
+    let caps = &sent["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"];
+    assert!(caps["extensions"].get(TASKS).is_some(), "{caps}");
+    h.reply(&sent, modern_task("task", "working", json!(100)));
+    assert_eq!(h.events(), [format!("task {} t-1", call.get())]);
+    h.advance(Duration::from_millis(100));
+    let get = h.sent_one();
+    assert_eq!(
+        (get["method"].as_str(), get["params"]["taskId"].as_str()),
+        (Some("tasks/get"), Some("t-1"))
+    );
+    let mut done = modern_task("complete", "completed", json!(100));
+    done["result"] = json!({"content": [], "isError": false});
+    h.reply(&get, done);
+    let events = h.events();
+    assert!(events.last().unwrap().starts_with(&format!("done {}", call.get())), "{events:?}");
+}
+
 #[test]
 fn a_lost_poll_is_sent_again_never_delivery_unknown() {
     let mut h = Harness::ready_modern();
