@@ -814,10 +814,14 @@ impl<'a> Parser<'a> {
         let text = |k: &str| -> Result<String, ConfigFileError> {
             let key = format!("mcpoll.oauth.{k}");
             match o.get(k) {
-                Some(Value::String(s)) if !s.is_empty() => self.expand(&key, s),
-                Some(Value::String(_)) => {
-                    Err(self.err(Some(&key), ConfigFileErrorKind::Invalid("must not be empty")))
-                }
+                // Empty after expansion too: `"${SECRET}"` with `SECRET` set to nothing is no
+                // secret, and the flow would fail at the server instead of here, unnamed.
+                Some(Value::String(s)) => match self.expand(&key, s)? {
+                    text if text.is_empty() => {
+                        Err(self.err(Some(&key), ConfigFileErrorKind::Invalid("must not be empty")))
+                    }
+                    text => Ok(text),
+                },
                 Some(_) => Err(self.wrong(&key, "a string")),
                 None => Err(self.err(Some(&key), ConfigFileErrorKind::Missing)),
             }

@@ -10,6 +10,7 @@ fn env(name: &str) -> Option<String> {
         "TOKEN" => Some("s3cret".into()),
         "HOME" => Some("/home/u".into()),
         "PORT" => Some("8931".into()),
+        "EMPTY" => Some(String::new()),
         _ => None,
     }
 }
@@ -250,6 +251,17 @@ fn one_malformed_line_per_error_kind() {
         ),
         (
             r#"{"url": "http://h/", "mcpoll": {"oauth": {"clientId": "", "clientSecret": "s"}}}"#,
+            Some("mcpoll.oauth.clientId"),
+            "Invalid",
+        ),
+        // Empty once expanded: a secret from a variable set to nothing, a default of nothing.
+        (
+            r#"{"url": "http://h/", "mcpoll": {"oauth": {"clientId": "a", "clientSecret": "${EMPTY}"}}}"#,
+            Some("mcpoll.oauth.clientSecret"),
+            "Invalid",
+        ),
+        (
+            r#"{"url": "http://h/", "mcpoll": {"oauth": {"clientId": "${NONE:-}", "clientSecret": "s"}}}"#,
             Some("mcpoll.oauth.clientId"),
             "Invalid",
         ),
