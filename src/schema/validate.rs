@@ -1,5 +1,9 @@
 //! One instance against a compiled schema, within a step and depth budget.
 
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+
 use serde_json::{Number, Value};
 
 use super::compile::{push_segment, types, Contains, Node, NodeId, Schema};
@@ -71,14 +75,26 @@ impl<'v> Run<'v> {
         same.ok_or_else(|| self.budget("validation took more steps than allowed"))
     }
 
-    /// `uniqueItems`: every pair compared.
-    fn unique(&mut self, items: &[Value]) -> Result<(), SchemaViolation> {
-        for (i, a) in items.iter().enumerate() {
-            for b in &items[..i] {
-                if self.equal(a, b)? {
+    /// `uniqueItems`: items bucketed by a hash that equal items share, and compared only
+    /// within a bucket. Every pair was compared, and about 450 short items took the whole
+    /// default budget: a valid array was refused.
+    fn unique(&mut self, items: &'v [Value]) -> Result<(), SchemaViolation> {
+        let state = RandomState::new();
+        let mut buckets: HashMap<u64, Vec<&Value>> = HashMap::with_capacity(items.len());
+        for item in items {
+            let max = self.schema.limits.max_steps;
+            let mut left = max.saturating_sub(self.steps);
+            let hash = json_hash(item, &state, &mut left);
+            self.steps = max - left;
+            let hash =
+                hash.ok_or_else(|| self.budget("validation took more steps than allowed"))?;
+            let bucket = buckets.entry(hash).or_default();
+            for seen in bucket.iter() {
+                if self.equal(seen, item)? {
                     return Err(self.fail("uniqueItems: items repeat"));
                 }
             }
+            bucket.push(item);
         }
         Ok(())
     }
@@ -447,6 +463,47 @@ pub(super) fn json_eq(a: &Value, b: &Value, left: &mut u64) -> Option<bool> {
         }
         _ => a == b,
     })
+}
+
+/// A hash that values [`json_eq`] finds equal share, within the same budget: a number by its
+/// `f64` value (every pair `json_eq` finds equal has that in common, integers compared exactly
+/// or not), an object whatever the order of its members.
+fn json_hash(v: &Value, state: &RandomState, left: &mut u64) -> Option<u64> {
+    *left = left.checked_sub(1)?;
+    let mut h = state.build_hasher();
+    match v {
+        Value::Null => h.write_u8(0),
+        Value::Bool(b) => h.write_u8(1 + u8::from(*b)),
+        Value::Number(n) => {
+            // `-0.0 == 0.0`: one hash for both.
+            let f = n.as_f64().unwrap_or(0.0);
+            h.write_u64(if f == 0.0 { 0 } else { f.to_bits() });
+        }
+        Value::String(s) => {
+            *left = left.checked_sub((s.len() / 64) as u64)?;
+            h.write_u8(3);
+            h.write(s.as_bytes());
+        }
+        Value::Array(list) => {
+            h.write_u8(4);
+            for x in list {
+                h.write_u64(json_hash(x, state, left)?);
+            }
+        }
+        Value::Object(members) => {
+            h.write_u8(5);
+            let mut sum = 0u64;
+            for (k, x) in members {
+                *left = left.checked_sub((k.len() / 64) as u64)?;
+                let mut member = state.build_hasher();
+                member.write(k.as_bytes());
+                member.write_u64(json_hash(x, state, left)?);
+                sum = sum.wrapping_add(member.finish());
+            }
+            h.write_u64(sum);
+        }
+    }
+    Some(h.finish())
 }
 
 fn int(n: &Number) -> Option<i128> {
