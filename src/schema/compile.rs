@@ -519,6 +519,11 @@ fn scan_refs(
         if let Some(name) = map.get("$anchor").and_then(Value::as_str) {
             anchors.entry(name.to_owned()).or_insert_with(|| at.clone());
         }
+        // A `$dynamicAnchor` is a plain anchor too (2020-12, §8.2.2), for a `#name` that no
+        // `$anchor` has (`$anchor` first: it was read first above).
+        if let Some(name) = map.get("$dynamicAnchor").and_then(Value::as_str) {
+            anchors.entry(name.to_owned()).or_insert_with(|| at.clone());
+        }
     }
     let mut scan = |segment: &str, v: &Value| {
         let len = at.len();

@@ -23,8 +23,8 @@
 //! (`allOf`, `anyOf`, `oneOf`, `if`, `$ref`, `dependentSchemas`, `contains`), where they see
 //! what `additionalProperties` and `items` would; `$ref` to a local JSON pointer (`#` or
 //! `#/...`, into `$defs`, `definitions` or anywhere else in the same document) or to a plain
-//! name (`#name`, the schema whose `$anchor` it is, anywhere in the document: `$id` does not
-//! scope it), and boolean schemas.
+//! name (`#name`, the schema whose `$anchor` it is, else whose `$dynamicAnchor`, anywhere in the
+//! document: `$id` does not scope it), and boolean schemas.
 //!
 //! Ignored, so an instance is never refused for them: `format` (an annotation only, 2020-12's
 //! default), `unevaluated*` beside an in-place subschema (which members that evaluated is not

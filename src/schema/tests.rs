@@ -475,6 +475,18 @@ fn unique_items_is_linear_and_keeps_json_equality() {
     }
 }
 
+/// A `$ref` to the name of a `$dynamicAnchor` resolves as one to an `$anchor` (JSON Schema
+/// 2020-12: the test suite's "a $ref to a $dynamicAnchor in the same schema resource behaves
+/// like a normal $ref to an $anchor"); it was an unresolved reference, and every checked call
+/// of such a tool failed.
+#[test]
+fn a_ref_to_a_dynamic_anchor_resolves_as_to_an_anchor() {
+    let s = compile(json!({"type": "array", "items": {"$ref": "#items"},
+        "$defs": {"foo": {"$dynamicAnchor": "items", "type": "string"}}}));
+    assert!(s.validate(&json!(["a", "b"])).is_ok());
+    assert!(s.validate(&json!(["a", 1])).is_err());
+}
+
 #[test]
 fn hostile_schemas_are_bounded() {
     let limits = SchemaLimits::default();
