@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use serde_json::Value;
+use serde_json::{Number, Value};
 
 use super::{SchemaError, SchemaLimits};
 
@@ -36,10 +36,11 @@ pub(super) struct Keywords {
     pub(super) types: u8,
     pub(super) enumeration: Option<Vec<Value>>,
     pub(super) constant: Option<Value>,
-    pub(super) minimum: Option<f64>,
-    pub(super) maximum: Option<f64>,
-    pub(super) exclusive_minimum: Option<f64>,
-    pub(super) exclusive_maximum: Option<f64>,
+    /// The bounds as written: an integer bound is compared exactly with an integer.
+    pub(super) minimum: Option<Number>,
+    pub(super) maximum: Option<Number>,
+    pub(super) exclusive_minimum: Option<Number>,
+    pub(super) exclusive_maximum: Option<Number>,
     pub(super) multiple_of: Option<f64>,
     pub(super) min_length: Option<u64>,
     pub(super) max_length: Option<u64>,
@@ -290,11 +291,12 @@ impl Compiler<'_> {
         let num = |name| map.get(name).and_then(Value::as_f64);
         // A count may be written with a decimal point (2.0): JSON Schema counts it the same.
         let count = |name| map.get(name).and_then(count_of);
-        k.minimum = num("minimum");
-        k.maximum = num("maximum");
+        let bound = |name| map.get(name).and_then(Value::as_number).cloned();
+        k.minimum = bound("minimum");
+        k.maximum = bound("maximum");
         // The draft-04 boolean form is not a number: ignored.
-        k.exclusive_minimum = num("exclusiveMinimum");
-        k.exclusive_maximum = num("exclusiveMaximum");
+        k.exclusive_minimum = bound("exclusiveMinimum");
+        k.exclusive_maximum = bound("exclusiveMaximum");
         k.multiple_of = num("multipleOf").filter(|m| *m > 0.0);
         k.min_length = count("minLength");
         k.max_length = count("maxLength");

@@ -487,6 +487,26 @@ fn a_ref_to_a_dynamic_anchor_resolves_as_to_an_anchor() {
     assert!(s.validate(&json!(["a", 1])).is_err());
 }
 
+/// Integer bounds hold exactly for integers: past 2^53 two integers may round to one `f64`,
+/// and `maximum: 2^63 - 1` let 2^63 through, `exclusiveMaximum` refused 2^63 - 2.
+#[test]
+fn integer_bounds_are_exact_for_integers() {
+    let max = i64::MAX;
+    let at_most = compile(json!({"maximum": max}));
+    assert!(at_most.validate(&json!(max)).is_ok());
+    assert!(at_most.validate(&json!(1u64 << 63)).is_err(), "2^63 is over 2^63 - 1");
+    let below = compile(json!({"exclusiveMaximum": max}));
+    assert!(below.validate(&json!(max - 1)).is_ok(), "2^63 - 2 is below");
+    assert!(below.validate(&json!(max)).is_err());
+    let above = compile(json!({"exclusiveMinimum": i64::MIN + 1, "minimum": i64::MIN + 1}));
+    assert!(above.validate(&json!(i64::MIN + 2)).is_ok());
+    assert!(above.validate(&json!(i64::MIN + 1)).is_err());
+    // Fractions and mixed pairs as before.
+    let unit = compile(json!({"minimum": 0.5, "exclusiveMaximum": 2}));
+    assert!(unit.validate(&json!(1)).is_ok() && unit.validate(&json!(1.5)).is_ok());
+    assert!(unit.validate(&json!(0.25)).is_err() && unit.validate(&json!(2.0)).is_err());
+}
+
 #[test]
 fn hostile_schemas_are_bounded() {
     let limits = SchemaLimits::default();

@@ -1,5 +1,6 @@
 //! One instance against a compiled schema, within a step and depth budget.
 
+use std::cmp::Ordering;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
@@ -376,16 +377,17 @@ impl<'v> Run<'v> {
 
     fn number(&self, k: &super::compile::Keywords, n: &Number) -> Result<(), SchemaViolation> {
         let Some(x) = n.as_f64() else { return Ok(()) };
-        if k.minimum.is_some_and(|m| x < m) {
+        let against = |bound: &Option<Number>| bound.as_ref().and_then(|m| compare(n, m));
+        if against(&k.minimum) == Some(Ordering::Less) {
             return Err(self.fail("minimum: too small"));
         }
-        if k.maximum.is_some_and(|m| x > m) {
+        if against(&k.maximum) == Some(Ordering::Greater) {
             return Err(self.fail("maximum: too large"));
         }
-        if k.exclusive_minimum.is_some_and(|m| x <= m) {
+        if matches!(against(&k.exclusive_minimum), Some(Ordering::Less | Ordering::Equal)) {
             return Err(self.fail("exclusiveMinimum: too small"));
         }
-        if k.exclusive_maximum.is_some_and(|m| x >= m) {
+        if matches!(against(&k.exclusive_maximum), Some(Ordering::Greater | Ordering::Equal)) {
             return Err(self.fail("exclusiveMaximum: too large"));
         }
         if let Some(m) = k.multiple_of {
@@ -504,6 +506,15 @@ fn json_hash(v: &Value, state: &RandomState, left: &mut u64) -> Option<u64> {
         }
     }
     Some(h.finish())
+}
+
+/// A number against a bound: exactly when both are integers (past 2^53 two integers can round
+/// to one `f64`: 2^63 - 1 and 2^63 did, so `maximum: 2^63 - 1` let 2^63 pass), else as `f64`.
+fn compare(x: &Number, bound: &Number) -> Option<Ordering> {
+    match (int(x), int(bound)) {
+        (Some(a), Some(b)) => Some(a.cmp(&b)),
+        _ => x.as_f64()?.partial_cmp(&bound.as_f64()?),
+    }
 }
 
 fn int(n: &Number) -> Option<i128> {
