@@ -1809,19 +1809,23 @@ impl Engine {
             return self.on_task_reply(now, slot, result, head);
         }
         let head = mcp::result_head(head);
-        let rt = head.map_or(ResultType::Complete, |(t, _)| t);
-        let mut asked = asked;
-        if !asked && rt == ResultType::Task && self.tasks_declared && method == Method::ToolsCall {
+        if asked && method == Method::ToolsCall {
+            let rt = head.map_or(ResultType::Complete, |(t, _)| t);
+            if self.creates_task(slot, result, rt) {
+                return self.on_task_created(now, slot, result);
+            }
+        }
+        let task = head.is_some_and(|(t, _)| t == ResultType::Task);
+        if task && !asked && self.tasks_declared && method == Method::ToolsCall {
             // A call made without a task (`TaskMode::Off`) declared the extension all the
             // same when the host's configuration does (one declaration serves every call):
             // the server may run it as a task, and that task is followed as an asked one.
             // Refused, it ran on for nobody, and a write the server took was reported as an
             // invalid result, which a host may send again.
             self.ask_for_task(slot, None);
-            asked = true;
-        }
-        if asked && method == Method::ToolsCall && self.creates_task(slot, result, rt) {
-            return self.on_task_created(now, slot, result);
+            if self.creates_task(slot, result, ResultType::Task) {
+                return self.on_task_created(now, slot, result);
+            }
         }
         // A task nobody asked for is no result (the tasks extension, 2026-07-28).
         let head = head.filter(|(t, _)| *t != ResultType::Task);
