@@ -1365,6 +1365,14 @@ impl Engine {
     /// The saved verdict did not hold (the server refused its version, answered like a legacy
     /// server, or failed the first call): forget it and probe, as on a first start. Calls
     /// wait in the queue until the era is settled again.
+    /// [`reverify`](Self::reverify) while the saved verdict is still assumed: a refusal of a
+    /// call sent under it that comes after the first re-probes nothing again.
+    fn reverify_once(&mut self, now: Instant) {
+        if self.assumed {
+            self.reverify(now);
+        }
+    }
+
     fn reverify(&mut self, now: Instant) {
         self.assumed = false;
         self.verdict = VerdictSource::None;
@@ -1854,26 +1862,26 @@ impl Engine {
         if owner != Owner::Host {
             return self.on_lifecycle_error(now, owner, error, data);
         }
-        if self.assumed || matches!(self.lifecycle, Lifecycle::Probing(_)) {
+        // Whether this call went out under the saved verdict: the first refusal of one ends
+        // the assumption (`reverify`), and the others sent with it are judged alike when
+        // their refusals come after it (the read among them was failed).
+        let sent_assumed = self.requests.get(slot).is_some_and(|p| p.sent_assumed);
+        if sent_assumed || matches!(self.lifecycle, Lifecycle::Probing(_)) {
             // Under a saved verdict any error may mean the verdict is wrong; `-32022` says
             // so and that the call was not processed. Such a call, and one safe to repeat,
             // goes out again once the probe has settled the era.
             let refused = error.code == RpcError::UNSUPPORTED_PROTOCOL_VERSION;
             let safe = self.requests.get(slot).is_some_and(|p| p.class.retry_safe());
-            if refused || (self.assumed && safe) {
+            if refused || (sent_assumed && safe) {
                 if let Some(id) = self.requests.renew_wire_id(slot) {
                     self.send_queue.push_front(id);
                 }
-                return self.reverify(now);
+                return self.reverify_once(now);
             }
-            if self.assumed {
-                self.finish(
-                    now,
-                    slot,
-                    Ended::Answered,
-                    Outcome::Failed(CallError::Protocol(error)),
-                );
-                return self.reverify(now);
+            if sent_assumed {
+                let failed = Outcome::Failed(CallError::Protocol(error));
+                self.finish(now, slot, Ended::Answered, failed);
+                return self.reverify_once(now);
             }
         }
         if error.code == RpcError::HEADER_MISMATCH && self.park_for_relist(now, slot) {
@@ -2000,9 +2008,7 @@ impl Engine {
                 if let Some(id) = self.requests.renew_wire_id(slot) {
                     self.send_queue.push_front(id);
                 }
-                if self.assumed {
-                    self.reverify(now);
-                }
+                self.reverify_once(now);
             }
             Owner::Host => {
                 // 2025-11-25: a response stream that broke is no cancellation, and the server

@@ -155,6 +155,35 @@ fn a_legacy_server_refusing_the_first_call_gets_the_handshake() {
     assert_eq!(h.engine.verdict(h.now, wall()), None, "a legacy verdict is not kept");
 }
 
+/// Two reads sent at once under a saved verdict that no longer holds, both refused as a legacy
+/// server refuses a call before `initialize`: both go again after the handshake. The second
+/// refusal, coming after the first had ended the assumption, failed its read.
+#[test]
+fn every_read_refused_under_a_stale_verdict_goes_again() {
+    let mut h = restarted(Config::default());
+    let opts = CallOptions { idempotency: Some(Idempotency::Read), ..CallOptions::default() };
+    let args: &RawValue = serde_json::from_str(r#"{"text":"hi"}"#).unwrap();
+    let reads = [(); 2].map(|_| h.engine.call_tool(h.now, "echo", args, &opts).unwrap());
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 2);
+    h.reply_error(&sent[0], -32000, None);
+    let probe = h.sent_one();
+    h.reply_error(&sent[1], -32000, None);
+    assert!(h.events().is_empty(), "neither read is over");
+    h.reply_error(&probe, -32601, None);
+    let resent: Vec<Value> =
+        answer_initialize(&mut h).into_iter().filter(|f| f["method"] == "tools/call").collect();
+    assert_eq!(resent.len(), 2);
+    let ok = json!({"content": []});
+    for frame in &resent {
+        h.reply(frame, ok.clone());
+    }
+    let events = h.events();
+    for read in reads {
+        assert!(events.contains(&done(read, &ok)), "{events:?}");
+    }
+}
+
 /// A process that exits during the probe a refused first call started (a saved verdict that
 /// no longer holds) takes the calls already written with it: a write ends `DeliveryUnknown`
 /// at once, a read is sent again after the handshake, and neither waits out its deadline
