@@ -1290,8 +1290,12 @@ impl Engine {
             // era for this connection and refuses `initialize` with `-32022` (PROTOCOL.md
             // §5.1: proof of a modern server; never fall back because of it). Probe again in
             // a version it lists, once: a second timeout then fails the start.
+            // The code is the server's to choose (§5.4): a modern version in the refusal's
+            // `supported` list is the proof, whatever the code (`-32602` with the list is the
+            // spec's own example), and closing for good on it lost a server that works.
             (Owner::Handshake, Lifecycle::Handshaking { .. }) => {
-                match probe_error(error.code, data, ProtocolVersion::LEGACY) {
+                let code = RpcError::UNSUPPORTED_PROTOCOL_VERSION;
+                match probe_error(code, data, ProtocolVersion::LEGACY) {
                     ProbeVerdict::Reprobe(version) => {
                         log::debug!("initialize refused by a modern server; probing in {version}");
                         self.drop_lifecycle_request();
@@ -2117,10 +2121,13 @@ impl Engine {
 
     fn on_closed(&mut self, now: Instant, error: TransportError) {
         self.forget_legacy_requests();
-        if matches!(self.lifecycle, Lifecycle::Probing(_)) && self.config.era == EraPreference::Auto
-        {
+        let probing_unknown = matches!(self.lifecycle, Lifecycle::Probing(p) if !p.known_modern);
+        if probing_unknown && self.config.era == EraPreference::Auto {
             // Some legacy servers exit when the first message is not `initialize` (PROTOCOL.md
-            // U10): take that as the legacy verdict and respawn once for the handshake.
+            // U10): take that as the legacy verdict and respawn once for the handshake. Not a
+            // server that refused `initialize` as a modern one: that exit is a crash, which
+            // the restart policy paces (taken as legacy, it went round without end, no backoff
+            // and restarts off or not).
             log::debug!("server exited during the era probe; respawning for initialize");
             self.drop_lifecycle_request();
             // Calls sent under a saved verdict before it was probed again went down with the

@@ -340,6 +340,49 @@ fn initialize_refused_by_a_modern_server_after_a_probe_timeout_probes_again() {
     );
 }
 
+/// A modern server may refuse `initialize` with another code than `-32022`: the modern version
+/// in its `supported` list is the proof. `-32602` (the spec's example) closed the engine.
+#[test]
+fn initialize_refused_with_any_code_listing_a_modern_version_probes_again() {
+    let mut h = Harness::new(Config::default());
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let _probe = h.sent_one();
+    h.advance_to_next_timeout();
+    let init = h.sent_one();
+    assert_eq!(init["method"], "initialize");
+    let data = json!({"supported": ["2026-07-28"], "requested": "2025-11-25"});
+    h.reply_error(&init, -32602, Some(data));
+    let again = h.sent_one();
+    assert_eq!(again["method"], "server/discover");
+    h.reply(&again, discover_result());
+    assert_eq!(h.events(), ["ready modern 2026-07-28"]);
+    // Without a modern version listed, the refusal stands.
+    let config = Config { era: EraPreference::LegacyOnly, ..Config::default() };
+    let mut h = Harness::new(config);
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let init = h.sent_one();
+    h.reply_error(&init, -32602, Some(json!({"supported": ["2025-06-18"]})));
+    assert_eq!(h.events(), ["closed invalid_params"]);
+}
+
+/// A server that refused `initialize` as a modern one and then exits during the probe that
+/// followed has crashed: with restarts off the engine closes. Taken as a legacy server's exit,
+/// it was respawned for `initialize` again and again, with no backoff.
+#[test]
+fn a_known_modern_server_exiting_during_the_probe_is_a_crash() {
+    let mut h = Harness::new(no_restart());
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let _probe = h.sent_one();
+    h.advance_to_next_timeout();
+    let init = h.sent_one();
+    let data = json!({"supported": ["2026-07-28"], "requested": "2025-11-25"});
+    h.reply_error(&init, -32022, Some(data));
+    assert_eq!(h.sent_one()["method"], "server/discover");
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
+    assert!(!h.engine.wants_transport(), "no respawn for initialize");
+    assert_eq!(h.engine.state(), ServerState::Closed);
+}
+
 /// Probing again is bounded: a server that said it is modern and then does not answer gets
 /// a few more probes, never a second `initialize`, then the start fails.
 #[test]
