@@ -254,7 +254,10 @@ impl Engine {
 
     /// Where the engine is: connecting, probing, handshaking, ready (with era), closed.
     pub fn state(&self) -> ServerState {
-        if self.unauthorized.is_some() {
+        // Closed is final, whatever refused the server before (its authorization error stays
+        // readable): an unauthorized server the host closed read as still unauthorized, and a
+        // principal's lane could be opened on it.
+        if self.unauthorized.is_some() && self.lifecycle != Lifecycle::Closed {
             return ServerState::Unauthorized;
         }
         self.lifecycle.public()

@@ -1412,6 +1412,19 @@ fn http_unauthorized_is_auth_required_with_the_challenge() {
     }
 }
 
+/// A server refused for want of authorization and then closed by the host is closed.
+#[test]
+fn an_unauthorized_server_closed_is_closed() {
+    let mut h = http_harness(EraPreference::Auto);
+    let probe = h.sent_one();
+    let failure = ExchangeFailure::Unauthorized(Default::default());
+    h.engine.handle_transport(h.now, TransportEvent::exchange_failed(wire(&probe), failure));
+    assert_eq!(h.engine.state(), ServerState::Unauthorized);
+    h.engine.close(h.now);
+    assert_eq!(h.engine.state(), ServerState::Closed);
+    assert!(h.engine.authorization_error().is_some(), "why it was refused stays readable");
+}
+
 /// A held call (one the host's policy decides before it may go) starts no new probe on a
 /// server refused for want of authorization: a call then refused locally (a disabled tool)
 /// re-ran the probe, and over OAuth the whole flow. Its release does, as a new call would.
