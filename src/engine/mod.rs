@@ -1823,6 +1823,13 @@ impl Engine {
         if tasked {
             return self.on_task_reply(now, slot, result, head);
         }
+        // An MCP result is an object: `null`, a number or a list is a broken reply, not a
+        // success (a `ping` answered `null` by a lax server, and an extension's own result,
+        // are taken as they come).
+        if result.kind() != Kind::Object && !matches!(method, Method::Ping | Method::Extension) {
+            let e = CallError::Peer(PeerError::InvalidResult);
+            return self.finish(now, slot, Ended::Answered, Outcome::Failed(e));
+        }
         let head = mcp::result_head(head);
         if asked && method == Method::ToolsCall {
             let rt = head.map_or(ResultType::Complete, |(t, _)| t);

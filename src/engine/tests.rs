@@ -1412,6 +1412,19 @@ fn http_unauthorized_is_auth_required_with_the_challenge() {
     }
 }
 
+/// A result that is not an object is a broken reply: the call fails `InvalidResult`. It was
+/// delivered as a success (`CallDone` with `null`, not an error).
+#[test]
+fn a_result_that_is_not_an_object_is_an_invalid_result() {
+    let mut h = Harness::ready_modern();
+    for bad in [json!(null), json!(5), json!([]), json!("x")] {
+        let call = h.call("t", "{}");
+        let sent = h.sent_one();
+        h.reply(&sent, bad.clone());
+        assert_eq!(h.events(), [format!("failed {} invalid_result", call.get())], "{bad}");
+    }
+}
+
 /// A server refused for want of authorization and then closed by the host is closed.
 #[test]
 fn an_unauthorized_server_closed_is_closed() {
