@@ -815,17 +815,17 @@ impl HttpSession {
             if method == Method::ToolsCall {
                 x.params.copy_from(t.param_headers());
             }
-            if matches!(
+            // Required on these three whatever the name: an empty one is written encoded
+            // (`=?base64??=`). Left out, the server refused the call as one without the header
+            // (-32020), which reads as a stale tool listing: listed again, refused again.
+            let required =
+                matches!(method, Method::ToolsCall | Method::PromptsGet | Method::ResourcesRead);
+            let named = matches!(
                 method,
-                Method::ToolsCall
-                    | Method::PromptsGet
-                    | Method::ResourcesRead
-                    | Method::TasksGet
-                    | Method::TasksResult
-                    | Method::TasksCancel
-                    | Method::TasksUpdate
-            ) {
-                if let Some(name) = t.name() {
+                Method::TasksGet | Method::TasksResult | Method::TasksCancel | Method::TasksUpdate
+            );
+            if required || named {
+                if let Some(name) = t.name().or(required.then_some(&[][..])) {
                     crate::proto::header_value::encode(&mut x.name, name);
                 }
             }

@@ -335,6 +335,17 @@ fn modern_requests_carry_the_2026_headers_and_no_session() {
     assert!(s.next().is_none(), "no GET stream in 2026");
 }
 
+/// `Mcp-Name` is required on a tool call, a prompt and a resource read whatever the name: an
+/// empty tool name is sent encoded, not left out (a server refuses a call without the header,
+/// -32020, which read as a stale tool listing).
+#[test]
+fn an_empty_tool_name_is_sent_encoded_in_mcp_name() {
+    let mut s = Sim::modern();
+    s.call("");
+    let call = s.next().unwrap();
+    assert_eq!(call.header("mcp-name"), Some("=?base64??="));
+}
+
 /// A JSON body that starts with a byte order mark (a server writing UTF-8 "with signature")
 /// is the call's answer, not a body that is no JSON.
 #[test]
