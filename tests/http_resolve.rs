@@ -9,12 +9,13 @@ use std::net::SocketAddr;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::mini::{client_credentials_servers, mcp_answer, MiniServer};
+use common::mini::{client_credentials_servers, mcp_answer, MiniProxy, MiniServer};
 use common::raw;
 use mcpoll::oauth::{OAuthConfig, PreRegistered};
 use mcpoll::{BlockingError, TransportError};
 use mcpoll::{
-    CallError, CallOptions, Config, Host, HttpOptions, Idempotency, Resolver, ServerState,
+    CallError, CallOptions, Config, Host, HttpOptions, Idempotency, ProxyChoice, Resolver,
+    ServerState,
 };
 
 /// Answers `127.0.0.1` for any name, but only once the test lets it (one answer per
@@ -284,4 +285,65 @@ fn the_authorization_servers_next_address_is_tried_when_the_first_refuses() {
     let protected = host.add_http_server(opts, Config::default()).unwrap();
     let out = echo(&mut host, protected, "through").expect("the protected call");
     assert!(out.contains("through"), "{out}");
+}
+
+/// Resolves every name to `first`, then to the port asked for.
+#[derive(Debug)]
+struct ThisFirst(u16);
+
+impl Resolver for ThisFirst {
+    fn resolve(&self, _: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+        Ok(vec![
+            SocketAddr::from(([127, 0, 0, 1], self.0)),
+            SocketAddr::from(([127, 0, 0, 1], port)),
+        ])
+    }
+}
+
+/// A proxy that takes each connection, reads its CONNECT, starts an answer and closes the
+/// connection with the answer's head unfinished (the client has seen the connection move on
+/// by then, on any machine: the pause only makes the unfixed code fail more surely).
+fn proxy_that_closes_the_tunnel() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut client in listener.incoming().flatten() {
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                match io::Read::read(&mut client, &mut byte) {
+                    Ok(1) => head.push(byte[0]),
+                    _ => break,
+                }
+            }
+            let _ = io::Write::write_all(&mut client, b"HTTP/1.1 200");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    port
+}
+
+/// The OAuth flow's connection keeps the proxy's other addresses while it waits for the
+/// tunnel: a proxy address that takes the connection and closes it before answering the
+/// CONNECT (nothing of the request sent) moves on to the next, as the server's own
+/// connections do. The addresses went with the connection's first event, and the flow
+/// failed on every try.
+#[test]
+fn the_flow_moves_on_to_the_proxys_next_address_when_one_closes_the_tunnel() {
+    let (_auth, mcp) = client_credentials_servers("localhost");
+    let url = mcp.url("http", "127.0.0.1");
+    let proxy = MiniProxy::start();
+    let client = PreRegistered::with_secret("id", "secret");
+    let mut opts = HttpOptions::new(url.clone())
+        .oauth(OAuthConfig::client_credentials(url, client))
+        .resolver(Arc::new(ThisFirst(proxy_that_closes_the_tunnel())));
+    opts.proxy = ProxyChoice::Url(format!("http://proxy.test:{}", proxy.port));
+    let mut host = Host::new().unwrap();
+    let protected = host.add_http_server(opts, Config::default()).unwrap();
+    let out = echo(&mut host, protected, "tunnelled").expect("the protected call");
+    assert!(out.contains("tunnelled"), "{out}");
+    assert!(
+        proxy.tunnels.load(std::sync::atomic::Ordering::SeqCst) >= 2,
+        "the flow's and the call's"
+    );
 }

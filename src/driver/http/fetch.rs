@@ -210,7 +210,13 @@ impl OAuthRequests {
             // A connect refused (nothing sent yet) moves on to the next address of the name,
             // as the server's own connections do.
             let refused = matches!(progress, Progress::Done(Err(_))) && !conn.is_open();
-            let Some(next) = next.take().filter(|_| refused) else { return progress };
+            if !refused {
+                // The addresses left stay for a refusal still to come (a proxy that took the
+                // connection and closes it before answering its CONNECT): taken on every
+                // event, they were gone by then.
+                return progress;
+            }
+            let Some(next) = next.take() else { return progress };
             let Stage::Open(conn, _) = std::mem::replace(&mut fetch.stage, Stage::Moving) else {
                 return progress;
             };
