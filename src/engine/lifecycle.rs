@@ -21,8 +21,8 @@ pub(crate) enum Lifecycle {
     Connecting { next: Opening },
     /// `server/discover` is in flight, or waiting to be sent again.
     Probing(Probe),
-    /// `initialize` is in flight.
-    Handshaking { call: LifecycleCall },
+    /// `initialize` is in flight, or waiting to be sent again.
+    Handshaking(Handshake),
     /// Calls flow.
     Ready { version: ProtocolVersion },
     /// Done; nothing more is sent.
@@ -51,11 +51,20 @@ pub(crate) struct Probe {
     pub(crate) known_modern: bool,
 }
 
-/// Where the probe request is.
+/// The legacy handshake: the request, and the passing failures so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Handshake {
+    pub(crate) step: ProbeStep,
+    /// Failures that said nothing of the server's answer (HTTP 5xx, network): each waits
+    /// longer, as the probe's do.
+    pub(crate) inconclusive: u32,
+}
+
+/// Where the probe's (or the handshake's) request is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ProbeStep {
     InFlight(LifecycleCall),
-    /// Waiting after an inconclusive failure; probe again at this time.
+    /// Waiting after an inconclusive failure; send again at this time.
     RetryAt(Instant),
 }
 
@@ -112,7 +121,7 @@ impl Lifecycle {
         match self {
             Self::Connecting { .. } => ServerState::Connecting,
             Self::Probing(_) => ServerState::Probing,
-            Self::Handshaking { .. } => ServerState::Handshaking,
+            Self::Handshaking(_) => ServerState::Handshaking,
             Self::Ready { version } => ServerState::Ready(version.era(), version),
             Self::Closed => ServerState::Closed,
         }
@@ -137,7 +146,7 @@ impl Lifecycle {
     pub(crate) fn call(self) -> Option<LifecycleCall> {
         match self {
             Self::Probing(Probe { step: ProbeStep::InFlight(call), .. })
-            | Self::Handshaking { call } => Some(call),
+            | Self::Handshaking(Handshake { step: ProbeStep::InFlight(call), .. }) => Some(call),
             _ => None,
         }
     }

@@ -97,7 +97,7 @@ use ending::Outcome;
 use events::EventQueue;
 use inbound::{itoa_buf, sniff_id};
 use lifecycle::{
-    first_probe_version, handshake_result, probe_error, probe_result, ttl_of, Lifecycle,
+    first_probe_version, handshake_result, probe_error, probe_result, ttl_of, Handshake, Lifecycle,
     LifecycleCall, Opening, Probe, ProbeStep, ProbeVerdict, VerdictSource, MAX_INCONCLUSIVE_PROBES,
     MAX_SAME_VERSION_REFUSALS, PROBE_RETRY_BASE,
 };
@@ -1126,6 +1126,11 @@ impl Engine {
     }
 
     fn start_handshake(&mut self, now: Instant) {
+        self.start_handshake_after(now, 0);
+    }
+
+    /// [`start_handshake`](Self::start_handshake) after `inconclusive` passing failures.
+    fn start_handshake_after(&mut self, now: Instant, inconclusive: u32) {
         self.meta = None;
         self.assumed = false;
         let timeout = self.config.handshake_timeout;
@@ -1134,7 +1139,8 @@ impl Engine {
         else {
             return;
         };
-        self.lifecycle = Lifecycle::Handshaking { call };
+        let step = ProbeStep::InFlight(call);
+        self.lifecycle = Lifecycle::Handshaking(Handshake { step, inconclusive });
         let c = &self.config;
         let p = self.requests.bufs_mut(call.slot).params_buf().0;
         p.extend_from_slice(b"\"protocolVersion\":");
@@ -1206,7 +1212,7 @@ impl Engine {
         self.requests.remove(call.slot, Ended::Abandoned);
         self.timers.tidy(&self.requests);
         let next = match self.lifecycle {
-            Lifecycle::Handshaking { .. } => Opening::Handshake,
+            Lifecycle::Handshaking(_) => Opening::Handshake,
             _ => Opening::Probe,
         };
         self.lifecycle = Lifecycle::Connecting { next };
@@ -1216,26 +1222,51 @@ impl Engine {
     fn take_lifecycle_send(&mut self) -> Option<WireId> {
         match &mut self.lifecycle {
             Lifecycle::Probing(Probe { step: ProbeStep::InFlight(call), .. })
-            | Lifecycle::Handshaking { call } => call.unsent.take(),
+            | Lifecycle::Handshaking(Handshake { step: ProbeStep::InFlight(call), .. }) => {
+                call.unsent.take()
+            }
             _ => None,
         }
     }
 
-    /// When an inconclusive probe failure asked to probe again.
+    /// When an inconclusive failure of the probe or the handshake asked to send it again.
     fn reprobe_at(&self) -> Option<Instant> {
         match self.lifecycle {
-            Lifecycle::Probing(Probe { step: ProbeStep::RetryAt(at), .. }) => Some(at),
+            Lifecycle::Probing(Probe { step: ProbeStep::RetryAt(at), .. })
+            | Lifecycle::Handshaking(Handshake { step: ProbeStep::RetryAt(at), .. }) => Some(at),
             _ => None,
         }
     }
 
-    /// Sends the probe again once its retry delay has passed.
+    /// Sends the probe or the handshake again once its retry delay has passed.
     fn lifecycle_timeout(&mut self, now: Instant) {
-        if let Lifecycle::Probing(p) = self.lifecycle {
-            if matches!(p.step, ProbeStep::RetryAt(at) if at <= now) {
+        match self.lifecycle {
+            Lifecycle::Probing(p) if matches!(p.step, ProbeStep::RetryAt(at) if at <= now) => {
                 self.start_probe(now, p.version);
             }
+            Lifecycle::Handshaking(h) if matches!(h.step, ProbeStep::RetryAt(at) if at <= now) => {
+                self.start_handshake_after(now, h.inconclusive);
+            }
+            _ => {}
         }
+    }
+
+    /// The handshake failed in a way that says nothing of the server's answer (HTTP 5xx, a
+    /// network fault: a server restarting, a load balancer between two instances): send it
+    /// again after a growing delay, a bounded number of times, as the probe is. Returns
+    /// `false` when spent.
+    fn retry_handshake_later(&mut self, now: Instant) -> bool {
+        let Lifecycle::Handshaking(h) = self.lifecycle else { return false };
+        if h.inconclusive >= MAX_INCONCLUSIVE_PROBES {
+            return false;
+        }
+        self.drop_lifecycle_request();
+        let delay = PROBE_RETRY_BASE * 2u32.pow(h.inconclusive);
+        log::debug!("initialize failed; sending it again in {delay:?}");
+        let step = ProbeStep::RetryAt(now + delay);
+        self.lifecycle =
+            Lifecycle::Handshaking(Handshake { step, inconclusive: h.inconclusive + 1 });
+        true
     }
 
     /// The probe failed in a way that says nothing about the era (HTTP 5xx, network): probe
@@ -1259,7 +1290,7 @@ impl Engine {
                 let verdict = probe_result(result, p.version);
                 self.apply_verdict(now, verdict, Some(result));
             }
-            (Owner::Handshake, Lifecycle::Handshaking { .. }) => match handshake_result(result) {
+            (Owner::Handshake, Lifecycle::Handshaking(_)) => match handshake_result(result) {
                 Some(version) => {
                     self.drop_lifecycle_request();
                     self.server_info.clear();
@@ -1296,7 +1327,7 @@ impl Engine {
             // The code is the server's to choose (§5.4): a modern version in the refusal's
             // `supported` list is the proof, whatever the code (`-32602` with the list is the
             // spec's own example), and closing for good on it lost a server that works.
-            (Owner::Handshake, Lifecycle::Handshaking { .. }) => {
+            (Owner::Handshake, Lifecycle::Handshaking(_)) => {
                 let code = RpcError::UNSUPPORTED_PROTOCOL_VERSION;
                 match probe_error(code, data, ProtocolVersion::LEGACY) {
                     ProbeVerdict::Reprobe(version) => {
@@ -1484,7 +1515,9 @@ impl Engine {
     fn lifecycle_has_unsent(&self) -> bool {
         match &self.lifecycle {
             Lifecycle::Probing(Probe { step: ProbeStep::InFlight(call), .. })
-            | Lifecycle::Handshaking { call } => call.unsent.is_some(),
+            | Lifecycle::Handshaking(Handshake { step: ProbeStep::InFlight(call), .. }) => {
+                call.unsent.is_some()
+            }
             _ => false,
         }
     }
@@ -2071,6 +2104,19 @@ impl Engine {
                 }
             }
             Owner::Handshake if unauthorized(&error) => self.authorization_failed(now, error),
+            // A 4xx, or a peer's or the host's own fault, is the server's answer; anything else
+            // passes (a 503 while a server restarts, a connection lost). Closing on it lost for
+            // good a legacy server a moment's outage hid, and every session it renewed.
+            Owner::Handshake
+                if !bare_4xx
+                    && matches!(error, CallError::Transport(_))
+                    && self.retry_handshake_later(now) =>
+            {
+                log::debug!("initialize failed: {}", error.name());
+                if let Some(at) = self.reprobe_at() {
+                    self.fail_unservable(now, at, &error);
+                }
+            }
             Owner::Handshake => self.shut(now, error),
         }
     }

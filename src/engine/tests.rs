@@ -1589,6 +1589,59 @@ fn expired_legacy_session_reinitializes_and_resends_once() {
     assert_eq!(h.engine.stats().sessions_renewed, 1);
 }
 
+/// A legacy server's `initialize` that fails in passing (a 503 while it restarts, a connection
+/// lost), at the start or when a session is renewed, is sent again after a growing delay, as
+/// the probe is; a refusal (a 4xx) still closes. It closed the engine for good: the host had
+/// to remove the server and add it again.
+#[test]
+fn a_handshake_failing_in_passing_is_sent_again() {
+    let fail = |h: &mut Harness, frame: &Value, error: TransportError| {
+        let failure = ExchangeFailure::Transport(error);
+        h.engine.handle_transport(h.now, TransportEvent::exchange_failed(wire(frame), failure));
+    };
+    let mut h = http_harness(EraPreference::LegacyOnly);
+    let c = h.call("echo", r#"{"text":"x"}"#);
+    let init = h.sent_one();
+    fail(&mut h, &init, TransportError::HttpStatus(503));
+    assert_eq!(h.engine.state(), ServerState::Handshaking);
+    assert!(h.events().is_empty(), "the call waits");
+    h.advance_to_next_timeout();
+    let again = h.sent_one();
+    assert_eq!(again["method"], "initialize");
+    h.reply(&again, json!({"protocolVersion": "2025-11-25"}));
+    let sent = h.take_sent();
+    assert_eq!(sent[1]["method"], "tools/call");
+    // A renewed session whose `initialize` loses its connection once.
+    h.engine.handle_transport(h.now, TransportEvent::session_expired(wire(&sent[1])));
+    let reinit = h.sent_one();
+    fail(&mut h, &reinit, TransportError::ConnectionLost);
+    assert_eq!(h.engine.state(), ServerState::Handshaking);
+    h.advance_to_next_timeout();
+    let reinit = h.sent_one();
+    h.reply(&reinit, json!({"protocolVersion": "2025-11-25"}));
+    let resent = h.take_sent();
+    assert_eq!(resent[1]["method"], "tools/call");
+    h.reply(&resent[1], json!({"content": []}));
+    assert!(h.events().last().unwrap().starts_with(&format!("done {}", c.get())));
+    // Bounded: a server that keeps failing closes after a few tries; a refusal at once.
+    let mut h = http_harness(EraPreference::LegacyOnly);
+    let mut tries = 0;
+    while h.engine.state() != ServerState::Closed {
+        tries += 1;
+        assert!(tries < 10, "no end");
+        let init = h.sent_one();
+        fail(&mut h, &init, TransportError::HttpStatus(502));
+        if h.engine.state() != ServerState::Closed {
+            h.advance_to_next_timeout();
+        }
+    }
+    assert_eq!(tries, 5, "the first and four more");
+    let mut h = http_harness(EraPreference::LegacyOnly);
+    let init = h.sent_one();
+    fail(&mut h, &init, TransportError::HttpStatus(400));
+    assert_eq!(h.engine.state(), ServerState::Closed);
+}
+
 /// A legacy session that expires takes its server requests with it: their ids were the old
 /// session's, so an answer (or the timeout error) sent to the new one named a request it
 /// never made. The host that took one is told it expired.
