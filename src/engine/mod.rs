@@ -539,7 +539,10 @@ impl Engine {
     /// it is safe to repeat (unknown by default). It completes with the raw result. A method
     /// with a verb of its own (`tools/call`, `initialize`, ...) is refused with
     /// [`RequestError::InvalidMethod`], as is an empty name or one with a byte outside
-    /// printable ASCII (it travels in the `Mcp-Method` header).
+    /// printable ASCII (it travels in the `Mcp-Method` header). A `_meta` object in `params`
+    /// is merged into the one the engine writes (one `_meta` on the wire, the engine's keys
+    /// first); a `_meta` that is not an object is refused with
+    /// [`RequestError::ArgumentsNotObject`].
     pub fn request_raw(
         &mut self,
         now: Instant,
@@ -556,10 +559,18 @@ impl Engine {
             Some(p) if p.starts_with('{') && p.ends_with('}') => p[1..p.len() - 1].trim(),
             Some(_) => return Err(RequestError::ArgumentsNotObject),
         };
+        let (members, meta) = outbound::split_meta(members)?;
         // The method name is kept where a call's `Mcp-Name` goes: extensions have none.
-        self.request(now, Method::Extension, opts, None, method, |p| {
+        let call = self.request(now, Method::Extension, opts, None, method, |p| {
             p.extend_from_slice(members.as_bytes())
-        })
+        })?;
+        if !meta.is_empty() {
+            // Written with the engine's own: two `_meta` members in one frame are kept last
+            // by some servers (the engine's, dropping the host's), refused by others, and
+            // kept first by readers that then miss the protocol version.
+            self.requests.bufs_mut(call.0.slot()).extend_meta(meta.as_bytes());
+        }
+        Ok(call)
     }
 
     /// Starts a call that reattaches to a task by its id: one a `TaskCreated` event named,

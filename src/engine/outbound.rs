@@ -1,10 +1,14 @@
 //! Outgoing frames: the control frames waiting to be written, and the route of each frame a
 //! driver needs ([`Transmit`]).
 
+use std::borrow::Cow;
+
 use smallvec::SmallVec;
 
 use super::headers::ParamHeaders;
 use super::requests::SlotBufs;
+use crate::error::RequestError;
+use crate::proto::json::Kind;
 use crate::proto::jsonrpc::WireId;
 use crate::proto::mcp::Method;
 use crate::proto::version::ProtocolVersion;
@@ -150,4 +154,40 @@ pub enum TransmitKind {
         /// The wire id of the request whose stream to close.
         id: WireId,
     },
+}
+
+/// The members of a `request_raw` params object (its text between the braces) split into
+/// the members but `_meta`, and the members of its `_meta` objects (each object's text
+/// between its braces, joined by commas). The text is the host's `RawValue`'s: valid JSON.
+pub(super) fn split_meta(members: &str) -> Result<(Cow<'_, str>, String), RequestError> {
+    if !members.contains("_meta") {
+        return Ok((Cow::Borrowed(members), String::new()));
+    }
+    let object = format!("{{{members}}}");
+    let parsed =
+        crate::proto::json::parse(object.as_bytes()).map_err(|_| RequestError::ArgumentsNotJson)?;
+    let (mut rest, mut meta) = (String::new(), String::new());
+    for (key, value) in parsed.members() {
+        if key.eq_str("_meta") {
+            if value.kind() != Kind::Object {
+                return Err(RequestError::ArgumentsNotObject);
+            }
+            let inner = value.text()[1..value.text().len() - 1].trim();
+            if !inner.is_empty() {
+                if !meta.is_empty() {
+                    meta.push(',');
+                }
+                meta.push_str(inner);
+            }
+            continue;
+        }
+        if !rest.is_empty() {
+            rest.push(',');
+        }
+        rest.push('"');
+        rest.push_str(key.raw());
+        rest.push_str("\":");
+        rest.push_str(value.text());
+    }
+    Ok((Cow::Owned(rest), meta))
 }

@@ -242,6 +242,21 @@ impl SlotBufs {
         &self.text[..self.meta_end as usize]
     }
 
+    /// Adds `members` (members of a JSON object, without its braces) to the call's `_meta`.
+    /// Raw CR and LF in them, whitespace in valid JSON, become spaces (on stdio they would end
+    /// the frame). For the rare request that brings `_meta` of its own: the name and params
+    /// move along.
+    pub(crate) fn extend_meta(&mut self, members: &[u8]) {
+        let at = self.meta_end as usize;
+        let comma = at > 0;
+        let added = members.iter().map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b });
+        let added: Vec<u8> = comma.then_some(b',').into_iter().chain(added).collect();
+        let grown = offset(added.len());
+        self.text.splice(at..at, added);
+        self.meta_end += grown;
+        self.name_end += grown;
+    }
+
     /// The `Mcp-Name` value; empty for methods that have none.
     pub(crate) fn name(&self) -> &str {
         // Written from a `&str` in `start`, so always valid; checked rather than assumed.

@@ -174,6 +174,30 @@ fn extensions_are_checked_once() {
     }
 }
 
+/// A `_meta` of the host's own in an extension request's params joins the engine's: one
+/// `_meta` on the wire with both sets of keys, pretty-printed lines flattened (stdio). Two
+/// `_meta` members were written, which servers read as one or the other, or refuse.
+#[test]
+fn an_extension_requests_own_meta_is_merged_into_the_engines() {
+    let mut h = Harness::ready_with(with_skills());
+    let params = raw("{\"a\": 1, \"_meta\": {\n  \"com.example/x\": 1\n}, \"b\": [2]}");
+    h.engine.request_raw(h.now, "skills/list", Some(params), &CallOptions::default()).unwrap();
+    let mut frame = Vec::new();
+    assert!(h.engine.poll_transmit(h.now, &mut frame).is_some());
+    let text = String::from_utf8(frame).unwrap();
+    assert_eq!(text.matches("\"_meta\"").count(), 1, "{text}");
+    assert!(!text.trim_end().contains('\n'), "one line: {text}");
+    let sent: Value = serde_json::from_str(&text).unwrap();
+    let meta = &sent["params"]["_meta"];
+    assert_eq!(meta["com.example/x"], 1, "{sent}");
+    assert_eq!(meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+    assert_eq!((&sent["params"]["a"], &sent["params"]["b"]), (&json!(1), &json!([2])));
+    let not_an_object = raw(r#"{"_meta": 5}"#);
+    let refused =
+        h.engine.request_raw(h.now, "skills/list", Some(not_an_object), &CallOptions::default());
+    assert!(matches!(refused, Err(RequestError::ArgumentsNotObject)), "{refused:?}");
+}
+
 #[test]
 fn an_http_transmit_names_the_extension_method() {
     let mut h = Harness::ready_http();
