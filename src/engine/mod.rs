@@ -2444,7 +2444,10 @@ impl Engine {
     /// limit; a retry already holds its slot. The engine's own tool-list refresh never waits:
     /// the calls it unparks hold the slots it would wait for.
     fn is_fresh(&self, id: WireId) -> bool {
-        self.requests.get(id.slot()).is_some_and(|p| p.attempt == 0 && !p.internal)
+        // A subscription stream takes no call's place, so it waits for none either.
+        self.requests
+            .get(id.slot())
+            .is_some_and(|p| p.attempt == 0 && !p.internal && p.method != Method::Listen)
     }
 
     /// An attempt failed in transport: send it again after a backoff if the policy allows,

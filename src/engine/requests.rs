@@ -363,12 +363,16 @@ impl Requests {
         self.queued
     }
 
-    fn count(&mut self, owner: Owner, state: SendState, delta: isize) {
+    fn count(&mut self, owner: Owner, method: Method, state: SendState, delta: isize) {
         if owner != Owner::Host {
             return;
         }
         let counter = match state {
             SendState::Held | SendState::TaskWait(_) => return,
+            // A subscription stream, open for as long as it is watched, is no work of the
+            // server's: counted, each one took a call's place for good (with a limit of one,
+            // no call went out again).
+            SendState::Sent if method == Method::Listen => return,
             SendState::Queued => &mut self.queued,
             SendState::Sent
             | SendState::Backoff(_)
@@ -381,10 +385,10 @@ impl Requests {
     /// Moves a pending request to another state, keeping the counters right.
     pub(crate) fn set_state(&mut self, slot: usize, state: SendState) {
         let Some(p) = self.slab.get_mut(slot) else { return };
-        let (owner, old) = (p.owner, p.state);
+        let (owner, method, old) = (p.owner, p.method, p.state);
         p.state = state;
-        self.count(owner, old, -1);
-        self.count(owner, state, 1);
+        self.count(owner, method, old, -1);
+        self.count(owner, method, state, 1);
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -461,7 +465,7 @@ impl Requests {
             probe: false,
             sent_assumed: false,
         });
-        self.count(owner, SendState::Queued, 1);
+        self.count(owner, method, SendState::Queued, 1);
         let bufs = &mut self.bufs[slot];
         bufs.reset();
         if traits.trace.is_some() || traits.run_id.is_some() {
@@ -578,7 +582,7 @@ impl Requests {
             bufs.shed(super::listing::LISTING_BUF_KEEP);
         }
         self.ended[slot] = (p.wire_gen, how);
-        self.count(p.owner, p.state, -1);
+        self.count(p.owner, p.method, p.state, -1);
         Some(p)
     }
 

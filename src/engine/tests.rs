@@ -1695,6 +1695,28 @@ fn listen_all(h: &mut Harness) -> CallId {
     h.engine.listen(h.now, &filter, &CallOptions::default()).unwrap()
 }
 
+/// A subscription stream, open for as long as it is watched, takes no call's place under the
+/// in-flight limit, nor waits for one: with a limit of one, a listen held the only place for
+/// good and no call went out again (the cache's own listings neither).
+#[test]
+fn a_listen_stream_takes_no_place_under_the_in_flight_limit() {
+    let mut h = Harness::ready_with(Config { max_in_flight: 1, ..Config::default() });
+    let c = h.call("busy", "{}");
+    listen_all(&mut h);
+    let calls = h.take_sent();
+    assert_eq!(calls.len(), 2, "the listen does not wait behind the call: {calls:?}");
+    assert_eq!(calls[1]["method"], "subscriptions/listen");
+    h.reply(&calls[0], json!({"resultType": "complete", "content": []}));
+    assert!(h.events().iter().any(|e| e.starts_with(&format!("done {}", c.get()))));
+    for _ in 0..3 {
+        h.call("t", "{}");
+        let sent = h.sent_one();
+        assert_eq!(sent["method"], "tools/call");
+        h.reply(&sent, json!({"resultType": "complete", "content": []}));
+    }
+    assert_eq!(h.engine.pending(), 1, "the stream is still open");
+}
+
 #[test]
 fn listen_acknowledged_then_notifications_then_graceful_end() {
     let mut h = Harness::ready_modern();
