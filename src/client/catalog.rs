@@ -1273,12 +1273,22 @@ impl ServerCatalog {
     }
 }
 
-/// Notes the end of a watched server's listen stream: a graceful end or the host's cancel
-/// stops watching; anything else schedules a new stream with backoff.
+/// Notes the end of a watched server's listen stream: a graceful end, the host's cancel or a
+/// server that has no such method stops watching; anything else schedules a new stream with
+/// backoff.
 fn listen_ended(catalog: &mut ServerCatalog, ended: Event<'_>, now: Instant) {
     match ended {
         Event::CallDone { .. }
         | Event::CallFailed { error: CallError::Local(LocalError::Cancelled), .. } => {
+            catalog.listen = None;
+            catalog.watching = false;
+        }
+        // Asked again it says the same, and each new stream marks every catalog stale (what
+        // changed while none was open): the server's `ttlMs` cut to the backoff's 30 s.
+        Event::CallFailed { error: CallError::Protocol(e), .. }
+            if e.code == RpcError::METHOD_NOT_FOUND =>
+        {
+            log::debug!("the server has no subscriptions/listen: catalogs are not watched");
             catalog.listen = None;
             catalog.watching = false;
         }

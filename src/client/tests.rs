@@ -262,6 +262,27 @@ fn a_watched_server_that_cannot_listen_owns_no_deadline() {
     assert_eq!(sim.client.poll_timeout(), None);
 }
 
+/// A modern server that has no `subscriptions/listen` (-32601) is not asked again: every new
+/// stream marks every catalog stale, so asking every 30 s (the backoff's cap) cut the
+/// server's `ttlMs` to that, and an eager cache listed everything again each time.
+#[test]
+fn a_server_without_listen_is_not_asked_again() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("watched");
+    sim.client.watch_catalogs(sim.now, id).unwrap();
+    sim.unflushed();
+    let listen = sim.sent_one(id);
+    assert_eq!(listen["method"], "subscriptions/listen");
+    let error = json!({"code": -32601, "message": "Method not found"});
+    sim.peer(id, json!({"jsonrpc": "2.0", "id": listen["id"], "error": error}));
+    sim.client.handle_timeout(sim.now);
+    while sim.client.poll_event(sim.now).is_some() {}
+    assert_eq!(sim.client.poll_timeout(), None, "no re-listen is due");
+    sim.now += Duration::from_secs(120);
+    sim.client.handle_timeout(sim.now);
+    assert!(sim.sent(id).is_empty(), "nothing asked again");
+}
+
 /// A watched server whose process crashed listens again once it is ready again: the backoff
 /// that was no deadline meanwhile is acted on when the server can listen.
 #[test]
