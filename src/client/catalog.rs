@@ -979,9 +979,11 @@ impl Client {
 
     /// Keeps the server's catalogs current: on a modern server, opens a `subscriptions/listen`
     /// stream for tool, prompt and resource list changes (once ready), and opens it again with
-    /// backoff (200 ms doubling to 30 s) after an abnormal end, marking every catalog stale
-    /// since changes may have been missed. A graceful end, or the host cancelling the stream,
-    /// stops it. Legacy servers send their changes unasked: for them this does nothing more.
+    /// backoff (200 ms doubling to 30 s) after it ends, abnormally or gracefully (a server
+    /// sends its graceful end when it shuts down), marking every catalog stale since changes
+    /// may have been missed. The host cancelling the stream, or a server without the method
+    /// (`-32601`), stops it. Legacy servers send their changes unasked: for them this does
+    /// nothing more.
     /// The re-listen deadline is part of [`poll_timeout`](Self::poll_timeout).
     pub fn watch_catalogs(&mut self, now: Instant, server: ServerId) -> Result<(), RequestError> {
         let s = self.server_mut(server).ok_or(RequestError::Closed)?;
@@ -1273,13 +1275,13 @@ impl ServerCatalog {
     }
 }
 
-/// Notes the end of a watched server's listen stream: a graceful end, the host's cancel or a
-/// server that has no such method stops watching; anything else schedules a new stream with
-/// backoff.
+/// Notes the end of a watched server's listen stream: the host's cancel or a server that has
+/// no such method stops watching; any other end schedules a new stream with backoff. A
+/// graceful end too: a server sends it when it shuts down (the TypeScript SDK's only end),
+/// and one restarted or redeployed was watched no more, with nothing said to the host.
 fn listen_ended(catalog: &mut ServerCatalog, ended: Event<'_>, now: Instant) {
     match ended {
-        Event::CallDone { .. }
-        | Event::CallFailed { error: CallError::Local(LocalError::Cancelled), .. } => {
+        Event::CallFailed { error: CallError::Local(LocalError::Cancelled), .. } => {
             catalog.listen = None;
             catalog.watching = false;
         }
@@ -1292,8 +1294,13 @@ fn listen_ended(catalog: &mut ServerCatalog, ended: Event<'_>, now: Instant) {
             catalog.listen = None;
             catalog.watching = false;
         }
-        Event::CallFailed { error, .. } => {
-            log::debug!("listen stream broke ({}); listening again with backoff", error.name());
+        Event::CallFailed { .. } | Event::CallDone { .. } => {
+            match &ended {
+                Event::CallFailed { error, .. } => {
+                    log::debug!("listen stream broke ({}); listening again", error.name());
+                }
+                _ => log::debug!("listen stream ended by the server; listening again"),
+            }
             catalog.listen = None;
             let lived = catalog.listen_opened.map(|t| now.saturating_duration_since(t));
             if lived.is_some_and(|d| d >= RELISTEN_MAX) {

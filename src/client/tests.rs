@@ -262,6 +262,28 @@ fn a_watched_server_that_cannot_listen_owns_no_deadline() {
     assert_eq!(sim.client.poll_timeout(), None);
 }
 
+/// A graceful end of the listen stream (what a server sends when it shuts down: a redeploy, a
+/// restart) is followed by a new stream with backoff, as a broken one is. Watching stopped
+/// for good, with no event to tell the host.
+#[test]
+fn a_gracefully_ended_listen_stream_is_opened_again() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("watched");
+    sim.client.watch_catalogs(sim.now, id).unwrap();
+    sim.unflushed();
+    let listen = sim.sent_one(id);
+    let end = json!({"resultType": "complete",
+        "_meta": {"io.modelcontextprotocol/subscriptionId": listen["id"]}});
+    sim.reply(id, &listen, end);
+    sim.client.handle_timeout(sim.now);
+    while sim.client.poll_event(sim.now).is_some() {}
+    let due = sim.client.poll_timeout().expect("a re-listen is due");
+    assert_eq!(due, sim.now + Duration::from_millis(200));
+    sim.now = due;
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.sent_one(id)["method"], "subscriptions/listen");
+}
+
 /// A modern server that has no `subscriptions/listen` (-32601) is not asked again: every new
 /// stream marks every catalog stale, so asking every 30 s (the backoff's cap) cut the
 /// server's `ttlMs` to that, and an eager cache listed everything again each time.
