@@ -1222,13 +1222,17 @@ impl Client {
             // waits for a listing on the wire waits for its answer, which marks the server:
             // marked every run meanwhile, the server kept `has_events` true, and a loop that
             // looks there first spun for as long as the listing took.
+            // None before the server has a key (not ready yet): a change it announced that
+            // early is refreshed once it is ready, which its input marks it for; marked every
+            // run meanwhile, it kept `has_events` true with no event to hand out, and a loop
+            // that looks there first spun until then (for good, if it never got ready).
             let eager = |k: &&KindState| k.eager_due && k.call.is_none();
-            let eager_left = s
-                .catalog
-                .kinds
-                .iter()
-                .filter(eager)
-                .any(|k| k.eager_after.is_none_or(|t| t <= now));
+            let eager_left = key.is_some()
+                && s.catalog
+                    .kinds
+                    .iter()
+                    .filter(eager)
+                    .any(|k| k.eager_after.is_none_or(|t| t <= now));
             // One held back by the floor is a deadline instead: marked every run meanwhile,
             // the server would keep the loop busy for as long as the floor.
             let held = s.catalog.kinds.iter().filter(eager).filter_map(|k| k.eager_after);

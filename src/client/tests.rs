@@ -262,6 +262,35 @@ fn a_watched_server_that_cannot_listen_owns_no_deadline() {
     assert_eq!(sim.client.poll_timeout(), None);
 }
 
+/// A change announced before the server is ready (nothing is cached, there is no key yet)
+/// leaves the eager cache no work to come back for at once: it kept the server marked every
+/// run, `has_events` true with no event, and a loop looking there first spun until the
+/// server was ready, or for good when it never was. Once ready, the refresh goes out.
+#[test]
+fn a_change_announced_before_ready_leaves_no_catalog_work() {
+    let cache = CacheConfig { eager_refresh: true, ..CacheConfig::default() };
+    let mut sim = Sim::with_cache(cache);
+    sim.client.arm_cache();
+    let id = sim.base_server("early", Config::default());
+    let probe = sim.sent_one(id);
+    assert_eq!(probe["method"], "server/discover", "the probe, unanswered");
+    sim.peer(id, json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    for _ in 0..3 {
+        sim.client.handle_timeout(sim.now);
+        while sim.client.poll_event(sim.now).is_some() {}
+    }
+    assert!(!sim.client.has_catalog_work());
+    let ready = json!({"resultType": "complete", "supportedVersions": ["2026-07-28"],
+        "capabilities": {"tools": {"listChanged": true}}});
+    sim.reply(id, &probe, ready);
+    for _ in 0..3 {
+        sim.client.handle_timeout(sim.now);
+        while sim.client.poll_event(sim.now).is_some() {}
+    }
+    // Once ready, the change's eager refresh goes out.
+    assert_eq!(sim.sent_one(id)["method"], "tools/list");
+}
+
 /// A graceful end of the listen stream (what a server sends when it shuts down: a redeploy, a
 /// restart) is followed by a new stream with backoff, as a broken one is. Watching stopped
 /// for good, with no event to tell the host.
