@@ -213,8 +213,8 @@ impl Client {
             }
             let Some(index) = commands.servers.next_with_events(*event_cursor) else {
                 // Then what removed servers left: their calls' ends, and `Closed`.
-                let Some(r) = Self::next_retired(retired) else { return };
-                let Some(detached) = r.engine.poll_event_into(scratch) else { return };
+                let Some(r) = Self::next_retired(retired) else { break };
+                let Some(detached) = r.engine.poll_event_into(scratch) else { break };
                 let event = detached.view(scratch);
                 records.event_named(&r.name, &event);
                 f(&mut commands, r.id, event);
@@ -222,13 +222,16 @@ impl Client {
                 continue;
             };
             *event_cursor = index + 1;
-            let Some(s) = commands.servers.get_mut_without_passes(index) else { return };
+            let Some(s) = commands.servers.get_mut_without_passes(index) else { break };
             let id = ServerId { index, generation: s.generation };
-            let Some(detached) = s.engine.poll_event_into(scratch) else { return };
+            let Some(detached) = s.engine.poll_event_into(scratch) else { break };
             let event = detached.view(scratch);
             records.event(index, &event);
             f(&mut commands, id, event);
             after_each(self);
         }
+        // The last turn settled the calls the last event's closure started held (and ran the
+        // cache's pass): what they queued is written now, not at the next poll.
+        after_each(self);
     }
 }

@@ -569,6 +569,28 @@ fn calls_a_drain_starts_held_respect_the_queue() {
     assert_eq!(sim.sent(id).len(), 1, "the first goes out once released");
 }
 
+/// A call the last event's closure started held (local authorization on) is settled after
+/// the closure, and its request is handed to the shell before the drain returns, as each
+/// event's are: it was left unwritten until the next poll.
+#[test]
+fn a_drain_writes_what_its_last_event_started() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("srv");
+    sim.client.disable_tools(id, ["x"]);
+    let opts = CallOptions::default();
+    let first = sim.client.call_tool_json(sim.now, id, "echo", "{}", &opts).unwrap();
+    let frame = sim.sent_one(id);
+    sim.reply(id, &frame, json!({"content": []}));
+    let start = |commands: &mut Commands<'_>, _: ServerId, event: HostEvent<'_>| {
+        if matches!(event, HostEvent::CallDone { call, .. } if call == first) {
+            commands.call_tool_json(id, "y", "{}", &CallOptions::default()).unwrap();
+        }
+    };
+    sim.client.drain_with(sim.now, start, |c| while c.take_unflushed().is_some() {});
+    assert!(!sim.client.has_unflushed(), "nothing left for the next poll");
+    assert_eq!(sim.sent_one(id)["params"]["name"], "y");
+}
+
 /// Two needs of one catalog make one listing; its answer serves both from the cache, and
 /// the next need is a hit with no request.
 #[test]
