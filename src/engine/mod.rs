@@ -1090,9 +1090,7 @@ impl Engine {
                 self.abandon(now, slot, CallError::Local(LocalError::DeadlineExceeded));
                 // Under a saved verdict, silence may be a legacy server ignoring a request
                 // before `initialize`: the next calls wait for a probe.
-                if self.assumed {
-                    self.reverify(now);
-                }
+                self.reverify_once(now);
             }
             // No fallback to `initialize` for a server already known to be modern, nor for a
             // host that speaks only the modern era: a slow server gets the probe again, a
@@ -1103,7 +1101,7 @@ impl Engine {
             {
                 log::debug!("era probe timed out; probing again (no fallback)");
                 self.close_lifecycle_stream();
-                if !self.retry_probe_later(now) {
+                if !self.retry_lifecycle_later(now) {
                     self.lifecycle_failed(now, LocalError::DeadlineExceeded)
                 }
             }
@@ -1262,36 +1260,33 @@ impl Engine {
         }
     }
 
-    /// The handshake failed in a way that says nothing of the server's answer (HTTP 5xx, a
-    /// network fault: a server restarting, a load balancer between two instances): send it
-    /// again after a growing delay, a bounded number of times, as the probe is. Returns
-    /// `false` when spent.
-    fn retry_handshake_later(&mut self, now: Instant) -> bool {
-        let Lifecycle::Handshaking(h) = self.lifecycle else { return false };
-        if h.inconclusive >= MAX_INCONCLUSIVE_PROBES {
+    /// The probe or the handshake failed in a way that says nothing of the server's answer
+    /// (HTTP 5xx, a network fault: a server starting or restarting, a load balancer between
+    /// two instances): send it again after a growing delay, a bounded number of times.
+    /// Returns `false` when spent.
+    fn retry_lifecycle_later(&mut self, now: Instant) -> bool {
+        let before = self.lifecycle;
+        let inconclusive = match before {
+            Lifecycle::Probing(p) => p.inconclusive,
+            Lifecycle::Handshaking(h) => h.inconclusive,
+            _ => return false,
+        };
+        if inconclusive >= MAX_INCONCLUSIVE_PROBES {
             return false;
         }
         self.drop_lifecycle_request();
-        let delay = PROBE_RETRY_BASE * 2u32.pow(h.inconclusive);
-        log::debug!("initialize failed; sending it again in {delay:?}");
-        let step = ProbeStep::RetryAt(now + delay);
-        self.lifecycle =
-            Lifecycle::Handshaking(Handshake { step, inconclusive: h.inconclusive + 1 });
-        true
-    }
-
-    /// The probe failed in a way that says nothing about the era (HTTP 5xx, network): probe
-    /// again after a growing delay, a bounded number of times. Returns `false` when spent.
-    fn retry_probe_later(&mut self, now: Instant) -> bool {
-        let Lifecycle::Probing(p) = self.lifecycle else { return false };
-        if p.inconclusive >= MAX_INCONCLUSIVE_PROBES {
-            return false;
-        }
-        self.drop_lifecycle_request();
-        let delay = PROBE_RETRY_BASE * 2u32.pow(p.inconclusive);
-        log::debug!("era probe failed; probing again in {delay:?}");
-        let step = ProbeStep::RetryAt(now + delay);
-        self.lifecycle = Lifecycle::Probing(Probe { step, inconclusive: p.inconclusive + 1, ..p });
+        let delay = PROBE_RETRY_BASE * 2u32.pow(inconclusive);
+        let (step, inconclusive) = (ProbeStep::RetryAt(now + delay), inconclusive + 1);
+        self.lifecycle = match before {
+            Lifecycle::Probing(p) => {
+                log::debug!("era probe failed; probing again in {delay:?}");
+                Lifecycle::Probing(Probe { step, inconclusive, ..p })
+            }
+            _ => {
+                log::debug!("initialize failed; sending it again in {delay:?}");
+                Lifecycle::Handshaking(Handshake { step, inconclusive })
+            }
+        };
         true
     }
 
@@ -1340,8 +1335,10 @@ impl Engine {
             // spec's own example), and closing for good on it lost a server that works.
             (Owner::Handshake, Lifecycle::Handshaking(_)) => {
                 let code = RpcError::UNSUPPORTED_PROTOCOL_VERSION;
+                // A host that speaks only the legacy era is not moved to the modern one.
+                let legacy_only = self.config.era == EraPreference::LegacyOnly;
                 match probe_error(code, data, ProtocolVersion::LEGACY) {
-                    ProbeVerdict::Reprobe(version) => {
+                    ProbeVerdict::Reprobe(version) if !legacy_only => {
                         log::debug!("initialize refused by a modern server; probing in {version}");
                         self.drop_lifecycle_request();
                         self.start_probe(now, version);
@@ -1411,9 +1408,6 @@ impl Engine {
         true
     }
 
-    /// The saved verdict did not hold (the server refused its version, answered like a legacy
-    /// server, or failed the first call): forget it and probe, as on a first start. Calls
-    /// wait in the queue until the era is settled again.
     /// [`reverify`](Self::reverify) while the saved verdict is still assumed: a refusal of a
     /// call sent under it that comes after the first re-probes nothing again.
     fn reverify_once(&mut self, now: Instant) {
@@ -1422,6 +1416,17 @@ impl Engine {
         }
     }
 
+    /// Whether the call in `slot` went out under a saved verdict still in doubt: sent while
+    /// it was assumed, and not confirmed since (a first answer confirms it; a refusal makes
+    /// it doubted until the probe settles the era). Such a call's error may be the era's.
+    fn sent_under_doubt(&self, slot: usize) -> bool {
+        let sent_assumed = self.requests.get(slot).is_some_and(|p| p.sent_assumed);
+        sent_assumed && (self.assumed || self.verdict != VerdictSource::Saved)
+    }
+
+    /// The saved verdict did not hold (the server refused its version, answered like a legacy
+    /// server, or failed the first call): forget it and probe, as on a first start. Calls
+    /// wait in the queue until the era is settled again.
     fn reverify(&mut self, now: Instant) {
         self.assumed = false;
         self.verdict = VerdictSource::None;
@@ -1923,7 +1928,7 @@ impl Engine {
         // Whether this call went out under the saved verdict: the first refusal of one ends
         // the assumption (`reverify`), and the others sent with it are judged alike when
         // their refusals come after it (the read among them was failed).
-        let sent_assumed = self.requests.get(slot).is_some_and(|p| p.sent_assumed);
+        let sent_assumed = self.sent_under_doubt(slot);
         if sent_assumed || matches!(self.lifecycle, Lifecycle::Probing(_)) {
             // Under a saved verdict any error may mean the verdict is wrong; `-32022` says
             // so and that the call was not processed. Such a call, and one safe to repeat,
@@ -2031,8 +2036,8 @@ impl Engine {
 impl Engine {
     fn on_exchange_failed(&mut self, now: Instant, id: WireId, failure: ExchangeFailure) {
         let Lookup::Pending(slot) = self.requests.lookup(id) else { return };
-        let Some(p) = self.requests.get(slot) else { return };
-        let (owner, sent_assumed) = (p.owner, p.sent_assumed);
+        let Some(owner) = self.requests.get(slot).map(|p| p.owner) else { return };
+        let sent_assumed = self.sent_under_doubt(slot);
         let unsent = matches!(failure, ExchangeFailure::Unsent(_));
         let error = match failure {
             ExchangeFailure::Transport(e) | ExchangeFailure::Unsent(e) => CallError::Transport(e),
@@ -2104,7 +2109,7 @@ impl Engine {
                     self.apply_verdict(now, ProbeVerdict::Legacy, None);
                 } else if unauthorized(&error) {
                     self.authorization_failed(now, error);
-                } else if !auth && self.retry_probe_later(now) {
+                } else if !auth && self.retry_lifecycle_later(now) {
                     // A server still starting up, or a passing network fault: probe again soon.
                     log::debug!("era probe failed: {}", error.name());
                     if let Some(at) = self.reprobe_at() {
@@ -2121,7 +2126,7 @@ impl Engine {
             Owner::Handshake
                 if !bare_4xx
                     && matches!(error, CallError::Transport(_))
-                    && self.retry_handshake_later(now) =>
+                    && self.retry_lifecycle_later(now) =>
             {
                 log::debug!("initialize failed: {}", error.name());
                 if let Some(at) = self.reprobe_at() {

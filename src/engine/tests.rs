@@ -363,6 +363,14 @@ fn initialize_refused_with_any_code_listing_a_modern_version_probes_again() {
     let init = h.sent_one();
     h.reply_error(&init, -32602, Some(json!({"supported": ["2025-06-18"]})));
     assert_eq!(h.events(), ["closed invalid_params"]);
+    // Nor is a host that speaks only the legacy era moved to the modern one.
+    let config = Config { era: EraPreference::LegacyOnly, ..Config::default() };
+    let mut h = Harness::new(config);
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let init = h.sent_one();
+    h.reply_error(&init, -32022, Some(json!({"supported": ["2026-07-28"]})));
+    assert_eq!(h.events(), ["closed unsupported_protocol_version"]);
+    assert!(h.take_sent().is_empty(), "no probe");
 }
 
 /// A server that refused `initialize` as a modern one and then exits during the probe that

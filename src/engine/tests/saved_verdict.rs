@@ -184,6 +184,26 @@ fn every_read_refused_under_a_stale_verdict_goes_again() {
     }
 }
 
+/// Once a first answer has confirmed the saved verdict, an error to another call sent with it
+/// is that call's own: delivered, the call not sent again (a read was sent twice, and waited
+/// twice as long for the same error).
+#[test]
+fn an_error_after_the_verdict_was_confirmed_is_the_calls_own() {
+    let mut h = restarted(Config::default());
+    let opts = CallOptions { idempotency: Some(Idempotency::Read), ..CallOptions::default() };
+    let args: &RawValue = serde_json::from_str(r#"{"text":"hi"}"#).unwrap();
+    let reads = [(); 2].map(|_| h.engine.call_tool(h.now, "echo", args, &opts).unwrap());
+    let sent = h.take_sent();
+    let ok = json!({"resultType": "complete", "content": []});
+    h.reply(&sent[0], ok.clone());
+    h.reply_error(&sent[1], -32602, None);
+    assert_eq!(
+        h.events(),
+        [done(reads[0], &ok), format!("failed {} invalid_params", reads[1].get())]
+    );
+    assert!(h.take_sent().is_empty(), "nothing sent again");
+}
+
 /// A process that exits during the probe a refused first call started (a saved verdict that
 /// no longer holds) takes the calls already written with it: a write ends `DeliveryUnknown`
 /// at once, a read is sent again after the handshake, and neither waits out its deadline
