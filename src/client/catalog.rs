@@ -799,16 +799,28 @@ impl ClientCache {
             if counts[i] == catalog.seen_changes[i] {
                 continue;
             }
-            if let Some(key) = key {
-                self.mark_stale(now, &key, kind);
-            }
-            let state = &mut catalog.kinds[slot(kind)];
-            // What the last walk held for one use (a listing the store would not keep) is as
-            // stale as what it stored: no longer what a checked call or a policy reads.
-            state.refresher.forget_walk();
-            state.eager_due |= self.eager;
+            self.stale_kind(now, catalog, key, kind);
         }
         catalog.seen_changes = counts;
+    }
+
+    /// One catalog of the server is stale (a change notice, or a gap between listen streams
+    /// that may have hidden one): in memory and in the persistent store, and so is what the
+    /// last walk held for one use (a listing the store would not keep: no longer what a
+    /// checked call or a policy reads). An eager cache refreshes it.
+    fn stale_kind(
+        &mut self,
+        now: Instant,
+        catalog: &mut ServerCatalog,
+        key: Option<CacheKey>,
+        kind: CatalogKind,
+    ) {
+        if let Some(key) = key {
+            self.mark_stale(now, &key, kind);
+        }
+        let state = &mut catalog.kinds[slot(kind)];
+        state.refresher.forget_walk();
+        state.eager_due |= self.eager;
     }
 }
 
@@ -1343,8 +1355,7 @@ fn relisten(
                 // Changes made while no stream was open were never told: refetch.
                 if let Some(key) = catalog.key(engine) {
                     for kind in KINDS {
-                        cache.mark_stale(now, &key, kind);
-                        catalog.kinds[slot(kind)].eager_due |= cache.eager;
+                        cache.stale_kind(now, catalog, Some(key), kind);
                     }
                 }
             }

@@ -1683,6 +1683,32 @@ fn a_change_notice_drops_a_listing_held_for_one_use() {
     assert!(sim.client.listed_tool(sim.now, id, "t").is_none(), "the old definition is gone");
 }
 
+/// A gap between listen streams may have hidden a change: the new stream makes a listing held
+/// for one use as stale as the stored ones, as a change notice does.
+#[test]
+fn a_new_listen_stream_drops_a_listing_held_for_one_use() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("srv");
+    assert_eq!(sim.tool_names(id), None);
+    let list = sim.sent_one(id);
+    let mut page = tools_page(&["t"]);
+    page["ttlMs"] = json!(0);
+    sim.reply(id, &list, page);
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(id).unwrap(), ["t"]);
+    sim.client.watch_catalogs(sim.now, id).unwrap();
+    sim.unflushed();
+    let listen = sim.sent_one(id);
+    sim.fail(id, &listen);
+    sim.client.handle_timeout(sim.now);
+    while sim.client.poll_event(sim.now).is_some() {}
+    assert!(sim.client.listed_tool(sim.now, id, "t").is_some(), "no new stream yet");
+    sim.now = sim.client.poll_timeout().expect("the re-listen");
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.sent_one(id)["method"], "subscriptions/listen");
+    assert!(sim.client.listed_tool(sim.now, id, "t").is_none(), "stale with the gap");
+}
+
 /// A change notice the engine has read makes the cached catalog stale for the next read at
 /// once, before any pass of the cache: `tool` and a listing no longer serve the old page.
 #[test]
