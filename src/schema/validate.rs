@@ -81,7 +81,9 @@ impl<'v> Run<'v> {
     /// default budget: a valid array was refused.
     fn unique(&mut self, items: &'v [Value]) -> Result<(), SchemaViolation> {
         let state = RandomState::new();
-        let mut buckets: HashMap<u64, Vec<&Value>> = HashMap::with_capacity(items.len());
+        // Grown as items are hashed, not sized for the array: the step budget may stop the
+        // check long before the end of a server's array of millions.
+        let mut buckets: HashMap<u64, Vec<&Value>> = HashMap::new();
         for item in items {
             let max = self.schema.limits.max_steps;
             let mut left = max.saturating_sub(self.steps);
