@@ -167,6 +167,16 @@ impl Sim {
         std::iter::from_fn(|| self.client.take_unflushed()).collect()
     }
 
+    /// A ready server `identity` whose catalogs are watched: its id and the listen request.
+    fn watched(&mut self, identity: &str) -> (ServerId, Value) {
+        let id = self.ready_server(identity);
+        self.client.watch_catalogs(self.now, id).unwrap();
+        assert_eq!(self.unflushed(), vec![id], "the listen request waits to be written");
+        let listen = self.sent_one(id);
+        assert_eq!(listen["method"], "subscriptions/listen");
+        (id, listen)
+    }
+
     fn tool_names(&mut self, id: ServerId) -> Option<Vec<String>> {
         let view = self.client.tool_catalog(self.now, id).expect("a catalog");
         view.map(|v| v.names().map(str::to_owned).collect())
@@ -244,10 +254,7 @@ fn a_broken_listen_stream_is_a_deadline_of_the_core() {
 #[test]
 fn a_watched_server_that_cannot_listen_owns_no_deadline() {
     let mut sim = Sim::new();
-    let id = sim.ready_server("watched");
-    sim.client.watch_catalogs(sim.now, id).unwrap();
-    sim.unflushed();
-    sim.sent_one(id);
+    let (id, _) = sim.watched("watched");
     sim.client.engine_mut(id).unwrap().close(sim.now);
     sim.client.handle_timeout(sim.now);
     for _ in 0..4 {
@@ -297,10 +304,7 @@ fn a_change_announced_before_ready_leaves_no_catalog_work() {
 #[test]
 fn a_gracefully_ended_listen_stream_is_opened_again() {
     let mut sim = Sim::new();
-    let id = sim.ready_server("watched");
-    sim.client.watch_catalogs(sim.now, id).unwrap();
-    sim.unflushed();
-    let listen = sim.sent_one(id);
+    let (id, listen) = sim.watched("watched");
     let end = json!({"resultType": "complete",
         "_meta": {"io.modelcontextprotocol/subscriptionId": listen["id"]}});
     sim.reply(id, &listen, end);
@@ -319,11 +323,7 @@ fn a_gracefully_ended_listen_stream_is_opened_again() {
 #[test]
 fn a_server_without_listen_is_not_asked_again() {
     let mut sim = Sim::new();
-    let id = sim.ready_server("watched");
-    sim.client.watch_catalogs(sim.now, id).unwrap();
-    sim.unflushed();
-    let listen = sim.sent_one(id);
-    assert_eq!(listen["method"], "subscriptions/listen");
+    let (id, listen) = sim.watched("watched");
     let error = json!({"code": -32601, "message": "Method not found"});
     sim.peer(id, json!({"jsonrpc": "2.0", "id": listen["id"], "error": error}));
     sim.client.handle_timeout(sim.now);
@@ -339,10 +339,7 @@ fn a_server_without_listen_is_not_asked_again() {
 #[test]
 fn a_watched_server_listens_again_once_its_restarted_process_is_ready() {
     let mut sim = Sim::new();
-    let id = sim.ready_server("watched");
-    sim.client.watch_catalogs(sim.now, id).unwrap();
-    sim.unflushed();
-    sim.sent_one(id);
+    let (id, _) = sim.watched("watched");
     let exit = crate::error::ProcessExit { code: Some(1), signal: None, stderr_tail: "".into() };
     let lost = TransportEvent::closed(crate::error::TransportError::ProcessExit(exit));
     sim.client.handle_transport(sim.now, id, lost);

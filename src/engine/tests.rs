@@ -373,11 +373,9 @@ fn initialize_refused_with_any_code_listing_a_modern_version_probes_again() {
     assert!(h.take_sent().is_empty(), "no probe");
 }
 
-/// A server that refused `initialize` as a modern one and then exits during the probe that
-/// followed has crashed: with restarts off the engine closes. Taken as a legacy server's exit,
-/// it was respawned for `initialize` again and again, with no backoff.
-#[test]
-fn a_known_modern_server_exiting_during_the_probe_is_a_crash() {
+/// Restarts off; the probe timed out, `initialize` was refused by a modern server (-32022),
+/// and the probe has gone out again, unanswered.
+fn probing_again_after_a_modern_refusal() -> Harness {
     let mut h = Harness::new(no_restart());
     h.engine.handle_transport(h.now, TransportEvent::opened());
     let _probe = h.sent_one();
@@ -386,6 +384,15 @@ fn a_known_modern_server_exiting_during_the_probe_is_a_crash() {
     let data = json!({"supported": ["2026-07-28"], "requested": "2025-11-25"});
     h.reply_error(&init, -32022, Some(data));
     assert_eq!(h.sent_one()["method"], "server/discover");
+    h
+}
+
+/// A server that refused `initialize` as a modern one and then exits during the probe that
+/// followed has crashed: with restarts off the engine closes. Taken as a legacy server's exit,
+/// it was respawned for `initialize` again and again, with no backoff.
+#[test]
+fn a_known_modern_server_exiting_during_the_probe_is_a_crash() {
+    let mut h = probing_again_after_a_modern_refusal();
     h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
     assert!(!h.engine.wants_transport(), "no respawn for initialize");
     assert_eq!(h.engine.state(), ServerState::Closed);
@@ -395,14 +402,7 @@ fn a_known_modern_server_exiting_during_the_probe_is_a_crash() {
 /// a few more probes, never a second `initialize`, then the start fails.
 #[test]
 fn a_second_probe_timeout_after_a_modern_refusal_closes_instead_of_looping() {
-    let mut h = Harness::new(no_restart());
-    h.engine.handle_transport(h.now, TransportEvent::opened());
-    let _probe = h.sent_one();
-    h.advance_to_next_timeout();
-    let init = h.sent_one();
-    let data = json!({"supported": ["2026-07-28"], "requested": "2025-11-25"});
-    h.reply_error(&init, -32022, Some(data));
-    assert_eq!(h.sent_one()["method"], "server/discover");
+    let mut h = probing_again_after_a_modern_refusal();
     let mut probes = 1;
     while h.engine.state() != ServerState::Closed {
         assert!(probes <= 8, "the probes never end");
