@@ -263,6 +263,31 @@ fn host_from_config_starts_the_enabled_servers_by_name() {
     assert!(matches!(e, mcpoll::FromConfigError::File(_)), "{e}");
 }
 
+/// A server whose `mcpoll.roots` fail a check (a directory that does not exist) is refused
+/// before it starts: no process, and no event for a server the caller was never given. It was
+/// started, removed again, and its `Closed` event came from the first poll.
+#[test]
+fn a_file_servers_bad_roots_are_refused_before_it_starts() {
+    let demo = common::demo_server().program().to_string_lossy().into_owned();
+    let dir = std::env::temp_dir().join(format!("mcpoll-bad-roots-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("mcp.json");
+    let answers = serde_json::json!({"roots": ["/nonexistent/mcpoll-root"]});
+    let config = serde_json::json!({"mcpServers": {"demo": {"command": demo, "mcpoll": answers}}});
+    std::fs::write(&path, config.to_string()).unwrap();
+    let (mut host, names) = mcpoll::Host::from_config(&path).expect("from_config");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(names.get("demo").is_none());
+    let refused = names.failures().iter().any(|f| {
+        matches!(f, mcpoll::FromConfigError::Add { error: mcpoll::AddServerError::Roots(_), .. })
+    });
+    assert!(refused, "{:?}", names.failures());
+    for _ in 0..3 {
+        host.poll(Some(std::time::Duration::from_millis(10))).unwrap();
+        assert!(host.poll_event().is_none(), "an event for a server nobody was given");
+    }
+}
+
 /// Roots for a file server, from the command line (`--root`, repeatable) and the file
 /// (`mcpoll.roots`, relative to the file's folder), reach the Python SDK peer in both eras;
 /// a root the library's checks refuse (missing, `..`) is bad usage (exit 2), nothing called.

@@ -96,6 +96,12 @@ impl Host {
         &mut self,
         server: &ConfiguredServer,
     ) -> Result<ServerId, AddServerError> {
+        // Roots that fail a check are refused before the server starts: checked after, a
+        // process was started and killed for nothing, and its `Closed` event named a server
+        // the caller was never given.
+        if !server.roots().is_empty() {
+            super::roots::roots_of_dirs(server.roots()).map_err(AddServerError::Roots)?;
+        }
         let id = match &server.transport {
             ConfiguredTransport::Stdio(c) => {
                 self.add_stdio_server(c.clone(), server.config().clone())

@@ -41,36 +41,46 @@ impl Host {
             self.flush_unflushed(Instant::now());
             return Ok(());
         }
-        let mut texts = Vec::with_capacity(dirs.len());
-        for (i, dir) in dirs.iter().enumerate() {
-            let text = dir.as_ref().to_str().ok_or_else(|| mismatch(i, "must be UTF-8"))?;
-            texts.push(text);
-        }
-        // One directory at a time, so the error names the one at fault.
-        for (i, text) in texts.iter().enumerate() {
-            RootsBoundary::new([text]).map_err(|e| match e {
-                RootsBoundaryError::BadDirectory { reason, .. } => mismatch(i, reason),
-            })?;
-        }
-        let boundary = RootsBoundary::new(&texts).map_err(|_| AnswerError::NotObject)?;
-        let roots: Vec<serde_json::Value> = texts
-            .iter()
-            .map(|dir| {
-                let mut uri = String::from("file://");
-                percent_encode_path(dir, &mut uri);
-                let name = dir.rsplit('/').find(|s| !s.is_empty()).unwrap_or("/");
-                serde_json::json!({"uri": uri, "name": name})
-            })
-            .collect();
-        let list = serde_json::json!({ "roots": roots }).to_string();
-        let list = RawValue::from_string(list).map_err(|_| AnswerError::NotObject)?;
-        // Checked against the new boundary before anything changes.
-        check_resolved(list.get(), &boundary)?;
+        let (boundary, list) = roots_of_dirs(dirs)?;
         self.client.set_roots_boundary(server, boundary)?;
         self.client.set_roots(Instant::now(), server, &list)?;
         self.flush_unflushed(Instant::now());
         Ok(())
     }
+}
+
+/// The boundary and the roots list `dirs` make, every check of [`Host::set_root_dirs`] done:
+/// worked out before any server is touched (a configuration file's roots are checked before
+/// its server starts). `dirs` is not empty.
+pub(super) fn roots_of_dirs<P: AsRef<Path>>(
+    dirs: &[P],
+) -> Result<(RootsBoundary, Box<RawValue>), AnswerError> {
+    let mut texts = Vec::with_capacity(dirs.len());
+    for (i, dir) in dirs.iter().enumerate() {
+        let text = dir.as_ref().to_str().ok_or_else(|| mismatch(i, "must be UTF-8"))?;
+        texts.push(text);
+    }
+    // One directory at a time, so the error names the one at fault.
+    for (i, text) in texts.iter().enumerate() {
+        RootsBoundary::new([text]).map_err(|e| match e {
+            RootsBoundaryError::BadDirectory { reason, .. } => mismatch(i, reason),
+        })?;
+    }
+    let boundary = RootsBoundary::new(&texts).map_err(|_| AnswerError::NotObject)?;
+    let roots: Vec<serde_json::Value> = texts
+        .iter()
+        .map(|dir| {
+            let mut uri = String::from("file://");
+            percent_encode_path(dir, &mut uri);
+            let name = dir.rsplit('/').find(|s| !s.is_empty()).unwrap_or("/");
+            serde_json::json!({"uri": uri, "name": name})
+        })
+        .collect();
+    let list = serde_json::json!({ "roots": roots }).to_string();
+    let list = RawValue::from_string(list).map_err(|_| AnswerError::NotObject)?;
+    // Checked against the new boundary before anything changes.
+    check_resolved(list.get(), &boundary)?;
+    Ok((boundary, list))
 }
 
 /// Appends `path` percent-encoded for a `file://` URI: unreserved characters and `/` as they
