@@ -1659,12 +1659,8 @@ fn a_lane_starts_from_the_servers_saved_verdict_only_when_public_fresh_and_of_it
     }
 }
 
-/// A tool list the server said not to keep (`ttlMs` 0) is held for the answer it was listed
-/// for, and a checked call or a policy reads it from there: a change notice makes it as stale
-/// as a cached one. It was kept, and a tool announced as changed (now destructive, say) was
-/// still judged by its old annotations until some later listing.
-#[test]
-fn a_change_notice_drops_a_listing_held_for_one_use() {
+/// A ready server whose tool `t` was listed with `ttlMs` 0: held for one use, not stored.
+fn listed_for_one_use() -> (Sim, ServerId) {
     let mut sim = Sim::new();
     let id = sim.ready_server("srv");
     assert_eq!(sim.tool_names(id), None);
@@ -1674,6 +1670,16 @@ fn a_change_notice_drops_a_listing_held_for_one_use() {
     sim.reply(id, &list, page);
     sim.client.handle_timeout(sim.now);
     assert_eq!(sim.tool_names(id).unwrap(), ["t"]);
+    (sim, id)
+}
+
+/// A tool list the server said not to keep (`ttlMs` 0) is held for the answer it was listed
+/// for, and a checked call or a policy reads it from there: a change notice makes it as stale
+/// as a cached one. It was kept, and a tool announced as changed (now destructive, say) was
+/// still judged by its old annotations until some later listing.
+#[test]
+fn a_change_notice_drops_a_listing_held_for_one_use() {
+    let (mut sim, id) = listed_for_one_use();
     assert!(sim.client.listed_tool(sim.now, id, "t").is_some());
     sim.peer(id, json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
     sim.client.handle_timeout(sim.now);
@@ -1684,15 +1690,7 @@ fn a_change_notice_drops_a_listing_held_for_one_use() {
 /// for one use as stale as the stored ones, as a change notice does.
 #[test]
 fn a_new_listen_stream_drops_a_listing_held_for_one_use() {
-    let mut sim = Sim::new();
-    let id = sim.ready_server("srv");
-    assert_eq!(sim.tool_names(id), None);
-    let list = sim.sent_one(id);
-    let mut page = tools_page(&["t"]);
-    page["ttlMs"] = json!(0);
-    sim.reply(id, &list, page);
-    sim.client.handle_timeout(sim.now);
-    assert_eq!(sim.tool_names(id).unwrap(), ["t"]);
+    let (mut sim, id) = listed_for_one_use();
     sim.client.watch_catalogs(sim.now, id).unwrap();
     sim.unflushed();
     let listen = sim.sent_one(id);
