@@ -164,10 +164,24 @@ impl CacheKey {
     }
 }
 
+/// Whose share of the store an entry counts against: one server in one tenant, whatever the
+/// principal, version or profiles. Under pressure the heaviest holder gives way first, so one
+/// server's long listings cannot push out everyone else's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Holder {
+    server: KeyPart,
+    tenant: KeyPart,
+}
+
 impl Partition {
     #[cfg(test)]
     pub(crate) fn audience(self) -> Audience {
         self.audience
+    }
+
+    /// Whose share of the store an entry in this partition counts against.
+    pub(crate) fn holder(&self) -> Holder {
+        Holder { server: self.server, tenant: self.tenant }
     }
 
     /// A stable text naming the partition: every part's hash in hex, so it holds no secret

@@ -26,8 +26,11 @@
 //!   (key, kind, cursor); others are told to wait. [`Store::mark_stale`] revokes the tokens
 //!   of the list, so a fetch that raced the change is not stored as fresh.
 //! - **Bounds.** At most `max_entries` pages and `max_bytes` bytes (a deterministic estimate of
-//!   heap use). Storing evicts least-recently-used lists; one list that alone exceeds a bound
-//!   is refused with a typed error, never truncated.
+//!   heap use). Storing evicts least-recently-used lists of the server (in its tenant) that
+//!   holds the most, so one server's long listings push out its own lists, not others'. One
+//!   list that alone exceeds a bound, or that would make its server the largest holder with
+//!   nothing of its own left to evict, is refused with a typed error, never truncated (the
+//!   walk still answers from the pages it holds).
 //!
 //! Lookups borrow: a hit returns references into the store and allocates nothing.
 
@@ -36,7 +39,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use super::hints::{CacheScope, TtlHint};
-use super::key::{CacheKey, Partition};
+use super::key::{CacheKey, Holder, Partition};
 use super::listing::{CatalogKind, Item, ParsedPage};
 
 /// The longest TTL or stale allowance accepted, so `now + ttl` can never overflow.
@@ -109,6 +112,9 @@ pub(crate) enum StoreError {
     CatalogTooLarge { bytes: usize, max_bytes: usize },
     /// One list alone would exceed the entry cap.
     TooManyPages { pages: usize, max_entries: usize },
+    /// Stored, the list would make its server (in its tenant) the store's largest holder
+    /// with no list of its own left to evict: it would push out other servers' lists.
+    CrowdsOthersOut { bytes: usize, pages: usize },
     /// The refresh table is full.
     TooManyRefreshes { max: usize },
     /// The page is stale past the allowance and its refresh failed.
@@ -124,6 +130,11 @@ impl fmt::Display for StoreError {
             StoreError::TooManyPages { pages, max_entries } => {
                 write!(f, "catalog of {pages} pages exceeds the cache cap of {max_entries}")
             }
+            StoreError::CrowdsOthersOut { bytes, pages } => write!(
+                f,
+                "catalog of {bytes} bytes in {pages} pages would push other servers' catalogs \
+                 out of the cache"
+            ),
             StoreError::TooManyRefreshes { max } => {
                 write!(f, "{max} catalog refreshes already in flight")
             }
@@ -327,7 +338,8 @@ pub(crate) enum Finished {
         #[cfg_attr(not(test), allow(dead_code))]
         why: NotStored,
     },
-    /// Refused because one list alone would break a bound; the page is handed back.
+    /// Refused because one list alone would break a bound, or would crowd other servers'
+    /// lists out ([`StoreError::CrowdsOthersOut`]); the page is handed back.
     /// (The walk starts over holding every page, so it reads neither; the tests do.)
     Rejected {
         #[cfg_attr(not(test), allow(dead_code))]
@@ -401,6 +413,20 @@ pub(crate) struct Store {
     flights: Vec<Flight>,
     next_flight: u64,
     stats: CacheStats,
+}
+
+/// What one [`Holder`] has in the store.
+#[derive(Debug, Default)]
+struct Held {
+    bytes: usize,
+    pages: usize,
+}
+
+impl Held {
+    fn add(&mut self, bytes: usize, pages: usize) {
+        self.bytes += bytes;
+        self.pages += pages;
+    }
 }
 
 /// Where a page was found, without borrowing.
@@ -1011,6 +1037,13 @@ impl Store {
             return Finished::Rejected { page, error };
         }
         self.remove_page(&target, cursor.as_deref());
+        if !self.make_room(&target, bytes) {
+            // Its holder would hold the most and every other list of its own is gone already:
+            // the rest of the store is other servers' (or tenants') share, not this one's.
+            self.remove_list(&target);
+            let error = StoreError::CrowdsOthersOut { bytes: list_bytes, pages: list_pages };
+            return Finished::Rejected { page, error };
+        }
         self.tick += 1;
         let list = self.lists.entry(target).or_insert_with(|| List {
             pages: Vec::new(),
@@ -1030,24 +1063,58 @@ impl Store {
         });
         self.entries += 1;
         self.bytes += bytes;
-        self.evict_except(&target);
         Finished::Stored
     }
 
-    /// Evicts least-recently-used lists other than `keep` until both bounds hold. `keep` alone
-    /// fits (checked before storing), so this ends.
-    fn evict_except(&mut self, keep: &ListKey) {
-        while self.entries > self.config.max_entries || self.bytes > self.config.max_bytes {
+    /// Evicts lists until one more page of `bytes` for `keep` fits both bounds, the heaviest
+    /// [`Holder`] giving way first (by the bound that is broken), least recently used first
+    /// within it. A holder heavier than all others loses its own lists, never another's; a
+    /// tie goes against the others, so a store with one holder is plain LRU. `false` when
+    /// `keep`'s holder is the heaviest and has nothing left to give but `keep` itself.
+    fn make_room(&mut self, keep: &ListKey, bytes: usize) -> bool {
+        let config = self.config;
+        let over_bytes = |s: &Self| s.bytes + bytes > config.max_bytes;
+        let over = |s: &Self| s.entries + 1 > config.max_entries || over_bytes(s);
+        if !over(self) {
+            return true;
+        }
+        let mine = keep.partition.holder();
+        let mut held: HashMap<Holder, Held> = HashMap::new();
+        for (k, l) in &self.lists {
+            held.entry(k.partition.holder()).or_default().add(l.bytes, l.pages.len());
+        }
+        held.entry(mine).or_default().add(bytes, 1);
+        while over(self) {
+            let by_bytes = over_bytes(self);
+            let weight = |h: &Held| if by_bytes { h.bytes } else { h.pages };
+            let weight_of = |h: &Holder| held.get(h).map_or(0, weight);
+            let mine_weight = weight_of(&mine);
+            // The heaviest other holder's weight, when it is at least ours: theirs give way.
+            let others = held
+                .iter()
+                .filter(|(h, _)| **h != mine)
+                .map(|(_, h)| weight(h))
+                .max()
+                .filter(|m| *m >= mine_weight);
+            let yields = |h: Holder| match others {
+                Some(m) => h != mine && weight_of(&h) == m,
+                None => h == mine,
+            };
             let victim = self
                 .lists
                 .iter()
-                .filter(|(k, _)| *k != keep)
+                .filter(|(k, _)| *k != keep && yields(k.partition.holder()))
                 .min_by_key(|(_, l)| l.last_used)
-                .map(|(k, _)| *k);
-            let Some(victim) = victim else { break };
+                .map(|(k, l)| (*k, l.bytes));
+            let Some((victim, victim_bytes)) = victim else { return false };
             let pages = self.remove_list(&victim);
+            if let Some(h) = held.get_mut(&victim.partition.holder()) {
+                h.bytes -= victim_bytes;
+                h.pages -= pages;
+            }
             self.stats.evictions += pages as u64;
         }
+        true
     }
 
     fn remove_list(&mut self, lk: &ListKey) -> usize {

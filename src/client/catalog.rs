@@ -139,9 +139,9 @@ fn store_error(e: StoreError) -> CatalogError {
         }
         StoreError::TooManyRefreshes { .. } => CatalogError::TooManyRefreshes,
         // Refused lists are served once, never reported through a lookup.
-        StoreError::CatalogTooLarge { .. } | StoreError::TooManyPages { .. } => {
-            CatalogError::TooManyRefreshes
-        }
+        StoreError::CatalogTooLarge { .. }
+        | StoreError::TooManyPages { .. }
+        | StoreError::CrowdsOthersOut { .. } => CatalogError::TooManyRefreshes,
     }
 }
 

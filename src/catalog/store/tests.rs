@@ -483,6 +483,102 @@ fn lru_eviction_by_bytes_and_a_lone_oversized_catalog_is_an_error() {
     assert_eq!(look(&mut s, t0, &b, None), "fresh x", "others are untouched");
 }
 
+/// A key of `server` for `principal`, in the one tenant.
+fn server_key(server: &str, principal: &str) -> CacheKey {
+    CacheKey::new(&KeyParts {
+        server,
+        transport: Transport::Http,
+        protocol_version: "2026-07-28",
+        principal: Some(principal),
+        granted_scopes: &["read"],
+        tenant: Some("t1"),
+        client_capabilities: "{}",
+        extensions: "{}",
+    })
+    .expect("key")
+}
+
+#[test]
+fn a_server_filling_the_cache_evicts_its_own_lists_then_is_refused_not_anothers() {
+    let mut s =
+        Store::new(StoreConfig { max_entries: 4, ..StoreConfig::default() }).expect("config");
+    let t0 = Instant::now();
+    let quiet = server_key("quiet", "p");
+    fetch(&mut s, t0, &quiet, None, page(r#"{"name":"q"}"#, ""));
+    // The noisy server lists for three principals, then a fourth: past the cap. Its own
+    // oldest list goes, not the quiet server's (the least recently used of all).
+    let noisy: Vec<CacheKey> =
+        ["a", "b", "c", "d"].iter().map(|p| server_key("noisy", p)).collect();
+    for k in &noisy {
+        assert!(matches!(
+            fetch(&mut s, t0, k, None, page(r#"{"name":"n"}"#, "")),
+            Finished::Stored
+        ));
+    }
+    assert_eq!((s.entries(), s.stats().evictions), (4, 1));
+    assert_eq!(look(&mut s, t0, &quiet, None), "fresh q");
+    assert_eq!(look(&mut s, t0, &noisy[0], None), "miss");
+    // One long walk: its pages push out the noisy server's other lists first...
+    let walk = &noisy[3];
+    for c in ["2", "3"] {
+        let stored = fetch(&mut s, t0, walk, Some(c), page(r#"{"name":"n"}"#, ""));
+        assert!(matches!(stored, Finished::Stored), "{stored:?}");
+    }
+    assert_eq!(look(&mut s, t0, &noisy[1], None), "miss");
+    assert_eq!(look(&mut s, t0, &noisy[2], None), "miss");
+    // ...and a page that would need the quiet server's list is refused, the walk's list
+    // dropped whole (it fits the cap alone, so plain LRU took the quiet list).
+    let done = fetch(&mut s, t0, walk, Some("4"), page(r#"{"name":"n"}"#, ""));
+    let Finished::Rejected { error, .. } = done else { panic!("{done:?}") };
+    assert!(matches!(error, StoreError::CrowdsOthersOut { pages: 4, .. }), "{error:?}");
+    assert_eq!(look(&mut s, t0, walk, None), "miss");
+    assert_eq!(look(&mut s, t0, &quiet, None), "fresh q");
+    assert_eq!(s.entries(), 1);
+}
+
+#[test]
+fn under_the_byte_cap_the_heavier_server_gives_way_though_more_recently_used() {
+    let small = page(r#"{"name":"x"}"#, "");
+    let big = page(&format!(r#"{{"name":"x","description":"{}"}}"#, "d".repeat(400)), "");
+    let (small_size, big_size) = (page_bytes(None, &small), page_bytes(None, &big));
+    assert!(big_size > 2 * small_size);
+    let mut s = Store::new(StoreConfig {
+        max_bytes: big_size + 2 * small_size - 1,
+        ..StoreConfig::default()
+    })
+    .expect("config");
+    let t0 = Instant::now();
+    let (a, b1, b2) = (server_key("a", "p"), server_key("b", "p"), server_key("b", "q"));
+    fetch(&mut s, t0, &a, None, big);
+    fetch(&mut s, t0, &b1, None, small.clone());
+    assert_eq!(look(&mut s, t0, &a, None), "fresh x", "a is now the most recently used");
+    // b needs room for a second small page: a holds more bytes, so a gives way, not b's
+    // least recently used list.
+    assert!(matches!(fetch(&mut s, t0, &b2, None, small), Finished::Stored));
+    assert_eq!(look(&mut s, t0, &a, None), "miss");
+    assert_eq!(look(&mut s, t0, &b1, None), "fresh x");
+    assert_eq!(look(&mut s, t0, &b2, None), "fresh x");
+    assert_eq!(s.stats().evictions, 1);
+}
+
+#[test]
+fn when_servers_hold_as_much_the_others_give_way() {
+    let mut s =
+        Store::new(StoreConfig { max_entries: 3, ..StoreConfig::default() }).expect("config");
+    let t0 = Instant::now();
+    let (b1, a1, a2) = (server_key("b", "p"), server_key("a", "p"), server_key("a", "q"));
+    for k in [&b1, &a1, &a2] {
+        fetch(&mut s, t0, k, None, page(r#"{"name":"x"}"#, ""));
+    }
+    // b's second list makes two and two: a's least recently used list goes, though b's
+    // first list is older.
+    let b2 = server_key("b", "q");
+    assert!(matches!(fetch(&mut s, t0, &b2, None, page(r#"{"name":"x"}"#, "")), Finished::Stored));
+    assert_eq!(look(&mut s, t0, &a1, None), "miss");
+    assert_eq!(look(&mut s, t0, &b1, None), "fresh x");
+    assert_eq!(look(&mut s, t0, &a2, None), "fresh x");
+}
+
 #[test]
 fn a_list_with_more_pages_than_entries_is_an_error() {
     let mut s =
