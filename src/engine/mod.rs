@@ -2313,7 +2313,9 @@ impl Engine {
             Outcome::Failed(e) => Some(e),
             _ => None,
         };
-        let change = if !judged_by_breaker(p.method) {
+        let change = if !judged_by_breaker(p.method) || matches!(p.state, SendState::Backoff(_)) {
+            // In its backoff, its last attempt's failure was told already (`on_attempt_failed`),
+            // and it holds no probe's place: its end now says nothing new of the server.
             None
         } else if p.attempt > 0 {
             self.breakers.record(p.tenant, p.op, failure, now, p.probe)
@@ -2498,9 +2500,12 @@ impl Engine {
                 if let Some(c) = self.breakers.record(tenant, op, Some(&error), now, probe) {
                     self.events.breaker(c.tenant, c.class, c.state);
                 }
+                // Its verdict given, it is no probe now: the breaker it reopened may admit
+                // another probe after the cool-down, whose place this call's end (a cancel
+                // in the backoff) must not free. Its retry is admitted anew when it is due.
+                self.requests.note_admission(slot, Admission::Admitted);
                 // The error's name only: its text may quote the server's stderr or message.
                 log::debug!("attempt {attempt} failed ({}); retrying in {delay:?}", error.name());
-                self.stats.retries += 1;
                 // The old wire id becomes late: a reply to it is never taken for the new one.
                 self.requests.renew_wire_id(slot);
                 let until = self.epoch.stamp(now).after(delay);
@@ -2534,6 +2539,7 @@ impl Engine {
             self.finish(now, slot, Ended::Abandoned, Outcome::Failed(e));
             return;
         }
+        self.stats.retries += 1;
         self.requests.set_state(slot, SendState::Queued);
         if let Some(id) = self.requests.wire_id(slot) {
             self.send_queue.push_front(id);

@@ -524,6 +524,62 @@ fn a_probe_that_ends_unsent_lets_the_next_call_probe() {
     assert_eq!(events.last().unwrap(), "breaker Read Closed");
 }
 
+/// A failed attempt is told to its breaker once: a call in its backoff that ends before its
+/// retry (its deadline falls before the restart) is not counted a second time, nor counted as
+/// a retry that was never sent. (Twice, two failures opened a breaker of threshold two.)
+#[test]
+fn a_call_ending_in_its_backoff_is_counted_once_by_its_breaker_and_not_as_a_retry() {
+    let breaker = BreakerPolicy { failure_threshold: 2, cool_down: Duration::from_secs(5) };
+    let mut h = Harness::ready_with(Config { breaker, ..no_jitter() });
+    let o = CallOptions { timeout: Some(Duration::from_millis(150)), ..opts(Idempotency::Read) };
+    let c = h.engine.call_tool(h.now, "lookup", raw("{}"), &o).unwrap();
+    h.sent_one();
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
+    let events = h.events();
+    assert!(events.iter().any(|e| e.starts_with(&format!("failed {}", c.get()))), "{events:?}");
+    assert!(events.iter().all(|e| !e.starts_with("breaker")), "{events:?}");
+    assert_eq!(h.engine.stats().retries, 0);
+    assert_eq!(h.engine.breaker_state(0, OperationClass::Read), BreakerState::Closed);
+}
+
+/// A probe whose attempt fails and backs off has given its verdict (the breaker reopened): when
+/// the host then cancels it, the place of the probe admitted after the cool-down is not freed,
+/// so no second probe goes beside it.
+#[test]
+fn a_probe_cancelled_in_its_backoff_frees_no_later_probes_place() {
+    let breaker = BreakerPolicy { failure_threshold: 1, cool_down: Duration::from_millis(50) };
+    let retry = RetryPolicy {
+        base_delay: Duration::from_secs(1),
+        jitter_percent: 0,
+        ..RetryPolicy::default()
+    };
+    let mut h = Harness::ready_http_with(Config { breaker, retry, ..Config::default() });
+    let o = opts(Idempotency::Read);
+    let lost = || ExchangeFailure::Transport(TransportError::ConnectionLost);
+    let fail = |h: &mut Harness, s: &serde_json::Value| {
+        let failed = TransportEvent::exchange_failed(super::tests::wire(s), lost());
+        h.engine.handle_transport(h.now, failed);
+    };
+    h.engine.call_tool(h.now, "lookup", raw("{}"), &o).unwrap();
+    let s = h.sent_one();
+    fail(&mut h, &s);
+    assert_eq!(h.events().last().unwrap(), "breaker Read Open");
+    h.now += Duration::from_millis(50);
+    let first_probe = h.engine.call_tool(h.now, "lookup", raw("{}"), &o).unwrap();
+    let s = h.sent_one();
+    fail(&mut h, &s);
+    assert_eq!(h.events().last().unwrap(), "breaker Read Open", "the probe's failure");
+    h.now += Duration::from_millis(50);
+    h.engine.call_tool(h.now, "lookup", raw("{}"), &o).expect("the next probe");
+    h.sent_one();
+    h.engine.cancel(h.now, first_probe).unwrap();
+    assert_eq!(
+        h.engine.call_tool(h.now, "lookup", raw("{}"), &o),
+        Err(RequestError::BreakerOpen),
+        "one probe at a time"
+    );
+}
+
 /// The engine's own tool-list refresh (after a header mismatch) goes through the Read
 /// breaker as any read, so it can be the half-open breaker's probe: its end must be recorded
 /// there, or the breaker stays half-open with its probe out and refuses every read for good.
