@@ -147,9 +147,22 @@ impl mcpoll_event {
     }
 }
 
+/// Room a reused text buffer keeps between uses; what one large result or listing grew it to
+/// beyond this is given back at the next smaller use, not held for the host's life (as the
+/// core's event arena does).
+const KEEP: usize = 1 << 20;
+
+/// Empties `buf` for a text of `next` bytes, giving back room past [`KEEP`] it will not need.
+pub(crate) fn clear_for(buf: &mut Vec<u8>, next: usize) {
+    buf.clear();
+    if buf.capacity() > KEEP && next < KEEP {
+        buf.shrink_to(KEEP);
+    }
+}
+
 /// Sets `buf` to `text` plus a NUL (inner NULs stay: `data_len` says where the text ends).
 fn put(buf: &mut Vec<u8>, text: &[u8]) -> *const c_char {
-    buf.clear();
+    clear_for(buf, text.len());
     buf.extend_from_slice(text);
     buf.push(0);
     buf.as_ptr().cast()
@@ -284,5 +297,25 @@ fn set_error(out: &mut mcpoll_event, bufs: &mut EventBuffers, error: &CallError)
             out.exit_signal = x.signal.unwrap_or(-1);
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One large text does not keep its room for the host's life: the next small one gives
+    /// it back (an 8 MiB result left 8 MiB held by every later event).
+    #[test]
+    fn a_buffer_grown_by_one_large_text_gives_the_room_back() {
+        let mut buf = Vec::new();
+        put(&mut buf, &vec![b'x'; 8 << 20]);
+        assert!(buf.capacity() > 8 << 20);
+        put(&mut buf, b"{}");
+        assert!(buf.capacity() <= KEEP, "{}", buf.capacity());
+        assert_eq!(buf, b"{}\0");
+        let small = buf.capacity();
+        put(&mut buf, &[b'y'; 100]);
+        assert_eq!(buf.capacity(), small, "small texts reuse the room they have");
     }
 }

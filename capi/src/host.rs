@@ -498,7 +498,8 @@ pub unsafe extern "C" fn mcpoll_tools(
             let id = h.entry(server)?.server;
             let view = h.host.tool_catalog(id)?.ok_or(mcpoll_result::MCPOLL_PENDING)?;
             let buf = &mut h.listing;
-            buf.clear();
+            let need = view.definitions().map(|d| d.len() + 1).sum::<usize>() + 1;
+            crate::event::clear_for(buf, need);
             buf.push(b'[');
             for (i, definition) in view.definitions().enumerate() {
                 if i > 0 {
@@ -830,7 +831,7 @@ pub unsafe extern "C" fn mcpoll_poll(host: *mut mcpoll_host, timeout_ms: i64) ->
 pub unsafe extern "C" fn mcpoll_fd(host: *const mcpoll_host, fd: *mut c_int) -> mcpoll_result {
     guard(|| {
         // SAFETY: the caller's contract.
-        let (h, fd) = unsafe { (handle_ref(host)?, out_arg(fd, -1)?) };
+        let (fd, h) = unsafe { (out_arg(fd, -1)?, handle_ref(host)?) };
         *fd = h.host.as_raw_fd();
         Ok(())
     })
@@ -851,7 +852,7 @@ pub unsafe extern "C" fn mcpoll_timeout_ms(
 ) -> mcpoll_result {
     guard(|| {
         // SAFETY: the caller's contract.
-        let (h, ms) = unsafe { (handle_ref(host)?, out_arg(ms, -1)?) };
+        let (ms, h) = unsafe { (out_arg(ms, -1)?, handle_ref(host)?) };
         *ms = match h.host.poll_timeout() {
             _ if h.host.has_events() => 0,
             None => -1,
@@ -881,7 +882,7 @@ pub unsafe extern "C" fn mcpoll_is_idle(
 ) -> mcpoll_result {
     guard(|| {
         // SAFETY: the caller's contract.
-        let (h, idle) = unsafe { (handle_ref(host)?, out_arg(idle, false)?) };
+        let (idle, h) = unsafe { (out_arg(idle, false)?, handle_ref(host)?) };
         *idle = h.host.is_idle();
         Ok(())
     })
@@ -981,7 +982,7 @@ pub unsafe extern "C" fn mcpoll_server_pid(
 ) -> mcpoll_result {
     guard(|| {
         // SAFETY: the caller's contract.
-        let (h, pid) = unsafe { (handle_ref(host)?, out_arg(pid, 0)?) };
+        let (pid, h) = unsafe { (out_arg(pid, 0)?, handle_ref(host)?) };
         let entry = h.servers.iter().find(|e| e.id == server);
         let entry = entry.ok_or(mcpoll_result::MCPOLL_UNKNOWN_SERVER)?;
         *pid = h.host.pid(entry.server).unwrap_or(0);
@@ -1080,6 +1081,14 @@ mod tests {
             let mut ms = 0;
             assert_eq!(mcpoll_timeout_ms(host, &mut ms), mcpoll_result::MCPOLL_OK);
             assert_eq!(ms, -1, "a host with nothing to do has no deadline");
+            // A null host still leaves each getter's out-value set, as every other failure.
+            let (mut ms, mut fd, mut idle, mut pid) = (7, 7, true, 7);
+            let null = std::ptr::null();
+            assert_eq!(mcpoll_timeout_ms(null, &mut ms), mcpoll_result::MCPOLL_NULL_POINTER);
+            assert_eq!(mcpoll_fd(null, &mut fd), mcpoll_result::MCPOLL_NULL_POINTER);
+            assert_eq!(mcpoll_is_idle(null, &mut idle), mcpoll_result::MCPOLL_NULL_POINTER);
+            assert_eq!(mcpoll_server_pid(null, 1, &mut pid), mcpoll_result::MCPOLL_NULL_POINTER);
+            assert_eq!((ms, fd, idle, pid), (-1, -1, false, 0));
             mcpoll_host_free(host);
         }
     }

@@ -171,8 +171,10 @@ pub unsafe extern "C" fn mcpoll_config_set_restart(
             c.config.restart.enabled = enabled;
             c.config.restart.base_delay = base;
             // The cap (10 s by default) would otherwise cut a longer first delay: a 30 s
-            // delay asked for came after 10 s.
-            c.config.restart.max_delay = c.config.restart.max_delay.max(base);
+            // delay asked for came after 10 s. From the default, not the last cap: a shorter
+            // delay set later doubles up to 10 s again, as the header says.
+            let default_cap = mcpoll::RestartPolicy::default().max_delay;
+            c.config.restart.max_delay = default_cap.max(base);
             Ok(())
         })
     }
@@ -503,7 +505,8 @@ pub unsafe extern "C" fn mcpoll_http_options_new(
 ) -> mcpoll_result {
     guard(|| {
         // SAFETY: the caller's contract.
-        let (url, out) = unsafe { (str_arg(url)?, out_arg(out, std::ptr::null_mut())?) };
+        // `out` first: a URL refused must still leave `*out` null for the caller's cleanup.
+        let (out, url) = unsafe { (out_arg(out, std::ptr::null_mut())?, str_arg(url)?) };
         *out = into_handle(mcpoll_http_options {
             url: url.to_owned(),
             headers: Vec::new(),
@@ -679,6 +682,15 @@ mod tests {
 
     /// A first restart delay longer than the engine's cap (10 s) is honoured, not cut to it.
     #[test]
+    fn a_refused_url_leaves_the_out_handle_null() {
+        let mut options = std::ptr::NonNull::<mcpoll_http_options>::dangling().as_ptr();
+        // SAFETY: a URL that is not UTF-8 but NUL-terminated, and a valid out-pointer.
+        let r = unsafe { mcpoll_http_options_new(c"\xff".as_ptr(), &mut options) };
+        assert_eq!(r, mcpoll_result::MCPOLL_INVALID_UTF8);
+        assert!(options.is_null(), "a cleanup path may free what it holds");
+    }
+
+    #[test]
     fn a_long_restart_delay_is_not_cut_to_the_cap() {
         let mut config: *mut mcpoll_config = std::ptr::null_mut();
         // SAFETY: `config` is a valid place for the handle, then the live handle it holds.
@@ -690,6 +702,8 @@ mod tests {
             assert!(restart.max_delay >= restart.base_delay, "{restart:?}");
             assert_eq!(mcpoll_config_set_restart(config, true, 50), mcpoll_result::MCPOLL_OK);
             assert_eq!((*config).config.restart.base_delay, Duration::from_millis(50));
+            let default_cap = mcpoll::RestartPolicy::default().max_delay;
+            assert_eq!((*config).config.restart.max_delay, default_cap, "the raised cap goes");
             mcpoll_config_free(config);
         }
     }
