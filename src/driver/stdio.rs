@@ -718,8 +718,13 @@ impl StdioDriver {
                 }
             }
             if !self.write_out(registry) || !full {
-                if self.running.as_ref().is_some_and(|r| r.stdin.is_none()) {
-                    // The write failed: nothing more goes to this child.
+                if let Some(r) = self.running.as_mut().filter(|r| r.stdin.is_none()) {
+                    // The write failed: nothing more goes to this child. One that closed its
+                    // stdin and runs on would hold every later request with none answered:
+                    // the next liveness look ends it (`handle_timeout`).
+                    if r.exit.is_none() {
+                        r.liveness_at.get_or_insert(crate::time::later(now, LIVENESS_CHECK));
+                    }
                     self.drop_unwritten(engine, now);
                 }
                 // The pipe is full (its writable edge resumes us), or the engine is drained.
@@ -977,6 +982,13 @@ impl StdioDriver {
             // ended here as if its stdout had closed.
             running.liveness_at = None;
             match running.child.try_wait() {
+                Ok(None) if running.stdin.is_none() => {
+                    // It takes no more input (a write found its stdin closed) but runs on:
+                    // it is ended as one that exited, its replies so far read first, and
+                    // the engine restarts it as after a crash.
+                    log::debug!("server {:?} closed its stdin: ended", self.command.program);
+                    return self.on_exit_seen(registry, engine, now);
+                }
                 Ok(None) if engine.pending() > 0 => {
                     running.liveness_at = Some(crate::time::later(now, LIVENESS_CHECK));
                 }
@@ -1015,7 +1027,7 @@ impl StdioDriver {
             running.liveness_at = Some(now);
             return Ok(());
         }
-        log::debug!("server {:?} exited with its stdout held open", self.command.program);
+        log::debug!("server {:?} gone with its stdout held open", self.command.program);
         self.on_exit(registry, engine, now)
     }
 
@@ -1419,6 +1431,44 @@ mod tests {
         assert_eq!(ended, [(first, "delivery_unknown")], "the first may have been read");
         assert!(engine.is_pending(second), "the second was never written: it goes again");
         drop(driver.detach(poll.registry(), Duration::from_millis(1), now));
+    }
+
+    /// A server that closes its stdin and runs on (its stdout open) takes no request again:
+    /// the write that finds the pipe closed leads to its end (and the engine's restart), not
+    /// to a process kept for good with every call waiting out its deadline.
+    #[test]
+    fn a_child_that_closes_its_stdin_and_runs_on_is_ended() {
+        let (mut poll, mut engine, mut driver, now) =
+            spawned("exec 0<&-; echo closed >&2; exec sleep 1000", saved_verdict_config());
+        let first = driver.pid().expect("running");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut events = mio::Events::with_capacity(8);
+        while !driver.stderr_tail().contains("closed") {
+            assert!(Instant::now() < deadline, "the child never closed its stdin");
+            wait_a_little(&mut poll, &mut events);
+            for e in &events {
+                driver.handle_event(poll.registry(), e, &mut engine, now).unwrap();
+            }
+        }
+        let args: &serde_json::value::RawValue = serde_json::from_str("{}").unwrap();
+        let call = engine.call_tool(now, "echo", args, &crate::CallOptions::default()).unwrap();
+        driver.flush(poll.registry(), &mut engine, now).unwrap();
+        while driver.pid() == Some(first) {
+            assert!(Instant::now() < deadline, "the child that took no input was kept");
+            wait_a_little(&mut poll, &mut events);
+            let now = Instant::now();
+            for e in &events {
+                driver.handle_event(poll.registry(), e, &mut engine, now).unwrap();
+            }
+            driver.handle_timeout(poll.registry(), &mut engine, now).unwrap();
+        }
+        let mut lost = false;
+        while let Some(e) = engine.poll_event() {
+            lost |= matches!(e, crate::Event::TransportLost { .. });
+        }
+        assert!(lost, "the engine was told, to restart it");
+        assert!(engine.is_pending(call), "the call never written waits for the next process");
+        drop(driver.detach(poll.registry(), Duration::from_millis(1), Instant::now()));
     }
 
     /// A detached child's unwritten bytes go with it: nothing will write them, and kept they
