@@ -2279,10 +2279,20 @@ impl Engine {
     }
 
     /// Ends a host call: frees the slot, tells its breaker, and queues the terminal event.
-    fn finish(&mut self, now: Instant, slot: usize, how: Ended, outcome: Outcome<'_>) {
+    fn finish(&mut self, now: Instant, slot: usize, how: Ended, mut outcome: Outcome<'_>) {
         let Some(call) = self.requests.call_id(slot) else { return };
         if matches!(outcome, Outcome::Failed(_)) && self.requests.get(slot).is_some_and(|p| p.task)
         {
+            // A task's polls are reads, but the call is what it was: a write the server took
+            // as a task may have run, all or part, whatever broke its polls. Ended by the
+            // transport, it is `DeliveryUnknown` (as when its session is lost), so a host that
+            // retries failures on its own does not run it twice.
+            let write = self.requests.get(slot).is_some_and(|p| p.op == OperationClass::Write);
+            if let Outcome::Failed(e @ CallError::Transport(_)) = &mut outcome {
+                if write {
+                    *e = retry::delivery_unknown(e.clone());
+                }
+            }
             // However the call fails (its polls failing, an answer refused, a reply
             // unreadable; a cancel or a deadline asked already, in `abandon`), a task the
             // server still runs would run on for nobody: it is cancelled. One that ended on

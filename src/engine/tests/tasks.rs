@@ -169,8 +169,50 @@ fn failing_polls_back_off_then_end_the_call_and_cancel_the_task() {
     }
     assert_eq!(waits.len(), 2, "max_attempts 3: two retries, {waits:?}");
     assert!(waits[1] > waits[0], "the wait grows: {waits:?}");
+    // The call was a write the server took as a task: it may have run, so its end is
+    // `DeliveryUnknown`, not the polls' transport error a host might retry on.
     let events = h.events();
-    assert!(events.contains(&format!("failed {} http_status", call.get())), "{events:?}");
+    assert!(events.contains(&format!("failed {} delivery_unknown", call.get())), "{events:?}");
+}
+
+/// A task-backed write whose `tasks/result` keeps failing in transport ends `DeliveryUnknown`:
+/// the tool ran (the task completed), and a plain `connection_lost` invited a host to send the
+/// write again.
+#[test]
+fn a_task_backed_write_whose_result_fetch_fails_ends_delivery_unknown() {
+    let mut h = ready_legacy_with_tasks_over(true, TransportKind::Http);
+    let call = call_with(&mut h, &prefer());
+    let sent = h.sent_one();
+    h.reply(&sent, json!({"task": legacy_task("completed", 100)}));
+    h.events();
+    let mut fetch = h.sent_one();
+    for _ in 0..8 {
+        assert_eq!(fetch["method"], "tasks/result");
+        let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
+        h.engine.handle_transport(h.now, TransportEvent::exchange_failed(wire(&fetch), lost));
+        if !h.engine.is_pending(call) {
+            break;
+        }
+        h.advance_to_next_timeout();
+        fetch = h.sent_one();
+    }
+    let events = h.events();
+    assert!(events.contains(&format!("failed {} delivery_unknown", call.get())), "{events:?}");
+}
+
+/// A task-backed read ends with its polls' transport error as it is: nothing is unknown.
+#[test]
+fn a_task_backed_read_whose_polls_fail_ends_with_the_transport_error() {
+    let retry = crate::config::RetryPolicy { max_attempts: 1, ..Default::default() };
+    let mut h = Harness::ready_http_with(Config { retry, ..Config::default() });
+    let read = CallOptions { idempotency: Some(Idempotency::Read), ..prefer() };
+    let call = task_call(&mut h, &read, 1000);
+    h.advance(Duration::from_millis(1000));
+    let get = h.sent_one();
+    let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
+    h.engine.handle_transport(h.now, TransportEvent::exchange_failed(wire(&get), lost));
+    let events = h.events();
+    assert!(events.contains(&format!("failed {} connection_lost", call.get())), "{events:?}");
 }
 
 /// A modern task call whose task asks the host for a name (a form elicitation) in a poll's
