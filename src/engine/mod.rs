@@ -3281,6 +3281,11 @@ impl Engine {
         {
             return;
         }
+        if self.task_calls().any(|(_, task, _)| task == view.id) {
+            // A copy of the reply that created a task a call still follows (late, not a
+            // duplicate, once a poll took the call's id on): no orphan.
+            return;
+        }
         log::debug!("a late reply created a task: cancelling it");
         // The reply's own id, done with on both sides: the acknowledgement is late too.
         self.push_control(Control::TaskCancel { id: wire, task: view.id.into_owned() });

@@ -279,6 +279,27 @@ fn a_duplicate_of_the_task_creation_reply_cancels_nothing() {
     assert_eq!(h.engine.pending(), 1, "{}", call.get());
 }
 
+/// A copy of the creation reply that comes after a poll (its id no longer the call's last,
+/// so no duplicate but late) names the task the call still polls: it cancels nothing.
+#[test]
+fn a_copy_of_the_task_creation_reply_after_a_poll_cancels_nothing() {
+    let mut h = Harness::ready_modern();
+    let call = call_with(&mut h, &prefer());
+    let sent = h.sent_one();
+    h.reply(&sent, modern_task("task", "working", json!(1000)));
+    h.events();
+    h.advance(Duration::from_millis(1000));
+    let poll = h.sent_one();
+    assert_eq!(poll["method"], "tasks/get");
+    h.reply(&poll, modern_task("complete", "working", json!(1000)));
+    h.reply(&sent, modern_task("task", "working", json!(1000)));
+    assert!(h.take_sent().is_empty(), "no tasks/cancel");
+    assert!(h.engine.is_pending(call));
+    h.advance(Duration::from_millis(1000));
+    let poll = h.sent_one();
+    assert_eq!(poll["params"]["taskId"], "t-1", "the task is polled on");
+}
+
 /// The same for a 2025-11-25 task created already needing input (or done): its result is
 /// fetched at once, and a copy of the creation reply cancels nothing.
 #[test]
