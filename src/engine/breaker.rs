@@ -127,6 +127,21 @@ impl Breakers {
         &mut self.all[i]
     }
 
+    /// The breaker that admitted a call of `tenant`: its own, else the overflow breaker when
+    /// there is one (it was admitted there while every slot was tripped; a slot freed since
+    /// must not take its outcome, leaving the overflow breaker waiting for its probe for
+    /// good), else a new one as [`find`](Self::find) makes it.
+    fn of_admitted(&mut self, tenant: u32, class: OperationClass) -> &mut Breaker {
+        let own = self.all.iter().position(|b| b.tenant == tenant && b.class == class);
+        let i = own.or_else(|| {
+            self.all.iter().position(|b| b.tenant == OVERFLOW_TENANT && b.class == class)
+        });
+        match i {
+            Some(i) => &mut self.all[i],
+            None => self.find(tenant, class),
+        }
+    }
+
     pub(super) fn find_overflow(&mut self, class: OperationClass) -> &mut Breaker {
         let i = match self.all.iter().position(|b| b.tenant == OVERFLOW_TENANT && b.class == class)
         {
@@ -174,7 +189,7 @@ impl Breakers {
     /// The probe a half-open breaker let through ended before it was written, so it says
     /// nothing of the server: the next call may probe instead.
     pub(crate) fn release_probe(&mut self, tenant: u32, class: OperationClass) {
-        let b = self.find(tenant, class);
+        let b = self.of_admitted(tenant, class);
         if b.state == (State::HalfOpen { probe_out: true }) {
             b.state = State::HalfOpen { probe_out: false };
         }
@@ -204,7 +219,7 @@ impl Breakers {
         }
         let threshold = self.policy.failure_threshold;
         let cool_down = self.policy.cool_down;
-        let b = self.find(tenant, class);
+        let b = self.of_admitted(tenant, class);
         if !probe && matches!(b.state, State::HalfOpen { .. }) {
             return None;
         }
@@ -362,6 +377,33 @@ mod tests {
             "tripped ones overflow into one shared breaker per class"
         );
         assert!(!b.admit(5, R, now).0.admitted(), "a tracked tripped tenant stays open");
+    }
+
+    /// A tenant admitted as the overflow breaker's probe (every slot tripped) has its outcome
+    /// told there, even when a slot was freed meanwhile: told to a new breaker of its own, it
+    /// left the overflow breaker half-open with its probe out, refusing every tenant that
+    /// overflows, for as long as no slot was free.
+    #[test]
+    fn an_overflow_probe_is_judged_by_the_overflow_breaker() {
+        let cool_down = Duration::from_secs(60);
+        let mut b = Breakers::new(BreakerPolicy { failure_threshold: 1, cool_down });
+        let t0 = Instant::now();
+        for tenant in 0..MAX_BREAKERS as u32 {
+            b.record(tenant, R, Some(&lost()), t0, false);
+        }
+        b.record(900, R, Some(&lost()), t0, false);
+        assert!(!b.admit(901, R, t0).0.admitted(), "the overflow breaker is open");
+        let t1 = t0 + cool_down;
+        assert_eq!(b.admit(999, R, t1).0, Admission::Probe, "the overflow breaker's probe");
+        // Tenant 0's probe succeeds: its breaker closes, a slot a newcomer may take.
+        assert_eq!(b.admit(0, R, t1).0, Admission::Probe);
+        b.record(0, R, None, t1, true);
+        // The overflow probe's success closes the overflow breaker.
+        let change = b.record(999, R, None, t1, true);
+        assert_eq!(change.map(|c| c.state), Some(BreakerState::Closed));
+        for tenant in [1000, 1001] {
+            assert!(b.admit(tenant, R, t1).0.admitted(), "overflowing tenants flow again");
+        }
     }
 
     #[test]
