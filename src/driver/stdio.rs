@@ -24,7 +24,7 @@ use super::reap::{kill_group, Check, Escalation, Exiting, Watch};
 use crate::codec::ndjson::{Frame, LineFramer};
 use crate::config::Config;
 use crate::engine::{Engine, ExchangeFailure, TransportEvent};
-use crate::error::{CloseReason, ProcessExit, TransportError};
+use crate::error::{ProcessExit, TransportError};
 use crate::proto::jsonrpc::{self, Message, WireId};
 
 /// What to run: a program, its arguments, environment and working directory. No shell is
@@ -719,13 +719,13 @@ impl StdioDriver {
             }
             if !self.write_out(registry) || !full {
                 if let Some(r) = self.running.as_mut().filter(|r| r.stdin.is_none()) {
-                    // The write failed: nothing more goes to this child. One that closed its
-                    // stdin and runs on would hold every later request with none answered:
-                    // the next liveness look ends it (`handle_timeout`).
+                    // The write failed: nothing more goes to this child, and what it was not
+                    // written goes back to the engine with the child's exit (`check_exit`).
+                    // One that closed its stdin and runs on would hold every later request
+                    // with none answered: the next liveness look ends it (`handle_timeout`).
                     if r.exit.is_none() {
                         r.liveness_at.get_or_insert(crate::time::later(now, LIVENESS_CHECK));
                     }
-                    self.drop_unwritten(engine, now);
                 }
                 // The pipe is full (its writable edge resumes us), or the engine is drained.
                 return Ok(());
@@ -769,7 +769,7 @@ impl StdioDriver {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     // The child closed stdin or died; its exit shows up as EOF on stdout.
-                    // What is left is dropped by the caller (`drop_unwritten`).
+                    // What is left goes back to the engine with that exit (`drop_unwritten`).
                     log::debug!("write to server failed: {e}");
                     if let Some(r) = self.running.as_mut() {
                         if let Some(mut s) = r.stdin.take() {
@@ -787,15 +787,18 @@ impl StdioDriver {
         true
     }
 
-    /// The child is gone (or took no more): the bytes not written never will be. The host's
-    /// requests among them whose first byte was not written were not delivered, and the
-    /// engine is told so: they go again (to the next process) as the retry policy allows,
-    /// where they ended `DeliveryUnknown` with the writes that may have been read. (A frame
-    /// partly written may be all a server needs to act on: it stays "maybe delivered".) Read
-    /// from the bytes themselves, once, rather than noted for every frame on the way out.
+    /// The child is gone: the bytes not written never will be. The host's requests among them
+    /// whose first byte was not written were not delivered, and the engine is told so, with
+    /// the child's exit as the cause (before the exit itself, which would take them for
+    /// written): they go again (to the next process) as the retry policy allows, where they
+    /// ended `DeliveryUnknown` with the writes that may have been read, and one with no
+    /// attempt left ends with the exit status and stderr, not a write failure that was none.
+    /// (A frame partly written may be all a server needs to act on: it stays "maybe
+    /// delivered".) Read from the bytes themselves, once, rather than noted for every frame on
+    /// the way out.
     #[cold]
     #[inline(never)]
-    fn drop_unwritten(&mut self, engine: &mut Engine, now: Instant) {
+    fn drop_unwritten(&mut self, engine: &mut Engine, now: Instant, exit: &ProcessExit) {
         let unwritten = self.out.get(self.written..).unwrap_or_default();
         // The rest of a frame partly out is no request: a proper tail of a JSON object is
         // never one whole (it ends with a brace the tail did not open), so it fails to decode.
@@ -806,7 +809,7 @@ impl StdioDriver {
                 continue;
             }
             let Some(id) = WireId::parse(id) else { continue };
-            let failure = ExchangeFailure::Unsent(TransportError::Closed(CloseReason::WriteFailed));
+            let failure = ExchangeFailure::Unsent(TransportError::ProcessExit(exit.clone()));
             engine.handle_transport(now, TransportEvent::exchange_failed(id, failure));
         }
         self.clear_out();
@@ -947,7 +950,6 @@ impl StdioDriver {
             let _ = registry.deregister(&mut s);
         }
         running.exit = Some(Watch::new(now, EXIT_GRACE, Escalation::Kill));
-        self.drop_unwritten(engine, now);
         // Most children have exited by the time their stdout reads EOF.
         self.check_exit(registry, engine, now)
     }
@@ -1066,6 +1068,11 @@ impl StdioDriver {
             exit.signal
         );
         log::trace!("server {:?} ended: {exit}", self.command.program);
+        if self.written < self.out.len() {
+            self.drop_unwritten(engine, now, &exit);
+        } else {
+            self.clear_out();
+        }
         engine.handle_transport(now, TransportEvent::closed(TransportError::ProcessExit(exit)));
         if engine.wants_transport() {
             self.spawn(registry, engine, now)?;
@@ -1349,7 +1356,15 @@ mod tests {
     /// crash).
     #[test]
     fn the_liveness_look_leaves_the_process_it_started_alone() {
-        let (mut poll, mut engine, mut driver, now) = spawned("exit 3", Config::default());
+        // The first process exits; the next stays (one that exited at once too could find
+        // its stdin closed by its first write, which is no business of this test's).
+        let marker = std::env::temp_dir().join(format!("mcpoll-liveness-{}", std::process::id()));
+        let _ = std::fs::remove_file(&marker);
+        let script = format!(
+            "if [ -e '{0}' ]; then exec sleep 1000; fi; : > '{0}'; exit 3",
+            marker.display()
+        );
+        let (mut poll, mut engine, mut driver, now) = spawned(&script, Config::default());
         driver.flush(poll.registry(), &mut engine, now).unwrap();
         let first = driver.running.as_ref().map(|r| r.child.id());
         // Gone before any event is handled (its status kept by `Child` for the look).
@@ -1364,6 +1379,8 @@ mod tests {
         let next = driver.running.as_ref().expect("the fallback's process");
         assert_ne!(Some(next.child.id()), first, "a new process");
         assert!(next.exit.is_none() && next.stdin.is_some(), "left running, its stdin open");
+        drop(driver.detach(poll.registry(), Duration::from_millis(1), now));
+        let _ = std::fs::remove_file(&marker);
     }
 
     /// The write buffer gives back the room one large frame grew it to, once the frame is out
@@ -1418,6 +1435,9 @@ mod tests {
         while driver.is_running() {
             assert!(Instant::now() < deadline, "the child never exited");
             wait_a_little(&mut poll, &mut events);
+            // The clock moves on: a child seen closing stdout just before it exits is looked
+            // at again when its watch is due.
+            let now = Instant::now();
             for e in &events {
                 driver.handle_event(poll.registry(), e, &mut engine, now).unwrap();
             }
@@ -1451,10 +1471,19 @@ mod tests {
             }
         }
         let args: &serde_json::value::RawValue = serde_json::from_str("{}").unwrap();
-        let call = engine.call_tool(now, "echo", args, &crate::CallOptions::default()).unwrap();
-        driver.flush(poll.registry(), &mut engine, now).unwrap();
+        let read = crate::CallOptions {
+            idempotency: Some(crate::Idempotency::Read),
+            ..crate::CallOptions::default()
+        };
+        let mut last = None;
         while driver.pid() == Some(first) {
             assert!(Instant::now() < deadline, "the child that took no input was kept");
+            // A write finds the pipe closed, unless a child another test was starting held
+            // its read end for the moment between its fork and its exec: then the next one.
+            if driver.running.as_ref().is_some_and(|r| r.stdin.is_some()) {
+                last = Some(engine.call_tool(now, "echo", args, &read).unwrap());
+                driver.flush(poll.registry(), &mut engine, now).unwrap();
+            }
             wait_a_little(&mut poll, &mut events);
             let now = Instant::now();
             for e in &events {
@@ -1467,8 +1496,55 @@ mod tests {
             lost |= matches!(e, crate::Event::TransportLost { .. });
         }
         assert!(lost, "the engine was told, to restart it");
-        assert!(engine.is_pending(call), "the call never written waits for the next process");
+        let last = last.expect("a call was made");
+        assert!(engine.is_pending(last), "the call never written waits for the next process");
         drop(driver.detach(poll.registry(), Duration::from_millis(1), Instant::now()));
+    }
+
+    /// A request never written to a child that died ends, when it has no attempt left, with
+    /// the child's exit (its status and stderr), not with a write failure that never happened.
+    #[test]
+    fn a_request_never_written_ends_with_the_childs_exit_when_no_attempt_is_left() {
+        let retry = crate::config::RetryPolicy { max_attempts: 1, ..Default::default() };
+        let config = Config { retry, ..saved_verdict_config() };
+        let (mut poll, mut engine, mut driver, now) =
+            spawned("echo bye >&2; sleep 1; exit 1", config);
+        let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(200 << 10));
+        let big: &serde_json::value::RawValue = serde_json::from_str(&big).unwrap();
+        let small: &serde_json::value::RawValue = serde_json::from_str("{}").unwrap();
+        let opts = crate::CallOptions::default();
+        engine.call_tool(now, "write", big, &opts).unwrap();
+        let second = engine.call_tool(now, "write", small, &opts).unwrap();
+        driver.flush(poll.registry(), &mut engine, now).unwrap();
+        assert!(driver.unsent() > small.get().len(), "the second call is all in the buffer");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut events = mio::Events::with_capacity(8);
+        let mut second_error = None;
+        while driver.is_running() {
+            assert!(Instant::now() < deadline, "the child never exited");
+            wait_a_little(&mut poll, &mut events);
+            // The clock moves on: a child seen closing stdout just before it exits is looked
+            // at again when its watch is due.
+            let now = Instant::now();
+            for e in &events {
+                driver.handle_event(poll.registry(), e, &mut engine, now).unwrap();
+            }
+            driver.handle_timeout(poll.registry(), &mut engine, now).unwrap();
+            while let Some(e) = engine.poll_event() {
+                if let crate::Event::CallFailed { call, error, .. } = e {
+                    if call == second {
+                        second_error = Some(error.clone());
+                    }
+                }
+            }
+        }
+        let Some(crate::CallError::Transport(TransportError::ProcessExit(exit))) = second_error
+        else {
+            panic!("{second_error:?}");
+        };
+        assert_eq!(exit.code, Some(1));
+        assert!(exit.stderr_tail.contains("bye"), "{exit:?}");
+        drop(driver.detach(poll.registry(), Duration::from_millis(1), now));
     }
 
     /// A detached child's unwritten bytes go with it: nothing will write them, and kept they
