@@ -1412,15 +1412,14 @@ mod tests {
         drop(driver.detach(poll.registry(), Duration::from_millis(1), now));
     }
 
-    /// A request whose first byte never reached the pipe when the child died was not
-    /// delivered: it goes to the next process (here, after the restart's backoff), where it
-    /// ended `DeliveryUnknown` with the writes that may have been read.
-    #[test]
-    fn a_request_never_written_to_a_dead_child_goes_to_the_next_one() {
-        // Reads nothing, then exits: the first call fills the pipe, the second waits whole
-        // behind it (both taken from the engine: the first is under `max_write_buffer_bytes`).
-        let (mut poll, mut engine, mut driver, now) =
-            spawned("sleep 1; exit 1", saved_verdict_config());
+    /// A child that reads nothing and exits after a second, sent two writes: the first fills
+    /// the pipe, the second waits whole behind it (both taken from the engine: the first is
+    /// under `max_write_buffer_bytes`). Gives the two calls.
+    fn two_writes_to_a_child_that_reads_nothing(
+        script: &str,
+        config: Config,
+    ) -> (mio::Poll, Engine, StdioDriver, crate::CallId, crate::CallId) {
+        let (poll, mut engine, mut driver, now) = spawned(script, config);
         let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(200 << 10));
         let big: &serde_json::value::RawValue = serde_json::from_str(&big).unwrap();
         let small: &serde_json::value::RawValue = serde_json::from_str("{}").unwrap();
@@ -1429,75 +1428,48 @@ mod tests {
         let second = engine.call_tool(now, "write", small, &opts).unwrap();
         driver.flush(poll.registry(), &mut engine, now).unwrap();
         assert!(driver.unsent() > small.get().len(), "the second call is all in the buffer");
+        (poll, engine, driver, first, second)
+    }
+
+    /// Drives the driver until its child is gone; the calls that failed meanwhile.
+    fn failures_until_exit(
+        poll: &mut mio::Poll,
+        engine: &mut Engine,
+        driver: &mut StdioDriver,
+    ) -> Vec<(crate::CallId, crate::CallError)> {
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut events = mio::Events::with_capacity(8);
-        let mut ended = Vec::new();
+        let mut failed = Vec::new();
         while driver.is_running() {
             assert!(Instant::now() < deadline, "the child never exited");
-            wait_a_little(&mut poll, &mut events);
+            wait_a_little(poll, &mut events);
             // The clock moves on: a child seen closing stdout just before it exits is looked
             // at again when its watch is due.
             let now = Instant::now();
             for e in &events {
-                driver.handle_event(poll.registry(), e, &mut engine, now).unwrap();
+                driver.handle_event(poll.registry(), e, engine, now).unwrap();
             }
-            driver.handle_timeout(poll.registry(), &mut engine, now).unwrap();
+            driver.handle_timeout(poll.registry(), engine, now).unwrap();
             while let Some(e) = engine.poll_event() {
                 if let crate::Event::CallFailed { call, error, .. } = e {
-                    ended.push((call, error.name()));
+                    failed.push((call, error.clone()));
                 }
             }
         }
-        assert_eq!(ended, [(first, "delivery_unknown")], "the first may have been read");
-        assert!(engine.is_pending(second), "the second was never written: it goes again");
-        drop(driver.detach(poll.registry(), Duration::from_millis(1), now));
+        failed
     }
 
-    /// A server that closes its stdin and runs on (its stdout open) takes no request again:
-    /// the write that finds the pipe closed leads to its end (and the engine's restart), not
-    /// to a process kept for good with every call waiting out its deadline.
+    /// A request whose first byte never reached the pipe when the child died was not
+    /// delivered: it goes to the next process (here, after the restart's backoff), where it
+    /// ended `DeliveryUnknown` with the writes that may have been read.
     #[test]
-    fn a_child_that_closes_its_stdin_and_runs_on_is_ended() {
-        let (mut poll, mut engine, mut driver, now) =
-            spawned("exec 0<&-; echo closed >&2; exec sleep 1000", saved_verdict_config());
-        let first = driver.pid().expect("running");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut events = mio::Events::with_capacity(8);
-        while !driver.stderr_tail().contains("closed") {
-            assert!(Instant::now() < deadline, "the child never closed its stdin");
-            wait_a_little(&mut poll, &mut events);
-            for e in &events {
-                driver.handle_event(poll.registry(), e, &mut engine, now).unwrap();
-            }
-        }
-        let args: &serde_json::value::RawValue = serde_json::from_str("{}").unwrap();
-        let read = crate::CallOptions {
-            idempotency: Some(crate::Idempotency::Read),
-            ..crate::CallOptions::default()
-        };
-        let mut last = None;
-        while driver.pid() == Some(first) {
-            assert!(Instant::now() < deadline, "the child that took no input was kept");
-            // A write finds the pipe closed, unless a child another test was starting held
-            // its read end for the moment between its fork and its exec: then the next one.
-            if driver.running.as_ref().is_some_and(|r| r.stdin.is_some()) {
-                last = Some(engine.call_tool(now, "echo", args, &read).unwrap());
-                driver.flush(poll.registry(), &mut engine, now).unwrap();
-            }
-            wait_a_little(&mut poll, &mut events);
-            let now = Instant::now();
-            for e in &events {
-                driver.handle_event(poll.registry(), e, &mut engine, now).unwrap();
-            }
-            driver.handle_timeout(poll.registry(), &mut engine, now).unwrap();
-        }
-        let mut lost = false;
-        while let Some(e) = engine.poll_event() {
-            lost |= matches!(e, crate::Event::TransportLost { .. });
-        }
-        assert!(lost, "the engine was told, to restart it");
-        let last = last.expect("a call was made");
-        assert!(engine.is_pending(last), "the call never written waits for the next process");
+    fn a_request_never_written_to_a_dead_child_goes_to_the_next_one() {
+        let (mut poll, mut engine, mut driver, first, second) =
+            two_writes_to_a_child_that_reads_nothing("sleep 1; exit 1", saved_verdict_config());
+        let failed = failures_until_exit(&mut poll, &mut engine, &mut driver);
+        let ended: Vec<_> = failed.iter().map(|(call, e)| (*call, e.name())).collect();
+        assert_eq!(ended, [(first, "delivery_unknown")], "the first may have been read");
+        assert!(engine.is_pending(second), "the second was never written: it goes again");
         drop(driver.detach(poll.registry(), Duration::from_millis(1), Instant::now()));
     }
 
@@ -1507,44 +1479,18 @@ mod tests {
     fn a_request_never_written_ends_with_the_childs_exit_when_no_attempt_is_left() {
         let retry = crate::config::RetryPolicy { max_attempts: 1, ..Default::default() };
         let config = Config { retry, ..saved_verdict_config() };
-        let (mut poll, mut engine, mut driver, now) =
-            spawned("echo bye >&2; sleep 1; exit 1", config);
-        let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(200 << 10));
-        let big: &serde_json::value::RawValue = serde_json::from_str(&big).unwrap();
-        let small: &serde_json::value::RawValue = serde_json::from_str("{}").unwrap();
-        let opts = crate::CallOptions::default();
-        engine.call_tool(now, "write", big, &opts).unwrap();
-        let second = engine.call_tool(now, "write", small, &opts).unwrap();
-        driver.flush(poll.registry(), &mut engine, now).unwrap();
-        assert!(driver.unsent() > small.get().len(), "the second call is all in the buffer");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut events = mio::Events::with_capacity(8);
-        let mut second_error = None;
-        while driver.is_running() {
-            assert!(Instant::now() < deadline, "the child never exited");
-            wait_a_little(&mut poll, &mut events);
-            // The clock moves on: a child seen closing stdout just before it exits is looked
-            // at again when its watch is due.
-            let now = Instant::now();
-            for e in &events {
-                driver.handle_event(poll.registry(), e, &mut engine, now).unwrap();
-            }
-            driver.handle_timeout(poll.registry(), &mut engine, now).unwrap();
-            while let Some(e) = engine.poll_event() {
-                if let crate::Event::CallFailed { call, error, .. } = e {
-                    if call == second {
-                        second_error = Some(error.clone());
-                    }
-                }
-            }
-        }
-        let Some(crate::CallError::Transport(TransportError::ProcessExit(exit))) = second_error
+        let (mut poll, mut engine, mut driver, _, second) =
+            two_writes_to_a_child_that_reads_nothing("echo bye >&2; sleep 1; exit 1", config);
+        let failed = failures_until_exit(&mut poll, &mut engine, &mut driver);
+        let second_error = failed.into_iter().find(|(call, _)| *call == second);
+        let Some((_, crate::CallError::Transport(TransportError::ProcessExit(exit)))) =
+            second_error
         else {
             panic!("{second_error:?}");
         };
         assert_eq!(exit.code, Some(1));
         assert!(exit.stderr_tail.contains("bye"), "{exit:?}");
-        drop(driver.detach(poll.registry(), Duration::from_millis(1), now));
+        drop(driver.detach(poll.registry(), Duration::from_millis(1), Instant::now()));
     }
 
     /// A detached child's unwritten bytes go with it: nothing will write them, and kept they

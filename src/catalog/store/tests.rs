@@ -9,17 +9,7 @@ use super::*;
 const TOOLS: CatalogKind = CatalogKind::Tools;
 
 fn key_for(principal: &str) -> CacheKey {
-    CacheKey::new(&KeyParts {
-        server: "srv",
-        transport: Transport::Http,
-        protocol_version: "2026-07-28",
-        principal: Some(principal),
-        granted_scopes: &["read"],
-        tenant: Some("t1"),
-        client_capabilities: "{}",
-        extensions: "{}",
-    })
-    .expect("key")
+    server_key("srv", principal)
 }
 
 fn page(tools: &str, extra: &str) -> ParsedPage {
