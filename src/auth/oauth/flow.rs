@@ -275,6 +275,14 @@ impl OAuthFlow {
     pub fn handle_challenge(&mut self, now: Instant, status: u16, challenge: &AuthChallenge) {
         self.now = now;
         if self.is_running() {
+            if status == 401 && self.background_refresh {
+                // The server refused the token a refresh ahead of its expiry is replacing:
+                // that refresh answers this challenge now, so if it is refused the user is
+                // asked, rather than the refused token kept as one that "still works" (the
+                // call parked on this 401 then failed with no flow left to run).
+                self.background_refresh = false;
+                self.reauthorizations = self.reauthorizations.saturating_add(1);
+            }
             return;
         }
         let step_up = status == 403;
@@ -1079,11 +1087,19 @@ impl OAuthFlow {
             }
         }
         if response.status != 200 {
-            if refresh && response.status == 400 {
+            let error = parse_error_body(response.body).error;
+            // Only these say the refresh token (or the client) is dead (RFC 6749 5.2); any
+            // other 400 (a malformed request, a scope or DPoP proof refused, a nonce asked
+            // for twice) leaves a refresh token that may well work next time.
+            let dead = matches!(
+                error.as_deref(),
+                Some("invalid_grant" | "invalid_client" | "unauthorized_client")
+            );
+            if refresh && response.status == 400 && dead {
                 // A registered client the server no longer knows answers 400 invalid_client
                 // too (RFC 6749 5.2, a public client): it goes, or the authorization below
                 // would go out under it, and the server cannot even redirect back to it.
-                self.forget_dead_client(parse_error_body(response.body).error.as_deref());
+                self.forget_dead_client(error.as_deref());
                 // An expired or revoked refresh token (invalid_grant): start over with the
                 // user rather than fail.
                 if let Some(tokens) = self.tokens.as_mut() {

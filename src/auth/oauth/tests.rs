@@ -896,6 +896,46 @@ fn a_background_refresh_refused_keeps_the_token_until_it_expires() {
     assert_eq!(h.flow.poll_timeout(), None, "no refresh left to try");
 }
 
+/// A refresh refused for another reason than a dead grant or client (a malformed request, a
+/// DPoP proof or scope refused) keeps the refresh token: it is tried again after a wait. (Any
+/// 400 dropped it, from the store too, and the user was asked again for nothing.)
+#[test]
+fn a_refresh_refused_for_another_reason_keeps_the_refresh_token() {
+    for error in [json!({"error": "invalid_request"}), json!({"error": "invalid_dpop_proof"})] {
+        let mut h = ready_refreshable();
+        h.now += Duration::from_secs(3540);
+        h.flow.handle_timeout(h.now);
+        let req = h.post(&format!("{AS}/token"));
+        h.reply(&req, 400, &error);
+        let e = h.failed();
+        assert_eq!((e.step, e.status), (AuthStep::Refresh, Some(400)), "{error}");
+        let next = h.flow.poll_timeout().expect("a refresh left to try");
+        h.now = next;
+        h.flow.handle_timeout(h.now);
+        let req = h.post(&format!("{AS}/token"));
+        assert_eq!(form_of(&req)["refresh_token"], "r1", "{error}");
+    }
+}
+
+/// A 401 while a refresh the timer started is out: the server refused the token in hand, so
+/// when the refresh is refused too the user is asked, not the refused token kept as one that
+/// "still works" (the call parked on the 401 was sent again with it and failed).
+#[test]
+fn a_401_during_a_background_refresh_makes_its_refusal_ask_the_user() {
+    let mut h = ready_refreshable();
+    h.now += Duration::from_secs(3540);
+    h.flow.handle_timeout(h.now);
+    let req = h.post(&format!("{AS}/token"));
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    h.nothing();
+    h.reply(&req, 400, &json!({"error": "invalid_grant"}));
+    let (_, req) = h.grant(AS);
+    assert_eq!(form_of(&req)["grant_type"], "authorization_code");
+    h.token(&req, "t2", json!({}));
+    h.ready();
+    assert_eq!(h.bearer(), Some("t2"));
+}
+
 /// A refresh answer without `scope` keeps the scope granted before (RFC 6749 6), also after a
 /// restart, when nothing was asked in this process (it became none).
 #[test]
