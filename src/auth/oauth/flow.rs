@@ -922,10 +922,22 @@ impl OAuthFlow {
         meta.grant_types_supported.as_ref().is_some_and(|g| g.iter().any(|g| g == "refresh_token"))
     }
 
-    /// Whether a step-up challenge asks for anything not already asked for or granted.
+    /// Whether a step-up challenge asks for anything not already asked for or granted. One
+    /// that names no scope (or a blank one) would ask for the scopes the server's PRM lists
+    /// besides those: only new ones make it worth asking the user (taken as new every time,
+    /// a server answering such 403s to every token had the user asked over and over).
     fn adds_scope(&self, challenged: Option<&str>) -> bool {
-        // A blank scope names none: as if absent (the flow reads it so too).
-        let Some(challenged) = challenged.filter(|s| !s.trim().is_empty()) else { return true };
+        let supported;
+        let challenged = match challenged.filter(|s| !s.trim().is_empty()) {
+            Some(named) => named,
+            None => match &self.prm_scopes {
+                Some(scopes) => {
+                    supported = scopes.join(" ");
+                    &supported
+                }
+                None => return false,
+            },
+        };
         let have = |s: &str| {
             let in_list = |list: Option<&str>| {
                 list.is_some_and(|l| l.split_ascii_whitespace().any(|x| x == s))

@@ -794,6 +794,27 @@ fn an_unfinished_step_up_can_be_asked_again() {
     h.request(HttpMethod::Get, PRM_PATH);
 }
 
+/// A 403 `insufficient_scope` that names no scope is asked about while the server's PRM lists
+/// a scope not yet asked for; once all of them are, the same 403 again is refused, not one
+/// more identical authorization (a server answering it to every token had the user asked
+/// over and over, whenever another request succeeded between).
+#[test]
+fn a_step_up_naming_no_scope_is_refused_once_nothing_new_is_left() {
+    let mut h = ready_with_scope(OAuthConfig::authorization_code(SERVER, REDIRECT));
+    step_up(&mut h, " ");
+    h.get(PRM_PATH, 200, &prm(SERVER, AS, Some(&["mcp:profile"])));
+    h.get(AS_META, 200, &meta(AS, json!({})));
+    let (auth, req) = h.grant(AS);
+    assert_eq!(auth["scope"], "mcp:basic mcp:profile");
+    h.token(&req, "t2", json!({"scope": "mcp:basic mcp:profile"}));
+    h.ready();
+    h.flow.handle_authorized();
+    step_up(&mut h, " ");
+    let e = h.failed();
+    assert_eq!((e.step, e.reason), (AuthStep::Authorization, AuthFailure::StepUpLimit));
+    h.nothing();
+}
+
 #[test]
 fn step_up_is_bounded() {
     // The same scope again after it was asked for: no new authorization at all.
