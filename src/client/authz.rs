@@ -439,6 +439,12 @@ impl Client {
         name: &str,
         breaker_tenant: u32,
     ) -> Verdict {
+        if self.server(server).is_none() {
+            // A handle of a server removed (its slot maybe another's now): nothing to decide,
+            // and the policy (or the user it asks) would be shown the other server's name.
+            // The call's start refuses it.
+            return Verdict::Allow;
+        }
         let (base, principal_id) = {
             let (base, principal) = self.lanes.caller(server);
             (base, principal.map(|(id, _)| id))

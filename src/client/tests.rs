@@ -759,6 +759,30 @@ fn servers_take_turns_in_poll_event() {
     assert!(order[..2].contains(&b), "b waited behind all of a: {order:?}");
 }
 
+/// A call on the handle of a server removed, whose slot another server took, is refused
+/// without asking the policy: the policy (or the user it asks) was shown the other server's
+/// name for a call that could never go.
+#[test]
+fn a_stale_server_handle_is_refused_before_the_policy_is_asked() {
+    let mut sim = Sim::new();
+    let gone = sim.ready_server("a");
+    sim.client.remove_server(gone).expect("removed");
+    let bank = sim.ready_server("b");
+    assert_eq!(bank.index, gone.index, "the slot is reused");
+    sim.client.set_server_name(bank, "bank");
+    let asked = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let seen = asked.clone();
+    sim.client.set_policy(move |r: &AccessRequest<'_>| {
+        seen.borrow_mut().push(r.server_name.map(str::to_owned));
+        Decision::Allow
+    });
+    let opts = CallOptions::default();
+    let refused = sim.client.call_tool_json(sim.now, gone, "transfer", "{}", &opts);
+    assert_eq!(refused, Err(RequestError::Closed));
+    assert!(asked.borrow().is_empty(), "asked about {:?}", asked.borrow());
+    assert!(sim.sent(bank).is_empty());
+}
+
 /// A task's call whose arguments come as JSON text goes through local authorization like
 /// every other call (it went around the policy before the core existed).
 #[test]
