@@ -853,6 +853,29 @@ impl HttpSession {
         }
     }
 
+    /// Puts exchange `i`, sent again, at the head of the queue: behind the handshake of a
+    /// session being made when that waits there, since nothing else goes before it
+    /// (`peek_waiting`). At the very front it held the handshake back for good, and the
+    /// server was closed when the handshake's time ran out.
+    pub(super) fn requeue_first(&mut self, i: usize) {
+        let exchanges = &self.exchanges;
+        let is_initialize = |&w: &usize| {
+            exchanges.get(w).is_some_and(|x| {
+                matches!(x.carries, Carries::Request { method: Method::Initialize, .. })
+            })
+        };
+        let behind = match self.initializing {
+            // The handshake itself goes first.
+            _ if is_initialize(&i) => None,
+            0 => None,
+            _ => self.waiting.iter().position(is_initialize).map(|at| at + 1),
+        };
+        match behind {
+            Some(at) => self.waiting.insert(at, i),
+            None => self.waiting.push_front(i),
+        }
+    }
+
     /// Closes the GET stream: dropped while it waits, its connection closed while open.
     fn close_listen(&mut self) {
         let listens: SmallVec<[usize; 2]> = (0..self.exchanges.len())
@@ -983,7 +1006,7 @@ impl HttpSession {
                 x.body.clear();
                 x.stage = Stage::Waiting(Attempt::Send);
                 self.listen = Listen::Open;
-                self.waiting.push_front(i);
+                self.requeue_first(i);
             }
         }
     }
@@ -1546,7 +1569,7 @@ impl HttpSession {
             log::debug!("HTTP {status}: the endpoint moved to {shown}");
             ex.resent |= Resend::Redirect as u8;
             ex.requeue();
-            self.waiting.push_front(i);
+            self.requeue_first(i);
             self.moved = Some(location.into());
             return;
         }
@@ -1565,7 +1588,7 @@ impl HttpSession {
             let ex = &mut self.exchanges[i];
             ex.resent |= Resend::OldSession as u8;
             ex.requeue();
-            self.waiting.push_front(i);
+            self.requeue_first(i);
             return;
         }
         if session_gone {
@@ -1690,7 +1713,7 @@ impl HttpSession {
         let Some(x) = self.exchanges.get_mut(i) else { return false };
         x.resent |= Resend::FreshToken as u8;
         x.requeue();
-        self.waiting.push_front(i);
+        self.requeue_first(i);
         true
     }
 }

@@ -105,7 +105,7 @@ impl HttpSession {
         log::debug!("the server asks for a DPoP nonce: sending again with it");
         x.resent |= Resend::DpopNonce as u8;
         x.requeue();
-        self.waiting.push_front(i);
+        self.requeue_first(i);
         true
     }
 
@@ -214,7 +214,7 @@ impl HttpSession {
             // Refused a token that has since been replaced (or none): the new one may do.
             log::debug!("HTTP {status} to an older token: resending with the current one");
             x.requeue();
-            self.waiting.push_front(i);
+            self.requeue_first(i);
             return true;
         }
         if status == 401 && !x.may_flow_for(&challenge) {
@@ -262,7 +262,7 @@ impl HttpSession {
                         if let Some(x) = self.exchanges.get_mut(i) {
                             if matches!(x.stage, Stage::Parked(_)) {
                                 x.requeue();
-                                self.waiting.push_front(i);
+                                self.requeue_first(i);
                             }
                         }
                     }

@@ -1221,6 +1221,36 @@ fn requests_waiting_at_a_session_renewal_go_after_the_handshake_with_the_new_id(
     assert_eq!(calls, ["b", "t"], "both calls go, in the new session");
 }
 
+/// A request sent again while a session renewal's handshake waits (a 401 a fresh token
+/// answers) goes behind the handshake, not in front of it: at the front it held the handshake
+/// back for good (nothing goes before a new session's id), and the server was closed when the
+/// handshake's time ran out.
+#[test]
+fn a_request_sent_again_during_a_renewal_waits_behind_the_handshake() {
+    let mut s = Sim::legacy(Some(Box::new(Refresher { fresh: vec!["t1"] })));
+    let get = s.listen.take().unwrap();
+    s.respond(get.x, 405, &[], "");
+    s.call("a");
+    let a = s.next().unwrap();
+    s.call("b");
+    let b = s.next().unwrap();
+    s.respond(a.x, 404, &[], "");
+    s.flush(); // the handshake waits for a connection
+    s.respond(b.x, 401, &[], "");
+    let init = s.next().expect("the handshake goes");
+    assert_eq!(init.rpc(), "initialize");
+    s.answer_initialize(&init, "s-2");
+    let mut calls = Vec::new();
+    while let Some(sent) = s.next() {
+        if sent.rpc() == "tools/call" {
+            assert_eq!(sent.header("mcp-session-id"), Some("s-2"), "{:?}", sent.body);
+            calls.push(sent.body["params"]["name"].as_str().unwrap_or_default().to_owned());
+        }
+    }
+    calls.sort();
+    assert_eq!(calls, ["a", "b"], "both calls go, in the new session");
+}
+
 /// A slot keeps no more room than [`SLOT_BUF_KEEP`] once its exchange is over, and the body
 /// of an answer's POST is not gathered at all: a server answering with megabytes left every
 /// slot it passed through holding them for the session's life.
