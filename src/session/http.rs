@@ -1159,8 +1159,10 @@ impl HttpSession {
             _ if attempt == Attempt::Resume => x.sse.resume_from(&x.stream_id),
             _ => {}
         }
-        let is_initialize =
-            matches!(x.carries, Carries::Request { method: Method::Initialize, .. });
+        // The initialize itself: its resume (a GET after its stream broke) comes after the
+        // session id its response's head brought, and carries it as every later request does.
+        let is_initialize = attempt == Attempt::Send
+            && matches!(x.carries, Carries::Request { method: Method::Initialize, .. });
         // PROTOCOL.md §3.1: 2026 never sends a session id; legacy sends it after initialize.
         let sent_session = session_id.is_some() && !x.modern && !is_initialize;
         if let Some(f) = x.flight_mut() {

@@ -1251,6 +1251,26 @@ fn a_request_sent_again_during_a_renewal_waits_behind_the_handshake() {
     assert_eq!(calls, ["a", "b"], "both calls go, in the new session");
 }
 
+/// An `initialize` whose SSE stream brought the session id in its head and then broke is
+/// resumed in that session: the resume carries `Mcp-Session-Id` as every request after the
+/// initialize does (without it the SDKs refuse the resume, and the session was left open).
+#[test]
+fn a_broken_initialize_stream_is_resumed_in_its_session() {
+    let mut s = Sim::new(None);
+    let probe = s.next().unwrap();
+    s.respond(probe.x, 400, &[("Content-Type", "application/json")], LEGACY_SESSION_GONE);
+    let init = s.next().unwrap();
+    assert_eq!(init.rpc(), "initialize");
+    let head = [("Content-Type", "text/event-stream"), ("Mcp-Session-Id", "s-1")];
+    assert!(matches!(s.head(init.x, 200, &head), ResponseStep::More));
+    s.body(init.x, "id: i1\nretry: 250\ndata:\n\n");
+    s.fail(init.x, ExchangeFailure::Transport(TransportError::ConnectionLost));
+    s.advance(Duration::from_millis(250));
+    let resume = s.next().expect("the resume");
+    assert_eq!((resume.method.as_str(), resume.header("last-event-id")), ("GET", Some("i1")));
+    assert_eq!(resume.header("mcp-session-id"), Some("s-1"));
+}
+
 /// A slot keeps no more room than [`SLOT_BUF_KEEP`] once its exchange is over, and the body
 /// of an answer's POST is not gathered at all: a server answering with megabytes left every
 /// slot it passed through holding them for the session's life.
