@@ -2253,6 +2253,7 @@ impl Engine {
                 p.attempt += 1;
             }
             p.tries = p.tries.saturating_add(1);
+            p.renewed_unwritten = 0;
             p.sent_at = now;
             p.exchange_open = true;
         }
@@ -2390,7 +2391,7 @@ impl Engine {
         let bufs = self.requests.bufs(slot);
         (r.trace_id, r.run_id) = bufs.tags();
         r.version = self.lifecycle.version();
-        r.request_id = (p.attempt > 0).then(|| WireId::new(slot, p.wire_gen));
+        r.request_id = (p.attempt > 0).then(|| WireId::new(slot, p.written_gen()));
         r.tool = tool;
         r.attempts = p.attempt;
         r.queue_wait = p.queue_wait.get();

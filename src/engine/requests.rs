@@ -67,6 +67,11 @@ pub(crate) enum SendState {
 pub(crate) struct Pending {
     pub(crate) call_gen: u32,
     pub(crate) wire_gen: u32,
+    /// Times `wire_gen` was renewed since the last write (a retry, a poll or a page takes its
+    /// id before it is written): a call that ends then names in its record the id the server
+    /// saw ([`Pending::written_gen`]), not one it never did. A byte, so that a slot stays
+    /// within its bytes; saturates.
+    pub(crate) renewed_unwritten: u8,
     pub(crate) method: Method,
     pub(crate) owner: Owner,
     pub(crate) state: SendState,
@@ -115,6 +120,22 @@ pub(crate) struct Pending {
     /// Its current attempt went out under a saved era verdict not yet confirmed: a bare 4xx
     /// to it is a legacy server's refusal even once the reverify it started has begun.
     pub(crate) sent_assumed: bool,
+}
+
+impl Pending {
+    /// The `wire_gen` its last written attempt went under (meaningful once `attempt > 0`).
+    /// A slot's generations come one after another from its own counter (which skips 0), and
+    /// only renewals take them while the slot is held.
+    pub(crate) fn written_gen(&self) -> u32 {
+        let mut g = self.wire_gen;
+        for _ in 0..self.renewed_unwritten {
+            g = match g.wrapping_sub(1) {
+                0 => u32::MAX,
+                earlier => earlier,
+            };
+        }
+        g
+    }
 }
 
 /// Extra facts about a call, fixed when it starts.
@@ -435,6 +456,7 @@ impl Requests {
         self.slab.insert(Pending {
             call_gen,
             wire_gen,
+            renewed_unwritten: 0,
             method,
             owner,
             state: SendState::Queued,
@@ -512,6 +534,7 @@ impl Requests {
         let g = self.fresh_gen(slot);
         let p = self.slab.get_mut(slot)?;
         p.wire_gen = g;
+        p.renewed_unwritten = p.renewed_unwritten.saturating_add(1);
         self.set_state(slot, SendState::Queued);
         Some(WireId::new(slot, g))
     }

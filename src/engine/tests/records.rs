@@ -142,6 +142,22 @@ fn failures_record_their_kind_name_code_and_whether_they_are_retryable() {
     assert_eq!((r.attempts, r.request_id, r.error_name), (0, None, Some("cancelled")));
 }
 
+/// A call that ends in its backoff (cancelled before its retry went) records the id of the
+/// attempt the server saw: the retry's id, renewed but never written, named a request no
+/// server log holds.
+#[test]
+fn a_call_ending_in_its_backoff_records_the_id_that_was_written() {
+    let mut h = Harness::ready_http_with(no_jitter());
+    let c = h.engine.call_tool(h.now, "r", raw("{}"), &traced(Some(Idempotency::Read))).unwrap();
+    let frame = h.sent_one();
+    let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
+    h.engine.handle_transport(h.now, TransportEvent::exchange_failed(wire(&frame), lost));
+    assert!(h.take_sent().is_empty(), "the retry waits for its backoff");
+    h.engine.cancel(h.now, c).unwrap();
+    let (r, _, _) = end(&mut h);
+    assert_eq!((r.attempts, r.request_id), (1, Some(wire(&frame))));
+}
+
 #[test]
 fn a_malformed_traceparent_is_refused_before_anything_is_sent() {
     let mut h = Harness::ready_modern();
