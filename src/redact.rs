@@ -46,7 +46,7 @@ pub(crate) fn redact_url(url: &str) -> Cow<'_, str> {
 /// credentials (name and value gone): the URL another principal's lane of a server uses, which
 /// must not carry the server's own `api_key` or password. Borrowed when there is nothing to
 /// drop.
-#[cfg(feature = "http")]
+#[cfg(any(feature = "http", feature = "stdio"))]
 pub(crate) fn url_without_credentials(url: &str) -> Cow<'_, str> {
     rewrite(url, Secrets::Drop)
 }
@@ -174,8 +174,12 @@ pub(crate) fn names_a_credential(name: &str) -> bool {
         "session",
         "cookie",
     ];
+    // Short ones only as a whole part of the name (`GITHUB_PAT`, `CI_JOB_JWT`, `DB_PW`): met
+    // anywhere, `pat` would take `PATH` for a credential.
+    const PARTS: [&str; 3] = ["pat", "jwt", "pw"];
     let name = name.to_ascii_lowercase();
     WORDS.iter().any(|w| name.contains(w))
+        || name.split(['_', '-', '.']).any(|part| PARTS.contains(&part))
 }
 
 #[cfg(test)]

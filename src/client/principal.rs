@@ -34,7 +34,8 @@
 //! `X-Api-Key`, ...), the user information and credential parameters of its URLs
 //! (`?api_key=`) and the TLS client certificate, plus what the principal's
 //! [`CredentialSource`] gives for that server. A stdio lane may get environment variables
-//! instead (the server's credential variables are not passed on).
+//! instead (the server's credential variables are not passed on, nor the user information of
+//! URLs in its arguments, nor a `--name=value` argument whose name says credential).
 //!
 //! Known limit: the key's scope part is the scope set the principal was registered with, not
 //! what an OAuth server granted in the end.

@@ -92,6 +92,32 @@ fn passes_to_a_lane(name: &OsStr, value: &OsStr) -> bool {
     !crate::redact::names_a_credential(&name) && !secret_url
 }
 
+/// A server's argument as another principal's lane of it gets it: a `-name=value` or
+/// `--name=value` whose name says credential is left out whole; a URL (alone or as such a
+/// value) loses its user information and secret query parameters (a database URL with the
+/// server's own password made every lane connect as the server's account). Others, and a
+/// credential given as an argument of its own after its flag (`--token t`, which cannot be
+/// told from a flag followed by a positional argument), stay as they are.
+fn arg_for_a_lane(arg: &OsString) -> Option<OsString> {
+    let Some(text) = arg.to_str() else { return Some(arg.clone()) };
+    let (flag, value) = match text.split_once('=') {
+        Some((name, value)) if name.starts_with('-') => {
+            if crate::redact::names_a_credential(name.trim_start_matches('-')) {
+                return None;
+            }
+            (&text[..=name.len()], value)
+        }
+        _ => ("", text),
+    };
+    if !value.contains("://") {
+        return Some(arg.clone());
+    }
+    match crate::redact::url_without_credentials(value) {
+        std::borrow::Cow::Borrowed(_) => Some(arg.clone()),
+        std::borrow::Cow::Owned(clean) => Some(format!("{flag}{clean}").into()),
+    }
+}
+
 /// Whether the host variable `name` is one [`StdioCommand::safe_env`] passes on.
 fn is_safe_var(name: &OsStr) -> bool {
     let Some(name) = name.to_str() else { return false };
@@ -182,10 +208,12 @@ impl StdioCommand {
     /// starts from, so neither the server's own credentials nor the host's (a
     /// `GITHUB_PERSONAL_ACCESS_TOKEN` in the host's environment made every principal's lane
     /// act as the host's account) reach another principal's process. Other variables (a log
-    /// level, a data folder, `PATH`) stay; arguments are kept as they are.
+    /// level, a data folder, `PATH`) stay. Arguments go through [`arg_for_a_lane`]: a URL
+    /// loses its credentials, a `--name=value` whose name says credential is left out.
     pub(crate) fn without_credentials(&self) -> Self {
         let mut lane = self.clone();
         lane.env.retain(|(name, value)| passes_to_a_lane(name, value));
+        lane.args = self.args.iter().filter_map(arg_for_a_lane).collect();
         if lane.inherit == Inherit::All {
             lane.inherit = Inherit::AllButCredentials;
         }
@@ -1205,6 +1233,37 @@ mod tests {
         let shown = format!("{command:?}");
         assert!(!shown.contains("s3cret"), "{shown}");
         assert!(shown.contains("\"srv\"") && shown.contains("API_KEY"), "{shown}");
+    }
+
+    /// A lane's command keeps none of the server's credentials given as arguments either: a
+    /// database URL with a password, a `--api-key=` flag (and names like `GITHUB_PAT` in the
+    /// environment, which no credential word matched).
+    #[test]
+    fn a_lane_command_keeps_no_credential_argument() {
+        let base = StdioCommand::new("srv")
+            .arg("postgresql://admin:pw@db/app")
+            .arg("--api-key=s3cret")
+            .arg("--db=redis://:pw2@cache:6379/0")
+            .arg("--verbose")
+            .arg("--root=/data")
+            .arg("https://example.com/x@y")
+            .env("GITHUB_PAT", "ghp_x")
+            .env("CI_JOB_JWT", "eyJ")
+            .env("PATH", "/usr/bin");
+        let lane = base.without_credentials();
+        let args: Vec<_> = lane.args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert_eq!(
+            args,
+            [
+                "postgresql://db/app",
+                "--db=redis://cache:6379/0",
+                "--verbose",
+                "--root=/data",
+                "https://example.com/x@y"
+            ]
+        );
+        let set: Vec<_> = lane.env.iter().map(|(k, _)| k.to_string_lossy().into_owned()).collect();
+        assert_eq!(set, ["PATH"]);
     }
 
     /// A lane's command keeps none of the server's credential variables, nor of the host's
