@@ -341,6 +341,9 @@ struct Exchange {
     /// ([`Resend::OAuthFlow`]), to tell a moved resource from the same refusal again.
     flowed_for: Option<String>,
     idle_resumes: u32,
+    /// The session its broken stream belongs to (the [`Flight::session`] of the send that
+    /// broke), while it waits to be resumed: a stream dies with its session.
+    stream_session: u32,
     // The response being read.
     status: u16,
     mode: BodyMode,
@@ -373,6 +376,7 @@ impl Exchange {
             token_gen: None,
             flowed_for: None,
             idle_resumes: 0,
+            stream_session: 0,
             status: 0,
             mode: BodyMode::Json,
             reply: Vec::new(),
@@ -526,6 +530,11 @@ pub(crate) struct HttpSession {
     session_id: Option<String>,
     /// Counts the session ids adopted (from 1): a flight notes the one it carried.
     session_gen: u32,
+    /// The session id was dropped for a new handshake since the last tick: the resumes
+    /// waiting for a connection are looked at ([`end_resumes_of_gone_sessions`]).
+    ///
+    /// [`end_resumes_of_gone_sessions`]: Self::end_resumes_of_gone_sessions
+    session_dropped: bool,
     /// The protocol version the legacy session's requests carried (for its `DELETE`).
     session_version: Option<ProtocolVersion>,
     listen: Listen,
@@ -588,6 +597,7 @@ impl HttpSession {
             messages: 0,
             session_id: None,
             session_gen: 0,
+            session_dropped: false,
             session_version: None,
             listen: Listen::Off,
             listen_retry: DEFAULT_RETRY,
@@ -741,6 +751,9 @@ impl HttpSession {
             self.initializing = counted;
         }
         self.oauth_timeout(engine, now);
+        if self.scheduled > 0 || std::mem::take(&mut self.session_dropped) {
+            self.end_resumes_of_gone_sessions(engine, now);
+        }
         self.schedule(engine, now);
         if self.lingering > 0 {
             self.close_lingering(now);
@@ -791,6 +804,7 @@ impl HttpSession {
                     // A new handshake starts a new session; the old id must not be sent, nor
                     // the old GET stream's event id and retry delay used for the new one's.
                     self.session_id = None;
+                    self.session_dropped = true;
                     self.session_version = None;
                     self.listen = Listen::Off;
                     // The old session's GET stream ends with it: its end must not set the new
@@ -975,6 +989,28 @@ impl HttpSession {
         }
         self.release(i);
         None
+    }
+
+    /// Broken streams of a session made anew since (a 404 to another request, a new
+    /// handshake) are not resumed in the new one, whose server never saw their event ids (a
+    /// 400, a stream that replays nothing, or one held open until the call's deadline): each
+    /// ends as a lost connection, so the engine retries a read and a write ends
+    /// `DeliveryUnknown`.
+    fn end_resumes_of_gone_sessions(&mut self, engine: &mut Engine, now: Instant) {
+        let current = (self.session_id.is_some(), self.session_gen);
+        let gone = |x: &Exchange| {
+            let resuming = matches!(x.stage, Stage::Resume(_) | Stage::Waiting(Attempt::Resume));
+            resuming && x.stream_session != 0 && current != (true, x.stream_session)
+        };
+        for i in 0..self.exchanges.len() {
+            let x = &self.exchanges[i];
+            let Carries::Request { id, .. } = x.carries else { continue };
+            if gone(x) {
+                log::debug!("a broken stream's session is gone: its request is not resumed");
+                let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
+                self.fail(engine, now, i, id, lost);
+            }
+        }
     }
 
     /// Queues what is due: the legacy GET stream once the handshake is done, and resumes of
@@ -1693,6 +1729,7 @@ impl HttpSession {
     fn schedule_resume(&mut self, i: usize, now: Instant) {
         let Some(x) = self.exchanges.get_mut(i) else { return };
         x.idle_resumes = if x.flight().progressed { 0 } else { x.idle_resumes + 1 };
+        x.stream_session = x.flight().session;
         // Until the resumed stream brings a new id, the next break counts as fruitless (the
         // resumed send starts a fresh `Flight`).
         let delay = x.retry_ms.map_or(DEFAULT_RETRY, |ms| Duration::from_millis(clamp_retry(ms)));

@@ -1271,6 +1271,29 @@ fn a_broken_initialize_stream_is_resumed_in_its_session() {
     assert_eq!(resume.header("mcp-session-id"), Some("s-1"));
 }
 
+/// A broken stream of a session that another request's 404 replaced is not resumed in the new
+/// session, whose server never saw its event ids: its call ends as a lost connection (a write:
+/// `DeliveryUnknown`). It went as a GET with the old `Last-Event-ID` and the new session's id.
+#[test]
+fn a_broken_stream_of_a_gone_session_is_not_resumed_in_the_new_one() {
+    let (mut s, first) = Sim::legacy_call();
+    assert!(matches!(s.head(first.x, 200, &SSE), ResponseStep::More));
+    s.body(first.x, "id: e1\nretry: 500\ndata:\n\n");
+    s.fail(first.x, ExchangeFailure::Transport(TransportError::ConnectionLost));
+    s.call("b");
+    let b = s.next().expect("b");
+    s.respond(b.x, 404, &[], "");
+    let init = s.next().expect("the handshake");
+    assert_eq!(init.rpc(), "initialize");
+    s.answer_initialize(&init, "s-2");
+    s.advance(Duration::from_millis(500));
+    while let Some(sent) = s.next() {
+        assert_ne!(sent.header("last-event-id"), Some("e1"), "resumed in the new session");
+    }
+    let events = s.events();
+    assert!(events.iter().any(|e| e.contains("DeliveryUnknown")), "{events:?}");
+}
+
 /// A slot keeps no more room than [`SLOT_BUF_KEEP`] once its exchange is over, and the body
 /// of an answer's POST is not gathered at all: a server answering with megabytes left every
 /// slot it passed through holding them for the session's life.
