@@ -507,7 +507,8 @@ enum Listen {
     Off,
     /// Open it at this time.
     At(Instant),
-    Open,
+    /// Opened (queued) at this time.
+    Open(Instant),
     /// The server has none (405) or refused it: never again for this session.
     Unsupported,
 }
@@ -1041,7 +1042,7 @@ impl HttpSession {
                 x.reset(Carries::Listen, Some(version), false);
                 x.body.clear();
                 x.stage = Stage::Waiting(Attempt::Send);
-                self.listen = Listen::Open;
+                self.listen = Listen::Open(now);
                 self.requeue_first(i);
             }
         }
@@ -1491,6 +1492,13 @@ impl HttpSession {
                 }
             }
         }
+        if ex.carries == Carries::Listen && !chunk.is_empty() {
+            // The GET stream brought something (an event, a `retry:`, a keep-alive comment):
+            // it was served (`listen_again`).
+            if let Some(f) = ex.flight_mut() {
+                f.progressed = true;
+            }
+        }
         let retry = ex.sse.retry_ms().map(|ms| Duration::from_millis(clamp_retry(ms)));
         match ex.carries {
             Carries::Listen => {
@@ -1550,7 +1558,10 @@ impl HttpSession {
             Carries::Listen => {
                 // Only an event stream is one: a 2xx with a page or a JSON body for `GET /mcp`
                 // served nothing, and is asked again later each time, as a failure is.
-                let stream = self.exchanges[i].mode == BodyMode::Sse;
+                // An event stream that brought nothing is no stream served either: one the
+                // server opens and ends at once was opened again every second for good.
+                let x = &self.exchanges[i];
+                let stream = x.mode == BodyMode::Sse && x.flight().progressed;
                 self.listen = match status {
                     _ if ok => self.listen_again(now, stream),
                     // Busy or briefly unable, or (409, the TypeScript SDK) still holding a
@@ -1690,10 +1701,11 @@ impl HttpSession {
                 self.fail(engine, now, i, id, failure);
             }
             Carries::Listen => {
-                let served = self
-                    .exchanges
-                    .get(i)
-                    .is_some_and(|x| (200..300).contains(&x.status) && x.mode == BodyMode::Sse);
+                let served = self.exchanges.get(i).is_some_and(|x| {
+                    (200..300).contains(&x.status)
+                        && x.mode == BodyMode::Sse
+                        && x.flight().progressed
+                });
                 self.listen = self.listen_again(now, served);
                 self.release(i);
             }
@@ -1705,6 +1717,11 @@ impl HttpSession {
     /// default) after a stream it `served`, doubling with each refusal or failure in a row
     /// (up to the largest delay), so a server that keeps refusing is not asked every second.
     fn listen_again(&mut self, now: Instant, served: bool) -> Listen {
+        // A stream held open a minute served too, if it brought nothing (an idle server, a
+        // proxy's idle timeout): opened again at most once a minute that way anyway.
+        let lasted = Duration::from_millis(MAX_RETRY_MS);
+        let served = served
+            || matches!(self.listen, Listen::Open(since) if now.saturating_duration_since(since) >= lasted);
         self.listen_failures = if served { 0 } else { self.listen_failures.saturating_add(1) };
         self.listen_renewed &= !served;
         let doublings = self.listen_failures.saturating_sub(1).min(8);

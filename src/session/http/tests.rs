@@ -465,6 +465,31 @@ fn the_get_stream_resumes_with_its_last_event_id_after_the_clamped_retry() {
     assert!(s.next().is_none(), "405: no GET stream");
 }
 
+/// A GET stream the server opens and ends at once, bringing nothing, is no stream served: it
+/// is opened again later each time (each open is a new connection), not every second for good.
+#[test]
+fn a_get_stream_ended_at_once_with_nothing_backs_off() {
+    let mut s = Sim::legacy(None);
+    let mut get = s.listen.take().unwrap();
+    let mut waits = Vec::new();
+    for _ in 0..4 {
+        s.respond(get.x, 200, &SSE, "");
+        let due = s.session.poll_timeout().expect("the GET stream is due again");
+        waits.push(due - s.now);
+        s.now = due;
+        get = s.next().expect("the GET stream again");
+        assert_eq!(get.method, "GET");
+    }
+    let secs = |n: u64| Duration::from_secs(n);
+    assert_eq!(waits, [secs(1), secs(2), secs(4), secs(8)]);
+    // One held open a minute served, though it brought nothing (an idle server, a proxy's
+    // idle timeout): the waits start over.
+    s.now += secs(60);
+    s.respond(get.x, 200, &SSE, "");
+    let due = s.session.poll_timeout().expect("the GET stream is due again");
+    assert_eq!(due - s.now, secs(1));
+}
+
 /// A GET stream that cannot get a connection waits longer each time (1 s, 2 s, 4 s, ...):
 /// the last stream's 200, left in the slot, made each refusal look served and the server
 /// was asked every second while it was down. And a 2xx that is no event stream (a page for
