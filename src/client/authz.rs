@@ -543,6 +543,7 @@ impl Client {
     /// Decides a call that a drain's [`Commands`](super::drain::Commands) started held (the
     /// drain lends no access to the policy): releases it when allowed, else refuses or asks,
     /// as [`gated`](Self::gated) does at the start of any other call.
+    #[allow(clippy::too_many_arguments)] // the call's own terms, and who held it
     pub(crate) fn settle_held(
         &mut self,
         now: Instant,
@@ -551,8 +552,12 @@ impl Client {
         method: Method,
         name: &str,
         breaker_tenant: u32,
+        by_host: bool,
     ) {
         match self.consult(now, server, None, method, name, breaker_tenant) {
+            // Held at the host's own asking: allowed, it waits for the host's release, as a
+            // call the host holds outside a drain does.
+            Verdict::Allow if by_host => {}
             Verdict::Allow => {
                 // A full queue leaves it held: its deadline or a cancel ends it then.
                 let _ = self.allow_call(now, server, call);

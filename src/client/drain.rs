@@ -31,13 +31,25 @@ pub struct Commands<'h> {
     authorization_open: bool,
     /// Otherwise calls start held, and the host decides them once the closure returns
     /// (server, call, tool, breaker tenant). Empty, and so never allocated, without a policy.
-    held: &'h mut Vec<(ServerId, CallId, String, u32)>,
+    held: &'h mut Vec<HeldCall>,
 }
 
 impl fmt::Debug for Commands<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Commands").field("servers", &self.servers.len()).finish()
     }
+}
+
+/// A call a drain's closure started held, decided once the closure returns.
+#[derive(Debug)]
+pub(crate) struct HeldCall {
+    server: ServerId,
+    call: CallId,
+    name: String,
+    tenant: u32,
+    /// The host asked for it held itself (`CallOptions::hold`): allowed, it stays held for
+    /// the host to release, as outside a drain.
+    by_host: bool,
 }
 
 impl Commands<'_> {
@@ -95,9 +107,10 @@ impl Commands<'_> {
             // only at its deadline, unsent.
             return Err(RequestError::Overloaded);
         }
+        let by_host = opts.hold;
         let opts = held.as_ref().unwrap_or(opts);
         let call = self.command(server, |e, now| start(e, now, opts))?;
-        self.note_held(server, call, name, opts);
+        self.note_held(server, call, name, opts, by_host);
         Ok(call)
     }
 
@@ -110,13 +123,21 @@ impl Commands<'_> {
     /// started held (each takes its place when the host's decision releases it).
     fn room_for_held(&self, server: ServerId) -> bool {
         let s = self.servers.get(server.index).filter(|s| s.generation == server.generation);
-        let started = self.held.iter().filter(|(id, ..)| *id == server).count();
+        let started = self.held.iter().filter(|h| h.server == server).count();
         s.is_none_or(|s| s.engine.queue_room() > started)
     }
 
-    fn note_held(&mut self, server: ServerId, call: CallId, name: &str, opts: &CallOptions) {
+    fn note_held(
+        &mut self,
+        server: ServerId,
+        call: CallId,
+        name: &str,
+        opts: &CallOptions,
+        by_host: bool,
+    ) {
         if opts.hold && !self.authorization_open {
-            self.held.push((server, call, name.to_owned(), opts.tenant));
+            let name = name.to_owned();
+            self.held.push(HeldCall { server, call, name, tenant: opts.tenant, by_host });
         }
     }
 
@@ -173,12 +194,12 @@ impl Client {
         mut f: impl FnMut(&mut Commands<'_>, ServerId, HostEvent<'_>),
         mut after_each: impl FnMut(&mut Client),
     ) {
-        let mut held: Vec<(ServerId, CallId, String, u32)> = Vec::new();
+        let mut held: Vec<HeldCall> = Vec::new();
         loop {
             // Calls the last turn started held get the decision any call gets (local
             // authorization is never skipped by starting a call from here).
-            for (server, call, name, tenant) in held.drain(..) {
-                self.settle_held(now, server, call, Method::ToolsCall, &name, tenant);
+            for HeldCall { server, call, name, tenant, by_host } in held.drain(..) {
+                self.settle_held(now, server, call, Method::ToolsCall, &name, tenant, by_host);
             }
             self.pump_catalogs(now);
             let authorization_open = self.authorization_open();

@@ -566,6 +566,33 @@ fn calls_a_drain_starts_held_respect_the_queue() {
     assert_eq!(sim.sent(id).len(), 1, "the first goes out once released");
 }
 
+/// A call the host itself starts held (`CallOptions::hold`) from a drain stays held when the
+/// policy allows it, as it does outside a drain: the drain's settling sent it.
+#[test]
+fn a_call_the_host_holds_from_a_drain_stays_held_when_allowed() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("srv");
+    sim.client.set_policy(|_: &AccessRequest<'_>| Decision::Allow);
+    let opts = CallOptions::default();
+    let first = sim.client.call_tool_json(sim.now, id, "echo", "{}", &opts).unwrap();
+    let frame = sim.sent_one(id);
+    sim.reply(id, &frame, json!({"content": []}));
+    let mut held = None;
+    sim.client.drain(sim.now, |commands, _, event| {
+        if matches!(event, HostEvent::CallDone { call, .. } if call == first) {
+            let o = CallOptions { hold: true, ..CallOptions::default() };
+            held = Some(commands.call_tool_json(id, "later", "{}", &o).unwrap());
+        }
+    });
+    assert!(held.is_some());
+    assert!(sim.sent(id).is_empty(), "held until the host releases it");
+    let outside = CallOptions { hold: true, ..CallOptions::default() };
+    sim.client.call_tool_json(sim.now, id, "also", "{}", &outside).unwrap();
+    assert!(sim.sent(id).is_empty(), "as outside a drain");
+    sim.client.allow_call(sim.now, id, held.unwrap()).unwrap();
+    assert_eq!(sim.sent(id).len(), 1, "the host's release sends it");
+}
+
 /// A call the last event's closure started held (local authorization on) is settled after
 /// the closure, and its request is handed to the shell before the drain returns, as each
 /// event's are: it was left unwritten until the next poll.
