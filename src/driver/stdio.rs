@@ -1532,6 +1532,54 @@ mod tests {
         drop(driver.detach(poll.registry(), Duration::from_millis(1), Instant::now()));
     }
 
+    /// A server that closes its stdin and runs on (its stdout open) takes no request again:
+    /// the write that finds the pipe closed leads to its end (and the engine's restart), not
+    /// to a process kept for good with every call waiting out its deadline.
+    #[test]
+    fn a_child_that_closes_its_stdin_and_runs_on_is_ended() {
+        let (mut poll, mut engine, mut driver, now) =
+            spawned("exec 0<&-; echo closed >&2; exec sleep 1000", saved_verdict_config());
+        let first = driver.pid().expect("running");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut events = mio::Events::with_capacity(8);
+        while !driver.stderr_tail().contains("closed") {
+            assert!(Instant::now() < deadline, "the child never closed its stdin");
+            wait_a_little(&mut poll, &mut events);
+            for e in &events {
+                driver.handle_event(poll.registry(), e, &mut engine, now).unwrap();
+            }
+        }
+        let args: &serde_json::value::RawValue = serde_json::from_str("{}").unwrap();
+        let read = crate::CallOptions {
+            idempotency: Some(crate::Idempotency::Read),
+            ..crate::CallOptions::default()
+        };
+        let mut last = None;
+        while driver.pid() == Some(first) {
+            assert!(Instant::now() < deadline, "the child that took no input was kept");
+            // A write finds the pipe closed, unless a child another test was starting held
+            // its read end for the moment between its fork and its exec: then the next one.
+            if driver.running.as_ref().is_some_and(|r| r.stdin.is_some()) {
+                last = Some(engine.call_tool(now, "echo", args, &read).unwrap());
+                driver.flush(poll.registry(), &mut engine, now).unwrap();
+            }
+            wait_a_little(&mut poll, &mut events);
+            let now = Instant::now();
+            for e in &events {
+                driver.handle_event(poll.registry(), e, &mut engine, now).unwrap();
+            }
+            driver.handle_timeout(poll.registry(), &mut engine, now).unwrap();
+        }
+        let mut lost = false;
+        while let Some(e) = engine.poll_event() {
+            lost |= matches!(e, crate::Event::TransportLost { .. });
+        }
+        assert!(lost, "the engine was told, to restart it");
+        let last = last.expect("a call was made");
+        assert!(engine.is_pending(last), "the call never written waits for the next process");
+        drop(driver.detach(poll.registry(), Duration::from_millis(1), Instant::now()));
+    }
+
     /// A request never written to a child that died ends, when it has no attempt left, with
     /// the child's exit (its status and stderr), not with a write failure that never happened.
     #[test]
