@@ -2324,14 +2324,14 @@ impl Engine {
             Outcome::Failed(e) => Some(e),
             _ => None,
         };
-        let change = if !judged_by_breaker(p.method) || matches!(p.state, SendState::Backoff(_)) {
-            // In its backoff, its last attempt's failure was told already (`on_attempt_failed`),
-            // and it holds no probe's place: its end now says nothing new of the server.
+        let change = if !judged_by_breaker(p.method) {
             None
-        } else if p.attempt > 0 {
+        } else if p.attempt > 0 && p.renewed_unwritten == 0 {
             self.breakers.record(p.tenant, p.op, failure, now, p.probe)
         } else {
-            // Unsent, it says nothing of the server; a probe gives its place back.
+            // Unsent (never, or not its retry: its last attempt's failure was told already, in
+            // `on_attempt_failed`), its end says nothing new of the server; a probe (its retry
+            // admitted as one) gives its place back.
             if p.probe {
                 self.breakers.release_probe(p.tenant, p.op);
             }
@@ -2644,14 +2644,8 @@ impl Engine {
                 // Taken as over, so the call's end (`finish`) sends no `tasks/cancel`.
                 t.status = Some(TaskStatus::Cancelled);
             }
-            // A task's class is its polls' (reads) once it exists: the call's own is its
-            // operation class. A write may have run; a read has nothing to be unknown about.
-            let read = self.requests.get(slot).is_some_and(|p| p.op == OperationClass::Read);
-            let e = if read {
-                CallError::Transport(lost.clone())
-            } else {
-                CallError::Local(LocalError::DeliveryUnknown(Box::new(lost.clone())))
-            };
+            // A write may have run, a read has nothing to be unknown about: `finish` says so.
+            let e = CallError::Transport(lost.clone());
             self.finish(now, slot, Ended::Abandoned, Outcome::Failed(e));
         }
     }

@@ -126,7 +126,17 @@ impl Pending {
     /// The `wire_gen` its last written attempt went under (meaningful once `attempt > 0`).
     /// A slot's generations come one after another from its own counter (which skips 0), and
     /// only renewals take them while the slot is held.
+    #[inline]
     pub(crate) fn written_gen(&self) -> u32 {
+        if self.renewed_unwritten == 0 {
+            return self.wire_gen;
+        }
+        self.earlier_gen()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn earlier_gen(&self) -> u32 {
         let mut g = self.wire_gen;
         for _ in 0..self.renewed_unwritten {
             g = match g.wrapping_sub(1) {

@@ -997,6 +997,8 @@ impl HttpSession {
     /// 400, a stream that replays nothing, or one held open until the call's deadline): each
     /// ends as a lost connection, so the engine retries a read and a write ends
     /// `DeliveryUnknown`.
+    #[cold]
+    #[inline(never)]
     fn end_resumes_of_gone_sessions(&mut self, engine: &mut Engine, now: Instant) {
         let current = (self.session_id.is_some(), self.session_gen);
         let gone = |x: &Exchange| {

@@ -542,6 +542,27 @@ fn a_call_ending_in_its_backoff_is_counted_once_by_its_breaker_and_not_as_a_retr
     assert_eq!(h.engine.breaker_state(0, OperationClass::Read), BreakerState::Closed);
 }
 
+/// The same once its backoff is over and its retry waits unsent (here for the process that
+/// restarts): its end is no second failure either.
+#[test]
+fn a_retry_that_ends_unsent_after_its_backoff_is_not_counted_again() {
+    let breaker = BreakerPolicy { failure_threshold: 2, cool_down: Duration::from_secs(5) };
+    let mut h = Harness::ready_with(Config { breaker, ..no_jitter() });
+    let o = CallOptions { timeout: Some(Duration::from_millis(500)), ..opts(Idempotency::Read) };
+    let c = h.engine.call_tool(h.now, "lookup", raw("{}"), &o).unwrap();
+    h.sent_one();
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
+    let mut events = h.events();
+    while h.engine.is_pending(c) {
+        h.advance_to_next_timeout();
+        events.extend(h.events());
+    }
+    assert!(h.take_sent().is_empty(), "no process to send it to");
+    assert!(events.iter().any(|e| e.starts_with(&format!("failed {}", c.get()))), "{events:?}");
+    assert!(events.iter().all(|e| !e.starts_with("breaker")), "{events:?}");
+    assert_eq!(h.engine.breaker_state(0, OperationClass::Read), BreakerState::Closed);
+}
+
 /// A probe whose attempt fails and backs off has given its verdict (the breaker reopened): when
 /// the host then cancels it, the place of the probe admitted after the cool-down is not freed,
 /// so no second probe goes beside it.
