@@ -810,6 +810,33 @@ fn a_stale_server_handle_is_refused_before_the_policy_is_asked() {
     assert!(sim.sent(bank).is_empty());
 }
 
+/// A held call allowed after its deadline (its task's), with no tick between (the host asked
+/// its user and waited), ends then and is never sent: it went out after the deadline.
+#[test]
+fn a_held_call_allowed_past_its_deadline_is_not_sent() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("asking");
+    sim.client.set_policy(|_: &AccessRequest<'_>| Decision::Ask);
+    let options = TaskOptions::new().deadline(Duration::from_secs(2));
+    let task = sim.client.task(sim.now, options).unwrap();
+    let call = sim
+        .client
+        .call_tool_json_in_task(sim.now, task, id, "delete", "{}", CallOptions::default())
+        .unwrap();
+    while sim.client.poll_event(sim.now).is_some() {}
+    sim.now += Duration::from_secs(3);
+    let allowed = sim.client.allow_call(sim.now, id, call);
+    assert_eq!(allowed, Err(crate::error::AuthorizeError::NotHeld));
+    assert!(sim.sent(id).is_empty(), "sent past its deadline");
+    let mut ended = false;
+    while let Some((_, event)) = sim.client.poll_event(sim.now) {
+        if let Event::CallFailed { call: c, error, .. } = event {
+            ended |= c == call && matches!(error, CallError::Local(LocalError::DeadlineExceeded));
+        }
+    }
+    assert!(ended, "it ends with its deadline");
+}
+
 /// A task's call whose arguments come as JSON text goes through local authorization like
 /// every other call (it went around the policy before the core existed).
 #[test]

@@ -726,6 +726,14 @@ impl Engine {
     /// call with [`LocalError::BreakerOpen`] (an event, as for any call).
     pub fn release(&mut self, now: Instant, call: CallId) -> Result<(), AuthorizeError> {
         let slot = self.held_slot(call)?;
+        if self.requests.get(slot).is_some_and(|p| p.deadline <= self.epoch.stamp(now)) {
+            // Past its deadline (its task's too), with no tick since to end it (the host asked
+            // its user and waited): it ends now, as the tick would have ended it, and is never
+            // sent. Released, it went out after the deadline it was promised not to outlive.
+            let late = CallError::Local(LocalError::DeadlineExceeded);
+            self.finish(now, slot, Ended::Abandoned, Outcome::Failed(late));
+            return Err(AuthorizeError::NotHeld);
+        }
         if !self.room_in_queue() {
             return Err(AuthorizeError::Overloaded);
         }
