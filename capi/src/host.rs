@@ -1081,7 +1081,8 @@ mod tests {
             let mut ms = 0;
             assert_eq!(mcpoll_timeout_ms(host, &mut ms), mcpoll_result::MCPOLL_OK);
             assert_eq!(ms, -1, "a host with nothing to do has no deadline");
-            // A null host still leaves each getter's out-value set, as every other failure.
+            // A null host still leaves each of these getters' out-value set (the functions
+            // that take a live host's lock check the host before their out-values).
             let (mut ms, mut fd, mut idle, mut pid) = (7, 7, true, 7);
             let null = std::ptr::null();
             assert_eq!(mcpoll_timeout_ms(null, &mut ms), mcpoll_result::MCPOLL_NULL_POINTER);

@@ -680,7 +680,7 @@ mod tests {
         assert!(shown.contains("X-Api-Key") && shown.contains("client"), "{shown}");
     }
 
-    /// A first restart delay longer than the engine's cap (10 s) is honoured, not cut to it.
+    /// A URL refused (not UTF-8) still leaves `*out` null, for a cleanup path that frees it.
     #[test]
     fn a_refused_url_leaves_the_out_handle_null() {
         let mut options = std::ptr::NonNull::<mcpoll_http_options>::dangling().as_ptr();
@@ -690,6 +690,8 @@ mod tests {
         assert!(options.is_null(), "a cleanup path may free what it holds");
     }
 
+    /// A first restart delay longer than the engine's cap (10 s) is honoured, not cut to it,
+    /// and a shorter one set later doubles up to the default cap again.
     #[test]
     fn a_long_restart_delay_is_not_cut_to_the_cap() {
         let mut config: *mut mcpoll_config = std::ptr::null_mut();

@@ -27,10 +27,10 @@
 //!   of the list, so a fetch that raced the change is not stored as fresh.
 //! - **Bounds.** At most `max_entries` pages and `max_bytes` bytes (a deterministic estimate of
 //!   heap use). Storing evicts least-recently-used lists of the server (in its tenant) that
-//!   holds the most, so one server's long listings push out its own lists, not others'. One
-//!   list that alone exceeds a bound, or that would make its server the largest holder with
-//!   nothing of its own left to evict, is refused with a typed error, never truncated (the
-//!   walk still answers from the pages it holds).
+//!   holds the most (ties against the others), so one server's long listings push out its own
+//!   lists before anyone else's. One list that alone exceeds a bound, or that would make its
+//!   server the largest holder with nothing of its own left to evict, is refused with a typed
+//!   error, never truncated (the walk still answers from the pages it holds).
 //!
 //! Lookups borrow: a hit returns references into the store and allocates nothing.
 
@@ -1068,8 +1068,9 @@ impl Store {
 
     /// Evicts lists until one more page of `bytes` for `keep` fits both bounds, the heaviest
     /// [`Holder`] giving way first (by the bound that is broken), least recently used first
-    /// within it. A holder heavier than all others loses its own lists, never another's; a
-    /// tie goes against the others, so a store with one holder is plain LRU. `false` when
+    /// within it. The storing holder, when heavier than every other, loses its own lists,
+    /// never another's; a tie goes against the others, so a store with one holder is plain
+    /// LRU. `false` when
     /// `keep`'s holder is the heaviest and has nothing left to give but `keep` itself.
     fn make_room(&mut self, keep: &ListKey, bytes: usize) -> bool {
         let config = self.config;

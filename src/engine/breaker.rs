@@ -127,14 +127,19 @@ impl Breakers {
         &mut self.all[i]
     }
 
-    /// The breaker that admitted a call of `tenant`: its own, else the overflow breaker when
-    /// there is one (it was admitted there while every slot was tripped; a slot freed since
-    /// must not take its outcome, leaving the overflow breaker waiting for its probe for
-    /// good), else a new one as [`find`](Self::find) makes it.
-    fn of_admitted(&mut self, tenant: u32, class: OperationClass) -> &mut Breaker {
+    /// The breaker that admitted a call of `tenant`: its own; else, for a `probe`, the
+    /// overflow breaker waiting for its probe (it was admitted there while every slot was
+    /// tripped; a slot freed since must not take its outcome, leaving the overflow breaker
+    /// waiting for good); else as [`find`](Self::find) finds one. Only a probe: a tenant
+    /// admitted while every breaker was fresh has none of its own either, and its failure
+    /// belongs to a breaker of its own, not to the overflow one.
+    fn of_admitted(&mut self, tenant: u32, class: OperationClass, probe: bool) -> &mut Breaker {
         let own = self.all.iter().position(|b| b.tenant == tenant && b.class == class);
+        let waiting = State::HalfOpen { probe_out: true };
         let i = own.or_else(|| {
-            self.all.iter().position(|b| b.tenant == OVERFLOW_TENANT && b.class == class)
+            let overflow =
+                |b: &Breaker| b.tenant == OVERFLOW_TENANT && b.class == class && b.state == waiting;
+            self.all.iter().position(overflow).filter(|_| probe)
         });
         match i {
             Some(i) => &mut self.all[i],
@@ -189,7 +194,7 @@ impl Breakers {
     /// The probe a half-open breaker let through ended before it was written, so it says
     /// nothing of the server: the next call may probe instead.
     pub(crate) fn release_probe(&mut self, tenant: u32, class: OperationClass) {
-        let b = self.of_admitted(tenant, class);
+        let b = self.of_admitted(tenant, class, true);
         if b.state == (State::HalfOpen { probe_out: true }) {
             b.state = State::HalfOpen { probe_out: false };
         }
@@ -219,7 +224,7 @@ impl Breakers {
         }
         let threshold = self.policy.failure_threshold;
         let cool_down = self.policy.cool_down;
-        let b = self.of_admitted(tenant, class);
+        let b = self.of_admitted(tenant, class, probe);
         if !probe && matches!(b.state, State::HalfOpen { .. }) {
             return None;
         }
@@ -404,6 +409,25 @@ mod tests {
         for tenant in [1000, 1001] {
             assert!(b.admit(tenant, R, t1).0.admitted(), "overflowing tenants flow again");
         }
+    }
+
+    /// A tenant with no breaker of its own that is no overflow probe (admitted while every
+    /// breaker was fresh) has its failure counted on a breaker of its own, not lost on the
+    /// overflow breaker.
+    #[test]
+    fn a_failure_outside_the_overflow_is_counted_on_its_own_breaker() {
+        let cool_down = Duration::from_secs(60);
+        let mut b = Breakers::new(BreakerPolicy { failure_threshold: 1, cool_down });
+        let t0 = Instant::now();
+        for tenant in 0..=MAX_BREAKERS as u32 {
+            b.record(tenant, R, Some(&lost()), t0, false);
+        }
+        let t1 = t0 + cool_down;
+        assert_eq!(b.admit(0, R, t1).0, Admission::Probe);
+        b.record(0, R, None, t1, true);
+        let change = b.record(5000, R, Some(&lost()), t1, false);
+        assert_eq!(change.map(|c| c.state), Some(BreakerState::Open), "its own, opened");
+        assert_eq!(b.state(5000, R), BreakerState::Open);
     }
 
     #[test]

@@ -872,7 +872,7 @@ impl HttpSession {
     /// session being made when that waits there, since nothing else goes before it
     /// (`peek_waiting`). At the very front it held the handshake back for good, and the
     /// server was closed when the handshake's time ran out.
-    pub(super) fn requeue_first(&mut self, i: usize) {
+    fn queue_first(&mut self, i: usize) {
         let exchanges = &self.exchanges;
         let is_initialize = |&w: &usize| {
             exchanges.get(w).is_some_and(|x| {
@@ -889,6 +889,15 @@ impl HttpSession {
             Some(at) => self.waiting.insert(at, i),
             None => self.waiting.push_front(i),
         }
+    }
+
+    /// Sends exchange `i` again (a fresh token, a nonce, a redirect, a parked call released),
+    /// ahead of what waits but behind a waiting handshake ([`queue_first`](Self::queue_first)).
+    pub(super) fn resend_first(&mut self, i: usize) {
+        if let Some(x) = self.exchanges.get_mut(i) {
+            x.requeue();
+        }
+        self.queue_first(i);
     }
 
     /// Closes the GET stream: dropped while it waits, its connection closed while open.
@@ -1045,7 +1054,7 @@ impl HttpSession {
                 x.body.clear();
                 x.stage = Stage::Waiting(Attempt::Send);
                 self.listen = Listen::Open(now);
-                self.requeue_first(i);
+                self.queue_first(i);
             }
         }
     }
@@ -1619,8 +1628,7 @@ impl HttpSession {
             let shown = crate::redact::redact_url(&location);
             log::debug!("HTTP {status}: the endpoint moved to {shown}");
             ex.resent |= Resend::Redirect as u8;
-            ex.requeue();
-            self.requeue_first(i);
+            self.resend_first(i);
             self.moved = Some(location.into());
             return;
         }
@@ -1638,8 +1646,7 @@ impl HttpSession {
             // ending the new session's tasks and server requests.
             let ex = &mut self.exchanges[i];
             ex.resent |= Resend::OldSession as u8;
-            ex.requeue();
-            self.requeue_first(i);
+            self.resend_first(i);
             return;
         }
         if session_gone {
@@ -1770,8 +1777,7 @@ impl HttpSession {
         }
         let Some(x) = self.exchanges.get_mut(i) else { return false };
         x.resent |= Resend::FreshToken as u8;
-        x.requeue();
-        self.requeue_first(i);
+        self.resend_first(i);
         true
     }
 }

@@ -104,8 +104,7 @@ impl HttpSession {
         }
         log::debug!("the server asks for a DPoP nonce: sending again with it");
         x.resent |= Resend::DpopNonce as u8;
-        x.requeue();
-        self.requeue_first(i);
+        self.resend_first(i);
         true
     }
 
@@ -213,8 +212,7 @@ impl HttpSession {
         if has_token && x.token_gen != Some(st.generation) {
             // Refused a token that has since been replaced (or none): the new one may do.
             log::debug!("HTTP {status} to an older token: resending with the current one");
-            x.requeue();
-            self.requeue_first(i);
+            self.resend_first(i);
             return true;
         }
         if status == 401 && !x.may_flow_for(&challenge) {
@@ -261,8 +259,7 @@ impl HttpSession {
                     for &i in parked.iter().rev() {
                         if let Some(x) = self.exchanges.get_mut(i) {
                             if matches!(x.stage, Stage::Parked(_)) {
-                                x.requeue();
-                                self.requeue_first(i);
+                                self.resend_first(i);
                             }
                         }
                     }
