@@ -1131,10 +1131,22 @@ impl OAuthFlow {
                     return self.after_discovery();
                 }
             }
+            if refresh && response.status == 400 && !self.background_refresh {
+                // A 401 started this refresh: the server refused the token in hand, and the
+                // refresh was refused for a reason that may pass. The refresh token stays for
+                // later, and the user is asked now (failed, the same refusal came at every
+                // 401 and nobody was ever asked).
+                if let Some(server) = self.server.clone() {
+                    if !self.machine_grant() {
+                        self.authorize(&server);
+                    }
+                    return;
+                }
+            }
             if !refresh && self.retry_assertion_grant(&response) {
                 return;
             }
-            self.forget_dead_client(parse_error_body(response.body).error.as_deref());
+            self.forget_dead_client(error.as_deref());
             return self.fail_response(step, response);
         }
         let granted = match parse_token_response(response.body) {

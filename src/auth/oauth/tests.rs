@@ -938,6 +938,24 @@ fn a_refresh_refused_for_another_reason_keeps_the_refresh_token() {
     }
 }
 
+/// A refresh a 401 started, refused for a reason that may pass: the user is asked now, the
+/// refresh token kept. (Failed, the same refusal came at every 401 and nobody was asked.)
+#[test]
+fn a_refresh_after_a_401_refused_for_another_reason_asks_the_user() {
+    let mut h = ready_refreshable();
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    h.get(PRM_PATH, 200, &prm(SERVER, AS, None));
+    h.get(AS_META, 200, &meta(AS, json!({})));
+    let req = h.post(&format!("{AS}/token"));
+    assert_eq!(form_of(&req)["grant_type"], "refresh_token");
+    h.reply(&req, 400, &json!({"error": "invalid_request"}));
+    let (_, req) = h.grant(AS);
+    assert_eq!(form_of(&req)["grant_type"], "authorization_code");
+    h.token(&req, "t2", json!({}));
+    h.ready();
+    assert_eq!(h.bearer(), Some("t2"));
+}
+
 /// A 401 while a refresh the timer started is out: the server refused the token in hand, so
 /// when the refresh is refused too the user is asked, not the refused token kept as one that
 /// "still works" (the call parked on the 401 was sent again with it and failed).
