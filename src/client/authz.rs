@@ -363,9 +363,17 @@ impl Client {
         tools: Vec<String>,
         list: fn(&mut ToolRules) -> &mut Vec<String>,
     ) {
-        if !tools.is_empty() {
+        // A stale handle's rules would stay for good: nothing forgets a server removed.
+        if !tools.is_empty() && self.server(server).is_some() {
             let (base, _) = self.lanes.caller(server);
-            list(self.authz.rules.entry(base).or_default()).extend(tools);
+            let rules = list(self.authz.rules.entry(base).or_default());
+            // Each tool once: a host that applies its configuration again at each reload
+            // grew the list (scanned on every call) by the whole configuration each time.
+            for tool in tools {
+                if !rules.contains(&tool) {
+                    rules.push(tool);
+                }
+            }
             self.authz.decide = Some(Client::decide);
         }
     }

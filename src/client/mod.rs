@@ -371,9 +371,20 @@ impl Client {
         f: impl FnOnce(&mut Engine, Instant) -> Result<T, RequestError>,
     ) -> Result<T, RequestError> {
         let s = self.server_mut(id).ok_or(RequestError::Closed)?;
-        let out = f(&mut s.engine, now)?;
-        self.mark(id.index);
-        Ok(out)
+        let out = f(&mut s.engine, now);
+        self.mark_if_written(id.index, out.is_ok());
+        out
+    }
+
+    /// Notes a server's output after a command: always after one that was taken, and after
+    /// one refused once it had started something (a refused call retries a lapsed
+    /// authorization first, which queues the probe): unnamed, that output waited for a tick.
+    #[inline(always)]
+    pub(crate) fn mark_if_written(&mut self, index: usize, taken: bool) {
+        let output = || self.servers.get(index).is_some_and(|s| s.engine.has_output());
+        if taken || output() {
+            self.mark(index);
+        }
     }
 
     /// [`command`](Self::command) for the answer verbs.
@@ -384,9 +395,9 @@ impl Client {
         f: impl FnOnce(&mut Engine, Instant) -> Result<(), AnswerError>,
     ) -> Result<(), AnswerError> {
         let s = self.server_mut(id).ok_or(AnswerError::NotPending)?;
-        f(&mut s.engine, now)?;
-        self.mark(id.index);
-        Ok(())
+        let out = f(&mut s.engine, now);
+        self.mark_if_written(id.index, out.is_ok());
+        out
     }
 
     /// Answers a server request (`Event::ServerRequest`) of `server`; see [`Engine::answer`].

@@ -366,8 +366,9 @@ impl Client {
         opts.timeout = Some(terms.timeout);
         opts.run_id = Some(terms.run_id);
         let s = self.server_mut(server).ok_or(RequestError::Closed)?;
-        let call = f(&mut s.engine, now, &opts)?;
-        self.mark(server.index);
+        let call = f(&mut s.engine, now, &opts);
+        self.mark_if_written(server.index, call.is_ok());
+        let call = call?;
         self.tasks.record(task, (server, call));
         Ok(call)
     }

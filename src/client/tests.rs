@@ -810,6 +810,53 @@ fn a_stale_server_handle_is_refused_before_the_policy_is_asked() {
     assert!(sim.sent(bank).is_empty());
 }
 
+/// Tool rules given again (a configuration applied at each reload) are kept once: the list
+/// the gate scans on every call grew by the whole configuration each time. A removed
+/// server's handle makes none.
+#[test]
+fn tool_rules_given_again_are_kept_once() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("srv");
+    for _ in 0..1000 {
+        sim.client.disable_tools(id, ["x", "y"]);
+    }
+    assert_eq!(sim.client.authz.disabled_count(id), 2);
+    sim.client.remove_server(id).expect("removed");
+    sim.client.disable_tools(id, ["z"]);
+    assert_eq!(sim.client.authz.disabled_count(id), 0, "no rules for a stale handle");
+}
+
+/// A call refused after it started something on its server (a lapsed authorization retried:
+/// the probe queued) still names the server for the shell to write: unnamed, the probe
+/// waited for a tick, which might be its own deadline.
+#[test]
+fn a_refused_call_that_queued_a_probe_names_its_server() {
+    let mut sim = Sim::new();
+    let engine = Engine::new(Config::default(), sim.now).unwrap();
+    let id = sim.client.add_server(engine, "https://x", TransportKind::Http);
+    sim.client.handle_transport(sim.now, id, TransportEvent::opened_as(TransportKind::Http));
+    sim.unflushed();
+    let probe = sim.sent_one(id);
+    let text = probe["id"].to_string();
+    let wire =
+        crate::proto::jsonrpc::WireId::parse(crate::proto::json::parse(text.as_bytes()).unwrap())
+            .unwrap();
+    let refused =
+        crate::engine::ExchangeFailure::Transport(crate::error::TransportError::HttpStatus(401));
+    sim.client.handle_transport(sim.now, id, TransportEvent::exchange_failed(wire, refused));
+    sim.unflushed();
+    while sim.client.poll_event(sim.now).is_some() {}
+    let bogus = crate::proto::trace::TraceContext {
+        traceparent: "bogus".into(),
+        tracestate: None,
+        baggage: None,
+    };
+    let opts = CallOptions { trace: Some(bogus), ..CallOptions::default() };
+    assert!(sim.client.call_tool_json(sim.now, id, "t", "{}", &opts).is_err());
+    assert_eq!(sim.unflushed(), vec![id]);
+    assert_eq!(sim.sent_one(id)["method"], "server/discover");
+}
+
 /// A held call allowed after its deadline (its task's), with no tick between (the host asked
 /// its user and waited), ends then and is never sent: it went out after the deadline.
 #[test]
