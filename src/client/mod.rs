@@ -371,18 +371,25 @@ impl Client {
         f: impl FnOnce(&mut Engine, Instant) -> Result<T, RequestError>,
     ) -> Result<T, RequestError> {
         let s = self.server_mut(id).ok_or(RequestError::Closed)?;
-        let out = f(&mut s.engine, now);
-        self.mark_if_written(id.index, out.is_ok());
-        out
+        match f(&mut s.engine, now) {
+            Ok(out) => {
+                self.mark(id.index);
+                Ok(out)
+            }
+            Err(e) => {
+                self.mark_refused(id.index);
+                Err(e)
+            }
+        }
     }
 
-    /// Notes a server's output after a command: always after one that was taken, and after
-    /// one refused once it had started something (a refused call retries a lapsed
-    /// authorization first, which queues the probe): unnamed, that output waited for a tick.
-    #[inline(always)]
-    pub(crate) fn mark_if_written(&mut self, index: usize, taken: bool) {
-        let output = || self.servers.get(index).is_some_and(|s| s.engine.has_output());
-        if taken || output() {
+    /// Notes a server's output after a command it refused once the command had started
+    /// something (a refused call retries a lapsed authorization first, which queues the
+    /// probe): unnamed, that output waited for a tick.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn mark_refused(&mut self, index: usize) {
+        if self.servers.get(index).is_some_and(|s| s.engine.has_output()) {
             self.mark(index);
         }
     }
@@ -396,7 +403,10 @@ impl Client {
     ) -> Result<(), AnswerError> {
         let s = self.server_mut(id).ok_or(AnswerError::NotPending)?;
         let out = f(&mut s.engine, now);
-        self.mark_if_written(id.index, out.is_ok());
+        match out {
+            Ok(()) => self.mark(id.index),
+            Err(_) => self.mark_refused(id.index),
+        }
         out
     }
 

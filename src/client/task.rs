@@ -366,9 +366,14 @@ impl Client {
         opts.timeout = Some(terms.timeout);
         opts.run_id = Some(terms.run_id);
         let s = self.server_mut(server).ok_or(RequestError::Closed)?;
-        let call = f(&mut s.engine, now, &opts);
-        self.mark_if_written(server.index, call.is_ok());
-        let call = call?;
+        let call = match f(&mut s.engine, now, &opts) {
+            Ok(call) => call,
+            Err(e) => {
+                self.mark_refused(server.index);
+                return Err(e.into());
+            }
+        };
+        self.mark(server.index);
         self.tasks.record(task, (server, call));
         Ok(call)
     }

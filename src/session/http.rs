@@ -752,7 +752,7 @@ impl HttpSession {
             self.initializing = counted;
         }
         self.oauth_timeout(engine, now);
-        if self.scheduled > 0 || std::mem::take(&mut self.session_dropped) {
+        if self.scheduled > 0 || self.session_dropped {
             self.end_resumes_of_gone_sessions(engine, now);
         }
         self.schedule(engine, now);
@@ -1009,6 +1009,7 @@ impl HttpSession {
     #[cold]
     #[inline(never)]
     fn end_resumes_of_gone_sessions(&mut self, engine: &mut Engine, now: Instant) {
+        self.session_dropped = false;
         let current = (self.session_id.is_some(), self.session_gen);
         let gone = |x: &Exchange| {
             let resuming = matches!(x.stage, Stage::Resume(_) | Stage::Waiting(Attempt::Resume));
