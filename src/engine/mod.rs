@@ -1553,6 +1553,13 @@ impl Engine {
         if p.wire_gen != id.generation() || p.state != SendState::Queued {
             return None; // cancelled or renewed since it was queued
         }
+        let at = self.epoch.stamp(now);
+        if p.deadline <= at {
+            // Past its deadline with no tick since to end it (a reply read in the same round
+            // freed its place): never written, it is ended by its timer, now due. Written, a
+            // call went out after the deadline it was promised not to outlive.
+            return None;
+        }
         let (mut method, tasked, asked) = (p.method, p.task, p.task_asked);
         let modern = self.lifecycle.version().is_some_and(|v| v.era() == Era::Modern);
         // Only calls that asked for a task look further (plain calls: one flag). A task's
@@ -1587,7 +1594,7 @@ impl Engine {
             core => MethodName::Core(core),
         };
         jsonrpc::write_request(buf, id.get(), name, bufs.params(), meta);
-        self.mark_sent(now, slot);
+        self.mark_sent(at, slot);
         self.stats.requests_sent += 1;
         Some(method)
     }
@@ -2241,8 +2248,7 @@ impl Engine {
     }
 
     /// A request was written: count the attempt and the time it waited in the queue.
-    fn mark_sent(&mut self, now: Instant, slot: usize) {
-        let now = self.epoch.stamp(now);
+    fn mark_sent(&mut self, now: Stamp, slot: usize) {
         self.requests.set_state(slot, SendState::Sent);
         let held = self.requests.bufs(slot).held().get();
         let assumed = self.assumed;

@@ -700,6 +700,28 @@ fn limits_of_usize_max_are_no_limits() {
     assert_eq!(e, Some("max_server_requests"));
 }
 
+/// A call queued behind the in-flight limit whose deadline passes before its place frees (the
+/// reply that frees it read in the same round, before the tick) is never written: its timer
+/// ends it. It went out after its deadline, and the tick then cancelled it.
+#[test]
+fn a_queued_call_past_its_deadline_is_never_written() {
+    let mut h = Harness::ready_with(Config { max_in_flight: 1, ..Config::default() });
+    let first = h.call("first", "{}");
+    let sent = h.sent_one();
+    let short = CallOptions { timeout: Some(Duration::from_secs(1)), ..CallOptions::default() };
+    let late = h.engine.call_tool(h.now, "late", raw("{}"), &short).unwrap();
+    assert!(h.take_sent().is_empty(), "it waits for the in-flight limit");
+    h.now += Duration::from_secs(2);
+    h.reply(&sent, json!({"content": []}));
+    assert!(h.take_sent().is_empty(), "written past its deadline");
+    h.engine.handle_timeout(h.now);
+    let events = h.events();
+    assert!(events.iter().any(|e| e.starts_with(&format!("done {}", first.get()))), "{events:?}");
+    let ended = format!("failed {} deadline_exceeded", late.get());
+    assert!(events.contains(&ended), "{events:?}");
+    assert!(h.take_sent().is_empty(), "nothing to cancel: it never went");
+}
+
 #[test]
 fn the_in_flight_limit_queues_in_order_records_the_wait_and_overflows_as_overloaded() {
     let config = Config { max_in_flight: 2, max_queued: 2, ..Config::default() };
