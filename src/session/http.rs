@@ -531,11 +531,6 @@ pub(crate) struct HttpSession {
     session_id: Option<String>,
     /// Counts the session ids adopted (from 1): a flight notes the one it carried.
     session_gen: u32,
-    /// The session id was dropped for a new handshake since the last tick: the resumes
-    /// waiting for a connection are looked at ([`end_resumes_of_gone_sessions`]).
-    ///
-    /// [`end_resumes_of_gone_sessions`]: Self::end_resumes_of_gone_sessions
-    session_dropped: bool,
     /// The protocol version the legacy session's requests carried (for its `DELETE`).
     session_version: Option<ProtocolVersion>,
     listen: Listen,
@@ -598,7 +593,6 @@ impl HttpSession {
             messages: 0,
             session_id: None,
             session_gen: 0,
-            session_dropped: false,
             session_version: None,
             listen: Listen::Off,
             listen_retry: DEFAULT_RETRY,
@@ -752,7 +746,9 @@ impl HttpSession {
             self.initializing = counted;
         }
         self.oauth_timeout(engine, now);
-        if self.scheduled > 0 || self.session_dropped {
+        // While a handshake makes a new session, the old one's resumes waiting for a
+        // connection are looked at; a stream that breaks later is scheduled first.
+        if self.scheduled > 0 || self.initializing > 0 {
             self.end_resumes_of_gone_sessions(engine, now);
         }
         self.schedule(engine, now);
@@ -805,7 +801,6 @@ impl HttpSession {
                     // A new handshake starts a new session; the old id must not be sent, nor
                     // the old GET stream's event id and retry delay used for the new one's.
                     self.session_id = None;
-                    self.session_dropped = true;
                     self.session_version = None;
                     self.listen = Listen::Off;
                     // The old session's GET stream ends with it: its end must not set the new
@@ -1009,7 +1004,6 @@ impl HttpSession {
     #[cold]
     #[inline(never)]
     fn end_resumes_of_gone_sessions(&mut self, engine: &mut Engine, now: Instant) {
-        self.session_dropped = false;
         let current = (self.session_id.is_some(), self.session_gen);
         let gone = |x: &Exchange| {
             let resuming = matches!(x.stage, Stage::Resume(_) | Stage::Waiting(Attempt::Resume));
