@@ -867,6 +867,17 @@ fn ready_refreshable() -> Harness {
     h
 }
 
+/// A 401 to a flow holding a refresh token: discovery, then the refresh request (checked to
+/// be one), given back to be answered.
+fn refresh_after_a_401(h: &mut Harness) -> HttpRequest {
+    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
+    h.get(PRM_PATH, 200, &prm(SERVER, AS, None));
+    h.get(AS_META, 200, &meta(AS, json!({})));
+    let req = h.post(&format!("{AS}/token"));
+    assert_eq!(form_of(&req)["grant_type"], "refresh_token");
+    req
+}
+
 #[test]
 fn refresh_before_expiry() {
     let mut h = ready_refreshable();
@@ -943,11 +954,7 @@ fn a_refresh_refused_for_another_reason_keeps_the_refresh_token() {
 #[test]
 fn a_refresh_after_a_401_refused_for_another_reason_asks_the_user() {
     let mut h = ready_refreshable();
-    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
-    h.get(PRM_PATH, 200, &prm(SERVER, AS, None));
-    h.get(AS_META, 200, &meta(AS, json!({})));
-    let req = h.post(&format!("{AS}/token"));
-    assert_eq!(form_of(&req)["grant_type"], "refresh_token");
+    let req = refresh_after_a_401(&mut h);
     h.reply(&req, 400, &json!({"error": "invalid_request"}));
     let (_, req) = h.grant(AS);
     assert_eq!(form_of(&req)["grant_type"], "authorization_code");
@@ -1029,11 +1036,7 @@ fn a_short_lived_token_is_refreshed_halfway() {
 #[test]
 fn refresh_on_401_then_fallback_to_authorization() {
     let mut h = ready_refreshable();
-    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
-    h.get(PRM_PATH, 200, &prm(SERVER, AS, None));
-    h.get(AS_META, 200, &meta(AS, json!({})));
-    let req = h.post(&format!("{AS}/token"));
-    assert_eq!(form_of(&req)["grant_type"], "refresh_token");
+    let req = refresh_after_a_401(&mut h);
     // The refresh token is dead: ask the user again instead of failing.
     h.reply(&req, 400, &json!({"error": "invalid_grant"}));
     let (_, req) = h.grant(AS);
@@ -1044,10 +1047,7 @@ fn refresh_on_401_then_fallback_to_authorization() {
     // The registered client itself is gone (a public client's refusal is a 400 too): it is
     // registered anew before the user is asked, not used for the authorization.
     let mut h = ready_refreshable();
-    h.flow.handle_challenge(h.now, 401, &challenge(Some(PRM_PATH), None));
-    h.get(PRM_PATH, 200, &prm(SERVER, AS, None));
-    h.get(AS_META, 200, &meta(AS, json!({})));
-    let req = h.post(&format!("{AS}/token"));
+    let req = refresh_after_a_401(&mut h);
     h.reply(&req, 400, &json!({"error": "invalid_client"}));
     h.register(json!({"client_id": "dcr-client-2"}));
     let (params, req) = h.grant(AS);
