@@ -3,7 +3,7 @@
 //! configured timeout) goes through [`later`], never through `Instant + Duration`, which
 //! panics on overflow.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// The longest wait [`later`] adds: a hundred years, far inside `Instant`'s range everywhere.
 const FARTHEST: Duration = Duration::from_secs(100 * 365 * 86_400);
@@ -23,6 +23,35 @@ pub(crate) fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant>
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, None) => a,
         (None, b) => b,
+    }
+}
+
+/// The wall clock as the core knows it without reading it: the time the shell read at one
+/// instant, carried forward by the monotonic `now` of every verb. The shell reads the clock
+/// again from time to time (a new anchor), so a clock set by hand or a suspended
+/// machine, which the monotonic clock does not see, is followed within one such period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the many-server core's store only
+pub(crate) struct WallAnchor {
+    at: Instant,
+    wall: SystemTime,
+}
+
+#[cfg_attr(not(feature = "stdio"), allow(dead_code))]
+impl WallAnchor {
+    /// The wall clock read as `wall` at `at`.
+    pub(crate) fn new(at: Instant, wall: SystemTime) -> Self {
+        Self { at, wall }
+    }
+
+    /// The wall-clock time at `now`. A `now` before the reading counts back from it; a time
+    /// out of `SystemTime`'s range stays at the reading.
+    pub(crate) fn at(&self, now: Instant) -> SystemTime {
+        let moved = match now.checked_duration_since(self.at) {
+            Some(ahead) => self.wall.checked_add(ahead),
+            None => self.wall.checked_sub(self.at.saturating_duration_since(now)),
+        };
+        moved.unwrap_or(self.wall)
     }
 }
 
@@ -49,5 +78,15 @@ mod tests {
         {
             assert_eq!(later(now, wait), now + FARTHEST);
         }
+    }
+
+    #[test]
+    fn the_wall_clock_moves_with_the_monotonic_one_from_its_reading() {
+        let at = Instant::now() + Duration::from_secs(10);
+        let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let anchor = WallAnchor::new(at, wall);
+        assert_eq!(anchor.at(at), wall);
+        assert_eq!(anchor.at(at + Duration::from_secs(5)), wall + Duration::from_secs(5));
+        assert_eq!(anchor.at(at - Duration::from_secs(3)), wall - Duration::from_secs(3));
     }
 }

@@ -54,7 +54,7 @@ use crate::engine::{CallId, CallOptions, Engine, Event, VerdictOrigin};
 use crate::error::{CallError, LocalError, PeerError, RequestError, RpcError};
 use crate::proto::mcp::{Method, SubscriptionFilter};
 use crate::proto::version::{Era, ProtocolVersion};
-use crate::time::later;
+use crate::time::{later, WallAnchor};
 
 use super::capability_store::{CapabilityStore, EntryKind, StoreKey, StoredEntry, StoredPage};
 use super::servers::Pass;
@@ -490,8 +490,8 @@ pub(crate) struct ClientCache {
     change_bytes: usize,
     /// The change last handed out by `poll_event` (its event borrows it).
     current: Option<CatalogChange>,
-    /// The host's persistent store (with its wall clock and the era verdicts), and the
-    /// catalogs it was asked for already.
+    /// The host's persistent store (with the wall clock it was given and the era verdicts),
+    /// and the catalogs it was asked for already.
     persist: Option<Box<dyn Persist>>,
     asked: HashSet<(CacheKey, CatalogKind)>,
     /// The cache's share of every tick, set by the first use of the cache (a need, a watch,
@@ -502,22 +502,26 @@ pub(crate) struct ClientCache {
 }
 
 /// The host's persistent store with what only a program that installs one needs: the wall
-/// clock that dates its entries (they outlive this process's `Instant`s) and the keeping of
+/// clock that dates its entries (they outlive this process's `Instant`s; the shell reads it,
+/// [`Client::handle_wall_clock`]) and the keeping of
 /// the servers' era verdicts. The core reaches it through `dyn`, and only
 /// [`Client::set_capability_store`] makes one, so a program that installs no store does not
 /// link the verdict code.
 trait Persist {
     /// The host's store.
     fn store(&mut self) -> &mut dyn CapabilityStore;
-    /// The wall-clock time now.
-    fn wall(&self) -> SystemTime;
+    /// The wall-clock time at `now`, from the shell's last reading.
+    fn wall(&self, now: Instant) -> SystemTime;
+    /// Takes a new reading of the wall clock.
+    fn set_wall(&mut self, anchor: WallAnchor);
     /// The era verdict the store holds for a server context, checked (see
-    /// [`verdict_store`](super::verdict_store)).
+    /// [`verdict_store`](super::verdict_store)) at wall-clock time `wall`.
     fn stored_verdict(
         &mut self,
         identity: &str,
         http: bool,
         config: &crate::config::Config,
+        wall: SystemTime,
     ) -> Option<SavedVerdict>;
     /// Keeps the store's copy of the server's era verdict in step with the engine: files a
     /// verdict the engine probed, and marks stale one the server contradicted. `false` when
@@ -531,10 +535,10 @@ impl fmt::Debug for dyn Persist {
     }
 }
 
-/// The one [`Persist`]: a host's store and the wall clock it gave with it.
+/// The one [`Persist`]: a host's store and the shell's last reading of the wall clock.
 struct Persistent<S> {
     store: S,
-    wall: fn() -> SystemTime,
+    wall: WallAnchor,
 }
 
 impl<S: CapabilityStore> Persist for Persistent<S> {
@@ -542,8 +546,12 @@ impl<S: CapabilityStore> Persist for Persistent<S> {
         &mut self.store
     }
 
-    fn wall(&self) -> SystemTime {
-        (self.wall)()
+    fn wall(&self, now: Instant) -> SystemTime {
+        self.wall.at(now)
+    }
+
+    fn set_wall(&mut self, anchor: WallAnchor) {
+        self.wall = anchor;
     }
 
     fn stored_verdict(
@@ -551,11 +559,12 @@ impl<S: CapabilityStore> Persist for Persistent<S> {
         identity: &str,
         http: bool,
         config: &crate::config::Config,
+        wall: SystemTime,
     ) -> Option<SavedVerdict> {
         let transport = if http { key::Transport::Http } else { key::Transport::Stdio };
         let sk = super::verdict_store::key(identity, transport, config)?;
         let entry = self.store.get(&sk)?;
-        super::verdict_store::verdict(&sk, entry, self.wall())
+        super::verdict_store::verdict(&sk, entry, wall)
     }
 
     fn keep_verdict(&mut self, now: Instant, catalog: &mut ServerCatalog, engine: &Engine) -> bool {
@@ -580,7 +589,7 @@ impl<S: CapabilityStore> Persist for Persistent<S> {
             return true;
         };
         let verdict = match next {
-            KeptVerdict::Filed => engine.verdict(now, self.wall()),
+            KeptVerdict::Filed => engine.verdict(now, self.wall(now)),
             _ => None,
         };
         let ready = matches!(engine.state(), crate::engine::ServerState::Ready(..));
@@ -720,7 +729,7 @@ impl ClientCache {
         if self.store.has_list(key, kind, CacheScope::Private) || !self.asked.insert((*key, kind)) {
             return;
         }
-        let wall = persist.wall();
+        let wall = persist.wall(now);
         for scope in [CacheScope::Public, CacheScope::Private] {
             if scope == CacheScope::Public && self.store.has_list(key, kind, scope) {
                 continue;
@@ -752,15 +761,17 @@ impl ClientCache {
         }
     }
 
-    /// The era verdict the persistent store holds for a server context, checked (see
-    /// [`verdict_store`](super::verdict_store)); `None` without a store.
+    /// The era verdict the persistent store holds for a server context, checked at
+    /// wall-clock time `wall` (see [`verdict_store`](super::verdict_store)); `None` without a
+    /// store.
     pub(crate) fn stored_verdict(
         &mut self,
         identity: &str,
         http: bool,
         config: &crate::config::Config,
+        wall: SystemTime,
     ) -> Option<SavedVerdict> {
-        self.persist.as_mut()?.stored_verdict(identity, http, config)
+        self.persist.as_mut()?.stored_verdict(identity, http, config, wall)
     }
 
     /// Hands the catalog to the persistent store when a listing left all of it fresh: one
@@ -769,7 +780,7 @@ impl ClientCache {
         let (Some(persist), Some(entry_kind)) = (self.persist.as_mut(), entry_kind(kind)) else {
             return;
         };
-        let wall = persist.wall();
+        let wall = persist.wall(now);
         for scope in [CacheScope::Private, CacheScope::Public] {
             let pages = self.store.fresh_pages(now, key, kind, scope);
             if pages.is_empty() {
@@ -845,18 +856,35 @@ pub(crate) enum Need {
 impl Client {
     /// Installs a persistent store under the capability cache: catalogs it holds are served
     /// without listing (after the checks in [`CapabilityStore`]), and every catalog a listing
-    /// leaves fresh is handed to it. Replaces the last one. `wall` is the wall clock that
-    /// dates what the store keeps.
+    /// leaves fresh is handed to it. Replaces the last one.
+    ///
+    /// What the store keeps outlives this process's `Instant`s, so it is dated by the wall
+    /// clock: `wall` is the wall-clock time at `now`. The core reads no clock; from this
+    /// reading it counts on with the `now` of each verb, which a clock set by hand or a
+    /// suspended machine leaves behind, so the program gives a new reading from time to time
+    /// ([`handle_wall_clock`](Self::handle_wall_clock); [`Host`] does, every
+    /// second).
     pub fn set_capability_store(
         &mut self,
         store: impl CapabilityStore + 'static,
-        wall: fn() -> SystemTime,
+        now: Instant,
+        wall: SystemTime,
     ) {
+        let wall = WallAnchor::new(now, wall);
         self.cache.persist = Some(Box::new(Persistent { store, wall }));
         self.cache.asked.clear();
         self.cache.arm();
         // Verdicts probed before the store came are filed at the next pass.
         self.servers.mark_all_for(Pass::AfterInput);
+    }
+
+    /// A new reading of the wall clock, which dates what the capability store keeps: `wall`
+    /// is the wall-clock time at `now`. Does nothing without a store
+    /// ([`set_capability_store`](Self::set_capability_store)).
+    pub fn handle_wall_clock(&mut self, now: Instant, wall: SystemTime) {
+        if let Some(persist) = self.cache.persist.as_mut() {
+            persist.set_wall(WallAnchor::new(now, wall));
+        }
     }
 
     /// Makes every [`handle_timeout`](Self::handle_timeout) and

@@ -1427,6 +1427,51 @@ impl CapabilityStore for MapStore {
     }
 }
 
+/// A wall-clock reading far from the machine's own (the core reads no clock of its own).
+fn wall() -> std::time::SystemTime {
+    std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000_000)
+}
+
+/// The pages' expiry times in the store, in seconds past [`wall`].
+fn stored_expiries(store: &MapStore) -> Vec<u64> {
+    let entries = store.0.borrow();
+    let pages = entries.values().flat_map(|e| e.pages.iter());
+    pages.map(|p| p.expires.duration_since(wall()).unwrap().as_secs()).collect()
+}
+
+/// The core dates what the store keeps by the wall clock the program read, counted on with
+/// simulated time, and a new reading ([`Client::handle_wall_clock`]) moves it: a page kept
+/// for 60 s is served by the next run 30 s later, and listed again by one whose reading is
+/// 61 s later, however far the machine's own clock is from both.
+#[test]
+fn the_store_is_dated_by_the_wall_clock_the_program_reads() {
+    let store = MapStore::default();
+    let mut sim = Sim::new();
+    sim.now += Duration::from_secs(5);
+    // Read 5 s before the listing: the page's 60 s count from the reading plus those 5 s.
+    sim.client.set_capability_store(store.clone(), sim.now - Duration::from_secs(5), wall());
+    let a = sim.ready_server("srv");
+    assert_eq!(sim.tool_names(a), None);
+    let list = sim.sent_one(a);
+    sim.reply(a, &list, tools_page(&["t"]));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(stored_expiries(&store), [65]);
+    let next_run = |reading: Duration, later_reading: Option<Duration>| {
+        let mut sim = Sim::new();
+        sim.client.set_capability_store(store.clone(), sim.now, wall() + reading);
+        if let Some(at) = later_reading {
+            sim.client.handle_wall_clock(sim.now, wall() + at);
+        }
+        let a = sim.ready_server("srv");
+        let served = sim.tool_names(a);
+        (served, sim.sent(a).len())
+    };
+    assert_eq!(next_run(Duration::from_secs(30), None), (Some(vec!["t".to_owned()]), 0));
+    assert_eq!(next_run(Duration::from_secs(66), None), (None, 1), "expired: listed");
+    let moved = next_run(Duration::from_secs(30), Some(Duration::from_secs(66)));
+    assert_eq!(moved, (None, 1), "the new reading counts");
+}
+
 /// After a restart, a principal is served its own (private) catalog from the persistent
 /// store, not the public one another principal's lane filed: in memory the private list is
 /// what the principal reads, and so it must be when both come back from the store, in
@@ -1435,7 +1480,7 @@ impl CapabilityStore for MapStore {
 fn a_principals_private_catalog_comes_back_from_the_store_as_its_own() {
     let store = MapStore::default();
     let mut sim = Sim::new();
-    sim.client.set_capability_store(store.clone(), std::time::SystemTime::now);
+    sim.client.set_capability_store(store.clone(), sim.now, wall());
     let alice = sim.ready_lane("srv", "alice");
     assert_eq!(sim.tool_names(alice), None);
     let list = sim.sent_one(alice);
@@ -1453,7 +1498,7 @@ fn a_principals_private_catalog_comes_back_from_the_store_as_its_own() {
     assert_eq!(sim.tool_names(bob).unwrap(), ["basic"]);
     for bob_first in [false, true] {
         let mut sim = Sim::new();
-        sim.client.set_capability_store(store.clone(), std::time::SystemTime::now);
+        sim.client.set_capability_store(store.clone(), sim.now, wall());
         let alice = sim.ready_lane("srv", "alice");
         sim.unflushed();
         let bob = sim.ready_lane("srv", "bob");
@@ -1473,7 +1518,7 @@ fn a_principals_private_catalog_comes_back_from_the_store_as_its_own() {
 fn a_lanes_era_verdict_is_not_filed_for_the_server() {
     let store = MapStore::default();
     let mut sim = Sim::new();
-    sim.client.set_capability_store(store.clone(), std::time::SystemTime::now);
+    sim.client.set_capability_store(store.clone(), sim.now, wall());
     let discover = |who: &str| {
         json!({"resultType": "complete", "supportedVersions": ["2026-07-28"],
             "capabilities": {"tools": {}}, "instructions": format!("for {who}"),
@@ -1541,7 +1586,7 @@ fn a_servers_answer_handler_answers_for_its_lanes() {
 fn a_stored_page_further_off_than_max_ttl_is_not_served() {
     let store = MapStore::default();
     let mut sim = Sim::new();
-    sim.client.set_capability_store(store.clone(), std::time::SystemTime::now);
+    sim.client.set_capability_store(store.clone(), sim.now, wall());
     let id = sim.ready_server("srv");
     assert_eq!(sim.tool_names(id), None);
     let list = sim.sent_one(id);
@@ -1551,7 +1596,7 @@ fn a_stored_page_further_off_than_max_ttl_is_not_served() {
     let expire_in = |after: std::time::Duration| {
         for entry in store.0.borrow_mut().values_mut() {
             for page in &mut entry.pages {
-                page.expires = std::time::SystemTime::now() + after;
+                page.expires = wall() + after;
             }
         }
     };
@@ -1559,12 +1604,12 @@ fn a_stored_page_further_off_than_max_ttl_is_not_served() {
     // clock a little ahead is loaded, and capped.
     expire_in(std::time::Duration::from_secs(3600 + 30));
     let mut sim = Sim::new();
-    sim.client.set_capability_store(store.clone(), std::time::SystemTime::now);
+    sim.client.set_capability_store(store.clone(), sim.now, wall());
     let id = sim.ready_server("srv");
     assert_eq!(sim.tool_names(id).expect("served from the store"), ["t"]);
     expire_in(std::time::Duration::from_secs(365 * 86_400));
     let mut sim = Sim::new();
-    sim.client.set_capability_store(store.clone(), std::time::SystemTime::now);
+    sim.client.set_capability_store(store.clone(), sim.now, wall());
     let id = sim.ready_server("srv");
     assert_eq!(sim.tool_names(id), None, "not served from the store");
     assert_eq!(sim.sent_one(id)["method"], "tools/list");
@@ -1591,7 +1636,7 @@ impl CapabilityStore for NoStore {
 fn the_pass_after_input_looks_only_at_the_servers_that_moved() {
     let mut sim = Sim::new();
     let (_a, b, _c) = (sim.ready_server("a"), sim.ready_server("b"), sim.ready_server("c"));
-    sim.client.set_capability_store(NoStore, std::time::SystemTime::now);
+    sim.client.set_capability_store(NoStore, sim.now, wall());
     sim.client
         .set_answer_handler(Box::new(|_: ServerId, _: ServerRequestKind, _: &str| Answer::Pass));
     sim.client.after_input(sim.now);
@@ -1610,7 +1655,7 @@ fn the_pass_after_input_looks_only_at_the_servers_that_moved() {
 #[test]
 fn a_verdict_not_to_be_kept_is_looked_at_once() {
     let mut sim = Sim::new();
-    sim.client.set_capability_store(NoStore, std::time::SystemTime::now);
+    sim.client.set_capability_store(NoStore, sim.now, wall());
     let a = sim.ready_server("a");
     call_answered(&mut sim, a);
     sim.client.after_input(sim.now);

@@ -485,6 +485,7 @@ impl Host {
     /// readiness path, then the tick (without the cache's part, which `poll_inner` adds).
     pub(super) fn round(&mut self, now: Instant) {
         self.poll.last_now = now;
+        self.read_wall_clock(now);
         if let Mode::Owned { events, .. } = &self.poll.mode {
             for event in events.iter() {
                 // The host's own poll carries only tokens of its range; `Vacant` ones (a

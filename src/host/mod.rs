@@ -228,7 +228,14 @@ pub struct Host {
     ending: closing::Ending,
     /// The servers the current tick looks at (kept: no allocation per round).
     round: Vec<usize>,
+    /// When the core is given its next reading of the wall clock; `None` without a
+    /// capability store, the clock's one reader ([`Host::set_capability_store`]).
+    wall_due: Option<Instant>,
 }
+
+/// How often a host with a capability store reads the wall clock for the core: a clock set
+/// by hand, or a machine woken from sleep, dates the store's entries right within a second.
+const WALL_CLOCK_READ: Duration = Duration::from_secs(1);
 
 impl Host {
     /// A host with its own `mio::Poll`.
@@ -245,6 +252,7 @@ impl Host {
             exiting: Reaper::default(),
             ending: closing::Ending::default(),
             round: Vec::new(),
+            wall_due: None,
         })
     }
 
@@ -323,7 +331,8 @@ impl Host {
         if config.saved_discover.is_some() {
             return (config, false);
         }
-        config.saved_discover = self.client.cache.stored_verdict(identity, http, &config);
+        let wall = std::time::SystemTime::now();
+        config.saved_discover = self.client.cache.stored_verdict(identity, http, &config, wall);
         let stored = config.saved_discover.is_some();
         (config, stored)
     }

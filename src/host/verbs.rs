@@ -5,7 +5,7 @@ use std::time::{Instant, SystemTime};
 
 use serde_json::value::RawValue;
 
-use super::Host;
+use super::{Host, WALL_CLOCK_READ};
 use crate::catalog::listing::CatalogKind;
 use crate::client::catalog::Need;
 #[cfg(doc)]
@@ -20,6 +20,7 @@ use crate::engine::Engine;
 use crate::engine::{CallId, CallOptions, RecordSink, RootsBoundary, ServerRequestId};
 use crate::error::{AnswerError, AuthorizeError, CancelError, RequestError};
 use crate::proto::mcp::{Method, SubscriptionFilter};
+use crate::time::later;
 
 impl Host {
     /// Calls a tool that takes no arguments (sends `"arguments":{}`).
@@ -82,9 +83,21 @@ impl Host {
     }
 
     /// Installs a persistent store under the capability cache; see
-    /// [`Client::set_capability_store`]. The system clock dates what it keeps.
+    /// [`Client::set_capability_store`]. The system clock dates what it keeps: read now, and
+    /// again every second by the host's rounds.
     pub fn set_capability_store(&mut self, store: impl CapabilityStore + 'static) {
-        self.client.set_capability_store(store, SystemTime::now);
+        let now = Instant::now();
+        self.client.set_capability_store(store, now, SystemTime::now());
+        self.wall_due = Some(later(now, WALL_CLOCK_READ));
+    }
+
+    /// Gives the core a new reading of the wall clock when one is due (a store is installed
+    /// and the last reading is [`WALL_CLOCK_READ`] old).
+    pub(super) fn read_wall_clock(&mut self, now: Instant) {
+        if self.wall_due.is_some_and(|due| now >= due) {
+            self.client.handle_wall_clock(now, SystemTime::now());
+            self.wall_due = Some(later(now, WALL_CLOCK_READ));
+        }
     }
 
     /// The server's era verdict to keep for the next run ([`Engine::verdict`]): give it back
