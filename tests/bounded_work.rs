@@ -175,7 +175,7 @@ fn drive(
     while !done(engine) {
         assert!(Instant::now() < deadline, "stalled: {:?}", engine.stats());
         let wait = if driver.has_backlog() { Duration::ZERO } else { Duration::from_millis(50) };
-        poll.poll(&mut events, Some(wait)).unwrap();
+        common::wait_events(poll, &mut events, Some(wait));
         let now = Instant::now();
         if driver.has_backlog() {
             let before = engine.stats().frames_in;
@@ -263,7 +263,7 @@ fn a_stdio_server_writing_blank_lines_is_read_one_byte_budget_per_event() {
     let limit = Instant::now() + Duration::from_secs(60);
     while !driver.has_backlog() {
         assert!(Instant::now() < limit, "no backlog within 60 s: {:?}", engine.stats());
-        poll.poll(&mut events, Some(Duration::from_millis(100))).unwrap();
+        common::wait_events(&mut poll, &mut events, Some(Duration::from_millis(100)));
         for e in events.iter() {
             driver
                 .handle_readiness(poll.registry(), e.token(), &mut engine, Instant::now())

@@ -105,7 +105,7 @@ fn run_embedded(poll: &mut Poll, host: &mut Host, until: impl Fn(&mut Host) -> b
         let now = Instant::now();
         let due = host.poll_timeout().map(|t| t.saturating_duration_since(now));
         let wait = due.map_or(Duration::from_millis(20), |d| d.min(Duration::from_millis(20)));
-        poll.poll(&mut events, Some(wait)).unwrap();
+        common::wait_events(poll, &mut events, Some(wait));
         let now = Instant::now();
         for event in events.iter() {
             prompt("handle_readiness", || host.handle_readiness(event.token(), now).unwrap());

@@ -188,7 +188,7 @@ fn a_flood_of_empty_sse_events_is_read_one_budget_per_readiness_event() {
             let wait = host.poll_timeout().map_or(Duration::from_millis(100), |t| {
                 t.saturating_duration_since(now).min(Duration::from_millis(100))
             });
-            poll.poll(&mut events, Some(wait)).unwrap();
+            common::wait_events(poll, &mut events, Some(wait));
             let now = Instant::now();
             for e in events.iter() {
                 host.handle_event(e, now).unwrap();

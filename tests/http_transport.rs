@@ -1149,7 +1149,7 @@ fn run_embedded(poll: &mut mio::Poll, host: &mut Host, mut until: impl FnMut(&mu
         let now = std::time::Instant::now();
         let due = host.poll_timeout().map(|t| t.saturating_duration_since(now));
         let wait = due.map_or(Duration::from_millis(10), |d| d.min(Duration::from_millis(10)));
-        poll.poll(&mut events, Some(wait)).unwrap();
+        common::wait_events(poll, &mut events, Some(wait));
         let now = std::time::Instant::now();
         for event in events.iter() {
             prompt("handle_readiness", || host.handle_readiness(event.token(), now).unwrap());
@@ -1250,7 +1250,7 @@ fn embedded_a_reply_the_frame_budget_left_unread_beats_its_deadline() {
         if host.poll_timeout().is_some_and(|t| t <= now) {
             host.handle_timeout(now);
         } else {
-            poll.poll(&mut events, Some(Duration::from_millis(10))).unwrap();
+            common::wait_events(&mut poll, &mut events, Some(Duration::from_millis(10)));
             for event in events.iter() {
                 host.handle_readiness(event.token(), now).unwrap();
             }
@@ -1276,7 +1276,7 @@ fn ready_driver(url: String, poll: &mut mio::Poll) -> (mcpoll::HttpDriver, mcpol
     let deadline = now + Duration::from_secs(10);
     while !matches!(engine.state(), ServerState::Ready(mcpoll::Era::Legacy, _)) {
         assert!(std::time::Instant::now() < deadline, "not ready: {:?}", engine.state());
-        poll.poll(&mut events, Some(Duration::from_millis(10))).unwrap();
+        common::wait_events(poll, &mut events, Some(Duration::from_millis(10)));
         let now = std::time::Instant::now();
         for e in events.iter() {
             driver.handle_readiness(poll.registry(), e.token(), &mut engine, now);

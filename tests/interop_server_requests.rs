@@ -316,7 +316,7 @@ fn answer_handlers_answer_in_an_embedded_loop() {
         let wait = host.poll_timeout().map_or(Duration::from_millis(50), |t| {
             t.saturating_duration_since(now).min(Duration::from_millis(50))
         });
-        poll.poll(&mut events, Some(wait)).unwrap();
+        common::wait_events(&mut poll, &mut events, Some(wait));
         let now = Instant::now();
         for event in events.iter() {
             host.handle_event(event, now).unwrap();

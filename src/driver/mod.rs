@@ -12,3 +12,18 @@ pub(crate) mod http;
 pub(crate) mod tls;
 #[cfg(feature = "http")]
 pub(crate) mod url;
+
+/// A test's wait on its own `mio::Poll`: a wait that a signal cut short (Linux ends
+/// `epoll_wait` with `EINTR` after a stop and continue, handler or not, as on a busy CI
+/// machine) returns with no events, as a wait that timed out.
+#[cfg(test)]
+pub(crate) fn wait_events(
+    poll: &mut mio::Poll,
+    events: &mut mio::Events,
+    timeout: Option<std::time::Duration>,
+) {
+    match poll.poll(events, timeout) {
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => events.clear(),
+        r => r.expect("epoll_wait"),
+    }
+}

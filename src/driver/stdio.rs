@@ -1308,7 +1308,7 @@ mod tests {
         // Let the line and the close both arrive before the one wait, so one event has both.
         std::thread::sleep(Duration::from_millis(300));
         let mut events = mio::Events::with_capacity(8);
-        poll.poll(&mut events, Some(Duration::from_secs(5))).unwrap();
+        crate::driver::wait_events(&mut poll, &mut events, Some(Duration::from_secs(5)));
         let stdout = events.iter().find(|e| e.token() == Token(STDOUT)).expect("stdout event");
         assert!(stdout.is_read_closed(), "the test needs the close in the same event");
         driver.handle_event(poll.registry(), stdout, &mut engine, now).unwrap();
@@ -1346,7 +1346,7 @@ mod tests {
         let mut events = mio::Events::with_capacity(8);
         let closed = loop {
             assert!(Instant::now() < deadline, "stdout never closed");
-            poll.poll(&mut events, Some(Duration::from_secs(1))).unwrap();
+            crate::driver::wait_events(&mut poll, &mut events, Some(Duration::from_secs(1)));
             let stdout = events.iter().find(|e| e.token() == Token(STDOUT));
             if let Some(e) = stdout.filter(|e| e.is_read_closed()) {
                 break e.clone();
@@ -1392,10 +1392,7 @@ mod tests {
     /// Waits up to 10 ms for events; a signal that cut the wait short (a child's exit) is
     /// only an earlier return.
     fn wait_a_little(poll: &mut mio::Poll, events: &mut mio::Events) {
-        match poll.poll(events, Some(Duration::from_millis(10))) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => events.clear(),
-            r => r.unwrap(),
-        }
+        crate::driver::wait_events(poll, events, Some(Duration::from_millis(10)));
     }
 
     /// A configuration whose saved era verdict makes the engine ready at once: calls go to
@@ -1635,7 +1632,7 @@ mod tests {
             assert!(Instant::now() < deadline, "the exit was not seen");
             let due = driver.poll_timeout().expect("a look at the child while the probe waits");
             let wait = due.saturating_duration_since(Instant::now());
-            poll.poll(&mut events, Some(wait)).unwrap();
+            crate::driver::wait_events(&mut poll, &mut events, Some(wait));
             let now = Instant::now();
             for event in events.iter() {
                 driver.handle_event(poll.registry(), event, &mut engine, now).unwrap();
@@ -1669,7 +1666,7 @@ mod tests {
         let _ = std::fs::remove_file(&written);
         let mut events = mio::Events::with_capacity(8);
         while engine.stats().invalid_frames == 0 && Instant::now() < deadline {
-            poll.poll(&mut events, Some(Duration::from_millis(100))).unwrap();
+            crate::driver::wait_events(&mut poll, &mut events, Some(Duration::from_millis(100)));
             for e in events.iter() {
                 driver.handle_event(poll.registry(), e, &mut engine, now).unwrap();
             }

@@ -279,6 +279,16 @@ impl Drop for HttpPeer {
     }
 }
 
+/// A wait on a test's own `mio::Poll`: a wait that a signal cut short (Linux ends
+/// `epoll_wait` with `EINTR` after a stop and continue, handler or not, as on a busy CI
+/// machine) returns with no events, as a wait that timed out.
+pub fn wait_events(poll: &mut mio::Poll, events: &mut mio::Events, timeout: Option<Duration>) {
+    match poll.poll(events, timeout) {
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => events.clear(),
+        r => r.expect("epoll_wait"),
+    }
+}
+
 pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     l.local_addr().expect("addr").port()

@@ -493,7 +493,7 @@ mod tests {
                 return answer;
             }
             assert!(Instant::now() < until, "no answer in time");
-            poll.poll(&mut events, Some(Duration::from_millis(100))).unwrap();
+            crate::driver::wait_events(poll, &mut events, Some(Duration::from_millis(100)));
         }
     }
 

@@ -163,7 +163,7 @@ mod tests {
     fn woken(poll: &mut mio::Poll) -> Token {
         let mut events = mio::Events::with_capacity(4);
         loop {
-            poll.poll(&mut events, Some(Duration::from_secs(5))).unwrap();
+            crate::driver::wait_events(poll, &mut events, Some(Duration::from_secs(5)));
             if let Some(e) = events.iter().next() {
                 return e.token();
             }
