@@ -36,7 +36,9 @@ use crate::driver::tls::{tls_failure, TlsConfig};
 use crate::driver::url::Scheme;
 use crate::engine::{Engine, ExchangeFailure};
 use crate::error::TransportError;
-use crate::session::http::{Budget, ConnNeed, ExchangeId, HttpSession, OAuthState, ResponseStep};
+use crate::session::http::{
+    Budget, ConnNeed, ExchangeId, HttpSession, OAuthState, ResponseStep, SessionEvent,
+};
 use crate::time::{earlier, later};
 use connection::{Connection, Input, Route, MOST_READ};
 use instances::{Instance, InstanceId, Instances, NextAddr};
@@ -326,14 +328,14 @@ impl HttpDriver {
     /// streams of cancelled calls, and starts what can start.
     pub fn flush(&mut self, registry: &Registry, engine: &mut Engine, now: Instant) {
         if self.wall_due.is_some_and(|due| now >= due) {
-            self.session.handle_wall_clock(now, unix_now());
+            self.session.handle_event(engine, now, SessionEvent::WallClock(unix_now()));
             self.wall_due = Some(later(now, WALL_CLOCK_READ));
         }
         self.session.handle_timeout(engine, now);
         while let Some(x) = self.session.poll_close() {
             let conn = self.conns.iter().find(|(_, c)| c.exchange == Some(x)).map(|(k, _)| k);
-            if let Some(k) = conn {
-                self.close_quietly(registry, k);
+            if let Some(x) = conn.and_then(|k| self.close_quietly(registry, k)) {
+                self.session.handle_event(engine, now, SessionEvent::Abandoned(x));
             }
         }
         self.oauth.start(&mut self.session, engine, registry, now);
@@ -383,7 +385,11 @@ impl HttpDriver {
                             let error = TransportError::ConnectFailed(e.kind());
                             self.rotate_after(registry, engine, &error);
                             let failure = ExchangeFailure::Transport(error);
-                            self.session.handle_no_connection(engine, now, failure);
+                            self.session.handle_event(
+                                engine,
+                                now,
+                                SessionEvent::NoConnection(failure),
+                            );
                             continue;
                         }
                     }
@@ -478,7 +484,7 @@ impl HttpDriver {
         let error = TransportError::ConnectFailed(kind);
         self.rotate_after(registry, engine, &error);
         let failure = ExchangeFailure::Transport(error);
-        while self.session.handle_no_connection(engine, now, failure.clone()) {}
+        self.session.handle_event(engine, now, SessionEvent::Unreachable(failure));
     }
 
     /// Writes the exchange's request into the connection's buffer and sends what it can.
@@ -606,7 +612,7 @@ impl HttpDriver {
         }
         self.backlog_since.get_or_insert(now);
         if self.bytes_left == 0 || self.budget.units == 0 {
-            self.session.handle_yield(engine);
+            self.session.handle_event(engine, now, SessionEvent::Yield);
         }
     }
 
@@ -689,9 +695,9 @@ impl HttpDriver {
                 ResponseStep::Close => None,
                 ResponseStep::Ended { keep_alive } => Some(keep_alive),
             };
-            if self.session.has_moved() {
+            if let Some(location) = self.session.take_moved() {
                 // Before the request goes again: it is written to the new path.
-                follow_redirect(&mut self.session, &mut self.instances, c.instance);
+                follow_redirect(&mut self.instances, c.instance, &location);
             }
             c.exchange = None;
             // One that finished at an instance rotated away from is not kept, nor one whose
@@ -812,18 +818,17 @@ impl HttpDriver {
             } else {
                 ExchangeFailure::Unsent(error)
             };
-            self.session.handle_failed(engine, now, x, failure);
+            self.session.handle_event(engine, now, SessionEvent::Failed(x, failure));
         }
     }
 
-    /// Closes a connection without reporting anything (cancellation, shutdown).
-    fn close_quietly(&mut self, registry: &Registry, k: usize) {
-        if let Some(mut c) = self.conns.try_remove(k) {
-            c.conn.deregister(registry);
-            if let Some(x) = c.exchange {
-                self.session.handle_abandoned(x);
-            }
-        }
+    /// Closes a connection without reporting anything (cancellation, shutdown, an idle
+    /// one): returns the exchange it carried, which the caller abandons
+    /// ([`SessionEvent::Abandoned`]) unless the whole session closes.
+    fn close_quietly(&mut self, registry: &Registry, k: usize) -> Option<ExchangeId> {
+        let mut c = self.conns.try_remove(k)?;
+        c.conn.deregister(registry);
+        c.exchange
     }
 
     /// Closes every connection, and ends a legacy session when there is one: its `DELETE`
@@ -864,7 +869,8 @@ impl HttpDriver {
         end
     }
 
-    /// Closes every connection and stops listening for a resolution.
+    /// Closes every connection and stops listening for a resolution. The exchanges they
+    /// carried end with the session's `close`, which follows.
     fn close_all(&mut self, registry: &Registry) {
         let keys: SmallVec<[usize; 8]> = self.conns.iter().map(|(k, _)| k).collect();
         for k in keys {
@@ -918,16 +924,14 @@ fn write_refused(e: &io::Error) -> bool {
     matches!(e.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset)
 }
 
-/// Takes where the endpoint moved as the instance's new target, if it may
-/// ([`HttpSession::take_moved`]). Rare: kept out of the response path.
+/// Takes where the endpoint moved ([`HttpSession::take_moved`]) as the new target of the
+/// instance that answered (which new connections may have rotated away from), if it may.
+/// Rare: kept out of the response path.
 #[cold]
 #[inline(never)]
-fn follow_redirect(session: &mut HttpSession, instances: &mut Instances, answered: InstanceId) {
-    if let Some(location) = session.take_moved() {
-        // The instance that answered, which new connections may have rotated away from.
-        if !instances.move_instance(answered, &location) {
-            log::debug!("not following a redirect to another origin");
-        }
+fn follow_redirect(instances: &mut Instances, answered: InstanceId, location: &str) {
+    if !instances.move_instance(answered, location) {
+        log::debug!("not following a redirect to another origin");
     }
 }
 

@@ -5,8 +5,8 @@
 //! transmits and whatever is due. The driver, which calls no engine verb after setup, moves
 //! bytes: it takes exchanges ([`HttpSession::poll_exchange`]), has the session write each
 //! one's request ([`HttpSession::write_request`]), and hands it the connection's response
-//! parser ([`HttpSession::handle_response`]), or says the exchange failed
-//! ([`HttpSession::handle_failed`]); this module parses what the bytes say and tells the engine
+//! parser ([`HttpSession::handle_response`]), or says what else happened, the exchange failed
+//! for one ([`HttpSession::handle_event`]); this module parses what the bytes say and tells the engine
 //! what it means. The verbs follow quinn-proto's
 //! `Connection`: `handle_*` for inputs, `poll_*` for outputs, one `handle_timeout`, and
 //! `poll_timeout`. Decided here: the headers each era gets, when a session id is adopted
@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
+use crate::auth::oauth::{HttpResponse, RequestId};
 use crate::codec::http1::{
     self, HeaderName, HttpError, Origin, Preset, RequestHead, ResponseEvent, ResponseParser,
     NO_PRESET,
@@ -74,6 +75,42 @@ impl TokenProvider for StaticToken {
     fn cache_context(&self) -> Option<&str> {
         Some(&self.0)
     }
+}
+
+/// What the driver tells the session besides a response's bytes
+/// ([`HttpSession::handle_response`]): one verb for every other input
+/// ([`HttpSession::handle_event`]), as quinn-proto's `Connection::handle_event`.
+#[derive(Debug)]
+pub(crate) enum SessionEvent<'a> {
+    /// The exchange ended without a complete response: its connection broke or could not be
+    /// made, or its response was unreadable or too large.
+    Failed(ExchangeId, ExchangeFailure),
+    /// The exchange is forgotten without a word to the engine: its connection was closed on
+    /// purpose (a cancellation, the server closed).
+    Abandoned(ExchangeId),
+    /// The next waiting exchange could get no connection: it fails.
+    NoConnection(ExchangeFailure),
+    /// No waiting exchange can get a connection (the server's name did not resolve, or not
+    /// in time): each fails.
+    Unreachable(ExchangeFailure),
+    /// A readiness turn stopped with input left for lack of budget (bytes or parsed units):
+    /// the engine counts it.
+    Yield,
+    /// What the wall clock reads now, in seconds since the Unix epoch: the OAuth flow's
+    /// token lifetimes count in it.
+    WallClock(u64),
+    /// What became of the OAuth flow's request ([`HttpSession::poll_oauth_request`]).
+    OAuth(RequestId, OAuthAnswer<'a>),
+}
+
+/// What became of one of the OAuth flow's requests.
+#[derive(Debug)]
+pub(crate) enum OAuthAnswer<'a> {
+    /// Its response.
+    Response(HttpResponse<'a>),
+    /// It could not be made or its response not read; the error its connection failed
+    /// with, when it did.
+    Failed(Option<TransportError>),
 }
 
 /// The wait before a stream is reopened when the server named none.
@@ -772,7 +809,7 @@ impl HttpSession {
     }
 
     /// The next exchange in flight whose connection the driver must close without reporting
-    /// anything (then [`handle_abandoned`](Self::handle_abandoned)).
+    /// anything (then [`SessionEvent::Abandoned`]).
     pub(crate) fn poll_close(&mut self) -> Option<ExchangeId> {
         self.closing.pop()
     }
@@ -782,14 +819,10 @@ impl HttpSession {
     /// the driver makes of this. The driver follows only a path of the same origin (the
     /// request's credentials must not go anywhere else); refused, the request meets the same
     /// redirect again and fails with its status.
+    /// One look per response, inlined: the usual answer is `None`.
+    #[inline]
     pub(crate) fn take_moved(&mut self) -> Option<String> {
         self.moved.take()
-    }
-
-    /// Whether [`take_moved`](Self::take_moved) has a location: one look per response.
-    #[inline]
-    pub(crate) fn has_moved(&self) -> bool {
-        self.moved.is_some()
     }
 
     /// Takes one transmit of the engine (not a cancellation), whose bytes the engine wrote
@@ -962,11 +995,6 @@ impl HttpSession {
         self.free.push(i);
     }
 
-    /// Forgets an exchange without telling the engine (its connection was closed on purpose).
-    pub(crate) fn handle_abandoned(&mut self, x: ExchangeId) {
-        self.release(x.0);
-    }
-
     /// Cancellation of request `id`: an exchange not yet on a connection is dropped here; one
     /// in flight is returned for the driver to close.
     /// Whether request `id` went to the server: on a connection, or sent and now resuming its
@@ -1132,7 +1160,7 @@ impl HttpSession {
 
     /// The next waiting exchange could get no connection: it fails with `failure`. Returns
     /// `false` when none waits.
-    pub(crate) fn handle_no_connection(
+    fn no_connection(
         &mut self,
         engine: &mut Engine,
         now: Instant,
@@ -1145,14 +1173,30 @@ impl HttpSession {
         if let Some(x) = self.exchanges.get_mut(i) {
             x.stage = Stage::InFlight(Flight::new(x.attempt()));
         }
-        self.handle_failed(engine, now, ExchangeId(i), failure);
+        self.fail_exchange(engine, now, ExchangeId(i), failure);
         true
     }
 
-    /// A readiness turn stopped with input left for lack of budget (bytes or parsed units):
-    /// the engine counts it.
-    pub(crate) fn handle_yield(&self, engine: &mut Engine) {
-        engine.note_input_yield();
+    /// Everything the driver says besides a response's bytes ([`SessionEvent`]).
+    pub(crate) fn handle_event(
+        &mut self,
+        engine: &mut Engine,
+        now: Instant,
+        event: SessionEvent<'_>,
+    ) {
+        match event {
+            SessionEvent::Failed(x, failure) => self.fail_exchange(engine, now, x, failure),
+            SessionEvent::Abandoned(x) => self.release(x.0),
+            SessionEvent::NoConnection(failure) => {
+                self.no_connection(engine, now, failure);
+            }
+            SessionEvent::Unreachable(failure) => {
+                while self.no_connection(engine, now, failure.clone()) {}
+            }
+            SessionEvent::Yield => engine.note_input_yield(),
+            SessionEvent::WallClock(unix_now) => self.oauth_wall_clock(now, unix_now),
+            SessionEvent::OAuth(id, answer) => self.oauth_answer(engine, now, id, answer),
+        }
     }
 
     /// Whether a failed connection should send new connections to the next instance (see
@@ -1330,7 +1374,7 @@ impl HttpSession {
                         HttpError::BodyTooLarge => ExchangeFailure::TooLarge,
                         _ => ExchangeFailure::Transport(TransportError::BadResponse),
                     };
-                    self.handle_failed(engine, now, x, failure);
+                    self.fail_exchange(engine, now, x, failure);
                     return ResponseStep::Close;
                 }
                 Ok(ResponseEvent::Head(head)) => {
@@ -1439,7 +1483,7 @@ impl HttpSession {
                 return ResponseStep::More;
             }
             if ex.reply.len() + chunk.len() > self.max_body {
-                self.handle_failed(engine, now, x, ExchangeFailure::TooLarge);
+                self.fail_exchange(engine, now, x, ExchangeFailure::TooLarge);
                 return ResponseStep::Close;
             }
             ex.reply.extend_from_slice(chunk);
@@ -1675,7 +1719,7 @@ impl HttpSession {
 
     /// Exchange `x` ended without a complete response: it never got a connection, the
     /// connection broke, or the response was unreadable or too large.
-    pub(crate) fn handle_failed(
+    fn fail_exchange(
         &mut self,
         engine: &mut Engine,
         now: Instant,

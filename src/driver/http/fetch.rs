@@ -29,7 +29,7 @@ use crate::driver::tls::TlsConfig;
 use crate::driver::url::ProxyChoice;
 use crate::engine::Engine;
 use crate::error::TransportError;
-use crate::session::http::HttpSession;
+use crate::session::http::{HttpSession, OAuthAnswer, SessionEvent};
 
 /// Largest response head read.
 const MAX_HEAD: usize = 16 * 1024;
@@ -112,7 +112,8 @@ impl OAuthRequests {
                     // An endpoint URL refused is no connection failure; the rest are.
                     let refused_url = e.kind() == io::ErrorKind::InvalidInput;
                     let connection = (!refused_url).then(|| connection_error(&e, false));
-                    session.handle_oauth_failed(engine, now, id, connection.flatten());
+                    let answer = OAuthAnswer::Failed(connection.flatten());
+                    session.handle_event(engine, now, SessionEvent::OAuth(id, answer));
                 }
             }
         }
@@ -283,12 +284,14 @@ impl OAuthRequests {
             Ok(r) => {
                 let dpop_nonce = r.dpop_nonce.as_deref();
                 let response = HttpResponse { status: r.status, body: &r.body, dpop_nonce };
-                session.handle_oauth_response(engine, now, id, response);
+                let answer = OAuthAnswer::Response(response);
+                session.handle_event(engine, now, SessionEvent::OAuth(id, answer));
             }
             Err(e) => {
                 log::debug!("oauth request failed: {e}");
                 let connection = connection_error(&e, connected);
-                session.handle_oauth_failed(engine, now, id, connection);
+                let answer = OAuthAnswer::Failed(connection);
+                session.handle_event(engine, now, SessionEvent::OAuth(id, answer));
             }
         }
     }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::value::RawValue;
 
-use super::{Budget, ExchangeId, HttpSession, ResponseStep, TokenProvider};
+use super::{Budget, ExchangeId, HttpSession, ResponseStep, SessionEvent, TokenProvider};
 use crate::codec::http1::{Limits, Origin, ResponseParser};
 use crate::config::Config;
 use crate::engine::{CallId, CallOptions, Engine, ExchangeFailure};
@@ -332,7 +332,7 @@ impl Pump {
         }
         self.session.handle_timeout(&mut self.engine, self.now);
         while let Some(closed) = self.session.poll_close() {
-            self.session.handle_abandoned(closed);
+            self.session.handle_event(&mut self.engine, self.now, SessionEvent::Abandoned(closed));
             self.closed += 1;
             if closed == x && step == ResponseStep::More {
                 step = ResponseStep::Close;
@@ -375,7 +375,7 @@ impl Pump {
         let mut step = self.turns(x, parser, budget);
         if step == ResponseStep::More {
             let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
-            self.session.handle_failed(&mut self.engine, self.now, x, lost);
+            self.session.handle_event(&mut self.engine, self.now, SessionEvent::Failed(x, lost));
             step = ResponseStep::Close;
         }
         step

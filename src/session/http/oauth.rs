@@ -5,12 +5,9 @@
 
 use std::time::Instant;
 
-use super::{Carries, HttpSession, Resend, Stage};
-use crate::auth::oauth::{
-    Action, Authorizer, HttpRequest, HttpResponse, OAuthFlow, RedirectError, RequestId,
-};
+use super::{Carries, HttpSession, OAuthAnswer, Resend, Stage};
+use crate::auth::oauth::{Action, Authorizer, HttpRequest, OAuthFlow, RedirectError, RequestId};
 use crate::engine::{Engine, ExchangeFailure};
-use crate::error::TransportError;
 use crate::proto::challenge::AuthChallenge;
 
 /// The flow and what the session keeps for it.
@@ -114,38 +111,24 @@ impl HttpSession {
     }
 
     /// The next HTTP request of the flow for the driver to make, answered with
-    /// [`handle_oauth_response`](Self::handle_oauth_response) or
-    /// [`handle_oauth_failed`](Self::handle_oauth_failed).
+    /// [`SessionEvent::OAuth`](super::SessionEvent::OAuth).
     pub(crate) fn poll_oauth_request(&mut self) -> Option<HttpRequest> {
         self.oauth.as_mut()?.outbound.take()
     }
 
-    /// The response to the flow's request `id`.
-    pub(crate) fn handle_oauth_response(
+    /// What became of the flow's request `id`.
+    pub(super) fn oauth_answer(
         &mut self,
         engine: &mut Engine,
         now: Instant,
         id: RequestId,
-        response: HttpResponse<'_>,
+        answer: OAuthAnswer<'_>,
     ) {
         let Some(st) = self.oauth.as_mut() else { return };
-        st.flow.handle_response(now, id, response);
-        self.drain_oauth(engine, now);
-    }
-
-    /// The flow's request `id` could not be made or its response not read; `connection`, the
-    /// error its connection failed with, when it did.
-    pub(crate) fn handle_oauth_failed(
-        &mut self,
-        engine: &mut Engine,
-        now: Instant,
-        id: RequestId,
-        connection: Option<TransportError>,
-    ) {
-        let Some(st) = self.oauth.as_mut() else { return };
-        match connection {
-            Some(e) => st.flow.handle_connection_error(now, id, e),
-            None => st.flow.handle_transport_error(now, id),
+        match answer {
+            OAuthAnswer::Response(response) => st.flow.handle_response(now, id, response),
+            OAuthAnswer::Failed(Some(e)) => st.flow.handle_connection_error(now, id, e),
+            OAuthAnswer::Failed(None) => st.flow.handle_transport_error(now, id),
         }
         self.drain_oauth(engine, now);
     }
@@ -172,7 +155,7 @@ impl HttpSession {
     }
 
     /// What the wall clock reads at `now` (see [`OAuthFlow::handle_wall_clock`]).
-    pub(crate) fn handle_wall_clock(&mut self, now: Instant, unix_now: u64) {
+    pub(super) fn oauth_wall_clock(&mut self, now: Instant, unix_now: u64) {
         if let Some(st) = self.oauth.as_mut() {
             st.flow.handle_wall_clock(now, unix_now);
         }

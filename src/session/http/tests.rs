@@ -197,7 +197,7 @@ impl Sim {
     /// Exchange `x`'s connection failed: its parser goes with it.
     fn fail(&mut self, x: ExchangeId, failure: ExchangeFailure) {
         self.parsers.retain(|(y, _)| *y != x);
-        self.session.handle_failed(&mut self.engine, self.now, x, failure);
+        self.session.handle_event(&mut self.engine, self.now, SessionEvent::Failed(x, failure));
     }
 
     /// A whole response, its length given.
@@ -510,7 +510,9 @@ fn a_get_stream_that_cannot_connect_or_is_no_stream_backs_off() {
         waits.push(due - s.now);
         s.now = due;
         s.flush();
-        assert!(s.session.handle_no_connection(&mut s.engine, s.now, refused()));
+        assert!(s.session.peek_waiting().is_some(), "the GET waits for a connection");
+        s.session.handle_event(&mut s.engine, s.now, SessionEvent::NoConnection(refused()));
+        assert!(s.session.peek_waiting().is_none(), "failed, and scheduled again");
     }
     let secs = |n: u64| Duration::from_secs(n);
     assert_eq!(waits, [secs(1), secs(1), secs(2), secs(4)]);
@@ -704,7 +706,7 @@ fn a_post_stream_that_goes_on_after_its_reply_is_closed_after_a_grace() {
         s.advance(Duration::from_millis(1));
         s.flush();
         assert_eq!(s.closed, [call.x], "legacy: {legacy}");
-        s.session.handle_abandoned(call.x);
+        s.session.handle_event(&mut s.engine, s.now, SessionEvent::Abandoned(call.x));
         assert_eq!(s.session.poll_timeout(), None, "legacy: {legacy}");
         assert!(s.events().is_empty());
     }
@@ -981,7 +983,7 @@ fn cancelling_a_modern_call_hands_its_exchange_back_to_be_closed() {
     s.engine.cancel(s.now, c).unwrap();
     s.flush();
     assert_eq!(s.closed, [call.x], "the driver closes the connection carrying it");
-    s.session.handle_abandoned(call.x);
+    s.session.handle_event(&mut s.engine, s.now, SessionEvent::Abandoned(call.x));
     s.call("u");
     assert_eq!(s.next().unwrap().x, call.x, "the exchange slot is reused");
 }
@@ -1176,7 +1178,7 @@ fn a_notification_whose_answer_never_comes_gives_its_connection_back() {
     s.advance(MESSAGE_WAIT);
     s.flush();
     assert_eq!(s.closed, [note.x], "its connection is closed");
-    s.session.handle_abandoned(note.x);
+    s.session.handle_event(&mut s.engine, s.now, SessionEvent::Abandoned(note.x));
     assert_eq!(s.session.poll_timeout(), None);
 }
 
@@ -1489,7 +1491,7 @@ fn a_get_stream_404_after_a_calls_renewal_makes_a_new_session_again() {
     s.respond(call.x, 404, &[], "");
     let init = s.next().expect("a session for the call");
     assert_eq!(init.rpc(), "initialize");
-    s.session.handle_abandoned(get.x);
+    s.session.handle_event(&mut s.engine, s.now, SessionEvent::Abandoned(get.x));
     s.answer_initialize(&init, "s-3");
     let frames: Vec<Sent> = std::iter::from_fn(|| s.next()).collect();
     let get = frames.iter().find(|x| x.method == "GET").expect("the third session's GET");
@@ -1514,7 +1516,7 @@ fn a_session_made_anew_closes_the_old_get_stream() {
     let init = s.next().expect("the handshake");
     assert_eq!(init.rpc(), "initialize");
     assert!(s.closed.contains(&old_get.x), "the old GET stream is closed");
-    s.session.handle_abandoned(old_get.x);
+    s.session.handle_event(&mut s.engine, s.now, SessionEvent::Abandoned(old_get.x));
     s.answer_initialize(&init, "s-2");
     let get = s.next().expect("the new session's GET stream");
     assert_eq!(get.method, "GET");

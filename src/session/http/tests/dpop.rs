@@ -98,7 +98,12 @@ impl Sim {
                 dpop_nonce: nonce.as_deref().map(str::as_bytes),
                 ..HttpResponse::new(status, body.as_bytes())
             };
-            self.session.handle_oauth_response(&mut self.engine, self.now, req.id, response);
+            let answer = OAuthAnswer::Response(response);
+            self.session.handle_event(
+                &mut self.engine,
+                self.now,
+                SessionEvent::OAuth(req.id, answer),
+            );
         }
         n
     }

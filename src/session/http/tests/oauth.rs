@@ -65,7 +65,12 @@ impl Sim {
             let (status, body) = server.answer(&req.url, &req.body);
             let body = body.to_string();
             let response = HttpResponse::new(status, body.as_bytes());
-            self.session.handle_oauth_response(&mut self.engine, self.now, req.id, response);
+            let answer = OAuthAnswer::Response(response);
+            self.session.handle_event(
+                &mut self.engine,
+                self.now,
+                SessionEvent::OAuth(req.id, answer),
+            );
         }
         n
     }
