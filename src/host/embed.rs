@@ -425,6 +425,7 @@ impl Host {
     /// The readiness path of both embedded entry points.
     fn ready(&mut self, token: Token, read_closed: bool, now: Instant) -> Result<(), ForeignToken> {
         self.poll.last_now = now;
+        self.read_wall_clock(now);
         if self.ending.handle_readiness(self.poll.registry(), token) {
             self.ending.settle(&mut self.poll);
             return Ok(());
@@ -445,6 +446,7 @@ impl Host {
     /// something happened to since the last one.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.poll.last_now = now;
+        self.read_wall_clock(now);
         self.tick(now);
         self.client.pump_catalogs(now);
         self.flush_unflushed(now);
@@ -668,5 +670,41 @@ fn end_if_closed(
         if let Some(end) = transport.shutdown(registry, grace, exiting, now) {
             ending.push(registry, end);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::capability_store::{CapabilityStore, StoreKey, StoredEntry};
+
+    struct NoStore;
+
+    impl CapabilityStore for NoStore {
+        fn get(&mut self, _: &StoreKey) -> Option<StoredEntry> {
+            None
+        }
+        fn put(&mut self, _: &StoreKey, _: &StoredEntry) {}
+        fn mark_stale(&mut self, _: &StoreKey) {}
+    }
+
+    /// An embedded host never polls: its entry points are `handle_timeout` and the
+    /// readiness calls, and each gives the core a new wall-clock reading for its store when
+    /// one is due, as an owned host's poll does. (They did not: a machine woken from a sleep
+    /// had its store's pages dated by the reading taken when the store was installed.)
+    #[test]
+    fn an_embedded_host_reads_the_wall_clock_for_its_store_from_each_entry_point() {
+        let poll = Poll::new().unwrap();
+        let mut host = Host::embedded(poll.registry(), 100..200).unwrap();
+        host.handle_timeout(Instant::now());
+        assert_eq!(host.wall_due, None, "no store: no clock read");
+        host.set_capability_store(NoStore);
+        let due = host.wall_due.expect("read when the store is installed");
+        host.handle_timeout(due);
+        assert!(host.wall_due.is_some_and(|d| d > due), "read again from handle_timeout");
+        let due = host.wall_due.unwrap();
+        // A token of the program's own: nothing for the host to do but the reading.
+        assert!(host.handle_readiness(Token(5), due).is_err());
+        assert!(host.wall_due.is_some_and(|d| d > due), "read again from handle_readiness");
     }
 }
