@@ -93,11 +93,19 @@ impl Host {
 
     /// Gives the core a new reading of the wall clock when one is due (a store is installed
     /// and the last reading is [`WALL_CLOCK_READ`] old).
+    #[inline]
     pub(super) fn read_wall_clock(&mut self, now: Instant) {
         if self.wall_due.is_some_and(|due| now >= due) {
-            self.client.handle_wall_clock(now, SystemTime::now());
-            self.wall_due = Some(later(now, WALL_CLOCK_READ));
+            self.give_wall_clock(now);
         }
+    }
+
+    /// The reading itself: once a second at most, kept off every round's path.
+    #[cold]
+    #[inline(never)]
+    fn give_wall_clock(&mut self, now: Instant) {
+        self.client.handle_wall_clock(now, SystemTime::now());
+        self.wall_due = Some(later(now, WALL_CLOCK_READ));
     }
 
     /// The server's era verdict to keep for the next run ([`Engine::verdict`]): give it back

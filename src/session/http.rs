@@ -819,10 +819,13 @@ impl HttpSession {
     /// the driver makes of this. The driver follows only a path of the same origin (the
     /// request's credentials must not go anywhere else); refused, the request meets the same
     /// redirect again and fails with its status.
-    /// One look per response, inlined: the usual answer is `None`.
+    /// One look per response, inlined: the usual answer is `None`, which writes nothing.
     #[inline]
     pub(crate) fn take_moved(&mut self) -> Option<String> {
-        self.moved.take()
+        match self.moved {
+            None => None,
+            Some(_) => self.moved.take(),
+        }
     }
 
     /// Takes one transmit of the engine (not a cancellation), whose bytes the engine wrote
