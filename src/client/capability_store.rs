@@ -127,3 +127,19 @@ impl std::fmt::Debug for dyn CapabilityStore {
         f.write_str("<capability store>")
     }
 }
+
+/// A store that keeps nothing: for tests of what installing a store does.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct NoStore;
+
+#[cfg(test)]
+impl CapabilityStore for NoStore {
+    fn get(&mut self, _: &StoreKey) -> Option<StoredEntry> {
+        None
+    }
+
+    fn put(&mut self, _: &StoreKey, _: &StoredEntry) {}
+
+    fn mark_stale(&mut self, _: &StoreKey) {}
+}

@@ -1615,20 +1615,6 @@ fn a_stored_page_further_off_than_max_ttl_is_not_served() {
     assert_eq!(sim.sent_one(id)["method"], "tools/list");
 }
 
-/// A store that keeps nothing, for the pass after input.
-#[derive(Debug)]
-struct NoStore;
-
-impl CapabilityStore for NoStore {
-    fn get(&mut self, _: &StoreKey) -> Option<StoredEntry> {
-        None
-    }
-
-    fn put(&mut self, _: &StoreKey, _: &StoredEntry) {}
-
-    fn mark_stale(&mut self, _: &StoreKey) {}
-}
-
 /// The same for the pass after input (era verdicts kept in an installed store, answer
 /// handlers asked), which walked every server and marked each for the round after every
 /// round once a store or a handler was installed.
@@ -1636,7 +1622,7 @@ impl CapabilityStore for NoStore {
 fn the_pass_after_input_looks_only_at_the_servers_that_moved() {
     let mut sim = Sim::new();
     let (_a, b, _c) = (sim.ready_server("a"), sim.ready_server("b"), sim.ready_server("c"));
-    sim.client.set_capability_store(NoStore, sim.now, wall());
+    sim.client.set_capability_store(super::capability_store::NoStore, sim.now, wall());
     sim.client
         .set_answer_handler(Box::new(|_: ServerId, _: ServerRequestKind, _: &str| Answer::Pass));
     sim.client.after_input(sim.now);
@@ -1655,7 +1641,7 @@ fn the_pass_after_input_looks_only_at_the_servers_that_moved() {
 #[test]
 fn a_verdict_not_to_be_kept_is_looked_at_once() {
     let mut sim = Sim::new();
-    sim.client.set_capability_store(NoStore, sim.now, wall());
+    sim.client.set_capability_store(super::capability_store::NoStore, sim.now, wall());
     let a = sim.ready_server("a");
     call_answered(&mut sim, a);
     sim.client.after_input(sim.now);

@@ -676,17 +676,7 @@ fn end_if_closed(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::capability_store::{CapabilityStore, StoreKey, StoredEntry};
-
-    struct NoStore;
-
-    impl CapabilityStore for NoStore {
-        fn get(&mut self, _: &StoreKey) -> Option<StoredEntry> {
-            None
-        }
-        fn put(&mut self, _: &StoreKey, _: &StoredEntry) {}
-        fn mark_stale(&mut self, _: &StoreKey) {}
-    }
+    use crate::client::capability_store::NoStore;
 
     /// An embedded host never polls: its entry points are `handle_timeout` and the
     /// readiness calls, and each gives the core a new wall-clock reading for its store when
