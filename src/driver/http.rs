@@ -37,7 +37,8 @@ use crate::driver::url::Scheme;
 use crate::engine::{Engine, ExchangeFailure};
 use crate::error::TransportError;
 use crate::session::http::{
-    Budget, ConnNeed, ExchangeId, HttpSession, OAuthState, ResponseStep, SessionEvent,
+    BadBearerToken, Budget, ConnNeed, ExchangeId, HttpSession, OAuthState, ResponseStep,
+    SessionEvent, SessionSetup,
 };
 use crate::time::{earlier, later};
 use connection::{Connection, Input, Route, MOST_READ};
@@ -186,17 +187,17 @@ impl HttpDriver {
             }
             None => None,
         };
-        let mut session =
-            Box::new(HttpSession::new(opts.headers, opts.token_provider, config.max_message_bytes));
-        if session.bad_token() {
-            return Err(HttpSetupError::BearerToken);
-        }
         let wall_due = oauth.is_some().then(|| later(now, WALL_CLOCK_READ));
-        if let Some(state) = oauth {
-            session.with_oauth(now, state);
-        }
+        let setup = SessionSetup {
+            headers: opts.headers,
+            tokens: opts.token_provider,
+            max_body: config.max_message_bytes,
+            oauth,
+        };
+        let session = HttpSession::open(setup, engine, now)
+            .map_err(|BadBearerToken| HttpSetupError::BearerToken)?;
         let resolver = opts.resolver.unwrap_or_else(|| Arc::new(SystemResolver));
-        let mut driver = Self {
+        Ok(Self {
             instances: Instances::new(primary, standby, Arc::clone(&resolver)),
             tls: tls.clone(),
             base,
@@ -208,7 +209,7 @@ impl HttpDriver {
                 max_body_bytes: config.max_message_bytes as u64,
             },
             conns: Slab::with_capacity(8),
-            session,
+            session: Box::new(session),
             frames_per_readiness: config.frames_per_readiness,
             bytes_per_readiness: config.bytes_per_readiness,
             budget: turn_budget(config.frames_per_readiness, config.bytes_per_readiness),
@@ -222,9 +223,7 @@ impl HttpDriver {
                 Token(base.0 + TOKEN_OAUTH),
                 opts.connect_timeout,
             ),
-        };
-        driver.session.open(engine, now);
-        Ok(driver)
+        })
     }
 
     /// `true` when `token` belongs to this driver.

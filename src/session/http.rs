@@ -579,8 +579,6 @@ pub(crate) struct HttpSession {
     listen_renewed: bool,
     listen_event_id: Option<String>,
     tokens: Option<Box<dyn TokenProvider>>,
-    /// The provider's first token was refused by `set_token`.
-    bad_token: bool,
     /// The OAuth flow, when the host configured one: it supplies the tokens then.
     oauth: Option<oauth::OAuthState>,
     /// `Bearer <token>` or `DPoP <token>`, or empty.
@@ -612,14 +610,47 @@ impl fmt::Debug for HttpSession {
     }
 }
 
+/// What an [`HttpSession`] starts with.
+pub(crate) struct SessionSetup {
+    /// Sent on every request.
+    pub(crate) headers: Vec<(String, String)>,
+    /// Bearer tokens, unless `oauth` runs.
+    pub(crate) tokens: Option<Box<dyn TokenProvider>>,
+    /// Bodies and events larger than this are refused.
+    pub(crate) max_body: usize,
+    /// The OAuth flow for this server: tokens come from it, and a 401 (or a 403 asking for
+    /// more scope) starts it instead of failing the request.
+    pub(crate) oauth: Option<OAuthState>,
+}
+
+/// The token provider's first token could not go in a header: it holds a CR, LF or NUL,
+/// which would break the request head or smuggle a header into it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BadBearerToken;
+
 impl HttpSession {
+    /// The session of `setup`, and the engine told its transport is open (Streamable HTTP
+    /// needs no connection before the first request).
+    pub(crate) fn open(
+        setup: SessionSetup,
+        engine: &mut Engine,
+        now: Instant,
+    ) -> Result<Self, BadBearerToken> {
+        let mut session = Self::new(setup.headers, setup.tokens, setup.max_body)?;
+        if let Some(state) = setup.oauth {
+            session.with_oauth(now, state);
+        }
+        engine.handle_transport(now, TransportEvent::opened_as(TransportKind::Http));
+        Ok(session)
+    }
+
     /// A session that sends `headers` on every request, bearer tokens from `tokens`, and
     /// refuses bodies and events larger than `max_body`.
-    pub(crate) fn new(
+    fn new(
         headers: Vec<(String, String)>,
         mut tokens: Option<Box<dyn TokenProvider>>,
         max_body: usize,
-    ) -> Self {
+    ) -> Result<Self, BadBearerToken> {
         let mut session = Self {
             exchanges: Vec::new(),
             free: Vec::new(),
@@ -640,15 +671,16 @@ impl HttpSession {
             headers,
             max_body,
             tokens: None,
-            bad_token: false,
             oauth: None,
             closing: Vec::new(),
             moved: None,
         };
         let token = tokens.as_mut().and_then(|t| t.token());
-        session.bad_token = !session.set_token(token);
+        if !session.set_token(token) {
+            return Err(BadBearerToken);
+        }
         session.tokens = tokens;
-        session
+        Ok(session)
     }
 
     /// Takes `token` for the `Authorization` header; `false` (and no header) when it holds a
@@ -668,11 +700,6 @@ impl HttpSession {
         self.bearer.extend_from_slice(if dpop { b"DPoP " } else { b"Bearer " });
         self.bearer.extend_from_slice(t.as_bytes());
         true
-    }
-
-    /// The token provider's first token could not go in a header (see `set_token`).
-    pub(crate) fn bad_token(&self) -> bool {
-        self.bad_token
     }
 
     /// The legacy session id, when the server issued one.
@@ -709,12 +736,6 @@ impl HttpSession {
     }
 
     // ----- outgoing ------------------------------------------------------------------------
-
-    /// Tells the engine its transport is open: Streamable HTTP, which needs no connection
-    /// before the first request.
-    pub(crate) fn open(&mut self, engine: &mut Engine, now: Instant) {
-        engine.handle_transport(now, TransportEvent::opened_as(TransportKind::Http));
-    }
 
     /// Takes what is due: the engine's transmits become exchanges (and cancellations become
     /// connections to close, see [`poll_close`](Self::poll_close)), the OAuth flow's deadline

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::value::RawValue;
 
-use super::{Budget, ExchangeId, HttpSession, ResponseStep, SessionEvent, TokenProvider};
+use super::{
+    Budget, ExchangeId, HttpSession, ResponseStep, SessionEvent, SessionSetup, TokenProvider,
+};
 use crate::codec::http1::{Limits, Origin, ResponseParser};
 use crate::config::Config;
 use crate::engine::{CallId, CallOptions, Engine, ExchangeFailure};
@@ -231,8 +233,8 @@ impl Pump {
     fn ready(now: Instant, legacy: bool, bearer: bool, keep_get: bool) -> (Self, Option<Sent>) {
         let mut engine = Engine::new(Config::default(), now).expect("the default config is valid");
         let tokens = bearer.then(|| Box::new(Tokens(0)) as Box<dyn TokenProvider>);
-        let mut session = HttpSession::new(Vec::new(), tokens, MAX_BODY);
-        session.open(&mut engine, now);
+        let setup = SessionSetup { headers: Vec::new(), tokens, max_body: MAX_BODY, oauth: None };
+        let session = HttpSession::open(setup, &mut engine, now).expect("the fuzz tokens are good");
         let mut pump = Self { engine, session, now, closed: 0 };
         let Sent { x: probe, id, .. } = pump.next_request().expect("the probe goes out");
         let mut get = None;

@@ -69,7 +69,7 @@ const USE_DPOP_NONCE: &str = "use_dpop_nonce";
 impl HttpSession {
     /// Runs the OAuth flow for this server: tokens come from it, and a 401 (or a 403 asking
     /// for more scope) starts it instead of failing the request.
-    pub(crate) fn with_oauth(&mut self, now: Instant, state: OAuthState) {
+    pub(super) fn with_oauth(&mut self, now: Instant, state: OAuthState) {
         // A token kept by the store is used from the first request.
         let (token, dpop) = state.token(now);
         self.set_token_as(token, dpop);

@@ -108,8 +108,8 @@ impl Sim {
         let now = Instant::now();
         let mut engine = Engine::new(Config::default(), now).unwrap();
         let extra = vec![("X-Extra".to_owned(), "1".to_owned())];
-        let mut session = HttpSession::new(extra, tokens, max_body);
-        session.open(&mut engine, now);
+        let setup = SessionSetup { headers: extra, tokens, max_body, oauth: None };
+        let session = HttpSession::open(setup, &mut engine, now).expect("a good token");
         Self { engine, session, now, closed: Vec::new(), listen: None, parsers: Vec::new() }
     }
 
@@ -1147,7 +1147,7 @@ fn a_token_replaces_a_configured_authorization_header() {
 fn debug_output_shows_no_credentials_session_id_or_bodies() {
     let extra = vec![("X-Api-Key".to_owned(), "k3y-value".to_owned())];
     let token: Box<dyn TokenProvider> = Box::new(StaticToken("s3cret".into()));
-    let mut session = HttpSession::new(extra, Some(token), 1024);
+    let mut session = HttpSession::new(extra, Some(token), 1024).unwrap();
     session.session_id = Some("sess-777".into());
     let shown = format!("{session:?}");
     // "115, 51, 99" is "s3c" as the bytes a derived `Debug` of a `Vec<u8>` shows.
