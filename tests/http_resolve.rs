@@ -347,3 +347,62 @@ fn the_flow_moves_on_to_the_proxys_next_address_when_one_closes_the_tunnel() {
         "the flow's and the call's"
     );
 }
+
+/// An address that swallows connection attempts, as the first address of a dual-stack name
+/// whose family does not route: a listener with no room in its accept queue (backlog 0, and
+/// one connection it never accepts), whose kernel drops every later SYN unanswered.
+struct BlackHole {
+    addr: SocketAddr,
+    _listener: std::net::TcpListener,
+    _filler: std::net::TcpStream,
+}
+
+impl BlackHole {
+    fn new() -> Self {
+        use rustix::net::{AddressFamily, SocketType};
+        let fd = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+        let loopback = std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 0);
+        rustix::net::bind(&fd, &loopback).unwrap();
+        rustix::net::listen(&fd, 0).unwrap();
+        let listener = std::net::TcpListener::from(fd);
+        let addr = listener.local_addr().unwrap();
+        let filler = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+        // The test means nothing if this kernel answers instead (a reset is a refusal, which
+        // the flow handled already).
+        let probe = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(300));
+        let kind = probe.map(|_| "a connection").map_err(|e| e.kind());
+        assert_eq!(kind, Err(io::ErrorKind::TimedOut), "the black hole answered");
+        Self { addr, _listener: listener, _filler: filler }
+    }
+}
+
+/// Answers, for any name, an address that swallows connection attempts, then `127.0.0.1`.
+#[derive(Debug)]
+struct SwallowingFirst(SocketAddr);
+
+impl Resolver for SwallowingFirst {
+    fn resolve(&self, _: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+        Ok(vec![self.0, SocketAddr::from(([127, 0, 0, 1], port))])
+    }
+}
+
+/// The OAuth flow's requests move on to the authorization server's next address when the
+/// first swallows the connection: each address has its share of the connect timeout. Before,
+/// the first took all of it, each of the flow's requests failed there, and so did every call.
+#[test]
+fn an_authorization_server_whose_first_address_swallows_connections_is_reached_at_the_next() {
+    let hole = BlackHole::new();
+    let (auth, mcp) = client_credentials_servers("localhost");
+    let url = mcp.url("http", "127.0.0.1");
+    let client = PreRegistered::with_secret("id", "secret");
+    let mut opts = HttpOptions::new(url.clone())
+        .oauth(OAuthConfig::client_credentials(url, client))
+        .resolver(Arc::new(SwallowingFirst(hole.addr)));
+    opts.connect_timeout = Duration::from_secs(4);
+    let mut host = Host::new().unwrap();
+    let id = host.add_http_server(opts, Config::default()).unwrap();
+    let out = echo(&mut host, id, "through").expect("the call, once the flow got its token");
+    assert!(out.contains("through"), "{out}");
+    let to_as: Vec<String> = auth.requests().iter().map(|r| r.method.clone()).collect();
+    assert_eq!(to_as, ["GET", "POST"], "the metadata and the token, at the second address");
+}

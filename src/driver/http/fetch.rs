@@ -123,10 +123,11 @@ impl OAuthRequests {
         let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
         let at = Instance::parse(&req.url, &self.proxy).map_err(|e| invalid(e.to_string()))?;
         let (id, deadline) = (req.id, crate::time::later(now, self.timeout));
-        let stage = match at.addrs.first() {
+        let mut fetch = OAuthFetch { id, deadline, attempt_until: None, stage: Stage::Moving };
+        fetch.stage = match at.addrs.first() {
             Some(_) => {
                 let addrs = at.addrs.clone();
-                self.open(req, at, addrs, registry)?
+                self.open(&mut fetch, req, at, addrs, registry, now)?
             }
             None => {
                 let (host, port) = at.connect_to();
@@ -134,17 +135,21 @@ impl OAuthRequests {
                 Stage::Resolving { lookup, req, at }
             }
         };
-        Ok(OAuthFetch { id, deadline, stage })
+        Ok(fetch)
     }
 
     /// Connects to the first of `addrs` that does not refuse at once; the rest are kept for
-    /// a connect refused later ([`step`](Self::step)).
+    /// a connect refused later ([`step`](Self::step)) or not made in time: while addresses
+    /// are left, each attempt gets an equal share of the time `fetch` has left
+    /// ([`OAuthFetch::attempt_until`]).
     fn open(
         &self,
+        fetch: &mut OAuthFetch,
         req: HttpRequest,
         at: Instance,
         addrs: Vec<SocketAddr>,
         registry: &Registry,
+        now: Instant,
     ) -> io::Result<Stage> {
         let mut rest = addrs.into_iter();
         let mut failed = io::Error::from(io::ErrorKind::NotFound);
@@ -152,6 +157,7 @@ impl OAuthRequests {
             match self.connect(&req, &at, addr, registry) {
                 Ok(conn) => {
                     let rest: Vec<SocketAddr> = rest.collect();
+                    fetch.attempt_until = attempt_share(now, fetch.deadline, rest.len());
                     let next = (!rest.is_empty()).then(|| Box::new(Next { req, at, rest }));
                     return Ok(Stage::Open(conn, next));
                 }
@@ -159,6 +165,32 @@ impl OAuthRequests {
             }
         }
         Err(failed)
+    }
+
+    /// Gives up on the address `fetch` is connecting to and opens the next one, if any (the
+    /// connect was refused, or not made in its share of the time): `Pending` when one is
+    /// open, else `Done` with `failed`.
+    fn next_address(
+        &self,
+        fetch: &mut OAuthFetch,
+        registry: &Registry,
+        now: Instant,
+        failed: Progress,
+    ) -> Progress {
+        let Stage::Open(_, next) = &mut fetch.stage else { return failed };
+        let Some(next) = next.take() else { return failed };
+        let Stage::Open(conn, _) = std::mem::replace(&mut fetch.stage, Stage::Moving) else {
+            return failed;
+        };
+        conn.close(registry);
+        let Next { req, at, rest } = *next;
+        match self.open(fetch, req, at, rest, registry, now) {
+            Ok(stage) => {
+                fetch.stage = stage;
+                Progress::Pending
+            }
+            Err(e) => Progress::Done(Err(e)),
+        }
     }
 
     fn connect(
@@ -193,7 +225,7 @@ impl OAuthRequests {
         now: Instant,
     ) -> bool {
         let Some(mut fetch) = self.current.take() else { return false };
-        let progress = self.step(&mut fetch, registry);
+        let progress = self.step(&mut fetch, registry, now);
         self.current = Some(fetch);
         match progress {
             Progress::Pending => false,
@@ -205,8 +237,8 @@ impl OAuthRequests {
     }
 
     /// Moves `fetch` on: from its resolution to its connection, or its connection on.
-    fn step(&self, fetch: &mut OAuthFetch, registry: &Registry) -> Progress {
-        if let Stage::Open(conn, next) = &mut fetch.stage {
+    fn step(&self, fetch: &mut OAuthFetch, registry: &Registry, now: Instant) -> Progress {
+        if let Stage::Open(conn, _) = &mut fetch.stage {
             let progress = conn.on_ready();
             // A connect refused (nothing sent yet) moves on to the next address of the name,
             // as the server's own connections do.
@@ -217,19 +249,7 @@ impl OAuthRequests {
                 // event, they were gone by then.
                 return progress;
             }
-            let Some(next) = next.take() else { return progress };
-            let Stage::Open(conn, _) = std::mem::replace(&mut fetch.stage, Stage::Moving) else {
-                return progress;
-            };
-            conn.close(registry);
-            let Next { req, at, rest } = *next;
-            return match self.open(req, at, rest, registry) {
-                Ok(stage) => {
-                    fetch.stage = stage;
-                    Progress::Pending
-                }
-                Err(e) => Progress::Done(Err(e)),
-            };
+            return self.next_address(fetch, registry, now, progress);
         }
         let Stage::Resolving { lookup, .. } = &mut fetch.stage else { return Progress::Pending };
         let Some(outcome) = lookup.poll() else { return Progress::Pending };
@@ -239,7 +259,7 @@ impl OAuthRequests {
             return Progress::Pending;
         };
         lookup.close(registry);
-        match outcome.and_then(|addrs| self.open(req, at, addrs, registry)) {
+        match outcome.and_then(|addrs| self.open(fetch, req, at, addrs, registry, now)) {
             // The connection's own readiness comes next.
             Ok(stage) => {
                 fetch.stage = stage;
@@ -249,12 +269,15 @@ impl OAuthRequests {
         }
     }
 
-    /// The deadline of the request in flight.
+    /// The deadline of the request in flight, or of its attempt at the current address.
     pub(super) fn poll_timeout(&self) -> Option<Instant> {
-        self.current.as_ref().map(|f| f.deadline)
+        self.current.as_ref().map(|f| f.attempt_until.map_or(f.deadline, |t| t.min(f.deadline)))
     }
 
-    /// Fails the request in flight when its deadline has come.
+    /// Fails the request in flight when its deadline has come; moves it to its name's next
+    /// address when the current one has not taken the connection in its share of the time
+    /// (an address that swallows packets: a dual-stack name whose first family does not
+    /// route would otherwise fail every request of the flow, each at its first address).
     pub(super) fn handle_timeout(
         &mut self,
         session: &mut HttpSession,
@@ -262,8 +285,26 @@ impl OAuthRequests {
         registry: &Registry,
         now: Instant,
     ) {
-        if self.current.as_ref().is_some_and(|f| now >= f.deadline) {
-            self.finish(session, engine, registry, now, Err(io::ErrorKind::TimedOut.into()));
+        let Some(mut fetch) = self.current.take() else { return };
+        let progress = if now >= fetch.deadline {
+            Progress::Done(Err(io::ErrorKind::TimedOut.into()))
+        } else if fetch.attempt_until.is_some_and(|t| now >= t) {
+            fetch.attempt_until = None;
+            match &fetch.stage {
+                Stage::Open(conn, Some(_)) if !conn.is_open() => {
+                    log::debug!("an OAuth connection was not made in time: the next address");
+                    let failed = Progress::Done(Err(io::ErrorKind::TimedOut.into()));
+                    self.next_address(&mut fetch, registry, now, failed)
+                }
+                // Connected, or nothing left to try: the request's own deadline stands.
+                _ => Progress::Pending,
+            }
+        } else {
+            Progress::Pending
+        };
+        self.current = Some(fetch);
+        if let Progress::Done(outcome) = progress {
+            self.finish(session, engine, registry, now, outcome);
         }
     }
 
@@ -318,7 +359,22 @@ struct OAuthFetch {
     id: RequestId,
     /// The whole request (resolution included) fails after this.
     deadline: Instant,
+    /// While the name has addresses left to try: when the connection to the current one
+    /// must be made, or the next is tried.
+    attempt_until: Option<Instant>,
     stage: Stage,
+}
+
+/// When an attempt at one of a name's addresses gives way to the next: an equal share of the
+/// time left to each address, `left` after this one. `None` for the last: the request's own
+/// deadline is its.
+fn attempt_share(now: Instant, deadline: Instant, left: usize) -> Option<Instant> {
+    if left == 0 {
+        return None;
+    }
+    let share =
+        deadline.saturating_duration_since(now) / u32::try_from(left + 1).unwrap_or(u32::MAX);
+    Some(crate::time::later(now, share))
 }
 
 // The driver boxes the whole fetch, and it is rarely there: one size is fine.
@@ -495,6 +551,18 @@ mod tests {
     use super::*;
     use crate::driver::tls::TlsError;
     use crate::error::TlsFailure;
+
+    /// Each address left gets an equal share of the time left; the last one the rest.
+    #[test]
+    fn each_address_gets_its_share_of_the_time_left() {
+        let now = Instant::now();
+        let secs = Duration::from_secs;
+        assert_eq!(attempt_share(now, now + secs(6), 2), Some(now + secs(2)));
+        assert_eq!(attempt_share(now, now + secs(6), 1), Some(now + secs(3)));
+        assert_eq!(attempt_share(now, now + secs(6), 0), None);
+        // Past the deadline, the next address is due at once (the deadline fails it first).
+        assert_eq!(attempt_share(now + secs(7), now + secs(6), 1), Some(now + secs(7)));
+    }
 
     /// What the flow is told of a failed request: the connection's error before it was up,
     /// a TLS failure at any point, and nothing more of a response that broke.
