@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use mcpoll::BlockingError;
 use mcpoll::HttpOptions;
 use mcpoll::{CallError, CallOptions, Config, Event, Host, RequestError, StdioCommand};
-use mcpoll::{ServerState, TransportError};
+use mcpoll::{CloseReason, ServerState, TransportError};
 use serde_json::value::RawValue;
 
 const DEADLINE: Duration = Duration::from_secs(3);
@@ -193,4 +193,31 @@ fn an_http_server_closing_every_connection_fails_the_call_in_time_without_spinni
     // The era probe was retried with backoff, not hammered.
     let tries = server.accepted.load(Ordering::SeqCst);
     assert!((2..=10).contains(&tries), "{tries} connections");
+}
+
+/// A restart that cannot start the server (its program was removed after the first start)
+/// names why: the spawn's error kind, in the transport error the calls and the host see.
+/// Before, the restart's failure said only "could not be started", the cause left in a log.
+#[test]
+fn a_restart_whose_program_is_gone_says_why_it_could_not_start() {
+    let dir = std::env::temp_dir().join(format!("mcpoll-gone-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let program = dir.join("server.sh");
+    std::fs::write(&program, "#!/bin/sh\necho boom >&2\nexit 3\n").unwrap();
+    let mut permissions = std::fs::metadata(&program).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&program, permissions).unwrap();
+    let mut host = Host::new().unwrap();
+    let id = host.add_stdio_server(StdioCommand::new(&program), Config::default()).unwrap();
+    // The first process runs (the shell holds the script open); every later start fails.
+    std::fs::remove_dir_all(&dir).unwrap();
+    let e = match host.wait_ready(id, common::PATIENCE) {
+        Err(BlockingError::Call(e)) => e,
+        other => panic!("expected the restarts to end the wait: {other:?}"),
+    };
+    let spawn_failed =
+        TransportError::Closed(CloseReason::SpawnFailed(std::io::ErrorKind::NotFound));
+    assert_eq!(e, CallError::Transport(spawn_failed.clone()), "{e}");
+    assert_eq!(host.last_transport_error(id), Some(&spawn_failed));
+    assert!(e.to_string().contains("not found"), "{e}");
 }

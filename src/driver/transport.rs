@@ -1,6 +1,7 @@
 //! One server's driver, whichever its transport: what the host's shell calls on a server's
 //! readiness, timers, output and closing, dispatched to the stdio or the HTTP driver.
 
+use std::io;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
@@ -135,12 +136,7 @@ impl Transport {
         if let Self::Stdio(d) = self {
             if !d.is_running() && engine.wants_transport() {
                 if let Err(e) = d.spawn(registry, engine, now) {
-                    log::warn!("restarting the server failed: {e}");
-                    let reason = crate::error::CloseReason::SpawnFailed;
-                    engine.handle_transport(
-                        now,
-                        crate::engine::TransportEvent::closed(TransportError::Closed(reason)),
-                    );
+                    restart_failed(engine, now, &e);
                 }
             }
         }
@@ -155,7 +151,7 @@ impl Transport {
         match self {
             Self::Stdio(d) => {
                 if let Err(e) = d.handle_timeout(registry, engine, now) {
-                    log::warn!("restarting the server failed: {e}");
+                    restart_failed(engine, now, &e);
                 }
             }
             #[cfg(feature = "http")]
@@ -213,4 +209,15 @@ impl Transport {
             Self::Http(_) => false,
         }
     }
+}
+
+/// A restart's process could not be started: the engine is told why (its calls fail with the
+/// error's kind, and it restarts with backoff as after an exit).
+fn restart_failed(engine: &mut Engine, now: Instant, e: &io::Error) {
+    log::warn!("restarting the server failed: {e}");
+    let reason = crate::error::CloseReason::SpawnFailed(e.kind());
+    engine.handle_transport(
+        now,
+        crate::engine::TransportEvent::closed(TransportError::Closed(reason)),
+    );
 }

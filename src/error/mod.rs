@@ -9,6 +9,7 @@
 //! A tool's `isError: true` result is not an error at all: it is a completed call.
 
 use std::fmt;
+use std::io;
 use std::sync::Arc;
 
 use crate::proto::challenge::AuthChallenge;
@@ -274,8 +275,10 @@ pub enum CloseReason {
     WriteFailed,
     /// Reading from the server failed.
     ReadFailed,
-    /// The server could not be started.
-    SpawnFailed,
+    /// The server could not be started (again, after an exit): the kind of the error that
+    /// starting its process failed with (`NotFound` for a program or working directory that
+    /// is gone, `PermissionDenied`, a full process or descriptor table).
+    SpawnFailed(io::ErrorKind),
 }
 
 impl fmt::Display for CloseReason {
@@ -284,7 +287,9 @@ impl fmt::Display for CloseReason {
             Self::Host => "closed by the host",
             Self::WriteFailed => "write to the server failed",
             Self::ReadFailed => "read from the server failed",
-            Self::SpawnFailed => "the server could not be started",
+            Self::SpawnFailed(kind) => {
+                return write!(f, "the server could not be started: {kind}");
+            }
         })
     }
 }
