@@ -144,8 +144,8 @@ pub struct Client {
 #[derive(Debug)]
 pub(crate) struct Retired {
     id: ServerId,
-    /// Its name for the records (its slot may be another server's by now).
-    name: String,
+    /// Its names for the records (its slot may be another server's by now).
+    name: records::Naming,
     engine: Engine,
 }
 
@@ -212,7 +212,8 @@ impl Client {
         self.next_generation = self.next_generation.wrapping_add(1);
         let generation = self.next_generation;
         let has_output = engine.has_output();
-        self.records.added(self.servers.vacant_key(), catalog.identity());
+        let index = self.servers.vacant_key();
+        self.records.added(index, catalog.identity(), catalog.principal());
         let index = self.servers.insert(ServerCore { generation, engine, catalog });
         let id = ServerId { index, generation };
         if let Some(recipe) = recipe {
@@ -248,7 +249,7 @@ impl Client {
                 }
             }
         }
-        let name = self.records.name(id.index).to_owned();
+        let name = self.records.naming(id.index);
         self.retired.push_back(Retired { id, name, engine });
     }
 

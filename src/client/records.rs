@@ -9,7 +9,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::engine::{Engine, Event, RecordSink};
+use crate::engine::{CallRecord, Engine, Event, RecordSink};
 use crate::proto::mcp::Method;
 
 use super::{Client, ServerId};
@@ -19,8 +19,24 @@ use crate::Host;
 /// The host's sink and server names.
 pub(crate) struct Records {
     sink: Option<Box<dyn RecordSink>>,
-    /// Each server's name, by slab index (set when the server is added).
-    names: Vec<String>,
+    /// Each server's names, by slab index (set when the server is added).
+    names: Vec<Naming>,
+}
+
+/// What a server's records name it by: its name, and for a principal's lane the principal.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Naming {
+    server: String,
+    principal: Option<String>,
+}
+
+impl Naming {
+    fn of<'r, 'n>(&'n self, record: CallRecord<'r>) -> CallRecord<'n>
+    where
+        'r: 'n,
+    {
+        record.with_context(&self.server, self.principal.as_deref())
+    }
 }
 
 impl fmt::Debug for Records {
@@ -39,23 +55,32 @@ impl Records {
 
     /// Names the server at `index` after its identity (program or URL), reduced to what is safe
     /// to print: a URL's host and port (never its path, query or user), a program's
-    /// file name (never its arguments, which the identity does not hold anyway).
-    pub(crate) fn added(&mut self, index: usize, identity: &str) {
+    /// file name (never its arguments, which the identity does not hold anyway); and a
+    /// principal's lane after its principal too.
+    pub(crate) fn added(&mut self, index: usize, identity: &str, principal: Option<&str>) {
         self.set(index, default_name(identity));
+        if let Some(n) = self.names.get_mut(index) {
+            n.principal = principal.map(str::to_owned);
+        }
     }
 
     fn set(&mut self, index: usize, name: &str) {
         if self.names.len() <= index {
-            self.names.resize_with(index + 1, String::new);
+            self.names.resize_with(index + 1, Naming::default);
         }
         if let Some(n) = self.names.get_mut(index) {
-            n.clear();
-            n.push_str(name);
+            n.server.clear();
+            n.server.push_str(name);
         }
     }
 
     pub(crate) fn name(&self, index: usize) -> &str {
-        self.names.get(index).map_or("", String::as_str)
+        self.names.get(index).map_or("", |n| n.server.as_str())
+    }
+
+    /// The names of the server at `index`, kept for its records after it is removed.
+    pub(crate) fn naming(&self, index: usize) -> Naming {
+        self.names.get(index).cloned().unwrap_or_default()
     }
 
     /// Hands the record of a terminal event to the sink, with the server's name.
@@ -66,17 +91,19 @@ impl Records {
     pub(crate) fn event<C>(&mut self, index: usize, event: &Event<'_, C>) {
         let Some(sink) = self.sink.as_mut() else { return };
         if let Some(r) = event.record() {
-            let name = self.names.get(index).map_or("", String::as_str);
-            sink.record(&r.with_server(name));
+            match self.names.get(index) {
+                Some(naming) => sink.record(&naming.of(*r)),
+                None => sink.record(&r.with_server("")),
+            }
         }
     }
 
-    /// [`event`](Self::event) of a removed server, under the name it had (its slot may hold
+    /// [`event`](Self::event) of a removed server, under the names it had (its slot may hold
     /// another server by now).
-    pub(crate) fn event_named<C>(&mut self, name: &str, event: &Event<'_, C>) {
+    pub(crate) fn event_named<C>(&mut self, naming: &Naming, event: &Event<'_, C>) {
         let Some(sink) = self.sink.as_mut() else { return };
         if let Some(r) = event.record() {
-            sink.record(&r.with_server(name));
+            sink.record(&naming.of(*r));
         }
     }
 
@@ -89,8 +116,11 @@ impl Records {
         age: Duration,
     ) {
         let Some(sink) = self.sink.as_mut() else { return };
-        let name = self.names.get(index).map_or("", String::as_str);
-        sink.record(&engine.cache_hit_record(method, age).with_server(name));
+        let record = engine.cache_hit_record(method, age);
+        match self.names.get(index) {
+            Some(naming) => sink.record(&naming.of(record)),
+            None => sink.record(&record.with_server("")),
+        }
     }
 }
 

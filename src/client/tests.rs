@@ -416,6 +416,40 @@ fn a_removed_servers_last_events_reach_drain_and_keep_its_name() {
     }
 }
 
+/// A call a principal's lane carried is recorded with the principal beside the server's
+/// name, which the lane shares with its server: without it a record could not say whose
+/// call failed. The server's own calls name no principal, and a removed lane's last calls
+/// keep its principal.
+#[test]
+fn a_lanes_call_records_name_its_principal() {
+    let mut sim = Sim::new();
+    let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let log = std::rc::Rc::clone(&seen);
+    let sink = move |r: &crate::CallRecord<'_>| {
+        let who = (r.server.unwrap_or("").to_owned(), r.principal.map(str::to_owned));
+        log.borrow_mut().push(who);
+    };
+    let alice = sim.ready_lane("srv", "alice");
+    let server = sim.bases.iter().find(|(i, _)| i == "srv").map(|&(_, id)| id).unwrap();
+    sim.client.set_record_sink(Box::new(sink));
+    let opts = CallOptions::default();
+    for id in [server, alice] {
+        sim.client.call_tool_json(sim.now, id, "echo", "{}", &opts).unwrap();
+        let call = sim.sent_one(id);
+        sim.reply(id, &call, json!({"content": []}));
+        while sim.client.poll_event(sim.now).is_some() {}
+    }
+    let named = |principal: Option<&str>| ("srv".to_owned(), principal.map(str::to_owned));
+    assert_eq!(*seen.borrow(), [named(None), named(Some("alice"))]);
+    seen.borrow_mut().clear();
+    sim.client.call_tool_json(sim.now, alice, "echo", "{}", &opts).unwrap();
+    sim.client.engine_mut(alice).unwrap().close(sim.now);
+    let engine = sim.client.remove_server(alice).unwrap();
+    sim.client.retire(alice, engine);
+    while sim.client.poll_event(sim.now).is_some() {}
+    assert_eq!(*seen.borrow(), [named(Some("alice"))], "the removed lane's last call");
+}
+
 /// The cache's own calls on a server the host removes (its listen stream, a page fetch) end
 /// with the close like any call, but their ends are the cache's: the host sees only the
 /// server's `Closed`, never a `CallFailed` for a call it did not make.

@@ -32,6 +32,9 @@ pub struct CallRecord<'a> {
     pub call: Option<CallId>,
     /// The server's name in its [`Host`](crate::Host) (`None` from an engine on its own).
     pub server: Option<&'a str>,
+    /// The principal whose lane carried the call ([`Host::lane`](crate::Host::lane)); `None`
+    /// for the server's own context (and from an engine on its own).
+    pub principal: Option<&'a str>,
     /// The W3C trace id of the call's `traceparent`, when it gave one.
     pub trace_id: Option<TraceId>,
     /// The run or task the call belongs to ([`CallOptions::run_id`](crate::CallOptions)).
@@ -90,6 +93,7 @@ impl<'a> CallRecord<'a> {
         Self {
             call: None,
             server: None,
+            principal: None,
             trace_id: None,
             run_id: None,
             transport,
@@ -128,7 +132,7 @@ impl<'a> CallRecord<'a> {
 
     /// The same record with its borrowed strings dropped (for storage; they are kept apart).
     pub(crate) fn detached(self) -> CallRecord<'static> {
-        CallRecord { server: None, tool: None, ..self }
+        CallRecord { server: None, principal: None, tool: None, ..self }
     }
 
     /// The record with the server's name set.
@@ -137,6 +141,18 @@ impl<'a> CallRecord<'a> {
         'a: 'b,
     {
         CallRecord { server: Some(server), ..self }
+    }
+
+    /// The record with the server's name and the lane's principal set.
+    pub(crate) fn with_context<'b>(
+        self,
+        server: &'b str,
+        principal: Option<&'b str>,
+    ) -> CallRecord<'b>
+    where
+        'a: 'b,
+    {
+        CallRecord { server: Some(server), principal, ..self }
     }
 }
 
