@@ -404,13 +404,13 @@ impl ServerCatalog {
 
     /// The server's logical identity (its program and arguments, or its URL, or
     /// `Config::cache_identity`).
+    pub(crate) fn identity(&self) -> &str {
+        &self.identity.0
+    }
+
     /// The principal a lane serves; `None` for the server's own context.
     pub(crate) fn principal(&self) -> Option<&str> {
         self.principal.as_deref()
-    }
-
-    pub(crate) fn identity(&self) -> &str {
-        &self.identity.0
     }
 
     /// The key for the engine's current version; `None` until it was first ready. While the

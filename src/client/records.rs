@@ -140,7 +140,7 @@ impl Client {
     /// Installs the sink that every call record goes to (replacing any earlier one, which is
     /// returned). Records reach it as calls' terminal events leave the engines: through
     /// [`poll_event`](Self::poll_event), the blocking helpers and the capability cache; and
-    /// for each listing the cache answers itself. See [`CallRecord`](crate::CallRecord).
+    /// for each listing the cache answers itself. See [`CallRecord`].
     pub fn set_record_sink(&mut self, sink: Box<dyn RecordSink>) -> Option<Box<dyn RecordSink>> {
         self.records.sink.replace(sink)
     }

@@ -144,6 +144,7 @@ impl<'a> CallRecord<'a> {
     }
 
     /// The record with the server's name and the lane's principal set.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the host's records only
     pub(crate) fn with_context<'b>(
         self,
         server: &'b str,
