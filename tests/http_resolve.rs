@@ -406,3 +406,46 @@ fn an_authorization_server_whose_first_address_swallows_connections_is_reached_a
     let to_as: Vec<String> = auth.requests().iter().map(|r| r.method.clone()).collect();
     assert_eq!(to_as, ["GET", "POST"], "the metadata and the token, at the second address");
 }
+
+/// A listener that takes every connection and never answers; how many it took.
+fn counting_listener() -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = Arc::clone(&accepted);
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for client in listener.incoming().flatten() {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            held.push(client);
+        }
+    });
+    (port, accepted)
+}
+
+/// The share of time an OAuth request gives each address is for the TCP connect: a proxy
+/// that took the connection and is slow to open the tunnel (here a little over half the
+/// connect timeout) keeps it, and the proxy name's next address is never tried. (Moved on
+/// at half the time, the flow lost every tunnel slower than that.)
+#[test]
+fn an_oauth_request_keeps_a_proxy_that_is_slow_to_open_its_tunnel() {
+    let (auth, mcp) = client_credentials_servers("localhost");
+    let url = mcp.url("http", "127.0.0.1");
+    let proxy = MiniProxy::start();
+    let connect_timeout = Duration::from_secs(2);
+    let target = format!("localhost:{}", auth.port);
+    *proxy.slow.lock().unwrap() = Some((target, connect_timeout * 6 / 10));
+    let (second, accepted) = counting_listener();
+    let client = PreRegistered::with_secret("id", "secret");
+    let mut opts = HttpOptions::new(url.clone())
+        .oauth(OAuthConfig::client_credentials(url, client))
+        .resolver(Arc::new(ThisFirst(proxy.port)));
+    opts.proxy = ProxyChoice::Url(format!("http://proxy.test:{second}"));
+    opts.connect_timeout = connect_timeout;
+    let mut host = Host::new().unwrap();
+    let protected = host.add_http_server(opts, Config::default()).unwrap();
+    let out = echo(&mut host, protected, "tunnelled").expect("the protected call");
+    assert!(out.contains("tunnelled"), "{out}");
+    assert_eq!(auth.requests().len(), 2, "the metadata and the token, through the slow tunnel");
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 0, "the next address");
+}

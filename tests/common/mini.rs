@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 /// One request as the server saw it.
 #[derive(Debug, Clone)]
@@ -314,6 +315,8 @@ pub struct MiniProxy {
     pub refuse: Arc<AtomicUsize>,
     /// Every CONNECT's target, in the order they were read.
     pub asked: Arc<Mutex<Vec<String>>>,
+    /// CONNECTs to this target are answered only after this long (a proxy slow to reach it).
+    pub slow: Arc<Mutex<Option<(String, Duration)>>>,
 }
 
 impl MiniProxy {
@@ -325,6 +328,7 @@ impl MiniProxy {
         let gate = Gate::default();
         let (held, refuse, asked) =
             (Arc::clone(&gate.held), Arc::clone(&gate.refuse), Arc::clone(&gate.asked));
+        let slow = Arc::clone(&gate.slow);
         let (t2, g2) = (Arc::clone(&tunnels), Arc::clone(&targets));
         std::thread::spawn(move || {
             for client in listener.incoming().flatten() {
@@ -334,7 +338,7 @@ impl MiniProxy {
                 });
             }
         });
-        Self { port, tunnels, targets, held, refuse, asked }
+        Self { port, tunnels, targets, held, refuse, asked, slow }
     }
 
     /// Holds the CONNECTs read from now on unanswered (`true`), or answers them (`false`).
@@ -352,6 +356,7 @@ struct Gate {
     held: Arc<(Mutex<bool>, Condvar)>,
     refuse: Arc<AtomicUsize>,
     asked: Arc<Mutex<Vec<String>>>,
+    slow: Arc<Mutex<Option<(String, Duration)>>>,
 }
 
 fn tunnel(
@@ -383,6 +388,10 @@ fn tunnel(
     }
     let (held, released) = &*gate.held;
     drop(released.wait_while(held.lock().unwrap(), |on| *on).unwrap());
+    let delay = gate.slow.lock().unwrap().as_ref().filter(|(t, _)| *t == target).map(|s| s.1);
+    if let Some(delay) = delay {
+        std::thread::sleep(delay);
+    }
     let upstream = TcpStream::connect(&target)?;
     targets.lock().unwrap().push(target);
     count.fetch_add(1, Ordering::SeqCst);

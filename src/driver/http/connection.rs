@@ -161,6 +161,11 @@ impl Connection {
         matches!(self.stage, Stage::Plain | Stage::Tls(_))
     }
 
+    /// `true` while the TCP connect itself is under way (before the tunnel and TLS).
+    pub(super) fn is_connecting(&self) -> bool {
+        matches!(self.stage, Stage::Connecting(_))
+    }
+
     /// `true` once the TLS handshake is done too: until then the connect timeout runs.
     #[inline]
     pub(super) fn is_established(&self) -> bool {

@@ -291,12 +291,13 @@ impl OAuthRequests {
         } else if fetch.attempt_until.is_some_and(|t| now >= t) {
             fetch.attempt_until = None;
             match &fetch.stage {
-                Stage::Open(conn, Some(_)) if !conn.is_open() => {
-                    log::debug!("an OAuth connection was not made in time: the next address");
+                Stage::Open(conn, Some(_)) if conn.is_connecting() => {
+                    log::debug!("an OAuth TCP connect took its share of time: the next address");
                     let failed = Progress::Done(Err(io::ErrorKind::TimedOut.into()));
                     self.next_address(&mut fetch, registry, now, failed)
                 }
-                // Connected, or nothing left to try: the request's own deadline stands.
+                // Connected (a proxy's tunnel or TLS may still be under way: the address
+                // answered), or nothing left to try: the request's own deadline stands.
                 _ => Progress::Pending,
             }
         } else {
@@ -359,8 +360,9 @@ struct OAuthFetch {
     id: RequestId,
     /// The whole request (resolution included) fails after this.
     deadline: Instant,
-    /// While the name has addresses left to try: when the connection to the current one
-    /// must be made, or the next is tried.
+    /// While the name has addresses left to try: when the TCP connection to the current one
+    /// must be made, or the next is tried. An address that took the connection keeps it
+    /// (a tunnel or handshake under way has the request's whole time, as it had before).
     attempt_until: Option<Instant>,
     stage: Stage,
 }
@@ -388,7 +390,7 @@ enum Stage {
     },
     /// Connected (or connecting) to one address, with the addresses after it.
     Open(OneShot, Option<Box<Next>>),
-    /// Between the two, only inside [`OAuthRequests::handle_readiness`].
+    /// While a fetch's stage is being replaced (`begin`, `step`, `next_address`).
     Moving,
 }
 
@@ -456,6 +458,11 @@ impl OneShot {
     /// Whether the connection is up (TCP, proxy and TLS): before, no request byte left.
     fn is_established(&self) -> bool {
         self.conn.is_established()
+    }
+
+    /// Whether the TCP connect is still under way: the address has not answered yet.
+    fn is_connecting(&self) -> bool {
+        self.conn.is_connecting()
     }
 
     /// Connects to `addr` (of `at`: its proxy's when it has one) without waiting, registers
