@@ -44,8 +44,9 @@ impl Transport {
     ) {
         match self {
             Self::Stdio(d) => {
+                // Its only error is a restart's: the process after an exit could not start.
                 if let Err(e) = d.handle_token(registry, token, read_closed, engine, now) {
-                    log::debug!("server I/O failed: {e}");
+                    restart_failed(engine, now, &e);
                 }
             }
             #[cfg(feature = "http")]
@@ -103,7 +104,7 @@ impl Transport {
             Self::Stdio(d) => {
                 if d.has_backlog() {
                     if let Err(e) = d.resume(registry, engine, now) {
-                        log::debug!("server I/O failed: {e}");
+                        restart_failed(engine, now, &e);
                     }
                 }
             }
