@@ -432,7 +432,7 @@ fn an_oauth_request_keeps_a_proxy_that_is_slow_to_open_its_tunnel() {
     let (auth, mcp) = client_credentials_servers("localhost");
     let url = mcp.url("http", "127.0.0.1");
     let proxy = MiniProxy::start();
-    let connect_timeout = Duration::from_secs(2);
+    let connect_timeout = Duration::from_secs(3);
     let target = format!("localhost:{}", auth.port);
     *proxy.slow.lock().unwrap() = Some((target, connect_timeout * 6 / 10));
     let (second, accepted) = counting_listener();
