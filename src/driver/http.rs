@@ -847,10 +847,10 @@ impl HttpDriver {
             }
             Err(e) => {
                 log::debug!("cannot end the legacy session: {e}");
-                let _ = self.session.take_session_id();
+                let htu = &self.instances.current().htu;
+                self.session.close(Instant::now(), htu, |_| ());
             }
         }
-        self.session.close();
     }
 
     /// Closes every connection without waiting. The `DELETE` that ends a legacy session, when
@@ -863,13 +863,11 @@ impl HttpDriver {
         now: Instant,
     ) -> Option<close::SessionEnd> {
         self.close_all(registry);
-        let end = self.end_session(registry, now, later(now, grace));
-        self.session.close();
-        end
+        self.end_session(registry, now, later(now, grace))
     }
 
     /// Closes every connection and stops listening for a resolution. The exchanges they
-    /// carried end with the session's `close`, which follows.
+    /// carried end with the session's `close`, which follows ([`end_session`](Self::end_session)).
     fn close_all(&mut self, registry: &Registry) {
         let keys: SmallVec<[usize; 8]> = self.conns.iter().map(|(k, _)| k).collect();
         for k in keys {
@@ -879,8 +877,8 @@ impl HttpDriver {
         self.instances.close(registry);
     }
 
-    /// Starts the `DELETE` that ends the legacy session, when there is one, on this driver's
-    /// closing token.
+    /// Closes the session, and starts the `DELETE` that ends its legacy session, when there is
+    /// one, on this driver's closing token.
     fn end_session(
         &mut self,
         registry: &Registry,

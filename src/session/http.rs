@@ -707,17 +707,11 @@ impl HttpSession {
         self.session_id.as_deref()
     }
 
-    /// Ends the session locally and returns its id (after [`end_plan`](Self::end_plan)).
-    pub(crate) fn take_session_id(&mut self) -> Option<String> {
-        self.session_version = None;
-        self.session_id.take()
-    }
-
     /// How to write the `DELETE` that ends the legacy session (§6.2), when there is one. It
     /// carries what every request of the session carries: `Mcp-Session-Id`, the negotiated
     /// `MCP-Protocol-Version`, the bearer token (§8: on every request, with its DPoP proof for
     /// `htu`) and the host's headers.
-    pub(crate) fn end_plan(&mut self, now: Instant, htu: &str) -> Option<RequestPlan<'_>> {
+    fn end_plan(&mut self, now: Instant, htu: &str) -> Option<RequestPlan<'_>> {
         let proof = self.oauth.as_mut().and_then(|o| o.resource_proof(now, "DELETE", htu));
         let session = self.session_id.as_deref()?;
         let mut headers = PlanHeaders::new();
@@ -981,14 +975,28 @@ impl HttpSession {
     /// A legacy GET stream's backoff, a broken stream's resumption or the OAuth flow's token
     /// refresh left scheduled kept a closed server in the host's deadlines, due at once on
     /// every turn (a loop at full CPU), and the refresh went on rotating the user's tokens
-    /// for a server nobody used. Call after the session's `DELETE` is planned (its proof
-    /// needs the flow).
-    pub(crate) fn close(&mut self) {
+    /// for a server nobody used.
+    ///
+    /// A legacy session's `DELETE` (§6.2), to the URL whose `htu` is given, is planned first
+    /// and handed to `end`, which writes it (the plan borrows the session, and its DPoP proof
+    /// needs the flow the close drops): one verb, so no caller can drop the flow before the
+    /// proof or send a session id already forgotten. Returns what `end` made, `None` when
+    /// there was no session to end. The session is over locally either way.
+    pub(crate) fn close<R>(
+        &mut self,
+        now: Instant,
+        htu: &str,
+        end: impl FnOnce(RequestPlan<'_>) -> R,
+    ) -> Option<R> {
+        let ended = self.end_plan(now, htu).map(end);
+        self.session_version = None;
+        self.session_id = None;
         for i in 0..self.exchanges.len() {
             self.release(i);
         }
         self.listen = Listen::Off;
         self.oauth = None;
+        ended
     }
 
     fn release(&mut self, i: usize) {

@@ -41,10 +41,10 @@ pub(crate) struct SessionEnd {
 }
 
 impl SessionEnd {
-    /// Starts the `DELETE` that ends `session`'s legacy session, when it has one, to the
-    /// instance in use, with the headers its requests carry (§6.2, and the bearer token: §8),
-    /// through the same proxy and TLS (`tls`). Its connection is registered with `token`; it
-    /// is given up on at `deadline`. The session is over locally either way.
+    /// Closes `session`, and starts the `DELETE` that ends its legacy session, when it has
+    /// one, to the instance in use, with the headers its requests carry (§6.2, and the bearer
+    /// token: §8), through the same proxy and TLS (`tls`). Its connection is registered with
+    /// `token`; it is given up on at `deadline`. The session is over locally either way.
     pub(super) fn start(
         session: &mut HttpSession,
         instances: &Instances,
@@ -55,10 +55,9 @@ impl SessionEnd {
         deadline: Instant,
     ) -> Option<Self> {
         let at = instances.current();
-        let request = session
-            .end_plan(now, &at.htu)
-            .map(|plan| encode(plan.method, at, plan.preset, &plan.headers, plan.body));
-        let _ = session.take_session_id();
+        let request = session.close(now, &at.htu, |plan| {
+            encode(plan.method, at, plan.preset, &plan.headers, plan.body)
+        });
         let (addr, request) = (instances.addr_in_use()?, request?);
         let sent = request.and_then(|r| Self::send(r, at, addr, registry, token, tls, deadline));
         match sent {

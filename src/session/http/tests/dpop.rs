@@ -290,15 +290,25 @@ fn the_legacy_get_stream_and_delete_carry_proofs_with_their_methods() {
     let a = s.authorized_call("a", &mut server);
     assert_eq!(proof_of(&a).1["htm"], "POST");
     s.json(a.x, reply(&a, json!({"content": []})));
-    let plan = s.session.end_plan(s.now, HTU).expect("a legacy session to end");
-    assert_eq!(plan.method, "DELETE");
+    let (method, headers) = s
+        .session
+        .close(s.now, HTU, |plan| {
+            let headers: Vec<(String, Vec<u8>)> =
+                plan.headers.iter().map(|(n, v)| (n.as_str().to_owned(), v.to_vec())).collect();
+            (plan.method.to_owned(), headers)
+        })
+        .expect("a legacy session to end");
+    assert_eq!(method, "DELETE");
     let find = |name: &str| {
-        plan.headers.iter().find(|(n, _)| n.as_str().eq_ignore_ascii_case(name)).map(|(_, v)| *v)
+        headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_slice())
     };
     assert_eq!(find("authorization"), Some(&b"DPoP tok-1"[..]));
     let (_, claims) = verify(std::str::from_utf8(find("dpop").unwrap()).unwrap());
     assert_eq!(claims["htm"], "DELETE");
     assert_eq!(claims["ath"], ath("tok-1"));
+    // The close that planned the `DELETE` forgot the session: there is none to end again.
+    assert_eq!(s.session.session_id(), None);
+    assert!(s.session.close(s.now, HTU, |_| ()).is_none());
 }
 
 #[test]

@@ -163,7 +163,7 @@ fn a_request_whose_resource_moved_gets_one_more_flow() {
 fn a_closed_session_refreshes_no_token() {
     let (mut s, _) = refused_then_flowed(&["tok-1"]);
     assert!(s.session.poll_timeout().is_some(), "the refresh is due before the expiry");
-    s.session.close();
+    s.session.close(s.now, "http://127.0.0.1:9/mcp", |_| ());
     assert_eq!(s.session.poll_timeout(), None);
     s.now += Duration::from_secs(3600);
     s.session.handle_timeout(&mut s.engine, s.now);
