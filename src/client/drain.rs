@@ -234,8 +234,8 @@ impl Client {
             }
             let Some(index) = commands.servers.next_with_events(*event_cursor) else {
                 // Then what removed servers left: their calls' ends, and `Closed`.
-                let Some(r) = Self::next_retired(retired) else { break };
-                let Some(detached) = r.engine.poll_event_into(scratch) else { break };
+                let Some(r) = retired.next() else { break };
+                let Some(detached) = r.events.pop_into(scratch) else { break };
                 let event = detached.view(scratch);
                 records.event_named(&r.name, &event);
                 f(&mut commands, r.id, event);

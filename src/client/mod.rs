@@ -13,11 +13,11 @@
 //! So everything above the engine is testable with the engine harness on simulated time: a
 //! test adds engines, moves their frames itself, and calls the same verbs the host does.
 
-use std::collections::VecDeque;
 use std::time::Instant;
 
 use serde_json::value::RawValue;
 
+use self::retired::RetiredServers;
 use self::servers::Settled;
 use crate::config::{CacheConfig, SavedVerdict};
 use crate::engine::{
@@ -36,6 +36,7 @@ pub(crate) mod event;
 pub(crate) mod lane;
 pub(crate) mod principal;
 pub(crate) mod records;
+pub(crate) mod retired;
 pub(crate) mod roots;
 #[cfg(feature = "schema")]
 pub(crate) mod schema;
@@ -133,25 +134,9 @@ pub struct Client {
     /// Compiled tool schemas, by definition hash.
     #[cfg(feature = "schema")]
     schemas: schema::SchemaCache,
-    /// Engines of removed servers whose events the host has not taken yet: the ends of the
-    /// calls the close failed, and `Closed`, still reach `poll_event` (under the removed
-    /// handle) and their records the sink. Each is dropped once drained; at most
-    /// [`MAX_RETIRED`] are kept.
-    retired: VecDeque<Retired>,
+    /// The events of removed servers the host has not taken yet.
+    retired: RetiredServers,
 }
-
-/// A removed server's engine, kept for the events it still holds.
-#[derive(Debug)]
-pub(crate) struct Retired {
-    id: ServerId,
-    /// Its names for the records (its slot may be another server's by now).
-    name: records::Naming,
-    engine: Engine,
-}
-
-/// Removed servers whose undrained events are kept (the oldest go first): a host that never
-/// drains them does not keep every engine it removed.
-const MAX_RETIRED: usize = 64;
 
 impl Client {
     /// A core with no server and a capability cache of these bounds.
@@ -172,7 +157,7 @@ impl Client {
             round: Vec::new(),
             #[cfg(feature = "schema")]
             schemas: schema::SchemaCache::default(),
-            retired: VecDeque::new(),
+            retired: RetiredServers::default(),
         })
     }
 
@@ -225,47 +210,17 @@ impl Client {
         id
     }
 
-    /// Keeps the engine of a server the host removed while it has events to hand out (the
-    /// ends of the calls its close failed): they come after the live servers' events.
+    /// Keeps the events of a server the host removed, if it left any (the ends of the calls
+    /// its close failed): they come after the live servers' events ([`retired`]).
     pub(crate) fn retire(&mut self, id: ServerId, engine: Engine) {
-        if engine.queued_events() == 0 {
-            return;
-        }
-        if self.retired.len() >= MAX_RETIRED {
-            // Past the bound, the oldest engine that holds no call's end goes first: what a
-            // host needs most is each of its calls' one end. Only when every engine kept holds
-            // one is the oldest dropped, ends and all.
-            self.retired.retain(|r| r.engine.queued_events() > 0);
-            let spare = self.retired.iter().position(|r| r.engine.terminal_events() == 0);
-            if let Some(at) = spare {
-                self.retired.remove(at);
-            } else if self.retired.len() >= MAX_RETIRED {
-                if let Some(old) = self.retired.pop_front() {
-                    log::warn!(
-                        "{} ends of calls of a removed server dropped: {MAX_RETIRED} removed \
-                         servers' events wait undrained",
-                        old.engine.terminal_events()
-                    );
-                }
-            }
-        }
         let name = self.records.naming(id.index);
-        self.retired.push_back(Retired { id, name, engine });
+        self.retired.keep(id, name, engine.into_events());
     }
 
-    /// The removed server whose events come next ([`retire`](Self::retire)), dropping those
-    /// already drained.
-    fn next_retired(retired: &mut VecDeque<Retired>) -> Option<&mut Retired> {
-        while retired.front().is_some_and(|r| r.engine.queued_events() == 0) {
-            retired.pop_front();
-        }
-        retired.front_mut()
-    }
-
-    /// The next event of a removed server's engine.
+    /// The next event of a removed server.
     fn next_retired_event(&mut self) -> Option<(ServerId, HostEvent<'_>)> {
-        let r = Self::next_retired(&mut self.retired)?;
-        let out = r.engine.poll_event_tagged(r.id);
+        let r = self.retired.next()?;
+        let out = r.events.pop_tagged(r.id);
         if let Some((_, event)) = &out {
             self.records.event_named(&r.name, event);
         }
@@ -621,8 +576,7 @@ impl Client {
 
     /// `true` when some server's engine holds an event for the host.
     pub fn has_queued_events(&self) -> bool {
-        self.servers.next_with_events(0).is_some()
-            || self.retired.iter().any(|r| r.engine.queued_events() > 0)
+        self.servers.next_with_events(0).is_some() || self.retired.has_events()
     }
 
     /// The earliest deadline the core owns: every engine's, and every watched catalog's
@@ -743,7 +697,7 @@ impl Client {
     ) -> bool {
         !self.cache.has_changes()
             && self.unflushed.is_empty()
-            && self.retired.iter().all(|r| r.engine.queued_events() == 0)
+            && !self.retired.has_events()
             && self.servers.is_idle(now, is_idle)
     }
 }

@@ -31,6 +31,11 @@ pub(crate) struct Naming {
 }
 
 impl Naming {
+    /// The bytes its names hold on the heap.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.server.capacity() + self.principal.as_ref().map_or(0, String::capacity)
+    }
+
     fn of<'r, 'n>(&'n self, record: CallRecord<'r>) -> CallRecord<'n>
     where
         'r: 'n,

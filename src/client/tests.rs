@@ -472,36 +472,94 @@ fn a_removed_servers_cache_calls_are_no_host_events() {
     assert!(seen.iter().any(|e| e.starts_with("Closed")), "{seen:?}");
 }
 
-/// Past the bound on removed servers kept for their events, one holding no call's end goes
-/// before one that holds some: the oldest went whatever it held, and the host never heard of
-/// its calls' ends while a later server's resource notice was kept.
-#[test]
-fn removed_servers_holding_calls_ends_are_kept_first() {
-    let mut sim = Sim::new();
-    // Every server made first: making one drains the events waiting.
-    let with_a_call = |sim: &mut Sim, name: &str| {
-        let id = sim.ready_server(name);
-        sim.client.call_tool_json(sim.now, id, "t", "{}", &CallOptions::default()).unwrap();
-        sim.sent_one(id);
-        sim.unflushed();
-        id
-    };
-    let first = with_a_call(&mut sim, "first");
-    let quiet = sim.ready_server("quiet");
-    let rest: Vec<ServerId> = (0..63).map(|i| with_a_call(&mut sim, &format!("s{i}"))).collect();
-    let updated = json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
-        "params": {"uri": "res://a"}});
-    sim.peer(quiet, updated);
-    for id in [first, quiet].into_iter().chain(rest) {
+/// A ready server `name` with one call sent and pending.
+fn with_a_call(sim: &mut Sim, name: &str) -> ServerId {
+    let id = sim.ready_server(name);
+    sim.client.call_tool_json(sim.now, id, "t", "{}", &CallOptions::default()).unwrap();
+    sim.sent_one(id);
+    sim.unflushed();
+    id
+}
+
+/// Closes, removes and retires each server, as `Host::remove_server` does.
+fn remove_all(sim: &mut Sim, ids: impl IntoIterator<Item = ServerId>) {
+    for id in ids {
         let mut core = sim.client.remove(id).unwrap();
         core.engine.close(sim.now);
         sim.client.retire(id, core.engine);
     }
-    let mut ends = 0;
-    while let Some((_, event)) = sim.client.poll_event(sim.now) {
-        ends += usize::from(matches!(event, Event::CallFailed { .. }));
+}
+
+/// The servers whose call ended (`CallFailed`) among the events handed out, and how many
+/// other events came.
+fn ends_and_others(sim: &mut Sim) -> (Vec<ServerId>, usize) {
+    let (mut ends, mut others) = (Vec::new(), 0);
+    while let Some((id, event)) = sim.client.poll_event(sim.now) {
+        match event {
+            Event::CallFailed { .. } => ends.push(id),
+            Event::Closed { .. } => {}
+            _ => others += 1,
+        }
     }
-    assert_eq!(ends, 64, "every removed server's call ended");
+    (ends, others)
+}
+
+/// A host removes a server with a hundred busy lanes (a gateway's users) before it takes
+/// their events: each lane's call still ends. Sixty-four removed engines were kept at most,
+/// so the oldest lanes' calls never ended.
+#[test]
+fn every_call_of_a_removed_servers_many_lanes_ends() {
+    let mut sim = Sim::new();
+    // Every lane made first: making one drains the events waiting.
+    let lanes: Vec<ServerId> = (0..100).map(|i| sim.ready_lane("gw", &format!("p{i}"))).collect();
+    for &lane in &lanes {
+        sim.client.call_tool_json(sim.now, lane, "t", "{}", &CallOptions::default()).unwrap();
+        sim.sent_one(lane);
+    }
+    sim.unflushed();
+    let base = sim.bases[0].1;
+    let forgotten = sim.client.lanes.forget(base);
+    assert_eq!(forgotten.len(), 100);
+    remove_all(&mut sim, forgotten.into_iter().chain([base]));
+    let (ends, _) = ends_and_others(&mut sim);
+    assert_eq!(ends.len(), 100, "every lane's call ended");
+    for lane in lanes {
+        assert!(ends.contains(&lane), "{lane:?}'s call ended under its handle");
+    }
+    assert!(!sim.client.retired.has_events());
+    assert_eq!(sim.client.retired.bytes(), 0, "what was drained is no longer counted");
+}
+
+/// Past the bound on the bytes removed servers' events hold, a server whose events hold no
+/// call's end goes first, and one that comes with none is not kept; only when every server
+/// kept holds a call's end does the oldest go, ends and all.
+#[test]
+fn past_their_bound_removed_servers_holding_calls_ends_are_kept_first() {
+    // The weight of a removed server with one call's end (names of one letter each).
+    let mut twin = Sim::new();
+    let x = with_a_call(&mut twin, "x");
+    remove_all(&mut twin, [x]);
+    let weight = twin.client.retired.bytes();
+    assert!(weight > 0);
+
+    let mut sim = Sim::new();
+    let quiet = sim.ready_server("q");
+    let [a, b, c] = ["a", "b", "c"].map(|name| with_a_call(&mut sim, name));
+    let late = sim.ready_server("l");
+    let updated = json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+        "params": {"uri": "res://a"}});
+    sim.peer(quiet, updated.clone());
+    sim.peer(late, updated);
+    sim.client.retired = RetiredServers::with_bound(3 * weight);
+    // The quiet one goes for `c` at the latest; the late quiet one is not kept.
+    remove_all(&mut sim, [quiet, a, b, c, late]);
+    assert_eq!(ends_and_others(&mut sim), (vec![a, b, c], 0));
+
+    let mut sim = Sim::new();
+    let [a, b, c, d] = ["a", "b", "c", "d"].map(|name| with_a_call(&mut sim, name));
+    sim.client.retired = RetiredServers::with_bound(3 * weight);
+    remove_all(&mut sim, [a, b, c, d]);
+    assert_eq!(ends_and_others(&mut sim).0, vec![b, c, d], "the oldest went, ends and all");
 }
 
 /// The first added name of each tool change event the core hands out, in order.

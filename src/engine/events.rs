@@ -402,6 +402,23 @@ impl EventQueue {
         self.terminals
     }
 
+    /// The queue of a removed server's engine, kept for the events it holds and nothing more:
+    /// no room for events to come, and no compaction buffer of its own until one is needed.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the core's, for removed servers
+    pub(crate) fn retire(mut self) -> Self {
+        self.spare = String::new();
+        self.queue.shrink_to_fit();
+        self.arena.shrink_to_fit();
+        self
+    }
+
+    /// The bytes the queue holds on the heap: its events' slots and their text.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the core's, for removed servers
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let slots = self.queue.capacity() * std::mem::size_of::<Stored>();
+        slots + self.arena.capacity() + self.spare.capacity()
+    }
+
     /// Arena bytes in use, dead ones included (for tests of the bound).
     #[cfg(test)]
     pub(crate) fn arena_len(&self) -> usize {

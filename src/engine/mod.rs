@@ -94,7 +94,7 @@ use crate::proto::meta::{write_call_meta, StaticMeta};
 use crate::proto::version::{Era, EraPreference, ProtocolVersion};
 use answer_checks::{elicit, sampling};
 use ending::Outcome;
-use events::EventQueue;
+pub(crate) use events::EventQueue;
 use inbound::{itoa_buf, sniff_id};
 use lifecycle::{
     first_probe_version, handshake_result, probe_error, probe_result, ttl_of, Handshake, Lifecycle,
@@ -1070,10 +1070,11 @@ impl Engine {
         self.events.len()
     }
 
-    /// How many of the queued events are calls' ends (`CallDone`, `CallFailed`).
-    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the core's, for removed servers
-    pub(crate) fn terminal_events(&self) -> usize {
-        self.events.terminals()
+    /// The events still queued, the rest of the engine dropped: what a removed server leaves
+    /// for the host to take.
+    #[cfg(feature = "stdio")] // the core's, for removed servers
+    pub(crate) fn into_events(self) -> EventQueue {
+        self.events
     }
 
     /// `list_changed` notifications of each kind received so far (tools, prompts, resources),
