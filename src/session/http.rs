@@ -1089,7 +1089,15 @@ impl HttpSession {
                     if at <= now {
                         x.stage = Stage::Waiting(Attempt::Resume);
                         self.scheduled -= 1;
-                        self.waiting.push_back(i);
+                        // A handshake's stream goes first, as the handshake did: nothing goes
+                        // before a handshake under way (`peek_waiting`), so behind a request
+                        // waiting for a connection it waited until its time ran out.
+                        match x.carries {
+                            Carries::Request { method: Method::Initialize, .. } => {
+                                self.waiting.push_front(i)
+                            }
+                            _ => self.waiting.push_back(i),
+                        }
                     }
                 }
             }

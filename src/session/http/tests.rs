@@ -1298,6 +1298,30 @@ fn a_broken_initialize_stream_is_resumed_in_its_session() {
     assert_eq!(resume.header("mcp-session-id"), Some("s-1"));
 }
 
+/// The handshake that renews a session has its broken stream resumed before what waits for a
+/// connection: nothing goes before a handshake under way, so the resume, queued behind a call
+/// that waited, waited for good, and the server was closed when the handshake's time ran out.
+#[test]
+fn a_renewals_broken_initialize_stream_is_resumed_before_what_waits() {
+    let (mut s, first) = Sim::legacy_call();
+    // `x` waits for a connection (the pool busy): taken by the session, not by the driver.
+    s.call("x");
+    s.flush();
+    assert_eq!(s.session.requests_waiting(), 1);
+    s.respond(first.x, 404, &[], "");
+    let init = s.next().expect("the handshake");
+    assert_eq!(init.rpc(), "initialize");
+    let head = [("Content-Type", "text/event-stream"), ("Mcp-Session-Id", "s-2")];
+    assert!(matches!(s.head(init.x, 200, &head), ResponseStep::More));
+    s.body(init.x, "id: i1\nretry: 250\ndata:\n\n");
+    s.fail(init.x, ExchangeFailure::Transport(TransportError::ConnectionLost));
+    assert!(s.session.requests_waiting() > 0, "a request waits behind the handshake");
+    s.advance(Duration::from_millis(250));
+    let resume = s.next().expect("the handshake's resume");
+    assert_eq!((resume.method.as_str(), resume.header("last-event-id")), ("GET", Some("i1")));
+    assert_eq!(resume.header("mcp-session-id"), Some("s-2"));
+}
+
 /// A broken stream of a session that another request's 404 replaced is not resumed in the new
 /// session, whose server never saw its event ids: its call ends as a lost connection (a write:
 /// `DeliveryUnknown`). It went as a GET with the old `Last-Event-ID` and the new session's id.
