@@ -1531,6 +1531,9 @@ impl HttpSession {
         }
         ex.sse.push(chunk);
         let mut flow = ResponseStep::More;
+        // A message that was not this exchange's own reply (a notification, a server
+        // request, or another call's reply, against the spec) came.
+        let mut other = false;
         loop {
             if budget.spent() {
                 if ex.sse.buffered() > 0 {
@@ -1568,9 +1571,14 @@ impl HttpSession {
                                     // is not read, however the bytes were cut.
                                     break;
                                 }
+                            } else {
+                                other = true;
                             }
                         }
-                        _ => engine.handle_message(now, e.data.as_bytes()),
+                        _ => {
+                            engine.handle_message(now, e.data.as_bytes());
+                            other = true;
+                        }
                     }
                 }
                 Ok(_) => {}
@@ -1613,12 +1621,42 @@ impl HttpSession {
                 if ex.resuming() && ex.flight().answered {
                     // The reply came on the resumed stream; a GET stream need not end.
                     self.release(i);
+                    if other {
+                        self.linger_answered_elsewhere(engine, now);
+                    }
                     return ResponseStep::Close;
                 }
             }
             _ => {}
         }
+        if other {
+            self.linger_answered_elsewhere(engine, now);
+        }
         flow
+    }
+
+    /// After a message that was not its stream's own reply: a call it answered (a reply on
+    /// another stream, against the spec: servers send a call's reply on its own) has its own
+    /// stream closed a grace later, as if the reply had come on it. Held open and silent, it
+    /// kept a connection of the pool for good. Not on the path of a reply on its own stream.
+    #[cold]
+    #[inline(never)]
+    fn linger_answered_elsewhere(&mut self, engine: &Engine, now: Instant) {
+        for x in &mut self.exchanges {
+            let (Carries::Request { id, .. }, Stage::InFlight(f)) = (x.carries, &mut x.stage)
+            else {
+                continue;
+            };
+            if f.answered || engine.awaits(id) {
+                continue;
+            }
+            f.answered = true;
+            if x.lingers_until.is_none() {
+                log::debug!("a call was answered on another stream: its own closes after a grace");
+                x.lingers_until = Some(later(now, REPLY_LINGER));
+                self.lingering += 1;
+            }
+        }
     }
 
     /// Exchange `x`'s response ended: decide what its status and body mean.

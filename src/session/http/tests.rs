@@ -723,6 +723,33 @@ fn a_post_stream_that_goes_on_after_its_reply_is_closed_after_a_grace() {
     assert!(s.closed.is_empty());
 }
 
+/// A call the server answers on another stream (the GET stream, or another call's, against
+/// the spec) has its own stream closed a grace later, as if the reply had come on it: held
+/// open and silent, it kept a connection of the pool for good, and a server doing it for
+/// every call left no connection for the next ones.
+#[test]
+fn a_call_answered_on_another_stream_gives_its_connection_back() {
+    for on_the_get_stream in [true, false] {
+        let mut s = Sim::legacy(None);
+        let get = s.listen.take().unwrap();
+        s.head(get.x, 200, &SSE);
+        s.call("a");
+        let a = s.next().unwrap();
+        s.head(a.x, 200, &SSE);
+        s.call("b");
+        let b = s.next().unwrap();
+        s.head(b.x, 200, &SSE);
+        let answer = reply(&a, json!({"content": []}));
+        let carrier = if on_the_get_stream { get.x } else { b.x };
+        assert_eq!(s.body(carrier, &format!("data: {answer}\n\n")), ResponseStep::More);
+        assert!(s.events()[0].starts_with("done"), "get: {on_the_get_stream}");
+        assert_eq!(s.session.poll_timeout(), Some(s.now + REPLY_LINGER));
+        s.advance(REPLY_LINGER);
+        s.flush();
+        assert_eq!(s.closed, [a.x], "get: {on_the_get_stream}: only the answered call's");
+    }
+}
+
 /// Event ids belong to a stream of one session: after the session is renewed, the new
 /// session's GET stream starts afresh, with no `Last-Event-ID` (which a server would take for
 /// a resumption of a stream it never had) and the default retry delay.
