@@ -661,9 +661,11 @@ impl StdioDriver {
         match token.0.wrapping_sub(self.base.0) {
             STDOUT => {
                 self.read_stdout(registry, engine, now, read_closed)?;
-                // The last answer is in: nothing to ask the child about.
+                // The last answer is in: nothing to ask the child about. Unless a write found
+                // its stdin closed: the look ends a child that takes no more input
+                // (`handle_timeout`), and nothing would arm it again.
                 let armed = self.running.as_mut().filter(|r| r.liveness_at.is_some());
-                if let Some(r) = armed.filter(|_| engine.pending() == 0) {
+                if let Some(r) = armed.filter(|r| r.stdin.is_some() && engine.pending() == 0) {
                     r.liveness_at = None;
                 }
             }
@@ -1580,6 +1582,48 @@ mod tests {
         assert!(lost, "the engine was told, to restart it");
         let last = last.expect("a call was made");
         assert!(engine.is_pending(last), "the call never written waits for the next process");
+        drop(driver.detach(poll.registry(), Duration::from_millis(1), Instant::now()));
+    }
+
+    /// A child that closed its stdin and writes on is ended too when what failed to reach it
+    /// was no request (here the answer to a legacy server's `ping`): the look the failed
+    /// write armed was dropped with the child's next line ("the last answer is in": no call
+    /// was pending), and nothing armed it again, so the child was kept for good, every later
+    /// call waiting out its deadline.
+    #[test]
+    fn a_child_that_closed_its_stdin_and_writes_on_is_ended() {
+        // The handshake answered (with the id it came with), then stdin closed, and a `ping`
+        // and a notice every 200 ms: a `ping` again, in case another test's child, between
+        // its fork and its exec, held the pipe's read end when the first answer was written.
+        let script = r#"read init
+            id=$(echo "$init" | sed 's/.*"id":\([0-9]*\).*/\1/')
+            echo '{"jsonrpc":"2.0","id":'"$id"',"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"s","version":"1"}}}'
+            read initialized
+            exec 0<&-
+            while :; do
+                echo '{"jsonrpc":"2.0","id":"p1","method":"ping"}'
+                echo '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}'
+                sleep 0.2
+            done"#;
+        let config = Config { era: crate::EraPreference::LegacyOnly, ..Config::default() };
+        let (mut poll, mut engine, mut driver, _) = spawned(script, config);
+        let first = driver.pid().expect("running");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut events = mio::Events::with_capacity(8);
+        let mut ready = false;
+        while driver.pid() == Some(first) {
+            assert!(Instant::now() < deadline, "the child that took no input was kept");
+            wait_a_little(&mut poll, &mut events);
+            let now = Instant::now();
+            for e in &events {
+                driver.handle_event(poll.registry(), e, &mut engine, now).unwrap();
+            }
+            driver.handle_timeout(poll.registry(), &mut engine, now).unwrap();
+            while let Some(e) = engine.poll_event() {
+                ready |= matches!(e, crate::Event::Ready { .. });
+            }
+        }
+        assert!(ready, "the handshake was done");
         drop(driver.detach(poll.registry(), Duration::from_millis(1), Instant::now()));
     }
 
