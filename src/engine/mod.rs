@@ -2073,9 +2073,14 @@ impl Engine {
                 CallError::Peer(PeerError::TooLarge)
             }
         };
+        // 408 and 429 say "not now" (a timeout, a rate limit in front of the server), not what
+        // the server makes of the request: no era evidence and no refusal, but a failure that
+        // passes (`retry::is_transient`). Taken as a bare 4xx, a rate limiter's 429 to the
+        // probe and then to `initialize` closed the server for good.
         let bare_4xx = matches!(
             error,
-            CallError::Transport(TransportError::HttpStatus(s)) if (400..500).contains(&s) && s != 401 && s != 403
+            CallError::Transport(TransportError::HttpStatus(s))
+                if (400..500).contains(&s) && !matches!(s, 401 | 403 | 408 | 429)
         );
         match owner {
             // Under a saved verdict, a 4xx without a JSON-RPC answer is what a legacy server

@@ -1650,6 +1650,45 @@ fn a_handshake_failing_in_passing_is_sent_again() {
     assert_eq!(h.engine.state(), ServerState::Closed);
 }
 
+/// A rate limiter's 429 (or a 408) to the era probe is no legacy evidence and to `initialize`
+/// no refusal: both are asked again after a delay, and the server's real answer decides. The
+/// probe's 429 was taken for a legacy server's bare 4xx, the handshake's for a refusal, and
+/// the server was closed for good (under `ModernOnly`, with `NoCommonVersion`).
+#[test]
+fn a_429_or_408_at_start_up_passes() {
+    let fail = |h: &mut Harness, frame: &Value, status: u16| {
+        let failure = ExchangeFailure::Transport(TransportError::HttpStatus(status));
+        h.engine.handle_transport(h.now, TransportEvent::exchange_failed(wire(frame), failure));
+    };
+    for status in [429, 408] {
+        // The probe: asked again, and answered by a modern server.
+        let mut h = http_harness(EraPreference::Auto);
+        let probe = h.sent_one();
+        assert_eq!(probe["method"], "server/discover");
+        fail(&mut h, &probe, status);
+        assert_ne!(h.engine.state(), ServerState::Closed, "{status}");
+        h.advance_to_next_timeout();
+        let probe = h.sent_one();
+        assert_eq!(probe["method"], "server/discover", "{status}: probed again");
+        h.reply(
+            &probe,
+            json!({"resultType": "complete", "supportedVersions": ["2026-07-28"],
+            "capabilities": {}}),
+        );
+        assert_eq!(h.engine.era(), Some(Era::Modern), "{status}");
+        // The handshake: sent again, and answered.
+        let mut h = http_harness(EraPreference::LegacyOnly);
+        let init = h.sent_one();
+        fail(&mut h, &init, status);
+        assert_eq!(h.engine.state(), ServerState::Handshaking, "{status}");
+        h.advance_to_next_timeout();
+        let init = h.sent_one();
+        assert_eq!(init["method"], "initialize", "{status}: sent again");
+        h.reply(&init, json!({"protocolVersion": "2025-11-25"}));
+        assert_eq!(h.engine.era(), Some(Era::Legacy), "{status}");
+    }
+}
+
 /// A legacy session that expires takes its server requests with it: their ids were the old
 /// session's, so an answer (or the timeout error) sent to the new one named a request it
 /// never made. The host that took one is told it expired.
