@@ -381,8 +381,9 @@ impl Default for Config {
     }
 }
 
-/// The most pending calls a table may hold: ids keep the slot in 20 bits.
-pub(crate) const MAX_PENDING_LIMIT: usize = 1 << 20;
+/// The most pending calls a table may hold: ids keep the slot in 20 bits, and the table has
+/// one slot more (the handshake's or the probe's, `Engine::new`).
+pub(crate) const MAX_PENDING_LIMIT: usize = (1 << 20) - 1;
 
 /// The most server requests an engine keeps waiting for the host at once.
 pub(crate) const MAX_SERVER_REQUESTS_LIMIT: usize = 1 << 16;
@@ -391,7 +392,7 @@ impl Config {
     pub(crate) fn check(&self) -> Result<(), ConfigError> {
         let err = |field, reason| Err(ConfigError { field, reason });
         if self.max_pending == 0 || self.max_pending > MAX_PENDING_LIMIT {
-            return err("max_pending", "must be between 1 and 1048576");
+            return err("max_pending", "must be between 1 and 1048575");
         }
         if self.max_message_bytes < 1024 {
             return err("max_message_bytes", "must be at least 1024");

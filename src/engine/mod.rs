@@ -177,6 +177,10 @@ pub struct Engine {
     control_name: String,
 }
 
+// Every slot of the largest table (`max_pending` and the one more) has an id of its own: the
+// last took slot 2^20, which an id masks to slot 0, another call's.
+const _: () = assert!(crate::config::MAX_PENDING_LIMIT < WireId::SLOTS);
+
 impl Engine {
     /// Builds an engine; checks the config once and preallocates every table.
     pub fn new(config: Config, now: Instant) -> Result<Self, ConfigError> {
@@ -194,6 +198,7 @@ impl Engine {
             wants_transport: true,
             transport: TransportKind::Stdio,
             // One slot more than the host may fill: the probe's or handshake's (`is_full`).
+            // One slot more than `max_pending`, for the handshake or the probe.
             requests: Requests::with_capacity(config.max_pending.saturating_add(1)),
             send_queue: VecDeque::with_capacity(config.max_pending),
             control: VecDeque::with_capacity(MAX_CONTROL),

@@ -1650,6 +1650,19 @@ fn a_handshake_failing_in_passing_is_sent_again() {
     assert_eq!(h.engine.state(), ServerState::Closed);
 }
 
+/// The largest table the configuration allows has an id for every slot: at `max_pending` of
+/// 2^20, the handshake's slot (one more) was 2^20, which an id masks to slot 0, so its reply
+/// went to another call, or to none. (A compile-time assertion in `engine/mod.rs` holds the
+/// bound against the ids' slot bits.)
+#[test]
+fn the_largest_pending_table_has_an_id_for_every_slot() {
+    let at = |max_pending| Config { max_pending, ..Config::default() }.check();
+    assert!(at(1 << 20).is_err(), "2^20 calls and the handshake's slot need 2^20 + 1 ids");
+    assert!(at((1 << 20) - 1).is_ok());
+    let last = (1 << 20) - 1;
+    assert_eq!(WireId::new(last, 1).slot(), last);
+}
+
 /// A rate limiter's 429 (or a 408) to the era probe is no legacy evidence and to `initialize`
 /// no refusal: both are asked again after a delay, and the server's real answer decides. The
 /// probe's 429 was taken for a legacy server's bare 4xx, the handshake's for a refusal, and

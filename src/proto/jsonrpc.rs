@@ -24,6 +24,9 @@ const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
 const GEN_MASK: u64 = (1 << GEN_BITS) - 1;
 
 impl WireId {
+    /// The slots an id can name.
+    pub(crate) const SLOTS: usize = 1 << SLOT_BITS;
+
     pub(crate) fn new(slot: usize, generation: u32) -> Self {
         debug_assert!((slot as u64) <= SLOT_MASK);
         Self(((generation as u64) << SLOT_BITS) | (slot as u64 & SLOT_MASK))
