@@ -414,12 +414,16 @@ impl ServerCatalog {
     }
 
     /// The key for the engine's current version; `None` until it was first ready. While the
-    /// server is down or restarting, the last key stands, so its catalog can still be served
-    /// stale after the refresh fails.
+    /// server is down or restarting, the last version stands, so its catalog can still be
+    /// served stale after the refresh fails; but not the last grant: a new one keys the
+    /// catalog anew under that version (a narrower grant must not be shown what a wider one
+    /// listed because the server happens to be down).
     pub(crate) fn key(&mut self, engine: &Engine) -> Option<CacheKey> {
-        let version = match engine.state() {
-            crate::engine::ServerState::Ready(_, v) => v,
-            _ => return self.key.map(|(_, k)| k),
+        let version = match (engine.state(), self.key) {
+            (crate::engine::ServerState::Ready(_, v), _) => v,
+            (_, Some((_, k))) if !self.key_stale => return Some(k),
+            (_, Some((v, _))) => v,
+            (_, None) => return None,
         };
         if let Some((v, k)) = self.key {
             if v == version && !self.key_stale {
@@ -465,7 +469,8 @@ impl ServerCatalog {
 
     /// Whether the search index is the current key's: not when a new grant or a new
     /// protocol version will key the catalog anew and the key was not made again yet. (While
-    /// the server is down the last key stands, and so does its index.)
+    /// the server is down the last version stands, and so does the index of its last key
+    /// unless the grant changed.)
     pub(crate) fn search_is_current(&self, engine: &Engine) -> bool {
         let keyed = match engine.state() {
             crate::engine::ServerState::Ready(_, v) => self.key.is_some_and(|(kv, _)| kv == v),

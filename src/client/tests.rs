@@ -1046,6 +1046,31 @@ fn a_new_granted_scope_keys_the_catalog_apart() {
     let _ = CatalogKind::Tools;
 }
 
+/// A narrower grant that comes while the server is down (its process restarting) is not
+/// served what the wider one listed: the key is made anew under the last version. The last
+/// key stood, whatever the grant, until the server was ready again, so the narrower grant was
+/// shown the wider one's private tools meanwhile.
+#[test]
+fn a_narrower_grant_while_the_server_is_down_is_not_served_the_wider_ones_catalog() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("scoped");
+    sim.client.note_granted_scope(id, Some("read admin"));
+    assert_eq!(sim.tool_names(id), None);
+    let list = sim.sent_one(id);
+    sim.reply(id, &list, tools_page(&["admin_only", "read_only"]));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(id).unwrap(), ["admin_only", "read_only"]);
+    let exit = crate::error::ProcessExit { code: Some(1), signal: None, stderr_tail: "".into() };
+    let lost = TransportEvent::closed(crate::error::TransportError::ProcessExit(exit));
+    sim.client.handle_transport(sim.now, id, lost);
+    while sim.client.poll_event(sim.now).is_some() {}
+    assert!(!matches!(sim.client.state(id), Some(ServerState::Ready(..))));
+    // Down, the same grant is still served its catalog (stale, as the cache serves one).
+    assert_eq!(sim.tool_names(id).unwrap(), ["admin_only", "read_only"]);
+    sim.client.note_granted_scope(id, Some("read"));
+    assert_eq!(sim.tool_names(id), None, "not the wider grant's listing");
+}
+
 /// A narrower grant does not search the tools listed under the wider one: the search index
 /// is the current key's, emptied when the key changes and filled by that key's listing (or by
 /// its catalog still stored, when the grant comes back).
