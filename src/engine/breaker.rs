@@ -127,20 +127,24 @@ impl Breakers {
         &mut self.all[i]
     }
 
-    /// The breaker that admitted a call of `tenant`: its own; else, for a `probe`, the
-    /// overflow breaker waiting for its probe (it was admitted there while every slot was
-    /// tripped; a slot freed since must not take its outcome, leaving the overflow breaker
-    /// waiting for good); else as [`find`](Self::find) finds one. Only a probe: a tenant
-    /// admitted while every breaker was fresh has none of its own either, and its failure
-    /// belongs to a breaker of its own, not to the overflow one.
+    /// The breaker that admitted a call of `tenant`. For a `probe`: its own when that waits
+    /// for a probe; else the overflow breaker waiting for one (the probe was admitted there
+    /// while every slot was tripped: a slot freed since, even one the tenant took for its next
+    /// call, must not take its outcome, leaving the overflow breaker waiting for good); else
+    /// its own. Otherwise its own, or as [`find`](Self::find) finds one: a tenant admitted
+    /// while every breaker was fresh has none of its own either, and its failure belongs to a
+    /// breaker of its own, not to the overflow one.
     fn of_admitted(&mut self, tenant: u32, class: OperationClass, probe: bool) -> &mut Breaker {
         let own = self.all.iter().position(|b| b.tenant == tenant && b.class == class);
         let waiting = State::HalfOpen { probe_out: true };
-        let i = own.or_else(|| {
+        let i = if probe {
             let overflow =
                 |b: &Breaker| b.tenant == OVERFLOW_TENANT && b.class == class && b.state == waiting;
-            self.all.iter().position(overflow).filter(|_| probe)
-        });
+            let own_waiting = own.filter(|&i| self.all[i].state == waiting);
+            own_waiting.or_else(|| self.all.iter().position(overflow)).or(own)
+        } else {
+            own
+        };
         match i {
             Some(i) => &mut self.all[i],
             None => self.find(tenant, class),
@@ -409,6 +413,32 @@ mod tests {
         for tenant in [1000, 1001] {
             assert!(b.admit(tenant, R, t1).0.admitted(), "overflowing tenants flow again");
         }
+    }
+
+    /// The same when the probe's tenant took a slot of its own for its next call (a slot was
+    /// freed meanwhile): its own, closed, took the probe's outcome, and the overflow breaker
+    /// waited for its probe for good, refusing every tenant that overflows whenever no slot
+    /// was free.
+    #[test]
+    fn an_overflow_probe_is_judged_there_after_its_tenant_took_a_slot() {
+        let cool_down = Duration::from_secs(60);
+        let mut b = Breakers::new(BreakerPolicy { failure_threshold: 1, cool_down });
+        let t0 = Instant::now();
+        for tenant in 0..MAX_BREAKERS as u32 {
+            b.record(tenant, R, Some(&lost()), t0, false);
+        }
+        b.record(900, R, Some(&lost()), t0, false);
+        let t1 = t0 + cool_down;
+        assert_eq!(b.admit(999, R, t1).0, Admission::Probe, "the overflow breaker's probe");
+        assert_eq!(b.admit(0, R, t1).0, Admission::Probe);
+        b.record(0, R, None, t1, true);
+        assert_eq!(b.admit(999, R, t1).0, Admission::Admitted, "999 takes slot 0, fresh");
+        let change = b.record(999, R, None, t1, true);
+        assert_eq!(change.map(|c| c.state), Some(BreakerState::Closed));
+        assert_eq!(b.state(OVERFLOW_TENANT, R), BreakerState::Closed, "no probe left waiting");
+        // Slot 0 tripped again: every slot is, and newcomers share the overflow breaker.
+        b.record(999, R, Some(&lost()), t1, false);
+        assert!(b.admit(1000, R, t1).0.admitted(), "overflowing tenants flow");
     }
 
     /// A tenant with no breaker of its own that is no overflow probe (admitted while every
