@@ -3156,6 +3156,12 @@ impl Engine {
         if changed && !first || first && view.status != TaskStatus::Working {
             self.events.task_status(call, &view.id, view.status, view.message.as_deref());
         }
+        if first && !created {
+            // A resumed task's first poll answered: the server is up (a created task said so
+            // at its creation). A half-open breaker's probe would otherwise be out for as
+            // long as the task runs, refusing every other call of its class.
+            self.answered_for_now(now, slot);
+        }
         let modern = self.era() == Some(Era::Modern);
         match view.status {
             TaskStatus::Working => self.task_wait(now, slot),

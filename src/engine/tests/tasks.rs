@@ -93,6 +93,34 @@ fn a_task_created_by_a_half_open_breakers_probe_closes_the_breaker() {
         .expect("another write is admitted while the task runs");
 }
 
+/// A task resumed by a half-open breaker's probe: the first poll's answer says the server is
+/// up, so the breaker closes then. The verdict came only with the task's end, and every other
+/// read of the tenant was refused meanwhile (hours for a long task).
+#[test]
+fn a_task_resumed_by_a_half_open_breakers_probe_closes_the_breaker() {
+    let breaker =
+        crate::config::BreakerPolicy { failure_threshold: 1, cool_down: Duration::from_secs(5) };
+    let retry = crate::config::RetryPolicy { max_attempts: 1, ..Default::default() };
+    let mut h = Harness::ready_http_with(Config { breaker, retry, ..Config::default() });
+    let read = CallOptions { idempotency: Some(crate::Idempotency::Read), ..Default::default() };
+    let lost = ExchangeFailure::Transport(TransportError::ConnectionLost);
+    h.engine.call_tool(h.now, "read", raw("{}"), &read).unwrap();
+    let s = h.sent_one();
+    h.engine.handle_transport(h.now, TransportEvent::exchange_failed(super::tests::wire(&s), lost));
+    assert_eq!(h.events().last().unwrap(), "breaker Read Open");
+    h.now += Duration::from_secs(5);
+    let long = CallOptions { timeout: Some(Duration::from_secs(3600)), ..Default::default() };
+    h.engine.resume_task(h.now, "t-1", &long).unwrap();
+    let get = h.sent_one();
+    assert_eq!(get["method"], "tasks/get");
+    h.reply(&get, modern_task("complete", "working", json!(60_000)));
+    let events = h.events();
+    assert!(events.contains(&"breaker Read Closed".to_owned()), "{events:?}");
+    h.engine
+        .call_tool(h.now, "read", raw("{}"), &read)
+        .expect("another read is admitted while the task runs");
+}
+
 /// The half-open breaker's probe that became a task gave its verdict when the task was made:
 /// it is an ordinary call after that. Its end, much later, came as a probe's still, and
 /// closed (or opened) the breaker again while another probe was out.
