@@ -408,6 +408,11 @@ impl ServerCatalog {
         &self.identity.0
     }
 
+    /// The era of the protocol version the last key was made for.
+    pub(crate) fn keyed_era(&self) -> Option<Era> {
+        self.key.map(|(version, _)| version.era())
+    }
+
     /// The principal a lane serves; `None` for the server's own context.
     pub(crate) fn principal(&self) -> Option<&str> {
         self.principal.as_deref()
@@ -1203,7 +1208,10 @@ impl Client {
             let relisten_before = s.catalog.relisten_deadline(&s.engine);
             // First, so the key below and the helpers' keys follow the current grant.
             let key = s.cache_key();
-            let modern = s.engine.era() == Some(Era::Modern);
+            // The era its pages were listed in: the key's, whatever the engine is now (a
+            // server lost since its reply knows none, and a 2026 page without `ttlMs` read
+            // as of no era was kept for the default lifetime).
+            let modern = s.catalog.keyed_era() == Some(Era::Modern);
             cache.notice_changes(now, &mut s.catalog, &s.engine);
             for kind in KINDS {
                 let state = &mut s.catalog.kinds[slot(kind)];

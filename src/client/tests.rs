@@ -1156,6 +1156,27 @@ fn a_modern_page_without_a_valid_ttl_is_not_served_again() {
     assert_eq!(sim.tool_names(id), None, "and the next one lists again");
 }
 
+/// The same when the server's process is lost between its reply and the cache's look at it:
+/// the page is read in the era it was listed in (the key's), not in the engine's state of the
+/// moment, which no longer knows one. Read as a page of no era, it was cached for the default
+/// lifetime (60 s) and served as fresh.
+#[test]
+fn a_modern_page_without_ttl_is_not_kept_when_its_server_is_lost_before_it_is_read() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("no-ttl");
+    assert_eq!(sim.tool_names(id), None);
+    let list = sim.sent_one(id);
+    let mut page = tools_page(&["t"]);
+    page.as_object_mut().unwrap().remove("ttlMs");
+    sim.reply(id, &list, page);
+    let exit = crate::error::ProcessExit { code: Some(1), signal: None, stderr_tail: "".into() };
+    let lost = TransportEvent::closed(crate::error::TransportError::ProcessExit(exit));
+    sim.client.handle_transport(sim.now, id, lost);
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(id).unwrap(), ["t"], "the waiting need is served");
+    assert_eq!(sim.tool_names(id), None, "and the next one lists again");
+}
+
 /// A server removed while its listing is in flight gives back its refresh: a server of the
 /// same cache key added next lists for itself (it does not wait for a listing that will never
 /// come), and removals never use up the cache's room for refreshes.
