@@ -388,12 +388,9 @@ mod tests {
         assert!(!b.admit(5, R, now).0.admitted(), "a tracked tripped tenant stays open");
     }
 
-    /// A tenant admitted as the overflow breaker's probe (every slot tripped) has its outcome
-    /// told there, even when a slot was freed meanwhile: told to a new breaker of its own, it
-    /// left the overflow breaker half-open with its probe out, refusing every tenant that
-    /// overflows, for as long as no slot was free.
-    #[test]
-    fn an_overflow_probe_is_judged_by_the_overflow_breaker() {
+    /// Every slot tripped (one failure each, a threshold of one), and the overflow breaker
+    /// tripped by tenant 900: breakers whose cool-down ends at the instant returned.
+    fn every_slot_and_the_overflow_tripped() -> (Breakers, Instant) {
         let cool_down = Duration::from_secs(60);
         let mut b = Breakers::new(BreakerPolicy { failure_threshold: 1, cool_down });
         let t0 = Instant::now();
@@ -402,7 +399,16 @@ mod tests {
         }
         b.record(900, R, Some(&lost()), t0, false);
         assert!(!b.admit(901, R, t0).0.admitted(), "the overflow breaker is open");
-        let t1 = t0 + cool_down;
+        (b, t0 + cool_down)
+    }
+
+    /// A tenant admitted as the overflow breaker's probe (every slot tripped) has its outcome
+    /// told there, even when a slot was freed meanwhile: told to a new breaker of its own, it
+    /// left the overflow breaker half-open with its probe out, refusing every tenant that
+    /// overflows, for as long as no slot was free.
+    #[test]
+    fn an_overflow_probe_is_judged_by_the_overflow_breaker() {
+        let (mut b, t1) = every_slot_and_the_overflow_tripped();
         assert_eq!(b.admit(999, R, t1).0, Admission::Probe, "the overflow breaker's probe");
         // Tenant 0's probe succeeds: its breaker closes, a slot a newcomer may take.
         assert_eq!(b.admit(0, R, t1).0, Admission::Probe);
@@ -421,14 +427,7 @@ mod tests {
     /// was free.
     #[test]
     fn an_overflow_probe_is_judged_there_after_its_tenant_took_a_slot() {
-        let cool_down = Duration::from_secs(60);
-        let mut b = Breakers::new(BreakerPolicy { failure_threshold: 1, cool_down });
-        let t0 = Instant::now();
-        for tenant in 0..MAX_BREAKERS as u32 {
-            b.record(tenant, R, Some(&lost()), t0, false);
-        }
-        b.record(900, R, Some(&lost()), t0, false);
-        let t1 = t0 + cool_down;
+        let (mut b, t1) = every_slot_and_the_overflow_tripped();
         assert_eq!(b.admit(999, R, t1).0, Admission::Probe, "the overflow breaker's probe");
         assert_eq!(b.admit(0, R, t1).0, Admission::Probe);
         b.record(0, R, None, t1, true);
