@@ -1107,7 +1107,12 @@ impl OAuthFlow {
                 error.as_deref(),
                 Some("invalid_grant" | "invalid_client" | "unauthorized_client")
             );
-            if refresh && response.status == 400 && dead {
+            // The spec's status is 400 (401 for a client that authenticated); servers also
+            // answer a dead refresh token 401 or 403 (Auth0: 403 invalid_grant). Taken only at
+            // 400, such a refusal kept the dead token for good (in the store too) and failed
+            // every 401 with it, and the user was never asked again.
+            let refused = matches!(response.status, 400 | 401 | 403);
+            if refresh && refused && dead {
                 // A registered client the server no longer knows answers 400 invalid_client
                 // too (RFC 6749 5.2, a public client): it goes, or the authorization below
                 // would go out under it, and the server cannot even redirect back to it.

@@ -963,6 +963,23 @@ fn a_refresh_after_a_401_refused_for_another_reason_asks_the_user() {
     assert_eq!(h.bearer(), Some("t2"));
 }
 
+/// A dead refresh token refused with 403 or 401 (Auth0 answers 403 invalid_grant), not the
+/// spec's 400: dropped, and the user is asked. Only a 400 was taken for a dead grant: the
+/// refresh token was kept, tried again at every 401, and nobody was asked again.
+#[test]
+fn a_dead_refresh_token_refused_with_403_or_401_asks_the_user() {
+    for status in [403, 401] {
+        let mut h = ready_refreshable();
+        let req = refresh_after_a_401(&mut h);
+        h.reply(&req, status, &json!({"error": "invalid_grant"}));
+        let (_, req) = h.grant(AS);
+        assert_eq!(form_of(&req)["grant_type"], "authorization_code", "{status}");
+        h.token(&req, "t2", json!({}));
+        h.ready();
+        assert_eq!(h.bearer(), Some("t2"), "{status}");
+    }
+}
+
 /// A 401 while a refresh the timer started is out: the server refused the token in hand, so
 /// when the refresh is refused too the user is asked, not the refused token kept as one that
 /// "still works" (the call parked on the 401 was sent again with it and failed).
