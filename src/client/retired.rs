@@ -71,15 +71,21 @@ impl RetiredServers {
     }
 
     /// Frees room for `weight` more bytes whose events hold `ends` calls' ends; `false` when
-    /// they are the ones to drop (they hold none, and every server kept holds some). One
-    /// server's events alone past the bound are kept all the same: its engine bounded them.
+    /// they are the ones to drop: they hold none, and dropping every server kept that holds
+    /// none would not make room (nothing is dropped then). A server holding calls' ends whose
+    /// events alone pass the bound is kept all the same: its engine bounded them.
     #[cold]
     fn make_room(&mut self, weight: usize, ends: usize) -> bool {
+        let no_ends = |r: &Retired| r.events.terminals() == 0;
+        if ends == 0 {
+            let spare: usize = self.list.iter().filter(|r| no_ends(r)).map(|r| r.weight).sum();
+            if self.bytes - spare + weight > self.max_bytes {
+                return false;
+            }
+        }
         while self.bytes + weight > self.max_bytes {
-            let spare = self.list.iter().position(|r| r.events.terminals() == 0);
-            let dropped = match spare {
+            let dropped = match self.list.iter().position(no_ends) {
                 Some(at) => self.list.remove(at),
-                None if ends == 0 => return false,
                 None => self.list.pop_front(),
             };
             let Some(dropped) = dropped else { break };

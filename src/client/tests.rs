@@ -562,6 +562,40 @@ fn past_their_bound_removed_servers_holding_calls_ends_are_kept_first() {
     assert_eq!(ends_and_others(&mut sim).0, vec![b, c, d], "the oldest went, ends and all");
 }
 
+/// A server holding no call's end that would not fit even with every such server kept
+/// dropped is the one not kept, and nothing is dropped for it: the servers without ends were
+/// dropped first, and then it was refused all the same.
+#[test]
+fn a_removed_server_too_large_to_keep_drops_nothing_for_itself() {
+    let updated = json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+        "params": {"uri": "res://a"}});
+    // Weights of a server with a call's end, and of one with a notice (names of one letter).
+    let mut twin = Sim::new();
+    let x = with_a_call(&mut twin, "x");
+    remove_all(&mut twin, [x]);
+    let with_end = twin.client.retired.bytes();
+    let y = twin.ready_server("y");
+    twin.peer(y, updated.clone());
+    let before = twin.client.retired.bytes();
+    remove_all(&mut twin, [y]);
+    let with_notice = twin.client.retired.bytes() - before;
+
+    let mut sim = Sim::new();
+    let [a, b] = ["a", "b"].map(|name| with_a_call(&mut sim, name));
+    // Every server made first: making one drains the events waiting.
+    let quiet = sim.ready_server("q");
+    let loud = sim.ready_server("l");
+    sim.peer(quiet, updated.clone());
+    for _ in 0..8 {
+        sim.peer(loud, updated.clone());
+    }
+    sim.client.retired = RetiredServers::with_bound(2 * with_end + with_notice);
+    remove_all(&mut sim, [a, quiet, b, loud]);
+    let (ends, others) = ends_and_others(&mut sim);
+    assert_eq!(ends, [a, b]);
+    assert_eq!(others, 1, "the quiet server's notice is kept, the loud one's eight are not");
+}
+
 /// The first added name of each tool change event the core hands out, in order.
 fn first_added_of_each_change(sim: &mut Sim) -> Vec<String> {
     let mut kept = Vec::new();
