@@ -2078,15 +2078,16 @@ impl Engine {
                 CallError::Peer(PeerError::TooLarge)
             }
         };
+        let status = match error {
+            CallError::Transport(TransportError::HttpStatus(s)) => s,
+            _ => 0,
+        };
+        let bare_4xx = (400..500).contains(&status) && !matches!(status, 401 | 403);
         // 408 and 429 say "not now" (a timeout, a rate limit in front of the server), not what
-        // the server makes of the request: no era evidence and no refusal, but a failure that
-        // passes (`retry::is_transient`). Taken as a bare 4xx, a rate limiter's 429 to the
-        // probe and then to `initialize` closed the server for good.
-        let bare_4xx = matches!(
-            error,
-            CallError::Transport(TransportError::HttpStatus(s))
-                if (400..500).contains(&s) && !matches!(s, 401 | 403 | 408 | 429)
-        );
+        // the server makes of the request: to the probe no era evidence, to `initialize` no
+        // refusal, but a failure that passes (`retry::is_transient`). Taken as a bare 4xx, a
+        // rate limiter's 429 to the probe and then to `initialize` closed the server for good.
+        let refusal = bare_4xx && !matches!(status, 408 | 429);
         match owner {
             // Under a saved verdict, a 4xx without a JSON-RPC answer is what a legacy server
             // says to a modern request (PROTOCOL.md §5.3): refused, not processed. Send it again
@@ -2122,7 +2123,7 @@ impl Engine {
             Owner::Probe => {
                 // PROTOCOL.md §5.3: a 4xx without a recognised modern error is legacy evidence;
                 // 401, 403, 5xx, network errors and timeouts are evidence of nothing.
-                let legacy_evidence = bare_4xx;
+                let legacy_evidence = refusal;
                 // Authorization and other peer faults end the probe: asking again changes
                 // nothing until the host acts.
                 let auth = matches!(
@@ -2150,7 +2151,7 @@ impl Engine {
             // passes (a 503 while a server restarts, a connection lost). Closing on it lost for
             // good a legacy server a moment's outage hid, and every session it renewed.
             Owner::Handshake
-                if !bare_4xx
+                if !refusal
                     && matches!(error, CallError::Transport(_))
                     && self.retry_lifecycle_later(now) =>
             {
