@@ -1531,8 +1531,9 @@ impl HttpSession {
         }
         ex.sse.push(chunk);
         let mut flow = ResponseStep::More;
-        // A message that was not this exchange's own reply (a notification, a server
-        // request, or another call's reply, against the spec) came.
+        // A message ended a call other than this exchange's own (its reply came here, against
+        // the spec): that call's own stream is looked for. Progress and other notifications
+        // end none, so a stream of them costs no walk.
         let mut other = false;
         loop {
             if budget.spent() {
@@ -1553,6 +1554,7 @@ impl HttpSession {
                     budget.frames -= 1;
                     match ex.carries {
                         Carries::Request { id, .. } => {
+                            let pending = engine.pending();
                             engine.handle_reply(now, e.data.as_bytes(), id);
                             // Answered when the engine is done with the request: a reply to
                             // another request on this stream answers nothing.
@@ -1572,12 +1574,13 @@ impl HttpSession {
                                     break;
                                 }
                             } else {
-                                other = true;
+                                other |= engine.pending() < pending;
                             }
                         }
                         _ => {
+                            let pending = engine.pending();
                             engine.handle_message(now, e.data.as_bytes());
-                            other = true;
+                            other |= engine.pending() < pending;
                         }
                     }
                 }
@@ -1635,10 +1638,11 @@ impl HttpSession {
         flow
     }
 
-    /// After a message that was not its stream's own reply: a call it answered (a reply on
-    /// another stream, against the spec: servers send a call's reply on its own) has its own
-    /// stream closed a grace later, as if the reply had come on it. Held open and silent, it
-    /// kept a connection of the pool for good. Not on the path of a reply on its own stream.
+    /// After a message that ended a call on another call's stream or the GET stream (against
+    /// the spec: servers send a call's reply on its own stream): that call's own stream is
+    /// closed a grace later, as if the reply had come on it. Held open and silent, it kept a
+    /// connection of the pool for good. Not on the path of a reply on its own stream, nor of
+    /// a notification.
     #[cold]
     #[inline(never)]
     fn linger_answered_elsewhere(&mut self, engine: &Engine, now: Instant) {
