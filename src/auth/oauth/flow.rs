@@ -182,6 +182,14 @@ impl OAuthFlow {
                 tokens = None;
             }
         }
+        // Nor may an unbound (bearer) token be, when DPoP is required: a run's own token
+        // requests refuse one (`DpopUnbound`), and one stored by a run without DPoP was sent
+        // as a bearer token until the server refused it.
+        let required = dpop.as_ref().is_some_and(|d| d.mode == DpopMode::Required);
+        if required && tokens.as_ref().is_some_and(|t| t.dpop_jkt.is_none()) {
+            log::debug!("oauth: the stored token is not bound to a DPoP key, which is required");
+            tokens = None;
+        }
         if let Some(d) = dpop.as_mut() {
             d.set_token(tokens.as_ref().map(|t| t.access_token.expose()));
         }

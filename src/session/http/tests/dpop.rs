@@ -311,6 +311,36 @@ fn the_legacy_get_stream_and_delete_carry_proofs_with_their_methods() {
     assert!(s.session.close(s.now, HTU, |_| ()).is_none());
 }
 
+/// With DPoP required, a stored bearer token (saved by a run without DPoP, or against an
+/// authorization server that bound nothing) is not presented: it was sent as
+/// `Authorization: Bearer` on every request until the server refused it, where a run's own
+/// token requests refuse an unbound token. With DPoP merely preferred it is used as before.
+#[test]
+fn a_stored_bearer_token_is_not_used_when_dpop_is_required() {
+    let store = || {
+        let mut store = MemoryStore::default();
+        let tokens = Tokens {
+            access_token: Secret::new("bearer"),
+            refresh_token: None,
+            expires_at: None,
+            scope: None,
+            dpop_jkt: None,
+        };
+        let auth =
+            StoredAuth { issuer: "https://as.test".into(), client: None, tokens: Some(tokens) };
+        store.save(SERVER, &auth);
+        Box::new(store)
+    };
+    let mut s = Sim::modern().with_dpop_config(DpopMode::Required, store(), None);
+    s.call("a");
+    let a = s.next().unwrap();
+    assert_eq!(a.header("authorization"), None, "no bearer token under DPoP required");
+    let mut s = Sim::modern().with_dpop_config(DpopMode::Off, store(), None);
+    s.call("a");
+    let a = s.next().unwrap();
+    assert_eq!(a.header("authorization"), Some("Bearer bearer"));
+}
+
 #[test]
 fn a_stored_dpop_token_is_used_only_with_its_key() {
     let pem = crate::auth::oauth::dpop::tests::es256_pem();
