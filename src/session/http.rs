@@ -399,6 +399,19 @@ struct Exchange {
 }
 
 impl Exchange {
+    /// The call this exchange carries was answered (in flight): the stream should end now,
+    /// and if it does not, its connection is closed a grace later. `true` when that grace
+    /// starts here (the caller counts it in `lingering`).
+    fn answered(&mut self, now: Instant) -> bool {
+        let Stage::InFlight(f) = &mut self.stage else { return false };
+        let starts = !f.answered && self.lingers_until.is_none();
+        f.answered = true;
+        if starts {
+            self.lingers_until = Some(later(now, REPLY_LINGER));
+        }
+        starts
+    }
+
     fn new(max_event: usize) -> Self {
         Self {
             carries: Carries::Message,
@@ -1559,15 +1572,7 @@ impl HttpSession {
                             // Answered when the engine is done with the request: a reply to
                             // another request on this stream answers nothing.
                             if !engine.awaits(id) {
-                                if let Stage::InFlight(f) = &mut ex.stage {
-                                    if !f.answered && ex.lingers_until.is_none() {
-                                        // The stream should end now; if it does not, its
-                                        // connection is closed after a grace.
-                                        ex.lingers_until = Some(later(now, REPLY_LINGER));
-                                        self.lingering += 1;
-                                    }
-                                    f.answered = true;
-                                }
+                                self.lingering += usize::from(ex.answered(now));
                                 if ex.resuming() {
                                     // A resumed stream is over with its reply: what follows it
                                     // is not read, however the bytes were cut.
@@ -1647,18 +1652,12 @@ impl HttpSession {
     #[inline(never)]
     fn linger_answered_elsewhere(&mut self, engine: &Engine, now: Instant) {
         for x in &mut self.exchanges {
-            let (Carries::Request { id, .. }, Stage::InFlight(f)) = (x.carries, &mut x.stage)
-            else {
+            let (Carries::Request { id, .. }, Stage::InFlight(f)) = (x.carries, &x.stage) else {
                 continue;
             };
-            if f.answered || engine.awaits(id) {
-                continue;
-            }
-            f.answered = true;
-            if x.lingers_until.is_none() {
+            if !f.answered && !engine.awaits(id) {
                 log::debug!("a call was answered on another stream: its own closes after a grace");
-                x.lingers_until = Some(later(now, REPLY_LINGER));
-                self.lingering += 1;
+                self.lingering += usize::from(x.answered(now));
             }
         }
     }
