@@ -2078,16 +2078,15 @@ impl Engine {
                 CallError::Peer(PeerError::TooLarge)
             }
         };
-        let status = match error {
-            CallError::Transport(TransportError::HttpStatus(s)) => s,
-            _ => 0,
-        };
-        let bare_4xx = (400..500).contains(&status) && !matches!(status, 401 | 403);
-        // 408 and 429 say "not now" (a timeout, a rate limit in front of the server), not what
-        // the server makes of the request: to the probe no era evidence, to `initialize` no
-        // refusal, but a failure that passes (`retry::is_transient`). Taken as a bare 4xx, a
-        // rate limiter's 429 to the probe and then to `initialize` closed the server for good.
-        let refusal = bare_4xx && !matches!(status, 408 | 429);
+        let bare_4xx = matches!(
+            error,
+            CallError::Transport(TransportError::HttpStatus(s)) if (400..500).contains(&s) && s != 401 && s != 403
+        );
+        // A 4xx that passes (408, 429: a timeout, a rate limit in front of the server) says
+        // "not now", not what the server makes of the request: to the probe no era evidence,
+        // to `initialize` no refusal. Taken as a bare 4xx, a rate limiter's 429 to the probe
+        // and then to `initialize` closed the server for good.
+        let refusal = bare_4xx && !retry::is_transient(&error);
         match owner {
             // Under a saved verdict, a 4xx without a JSON-RPC answer is what a legacy server
             // says to a modern request (PROTOCOL.md §5.3): refused, not processed. Send it again
