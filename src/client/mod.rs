@@ -213,6 +213,9 @@ impl Client {
     /// Keeps the events of a server the host removed, if it left any (the ends of the calls
     /// its close failed): they come after the live servers' events ([`retired`]).
     pub(crate) fn retire(&mut self, id: ServerId, engine: Engine) {
+        if engine.queued_events() == 0 {
+            return;
+        }
         let name = self.records.naming(id.index);
         self.retired.keep(id, name, engine.into_events());
     }
