@@ -3,7 +3,8 @@
 //! instead of probing and listing every server again at start-up.
 //!
 //! The cache calls the host's [`CapabilityStore`] at three points: `get` when a catalog is
-//! needed and memory holds nothing of it (once per catalog and context in the host's life),
+//! needed and memory holds nothing of it (once per catalog and context: past four times
+//! `CacheConfig::max_entries` contexts the core forgets which it asked, and asks again),
 //! `put` when a listing left the whole catalog fresh, and `mark_stale` when the server said the
 //! list changed. Every entry comes back through checks before it is served: it must be filed
 //! under the key it was asked for (a private entry is only ever served to its own principal,

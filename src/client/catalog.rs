@@ -506,9 +506,10 @@ pub(crate) struct ClientCache {
     /// The change last handed out by `poll_event` (its event borrows it).
     current: Option<CatalogChange>,
     /// The host's persistent store (with the wall clock it was given and the era verdicts),
-    /// and the catalogs it was asked for already.
+    /// and the catalogs it was asked for already, at most `asked_limit` of them.
     persist: Option<Box<dyn Persist>>,
     asked: HashSet<(CacheKey, CatalogKind)>,
+    asked_limit: usize,
     /// The cache's share of every tick, set by the first use of the cache (a need, a watch,
     /// a configured cache). Until then nothing can have been fetched or watched, so the tick
     /// has nothing to do; and because only the cache's own entry points name the function, a
@@ -659,8 +660,16 @@ impl ClientCache {
             current: None,
             persist: None,
             asked: HashSet::new(),
+            // Four times the pages memory can hold: more contexts than memory can serve.
+            asked_limit: config.max_entries.saturating_mul(4),
             pump: None,
         })
+    }
+
+    /// How many catalogs the persistent store was asked for, as the core remembers them.
+    #[cfg(test)]
+    pub(crate) fn asked_len(&self) -> usize {
+        self.asked.len()
     }
 
     /// Makes every tick pump the cache from now on.
@@ -741,9 +750,18 @@ impl ClientCache {
         let (Some(persist), Some(entry_kind)) = (self.persist.as_mut(), entry_kind(kind)) else {
             return;
         };
-        if self.store.has_list(key, kind, CacheScope::Private) || !self.asked.insert((*key, kind)) {
+        if self.store.has_list(key, kind, CacheScope::Private) || self.asked.contains(&(*key, kind))
+        {
             return;
         }
+        // Every context a long-running host meets (each principal, tenant and grant of each
+        // server) is a key here: past the bound they are forgotten together, and a context
+        // asked again costs the store one more read, not a wrong answer (the entry passes
+        // the same checks).
+        if self.asked.len() >= self.asked_limit {
+            self.asked.clear();
+        }
+        self.asked.insert((*key, kind));
         let wall = persist.wall(now);
         for scope in [CacheScope::Public, CacheScope::Private] {
             if scope == CacheScope::Public && self.store.has_list(key, kind, scope) {

@@ -2088,3 +2088,20 @@ fn roots_answered_from_the_hosts_list_are_not_offered_to_answer_handlers() {
     assert_eq!(responses["a"]["roots"][0]["uri"], "file:///tmp", "{retry}");
     assert_eq!(responses["e"]["action"], "accept", "{retry}");
 }
+
+/// The core remembers which catalogs it asked the persistent store for, so as not to read
+/// the store at every need; a long-running host meets ever new contexts (principals,
+/// tenants, grants, servers), and that memory stays within four times the cache's
+/// `max_entries` however many it met.
+#[test]
+fn the_catalogs_asked_of_the_store_are_remembered_within_a_bound() {
+    let store = MapStore::default();
+    let mut sim = Sim::with_cache(CacheConfig { max_entries: 8, ..CacheConfig::default() });
+    sim.client.set_capability_store(store.clone(), sim.now, wall());
+    for i in 0..40 {
+        let id = sim.ready_server(&format!("srv{i}"));
+        assert_eq!(sim.tool_names(id), None, "nothing stored: listed");
+        sim.client.remove_server(id);
+        assert!(sim.client.cache.asked_len() <= 32, "{} after {i}", sim.client.cache.asked_len());
+    }
+}
