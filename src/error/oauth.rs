@@ -117,6 +117,13 @@ pub enum AuthFailure {
     /// The grant needs credentials the host did not give (client credentials without a
     /// secret or key, an assertion grant without an assertion provider).
     MissingCredentials,
+    /// The authorization server registered the client for a token endpoint authentication
+    /// method mcpoll does not perform (it does `none`, `client_secret_basic` and
+    /// `client_secret_post` for a registered client): the registration is not kept.
+    UnsupportedAuthMethod {
+        /// The `token_endpoint_auth_method` the registration answer gave.
+        method: String,
+    },
     /// The redirect's `state` is not the one sent (a forged or stale response).
     StateMismatch,
     /// The authorization server advertises `iss` in responses and this one has none
@@ -271,6 +278,10 @@ impl fmt::Display for AuthFailure {
                 "no client identity: no pre-registered client, no client ID metadata document support, no registration endpoint",
             ),
             Self::MissingCredentials => f.write_str("the grant needs a client secret or key"),
+            Self::UnsupportedAuthMethod { method } => write!(
+                f,
+                "the client was registered for token endpoint authentication by {method:?}, which mcpoll does not perform"
+            ),
             Self::StateMismatch => f.write_str("the redirect's state does not match"),
             Self::IssMissing => f.write_str("the redirect has no iss although the server advertises it"),
             Self::IssMismatch { iss } => write!(f, "the redirect's iss ({iss}) is not the issuer"),

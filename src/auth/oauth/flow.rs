@@ -820,6 +820,15 @@ impl OAuthFlow {
             Err(e) => return self.fail(AuthStep::Registration, AuthFailure::Malformed(e)),
         };
         let mut method = reg.token_endpoint_auth_method.unwrap_or(method);
+        // RFC 7591 3.2.1: the server may register other values than those asked for, and
+        // the client uses what it registered. One this client cannot perform would fail at
+        // the token endpoint only after the user authorized, and that refusal would drop the
+        // registration for the next flow to register (and send the user) again.
+        if ![NONE, BASIC, POST].contains(&method.as_str()) {
+            let method = method.chars().take(64).collect();
+            return self
+                .fail(AuthStep::Registration, AuthFailure::UnsupportedAuthMethod { method });
+        }
         if reg.client_secret.is_none() && method != NONE {
             method = NONE.into();
         }

@@ -672,6 +672,27 @@ fn token_endpoint_auth_methods() {
     }
 }
 
+/// A registration answer naming a client authentication method this client cannot perform
+/// (RFC 7591 lets the server choose) fails the registration step before the user is sent to
+/// authorize, and nothing of it is kept: a token request would be refused only after the
+/// user's work, and the refusal would register (and ask the user) again on the next flow.
+#[test]
+fn a_registration_for_an_authentication_method_it_cannot_perform_is_refused() {
+    for method in ["private_key_jwt", "tls_client_auth"] {
+        let store = Shared::default();
+        let config = OAuthConfig::authorization_code(SERVER, REDIRECT);
+        let mut h = Harness::new(config.store(Box::new(Shared(store.0.clone()))));
+        h.discover(json!({}), None);
+        h.register(json!({"client_secret": "s", "token_endpoint_auth_method": method}));
+        let e = h.failed();
+        assert_eq!(e.step, AuthStep::Registration);
+        assert_eq!(e.reason, AuthFailure::UnsupportedAuthMethod { method: method.into() });
+        h.nothing();
+        let kept = store.0.borrow_mut().load(SERVER);
+        assert!(kept.is_none_or(|a| a.client.is_none()), "{method}: not kept");
+    }
+}
+
 #[track_caller]
 fn requested_scope(
     challenge_scope: Option<&str>,
