@@ -1064,7 +1064,9 @@ impl<'a> Parser<'a> {
             out.push_str(&rest[..start]);
             let after = &rest[start + 2..];
             let Some(end) = after.find('}') else {
-                let kind = ConfigFileErrorKind::UnsupportedVariable(shown_variable(after));
+                // Unclosed: what follows may be anything up to the end of the value (a
+                // query string, a password with `${` in it), so none of it is named.
+                let kind = ConfigFileErrorKind::UnsupportedVariable("${ (unclosed)".into());
                 return Err(self.err(Some(key), kind));
             };
             let inner = &after[..end];
@@ -1118,9 +1120,16 @@ impl<'a> Parser<'a> {
 }
 
 /// A variable reference as an error names it: `${NAME}`, never its default, which is often a
-/// secret written in place (`${TOKEN:-sk-...}`) and would reach the CLI's stderr.
+/// secret written in place (`${TOKEN:-sk-...}`) and would reach the CLI's stderr; and only a
+/// name made of the characters a name has (with VS Code's `env:` and `input:` prefixes), at
+/// most 64 of them: anything else between the braces (`${Q#9}`) may be a secret with `${` in
+/// it, and is shown as `${…}`.
 fn shown_variable(inner: &str) -> String {
     let name = inner.split_once(":-").map_or(inner, |(name, _)| name);
+    let name_like = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b':';
+    if name.is_empty() || name.len() > 64 || !name.bytes().all(name_like) {
+        return "${…}".into();
+    }
     format!("${{{name}}}")
 }
 

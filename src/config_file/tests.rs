@@ -367,6 +367,24 @@ fn a_refused_variable_is_named_without_its_default() {
     }
 }
 
+/// Nothing of what follows an unclosed `${`, or of a reference that is no variable name,
+/// reaches the error: it may be a query string's secret or a password with `${` in it
+/// (there is no escape for `$`), and the whole rest of the value was shown on stderr.
+#[test]
+fn a_reference_that_is_no_variable_shows_none_of_its_text() {
+    for entry in [
+        r#"{"url": "https://h/mcp?t=${T&api_key=sk-live-123"}"#,
+        r#"{"command": "x", "env": {"P": "ab${sk-live-123"}}"#,
+        r#"{"command": "x", "env": {"P": "a${sk-live#123}b"}}"#,
+    ] {
+        let e = refused(entry);
+        assert_eq!(kind_name(&e.kind), "UnsupportedVariable", "{entry}: {e}");
+        assert!(!e.to_string().contains("live") && !format!("{e:?}").contains("live"), "{e}");
+    }
+    let e = refused(r#"{"command": "${workspaceFolder}/run"}"#);
+    assert!(e.to_string().contains("${workspaceFolder}"), "a name is still named: {e}");
+}
+
 #[test]
 fn one_bad_entry_leaves_the_others_usable() {
     let text = r#"{"mcpServers": {
