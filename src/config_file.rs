@@ -619,16 +619,30 @@ impl<'a> Parser<'a> {
             Some(Value::Array(list)) => list,
             Some(_) => return Err(self.wrong("mcpoll.roots", "an array of directories")),
         };
-        let base = self.file.parent().unwrap_or(Path::new("."));
         let mut out = Vec::with_capacity(list.len());
         for (i, v) in list.iter().enumerate() {
             let key = format!("mcpoll.roots[{i}]");
             let v = v.as_str().ok_or_else(|| self.wrong(&key, "a string"))?;
-            let dir = PathBuf::from(self.expand(&key, v)?);
-            let dir = if dir.is_absolute() { dir } else { base.join(dir) };
+            let dir = self.in_folder(self.expand(&key, v)?.into());
             out.push(std::path::absolute(&dir).unwrap_or(dir));
         }
         Ok(out)
+    }
+
+    /// A path the file names, a relative one taken from the file's folder: the file means
+    /// the same files from whichever directory the program runs.
+    fn in_folder(&self, path: PathBuf) -> PathBuf {
+        if path.is_absolute() {
+            return path;
+        }
+        let parent = self.file.parent().filter(|p| !p.as_os_str().is_empty());
+        let parent = parent.unwrap_or(Path::new("."));
+        // Absolute and without `..`: a file named as `../proj/mcp.json` would otherwise put
+        // a `..` the user never wrote in every root, which the roots checks refuse.
+        let folder = std::fs::canonicalize(parent).unwrap_or_else(|_| {
+            lexically_normal(&std::path::absolute(parent).unwrap_or_else(|_| parent.to_owned()))
+        });
+        folder.join(path)
     }
 
     fn stdio_entry(&self, entry: &Map<String, Value>) -> Result<StdioCommand, ConfigFileError> {
@@ -744,7 +758,9 @@ impl<'a> Parser<'a> {
                 let key = format!("mcpoll.tls.{k}");
                 match tls.get(k) {
                     None => Ok(None),
-                    Some(Value::String(s)) => Ok(Some(self.expand(&key, s)?.into())),
+                    Some(Value::String(s)) => {
+                        Ok(Some(self.in_folder(self.expand(&key, s)?.into())))
+                    }
                     Some(_) => Err(self.wrong(&key, "a file path")),
                 }
             };
@@ -839,7 +855,7 @@ impl<'a> Parser<'a> {
         .map(Secret::new);
         let assertion = || match (optional("assertion")?, optional("assertionFile")?) {
             (Some(v), None) => Ok(AssertionSource::Value(Secret::new(v))),
-            (None, Some(path)) => Ok(AssertionSource::File(path.into())),
+            (None, Some(path)) => Ok(AssertionSource::File(self.in_folder(path.into()))),
             (None, None) => {
                 Err(self.err(Some("mcpoll.oauth.assertion"), ConfigFileErrorKind::Missing))
             }
@@ -1117,6 +1133,23 @@ impl<'a> Parser<'a> {
             }
         }
     }
+}
+
+/// `path` with its `.` and `..` components worked out from the names alone (for a folder
+/// that does not exist, where the file system cannot say).
+fn lexically_normal(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// A variable reference as an error names it: `${NAME}`, never its default, which is often a

@@ -128,8 +128,10 @@ fn every_supported_form() {
     assert_eq!(remote.config().era, EraPreference::ModernOnly);
     let o = remote.http_options().unwrap();
     assert_eq!(o.headers, [("Authorization".to_owned(), "Bearer s3cret".to_owned())]);
-    assert_eq!(o.tls.ca_file.as_deref(), Some(Path::new("ca.pem")));
-    assert_eq!(o.tls.client_cert, Some(("c.pem".into(), "k.pem".into())));
+    // Relative paths are the file's folder's (the working directory's, for `mcp.json`).
+    let here = std::env::current_dir().unwrap().canonicalize().unwrap();
+    assert_eq!(o.tls.ca_file, Some(here.join("ca.pem")));
+    assert_eq!(o.tls.client_cert, Some((here.join("c.pem"), here.join("k.pem"))));
     assert!(o.tls.dangerous_accept_any_certificate);
     assert_eq!(o.proxy, ProxyChoice::Url("http://proxy:3128".into()));
     assert_eq!(o.max_connections, 2);
@@ -383,6 +385,48 @@ fn a_reference_that_is_no_variable_shows_none_of_its_text() {
     }
     let e = refused(r#"{"command": "${workspaceFolder}/run"}"#);
     assert!(e.to_string().contains("${workspaceFolder}"), "a name is still named: {e}");
+}
+
+/// A relative path in the file is taken from the file's folder, absolute and without `..`:
+/// a file named as `../proj/mcp.json` put a `..` in every root (which the roots checks
+/// refuse, so the server was refused over a `..` the user never wrote), and TLS and
+/// assertion files were looked up from wherever the program ran.
+#[test]
+fn relative_paths_are_the_files_folders_without_dot_dot() {
+    let text = r#"{"mcpServers": {
+        "local": {"command": "x", "mcpoll": {"roots": ["data", "/abs"]}},
+        "remote": {"url": "https://h/mcp", "mcpoll": {
+            "tls": {"caFile": "ca.pem"},
+            "oauth": {"grant": "jwtBearer", "clientId": "w", "assertionFile": "jwt"}}}
+    }}"#;
+    let file = ConfigFile::parse(Path::new("/nowhere-mcpoll/a/../conf/mcp.json"), text, env);
+    let file = file.expect("the file");
+    let roots = file.server("local").unwrap().roots();
+    assert_eq!(roots, [Path::new("/nowhere-mcpoll/conf/data"), Path::new("/abs")]);
+    let remote = file.server("remote").unwrap().http_options().unwrap();
+    assert_eq!(remote.tls.ca_file.as_deref(), Some(Path::new("/nowhere-mcpoll/conf/ca.pem")));
+
+    // The assertion file is read from the file's folder, not the working directory.
+    let dir = std::env::temp_dir().join(format!("mcpoll-cf-folder-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("conf")).unwrap();
+    std::fs::write(dir.join("conf").join("jwt"), "folder-jwt").unwrap();
+    let named = dir.join("conf").join("..").join("conf").join("mcp.json");
+    let file = ConfigFile::parse(&named, text, env).expect("the file");
+    let mut oauth = file.server("remote").unwrap().http_options().unwrap().oauth.unwrap();
+    let request = crate::oauth::AssertionRequest {
+        kind: crate::oauth::AssertionKind::JwtBearer,
+        audience: "https://as",
+        resource: "https://h/mcp",
+        renew: false,
+    };
+    let got = oauth.assertions.as_mut().unwrap().assertion(&request).expect("read");
+    assert_eq!(got.value.expose(), "folder-jwt");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let up = ConfigFile::parse(Path::new("../conf/mcp.json"), text, env).expect("the file");
+    let root = &up.server("local").unwrap().roots()[0];
+    assert!(root.is_absolute(), "{root:?}");
+    assert!(!root.components().any(|c| c == std::path::Component::ParentDir), "{root:?}");
 }
 
 #[test]
