@@ -247,7 +247,7 @@ impl Compiler<'_> {
             return Err(malformed(at, keyword, "must be an array of schemas"));
         };
         under(at, keyword, |at| {
-            let child = |(i, s): (usize, &Value)| self.child(s, at, &i.to_string(), depth + 1);
+            let child = |(i, s): (usize, &Value)| self.child(s, at, &i.to_string(), depth);
             list.iter().enumerate().map(child).collect()
         })
     }
@@ -266,9 +266,8 @@ impl Compiler<'_> {
             return Err(malformed(at, keyword, "must be an object"));
         };
         under(at, keyword, |at| {
-            let child = |(name, s): (&String, &Value)| {
-                Ok((name.clone(), self.child(s, at, name, depth + 1)?))
-            };
+            let child =
+                |(name, s): (&String, &Value)| Ok((name.clone(), self.child(s, at, name, depth)?));
             members.iter().map(child).collect()
         })
     }
@@ -457,7 +456,7 @@ impl Compiler<'_> {
                     } else if keyword == "dependentRequired" {
                         return Err(malformed(at, member, "must be a list of member names"));
                     } else {
-                        let id = self.child(dep, at, member, depth + 1)?;
+                        let id = self.child(dep, at, member, depth)?;
                         k.dependent_schemas.push((member.clone(), id));
                     }
                 }

@@ -406,6 +406,26 @@ fn the_new_keywords_share_the_step_budget() {
     assert!(v.budget, "{v}");
 }
 
+/// A `dependentRequired` or `dependentSchemas` entry is a look-up whether or not its member
+/// is there: a node with thousands of them, reached again and again through `allOf`s,
+/// cost a look-up per entry per visit and one step per visit, so a schema within every
+/// bound took about 10^9 look-ups for one call's arguments.
+#[test]
+fn dependent_keywords_pay_for_each_entry() {
+    let limits = SchemaLimits { max_steps: 1_000, ..SchemaLimits::default() };
+    for keyword in ["dependentRequired", "dependentSchemas"] {
+        let entries: serde_json::Map<String, Value> = (0..5_000)
+            .map(|i| {
+                let dep = if keyword == "dependentRequired" { json!([]) } else { json!({}) };
+                (format!("k{i}"), dep)
+            })
+            .collect();
+        let s = Schema::compile_value(&json!({ keyword: entries }), limits).unwrap();
+        let v = s.validate(&json!({"a": 1})).unwrap_err();
+        assert!(v.budget, "{keyword}: {v}");
+    }
+}
+
 /// `propertyNames` checks each member name as a string of its own, copied: the copy is paid
 /// for by its length, so long names checked again and again (in every branch of an `anyOf`)
 /// end at the step budget instead of costing what no step counted.
@@ -519,6 +539,26 @@ fn hostile_schemas_are_bounded() {
         deep = json!({"not": deep});
     }
     assert_eq!(Schema::compile_value(&deep, limits).unwrap_err(), SchemaError::TooDeep);
+    // A level is a level whatever the keyword: 60 levels of `properties` (or `allOf`, or
+    // `dependentSchemas`) are within the default 64, as 60 of `not` are; a member's schema
+    // counted two levels, and 33 of them were refused.
+    for wrap in [
+        |s: Value| json!({"type": "object", "properties": {"a": s}}),
+        |s: Value| json!({"allOf": [s]}),
+        |s: Value| json!({"dependentSchemas": {"a": s}}),
+        |s: Value| json!({"not": s}),
+    ] {
+        let mut nested = json!({"type": "string"});
+        for _ in 0..60 {
+            nested = wrap(nested);
+        }
+        assert!(Schema::compile_value(&nested, limits).is_ok(), "{nested}");
+        for _ in 0..10 {
+            nested = wrap(nested);
+        }
+        let deeper = Schema::compile_value(&nested, limits);
+        assert_eq!(deeper.unwrap_err(), SchemaError::TooDeep);
+    }
     // Too many nodes.
     let wide: serde_json::Map<String, Value> =
         (0..20_000).map(|i| (format!("p{i}"), json!({}))).collect();

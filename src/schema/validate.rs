@@ -262,6 +262,10 @@ impl<'v> Run<'v> {
                         self.property_name(names, name, depth)?;
                     }
                 }
+                // Each entry is a look-up whether or not its member is there: paid for, or a
+                // node with thousands of them, reached again through `allOf`s, costs a
+                // look-up per entry per visit for one step.
+                self.step((k.dependent_required.len() + k.dependent_schemas.len()) as u64)?;
                 for (member, required) in &k.dependent_required {
                     if !members.contains_key(member) {
                         continue;
