@@ -165,6 +165,9 @@ impl SseParser {
             self.fields.data = String::new();
             self.fields.data_lines = false;
         }
+        if self.fields.event_type.capacity() > keep {
+            self.fields.event_type = String::new();
+        }
     }
 
     /// Starts a reconnected stream from the last event ID of the one before (the `Last-Event-ID`
@@ -730,6 +733,24 @@ mod tests {
         assert_eq!(p.next_event(), None);
         p.push(b"data: y\n\n");
         assert_eq!(p.next_event().map(|r| r.map(|e| e.data)), Some(Ok("y")));
+    }
+
+    /// A huge `event:` line (a name of up to the event cap) grows the event type's buffer as
+    /// a large `data:` grows the data's: shedding gives back both, or a hostile server pins
+    /// the cap in every slot of the session for its life.
+    #[test]
+    fn shedding_gives_back_the_room_of_a_huge_event_type() {
+        let max = 1 << 20;
+        let mut p = SseParser::new(max);
+        let stream = format!("event: {}\ndata: x\n\n", "e".repeat(max - 1));
+        p.push(stream.as_bytes());
+        while p.next_event().is_some() {}
+        p.shed(4096);
+        p.reset(max);
+        assert!(p.fields.event_type.capacity() <= 4096, "{}", p.fields.event_type.capacity());
+        p.push(b"event: custom\ndata: y\n\n");
+        let event = p.next_event().map(|r| r.map(|e| (e.event_type, e.data)));
+        assert_eq!(event, Some(Ok(("custom", "y"))));
     }
 
     #[test]
