@@ -308,8 +308,13 @@ impl Client {
     /// its principals' lanes (unless the principal has its own), for the methods it
     /// [covers](Policy::covers); the host's is asked about the others. A lane's handle names
     /// its server: the policy is the server's, for every principal (a principal's own is
-    /// [`set_principal_policy`](Self::set_principal_policy)).
+    /// [`set_principal_policy`](Self::set_principal_policy)). A removed server's handle
+    /// installs nothing.
     pub fn set_server_policy(&mut self, server: ServerId, policy: impl Policy + 'static) {
+        // Kept, it would shut the gate's fast path for good: nothing forgets it again.
+        if self.server(server).is_none() {
+            return;
+        }
         let (base, _) = self.lanes.caller(server);
         self.authz.servers.insert(base, Box::new(policy));
         self.authz.decide = Some(Client::decide);
@@ -317,8 +322,11 @@ impl Client {
 
     /// Installs the policy of one principal, asked before any other about calls on its lanes
     /// of the methods it [covers](Policy::covers); the server's or the host's is asked about
-    /// the others.
+    /// the others. A removed principal's handle installs nothing.
     pub fn set_principal_policy(&mut self, principal: PrincipalId, policy: impl Policy + 'static) {
+        if self.lanes.principal(principal).is_none() {
+            return;
+        }
         self.authz.principals.insert(principal, Box::new(policy));
         self.authz.decide = Some(Client::decide);
     }

@@ -663,6 +663,26 @@ fn a_removed_principals_policy_goes_with_it() {
     assert!(sim.client.authorization_open());
 }
 
+/// A policy given for a server or principal already removed is not kept: nothing would
+/// forget it again, and it held the gate shut for good (every call asked the policies, and
+/// every call a drain started began held).
+#[test]
+fn a_policy_for_a_removed_server_or_principal_is_not_kept() {
+    let mut sim = Sim::new();
+    let gone = sim.ready_server("gone");
+    sim.client.remove_server(gone).expect("removed");
+    sim.client.set_server_policy(gone, |_: &AccessRequest<'_>| Decision::Allow);
+    assert!(sim.client.authorization_open(), "a removed server's policy shut the gate");
+    let alice = sim.client.add_principal(Principal::new("alice")).unwrap();
+    sim.client.forget_principal(alice);
+    sim.client.set_principal_policy(alice, |_: &AccessRequest<'_>| Decision::Allow);
+    assert!(sim.client.authorization_open(), "so did a removed principal's");
+    // A live one's still is.
+    let kept = sim.ready_server("kept");
+    sim.client.set_server_policy(kept, |_: &AccessRequest<'_>| Decision::Allow);
+    assert!(!sim.client.authorization_open());
+}
+
 /// Calls a drain starts while a policy or a disabled tool is in effect start held; past the
 /// room of the queue they are refused at once, as any call is (they were left held when their
 /// release found no room, and ended unsent at their deadline).
