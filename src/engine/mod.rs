@@ -1433,9 +1433,18 @@ impl Engine {
     /// Whether the call in `slot` went out under a saved verdict still in doubt: sent while
     /// it was assumed, and not confirmed since (a first answer confirms it; a refusal makes
     /// it doubted until the probe settles the era). Such a call's error may be the era's.
+    /// Once the probe settled the very version the call went out in, its error is its own.
     fn sent_under_doubt(&self, slot: usize) -> bool {
-        let sent_assumed = self.requests.get(slot).is_some_and(|p| p.sent_assumed);
-        sent_assumed && (self.assumed || self.verdict != VerdictSource::Saved)
+        if !self.requests.get(slot).is_some_and(|p| p.sent_assumed) {
+            return false;
+        }
+        let saved = self.config.saved_discover.as_ref().map(|v| v.version);
+        match (self.verdict, self.lifecycle) {
+            _ if self.assumed => true,
+            (VerdictSource::Saved, _) => false,
+            (VerdictSource::Probed { .. }, Lifecycle::Ready { version }) => Some(version) != saved,
+            _ => true,
+        }
     }
 
     /// The saved verdict did not hold (the server refused its version, answered like a legacy

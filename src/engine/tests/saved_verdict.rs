@@ -204,6 +204,28 @@ fn an_error_after_the_verdict_was_confirmed_is_the_calls_own() {
     assert!(h.take_sent().is_empty(), "nothing sent again");
 }
 
+/// A call sent under the saved verdict whose error comes after the re-probe another call's
+/// error started has settled the same version: the error is the call's own. The read was
+/// sent again (and waited twice for the same error), as if the era were still in doubt.
+#[test]
+fn an_error_after_the_reprobe_settled_the_same_version_is_the_calls_own() {
+    let mut h = restarted(Config::default());
+    let opts = CallOptions { idempotency: Some(Idempotency::Read), ..CallOptions::default() };
+    let args: &RawValue = serde_json::from_str(r#"{"text":"hi"}"#).unwrap();
+    let reads = [(); 2].map(|_| h.engine.call_tool(h.now, "echo", args, &opts).unwrap());
+    let sent = h.take_sent();
+    h.reply_error(&sent[0], -32000, None);
+    let probe = h.sent_one();
+    assert_eq!(probe["method"], "server/discover");
+    h.reply(&probe, discover(0));
+    let again = h.sent_one();
+    assert_eq!(again["params"]["name"], "echo", "the first read, sent again after the probe");
+    h.reply_error(&sent[1], -32602, None);
+    assert!(h.take_sent().is_empty(), "the second read is not sent again");
+    let failed = format!("failed {} invalid_params", reads[1].get());
+    assert!(h.events().contains(&failed), "{failed}");
+}
+
 /// A process that exits during the probe a refused first call started (a saved verdict that
 /// no longer holds) takes the calls already written with it: a write ends `DeliveryUnknown`
 /// at once, a read is sent again after the handshake, and neither waits out its deadline
