@@ -429,7 +429,7 @@ impl Engine {
         });
         let call = call?;
         if let Some(ttl) = self.task_wanted(name, opts.task) {
-            self.ask_for_task(call.0.slot(), ttl);
+            self.ask_for_task(call.0.slot(), ttl, opts.task == TaskMode::Auto);
         }
         if self.transport == TransportKind::Http {
             let slot = call.0.slot();
@@ -1923,7 +1923,7 @@ impl Engine {
             // the server may run it as a task, and that task is followed as an asked one.
             // Refused, it ran on for nobody, and a write the server took was reported as an
             // invalid result, which a host may send again.
-            self.ask_for_task(slot, None);
+            self.ask_for_task(slot, None, false);
             if self.creates_task(slot, result, ResultType::Task) {
                 return self.on_task_created(now, slot, result);
             }
@@ -2975,10 +2975,10 @@ impl Engine {
         }
     }
 
-    /// Marks a new `tools/call` as asking for a task.
-    fn ask_for_task(&mut self, slot: usize, ttl: Option<Duration>) {
+    /// Marks a new `tools/call` as asking for a task (`auto`: by [`TaskMode::Auto`]).
+    fn ask_for_task(&mut self, slot: usize, ttl: Option<Duration>, auto: bool) {
         let more = self.requests.bufs_mut(slot).more();
-        more.task = Some(TaskSlot { ttl, requested: true, ..TaskSlot::default() });
+        more.task = Some(TaskSlot { ttl, requested: true, auto, ..TaskSlot::default() });
         if let Some(p) = self.requests.get_mut(slot) {
             p.task_asked = true;
         }
@@ -2989,15 +2989,17 @@ impl Engine {
     /// plain. Returns whether the call still asks for a task.
     fn augment_legacy_call(&mut self, slot: usize) -> bool {
         let caps = LegacyTaskCaps::of_server_info(&self.server_info);
-        let tool_ok = {
-            let bufs = self.requests.bufs(slot);
-            !matches!(
-                self.tool_headers.task_support(bufs.name()),
-                Some(headers::TaskSupport::Forbidden)
-            )
-        };
+        let support = self.tool_headers.task_support(self.requests.bufs(slot).name());
         let bufs = self.requests.bufs_mut(slot);
         let Some(task) = bufs.more.as_mut().and_then(|m| m.task.as_mut()) else { return false };
+        // `Auto` asks (on this era) for the tools that must run as tasks, whatever the
+        // configuration declares for the 2026-07-28 servers; a task asked for outright, for
+        // every tool no listing forbids it.
+        let tool_ok = match support {
+            _ if task.auto => support == Some(headers::TaskSupport::Required),
+            Some(headers::TaskSupport::Forbidden) => false,
+            _ => true,
+        };
         if !task.requested {
             return false;
         }

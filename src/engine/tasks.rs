@@ -119,6 +119,9 @@ pub(crate) struct TaskSlot {
     pub(super) augmented: bool,
     /// The call still asks for a task (2025-11-25: cleared when the server or tool rules it out).
     pub(crate) requested: bool,
+    /// Asked by [`TaskMode::Auto`]: on 2025-11-25 only a tool listed as requiring tasks
+    /// gets one.
+    pub(super) auto: bool,
     /// 2026-07-28: the next write is `tasks/update` with the host's answers.
     pub(super) updating: bool,
     /// Hashes of the input request keys already put to the host: a key is asked once over

@@ -42,7 +42,16 @@ fn ready_legacy_with_tasks(cancel: bool) -> Harness {
 
 /// [`ready_legacy_with_tasks`] over a transport of choice.
 fn ready_legacy_with_tasks_over(cancel: bool, transport: TransportKind) -> Harness {
-    let mut h = Harness::new(Config::default());
+    ready_legacy_with_tasks_configured(Config::default(), cancel, transport)
+}
+
+/// [`ready_legacy_with_tasks_over`] with a configuration of choice.
+fn ready_legacy_with_tasks_configured(
+    config: Config,
+    cancel: bool,
+    transport: TransportKind,
+) -> Harness {
+    let mut h = Harness::new(config);
     h.engine.handle_transport(h.now, TransportEvent::opened_as(transport));
     let probe = h.sent_one();
     h.reply_error(&probe, -32601, None);
@@ -920,6 +929,33 @@ fn a_legacy_tool_that_requires_tasks_gets_one_and_a_forbidding_one_does_not() {
     assert_eq!(h.sent_one()["params"]["task"], json!({}), "required: a task even on Auto");
     h.engine.call_tool(h.now, "echo", raw("{}"), &prefer()).unwrap();
     assert!(h.sent_one()["params"].get("task").is_none(), "absent taskSupport forbids tasks");
+}
+
+/// With the tasks extension configured (for the 2026-07-28 servers), an `Auto` call to a
+/// 2025-11-25 server still asks for a task only when the listing says the tool requires
+/// one: it asked whenever the server took tasks and no listing forbade it, so a tool not
+/// listed yet, or an `optional` one, became a polled task (or was refused by a server that
+/// forbids it).
+#[test]
+fn an_auto_call_to_a_legacy_server_asks_a_task_only_where_required_whatever_is_configured() {
+    let config = Config { extensions: format!("{{\"{TASKS}\":{{}}}}"), ..Config::default() };
+    let mut h = ready_legacy_with_tasks_configured(config, true, TransportKind::Stdio);
+    call_with(&mut h, &CallOptions::default());
+    let sent = h.sent_one();
+    assert!(sent["params"].get("task").is_none(), "not listed yet: {sent}");
+    h.engine.list(h.now, Method::ToolsList, &CallOptions::default()).unwrap();
+    let list = h.sent_one();
+    h.reply(&list, json!({"tools": [
+        {"name": "build", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}},
+        {"name": "slow", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}]}));
+    h.events();
+    call_with(&mut h, &CallOptions::default());
+    let sent = h.sent_one();
+    assert!(sent["params"].get("task").is_none(), "optional: {sent}");
+    h.engine.call_tool(h.now, "slow", raw("{}"), &CallOptions::default()).unwrap();
+    assert_eq!(h.sent_one()["params"]["task"], json!({}), "required: a task");
+    h.engine.call_tool(h.now, "build", raw("{}"), &prefer()).unwrap();
+    assert_eq!(h.sent_one()["params"]["task"], json!({}), "asked for: a task where allowed");
 }
 
 #[cfg(feature = "server-requests")]
