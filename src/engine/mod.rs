@@ -2445,12 +2445,15 @@ impl Engine {
 
     /// Fails every host call (not the lifecycle request) with `error`.
     fn fail_all(&mut self, now: Instant, error: CallError) {
-        let slots: SmallVec<[usize; 16]> = self
+        let mut slots: SmallVec<[usize; 16]> = self
             .requests
             .iter()
             .filter(|(_, p)| p.owner == Owner::Host)
             .map(|(slot, _)| slot)
             .collect();
+        // The tool-list refresh last: its end releases the calls parked for it with its own
+        // failure, and theirs is this one.
+        slots.sort_by_key(|&slot| self.requests.get(slot).is_some_and(|p| p.internal));
         // A call on the wire ends as the retry policy ends one it sends no more
         // (`on_attempt_failed`): a write whose reply the failure lost, `DeliveryUnknown`, so
         // a host retrying on its own does not send it again as if it had failed; a host's own

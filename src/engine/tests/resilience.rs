@@ -852,6 +852,23 @@ fn a_failed_refresh_ends_the_waiting_calls_with_the_mismatch() {
     assert_eq!(h.engine.pending(), 0);
 }
 
+/// A call parked for the tool-list refresh ends, when the server is closed, with the close:
+/// the refresh took a lower slot than the call (slots are reused newest first), its end came
+/// first and ended the parked call with the refresh's failure, a header mismatch.
+#[test]
+fn a_parked_call_ends_with_the_close_not_with_its_refresh() {
+    let mut h = Harness::ready_http();
+    let c0 = h.call("t", "{}");
+    let c1 = h.call("t", "{}");
+    let sent = h.take_sent();
+    h.reply(&sent[0], json!({"content": []}));
+    assert_eq!(h.events(), [format!("done {} {{\"content\":[]}}", c0.get())]);
+    h.reply_error(&sent[1], -32020, None);
+    assert_eq!(h.sent_one()["method"], "tools/list", "the refresh, in the freed slot");
+    h.engine.close(h.now);
+    assert_eq!(h.events(), [format!("failed {} closed", c1.get()), "closed closed".into()]);
+}
+
 #[test]
 fn over_stdio_a_header_mismatch_is_just_an_error() {
     let mut h = Harness::ready_modern();
