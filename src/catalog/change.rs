@@ -34,6 +34,15 @@ impl CatalogChange {
         &self.diff.changed
     }
 
+    /// Keeps only the ids `keep` says yes to; `None` when none is left.
+    pub(crate) fn retain(mut self, keep: impl Fn(&str) -> bool) -> Option<Self> {
+        let d = &mut self.diff;
+        for ids in [&mut d.added, &mut d.removed, &mut d.changed] {
+            ids.retain(|id| keep(id));
+        }
+        (!d.is_empty()).then_some(self)
+    }
+
     /// Roughly the memory the change's names hold: their bytes and each box.
     pub(crate) fn weight(&self) -> usize {
         let d = &self.diff;

@@ -495,6 +495,21 @@ impl ServerCatalog {
     }
 }
 
+/// A change as the host may see it: the tools the configuration disables on the server
+/// `base` are left out of it, as out of every view of the catalog; `None` when nothing else
+/// changed.
+fn shown_change(
+    change: CatalogChange,
+    kind: CatalogKind,
+    authz: &super::authz::Gate,
+    base: ServerId,
+) -> Option<CatalogChange> {
+    if kind != CatalogKind::Tools || !authz.has_disabled(base) {
+        return Some(change);
+    }
+    change.retain(|id| !authz.is_disabled(base, id))
+}
+
 /// The host-wide part: the store and the change events waiting for the host.
 #[derive(Debug)]
 pub(crate) struct ClientCache {
@@ -1150,7 +1165,8 @@ impl Client {
         if received.is_some() && state.adopted != received {
             state.adopted = received;
             let search = (kind == CatalogKind::Tools).then_some(&mut s.catalog.search);
-            if let Some(change) = state.refresher.adopt(now, &self.cache.store, &key, search) {
+            let change = state.refresher.adopt(now, &self.cache.store, &key, search);
+            if let Some(change) = change.and_then(|c| shown_change(c, kind, authz, base)) {
                 self.cache.push_change(server, kind, change);
             }
         }
@@ -1212,6 +1228,7 @@ impl Client {
         let mut work = std::mem::take(&mut self.pass_work);
         self.servers.take_pass(Pass::Catalogs, &mut work);
         let (cache, records, unflushed) = (&mut self.cache, &mut self.records, &mut self.unflushed);
+        let (authz, lanes) = (&self.authz, &self.lanes);
         for &index in &work {
             let Some(s) = self.servers.get_mut_unmarked(index) else { continue };
             if s.catalog.is_quiet(&s.engine) {
@@ -1263,7 +1280,8 @@ impl Client {
                             state.refresher.on_page(now, store, &key, result, search)
                         }
                     };
-                    if let Some(change) = change {
+                    let base = lanes.caller(id).0;
+                    if let Some(change) = change.and_then(|c| shown_change(c, kind, authz, base)) {
                         cache.push_change(id, kind, change);
                     }
                     cache.save(now, &key, kind);

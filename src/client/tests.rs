@@ -835,6 +835,38 @@ fn a_list_change_refetches_eagerly_and_tells_the_host_what_changed() {
     assert_eq!(added, ["mul"]);
 }
 
+/// A change event leaves out the tools the configuration disables, as every view of the
+/// catalog does: it named them, so a host showing what is new showed tools it may not call,
+/// and a change of disabled tools alone was an event about nothing the host can see.
+#[test]
+fn a_change_event_leaves_out_the_disabled_tools() {
+    let mut sim = Sim::with_cache(CacheConfig { eager_refresh: true, ..CacheConfig::default() });
+    let id = sim.ready_server("changing");
+    sim.client.disable_tools(id, ["secret", "hidden"]);
+    assert_eq!(sim.tool_names(id), None);
+    let list = sim.sent_one(id);
+    sim.reply(id, &list, tools_page(&["add"]));
+    sim.client.handle_timeout(sim.now);
+    while sim.client.poll_event(sim.now).is_some() {}
+    let mut changes = Vec::new();
+    for (names, wait) in
+        [(&["add", "mul", "secret"][..], 0), (&["add", "mul", "secret", "hidden"][..], 2)]
+    {
+        sim.now += Duration::from_secs(wait);
+        sim.peer(id, json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+        sim.client.handle_timeout(sim.now);
+        let refetch = sim.sent_one(id);
+        sim.reply(id, &refetch, tools_page(names));
+        sim.client.handle_timeout(sim.now);
+        while let Some((_, event)) = sim.client.poll_event(sim.now) {
+            if let Event::Client(ClientEvent::ToolsChanged(change)) = event {
+                changes.push(change.added().iter().map(|n| n.to_string()).collect::<Vec<_>>());
+            }
+        }
+    }
+    assert_eq!(changes, [["mul"]], "the second change added a disabled tool only: no event");
+}
+
 /// A server that announces a change after every listing (or a stream of changes) is listed
 /// eagerly once a second at most: the change that comes within a second of the last eager
 /// listing is a deadline of the core, and its listing goes out when that passes. The old core
