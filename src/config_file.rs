@@ -730,8 +730,14 @@ impl<'a> Parser<'a> {
                     "env" => ProxyChoice::FromEnv,
                     "direct" => ProxyChoice::Direct,
                     url => {
+                        // Checked as the driver will use it (no scheme is `http://`, and
+                        // credentials have their own advice), not as a server's URL.
                         let url = self.expand("mcpoll.proxy", url)?;
-                        ProxyChoice::Url(self.url("mcpoll.proxy", &url)?)
+                        if let Err(e) = crate::driver::url::proxy_url(&url) {
+                            let kind = ConfigFileErrorKind::Invalid(e.reason());
+                            return Err(self.err(Some("mcpoll.proxy"), kind));
+                        }
+                        ProxyChoice::Url(url)
                     }
                 }
             }

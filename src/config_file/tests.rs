@@ -429,6 +429,23 @@ fn relative_paths_are_the_files_folders_without_dot_dot() {
     assert!(!root.components().any(|c| c == std::path::Component::ParentDir), "{root:?}");
 }
 
+/// The file's proxy is checked as the driver uses it: without a scheme it is `http://` (as
+/// from `HTTPS_PROXY`), credentials get the proxy's advice (not the server URL's "use a
+/// header or a token provider"), and an `https://` proxy, which the driver refuses at every
+/// connection, is refused here.
+#[test]
+fn the_proxy_is_checked_as_the_driver_uses_it() {
+    let with = |proxy: &str| format!(r#"{{"url": "http://h/", "mcpoll": {{"proxy": "{proxy}"}}}}"#);
+    let file = parse(&format!(r#"{{"mcpServers": {{"s": {}}}}}"#, with("127.0.0.1:3128"))).unwrap();
+    let proxy = file.server("s").expect("a proxy without a scheme").http_options().unwrap().proxy;
+    assert_eq!(proxy, ProxyChoice::Url("127.0.0.1:3128".into()));
+    let e = refused(&with("http://u:p@proxy:3128"));
+    assert!(e.to_string().contains("proxy authentication"), "{e}");
+    assert!(!e.to_string().contains("p@proxy"), "{e}");
+    let e = refused(&with("https://proxy:443"));
+    assert!(e.to_string().contains("https:// proxy"), "{e}");
+}
+
 #[test]
 fn one_bad_entry_leaves_the_others_usable() {
     let text = r#"{"mcpServers": {

@@ -256,8 +256,13 @@ pub(crate) fn proxy_for(
             }
         }
     };
+    proxy_url(&url).map(Some)
+}
+
+/// A proxy's URL, checked as the driver uses it: the scheme may be left out (`http://`).
+pub(crate) fn proxy_url(url: &str) -> Result<HttpUrl, UrlError> {
     // Proxies are often given without a scheme.
-    let url = if url.contains("://") { url } else { format!("http://{url}") };
+    let url = if url.contains("://") { url.to_owned() } else { format!("http://{url}") };
     // Looked for before the parse: refused as the server URL's, they would be said to be the
     // server URL's; and a password with a `/`, `?` or `#` in it, unencoded, ends the
     // authority early for the parser (which then reads a bad host or port). Any `@` says
@@ -270,7 +275,7 @@ pub(crate) fn proxy_for(
     if proxy.scheme == Scheme::Https {
         return Err(UrlError::ProxyScheme);
     }
-    Ok(Some(proxy))
+    Ok(proxy)
 }
 
 /// `NO_PROXY`: comma-separated hosts or domain suffixes (`example.com`, `.example.com`), ports
