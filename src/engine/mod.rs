@@ -168,6 +168,9 @@ pub struct Engine {
     saved_pending: bool,
     /// The era was taken from a saved verdict and no answer has confirmed it yet.
     assumed: bool,
+    /// The HTTP session holds the probe or handshake while an authorization flow runs
+    /// ([`Engine::hold_for_authorization`]): its timeout waits.
+    lifecycle_held: bool,
     /// `Config::extensions` declares the tasks extension: every `tools/call` takes a task.
     tasks_declared: bool,
     /// The modern `_meta` of a call that declares the tasks extension (when `Config` does
@@ -225,6 +228,7 @@ impl Engine {
             saved_pending: config.saved_discover.is_some()
                 && config.era != EraPreference::LegacyOnly,
             assumed: false,
+            lifecycle_held: false,
             tasks_declared: tasks::declared(&config.extensions),
             task_meta: None,
             control_name: String::new(),
@@ -1099,6 +1103,11 @@ impl Engine {
     /// what the lifecycle tries next.
     fn deadline_passed(&mut self, now: Instant, slot: usize) {
         let Some(owner) = self.requests.get(slot).map(|p| p.owner) else { return };
+        if self.lifecycle_held && owner != Owner::Host {
+            // A user's consent in a browser is no measure of the server: wait on.
+            self.restart_lifecycle_timeout(now, slot);
+            return;
+        }
         match owner {
             Owner::Host => {
                 self.abandon(now, slot, CallError::Local(LocalError::DeadlineExceeded));
@@ -1107,11 +1116,14 @@ impl Engine {
                 self.reverify_once(now);
             }
             // No fallback to `initialize` for a server already known to be modern, nor for a
-            // host that speaks only the modern era: a slow server gets the probe again, a
-            // bounded number of times.
+            // host that speaks only the modern era, nor over HTTP, where a timeout says
+            // nothing of the era (every server answers a POST, a legacy one with an error):
+            // a slow server gets the probe again, a bounded number of times. (Over stdio a
+            // legacy server may ignore a request before `initialize`.)
             Owner::Probe
                 if self.lifecycle.known_modern()
-                    || self.config.era == EraPreference::ModernOnly =>
+                    || self.config.era == EraPreference::ModernOnly
+                    || self.transport == TransportKind::Http =>
             {
                 log::debug!("era probe timed out; probing again (no fallback)");
                 self.close_lifecycle_stream();
@@ -1127,6 +1139,35 @@ impl Engine {
             }
             Owner::Handshake => self.lifecycle_failed(now, LocalError::DeadlineExceeded),
         }
+    }
+
+    /// The HTTP session holds the request `id` while an OAuth flow runs (`held`), or sent it
+    /// again once the flow ended. Only the probe and the handshake care: while held, their
+    /// timeout (which measures the server) waits; sent again, it starts anew. A call's own
+    /// deadline is the host's, and runs on.
+    pub(crate) fn hold_for_authorization(&mut self, now: Instant, id: WireId, held: bool) {
+        let Lookup::Pending(slot) = self.requests.lookup(id) else { return };
+        if !self.requests.get(slot).is_some_and(|p| p.owner != Owner::Host) {
+            return;
+        }
+        self.lifecycle_held = held;
+        if !held {
+            self.restart_lifecycle_timeout(now, slot);
+        }
+    }
+
+    /// Gives the probe or handshake in `slot` its whole timeout again from `now`.
+    fn restart_lifecycle_timeout(&mut self, now: Instant, slot: usize) {
+        let timeout = match self.requests.get(slot).map(|p| p.owner) {
+            Some(Owner::Probe) => self.config.probe_timeout,
+            Some(Owner::Handshake) => self.config.handshake_timeout,
+            _ => return,
+        };
+        let deadline = self.epoch.stamp(now).after(timeout);
+        if let Some(p) = self.requests.get_mut(slot) {
+            p.deadline = deadline;
+        }
+        self.timers.schedule_request(&self.requests, slot, deadline, timers::TimerKind::Deadline);
     }
 
     /// Probes in `version`, keeping the failure counts of a probe already under way.
@@ -1231,6 +1272,7 @@ impl Engine {
     /// With no request left the engine is back to waiting for what to send first; every
     /// caller then moves on to the state it chose.
     fn drop_lifecycle_request(&mut self) {
+        self.lifecycle_held = false;
         let Some(call) = self.lifecycle.call() else { return };
         self.requests.remove(call.slot, Ended::Abandoned);
         self.timers.tidy(&self.requests);

@@ -207,6 +207,9 @@ impl HttpSession {
         st.flow.handle_challenge(now, status, &challenge);
         x.stage = Stage::Parked(x.attempt());
         st.parked.push(i);
+        if let Carries::Request { id, .. } = x.carries {
+            engine.hold_for_authorization(now, id, true);
+        }
         self.drain_oauth(engine, now);
         true
     }
@@ -240,10 +243,12 @@ impl HttpSession {
                     self.set_token_as(token, dpop);
                     // Back at the front, in the order they were refused.
                     for &i in parked.iter().rev() {
-                        if let Some(x) = self.exchanges.get_mut(i) {
-                            if matches!(x.stage, Stage::Parked(_)) {
-                                self.resend_first(i);
+                        let Some(x) = self.exchanges.get(i) else { continue };
+                        if matches!(x.stage, Stage::Parked(_)) {
+                            if let Carries::Request { id, .. } = x.carries {
+                                engine.hold_for_authorization(now, id, false);
                             }
+                            self.resend_first(i);
                         }
                     }
                 }

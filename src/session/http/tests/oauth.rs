@@ -106,6 +106,40 @@ fn a_401_runs_the_flow_and_the_refused_requests_go_again_first_with_the_token() 
     assert_eq!(s.events(), [r#"done {"content":[]}"#]);
 }
 
+/// A probe refused with 401 waits for the flow it started however long the flow takes (a
+/// user's consent in a browser), and goes again with the token: its timeout measures the
+/// server. It ran on while the flow ran, and after 5 s the engine fell back to `initialize`,
+/// which a modern-only server refuses (closing the server when the refusal lists no version).
+/// And a probe over HTTP that times out is sent again, never exchanged for `initialize`: a
+/// timeout says nothing of the era.
+#[test]
+fn a_probe_waiting_for_the_flow_keeps_its_era_and_its_timeout() {
+    let mut s = Sim::new(None).with_oauth();
+    let mut server = As { tokens: vec![token("tok-1")], ..As::default() };
+    let probe = s.next().unwrap();
+    assert_eq!(probe.rpc(), "server/discover");
+    s.refuse(probe.x, 401, CHALLENGE);
+    s.advance(Duration::from_secs(60));
+    s.flush();
+    assert_eq!(s.run_flow(&mut server), 3);
+    let again = s.next().unwrap();
+    assert_eq!(again.rpc(), "server/discover", "the probe again, with the token");
+    assert_eq!(again.header("authorization"), Some("Bearer tok-1"));
+    assert!(s.next().is_none());
+    // Unanswered, it times out after its own 5 s from now on, and is sent again.
+    s.advance(Duration::from_millis(4_900));
+    s.flush();
+    assert!(s.next().is_none(), "its timeout starts at the resend");
+    let mut methods = Vec::new();
+    for _ in 0..4 {
+        s.advance(Duration::from_secs(3));
+        s.flush();
+        methods.extend(std::iter::from_fn(|| s.next()).map(|x| x.rpc().to_owned()));
+    }
+    assert!(!methods.is_empty(), "probed again after the timeout");
+    assert!(methods.iter().all(|m| m == "server/discover"), "{methods:?}");
+}
+
 /// Call `a` refused with a 401, and the flow it started run (PRM, metadata, token) against an
 /// authorization server that gives `tokens` in turn.
 fn refused_then_flowed(tokens: &[&str]) -> (Sim, As) {
