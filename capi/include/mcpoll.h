@@ -460,6 +460,10 @@ typedef enum {
    */
   MCPOLL_LOCAL_AUTHORIZATION_DENIED = 1312,
   /**
+   * The method does not exist in the server's protocol era; nothing was sent.
+   */
+  MCPOLL_LOCAL_NOT_SUPPORTED_BY_ERA = 1313,
+  /**
    * An error this version of the C ABI has no value for.
    */
   MCPOLL_UNKNOWN_ERROR = 9999,

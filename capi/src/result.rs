@@ -186,6 +186,8 @@ pub enum mcpoll_result {
     MCPOLL_LOCAL_OAUTH_SETUP = 1311,
     /// Refused by the local authorization policy.
     MCPOLL_LOCAL_AUTHORIZATION_DENIED = 1312,
+    /// The method does not exist in the server's protocol era; nothing was sent.
+    MCPOLL_LOCAL_NOT_SUPPORTED_BY_ERA = 1313,
     // A variant the Rust API grew after this library was written.
     /// An error this version of the C ABI has no value for.
     MCPOLL_UNKNOWN_ERROR = 9999,
@@ -310,6 +312,7 @@ results! {
     MCPOLL_LOCAL_UNANSWERED, c"a server request found no answer handler";
     MCPOLL_LOCAL_OAUTH_SETUP, c"the OAuth flow cannot run with this configuration";
     MCPOLL_LOCAL_AUTHORIZATION_DENIED, c"refused by the local authorization policy";
+    MCPOLL_LOCAL_NOT_SUPPORTED_BY_ERA, c"method not available in the server's protocol era";
     MCPOLL_UNKNOWN_ERROR, c"an error this version of the C ABI has no value for";
 }
 
@@ -388,6 +391,7 @@ fn local_error(e: &LocalError) -> mcpoll_result {
         #[cfg(feature = "http")]
         LocalError::OAuthSetup(_) => MCPOLL_LOCAL_OAUTH_SETUP,
         LocalError::AuthorizationDenied(_) => MCPOLL_LOCAL_AUTHORIZATION_DENIED,
+        LocalError::NotSupportedByEra => MCPOLL_LOCAL_NOT_SUPPORTED_BY_ERA,
         _ => MCPOLL_UNKNOWN_ERROR,
     }
 }
@@ -690,6 +694,7 @@ mod tests {
             LocalError::TooManyServerRequests,
             LocalError::Unanswered(mcpoll::ServerRequestKind::Sampling),
             LocalError::AuthorizationDenied("no".into()),
+            LocalError::NotSupportedByEra,
         ];
         for l in &local {
             assert_eq!(name(local_error(l)), want("LocalError", l));

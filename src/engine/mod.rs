@@ -1619,6 +1619,13 @@ impl Engine {
         }
         let (mut method, tasked, asked) = (p.method, p.task, p.task_asked);
         let modern = self.lifecycle.version().is_some_and(|v| v.era() == Era::Modern);
+        if p.owner == Owner::Host && !in_era(method, modern) {
+            // Made before the era was known (or a restart changed it): the server would
+            // answer "method not found" for a method the host asked of the other era.
+            let error = CallError::Local(LocalError::NotSupportedByEra);
+            self.finish(now, slot, Ended::Abandoned, Outcome::Failed(error));
+            return None;
+        }
         // Only calls that asked for a task look further (plain calls: one flag). A task's
         // own requests (its polls, its input's updates) declare the extension as the call did:
         // a server may refuse a request that does not.
@@ -3802,6 +3809,17 @@ impl Engine {
 
 /// The UTF-8 byte order mark.
 pub(crate) const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Whether `method` exists in the era of a ready server (`modern`): 2026-07-28 removed `ping`,
+/// and `subscriptions/listen` and `server/discover` are its own.
+#[inline]
+fn in_era(method: Method, modern: bool) -> bool {
+    match method {
+        Method::Ping => !modern,
+        Method::Listen | Method::Discover => modern,
+        _ => true,
+    }
+}
 
 /// Whether a request's outcome tells its circuit breaker about the server's health. Not a
 /// `subscriptions/listen` stream: its end is how long the stream lived, not whether the server

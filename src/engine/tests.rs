@@ -1844,3 +1844,44 @@ fn listen_cancelled_by_the_host_on_stdio_sends_cancelled() {
         Err(RequestError::NotSupportedByEra)
     );
 }
+
+/// A method the era the server settles on does not have, asked before the era was known,
+/// ends with `NotSupportedByEra` and is never sent: `ping` went to a 2026-07-28 server, and
+/// `subscriptions/listen` or `server/discover` to a 2025-11-25 one, and came back as "method
+/// not found" (a ping used as a health check said a healthy server was broken). Asked once
+/// the era is known, each is refused at once, as before.
+#[test]
+fn a_method_asked_before_the_era_is_known_that_the_era_lacks_is_not_sent() {
+    let filter = SubscriptionFilter { tools_list_changed: true, ..SubscriptionFilter::default() };
+    let mut h = Harness::new(Config::default());
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    let ping = h.engine.ping(h.now, &CallOptions::default()).unwrap();
+    h.reply(&probe, discover_result());
+    let sent = h.take_sent();
+    assert!(sent.iter().all(|f| f["method"] != "ping"), "{sent:?}");
+    let events = h.events();
+    assert!(events.contains(&format!("failed {} not_supported_by_era", ping.get())), "{events:?}");
+
+    let mut h = Harness::new(Config::default());
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    let listen = h.engine.listen(h.now, &filter, &CallOptions::default()).unwrap();
+    let discover = h.engine.discover(h.now, &CallOptions::default()).unwrap();
+    h.reply_error(&probe, -32601, None);
+    let init = h.sent_one();
+    h.reply(
+        &init,
+        json!({"protocolVersion": "2025-11-25", "capabilities": {},
+        "serverInfo": {"name": "s", "version": "1"}}),
+    );
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 1, "notifications/initialized alone: {sent:?}");
+    let events = h.events();
+    for call in [listen, discover] {
+        let failed = format!("failed {} not_supported_by_era", call.get());
+        assert!(events.contains(&failed), "{events:?}");
+    }
+    let legacy_ping = h.engine.ping(h.now, &CallOptions::default());
+    assert!(legacy_ping.is_ok(), "ping is the legacy era's");
+}

@@ -409,6 +409,11 @@ pub enum LocalError {
     /// configuration; the server is not at fault.
     #[cfg(feature = "http")]
     OAuthSetup(Box<oauth::AuthError>),
+    /// The method does not exist in the protocol era the server settled on after the call
+    /// was made (`ping` on a 2026-07-28 server; `subscriptions/listen` or `server/discover`
+    /// on a 2025-11-25 one): nothing was sent. Made once the era is known, the call is
+    /// refused at once ([`RequestError::NotSupportedByEra`]).
+    NotSupportedByEra,
     /// The host's local authorization policy refused the call (or the host refused a call
     /// held for its answer), with the reason it gave. Nothing was sent; it is never retried
     /// and does not count against the server.
@@ -432,6 +437,7 @@ impl LocalError {
             Self::Unanswered(_) => "unanswered",
             #[cfg(feature = "http")]
             Self::OAuthSetup(_) => "oauth_setup",
+            Self::NotSupportedByEra => "not_supported_by_era",
             Self::AuthorizationDenied(_) => "authorization_denied",
         }
     }
@@ -467,6 +473,7 @@ impl fmt::Display for LocalError {
             Self::TooManyInputRounds => "the server asked for input more times than allowed",
             Self::InputRejected => "the host rejected the server's input request",
             Self::TooManyServerRequests => "too many server requests waiting for the host",
+            Self::NotSupportedByEra => "method not available in the server's protocol era",
             #[cfg(feature = "http")]
             Self::OAuthSetup(e) => {
                 return write!(f, "the OAuth configuration cannot work here: {e}")
