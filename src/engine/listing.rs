@@ -6,8 +6,9 @@ use crate::proto::json::RawJson;
 use crate::proto::mcp::ResultType;
 
 /// The cache hints of a listing's pages, combined for the one joined result: the shortest
-/// valid `ttlMs` of any page, and `cacheScope: "public"` only when every page said so. (A page
-/// without a valid `ttlMs` does not shorten it: a listing with none at all carries none.)
+/// `ttlMs` of any page, and `cacheScope: "public"` only when every page said so. A 2026-07-28
+/// page whose `ttlMs` is missing, negative or malformed counts as 0 (immediately stale), as
+/// the revision says; a 2025-11-25 listing has none and carries none.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct ListHints {
     pages: u32,
@@ -16,10 +17,12 @@ pub(crate) struct ListHints {
 }
 
 impl ListHints {
-    pub(super) fn add(&mut self, page: RawJson<'_>) {
+    /// Adds a page of a listing in the 2026-07-28 era (`modern`) or the 2025-11-25 one.
+    pub(super) fn add(&mut self, page: RawJson<'_>, modern: bool) {
         self.pages += 1;
         let ttl = page.get("ttlMs").filter(|n| n.kind() == crate::proto::json::Kind::Number);
-        if let Some(ttl) = ttl.and_then(|n| crate::proto::json::whole_number(n.text())) {
+        let ttl = ttl.and_then(|n| crate::proto::json::whole_number(n.text()));
+        if let Some(ttl) = ttl.or(modern.then_some(0)) {
             self.ttl_ms = Some(self.ttl_ms.map_or(ttl, |t| t.min(ttl)));
         }
         if page.get("cacheScope").is_some_and(|s| s.as_str().as_deref() == Some("public")) {
@@ -95,10 +98,32 @@ mod tests {
         assert_eq!((r["ttlMs"].clone(), r["cacheScope"].clone()), (json!(300), json!("public")));
         assert_eq!(r["tools"].as_array().map(Vec::len), Some(3));
         let r = joined([public(json!(5000)), json!({"cacheScope": "private"}), public(json!(100))]);
-        assert_eq!(r["ttlMs"], 100);
+        assert_eq!(r["ttlMs"], 0, "a page without ttlMs is stale at once: {r}");
         assert!(r.get("cacheScope").is_none(), "one private page makes it private: {r}");
-        // Malformed or missing ttls do not count; none at all gives none.
-        let r = joined([json!({"ttlMs": -1}), json!({"ttlMs": 1.5}), json!({})]);
+        let r = joined([
+            public(json!(5000)),
+            json!({"cacheScope": "private", "ttlMs": 200}),
+            public(json!(100)),
+        ]);
+        assert_eq!(r["ttlMs"], 100);
+        // Malformed or missing ttls are 0 (the revision says so); it was the longest of the
+        // valid ones, or none, and a host kept pages the server had marked stale.
+        for page in [json!({"ttlMs": -1}), json!({"ttlMs": 1.5}), json!({})] {
+            let r = joined([public(json!(5000)), page.clone(), public(json!(9000))]);
+            assert_eq!(r["ttlMs"], 0, "{page}: {r}");
+        }
+    }
+
+    /// A 2025-11-25 listing has no cache hints, and its joined result carries none.
+    #[test]
+    fn a_joined_legacy_listing_carries_no_ttl() {
+        let mut h = Harness::ready_legacy();
+        let c = h.engine.list(h.now, Method::ToolsList, &CallOptions::default()).unwrap();
+        let sent = h.sent_one();
+        h.reply(&sent, json!({"tools": [{"name": "a"}], "nextCursor": "c"}));
+        let sent = h.sent_one();
+        h.reply(&sent, json!({"tools": [{"name": "b"}]}));
+        let r = page_result(&mut h, c);
         assert!(r.get("ttlMs").is_none() && r.get("cacheScope").is_none(), "{r}");
     }
 

@@ -2796,9 +2796,10 @@ impl Engine {
         if self.requests.get(slot).is_some_and(|p| p.one_page) {
             return self.finish_one_page(now, slot, key, result, inner, next_cursor.is_some());
         }
+        let modern = self.era() == Some(Era::Modern);
         let bufs = self.requests.bufs_mut(slot);
         let more = bufs.more();
-        more.list_hints.add(result);
+        more.list_hints.add(result, modern);
         if !inner.is_empty() {
             if more.items.len().saturating_add(inner.len() + 1) > self.config.max_listing_bytes {
                 // Freed, not only cleared: the pages so far may be most of the cap.
@@ -2894,7 +2895,7 @@ impl Engine {
         };
         // Rebuilt without the dropped tools; the cursor and the cache hints go along.
         let mut hints = ListHints::default();
-        hints.add(result);
+        hints.add(result, self.era() == Some(Era::Modern));
         let mut json = String::with_capacity(kept.len() + 64);
         json.push_str("{\"tools\":[");
         json.push_str(std::str::from_utf8(&kept).unwrap_or_default());

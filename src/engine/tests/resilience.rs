@@ -62,8 +62,9 @@ fn a_later_page_lost_in_a_crash_is_retried_as_its_own_first_attempt() {
     assert_eq!(again.len(), 1, "{:?}", h.events());
     assert_eq!(again[0]["params"]["cursor"], "c2");
     h.reply(&again[0], json!({"tools": [{"name": "c"}]}));
+    // (Pages of a 2026-07-28 server without `ttlMs` are stale at once: the joined one too.)
     let done = format!(
-        "done {} {{\"tools\":[{{\"name\":\"a\"}},{{\"name\":\"b\"}},{{\"name\":\"c\"}}]}}",
+        "done {} {{\"tools\":[{{\"name\":\"a\"}},{{\"name\":\"b\"}},{{\"name\":\"c\"}}],\"ttlMs\":0}}",
         c.get()
     );
     assert_eq!(h.events().last(), Some(&done));
