@@ -690,20 +690,23 @@ impl Store {
         Ok(ListLookup::Pages { pages, stale_for: worst_stale })
     }
 
-    /// When the oldest page of the list was received, if the whole list can be served;
-    /// counts nothing and allocates nothing. A change of it means the list was stored anew.
+    /// When the newest page of the list was received, if the whole list can be served;
+    /// counts nothing and allocates nothing. A change of it means a page of the list was
+    /// stored anew: the newest, since pages live by their own `ttlMs` and another context's
+    /// walk may fetch only the one that expired (the oldest stayed, and its refresh went
+    /// unseen).
     pub(crate) fn list_received(
         &self,
         now: Instant,
         key: &CacheKey,
         kind: CatalogKind,
     ) -> Option<Instant> {
-        let mut oldest: Option<Instant> = None;
+        let mut newest: Option<Instant> = None;
         let (walk, _) = self.walk(now, key, kind, |_, page| {
             let at = page.received();
-            oldest = Some(oldest.map_or(at, |o| o.min(at)));
+            newest = Some(newest.map_or(at, |n| n.max(at)));
         });
-        matches!(walk, Walk::Done).then_some(oldest).flatten()
+        matches!(walk, Walk::Done).then_some(newest).flatten()
     }
 
     /// Follows the list from its first page along `nextCursor`, calling `visit` on each usable

@@ -1400,6 +1400,49 @@ fn lanes_share_a_public_catalog_and_keep_private_ones_apart() {
     assert_eq!(sim.tool_names(bob).unwrap(), ["bob_only"], "bob lists for himself");
 }
 
+/// A shared public list whose later page alone another lane fetched again (it expired
+/// first: pages live by their own `ttlMs`) is taken on by every lane: a change event for
+/// each, and its search index follows. The lane that had not walked heard nothing until the
+/// first page expired too, as the list's oldest page had not changed.
+#[test]
+fn a_shared_list_whose_later_page_alone_was_fetched_again_is_taken_on_by_every_lane() {
+    let mut sim = Sim::new();
+    let alice = sim.ready_lane("srv", "alice");
+    let bob = sim.ready_lane("srv", "bob");
+    let page = |name: &str, ttl: u64, next: Option<&str>| {
+        let mut p = json!({"resultType": "complete", "tools": [{"name": name,
+            "inputSchema": {"type": "object"}}], "cacheScope": "public", "ttlMs": ttl});
+        if let Some(c) = next {
+            p["nextCursor"] = json!(c);
+        }
+        p
+    };
+    assert_eq!(sim.tool_names(alice), None);
+    let first = sim.sent_one(alice);
+    sim.reply(alice, &first, page("a", 60_000, Some("c1")));
+    sim.client.handle_timeout(sim.now);
+    let second = sim.sent_one(alice);
+    sim.reply(alice, &second, page("b", 100, None));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(alice).unwrap(), ["a", "b"]);
+    while sim.client.poll_event(sim.now).is_some() {}
+
+    sim.now += Duration::from_millis(200);
+    assert_eq!(sim.tool_names(bob), None, "the later page expired: bob lists it");
+    let again = sim.sent_one(bob);
+    assert_eq!(again["params"]["cursor"], "c1", "the later page alone");
+    sim.reply(bob, &again, page("b2", 100, None));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(alice).unwrap(), ["a", "b2"]);
+    let mut heard = Vec::new();
+    while let Some((server, event)) = sim.client.poll_event(sim.now) {
+        if let Event::Client(ClientEvent::ToolsChanged(change)) = event {
+            heard.push((server, change.added().iter().map(|n| n.to_string()).collect::<Vec<_>>()));
+        }
+    }
+    assert!(heard.contains(&(alice, vec!["b2".to_owned()])), "alice took it on: {heard:?}");
+}
+
 /// A public listing is shared within a tenant only: the host's tenants are isolated from one
 /// another, whatever a server says of its own users.
 #[test]

@@ -752,3 +752,25 @@ fn no_principal_ever_sees_another_principals_private_page() {
         "private {own_private}, shared {shared}, own items {own_items}"
     );
 }
+
+/// A shared list whose later page alone was fetched again (pages expire by their own
+/// `ttlMs`) by another context's walk reads as stored anew: the oldest page's time stood,
+/// so the other contexts never took the new page on (no change event, a stale search index)
+/// until the first page expired too.
+#[test]
+fn a_list_whose_later_page_alone_was_fetched_again_reads_as_stored_anew() {
+    let (mut s, t0) = (store(), Instant::now());
+    let (alice, bob) = (key_for("alice"), key_for("bob"));
+    let first = page(r#"{"name":"a"}"#, r#","cacheScope":"public","ttlMs":5000,"nextCursor":"c1""#);
+    fetch(&mut s, t0, &alice, None, first);
+    let later = |name: &str| {
+        page(&format!(r#"{{"name":"{name}"}}"#), r#","cacheScope":"public","ttlMs":100"#)
+    };
+    fetch(&mut s, t0, &alice, Some("c1"), later("b"));
+    let before = s.list_received(t0, &alice, TOOLS);
+    assert!(before.is_some());
+    let t1 = t0 + ms(200);
+    fetch(&mut s, t1, &bob, Some("c1"), later("b2"));
+    let after = s.list_received(t1, &alice, TOOLS);
+    assert!(after.is_some() && after != before, "{before:?} {after:?}");
+}
