@@ -53,6 +53,8 @@ pub use resolve::{Resolver, SystemResolver};
 #[derive(Debug)]
 struct Conn {
     conn: Connection,
+    /// The address it was opened to (the proxy's, through one).
+    addr: std::net::SocketAddr,
     /// Where the connection goes: its requests name this instance, whatever new connections
     /// go to.
     instance: InstanceId,
@@ -454,12 +456,13 @@ impl HttpDriver {
             Err(e) => {
                 // Refused in `connect` itself (a network with no route): as a connection that
                 // fails later, the next address next time.
-                self.instances.connect_failed();
+                self.instances.connect_failed(addr);
                 return Err(e);
             }
         };
         entry.insert(Conn {
             conn,
+            addr,
             instance: self.instances.current_id(),
             started: now,
             exchange: None,
@@ -774,11 +777,12 @@ impl HttpDriver {
         k: usize,
         error: &TransportError,
     ) {
-        if self.conns.get(k).is_none_or(|c| c.instance != self.instances.current_id()) {
+        let Some(conn) = self.conns.get(k).filter(|c| c.instance == self.instances.current_id())
+        else {
             return;
-        }
+        };
         if matches!(error, TransportError::ConnectFailed(_)) {
-            self.instances.connect_failed();
+            self.instances.connect_failed(conn.addr);
         }
         self.rotate_after(registry, engine, error);
     }

@@ -210,9 +210,15 @@ impl Instances {
         Some(outcome.map(|addrs| self.current_mut().addrs = addrs))
     }
 
-    /// A connection to the current address failed: the next one is tried next time.
-    pub(super) fn connect_failed(&mut self) {
-        self.next_addr += 1;
+    /// A connection to `addr` failed: when that is the current address, the next one is
+    /// tried next time. Several connections opened at once all go to the current address;
+    /// each of their failures moved on one, past addresses never tried (a dead first
+    /// address and a working second: both skipped, and the name resolved again to the
+    /// dead one first).
+    pub(super) fn connect_failed(&mut self, addr: SocketAddr) {
+        if self.current().addrs.get(self.next_addr) == Some(&addr) {
+            self.next_addr += 1;
+        }
     }
 
     /// Moves new connections to the next instance; `false` when there is none.
@@ -241,6 +247,31 @@ impl Instances {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Connections opened together to a dead first address fail together: the second
+    /// address is tried next, not skipped by the second failure.
+    #[test]
+    fn failures_of_connections_to_one_address_move_on_one_address() {
+        let mut first = Instance::parse("http://10.0.0.1/mcp", &ProxyChoice::Direct).unwrap();
+        let (dead, live): (SocketAddr, SocketAddr) =
+            ("10.0.0.1:80".parse().unwrap(), "10.0.0.2:80".parse().unwrap());
+        first.addrs = vec![dead, live];
+        let resolver = Arc::new(crate::driver::http::resolve::SystemResolver);
+        let mut instances = Instances::new(first, VecDeque::new(), resolver);
+        let poll = mio::Poll::new().unwrap();
+        let next = |instances: &mut Instances| match instances
+            .next_addr(poll.registry(), Token(0), Instant::now())
+            .unwrap()
+        {
+            NextAddr::At(addr) => Some(addr),
+            NextAddr::Resolving => None,
+        };
+        let together = (next(&mut instances), next(&mut instances));
+        assert_eq!(together, (Some(dead), Some(dead)), "two connections at once");
+        instances.connect_failed(dead);
+        instances.connect_failed(dead);
+        assert_eq!(next(&mut instances), Some(live));
+    }
 
     /// The DPoP `htu` of an instance is its request's URI, not the configured spelling: with
     /// `HTTPS://MCP.Example.com:443/mcp` the proofs said so while the request line and `Host`
