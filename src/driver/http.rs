@@ -254,6 +254,17 @@ impl HttpDriver {
         self.conns.len()
     }
 
+    /// Whether anything is left for [`detach`](Self::detach) to end: a connection, a legacy
+    /// session, an OAuth flow (whose timer refreshes the token) or its request in flight, a
+    /// resolution.
+    pub(crate) fn is_live(&self) -> bool {
+        !self.conns.is_empty()
+            || self.session.session_id().is_some()
+            || self.session.has_oauth()
+            || self.oauth.is_busy()
+            || self.instances.resolving_since().is_some()
+    }
+
     /// The driver's own next deadline: a connect timeout, an idle expiry, a stream to reopen,
     /// or now when a connection has events waiting for a frame budget.
     #[must_use]
@@ -955,4 +966,30 @@ enum Parsed {
     Backlog,
     /// The connection must close.
     Close,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oauth::{OAuthConfig, PreRegistered};
+
+    /// A driver whose OAuth flow is set up has something for `detach` to end with no
+    /// connection and no session: the flow's timer refreshes its token. The host ends the
+    /// transport of a server that closed by itself only while it is live, and took it for
+    /// dead then: a closed server's flow went on refreshing tokens until it was removed.
+    #[test]
+    fn an_oauth_flow_alone_keeps_the_driver_live_until_detached() {
+        const URL: &str = "https://mcp.example.com/mcp";
+        let (config, now) = (crate::Config::default(), Instant::now());
+        let mut engine = Engine::new(config.clone(), now).unwrap();
+        let mut opts = HttpOptions::new(URL);
+        let client = PreRegistered::with_secret("id", "secret");
+        opts.oauth = Some(OAuthConfig::client_credentials(URL, client));
+        let mut driver = HttpDriver::new(opts, &config, Token(0), &mut engine, now).unwrap();
+        assert_eq!((driver.connections(), driver.session_id()), (0, None));
+        assert!(driver.is_live(), "the flow is there to drop");
+        let poll = mio::Poll::new().unwrap();
+        assert!(driver.detach(poll.registry(), Duration::from_millis(250), now).is_none());
+        assert!(!driver.is_live(), "nothing is left");
+    }
 }

@@ -180,13 +180,13 @@ impl Transport {
         }
     }
 
-    /// Whether there is a process, a connection or a session for
+    /// Whether there is a process, a connection, a session or an OAuth flow for
     /// [`shutdown`](Self::shutdown) to end.
     pub(crate) fn is_live(&self) -> bool {
         match self {
             Self::Stdio(d) => d.is_running(),
             #[cfg(feature = "http")]
-            Self::Http(d) => d.connections() > 0 || d.session_id().is_some(),
+            Self::Http(d) => d.is_live(),
         }
     }
 

@@ -715,6 +715,11 @@ impl HttpSession {
         true
     }
 
+    /// Whether an OAuth flow is set up (until [`close`](Self::close) drops it).
+    pub(crate) fn has_oauth(&self) -> bool {
+        self.oauth.is_some()
+    }
+
     /// The legacy session id, when the server issued one.
     pub(crate) fn session_id(&self) -> Option<&str> {
         self.session_id.as_deref()

@@ -338,6 +338,11 @@ impl OAuthRequests {
         }
     }
 
+    /// Whether a request is in flight.
+    pub(super) fn is_busy(&self) -> bool {
+        self.current.is_some()
+    }
+
     /// Drops the request in flight, deregistering what it registered.
     pub(super) fn close(&mut self, registry: &Registry) {
         if let Some(fetch) = self.current.take() {
