@@ -1075,6 +1075,16 @@ impl Store {
     /// never another's; a tie goes against the others, so a store with one holder is plain
     /// LRU. `false` when
     /// `keep`'s holder is the heaviest and has nothing left to give but `keep` itself.
+    /// Whether a walk of `list` is on: a page of its key and kind is being fetched.
+    fn walk_on(&self, list: &ListKey) -> bool {
+        self.flights.iter().any(|f| {
+            f.kind == list.kind
+                && [CacheScope::Private, CacheScope::Public]
+                    .into_iter()
+                    .any(|scope| f.key.partition(scope) == list.partition)
+        })
+    }
+
     fn make_room(&mut self, keep: &ListKey, bytes: usize) -> bool {
         let config = self.config;
         let over_bytes = |s: &Self| s.bytes + bytes > config.max_bytes;
@@ -1104,10 +1114,12 @@ impl Store {
                 Some(m) => h != mine && weight_of(&h) == m,
                 None => h == mine,
             };
+            // A list whose walk is on keeps its pages: they are the walk's to join (its first
+            // page gone, the walk's answer had nothing to start from).
             let victim = self
                 .lists
                 .iter()
-                .filter(|(k, _)| *k != keep && yields(k.partition.holder()))
+                .filter(|(k, _)| *k != keep && yields(k.partition.holder()) && !self.walk_on(k))
                 .min_by_key(|(_, l)| l.last_used)
                 .map(|(k, l)| (*k, l.bytes));
             let Some((victim, victim_bytes)) = victim else { return false };

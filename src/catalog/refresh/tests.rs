@@ -495,3 +495,42 @@ fn pages_held_for_one_use_are_bounded_in_bytes() {
     );
     assert_eq!((r.one_use.len(), r.one_use_bytes, s.entries()), (0, 0, 0));
 }
+
+/// A list whose walk is on is not evicted to make room for another list of its holder (the
+/// same server's prompts, another principal's lane): the walk's first page went, the last
+/// page came, and the need that waited got no list (the host saw `NotReady`: no first page
+/// to join) after a listing that succeeded.
+#[test]
+fn a_list_whose_walk_is_on_is_not_evicted_for_another() {
+    let t0 = Instant::now();
+    let config = StoreConfig { max_entries: 2, ..StoreConfig::default() };
+    let mut s = Store::new(config).unwrap();
+    let mut server = Server::new(&["a", "b"], 1, "");
+    let mut r = Refresher::new(TOOLS);
+    assert_eq!(r.need(t0, &mut s, &key()), Ok(Answer::Waiting));
+    let first = r.poll_fetch().unwrap().map(str::to_owned);
+    r.on_page(t0, &mut s, &key(), server.page(first.as_deref()), None);
+    // The same holder's prompts, two pages, stored while the tools' second page is out.
+    const PROMPTS: CatalogKind = CatalogKind::Prompts;
+    let prompts = [
+        (None, r#"{"prompts":[{"name":"x"}],"nextCursor":"q"}"#),
+        (Some("q"), r#"{"prompts":[{"name":"y"}]}"#),
+    ];
+    for (cursor, json) in prompts {
+        let Ok(Begin::Fetch(token)) = s.begin_refresh(&key(), PROMPTS, cursor) else {
+            panic!("a prompts page to fetch")
+        };
+        let page = parse_page(PROMPTS, json).unwrap();
+        let _ = s.finish_refresh(t0, token, RefreshOutcome::Page { page, carried_input: false });
+    }
+    let second = r.poll_fetch().unwrap().map(str::to_owned);
+    r.on_page(t0, &mut s, &key(), server.page(second.as_deref()), None);
+    match r.need(t0, &mut s, &key()) {
+        Ok(Answer::Cached) => assert_eq!(names(&mut s, t0), "a,b"),
+        Ok(Answer::OneUse) => {
+            let (items, _) = r.one_use_items(t0, &s, &key()).expect("the walk's answer");
+            assert_eq!(items.iter().map(|i| i.id()).collect::<Vec<_>>(), ["a", "b"]);
+        }
+        other => panic!("{other:?}"),
+    }
+}
