@@ -102,7 +102,7 @@ use lifecycle::{
     MAX_SAME_VERSION_REFUSALS, PROBE_RETRY_BASE,
 };
 use listing::{cursor_hash, done, ListHints, LISTING_BUF_KEEP};
-use outbound::{Control, NameRef, MAX_CONTROL, MAX_DEFERRED_TASK_CANCELS};
+use outbound::{Control, HostAnswer, NameRef, MAX_CONTROL, MAX_DEFERRED_TASK_CANCELS};
 use requests::{CallTraits, Ended, Lookup, Owner, Pending, Requests, SendState};
 use retry::{decide, Decision, Delivery};
 #[cfg(feature = "server-requests")]
@@ -1691,7 +1691,7 @@ impl Engine {
                 TransmitKind::Response
             }
             Control::Answer { id, result } => {
-                jsonrpc::write_result(buf, std::str::from_utf8(&id).unwrap_or("null"), &result);
+                jsonrpc::write_result(buf, std::str::from_utf8(&id).unwrap_or("null"), &result.0);
                 TransmitKind::Response
             }
             Control::Refuse { id, code, message } => {
@@ -3492,7 +3492,7 @@ impl Engine {
             }
         }
         if let (ServerRequestKind::Roots, Some(roots)) = (kind, self.roots.current()) {
-            let result = roots.to_owned();
+            let result = HostAnswer(roots.to_owned());
             return self.push_control(Control::Answer { id, result });
         }
         let params = params.map_or("{}", RawJson::text);
@@ -3586,7 +3586,7 @@ impl Engine {
             let origin = Origin::Input { call, key: key.to_owned() };
             // Roots the host set answer at once; the host sees only the other requests.
             let known = self.roots.current().filter(|_| kind == ServerRequestKind::Roots);
-            let answer = known.map(str::to_owned);
+            let answer = known.map(|roots| HostAnswer(roots.to_owned()));
             let answered = answer.is_some();
             let entry = Entry::waiting(kind, origin, deadline, params);
             // Answered already, it is no answer handler's to see either: offered, a handler
@@ -3630,7 +3630,7 @@ impl Engine {
             responses.push(b'"');
             responses.extend_from_slice(key.as_bytes());
             responses.extend_from_slice(b"\":");
-            responses.extend_from_slice(answer.as_bytes());
+            responses.extend_from_slice(answer.0.as_bytes());
         }
         self.server_requests.drop_call(call);
         let bufs = self.requests.bufs_mut(slot);
@@ -3747,7 +3747,7 @@ impl Engine {
         let text = text.replace(['\n', '\r'], " ");
         let text = text.as_str();
         if let Origin::Input { call, .. } = entry.origin {
-            entry.answer = Some(text.to_owned());
+            entry.answer = Some(HostAnswer(text.to_owned()));
             let waiting = self.server_requests.of_call(call).any(|(_, e)| e.answer.is_none());
             if let (false, Some(slot)) = (waiting, self.requests.slot_of(call)) {
                 self.send_round(slot, call);
@@ -3757,7 +3757,7 @@ impl Engine {
         if let Some(Entry { origin: Origin::Legacy { id }, .. }) =
             self.server_requests.remove(request)
         {
-            self.push_control(Control::Answer { id, result: text.to_owned() });
+            self.push_control(Control::Answer { id, result: HostAnswer(text.to_owned()) });
         }
         Ok(())
     }

@@ -20,6 +20,16 @@ pub(super) const MAX_CONTROL: usize = 256;
 /// `tasks/cancel`s kept for a restarting server at most; more are dropped.
 pub(super) const MAX_DEFERRED_TASK_CANCELS: usize = 64;
 
+/// The host's answer to a server request, as it goes on the wire. An elicitation's content
+/// is what a user typed (a password, a token): debug output shows its length only.
+pub(super) struct HostAnswer(pub(super) String);
+
+impl std::fmt::Debug for HostAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<{} bytes>", self.0.len())
+    }
+}
+
 /// A frame that is not a request: notifications and replies to server requests.
 #[derive(Debug)]
 pub(super) enum Control {
@@ -42,7 +52,7 @@ pub(super) enum Control {
     /// The host's answer to a server request.
     Answer {
         id: SmallVec<[u8; 24]>,
-        result: String,
+        result: HostAnswer,
     },
     /// An error reply to a server request: refused, rejected by the host, or timed out.
     Refuse {

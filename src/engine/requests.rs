@@ -173,8 +173,9 @@ impl CallTraits {
 }
 
 /// Buffers owned by a slot and reused by every call that occupies it, so steady-state calls
-/// allocate nothing.
-#[derive(Debug, Default)]
+/// allocate nothing. Debug output shows their sizes only: they hold the host's arguments and
+/// a round's answers (what a user typed), and outlive the call until the slot is reused.
+#[derive(Default)]
 pub(crate) struct SlotBufs {
     /// The call's text in one buffer (one allocation, one 24-byte header per slot): its
     /// per-call `_meta` members, its `Mcp-Name` value (tool or prompt name, or resource URI),
@@ -189,6 +190,15 @@ pub(crate) struct SlotBufs {
     /// a slot's first such call and kept, so a slot that only ever carries plain calls holds
     /// 8 bytes for it.
     pub(crate) more: Option<Box<MoreBufs>>,
+}
+
+impl std::fmt::Debug for SlotBufs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlotBufs")
+            .field("text_bytes", &self.text.len())
+            .field("more", &self.more.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// The buffers of [`SlotBufs`] that plain calls never touch.

@@ -175,7 +175,7 @@ pub(super) struct Entry {
     pub(super) deadline: Instant,
     /// The request's params (for checking an elicitation answer against its schema).
     pub(super) params: String,
-    pub(super) answer: Option<String>,
+    pub(super) answer: Option<super::outbound::HostAnswer>,
     /// Handed to the host's answer handlers already (`Engine::offer_server_request`).
     pub(super) offered: bool,
 }

@@ -580,3 +580,45 @@ fn a_modern_servers_requests_are_ignored() {
     assert!(h.events().is_empty(), "the host is not asked");
     assert_eq!(h.engine.stats().invalid_frames, 2);
 }
+
+/// What a user typed into an elicitation (a password) and the call's arguments stay out of
+/// the engine's debug output, while they wait in its buffers (a round's answers until the
+/// slot is reused; a legacy answer until it is written): the derived output printed them.
+#[test]
+fn answers_and_arguments_stay_out_of_debug_output() {
+    const SECRET: &str = "hunter2-secret";
+    let no_secret = |h: &Harness| {
+        let bytes = format!("{:?}", SECRET.as_bytes());
+        let bytes = bytes.trim_matches(['[', ']']);
+        for shown in [format!("{:?}", h.engine), format!("{:#?}", h.engine)] {
+            assert!(!shown.contains(SECRET) && !shown.contains(bytes), "{shown}");
+        }
+    };
+    let ask_code = json!({"method": "elicitation/create", "params": {"message": "code?",
+        "requestedSchema": {"type": "object", "properties": {"code": {"type": "string"}}}}});
+    let mut h = Harness::ready_with(config());
+    h.call("login", &format!(r#"{{"password":"{SECRET}"}}"#));
+    let first = h.sent_one();
+    let frame = format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{{"resultType":"input_required","inputRequests":{{"a":{ask_code},"b":{ask_code}}}}}}}"#,
+        first["id"],
+    );
+    h.engine.handle_message(h.now, frame.as_bytes());
+    let (asks, _) = drain(&mut h);
+    let typed = json!({"action": "accept", "content": {"code": SECRET}});
+    h.engine.answer(h.now, asks[0].0, raw(&typed.to_string())).unwrap();
+    no_secret(&h);
+    answer(&mut h, asks[1].0, typed.clone()).unwrap();
+    let retry = h.sent_one();
+    assert_eq!(retry["params"]["inputResponses"]["a"]["content"]["code"], SECRET);
+    no_secret(&h);
+
+    let mut h = legacy(ServerRequestKinds::all());
+    let mut request = ask_code;
+    request["jsonrpc"] = json!("2.0");
+    request["id"] = json!(1);
+    h.peer(request);
+    let (asks, _) = drain(&mut h);
+    h.engine.answer(h.now, asks[0].0, raw(&typed.to_string())).unwrap();
+    no_secret(&h);
+}
