@@ -1174,7 +1174,10 @@ impl Engine {
     fn start_probe(&mut self, now: Instant, version: ProtocolVersion) {
         let (inconclusive, refusals, known_modern) = match self.lifecycle {
             Lifecycle::Probing(p) => (p.inconclusive, p.refusals, p.known_modern),
-            _ => (0, 0, false),
+            // A restarted process of a server whose probe settled the modern era (the verdict
+            // outlives the process; `reverify` clears it): its exit during the probe is a
+            // crash and its silence a slow start, not the legacy server's answer.
+            _ => (0, 0, matches!(self.verdict, VerdictSource::Probed { .. })),
         };
         self.assumed = false;
         self.meta = Some(self.static_meta(version));

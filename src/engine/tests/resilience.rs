@@ -1033,3 +1033,53 @@ fn a_deadline_is_due_from_its_instant_on_and_not_a_nanosecond_before() {
     assert!(h.engine.is_due(deadline));
     assert!(h.engine.is_due(deadline + Duration::from_secs(3600)));
 }
+
+/// A restarted process of a server that answered the probe is probed as one known to be
+/// modern: it exits during the probe, or answers it late, and that is a crash (paced by the
+/// restart policy) or a slow start (probed again), not the legacy server that exits on a
+/// first message other than `initialize`. The engine forgot, sent the next process
+/// `initialize` at once, and a modern-only server's refusal closed it for good.
+#[test]
+fn a_restarted_modern_server_is_probed_as_modern() {
+    let lost = |h: &mut Harness| {
+        h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
+    };
+    let mut h = Harness::ready_modern();
+    lost(&mut h);
+    for _ in 0..8 {
+        if h.engine.wants_transport() {
+            break;
+        }
+        h.now = h.engine.poll_timeout().expect("restart timer");
+        h.engine.handle_timeout(h.now);
+    }
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    assert_eq!(h.sent_one()["method"], "server/discover");
+    h.events();
+    // It exits during the probe: a crash, paced by the restart policy.
+    lost(&mut h);
+    assert!(!h.engine.wants_transport(), "not respawned at once for initialize");
+    assert!(h.events().iter().any(|e| e.starts_with("lost process_exit")), "a crash");
+    restart_process(&mut h);
+    assert_eq!(h.events(), ["ready modern 2026-07-28"]);
+    // Slower than the probe timeout: probed again, never `initialize`.
+    lost(&mut h);
+    for _ in 0..8 {
+        if h.engine.wants_transport() {
+            break;
+        }
+        h.now = h.engine.poll_timeout().expect("restart timer");
+        h.engine.handle_timeout(h.now);
+    }
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    assert_eq!(h.sent_one()["method"], "server/discover");
+    let mut methods = Vec::new();
+    for _ in 0..3 {
+        h.advance_to_next_timeout();
+        methods.extend(h.take_sent().into_iter().map(|f| f["method"].to_string()));
+    }
+    assert!(
+        !methods.is_empty() && methods.iter().all(|m| m == "\"server/discover\""),
+        "{methods:?}"
+    );
+}
