@@ -490,8 +490,13 @@ impl EventQueue {
         }
     }
 
+    /// A state event like the others: past the bound it is dropped (a server that crashes
+    /// now and then, or a legacy session made anew, is ready again each time, and a host
+    /// that does not drain kept every one).
     pub(crate) fn ready(&mut self, era: Era, version: ProtocolVersion) {
-        self.push(Stored::Ready { era, version });
+        if self.has_room() {
+            self.push(Stored::Ready { era, version });
+        }
     }
 
     pub(crate) fn done(

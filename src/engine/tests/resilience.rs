@@ -1083,3 +1083,18 @@ fn a_restarted_modern_server_is_probed_as_modern() {
         "{methods:?}"
     );
 }
+
+/// `Ready` is a state event, dropped past the queue's bound as the others are: a server that
+/// crashes now and then (never a crash loop) is ready again after each restart, and a host
+/// that does not drain kept every one, past `max_queued_events`.
+#[test]
+fn ready_events_keep_to_the_queue_bound() {
+    let config = Config { max_queued_events: 8, ..Config::default() };
+    let mut h = Harness::ready_with(config);
+    for _ in 0..40 {
+        h.advance(Duration::from_secs(30));
+        h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
+        restart_process(&mut h);
+    }
+    assert!(h.engine.queued_events() <= 8, "{}", h.engine.queued_events());
+}
