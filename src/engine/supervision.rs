@@ -82,8 +82,13 @@ impl RestartState {
             self.degraded_until = Some(crate::time::later(now, policy.degraded_retry_after));
             return AfterExit::Degraded { crashes: 1, first_loss: self.first_loss.clone() };
         }
-        let window_start = now.checked_sub(policy.crash_loop_window).unwrap_or(now);
-        self.exits.retain(|t| *t >= window_start);
+        // A window reaching back past what `Instant` can say (`Duration::MAX` for "count every
+        // exit", or longer than the uptime on some systems) keeps every exit: taken as
+        // starting now, it kept none, and the server was never degraded nor its backoff
+        // doubled.
+        if let Some(window_start) = now.checked_sub(policy.crash_loop_window) {
+            self.exits.retain(|t| *t >= window_start);
+        }
         if self.exits.is_empty() {
             self.first_loss = self.last_loss.clone();
         }
@@ -182,6 +187,22 @@ mod tests {
         );
         assert_eq!(r.restarts, 3);
         assert_eq!(r.next_wakeup(), Some(t0 + 20 * MS + 350 * MS));
+    }
+
+    /// A window longer than `Instant` reaches back (`Duration::MAX`, "count every exit") counts
+    /// every exit: it counted none, so the server restarted every `base_delay` for good.
+    #[test]
+    fn a_window_past_what_instant_can_reach_counts_every_exit() {
+        let p = RestartPolicy { crash_loop_window: Duration::MAX, ..policy() };
+        let (mut r, t0) = (RestartState::default(), Instant::now());
+        let verdicts: Vec<AfterExit> = (1..=4u32)
+            .map(|i| {
+                r.note_loss(TransportError::ConnectionLost);
+                r.after_exit(t0 + i * MS, &p)
+            })
+            .collect();
+        assert_eq!(verdicts[..3], [100 * MS, 200 * MS, 350 * MS].map(AfterExit::RestartIn));
+        assert!(matches!(verdicts[3], AfterExit::Degraded { crashes: 4, .. }), "{verdicts:?}");
     }
 
     /// The count reaches a `crash_loop_exits` past the exits kept inline (eight): a policy of
