@@ -10,7 +10,7 @@ use std::time::Instant;
 use smallvec::SmallVec;
 
 use crate::config::BreakerPolicy;
-use crate::error::{CallError, LocalError};
+use crate::error::{CallError, LocalError, TransportError};
 
 /// Which operations share a breaker: reads can keep flowing while writes are refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -78,6 +78,11 @@ const OVERFLOW_TENANT: u32 = u32::MAX;
 /// Whether a finished attempt says anything about the server's health.
 pub(crate) fn counts(e: &CallError) -> bool {
     match e {
+        // A bare 4xx (a body too large, a media type refused) is the server's answer to the
+        // request, as a JSON-RPC error is; a timeout or a "too many requests" is its health.
+        CallError::Transport(TransportError::HttpStatus(s)) => {
+            !(400..500).contains(s) || matches!(s, 408 | 429)
+        }
         CallError::Transport(_) => true,
         CallError::Local(l) => {
             matches!(l, LocalError::DeadlineExceeded | LocalError::DeliveryUnknown(_))

@@ -1098,3 +1098,30 @@ fn ready_events_keep_to_the_queue_bound() {
     }
     assert!(h.engine.queued_events() <= 8, "{}", h.engine.queued_events());
 }
+
+/// A bare 4xx (a request too large, a media type refused) is the server's answer to the
+/// request, as a JSON-RPC error is, and leaves the breaker alone: five 413s for oversized
+/// arguments opened the write breaker, and every other write failed fast for the
+/// cool-down. A 429 or a 5xx still counts.
+#[test]
+fn a_bare_4xx_is_an_answer_not_a_sign_of_ill_health() {
+    let breaker = BreakerPolicy { failure_threshold: 2, cool_down: Duration::from_secs(5) };
+    let failing = |status: u16| {
+        let mut h = Harness::ready_http_with(Config { breaker, ..Config::default() });
+        for _ in 0..2 {
+            h.engine.call_tool(h.now, "upload", raw("{}"), &CallOptions::default()).unwrap();
+            let s = h.sent_one();
+            let failure = ExchangeFailure::Transport(TransportError::HttpStatus(status));
+            let event = TransportEvent::exchange_failed(super::tests::wire(&s), failure);
+            h.engine.handle_transport(h.now, event);
+            h.events();
+        }
+        h.engine.breaker_state(0, OperationClass::Write)
+    };
+    for status in [400, 404, 413, 415] {
+        assert_eq!(failing(status), BreakerState::Closed, "{status}");
+    }
+    for status in [429, 503] {
+        assert_eq!(failing(status), BreakerState::Open, "{status}");
+    }
+}
