@@ -41,11 +41,13 @@ enum Step {
     /// No flow running.
     Idle,
     /// Fetching Protected Resource Metadata from `candidates[at]`.
-    Resource { candidates: Vec<String>, at: usize, from_challenge: bool },
+    /// `failed`: the status of an earlier location that answered with neither the document
+    /// nor its absence (404, 410), reported when no later one has the document.
+    Resource { candidates: Vec<String>, at: usize, from_challenge: bool, failed: Option<u16> },
     /// Fetching authorization server metadata for `issuer` from `candidates[at]`. `legacy`:
     /// no PRM, so the issuer is the server's origin and missing metadata means the
     /// 2025-03-26 default endpoints.
-    Server { issuer: String, candidates: Vec<String>, at: usize, legacy: bool },
+    Server { issuer: String, candidates: Vec<String>, at: usize, legacy: bool, failed: Option<u16> },
     /// Waiting for the registration response.
     Register { method: String },
     /// Waiting for the host's redirect, until `deadline`. The PKCE verifier is a `Secret`: with
@@ -330,7 +332,7 @@ impl OAuthFlow {
             Some(url) => (vec![url.clone()], true),
             None => (prm_locations(&self.config.server_url), false),
         };
-        self.step = Step::Resource { candidates, at: 0, from_challenge };
+        self.step = Step::Resource { candidates, at: 0, from_challenge, failed: None };
         self.fetch_current();
     }
 
@@ -350,11 +352,11 @@ impl OAuthFlow {
         self.outstanding = None;
         match std::mem::replace(&mut self.step, Step::Idle) {
             Step::Idle | Step::Redirect { .. } => {}
-            Step::Resource { candidates, at, from_challenge } => {
-                self.on_resource(candidates, at, from_challenge, response)
+            Step::Resource { candidates, at, from_challenge, failed } => {
+                self.on_resource(candidates, at, from_challenge, failed, response)
             }
-            Step::Server { issuer, candidates, at, legacy } => {
-                self.on_server(issuer, candidates, at, legacy, response)
+            Step::Server { issuer, candidates, at, legacy, failed } => {
+                self.on_server(issuer, candidates, at, legacy, failed, response)
             }
             Step::Register { method } => self.on_registration(method, response),
             Step::Token { refresh, proof, resend } => {
@@ -559,18 +561,23 @@ impl OAuthFlow {
         candidates: Vec<String>,
         at: usize,
         from_challenge: bool,
+        failed: Option<u16>,
         response: HttpResponse<'_>,
     ) {
         if response.status != 200 {
+            let failed = failed.or(failure_status(response.status));
             if at + 1 < candidates.len() {
-                self.step = Step::Resource { candidates, at: at + 1, from_challenge };
+                self.step = Step::Resource { candidates, at: at + 1, from_challenge, failed };
                 return self.fetch_current();
             }
-            // Only a PRM that is not there (404, 410) makes a 2025-03-26 server: a server
-            // error, a rate limit or a refusal there is a failure to report, not a reason to
-            // guess at the origin as authorization server.
-            if from_challenge || !matches!(response.status, 404 | 410) {
+            // Only a PRM that is not there (404, 410), at every location, makes a 2025-03-26
+            // server: a server error, a rate limit or a refusal at any of them is a failure
+            // to report, not a reason to guess at the origin as authorization server.
+            if from_challenge || failure_status(response.status).is_some() {
                 return self.fail_response(AuthStep::Discovery, response);
+            }
+            if let Some(status) = failed {
+                return self.fail_status(AuthStep::Discovery, AuthFailure::Status, status);
             }
             // No PRM anywhere: a 2025-03-26 server, whose authorization server is its origin.
             let Some(issuer) = parts(&self.config.server_url).map(|p| origin(&p)) else {
@@ -618,7 +625,7 @@ impl OAuthFlow {
         if candidates.is_empty() {
             return self.fail(AuthStep::Discovery, AuthFailure::NoMetadata);
         }
-        self.step = Step::Server { issuer, candidates, at: 0, legacy };
+        self.step = Step::Server { issuer, candidates, at: 0, legacy, failed: None };
         self.fetch_current();
     }
 
@@ -628,17 +635,22 @@ impl OAuthFlow {
         candidates: Vec<String>,
         at: usize,
         legacy: bool,
+        failed: Option<u16>,
         response: HttpResponse<'_>,
     ) {
         if response.status != 200 {
+            let failed = failed.or(failure_status(response.status));
             if at + 1 < candidates.len() {
-                self.step = Step::Server { issuer, candidates, at: at + 1, legacy };
+                self.step = Step::Server { issuer, candidates, at: at + 1, legacy, failed };
                 return self.fetch_current();
             }
             if !legacy {
-                let mut e = AuthError::new(AuthStep::Discovery, AuthFailure::NoMetadata);
-                e.status = Some(response.status);
-                return self.finish(Err(e));
+                let status = failed.unwrap_or(response.status);
+                return self.fail_status(AuthStep::Discovery, AuthFailure::NoMetadata, status);
+            }
+            // As for the PRM: only metadata absent everywhere means the default endpoints.
+            if let Some(status) = failed {
+                return self.fail_status(AuthStep::Discovery, AuthFailure::Status, status);
             }
             // 2025-03-26: no metadata at all means the default endpoints at the origin.
             let meta = ServerMetadata {
@@ -1291,6 +1303,12 @@ impl OAuthFlow {
         self.finish(Err(AuthError::new(step, reason)));
     }
 
+    fn fail_status(&mut self, step: AuthStep, reason: AuthFailure, status: u16) {
+        let mut e = AuthError::new(step, reason);
+        e.status = Some(status);
+        self.finish(Err(e));
+    }
+
     fn fail_response(&mut self, step: AuthStep, response: HttpResponse<'_>) {
         let body = parse_error_body(response.body);
         let mut e = AuthError::new(step, AuthFailure::Status);
@@ -1347,4 +1365,10 @@ impl OAuthFlow {
     fn unix(&self, now: Instant) -> u64 {
         self.epoch.1.saturating_add(now.saturating_duration_since(self.epoch.0).as_secs())
     }
+}
+
+/// A metadata location's non-200 status when it is a failure there, `None` when it says the
+/// document is not there (404, 410): only an absence everywhere makes a fallback.
+fn failure_status(status: u16) -> Option<u16> {
+    (!matches!(status, 404 | 410)).then_some(status)
 }

@@ -359,6 +359,31 @@ fn a_prm_that_fails_is_no_reason_for_the_legacy_fallback() {
     }
 }
 
+/// A failure at one metadata location is no absence because the next location says 404:
+/// the PRM's path-aware location answering 503 and its root 404 made the flow guess a
+/// 2025-03-26 server (the origin as authorization server, no `resource`); so did a 503 and
+/// a 404 for the origin's own metadata, which took the default endpoints.
+#[test]
+fn a_failure_at_one_metadata_location_is_no_absence() {
+    let mut h = Harness::code();
+    h.flow.handle_challenge(h.now, 401, &challenge(None, None));
+    h.get(PRM_PATH, 503, &json!({}));
+    h.get(PRM_ROOT, 404, &json!({}));
+    let e = h.failed();
+    assert_eq!((e.step, e.status), (AuthStep::Discovery, Some(503)));
+    h.nothing();
+
+    let mut h = Harness::code();
+    h.flow.handle_challenge(h.now, 401, &challenge(None, None));
+    h.get(PRM_PATH, 404, &json!({}));
+    h.get(PRM_ROOT, 404, &json!({}));
+    h.get("https://mcp.test/.well-known/oauth-authorization-server", 503, &json!({}));
+    h.get("https://mcp.test/.well-known/openid-configuration", 404, &json!({}));
+    let e = h.failed();
+    assert_eq!((e.step, e.status), (AuthStep::Discovery, Some(503)));
+    h.nothing();
+}
+
 #[test]
 fn legacy_default_endpoints() {
     // 2025-03-26 with no metadata at all: /authorize, /token, /register at the origin, and
