@@ -815,9 +815,12 @@ impl Engine {
     /// Bounds the roots the host offers: an answer to a roots request, and any list given to
     /// [`set_roots`](Self::set_roots), is refused when a root lies outside every directory. A
     /// list set earlier that the new boundary refuses is dropped (roots requests go to the host
-    /// again), so a narrowed boundary never lets old roots out.
+    /// again), so a narrowed boundary never lets old roots out; a 2025-11-25 server told of
+    /// list changes is told of this one, as of any.
     pub fn set_roots_boundary(&mut self, boundary: RootsBoundary) {
-        self.roots.set_boundary(boundary);
+        if self.roots.set_boundary(boundary) {
+            self.announce_roots_changed();
+        }
     }
 
     /// The roots list the host set ([`set_roots`](Self::set_roots)), if any.
@@ -830,7 +833,20 @@ impl Engine {
     /// a check beyond the engine's (the file system's) no longer lets through.
     #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the core's boundary check
     pub(crate) fn forget_roots(&mut self) {
-        self.roots.forget();
+        if self.roots.forget() {
+            self.announce_roots_changed();
+        }
+    }
+
+    /// Tells a 2025-11-25 server the roots changed, when the host declared it would
+    /// (`ServerRequestKinds::roots_list_changed`): such a server asks again only when told,
+    /// and works on in roots withdrawn from it until then. (2026-07-28 has no such
+    /// notification: a modern server asks for roots in each round.)
+    fn announce_roots_changed(&mut self) {
+        let answers = self.config.answers;
+        if answers.roots && answers.roots_list_changed && self.era() == Some(Era::Legacy) {
+            self.push_control(outbound::Control::RootsChanged);
+        }
     }
 
     /// Sets the host's roots (a `ListRootsResult`: `{"roots":[{"uri":"file:///...",
@@ -839,13 +855,8 @@ impl Engine {
     /// `ServerRequestKinds::roots_list_changed`, `notifications/roots/list_changed` is sent
     /// (2026-07-28 has no such notification: a modern server asks for roots in each round).
     pub fn set_roots(&mut self, _now: Instant, roots: &RawValue) -> Result<(), AnswerError> {
-        let answers = self.config.answers;
-        if self.roots.set(roots.get())?
-            && answers.roots
-            && answers.roots_list_changed
-            && self.era() == Some(Era::Legacy)
-        {
-            self.push_control(outbound::Control::RootsChanged);
+        if self.roots.set(roots.get())? {
+            self.announce_roots_changed();
         }
         Ok(())
     }

@@ -95,17 +95,20 @@ impl Roots {
     }
 
     /// A new boundary; a list set earlier that it refuses is dropped, so a narrowed boundary
-    /// never lets old roots out.
-    pub(super) fn set_boundary(&mut self, boundary: RootsBoundary) {
+    /// never lets old roots out. Returns whether a list was dropped.
+    pub(super) fn set_boundary(&mut self, boundary: RootsBoundary) -> bool {
         self.boundary = boundary;
         if self.current.as_deref().is_some_and(|c| self.check(c).is_err()) {
             self.current = None;
+            return true;
         }
+        false
     }
 
+    /// Drops the list set; returns whether there was one.
     #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the core's boundary check
-    pub(super) fn forget(&mut self) {
-        self.current = None;
+    pub(super) fn forget(&mut self) -> bool {
+        self.current.take().is_some()
     }
 
     /// Sets the list (a `ListRootsResult`), checked like an answer and kept on one line (on

@@ -152,10 +152,14 @@ fn roots_outside_the_boundary_never_leave() {
     h.engine.answer(h.now, request, &roots(&["file:///home/u/p"])).unwrap();
     h.flush();
     assert_eq!(h.sent_one()["result"]["roots"][0]["uri"], "file:///home/u/p");
-    // A boundary narrowed after roots were set drops the list that no longer fits.
+    // A boundary narrowed after roots were set drops the list that no longer fits, and the
+    // server that was told of list changes is told of this one: it asked again only when
+    // told, and worked on in roots withdrawn from it.
     set(&mut h, &["file:///srv/work/a"]).unwrap();
     h.take_sent();
     h.engine.set_roots_boundary(RootsBoundary::new(["/home/u"]).unwrap());
+    h.flush();
+    assert_eq!(methods(&h.take_sent()), [LIST_CHANGED]);
     h.peer(json!({"jsonrpc": "2.0", "id": 4, "method": "roots/list"}));
     assert!(h.take_sent().is_empty(), "the old list is not sent");
     assert_eq!(h.events().len(), 1, "the host is asked instead");
