@@ -132,12 +132,6 @@ pub(crate) fn parse_nonce(value: &[u8]) -> Result<&str, NonceError> {
     std::str::from_utf8(value).map_err(|_| NonceError::Byte(0))
 }
 
-/// `htu` for a URL (RFC 9449 4.2): the URL without its query and fragment.
-pub(crate) fn htu(url: &str) -> &str {
-    let end = url.find(['?', '#']).unwrap_or(url.len());
-    &url[..end]
-}
-
 /// A server's nonce, kept for the next proofs to it.
 #[derive(Debug, Default)]
 pub(crate) struct Nonce(Option<String>);
@@ -419,7 +413,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn nonces_and_htu() {
+    fn nonces_and_modes() {
         let cases: &[(&[u8], Result<&str, NonceError>)] = &[
             (b"abc", Ok("abc")),
             (b"\t eyJ7S_zG.9-x~ ", Ok("eyJ7S_zG.9-x~")),
@@ -442,9 +436,6 @@ pub(crate) mod tests {
         assert_eq!(kept.get(), Some("one"), "a bad value leaves the last good one");
         assert!(kept.update(b"two"));
         assert_eq!(kept.get(), Some("two"));
-        assert_eq!(htu("https://h/mcp?x=1#f"), "https://h/mcp");
-        assert_eq!(htu("https://h/a#f?x"), "https://h/a");
-        assert_eq!(htu("https://h/mcp"), "https://h/mcp");
         assert_eq!(DpopMode::from_name("ifSupported"), Some(DpopMode::IfSupported));
         assert_eq!(DpopMode::from_name("required"), Some(DpopMode::Required));
         assert_eq!(DpopMode::from_name("on"), None);

@@ -18,7 +18,8 @@ use super::metadata::{
 };
 use super::store::{ClientRegistration, Secret, StoredAuth, Tokens};
 use super::url::{
-    as_metadata_locations, is_secure, origin, parts, prm_locations, resource_covers, with_query,
+    as_metadata_locations, is_secure, origin, parts, prm_locations, request_htu, resource_covers,
+    with_query,
 };
 use super::{
     Action, Authorization, Authorizer, Grant, HttpMethod, HttpRequest, HttpResponse, OAuthConfig,
@@ -1078,8 +1079,10 @@ impl OAuthFlow {
         if proof {
             let iat = self.unix(self.now);
             let nonce = self.as_nonce.get();
-            let built =
-                self.dpop.as_mut().and_then(|d| d.token_proof(dpop::htu(&endpoint), iat, nonce));
+            let built = self
+                .dpop
+                .as_mut()
+                .and_then(|d| d.token_proof(&request_htu(&endpoint)?, iat, nonce));
             match built.map(|p| String::from_utf8_lossy(p).into_owned()) {
                 Some(p) => headers.push(("DPoP", p)),
                 None => return self.fail(step, AuthFailure::Crypto),

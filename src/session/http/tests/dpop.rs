@@ -28,11 +28,14 @@ struct DpopAs {
     /// Each token request's `DPoP` header, or `None`.
     proofs: Vec<Option<String>>,
     issued: usize,
+    /// The token endpoint its metadata names.
+    token_endpoint: &'static str,
 }
 
 impl DpopAs {
     fn new(algs: Option<Value>, token_type: &'static str) -> Self {
-        Self { algs, token_type, demands: 0, proofs: Vec::new(), issued: 0 }
+        let token_endpoint = "https://as.test/token?tenant=1";
+        Self { algs, token_type, demands: 0, proofs: Vec::new(), issued: 0, token_endpoint }
     }
 
     fn answer(&mut self, req: &crate::auth::oauth::HttpRequest) -> (u16, Value, Option<String>) {
@@ -42,7 +45,7 @@ impl DpopAs {
         }
         if req.url.contains("/.well-known/oauth-authorization-server") {
             let mut meta = json!({"issuer": "https://as.test",
-                "token_endpoint": "https://as.test/token?tenant=1",
+                "token_endpoint": self.token_endpoint,
                 "grant_types_supported": ["client_credentials"],
                 "token_endpoint_auth_methods_supported": ["client_secret_basic"]});
             if let Some(algs) = &self.algs {
@@ -50,7 +53,8 @@ impl DpopAs {
             }
             return (200, meta, None);
         }
-        if req.url.starts_with("https://as.test/token") {
+        let endpoint = self.token_endpoint.split('?').next().unwrap_or_default();
+        if req.url.starts_with(endpoint) {
             let proof = req.headers.iter().find(|(k, _)| *k == "DPoP").map(|(_, v)| v.clone());
             self.proofs.push(proof);
             let n = self.proofs.len();
@@ -133,6 +137,20 @@ fn ath(token: &str) -> String {
 
 fn es256() -> Option<Value> {
     Some(json!(["ES256"]))
+}
+
+/// The token request's proof names the endpoint as the request goes (RFC 9449 4.2): the
+/// metadata's spelling (`https://AS.test:443/token`) normalised as the driver normalises the
+/// request line and `Host`. It kept the spelling, and a server comparing `htu` exactly with
+/// the request refused the proof.
+#[test]
+fn the_token_requests_proof_names_the_endpoint_as_the_request_goes() {
+    let mut s = Sim::modern().with_dpop(DpopMode::IfSupported);
+    let mut server = DpopAs::new(es256(), "DPoP");
+    server.token_endpoint = "https://AS.test:443/token?tenant=1";
+    s.authorized_call("a", &mut server);
+    let (_, claims) = verify(server.proofs[0].as_deref().expect("a proof"));
+    assert_eq!(claims["htu"], "https://as.test/token");
 }
 
 #[test]
