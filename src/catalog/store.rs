@@ -1041,8 +1041,9 @@ impl Store {
         }
         self.remove_page(&target, cursor.as_deref());
         if !self.make_room(&target, bytes) {
-            // Its holder would hold the most and every other list of its own is gone already:
-            // the rest of the store is other servers' (or tenants') share, not this one's.
+            // Its holder would hold the most and every other list of its own is gone already
+            // (or is being walked): the rest of the store is other servers' (or tenants')
+            // share, or a walk's to join, not this list's.
             self.remove_list(&target);
             let error = StoreError::CrowdsOthersOut { bytes: list_bytes, pages: list_pages };
             return Finished::Rejected { page, error };
@@ -1069,12 +1070,6 @@ impl Store {
         Finished::Stored
     }
 
-    /// Evicts lists until one more page of `bytes` for `keep` fits both bounds, the heaviest
-    /// [`Holder`] giving way first (by the bound that is broken), least recently used first
-    /// within it. The storing holder, when heavier than every other, loses its own lists,
-    /// never another's; a tie goes against the others, so a store with one holder is plain
-    /// LRU. `false` when
-    /// `keep`'s holder is the heaviest and has nothing left to give but `keep` itself.
     /// Whether a walk of `list` is on: a page of its key and kind is being fetched.
     fn walk_on(&self, list: &ListKey) -> bool {
         self.flights.iter().any(|f| {
@@ -1085,6 +1080,12 @@ impl Store {
         })
     }
 
+    /// Evicts lists until one more page of `bytes` for `keep` fits both bounds, the heaviest
+    /// [`Holder`] giving way first (by the bound that is broken), least recently used first
+    /// within it; a list whose walk is on is never evicted. The storing holder, when heavier
+    /// than every other, loses its own lists, never another's; a tie goes against the others,
+    /// so a store with one holder is plain LRU. `false` when the holder that must give way
+    /// has nothing left to give but `keep` itself and lists whose walk is on.
     fn make_room(&mut self, keep: &ListKey, bytes: usize) -> bool {
         let config = self.config;
         let over_bytes = |s: &Self| s.bytes + bytes > config.max_bytes;
