@@ -49,6 +49,10 @@ pub(crate) struct Probe {
     /// a probe that timed out, having answered that probe late): a timeout now is a failure,
     /// not a reason to fall back to `initialize` again.
     pub(crate) known_modern: bool,
+    /// A restarted process of a server whose last probe settled the modern era: its exit
+    /// during the probe is a crash and its silence a slow start, as for `known_modern`; but
+    /// a legacy answer is still believed (the program may have been swapped for another).
+    pub(crate) was_modern: bool,
 }
 
 /// The legacy handshake: the request, and the passing failures so far.
@@ -140,6 +144,12 @@ impl Lifecycle {
     /// Whether the server already proved itself modern while the probe is still open.
     pub(crate) fn known_modern(self) -> bool {
         matches!(self, Self::Probing(Probe { known_modern: true, .. }))
+    }
+
+    /// Probing a server whose silence or exit is no era verdict: one known to be modern, or
+    /// a restarted process of one that was.
+    pub(crate) fn probing_modern(self) -> bool {
+        matches!(self, Self::Probing(p) if p.known_modern || p.was_modern)
     }
 
     /// The probe or handshake request, when one is in flight.

@@ -1132,7 +1132,7 @@ impl Engine {
             // a slow server gets the probe again, a bounded number of times. (Over stdio a
             // legacy server may ignore a request before `initialize`.)
             Owner::Probe
-                if self.lifecycle.known_modern()
+                if self.lifecycle.probing_modern()
                     || self.config.era == EraPreference::ModernOnly
                     || self.transport == TransportKind::Http =>
             {
@@ -1183,12 +1183,12 @@ impl Engine {
 
     /// Probes in `version`, keeping the failure counts of a probe already under way.
     fn start_probe(&mut self, now: Instant, version: ProtocolVersion) {
-        let (inconclusive, refusals, known_modern) = match self.lifecycle {
-            Lifecycle::Probing(p) => (p.inconclusive, p.refusals, p.known_modern),
+        let (inconclusive, refusals, known_modern, was_modern) = match self.lifecycle {
+            Lifecycle::Probing(p) => (p.inconclusive, p.refusals, p.known_modern, p.was_modern),
             // A restarted process of a server whose probe settled the modern era (the verdict
             // outlives the process; `reverify` clears it): its exit during the probe is a
             // crash and its silence a slow start, not the legacy server's answer.
-            _ => (0, 0, matches!(self.verdict, VerdictSource::Probed { .. })),
+            _ => (0, 0, false, matches!(self.verdict, VerdictSource::Probed { .. })),
         };
         self.assumed = false;
         self.meta = Some(self.static_meta(version));
@@ -1199,7 +1199,7 @@ impl Engine {
             return;
         };
         let step = ProbeStep::InFlight(call);
-        let probe = Probe { version, step, inconclusive, refusals, known_modern };
+        let probe = Probe { version, step, inconclusive, refusals, known_modern, was_modern };
         self.lifecycle = Lifecycle::Probing(probe);
     }
 
@@ -2291,7 +2291,8 @@ impl Engine {
 
     fn on_closed(&mut self, now: Instant, error: TransportError) {
         self.forget_legacy_requests();
-        let probing_unknown = matches!(self.lifecycle, Lifecycle::Probing(p) if !p.known_modern);
+        let probing_unknown =
+            matches!(self.lifecycle, Lifecycle::Probing(_)) && !self.lifecycle.probing_modern();
         if probing_unknown && self.config.era == EraPreference::Auto {
             // Some legacy servers exit when the first message is not `initialize` (PROTOCOL.md
             // U10): take that as the legacy verdict and respawn once for the handshake. Not a

@@ -1084,6 +1084,27 @@ fn a_restarted_modern_server_is_probed_as_modern() {
     );
 }
 
+/// A restarted process of a modern server that answers the probe like a legacy server (the
+/// program was swapped for another build) is believed: it gets `initialize`, not a close for
+/// want of a common version, as a first start would.
+#[test]
+fn a_restarted_modern_server_that_answers_as_legacy_is_believed() {
+    let mut h = Harness::ready_modern();
+    h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
+    for _ in 0..8 {
+        if h.engine.wants_transport() {
+            break;
+        }
+        h.now = h.engine.poll_timeout().expect("restart timer");
+        h.engine.handle_timeout(h.now);
+    }
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    h.reply_error(&probe, -32601, None);
+    assert_eq!(h.sent_one()["method"], "initialize");
+    assert_ne!(h.engine.state(), ServerState::Closed);
+}
+
 /// `Ready` is a state event, dropped past the queue's bound as the others are: a server that
 /// crashes now and then (never a crash loop) is ready again after each restart, and a host
 /// that does not drain kept every one, past `max_queued_events`.
