@@ -18,8 +18,7 @@ use super::metadata::{
 };
 use super::store::{ClientRegistration, Secret, StoredAuth, Tokens};
 use super::url::{
-    as_metadata_locations, is_secure, origin, parts, prm_locations, request_htu, resource_covers,
-    with_query,
+    as_metadata_locations, is_secure, origin, parts, prm_locations, resource_covers, with_query,
 };
 use super::{
     Action, Authorization, Authorizer, Grant, HttpMethod, HttpRequest, HttpResponse, OAuthConfig,
@@ -1368,6 +1367,14 @@ impl OAuthFlow {
     fn unix(&self, now: Instant) -> u64 {
         self.epoch.1.saturating_add(now.saturating_duration_since(self.epoch.0).as_secs())
     }
+}
+
+/// The `htu` of a DPoP proof for a request to `url` (RFC 9449 4.2: its target URI without
+/// query or fragment) as the driver sends the request, by the driver's own parse (scheme
+/// and host in lower case, no default port): a server that compares `htu` with the request
+/// exactly refused a proof that kept the endpoint's spelling (`https://AS.test:443/token`).
+fn request_htu(url: &str) -> Option<String> {
+    crate::driver::url::HttpUrl::parse(url).ok().map(|u| u.htu())
 }
 
 /// A metadata location's non-200 status when it is a failure there, `None` when it says the

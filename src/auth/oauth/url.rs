@@ -41,19 +41,6 @@ pub(crate) fn parts(url: &str) -> Option<Parts<'_>> {
     Some(Parts { scheme, authority, path, query })
 }
 
-/// The `htu` of a DPoP proof for a request to `url` (RFC 9449 4.2: the request's target URI,
-/// without query or fragment) as the driver sends it: scheme and host in lower case, no
-/// default port, `/` for an empty path. A server that compares `htu` with the request
-/// exactly refused a proof that kept the endpoint's spelling (`https://AS.test:443/token`).
-pub(crate) fn request_htu(url: &str) -> Option<String> {
-    let p = parts(url)?;
-    let default_port = if p.scheme == "https" { ":443" } else { ":80" };
-    let authority = p.authority.to_ascii_lowercase();
-    let authority = authority.strip_suffix(default_port).unwrap_or(&authority);
-    let path = if p.path.is_empty() { "/" } else { p.path };
-    Some(format!("{}://{authority}{path}", p.scheme))
-}
-
 /// Whether secrets may go to `url`: an `https` URL, or an `http` one whose host is a loopback
 /// address (`127.0.0.0/8`, `[::1]`) or `localhost`, where the traffic never leaves the machine
 /// (OAuth 2.1 1.5 and 8.4.2). A name that merely resolves to a loopback address does not count.
@@ -134,20 +121,6 @@ pub(crate) fn with_query(endpoint: &str, query: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    /// A proof's `htu` names the request as it goes: the endpoint's spelling normalised as
-    /// the driver normalises the request line and `Host`.
-    #[test]
-    fn a_proofs_htu_is_the_request_as_sent() {
-        for (url, htu) in [
-            ("https://AS.test:443/token", "https://as.test/token"),
-            ("https://as.test:8443/t?x=1", "https://as.test:8443/t"),
-            ("HTTP://[::1]:80", "http://[::1]/"),
-            ("http://as.test:443/token", "http://as.test:443/token"),
-        ] {
-            assert_eq!(super::request_htu(url).as_deref(), Some(htu), "{url}");
-        }
-    }
-
     use super::*;
 
     #[test]
