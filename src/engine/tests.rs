@@ -107,6 +107,20 @@ impl Harness {
         self.flush();
     }
 
+    /// Lets a restart's backoff run out and opens the next process (a first frame, the probe
+    /// or `initialize`, goes out).
+    pub(super) fn open_next_process(&mut self) {
+        for _ in 0..8 {
+            if self.engine.wants_transport() {
+                break;
+            }
+            self.now = self.engine.poll_timeout().expect("restart timer");
+            self.engine.handle_timeout(self.now);
+        }
+        assert!(self.engine.wants_transport(), "a new process is asked for when the backoff ends");
+        self.engine.handle_transport(self.now, TransportEvent::opened());
+    }
+
     /// Jumps to the next deadline, as a driver would, without sleeping.
     pub(super) fn advance_to_next_timeout(&mut self) {
         let t = self.engine.poll_timeout().expect("no timer armed");

@@ -23,16 +23,7 @@ fn no_jitter() -> Config {
 
 /// Re-opens the transport after a crash, once the engine asks, and answers the probe.
 fn restart_process(h: &mut Harness) {
-    for _ in 0..8 {
-        if h.engine.wants_transport() {
-            break;
-        }
-        let at = h.engine.poll_timeout().expect("restart timer");
-        h.now = at;
-        h.engine.handle_timeout(h.now);
-    }
-    assert!(h.engine.wants_transport(), "the engine asks for a new process when the backoff ends");
-    h.engine.handle_transport(h.now, TransportEvent::opened());
+    h.open_next_process();
     let probe = h.sent_one();
     assert_eq!(probe["method"], "server/discover", "a new process is probed again");
     h.reply(&probe, discover_result());
@@ -1046,14 +1037,7 @@ fn a_restarted_modern_server_is_probed_as_modern() {
     };
     let mut h = Harness::ready_modern();
     lost(&mut h);
-    for _ in 0..8 {
-        if h.engine.wants_transport() {
-            break;
-        }
-        h.now = h.engine.poll_timeout().expect("restart timer");
-        h.engine.handle_timeout(h.now);
-    }
-    h.engine.handle_transport(h.now, TransportEvent::opened());
+    h.open_next_process();
     assert_eq!(h.sent_one()["method"], "server/discover");
     h.events();
     // It exits during the probe: a crash, paced by the restart policy.
@@ -1064,14 +1048,7 @@ fn a_restarted_modern_server_is_probed_as_modern() {
     assert_eq!(h.events(), ["ready modern 2026-07-28"]);
     // Slower than the probe timeout: probed again, never `initialize`.
     lost(&mut h);
-    for _ in 0..8 {
-        if h.engine.wants_transport() {
-            break;
-        }
-        h.now = h.engine.poll_timeout().expect("restart timer");
-        h.engine.handle_timeout(h.now);
-    }
-    h.engine.handle_transport(h.now, TransportEvent::opened());
+    h.open_next_process();
     assert_eq!(h.sent_one()["method"], "server/discover");
     let mut methods = Vec::new();
     for _ in 0..3 {
@@ -1091,14 +1068,7 @@ fn a_restarted_modern_server_is_probed_as_modern() {
 fn a_restarted_modern_server_that_answers_as_legacy_is_believed() {
     let mut h = Harness::ready_modern();
     h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
-    for _ in 0..8 {
-        if h.engine.wants_transport() {
-            break;
-        }
-        h.now = h.engine.poll_timeout().expect("restart timer");
-        h.engine.handle_timeout(h.now);
-    }
-    h.engine.handle_transport(h.now, TransportEvent::opened());
+    h.open_next_process();
     let probe = h.sent_one();
     h.reply_error(&probe, -32601, None);
     assert_eq!(h.sent_one()["method"], "initialize");

@@ -656,18 +656,6 @@ fn a_task_is_reattached_by_id_after_a_restart() {
     );
 }
 
-/// Lets the restart backoff run out and opens the next process.
-fn next_process(h: &mut Harness) {
-    for _ in 0..8 {
-        if h.engine.wants_transport() {
-            break;
-        }
-        h.now = h.engine.poll_timeout().expect("restart timer");
-        h.engine.handle_timeout(h.now);
-    }
-    h.engine.handle_transport(h.now, TransportEvent::opened());
-}
-
 /// Answers `init` as a 2025-11-25 server declaring no tasks, lets 5 s pass, and returns
 /// what was sent meanwhile.
 fn answer_initialize_then_wait(h: &mut Harness, init: &Value) -> Vec<Value> {
@@ -693,7 +681,7 @@ fn a_legacy_task_ends_with_its_process() {
     h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
     let events = h.events();
     assert!(events.contains(&format!("failed {} delivery_unknown", call.get())), "{events:?}");
-    next_process(&mut h);
+    h.open_next_process();
     let init = h.sent_one();
     assert_eq!(init["method"], "initialize", "the new process's first message");
     let sent = answer_initialize_then_wait(&mut h, &init);
@@ -749,7 +737,7 @@ fn a_modern_task_cancelled_while_its_server_restarts_is_cancelled_once_ready() {
     h.engine.handle_transport(h.now, TransportEvent::closed(exit(1)));
     h.events();
     h.engine.cancel(h.now, call).unwrap();
-    next_process(&mut h);
+    h.open_next_process();
     let probe = h.sent_one();
     assert_eq!(probe["method"], "server/discover", "the probe goes first");
     h.reply(&probe, super::discover_result());
@@ -775,7 +763,7 @@ fn a_task_cancelled_while_its_server_restarts_sends_nothing_before_the_handshake
         events.iter().filter(|e| e.starts_with(&format!("failed {}", call.get()))).count(),
         1
     );
-    next_process(&mut h);
+    h.open_next_process();
     assert_eq!(h.sent_one()["method"], "initialize");
 }
 
