@@ -110,7 +110,7 @@ use server_requests::INVALID_PARAMS;
 use server_requests::{Entry, Origin, INTERNAL, TIMED_OUT, USER_REJECTED};
 use stamp::Stamp;
 use supervision::AfterExit;
-use tasks::{hash, read_task, LegacyTaskCaps, TaskSlot, TaskView};
+use tasks::{hash, read_task, read_task_id, LegacyTaskCaps, TaskSlot, TaskView};
 use transport::{stream_broke, unauthorized, TransportEventInner};
 
 /// One server's protocol engine.
@@ -3108,6 +3108,18 @@ impl Engine {
     /// The server created the call's task: report it and start polling.
     fn on_task_created(&mut self, now: Instant, slot: usize, result: RawJson<'_>) {
         let Some(view) = self.task_object(result).and_then(read_task) else {
+            // The server took the call as a task but described it unreadably (a status of no
+            // revision, say): the task runs all the same, for nobody once the call ends. With
+            // its id readable, the call follows it just long enough for `finish` to cancel it.
+            if let Some(id) = self.task_object(result).and_then(read_task_id) {
+                let task =
+                    self.requests.bufs_mut(slot).more().task.get_or_insert_with(TaskSlot::default);
+                task.id.clear();
+                task.id.push_str(&id);
+                if let Some(p) = self.requests.get_mut(slot) {
+                    p.task = true;
+                }
+            }
             let e = CallError::Peer(PeerError::InvalidResult);
             return self.finish(now, slot, Ended::Answered, Outcome::Failed(e));
         };

@@ -152,13 +152,7 @@ pub(super) struct TaskView<'a> {
 }
 
 pub(super) fn read_task(task: RawJson<'_>) -> Option<TaskView<'_>> {
-    if task.kind() != Kind::Object {
-        return None;
-    }
-    let id = task.get("taskId").and_then(RawJson::as_str)?;
-    if id.is_empty() || id.len() > MAX_TASK_ID_BYTES {
-        return None;
-    }
+    let id = read_task_id(task)?;
     let status = TaskStatus::parse(&task.get("status").and_then(RawJson::as_str)?)?;
     let message = task.get("statusMessage").and_then(RawJson::as_str);
     // 2026-07-28 `pollIntervalMs`; 2025-11-25 `pollInterval`. A negative, fractional or
@@ -168,6 +162,15 @@ pub(super) fn read_task(task: RawJson<'_>) -> Option<TaskView<'_>> {
         .or_else(|| task.get("pollInterval"))
         .and_then(|v| v.text().parse::<u64>().ok());
     Some(TaskView { id, status, message, poll })
+}
+
+/// The id of a task object, when it is one we can name back to the server.
+pub(super) fn read_task_id(task: RawJson<'_>) -> Option<std::borrow::Cow<'_, str>> {
+    if task.kind() != Kind::Object {
+        return None;
+    }
+    let id = task.get("taskId").and_then(RawJson::as_str)?;
+    (!id.is_empty() && id.len() <= MAX_TASK_ID_BYTES).then_some(id)
 }
 
 pub(super) fn hash(text: &str) -> u64 {

@@ -297,6 +297,44 @@ fn a_task_whose_update_is_refused_is_cancelled() {
     assert!(h.events().iter().any(|e| e.starts_with(&format!("failed {}", call.get()))));
 }
 
+/// A reply that creates a task the call asked for but describes it unreadably (a status no
+/// revision has) ends the call as an invalid result; the task it names runs on the server all
+/// the same, so it is cancelled rather than left to run for nobody. In both eras; an id past
+/// the bound, which cannot be named back, sends nothing.
+#[test]
+fn a_task_created_with_an_unreadable_description_is_cancelled() {
+    let mut h = Harness::ready_modern();
+    let call = call_with(&mut h, &prefer());
+    let sent = h.sent_one();
+    h.reply(&sent, modern_task("task", "submitted", json!(100)));
+    assert_eq!(h.events(), [format!("failed {} invalid_result", call.get())]);
+    let cancel = h.sent_one();
+    assert_eq!(
+        (&cancel["method"], &cancel["params"]["taskId"]),
+        (&json!("tasks/cancel"), &json!("t-1"))
+    );
+
+    let mut h = ready_legacy_with_tasks(true);
+    let call = call_with(&mut h, &prefer());
+    let sent = h.sent_one();
+    h.reply(&sent, json!({"task": legacy_task("Working", 500)}));
+    assert_eq!(h.events(), [format!("failed {} invalid_result", call.get())]);
+    let cancel = h.sent_one();
+    assert_eq!(
+        (&cancel["method"], &cancel["params"]["taskId"]),
+        (&json!("tasks/cancel"), &json!("t-9"))
+    );
+
+    let mut h = Harness::ready_modern();
+    let call = call_with(&mut h, &prefer());
+    let sent = h.sent_one();
+    let mut long = modern_task("task", "submitted", json!(100));
+    long["taskId"] = json!("t".repeat(4096));
+    h.reply(&sent, long);
+    assert_eq!(h.events(), [format!("failed {} invalid_result", call.get())]);
+    assert!(h.take_sent().is_empty());
+}
+
 /// A second copy of the reply that created the task is a duplicate: it must not be taken for
 /// a late reply that created an orphan task, and cancel the task the call polls.
 #[test]
