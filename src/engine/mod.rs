@@ -1689,7 +1689,7 @@ impl Engine {
             Control::CloseStream { id } => TransmitKind::CloseStream { id },
             Control::Initialized => {
                 jsonrpc::write_notification(buf, notify::INITIALIZED, None);
-                TransmitKind::Notification
+                TransmitKind::Initialized
             }
             Control::RootsChanged => {
                 jsonrpc::write_notification(buf, notify::ROOTS_LIST_CHANGED, None);
@@ -1740,9 +1740,10 @@ impl Engine {
         // A stream close is never dropped: it is the only cancel a 2026-07-28 HTTP server
         // gets, and without it the call's connection stays busy until the server is done.
         // It carries no bytes, and each call has one at most, so the pending table bounds
-        // them.
-        let close = matches!(c, Control::CloseStream { .. });
-        if self.control.len() >= MAX_CONTROL && !close {
+        // them. Nor is the handshake's end (one per handshake): without it a 2025-11-25
+        // server refuses every call.
+        let kept = matches!(c, Control::CloseStream { .. } | Control::Initialized);
+        if self.control.len() >= MAX_CONTROL && !kept {
             self.stats.control_dropped += 1;
             return;
         }

@@ -148,8 +148,12 @@ pub enum TransmitKind {
         /// The method.
         method: Method,
     },
-    /// A notification (`notifications/initialized`, ...).
+    /// A notification (`notifications/roots/list_changed`, ...).
     Notification,
+    /// `notifications/initialized`, the handshake's last message: a server may refuse a
+    /// request that reaches it first, so a transport that can reorder (HTTP, one POST per
+    /// message on several connections) sends no request until it was delivered.
+    Initialized,
     /// `notifications/cancelled` for request `id`: a notification, which an HTTP session
     /// leaves unsent when the request itself never went (it waited for a connection), and
     /// sends past its bound on notification and reply POSTs.

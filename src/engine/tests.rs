@@ -1899,3 +1899,27 @@ fn a_method_asked_before_the_era_is_known_that_the_era_lacks_is_not_sent() {
     let legacy_ping = h.engine.ping(h.now, &CallOptions::default());
     assert!(legacy_ping.is_ok(), "ping is the legacy era's");
 }
+
+/// The handshake's end passes the bound on queued control frames: behind a flood of the
+/// server's pings whose answers the transport has not taken yet, a dropped
+/// `notifications/initialized` left a ready engine sending calls that a 2025-11-25 server
+/// refuses for good.
+#[test]
+fn the_initialized_notification_passes_the_control_bound() {
+    let config = Config { era: EraPreference::LegacyOnly, ..Config::default() };
+    let mut h = Harness::new(config);
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let init = h.sent_one();
+    for n in 0..300 {
+        let ping = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": n, "method": "ping"}));
+        h.engine.handle_message(h.now, &ping.unwrap());
+    }
+    h.reply(
+        &init,
+        json!({"protocolVersion": "2025-11-25", "capabilities": {},
+        "serverInfo": {"name": "s", "version": "1"}}),
+    );
+    let sent = h.take_sent();
+    let initialized = sent.iter().filter(|v| v["method"] == "notifications/initialized");
+    assert_eq!(initialized.count(), 1, "{} frames", sent.len());
+}

@@ -576,6 +576,9 @@ pub(crate) struct HttpSession {
     lingering: usize,
     /// `initialize` exchanges not yet over: while there is one, nothing else is sent.
     initializing: usize,
+    /// The exchange carrying the handshake's `notifications/initialized` until it is over
+    /// (answered or failed): requests wait for it ([`peek_waiting`](Self::peek_waiting)).
+    announcing: Option<usize>,
     /// Exchanges carrying a notification or a reply, not yet over (at most [`MAX_MESSAGES`]).
     messages: usize,
     session_id: Option<String>,
@@ -671,6 +674,7 @@ impl HttpSession {
             scheduled: 0,
             lingering: 0,
             initializing: 0,
+            announcing: None,
             messages: 0,
             session_id: None,
             session_gen: 0,
@@ -785,7 +789,9 @@ impl HttpSession {
             // A cancellation passes the bound: the server's only word that nobody waits (a
             // call has one, or one per attempt whose stream broke, so the pending table bounds
             // them), which a server flooding the client with pings must not crowd out.
-            let bounded = message && !matches!(t.kind, TransmitKind::Cancelled { .. });
+            // Nor is the handshake's end, which every request waits for.
+            let bounded = message
+                && !matches!(t.kind, TransmitKind::Cancelled { .. } | TransmitKind::Initialized);
             if bounded && self.messages >= MAX_MESSAGES {
                 // Counted again first: a miscount would drop every answer from now on.
                 let live = |x: &&Exchange| x.stage != Stage::Free && x.carries == Carries::Message;
@@ -880,6 +886,10 @@ impl HttpSession {
                     self.listen_failures = 0;
                 }
                 Carries::Request { id, method }
+            }
+            TransmitKind::Initialized => {
+                self.announcing = Some(i);
+                Carries::Message
             }
             _ => Carries::Message,
         };
@@ -1018,6 +1028,9 @@ impl HttpSession {
     }
 
     fn release(&mut self, i: usize) {
+        if self.announcing == Some(i) {
+            self.announcing = None;
+        }
         let Some(x) = self.exchanges.get_mut(i) else { return };
         if x.lingers_until.take().is_some() {
             self.lingering -= 1;
@@ -1176,6 +1189,12 @@ impl HttpSession {
         {
             // A session is being made: a request sent now would carry no session id (the old
             // one is gone), and the server would refuse it. It goes once the new id is here.
+            return None;
+        }
+        if self.announcing.is_some() && matches!(x.carries, Carries::Request { .. }) {
+            // The handshake's `notifications/initialized` is on its way on a connection of
+            // its own: a request on another could overtake it, and a server refuses a request
+            // before it ("Received request before initialization was complete").
             return None;
         }
         // A stream that lasts as long as its subscription (the legacy GET stream, a 2026

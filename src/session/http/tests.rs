@@ -154,6 +154,16 @@ impl Sim {
         Some(Sent { x, method, headers, body })
     }
 
+    /// [`next`](Self::next), answering `notifications/initialized` with 202 as it goes (the
+    /// requests after a handshake wait for that).
+    fn next_delivered(&mut self) -> Option<Sent> {
+        let sent = self.next()?;
+        if sent.rpc() == "notifications/initialized" {
+            self.respond(sent.x, 202, &[], "");
+        }
+        Some(sent)
+    }
+
     /// Response bytes for exchange `x`, through its connection's parser and the session, as
     /// the driver hands them over (with no budget to stop them).
     fn feed(&mut self, x: ExchangeId, bytes: &[u8]) -> ResponseStep {
@@ -1222,7 +1232,7 @@ fn a_late_404_of_a_replaced_session_is_sent_again_in_the_new_one() {
     s.respond(first.x, 404, &[], "");
     let init = s.next().expect("the handshake");
     s.answer_initialize(&init, "s-2");
-    while let Some(sent) = s.next() {
+    while let Some(sent) = s.next_delivered() {
         assert_ne!(sent.rpc(), "initialize");
         if sent.rpc() == "tools/call" {
             assert_eq!(sent.body["params"]["name"], "t", "the first call goes again");
@@ -1265,7 +1275,7 @@ fn requests_waiting_at_a_session_renewal_go_after_the_handshake_with_the_new_id(
     assert!(s.next().is_none(), "nothing goes before the new session's id");
     s.answer_initialize(&init, "s-2");
     let mut calls = Vec::new();
-    while let Some(sent) = s.next() {
+    while let Some(sent) = s.next_delivered() {
         if sent.rpc() == "tools/call" {
             assert_eq!(sent.header("mcp-session-id"), Some("s-2"), "{:?}", sent.body);
             calls.push(sent.body["params"]["name"].as_str().unwrap_or_default().to_owned());
@@ -1295,7 +1305,7 @@ fn a_request_sent_again_during_a_renewal_waits_behind_the_handshake() {
     assert_eq!(init.rpc(), "initialize");
     s.answer_initialize(&init, "s-2");
     let mut calls = Vec::new();
-    while let Some(sent) = s.next() {
+    while let Some(sent) = s.next_delivered() {
         if sent.rpc() == "tools/call" {
             assert_eq!(sent.header("mcp-session-id"), Some("s-2"), "{:?}", sent.body);
             calls.push(sent.body["params"]["name"].as_str().unwrap_or_default().to_owned());
@@ -1537,7 +1547,7 @@ fn a_get_stream_404_after_a_calls_renewal_makes_a_new_session_again() {
     s.respond(get.x, 404, &[], "");
     let init = s.next().expect("a new session");
     s.answer_initialize(&init, "s-2");
-    let frames: Vec<Sent> = std::iter::from_fn(|| s.next()).collect();
+    let frames: Vec<Sent> = std::iter::from_fn(|| s.next_delivered()).collect();
     let get = frames.iter().find(|x| x.method == "GET").expect("its GET stream");
     // The stream is not served yet; a call finds the session gone (the server restarted).
     s.call("t");
@@ -1547,7 +1557,7 @@ fn a_get_stream_404_after_a_calls_renewal_makes_a_new_session_again() {
     assert_eq!(init.rpc(), "initialize");
     s.session.handle_event(&mut s.engine, s.now, SessionEvent::Abandoned(get.x));
     s.answer_initialize(&init, "s-3");
-    let frames: Vec<Sent> = std::iter::from_fn(|| s.next()).collect();
+    let frames: Vec<Sent> = std::iter::from_fn(|| s.next_delivered()).collect();
     let get = frames.iter().find(|x| x.method == "GET").expect("the third session's GET");
     assert_eq!(get.header("mcp-session-id"), Some("s-3"));
     s.respond(get.x, 404, &[], "");
@@ -1595,4 +1605,39 @@ fn a_401_or_403_with_a_json_rpc_body_is_an_authorization_answer() {
         let why = format!("{:?}", s.engine.authorization_error());
         assert!(why.contains(kind), "{status}: {why}");
     }
+}
+
+/// Over HTTP each message is a POST of its own, on whichever connection is free: a call
+/// queued during the handshake would race `notifications/initialized`, and a server that
+/// reads the call first refuses it (the Python SDK: "Received request before initialization
+/// was complete"). Requests wait until the notification's POST is over.
+#[test]
+fn requests_wait_for_the_initialized_notification_to_be_delivered() {
+    let mut s = Sim::new(None);
+    let probe = s.next().unwrap();
+    s.respond(probe.x, 400, &[("Content-Type", "application/json")], LEGACY_SESSION_GONE);
+    s.call("t");
+    let init = s.next().unwrap();
+    assert_eq!(init.rpc(), "initialize");
+    s.answer_initialize(&init, "s-1");
+    let get = s.next().unwrap();
+    assert_eq!(get.method, "GET");
+    let initialized = s.next().unwrap();
+    assert_eq!(initialized.rpc(), "notifications/initialized");
+    assert!(s.next().is_none(), "the call waits for the notification's delivery");
+    s.respond(initialized.x, 202, &[], "");
+    let call = s.next().unwrap();
+    assert_eq!((call.rpc(), call.header("mcp-session-id")), ("tools/call", Some("s-1")));
+
+    // A notification POST that fails holds nothing back for good.
+    let mut s = Sim::new(None);
+    let probe = s.next().unwrap();
+    s.respond(probe.x, 400, &[("Content-Type", "application/json")], LEGACY_SESSION_GONE);
+    s.call("t");
+    let init = s.next().unwrap();
+    s.answer_initialize(&init, "s-1");
+    let _get = s.next().unwrap();
+    let initialized = s.next().unwrap();
+    s.fail(initialized.x, ExchangeFailure::Transport(TransportError::ConnectionLost));
+    assert_eq!(s.next().unwrap().rpc(), "tools/call");
 }
