@@ -62,6 +62,9 @@ pub(crate) struct Handshake {
     /// Failures that said nothing of the server's answer (HTTP 5xx, network): each waits
     /// longer, as the probe's do.
     pub(crate) inconclusive: u32,
+    /// Sent because the probe went unanswered (stdio): a server that then refuses
+    /// `initialize` as a method it does not know was a slow modern one, and is probed again.
+    pub(crate) after_silence: bool,
 }
 
 /// Where the probe's (or the handshake's) request is.

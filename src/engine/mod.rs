@@ -1147,6 +1147,9 @@ impl Engine {
                 self.close_lifecycle_stream();
                 self.drop_lifecycle_request();
                 self.start_handshake(now);
+                if let Lifecycle::Handshaking(h) = &mut self.lifecycle {
+                    h.after_silence = true;
+                }
             }
             Owner::Handshake => self.lifecycle_failed(now, LocalError::DeadlineExceeded),
         }
@@ -1156,6 +1159,7 @@ impl Engine {
     /// again once the flow ended. Only the probe and the handshake care: while held, their
     /// timeout (which measures the server) waits; sent again, it starts anew. A call's own
     /// deadline is the host's, and runs on.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP session's alone
     pub(crate) fn hold_for_authorization(&mut self, now: Instant, id: WireId, held: bool) {
         let Lookup::Pending(slot) = self.requests.lookup(id) else { return };
         if !self.requests.get(slot).is_some_and(|p| p.owner != Owner::Host) {
@@ -1218,7 +1222,8 @@ impl Engine {
             return;
         };
         let step = ProbeStep::InFlight(call);
-        self.lifecycle = Lifecycle::Handshaking(Handshake { step, inconclusive });
+        self.lifecycle =
+            Lifecycle::Handshaking(Handshake { step, inconclusive, after_silence: false });
         let c = &self.config;
         let p = self.requests.bufs_mut(call.slot).params_buf().0;
         p.extend_from_slice(b"\"protocolVersion\":");
@@ -1354,7 +1359,7 @@ impl Engine {
             }
             _ => {
                 log::debug!("initialize failed; sending it again in {delay:?}");
-                Lifecycle::Handshaking(Handshake { step, inconclusive })
+                Lifecycle::Handshaking(Handshake { step, inconclusive, after_silence: false })
             }
         };
         true
@@ -1403,11 +1408,19 @@ impl Engine {
             // The code is the server's to choose (§5.4): a modern version in the refusal's
             // `supported` list is the proof, whatever the code (`-32602` with the list is the
             // spec's own example), and closing for good on it lost a server that works.
-            (Owner::Handshake, Lifecycle::Handshaking(_)) => {
+            (Owner::Handshake, Lifecycle::Handshaking(h)) => {
                 let code = RpcError::UNSUPPORTED_PROTOCOL_VERSION;
                 // A host that speaks only the legacy era is not moved to the modern one.
                 let legacy_only = self.config.era == EraPreference::LegacyOnly;
-                match probe_error(code, data, ProtocolVersion::LEGACY) {
+                // Sent after the probe's silence, `initialize` refused as a method the server
+                // does not know is the same proof with no list: a slow modern server (an
+                // `npx` cold start) that answered the probe after its timeout.
+                let unknown = error.code == RpcError::METHOD_NOT_FOUND && h.after_silence;
+                let verdict = match probe_error(code, data, ProtocolVersion::LEGACY) {
+                    ProbeVerdict::Legacy if unknown => ProbeVerdict::Reprobe(first_probe_version()),
+                    verdict => verdict,
+                };
+                match verdict {
                     ProbeVerdict::Reprobe(version) if !legacy_only => {
                         log::debug!("initialize refused by a modern server; probing in {version}");
                         self.drop_lifecycle_request();

@@ -354,6 +354,42 @@ fn initialize_refused_by_a_modern_server_after_a_probe_timeout_probes_again() {
     );
 }
 
+/// A slow modern server whose late probe answer came after the fallback `initialize` may
+/// refuse it as a method it does not know (`-32601`, no version list): after the probe's
+/// silence that is the same proof, and the engine probes again. It closed the server for good.
+/// Only after silence: a probe refused as legacy and then `initialize` refused too is no
+/// server mcpoll can talk to, and nothing goes round.
+#[test]
+fn initialize_unknown_to_the_server_after_the_probes_silence_probes_again() {
+    let mut h = Harness::new(Config::default());
+    let early = h.call("echo", r#"{"text":"hi"}"#);
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    h.advance_to_next_timeout();
+    let init = h.sent_one();
+    assert_eq!(init["method"], "initialize");
+    h.reply(&probe, discover_result());
+    h.reply_error(&init, -32601, None);
+    let again = h.sent_one();
+    assert_eq!(again["method"], "server/discover");
+    h.reply(&again, discover_result());
+    let call = h.sent_one();
+    assert_eq!(call["method"], "tools/call");
+    h.reply(&call, json!({"resultType": "complete", "content": []}));
+    let events = h.events();
+    assert_eq!(events[0], "ready modern 2026-07-28");
+    assert!(events[1].starts_with(&format!("done {}", early.get())), "{events:?}");
+
+    let mut h = Harness::new(Config::default());
+    h.engine.handle_transport(h.now, TransportEvent::opened());
+    let probe = h.sent_one();
+    h.reply_error(&probe, -32601, None);
+    let init = h.sent_one();
+    h.reply_error(&init, -32601, None);
+    assert_eq!(h.events(), ["closed method_not_found"]);
+    assert!(h.take_sent().is_empty());
+}
+
 /// A modern server may refuse `initialize` with another code than `-32022`: the modern version
 /// in its `supported` list is the proof. `-32602` (the spec's example) closed the engine.
 #[test]
