@@ -1524,7 +1524,10 @@ impl HttpSession {
         let is_initialize =
             matches!(x.carries, Carries::Request { method: Method::Initialize, .. });
         if let (Some(s), true, true) = (head.session_id, is_initialize, ok) {
-            if let (Ok(s), true) = (std::str::from_utf8(s), s.iter().all(u8::is_ascii_graphic)) {
+            // An empty one names no session: adopted, it went out empty on every request,
+            // and a server that keeps sessions refused each as a gone session.
+            let visible = !s.is_empty() && s.iter().all(u8::is_ascii_graphic);
+            if let (Ok(s), true) = (std::str::from_utf8(s), visible) {
                 self.session_id = Some(s.to_owned());
                 // Never 0, which a flight reads as no session.
                 self.session_gen = self.session_gen.checked_add(1).unwrap_or(1);

@@ -1641,3 +1641,20 @@ fn requests_wait_for_the_initialized_notification_to_be_delivered() {
     s.fail(initialized.x, ExchangeFailure::Transport(TransportError::ConnectionLost));
     assert_eq!(s.next().unwrap().rpc(), "tools/call");
 }
+
+/// An `initialize` answered with an empty `Mcp-Session-Id` names no session: adopted, the
+/// empty header went out on every request after it, and a server that keeps sessions refused
+/// each one as a gone session, over and over.
+#[test]
+fn an_empty_session_id_is_not_adopted() {
+    let mut s = Sim::new(None);
+    let probe = s.next().unwrap();
+    s.respond(probe.x, 400, &[("Content-Type", "application/json")], LEGACY_SESSION_GONE);
+    let init = s.next().unwrap();
+    s.answer_initialize(&init, "");
+    assert_eq!(s.session.session_id(), None);
+    s.call("t");
+    let sent: Vec<Sent> = std::iter::from_fn(|| s.next_delivered()).collect();
+    let call = sent.iter().find(|x| x.rpc() == "tools/call").expect("the call goes");
+    assert_eq!(call.header("mcp-session-id"), None);
+}
