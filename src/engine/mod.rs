@@ -3397,6 +3397,10 @@ impl Engine {
     /// where the server takes `tasks/cancel`. Its acknowledgement is late in turn, and names
     /// a task that is over, so it asks for nothing more.
     fn cancel_orphan_task(&mut self, id: RawJson<'_>, result: RawJson<'_>) {
+        // Closed, nothing more may be written; in a new handshake, no request before it ends.
+        if !matches!(self.lifecycle, Lifecycle::Ready { .. }) {
+            return;
+        }
         let Some(wire) = WireId::parse(id) else { return };
         if self.requests.lookup(wire) != Lookup::Late {
             return;

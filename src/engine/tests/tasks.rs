@@ -550,6 +550,27 @@ fn a_task_created_by_a_late_reply_is_cancelled() {
     );
 }
 
+/// A late reply that created a task after the engine was closed sends nothing: a closed
+/// engine writes nothing more (its `tasks/cancel` went out after the close).
+#[test]
+fn a_task_created_by_a_late_reply_after_the_close_sends_nothing() {
+    for modern in [true, false] {
+        let mut h = if modern { Harness::ready_modern() } else { ready_legacy_with_tasks(true) };
+        let call = call_with(&mut h, &prefer());
+        let sent = h.sent_one();
+        h.engine.close(h.now);
+        h.take_sent();
+        let events = h.events();
+        assert!(events.iter().any(|e| e.starts_with(&format!("failed {}", call.get()))));
+        let created = match modern {
+            true => modern_task("task", "working", json!(1000)),
+            false => json!({"task": legacy_task("working", 100)}),
+        };
+        h.reply(&sent, created);
+        assert!(h.take_sent().is_empty(), "modern: {modern}");
+    }
+}
+
 #[test]
 fn the_deadline_ends_a_task_backed_call_and_cancels_its_task() {
     let mut h = Harness::ready_modern();
