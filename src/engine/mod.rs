@@ -3540,6 +3540,13 @@ impl Engine {
             let result = HostAnswer(roots.to_owned());
             return self.push_control(Control::Answer { id, result });
         }
+        if self.server_requests.has_legacy(&id) {
+            // The server reused the id of a request still waiting (JSON-RPC forbids it): the
+            // host would be asked twice and answer twice under one id. The first stands; an
+            // answer to the copy would end the server's request with the wrong response.
+            log::debug!("a server request reused the id of one still waiting: ignored");
+            return;
+        }
         let params = params.map_or("{}", RawJson::text);
         let timeout = self.config.server_request_timeout;
         let deadline = crate::time::later(now, timeout);

@@ -318,6 +318,13 @@ impl ServerRequests {
         gone
     }
 
+    /// Whether a legacy request the server sent with the JSON-RPC id text `id` still waits.
+    pub(super) fn has_legacy(&self, id: &[u8]) -> bool {
+        self.slab
+            .iter()
+            .any(|(_, e)| matches!(&e.origin, Origin::Legacy { id: sent } if sent[..] == *id))
+    }
+
     /// Removes the legacy request the server sent with the JSON-RPC id `id` (as JSON values:
     /// the same string however escaped, or the same number text).
     pub(super) fn take_legacy(&mut self, id: json::RawJson<'_>) -> Option<ServerRequestId> {

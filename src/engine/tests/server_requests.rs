@@ -354,6 +354,31 @@ fn legacy_requests_go_to_the_host_and_the_answer_carries_the_servers_id() {
     assert_eq!(h.engine.stats().server_requests, 2);
 }
 
+/// A server that reuses the id of a request still waiting (a sampling request sent twice
+/// as id 5) is asked once: the host was asked twice (two model calls, two prompts to the
+/// user) and two responses went under one id. Once answered, the id is free again.
+#[test]
+fn a_server_request_reusing_a_waiting_id_is_asked_once() {
+    let mut h = legacy(ServerRequestKinds::all());
+    for _ in 0..2 {
+        let mut request = elicit("sure?");
+        request["jsonrpc"] = json!("2.0");
+        request["id"] = json!(5);
+        h.peer(request);
+    }
+    let (asks, rest) = drain(&mut h);
+    assert_eq!((asks.len(), rest.len()), (1, 0));
+    answer(&mut h, asks[0].0, serde_json::from_str(ACCEPT).unwrap()).unwrap();
+    let sent = h.take_sent();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0]["id"], 5);
+    let mut request = elicit("again?");
+    request["jsonrpc"] = json!("2.0");
+    request["id"] = json!(5);
+    h.peer(request);
+    assert_eq!(drain(&mut h).0.len(), 1, "a new request under the freed id");
+}
+
 /// Closing a legacy server ends its requests: nothing is answered or refused on it later (no
 /// timer wakes the engine for them), an answer finds nothing pending, and a request or ping
 /// that arrives after the close is not answered.
