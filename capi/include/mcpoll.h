@@ -883,7 +883,8 @@ mcpoll_result mcpoll_allow_call(mcpoll_host *host, uint64_t server, uint64_t cal
 
 /**
  * Refuses a call held for authorization: it ends unsent with
- * `MCPOLL_LOCAL_AUTHORIZATION_DENIED`, its message carrying `reason` (copied).
+ * `MCPOLL_LOCAL_AUTHORIZATION_DENIED`, its message carrying `reason` (copied; NULL gives
+ * none).
  *
  * # Safety
  * `host` is live or null; `reason` is null or NUL-terminated.

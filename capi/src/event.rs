@@ -153,6 +153,8 @@ impl mcpoll_event {
 const KEEP: usize = 1 << 20;
 
 /// Empties `buf` for a text of `next` bytes, giving back room past [`KEEP`] it will not need.
+/// A text whose size is known only once written passes 0: the writing grows the buffer again
+/// where it must.
 pub(crate) fn clear_for(buf: &mut Vec<u8>, next: usize) {
     buf.clear();
     if buf.capacity() > KEEP && next < KEEP {
@@ -283,7 +285,7 @@ fn set_error(out: &mut mcpoll_event, bufs: &mut EventBuffers, error: &CallError)
     out.error = call_error(error);
     out.error_kind = put(&mut bufs.kind, error.kind().as_bytes());
     out.error_name = put(&mut bufs.name, error.name().as_bytes());
-    bufs.message.clear();
+    clear_for(&mut bufs.message, 0);
     let _ = write!(bufs.message, "{error}");
     for b in bufs.message.iter_mut().filter(|b| **b == 0) {
         *b = b' ';
@@ -317,5 +319,21 @@ mod tests {
         let small = buf.capacity();
         put(&mut buf, &[b'y'; 100]);
         assert_eq!(buf.capacity(), small, "small texts reuse the room they have");
+    }
+
+    /// Nor does one large error message (a server's JSON-RPC error may carry up to
+    /// `max_message_bytes`, 16 MiB by default): the message buffer was emptied without
+    /// giving its room back.
+    #[test]
+    fn a_large_error_message_gives_its_room_back() {
+        let mut bufs = EventBuffers::default();
+        let error = |message: String| {
+            CallError::Protocol(mcpoll::RpcError { code: 1, message: message.into(), data: None })
+        };
+        set_error(&mut mcpoll_event::none(), &mut bufs, &error("x".repeat(8 << 20)));
+        assert!(bufs.message.capacity() > 8 << 20);
+        set_error(&mut mcpoll_event::none(), &mut bufs, &error("short".into()));
+        assert!(bufs.message.capacity() <= KEEP, "{}", bufs.message.capacity());
+        assert_eq!(bufs.message, b"server error: short (1)\0");
     }
 }

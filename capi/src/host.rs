@@ -14,7 +14,7 @@ use crate::event::{fill, mcpoll_event, EventBuffers};
 use crate::options::{mcpoll_call_options, mcpoll_config, mcpoll_http_options};
 use crate::{
     bytes_arg, guard, handle_mut, handle_ref, into_handle, json_arg, mcpoll_result, opt_handle_ref,
-    opt_json_arg, out_arg, str_arg, Fail,
+    opt_json_arg, opt_str_arg, out_arg, str_arg, Fail,
 };
 
 /// A host of MCP servers with its own poll (see `mcpoll_fd`). One thread at a time.
@@ -129,7 +129,7 @@ unsafe fn with_host(
         // SAFETY: the caller's contract.
         let h = unsafe { handle_mut(host) }?;
         let result = body(h);
-        h.last_error.clear();
+        crate::event::clear_for(&mut h.last_error, 0);
         if let Err(fail) = &result {
             h.last_error.extend(fail.message.bytes().map(|b| if b == 0 { b' ' } else { b }));
         }
@@ -683,7 +683,8 @@ pub unsafe extern "C" fn mcpoll_allow_call(
 }
 
 /// Refuses a call held for authorization: it ends unsent with
-/// `MCPOLL_LOCAL_AUTHORIZATION_DENIED`, its message carrying `reason` (copied).
+/// `MCPOLL_LOCAL_AUTHORIZATION_DENIED`, its message carrying `reason` (copied; NULL gives
+/// none).
 ///
 /// # Safety
 /// `host` is live or null; `reason` is null or NUL-terminated.
@@ -697,7 +698,9 @@ pub unsafe extern "C" fn mcpoll_deny_call(
     // SAFETY: the caller's contract, for every argument.
     unsafe {
         with_host(host, |h| {
-            let reason = str_arg(reason)?;
+            // NULL is no reason: refused as a null pointer, a program that ignored the
+            // result believed the call denied while it stayed held until its deadline.
+            let reason = opt_str_arg(reason)?.unwrap_or_default();
             let (server, id) = h.held(server, call)?;
             h.host.deny_call(server, id, reason)?;
             Ok(())

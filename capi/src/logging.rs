@@ -93,7 +93,9 @@ impl log::Log for Logger {
 
 /// Writes `args` into `buf` as a C string: inner NULs become spaces, one NUL at the end.
 fn fill(buf: &mut Vec<u8>, args: std::fmt::Arguments<'_>) {
-    buf.clear();
+    // A thread's one buffer: a single large line (a trace of a 16 MiB error message) must not
+    // hold its room for the thread's life.
+    crate::event::clear_for(buf, 0);
     let _ = buf.write_fmt(args);
     for b in buf.iter_mut().filter(|b| **b == 0) {
         *b = b' ';
@@ -157,4 +159,20 @@ pub unsafe extern "C" fn mcpoll_set_log_callback(
         drop(slot);
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One large log line does not keep its room in the thread's buffer.
+    #[test]
+    fn a_large_line_gives_its_room_back() {
+        let mut buf = Vec::new();
+        fill(&mut buf, format_args!("{}", "x".repeat(8 << 20)));
+        assert!(buf.capacity() > 8 << 20);
+        fill(&mut buf, format_args!("short"));
+        assert!(buf.capacity() <= 1 << 20, "{}", buf.capacity());
+        assert_eq!(buf, b"short\0");
+    }
 }
