@@ -3790,9 +3790,9 @@ impl Engine {
         }
         match entry.kind {
             ServerRequestKind::ElicitationForm => elicit::check_form_answer(&entry.params, text)?,
+            ServerRequestKind::ElicitationUrl => elicit::check_url_answer(text)?,
             ServerRequestKind::Roots => self.roots.check(text)?,
             ServerRequestKind::Sampling => sampling::check_answer(&entry.params, text)?,
-            _ => {}
         }
         // A line break can only be whitespace in valid JSON (strings escape them), and on
         // stdio it would end the frame: the answer goes out on one line.

@@ -32,13 +32,10 @@ pub fn elicitation_defaults(params: &str) -> Option<String> {
 /// `accept` a `content` object whose members are declared properties of the right type, with
 /// every required property present.
 pub(crate) fn check_form_answer(params: &str, answer: &str) -> Result<(), AnswerError> {
-    let mismatch = |field: &str, reason| Err(AnswerError::Mismatch { field: field.into(), reason });
     let answer: Value = serde_json::from_str(answer).map_err(|_| AnswerError::NotObject)?;
     let answer = answer.as_object().ok_or(AnswerError::NotObject)?;
-    match answer.get("action").and_then(Value::as_str) {
-        Some("accept") => {}
-        Some("decline" | "cancel") => return Ok(()),
-        _ => return mismatch("action", "must be \"accept\", \"decline\" or \"cancel\""),
+    if !accepted(answer)? {
+        return Ok(());
     }
     let empty = Map::new();
     let content = match answer.get("content") {
@@ -66,6 +63,35 @@ pub(crate) fn check_form_answer(params: &str, answer: &str) -> Result<(), Answer
     #[cfg(feature = "schema")]
     full_check(schema, content)?;
     Ok(())
+}
+
+/// Checks an `ElicitResult` for a URL-mode request: a known `action` and no `content` (the
+/// user gave what was asked to the server's page, never to the client).
+pub(crate) fn check_url_answer(answer: &str) -> Result<(), AnswerError> {
+    let answer: Value = serde_json::from_str(answer).map_err(|_| AnswerError::NotObject)?;
+    let answer = answer.as_object().ok_or(AnswerError::NotObject)?;
+    accepted(answer)?;
+    match answer.contains_key("content") {
+        true => mismatch("content", "a URL-mode answer carries none"),
+        false => Ok(()),
+    }
+}
+
+/// Whether the answer accepts, once its `action` is known; a declined or cancelled answer
+/// carries no `content` (what the user declined to give must not leave).
+fn accepted(answer: &Map<String, Value>) -> Result<bool, AnswerError> {
+    match answer.get("action").and_then(Value::as_str) {
+        Some("accept") => Ok(true),
+        Some("decline" | "cancel") if answer.contains_key("content") => {
+            mismatch("content", "only an accepted answer carries content")
+        }
+        Some("decline" | "cancel") => Ok(false),
+        _ => mismatch("action", "must be \"accept\", \"decline\" or \"cancel\""),
+    }
+}
+
+fn mismatch<T>(field: &str, reason: &'static str) -> Result<T, AnswerError> {
+    Err(AnswerError::Mismatch { field: field.into(), reason })
 }
 
 /// With the `schema` feature, every keyword the validator knows (`minLength`, `maximum`,
@@ -147,6 +173,31 @@ mod tests {
         );
         assert!(check_form_answer(&params(), &a.to_string()).is_ok());
         assert_eq!(elicitation_defaults("{\"message\":\"no schema\"}"), None);
+    }
+
+    /// A declined or cancelled answer carries no content (what the user declined to give was
+    /// sent all the same), and a URL-mode answer none at all (the user gave it to the
+    /// server's page); a URL-mode answer's action is checked as a form's is.
+    #[test]
+    fn only_an_accepted_form_answer_carries_content() {
+        let declined = r#"{"action":"decline","content":{"nick":"x"}}"#;
+        assert!(matches!(
+            check_form_answer(&params(), declined),
+            Err(AnswerError::Mismatch { field, .. }) if field == "content"
+        ));
+        assert!(check_form_answer(&params(), r#"{"action":"cancel"}"#).is_ok());
+        for bad in [
+            r#"{"action":"accept","content":{"password":"x"}}"#,
+            r#"{"action":"maybe"}"#,
+            r#"{}"#,
+            r#"[]"#,
+        ] {
+            assert!(check_url_answer(bad).is_err(), "{bad}");
+        }
+        for good in [r#"{"action":"accept"}"#, r#"{"action":"decline"}"#, r#"{"action":"cancel"}"#]
+        {
+            assert!(check_url_answer(good).is_ok(), "{good}");
+        }
     }
 
     #[test]

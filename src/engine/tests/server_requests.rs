@@ -354,6 +354,27 @@ fn legacy_requests_go_to_the_host_and_the_answer_carries_the_servers_id() {
     assert_eq!(h.engine.stats().server_requests, 2);
 }
 
+/// A URL-mode elicitation's answer is checked before it leaves: content (a password typed
+/// into the client instead of the server's page) or an unknown action is refused locally and
+/// nothing is sent; the request still waits for a good answer.
+#[test]
+fn a_url_mode_answer_with_content_is_refused_locally() {
+    let mut h = legacy(ServerRequestKinds::all());
+    let params = json!({"mode": "url", "message": "sign in", "url": "https://example.com/x",
+        "elicitationId": "e-1"});
+    h.peer(json!({"jsonrpc": "2.0", "id": 3, "method": "elicitation/create", "params": params}));
+    let (asks, _) = drain(&mut h);
+    let with_content = json!({"action": "accept", "content": {"password": "x"}});
+    assert!(matches!(
+        answer(&mut h, asks[0].0, with_content),
+        Err(AnswerError::Mismatch { field, .. }) if field == "content"
+    ));
+    assert!(answer(&mut h, asks[0].0, json!({"action": "maybe"})).is_err());
+    assert!(h.take_sent().is_empty());
+    answer(&mut h, asks[0].0, json!({"action": "accept"})).unwrap();
+    assert_eq!(h.sent_one()["result"], json!({"action": "accept"}));
+}
+
 /// A server that reuses the id of a request still waiting (a sampling request sent twice
 /// as id 5) is asked once: the host was asked twice (two model calls, two prompts to the
 /// user) and two responses went under one id. Once answered, the id is free again.
