@@ -405,6 +405,16 @@ fn a_stdio_lane_is_a_process_of_its_own_with_its_principals_environment_and_the_
         assert_eq!(host.client().server_name(lane), Some("demo-server"));
     }
     assert_eq!(text(&call(&mut host, ld, "echo", r#"{"text":"d"}"#)), "d");
+    // A lane that closed is replaced by a new one (a process of its own again), and the
+    // closed one goes; it was handed back, failing every call of its principal.
+    host.close_server(ld);
+    let ld2 = host.lane(server, dave).unwrap();
+    assert_ne!(ld2, ld);
+    assert!(host.state(ld).is_none(), "the closed lane is removed");
+    ready(&mut host, ld2);
+    assert_eq!(text(&call(&mut host, ld2, "echo", r#"{"text":"d2"}"#)), "d2");
+    assert!(environ(host.pid(ld2).expect("running")).contains("MCPOLL_LANE_SECRET=dave-key@demo"));
+    let ld = ld2;
     // A closed server gets no new lane (which would start a process for it again).
     host.close_server(server);
     let fay = host.add_principal(Principal::new("fay")).unwrap();

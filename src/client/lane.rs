@@ -76,7 +76,10 @@ impl Client {
             return Err(LaneRefused::Closed);
         }
         if let Some(lane) = self.lanes.linked(server, principal) {
-            if self.server(lane).is_some() {
+            // A lane that closed (its process exited with restarts off, its handshake was
+            // refused, the host closed it) is replaced, as a server would be started again:
+            // handed back, it failed every call of the principal while its server was fine.
+            if self.server(lane).is_some() && self.state(lane) != Some(ServerState::Closed) {
                 return Ok(Lane::Open(lane));
             }
         }

@@ -2021,6 +2021,17 @@ fn a_lane_is_one_per_principal_and_server_and_refused_where_none_can_be() {
     assert_eq!(sim.client.principal_of(lane), Some(alice));
     let tenant = sim.client.engine(lane).unwrap().config().cache_tenant.clone();
     assert_eq!(tenant.as_deref(), Some("acme"));
+    // A lane that closed (its process gone with restarts off, its handshake refused) is
+    // started anew, as its server would be: handed back, it failed every call of the
+    // principal for good while the server was fine.
+    let mut closed_sim = Sim::new();
+    let closed_base = closed_sim.base_server("srv", Config::default());
+    closed_sim.make_ready(closed_base);
+    let ann = closed_sim.client.add_principal(Principal::new("ann")).unwrap();
+    let closed = closed_sim.open_lane(closed_base, ann);
+    closed_sim.client.engine_mut(closed).unwrap().close(closed_sim.now);
+    let again = closed_sim.client.lane(closed_sim.now, wall, closed_base, ann);
+    assert!(matches!(again, Ok(lane::Lane::Start(_))), "{again:?}");
 
     let bob = sim.client.add_principal(Principal::new("bob")).unwrap();
     sim.client.forget_principal(bob);

@@ -92,6 +92,11 @@ impl Host {
             Lane::Start(start) => *start,
         };
         let LaneStart { base, principal, mut engine, reach, catalog } = start;
+        // The closed lane this one replaces goes (its events stay to be drained, under its
+        // own handle).
+        if let Some(closed) = self.client.lanes.linked(base, principal) {
+            self.remove_server(closed);
+        }
         let setup = LaneError::Setup;
         let registry = self.poll.registry();
         let transport = match reach {
