@@ -422,7 +422,9 @@ impl Client {
         reason: &str,
     ) -> Result<(), AuthorizeError> {
         let s = self.server_mut(server).ok_or(AuthorizeError::NotHeld)?;
-        s.engine.refuse(now, call, reason)
+        s.engine.refuse(now, call, reason)?;
+        self.tasks.refund(&(server, call));
+        Ok(())
     }
 
     /// Puts one call to the gate: allowed at once when nothing is installed, else
@@ -552,7 +554,11 @@ impl Client {
         }
         opts.hold = true;
         let call = start(self, opts)?;
+        let denied = matches!(verdict, Verdict::Deny(_));
         self.settle(now, server, call, method, name, verdict);
+        if denied {
+            self.tasks.refund(&(server, call));
+        }
         Ok(call)
     }
 

@@ -292,6 +292,21 @@ impl<M: Copy> TaskTable<M> {
         }
     }
 
+    /// Gives back what `call` took of its task's budget: local authorization refused it, and
+    /// nothing was sent (a call refused before it went costs no budget).
+    pub(crate) fn refund(&mut self, call: &M)
+    where
+        M: PartialEq,
+    {
+        for (_, t) in self.tasks.iter_mut() {
+            if let Some(at) = t.calls.iter().position(|c| c == call) {
+                t.calls.swap_remove(at);
+                t.made -= 1;
+                return;
+            }
+        }
+    }
+
     /// Marks the task cancelled (no call starts under it again) and hands back every call it
     /// made, for the host to cancel; those already ended refuse the cancel harmlessly.
     pub(crate) fn cancel(&mut self, id: TaskId) -> Result<Vec<M>, TaskError> {

@@ -1083,6 +1083,27 @@ fn a_task_call_with_json_arguments_is_put_to_the_policy() {
         }
     }
     assert!(refused, "the policy's refusal ends the call");
+    // Nothing was sent, so nothing of the budget is spent: a third refused call is refused
+    // by the policy again, not for a budget the refusals used up.
+    for _ in 0..2 {
+        let again = sim.client.call_tool_json_in_task(
+            sim.now,
+            task,
+            id,
+            "echo",
+            "{}",
+            CallOptions::default(),
+        );
+        assert!(again.is_ok(), "{again:?}");
+    }
+    assert_eq!(sim.client.task_info(task).unwrap().calls, 0);
+    // Nor does a call the host denies after the policy asked.
+    sim.client.set_policy(|_: &AccessRequest<'_>| Decision::Ask);
+    let asked =
+        sim.client.call_tool_json_in_task(sim.now, task, id, "echo", "{}", CallOptions::default());
+    assert_eq!(sim.client.task_info(task).unwrap().calls, 1, "held: it may yet go");
+    sim.client.deny_call(sim.now, id, asked.unwrap(), "no").unwrap();
+    assert_eq!(sim.client.task_info(task).unwrap().calls, 0);
 }
 
 /// A task's deadline clamps its calls' timeouts: the engine fails the call at the task's
