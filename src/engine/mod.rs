@@ -1151,6 +1151,16 @@ impl Engine {
                     h.after_silence = true;
                 }
             }
+            // Over HTTP a slow answer to `initialize` is no verdict either (a session renewed
+            // under load, a server starting): it goes again, a bounded number of times, as
+            // the probe does, where closing lost a server for good.
+            Owner::Handshake if self.transport == TransportKind::Http => {
+                log::debug!("initialize timed out; sending it again");
+                self.close_lifecycle_stream();
+                if !self.retry_lifecycle_later(now) {
+                    self.lifecycle_failed(now, LocalError::DeadlineExceeded)
+                }
+            }
             Owner::Handshake => self.lifecycle_failed(now, LocalError::DeadlineExceeded),
         }
     }

@@ -1651,6 +1651,56 @@ fn expired_legacy_session_reinitializes_and_resends_once() {
 /// lost), at the start or when a session is renewed, is sent again after a growing delay, as
 /// the probe is; a refusal (a 4xx) still closes. It closed the engine for good: the host had
 /// to remove the server and add it again.
+/// Over HTTP an `initialize` that times out (a session renewed while the server is under
+/// load) goes again after a backoff, as a probe that times out does, a bounded number of
+/// times; it closed the server for good, and every later call got `Closed`. The call that
+/// waits for it goes once the handshake is answered.
+#[test]
+fn an_initialize_timing_out_over_http_is_sent_again() {
+    // Frames only: the timed-out initialize's stream close carries no bytes.
+    let frames = |h: &mut Harness| -> Vec<Value> {
+        transmits(h).into_iter().filter_map(|(_, frame)| frame).collect()
+    };
+    // The next deadline, the frames read as they come (the harness's own reading wants
+    // bytes in every transmit).
+    let next = |h: &mut Harness| {
+        h.now = h.engine.poll_timeout().expect("a timer");
+        h.engine.handle_timeout(h.now);
+    };
+    let config = Config {
+        era: EraPreference::LegacyOnly,
+        default_timeout: Duration::from_secs(120),
+        ..Config::default()
+    };
+    let mut h = Harness::new(config);
+    h.engine.handle_transport(h.now, TransportEvent::opened_as(TransportKind::Http));
+    let c = h.call("echo", r#"{"text":"x"}"#);
+    let init = frames(&mut h);
+    assert_eq!(init[0]["method"], "initialize");
+    next(&mut h);
+    assert_eq!(h.engine.state(), ServerState::Handshaking, "{:?}", h.events());
+    assert!(frames(&mut h).is_empty());
+    next(&mut h);
+    let again = frames(&mut h);
+    assert_eq!(again[0]["method"], "initialize");
+    h.reply(&again[0], json!({"protocolVersion": "2025-11-25"}));
+    let sent = h.take_sent();
+    let call = sent.iter().find(|f| f["method"] == "tools/call").expect("the call goes");
+    h.reply(call, json!({"content": []}));
+    assert!(h.events().iter().any(|e| e.starts_with(&format!("done {}", c.get()))));
+    // Bounded: a server that never answers ends the start.
+    let mut h = http_harness(EraPreference::LegacyOnly);
+    let _ = h.call("echo", r#"{"text":"x"}"#);
+    for _ in 0..40 {
+        frames(&mut h);
+        next(&mut h);
+        if h.engine.state() == ServerState::Closed {
+            break;
+        }
+    }
+    assert_eq!(h.engine.state(), ServerState::Closed);
+}
+
 #[test]
 fn a_handshake_failing_in_passing_is_sent_again() {
     let fail = |h: &mut Harness, frame: &Value, error: TransportError| {
