@@ -418,6 +418,13 @@ const EXIT_GRACE: Duration = Duration::from_millis(200);
 /// out their deadlines. Idle servers are not asked: an idle host makes no system call.
 const LIVENESS_CHECK: Duration = Duration::from_secs(1);
 
+/// The most a child seen gone can have left in its stdout pipe: Linux's largest pipe an
+/// unprivileged process can ask for (`/proc/sys/fs/pipe-max-size`, 1 MiB by default). Its exit
+/// waits for that much to be read at most: a helper it started that holds the pipe and writes
+/// on (`sh -c '(yes &); exit'`) kept the exit, the restart and the kill of its group waiting
+/// for good.
+const LEFT_IN_PIPE: usize = 1 << 20;
+
 #[derive(Debug)]
 struct Running {
     child: Child,
@@ -429,6 +436,10 @@ struct Running {
     /// When to ask whether the child still runs ([`LIVENESS_CHECK`]): set by a write while
     /// the engine has requests outstanding, cleared once they are all answered.
     liveness_at: Option<Instant>,
+    /// Bytes read from stdout since the liveness look found the child gone (`None` while it
+    /// runs): what it left in the pipe is read before its exit is reported, up to
+    /// [`LEFT_IN_PIPE`]; past that, another process holding the pipe writes on.
+    read_since_gone: Option<usize>,
 }
 
 /// Drives one server child process for one [`Engine`].
@@ -592,6 +603,7 @@ impl StdioDriver {
             stderr: Some(stderr),
             exit: None,
             liveness_at: None,
+            read_since_gone: None,
         });
         self.framer = LineFramer::new(self.max_line);
         self.clear_out();
@@ -898,6 +910,11 @@ impl StdioDriver {
                     bytes = bytes.saturating_sub(n);
                     emptied = n < self.stdout_read && !read_closed;
                     self.stdout_read = grown(self.stdout_read, n);
+                    if let Some(read) =
+                        self.running.as_mut().and_then(|r| r.read_since_gone.as_mut())
+                    {
+                        *read = read.saturating_add(n);
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -1055,7 +1072,8 @@ impl StdioDriver {
             // The read came to the end of stdout, and that ended it.
             return Ok(());
         }
-        if self.stdout_backlog {
+        let read = *running.read_since_gone.get_or_insert(0);
+        if self.stdout_backlog && read < LEFT_IN_PIPE {
             running.liveness_at = Some(now);
             return Ok(());
         }
@@ -1383,6 +1401,50 @@ mod tests {
         }
         assert_ne!(driver.running.as_ref().map(|r| r.child.id()), first, "the exit was seen");
         assert_eq!(engine.stats().invalid_frames, 3, "every line was read before the exit");
+    }
+
+    /// A child seen gone whose stdout another process holds and writes on without end (a
+    /// helper it started in the background): its exit waits for what it can have left in the
+    /// pipe, not for good. The exit, the restart and the kill of its group waited for ever.
+    #[test]
+    fn a_child_seen_gone_is_ended_though_a_helper_writes_on_its_stdout() {
+        let config = Config { frames_per_readiness: 1024, ..Config::default() };
+        let (mut poll, mut engine, mut driver, now) = spawned("(yes '{}' &); exit 3", config);
+        driver.flush(poll.registry(), &mut engine, now).unwrap();
+        let first = driver.running.as_ref().map(|r| r.child.id()).unwrap();
+        // The helper has written, and the child has exited (its status kept by `Child`, so
+        // the driver's look finds it), before the look comes due.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut events = mio::Events::with_capacity(8);
+        loop {
+            assert!(Instant::now() < deadline, "the helper never wrote");
+            crate::driver::wait_events(&mut poll, &mut events, Some(Duration::from_secs(1)));
+            if events.iter().any(|e| e.token() == Token(STDOUT) && e.is_readable()) {
+                break;
+            }
+        }
+        let running = driver.running.as_mut().unwrap();
+        while running.child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "the child never exited");
+            wait_a_little(&mut poll, &mut events);
+        }
+        let mut later = now;
+        let mut ended = false;
+        for _ in 0..100_000 {
+            later += Duration::from_secs(2);
+            driver.handle_timeout(poll.registry(), &mut engine, later).unwrap();
+            driver.resume(poll.registry(), &mut engine, later).unwrap();
+            if driver.running.as_ref().is_none_or(|r| r.child.id() != first || r.exit.is_some()) {
+                ended = true;
+                break;
+            }
+        }
+        // The helper is in the child's process group: killed with it, or here.
+        if let Some(group) = rustix::process::Pid::from_raw(first as i32) {
+            let _ = rustix::process::kill_process_group(group, Signal::KILL);
+        }
+        assert!(engine.stats().invalid_frames > 1000, "the helper's lines were read");
+        assert!(ended, "the exit was never reported");
     }
 
     /// A driver of `sh -c script`, its child started under an engine of `config`: the poll,
