@@ -126,21 +126,64 @@ fn fits(prop: &Value, value: &Value) -> Result<(), &'static str> {
     if !ok {
         return Err("wrong type for the requested schema");
     }
-    let allowed: Vec<&Value> = match (prop.get("enum"), prop.get("oneOf")) {
-        (Some(Value::Array(e)), _) => e.iter().collect(),
-        (_, Some(Value::Array(o))) => o.iter().filter_map(|c| c.get("const")).collect(),
-        _ => Vec::new(),
-    };
-    let listed = |v: &Value| allowed.is_empty() || allowed.contains(&v);
+    let listed =
+        |allowed: &Option<Vec<&Value>>, v: &Value| allowed.as_ref().is_none_or(|a| a.contains(&v));
     let in_enum = match value {
-        Value::Array(items) => items.iter().all(|i| {
-            let e = prop.get("items").and_then(|i| i.get("enum")).and_then(Value::as_array);
-            e.is_none_or(|e| e.contains(i))
-        }),
-        v => listed(v),
+        Value::Array(items) => {
+            // A multi-select: `items.enum`, or titled options as `items.anyOf` of `const`s.
+            let allowed = prop.get("items").and_then(allowed_values);
+            items.iter().all(|i| listed(&allowed, i))
+        }
+        v => listed(&allowed_values(prop), v),
     };
     if !in_enum {
         return Err("not one of the allowed values");
+    }
+    within_bounds(prop, value)
+}
+
+/// The values a property lists (`enum`, or titled options as `oneOf`/`anyOf` of `const`s);
+/// `None` when it lists none. An empty list allows nothing.
+fn allowed_values(prop: &Value) -> Option<Vec<&Value>> {
+    if let Some(Value::Array(e)) = prop.get("enum") {
+        return Some(e.iter().collect());
+    }
+    let options = prop.get("oneOf").or_else(|| prop.get("anyOf"))?.as_array()?;
+    Some(options.iter().filter_map(|c| c.get("const")).collect())
+}
+
+/// The bounds a requested schema's primitive may carry: `minLength`/`maxLength` (characters),
+/// `minimum`/`maximum`, `minItems`/`maxItems`. Without the `schema` feature these were not
+/// looked at, and an answer past them was sent.
+fn within_bounds(prop: &Value, value: &Value) -> Result<(), &'static str> {
+    let bound = |key: &str| prop.get(key).and_then(Value::as_f64);
+    // The reasons are the validator's (`crate::schema`), which says the same with the feature.
+    let (low, high, what, reasons) = match value {
+        Value::String(s) => (
+            bound("minLength"),
+            bound("maxLength"),
+            s.chars().count() as f64,
+            ("minLength: too short", "maxLength: too long"),
+        ),
+        Value::Number(n) => (
+            bound("minimum"),
+            bound("maximum"),
+            n.as_f64().unwrap_or(0.0),
+            ("minimum: too small", "maximum: too large"),
+        ),
+        Value::Array(a) => (
+            bound("minItems"),
+            bound("maxItems"),
+            a.len() as f64,
+            ("minItems: too few items", "maxItems: too many items"),
+        ),
+        _ => return Ok(()),
+    };
+    if low.is_some_and(|l| what < l) {
+        return Err(reasons.0);
+    }
+    if high.is_some_and(|h| what > h) {
+        return Err(reasons.1);
     }
     Ok(())
 }
@@ -198,6 +241,41 @@ mod tests {
         {
             assert!(check_url_answer(good).is_ok(), "{good}");
         }
+    }
+
+    /// Without the `schema` feature too: a titled multi-select (`items.anyOf` of `const`s),
+    /// its `minItems`/`maxItems`, a string's length, a number's range and an empty `enum`
+    /// are checked; each was passed and sent.
+    #[test]
+    fn bounds_and_titled_options_are_checked() {
+        let params = json!({"message": "m", "requestedSchema": {"type": "object", "properties": {
+            "tags": {"type": "array", "items": {"anyOf": [{"const": "a", "title": "A"},
+                {"const": "b", "title": "B"}]}, "minItems": 1, "maxItems": 1},
+            "code": {"type": "string", "minLength": 2, "maxLength": 3},
+            "n": {"type": "integer", "minimum": 1, "maximum": 5},
+            "none": {"type": "string", "enum": []}
+        }}})
+        .to_string();
+        let answer = |content: Value| json!({"action": "accept", "content": content}).to_string();
+        for bad in [
+            json!({"tags": ["zzz"]}),
+            json!({"tags": ["a", "b"]}),
+            json!({"tags": []}),
+            json!({"code": "x"}),
+            json!({"code": "xxxx"}),
+            json!({"n": 0}),
+            json!({"n": 6}),
+            json!({"none": "x"}),
+        ] {
+            let field = bad.as_object().unwrap().keys().next().unwrap().clone();
+            let got = check_form_answer(&params, &answer(bad.clone()));
+            assert!(
+                matches!(&got, Err(AnswerError::Mismatch { field: f, .. }) if *f == field),
+                "{bad}: {got:?}"
+            );
+        }
+        let good = json!({"tags": ["b"], "code": "éé", "n": 5});
+        assert!(check_form_answer(&params, &answer(good)).is_ok());
     }
 
     #[test]
