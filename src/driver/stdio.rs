@@ -556,13 +556,19 @@ impl StdioDriver {
 
     /// Starts the child, registers its pipes and tells the engine the transport is open.
     /// A spawn failure (missing program, no permission) is returned, and the engine is left
-    /// waiting for a transport.
+    /// waiting for a transport. While a child runs (or is exiting) nothing is started and
+    /// `AlreadyExists` is returned: the driver starts the next one itself once the engine asks
+    /// for it, and a second child here orphaned the first (never killed nor reaped).
     pub fn spawn(
         &mut self,
         registry: &Registry,
         engine: &mut Engine,
         now: Instant,
     ) -> io::Result<()> {
+        if self.running.is_some() {
+            let running = "the server's process is still running";
+            return Err(io::Error::new(io::ErrorKind::AlreadyExists, running));
+        }
         let mut child =
             self.command.to_command().spawn().map_err(|e| self.command.spawn_error(e))?;
         let take = |c: &mut Child| -> io::Result<(Sender, Receiver, Receiver)> {
@@ -1445,6 +1451,18 @@ mod tests {
         }
         assert!(engine.stats().invalid_frames > 1000, "the helper's lines were read");
         assert!(ended, "the exit was never reported");
+    }
+
+    /// A second `spawn` while the child runs starts nothing: it replaced the first child,
+    /// which was neither killed nor reaped.
+    #[test]
+    fn a_second_spawn_while_the_child_runs_starts_nothing() {
+        let (poll, mut engine, mut driver, now) = spawned("exec sleep 1000", Config::default());
+        let first = driver.pid();
+        let again = driver.spawn(poll.registry(), &mut engine, now);
+        assert_eq!(again.map_err(|e| e.kind()), Err(io::ErrorKind::AlreadyExists));
+        assert_eq!(driver.pid(), first);
+        driver.shutdown(poll.registry(), Duration::from_millis(50));
     }
 
     /// A driver of `sh -c script`, its child started under an engine of `config`: the poll,
