@@ -1527,7 +1527,11 @@ impl HttpSession {
             // An empty one names no session: adopted, it went out empty on every request,
             // and a server that keeps sessions refused each as a gone session.
             let visible = !s.is_empty() && s.iter().all(u8::is_ascii_graphic);
-            if let (Ok(s), true) = (std::str::from_utf8(s), visible) {
+            // The same id again (the head of a resumed `initialize` stream) is the same
+            // session: a new generation made the resume one of a gone session, and the
+            // handshake failed instead of resuming.
+            let same = self.session_id.as_deref().map(str::as_bytes) == Some(s);
+            if let (Ok(s), true, false) = (std::str::from_utf8(s), visible, same) {
                 self.session_id = Some(s.to_owned());
                 // Never 0, which a flight reads as no session.
                 self.session_gen = self.session_gen.checked_add(1).unwrap_or(1);

@@ -1333,6 +1333,18 @@ fn a_broken_initialize_stream_is_resumed_in_its_session() {
     let resume = s.next().expect("the resume");
     assert_eq!((resume.method.as_str(), resume.header("last-event-id")), ("GET", Some("i1")));
     assert_eq!(resume.header("mcp-session-id"), Some("s-1"));
+    // The resume's head names the session again (as the TypeScript SDK's does), and its
+    // stream breaks too: the same session, so it is resumed again; a second adoption made it
+    // a gone session's resume, and the handshake failed and started a session anew.
+    let head = [("Content-Type", "text/event-stream"), ("Mcp-Session-Id", "s-1")];
+    assert!(matches!(s.head(resume.x, 200, &head), ResponseStep::More));
+    s.body(resume.x, "id: i2\n\n");
+    s.fail(resume.x, ExchangeFailure::Transport(TransportError::ConnectionLost));
+    s.advance(Duration::from_millis(250));
+    let again = s.next().expect("resumed again");
+    assert_eq!((again.method.as_str(), again.header("last-event-id")), ("GET", Some("i2")));
+    assert_eq!(again.header("mcp-session-id"), Some("s-1"));
+    assert!(s.events().is_empty(), "nothing failed");
 }
 
 /// The handshake that renews a session has its broken stream resumed before what waits for a
