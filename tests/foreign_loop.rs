@@ -317,6 +317,23 @@ fn an_embedded_host_cannot_wait_on_its_own() {
         Err(BlockingError::Io(e)) => assert_eq!(e.kind(), io::ErrorKind::Unsupported),
         other => panic!("{other:?}"),
     }
+    // The helpers that send refuse before they send: a call sent and then refused ran on for
+    // nobody (and a write the host retried, taking the error for "nothing happened", twice).
+    let args = raw(r#"{"text":"x"}"#);
+    let pending = host.client().engine(id).unwrap().pending();
+    match host.call_tool_blocking(id, "echo", &args, &CallOptions::default()) {
+        Err(BlockingError::Io(e)) => assert_eq!(e.kind(), io::ErrorKind::Unsupported),
+        other => panic!("{other:?}"),
+    }
+    match host.call_tool_json_blocking(id, "echo", "{}", &CallOptions::default()) {
+        Err(BlockingError::Io(e)) => assert_eq!(e.kind(), io::ErrorKind::Unsupported),
+        other => panic!("{other:?}"),
+    }
+    match host.tool_catalog_blocking(id, Duration::from_secs(1)) {
+        Err(mcpoll::CatalogError::Io(e)) => assert_eq!(e.kind(), io::ErrorKind::Unsupported),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(host.client().engine(id).unwrap().pending(), pending, "no call was made");
     // The owned mode is the same host with a poll of its own.
     assert!(!Host::new().unwrap().is_embedded());
 }

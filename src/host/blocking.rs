@@ -96,6 +96,9 @@ impl Host {
         arguments: &RawValue,
         opts: &CallOptions,
     ) -> Result<OwnedResult, BlockingError> {
+        // Before the call: sent and then refused, it ran on for nobody (a write retried by a
+        // host that took the error for "nothing happened" ran twice).
+        self.poll.can_wait().map_err(BlockingError::Io)?;
         let call = self.call_tool(server, name, arguments, opts)?;
         self.wait(server, call)
     }
@@ -108,6 +111,7 @@ impl Host {
         arguments: &str,
         opts: &CallOptions,
     ) -> Result<OwnedResult, BlockingError> {
+        self.poll.can_wait().map_err(BlockingError::Io)?;
         let call = self.call_tool_json(server, name, arguments, opts)?;
         self.wait(server, call)
     }
@@ -178,6 +182,7 @@ impl Host {
         kind: CatalogKind,
         timeout: Duration,
     ) -> Result<CatalogView<'_>, CatalogError> {
+        self.poll.can_wait().map_err(CatalogError::Io)?;
         let deadline = crate::time::later(Instant::now(), timeout);
         let known = self.client.has_cache_key(server);
         match self.wait_ready(server, timeout) {

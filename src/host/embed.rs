@@ -173,13 +173,26 @@ impl Reactor {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
                 other => other,
             },
-            Mode::Embedded { .. } => Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "an embedded host cannot wait: the program polls and forwards events to \
-                 Host::handle_readiness",
-            )),
+            Mode::Embedded { .. } => Err(cannot_wait()),
         }
     }
+
+    /// `Err` (`Unsupported`) for an embedded host, before a blocking helper does anything.
+    pub(super) fn can_wait(&self) -> io::Result<()> {
+        match self.mode {
+            Mode::Owned { .. } => Ok(()),
+            Mode::Embedded { .. } => Err(cannot_wait()),
+        }
+    }
+}
+
+/// What an embedded host's waits return: the program's loop does the waiting.
+fn cannot_wait() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "an embedded host cannot wait: the program polls and forwards events to \
+         Host::handle_readiness",
+    )
 }
 
 impl Host {
@@ -301,7 +314,8 @@ impl Host {
     /// `AddServerError::TooManyServers`; [`Host::remove_server`] gives its block back.
     ///
     /// **Not available embedded.** Anything that waits on its own: [`Host::poll`], `wait`,
-    /// `wait_ready`, the `*_blocking` helpers. They return an `Unsupported` I/O error at once.
+    /// `wait_ready`, the `*_blocking` helpers. They return an `Unsupported` I/O error at once,
+    /// before anything is sent or listed.
     ///
     /// # One descriptor and one deadline (a loop that is not mio)
     ///

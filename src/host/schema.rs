@@ -131,6 +131,8 @@ impl Host {
         arguments: &RawValue,
         opts: &CallOptions,
     ) -> Result<OwnedResult, ToolCallError> {
+        let cannot = |e| ToolCallError::Call(BlockingError::Io(e));
+        self.poll.can_wait().map_err(cannot)?;
         let call = self.call_tool_checked(server, name, arguments, opts)?;
         let result = self.wait(server, call).map_err(ToolCallError::Call)?;
         match self.client.check_tool_result(Instant::now(), server, name, &result.json) {
