@@ -57,10 +57,11 @@ pub struct Config {
     /// budget: a server sending input that delivers nothing still cannot hold the loop, and
     /// the stop is counted in `Stats::input_yields`.
     pub bytes_per_readiness: usize,
-    /// Most bytes a driver holds toward a server that has not taken them yet. When this many
-    /// are waiting, the driver stops taking frames from the engine until the server reads
-    /// (calls wait in the engine's queue, under their deadlines); one frame may pass the
-    /// mark, as a frame is taken whole.
+    /// Most bytes the stdio driver holds toward a server that has not read them yet. When
+    /// this many are waiting, the driver stops taking frames from the engine until the server
+    /// reads (calls wait in the engine's queue, under their deadlines); one frame may pass the
+    /// mark, as a frame is taken whole. Over HTTP each request is an exchange of its own, and
+    /// what waits is bounded by the in-flight limit (`max_in_flight`) instead.
     pub max_write_buffer_bytes: usize,
     /// How many bytes of a child's stderr are kept for diagnostics.
     pub stderr_tail_bytes: usize,

@@ -164,7 +164,7 @@
 //! | 4 | `session` | what Streamable HTTP's requests and responses mean for MCP, sans-IO: it turns the engine's transmits into exchanges, writes their requests' bytes, and reads their responses from a connection's HTTP/1.1 parser back into engine inputs |
 //! | 5 | `driver` | the only I/O: child processes over pipes, HTTP/1.1 over TCP and TLS, the URL parser, the reaper, and `driver::transport`, one server's driver whichever its transport |
 //! | 6 | `client` | many servers, sans-IO ([`Client`]): every server's engine and catalog context, the cache glue, principals and lanes, tasks, records, authorization, answer handlers; `now` on every verb |
-//! | 6 | `config_file` | the `mcpServers` file read into each server's [`Config`] and driver options: a parse with no I/O but [`ConfigFile::load`]'s read of the file |
+//! | 6 | `config_file` | the `mcpServers` file read into each server's [`Config`] and driver options: a parse whose only I/O is [`ConfigFile::load`]'s read of the file and the canonical path of its folder, which relative paths are taken from |
 //! | 7 | `host` | the shell on one `mio::Poll`: tokens, readiness, drivers, closing and reaping, the blocking helpers, servers started from a config file, root directories; [`Host`] wraps the core's verbs at the current time |
 //! | - | `internal` | what fuzz targets and benches reach inside (hidden, unstable) |
 //! | - | `bin/mcpoll` | the command-line client (feature `cli`) |

@@ -101,7 +101,7 @@ pub(crate) struct ServerCore {
 /// handler) are each reached through a function that only its installer names, and the
 /// persistent store's era verdicts through the store's own `dyn` object, which only
 /// [`set_capability_store`](Self::set_capability_store) makes. A minimal stdio client is
-/// 581 KiB stripped that way
+/// 529 KiB stripped that way
 /// (`benches/footprint.sh`).
 #[derive(Debug)]
 pub struct Client {

@@ -158,7 +158,8 @@ impl fmt::Display for RpcError {
 pub enum TransportError {
     /// The server process exited (or closed its stdout).
     ProcessExit(ProcessExit),
-    /// The transport closed for another reason (the host closed it, a write failed).
+    /// The transport closed for another reason (the host closed it, its process could not be
+    /// started again).
     Closed(CloseReason),
     /// The server answered with an HTTP status and no JSON-RPC reply.
     HttpStatus(u16),
@@ -271,9 +272,12 @@ impl fmt::Display for ProcessExit {
 pub enum CloseReason {
     /// The host closed the server.
     Host,
-    /// Writing to the server failed (broken pipe).
+    /// Writing to the server failed (broken pipe). This crate's drivers do not report it (a
+    /// stdio write or read that fails ends as the process's exit, `ProcessExit`): it is for a
+    /// transport of the program's own, told with `Engine::handle_transport`.
     WriteFailed,
-    /// Reading from the server failed.
+    /// Reading from the server failed; as [`WriteFailed`](Self::WriteFailed), for a
+    /// transport of the program's own.
     ReadFailed,
     /// The server could not be started (again, after an exit): the kind of the error that
     /// starting its process failed with (`NotFound` for a program or working directory that
@@ -499,7 +503,8 @@ pub enum RequestError {
     /// pending table is full (`Config::max_pending`), or the host has left
     /// `Config::max_queued_events` calls' terminal events undrained.
     Overloaded,
-    /// The engine is closed; no further calls are accepted.
+    /// The engine is closed; no further calls are accepted. Also what a `Client` or `Host`
+    /// verb gives for a handle that names no server (one removed).
     Closed,
     /// The arguments were not a JSON object.
     ArgumentsNotObject,

@@ -283,7 +283,8 @@ impl Host {
     ///
     /// **Bound on work.** One readiness call hands one server's engine at most
     /// `frames_per_readiness` frames (a stdio server's stderr gets at most 16 reads of 64 KiB on
-    /// top) and buffers at most `Config::max_write_buffer_bytes` (plus one frame) toward it. One
+    /// top) and, over stdio, buffers at most `Config::max_write_buffer_bytes` (plus one frame)
+    /// toward it (over HTTP the in-flight limit bounds what is sent). One
     /// tick does, per server, at most one such budget of left-over input, its due timers, and one
     /// flush. Input past the budget waits for the next tick, so one chatty server cannot hold the
     /// program's loop.
@@ -413,7 +414,8 @@ impl Host {
     /// Handles one readiness event of the program's poll: the server holding `token` reads
     /// (at most `Config::frames_per_readiness` frames), writes, and fires its due timers. A
     /// token in the range that no server holds is ignored (its server was removed); one
-    /// outside is [`ForeignToken`] and changes nothing.
+    /// outside is [`ForeignToken`], and no server reads or writes for it (the call's time is
+    /// noted all the same, as every entry point's is).
     ///
     /// With only the token, a stdio server's driver cannot tell whether the server closed its
     /// end, so it reads on until `WouldBlock`: one `read` more than needed per event.

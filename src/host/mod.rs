@@ -66,7 +66,8 @@ pub enum AddServerError {
     /// is full. [`Host::remove_server`] gives a server's tokens back.
     TooManyServers,
     /// The roots given with the server (a configuration file's `mcpoll.roots`) failed a
-    /// check of [`Host::set_root_dirs`]; the server was removed again.
+    /// check of [`Host::set_root_dirs`]: checked before the server starts, so nothing was
+    /// started (or, failing once it had, it was removed again).
     Roots(AnswerError),
 }
 
