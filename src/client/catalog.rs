@@ -290,6 +290,10 @@ pub(crate) struct ServerCatalog {
     key: Option<(ProtocolVersion, CacheKey)>,
     /// The granted scope changed since the key was made.
     key_stale: bool,
+    /// The keys this context had before its current one (another grant, another version),
+    /// newest last, at most [`EARLIER_KEYS`]: a change notice makes their catalogs stale too,
+    /// or a grant that comes back was served, fresh, the catalog the server said changed.
+    earlier_keys: Vec<CacheKey>,
     kinds: [KindState; 3],
     search: SearchIndex,
     /// The host asked for change notifications (`Host::watch_catalogs`).
@@ -376,6 +380,7 @@ impl ServerCatalog {
             tenant,
             key: None,
             key_stale: false,
+            earlier_keys: Vec::new(),
             kinds: KINDS.map(KindState::new),
             search: SearchIndex::new(),
             watching: false,
@@ -451,8 +456,13 @@ impl ServerCatalog {
         };
         // The capabilities were checked to be a JSON object by `Config::check`.
         let k = CacheKey::new(&parts).ok()?;
-        if self.key.is_some_and(|(_, old)| old != k) {
+        if let Some((_, old)) = self.key.filter(|(_, old)| *old != k) {
             self.forget_key_state();
+            self.earlier_keys.retain(|e| *e != k && *e != old);
+            if self.earlier_keys.len() >= EARLIER_KEYS {
+                self.earlier_keys.remove(0);
+            }
+            self.earlier_keys.push(old);
         }
         self.key = Some((version, k));
         self.key_stale = false;
@@ -509,6 +519,10 @@ fn shown_change(
     }
     change.retain(|id| !authz.is_disabled(base, id))
 }
+
+/// How many earlier keys of one context a change notice reaches ([`ServerCatalog`]): grants
+/// that come and go (a step-up and back) and a version renegotiated by a restart are few.
+const EARLIER_KEYS: usize = 4;
 
 /// The host-wide part: the store and the change events waiting for the host.
 #[derive(Debug)]
@@ -857,6 +871,11 @@ impl ClientCache {
         for (i, kind) in KINDS.into_iter().enumerate() {
             if counts[i] == catalog.seen_changes[i] {
                 continue;
+            }
+            // The server's list changed for every grant and version this context knew it
+            // under, not only the current one.
+            for earlier in &catalog.earlier_keys {
+                self.mark_stale(now, earlier, kind);
             }
             self.stale_kind(now, catalog, key, kind);
         }

@@ -2232,3 +2232,28 @@ fn the_catalogs_asked_of_the_store_are_remembered_within_a_bound() {
         assert!(sim.client.cache.asked_len() <= 32, "{} after {i}", sim.client.cache.asked_len());
     }
 }
+
+/// A change notice reaches the catalogs of the grants the server context had before: a grant
+/// that comes back (a narrower token, then the wider one again) was served, fresh, the
+/// catalog the server had said changed, until its ttl ran out.
+#[test]
+fn a_change_notice_reaches_the_catalog_of_an_earlier_grant() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("scoped");
+    sim.client.note_granted_scope(id, Some("read write"));
+    assert_eq!(sim.tool_names(id), None);
+    let list = sim.sent_one(id);
+    sim.reply(id, &list, tools_page(&["old"]));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(id), Some(vec!["old".to_owned()]));
+    sim.client.note_granted_scope(id, Some("read"));
+    sim.peer(id, json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    sim.client.handle_timeout(sim.now);
+    sim.client.note_granted_scope(id, Some("read write"));
+    assert_eq!(sim.tool_names(id), None, "the change made this grant's catalog stale too");
+    let list = sim.sent_one(id);
+    assert_eq!(list["method"], "tools/list");
+    sim.reply(id, &list, tools_page(&["new"]));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(id), Some(vec!["new".to_owned()]));
+}
