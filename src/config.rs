@@ -253,8 +253,9 @@ pub struct CacheConfig {
     pub max_stale: Duration,
     /// Catalog refreshes in flight at most.
     pub max_refreshes: usize,
-    /// Refetch a catalog as soon as the server says it changed (else on the next need), a
-    /// second after the last such refetch of it at the soonest.
+    /// Refetch a catalog the host has asked for (a need: `tool_catalog` and the like) as soon
+    /// as the server says it changed (else on the next need), a second after the last such
+    /// refetch of it at the soonest. A kind the host never asked for is not listed.
     pub eager_refresh: bool,
 }
 

@@ -219,6 +219,10 @@ struct KindState {
     call: Option<CallId>,
     /// A change arrived and the host asked for eager refresh: refetch when no walk is on.
     eager_due: bool,
+    /// The host asked for this catalog of this context (a need): only such a catalog is
+    /// refreshed eagerly. A server's change notice for a kind nobody reads (or a re-listen,
+    /// which marks every kind) listed it, took a refresh slot, and reported its changes.
+    needed: bool,
     /// An eager refresh started: the next one starts no sooner than this ([`EAGER_FLOOR`]).
     eager_after: Option<Instant>,
     /// A need waited for a refresh: the answer it gets next is no cache hit (the listing
@@ -236,6 +240,7 @@ impl KindState {
             refresher: Refresher::new(kind),
             call: None,
             eager_due: false,
+            needed: false,
             eager_after: None,
             fetched_for_need: false,
             adopted: None,
@@ -898,7 +903,7 @@ impl ClientCache {
         }
         let state = &mut catalog.kinds[slot(kind)];
         state.refresher.forget_walk();
-        state.eager_due |= self.eager;
+        state.eager_due |= self.eager && state.needed;
     }
 }
 
@@ -1126,6 +1131,8 @@ impl Client {
             .get_mut(server.index)
             .filter(|s| s.generation == server.generation)
             .ok_or(CatalogError::UnknownServer)?;
+        // Asked for, even before the server is ready: kept current from now on when eager.
+        s.catalog.kinds[slot(kind)].needed = true;
         // A change announced since the last pass of the cache: stale now (see `cached_tool`).
         self.cache.notice_changes(now, &mut s.catalog, &s.engine);
         let key = s.cache_key().ok_or(CatalogError::NotReady)?;

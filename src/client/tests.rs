@@ -281,6 +281,8 @@ fn a_change_announced_before_ready_leaves_no_catalog_work() {
     let id = sim.base_server("early", Config::default());
     let probe = sim.sent_one(id);
     assert_eq!(probe["method"], "server/discover", "the probe, unanswered");
+    // Asked for before the server is ready: the catalog the eager cache keeps current.
+    assert!(matches!(sim.client.tool_catalog(sim.now, id), Err(CatalogError::NotReady)));
     sim.peer(id, json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
     for _ in 0..3 {
         sim.client.handle_timeout(sim.now);
@@ -2256,4 +2258,35 @@ fn a_change_notice_reaches_the_catalog_of_an_earlier_grant() {
     sim.reply(id, &list, tools_page(&["new"]));
     sim.client.handle_timeout(sim.now);
     assert_eq!(sim.tool_names(id), Some(vec!["new".to_owned()]));
+}
+
+/// With eager refresh, only the catalogs the host asked for are kept current: a change notice
+/// for a kind it never read, or a listen stream opened again (which marks every kind), listed
+/// it anyway, took a refresh slot for it, and reported its changes.
+#[test]
+fn an_eager_cache_lists_only_the_catalogs_the_host_asked_for() {
+    let mut sim = Sim::with_cache(CacheConfig { eager_refresh: true, ..CacheConfig::default() });
+    let (id, listen) = sim.watched("w");
+    for _ in 0..2 {
+        sim.peer(id, json!({"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"}));
+        sim.client.handle_timeout(sim.now);
+    }
+    let end = json!({"resultType": "complete",
+        "_meta": {"io.modelcontextprotocol/subscriptionId": listen["id"]}});
+    sim.reply(id, &listen, end);
+    sim.client.handle_timeout(sim.now);
+    sim.now += Duration::from_millis(200);
+    sim.client.handle_timeout(sim.now);
+    sim.client.handle_timeout(sim.now);
+    let methods: Vec<Value> = sim.sent(id).iter().map(|f| f["method"].clone()).collect();
+    assert_eq!(methods, [json!("subscriptions/listen")], "no listing nobody asked for");
+    // A catalog asked for is refreshed by the next change.
+    assert_eq!(sim.tool_names(id), None);
+    let list = sim.sent_one(id);
+    sim.reply(id, &list, tools_page(&["a"]));
+    sim.client.handle_timeout(sim.now);
+    sim.now += Duration::from_secs(2);
+    sim.peer(id, json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.sent_one(id)["method"], "tools/list", "the eager refresh");
 }
