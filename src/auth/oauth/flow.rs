@@ -14,7 +14,7 @@ use super::dpop::{self, Dpop, DpopMode, Nonce};
 use super::encode::{base64, form, parse_query, percent_encode};
 use super::metadata::{
     parse_error_body, parse_registration, parse_resource_metadata, parse_server_metadata,
-    parse_token_response, ParseError, ServerMetadata, MAX_EXPIRES_IN,
+    parse_token_response, rotated_refresh_token, ParseError, ServerMetadata, MAX_EXPIRES_IN,
 };
 use super::store::{ClientRegistration, Secret, StoredAuth, Tokens};
 use super::url::{
@@ -1187,13 +1187,15 @@ impl OAuthFlow {
         }
         let granted = match parse_token_response(response.body) {
             Ok(t) => t,
-            Err(e) => return self.fail(step, AuthFailure::Malformed(e)),
+            Err(e) => return self.refuse_token(step, response.body, AuthFailure::Malformed(e)),
         };
         let dpop_jkt = match (granted.dpop, proof, self.dpop.as_ref()) {
             (true, true, Some(d)) => Some(d.thumbprint().to_owned()),
-            (true, _, _) => return self.fail(step, AuthFailure::DpopUnexpected),
+            (true, _, _) => {
+                return self.refuse_token(step, response.body, AuthFailure::DpopUnexpected)
+            }
             (false, _, Some(d)) if d.mode == DpopMode::Required => {
-                return self.fail(step, AuthFailure::DpopUnbound);
+                return self.refuse_token(step, response.body, AuthFailure::DpopUnbound);
             }
             (false, _, _) => None,
         };
@@ -1228,6 +1230,22 @@ impl OAuthFlow {
         }
         self.save();
         self.finish(Ok(()));
+    }
+
+    /// A token answer (200) this client refuses (unreadable, or bound the wrong way). For a
+    /// refresh, a server that rotates refresh tokens spent the old one all the same: a new one
+    /// the answer carries is kept, here and in the store. Sent again, the spent one got the
+    /// whole grant revoked by the server's reuse detection, and the user asked to log in.
+    fn refuse_token(&mut self, step: AuthStep, body: &[u8], failure: AuthFailure) {
+        if step == AuthStep::Refresh {
+            if let (Some(rotated), Some(tokens)) =
+                (rotated_refresh_token(body), self.tokens.as_mut())
+            {
+                tokens.refresh_token = Some(rotated);
+                self.save();
+            }
+        }
+        self.fail(step, failure)
     }
 
     // ---- plumbing ----

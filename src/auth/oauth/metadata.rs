@@ -178,6 +178,13 @@ pub(crate) fn parse_token_response(body: &[u8]) -> Result<TokenResponse, ParseEr
     })
 }
 
+/// The refresh token of a token answer refused otherwise (see `OAuthFlow::refuse_token`):
+/// a non-empty string under `refresh_token` in a JSON object, whatever else it holds.
+pub(crate) fn rotated_refresh_token(body: &[u8]) -> Option<Secret> {
+    let map = object(body).ok()?;
+    string(&map, "refresh_token").ok()?.filter(|s| !s.is_empty()).map(Secret)
+}
+
 /// RFC 7591 3.2.1.
 pub(crate) fn parse_registration(body: &[u8]) -> Result<Registration, ParseError> {
     let map = object(body)?;

@@ -948,6 +948,20 @@ fn refresh_before_expiry() {
     assert_eq!(h.flow.poll_timeout(), Some(h.now + Duration::from_secs(3540)));
 }
 
+/// A refresh answered 200 with a rotated refresh token, but refused here (no `token_type`):
+/// the server spent the old refresh token all the same, so the new one is kept. Sent again,
+/// the spent one got the whole grant revoked by a server's reuse detection.
+#[test]
+fn a_refused_refresh_answer_keeps_its_rotated_refresh_token() {
+    let mut h = ready_refreshable();
+    let req = refresh_after_a_401(&mut h);
+    h.reply(&req, 200, &json!({"access_token": "t2", "refresh_token": "r2"}));
+    let e = h.failed();
+    assert_eq!(e.step, AuthStep::Refresh);
+    let again = refresh_after_a_401(&mut h);
+    assert_eq!(form_of(&again)["refresh_token"], "r2", "not the spent r1");
+}
+
 /// A refresh the timer started ahead of the expiry, refused (a dead refresh token): the
 /// token in hand serves to its end, and nobody is asked now; the dead refresh token is
 /// dropped from the store too. (The user was asked at once, every request held meanwhile.)
