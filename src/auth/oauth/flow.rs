@@ -550,6 +550,11 @@ impl OAuthFlow {
             self.refresh_wait = (self.refresh_wait * 2).clamp(FIRST_REFRESH_WAIT, MAX_REFRESH_WAIT);
             self.refresh_not_before = Some(crate::time::later(now, self.refresh_wait));
             self.background_refresh = true;
+            // No challenge started this flow: should the refresh token be dead and the user
+            // be asked again, it is for what was asked last (after a step-up, the union), not
+            // for the scope of whichever challenge came last (the step-up's alone, which lost
+            // the base scopes and had the user asked a second time at the next 403).
+            self.challenge_scope = self.requested_scope.clone();
             self.refresh();
         }
     }

@@ -800,6 +800,38 @@ fn step_up_asks_for_the_union() {
     assert_eq!(h.bearer(), Some("t2"));
 }
 
+/// A re-authorization the refresh timer started (its refresh token dead) asks for what was
+/// asked last, the step-up's union: it asked for the last challenge's scope alone, which lost
+/// the base scopes, and the next call's 403 had the user asked again.
+#[test]
+fn a_reauthorization_the_timer_started_asks_for_the_scope_asked_last() {
+    let mut h = ready_with_scope(OAuthConfig::authorization_code(SERVER, REDIRECT));
+    step_up(&mut h, "mcp:write");
+    h.get(PRM_PATH, 200, &prm(SERVER, AS, Some(&["mcp:profile"])));
+    h.get(
+        AS_META,
+        200,
+        &meta(AS, json!({"grant_types_supported": ["authorization_code", "refresh_token"]})),
+    );
+    let (auth, req) = h.grant(AS);
+    assert_eq!(auth["scope"], "mcp:basic mcp:write");
+    h.token(
+        &req,
+        "t2",
+        json!({"scope": "mcp:basic mcp:write", "refresh_token": "r2", "expires_in": 3600}),
+    );
+    h.ready();
+    h.flow.handle_authorized();
+    // Long after (a suspend): the access token is over, and the refresh is refused.
+    h.now += Duration::from_secs(7200);
+    h.flow.handle_timeout(h.now);
+    let refresh = h.post(&format!("{AS}/token"));
+    assert_eq!(form_of(&refresh)["grant_type"], "refresh_token");
+    h.reply(&refresh, 400, &json!({"error": "invalid_grant"}));
+    let auth = h.authorize(&format!("{AS}/authorize"));
+    assert_eq!(auth["scope"], "mcp:basic mcp:write");
+}
+
 /// A step-up the authorization server granted less than was asked for is not asked again:
 /// the refusal of the second identical 403 reset what the flow knew was asked (to the
 /// token's scope), so the third asked the user again, and every second call after.
