@@ -277,6 +277,12 @@ impl OAuthFlow {
         !matches!(self.step, Step::Idle)
     }
 
+    /// Whether the flow running is a step-up (a 403 asked for more scope) with a token in
+    /// hand: that token still serves every request that needs no more than it has.
+    pub(crate) fn steps_up_with_a_token(&self) -> bool {
+        self.step_up && self.is_running() && self.tokens.is_some()
+    }
+
     /// The resource server refused a request: `status` 401 (no or bad token) or 403 with
     /// `insufficient_scope` (step-up). Starts discovery and the grant; the outcome comes as
     /// [`Action::Ready`] or [`Action::Failed`]. A challenge while a flow runs is ignored: that

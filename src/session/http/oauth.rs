@@ -39,9 +39,12 @@ impl OAuthState {
         self.flow.granted_scope()
     }
 
-    /// Requests wait while a flow runs: they would only be refused.
+    /// Requests wait while a flow runs: they would only be refused. Not during a step-up:
+    /// the token in hand serves what needs no more scope (held, every request to the server
+    /// waited for the user's consent, up to the authorization timeout of 300 s), and one that
+    /// needs more is refused, parked, and sent again with the new token.
     pub(super) fn holds_requests(&self) -> bool {
-        self.flow.is_running()
+        self.flow.is_running() && !self.flow.steps_up_with_a_token()
     }
 
     /// A DPoP proof for a request to the MCP server, when the token is DPoP-bound.

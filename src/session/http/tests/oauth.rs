@@ -287,6 +287,11 @@ fn a_403_insufficient_scope_runs_the_flow_for_more_scope() {
     let step_up = format!(r#"{CHALLENGE}, error="insufficient_scope", scope="admin""#);
     s.refuse(a.x, 403, &step_up);
     assert_eq!(s.events(), Vec::<String>::new());
+    // A call made while the step-up runs goes at once with the token in hand: held, every
+    // request waited for the step-up (a user's consent, up to 300 s).
+    s.call("b");
+    let b = s.next().expect("not held by the step-up");
+    assert_eq!(b.header("authorization"), Some("Bearer tok-1"));
     s.run_flow(&mut server);
     assert!(server.asked.last().unwrap().contains("scope=admin"), "{:?}", server.asked);
     let a = s.next().unwrap();
