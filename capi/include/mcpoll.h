@@ -649,7 +649,10 @@ typedef struct {
    */
   double total;
   /**
-   * The event's text, NUL-terminated, `data_len` bytes before the NUL: `CALL_DONE` the
+   * The event's text, NUL-terminated, `data_len` bytes before the NUL (a server's text
+   * may hold a NUL of its own, escaped as `\u0000` in its JSON: the JSON texts keep the
+   * escape, but a `PROGRESS` message or a `RESOURCE_UPDATED` URI is decoded, so compare
+   * those by `data_len`, not with `strcmp`): `CALL_DONE` the
    * result object (JSON); `CALL_FAILED` the JSON-RPC error's `data` (JSON) if any;
    * `SERVER_REQUEST` the request's params (JSON); `PROGRESS` the message;
    * `AUTHORIZATION_ASKED` the tool or prompt name, or the resource URI; `READY` the
@@ -1269,7 +1272,8 @@ mcpoll_result mcpoll_http_options_set_bearer(mcpoll_http_options *options, const
 
 /**
  * A PEM file of CA certificates to trust instead of the built-in roots (copied; read when
- * the server is added; null returns to the built-in roots).
+ * the server is added; null returns to the built-in roots). The path is bytes, as the file
+ * system's are: it need not be UTF-8.
  *
  * # Safety
  * `options` is null or a live handle; `path` is null or a NUL-terminated string.

@@ -99,7 +99,10 @@ pub struct mcpoll_event {
     pub progress: f64,
     /// See `progress`.
     pub total: f64,
-    /// The event's text, NUL-terminated, `data_len` bytes before the NUL: `CALL_DONE` the
+    /// The event's text, NUL-terminated, `data_len` bytes before the NUL (a server's text
+    /// may hold a NUL of its own, escaped as `\u0000` in its JSON: the JSON texts keep the
+    /// escape, but a `PROGRESS` message or a `RESOURCE_UPDATED` URI is decoded, so compare
+    /// those by `data_len`, not with `strcmp`): `CALL_DONE` the
     /// result object (JSON); `CALL_FAILED` the JSON-RPC error's `data` (JSON) if any;
     /// `SERVER_REQUEST` the request's params (JSON); `PROGRESS` the message;
     /// `AUTHORIZATION_ASKED` the tool or prompt name, or the resource URI; `READY` the

@@ -8,7 +8,8 @@ use std::time::Duration;
 use mcpoll::{CallOptions, Config, Idempotency, TaskMode};
 
 use crate::{
-    free_handle, guard, handle_mut, into_handle, mcpoll_result, opt_str_arg, out_arg, str_arg, Fail,
+    bytes_arg, free_handle, guard, handle_mut, into_handle, mcpoll_result, opt_str_arg, out_arg,
+    str_arg, Fail,
 };
 
 /// A server's configuration (`mcpoll::Config`): timeouts, what server requests the host
@@ -32,7 +33,7 @@ pub struct mcpoll_http_options {
     pub(crate) url: String,
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) bearer: Option<String>,
-    pub(crate) ca_file: Option<String>,
+    pub(crate) ca_file: Option<std::path::PathBuf>,
     /// `None`: from the environment; `Some(None)`: direct; `Some(Some(url))`: that proxy.
     pub(crate) proxy: Option<Option<String>>,
     /// Client id and secret for the OAuth client credentials grant.
@@ -571,7 +572,8 @@ pub unsafe extern "C" fn mcpoll_http_options_set_bearer(
 }
 
 /// A PEM file of CA certificates to trust instead of the built-in roots (copied; read when
-/// the server is added; null returns to the built-in roots).
+/// the server is added; null returns to the built-in roots). The path is bytes, as the file
+/// system's are: it need not be UTF-8.
 ///
 /// # Safety
 /// `options` is null or a live handle; `path` is null or a NUL-terminated string.
@@ -584,7 +586,14 @@ pub unsafe extern "C" fn mcpoll_http_options_set_ca_file(
     unsafe {
         set(options, |o| {
             // SAFETY: the caller's contract.
-            o.ca_file = opt_str_arg(path)?.map(str::to_owned);
+            o.ca_file = match path.is_null() {
+                true => None,
+                false => {
+                    use std::os::unix::ffi::OsStrExt;
+                    let bytes = bytes_arg(path)?;
+                    Some(std::ffi::OsStr::from_bytes(bytes).into())
+                }
+            };
             Ok(())
         })
     }
@@ -644,7 +653,7 @@ impl mcpoll_http_options {
         if let Some(token) = &self.bearer {
             opts = opts.bearer(token.clone());
         }
-        opts.tls.ca_file = self.ca_file.as_ref().map(Into::into);
+        opts.tls.ca_file = self.ca_file.clone();
         match &self.proxy {
             None => {}
             Some(None) => opts.proxy = mcpoll::ProxyChoice::Direct,
@@ -662,6 +671,29 @@ impl mcpoll_http_options {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A CA file's path is bytes, as the file system's are: a Latin-1 name was refused as
+    /// `MCPOLL_INVALID_UTF8`, so a valid path could not be used.
+    #[test]
+    fn a_ca_file_path_need_not_be_utf8() {
+        let mut options = std::ptr::null_mut();
+        // SAFETY: a NUL-terminated URL and a valid out pointer.
+        let made = unsafe { mcpoll_http_options_new(c"https://h/mcp".as_ptr(), &mut options) };
+        assert_eq!(made, mcpoll_result::MCPOLL_OK);
+        let path = c"/tmp/caf\xe9.pem";
+        // SAFETY: a live handle and a NUL-terminated path.
+        let set = unsafe { mcpoll_http_options_set_ca_file(options, path.as_ptr()) };
+        assert_eq!(set, mcpoll_result::MCPOLL_OK);
+        {
+            use std::os::unix::ffi::OsStrExt;
+            // SAFETY: the live handle made above, no other reference to it.
+            let o = unsafe { &*options };
+            let kept = o.ca_file.as_deref().map(|p| p.as_os_str().as_bytes());
+            assert_eq!(kept, Some(&b"/tmp/caf\xe9.pem"[..]));
+        }
+        // SAFETY: the handle made above, not used afterwards.
+        unsafe { mcpoll_http_options_free(options) };
+    }
 
     /// Options hold a bearer token, a client secret, header values and a URL whose query may
     /// carry a key: `Debug` shows none of them (the derived one showed all).
