@@ -76,11 +76,18 @@ impl Client {
             return Err(LaneRefused::Closed);
         }
         if let Some(lane) = self.lanes.linked(server, principal) {
-            // A lane that closed (its process exited with restarts off, its handshake was
-            // refused, the host closed it) is replaced, as a server would be started again:
-            // handed back, it failed every call of the principal while its server was fine.
-            if self.server(lane).is_some() && self.state(lane) != Some(ServerState::Closed) {
-                return Ok(Lane::Open(lane));
+            if let Some(s) = self.server(lane) {
+                // A lane that closed (its handshake refused, the host closed it) is started
+                // anew as a restart would start it: handed back, it failed every call of the
+                // principal for good while its server was fine. Not where restarts are off,
+                // and no sooner than the longest restart delay after it was made, so a lane
+                // that can never work costs a process per `max_delay`, not one per call.
+                let restart = s.engine.config().restart;
+                let due = crate::time::later(s.engine.created_at(), restart.max_delay);
+                let closed = s.engine.state() == ServerState::Closed;
+                if !(closed && restart.enabled && now >= due) {
+                    return Ok(Lane::Open(lane));
+                }
             }
         }
         let start = self.start_lane(now, wall, server, principal)?;

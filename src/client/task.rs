@@ -300,7 +300,7 @@ impl<M: Copy> TaskTable<M> {
     {
         for (_, t) in self.tasks.iter_mut() {
             if let Some(at) = t.calls.iter().position(|c| c == call) {
-                t.calls.swap_remove(at);
+                t.calls.remove(at);
                 t.made -= 1;
                 return;
             }

@@ -2053,6 +2053,10 @@ fn a_lane_is_one_per_principal_and_server_and_refused_where_none_can_be() {
     let ann = closed_sim.client.add_principal(Principal::new("ann")).unwrap();
     let closed = closed_sim.open_lane(closed_base, ann);
     closed_sim.client.engine_mut(closed).unwrap().close(closed_sim.now);
+    // Not at once: a lane that can never work would cost a process per call.
+    let soon = closed_sim.client.lane(closed_sim.now, wall, closed_base, ann);
+    assert!(matches!(soon, Ok(lane::Lane::Open(l)) if l == closed), "{soon:?}");
+    closed_sim.now += Config::default().restart.max_delay;
     let again = closed_sim.client.lane(closed_sim.now, wall, closed_base, ann);
     assert!(matches!(again, Ok(lane::Lane::Start(_))), "{again:?}");
 

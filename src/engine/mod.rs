@@ -348,6 +348,12 @@ impl Engine {
         self.restart.is_degraded()
     }
 
+    /// When the engine was made (the `now` given to [`Engine::new`]).
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the lanes' alone
+    pub(crate) fn created_at(&self) -> Instant {
+        self.epoch.origin()
+    }
+
     /// Why the last server process ended (stdio: its exit status and stderr tail), once one
     /// has; kept across restarts for diagnostics.
     pub fn last_transport_error(&self) -> Option<&TransportError> {
@@ -3530,6 +3536,14 @@ impl Engine {
         method: &str,
         params: Option<RawJson<'_>>,
     ) {
+        if self.server_requests.has_legacy(&id) {
+            // The server reused the id of a request still waiting (JSON-RPC forbids it): the
+            // host would be asked twice and answer twice under one id. The first stands; any
+            // reply to the copy (an answer, a refusal) would end the server's first request
+            // with the wrong response.
+            log::debug!("a server request reused the id of one still waiting: ignored");
+            return;
+        }
         let answers = self.config.answers;
         let kind = ServerRequestKind::of(method, params).filter(|k| answers.declares(*k));
         let Some(kind) = kind else {
@@ -3549,13 +3563,6 @@ impl Engine {
         if let (ServerRequestKind::Roots, Some(roots)) = (kind, self.roots.current()) {
             let result = HostAnswer(roots.to_owned());
             return self.push_control(Control::Answer { id, result });
-        }
-        if self.server_requests.has_legacy(&id) {
-            // The server reused the id of a request still waiting (JSON-RPC forbids it): the
-            // host would be asked twice and answer twice under one id. The first stands; an
-            // answer to the copy would end the server's request with the wrong response.
-            log::debug!("a server request reused the id of one still waiting: ignored");
-            return;
         }
         let params = params.map_or("{}", RawJson::text);
         let timeout = self.config.server_request_timeout;
@@ -3785,8 +3792,9 @@ impl Engine {
     }
 
     /// The host's answer to a server request (a JSON object: an `ElicitResult`,
-    /// `CreateMessageResult` or `ListRootsResult`). A form elicitation's answer is checked
-    /// against its requested schema first; nothing is sent when it does not fit.
+    /// `CreateMessageResult` or `ListRootsResult`). It is checked first, and nothing is sent
+    /// when it does not fit: a form elicitation's against its requested schema, a URL-mode
+    /// one's for its action and no content, a sampling answer and roots for their shape.
     pub fn answer(
         &mut self,
         _now: Instant,

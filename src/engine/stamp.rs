@@ -49,6 +49,12 @@ impl Epoch {
         Epoch { origin: at, last: Cell::new((at, Stamp(0))) }
     }
 
+    /// The instant stamps count from: when the engine was made.
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))] // the lanes' alone
+    pub(crate) fn origin(&self) -> Instant {
+        self.origin
+    }
+
     /// `at` as a stamp. Beyond 292 years from the epoch it saturates, which for a deadline
     /// that far away means what it says: never.
     pub(crate) fn stamp(&self, at: Instant) -> Stamp {

@@ -1647,10 +1647,6 @@ fn expired_legacy_session_reinitializes_and_resends_once() {
     assert_eq!(h.engine.stats().sessions_renewed, 1);
 }
 
-/// A legacy server's `initialize` that fails in passing (a 503 while it restarts, a connection
-/// lost), at the start or when a session is renewed, is sent again after a growing delay, as
-/// the probe is; a refusal (a 4xx) still closes. It closed the engine for good: the host had
-/// to remove the server and add it again.
 /// Over HTTP an `initialize` that times out (a session renewed while the server is under
 /// load) goes again after a backoff, as a probe that times out does, a bounded number of
 /// times; it closed the server for good, and every later call got `Closed`. The call that
@@ -1701,6 +1697,10 @@ fn an_initialize_timing_out_over_http_is_sent_again() {
     assert_eq!(h.engine.state(), ServerState::Closed);
 }
 
+/// A legacy server's `initialize` that fails in passing (a 503 while it restarts, a connection
+/// lost), at the start or when a session is renewed, is sent again after a growing delay, as
+/// the probe is; a refusal (a 4xx) still closes. It closed the engine for good: the host had
+/// to remove the server and add it again.
 #[test]
 fn a_handshake_failing_in_passing_is_sent_again() {
     let fail = |h: &mut Harness, frame: &Value, error: TransportError| {

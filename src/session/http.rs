@@ -1028,9 +1028,6 @@ impl HttpSession {
     }
 
     fn release(&mut self, i: usize) {
-        if self.announcing == Some(i) {
-            self.announcing = None;
-        }
         let Some(x) = self.exchanges.get_mut(i) else { return };
         if x.lingers_until.take().is_some() {
             self.lingering -= 1;
@@ -1038,7 +1035,12 @@ impl HttpSession {
         if x.stage != Stage::Free {
             match x.carries {
                 Carries::Request { method: Method::Initialize, .. } => self.initializing -= 1,
-                Carries::Message => self.messages -= 1,
+                Carries::Message => {
+                    self.messages -= 1;
+                    if self.announcing == Some(i) {
+                        self.announcing = None;
+                    }
+                }
                 _ => {}
             }
         }
@@ -1184,18 +1186,25 @@ impl HttpSession {
         }
         let &i = self.waiting.front()?;
         let x = self.exchanges.get(i)?;
-        if self.initializing > 0
-            && !matches!(x.carries, Carries::Request { method: Method::Initialize, .. })
-        {
-            // A session is being made: a request sent now would carry no session id (the old
-            // one is gone), and the server would refuse it. It goes once the new id is here.
-            return None;
-        }
-        if self.announcing.is_some() && matches!(x.carries, Carries::Request { .. }) {
-            // The handshake's `notifications/initialized` is on its way on a connection of
-            // its own: a request on another could overtake it, and a server refuses a request
-            // before it ("Received request before initialization was complete").
-            return None;
+        // One look on the way of every call: a handshake is rare.
+        if self.initializing > 0 || self.announcing.is_some() {
+            let initialize =
+                matches!(x.carries, Carries::Request { method: Method::Initialize, .. });
+            if self.initializing > 0 && !initialize {
+                // A session is being made: a request sent now would carry no session id (the
+                // old one is gone), and the server would refuse it. It goes once the new id
+                // is here.
+                return None;
+            }
+            if self.announcing.is_some()
+                && !initialize
+                && matches!(x.carries, Carries::Request { .. })
+            {
+                // The handshake's `notifications/initialized` is on its way on a connection
+                // of its own: a request on another could overtake it, and a server refuses a
+                // request before it ("Received request before initialization was complete").
+                return None;
+            }
         }
         // A stream that lasts as long as its subscription (the legacy GET stream, a 2026
         // `subscriptions/listen`) would keep a pooled connection for good.

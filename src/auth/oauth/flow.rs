@@ -557,10 +557,12 @@ impl OAuthFlow {
             self.refresh_not_before = Some(crate::time::later(now, self.refresh_wait));
             self.background_refresh = true;
             // No challenge started this flow: should the refresh token be dead and the user
-            // be asked again, it is for what was asked last (after a step-up, the union), not
-            // for the scope of whichever challenge came last (the step-up's alone, which lost
-            // the base scopes and had the user asked a second time at the next 403).
-            self.challenge_scope = self.requested_scope.clone();
+            // be asked again, it is for what was asked last (after a step-up, the union), or
+            // after a restart, which asked nothing yet, what the token was granted; not for
+            // the scope of whichever challenge came last (the step-up's alone, which lost the
+            // base scopes and had the user asked a second time at the next 403).
+            let granted = self.tokens.as_ref().and_then(|t| t.scope.clone());
+            self.challenge_scope = self.requested_scope.clone().or(granted);
             self.refresh();
         }
     }

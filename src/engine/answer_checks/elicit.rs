@@ -71,9 +71,19 @@ pub(crate) fn check_url_answer(answer: &str) -> Result<(), AnswerError> {
     let answer: Value = serde_json::from_str(answer).map_err(|_| AnswerError::NotObject)?;
     let answer = answer.as_object().ok_or(AnswerError::NotObject)?;
     accepted(answer)?;
-    match answer.contains_key("content") {
+    match carries_content(answer) {
         true => mismatch("content", "a URL-mode answer carries none"),
         false => Ok(()),
+    }
+}
+
+/// Whether an answer carries content: `null` and `{}` (what serializers write for an absent
+/// member) carry none.
+fn carries_content(answer: &Map<String, Value>) -> bool {
+    match answer.get("content") {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(c)) => !c.is_empty(),
+        Some(_) => true,
     }
 }
 
@@ -82,7 +92,7 @@ pub(crate) fn check_url_answer(answer: &str) -> Result<(), AnswerError> {
 fn accepted(answer: &Map<String, Value>) -> Result<bool, AnswerError> {
     match answer.get("action").and_then(Value::as_str) {
         Some("accept") => Ok(true),
-        Some("decline" | "cancel") if answer.contains_key("content") => {
+        Some("decline" | "cancel") if carries_content(answer) => {
             mismatch("content", "only an accepted answer carries content")
         }
         Some("decline" | "cancel") => Ok(false),
@@ -229,6 +239,12 @@ mod tests {
             Err(AnswerError::Mismatch { field, .. }) if field == "content"
         ));
         assert!(check_form_answer(&params(), r#"{"action":"cancel"}"#).is_ok());
+        for empty in
+            [r#"{"action":"decline","content":null}"#, r#"{"action":"cancel","content":{}}"#]
+        {
+            assert!(check_form_answer(&params(), empty).is_ok(), "{empty}");
+            assert!(check_url_answer(empty).is_ok(), "{empty}");
+        }
         for bad in [
             r#"{"action":"accept","content":{"password":"x"}}"#,
             r#"{"action":"maybe"}"#,

@@ -389,6 +389,10 @@ fn a_server_request_reusing_a_waiting_id_is_asked_once() {
     }
     let (asks, rest) = drain(&mut h);
     assert_eq!((asks.len(), rest.len()), (1, 0));
+    // Nor is a copy refused under the id (a method the client does not know would be): a
+    // refusal would end the waiting request with the wrong response.
+    h.peer(json!({"jsonrpc": "2.0", "id": 5, "method": "no/such/method"}));
+    assert!(h.take_sent().is_empty(), "nothing under the waiting request's id");
     answer(&mut h, asks[0].0, serde_json::from_str(ACCEPT).unwrap()).unwrap();
     let sent = h.take_sent();
     assert_eq!(sent.len(), 1, "{sent:?}");
