@@ -323,63 +323,42 @@ fn probe_timeout_falls_back_and_a_late_discover_reply_is_ignored() {
 }
 
 /// A server slow to start answers the probe after its timeout, commits the connection to the
-/// modern era, and refuses the fallback `initialize` with `-32022`: the engine probes again
-/// instead of closing (seen with the Python SDK over stdio on a busy machine).
+/// modern era, and refuses the fallback `initialize`: the engine probes again instead of
+/// closing (seen with the Python SDK over stdio on a busy machine). With `-32022` and its
+/// version list; or with `-32601` and no list, a method the server does not know, which after
+/// the probe's silence is the same proof (it closed the server for good).
 #[test]
 fn initialize_refused_by_a_modern_server_after_a_probe_timeout_probes_again() {
-    let mut h = Harness::new(Config::default());
-    let early = h.call("echo", r#"{"text":"hi"}"#);
-    h.engine.handle_transport(h.now, TransportEvent::opened());
-    let probe = h.sent_one();
-    h.advance_to_next_timeout();
-    let init = h.sent_one();
-    assert_eq!(init["method"], "initialize");
-    h.reply(&probe, discover_result());
-    let data = json!({"supported": ["2026-07-28"], "requested": "2025-11-25"});
-    h.reply_error(&init, -32022, Some(data));
-    let again = h.sent_one();
-    assert_eq!(again["method"], "server/discover");
-    assert_eq!(again["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
-    assert_eq!(h.engine.state(), ServerState::Probing);
-    h.reply(&again, discover_result());
-    let call = h.sent_one();
-    assert_eq!(call["method"], "tools/call");
-    h.reply(&call, json!({"resultType": "complete", "content": []}));
-    assert_eq!(
-        h.events(),
-        [
-            "ready modern 2026-07-28".to_string(),
-            format!("done {} {{\"content\":[],\"resultType\":\"complete\"}}", early.get())
-        ]
-    );
-}
-
-/// A slow modern server whose late probe answer came after the fallback `initialize` may
-/// refuse it as a method it does not know (`-32601`, no version list): after the probe's
-/// silence that is the same proof, and the engine probes again. It closed the server for good.
-/// Only after silence: a probe refused as legacy and then `initialize` refused too is no
-/// server mcpoll can talk to, and nothing goes round.
-#[test]
-fn initialize_unknown_to_the_server_after_the_probes_silence_probes_again() {
-    let mut h = Harness::new(Config::default());
-    let early = h.call("echo", r#"{"text":"hi"}"#);
-    h.engine.handle_transport(h.now, TransportEvent::opened());
-    let probe = h.sent_one();
-    h.advance_to_next_timeout();
-    let init = h.sent_one();
-    assert_eq!(init["method"], "initialize");
-    h.reply(&probe, discover_result());
-    h.reply_error(&init, -32601, None);
-    let again = h.sent_one();
-    assert_eq!(again["method"], "server/discover");
-    h.reply(&again, discover_result());
-    let call = h.sent_one();
-    assert_eq!(call["method"], "tools/call");
-    h.reply(&call, json!({"resultType": "complete", "content": []}));
-    let events = h.events();
-    assert_eq!(events[0], "ready modern 2026-07-28");
-    assert!(events[1].starts_with(&format!("done {}", early.get())), "{events:?}");
-
+    let listed = json!({"supported": ["2026-07-28"], "requested": "2025-11-25"});
+    for (code, data) in [(-32022, Some(listed)), (-32601, None)] {
+        let mut h = Harness::new(Config::default());
+        let early = h.call("echo", r#"{"text":"hi"}"#);
+        h.engine.handle_transport(h.now, TransportEvent::opened());
+        let probe = h.sent_one();
+        h.advance_to_next_timeout();
+        let init = h.sent_one();
+        assert_eq!(init["method"], "initialize");
+        h.reply(&probe, discover_result());
+        h.reply_error(&init, code, data);
+        let again = h.sent_one();
+        assert_eq!(again["method"], "server/discover", "code {code}");
+        let version = &again["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"];
+        assert_eq!(version, "2026-07-28");
+        assert_eq!(h.engine.state(), ServerState::Probing);
+        h.reply(&again, discover_result());
+        let call = h.sent_one();
+        assert_eq!(call["method"], "tools/call");
+        h.reply(&call, json!({"resultType": "complete", "content": []}));
+        assert_eq!(
+            h.events(),
+            [
+                "ready modern 2026-07-28".to_string(),
+                format!("done {} {{\"content\":[],\"resultType\":\"complete\"}}", early.get())
+            ]
+        );
+    }
+    // Only after silence: a probe refused as legacy and then `initialize` refused too is no
+    // server mcpoll can talk to, and nothing goes round.
     let mut h = Harness::new(Config::default());
     h.engine.handle_transport(h.now, TransportEvent::opened());
     let probe = h.sent_one();
