@@ -579,6 +579,10 @@ pub(crate) struct HttpSession {
     /// The exchange carrying the handshake's `notifications/initialized` until it is over
     /// (answered or failed): requests wait for it ([`peek_waiting`](Self::peek_waiting)).
     announcing: Option<usize>,
+    /// A session with an id is being made anew: from its `initialize` until a 2xx answers one,
+    /// even while the engine waits to send it again (a timeout, a 503), no legacy request
+    /// goes (it would carry no session id, and the server would refuse it).
+    renewing: bool,
     /// Exchanges carrying a notification or a reply, not yet over (at most [`MAX_MESSAGES`]).
     messages: usize,
     session_id: Option<String>,
@@ -675,6 +679,7 @@ impl HttpSession {
             lingering: 0,
             initializing: 0,
             announcing: None,
+            renewing: false,
             messages: 0,
             session_id: None,
             session_gen: 0,
@@ -875,6 +880,7 @@ impl HttpSession {
                 if method == Method::Initialize {
                     // A new handshake starts a new session; the old id must not be sent, nor
                     // the old GET stream's event id and retry delay used for the new one's.
+                    self.renewing |= self.session_id.is_some();
                     self.session_id = None;
                     self.session_version = None;
                     self.listen = Listen::Off;
@@ -1019,6 +1025,7 @@ impl HttpSession {
         let ended = self.end_plan(now, htu).map(end);
         self.session_version = None;
         self.session_id = None;
+        self.renewing = false;
         for i in 0..self.exchanges.len() {
             self.release(i);
         }
@@ -1187,10 +1194,13 @@ impl HttpSession {
         let &i = self.waiting.front()?;
         let x = self.exchanges.get(i)?;
         // One look on the way of every call: a handshake is rare.
-        if self.initializing > 0 || self.announcing.is_some() {
+        if self.initializing > 0 || self.renewing || self.announcing.is_some() {
             let initialize =
                 matches!(x.carries, Carries::Request { method: Method::Initialize, .. });
-            if self.initializing > 0 && !initialize {
+            // A renewal the engine sends again later holds the old session's requests
+            // meanwhile; a modern request (the era probed anew) carries no session id.
+            let renewing = self.renewing && !x.modern;
+            if (self.initializing > 0 || renewing) && !initialize {
                 // A session is being made: a request sent now would carry no session id (the
                 // old one is gone), and the server would refuse it. It goes once the new id
                 // is here.
@@ -1532,6 +1542,11 @@ impl HttpSession {
         // response naming one cannot move the client to another session.
         let is_initialize =
             matches!(x.carries, Carries::Request { method: Method::Initialize, .. });
+        if is_initialize && ok {
+            // Answered: the session is made (with an id, or none for a server that keeps
+            // no sessions).
+            self.renewing = false;
+        }
         if let (Some(s), true, true) = (head.session_id, is_initialize, ok) {
             // An empty one names no session: adopted, it went out empty on every request,
             // and a server that keeps sessions refused each as a gone session.

@@ -1670,3 +1670,40 @@ fn an_empty_session_id_is_not_adopted() {
     let call = sent.iter().find(|x| x.rpc() == "tools/call").expect("the call goes");
     assert_eq!(call.header("mcp-session-id"), None);
 }
+
+/// A renewal whose `initialize` the engine sends again later (it timed out, or met a 503)
+/// holds the old session's requests meanwhile: between the two sends the handshake's exchange
+/// was over, and they went out with no session id, which a server that keeps sessions
+/// refuses. They go in the new session, with its id.
+#[test]
+fn requests_wait_out_a_renewal_sent_again_later() {
+    let (mut s, first) = Sim::legacy_call();
+    let args = serde_json::value::RawValue::from_string(r#"{"city":"Oslo"}"#.into()).unwrap();
+    let opts = CallOptions::timeout(Duration::from_secs(300));
+    s.engine.call_tool(s.now, "b", &args, &opts).unwrap();
+    s.flush(); // `b` waits for a connection
+    s.respond(first.x, 404, &[], "");
+    let init = s.next().expect("the handshake");
+    assert_eq!(init.rpc(), "initialize");
+    // The handshake times out: its stream is closed (the driver abandons the exchange), and
+    // it goes again after a backoff.
+    s.advance(Duration::from_secs(31));
+    s.flush();
+    for x in std::mem::take(&mut s.closed) {
+        s.session.handle_event(&mut s.engine, s.now, SessionEvent::Abandoned(x));
+    }
+    let mut sent = Vec::new();
+    for _ in 0..20 {
+        sent.extend(std::iter::from_fn(|| s.next()));
+        if !sent.is_empty() {
+            break;
+        }
+        s.advance(Duration::from_secs(1));
+    }
+    let methods: Vec<&str> = sent.iter().map(Sent::rpc).collect();
+    assert_eq!(methods, ["initialize"], "nothing goes before the new session");
+    s.answer_initialize(&sent[0], "s-2");
+    let after: Vec<Sent> = std::iter::from_fn(|| s.next_delivered()).collect();
+    let b = after.iter().find(|x| x.rpc() == "tools/call").expect("b goes");
+    assert_eq!(b.header("mcp-session-id"), Some("s-2"));
+}
