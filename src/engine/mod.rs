@@ -3504,6 +3504,14 @@ impl Engine {
             return;
         }
         let id = SmallVec::from_slice(id.text().as_bytes());
+        if self.server_requests.has_legacy(&id) {
+            // The server reused the id of a request still waiting (JSON-RPC forbids it): the
+            // host would be asked twice and answer twice under one id. The first stands; any
+            // reply to the copy (a ping's, an answer, a refusal) would end the server's first
+            // request with the wrong response.
+            log::debug!("a server request reused the id of one still waiting: ignored");
+            return;
+        }
         if method == "ping" {
             return self.push_control(Control::Reply { id, ok: true });
         }
@@ -3536,14 +3544,6 @@ impl Engine {
         method: &str,
         params: Option<RawJson<'_>>,
     ) {
-        if self.server_requests.has_legacy(&id) {
-            // The server reused the id of a request still waiting (JSON-RPC forbids it): the
-            // host would be asked twice and answer twice under one id. The first stands; any
-            // reply to the copy (an answer, a refusal) would end the server's first request
-            // with the wrong response.
-            log::debug!("a server request reused the id of one still waiting: ignored");
-            return;
-        }
         let answers = self.config.answers;
         let kind = ServerRequestKind::of(method, params).filter(|k| answers.declares(*k));
         let Some(kind) = kind else {

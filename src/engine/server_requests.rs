@@ -319,7 +319,6 @@ impl ServerRequests {
     }
 
     /// Whether a legacy request the server sent with the JSON-RPC id text `id` still waits.
-    #[cfg_attr(not(feature = "server-requests"), allow(dead_code))] // none waits without it
     pub(super) fn has_legacy(&self, id: &[u8]) -> bool {
         self.slab
             .iter()

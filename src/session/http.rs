@@ -579,9 +579,11 @@ pub(crate) struct HttpSession {
     /// The exchange carrying the handshake's `notifications/initialized` until it is over
     /// (answered or failed): requests wait for it ([`peek_waiting`](Self::peek_waiting)).
     announcing: Option<usize>,
-    /// A session with an id is being made anew: from its `initialize` until a 2xx answers one,
-    /// even while the engine waits to send it again (a timeout, a 503), no legacy request
-    /// goes (it would carry no session id, and the server would refuse it).
+    /// A session with an id is being made anew: from its `initialize` until the engine takes
+    /// a handshake's result (its `notifications/initialized`), even while it waits to send
+    /// the `initialize` again (a timeout, a 503), no legacy request goes (it would carry no
+    /// session id, or the next one before its handshake ended, and the server would refuse
+    /// it). A modern transmit (the era probed anew) ends it too.
     renewing: bool,
     /// Exchanges carrying a notification or a reply, not yet over (at most [`MAX_MESSAGES`]).
     messages: usize,
@@ -894,6 +896,10 @@ impl HttpSession {
                 Carries::Request { id, method }
             }
             TransmitKind::Initialized => {
+                // The engine took a handshake's result: the session is made (with an id, or
+                // none for a server that keeps no sessions), and its requests wait for this
+                // notification instead.
+                self.renewing = false;
                 self.announcing = Some(i);
                 Carries::Message
             }
@@ -901,6 +907,9 @@ impl HttpSession {
         };
         let version = t.version();
         let modern = version.is_some_and(|v| v.era() == Era::Modern);
+        // The engine moved to the modern era (a renewal refused by a server upgraded to it):
+        // no legacy session is being made any more.
+        self.renewing &= !modern;
         let x = &mut self.exchanges[i];
         x.reset(carries, version, modern);
         if let (Carries::Request { method, .. }, true) = (carries, modern) {
@@ -1542,11 +1551,6 @@ impl HttpSession {
         // response naming one cannot move the client to another session.
         let is_initialize =
             matches!(x.carries, Carries::Request { method: Method::Initialize, .. });
-        if is_initialize && ok {
-            // Answered: the session is made (with an id, or none for a server that keeps
-            // no sessions).
-            self.renewing = false;
-        }
         if let (Some(s), true, true) = (head.session_id, is_initialize, ok) {
             // An empty one names no session: adopted, it went out empty on every request,
             // and a server that keeps sessions refused each as a gone session.

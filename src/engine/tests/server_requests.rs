@@ -392,6 +392,7 @@ fn a_server_request_reusing_a_waiting_id_is_asked_once() {
     // Nor is a copy refused under the id (a method the client does not know would be): a
     // refusal would end the waiting request with the wrong response.
     h.peer(json!({"jsonrpc": "2.0", "id": 5, "method": "no/such/method"}));
+    h.peer(json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}));
     assert!(h.take_sent().is_empty(), "nothing under the waiting request's id");
     answer(&mut h, asks[0].0, serde_json::from_str(ACCEPT).unwrap()).unwrap();
     let sent = h.take_sent();

@@ -1707,3 +1707,47 @@ fn requests_wait_out_a_renewal_sent_again_later() {
     let b = after.iter().find(|x| x.rpc() == "tools/call").expect("b goes");
     assert_eq!(b.header("mcp-session-id"), Some("s-2"));
 }
+
+/// The renewal's hold ends where the handshake does, and only there. A 2xx head naming the
+/// new session is not the end: its body may break before the result, and the `initialize`
+/// that goes again after a backoff must still come first (the waiting call went under the
+/// half-made session). And a renewal the server refuses as one upgraded to the modern era
+/// ends with the legacy session: the probe that follows goes (held behind the waiting
+/// legacy call, it never went, and the server was closed).
+#[test]
+fn a_renewals_hold_ends_with_its_handshake_or_its_era() {
+    let setup = || {
+        let (mut s, first) = Sim::legacy_call();
+        let args = serde_json::value::RawValue::from_string(r#"{"city":"Oslo"}"#.into()).unwrap();
+        let opts = CallOptions::timeout(Duration::from_secs(300));
+        s.engine.call_tool(s.now, "b", &args, &opts).unwrap();
+        s.flush(); // `b` waits for a connection
+        s.respond(first.x, 404, &[], "");
+        let init = s.next().expect("the handshake");
+        assert_eq!(init.rpc(), "initialize");
+        (s, init)
+    };
+    // Broken after its head: nothing but the handshake goes until it is answered.
+    let (mut s, init) = setup();
+    let head = [("Content-Type", "text/event-stream"), ("Mcp-Session-Id", "s-2")];
+    assert!(matches!(s.head(init.x, 200, &head), ResponseStep::More));
+    s.fail(init.x, ExchangeFailure::Transport(TransportError::ConnectionLost));
+    let mut sent = Vec::new();
+    for _ in 0..20 {
+        sent.extend(std::iter::from_fn(|| s.next()));
+        if !sent.is_empty() {
+            break;
+        }
+        s.advance(Duration::from_secs(1));
+    }
+    let methods: Vec<&str> = sent.iter().map(Sent::rpc).collect();
+    assert_eq!(methods, ["initialize"], "nothing before the handshake ends");
+    // Refused by a server now modern: the probe goes.
+    let (mut s, init) = setup();
+    let refusal = json!({"jsonrpc": "2.0", "id": init.body["id"], "error": {"code": -32022,
+        "message": "unsupported", "data": {"supported": ["2026-07-28"]}}});
+    s.respond(init.x, 400, &[("Content-Type", "application/json")], &refusal.to_string());
+    let methods: Vec<String> =
+        std::iter::from_fn(|| s.next()).map(|x| x.rpc().to_owned()).take(4).collect();
+    assert!(methods.iter().any(|m| m == "server/discover"), "{methods:?}");
+}
