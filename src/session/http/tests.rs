@@ -1671,20 +1671,42 @@ fn an_empty_session_id_is_not_adopted() {
     assert_eq!(call.header("mcp-session-id"), None);
 }
 
+impl Sim {
+    /// [`legacy_call`](Self::legacy_call) whose call found the session gone (404), with a
+    /// second call `b` (300 s to live) waiting for a connection: the renewal's `initialize`
+    /// is on the wire, and returned.
+    fn renewal_with_a_waiting_call() -> (Self, Sent) {
+        let (mut s, first) = Sim::legacy_call();
+        let args = serde_json::value::RawValue::from_string(r#"{"city":"Oslo"}"#.into()).unwrap();
+        let opts = CallOptions::timeout(Duration::from_secs(300));
+        s.engine.call_tool(s.now, "b", &args, &opts).unwrap();
+        s.flush(); // `b` waits for a connection
+        s.respond(first.x, 404, &[], "");
+        let init = s.next().expect("the handshake");
+        assert_eq!(init.rpc(), "initialize");
+        (s, init)
+    }
+
+    /// What goes first once anything does, a second at a time for at most 20 s.
+    fn first_to_go(&mut self) -> Vec<Sent> {
+        for _ in 0..20 {
+            let sent: Vec<Sent> = std::iter::from_fn(|| self.next()).collect();
+            if !sent.is_empty() {
+                return sent;
+            }
+            self.advance(Duration::from_secs(1));
+        }
+        Vec::new()
+    }
+}
+
 /// A renewal whose `initialize` the engine sends again later (it timed out, or met a 503)
 /// holds the old session's requests meanwhile: between the two sends the handshake's exchange
 /// was over, and they went out with no session id, which a server that keeps sessions
 /// refuses. They go in the new session, with its id.
 #[test]
 fn requests_wait_out_a_renewal_sent_again_later() {
-    let (mut s, first) = Sim::legacy_call();
-    let args = serde_json::value::RawValue::from_string(r#"{"city":"Oslo"}"#.into()).unwrap();
-    let opts = CallOptions::timeout(Duration::from_secs(300));
-    s.engine.call_tool(s.now, "b", &args, &opts).unwrap();
-    s.flush(); // `b` waits for a connection
-    s.respond(first.x, 404, &[], "");
-    let init = s.next().expect("the handshake");
-    assert_eq!(init.rpc(), "initialize");
+    let (mut s, _) = Sim::renewal_with_a_waiting_call();
     // The handshake times out: its stream is closed (the driver abandons the exchange), and
     // it goes again after a backoff.
     s.advance(Duration::from_secs(31));
@@ -1692,14 +1714,7 @@ fn requests_wait_out_a_renewal_sent_again_later() {
     for x in std::mem::take(&mut s.closed) {
         s.session.handle_event(&mut s.engine, s.now, SessionEvent::Abandoned(x));
     }
-    let mut sent = Vec::new();
-    for _ in 0..20 {
-        sent.extend(std::iter::from_fn(|| s.next()));
-        if !sent.is_empty() {
-            break;
-        }
-        s.advance(Duration::from_secs(1));
-    }
+    let sent = s.first_to_go();
     let methods: Vec<&str> = sent.iter().map(Sent::rpc).collect();
     assert_eq!(methods, ["initialize"], "nothing goes before the new session");
     s.answer_initialize(&sent[0], "s-2");
@@ -1716,34 +1731,15 @@ fn requests_wait_out_a_renewal_sent_again_later() {
 /// legacy call, it never went, and the server was closed).
 #[test]
 fn a_renewals_hold_ends_with_its_handshake_or_its_era() {
-    let setup = || {
-        let (mut s, first) = Sim::legacy_call();
-        let args = serde_json::value::RawValue::from_string(r#"{"city":"Oslo"}"#.into()).unwrap();
-        let opts = CallOptions::timeout(Duration::from_secs(300));
-        s.engine.call_tool(s.now, "b", &args, &opts).unwrap();
-        s.flush(); // `b` waits for a connection
-        s.respond(first.x, 404, &[], "");
-        let init = s.next().expect("the handshake");
-        assert_eq!(init.rpc(), "initialize");
-        (s, init)
-    };
     // Broken after its head: nothing but the handshake goes until it is answered.
-    let (mut s, init) = setup();
+    let (mut s, init) = Sim::renewal_with_a_waiting_call();
     let head = [("Content-Type", "text/event-stream"), ("Mcp-Session-Id", "s-2")];
     assert!(matches!(s.head(init.x, 200, &head), ResponseStep::More));
     s.fail(init.x, ExchangeFailure::Transport(TransportError::ConnectionLost));
-    let mut sent = Vec::new();
-    for _ in 0..20 {
-        sent.extend(std::iter::from_fn(|| s.next()));
-        if !sent.is_empty() {
-            break;
-        }
-        s.advance(Duration::from_secs(1));
-    }
-    let methods: Vec<&str> = sent.iter().map(Sent::rpc).collect();
+    let methods: Vec<String> = s.first_to_go().iter().map(|x| x.rpc().to_owned()).collect();
     assert_eq!(methods, ["initialize"], "nothing before the handshake ends");
     // Refused by a server now modern: the probe goes.
-    let (mut s, init) = setup();
+    let (mut s, init) = Sim::renewal_with_a_waiting_call();
     let refusal = json!({"jsonrpc": "2.0", "id": init.body["id"], "error": {"code": -32022,
         "message": "unsupported", "data": {"supported": ["2026-07-28"]}}});
     s.respond(init.x, 400, &[("Content-Type", "application/json")], &refusal.to_string());
