@@ -1132,17 +1132,8 @@ impl Engine {
                 // before `initialize`: the next calls wait for a probe.
                 self.reverify_once(now);
             }
-            // No fallback to `initialize` for a server already known to be modern, nor for a
-            // host that speaks only the modern era, nor over HTTP, where a timeout says
-            // nothing of the era (every server answers a POST, a legacy one with an error):
-            // a slow server gets the probe again, a bounded number of times. (Over stdio a
-            // legacy server may ignore a request before `initialize`.)
-            Owner::Probe
-                if self.lifecycle.probing_modern()
-                    || self.config.era == EraPreference::ModernOnly
-                    || self.transport == TransportKind::Http =>
-            {
-                log::debug!("era probe timed out; probing again (no fallback)");
+            Owner::Probe | Owner::Handshake if self.timeout_is_no_verdict(owner) => {
+                log::debug!("{owner:?} timed out; sending it again");
                 self.close_lifecycle_stream();
                 if !self.retry_lifecycle_later(now) {
                     self.lifecycle_failed(now, LocalError::DeadlineExceeded)
@@ -1157,18 +1148,21 @@ impl Engine {
                     h.after_silence = true;
                 }
             }
-            // Over HTTP a slow answer to `initialize` is no verdict either (a session renewed
-            // under load, a server starting): it goes again, a bounded number of times, as
-            // the probe does, where closing lost a server for good.
-            Owner::Handshake if self.transport == TransportKind::Http => {
-                log::debug!("initialize timed out; sending it again");
-                self.close_lifecycle_stream();
-                if !self.retry_lifecycle_later(now) {
-                    self.lifecycle_failed(now, LocalError::DeadlineExceeded)
-                }
-            }
             Owner::Handshake => self.lifecycle_failed(now, LocalError::DeadlineExceeded),
         }
+    }
+
+    /// Whether a timed-out probe or handshake says nothing of the server, so it goes again
+    /// (a bounded number of times) rather than deciding the era or closing: over HTTP, where
+    /// every server answers a POST (a slow `initialize` is a session renewed under load, a
+    /// server starting); and a probe of a server known (or last seen) modern, or of a host that
+    /// speaks only the modern era. Over stdio a legacy server may ignore a request before
+    /// `initialize`, so an unknown server's silent probe falls back to it.
+    fn timeout_is_no_verdict(&self, owner: Owner) -> bool {
+        self.transport == TransportKind::Http
+            || (owner == Owner::Probe
+                && (self.lifecycle.probing_modern()
+                    || self.config.era == EraPreference::ModernOnly))
     }
 
     /// The HTTP session holds the request `id` while an OAuth flow runs (`held`), or sent it
@@ -3135,6 +3129,17 @@ impl Engine {
         }
     }
 
+    /// The call in `slot` follows the server's task `id` from now on: its end cancels the task
+    /// while it runs (`finish`).
+    fn follow_task(&mut self, slot: usize, id: &str) {
+        let task = self.requests.bufs_mut(slot).more().task.get_or_insert_with(TaskSlot::default);
+        task.id.clear();
+        task.id.push_str(id);
+        if let Some(p) = self.requests.get_mut(slot) {
+            p.task = true;
+        }
+    }
+
     /// The server created the call's task: report it and start polling.
     fn on_task_created(&mut self, now: Instant, slot: usize, result: RawJson<'_>) {
         let Some(view) = self.task_object(result).and_then(read_task) else {
@@ -3142,32 +3147,23 @@ impl Engine {
             // revision, say): the task runs all the same, for nobody once the call ends. With
             // its id readable, the call follows it just long enough for `finish` to cancel it.
             if let Some(id) = self.task_object(result).and_then(read_task_id) {
-                let task =
-                    self.requests.bufs_mut(slot).more().task.get_or_insert_with(TaskSlot::default);
-                task.id.clear();
-                task.id.push_str(&id);
-                if let Some(p) = self.requests.get_mut(slot) {
-                    p.task = true;
-                }
+                self.follow_task(slot, &id);
             }
             let e = CallError::Peer(PeerError::InvalidResult);
             return self.finish(now, slot, Ended::Answered, Outcome::Failed(e));
         };
         let Some(call) = self.requests.call_id(slot) else { return };
+        self.follow_task(slot, &view.id);
         let bufs = self.requests.bufs_mut(slot);
         let more = bufs.more();
         // An earlier `input_required` round's members are no part of the polls.
         more.params_base = None;
         more.request_state.clear();
-        let task = more.task.get_or_insert_with(TaskSlot::default);
-        task.id.clear();
-        task.id.push_str(&view.id);
         bufs.truncate_params(0);
         let (params, _) = bufs.params_buf();
         params.extend_from_slice(b"\"taskId\":");
         write_json_str(params, &view.id);
         if let Some(p) = self.requests.get_mut(slot) {
-            p.task = true;
             // The write was delivered: what follows are polls, safe to repeat.
             p.class = Idempotency::Read;
         }
@@ -3503,8 +3499,7 @@ impl Engine {
             self.stats.invalid_frames += 1;
             return;
         }
-        let id = SmallVec::from_slice(id.text().as_bytes());
-        if self.server_requests.has_legacy(&id) {
+        if self.server_requests.has_legacy(id) {
             // The server reused the id of a request still waiting (JSON-RPC forbids it): the
             // host would be asked twice and answer twice under one id. The first stands; any
             // reply to the copy (a ping's, an answer, a refusal) would end the server's first
@@ -3512,6 +3507,7 @@ impl Engine {
             log::debug!("a server request reused the id of one still waiting: ignored");
             return;
         }
+        let id = SmallVec::from_slice(id.text().as_bytes());
         if method == "ping" {
             return self.push_control(Control::Reply { id, ok: true });
         }

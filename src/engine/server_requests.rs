@@ -181,6 +181,20 @@ pub(super) struct Entry {
 }
 
 impl Entry {
+    /// Whether this is the legacy request the server sent with the JSON-RPC id `id` (as JSON
+    /// values: the same number text, or the same string however escaped; `wanted` is `id`'s
+    /// string, when it is one).
+    fn is_legacy(&self, id: json::RawJson<'_>, wanted: Option<&str>) -> bool {
+        let Origin::Legacy { id: sent } = &self.origin else { return false };
+        if sent[..] == *id.text().as_bytes() {
+            return true;
+        }
+        wanted.is_some_and(|w| {
+            let sent = std::str::from_utf8(sent).ok().and_then(|t| json::parse(t.as_bytes()).ok());
+            sent.and_then(|v| v.as_str()).is_some_and(|s| s == w)
+        })
+    }
+
     /// A request waiting for the host, as `insert` builds it once it has a generation.
     pub(super) fn waiting(
         kind: ServerRequestKind,
@@ -318,26 +332,16 @@ impl ServerRequests {
         gone
     }
 
-    /// Whether a legacy request the server sent with the JSON-RPC id text `id` still waits.
-    pub(super) fn has_legacy(&self, id: &[u8]) -> bool {
-        self.slab
-            .iter()
-            .any(|(_, e)| matches!(&e.origin, Origin::Legacy { id: sent } if sent[..] == *id))
+    /// Whether a legacy request the server sent with the JSON-RPC id `id` still waits.
+    pub(super) fn has_legacy(&self, id: json::RawJson<'_>) -> bool {
+        let wanted = id.as_str();
+        self.slab.iter().any(|(_, e)| e.is_legacy(id, wanted.as_deref()))
     }
 
-    /// Removes the legacy request the server sent with the JSON-RPC id `id` (as JSON values:
-    /// the same string however escaped, or the same number text).
+    /// Removes the legacy request the server sent with the JSON-RPC id `id`.
     pub(super) fn take_legacy(&mut self, id: json::RawJson<'_>) -> Option<ServerRequestId> {
         let wanted = id.as_str();
-        let (slot, e) = self.slab.iter().find(|(_, e)| match &e.origin {
-            Origin::Legacy { id: sent } if sent[..] == *id.text().as_bytes() => true,
-            Origin::Legacy { id: sent } => wanted.as_ref().is_some_and(|w| {
-                let sent =
-                    std::str::from_utf8(sent).ok().and_then(|t| json::parse(t.as_bytes()).ok());
-                sent.and_then(|v| v.as_str()).is_some_and(|s| s == *w)
-            }),
-            Origin::Input { .. } => false,
-        })?;
+        let (slot, e) = self.slab.iter().find(|(_, e)| e.is_legacy(id, wanted.as_deref()))?;
         let request = ServerRequestId::new(slot, e.generation);
         self.remove(request).map(|_| request)
     }

@@ -403,6 +403,13 @@ fn a_server_request_reusing_a_waiting_id_is_asked_once() {
     request["id"] = json!(5);
     h.peer(request);
     assert_eq!(drain(&mut h).0.len(), 1, "a new request under the freed id");
+    // A string id is the same id however it is escaped (as an answer's id is matched).
+    let mut request = elicit("named?");
+    request["jsonrpc"] = json!("2.0");
+    request["id"] = json!("s-5");
+    h.peer(request);
+    h.engine.handle_message(h.now, br#"{"jsonrpc":"2.0","id":"\u0073-5","method":"ping"}"#);
+    assert!(h.take_sent().is_empty(), "no ping reply under the waiting request's id");
 }
 
 /// Closing a legacy server ends its requests: nothing is answered or refused on it later (no
