@@ -1206,22 +1206,16 @@ impl HttpSession {
         if self.initializing > 0 || self.renewing || self.announcing.is_some() {
             let initialize =
                 matches!(x.carries, Carries::Request { method: Method::Initialize, .. });
-            // A renewal the engine sends again later holds the old session's requests
-            // meanwhile; a modern request (the era probed anew) carries no session id.
-            let renewing = self.renewing && !x.modern;
-            if (self.initializing > 0 || renewing) && !initialize {
-                // A session is being made: a request sent now would carry no session id (the
-                // old one is gone), and the server would refuse it. It goes once the new id
-                // is here.
-                return None;
-            }
-            if self.announcing.is_some()
-                && !initialize
-                && matches!(x.carries, Carries::Request { .. })
-            {
-                // The handshake's `notifications/initialized` is on its way on a connection
-                // of its own: a request on another could overtake it, and a server refuses a
-                // request before it ("Received request before initialization was complete").
+            // A session is being made (its `initialize` out, or to go again later): a legacy
+            // request sent now would carry no session id, and the server would refuse it; a
+            // modern one (the era probed anew) carries none anyway.
+            let no_session = self.initializing > 0 || (self.renewing && !x.modern);
+            // The handshake's `notifications/initialized` is on its way on a connection of
+            // its own: a request on another could overtake it, and a server refuses a request
+            // before it ("Received request before initialization was complete").
+            let unannounced =
+                self.announcing.is_some() && matches!(x.carries, Carries::Request { .. });
+            if !initialize && (no_session || unannounced) {
                 return None;
             }
         }
