@@ -14,7 +14,7 @@ use crate::event::{fill, mcpoll_event, EventBuffers};
 use crate::options::{mcpoll_call_options, mcpoll_config, mcpoll_http_options};
 use crate::{
     bytes_arg, guard, handle_mut, handle_ref, into_handle, json_arg, mcpoll_result, opt_handle_ref,
-    opt_json_arg, opt_str_arg, out_arg, str_arg, Fail,
+    opt_json_arg, opt_os_str_arg, opt_str_arg, out_arg, str_arg, Fail,
 };
 
 /// A host of MCP servers with its own poll (see `mcpoll_fd`). One thread at a time.
@@ -383,8 +383,8 @@ pub unsafe extern "C" fn mcpoll_add_stdio_server(
                 command =
                     command.env(OsStr::from_bytes(&pair[..eq]), OsStr::from_bytes(&pair[eq + 1..]));
             }
-            if !cwd.is_null() {
-                command = command.current_dir(OsStr::from_bytes(bytes_arg(cwd)?));
+            if let Some(cwd) = opt_os_str_arg(cwd)? {
+                command = command.current_dir(cwd);
             }
             let id = h.host.add_stdio_server(command, config_of(config))?;
             *out = h.add(id);

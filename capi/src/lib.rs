@@ -126,6 +126,22 @@ pub(crate) unsafe fn opt_str_arg<'a>(p: *const c_char) -> Result<Option<&'a str>
     unsafe { str_arg(p) }.map(Some)
 }
 
+/// An optional C string argument (null: `None`) as a path or other OS string: bytes, as the
+/// file system's are, never checked for UTF-8.
+///
+/// # Safety
+/// As [`str_arg`].
+pub(crate) unsafe fn opt_os_str_arg<'a>(
+    p: *const c_char,
+) -> Result<Option<&'a std::ffi::OsStr>, Fail> {
+    use std::os::unix::ffi::OsStrExt;
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: the caller's contract, passed through.
+    unsafe { bytes_arg(p) }.map(|b| Some(std::ffi::OsStr::from_bytes(b)))
+}
+
 /// A JSON argument: UTF-8 and well-formed JSON.
 ///
 /// # Safety

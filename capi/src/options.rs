@@ -8,8 +8,8 @@ use std::time::Duration;
 use mcpoll::{CallOptions, Config, Idempotency, TaskMode};
 
 use crate::{
-    bytes_arg, free_handle, guard, handle_mut, into_handle, mcpoll_result, opt_str_arg, out_arg,
-    str_arg, Fail,
+    free_handle, guard, handle_mut, into_handle, mcpoll_result, opt_os_str_arg, opt_str_arg,
+    out_arg, str_arg, Fail,
 };
 
 /// A server's configuration (`mcpoll::Config`): timeouts, what server requests the host
@@ -586,14 +586,7 @@ pub unsafe extern "C" fn mcpoll_http_options_set_ca_file(
     unsafe {
         set(options, |o| {
             // SAFETY: the caller's contract.
-            o.ca_file = match path.is_null() {
-                true => None,
-                false => {
-                    use std::os::unix::ffi::OsStrExt;
-                    let bytes = bytes_arg(path)?;
-                    Some(std::ffi::OsStr::from_bytes(bytes).into())
-                }
-            };
+            o.ca_file = opt_os_str_arg(path)?.map(Into::into);
             Ok(())
         })
     }
