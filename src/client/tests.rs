@@ -2044,9 +2044,9 @@ fn a_lane_is_one_per_principal_and_server_and_refused_where_none_can_be() {
     assert_eq!(sim.client.principal_of(lane), Some(alice));
     let tenant = sim.client.engine(lane).unwrap().config().cache_tenant.clone();
     assert_eq!(tenant.as_deref(), Some("acme"));
-    // A lane that closed (its process gone with restarts off, its handshake refused) is
-    // started anew, as its server would be: handed back, it failed every call of the
-    // principal for good while the server was fine.
+    // A lane that closed (its handshake refused, the host closed it) is started anew, as a
+    // restart would start it: handed back, it failed every call of the principal for good
+    // while the server was fine.
     let mut closed_sim = Sim::new();
     let closed_base = closed_sim.base_server("srv", Config::default());
     closed_sim.make_ready(closed_base);
