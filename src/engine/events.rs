@@ -659,7 +659,8 @@ impl EventQueue {
         status: crate::engine::TaskStatus,
         message: Option<&str>,
     ) {
-        if self.has_room() {
+        let message_len = message.map_or(0, str::len);
+        if self.has_room_for(task.len() + message_len) {
             let text = self.keep_pair(task, message.unwrap_or(""));
             let has_message = message.is_some();
             self.push(Stored::TaskStatus { call, text, task_len: task.len(), status, has_message });
@@ -887,13 +888,16 @@ mod tests {
     fn droppable_events_are_bounded_by_their_text() {
         let mut q = EventQueue::new(1024);
         let big = "p".repeat(1 << 20);
+        let call = CallId(crate::proto::jsonrpc::WireId::new(1, 1));
         for _ in 0..100 {
             q.notification("x/vendor", &big);
             q.resource_updated(&big);
+            // A task's status message is the server's text too (a statusMessage of
+            // megabytes on every poll was queued past the cap).
+            q.task_status(call, "t-1", crate::engine::TaskStatus::Working, Some(&big));
         }
         assert!(q.live <= DROPPABLE_TEXT_CAP, "{}", q.live);
         assert!(q.dropped > 0);
-        let call = CallId(crate::proto::jsonrpc::WireId::new(1, 1));
         let record = CallRecord::new(crate::Method::ToolsCall, crate::TransportKind::Stdio);
         q.done(call, &big, ResultType::Complete, false, &record);
         assert!(q.take_terminal(call).is_some(), "a call's end is kept");
