@@ -44,6 +44,10 @@ pub(crate) struct ToolHeaders {
     walk: Option<HashSet<String>>,
 }
 
+/// The tool tables hold about this many bytes at most (a server of ten thousand tools with
+/// names of 30 bytes holds about a megabyte).
+const MAX_HELD_BYTES: usize = 8 * 1024 * 1024;
+
 /// Where a page of a one-page walk ([`ToolHeaders::learn_page`]) stands in its listing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PageAt {
@@ -78,13 +82,38 @@ impl ToolHeaders {
         if at.first {
             self.walk = Some(HashSet::new());
         }
-        let kept = self.learn_tools(items, enforce_headers);
+        let mut kept = self.learn_tools(items, enforce_headers);
         if let Some(named) = self.walk.take_if(|_| at.last) {
             self.by_tool.retain(|tool, _| named.contains(tool));
             self.classes.retain(|tool, _| named.contains(tool));
             self.tasks.retain(|tool, _| named.contains(tool));
         }
+        if self.held_bytes() > MAX_HELD_BYTES {
+            // Walks that never end (a repeated cursor, too many pages) or never start on this
+            // engine (the cache had the first page) sweep nothing: a server naming new tools
+            // on every page would grow the tables for the engine's life. Past the bound the
+            // tables start over from this page; the tools of other pages are unknown (no
+            // class, no task support, no headers) until their page is read again.
+            log::debug!("the tool tables passed {MAX_HELD_BYTES} bytes: kept this page's only");
+            self.by_tool.clear();
+            self.classes.clear();
+            self.tasks.clear();
+            self.walk = None;
+            kept = self.learn_tools(items, enforce_headers);
+        }
         kept
+    }
+
+    /// About what the tables hold: their tools' names and header paths.
+    fn held_bytes(&self) -> usize {
+        let headers = |h: &Vec<ParamHeader>| -> usize {
+            h.iter().map(|p| p.name.len() + p.path.iter().map(String::len).sum::<usize>()).sum()
+        };
+        let by_tool: usize = self.by_tool.iter().map(|(t, h)| t.len() + headers(h)).sum();
+        let classes: usize = self.classes.keys().map(String::len).sum();
+        let tasks: usize = self.tasks.keys().map(String::len).sum();
+        let walk: usize = self.walk.iter().flatten().map(String::len).sum();
+        by_tool + classes + tasks + walk
     }
 
     fn learn_tools(&mut self, items: &[u8], enforce_headers: bool) -> Option<Vec<u8>> {
@@ -388,6 +417,31 @@ mod tests {
 
     fn tool(name: &str, props: Value) -> Value {
         serde_json::json!({"name": name, "inputSchema": {"type": "object", "properties": props}})
+    }
+
+    /// Pages of walks that never reach their last page (or whose first page this engine did
+    /// not read) swept nothing: a server naming new tools on every page grew the tables for
+    /// the engine's life. They are bounded; the page just read is kept whole.
+    #[test]
+    fn pages_that_sweep_nothing_are_bounded() {
+        let mut t = ToolHeaders::default();
+        let mid = PageAt { first: false, last: false };
+        let long = "n".repeat(64 << 10);
+        for i in 0..512 {
+            let schema = serde_json::json!({"a": {"type": "string", "x-mcp-header": "A"}});
+            let mut page = tool(&format!("{long}{i}"), schema);
+            page["annotations"] = serde_json::json!({"readOnlyHint": true});
+            page["execution"] = serde_json::json!({"taskSupport": "optional"});
+            let items = serde_json::to_vec(&Value::Array(vec![page])).unwrap();
+            t.learn_page(&items, true, mid);
+            assert!(t.held_bytes() <= MAX_HELD_BYTES, "{} bytes at page {i}", t.held_bytes());
+        }
+        let last = format!("{long}511");
+        assert_eq!(t.class_of(&last), Some(Idempotency::Read));
+        assert_eq!(t.task_support(&last), Some(TaskSupport::Optional));
+        let mut out = ParamHeaderList::default();
+        t.write_for_call(&last, r#"{"a":"x"}"#, &mut out);
+        assert_eq!(pairs(&out), [("Mcp-Param-A".to_owned(), "x".to_owned())]);
     }
 
     #[test]
