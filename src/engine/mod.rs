@@ -107,7 +107,9 @@ use requests::{CallTraits, Ended, Lookup, Owner, Pending, Requests, SendState};
 use retry::{decide, Decision, Delivery};
 #[cfg(feature = "server-requests")]
 use server_requests::INVALID_PARAMS;
-use server_requests::{Entry, Origin, INTERNAL, TIMED_OUT, USER_REJECTED};
+use server_requests::{
+    Entry, Origin, INTERNAL, MAX_SERVER_REQUEST_ID_BYTES, TIMED_OUT, USER_REJECTED,
+};
 use stamp::Stamp;
 use supervision::AfterExit;
 use tasks::{hash, read_task, read_task_id, LegacyTaskCaps, TaskSlot, TaskView};
@@ -3496,6 +3498,14 @@ impl Engine {
             // input comes as `input_required`. Answering would put a response on the wire
             // the era forbids, and a host would be asked to sample or elicit for it.
             log::debug!("a 2026-07-28 server sent a request ({method}): ignored");
+            self.stats.invalid_frames += 1;
+            return;
+        }
+        if id.text().len() > MAX_SERVER_REQUEST_ID_BYTES {
+            // Every waiting reply and table entry keeps a copy of the id: a server that
+            // stops reading and sends pings with ids of megabytes would fill the control
+            // queue's 256 replies with gigabytes. No SDK writes an id of this size.
+            log::debug!("a server request with an id of {} bytes: ignored", id.text().len());
             self.stats.invalid_frames += 1;
             return;
         }

@@ -372,6 +372,10 @@ impl ServerRequests {
     }
 }
 
+/// A server request whose id is longer than this (its JSON text) is ignored: the reply and
+/// the table entry each keep a copy, and the bounds on them count frames, not bytes.
+pub(super) const MAX_SERVER_REQUEST_ID_BYTES: usize = 1024;
+
 /// JSON-RPC codes the client replies with.
 #[cfg(feature = "server-requests")]
 pub(super) const INVALID_PARAMS: i64 = -32602;

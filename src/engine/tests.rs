@@ -1106,6 +1106,20 @@ fn ping_before_initialized_is_answered_first() {
     assert_eq!(h.sent_one()["method"], "notifications/initialized");
 }
 
+/// A ping's reply keeps a copy of its id: ids of megabytes from a server that stopped
+/// reading filled the 256 waiting replies with gigabytes. An id past the bound is ignored.
+#[test]
+fn a_server_request_with_an_oversized_id_is_ignored() {
+    let mut h = Harness::ready_legacy();
+    let long = "x".repeat(64 << 10);
+    h.peer(json!({"jsonrpc": "2.0", "id": long, "method": "ping"}));
+    assert!(h.take_sent().is_empty(), "an oversized id was answered");
+    assert_eq!(h.engine.stats().invalid_frames, 1);
+    let usual = "y".repeat(64);
+    h.peer(json!({"jsonrpc": "2.0", "id": usual, "method": "ping"}));
+    assert_eq!(h.sent_one(), json!({"jsonrpc": "2.0", "id": usual, "result": {}}));
+}
+
 #[test]
 fn junk_frames_are_skipped_and_counted() {
     let mut h = Harness::ready_modern();
