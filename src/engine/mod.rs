@@ -1201,10 +1201,18 @@ impl Engine {
     fn start_probe(&mut self, now: Instant, version: ProtocolVersion) {
         let (inconclusive, refusals, known_modern, was_modern) = match self.lifecycle {
             Lifecycle::Probing(p) => (p.inconclusive, p.refusals, p.known_modern, p.was_modern),
-            // A restarted process of a server whose probe settled the modern era (the verdict
-            // outlives the process; `reverify` clears it): its exit during the probe is a
-            // crash and its silence a slow start, not the legacy server's answer.
-            _ => (0, 0, false, matches!(self.verdict, VerdictSource::Probed { .. })),
+            // A restarted process of a server whose probe settled the modern era, or whose
+            // saved verdict an answer confirmed (the verdict outlives the process;
+            // `reverify` clears it): its exit during the probe is a crash and its silence a
+            // slow start, not the legacy server's answer.
+            _ => {
+                let modern = match self.verdict {
+                    VerdictSource::Probed { .. } => true,
+                    VerdictSource::Saved => !self.assumed,
+                    VerdictSource::None => false,
+                };
+                (0, 0, false, modern)
+            }
         };
         self.assumed = false;
         self.meta = Some(self.static_meta(version));

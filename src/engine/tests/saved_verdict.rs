@@ -413,3 +413,24 @@ fn silence_on_the_first_call_fails_it_and_probes_before_the_next() {
     let sent: Vec<_> = h.take_sent().into_iter().map(|v| v["method"].clone()).collect();
     assert_eq!(sent, [json!("notifications/cancelled"), json!("server/discover")]);
 }
+
+/// A restarted process of a server whose saved verdict an answer confirmed is probed as a
+/// modern server, as one whose own probe settled the era: its exit during the probe is a
+/// crash paced by the restart policy, not the legacy server's answer to a non-`initialize`
+/// message (respawned at once for `initialize`, the server quietly taken as legacy).
+#[test]
+fn a_restarted_server_of_a_confirmed_saved_verdict_is_probed_as_modern() {
+    let mut h = restarted(Config::default());
+    let call = h.call("echo", r#"{"text":"a"}"#);
+    let sent = h.sent_one();
+    let ok = json!({"resultType": "complete", "content": []});
+    h.reply(&sent, ok.clone());
+    assert_eq!(h.events(), [done(call, &ok)]);
+    h.engine.handle_transport(h.now, TransportEvent::closed(super::exit(1)));
+    h.open_next_process();
+    assert_eq!(h.sent_one()["method"], "server/discover");
+    h.events();
+    h.engine.handle_transport(h.now, TransportEvent::closed(super::exit(1)));
+    assert!(!h.engine.wants_transport(), "not respawned at once for initialize");
+    assert!(h.events().iter().any(|e| e.starts_with("lost process_exit")), "a crash");
+}
