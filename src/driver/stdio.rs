@@ -558,7 +558,8 @@ impl StdioDriver {
     /// A spawn failure (missing program, no permission) is returned, and the engine is left
     /// waiting for a transport. While a child runs (or is exiting) nothing is started and
     /// `AlreadyExists` is returned: the driver starts the next one itself once the engine asks
-    /// for it, and a second child here orphaned the first (never killed nor reaped).
+    /// for it ([`handle_timeout`](Self::handle_timeout)), and a second child here orphaned the
+    /// first (never killed nor reaped).
     pub fn spawn(
         &mut self,
         registry: &Registry,
@@ -1021,13 +1022,19 @@ impl StdioDriver {
 
     /// Checks an exiting child (one `try_wait`, SIGKILL once its grace is over) and, once it is
     /// gone, reports its exit to the engine and starts a new process if the engine asks for
-    /// one. Never blocks; early or spurious calls are no-ops.
+    /// one. With no child running, starts one when the engine asks for it: a restart whose
+    /// backoff ran out is the engine's timer, so call this after the engine's
+    /// `handle_timeout` too. A spawn failure is returned, as [`spawn`](Self::spawn)'s is.
+    /// Never blocks; early or spurious calls are no-ops.
     pub fn handle_timeout(
         &mut self,
         registry: &Registry,
         engine: &mut Engine,
         now: Instant,
     ) -> io::Result<()> {
+        if self.running.is_none() && engine.wants_transport() {
+            return self.spawn(registry, engine, now);
+        }
         if self.poll_timeout().is_none_or(|d| d > now) {
             return Ok(());
         }
@@ -1525,6 +1532,37 @@ mod tests {
         assert!(next.exit.is_none() && next.stdin.is_some(), "left running, its stdin open");
         drop(driver.detach(poll.registry(), Duration::from_millis(1), now));
         let _ = std::fs::remove_file(&marker);
+    }
+
+    /// A restart whose backoff ran out is the engine's timer, not the driver's: a program
+    /// driving the two itself called `handle_timeout` as documented and no process ever
+    /// started again (only the host's own upkeep spawned it), so every queued call timed out.
+    #[test]
+    fn the_driver_starts_the_next_process_once_the_backoff_ran_out() {
+        let (mut poll, mut engine, mut driver, now) =
+            spawned("read line; exit 1", saved_verdict_config());
+        let args: &serde_json::value::RawValue = serde_json::from_str("{}").unwrap();
+        engine.call_tool(now, "echo", args, &crate::CallOptions::default()).unwrap();
+        driver.flush(poll.registry(), &mut engine, now).unwrap();
+        let first = driver.pid();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut events = mio::Events::with_capacity(8);
+        while driver.running.is_some() {
+            assert!(Instant::now() < deadline, "the child's exit was never seen");
+            wait_a_little(&mut poll, &mut events);
+            let now = Instant::now();
+            for e in events.iter() {
+                driver.handle_readiness(poll.registry(), e.token(), &mut engine, now).unwrap();
+            }
+            driver.handle_timeout(poll.registry(), &mut engine, now).unwrap();
+        }
+        assert!(!engine.wants_transport(), "a crash waits for its backoff");
+        let later = Instant::now() + Duration::from_secs(5);
+        engine.handle_timeout(later);
+        assert!(engine.wants_transport());
+        driver.handle_timeout(poll.registry(), &mut engine, later).unwrap();
+        assert!(driver.pid().is_some() && driver.pid() != first, "the next process");
+        drop(driver.detach(poll.registry(), Duration::from_millis(1), later));
     }
 
     /// The write buffer gives back the room one large frame grew it to, once the frame is out
