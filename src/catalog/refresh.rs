@@ -307,17 +307,18 @@ impl<E> Refresher<E> {
         match store.finish_refresh(now, token, outcome) {
             Finished::Stored => {}
             Finished::NotStored { page, .. } => {
-                self.one_use_bytes += page_bytes(cursor.as_deref(), &page);
-                let max_bytes = store.config().max_bytes.saturating_mul(MAX_HELD_FACTOR);
-                if self.one_use_bytes > max_bytes {
-                    // Freed, not kept for a later need: the walk cannot end in a list.
-                    self.one_use = Vec::new();
-                    self.one_use_bytes = 0;
-                    store.drop_list(key, self.kind);
-                    self.fail(flight.by_need, WalkError::TooLarge { max_bytes });
+                if !self.hold(store, key, flight.by_need, cursor, page) {
                     return None;
                 }
-                self.one_use.push((cursor, page));
+            }
+            // A change raced the walk a need waits on: the page is that need's answer still,
+            // held for it alone (the store keeps nothing the change made stale). Revoked for
+            // good, a server that announces a change after every listing left the need
+            // waiting forever, every walk of it revoked in turn.
+            Finished::Cancelled { page: Some(page) } if flight.by_need => {
+                if !self.hold(store, key, flight.by_need, cursor, page) {
+                    return None;
+                }
             }
             Finished::Rejected { .. } => {
                 // The refusal dropped the pages stored before this one: start over, holding
@@ -417,6 +418,66 @@ impl<E> Refresher<E> {
         log::debug!("a catalog page came back under another key: dropped");
         store.release_refresh(flight.token);
         None
+    }
+
+    /// Holds `page` (fetched with `cursor`) for the walk's one answer; `false` when the held
+    /// pages passed their byte bound, which fails the walk.
+    fn hold(
+        &mut self,
+        store: &mut Store,
+        key: &CacheKey,
+        by_need: bool,
+        cursor: Option<Box<str>>,
+        page: ParsedPage,
+    ) -> bool {
+        self.one_use_bytes += page_bytes(cursor.as_deref(), &page);
+        let max_bytes = store.config().max_bytes.saturating_mul(MAX_HELD_FACTOR);
+        if self.one_use_bytes > max_bytes {
+            // Freed, not kept for a later need: the walk cannot end in a list.
+            self.one_use = Vec::new();
+            self.one_use_bytes = 0;
+            store.drop_list(key, self.kind);
+            self.fail(by_need, WalkError::TooLarge { max_bytes });
+            return false;
+        }
+        self.one_use.push((cursor, page));
+        true
+    }
+
+    /// A change notice is about to make the stored list of `key` stale: what the last walk
+    /// read is forgotten ([`forget_walk`](Self::forget_walk)), no longer what a checked call
+    /// or a policy reads; but a walk a need waits on stays that need's answer. The stored
+    /// pages it reads are held for that one use, as the rest of it is as it comes
+    /// ([`on_page`](Self::on_page)); the store keeps nothing the change made stale.
+    pub(crate) fn before_change(&mut self, store: &Store, key: Option<&CacheKey>) {
+        let this_walks = std::mem::take(&mut self.one_use);
+        let bytes = self.one_use_bytes;
+        self.forget_walk();
+        let waited_on =
+            |k: &&CacheKey| self.flight.as_ref().is_some_and(|f| f.by_need && f.token.key() == *k);
+        let Some(key) = key.filter(waited_on) else { return };
+        (self.one_use, self.one_use_bytes) = (this_walks, bytes);
+        let mut cursor: Option<Box<str>> = None;
+        // A looping chain cannot make this spin: one step per page held.
+        for _ in 0..=store.entries() + self.one_use.len() {
+            let next = match self.one_use.iter().find(|(c, _)| *c == cursor) {
+                Some((_, held)) => held.next_cursor.clone(),
+                None => {
+                    let Some(stored) = store.stored_page(key, self.kind, cursor.as_deref()) else {
+                        return;
+                    };
+                    let page = stored.parsed().clone();
+                    self.one_use_bytes += page_bytes(cursor.as_deref(), &page);
+                    let next = page.next_cursor.clone();
+                    self.one_use.push((cursor, page));
+                    next
+                }
+            };
+            match next {
+                Some(next) => cursor = Some(next),
+                None => return,
+            }
+        }
     }
 
     /// Forgets what the last walk read and how it ended: the catalog is keyed anew (a new

@@ -198,6 +198,12 @@ impl CachedPage {
         self.page.next_cursor.as_deref()
     }
 
+    /// The page as it was parsed (a walk holds a copy when a change notice would take it
+    /// from the need that waits on it).
+    pub(crate) fn parsed(&self) -> &ParsedPage {
+        &self.page
+    }
+
     pub(crate) fn received(&self) -> Instant {
         self.received
     }

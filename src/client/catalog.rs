@@ -898,11 +898,12 @@ impl ClientCache {
         key: Option<CacheKey>,
         kind: CatalogKind,
     ) {
+        let state = &mut catalog.kinds[slot(kind)];
+        state.refresher.before_change(&self.store, key.as_ref());
         if let Some(key) = key {
             self.mark_stale(now, &key, kind);
         }
         let state = &mut catalog.kinds[slot(kind)];
-        state.refresher.forget_walk();
         state.eager_due |= self.eager && state.needed;
     }
 }

@@ -785,6 +785,31 @@ fn needs_of_one_catalog_share_one_listing_and_then_hit_the_cache() {
     assert_eq!(sim.client.tool(sim.now, id, "echo").map(|d| d.contains("echo")), Some(true));
 }
 
+/// A server that announces a change after every listing: the need that listed is answered by
+/// what its walk read (the list as of its answer, as a client without a cache would return
+/// it); the next need lists again. The change made the walk's answer stale before the host
+/// asked again, so every need started another walk and none was ever answered.
+#[test]
+fn a_change_after_every_listing_still_answers_the_need_that_listed() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("restless");
+    let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+    assert_eq!(sim.tool_names(id), None);
+    let list = sim.sent_one(id);
+    sim.reply(id, &list, tools_page(&["add"]));
+    sim.peer(id, changed.clone());
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(id).expect("the walk's answer"), ["add"]);
+    assert!(sim.sent(id).is_empty(), "the answer was the walk's, and took nothing new");
+    // The next need lists again: the change made the catalog stale.
+    assert_eq!(sim.tool_names(id), None);
+    let list = sim.sent_one(id);
+    sim.reply(id, &list, tools_page(&["add", "echo"]));
+    sim.peer(id, changed);
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(id).expect("the second walk's answer"), ["add", "echo"]);
+}
+
 /// With eager refresh, a change that arrives while a listing is on the wire leaves the server
 /// to the listing's answer: it is not marked for the cache's pass at every round meanwhile (a
 /// loop that asks `has_events` first spun at full CPU for as long as the listing took). The
