@@ -558,8 +558,8 @@ impl StdioDriver {
     /// A spawn failure (missing program, no permission) is returned, and the engine is left
     /// waiting for a transport. While a child runs (or is exiting) nothing is started and
     /// `AlreadyExists` is returned: the driver starts the next one itself once the engine asks
-    /// for it ([`handle_timeout`](Self::handle_timeout)), and a second child here orphaned the
-    /// first (never killed nor reaped).
+    /// for it ([`flush`](Self::flush)), and a second child here orphaned the first (never
+    /// killed nor reaped).
     pub fn spawn(
         &mut self,
         registry: &Registry,
@@ -721,6 +721,10 @@ impl StdioDriver {
     /// Moves the engine's outgoing frames into the pipe, one line each, until the pipe is full
     /// or nothing is left. At most `Config::max_write_buffer_bytes` (plus one frame) wait in
     /// the driver: past that the engine keeps its frames until the pipe takes what is here.
+    /// With no process running, starts one first when the engine asks for it (a restart
+    /// whose backoff ran out, [`Engine::restart`]): call this after the engine's
+    /// `handle_timeout` and after every command. A process that cannot be started is the
+    /// engine's to hear, as an exit is (it tries again with backoff).
     #[inline]
     pub fn flush(
         &mut self,
@@ -728,6 +732,9 @@ impl StdioDriver {
         engine: &mut Engine,
         now: Instant,
     ) -> io::Result<()> {
+        if self.running.is_none() {
+            self.start_if_asked(registry, engine, now);
+        }
         // Most calls (every round's upkeep, every read's) have nothing to write: they return
         // here, without the frame of the loop below. (Bytes the pipe took stay in `out` until
         // the next frame is added: they are not waiting.)
@@ -1022,18 +1029,16 @@ impl StdioDriver {
 
     /// Checks an exiting child (one `try_wait`, SIGKILL once its grace is over) and, once it is
     /// gone, reports its exit to the engine and starts a new process if the engine asks for
-    /// one. With no child running, starts one when the engine asks for it: a restart whose
-    /// backoff ran out is the engine's timer, so call this after the engine's
-    /// `handle_timeout` too. A spawn failure is returned, as [`spawn`](Self::spawn)'s is.
-    /// Never blocks; early or spurious calls are no-ops.
+    /// one (see [`flush`](Self::flush)). Never blocks; early or spurious calls are no-ops.
     pub fn handle_timeout(
         &mut self,
         registry: &Registry,
         engine: &mut Engine,
         now: Instant,
     ) -> io::Result<()> {
-        if self.running.is_none() && engine.wants_transport() {
-            return self.spawn(registry, engine, now);
+        if self.running.is_none() {
+            self.start_if_asked(registry, engine, now);
+            return Ok(());
         }
         if self.poll_timeout().is_none_or(|d| d > now) {
             return Ok(());
@@ -1135,10 +1140,23 @@ impl StdioDriver {
             self.clear_out();
         }
         engine.handle_transport(now, TransportEvent::closed(TransportError::ProcessExit(exit)));
-        if engine.wants_transport() {
-            self.spawn(registry, engine, now)?;
-        }
+        self.start_if_asked(registry, engine, now);
         Ok(())
+    }
+
+    /// Starts the next process when none runs and the engine asks for one: at once after an
+    /// exit (the era probe's fallback to `initialize`), once a restart's backoff ran out (the
+    /// engine's timer), after [`Engine::restart`]. A failure is the engine's to hear, as an
+    /// exit is: its calls fail with the error's kind, and it tries again with backoff.
+    fn start_if_asked(&mut self, registry: &Registry, engine: &mut Engine, now: Instant) {
+        if self.running.is_some() || !engine.wants_transport() {
+            return;
+        }
+        if let Err(e) = self.spawn(registry, engine, now) {
+            log::warn!("restarting the server failed: {e}");
+            let reason = crate::error::CloseReason::SpawnFailed(e.kind());
+            engine.handle_transport(now, TransportEvent::closed(TransportError::Closed(reason)));
+        }
     }
 
     /// Lets the child go without waiting: its pipes are deregistered, stdin is closed so it
@@ -1545,17 +1563,7 @@ mod tests {
         engine.call_tool(now, "echo", args, &crate::CallOptions::default()).unwrap();
         driver.flush(poll.registry(), &mut engine, now).unwrap();
         let first = driver.pid();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut events = mio::Events::with_capacity(8);
-        while driver.running.is_some() {
-            assert!(Instant::now() < deadline, "the child's exit was never seen");
-            wait_a_little(&mut poll, &mut events);
-            let now = Instant::now();
-            for e in events.iter() {
-                driver.handle_readiness(poll.registry(), e.token(), &mut engine, now).unwrap();
-            }
-            driver.handle_timeout(poll.registry(), &mut engine, now).unwrap();
-        }
+        until_gone(&mut poll, &mut engine, &mut driver);
         assert!(!engine.wants_transport(), "a crash waits for its backoff");
         let later = Instant::now() + Duration::from_secs(5);
         engine.handle_timeout(later);
@@ -1563,6 +1571,67 @@ mod tests {
         driver.handle_timeout(poll.registry(), &mut engine, later).unwrap();
         assert!(driver.pid().is_some() && driver.pid() != first, "the next process");
         drop(driver.detach(poll.registry(), Duration::from_millis(1), later));
+    }
+
+    /// Runs the child until its exit is seen, handling readiness and timeouts.
+    fn until_gone(poll: &mut mio::Poll, engine: &mut Engine, driver: &mut StdioDriver) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut events = mio::Events::with_capacity(8);
+        while driver.running.is_some() {
+            assert!(Instant::now() < deadline, "the child's exit was never seen");
+            wait_a_little(poll, &mut events);
+            let now = Instant::now();
+            for e in events.iter() {
+                driver.handle_readiness(poll.registry(), e.token(), engine, now).unwrap();
+            }
+            driver.handle_timeout(poll.registry(), engine, now).unwrap();
+        }
+    }
+
+    /// `Engine::restart` of a degraded server asks for a process with no timer due: a program
+    /// driving the two itself flushes after a command, and that starts it (only the host's
+    /// own upkeep did, so the next call waited out its deadline).
+    #[test]
+    fn a_flush_after_engine_restart_starts_the_process() {
+        let restart = crate::config::RestartPolicy {
+            crash_loop_exits: 1,
+            ..crate::config::RestartPolicy::default()
+        };
+        let config = Config { restart, ..saved_verdict_config() };
+        let (mut poll, mut engine, mut driver, now) = spawned("exit 1", config);
+        until_gone(&mut poll, &mut engine, &mut driver);
+        assert!(engine.is_degraded() && !engine.wants_transport());
+        engine.restart();
+        driver.flush(poll.registry(), &mut engine, now).unwrap();
+        assert!(driver.pid().is_some(), "started by the flush after the command");
+        drop(driver.detach(poll.registry(), Duration::from_millis(1), now));
+    }
+
+    /// A restart whose process cannot start is the engine's to hear, as an exit is: it
+    /// tries again with backoff. Returned as a bare error, it left the engine asking for a
+    /// process, and every later look tried to start it again at once.
+    #[test]
+    fn a_restart_that_cannot_start_is_told_to_the_engine() {
+        let dir = std::env::temp_dir().join(format!("mcpoll-respawn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("server.sh");
+        std::fs::write(&script, "#!/bin/sh\nexit 1\n").unwrap();
+        let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+        std::fs::set_permissions(&script, mode).unwrap();
+        let mut poll = mio::Poll::new().unwrap();
+        let now = Instant::now();
+        let mut engine = Engine::new(saved_verdict_config(), now).unwrap();
+        let mut driver = StdioDriver::new(StdioCommand::new(&script), engine.config(), Token(0));
+        driver.spawn(poll.registry(), &mut engine, now).unwrap();
+        until_gone(&mut poll, &mut engine, &mut driver);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let later = Instant::now() + Duration::from_secs(5);
+        engine.handle_timeout(later);
+        assert!(engine.wants_transport());
+        driver.flush(poll.registry(), &mut engine, later).unwrap();
+        assert!(driver.pid().is_none());
+        assert!(!engine.wants_transport(), "the engine heard it and waits for its backoff");
+        assert!(engine.poll_timeout().is_some_and(|t| t > later), "the next try is scheduled");
     }
 
     /// The write buffer gives back the room one large frame grew it to, once the frame is out

@@ -1,7 +1,6 @@
 //! One server's driver, whichever its transport: what the host's shell calls on a server's
 //! readiness, timers, output and closing, dispatched to the stdio or the HTTP driver.
 
-use std::io;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
@@ -14,7 +13,6 @@ use crate::driver::http::HttpDriver;
 use crate::driver::reap::Reaper;
 use crate::driver::stdio::StdioDriver;
 use crate::engine::Engine;
-use crate::error::TransportError;
 
 /// Without the `http` feature there is no session to end.
 #[cfg(not(feature = "http"))]
@@ -44,9 +42,10 @@ impl Transport {
     ) {
         match self {
             Self::Stdio(d) => {
-                // Its only error is a restart's: the process after an exit could not start.
+                // The driver tells the engine what fails (an exit, a restart that could not
+                // start): nothing is left to report here.
                 if let Err(e) = d.handle_token(registry, token, read_closed, engine, now) {
-                    restart_failed(engine, now, &e);
+                    log::debug!("stdio readiness: {e}");
                 }
             }
             #[cfg(feature = "http")]
@@ -104,7 +103,7 @@ impl Transport {
             Self::Stdio(d) => {
                 if d.has_backlog() {
                     if let Err(e) = d.resume(registry, engine, now) {
-                        restart_failed(engine, now, &e);
+                        log::debug!("stdio resume: {e}");
                     }
                 }
             }
@@ -130,19 +129,6 @@ impl Transport {
         }
     }
 
-    /// Starts a new process when the engine asks for one (a restart after a crash).
-    pub(crate) fn maintain(&mut self, registry: &Registry, engine: &mut Engine, now: Instant) {
-        // Irrefutable when the HTTP transport is compiled out.
-        #[allow(irrefutable_let_patterns)]
-        if let Self::Stdio(d) = self {
-            if !d.is_running() && engine.wants_transport() {
-                if let Err(e) = d.spawn(registry, engine, now) {
-                    restart_failed(engine, now, &e);
-                }
-            }
-        }
-    }
-
     pub(crate) fn handle_timeout(
         &mut self,
         registry: &Registry,
@@ -152,7 +138,7 @@ impl Transport {
         match self {
             Self::Stdio(d) => {
                 if let Err(e) = d.handle_timeout(registry, engine, now) {
-                    restart_failed(engine, now, &e);
+                    log::debug!("stdio timeout: {e}");
                 }
             }
             #[cfg(feature = "http")]
@@ -210,15 +196,4 @@ impl Transport {
             Self::Http(_) => false,
         }
     }
-}
-
-/// A restart's process could not be started: the engine is told why (its calls fail with the
-/// error's kind, and it restarts with backoff as after an exit).
-fn restart_failed(engine: &mut Engine, now: Instant, e: &io::Error) {
-    log::warn!("restarting the server failed: {e}");
-    let reason = crate::error::CloseReason::SpawnFailed(e.kind());
-    engine.handle_transport(
-        now,
-        crate::engine::TransportEvent::closed(TransportError::Closed(reason)),
-    );
 }

@@ -666,7 +666,6 @@ fn upkeep(engine: &mut Engine, transport: &mut Transport, registry: &Registry, n
     if engine.is_due(now) {
         engine.handle_timeout(now);
     }
-    transport.maintain(registry, engine, now);
     transport.flush(registry, engine, now);
 }
 

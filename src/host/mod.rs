@@ -406,7 +406,6 @@ impl Host {
             engine.restart();
             engine.retry_authorization(now);
             if let Some(Some(transport)) = self.transports.get_mut(server.index) {
-                transport.maintain(registry, engine, now);
                 transport.flush(registry, engine, now);
             }
         }
