@@ -338,6 +338,39 @@ fn an_embedded_host_cannot_wait_on_its_own() {
     assert!(!Host::new().unwrap().is_embedded());
 }
 
+/// `Host::wait` on an embedded host refuses at once, as the other blocking helpers do: it
+/// ended the call for a server request waiting in the queue (no handler answers while a
+/// helper blocks), refused the request on the wire and took its event from the program.
+#[test]
+fn wait_on_an_embedded_host_leaves_a_waiting_server_request_alone() {
+    let Some(dir) = peers_dir() else { return };
+    let mut p = Program::new();
+    let mut host = Host::embedded(p.poll.registry(), RANGE).unwrap();
+    let config = Config {
+        era: mcpoll::EraPreference::LegacyOnly,
+        answers: mcpoll::ServerRequestKinds::all(),
+        ..Config::default()
+    };
+    let cmd = mcpoll::StdioCommand::new(dir.join("run-py-stdio.sh"));
+    let id = host.add_stdio_server(cmd, config).unwrap();
+    let call = host.call_tool(id, "ask", &raw("{}"), &CallOptions::default()).unwrap();
+    let deadline = Instant::now() + common::PATIENCE;
+    while host.client().engine(id).unwrap().stats().server_requests == 0 {
+        assert!(Instant::now() < deadline, "no elicitation came");
+        p.turn(&mut host, Duration::from_millis(100));
+    }
+    match host.wait(id, call) {
+        Err(BlockingError::Io(e)) => assert_eq!(e.kind(), io::ErrorKind::Unsupported),
+        other => panic!("{other:?}"),
+    }
+    assert!(host.client().engine(id).unwrap().is_pending(call), "the call runs on");
+    let mut requests = 0;
+    while let Some((_, e)) = host.poll_event() {
+        requests += usize::from(matches!(e, mcpoll::Event::ServerRequest { .. }));
+    }
+    assert_eq!(requests, 1, "the elicitation is still the program's");
+}
+
 /// Input past the frame budget has no readiness edge of its own: `poll_timeout` must say the
 /// host is due at once, or a loop that waits on it stalls (here, for the 10 s cap per turn).
 #[test]

@@ -17,8 +17,9 @@ impl Host {
     /// short: only I/O and deadlines do). For scripts and tests. Server requests go to the
     /// answer handlers ([`set_answer_handler`](Self::set_answer_handler)); one they do not
     /// answer ends the call at once with `LocalError::Unanswered`, since nobody else can
-    /// answer while this blocks.
+    /// answer while this blocks. An embedded host refuses (`Unsupported`) before it looks.
     pub fn wait(&mut self, server: ServerId, call: CallId) -> Result<OwnedResult, BlockingError> {
+        self.poll.can_wait().map_err(BlockingError::Io)?;
         loop {
             if self.client.server(server).is_none() {
                 return Err(BlockingError::UnknownServer);
