@@ -2552,17 +2552,23 @@ impl Engine {
         // The tool-list refresh last: its end releases the calls parked for it with its own
         // failure, and theirs is this one.
         slots.sort_by_key(|&slot| self.requests.get(slot).is_some_and(|p| p.internal));
-        // A call on the wire ends as the retry policy ends one it sends no more
-        // (`on_attempt_failed`): a write whose reply the failure lost, `DeliveryUnknown`, so
-        // a host retrying on its own does not send it again as if it had failed; a host's own
-        // close, a refusal or a local end stands as it is. (A subscription changes nothing.)
+        // A write on the wire may be running on the server whatever ended the engine (a lost
+        // transport, a handshake refused, a session gone): `error` is not its answer, and it
+        // ends `DeliveryUnknown`, so a host retrying on its own does not send it again as if
+        // the server had refused it. The host's own close and a local end stand as they are.
+        // (A subscription changes nothing.)
+        let own_end = matches!(
+            error,
+            CallError::Local(_)
+                | CallError::Transport(TransportError::Closed(crate::error::CloseReason::Host))
+        );
         for slot in slots {
-            let unknown = self.requests.get(slot).is_some_and(|p| {
-                p.state == SendState::Sent
-                    && p.method != Method::Listen
-                    && retry::without_retry(p.class, &error, Delivery::MaybeDelivered)
-                        == Decision::DeliveryUnknown
-            });
+            let unknown = !own_end
+                && self.requests.get(slot).is_some_and(|p| {
+                    p.state == SendState::Sent
+                        && p.method != Method::Listen
+                        && !p.class.retry_safe()
+                });
             let error = match unknown {
                 true => retry::delivery_unknown(error.clone()),
                 false => error.clone(),

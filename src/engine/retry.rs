@@ -79,12 +79,16 @@ pub(crate) fn is_transient(e: &CallError) -> bool {
 }
 
 /// A transport failure that ends the reply without saying whether the request was processed,
-/// though no retry is made for it.
+/// though no retry is made for it. A 2xx that did not carry the reply (an empty body, text,
+/// JSON answering another id) says the server took the request: no more.
 pub(super) fn reply_lost(e: &CallError) -> bool {
     matches!(
         e,
         CallError::Transport(
-            TransportError::Tls(_) | TransportError::BadResponse | TransportError::ClosedByServer
+            TransportError::Tls(_)
+                | TransportError::BadResponse
+                | TransportError::ClosedByServer
+                | TransportError::HttpStatus(200..=299)
         )
     )
 }

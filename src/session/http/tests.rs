@@ -10,7 +10,7 @@ use super::*;
 use crate::codec::http1::Limits;
 use crate::config::Config;
 use crate::engine::{CallOptions, Event};
-use crate::error::{CallError, PeerError};
+use crate::error::{CallError, LocalError, PeerError};
 
 const LEGACY_SESSION_GONE: &str =
     r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: no session"},"id":null}"#;
@@ -1392,6 +1392,66 @@ fn a_broken_stream_of_a_gone_session_is_not_resumed_in_the_new_one() {
     }
     let events = s.events();
     assert!(events.iter().any(|e| e.contains("DeliveryUnknown")), "{events:?}");
+}
+
+/// A write whose stream is open when the session's renewal is refused (the new `initialize`
+/// answered 401, 400 or with an error) may be running on the server: its end is
+/// `DeliveryUnknown`, not the handshake's error, which read as the server refusing the write
+/// (and a host that re-authorized and retried ran it twice).
+#[test]
+fn a_write_running_when_the_renewal_is_refused_is_delivery_unknown() {
+    for (status, body) in [(401, ""), (400, ""), (200, "error")] {
+        let mut s = Sim::legacy(None);
+        let get = s.listen.take().unwrap();
+        s.respond(get.x, 405, &[], "");
+        let write = s.call("w");
+        let w = s.next().expect("w");
+        assert!(matches!(s.head(w.x, 200, &SSE), ResponseStep::More));
+        s.body(w.x, "id: e1\ndata:\n\n");
+        s.call("b");
+        let b = s.next().expect("b");
+        s.respond(b.x, 404, &[], "");
+        let init = s.next().expect("the handshake");
+        assert_eq!(init.rpc(), "initialize");
+        if body == "error" {
+            let error = json!({"jsonrpc": "2.0", "id": init.body["id"],
+                "error": {"code": -32603, "message": "no"}});
+            s.json(init.x, error);
+        } else {
+            s.respond(init.x, status, &[], body);
+        }
+        let mut w_end = None;
+        while let Some(e) = s.engine.poll_event() {
+            if let Event::CallFailed { call, error, .. } = e {
+                if call == write {
+                    w_end = Some(error.clone());
+                }
+            }
+        }
+        let unknown = matches!(w_end, Some(CallError::Local(LocalError::DeliveryUnknown(_))));
+        assert!(unknown, "{status} {body}: {w_end:?}");
+    }
+}
+
+/// A 2xx that does not carry a write's reply (text, an empty body, JSON answering another
+/// id) says the server took the request and no more: the write ends `DeliveryUnknown`, not
+/// as a refusal (`HttpStatus(200)` read as "nothing happened", and a host sent it again).
+#[test]
+fn a_write_answered_2xx_without_its_reply_is_delivery_unknown() {
+    let plain = [("Content-Type", "text/plain")];
+    let json_type = [("Content-Type", "application/json")];
+    let other = json!({"jsonrpc": "2.0", "id": 999_999, "result": {}}).to_string();
+    for (status, headers, body) in
+        [(200, &plain[..], "ok"), (202, &[][..], ""), (200, &json_type[..], other.as_str())]
+    {
+        let mut s = Sim::modern();
+        s.call("t");
+        let t = s.next().expect("t");
+        s.respond(t.x, status, headers, body);
+        let events = s.events();
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert!(events[0].contains("DeliveryUnknown"), "{status} {body}: {events:?}");
+    }
 }
 
 /// A slot keeps no more room than [`SLOT_BUF_KEEP`] once its exchange is over, and the body
