@@ -318,12 +318,22 @@ struct Flight {
     progressed: bool,
     /// An event of this response was over the size cap, and dropped.
     oversize: bool,
+    /// The request was written to its connection ([`HttpSession::write_request`]): one taken
+    /// for a connection still opening (TCP, a proxy's tunnel, TLS) has not reached the server.
+    written: bool,
 }
 
 impl Flight {
     #[inline(always)]
     fn new(attempt: Attempt) -> Self {
-        Self { attempt, session: 0, answered: false, progressed: false, oversize: false }
+        Self {
+            attempt,
+            session: 0,
+            answered: false,
+            progressed: false,
+            oversize: false,
+            written: false,
+        }
     }
 }
 
@@ -1078,14 +1088,15 @@ impl HttpSession {
 
     /// Cancellation of request `id`: an exchange not yet on a connection is dropped here; one
     /// in flight is returned for the driver to close.
-    /// Whether request `id` went to the server: on a connection, or sent and now resuming its
-    /// broken stream. One waiting for its first send, or refused (401) and waiting for a
-    /// token, did not reach it.
+    /// Whether request `id` went to the server: written to its connection, or sent and now
+    /// resuming its broken stream. One waiting for its first send or for its connection to
+    /// open, or refused (401) and waiting for a token, did not reach it.
     fn reached_the_server(&self, id: WireId) -> bool {
         self.exchanges.iter().any(|x| {
             matches!(x.carries, Carries::Request { id: xid, .. } if xid == id)
                 && match x.stage {
-                    Stage::InFlight(_) | Stage::Resume(_) => true,
+                    Stage::InFlight(f) => f.written || f.attempt == Attempt::Resume,
+                    Stage::Resume(_) => true,
                     Stage::Waiting(a) => a == Attempt::Resume,
                     Stage::Parked(_) | Stage::Free => false,
                 }
@@ -1354,6 +1365,7 @@ impl HttpSession {
         if let Some(f) = x.flight_mut() {
             f.session = if sent_session { *session_gen } else { 0 };
             f.progressed = false;
+            f.written = true;
         }
         if sent_session && x.version.is_some() {
             *session_version = x.version;
@@ -1987,7 +1999,9 @@ fn starts_with_ci(v: &[u8], prefix: &[u8]) -> bool {
     v.len() >= prefix.len() && v[..prefix.len()].eq_ignore_ascii_case(prefix)
 }
 
-/// Whether `body` is a JSON-RPC error with `code` (the ts1 session-gone shape).
+/// Whether `body` is a JSON-RPC error with `code` (the ts1 session-gone shape). Its id is not
+/// looked at: the TypeScript SDK's example server answers a session it forgot with the
+/// request's own id (lab FINDINGS §6), as a call's own -32000 would come.
 fn is_error_code(body: &[u8], code: i64) -> bool {
     matches!(jsonrpc::decode(body), Ok(Message::Error { error, .. }) if error.code == code)
 }

@@ -1454,6 +1454,23 @@ fn a_write_answered_2xx_without_its_reply_is_delivery_unknown() {
     }
 }
 
+/// A legacy call taken for a connection that is still opening (TCP, a proxy's tunnel, TLS)
+/// has not been written: cancelled then, its connection closes and no
+/// `notifications/cancelled` is posted for an id the server never saw.
+#[test]
+fn a_cancel_of_a_request_never_written_posts_no_notice() {
+    let (mut s, _first) = Sim::legacy_call();
+    let call = s.call("b");
+    s.flush();
+    assert!(s.session.peek_waiting().is_some());
+    let x = s.session.poll_exchange(&mut s.engine, s.now).expect("on a connection, unwritten");
+    s.engine.cancel(s.now, call).unwrap();
+    s.flush();
+    assert!(s.closed.contains(&x), "its connection closes");
+    let sent = s.next();
+    assert!(sent.is_none(), "a notice for an id the server never saw: {sent:?}");
+}
+
 /// A slot keeps no more room than [`SLOT_BUF_KEEP`] once its exchange is over, and the body
 /// of an answer's POST is not gathered at all: a server answering with megabytes left every
 /// slot it passed through holding them for the session's life.
