@@ -1263,6 +1263,67 @@ fn embedded_a_reply_the_frame_budget_left_unread_beats_its_deadline() {
     assert_eq!(ended, Some(Ok(r#"{"content":[]}"#.to_owned())));
 }
 
+/// One readiness call hands an HTTP server's engine at most `frames_per_readiness` frames, and
+/// one tick at most one such budget of left-over input, as over stdio (the embedded host's
+/// documented bound). The readiness call's upkeep drained the backlog it had just left (a
+/// second budget), and the tick gave each backlogged connection a budget of its own.
+#[test]
+fn embedded_http_input_is_bounded_per_readiness_call_and_per_tick() {
+    const NOTES: usize = 12;
+    let server = MiniServer::start(None, |req: &Request| {
+        if req.json()["method"] != "tools/call" {
+            return mcp_answer(req);
+        }
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/test/tick","params":{}}"#;
+        let done = serde_json::json!({"jsonrpc": "2.0", "id": req.json()["id"], "result": {"content": []}});
+        let mut body: String = (0..NOTES).map(|_| format!("data: {note}\n\n")).collect();
+        body.push_str(&format!("data: {done}\n\n"));
+        Response {
+            status: 200,
+            headers: vec![("Content-Type".into(), "text/event-stream".into())],
+            body,
+        }
+    });
+    let mut poll = mio::Poll::new().unwrap();
+    let mut host = Host::embedded(poll.registry(), 5000..5000 + Host::HTTP_SERVER_TOKENS).unwrap();
+    let config = Config { frames_per_readiness: 1, ..Config::default() };
+    let url = server.url("http", "127.0.0.1");
+    let id = host.add_http_server(HttpOptions::new(url), config).unwrap();
+    run_embedded(&mut poll, &mut host, |h| matches!(h.state(id), Some(ServerState::Ready(..))));
+    while host.poll_event().is_some() {}
+    let opts = CallOptions::timeout(common::PATIENCE);
+    let calls = [
+        host.call_tool(id, "a", &raw("{}"), &opts).unwrap(),
+        host.call_tool(id, "b", &raw("{}"), &opts).unwrap(),
+    ];
+    let frames = |host: &Host| host.stats(id).unwrap().frames_in;
+    let (mut ended, mut most) = (0, 0);
+    let mut events = mio::Events::with_capacity(64);
+    let start = std::time::Instant::now();
+    while ended < calls.len() {
+        assert!(start.elapsed() < common::PATIENCE, "the calls never ended");
+        let now = std::time::Instant::now();
+        let due = host.poll_timeout().map(|t| t.saturating_duration_since(now));
+        let wait = due.map_or(Duration::from_millis(10), |d| d.min(Duration::from_millis(10)));
+        common::wait_events(&mut poll, &mut events, Some(wait));
+        let now = std::time::Instant::now();
+        for event in events.iter() {
+            let before = frames(&host);
+            host.handle_readiness(event.token(), now).unwrap();
+            most = most.max(frames(&host) - before);
+        }
+        if host.poll_timeout().is_some_and(|t| t <= now) {
+            let before = frames(&host);
+            host.handle_timeout(now);
+            most = most.max(frames(&host) - before);
+        }
+        while let Some((_, event)) = host.poll_event() {
+            ended += usize::from(matches!(event, mcpoll::HostEvent::CallDone { .. }));
+        }
+    }
+    assert_eq!(most, 1, "frames handed to the engine by one readiness call or one tick");
+}
+
 /// A driver outside a host, brought to a ready legacy session by a loop of the test's own.
 fn ready_driver(url: String, poll: &mut mio::Poll) -> (mcpoll::HttpDriver, mcpoll::Engine) {
     let now = std::time::Instant::now();

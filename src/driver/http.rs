@@ -123,6 +123,8 @@ pub struct HttpDriver {
     bytes_left: usize,
     /// When a connection was left with a backlog: the driver is due again at once.
     backlog_since: Option<Instant>,
+    /// Where the next turn's backlog starts: the connection after the last one served.
+    backlog_next: usize,
     /// The OAuth flow's own requests, on connections of their own.
     oauth: fetch::OAuthRequests,
     /// When the OAuth flow is told the wall clock again (`None`: no flow).
@@ -217,6 +219,7 @@ impl HttpDriver {
             budget: turn_budget(config.frames_per_readiness, config.bytes_per_readiness),
             bytes_left: config.bytes_per_readiness,
             backlog_since: None,
+            backlog_next: 0,
             wall_due,
             oauth: fetch::OAuthRequests::new(
                 opts.proxy,
@@ -292,6 +295,26 @@ impl HttpDriver {
 
     /// Closes idle and timed-out connections, drains backlogs, reopens streams when due.
     pub fn handle_timeout(&mut self, registry: &Registry, engine: &mut Engine, now: Instant) {
+        self.handle_timers(registry, engine, now);
+        self.drain_backlog(registry, engine, now);
+        self.flush(registry, engine, now);
+    }
+
+    /// [`handle_timeout`](Self::handle_timeout) without the backlog: input a readiness call
+    /// just left unread waits for the next turn (a host's readiness path: one call hands the
+    /// engine one frame budget).
+    pub(crate) fn handle_timeout_keeping_backlog(
+        &mut self,
+        registry: &Registry,
+        engine: &mut Engine,
+        now: Instant,
+    ) {
+        self.handle_timers(registry, engine, now);
+        self.flush(registry, engine, now);
+    }
+
+    /// Closes idle and timed-out connections, and moves the OAuth flow and the name lookup on.
+    fn handle_timers(&mut self, registry: &Registry, engine: &mut Engine, now: Instant) {
         let expired: SmallVec<[(usize, bool); 8]> = self
             .conns
             .iter()
@@ -317,21 +340,32 @@ impl HttpDriver {
             self.instances.rearm_lookup(now);
             self.fail_waiting(registry, engine, now, io::ErrorKind::TimedOut);
         }
-        if self.backlog_since.take().is_some() {
-            let backlog: SmallVec<[usize; 8]> =
-                self.conns.iter().filter(|(_, c)| c.backlog).map(|(k, _)| k).collect();
-            for k in backlog {
-                self.fresh_budget();
-                if let Some(c) = self.conns.get_mut(k) {
-                    c.backlog = false;
-                }
-                // No event to ask whether the server closed: read on to `WouldBlock`.
-                if let Err(e) = self.read_conn(registry, engine, now, k, true, AtEof::Fail) {
-                    self.on_conn_error(registry, engine, now, k, &e);
-                }
+    }
+
+    /// Hands over input frame budgets left unread: one budget for the turn, whatever the
+    /// number of connections holding some (a budget each let one turn hand the engine as
+    /// many). The connection after the last one served goes first, so a stream that always
+    /// has more cannot keep the others' input waiting.
+    fn drain_backlog(&mut self, registry: &Registry, engine: &mut Engine, now: Instant) {
+        if self.backlog_since.take().is_none() {
+            return;
+        }
+        let mut backlog: SmallVec<[usize; 8]> =
+            self.conns.iter().filter(|(_, c)| c.backlog).map(|(k, _)| k).collect();
+        let first = backlog.iter().position(|&k| k >= self.backlog_next).unwrap_or(0);
+        backlog.rotate_left(first);
+        self.fresh_budget();
+        for k in backlog {
+            if let Some(c) = self.conns.get_mut(k) {
+                c.backlog = false;
+            }
+            self.backlog_next = k + 1;
+            // No event to ask whether the server closed: read on to `WouldBlock`. A spent
+            // budget leaves the connection's input for the next turn.
+            if let Err(e) = self.read_conn(registry, engine, now, k, true, AtEof::Fail) {
+                self.on_conn_error(registry, engine, now, k, &e);
             }
         }
-        self.flush(registry, engine, now);
     }
 
     // ----- outgoing ------------------------------------------------------------------------

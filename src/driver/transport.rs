@@ -129,11 +129,15 @@ impl Transport {
         }
     }
 
+    /// What is due. `backlog`: input a frame budget left unread is handed over too (the
+    /// tick's turn; a stdio driver's is [`resume`](Self::resume)); a readiness path leaves it
+    /// for the next turn, so one readiness call hands the engine one budget.
     pub(crate) fn handle_timeout(
         &mut self,
         registry: &Registry,
         engine: &mut Engine,
         now: Instant,
+        #[cfg_attr(not(feature = "http"), allow(unused_variables))] backlog: bool,
     ) {
         match self {
             Self::Stdio(d) => {
@@ -142,7 +146,9 @@ impl Transport {
                 }
             }
             #[cfg(feature = "http")]
-            Self::Http(d) => d.handle_timeout(registry, engine, now),
+            Self::Http(d) if backlog => d.handle_timeout(registry, engine, now),
+            #[cfg(feature = "http")]
+            Self::Http(d) => d.handle_timeout_keeping_backlog(registry, engine, now),
         }
     }
 

@@ -580,7 +580,7 @@ impl Host {
             return;
         };
         let registry = self.poll.registry();
-        upkeep(&mut s.engine, transport, registry, now);
+        upkeep(&mut s.engine, transport, registry, now, false);
         if transport.grants_scopes() {
             s.catalog.note_granted(transport.granted_scope());
         }
@@ -609,7 +609,7 @@ impl Host {
                 continue;
             };
             transport.resume(registry, &mut s.engine, now);
-            upkeep(&mut s.engine, transport, registry, now);
+            upkeep(&mut s.engine, transport, registry, now, true);
             if transport.grants_scopes() {
                 s.catalog.note_granted(transport.granted_scope());
             }
@@ -656,12 +656,20 @@ pub(super) fn is_idle(s: &ServerCore, driver: Option<&Transport>, now: Instant) 
 }
 
 /// One server's share of a tick, after its input: due timers, a process it asks for, output.
-fn upkeep(engine: &mut Engine, transport: &mut Transport, registry: &Registry, now: Instant) {
+/// `backlog`: input a frame budget left unread is handed over too (the tick's; after a
+/// readiness call it waits for the tick).
+fn upkeep(
+    engine: &mut Engine,
+    transport: &mut Transport,
+    registry: &Registry,
+    now: Instant,
+    backlog: bool,
+) {
     // The driver's first: input a frame budget left unread (an HTTP driver hands it over in
     // its `handle_timeout`; stdio's `resume` did) was read before the engine's timers were
     // due, and a reply among it must not lose to its call's deadline.
     if transport.poll_timeout().is_some_and(|d| d <= now) {
-        transport.handle_timeout(registry, engine, now);
+        transport.handle_timeout(registry, engine, now, backlog);
     }
     if engine.is_due(now) {
         engine.handle_timeout(now);
