@@ -319,6 +319,17 @@ impl Stored {
         matches!(self, Self::Done(_) | Self::Failed { .. })
     }
 
+    /// An event of `target` before its end: its progress, its task's, its subscription's.
+    fn is_on_the_way_of(&self, target: CallId) -> bool {
+        match self {
+            Self::Progress { call, .. }
+            | Self::Subscribed { call, .. }
+            | Self::TaskCreated { call, .. }
+            | Self::TaskStatus { call, .. } => *call == target,
+            _ => false,
+        }
+    }
+
     /// The arena text it refers to (each event has at most one range).
     fn range_mut(&mut self) -> Option<&mut Range<usize>> {
         match self {
@@ -743,9 +754,25 @@ impl EventQueue {
         }
     }
 
-    /// Removes the terminal event of one call, leaving every other event queued in order.
+    /// Removes the terminal event of one call, and the call's events queued before it,
+    /// leaving every other event queued in order. Whoever takes a call's end out of order (a
+    /// blocking helper) wants no more of that call; left queued, its events outlived the
+    /// call whose pending slot bounded them (a script of blocking task calls queued a
+    /// never-dropped `TaskCreated` per call, for good, and the full queue then dropped every
+    /// state event), and a later `poll_event` handed progress of calls long ended.
     pub(crate) fn take_terminal(&mut self, call: CallId) -> Option<Event<'_>> {
-        let i = self.queue.iter().position(|e| e.is_terminal_for(call))?;
+        let mut i = self.queue.iter().position(|e| e.is_terminal_for(call))?;
+        let mut j = 0;
+        while j < i {
+            if self.queue.get(j).is_some_and(|e| e.is_on_the_way_of(call)) {
+                if let Some(mut gone) = self.queue.remove(j) {
+                    self.left(&mut gone);
+                }
+                i -= 1;
+            } else {
+                j += 1;
+            }
+        }
         let mut stored = self.queue.remove(i)?;
         self.left(&mut stored);
         Some(self.view(stored))
@@ -879,6 +906,31 @@ mod tests {
         q.resource_updated("res://next");
         let room = (q.arena.capacity(), q.spare.capacity());
         assert!(room.0 <= ARENA_KEEP && room.1 <= ARENA_KEEP, "{room:?}");
+    }
+
+    /// A call's end taken out of order (a blocking helper) takes the call's own events with
+    /// it: a `TaskCreated` (never dropped) stayed queued for every blocking task call, for
+    /// good, and its progress reached a later `poll_event` long after it ended. Another
+    /// call's events stay, in order.
+    #[test]
+    fn taking_a_calls_end_takes_its_own_events_with_it() {
+        let mut q = EventQueue::new(4);
+        let record = CallRecord::new(crate::Method::ToolsCall, crate::TransportKind::Stdio);
+        let call = |n: usize| CallId(crate::proto::jsonrpc::WireId::new(n, 1));
+        for n in 0..100 {
+            q.task_created(call(n), "t-1");
+            q.task_status(call(n), "t-1", crate::engine::TaskStatus::Working, None);
+            q.progress(call(n), 0.5, None, Some("half"));
+            q.done(call(n), "{}", ResultType::Complete, false, &record);
+            assert!(q.take_terminal(call(n)).is_some());
+        }
+        assert_eq!((q.queue.len(), q.live, q.dropped), (0, 0, 0));
+        q.progress(call(200), 0.1, None, None);
+        q.progress(call(201), 0.2, None, None);
+        q.done(call(201), "{}", ResultType::Complete, false, &record);
+        assert!(q.take_terminal(call(201)).is_some());
+        assert!(matches!(q.pop(), Some(Event::Progress { call: c, .. }) if c == call(200)));
+        assert!(q.pop().is_none());
     }
 
     /// Droppable events are bounded by the text they bring too: a server's notifications of

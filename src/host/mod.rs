@@ -175,8 +175,8 @@ enum Wake {
 ///    ([`Event::TransportLost`] and [`Event::Closed`] say why it went away). An event borrows
 ///    the host: copy out what you keep before the next command.
 /// 4. **Or block.** Scripts and tests use [`call_tool_blocking`](Self::call_tool_blocking),
-///    [`wait`](Self::wait) and [`wait_ready`](Self::wait_ready), which leave every other event
-///    queued.
+///    [`wait`](Self::wait) and [`wait_ready`](Self::wait_ready), which leave every other
+///    call's events queued (the waited call's progress and task events go with its end).
 /// 5. **Close.** [`close_server`](Self::close_server) and
 ///    [`remove_server`](Self::remove_server) return at once and stop the process from the next
 ///    polls; dropping the host stops every server.
