@@ -399,8 +399,15 @@ impl Config {
         if self.max_message_bytes < 1024 {
             return err("max_message_bytes", "must be at least 1024");
         }
-        if self.default_timeout.is_zero() || self.probe_timeout.is_zero() {
-            return err("default_timeout", "timeouts must be non-zero");
+        // A zero handshake timeout made `initialize` due as it was made: never sent, and a
+        // legacy server never ready.
+        let timeouts = [
+            ("default_timeout", self.default_timeout),
+            ("probe_timeout", self.probe_timeout),
+            ("handshake_timeout", self.handshake_timeout),
+        ];
+        if let Some((field, _)) = timeouts.iter().find(|(_, t)| t.is_zero()) {
+            return err(field, "must be non-zero");
         }
         if self.max_pages == 0 {
             return err("max_pages", "must be at least 1");

@@ -1120,6 +1120,18 @@ fn a_server_request_with_an_oversized_id_is_ignored() {
     assert_eq!(h.sent_one(), json!({"jsonrpc": "2.0", "id": usual, "result": {}}));
 }
 
+/// Each zero timeout is refused under its own name: a zero handshake timeout passed, and
+/// made `initialize` due as it was made (never sent: a legacy server was never ready).
+#[test]
+fn zero_timeouts_are_refused_by_name() {
+    let zero = Duration::ZERO;
+    let refused = |config: Config| Engine::new(config, Instant::now()).map(drop).unwrap_err().field;
+    assert_eq!(refused(Config { default_timeout: zero, ..Config::default() }), "default_timeout");
+    assert_eq!(refused(Config { probe_timeout: zero, ..Config::default() }), "probe_timeout");
+    let handshake = Config { handshake_timeout: zero, ..Config::default() };
+    assert_eq!(refused(handshake), "handshake_timeout");
+}
+
 #[test]
 fn junk_frames_are_skipped_and_counted() {
     let mut h = Harness::ready_modern();
