@@ -1021,11 +1021,14 @@ impl Engine {
         if !matches!(self.lifecycle, Lifecycle::Ready { .. }) {
             return None;
         }
-        while let Some(id) = self.send_queue.pop_front() {
+        while let Some(mut id) = self.send_queue.pop_front() {
             if self.requests.in_flight() >= self.config.max_in_flight && self.is_fresh(id) {
-                // The limit is reached: the rest wait, in order.
+                // The limit is reached: fresh calls wait, in order. What holds its place
+                // already (a task's poll, a retry, an answered input round) goes past them,
+                // or it waited as long as the calls on the wire ran.
                 self.send_queue.push_front(id);
-                return None;
+                let past = self.send_queue.iter().position(|&q| !self.is_fresh(q));
+                id = past.and_then(|i| self.send_queue.remove(i))?;
             }
             if let Some(method) = self.write_request(now, buf, id) {
                 return Some(self.route(buf.len() - start, TransmitKind::Request { id, method }));

@@ -455,6 +455,28 @@ fn a_modern_task_is_created_polled_at_its_interval_and_ends_as_the_call() {
     assert_eq!(h.engine.pending(), 0);
 }
 
+/// A task's poll holds its place in flight already: it is not held behind a fresh call the
+/// in-flight limit keeps waiting (it waited as long as the call on the wire ran, and the
+/// task could meet its deadline and be cancelled for nothing).
+#[test]
+fn a_tasks_poll_passes_fresh_calls_held_by_the_in_flight_limit() {
+    let mut h = Harness::ready_with(Config { max_in_flight: 1, ..Config::default() });
+    let task = task_call(&mut h, &prefer(), 1000);
+    let long = h.engine.call_tool(h.now, "long", raw("{}"), &CallOptions::default()).unwrap();
+    let long_sent = h.sent_one();
+    assert_eq!(long_sent["params"]["name"], "long");
+    let held = h.engine.call_tool(h.now, "held", raw("{}"), &CallOptions::default()).unwrap();
+    assert!(h.take_sent().is_empty(), "the limit holds the fresh call");
+    h.advance(Duration::from_millis(1000));
+    let get = h.sent_one();
+    assert_eq!(get["method"], "tasks/get", "the poll goes past the held call");
+    h.reply(&long_sent, json!({"content": []}));
+    h.reply(&get, modern_task("complete", "working", json!(1000)));
+    let next = h.sent_one();
+    assert_eq!(next["params"]["name"], "held", "the held call goes once there is room");
+    assert!(h.engine.is_pending(task) && h.engine.is_pending(held) && !h.engine.is_pending(long));
+}
+
 #[test]
 fn poll_intervals_from_the_server_are_clamped() {
     for (poll, wait) in [
