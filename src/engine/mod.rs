@@ -3775,7 +3775,8 @@ impl Engine {
 
     /// Ends `call` at once with `error` because of server request `request` nobody can
     /// answer (a blocking helper waits for it): a legacy request is refused, so the server is
-    /// not left waiting; the call ends as cancelled on the wire. Their events are dropped.
+    /// not left waiting; the call ends as cancelled on the wire. Their events are dropped (a
+    /// legacy request whose event the host took is told expired).
     #[cfg_attr(not(feature = "stdio"), allow(dead_code))]
     pub(crate) fn end_unanswered(
         &mut self,
@@ -3791,7 +3792,9 @@ impl Engine {
         if let Some(Entry { origin: Origin::Legacy { id }, .. }) =
             legacy.then(|| self.server_requests.remove(request)).flatten()
         {
-            self.events.remove_server_request(request);
+            // Linked to no call: a host that took its event hears it expired (its answer
+            // would find nothing), as for any request leaving the table unanswered.
+            self.events.server_request_withdrawn(request);
             let (code, message) = (INTERNAL, "the client has no answer for this request");
             self.push_control(Control::Refuse { id, code, message });
         }

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use super::{discover_result, raw, Harness};
 use crate::config::ServerRequestKinds;
 use crate::engine::*;
-use crate::error::AnswerError;
+use crate::error::{AnswerError, CallError, LocalError};
 
 fn config() -> Config {
     Config { answers: ServerRequestKinds::all(), ..Config::default() }
@@ -451,6 +451,28 @@ fn legacy_requests_of_undeclared_kinds_are_refused_as_the_spec_says() {
         .collect();
     assert_eq!(codes, [json!(-32601), json!(-32601), json!(-32602), json!("ok")]);
     assert!(h.events().is_empty());
+}
+
+/// A blocking helper ends its call for a legacy request nobody answers, and refuses the
+/// request on the wire. A host that had taken the request's event is told it expired (as for
+/// any request that leaves the table unanswered): it was dropped without a word, and the
+/// host's answer found nothing.
+#[test]
+fn a_taken_legacy_request_ended_for_a_blocked_call_is_told_expired() {
+    let answers = ServerRequestKinds { sampling: true, ..Default::default() };
+    let mut h = legacy(answers);
+    h.peer(json!({"jsonrpc": "2.0", "id": 7, "method": "sampling/createMessage", "params": {}}));
+    let (asks, _) = drain(&mut h);
+    let [Ask(request, None, _)] = asks[..] else { panic!("one legacy request") };
+    let call = h.engine.call_tool(h.now, "t", raw("{}"), &CallOptions::default()).unwrap();
+    let (blocking, _) = h.engine.unanswered_for(call).expect("the legacy request blocks it");
+    assert_eq!(blocking, request);
+    let error = CallError::Local(LocalError::Unanswered(ServerRequestKind::Sampling));
+    h.engine.end_unanswered(h.now, call, request, error);
+    let events = h.events();
+    assert!(events.iter().any(|e| e == "expired"), "{events:?}");
+    let refused = h.take_sent();
+    assert!(refused.iter().any(|f| f["id"] == 7 && f["error"]["code"] == -32603), "{refused:?}");
 }
 
 #[test]
