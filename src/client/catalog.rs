@@ -1095,8 +1095,10 @@ impl Client {
     /// backoff (200 ms doubling to 30 s) after it ends, abnormally or gracefully (a server
     /// sends its graceful end when it shuts down), marking every catalog stale since changes
     /// may have been missed. The host cancelling the stream, or a server without the method
-    /// (`-32601`), stops it. Legacy servers send their changes unasked: for them this does
-    /// nothing more.
+    /// (`-32601`), stops it; each stream's acknowledgement reaches the host as
+    /// [`Event::Subscribed`](crate::Event::Subscribed), whose call is the one to cancel (the
+    /// stream's end is the cache's own). Legacy servers send their changes unasked: for them
+    /// this does nothing more.
     /// The re-listen deadline is part of [`poll_timeout`](Self::poll_timeout).
     pub fn watch_catalogs(&mut self, now: Instant, server: ServerId) -> Result<(), RequestError> {
         let s = self.server_mut(server).ok_or(RequestError::Closed)?;

@@ -282,7 +282,8 @@ impl Host {
     /// stream for tool, prompt and resource list changes (once ready), and opens it again with
     /// backoff (200 ms doubling to 30 s) after it ends (a graceful end too: a server sends it
     /// when it shuts down), marking every catalog stale since changes may have been missed. The
-    /// host cancelling the stream, or a server without the method, stops it. Legacy servers
+    /// host cancelling the stream (the call of its [`Event::Subscribed`](crate::Event::Subscribed)
+    /// acknowledgement), or a server without the method, stops it. Legacy servers
     /// send their changes unasked: for them this does nothing more. The re-listen
     /// deadline is part of [`poll_timeout`](Self::poll_timeout). See [`Client::watch_catalogs`]. At
     /// the current time; what it sends is written at once.
