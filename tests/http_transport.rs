@@ -1191,21 +1191,17 @@ fn embedded_removing_a_legacy_server_never_stalls_and_its_tokens_wait_for_the_de
     host.add_http_server(HttpOptions::new(url), legacy_only()).expect("the block is free again");
 }
 
-/// A reply read before its call's deadline but left unhanded by the frame budget (one frame
-/// per turn: three notices, then the reply, in one event stream) is handed to the engine
-/// before the engine's timers run, as a stdio driver's is: a host ticked only after the
-/// deadline gets the reply, not a timeout. The old tick ran the engine's timers first.
-#[test]
-fn embedded_a_reply_the_frame_budget_left_unread_beats_its_deadline() {
-    const NOTES: usize = 3;
-    let server = MiniServer::start(None, |req: &Request| {
+/// A ready server on an embedded host with a budget of one frame, whose tool calls answer with
+/// an event stream of `notes` notices and then the reply.
+fn embedded_with_noisy_calls(notes: usize) -> (MiniServer, mio::Poll, Host, mcpoll::ServerId) {
+    let server = MiniServer::start(None, move |req: &Request| {
         if req.json()["method"] != "tools/call" {
             return mcp_answer(req);
         }
         // A vendor's notification: each one is a host event.
         let note = r#"{"jsonrpc":"2.0","method":"notifications/test/tick","params":{}}"#;
         let done = serde_json::json!({"jsonrpc": "2.0", "id": req.json()["id"], "result": {"content": []}});
-        let mut body: String = (0..NOTES).map(|_| format!("data: {note}\n\n")).collect();
+        let mut body: String = (0..notes).map(|_| format!("data: {note}\n\n")).collect();
         body.push_str(&format!("data: {done}\n\n"));
         Response {
             status: 200,
@@ -1220,6 +1216,17 @@ fn embedded_a_reply_the_frame_budget_left_unread_beats_its_deadline() {
     let id = host.add_http_server(HttpOptions::new(url), config).unwrap();
     run_embedded(&mut poll, &mut host, |h| matches!(h.state(id), Some(ServerState::Ready(..))));
     while host.poll_event().is_some() {}
+    (server, poll, host, id)
+}
+
+/// A reply read before its call's deadline but left unhanded by the frame budget (one frame
+/// per turn: three notices, then the reply, in one event stream) is handed to the engine
+/// before the engine's timers run, as a stdio driver's is: a host ticked only after the
+/// deadline gets the reply, not a timeout. The old tick ran the engine's timers first.
+#[test]
+fn embedded_a_reply_the_frame_budget_left_unread_beats_its_deadline() {
+    const NOTES: usize = 3;
+    let (_server, mut poll, mut host, id) = embedded_with_noisy_calls(NOTES);
     // Longer than the loop below may take on a busy machine: the deadline passes only at the
     // tick the test makes past it.
     let timeout = 2 * common::PATIENCE;
@@ -1270,27 +1277,7 @@ fn embedded_a_reply_the_frame_budget_left_unread_beats_its_deadline() {
 #[test]
 fn embedded_http_input_is_bounded_per_readiness_call_and_per_tick() {
     const NOTES: usize = 12;
-    let server = MiniServer::start(None, |req: &Request| {
-        if req.json()["method"] != "tools/call" {
-            return mcp_answer(req);
-        }
-        let note = r#"{"jsonrpc":"2.0","method":"notifications/test/tick","params":{}}"#;
-        let done = serde_json::json!({"jsonrpc": "2.0", "id": req.json()["id"], "result": {"content": []}});
-        let mut body: String = (0..NOTES).map(|_| format!("data: {note}\n\n")).collect();
-        body.push_str(&format!("data: {done}\n\n"));
-        Response {
-            status: 200,
-            headers: vec![("Content-Type".into(), "text/event-stream".into())],
-            body,
-        }
-    });
-    let mut poll = mio::Poll::new().unwrap();
-    let mut host = Host::embedded(poll.registry(), 5000..5000 + Host::HTTP_SERVER_TOKENS).unwrap();
-    let config = Config { frames_per_readiness: 1, ..Config::default() };
-    let url = server.url("http", "127.0.0.1");
-    let id = host.add_http_server(HttpOptions::new(url), config).unwrap();
-    run_embedded(&mut poll, &mut host, |h| matches!(h.state(id), Some(ServerState::Ready(..))));
-    while host.poll_event().is_some() {}
+    let (_server, mut poll, mut host, id) = embedded_with_noisy_calls(NOTES);
     let opts = CallOptions::timeout(common::PATIENCE);
     let calls = [
         host.call_tool(id, "a", &raw("{}"), &opts).unwrap(),
