@@ -449,7 +449,7 @@ impl<E> Refresher<E> {
     /// or a policy reads; but a walk a need waits on stays that need's answer. The stored
     /// pages it reads are held for that one use, as the rest of it is as it comes
     /// ([`on_page`](Self::on_page)); the store keeps nothing the change made stale.
-    pub(crate) fn before_change(&mut self, store: &Store, key: Option<&CacheKey>) {
+    pub(crate) fn before_change(&mut self, now: Instant, store: &Store, key: Option<&CacheKey>) {
         let this_walks = std::mem::take(&mut self.one_use);
         let bytes = self.one_use_bytes;
         self.forget_walk();
@@ -457,13 +457,21 @@ impl<E> Refresher<E> {
             |k: &&CacheKey| self.flight.as_ref().is_some_and(|f| f.by_need && f.token.key() == *k);
         let Some(key) = key.filter(waited_on) else { return };
         (self.one_use, self.one_use_bytes) = (this_walks, bytes);
+        // The pages the walk read, or skipped as fresh, up to the one on the wire: not that
+        // page's old copy nor what follows it (expired, or still to read), which would stand
+        // before the server's answer in the need's list.
+        let fetching = self.flight.as_ref().map(|f| f.token.cursor().map(Box::<str>::from));
         let mut cursor: Option<Box<str>> = None;
         // A looping chain cannot make this spin: one step per page held.
         for _ in 0..=store.entries() + self.one_use.len() {
+            if fetching.as_ref() == Some(&cursor) {
+                return;
+            }
             let next = match self.one_use.iter().find(|(c, _)| *c == cursor) {
                 Some((_, held)) => held.next_cursor.clone(),
                 None => {
-                    let Some(stored) = store.stored_page(key, self.kind, cursor.as_deref()) else {
+                    let Some(stored) = store.fresh_page(now, key, self.kind, cursor.as_deref())
+                    else {
                         return;
                     };
                     let page = stored.parsed().clone();

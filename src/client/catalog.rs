@@ -899,7 +899,7 @@ impl ClientCache {
         kind: CatalogKind,
     ) {
         let state = &mut catalog.kinds[slot(kind)];
-        state.refresher.before_change(&self.store, key.as_ref());
+        state.refresher.before_change(now, &self.store, key.as_ref());
         if let Some(key) = key {
             self.mark_stale(now, &key, kind);
         }
@@ -1096,7 +1096,7 @@ impl Client {
     /// sends its graceful end when it shuts down), marking every catalog stale since changes
     /// may have been missed. The host cancelling the stream, or a server without the method
     /// (`-32601`), stops it; each stream's acknowledgement reaches the host as
-    /// [`Event::Subscribed`](crate::Event::Subscribed), whose call is the one to cancel (the
+    /// [`Event::Subscribed`], whose call is the one to cancel (the
     /// stream's end is the cache's own). Legacy servers send their changes unasked: for them
     /// this does nothing more.
     /// The re-listen deadline is part of [`poll_timeout`](Self::poll_timeout).

@@ -810,6 +810,37 @@ fn a_change_after_every_listing_still_answers_the_need_that_listed() {
     assert_eq!(sim.tool_names(id).expect("the second walk's answer"), ["add", "echo"]);
 }
 
+/// A change notice while a need's walk refreshes an expired list: the need gets the server's
+/// new answer, and no checked call reads the old definitions meanwhile. The pages held for
+/// the need were copied from the store whatever their expiry, the page on the wire's old copy
+/// among them, and stood before the server's answer (the need got the old list, and a
+/// checked call the old definitions again).
+#[test]
+fn a_change_during_the_refresh_of_an_expired_list_serves_the_new_answer() {
+    let mut sim = Sim::new();
+    let id = sim.ready_server("expiring");
+    let short = |names: &[&str]| {
+        let mut page = tools_page(names);
+        page["ttlMs"] = json!(1000);
+        page
+    };
+    assert_eq!(sim.tool_names(id), None);
+    let list = sim.sent_one(id);
+    sim.reply(id, &list, short(&["add"]));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(id).unwrap(), ["add"]);
+    sim.now += Duration::from_secs(2);
+    assert_eq!(sim.tool_names(id), None, "expired: a walk");
+    let list = sim.sent_one(id);
+    assert!(sim.client.listed_tool(sim.now, id, "add").is_none(), "expired: nothing to check");
+    sim.peer(id, json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    sim.client.handle_timeout(sim.now);
+    assert!(sim.client.listed_tool(sim.now, id, "add").is_none(), "the old one is not back");
+    sim.reply(id, &list, short(&["add", "echo"]));
+    sim.client.handle_timeout(sim.now);
+    assert_eq!(sim.tool_names(id).expect("the walk's answer"), ["add", "echo"]);
+}
+
 /// With eager refresh, a change that arrives while a listing is on the wire leaves the server
 /// to the listing's answer: it is not marked for the cache's pass at every round meanwhile (a
 /// loop that asks `has_events` first spun at full CPU for as long as the listing took). The
