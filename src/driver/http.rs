@@ -354,12 +354,13 @@ impl HttpDriver {
             self.conns.iter().filter(|(_, c)| c.backlog).map(|(k, _)| k).collect();
         let first = backlog.iter().position(|&k| k >= self.backlog_next).unwrap_or(0);
         backlog.rotate_left(first);
+        // The next turn starts after the one served first now, which this budget goes to.
+        self.backlog_next = backlog.first().map_or(0, |k| k + 1);
         self.fresh_budget();
         for k in backlog {
             if let Some(c) = self.conns.get_mut(k) {
                 c.backlog = false;
             }
-            self.backlog_next = k + 1;
             // No event to ask whether the server closed: read on to `WouldBlock`. A spent
             // budget leaves the connection's input for the next turn.
             if let Err(e) = self.read_conn(registry, engine, now, k, true, AtEof::Fail) {
