@@ -1021,14 +1021,12 @@ impl Engine {
         if !matches!(self.lifecycle, Lifecycle::Ready { .. }) {
             return None;
         }
-        while let Some(mut id) = self.send_queue.pop_front() {
+        while let Some(id) = self.send_queue.pop_front() {
             if self.requests.in_flight() >= self.config.max_in_flight && self.is_fresh(id) {
-                // The limit is reached: fresh calls wait, in order. What holds its place
-                // already (a task's poll, a retry, an answered input round) goes past them,
-                // or it waited as long as the calls on the wire ran.
+                // The limit is reached: the rest wait, in order. (What holds its place already,
+                // a retry, a task's poll, an answered input round, joins at the front.)
                 self.send_queue.push_front(id);
-                let past = self.send_queue.iter().position(|&q| !self.is_fresh(q));
-                id = past.and_then(|i| self.send_queue.remove(i))?;
+                return None;
             }
             if let Some(method) = self.write_request(now, buf, id) {
                 return Some(self.route(buf.len() - start, TransmitKind::Request { id, method }));
@@ -1090,8 +1088,9 @@ impl Engine {
         self.requests.slot_of(call).is_some()
     }
 
-    /// Removes and returns the terminal event (`CallDone` or `CallFailed`) of one call,
-    /// leaving every other event queued in order. For blocking helpers.
+    /// Removes and returns the terminal event (`CallDone` or `CallFailed`) of one call, with
+    /// the call's own events queued before it (its progress, its task's, its subscription's),
+    /// leaving every other call's events queued in order. For blocking helpers.
     pub fn take_call_event(&mut self, call: CallId) -> Option<Event<'_>> {
         self.events.take_terminal(call)
     }
@@ -3379,11 +3378,14 @@ impl Engine {
         self.timers.schedule_request(&self.requests, slot, until, timers::TimerKind::Backoff);
     }
 
-    /// The wait before a poll ended: the poll joins the queue (a read: no breaker asked).
+    /// The wait before a poll ended: the poll joins the queue (a read: no breaker asked), at
+    /// its front as a retry does: it holds its place in flight already, and behind fresh
+    /// calls the in-flight limit holds it waited as long as the calls on the wire ran (the
+    /// task could meet its deadline and be cancelled for nothing).
     fn task_poll_due(&mut self, slot: usize) {
         self.requests.set_state(slot, SendState::Queued);
         if let Some(id) = self.requests.wire_id(slot) {
-            self.send_queue.push_back(id);
+            self.send_queue.push_front(id);
         }
     }
 
@@ -3737,9 +3739,10 @@ impl Engine {
             params.extend_from_slice(b",\"requestState\":");
             params.extend_from_slice(state);
         }
+        // At the front, as a task's poll: the call holds its place already.
         self.requests.set_state(slot, SendState::Queued);
         if let Some(id) = self.requests.wire_id(slot) {
-            self.send_queue.push_back(id);
+            self.send_queue.push_front(id);
         }
     }
 
