@@ -1,5 +1,6 @@
 //! The blocking helpers: poll until one call, one server or one catalog is done, leaving every
-//! other event queued. For scripts and tests; a loop uses [`Host::poll`] and `poll_event`.
+//! other call's events queued. For scripts and tests; a loop uses [`Host::poll`] and
+//! `poll_event`.
 
 use std::time::{Duration, Instant};
 

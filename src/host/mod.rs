@@ -509,7 +509,7 @@ impl Host {
 
     /// One round of [`poll`](Self::poll). `wake` says whether events already queued for the
     /// host cut the wait short: they do for `poll` (the host drains them next), and not for the
-    /// blocking helpers, which wait for one call and leave every other event queued: for them
+    /// blocking helpers, which wait for one call and leave other calls' events queued: for them
     /// a queued event is no reason to return early, and taking it as one made them spin.
     fn poll_inner(&mut self, timeout: Option<Duration>, wake: Wake) -> io::Result<()> {
         let now = Instant::now();
