@@ -584,8 +584,14 @@ impl Engine {
         if !meta.is_empty() {
             // Written with the engine's own: two `_meta` members in one frame are kept last
             // by some servers (the engine's, dropping the host's), refused by others, and
-            // kept first by readers that then miss the protocol version.
-            self.requests.bufs_mut(call.0.slot()).extend_meta(meta.as_bytes());
+            // kept first by readers that then miss the protocol version. A key the engine
+            // writes itself is the engine's (a second `progressToken` took the call's
+            // progress away from it).
+            let bufs = self.requests.bufs_mut(call.0.slot());
+            let meta = outbound::without_keys_of(bufs.meta(), &meta);
+            if !meta.is_empty() {
+                bufs.extend_meta(meta.as_bytes());
+            }
         }
         Ok(call)
     }
@@ -2084,7 +2090,7 @@ impl Engine {
 
     fn on_notification(&mut self, now: Instant, method: &str, params: Option<RawJson<'_>>) {
         match method {
-            notify::PROGRESS => self.on_progress(params),
+            notify::PROGRESS => self.on_progress(method, params),
             notify::TOOLS_CHANGED => self.events.list_changed(ListKind::Tools),
             notify::PROMPTS_CHANGED => self.events.list_changed(ListKind::Prompts),
             notify::RESOURCES_CHANGED => self.events.list_changed(ListKind::Resources),
@@ -2095,11 +2101,11 @@ impl Engine {
             }
             notify::ACKNOWLEDGED => self.on_acknowledged(params),
             notify::CANCELLED => self.on_server_cancelled(now, params),
-            notify::MESSAGE => log::trace!("server notification {method}"),
             notify::INITIALIZED | notify::ROOTS_LIST_CHANGED => {
                 log::debug!("ignoring notification {method}")
             }
-            // An extension's or a vendor's: the host's to read.
+            // The server's log messages (`notifications/message`), an extension's or a
+            // vendor's: the host's to read.
             _ => self.events.notification(method, params.map_or("{}", |p| p.text())),
         }
     }
@@ -2136,16 +2142,28 @@ impl Engine {
         }
     }
 
-    fn on_progress(&mut self, params: Option<RawJson<'_>>) {
+    fn on_progress(&mut self, method: &str, params: Option<RawJson<'_>>) {
         let Some(p) = params.filter(|p| p.kind() == Kind::Object) else {
             self.stats.invalid_frames += 1;
             return;
         };
-        // The progress token is the call handle, so it survives new pages and attempts.
-        let Some(token) = p.get("progressToken").and_then(WireId::parse) else {
+        // The progress token is the call handle, so it survives new pages and attempts. One
+        // the engine never writes is a token the host chose (in a `_meta` of its own): the
+        // host's to read, as any notification the engine does not handle.
+        let Some(token) = p.get("progressToken") else {
+            self.stats.invalid_frames += 1;
             return;
         };
-        let progress = p.get("progress").and_then(RawJson::as_f64).unwrap_or(0.0);
+        let Some(token) = WireId::parse(token) else {
+            self.events.notification(method, p.text());
+            return;
+        };
+        // Required, a number: a report without one is no progress (read as 0, it looked like
+        // progress going back).
+        let Some(progress) = p.get("progress").and_then(RawJson::as_f64) else {
+            self.stats.invalid_frames += 1;
+            return;
+        };
         let total = p.get("total").and_then(RawJson::as_f64);
         let message = p.get("message").and_then(RawJson::as_str);
         let call = CallId(token);

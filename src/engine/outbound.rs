@@ -170,6 +170,29 @@ pub enum TransmitKind {
     },
 }
 
+/// The members of `host` (members of a JSON object, without its braces; checked JSON) whose
+/// keys are not among `engine`'s (the `_meta` members the engine wrote).
+pub(super) fn without_keys_of(engine: &[u8], host: &str) -> String {
+    let engine = [b"{", engine, b"}"].concat();
+    let engine = crate::proto::json::parse(&engine).ok();
+    // Compared unescaped: a server reads `progress\u0054oken` as `progressToken`.
+    let written = |key: &crate::proto::json::JsonKey<'_>| {
+        let key = key.as_str();
+        engine.as_ref().is_some_and(|e| e.members().any(|(k, _)| k.eq_str(&key)))
+    };
+    let host = format!("{{{host}}}");
+    let Ok(parsed) = crate::proto::json::parse(host.as_bytes()) else { return String::new() };
+    let mut kept = String::new();
+    for (key, value) in parsed.members() {
+        if written(&key) {
+            log::debug!("a _meta member the engine writes itself was left out of a request");
+            continue;
+        }
+        push_member(&mut kept, key.raw(), value.text());
+    }
+    kept
+}
+
 /// The members of a `request_raw` params object (its text between the braces) split into
 /// the members but `_meta`, and the members of its `_meta` objects (each object's text
 /// between its braces, joined by commas). The text is the host's `RawValue`'s: valid JSON.
@@ -195,13 +218,19 @@ pub(super) fn split_meta(members: &str) -> Result<(Cow<'_, str>, String), Reques
             }
             continue;
         }
-        if !rest.is_empty() {
-            rest.push(',');
-        }
-        rest.push('"');
-        rest.push_str(key.raw());
-        rest.push_str("\":");
-        rest.push_str(value.text());
+        push_member(&mut rest, key.raw(), value.text());
     }
     Ok((Cow::Owned(rest), meta))
+}
+
+/// Adds `"key":value` (the key's text with its escapes, the value's JSON) to the members in
+/// `out`.
+fn push_member(out: &mut String, key: &str, value: &str) {
+    if !out.is_empty() {
+        out.push(',');
+    }
+    out.push('"');
+    out.push_str(key);
+    out.push_str("\":");
+    out.push_str(value);
 }

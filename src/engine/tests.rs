@@ -1079,6 +1079,55 @@ fn progress_is_routed_to_the_call_that_asked() {
     h.peer(progress(424242, 1.0));
     h.peer(json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"bad": 1}}));
     assert_eq!(h.events(), [format!("progress {} 1 Some(3.0) Some(\"step\")", c.get())]);
+    // Required, a number: a report without one is refused, not read as 0 (which looked like
+    // progress going back).
+    let invalid = h.engine.stats().invalid_frames;
+    for params in
+        [json!({"progressToken": c.get()}), json!({"progressToken": c.get(), "progress": "50%"})]
+    {
+        h.peer(json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}));
+    }
+    assert!(h.events().is_empty());
+    assert_eq!(h.engine.stats().invalid_frames, invalid + 2);
+}
+
+/// The server's log messages reach the host as notifications (they were only logged at
+/// TRACE, though the docs say what the engine does not handle reaches the host).
+#[test]
+fn log_messages_reach_the_host() {
+    let mut h = Harness::ready_legacy();
+    h.peer(json!({"jsonrpc": "2.0", "method": "notifications/message",
+        "params": {"level": "error", "data": "disk full"}}));
+    let events = h.events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(events[0].contains("notifications/message") && events[0].contains("disk full"));
+}
+
+/// A progress token the engine never writes is one the host chose (in a `_meta` of its own,
+/// `request_raw`): its notifications reach the host as any notification the engine does not
+/// handle (they were dropped), and the host's `_meta` never writes a second `progressToken`
+/// beside the engine's (servers keep the last: the call's progress went to the host's token).
+#[test]
+fn a_progress_token_the_host_chose_is_the_hosts() {
+    let mut h = Harness::ready_modern();
+    let params = raw(r#"{"_meta":{"progressToken":"job-1","vendor/x":1},"q":2}"#);
+    let plain = CallOptions::default();
+    h.engine.request_raw(h.now, "vendor/run", Some(params), &plain).unwrap();
+    let sent = h.sent_one();
+    assert_eq!(sent["params"]["_meta"]["progressToken"], "job-1", "no engine token: the host's");
+    let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+        "params": {"progressToken": "job-1", "progress": 1}});
+    h.peer(progress);
+    let events = h.events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(events[0].contains("notifications/progress") && events[0].contains("job-1"));
+
+    let asked = CallOptions { progress: true, ..CallOptions::default() };
+    let c = h.engine.request_raw(h.now, "vendor/run", Some(params), &asked).unwrap();
+    // Parsed as servers do, the last of two keys wins.
+    let frame = h.sent_one();
+    assert_eq!(frame["params"]["_meta"]["progressToken"], json!(c.get()));
+    assert_eq!(frame["params"]["_meta"]["vendor/x"], 1, "the host's other members stay");
 }
 
 #[test]

@@ -139,7 +139,6 @@ pub(crate) mod notify {
     pub(crate) const PROMPTS_CHANGED: &str = "notifications/prompts/list_changed";
     pub(crate) const RESOURCES_CHANGED: &str = "notifications/resources/list_changed";
     pub(crate) const RESOURCE_UPDATED: &str = "notifications/resources/updated";
-    pub(crate) const MESSAGE: &str = "notifications/message";
     pub(crate) const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
 }
 

@@ -1067,7 +1067,7 @@ fn an_oversize_event_fails_the_call_as_too_large_in_either_era() {
         let call = s.next().unwrap();
         let big = json!({"content": [{"type": "text", "text": "x".repeat(5000)}]});
         let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
-            "params": {"progressToken": "p", "progress": 1}});
+            "params": {"progressToken": 424242, "progress": 1}});
         let stream = format!("data: {progress}\n\ndata: {}\n\n", reply(&call, big));
         s.respond(call.x, 200, &SSE, &stream);
         let failed = format!("failed {:?}", CallError::Peer(PeerError::TooLarge));
