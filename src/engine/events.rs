@@ -319,11 +319,12 @@ impl Stored {
         matches!(self, Self::Done(_) | Self::Failed { .. })
     }
 
-    /// An event of `target` before its end: its progress, its task's, its subscription's.
+    /// An event of `target` before its end: its progress, its task's. (Not a subscription's
+    /// acknowledgement: a catalog watch's reaches the host whoever takes the stream's end,
+    /// and it is dropped past the queue's bound as any state event.)
     fn is_on_the_way_of(&self, target: CallId) -> bool {
         match self {
             Self::Progress { call, .. }
-            | Self::Subscribed { call, .. }
             | Self::TaskCreated { call, .. }
             | Self::TaskStatus { call, .. } => *call == target,
             _ => false,
@@ -931,6 +932,12 @@ mod tests {
         assert!(q.take_terminal(call(201)).is_some());
         assert!(matches!(q.pop(), Some(Event::Progress { call: c, .. }) if c == call(200)));
         assert!(q.pop().is_none());
+        // A subscription's acknowledgement stays: a catalog watch's reaches the host whoever
+        // takes the stream's end.
+        q.subscribed(call(300), "{}");
+        q.done(call(300), "{}", ResultType::Complete, false, &record);
+        assert!(q.take_terminal(call(300)).is_some());
+        assert!(matches!(q.pop(), Some(Event::Subscribed { call: c, .. }) if c == call(300)));
     }
 
     /// Droppable events are bounded by the text they bring too: a server's notifications of

@@ -90,7 +90,7 @@ use crate::proto::json::{self, Kind, RawJson};
 pub use crate::proto::jsonrpc::WireId;
 use crate::proto::jsonrpc::{self, write_json_str, Message, MethodName, ResultHead};
 use crate::proto::mcp::{self, notify, Method, ResultType, ServerRequestKind, SubscriptionFilter};
-use crate::proto::meta::{write_call_meta, StaticMeta};
+use crate::proto::meta::{write_call_meta, StaticMeta, STATIC_META_KEYS};
 use crate::proto::version::{Era, EraPreference, ProtocolVersion};
 use answer_checks::{elicit, sampling};
 use ending::Outcome;
@@ -588,7 +588,7 @@ impl Engine {
             // writes itself is the engine's (a second `progressToken` took the call's
             // progress away from it).
             let bufs = self.requests.bufs_mut(call.0.slot());
-            let meta = outbound::without_keys_of(bufs.meta(), &meta);
+            let meta = outbound::without_keys_of(bufs.meta(), &STATIC_META_KEYS, &meta);
             if !meta.is_empty() {
                 bufs.extend_meta(meta.as_bytes());
             }
@@ -738,7 +738,13 @@ impl Engine {
         if opts.hold {
             self.requests.set_state(slot, SendState::Held);
         } else if let Some(id) = self.requests.wire_id(slot) {
-            self.send_queue.push_back(id);
+            if method == Method::Listen {
+                // A subscription stream takes no call's place, so it waits for none: behind a
+                // fresh call the in-flight limit holds, it waited with it.
+                self.send_queue.push_front(id);
+            } else {
+                self.send_queue.push_back(id);
+            }
         }
         Ok(call)
     }
@@ -2154,7 +2160,10 @@ impl Engine {
             self.stats.invalid_frames += 1;
             return;
         };
-        let Some(token) = WireId::parse(token) else {
+        // A token of no call pending here is not one the engine wrote for a live call either
+        // (a host's number, or a call's that ended): the host's to read.
+        let live = WireId::parse(token).map(CallId).filter(|c| self.requests.slot_of(*c).is_some());
+        let Some(call) = live else {
             self.events.notification(method, p.text());
             return;
         };
@@ -2166,7 +2175,6 @@ impl Engine {
         };
         let total = p.get("total").and_then(RawJson::as_f64);
         let message = p.get("message").and_then(RawJson::as_str);
-        let call = CallId(token);
         let wants = self
             .requests
             .slot_of(call)
@@ -2575,12 +2583,12 @@ impl Engine {
         // A write on the wire may be running on the server whatever ended the engine (a lost
         // transport, a handshake refused, a session gone): `error` is not its answer, and it
         // ends `DeliveryUnknown`, so a host retrying on its own does not send it again as if
-        // the server had refused it. The host's own close and a local end stand as they are.
-        // (A subscription changes nothing.)
+        // the server had refused it. The host's own close stands as it is (a lifecycle's
+        // local end, a handshake past its time, is not the write's). (A subscription changes
+        // nothing.)
         let own_end = matches!(
             error,
-            CallError::Local(_)
-                | CallError::Transport(TransportError::Closed(crate::error::CloseReason::Host))
+            CallError::Transport(TransportError::Closed(crate::error::CloseReason::Host))
         );
         for slot in slots {
             let unknown = !own_end

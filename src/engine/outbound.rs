@@ -171,14 +171,16 @@ pub enum TransmitKind {
 }
 
 /// The members of `host` (members of a JSON object, without its braces; checked JSON) whose
-/// keys are not among `engine`'s (the `_meta` members the engine wrote).
-pub(super) fn without_keys_of(engine: &[u8], host: &str) -> String {
+/// keys are neither among `engine`'s (the call's `_meta` members the engine wrote) nor in
+/// `reserved` (those it writes in every request of an era).
+pub(super) fn without_keys_of(engine: &[u8], reserved: &[&str], host: &str) -> String {
     let engine = [b"{", engine, b"}"].concat();
     let engine = crate::proto::json::parse(&engine).ok();
     // Compared unescaped: a server reads `progress\u0054oken` as `progressToken`.
     let written = |key: &crate::proto::json::JsonKey<'_>| {
         let key = key.as_str();
-        engine.as_ref().is_some_and(|e| e.members().any(|(k, _)| k.eq_str(&key)))
+        reserved.contains(&&*key)
+            || engine.as_ref().is_some_and(|e| e.members().any(|(k, _)| k.eq_str(&key)))
     };
     let host = format!("{{{host}}}");
     let Ok(parsed) = crate::proto::json::parse(host.as_bytes()) else { return String::new() };

@@ -1076,9 +1076,12 @@ fn progress_is_routed_to_the_call_that_asked() {
     };
     h.peer(progress(c.get(), 1.0));
     h.peer(progress(quiet.get(), 1.0));
-    h.peer(progress(424242, 1.0));
     h.peer(json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"bad": 1}}));
     assert_eq!(h.events(), [format!("progress {} 1 Some(3.0) Some(\"step\")", c.get())]);
+    // A token of no call pending is no call's: the host's to read.
+    h.peer(progress(424242, 1.0));
+    let events = h.events();
+    assert!(events.len() == 1 && events[0].contains("notifications/progress"), "{events:?}");
     // Required, a number: a report without one is refused, not read as 0 (which looked like
     // progress going back).
     let invalid = h.engine.stats().invalid_frames;
@@ -1115,12 +1118,21 @@ fn a_progress_token_the_host_chose_is_the_hosts() {
     h.engine.request_raw(h.now, "vendor/run", Some(params), &plain).unwrap();
     let sent = h.sent_one();
     assert_eq!(sent["params"]["_meta"]["progressToken"], "job-1", "no engine token: the host's");
-    let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
-        "params": {"progressToken": "job-1", "progress": 1}});
-    h.peer(progress);
-    let events = h.events();
-    assert_eq!(events.len(), 1, "{events:?}");
-    assert!(events[0].contains("notifications/progress") && events[0].contains("job-1"));
+    // A string, or a number as many SDKs use (the engine read one as its own, found no call,
+    // and dropped it).
+    for token in [json!("job-1"), json!(7)] {
+        let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": token, "progress": 1}});
+        h.peer(progress);
+        let events = h.events();
+        assert_eq!(events.len(), 1, "{token}: {events:?}");
+        assert!(events[0].contains("notifications/progress"), "{events:?}");
+    }
+    // Nor may it write again what the engine writes in every request of the era.
+    let version = raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"1999-01-01"}}"#);
+    h.engine.request_raw(h.now, "vendor/run", Some(version), &plain).unwrap();
+    let frame = h.sent_one();
+    assert_eq!(frame["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
 
     let asked = CallOptions { progress: true, ..CallOptions::default() };
     let c = h.engine.request_raw(h.now, "vendor/run", Some(params), &asked).unwrap();
@@ -1916,12 +1928,23 @@ fn listen_all(h: &mut Harness) -> CallId {
 fn a_listen_stream_takes_no_place_under_the_in_flight_limit() {
     let mut h = Harness::ready_with(Config { max_in_flight: 1, ..Config::default() });
     let c = h.call("busy", "{}");
+    // A fresh call the limit holds, queued before the stream: the stream does not wait
+    // behind it either.
+    let held = h.engine.call_tool(h.now, "held", raw("{}"), &CallOptions::default()).unwrap();
     listen_all(&mut h);
-    let calls = h.take_sent();
-    assert_eq!(calls.len(), 2, "the listen does not wait behind the call: {calls:?}");
-    assert_eq!(calls[1]["method"], "subscriptions/listen");
+    let mut calls = h.take_sent();
+    assert_eq!(calls.len(), 2, "the listen does not wait behind the calls: {calls:?}");
+    calls.sort_by_key(|c| c["method"] != "tools/call");
+    assert_eq!(
+        (&calls[0]["params"]["name"], &calls[1]["method"]),
+        (&json!("busy"), &json!("subscriptions/listen"))
+    );
     h.reply(&calls[0], json!({"resultType": "complete", "content": []}));
     assert!(h.events().iter().any(|e| e.starts_with(&format!("done {}", c.get()))));
+    let sent = h.sent_one();
+    assert_eq!(sent["params"]["name"], "held");
+    h.reply(&sent, json!({"resultType": "complete", "content": []}));
+    assert!(h.events().iter().any(|e| e.starts_with(&format!("done {}", held.get()))));
     for _ in 0..3 {
         h.call("t", "{}");
         let sent = h.sent_one();

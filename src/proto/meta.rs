@@ -4,6 +4,13 @@ use crate::proto::jsonrpc::write_json_str;
 pub use crate::proto::trace::TraceContext;
 use crate::proto::version::ProtocolVersion;
 
+/// The keys [`StaticMeta`] writes: a host's own `_meta` does not write them again.
+pub(crate) const STATIC_META_KEYS: [&str; 3] = [
+    "io.modelcontextprotocol/protocolVersion",
+    "io.modelcontextprotocol/clientCapabilities",
+    "io.modelcontextprotocol/clientInfo",
+];
+
 /// The members of `_meta` that are the same on every request of one engine, pre-encoded once:
 /// protocol version, client capabilities and client info.
 #[derive(Debug, Clone)]
@@ -76,6 +83,9 @@ mod tests {
         assert_eq!(v["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
         assert_eq!(v["io.modelcontextprotocol/clientCapabilities"], serde_json::json!({}));
         assert_eq!(v["io.modelcontextprotocol/clientInfo"]["name"], "mc\"poll");
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys.len(), STATIC_META_KEYS.len());
+        assert!(keys.iter().all(|k| STATIC_META_KEYS.contains(k)), "{keys:?}");
     }
 
     #[test]

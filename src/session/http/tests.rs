@@ -1063,11 +1063,12 @@ fn an_oversize_event_fails_the_call_as_too_large_in_either_era() {
         if let Some(get) = s.listen.take() {
             s.respond(get.x, 405, &[], "");
         }
-        s.call("t");
+        // Progress for the call, which asked for none: dropped, no event.
+        let t = s.call("t");
         let call = s.next().unwrap();
         let big = json!({"content": [{"type": "text", "text": "x".repeat(5000)}]});
         let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
-            "params": {"progressToken": 424242, "progress": 1}});
+            "params": {"progressToken": t.get(), "progress": 1}});
         let stream = format!("data: {progress}\n\ndata: {}\n\n", reply(&call, big));
         s.respond(call.x, 200, &SSE, &stream);
         let failed = format!("failed {:?}", CallError::Peer(PeerError::TooLarge));
@@ -1431,6 +1432,44 @@ fn a_write_running_when_the_renewal_is_refused_is_delivery_unknown() {
         let unknown = matches!(w_end, Some(CallError::Local(LocalError::DeliveryUnknown(_))));
         assert!(unknown, "{status} {body}: {w_end:?}");
     }
+}
+
+/// A write whose stream is open while the session's renewal never answers (its handshake
+/// given up after its retries) ends `DeliveryUnknown` too: the handshake's local end
+/// (`DeadlineExceeded`, long before the write's own deadline) is not the write's.
+#[test]
+fn a_write_running_when_the_renewal_times_out_is_delivery_unknown() {
+    let mut s = Sim::legacy(None);
+    let get = s.listen.take().unwrap();
+    s.respond(get.x, 405, &[], "");
+    let args = serde_json::value::RawValue::from_string("{}".into()).unwrap();
+    let opts = CallOptions::timeout(Duration::from_secs(24 * 3600));
+    let write = s.engine.call_tool(s.now, "w", &args, &opts).unwrap();
+    let w = s.next().expect("w");
+    assert!(matches!(s.head(w.x, 200, &SSE), ResponseStep::More));
+    s.body(w.x, "id: e1\ndata:\n\n");
+    s.call("b");
+    let b = s.next().expect("b");
+    s.respond(b.x, 404, &[], "");
+    let mut w_end = None;
+    for _ in 0..64 {
+        while let Some(sent) = s.next() {
+            assert_eq!(sent.rpc(), "initialize", "only the handshake goes, unanswered");
+        }
+        s.advance(s.engine.config().handshake_timeout);
+        while let Some(e) = s.engine.poll_event() {
+            if let Event::CallFailed { call, error, .. } = e {
+                if call == write {
+                    w_end = Some(error.clone());
+                }
+            }
+        }
+        if w_end.is_some() {
+            break;
+        }
+    }
+    let unknown = matches!(w_end, Some(CallError::Local(LocalError::DeliveryUnknown(_))));
+    assert!(unknown, "{w_end:?}");
 }
 
 /// A 2xx that does not carry a write's reply (text, an empty body, JSON answering another
