@@ -1402,16 +1402,7 @@ fn a_broken_stream_of_a_gone_session_is_not_resumed_in_the_new_one() {
 #[test]
 fn a_write_running_when_the_renewal_is_refused_is_delivery_unknown() {
     for (status, body) in [(401, ""), (400, ""), (200, "error")] {
-        let mut s = Sim::legacy(None);
-        let get = s.listen.take().unwrap();
-        s.respond(get.x, 405, &[], "");
-        let write = s.call("w");
-        let w = s.next().expect("w");
-        assert!(matches!(s.head(w.x, 200, &SSE), ResponseStep::More));
-        s.body(w.x, "id: e1\ndata:\n\n");
-        s.call("b");
-        let b = s.next().expect("b");
-        s.respond(b.x, 404, &[], "");
+        let (mut s, write) = renewal_under_a_running_write(Duration::from_secs(30));
         let init = s.next().expect("the handshake");
         assert_eq!(init.rpc(), "initialize");
         if body == "error" {
@@ -1421,17 +1412,40 @@ fn a_write_running_when_the_renewal_is_refused_is_delivery_unknown() {
         } else {
             s.respond(init.x, status, &[], body);
         }
-        let mut w_end = None;
-        while let Some(e) = s.engine.poll_event() {
-            if let Event::CallFailed { call, error, .. } = e {
-                if call == write {
-                    w_end = Some(error.clone());
-                }
-            }
-        }
+        let w_end = failure_of(&mut s, write);
         let unknown = matches!(w_end, Some(CallError::Local(LocalError::DeliveryUnknown(_))));
         assert!(unknown, "{status} {body}: {w_end:?}");
     }
+}
+
+/// A legacy session (its GET stream refused) with write `w` (of `timeout`) running, its event
+/// stream open, and another call's 404 starting the session's renewal.
+fn renewal_under_a_running_write(timeout: Duration) -> (Sim, crate::CallId) {
+    let mut s = Sim::legacy(None);
+    let get = s.listen.take().unwrap();
+    s.respond(get.x, 405, &[], "");
+    let args = serde_json::value::RawValue::from_string("{}".into()).unwrap();
+    let write = s.engine.call_tool(s.now, "w", &args, &CallOptions::timeout(timeout)).unwrap();
+    let w = s.next().expect("w");
+    assert!(matches!(s.head(w.x, 200, &SSE), ResponseStep::More));
+    s.body(w.x, "id: e1\ndata:\n\n");
+    s.call("b");
+    let b = s.next().expect("b");
+    s.respond(b.x, 404, &[], "");
+    (s, write)
+}
+
+/// How `call` failed, among the events (all taken).
+fn failure_of(s: &mut Sim, call: crate::CallId) -> Option<CallError> {
+    let mut failed = None;
+    while let Some(e) = s.engine.poll_event() {
+        if let Event::CallFailed { call: c, error, .. } = e {
+            if c == call {
+                failed = Some(error.clone());
+            }
+        }
+    }
+    failed
 }
 
 /// A write whose stream is open while the session's renewal never answers (its handshake
@@ -1439,31 +1453,14 @@ fn a_write_running_when_the_renewal_is_refused_is_delivery_unknown() {
 /// (`DeadlineExceeded`, long before the write's own deadline) is not the write's.
 #[test]
 fn a_write_running_when_the_renewal_times_out_is_delivery_unknown() {
-    let mut s = Sim::legacy(None);
-    let get = s.listen.take().unwrap();
-    s.respond(get.x, 405, &[], "");
-    let args = serde_json::value::RawValue::from_string("{}".into()).unwrap();
-    let opts = CallOptions::timeout(Duration::from_secs(24 * 3600));
-    let write = s.engine.call_tool(s.now, "w", &args, &opts).unwrap();
-    let w = s.next().expect("w");
-    assert!(matches!(s.head(w.x, 200, &SSE), ResponseStep::More));
-    s.body(w.x, "id: e1\ndata:\n\n");
-    s.call("b");
-    let b = s.next().expect("b");
-    s.respond(b.x, 404, &[], "");
+    let (mut s, write) = renewal_under_a_running_write(Duration::from_secs(24 * 3600));
     let mut w_end = None;
     for _ in 0..64 {
         while let Some(sent) = s.next() {
             assert_eq!(sent.rpc(), "initialize", "only the handshake goes, unanswered");
         }
         s.advance(s.engine.config().handshake_timeout);
-        while let Some(e) = s.engine.poll_event() {
-            if let Event::CallFailed { call, error, .. } = e {
-                if call == write {
-                    w_end = Some(error.clone());
-                }
-            }
-        }
+        w_end = failure_of(&mut s, write);
         if w_end.is_some() {
             break;
         }
