@@ -738,15 +738,21 @@ impl Engine {
         if opts.hold {
             self.requests.set_state(slot, SendState::Held);
         } else if let Some(id) = self.requests.wire_id(slot) {
-            if method == Method::Listen {
-                // A subscription stream takes no call's place, so it waits for none: behind a
-                // fresh call the in-flight limit holds, it waited with it.
-                self.send_queue.push_front(id);
-            } else {
-                self.send_queue.push_back(id);
-            }
+            self.enqueue(method, id);
         }
         Ok(call)
+    }
+
+    /// A call joins the send queue: at its back, in order; a subscription stream at its
+    /// front, since it takes no call's place and so waits for none (behind a fresh call the
+    /// in-flight limit holds, it waited with it).
+    #[inline]
+    fn enqueue(&mut self, method: Method, id: WireId) {
+        if method == Method::Listen {
+            self.send_queue.push_front(id);
+        } else {
+            self.send_queue.push_back(id);
+        }
     }
 
     /// Lets a held call ([`CallOptions::hold`]) go: it joins the queue now, behind the calls
@@ -780,7 +786,7 @@ impl Engine {
         }
         self.requests.set_state(slot, SendState::Queued);
         if let Some(id) = self.requests.wire_id(slot) {
-            self.send_queue.push_back(id);
+            self.enqueue(method, id);
         }
         Ok(())
     }
@@ -1101,8 +1107,8 @@ impl Engine {
     }
 
     /// Removes and returns the terminal event (`CallDone` or `CallFailed`) of one call, with
-    /// the call's own events queued before it (its progress, its task's, its subscription's),
-    /// leaving every other call's events queued in order. For blocking helpers.
+    /// the call's own progress and task events queued before it, leaving every other event
+    /// queued in order. For blocking helpers.
     pub fn take_call_event(&mut self, call: CallId) -> Option<Event<'_>> {
         self.events.take_terminal(call)
     }
@@ -2160,10 +2166,11 @@ impl Engine {
             self.stats.invalid_frames += 1;
             return;
         };
-        // A token of no call pending here is not one the engine wrote for a live call either
-        // (a host's number, or a call's that ended): the host's to read.
-        let live = WireId::parse(token).map(CallId).filter(|c| self.requests.slot_of(*c).is_some());
-        let Some(call) = live else {
+        // A call handle has a generation (bits 20 and up): a token without one is not the
+        // engine's, but a number the host chose (the host's to read). One with a generation
+        // is the engine's, of a call that may have ended (late progress: dropped).
+        let engines = WireId::parse(token).filter(|id| id.generation() != 0);
+        let Some(call) = engines.map(CallId) else {
             self.events.notification(method, p.text());
             return;
         };

@@ -1078,10 +1078,18 @@ fn progress_is_routed_to_the_call_that_asked() {
     h.peer(progress(quiet.get(), 1.0));
     h.peer(json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"bad": 1}}));
     assert_eq!(h.events(), [format!("progress {} 1 Some(3.0) Some(\"step\")", c.get())]);
-    // A token of no call pending is no call's: the host's to read.
+    // A number with no generation is no call handle: the host's to read.
     h.peer(progress(424242, 1.0));
     let events = h.events();
     assert!(events.len() == 1 && events[0].contains("notifications/progress"), "{events:?}");
+    // Late progress of a call that ended (cancelled here) is dropped, as before: handed to
+    // the host as a notification it named a call already seen ending.
+    let late = h.engine.call_tool(h.now, "slow", raw("{}"), &opts).unwrap();
+    h.take_sent();
+    h.engine.cancel(h.now, late).unwrap();
+    h.events();
+    h.peer(progress(late.get(), 2.0));
+    assert!(h.events().is_empty());
     // Required, a number: a report without one is refused, not read as 0 (which looked like
     // progress going back).
     let invalid = h.engine.stats().invalid_frames;
@@ -1931,7 +1939,11 @@ fn a_listen_stream_takes_no_place_under_the_in_flight_limit() {
     // A fresh call the limit holds, queued before the stream: the stream does not wait
     // behind it either.
     let held = h.engine.call_tool(h.now, "held", raw("{}"), &CallOptions::default()).unwrap();
-    listen_all(&mut h);
+    // One released from a hold goes the same way.
+    let hold = CallOptions { hold: true, ..CallOptions::default() };
+    let filter = SubscriptionFilter { tools_list_changed: true, ..SubscriptionFilter::default() };
+    let released = h.engine.listen(h.now, &filter, &hold).unwrap();
+    h.engine.release(h.now, released).unwrap();
     let mut calls = h.take_sent();
     assert_eq!(calls.len(), 2, "the listen does not wait behind the calls: {calls:?}");
     calls.sort_by_key(|c| c["method"] != "tools/call");
