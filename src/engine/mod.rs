@@ -90,7 +90,7 @@ use crate::proto::json::{self, Kind, RawJson};
 pub use crate::proto::jsonrpc::WireId;
 use crate::proto::jsonrpc::{self, write_json_str, Message, MethodName, ResultHead};
 use crate::proto::mcp::{self, notify, Method, ResultType, ServerRequestKind, SubscriptionFilter};
-use crate::proto::meta::{write_call_meta, StaticMeta, STATIC_META_KEYS};
+use crate::proto::meta::{self, write_call_meta, StaticMeta};
 use crate::proto::version::{Era, EraPreference, ProtocolVersion};
 use answer_checks::{elicit, sampling};
 use ending::Outcome;
@@ -576,7 +576,10 @@ impl Engine {
             Some(p) if p.starts_with('{') && p.ends_with('}') => p[1..p.len() - 1].trim(),
             Some(_) => return Err(RequestError::ArgumentsNotObject),
         };
-        let (members, meta) = outbound::split_meta(members)?;
+        // A `_meta` key the engine writes itself is the engine's: a second `progressToken`
+        // took the call's progress away from it (servers keep the last of two keys).
+        let writes = |key: &str| meta::engine_writes(key, opts.progress, opts.trace.as_ref());
+        let (members, meta) = outbound::split_meta(members, writes)?;
         // The method name is kept where a call's `Mcp-Name` goes: extensions have none.
         let call = self.request(now, Method::Extension, opts, None, method, |p| {
             p.extend_from_slice(members.as_bytes())
@@ -584,14 +587,8 @@ impl Engine {
         if !meta.is_empty() {
             // Written with the engine's own: two `_meta` members in one frame are kept last
             // by some servers (the engine's, dropping the host's), refused by others, and
-            // kept first by readers that then miss the protocol version. A key the engine
-            // writes itself is the engine's (a second `progressToken` took the call's
-            // progress away from it).
-            let bufs = self.requests.bufs_mut(call.0.slot());
-            let meta = outbound::without_keys_of(bufs.meta(), &STATIC_META_KEYS, &meta);
-            if !meta.is_empty() {
-                bufs.extend_meta(meta.as_bytes());
-            }
+            // kept first by readers that then miss the protocol version.
+            self.requests.bufs_mut(call.0.slot()).extend_meta(meta.as_bytes());
         }
         Ok(call)
     }

@@ -170,35 +170,14 @@ pub enum TransmitKind {
     },
 }
 
-/// The members of `host` (members of a JSON object, without its braces; checked JSON) whose
-/// keys are neither among `engine`'s (the call's `_meta` members the engine wrote) nor in
-/// `reserved` (those it writes in every request of an era).
-pub(super) fn without_keys_of(engine: &[u8], reserved: &[&str], host: &str) -> String {
-    let engine = [b"{", engine, b"}"].concat();
-    let engine = crate::proto::json::parse(&engine).ok();
-    // Compared unescaped: a server reads `progress\u0054oken` as `progressToken`.
-    let written = |key: &crate::proto::json::JsonKey<'_>| {
-        let key = key.as_str();
-        reserved.contains(&&*key)
-            || engine.as_ref().is_some_and(|e| e.members().any(|(k, _)| k.eq_str(&key)))
-    };
-    let host = format!("{{{host}}}");
-    let Ok(parsed) = crate::proto::json::parse(host.as_bytes()) else { return String::new() };
-    let mut kept = String::new();
-    for (key, value) in parsed.members() {
-        if written(&key) {
-            log::debug!("a _meta member the engine writes itself was left out of a request");
-            continue;
-        }
-        push_member(&mut kept, key.raw(), value.text());
-    }
-    kept
-}
-
 /// The members of a `request_raw` params object (its text between the braces) split into
-/// the members but `_meta`, and the members of its `_meta` objects (each object's text
-/// between its braces, joined by commas). The text is the host's `RawValue`'s: valid JSON.
-pub(super) fn split_meta(members: &str) -> Result<(Cow<'_, str>, String), RequestError> {
+/// the members but `_meta`, and the members of its `_meta` objects but those whose key (read
+/// unescaped, as a server reads it) the engine `writes` itself. The text is the host's
+/// `RawValue`'s: valid JSON.
+pub(super) fn split_meta(
+    members: &str,
+    writes: impl Fn(&str) -> bool,
+) -> Result<(Cow<'_, str>, String), RequestError> {
     if !members.contains("_meta") {
         return Ok((Cow::Borrowed(members), String::new()));
     }
@@ -211,12 +190,12 @@ pub(super) fn split_meta(members: &str) -> Result<(Cow<'_, str>, String), Reques
             if value.kind() != Kind::Object {
                 return Err(RequestError::ArgumentsNotObject);
             }
-            let inner = value.text()[1..value.text().len() - 1].trim();
-            if !inner.is_empty() {
-                if !meta.is_empty() {
-                    meta.push(',');
+            for (key, value) in value.members() {
+                if writes(&key.as_str()) {
+                    log::debug!("a _meta member the engine writes itself was left out");
+                    continue;
                 }
-                meta.push_str(inner);
+                push_member(&mut meta, key.raw(), value.text());
             }
             continue;
         }

@@ -16,8 +16,9 @@ use crate::error::{CallError, LocalError};
 impl Host {
     /// Polls until `call` ends, leaving every other call's events queued (they do not cut its
     /// waits short: only I/O and deadlines do; the call's own progress and task events go with
-    /// its end). For scripts and tests. Server requests go to the answer handlers ([`set_answer_handler`](Self::set_answer_handler)); one they do not
-    /// answer ends the call at once with `LocalError::Unanswered`, since nobody else can
+    /// its end). For scripts and tests. Server requests go to the answer handlers
+    /// ([`set_answer_handler`](Self::set_answer_handler)); one they do not answer ends the
+    /// call at once with `LocalError::Unanswered`, since nobody else can
     /// answer while this blocks. An embedded host refuses (`Unsupported`) before it looks.
     pub fn wait(&mut self, server: ServerId, call: CallId) -> Result<OwnedResult, BlockingError> {
         self.poll.can_wait().map_err(BlockingError::Io)?;

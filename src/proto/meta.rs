@@ -4,8 +4,8 @@ use crate::proto::jsonrpc::write_json_str;
 pub use crate::proto::trace::TraceContext;
 use crate::proto::version::ProtocolVersion;
 
-/// The keys [`StaticMeta`] writes: a host's own `_meta` does not write them again.
-pub(crate) const STATIC_META_KEYS: [&str; 3] = [
+/// The keys [`StaticMeta`] writes.
+const STATIC_META_KEYS: [&str; 3] = [
     "io.modelcontextprotocol/protocolVersion",
     "io.modelcontextprotocol/clientCapabilities",
     "io.modelcontextprotocol/clientInfo",
@@ -36,6 +36,19 @@ impl StaticMeta {
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.encoded
     }
+}
+
+/// Whether the engine writes `key` in a request's `_meta` itself: a [`StaticMeta`] key, or
+/// one [`write_call_meta`] writes for these options. A host's own `_meta` does not write
+/// them again.
+pub(crate) fn engine_writes(key: &str, progress: bool, trace: Option<&TraceContext>) -> bool {
+    let traced = match (key, trace) {
+        ("traceparent", Some(_)) => true,
+        ("tracestate", Some(t)) => t.tracestate.is_some(),
+        ("baggage", Some(t)) => t.baggage.is_some(),
+        _ => false,
+    };
+    STATIC_META_KEYS.contains(&key) || (progress && key == "progressToken") || traced
 }
 
 /// Appends the per-call `_meta` members (no braces): progress token and trace context.
@@ -101,5 +114,28 @@ mod tests {
         out.clear();
         write_call_meta(&mut out, None, None);
         assert!(out.is_empty());
+    }
+
+    /// `engine_writes` names every key the engine writes for given options, and no other.
+    #[test]
+    fn engine_writes_names_the_keys_written() {
+        let t = TraceContext {
+            traceparent: "00-a-b-01".into(),
+            tracestate: None,
+            baggage: Some("k=v".into()),
+        };
+        let mut out = StaticMeta::new(ProtocolVersion::MODERN, "{}", "n", "1").bytes().to_vec();
+        out.push(b',');
+        write_call_meta(&mut out, Some(42), Some(&t));
+        let obj = format!("{{{}}}", String::from_utf8(out).unwrap());
+        let v: serde_json::Value = serde_json::from_str(&obj).unwrap();
+        let written: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(written.len(), STATIC_META_KEYS.len() + 3, "{written:?}");
+        assert!(written.iter().all(|k| engine_writes(k, true, Some(&t))), "{written:?}");
+        for unwritten in ["tracestate", "vendor/x"] {
+            assert!(!engine_writes(unwritten, true, Some(&t)), "{unwritten}");
+        }
+        assert!(!engine_writes("progressToken", false, None));
+        assert!(!engine_writes("traceparent", true, None));
     }
 }
